@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: MIT
+# The two commands of the README: `make run` and `make test`. Both install what is missing first.
+
+DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD ?= build
+BUILD_ASAN ?= build-asan
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+URLS ?= http://127.0.0.1:52323
+
+.PHONY: all deps build build-asan run test test-fast clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@command -v dotnet >/dev/null || { echo "the .NET SDK (dotnet) is required for the test app" >&2; exit 1; }
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DAGENT_SANITIZE=address,undefined >/dev/null
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+# Installs what is missing, builds, and starts dotmon on its defaults (loopback only, a temporary
+# API key printed once).
+run: build
+	./$(BUILD)/dotmon collect --temp-apikey --urls $(URLS)
+
+# Installs what is missing, builds twice (normal and ASan+UBSan) and runs the whole suite in both.
+test: build build-asan
+	ctest --test-dir $(BUILD) --output-on-failure
+	ctest --test-dir $(BUILD_ASAN) --output-on-failure
+
+# The normal build only (quicker while developing).
+test-fast: build
+	ctest --test-dir $(BUILD) --output-on-failure
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_AUTH_H
+#define AGENT_AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * dotnet-monitor's MonitorApiKey authentication (DOTNET-MONITOR.md §2.2): a JWT in
+ * `Authorization: Bearer <jwt>`, signed with ES256/384/512 or RS256/384/512 (never `none` or
+ * HS*), checked against a public key given as a base64url-encoded JWK. Claims: `aud` must be
+ * AUTH_AUDIENCE, `iss` the configured issuer (default AUTH_DEFAULT_ISSUER), `exp` present and in
+ * the future, `sub` equal to the configured subject (else 403).
+ * Pure OpenSSL, no libuv. Nothing here logs; the caller must never log tokens or keys.
+ */
+
+#define AUTH_AUDIENCE "https://github.com/dotnet/dotnet-monitor"
+#define AUTH_DEFAULT_ISSUER "https://github.com/dotnet/dotnet-monitor/generatekey+MonitorApiKey"
+
+struct auth_verifier;
+
+/*
+ * Builds a verifier. public_key_b64 is the base64url JWK (kty EC with crv P-256/P-384/P-521, or
+ * RSA with at least 2048 bits); a JWK with private parts is accepted and *warning is set to a
+ * static message (else NULL). subject must be non-empty. issuer NULL → default.
+ * On error returns AGENT_E_INVAL and writes a reason into err (never containing key material).
+ */
+int auth_verifier_new(const char *public_key_b64, const char *subject, const char *issuer,
+                      struct auth_verifier **out, const char **warning, char *err, size_t errlen);
+void auth_verifier_free(struct auth_verifier *v);
+
+enum auth_result {
+    AUTH_OK = 0,
+    AUTH_UNAUTHORIZED = 1, /* 401: missing, malformed, expired, bad signature, wrong aud/iss */
+    AUTH_FORBIDDEN = 2     /* 403: valid token, other subject */
+};
+
+/*
+ * Checks an Authorization header value (may be NULL). now = seconds since the epoch.
+ * *reason gets a static description suitable for a problem+json detail (never token content).
+ */
+enum auth_result auth_verify(const struct auth_verifier *v, const char *authorization, int64_t now,
+                             const char **reason);
+
+/* Output of generatekey: a fresh P-384 key pair, a GUID subject and an ES384 token. */
+struct auth_generated {
+    char *token;          /* compact JWT */
+    char *subject;        /* GUID string */
+    char *public_key_b64; /* base64url JWK of the public key (for configuration) */
+    char *issuer;         /* issuer placed in the token */
+    int64_t expires;      /* exp claim, seconds since the epoch */
+};
+
+/* lifetime_s > 0. issuer NULL → default. Returns 0 or a negative code. */
+int auth_generate(int64_t now, int64_t lifetime_s, const char *issuer, struct auth_generated *out);
+void auth_generated_fini(struct auth_generated *g);
+
+/* Constant-time comparison of two NUL-terminated strings (length differences leak only length). */
+int auth_str_equal(const char *a, const char *b);
+
+#endif

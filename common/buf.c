@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+#include "buf.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+void buf_init(struct buf *b, size_t max)
+{
+    memset(b, 0, sizeof(*b));
+    b->max = max ? max : SIZE_MAX;
+}
+
+void buf_fini(struct buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->off = b->len = b->cap = 0;
+}
+
+void buf_reset(struct buf *b)
+{
+    b->off = b->len = 0;
+}
+
+int buf_reserve(struct buf *b, size_t n)
+{
+    if (b->max == 0) {
+        b->max = SIZE_MAX;
+    }
+    /* Compact first: consumed bytes at the front are free room. */
+    if (b->off > 0 && b->cap - b->len < n + 1) {
+        memmove(b->p, b->p + b->off, b->len - b->off);
+        b->len -= b->off;
+        b->off = 0;
+    }
+    if (n > SIZE_MAX - 1 - b->len) {
+        return AGENT_E_TOOBIG;
+    }
+    size_t need = b->len + n + 1; /* +1 keeps room for a terminating NUL */
+    if (need <= b->cap) {
+        return 0;
+    }
+    if (need - 1 > b->max) {
+        return AGENT_E_TOOBIG;
+    }
+    size_t ncap = b->cap ? b->cap : 256;
+    while (ncap < need) {
+        ncap = ncap > SIZE_MAX / 2 ? SIZE_MAX : ncap * 2;
+    }
+    if (ncap > b->max && b->max < SIZE_MAX) {
+        ncap = b->max + 1;
+    }
+    uint8_t *np = realloc(b->p, ncap);
+    if (np == NULL) {
+        return -ENOMEM; /* == UV_ENOMEM on Unix */
+    }
+    b->p = np;
+    b->cap = ncap;
+    return 0;
+}
+
+int buf_append(struct buf *b, const void *data, size_t n)
+{
+    if (n == 0) {
+        return 0;
+    }
+    int rc = buf_reserve(b, n);
+    if (rc != 0) {
+        return rc;
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    return 0;
+}
+
+int buf_append_str(struct buf *b, const char *s)
+{
+    return buf_append(b, s, strlen(s));
+}
+
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) {
+        return AGENT_E_INVAL;
+    }
+    int rc = buf_reserve(b, (size_t)n);
+    if (rc != 0) {
+        return rc;
+    }
+    int m = vsnprintf((char *)b->p + b->len, b->cap - b->len, fmt, ap);
+    if (m != n) {
+        return AGENT_E_INVAL;
+    }
+    b->len += (size_t)n;
+    return 0;
+}
+
+int buf_printf(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int buf_append_json_escaped(struct buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        char esc[7];
+        size_t n;
+        switch (*c) {
+        case '"':
+            memcpy(esc, "\\\"", 2);
+            n = 2;
+            break;
+        case '\\':
+            memcpy(esc, "\\\\", 2);
+            n = 2;
+            break;
+        case '\n':
+            memcpy(esc, "\\n", 2);
+            n = 2;
+            break;
+        case '\r':
+            memcpy(esc, "\\r", 2);
+            n = 2;
+            break;
+        case '\t':
+            memcpy(esc, "\\t", 2);
+            n = 2;
+            break;
+        default:
+            if (*c < 0x20) {
+                memcpy(esc, "\\u00", 4);
+                esc[4] = hex[*c >> 4];
+                esc[5] = hex[*c & 15];
+                n = 6;
+            } else {
+                esc[0] = (char)*c;
+                n = 1;
+            }
+            break;
+        }
+        int rc = buf_append(b, esc, n);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void buf_consume(struct buf *b, size_t n)
+{
+    if (n >= b->len - b->off) {
+        b->off = b->len = 0;
+        return;
+    }
+    b->off += n;
+}
+
+const char *buf_cstr(struct buf *b)
+{
+    if (b->p == NULL && buf_reserve(b, 0) != 0) {
+        return "";
+    }
+    b->p[b->len] = '\0';
+    return (const char *)b->p + b->off;
+}
+
+char *buf_steal(struct buf *b, size_t *len_out)
+{
+    if (buf_reserve(b, 0) != 0) {
+        return NULL;
+    }
+    if (b->off > 0) {
+        memmove(b->p, b->p + b->off, b->len - b->off);
+        b->len -= b->off;
+        b->off = 0;
+    }
+    b->p[b->len] = '\0';
+    char *out = (char *)b->p;
+    if (len_out != NULL) {
+        *len_out = b->len;
+    }
+    b->p = NULL;
+    b->off = b->len = b->cap = 0;
+    return out;
+}

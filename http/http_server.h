@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_HTTP_SERVER_H
+#define AGENT_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+/*
+ * HTTP/1.1 server on libuv + llhttp (one loop, no threads).
+ *
+ * Keep-alive, many connections at once, pipelined requests served in order (one at a time per
+ * connection: reading pauses while a request is being answered). Limits answered with the
+ * right status: 414 URI too long, 431 header section too large, 413 body too large, 400 for
+ * malformed requests, 503 + close when the connection limit is reached; header timeout (slow
+ * or idle-before-first-byte clients are closed), idle keep-alive timeout.
+ *
+ * A request is handed to the handler callback once it is complete (headers and body). The
+ * handler may answer at once or later (asynchronously) with http_respond or the streaming
+ * calls. The request object stays valid until the handler has completed the response
+ * (http_respond / http_stream_end) or until the abort callback has run, whichever is first.
+ */
+
+struct http_server;
+struct http_request;
+
+struct http_header {
+    const char *name;
+    const char *value;
+};
+
+struct http_server_config {
+    uint64_t header_timeout_ms; /* whole request head must arrive within this; 0 → 10000 */
+    uint64_t idle_timeout_ms;   /* keep-alive idle; 0 → 60000 */
+    size_t max_url;             /* 0 → 8192 → 414 */
+    size_t max_header_bytes;    /* whole head; 0 → 32768 → 431 */
+    size_t max_body;            /* 0 → 1 MiB → 413 */
+    size_t max_connections;     /* 0 → 1024; beyond: 503 and close */
+};
+
+typedef void (*http_handler_cb)(void *ud, struct http_request *req);
+
+int http_server_new(uv_loop_t *loop, const struct http_server_config *cfg, http_handler_cb handler,
+                    void *ud, struct http_server **out);
+
+/*
+ * Binds and listens on a URL in dotnet-monitor's --urls syntax: http://host:port where host is
+ * an IPv4/IPv6 literal, `localhost` (loopback: 127.0.0.1 and ::1 when available), or `+` / `*`
+ * (all interfaces). https:// is refused with AGENT_E_INVAL for now. `tag` is returned by
+ * http_request_tag for requests arriving on this listener (e.g. to tell artifact and metrics
+ * URLs apart). Port 0 picks a free port: see http_server_port.
+ */
+int http_server_listen(struct http_server *s, const char *url, int tag);
+/* Port of the n-th successful listen call (in order), or -1. */
+int http_server_port(const struct http_server *s, size_t n);
+size_t http_server_connection_count(const struct http_server *s);
+
+/*
+ * Graceful shutdown: stop accepting, close idle connections at once, let requests in progress
+ * finish for up to grace_ms then close everything, free s and call cb (may be NULL) from the loop.
+ */
+void http_server_close(struct http_server *s, uint64_t grace_ms, void (*cb)(void *ud), void *ud);
+
+/* ---- request accessors (all strings NUL-terminated, owned by the request) ---- */
+const char *http_request_method(const struct http_request *r); /* "GET", "POST", … */
+const char *http_request_target(const struct http_request *r); /* raw target: path + ?query */
+const char *http_request_path(const struct http_request *r);   /* raw path, without ?query */
+const char *http_request_query(const struct http_request *r);  /* raw query after '?', "" if none */
+/* First header with this name (case-insensitive), or NULL. */
+const char *http_request_header(const struct http_request *r, const char *name);
+const uint8_t *http_request_body(const struct http_request *r, size_t *len);
+int http_request_tag(const struct http_request *r);
+uint64_t http_request_id(const struct http_request *r); /* unique per server, for logs */
+
+/* Called once if the client goes away while the handler still owns the request. After it
+ * returns the request is freed: the handler must drop every pointer to it. */
+typedef void (*http_abort_cb)(void *ud, struct http_request *r);
+void http_request_on_abort(struct http_request *r, http_abort_cb cb, void *ud);
+
+/* ---- responses ---- */
+/*
+ * Sends a complete response with Content-Length, and finishes the request. `extra` headers are
+ * copied. Returns 0 or a negative code (the request is finished either way).
+ */
+int http_respond(struct http_request *r, int status, const char *content_type,
+                 const struct http_header *extra, size_t nextra, const void *body, size_t len);
+
+/* Starts a chunked response (Transfer-Encoding: chunked). */
+int http_stream_begin(struct http_request *r, int status, const char *content_type,
+                      const struct http_header *extra, size_t nextra);
+/* Queues one chunk (copied). Returns 0, or a negative code if the client is gone. */
+int http_stream_write(struct http_request *r, const void *data, size_t len);
+/* Bytes queued to the client and not yet written to the socket. */
+size_t http_stream_pending(const struct http_request *r);
+/* Called (from the loop) whenever the queued bytes drop to or below low_water after a write. */
+typedef void (*http_drain_cb)(void *ud, struct http_request *r);
+void http_stream_on_drain(struct http_request *r, size_t low_water, http_drain_cb cb, void *ud);
+/* Writes the last chunk and finishes the request. */
+int http_stream_end(struct http_request *r);
+/* Ends a streamed response abnormally: the connection is closed without the last chunk so the
+ * client sees a truncated transfer. Finishes the request. */
+void http_stream_abort(struct http_request *r);
+
+/* Status reason phrase, e.g. 404 → "Not Found". */
+const char *http_status_text(int status);
+
+#endif

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_IPC_CLIENT_H
+#define AGENT_IPC_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+/*
+ * One-command IPC exchanges with a runtime's diagnostic server (PROTOCOL.md §1.3): connect,
+ * write the complete request at once, read the 20-byte reply header and payload, and - for
+ * commands that have one - the continuation. Every exchange has a timeout covering the whole
+ * exchange, and a cap on the reply size checked before any allocation.
+ */
+
+struct ipc_exchange;
+
+struct ipc_result {
+    int status;           /* 0 = got a reply (OK or Error); else a negative code (timeout, refused…) */
+    int ok;               /* 1 if the reply was Server/OK, 0 if Server/Error */
+    uint32_t hresult;     /* Error replies (and int32 OK replies): the HRESULT */
+    const uint8_t *payload; /* reply payload (view, valid during the callback only) */
+    size_t payload_len;
+    const uint8_t *continuation; /* ProcessEnvironment continuation, else NULL */
+    size_t continuation_len;
+};
+
+typedef void (*ipc_exchange_cb)(void *ud, const struct ipc_result *res);
+
+enum ipc_exchange_kind {
+    IPC_EXCHANGE_SIMPLE = 0,     /* header + payload */
+    IPC_EXCHANGE_ENVIRONMENT = 1 /* header + 6-byte payload + nIncomingBytes continuation */
+};
+
+/*
+ * Starts an exchange on `loop` with the runtime listening at `path`. `req` (a complete IPC
+ * message) is copied. cb is called exactly once, from the loop (never from inside this call),
+ * unless ipc_exchange_cancel is called first. *out (may be NULL) lets the caller cancel; the
+ * handle becomes invalid when cb runs or after cancel.
+ */
+int ipc_exchange_start(uv_loop_t *loop, const char *path, const uint8_t *req, size_t req_len,
+                       enum ipc_exchange_kind kind, uint64_t timeout_ms, size_t max_reply,
+                       ipc_exchange_cb cb, void *ud, struct ipc_exchange **out);
+/* Cancels: cb is not called; resources are released asynchronously. */
+void ipc_exchange_cancel(struct ipc_exchange *x);
+
+#endif

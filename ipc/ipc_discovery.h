@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_IPC_DISCOVERY_H
+#define AGENT_IPC_DISCOVERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+/*
+ * Discovery of .NET runtimes in connect mode (PROTOCOL.md §1.1-1.3).
+ *
+ * Watches a directory (normally $TMPDIR or /tmp) for `dotnet-diagnostic-<pid>-<key>-socket`
+ * files with uv_fs_event, plus a slow rescan timer as a safety net. Each new socket is probed
+ * once with ProcessInfo3 (falling back to ProcessInfo2 and ProcessInfo on UNKNOWN_COMMAND) and
+ * the answer is cached. A liveness check runs in the background so that a runtime that dies
+ * (even by SIGKILL, which leaves its socket file behind) is dropped within about a second;
+ * sockets that refuse connections (stale files) are never listed. When several sockets share
+ * one pid, the newest (highest disambiguation key, then mtime) wins.
+ *
+ * Requests are served from the cache: lookups never touch the network.
+ * Everything runs on the loop given at creation; nothing here blocks.
+ */
+
+struct ipc_process {
+    uint64_t pid;           /* as the target sees itself (its own pid namespace) */
+    uint8_t cookie[16];     /* runtime instance cookie, wire layout */
+    char uid[37];           /* cookie as a lowercase GUID string, .NET layout */
+    char *name;             /* process name: basename of the first command-line token */
+    char *command_line;     /* never NULL (may be "") */
+    char *os;               /* never NULL */
+    char *arch;             /* never NULL */
+    char *entrypoint_assembly; /* NULL when the runtime lacks ProcessInfo2 */
+    char *clr_version;      /* NULL when the runtime lacks ProcessInfo2 */
+    char *runtime_identifier; /* NULL when the runtime lacks ProcessInfo3 */
+    char *endpoint;         /* full socket path used to talk to this runtime */
+    uint64_t key;           /* disambiguation key from the socket name */
+    uint64_t seen_ms;       /* uv_now() when first probed successfully */
+    int busy;               /* > 0 while a long command (dump) is in flight: liveness checks skip it */
+};
+
+struct ipc_discovery_config {
+    const char *dir;          /* directory to watch; required */
+    uint64_t probe_timeout_ms; /* per IPC exchange; 0 → 3000 */
+    uint64_t rescan_ms;       /* full directory rescan period; 0 → 5000 */
+    uint64_t liveness_ms;     /* liveness check period; 0 → 1000 */
+};
+
+struct ipc_discovery;
+
+/* Called after a process was added or removed (for logging / metrics). May be NULL. */
+typedef void (*ipc_discovery_change_cb)(void *ud, const struct ipc_process *p, bool added);
+
+/* Allocates; starts nothing. Returns 0 or a negative code. *out is set only on success. */
+int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
+                      ipc_discovery_change_cb on_change, void *ud, struct ipc_discovery **out);
+/* Starts watching and performs the first scan (asynchronously). */
+int ipc_discovery_start(struct ipc_discovery *d);
+/* True once the first scan (including its probes) has completed. */
+bool ipc_discovery_ready(const struct ipc_discovery *d);
+/*
+ * Stops everything, cancels in-flight probes, closes every handle and frees d; cb (may be NULL)
+ * is called from the loop once the last handle has closed.
+ */
+void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud);
+
+/* Cache views: valid until the loop runs again (a later callback may remove entries). */
+size_t ipc_discovery_count(const struct ipc_discovery *d);
+const struct ipc_process *ipc_discovery_at(const struct ipc_discovery *d, size_t i);
+
+#endif

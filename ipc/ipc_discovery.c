@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* placeholder until the module lands */
+extern int agent_placeholder_ipc_discovery;

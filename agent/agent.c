@@ -1,3 +1,393 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-extern int agent_placeholder_agent;
+#include "agent.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "api.h"
+#include "auth.h"
+#include "err.h"
+#include "http_server.h"
+#include "ipc_discovery.h"
+#include "log.h"
+
+#define DEFAULT_URL "http://localhost:52323"
+#define DEFAULT_METRICS_URL "http://localhost:52325"
+#define SHUTDOWN_GRACE_MS 5000
+#define TEMP_KEY_LIFETIME_S (7 * 86400)
+
+static const char cat[] = "dotmon";
+
+/* ---- default process filters (DefaultProcess:Filters) ---- */
+
+static int filter_key_parse(const char *s, enum agent_filter_key *out)
+{
+    static const struct {
+        const char *name;
+        enum agent_filter_key key;
+    } keys[] = {{"ProcessId", AGENT_FILTER_PROCESS_ID},
+                {"ProcessName", AGENT_FILTER_PROCESS_NAME},
+                {"CommandLine", AGENT_FILTER_COMMAND_LINE},
+                {"ManagedEntryPointAssemblyName", AGENT_FILTER_ENTRYPOINT_ASSEMBLY}};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (strcasecmp(s, keys[i].name) == 0) {
+            *out = keys[i].key;
+            return 0;
+        }
+    }
+    return AGENT_E_INVAL;
+}
+
+/*
+ * Reads DefaultProcess:Filters:<n>:{Key,Value,MatchType}, or the shorthand
+ * DefaultProcess:Filters:<n>:<Key>=<Value>, for n = 0, 1, … until an index is missing.
+ */
+static int load_filters(struct agent *a)
+{
+    for (size_t n = 0; n < AGENT_MAX_FILTERS + 1; n++) {
+        char prefix[64], key[128];
+        snprintf(prefix, sizeof(prefix), "DefaultProcess:Filters:%zu", n);
+        bool any = false;
+        for (size_t i = 0; i < a->cfg->n; i++) {
+            if (config_key_under(a->cfg->v[i].key, prefix)) {
+                any = true;
+                break;
+            }
+        }
+        if (!any) {
+            return 0;
+        }
+        if (n == AGENT_MAX_FILTERS) {
+            log_error(cat, "DefaultProcess:Filters: at most %d filters are supported", AGENT_MAX_FILTERS);
+            return AGENT_E_INVAL;
+        }
+        struct agent_filter *f = &a->filters[n];
+        snprintf(key, sizeof(key), "%s:Key", prefix);
+        const char *k = config_get(a->cfg, key);
+        snprintf(key, sizeof(key), "%s:Value", prefix);
+        const char *v = config_get(a->cfg, key);
+        snprintf(key, sizeof(key), "%s:MatchType", prefix);
+        const char *mt = config_get(a->cfg, key);
+        if (k == NULL) {
+            /* Shorthand form: the only child names the key. */
+            for (size_t i = 0; i < a->cfg->n; i++) {
+                const char *ck = a->cfg->v[i].key;
+                if (config_key_under(ck, prefix) && ck[strlen(prefix)] == ':') {
+                    const char *child = ck + strlen(prefix) + 1;
+                    if (filter_key_parse(child, &f->key) == 0) {
+                        k = child;
+                        v = a->cfg->v[i].value;
+                    }
+                }
+            }
+            if (k == NULL) {
+                log_error(cat, "%s: needs Key and Value (ProcessId, ProcessName, CommandLine or "
+                               "ManagedEntryPointAssemblyName)", prefix);
+                return AGENT_E_INVAL;
+            }
+        } else if (filter_key_parse(k, &f->key) != 0) {
+            log_error(cat, "%s:Key: unknown key '%s' (ProcessId, ProcessName, CommandLine, "
+                           "ManagedEntryPointAssemblyName)", prefix, k);
+            return AGENT_E_INVAL;
+        }
+        if (v == NULL || *v == '\0') {
+            log_error(cat, "%s:Value is missing", prefix);
+            return AGENT_E_INVAL;
+        }
+        if (mt == NULL || strcasecmp(mt, "Exact") == 0) {
+            f->contains = false;
+        } else if (strcasecmp(mt, "Contains") == 0) {
+            f->contains = true;
+        } else {
+            log_error(cat, "%s:MatchType: '%s' is not Exact or Contains", prefix, mt);
+            return AGENT_E_INVAL;
+        }
+        f->value = strdup(v);
+        if (f->value == NULL) {
+            return -ENOMEM;
+        }
+        a->nfilters = n + 1;
+    }
+    return 0;
+}
+
+/* ---- authentication ---- */
+
+static int setup_auth(struct agent *a)
+{
+    if (a->opts->no_auth) {
+        a->no_auth = true;
+        log_warn(cat, "authentication is off (--no-auth): anyone who can reach the URLs can take "
+                      "dumps and traces");
+        return 0;
+    }
+    const char *warning = NULL;
+    char err[256];
+    if (a->opts->temp_apikey) {
+        struct auth_generated g;
+        int rc = auth_generate((int64_t)time(NULL), TEMP_KEY_LIFETIME_S, NULL, &g);
+        if (rc != 0) {
+            log_error(cat, "cannot generate a temporary API key: %s", agent_strerror(rc));
+            return rc;
+        }
+        rc = auth_verifier_new(g.public_key_b64, g.subject, g.issuer, &a->verifier, &warning, err,
+                               sizeof(err));
+        if (rc == 0) {
+            /* The token goes to stdout once, never into the logs. */
+            printf("Generated one-time-use API key for dotmon; use the following header for "
+                   "authorization:\nAuthorization: Bearer %s\n",
+                   g.token);
+            fflush(stdout);
+        } else {
+            log_error(cat, "temporary API key rejected: %s", err);
+        }
+        auth_generated_fini(&g);
+        return rc;
+    }
+    const char *subject = config_get(a->cfg, "Authentication:MonitorApiKey:Subject");
+    const char *key = config_get(a->cfg, "Authentication:MonitorApiKey:PublicKey");
+    const char *issuer = config_get(a->cfg, "Authentication:MonitorApiKey:Issuer");
+    bool has_subject = subject != NULL && *subject != '\0';
+    bool has_key = key != NULL && *key != '\0';
+    if (!has_subject && !has_key) {
+        log_warn(cat, "no API key is configured: every request will be answered 401. Configure "
+                      "Authentication:MonitorApiKey (see 'dotmon generatekey'), or start with "
+                      "--temp-apikey or --no-auth");
+        return 0;
+    }
+    if (!has_subject || !has_key) {
+        log_error(cat, "invalid authentication configuration: Authentication:MonitorApiKey needs "
+                       "both Subject and PublicKey");
+        return AGENT_E_INVAL;
+    }
+    if (issuer != NULL && *issuer == '\0') {
+        issuer = NULL;
+    }
+    int rc = auth_verifier_new(key, subject, issuer, &a->verifier, &warning, err, sizeof(err));
+    if (rc != 0) {
+        log_error(cat, "invalid authentication configuration: Authentication:MonitorApiKey:PublicKey: %s",
+                  err);
+        return rc;
+    }
+    if (warning != NULL) {
+        log_warn(cat, "Authentication:MonitorApiKey:PublicKey: %s", warning);
+    }
+    return 0;
+}
+
+int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
+               const struct config *cfg)
+{
+    memset(a, 0, sizeof(*a));
+    a->loop = loop;
+    a->opts = opts;
+    a->cfg = cfg;
+    a->ipc_timeout_ms = 3000;
+
+    if (opts->diagnostic_port != NULL ||
+        (config_get(cfg, "DiagnosticPort:ConnectionMode") != NULL &&
+         strcasecmp(config_get(cfg, "DiagnosticPort:ConnectionMode"), "Listen") == 0)) {
+        log_error(cat, "listen mode (--diagnostic-port, DiagnosticPort:ConnectionMode=Listen) is not "
+                       "available in this build yet; use connect mode");
+        return AGENT_E_INVAL;
+    }
+
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || *tmp == '\0') {
+        tmp = "/tmp";
+    }
+    a->diag_dir = strdup(tmp);
+    if (a->diag_dir == NULL) {
+        return -ENOMEM;
+    }
+    size_t n = strlen(a->diag_dir);
+    while (n > 1 && a->diag_dir[n - 1] == '/') {
+        a->diag_dir[--n] = '\0';
+    }
+
+    int rc = load_filters(a);
+    if (rc != 0) {
+        return rc;
+    }
+    return setup_auth(a);
+}
+
+/* ---- start / stop ---- */
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct agent *a = h->data;
+    a->open_handles--;
+}
+
+static void on_part_closed(void *ud)
+{
+    struct agent *a = ud;
+    a->open_handles--;
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    struct agent *a = s->data;
+    log_info(cat, "received %s, shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    agent_stop(a);
+}
+
+static void on_process_change(void *ud, const struct ipc_process *p, bool added)
+{
+    (void)ud;
+    if (added) {
+        log_info(cat, "process %llu (%s, uid %s) discovered", (unsigned long long)p->pid,
+                 p->name ? p->name : "?", p->uid);
+    } else {
+        log_info(cat, "process %llu (uid %s) is gone", (unsigned long long)p->pid, p->uid);
+    }
+}
+
+/* Splits a ';'-separated URL list and binds each; returns how many were bound. */
+static size_t bind_urls(struct agent *a, const char *const *urls, size_t nurls, int tag)
+{
+    size_t bound = 0;
+    for (size_t i = 0; i < nurls; i++) {
+        char *copy = strdup(urls[i]);
+        if (copy == NULL) {
+            continue;
+        }
+        char *save = NULL;
+        for (char *u = strtok_r(copy, ";", &save); u != NULL; u = strtok_r(NULL, ";", &save)) {
+            while (*u == ' ') {
+                u++;
+            }
+            if (*u == '\0') {
+                continue;
+            }
+            size_t before = 0;
+            while (http_server_port(a->http, before) >= 0) {
+                before++;
+            }
+            int rc = http_server_listen(a->http, u, tag);
+            if (rc != 0) {
+                log_error(cat, "cannot bind %s: %s", u, agent_strerror(rc));
+                continue;
+            }
+            int port = http_server_port(a->http, before);
+            /* Print the URL with the real port (it differs when the URL asked for port 0). */
+            const char *hostpart = strstr(u, "://");
+            hostpart = hostpart ? hostpart + 3 : u;
+            const char *colon = strrchr(hostpart, ':');
+            const char *bracket = strrchr(hostpart, ']');
+            size_t hostlen = (colon && (!bracket || colon > bracket)) ? (size_t)(colon - u) : strlen(u);
+            log_info(cat, "Now listening on: %.*s:%d", (int)hostlen, u, port);
+            if (tag == AGENT_TAG_ARTIFACTS && !a->no_auth && strncasecmp(u, "http://", 7) == 0 &&
+                strncmp(hostpart, "127.", 4) != 0 && strncmp(hostpart, "localhost", 9) != 0 &&
+                strncmp(hostpart, "[::1]", 5) != 0) {
+                log_warn(cat, "%s is plain HTTP on a non-loopback address: bearer tokens travel in "
+                              "clear text", u);
+            }
+            bound++;
+        }
+        free(copy);
+    }
+    return bound;
+}
+
+int agent_start(struct agent *a)
+{
+    struct http_server_config hcfg;
+    memset(&hcfg, 0, sizeof(hcfg));
+    int rc = http_server_new(a->loop, &hcfg, api_handle, a, &a->http);
+    if (rc != 0) {
+        log_error(cat, "cannot create the HTTP server: %s", agent_strerror(rc));
+        return rc;
+    }
+    a->open_handles++;
+
+    const char *urls[CLI_MAX_URLS];
+    size_t nurls = a->opts->nurls;
+    memcpy(urls, a->opts->urls, nurls * sizeof(urls[0]));
+    if (nurls == 0) {
+        const char *cu = config_get(a->cfg, "Urls");
+        urls[nurls++] = (cu != NULL && *cu != '\0') ? cu : DEFAULT_URL;
+    }
+    if (bind_urls(a, urls, nurls, AGENT_TAG_ARTIFACTS) == 0) {
+        log_error(cat, "no artifact URL could be bound");
+        return AGENT_E_INVAL;
+    }
+
+    int metrics = a->opts->metrics;
+    if (metrics < 0) {
+        metrics = config_get_bool(a->cfg, "Metrics:Enabled", 1);
+    }
+    if (metrics == 1) {
+        const char *murls[CLI_MAX_URLS];
+        size_t nm = a->opts->nmetric_urls;
+        memcpy(murls, a->opts->metric_urls, nm * sizeof(murls[0]));
+        if (nm == 0) {
+            const char *cu = config_get(a->cfg, "Metrics:Endpoints");
+            murls[nm++] = (cu != NULL && *cu != '\0') ? cu : DEFAULT_METRICS_URL;
+        }
+        bind_urls(a, murls, nm, AGENT_TAG_METRICS);
+    }
+
+    struct ipc_discovery_config dcfg;
+    memset(&dcfg, 0, sizeof(dcfg));
+    dcfg.dir = a->diag_dir;
+    dcfg.probe_timeout_ms = a->ipc_timeout_ms;
+    rc = ipc_discovery_new(a->loop, &dcfg, on_process_change, a, &a->disc);
+    if (rc == 0) {
+        a->open_handles++;
+        rc = ipc_discovery_start(a->disc);
+    }
+    if (rc != 0) {
+        log_error(cat, "cannot watch %s for .NET runtimes: %s", a->diag_dir, agent_strerror(rc));
+        return rc;
+    }
+    log_info(cat, "watching %s for .NET runtimes (connect mode)", a->diag_dir);
+
+    uv_signal_init(a->loop, &a->sig_int);
+    uv_signal_init(a->loop, &a->sig_term);
+    a->sig_int.data = a->sig_term.data = a;
+    a->open_handles += 2;
+    uv_signal_start(&a->sig_int, on_signal, SIGINT);
+    uv_signal_start(&a->sig_term, on_signal, SIGTERM);
+    return 0;
+}
+
+void agent_stop(struct agent *a)
+{
+    if (a->stopping) {
+        return;
+    }
+    a->stopping = true;
+    if (a->http != NULL) {
+        http_server_close(a->http, SHUTDOWN_GRACE_MS, on_part_closed, a);
+        a->http = NULL;
+    }
+    if (a->disc != NULL) {
+        ipc_discovery_close(a->disc, on_part_closed, a);
+        a->disc = NULL;
+    }
+    if (a->sig_int.loop != NULL && !uv_is_closing((uv_handle_t *)&a->sig_int)) {
+        uv_close((uv_handle_t *)&a->sig_int, on_handle_closed);
+    }
+    if (a->sig_term.loop != NULL && !uv_is_closing((uv_handle_t *)&a->sig_term)) {
+        uv_close((uv_handle_t *)&a->sig_term, on_handle_closed);
+    }
+}
+
+void agent_fini(struct agent *a)
+{
+    for (size_t i = 0; i < a->nfilters; i++) {
+        free(a->filters[i].value);
+        a->filters[i].value = NULL;
+    }
+    a->nfilters = 0;
+    auth_verifier_free(a->verifier);
+    a->verifier = NULL;
+    free(a->diag_dir);
+    a->diag_dir = NULL;
+}

@@ -1,3 +1,360 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-extern int agent_placeholder_api;
+#include "api.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "auth.h"
+#include "buf.h"
+#include "err.h"
+#include "http_router.h"
+#include "log.h"
+
+static const char cat[] = "dotmon.api";
+
+typedef void (*api_route_fn)(struct agent *a, struct http_request *req);
+
+struct api_route {
+    const char *path;
+    const char *method; /* GET and HEAD both match "GET" */
+    api_route_fn fn;
+    bool anonymous;     /* no authentication (metrics) */
+    bool metrics_port;  /* also served on the metrics URLs */
+};
+
+static const struct api_route routes[] = {
+    {"/processes", "GET", api_processes, false, false},
+    {"/process", "GET", api_process, false, false},
+    {"/env", "GET", api_env, false, false},
+    {"/info", "GET", api_info, false, false},
+    {"/metrics", "GET", api_metrics, true, true},
+};
+
+void api_problem(struct http_request *req, int status, const char *fmt, ...)
+{
+    struct buf detail, body;
+    buf_init(&detail, 4096);
+    buf_init(&body, 8192);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = buf_vprintf(&detail, fmt, ap);
+    va_end(ap);
+    if (rc == 0) {
+        rc = http_problem_json(&body, status, http_status_text(status), buf_cstr(&detail));
+    }
+    if (rc != 0) {
+        buf_reset(&body);
+        buf_append_str(&body, "{\"status\":500}");
+    }
+    http_respond(req, status, "application/problem+json", NULL, 0, buf_data(&body), buf_size(&body));
+    buf_fini(&detail);
+    buf_fini(&body);
+}
+
+void api_json(struct http_request *req, int status, cJSON *json)
+{
+    char *text = json ? cJSON_PrintUnformatted(json) : NULL;
+    cJSON_Delete(json);
+    if (text == NULL) {
+        api_problem(req, 500, "out of memory while formatting the response");
+        return;
+    }
+    http_respond(req, status, "application/json; charset=utf-8", NULL, 0, text, strlen(text));
+    free(text);
+}
+
+/* Returns true when the request may proceed; otherwise it has been answered. */
+static bool authorize(struct agent *a, struct http_request *req)
+{
+    if (a->no_auth) {
+        return true;
+    }
+    static const struct http_header challenge[] = {{"WWW-Authenticate", "Bearer"}};
+    if (a->verifier == NULL) {
+        struct buf body;
+        buf_init(&body, 4096);
+        http_problem_json(&body, 401, "Unauthorized",
+                          "no API key is configured on this dotmon: configure "
+                          "Authentication:MonitorApiKey or start it with --temp-apikey");
+        http_respond(req, 401, "application/problem+json", challenge, 1, buf_data(&body),
+                     buf_size(&body));
+        buf_fini(&body);
+        return false;
+    }
+    const char *reason = NULL;
+    enum auth_result r =
+        auth_verify(a->verifier, http_request_header(req, "Authorization"), (int64_t)time(NULL), &reason);
+    if (r == AUTH_OK) {
+        return true;
+    }
+    int status = r == AUTH_FORBIDDEN ? 403 : 401;
+    struct buf body;
+    buf_init(&body, 4096);
+    http_problem_json(&body, status, http_status_text(status), reason ? reason : "not authorized");
+    if (status == 401) {
+        http_respond(req, 401, "application/problem+json", challenge, 1, buf_data(&body), buf_size(&body));
+    } else {
+        http_respond(req, 403, "application/problem+json", NULL, 0, buf_data(&body), buf_size(&body));
+    }
+    buf_fini(&body);
+    log_info(cat, "request %llu refused (%d): %s", (unsigned long long)http_request_id(req), status,
+             reason ? reason : "");
+    return false;
+}
+
+void api_handle(void *ud, struct http_request *req)
+{
+    struct agent *a = ud;
+    a->requests_total++;
+    const char *method = http_request_method(req);
+    bool on_metrics = http_request_tag(req) == AGENT_TAG_METRICS;
+
+    struct buf path;
+    buf_init(&path, 8192);
+    if (http_path_decode(http_request_path(req), &path) != 0) {
+        buf_fini(&path);
+        api_problem(req, 400, "the request path is not valid percent-encoding");
+        return;
+    }
+    const char *p = buf_cstr(&path);
+    /* ASP.NET routing ignores one trailing slash; so do we. */
+    size_t plen = strlen(p);
+    if (plen > 1 && p[plen - 1] == '/') {
+        path.len--;
+        p = buf_cstr(&path);
+    }
+
+    const struct api_route *route = NULL;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        if (strcasecmp(p, routes[i].path) == 0 && (!on_metrics || routes[i].metrics_port)) {
+            route = &routes[i];
+            break;
+        }
+    }
+    if (route == NULL) {
+        api_problem(req, 404, "no route %s", p);
+        buf_fini(&path);
+        return;
+    }
+    buf_fini(&path);
+
+    bool method_ok = strcmp(method, route->method) == 0 ||
+                     (strcmp(route->method, "GET") == 0 && strcmp(method, "HEAD") == 0);
+    if (!method_ok) {
+        struct buf body;
+        buf_init(&body, 4096);
+        char detail[128];
+        snprintf(detail, sizeof(detail), "%s does not support %s; allowed: %s", route->path, method,
+                 route->method);
+        http_problem_json(&body, 405, "Method Not Allowed", detail);
+        const struct http_header allow[] = {{"Allow", strcmp(route->method, "GET") == 0 ? "GET, HEAD"
+                                                                                        : route->method}};
+        http_respond(req, 405, "application/problem+json", allow, 1, buf_data(&body), buf_size(&body));
+        buf_fini(&body);
+        return;
+    }
+    if (!route->anonymous && !authorize(a, req)) {
+        return;
+    }
+    route->fn(a, req);
+}
+
+/* ---- process selection ---- */
+
+static bool ieq_contains(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (const char *h = hay; *h; h++) {
+        if (strncasecmp(h, needle, n) == 0) {
+            return true;
+        }
+    }
+    return n == 0;
+}
+
+static bool filter_matches(const struct agent_filter *f, const struct ipc_process *p)
+{
+    char pid[24];
+    const char *subject = NULL;
+    switch (f->key) {
+    case AGENT_FILTER_PROCESS_ID:
+        snprintf(pid, sizeof(pid), "%llu", (unsigned long long)p->pid);
+        subject = pid;
+        break;
+    case AGENT_FILTER_PROCESS_NAME:
+        subject = p->name;
+        break;
+    case AGENT_FILTER_COMMAND_LINE:
+        subject = p->command_line;
+        break;
+    case AGENT_FILTER_ENTRYPOINT_ASSEMBLY:
+        subject = p->entrypoint_assembly;
+        break;
+    }
+    if (subject == NULL) {
+        return false;
+    }
+    return f->contains ? ieq_contains(subject, f->value) : strcasecmp(subject, f->value) == 0;
+}
+
+static bool matches_filters(struct agent *a, const struct ipc_process *p)
+{
+    for (size_t i = 0; i < a->nfilters; i++) {
+        if (!filter_matches(&a->filters[i], p)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The default process, or NULL when there is none (no match, or more than one). */
+static const struct ipc_process *default_process(struct agent *a, size_t *nmatch)
+{
+    const struct ipc_process *found = NULL;
+    size_t count = 0;
+    size_t n = a->disc ? ipc_discovery_count(a->disc) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct ipc_process *p = ipc_discovery_at(a->disc, i);
+        if (matches_filters(a, p)) {
+            found = p;
+            count++;
+        }
+    }
+    if (nmatch != NULL) {
+        *nmatch = count;
+    }
+    return count == 1 ? found : NULL;
+}
+
+bool api_is_default(struct agent *a, const struct ipc_process *p)
+{
+    return default_process(a, NULL) == p;
+}
+
+/* Parses a decimal pid: digits only, no sign, fits in 32 bits as .NET's int. */
+static int parse_pid(const char *s, uint64_t *out)
+{
+    if (*s == '\0' || strlen(s) > 10) {
+        return AGENT_E_INVAL;
+    }
+    uint64_t v = 0;
+    for (const char *c = s; *c; c++) {
+        if (*c < '0' || *c > '9') {
+            return AGENT_E_INVAL;
+        }
+        v = v * 10 + (uint64_t)(*c - '0');
+    }
+    if (v > 2147483647u) {
+        return AGENT_E_INVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Normalizes a GUID (with or without braces, any case) to lowercase 8-4-4-4-12. */
+static int parse_uid(const char *s, char out[37])
+{
+    size_t n = strlen(s);
+    if (n == 38 && s[0] == '{' && s[37] == '}') {
+        s++;
+        n = 36;
+    }
+    if (n != 36) {
+        return AGENT_E_INVAL;
+    }
+    for (size_t i = 0; i < 36; i++) {
+        char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-') {
+                return AGENT_E_INVAL;
+            }
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+            return AGENT_E_INVAL;
+        }
+        out[i] = (c >= 'A' && c <= 'F') ? (char)(c - 'A' + 'a') : c;
+    }
+    out[36] = '\0';
+    return 0;
+}
+
+const struct ipc_process *api_select_process(struct agent *a, struct http_request *req)
+{
+    const char *query = http_request_query(req);
+    struct buf pid_s, uid_s, name_s;
+    buf_init(&pid_s, 256);
+    buf_init(&uid_s, 256);
+    buf_init(&name_s, 1024);
+    const struct ipc_process *result = NULL;
+
+    int has_pid = http_query_get(query, "pid", &pid_s);
+    int has_uid = http_query_get(query, "uid", &uid_s);
+    int has_name = http_query_get(query, "name", &name_s);
+    if (has_pid < 0 || has_uid < 0 || has_name < 0) {
+        api_problem(req, 400, "malformed query string (bad percent-encoding or a repeated parameter)");
+        goto out;
+    }
+    uint64_t pid = 0;
+    char uid[37];
+    if (has_pid == 1 && parse_pid(buf_cstr(&pid_s), &pid) != 0) {
+        api_problem(req, 400, "pid must be a non-negative 32-bit integer, not '%s'", buf_cstr(&pid_s));
+        goto out;
+    }
+    if (has_uid == 1 && parse_uid(buf_cstr(&uid_s), uid) != 0) {
+        api_problem(req, 400, "uid must be a GUID (runtime instance cookie), not '%s'", buf_cstr(&uid_s));
+        goto out;
+    }
+    if (has_name == 1 && buf_size(&name_s) == 0) {
+        api_problem(req, 400, "name must not be empty");
+        goto out;
+    }
+
+    if (has_pid != 1 && has_uid != 1 && has_name != 1) {
+        size_t nmatch = 0;
+        result = default_process(a, &nmatch);
+        if (result == NULL && nmatch == 0) {
+            api_problem(req, 404, a->nfilters ? "no process matches the DefaultProcess filters"
+                                              : "no .NET process found; specify pid, uid or name");
+        } else if (result == NULL) {
+            api_problem(req, 400, "%zu processes could be the default process; specify pid, uid or name",
+                        nmatch);
+        }
+        goto out;
+    }
+
+    size_t count = 0;
+    size_t n = ipc_discovery_count(a->disc);
+    for (size_t i = 0; i < n; i++) {
+        const struct ipc_process *p = ipc_discovery_at(a->disc, i);
+        if (has_pid == 1 && p->pid != pid) {
+            continue;
+        }
+        if (has_uid == 1 && strcmp(p->uid, uid) != 0) {
+            continue;
+        }
+        if (has_name == 1 && (p->name == NULL || strcasecmp(p->name, buf_cstr(&name_s)) != 0)) {
+            continue;
+        }
+        if (count++ == 0) {
+            result = p;
+        }
+    }
+    if (count == 0) {
+        api_problem(req, 404, "no .NET process matches%s%s%s%s%s%s", has_pid == 1 ? " pid=" : "",
+                    has_pid == 1 ? buf_cstr(&pid_s) : "", has_uid == 1 ? " uid=" : "",
+                    has_uid == 1 ? uid : "", has_name == 1 ? " name=" : "",
+                    has_name == 1 ? buf_cstr(&name_s) : "");
+    } else if (count > 1) {
+        result = NULL;
+        api_problem(req, 400, "%zu processes match; select one with pid or uid", count);
+    }
+out:
+    buf_fini(&pid_s);
+    buf_fini(&uid_s);
+    buf_fini(&name_s);
+    return result;
+}

@@ -1,3 +1,225 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-extern int agent_placeholder_api_process;
+/* Process routes: /processes, /process, /env, /info, /metrics. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "buf.h"
+#include "err.h"
+#include "ipc_client.h"
+#include "ipc_cmd.h"
+#include "ipc_codec.h"
+#include "log.h"
+
+static const char cat[] = "dotmon.api";
+
+/* The environment block can be large (containers with many variables); cap it anyway. */
+#define ENV_MAX_REPLY (4u * 1024 * 1024)
+
+static cJSON *process_summary(struct agent *a, const struct ipc_process *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL) {
+        return NULL;
+    }
+    cJSON_AddNumberToObject(o, "pid", (double)p->pid);
+    cJSON_AddStringToObject(o, "uid", p->uid);
+    cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
+    cJSON_AddBoolToObject(o, "isDefault", api_is_default(a, p));
+    return o;
+}
+
+void api_processes(struct agent *a, struct http_request *req)
+{
+    cJSON *arr = cJSON_CreateArray();
+    size_t n = ipc_discovery_count(a->disc);
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        cJSON *o = process_summary(a, ipc_discovery_at(a->disc, i));
+        if (o == NULL) {
+            cJSON_Delete(arr);
+            arr = NULL;
+            break;
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    api_json(req, 200, arr);
+}
+
+static void add_string_or_null(cJSON *o, const char *name, const char *value)
+{
+    if (value != NULL) {
+        cJSON_AddStringToObject(o, name, value);
+    } else {
+        cJSON_AddNullToObject(o, name);
+    }
+}
+
+void api_process(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    if (o != NULL) {
+        cJSON_AddNumberToObject(o, "pid", (double)p->pid);
+        cJSON_AddStringToObject(o, "uid", p->uid);
+        cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
+        cJSON_AddStringToObject(o, "commandLine", p->command_line ? p->command_line : "");
+        cJSON_AddStringToObject(o, "operatingSystem", p->os ? p->os : "");
+        cJSON_AddStringToObject(o, "processArchitecture", p->arch ? p->arch : "");
+        add_string_or_null(o, "managedEntryPointAssemblyName", p->entrypoint_assembly);
+        add_string_or_null(o, "clrProductVersion", p->clr_version);
+        add_string_or_null(o, "runtimeIdentifier", p->runtime_identifier);
+    }
+    api_json(req, 200, o);
+}
+
+/* ---- /env: one ProcessEnvironment exchange, answered asynchronously ---- */
+
+struct env_request {
+    struct http_request *req;     /* NULL once the client went away */
+    struct ipc_exchange *x;       /* NULL once the exchange finished */
+    uint64_t pid;
+};
+
+static int env_add_entry(void *ud, const char *entry, size_t len)
+{
+    cJSON *o = ud;
+    const char *eq = memchr(entry, '=', len);
+    char *name = strndup(entry, eq ? (size_t)(eq - entry) : len);
+    if (name == NULL) {
+        return -ENOMEM;
+    }
+    const char *value = eq ? eq + 1 : "";
+    /* A name may repeat in a raw environment block; the first one wins, as getenv does. */
+    if (*name != '\0' && cJSON_GetObjectItemCaseSensitive(o, name) == NULL) {
+        cJSON_AddStringToObject(o, name, value);
+    }
+    free(name);
+    return 0;
+}
+
+static void env_on_abort(void *ud, struct http_request *r)
+{
+    struct env_request *er = ud;
+    (void)r;
+    er->req = NULL;
+    if (er->x != NULL) {
+        ipc_exchange_cancel(er->x);
+        er->x = NULL;
+    }
+    free(er);
+}
+
+static void env_on_result(void *ud, const struct ipc_result *res)
+{
+    struct env_request *er = ud;
+    struct http_request *req = er->req;
+    er->x = NULL;
+    http_request_on_abort(req, NULL, NULL);
+    free(er);
+
+    if (res->status != 0) {
+        api_problem(req, res->status == AGENT_E_TIMEOUT ? 504 : 502,
+                    "the runtime did not answer ProcessEnvironment: %s", agent_strerror(res->status));
+        return;
+    }
+    if (!res->ok) {
+        api_problem(req, 400, "the runtime refused ProcessEnvironment: %s (0x%08x)",
+                    ipc_hresult_name(res->hresult), res->hresult);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL) {
+        api_problem(req, 500, "out of memory");
+        return;
+    }
+    int rc = ipc_env_parse(res->continuation, res->continuation_len, env_add_entry, o);
+    if (rc != 0) {
+        cJSON_Delete(o);
+        api_problem(req, 502, "the runtime sent a malformed environment block: %s", agent_strerror(rc));
+        return;
+    }
+    api_json(req, 200, o);
+}
+
+void api_env(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    uint8_t msg[IPC_HEADER_SIZE];
+    size_t len = 0;
+    int rc = ipc_build_empty(msg, sizeof(msg), IPC_SET_PROCESS, IPC_PROCESS_ENVIRONMENT, &len);
+    struct env_request *er = rc == 0 ? calloc(1, sizeof(*er)) : NULL;
+    if (er == NULL) {
+        api_problem(req, 500, "cannot build the request: %s", agent_strerror(rc ? rc : -ENOMEM));
+        return;
+    }
+    er->req = req;
+    er->pid = p->pid;
+    rc = ipc_exchange_start(a->loop, p->endpoint, msg, len, IPC_EXCHANGE_ENVIRONMENT,
+                            a->ipc_timeout_ms, ENV_MAX_REPLY, env_on_result, er, &er->x);
+    if (rc != 0) {
+        free(er);
+        api_problem(req, 502, "cannot reach process %llu: %s", (unsigned long long)p->pid,
+                    agent_strerror(rc));
+        return;
+    }
+    http_request_on_abort(req, env_on_abort, er);
+    log_debug(cat, "ProcessEnvironment sent to %llu", (unsigned long long)p->pid);
+}
+
+/* ---- /info and /metrics ---- */
+
+void api_info(struct agent *a, struct http_request *req)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o != NULL) {
+        char rt[64];
+        snprintf(rt, sizeof(rt), "native (libuv %s)", uv_version_string());
+        cJSON_AddStringToObject(o, "version", DOTMON_VERSION);
+        cJSON_AddStringToObject(o, "runtimeVersion", rt);
+        cJSON_AddStringToObject(o, "diagnosticPortMode", "Connect");
+        cJSON_AddNullToObject(o, "diagnosticPortName");
+        cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
+        static const struct {
+            const char *name;
+            bool enabled;
+        } capabilities[] = {{"processes", true}, {"environment", true}, {"traces", false},
+                            {"dumps", false},    {"logs", false},       {"metrics", false},
+                            {"exceptions", false}, {"call_stacks", false}, {"parameters", false}};
+        for (size_t i = 0; caps != NULL && i < sizeof(capabilities) / sizeof(capabilities[0]); i++) {
+            cJSON *c = cJSON_CreateObject();
+            if (c == NULL) {
+                break;
+            }
+            cJSON_AddStringToObject(c, "name", capabilities[i].name);
+            cJSON_AddBoolToObject(c, "enabled", capabilities[i].enabled);
+            cJSON_AddItemToArray(caps, c);
+        }
+        (void)a;
+    }
+    api_json(req, 200, o);
+}
+
+void api_metrics(struct agent *a, struct http_request *req)
+{
+    struct buf body;
+    buf_init(&body, 64 * 1024);
+    buf_printf(&body,
+               "# HELP dotmon_discovered_processes .NET processes dotmon currently sees\n"
+               "# TYPE dotmon_discovered_processes gauge\n"
+               "dotmon_discovered_processes %zu\n"
+               "# HELP dotmon_http_requests_total HTTP requests dotmon has received\n"
+               "# TYPE dotmon_http_requests_total counter\n"
+               "dotmon_http_requests_total %llu\n",
+               ipc_discovery_count(a->disc), (unsigned long long)a->requests_total);
+    http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0, buf_data(&body),
+                 buf_size(&body));
+    buf_fini(&body);
+}

@@ -1,3 +1,326 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-extern int agent_placeholder_cli;
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "err.h"
+
+static const char usage_text[] =
+    "dotmon - diagnostics agent for .NET processes (dotnet-monitor compatible)\n"
+    "\n"
+    "Usage:\n"
+    "  dotmon collect [options]        Serve the REST API (the default command)\n"
+    "  dotmon generatekey [options]    Make an API key (P-384 key pair + bearer token)\n"
+    "  dotmon config show [options]    Print the merged configuration\n"
+    "  dotmon --help | --version\n"
+    "\n"
+    "collect / config show options:\n"
+    "  -u, --urls URL                  Artifact URL to bind, repeatable or ';'-separated\n"
+    "                                  (default http://localhost:52323)\n"
+    "  --metricUrls URL                Metrics URL to bind, repeatable (default http://localhost:52325)\n"
+    "  -m, --metrics true|false        Serve the metrics URLs (default true)\n"
+    "  --no-auth                       Turn authentication off for every route\n"
+    "  --temp-apikey                   Generate a one-time API key at start-up and print it\n"
+    "  --diagnostic-port PATH          Listen mode: bind PATH for runtimes to connect to\n"
+    "  --configuration-file-path FILE  Read settings from this JSON file\n"
+    "  --level redacted|full           (config show) show secrets or not (default redacted)\n"
+    "\n"
+    "generatekey options:\n"
+    "  -o, --output FORMAT             json, text, shell, cmd, powershell, machinejson (default json)\n"
+    "  --expiration DURATION           Token lifetime: TimeSpan ([d.]hh:mm[:ss]) or 30m, 12h, 7d\n"
+    "                                  (default 7 days)\n"
+    "\n"
+    "Environment: settings use dotnet-monitor's names with '__' nesting and the prefix\n"
+    "DotnetMonitor_ (or DOTNETMONITOR_), e.g. DotnetMonitor_Authentication__MonitorApiKey__Subject.\n";
+
+const char *cli_usage(void)
+{
+    return usage_text;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return AGENT_E_INVAL;
+}
+
+/* Parses a non-negative decimal integer that must consume the whole string. */
+static int parse_u64(const char *s, size_t n, uint64_t *out)
+{
+    if (n == 0 || n > 18) {
+        return AGENT_E_INVAL;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return AGENT_E_INVAL;
+        }
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_duration(const char *s, int64_t *secs)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 32) {
+        return AGENT_E_INVAL;
+    }
+    uint64_t v = 0;
+    int64_t total;
+    if (strchr(s, ':') != NULL) {
+        /* TimeSpan: [d.]hh:mm[:ss] */
+        uint64_t days = 0, parts[3] = {0, 0, 0};
+        const char *p = s;
+        const char *dot = strchr(s, '.');
+        const char *colon = strchr(s, ':');
+        if (dot != NULL && dot < colon) {
+            if (parse_u64(p, (size_t)(dot - p), &days) != 0) {
+                return AGENT_E_INVAL;
+            }
+            p = dot + 1;
+        }
+        size_t np = 0;
+        bool more = true;
+        while (more) {
+            const char *end = strchr(p, ':');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            if (np == 3 || parse_u64(p, len, &parts[np]) != 0) {
+                return AGENT_E_INVAL;
+            }
+            np++;
+            more = end != NULL;
+            p = more ? end + 1 : p;
+        }
+        if (np < 2 || parts[0] > 23 || parts[1] > 59 || parts[2] > 59 ||
+            days > 36500) {
+            return AGENT_E_INVAL;
+        }
+        total = (int64_t)(days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]);
+    } else {
+        uint64_t mult = 1;
+        size_t digits = n;
+        switch (s[n - 1]) {
+        case 's':
+            mult = 1;
+            digits--;
+            break;
+        case 'm':
+            mult = 60;
+            digits--;
+            break;
+        case 'h':
+            mult = 3600;
+            digits--;
+            break;
+        case 'd':
+            mult = 86400;
+            digits--;
+            break;
+        default:
+            break;
+        }
+        if (parse_u64(s, digits, &v) != 0 || v > (uint64_t)36500 * 86400 / mult) {
+            return AGENT_E_INVAL;
+        }
+        total = (int64_t)(v * mult);
+    }
+    if (total <= 0) {
+        return AGENT_E_INVAL;
+    }
+    *secs = total;
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0) {
+        *out = 1;
+        return 0;
+    }
+    if (strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0) {
+        *out = 0;
+        return 0;
+    }
+    return AGENT_E_INVAL;
+}
+
+static int parse_key_format(const char *s, enum cli_key_format *out)
+{
+    static const struct {
+        const char *name;
+        enum cli_key_format fmt;
+    } names[] = {{"json", CLI_KEY_JSON},   {"text", CLI_KEY_TEXT},
+                 {"shell", CLI_KEY_SHELL}, {"cmd", CLI_KEY_CMD},
+                 {"powershell", CLI_KEY_POWERSHELL}, {"machinejson", CLI_KEY_MACHINEJSON}};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcasecmp(s, names[i].name) == 0) {
+            *out = names[i].fmt;
+            return 0;
+        }
+    }
+    return AGENT_E_INVAL;
+}
+
+/* Splits "--name=value" into name and value; plain "--name" gives value NULL. */
+static const char *split_inline_value(const char *arg, char *name, size_t cap)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    if (len >= cap) {
+        len = cap - 1;
+    }
+    memcpy(name, arg, len);
+    name[len] = '\0';
+    return eq ? eq + 1 : NULL;
+}
+
+static int add_url(const char **list, size_t *n, const char *url, char *err, size_t errlen)
+{
+    if (*url == '\0') {
+        return fail(err, errlen, "empty URL");
+    }
+    if (*n >= CLI_MAX_URLS) {
+        return fail(err, errlen, "too many URLs (at most 16)");
+    }
+    list[(*n)++] = url;
+    return 0;
+}
+
+int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char *err, size_t errlen)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->metrics = -1;
+    opts->expiration_s = 7 * 86400;
+    err[0] = '\0';
+
+    int i = 1;
+    if (argc <= 1) {
+        opts->command = CLI_COLLECT;
+        return 0;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "-?") == 0 ||
+        strcmp(cmd, "help") == 0) {
+        opts->command = CLI_HELP;
+        return argc == 2 ? 0 : fail(err, errlen, "unexpected argument after --help");
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        opts->command = CLI_VERSION;
+        return argc == 2 ? 0 : fail(err, errlen, "unexpected argument after --version");
+    }
+    if (strcmp(cmd, "collect") == 0) {
+        opts->command = CLI_COLLECT;
+        i = 2;
+    } else if (strcmp(cmd, "generatekey") == 0) {
+        opts->command = CLI_GENERATEKEY;
+        i = 2;
+    } else if (strcmp(cmd, "config") == 0) {
+        if (argc < 3 || strcmp(argv[2], "show") != 0) {
+            return fail(err, errlen, "unknown config command (expected: config show)");
+        }
+        opts->command = CLI_CONFIG_SHOW;
+        i = 3;
+    } else if (cmd[0] == '-') {
+        opts->command = CLI_COLLECT; /* options without a command: collect, like dotnet-monitor */
+        i = 1;
+    } else {
+        return fail(err, errlen, "unknown command '%s' (expected collect, generatekey or config show)",
+                    cmd);
+    }
+
+    bool is_collect = opts->command == CLI_COLLECT || opts->command == CLI_CONFIG_SHOW;
+    for (; i < argc; i++) {
+        char name[64];
+        const char *inline_val = split_inline_value(argv[i], name, sizeof(name));
+        const char *val = NULL;
+        bool takes_value = true;
+
+        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+            opts->command = CLI_HELP;
+            return 0;
+        }
+        if (is_collect && (strcmp(name, "--no-auth") == 0 || strcmp(name, "--temp-apikey") == 0)) {
+            takes_value = false;
+        }
+        if (takes_value) {
+            if (inline_val != NULL) {
+                val = inline_val;
+            } else if (i + 1 < argc) {
+                val = argv[++i];
+            } else {
+                return fail(err, errlen, "option '%s' needs a value", name);
+            }
+        } else if (inline_val != NULL) {
+            return fail(err, errlen, "option '%s' takes no value", name);
+        }
+
+        if (is_collect && (strcmp(name, "--urls") == 0 || strcmp(name, "-u") == 0)) {
+            int rc = add_url(opts->urls, &opts->nurls, val, err, errlen);
+            if (rc != 0) {
+                return rc;
+            }
+        } else if (is_collect && strcmp(name, "--metricUrls") == 0) {
+            int rc = add_url(opts->metric_urls, &opts->nmetric_urls, val, err, errlen);
+            if (rc != 0) {
+                return rc;
+            }
+        } else if (is_collect && (strcmp(name, "--metrics") == 0 || strcmp(name, "-m") == 0)) {
+            if (parse_bool(val, &opts->metrics) != 0) {
+                return fail(err, errlen, "--metrics takes true or false, not '%s'", val);
+            }
+        } else if (is_collect && strcmp(name, "--no-auth") == 0) {
+            opts->no_auth = true;
+        } else if (is_collect && strcmp(name, "--temp-apikey") == 0) {
+            opts->temp_apikey = true;
+        } else if (is_collect && strcmp(name, "--diagnostic-port") == 0) {
+            if (*val == '\0') {
+                return fail(err, errlen, "--diagnostic-port needs a path");
+            }
+            opts->diagnostic_port = val;
+        } else if (is_collect && strcmp(name, "--configuration-file-path") == 0) {
+            if (*val == '\0') {
+                return fail(err, errlen, "--configuration-file-path needs a path");
+            }
+            opts->config_file = val;
+        } else if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--level") == 0) {
+            if (strcasecmp(val, "full") == 0) {
+                opts->config_full = true;
+            } else if (strcasecmp(val, "redacted") == 0) {
+                opts->config_full = false;
+            } else {
+                return fail(err, errlen, "--level takes redacted or full, not '%s'", val);
+            }
+        } else if (opts->command == CLI_GENERATEKEY &&
+                   (strcmp(name, "--output") == 0 || strcmp(name, "-o") == 0)) {
+            if (parse_key_format(val, &opts->key_format) != 0) {
+                return fail(err, errlen,
+                            "unknown --output '%s' (json, text, shell, cmd, powershell, machinejson)",
+                            val);
+            }
+        } else if (opts->command == CLI_GENERATEKEY && strcmp(name, "--expiration") == 0) {
+            if (cli_parse_duration(val, &opts->expiration_s) != 0) {
+                return fail(err, errlen,
+                            "invalid --expiration '%s' (use [d.]hh:mm[:ss] or a number with s, m, h or d)",
+                            val);
+            }
+        } else {
+            return fail(err, errlen, "unknown option '%s' (see dotmon --help)", argv[i]);
+        }
+    }
+    if (opts->no_auth && opts->temp_apikey) {
+        return fail(err, errlen, "--no-auth and --temp-apikey cannot be used together");
+    }
+    return 0;
+}

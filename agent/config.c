@@ -1,3 +1,268 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-extern int agent_placeholder_config;
+#include "config.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+
+#define CONFIG_MAX_FILE (1024 * 1024)
+#define CONFIG_MAX_DEPTH 32
+
+void config_init(struct config *c)
+{
+    memset(c, 0, sizeof(*c));
+}
+
+void config_fini(struct config *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->v[i].key);
+        free(c->v[i].value);
+    }
+    free(c->v);
+    memset(c, 0, sizeof(*c));
+}
+
+static struct config_entry *find(const struct config *c, const char *key)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        if (strcasecmp(c->v[i].key, key) == 0) {
+            return &c->v[i];
+        }
+    }
+    return NULL;
+}
+
+int config_set(struct config *c, const char *key, const char *value, const char *source)
+{
+    char *nv = strdup(value);
+    if (nv == NULL) {
+        return -ENOMEM;
+    }
+    struct config_entry *e = find(c, key);
+    if (e != NULL) {
+        free(e->value);
+        e->value = nv;
+        e->source = source;
+        return 0;
+    }
+    if (c->n == c->cap) {
+        size_t ncap = c->cap ? c->cap * 2 : 16;
+        struct config_entry *nvv = realloc(c->v, ncap * sizeof(*nvv));
+        if (nvv == NULL) {
+            free(nv);
+            return -ENOMEM;
+        }
+        c->v = nvv;
+        c->cap = ncap;
+    }
+    char *nk = strdup(key);
+    if (nk == NULL) {
+        free(nv);
+        return -ENOMEM;
+    }
+    c->v[c->n].key = nk;
+    c->v[c->n].value = nv;
+    c->v[c->n].source = source;
+    c->n++;
+    return 0;
+}
+
+/* Walks a JSON value, appending path segments to `path`, the way .NET's JSON provider does. */
+static int flatten(struct config *c, const cJSON *node, struct buf *path, int depth,
+                   const char *source)
+{
+    if (depth > CONFIG_MAX_DEPTH) {
+        return AGENT_E_TOOBIG;
+    }
+    if (cJSON_IsObject(node) || cJSON_IsArray(node)) {
+        size_t index = 0;
+        const cJSON *child;
+        cJSON_ArrayForEach(child, node)
+        {
+            size_t mark = path->len;
+            int rc = buf_size(path) > 0 ? buf_append(path, ":", 1) : 0;
+            if (rc == 0) {
+                rc = cJSON_IsArray(node) ? buf_printf(path, "%zu", index)
+                                         : buf_append_str(path, child->string ? child->string : "");
+            }
+            rc = rc ? rc : flatten(c, child, path, depth + 1, source);
+            path->len = mark;
+            if (rc != 0) {
+                return rc;
+            }
+            index++;
+        }
+        return 0;
+    }
+    char num[64];
+    const char *value;
+    if (cJSON_IsString(node)) {
+        value = node->valuestring;
+    } else if (cJSON_IsBool(node)) {
+        value = cJSON_IsTrue(node) ? "true" : "false";
+    } else if (cJSON_IsNumber(node)) {
+        double d = node->valuedouble;
+        if (d == (double)(int64_t)d && d > -9e15 && d < 9e15) {
+            snprintf(num, sizeof(num), "%lld", (long long)(int64_t)d);
+        } else {
+            snprintf(num, sizeof(num), "%.17g", d);
+        }
+        value = num;
+    } else {
+        value = ""; /* null */
+    }
+    return config_set(c, buf_cstr(path), value, source);
+}
+
+int config_load_json(struct config *c, const char *text, size_t len, const char *source, char *err,
+                     size_t errlen)
+{
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (root == NULL) {
+        const char *where = cJSON_GetErrorPtr();
+        size_t off = (where && where >= text && where <= text + len) ? (size_t)(where - text) : 0;
+        snprintf(err, errlen, "invalid JSON near byte %zu", off);
+        return AGENT_E_INVAL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        snprintf(err, errlen, "the top level must be a JSON object");
+        return AGENT_E_INVAL;
+    }
+    struct buf path;
+    buf_init(&path, 4096);
+    int rc = flatten(c, root, &path, 0, source);
+    buf_fini(&path);
+    cJSON_Delete(root);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot load settings: %s", agent_strerror(rc));
+    }
+    return rc;
+}
+
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+{
+    struct buf text;
+    buf_init(&text, CONFIG_MAX_FILE);
+    int rc = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        rc = AGENT_E_INVAL;
+        goto out;
+    }
+    for (;;) {
+        rc = buf_reserve(&text, 64 * 1024);
+        if (rc != 0) {
+            snprintf(err, errlen, "%s is larger than 1 MiB", path);
+            rc = AGENT_E_INVAL;
+            goto out;
+        }
+        size_t room = text.cap - text.len - 1;
+        ssize_t n = read(fd, text.p + text.len, room);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+            rc = AGENT_E_INVAL;
+            goto out;
+        }
+        if (n == 0) {
+            break;
+        }
+        text.len += (size_t)n;
+    }
+    rc = config_load_json(c, (const char *)buf_data(&text), buf_size(&text), "file", err, errlen);
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    buf_fini(&text);
+    return rc;
+}
+
+int config_load_env(struct config *c, const char *const *envp)
+{
+    static const char prefix[] = "DotnetMonitor_";
+    const size_t plen = sizeof(prefix) - 1;
+    for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
+        const char *kv = envp[i];
+        if (strncasecmp(kv, prefix, plen) != 0) {
+            continue;
+        }
+        const char *eq = strchr(kv, '=');
+        if (eq == NULL || eq == kv + plen) {
+            continue;
+        }
+        struct buf key;
+        buf_init(&key, 4096);
+        int rc = 0;
+        for (const char *p = kv + plen; p < eq && rc == 0; p++) {
+            if (p[0] == '_' && p + 1 < eq && p[1] == '_') {
+                rc = buf_append(&key, ":", 1);
+                p++;
+            } else {
+                rc = buf_append(&key, p, 1);
+            }
+        }
+        rc = rc ? rc : config_set(c, buf_cstr(&key), eq + 1, "environment");
+        buf_fini(&key);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+const char *config_get(const struct config *c, const char *key)
+{
+    const struct config_entry *e = find(c, key);
+    return e ? e->value : NULL;
+}
+
+int config_get_bool(const struct config *c, const char *key, int def)
+{
+    const char *v = config_get(c, key);
+    if (v == NULL || *v == '\0') {
+        return def;
+    }
+    if (strcasecmp(v, "true") == 0) {
+        return 1;
+    }
+    if (strcasecmp(v, "false") == 0) {
+        return 0;
+    }
+    return -1;
+}
+
+bool config_key_under(const char *key, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncasecmp(key, prefix, n) == 0 && (key[n] == '\0' || key[n] == ':');
+}
+
+bool config_key_is_secret(const char *key)
+{
+    static const char *const secret_suffixes[] = {"PublicKey", "Password", "KeyPath",
+                                                  "ConnectionString", "AccountKey",
+                                                  "SharedAccessSignature", "ClientSecret"};
+    const char *last = strrchr(key, ':');
+    last = last ? last + 1 : key;
+    for (size_t i = 0; i < sizeof(secret_suffixes) / sizeof(secret_suffixes[0]); i++) {
+        if (strcasecmp(last, secret_suffixes[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}

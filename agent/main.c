@@ -1,5 +1,185 @@
 /* SPDX-License-Identifier: MIT */
-int main(void)
+/* dotmon entry point: parses the command line and runs one command. Only main decides to exit. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "agent.h"
+#include "auth.h"
+#include "cli.h"
+#include "config.h"
+#include "err.h"
+#include "log.h"
+
+extern char **environ;
+
+static int load_config(const struct cli_options *opts, struct config *cfg)
 {
+    char err[512];
+    if (opts->config_file != NULL && config_load_file(cfg, opts->config_file, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dotmon: configuration file: %s\n", err);
+        return AGENT_E_INVAL;
+    }
+    if (config_load_env(cfg, (const char *const *)environ) != 0) {
+        fprintf(stderr, "dotmon: cannot read the environment\n");
+        return AGENT_E_INVAL;
+    }
+    const char *level = config_get(cfg, "Logging:LogLevel:Default");
+    if (level != NULL) {
+        int l = log_level_parse(level);
+        if (l < 0) {
+            fprintf(stderr, "dotmon: Logging:LogLevel:Default: unknown level '%s'\n", level);
+            return AGENT_E_INVAL;
+        }
+        log_set_level((enum log_level)l);
+    }
     return 0;
+}
+
+static int run_generatekey(const struct cli_options *opts)
+{
+    struct auth_generated g;
+    int rc = auth_generate((int64_t)time(NULL), opts->expiration_s, NULL, &g);
+    if (rc != 0) {
+        fprintf(stderr, "dotmon: cannot generate a key: %s\n", agent_strerror(rc));
+        return 1;
+    }
+    if (opts->key_format == CLI_KEY_MACHINEJSON) {
+        printf("{\"AuthorizationHeader\":\"Bearer %s\",\"Subject\":\"%s\",\"PublicKey\":\"%s\"}\n",
+               g.token, g.subject, g.public_key_b64);
+        auth_generated_fini(&g);
+        return 0;
+    }
+    printf("Generated ApiKey for dotmon; use the following header for authorization:\n\n"
+           "Authorization: Bearer %s\n\n",
+           g.token);
+    switch (opts->key_format) {
+    case CLI_KEY_TEXT:
+        printf("Settings in Text format:\nSubject: %s\nPublic Key: %s\n", g.subject, g.public_key_b64);
+        break;
+    case CLI_KEY_SHELL:
+        printf("Settings in Shell format:\n"
+               "export DotnetMonitor_Authentication__MonitorApiKey__Subject=\"%s\"\n"
+               "export DotnetMonitor_Authentication__MonitorApiKey__PublicKey=\"%s\"\n",
+               g.subject, g.public_key_b64);
+        break;
+    case CLI_KEY_CMD:
+        printf("Settings in Cmd format:\n"
+               "set DotnetMonitor_Authentication__MonitorApiKey__Subject=%s\n"
+               "set DotnetMonitor_Authentication__MonitorApiKey__PublicKey=%s\n",
+               g.subject, g.public_key_b64);
+        break;
+    case CLI_KEY_POWERSHELL:
+        printf("Settings in PowerShell format:\n"
+               "$env:DotnetMonitor_Authentication__MonitorApiKey__Subject=\"%s\"\n"
+               "$env:DotnetMonitor_Authentication__MonitorApiKey__PublicKey=\"%s\"\n",
+               g.subject, g.public_key_b64);
+        break;
+    case CLI_KEY_JSON:
+    case CLI_KEY_MACHINEJSON:
+    default:
+        printf("Settings in Json format:\n"
+               "{\n  \"Authentication\": {\n    \"MonitorApiKey\": {\n"
+               "      \"Subject\": \"%s\",\n      \"PublicKey\": \"%s\"\n    }\n  }\n}\n",
+               g.subject, g.public_key_b64);
+        break;
+    }
+    auth_generated_fini(&g);
+    return 0;
+}
+
+static int run_config_show(const struct cli_options *opts, const struct config *cfg)
+{
+    printf("{\n");
+    for (size_t i = 0; i < cfg->n; i++) {
+        const struct config_entry *e = &cfg->v[i];
+        bool hide = !opts->config_full && config_key_is_secret(e->key);
+        printf("  \"%s\": \"%s\"%s /* %s */\n", e->key, hide ? ":REDACTED:" : e->value,
+               i + 1 < cfg->n ? "," : "", e->source);
+    }
+    printf("}\n");
+    return 0;
+}
+
+static void close_walk_cb(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) {
+        uv_close(h, NULL);
+    }
+}
+
+static int run_collect(const struct cli_options *opts, const struct config *cfg)
+{
+    uv_loop_t loop;
+    int rc = uv_loop_init(&loop);
+    if (rc != 0) {
+        log_error("dotmon", "cannot create the event loop: %s", uv_strerror(rc));
+        return 1;
+    }
+    /* A client that disconnects mid-write must not kill us. */
+    signal(SIGPIPE, SIG_IGN);
+
+    struct agent a;
+    int code = 0;
+    rc = agent_init(&a, &loop, opts, cfg);
+    if (rc == 0) {
+        rc = agent_start(&a);
+    }
+    if (rc != 0) {
+        code = 1;
+        agent_stop(&a);
+    } else {
+        log_info("dotmon", "dotmon %s started (pid %d)", DOTMON_VERSION, (int)uv_os_getpid());
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    agent_fini(&a);
+    /* Everything should be closed by now; close stragglers so the loop can be freed. */
+    if (uv_loop_close(&loop) == UV_EBUSY) {
+        uv_walk(&loop, close_walk_cb, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
+    }
+    if (code == 0) {
+        log_info("dotmon", "stopped");
+    }
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    struct cli_options opts;
+    char err[256];
+    if (cli_parse(argc, (const char *const *)argv, &opts, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dotmon: %s\n", err);
+        return CLI_EXIT_USAGE;
+    }
+    switch (opts.command) {
+    case CLI_HELP:
+        fputs(cli_usage(), stdout);
+        return 0;
+    case CLI_VERSION:
+        printf("%s\n", DOTMON_VERSION);
+        return 0;
+    case CLI_GENERATEKEY:
+        return run_generatekey(&opts);
+    default:
+        break;
+    }
+
+    struct config cfg;
+    config_init(&cfg);
+    int code;
+    if (load_config(&opts, &cfg) != 0) {
+        code = CLI_EXIT_USAGE;
+    } else if (opts.command == CLI_CONFIG_SHOW) {
+        code = run_config_show(&opts, &cfg);
+    } else {
+        code = run_collect(&opts, &cfg);
+    }
+    config_fini(&cfg);
+    return code;
 }

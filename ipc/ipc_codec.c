@@ -1,3 +1,539 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-extern int agent_placeholder_ipc_codec;
+#include "ipc_codec.h"
+
+#include <string.h>
+
+#include "err.h"
+
+/*
+ * Framing per PROTOCOL.md §2.1 and primitives per §2.2. Values are assembled from bytes, never by
+ * casting pointers, so unaligned input and any host byte order are fine.
+ */
+
+static const uint8_t ipc_magic[IPC_MAGIC_SIZE] = {'D', 'O', 'T', 'N', 'E', 'T', '_',
+                                                  'I', 'P', 'C', '_', 'V', '1', '\0'};
+
+_Static_assert(sizeof(IPC_MAGIC) == IPC_MAGIC_SIZE, "magic is 13 characters plus NUL");
+_Static_assert(IPC_MAGIC_SIZE + 2 + 1 + 1 + 2 == IPC_HEADER_SIZE, "header layout is 20 bytes");
+
+static uint16_t load16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t load32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static uint64_t load64(const uint8_t *p)
+{
+    return (uint64_t)load32(p) | ((uint64_t)load32(p + 4) << 32);
+}
+
+static void store16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void store32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static void store64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static size_t clamp_cap(size_t cap)
+{
+    return cap > IPC_MESSAGE_MAX ? IPC_MESSAGE_MAX : cap;
+}
+
+int ipc_header_encode(uint8_t out[IPC_HEADER_SIZE], const struct ipc_header *h)
+{
+    if (h->size < IPC_HEADER_SIZE) {
+        return AGENT_E_INVAL;
+    }
+    memcpy(out, ipc_magic, IPC_MAGIC_SIZE);
+    store16(out + 14, h->size);
+    out[16] = h->command_set;
+    out[17] = h->command_id;
+    out[18] = 0;
+    out[19] = 0;
+    return 0;
+}
+
+/*
+ * Checks whatever complete header fields p[0..n) holds. Shared by the one-shot header decoder and
+ * the incremental decoder, so both reject the same inputs, and a byte-at-a-time feed fails at the
+ * first byte that makes the prefix impossible.
+ */
+static int check_header_prefix(const uint8_t *p, size_t n, size_t cap)
+{
+    size_t m = n < IPC_MAGIC_SIZE ? n : IPC_MAGIC_SIZE;
+    if (memcmp(p, ipc_magic, m) != 0) {
+        return AGENT_E_PROTO;
+    }
+    if (n >= 16) {
+        uint16_t size = load16(p + 14);
+        if (size < IPC_HEADER_SIZE) {
+            return AGENT_E_PROTO;
+        }
+        if (size > cap) {
+            return AGENT_E_TOOBIG;
+        }
+    }
+    /* Reserved word: each byte is checked as soon as it is there. */
+    if ((n > 18 && p[18] != 0) || (n > 19 && p[19] != 0)) {
+        return AGENT_E_PROTO;
+    }
+    return 0;
+}
+
+int ipc_header_decode(const uint8_t *p, size_t n, size_t cap, struct ipc_header *out)
+{
+    if (cap < IPC_HEADER_SIZE) {
+        return AGENT_E_INVAL;
+    }
+    if (n < IPC_HEADER_SIZE) {
+        return AGENT_E_TRUNC;
+    }
+    int rc = check_header_prefix(p, IPC_HEADER_SIZE, clamp_cap(cap));
+    if (rc != 0) {
+        return rc;
+    }
+    out->size = load16(p + 14);
+    out->command_set = p[16];
+    out->command_id = p[17];
+    return 0;
+}
+
+int ipc_decode(const uint8_t *p, size_t n, size_t cap, struct ipc_frame *frame, size_t *consumed)
+{
+    if (cap < IPC_HEADER_SIZE) {
+        return AGENT_E_INVAL;
+    }
+    cap = clamp_cap(cap);
+    int rc = check_header_prefix(p, n, cap);
+    if (rc != 0) {
+        return rc;
+    }
+    if (n < IPC_HEADER_SIZE) {
+        return IPC_NEED_MORE;
+    }
+    struct ipc_header h;
+    rc = ipc_header_decode(p, n, cap, &h);
+    if (rc != 0) {
+        return rc;
+    }
+    if (n < h.size) {
+        return IPC_NEED_MORE;
+    }
+    frame->hdr = h;
+    frame->payload = p + IPC_HEADER_SIZE;
+    frame->payload_len = (size_t)h.size - IPC_HEADER_SIZE;
+    *consumed = h.size;
+    return IPC_FRAME;
+}
+
+/* ---- reader ------------------------------------------------------------------------------ */
+
+static void rd_skip(struct ipc_rd *r, size_t n)
+{
+    r->p += n;
+    r->n -= n;
+}
+
+int ipc_rd_u8(struct ipc_rd *r, uint8_t *out)
+{
+    if (r->n < 1) {
+        return AGENT_E_TRUNC;
+    }
+    *out = r->p[0];
+    rd_skip(r, 1);
+    return 0;
+}
+
+int ipc_rd_u16(struct ipc_rd *r, uint16_t *out)
+{
+    if (r->n < 2) {
+        return AGENT_E_TRUNC;
+    }
+    *out = load16(r->p);
+    rd_skip(r, 2);
+    return 0;
+}
+
+int ipc_rd_u32(struct ipc_rd *r, uint32_t *out)
+{
+    if (r->n < 4) {
+        return AGENT_E_TRUNC;
+    }
+    *out = load32(r->p);
+    rd_skip(r, 4);
+    return 0;
+}
+
+int ipc_rd_u64(struct ipc_rd *r, uint64_t *out)
+{
+    if (r->n < 8) {
+        return AGENT_E_TRUNC;
+    }
+    *out = load64(r->p);
+    rd_skip(r, 8);
+    return 0;
+}
+
+int ipc_rd_guid(struct ipc_rd *r, uint8_t out[IPC_GUID_SIZE])
+{
+    if (r->n < IPC_GUID_SIZE) {
+        return AGENT_E_TRUNC;
+    }
+    memcpy(out, r->p, IPC_GUID_SIZE);
+    rd_skip(r, IPC_GUID_SIZE);
+    return 0;
+}
+
+int ipc_rd_bytes(struct ipc_rd *r, size_t len, const uint8_t **out)
+{
+    if (r->n < len) {
+        return AGENT_E_TRUNC;
+    }
+    *out = r->p;
+    rd_skip(r, len);
+    return 0;
+}
+
+int ipc_rd_string(struct ipc_rd *r, struct ipc_utf16 *out)
+{
+    if (r->n < 4) {
+        return AGENT_E_TRUNC;
+    }
+    uint32_t count = load32(r->p);
+    size_t left = r->n - 4;
+    if (count == 0) {
+        out->p = NULL;
+        out->units = 0;
+        out->present = false;
+        rd_skip(r, 4);
+        return 0;
+    }
+    /* Compare in units so a huge count cannot overflow the byte length. */
+    if (count > left / 2) {
+        return AGENT_E_TRUNC;
+    }
+    const uint8_t *units = r->p + 4;
+    if (load16(units + 2 * ((size_t)count - 1)) != 0) {
+        return AGENT_E_PROTO;
+    }
+    out->p = units;
+    out->units = (size_t)count - 1;
+    out->present = true;
+    rd_skip(r, 4 + 2 * (size_t)count);
+    return 0;
+}
+
+/* ---- UTF-16LE -> UTF-8 ------------------------------------------------------------------- */
+
+#define REPLACEMENT_CHAR 0xFFFDu
+
+/*
+ * Decodes the code point at unit *i and advances *i. Lone surrogates (a high one not followed by
+ * a low one, or a stray low one) and U+0000 map to U+FFFD: the output must be valid UTF-8 and a
+ * C string whose strlen is its real length.
+ */
+static uint32_t utf16_next(const uint8_t *p, size_t units, size_t *i)
+{
+    uint32_t u = load16(p + 2 * *i);
+    *i += 1;
+    if (u == 0) {
+        return REPLACEMENT_CHAR;
+    }
+    if (u >= 0xD800 && u <= 0xDBFF) {
+        if (*i < units) {
+            uint32_t lo = load16(p + 2 * *i);
+            if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                *i += 1;
+                return 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+        }
+        return REPLACEMENT_CHAR;
+    }
+    if (u >= 0xDC00 && u <= 0xDFFF) {
+        return REPLACEMENT_CHAR;
+    }
+    return u;
+}
+
+static size_t utf8_width(uint32_t cp)
+{
+    if (cp < 0x80) {
+        return 1;
+    }
+    if (cp < 0x800) {
+        return 2;
+    }
+    if (cp < 0x10000) {
+        return 3;
+    }
+    return 4;
+}
+
+size_t ipc_utf16le_utf8_len(const uint8_t *p, size_t units)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < units;) {
+        len += utf8_width(utf16_next(p, units, &i));
+    }
+    return len;
+}
+
+int ipc_utf16le_to_utf8(const uint8_t *p, size_t units, char *out, size_t cap, size_t *out_len)
+{
+    size_t need = ipc_utf16le_utf8_len(p, units);
+    if (cap == 0 || need > cap - 1) {
+        return AGENT_E_NOSPACE;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < units;) {
+        uint32_t cp = utf16_next(p, units, &i);
+        switch (utf8_width(cp)) {
+        case 1:
+            out[o++] = (char)cp;
+            break;
+        case 2:
+            out[o++] = (char)(0xC0 | (cp >> 6));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+            break;
+        case 3:
+            out[o++] = (char)(0xE0 | (cp >> 12));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+            break;
+        default:
+            out[o++] = (char)(0xF0 | (cp >> 18));
+            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+            break;
+        }
+    }
+    out[o] = '\0';
+    if (out_len != NULL) {
+        *out_len = o;
+    }
+    return 0;
+}
+
+size_t ipc_utf16_utf8_len(const struct ipc_utf16 *s)
+{
+    return s->present ? ipc_utf16le_utf8_len(s->p, s->units) : 0;
+}
+
+int ipc_utf16_to_utf8(const struct ipc_utf16 *s, char *out, size_t cap, size_t *out_len)
+{
+    if (s->present) {
+        return ipc_utf16le_to_utf8(s->p, s->units, out, cap, out_len);
+    }
+    if (cap == 0) {
+        return AGENT_E_NOSPACE;
+    }
+    out[0] = '\0';
+    if (out_len != NULL) {
+        *out_len = 0;
+    }
+    return 0;
+}
+
+/* ---- writer ------------------------------------------------------------------------------ */
+
+static int wr_room(const struct ipc_wr *w, size_t n)
+{
+    return w->cap - w->len >= n ? 0 : AGENT_E_NOSPACE;
+}
+
+int ipc_wr_u8(struct ipc_wr *w, uint8_t v)
+{
+    if (wr_room(w, 1) != 0) {
+        return AGENT_E_NOSPACE;
+    }
+    w->p[w->len++] = v;
+    return 0;
+}
+
+int ipc_wr_u16(struct ipc_wr *w, uint16_t v)
+{
+    if (wr_room(w, 2) != 0) {
+        return AGENT_E_NOSPACE;
+    }
+    store16(w->p + w->len, v);
+    w->len += 2;
+    return 0;
+}
+
+int ipc_wr_u32(struct ipc_wr *w, uint32_t v)
+{
+    if (wr_room(w, 4) != 0) {
+        return AGENT_E_NOSPACE;
+    }
+    store32(w->p + w->len, v);
+    w->len += 4;
+    return 0;
+}
+
+int ipc_wr_u64(struct ipc_wr *w, uint64_t v)
+{
+    if (wr_room(w, 8) != 0) {
+        return AGENT_E_NOSPACE;
+    }
+    store64(w->p + w->len, v);
+    w->len += 8;
+    return 0;
+}
+
+int ipc_wr_guid(struct ipc_wr *w, const uint8_t guid[IPC_GUID_SIZE])
+{
+    return ipc_wr_bytes(w, guid, IPC_GUID_SIZE);
+}
+
+int ipc_wr_bytes(struct ipc_wr *w, const void *p, size_t n)
+{
+    if (wr_room(w, n) != 0) {
+        return AGENT_E_NOSPACE;
+    }
+    if (n > 0) {
+        memcpy(w->p + w->len, p, n);
+        w->len += n;
+    }
+    return 0;
+}
+
+/*
+ * Strict UTF-8 decoding of one code point at s[*i]: rejects continuation bytes in lead position,
+ * truncated sequences, overlong forms, UTF-16 surrogates and values over U+10FFFF.
+ */
+static int utf8_next(const unsigned char *s, size_t *i, uint32_t *cp)
+{
+    unsigned char c = s[*i];
+    size_t extra;
+    uint32_t v;
+    uint32_t min;
+    if (c < 0x80) {
+        *cp = c;
+        *i += 1;
+        return 0;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+        extra = 1;
+        v = c & 0x1Fu;
+        min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        extra = 2;
+        v = c & 0x0Fu;
+        min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        extra = 3;
+        v = c & 0x07u;
+        min = 0x10000;
+    } else {
+        return AGENT_E_INVAL;
+    }
+    for (size_t k = 1; k <= extra; k++) {
+        unsigned char cc = s[*i + k]; /* a NUL terminator stops this before overrunning */
+        if ((cc & 0xC0) != 0x80) {
+            return AGENT_E_INVAL;
+        }
+        v = (v << 6) | (cc & 0x3Fu);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
+        return AGENT_E_INVAL;
+    }
+    *cp = v;
+    *i += extra + 1;
+    return 0;
+}
+
+int ipc_utf8_utf16_units(const char *s, size_t *units)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = 0;
+    for (size_t i = 0; u[i] != 0;) {
+        uint32_t cp;
+        if (utf8_next(u, &i, &cp) != 0) {
+            return AGENT_E_INVAL;
+        }
+        n += cp >= 0x10000 ? 2 : 1;
+    }
+    *units = n;
+    return 0;
+}
+
+int ipc_wr_string(struct ipc_wr *w, const char *utf8)
+{
+    if (utf8 == NULL) {
+        return ipc_wr_u32(w, 0);
+    }
+    size_t units;
+    if (ipc_utf8_utf16_units(utf8, &units) != 0) {
+        return AGENT_E_INVAL;
+    }
+    /* The count includes the NUL and must fit the uint32 field (and any real message cap). */
+    if (units >= UINT32_MAX / 2) {
+        return AGENT_E_NOSPACE;
+    }
+    size_t bytes = 4 + 2 * (units + 1);
+    if (wr_room(w, bytes) != 0) {
+        return AGENT_E_NOSPACE;
+    }
+    uint8_t *o = w->p + w->len;
+    store32(o, (uint32_t)(units + 1));
+    o += 4;
+    const unsigned char *u = (const unsigned char *)utf8;
+    for (size_t i = 0; u[i] != 0;) {
+        uint32_t cp = 0;
+        (void)utf8_next(u, &i, &cp); /* validated above */
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            store16(o, (uint16_t)(0xD800 + (cp >> 10)));
+            store16(o + 2, (uint16_t)(0xDC00 + (cp & 0x3FF)));
+            o += 4;
+        } else {
+            store16(o, (uint16_t)cp);
+            o += 2;
+        }
+    }
+    store16(o, 0);
+    w->len += bytes;
+    return 0;
+}
+
+int ipc_wr_message_begin(struct ipc_wr *w, uint8_t command_set, uint8_t command_id, size_t *start)
+{
+    if (wr_room(w, IPC_HEADER_SIZE) != 0) {
+        return AGENT_E_NOSPACE;
+    }
+    struct ipc_header h = {.size = IPC_HEADER_SIZE, .command_set = command_set, .command_id = command_id};
+    (void)ipc_header_encode(w->p + w->len, &h);
+    *start = w->len;
+    w->len += IPC_HEADER_SIZE;
+    return 0;
+}
+
+int ipc_wr_message_end(struct ipc_wr *w, size_t start)
+{
+    if (start > w->len || w->len - start < IPC_HEADER_SIZE) {
+        return AGENT_E_INVAL;
+    }
+    size_t total = w->len - start;
+    if (total > IPC_MESSAGE_MAX) {
+        return AGENT_E_TOOBIG;
+    }
+    store16(w->p + start + 14, (uint16_t)total);
+    return 0;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_AGENT_H
+#define AGENT_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "cli.h"
+#include "config.h"
+
+/*
+ * The composition root: owns the loop's long-lived objects (HTTP server, discovery, auth
+ * verifier, signal handlers) and wires REST routes to IPC commands. Only agent/ knows both
+ * sides (STYLE.md 2.1).
+ */
+
+enum agent_listener_tag { AGENT_TAG_ARTIFACTS = 1, AGENT_TAG_METRICS = 2 };
+
+enum agent_filter_key {
+    AGENT_FILTER_PROCESS_ID = 0,
+    AGENT_FILTER_PROCESS_NAME,
+    AGENT_FILTER_COMMAND_LINE,
+    AGENT_FILTER_ENTRYPOINT_ASSEMBLY
+};
+
+#define AGENT_MAX_FILTERS 16
+
+/* One DefaultProcess:Filters entry; every configured entry must match. */
+struct agent_filter {
+    enum agent_filter_key key;
+    char *value;
+    bool contains; /* MatchType Contains (else Exact); matching is case-insensitive */
+};
+
+struct agent {
+    uv_loop_t *loop;
+    const struct cli_options *opts;
+    const struct config *cfg;
+
+    struct http_server *http;
+    struct ipc_discovery *disc;
+    struct auth_verifier *verifier; /* NULL: no key (every request 401) unless no_auth */
+    bool no_auth;
+
+    struct agent_filter filters[AGENT_MAX_FILTERS];
+    size_t nfilters;
+
+    char *diag_dir;         /* directory watched for runtime sockets */
+    uint64_t ipc_timeout_ms;
+
+    uv_signal_t sig_int;
+    uv_signal_t sig_term;
+    int open_handles;       /* signal handles + http server + discovery still open */
+    bool stopping;
+    int exit_code;
+
+    uint64_t requests_total;
+};
+
+/*
+ * Reads configuration, sets up authentication and the default-process filters. Prints the
+ * temporary API key (--temp-apikey) on stdout. Returns 0 or a negative code after logging
+ * the reason (invalid configuration: the caller exits non-zero).
+ */
+int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
+               const struct config *cfg);
+/* Binds the URLs, starts discovery and the signal handlers. */
+int agent_start(struct agent *a);
+/* Graceful stop: closes everything; the loop then runs out. Idempotent. */
+void agent_stop(struct agent *a);
+/* Frees what agent_init allocated; call after the loop has run out. */
+void agent_fini(struct agent *a);
+
+#endif

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_API_H
+#define AGENT_API_H
+
+#include <cJSON.h>
+#include <stdbool.h>
+
+#include "agent.h"
+#include "http_server.h"
+#include "ipc_discovery.h"
+
+/*
+ * REST handlers (dotnet-monitor's routes and JSON shapes, DOTNET-MONITOR.md §1). api.c holds the
+ * dispatcher, authentication and shared helpers; api_<area>.c hold the routes.
+ */
+
+/* The http_handler_cb given to the server; ud is the struct agent. */
+void api_handle(void *ud, struct http_request *req);
+
+/* Answers an RFC 7807 problem; detail is printf-style. */
+void api_problem(struct http_request *req, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Answers 200 with the JSON value (which this call deletes). */
+void api_json(struct http_request *req, int status, cJSON *json);
+
+/*
+ * Process selection shared by every process route: pid, uid or name from the query (all given
+ * ones must match the same process), else the default process. On failure answers the request
+ * (400 malformed / ambiguous, 404 none) and returns NULL. The result is a cache view: copy what
+ * you need before going asynchronous.
+ */
+const struct ipc_process *api_select_process(struct agent *a, struct http_request *req);
+
+/* True if p is the default process (configured filters, or the only process). */
+bool api_is_default(struct agent *a, const struct ipc_process *p);
+
+/* Routes. */
+void api_processes(struct agent *a, struct http_request *req);
+void api_process(struct agent *a, struct http_request *req);
+void api_env(struct agent *a, struct http_request *req);
+void api_info(struct agent *a, struct http_request *req);
+void api_metrics(struct agent *a, struct http_request *req);
+
+#endif

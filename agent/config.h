@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_CONFIG_H
+#define AGENT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Configuration as .NET's IConfiguration sees it: a flat map of case-insensitive keys whose
+ * sections are joined with ':' ("Authentication:MonitorApiKey:Subject"; array elements use
+ * their index, "DefaultProcess:Filters:0:Key"). Sources are applied in order; a later source
+ * overrides an earlier one key by key:
+ *   1. the JSON file given with --configuration-file-path
+ *   2. environment variables with the prefix DotnetMonitor_ or DOTNETMONITOR_ (case-insensitive),
+ *      "__" standing for ':'
+ * Every entry remembers its source for `config show`.
+ */
+
+struct config_entry {
+    char *key;
+    char *value;
+    const char *source; /* static string: "file", "environment", … */
+};
+
+struct config {
+    struct config_entry *v;
+    size_t n;
+    size_t cap;
+};
+
+void config_init(struct config *c);
+void config_fini(struct config *c);
+
+/* Sets key=value (copies both), replacing an existing key (case-insensitive). */
+int config_set(struct config *c, const char *key, const char *value, const char *source);
+
+/* Flattens a JSON document into the map. Returns 0, or AGENT_E_INVAL with a reason in err. */
+int config_load_json(struct config *c, const char *text, size_t len, const char *source, char *err,
+                     size_t errlen);
+/* Reads and loads a JSON file (at most 1 MiB). */
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
+/* Loads DotnetMonitor_* / DOTNETMONITOR_* variables from a NULL-terminated environment. */
+int config_load_env(struct config *c, const char *const *envp);
+
+/* Value of key (case-insensitive), or NULL. */
+const char *config_get(const struct config *c, const char *key);
+/*
+ * Boolean value: "true"/"false" (case-insensitive) → 1/0; absent → def; anything else → -1.
+ */
+int config_get_bool(const struct config *c, const char *key, int def);
+
+/* True when `key` is `prefix` itself or lies under it ("A:B" is under "A"). Case-insensitive. */
+bool config_key_under(const char *key, const char *prefix);
+
+/* True for keys whose values are secrets and must be redacted in output. */
+bool config_key_is_secret(const char *key);
+
+#endif

@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: MIT
+//
+// TestApp: the real .NET process that dotmon's integration tests discover and observe.
+//
+// Protocol (one line each, on stdout, flushed):
+//   start:   "env NAME=VALUE" / "env NAME unset" for each --env-echo NAME, then "ready pid=<pid>"
+//   stdin:   one command per line; each answers "ok <cmd>[ details]" or "error <cmd>: <why>"
+//   stdin EOF: prints "bye stdin-eof" and exits 0, unless --no-stdin-exit (then it runs until
+//            "exit" or a signal)
+//   SIGTERM/SIGINT: prints "bye <signal>" and exits 0
+//
+// Commands:
+//   ping                 answers "ok ping"
+//   alloc <MB>           allocates MB 1-MiB arrays, touches every page, keeps them ("ok alloc held=<MB>")
+//   free                 drops what alloc kept ("ok free")
+//   churn <MB>           allocates and drops MB worth of small objects (gen0 GCs) ("ok churn")
+//   gc                   GC.Collect twice with finalizers in between ("ok gc count=<gen2 count>")
+//   throw <n>            throws and catches n InvalidOperationException ("ok throw count=<n>")
+//   log <level> <text>   logs text under category TestApp.Commands at that LogLevel ("ok log")
+//   http <port> [n]      starts Kestrel on 127.0.0.1:<port> (0 = any) serving GET /, then sends it
+//                        n (default 3) GETs with HttpClient ("ok http port=<port> requests=<n>");
+//                        a second call reuses the running server
+//   burn <ms> [threads]  spins the CPU for ms milliseconds on that many threads ("ok burn")
+//   env <NAME>           "ok env NAME=VALUE" or "ok env NAME unset"
+//   exit <code>          answers "ok exit" and exits with that code
+//
+// Flags: --no-stdin-exit, --env-echo NAME (repeatable), --heartbeat-ms N (default 1000, 0 = off),
+// --console-log (also log to stderr). Any other argument is ignored, so tests can put markers on
+// the command line (they show up in dotmon's /process commandLine).
+//
+// In the background a heartbeat allocates a little and logs at Information under category
+// TestApp.Heartbeat, so traces and log streams always have GCs and log events to see.
+
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Globalization;
+using System.Linq;
+using System.Net;
+using System.Net.Http;
+using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
+using System.Threading;
+using System.Threading.Tasks;
+using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Hosting;
+using Microsoft.AspNetCore.Hosting.Server;
+using Microsoft.AspNetCore.Hosting.Server.Features;
+using Microsoft.AspNetCore.Http;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Hosting;
+using Microsoft.Extensions.Logging;
+
+namespace TestApp;
+
+internal static class Program
+{
+    private static readonly object OutLock = new();
+    private static readonly List<byte[]> Held = new();
+    private static ILoggerFactory s_loggerFactory = null!;
+    private static ILogger s_commandLogger = null!;
+    private static WebApplication? s_web;
+    private static int s_webPort;
+    private static long s_heartbeats;
+    private static volatile object? s_sink;
+
+    private static int Main(string[] args)
+    {
+        bool stdinExit = true;
+        bool consoleLog = false;
+        int heartbeatMs = 1000;
+        var echo = new List<string>();
+        for (int i = 0; i < args.Length; i++)
+        {
+            switch (args[i])
+            {
+                case "--no-stdin-exit":
+                    stdinExit = false;
+                    break;
+                case "--console-log":
+                    consoleLog = true;
+                    break;
+                case "--env-echo" when i + 1 < args.Length:
+                    echo.Add(args[++i]);
+                    break;
+                case "--heartbeat-ms" when i + 1 < args.Length:
+                    if (!int.TryParse(args[++i], NumberStyles.None, CultureInfo.InvariantCulture, out heartbeatMs))
+                    {
+                        Console.Error.WriteLine("TestApp: --heartbeat-ms needs a non-negative integer");
+                        return 2;
+                    }
+                    break;
+                case "--env-echo":
+                case "--heartbeat-ms":
+                    Console.Error.WriteLine($"TestApp: {args[i]} needs a value");
+                    return 2;
+                default:
+                    break; // markers and anything else a test wants on the command line
+            }
+        }
+
+        s_loggerFactory = LoggerFactory.Create(builder =>
+        {
+            // Everything reaches the providers; the EventSource provider filters by what its
+            // listener (a trace session) asked for.
+            builder.SetMinimumLevel(LogLevel.Trace);
+            builder.AddEventSourceLogger();
+            if (consoleLog)
+            {
+                builder.AddConsole(o => o.LogToStandardErrorThreshold = LogLevel.Trace);
+            }
+        });
+        s_commandLogger = s_loggerFactory.CreateLogger("TestApp.Commands");
+
+        // Exit cleanly on SIGTERM/SIGINT. Without this, a Kestrel host started by `http` would
+        // swallow SIGTERM (ConsoleLifetime cancels it to stop only the host).
+        using var onTerm = PosixSignalRegistration.Create(PosixSignal.SIGTERM, OnSignal);
+        using var onInt = PosixSignalRegistration.Create(PosixSignal.SIGINT, OnSignal);
+
+        Timer? heartbeat = null;
+        if (heartbeatMs > 0)
+        {
+            ILogger hbLogger = s_loggerFactory.CreateLogger("TestApp.Heartbeat");
+            heartbeat = new Timer(_ => Heartbeat(hbLogger), null, heartbeatMs, heartbeatMs);
+        }
+
+        foreach (string name in echo)
+        {
+            Say(EnvLine(name));
+        }
+        // The runtime created its diagnostic socket before Main ran, so after this line a test
+        // can rely on the socket being there.
+        Say($"ready pid={Environment.ProcessId}");
+
+        string? line;
+        while ((line = Console.In.ReadLine()) != null)
+        {
+            line = line.Trim();
+            if (line.Length == 0)
+            {
+                continue;
+            }
+            string[] words = line.Split(' ', 2, StringSplitOptions.RemoveEmptyEntries);
+            string cmd = words[0];
+            string rest = words.Length > 1 ? words[1].Trim() : "";
+            try
+            {
+                Say(Run(cmd, rest));
+            }
+            catch (Exception e)
+            {
+                Say($"error {cmd}: {e.GetType().Name}: {e.Message.ReplaceLineEndings(" ")}");
+            }
+        }
+
+        if (!stdinExit)
+        {
+            Thread.Sleep(Timeout.Infinite); // until `exit` (impossible now) or a signal
+        }
+        heartbeat?.Dispose();
+        Say("bye stdin-eof");
+        Shutdown();
+        return 0;
+    }
+
+    private static string Run(string cmd, string rest)
+    {
+        switch (cmd)
+        {
+            case "ping":
+                return "ok ping";
+            case "alloc":
+                return Alloc(ParseInt(rest, "MB", 0, 1 << 16));
+            case "free":
+                lock (Held)
+                {
+                    Held.Clear();
+                }
+                return "ok free";
+            case "churn":
+                Churn(ParseInt(rest, "MB", 0, 1 << 20));
+                return "ok churn";
+            case "gc":
+                GC.Collect();
+                GC.WaitForPendingFinalizers();
+                GC.Collect();
+                return $"ok gc count={GC.CollectionCount(2)}";
+            case "throw":
+                {
+                    int n = ParseInt(rest, "n", 0, 1_000_000);
+                    ThrowAndCatch(n);
+                    return $"ok throw count={n}";
+                }
+            case "log":
+                {
+                    string[] parts = rest.Split(' ', 2);
+                    if (!Enum.TryParse(parts[0], true, out LogLevel level) || !Enum.IsDefined(level) ||
+                        level == LogLevel.None)
+                    {
+                        throw new ArgumentException($"unknown level '{parts[0]}'");
+                    }
+                    string text = parts.Length > 1 ? parts[1] : "";
+                    s_commandLogger.Log(level, new EventId(1, "Command"), "{Text}", text);
+                    return "ok log";
+                }
+            case "http":
+                {
+                    string[] parts = rest.Split(' ', StringSplitOptions.RemoveEmptyEntries);
+                    if (parts.Length == 0)
+                    {
+                        throw new ArgumentException("usage: http <port> [n]");
+                    }
+                    int port = ParseInt(parts[0], "port", 0, 65535);
+                    int n = parts.Length > 1 ? ParseInt(parts[1], "n", 0, 10_000) : 3;
+                    Http(port, n).GetAwaiter().GetResult();
+                    return $"ok http port={s_webPort} requests={n}";
+                }
+            case "burn":
+                {
+                    string[] parts = rest.Split(' ', StringSplitOptions.RemoveEmptyEntries);
+                    if (parts.Length == 0)
+                    {
+                        throw new ArgumentException("usage: burn <ms> [threads]");
+                    }
+                    int ms = ParseInt(parts[0], "ms", 0, 600_000);
+                    int threads = parts.Length > 1 ? ParseInt(parts[1], "threads", 1, 64) : 1;
+                    Burn(ms, threads);
+                    return "ok burn";
+                }
+            case "env":
+                return "ok " + EnvLine(rest);
+            case "exit":
+                {
+                    int code = ParseInt(rest, "code", 0, 255);
+                    Say("ok exit");
+                    Shutdown();
+                    Environment.Exit(code);
+                    return "unreachable";
+                }
+            default:
+                throw new ArgumentException("unknown command");
+        }
+    }
+
+    private static int ParseInt(string s, string what, int min, int max)
+    {
+        if (!int.TryParse(s, NumberStyles.AllowLeadingSign, CultureInfo.InvariantCulture, out int v) ||
+            v < min || v > max)
+        {
+            throw new ArgumentException($"{what} must be an integer in [{min}, {max}], got '{s}'");
+        }
+        return v;
+    }
+
+    private static string EnvLine(string name)
+    {
+        string? v = Environment.GetEnvironmentVariable(name);
+        return v == null ? $"env {name} unset" : $"env {name}={v}";
+    }
+
+    private static void Say(string line)
+    {
+        lock (OutLock)
+        {
+            Console.Out.WriteLine(line);
+            Console.Out.Flush();
+        }
+    }
+
+    private static void OnSignal(PosixSignalContext ctx)
+    {
+        ctx.Cancel = true;
+        Say($"bye {ctx.Signal}");
+        Shutdown();
+        Environment.Exit(0);
+    }
+
+    private static void Shutdown()
+    {
+        try
+        {
+            s_web?.StopAsync(TimeSpan.FromSeconds(2)).GetAwaiter().GetResult();
+        }
+        catch (Exception)
+        {
+            // Best effort: the process is going away anyway.
+        }
+        s_loggerFactory.Dispose();
+    }
+
+    private static string Alloc(int mb)
+    {
+        var chunks = new List<byte[]>(mb);
+        for (int i = 0; i < mb; i++)
+        {
+            var chunk = new byte[1 << 20];
+            // Touch every page so the memory is resident (RSS), not just reserved.
+            for (int off = 0; off < chunk.Length; off += 4096)
+            {
+                chunk[off] = (byte)(i + 1);
+            }
+            chunks.Add(chunk);
+        }
+        lock (Held)
+        {
+            Held.AddRange(chunks);
+            return $"ok alloc held={Held.Count}";
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void Churn(int mb)
+    {
+        // 256-byte objects, dropped at once: gen0 collections without growing the heap.
+        long total = (long)mb << 20;
+        for (long done = 0; done < total; done += 256)
+        {
+            s_sink = new byte[232];
+        }
+        s_sink = null;
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void ThrowAndCatch(int n)
+    {
+        for (int i = 0; i < n; i++)
+        {
+            try
+            {
+                ThrowOne(i);
+            }
+            catch (InvalidOperationException)
+            {
+                // Expected: tests count first-chance exceptions.
+            }
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void ThrowOne(int i)
+    {
+        throw new InvalidOperationException($"TestApp exception {i}");
+    }
+
+    private static void Burn(int ms, int threads)
+    {
+        var workers = new Thread[threads];
+        for (int t = 0; t < threads; t++)
+        {
+            workers[t] = new Thread(() => BurnCpu(ms)) { IsBackground = true, Name = $"burn-{t}" };
+            workers[t].Start();
+        }
+        foreach (Thread w in workers)
+        {
+            w.Join();
+        }
+    }
+
+    // A named, non-inlined frame so CPU samples have something recognisable to show.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static double BurnCpu(int ms)
+    {
+        var sw = Stopwatch.StartNew();
+        double x = 1.0;
+        while (sw.ElapsedMilliseconds < ms)
+        {
+            for (int i = 0; i < 10_000; i++)
+            {
+                x = Math.Sqrt(x + i) * 1.0000001;
+            }
+        }
+        return x;
+    }
+
+    private static async Task Http(int port, int n)
+    {
+        if (s_web == null)
+        {
+            var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions
+            {
+                Args = Array.Empty<string>(),
+                ApplicationName = "TestApp",
+                ContentRootPath = AppContext.BaseDirectory,
+            });
+            builder.Logging.ClearProviders();
+            builder.Logging.SetMinimumLevel(LogLevel.Trace);
+            builder.Logging.AddEventSourceLogger();
+            builder.Services.AddSingleton<IHostLifetime, QuietLifetime>();
+            builder.WebHost.ConfigureKestrel(o => o.Listen(IPAddress.Loopback, port));
+            WebApplication web = builder.Build();
+            web.MapGet("/", () => "hello from TestApp\n");
+            await web.StartAsync();
+            var addresses = web.Services.GetRequiredService<IServer>().Features.Get<IServerAddressesFeature>();
+            string first = addresses?.Addresses.FirstOrDefault() ?? throw new InvalidOperationException("no address");
+            s_webPort = new Uri(first).Port;
+            s_web = web;
+        }
+
+        using var client = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{s_webPort}/") };
+        for (int i = 0; i < n; i++)
+        {
+            using HttpResponseMessage resp = await client.GetAsync("/");
+            resp.EnsureSuccessStatusCode();
+            await resp.Content.ReadAsStringAsync();
+        }
+    }
+
+    private static void Heartbeat(ILogger logger)
+    {
+        long n = Interlocked.Increment(ref s_heartbeats);
+        // A little garbage each beat (64 KiB in small objects) so GCs happen on their own.
+        var garbage = new List<object>(256);
+        for (int i = 0; i < 256; i++)
+        {
+            garbage.Add(new byte[232]);
+        }
+        s_sink = garbage;
+        int held;
+        lock (Held)
+        {
+            held = Held.Count;
+        }
+        logger.LogInformation(new EventId(2, "Heartbeat"), "Heartbeat {Count} heldMB={HeldMB}", n, held);
+    }
+
+    // Keeps the web host from hooking Ctrl+C / SIGTERM: the app handles those itself.
+    private sealed class QuietLifetime : IHostLifetime
+    {
+        public Task WaitForStartAsync(CancellationToken cancellationToken) => Task.CompletedTask;
+
+        public Task StopAsync(CancellationToken cancellationToken) => Task.CompletedTask;
+    }
+}

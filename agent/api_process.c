@@ -85,20 +85,16 @@ struct env_request {
     uint64_t pid;
 };
 
-static int env_add_entry(void *ud, const char *entry, size_t len)
+static int env_add_entry(void *ud, const char *name, size_t name_len, const char *value,
+                         size_t value_len)
 {
     cJSON *o = ud;
-    const char *eq = memchr(entry, '=', len);
-    char *name = strndup(entry, eq ? (size_t)(eq - entry) : len);
-    if (name == NULL) {
+    (void)value_len;
+    /* A name may repeat in a raw environment block; the first one wins, as getenv does. */
+    if (name_len > 0 && cJSON_GetObjectItemCaseSensitive(o, name) == NULL &&
+        cJSON_AddStringToObject(o, name, value) == NULL) {
         return -ENOMEM;
     }
-    const char *value = eq ? eq + 1 : "";
-    /* A name may repeat in a raw environment block; the first one wins, as getenv does. */
-    if (*name != '\0' && cJSON_GetObjectItemCaseSensitive(o, name) == NULL) {
-        cJSON_AddStringToObject(o, name, value);
-    }
-    free(name);
     return 0;
 }
 
@@ -137,7 +133,13 @@ static void env_on_result(void *ud, const struct ipc_result *res)
         api_problem(req, 500, "out of memory");
         return;
     }
-    int rc = ipc_env_parse(res->continuation, res->continuation_len, env_add_entry, o);
+    /* One converted entry needs at most 3 UTF-8 bytes per UTF-16 unit. */
+    size_t scratch_cap = res->continuation_len / 2 * 3 + 1;
+    char *scratch = malloc(scratch_cap);
+    int rc = scratch ? ipc_env_parse(res->continuation, res->continuation_len, scratch, scratch_cap,
+                                     env_add_entry, o)
+                     : -ENOMEM;
+    free(scratch);
     if (rc != 0) {
         cJSON_Delete(o);
         api_problem(req, 502, "the runtime sent a malformed environment block: %s", agent_strerror(rc));
@@ -153,8 +155,10 @@ void api_env(struct agent *a, struct http_request *req)
         return;
     }
     uint8_t msg[IPC_HEADER_SIZE];
-    size_t len = 0;
-    int rc = ipc_build_empty(msg, sizeof(msg), IPC_SET_PROCESS, IPC_PROCESS_ENVIRONMENT, &len);
+    struct ipc_wr w;
+    ipc_wr_init(&w, msg, sizeof(msg));
+    int rc = ipc_cmd_process_env(&w);
+    size_t len = w.len;
     struct env_request *er = rc == 0 ? calloc(1, sizeof(*er)) : NULL;
     if (er == NULL) {
         api_problem(req, 500, "cannot build the request: %s", agent_strerror(rc ? rc : -ENOMEM));

@@ -17,6 +17,18 @@
 #define AUTH_AUDIENCE "https://github.com/dotnet/dotnet-monitor"
 #define AUTH_DEFAULT_ISSUER "https://github.com/dotnet/dotnet-monitor/generatekey+MonitorApiKey"
 
+/*
+ * Clock skew tolerated on exp and nbf, in seconds: a token is expired once now >= exp + skew and
+ * not yet valid while now < nbf - skew. 300 s is Microsoft.IdentityModel's default
+ * (TokenValidationParameters.DefaultClockSkew), so a token dotnet-monitor accepts at a given
+ * instant is accepted here too. It only matters when the token was minted on another machine.
+ */
+#define AUTH_CLOCK_SKEW_S 300
+
+/* Longest bearer token accepted, in characters; longer ones are rejected before any decoding.
+ * An ES384 generatekey token is about 400 characters, an RS512 one with a 16384-bit key ~3 KiB. */
+#define AUTH_MAX_TOKEN_LEN (16u * 1024u)
+
 struct auth_verifier;
 
 /*

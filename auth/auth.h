@@ -14,7 +14,7 @@
  * Pure OpenSSL, no libuv. Nothing here logs; the caller must never log tokens or keys.
  */
 
-#define AUTH_AUDIENCE "https://github.com/dotnet/dotnet-monitor"
+#define AUTH_AUDIENCE       "https://github.com/dotnet/dotnet-monitor"
 #define AUTH_DEFAULT_ISSUER "https://github.com/dotnet/dotnet-monitor/generatekey+MonitorApiKey"
 
 /*
@@ -27,7 +27,7 @@
 
 /* Longest bearer token accepted, in characters; longer ones are rejected before any decoding.
  * An ES384 generatekey token is about 400 characters, an RS512 one with a 16384-bit key ~3 KiB. */
-#define AUTH_MAX_TOKEN_LEN (16u * 1024u)
+#define AUTH_MAX_TOKEN_LEN ((size_t)16384)
 
 struct auth_verifier;
 
@@ -49,7 +49,9 @@ enum auth_result {
 
 /*
  * Checks an Authorization header value (may be NULL). now = seconds since the epoch.
- * *reason gets a static description suitable for a problem+json detail (never token content).
+ * *reason gets a static description suitable for a problem+json detail (never token content);
+ * "authorized" on AUTH_OK. reason may be NULL. Tokens longer than AUTH_MAX_TOKEN_LEN are refused
+ * before any decoding. A NULL verifier yields AUTH_UNAUTHORIZED, never a crash.
  */
 enum auth_result auth_verify(const struct auth_verifier *v, const char *authorization, int64_t now,
                              const char **reason);
@@ -67,7 +69,8 @@ struct auth_generated {
 int auth_generate(int64_t now, int64_t lifetime_s, const char *issuer, struct auth_generated *out);
 void auth_generated_fini(struct auth_generated *g);
 
-/* Constant-time comparison of two NUL-terminated strings (length differences leak only length). */
+/* Constant-time comparison of two NUL-terminated strings (length differences leak only length).
+ * Returns 1 if equal, 0 otherwise (also when either is NULL). */
 int auth_str_equal(const char *a, const char *b);
 
 #endif

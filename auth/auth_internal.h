@@ -14,10 +14,7 @@
  */
 
 /* Which JWS family a verifier's key can check, and for EC the curve it is on. */
-enum auth__key_kind {
-    AUTH__KEY_EC = 1,
-    AUTH__KEY_RSA = 2
-};
+enum auth__key_kind { AUTH__KEY_EC = 1, AUTH__KEY_RSA = 2 };
 
 /* Largest ECDSA coordinate we handle: P-521 uses 66 bytes. */
 #define AUTH__EC_MAX_COORD 66

@@ -34,10 +34,10 @@
 
 /* A JWK is a few hundred bytes; 64 KiB leaves room for a 16384-bit RSA key with every private
  * member and stops a misconfigured multi-megabyte value before any decoding. */
-#define AUTH_MAX_KEY_CHARS (64u * 1024u)
-#define RSA_MIN_BITS 2048
-#define RSA_MAX_BITS 16384 /* OpenSSL's own OPENSSL_RSA_MAX_MODULUS_BITS */
-#define RSA_MAX_E_BYTES 8  /* OpenSSL refuses exponents over 64 bits for large moduli too */
+#define AUTH_MAX_KEY_CHARS ((size_t)65536)
+#define RSA_MIN_BITS       2048
+#define RSA_MAX_BITS       16384 /* OpenSSL's own OPENSSL_RSA_MAX_MODULUS_BITS */
+#define RSA_MAX_E_BYTES    8     /* OpenSSL refuses exponents over 64 bits for large moduli too */
 
 static const char private_key_warning[] =
     "the public key JWK contains private key material; only its public part is used, remove the "
@@ -205,8 +205,7 @@ static int load_ec(const cJSON *jwk, struct auth_verifier *v, char *err, size_t 
     if (bld == NULL ||
         OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, curve->openssl_name, 0) !=
             1 ||
-        OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point, 1 + 2 * x_len) !=
-            1) {
+        OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point, 1 + 2 * x_len) != 1) {
         rc = -ENOMEM;
         goto out;
     }
@@ -334,24 +333,17 @@ static char *dup_str(const char *s)
     return p;
 }
 
-int auth_verifier_new(const char *public_key_b64, const char *subject, const char *issuer,
-                      struct auth_verifier **out, const char **warning, char *err, size_t errlen)
+/*
+ * The configuration value to a cJSON object: trim, base64url-decode, parse. Returns 0 with
+ * *out set, AGENT_E_INVAL with a reason in err, or -ENOMEM.
+ */
+static int decode_jwk(const char *public_key_b64, cJSON **out, char *err, size_t errlen)
 {
     int rc;
     uint8_t *json = NULL;
     size_t json_len = 0;
     cJSON *jwk = NULL;
-    struct auth_verifier *v = NULL;
 
-    if (out == NULL) {
-        return fail(err, errlen, "no output for the verifier");
-    }
-    if (public_key_b64 == NULL) {
-        return fail(err, errlen, "no public key configured");
-    }
-    if (subject == NULL || subject[0] == '\0') {
-        return fail(err, errlen, "the subject must not be empty");
-    }
     /* Values read from files (a Kubernetes secret volume, key-per-file) often end in a newline;
      * whitespace can never be part of base64url, so trimming it loses nothing. */
     const char *k = public_key_b64;
@@ -370,25 +362,45 @@ int auth_verifier_new(const char *public_key_b64, const char *subject, const cha
         return fail(err, errlen, "the public key is too long");
     }
     rc = auth__b64url_decode(k, klen, false, &json, &json_len);
-    if (rc == -ENOMEM) {
-        goto out;
-    }
     if (rc != 0) {
-        rc = fail(err, errlen, "the public key is not valid base64url");
-        goto out;
+        return rc == -ENOMEM ? rc : fail(err, errlen, "the public key is not valid base64url");
     }
     /* An embedded NUL would make cJSON stop early and silently ignore the rest. */
-    if (memchr(json, 0, json_len) != NULL) {
-        rc = fail(err, errlen, "the public key is not a valid JSON Web Key (bad JSON)");
-        goto out;
+    if (memchr(json, 0, json_len) == NULL) {
+        jwk = cJSON_ParseWithOpts((const char *)json, NULL, 1);
     }
-    jwk = cJSON_ParseWithOpts((const char *)json, NULL, 1);
     if (jwk == NULL) {
         rc = fail(err, errlen, "the public key is not a valid JSON Web Key (bad JSON)");
-        goto out;
-    }
-    if (!cJSON_IsObject(jwk)) {
+    } else if (!cJSON_IsObject(jwk)) {
         rc = fail(err, errlen, "the public key is not a valid JSON Web Key (not an object)");
+        cJSON_Delete(jwk);
+    } else {
+        *out = jwk;
+    }
+    /* The decoded JWK may hold private members; don't leave them in freed memory. */
+    OPENSSL_cleanse(json, json_len);
+    free(json);
+    return rc;
+}
+
+int auth_verifier_new(const char *public_key_b64, const char *subject, const char *issuer,
+                      struct auth_verifier **out, const char **warning, char *err, size_t errlen)
+{
+    int rc;
+    cJSON *jwk = NULL;
+    struct auth_verifier *v = NULL;
+
+    if (out == NULL) {
+        return fail(err, errlen, "no output for the verifier");
+    }
+    if (public_key_b64 == NULL) {
+        return fail(err, errlen, "no public key configured");
+    }
+    if (subject == NULL || subject[0] == '\0') {
+        return fail(err, errlen, "the subject must not be empty");
+    }
+    rc = decode_jwk(public_key_b64, &jwk, err, errlen);
+    if (rc != 0) {
         goto out;
     }
     v = calloc(1, sizeof(*v));
@@ -399,9 +411,7 @@ int auth_verifier_new(const char *public_key_b64, const char *subject, const cha
     const char *kty = member_string(jwk, "kty");
     if (kty == NULL) {
         rc = fail(err, errlen, "the public key JWK has no 'kty'");
-        goto out;
-    }
-    if (ascii_ieq(kty, "EC")) {
+    } else if (ascii_ieq(kty, "EC")) {
         rc = load_ec(jwk, v, err, errlen);
     } else if (ascii_ieq(kty, "RSA")) {
         rc = load_rsa(jwk, v, err, errlen);
@@ -424,18 +434,12 @@ int auth_verifier_new(const char *public_key_b64, const char *subject, const cha
     }
     *out = v;
     v = NULL;
-    rc = 0;
 out:
     if (rc == -ENOMEM) {
         fail(err, errlen, "out of memory");
     }
     auth_verifier_free(v);
     cJSON_Delete(jwk);
-    if (json != NULL) {
-        /* The decoded JWK may hold private members; don't leave them in freed memory. */
-        OPENSSL_cleanse(json, json_len);
-        free(json);
-    }
     return rc;
 }
 

@@ -37,6 +37,10 @@ struct http_server_config {
     size_t max_header_bytes;    /* whole head; 0 → 32768 → 431 */
     size_t max_body;            /* 0 → 1 MiB → 413 */
     size_t max_connections;     /* 0 → 1024; beyond: 503 and close */
+    /* Added by the http module (zero keeps the default, so memset configs still work): */
+    uint64_t write_timeout_ms;  /* a write making no progress this long closes; 0 → 60000 */
+    size_t max_headers;         /* header lines per request; 0 → 100 → 431 */
+    size_t max_stream_pending;  /* http_stream_write past this closes the client; 0 → 16 MiB */
 };
 
 typedef void (*http_handler_cb)(void *ud, struct http_request *req);

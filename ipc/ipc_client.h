@@ -32,11 +32,28 @@ enum ipc_exchange_kind {
     IPC_EXCHANGE_ENVIRONMENT = 1 /* header + 6-byte payload + nIncomingBytes continuation */
 };
 
+/* Used when ipc_exchange_start gets 0 for timeout_ms / max_reply. */
+#define IPC_EXCHANGE_DEFAULT_TIMEOUT_MS 5000
+#define IPC_EXCHANGE_DEFAULT_MAX_REPLY (1024 * 1024)
+
 /*
  * Starts an exchange on `loop` with the runtime listening at `path`. `req` (a complete IPC
  * message) is copied. cb is called exactly once, from the loop (never from inside this call),
  * unless ipc_exchange_cancel is called first. *out (may be NULL) lets the caller cancel; the
  * handle becomes invalid when cb runs or after cancel.
+ *
+ * Details of this implementation:
+ * - Returns 0, or AGENT_E_INVAL (bad arguments, req shorter than a header, max_reply < 20),
+ *   UV_ENAMETOOLONG (path does not fit sun_path) or UV_ENOMEM; on error cb is never called.
+ * - cb runs after the exchange's handles have closed, so the exchange holds no loop resources
+ *   by then; res->payload/continuation stay valid until cb returns.
+ * - res->status: 0 (reply received; see ok/hresult), AGENT_E_TIMEOUT, AGENT_E_CLOSED (EOF before
+ *   the reply was complete), AGENT_E_PROTO (garbage, wrong magic, not a Server reply, Error
+ *   without HRESULT, bad ProcessEnvironment reply), AGENT_E_TOOBIG (reply or continuation over
+ *   max_reply; checked before allocating), or a libuv code (UV_ECONNREFUSED and UV_ENOENT mean
+ *   nobody listens at path).
+ * - res->hresult is the Error HRESULT, or for OK replies with a 4-byte payload that int32.
+ * - The request is written with write(2): the process must ignore SIGPIPE.
  */
 int ipc_exchange_start(uv_loop_t *loop, const char *path, const uint8_t *req, size_t req_len,
                        enum ipc_exchange_kind kind, uint64_t timeout_ms, size_t max_reply,

@@ -172,7 +172,8 @@ int ipc_env_reply_parse(const uint8_t *p, size_t n, uint32_t *incoming);
 
 /*
  * Called per "NAME=value" entry, converted to UTF-8 (NUL-terminated, lengths exclude the NUL).
- * An entry without '=' has value "". Non-zero return stops the walk and is returned.
+ * An entry without '=' has value ""; absent (count 0) strings are skipped. Non-zero return stops
+ * the walk and is returned.
  */
 typedef int (*ipc_env_entry_cb)(void *ud, const char *name, size_t name_len, const char *value,
                                 size_t value_len);

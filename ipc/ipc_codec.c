@@ -78,7 +78,7 @@ int ipc_header_encode(uint8_t out[IPC_HEADER_SIZE], const struct ipc_header *h)
 static int check_header_prefix(const uint8_t *p, size_t n, size_t cap)
 {
     size_t m = n < IPC_MAGIC_SIZE ? n : IPC_MAGIC_SIZE;
-    if (memcmp(p, ipc_magic, m) != 0) {
+    if (m > 0 && memcmp(p, ipc_magic, m) != 0) {
         return AGENT_E_PROTO;
     }
     if (n >= 16) {

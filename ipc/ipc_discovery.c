@@ -1,3 +1,929 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder until the module lands */
-extern int agent_placeholder_ipc_discovery;
+#include "ipc_discovery.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "err.h"
+#include "ipc_client.h"
+#include "ipc_cmd.h"
+#include "ipc_codec.h"
+#include "ipc_internal.h"
+#include "ipc_sockname.h"
+#include "log.h"
+
+/*
+ * How discovery works (PROTOCOL.md §1.1-1.3):
+ *
+ * Every `dotnet-diagnostic-<pid>-<key>-socket` file in the directory gets a `struct sock`. Its
+ * life: STAT (async lstat for the mtime) -> PROBE_WAIT -> PROBING (ProcessInfo3, then 2, then 1
+ * on UNKNOWN_COMMAND) -> LISTED, or STALE (connection refused: a socket file left by a dead
+ * process) or FAILED (timeout, garbage, error HRESULT; retried with backoff, since a runtime that
+ * is busy with a dump answers nothing for a while). LISTED socks get a liveness check (a full
+ * ProcessInfo request, because a silent client would block the runtime's single server thread,
+ * §8.9) every liveness_ms; a refused or vanished socket means the process died and the sock turns
+ * STALE. Socks whose file disappears are dropped.
+ *
+ * All directory access goes through the libuv threadpool (scandir, lstat), all socket access
+ * through ipc_exchange with a timeout, and at most MAX_IN_FLIGHT exchanges run at once, so the
+ * loop never blocks and a directory full of stale files costs one refused connect each.
+ *
+ * The published list (what ipc_discovery_at returns) holds one process per pid: the LISTED sock
+ * with the highest key, then the newest mtime. It is rebuilt by publish() after every change,
+ * which also reports additions and removals and frees the retired process structs.
+ */
+
+#define LOG_CAT "dotmon.ipc.discovery"
+#define MAX_IN_FLIGHT 16
+#define MAX_REFUSALS 3          /* connects refused before a new socket counts as stale */
+#define MAX_RETRY_MS 60000      /* backoff cap for failed probes */
+#define PROBE_MAX_REPLY IPC_MESSAGE_MAX
+
+enum sock_state {
+    S_STAT = 0,
+    S_PROBE_WAIT,
+    S_PROBING,
+    S_LISTED,
+    S_STALE,
+    S_FAILED
+};
+
+enum sock_op { OP_NONE = 0, OP_PROBE, OP_LIVENESS };
+
+/* The public struct plus what publish() needs; `pub` is first so the two pointers convert. */
+struct proc_entry {
+    struct ipc_process pub;
+    uint64_t mtime_ns;
+    struct proc_entry *retired_next;
+};
+
+struct sock {
+    struct sock *next;
+    struct ipc_discovery *d;
+    char *name;
+    char *path;
+    uint64_t key;
+    uint64_t mtime_ns;
+    enum sock_state state;
+    enum sock_op op;
+    int probe_level;   /* 3, 2 or 1: the ProcessInfo version to try next */
+    int refusals;      /* refused connects before the first success */
+    int failures;      /* consecutive failed probes, for the backoff */
+    uint64_t retry_at; /* uv_now() before which a waiting or failed probe does not start */
+    bool live_due;     /* a liveness check is owed */
+    bool in_scan;      /* present in the scan being processed */
+    bool recheck;      /* an fs event named it: re-stat and re-probe even if stale */
+    bool settled;      /* its first probe finished (for ipc_discovery_ready) */
+    bool removed;      /* file gone; freed once ops reaches 0 */
+    int ops;           /* in-flight lstat or exchange that points at this struct */
+    struct ipc_exchange *x;
+    uv_fs_t stat_req;
+    struct proc_entry *proc; /* while LISTED */
+};
+
+struct ipc_discovery {
+    uv_loop_t *loop;
+    char *dir;
+    uint64_t probe_timeout_ms;
+    uint64_t rescan_ms;
+    uint64_t liveness_ms;
+    ipc_discovery_change_cb on_change;
+    void *ud;
+
+    uv_fs_event_t watch;
+    uv_timer_t rescan_timer;
+    uv_timer_t live_timer;
+    uv_timer_t wake_timer;
+    int open_handles;
+
+    uv_fs_t scan_req;
+    bool scan_busy;
+    bool scan_again;
+    int stats_busy;
+    size_t in_flight;
+
+    struct sock *socks;
+    size_t nsocks;
+    struct proc_entry *retired;
+    /* Two arrays of capacity list_cap >= nsocks: the published list and the one being built. */
+    struct proc_entry **list;
+    struct proc_entry **next_list;
+    size_t count;
+    size_t list_cap;
+
+    bool started;
+    bool first_scan_done;
+    bool ready;
+    bool closing;
+    void (*close_cb)(void *ud);
+    void *close_ud;
+};
+
+static void pump(struct ipc_discovery *d);
+static void publish(struct ipc_discovery *d);
+static void request_scan(struct ipc_discovery *d);
+static void maybe_finish_close(struct ipc_discovery *d);
+static void on_wake(uv_timer_t *t);
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+static char *dup_str(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p != NULL) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+static char *dup_utf16(const struct ipc_utf16 *s)
+{
+    size_t n = ipc_utf16_utf8_len(s);
+    char *p = malloc(n + 1);
+    if (p != NULL && ipc_utf16_to_utf8(s, p, n + 1, NULL) != 0) {
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
+static void proc_free(struct proc_entry *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    struct ipc_process *p = &e->pub;
+    free(p->name);
+    free(p->command_line);
+    free(p->os);
+    free(p->arch);
+    free(p->entrypoint_assembly);
+    free(p->clr_version);
+    free(p->runtime_identifier);
+    free(p->endpoint);
+    free(e);
+}
+
+/* Moves a sock's process to the retired list; publish() reports and frees it. */
+static void sock_retire_proc(struct sock *s)
+{
+    if (s->proc != NULL) {
+        s->proc->retired_next = s->d->retired;
+        s->d->retired = s->proc;
+        s->proc = NULL;
+    }
+}
+
+static void sock_free(struct sock *s)
+{
+    proc_free(s->proc);
+    free(s->name);
+    free(s->path);
+    free(s);
+}
+
+/* Unlinks and frees a removed sock once nothing in flight points at it. */
+static void sock_reap(struct sock *s)
+{
+    struct ipc_discovery *d = s->d;
+    if (!s->removed || s->ops > 0 || d->closing) {
+        return;
+    }
+    for (struct sock **pp = &d->socks; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    d->nsocks--;
+    sock_free(s);
+}
+
+static void sock_remove(struct sock *s)
+{
+    if (s->removed) {
+        return;
+    }
+    log_debug(LOG_CAT, "socket %s removed", s->name);
+    s->removed = true;
+    s->state = S_STALE;
+    sock_retire_proc(s);
+    if (s->x != NULL) {
+        ipc__exchange_abort(s->x); /* the callback still comes, then the sock is reaped */
+    }
+    if (s->ops > 0 && s->op == OP_NONE) {
+        (void)uv_cancel((uv_req_t *)&s->stat_req);
+    }
+    sock_reap(s);
+}
+
+static struct sock *sock_find(struct ipc_discovery *d, const char *name)
+{
+    for (struct sock *s = d->socks; s != NULL; s = s->next) {
+        if (!s->removed && strcmp(s->name, name) == 0) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* Keeps both list arrays able to hold one entry per sock, so publish() never allocates. */
+static int ensure_list_cap(struct ipc_discovery *d, size_t n)
+{
+    if (n <= d->list_cap) {
+        return 0;
+    }
+    size_t cap = d->list_cap ? d->list_cap * 2 : 16;
+    while (cap < n) {
+        cap *= 2;
+    }
+    struct proc_entry **a = realloc(d->list, cap * sizeof(*a));
+    if (a == NULL) {
+        return UV_ENOMEM;
+    }
+    d->list = a;
+    struct proc_entry **b = realloc(d->next_list, cap * sizeof(*b));
+    if (b == NULL) {
+        return UV_ENOMEM;
+    }
+    d->next_list = b;
+    d->list_cap = cap;
+    return 0;
+}
+
+static void update_ready(struct ipc_discovery *d)
+{
+    if (d->ready || !d->first_scan_done) {
+        return;
+    }
+    for (struct sock *s = d->socks; s != NULL; s = s->next) {
+        if (!s->removed && !s->settled) {
+            return;
+        }
+    }
+    d->ready = true;
+}
+
+/* ---- probing and liveness ---------------------------------------------------------------- */
+
+static struct proc_entry *proc_from_info(const struct ipc_process_info *pi, int level, const struct sock *s,
+                                         uint64_t now)
+{
+    struct proc_entry *e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        return NULL;
+    }
+    struct ipc_process *p = &e->pub;
+    p->pid = pi->pid;
+    memcpy(p->cookie, pi->cookie, sizeof(p->cookie));
+    ipc_guid_format(pi->cookie, p->uid);
+    p->command_line = dup_utf16(&pi->command_line);
+    p->os = dup_utf16(&pi->os);
+    p->arch = dup_utf16(&pi->arch);
+    bool ok = p->command_line != NULL && p->os != NULL && p->arch != NULL;
+    if (ok && level >= 2) {
+        p->entrypoint_assembly = dup_utf16(&pi->entrypoint_assembly);
+        p->clr_version = dup_utf16(&pi->clr_version);
+        ok = p->entrypoint_assembly != NULL && p->clr_version != NULL;
+    }
+    if (ok && level == 3 && pi->version >= 1) {
+        p->runtime_identifier = dup_utf16(&pi->runtime_identifier);
+        ok = p->runtime_identifier != NULL;
+    }
+    if (ok) {
+        const char *name;
+        size_t len;
+        ipc_cmdline_name(p->command_line, &name, &len);
+        p->name = dup_str(name, len);
+        p->endpoint = dup_str(s->path, strlen(s->path));
+        ok = p->name != NULL && p->endpoint != NULL;
+    }
+    if (!ok) {
+        proc_free(e);
+        return NULL;
+    }
+    p->key = s->key;
+    p->seen_ms = now;
+    e->mtime_ns = s->mtime_ns;
+    return e;
+}
+
+static void probe_failed(struct sock *s, const char *why, int status, uint32_t hresult)
+{
+    struct ipc_discovery *d = s->d;
+    s->failures++;
+    uint64_t delay = d->rescan_ms;
+    for (int i = 1; i < s->failures && delay < MAX_RETRY_MS; i++) {
+        delay *= 2;
+    }
+    if (delay > MAX_RETRY_MS) {
+        delay = MAX_RETRY_MS;
+    }
+    s->state = S_FAILED;
+    s->retry_at = uv_now(d->loop) + delay;
+    log_debug(LOG_CAT, "probe of %s failed (%s: %s, hresult 0x%08x); retry in %llu ms", s->name, why,
+              agent_strerror(status), (unsigned)hresult, (unsigned long long)delay);
+}
+
+static void on_probe_result(struct sock *s, const struct ipc_result *res)
+{
+    struct ipc_discovery *d = s->d;
+    int level = s->probe_level;
+    if (res->status == UV_ECONNREFUSED || res->status == UV_ENOENT) {
+        /*
+         * Nobody listens: a file left by a dead process, or (rarely) a runtime caught between
+         * bind() and listen(). Retry a couple of times quickly, then ignore the file.
+         */
+        s->refusals++;
+        s->settled = true;
+        if (s->refusals < MAX_REFUSALS) {
+            s->state = S_PROBE_WAIT;
+            s->retry_at = uv_now(d->loop) + (s->refusals == 1 ? 100u : 400u);
+        } else {
+            s->state = S_STALE;
+            log_debug(LOG_CAT, "socket %s is stale (connection refused)", s->name);
+        }
+        return;
+    }
+    if (res->status != 0) {
+        s->settled = true;
+        probe_failed(s, "exchange", res->status, 0);
+        return;
+    }
+    if (!res->ok) {
+        if (res->hresult == IPC_HR_UNKNOWN_COMMAND && level > 1) {
+            s->probe_level = level - 1; /* older runtime: try the previous ProcessInfo */
+            s->state = S_PROBE_WAIT;
+            s->retry_at = 0;
+            return;
+        }
+        s->settled = true;
+        probe_failed(s, ipc_hresult_name(res->hresult), AGENT_E_RUNTIME, res->hresult);
+        return;
+    }
+    s->settled = true;
+    struct ipc_process_info pi;
+    int rc = ipc_process_info_parse(res->payload, res->payload_len, level, &pi);
+    if (rc != 0) {
+        probe_failed(s, "ProcessInfo payload", rc, 0);
+        return;
+    }
+    struct proc_entry *e = proc_from_info(&pi, level, s, uv_now(d->loop));
+    if (e == NULL) {
+        probe_failed(s, "allocation", UV_ENOMEM, 0);
+        return;
+    }
+    s->proc = e;
+    s->state = S_LISTED;
+    s->refusals = 0;
+    s->failures = 0;
+    log_debug(LOG_CAT, "socket %s: pid %llu uid %s name %s (ProcessInfo%s)", s->name,
+              (unsigned long long)e->pub.pid, e->pub.uid, e->pub.name,
+              level == 3 ? "3" : level == 2 ? "2" : "");
+}
+
+static void on_liveness_result(struct sock *s, const struct ipc_result *res)
+{
+    /*
+     * Only a refused or missing socket proves death. A timeout or a garbled reply may be a busy
+     * runtime (the server thread runs dumps and rundowns), so it stays listed.
+     */
+    if (res->status == UV_ECONNREFUSED || res->status == UV_ENOENT) {
+        log_debug(LOG_CAT, "runtime behind %s is gone", s->name);
+        s->state = S_STALE;
+        sock_retire_proc(s);
+    }
+}
+
+static void on_exchange_done(void *ud, const struct ipc_result *res)
+{
+    struct sock *s = ud;
+    struct ipc_discovery *d = s->d;
+    enum sock_op op = s->op;
+    s->x = NULL;
+    s->op = OP_NONE;
+    s->ops--;
+    d->in_flight--;
+    if (d->closing) {
+        maybe_finish_close(d);
+        return;
+    }
+    if (s->removed) {
+        sock_reap(s);
+    } else if (op == OP_PROBE) {
+        on_probe_result(s, res);
+    } else {
+        on_liveness_result(s, res);
+    }
+    publish(d);
+    update_ready(d);
+    pump(d);
+}
+
+static int start_exchange(struct sock *s, enum sock_op op)
+{
+    struct ipc_discovery *d = s->d;
+    uint8_t req[IPC_HEADER_SIZE];
+    struct ipc_wr w;
+    ipc_wr_init(&w, req, sizeof(req));
+    int rc;
+    if (op == OP_LIVENESS || s->probe_level == 1) {
+        rc = ipc_cmd_process_info(&w);
+    } else if (s->probe_level == 2) {
+        rc = ipc_cmd_process_info2(&w);
+    } else {
+        rc = ipc_cmd_process_info3(&w);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    rc = ipc_exchange_start(d->loop, s->path, req, w.len, IPC_EXCHANGE_SIMPLE, d->probe_timeout_ms,
+                            PROBE_MAX_REPLY, on_exchange_done, s, &s->x);
+    if (rc != 0) {
+        return rc;
+    }
+    s->op = op;
+    s->ops++;
+    d->in_flight++;
+    if (op == OP_PROBE) {
+        s->state = S_PROBING;
+    } else {
+        s->live_due = false;
+    }
+    return 0;
+}
+
+/*
+ * Starts whatever work is due, up to MAX_IN_FLIGHT exchanges, and arms the wake timer for the
+ * earliest delayed probe. Called after every event that can free a slot or create work.
+ */
+static void pump(struct ipc_discovery *d)
+{
+    if (d->closing) {
+        return;
+    }
+    uint64_t now = uv_now(d->loop);
+    uint64_t wake = UINT64_MAX;
+    for (struct sock *s = d->socks; s != NULL; s = s->next) {
+        if (s->removed || s->x != NULL) {
+            continue;
+        }
+        bool probe_due = s->state == S_PROBE_WAIT || s->state == S_FAILED;
+        if (probe_due && s->retry_at > now) {
+            wake = s->retry_at < wake ? s->retry_at : wake;
+            continue;
+        }
+        bool live_due = s->state == S_LISTED && s->live_due && s->proc != NULL && s->proc->pub.busy <= 0;
+        if (!probe_due && !live_due) {
+            continue;
+        }
+        if (d->in_flight >= MAX_IN_FLIGHT) {
+            break; /* the next completion pumps again */
+        }
+        if (probe_due && s->state == S_FAILED) {
+            s->probe_level = 3;
+        }
+        int rc = start_exchange(s, probe_due ? OP_PROBE : OP_LIVENESS);
+        if (rc != 0) {
+            log_warn(LOG_CAT, "cannot talk to %s: %s", s->path, agent_strerror(rc));
+            if (probe_due) {
+                s->state = S_STALE;
+                s->settled = true;
+            } else {
+                s->live_due = false;
+            }
+        }
+    }
+    uv_timer_stop(&d->wake_timer);
+    if (wake != UINT64_MAX) {
+        (void)uv_timer_start(&d->wake_timer, on_wake, wake - now, 0);
+    }
+    update_ready(d);
+}
+
+static void on_wake(uv_timer_t *t)
+{
+    pump(t->data);
+}
+
+/* ---- the published list ------------------------------------------------------------------ */
+
+/* pid ascending; within a pid the winner first: highest key, then newest mtime, then name. */
+static int proc_cmp(const void *a, const void *b)
+{
+    const struct proc_entry *x = *(struct proc_entry *const *)a;
+    const struct proc_entry *y = *(struct proc_entry *const *)b;
+    if (x->pub.pid != y->pub.pid) {
+        return x->pub.pid < y->pub.pid ? -1 : 1;
+    }
+    if (x->pub.key != y->pub.key) {
+        return x->pub.key > y->pub.key ? -1 : 1;
+    }
+    if (x->mtime_ns != y->mtime_ns) {
+        return x->mtime_ns > y->mtime_ns ? -1 : 1;
+    }
+    return strcmp(x->pub.endpoint, y->pub.endpoint);
+}
+
+static bool list_contains(struct proc_entry *const *list, size_t n, const struct proc_entry *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (list[i] == e) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Rebuilds the published list from the LISTED socks, reports what left and what joined, then
+ * frees the retired processes (they stayed valid through the removal callbacks).
+ */
+static void publish(struct ipc_discovery *d)
+{
+    size_t n = 0;
+    for (struct sock *s = d->socks; s != NULL; s = s->next) {
+        if (!s->removed && s->state == S_LISTED && s->proc != NULL) {
+            d->next_list[n++] = s->proc; /* n <= nsocks <= list_cap */
+        }
+    }
+    if (n > 1) {
+        qsort(d->next_list, n, sizeof(d->next_list[0]), proc_cmp);
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m == 0 || d->next_list[m - 1]->pub.pid != d->next_list[i]->pub.pid) {
+            d->next_list[m++] = d->next_list[i];
+        }
+    }
+    struct proc_entry **old = d->list;
+    size_t old_n = d->count;
+    d->list = d->next_list;
+    d->count = m;
+    d->next_list = old;
+
+    for (size_t i = 0; i < old_n && d->on_change != NULL && !d->closing; i++) {
+        if (!list_contains(d->list, m, old[i])) {
+            d->on_change(d->ud, &old[i]->pub, false);
+        }
+    }
+    for (size_t i = 0; i < m && d->on_change != NULL && !d->closing; i++) {
+        if (!list_contains(old, old_n, d->list[i])) {
+            d->on_change(d->ud, &d->list[i]->pub, true);
+        }
+    }
+    while (d->retired != NULL) {
+        struct proc_entry *e = d->retired;
+        d->retired = e->retired_next;
+        proc_free(e);
+    }
+}
+
+/* ---- directory scanning ------------------------------------------------------------------ */
+
+static void on_stat(uv_fs_t *req)
+{
+    struct sock *s = req->data;
+    struct ipc_discovery *d = s->d;
+    ssize_t result = req->result;
+    uv_stat_t st = req->statbuf;
+    uv_fs_req_cleanup(req);
+    s->ops--;
+    d->stats_busy--;
+    if (d->closing) {
+        maybe_finish_close(d);
+        return;
+    }
+    if (s->removed) {
+        sock_reap(s);
+        pump(d);
+        return;
+    }
+    if (result == UV_ENOENT) {
+        sock_remove(s);
+    } else if (result < 0 || !S_ISSOCK(st.st_mode)) {
+        /* Not something we can talk to: remember it so it is not looked at again. */
+        s->state = S_STALE;
+        s->settled = true;
+    } else {
+        s->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+        s->state = S_PROBE_WAIT;
+        s->probe_level = 3;
+        s->retry_at = 0;
+    }
+    pump(d);
+}
+
+static void sock_stat(struct sock *s)
+{
+    struct ipc_discovery *d = s->d;
+    s->state = S_STAT;
+    s->stat_req.data = s;
+    int rc = uv_fs_lstat(d->loop, &s->stat_req, s->path, on_stat);
+    if (rc != 0) {
+        log_warn(LOG_CAT, "cannot stat %s: %s", s->path, agent_strerror(rc));
+        s->state = S_STALE;
+        s->settled = true;
+        return;
+    }
+    s->ops++;
+    d->stats_busy++;
+}
+
+static struct sock *sock_new(struct ipc_discovery *d, const char *name, uint64_t key)
+{
+    if (ensure_list_cap(d, d->nsocks + 1) != 0) {
+        return NULL;
+    }
+    struct sock *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    size_t dl = strlen(d->dir);
+    size_t nl = strlen(name);
+    s->name = dup_str(name, nl);
+    s->path = malloc(dl + 1 + nl + 1);
+    if (s->name == NULL || s->path == NULL) {
+        sock_free(s);
+        return NULL;
+    }
+    memcpy(s->path, d->dir, dl);
+    s->path[dl] = '/';
+    memcpy(s->path + dl + 1, name, nl + 1);
+    s->d = d;
+    s->key = key;
+    s->next = d->socks;
+    d->socks = s;
+    d->nsocks++;
+    return s;
+}
+
+static void on_scan(uv_fs_t *req)
+{
+    struct ipc_discovery *d = req->data;
+    d->scan_busy = false;
+    if (d->closing) {
+        uv_fs_req_cleanup(req);
+        maybe_finish_close(d);
+        return;
+    }
+    if (req->result < 0) {
+        /* Keep what we know: a transient error (EMFILE) must not drop every process. */
+        log_warn(LOG_CAT, "cannot read %s: %s", d->dir, agent_strerror((int)req->result));
+    } else {
+        for (struct sock *s = d->socks; s != NULL; s = s->next) {
+            s->in_scan = false;
+        }
+        uv_dirent_t ent;
+        while (uv_fs_scandir_next(req, &ent) != UV_EOF) {
+            uint64_t pid;
+            uint64_t key;
+            if ((ent.type != UV_DIRENT_SOCKET && ent.type != UV_DIRENT_UNKNOWN) ||
+                ipc_sockname_parse(ent.name, &pid, &key) != 0) {
+                continue;
+            }
+            struct sock *s = sock_find(d, ent.name);
+            if (s == NULL) {
+                s = sock_new(d, ent.name, key);
+                if (s == NULL) {
+                    log_warn(LOG_CAT, "out of memory tracking %s", ent.name);
+                    continue;
+                }
+                sock_stat(s);
+            } else if (s->recheck && s->ops == 0) {
+                /* Re-created under the same name (or touched): give it a fresh start. */
+                if (s->state == S_STALE || s->state == S_FAILED) {
+                    s->refusals = 0;
+                    s->failures = 0;
+                    sock_stat(s);
+                }
+            }
+            s->recheck = false;
+            s->in_scan = true;
+        }
+        for (struct sock *s = d->socks, *next; s != NULL; s = next) {
+            next = s->next;
+            if (!s->removed && !s->in_scan) {
+                sock_remove(s);
+            }
+        }
+    }
+    uv_fs_req_cleanup(req);
+    d->first_scan_done = true;
+    publish(d);
+    pump(d);
+    if (d->scan_again && !d->closing) {
+        d->scan_again = false;
+        request_scan(d);
+    }
+}
+
+/* At most one scandir at a time; requests during a scan collapse into one more scan after it. */
+static void request_scan(struct ipc_discovery *d)
+{
+    if (d->closing) {
+        return;
+    }
+    if (d->scan_busy) {
+        d->scan_again = true;
+        return;
+    }
+    d->scan_req.data = d;
+    int rc = uv_fs_scandir(d->loop, &d->scan_req, d->dir, 0, on_scan);
+    if (rc != 0) {
+        log_warn(LOG_CAT, "cannot scan %s: %s", d->dir, agent_strerror(rc));
+        d->first_scan_done = true;
+        update_ready(d);
+        return;
+    }
+    d->scan_busy = true;
+}
+
+static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+    struct ipc_discovery *d = h->data;
+    (void)events;
+    if (d->closing) {
+        return;
+    }
+    if (status < 0) {
+        log_warn(LOG_CAT, "watching %s: %s", d->dir, agent_strerror(status));
+    } else if (filename != NULL) {
+        /* /tmp is busy: ignore everything that is not a diagnostic socket. */
+        if (strncmp(filename, IPC_SOCKNAME_PREFIX, sizeof(IPC_SOCKNAME_PREFIX) - 1) != 0) {
+            return;
+        }
+        struct sock *s = sock_find(d, filename);
+        if (s != NULL) {
+            s->recheck = true;
+        }
+    }
+    request_scan(d);
+}
+
+static void on_rescan_timer(uv_timer_t *t)
+{
+    struct ipc_discovery *d = t->data;
+    request_scan(d);
+    pump(d);
+}
+
+static void on_liveness_timer(uv_timer_t *t)
+{
+    struct ipc_discovery *d = t->data;
+    for (struct sock *s = d->socks; s != NULL; s = s->next) {
+        if (!s->removed && s->state == S_LISTED) {
+            s->live_due = true;
+        }
+    }
+    pump(d);
+}
+
+/* ---- public API -------------------------------------------------------------------------- */
+
+int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
+                      ipc_discovery_change_cb on_change, void *ud, struct ipc_discovery **out)
+{
+    if (loop == NULL || cfg == NULL || cfg->dir == NULL || cfg->dir[0] == '\0' || out == NULL) {
+        return AGENT_E_INVAL;
+    }
+    struct ipc_discovery *d = calloc(1, sizeof(*d));
+    if (d == NULL) {
+        return UV_ENOMEM;
+    }
+    size_t dl = strlen(cfg->dir);
+    while (dl > 1 && cfg->dir[dl - 1] == '/') {
+        dl--; /* "/tmp/" and "/tmp" name the same sockets */
+    }
+    d->dir = dup_str(cfg->dir, dl);
+    if (d->dir == NULL) {
+        free(d);
+        return UV_ENOMEM;
+    }
+    d->loop = loop;
+    d->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : 3000;
+    d->rescan_ms = cfg->rescan_ms ? cfg->rescan_ms : 5000;
+    d->liveness_ms = cfg->liveness_ms ? cfg->liveness_ms : 1000;
+    d->on_change = on_change;
+    d->ud = ud;
+    /* None of these inits can fail on Unix; from here on close() must run to release them. */
+    (void)uv_fs_event_init(loop, &d->watch);
+    (void)uv_timer_init(loop, &d->rescan_timer);
+    (void)uv_timer_init(loop, &d->live_timer);
+    (void)uv_timer_init(loop, &d->wake_timer);
+    d->watch.data = d;
+    d->rescan_timer.data = d;
+    d->live_timer.data = d;
+    d->wake_timer.data = d;
+    d->open_handles = 4;
+    *out = d;
+    return 0;
+}
+
+int ipc_discovery_start(struct ipc_discovery *d)
+{
+    if (d == NULL || d->started || d->closing) {
+        return AGENT_E_INVAL;
+    }
+    d->started = true;
+    int rc = uv_fs_event_start(&d->watch, on_fs_event, d->dir, 0);
+    if (rc != 0) {
+        log_warn(LOG_CAT, "cannot watch %s (%s); relying on the %llu ms rescan", d->dir, agent_strerror(rc),
+                 (unsigned long long)d->rescan_ms);
+    }
+    (void)uv_timer_start(&d->rescan_timer, on_rescan_timer, d->rescan_ms, d->rescan_ms);
+    (void)uv_timer_start(&d->live_timer, on_liveness_timer, d->liveness_ms, d->liveness_ms);
+    request_scan(d);
+    return 0;
+}
+
+bool ipc_discovery_ready(const struct ipc_discovery *d)
+{
+    return d->ready;
+}
+
+size_t ipc_discovery_count(const struct ipc_discovery *d)
+{
+    return d->count;
+}
+
+const struct ipc_process *ipc_discovery_at(const struct ipc_discovery *d, size_t i)
+{
+    return i < d->count ? &d->list[i]->pub : NULL;
+}
+
+int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta)
+{
+    for (size_t i = 0; i < d->count; i++) {
+        struct ipc_process *p = &d->list[i]->pub;
+        if (strcmp(p->uid, uid) == 0) {
+            p->busy += delta;
+            if (p->busy < 0) {
+                p->busy = 0;
+            }
+            return 0;
+        }
+    }
+    return AGENT_E_NOTFOUND;
+}
+
+/* Frees everything once every handle, fs request and exchange has reported back. */
+static void maybe_finish_close(struct ipc_discovery *d)
+{
+    if (!d->closing || d->open_handles > 0 || d->scan_busy || d->stats_busy > 0 || d->in_flight > 0) {
+        return;
+    }
+    while (d->socks != NULL) {
+        struct sock *s = d->socks;
+        d->socks = s->next;
+        sock_free(s);
+    }
+    while (d->retired != NULL) {
+        struct proc_entry *e = d->retired;
+        d->retired = e->retired_next;
+        proc_free(e);
+    }
+    void (*cb)(void *) = d->close_cb;
+    void *ud = d->close_ud;
+    free(d->list);
+    free(d->next_list);
+    free(d->dir);
+    free(d);
+    if (cb != NULL) {
+        cb(ud);
+    }
+}
+
+static void on_handle_close(uv_handle_t *h)
+{
+    struct ipc_discovery *d = h->data;
+    d->open_handles--;
+    maybe_finish_close(d);
+}
+
+void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud)
+{
+    if (d == NULL || d->closing) {
+        return;
+    }
+    d->closing = true;
+    d->close_cb = cb;
+    d->close_ud = ud;
+    uv_close((uv_handle_t *)&d->watch, on_handle_close);
+    uv_close((uv_handle_t *)&d->rescan_timer, on_handle_close);
+    uv_close((uv_handle_t *)&d->live_timer, on_handle_close);
+    uv_close((uv_handle_t *)&d->wake_timer, on_handle_close);
+    if (d->scan_busy) {
+        (void)uv_cancel((uv_req_t *)&d->scan_req);
+    }
+    for (struct sock *s = d->socks; s != NULL; s = s->next) {
+        if (s->x != NULL) {
+            ipc__exchange_abort(s->x);
+        } else if (s->ops > 0) {
+            (void)uv_cancel((uv_req_t *)&s->stat_req);
+        }
+    }
+}

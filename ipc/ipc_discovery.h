@@ -64,7 +64,17 @@ bool ipc_discovery_ready(const struct ipc_discovery *d);
  */
 void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud);
 
-/* Cache views: valid until the loop runs again (a later callback may remove entries). */
+/*
+ * Marks the listed runtime with this uid as busy (delta +1) or no longer busy (delta -1) while a
+ * long command (dump, StopTracing with rundown) occupies its single server thread; liveness
+ * checks skip busy runtimes. busy never goes below 0. AGENT_E_NOTFOUND if uid is not listed.
+ */
+int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta);
+
+/*
+ * Cache views: valid until the loop runs again (a later callback may remove entries). The list is
+ * sorted by pid. on_change is not called once ipc_discovery_close has been called.
+ */
 size_t ipc_discovery_count(const struct ipc_discovery *d);
 const struct ipc_process *ipc_discovery_at(const struct ipc_discovery *d, size_t i);
 

@@ -1,0 +1,1291 @@
+/* SPDX-License-Identifier: MIT */
+#include "http_internal.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "err.h"
+#include "http_proto.h"
+#include "http_router.h"
+#include "log.h"
+
+/*
+ * One HTTP/1.x connection: a state machine (enum conn_state) driven by four libuv events (read,
+ * write done, timer, close) and by the handler's response calls.
+ *
+ * Reading follows STYLE §2.5: llhttp parses every byte we read; on_message_complete returns
+ * HPE_PAUSED, reading stops and the request goes to the handler. When the response has been
+ * written in full, the parser is resumed on the bytes left after llhttp_get_error_pos (pipelined
+ * requests) and reading starts again. So one request at a time is in flight per connection,
+ * responses come out in request order, and a client that pipelines without reading can make us
+ * buffer at most one input buffer plus one response.
+ *
+ * Lifetime (STYLE §2.4): the connection is freed only in the last close callback. Everything
+ * that runs user code (handler, drain, abort) may start closing it, so code after such a call
+ * re-checks c->state and c->req and never frees c directly. The abort callback runs from the close
+ * callback only, never from inside a write callback or a handler call, so no frame up the stack
+ * can still hold the request when it is freed.
+ */
+
+struct http_write {
+    uv_write_t req;
+    struct http_conn *c;
+    char *data; /* malloc'd, freed in the write callback (libuv needs it until then) */
+    size_t len;
+};
+
+static const char *const state_names[CONN_NSTATES] = {
+    [CONN_HEAD] = "head",       [CONN_BODY] = "body",     [CONN_HANDLER] = "handler",
+    [CONN_FLUSH] = "flush",     [CONN_IDLE] = "idle",     [CONN_LINGER] = "linger",
+    [CONN_CLOSING] = "closing",
+};
+
+#define STATE_BIT(s) (1u << (s))
+/* Legal transitions, indexed by the current state (lwan-style table, STYLE §2.5). */
+static const unsigned conn_transitions[CONN_NSTATES] = {
+    [CONN_HEAD] = STATE_BIT(CONN_BODY) | STATE_BIT(CONN_FLUSH) | STATE_BIT(CONN_CLOSING),
+    [CONN_BODY] = STATE_BIT(CONN_HANDLER) | STATE_BIT(CONN_FLUSH) | STATE_BIT(CONN_CLOSING),
+    [CONN_HANDLER] = STATE_BIT(CONN_FLUSH) | STATE_BIT(CONN_CLOSING),
+    [CONN_FLUSH] = STATE_BIT(CONN_IDLE) | STATE_BIT(CONN_LINGER) | STATE_BIT(CONN_CLOSING),
+    [CONN_IDLE] = STATE_BIT(CONN_HEAD) | STATE_BIT(CONN_FLUSH) | STATE_BIT(CONN_CLOSING),
+    [CONN_LINGER] = STATE_BIT(CONN_CLOSING),
+    [CONN_CLOSING] = 0,
+};
+
+/* ---- forward declarations of the statics, grouped by role ---- */
+/* state machine */
+static void conn_set_state(struct http_conn *c, enum conn_state next);
+static void conn_arm_timer(struct http_conn *c);
+static void conn_update_reading(struct http_conn *c);
+static void conn_parse(struct http_conn *c);
+static void conn_dispatch(struct http_conn *c);
+static void conn_fail(struct http_conn *c, int status, const char *detail);
+static void conn_after_flush(struct http_conn *c);
+static void conn_linger(struct http_conn *c);
+static void conn_handle_bytes(struct http_conn *c, size_t n);
+static void conn_handle_read_error(struct http_conn *c, int err);
+static void conn_handle_timeout(struct http_conn *c);
+static void conn_handle_write_done(struct http_conn *c, int status);
+static void conn_release(struct http_conn *c);
+/* libuv callbacks: thin, they only translate the event */
+static void conn_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out);
+static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
+static void conn_on_write(uv_write_t *req, int status);
+static void conn_on_timer(uv_timer_t *t);
+static void conn_on_shutdown(uv_shutdown_t *req, int status);
+static void conn_on_close(uv_handle_t *h);
+/* output */
+static int conn_write(struct http_conn *c, struct buf *b);
+static int conn_send_problem(struct http_conn *c, int status, const char *detail, bool is_head);
+/* requests */
+static struct http_request *request_new(struct http_conn *c);
+static void request_free(struct http_request *r);
+static void request_complete(struct http_request *r, bool close);
+
+/* ---------------------------------------------------------------------------------------------
+ * State machine
+ * ------------------------------------------------------------------------------------------- */
+
+static void conn_set_state(struct http_conn *c, enum conn_state next)
+{
+    assert(conn_transitions[c->state] & STATE_BIT(next));
+    c->state = next;
+    conn_arm_timer(c);
+}
+
+/*
+ * One timer per connection; what it guards depends on the state (h2o's per-phase timers).
+ * HEAD is armed only on entry, so a client dribbling its head cannot keep extending the
+ * deadline; BODY is re-armed on every read (an inactivity limit, not a total one).
+ */
+static void conn_arm_timer(struct http_conn *c)
+{
+    const struct http_server_config *cfg = &c->srv->cfg;
+    uint64_t ms;
+    switch (c->state) {
+    case CONN_HEAD:
+        ms = cfg->header_timeout_ms;
+        break;
+    case CONN_BODY:
+    case CONN_IDLE:
+        ms = cfg->idle_timeout_ms;
+        break;
+    case CONN_HANDLER:
+        if (c->writes_in_flight == 0) {
+            uv_timer_stop(&c->timer); /* the handler may think as long as it likes */
+            return;
+        }
+        ms = cfg->write_timeout_ms;
+        break;
+    case CONN_FLUSH:
+        /* With nothing left to write, fire at once: the next loop turn continues the
+         * connection, so finishing a response never re-enters the handler synchronously. */
+        ms = c->writes_in_flight ? cfg->write_timeout_ms : 0;
+        break;
+    case CONN_LINGER:
+        ms = HTTP_LINGER_MS;
+        break;
+    case CONN_CLOSING:
+    case CONN_NSTATES:
+    default:
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    uv_timer_start(&c->timer, conn_on_timer, ms, 0);
+}
+
+/* Reading is on exactly in the states that consume input. */
+static void conn_update_reading(struct http_conn *c)
+{
+    bool want = !c->saw_eof && (c->state == CONN_HEAD || c->state == CONN_BODY ||
+                                c->state == CONN_IDLE || c->state == CONN_LINGER);
+    if (want && !c->reading) {
+        int rc = uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read);
+        if (rc != 0) {
+            log_warn(HTTP_LOG_CAT, "connection %llu: cannot read: %s", (unsigned long long)c->id,
+                     agent_strerror(rc));
+            http__conn_close(c);
+            return;
+        }
+        c->reading = true;
+    } else if (!want && c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+/* Maps a parse failure to a status: 505 for versions we do not speak, 400 for the rest. */
+static int status_for_parse_error(const struct http_conn *c, llhttp_errno_t err)
+{
+    if (err == HPE_PAUSED_H2_UPGRADE) {
+        return 505; /* the HTTP/2 connection preface, "PRI * HTTP/2.0" */
+    }
+    if (err == HPE_INVALID_VERSION && c->version_len == 3 && c->version[0] >= '0' &&
+        c->version[0] <= '9' && c->version[1] == '.' && c->version[2] >= '0' &&
+        c->version[2] <= '9') {
+        return 505; /* well-formed, just not one llhttp accepts (HTTP/1.2, HTTP/3.0) */
+    }
+    return 400;
+}
+
+/*
+ * Feeds the unparsed input to llhttp. It stops after one of: every byte consumed (wait for more),
+ * a complete request (the parser pauses at its end; dispatch it and keep the rest for later), or
+ * a parse error (answer it and close).
+ */
+static void conn_parse(struct http_conn *c)
+{
+    const char *data = (const char *)buf_data(&c->in);
+    size_t n = buf_size(&c->in);
+    if (n == 0) {
+        return;
+    }
+    c->exec_start = data;
+    c->exec_end = data + n;
+    llhttp_errno_t err = llhttp_execute(&c->parser, data, n);
+    c->exec_start = c->exec_end = NULL;
+
+    if (err == HPE_OK) {
+        buf_reset(&c->in);
+        if (c->state == CONN_HEAD || c->state == CONN_IDLE) {
+            /* Bytes llhttp skips without a callback (leading CRLFs, whitespace) would escape
+             * max_header_bytes; bound the raw size of an incomplete head as well. */
+            const struct http_server_config *cfg = &c->srv->cfg;
+            c->raw_head += n;
+            if (c->raw_head > cfg->max_url + cfg->max_header_bytes + 4096) {
+                conn_fail(c, 431, "request head too large");
+            }
+        }
+        return;
+    }
+    if (err == HPE_PAUSED && c->err_status == 0) {
+        const char *pos = llhttp_get_error_pos(&c->parser);
+        buf_consume(&c->in, (size_t)(pos - data));
+        conn_dispatch(c);
+        return;
+    }
+    int status = c->err_status ? c->err_status : status_for_parse_error(c, err);
+    const char *detail = c->err_detail;
+    if (detail == NULL) {
+        detail = llhttp_get_error_reason(&c->parser); /* static text, never request bytes */
+    }
+    buf_reset(&c->in);
+    conn_fail(c, status, detail ? detail : "malformed request");
+}
+
+static void conn_dispatch(struct http_conn *c)
+{
+    struct http_request *r = c->req;
+    assert(r != NULL && c->state == CONN_BODY);
+    conn_set_state(c, CONN_HANDLER);
+    conn_update_reading(c);
+    r->dispatched = true;
+    log_debug(HTTP_LOG_CAT, "connection %llu: request %llu %s", (unsigned long long)c->id,
+              (unsigned long long)r->id, r->method);
+    /* From here the handler owns r; it may answer (and free r) before returning. */
+    c->srv->handler(c->srv->ud, r);
+}
+
+/* Answers a request the server refuses by itself (limits, malformed input), then closes. */
+static void conn_fail(struct http_conn *c, int status, const char *detail)
+{
+    bool is_head = c->req != NULL && c->req->is_head;
+    log_warn(HTTP_LOG_CAT, "connection %llu: %d %s: %s", (unsigned long long)c->id, status,
+             http__reason_phrase(status), detail);
+    if (c->req != NULL) {
+        assert(!c->req->dispatched);
+        request_free(c->req);
+        c->req = NULL;
+    }
+    c->close_after = true;
+    conn_set_state(c, CONN_FLUSH);
+    conn_update_reading(c);
+    conn_send_problem(c, status, detail, is_head);
+}
+
+/* The response is on the wire: close, or go back to reading the next request. */
+static void conn_after_flush(struct http_conn *c)
+{
+    assert(c->state == CONN_FLUSH && c->writes_in_flight == 0);
+    if (c->close_after || c->srv->closing) {
+        conn_linger(c);
+        return;
+    }
+    llhttp_resume(&c->parser);
+    c->raw_head = 0;
+    conn_set_state(c, CONN_IDLE);
+    conn_parse(c); /* requests that were pipelined behind the one just answered */
+    conn_update_reading(c);
+}
+
+/*
+ * Lingering close: send FIN after the response, then read and drop whatever the client still
+ * sends until it closes too (or HTTP_LINGER_MS passes). Closing at once with unread input makes
+ * the kernel send RST, and the client may lose our response (typically a 413 or 400 sent before
+ * it finished sending).
+ */
+static void conn_linger(struct http_conn *c)
+{
+    if (c->saw_eof) {
+        http__conn_close(c);
+        return;
+    }
+    conn_set_state(c, CONN_LINGER);
+    buf_reset(&c->in);
+    int rc = uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, conn_on_shutdown);
+    if (rc != 0) {
+        http__conn_close(c);
+        return;
+    }
+    conn_update_reading(c);
+}
+
+static void conn_handle_bytes(struct http_conn *c, size_t n)
+{
+    /* libuv filled the free tail that conn_on_alloc handed out. */
+    c->in.len += n;
+    switch (c->state) {
+    case CONN_BODY:
+        conn_arm_timer(c); /* inactivity limit: progress re-arms it */
+        break;
+    case CONN_LINGER:
+    case CONN_CLOSING:
+        buf_reset(&c->in);
+        return;
+    case CONN_HANDLER:
+    case CONN_FLUSH:
+        return; /* not reading in these states; keep the bytes for later */
+    case CONN_HEAD:
+    case CONN_IDLE:
+    case CONN_NSTATES:
+    default:
+        break;
+    }
+    conn_parse(c);
+    conn_update_reading(c);
+}
+
+static void conn_handle_read_error(struct http_conn *c, int err)
+{
+    if (c->state == CONN_CLOSING) {
+        return;
+    }
+    c->saw_eof = true;
+    if (err == UV_EOF) {
+        /* A client may not half-close in the middle of a request and still expect an answer
+         * from us; an incomplete request is dropped. */
+        log_debug(HTTP_LOG_CAT, "connection %llu: peer closed (%s)", (unsigned long long)c->id,
+                  state_names[c->state]);
+    } else if (err == UV_ENOBUFS) {
+        log_warn(HTTP_LOG_CAT, "connection %llu: input buffer full", (unsigned long long)c->id);
+    } else {
+        log_debug(HTTP_LOG_CAT, "connection %llu: read failed: %s", (unsigned long long)c->id,
+                  agent_strerror(err));
+    }
+    http__conn_close(c);
+}
+
+static void conn_handle_timeout(struct http_conn *c)
+{
+    if (c->state == CONN_FLUSH && c->writes_in_flight == 0) {
+        conn_after_flush(c);
+        return;
+    }
+    log_debug(HTTP_LOG_CAT, "connection %llu: timeout in state %s", (unsigned long long)c->id,
+              state_names[c->state]);
+    http__conn_close(c);
+}
+
+static void conn_handle_write_done(struct http_conn *c, int status)
+{
+    if (c->state == CONN_CLOSING) {
+        return;
+    }
+    if (status < 0) {
+        log_debug(HTTP_LOG_CAT, "connection %llu: write failed: %s", (unsigned long long)c->id,
+                  agent_strerror(status));
+        http__conn_close(c); /* the abort callback, if any, runs from the close callback */
+        return;
+    }
+    if (c->state == CONN_HANDLER) {
+        conn_arm_timer(c);
+        struct http_request *r = c->req;
+        if (r != NULL && r->resp == RESP_STREAMING && r->drain_cb != NULL &&
+            c->pending <= r->low_water) {
+            /* The callback may end the response (freeing r) or close c: touch neither after. */
+            r->drain_cb(r->drain_ud, r);
+        }
+        return;
+    }
+    if (c->state == CONN_FLUSH) {
+        if (c->writes_in_flight == 0) {
+            conn_after_flush(c);
+        } else {
+            conn_arm_timer(c);
+        }
+    }
+}
+
+void http__conn_close(struct http_conn *c)
+{
+    if (c->state == CONN_CLOSING) {
+        return;
+    }
+    conn_set_state(c, CONN_CLOSING);
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+    uv_close((uv_handle_t *)&c->tcp, conn_on_close);
+    uv_close((uv_handle_t *)&c->timer, conn_on_close);
+}
+
+bool http__conn_is_idle(const struct http_conn *c)
+{
+    return c->state == CONN_IDLE || c->state == CONN_LINGER ||
+           (c->state == CONN_HEAD && c->req == NULL && c->raw_head == 0 && buf_size(&c->in) == 0);
+}
+
+/* Last close callback: libuv has run every write callback by now (with UV_ECANCELED for the
+ * unsent ones), so nothing can reach c after this. */
+static void conn_release(struct http_conn *c)
+{
+    struct http_request *r = c->req;
+    if (r != NULL) {
+        if (r->dispatched && r->abort_cb != NULL) {
+            r->in_abort = true;
+            r->abort_cb(r->abort_ud, r);
+        }
+        c->req = NULL;
+        request_free(r);
+    }
+    log_debug(HTTP_LOG_CAT, "connection %llu closed", (unsigned long long)c->id);
+    buf_fini(&c->in);
+    http__server_conn_gone(c->srv, c);
+    free(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * libuv callbacks
+ * ------------------------------------------------------------------------------------------- */
+
+/* Hands libuv the free tail of the capped input buffer: no allocation per read. An empty
+ * buffer makes libuv report UV_ENOBUFS, which closes the connection. */
+static void conn_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
+{
+    struct http_conn *c = h->data;
+    struct buf *in = &c->in;
+    (void)hint;
+    if (c->state == CONN_LINGER) {
+        buf_reset(in);
+    }
+    size_t want = in->max - buf_size(in);
+    if (want == 0 || buf_reserve(in, want) != 0) {
+        *out = uv_buf_init(NULL, 0);
+        return;
+    }
+    size_t room = in->cap - in->len - 1; /* buf keeps one byte for a NUL */
+    *out = uv_buf_init((char *)in->p + in->len, (unsigned int)room);
+}
+
+static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
+{
+    struct http_conn *c = st->data;
+    (void)b;
+    if (nread > 0) {
+        conn_handle_bytes(c, (size_t)nread);
+    } else if (nread < 0) {
+        conn_handle_read_error(c, (int)nread);
+    }
+}
+
+static void conn_on_write(uv_write_t *req, int status)
+{
+    struct http_write *w = container_of(req, struct http_write, req);
+    struct http_conn *c = w->c;
+    c->writes_in_flight--;
+    c->pending -= w->len;
+    free(w->data);
+    free(w);
+    conn_handle_write_done(c, status);
+}
+
+static void conn_on_timer(uv_timer_t *t)
+{
+    conn_handle_timeout(t->data);
+}
+
+static void conn_on_shutdown(uv_shutdown_t *req, int status)
+{
+    struct http_conn *c = req->data;
+    if (status < 0 && c->state != CONN_CLOSING) {
+        http__conn_close(c);
+    }
+}
+
+static void conn_on_close(uv_handle_t *h)
+{
+    struct http_conn *c = h->data;
+    if (--c->open_handles == 0) {
+        conn_release(c);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Output
+ * ------------------------------------------------------------------------------------------- */
+
+/* Queues b's bytes (taking its storage). On failure the connection is closed. */
+static int conn_write(struct http_conn *c, struct buf *b)
+{
+    size_t len = 0;
+    if (buf_size(b) > UINT_MAX) {
+        buf_fini(b);
+        http__conn_close(c);
+        return AGENT_E_TOOBIG;
+    }
+    char *data = buf_steal(b, &len);
+    struct http_write *w = data ? malloc(sizeof(*w)) : NULL;
+    int rc = UV_ENOMEM;
+    if (w != NULL) {
+        w->c = c;
+        w->data = data;
+        w->len = len;
+        uv_buf_t ub = uv_buf_init(data, (unsigned int)len);
+        rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &ub, 1, conn_on_write);
+    }
+    if (rc != 0) {
+        free(data);
+        free(w);
+        log_debug(HTTP_LOG_CAT, "connection %llu: cannot write: %s", (unsigned long long)c->id,
+                  agent_strerror(rc));
+        http__conn_close(c);
+        return rc;
+    }
+    c->writes_in_flight++;
+    c->pending += len;
+    if (c->state == CONN_HANDLER || c->state == CONN_FLUSH) {
+        conn_arm_timer(c);
+    }
+    return 0;
+}
+
+/* Writes an RFC 7807 response with Connection: close (the caller closes after the flush). */
+static int conn_send_problem(struct http_conn *c, int status, const char *detail, bool is_head)
+{
+    struct buf body, out;
+    buf_init(&body, 0);
+    buf_init(&out, 0);
+    int rc = http_problem_json(&body, status, NULL, detail);
+    rc = rc ? rc : http__head_begin(&out, status, http__server_date(c->srv),
+                                    "application/problem+json");
+    rc = rc ? rc : http__head_end(&out, HTTP_FRAME_LENGTH, buf_size(&body), HTTP_CONN_CLOSE);
+    if (rc == 0 && !is_head) {
+        rc = buf_append(&out, buf_data(&body), buf_size(&body));
+    }
+    buf_fini(&body);
+    if (rc != 0) {
+        buf_fini(&out);
+        http__conn_close(c);
+        return rc;
+    }
+    return conn_write(c, &out);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * llhttp callbacks: they only copy bytes and record decisions; conn_parse acts on them.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Refuses the request from inside a callback: llhttp stops with an error and conn_parse
+ * answers with this status. */
+static int refuse(struct http_conn *c, int status, const char *detail)
+{
+    c->err_status = status;
+    c->err_detail = detail;
+    return HPE_USER;
+}
+
+static void head_append(struct http_conn *c, const char *at, size_t n, int *rc)
+{
+    if (*rc == 0 && !c->head_done) {
+        *rc = buf_append(&c->req->head, at, n);
+    }
+}
+
+/* The URL is the first string in the head buffer; terminate it before the first header. */
+static int url_finish(struct http_conn *c)
+{
+    struct http_request *r = c->req;
+    if (r->url_done) {
+        return 0;
+    }
+    r->url_done = true;
+    return buf_append(&r->head, "", 1);
+}
+
+/* Ends the current header line: terminates the name (if the value never started) and the
+ * value, dropping trailing whitespace (llhttp keeps it; RFC 9110 §5.5 excludes it). */
+static int line_finish(struct http_conn *c)
+{
+    int rc = 0;
+    if (c->line == LINE_NAME) {
+        head_append(c, "", 1, &rc);
+        c->value_off = c->req->head.len;
+        c->line = LINE_VALUE;
+    }
+    if (c->line == LINE_VALUE) {
+        if (!c->head_done) {
+            struct buf *h = &c->req->head;
+            while (h->len > c->value_off && (h->p[h->len - 1] == ' ' || h->p[h->len - 1] == '\t')) {
+                h->len--;
+            }
+        }
+        head_append(c, "", 1, &rc);
+        c->line = LINE_NONE;
+    }
+    return rc;
+}
+
+static int conn_on_message_begin(llhttp_t *p)
+{
+    struct http_conn *c = p->data;
+    if (c->state == CONN_IDLE) {
+        conn_set_state(c, CONN_HEAD); /* the header timeout starts at the first byte */
+    }
+    c->err_status = 0;
+    c->err_detail = NULL;
+    c->header_bytes = 0;
+    c->nheaders = 0;
+    c->line = LINE_NONE;
+    c->value_spans = 0;
+    c->head_done = false;
+    c->version_len = 0;
+    assert(c->req == NULL);
+    c->req = request_new(c);
+    if (c->req == NULL) {
+        return refuse(c, 503, "out of memory");
+    }
+    return 0;
+}
+
+static int conn_on_url(llhttp_t *p, const char *at, size_t n)
+{
+    struct http_conn *c = p->data;
+    struct http_request *r = c->req;
+    r->is_head = llhttp_get_method(p) == HTTP_HEAD;
+    if (n > c->srv->cfg.max_url - r->url_len) {
+        return refuse(c, 414, "request target too long");
+    }
+    r->url_len += n;
+    if (buf_append(&r->head, at, n) != 0) {
+        return refuse(c, 503, "out of memory");
+    }
+    return 0;
+}
+
+static int conn_on_url_complete(llhttp_t *p)
+{
+    struct http_conn *c = p->data;
+    return url_finish(c) == 0 ? 0 : refuse(c, 503, "out of memory");
+}
+
+static int conn_on_version(llhttp_t *p, const char *at, size_t n)
+{
+    struct http_conn *c = p->data;
+    for (size_t i = 0; i < n && c->version_len < sizeof(c->version) - 1; i++) {
+        c->version[c->version_len++] = at[i];
+    }
+    c->version[c->version_len] = '\0';
+    return 0;
+}
+
+/* Counts a piece of the header section against max_header_bytes (trailers count too). */
+static int count_header_bytes(struct http_conn *c, size_t n)
+{
+    if (n > c->srv->cfg.max_header_bytes - c->header_bytes) {
+        return refuse(c, 431, "request header section too large");
+    }
+    c->header_bytes += n;
+    return 0;
+}
+
+static int conn_on_header_field(llhttp_t *p, const char *at, size_t n)
+{
+    struct http_conn *c = p->data;
+    int rc = 0;
+    if (c->line == LINE_VALUE) {
+        rc = line_finish(c); /* llhttp did not report the previous value as complete */
+    }
+    if (c->line == LINE_NONE) {
+        if (++c->nheaders > c->srv->cfg.max_headers) {
+            return refuse(c, 431, "too many header fields");
+        }
+        if (count_header_bytes(c, 4) != 0) { /* ": " and CRLF */
+            return HPE_USER;
+        }
+        if (rc == 0 && !c->head_done) {
+            rc = url_finish(c);
+        }
+        c->line = LINE_NAME;
+    }
+    if (count_header_bytes(c, n) != 0) {
+        return HPE_USER;
+    }
+    head_append(c, at, n, &rc);
+    return rc == 0 ? 0 : refuse(c, 503, "out of memory");
+}
+
+static int conn_on_header_field_complete(llhttp_t *p)
+{
+    struct http_conn *c = p->data;
+    int rc = 0;
+    if (c->line == LINE_NAME) {
+        head_append(c, "", 1, &rc);
+        c->value_off = c->req->head.len;
+        c->line = LINE_VALUE;
+        c->value_spans = 0;
+    }
+    return rc == 0 ? 0 : refuse(c, 503, "out of memory");
+}
+
+static int conn_on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+    struct http_conn *c = p->data;
+    if (c->line == LINE_NAME && conn_on_header_field_complete(p) != 0) {
+        return HPE_USER;
+    }
+    if (c->value_spans > 0) {
+        /*
+         * llhttp reports one value in several spans in two cases: the value straddles two reads,
+         * or an obs-fold (CRLF then SP/HTAB) continues it, which llhttp 8 accepts. Spans of a
+         * straddling value touch the ends of their inputs; a fold leaves its CRLF between them.
+         * RFC 9112 §5.2: reject obs-fold with 400.
+         */
+        if (!c->last_value_at_end || at != c->exec_start) {
+            return refuse(c, 400, "obsolete line folding in a header field");
+        }
+    }
+    c->value_spans++;
+    c->last_value_at_end = at + n == c->exec_end;
+    if (count_header_bytes(c, n) != 0) {
+        return HPE_USER;
+    }
+    int rc = 0;
+    head_append(c, at, n, &rc);
+    return rc == 0 ? 0 : refuse(c, 503, "out of memory");
+}
+
+static int conn_on_header_value_complete(llhttp_t *p)
+{
+    struct http_conn *c = p->data;
+    return line_finish(c) == 0 ? 0 : refuse(c, 503, "out of memory");
+}
+
+/*
+ * The head is complete: check what llhttp leaves to us (RFC 9112 rules it does not enforce in
+ * its default mode), then turn the head buffer into the request's strings.
+ * Returns 0 or an HTTP status.
+ */
+static int request_finish_head(struct http_conn *c, struct http_request *r, const char **detail)
+{
+    llhttp_t *p = &c->parser;
+    r->http_major = llhttp_get_http_major(p);
+    r->http_minor = llhttp_get_http_minor(p);
+    uint8_t method = llhttp_get_method(p);
+    r->method = llhttp_method_name((llhttp_method_t)method);
+    r->is_head = method == HTTP_HEAD;
+    if (r->http_major != 1) {
+        *detail = "only HTTP/1.0 and HTTP/1.1 are supported";
+        return 505;
+    }
+    if (method == HTTP_CONNECT) {
+        *detail = "CONNECT is not supported";
+        return 405;
+    }
+    if (r->http_minor == 0 && (p->flags & F_TRANSFER_ENCODING)) {
+        /* RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing. */
+        *detail = "Transfer-Encoding in an HTTP/1.0 request";
+        return 400;
+    }
+
+    /* Walk url\0 (name\0value\0)*: check names, count Host. */
+    const char *h = (const char *)buf_data(&r->head);
+    size_t len = buf_size(&r->head);
+    size_t off = r->url_len + 1;
+    size_t hosts = 0;
+    const char *expect = NULL;
+    for (size_t i = 0; i < c->nheaders; i++) {
+        const char *name = h + off;
+        size_t nl = strnlen(name, len - off);
+        const char *value = name + nl + 1;
+        size_t vl = strnlen(value, len - off - nl - 1);
+        if (!http__is_token(name, nl)) {
+            /* llhttp 8 lets "Name :" and ": value" through; RFC 9112 §5.1 says 400. */
+            *detail = "invalid header field name";
+            return 400;
+        }
+        if (strcasecmp(name, "host") == 0) {
+            hosts++;
+        } else if (strcasecmp(name, "expect") == 0) {
+            expect = value;
+        }
+        off += nl + 1 + vl + 1;
+    }
+    if (hosts > 1 || (hosts == 0 && r->http_minor == 1)) {
+        /* RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one otherwise. */
+        *detail = hosts ? "more than one Host header" : "missing Host header";
+        return 400;
+    }
+    size_t path_off, path_len, query_off, query_len;
+    if (http__split_target(h, r->url_len, method == HTTP_OPTIONS, &path_off, &path_len, &query_off,
+                           &query_len) != 0) {
+        *detail = "invalid request target";
+        return 400;
+    }
+    bool has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
+    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->srv->cfg.max_body) {
+        *detail = "request body too large";
+        return 413; /* answered before a single body byte is read */
+    }
+    if (expect != NULL) {
+        if (strcasecmp(expect, "100-continue") != 0) {
+            *detail = "unsupported expectation";
+            return 417;
+        }
+        r->expect_continue = has_body && r->http_minor == 1;
+    }
+
+    /* Copy path and query after the headers, then fix every pointer: the buffer is final.
+     * Reserve first: appending from the buffer's own bytes must not move them mid-copy. */
+    int rc = buf_reserve(&r->head, path_len + query_len + 2);
+    h = (const char *)buf_data(&r->head);
+    size_t path_at = buf_size(&r->head);
+    rc = rc ? rc : buf_append(&r->head, h + path_off, path_len);
+    rc = rc ? rc : buf_append(&r->head, "", 1);
+    size_t query_at = buf_size(&r->head);
+    rc = rc ? rc : buf_append(&r->head, h + query_off, query_len);
+    rc = rc ? rc : buf_append(&r->head, "", 1);
+    if (rc == 0 && c->nheaders > 0) {
+        r->headers = calloc(c->nheaders, sizeof(*r->headers));
+        rc = r->headers ? 0 : UV_ENOMEM;
+    }
+    if (rc != 0) {
+        *detail = "out of memory";
+        return 503;
+    }
+    h = (const char *)buf_data(&r->head);
+    r->target = h;
+    r->path = h + path_at;
+    r->query = h + query_at;
+    off = r->url_len + 1;
+    for (size_t i = 0; i < c->nheaders; i++) {
+        r->headers[i].name = h + off;
+        off += strlen(h + off) + 1;
+        r->headers[i].value = h + off;
+        off += strlen(h + off) + 1;
+    }
+    r->nheaders = c->nheaders;
+    return 0;
+}
+
+static int conn_on_headers_complete(llhttp_t *p)
+{
+    struct http_conn *c = p->data;
+    struct http_request *r = c->req;
+    if (line_finish(c) != 0 || url_finish(c) != 0) {
+        refuse(c, 503, "out of memory");
+        return -1;
+    }
+    c->head_done = true;
+    c->raw_head = 0;
+    const char *detail = NULL;
+    int status = request_finish_head(c, r, &detail);
+    if (status != 0) {
+        refuse(c, status, detail);
+        return -1;
+    }
+    /* We never switch protocols: serve "Upgrade: websocket" requests as plain HTTP, and keep
+     * parsing what follows as HTTP instead of pausing for an upgrade (CONNECT is refused above). */
+    p->upgrade = 0;
+    conn_set_state(c, CONN_BODY);
+    if (r->expect_continue) {
+        /* RFC 9110 §10.1.1: the client waits for this before sending the body. */
+        struct buf out;
+        buf_init(&out, 0);
+        if (buf_append_str(&out, "HTTP/1.1 100 Continue\r\n\r\n") != 0 || conn_write(c, &out) != 0) {
+            buf_fini(&out);
+            refuse(c, 503, "cannot write 100 Continue");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int conn_on_body(llhttp_t *p, const char *at, size_t n)
+{
+    struct http_conn *c = p->data;
+    int rc = buf_append(&c->req->body, at, n);
+    if (rc == AGENT_E_TOOBIG) {
+        return refuse(c, 413, "request body too large"); /* chunked bodies end up here */
+    }
+    return rc == 0 ? 0 : refuse(c, 503, "out of memory");
+}
+
+static int conn_on_message_complete(llhttp_t *p)
+{
+    struct http_conn *c = p->data;
+    c->req->keep_alive = llhttp_should_keep_alive(p) != 0;
+    return HPE_PAUSED; /* conn_parse dispatches; the rest of the input waits */
+}
+
+void http__conn_settings_init(llhttp_settings_t *s)
+{
+    llhttp_settings_init(s);
+    s->on_message_begin = conn_on_message_begin;
+    s->on_url = conn_on_url;
+    s->on_url_complete = conn_on_url_complete;
+    s->on_version = conn_on_version;
+    s->on_header_field = conn_on_header_field;
+    s->on_header_field_complete = conn_on_header_field_complete;
+    s->on_header_value = conn_on_header_value;
+    s->on_header_value_complete = conn_on_header_value_complete;
+    s->on_headers_complete = conn_on_headers_complete;
+    s->on_body = conn_on_body;
+    s->on_message_complete = conn_on_message_complete;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Accept
+ * ------------------------------------------------------------------------------------------- */
+
+static void log_accept(struct http_conn *c)
+{
+    if (log_get_level() > LOG_DEBUG) {
+        return;
+    }
+    struct sockaddr_storage ss;
+    int len = (int)sizeof(ss);
+    char ip[64] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+            uv_ip6_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin6_port);
+        } else {
+            const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+            uv_ip4_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin_port);
+        }
+    }
+    log_debug(HTTP_LOG_CAT, "connection %llu accepted from %s:%d%s", (unsigned long long)c->id, ip,
+              port, c->rejecting ? " (over max_connections: 503)" : "");
+}
+
+void http__conn_accept(struct http_server *s, struct http_listener *l)
+{
+    struct http_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        log_warn(HTTP_LOG_CAT, "cannot accept a connection: out of memory");
+        return;
+    }
+    c->srv = s;
+    c->tag = l->tag;
+    c->id = ++s->next_conn_id;
+    c->state = CONN_HEAD;
+    buf_init(&c->in, HTTP_INBUF_SIZE);
+    llhttp_init(&c->parser, HTTP_REQUEST, &s->settings);
+    c->parser.data = c;
+    c->tcp.data = c;
+    c->timer.data = c;
+    c->shutdown_req.data = c;
+    int rc = uv_tcp_init(s->loop, &c->tcp);
+    if (rc != 0) {
+        log_warn(HTTP_LOG_CAT, "cannot accept a connection: %s", agent_strerror(rc));
+        free(c);
+        return;
+    }
+    uv_timer_init(s->loop, &c->timer); /* cannot fail on Unix */
+    c->open_handles = 2;
+    /* Linked (and counted) before anything can close it: conn_release unlinks. */
+    c->next = s->conns;
+    if (s->conns != NULL) {
+        s->conns->prev = c;
+    }
+    s->conns = c;
+    c->rejecting = s->nconns >= s->cfg.max_connections;
+    if (c->rejecting) {
+        s->nrejecting++;
+    } else {
+        s->nconns++;
+    }
+
+    rc = uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&c->tcp);
+    if (rc != 0) {
+        log_warn(HTTP_LOG_CAT, "accept failed: %s", agent_strerror(rc));
+        http__conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    log_accept(c);
+    if (c->rejecting) {
+        if (s->nrejecting > HTTP_MAX_REJECTING) {
+            http__conn_close(c);
+            return;
+        }
+        c->close_after = true;
+        conn_set_state(c, CONN_FLUSH);
+        conn_send_problem(c, 503, "too many connections", false);
+        return;
+    }
+    conn_arm_timer(c); /* header timeout from accept: a silent client is closed */
+    conn_update_reading(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Requests and the public response API
+ * ------------------------------------------------------------------------------------------- */
+
+static struct http_request *request_new(struct http_conn *c)
+{
+    struct http_request *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return NULL;
+    }
+    const struct http_server_config *cfg = &c->srv->cfg;
+    r->conn = c;
+    r->id = ++c->srv->next_req_id;
+    r->tag = c->tag;
+    r->method = "";
+    r->target = r->path = r->query = "";
+    /* URL, NULs and header bytes are capped by the parser callbacks; path and query copies add
+     * at most one more URL. */
+    buf_init(&r->head, 2 * cfg->max_url + cfg->max_header_bytes + 2 * cfg->max_headers + 64);
+    buf_init(&r->body, cfg->max_body);
+    return r;
+}
+
+static void request_free(struct http_request *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    buf_fini(&r->head);
+    buf_fini(&r->body);
+    free(r->headers);
+    free(r);
+}
+
+/* The handler is done with r: free it and wait for the writes to finish. */
+static void request_complete(struct http_request *r, bool close)
+{
+    struct http_conn *c = r->conn;
+    c->req = NULL;
+    request_free(r);
+    if (c->state == CONN_CLOSING) {
+        return;
+    }
+    if (close) {
+        c->close_after = true;
+    }
+    conn_set_state(c, CONN_FLUSH);
+}
+
+/* Whether the response to r keeps the connection, and which Connection header says so. */
+static enum http_conn_header response_connection(const struct http_request *r, bool *close)
+{
+    const struct http_conn *c = r->conn;
+    bool keep = r->keep_alive && !c->close_after && !c->srv->closing;
+    *close = !keep;
+    if (!keep) {
+        return HTTP_CONN_CLOSE;
+    }
+    return r->http_minor == 0 ? HTTP_CONN_KEEP_ALIVE : HTTP_CONN_NONE;
+}
+
+static int build_head(const struct http_request *r, struct buf *out, int status,
+                      const char *content_type, const struct http_header *extra, size_t nextra,
+                      enum http_framing framing, uint64_t length, enum http_conn_header conn)
+{
+    int rc = http__head_begin(out, status, http__server_date(r->conn->srv), content_type);
+    for (size_t i = 0; rc == 0 && i < nextra; i++) {
+        rc = http__head_field(out, extra[i].name, extra[i].value);
+    }
+    return rc ? rc : http__head_end(out, framing, length, conn);
+}
+
+const char *http_request_method(const struct http_request *r)
+{
+    return r->method;
+}
+
+const char *http_request_target(const struct http_request *r)
+{
+    return r->target;
+}
+
+const char *http_request_path(const struct http_request *r)
+{
+    return r->path;
+}
+
+const char *http_request_query(const struct http_request *r)
+{
+    return r->query;
+}
+
+const char *http_request_header(const struct http_request *r, const char *name)
+{
+    for (size_t i = 0; i < r->nheaders; i++) {
+        if (strcasecmp(r->headers[i].name, name) == 0) {
+            return r->headers[i].value;
+        }
+    }
+    return NULL;
+}
+
+const uint8_t *http_request_body(const struct http_request *r, size_t *len)
+{
+    if (len != NULL) {
+        *len = buf_size(&r->body);
+    }
+    return buf_data(&r->body);
+}
+
+int http_request_tag(const struct http_request *r)
+{
+    return r->tag;
+}
+
+uint64_t http_request_id(const struct http_request *r)
+{
+    return r->id;
+}
+
+void http_request_on_abort(struct http_request *r, http_abort_cb cb, void *ud)
+{
+    r->abort_cb = cb;
+    r->abort_ud = ud;
+}
+
+int http_respond(struct http_request *r, int status, const char *content_type,
+                 const struct http_header *extra, size_t nextra, const void *body, size_t len)
+{
+    if (r == NULL) {
+        return AGENT_E_INVAL;
+    }
+    if (r->in_abort) {
+        return AGENT_E_CLOSED; /* freed when the abort callback returns */
+    }
+    struct http_conn *c = r->conn;
+    if (c->state == CONN_CLOSING) {
+        request_complete(r, true);
+        return AGENT_E_CLOSED;
+    }
+    if (r->resp != RESP_NONE) {
+        log_warn(HTTP_LOG_CAT, "request %llu: http_respond after http_stream_begin",
+                 (unsigned long long)r->id);
+        http_stream_abort(r);
+        return AGENT_E_INVAL;
+    }
+    /* RFC 9110 §6.4.1: 204 and 304 have no content, and 204 no Content-Length either. */
+    bool no_content = status == 204 || status == 304;
+    bool close = false;
+    enum http_conn_header conn = response_connection(r, &close);
+    struct buf out;
+    buf_init(&out, 0);
+    int ret = status >= 200 ? build_head(r, &out, status, content_type, extra, nextra,
+                                         no_content ? HTTP_FRAME_NONE : HTTP_FRAME_LENGTH,
+                                         len, conn)
+                            : AGENT_E_INVAL;
+    int rc = ret;
+    if (ret == AGENT_E_INVAL) {
+        /* A handler bug (bad status or header): do not send half of it, answer 500. */
+        log_warn(HTTP_LOG_CAT, "request %llu: invalid response (status %d or headers)",
+                 (unsigned long long)r->id, status);
+        buf_reset(&out);
+        struct buf problem;
+        buf_init(&problem, 0);
+        rc = http_problem_json(&problem, 500, NULL, "invalid response");
+        rc = rc ? rc : build_head(r, &out, 500, "application/problem+json", NULL, 0,
+                                  HTTP_FRAME_LENGTH, buf_size(&problem), conn);
+        if (rc == 0 && !r->is_head) {
+            rc = buf_append(&out, buf_data(&problem), buf_size(&problem));
+        }
+        buf_fini(&problem);
+    } else if (rc == 0 && !no_content && !r->is_head && len > 0) {
+        rc = buf_append(&out, body, len);
+    }
+    if (rc == 0) {
+        rc = conn_write(c, &out);
+    } else {
+        buf_fini(&out);
+        http__conn_close(c);
+    }
+    request_complete(r, close);
+    return ret ? ret : rc;
+}
+
+int http_stream_begin(struct http_request *r, int status, const char *content_type,
+                      const struct http_header *extra, size_t nextra)
+{
+    if (r == NULL || r->resp != RESP_NONE || status < 200 || status == 204 || status == 304) {
+        return AGENT_E_INVAL;
+    }
+    struct http_conn *c = r->conn;
+    if (r->in_abort || c->state == CONN_CLOSING) {
+        return AGENT_E_CLOSED;
+    }
+    /* HTTP/1.0 has no chunked coding: the body then ends when the connection does. */
+    r->chunked = r->http_minor >= 1;
+    bool close = false;
+    enum http_conn_header conn = response_connection(r, &close);
+    if (!r->chunked) {
+        close = true;
+        conn = HTTP_CONN_CLOSE;
+    }
+    struct buf out;
+    buf_init(&out, 0);
+    int rc = build_head(r, &out, status, content_type, extra, nextra,
+                        r->chunked ? HTTP_FRAME_CHUNKED : HTTP_FRAME_NONE, 0, conn);
+    if (rc != 0) {
+        buf_fini(&out);
+        return rc; /* the handler still owns r and must answer */
+    }
+    if (close) {
+        c->close_after = true;
+    }
+    r->discard_body = r->is_head;
+    r->resp = RESP_STREAMING;
+    return conn_write(c, &out);
+}
+
+int http_stream_write(struct http_request *r, const void *data, size_t len)
+{
+    if (r == NULL || r->resp != RESP_STREAMING) {
+        return AGENT_E_INVAL;
+    }
+    struct http_conn *c = r->conn;
+    if (r->in_abort || c->state == CONN_CLOSING) {
+        return AGENT_E_CLOSED;
+    }
+    if (len == 0 || r->discard_body) {
+        return 0; /* a zero-length chunk would end the body */
+    }
+    if (len > c->srv->cfg.max_stream_pending - c->pending) {
+        /* The handler ignored backpressure and the client is not reading (redis's
+         * client-output-buffer-limit): drop the client rather than buffer without bound. */
+        log_warn(HTTP_LOG_CAT, "connection %llu: client too slow, %zu bytes pending",
+                 (unsigned long long)c->id, c->pending);
+        http__conn_close(c);
+        return AGENT_E_TOOBIG;
+    }
+    struct buf out;
+    buf_init(&out, 0);
+    int rc = buf_reserve(&out, len + 24);
+    if (rc == 0 && r->chunked) {
+        rc = http__chunk_prefix(&out, len);
+    }
+    rc = rc ? rc : buf_append(&out, data, len);
+    if (rc == 0 && r->chunked) {
+        rc = buf_append(&out, "\r\n", 2);
+    }
+    if (rc != 0) {
+        buf_fini(&out);
+        http__conn_close(c); /* a lost chunk would corrupt the body */
+        return rc;
+    }
+    return conn_write(c, &out);
+}
+
+size_t http_stream_pending(const struct http_request *r)
+{
+    return r != NULL ? r->conn->pending : 0;
+}
+
+void http_stream_on_drain(struct http_request *r, size_t low_water, http_drain_cb cb, void *ud)
+{
+    r->low_water = low_water;
+    r->drain_cb = cb;
+    r->drain_ud = ud;
+}
+
+int http_stream_end(struct http_request *r)
+{
+    if (r == NULL || r->resp != RESP_STREAMING) {
+        return AGENT_E_INVAL;
+    }
+    if (r->in_abort) {
+        return AGENT_E_CLOSED;
+    }
+    struct http_conn *c = r->conn;
+    int rc = 0;
+    if (c->state == CONN_CLOSING) {
+        rc = AGENT_E_CLOSED;
+    } else if (r->chunked && !r->discard_body) {
+        struct buf out;
+        buf_init(&out, 0);
+        rc = buf_append_str(&out, "0\r\n\r\n");
+        rc = rc ? rc : conn_write(c, &out);
+        if (rc != 0) {
+            buf_fini(&out);
+        }
+    }
+    r->resp = RESP_DONE;
+    request_complete(r, false);
+    return rc;
+}
+
+void http_stream_abort(struct http_request *r)
+{
+    if (r == NULL || r->in_abort) {
+        return;
+    }
+    struct http_conn *c = r->conn;
+    c->req = NULL;
+    request_free(r);
+    http__conn_close(c);
+}

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_HTTP_INTERNAL_H
+#define AGENT_HTTP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include <llhttp.h>
+
+#include "buf.h"
+#include "http_server.h"
+
+/*
+ * Shared between http_server.c (listeners, accept, shutdown) and http_conn.c (one connection's
+ * state machine, requests, responses). Not installed; nothing outside http/ includes it.
+ */
+
+#define HTTP_LOG_CAT "Dotmon.Http"
+
+/* Per-connection input buffer. Every read is parsed at once, so the buffer only ever holds one
+ * read's worth of bytes plus, while a request is being served, the pipelined bytes behind it. */
+#define HTTP_INBUF_SIZE (16 * 1024)
+/* After an error response or Connection: close, keep reading (and dropping) this long so the
+ * client gets our response instead of a RST (the "lingering close" of Apache and nginx). */
+#define HTTP_LINGER_MS 2000
+/* 503 responses being written at once beyond max_connections; past this the socket is just
+ * closed, so a connection flood cannot make us allocate without bound. */
+#define HTTP_MAX_REJECTING 64
+
+#ifndef container_of
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+#endif
+
+/*
+ * Connection states (STYLE §2.5: one transition function, one timer per phase):
+ *   HEAD     reading a request head; header timer (armed once, not reset by bytes)
+ *   BODY     reading a request body; idle timer, reset on every read
+ *   HANDLER  the handler owns the request; reading stopped; write-stall timer while writes
+ *            are in flight
+ *   FLUSH    the response is complete; waiting for the last write before reading the next
+ *            request (or closing); write-stall timer
+ *   IDLE     keep-alive between requests; idle timer
+ *   LINGER   response sent, write side shut down, dropping input until EOF; linger timer
+ *   CLOSING  uv_close called; every event is ignored until the close callbacks
+ */
+enum conn_state {
+    CONN_HEAD = 0,
+    CONN_BODY,
+    CONN_HANDLER,
+    CONN_FLUSH,
+    CONN_IDLE,
+    CONN_LINGER,
+    CONN_CLOSING,
+    CONN_NSTATES
+};
+
+struct http_conn;
+
+/* A response being written: stays with the request until finished. */
+enum resp_state {
+    RESP_NONE = 0,  /* nothing sent yet */
+    RESP_STREAMING, /* http_stream_begin done; chunks may follow */
+    RESP_DONE       /* complete; the request is about to be freed */
+};
+
+struct http_request {
+    struct http_conn *conn; /* outlives the request: freed only in the connection close cb */
+    uint64_t id;
+    int tag;
+    /* url\0 then name\0value\0 pairs, then path\0 query\0; pointers below are fixed up once
+     * the head is complete (the buffer never moves afterwards). */
+    struct buf head;
+    size_t url_len;
+    bool url_done;     /* the URL's NUL is in head */
+    const char *method;
+    const char *target;
+    const char *path;
+    const char *query;
+    struct http_header *headers;
+    size_t nheaders;
+    struct buf body;
+    uint8_t http_major;
+    uint8_t http_minor;
+    bool is_head;      /* HEAD: responses carry no body */
+    bool keep_alive;   /* llhttp_should_keep_alive at message end */
+    bool dispatched;   /* handed to the handler, who owns it now */
+    bool in_abort;     /* the abort callback is running */
+    bool expect_continue; /* "Expect: 100-continue" with a body: 100 sent before the body */
+    enum resp_state resp;
+    bool chunked;      /* streaming with chunked framing (HTTP/1.1) */
+    bool discard_body; /* streaming a HEAD response: chunks are swallowed */
+    http_abort_cb abort_cb;
+    void *abort_ud;
+    http_drain_cb drain_cb;
+    void *drain_ud;
+    size_t low_water;
+};
+
+struct http_listener {
+    uv_tcp_t tcp;
+    struct http_server *srv;
+    int tag;
+    struct http_listener *next;
+};
+
+struct http_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_shutdown_t shutdown_req;
+    struct http_server *srv;
+    struct http_conn *prev, *next; /* server's connection list */
+    int tag;
+    uint64_t id;
+    enum conn_state state;
+    int open_handles;
+    bool rejecting;        /* accepted over max_connections: 503 then close */
+    bool reading;          /* uv_read_start is active */
+    bool close_after;      /* close (linger) once the current response is flushed */
+    bool saw_eof;          /* the peer half-closed */
+    llhttp_t parser;
+    struct buf in;               /* capped input buffer, see HTTP_INBUF_SIZE */
+    struct http_request *req;    /* being parsed, or owned by the handler */
+    unsigned writes_in_flight;
+    size_t pending;              /* bytes in writes whose callback has not run */
+    /* Parse bookkeeping for the current request head. */
+    int err_status;              /* status chosen by a parser callback that refused the input */
+    const char *err_detail;      /* static string */
+    size_t raw_head;             /* bytes fed while the head was incomplete */
+    size_t header_bytes;         /* names + values + 4 per line, against max_header_bytes */
+    size_t nheaders;
+    enum { LINE_NONE = 0, LINE_NAME, LINE_VALUE } line; /* where in a header line we are */
+    size_t value_off;            /* offset of the current value in req->head */
+    unsigned value_spans;        /* llhttp spans seen for the current value */
+    bool last_value_at_end;      /* the last value span ended at the end of the fed data */
+    bool head_done;              /* on_headers_complete ran (later fields are trailers) */
+    char version[8];
+    size_t version_len;
+    const char *exec_start;      /* bounds of the bytes given to the running llhttp_execute */
+    const char *exec_end;
+};
+
+struct http_server {
+    uv_loop_t *loop;
+    struct http_server_config cfg; /* with defaults filled in */
+    http_handler_cb handler;
+    void *ud;
+    llhttp_settings_t settings;    /* must outlive every parser */
+    struct http_listener *listeners;
+    int *ports;                    /* port of each successful listen call */
+    size_t nports;
+    struct http_conn *conns;
+    size_t nconns;                 /* served connections (rejecting ones not counted) */
+    size_t nrejecting;
+    uint64_t next_conn_id;
+    uint64_t next_req_id;
+    uv_timer_t grace_timer;
+    int open_handles;              /* listeners + grace timer */
+    bool closing;
+    bool finishing;                /* the grace timer is being closed: last step */
+    void (*close_cb)(void *ud);
+    void *close_ud;
+    time_t date_time;
+    char date[30];
+};
+
+/* ---- http_conn.c ---- */
+/* Initialises the llhttp callbacks shared by every connection of s. */
+void http__conn_settings_init(llhttp_settings_t *settings);
+/* Creates a connection for a pending accept on listener l. Never fails loudly: on error the
+ * socket is dropped and a warning logged. */
+void http__conn_accept(struct http_server *s, struct http_listener *l);
+/* Starts closing c: aborts the request owned by the handler (from the close callback). */
+void http__conn_close(struct http_conn *c);
+/* True when c has no request in progress (nothing received, or keep-alive idle). */
+bool http__conn_is_idle(const struct http_conn *c);
+
+/* ---- http_server.c ---- */
+/* The cached Date value for responses. */
+const char *http__server_date(struct http_server *s);
+/* Called by the connection close callback once c is unlinked and about to be freed. */
+void http__server_conn_gone(struct http_server *s, struct http_conn *c);
+
+#endif

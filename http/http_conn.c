@@ -1,6 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include "http_internal.h"
-
 #include <assert.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -8,6 +6,7 @@
 #include <strings.h>
 
 #include "err.h"
+#include "http_internal.h"
 #include "http_proto.h"
 #include "http_router.h"
 #include "log.h"
@@ -38,8 +37,8 @@ struct http_write {
 };
 
 static const char *const state_names[CONN_NSTATES] = {
-    [CONN_HEAD] = "head",       [CONN_BODY] = "body",     [CONN_HANDLER] = "handler",
-    [CONN_FLUSH] = "flush",     [CONN_IDLE] = "idle",     [CONN_LINGER] = "linger",
+    [CONN_HEAD] = "head",       [CONN_BODY] = "body", [CONN_HANDLER] = "handler",
+    [CONN_FLUSH] = "flush",     [CONN_IDLE] = "idle", [CONN_LINGER] = "linger",
     [CONN_CLOSING] = "closing",
 };
 
@@ -80,6 +79,8 @@ static void conn_on_close(uv_handle_t *h);
 /* output */
 static int conn_write(struct http_conn *c, struct buf *b);
 static int conn_send_problem(struct http_conn *c, int status, const char *detail, bool is_head);
+/* parsing */
+static bool gap_scan(const struct http_conn *c, const char *end, bool *ends_lf);
 /* requests */
 static struct http_request *request_new(struct http_conn *c);
 static void request_free(struct http_request *r);
@@ -186,6 +187,14 @@ static void conn_parse(struct http_conn *c)
     c->exec_start = data;
     c->exec_end = data + n;
     llhttp_errno_t err = llhttp_execute(&c->parser, data, n);
+    if (c->line == LINE_VALUE && c->value_spans == 0) {
+        /* The input ended between a header name and its value: carry what the skipped bytes
+         * held over to the next input (see gap_scan). */
+        bool lf = false;
+        c->gap_fold = gap_scan(c, c->exec_end, &lf);
+        c->gap_lf = lf;
+    }
+    c->gap_from = NULL; /* points into this input only */
     c->exec_start = c->exec_end = NULL;
 
     if (err == HPE_OK) {
@@ -444,7 +453,7 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 
 static void conn_on_write(uv_write_t *req, int status)
 {
-    struct http_write *w = container_of(req, struct http_write, req);
+    struct http_write *w = req->data;
     struct http_conn *c = w->c;
     c->writes_in_flight--;
     c->pending -= w->len;
@@ -491,6 +500,7 @@ static int conn_write(struct http_conn *c, struct buf *b)
     struct http_write *w = data ? malloc(sizeof(*w)) : NULL;
     int rc = UV_ENOMEM;
     if (w != NULL) {
+        w->req.data = w;
         w->c = c;
         w->data = data;
         w->len = len;
@@ -520,8 +530,8 @@ static int conn_send_problem(struct http_conn *c, int status, const char *detail
     buf_init(&body, 0);
     buf_init(&out, 0);
     int rc = http_problem_json(&body, status, NULL, detail);
-    rc = rc ? rc : http__head_begin(&out, status, http__server_date(c->srv),
-                                    "application/problem+json");
+    rc = rc ? rc
+            : http__head_begin(&out, status, http__server_date(c->srv), "application/problem+json");
     rc = rc ? rc : http__head_end(&out, HTTP_FRAME_LENGTH, buf_size(&body), HTTP_CONN_CLOSE);
     if (rc == 0 && !is_head) {
         rc = buf_append(&out, buf_data(&body), buf_size(&body));
@@ -589,6 +599,25 @@ static int line_finish(struct http_conn *c)
     return rc;
 }
 
+/*
+ * Whether the bytes llhttp skipped between the end of the current header name and `end` hold an
+ * obs-fold: a line break followed by SP or HTAB. (A line break alone is fine: the empty span of
+ * an empty value starts after its own CRLF.) The skipped bytes may straddle reads: conn_parse
+ * carries the state of earlier reads in gap_lf / gap_fold, since their buffer is gone by then.
+ */
+static bool gap_scan(const struct http_conn *c, const char *end, bool *ends_lf)
+{
+    const char *from = c->gap_from != NULL ? c->gap_from : c->exec_start;
+    bool lf = c->gap_lf;
+    bool fold = c->gap_fold;
+    for (const char *q = from; q != NULL && q < end && !fold; q++) {
+        fold = lf && (*q == ' ' || *q == '\t');
+        lf = *q == '\n';
+    }
+    *ends_lf = lf;
+    return fold;
+}
+
 static int conn_on_message_begin(llhttp_t *p)
 {
     struct http_conn *c = p->data;
@@ -598,9 +627,13 @@ static int conn_on_message_begin(llhttp_t *p)
     c->err_status = 0;
     c->err_detail = NULL;
     c->header_bytes = 0;
+    c->chunk_ext_bytes = 0;
     c->nheaders = 0;
     c->line = LINE_NONE;
     c->value_spans = 0;
+    c->gap_from = NULL;
+    c->gap_lf = false;
+    c->gap_fold = false;
     c->head_done = false;
     c->version_len = 0;
     assert(c->req == NULL);
@@ -670,10 +703,19 @@ static int conn_on_header_field(llhttp_t *p, const char *at, size_t n)
             rc = url_finish(c);
         }
         c->line = LINE_NAME;
+        c->name_len = 0;
     }
     if (count_header_bytes(c, n) != 0) {
         return HPE_USER;
     }
+    /* llhttp 8 lets "Name :" (and, in trailers, "Na me") through; RFC 9112 §5.1 says 400. */
+    if (n > 0 && !http__is_token(at, n)) {
+        return refuse(c, 400, "invalid header field name");
+    }
+    c->name_len += n;
+    c->gap_from = at + n;
+    c->gap_lf = false;
+    c->gap_fold = false;
     head_append(c, at, n, &rc);
     return rc == 0 ? 0 : refuse(c, 503, "out of memory");
 }
@@ -682,6 +724,9 @@ static int conn_on_header_field_complete(llhttp_t *p)
 {
     struct http_conn *c = p->data;
     int rc = 0;
+    if (c->line == LINE_NAME && c->name_len == 0) {
+        return refuse(c, 400, "empty header field name");
+    }
     if (c->line == LINE_NAME) {
         head_append(c, "", 1, &rc);
         c->value_off = c->req->head.len;
@@ -696,6 +741,13 @@ static int conn_on_header_value(llhttp_t *p, const char *at, size_t n)
     struct http_conn *c = p->data;
     if (c->line == LINE_NAME && conn_on_header_field_complete(p) != 0) {
         return HPE_USER;
+    }
+    bool lf;
+    if (c->value_spans == 0 &&
+        (gap_scan(c, at, &lf) || (n > 0 && (at[0] == ' ' || at[0] == '\t')))) {
+        /* llhttp's skip of the whitespace before a value also swallows an obs-fold right after
+         * the colon ("X:\r\n b"): look at the skipped bytes themselves. */
+        return refuse(c, 400, "obsolete line folding in a header field");
     }
     if (c->value_spans > 0) {
         /*
@@ -725,6 +777,92 @@ static int conn_on_header_value_complete(llhttp_t *p)
 }
 
 /*
+ * Walks url\0 (name\0value\0)* in the head buffer: header names, Host count, framing headers
+ * llhttp ignored, and the Expect value. Returns 0 or an HTTP status.
+ */
+static int check_fields(const struct http_conn *c, const struct http_request *r,
+                        const char **expect, const char **detail)
+{
+    const llhttp_t *p = &c->parser;
+    const char *h = (const char *)buf_data(&r->head);
+    size_t len = buf_size(&r->head);
+    size_t off = r->url_len + 1;
+    size_t hosts = 0;
+    for (size_t i = 0; i < c->nheaders; i++) {
+        const char *name = h + off;
+        size_t nl = strnlen(name, len - off);
+        const char *value = name + nl + 1;
+        size_t vl = strnlen(value, len - off - nl - 1);
+        if (!http__is_token(name, nl)) {
+            /* llhttp 8 lets "Name :" and ": value" through; RFC 9112 §5.1 says 400. */
+            *detail = "invalid header field name";
+            return 400;
+        }
+        if (strcasecmp(name, "host") == 0) {
+            hosts++;
+        } else if (strcasecmp(name, "expect") == 0) {
+            *expect = value;
+        } else if ((strcasecmp(name, "transfer-encoding") == 0 &&
+                    !(p->flags & F_TRANSFER_ENCODING)) ||
+                   (strcasecmp(name, "content-length") == 0 && !(p->flags & F_CONTENT_LENGTH))) {
+            /* llhttp ignores an empty Transfer-Encoding (or Content-Length): framing that a
+             * proxy in front of us may read differently. RFC 9112 §6.3: refuse. */
+            *detail = "invalid message framing header";
+            return 400;
+        }
+        off += nl + 1 + vl + 1;
+    }
+    if (hosts > 1 || (hosts == 0 && r->http_minor == 1)) {
+        /* RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one otherwise. */
+        *detail = hosts ? "more than one Host header" : "missing Host header";
+        return 400;
+    }
+    return 0;
+}
+
+/*
+ * Appends path\0 and query\0 after the headers, then points the request's strings into the head
+ * buffer, which does not change any more. Returns 0 or a buf error.
+ */
+static int request_set_strings(struct http_request *r, size_t nheaders, size_t path_off,
+                               size_t path_len, size_t query_off, size_t query_len)
+{
+    /* Reserve first: appending from the buffer's own bytes must not move them mid-copy. */
+    int rc = buf_reserve(&r->head, path_len + query_len + 3);
+    const char *h = (const char *)buf_data(&r->head);
+    size_t path_at = buf_size(&r->head);
+    if (path_len > 0) {
+        rc = rc ? rc : buf_append(&r->head, h + path_off, path_len);
+    } else {
+        rc = rc ? rc : buf_append(&r->head, "/", 1); /* "http://host" means "/" */
+    }
+    rc = rc ? rc : buf_append(&r->head, "", 1);
+    size_t query_at = buf_size(&r->head);
+    rc = rc ? rc : buf_append(&r->head, h + query_off, query_len);
+    rc = rc ? rc : buf_append(&r->head, "", 1);
+    if (rc == 0 && nheaders > 0) {
+        r->headers = calloc(nheaders, sizeof(*r->headers));
+        rc = r->headers ? 0 : UV_ENOMEM;
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    h = (const char *)buf_data(&r->head);
+    r->target = h;
+    r->path = h + path_at;
+    r->query = h + query_at;
+    size_t off = r->url_len + 1;
+    for (size_t i = 0; i < nheaders; i++) {
+        r->headers[i].name = h + off;
+        off += strlen(h + off) + 1;
+        r->headers[i].value = h + off;
+        off += strlen(h + off) + 1;
+    }
+    r->nheaders = nheaders;
+    return 0;
+}
+
+/*
  * The head is complete: check what llhttp leaves to us (RFC 9112 rules it does not enforce in
  * its default mode), then turn the head buffer into the request's strings.
  * Returns 0 or an HTTP status.
@@ -750,42 +888,17 @@ static int request_finish_head(struct http_conn *c, struct http_request *r, cons
         *detail = "Transfer-Encoding in an HTTP/1.0 request";
         return 400;
     }
-
-    /* Walk url\0 (name\0value\0)*: check names, count Host. */
-    const char *h = (const char *)buf_data(&r->head);
-    size_t len = buf_size(&r->head);
-    size_t off = r->url_len + 1;
-    size_t hosts = 0;
     const char *expect = NULL;
-    for (size_t i = 0; i < c->nheaders; i++) {
-        const char *name = h + off;
-        size_t nl = strnlen(name, len - off);
-        const char *value = name + nl + 1;
-        size_t vl = strnlen(value, len - off - nl - 1);
-        if (!http__is_token(name, nl)) {
-            /* llhttp 8 lets "Name :" and ": value" through; RFC 9112 §5.1 says 400. */
-            *detail = "invalid header field name";
-            return 400;
-        }
-        if (strcasecmp(name, "host") == 0) {
-            hosts++;
-        } else if (strcasecmp(name, "expect") == 0) {
-            expect = value;
-        }
-        off += nl + 1 + vl + 1;
-    }
-    if (hosts > 1 || (hosts == 0 && r->http_minor == 1)) {
-        /* RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one otherwise. */
-        *detail = hosts ? "more than one Host header" : "missing Host header";
-        return 400;
+    int status = check_fields(c, r, &expect, detail);
+    if (status != 0) {
+        return status;
     }
     size_t path_off, path_len, query_off, query_len;
-    if (http__split_target(h, r->url_len, method == HTTP_OPTIONS, &path_off, &path_len, &query_off,
-                           &query_len) != 0) {
+    if (http__split_target((const char *)buf_data(&r->head), r->url_len, method == HTTP_OPTIONS,
+                           &path_off, &path_len, &query_off, &query_len) != 0) {
         *detail = "invalid request target";
         return 400;
     }
-    bool has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->srv->cfg.max_body) {
         *detail = "request body too large";
         return 413; /* answered before a single body byte is read */
@@ -795,39 +908,13 @@ static int request_finish_head(struct http_conn *c, struct http_request *r, cons
             *detail = "unsupported expectation";
             return 417;
         }
+        bool has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
         r->expect_continue = has_body && r->http_minor == 1;
     }
-
-    /* Copy path and query after the headers, then fix every pointer: the buffer is final.
-     * Reserve first: appending from the buffer's own bytes must not move them mid-copy. */
-    int rc = buf_reserve(&r->head, path_len + query_len + 2);
-    h = (const char *)buf_data(&r->head);
-    size_t path_at = buf_size(&r->head);
-    rc = rc ? rc : buf_append(&r->head, h + path_off, path_len);
-    rc = rc ? rc : buf_append(&r->head, "", 1);
-    size_t query_at = buf_size(&r->head);
-    rc = rc ? rc : buf_append(&r->head, h + query_off, query_len);
-    rc = rc ? rc : buf_append(&r->head, "", 1);
-    if (rc == 0 && c->nheaders > 0) {
-        r->headers = calloc(c->nheaders, sizeof(*r->headers));
-        rc = r->headers ? 0 : UV_ENOMEM;
-    }
-    if (rc != 0) {
+    if (request_set_strings(r, c->nheaders, path_off, path_len, query_off, query_len) != 0) {
         *detail = "out of memory";
         return 503;
     }
-    h = (const char *)buf_data(&r->head);
-    r->target = h;
-    r->path = h + path_at;
-    r->query = h + query_at;
-    off = r->url_len + 1;
-    for (size_t i = 0; i < c->nheaders; i++) {
-        r->headers[i].name = h + off;
-        off += strlen(h + off) + 1;
-        r->headers[i].value = h + off;
-        off += strlen(h + off) + 1;
-    }
-    r->nheaders = c->nheaders;
     return 0;
 }
 
@@ -855,7 +942,8 @@ static int conn_on_headers_complete(llhttp_t *p)
         /* RFC 9110 §10.1.1: the client waits for this before sending the body. */
         struct buf out;
         buf_init(&out, 0);
-        if (buf_append_str(&out, "HTTP/1.1 100 Continue\r\n\r\n") != 0 || conn_write(c, &out) != 0) {
+        if (buf_append_str(&out, "HTTP/1.1 100 Continue\r\n\r\n") != 0 ||
+            conn_write(c, &out) != 0) {
             buf_fini(&out);
             refuse(c, 503, "cannot write 100 Continue");
             return -1;
@@ -872,6 +960,19 @@ static int conn_on_body(llhttp_t *p, const char *at, size_t n)
         return refuse(c, 413, "request body too large"); /* chunked bodies end up here */
     }
     return rc == 0 ? 0 : refuse(c, 503, "out of memory");
+}
+
+/* Chunk extensions are dropped, but bounded: otherwise a client could stream them forever
+ * inside one chunk-size line. */
+static int conn_on_chunk_extension(llhttp_t *p, const char *at, size_t n)
+{
+    struct http_conn *c = p->data;
+    (void)at;
+    if (n > HTTP_MAX_CHUNK_EXT - c->chunk_ext_bytes) {
+        return refuse(c, 400, "chunk extensions too large");
+    }
+    c->chunk_ext_bytes += n;
+    return 0;
 }
 
 static int conn_on_message_complete(llhttp_t *p)
@@ -894,6 +995,8 @@ void http__conn_settings_init(llhttp_settings_t *s)
     s->on_header_value_complete = conn_on_header_value_complete;
     s->on_headers_complete = conn_on_headers_complete;
     s->on_body = conn_on_body;
+    s->on_chunk_extension_name = conn_on_chunk_extension;
+    s->on_chunk_extension_value = conn_on_chunk_extension;
     s->on_message_complete = conn_on_message_complete;
 }
 
@@ -1137,10 +1240,10 @@ int http_respond(struct http_request *r, int status, const char *content_type,
     enum http_conn_header conn = response_connection(r, &close);
     struct buf out;
     buf_init(&out, 0);
-    int ret = status >= 200 ? build_head(r, &out, status, content_type, extra, nextra,
-                                         no_content ? HTTP_FRAME_NONE : HTTP_FRAME_LENGTH,
-                                         len, conn)
-                            : AGENT_E_INVAL;
+    int ret = status >= 200
+                  ? build_head(r, &out, status, content_type, extra, nextra,
+                               no_content ? HTTP_FRAME_NONE : HTTP_FRAME_LENGTH, len, conn)
+                  : AGENT_E_INVAL;
     int rc = ret;
     if (ret == AGENT_E_INVAL) {
         /* A handler bug (bad status or header): do not send half of it, answer 500. */
@@ -1150,8 +1253,9 @@ int http_respond(struct http_request *r, int status, const char *content_type,
         struct buf problem;
         buf_init(&problem, 0);
         rc = http_problem_json(&problem, 500, NULL, "invalid response");
-        rc = rc ? rc : build_head(r, &out, 500, "application/problem+json", NULL, 0,
-                                  HTTP_FRAME_LENGTH, buf_size(&problem), conn);
+        rc = rc ? rc
+                : build_head(r, &out, 500, "application/problem+json", NULL, 0, HTTP_FRAME_LENGTH,
+                             buf_size(&problem), conn);
         if (rc == 0 && !r->is_head) {
             rc = buf_append(&out, buf_data(&problem), buf_size(&problem));
         }

@@ -5,9 +5,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include <llhttp.h>
+#include <uv.h>
 
 #include "buf.h"
 #include "http_server.h"
@@ -21,17 +21,15 @@
 
 /* Per-connection input buffer. Every read is parsed at once, so the buffer only ever holds one
  * read's worth of bytes plus, while a request is being served, the pipelined bytes behind it. */
-#define HTTP_INBUF_SIZE (16 * 1024)
+#define HTTP_INBUF_SIZE ((size_t)16 * 1024)
 /* After an error response or Connection: close, keep reading (and dropping) this long so the
  * client gets our response instead of a RST (the "lingering close" of Apache and nginx). */
 #define HTTP_LINGER_MS 2000
 /* 503 responses being written at once beyond max_connections; past this the socket is just
  * closed, so a connection flood cannot make us allocate without bound. */
 #define HTTP_MAX_REJECTING 64
-
-#ifndef container_of
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
-#endif
+/* Chunk-extension bytes per request (they are parsed and dropped). */
+#define HTTP_MAX_CHUNK_EXT 4096
 
 /*
  * Connection states (STYLE §2.5: one transition function, one timer per phase):
@@ -73,7 +71,7 @@ struct http_request {
      * the head is complete (the buffer never moves afterwards). */
     struct buf head;
     size_t url_len;
-    bool url_done;     /* the URL's NUL is in head */
+    bool url_done; /* the URL's NUL is in head */
     const char *method;
     const char *target;
     const char *path;
@@ -83,10 +81,10 @@ struct http_request {
     struct buf body;
     uint8_t http_major;
     uint8_t http_minor;
-    bool is_head;      /* HEAD: responses carry no body */
-    bool keep_alive;   /* llhttp_should_keep_alive at message end */
-    bool dispatched;   /* handed to the handler, who owns it now */
-    bool in_abort;     /* the abort callback is running */
+    bool is_head;         /* HEAD: responses carry no body */
+    bool keep_alive;      /* llhttp_should_keep_alive at message end */
+    bool dispatched;      /* handed to the handler, who owns it now */
+    bool in_abort;        /* the abort callback is running */
     bool expect_continue; /* "Expect: 100-continue" with a body: 100 sent before the body */
     enum resp_state resp;
     bool chunked;      /* streaming with chunked framing (HTTP/1.1) */
@@ -115,29 +113,34 @@ struct http_conn {
     uint64_t id;
     enum conn_state state;
     int open_handles;
-    bool rejecting;        /* accepted over max_connections: 503 then close */
-    bool reading;          /* uv_read_start is active */
-    bool close_after;      /* close (linger) once the current response is flushed */
-    bool saw_eof;          /* the peer half-closed */
+    bool rejecting;   /* accepted over max_connections: 503 then close */
+    bool reading;     /* uv_read_start is active */
+    bool close_after; /* close (linger) once the current response is flushed */
+    bool saw_eof;     /* the peer half-closed */
     llhttp_t parser;
-    struct buf in;               /* capped input buffer, see HTTP_INBUF_SIZE */
-    struct http_request *req;    /* being parsed, or owned by the handler */
+    struct buf in;            /* capped input buffer, see HTTP_INBUF_SIZE */
+    struct http_request *req; /* being parsed, or owned by the handler */
     unsigned writes_in_flight;
-    size_t pending;              /* bytes in writes whose callback has not run */
+    size_t pending; /* bytes in writes whose callback has not run */
     /* Parse bookkeeping for the current request head. */
-    int err_status;              /* status chosen by a parser callback that refused the input */
-    const char *err_detail;      /* static string */
-    size_t raw_head;             /* bytes fed while the head was incomplete */
-    size_t header_bytes;         /* names + values + 4 per line, against max_header_bytes */
+    int err_status;         /* status chosen by a parser callback that refused the input */
+    const char *err_detail; /* static string */
+    size_t raw_head;        /* bytes fed while the head was incomplete */
+    size_t header_bytes;    /* names + values + 4 per line, against max_header_bytes */
+    size_t chunk_ext_bytes; /* against HTTP_MAX_CHUNK_EXT */
     size_t nheaders;
     enum { LINE_NONE = 0, LINE_NAME, LINE_VALUE } line; /* where in a header line we are */
-    size_t value_off;            /* offset of the current value in req->head */
-    unsigned value_spans;        /* llhttp spans seen for the current value */
-    bool last_value_at_end;      /* the last value span ended at the end of the fed data */
-    bool head_done;              /* on_headers_complete ran (later fields are trailers) */
+    size_t name_len;                                    /* bytes of the current header name */
+    const char *gap_from;   /* end of the last name span, in the current input only */
+    bool gap_lf;            /* the skipped bytes so far end with LF */
+    bool gap_fold;          /* the skipped bytes so far hold an obs-fold */
+    size_t value_off;       /* offset of the current value in req->head */
+    unsigned value_spans;   /* llhttp spans seen for the current value */
+    bool last_value_at_end; /* the last value span ended at the end of the fed data */
+    bool head_done;         /* on_headers_complete ran (later fields are trailers) */
     char version[8];
     size_t version_len;
-    const char *exec_start;      /* bounds of the bytes given to the running llhttp_execute */
+    const char *exec_start; /* bounds of the bytes given to the running llhttp_execute */
     const char *exec_end;
 };
 
@@ -146,19 +149,19 @@ struct http_server {
     struct http_server_config cfg; /* with defaults filled in */
     http_handler_cb handler;
     void *ud;
-    llhttp_settings_t settings;    /* must outlive every parser */
+    llhttp_settings_t settings; /* must outlive every parser */
     struct http_listener *listeners;
-    int *ports;                    /* port of each successful listen call */
+    int *ports; /* port of each successful listen call */
     size_t nports;
     struct http_conn *conns;
-    size_t nconns;                 /* served connections (rejecting ones not counted) */
+    size_t nconns; /* served connections (rejecting ones not counted) */
     size_t nrejecting;
     uint64_t next_conn_id;
     uint64_t next_req_id;
     uv_timer_t grace_timer;
-    int open_handles;              /* listeners + grace timer */
+    int open_handles; /* listeners + grace timer */
     bool closing;
-    bool finishing;                /* the grace timer is being closed: last step */
+    bool finishing; /* the grace timer is being closed: last step */
     void (*close_cb)(void *ud);
     void *close_ud;
     time_t date_time;

@@ -10,7 +10,7 @@
 #include "http_proto.h"
 
 /* Query strings and paths are capped by the server's max_url, so decoded copies stay small. */
-#define ROUTER_MAX_DECODED (64 * 1024)
+#define ROUTER_MAX_DECODED ((size_t)64 * 1024)
 
 static int hex_value(char c)
 {
@@ -223,30 +223,54 @@ int http_path_decode(const char *path, struct buf *out)
 static const char *problem_type(int status)
 {
     switch (status) {
-    case 400: return "https://tools.ietf.org/html/rfc9110#section-15.5.1";
-    case 401: return "https://tools.ietf.org/html/rfc9110#section-15.5.2";
-    case 403: return "https://tools.ietf.org/html/rfc9110#section-15.5.4";
-    case 404: return "https://tools.ietf.org/html/rfc9110#section-15.5.5";
-    case 405: return "https://tools.ietf.org/html/rfc9110#section-15.5.6";
-    case 406: return "https://tools.ietf.org/html/rfc9110#section-15.5.7";
-    case 408: return "https://tools.ietf.org/html/rfc9110#section-15.5.9";
-    case 409: return "https://tools.ietf.org/html/rfc9110#section-15.5.10";
-    case 411: return "https://tools.ietf.org/html/rfc9110#section-15.5.12";
-    case 412: return "https://tools.ietf.org/html/rfc9110#section-15.5.13";
-    case 413: return "https://tools.ietf.org/html/rfc9110#section-15.5.14";
-    case 414: return "https://tools.ietf.org/html/rfc9110#section-15.5.15";
-    case 415: return "https://tools.ietf.org/html/rfc9110#section-15.5.16";
-    case 417: return "https://tools.ietf.org/html/rfc9110#section-15.5.18";
-    case 422: return "https://tools.ietf.org/html/rfc9110#section-15.5.21";
-    case 429: return "https://tools.ietf.org/html/rfc6585#section-4";
-    case 431: return "https://tools.ietf.org/html/rfc6585#section-5";
-    case 500: return "https://tools.ietf.org/html/rfc9110#section-15.6.1";
-    case 501: return "https://tools.ietf.org/html/rfc9110#section-15.6.2";
-    case 502: return "https://tools.ietf.org/html/rfc9110#section-15.6.3";
-    case 503: return "https://tools.ietf.org/html/rfc9110#section-15.6.4";
-    case 504: return "https://tools.ietf.org/html/rfc9110#section-15.6.5";
-    case 505: return "https://tools.ietf.org/html/rfc9110#section-15.6.6";
-    default: return "about:blank";
+    case 400:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.1";
+    case 401:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.2";
+    case 403:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.4";
+    case 404:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.5";
+    case 405:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.6";
+    case 406:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.7";
+    case 408:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.9";
+    case 409:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.10";
+    case 411:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.12";
+    case 412:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.13";
+    case 413:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.14";
+    case 414:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.15";
+    case 415:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.16";
+    case 417:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.18";
+    case 422:
+        return "https://tools.ietf.org/html/rfc9110#section-15.5.21";
+    case 429:
+        return "https://tools.ietf.org/html/rfc6585#section-4";
+    case 431:
+        return "https://tools.ietf.org/html/rfc6585#section-5";
+    case 500:
+        return "https://tools.ietf.org/html/rfc9110#section-15.6.1";
+    case 501:
+        return "https://tools.ietf.org/html/rfc9110#section-15.6.2";
+    case 502:
+        return "https://tools.ietf.org/html/rfc9110#section-15.6.3";
+    case 503:
+        return "https://tools.ietf.org/html/rfc9110#section-15.6.4";
+    case 504:
+        return "https://tools.ietf.org/html/rfc9110#section-15.6.5";
+    case 505:
+        return "https://tools.ietf.org/html/rfc9110#section-15.6.6";
+    default:
+        return "about:blank";
     }
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "http_server.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,10 +29,27 @@ static void apply_defaults(struct http_server_config *c)
     c->write_timeout_ms = c->write_timeout_ms ? c->write_timeout_ms : 60000;
     c->max_url = c->max_url ? c->max_url : 8192;
     c->max_header_bytes = c->max_header_bytes ? c->max_header_bytes : 32768;
-    c->max_body = c->max_body ? c->max_body : 1024 * 1024;
+    c->max_body = c->max_body ? c->max_body : (size_t)1024 * 1024;
     c->max_connections = c->max_connections ? c->max_connections : 1024;
     c->max_headers = c->max_headers ? c->max_headers : 100;
-    c->max_stream_pending = c->max_stream_pending ? c->max_stream_pending : 16 * 1024 * 1024;
+    c->max_stream_pending =
+        c->max_stream_pending ? c->max_stream_pending : (size_t)16 * 1024 * 1024;
+}
+
+/*
+ * libuv writes to TCP sockets with write(2), which raises SIGPIPE when the peer has already
+ * gone: one client closing in the middle of a response would kill the whole process. Ignore it,
+ * unless the application has installed a handler of its own.
+ */
+static void ignore_sigpipe(void)
+{
+    struct sigaction sa;
+    if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = SIG_IGN;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGPIPE, &sa, NULL);
+    }
 }
 
 int http_server_new(uv_loop_t *loop, const struct http_server_config *cfg, http_handler_cb handler,
@@ -44,6 +62,7 @@ int http_server_new(uv_loop_t *loop, const struct http_server_config *cfg, http_
     if (s == NULL) {
         return UV_ENOMEM;
     }
+    ignore_sigpipe();
     s->loop = loop;
     if (cfg != NULL) {
         s->cfg = *cfg;

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <uv.h>
 
 /*
@@ -20,6 +21,29 @@
  * handler may answer at once or later (asynchronously) with http_respond or the streaming
  * calls. The request object stays valid until the handler has completed the response
  * (http_respond / http_stream_end) or until the abort callback has run, whichever is first.
+ *
+ * Threading: everything here runs on the loop's thread, and every callback (handler, drain,
+ * abort, close) is called from that loop. None is called from inside an http_* call made by the
+ * handler: finishing a response never re-enters the handler synchronously, and the abort
+ * callback runs from the connection's close callback only, never from a write callback.
+ *
+ * Ownership: a handler that keeps a request beyond its handler call (to answer later) must set
+ * an abort callback (http_request_on_abort), because the connection may close first (client
+ * gone, write stall, shutdown grace over); without one the request is freed silently. A client
+ * disconnect is noticed when a write fails (reading is off while the handler owns a request),
+ * so a handler that writes nothing learns of it only when it answers (AGENT_E_CLOSED).
+ *
+ * Process state: http_server_new sets SIGPIPE to SIG_IGN if it is still SIG_DFL (libuv writes
+ * with write(2); a client closing mid-response would otherwise kill the process).
+ *
+ * Wire behaviour worth knowing: every response has Date and Content-Length or chunked framing
+ * (204/304 have neither), and "Connection: close" when the server closes after it; HTTP/1.0
+ * keep-alive is honoured and answered with "Connection: keep-alive"; HEAD responses carry the
+ * headers of the GET but no body; "Expect: 100-continue" gets "100 Continue" before the body
+ * is read (any other Expect: 417); Upgrade requests are served as plain HTTP/1.1; CONNECT: 405.
+ * Refused requests get an application/problem+json body and the connection is closed after it
+ * (with a short lingering close so the client reads the answer). Requests the server refuses by
+ * itself never reach the handler.
  */
 
 struct http_server;
@@ -30,21 +54,29 @@ struct http_header {
     const char *value;
 };
 
+/* Timers: the header timeout runs from accept (first request) or from the first byte (later
+ * requests) to the end of the head and is not extended by activity; the idle timeout bounds
+ * keep-alive idleness and also the gap between two reads of a request body. */
 struct http_server_config {
     uint64_t header_timeout_ms; /* whole request head must arrive within this; 0 → 10000 */
     uint64_t idle_timeout_ms;   /* keep-alive idle; 0 → 60000 */
     size_t max_url;             /* 0 → 8192 → 414 */
-    size_t max_header_bytes;    /* whole head; 0 → 32768 → 431 */
+    size_t max_header_bytes;    /* header section (names + values + 4 per line, trailers too; the
+                                   request line is bounded by max_url); 0 → 32768 → 431 */
     size_t max_body;            /* 0 → 1 MiB → 413 */
     size_t max_connections;     /* 0 → 1024; beyond: 503 and close */
     /* Added by the http module (zero keeps the default, so memset configs still work): */
-    uint64_t write_timeout_ms;  /* a write making no progress this long closes; 0 → 60000 */
-    size_t max_headers;         /* header lines per request; 0 → 100 → 431 */
-    size_t max_stream_pending;  /* http_stream_write past this closes the client; 0 → 16 MiB */
+    uint64_t write_timeout_ms; /* a write making no progress this long closes; 0 → 60000 */
+    size_t max_headers;        /* header lines per request; 0 → 100 → 431 */
+    size_t max_stream_pending; /* http_stream_write past this closes the client; 0 → 16 MiB */
 };
 
+/* Called once per complete request, in request order per connection (the next request of a
+ * connection is not read before this one is answered and written). */
 typedef void (*http_handler_cb)(void *ud, struct http_request *req);
 
+/* Creates a server on loop (nothing listens yet). cfg may be NULL (all defaults); it is copied.
+ * Returns 0, AGENT_E_INVAL (NULL loop/handler/out) or UV_ENOMEM; *out is set only on success. */
 int http_server_new(uv_loop_t *loop, const struct http_server_config *cfg, http_handler_cb handler,
                     void *ud, struct http_server **out);
 
@@ -63,6 +95,11 @@ size_t http_server_connection_count(const struct http_server *s);
 /*
  * Graceful shutdown: stop accepting, close idle connections at once, let requests in progress
  * finish for up to grace_ms then close everything, free s and call cb (may be NULL) from the loop.
+ * Responses finished during the grace period say "Connection: close". When the grace period
+ * ends, requests still owned by handlers are aborted (abort callbacks run). grace_ms 0 closes
+ * everything at once. cb always runs from a later loop iteration, after every handle of the
+ * server is closed (so uv_loop_close can succeed right after it). s must not be used after this
+ * call; a second call is ignored.
  */
 void http_server_close(struct http_server *s, uint64_t grace_ms, void (*cb)(void *ud), void *ud);
 
@@ -77,27 +114,40 @@ const uint8_t *http_request_body(const struct http_request *r, size_t *len);
 int http_request_tag(const struct http_request *r);
 uint64_t http_request_id(const struct http_request *r); /* unique per server, for logs */
 
-/* Called once if the client goes away while the handler still owns the request. After it
- * returns the request is freed: the handler must drop every pointer to it. */
+/* Called once if the client goes away while the handler still owns the request (or the server
+ * closes the connection: write stall, shutdown). Runs from the loop (the connection's close
+ * callback). After it returns the request is freed: the handler must drop every pointer to it.
+ * Inside it, response calls return AGENT_E_CLOSED and do nothing. cb NULL clears it. */
 typedef void (*http_abort_cb)(void *ud, struct http_request *r);
 void http_request_on_abort(struct http_request *r, http_abort_cb cb, void *ud);
 
 /* ---- responses ---- */
 /*
  * Sends a complete response with Content-Length, and finishes the request. `extra` headers are
- * copied. Returns 0 or a negative code (the request is finished either way).
+ * copied, and so is the body (content_type and body may be NULL). Returns 0 or a negative code
+ * (the request is finished either way): AGENT_E_CLOSED if the client is gone; AGENT_E_INVAL for
+ * a status outside 200..599, or a header with an invalid name/value (CR/LF: injection) or one
+ * the server manages (Content-Length, Transfer-Encoding, Connection, Date, Keep-Alive, Upgrade,
+ * Content-Type): then the client gets a 500 instead. 204/304 are sent without body.
  */
 int http_respond(struct http_request *r, int status, const char *content_type,
                  const struct http_header *extra, size_t nextra, const void *body, size_t len);
 
-/* Starts a chunked response (Transfer-Encoding: chunked). */
+/* Starts a chunked response (Transfer-Encoding: chunked; for an HTTP/1.0 client the body is
+ * sent raw and ends with the connection). Returns 0, AGENT_E_CLOSED, or AGENT_E_INVAL (bad
+ * status or header, 204/304, already started): on error the handler still owns the request and
+ * must finish it (http_respond or http_stream_abort). For HEAD, chunks are accepted and dropped. */
 int http_stream_begin(struct http_request *r, int status, const char *content_type,
                       const struct http_header *extra, size_t nextra);
-/* Queues one chunk (copied). Returns 0, or a negative code if the client is gone. */
+/* Queues one chunk (copied; len 0 is a no-op). Returns 0, or a negative code if the client is
+ * gone (AGENT_E_CLOSED; the abort callback follows from the loop). If the queue would exceed
+ * max_stream_pending the client is dropped and AGENT_E_TOOBIG returned: respect drain. */
 int http_stream_write(struct http_request *r, const void *data, size_t len);
-/* Bytes queued to the client and not yet written to the socket. */
+/* Bytes queued to the client whose write has not completed yet (all of this connection's). */
 size_t http_stream_pending(const struct http_request *r);
-/* Called (from the loop) whenever the queued bytes drop to or below low_water after a write. */
+/* Called (from the loop, after each completed write) whenever the queued bytes are at or
+ * below low_water: level-triggered, so it may run several times in a row. The callback may
+ * write, end or abort the stream. */
 typedef void (*http_drain_cb)(void *ud, struct http_request *r);
 void http_stream_on_drain(struct http_request *r, size_t low_water, http_drain_cb cb, void *ud);
 /* Writes the last chunk and finishes the request. */

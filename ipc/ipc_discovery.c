@@ -64,6 +64,7 @@ struct sock {
     struct ipc_discovery *d;
     char *name;
     char *path;
+    uint64_t pid; /* from the name */
     uint64_t key;
     uint64_t mtime_ns;
     enum sock_state state;
@@ -467,6 +468,7 @@ static void pump(struct ipc_discovery *d)
     }
     uint64_t now = uv_now(d->loop);
     uint64_t wake = UINT64_MAX;
+    bool settled_some = false;
     for (struct sock *s = d->socks; s != NULL; s = s->next) {
         if (s->removed || s->x != NULL) {
             continue;
@@ -492,6 +494,7 @@ static void pump(struct ipc_discovery *d)
             if (probe_due) {
                 s->state = S_STALE;
                 s->settled = true;
+                settled_some = true;
             } else {
                 s->live_due = false;
             }
@@ -500,6 +503,9 @@ static void pump(struct ipc_discovery *d)
     uv_timer_stop(&d->wake_timer);
     if (wake != UINT64_MAX) {
         (void)uv_timer_start(&d->wake_timer, on_wake, wake - now, 0);
+    }
+    if (settled_some) {
+        publish(d);
     }
     update_ready(d);
 }
@@ -539,6 +545,20 @@ static bool list_contains(struct proc_entry *const *list, size_t n, const struct
 }
 
 /*
+ * True while a newer socket for the same pid has not finished its first probe: listing the older
+ * one now would only make the winner flip a moment later.
+ */
+static bool held_back(const struct ipc_discovery *d, const struct sock *s)
+{
+    for (const struct sock *t = d->socks; t != NULL; t = t->next) {
+        if (t != s && !t->removed && !t->settled && t->pid == s->pid && t->key > s->key) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
  * Rebuilds the published list from the LISTED socks, reports what left and what joined, then
  * frees the retired processes (they stayed valid through the removal callbacks).
  */
@@ -546,7 +566,7 @@ static void publish(struct ipc_discovery *d)
 {
     size_t n = 0;
     for (struct sock *s = d->socks; s != NULL; s = s->next) {
-        if (!s->removed && s->state == S_LISTED && s->proc != NULL) {
+        if (!s->removed && s->state == S_LISTED && s->proc != NULL && !held_back(d, s)) {
             d->next_list[n++] = s->proc; /* n <= nsocks <= list_cap */
         }
     }
@@ -614,6 +634,7 @@ static void on_stat(uv_fs_t *req)
         s->probe_level = 3;
         s->retry_at = 0;
     }
+    publish(d); /* a sock that settled here may have held back an older sibling */
     pump(d);
 }
 
@@ -633,7 +654,7 @@ static void sock_stat(struct sock *s)
     d->stats_busy++;
 }
 
-static struct sock *sock_new(struct ipc_discovery *d, const char *name, uint64_t key)
+static struct sock *sock_new(struct ipc_discovery *d, const char *name, uint64_t pid, uint64_t key)
 {
     if (ensure_list_cap(d, d->nsocks + 1) != 0) {
         return NULL;
@@ -654,6 +675,7 @@ static struct sock *sock_new(struct ipc_discovery *d, const char *name, uint64_t
     s->path[dl] = '/';
     memcpy(s->path + dl + 1, name, nl + 1);
     s->d = d;
+    s->pid = pid;
     s->key = key;
     s->next = d->socks;
     d->socks = s;
@@ -687,7 +709,7 @@ static void on_scan(uv_fs_t *req)
             }
             struct sock *s = sock_find(d, ent.name);
             if (s == NULL) {
-                s = sock_new(d, ent.name, key);
+                s = sock_new(d, ent.name, pid, key);
                 if (s == NULL) {
                     log_warn(LOG_CAT, "out of memory tracking %s", ent.name);
                     continue;

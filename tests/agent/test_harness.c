@@ -4,18 +4,15 @@
  * failing dotmon test can be trusted to be dotmon's fault. Needs only /bin/sh and coreutils.
  */
 #define _GNU_SOURCE /* pipe2 */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +21,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "buf.h"
 #include "err.h"
@@ -160,9 +159,16 @@ static void test_proc_spawn_reports_exec_errors(void **state)
     struct proc_opts o = {.argv = missing};
     assert_int_equal(proc_spawn(&o, &p), -ENOENT);
     assert_null(p);
-    const char *not_exec[] = {"/etc/hostname", NULL};
+    /* A file without any x bit: EACCES even for root. */
+    char tmpl[] = "/tmp/dmnoexecXXXXXX";
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    assert_int_equal(fchmod(fd, 0644), 0);
+    close(fd);
+    const char *not_exec[] = {tmpl, NULL};
     o.argv = not_exec;
     assert_int_equal(proc_spawn(&o, &p), -EACCES);
+    unlink(tmpl);
     const char *sh[] = {"/bin/sh", "-c", "true", NULL};
     o.argv = sh;
     o.cwd = "/nonexistent-dir";
@@ -487,7 +493,8 @@ static void test_httpc_rejects_malformed_responses(void **state)
     expect_proto_error("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc");
     expect_proto_error("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n");
     expect_proto_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
-    expect_proto_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n");
+    expect_proto_error(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n");
 }
 
 static void test_httpc_truncated_body_is_closed_error(void **state)
@@ -546,11 +553,12 @@ static void test_httpc_raw_and_parse(void **state)
     assert_int_equal(httpc_parse("HTTP/1.1 200 OK\r\n", 17, NULL, &r, NULL), AGENT_E_CLOSED);
     httpc_resp_fini(&r);
 
-    /* A silent peer: raw mode returns what it has when the deadline passes. */
+    /* A silent peer: raw mode returns what it has when the deadline passes. (No half-close:
+     * this server hangs up on EOF.) */
     struct canned_server q = {.silent = true};
     canned_start(&q);
     buf_reset(&out);
-    assert_int_equal(httpc_raw(q.port, "GET / HTTP/1.1\r\n\r\n", 18, true, 200, &out),
+    assert_int_equal(httpc_raw(q.port, "GET / HTTP/1.1\r\n\r\n", 18, false, 200, &out),
                      AGENT_E_TIMEOUT);
     assert_int_equal(buf_size(&out), 0);
     canned_stop(&q);
@@ -563,18 +571,20 @@ static void test_testenv_json_top_string(void **state)
 {
     (void)state;
     char out[128];
-    const char *line = "{\"Timestamp\":\"t\",\"State\":{\"Message\":\"nested\"},\"Scopes\":[{\"Message\":"
-                       "\"x\"}],\"Message\":\"Now listening on: http:\\/\\/127.0.0.1:8080\","
-                       "\"Category\":\"dotmon\"}";
+    const char *line =
+        "{\"Timestamp\":\"t\",\"State\":{\"Message\":\"nested\"},\"Scopes\":[{\"Message\":"
+        "\"x\"}],\"Message\":\"Now listening on: http:\\/\\/127.0.0.1:8080\","
+        "\"Category\":\"dotmon\"}";
     assert_true(testenv_json_top_string(line, "Message", out, sizeof out));
     assert_string_equal(out, "Now listening on: http://127.0.0.1:8080");
-    assert_true(testenv_json_top_string(" { \"k\" : \"a\\\"b\\\\c\\n\\u00e9\\ud83d\\ude00\" } ", "k",
-                                        out, sizeof out));
+    assert_true(testenv_json_top_string(" { \"k\" : \"a\\\"b\\\\c\\n\\u00e9\\ud83d\\ude00\" } ",
+                                        "k", out, sizeof out));
     assert_string_equal(out, "a\"b\\c\n\xc3\xa9\xf0\x9f\x98\x80");
     assert_false(testenv_json_top_string("{\"Messages\":\"x\"}", "Message", out, sizeof out));
     assert_false(testenv_json_top_string("{\"Message\":42}", "Message", out, sizeof out));
     assert_false(testenv_json_top_string("Message: plain text", "Message", out, sizeof out));
-    assert_false(testenv_json_top_string("{\"a\":\"Message\",\"b\":1}", "Message", out, sizeof out));
+    assert_false(
+        testenv_json_top_string("{\"a\":\"Message\",\"b\":1}", "Message", out, sizeof out));
     char small[4];
     assert_true(testenv_json_top_string("{\"m\":\"abcdef\"}", "m", small, sizeof small));
     assert_string_equal(small, "abc");
@@ -601,7 +611,8 @@ static void test_testenv_dir_sockets_and_proc_info(void **state)
     /* Nobody listens: connect is refused at once. */
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    assert_true(strlen(path) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), -1);
     assert_int_equal(errno, ECONNREFUSED);
     close(fd);

@@ -285,7 +285,7 @@ enum tc_result tc_read_response(struct tc_conn *c, struct tc_response *r, int ti
             struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)c->read_delay_us * 1000L};
             nanosleep(&ts, NULL);
         }
-        size_t want = c->read_size ? c->read_size : 64 * 1024;
+        size_t want = c->read_size ? c->read_size : (size_t)64 * 1024;
         if (buf_reserve(&c->in, want) != 0) {
             return TC_ERROR;
         }

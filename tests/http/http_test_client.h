@@ -29,10 +29,10 @@ struct tc_response {
     uint8_t http_major, http_minor;
     struct buf headers; /* name\0value\0 ..., in order */
     size_t nheaders;
-    struct buf body;    /* de-chunked */
-    size_t nchunks;     /* chunks seen (chunked responses) */
-    size_t interim;     /* 1xx responses skipped before this one */
-    bool keep_alive;    /* llhttp_should_keep_alive */
+    struct buf body; /* de-chunked */
+    size_t nchunks;  /* chunks seen (chunked responses) */
+    size_t interim;  /* 1xx responses skipped before this one */
+    bool keep_alive; /* llhttp_should_keep_alive */
 };
 
 struct tc_conn {
@@ -44,7 +44,7 @@ struct tc_conn {
     bool complete;
     bool head_request; /* the response being read answers a HEAD: no body */
     int hstate;
-    size_t read_size;  /* bytes per recv; 0 → 64 KiB */
+    size_t read_size;       /* bytes per recv; 0 → 64 KiB */
     unsigned read_delay_us; /* sleep before each recv (slow reader) */
     size_t bytes_read;
 };
@@ -73,7 +73,8 @@ enum tc_result tc_read_response(struct tc_conn *c, struct tc_response *r, int ti
  * *extra (may be NULL) receives the number of bytes discarded. */
 enum tc_result tc_wait_closed(struct tc_conn *c, int timeout_ms, size_t *extra);
 /* One GET/HEAD round trip helper on a fresh connection-less request string. */
-enum tc_result tc_request(struct tc_conn *c, const char *raw, struct tc_response *r, int timeout_ms);
+enum tc_result tc_request(struct tc_conn *c, const char *raw, struct tc_response *r,
+                          int timeout_ms);
 
 /* Monotonic milliseconds. */
 uint64_t tc_now_ms(void);

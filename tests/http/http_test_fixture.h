@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+
 #include <uv.h>
 
 #include "http_server.h"
@@ -33,10 +34,10 @@ struct hfx {
     hfx_handler_fn handler;
     uint64_t close_grace_ms; /* grace used when the client is done (default 0) */
     bool timed_out;
-    bool client_finished;    /* loop side: the async arrived */
+    bool client_finished; /* loop side: the async arrived */
     bool server_closed;
-    unsigned requests;       /* handler calls */
-    void *user;              /* per-test state (loop thread) */
+    unsigned requests; /* handler calls */
+    void *user;        /* per-test state (loop thread) */
     /* client thread */
     pthread_t thread;
     hfx_client_fn client;

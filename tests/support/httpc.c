@@ -17,27 +17,17 @@
 
 #include "err.h"
 
-#define HTTPC_HEAD_MAX ((size_t)64 << 10)
-#define HTTPC_LINE_MAX ((size_t)4096) /* chunk-size and trailer lines */
+#define HTTPC_HEAD_MAX         ((size_t)64 << 10)
+#define HTTPC_LINE_MAX         ((size_t)4096) /* chunk-size and trailer lines */
 #define HTTPC_DEFAULT_MAX_BODY ((size_t)512 << 20)
-#define HTTPC_READ_CHUNK ((size_t)64 << 10)
+#define HTTPC_READ_CHUNK       ((size_t)64 << 10)
 
 /* Parser results besides 0 (done) and negative errors. */
 #define PARSE_NEED_MORE 1
 
-enum body_mode {
-    BODY_NONE,
-    BODY_LENGTH,
-    BODY_CHUNKED,
-    BODY_CLOSE
-};
+enum body_mode { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE };
 
-enum chunk_state {
-    CHUNK_SIZE,
-    CHUNK_DATA,
-    CHUNK_DATA_CRLF,
-    CHUNK_TRAILER
-};
+enum chunk_state { CHUNK_SIZE, CHUNK_DATA, CHUNK_DATA_CRLF, CHUNK_TRAILER };
 
 struct body_state {
     enum body_mode mode;
@@ -92,8 +82,7 @@ static char *dup_range(const char *p, size_t n)
     return s;
 }
 
-static int add_header(struct httpc_resp *r, const char *name, size_t nn, const char *val,
-                      size_t vn)
+static int add_header(struct httpc_resp *r, const char *name, size_t nn, const char *val, size_t vn)
 {
     struct httpc_header *h = realloc(r->headers, (r->n_headers + 1) * sizeof *h);
     if (!h) {
@@ -663,8 +652,7 @@ static int request_once(struct httpc *c, const char *method, const struct buf *r
         c->requests_on_conn = 0;
         rc = connect_to(c->host, c->port, deadline, &c->fd);
         if (rc != 0) {
-            fail(resp, rc, "connect to %s:%u: %s", c->host, (unsigned)c->port,
-                 agent_strerror(rc));
+            fail(resp, rc, "connect to %s:%u: %s", c->host, (unsigned)c->port, agent_strerror(rc));
             goto out;
         }
     }
@@ -704,8 +692,7 @@ static int request_once(struct httpc *c, const char *method, const struct buf *r
         }
         if (head_done) {
             size_t used = 0;
-            rc = body_feed(&bs, (const char *)buf_data(&c->in), buf_size(&c->in), eof, &used,
-                           resp);
+            rc = body_feed(&bs, (const char *)buf_data(&c->in), buf_size(&c->in), eof, &used, resp);
             buf_consume(&c->in, used);
             if (rc != 0 || bs.done) {
                 break;

@@ -34,11 +34,11 @@ struct httpc_resp {
     char *reason;
     struct httpc_header *headers; /* in arrival order, duplicates kept */
     size_t n_headers;
-    char *body;       /* decoded (de-chunked) body, NUL-terminated; never NULL after success */
-    size_t body_len;  /* without the terminating NUL */
-    bool chunked;     /* the body came with Transfer-Encoding: chunked */
-    bool until_close; /* the body had no length and ended with the connection */
-    bool keep_alive;  /* the connection may be reused after this response */
+    char *body;        /* decoded (de-chunked) body, NUL-terminated; never NULL after success */
+    size_t body_len;   /* without the terminating NUL */
+    bool chunked;      /* the body came with Transfer-Encoding: chunked */
+    bool until_close;  /* the body had no length and ended with the connection */
+    bool keep_alive;   /* the connection may be reused after this response */
     double ttfb_ms;    /* request start (incl. connect) to the end of the response head */
     double latency_ms; /* request start (incl. connect) to the last body byte */
     char error[200];   /* why the call failed, for assertion messages ("" on success) */
@@ -49,9 +49,9 @@ struct httpc {
     int fd; /* -1 when not connected */
     char host[64];
     uint16_t port;
-    int timeout_ms;  /* per request */
-    size_t max_body; /* body cap; default 512 MiB */
-    struct buf in;   /* received bytes not yet consumed */
+    int timeout_ms;            /* per request */
+    size_t max_body;           /* body cap; default 512 MiB */
+    struct buf in;             /* received bytes not yet consumed */
     unsigned requests_on_conn; /* requests sent on the current connection */
 };
 

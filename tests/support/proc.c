@@ -22,8 +22,8 @@
 extern char **environ;
 
 #define PROC_CAPTURE_MAX ((size_t)64 << 20)
-#define PROC_TABLE_SIZE 256
-#define PROC_READ_CHUNK 65536
+#define PROC_TABLE_SIZE  256
+#define PROC_READ_CHUNK  65536
 
 struct proc_capture {
     struct buf data; /* everything received; never consumed, so offsets stay valid */
@@ -35,9 +35,9 @@ struct proc_capture {
 
 struct proc {
     pid_t pid;
-    int in_fd;         /* our end of the child's stdin; -1 once closed */
-    int out_fd[2];     /* our ends of stdout and stderr, read by the reader thread */
-    int stop_fd[2];    /* self-pipe: a byte here makes the reader give up */
+    int in_fd;      /* our end of the child's stdin; -1 once closed */
+    int out_fd[2];  /* our ends of stdout and stderr, read by the reader thread */
+    int stop_fd[2]; /* self-pipe: a byte here makes the reader give up */
     pthread_t reader;
     bool reader_started;
     pthread_mutex_t mu; /* guards cap[] */

@@ -31,10 +31,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-enum proc_stream {
-    PROC_STDOUT = 0,
-    PROC_STDERR = 1
-};
+enum proc_stream { PROC_STDOUT = 0, PROC_STDERR = 1 };
 
 struct proc_opts {
     /* argv[0] is the program: a path, or a bare name looked up in PATH. NULL-terminated. */

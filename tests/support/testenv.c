@@ -20,12 +20,12 @@
 
 #include "err.h"
 
-#define APP_READY_MS 30000
+#define APP_READY_MS    30000
 #define DOTMON_READY_MS 15000
 #define HTTP_TIMEOUT_MS 10000
-#define DUMP_BYTES ((size_t)16 << 10)
-#define LISTEN_PREFIX "Now listening on: http://127.0.0.1:"
-#define TOKEN_PREFIX "Authorization: Bearer "
+#define DUMP_BYTES      ((size_t)16 << 10)
+#define LISTEN_PREFIX   "Now listening on: http://127.0.0.1:"
+#define TOKEN_PREFIX    "Authorization: Bearer "
 
 /* ---- small utilities ------------------------------------------------------------------------ */
 
@@ -561,8 +561,8 @@ int testenv_start_app(struct testenv *env, const char *const *args, const char *
     registered = true;
     app->pid = proc_pid(app->proc);
 
-    rc = proc_wait_line(app->proc, PROC_STDOUT, "ready pid=", testenv_timeout(APP_READY_MS),
-                        &ready);
+    rc =
+        proc_wait_line(app->proc, PROC_STDOUT, "ready pid=", testenv_timeout(APP_READY_MS), &ready);
     if (rc != 0) {
         fprintf(stderr, "testenv: %s: no 'ready pid=' line: %s\n", label, agent_strerror(rc));
         proc_dump(app->proc, stderr, DUMP_BYTES);
@@ -707,8 +707,8 @@ static void explain_no_listen(struct proc *p, int rc)
     proc_dump(p, stderr, DUMP_BYTES);
 }
 
-int testenv_start_dotmon(struct testenv *env, const char *const *args,
-                         const char *const *extra_env, struct dotmon **out)
+int testenv_start_dotmon(struct testenv *env, const char *const *args, const char *const *extra_env,
+                         struct dotmon **out)
 {
     if (!env->dotmon_bin) {
         fprintf(stderr, "testenv: DOTMON_BIN is not set\n");
@@ -729,7 +729,7 @@ int testenv_start_dotmon(struct testenv *env, const char *const *args,
     while (extra_env && extra_env[n_env]) {
         n_env++;
     }
-    argv = calloc(n_args + 5, sizeof *argv);
+    argv = calloc(n_args + 7, sizeof *argv);
     envv = calloc(n_env + 2, sizeof *envv);
     if (!dm || !argv || !envv) {
         free(dm);
@@ -741,6 +741,11 @@ int testenv_start_dotmon(struct testenv *env, const char *const *args,
     if (!has_arg(args, "--urls")) {
         argv[k++] = "--urls";
         argv[k++] = "http://127.0.0.1:0";
+    }
+    /* Metrics bind localhost:52325 by default: parallel tests would fight over it. */
+    if (!has_arg(args, "--metrics") && !has_arg(args, "-m") && !has_arg(args, "--metricUrls")) {
+        argv[k++] = "--metrics";
+        argv[k++] = "false";
     }
     for (size_t i = 0; i < n_args; i++) {
         argv[k++] = args[i];
@@ -778,7 +783,8 @@ int testenv_start_dotmon(struct testenv *env, const char *const *args,
         rc = proc_wait_line(dm->proc, PROC_STDOUT, TOKEN_PREFIX, left > 1000 ? left : 1000,
                             &token_line);
         if (rc != 0) {
-            fprintf(stderr, "testenv: dotmon --temp-apikey printed no '%s<jwt>' line on stdout: %s\n",
+            fprintf(stderr,
+                    "testenv: dotmon --temp-apikey printed no '%s<jwt>' line on stdout: %s\n",
                     TOKEN_PREFIX, agent_strerror(rc));
             proc_dump(dm->proc, stderr, DUMP_BYTES);
             goto out;

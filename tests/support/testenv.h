@@ -10,8 +10,8 @@
  *
  *     struct testenv env;                       setup:    testenv_init(&env)
  *     struct test_app *app;                               testenv_start_app(&env, NULL, NULL, &app)
- *     struct dotmon *dm;                                  testenv_start_dotmon(&env, args, NULL, &dm)
- *     struct httpc_resp r;                                testenv_dotmon_get(dm, "/processes", &r)
+ *     struct dotmon *dm;                                  testenv_start_dotmon(&env, args, NULL,
+ * &dm) struct httpc_resp r;                                testenv_dotmon_get(dm, "/processes", &r)
  *                                               teardown: testenv_fini(&env)
  *
  * Everything started through an env is owned by it and stopped in testenv_fini (which also
@@ -35,17 +35,17 @@
 #include "httpc.h"
 #include "proc.h"
 
-#define TESTENV_MAX_APPS 16
+#define TESTENV_MAX_APPS    16
 #define TESTENV_MAX_DOTMONS 4
-#define TESTENV_DIR_SIZE 32
+#define TESTENV_DIR_SIZE    32
 
 /* A running TestApp. */
 struct test_app {
     struct proc *proc;
-    pid_t pid;        /* from its "ready pid=" line (the apphost runs the runtime in-process) */
-    char marker[33];  /* random hex, on its command line ("--marker <m>") and in its environment
-                         (DOTMON_TEST_MARKER=<m>) */
-    bool stopped;     /* the test ended it on purpose (testenv_stop_app) */
+    pid_t pid;       /* from its "ready pid=" line (the apphost runs the runtime in-process) */
+    char marker[33]; /* random hex, on its command line ("--marker <m>") and in its environment
+                        (DOTMON_TEST_MARKER=<m>) */
+    bool stopped;    /* the test ended it on purpose (testenv_stop_app) */
 };
 
 /* A running dotmon. */
@@ -95,13 +95,16 @@ int testenv_app_cmd(struct test_app *app, const char *cmd, int timeout_ms, char 
 int testenv_stop_app(struct test_app *app, int sig, int *wstatus);
 
 /*
- * Starts `DOTMON_BIN collect --urls http://127.0.0.1:0 <args>` (no default --urls when args has
- * one) with TMPDIR=env->dir and the extra env. Waits (15 s) for a stderr JSON log line whose
- * top-level "Message" starts with "Now listening on: http://127.0.0.1:" and takes the port from
- * it; with --temp-apikey also for the stdout line "Authorization: Bearer <jwt>".
+ * Starts `DOTMON_BIN collect --urls http://127.0.0.1:0 --metrics false <args>` with
+ * TMPDIR=env->dir and the extra env. The default --urls is left out when args has --urls, and
+ * "--metrics false" when args has --metrics, -m or --metricUrls (otherwise every dotmon would
+ * bind the default metrics port localhost:52325, and parallel tests would collide).
+ * Waits (15 s) for a stderr JSON log line whose top-level "Message" starts with
+ * "Now listening on: http://127.0.0.1:" and takes the port from the first such line; with
+ * --temp-apikey also for the stdout line "Authorization: Bearer <jwt>".
  */
-int testenv_start_dotmon(struct testenv *env, const char *const *args,
-                         const char *const *extra_env, struct dotmon **out);
+int testenv_start_dotmon(struct testenv *env, const char *const *args, const char *const *extra_env,
+                         struct dotmon **out);
 
 /* SIGTERM, then waits grace_ms (scaled) for dotmon to exit (SIGKILL after). *wstatus as in
  * proc_wait. A clean shutdown is WIFEXITED with status 0. */

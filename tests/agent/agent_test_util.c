@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+#include "agent_test_util.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "err.h"
+
+#define WATCHDOG_S 180
+
+int agent_test_setup(void **state)
+{
+    struct testenv *env = calloc(1, sizeof *env);
+    if (!env || testenv_init(env) != 0) {
+        free(env);
+        return -1;
+    }
+    testenv_watchdog(WATCHDOG_S);
+    *state = env;
+    return 0;
+}
+
+int agent_test_teardown(void **state)
+{
+    struct testenv *env = *state;
+    testenv_fini(env);
+    free(env);
+    testenv_watchdog(0);
+    return 0;
+}
+
+struct test_app *agent_test_start_app(struct testenv *env)
+{
+    struct test_app *app = NULL;
+    assert_int_equal(testenv_start_app(env, NULL, NULL, &app), 0);
+    assert_non_null(app);
+    return app;
+}
+
+struct dotmon *agent_test_start_dotmon(struct testenv *env, const char *const *args)
+{
+    struct dotmon *dm = NULL;
+    assert_int_equal(testenv_start_dotmon(env, args, NULL, &dm), 0);
+    assert_non_null(dm);
+    assert_true(dm->port > 0);
+    return dm;
+}
+
+void agent_test_stop_dotmon_clean(struct dotmon *dm)
+{
+    int st = -1;
+    assert_int_equal(testenv_stop_dotmon(dm, 10000, &st), 0);
+    assert_true(st != -1 && WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void show(const char *what, const char *target, const struct httpc_resp *r, int rc)
+{
+    fprintf(stderr, "%s %s: rc %d (%s)%s%s, status %d, content-type '%s', body: %.*s\n", what,
+            target, rc, agent_strerror(rc), r->error[0] ? ": " : "", r->error, r->status,
+            httpc_header(r, "Content-Type") ? httpc_header(r, "Content-Type") : "(none)",
+            (int)(r->body_len > 2000 ? 2000 : r->body_len), r->body ? r->body : "");
+}
+
+cJSON *agent_test_get_json(struct dotmon *dm, const char *target, int expect_status)
+{
+    struct httpc_resp r;
+    int rc = testenv_dotmon_get(dm, target, &r);
+    bool ok = rc == 0 && r.status == expect_status &&
+              (expect_status >= 300 || httpc_content_type_is(&r, "application/json"));
+    cJSON *json = ok ? cJSON_ParseWithLength(r.body, r.body_len) : NULL;
+    if (!ok || !json) {
+        show(json ? "unexpected answer to GET" : "no JSON in answer to GET", target, &r, rc);
+    }
+    httpc_resp_fini(&r);
+    assert_int_equal(rc, 0);
+    assert_true(ok);
+    assert_non_null(json);
+    return json;
+}
+
+/* The checks of agent_test_assert_problem, without asserting (so callers can free first). */
+static bool problem_ok(const struct httpc_resp *r, int expect_status)
+{
+    cJSON *json = cJSON_ParseWithLength(r->body, r->body_len);
+    bool ok = r->status == expect_status && httpc_content_type_is(r, "application/problem+json") &&
+              cJSON_IsObject(json);
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(json, "status");
+    const cJSON *title = cJSON_GetObjectItemCaseSensitive(json, "title");
+    const cJSON *detail = cJSON_GetObjectItemCaseSensitive(json, "detail");
+    ok = ok && cJSON_IsNumber(status) && (int)status->valuedouble == expect_status &&
+         cJSON_IsString(title) && cJSON_IsString(detail);
+    if (!ok) {
+        fprintf(stderr, "expected a %d application/problem+json with status, title, detail\n",
+                expect_status);
+        show("got", "", r, 0);
+    }
+    cJSON_Delete(json);
+    return ok;
+}
+
+void agent_test_assert_problem(const struct httpc_resp *r, int expect_status)
+{
+    assert_true(problem_ok(r, expect_status));
+}
+
+void agent_test_expect_problem(struct dotmon *dm, const char *method, const char *target,
+                               int expect_status)
+{
+    struct httpc_resp r;
+    int rc = testenv_dotmon_request(dm, method, target, NULL, 0, &r);
+    if (rc != 0) {
+        show(method, target, &r, rc);
+    }
+    bool ok = rc == 0 && problem_ok(&r, expect_status);
+    if (!ok && rc == 0) {
+        fprintf(stderr, "... in answer to %s %s\n", method, target);
+    }
+    httpc_resp_fini(&r);
+    assert_true(ok);
+}
+
+cJSON *agent_test_find_pid(cJSON *arr, pid_t pid)
+{
+    cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "pid");
+        if (cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static bool same_pid_set(cJSON *arr, const pid_t *pids, size_t n)
+{
+    if (!cJSON_IsArray(arr) || (size_t)cJSON_GetArraySize(arr) != n) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!agent_test_find_pid(arr, pids[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+cJSON *agent_test_wait_processes(struct dotmon *dm, const pid_t *pids, size_t n, int timeout_ms)
+{
+    double deadline = testenv_now_ms() + testenv_timeout(timeout_ms);
+    char *last = NULL;
+    for (;;) {
+        cJSON *arr = agent_test_get_json(dm, "/processes", 200);
+        if (same_pid_set(arr, pids, n)) {
+            free(last);
+            return arr;
+        }
+        free(last);
+        last = cJSON_PrintUnformatted(arr);
+        cJSON_Delete(arr);
+        if (testenv_now_ms() >= deadline) {
+            break;
+        }
+        testenv_sleep_ms(100);
+    }
+    fprintf(stderr, "/processes never listed exactly these %zu pids:", n);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(stderr, " %d", (int)pids[i]);
+    }
+    fprintf(stderr, "\nlast answer: %s\n", last ? last : "(none)");
+    free(last);
+    fail_msg("process list did not settle within %d ms", timeout_ms);
+    return NULL;
+}
+
+bool agent_test_is_guid(const char *s)
+{
+    static const int groups[] = {8, 4, 4, 4, 12};
+    for (size_t g = 0; g < 5; g++) {
+        for (int i = 0; i < groups[g]; i++, s++) {
+            if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f') ||
+                  (*s >= 'A' && *s <= 'F'))) {
+                return false;
+            }
+        }
+        if (g < 4 && *s++ != '-') {
+            return false;
+        }
+    }
+    return *s == '\0';
+}
+
+const char *agent_test_str(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    if (!cJSON_IsString(v)) {
+        char *text = cJSON_PrintUnformatted(obj);
+        fprintf(stderr, "no string member '%s' in %s\n", name, text ? text : "(null)");
+        free(text);
+    }
+    assert_true(cJSON_IsString(v));
+    return v->valuestring;
+}
+
+long long agent_test_int(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    if (!cJSON_IsNumber(v)) {
+        char *text = cJSON_PrintUnformatted(obj);
+        fprintf(stderr, "no number member '%s' in %s\n", name, text ? text : "(null)");
+        free(text);
+    }
+    assert_true(cJSON_IsNumber(v));
+    return (long long)v->valuedouble;
+}

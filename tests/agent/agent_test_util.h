@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_TEST_UTIL_H
+#define AGENT_TEST_UTIL_H
+
+/*
+ * Shared pieces of the dotmon integration tests (test_agent_*.c): cmocka setup/teardown around a
+ * struct testenv, starters that assert, and JSON checks of dotmon's responses. Every helper fails
+ * the running test (cmocka assert) instead of returning an error, and prints the response it
+ * did not like first.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <cJSON.h>
+
+#include "httpc.h"
+#include "testenv.h"
+
+/* cmocka setup/teardown: *state becomes a heap struct testenv (temp dir) plus a 180 s watchdog. */
+int agent_test_setup(void **state);
+int agent_test_teardown(void **state);
+
+/* Starts a TestApp / a dotmon (extra args, NULL-terminated), asserting success. */
+struct test_app *agent_test_start_app(struct testenv *env);
+struct dotmon *agent_test_start_dotmon(struct testenv *env, const char *const *args);
+
+/* Stops dotmon with SIGTERM and asserts it exited with status 0 within 10 s: a crash, a hang or
+ * a LeakSanitizer report at exit fails the test. */
+void agent_test_stop_dotmon_clean(struct dotmon *dm);
+
+/* GETs target (with dotmon's token if it has one), asserts the status and, for 2xx, that the body
+ * is application/json; returns the parsed body (caller cJSON_Delete). */
+cJSON *agent_test_get_json(struct dotmon *dm, const char *target, int expect_status);
+
+/* Asserts resp is an RFC 7807 problem: status code, application/problem+json, and a JSON object
+ * whose "status" equals it and whose "title" and "detail" are strings. */
+void agent_test_assert_problem(const struct httpc_resp *resp, int expect_status);
+/* GET target, then agent_test_assert_problem. */
+void agent_test_expect_problem(struct dotmon *dm, const char *method, const char *target,
+                               int expect_status);
+
+/*
+ * Polls GET /processes every 100 ms until the listed pids are exactly pids[0..n) (any order), for
+ * up to timeout_ms (scaled); returns that array (caller cJSON_Delete) or fails the test showing
+ * the last body.
+ */
+cJSON *agent_test_wait_processes(struct dotmon *dm, const pid_t *pids, size_t n, int timeout_ms);
+
+/* The element of a /processes array with this pid, or NULL. */
+cJSON *agent_test_find_pid(cJSON *arr, pid_t pid);
+/* True when s is a GUID in 8-4-4-4-12 hex form. */
+bool agent_test_is_guid(const char *s);
+/* The string member name of obj, failing the test if it is missing or not a string. */
+const char *agent_test_str(const cJSON *obj, const char *name);
+/* The integer member name of obj, failing the test if it is missing or not a number. */
+long long agent_test_int(const cJSON *obj, const char *name);
+
+#endif

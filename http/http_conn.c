@@ -92,7 +92,12 @@ static void request_complete(struct http_request *r, bool close);
 
 static void conn_set_state(struct http_conn *c, enum conn_state next)
 {
-    assert(conn_transitions[c->state] & STATE_BIT(next));
+    /* An illegal transition is a bug in this file; stop loudly even in release builds. */
+    if ((conn_transitions[c->state] & STATE_BIT(next)) == 0) {
+        log_error("dotmon.http", "illegal connection state transition %d -> %d", (int)c->state,
+                  (int)next);
+        abort();
+    }
     c->state = next;
     conn_arm_timer(c);
 }

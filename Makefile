@@ -8,7 +8,7 @@ BUILD_ASAN ?= build-asan
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps build build-asan run test test-fast clean
+.PHONY: all deps build build-asan run test test-fast bench clean
 
 all: build
 
@@ -43,6 +43,12 @@ test: build build-asan
 # The normal build only (quicker while developing).
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure
+
+# Benchmarks (not part of the tests): figures for BENCHMARKS.md.
+bench: build
+	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	  ./$(BUILD)/bench/bench_foundation 1000
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

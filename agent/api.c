@@ -93,6 +93,9 @@ static bool authorize(struct agent *a, struct http_request *req)
         return true;
     }
     int status = r == AUTH_FORBIDDEN ? 403 : 401;
+    /* Log before answering: http_respond finishes (frees) the request. */
+    log_info(cat, "request %llu refused (%d): %s", (unsigned long long)http_request_id(req), status,
+             reason ? reason : "");
     struct buf body;
     buf_init(&body, 4096);
     http_problem_json(&body, status, http_status_text(status), reason ? reason : "not authorized");
@@ -102,8 +105,6 @@ static bool authorize(struct agent *a, struct http_request *req)
         http_respond(req, 403, "application/problem+json", NULL, 0, buf_data(&body), buf_size(&body));
     }
     buf_fini(&body);
-    log_info(cat, "request %llu refused (%d): %s", (unsigned long long)http_request_id(req), status,
-             reason ? reason : "");
     return false;
 }
 
@@ -149,11 +150,11 @@ void api_handle(void *ud, struct http_request *req)
         struct buf body;
         buf_init(&body, 4096);
         char detail[128];
+        const char *allowed = strcmp(route->method, "GET") == 0 ? "GET, HEAD" : route->method;
         snprintf(detail, sizeof(detail), "%s does not support %s; allowed: %s", route->path, method,
-                 route->method);
+                 allowed);
         http_problem_json(&body, 405, "Method Not Allowed", detail);
-        const struct http_header allow[] = {{"Allow", strcmp(route->method, "GET") == 0 ? "GET, HEAD"
-                                                                                        : route->method}};
+        const struct http_header allow[] = {{"Allow", allowed}};
         http_respond(req, 405, "application/problem+json", allow, 1, buf_data(&body), buf_size(&body));
         buf_fini(&body);
         return;

@@ -17,20 +17,16 @@
  *   CONNECTING -> AWAIT_HEADER -> AWAIT_PAYLOAD -> [AWAIT_CONTINUATION] -> CLOSING
  *
  * Reading starts as soon as the connection is up, while the request is still being written, so
- * an early Error reply is not missed. The read buffer is grown only to exactly the bytes the
- * current phase still needs (header, then header.size, then the continuation), each size checked
- * against max_reply first; bytes beyond the reply are never read. One timer covers the whole
- * exchange. Any ending goes through finish(), which closes both handles; the user callback runs
- * from the last close callback and the exchange is freed right after it.
+ * an early Error reply is not missed. Each read asks for at most what the current phase still
+ * needs (header, then header.size, then the continuation), and every announced size is checked
+ * against max_reply before the buffer grows for it; bytes beyond the reply are never read. One
+ * timer covers the whole exchange. Any ending goes through x_finish(), which closes both handles;
+ * the user callback runs from the last close callback and the exchange is freed right after it.
  */
 
-enum xstate {
-    X_CONNECTING = 0,
-    X_AWAIT_HEADER,
-    X_AWAIT_PAYLOAD,
-    X_AWAIT_CONTINUATION,
-    X_CLOSING
-};
+#define READ_CHUNK (64 * 1024)
+
+enum xstate { X_CONNECTING = 0, X_AWAIT_HEADER, X_AWAIT_PAYLOAD, X_AWAIT_CONTINUATION, X_CLOSING };
 
 struct ipc_exchange {
     uv_pipe_t pipe;
@@ -195,6 +191,13 @@ static void x_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     (void)suggested;
     size_t have = buf_size(&x->in);
     size_t need = x->want > have ? x->want - have : 0;
+    /*
+     * Grow with the data, not with the announced size: a continuation announced at the cap but
+     * never sent costs at most one chunk.
+     */
+    if (need > READ_CHUNK) {
+        need = READ_CHUNK;
+    }
     int rc = need > 0 ? buf_reserve(&x->in, need) : AGENT_E_PROTO;
     if (rc != 0) {
         x->alloc_err = rc;

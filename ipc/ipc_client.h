@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
 #include <uv.h>
 
 /*
@@ -16,9 +17,9 @@
 struct ipc_exchange;
 
 struct ipc_result {
-    int status;           /* 0 = got a reply (OK or Error); else a negative code (timeout, refused…) */
-    int ok;               /* 1 if the reply was Server/OK, 0 if Server/Error */
-    uint32_t hresult;     /* Error replies (and int32 OK replies): the HRESULT */
+    int status; /* 0 = got a reply (OK or Error); else a negative code (timeout, refused…) */
+    int ok;     /* 1 if the reply was Server/OK, 0 if Server/Error */
+    uint32_t hresult;       /* Error replies (and int32 OK replies): the HRESULT */
     const uint8_t *payload; /* reply payload (view, valid during the callback only) */
     size_t payload_len;
     const uint8_t *continuation; /* ProcessEnvironment continuation, else NULL */
@@ -34,7 +35,7 @@ enum ipc_exchange_kind {
 
 /* Used when ipc_exchange_start gets 0 for timeout_ms / max_reply. */
 #define IPC_EXCHANGE_DEFAULT_TIMEOUT_MS 5000
-#define IPC_EXCHANGE_DEFAULT_MAX_REPLY (1024 * 1024)
+#define IPC_EXCHANGE_DEFAULT_MAX_REPLY  (1024 * 1024)
 
 /*
  * Starts an exchange on `loop` with the runtime listening at `path`. `req` (a complete IPC

@@ -7,7 +7,7 @@
 
 /* Limits the runtime enforces on CollectTracing requests (PROTOCOL.md §3.1, §8.12). */
 #define MAX_PROVIDERS 1000
-#define MAX_LEVEL 5
+#define MAX_LEVEL     5
 
 const char *ipc_hresult_name(uint32_t hr)
 {
@@ -50,7 +50,8 @@ const char *ipc_hresult_name(uint32_t hr)
 void ipc_guid_format(const uint8_t cookie[IPC_GUID_SIZE], char out[IPC_GUID_STR_SIZE])
 {
     static const char hex[] = "0123456789abcdef";
-    static const uint8_t order[IPC_GUID_SIZE] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+    static const uint8_t order[IPC_GUID_SIZE] = {3, 2, 1,  0,  5,  4,  7,  6,
+                                                 8, 9, 10, 11, 12, 13, 14, 15};
     size_t o = 0;
     for (size_t i = 0; i < IPC_GUID_SIZE; i++) {
         if (i == 4 || i == 6 || i == 8 || i == 10) {
@@ -220,7 +221,8 @@ int ipc_cmd_collect_tracing(struct ipc_wr *w, int version, const struct ipc_coll
         return rc;
     }
     size_t start;
-    rc = ipc_wr_message_begin(w, IPC_SET_EVENTPIPE, (uint8_t)(IPC_EP_COLLECT_TRACING + version - 1), &start);
+    rc = ipc_wr_message_begin(w, IPC_SET_EVENTPIPE, (uint8_t)(IPC_EP_COLLECT_TRACING + version - 1),
+                              &start);
     if (rc != 0) {
         return rc;
     }
@@ -382,8 +384,8 @@ static int env_validate(const uint8_t *p, size_t n, uint32_t *count)
     return 0;
 }
 
-int ipc_env_parse(const uint8_t *p, size_t n, char *scratch, size_t scratch_cap, ipc_env_entry_cb cb,
-                  void *ud)
+int ipc_env_parse(const uint8_t *p, size_t n, char *scratch, size_t scratch_cap,
+                  ipc_env_entry_cb cb, void *ud)
 {
     uint32_t count;
     int rc = env_validate(p, n, &count);

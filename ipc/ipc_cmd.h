@@ -21,38 +21,38 @@
 #include "ipc_codec.h"
 
 /* Command sets and ids (§3.0). */
-#define IPC_SET_DUMP 0x01
+#define IPC_SET_DUMP      0x01
 #define IPC_SET_EVENTPIPE 0x02
-#define IPC_SET_PROFILER 0x03
-#define IPC_SET_PROCESS 0x04
-#define IPC_SET_SERVER 0xFF
+#define IPC_SET_PROFILER  0x03
+#define IPC_SET_PROCESS   0x04
+#define IPC_SET_SERVER    0xFF
 
-#define IPC_EP_STOP_TRACING 0x01
+#define IPC_EP_STOP_TRACING    0x01
 #define IPC_EP_COLLECT_TRACING 0x02 /* + (version - 1) for CollectTracing2..6 */
 
-#define IPC_PROCESS_INFO 0x00
+#define IPC_PROCESS_INFO           0x00
 #define IPC_PROCESS_RESUME_RUNTIME 0x01
-#define IPC_PROCESS_ENVIRONMENT 0x02
-#define IPC_PROCESS_SET_ENV 0x03
-#define IPC_PROCESS_INFO2 0x04
-#define IPC_PROCESS_INFO3 0x08
+#define IPC_PROCESS_ENVIRONMENT    0x02
+#define IPC_PROCESS_SET_ENV        0x03
+#define IPC_PROCESS_INFO2          0x04
+#define IPC_PROCESS_INFO3          0x08
 
-#define IPC_SERVER_OK 0x00
+#define IPC_SERVER_OK    0x00
 #define IPC_SERVER_ERROR 0xFF
 
 /* HRESULTs (§2.4). */
-#define IPC_HR_S_OK 0x00000000u
-#define IPC_HR_BAD_ENCODING 0x80131384u
-#define IPC_HR_UNKNOWN_COMMAND 0x80131385u
-#define IPC_HR_UNKNOWN_MAGIC 0x80131386u
-#define IPC_HR_UNKNOWN_ERROR 0x80131387u
-#define IPC_HR_NOTSUPPORTED 0x80131515u
-#define IPC_HR_FAIL 0x80004005u
-#define IPC_HR_NOT_YET_AVAILABLE 0x8013135Bu
-#define IPC_HR_RUNTIME_UNINITIALIZED 0x80131371u
-#define IPC_HR_INVALIDARG 0x80070057u
-#define IPC_HR_INSUFFICIENT_BUFFER 0x8007007Au
-#define IPC_HR_ENVVAR_NOT_FOUND 0x800000CBu
+#define IPC_HR_S_OK                    0x00000000u
+#define IPC_HR_BAD_ENCODING            0x80131384u
+#define IPC_HR_UNKNOWN_COMMAND         0x80131385u
+#define IPC_HR_UNKNOWN_MAGIC           0x80131386u
+#define IPC_HR_UNKNOWN_ERROR           0x80131387u
+#define IPC_HR_NOTSUPPORTED            0x80131515u
+#define IPC_HR_FAIL                    0x80004005u
+#define IPC_HR_NOT_YET_AVAILABLE       0x8013135Bu
+#define IPC_HR_RUNTIME_UNINITIALIZED   0x80131371u
+#define IPC_HR_INVALIDARG              0x80070057u
+#define IPC_HR_INSUFFICIENT_BUFFER     0x8007007Au
+#define IPC_HR_ENVVAR_NOT_FOUND        0x800000CBu
 #define IPC_HR_PROFILER_ALREADY_ACTIVE 0x8013136Au
 
 /* The rundown keyword that CollectTracing2/3's requestRundown=true stands for (§3.1, §6.2). */
@@ -74,17 +74,17 @@ void ipc_cmdline_name(const char *cmdline, const char **name, size_t *len);
 
 /* Any command with an empty payload. */
 int ipc_cmd_empty(struct ipc_wr *w, uint8_t command_set, uint8_t command_id);
-int ipc_cmd_process_info(struct ipc_wr *w);    /* 20 bytes */
-int ipc_cmd_process_info2(struct ipc_wr *w);   /* 20 bytes */
-int ipc_cmd_process_info3(struct ipc_wr *w);   /* 20 bytes */
-int ipc_cmd_process_env(struct ipc_wr *w);     /* 20 bytes */
-int ipc_cmd_resume_runtime(struct ipc_wr *w);  /* 20 bytes */
+int ipc_cmd_process_info(struct ipc_wr *w);   /* 20 bytes */
+int ipc_cmd_process_info2(struct ipc_wr *w);  /* 20 bytes */
+int ipc_cmd_process_info3(struct ipc_wr *w);  /* 20 bytes */
+int ipc_cmd_process_env(struct ipc_wr *w);    /* 20 bytes */
+int ipc_cmd_resume_runtime(struct ipc_wr *w); /* 20 bytes */
 /* StopTracing: uint64 session id (28 bytes). Send it on a new connection (§8.11). */
 int ipc_cmd_stop_tracing(struct ipc_wr *w, uint64_t session_id);
 
 /* One EventPipe provider (§3.1 provider_config / streaming_provider_config). */
 struct ipc_provider {
-    const char *name;      /* non-empty UTF-8 */
+    const char *name; /* non-empty UTF-8 */
     uint64_t keywords;
     uint32_t level;        /* 0 LogAlways .. 5 Verbose */
     const char *arguments; /* NULL (absent) or "k=v;k2=v2" */
@@ -92,19 +92,19 @@ struct ipc_provider {
      * CollectTracing5 event-id filter. The zero value (disable none) means "all events" and is
      * expressible by every version; anything else needs version 5.
      */
-    bool filter_enable;       /* true: only event_ids; false: all except event_ids */
+    bool filter_enable; /* true: only event_ids; false: all except event_ids */
     const uint32_t *event_ids;
     uint32_t event_id_count;
 };
 
 /* A streaming session. The zero value of every optional field is the runtime's default. */
 struct ipc_collect_config {
-    uint32_t buffer_mb;        /* circularBufferMB, > 0 */
-    uint32_t format;           /* 1 = NetTrace (0 = legacy NetPerf) */
-    uint64_t rundown_keyword;  /* 0 = no rundown; IPC_RUNDOWN_DEFAULT = requestRundown true */
-    bool disable_stackwalk;    /* requestStackwalk = false (needs version >= 3) */
+    uint32_t buffer_mb;       /* circularBufferMB, > 0 */
+    uint32_t format;          /* 1 = NetTrace (0 = legacy NetPerf) */
+    uint64_t rundown_keyword; /* 0 = no rundown; IPC_RUNDOWN_DEFAULT = requestRundown true */
+    bool disable_stackwalk;   /* requestStackwalk = false (needs version >= 3) */
     const struct ipc_provider *providers;
-    size_t provider_count;     /* 1..1000 */
+    size_t provider_count; /* 1..1000 */
 };
 
 /*
@@ -149,7 +149,7 @@ int ipc_reply_parse(const struct ipc_frame *f, enum ipc_reply_expect expect, str
 
 /* ProcessInfo / ProcessInfo2 / ProcessInfo3 OK payloads (§3.2; cookie second, §8.3). */
 struct ipc_process_info {
-    uint32_t version;      /* ProcessInfo3's version field; 0 for ProcessInfo/ProcessInfo2 */
+    uint32_t version; /* ProcessInfo3's version field; 0 for ProcessInfo/ProcessInfo2 */
     uint64_t pid;
     uint8_t cookie[IPC_GUID_SIZE];
     struct ipc_utf16 command_line;
@@ -184,8 +184,8 @@ typedef int (*ipc_env_entry_cb)(void *ud, const char *name, size_t name_len, con
  * corrupt list. scratch holds one converted entry: 3 * the longest entry's units + 1 always
  * suffices (AGENT_E_NOSPACE otherwise).
  */
-int ipc_env_parse(const uint8_t *p, size_t n, char *scratch, size_t scratch_cap, ipc_env_entry_cb cb,
-                  void *ud);
+int ipc_env_parse(const uint8_t *p, size_t n, char *scratch, size_t scratch_cap,
+                  ipc_env_entry_cb cb, void *ud);
 
 /* The 34-byte reverse-connect advertise message (§1.5). */
 #define IPC_ADVERTISE_SIZE 34

@@ -518,7 +518,8 @@ int ipc_wr_message_begin(struct ipc_wr *w, uint8_t command_set, uint8_t command_
     if (wr_room(w, IPC_HEADER_SIZE) != 0) {
         return AGENT_E_NOSPACE;
     }
-    struct ipc_header h = {.size = IPC_HEADER_SIZE, .command_set = command_set, .command_id = command_id};
+    struct ipc_header h = {
+        .size = IPC_HEADER_SIZE, .command_set = command_set, .command_id = command_id};
     (void)ipc_header_encode(w->p + w->len, &h);
     *start = w->len;
     w->len += IPC_HEADER_SIZE;

@@ -22,11 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IPC_MAGIC "DOTNET_IPC_V1" /* plus its NUL: 14 bytes on the wire */
-#define IPC_MAGIC_SIZE 14
-#define IPC_HEADER_SIZE 20
-#define IPC_MESSAGE_MAX 65535u /* the size field is a uint16 */
-#define IPC_GUID_SIZE 16
+#define IPC_MAGIC         "DOTNET_IPC_V1" /* plus its NUL: 14 bytes on the wire */
+#define IPC_MAGIC_SIZE    14
+#define IPC_HEADER_SIZE   20
+#define IPC_MESSAGE_MAX   65535u /* the size field is a uint16 */
+#define IPC_GUID_SIZE     16
 #define IPC_GUID_STR_SIZE 37 /* 36 characters + NUL */
 
 /* Header fields other than the magic and the (always zero) reserved word. */

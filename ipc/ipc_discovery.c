@@ -35,20 +35,13 @@
  * which also reports additions and removals and frees the retired process structs.
  */
 
-#define LOG_CAT "dotmon.ipc.discovery"
-#define MAX_IN_FLIGHT 16
-#define MAX_REFUSALS 3          /* connects refused before a new socket counts as stale */
-#define MAX_RETRY_MS 60000      /* backoff cap for failed probes */
+#define LOG_CAT         "dotmon.ipc.discovery"
+#define MAX_IN_FLIGHT   16
+#define MAX_REFUSALS    3     /* connects refused before a new socket counts as stale */
+#define MAX_RETRY_MS    60000 /* backoff cap for failed probes */
 #define PROBE_MAX_REPLY IPC_MESSAGE_MAX
 
-enum sock_state {
-    S_STAT = 0,
-    S_PROBE_WAIT,
-    S_PROBING,
-    S_LISTED,
-    S_STALE,
-    S_FAILED
-};
+enum sock_state { S_STAT = 0, S_PROBE_WAIT, S_PROBING, S_LISTED, S_STALE, S_FAILED };
 
 enum sock_op { OP_NONE = 0, OP_PROBE, OP_LIVENESS };
 
@@ -270,8 +263,8 @@ static void update_ready(struct ipc_discovery *d)
 
 /* ---- probing and liveness ---------------------------------------------------------------- */
 
-static struct proc_entry *proc_from_info(const struct ipc_process_info *pi, int level, const struct sock *s,
-                                         uint64_t now)
+static struct proc_entry *proc_from_info(const struct ipc_process_info *pi, int level,
+                                         const struct sock *s, uint64_t now)
 {
     struct proc_entry *e = calloc(1, sizeof(*e));
     if (e == NULL) {
@@ -325,8 +318,8 @@ static void probe_failed(struct sock *s, const char *why, int status, uint32_t h
     }
     s->state = S_FAILED;
     s->retry_at = uv_now(d->loop) + delay;
-    log_debug(LOG_CAT, "probe of %s failed (%s: %s, hresult 0x%08x); retry in %llu ms", s->name, why,
-              agent_strerror(status), (unsigned)hresult, (unsigned long long)delay);
+    log_debug(LOG_CAT, "probe of %s failed (%s: %s, hresult 0x%08x); retry in %llu ms", s->name,
+              why, agent_strerror(status), (unsigned)hresult, (unsigned long long)delay);
 }
 
 static void on_probe_result(struct sock *s, const struct ipc_result *res)
@@ -383,7 +376,9 @@ static void on_probe_result(struct sock *s, const struct ipc_result *res)
     s->failures = 0;
     log_debug(LOG_CAT, "socket %s: pid %llu uid %s name %s (ProcessInfo%s)", s->name,
               (unsigned long long)e->pub.pid, e->pub.uid, e->pub.name,
-              level == 3 ? "3" : level == 2 ? "2" : "");
+              level == 3   ? "3"
+              : level == 2 ? "2"
+                           : "");
 }
 
 static void on_liveness_result(struct sock *s, const struct ipc_result *res)
@@ -478,7 +473,8 @@ static void pump(struct ipc_discovery *d)
             wake = s->retry_at < wake ? s->retry_at : wake;
             continue;
         }
-        bool live_due = s->state == S_LISTED && s->live_due && s->proc != NULL && s->proc->pub.busy <= 0;
+        bool live_due =
+            s->state == S_LISTED && s->live_due && s->proc != NULL && s->proc->pub.busy <= 0;
         if (!probe_due && !live_due) {
             continue;
         }
@@ -853,8 +849,8 @@ int ipc_discovery_start(struct ipc_discovery *d)
     d->started = true;
     int rc = uv_fs_event_start(&d->watch, on_fs_event, d->dir, 0);
     if (rc != 0) {
-        log_warn(LOG_CAT, "cannot watch %s (%s); relying on the %llu ms rescan", d->dir, agent_strerror(rc),
-                 (unsigned long long)d->rescan_ms);
+        log_warn(LOG_CAT, "cannot watch %s (%s); relying on the %llu ms rescan", d->dir,
+                 agent_strerror(rc), (unsigned long long)d->rescan_ms);
     }
     (void)uv_timer_start(&d->rescan_timer, on_rescan_timer, d->rescan_ms, d->rescan_ms);
     (void)uv_timer_start(&d->live_timer, on_liveness_timer, d->liveness_ms, d->liveness_ms);
@@ -895,7 +891,8 @@ int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta)
 /* Frees everything once every handle, fs request and exchange has reported back. */
 static void maybe_finish_close(struct ipc_discovery *d)
 {
-    if (!d->closing || d->open_handles > 0 || d->scan_busy || d->stats_busy > 0 || d->in_flight > 0) {
+    if (!d->closing || d->open_handles > 0 || d->scan_busy || d->stats_busy > 0 ||
+        d->in_flight > 0) {
         return;
     }
     while (d->socks != NULL) {

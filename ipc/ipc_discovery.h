@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <uv.h>
 
 /*
@@ -23,27 +24,27 @@
  */
 
 struct ipc_process {
-    uint64_t pid;           /* as the target sees itself (its own pid namespace) */
-    uint8_t cookie[16];     /* runtime instance cookie, wire layout */
-    char uid[37];           /* cookie as a lowercase GUID string, .NET layout */
-    char *name;             /* process name: basename of the first command-line token */
-    char *command_line;     /* never NULL (may be "") */
-    char *os;               /* never NULL */
-    char *arch;             /* never NULL */
+    uint64_t pid;              /* as the target sees itself (its own pid namespace) */
+    uint8_t cookie[16];        /* runtime instance cookie, wire layout */
+    char uid[37];              /* cookie as a lowercase GUID string, .NET layout */
+    char *name;                /* process name: basename of the first command-line token */
+    char *command_line;        /* never NULL (may be "") */
+    char *os;                  /* never NULL */
+    char *arch;                /* never NULL */
     char *entrypoint_assembly; /* NULL when the runtime lacks ProcessInfo2 */
-    char *clr_version;      /* NULL when the runtime lacks ProcessInfo2 */
-    char *runtime_identifier; /* NULL when the runtime lacks ProcessInfo3 */
-    char *endpoint;         /* full socket path used to talk to this runtime */
-    uint64_t key;           /* disambiguation key from the socket name */
-    uint64_t seen_ms;       /* uv_now() when first probed successfully */
-    int busy;               /* > 0 while a long command (dump) is in flight: liveness checks skip it */
+    char *clr_version;         /* NULL when the runtime lacks ProcessInfo2 */
+    char *runtime_identifier;  /* NULL when the runtime lacks ProcessInfo3 */
+    char *endpoint;            /* full socket path used to talk to this runtime */
+    uint64_t key;              /* disambiguation key from the socket name */
+    uint64_t seen_ms;          /* uv_now() when first probed successfully */
+    int busy; /* > 0 while a long command (dump) is in flight: liveness checks skip it */
 };
 
 struct ipc_discovery_config {
-    const char *dir;          /* directory to watch; required */
+    const char *dir;           /* directory to watch; required */
     uint64_t probe_timeout_ms; /* per IPC exchange; 0 → 3000 */
-    uint64_t rescan_ms;       /* full directory rescan period; 0 → 5000 */
-    uint64_t liveness_ms;     /* liveness check period; 0 → 1000 */
+    uint64_t rescan_ms;        /* full directory rescan period; 0 → 5000 */
+    uint64_t liveness_ms;      /* liveness check period; 0 → 1000 */
 };
 
 struct ipc_discovery;

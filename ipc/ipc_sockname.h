@@ -13,7 +13,8 @@
 #define IPC_SOCKNAME_PREFIX "dotnet-diagnostic-"
 #define IPC_SOCKNAME_SUFFIX "-socket"
 /* Longest name: two 20-digit uint64 values plus the fixed parts and the NUL. */
-#define IPC_SOCKNAME_MAX (sizeof(IPC_SOCKNAME_PREFIX) - 1 + 20 + 1 + 20 + sizeof(IPC_SOCKNAME_SUFFIX))
+#define IPC_SOCKNAME_MAX                                                                           \
+    (sizeof(IPC_SOCKNAME_PREFIX) - 1 + 20 + 1 + 20 + sizeof(IPC_SOCKNAME_SUFFIX))
 
 /*
  * Parses a file name (not a path). pid and key are decimal digits only (no sign, no spaces), must

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "agent_test_util.h"
+#include "proc.h"
 
 #define LIST_MS 5000 /* how long a new process may take to show up */
 
@@ -296,6 +297,57 @@ static void test_agent_process_appears_and_leaves(void **state)
     agent_test_stop_dotmon_clean(dm);
 }
 
+/*
+ * Hundreds of requests, good and bad, each of which opens a TCP connection to dotmon and (for
+ * /process and /env) an IPC connection from dotmon to the runtime: afterwards dotmon holds no
+ * more fds than before. A leaked socket per request would show as hundreds.
+ */
+static void test_agent_process_requests_leak_no_fds(void **state)
+{
+    struct testenv *env = *state;
+    struct test_app *app = agent_test_start_app(env);
+    struct dotmon *dm = agent_test_start_dotmon(env, no_auth);
+    cJSON *arr = agent_test_wait_processes(dm, &app->pid, 1, LIST_MS);
+    cJSON_Delete(arr);
+    pid_t dm_pid = proc_pid(dm->proc);
+
+    char pid_q[64], env_q[64];
+    snprintf(pid_q, sizeof pid_q, "/process?pid=%d", (int)app->pid);
+    snprintf(env_q, sizeof env_q, "/env?pid=%d", (int)app->pid);
+    const char *targets[] = {"/processes",       pid_q,  env_q, "/info", "/process?pid=999999",
+                             "/process?pid=abc", "/nope"};
+    const int statuses[] = {200, 200, 200, 200, 404, 400, 404};
+    /* One warm-up round, so lazily opened fds (if any) exist before the baseline. */
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+        struct httpc_resp r;
+        assert_int_equal(testenv_dotmon_get(dm, targets[t], &r), 0);
+        httpc_resp_fini(&r);
+    }
+    int base = testenv_fd_count(dm_pid);
+    int app_base = testenv_fd_count(app->pid);
+    assert_true(base > 0);
+    for (int round = 0; round < 40; round++) {
+        for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+            struct httpc_resp r;
+            int rc = testenv_dotmon_get(dm, targets[t], &r);
+            int status = r.status;
+            httpc_resp_fini(&r);
+            assert_int_equal(rc, 0);
+            assert_int_equal(status, statuses[t]);
+        }
+    }
+    /* Closes may lag a little behind the last response. */
+    int now = testenv_fd_count(dm_pid);
+    for (int i = 0; i < 50 && now > base; i++) {
+        testenv_sleep_ms(20);
+        now = testenv_fd_count(dm_pid);
+    }
+    fprintf(stderr, "dotmon fds: %d before, %d after 280 requests; TestApp fds: %d, %d\n", base,
+            now, app_base, testenv_fd_count(app->pid));
+    assert_true(now <= base);
+    agent_test_stop_dotmon_clean(dm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +360,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_process_stale_sockets_are_skipped,
                                         agent_test_setup, agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_process_appears_and_leaves, agent_test_setup,
+                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_process_requests_leak_no_fds, agent_test_setup,
                                         agent_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -183,13 +183,25 @@ static void test_proc_child_inherits_only_stdio(void **state)
     assert_int_equal(pipe(leak), 0);
     int sock = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(sock >= 0);
-    const char *argv[] = {"sleep", "30", NULL};
+    /* The shell reports ready once its start-up (loader, libraries) is over and it only waits
+     * on stdin: from then on its fd table is final. */
+    const char *argv[] = {"/bin/sh", "-c", "echo ready; read x", NULL};
     struct proc_opts o = {.argv = argv};
     struct proc *a = NULL, *b = NULL;
     assert_int_equal(proc_spawn(&o, &a), 0);
     assert_int_equal(proc_spawn(&o, &b), 0); /* nor a's pipes */
-    assert_int_equal(testenv_fd_count(proc_pid(a)), 3);
-    assert_int_equal(testenv_fd_count(proc_pid(b)), 3);
+    assert_int_equal(proc_wait_line(a, PROC_STDOUT, "ready", 10000, NULL), 0);
+    assert_int_equal(proc_wait_line(b, PROC_STDOUT, "ready", 10000, NULL), 0);
+    int na = testenv_fd_count(proc_pid(a)), nb = testenv_fd_count(proc_pid(b));
+    if (na != 3 || nb != 3) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "ls -l /proc/%d/fd /proc/%d/fd >&2", (int)proc_pid(a),
+                 (int)proc_pid(b));
+        int sr = system(cmd);
+        (void)sr;
+    }
+    assert_int_equal(na, 3);
+    assert_int_equal(nb, 3);
     /* Children start with SIGPIPE at its default even though the test ignores it. */
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)proc_pid(a));

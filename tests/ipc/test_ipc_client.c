@@ -79,15 +79,24 @@ static bool fake_is_closed(void *ud)
     return ((struct fixture *)ud)->fake_closed > 0;
 }
 
-static void fixture_fake(struct fixture *fx, struct test_loop *tl, enum fake_mode mode, int max_info, bool split)
+static void fixture_fake(struct fixture *fx, struct test_loop *tl, enum fake_mode mode,
+                         int max_info, bool split)
 {
     memset(fx, 0, sizeof(*fx));
     fx->tl = tl;
     assert_int_equal(fake_tmpdir(fx->dir, sizeof(fx->dir)), 0);
-    struct fake_runtime_config cfg = {
-        .pid = 4242, .key = 99, .command_line = "/x/y/TestApp arg", .os = "Linux", .arch = "x64",
-        .assembly = "TestApp", .clr_version = "10.0.12", .rid = "linux-x64", .max_info = max_info,
-        .mode = mode, .split_writes = split, .env = test_env};
+    struct fake_runtime_config cfg = {.pid = 4242,
+                                      .key = 99,
+                                      .command_line = "/x/y/TestApp arg",
+                                      .os = "Linux",
+                                      .arch = "x64",
+                                      .assembly = "TestApp",
+                                      .clr_version = "10.0.12",
+                                      .rid = "linux-x64",
+                                      .max_info = max_info,
+                                      .mode = mode,
+                                      .split_writes = split,
+                                      .env = test_env};
     memcpy(cfg.cookie, test_cookie, 16);
     assert_int_equal(fake_runtime_start(&tl->loop, fx->dir, &cfg, &fx->fake), 0);
 }
@@ -110,15 +119,16 @@ static size_t build(int (*builder)(struct ipc_wr *), uint8_t *out)
 }
 
 /* Starts an exchange, checks the callback is not synchronous, and waits for it. */
-static void exchange(struct fixture *fx, int (*builder)(struct ipc_wr *), enum ipc_exchange_kind kind,
-                     uint64_t timeout_ms, size_t max_reply, struct outcome *o)
+static void exchange(struct fixture *fx, int (*builder)(struct ipc_wr *),
+                     enum ipc_exchange_kind kind, uint64_t timeout_ms, size_t max_reply,
+                     struct outcome *o)
 {
     uint8_t req[IPC_HEADER_SIZE];
     size_t len = build(builder, req);
     memset(o, 0, sizeof(*o));
     struct ipc_exchange *x = NULL;
-    assert_int_equal(ipc_exchange_start(&fx->tl->loop, fake_runtime_path(fx->fake), req, len, kind, timeout_ms,
-                                        max_reply, on_result, o, &x),
+    assert_int_equal(ipc_exchange_start(&fx->tl->loop, fake_runtime_path(fx->fake), req, len, kind,
+                                        timeout_ms, max_reply, on_result, o, &x),
                      0);
     assert_non_null(x);
     assert_int_equal(o->calls, 0); /* never from inside start */
@@ -174,7 +184,8 @@ struct env_list {
     char line[8][64];
 };
 
-static int env_entry(void *ud, const char *name, size_t name_len, const char *value, size_t value_len)
+static int env_entry(void *ud, const char *name, size_t name_len, const char *value,
+                     size_t value_len)
 {
     struct env_list *l = ud;
     (void)name_len;
@@ -199,7 +210,9 @@ static void test_client_environment(void **state)
     assert_int_equal(o.continuation_len, incoming);
     char scratch[256];
     struct env_list l = {0};
-    assert_int_equal(ipc_env_parse(o.continuation, o.continuation_len, scratch, sizeof(scratch), env_entry, &l), 0);
+    assert_int_equal(
+        ipc_env_parse(o.continuation, o.continuation_len, scratch, sizeof(scratch), env_entry, &l),
+        0);
     assert_int_equal(l.n, 3);
     assert_string_equal(l.line[0], "PATH=/usr/bin");
     assert_string_equal(l.line[1], "DOTNET_gcServer=1");
@@ -308,7 +321,8 @@ static void test_client_refused_and_missing(void **state)
     struct outcome o;
 
     memset(&o, 0, sizeof(o));
-    assert_int_equal(ipc_exchange_start(&tl->loop, stale, req, len, IPC_EXCHANGE_SIMPLE, 2000, 0, on_result, &o, NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, stale, req, len, IPC_EXCHANGE_SIMPLE, 2000, 0,
+                                        on_result, &o, NULL),
                      0);
     assert_int_equal(o.calls, 0);
     assert_true(tl_run_until(tl, outcome_done, &o, 2000));
@@ -317,8 +331,9 @@ static void test_client_refused_and_missing(void **state)
     char missing[160];
     snprintf(missing, sizeof(missing), "%s/dotnet-diagnostic-1-1-socket", dir);
     memset(&o, 0, sizeof(o));
-    assert_int_equal(
-        ipc_exchange_start(&tl->loop, missing, req, len, IPC_EXCHANGE_SIMPLE, 2000, 0, on_result, &o, NULL), 0);
+    assert_int_equal(ipc_exchange_start(&tl->loop, missing, req, len, IPC_EXCHANGE_SIMPLE, 2000, 0,
+                                        on_result, &o, NULL),
+                     0);
     assert_int_equal(o.calls, 0);
     assert_true(tl_run_until(tl, outcome_done, &o, 2000));
     assert_int_equal(o.status, UV_ENOENT);
@@ -336,18 +351,18 @@ static void test_client_bad_arguments(void **state)
     memset(long_path, 'a', sizeof(long_path) - 1);
     long_path[0] = '/';
     long_path[sizeof(long_path) - 1] = '\0';
-    assert_int_equal(ipc_exchange_start(&tl->loop, long_path, req, len, IPC_EXCHANGE_SIMPLE, 100, 0, on_result, &o,
-                                        NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, long_path, req, len, IPC_EXCHANGE_SIMPLE, 100, 0,
+                                        on_result, &o, NULL),
                      UV_ENAMETOOLONG);
-    assert_int_equal(ipc_exchange_start(&tl->loop, "/tmp/x", req, 19, IPC_EXCHANGE_SIMPLE, 100, 0, on_result, &o,
-                                        NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, "/tmp/x", req, 19, IPC_EXCHANGE_SIMPLE, 100, 0,
+                                        on_result, &o, NULL),
                      AGENT_E_INVAL);
-    assert_int_equal(ipc_exchange_start(&tl->loop, "/tmp/x", req, len, IPC_EXCHANGE_SIMPLE, 100, 19, on_result, &o,
-                                        NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, "/tmp/x", req, len, IPC_EXCHANGE_SIMPLE, 100, 19,
+                                        on_result, &o, NULL),
                      AGENT_E_INVAL);
-    assert_int_equal(
-        ipc_exchange_start(&tl->loop, "/tmp/x", req, len, IPC_EXCHANGE_SIMPLE, 100, 0, NULL, &o, NULL),
-        AGENT_E_INVAL);
+    assert_int_equal(ipc_exchange_start(&tl->loop, "/tmp/x", req, len, IPC_EXCHANGE_SIMPLE, 100, 0,
+                                        NULL, &o, NULL),
+                     AGENT_E_INVAL);
     tl_run_for(tl, 20);
     assert_int_equal(o.calls, 0); /* a failed start never calls back */
 }
@@ -363,13 +378,13 @@ static void test_client_cancel(void **state)
 
     /* cancelled before the connect completed */
     struct ipc_exchange *x = NULL;
-    assert_int_equal(ipc_exchange_start(&fx.tl->loop, fake_runtime_path(fx.fake), req, len, IPC_EXCHANGE_SIMPLE,
-                                        300, 0, on_result, &o, &x),
+    assert_int_equal(ipc_exchange_start(&fx.tl->loop, fake_runtime_path(fx.fake), req, len,
+                                        IPC_EXCHANGE_SIMPLE, 300, 0, on_result, &o, &x),
                      0);
     ipc_exchange_cancel(x);
     /* cancelled while waiting for the reply */
-    assert_int_equal(ipc_exchange_start(&fx.tl->loop, fake_runtime_path(fx.fake), req, len, IPC_EXCHANGE_SIMPLE,
-                                        300, 0, on_result, &o, &x),
+    assert_int_equal(ipc_exchange_start(&fx.tl->loop, fake_runtime_path(fx.fake), req, len,
+                                        IPC_EXCHANGE_SIMPLE, 300, 0, on_result, &o, &x),
                      0);
     tl_run_for(fx.tl, 50);
     ipc_exchange_cancel(x);

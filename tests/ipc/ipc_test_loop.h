@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
 #include <uv.h>
 
 #define TL_WATCHDOG_MS 20000

@@ -18,7 +18,8 @@
  * exactly its length, so AddressSanitizer reports any read past the end.
  */
 
-static const uint8_t magic[14] = {0x44, 0x4f, 0x54, 0x4e, 0x45, 0x54, 0x5f, 0x49, 0x50, 0x43, 0x5f, 0x56, 0x31, 0x00};
+static const uint8_t magic[14] = {0x44, 0x4f, 0x54, 0x4e, 0x45, 0x54, 0x5f,
+                                  0x49, 0x50, 0x43, 0x5f, 0x56, 0x31, 0x00};
 
 /* The cookie whose .NET string form is 3f2504e0-4f89-11d3-9a0c-0305e82c3301. */
 static const uint8_t cookie[16] = {0xe0, 0x04, 0x25, 0x3f, 0x89, 0x4f, 0xd3, 0x11,
@@ -133,7 +134,9 @@ static void test_codec_process_requests_golden(void **state)
     struct {
         int (*build)(struct ipc_wr *);
         uint8_t id;
-    } cases[] = {{ipc_cmd_process_info2, 0x04}, {ipc_cmd_process_info3, 0x08}, {ipc_cmd_process_env, 0x02},
+    } cases[] = {{ipc_cmd_process_info2, 0x04},
+                 {ipc_cmd_process_info3, 0x08},
+                 {ipc_cmd_process_env, 0x02},
                  {ipc_cmd_resume_runtime, 0x01}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ipc_wr_init(&w, out, sizeof(out));
@@ -167,13 +170,14 @@ static void test_codec_stop_tracing_golden(void **state)
 /* §2.5: CollectTracing2, 256 MB, format 1, no rundown, DotNETRuntime 0x1 level 4 (117 bytes). */
 static size_t golden_collect2(uint8_t *g)
 {
-    /* clang-format off: laid out like the table in §2.5 */
+    /* Laid out like the table in §2.5: one line per row of the dump. */
+    /* clang-format off */
     static const uint8_t head[] = {
         0x44, 0x4f, 0x54, 0x4e, 0x45, 0x54, 0x5f, 0x49, 0x50, 0x43, 0x5f, 0x56, 0x31, 0x00, 0x75, 0x00,
         0x02, 0x03, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
-        0x01, 0x00, 0x00, 0x00,                                     /* provider count (0x1d) */
-        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, /* 0x21 */
-        0x20, 0x00, 0x00, 0x00};                                    /* name count 32 (0x2d) */
+        0x01, 0x00, 0x00, 0x00,                                                 /* 0x1d providers */
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, /* 0x21 kw, level */
+        0x20, 0x00, 0x00, 0x00};                                                /* 0x2d name count */
     /* clang-format on */
     static const char name[] = "Microsoft-Windows-DotNETRuntime";
     size_t n = 0;
@@ -198,8 +202,11 @@ static void test_codec_collect_tracing2_golden(void **state)
     size_t glen = golden_collect2(golden);
     assert_int_equal(glen, 117);
 
-    struct ipc_collect_config cfg = {
-        .buffer_mb = 256, .format = 1, .rundown_keyword = 0, .providers = &runtime_provider, .provider_count = 1};
+    struct ipc_collect_config cfg = {.buffer_mb = 256,
+                                     .format = 1,
+                                     .rundown_keyword = 0,
+                                     .providers = &runtime_provider,
+                                     .provider_count = 1};
     assert_int_equal(ipc_collect_min_version(&cfg), 2);
     uint8_t out[256];
     struct ipc_wr w;
@@ -262,11 +269,20 @@ static void test_codec_collect_tracing_versions(void **state)
     static const uint32_t ids[] = {80, 81};
     const struct ipc_provider providers[2] = {
         {.name = "Microsoft-Windows-DotNETRuntime", .keywords = 0x14C14FCCBDull, .level = 5},
-        {.name = "System.Runtime", .keywords = 0, .level = 4, .arguments = "EventCounterIntervalSec=1",
-         .filter_enable = true, .event_ids = ids, .event_id_count = 2},
+        {.name = "System.Runtime",
+         .keywords = 0,
+         .level = 4,
+         .arguments = "EventCounterIntervalSec=1",
+         .filter_enable = true,
+         .event_ids = ids,
+         .event_id_count = 2},
     };
-    struct ipc_collect_config cfg = {.buffer_mb = 64, .format = 1, .rundown_keyword = 0x1,
-                                     .disable_stackwalk = true, .providers = providers, .provider_count = 2};
+    struct ipc_collect_config cfg = {.buffer_mb = 64,
+                                     .format = 1,
+                                     .rundown_keyword = 0x1,
+                                     .disable_stackwalk = true,
+                                     .providers = providers,
+                                     .provider_count = 2};
     assert_int_equal(ipc_collect_min_version(&cfg), 5);
 
     for (int version = 1; version <= 5; version++) {
@@ -274,7 +290,9 @@ static void test_codec_collect_tracing_versions(void **state)
         struct ipc_collect_config c = cfg;
         size_t nprov = version == 5 ? 2 : 1;
         c.provider_count = nprov;
-        c.rundown_keyword = version == 1 ? IPC_RUNDOWN_DEFAULT : version >= 4 ? 0x1 : IPC_RUNDOWN_DEFAULT;
+        c.rundown_keyword = version == 1   ? IPC_RUNDOWN_DEFAULT
+                            : version >= 4 ? 0x1
+                                           : IPC_RUNDOWN_DEFAULT;
         c.disable_stackwalk = version >= 3;
 
         uint8_t out[1024];
@@ -331,13 +349,14 @@ static void test_codec_collect_tracing_rejects(void **state)
     uint8_t out[512];
     struct ipc_wr w;
     struct ipc_provider p = runtime_provider;
-    struct ipc_collect_config ok = {.buffer_mb = 1, .format = 1, .providers = &p, .provider_count = 1};
+    struct ipc_collect_config ok = {
+        .buffer_mb = 1, .format = 1, .providers = &p, .provider_count = 1};
     struct ipc_collect_config c;
 
 #define EXPECT_INVAL(version)                                                                      \
     do {                                                                                           \
         ipc_wr_init(&w, out, sizeof(out));                                                         \
-        assert_int_equal(ipc_cmd_collect_tracing(&w, (version), &c), AGENT_E_INVAL);                \
+        assert_int_equal(ipc_cmd_collect_tracing(&w, (version), &c), AGENT_E_INVAL);               \
         assert_int_equal(w.len, 0);                                                                \
     } while (0)
 
@@ -399,7 +418,8 @@ static void test_codec_collect_tracing_too_big(void **state)
         ps[i] = runtime_provider;
         ps[i].arguments = args;
     }
-    struct ipc_collect_config c = {.buffer_mb = 1, .format = 1, .providers = ps, .provider_count = 40};
+    struct ipc_collect_config c = {
+        .buffer_mb = 1, .format = 1, .providers = ps, .provider_count = 40};
     size_t cap = 200000;
     uint8_t *out = malloc(cap);
     assert_non_null(out);
@@ -448,7 +468,8 @@ static void feed_all_ways(const uint8_t *msg, size_t len, const uint8_t *tail, s
         uint8_t *a = dup_exact(msg, s);
         struct ipc_frame f;
         size_t consumed;
-        assert_int_equal(ipc_decode(a, s, IPC_MESSAGE_MAX, &f, &consumed), s < len ? IPC_NEED_MORE : IPC_FRAME);
+        assert_int_equal(ipc_decode(a, s, IPC_MESSAGE_MAX, &f, &consumed),
+                         s < len ? IPC_NEED_MORE : IPC_FRAME);
         uint8_t *ab = malloc(len);
         assert_non_null(ab);
         memcpy(ab, a, s);
@@ -569,7 +590,8 @@ struct env_seen {
     int stop_at;
 };
 
-static int env_collect(void *ud, const char *name, size_t name_len, const char *value, size_t value_len)
+static int env_collect(void *ud, const char *name, size_t name_len, const char *value,
+                       size_t value_len)
 {
     struct env_seen *e = ud;
     assert_int_equal(strlen(name), name_len);
@@ -590,7 +612,8 @@ static void build_env(struct bb *msg, struct bb *cont)
     bb_str(cont, "EMPTY=");
     bb_str(cont, "NOEQUALS");
     /* "GRÜSSE=€😀": non-ASCII value, written as raw UTF-16 */
-    static const uint16_t units[] = {'G', 'R', 0x00DC, 'S', 'S', 'E', '=', 0x20AC, 0xD83D, 0xDE00, 0};
+    static const uint16_t units[] = {'G', 'R',    0x00DC, 'S',    'S', 'E',
+                                     '=', 0x20AC, 0xD83D, 0xDE00, 0};
     bb_le(cont, sizeof(units) / 2, 4);
     for (size_t i = 0; i < sizeof(units) / 2; i++) {
         bb_le(cont, units[i], 2);
@@ -658,8 +681,9 @@ static void test_codec_env_reply_and_continuation(void **state)
     struct bb longer = cont;
     bb_le(&longer, 0, 2);
     memset(&seen, 0, sizeof(seen));
-    assert_int_equal(ipc_env_parse(longer.p, longer.n, scratch, sizeof(scratch), env_collect, &seen),
-                     AGENT_E_PROTO);
+    assert_int_equal(
+        ipc_env_parse(longer.p, longer.n, scratch, sizeof(scratch), env_collect, &seen),
+        AGENT_E_PROTO);
     assert_int_equal(seen.calls, 0);
     free(c);
 
@@ -669,7 +693,8 @@ static void test_codec_env_reply_and_continuation(void **state)
     assert_int_equal(ipc_env_parse(empty, 4, scratch, sizeof(scratch), env_collect, &seen), 0);
     assert_int_equal(seen.calls, 0);
     static const uint8_t huge[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
-    assert_int_equal(ipc_env_parse(huge, 8, scratch, sizeof(scratch), env_collect, &seen), AGENT_E_TOOBIG);
+    assert_int_equal(ipc_env_parse(huge, 8, scratch, sizeof(scratch), env_collect, &seen),
+                     AGENT_E_TOOBIG);
 }
 
 /* ---- malformed frames -------------------------------------------------------------------- */
@@ -719,7 +744,8 @@ static void test_codec_rejects_bad_headers(void **state)
         bad[14] = 0xff;
         bad[15] = 0xff;
         memcpy(p, bad, 20);
-        assert_int_equal(ipc_decode(p, 20, SIZE_MAX, &f, &consumed), IPC_NEED_MORE); /* cap clamps to 65535 */
+        assert_int_equal(ipc_decode(p, 20, SIZE_MAX, &f, &consumed),
+                         IPC_NEED_MORE); /* cap clamps to 65535 */
         assert_int_equal(ipc_decode(p, 20, 19, &f, &consumed), AGENT_E_INVAL);
         free(p);
     }
@@ -855,14 +881,23 @@ static void test_codec_utf16_to_utf8(void **state)
         const char *utf8;
     } cases[] = {
         {{'h', 'i'}, 2, "hi"},
-        {{0x00E9}, 1, "\xC3\xA9"},                       /* é */
-        {{0x20AC}, 1, "\xE2\x82\xAC"},                   /* € */
-        {{0xD83D, 0xDE00}, 2, "\xF0\x9F\x98\x80"},       /* 😀 as a surrogate pair */
-        {{0xD83D}, 1, "\xEF\xBF\xBD"},                   /* lone high surrogate at the end */
-        {{0xD83D, 'x'}, 2, "\xEF\xBF\xBD" "x"},          /* high surrogate, then no low one */
-        {{0xDE00, 'x'}, 2, "\xEF\xBF\xBD" "x"},          /* stray low surrogate */
+        {{0x00E9}, 1, "\xC3\xA9"},                 /* é */
+        {{0x20AC}, 1, "\xE2\x82\xAC"},             /* € */
+        {{0xD83D, 0xDE00}, 2, "\xF0\x9F\x98\x80"}, /* 😀 as a surrogate pair */
+        {{0xD83D}, 1, "\xEF\xBF\xBD"},             /* lone high surrogate at the end */
+        {{0xD83D, 'x'},
+         2,
+         "\xEF\xBF\xBD"
+         "x"}, /* high surrogate, then no low one */
+        {{0xDE00, 'x'},
+         2,
+         "\xEF\xBF\xBD"
+         "x"}, /* stray low surrogate */
         {{0xD83D, 0xD83D, 0xDE00}, 3, "\xEF\xBF\xBD\xF0\x9F\x98\x80"},
-        {{'a', 0, 'b'}, 3, "a\xEF\xBF\xBD" "b"},         /* embedded NUL */
+        {{'a', 0, 'b'},
+         3,
+         "a\xEF\xBF\xBD"
+         "b"}, /* embedded NUL */
         {{0xFFFF}, 1, "\xEF\xBF\xBF"},
         {{0}, 0, ""},
     };
@@ -897,7 +932,8 @@ static void test_codec_utf8_to_utf16(void **state)
 {
     (void)state;
     /* round trip through the writer and the reader */
-    const char *good[] = {"", "plain", "\xC3\xA9t\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80!", "\xF4\x8F\xBF\xBF"};
+    const char *good[] = {
+        "", "plain", "\xC3\xA9t\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80!", "\xF4\x8F\xBF\xBF"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         uint8_t buf[64];
         struct ipc_wr w;
@@ -924,8 +960,16 @@ static void test_codec_utf8_to_utf16(void **state)
     assert_int_equal(w.len, 4);
     assert_memory_equal(buf, "\0\0\0\0", 4);
     /* malformed UTF-8 is refused and nothing is written */
-    const char *bad[] = {"\x80", "\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80",
-                         "\xF5\x80\x80\x80", "\xE2\x82", "a\xE2", "\xFF"};
+    const char *bad[] = {"\x80",
+                         "\xC0\x80",
+                         "\xC1\xBF",
+                         "\xE0\x80\x80",
+                         "\xED\xA0\x80",
+                         "\xF4\x90\x80\x80",
+                         "\xF5\x80\x80\x80",
+                         "\xE2\x82",
+                         "a\xE2",
+                         "\xFF"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint8_t out[64];
         ipc_wr_init(&w, out, sizeof(out));

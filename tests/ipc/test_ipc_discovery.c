@@ -64,13 +64,20 @@ static void fx_init(struct dfx *fx, struct test_loop *tl)
     assert_int_equal(fake_tmpdir(fx->dir, sizeof(fx->dir)), 0);
 }
 
-static struct fake_runtime *fx_fake(struct dfx *fx, uint64_t pid, uint64_t key, uint8_t tag, enum fake_mode mode,
-                                    int max_info)
+static struct fake_runtime *fx_fake(struct dfx *fx, uint64_t pid, uint64_t key, uint8_t tag,
+                                    enum fake_mode mode, int max_info)
 {
     assert_true(fx->nfakes < MAX_FAKES);
-    struct fake_runtime_config cfg = {
-        .pid = pid, .key = key, .command_line = "/x/y/TestApp arg", .os = "Linux", .arch = "x64",
-        .assembly = "TestApp", .clr_version = "10.0.12", .rid = "linux-x64", .max_info = max_info, .mode = mode};
+    struct fake_runtime_config cfg = {.pid = pid,
+                                      .key = key,
+                                      .command_line = "/x/y/TestApp arg",
+                                      .os = "Linux",
+                                      .arch = "x64",
+                                      .assembly = "TestApp",
+                                      .clr_version = "10.0.12",
+                                      .rid = "linux-x64",
+                                      .max_info = max_info,
+                                      .mode = mode};
     static const uint8_t base[16] = {0xe0, 0x04, 0x25, 0x3f, 0x89, 0x4f, 0xd3, 0x11,
                                      0x9a, 0x0c, 0x03, 0x05, 0xe8, 0x2c, 0x33, 0x01};
     memcpy(cfg.cookie, base, 16);
@@ -83,8 +90,10 @@ static struct fake_runtime *fx_fake(struct dfx *fx, uint64_t pid, uint64_t key, 
 
 static void fx_start(struct dfx *fx, uint64_t probe_timeout_ms, uint64_t rescan_ms)
 {
-    struct ipc_discovery_config cfg = {
-        .dir = fx->dir, .probe_timeout_ms = probe_timeout_ms, .rescan_ms = rescan_ms, .liveness_ms = 0};
+    struct ipc_discovery_config cfg = {.dir = fx->dir,
+                                       .probe_timeout_ms = probe_timeout_ms,
+                                       .rescan_ms = rescan_ms,
+                                       .liveness_ms = 0};
     assert_int_equal(ipc_discovery_new(&fx->tl->loop, &cfg, on_change, fx, &fx->d), 0);
     assert_false(ipc_discovery_ready(fx->d));
     assert_int_equal(ipc_discovery_start(fx->d), 0);
@@ -142,7 +151,7 @@ static const struct ipc_process *find_pid(const struct ipc_discovery *d, uint64_
 struct want {
     struct dfx *fx;
     uint64_t pid;
-    char uid_tail;   /* last hex digit pair of the uid to wait for, 0 = any */
+    char uid_tail; /* last hex digit pair of the uid to wait for, 0 = any */
     bool present;
 };
 
@@ -364,7 +373,8 @@ static void test_discovery_busy_process_is_not_checked(void **state)
     memcpy(uid, p->uid, sizeof(uid));
     assert_int_equal(ipc_discovery_busy(fx.d, uid, +1), 0);
     assert_int_equal(find_pid(fx.d, 9000)->busy, 1);
-    assert_int_equal(ipc_discovery_busy(fx.d, "00000000-0000-0000-0000-000000000000", 1), AGENT_E_NOTFOUND);
+    assert_int_equal(ipc_discovery_busy(fx.d, "00000000-0000-0000-0000-000000000000", 1),
+                     AGENT_E_NOTFOUND);
 
     unsigned before = fake_runtime_requests(f, 0x04, 0x00);
     tl_run_for(fx.tl, 1500);
@@ -434,14 +444,20 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_discovery_lists_fake_runtime, tl_setup, tl_teardown),
-        cmocka_unit_test_setup_teardown(test_discovery_falls_back_to_older_process_info, tl_setup, tl_teardown),
-        cmocka_unit_test_setup_teardown(test_discovery_ignores_stale_silent_and_garbage, tl_setup, tl_teardown),
-        cmocka_unit_test_setup_teardown(test_discovery_removes_unlinked_socket, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_falls_back_to_older_process_info, tl_setup,
+                                        tl_teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_ignores_stale_silent_and_garbage, tl_setup,
+                                        tl_teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_removes_unlinked_socket, tl_setup,
+                                        tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_removes_dead_runtime, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_newest_socket_wins, tl_setup, tl_teardown),
-        cmocka_unit_test_setup_teardown(test_discovery_sees_new_runtime_at_once, tl_setup, tl_teardown),
-        cmocka_unit_test_setup_teardown(test_discovery_busy_process_is_not_checked, tl_setup, tl_teardown),
-        cmocka_unit_test_setup_teardown(test_discovery_close_with_probes_in_flight, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_sees_new_runtime_at_once, tl_setup,
+                                        tl_teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_busy_process_is_not_checked, tl_setup,
+                                        tl_teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_close_with_probes_in_flight, tl_setup,
+                                        tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_close_before_start, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_many_runtimes, tl_setup, tl_teardown),
     };

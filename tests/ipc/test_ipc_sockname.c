@@ -51,9 +51,9 @@ static void test_sockname_rejects_everything_else(void **state)
         "dotnet-diagnostic- 1-2-socket",
         "dotnet-diagnostic-1-+2-socket",
         "dotnet-diagnostic-0x10-2-socket",
-        "dotnet-diagnostic-0-2-socket",                       /* pid 0 */
-        "dotnet-diagnostic-18446744073709551616-1-socket",    /* pid overflows */
-        "dotnet-diagnostic-1-18446744073709551616-socket",    /* key overflows */
+        "dotnet-diagnostic-0-2-socket",                    /* pid 0 */
+        "dotnet-diagnostic-18446744073709551616-1-socket", /* pid overflows */
+        "dotnet-diagnostic-1-18446744073709551616-socket", /* key overflows */
         "dotnet-diagnostic-1-99999999999999999999999-socket",
         "Dotnet-diagnostic-1-2-socket",
         "xdotnet-diagnostic-1-2-socket",
@@ -82,7 +82,8 @@ static void test_sockname_format_round_trip(void **state)
     assert_int_equal(key, UINT64_MAX);
     assert_int_equal(ipc_sockname_format(name, sizeof(name), 42, 7), 0);
     assert_string_equal(name, "dotnet-diagnostic-42-7-socket");
-    assert_int_equal(ipc_sockname_format(name, strlen("dotnet-diagnostic-42-7-socket"), 42, 7), AGENT_E_NOSPACE);
+    assert_int_equal(ipc_sockname_format(name, strlen("dotnet-diagnostic-42-7-socket"), 42, 7),
+                     AGENT_E_NOSPACE);
 }
 
 int main(void)

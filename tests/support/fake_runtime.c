@@ -496,7 +496,8 @@ const char *fake_runtime_path(const struct fake_runtime *f)
     return f->path;
 }
 
-unsigned fake_runtime_requests(const struct fake_runtime *f, uint8_t command_set, uint8_t command_id)
+unsigned fake_runtime_requests(const struct fake_runtime *f, uint8_t command_set,
+                               uint8_t command_id)
 {
     return f->counts[command_set][command_id];
 }
@@ -529,8 +530,8 @@ void fake_runtime_close(struct fake_runtime *f, void (*cb)(void *ud), void *ud)
 
 int fake_stale_socket(const char *dir, uint64_t pid, uint64_t key, char *path, size_t cap)
 {
-    int n = snprintf(path, cap, "%s/dotnet-diagnostic-%llu-%llu-socket", dir, (unsigned long long)pid,
-                     (unsigned long long)key);
+    int n = snprintf(path, cap, "%s/dotnet-diagnostic-%llu-%llu-socket", dir,
+                     (unsigned long long)pid, (unsigned long long)key);
     if (n < 0 || (size_t)n >= cap) {
         return -ENAMETOOLONG;
     }

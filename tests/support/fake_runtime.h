@@ -15,15 +15,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <uv.h>
 
 enum fake_mode {
-    FAKE_NORMAL = 0, /* ProcessInfo 1..max_info, ProcessEnvironment, ResumeRuntime; else UNKNOWN_COMMAND */
-    FAKE_GARBAGE,    /* 32 bytes that are not an IPC message, then close */
-    FAKE_OVERSIZED,  /* a header announcing a 65535-byte reply, then silence */
-    FAKE_TRUNCATED,  /* a header announcing 100 bytes, 10 payload bytes, then close */
-    FAKE_SILENT,     /* reads the request, never answers, keeps the connection open */
-    FAKE_HUGE_ENV    /* ProcessEnvironment OK reply announcing a 0xFFFFFFF0-byte continuation */
+    FAKE_NORMAL =
+        0, /* ProcessInfo 1..max_info, ProcessEnvironment, ResumeRuntime; else UNKNOWN_COMMAND */
+    FAKE_GARBAGE,   /* 32 bytes that are not an IPC message, then close */
+    FAKE_OVERSIZED, /* a header announcing a 65535-byte reply, then silence */
+    FAKE_TRUNCATED, /* a header announcing 100 bytes, 10 payload bytes, then close */
+    FAKE_SILENT,    /* reads the request, never answers, keeps the connection open */
+    FAKE_HUGE_ENV   /* ProcessEnvironment OK reply announcing a 0xFFFFFFF0-byte continuation */
 };
 
 struct fake_runtime_config {
@@ -36,10 +38,10 @@ struct fake_runtime_config {
     const char *assembly;
     const char *clr_version;
     const char *rid;
-    int max_info;             /* newest ProcessInfo supported: 1, 2 or 3 (0 means 3) */
+    int max_info; /* newest ProcessInfo supported: 1, 2 or 3 (0 means 3) */
     enum fake_mode mode;
-    bool split_writes;        /* send each reply one byte per write */
-    const char *const *env;   /* NULL-terminated "NAME=value" list for ProcessEnvironment */
+    bool split_writes;      /* send each reply one byte per write */
+    const char *const *env; /* NULL-terminated "NAME=value" list for ProcessEnvironment */
 };
 
 struct fake_runtime;
@@ -49,7 +51,8 @@ int fake_runtime_start(uv_loop_t *loop, const char *dir, const struct fake_runti
                        struct fake_runtime **out);
 const char *fake_runtime_path(const struct fake_runtime *f);
 /* Requests received with this command set/id (complete requests only). */
-unsigned fake_runtime_requests(const struct fake_runtime *f, uint8_t command_set, uint8_t command_id);
+unsigned fake_runtime_requests(const struct fake_runtime *f, uint8_t command_set,
+                               uint8_t command_id);
 /* Connections accepted so far. */
 unsigned fake_runtime_connections(const struct fake_runtime *f);
 /* Like SIGKILL: the listener and every connection close, the socket file stays behind. */

@@ -24,7 +24,7 @@
  * the user callback runs from the last close callback and the exchange is freed right after it.
  */
 
-#define READ_CHUNK (64 * 1024)
+#define READ_CHUNK ((size_t)64 * 1024)
 
 enum xstate { X_CONNECTING = 0, X_AWAIT_HEADER, X_AWAIT_PAYLOAD, X_AWAIT_CONTINUATION, X_CLOSING };
 

@@ -35,7 +35,7 @@ enum ipc_exchange_kind {
 
 /* Used when ipc_exchange_start gets 0 for timeout_ms / max_reply. */
 #define IPC_EXCHANGE_DEFAULT_TIMEOUT_MS 5000
-#define IPC_EXCHANGE_DEFAULT_MAX_REPLY  (1024 * 1024)
+#define IPC_EXCHANGE_DEFAULT_MAX_REPLY  ((size_t)1024 * 1024)
 
 /*
  * Starts an exchange on `loop` with the runtime listening at `path`. `req` (a complete IPC

@@ -234,11 +234,14 @@ static int ensure_list_cap(struct ipc_discovery *d, size_t n)
     while (cap < n) {
         cap *= 2;
     }
+    /* Arrays of pointers: the size of a pointer is what is meant (hence the NOLINTs). */
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
     struct proc_entry **a = realloc(d->list, cap * sizeof(*a));
     if (a == NULL) {
         return UV_ENOMEM;
     }
     d->list = a;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
     struct proc_entry **b = realloc(d->next_list, cap * sizeof(*b));
     if (b == NULL) {
         return UV_ENOMEM;
@@ -567,6 +570,7 @@ static void publish(struct ipc_discovery *d)
         }
     }
     if (n > 1) {
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
         qsort(d->next_list, n, sizeof(d->next_list[0]), proc_cmp);
     }
     size_t m = 0;

@@ -26,7 +26,7 @@ static void on_watchdog(uv_timer_t *t)
 int tl_setup(void **state)
 {
     /* Writes to a runtime that already closed must fail with EPIPE, not kill the test. */
-    signal(SIGPIPE, SIG_IGN);
+    (void)signal(SIGPIPE, SIG_IGN);
     struct test_loop *t = calloc(1, sizeof(*t));
     if (t == NULL || uv_loop_init(&t->loop) != 0) {
         free(t);

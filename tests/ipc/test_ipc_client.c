@@ -191,7 +191,7 @@ static int env_entry(void *ud, const char *name, size_t name_len, const char *va
     (void)name_len;
     (void)value_len;
     assert_true(l->n < 8);
-    snprintf(l->line[l->n++], sizeof(l->line[0]), "%s=%s", name, value);
+    (void)snprintf(l->line[l->n++], sizeof(l->line[0]), "%s=%s", name, value);
     return 0;
 }
 
@@ -329,7 +329,7 @@ static void test_client_refused_and_missing(void **state)
     assert_int_equal(o.status, UV_ECONNREFUSED);
 
     char missing[160];
-    snprintf(missing, sizeof(missing), "%s/dotnet-diagnostic-1-1-socket", dir);
+    assert_true(snprintf(missing, sizeof(missing), "%s/dotnet-diagnostic-1-1-socket", dir) > 0);
     memset(&o, 0, sizeof(o));
     assert_int_equal(ipc_exchange_start(&tl->loop, missing, req, len, IPC_EXCHANGE_SIMPLE, 2000, 0,
                                         on_result, &o, NULL),

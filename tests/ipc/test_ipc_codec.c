@@ -375,6 +375,27 @@ static void test_codec_collect_tracing_rejects(void **state)
     c = ok;
     EXPECT_INVAL(0);
     EXPECT_INVAL(6);
+#undef EXPECT_INVAL
+}
+
+/* Configurations that the chosen version cannot express, and bad providers. */
+static void test_codec_collect_tracing_version_limits(void **state)
+{
+    (void)state;
+    uint8_t out[512];
+    struct ipc_wr w;
+    struct ipc_provider p = runtime_provider;
+    struct ipc_collect_config ok = {
+        .buffer_mb = 1, .format = 1, .providers = &p, .provider_count = 1};
+    struct ipc_collect_config c;
+
+#define EXPECT_INVAL(version)                                                                      \
+    do {                                                                                           \
+        ipc_wr_init(&w, out, sizeof(out));                                                         \
+        assert_int_equal(ipc_cmd_collect_tracing(&w, (version), &c), AGENT_E_INVAL);               \
+        assert_int_equal(w.len, 0);                                                                \
+    } while (0)
+
     /* version 1 always has the default rundown */
     c = ok;
     EXPECT_INVAL(1);
@@ -1175,6 +1196,7 @@ int main(void)
         cmocka_unit_test(test_codec_collect_tracing2_golden),
         cmocka_unit_test(test_codec_collect_tracing_versions),
         cmocka_unit_test(test_codec_collect_tracing_rejects),
+        cmocka_unit_test(test_codec_collect_tracing_version_limits),
         cmocka_unit_test(test_codec_collect_tracing_too_big),
         cmocka_unit_test(test_codec_process_info_replies),
         cmocka_unit_test(test_codec_process_info_trailing),

@@ -47,8 +47,9 @@ static void on_change(void *ud, const struct ipc_process *p, bool added)
     assert_non_null(p->endpoint);
     assert_int_equal(strlen(p->uid), 36);
     size_t used = strlen(fx->trace);
-    snprintf(fx->trace + used, sizeof(fx->trace) - used, "%c%llu/%llu@%llu ", added ? '+' : '-',
-             (unsigned long long)p->pid, (unsigned long long)p->key, (unsigned long long)tl_ms());
+    (void)snprintf(fx->trace + used, sizeof(fx->trace) - used, "%c%llu/%llu@%llu ",
+                   added ? '+' : '-', (unsigned long long)p->pid, (unsigned long long)p->key,
+                   (unsigned long long)tl_ms());
     if (added) {
         fx->added++;
     } else {
@@ -257,10 +258,10 @@ static void test_discovery_ignores_stale_silent_and_garbage(void **state)
     (void)fx_fake(&fx, 3004, 1, 0x12, FAKE_TRUNCATED, 3);
     /* a regular file with a socket's name: never probed */
     char path[160];
-    snprintf(path, sizeof(path), "%s/dotnet-diagnostic-3005-1-socket", fx.dir);
+    assert_true(snprintf(path, sizeof(path), "%s/dotnet-diagnostic-3005-1-socket", fx.dir) > 0);
     FILE *regular = fopen(path, "w");
     assert_non_null(regular);
-    fclose(regular);
+    assert_int_equal(fclose(regular), 0);
     (void)fx_fake(&fx, 3000, 1, 0x13, FAKE_NORMAL, 3);
 
     uint64_t t0 = tl_ms();
@@ -369,6 +370,10 @@ static void test_discovery_busy_process_is_not_checked(void **state)
     fx_start(&fx, 2000, 60000);
     assert_true(wait_pid(&fx, 9000, true, 2000));
     const struct ipc_process *p = find_pid(fx.d, 9000);
+    if (p == NULL) {
+        fail_msg("pid 9000 vanished");
+        return;
+    }
     char uid[IPC_GUID_STR_SIZE];
     memcpy(uid, p->uid, sizeof(uid));
     assert_int_equal(ipc_discovery_busy(fx.d, uid, +1), 0);

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_IPC_SESSION_H
+#define AGENT_IPC_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "ipc_cmd.h"
+
+/*
+ * One EventPipe streaming session (PROTOCOL.md §3.1, §4), libuv glue.
+ *
+ * Start: connects and sends the newest CollectTracing this code knows (5), stepping down on
+ * UNKNOWN_COMMAND (each try on a new connection) but never below ipc_collect_min_version(cfg);
+ * if even that version is unknown and the only reason is a non-default rundown keyword, one
+ * more try with that version's default rundown (what dotnet-trace/dotnet-monitor do for
+ * gc-collect). The reply carries the session id; the same connection then streams nettrace.
+ *
+ * Streaming: on_data gets the bytes as they arrive. ipc_session_pause stops reading the socket
+ * (the runtime's own buffer then absorbs the pressure, and its writer blocks); resume starts
+ * again. Nothing is buffered here beyond one read.
+ *
+ * Ending: ipc_session_stop sends StopTracing on a NEW connection (§8.11) and keeps relaying
+ * until the runtime closes the stream (that is when rundown and the end tag have been written).
+ * A runtime that dies ends the stream with EOF or a reset. ipc_session_abort (client went
+ * away) closes the stream connection at once AND sends StopTracing in the background so no
+ * session is left running in the runtime (the runtime only notices a closed stream on its
+ * next write, §4.4).
+ *
+ * All callbacks run on the loop, never synchronously inside an ipc_session_* call.
+ */
+
+struct ipc_session;
+
+struct ipc_session_callbacks {
+    /* The runtime accepted the session. version = CollectTracing version that was used. */
+    void (*on_started)(void *ud, uint64_t session_id, int version);
+    /* Stream bytes; the view is valid during the call only. May call pause/stop/abort. */
+    void (*on_data)(void *ud, const uint8_t *p, size_t n);
+    /*
+     * Final callback; the session object is freed right after it returns.
+     *  - status 0: the runtime closed the stream (normal end after stop, or the process exited;
+     *    whether the trace is complete is for a nettrace checker to say).
+     *  - AGENT_E_RUNTIME: the runtime refused the session; hresult is its HRESULT.
+     *  - AGENT_E_TIMEOUT: start did not get a reply in time, or the stream did not end within
+     *    the stop timeout after StopTracing.
+     *  - other negative codes: transport errors (connection refused, reset before start…).
+     * Not called after ipc_session_abort.
+     */
+    void (*on_end)(void *ud, int status, uint32_t hresult);
+};
+
+/*
+ * cfg and everything it points to is copied. start_timeout_ms bounds connect + reply (0 → 5000).
+ * Returns 0 (callbacks will follow) or a negative code (nothing will follow).
+ */
+int ipc_session_start(uv_loop_t *loop, const char *path, const struct ipc_collect_config *cfg,
+                      uint64_t start_timeout_ms, const struct ipc_session_callbacks *cb, void *ud,
+                      struct ipc_session **out);
+
+void ipc_session_pause(struct ipc_session *s);
+void ipc_session_resume(struct ipc_session *s);
+
+/*
+ * Graceful stop (idempotent). Before the session id is known, the stop is sent as soon as it is.
+ * stop_timeout_ms bounds StopTracing + the rest of the stream (rundown can take seconds on big
+ * apps; 0 → 60000). Data keeps flowing to on_data until on_end.
+ */
+void ipc_session_stop(struct ipc_session *s, uint64_t stop_timeout_ms);
+
+/* Abandon: no more callbacks; the stream is closed now, StopTracing goes out in the background,
+ * and everything is freed when that finishes (bounded by a timeout). */
+void ipc_session_abort(struct ipc_session *s);
+
+/* Session id (0 until on_started) and bytes received so far. */
+uint64_t ipc_session_id(const struct ipc_session *s);
+uint64_t ipc_session_bytes(const struct ipc_session *s);
+
+/*
+ * Number of session objects alive in this process, including aborted ones still sending their
+ * StopTracing (for tests and leak checks).
+ */
+size_t ipc_session_live_count(void);
+
+#endif

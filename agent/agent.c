@@ -17,7 +17,8 @@
 
 #define DEFAULT_URL "http://localhost:52323"
 #define DEFAULT_METRICS_URL "http://localhost:52325"
-#define SHUTDOWN_GRACE_MS 5000
+/* Long enough for running traces to finish their rundown after StopTracing. */
+#define SHUTDOWN_GRACE_MS 10000
 #define TEMP_KEY_LIFETIME_S (7 * 86400)
 
 static const char cat[] = "dotmon";
@@ -213,6 +214,14 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     if (rc != 0) {
         return rc;
     }
+    uint64_t max_traces = 3, history = 100, interval = 5;
+    if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
+        config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
+        config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0) {
+        return AGENT_E_INVAL;
+    }
+    op_registry_init(&a->ops, (size_t)history, (size_t)max_traces, 1);
+    a->metrics_interval_s = (uint32_t)interval;
     return setup_auth(a);
 }
 
@@ -363,6 +372,7 @@ void agent_stop(struct agent *a)
         return;
     }
     a->stopping = true;
+    api_trace_shutdown(a);
     if (a->http != NULL) {
         http_server_close(a->http, SHUTDOWN_GRACE_MS, on_part_closed, a);
         a->http = NULL;
@@ -390,4 +400,5 @@ void agent_fini(struct agent *a)
     a->verifier = NULL;
     free(a->diag_dir);
     a->diag_dir = NULL;
+    op_registry_fini(&a->ops);
 }

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "operations.h"
 
 /*
  * The composition root: owns the loop's long-lived objects (HTTP server, discovery, auth
@@ -55,6 +56,9 @@ struct agent {
     int open_handles;       /* signal handles + http server + discovery still open */
     bool stopping;
     int exit_code;
+
+    struct op_registry ops;       /* traces (and later dumps) */
+    uint32_t metrics_interval_s;  /* GlobalCounter:IntervalSeconds, for the Metrics profile */
 
     uint64_t requests_total;
 };

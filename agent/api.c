@@ -18,21 +18,32 @@
 static const char cat[] = "dotmon.api";
 
 typedef void (*api_route_fn)(struct agent *a, struct http_request *req);
+typedef void (*api_item_fn)(struct agent *a, struct http_request *req, const char *id);
 
+/*
+ * Routes. A path may appear once per method; `item` routes take one more path segment
+ * ("/operations/{id}") that is passed to the handler decoded.
+ */
 struct api_route {
     const char *path;
-    const char *method; /* GET and HEAD both match "GET" */
+    const char *method; /* a GET route also answers HEAD */
     api_route_fn fn;
+    api_item_fn item;
     bool anonymous;     /* no authentication (metrics) */
     bool metrics_port;  /* also served on the metrics URLs */
 };
 
 static const struct api_route routes[] = {
-    {"/processes", "GET", api_processes, false, false},
-    {"/process", "GET", api_process, false, false},
-    {"/env", "GET", api_env, false, false},
-    {"/info", "GET", api_info, false, false},
-    {"/metrics", "GET", api_metrics, true, true},
+    {"/processes", "GET", api_processes, NULL, false, false},
+    {"/process", "GET", api_process, NULL, false, false},
+    {"/env", "GET", api_env, NULL, false, false},
+    {"/info", "GET", api_info, NULL, false, false},
+    {"/trace", "GET", api_trace_get, NULL, false, false},
+    {"/trace", "POST", api_trace_post, NULL, false, false},
+    {"/operations", "GET", api_operations_list, NULL, false, false},
+    {"/operations/", "GET", NULL, api_operation_get, false, false},
+    {"/operations/", "DELETE", NULL, api_operation_delete, false, false},
+    {"/metrics", "GET", api_metrics, NULL, true, true},
 };
 
 void api_problem(struct http_request *req, int status, const char *fmt, ...)
@@ -130,39 +141,61 @@ void api_handle(void *ud, struct http_request *req)
         p = buf_cstr(&path);
     }
 
+    /* Find the routes for this path, then the one for this method. */
     const struct api_route *route = NULL;
+    const char *item = NULL;
+    char allowed[64] = "";
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-        if (strcasecmp(p, routes[i].path) == 0 && (!on_metrics || routes[i].metrics_port)) {
-            route = &routes[i];
-            break;
+        const struct api_route *r = &routes[i];
+        const char *rest = NULL;
+        if (on_metrics && !r->metrics_port) {
+            continue;
+        }
+        if (r->item != NULL) {
+            size_t n = strlen(r->path);
+            if (strncasecmp(p, r->path, n) != 0 || p[n] == '\0' || strchr(p + n, '/') != NULL) {
+                continue;
+            }
+            rest = p + n;
+        } else if (strcasecmp(p, r->path) != 0) {
+            continue;
+        }
+        size_t used = strlen(allowed);
+        snprintf(allowed + used, sizeof(allowed) - used, "%s%s%s", used ? ", " : "", r->method,
+                 strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
+        if (strcmp(method, r->method) == 0 ||
+            (strcmp(r->method, "GET") == 0 && strcmp(method, "HEAD") == 0)) {
+            route = r;
+            item = rest;
         }
     }
-    if (route == NULL) {
+    if (allowed[0] == '\0') {
         api_problem(req, 404, "no route %s", p);
         buf_fini(&path);
         return;
     }
-    buf_fini(&path);
-
-    bool method_ok = strcmp(method, route->method) == 0 ||
-                     (strcmp(route->method, "GET") == 0 && strcmp(method, "HEAD") == 0);
-    if (!method_ok) {
+    if (route == NULL) {
         struct buf body;
         buf_init(&body, 4096);
-        char detail[128];
-        const char *allowed = strcmp(route->method, "GET") == 0 ? "GET, HEAD" : route->method;
-        snprintf(detail, sizeof(detail), "%s does not support %s; allowed: %s", route->path, method,
-                 allowed);
+        char detail[160];
+        snprintf(detail, sizeof(detail), "%s does not support %s; allowed: %s", p, method, allowed);
         http_problem_json(&body, 405, "Method Not Allowed", detail);
         const struct http_header allow[] = {{"Allow", allowed}};
         http_respond(req, 405, "application/problem+json", allow, 1, buf_data(&body), buf_size(&body));
         buf_fini(&body);
+        buf_fini(&path);
         return;
     }
     if (!route->anonymous && !authorize(a, req)) {
+        buf_fini(&path);
         return;
     }
-    route->fn(a, req);
+    if (route->item != NULL) {
+        route->item(a, req, item);
+    } else {
+        route->fn(a, req);
+    }
+    buf_fini(&path);
 }
 
 /* ---- process selection ---- */

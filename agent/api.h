@@ -40,5 +40,13 @@ void api_process(struct agent *a, struct http_request *req);
 void api_env(struct agent *a, struct http_request *req);
 void api_info(struct agent *a, struct http_request *req);
 void api_metrics(struct agent *a, struct http_request *req);
+void api_trace_get(struct agent *a, struct http_request *req);
+void api_trace_post(struct agent *a, struct http_request *req);
+void api_operations_list(struct agent *a, struct http_request *req);
+void api_operation_get(struct agent *a, struct http_request *req, const char *id);
+void api_operation_delete(struct agent *a, struct http_request *req, const char *id);
+
+/* Gracefully stops every running trace (shutdown). */
+void api_trace_shutdown(struct agent *a);
 
 #endif

@@ -194,7 +194,7 @@ void api_info(struct agent *a, struct http_request *req)
         static const struct {
             const char *name;
             bool enabled;
-        } capabilities[] = {{"processes", true}, {"environment", true}, {"traces", false},
+        } capabilities[] = {{"processes", true}, {"environment", true}, {"traces", true},
                             {"dumps", false},    {"logs", false},       {"metrics", false},
                             {"exceptions", false}, {"call_stacks", false}, {"parameters", false}};
         for (size_t i = 0; caps != NULL && i < sizeof(capabilities) / sizeof(capabilities[0]); i++) {

@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "log.h"
 
 #define CONFIG_MAX_FILE (1024 * 1024)
 #define CONFIG_MAX_DEPTH 32
@@ -244,6 +245,27 @@ int config_get_bool(const struct config *c, const char *key, int def)
         return 0;
     }
     return -1;
+}
+
+int config_get_uint(const struct config *c, const char *key, uint64_t min, uint64_t max,
+                    uint64_t *out)
+{
+    const char *v = config_get(c, key);
+    if (v == NULL || *v == '\0') {
+        return 0;
+    }
+    uint64_t n = 0;
+    const char *p = v;
+    for (; *p >= '0' && *p <= '9' && n <= max; p++) {
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p != '\0' || n < min || n > max) {
+        log_error("dotmon", "%s: '%s' is not a whole number from %llu to %llu", key, v,
+                  (unsigned long long)min, (unsigned long long)max);
+        return AGENT_E_INVAL;
+    }
+    *out = n;
+    return 0;
 }
 
 bool config_key_under(const char *key, const char *prefix)

@@ -50,6 +50,13 @@ const char *config_get(const struct config *c, const char *key);
  */
 int config_get_bool(const struct config *c, const char *key, int def);
 
+/*
+ * Unsigned integer value in [min, max]; absent or empty leaves *out unchanged. On a bad value
+ * logs "<key>: …" and returns AGENT_E_INVAL.
+ */
+int config_get_uint(const struct config *c, const char *key, uint64_t min, uint64_t max,
+                    uint64_t *out);
+
 /* True when `key` is `prefix` itself or lies under it ("A:B" is under "A"). Case-insensitive. */
 bool config_key_under(const char *key, const char *prefix);
 

@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GET/POST /trace: an EventPipe session relayed to the HTTP client as it streams (PROTOCOL.md §4).
+ *
+ * One trace_job per request ties three lifetimes together: the HTTP request (gone when the
+ * response is finished or the client disconnects), the IPC session (gone after on_end or abort)
+ * and the duration timer. The job is freed once all three are gone. Backpressure: when more than
+ * TRACE_HIGH_WATER bytes wait for the client, the session stops reading the runtime's socket (the
+ * runtime's own buffer absorbs it) until the client drains below TRACE_LOW_WATER, so dotmon's
+ * memory stays bounded whatever the trace size. Every byte the runtime sends also goes through the
+ * streaming nettrace checker, which decides whether the trace ended complete or truncated.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "api.h"
+#include "buf.h"
+#include "err.h"
+#include "http_router.h"
+#include "ipc_session.h"
+#include "log.h"
+#include "nettrace.h"
+#include "operations.h"
+#include "trace_config.h"
+
+static const char cat[] = "dotmon.trace";
+
+#define TRACE_HIGH_WATER (1024u * 1024u)
+#define TRACE_LOW_WATER (256u * 1024u)
+#define TRACE_START_TIMEOUT_MS 5000
+#define TRACE_STOP_TIMEOUT_MS 120000
+
+struct trace_job {
+    struct agent *a;
+    struct operation *op;     /* NULL once the operation has finished */
+    struct http_request *req; /* NULL once the response is finished or the client left */
+    struct ipc_session *sess; /* NULL after on_end or abort */
+    uv_timer_t timer;
+    bool timer_closing;
+    bool streaming; /* response headers sent */
+    bool paused;
+    bool stopping;
+    int64_t duration_s; /* -1: until stopped */
+    int version;        /* CollectTracing version used */
+    uint64_t session_id;
+    uint64_t pid;
+    char filename[64];
+    char location[512];
+    struct trace_config tc;
+    struct nettrace_checker checker;
+};
+
+static void job_maybe_free(struct trace_job *job);
+
+static void job_on_timer_closed(uv_handle_t *h)
+{
+    struct trace_job *job = h->data;
+    trace_config_fini(&job->tc);
+    nettrace_checker_fini(&job->checker);
+    free(job);
+}
+
+/* Frees the job once the request, the session and the timer are all gone. */
+static void job_maybe_free(struct trace_job *job)
+{
+    if (job->req != NULL || job->sess != NULL || job->timer_closing) {
+        return;
+    }
+    job->timer_closing = true;
+    uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
+}
+
+/* Records the trace result on the operation and moves it to its final state. */
+static void job_finish_op(struct trace_job *job, enum op_state state, const char *code,
+                          const char *message)
+{
+    struct operation *op = job->op;
+    if (op == NULL) {
+        return;
+    }
+    cJSON *extra = cJSON_CreateObject();
+    if (extra != NULL) {
+        char sid[24];
+        snprintf(sid, sizeof(sid), "0x%016llx", (unsigned long long)job->session_id);
+        cJSON_AddNumberToObject(extra, "bytes", (double)nettrace_bytes(&job->checker));
+        cJSON_AddStringToObject(extra, "verdict", nettrace_verdict_name(nettrace_verdict(&job->checker)));
+        const char *detail = nettrace_error(&job->checker);
+        if (detail != NULL && *detail != '\0') {
+            cJSON_AddStringToObject(extra, "detail", detail);
+        }
+        cJSON_AddNumberToObject(extra, "events", (double)nettrace_events(&job->checker));
+        cJSON_AddStringToObject(extra, "profiles", job->tc.profile_names);
+        if (job->version > 0) {
+            cJSON_AddNumberToObject(extra, "collectTracingVersion", job->version);
+            cJSON_AddStringToObject(extra, "sessionId", sid);
+        }
+        cJSON_Delete(op->extra);
+        op->extra = extra;
+    }
+    op->control.stop = NULL;
+    op->control.cancel = NULL;
+    op->ctx = NULL;
+    op_set_state(&job->a->ops, op, state, code, message);
+    job->op = NULL;
+}
+
+static void job_on_abort(void *ud, struct http_request *r)
+{
+    struct trace_job *job = ud;
+    (void)r;
+    job->req = NULL;
+    log_info(cat, "trace of %llu: client disconnected after %llu bytes", (unsigned long long)job->pid,
+             (unsigned long long)nettrace_bytes(&job->checker));
+    if (job->sess != NULL) {
+        /* Abort sends StopTracing in the background: no session is left in the runtime. */
+        ipc_session_abort(job->sess);
+        job->sess = NULL;
+    }
+    uv_timer_stop(&job->timer);
+    job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    job_maybe_free(job);
+}
+
+static void job_stop(void *ctx)
+{
+    struct trace_job *job = ctx;
+    if (job->sess == NULL || job->stopping) {
+        return;
+    }
+    job->stopping = true;
+    uv_timer_stop(&job->timer);
+    if (job->op != NULL && job->op->state == OP_RUNNING) {
+        op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
+    }
+    log_info(cat, "trace of %llu: stopping (StopTracing; rundown follows)", (unsigned long long)job->pid);
+    ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS);
+}
+
+static void job_cancel(void *ctx)
+{
+    struct trace_job *job = ctx;
+    if (job->sess != NULL) {
+        ipc_session_abort(job->sess);
+        job->sess = NULL;
+    }
+    uv_timer_stop(&job->timer);
+    if (job->req != NULL) {
+        struct http_request *req = job->req;
+        job->req = NULL;
+        http_request_on_abort(req, NULL, NULL);
+        if (job->streaming) {
+            http_stream_abort(req); /* the client sees a truncated transfer */
+        } else {
+            api_problem(req, 400, "the trace operation was cancelled before it started");
+        }
+    }
+    job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    job_maybe_free(job);
+}
+
+static void job_on_timer(uv_timer_t *t)
+{
+    job_stop(t->data);
+}
+
+static void job_on_drain(void *ud, struct http_request *r)
+{
+    struct trace_job *job = ud;
+    (void)r;
+    if (job->paused && job->sess != NULL) {
+        job->paused = false;
+        ipc_session_resume(job->sess);
+    }
+}
+
+static void sess_on_started(void *ud, uint64_t session_id, int version)
+{
+    struct trace_job *job = ud;
+    job->version = version;
+    job->session_id = session_id;
+    log_info(cat, "trace of %llu started: session 0x%llx (CollectTracing%d), profiles %s",
+             (unsigned long long)job->pid, (unsigned long long)session_id, version,
+             job->tc.profile_names);
+    if (job->op != NULL) {
+        op_set_state(&job->a->ops, job->op, OP_RUNNING, NULL, NULL);
+    }
+    if (job->req == NULL) {
+        return;
+    }
+    char disposition[128];
+    snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
+    const struct http_header hdrs[] = {{"Content-Disposition", disposition},
+                                       {"Location", job->location}};
+    if (http_stream_begin(job->req, 200, "application/octet-stream", hdrs, 2) != 0) {
+        job_cancel(job);
+        return;
+    }
+    job->streaming = true;
+    http_stream_on_drain(job->req, TRACE_LOW_WATER, job_on_drain, job);
+    if (job->duration_s >= 0) {
+        uv_timer_start(&job->timer, job_on_timer, (uint64_t)job->duration_s * 1000, 0);
+    }
+}
+
+static void sess_on_data(void *ud, const uint8_t *p, size_t n)
+{
+    struct trace_job *job = ud;
+    nettrace_feed(&job->checker, p, n);
+    if (job->req == NULL || !job->streaming) {
+        return;
+    }
+    if (http_stream_write(job->req, p, n) != 0) {
+        return; /* the client is gone; the abort callback follows */
+    }
+    if (!job->paused && http_stream_pending(job->req) > TRACE_HIGH_WATER) {
+        job->paused = true;
+        ipc_session_pause(job->sess);
+    }
+}
+
+static void sess_on_end(void *ud, int status, uint32_t hresult)
+{
+    struct trace_job *job = ud;
+    job->sess = NULL;
+    uv_timer_stop(&job->timer);
+    struct http_request *req = job->req;
+
+    if (!job->streaming) {
+        /* The session never started: answer with the reason. */
+        char msg[256];
+        int http_status = 502;
+        const char *code = "RuntimeUnreachable";
+        if (status == AGENT_E_RUNTIME) {
+            snprintf(msg, sizeof(msg), "the runtime refused the trace session: %s (0x%08x)",
+                     ipc_hresult_name(hresult), hresult);
+            http_status = 400;
+            code = "RuntimeError";
+        } else if (status == AGENT_E_TIMEOUT) {
+            snprintf(msg, sizeof(msg), "the runtime did not answer CollectTracing in time");
+            http_status = 504;
+            code = "Timeout";
+        } else {
+            snprintf(msg, sizeof(msg), "cannot start a trace session: %s", agent_strerror(status));
+        }
+        log_warn(cat, "trace of %llu failed to start: %s", (unsigned long long)job->pid, msg);
+        job_finish_op(job, OP_FAILED, code, msg);
+        if (req != NULL) {
+            job->req = NULL;
+            http_request_on_abort(req, NULL, NULL);
+            api_problem(req, http_status, "%s", msg);
+        }
+        job_maybe_free(job);
+        return;
+    }
+
+    enum nettrace_verdict v = nettrace_finish(&job->checker);
+    log_info(cat, "trace of %llu ended: %llu bytes, %s%s%s", (unsigned long long)job->pid,
+             (unsigned long long)nettrace_bytes(&job->checker), nettrace_verdict_name(v),
+             status ? ", " : "", status ? agent_strerror(status) : "");
+    if (v == NETTRACE_COMPLETE) {
+        job_finish_op(job, OP_SUCCEEDED, NULL, NULL);
+    } else if (v == NETTRACE_TRUNCATED) {
+        job_finish_op(job, OP_FAILED, "TraceTruncated",
+                      status == AGENT_E_TIMEOUT
+                          ? "the runtime did not finish the trace within the stop timeout"
+                          : "the trace stream ended before its end marker (did the process exit?)");
+    } else {
+        job_finish_op(job, OP_FAILED, "TraceInvalid", nettrace_error(&job->checker));
+    }
+    if (req != NULL) {
+        job->req = NULL;
+        http_request_on_abort(req, NULL, NULL);
+        /* End the response cleanly in every case: the file is what the runtime sent. */
+        http_stream_end(req);
+    }
+    job_maybe_free(job);
+}
+
+static const struct ipc_session_callbacks session_callbacks = {
+    .on_started = sess_on_started,
+    .on_data = sess_on_data,
+    .on_end = sess_on_end,
+};
+
+/* Parses durationSeconds: -1 (until stopped) .. INT32_MAX, default 30. */
+static int parse_duration(struct http_request *req, int64_t *out)
+{
+    struct buf v;
+    buf_init(&v, 64);
+    int rc = http_query_get(http_request_query(req), "durationSeconds", &v);
+    *out = 30;
+    if (rc == 1) {
+        const char *s = buf_cstr(&v);
+        char *end = NULL;
+        errno = 0;
+        long long d = strtoll(s, &end, 10);
+        if (*s == '\0' || *end != '\0' || errno != 0 || d < -1 || d > 2147483647LL) {
+            api_problem(req, 400, "durationSeconds must be an integer from -1 (until stopped) to "
+                                  "2147483647, not '%s'", s);
+            rc = AGENT_E_INVAL;
+        } else {
+            *out = d;
+            rc = 0;
+        }
+    } else if (rc < 0) {
+        api_problem(req, 400, "malformed query string");
+    } else {
+        rc = 0;
+    }
+    buf_fini(&v);
+    return rc;
+}
+
+/* Common part of GET and POST once the configuration is known; takes ownership of tc. */
+static void start_trace(struct agent *a, struct http_request *req, const struct ipc_process *p,
+                        struct trace_config *tc, int64_t duration_s)
+{
+    struct buf tags, egress;
+    buf_init(&tags, 4096);
+    buf_init(&egress, 256);
+    const char *q = http_request_query(req);
+    int has_tags = http_query_get(q, "tags", &tags);
+    int has_egress = http_query_get(q, "egressProvider", &egress);
+    struct trace_job *job = NULL;
+    struct operation *op = NULL;
+
+    if (has_tags < 0 || has_egress < 0) {
+        api_problem(req, 400, "malformed query string");
+        goto fail;
+    }
+    if (has_egress == 1 && buf_size(&egress) > 0) {
+        api_problem(req, 400, "egress provider '%s' is not configured; omit egressProvider to "
+                              "receive the trace in this response", buf_cstr(&egress));
+        goto fail;
+    }
+    int rc = op_registry_add(&a->ops, OP_KIND_TRACE, p->pid, p->uid, p->name,
+                             has_tags == 1 ? buf_cstr(&tags) : NULL, &op);
+    if (rc == AGENT_E_TOOBIG) {
+        api_problem(req, 429, "%zu traces are already running; at most %zu may run at once",
+                    op_registry_active(&a->ops, OP_KIND_TRACE), a->ops.limit[OP_KIND_TRACE]);
+        goto fail;
+    }
+    if (rc != 0) {
+        api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
+        goto fail;
+    }
+    job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
+        api_problem(req, 500, "out of memory");
+        goto fail;
+    }
+    job->a = a;
+    job->op = op;
+    job->req = req;
+    job->pid = p->pid;
+    job->duration_s = duration_s;
+    job->tc = *tc;
+    memset(tc, 0, sizeof(*tc)); /* ownership moved to the job */
+    nettrace_checker_init(&job->checker);
+    uv_timer_init(a->loop, &job->timer);
+    job->timer.data = job;
+
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char ts[32];
+    strftime(ts, sizeof(ts), "%Y%m%d_%H%M%S", &tm);
+    snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
+    const char *host = http_request_header(req, "Host");
+    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
+             host != NULL ? host : "localhost", op->id);
+    op->artifact_name = strdup(job->filename);
+
+    rc = ipc_session_start(a->loop, p->endpoint, &job->tc.collect, TRACE_START_TIMEOUT_MS,
+                           &session_callbacks, job, &job->sess);
+    if (rc != 0) {
+        job->req = NULL;
+        job_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
+        api_problem(req, 502, "cannot start a trace session with process %llu: %s",
+                    (unsigned long long)p->pid, agent_strerror(rc));
+        job_maybe_free(job);
+        goto out;
+    }
+    op->stoppable = true;
+    op->control.stop = job_stop;
+    op->control.cancel = job_cancel;
+    op->ctx = job;
+    http_request_on_abort(req, job_on_abort, job);
+    goto out;
+
+fail:
+    trace_config_fini(tc);
+out:
+    buf_fini(&tags);
+    buf_fini(&egress);
+}
+
+void api_trace_get(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    int64_t duration = 0;
+    if (parse_duration(req, &duration) != 0) {
+        return;
+    }
+    struct buf profile, err;
+    buf_init(&profile, 4096);
+    buf_init(&err, 4096);
+    int has = http_query_get(http_request_query(req), "profile", &profile);
+    struct trace_config tc;
+    memset(&tc, 0, sizeof(tc));
+    if (has < 0) {
+        api_problem(req, 400, "malformed query string");
+    } else if (trace_config_from_profiles(has == 1 ? buf_cstr(&profile) : NULL,
+                                          a->metrics_interval_s, &tc, &err) != 0) {
+        api_problem(req, 400, "%s", buf_cstr(&err));
+    } else {
+        start_trace(a, req, p, &tc, duration);
+    }
+    buf_fini(&profile);
+    buf_fini(&err);
+}
+
+void api_trace_post(struct agent *a, struct http_request *req)
+{
+    const char *ct = http_request_header(req, "Content-Type");
+    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
+        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
+        api_problem(req, 415, "POST /trace takes a JSON body (Content-Type application/json), not %s", ct);
+        return;
+    }
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    int64_t duration = 0;
+    if (parse_duration(req, &duration) != 0) {
+        return;
+    }
+    size_t len = 0;
+    const uint8_t *body = http_request_body(req, &len);
+    struct buf err;
+    buf_init(&err, 4096);
+    struct trace_config tc;
+    memset(&tc, 0, sizeof(tc));
+    if (len == 0) {
+        api_problem(req, 400, "POST /trace needs a JSON body with Providers");
+    } else if (trace_config_from_json((const char *)body, len, &tc, &err) != 0) {
+        api_problem(req, 400, "%s", buf_cstr(&err));
+    } else {
+        start_trace(a, req, p, &tc, duration);
+    }
+    buf_fini(&err);
+}
+
+void api_trace_shutdown(struct agent *a)
+{
+    /* Stop every running trace gracefully so clients get complete files and runtimes keep no
+     * session; the HTTP server's grace period lets the rundown finish. */
+    for (size_t i = 0; i < a->ops.n; i++) {
+        struct operation *op = a->ops.v[i];
+        if (op->kind == OP_KIND_TRACE && !op_is_finished(op) && op->control.stop != NULL) {
+            op->control.stop(op->ctx);
+        }
+    }
+}

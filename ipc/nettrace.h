@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_NETTRACE_H
+#define AGENT_NETTRACE_H
+
+/*
+ * Streaming checker for the nettrace V4/V5 format the runtime sends after CollectTracing
+ * (PROTOCOL.md §5, checklist §5.10). Pure: no libuv, no I/O, no globals.
+ *
+ * Feed the stream in any chunking (one byte at a time works) and call nettrace_finish at EOF.
+ * The verdict is COMPLETE (valid, ended with the 0x01 end tag and nothing after it), TRUNCATED
+ * (valid so far but the stream stopped early; every prefix of a valid stream is TRUNCATED) or
+ * INVALID (with a message and the absolute offset of the first offending byte).
+ *
+ * Memory is bounded: the checker copies at most one block (capped by max_block, 16 MiB by default;
+ * a larger blockSize is a violation) and stores one record per metadata definition (capped by
+ * max_metadata, 64K by default) with its provider and event names as UTF-8 in a bounded arena.
+ * Allocation happens only when the block buffer must grow and when metadata is defined, never per
+ * event. A block that arrives whole inside one nettrace_feed call is checked in place, uncopied.
+ *
+ * What is checked (§5.10): magic and FastSerialization header; the Trace object (version 4, minimum
+ * reader 4, 48-byte payload, pointer size 4 or 8); each block object (tags, known type name, version
+ * and minimum reader version 1..2, blockSize within the cap, absolute 4-byte padding made of zero
+ * bytes, end tag); EventBlock/MetadataBlock headers (headerSize 20..blockSize, no flag bits other
+ * than header compression); every event blob, compressed or not, decoded to exactly the block end
+ * (varints at most 5/10 bytes and within 32/64 bits, payloads inside the block); StackBlock
+ * (8 + sum(4 + size) == blockSize, sizes multiple of the pointer size, no id defined twice in one
+ * sequence-point region) and SPBlock (12 + 12 * count == blockSize) sizes; every event's metadata id
+ * defined by an earlier record; metadata ids defined once; metadata payloads parse (id, provider
+ * name, event id, event name, keywords, version, level, V1 field list, V5 OpCode/V2Params tags,
+ * UTF-16 strings terminated inside the payload).
+ *
+ * Stack references: an event whose non-zero stack id was not defined since the last SPBlock is only
+ * counted (stats.missing_stacks) unless NETTRACE_STRICT_STACKS is set, because TraceEvent itself
+ * reads such an event without its stack (perfview StackCache.TryGetStack) rather than failing.
+ *
+ * Errors from nettrace_feed: AGENT_E_PROTO (the stream is invalid), AGENT_E_TOOBIG (a size over a
+ * cap, or a checker limit hit: also an INVALID verdict), -ENOMEM (UV_ENOMEM: the checker could not
+ * continue; the verdict is INVALID with an "out of memory" message), AGENT_E_INVAL (fed after
+ * finish). Once an error is returned, later feeds return it again and check nothing.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* PROTOCOL.md §5.10: the offset of the first block object in a runtime-produced stream. */
+#define NETTRACE_PREAMBLE_SIZE 102
+
+#define NETTRACE_DEFAULT_MAX_BLOCK    (16u * 1024u * 1024u)
+#define NETTRACE_DEFAULT_MAX_METADATA 65536u
+
+/* Option flags. */
+#define NETTRACE_STRICT_STACKS 0x1u /* an undefined stack id is a violation */
+
+enum nettrace_verdict {
+    NETTRACE_TRUNCATED = 0, /* valid so far, no end tag (yet) */
+    NETTRACE_COMPLETE = 1,  /* valid and ended with the end tag */
+    NETTRACE_INVALID = 2    /* a violation; see nettrace_error */
+};
+
+enum nettrace_block_kind {
+    NETTRACE_BLOCK_EVENT = 0,
+    NETTRACE_BLOCK_METADATA = 1,
+    NETTRACE_BLOCK_STACK = 2,
+    NETTRACE_BLOCK_SP = 3,
+    NETTRACE_BLOCK_KINDS = 4
+};
+
+struct nettrace_options {
+    uint32_t max_block;    /* largest blockSize accepted; 0 = NETTRACE_DEFAULT_MAX_BLOCK */
+    uint32_t max_metadata; /* most metadata records; 0 = NETTRACE_DEFAULT_MAX_METADATA */
+    uint32_t flags;        /* NETTRACE_STRICT_STACKS */
+};
+
+struct nettrace_stats {
+    uint64_t bytes;                        /* stream bytes accepted so far */
+    uint64_t blocks[NETTRACE_BLOCK_KINDS]; /* complete blocks, by kind */
+    uint64_t events;                       /* events in EventBlocks */
+    uint64_t metadata;                     /* metadata records defined */
+    uint64_t stacks;                       /* stacks defined in StackBlocks */
+    uint64_t missing_stacks; /* events whose stack id was not defined in the current region */
+    /*
+     * Events the runtime dropped, from per-capture-thread sequence-number gaps (events and SPBlocks),
+     * the way TraceEvent counts them: a thread's first number and a reset to 0 count nothing.
+     */
+    uint64_t lost;
+};
+
+/* The Trace object's payload (§5.3). */
+struct nettrace_trace_info {
+    uint16_t sync_time_utc[8]; /* year, month, dayOfWeek, day, hour, minute, second, ms */
+    int64_t sync_time_qpc;
+    int64_t qpc_frequency;
+    int32_t pointer_size;
+    int32_t process_id;
+    int32_t processors;
+    int32_t sampling_rate_ns;
+};
+
+/* One decoded event, as given to the event callback. All views are valid during the call only. */
+struct nettrace_event {
+    const char *provider;   /* UTF-8, NUL-terminated */
+    const char *event_name; /* UTF-8, NUL-terminated; "" for native runtime events */
+    uint32_t event_id;
+    uint32_t version;
+    uint32_t metadata_id;
+    uint32_t sequence;
+    uint64_t thread_id;
+    uint64_t capture_thread_id;
+    uint32_t stack_id;
+    int64_t timestamp;
+    const uint8_t *payload;
+    size_t payload_len;
+};
+
+/*
+ * Called once per event, in stream order, as its block is checked. A violation later in the same
+ * block still makes the verdict INVALID, so act on events only after a good verdict if that matters.
+ */
+typedef void (*nettrace_event_cb)(void *ud, const struct nettrace_event *ev);
+
+/* Called once per metadata record by nettrace_foreach_metadata. */
+struct nettrace_metadata {
+    uint32_t metadata_id;
+    const char *provider;
+    const char *event_name;
+    uint32_t event_id;
+    uint32_t version;
+    uint32_t level;
+    uint8_t opcode; /* from the V5 OpCode tag; 0 when absent */
+    uint64_t keywords;
+    uint64_t events; /* events seen with this metadata id */
+};
+typedef void (*nettrace_metadata_cb)(void *ud, const struct nettrace_metadata *md);
+
+/* Opaque contents; declared here so a checker can be embedded. Use the functions only. */
+struct nettrace_checker {
+    struct nettrace_private *priv;
+};
+
+/* Prepares ck. opt may be NULL (defaults). Returns 0 or -ENOMEM. */
+int nettrace_checker_init(struct nettrace_checker *ck, const struct nettrace_options *opt);
+/* Frees everything; safe on a zeroed or already finished checker, and twice. */
+void nettrace_checker_fini(struct nettrace_checker *ck);
+
+/* Sets (or clears, with NULL) the per-event callback. Call before feeding. */
+void nettrace_set_event_cb(struct nettrace_checker *ck, nettrace_event_cb cb, void *ud);
+
+/* Checks the next n bytes of the stream. 0 or a negative code (see the top of this file). */
+int nettrace_feed(struct nettrace_checker *ck, const uint8_t *p, size_t n);
+
+/* EOF: returns the final verdict. Later feeds fail with AGENT_E_INVAL. Idempotent. */
+enum nettrace_verdict nettrace_finish(struct nettrace_checker *ck);
+
+/*
+ * The verdict so far, without ending the stream: INVALID after a violation, COMPLETE once the end
+ * tag has been seen (a later byte would still make it INVALID), TRUNCATED otherwise.
+ */
+enum nettrace_verdict nettrace_status(const struct nettrace_checker *ck);
+
+/* The violation message and its absolute stream offset; NULL (offset untouched) if none. */
+const char *nettrace_error(const struct nettrace_checker *ck, uint64_t *offset);
+
+/* Static name of a verdict ("COMPLETE", "TRUNCATED", "INVALID"). */
+const char *nettrace_verdict_name(enum nettrace_verdict v);
+
+/* Counters so far. Never NULL. */
+const struct nettrace_stats *nettrace_get_stats(const struct nettrace_checker *ck);
+
+/* The Trace object, once it has been read: 0, else AGENT_E_NOTFOUND (out untouched). */
+int nettrace_trace_info(const struct nettrace_checker *ck, struct nettrace_trace_info *out);
+
+/*
+ * Events seen so far whose metadata names this provider (exact, case-sensitive UTF-8) and event id,
+ * over all metadata ids (one per event version). E.g. ("Microsoft-Windows-DotNETRuntime", 1) counts
+ * GCStart.
+ */
+uint64_t nettrace_count(const struct nettrace_checker *ck, const char *provider, uint32_t event_id);
+
+/* Events seen so far from this provider, any event id. */
+uint64_t nettrace_count_provider(const struct nettrace_checker *ck, const char *provider);
+
+/* Calls cb for every metadata record, in definition order. */
+void nettrace_foreach_metadata(const struct nettrace_checker *ck, nettrace_metadata_cb cb, void *ud);
+
+/*
+ * Convenience for payload searches: true if the UTF-16LE encoding of the ASCII/UTF-8 text `needle`
+ * occurs anywhere in p[0..n) (at any byte alignment). False for an empty or non-encodable needle.
+ */
+bool nettrace_payload_has_utf16(const uint8_t *p, size_t n, const char *needle);
+
+#endif

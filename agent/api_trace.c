@@ -56,6 +56,12 @@ struct trace_job {
 
 static void job_maybe_free(struct trace_job *job);
 
+/* The verdict as the operation status shows it. */
+static const char *verdict_word(enum nettrace_verdict v)
+{
+    return v == NETTRACE_COMPLETE ? "complete" : v == NETTRACE_TRUNCATED ? "truncated" : "invalid";
+}
+
 static void job_on_timer_closed(uv_handle_t *h)
 {
     struct trace_job *job = h->data;
@@ -86,13 +92,17 @@ static void job_finish_op(struct trace_job *job, enum op_state state, const char
     if (extra != NULL) {
         char sid[24];
         snprintf(sid, sizeof(sid), "0x%016llx", (unsigned long long)job->session_id);
-        cJSON_AddNumberToObject(extra, "bytes", (double)nettrace_bytes(&job->checker));
-        cJSON_AddStringToObject(extra, "verdict", nettrace_verdict_name(nettrace_verdict(&job->checker)));
-        const char *detail = nettrace_error(&job->checker);
+        const struct nettrace_stats *st = nettrace_get_stats(&job->checker);
+        cJSON_AddNumberToObject(extra, "bytes", (double)st->bytes);
+        cJSON_AddStringToObject(extra, "verdict", verdict_word(nettrace_status(&job->checker)));
+        uint64_t offset = 0;
+        const char *detail = nettrace_error(&job->checker, &offset);
         if (detail != NULL && *detail != '\0') {
             cJSON_AddStringToObject(extra, "detail", detail);
+            cJSON_AddNumberToObject(extra, "offset", (double)offset);
         }
-        cJSON_AddNumberToObject(extra, "events", (double)nettrace_events(&job->checker));
+        cJSON_AddNumberToObject(extra, "events", (double)st->events);
+        cJSON_AddNumberToObject(extra, "lostEvents", (double)st->lost);
         cJSON_AddStringToObject(extra, "profiles", job->tc.profile_names);
         if (job->version > 0) {
             cJSON_AddNumberToObject(extra, "collectTracingVersion", job->version);
@@ -114,7 +124,7 @@ static void job_on_abort(void *ud, struct http_request *r)
     (void)r;
     job->req = NULL;
     log_info(cat, "trace of %llu: client disconnected after %llu bytes", (unsigned long long)job->pid,
-             (unsigned long long)nettrace_bytes(&job->checker));
+             (unsigned long long)nettrace_get_stats(&job->checker)->bytes);
     if (job->sess != NULL) {
         /* Abort sends StopTracing in the background: no session is left in the runtime. */
         ipc_session_abort(job->sess);
@@ -259,7 +269,7 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
 
     enum nettrace_verdict v = nettrace_finish(&job->checker);
     log_info(cat, "trace of %llu ended: %llu bytes, %s%s%s", (unsigned long long)job->pid,
-             (unsigned long long)nettrace_bytes(&job->checker), nettrace_verdict_name(v),
+             (unsigned long long)nettrace_get_stats(&job->checker)->bytes, verdict_word(v),
              status ? ", " : "", status ? agent_strerror(status) : "");
     if (v == NETTRACE_COMPLETE) {
         job_finish_op(job, OP_SUCCEEDED, NULL, NULL);
@@ -269,7 +279,7 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
                           ? "the runtime did not finish the trace within the stop timeout"
                           : "the trace stream ended before its end marker (did the process exit?)");
     } else {
-        job_finish_op(job, OP_FAILED, "TraceInvalid", nettrace_error(&job->checker));
+        job_finish_op(job, OP_FAILED, "TraceInvalid", nettrace_error(&job->checker, NULL));
     }
     if (req != NULL) {
         job->req = NULL;
@@ -361,7 +371,12 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     job->duration_s = duration_s;
     job->tc = *tc;
     memset(tc, 0, sizeof(*tc)); /* ownership moved to the job */
-    nettrace_checker_init(&job->checker);
+    if (nettrace_checker_init(&job->checker, NULL) != 0) {
+        free(job);
+        op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
+        api_problem(req, 500, "out of memory");
+        goto fail;
+    }
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
 

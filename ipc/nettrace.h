@@ -18,14 +18,14 @@
  * event. A block that arrives whole inside one nettrace_feed call is checked in place, uncopied.
  *
  * What is checked (§5.10): magic and FastSerialization header; the Trace object (version 4, minimum
- * reader 4, 48-byte payload, pointer size 4 or 8); each block object (tags, known type name, version
- * and minimum reader version 1..2, blockSize within the cap, absolute 4-byte padding made of zero
- * bytes, end tag); EventBlock/MetadataBlock headers (headerSize 20..blockSize, no flag bits other
- * than header compression); every event blob, compressed or not, decoded to exactly the block end
- * (varints at most 5/10 bytes and within 32/64 bits, payloads inside the block); StackBlock
- * (8 + sum(4 + size) == blockSize, sizes multiple of the pointer size, no id defined twice in one
- * sequence-point region) and SPBlock (12 + 12 * count == blockSize) sizes; every event's metadata id
- * defined by an earlier record; metadata ids defined once; metadata payloads parse (id, provider
+ * reader 4, 48-byte payload, pointer size 4 or 8); each block object (tags, known type name,
+ * version and minimum reader version 1..2, blockSize within the cap, absolute 4-byte padding made
+ * of zero bytes, end tag); EventBlock/MetadataBlock headers (headerSize 20..blockSize, no flag bits
+ * other than header compression); every event blob, compressed or not, decoded to exactly the block
+ * end (varints at most 5/10 bytes and within 32/64 bits, payloads inside the block); StackBlock (8
+ * + sum(4 + size) == blockSize, sizes multiple of the pointer size, no id defined twice in one
+ * sequence-point region) and SPBlock (12 + 12 * count == blockSize) sizes; every event's metadata
+ * id defined by an earlier record; metadata ids defined once; metadata payloads parse (id, provider
  * name, event id, event name, keywords, version, level, V1 field list, V5 OpCode/V2Params tags,
  * UTF-16 strings terminated inside the payload).
  *
@@ -80,8 +80,9 @@ struct nettrace_stats {
     uint64_t stacks;                       /* stacks defined in StackBlocks */
     uint64_t missing_stacks; /* events whose stack id was not defined in the current region */
     /*
-     * Events the runtime dropped, from per-capture-thread sequence-number gaps (events and SPBlocks),
-     * the way TraceEvent counts them: a thread's first number and a reset to 0 count nothing.
+     * Events the runtime dropped, from per-capture-thread sequence-number gaps (events and
+     * SPBlocks), the way TraceEvent counts them: a thread's first number and a reset to 0 count
+     * nothing.
      */
     uint64_t lost;
 };
@@ -115,7 +116,8 @@ struct nettrace_event {
 
 /*
  * Called once per event, in stream order, as its block is checked. A violation later in the same
- * block still makes the verdict INVALID, so act on events only after a good verdict if that matters.
+ * block still makes the verdict INVALID, so act on events only after a good verdict if that
+ * matters.
  */
 typedef void (*nettrace_event_cb)(void *ud, const struct nettrace_event *ev);
 
@@ -177,11 +179,20 @@ int nettrace_trace_info(const struct nettrace_checker *ck, struct nettrace_trace
  */
 uint64_t nettrace_count(const struct nettrace_checker *ck, const char *provider, uint32_t event_id);
 
+/*
+ * The same by event name, for EventSource events whose ids move between versions (on .NET 10
+ * Microsoft-Extensions-Logging FormattedMessage is id 9 and MessageJson id 10, not the 1 and 5 of
+ * older runtimes). Native runtime events have empty names and never match a non-empty name.
+ */
+uint64_t nettrace_count_named(const struct nettrace_checker *ck, const char *provider,
+                              const char *event_name);
+
 /* Events seen so far from this provider, any event id. */
 uint64_t nettrace_count_provider(const struct nettrace_checker *ck, const char *provider);
 
 /* Calls cb for every metadata record, in definition order. */
-void nettrace_foreach_metadata(const struct nettrace_checker *ck, nettrace_metadata_cb cb, void *ud);
+void nettrace_foreach_metadata(const struct nettrace_checker *ck, nettrace_metadata_cb cb,
+                               void *ud);
 
 /*
  * Convenience for payload searches: true if the UTF-16LE encoding of the ASCII/UTF-8 text `needle`

@@ -10,6 +10,16 @@
  *
  * Replies are encoded here by hand, independently of ipc/ipc_codec.c, so a bug in the codec
  * cannot be mirrored by the fake. Strings in the config are ASCII/UTF-8.
+ *
+ * EventPipe (PROTOCOL.md §3.1, §4): CollectTracing (1) .. CollectTracing5 get OK + a 64-bit
+ * session id, written in the same write as a valid nettrace preamble (§5.2-5.3: "Nettrace",
+ * int32 20, "!FastSerialization.1", the 70-byte Trace object), then filler EventBlocks with no
+ * events (their extra header bytes carry a position-dependent pattern, so they are valid nettrace
+ * and any loss or reordering shows). Each stream write is issued only after the previous one
+ * completed, like the runtime's blocking writer: a client that stops reading stalls the fake once
+ * the socket buffer is full. StopTracing (on another connection) for a streaming id makes the
+ * fake write the end tag 0x01, close the stream, and only then answer OK + id (§4.3); for any
+ * other id it answers OK + id at once.
  */
 
 #include <stdbool.h>
@@ -28,6 +38,27 @@ enum fake_mode {
     FAKE_HUGE_ENV   /* ProcessEnvironment OK reply announcing a 0xFFFFFFF0-byte continuation */
 };
 
+/* How CollectTracing and StopTracing are answered. */
+enum fake_trace_fault {
+    FAKE_TRACE_OK = 0, /* reply OK + id, stream, end on StopTracing */
+    FAKE_TRACE_SILENT, /* read CollectTracing, never reply (the connection stays open) */
+    FAKE_TRACE_ERROR,  /* reply Error with error_hresult */
+    FAKE_TRACE_DIE,    /* once die_after stream bytes are written, die like fake_runtime_kill */
+    FAKE_TRACE_NO_END  /* StopTracing is counted but never acted on: no end, no reply */
+};
+
+struct fake_trace_config {
+    unsigned unknown_versions; /* bit v (1 << v, v = 1..5): CollectTracing v is UNKNOWN_COMMAND */
+    enum fake_trace_fault fault;
+    uint32_t error_hresult;   /* FAKE_TRACE_ERROR */
+    uint64_t filler_bytes;    /* filler after the preamble (whole blocks); UINT64_MAX: until stop */
+    size_t chunk_bytes;       /* size of one filler block = one write (0: 4096, min 64) */
+    unsigned interval_ms;     /* pause after each stream write (0: next write when one completes) */
+    unsigned reply_delay_ms;  /* wait before replying to CollectTracing */
+    uint64_t die_after;       /* FAKE_TRACE_DIE: stream bytes (preamble included) before dying */
+    bool drip;                /* the reply, preamble and blocks go out in writes of 1..7 bytes */
+};
+
 struct fake_runtime_config {
     uint64_t pid; /* used in the socket name and in ProcessInfo */
     uint64_t key;
@@ -42,6 +73,7 @@ struct fake_runtime_config {
     enum fake_mode mode;
     bool split_writes;      /* send each reply one byte per write */
     const char *const *env; /* NULL-terminated "NAME=value" list for ProcessEnvironment */
+    struct fake_trace_config trace;
 };
 
 struct fake_runtime;
@@ -55,6 +87,37 @@ unsigned fake_runtime_requests(const struct fake_runtime *f, uint8_t command_set
                                uint8_t command_id);
 /* Connections accepted so far. */
 unsigned fake_runtime_connections(const struct fake_runtime *f);
+/* What the fake knows about one session it created (indexes in creation order). */
+struct fake_session_info {
+    uint64_t id;
+    int version;           /* CollectTracing version that created it */
+    uint64_t stream_bytes; /* nettrace bytes whose write completed (the IPC reply excluded) */
+    uint64_t hash;         /* fake_fnv1a over those bytes, in order */
+    unsigned stops;        /* StopTracing requests naming this id */
+    bool end_tag;          /* the end tag 0x01 was written (after a StopTracing) */
+    bool stream_open;      /* the stream connection is still open */
+    bool client_closed;    /* the client closed the stream before the end tag */
+};
+
+#define FAKE_MAX_SESSIONS 256 /* more → Error DS_IPC_E_FAIL, like the runtime's 64-session cap */
+
+/* Sessions created so far (CollectTracing answered OK). */
+unsigned fake_runtime_sessions(const struct fake_runtime *f);
+/* 0 and *out, or -ENOENT for an index not created yet. */
+int fake_runtime_session(const struct fake_runtime *f, unsigned idx, struct fake_session_info *out);
+/* Stream bytes written so far over all sessions (grows while someone reads). */
+uint64_t fake_runtime_stream_bytes(const struct fake_runtime *f);
+/*
+ * The last complete EventPipe request (command set 0x02) with this command id, header included,
+ * or NULL if none came. Valid until the next such request or fake_runtime_close.
+ */
+const uint8_t *fake_runtime_last_request(const struct fake_runtime *f, uint8_t command_id,
+                                         size_t *len);
+
+/* FNV-1a 64, the hash of fake_session_info.hash: fake_fnv1a(FAKE_FNV_INIT, p, n), chainable. */
+#define FAKE_FNV_INIT 0xcbf29ce484222325ull
+uint64_t fake_fnv1a(uint64_t h, const uint8_t *p, size_t n);
+
 /* Like SIGKILL: the listener and every connection close, the socket file stays behind. */
 void fake_runtime_kill(struct fake_runtime *f);
 /* Closes everything, unlinks the socket file, frees f; cb (may be NULL) runs once all is closed. */

@@ -1,0 +1,1414 @@
+/* SPDX-License-Identifier: MIT */
+#include "nettrace.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "ipc_codec.h"
+
+/*
+ * The stream is cut into "units": runs of bytes whose length is known before they start (the
+ * 32-byte header, an object's type preamble, its name, a block size field, the padding, a block
+ * body...). nettrace_feed gathers one unit at a time, in place when the caller's chunk holds all of
+ * it and in a staging buffer otherwise, and hands the complete unit to step(). So every check below
+ * sees whole fields and never needs to resume in the middle of one, whatever the chunking, and the
+ * only data ever copied is the current unit (at most one block).
+ *
+ * Section numbers refer to PROTOCOL.md; where it was silent or wrong the behaviour follows what
+ * TraceEvent (microsoft/perfview src/TraceEvent/EventPipe) accepts or rejects, as noted inline.
+ */
+
+#define SMALL_STAGE      80 /* largest non-block unit: a 64-byte type name + end tag */
+#define MAX_NAME_LEN     64 /* type names are at most 13 bytes; anything long is garbage */
+#define MAX_FIELD_DEPTH  16 /* nesting of Object fields in metadata */
+#define ARENA_MAX        (8u * 1024u * 1024u) /* UTF-8 provider + event names */
+#define MAX_STACK_RANGES 4096 /* disjoint stack-id ranges per sequence-point region */
+#define MAX_THREADS      65536
+#define UNCOMPRESSED_HDR 72 /* header bytes between eventSize and payloadSize */
+
+#define TAG_NULL          0x01
+#define TAG_BEGIN_PRIVATE 0x05
+#define TAG_END_OBJECT    0x06
+
+/* Block versions: the runtime writes 2/2; TraceEvent reads only 2 (MinimumVersionCanRead). */
+#define BLOCK_VERSION 2
+#define TRACE_VERSION 4
+
+enum state {
+    ST_HEADER,     /* 32 bytes: "Nettrace", int32 20, "!FastSerialization.1" */
+    ST_OBJ_TAG,    /* 1 byte: begin object, or the end-of-stream NullReference */
+    ST_OBJ_TYPE,   /* 14 bytes: 05 01, version, minimum reader version, name length */
+    ST_OBJ_NAME,   /* name length + 1 bytes: the type name and the type's end tag */
+    ST_TRACE_BODY, /* 49 bytes: the Trace payload and the object's end tag */
+    ST_BLOCK_SIZE, /* 4 bytes: blockSize */
+    ST_BLOCK_PAD,  /* 0..3 zero bytes up to an absolute multiple of 4 */
+    ST_BLOCK_BODY, /* blockSize bytes */
+    ST_BLOCK_END,  /* 1 byte: the block object's end tag */
+    ST_END,        /* the end tag was seen: any further byte is a violation */
+    ST_FAILED      /* a violation or a resource failure: nothing more is checked */
+};
+
+struct md_rec {
+    uint32_t id;
+    uint32_t event_id;
+    uint32_t version;
+    uint32_t level;
+    uint64_t keywords;
+    uint64_t events;
+    uint32_t provider; /* arena offsets of NUL-terminated UTF-8 */
+    uint32_t name;
+    uint8_t opcode;
+};
+
+struct id_range {
+    uint32_t first;
+    uint32_t last; /* inclusive */
+};
+
+struct thread_slot {
+    uint64_t id;
+    uint32_t seq;
+    uint8_t used;
+};
+
+/* The decoded header of one event blob (§5.5); compressed blobs inherit from the previous one. */
+struct blob {
+    uint32_t metadata_id;
+    uint32_t sequence;
+    uint32_t proc;
+    uint32_t stack_id;
+    uint32_t payload_size;
+    uint64_t thread_id;
+    uint64_t capture_thread_id;
+    uint64_t timestamp; /* unsigned so that delta arithmetic wraps without UB */
+};
+
+struct nettrace_private {
+    struct nettrace_options opt;
+    enum state state;
+    size_t need;  /* length of the current unit */
+    size_t have;  /* bytes of it gathered in the staging area */
+    uint64_t pos; /* absolute offset of the current unit */
+    bool trace_seen;
+    bool finished;
+    enum nettrace_block_kind kind; /* of the block object being read */
+    int32_t obj_version;
+    int32_t obj_min_version;
+    uint32_t block_size;
+    int err; /* what feed returns once failed */
+    uint64_t err_off;
+    char msg[200];
+    uint8_t small[SMALL_STAGE];
+    uint8_t *blk; /* staging for block bodies */
+    size_t blk_cap;
+    struct nettrace_stats stats;
+    struct nettrace_trace_info info;
+    nettrace_event_cb cb;
+    void *cb_ud;
+    /* metadata records and an open-addressing index id -> record + 1 */
+    struct md_rec *md;
+    size_t md_len;
+    size_t md_cap;
+    uint32_t *md_index;
+    size_t md_index_cap; /* power of two, or 0 */
+    char *arena;
+    size_t arena_len;
+    size_t arena_cap;
+    /* stack ids defined since the last SPBlock */
+    struct id_range *ranges;
+    size_t nranges;
+    size_t ranges_cap;
+    /* last sequence number per capture thread, for lost-event accounting */
+    struct thread_slot *threads;
+    size_t threads_len;
+    size_t threads_cap; /* power of two, or 0 */
+};
+
+static const char *const block_names[NETTRACE_BLOCK_KINDS] = {"EventBlock", "MetadataBlock",
+                                                              "StackBlock", "SPBlock"};
+
+static const uint8_t stream_header[32] = {'N', 'e', 't', 't', 'r', 'a', 'c', 'e', 20,  0,   0,
+                                          0,   '!', 'F', 'a', 's', 't', 'S', 'e', 'r', 'i', 'a',
+                                          'l', 'i', 'z', 'a', 't', 'i', 'o', 'n', '.', '1'};
+
+/* ---- little helpers -------------------------------------------------------------------------- */
+
+static uint16_t load16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t load32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static uint64_t load64(const uint8_t *p)
+{
+    return (uint64_t)load32(p) | ((uint64_t)load32(p + 4) << 32);
+}
+
+/*
+ * Records the first violation. Every check funnels through here so the verdict, the message and
+ * the offset are always set together, and the state machine stops.
+ */
+__attribute__((format(printf, 4, 5))) static int fail(struct nettrace_private *pr, int err,
+                                                      uint64_t off, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vsnprintf(pr->msg, sizeof(pr->msg), fmt, ap);
+    va_end(ap);
+    if (rc < 0) {
+        pr->msg[0] = '\0';
+    }
+    /* A message longer than msg is cut; the offset, not the text, is the precise part. */
+    pr->err = err;
+    pr->err_off = off;
+    pr->state = ST_FAILED;
+    return err;
+}
+
+static int fail_nomem(struct nettrace_private *pr, uint64_t off)
+{
+    return fail(pr, -ENOMEM, off, "checker: out of memory");
+}
+
+/* A bounds-checked cursor over one unit; `base` is the absolute stream offset of p[0]. */
+struct cur {
+    const uint8_t *p;
+    size_t n;
+    size_t i;
+    uint64_t base;
+};
+
+static uint64_t cur_off(const struct cur *c)
+{
+    return c->base + c->i;
+}
+
+static size_t cur_left(const struct cur *c)
+{
+    return c->n - c->i;
+}
+
+static bool cur_u8(struct cur *c, uint8_t *v)
+{
+    if (cur_left(c) < 1) {
+        return false;
+    }
+    *v = c->p[c->i++];
+    return true;
+}
+
+static bool cur_u32(struct cur *c, uint32_t *v)
+{
+    if (cur_left(c) < 4) {
+        return false;
+    }
+    *v = load32(c->p + c->i);
+    c->i += 4;
+    return true;
+}
+
+static bool cur_u64(struct cur *c, uint64_t *v)
+{
+    if (cur_left(c) < 8) {
+        return false;
+    }
+    *v = load64(c->p + c->i);
+    c->i += 8;
+    return true;
+}
+
+static bool cur_skip(struct cur *c, size_t n)
+{
+    if (cur_left(c) < n) {
+        return false;
+    }
+    c->i += n;
+    return true;
+}
+
+enum varint_status { VAR_OK = 0, VAR_TRUNC = 1, VAR_OVERLONG = 2 };
+
+/*
+ * LEB128-style varuint (§5.5). The runtime writes the minimal form, so a value needs at most
+ * ceil(bits / 7) bytes and the last byte carries no bits above the type's width; anything else is
+ * "over-long". A non-minimal but in-range encoding (0x80 0x00) is accepted, as readers do.
+ */
+static enum varint_status cur_varint(struct cur *c, unsigned bits, uint64_t *v)
+{
+    unsigned max_bytes = (bits + 6) / 7;
+    uint64_t value = 0;
+    for (unsigned k = 0; k < max_bytes; k++) {
+        if (cur_left(c) < 1) {
+            return VAR_TRUNC;
+        }
+        uint8_t b = c->p[c->i++];
+        unsigned shift = 7 * k;
+        if (k == max_bytes - 1) {
+            /* Bits of the last byte that would land beyond the type's width. */
+            unsigned room = bits - shift;
+            if ((b & 0x80) != 0 || (room < 7 && (b >> room) != 0)) {
+                return VAR_OVERLONG;
+            }
+        }
+        value |= (uint64_t)(b & 0x7F) << shift;
+        if ((b & 0x80) == 0) {
+            *v = value;
+            return VAR_OK;
+        }
+    }
+    return VAR_OVERLONG; /* not reached: the last byte returns above */
+}
+
+/*
+ * A UTF-16LE NUL-terminated string (§5.6). On success *units excludes the NUL and the cursor is
+ * past it; false if no NUL unit lies inside the cursor.
+ */
+static bool cur_utf16z(struct cur *c, const uint8_t **s, size_t *units)
+{
+    size_t start = c->i;
+    for (size_t j = start; j + 2 <= c->n; j += 2) {
+        if (c->p[j] == 0 && c->p[j + 1] == 0) {
+            *s = c->p + start;
+            *units = (j - start) / 2;
+            c->i = j + 2;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- metadata storage ------------------------------------------------------------------------ */
+
+static uint32_t hash32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+
+static uint64_t hash64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static struct md_rec *md_find(const struct nettrace_private *pr, uint32_t id)
+{
+    if (pr->md_index_cap == 0) {
+        return NULL;
+    }
+    size_t mask = pr->md_index_cap - 1;
+    for (size_t k = hash32(id) & mask;; k = (k + 1) & mask) {
+        uint32_t slot = pr->md_index[k];
+        if (slot == 0) {
+            return NULL;
+        }
+        if (pr->md[slot - 1].id == id) {
+            return &pr->md[slot - 1];
+        }
+    }
+}
+
+static void md_index_put(uint32_t *index, size_t cap, const struct md_rec *md, uint32_t slot)
+{
+    size_t mask = cap - 1;
+    size_t k = hash32(md[slot - 1].id) & mask;
+    while (index[k] != 0) {
+        k = (k + 1) & mask;
+    }
+    index[k] = slot;
+}
+
+/* Room for one more record, growing the array and the index (kept at most half full). */
+static int md_reserve(struct nettrace_private *pr)
+{
+    if (pr->md_len == pr->md_cap) {
+        size_t cap = pr->md_cap ? pr->md_cap * 2 : 64;
+        struct md_rec *md = realloc(pr->md, cap * sizeof(*md));
+        if (md == NULL) {
+            return -ENOMEM;
+        }
+        pr->md = md;
+        pr->md_cap = cap;
+    }
+    if ((pr->md_len + 1) * 2 > pr->md_index_cap) {
+        size_t cap = pr->md_index_cap ? pr->md_index_cap * 2 : 128;
+        uint32_t *index = calloc(cap, sizeof(*index));
+        if (index == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t k = 0; k < pr->md_len; k++) {
+            md_index_put(index, cap, pr->md, (uint32_t)(k + 1));
+        }
+        free(pr->md_index);
+        pr->md_index = index;
+        pr->md_index_cap = cap;
+    }
+    return 0;
+}
+
+/* Appends a UTF-16LE string to the arena as NUL-terminated UTF-8 and returns its offset. */
+static int arena_add(struct nettrace_private *pr, const uint8_t *s, size_t units, uint32_t *off)
+{
+    size_t len = ipc_utf16le_utf8_len(s, units);
+    if (len + 1 > ARENA_MAX - pr->arena_len) {
+        return AGENT_E_TOOBIG;
+    }
+    if (pr->arena_len + len + 1 > pr->arena_cap) {
+        size_t cap = pr->arena_cap ? pr->arena_cap : 4096;
+        while (cap < pr->arena_len + len + 1) {
+            cap *= 2;
+        }
+        char *a = realloc(pr->arena, cap);
+        if (a == NULL) {
+            return -ENOMEM;
+        }
+        pr->arena = a;
+        pr->arena_cap = cap;
+    }
+    if (ipc_utf16le_to_utf8(s, units, pr->arena + pr->arena_len, len + 1, NULL) != 0) {
+        return AGENT_E_INVAL; /* cannot happen: the room was computed above */
+    }
+    *off = (uint32_t)pr->arena_len;
+    pr->arena_len += len + 1;
+    return 0;
+}
+
+/* ---- metadata payloads (§5.6) ---------------------------------------------------------------- */
+
+/* Type codes a V1 field list may use: Object and the scalars 3..18 (Array needs V2Params). */
+static bool v1_type_known(uint32_t t)
+{
+    return t == 1 || (t >= 3 && t <= 18);
+}
+
+/*
+ * Skips a V1 field list. Every type code must be known: V1 entries have no size, so a reader that
+ * meets an unknown code loses its place (TraceEvent then misreads the rest of the record).
+ */
+static int skip_v1_fields(struct nettrace_private *pr, struct cur *c, uint32_t count, int depth)
+{
+    for (uint32_t k = 0; k < count; k++) {
+        uint64_t at = cur_off(c);
+        uint32_t type;
+        if (!cur_u32(c, &type)) {
+            return fail(pr, AGENT_E_PROTO, at, "metadata: field %u runs past the payload", k);
+        }
+        if (!v1_type_known(type)) {
+            return fail(pr, AGENT_E_PROTO, at, "metadata: field %u has type code %u", k, type);
+        }
+        if (type == 1) {
+            uint32_t nested;
+            if (depth >= MAX_FIELD_DEPTH) {
+                return fail(pr, AGENT_E_PROTO, at, "metadata: Object fields nested too deep");
+            }
+            if (!cur_u32(c, &nested)) {
+                return fail(pr, AGENT_E_PROTO, at, "metadata: Object field count past the payload");
+            }
+            int rc = skip_v1_fields(pr, c, nested, depth + 1);
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        const uint8_t *s;
+        size_t units;
+        if (!cur_utf16z(c, &s, &units)) {
+            return fail(pr, AGENT_E_PROTO, cur_off(c), "metadata: field name not terminated");
+        }
+    }
+    return 0;
+}
+
+static int skip_v2_fields(struct nettrace_private *pr, struct cur *c, uint32_t count, int depth);
+
+/*
+ * One V2 type description inside a size-bounded field window. An unknown type code only ends the
+ * walk of this window (returns 1): the size prefix still says where the next field starts, and
+ * TraceEvent likewise drops the field list of such an event but reads the trace.
+ */
+static int skip_v2_type(struct nettrace_private *pr, struct cur *c, int depth)
+{
+    uint64_t at = cur_off(c);
+    uint32_t type;
+    if (depth >= MAX_FIELD_DEPTH) {
+        return fail(pr, AGENT_E_PROTO, at, "metadata: V2 fields nested too deep");
+    }
+    if (!cur_u32(c, &type)) {
+        return fail(pr, AGENT_E_PROTO, at, "metadata: V2 field type past its size");
+    }
+    if (type == 19) {
+        return skip_v2_type(pr, c, depth + 1); /* the element type */
+    }
+    if (type == 1) {
+        uint32_t nested;
+        if (!cur_u32(c, &nested)) {
+            return fail(pr, AGENT_E_PROTO, at, "metadata: V2 Object field count past its size");
+        }
+        return skip_v2_fields(pr, c, nested, depth + 1);
+    }
+    return v1_type_known(type) ? 0 : 1;
+}
+
+static int skip_v2_fields(struct nettrace_private *pr, struct cur *c, uint32_t count, int depth)
+{
+    for (uint32_t k = 0; k < count; k++) {
+        uint64_t at = cur_off(c);
+        uint32_t size;
+        if (!cur_u32(c, &size) || size < 4 || size - 4 > cur_left(c)) {
+            return fail(pr, AGENT_E_PROTO, at, "metadata: V2 field %u size past its container", k);
+        }
+        struct cur w = {c->p, c->i + (size - 4), c->i, c->base};
+        const uint8_t *s;
+        size_t units;
+        if (!cur_utf16z(&w, &s, &units)) {
+            return fail(pr, AGENT_E_PROTO, cur_off(&w), "metadata: V2 field name not terminated");
+        }
+        int rc = skip_v2_type(pr, &w, depth);
+        if (rc < 0) {
+            return rc;
+        }
+        c->i += size - 4; /* the rest of the window is padding */
+    }
+    return 0;
+}
+
+/*
+ * Parses one metadata record and defines its id. TraceEvent
+ * (EventPipeMetadata.ReadNetTraceMetadata) reads the event description unconditionally, so a
+ * payload that stops before `level` is invalid; one that stops right after it has no fields, which
+ * is fine.
+ */
+static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t n, uint64_t base)
+{
+    struct cur c = {p, n, 0, base};
+    struct md_rec rec;
+    memset(&rec, 0, sizeof(rec));
+    const uint8_t *prov;
+    const uint8_t *name;
+    size_t prov_units;
+    size_t name_units;
+
+    if (!cur_u32(&c, &rec.id)) {
+        return fail(pr, AGENT_E_PROTO, base, "metadata: payload of %zu bytes has no id", n);
+    }
+    if (rec.id == 0) {
+        return fail(pr, AGENT_E_PROTO, base, "metadata: id 0 is reserved");
+    }
+    if (!cur_utf16z(&c, &prov, &prov_units)) {
+        return fail(pr, AGENT_E_PROTO, base + 4, "metadata %u: provider name not terminated",
+                    rec.id);
+    }
+    uint64_t desc = cur_off(&c);
+    uint32_t event_id;
+    if (!cur_u32(&c, &event_id)) {
+        return fail(pr, AGENT_E_PROTO, desc, "metadata %u: no event description", rec.id);
+    }
+    if (!cur_utf16z(&c, &name, &name_units)) {
+        return fail(pr, AGENT_E_PROTO, cur_off(&c), "metadata %u: event name not terminated",
+                    rec.id);
+    }
+    rec.event_id = event_id;
+    uint64_t at = cur_off(&c);
+    if (!cur_u64(&c, &rec.keywords) || !cur_u32(&c, &rec.version) || !cur_u32(&c, &rec.level)) {
+        return fail(pr, AGENT_E_PROTO, at, "metadata %u: keywords/version/level past the payload",
+                    rec.id);
+    }
+    if (cur_left(&c) > 0) {
+        uint32_t count;
+        at = cur_off(&c);
+        if (!cur_u32(&c, &count)) {
+            return fail(pr, AGENT_E_PROTO, at, "metadata %u: field count past the payload", rec.id);
+        }
+        int rc = skip_v1_fields(pr, &c, count, 0);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    /* V5 tags until the payload is exhausted; unknown kinds are skipped. */
+    while (cur_left(&c) > 0) {
+        uint32_t len;
+        uint8_t kind;
+        at = cur_off(&c);
+        if (!cur_u32(&c, &len) || !cur_u8(&c, &kind) || len > cur_left(&c)) {
+            return fail(pr, AGENT_E_PROTO, at, "metadata %u: tag runs past the payload", rec.id);
+        }
+        struct cur t = {c.p, c.i + len, c.i, c.base};
+        if (kind == 1) {
+            if (!cur_u8(&t, &rec.opcode)) {
+                return fail(pr, AGENT_E_PROTO, at, "metadata %u: empty OpCode tag", rec.id);
+            }
+        } else if (kind == 2) {
+            uint32_t count;
+            if (!cur_u32(&t, &count)) {
+                return fail(pr, AGENT_E_PROTO, at, "metadata %u: V2Params tag without a count",
+                            rec.id);
+            }
+            int rc = skip_v2_fields(pr, &t, count, 0);
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        c.i += len;
+    }
+
+    /* TraceEvent adds ids to a dictionary with Add, which throws on a second definition. */
+    if (md_find(pr, rec.id) != NULL) {
+        return fail(pr, AGENT_E_PROTO, base, "metadata id %u defined twice", rec.id);
+    }
+    if (pr->md_len >= pr->opt.max_metadata) {
+        return fail(pr, AGENT_E_TOOBIG, base, "checker limit: more than %u metadata records",
+                    pr->opt.max_metadata);
+    }
+    int rc = md_reserve(pr);
+    if (rc == 0) {
+        rc = arena_add(pr, prov, prov_units, &rec.provider);
+    }
+    if (rc == 0) {
+        rc = arena_add(pr, name, name_units, &rec.name);
+    }
+    if (rc == -ENOMEM) {
+        return fail_nomem(pr, base);
+    }
+    if (rc < 0) {
+        return fail(pr, AGENT_E_TOOBIG, base, "checker limit: metadata names over %u bytes",
+                    ARENA_MAX);
+    }
+    pr->md[pr->md_len] = rec;
+    pr->md_len++;
+    md_index_put(pr->md_index, pr->md_index_cap, pr->md, (uint32_t)pr->md_len);
+    pr->stats.metadata++;
+    return 0;
+}
+
+/* ---- stacks and threads ---------------------------------------------------------------------- */
+
+static bool stack_defined(const struct nettrace_private *pr, uint32_t id)
+{
+    for (size_t k = 0; k < pr->nranges; k++) {
+        if (id >= pr->ranges[k].first && id <= pr->ranges[k].last) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Per-capture-thread sequence tracking for the lost-event count, after TraceEvent's
+ * EventCache.NotifyDroppedEventsIfNeeded: a thread seen for the first time, or whose last number
+ * was 0 (a recycled thread id), counts nothing; a number going backwards counts nothing either.
+ * `expected` is the number the thread should have reached before this sighting.
+ */
+static int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_t expected, uint32_t seq)
+{
+    if (pr->threads_len * 2 >= pr->threads_cap && pr->threads_len < MAX_THREADS) {
+        size_t cap = pr->threads_cap ? pr->threads_cap * 2 : 64;
+        struct thread_slot *t = calloc(cap, sizeof(*t));
+        if (t == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t k = 0; k < pr->threads_cap; k++) {
+            if (pr->threads[k].used) {
+                size_t j = hash64(pr->threads[k].id) & (cap - 1);
+                while (t[j].used) {
+                    j = (j + 1) & (cap - 1);
+                }
+                t[j] = pr->threads[k];
+            }
+        }
+        free(pr->threads);
+        pr->threads = t;
+        pr->threads_cap = cap;
+    }
+    size_t mask = pr->threads_cap - 1;
+    size_t j = hash64(tid) & mask;
+    while (pr->threads[j].used && pr->threads[j].id != tid) {
+        j = (j + 1) & mask;
+    }
+    struct thread_slot *s = &pr->threads[j];
+    if (!s->used) {
+        if (pr->threads_len >= MAX_THREADS) {
+            return 0; /* stop tracking new threads; the count is a statistic */
+        }
+        s->used = 1;
+        s->id = tid;
+        pr->threads_len++;
+    } else if (s->seq != 0) {
+        int32_t gap = (int32_t)(expected - s->seq);
+        if (gap > 0) {
+            pr->stats.lost += (uint64_t)gap;
+        }
+    }
+    s->seq = seq;
+    return 0;
+}
+
+/* ---- blocks (§5.4, §5.5) --------------------------------------------------------------------- */
+
+static int varint_fail(struct nettrace_private *pr, enum varint_status st, uint64_t at,
+                       const char *what)
+{
+    if (st == VAR_TRUNC) {
+        return fail(pr, AGENT_E_PROTO, at, "event header: %s runs past the block end", what);
+    }
+    return fail(pr, AGENT_E_PROTO, at, "event header: %s varint over-long", what);
+}
+
+/* Reads a varint field of a compressed header; 0 or the failure code. */
+static int hdr_varint(struct nettrace_private *pr, struct cur *c, unsigned bits, const char *what,
+                      uint64_t *v)
+{
+    uint64_t at = cur_off(c);
+    enum varint_status st = cur_varint(c, bits, v);
+    return st == VAR_OK ? 0 : varint_fail(pr, st, at, what);
+}
+
+/* A header-compressed blob header (§5.5); b holds the previous blob's header on entry. */
+static int read_compressed(struct nettrace_private *pr, struct cur *c, struct blob *b)
+{
+    uint8_t flags;
+    uint64_t v;
+    int rc = 0;
+    if (!cur_u8(c, &flags)) {
+        return fail(pr, AGENT_E_PROTO, cur_off(c), "event header: flags past the block end");
+    }
+    if ((flags & 0x01) != 0 && (rc = hdr_varint(pr, c, 32, "metadata id", &v)) == 0) {
+        b->metadata_id = (uint32_t)v;
+    }
+    if (rc == 0 && (flags & 0x02) != 0) {
+        if ((rc = hdr_varint(pr, c, 32, "sequence delta", &v)) == 0) {
+            b->sequence = b->sequence + (uint32_t)v + 1;
+        }
+        if (rc == 0 && (rc = hdr_varint(pr, c, 64, "capture thread", &v)) == 0) {
+            b->capture_thread_id = v;
+        }
+        if (rc == 0 && (rc = hdr_varint(pr, c, 32, "processor", &v)) == 0) {
+            b->proc = (uint32_t)v;
+        }
+    } else if (rc == 0 && b->metadata_id != 0) {
+        b->sequence++;
+    }
+    if (rc == 0 && (flags & 0x04) != 0 && (rc = hdr_varint(pr, c, 64, "thread id", &v)) == 0) {
+        b->thread_id = v;
+    }
+    if (rc == 0 && (flags & 0x08) != 0 && (rc = hdr_varint(pr, c, 32, "stack id", &v)) == 0) {
+        b->stack_id = (uint32_t)v;
+    }
+    if (rc == 0 && (rc = hdr_varint(pr, c, 64, "timestamp delta", &v)) == 0) {
+        b->timestamp += v;
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    size_t guids = ((flags & 0x10) ? 16u : 0u) + ((flags & 0x20) ? 16u : 0u);
+    if (!cur_skip(c, guids)) {
+        return fail(pr, AGENT_E_PROTO, cur_off(c), "event header: activity ids past the block end");
+    }
+    if ((flags & 0x80) != 0 && (rc = hdr_varint(pr, c, 32, "payload size", &v)) == 0) {
+        b->payload_size = (uint32_t)v;
+    }
+    return rc;
+}
+
+/*
+ * An uncompressed blob header (§5.5): eventSize, 72 header bytes, payloadSize. The blob spans
+ * 4 + eventSize bytes; the payload is the first payloadSize bytes after the header, the rest is
+ * padding.
+ * *blob_end gets the offset (in c) of the next blob.
+ */
+static int read_uncompressed(struct nettrace_private *pr, struct cur *c, struct blob *b,
+                             size_t *blob_end)
+{
+    uint64_t at = cur_off(c);
+    if (cur_left(c) < 4 + UNCOMPRESSED_HDR + 4) {
+        return fail(pr, AGENT_E_PROTO, at, "event header runs past the block end");
+    }
+    const uint8_t *h = c->p + c->i;
+    uint32_t event_size = load32(h);
+    if (event_size < UNCOMPRESSED_HDR + 4 || event_size > 0x7FFFFFFF ||
+        event_size > cur_left(c) - 4) {
+        return fail(pr, AGENT_E_PROTO, at, "event size %u outside the block", event_size);
+    }
+    b->metadata_id = load32(h + 4) & 0x7FFFFFFFu; /* bit 31 = not sorted */
+    b->sequence = load32(h + 8);
+    b->thread_id = load64(h + 12);
+    b->capture_thread_id = load64(h + 20);
+    b->proc = load32(h + 28);
+    b->stack_id = load32(h + 32);
+    b->timestamp = load64(h + 36);
+    b->payload_size = load32(h + 76);
+    if (b->payload_size > event_size - UNCOMPRESSED_HDR - 4) {
+        return fail(pr, AGENT_E_PROTO, at + 80, "payload size %u larger than event size %u",
+                    b->payload_size, event_size);
+    }
+    *blob_end = c->i + 4 + event_size;
+    c->i += 4 + UNCOMPRESSED_HDR + 4;
+    return 0;
+}
+
+/* Accounts for one event of an EventBlock and hands it to the callback. */
+static int on_event(struct nettrace_private *pr, const struct blob *b, const uint8_t *payload,
+                    uint64_t at)
+{
+    struct md_rec *md = md_find(pr, b->metadata_id);
+    if (md == NULL) {
+        return fail(pr, AGENT_E_PROTO, at, "event uses metadata id %u, not defined before",
+                    b->metadata_id);
+    }
+    md->events++;
+    pr->stats.events++;
+    if (b->stack_id != 0 && !stack_defined(pr, b->stack_id)) {
+        if ((pr->opt.flags & NETTRACE_STRICT_STACKS) != 0) {
+            return fail(pr, AGENT_E_PROTO, at,
+                        "event uses stack id %u, not defined since the last SPBlock", b->stack_id);
+        }
+        pr->stats.missing_stacks++;
+    }
+    if (thread_seen(pr, b->capture_thread_id, b->sequence - 1, b->sequence) != 0) {
+        return fail_nomem(pr, at);
+    }
+    if (pr->cb != NULL) {
+        struct nettrace_event ev = {
+            .provider = pr->arena + md->provider,
+            .event_name = pr->arena + md->name,
+            .event_id = md->event_id,
+            .version = md->version,
+            .metadata_id = md->id,
+            .sequence = b->sequence,
+            .thread_id = b->thread_id,
+            .capture_thread_id = b->capture_thread_id,
+            .stack_id = b->stack_id,
+            .timestamp = (int64_t)b->timestamp,
+            .payload = payload,
+            .payload_len = b->payload_size,
+        };
+        pr->cb(pr->cb_ud, &ev);
+    }
+    return 0;
+}
+
+/*
+ * EventBlock and MetadataBlock content: a header, then blobs up to exactly the block end. The
+ * compressed-header state starts from zero in every block (§5.11), which is what makes blocks
+ * independently checkable.
+ */
+static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size_t n, bool meta)
+{
+    const char *what = meta ? "MetadataBlock" : "EventBlock";
+    if (n < 20) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "%s of %zu bytes has no room for its header", what,
+                    n);
+    }
+    uint16_t header_size = load16(p);
+    uint16_t flags = load16(p + 2);
+    if (header_size < 20 || header_size > n) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "%s header size %u outside 20..%zu", what,
+                    header_size, n);
+    }
+    if ((flags & ~1u) != 0) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 2, "%s has unknown flags 0x%x", what, flags);
+    }
+    bool compressed = (flags & 1u) != 0;
+    struct cur c = {p, n, header_size, pr->pos};
+    struct blob b;
+    memset(&b, 0, sizeof(b));
+    while (cur_left(&c) > 0) {
+        uint64_t at = cur_off(&c);
+        size_t blob_end = 0;
+        int rc =
+            compressed ? read_compressed(pr, &c, &b) : read_uncompressed(pr, &c, &b, &blob_end);
+        if (rc < 0) {
+            return rc;
+        }
+        if (b.payload_size > cur_left(&c)) {
+            return fail(pr, AGENT_E_PROTO, at, "payload of %u bytes runs past the block end",
+                        b.payload_size);
+        }
+        const uint8_t *payload = c.p + c.i;
+        uint64_t payload_at = cur_off(&c);
+        c.i += b.payload_size;
+        if (!compressed) {
+            c.i = blob_end;
+        }
+        rc = meta ? parse_metadata(pr, payload, b.payload_size, payload_at)
+                  : on_event(pr, &b, payload, at);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* StackBlock (§5.4): firstId, count, count sized stacks filling the block exactly. */
+static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size_t n)
+{
+    struct cur c = {p, n, 0, pr->pos};
+    uint32_t first;
+    uint32_t count;
+    if (!cur_u32(&c, &first) || !cur_u32(&c, &count)) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "StackBlock of %zu bytes is shorter than 8", n);
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        uint64_t at = cur_off(&c);
+        uint32_t size;
+        if (!cur_u32(&c, &size) || size > cur_left(&c)) {
+            return fail(pr, AGENT_E_PROTO, at, "StackBlock: stack %u of %u runs past the block end",
+                        k, count);
+        }
+        if (size % (uint32_t)pr->info.pointer_size != 0) {
+            return fail(pr, AGENT_E_PROTO, at,
+                        "StackBlock: stack of %u bytes with %d-byte pointers", size,
+                        pr->info.pointer_size);
+        }
+        c.i += size;
+    }
+    if (cur_left(&c) != 0) {
+        return fail(pr, AGENT_E_PROTO, cur_off(&c), "StackBlock: %zu bytes after its %u stacks",
+                    cur_left(&c), count);
+    }
+    if (count == 0) {
+        return 0;
+    }
+    if (first > UINT32_MAX - (count - 1)) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "StackBlock: ids %u + %u overflow", first, count);
+    }
+    uint32_t last = first + (count - 1);
+    /* TraceEvent's StackCache adds ids with Dictionary.Add: a repeat in one region throws. */
+    for (size_t k = 0; k < pr->nranges; k++) {
+        if (first <= pr->ranges[k].last && last >= pr->ranges[k].first) {
+            return fail(pr, AGENT_E_PROTO, pr->pos, "StackBlock: stack ids %u..%u defined twice",
+                        first, last);
+        }
+    }
+    if (pr->nranges > 0 && pr->ranges[pr->nranges - 1].last + 1 == first) {
+        pr->ranges[pr->nranges - 1].last = last; /* the runtime numbers stacks consecutively */
+    } else {
+        if (pr->nranges == MAX_STACK_RANGES) {
+            return fail(pr, AGENT_E_TOOBIG, pr->pos, "checker limit: %d stack id ranges",
+                        MAX_STACK_RANGES);
+        }
+        if (pr->nranges == pr->ranges_cap) {
+            size_t cap = pr->ranges_cap ? pr->ranges_cap * 2 : 16;
+            struct id_range *r = realloc(pr->ranges, cap * sizeof(*r));
+            if (r == NULL) {
+                return fail_nomem(pr, pr->pos);
+            }
+            pr->ranges = r;
+            pr->ranges_cap = cap;
+        }
+        pr->ranges[pr->nranges].first = first;
+        pr->ranges[pr->nranges].last = last;
+        pr->nranges++;
+    }
+    pr->stats.stacks += count;
+    return 0;
+}
+
+/* SPBlock (§5.4): timestamp, thread count, 12 bytes per thread; it ends a stack region (§5.7). */
+static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t n)
+{
+    if (n < 12) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "SPBlock of %zu bytes is shorter than 12", n);
+    }
+    uint32_t count = load32(p + 8);
+    if ((uint64_t)n != 12 + 12 * (uint64_t)count) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 8, "SPBlock: %u threads need %llu bytes, not %zu",
+                    count, (unsigned long long)(12 + 12 * (uint64_t)count), n);
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        const uint8_t *t = p + 12 + 12 * (size_t)k;
+        uint32_t seq = load32(t + 8);
+        if (thread_seen(pr, load64(t), seq, seq) != 0) {
+            return fail_nomem(pr, pr->pos);
+        }
+    }
+    pr->nranges = 0;
+    return 0;
+}
+
+/* ---- the state machine ----------------------------------------------------------------------- */
+
+static void expect(struct nettrace_private *pr, enum state st, size_t need)
+{
+    pr->state = st;
+    pr->need = need;
+}
+
+static int step_header(struct nettrace_private *pr, const uint8_t *u)
+{
+    for (size_t k = 0; k < sizeof(stream_header); k++) {
+        if (u[k] != stream_header[k]) {
+            return fail(pr, AGENT_E_PROTO, pr->pos + k,
+                        k < 8 ? "bad magic: not \"Nettrace\""
+                              : "bad FastSerialization header (not V4/V5 nettrace)");
+        }
+    }
+    expect(pr, ST_OBJ_TAG, 1);
+    return 0;
+}
+
+static int step_obj_tag(struct nettrace_private *pr, const uint8_t *u)
+{
+    if (u[0] == TAG_NULL && pr->trace_seen) {
+        expect(pr, ST_END, 1);
+        return 0;
+    }
+    if (u[0] != TAG_BEGIN_PRIVATE) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "expected an object (0x05)%s, got 0x%02x",
+                    pr->trace_seen ? " or the end tag (0x01)" : "", u[0]);
+    }
+    expect(pr, ST_OBJ_TYPE, 14);
+    return 0;
+}
+
+static int step_obj_type(struct nettrace_private *pr, const uint8_t *u)
+{
+    if (u[0] != TAG_BEGIN_PRIVATE) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "expected a type object (0x05), got 0x%02x", u[0]);
+    }
+    if (u[1] != TAG_NULL) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 1,
+                    "expected a NullReference type (0x01), got 0x%02x", u[1]);
+    }
+    pr->obj_version = (int32_t)load32(u + 2);
+    pr->obj_min_version = (int32_t)load32(u + 6);
+    int32_t name_len = (int32_t)load32(u + 10);
+    if (name_len <= 0 || name_len > MAX_NAME_LEN) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 10, "type name length %d", name_len);
+    }
+    expect(pr, ST_OBJ_NAME, (size_t)name_len + 1);
+    return 0;
+}
+
+static int step_obj_name(struct nettrace_private *pr, const uint8_t *u, size_t n)
+{
+    size_t len = n - 1;
+    if (u[len] != TAG_END_OBJECT) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + len,
+                    "expected the type's end tag (0x06), got 0x%02x", u[len]);
+    }
+    bool is_trace = len == 5 && memcmp(u, "Trace", 5) == 0;
+    if (!pr->trace_seen) {
+        if (!is_trace) {
+            return fail(pr, AGENT_E_PROTO, pr->pos, "the first object is \"%.*s\", not Trace",
+                        (int)len, (const char *)u);
+        }
+        if (pr->obj_version != TRACE_VERSION || pr->obj_min_version != TRACE_VERSION) {
+            return fail(pr, AGENT_E_PROTO, pr->pos - 12, "Trace version %d/%d, expected 4/4",
+                        pr->obj_version, pr->obj_min_version);
+        }
+        expect(pr, ST_TRACE_BODY, 49);
+        return 0;
+    }
+    if (is_trace) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "a second Trace object");
+    }
+    for (int k = 0; k < NETTRACE_BLOCK_KINDS; k++) {
+        if (strlen(block_names[k]) == len && memcmp(u, block_names[k], len) == 0) {
+            if (pr->obj_version != BLOCK_VERSION || pr->obj_min_version < 0 ||
+                pr->obj_min_version > BLOCK_VERSION) {
+                return fail(pr, AGENT_E_PROTO, pr->pos - 12, "%s version %d/%d, expected 2/<=2",
+                            block_names[k], pr->obj_version, pr->obj_min_version);
+            }
+            pr->kind = (enum nettrace_block_kind)k;
+            expect(pr, ST_BLOCK_SIZE, 4);
+            return 0;
+        }
+    }
+    return fail(pr, AGENT_E_PROTO, pr->pos, "unknown object type \"%.*s\"", (int)len,
+                (const char *)u);
+}
+
+static int step_trace_body(struct nettrace_private *pr, const uint8_t *u)
+{
+    struct nettrace_trace_info *ti = &pr->info;
+    if (u[48] != TAG_END_OBJECT) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 48, "expected Trace's end tag (0x06), got 0x%02x",
+                    u[48]);
+    }
+    for (int k = 0; k < 8; k++) {
+        ti->sync_time_utc[k] = load16(u + 2 * k);
+    }
+    ti->sync_time_qpc = (int64_t)load64(u + 16);
+    ti->qpc_frequency = (int64_t)load64(u + 24);
+    ti->pointer_size = (int32_t)load32(u + 32);
+    ti->process_id = (int32_t)load32(u + 36);
+    ti->processors = (int32_t)load32(u + 40);
+    ti->sampling_rate_ns = (int32_t)load32(u + 44);
+    if (ti->pointer_size != 4 && ti->pointer_size != 8) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 32, "Trace pointer size %d", ti->pointer_size);
+    }
+    if (ti->qpc_frequency <= 0) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 24, "Trace QPC frequency %lld",
+                    (long long)ti->qpc_frequency);
+    }
+    pr->trace_seen = true;
+    expect(pr, ST_OBJ_TAG, 1);
+    return 0;
+}
+
+static int step_block_size(struct nettrace_private *pr, const uint8_t *u)
+{
+    int32_t size = (int32_t)load32(u);
+    if (size < 0) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "%s size %d", block_names[pr->kind], size);
+    }
+    if ((uint32_t)size > pr->opt.max_block) {
+        return fail(pr, AGENT_E_TOOBIG, pr->pos, "%s size %d over the cap of %u",
+                    block_names[pr->kind], size, pr->opt.max_block);
+    }
+    pr->block_size = (uint32_t)size;
+    /* §5.4: padding up to the next ABSOLUTE multiple of 4, counted from the stream's first byte. */
+    uint64_t after = pr->pos + 4;
+    expect(pr, ST_BLOCK_PAD, (size_t)((4 - after % 4) % 4));
+    return 0;
+}
+
+static int step_block_pad(struct nettrace_private *pr, const uint8_t *u, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (u[k] != 0) {
+            return fail(pr, AGENT_E_PROTO, pr->pos + k, "padding byte 0x%02x is not zero", u[k]);
+        }
+    }
+    expect(pr, ST_BLOCK_BODY, pr->block_size);
+    return 0;
+}
+
+static int step_block_body(struct nettrace_private *pr, const uint8_t *u, size_t n)
+{
+    int rc;
+    switch (pr->kind) {
+    case NETTRACE_BLOCK_EVENT:
+        rc = check_event_block(pr, u, n, false);
+        break;
+    case NETTRACE_BLOCK_METADATA:
+        rc = check_event_block(pr, u, n, true);
+        break;
+    case NETTRACE_BLOCK_STACK:
+        rc = check_stack_block(pr, u, n);
+        break;
+    case NETTRACE_BLOCK_SP:
+    default:
+        rc = check_sp_block(pr, u, n);
+        break;
+    }
+    if (rc == 0) {
+        expect(pr, ST_BLOCK_END, 1);
+    }
+    return rc;
+}
+
+static int step(struct nettrace_private *pr, const uint8_t *u, size_t n)
+{
+    switch (pr->state) {
+    case ST_HEADER:
+        return step_header(pr, u);
+    case ST_OBJ_TAG:
+        return step_obj_tag(pr, u);
+    case ST_OBJ_TYPE:
+        return step_obj_type(pr, u);
+    case ST_OBJ_NAME:
+        return step_obj_name(pr, u, n);
+    case ST_TRACE_BODY:
+        return step_trace_body(pr, u);
+    case ST_BLOCK_SIZE:
+        return step_block_size(pr, u);
+    case ST_BLOCK_PAD:
+        return step_block_pad(pr, u, n);
+    case ST_BLOCK_BODY:
+        return step_block_body(pr, u, n);
+    case ST_BLOCK_END:
+        if (u[0] != TAG_END_OBJECT) {
+            return fail(pr, AGENT_E_PROTO, pr->pos, "expected %s's end tag (0x06), got 0x%02x",
+                        block_names[pr->kind], u[0]);
+        }
+        pr->stats.blocks[pr->kind]++;
+        expect(pr, ST_OBJ_TAG, 1);
+        return 0;
+    case ST_END:
+        return fail(pr, AGENT_E_PROTO, pr->pos, "bytes after the end tag");
+    case ST_FAILED:
+    default:
+        return pr->err;
+    }
+}
+
+/* The staging area for the current unit, grown (within max_block) for block bodies. */
+static uint8_t *stage(struct nettrace_private *pr)
+{
+    if (pr->state != ST_BLOCK_BODY) {
+        return pr->small;
+    }
+    if (pr->blk_cap < pr->need) {
+        size_t cap = pr->blk_cap ? pr->blk_cap : 64 * 1024;
+        while (cap < pr->need) {
+            cap *= 2;
+        }
+        uint8_t *b = realloc(pr->blk, cap);
+        if (b == NULL) {
+            return NULL;
+        }
+        pr->blk = b;
+        pr->blk_cap = cap;
+    }
+    return pr->blk;
+}
+
+/* ---- public API ------------------------------------------------------------------------------ */
+
+int nettrace_checker_init(struct nettrace_checker *ck, const struct nettrace_options *opt)
+{
+    struct nettrace_private *pr = calloc(1, sizeof(*pr));
+    if (pr == NULL) {
+        ck->priv = NULL;
+        return -ENOMEM;
+    }
+    if (opt != NULL) {
+        pr->opt = *opt;
+    }
+    if (pr->opt.max_block == 0) {
+        pr->opt.max_block = NETTRACE_DEFAULT_MAX_BLOCK;
+    }
+    if (pr->opt.max_metadata == 0) {
+        pr->opt.max_metadata = NETTRACE_DEFAULT_MAX_METADATA;
+    }
+    expect(pr, ST_HEADER, sizeof(stream_header));
+    ck->priv = pr;
+    return 0;
+}
+
+void nettrace_checker_fini(struct nettrace_checker *ck)
+{
+    if (ck == NULL || ck->priv == NULL) {
+        return;
+    }
+    struct nettrace_private *pr = ck->priv;
+    free(pr->blk);
+    free(pr->md);
+    free(pr->md_index);
+    free(pr->arena);
+    free(pr->ranges);
+    free(pr->threads);
+    free(pr);
+    ck->priv = NULL;
+}
+
+void nettrace_set_event_cb(struct nettrace_checker *ck, nettrace_event_cb cb, void *ud)
+{
+    if (ck->priv != NULL) {
+        ck->priv->cb = cb;
+        ck->priv->cb_ud = ud;
+    }
+}
+
+int nettrace_feed(struct nettrace_checker *ck, const uint8_t *p, size_t n)
+{
+    struct nettrace_private *pr = ck->priv;
+    if (pr == NULL || pr->finished) {
+        return AGENT_E_INVAL;
+    }
+    if (pr->state == ST_FAILED) {
+        return pr->err;
+    }
+    for (;;) {
+        const uint8_t *unit;
+        if (pr->have == 0 && n >= pr->need) {
+            /* The whole unit is in the caller's bytes: check it in place. */
+            unit = p;
+            p += pr->need;
+            n -= pr->need;
+        } else if (n == 0) {
+            return 0;
+        } else {
+            uint8_t *st = stage(pr);
+            if (st == NULL) {
+                return fail_nomem(pr, pr->pos);
+            }
+            size_t take = pr->need - pr->have < n ? pr->need - pr->have : n;
+            memcpy(st + pr->have, p, take);
+            pr->have += take;
+            p += take;
+            n -= take;
+            if (pr->have < pr->need) {
+                return 0;
+            }
+            unit = st;
+        }
+        size_t len = pr->need;
+        int rc = step(pr, unit, len);
+        if (rc < 0) {
+            return rc;
+        }
+        pr->have = 0;
+        pr->pos += len;
+        pr->stats.bytes = pr->pos;
+    }
+}
+
+enum nettrace_verdict nettrace_status(const struct nettrace_checker *ck)
+{
+    const struct nettrace_private *pr = ck->priv;
+    if (pr == NULL || pr->state == ST_FAILED) {
+        return NETTRACE_INVALID;
+    }
+    return pr->state == ST_END ? NETTRACE_COMPLETE : NETTRACE_TRUNCATED;
+}
+
+enum nettrace_verdict nettrace_finish(struct nettrace_checker *ck)
+{
+    if (ck->priv != NULL) {
+        ck->priv->finished = true;
+    }
+    return nettrace_status(ck);
+}
+
+const char *nettrace_error(const struct nettrace_checker *ck, uint64_t *offset)
+{
+    const struct nettrace_private *pr = ck->priv;
+    if (pr == NULL) {
+        return "checker not initialized";
+    }
+    if (pr->state != ST_FAILED) {
+        return NULL;
+    }
+    if (offset != NULL) {
+        *offset = pr->err_off;
+    }
+    return pr->msg;
+}
+
+const char *nettrace_verdict_name(enum nettrace_verdict v)
+{
+    switch (v) {
+    case NETTRACE_COMPLETE:
+        return "COMPLETE";
+    case NETTRACE_TRUNCATED:
+        return "TRUNCATED";
+    case NETTRACE_INVALID:
+        return "INVALID";
+    default:
+        return "UNKNOWN";
+    }
+}
+
+const struct nettrace_stats *nettrace_get_stats(const struct nettrace_checker *ck)
+{
+    static const struct nettrace_stats none;
+    return ck->priv != NULL ? &ck->priv->stats : &none;
+}
+
+int nettrace_trace_info(const struct nettrace_checker *ck, struct nettrace_trace_info *out)
+{
+    const struct nettrace_private *pr = ck->priv;
+    if (pr == NULL || !pr->trace_seen) {
+        return AGENT_E_NOTFOUND;
+    }
+    *out = pr->info;
+    return 0;
+}
+
+uint64_t nettrace_count(const struct nettrace_checker *ck, const char *provider, uint32_t event_id)
+{
+    const struct nettrace_private *pr = ck->priv;
+    uint64_t total = 0;
+    if (pr == NULL) {
+        return 0;
+    }
+    for (size_t k = 0; k < pr->md_len; k++) {
+        const struct md_rec *md = &pr->md[k];
+        if (md->event_id == event_id && strcmp(pr->arena + md->provider, provider) == 0) {
+            total += md->events;
+        }
+    }
+    return total;
+}
+
+uint64_t nettrace_count_named(const struct nettrace_checker *ck, const char *provider,
+                              const char *event_name)
+{
+    const struct nettrace_private *pr = ck->priv;
+    uint64_t total = 0;
+    if (pr == NULL) {
+        return 0;
+    }
+    for (size_t k = 0; k < pr->md_len; k++) {
+        const struct md_rec *md = &pr->md[k];
+        if (strcmp(pr->arena + md->name, event_name) == 0 &&
+            strcmp(pr->arena + md->provider, provider) == 0) {
+            total += md->events;
+        }
+    }
+    return total;
+}
+
+uint64_t nettrace_count_provider(const struct nettrace_checker *ck, const char *provider)
+{
+    const struct nettrace_private *pr = ck->priv;
+    uint64_t total = 0;
+    if (pr == NULL) {
+        return 0;
+    }
+    for (size_t k = 0; k < pr->md_len; k++) {
+        if (strcmp(pr->arena + pr->md[k].provider, provider) == 0) {
+            total += pr->md[k].events;
+        }
+    }
+    return total;
+}
+
+void nettrace_foreach_metadata(const struct nettrace_checker *ck, nettrace_metadata_cb cb, void *ud)
+{
+    const struct nettrace_private *pr = ck->priv;
+    if (pr == NULL) {
+        return;
+    }
+    for (size_t k = 0; k < pr->md_len; k++) {
+        const struct md_rec *md = &pr->md[k];
+        struct nettrace_metadata m = {
+            .metadata_id = md->id,
+            .provider = pr->arena + md->provider,
+            .event_name = pr->arena + md->name,
+            .event_id = md->event_id,
+            .version = md->version,
+            .level = md->level,
+            .opcode = md->opcode,
+            .keywords = md->keywords,
+            .events = md->events,
+        };
+        cb(ud, &m);
+    }
+}
+
+bool nettrace_payload_has_utf16(const uint8_t *p, size_t n, const char *needle)
+{
+    /* ipc_wr_string writes count + units + NUL: the units are the needle's UTF-16LE bytes. */
+    uint8_t enc[4 + 2 * 256 + 2];
+    struct ipc_wr w;
+    ipc_wr_init(&w, enc, sizeof(enc));
+    if (needle == NULL || needle[0] == '\0' || ipc_wr_string(&w, needle) != 0) {
+        return false;
+    }
+    const uint8_t *pat = enc + 4;
+    size_t len = w.len - 4 - 2;
+    for (size_t k = 0; k + len <= n; k++) {
+        if (p[k] == pat[0] && memcmp(p + k, pat, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}

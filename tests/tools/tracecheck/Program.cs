@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+//
+// tracecheck: an independent nettrace reader for dotmon's tests, built on Microsoft's TraceEvent
+// (EventPipeEventSource), the library PerfView and dotnet-trace use. It reads the whole file,
+// dispatches every event and prints one JSON line:
+//
+//   {"ok":true,"events":N,"lost":M,"providers":{"name":count,...},"gcStart":n,"gcEnd":n,
+//    "sampleProfiler":n,"logMessages":n,"pid":n,"pointerSize":n,"found":{"text":n,...}}
+//
+// gcStart/gcEnd: Microsoft-Windows-DotNETRuntime event ids 1/2; sampleProfiler:
+// Microsoft-DotNETCore-SampleProfiler id 0; logMessages: Microsoft-Extensions-Logging events named
+// FormattedMessage, Message or MessageJson (by name: their ids changed between runtime versions,
+// e.g. 9 and 10 on .NET 10 against 1 and 5 earlier). "found" counts, for each --find TEXT, the
+// events whose raw payload contains TEXT encoded as UTF-16LE (how EventSource strings are stored).
+//
+// With --by-event, "byEvent":{"provider#eventId":count,...} counts events per provider and id.
+//
+// usage: tracecheck FILE [--by-event] [--find TEXT]...
+// Exit status: 0 read completely; 1 TraceEvent threw (the JSON then has "ok":false,"error":...);
+// 2 usage or file not found.
+
+using System;
+using System.Collections.Generic;
+using System.IO;
+using System.Text;
+using System.Text.Json;
+using Microsoft.Diagnostics.Tracing;
+
+namespace TraceCheck;
+
+internal static class Program
+{
+    private const string Runtime = "Microsoft-Windows-DotNETRuntime";
+    private const string SampleProfiler = "Microsoft-DotNETCore-SampleProfiler";
+    private const string Logging = "Microsoft-Extensions-Logging";
+
+    private static int Main(string[] args)
+    {
+        string? path = null;
+        var finds = new List<string>();
+        bool byEvent = false;
+        for (int i = 0; i < args.Length; i++)
+        {
+            if (args[i] == "--find" && i + 1 < args.Length)
+            {
+                finds.Add(args[++i]);
+            }
+            else if (args[i] == "--by-event")
+            {
+                byEvent = true;
+            }
+            else if (path == null)
+            {
+                path = args[i];
+            }
+            else
+            {
+                return Usage();
+            }
+        }
+        if (path == null)
+        {
+            return Usage();
+        }
+        if (!File.Exists(path))
+        {
+            Console.Error.WriteLine($"tracecheck: {path}: no such file");
+            return 2;
+        }
+
+        long events = 0, gcStart = 0, gcEnd = 0, samples = 0, logs = 0;
+        var providers = new SortedDictionary<string, long>(StringComparer.Ordinal);
+        var perEvent = new SortedDictionary<string, long>(StringComparer.Ordinal);
+        var patterns = new List<byte[]>();
+        foreach (string f in finds)
+        {
+            patterns.Add(Encoding.Unicode.GetBytes(f));
+        }
+        var found = new long[finds.Count];
+        int lost = 0, pid = 0, pointerSize = 0;
+        string? error = null;
+
+        try
+        {
+            using var source = new EventPipeEventSource(path);
+            // Without parsers every event is "unhandled" and named Provider(guid). The CLR parser
+            // knows the runtime's native events; the dynamic one builds templates from the
+            // trace's own metadata (EventSource events such as logging).
+            source.Clr.All += _ => { };
+            source.Dynamic.All += _ => { };
+            source.AllEvents += e =>
+            {
+                events++;
+                pid = e.ProcessID; // the Trace object's pid, stamped on every event
+                string provider = e.ProviderName ?? "";
+                providers[provider] = providers.TryGetValue(provider, out long c) ? c + 1 : 1;
+                int id = (int)e.ID;
+                if (byEvent)
+                {
+                    string key = $"{provider}#{id}";
+                    perEvent[key] = perEvent.TryGetValue(key, out long n) ? n + 1 : 1;
+                }
+                if (provider == Runtime && id == 1)
+                {
+                    gcStart++;
+                }
+                else if (provider == Runtime && id == 2)
+                {
+                    gcEnd++;
+                }
+                else if (provider == SampleProfiler && id == 0)
+                {
+                    samples++;
+                }
+                else if (provider == Logging && IsLogMessage(e.EventName))
+                {
+                    logs++;
+                }
+                if (patterns.Count > 0)
+                {
+                    byte[] payload = e.EventData();
+                    for (int k = 0; k < patterns.Count; k++)
+                    {
+                        if (payload.AsSpan().IndexOf(patterns[k]) >= 0)
+                        {
+                            found[k]++;
+                        }
+                    }
+                }
+            };
+            source.Process();
+            lost = source.EventsLost;
+            pointerSize = source.PointerSize;
+        }
+        catch (Exception ex)
+        {
+            error = $"{ex.GetType().Name}: {ex.Message}";
+        }
+
+        using var stdout = Console.OpenStandardOutput();
+        using (var w = new Utf8JsonWriter(stdout))
+        {
+            w.WriteStartObject();
+            w.WriteBoolean("ok", error == null);
+            if (error != null)
+            {
+                w.WriteString("error", error);
+            }
+            w.WriteNumber("events", events);
+            w.WriteNumber("lost", lost);
+            w.WriteStartObject("providers");
+            foreach (var kv in providers)
+            {
+                w.WriteNumber(kv.Key, kv.Value);
+            }
+            w.WriteEndObject();
+            w.WriteNumber("gcStart", gcStart);
+            w.WriteNumber("gcEnd", gcEnd);
+            w.WriteNumber("sampleProfiler", samples);
+            w.WriteNumber("logMessages", logs);
+            w.WriteNumber("pid", pid);
+            w.WriteNumber("pointerSize", pointerSize);
+            if (byEvent)
+            {
+                w.WriteStartObject("byEvent");
+                foreach (var kv in perEvent)
+                {
+                    w.WriteNumber(kv.Key, kv.Value);
+                }
+                w.WriteEndObject();
+            }
+            w.WriteStartObject("found");
+            for (int k = 0; k < finds.Count; k++)
+            {
+                w.WriteNumber(finds[k], found[k]);
+            }
+            w.WriteEndObject();
+            w.WriteEndObject();
+        }
+        stdout.Write("\n"u8);
+        return error == null ? 0 : 1;
+    }
+
+    // By name: the event ids of LoggingEventSource differ between runtime versions.
+    private static bool IsLogMessage(string? name) =>
+        name == "FormattedMessage" || name == "Message" || name == "MessageJson";
+
+    private static int Usage()
+    {
+        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--find TEXT]...");
+        return 2;
+    }
+}

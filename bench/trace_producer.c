@@ -11,8 +11,8 @@
  *
  * Single-threaded, non-blocking sockets and poll(); several connections and sessions at once.
  * Every block is generated fresh with continuing sequence numbers and timestamps, and its padding
- * is computed from the absolute stream offset (§5.4), so the output checks COMPLETE with ipc/nettrace
- * and reads cleanly in TraceEvent.
+ * is computed from the absolute stream offset (§5.4), so the output checks COMPLETE with
+ * ipc/nettrace and reads cleanly in TraceEvent.
  *
  * usage: trace_producer [--dir DIR] [--bytes N[K|M|G]] [--block N[K]] [--payload N]
  *                       [--sessions K] [--stdout]
@@ -64,13 +64,13 @@ struct options {
 
 /* One nettrace stream being generated (§5). Offsets are absolute stream offsets for padding. */
 struct stream {
-    uint64_t off;        /* stream bytes generated so far */
-    uint64_t target;     /* end after this many bytes */
-    uint64_t next_sp;    /* offset after which the next SPBlock goes */
-    uint32_t seq;        /* last sequence number of the one capture thread */
-    uint64_t ts;         /* last timestamp */
-    uint64_t counter;    /* the payload's running counter */
-    bool ended;          /* end tag generated */
+    uint64_t off;     /* stream bytes generated so far */
+    uint64_t target;  /* end after this many bytes */
+    uint64_t next_sp; /* offset after which the next SPBlock goes */
+    uint32_t seq;     /* last sequence number of the one capture thread */
+    uint64_t ts;      /* last timestamp */
+    uint64_t counter; /* the payload's running counter */
+    bool ended;       /* end tag generated */
 };
 
 enum conn_state {
@@ -107,7 +107,8 @@ static uint64_t next_session = 0x00005e5510000000ull;
 static unsigned sessions_done;
 static uint8_t *payload_template;
 
-/* ---- output buffer ----------------------------------------------------------------------------- */
+/* ---- output buffer -----------------------------------------------------------------------------
+ */
 
 static void out_reserve(struct conn *c, size_t n)
 {
@@ -160,7 +161,8 @@ static void out_utf16z(struct conn *c, const char *ascii)
     out_le(c, 0, 2);
 }
 
-/* ---- nettrace generation (§5) ------------------------------------------------------------------ */
+/* ---- nettrace generation (§5) ------------------------------------------------------------------
+ */
 
 static uint64_t stream_pos(const struct conn *c)
 {
@@ -359,7 +361,8 @@ static void stream_start(struct conn *c)
     gen_preamble(c, &c->s);
 }
 
-/* ---- IPC replies (§2.3, §3.2) ----------------------------------------------------------------- */
+/* ---- IPC replies (§2.3, §3.2) -----------------------------------------------------------------
+ */
 
 static void reply_session(struct conn *c, uint64_t sid)
 {
@@ -468,8 +471,8 @@ static void on_message(struct conn *c, const struct ipc_frame *f)
 {
     uint8_t set = f->hdr.command_set;
     uint8_t id = f->hdr.command_id;
-    if (set == IPC_SET_PROCESS && (id == IPC_PROCESS_INFO || id == IPC_PROCESS_INFO2 ||
-                                   id == IPC_PROCESS_INFO3)) {
+    if (set == IPC_SET_PROCESS &&
+        (id == IPC_PROCESS_INFO || id == IPC_PROCESS_INFO2 || id == IPC_PROCESS_INFO3)) {
         reply_process_info(c, id == IPC_PROCESS_INFO ? 1 : id == IPC_PROCESS_INFO2 ? 2 : 3);
         c->st = C_REPLY;
         return;
@@ -578,7 +581,8 @@ static void on_writable(struct conn *c)
     }
 }
 
-/* ---- setup and the loop ------------------------------------------------------------------------- */
+/* ---- setup and the loop -------------------------------------------------------------------------
+ */
 
 static void on_signal(int sig)
 {
@@ -781,9 +785,14 @@ int main(int argc, char **argv)
         }
         if ((pfd[0].revents & POLLIN) != 0) {
             for (;;) {
-                int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                int fd = accept(lfd, NULL, NULL);
                 if (fd < 0) {
                     break;
+                }
+                /* accept4 is a GNU extension; the build is plain POSIX. */
+                if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+                    close(fd);
+                    continue;
                 }
                 struct conn *c = NULL;
                 for (int i = 0; i < MAX_CONNS && c == NULL; i++) {

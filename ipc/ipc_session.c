@@ -309,7 +309,7 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
         break;
     case S_STREAMING:
         s_close_pipe(s);
-        if (need_stop && !s->stop_sent && !s->aborted) {
+        if (need_stop && !s->stop_sent) {
             int rc = s_send_stop(s, CLEANUP_TIMEOUT_MS);
             if (rc != 0) {
                 log_warn(LOG_CAT, "cannot send StopTracing for session 0x%llx: %s",

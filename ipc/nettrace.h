@@ -18,16 +18,18 @@
  * event. A block that arrives whole inside one nettrace_feed call is checked in place, uncopied.
  *
  * What is checked (§5.10): magic and FastSerialization header; the Trace object (version 4, minimum
- * reader 4, 48-byte payload, pointer size 4 or 8); each block object (tags, known type name,
- * version and minimum reader version 1..2, blockSize within the cap, absolute 4-byte padding made
- * of zero bytes, end tag); EventBlock/MetadataBlock headers (headerSize 20..blockSize, no flag bits
- * other than header compression); every event blob, compressed or not, decoded to exactly the block
- * end (varints at most 5/10 bytes and within 32/64 bits, payloads inside the block); StackBlock (8
- * + sum(4 + size) == blockSize, sizes multiple of the pointer size, no id defined twice in one
- * sequence-point region) and SPBlock (12 + 12 * count == blockSize) sizes; every event's metadata
- * id defined by an earlier record; metadata ids defined once; metadata payloads parse (id, provider
- * name, event id, event name, keywords, version, level, V1 field list, V5 OpCode/V2Params tags,
- * UTF-16 strings terminated inside the payload).
+ * reader 4, 48-byte payload, pointer size 4 or 8, QPC frequency > 0); each block object (tags,
+ * known type name, version 2 with minimum reader version 0..2, blockSize within the cap, absolute
+ * 4-byte padding made of zero bytes, end tag); EventBlock/MetadataBlock headers (headerSize
+ * 20..blockSize, no flag bits other than header compression); every event blob, compressed or not,
+ * decoded to exactly the block end (varints at most 5/10 bytes and within 32/64 bits, payloads
+ * inside the block); StackBlock (8 + sum(4 + size) == blockSize, sizes multiple of the pointer
+ * size, no id defined twice in one sequence-point region) and SPBlock (12 + 12 * count ==
+ * blockSize) sizes; every event's metadata id defined by an earlier record; metadata ids defined
+ * once; metadata payloads parse (id, provider name, event id, event name, keywords, version, level,
+ * V1 field list with known type codes, V5 OpCode/V2Params tags, UTF-16 strings terminated inside
+ * the payload). Bytes after the end tag are a violation (TraceEvent stops reading at the tag and
+ * would not notice them).
  *
  * Stack references: an event whose non-zero stack id was not defined since the last SPBlock is only
  * counted (stats.missing_stacks) unless NETTRACE_STRICT_STACKS is set, because TraceEvent itself
@@ -43,7 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* PROTOCOL.md §5.10: the offset of the first block object in a runtime-produced stream. */
+/* PROTOCOL.md §5.3: the offset of the first block object in a runtime-produced stream. */
 #define NETTRACE_PREAMBLE_SIZE 102
 
 #define NETTRACE_DEFAULT_MAX_BLOCK    (16u * 1024u * 1024u)

@@ -193,28 +193,29 @@ static void put_trace(struct stream *s, enum mutation m)
  */
 static size_t put_block_begin(struct stream *s, const char *name, enum mutation m)
 {
-    bool first_md = strcmp(name, "MetadataBlock") == 0 && m != MUT_NONE;
+    /* Header-level corruptions target the (only) MetadataBlock. */
+    bool target = strcmp(name, "MetadataBlock") == 0 && m != MUT_NONE;
     const char *type = name;
     if (strcmp(name, "StackBlock") == 0 && m == MUT_UNKNOWN_TYPE) {
         type = "StakBlock";
     }
-    size_t obj = put_object_begin(&s->b, type, m == MUT_BLOCK_VERSION && first_md ? 3 : 2, 2);
+    size_t obj = put_object_begin(&s->b, type, m == MUT_BLOCK_VERSION && target ? 3 : 2, 2);
     if (type != name) {
         s->bad_off = obj + 15;
     }
-    if (m == MUT_BLOCK_VERSION && first_md) {
+    if (m == MUT_BLOCK_VERSION && target) {
         s->bad_off = obj + 3;
     }
     size_t size_at = s->b.n;
     nb_le(&s->b, 0, 4);
     size_t pad = (4 - s->b.n % 4) % 4;
-    if (first_md && m == MUT_BAD_PAD_BYTE) {
+    if (target && m == MUT_BAD_PAD_BYTE) {
         assert_true(pad > 0);
         s->bad_off = s->b.n;
         nb_u8(&s->b, 0xAA);
         pad--;
     }
-    if (first_md && m == MUT_NO_PADDING) {
+    if (target && m == MUT_NO_PADDING) {
         assert_true(pad > 0);
         s->bad_off = s->b.n; /* the header's first byte (0x14) is read as padding */
         pad = 0;

@@ -1,0 +1,672 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: /trace against real .NET 10 TestApp processes and the real dotmon binary.
+ *  - every profile: a 5 s trace while the app allocates, collects, logs, burns CPU and serves
+ *    HTTP is a complete, valid nettrace (dotmon's C checker AND TraceEvent via tests/tools/
+ *    tracecheck) holding the events the profile promises;
+ *  - 100 traces abandoned by the client at random points leave the runtime accepting sessions and
+ *    dotmon's descriptors and RSS where they were;
+ *  - the runtime killed mid-trace: the response ends, dotmon serves on, the operation says
+ *    truncated;
+ *  - a fourth concurrent trace gets 429, DELETE ?stop=true gives valid files;
+ *  - POST /trace with dotnet-monitor's body, and the 400s for bad requests.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent_test_util.h"
+#include "err.h"
+#include "nettrace.h"
+
+#define TRACE_HTTP_MS 180000
+
+/* ---- a trace request on its own thread (the main thread drives the app meanwhile) ---- */
+
+struct trace_req {
+    uint16_t port;
+    char target[512];
+    const char *method;
+    const char *body;
+    struct httpc_resp resp;
+    int rc;
+    pthread_t th;
+};
+
+static void *trace_thread(void *arg)
+{
+    struct trace_req *t = arg;
+    const char *json[] = {"Content-Type: application/json", NULL};
+    t->rc = httpc_fetch(t->port, t->method, t->target, t->body ? json : NULL, t->body,
+                        t->body ? strlen(t->body) : 0, testenv_timeout(TRACE_HTTP_MS), &t->resp);
+    return NULL;
+}
+
+static void trace_begin(struct trace_req *t, struct dotmon *dm, const char *method, const char *body,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void trace_begin(struct trace_req *t, struct dotmon *dm, const char *method, const char *body,
+                        const char *fmt, ...)
+{
+    memset(t, 0, sizeof(*t));
+    t->port = dm->port;
+    t->method = method;
+    t->body = body;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->target, sizeof(t->target), fmt, ap);
+    va_end(ap);
+    assert_int_equal(pthread_create(&t->th, NULL, trace_thread, t), 0);
+}
+
+static void trace_join(struct trace_req *t)
+{
+    pthread_join(t->th, NULL);
+    if (t->rc != 0) {
+        fprintf(stderr, "%s %s: %s %s\n", t->method, t->target, agent_strerror(t->rc), t->resp.error);
+    }
+    assert_int_equal(t->rc, 0);
+}
+
+/* ---- checking a trace with both readers ---- */
+
+struct check_result {
+    enum nettrace_verdict verdict;
+    uint64_t events, gc_start, gc_end, samples, runtime_counters, marker_hits;
+    /* from TraceEvent */
+    long long te_events, te_gc_start, te_gc_end, te_samples, te_found;
+};
+
+struct marker_scan {
+    const char *marker;
+    uint64_t hits;
+};
+
+static void on_event(void *ud, const struct nettrace_event *ev)
+{
+    struct marker_scan *m = ud;
+    if (m->marker != NULL && nettrace_payload_has_utf16(ev->payload, ev->payload_len, m->marker)) {
+        m->hits++;
+    }
+}
+
+/* Runs tests/tools/tracecheck (TraceEvent) on path and reads its JSON line. */
+static void tracecheck(struct testenv *env, const char *path, const char *marker,
+                       struct check_result *out)
+{
+    const char *dll = getenv("DOTMON_TRACECHECK");
+    const char *dotnet = getenv("DOTNET_EXE");
+    assert_non_null(dll);
+    assert_non_null(dotnet);
+    const char *argv[] = {dotnet, dll, path, "--find", marker ? marker : "-none-", NULL};
+    char root[4200];
+    snprintf(root, sizeof(root), "DOTNET_ROOT=%s", env->dotnet_root);
+    const char *envv[] = {root, "DOTNET_CLI_TELEMETRY_OPTOUT=1", NULL};
+    struct proc_opts o = {.argv = argv, .env = envv, .label = "tracecheck", .stdin_null = true};
+    struct proc *p = NULL;
+    assert_int_equal(proc_spawn(&o, &p), 0);
+    int st = 0;
+    assert_int_equal(proc_wait(p, testenv_timeout(120000), &st), 0);
+    testenv_sleep_ms(50);
+    char *text = proc_output(p, PROC_STDOUT, NULL);
+    cJSON *j = cJSON_Parse(text);
+    if (j == NULL || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
+        !cJSON_IsTrue(cJSON_GetObjectItem(j, "ok"))) {
+        fprintf(stderr, "tracecheck %s failed (status %d): %s\n", path, st, text);
+        proc_dump(p, stderr, 4000);
+        fail();
+    }
+    out->te_events = agent_test_int(j, "events");
+    out->te_gc_start = agent_test_int(j, "gcStart");
+    out->te_gc_end = agent_test_int(j, "gcEnd");
+    out->te_samples = agent_test_int(j, "sampleProfiler");
+    cJSON *found = cJSON_GetObjectItem(j, "found");
+    cJSON *hit = marker ? cJSON_GetObjectItem(found, marker) : NULL;
+    out->te_found = cJSON_IsNumber(hit) ? (long long)hit->valuedouble : 0;
+    cJSON_Delete(j);
+    free(text);
+    proc_free(p);
+}
+
+/* Checks body with the C checker, saves it as <dir>/<name>.nettrace and reads it with TraceEvent. */
+static void check_trace(struct testenv *env, const char *name, const char *body, size_t len,
+                        const char *marker, struct check_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct nettrace_checker ck;
+    assert_int_equal(nettrace_checker_init(&ck, NULL), 0);
+    struct marker_scan m = {.marker = marker};
+    nettrace_set_event_cb(&ck, on_event, &m);
+    nettrace_feed(&ck, (const uint8_t *)body, len);
+    out->verdict = nettrace_finish(&ck);
+    const struct nettrace_stats *st = nettrace_get_stats(&ck);
+    out->events = st->events;
+    out->gc_start = nettrace_count(&ck, "Microsoft-Windows-DotNETRuntime", 1);
+    out->gc_end = nettrace_count(&ck, "Microsoft-Windows-DotNETRuntime", 2);
+    out->samples = nettrace_count(&ck, "Microsoft-DotNETCore-SampleProfiler", 0);
+    out->runtime_counters = nettrace_count_provider(&ck, "System.Runtime");
+    out->marker_hits = m.hits;
+    if (out->verdict != NETTRACE_COMPLETE) {
+        uint64_t off = 0;
+        const char *e = nettrace_error(&ck, &off);
+        fprintf(stderr, "%s: %zu bytes, verdict %s %s at %llu\n", name, len,
+                nettrace_verdict_name(out->verdict), e ? e : "", (unsigned long long)off);
+    }
+    nettrace_checker_fini(&ck);
+    if (out->verdict != NETTRACE_COMPLETE) {
+        return;
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s.nettrace", env->dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(body, 1, len, f), len);
+    fclose(f);
+    tracecheck(env, path, marker, out);
+    /* The two readers must agree on what is in the file. */
+    assert_int_equal((long long)out->gc_start, out->te_gc_start);
+    assert_int_equal((long long)out->gc_end, out->te_gc_end);
+    assert_int_equal((long long)out->samples, out->te_samples);
+}
+
+static void assert_trace_response(const struct httpc_resp *r)
+{
+    if (r->status != 200) {
+        fprintf(stderr, "trace answered %d: %s\n", r->status, r->body);
+    }
+    assert_int_equal(r->status, 200);
+    assert_true(httpc_content_type_is(r, "application/octet-stream"));
+    const char *cd = httpc_header(r, "Content-Disposition");
+    assert_non_null(cd);
+    assert_non_null(strstr(cd, ".nettrace"));
+    const char *loc = httpc_header(r, "Location");
+    assert_non_null(loc);
+    assert_non_null(strstr(loc, "/operations/"));
+    assert_true(r->chunked);
+}
+
+static const char *op_id_from(const struct httpc_resp *r)
+{
+    const char *loc = httpc_header(r, "Location");
+    assert_non_null(loc);
+    const char *id = strstr(loc, "/operations/");
+    assert_non_null(id);
+    return id + strlen("/operations/");
+}
+
+/* Keeps the app busy with everything the profiles look at, for about ms milliseconds. */
+static void drive_app(struct test_app *app, int ms, const char *marker, int iteration)
+{
+    double end = testenv_now_ms() + ms;
+    int i = 0;
+    char cmd[256];
+    while (testenv_now_ms() < end) {
+        assert_int_equal(testenv_app_cmd(app, "churn 8", 20000, NULL), 0);
+        assert_int_equal(testenv_app_cmd(app, "gc", 20000, NULL), 0);
+        snprintf(cmd, sizeof(cmd), "log Information %s-%d-%d", marker, iteration, i++);
+        assert_int_equal(testenv_app_cmd(app, cmd, 20000, NULL), 0);
+        assert_int_equal(testenv_app_cmd(app, "throw 5", 20000, NULL), 0);
+        assert_int_equal(testenv_app_cmd(app, "burn 150", 20000, NULL), 0);
+        assert_int_equal(testenv_app_cmd(app, "http 0 3", 20000, NULL), 0);
+    }
+}
+
+enum expect { EXPECT_NONE = 0, EXPECT_GC = 1, EXPECT_SAMPLES = 2, EXPECT_LOGS = 4, EXPECT_COUNTERS = 8 };
+
+struct profile_case {
+    const char *profile; /* NULL: no profile parameter (the default list) */
+    unsigned expect;
+};
+
+static const struct profile_case profile_cases[] = {
+    {"gc-verbose", EXPECT_GC},
+    {"gc-collect", EXPECT_GC},
+    {"Cpu", EXPECT_SAMPLES},
+    {"Logs", EXPECT_LOGS},
+    {"GcCollect", EXPECT_GC},
+    {"Metrics", EXPECT_COUNTERS},
+    {"Http", EXPECT_NONE},
+    {"dotnet-common", EXPECT_GC},
+    {"dotnet-sampled-thread-time", EXPECT_SAMPLES},
+    {"database", EXPECT_NONE},
+    {"cpu-sampling", EXPECT_SAMPLES},
+    {NULL, EXPECT_GC | EXPECT_SAMPLES | EXPECT_COUNTERS},
+    {"gc-verbose,Logs", EXPECT_GC | EXPECT_LOGS},
+};
+
+static void test_agent_trace_every_profile(void **state)
+{
+    struct testenv *env = *state;
+    struct test_app *app = agent_test_start_app(env);
+    const char *envv[] = {"DotnetMonitor_GlobalCounter__IntervalSeconds=1", NULL};
+    const char *args[] = {"--no-auth", NULL};
+    struct dotmon *dm = NULL;
+    assert_int_equal(testenv_start_dotmon(env, args, envv, &dm), 0);
+    pid_t pids[] = {app->pid};
+    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+
+    const size_t n = sizeof(profile_cases) / sizeof(profile_cases[0]);
+    for (size_t base = 0; base < n; base += 3) { /* three at a time: dotmon's default limit */
+        struct trace_req reqs[3];
+        size_t batch = n - base < 3 ? n - base : 3;
+        for (size_t k = 0; k < batch; k++) {
+            const struct profile_case *c = &profile_cases[base + k];
+            if (c->profile != NULL) {
+                trace_begin(&reqs[k], dm, "GET", NULL, "/trace?pid=%d&profile=%s&durationSeconds=5",
+                            (int)app->pid, c->profile);
+            } else {
+                trace_begin(&reqs[k], dm, "GET", NULL, "/trace?pid=%d&durationSeconds=5", (int)app->pid);
+            }
+        }
+        drive_app(app, 5500, app->marker, (int)base);
+        for (size_t k = 0; k < batch; k++) {
+            const struct profile_case *c = &profile_cases[base + k];
+            trace_join(&reqs[k]);
+            assert_trace_response(&reqs[k].resp);
+            struct check_result cr;
+            char name[64];
+            snprintf(name, sizeof(name), "profile-%zu", base + k);
+            check_trace(env, name, reqs[k].resp.body, reqs[k].resp.body_len, app->marker, &cr);
+            fprintf(stderr,
+                    "profile %-28s %8zu bytes %6llu events gc %llu/%llu samples %llu counters %llu "
+                    "log hits %llu (TraceEvent: %lld events, %lld hits)\n",
+                    c->profile ? c->profile : "(default)", reqs[k].resp.body_len,
+                    (unsigned long long)cr.events, (unsigned long long)cr.gc_start,
+                    (unsigned long long)cr.gc_end, (unsigned long long)cr.samples,
+                    (unsigned long long)cr.runtime_counters, (unsigned long long)cr.marker_hits,
+                    cr.te_events, cr.te_found);
+            assert_int_equal(cr.verdict, NETTRACE_COMPLETE);
+            assert_true(cr.events > 0);
+            if (c->expect & EXPECT_GC) {
+                assert_true(cr.gc_start > 0);
+                assert_true(cr.gc_end > 0);
+                /* Pairs: at most one GC can be in flight when the session stops. */
+                assert_true(cr.gc_start <= cr.gc_end + 1 && cr.gc_end <= cr.gc_start + 1);
+            }
+            if (c->expect & EXPECT_SAMPLES) {
+                assert_true(cr.samples > 0);
+            }
+            if (c->expect & EXPECT_LOGS) {
+                assert_true(cr.marker_hits > 0);
+                assert_true(cr.te_found > 0);
+            }
+            if (c->expect & EXPECT_COUNTERS) {
+                assert_true(cr.runtime_counters > 0);
+            }
+            /* The operation says how it ended. */
+            char target[128];
+            snprintf(target, sizeof(target), "/operations/%s", op_id_from(&reqs[k].resp));
+            cJSON *op = agent_test_get_json(dm, target, 200);
+            assert_string_equal(agent_test_str(op, "status"), "Succeeded");
+            cJSON *tr = cJSON_GetObjectItem(op, "trace");
+            assert_string_equal(agent_test_str(tr, "verdict"), "complete");
+            assert_int_equal(agent_test_int(tr, "bytes"), (long long)reqs[k].resp.body_len);
+            cJSON_Delete(op);
+            httpc_resp_fini(&reqs[k].resp);
+        }
+    }
+    agent_test_stop_dotmon_clean(dm);
+}
+
+/* Starts a trace on a raw connection, reads `bytes` of it (or waits `ms`), and hangs up. */
+static void abandon_trace(uint16_t port, pid_t pid, size_t bytes, int ms)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    char req[256];
+    int n = snprintf(req, sizeof(req),
+                     "GET /trace?pid=%d&profile=gc-verbose&durationSeconds=30 HTTP/1.1\r\n"
+                     "Host: 127.0.0.1\r\n\r\n",
+                     (int)pid);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    struct timeval tv = {.tv_sec = 2, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    size_t got = 0;
+    char buf[16384];
+    double end = testenv_now_ms() + ms;
+    while (got < bytes && testenv_now_ms() < end) {
+        ssize_t r = read(fd, buf, sizeof(buf));
+        if (r <= 0) {
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+}
+
+static size_t running_traces(struct dotmon *dm)
+{
+    cJSON *ops = agent_test_get_json(dm, "/operations", 200);
+    size_t running = 0;
+    cJSON *o;
+    cJSON_ArrayForEach(o, ops)
+    {
+        const char *s = agent_test_str(o, "status");
+        running += strcmp(s, "Starting") == 0 || strcmp(s, "Running") == 0 || strcmp(s, "Stopping") == 0;
+    }
+    cJSON_Delete(ops);
+    return running;
+}
+
+static void wait_no_running_traces(struct dotmon *dm)
+{
+    double end = testenv_now_ms() + testenv_timeout(30000);
+    while (running_traces(dm) > 0) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(50);
+    }
+}
+
+static void test_agent_trace_abandoned_100(void **state)
+{
+    struct testenv *env = *state;
+    struct test_app *app = agent_test_start_app(env);
+    const char *args[] = {"--no-auth", NULL};
+    struct dotmon *dm = agent_test_start_dotmon(env, args);
+    pid_t pids[] = {app->pid};
+    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+    pid_t dpid = proc_pid(dm->proc);
+
+    /* Warm up (first trace, allocator arenas), then take the baseline. */
+    abandon_trace(dm->port, app->pid, 4096, 2000);
+    wait_no_running_traces(dm);
+    testenv_sleep_ms(300);
+    int fds0 = testenv_fd_count(dpid);
+    long rss0 = testenv_rss_kb(dpid);
+
+    srand(12345);
+    for (int i = 0; i < 100; i++) {
+        int mode = rand() % 3;
+        size_t bytes = mode == 0 ? 0 : mode == 1 ? 200 : (size_t)(rand() % 200000);
+        abandon_trace(dm->port, app->pid, bytes, rand() % 400);
+        if (i % 10 == 9) {
+            assert_int_equal(testenv_app_cmd(app, "gc", 20000, NULL), 0);
+        }
+    }
+    wait_no_running_traces(dm);
+    testenv_sleep_ms(500);
+    int fds1 = testenv_fd_count(dpid);
+    long rss1 = testenv_rss_kb(dpid);
+    fprintf(stderr, "after 100 abandoned traces: fds %d -> %d, RSS %ld -> %ld KiB\n", fds0, fds1,
+            rss0, rss1);
+    assert_int_equal(fds1, fds0);
+    assert_true(rss1 <= rss0 + 1024); /* allocator noise, not growth per trace */
+
+    /* The runtime still accepts sessions (100 > its 64-session limit, so none leaked). */
+    struct trace_req t;
+    trace_begin(&t, dm, "GET", NULL, "/trace?pid=%d&profile=gc-verbose&durationSeconds=2",
+                (int)app->pid);
+    drive_app(app, 2000, app->marker, 0);
+    trace_join(&t);
+    assert_trace_response(&t.resp);
+    struct check_result cr;
+    check_trace(env, "after-abandon", t.resp.body, t.resp.body_len, NULL, &cr);
+    assert_int_equal(cr.verdict, NETTRACE_COMPLETE);
+    assert_true(cr.gc_start > 0);
+    httpc_resp_fini(&t.resp);
+    cJSON *ops = agent_test_get_json(dm, "/operations", 200);
+    size_t cancelled = 0;
+    cJSON *o;
+    cJSON_ArrayForEach(o, ops)
+    {
+        cancelled += strcmp(agent_test_str(o, "status"), "Cancelled") == 0;
+    }
+    cJSON_Delete(ops);
+    assert_true(cancelled >= 90); /* the history holds the last 100 */
+    agent_test_stop_dotmon_clean(dm);
+}
+
+static void test_agent_trace_runtime_killed(void **state)
+{
+    struct testenv *env = *state;
+    struct test_app *victim = agent_test_start_app(env);
+    struct test_app *other = agent_test_start_app(env);
+    const char *args[] = {"--no-auth", NULL};
+    struct dotmon *dm = agent_test_start_dotmon(env, args);
+    pid_t pids[] = {victim->pid, other->pid};
+    cJSON_Delete(agent_test_wait_processes(dm, pids, 2, 10000));
+
+    struct trace_req t;
+    trace_begin(&t, dm, "GET", NULL, "/trace?pid=%d&profile=gc-verbose&durationSeconds=60",
+                (int)victim->pid);
+    drive_app(victim, 1500, victim->marker, 0);
+    int st = 0;
+    testenv_stop_app(victim, SIGKILL, &st);
+    double t0 = testenv_now_ms();
+    trace_join(&t);
+    double ended_ms = testenv_now_ms() - t0;
+    assert_trace_response(&t.resp);
+    assert_true(ended_ms < 10000);
+
+    struct nettrace_checker ck;
+    assert_int_equal(nettrace_checker_init(&ck, NULL), 0);
+    nettrace_feed(&ck, (const uint8_t *)t.resp.body, t.resp.body_len);
+    assert_int_equal(nettrace_finish(&ck), NETTRACE_TRUNCATED);
+    nettrace_checker_fini(&ck);
+
+    char target[128];
+    snprintf(target, sizeof(target), "/operations/%s", op_id_from(&t.resp));
+    cJSON *op = agent_test_get_json(dm, target, 200);
+    assert_string_equal(agent_test_str(op, "status"), "Failed");
+    cJSON *tr = cJSON_GetObjectItem(op, "trace");
+    assert_string_equal(agent_test_str(tr, "verdict"), "truncated");
+    cJSON *err = cJSON_GetObjectItem(op, "error");
+    assert_string_equal(agent_test_str(err, "code"), "TraceTruncated");
+    cJSON_Delete(op);
+    httpc_resp_fini(&t.resp);
+
+    /* dotmon serves on: the victim leaves the list, the other app can be traced. */
+    pid_t rest[] = {other->pid};
+    cJSON_Delete(agent_test_wait_processes(dm, rest, 1, 3000));
+    trace_begin(&t, dm, "GET", NULL, "/trace?pid=%d&profile=gc-verbose&durationSeconds=1",
+                (int)other->pid);
+    drive_app(other, 1000, other->marker, 0);
+    trace_join(&t);
+    assert_trace_response(&t.resp);
+    struct check_result cr;
+    check_trace(env, "after-kill", t.resp.body, t.resp.body_len, NULL, &cr);
+    assert_int_equal(cr.verdict, NETTRACE_COMPLETE);
+    httpc_resp_fini(&t.resp);
+    agent_test_stop_dotmon_clean(dm);
+}
+
+static void test_agent_trace_limit_and_graceful_stop(void **state)
+{
+    struct testenv *env = *state;
+    struct test_app *app = agent_test_start_app(env);
+    const char *args[] = {"--no-auth", NULL};
+    struct dotmon *dm = agent_test_start_dotmon(env, args);
+    pid_t pids[] = {app->pid};
+    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+
+    struct trace_req reqs[3];
+    for (int k = 0; k < 3; k++) {
+        trace_begin(&reqs[k], dm, "GET", NULL, "/trace?pid=%d&profile=gc-verbose&durationSeconds=-1",
+                    (int)app->pid);
+    }
+    double end = testenv_now_ms() + testenv_timeout(15000);
+    while (running_traces(dm) < 3) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(50);
+    }
+    /* The fourth gets 429. */
+    struct httpc_resp r;
+    char target[256];
+    snprintf(target, sizeof(target), "/trace?pid=%d&profile=Cpu&durationSeconds=5", (int)app->pid);
+    assert_int_equal(testenv_dotmon_get(dm, target, &r), 0);
+    agent_test_assert_problem(&r, 429);
+    httpc_resp_fini(&r);
+    drive_app(app, 1000, app->marker, 0);
+
+    /* Stop each gracefully through the operations API. */
+    cJSON *ops = agent_test_get_json(dm, "/operations", 200);
+    size_t stopped = 0;
+    cJSON *o;
+    cJSON_ArrayForEach(o, ops)
+    {
+        if (strcmp(agent_test_str(o, "status"), "Running") != 0) {
+            continue;
+        }
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "isStoppable")));
+        snprintf(target, sizeof(target), "/operations/%s?stop=true", agent_test_str(o, "operationId"));
+        assert_int_equal(testenv_dotmon_request(dm, "DELETE", target, NULL, 0, &r), 0);
+        assert_int_equal(r.status, 202);
+        httpc_resp_fini(&r);
+        stopped++;
+    }
+    cJSON_Delete(ops);
+    assert_int_equal(stopped, 3);
+    for (int k = 0; k < 3; k++) {
+        trace_join(&reqs[k]);
+        assert_trace_response(&reqs[k].resp);
+        struct check_result cr;
+        char name[32];
+        snprintf(name, sizeof(name), "stopped-%d", k);
+        check_trace(env, name, reqs[k].resp.body, reqs[k].resp.body_len, NULL, &cr);
+        assert_int_equal(cr.verdict, NETTRACE_COMPLETE);
+        assert_true(cr.gc_start > 0);
+        /* Finished: DELETE is now a 400, GET says Succeeded. */
+        snprintf(target, sizeof(target), "/operations/%s", op_id_from(&reqs[k].resp));
+        cJSON *op = agent_test_get_json(dm, target, 200);
+        assert_string_equal(agent_test_str(op, "status"), "Succeeded");
+        cJSON_Delete(op);
+        agent_test_expect_problem(dm, "DELETE", target, 400);
+        httpc_resp_fini(&reqs[k].resp);
+    }
+    agent_test_expect_problem(dm, "GET", "/operations/00000000-0000-0000-0000-000000000000", 404);
+    agent_test_expect_problem(dm, "DELETE", "/operations/00000000-0000-0000-0000-000000000000", 404);
+
+    /* Cancel (no stop=true): the client sees a cut transfer and the operation says Cancelled. */
+    struct trace_req t;
+    trace_begin(&t, dm, "GET", NULL, "/trace?pid=%d&profile=gc-verbose&durationSeconds=-1",
+                (int)app->pid);
+    end = testenv_now_ms() + testenv_timeout(15000);
+    while (running_traces(dm) < 1) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(50);
+    }
+    ops = agent_test_get_json(dm, "/operations", 200);
+    char id[64] = "";
+    cJSON_ArrayForEach(o, ops)
+    {
+        if (strcmp(agent_test_str(o, "status"), "Running") == 0) {
+            snprintf(id, sizeof(id), "%s", agent_test_str(o, "operationId"));
+        }
+    }
+    cJSON_Delete(ops);
+    snprintf(target, sizeof(target), "/operations/%s", id);
+    assert_int_equal(testenv_dotmon_request(dm, "DELETE", target, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    httpc_resp_fini(&r);
+    pthread_join(t.th, NULL);
+    assert_int_not_equal(t.rc, 0); /* the transfer was cut */
+    httpc_resp_fini(&t.resp);
+    cJSON *op = agent_test_get_json(dm, target, 200);
+    assert_string_equal(agent_test_str(op, "status"), "Cancelled");
+    cJSON_Delete(op);
+    agent_test_stop_dotmon_clean(dm);
+}
+
+static void test_agent_trace_post_and_bad_requests(void **state)
+{
+    struct testenv *env = *state;
+    struct test_app *app = agent_test_start_app(env);
+    const char *args[] = {"--no-auth", NULL};
+    struct dotmon *dm = agent_test_start_dotmon(env, args);
+    pid_t pids[] = {app->pid};
+    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+
+    struct trace_req t;
+    trace_begin(&t, dm, "POST",
+                "{\"Providers\":[{\"Name\":\"Microsoft-Windows-DotNETRuntime\",\"EventLevel\":"
+                "\"Informational\",\"Keywords\":\"0x1\"}],\"RequestRundown\":false,\"BufferSizeInMB\":32}",
+                "/trace?pid=%d&durationSeconds=3", (int)app->pid);
+    drive_app(app, 3000, app->marker, 0);
+    trace_join(&t);
+    assert_trace_response(&t.resp);
+    struct check_result cr;
+    check_trace(env, "post", t.resp.body, t.resp.body_len, NULL, &cr);
+    assert_int_equal(cr.verdict, NETTRACE_COMPLETE);
+    assert_true(cr.gc_start > 0);
+    assert_int_equal(cr.samples, 0); /* only what was asked for */
+    httpc_resp_fini(&t.resp);
+
+    static const char *const bad_bodies[] = {
+        "not json",
+        "{}",
+        "{\"Providers\":[]}",
+        "{\"Providers\":[{\"Name\":\"\"}]}",
+        "{\"Providers\":[{\"Name\":\"X\",\"EventLevel\":\"Loud\"}]}",
+        "{\"Providers\":[{\"Name\":\"X\",\"Keywords\":\"0xZZ\"}]}",
+        "{\"Providers\":[{\"Name\":\"X\"}],\"BufferSizeInMB\":0}",
+        "{\"Providers\":[{\"Name\":\"X\"}],\"BufferSizeInMB\":2048}",
+        "{\"Providers\":[{\"Name\":\"X\",\"Arguments\":[1]}]}",
+    };
+    char target[128];
+    snprintf(target, sizeof(target), "/trace?pid=%d&durationSeconds=1", (int)app->pid);
+    for (size_t i = 0; i < sizeof(bad_bodies) / sizeof(bad_bodies[0]); i++) {
+        struct httpc_resp r;
+        const char *json[] = {"Content-Type: application/json", NULL};
+        assert_int_equal(httpc_fetch(dm->port, "POST", target, json, bad_bodies[i], strlen(bad_bodies[i]),
+                                     testenv_timeout(10000), &r),
+                         0);
+        if (r.status != 400) {
+            fprintf(stderr, "body %s → %d %s\n", bad_bodies[i], r.status, r.body);
+        }
+        agent_test_assert_problem(&r, 400);
+        httpc_resp_fini(&r);
+    }
+    static const char *const bad_queries[] = {
+        "&profile=bogus",
+        "&durationSeconds=abc",
+        "&durationSeconds=-2",
+        "&egressProvider=blob",
+        "&profile=Cpu,,Http",
+    };
+    for (size_t i = 0; i < sizeof(bad_queries) / sizeof(bad_queries[0]); i++) {
+        char tgt[128];
+        snprintf(tgt, sizeof(tgt), "/trace?pid=%d%s", (int)app->pid, bad_queries[i]);
+        agent_test_expect_problem(dm, "GET", tgt, 400);
+    }
+    agent_test_expect_problem(dm, "GET", "/trace?pid=abc", 400);
+    agent_test_expect_problem(dm, "GET", "/trace?pid=999999", 404);
+    /* Nothing above started a session. */
+    assert_int_equal(running_traces(dm), 0);
+    agent_test_stop_dotmon_clean(dm);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_agent_trace_every_profile, agent_test_setup,
+                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_trace_abandoned_100, agent_test_setup,
+                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_trace_runtime_killed, agent_test_setup,
+                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_trace_limit_and_graceful_stop, agent_test_setup,
+                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_trace_post_and_bad_requests, agent_test_setup,
+                                        agent_test_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

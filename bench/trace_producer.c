@@ -107,8 +107,7 @@ static uint64_t next_session = 0x00005e5510000000ull;
 static unsigned sessions_done;
 static uint8_t *payload_template;
 
-/* ---- output buffer -----------------------------------------------------------------------------
- */
+/* ---- output buffer --------------------------------------------------------------------------- */
 
 static void out_reserve(struct conn *c, size_t n)
 {
@@ -161,8 +160,7 @@ static void out_utf16z(struct conn *c, const char *ascii)
     out_le(c, 0, 2);
 }
 
-/* ---- nettrace generation (§5) ------------------------------------------------------------------
- */
+/* ---- nettrace generation (§5) ---------------------------------------------------------------- */
 
 static uint64_t stream_pos(const struct conn *c)
 {
@@ -295,13 +293,13 @@ static void gen_event_block(struct conn *c, struct stream *s)
     size_t per_event = 3 + opt->payload;
     size_t n = opt->block > 20 + 32 ? (opt->block - 20 - 32) / per_event + 1 : 1;
     event_header(c, s->ts + 1, s->ts + n * 100);
-    out_reserve(c, 32 + n * (per_event + 2));
+    out_reserve(c, 32 + n * (per_event + 2)); /* one growth per block at most */
     for (size_t i = 0; i < n; i++) {
         uint64_t delta = 100; /* 100 ns between events */
         if (i == 0) {
             out_le(c, 0x01 | 0x02 | 0x04 | 0x40 | 0x80, 1);
             out_var(c, METADATA_ID);
-            out_var(c, s->seq); /* delta: seq + 1 = (s->seq + 1) - 0 - 1 + 1 */
+            out_var(c, s->seq); /* blocks start from sequence 0: 0 + delta + 1 = s->seq + 1 */
             out_var(c, BENCH_THREAD);
             out_var(c, 0);
             out_var(c, BENCH_THREAD);
@@ -314,6 +312,7 @@ static void gen_event_block(struct conn *c, struct stream *s)
         s->ts += delta;
         s->seq++;
         s->counter++;
+        out_reserve(c, opt->payload);
         memcpy(c->out + c->out_len, payload_template, opt->payload);
         for (int k = 0; k < 8; k++) {
             c->out[c->out_len + (size_t)k] = (uint8_t)(s->counter >> (8 * k));
@@ -361,8 +360,7 @@ static void stream_start(struct conn *c)
     gen_preamble(c, &c->s);
 }
 
-/* ---- IPC replies (§2.3, §3.2) -----------------------------------------------------------------
- */
+/* ---- IPC replies (§2.3, §3.2) ---------------------------------------------------------------- */
 
 static void reply_session(struct conn *c, uint64_t sid)
 {
@@ -581,8 +579,7 @@ static void on_writable(struct conn *c)
     }
 }
 
-/* ---- setup and the loop -------------------------------------------------------------------------
- */
+/* ---- setup and the loop ---------------------------------------------------------------------- */
 
 static void on_signal(int sig)
 {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "ipc_session.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -16,13 +17,14 @@
 /*
  * One EventPipe session (PROTOCOL.md §3.1, §4). The stream connection goes through
  *
- *   CONNECTING -> AWAIT_REPLY -> STREAMING -> CLOSED
- *        ^             |
- *        +-- RETRY <---+   (UNKNOWN_COMMAND: close, then the next try on a new connection)
+ *   IDLE -> CONNECTING -> AWAIT_REPLY -> STREAMING -> CLOSED
+ *              ^             |
+ *              +-- RETRY <---+   (UNKNOWN_COMMAND: close, then the next try on a new connection)
  *
- * and one timer serves every phase: the start timeout of the current try, the stop timeout once
- * stop was requested, the cleanup bound once the session has ended. arm_timer() derives the next
- * deadline from the state, so no transition has to remember to re-arm it.
+ * (any state can go to CLOSED). Every transition goes through s_set_state(), which checks it and
+ * re-arms the one timer that serves every phase: the start timeout of the current try, the stop
+ * timeout once stop was requested, the cleanup bound once the session has ended. arm_timer()
+ * derives the deadline from the state and flags, so no code path has to remember a timer.
  *
  * Ending is two-staged. s_end() delivers on_end at once (from a loop callback: the status is
  * known, the user is done) and sets `ended`; ipc_session_abort sets `ended` without a callback.
@@ -45,7 +47,8 @@
 #define REPLY_CAP 1024
 
 enum sstate {
-    S_CONNECTING = 0, /* connect in progress; nothing written yet */
+    S_IDLE = 0,   /* not started */
+    S_CONNECTING, /* connect in progress; nothing written yet */
     S_AWAIT_REPLY,    /* request written; reading the reply */
     S_RETRY,          /* the previous try's pipe is closing; its close callback starts the next */
     S_STREAMING,      /* the reply was OK: the connection carries nettrace */
@@ -195,15 +198,6 @@ static void s_on_pipe_close(uv_handle_t *h)
     s_reap(s);
 }
 
-/* Closes the stream connection for good (S_CLOSED); callers that retry set S_RETRY after. */
-static void s_close_pipe(struct ipc_session *s)
-{
-    s->state = S_CLOSED;
-    s->reading = false;
-    if (s->pipe_open && !uv_is_closing((uv_handle_t *)&s->pipe)) {
-        uv_close((uv_handle_t *)&s->pipe, s_on_pipe_close);
-    }
-}
 
 /* ---- timer ------------------------------------------------------------------------------- */
 
@@ -244,6 +238,43 @@ static void arm_timer(struct ipc_session *s)
 static uint64_t deadline_after(const struct ipc_session *s, uint64_t ms)
 {
     return uv_now(s->loop) + ms;
+}
+
+static bool transition_ok(enum sstate from, enum sstate to)
+{
+    switch (to) {
+    case S_CONNECTING:
+        return from == S_IDLE || from == S_RETRY;
+    case S_AWAIT_REPLY:
+        return from == S_CONNECTING;
+    case S_STREAMING:
+        return from == S_AWAIT_REPLY;
+    case S_RETRY:
+        return from == S_CLOSED; /* the failed try's pipe is closing */
+    case S_CLOSED:
+        return true;
+    case S_IDLE:
+    default:
+        return false;
+    }
+}
+
+/* The one place the state changes: checks the transition, then re-arms the timer for it. */
+static void s_set_state(struct ipc_session *s, enum sstate next)
+{
+    assert(transition_ok(s->state, next));
+    s->state = next;
+    arm_timer(s);
+}
+
+/* Closes the stream connection for good (S_CLOSED); callers that retry set S_RETRY after. */
+static void s_close_pipe(struct ipc_session *s)
+{
+    s->reading = false;
+    if (s->pipe_open && !uv_is_closing((uv_handle_t *)&s->pipe)) {
+        uv_close((uv_handle_t *)&s->pipe, s_on_pipe_close);
+    }
+    s_set_state(s, S_CLOSED);
 }
 
 /* ---- StopTracing ------------------------------------------------------------------------- */
@@ -299,7 +330,7 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
         s_close_pipe(s);
         break;
     case S_RETRY:
-        s->state = S_CLOSED; /* the pipe is already closing; no next try */
+        s_set_state(s, S_CLOSED); /* the pipe is already closing; no next try */
         break;
     case S_AWAIT_REPLY:
         /*
@@ -310,6 +341,8 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
     case S_STREAMING:
         s_close_pipe(s);
         if (need_stop && !s->stop_sent) {
+            /* A fresh bound: the id may have come late in the previous one (a slow reply). */
+            s->cleanup_deadline = deadline_after(s, CLEANUP_TIMEOUT_MS);
             int rc = s_send_stop(s, CLEANUP_TIMEOUT_MS);
             if (rc != 0) {
                 log_warn(LOG_CAT, "cannot send StopTracing for session 0x%llx: %s",
@@ -317,6 +350,7 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
             }
         }
         break;
+    case S_IDLE:
     case S_CLOSED:
     default:
         break;
@@ -411,7 +445,7 @@ static void s_step_down(struct ipc_session *s)
         return;
     }
     log_debug(LOG_CAT, "CollectTracing unknown: trying version %d", s->version);
-    s->state = S_RETRY; /* s_on_pipe_close starts the next try */
+    s_set_state(s, S_RETRY); /* s_on_pipe_close starts the next try */
 }
 
 /* The reply frame is complete: rbuf[0..consumed) is the reply, the rest is already stream. */
@@ -434,15 +468,16 @@ static void s_on_reply(struct ipc_session *s, const struct ipc_frame *f, size_t 
     }
     s->session_id = r.session_id;
     s->have_id = true;
-    s->state = S_STREAMING;
     size_t extra = s->rlen - consumed;
     s->rlen = 0;
+    s_set_state(s, S_STREAMING);
     if (s->ended) {
         /* Aborted or timed out while the request was out: stop what the runtime created. */
         s_cleanup(s, true);
         return;
     }
-    arm_timer(s);
+    log_debug(LOG_CAT, "session 0x%llx started with CollectTracing%d",
+              (unsigned long long)s->session_id, s->version);
     if (s->paused) {
         uv_read_stop((uv_stream_t *)&s->pipe);
         s->reading = false;
@@ -558,7 +593,7 @@ static void s_on_connect(uv_connect_t *c, int status)
         s_end(s, rc, 0, false);
         return;
     }
-    s->state = S_AWAIT_REPLY;
+    s_set_state(s, S_AWAIT_REPLY);
 }
 
 /*
@@ -573,7 +608,7 @@ static int s_try(struct ipc_session *s)
     int rc = ipc_cmd_collect_tracing(&w, s->version, &s->cfg);
     rc = rc != 0 ? rc : uv_pipe_init(s->loop, &s->pipe, 0);
     if (rc != 0) {
-        s->state = S_CLOSED;
+        s_set_state(s, S_CLOSED);
         return rc;
     }
     s->req_len = w.len;
@@ -581,9 +616,8 @@ static int s_try(struct ipc_session *s)
     s->pipe.data = s;
     s->connect_req.data = s;
     s->write_req.data = s;
-    s->state = S_CONNECTING;
     s->try_deadline = deadline_after(s, s->start_timeout_ms);
-    arm_timer(s);
+    s_set_state(s, S_CONNECTING);
     /* Connect errors (refused, no such file) arrive through s_on_connect, on a later turn. */
     uv_pipe_connect(&s->connect_req, &s->pipe, s->path, s_on_connect);
     return 0;

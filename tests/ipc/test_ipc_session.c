@@ -730,6 +730,40 @@ static void test_session_stop_timeout(void **state)
     /* the unanswered StopTracing exchange ran out with the same deadline */
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 2000));
     fixture_done(&fx);
+
+    /* stop requested before the id, and the reply never comes: the stop timeout still counts */
+    t.fault = FAKE_TRACE_SILENT;
+    fixture_fake(&fx, *state, FAKE_NORMAL, &t);
+    start(&fx, &r, &cfg, 5000);
+    t0 = tl_ms();
+    ipc_session_stop(r.s, 200);
+    assert_true(tl_run_until(fx.tl, rec_ended, &r, 3000));
+    assert_int_equal(r.status, AGENT_E_TIMEOUT);
+    assert_true(MS_EQ_ROUGHLY(r.t_end - t0, 200));
+    assert_int_equal(r.started, 0);
+    fake_runtime_kill(fx.fake);
+    fixture_done(&fx);
+}
+
+static void test_session_abort_bounded(void **state)
+{
+    /* A runtime that never answers cannot keep an aborted session alive: ~10 s at most. */
+    struct fixture fx;
+    struct fake_trace_config t = {.fault = FAKE_TRACE_SILENT};
+    fixture_fake(&fx, *state, FAKE_NORMAL, &t);
+    struct ipc_collect_config cfg = default_cfg();
+    static struct rec r;
+    start(&fx, &r, &cfg, 2000);
+    assert_true(tl_run_until(fx.tl, collect_requested, &fx, 2000));
+    uint64_t t0 = tl_ms();
+    rec_abort(&r);
+    tl_run_for(fx.tl, 3000);
+    assert_int_equal(ipc_session_live_count(), 1); /* still waiting for the reply */
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 9000));
+    uint64_t took = tl_ms() - t0;
+    assert_true(took >= 9900 && took < 11500);
+    assert_int_equal(r.started + r.data_calls + r.ended, 0);
+    fixture_done(&fx);
 }
 
 static void test_session_stop_before_id(void **state)
@@ -917,6 +951,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_session_abort_after_stop, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_runtime_dies, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_stop_timeout, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_session_abort_bounded, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_stop_before_id, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_drip, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_many, tl_setup, tl_teardown),

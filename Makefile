@@ -46,9 +46,12 @@ test-fast: build
 
 # Benchmarks (not part of the tests): figures for BENCHMARKS.md.
 bench: build
+	@command -v socat >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq socat; }
 	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
 	  ./$(BUILD)/bench/bench_foundation 1000
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon TRACE_PRODUCER=$(CURDIR)/$(BUILD)/bench/trace_producer \
+	  ./$(BUILD)/bench/bench_trace 2G
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

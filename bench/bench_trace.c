@@ -23,6 +23,35 @@
 #include "proc.h"
 #include "testenv.h"
 
+/* utime + stime of pid in ms. */
+static double cpu_ms(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL || fgets(line, sizeof(line), f) == NULL) {
+        if (f) {
+            fclose(f);
+        }
+        return 0;
+    }
+    fclose(f);
+    char *p = strrchr(line, ')');
+    if (p == NULL) {
+        return 0;
+    }
+    /* utime and stime are fields 14 and 15; field 3 (state) follows ") ". */
+    int field = 3;
+    for (p = p + 2; *p && field < 14; p++) {
+        if (*p == ' ') {
+            field++;
+        }
+    }
+    unsigned long ut = strtoul(p, &p, 10);
+    unsigned long st = strtoul(p, NULL, 10);
+    return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
 static uint16_t free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -131,7 +160,7 @@ int main(int argc, char **argv)
     /* (a) socat: TCP → the producer's socket; we speak IPC through it. */
     uint16_t sport = free_port();
     char listen_arg[64], connect_arg[320];
-    snprintf(listen_arg, sizeof(listen_arg), "TCP-LISTEN:%u,bind=127.0.0.1,reuseaddr", sport);
+    snprintf(listen_arg, sizeof(listen_arg), "TCP-LISTEN:%u,bind=127.0.0.1,reuseaddr,fork", sport);
     snprintf(connect_arg, sizeof(connect_arg), "UNIX-CONNECT:%s", sockpath);
     const char *sargv[] = {"socat", "-b", "262144", listen_arg, connect_arg, NULL};
     struct proc_opts so = {.argv = sargv, .label = "socat", .stdin_null = true};
@@ -149,12 +178,7 @@ int main(int argc, char **argv)
     if (ipc_cmd_collect_tracing(&w, 2, &cfg) != 0) {
         return 1;
     }
-    double socat_ms = 0;
-    uint64_t socat_bytes = read_all(connect_port(sport), msg, w.len, &socat_ms);
-    socat_bytes = socat_bytes > 28 ? socat_bytes - 28 : 0; /* the IPC reply is not trace data */
     int st;
-    proc_kill(socat, 1000, &st);
-    proc_free(socat);
 
     /* (b) dotmon. */
     const char *dargs[] = {"--no-auth", NULL};
@@ -181,10 +205,37 @@ int main(int argc, char **argv)
                      "GET /trace?pid=%d&durationSeconds=-1&profile=gc-verbose HTTP/1.1\r\n"
                      "Host: 127.0.0.1\r\nConnection: close\r\n\r\n",
                      ppid);
-    double dm_ms = 0;
-    uint64_t dm_bytes = read_all(connect_port(dm->port), req, (size_t)n, &dm_ms);
+    /* Alternate the two paths ROUNDS times and keep each one's best run: other load on the
+     * machine then penalises neither side systematically. */
+    enum { ROUNDS = 3 };
+    double socat_mbs = 0, dm_mbs = 0, dm_cpu_per_gib = 0;
+    uint64_t socat_bytes = 0, dm_bytes = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        double ms = 0;
+        uint64_t b = read_all(connect_port(sport), msg, w.len, &ms);
+        b = b > 28 ? b - 28 : 0; /* the IPC reply is not trace data */
+        double mbs = (double)b / 1048576.0 / (ms / 1000.0);
+        if (mbs > socat_mbs) {
+            socat_mbs = mbs;
+            socat_bytes = b;
+        }
+        double cpu0 = cpu_ms(dpid);
+        b = read_all(connect_port(dm->port), req, (size_t)n, &ms);
+        mbs = (double)b / 1048576.0 / (ms / 1000.0);
+        double cpu = cpu_ms(dpid) - cpu0;
+        if (dm_cpu_per_gib == 0 || cpu / ((double)b / 1073741824.0) < dm_cpu_per_gib) {
+            dm_cpu_per_gib = cpu / ((double)b / 1073741824.0);
+        }
+        if (mbs > dm_mbs) {
+            dm_mbs = mbs;
+            dm_bytes = b;
+        }
+        fprintf(stderr, "round %d: socat %.0f MiB/s, dotmon %.0f MiB/s\n", round, socat_mbs, dm_mbs);
+    }
     rs.stop = 1;
     pthread_join(rs.th, NULL);
+    proc_kill(socat, 1000, &st);
+    proc_free(socat);
 
     struct httpc_resp r;
     char verdict[64] = "?";
@@ -196,15 +247,14 @@ int main(int argc, char **argv)
     }
     httpc_resp_fini(&r);
 
-    double socat_mbs = (double)socat_bytes / 1048576.0 / (socat_ms / 1000.0);
-    double dm_mbs = (double)dm_bytes / 1048576.0 / (dm_ms / 1000.0);
     printf("| metric | dotmon /trace | socat (ceiling) | ratio | target |\n|---|---|---|---|---|\n");
-    printf("| throughput, %s stream (MiB/s) | %.0f | %.0f | %.2f | ≥ 0.80 |\n", bytes_arg, dm_mbs,
+    printf("| throughput, %s stream, best of %d (MiB/s) | %.0f | %.0f | %.2f | ≥ 0.80 |\n", bytes_arg, (int)ROUNDS, dm_mbs,
            socat_mbs, dm_mbs / socat_mbs);
+    printf("| dotmon CPU time per GiB relayed (ms) | %.0f | | | |\n", dm_cpu_per_gib);
     printf("| bytes received | %llu (HTTP, chunked) | %llu | | |\n", (unsigned long long)dm_bytes,
            (unsigned long long)socat_bytes);
-    printf("| dotmon RSS before → peak during relay (KiB) | %ld → %ld (+%ld) | | | < 8192 KiB growth |\n",
-           rss_before, rs.peak_kb, rs.peak_kb - rss_before);
+    printf("| dotmon RSS before → peak during %d relays (KiB) | %ld → %ld (+%ld) | | | < 8192 KiB growth |\n",
+           (int)ROUNDS, rss_before, rs.peak_kb, rs.peak_kb - rss_before);
     printf("| operation status | %s | | | Succeeded |\n", verdict);
     testenv_stop_dotmon(dm, 5000, &st);
     proc_kill(prod, 1000, &st);

@@ -1332,8 +1332,10 @@ int http_stream_write(struct http_request *r, const void *data, size_t len)
         http__conn_close(c);
         return AGENT_E_TOOBIG;
     }
+    /* Exactly sized (chunk prefix ≤ 20 bytes + CRLF): no doubling, and small enough for the
+     * allocator's heap rather than an mmap per chunk. */
     struct buf out;
-    buf_init(&out, 0);
+    buf_init(&out, len + 24);
     int rc = buf_reserve(&out, len + 24);
     if (rc == 0 && r->chunked) {
         rc = http__chunk_prefix(&out, len);

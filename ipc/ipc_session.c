@@ -37,7 +37,7 @@
  */
 
 #define LOG_CAT                  "dotmon.ipc.session"
-#define READ_BUF_SIZE            ((size_t)64 * 1024)
+#define READ_BUF_SIZE            ((size_t)256 * 1024)
 #define NEWEST_VERSION           5
 #define DEFAULT_START_TIMEOUT_MS 5000
 #define DEFAULT_STOP_TIMEOUT_MS  60000
@@ -72,6 +72,7 @@ struct ipc_session {
     bool aborted;
     bool have_id;
     bool downgraded; /* the rundown keyword was dropped to find a known version */
+    bool cleanup_expired; /* the cleanup bound ran out: nothing left to time */
     int version;     /* CollectTracing version of the current try */
     int floor;       /* oldest version that can express cfg */
     int pending_status; /* an error found inside a user call, delivered from the timer */
@@ -216,7 +217,11 @@ static void arm_timer(struct ipc_session *s)
     }
     uint64_t deadline = UINT64_MAX;
     if (s->ended) {
-        deadline = s->cleanup_deadline;
+        /*
+         * Never re-armed at 0 once expired: libuv (1.44) runs a timer restarted with 0 from its
+         * own callback again in the same pass, forever.
+         */
+        deadline = s->cleanup_expired ? UINT64_MAX : s->cleanup_deadline;
     } else if (s->pending_status != 0) {
         deadline = 0;
     } else {
@@ -262,7 +267,11 @@ static bool transition_ok(enum sstate from, enum sstate to)
 /* The one place the state changes: checks the transition, then re-arms the timer for it. */
 static void s_set_state(struct ipc_session *s, enum sstate next)
 {
-    assert(transition_ok(s->state, next));
+    /* An illegal transition is a bug here; stop loudly in release builds too (NDEBUG). */
+    if (!transition_ok(s->state, next)) {
+        log_error("dotmon.ipc", "illegal session state transition %d -> %d", (int)s->state, (int)next);
+        abort();
+    }
     s->state = next;
     arm_timer(s);
 }
@@ -343,6 +352,7 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
         if (need_stop && !s->stop_sent) {
             /* A fresh bound: the id may have come late in the previous one (a slow reply). */
             s->cleanup_deadline = deadline_after(s, CLEANUP_TIMEOUT_MS);
+            s->cleanup_expired = false;
             int rc = s_send_stop(s, CLEANUP_TIMEOUT_MS);
             if (rc != 0) {
                 log_warn(LOG_CAT, "cannot send StopTracing for session 0x%llx: %s",
@@ -382,6 +392,7 @@ static void s_on_timer(uv_timer_t *t)
             return;
         }
         /* Cleanup ran out of time: drop the stream and whatever StopTracing still waits. */
+        s->cleanup_expired = true;
         s_close_pipe(s);
         if (s->stop_x != NULL) {
             ipc__exchange_abort(s->stop_x); /* its callback still comes, then we are reaped */

@@ -431,9 +431,9 @@ static void test_agent_trace_abandoned_100(void **state)
         const char *s = agent_test_str(o, "status");
         cancelled += strcmp(s, "Cancelled") == 0;
         if (strcmp(s, "Cancelled") != 0) {
-            char t[128];
-            snprintf(t, sizeof(t), "/operations/%s", agent_test_str(o, "operationId"));
-            cJSON *full = agent_test_get_json(dm, t, 200);
+            char tgt[128];
+            snprintf(tgt, sizeof(tgt), "/operations/%s", agent_test_str(o, "operationId"));
+            cJSON *full = agent_test_get_json(dm, tgt, 200);
             char *txt = cJSON_PrintUnformatted(full);
             fprintf(stderr, "not cancelled: %s\n", txt);
             free(txt);

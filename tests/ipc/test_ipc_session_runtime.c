@@ -21,6 +21,7 @@
 #include "ipc_session.h"
 #include "ipc_sockname.h"
 #include "ipc_test_loop.h"
+#include "log.h"
 #include "proc.h"
 #include "testenv.h"
 
@@ -336,6 +337,10 @@ static void test_runtime_abort_leaves_nothing(void **state)
     cfg.providers = &gc_provider;
     rec_start(rt, c, path, &cfg);
     assert_true(tl_run_until(rt->tl, rec_started, c, 5000));
+    if (c->ended) {
+        fprintf(stderr, "[runtime] session after the aborts refused: %s, hresult 0x%08x\n",
+                agent_strerror(c->status), c->hresult);
+    }
     assert_int_equal(c->started, 1);
     ipc_session_stop(c->s, 10000);
     assert_true(tl_run_until(rt->tl, rec_ended, c, 10000));
@@ -360,6 +365,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_runtime_gc_trace, rt_setup, rt_teardown),
         cmocka_unit_test_setup_teardown(test_runtime_abort_leaves_nothing, rt_setup, rt_teardown),
     };
+    if (getenv("TEST_LOG_DEBUG") != NULL) {
+        log_set_level(LOG_DEBUG);
+    }
     if (getenv("TEST_FILTER") != NULL) {
         cmocka_set_test_filter(getenv("TEST_FILTER"));
     }

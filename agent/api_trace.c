@@ -11,6 +11,7 @@
  * streaming nettrace checker, which decides whether the trace ended complete or truncated.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,9 +66,15 @@ static const char *verdict_word(enum nettrace_verdict v)
 static void job_on_timer_closed(uv_handle_t *h)
 {
     struct trace_job *job = h->data;
+    struct agent *a = job->a;
     trace_config_fini(&job->tc);
     nettrace_checker_fini(&job->checker);
     free(job);
+    /* A relay churns through large chunk buffers; once no trace is running, hand the freed heap
+     * back to the system so an idle sidecar returns to its idle footprint. */
+    if (op_registry_active(&a->ops, OP_KIND_TRACE) == 0) {
+        malloc_trim(0);
+    }
 }
 
 /* Frees the job once the request, the session and the timer are all gone. */

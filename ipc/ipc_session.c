@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "ipc_session.h"
 
-#include <assert.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -269,7 +268,8 @@ static void s_set_state(struct ipc_session *s, enum sstate next)
 {
     /* An illegal transition is a bug here; stop loudly in release builds too (NDEBUG). */
     if (!transition_ok(s->state, next)) {
-        log_error("dotmon.ipc", "illegal session state transition %d -> %d", (int)s->state, (int)next);
+        log_error(LOG_CAT, "illegal session state transition %d -> %d", (int)s->state,
+                  (int)next);
         abort();
     }
     s->state = next;

@@ -333,6 +333,13 @@ static void test_runtime_abort_leaves_nothing(void **state)
     assert_true(tl_run_until(rt->tl, no_live_sessions, NULL, 15000));
     uint64_t t_abort = tl_ms() - t0;
 
+    /*
+     * Observed with .NET 10.0.12 on a loaded machine: a CollectTracing that arrives within a few
+     * hundred ms of 64 streaming sessions being torn down is sometimes closed by the runtime
+     * without any reply (AGENT_E_CLOSED), although every StopTracing was already answered; the
+     * next try works, and with a 500 ms pause it never happens. So one retry is allowed for that
+     * status only. DS_IPC_E_FAIL here would mean a leaked session and fails at once.
+     */
     struct rec *c = &r[0];
     cfg.providers = &gc_provider;
     rec_start(rt, c, path, &cfg);
@@ -340,6 +347,9 @@ static void test_runtime_abort_leaves_nothing(void **state)
     if (c->ended) {
         fprintf(stderr, "[runtime] session after the aborts refused: %s, hresult 0x%08x\n",
                 agent_strerror(c->status), c->hresult);
+        assert_int_equal(c->status, AGENT_E_CLOSED);
+        rec_start(rt, c, path, &cfg);
+        assert_true(tl_run_until(rt->tl, rec_started, c, 5000));
     }
     assert_int_equal(c->started, 1);
     ipc_session_stop(c->s, 10000);

@@ -49,6 +49,8 @@ struct trace_job {
     int version;        /* CollectTracing version used */
     uint64_t session_id;
     uint64_t pid;
+    bool retried;       /* one new start after the runtime closed the first one unanswered */
+    char endpoint[256];
     char filename[64];
     char location[512];
     struct trace_config tc;
@@ -239,12 +241,44 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
     }
 }
 
+static const struct ipc_session_callbacks session_callbacks;
+
+/* The retry timer: starts the session again (the duration timer is not armed before start). */
+static void job_on_retry(uv_timer_t *t)
+{
+    struct trace_job *job = t->data;
+    if (job->req == NULL) {
+        job_maybe_free(job);
+        return;
+    }
+    int rc = ipc_session_start(job->a->loop, job->endpoint, &job->tc.collect, TRACE_START_TIMEOUT_MS,
+                               &session_callbacks, job, &job->sess);
+    if (rc != 0) {
+        struct http_request *req = job->req;
+        job->req = NULL;
+        http_request_on_abort(req, NULL, NULL);
+        job_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
+        api_problem(req, 502, "cannot start a trace session: %s", agent_strerror(rc));
+        job_maybe_free(job);
+    }
+}
+
 static void sess_on_end(void *ud, int status, uint32_t hresult)
 {
     struct trace_job *job = ud;
     job->sess = NULL;
     uv_timer_stop(&job->timer);
     struct http_request *req = job->req;
+
+    /* Right after many sessions end, the runtime sometimes closes a new CollectTracing
+     * connection without answering (seen on .NET 10.0.12 under load); its next try succeeds. */
+    if (!job->streaming && status == AGENT_E_CLOSED && !job->retried && req != NULL) {
+        job->retried = true;
+        log_info(cat, "trace of %llu: the runtime closed the start unanswered; retrying once",
+                 (unsigned long long)job->pid);
+        uv_timer_start(&job->timer, job_on_retry, 250, 0);
+        return;
+    }
 
     if (!job->streaming) {
         /* The session never started: answer with the reason. */
@@ -393,6 +427,7 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     char ts[32];
     strftime(ts, sizeof(ts), "%Y%m%d_%H%M%S", &tm);
     snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
+    snprintf(job->endpoint, sizeof(job->endpoint), "%s", p->endpoint);
     const char *host = http_request_header(req, "Host");
     snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
              host != NULL ? host : "localhost", op->id);

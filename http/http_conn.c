@@ -98,8 +98,12 @@ static void conn_set_state(struct http_conn *c, enum conn_state next)
                   (int)next);
         abort();
     }
+    if (c->state == CONN_HANDLER && next != CONN_HANDLER) {
+        c->hold_input = false; /* the kept bytes get parsed from now on */
+    }
     c->state = next;
     conn_arm_timer(c);
+    conn_update_reading(c);
 }
 
 /*
@@ -143,11 +147,17 @@ static void conn_arm_timer(struct http_conn *c)
     uv_timer_start(&c->timer, conn_on_timer, ms, 0);
 }
 
-/* Reading is on exactly in the states that consume input. */
+/*
+ * Reading is on in the states that consume input, and also while the handler owns a request:
+ * then bytes are only kept (a pipelined next request) and the point is to see the client go
+ * away at once, so that a long response (a trace) is abandoned without waiting for a write to
+ * fail. If the kept bytes fill the buffer, reading pauses until the request is finished.
+ */
 static void conn_update_reading(struct http_conn *c)
 {
     bool want = !c->saw_eof && (c->state == CONN_HEAD || c->state == CONN_BODY ||
-                                c->state == CONN_IDLE || c->state == CONN_LINGER);
+                                c->state == CONN_IDLE || c->state == CONN_LINGER ||
+                                (c->state == CONN_HANDLER && !c->hold_input));
     if (want && !c->reading) {
         int rc = uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read);
         if (rc != 0) {
@@ -325,6 +335,12 @@ static void conn_handle_bytes(struct http_conn *c, size_t n)
 static void conn_handle_read_error(struct http_conn *c, int err)
 {
     if (c->state == CONN_CLOSING) {
+        return;
+    }
+    if (err == UV_ENOBUFS && c->state == CONN_HANDLER) {
+        /* A pipelining client filled the buffer while we answer: keep its bytes, stop reading. */
+        c->hold_input = true;
+        conn_update_reading(c);
         return;
     }
     c->saw_eof = true;

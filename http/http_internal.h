@@ -117,6 +117,7 @@ struct http_conn {
     bool reading;     /* uv_read_start is active */
     bool close_after; /* close (linger) once the current response is flushed */
     bool saw_eof;     /* the peer half-closed */
+    bool hold_input;  /* input buffer full while the handler owns a request: reading paused */
     llhttp_t parser;
     struct buf in;            /* capped input buffer, see HTTP_INBUF_SIZE */
     struct http_request *req; /* being parsed, or owned by the handler */

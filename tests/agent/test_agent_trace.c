@@ -459,6 +459,52 @@ static void test_agent_trace_abandoned_100(void **state)
     agent_test_stop_dotmon_clean(dm);
 }
 
+/* A client that hangs up on a trace that has nothing to send (no events) is noticed at once:
+ * the operation is Cancelled within a second, not when some later write fails. */
+static void test_agent_trace_idle_client_disconnect(void **state)
+{
+    struct testenv *env = *state;
+    struct test_app *app = agent_test_start_app(env);
+    const char *args[] = {"--no-auth", NULL};
+    struct dotmon *dm = agent_test_start_dotmon(env, args);
+    pid_t pids[] = {app->pid};
+    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+
+    static const char body[] = "{\"Providers\":[{\"Name\":\"Dotmon-Test-Silent\"}],\"RequestRundown\":false}";
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(dm->port);
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "POST /trace?pid=%d&durationSeconds=-1 HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     (int)app->pid, sizeof(body) - 1, body);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    double end = testenv_now_ms() + testenv_timeout(15000);
+    while (running_traces(dm) < 1) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(20);
+    }
+    testenv_sleep_ms(300);
+    close(fd);
+    double t0 = testenv_now_ms();
+    end = t0 + testenv_timeout(3000);
+    while (running_traces(dm) > 0) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(20);
+    }
+    fprintf(stderr, "idle trace cancelled %.0f ms after the client hung up\n", testenv_now_ms() - t0);
+    cJSON *ops = agent_test_get_json(dm, "/operations", 200);
+    assert_int_equal(cJSON_GetArraySize(ops), 1);
+    assert_string_equal(agent_test_str(cJSON_GetArrayItem(ops, 0), "status"), "Cancelled");
+    cJSON_Delete(ops);
+    agent_test_stop_dotmon_clean(dm);
+}
+
 static void test_agent_trace_runtime_killed(void **state)
 {
     struct testenv *env = *state;
@@ -684,6 +730,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_trace_every_profile, agent_test_setup,
                                         agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_trace_abandoned_100, agent_test_setup,
+                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_trace_idle_client_disconnect, agent_test_setup,
                                         agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_trace_runtime_killed, agent_test_setup,
                                         agent_test_teardown),

@@ -31,19 +31,20 @@ struct api_route {
     api_item_fn item;
     bool anonymous;     /* no authentication (metrics) */
     bool metrics_port;  /* also served on the metrics URLs */
+    bool no_head;       /* GET with side effects (starts an artifact): HEAD is not allowed */
 };
 
 static const struct api_route routes[] = {
-    {"/processes", "GET", api_processes, NULL, false, false},
-    {"/process", "GET", api_process, NULL, false, false},
-    {"/env", "GET", api_env, NULL, false, false},
-    {"/info", "GET", api_info, NULL, false, false},
-    {"/trace", "GET", api_trace_get, NULL, false, false},
-    {"/trace", "POST", api_trace_post, NULL, false, false},
-    {"/operations", "GET", api_operations_list, NULL, false, false},
-    {"/operations/", "GET", NULL, api_operation_get, false, false},
-    {"/operations/", "DELETE", NULL, api_operation_delete, false, false},
-    {"/metrics", "GET", api_metrics, NULL, true, true},
+    {"/processes", "GET", api_processes, NULL, false, false, false},
+    {"/process", "GET", api_process, NULL, false, false, false},
+    {"/env", "GET", api_env, NULL, false, false, false},
+    {"/info", "GET", api_info, NULL, false, false, false},
+    {"/trace", "GET", api_trace_get, NULL, false, false, true},
+    {"/trace", "POST", api_trace_post, NULL, false, false, false},
+    {"/operations", "GET", api_operations_list, NULL, false, false, false},
+    {"/operations/", "GET", NULL, api_operation_get, false, false, false},
+    {"/operations/", "DELETE", NULL, api_operation_delete, false, false, false},
+    {"/metrics", "GET", api_metrics, NULL, true, true, false},
 };
 
 void api_problem(struct http_request *req, int status, const char *fmt, ...)
@@ -161,10 +162,10 @@ void api_handle(void *ud, struct http_request *req)
             continue;
         }
         size_t used = strlen(allowed);
+        bool head_ok = strcmp(r->method, "GET") == 0 && !r->no_head;
         snprintf(allowed + used, sizeof(allowed) - used, "%s%s%s", used ? ", " : "", r->method,
-                 strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
-        if (strcmp(method, r->method) == 0 ||
-            (strcmp(r->method, "GET") == 0 && strcmp(method, "HEAD") == 0)) {
+                 head_ok ? ", HEAD" : "");
+        if (strcmp(method, r->method) == 0 || (head_ok && strcmp(method, "HEAD") == 0)) {
             route = r;
             item = rest;
         }

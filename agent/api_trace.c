@@ -34,6 +34,8 @@ static const char cat[] = "dotmon.trace";
 #define TRACE_LOW_WATER (256u * 1024u)
 #define TRACE_START_TIMEOUT_MS 5000
 #define TRACE_STOP_TIMEOUT_MS 120000
+/* Sessions still closing in the background that may exist beyond the trace limit. */
+#define TRACE_SESSION_SLACK 8u
 
 struct trace_job {
     struct agent *a;
@@ -45,6 +47,7 @@ struct trace_job {
     bool streaming; /* response headers sent */
     bool paused;
     bool stopping;
+    bool client_lost; /* a write to the client failed: it did not get the whole file */
     int64_t duration_s; /* -1: until stopped */
     int version;        /* CollectTracing version used */
     uint64_t session_id;
@@ -144,17 +147,24 @@ static void job_on_abort(void *ud, struct http_request *r)
     job_maybe_free(job);
 }
 
+/*
+ * Graceful stop. Recorded even while a start retry is pending (no session yet): the retry then
+ * stops its session as soon as it exists.
+ */
 static void job_stop(void *ctx)
 {
     struct trace_job *job = ctx;
-    if (job->sess == NULL || job->stopping) {
+    if (job->stopping || job->req == NULL) {
         return;
     }
     job->stopping = true;
-    uv_timer_stop(&job->timer);
     if (job->op != NULL && job->op->state == OP_RUNNING) {
         op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
     }
+    if (job->sess == NULL) {
+        return; /* the retry timer is armed: keep it */
+    }
+    uv_timer_stop(&job->timer);
     log_info(cat, "trace of %llu: stopping (StopTracing; rundown follows)", (unsigned long long)job->pid);
     ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS);
 }
@@ -205,7 +215,7 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
              (unsigned long long)job->pid, (unsigned long long)session_id, version,
              job->tc.profile_names);
     if (job->op != NULL) {
-        op_set_state(&job->a->ops, job->op, OP_RUNNING, NULL, NULL);
+        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
     }
     if (job->req == NULL) {
         return;
@@ -220,7 +230,7 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
     }
     job->streaming = true;
     http_stream_on_drain(job->req, TRACE_LOW_WATER, job_on_drain, job);
-    if (job->duration_s >= 0) {
+    if (job->duration_s >= 0 && !job->stopping) {
         uv_timer_start(&job->timer, job_on_timer, (uint64_t)job->duration_s * 1000, 0);
     }
 }
@@ -233,6 +243,7 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         return;
     }
     if (http_stream_write(job->req, p, n) != 0) {
+        job->client_lost = true;
         return; /* the client is gone; the abort callback follows */
     }
     if (!job->paused && http_stream_pending(job->req) > TRACE_HIGH_WATER) {
@@ -253,6 +264,9 @@ static void job_on_retry(uv_timer_t *t)
     }
     int rc = ipc_session_start(job->a->loop, job->endpoint, &job->tc.collect, TRACE_START_TIMEOUT_MS,
                                &session_callbacks, job, &job->sess);
+    if (rc == 0 && job->stopping) {
+        ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS); /* stopped while the retry waited */
+    }
     if (rc != 0) {
         struct http_request *req = job->req;
         job->req = NULL;
@@ -312,7 +326,10 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     log_info(cat, "trace of %llu ended: %llu bytes, %s%s%s", (unsigned long long)job->pid,
              (unsigned long long)nettrace_get_stats(&job->checker)->bytes, verdict_word(v),
              status ? ", " : "", status ? agent_strerror(status) : "");
-    if (v == NETTRACE_COMPLETE) {
+    if (job->client_lost || req == NULL) {
+        /* The runtime finished, but the client did not receive the whole file. */
+        job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    } else if (v == NETTRACE_COMPLETE) {
         job_finish_op(job, OP_SUCCEEDED, NULL, NULL);
     } else if (v == NETTRACE_TRUNCATED) {
         job_finish_op(job, OP_FAILED, "TraceTruncated",
@@ -326,7 +343,10 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
         job->req = NULL;
         http_request_on_abort(req, NULL, NULL);
         /* End the response cleanly in every case: the file is what the runtime sent. */
-        http_stream_end(req);
+        if (http_stream_end(req) != 0 && job->op == NULL) {
+            log_info(cat, "trace of %llu: the client left before the end of the response",
+                     (unsigned long long)job->pid);
+        }
     }
     job_maybe_free(job);
 }
@@ -388,6 +408,17 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
                               "receive the trace in this response", buf_cstr(&egress));
         goto fail;
     }
+    if (a->stopping) {
+        api_problem(req, 503, "dotmon is shutting down");
+        goto fail;
+    }
+    /* Aborted sessions finish their StopTracing in the background; count them too, so that a
+     * client hanging up in a loop cannot pile sessions up in the runtime (it allows 64). */
+    if (ipc_session_live_count() >= a->ops.limit[OP_KIND_TRACE] + TRACE_SESSION_SLACK) {
+        api_problem(req, 429, "%zu trace sessions are still being closed; retry in a few seconds",
+                    ipc_session_live_count());
+        goto fail;
+    }
     int rc = op_registry_add(&a->ops, OP_KIND_TRACE, p->pid, p->uid, p->name,
                              has_tags == 1 ? buf_cstr(&tags) : NULL, &op);
     if (rc == AGENT_E_TOOBIG) {
@@ -413,6 +444,7 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     job->tc = *tc;
     memset(tc, 0, sizeof(*tc)); /* ownership moved to the job */
     if (nettrace_checker_init(&job->checker, NULL) != 0) {
+        trace_config_fini(&job->tc);
         free(job);
         op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
         api_problem(req, 500, "out of memory");

@@ -12,7 +12,9 @@
  * HTTP/1.1 server on libuv + llhttp (one loop, no threads).
  *
  * Keep-alive, many connections at once, pipelined requests served in order (one at a time per
- * connection: reading pauses while a request is being answered). Limits answered with the
+ * connection: while a request is being answered, further bytes are only kept, not parsed; the
+ * socket is still read so that a client that goes away - including one that half-closes after
+ * its request - is noticed at once and the request aborted). Limits answered with the
  * right status: 414 URI too long, 431 header section too large, 413 body too large, 400 for
  * malformed requests, 503 + close when the connection limit is reached; header timeout (slow
  * or idle-before-first-byte clients are closed), idle keep-alive timeout.

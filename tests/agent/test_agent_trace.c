@@ -779,6 +779,14 @@ static void test_agent_trace_post_and_bad_requests(void **state)
     }
     agent_test_expect_problem(dm, "GET", "/trace?pid=abc", 400);
     agent_test_expect_problem(dm, "GET", "/trace?pid=999999", 404);
+    /* HEAD would start a trace whose body is thrown away: not allowed. */
+    struct httpc_resp hr;
+    char head_target[64];
+    snprintf(head_target, sizeof(head_target), "/trace?pid=%d", (int)app->pid);
+    assert_int_equal(testenv_dotmon_request(dm, "HEAD", head_target, NULL, 0, &hr), 0);
+    assert_int_equal(hr.status, 405);
+    assert_null(strstr(httpc_header(&hr, "Allow"), "HEAD"));
+    httpc_resp_fini(&hr);
     /* Nothing above started a session. */
     assert_int_equal(running_traces(dm), 0);
     agent_test_stop_dotmon_clean(dm);

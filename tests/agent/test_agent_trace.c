@@ -477,8 +477,14 @@ static void test_agent_trace_abandoned_100(void **state)
     assert_int_equal(fds1, fds0);
     /* The allocator keeps some pages after the first relays; what must not happen is growth per
      * trace: the second 50 may add at most 512 KiB, and the total stays within 2 MiB. */
+#if defined(__SANITIZE_ADDRESS__)
+    /* Under ASan freed memory sits in the quarantine, so RSS says nothing about leaks; there
+     * LeakSanitizer checks dotmon at exit instead (agent_test_stop_dotmon_clean). */
+    (void)rss_half;
+#else
     assert_true(rss1 <= rss_half + 512);
     assert_true(rss1 <= rss0 + 2048);
+#endif
 
     /* The runtime still accepts sessions (100 > its 64-session limit, so none leaked). */
     struct trace_req t;

@@ -40,23 +40,6 @@ static double percentile(double *v, size_t n, double p)
     return v[i < n ? i : n - 1];
 }
 
-static uint16_t free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(sa);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* ---- baseline HTTP responder: reads a request head, writes a fixed keep-alive response ---- */
 
 static int floor_fd = -1;
@@ -129,7 +112,7 @@ static double exec_version_ms(const char *bin)
 
 static double startup_ms(struct testenv *env, const char *bin)
 {
-    uint16_t port = free_port();
+    uint16_t port = testenv_free_port();
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%u", port);
     char tmpdir[64];

@@ -52,40 +52,14 @@ static double cpu_ms(pid_t pid)
     return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
 }
 
-static uint16_t free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(sa);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 static int connect_port(uint16_t port)
 {
-    for (int i = 0; i < 100; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(port);
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-            return fd;
-        }
-        close(fd);
-        testenv_sleep_ms(20);
+    int fd = testenv_connect_port(port);
+    if (fd < 0) {
+        fprintf(stderr, "cannot connect to port %u\n", port);
+        exit(1);
     }
-    fprintf(stderr, "cannot connect to port %u\n", port);
-    exit(1);
+    return fd;
 }
 
 /* Sends req, reads to EOF; returns bytes read and the elapsed ms from the first byte sent. */
@@ -158,7 +132,7 @@ int main(int argc, char **argv)
     snprintf(sockpath, sizeof(sockpath), "%s", sock ? sock + 7 : "");
 
     /* (a) socat: TCP → the producer's socket; we speak IPC through it. */
-    uint16_t sport = free_port();
+    uint16_t sport = testenv_free_port();
     char listen_arg[64], connect_arg[320];
     snprintf(listen_arg, sizeof(listen_arg), "TCP-LISTEN:%u,bind=127.0.0.1,reuseaddr,fork", sport);
     snprintf(connect_arg, sizeof(connect_arg), "UNIX-CONNECT:%s", sockpath);

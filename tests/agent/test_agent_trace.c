@@ -384,14 +384,8 @@ static void test_agent_trace_every_profile(void **state)
 /* Starts a trace on a raw connection, reads `bytes` of it (or waits `ms`), and hangs up. */
 static void abandon_trace(uint16_t port, pid_t pid, size_t bytes, int ms)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = testenv_connect_port(port);
     assert_true(fd >= 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(0x7f000001);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     char req[256];
     int n = snprintf(req, sizeof(req),
                      "GET /trace?pid=%d&profile=gc-verbose&durationSeconds=30 HTTP/1.1\r\n"
@@ -544,13 +538,8 @@ static void test_agent_trace_idle_client_disconnect(void **state)
     cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
 
     static const char body[] = "{\"Providers\":[{\"Name\":\"Dotmon-Test-Silent\"}],\"RequestRundown\":false}";
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(dm->port);
-    sa.sin_addr.s_addr = htonl(0x7f000001);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    int fd = testenv_connect_port(dm->port);
+    assert_true(fd >= 0);
     char req[512];
     int n = snprintf(req, sizeof(req),
                      "POST /trace?pid=%d&durationSeconds=-1 HTTP/1.1\r\nHost: x\r\n"

@@ -2,10 +2,12 @@
 #define _GNU_SOURCE /* nftw, getrandom */
 #include "testenv.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -868,4 +870,46 @@ void testenv_watchdog(unsigned seconds)
     sigaction(SIGALRM, &sa, NULL);
     int scaled = testenv_timeout((int)(seconds > 100000 ? 100000 : seconds) * 1000) / 1000;
     alarm((unsigned)scaled);
+}
+
+uint16_t testenv_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    uint16_t port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+        port = ntohs(sa.sin_port);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return port;
+}
+
+int testenv_connect_port(uint16_t port)
+{
+    int err = -ECONNREFUSED;
+    for (int i = 0; i < 100; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            return -errno;
+        }
+        struct sockaddr_in sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(port);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+            return fd;
+        }
+        err = -errno;
+        close(fd);
+        testenv_sleep_ms(20);
+    }
+    return err;
 }

@@ -128,6 +128,12 @@ int testenv_make_stale_socket(const char *dir, pid_t pid, unsigned long long key
  * pid_max down. */
 pid_t testenv_unused_pid(void);
 
+/* A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed). */
+uint16_t testenv_free_port(void);
+
+/* A blocking TCP connection to 127.0.0.1:port (retried for up to 2 s), or -errno. */
+int testenv_connect_port(uint16_t port);
+
 /* Number of open fds of pid (entries of /proc/<pid>/fd), or -errno. */
 int testenv_fd_count(pid_t pid);
 /* VmRSS of pid in KiB (from /proc/<pid>/status), or -errno. */

@@ -421,6 +421,27 @@ static size_t running_traces(struct dotmon *dm)
     return running;
 }
 
+/* One TestApp and one dotmon (no auth) watching it; returns once /processes lists the app. */
+static struct dotmon *start_app_and_dotmon(struct testenv *env, struct test_app **app)
+{
+    *app = agent_test_start_app(env);
+    const char *args[] = {"--no-auth", NULL};
+    struct dotmon *dm = agent_test_start_dotmon(env, args);
+    pid_t pids[] = {(*app)->pid};
+    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+    return dm;
+}
+
+/* Waits (15 s, scaled) until at least n traces are Starting, Running or Stopping. */
+static void wait_running_traces(struct dotmon *dm, size_t n)
+{
+    double end = testenv_now_ms() + testenv_timeout(15000);
+    while (running_traces(dm) < n) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(20);
+    }
+}
+
 static void wait_no_running_traces(struct dotmon *dm)
 {
     double end = testenv_now_ms() + testenv_timeout(30000);
@@ -433,11 +454,8 @@ static void wait_no_running_traces(struct dotmon *dm)
 static void test_agent_trace_abandoned_100(void **state)
 {
     struct testenv *env = *state;
-    struct test_app *app = agent_test_start_app(env);
-    const char *args[] = {"--no-auth", NULL};
-    struct dotmon *dm = agent_test_start_dotmon(env, args);
-    pid_t pids[] = {app->pid};
-    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+    struct test_app *app = NULL;
+    struct dotmon *dm = start_app_and_dotmon(env, &app);
     pid_t dpid = proc_pid(dm->proc);
 
     /* Warm up (first trace, allocator arenas), then take the baseline. */
@@ -531,11 +549,8 @@ static void test_agent_trace_abandoned_100(void **state)
 static void test_agent_trace_idle_client_disconnect(void **state)
 {
     struct testenv *env = *state;
-    struct test_app *app = agent_test_start_app(env);
-    const char *args[] = {"--no-auth", NULL};
-    struct dotmon *dm = agent_test_start_dotmon(env, args);
-    pid_t pids[] = {app->pid};
-    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+    struct test_app *app = NULL;
+    struct dotmon *dm = start_app_and_dotmon(env, &app);
 
     static const char body[] = "{\"Providers\":[{\"Name\":\"Dotmon-Test-Silent\"}],\"RequestRundown\":false}";
     int fd = testenv_connect_port(dm->port);
@@ -546,15 +561,11 @@ static void test_agent_trace_idle_client_disconnect(void **state)
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                      (int)app->pid, sizeof(body) - 1, body);
     assert_int_equal(write(fd, req, (size_t)n), n);
-    double end = testenv_now_ms() + testenv_timeout(15000);
-    while (running_traces(dm) < 1) {
-        assert_true(testenv_now_ms() < end);
-        testenv_sleep_ms(20);
-    }
+    wait_running_traces(dm, 1);
     testenv_sleep_ms(300);
     close(fd);
     double t0 = testenv_now_ms();
-    end = t0 + testenv_timeout(3000);
+    double end = t0 + testenv_timeout(3000);
     while (running_traces(dm) > 0) {
         assert_true(testenv_now_ms() < end);
         testenv_sleep_ms(20);
@@ -624,22 +635,15 @@ static void test_agent_trace_runtime_killed(void **state)
 static void test_agent_trace_limit_and_graceful_stop(void **state)
 {
     struct testenv *env = *state;
-    struct test_app *app = agent_test_start_app(env);
-    const char *args[] = {"--no-auth", NULL};
-    struct dotmon *dm = agent_test_start_dotmon(env, args);
-    pid_t pids[] = {app->pid};
-    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+    struct test_app *app = NULL;
+    struct dotmon *dm = start_app_and_dotmon(env, &app);
 
     struct trace_req reqs[3];
     for (int k = 0; k < 3; k++) {
         trace_begin(&reqs[k], dm, "GET", NULL, "/trace?pid=%d&profile=gc-verbose&durationSeconds=-1",
                     (int)app->pid);
     }
-    double end = testenv_now_ms() + testenv_timeout(15000);
-    while (running_traces(dm) < 3) {
-        assert_true(testenv_now_ms() < end);
-        testenv_sleep_ms(50);
-    }
+    wait_running_traces(dm, 3);
     /* The fourth gets 429. */
     struct httpc_resp r;
     char target[256];
@@ -691,11 +695,7 @@ static void test_agent_trace_limit_and_graceful_stop(void **state)
     struct trace_req t;
     trace_begin(&t, dm, "GET", NULL, "/trace?pid=%d&profile=gc-verbose&durationSeconds=-1",
                 (int)app->pid);
-    end = testenv_now_ms() + testenv_timeout(15000);
-    while (running_traces(dm) < 1) {
-        assert_true(testenv_now_ms() < end);
-        testenv_sleep_ms(50);
-    }
+    wait_running_traces(dm, 1);
     ops = agent_test_get_json(dm, "/operations", 200);
     char id[64] = "";
     cJSON_ArrayForEach(o, ops)
@@ -721,11 +721,8 @@ static void test_agent_trace_limit_and_graceful_stop(void **state)
 static void test_agent_trace_post_and_bad_requests(void **state)
 {
     struct testenv *env = *state;
-    struct test_app *app = agent_test_start_app(env);
-    const char *args[] = {"--no-auth", NULL};
-    struct dotmon *dm = agent_test_start_dotmon(env, args);
-    pid_t pids[] = {app->pid};
-    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+    struct test_app *app = NULL;
+    struct dotmon *dm = start_app_and_dotmon(env, &app);
 
     struct trace_req t;
     trace_begin(&t, dm, "POST",

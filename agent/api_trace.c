@@ -242,7 +242,14 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
     if (job->req == NULL || !job->streaming) {
         return;
     }
-    if (http_stream_write(job->req, p, n) != 0) {
+    /*
+     * A well-filled read buffer is handed to the HTTP write queue as is (no copy, no new chunk
+     * allocation); a small read is copied, so that queued memory stays close to queued bytes.
+     */
+    uint8_t *base = n >= IPC_SESSION_READ_SIZE / 2 ? ipc_session_take_buffer(job->sess) : NULL;
+    int rc = base != NULL ? http_stream_write_owned(job->req, base, p, n)
+                          : http_stream_write(job->req, p, n);
+    if (rc != 0) {
         job->client_lost = true;
         return; /* the client is gone; the abort callback follows */
     }

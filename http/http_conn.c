@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
 #include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,7 +35,8 @@ struct http_write {
     uv_write_t req;
     struct http_conn *c;
     char *data; /* malloc'd, freed in the write callback (libuv needs it until then) */
-    size_t len;
+    size_t len; /* bytes on the wire */
+    char frame[24]; /* chunk size line of an owned write (the "\r\n" after it is static) */
 };
 
 static const char *const state_names[CONN_NSTATES] = {
@@ -508,6 +511,32 @@ static void conn_on_close(uv_handle_t *h)
  * Output
  * ------------------------------------------------------------------------------------------- */
 
+/*
+ * Submits w (w->data and w->len set; both taken) with its buffers. On failure w and its data are
+ * freed and the connection is closed.
+ */
+static int conn_submit(struct http_conn *c, struct http_write *w, const uv_buf_t *ub,
+                       unsigned int nb)
+{
+    w->req.data = w;
+    w->c = c;
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, ub, nb, conn_on_write);
+    if (rc != 0) {
+        free(w->data);
+        free(w);
+        log_debug(HTTP_LOG_CAT, "connection %llu: cannot write: %s", (unsigned long long)c->id,
+                  agent_strerror(rc));
+        http__conn_close(c);
+        return rc;
+    }
+    c->writes_in_flight++;
+    c->pending += w->len;
+    if (c->state == CONN_HANDLER || c->state == CONN_FLUSH) {
+        conn_arm_timer(c);
+    }
+    return 0;
+}
+
 /* Queues b's bytes (taking its storage). On failure the connection is closed. */
 static int conn_write(struct http_conn *c, struct buf *b)
 {
@@ -519,29 +548,46 @@ static int conn_write(struct http_conn *c, struct buf *b)
     }
     char *data = buf_steal(b, &len);
     struct http_write *w = data ? malloc(sizeof(*w)) : NULL;
-    int rc = UV_ENOMEM;
-    if (w != NULL) {
-        w->req.data = w;
-        w->c = c;
-        w->data = data;
-        w->len = len;
-        uv_buf_t ub = uv_buf_init(data, (unsigned int)len);
-        rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &ub, 1, conn_on_write);
-    }
-    if (rc != 0) {
+    if (w == NULL) {
         free(data);
-        free(w);
-        log_debug(HTTP_LOG_CAT, "connection %llu: cannot write: %s", (unsigned long long)c->id,
-                  agent_strerror(rc));
         http__conn_close(c);
-        return rc;
+        return UV_ENOMEM;
     }
-    c->writes_in_flight++;
-    c->pending += len;
-    if (c->state == CONN_HANDLER || c->state == CONN_FLUSH) {
-        conn_arm_timer(c);
+    w->data = data;
+    w->len = len;
+    uv_buf_t ub = uv_buf_init(data, (unsigned int)len);
+    return conn_submit(c, w, &ub, 1);
+}
+
+/*
+ * Queues len bytes at data, which lie inside the malloc'd block base (taken: freed once written,
+ * or now on failure), framed as one chunk when chunked: no copy of the payload.
+ * On failure the connection is closed.
+ */
+static int conn_write_owned(struct http_conn *c, void *base, const void *data, size_t len,
+                            bool chunked)
+{
+    static char crlf[] = "\r\n";
+    struct http_write *w = len <= UINT_MAX ? malloc(sizeof(*w)) : NULL;
+    if (w == NULL) {
+        free(base);
+        http__conn_close(c);
+        return len <= UINT_MAX ? UV_ENOMEM : AGENT_E_TOOBIG;
     }
-    return 0;
+    uv_buf_t ub[3];
+    unsigned int nb = 0;
+    w->len = len;
+    if (chunked) {
+        int k = snprintf(w->frame, sizeof(w->frame), "%zx\r\n", len);
+        ub[nb++] = uv_buf_init(w->frame, (unsigned int)k);
+        w->len += (size_t)k + 2;
+    }
+    ub[nb++] = uv_buf_init((char *)(uintptr_t)data, (unsigned int)len);
+    if (chunked) {
+        ub[nb++] = uv_buf_init(crlf, 2);
+    }
+    w->data = base;
+    return conn_submit(c, w, ub, nb);
 }
 
 /* Writes an RFC 7807 response with Connection: close (the caller closes after the flush). */
@@ -1366,6 +1412,31 @@ int http_stream_write(struct http_request *r, const void *data, size_t len)
         return rc;
     }
     return conn_write(c, &out);
+}
+
+int http_stream_write_owned(struct http_request *r, void *base, const void *data, size_t len)
+{
+    if (r == NULL || r->resp != RESP_STREAMING || r->in_abort) {
+        free(base);
+        return r == NULL || r->resp != RESP_STREAMING ? AGENT_E_INVAL : AGENT_E_CLOSED;
+    }
+    struct http_conn *c = r->conn;
+    if (c->state == CONN_CLOSING) {
+        free(base);
+        return AGENT_E_CLOSED;
+    }
+    if (len == 0 || r->discard_body) {
+        free(base);
+        return 0;
+    }
+    if (len > c->srv->cfg.max_stream_pending - c->pending) {
+        free(base);
+        log_warn(HTTP_LOG_CAT, "connection %llu: client too slow, %zu bytes pending",
+                 (unsigned long long)c->id, c->pending);
+        http__conn_close(c);
+        return AGENT_E_TOOBIG;
+    }
+    return conn_write_owned(c, base, data, len, r->chunked);
 }
 
 size_t http_stream_pending(const struct http_request *r)

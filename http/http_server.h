@@ -145,6 +145,10 @@ int http_stream_begin(struct http_request *r, int status, const char *content_ty
  * gone (AGENT_E_CLOSED; the abort callback follows from the loop). If the queue would exceed
  * max_stream_pending the client is dropped and AGENT_E_TOOBIG returned: respect drain. */
 int http_stream_write(struct http_request *r, const void *data, size_t len);
+/* The same without a copy: len bytes at data, which lie inside the malloc'd block base. The
+ * server owns base from this call on, whatever it returns (free() once written, or at once on
+ * failure); the bytes must not change until then. For relays that read into fresh buffers. */
+int http_stream_write_owned(struct http_request *r, void *base, const void *data, size_t len);
 /* Bytes queued to the client whose write has not completed yet (all of this connection's). */
 size_t http_stream_pending(const struct http_request *r);
 /* Called (from the loop, after each completed write) whenever the queued bytes are at or

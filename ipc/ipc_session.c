@@ -36,7 +36,7 @@
  */
 
 #define LOG_CAT                  "dotmon.ipc.session"
-#define READ_BUF_SIZE            ((size_t)256 * 1024)
+#define READ_BUF_SIZE            IPC_SESSION_READ_SIZE
 #define NEWEST_VERSION           5
 #define DEFAULT_START_TIMEOUT_MS 5000
 #define DEFAULT_STOP_TIMEOUT_MS  60000
@@ -92,8 +92,10 @@ struct ipc_session {
     struct ipc_session_callbacks cb;
     void *ud;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    /* The one read buffer, handed out whole by on_alloc: no allocation per read. */
-    uint8_t rbuf[READ_BUF_SIZE];
+    /* The read buffer (READ_BUF_SIZE), handed out whole by on_alloc; allocated again only after
+     * on_data took it (ipc_session_take_buffer). */
+    uint8_t *rbuf;
+    bool in_deliver; /* inside on_data: take_buffer is allowed */
 };
 
 static atomic_size_t live_sessions;
@@ -163,6 +165,7 @@ static void s_free(struct ipc_session *s)
     free(s->providers);
     free(s->blob);
     free(s->req);
+    free(s->rbuf);
     free(s);
 }
 
@@ -423,15 +426,31 @@ static void s_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     (void)suggested;
     /* While waiting for the reply, keep what came so far; afterwards every read starts over. */
     size_t off = s->state == S_AWAIT_REPLY ? s->rlen : 0;
-    *b = uv_buf_init((char *)s->rbuf + off, (unsigned int)(sizeof(s->rbuf) - off));
+    if (s->rbuf == NULL && (s->rbuf = malloc(READ_BUF_SIZE)) == NULL) {
+        *b = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS: the stream ends with an error */
+        return;
+    }
+    *b = uv_buf_init((char *)s->rbuf + off, (unsigned int)(READ_BUF_SIZE - off));
 }
 
 static void s_deliver(struct ipc_session *s, const uint8_t *p, size_t n)
 {
     s->bytes += n;
     if (!s->ended && n > 0) {
+        s->in_deliver = true;
         s->cb.on_data(s->ud, p, n);
+        s->in_deliver = false;
     }
+}
+
+uint8_t *ipc_session_take_buffer(struct ipc_session *s)
+{
+    if (s == NULL || !s->in_deliver) {
+        return NULL;
+    }
+    uint8_t *b = s->rbuf;
+    s->rbuf = NULL;
+    return b;
 }
 
 /*

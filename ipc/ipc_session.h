@@ -73,6 +73,15 @@ void ipc_session_stop(struct ipc_session *s, uint64_t stop_timeout_ms);
  * and everything is freed when that finishes (bounded by a timeout). */
 void ipc_session_abort(struct ipc_session *s);
 
+/*
+ * Inside on_data only: takes the malloc'd read buffer that holds the view on_data got (the view
+ * lies inside it), so a relay can queue the bytes without copying them; the caller frees it.
+ * The session reads into a new buffer from then on. NULL outside on_data or if already taken.
+ */
+uint8_t *ipc_session_take_buffer(struct ipc_session *s);
+/* Size of each read buffer (so a relay can take only well-filled ones). */
+#define IPC_SESSION_READ_SIZE ((size_t)256 * 1024)
+
 /* Session id (0 until on_started) and bytes received so far. */
 uint64_t ipc_session_id(const struct ipc_session *s);
 uint64_t ipc_session_bytes(const struct ipc_session *s);

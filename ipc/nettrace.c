@@ -126,6 +126,7 @@ struct nettrace_private {
     struct thread_slot *threads;
     size_t threads_len;
     size_t threads_cap; /* power of two, or 0 */
+    struct thread_slot *thread_last; /* slot of the last event's capture thread, or NULL */
 };
 
 static const char *const block_names[NETTRACE_BLOCK_KINDS] = {"EventBlock", "MetadataBlock",
@@ -613,7 +614,8 @@ static bool stack_defined(const struct nettrace_private *pr, uint32_t id)
  * was 0 (a recycled thread id), counts nothing; a number going backwards counts nothing either.
  * `expected` is the number the thread should have reached before this sighting.
  */
-static int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_t expected, uint32_t seq)
+static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_t expected,
+                              uint32_t seq)
 {
     if (pr->threads_len * 2 >= pr->threads_cap && pr->threads_len < MAX_THREADS) {
         size_t cap = pr->threads_cap ? pr->threads_cap * 2 : 64;
@@ -633,6 +635,7 @@ static int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_t expec
         free(pr->threads);
         pr->threads = t;
         pr->threads_cap = cap;
+        pr->thread_last = NULL;
     }
     size_t mask = pr->threads_cap - 1;
     size_t j = hash64(tid) & mask;
@@ -654,6 +657,25 @@ static int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_t expec
         }
     }
     s->seq = seq;
+    pr->thread_last = s;
+    return 0;
+}
+
+static inline int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_t expected,
+                              uint32_t seq)
+{
+    /* Events come in runs from one capture thread: try the slot of the last sighting first. */
+    struct thread_slot *last = pr->thread_last;
+    if (last == NULL || last->id != tid) {
+        return thread_seen_lookup(pr, tid, expected, seq);
+    }
+    if (last->seq != 0) {
+        int32_t gap = (int32_t)(expected - last->seq);
+        if (gap > 0) {
+            pr->stats.lost += (uint64_t)gap;
+        }
+    }
+    last->seq = seq;
     return 0;
 }
 
@@ -668,13 +690,23 @@ static int varint_fail(struct nettrace_private *pr, enum varint_status st, uint6
     return fail(pr, AGENT_E_PROTO, at, "event header: %s varint over-long", what);
 }
 
-/* Reads a varint field of a compressed header; 0 or the failure code. */
-static int hdr_varint(struct nettrace_private *pr, struct cur *c, unsigned bits, const char *what,
-                      uint64_t *v)
+static int hdr_varint_long(struct nettrace_private *pr, struct cur *c, unsigned bits,
+                           const char *what, uint64_t *v)
 {
     uint64_t at = cur_off(c);
     enum varint_status st = cur_varint(c, bits, v);
     return st == VAR_OK ? 0 : varint_fail(pr, st, at, what);
+}
+
+/* Reads a varint field of a compressed header; 0 or the failure code. */
+static inline int hdr_varint(struct nettrace_private *pr, struct cur *c, unsigned bits,
+                             const char *what, uint64_t *v)
+{
+    if (c->i < c->n && c->p[c->i] < 0x80) { /* one byte: the common case, always minimal */
+        *v = c->p[c->i++];
+        return 0;
+    }
+    return hdr_varint_long(pr, c, bits, what, v);
 }
 
 /* A header-compressed blob header (§5.5); b holds the previous blob's header on entry. */
@@ -762,9 +794,15 @@ static int read_uncompressed(struct nettrace_private *pr, struct cur *c, struct 
 
 /* Accounts for one event of an EventBlock and hands it to the callback. */
 static int on_event(struct nettrace_private *pr, const struct blob *b, const uint8_t *payload,
-                    uint64_t at)
+                    uint64_t at, struct md_rec **last_md)
 {
-    struct md_rec *md = md_find(pr, b->metadata_id);
+    /* Runs of one event type are common: remember the last record (metadata cannot change
+     * inside an EventBlock, so the pointer stays valid for the block). */
+    struct md_rec *md = *last_md;
+    if (md == NULL || md->id != b->metadata_id) {
+        md = md_find(pr, b->metadata_id);
+        *last_md = md;
+    }
     if (md == NULL) {
         return fail(pr, AGENT_E_PROTO, at, "event uses metadata id %u, not defined before",
                     b->metadata_id);
@@ -826,6 +864,7 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
     struct cur c = {p, n, header_size, pr->pos};
     struct blob b;
     memset(&b, 0, sizeof(b));
+    struct md_rec *last_md = NULL;
     while (cur_left(&c) > 0) {
         uint64_t at = cur_off(&c);
         size_t blob_end = 0;
@@ -845,7 +884,7 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
             c.i = blob_end;
         }
         rc = meta ? parse_metadata(pr, payload, b.payload_size, payload_at)
-                  : on_event(pr, &b, payload, at);
+                  : on_event(pr, &b, payload, at, &last_md);
         if (rc < 0) {
             return rc;
         }

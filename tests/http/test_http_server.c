@@ -98,7 +98,25 @@ struct streamer {
     struct http_request *r;
     size_t sent;
     size_t total; /* SIZE_MAX: until the client goes away */
+    bool owned;   /* every other chunk through http_stream_write_owned (no copy) */
+    unsigned nwrites;
 };
+
+/* The body must be pattern_byte(0..n-1). */
+static void check_pattern(struct hfx *fx, const struct buf *body, size_t n, const char *what)
+{
+    if (buf_size(body) != n) {
+        hfx_failf(fx, "%s: %zu bytes, want %zu", what, buf_size(body), n);
+        return;
+    }
+    const uint8_t *b = buf_data(body);
+    for (size_t i = 0; i < n; i++) {
+        if (b[i] != pattern_byte(i)) {
+            hfx_failf(fx, "%s: byte %zu out of order", what, i);
+            return;
+        }
+    }
+}
 
 static void stream_pump(struct streamer *st);
 
@@ -135,10 +153,20 @@ static void stream_pump(struct streamer *st)
             return;
         }
         size_t n = st->total - st->sent < STREAM_CHUNK ? st->total - st->sent : STREAM_CHUNK;
-        for (size_t i = 0; i < n; i++) {
-            chunk[i] = pattern_byte(st->sent + i);
+        uint8_t *base = NULL;
+        uint8_t *dst = chunk;
+        if (st->owned && st->nwrites++ % 2 == 0) {
+            /* The bytes sit inside the block at an offset, as in a relay's read buffer. */
+            base = malloc(n + 13);
+            assert_non_null(base);
+            dst = base + 13;
         }
-        if (http_stream_write(st->r, chunk, n) != 0) {
+        for (size_t i = 0; i < n; i++) {
+            dst[i] = pattern_byte(st->sent + i);
+        }
+        int rc = base != NULL ? http_stream_write_owned(st->r, base, dst, n)
+                              : http_stream_write(st->r, chunk, n);
+        if (rc != 0) {
             res->write_errors++; /* the abort callback follows from the loop */
             return;
         }
@@ -156,6 +184,7 @@ static void start_stream(struct hfx *fx, struct http_request *r, size_t total)
     st->fx = fx;
     st->r = r;
     st->total = total;
+    st->owned = strstr(http_request_query(r), "owned") != NULL;
     http_request_on_abort(r, stream_on_abort, st);
     http_stream_on_drain(r, STREAM_LOW, stream_on_drain, st);
     assert_int_equal(http_stream_begin(r, 200, "application/octet-stream", NULL, 0), 0);
@@ -752,15 +781,8 @@ static void client_streaming(struct hfx *fx)
     HFX_CHECK(fx, tc_request(&c, GET("/stream"), &r, 15000) == TC_OK);
     HFX_CHECK(fx, r.status == 200 && header_is(&r, "Transfer-Encoding", "chunked"));
     HFX_CHECK(fx, tc_header(&r, "Content-Length") == NULL);
-    HFX_CHECK(fx, buf_size(&r.body) == STREAM_TOTAL);
     HFX_CHECK(fx, r.nchunks == STREAM_TOTAL / STREAM_CHUNK);
-    const uint8_t *b = buf_data(&r.body);
-    for (size_t i = 0; i < STREAM_TOTAL; i++) {
-        if (b[i] != pattern_byte(i)) {
-            hfx_failf(fx, "stream byte %zu out of order", i);
-            break;
-        }
-    }
+    check_pattern(fx, &r.body, STREAM_TOTAL, "stream");
     /* Keep-alive after a chunked response; a HEAD of a stream carries no body. */
     c.read_size = 0;
     c.read_delay_us = 0;
@@ -773,6 +795,39 @@ static void client_streaming(struct hfx *fx)
     HFX_CHECK(fx, tc_request(&c, GET("/x"), &r, IO_MS) == TC_OK && r.status == 200);
     tc_response_fini(&r);
     tc_close(&c);
+}
+
+/* Owned (zero-copy) chunks interleaved with copied ones: same bytes, same framing. */
+static void client_streaming_owned(struct hfx *fx)
+{
+    struct tc_conn c;
+    struct tc_response r;
+    tc_response_init(&r);
+    HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
+    c.read_size = (size_t)16 * 1024;
+    c.read_delay_us = 200;
+    HFX_CHECK(fx, tc_request(&c, GET("/stream?owned"), &r, 15000) == TC_OK);
+    HFX_CHECK(fx, r.status == 200 && header_is(&r, "Transfer-Encoding", "chunked"));
+    HFX_CHECK(fx, r.nchunks == STREAM_TOTAL / STREAM_CHUNK);
+    check_pattern(fx, &r.body, STREAM_TOTAL, "stream");
+    /* HTTP/1.0: no chunk framing, the body ends with the connection. */
+    tc_close(&c);
+    HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
+    HFX_CHECK(fx, tc_request(&c, "GET /stream-small?owned HTTP/1.0\r\n\r\n", &r, IO_MS) == TC_OK);
+    HFX_CHECK(fx, r.status == 200);
+    check_pattern(fx, &r.body, 100000, "HTTP/1.0 stream");
+    tc_response_fini(&r);
+    tc_close(&c);
+}
+
+static void test_http_server_streaming_owned(void **state)
+{
+    struct hfx *fx = *state;
+    struct results res;
+    prepare(fx, &res);
+    hfx_run(fx, client_streaming_owned, 60000);
+    assert_int_equal(res.ends, 2);
+    assert_int_equal(res.aborts, 0);
 }
 
 static void test_http_server_streaming_backpressure(void **state)
@@ -791,7 +846,7 @@ static void client_stream_abort(struct hfx *fx)
 {
     struct tc_conn c;
     HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
-    HFX_CHECK(fx, tc_send_str(&c, GET("/stream-forever")) == 0);
+    HFX_CHECK(fx, tc_send_str(&c, GET("/stream-forever?owned")) == 0);
     /* Read a little, stop reading, go away with unread data (the server sees a reset). */
     char tmp[16384];
     size_t got = 0;
@@ -1049,6 +1104,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_server_header_timeout, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_idle_timeout, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_connection_close, hfx_setup, hfx_teardown),
+        cmocka_unit_test_setup_teardown(test_http_server_streaming_owned, hfx_setup,
+                                        hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_streaming_backpressure, hfx_setup,
                                         hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_abort_on_disconnect, hfx_setup,

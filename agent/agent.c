@@ -180,6 +180,51 @@ static int setup_auth(struct agent *a)
     return 0;
 }
 
+/* A copy of path without trailing slashes; NULL (logged) unless absolute. */
+static char *dir_setting(const char *key, const char *path)
+{
+    if (path[0] != '/') {
+        log_error(cat, "%s must be an absolute path, not '%s'", key, path);
+        return NULL;
+    }
+    char *d = strdup(path);
+    if (d == NULL) {
+        return NULL;
+    }
+    size_t n = strlen(d);
+    while (n > 1 && d[n - 1] == '/') {
+        d[--n] = '\0';
+    }
+    return d;
+}
+
+/*
+ * Dump folders: Storage:DumpTempFolder, else Storage:DefaultSharedPath (dotnet-monitor's names),
+ * else the socket folder ($TMPDIR or /tmp). Storage:DumpTargetFolder (dotmon's own) is the same
+ * folder as the apps see it, when it is mounted at another path there.
+ */
+static int setup_dump_dirs(struct agent *a)
+{
+    const char *key = "Storage:DumpTempFolder";
+    const char *dir = config_get(a->cfg, key);
+    if (dir == NULL || *dir == '\0') {
+        key = "Storage:DefaultSharedPath";
+        dir = config_get(a->cfg, key);
+    }
+    if (dir == NULL || *dir == '\0') {
+        key = "TMPDIR";
+        dir = a->diag_dir;
+    }
+    a->dump_dir = dir_setting(key, dir);
+    if (a->dump_dir == NULL) {
+        return AGENT_E_INVAL;
+    }
+    const char *target = config_get(a->cfg, "Storage:DumpTargetFolder");
+    a->dump_target_dir = dir_setting("Storage:DumpTargetFolder",
+                                     target != NULL && *target != '\0' ? target : a->dump_dir);
+    return a->dump_target_dir != NULL ? 0 : AGENT_E_INVAL;
+}
+
 int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
                const struct config *cfg)
 {
@@ -214,13 +259,20 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     if (rc != 0) {
         return rc;
     }
-    uint64_t max_traces = 3, history = 100, interval = 5;
+    uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5, dump_timeout = 300;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
+        config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
-        config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0) {
+        config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
+        config_get_uint(cfg, "Dump:TimeoutSeconds", 1, 86400, &dump_timeout) != 0) {
         return AGENT_E_INVAL;
     }
-    op_registry_init(&a->ops, (size_t)history, (size_t)max_traces, 1);
+    op_registry_init(&a->ops, (size_t)history, (size_t)max_traces, (size_t)max_dumps);
+    a->dump_timeout_ms = dump_timeout * 1000;
+    rc = setup_dump_dirs(a);
+    if (rc != 0) {
+        return rc;
+    }
     a->metrics_interval_s = (uint32_t)interval;
     return setup_auth(a);
 }
@@ -373,6 +425,7 @@ void agent_stop(struct agent *a)
     }
     a->stopping = true;
     api_trace_shutdown(a);
+    api_dump_shutdown(a);
     if (a->http != NULL) {
         http_server_close(a->http, SHUTDOWN_GRACE_MS, on_part_closed, a);
         a->http = NULL;
@@ -400,5 +453,9 @@ void agent_fini(struct agent *a)
     a->verifier = NULL;
     free(a->diag_dir);
     a->diag_dir = NULL;
+    free(a->dump_dir);
+    a->dump_dir = NULL;
+    free(a->dump_target_dir);
+    a->dump_target_dir = NULL;
     op_registry_fini(&a->ops);
 }

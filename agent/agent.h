@@ -57,7 +57,11 @@ struct agent {
     bool stopping;
     int exit_code;
 
-    struct op_registry ops;       /* traces (and later dumps) */
+    struct op_registry ops;       /* traces and dumps */
+    char *dump_dir;               /* Storage:DumpTempFolder: where dotmon reads dumps */
+    char *dump_target_dir;        /* Storage:DumpTargetFolder: the same folder as apps see it */
+    uint64_t dump_timeout_ms;     /* Dump:TimeoutSeconds */
+    struct dump_job *dump_jobs;   /* dumps in progress (api_dump.c) */
     uint32_t metrics_interval_s;  /* GlobalCounter:IntervalSeconds, for the Metrics profile */
 
     uint64_t requests_total;

@@ -39,6 +39,7 @@ static const struct api_route routes[] = {
     {"/process", "GET", api_process, NULL, false, false, false},
     {"/env", "GET", api_env, NULL, false, false, false},
     {"/info", "GET", api_info, NULL, false, false, false},
+    {"/dump", "GET", api_dump_get, NULL, false, false, true},
     {"/trace", "GET", api_trace_get, NULL, false, false, true},
     {"/trace", "POST", api_trace_post, NULL, false, false, false},
     {"/operations", "GET", api_operations_list, NULL, false, false, false},

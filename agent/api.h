@@ -46,7 +46,11 @@ void api_operations_list(struct agent *a, struct http_request *req);
 void api_operation_get(struct agent *a, struct http_request *req, const char *id);
 void api_operation_delete(struct agent *a, struct http_request *req, const char *id);
 
+void api_dump_get(struct agent *a, struct http_request *req);
+
 /* Gracefully stops every running trace (shutdown). */
 void api_trace_shutdown(struct agent *a);
+/* Stops waiting for dumps the runtimes are still writing (shutdown). */
+void api_dump_shutdown(struct agent *a);
 
 #endif

@@ -120,13 +120,9 @@ static void job_finish_op(struct trace_job *job, enum op_state state, const char
             cJSON_AddNumberToObject(extra, "collectTracingVersion", job->version);
             cJSON_AddStringToObject(extra, "sessionId", sid);
         }
-        cJSON_Delete(op->extra);
-        op->extra = extra;
     }
-    op->control.stop = NULL;
-    op->control.cancel = NULL;
-    op->ctx = NULL;
-    op_set_state(&job->a->ops, op, state, code, message);
+    op_set_extra(op, extra);
+    op_set_state(&job->a->ops, op, state, code, message); /* clears the control hooks */
     job->op = NULL;
 }
 

@@ -167,6 +167,12 @@ void op_set_state(struct op_registry *r, struct operation *op, enum op_state sta
     }
 }
 
+void op_set_extra(struct operation *op, cJSON *extra)
+{
+    cJSON_Delete(op->extra);
+    op->extra = extra;
+}
+
 const char *op_state_name(enum op_state s)
 {
     static const char *const names[] = {"Starting",  "Running", "Stopping",

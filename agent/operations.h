@@ -91,6 +91,9 @@ static inline bool op_is_finished(const struct operation *op)
 void op_set_state(struct op_registry *r, struct operation *op, enum op_state state,
                   const char *error_code, const char *error_message);
 
+/* Replaces the kind-specific result fields (takes extra, which may be NULL). */
+void op_set_extra(struct operation *op, cJSON *extra);
+
 const char *op_state_name(enum op_state s);
 
 /* JSON of one operation: summary (list) or full status. Caller deletes. */

@@ -138,6 +138,29 @@ int ipc_cmd_stop_tracing(struct ipc_wr *w, uint64_t session_id)
     return rc;
 }
 
+int ipc_cmd_generate_dump(struct ipc_wr *w, int version, const char *path, uint32_t type,
+                          uint32_t flags)
+{
+    if (version < 1 || version > 3 || path == NULL || *path == '\0' || type < IPC_DUMP_NORMAL ||
+        type > IPC_DUMP_FULL) {
+        return AGENT_E_INVAL;
+    }
+    size_t start;
+    int rc = ipc_wr_message_begin(w, IPC_SET_DUMP, (uint8_t)(IPC_DUMP_GENERATE + version - 1),
+                                  &start);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = ipc_wr_string(w, path);
+    rc = rc ? rc : ipc_wr_u32(w, type);
+    rc = rc ? rc : ipc_wr_u32(w, version == 1 ? (flags & 1u) : flags);
+    rc = rc ? rc : ipc_wr_message_end(w, start);
+    if (rc != 0) {
+        w->len = start;
+    }
+    return rc;
+}
+
 static bool provider_has_filter(const struct ipc_provider *p)
 {
     return p->filter_enable || p->event_id_count > 0;

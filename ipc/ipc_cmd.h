@@ -30,6 +30,14 @@
 #define IPC_EP_STOP_TRACING    0x01
 #define IPC_EP_COLLECT_TRACING 0x02 /* + (version - 1) for CollectTracing2..6 */
 
+#define IPC_DUMP_GENERATE 0x01 /* GenerateCoreDump; + (version - 1) for GenerateCoreDump2/3 */
+
+/* Dump types (§3.3). */
+#define IPC_DUMP_NORMAL    1u
+#define IPC_DUMP_WITH_HEAP 2u
+#define IPC_DUMP_TRIAGE    3u
+#define IPC_DUMP_FULL      4u
+
 #define IPC_PROCESS_INFO           0x00
 #define IPC_PROCESS_RESUME_RUNTIME 0x01
 #define IPC_PROCESS_ENVIRONMENT    0x02
@@ -81,6 +89,14 @@ int ipc_cmd_process_env(struct ipc_wr *w);    /* 20 bytes */
 int ipc_cmd_resume_runtime(struct ipc_wr *w); /* 20 bytes */
 /* StopTracing: uint64 session id (28 bytes). Send it on a new connection (§8.11). */
 int ipc_cmd_stop_tracing(struct ipc_wr *w, uint64_t session_id);
+/*
+ * GenerateCoreDump (version 1), 2 or 3 (§3.3): the runtime runs createdump, which writes `path`
+ * (as the target process sees it), and replies when it is done. type is IPC_DUMP_*; flags are the
+ * v2/v3 bits (0x1 logging, 0x2 verbose, 0x4 crash report...), for v1 only 0x1 (diagnostics) is
+ * meaningful. AGENT_E_INVAL for a bad version/type, an empty path or a message over the limit.
+ */
+int ipc_cmd_generate_dump(struct ipc_wr *w, int version, const char *path, uint32_t type,
+                          uint32_t flags);
 
 /* One EventPipe provider (§3.1 provider_config / streaming_provider_config). */
 struct ipc_provider {

@@ -167,6 +167,43 @@ static void test_codec_stop_tracing_golden(void **state)
     assert_int_equal(w.len, 0);
 }
 
+/* §3.3: GenerateCoreDump3 of "/t/d" (Full, no flags): header, string, type, flags (42 bytes). */
+static void test_codec_generate_dump_golden(void **state)
+{
+    (void)state;
+    static const uint8_t golden[42] = {
+        0x44, 0x4f, 0x54, 0x4e, 0x45, 0x54, 0x5f, 0x49, 0x50, 0x43, 0x5f, 0x56, 0x31, 0x00,
+        0x2a, 0x00, 0x01, 0x03, 0x00, 0x00,                         /* size 42, Dump/3 */
+        0x05, 0x00, 0x00, 0x00, '/', 0, 't', 0, '/', 0, 'd', 0, 0, 0, /* 5 units incl. NUL */
+        0x04, 0x00, 0x00, 0x00,                                     /* Full */
+        0x00, 0x00, 0x00, 0x00};                                    /* flags */
+    uint8_t out[64];
+    struct ipc_wr w;
+    ipc_wr_init(&w, out, sizeof(out));
+    assert_int_equal(ipc_cmd_generate_dump(&w, 3, "/t/d", IPC_DUMP_FULL, 0), 0);
+    assert_int_equal(w.len, 42);
+    assert_memory_equal(out, golden, 42);
+    /* v1 and v2 differ only in the command id; v1 keeps only the diagnostics bit. */
+    ipc_wr_init(&w, out, sizeof(out));
+    assert_int_equal(ipc_cmd_generate_dump(&w, 1, "/t/d", IPC_DUMP_FULL, 0x7), 0);
+    assert_int_equal(out[17], 0x01);
+    assert_int_equal(out[38], 0x01);
+    ipc_wr_init(&w, out, sizeof(out));
+    assert_int_equal(ipc_cmd_generate_dump(&w, 2, "/t/d", IPC_DUMP_TRIAGE, 0x5), 0);
+    assert_int_equal(out[17], 0x02);
+    assert_int_equal(out[34], 0x03);
+    assert_int_equal(out[38], 0x05);
+    /* Refused: unknown version or type, empty path, no room (nothing written). */
+    ipc_wr_init(&w, out, sizeof(out));
+    assert_int_equal(ipc_cmd_generate_dump(&w, 4, "/t/d", IPC_DUMP_FULL, 0), AGENT_E_INVAL);
+    assert_int_equal(ipc_cmd_generate_dump(&w, 3, "/t/d", 5, 0), AGENT_E_INVAL);
+    assert_int_equal(ipc_cmd_generate_dump(&w, 3, "/t/d", 0, 0), AGENT_E_INVAL);
+    assert_int_equal(ipc_cmd_generate_dump(&w, 3, "", IPC_DUMP_FULL, 0), AGENT_E_INVAL);
+    ipc_wr_init(&w, out, 41);
+    assert_int_equal(ipc_cmd_generate_dump(&w, 3, "/t/d", IPC_DUMP_FULL, 0), AGENT_E_NOSPACE);
+    assert_int_equal(w.len, 0);
+}
+
 /* §2.5: CollectTracing2, 256 MB, format 1, no rundown, DotNETRuntime 0x1 level 4 (117 bytes). */
 static size_t golden_collect2(uint8_t *g)
 {
@@ -1193,6 +1230,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_process_requests_golden),
         cmocka_unit_test(test_codec_stop_tracing_golden),
+        cmocka_unit_test(test_codec_generate_dump_golden),
         cmocka_unit_test(test_codec_collect_tracing2_golden),
         cmocka_unit_test(test_codec_collect_tracing_versions),
         cmocka_unit_test(test_codec_collect_tracing_rejects),

@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GET /dump: the runtime writes a core dump (GenerateCoreDump3 -> 2 -> 1, PROTOCOL.md §3.3) into a
+ * directory dotmon controls, dotmon streams the file back and deletes it.
+ *
+ * One dump_job per request ties the lifetimes together: the HTTP request (gone when answered or
+ * when the client leaves), the IPC exchange (createdump runs while it is open: seconds to
+ * minutes), the file being read (one uv_fs request at a time, on libuv's thread pool so a slow
+ * volume never blocks the loop) and the deadline timer. The job is freed when all are gone.
+ *
+ * The file never outlives the job: it is unlinked as soon as it is open (the open descriptor
+ * keeps the data readable, and nothing is left behind if dotmon dies mid-download), and on every
+ * failure path, including an answer that comes after the client left or after the deadline.
+ * While the runtime writes, discovery is told the process is busy so its liveness check (which
+ * the runtime's single diagnostic thread cannot answer now) does not drop it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "buf.h"
+#include "err.h"
+#include "http_router.h"
+#include "ipc_client.h"
+#include "ipc_cmd.h"
+#include "ipc_codec.h"
+#include "log.h"
+#include "operations.h"
+
+static const char cat[] = "dotmon.dump";
+
+#define DUMP_READ_SIZE ((size_t)256 * 1024)
+#define DUMP_HIGH_WATER ((size_t)1024 * 1024)
+#define DUMP_LOW_WATER ((size_t)256 * 1024)
+/* After the deadline the exchange stays open this much longer, only to learn when createdump is
+ * done so that the file it wrote can be deleted. */
+#define DUMP_LATE_GRACE_MS ((uint64_t)600 * 1000)
+#define DUMP_MAX_REPLY ((size_t)64 * 1024)
+
+enum dump_fs_step { FS_NONE = 0, FS_OPEN, FS_STAT, FS_UNLINK, FS_READ, FS_CLOSE };
+
+struct dump_job {
+    struct agent *a;
+    struct dump_job *next; /* the agent's list of jobs (for shutdown) */
+    struct dump_job **pprev;
+    struct operation *op;     /* NULL once the operation has finished */
+    struct http_request *req; /* NULL once answered or the client left */
+    struct ipc_exchange *x;   /* GenerateCoreDump in flight */
+    uv_timer_t timer;         /* deadline for the runtime's answer */
+    bool timer_closing;
+    uv_fs_t fs;
+    enum dump_fs_step fs_step; /* the uv_fs request in flight, or FS_NONE */
+    uv_file fd;                /* -1 when closed */
+    bool busy;                 /* counted busy in discovery */
+    bool streaming;            /* response headers sent */
+    bool waiting_drain;
+    bool file_gone;            /* unlinked (or never created) */
+    bool via_proc_root;
+    int version;               /* GenerateCoreDump version being tried */
+    uint32_t type;
+    uint64_t pid;
+    uint64_t size;
+    uint64_t sent;
+    uint8_t *rbuf;
+    char uid[37];
+    char endpoint[256];
+    char filename[64];
+    char location[512];
+    char type_name[16];
+    char local_path[PATH_MAX];  /* where dotmon reads the file */
+    char target_path[PATH_MAX]; /* the same file as the target process sees it */
+    char open_path[PATH_MAX];   /* the path that was opened (local or via /proc/<pid>/root) */
+};
+
+static const struct {
+    const char *name;
+    uint32_t type;
+} dump_types[] = {
+    {"Mini", IPC_DUMP_NORMAL},
+    {"Triage", IPC_DUMP_TRIAGE},
+    {"WithHeap", IPC_DUMP_WITH_HEAP},
+    {"Full", IPC_DUMP_FULL},
+};
+
+static void job_maybe_free(struct dump_job *job);
+static void job_read_next(struct dump_job *job);
+
+/* ---- bookkeeping ----------------------------------------------------------------------------- */
+
+static void job_set_busy(struct dump_job *job, bool busy)
+{
+    if (job->busy == busy) {
+        return;
+    }
+    job->busy = busy;
+    if (job->a->disc != NULL) {
+        ipc_discovery_busy(job->a->disc, job->uid, busy ? 1 : -1);
+    }
+}
+
+/* Deletes the dump by its path (synchronous unlink: a metadata operation, used only where no
+ * descriptor was opened, i.e. on failure paths). */
+static void unlink_path(const struct dump_job *job, const char *path)
+{
+    if (unlink(path) == 0) {
+        log_info(cat, "dump of %llu: deleted %s", (unsigned long long)job->pid, path);
+    } else if (errno != ENOENT) {
+        log_warn(cat, "dump of %llu: cannot delete %s: %s", (unsigned long long)job->pid, path,
+                 strerror(errno));
+    }
+}
+
+static void job_unlink_now(struct dump_job *job)
+{
+    if (job->file_gone) {
+        return;
+    }
+    unlink_path(job, job->local_path);
+    if (job->via_proc_root) {
+        unlink_path(job, job->open_path);
+    }
+}
+
+static void job_on_timer_closed(uv_handle_t *h)
+{
+    struct dump_job *job = h->data;
+    struct agent *a = job->a;
+    free(job->rbuf);
+    free(job);
+    if (op_registry_active(&a->ops, OP_KIND_DUMP) == 0) {
+        malloc_trim(0);
+    }
+}
+
+static void job_maybe_free(struct dump_job *job)
+{
+    if (job->req != NULL || job->x != NULL || job->fs_step != FS_NONE || job->fd >= 0 ||
+        job->timer_closing) {
+        return;
+    }
+    /* Whatever happened, the file goes (a no-op when it was unlinked after opening). */
+    job_unlink_now(job);
+    job->file_gone = true;
+    job_set_busy(job, false);
+    job->timer_closing = true;
+    if (job->pprev != NULL) {
+        *job->pprev = job->next;
+        if (job->next != NULL) {
+            job->next->pprev = job->pprev;
+        }
+        job->pprev = NULL;
+    }
+    uv_timer_stop(&job->timer);
+    uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
+}
+
+static void job_finish_op(struct dump_job *job, enum op_state state, const char *code,
+                          const char *message)
+{
+    struct operation *op = job->op;
+    if (op == NULL) {
+        return;
+    }
+    cJSON *extra = cJSON_CreateObject();
+    cJSON_AddStringToObject(extra, "dumpType", job->type_name);
+    cJSON_AddNumberToObject(extra, "bytes", (double)job->sent);
+    if (job->size > 0) {
+        cJSON_AddNumberToObject(extra, "size", (double)job->size);
+    }
+    cJSON_AddNumberToObject(extra, "generateCoreDumpVersion", job->version);
+    op_set_extra(op, extra);
+    op_set_state(&job->a->ops, op, state, code, message); /* clears the control hooks */
+    job->op = NULL;
+}
+
+/* Answers the request (if still there) with a problem and fails the operation. */
+static void job_fail(struct dump_job *job, int http_status, const char *code, const char *msg)
+{
+    log_warn(cat, "dump of %llu failed: %s", (unsigned long long)job->pid, msg);
+    job_finish_op(job, OP_FAILED, code, msg);
+    struct http_request *req = job->req;
+    if (req != NULL) {
+        job->req = NULL;
+        http_request_on_abort(req, NULL, NULL);
+        if (job->streaming) {
+            http_stream_abort(req); /* the client sees a cut transfer, never a short "complete" file */
+        } else {
+            api_problem(req, http_status, "%s", msg);
+        }
+    }
+}
+
+/* Closes the descriptor (asynchronously) if open and nothing else is in flight. */
+static void job_close_file(struct dump_job *job);
+
+/* ---- the file: open, stat, unlink, read, close (one uv_fs request at a time) ------------------ */
+
+static void on_fs(uv_fs_t *fs)
+{
+    /* fs is embedded in the job (uv_fs_* calls do not keep req->data). */
+    struct dump_job *job = (struct dump_job *)(void *)((char *)fs - offsetof(struct dump_job, fs));
+    enum dump_fs_step step = job->fs_step;
+    ssize_t result = fs->result;
+    uv_stat_t st = fs->statbuf;
+    uv_fs_req_cleanup(fs);
+    job->fs_step = FS_NONE;
+    char msg[PATH_MAX + 256];
+
+    switch (step) {
+    case FS_OPEN:
+        if (result < 0) {
+            if (result == UV_ENOENT && !job->via_proc_root && job->pid > 0) {
+                /* The target's root may be visible (same pid namespace, or hostPID): read the file
+                 * the way the target wrote it. The name holds the operation's GUID, so a
+                 * different process that happens to have this pid cannot match. */
+                job->via_proc_root = true;
+                int n = snprintf(job->open_path, sizeof(job->open_path), "/proc/%llu/root%s",
+                                 (unsigned long long)job->pid, job->target_path);
+                if (n > 0 && (size_t)n < sizeof(job->open_path) && job->req != NULL) {
+                    job->fs_step = FS_OPEN;
+                    if (uv_fs_open(job->a->loop, &job->fs, job->open_path,
+                                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0, on_fs) == 0) {
+                        return;
+                    }
+                    job->fs_step = FS_NONE;
+                }
+            }
+            snprintf(msg, sizeof(msg),
+                     "the runtime reported the dump written, but dotmon cannot open %s: %s (the "
+                     "app and dotmon must see the dump folder; see Storage:DumpTempFolder and "
+                     "Storage:DumpTargetFolder in the README)",
+                     job->local_path, uv_strerror((int)result));
+            job_fail(job, 500, "DumpNotFound", msg);
+            break;
+        }
+        job->fd = (uv_file)result;
+        if (job->req == NULL) {
+            break; /* the client left meanwhile: unlink and close below */
+        }
+        job->fs_step = FS_STAT;
+        if (uv_fs_fstat(job->a->loop, &job->fs, job->fd, on_fs) != 0) {
+            job->fs_step = FS_NONE;
+            job_fail(job, 500, "DumpReadFailed", "cannot stat the dump file");
+        }
+        return;
+    case FS_STAT:
+        if (result < 0) {
+            snprintf(msg, sizeof(msg), "cannot stat the dump file: %s", uv_strerror((int)result));
+            job_fail(job, 500, "DumpReadFailed", msg);
+            break;
+        }
+        job->size = st.st_size;
+        if ((st.st_mode & 077) != 0) {
+            log_warn(cat, "dump of %llu: the runtime created %s with mode %03o (readable by others)",
+                     (unsigned long long)job->pid, job->open_path, (unsigned)(st.st_mode & 0777));
+        }
+        /* Unlink right away: the descriptor keeps the data readable, the disk space is returned
+         * when it is closed, and no file is left if anything goes wrong from here on. */
+        job->fs_step = FS_UNLINK;
+        if (uv_fs_unlink(job->a->loop, &job->fs, job->open_path, on_fs) != 0) {
+            job->fs_step = FS_NONE;
+            job_fail(job, 500, "DumpReadFailed", "cannot delete the dump file");
+        }
+        return;
+    case FS_UNLINK:
+        if (result < 0 && result != UV_ENOENT) {
+            log_warn(cat, "dump of %llu: cannot delete %s: %s", (unsigned long long)job->pid,
+                     job->open_path, uv_strerror((int)result));
+        } else {
+            job->file_gone = true;
+        }
+        if (job->req != NULL && !job->streaming) {
+            char disposition[128];
+            snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"",
+                     job->filename);
+            const struct http_header hdrs[] = {{"Content-Disposition", disposition},
+                                               {"Location", job->location}};
+            if (http_stream_begin(job->req, 200, "application/octet-stream", hdrs, 2) != 0) {
+                job_fail(job, 500, "ResponseFailed", "cannot start the response");
+                break;
+            }
+            job->streaming = true;
+            log_info(cat, "dump of %llu: streaming %llu bytes from %s", (unsigned long long)job->pid,
+                     (unsigned long long)job->size, job->open_path);
+            job_read_next(job);
+            return;
+        }
+        break;
+    case FS_READ:
+        if (job->req == NULL) {
+            break; /* the client left while the read was in flight */
+        }
+        if (result < 0) {
+            snprintf(msg, sizeof(msg), "reading the dump failed after %llu bytes: %s",
+                     (unsigned long long)job->sent, uv_strerror((int)result));
+            job_fail(job, 500, "DumpReadFailed", msg);
+            break;
+        }
+        if (result == 0) {
+            struct http_request *req = job->req;
+            job->req = NULL;
+            http_request_on_abort(req, NULL, NULL);
+            log_info(cat, "dump of %llu: %llu bytes sent", (unsigned long long)job->pid,
+                     (unsigned long long)job->sent);
+            job_finish_op(job, OP_SUCCEEDED, NULL, NULL);
+            http_stream_end(req);
+            break;
+        }
+        job->sent += (uint64_t)result;
+        uint8_t *b = job->rbuf;
+        job->rbuf = NULL; /* the write queue owns it now */
+        if (http_stream_write_owned(job->req, b, b, (size_t)result) != 0) {
+            break; /* the client is gone: the abort callback follows */
+        }
+        if (http_stream_pending(job->req) > DUMP_HIGH_WATER) {
+            job->waiting_drain = true;
+            return;
+        }
+        job_read_next(job);
+        return;
+    case FS_CLOSE:
+    case FS_NONE:
+    default:
+        job->fd = -1;
+        job_maybe_free(job);
+        return;
+    }
+    job_close_file(job);
+    job_maybe_free(job);
+}
+
+static void job_close_file(struct dump_job *job)
+{
+    if (job->fd < 0 || job->fs_step != FS_NONE) {
+        return;
+    }
+    job->fs_step = FS_CLOSE;
+    if (uv_fs_close(job->a->loop, &job->fs, job->fd, on_fs) != 0) {
+        job->fs_step = FS_NONE;
+        job->fd = -1; /* not reached in practice: uv_fs_close only fails on bad arguments */
+    }
+}
+
+static void job_read_next(struct dump_job *job)
+{
+    if (job->rbuf == NULL && (job->rbuf = malloc(DUMP_READ_SIZE)) == NULL) {
+        job_fail(job, 500, "OutOfMemory", "out of memory");
+        job_close_file(job);
+        return;
+    }
+    uv_buf_t b = uv_buf_init((char *)job->rbuf, (unsigned int)DUMP_READ_SIZE);
+    job->fs_step = FS_READ;
+    if (uv_fs_read(job->a->loop, &job->fs, job->fd, &b, 1, (int64_t)job->sent, on_fs) != 0) {
+        job->fs_step = FS_NONE;
+        job_fail(job, 500, "DumpReadFailed", "cannot read the dump file");
+        job_close_file(job);
+    }
+}
+
+static void job_on_drain(void *ud, struct http_request *r)
+{
+    struct dump_job *job = ud;
+    (void)r;
+    if (job->waiting_drain && job->fs_step == FS_NONE && job->fd >= 0) {
+        job->waiting_drain = false;
+        job_read_next(job);
+    }
+}
+
+/* ---- the client ------------------------------------------------------------------------------ */
+
+static void job_on_abort(void *ud, struct http_request *r)
+{
+    struct dump_job *job = ud;
+    (void)r;
+    job->req = NULL;
+    log_info(cat, "dump of %llu: client disconnected after %llu bytes%s",
+             (unsigned long long)job->pid, (unsigned long long)job->sent,
+             job->x != NULL ? " (the runtime is still writing; the file goes when it is done)" : "");
+    job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    job_close_file(job);
+    job_maybe_free(job);
+}
+
+/* DELETE /operations/{id}: the same as a client leaving. */
+static void job_cancel(void *ctx)
+{
+    struct dump_job *job = ctx;
+    struct http_request *req = job->req;
+    job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    if (req != NULL) {
+        job->req = NULL;
+        http_request_on_abort(req, NULL, NULL);
+        if (job->streaming) {
+            http_stream_abort(req);
+        } else {
+            api_problem(req, 400, "the dump operation was cancelled");
+        }
+    }
+    job_close_file(job);
+    job_maybe_free(job);
+}
+
+/* ---- the runtime ----------------------------------------------------------------------------- */
+
+static int job_send(struct dump_job *job);
+
+static void job_on_deadline(uv_timer_t *t)
+{
+    struct dump_job *job = t->data;
+    if (job->x == NULL) {
+        return;
+    }
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "the runtime did not finish the dump within %llu s (Dump:TimeoutSeconds); the file is "
+             "deleted when it finishes",
+             (unsigned long long)(job->a->dump_timeout_ms / 1000));
+    job_fail(job, 504, "Timeout", msg);
+    job_unlink_now(job); /* what exists so far; again when the runtime answers */
+}
+
+/* The message of a GenerateCoreDump3 Error reply (after the HRESULT), as UTF-8, trimmed. */
+static void reply_message(const struct ipc_result *res, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (res->payload_len <= 4) {
+        return;
+    }
+    struct ipc_rd rd;
+    struct ipc_utf16 s;
+    ipc_rd_init(&rd, res->payload + 4, res->payload_len - 4);
+    size_t len = 0;
+    if (ipc_rd_string(&rd, &s) != 0 || !s.present ||
+        ipc_utf16_to_utf8(&s, out, cap, &len) != 0) {
+        out[0] = '\0';
+        return;
+    }
+    /* createdump's lines: keep them on one line for the problem detail. */
+    for (size_t i = 0; i < len; i++) {
+        if (out[i] == '\n' || out[i] == '\r') {
+            out[i] = ' ';
+        }
+    }
+    while (len > 0 && out[len - 1] == ' ') {
+        out[--len] = '\0';
+    }
+}
+
+static void job_on_reply(void *ud, const struct ipc_result *res)
+{
+    struct dump_job *job = ud;
+    job->x = NULL;
+    job_set_busy(job, false);
+    char msg[2048];
+
+    if (res->status == 0 && !res->ok && res->hresult == IPC_HR_UNKNOWN_COMMAND &&
+        job->version > 1 && job->req != NULL) {
+        job->version--;
+        log_debug(cat, "GenerateCoreDump%d unknown: trying version %d", job->version + 1,
+                  job->version);
+        if (job_send(job) == 0) {
+            return;
+        }
+    }
+    uv_timer_stop(&job->timer);
+
+    if (res->status != 0) {
+        int http_status = res->status == AGENT_E_TIMEOUT ? 504 : 502;
+        snprintf(msg, sizeof(msg), "the runtime of process %llu did not answer the dump request: %s",
+                 (unsigned long long)job->pid, agent_strerror(res->status));
+        job_fail(job, http_status, http_status == 504 ? "Timeout" : "RuntimeUnreachable", msg);
+    } else if (!res->ok) {
+        char text[1536];
+        reply_message(res, text, sizeof(text));
+        snprintf(msg, sizeof(msg), "the runtime could not write the dump: %s (0x%08x)%s%s",
+                 ipc_hresult_name(res->hresult), res->hresult, text[0] ? ": " : "", text);
+        job_fail(job, 400, "RuntimeError", msg);
+    } else if (job->req != NULL) {
+        log_info(cat, "dump of %llu written by the runtime (GenerateCoreDump%d)",
+                 (unsigned long long)job->pid, job->version);
+        snprintf(job->open_path, sizeof(job->open_path), "%s", job->local_path);
+        job->fs_step = FS_OPEN;
+        if (uv_fs_open(job->a->loop, &job->fs, job->open_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
+                       0, on_fs) == 0) {
+            return;
+        }
+        job->fs_step = FS_NONE;
+        job_fail(job, 500, "DumpReadFailed", "cannot open the dump file");
+    }
+    job_maybe_free(job);
+}
+
+static int job_send(struct dump_job *job)
+{
+    uint8_t msg[IPC_MESSAGE_MAX];
+    struct ipc_wr w;
+    ipc_wr_init(&w, msg, sizeof(msg));
+    int rc = ipc_cmd_generate_dump(&w, job->version, job->target_path, job->type, 0);
+    if (rc == 0) {
+        rc = ipc_exchange_start(job->a->loop, job->endpoint, msg, w.len, IPC_EXCHANGE_SIMPLE,
+                                job->a->dump_timeout_ms + DUMP_LATE_GRACE_MS, DUMP_MAX_REPLY,
+                                job_on_reply, job, &job->x);
+    }
+    if (rc == 0) {
+        job_set_busy(job, true);
+    }
+    return rc;
+}
+
+/* ---- the route ------------------------------------------------------------------------------- */
+
+/* Parses type (case-insensitive; default WithHeap). Answers 400 and returns -1 when invalid. */
+static int parse_type(struct http_request *req, struct dump_job *job)
+{
+    struct buf v;
+    buf_init(&v, 64);
+    int rc = http_query_get(http_request_query(req), "type", &v);
+    job->type = IPC_DUMP_WITH_HEAP;
+    snprintf(job->type_name, sizeof(job->type_name), "WithHeap");
+    if (rc < 0) {
+        api_problem(req, 400, "malformed query string");
+    } else if (rc == 1) {
+        rc = -1;
+        for (size_t i = 0; i < sizeof(dump_types) / sizeof(dump_types[0]); i++) {
+            if (strcasecmp(buf_cstr(&v), dump_types[i].name) == 0) {
+                job->type = dump_types[i].type;
+                snprintf(job->type_name, sizeof(job->type_name), "%s", dump_types[i].name);
+                rc = 0;
+            }
+        }
+        if (rc != 0) {
+            api_problem(req, 400, "unknown dump type '%s': use Mini, Triage, WithHeap or Full",
+                        buf_cstr(&v));
+        }
+    }
+    buf_fini(&v);
+    return rc < 0 ? -1 : 0;
+}
+
+/* The request's egressProvider/tags; 0, or -1 after answering 400. */
+static int parse_common(struct http_request *req, struct buf *tags, int *has_tags)
+{
+    struct buf egress;
+    buf_init(&egress, 256);
+    const char *q = http_request_query(req);
+    *has_tags = http_query_get(q, "tags", tags);
+    int has_egress = http_query_get(q, "egressProvider", &egress);
+    int rc = 0;
+    if (*has_tags < 0 || has_egress < 0) {
+        api_problem(req, 400, "malformed query string");
+        rc = -1;
+    } else if (has_egress == 1 && buf_size(&egress) > 0) {
+        api_problem(req, 400, "egress provider '%s' is not configured; omit egressProvider to "
+                              "receive the dump in this response", buf_cstr(&egress));
+        rc = -1;
+    }
+    buf_fini(&egress);
+    return rc;
+}
+
+void api_dump_get(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    struct dump_job *job = calloc(1, sizeof(*job));
+    struct buf tags;
+    buf_init(&tags, 4096);
+    int has_tags = 0;
+    struct operation *op = NULL;
+    if (job == NULL) {
+        api_problem(req, 500, "out of memory");
+        goto out;
+    }
+    job->fd = -1;
+    job->version = 3;
+    if (parse_type(req, job) != 0 || parse_common(req, &tags, &has_tags) != 0) {
+        goto out;
+    }
+    if (a->stopping) {
+        api_problem(req, 503, "dotmon is shutting down");
+        goto out;
+    }
+    struct stat st;
+    errno = 0;
+    if (stat(a->dump_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        api_problem(req, 500, "the dump folder %s is not a directory dotmon can use (%s); set "
+                              "Storage:DumpTempFolder", a->dump_dir,
+                    errno != 0 ? strerror(errno) : "not a directory");
+        goto out;
+    }
+    int rc = op_registry_add(&a->ops, OP_KIND_DUMP, p->pid, p->uid, p->name,
+                             has_tags == 1 ? buf_cstr(&tags) : NULL, &op);
+    if (rc == AGENT_E_TOOBIG) {
+        api_problem(req, 429, "%zu dump(s) already in progress; at most %zu at once "
+                              "(RequestLimits:Dump:MaxConcurrency)",
+                    op_registry_active(&a->ops, OP_KIND_DUMP), a->ops.limit[OP_KIND_DUMP]);
+        goto out;
+    }
+    if (rc != 0) {
+        api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
+        goto out;
+    }
+    job->a = a;
+    uv_timer_init(a->loop, &job->timer);
+    job->timer.data = job;
+    job->next = a->dump_jobs;
+    if (job->next != NULL) {
+        job->next->pprev = &job->next;
+    }
+    a->dump_jobs = job;
+    job->pprev = &a->dump_jobs;
+    job->op = op;
+    job->req = req;
+    job->pid = p->pid;
+    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
+    snprintf(job->endpoint, sizeof(job->endpoint), "%s", p->endpoint);
+    /* Unique and unguessable: the operation id is a random GUID. */
+    int n1 = snprintf(job->local_path, sizeof(job->local_path), "%s/dotmon_%llu_%s.dmp",
+                      a->dump_dir, (unsigned long long)p->pid, op->id);
+    int n2 = snprintf(job->target_path, sizeof(job->target_path), "%s/dotmon_%llu_%s.dmp",
+                      a->dump_target_dir, (unsigned long long)p->pid, op->id);
+    if (n1 < 0 || (size_t)n1 >= sizeof(job->local_path) || n2 < 0 ||
+        (size_t)n2 >= sizeof(job->target_path)) {
+        job->file_gone = true;
+        job_fail(job, 500, "PathTooLong", "the dump folder path is too long");
+        goto out;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char ts[32];
+    strftime(ts, sizeof(ts), "%Y%m%d_%H%M%S", &tm);
+    snprintf(job->filename, sizeof(job->filename), "core_%s", ts);
+    const char *host = http_request_header(req, "Host");
+    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
+             host != NULL ? host : "localhost", op->id);
+    op->artifact_name = strdup(job->filename);
+
+    rc = job_send(job);
+    if (rc != 0) {
+        job->file_gone = true;
+        char msg[256];
+        snprintf(msg, sizeof(msg), "cannot send the dump request to process %llu: %s",
+                 (unsigned long long)p->pid, agent_strerror(rc));
+        job_fail(job, 502, "RuntimeUnreachable", msg);
+        job_maybe_free(job);
+        job = NULL;
+        goto out;
+    }
+    log_info(cat, "dump of %llu (%s) requested: %s", (unsigned long long)job->pid, job->type_name,
+             job->target_path);
+    uv_timer_start(&job->timer, job_on_deadline, a->dump_timeout_ms, 0);
+    op->control.cancel = job_cancel;
+    op->ctx = job;
+    op_set_state(&a->ops, op, OP_RUNNING, NULL, NULL);
+    http_request_on_abort(req, job_on_abort, job);
+    http_stream_on_drain(req, DUMP_LOW_WATER, job_on_drain, job);
+    job = NULL;
+out:
+    if (job != NULL && job->a == NULL) {
+        free(job);
+    } else if (job != NULL) {
+        job_maybe_free(job);
+    }
+    buf_fini(&tags);
+}
+
+void api_dump_shutdown(struct agent *a)
+{
+    /*
+     * A dump being written cannot be interrupted (createdump runs in the target), and waiting
+     * for it could take minutes: stop waiting, delete what exists, and say which file may still
+     * appear. Dumps already streaming finish within the server's grace period.
+     */
+    struct dump_job *next = NULL;
+    for (struct dump_job *job = a->dump_jobs; job != NULL; job = next) {
+        next = job->next;
+        if (job->x == NULL) {
+            continue;
+        }
+        ipc_exchange_cancel(job->x);
+        job->x = NULL;
+        job_set_busy(job, false);
+        log_warn(cat, "dump of %llu abandoned at shutdown; the runtime may still write %s",
+                 (unsigned long long)job->pid, job->local_path);
+        job_fail(job, 503, "ShuttingDown", "dotmon is shutting down");
+        job_maybe_free(job);
+    }
+}

@@ -180,6 +180,22 @@ static int setup_auth(struct agent *a)
     return 0;
 }
 
+/* Names every setting dotmon will not use: a typo should not go unnoticed. */
+static void report_settings(const struct config *cfg)
+{
+    for (size_t i = 0; i < cfg->n; i++) {
+        const struct config_entry *e = &cfg->v[i];
+        enum config_key_kind k = config_key_kind(e->key);
+        if (k == CONFIG_KEY_UNKNOWN) {
+            log_warn(cat, "unknown setting %s (from %s) is ignored; check its name", e->key,
+                     e->source);
+        } else if (k == CONFIG_KEY_FOREIGN) {
+            log_info(cat, "setting %s (from %s) is a dotnet-monitor feature dotmon does not "
+                          "implement; ignored", e->key, e->source);
+        }
+    }
+}
+
 /* A copy of path without trailing slashes; NULL (logged) unless absolute. */
 static char *dir_setting(const char *key, const char *path)
 {
@@ -255,6 +271,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         a->diag_dir[--n] = '\0';
     }
 
+    report_settings(cfg);
     int rc = load_filters(a);
     if (rc != 0) {
         return rc;

@@ -46,6 +46,8 @@ static const struct api_route routes[] = {
     {"/operations/", "GET", NULL, api_operation_get, false, false, false},
     {"/operations/", "DELETE", NULL, api_operation_delete, false, false, false},
     {"/metrics", "GET", api_metrics, NULL, true, true, false},
+    {"/healthz", "GET", api_healthz, NULL, true, false, false},
+    {"/readyz", "GET", api_readyz, NULL, true, false, false},
 };
 
 void api_problem(struct http_request *req, int status, const char *fmt, ...)

@@ -39,6 +39,8 @@ void api_processes(struct agent *a, struct http_request *req);
 void api_process(struct agent *a, struct http_request *req);
 void api_env(struct agent *a, struct http_request *req);
 void api_info(struct agent *a, struct http_request *req);
+void api_healthz(struct agent *a, struct http_request *req);
+void api_readyz(struct agent *a, struct http_request *req);
 void api_metrics(struct agent *a, struct http_request *req);
 void api_trace_get(struct agent *a, struct http_request *req);
 void api_trace_post(struct agent *a, struct http_request *req);

@@ -110,24 +110,61 @@ static void job_set_busy(struct dump_job *job, bool busy)
 
 /* Deletes the dump by its path (synchronous unlink: a metadata operation, used only where no
  * descriptor was opened, i.e. on failure paths). */
+/* A fire-and-forget unlink on the thread pool (deleting a GB file can take a while). */
+struct unlink_req {
+    uv_fs_t fs;
+    uint64_t pid;
+    char path[];
+};
+
+static void on_unlinked(uv_fs_t *fs)
+{
+    struct unlink_req *u = (struct unlink_req *)(void *)fs;
+    if (fs->result == 0) {
+        log_info(cat, "dump of %llu: deleted %s", (unsigned long long)u->pid, u->path);
+    } else if (fs->result != UV_ENOENT) {
+        log_warn(cat, "dump of %llu: cannot delete %s: %s", (unsigned long long)u->pid, u->path,
+                 uv_strerror((int)fs->result));
+    }
+    uv_fs_req_cleanup(fs);
+    free(u);
+}
+
 static void unlink_path(const struct dump_job *job, const char *path)
 {
-    if (unlink(path) == 0) {
-        log_info(cat, "dump of %llu: deleted %s", (unsigned long long)job->pid, path);
-    } else if (errno != ENOENT) {
-        log_warn(cat, "dump of %llu: cannot delete %s: %s", (unsigned long long)job->pid, path,
-                 strerror(errno));
+    size_t n = strlen(path) + 1;
+    struct unlink_req *u = malloc(sizeof(*u) + n);
+    if (u == NULL) {
+        log_warn(cat, "dump of %llu: cannot delete %s: out of memory", (unsigned long long)job->pid,
+                 path);
+        return;
+    }
+    u->pid = job->pid;
+    memcpy(u->path, path, n);
+    if (uv_fs_unlink(job->a->loop, &u->fs, u->path, on_unlinked) != 0) {
+        free(u);
     }
 }
 
+/*
+ * Deletes the dump by its paths, where no descriptor was opened (failure paths, or an answer that
+ * came after the client left): the local path, and when the app sees the folder elsewhere, the
+ * file through the target's root too (the fallback may never have run). The GUID in the name
+ * keeps a different process with this pid from matching.
+ */
 static void job_unlink_now(struct dump_job *job)
 {
     if (job->file_gone) {
         return;
     }
     unlink_path(job, job->local_path);
-    if (job->via_proc_root) {
-        unlink_path(job, job->open_path);
+    if (strcmp(job->local_path, job->target_path) != 0 && job->pid > 0) {
+        char via_root[PATH_MAX + 32];
+        int n = snprintf(via_root, sizeof(via_root), "/proc/%llu/root%s",
+                         (unsigned long long)job->pid, job->target_path);
+        if (n > 0 && (size_t)n < sizeof(via_root)) {
+            unlink_path(job, via_root);
+        }
     }
 }
 

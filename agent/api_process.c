@@ -180,6 +180,23 @@ void api_env(struct agent *a, struct http_request *req)
 
 /* ---- /info and /metrics ---- */
 
+/* GET /healthz: the loop answers, nothing else is said. */
+void api_healthz(struct agent *a, struct http_request *req)
+{
+    (void)a;
+    http_respond(req, 200, "text/plain", NULL, 0, "Healthy", 7);
+}
+
+/* GET /readyz: listening (this answer proves it) and discovery running with its first scan done. */
+void api_readyz(struct agent *a, struct http_request *req)
+{
+    if (a->stopping || a->disc == NULL || !ipc_discovery_ready(a->disc)) {
+        http_respond(req, 503, "text/plain", NULL, 0, "Unhealthy", 9);
+        return;
+    }
+    http_respond(req, 200, "text/plain", NULL, 0, "Healthy", 7);
+}
+
 void api_info(struct agent *a, struct http_request *req)
 {
     cJSON *o = cJSON_CreateObject();
@@ -195,7 +212,7 @@ void api_info(struct agent *a, struct http_request *req)
             const char *name;
             bool enabled;
         } capabilities[] = {{"processes", true}, {"environment", true}, {"traces", true},
-                            {"dumps", false},    {"logs", false},       {"metrics", false},
+                            {"dumps", true},     {"logs", false},       {"metrics", false},
                             {"exceptions", false}, {"call_stacks", false}, {"parameters", false}};
         for (size_t i = 0; caps != NULL && i < sizeof(capabilities) / sizeof(capabilities[0]); i++) {
             cJSON *c = cJSON_CreateObject();

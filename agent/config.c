@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -266,6 +267,94 @@ int config_get_uint(const struct config *c, const char *key, uint64_t min, uint6
     }
     *out = n;
     return 0;
+}
+
+/*
+ * Keys dotmon reads; '*' stands for one section (an array index). Matching is case-insensitive
+ * and whole-key.
+ */
+static const char *const known_keys[] = {
+    "Authentication:MonitorApiKey:Subject",
+    "Authentication:MonitorApiKey:PublicKey",
+    "Authentication:MonitorApiKey:Issuer",
+    "Urls",
+    "Metrics:Endpoints",
+    "Metrics:Enabled",
+    "DefaultProcess:Filters:*:Key",
+    "DefaultProcess:Filters:*:Value",
+    "DefaultProcess:Filters:*:MatchType",
+    "DefaultProcess:Filters:*:ProcessId",
+    "DefaultProcess:Filters:*:ProcessName",
+    "DefaultProcess:Filters:*:CommandLine",
+    "DefaultProcess:Filters:*:ManagedEntryPointAssemblyName",
+    "Logging:LogLevel:Default",
+    "GlobalCounter:IntervalSeconds",
+    "RequestLimits:Trace:MaxConcurrency",
+    "RequestLimits:Dump:MaxConcurrency",
+    "Operations:MaxHistory",
+    "Storage:DumpTempFolder",
+    "Storage:DefaultSharedPath",
+    "Storage:DumpTargetFolder",
+    "Dump:TimeoutSeconds",
+    "DiagnosticPort:ConnectionMode",
+    "DiagnosticPort:EndpointName",
+    "DiagnosticPort:SocketMode",
+    "DiagnosticPort:HoldSuspended",
+    "DiagnosticPort:ForgetAfterSeconds",
+    "DiagnosticPort:MaxConnections",
+};
+
+/*
+ * dotnet-monitor settings (whole sections or keys, with everything under them) that dotmon does not
+ * implement (yet): accepted and ignored, so existing manifests keep working. Anything else that is
+ * not a known key is reported as unknown (a typo, most likely).
+ */
+static const char *const foreign_prefixes[] = {
+    "Egress",          "CollectionRules",          "CollectionRuleDefaults",
+    "Templates",       "InProcessFeatures",        "CorsConfiguration",
+    "AzureAd",         "Kestrel",                  "DotnetMonitorDebug",
+    "Logging",         "Metrics:Providers",        "Metrics:MetricCount",
+    "Metrics:IncludeDefaultProviders",             "Metrics:Meters",
+    "GlobalCounter:Providers",                     "Storage:SharedLibraryPath",
+    "Authentication:AzureAd",
+};
+
+/* Whole-key match of key against a pattern whose '*' sections match any one section. */
+static bool key_matches(const char *key, const char *pattern)
+{
+    while (*pattern != '\0') {
+        if (*pattern == '*') {
+            if (*key == '\0' || *key == ':') {
+                return false;
+            }
+            while (*key != '\0' && *key != ':') {
+                key++;
+            }
+            pattern++;
+            continue;
+        }
+        if (tolower((unsigned char)*key) != tolower((unsigned char)*pattern)) {
+            return false;
+        }
+        key++;
+        pattern++;
+    }
+    return *key == '\0';
+}
+
+enum config_key_kind config_key_kind(const char *key)
+{
+    for (size_t i = 0; i < sizeof(known_keys) / sizeof(known_keys[0]); i++) {
+        if (key_matches(key, known_keys[i])) {
+            return CONFIG_KEY_KNOWN;
+        }
+    }
+    for (size_t i = 0; i < sizeof(foreign_prefixes) / sizeof(foreign_prefixes[0]); i++) {
+        if (config_key_under(key, foreign_prefixes[i])) {
+            return CONFIG_KEY_FOREIGN;
+        }
+    }
+    return CONFIG_KEY_UNKNOWN;
 }
 
 bool config_key_under(const char *key, const char *prefix)

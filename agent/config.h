@@ -60,6 +60,13 @@ int config_get_uint(const struct config *c, const char *key, uint64_t min, uint6
 /* True when `key` is `prefix` itself or lies under it ("A:B" is under "A"). Case-insensitive. */
 bool config_key_under(const char *key, const char *prefix);
 
+/*
+ * How dotmon treats a key: CONFIG_KEY_KNOWN (read by dotmon), CONFIG_KEY_FOREIGN (a dotnet-monitor
+ * setting dotmon does not implement: ignored) or CONFIG_KEY_UNKNOWN (probably a typo).
+ */
+enum config_key_kind { CONFIG_KEY_KNOWN = 0, CONFIG_KEY_FOREIGN, CONFIG_KEY_UNKNOWN };
+enum config_key_kind config_key_kind(const char *key);
+
 /* True for keys whose values are secrets and must be redacted in output. */
 bool config_key_is_secret(const char *key);
 

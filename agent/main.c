@@ -101,6 +101,14 @@ static int run_config_show(const struct cli_options *opts, const struct config *
                i + 1 < cfg->n ? "," : "", e->source);
     }
     printf("}\n");
+    for (size_t i = 0; i < cfg->n; i++) {
+        enum config_key_kind k = config_key_kind(cfg->v[i].key);
+        if (k != CONFIG_KEY_KNOWN) {
+            fprintf(stderr, "dotmon: %s setting %s (from %s) is ignored\n",
+                    k == CONFIG_KEY_UNKNOWN ? "unknown" : "unimplemented dotnet-monitor",
+                    cfg->v[i].key, cfg->v[i].source);
+        }
+    }
     return 0;
 }
 

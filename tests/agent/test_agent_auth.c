@@ -116,6 +116,18 @@ static void test_agent_auth_temp_key_matrix(void **state)
         expect_200(dm, routes[r], dm->auth_header);
     }
 
+    /* Kubernetes probes need no credentials, and say nothing beyond healthy / not. */
+    const char *probes[] = {"/healthz", "/readyz"};
+    for (size_t i = 0; i < 2; i++) {
+        struct httpc_resp pr;
+        assert_int_equal(get_status(dm, probes[i], NULL, &pr), 200);
+        assert_string_equal(pr.body, "Healthy");
+        assert_true(httpc_content_type_is(&pr, "text/plain"));
+        httpc_resp_fini(&pr);
+        assert_int_equal(get_status(dm, probes[i], "Authorization: Bearer garbage", &pr), 200);
+        httpc_resp_fini(&pr);
+    }
+
     /* The scheme is case-insensitive (RFC 9110 section 11.1), as in ASP.NET's JwtBearer. */
     char *lower = malloc(tn + 64);
     assert_non_null(lower);

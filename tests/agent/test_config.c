@@ -49,6 +49,27 @@ static void test_config_env_overrides_file(void **state)
     config_fini(&c);
 }
 
+static void test_config_key_kinds(void **state)
+{
+    (void)state;
+    /* Known, in any case, with array indexes. */
+    assert_int_equal(config_key_kind("Storage:DumpTempFolder"), CONFIG_KEY_KNOWN);
+    assert_int_equal(config_key_kind("storage:dumptempfolder"), CONFIG_KEY_KNOWN);
+    assert_int_equal(config_key_kind("DefaultProcess:Filters:12:Key"), CONFIG_KEY_KNOWN);
+    assert_int_equal(config_key_kind("Authentication:MonitorApiKey:PublicKey"), CONFIG_KEY_KNOWN);
+    /* dotnet-monitor features dotmon does not implement. */
+    assert_int_equal(config_key_kind("Egress:FileSystem:out:DirectoryPath"), CONFIG_KEY_FOREIGN);
+    assert_int_equal(config_key_kind("CollectionRules:HighCpu:Trigger:Type"), CONFIG_KEY_FOREIGN);
+    assert_int_equal(config_key_kind("Metrics:Providers:0:ProviderName"), CONFIG_KEY_FOREIGN);
+    /* Typos, and near misses of known keys. */
+    assert_int_equal(config_key_kind("Storage:DumpTempFoldr"), CONFIG_KEY_UNKNOWN);
+    assert_int_equal(config_key_kind("Url"), CONFIG_KEY_UNKNOWN);
+    assert_int_equal(config_key_kind("Urls:0"), CONFIG_KEY_UNKNOWN);
+    assert_int_equal(config_key_kind("DefaultProcess:Filters::Key"), CONFIG_KEY_UNKNOWN);
+    assert_int_equal(config_key_kind("DefaultProcess:Filters:0:1:Key"), CONFIG_KEY_UNKNOWN);
+    assert_int_equal(config_key_kind("MetricsX:Enabled"), CONFIG_KEY_UNKNOWN);
+}
+
 static void test_config_rejects_bad_json(void **state)
 {
     (void)state;
@@ -73,6 +94,7 @@ int main(void)
         cmocka_unit_test(test_config_json_flattens_like_dotnet),
         cmocka_unit_test(test_config_env_overrides_file),
         cmocka_unit_test(test_config_rejects_bad_json),
+        cmocka_unit_test(test_config_key_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,21 +16,23 @@
 /*
  * One EventPipe session (PROTOCOL.md §3.1, §4). The stream connection goes through
  *
- *   IDLE -> CONNECTING -> AWAIT_REPLY -> STREAMING -> CLOSED
+ *   IDLE -> CONNECTING -> AWAIT_REPLY -> STREAMING -> DRAINING -> CLOSED
  *              ^             |
  *              +-- RETRY <---+   (UNKNOWN_COMMAND: close, then the next try on a new connection)
  *
- * (any state can go to CLOSED). Every transition goes through s_set_state(), which checks it and
- * re-arms the one timer that serves every phase: the start timeout of the current try, the stop
- * timeout once stop was requested, the cleanup bound once the session has ended. arm_timer()
- * derives the deadline from the state and flags, so no code path has to remember a timer.
+ * (any state can go to CLOSED; DRAINING only follows the end of a live stream, see s_drain).
+ * Every transition goes through s_set_state(), which checks it and re-arms the one timer that
+ * serves every phase: the start timeout of the current try, the stop timeout once stop was
+ * requested, the cleanup bound once the session has ended. arm_timer() derives the deadline from
+ * the state and flags, so no code path has to remember a timer.
  *
  * Ending is two-staged. s_end() delivers on_end at once (from a loop callback: the status is
  * known, the user is done) and sets `ended`; ipc_session_abort sets `ended` without a callback.
- * From then on the object only cleans up after itself, silently: it closes the stream, makes
- * sure no session is left running in the runtime (a CollectTracing that was written creates a
- * session even if we stop listening, so its reply is still read and the id stopped), waits for
- * its StopTracing exchange, closes the timer and frees itself in the timer's close callback.
+ * From then on the object only cleans up after itself, silently: it makes sure no session is
+ * left running in the runtime (a CollectTracing that was written creates a session even if we
+ * stop listening, so its reply is still read and the id stopped), lets the runtime close a live
+ * stream after that StopTracing (DRAINING), waits for its StopTracing exchange, closes the timer
+ * and frees itself in the timer's close callback.
  * Frees only ever happen in close/exchange callbacks, never below a user callback, so pause,
  * resume, stop and abort are safe from inside on_started and on_data.
  */
@@ -51,6 +53,7 @@ enum sstate {
     S_AWAIT_REPLY,    /* request written; reading the reply */
     S_RETRY,          /* the previous try's pipe is closing; its close callback starts the next */
     S_STREAMING,      /* the reply was OK: the connection carries nettrace */
+    S_DRAINING,       /* ended, StopTracing out: read and drop until the runtime closes it */
     S_CLOSED          /* the stream connection is closed or closing, for good */
 };
 
@@ -81,6 +84,7 @@ struct ipc_session {
     uint64_t cleanup_deadline;
     uint64_t session_id;
     uint64_t bytes;
+    uint64_t dropped; /* bytes read and discarded while DRAINING */
     struct ipc_exchange *stop_x;
     struct ipc_collect_config cfg; /* deep copy: points into providers and blob */
     struct ipc_provider *providers;
@@ -102,6 +106,8 @@ static atomic_size_t live_sessions;
 
 static int s_try(struct ipc_session *s);
 static void s_end(struct ipc_session *s, int status, uint32_t hresult, bool need_stop);
+static void s_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void s_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
 
 /* ---- configuration copy ------------------------------------------------------------------ */
 
@@ -256,6 +262,8 @@ static bool transition_ok(enum sstate from, enum sstate to)
         return from == S_CONNECTING;
     case S_STREAMING:
         return from == S_AWAIT_REPLY;
+    case S_DRAINING:
+        return from == S_STREAMING;
     case S_RETRY:
         return from == S_CLOSED; /* the failed try's pipe is closing */
     case S_CLOSED:
@@ -331,6 +339,44 @@ static int s_send_stop(struct ipc_session *s, uint64_t timeout_ms)
 /* ---- ending ------------------------------------------------------------------------------ */
 
 /*
+ * Ended while the runtime still streams, with our StopTracing out: keep reading and drop the
+ * bytes until the runtime closes the stream, which it does once it has handled that StopTracing
+ * (§4.3). Closing first would let the runtime end the session by itself on its next write
+ * (§4.4) and free it; its id is the session's address, so a session created next may get the
+ * same id, and our StopTracing, still on its way, would stop that one. The cleanup bound still
+ * applies (s_on_timer closes the stream when it runs out).
+ */
+static void s_drain(struct ipc_session *s)
+{
+    if (!s->reading) {
+        /* Paused by the user's backpressure: the runtime's writer is blocked, unblock it. */
+        int rc = uv_read_start((uv_stream_t *)&s->pipe, s_on_alloc, s_on_read);
+        if (rc != 0) {
+            log_warn(LOG_CAT, "cannot drain session 0x%llx: %s; closing its stream",
+                     (unsigned long long)s->session_id, agent_strerror(rc));
+            s_close_pipe(s);
+            return;
+        }
+        s->reading = true;
+    }
+    s_set_state(s, S_DRAINING);
+}
+
+/* A read while DRAINING: the bytes are dropped; any end of the stream closes our side. */
+static void s_on_drain_read(struct ipc_session *s, ssize_t nread)
+{
+    if (nread > 0) {
+        s->dropped += (uint64_t)nread;
+        return;
+    }
+    log_debug(LOG_CAT, "session 0x%llx: stream ended (%s) after StopTracing, %llu bytes dropped",
+              (unsigned long long)s->session_id,
+              nread == UV_EOF ? "EOF" : agent_strerror((int)nread), (unsigned long long)s->dropped);
+    s_close_pipe(s);
+    s_reap(s);
+}
+
+/*
  * After the session ended for the user: leave nothing behind in the runtime. need_stop says
  * whether a live stream still needs a StopTracing (not after EOF: the runtime is done with it).
  */
@@ -351,7 +397,6 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
          */
         break;
     case S_STREAMING:
-        s_close_pipe(s);
         if (need_stop && !s->stop_sent) {
             /* A fresh bound: the id may have come late in the previous one (a slow reply). */
             s->cleanup_deadline = deadline_after(s, CLEANUP_TIMEOUT_MS);
@@ -362,7 +407,14 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
                          (unsigned long long)s->session_id, agent_strerror(rc));
             }
         }
+        if (need_stop && s->stop_sent) {
+            s_drain(s); /* the stream closes after the runtime handled the stop, not before */
+        } else {
+            /* No StopTracing out: closing is the only way left to end it in the runtime (§4.4). */
+            s_close_pipe(s);
+        }
         break;
+    case S_DRAINING: /* already waiting for the runtime to close the stream */
     case S_IDLE:
     case S_CLOSED:
     default:
@@ -396,6 +448,12 @@ static void s_on_timer(uv_timer_t *t)
         }
         /* Cleanup ran out of time: drop the stream and whatever StopTracing still waits. */
         s->cleanup_expired = true;
+        if (s->state == S_DRAINING) {
+            log_warn(LOG_CAT,
+                     "session 0x%llx: the runtime did not close the stream within %d ms "
+                     "of StopTracing; closing it",
+                     (unsigned long long)s->session_id, CLEANUP_TIMEOUT_MS);
+        }
         s_close_pipe(s);
         if (s->stop_x != NULL) {
             ipc__exchange_abort(s->stop_x); /* its callback still comes, then we are reaped */
@@ -559,19 +617,29 @@ static void s_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     if (nread == 0 || s->state == S_CLOSED) {
         return;
     }
+    if (s->state == S_DRAINING) {
+        s_on_drain_read(s, nread);
+        return;
+    }
     if (nread < 0) {
         int err = (int)nread;
         bool streaming = s->state == S_STREAMING;
+        if (streaming && err == UV_ENOBUFS) {
+            /* Our allocation failed; the stream is intact: stop the session and drain it. */
+            s_end(s, err, 0, true);
+            return;
+        }
         s_close_pipe(s);
         if (!streaming) {
             /* Closed before the reply: the runtime created nothing (it replies first). */
             s_end(s, err == UV_EOF ? AGENT_E_CLOSED : err, 0, false);
         } else {
             /*
-             * EOF is the normal end (after StopTracing, or the process exited). A reset is a
-             * transport error; StopTracing then costs nothing and covers a runtime that lives.
+             * EOF is the normal end (after StopTracing, or the process exited). A reset means the
+             * runtime closed its end too (with bytes of ours unread): its session is over, and a
+             * StopTracing now could only hit a new session that reused the id (s_drain).
              */
-            s_end(s, err == UV_EOF ? 0 : err, 0, err != UV_EOF);
+            s_end(s, err == UV_EOF ? 0 : err, 0, false);
         }
         return;
     }

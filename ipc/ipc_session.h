@@ -24,9 +24,10 @@
  * Ending: ipc_session_stop sends StopTracing on a NEW connection (§8.11) and keeps relaying
  * until the runtime closes the stream (that is when rundown and the end tag have been written).
  * A runtime that dies ends the stream with EOF or a reset. ipc_session_abort (client went
- * away) closes the stream connection at once AND sends StopTracing in the background so no
- * session is left running in the runtime (the runtime only notices a closed stream on its
- * next write, §4.4).
+ * away) sends StopTracing in the background so no session is left running in the runtime, and
+ * keeps reading the stream (the bytes are dropped) until the runtime closes it after that stop.
+ * Closing the stream first would let the runtime end the session by itself (§4.4) and reuse its
+ * id, an address, for a new session that the late StopTracing would then stop.
  *
  * All callbacks run on the loop, never synchronously inside an ipc_session_* call.
  */
@@ -69,8 +70,8 @@ void ipc_session_resume(struct ipc_session *s);
  */
 void ipc_session_stop(struct ipc_session *s, uint64_t stop_timeout_ms);
 
-/* Abandon: no more callbacks; the stream is closed now, StopTracing goes out in the background,
- * and everything is freed when that finishes (bounded by a timeout). */
+/* Abandon: no more callbacks. StopTracing goes out in the background, the stream is drained until
+ * the runtime closes it, and everything is freed when both are done (bounded by a timeout). */
 void ipc_session_abort(struct ipc_session *s);
 
 /*

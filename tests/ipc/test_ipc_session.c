@@ -499,6 +499,8 @@ static void test_session_start_timeout_late_reply(void **state)
     struct fake_session_info si = fake_session(&fx, 0);
     assert_int_equal(si.stops, 1);
     assert_false(si.stream_open);
+    assert_true(si.stream_open_at_stop);
+    assert_false(si.client_closed);
     assert_int_equal(r.started + r.data_calls, 0);
     assert_int_equal(r.ended, 1);
     fixture_done(&fx);
@@ -606,6 +608,8 @@ static void test_session_abort_before_id(void **state)
     struct fake_session_info si = fake_session(&fx, 0);
     assert_int_equal(si.stops, 1);
     assert_false(si.stream_open);
+    assert_true(si.stream_open_at_stop);
+    assert_false(si.client_closed);
     assert_int_equal(r.started + r.data_calls + r.ended, 0);
     assert_int_equal(fake_runtime_requests(fx.fake, 0x02, 0x01), 1);
     fixture_done(&fx);
@@ -638,6 +642,10 @@ static void test_session_abort_after_id(void **state)
         struct fake_session_info si = fake_session(&fx, i);
         assert_int_equal(si.stops, 1); /* exactly one StopTracing, for the right id */
         assert_false(si.stream_open);
+        /* the stop came while dotmon still held the stream, and the fake closed it first */
+        assert_true(si.stream_open_at_stop);
+        assert_true(si.end_tag);
+        assert_false(si.client_closed);
     }
     for (int i = 0; i < 3; i++) {
         assert_int_equal(r[i].calls_after_abort, 0);
@@ -727,7 +735,20 @@ static void test_session_stop_timeout(void **state)
     assert_true(MS_EQ_ROUGHLY(r.t_end - t0, 300));
     assert_true(r.data_calls > 1); /* data kept flowing until the end */
     assert_int_equal(fake_session(&fx, 0).stops, 1);
-    /* the unanswered StopTracing exchange ran out with the same deadline */
+    /*
+     * The runtime may still be working on that StopTracing, so dotmon does not close the stream
+     * first (see test_session_abort_drains): it keeps draining it, without callbacks, until the
+     * runtime closes it or the cleanup bound runs out.
+     */
+    tl_run_for(fx.tl, 300);
+    struct fake_session_info si = fake_session(&fx, 0);
+    assert_true(si.stream_open);
+    assert_false(si.client_closed);
+    assert_int_equal(ipc_session_live_count(), 1);
+    assert_int_equal(r.nbytes, r.bytes_at_end);
+    assert_int_equal(r.ended, 1);
+    /* the runtime closes it at last (here: dies): the session goes at once */
+    fake_runtime_kill(fx.fake);
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 2000));
     fixture_done(&fx);
 
@@ -763,6 +784,132 @@ static void test_session_abort_bounded(void **state)
     uint64_t took = tl_ms() - t0;
     assert_true(took >= 9900 && took < 11500);
     assert_int_equal(r.started + r.data_calls + r.ended, 0);
+    fixture_done(&fx);
+}
+
+/*
+ * Abort while streaming: StopTracing goes out while the stream is still open, and the stream is
+ * closed by the runtime once it handled that stop, or by dotmon when the cleanup bound runs out;
+ * never by dotmon first. (Otherwise the runtime may end the session by itself and give its id to
+ * a new session that the late StopTracing then stops: test_session_abort_id_reuse.)
+ */
+static void test_session_abort_drains(void **state)
+{
+    struct fixture fx;
+    struct fake_trace_config t = {
+        .filler_bytes = UINT64_MAX, .chunk_bytes = 8192, .stop_delay_ms = 300};
+    fixture_fake(&fx, *state, FAKE_NORMAL, &t);
+    struct ipc_collect_config cfg = default_cfg();
+    static struct rec r;
+
+    /* paused by backpressure when the client goes: the fake's writer is blocked */
+    start(&fx, &r, &cfg, 2000);
+    r.pause_at = 64 * 1024;
+    struct bytes_wait w = {&r, 64 * 1024};
+    assert_true(tl_run_until(fx.tl, rec_has_bytes, &w, 3000));
+    tl_run_for(fx.tl, 200);
+    uint64_t wrote = fake_runtime_stream_bytes(fx.fake);
+    uint64_t got = r.nbytes;
+    rec_abort(&r);
+    /* the fake holds the StopTracing for 300 ms, like a busy server thread */
+    tl_run_for(fx.tl, 150);
+    struct fake_session_info si = fake_session(&fx, 0);
+    assert_int_equal(si.stops, 1);
+    assert_true(si.stream_open_at_stop);
+    assert_true(si.stream_open);
+    assert_false(si.client_closed);
+    assert_int_equal(ipc_session_live_count(), 1);
+    /* the stream is read again (the writer runs) but nothing is delivered */
+    assert_true(fake_runtime_stream_bytes(fx.fake) > wrote + 64 * 1024);
+    assert_int_equal(r.nbytes, got);
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 2000));
+    si = fake_session(&fx, 0);
+    assert_true(si.end_tag);        /* the fake ended the session after the stop... */
+    assert_false(si.client_closed); /* ...and closed the stream before dotmon did */
+    assert_false(si.stream_open);
+    assert_int_equal(r.ended + r.calls_after_abort, 0);
+    assert_int_equal(r.nbytes, got);
+    fixture_done(&fx);
+
+    /* a runtime that never closes the stream: the cleanup bound (10 s) cuts it off */
+    t.fault = FAKE_TRACE_NO_END;
+    t.stop_delay_ms = 0;
+    t.interval_ms = 5;
+    fixture_fake(&fx, *state, FAKE_NORMAL, &t);
+    start(&fx, &r, &cfg, 2000);
+    w.want = 32 * 1024;
+    assert_true(tl_run_until(fx.tl, rec_has_bytes, &w, 3000));
+    uint64_t t0 = tl_ms();
+    rec_abort(&r);
+    tl_run_for(fx.tl, 3000);
+    si = fake_session(&fx, 0);
+    assert_int_equal(si.stops, 1);
+    assert_true(si.stream_open_at_stop);
+    assert_true(si.stream_open);
+    assert_false(si.client_closed);
+    assert_int_equal(ipc_session_live_count(), 1);
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 9000));
+    uint64_t took = tl_ms() - t0;
+    assert_true(took >= 9900 && took < 11500);
+    si = fake_session(&fx, 0);
+    assert_true(si.client_closed); /* dotmon closed it, at the bound */
+    assert_false(si.end_tag);
+    assert_int_equal(r.ended + r.calls_after_abort, 0);
+    fixture_done(&fx);
+}
+
+/*
+ * The bug behind test_session_abort_drains, end to end: the fake frees a session when its stream
+ * closes and hands its id to the next session (the runtime's ids are addresses), and it is slow
+ * to act on StopTracing. The trace started right after an abort must not be stopped by the
+ * aborted session's StopTracing.
+ */
+static void test_session_abort_id_reuse(void **state)
+{
+    struct fixture fx;
+    struct fake_trace_config t = {.filler_bytes = UINT64_MAX,
+                                  .chunk_bytes = 4096,
+                                  .interval_ms = 2,
+                                  .stop_delay_ms = 200,
+                                  .reuse_ids = true};
+    fixture_fake(&fx, *state, FAKE_NORMAL, &t);
+    struct ipc_collect_config cfg = default_cfg();
+    static struct rec r[3];
+    start(&fx, &r[0], &cfg, 2000);
+    struct bytes_wait w = {&r[0], 16 * 1024};
+    assert_true(tl_run_until(fx.tl, rec_has_bytes, &w, 3000));
+    rec_abort(&r[0]);
+    start(&fx, &r[1], &cfg, 2000); /* the next trace, at once */
+    assert_true(tl_run_until(fx.tl, rec_started, &r[1], 2000));
+    tl_run_for(fx.tl, 500); /* well past the fake's StopTracing delay */
+    assert_int_equal(r[1].ended, 0);
+    assert_true(r[1].id != r[0].id);
+    struct fake_session_info si = fake_session(&fx, 0);
+    assert_int_equal(si.stops, 1);
+    assert_true(si.end_tag);
+    assert_false(si.stream_open);
+    si = fake_session(&fx, 1);
+    assert_int_equal(si.stops, 0);
+    assert_true(si.stream_open);
+    assert_int_equal(ipc_session_live_count(), 1);
+
+    /* the second trace streams on and ends when asked, complete */
+    w.r = &r[1];
+    w.want = r[1].nbytes + 16 * 1024;
+    assert_true(tl_run_until(fx.tl, rec_has_bytes, &w, 3000));
+    ipc_session_stop(r[1].s, 2000);
+    assert_true(tl_run_until(fx.tl, rec_ended, &r[1], 3000));
+    assert_int_equal(r[1].status, 0);
+    check_stream(&fx, 1, &r[1], true);
+    assert_int_equal(fake_session(&fx, 1).stops, 1);
+
+    /* the fake does hand freed ids out again (else this test would prove nothing) */
+    start(&fx, &r[2], &cfg, 2000);
+    assert_true(tl_run_until(fx.tl, rec_started, &r[2], 2000));
+    assert_true(r[2].id == r[1].id);
+    rec_abort(&r[2]);
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    assert_int_equal(r[0].ended + r[0].calls_after_abort + r[2].ended + r[2].calls_after_abort, 0);
     fixture_done(&fx);
 }
 
@@ -952,6 +1099,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_session_runtime_dies, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_stop_timeout, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_abort_bounded, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_session_abort_drains, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_session_abort_id_reuse, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_stop_before_id, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_drip, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_session_many, tl_setup, tl_teardown),

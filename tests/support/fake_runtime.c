@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,9 @@ struct fake_conn {
     size_t out_off;
     bool is_stream;
     struct fake_stream st;
+    uint64_t stop_id; /* StopTracing held back by stop_delay_ms */
+    char *dump_path;  /* GenerateCoreDump held back by dump.reply_delay_ms */
+    int dump_version;
 };
 
 struct fake_write {
@@ -85,8 +89,11 @@ struct fake_runtime {
     struct fake_session_info sessions[FAKE_MAX_SESSIONS];
     unsigned n_sessions;
     uint64_t stream_bytes;
+    uint64_t free_ids[FAKE_MAX_SESSIONS]; /* reuse_ids: ids of ended sessions, last on top */
+    unsigned n_free_ids;
     uint8_t *last_ep[8]; /* last EventPipe request per command id */
     size_t last_ep_len[8];
+    struct fake_dump_info dump;
     bool killed;
     int open_handles;
     bool closing;
@@ -237,6 +244,9 @@ static void conn_on_close(uv_handle_t *h)
     }
     if (c->is_stream) {
         f->sessions[c->st.sess].stream_open = false;
+        if (f->cfg.trace.reuse_ids) {
+            f->free_ids[f->n_free_ids++] = f->sessions[c->st.sess].id; /* "freed" */
+        }
         /* The runtime answers StopTracing only after the stream is closed (§4.3). */
         struct fake_conn *sc = c->st.stop_conn;
         if (sc != NULL && !sc->closing && !f->killed) {
@@ -245,6 +255,7 @@ static void conn_on_close(uv_handle_t *h)
         free(c->st.pend.p);
     }
     free(c->out);
+    free(c->dump_path);
     free(c);
     f->open_handles--;
     runtime_maybe_done(f);
@@ -584,6 +595,9 @@ static void trace_collect(struct fake_conn *c, uint8_t id)
     memset(si, 0, sizeof(*si));
     /* Real ids are pointers (§8.17): above 32 bits, never small integers. */
     si->id = 0x00007f3a00000000ull + (uint64_t)(idx + 1) * 0x10010ull;
+    if (t->reuse_ids && f->n_free_ids > 0) {
+        si->id = f->free_ids[--f->n_free_ids]; /* like malloc handing out a freed block */
+    }
     si->version = version;
     si->hash = FAKE_FNV_INIT;
     si->stream_open = true;
@@ -609,6 +623,45 @@ static void trace_collect(struct fake_conn *c, uint8_t id)
     stream_pump(c);
 }
 
+/*
+ * Whether the client still holds its end of a stream. Asked of the socket itself (the client
+ * never writes on a stream after its request, so anything but "would block" is its close),
+ * because the fake may not have read that EOF yet when the StopTracing is read.
+ */
+static bool peer_holds(struct fake_conn *c)
+{
+    uv_os_fd_t fd;
+    if (c->closing || uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) {
+        return false;
+    }
+    uint8_t b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n > 0 || (n < 0 && errno == EAGAIN); /* == EWOULDBLOCK on Linux */
+}
+
+/* Ends the streaming session that has this id now, or answers at once if there is none. */
+static void trace_stop_act(struct fake_conn *c, uint64_t id)
+{
+    struct fake_runtime *f = c->f;
+    for (struct fake_conn *o = f->conns; o != NULL; o = o->next) {
+        if (o->is_stream && !o->closing && f->sessions[o->st.sess].id == id && !o->st.stopping) {
+            o->st.stopping = true;
+            o->st.stop_conn = c;
+            stream_pump(o);
+            return;
+        }
+    }
+    reply_session(c, id); /* unknown or ended: a no-op that still answers OK (§3.1) */
+}
+
+static void trace_stop_on_timer(uv_timer_t *t)
+{
+    struct fake_conn *c = t->data;
+    if (!c->closing) {
+        trace_stop_act(c, c->stop_id);
+    }
+}
+
 static void trace_stop(struct fake_conn *c)
 {
     struct fake_runtime *f = c->f;
@@ -621,23 +674,189 @@ static void trace_stop(struct fake_conn *c)
     for (size_t i = 0; i < 8; i++) {
         id |= (uint64_t)c->in[20 + i] << (8 * i);
     }
-    for (unsigned i = 0; i < f->n_sessions; i++) {
-        if (f->sessions[i].id == id) {
-            f->sessions[i].stops++;
+    /* The session the id names now: the streaming one (ids may be reused), else the latest. */
+    struct fake_conn *stream = NULL;
+    for (struct fake_conn *o = f->conns; o != NULL; o = o->next) {
+        if (o->is_stream && !o->closing && f->sessions[o->st.sess].id == id) {
+            stream = o;
         }
+    }
+    struct fake_session_info *si = stream != NULL ? &f->sessions[stream->st.sess] : NULL;
+    for (unsigned i = 0; si == NULL && i < f->n_sessions; i++) {
+        if (f->sessions[f->n_sessions - 1 - i].id == id) {
+            si = &f->sessions[f->n_sessions - 1 - i];
+        }
+    }
+    if (si != NULL && si->stops++ == 0) {
+        si->stream_open_at_stop = stream != NULL && peer_holds(stream);
     }
     if (f->cfg.trace.fault == FAKE_TRACE_NO_END) {
         return;
     }
-    for (struct fake_conn *o = f->conns; o != NULL; o = o->next) {
-        if (o->is_stream && !o->closing && f->sessions[o->st.sess].id == id && !o->st.stopping) {
-            o->st.stopping = true;
-            o->st.stop_conn = c;
-            stream_pump(o);
-            return;
-        }
+    if (f->cfg.trace.stop_delay_ms > 0) {
+        c->stop_id = id;
+        (void)uv_timer_init(f->loop, &c->timer);
+        c->timer.data = c;
+        c->has_timer = true;
+        c->handles++;
+        (void)uv_timer_start(&c->timer, trace_stop_on_timer, f->cfg.trace.stop_delay_ms, 0);
+        return;
     }
-    reply_session(c, id); /* unknown or ended: a no-op that still answers OK (§3.1) */
+    trace_stop_act(c, id);
+}
+
+/* ---- GenerateCoreDump (§3.3) ------------------------------------------------------------- */
+
+/* Error + HRESULT; GenerateCoreDump3 appends a message string (§3.3). */
+static void reply_dump_error(struct fake_conn *c, int version, uint32_t hr, const char *msg)
+{
+    struct enc e = {0};
+    enc_header(&e, 0, 0xFF, 0xFF);
+    enc_le(&e, hr, 4);
+    if (version == 3) {
+        enc_string(&e, msg);
+    }
+    enc_finish(&e);
+    conn_reply(c, &e, true);
+}
+
+/* The byte at offset off of a FAKE_DUMP_OK file past its headers. */
+static uint8_t dump_pattern(uint64_t off)
+{
+    return (uint8_t)((off * 131u) ^ (off >> 9));
+}
+
+/* Creates the dump file the way createdump would (O_EXCL, 0600) and answers. */
+static void dump_write_and_reply(struct fake_conn *c, const char *path, int version)
+{
+    struct fake_runtime *f = c->f;
+    uint64_t size = f->cfg.dump.file_bytes < 120 ? 120 : f->cfg.dump.file_bytes;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        char msg[4300];
+        snprintf(msg, sizeof(msg), "[createdump] Could not create the dump file %s: %s\n", path,
+                 strerror(errno));
+        reply_dump_error(c, version, 0x80004005u, msg); /* E_FAIL */
+        return;
+    }
+    /* ELF64 little-endian ET_CORE header with one PT_NOTE program header at 64 whose segment
+     * covers the rest of the file, so readers can check that nothing is missing. */
+    struct enc e = {0};
+    static const uint8_t ident[16] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+    enc_put(&e, ident, sizeof(ident));
+    enc_le(&e, 4, 2);   /* e_type ET_CORE */
+    enc_le(&e, 62, 2);  /* e_machine EM_X86_64 */
+    enc_le(&e, 1, 4);   /* e_version */
+    enc_le(&e, 0, 8);   /* e_entry */
+    enc_le(&e, 64, 8);  /* e_phoff */
+    enc_le(&e, 0, 8);   /* e_shoff */
+    enc_le(&e, 0, 4);   /* e_flags */
+    enc_le(&e, 64, 2);  /* e_ehsize */
+    enc_le(&e, 56, 2);  /* e_phentsize */
+    enc_le(&e, 1, 2);   /* e_phnum */
+    enc_le(&e, 0, 2);   /* e_shentsize */
+    enc_le(&e, 0, 2);   /* e_shnum */
+    enc_le(&e, 0, 2);   /* e_shstrndx */
+    enc_le(&e, 4, 4);   /* p_type PT_NOTE */
+    enc_le(&e, 4, 4);   /* p_flags PF_R */
+    enc_le(&e, 120, 8); /* p_offset */
+    enc_le(&e, 0, 8);   /* p_vaddr */
+    enc_le(&e, 0, 8);   /* p_paddr */
+    enc_le(&e, size - 120, 8);
+    enc_le(&e, 0, 8); /* p_memsz */
+    enc_le(&e, 4, 8); /* p_align */
+    uint64_t hash = fake_fnv1a(FAKE_FNV_INIT, e.p, e.len);
+    bool ok = write(fd, e.p, e.len) == (ssize_t)e.len;
+    free(e.p);
+    uint8_t block[65536];
+    for (uint64_t off = 120; ok && off < size;) {
+        size_t n = size - off < sizeof(block) ? (size_t)(size - off) : sizeof(block);
+        for (size_t i = 0; i < n; i++) {
+            block[i] = dump_pattern(off + i);
+        }
+        hash = fake_fnv1a(hash, block, n);
+        ok = write(fd, block, n) == (ssize_t)n;
+        off += n;
+    }
+    ok = close(fd) == 0 && ok;
+    if (!ok) {
+        reply_dump_error(c, version, 0x80004005u, "[createdump] write failed");
+        return;
+    }
+    f->dump.files++;
+    f->dump.hash = hash;
+    reply_hresult(c, true, 0);
+}
+
+static void dump_on_timer(uv_timer_t *t)
+{
+    struct fake_conn *c = t->data;
+    if (!c->closing && c->dump_path != NULL) {
+        dump_write_and_reply(c, c->dump_path, c->dump_version);
+    }
+}
+
+/* Reads the request body of §3.3: string dumpName, uint32 dumpType, uint32 flags. ASCII only. */
+static bool dump_parse(const uint8_t *p, size_t n, struct fake_dump_info *out)
+{
+    if (n < 4) {
+        return false;
+    }
+    uint32_t units =
+        (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    if (units == 0 || units > sizeof(out->path) || n != 4 + (size_t)units * 2 + 8) {
+        return false;
+    }
+    for (uint32_t i = 0; i < units; i++) {
+        uint16_t u = (uint16_t)(p[4 + 2 * i] | p[5 + 2 * i] << 8);
+        if (u >= 0x80 || (u == 0) != (i == units - 1)) {
+            return false;
+        }
+        out->path[i] = (char)u;
+    }
+    const uint8_t *q = p + 4 + (size_t)units * 2;
+    out->type = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+    out->flags = (uint32_t)q[4] | (uint32_t)q[5] << 8 | (uint32_t)q[6] << 16 | (uint32_t)q[7] << 24;
+    return true;
+}
+
+static void dump_generate(struct fake_conn *c, uint8_t id)
+{
+    struct fake_runtime *f = c->f;
+    const struct fake_dump_config *d = &f->cfg.dump;
+    int version = id; /* 0x01 GenerateCoreDump, 0x02 GenerateCoreDump2, 0x03 GenerateCoreDump3 */
+    if (version < 1 || version > 3 || (d->unknown_versions & (1u << version)) != 0) {
+        reply_hresult(c, false, 0x80131385u); /* DS_IPC_E_UNKNOWN_COMMAND */
+        return;
+    }
+    size_t size = (size_t)c->in[14] | ((size_t)c->in[15] << 8);
+    if (!dump_parse(c->in + HEADER_SIZE, size - HEADER_SIZE, &f->dump)) {
+        reply_hresult(c, false, 0x80131384u); /* DS_IPC_E_BAD_ENCODING */
+        return;
+    }
+    f->dump.requests++;
+    f->dump.version = version;
+    if (d->fault == FAKE_DUMP_SILENT) {
+        return;
+    }
+    if (d->fault == FAKE_DUMP_ERROR) {
+        reply_dump_error(c, version, d->error_hresult, d->error_message);
+        return;
+    }
+    if (d->reply_delay_ms > 0) {
+        c->dump_path = strdup(f->dump.path);
+        if (c->dump_path == NULL) {
+            abort();
+        }
+        c->dump_version = version;
+        (void)uv_timer_init(f->loop, &c->timer);
+        c->timer.data = c;
+        c->has_timer = true;
+        c->handles++;
+        (void)uv_timer_start(&c->timer, dump_on_timer, d->reply_delay_ms, 0);
+        return;
+    }
+    dump_write_and_reply(c, f->dump.path, version);
 }
 
 static void conn_dispatch(struct fake_conn *c, uint8_t set, uint8_t id)
@@ -686,6 +905,8 @@ static void conn_dispatch(struct fake_conn *c, uint8_t set, uint8_t id)
         reply_process_info(c, 3);
     } else if (set == 0x04 && id == 0x02) {
         reply_env(c);
+    } else if (set == 0x01 && f->cfg.dump.fault != FAKE_DUMP_UNSUPPORTED) {
+        dump_generate(c, id);
     } else if (set == 0x04 && id == 0x01) {
         reply_hresult(c, true, 0);
     } else {
@@ -862,6 +1083,11 @@ int fake_runtime_session(const struct fake_runtime *f, unsigned idx, struct fake
     }
     *out = f->sessions[idx];
     return 0;
+}
+
+void fake_runtime_dump_info(const struct fake_runtime *f, struct fake_dump_info *out)
+{
+    *out = f->dump;
 }
 
 uint64_t fake_runtime_stream_bytes(const struct fake_runtime *f)

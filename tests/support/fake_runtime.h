@@ -19,7 +19,9 @@
  * completed, like the runtime's blocking writer: a client that stops reading stalls the fake once
  * the socket buffer is full. StopTracing (on another connection) for a streaming id makes the
  * fake write the end tag 0x01, close the stream, and only then answer OK + id (§4.3); for any
- * other id it answers OK + id at once.
+ * other id it answers OK + id at once. A client that closes the stream ends its session at once
+ * (the runtime's next write fails, §4.4); with reuse_ids the next session gets the freed id, as
+ * the runtime's ids are addresses (§4.1).
  */
 
 #include <stdbool.h>
@@ -57,6 +59,31 @@ struct fake_trace_config {
     unsigned reply_delay_ms;  /* wait before replying to CollectTracing */
     uint64_t die_after;       /* FAKE_TRACE_DIE: stream bytes (preamble included) before dying */
     bool drip;                /* the reply, preamble and blocks go out in writes of 1..7 bytes */
+    unsigned stop_delay_ms;   /* act on StopTracing this much later (a busy server thread) */
+    bool reuse_ids;           /* a new session takes the id of the session that ended last */
+};
+
+/*
+ * How GenerateCoreDump (command set 0x01, PROTOCOL.md §3.3; ids 0x01..0x03 = versions 1..3) is
+ * answered. The zero value keeps the old behaviour: every version is UNKNOWN_COMMAND.
+ */
+enum fake_dump_fault {
+    FAKE_DUMP_UNSUPPORTED = 0, /* every version: UNKNOWN_COMMAND */
+    FAKE_DUMP_OK,     /* create the requested path (O_EXCL, 0600) with file_bytes of a minimal ELF
+                         core (ELF64 header, one PT_NOTE segment covering the rest, a
+                         position-dependent pattern), then reply OK; a path that cannot be created
+                         is answered Error E_FAIL (v3: with a createdump-like message) */
+    FAKE_DUMP_SILENT, /* read the request, never reply (the connection stays open) */
+    FAKE_DUMP_ERROR   /* reply Error with error_hresult; v3 appends error_message */
+};
+
+struct fake_dump_config {
+    enum fake_dump_fault fault;
+    unsigned unknown_versions; /* bit v (1 << v, v = 1..3): GenerateCoreDump v is UNKNOWN_COMMAND */
+    uint64_t file_bytes;       /* FAKE_DUMP_OK: file size (at least 120: ELF header + phdr) */
+    unsigned reply_delay_ms;   /* FAKE_DUMP_OK: create the file and reply only after this long */
+    uint32_t error_hresult;    /* FAKE_DUMP_ERROR */
+    const char *error_message; /* FAKE_DUMP_ERROR, v3 only; NULL encodes an absent string */
 };
 
 struct fake_runtime_config {
@@ -74,6 +101,7 @@ struct fake_runtime_config {
     bool split_writes;      /* send each reply one byte per write */
     const char *const *env; /* NULL-terminated "NAME=value" list for ProcessEnvironment */
     struct fake_trace_config trace;
+    struct fake_dump_config dump;
 };
 
 struct fake_runtime;
@@ -97,6 +125,8 @@ struct fake_session_info {
     bool end_tag;          /* the end tag 0x01 was written (after a StopTracing) */
     bool stream_open;      /* the stream connection is still open */
     bool client_closed;    /* the client closed the stream before the end tag */
+    /* The client still held the stream when the first StopTracing naming this id came. */
+    bool stream_open_at_stop;
 };
 
 #define FAKE_MAX_SESSIONS 256 /* more → Error DS_IPC_E_FAIL, like the runtime's 64-session cap */
@@ -113,6 +143,20 @@ uint64_t fake_runtime_stream_bytes(const struct fake_runtime *f);
  */
 const uint8_t *fake_runtime_last_request(const struct fake_runtime *f, uint8_t command_id,
                                          size_t *len);
+
+/* The GenerateCoreDump requests the fake acted on (versions not marked unknown). */
+struct fake_dump_info {
+    unsigned requests; /* parsed dump requests answered (or left unanswered) per the fault */
+    int version;       /* of the last one: 1..3 */
+    char path[4096];   /* its dumpName (ASCII) */
+    uint32_t type;     /* its dumpType */
+    uint32_t flags;    /* its flags */
+    unsigned files;    /* files created (FAKE_DUMP_OK) */
+    uint64_t hash;     /* fake_fnv1a over the bytes of the last file created */
+};
+
+/* Copies what the fake knows about dump requests into *out. */
+void fake_runtime_dump_info(const struct fake_runtime *f, struct fake_dump_info *out);
 
 /* FNV-1a 64, the hash of fake_session_info.hash: fake_fnv1a(FAKE_FNV_INIT, p, n), chainable. */
 #define FAKE_FNV_INIT 0xcbf29ce484222325ull

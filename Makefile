@@ -2,6 +2,8 @@
 # The two commands of the README: `make run` and `make test`. Both install what is missing first.
 
 DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
+# For the tests only (tests/container reads YAML); the image's build stage does not need them.
+TEST_PACKAGES := python3 python3-yaml
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 BUILD_ASAN ?= build-asan
@@ -13,7 +15,7 @@ URLS ?= http://127.0.0.1:52323
 all: build
 
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+	@missing=""; for p in $(DEB_PACKAGES) $(TEST_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -198,6 +198,32 @@ static int add_url(const char **list, size_t *n, const char *url, char *err, siz
     return 0;
 }
 
+/* True when name is an option of command (the value, if any, is checked later). */
+static bool option_known(enum cli_command command, const char *name)
+{
+    static const char *const collect[] = {"--urls",      "-u",          "--metricUrls",
+                                          "--metrics",   "-m",          "--no-auth",
+                                          "--temp-apikey", "--diagnostic-port",
+                                          "--configuration-file-path"};
+    static const char *const keygen[] = {"--output", "-o", "--expiration"};
+    if (command == CLI_COLLECT || command == CLI_CONFIG_SHOW) {
+        for (size_t i = 0; i < sizeof(collect) / sizeof(collect[0]); i++) {
+            if (strcmp(name, collect[i]) == 0) {
+                return true;
+            }
+        }
+        return command == CLI_CONFIG_SHOW && strcmp(name, "--level") == 0;
+    }
+    if (command == CLI_GENERATEKEY) {
+        for (size_t i = 0; i < sizeof(keygen) / sizeof(keygen[0]); i++) {
+            if (strcmp(name, keygen[i]) == 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char *err, size_t errlen)
 {
     memset(opts, 0, sizeof(*opts));
@@ -250,6 +276,10 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
         if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
             opts->command = CLI_HELP;
             return 0;
+        }
+        if (!option_known(opts->command, name)) {
+            /* Before taking a value: the error must name the option, not what follows it. */
+            return fail(err, errlen, "unknown option '%s' (see dotmon --help)", argv[i]);
         }
         if (is_collect && (strcmp(name, "--no-auth") == 0 || strcmp(name, "--temp-apikey") == 0)) {
             takes_value = false;

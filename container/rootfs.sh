@@ -1,0 +1,73 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# rootfs.sh BINARY DESTDIR
+#
+# Lays out everything dotmon needs at run time under DESTDIR, for a base image that has no C
+# library at all (gcr.io/distroless/static-debian12):
+#   DESTDIR/usr/local/bin/dotmon            the binary
+#   DESTDIR/usr/lib/dotmon/<soname>         every shared library `ldd BINARY` resolves
+#                                           (libcrypto, libcjson, libuv, libc) and the dynamic
+#                                           loader, copied under their run-time names
+#
+# The libraries live in a folder of their own rather than in /lib/<triplet>, so nothing depends
+# on how the base image lays out /lib and /lib64 (merged-/usr or not) and nothing shadows a C
+# library the base might bring. The image's binary is linked with
+#   -Wl,--dynamic-linker=/usr/lib/dotmon/<loader> -Wl,-rpath,/usr/lib/dotmon
+# (container/Dockerfile) so it finds both there. A binary linked the usual way still runs from
+# this tree with: /usr/lib/dotmon/<loader> --library-path /usr/lib/dotmon /usr/local/bin/dotmon.
+#
+# The list is whatever ldd says, so it is exact for the binary at hand (an ASan build also gets
+# libasan). A library ldd cannot find stops the script. Prints the files it copied.
+set -eu
+
+if [ $# -ne 2 ]; then
+    echo "usage: rootfs.sh BINARY DESTDIR" >&2
+    exit 2
+fi
+bin=$1
+dest=$2
+libdir=/usr/lib/dotmon
+
+mkdir -p "$dest/usr/local/bin" "$dest$libdir"
+cp "$bin" "$dest/usr/local/bin/dotmon"
+chmod 0755 "$dest/usr/local/bin/dotmon"
+echo "/usr/local/bin/dotmon"
+
+# ldd goes to a file, not a pipe, so a failure inside the loop stops the script (dash has no
+# pipefail).
+list=$(mktemp)
+trap 'rm -f "$list"' EXIT
+ldd "$bin" >"$list"
+
+n=0
+while read -r line; do
+    case $line in
+    *"not found"*)
+        echo "rootfs.sh: $bin needs a library ldd cannot find: $line" >&2
+        exit 1
+        ;;
+    *" => "*)
+        path=${line#* => }
+        path=${path%% (*}
+        ;;
+    /*)
+        # The loader itself: "/lib64/ld-linux-x86-64.so.2 (0x...)".
+        path=${line%% (*}
+        ;;
+    *)
+        # linux-vdso.so.1 and friends come from the kernel.
+        continue
+        ;;
+    esac
+    name=${path##*/}
+    cp -L "$path" "$dest$libdir/$name"
+    chmod 0755 "$dest$libdir/$name"
+    echo "$libdir/$name"
+    n=$((n + 1))
+done <"$list"
+
+if [ "$n" -eq 0 ]; then
+    echo "rootfs.sh: ldd found no shared libraries in $bin (a static binary needs no rootfs.sh)" >&2
+    exit 1
+fi

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/un.h>
 #include <time.h>
 
 #include "api.h"
@@ -13,6 +14,7 @@
 #include "err.h"
 #include "http_server.h"
 #include "ipc_discovery.h"
+#include "ipc_listen.h"
 #include "log.h"
 
 #define DEFAULT_URL "http://localhost:52323"
@@ -196,6 +198,150 @@ static void report_settings(const struct config *cfg)
     }
 }
 
+/* ---- listen mode (DiagnosticPort) ---- */
+
+/* DiagnosticPort:SocketMode: an octal permission string such as "0600" or "660". */
+static int parse_socket_mode(const char *s, unsigned *out)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 4) {
+        return AGENT_E_INVAL;
+    }
+    unsigned v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '7') {
+            return AGENT_E_INVAL;
+        }
+        v = v * 8 + (unsigned)(s[i] - '0');
+    }
+    if (v == 0 || v > 0777) {
+        return AGENT_E_INVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+/*
+ * Listen mode, by dotnet-monitor's rules (its DiagnosticPortPostConfigureOptions):
+ *  - `--diagnostic-port PATH`, or a plain value for `DiagnosticPort`, is listen mode at PATH;
+ *  - `DiagnosticPort:ConnectionMode` Listen binds `DiagnosticPort:EndpointName`, by default
+ *    `dotnet-monitor.sock` inside `Storage:DefaultSharedPath`; Connect (the default) ignores the
+ *    name;
+ *  - with neither a mode nor a name, a `Storage:DefaultSharedPath` alone turns listen mode on at
+ *    `<DefaultSharedPath>/dotnet-monitor.sock`.
+ * A relative path is taken inside Storage:DefaultSharedPath (and needs it). dotmon's own keys:
+ * DiagnosticPort:SocketMode, :HoldSuspended, :ForgetAfterSeconds; dotnet-monitor's
+ * DiagnosticPort:MaxConnections.
+ */
+static int setup_listen(struct agent *a)
+{
+    const struct config *cfg = a->cfg;
+    const char *shared = config_get(cfg, "Storage:DefaultSharedPath");
+    const char *mode = config_get(cfg, "DiagnosticPort:ConnectionMode");
+    const char *name = config_get(cfg, "DiagnosticPort:EndpointName");
+    const char *simple = config_get(cfg, "DiagnosticPort");
+    const char *path = NULL;
+    const char *from = NULL; /* where the path came from, for messages */
+    if (shared != NULL && *shared == '\0') {
+        shared = NULL;
+    }
+    if (a->opts->diagnostic_port != NULL) {
+        path = a->opts->diagnostic_port;
+        from = "--diagnostic-port";
+    } else if (simple != NULL && *simple != '\0') {
+        path = simple;
+        from = "DiagnosticPort";
+    } else if (mode != NULL && *mode != '\0') {
+        if (strcasecmp(mode, "Connect") == 0) {
+            if (name != NULL && *name != '\0') {
+                log_warn(cat, "DiagnosticPort:EndpointName is ignored in connect mode");
+            }
+            return 0;
+        }
+        if (strcasecmp(mode, "Listen") != 0) {
+            log_error(cat, "DiagnosticPort:ConnectionMode: '%s' is not Connect or Listen", mode);
+            return AGENT_E_INVAL;
+        }
+        if (name != NULL && *name != '\0') {
+            path = name;
+            from = "DiagnosticPort:EndpointName";
+        } else if (shared != NULL) {
+            path = "dotnet-monitor.sock";
+            from = "Storage:DefaultSharedPath";
+        } else {
+            log_error(cat, "DiagnosticPort:ConnectionMode is Listen, but neither "
+                           "DiagnosticPort:EndpointName nor Storage:DefaultSharedPath names the "
+                           "socket to bind");
+            return AGENT_E_INVAL;
+        }
+    } else if (name != NULL && *name != '\0') {
+        log_warn(cat, "DiagnosticPort:EndpointName is ignored without "
+                      "DiagnosticPort:ConnectionMode=Listen (connect mode)");
+        return 0;
+    } else if (shared != NULL) {
+        path = "dotnet-monitor.sock";
+        from = "Storage:DefaultSharedPath";
+        log_info(cat, "Storage:DefaultSharedPath is set and DiagnosticPort:ConnectionMode is not: "
+                      "listen mode, as in dotnet-monitor (set it to Connect to watch $TMPDIR)");
+    } else {
+        return 0;
+    }
+
+    char full[4096];
+    int n;
+    if (path[0] == '/') {
+        n = snprintf(full, sizeof(full), "%s", path);
+    } else if (shared != NULL && shared[0] == '/') {
+        size_t sl = strlen(shared);
+        while (sl > 1 && shared[sl - 1] == '/') {
+            sl--;
+        }
+        n = snprintf(full, sizeof(full), "%.*s/%s", (int)sl, shared, path);
+    } else {
+        log_error(cat, "%s: '%s' must be an absolute path (or relative to an absolute "
+                       "Storage:DefaultSharedPath)", from, path);
+        return AGENT_E_INVAL;
+    }
+    struct sockaddr_un sa;
+    if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
+        log_error(cat, "%s: the socket path '%s' is longer than a Unix socket allows (%zu bytes)",
+                  from, n >= 0 && (size_t)n < sizeof(full) ? full : path, sizeof(sa.sun_path) - 1);
+        return AGENT_E_INVAL;
+    }
+    a->listen_socket_mode = 0600;
+    const char *sm = config_get(cfg, "DiagnosticPort:SocketMode");
+    if (sm != NULL && *sm != '\0') {
+        if (parse_socket_mode(sm, &a->listen_socket_mode) != 0) {
+            log_error(cat, "DiagnosticPort:SocketMode: '%s' is not an octal mode from 0001 to "
+                           "0777 (e.g. 0600, 0660)", sm);
+            return AGENT_E_INVAL;
+        }
+        if ((a->listen_socket_mode & 0002) != 0) {
+            log_warn(cat, "DiagnosticPort:SocketMode %04o lets any local user connect to %s and "
+                          "pose as a .NET runtime", a->listen_socket_mode, full);
+        }
+    }
+    int hold = config_get_bool(cfg, "DiagnosticPort:HoldSuspended", 0);
+    if (hold < 0) {
+        log_error(cat, "DiagnosticPort:HoldSuspended: '%s' is not true or false",
+                  config_get(cfg, "DiagnosticPort:HoldSuspended"));
+        return AGENT_E_INVAL;
+    }
+    uint64_t forget_s = 3, max_conn = 0;
+    if (config_get_uint(cfg, "DiagnosticPort:ForgetAfterSeconds", 1, 3600, &forget_s) != 0 ||
+        config_get_uint(cfg, "DiagnosticPort:MaxConnections", 1, 65535, &max_conn) != 0) {
+        return AGENT_E_INVAL;
+    }
+    a->listen_path = strdup(full);
+    if (a->listen_path == NULL) {
+        return -ENOMEM;
+    }
+    a->listen_hold = hold == 1;
+    a->listen_forget_ms = forget_s * 1000;
+    a->listen_max_connections = (size_t)max_conn;
+    return 0;
+}
+
 /* A copy of path without trailing slashes; NULL (logged) unless absolute. */
 static char *dir_setting(const char *key, const char *path)
 {
@@ -250,14 +396,6 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     a->cfg = cfg;
     a->ipc_timeout_ms = 3000;
 
-    if (opts->diagnostic_port != NULL ||
-        (config_get(cfg, "DiagnosticPort:ConnectionMode") != NULL &&
-         strcasecmp(config_get(cfg, "DiagnosticPort:ConnectionMode"), "Listen") == 0)) {
-        log_error(cat, "listen mode (--diagnostic-port, DiagnosticPort:ConnectionMode=Listen) is not "
-                       "available in this build yet; use connect mode");
-        return AGENT_E_INVAL;
-    }
-
     const char *tmp = getenv("TMPDIR");
     if (tmp == NULL || *tmp == '\0') {
         tmp = "/tmp";
@@ -273,6 +411,9 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
 
     report_settings(cfg);
     int rc = load_filters(a);
+    if (rc == 0) {
+        rc = setup_listen(a);
+    }
     if (rc != 0) {
         return rc;
     }
@@ -384,6 +525,49 @@ int agent_start(struct agent *a)
     }
     a->open_handles++;
 
+    /*
+     * Discovery first: in listen mode the diagnostic socket then exists before dotmon says it
+     * listens, so whoever waits for "Now listening on" can start apps pointed at it.
+     */
+    struct ipc_discovery_config dcfg;
+    memset(&dcfg, 0, sizeof(dcfg));
+    dcfg.dir = a->diag_dir;
+    dcfg.probe_timeout_ms = a->ipc_timeout_ms;
+    struct ipc_listen_config lcfg;
+    memset(&lcfg, 0, sizeof(lcfg));
+    if (a->listen_path != NULL) {
+        /* Listen mode: runtimes connect to us; $TMPDIR is not watched (as in dotnet-monitor). */
+        lcfg.path = a->listen_path;
+        lcfg.socket_mode = a->listen_socket_mode;
+        lcfg.probe_timeout_ms = a->ipc_timeout_ms;
+        lcfg.forget_after_ms = a->listen_forget_ms;
+        lcfg.max_connections = a->listen_max_connections;
+        lcfg.hold_suspended = a->listen_hold;
+        dcfg.listen = &lcfg;
+    }
+    rc = ipc_discovery_new(a->loop, &dcfg, on_process_change, a, &a->disc);
+    if (rc == 0) {
+        a->open_handles++;
+        rc = ipc_discovery_start(a->disc);
+    }
+    if (rc != 0) {
+        if (a->listen_path != NULL) {
+            log_error(cat, "cannot listen on %s for .NET runtimes: %s", a->listen_path,
+                      agent_strerror(rc));
+        } else {
+            log_error(cat, "cannot watch %s for .NET runtimes: %s", a->diag_dir,
+                      agent_strerror(rc));
+        }
+        return rc;
+    }
+    if (a->listen_path != NULL) {
+        log_info(cat, "listen mode: .NET runtimes started with DOTNET_DiagnosticPorts=%s connect "
+                      "to dotmon%s", a->listen_path,
+                 a->listen_hold ? " (held suspended until a trace starts)" : "");
+    } else {
+        log_info(cat, "watching %s for .NET runtimes (connect mode)", a->diag_dir);
+    }
+
     const char *urls[CLI_MAX_URLS];
     size_t nurls = a->opts->nurls;
     memcpy(urls, a->opts->urls, nurls * sizeof(urls[0]));
@@ -410,21 +594,6 @@ int agent_start(struct agent *a)
         }
         bind_urls(a, murls, nm, AGENT_TAG_METRICS);
     }
-
-    struct ipc_discovery_config dcfg;
-    memset(&dcfg, 0, sizeof(dcfg));
-    dcfg.dir = a->diag_dir;
-    dcfg.probe_timeout_ms = a->ipc_timeout_ms;
-    rc = ipc_discovery_new(a->loop, &dcfg, on_process_change, a, &a->disc);
-    if (rc == 0) {
-        a->open_handles++;
-        rc = ipc_discovery_start(a->disc);
-    }
-    if (rc != 0) {
-        log_error(cat, "cannot watch %s for .NET runtimes: %s", a->diag_dir, agent_strerror(rc));
-        return rc;
-    }
-    log_info(cat, "watching %s for .NET runtimes (connect mode)", a->diag_dir);
 
     uv_signal_init(a->loop, &a->sig_int);
     uv_signal_init(a->loop, &a->sig_term);
@@ -470,6 +639,8 @@ void agent_fini(struct agent *a)
     a->verifier = NULL;
     free(a->diag_dir);
     a->diag_dir = NULL;
+    free(a->listen_path);
+    a->listen_path = NULL;
     free(a->dump_dir);
     a->dump_dir = NULL;
     free(a->dump_target_dir);

@@ -48,8 +48,15 @@ struct agent {
     struct agent_filter filters[AGENT_MAX_FILTERS];
     size_t nfilters;
 
-    char *diag_dir;         /* directory watched for runtime sockets */
+    char *diag_dir;         /* directory watched for runtime sockets (connect mode) */
     uint64_t ipc_timeout_ms;
+
+    /* Listen mode (DiagnosticPort, see setup_listen in agent.c); listen_path NULL: connect mode. */
+    char *listen_path;            /* the socket dotmon binds */
+    unsigned listen_socket_mode;  /* DiagnosticPort:SocketMode (default 0600) */
+    bool listen_hold;             /* DiagnosticPort:HoldSuspended */
+    uint64_t listen_forget_ms;    /* DiagnosticPort:ForgetAfterSeconds */
+    size_t listen_max_connections; /* DiagnosticPort:MaxConnections (0: default) */
 
     uv_signal_t sig_int;
     uv_signal_t sig_term;

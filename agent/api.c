@@ -388,7 +388,9 @@ const struct ipc_process *api_select_process(struct agent *a, struct http_reques
                     has_name == 1 ? buf_cstr(&name_s) : "");
     } else if (count > 1) {
         result = NULL;
-        api_problem(req, 400, "%zu processes match; select one with pid or uid", count);
+        /* Only uid is unique: pid repeats across pid namespaces (every container's app is 1). */
+        api_problem(req, 400, "%zu processes match; select one with uid (see /processes)%s", count,
+                    has_pid == 1 ? ": several runtimes call themselves this pid" : "");
     }
 out:
     buf_fini(&pid_s);

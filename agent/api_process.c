@@ -187,7 +187,10 @@ void api_healthz(struct agent *a, struct http_request *req)
     http_respond(req, 200, "text/plain", NULL, 0, "Healthy", 7);
 }
 
-/* GET /readyz: listening (this answer proves it) and discovery running with its first scan done. */
+/*
+ * GET /readyz: listening (this answer proves it) and discovery running: connect mode with its first
+ * scan done, listen mode with the diagnostic socket bound and accepting.
+ */
 void api_readyz(struct agent *a, struct http_request *req)
 {
     if (a->stopping || a->disc == NULL || !ipc_discovery_ready(a->disc)) {
@@ -205,8 +208,13 @@ void api_info(struct agent *a, struct http_request *req)
         snprintf(rt, sizeof(rt), "native (libuv %s)", uv_version_string());
         cJSON_AddStringToObject(o, "version", DOTMON_VERSION);
         cJSON_AddStringToObject(o, "runtimeVersion", rt);
-        cJSON_AddStringToObject(o, "diagnosticPortMode", "Connect");
-        cJSON_AddNullToObject(o, "diagnosticPortName");
+        if (a->listen_path != NULL) {
+            cJSON_AddStringToObject(o, "diagnosticPortMode", "Listen");
+            cJSON_AddStringToObject(o, "diagnosticPortName", a->listen_path);
+        } else {
+            cJSON_AddStringToObject(o, "diagnosticPortMode", "Connect");
+            cJSON_AddNullToObject(o, "diagnosticPortName");
+        }
         cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
         static const struct {
             const char *name;
@@ -223,7 +231,6 @@ void api_info(struct agent *a, struct http_request *req)
             cJSON_AddBoolToObject(c, "enabled", capabilities[i].enabled);
             cJSON_AddItemToArray(caps, c);
         }
-        (void)a;
     }
     api_json(req, 200, o);
 }

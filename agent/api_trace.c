@@ -53,6 +53,7 @@ struct trace_job {
     uint64_t session_id;
     uint64_t pid;
     bool retried;       /* one new start after the runtime closed the first one unanswered */
+    char uid[37];
     char endpoint[256];
     char filename[64];
     char location[512];
@@ -212,6 +213,11 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
              job->tc.profile_names);
     if (job->op != NULL) {
         op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
+    }
+    /* Listen mode with DiagnosticPort:HoldSuspended: the session that waited for the start-up
+     * events now runs, so the runtime may go on (a no-op for a runtime already resumed). */
+    if (job->a->disc != NULL) {
+        (void)ipc_discovery_resume(job->a->disc, job->uid);
     }
     if (job->req == NULL) {
         return;
@@ -463,6 +469,7 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     strftime(ts, sizeof(ts), "%Y%m%d_%H%M%S", &tm);
     snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
     snprintf(job->endpoint, sizeof(job->endpoint), "%s", p->endpoint);
+    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
     const char *host = http_request_header(req, "Host");
     snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
              host != NULL ? host : "localhost", op->id);

@@ -27,6 +27,7 @@ static const char usage_text[] =
     "  --no-auth                       Turn authentication off for every route\n"
     "  --temp-apikey                   Generate a one-time API key at start-up and print it\n"
     "  --diagnostic-port PATH          Listen mode: bind PATH for runtimes to connect to\n"
+    "                                  (apps get DOTNET_DiagnosticPorts=PATH[,nosuspend])\n"
     "  --configuration-file-path FILE  Read settings from this JSON file\n"
     "  --level redacted|full           (config show) show secrets or not (default redacted)\n"
     "\n"

@@ -296,6 +296,7 @@ static const char *const known_keys[] = {
     "Storage:DefaultSharedPath",
     "Storage:DumpTargetFolder",
     "Dump:TimeoutSeconds",
+    "DiagnosticPort",
     "DiagnosticPort:ConnectionMode",
     "DiagnosticPort:EndpointName",
     "DiagnosticPort:SocketMode",

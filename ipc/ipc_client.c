@@ -31,7 +31,7 @@ enum xstate { X_CONNECTING = 0, X_AWAIT_HEADER, X_AWAIT_PAYLOAD, X_AWAIT_CONTINU
 struct ipc_exchange {
     uv_pipe_t pipe;
     uv_timer_t timer;
-    uv_connect_t connect_req;
+    struct ipc_conn conn; /* path or reverse endpoint (ipc_internal.h) */
     uv_write_t write_req;
     enum xstate state;
     enum ipc_exchange_kind kind;
@@ -72,6 +72,7 @@ static void x_on_close(uv_handle_t *h)
 
 static void x_close_handles(struct ipc_exchange *x)
 {
+    ipc__conn_close(&x->conn); /* a connect in flight is dropped, a lease given back */
     uv_close((uv_handle_t *)&x->timer, x_on_close);
     uv_close((uv_handle_t *)&x->pipe, x_on_close);
 }
@@ -240,11 +241,11 @@ static void x_on_write(uv_write_t *w, int status)
     x_finish(x, status);
 }
 
-static void x_on_connect(uv_connect_t *c, int status)
+static void x_on_connect(struct ipc_conn *c, int status)
 {
     struct ipc_exchange *x = c->data;
     if (x->state == X_CLOSING) {
-        return; /* UV_ECANCELED from closing the pipe */
+        return;
     }
     if (status < 0) {
         x_finish(x, status);
@@ -324,11 +325,18 @@ int ipc_exchange_start(uv_loop_t *loop, const char *path, const uint8_t *req, si
     x->open_handles = 2;
     x->timer.data = x;
     x->pipe.data = x;
-    x->connect_req.data = x;
     x->write_req.data = x;
     (void)uv_timer_start(&x->timer, x_on_timeout, timeout_ms, 0);
-    /* Connect errors (refused, no such file) arrive through x_on_connect, on a later turn. */
-    uv_pipe_connect(&x->connect_req, &x->pipe, path, x_on_connect);
+    /*
+     * Connect errors (refused, no such file) arrive through x_on_connect, on a later turn; only a
+     * reverse endpoint whose runtime is not connected fails here (UV_ECONNREFUSED).
+     */
+    rc = ipc__connect(&x->conn, loop, &x->pipe, path, x_on_connect, x);
+    if (rc != 0) {
+        x->notify = false;
+        x_finish(x, rc); /* closes both handles; the last close callback frees x */
+        return rc;
+    }
     if (out != NULL) {
         *out = x;
     }

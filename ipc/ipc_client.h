@@ -38,14 +38,16 @@ enum ipc_exchange_kind {
 #define IPC_EXCHANGE_DEFAULT_MAX_REPLY  ((size_t)1024 * 1024)
 
 /*
- * Starts an exchange on `loop` with the runtime listening at `path`. `req` (a complete IPC
- * message) is copied. cb is called exactly once, from the loop (never from inside this call),
+ * Starts an exchange on `loop` with the runtime at `path`: the path of its listening socket, or
+ * "reverse:<uid>" for a runtime connected to dotmon's own socket in listen mode (ipc_listen.h; its
+ * next idle connection is used). `req` (a complete IPC message) is copied. cb is called exactly once, from the loop (never from inside this call),
  * unless ipc_exchange_cancel is called first. *out (may be NULL) lets the caller cancel; the
  * handle becomes invalid when cb runs or after cancel.
  *
  * Details of this implementation:
  * - Returns 0, or AGENT_E_INVAL (bad arguments, req shorter than a header, max_reply < 20),
- *   UV_ENAMETOOLONG (path does not fit sun_path) or UV_ENOMEM; on error cb is never called.
+ *   UV_ENAMETOOLONG (path does not fit sun_path), UV_ECONNREFUSED (a reverse endpoint whose
+ *   runtime is not connected) or UV_ENOMEM; on error cb is never called.
  * - cb runs after the exchange's handles have closed, so the exchange holds no loop resources
  *   by then; res->payload/continuation stay valid until cb returns.
  * - res->status: 0 (reply received; see ok/hresult), AGENT_E_TIMEOUT, AGENT_E_CLOSED (EOF before

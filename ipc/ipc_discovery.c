@@ -11,6 +11,7 @@
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "ipc_internal.h"
+#include "ipc_listen.h"
 #include "ipc_sockname.h"
 #include "log.h"
 
@@ -107,6 +108,9 @@ struct ipc_discovery {
     size_t count;
     size_t list_cap;
 
+    struct ipc_listen *lst; /* listen mode: everything below the API is ipc_listen's */
+    bool lst_open;          /* lst not yet closed-and-freed */
+
     bool started;
     bool first_scan_done;
     bool ready;
@@ -133,31 +137,12 @@ static char *dup_str(const char *s, size_t n)
     return p;
 }
 
-static char *dup_utf16(const struct ipc_utf16 *s)
-{
-    size_t n = ipc_utf16_utf8_len(s);
-    char *p = malloc(n + 1);
-    if (p != NULL && ipc_utf16_to_utf8(s, p, n + 1, NULL) != 0) {
-        free(p);
-        p = NULL;
-    }
-    return p;
-}
-
 static void proc_free(struct proc_entry *e)
 {
     if (e == NULL) {
         return;
     }
-    struct ipc_process *p = &e->pub;
-    free(p->name);
-    free(p->command_line);
-    free(p->os);
-    free(p->arch);
-    free(p->entrypoint_assembly);
-    free(p->clr_version);
-    free(p->runtime_identifier);
-    free(p->endpoint);
+    ipc__process_fini(&e->pub);
     free(e);
 }
 
@@ -273,37 +258,12 @@ static struct proc_entry *proc_from_info(const struct ipc_process_info *pi, int 
     if (e == NULL) {
         return NULL;
     }
-    struct ipc_process *p = &e->pub;
-    p->pid = pi->pid;
-    memcpy(p->cookie, pi->cookie, sizeof(p->cookie));
-    ipc_guid_format(pi->cookie, p->uid);
-    p->command_line = dup_utf16(&pi->command_line);
-    p->os = dup_utf16(&pi->os);
-    p->arch = dup_utf16(&pi->arch);
-    bool ok = p->command_line != NULL && p->os != NULL && p->arch != NULL;
-    if (ok && level >= 2) {
-        p->entrypoint_assembly = dup_utf16(&pi->entrypoint_assembly);
-        p->clr_version = dup_utf16(&pi->clr_version);
-        ok = p->entrypoint_assembly != NULL && p->clr_version != NULL;
-    }
-    if (ok && level == 3 && pi->version >= 1) {
-        p->runtime_identifier = dup_utf16(&pi->runtime_identifier);
-        ok = p->runtime_identifier != NULL;
-    }
-    if (ok) {
-        const char *name;
-        size_t len;
-        ipc_cmdline_name(p->command_line, &name, &len);
-        p->name = dup_str(name, len);
-        p->endpoint = dup_str(s->path, strlen(s->path));
-        ok = p->name != NULL && p->endpoint != NULL;
-    }
-    if (!ok) {
-        proc_free(e);
+    if (ipc__process_init(&e->pub, pi, level, s->path) != 0) {
+        free(e);
         return NULL;
     }
-    p->key = s->key;
-    p->seen_ms = now;
+    e->pub.key = s->key;
+    e->pub.seen_ms = now;
     e->mtime_ns = s->mtime_ns;
     return e;
 }
@@ -575,7 +535,12 @@ static void publish(struct ipc_discovery *d)
     }
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (m == 0 || d->next_list[m - 1]->pub.pid != d->next_list[i]->pub.pid) {
+        /* Two sockets of one runtime (same pid and cookie): the newest wins. Two runtimes that
+         * both call themselves pid N (one per pid namespace, sockets in one shared folder) are
+         * both listed; `uid` tells them apart. */
+        const struct ipc_process *prev = m > 0 ? &d->next_list[m - 1]->pub : NULL;
+        const struct ipc_process *cur = &d->next_list[i]->pub;
+        if (prev == NULL || prev->pid != cur->pid || strcmp(prev->uid, cur->uid) != 0) {
             d->next_list[m++] = d->next_list[i];
         }
     }
@@ -809,21 +774,33 @@ static void on_liveness_timer(uv_timer_t *t)
 int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
                       ipc_discovery_change_cb on_change, void *ud, struct ipc_discovery **out)
 {
-    if (loop == NULL || cfg == NULL || cfg->dir == NULL || cfg->dir[0] == '\0' || out == NULL) {
+    bool listen = cfg != NULL && cfg->listen != NULL;
+    if (loop == NULL || cfg == NULL || out == NULL ||
+        (!listen && (cfg->dir == NULL || cfg->dir[0] == '\0'))) {
         return AGENT_E_INVAL;
     }
     struct ipc_discovery *d = calloc(1, sizeof(*d));
     if (d == NULL) {
         return UV_ENOMEM;
     }
-    size_t dl = strlen(cfg->dir);
-    while (dl > 1 && cfg->dir[dl - 1] == '/') {
+    const char *dir = cfg->dir != NULL && cfg->dir[0] != '\0' ? cfg->dir : "/";
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/') {
         dl--; /* "/tmp/" and "/tmp" name the same sockets */
     }
-    d->dir = dup_str(cfg->dir, dl);
+    d->dir = dup_str(dir, dl);
     if (d->dir == NULL) {
         free(d);
         return UV_ENOMEM;
+    }
+    if (listen) {
+        int rc = ipc_listen_new(loop, cfg->listen, on_change, ud, &d->lst);
+        if (rc != 0) {
+            free(d->dir);
+            free(d);
+            return rc;
+        }
+        d->lst_open = true;
     }
     d->loop = loop;
     d->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : 3000;
@@ -851,6 +828,9 @@ int ipc_discovery_start(struct ipc_discovery *d)
         return AGENT_E_INVAL;
     }
     d->started = true;
+    if (d->lst != NULL) {
+        return ipc_listen_start(d->lst); /* the directory is not watched in listen mode */
+    }
     int rc = uv_fs_event_start(&d->watch, on_fs_event, d->dir, 0);
     if (rc != 0) {
         log_warn(LOG_CAT, "cannot watch %s (%s); relying on the %llu ms rescan", d->dir,
@@ -864,21 +844,43 @@ int ipc_discovery_start(struct ipc_discovery *d)
 
 bool ipc_discovery_ready(const struct ipc_discovery *d)
 {
+    if (d->lst != NULL) {
+        return ipc_listen_ready(d->lst);
+    }
     return d->ready;
+}
+
+bool ipc_discovery_listening(const struct ipc_discovery *d)
+{
+    return d->lst != NULL;
 }
 
 size_t ipc_discovery_count(const struct ipc_discovery *d)
 {
+    if (d->lst != NULL) {
+        return ipc_listen_count(d->lst);
+    }
     return d->count;
 }
 
 const struct ipc_process *ipc_discovery_at(const struct ipc_discovery *d, size_t i)
 {
+    if (d->lst != NULL) {
+        return ipc_listen_at(d->lst, i);
+    }
     return i < d->count ? &d->list[i]->pub : NULL;
+}
+
+int ipc_discovery_resume(struct ipc_discovery *d, const char *uid)
+{
+    return d->lst != NULL ? ipc_listen_resume(d->lst, uid) : 0;
 }
 
 int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta)
 {
+    if (d->lst != NULL) {
+        return ipc_listen_busy(d->lst, uid, delta);
+    }
     for (size_t i = 0; i < d->count; i++) {
         struct ipc_process *p = &d->list[i]->pub;
         if (strcmp(p->uid, uid) == 0) {
@@ -896,7 +898,7 @@ int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta)
 static void maybe_finish_close(struct ipc_discovery *d)
 {
     if (!d->closing || d->open_handles > 0 || d->scan_busy || d->stats_busy > 0 ||
-        d->in_flight > 0) {
+        d->in_flight > 0 || d->lst_open) {
         return;
     }
     while (d->socks != NULL) {
@@ -927,6 +929,14 @@ static void on_handle_close(uv_handle_t *h)
     maybe_finish_close(d);
 }
 
+static void on_listen_closed(void *ud)
+{
+    struct ipc_discovery *d = ud;
+    d->lst_open = false;
+    d->lst = NULL;
+    maybe_finish_close(d);
+}
+
 void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud)
 {
     if (d == NULL || d->closing) {
@@ -935,6 +945,9 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
     d->closing = true;
     d->close_cb = cb;
     d->close_ud = ud;
+    if (d->lst != NULL) {
+        ipc_listen_close(d->lst, on_listen_closed, d);
+    }
     uv_close((uv_handle_t *)&d->watch, on_handle_close);
     uv_close((uv_handle_t *)&d->rescan_timer, on_handle_close);
     uv_close((uv_handle_t *)&d->live_timer, on_handle_close);

@@ -9,7 +9,9 @@
 #include <uv.h>
 
 /*
- * Discovery of .NET runtimes in connect mode (PROTOCOL.md §1.1-1.3).
+ * Discovery of .NET runtimes in connect mode (PROTOCOL.md §1.1-1.3), or in listen mode (§1.4-1.5,
+ * when the config names a listen socket: then this is a thin front for ipc_listen.h, and the
+ * directory is not watched).
  *
  * Watches a directory (normally $TMPDIR or /tmp) for `dotnet-diagnostic-<pid>-<key>-socket`
  * files with uv_fs_event, plus a slow rescan timer as a safety net. Each new socket is probed
@@ -34,17 +36,22 @@ struct ipc_process {
     char *entrypoint_assembly; /* NULL when the runtime lacks ProcessInfo2 */
     char *clr_version;         /* NULL when the runtime lacks ProcessInfo2 */
     char *runtime_identifier;  /* NULL when the runtime lacks ProcessInfo3 */
-    char *endpoint;            /* full socket path used to talk to this runtime */
-    uint64_t key;              /* disambiguation key from the socket name */
+    char *endpoint;            /* full socket path used to talk to this runtime, or (listen
+                                  mode) "reverse:<uid>"; pass it to ipc_exchange_start */
+    uint64_t key;              /* disambiguation key from the socket name (listen mode: 0) */
     uint64_t seen_ms;          /* uv_now() when first probed successfully */
     int busy; /* > 0 while a long command (dump) is in flight: liveness checks skip it */
 };
 
+struct ipc_listen_config;
+
 struct ipc_discovery_config {
-    const char *dir;           /* directory to watch; required */
+    const char *dir;           /* directory to watch; required unless listen is set */
     uint64_t probe_timeout_ms; /* per IPC exchange; 0 → 3000 */
     uint64_t rescan_ms;        /* full directory rescan period; 0 → 5000 */
     uint64_t liveness_ms;      /* liveness check period; 0 → 1000 */
+    /* Listen mode: bind this socket instead of watching dir (copied; ipc_listen.h). */
+    const struct ipc_listen_config *listen;
 };
 
 struct ipc_discovery;
@@ -55,10 +62,15 @@ typedef void (*ipc_discovery_change_cb)(void *ud, const struct ipc_process *p, b
 /* Allocates; starts nothing. Returns 0 or a negative code. *out is set only on success. */
 int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
                       ipc_discovery_change_cb on_change, void *ud, struct ipc_discovery **out);
-/* Starts watching and performs the first scan (asynchronously). */
+/*
+ * Starts watching and performs the first scan (asynchronously). Listen mode: binds the socket now
+ * and returns its error (see ipc_listen_start).
+ */
 int ipc_discovery_start(struct ipc_discovery *d);
-/* True once the first scan (including its probes) has completed. */
+/* True once the first scan (including its probes) has completed; listen mode: once bound. */
 bool ipc_discovery_ready(const struct ipc_discovery *d);
+/* True in listen mode. */
+bool ipc_discovery_listening(const struct ipc_discovery *d);
 /*
  * Stops everything, cancels in-flight probes, closes every handle and frees d; cb (may be NULL)
  * is called from the loop once the last handle has closed.
@@ -71,6 +83,12 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
  * checks skip busy runtimes. busy never goes below 0. AGENT_E_NOTFOUND if uid is not listed.
  */
 int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta);
+
+/*
+ * Listen mode with DiagnosticPort:HoldSuspended: sends ResumeRuntime to the runtime with this uid
+ * if it is still held (ipc_listen_resume). Connect mode: nothing to do (0).
+ */
+int ipc_discovery_resume(struct ipc_discovery *d, const char *uid);
 
 /*
  * Cache views: valid until the loop runs again (a later callback may remove entries). The list is

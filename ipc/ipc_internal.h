@@ -4,7 +4,13 @@
 
 /* Declarations shared between the files of the ipc module only (STYLE.md §2.1). */
 
+#include <stdint.h>
+
+#include <uv.h>
+
 #include "ipc_client.h"
+#include "ipc_cmd.h"
+#include "ipc_discovery.h"
 
 /*
  * Like ipc_exchange_cancel, except that cb still runs exactly once, with status UV_ECANCELED (or
@@ -13,5 +19,78 @@
  * use this instead of ipc_exchange_cancel.
  */
 void ipc__exchange_abort(struct ipc_exchange *x);
+
+/* ---- connecting to a runtime (ipc_conn.c) ---------------------------------------------------- */
+
+/*
+ * An endpoint is either the path of a runtime's listening socket (connect mode), or
+ * "reverse:<uid>" for a runtime that connected to dotmon's own socket (listen mode, ipc_listen.c):
+ * that runtime's idle advertised connection is handed over instead of connecting anywhere.
+ */
+#define IPC_REVERSE_PREFIX "reverse:"
+
+struct ipc_conn;
+struct ipc__rt;
+
+/* status 0: c's pipe is connected and open; else a negative code and the pipe is unusable. */
+typedef void (*ipc__conn_cb)(struct ipc_conn *c, int status);
+
+enum ipc__conn_state {
+    IPC_CONN_IDLE = 0, /* nothing started, or done */
+    IPC_CONN_PATH,     /* uv_pipe_connect in flight */
+    IPC_CONN_WAITING,  /* queued at a reverse runtime for its next idle connection */
+    IPC_CONN_READY     /* dispatched: the callback runs (or ran) */
+};
+
+/*
+ * One connection attempt, embedded in its user (an exchange, a session) and valid from
+ * ipc__connect until ipc__conn_close. The fields below `data` belong to ipc_conn.c/ipc_listen.c.
+ */
+struct ipc_conn {
+    void *data; /* the user's; read it in the callback */
+    uv_pipe_t *pipe;
+    ipc__conn_cb cb;
+    enum ipc__conn_state state;
+    uv_connect_t req;      /* path endpoints */
+    struct ipc__rt *rt;    /* reverse: the runtime waited for, then the one holding our lease */
+    struct ipc_conn *next; /* reverse: in the runtime's waiter queue or lease list */
+    struct ipc_conn **pprev;
+    int status; /* reverse: a failure to deliver from the dispatcher */
+};
+
+/*
+ * Connects `pipe` (uv_pipe_init'ed, not open) to endpoint and calls cb exactly once from a later
+ * loop callback, never from inside this call, unless ipc__conn_close comes first. Returns 0, or
+ * a negative code and cb never runs: UV_ECONNREFUSED for a reverse endpoint whose runtime is not
+ * (or no longer) connected to any listener on this loop.
+ *
+ * With a reverse endpoint the runtime's next idle connection is taken (waiting for the runtime
+ * to reconnect if another command consumed the last one): its descriptor is opened in `pipe` with
+ * uv_pipe_open, and from then on belongs to `pipe` alone. While `pipe` is open the runtime is
+ * known to be busy with this command, so listen mode does not forget it (a lease).
+ */
+int ipc__connect(struct ipc_conn *c, uv_loop_t *loop, uv_pipe_t *pipe, const char *endpoint,
+                 ipc__conn_cb cb, void *data);
+
+/*
+ * The user is closing (or has closed) c's pipe: cancels a connect in flight (cb will not run) and
+ * gives back the lease. Idempotent; call it whenever the pipe is closed.
+ */
+void ipc__conn_close(struct ipc_conn *c);
+
+/* ipc_listen.c's side of ipc__connect for reverse endpoints (uid without the prefix). */
+int ipc__listen_enqueue(struct ipc_conn *c, uv_loop_t *loop, const char *uid);
+void ipc__listen_conn_close(struct ipc_conn *c);
+
+/* ---- the process struct (ipc_process.c) ------------------------------------------------------ */
+
+/*
+ * Fills p (zeroed by the caller) from a parsed ProcessInfo of version level (1, 2 or 3) and copies
+ * endpoint. Returns 0 or UV_ENOMEM (p is then cleared again).
+ */
+int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, int level,
+                      const char *endpoint);
+/* Frees what ipc__process_init allocated; safe on a zeroed struct and twice. */
+void ipc__process_fini(struct ipc_process *p);
 
 #endif

@@ -61,7 +61,7 @@ struct ipc_session {
     uv_loop_t *loop;
     uv_pipe_t pipe;
     uv_timer_t timer;
-    uv_connect_t connect_req;
+    struct ipc_conn conn; /* the stream connection's path or reverse endpoint (ipc_internal.h) */
     uv_write_t write_req;
     enum sstate state;
     bool pipe_open;  /* initialised and its close callback not yet run */
@@ -291,6 +291,7 @@ static void s_set_state(struct ipc_session *s, enum sstate next)
 static void s_close_pipe(struct ipc_session *s)
 {
     s->reading = false;
+    ipc__conn_close(&s->conn); /* a connect in flight is dropped, a lease given back */
     if (s->pipe_open && !uv_is_closing((uv_handle_t *)&s->pipe)) {
         uv_close((uv_handle_t *)&s->pipe, s_on_pipe_close);
     }
@@ -661,11 +662,11 @@ static void s_on_write(uv_write_t *w, int status)
     s_end(s, status, 0, false);
 }
 
-static void s_on_connect(uv_connect_t *c, int status)
+static void s_on_connect(struct ipc_conn *c, int status)
 {
     struct ipc_session *s = c->data;
     if (s->state != S_CONNECTING) {
-        return; /* UV_ECANCELED from a close */
+        return;
     }
     if (status < 0) {
         s_close_pipe(s);
@@ -696,8 +697,9 @@ static void s_on_connect(uv_connect_t *c, int status)
 
 /*
  * One try: a new connection with the request for s->version; the start timeout covers it.
- * Returns an error only for what cannot happen on Unix (an invalid pipe init) or a config that
- * start already validated; the caller reports it.
+ * Returns an error for what cannot happen on Unix (an invalid pipe init), a config that start
+ * already validated, or a reverse endpoint whose runtime is not connected (UV_ECONNREFUSED); the
+ * caller reports it.
  */
 static int s_try(struct ipc_session *s)
 {
@@ -712,12 +714,18 @@ static int s_try(struct ipc_session *s)
     s->req_len = w.len;
     s->pipe_open = true;
     s->pipe.data = s;
-    s->connect_req.data = s;
     s->write_req.data = s;
     s->try_deadline = deadline_after(s, s->start_timeout_ms);
     s_set_state(s, S_CONNECTING);
-    /* Connect errors (refused, no such file) arrive through s_on_connect, on a later turn. */
-    uv_pipe_connect(&s->connect_req, &s->pipe, s->path, s_on_connect);
+    /*
+     * Connect errors (refused, no such file) arrive through s_on_connect, on a later turn; only a
+     * reverse endpoint whose runtime is not connected fails here.
+     */
+    rc = ipc__connect(&s->conn, s->loop, &s->pipe, s->path, s_on_connect, s);
+    if (rc != 0) {
+        s_close_pipe(s); /* its close callback reaps or ends the session */
+        return rc;
+    }
     return 0;
 }
 

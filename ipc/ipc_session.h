@@ -53,7 +53,9 @@ struct ipc_session_callbacks {
 };
 
 /*
- * cfg and everything it points to is copied. start_timeout_ms bounds connect + reply (0 → 5000).
+ * path: the runtime's socket, or "reverse:<uid>" in listen mode (as for ipc_exchange_start; every
+ * try and the StopTracing use a new connection of that runtime). cfg and everything it points to
+ * is copied. start_timeout_ms bounds connect + reply (0 → 5000).
  * Returns 0 (callbacks will follow) or a negative code (nothing will follow).
  */
 int ipc_session_start(uv_loop_t *loop, const char *path, const struct ipc_collect_config *cfg,

@@ -319,13 +319,14 @@ static void test_discovery_removes_dead_runtime(void **state)
     fx_done(&fx);
 }
 
+/* Several sockets of ONE runtime (same pid, same cookie): the newest wins (§1.2). */
 static void test_discovery_newest_socket_wins(void **state)
 {
     struct dfx fx;
     fx_init(&fx, *state);
-    (void)fx_fake(&fx, 7000, 100, 0xa1, FAKE_NORMAL, 3);
+    (void)fx_fake(&fx, 7000, 100, 0xa2, FAKE_NORMAL, 3);
     struct fake_runtime *newer = fx_fake(&fx, 7000, 200, 0xa2, FAKE_NORMAL, 3);
-    (void)fx_fake(&fx, 7000, 150, 0xa3, FAKE_NORMAL, 3);
+    (void)fx_fake(&fx, 7000, 150, 0xa2, FAKE_NORMAL, 3);
     fx_start(&fx, 2000, 5000);
     assert_true(tl_run_until(fx.tl, is_ready, &fx, 2000));
     if (ipc_discovery_count(fx.d) != 1 || fx.added != 1) {
@@ -339,12 +340,41 @@ static void test_discovery_newest_socket_wins(void **state)
 
     /* when the newest dies, the next newest takes over */
     fake_runtime_kill(newer);
-    struct want w = {.fx = &fx, .pid = 7000, .uid_tail = '3', .present = true};
-    assert_true(tl_run_until(fx.tl, want_met, &w, 2500));
-    assert_int_equal(ipc_discovery_at(fx.d, 0)->key, 150);
+    uint64_t t0 = tl_ms();
+    while (tl_ms() - t0 < 2500 &&
+           (ipc_discovery_count(fx.d) != 1 || ipc_discovery_at(fx.d, 0)->key != 150)) {
+        tl_run_for(fx.tl, 20);
+    }
     assert_int_equal(ipc_discovery_count(fx.d), 1);
+    assert_int_equal(ipc_discovery_at(fx.d, 0)->key, 150);
     assert_int_equal(fx.removed, 1);
     assert_int_equal(fx.added, 2);
+    fx_done(&fx);
+}
+
+/* Runtimes in different pid namespaces that share the socket folder may all be "pid 7000": they
+ * are different runtimes (different cookies) and all are listed. */
+static void test_discovery_same_pid_other_cookies(void **state)
+{
+    struct dfx fx;
+    fx_init(&fx, *state);
+    (void)fx_fake(&fx, 7000, 100, 0xa1, FAKE_NORMAL, 3);
+    (void)fx_fake(&fx, 7000, 200, 0xa2, FAKE_NORMAL, 3);
+    (void)fx_fake(&fx, 7000, 150, 0xa3, FAKE_NORMAL, 3);
+    fx_start(&fx, 2000, 5000);
+    assert_true(tl_run_until(fx.tl, is_ready, &fx, 2000));
+    if (ipc_discovery_count(fx.d) != 3 || fx.added != 3) {
+        fail_msg("count %zu, changes: %s", ipc_discovery_count(fx.d), fx.trace);
+    }
+    char tails[4] = {0};
+    for (size_t i = 0; i < 3; i++) {
+        const struct ipc_process *p = ipc_discovery_at(fx.d, i);
+        assert_int_equal(p->pid, 7000);
+        tails[i] = p->uid[35];
+    }
+    assert_non_null(strchr(tails, '1'));
+    assert_non_null(strchr(tails, '2'));
+    assert_non_null(strchr(tails, '3'));
     fx_done(&fx);
 }
 
@@ -457,6 +487,8 @@ int main(void)
                                         tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_removes_dead_runtime, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_newest_socket_wins, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_same_pid_other_cookies, tl_setup,
+                                        tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_sees_new_runtime_at_once, tl_setup,
                                         tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_busy_process_is_not_checked, tl_setup,

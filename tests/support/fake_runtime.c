@@ -66,6 +66,9 @@ struct fake_conn {
     uint64_t stop_id; /* StopTracing held back by stop_delay_ms */
     char *dump_path;  /* GenerateCoreDump held back by dump.reply_delay_ms */
     int dump_version;
+    /* Reverse mode. */
+    uv_connect_t connect_req;
+    bool reconnect_on_close; /* a long command: the next connect waits for this one to close */
 };
 
 struct fake_write {
@@ -98,6 +101,16 @@ struct fake_runtime {
     int open_handles;
     bool closing;
     bool unlink_on_close;
+    /* Reverse mode: connects to `path` instead of listening on it. */
+    bool reverse;
+    uv_timer_t retry;       /* the next connect after a failure or a closed idle connection */
+    bool retry_open;
+    unsigned retry_ms;
+    struct fake_conn *idle; /* the advertised connection waiting for a command (or connecting) */
+    unsigned advertises;
+    int order[FAKE_MAX_ORDER];
+    unsigned n_order;
+    unsigned info_answers; /* ProcessInfo replies so far (early_answers) */
     void (*close_cb)(void *ud);
     void *close_ud;
 };
@@ -223,6 +236,8 @@ static void runtime_maybe_done(struct fake_runtime *f)
 }
 
 static void reply_session(struct fake_conn *c, uint64_t id);
+static void reverse_connect(struct fake_runtime *f);
+static void reverse_retry(struct fake_runtime *f);
 
 static void conn_on_close(uv_handle_t *h)
 {
@@ -231,6 +246,16 @@ static void conn_on_close(uv_handle_t *h)
         return;
     }
     struct fake_runtime *f = c->f;
+    if (f->reverse && !f->killed && !f->closing) {
+        if (c == f->idle) {
+            f->idle = NULL;
+            reverse_retry(f); /* the tool closed the idle connection (HUP): connect again */
+        } else if (c->reconnect_on_close) {
+            reverse_connect(f); /* the long command is over: the server thread is free */
+        }
+    } else if (c == f->idle) {
+        f->idle = NULL;
+    }
     for (struct fake_conn **pp = &f->conns; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
@@ -354,7 +379,8 @@ static void reply_process_info(struct fake_conn *c, int level)
     }
     enc_le(&e, cfg->pid, 8);
     enc_put(&e, cfg->cookie, 16); /* second, right after the pid (PROTOCOL.md §8.3) */
-    enc_string(&e, cfg->command_line);
+    bool early = c->f->info_answers++ < cfg->early_answers;
+    enc_string(&e, early ? cfg->early_command_line : cfg->command_line);
     enc_string(&e, cfg->os);
     enc_string(&e, cfg->arch);
     if (level >= 2) {
@@ -947,6 +973,19 @@ static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
     c->answered = true;
     c->f->counts[c->in[16]][c->in[17]]++;
+    if (c->f->n_order < FAKE_MAX_ORDER) {
+        c->f->order[c->f->n_order++] = (int)((unsigned)c->in[16] << 8 | c->in[17]);
+    }
+    if (c->f->reverse && c == c->f->idle) {
+        /* The command consumed the connection. Dumps and StopTracing keep the server thread. */
+        c->f->idle = NULL;
+        bool is_long = c->in[16] == 0x01 || (c->in[16] == 0x02 && c->in[17] == 0x01);
+        if (is_long) {
+            c->reconnect_on_close = true;
+        } else {
+            reverse_connect(c->f);
+        }
+    }
     if (c->in[16] == 0x02 && c->in[17] < 8) {
         struct fake_runtime *f = c->f;
         uint8_t *copy = malloc(size);
@@ -991,6 +1030,112 @@ static void listener_on_close(uv_handle_t *h)
     struct fake_runtime *f = h->data;
     f->open_handles--;
     runtime_maybe_done(f);
+}
+
+/* ---- reverse mode ------------------------------------------------------------------------ */
+
+static void reverse_on_connect(uv_connect_t *req, int status)
+{
+    struct fake_conn *c = req->data;
+    struct fake_runtime *f = c->f;
+    if (c->closing) {
+        return;
+    }
+    if (status != 0) {
+        conn_close(c); /* conn_on_close schedules the retry (c is still f->idle) */
+        f->retry_ms = f->retry_ms ? f->retry_ms * 5 / 4 : 10;
+        if (f->retry_ms > 500) {
+            f->retry_ms = 500;
+        }
+        return;
+    }
+    f->retry_ms = 10;
+    uint8_t adv[34];
+    memcpy(adv, "ADVR_V1", 8); /* with its NUL */
+    memcpy(adv + 8, f->cfg.cookie, 16);
+    for (size_t i = 0; i < 8; i++) {
+        adv[24 + i] = (uint8_t)(f->cfg.pid >> (8 * i));
+    }
+    adv[32] = 0;
+    adv[33] = 0;
+    f->advertises++;
+    conn_send(c, adv, sizeof(adv), false);
+    (void)uv_read_start((uv_stream_t *)&c->pipe, conn_on_alloc, conn_on_read);
+}
+
+/* One new idle connection, unless there is one already (the runtime keeps at most one). */
+static void reverse_connect(struct fake_runtime *f)
+{
+    if (f->killed || f->closing || f->idle != NULL) {
+        return;
+    }
+    struct fake_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        abort();
+    }
+    c->f = f;
+    c->handles = 1;
+    (void)uv_pipe_init(f->loop, &c->pipe, 0);
+    c->pipe.data = c;
+    c->connect_req.data = c;
+    c->next = f->conns;
+    f->conns = c;
+    f->open_handles++;
+    f->idle = c;
+    uv_pipe_connect(&c->connect_req, &c->pipe, f->path, reverse_on_connect);
+}
+
+static void reverse_on_retry(uv_timer_t *t)
+{
+    reverse_connect(t->data);
+}
+
+static void reverse_retry(struct fake_runtime *f)
+{
+    if (f->retry_open && !f->killed && !f->closing) {
+        (void)uv_timer_start(&f->retry, reverse_on_retry, f->retry_ms ? f->retry_ms : 10, 0);
+    }
+}
+
+static void retry_on_close(uv_handle_t *h)
+{
+    struct fake_runtime *f = h->data;
+    f->open_handles--;
+    runtime_maybe_done(f);
+}
+
+int fake_runtime_start_reverse(uv_loop_t *loop, const char *path,
+                               const struct fake_runtime_config *cfg, struct fake_runtime **out)
+{
+    struct fake_runtime *f = calloc(1, sizeof(*f));
+    if (f == NULL) {
+        return -ENOMEM;
+    }
+    if (strlen(path) >= sizeof(f->path)) {
+        free(f);
+        return -ENAMETOOLONG;
+    }
+    memcpy(f->path, path, strlen(path) + 1);
+    f->loop = loop;
+    f->cfg = *cfg;
+    f->reverse = true;
+    (void)uv_timer_init(loop, &f->retry);
+    f->retry.data = f;
+    f->retry_open = true;
+    f->open_handles = 1;
+    reverse_connect(f);
+    *out = f;
+    return 0;
+}
+
+unsigned fake_runtime_advertises(const struct fake_runtime *f)
+{
+    return f->advertises;
+}
+
+int fake_runtime_request_at(const struct fake_runtime *f, unsigned i)
+{
+    return i < f->n_order ? f->order[i] : -1;
 }
 
 /* ---- public ------------------------------------------------------------------------------ */
@@ -1108,6 +1253,10 @@ const uint8_t *fake_runtime_last_request(const struct fake_runtime *f, uint8_t c
 void fake_runtime_kill(struct fake_runtime *f)
 {
     f->killed = true;
+    if (f->retry_open) {
+        f->retry_open = false;
+        uv_close((uv_handle_t *)&f->retry, retry_on_close);
+    }
     if (f->listening) {
         f->listening = false;
         uv_close((uv_handle_t *)&f->listener, listener_on_close);
@@ -1121,7 +1270,7 @@ void fake_runtime_close(struct fake_runtime *f, void (*cb)(void *ud), void *ud)
 {
     f->close_cb = cb;
     f->close_ud = ud;
-    f->unlink_on_close = true;
+    f->unlink_on_close = !f->reverse; /* a reverse fake's path is the tool's socket */
     fake_runtime_kill(f);
     f->closing = true;
     runtime_maybe_done(f);

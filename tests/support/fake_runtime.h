@@ -100,6 +100,10 @@ struct fake_runtime_config {
     enum fake_mode mode;
     bool split_writes;      /* send each reply one byte per write */
     const char *const *env; /* NULL-terminated "NAME=value" list for ProcessEnvironment */
+    /* The first early_answers ProcessInfo replies carry early_command_line instead (a runtime
+     * early in its start-up knows only its host's path, dotnet/runtime#59439). */
+    const char *early_command_line;
+    unsigned early_answers;
     struct fake_trace_config trace;
     struct fake_dump_config dump;
 };
@@ -161,6 +165,27 @@ void fake_runtime_dump_info(const struct fake_runtime *f, struct fake_dump_info 
 /* FNV-1a 64, the hash of fake_session_info.hash: fake_fnv1a(FAKE_FNV_INIT, p, n), chainable. */
 #define FAKE_FNV_INIT 0xcbf29ce484222325ull
 uint64_t fake_fnv1a(uint64_t h, const uint8_t *p, size_t n);
+
+/*
+ * Reverse mode (PROTOCOL.md §1.4-1.5): instead of listening, the fake connects to `path` (a tool's
+ * listening socket, DOTNET_DiagnosticPorts), writes the 34-byte ADVR_V1 advertise (cfg->cookie,
+ * cfg->pid) and waits for one command on that connection, like a runtime's connect port. It keeps
+ * exactly one such idle connection: it reconnects as soon as a command has consumed the current
+ * one, except after GenerateCoreDump and StopTracing, which occupy the runtime's single server
+ * thread: then only once that command's connection has closed. When the tool closes the idle
+ * connection, or a connect fails, it reconnects after 10 ms (x1.25 per failure, at most 500 ms),
+ * as the runtime does. fake_runtime_kill makes it vanish (every connection closes, no reconnect).
+ */
+int fake_runtime_start_reverse(uv_loop_t *loop, const char *path,
+                               const struct fake_runtime_config *cfg, struct fake_runtime **out);
+/* Reverse mode: advertises written so far (one per successful connect). */
+unsigned fake_runtime_advertises(const struct fake_runtime *f);
+/*
+ * The i-th complete request received (any mode, first FAKE_MAX_ORDER kept), as
+ * command_set << 8 | command_id; -1 past the end.
+ */
+#define FAKE_MAX_ORDER 64
+int fake_runtime_request_at(const struct fake_runtime *f, unsigned i);
 
 /* Like SIGKILL: the listener and every connection close, the socket file stays behind. */
 void fake_runtime_kill(struct fake_runtime *f);

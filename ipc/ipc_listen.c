@@ -1,0 +1,1550 @@
+/* SPDX-License-Identifier: MIT */
+#include "ipc_listen.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "ipc_client.h"
+#include "ipc_cmd.h"
+#include "ipc_codec.h"
+#include "ipc_internal.h"
+#include "log.h"
+
+/*
+ * How listen mode works (PROTOCOL.md §1.4-1.5):
+ *
+ * Connections. Every accepted connection is a `struct rconn`: PENDING until its 34 advertise
+ * bytes are in (bounded by advertise_timeout_ms), then a SPARE of the runtime whose cookie it
+ * carried. A spare is idle: the runtime waits for one command on it. The listener keeps reading
+ * spares (one byte at a time, into a scratch byte) only to see them end: EOF means the runtime
+ * closed it (it died, or exits), stray bytes are a protocol violation; either way it is closed.
+ *
+ * Hand-over. A command for "reverse:<uid>" (ipc__connect) queues a waiter on that runtime. The
+ * dispatcher (an idle handle, so callbacks never run inside the caller's start call) gives the
+ * oldest waiter the newest spare: it duplicates the spare's descriptor, closes the listener's
+ * handle (the socket lives on in the duplicate), and opens the duplicate in the waiter's pipe with
+ * uv_pipe_open. From then on the descriptor belongs to the waiter's pipe; the listener only
+ * remembers a lease until the waiter's pipe closes. The runtime reconnects as soon as the command
+ * has consumed the connection (§1.4 item 4), so a second command waits for that next spare.
+ *
+ * Runtimes. A `struct ipc__rt` per cookie: on its first advertise it gets ResumeRuntime (unless
+ * held), then ProcessInfo3 -> 2 -> 1 (each on a new connection, like every command), and is
+ * listed once its command line is whole (SETTLE_MS). Failed exchanges are retried with a backoff (a
+ * runtime busy with a dump answers nothing for a while). A runtime with no spare and no lease (no
+ * connection to dotmon at all) since idle_since is forgotten after forget_after_ms, unless it is
+ * marked busy. A dump or a StopTracing with rundown holds its connection, hence its lease, for as
+ * long as it runs, so the runtime's single server thread being occupied never looks like death.
+ *
+ * Closing stops accepting and queuing at once, but commands already queued (a trace's StopTracing
+ * at shutdown) still get the spares there are, on one last dispatch, before the connections close.
+ *
+ * pump() is the scheduler: it expires late advertises, forgets runtimes, starts due exchanges and
+ * arms the one wake timer for the next deadline. It runs after every event, from loop callbacks
+ * only; code that may run below a user's call (lease release, busy marks) schedules it through
+ * the wake timer instead.
+ */
+
+#define LOG_CAT                      "dotmon.ipc.listen"
+#define SPARES_MAX                   2 /* idle connections kept per runtime (one per port) */
+#define DEFAULT_PENDING_MAX          64
+#define DEFAULT_PROBE_TIMEOUT_MS     3000
+#define DEFAULT_ADVERTISE_TIMEOUT_MS 5000
+#define DEFAULT_FORGET_MS            3000
+#define DEFAULT_MODE                 0600u
+#define BACKLOG                      255 /* the runtime's own listen backlog (§1.1) */
+#define RETRY_FIRST_MS               500
+#define RETRY_MAX_MS                 30000
+#define TURNED_AWAY_LOG_MS           60000
+#define PARK_MS                      10000
+#define PROBE_MAX_REPLY              IPC_MESSAGE_MAX
+/*
+ * ProcessInfo asked again this long after the previous answer, twice: a runtime that connects
+ * early in its start-up (always, in listen mode) may report only the host's path as its command
+ * line, and on older runtimes no entry-point assembly, until the host has loaded the app
+ * (dotnet/runtime#59439); the struct is updated in place.
+ */
+static const uint64_t refresh_after_ms[] = {1000, 4000};
+#define REFRESHES (sizeof(refresh_after_ms) / sizeof(refresh_after_ms[0]))
+/*
+ * Right after ResumeRuntime the command line is only the host's path (one word) until the host
+ * has set it, a few hundred ms later. A runtime that answers so is not listed yet but asked again
+ * every SETTLE_STEP_MS, for at most SETTLE_MS (an app without arguments, single-file, really has
+ * a one-word command line), so that /processes and the default-process filters never see the
+ * half-known process. Runtimes held suspended are listed at once: nothing would change.
+ */
+#define SETTLE_MS      2000
+#define SETTLE_STEP_MS 100
+
+/*
+ * PARKED: a runtime turned away (MaxConnections). Closing its connection at once would make it
+ * reconnect within milliseconds, over and over (§1.4 item 5); held idle for PARK_MS, it costs one
+ * reconnect per PARK_MS instead.
+ */
+enum rconn_state { RC_PENDING = 0, RC_SPARE, RC_PARKED, RC_CLOSED };
+
+/* One connection the listener holds: waiting for its advertise, or idle (a spare). */
+struct rconn {
+    uv_pipe_t pipe;
+    struct ipc_listen *l;
+    struct ipc__rt *rt; /* RC_SPARE: whose spare it is */
+    struct rconn *next; /* in l->pending or rt->spares (newest first) */
+    enum rconn_state state;
+    uint64_t deadline; /* RC_PENDING: when the advertise is overdue; RC_PARKED: when to close */
+    size_t n;          /* advertise bytes received */
+    uint8_t adv[IPC_ADVERTISE_SIZE];
+    uint8_t scratch; /* RC_SPARE, RC_PARKED: reads only detect EOF or stray bytes */
+};
+
+enum rt_op { RT_OP_NONE = 0, RT_OP_RESUME, RT_OP_PROBE };
+
+/* The published struct plus its retirement link; `pub` first so the pointers convert. */
+struct lproc {
+    struct ipc_process pub;
+    struct lproc *retired_next;
+};
+
+struct ipc__rt {
+    struct ipc__rt *next;
+    struct ipc_listen *l;
+    uint8_t cookie[IPC_GUID_SIZE];
+    char uid[IPC_GUID_STR_SIZE];
+    char endpoint[sizeof(IPC_REVERSE_PREFIX) + IPC_GUID_STR_SIZE];
+    uint64_t pid;         /* advertised */
+    struct rconn *spares; /* newest first */
+    size_t nspares;
+    struct ipc_conn *waiters; /* newest first; served oldest first */
+    struct ipc_conn *leases;  /* handed out, pipe still open */
+    size_t nleases;
+    uint64_t idle_since; /* uv_now() since it has had no connection at all; 0 while it has one */
+    bool need_resume;    /* no ResumeRuntime reply yet */
+    bool held;           /* hold_suspended: the resume waits for ipc_listen_resume */
+    bool removed;        /* forgotten; freed once its exchange (if any) has reported back */
+    int probe_level;     /* 3, 2 or 1: the ProcessInfo version to try next */
+    int failures;        /* consecutive failed exchanges, for the backoff */
+    uint64_t retry_at;
+    uint64_t refresh_at;   /* when to ask ProcessInfo again (0: not planned) */
+    uint64_t settle_until; /* != 0: probed, not listed until its command line is whole (SETTLE) */
+    size_t refreshes;      /* refreshes planned so far */
+    enum rt_op op;
+    struct ipc_exchange *x;
+    struct lproc *proc; /* once probed */
+};
+
+struct ipc_listen {
+    uv_loop_t *loop;
+    struct ipc_listen *reg_next; /* the registry of listeners (ipc__listen_enqueue) */
+    bool registered;
+    char *path;
+    unsigned mode;
+    uint64_t probe_timeout_ms;
+    uint64_t advertise_timeout_ms;
+    uint64_t forget_ms;
+    size_t pending_max;
+    size_t runtimes_max; /* 0: unbounded */
+    bool hold;
+    ipc_discovery_change_cb on_change;
+    void *ud;
+
+    uv_pipe_t server;
+    uv_timer_t wake;
+    uv_idle_t dispatch;
+    int open_handles;
+    bool server_init;
+    bool bound;
+    bool accept_deferred; /* libuv holds an accepted descriptor we have not taken yet */
+    bool dispatch_active;
+    dev_t dev; /* the socket file we bound, to remove only that one on close */
+    ino_t ino;
+
+    struct rconn *pending;
+    size_t npending;
+    struct rconn *parked; /* turned away, closed at their deadline */
+    size_t nrconns;       /* rconn handles not yet closed */
+    struct ipc__rt *rts;
+    size_t nrts;             /* including removed ones not yet freed */
+    size_t nlive;            /* not removed */
+    struct ipc_conn *failed; /* waiters to fail from the dispatcher (their runtime is gone) */
+    size_t in_flight;        /* our own exchanges */
+    uint64_t turned_away_at;
+    struct ipc_listen_stats stats;
+
+    struct lproc **list; /* published, sorted */
+    struct lproc **next_list;
+    size_t count;
+    size_t list_cap;
+    struct lproc *retired;
+
+    bool closing;
+    bool finished;
+    bool fs_busy;
+    uv_fs_t fs;
+    void (*close_cb)(void *ud);
+    void *close_ud;
+};
+
+static void pump(struct ipc_listen *l);
+static void publish(struct ipc_listen *l);
+static void maybe_finish_close(struct ipc_listen *l);
+
+/* ---- the registry: which listener serves "reverse:<uid>" ------------------------------------- */
+
+/*
+ * Listeners of every loop in the process. The lock only guards the list; a listener's runtimes
+ * are only ever looked at from its own loop's thread (lookups match the loop first).
+ */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ipc_listen *registry;
+
+static void registry_add(struct ipc_listen *l)
+{
+    pthread_mutex_lock(&registry_lock);
+    l->reg_next = registry;
+    registry = l;
+    l->registered = true;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void registry_remove(struct ipc_listen *l)
+{
+    if (!l->registered) {
+        return;
+    }
+    pthread_mutex_lock(&registry_lock);
+    for (struct ipc_listen **pp = &registry; *pp != NULL; pp = &(*pp)->reg_next) {
+        if (*pp == l) {
+            *pp = l->reg_next;
+            break;
+        }
+    }
+    l->registered = false;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* ---- intrusive lists of struct ipc_conn (next/pprev) ----------------------------------------- */
+
+static void conn_push(struct ipc_conn **head, struct ipc_conn *c)
+{
+    c->next = *head;
+    c->pprev = head;
+    if (*head != NULL) {
+        (*head)->pprev = &c->next;
+    }
+    *head = c;
+}
+
+static void conn_unlink(struct ipc_conn *c)
+{
+    if (c->pprev == NULL) {
+        return;
+    }
+    *c->pprev = c->next;
+    if (c->next != NULL) {
+        c->next->pprev = c->pprev;
+    }
+    c->next = NULL;
+    c->pprev = NULL;
+}
+
+/* The oldest element of a newest-first list. */
+static struct ipc_conn *conn_oldest(struct ipc_conn *head)
+{
+    while (head != NULL && head->next != NULL) {
+        head = head->next;
+    }
+    return head;
+}
+
+/* ---- small helpers --------------------------------------------------------------------------- */
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+static void on_wake(uv_timer_t *t);
+
+/*
+ * Runs pump() from a clean stack, on the next loop turn (never from the wake timer's own callback:
+ * pump() re-arms it with a delay of at least 1 ms).
+ */
+static void schedule_pump(struct ipc_listen *l)
+{
+    if (!l->closing) {
+        (void)uv_timer_start(&l->wake, on_wake, 0, 0);
+    }
+}
+
+static void schedule_dispatch(struct ipc_listen *l);
+
+static struct ipc__rt *rt_find_cookie(struct ipc_listen *l, const uint8_t *cookie)
+{
+    for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
+        if (!rt->removed && memcmp(rt->cookie, cookie, IPC_GUID_SIZE) == 0) {
+            return rt;
+        }
+    }
+    return NULL;
+}
+
+static struct ipc__rt *rt_find_uid(struct ipc_listen *l, const char *uid)
+{
+    for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
+        if (!rt->removed && strcmp(rt->uid, uid) == 0) {
+            return rt;
+        }
+    }
+    return NULL;
+}
+
+static void lproc_free(struct lproc *p)
+{
+    if (p != NULL) {
+        ipc__process_fini(&p->pub);
+        free(p);
+    }
+}
+
+/* Keeps both list arrays able to hold one entry per runtime, so publish() never allocates. */
+static int ensure_list_cap(struct ipc_listen *l, size_t n)
+{
+    if (n <= l->list_cap) {
+        return 0;
+    }
+    size_t cap = l->list_cap ? l->list_cap * 2 : 16;
+    while (cap < n) {
+        cap *= 2;
+    }
+    /* Arrays of pointers: the size of a pointer is what is meant (hence the NOLINTs). */
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
+    struct lproc **a = realloc(l->list, cap * sizeof(*a));
+    if (a == NULL) {
+        return UV_ENOMEM;
+    }
+    l->list = a;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
+    struct lproc **b = realloc(l->next_list, cap * sizeof(*b));
+    if (b == NULL) {
+        return UV_ENOMEM;
+    }
+    l->next_list = b;
+    l->list_cap = cap;
+    return 0;
+}
+
+/* ---- connections ----------------------------------------------------------------------------- */
+
+static void rconn_on_close(uv_handle_t *h)
+{
+    struct rconn *c = h->data;
+    struct ipc_listen *l = c->l;
+    free(c);
+    l->nrconns--;
+    maybe_finish_close(l);
+}
+
+/* Takes c out of its list and closes the listener's handle of it. Idempotent. */
+static void rconn_close(struct rconn *c)
+{
+    struct ipc_listen *l = c->l;
+    if (c->state == RC_CLOSED) {
+        return;
+    }
+    struct rconn **head = c->state == RC_PENDING  ? &l->pending
+                          : c->state == RC_PARKED ? &l->parked
+                                                  : &c->rt->spares;
+    for (struct rconn **pp = head; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    if (c->state == RC_PENDING) {
+        l->npending--;
+    } else if (c->state == RC_SPARE) {
+        c->rt->nspares--;
+    }
+    l->stats.pending = l->npending;
+    c->state = RC_CLOSED;
+    c->rt = NULL;
+    c->next = NULL;
+    uv_close((uv_handle_t *)&c->pipe, rconn_on_close);
+}
+
+static void rt_log_gone_spare(const struct rconn *c, const char *why)
+{
+    log_debug(LOG_CAT, "runtime pid %llu (uid %s): idle connection %s",
+              (unsigned long long)c->rt->pid, c->rt->uid, why);
+}
+
+static void rconn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    struct rconn *c = h->data;
+    (void)suggested;
+    if (c->state == RC_PENDING) {
+        /* Never more than the advertise: a runtime sends nothing else before a command. */
+        *b = uv_buf_init((char *)c->adv + c->n, (unsigned int)(sizeof(c->adv) - c->n));
+    } else {
+        *b = uv_buf_init((char *)&c->scratch, 1);
+    }
+}
+
+static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint64_t pid)
+{
+    if (ensure_list_cap(l, l->nrts + 1) != 0) {
+        return NULL;
+    }
+    struct ipc__rt *rt = calloc(1, sizeof(*rt));
+    if (rt == NULL) {
+        return NULL;
+    }
+    rt->l = l;
+    memcpy(rt->cookie, cookie, IPC_GUID_SIZE);
+    ipc_guid_format(cookie, rt->uid);
+    /* "reverse:<uid>": the buffer is sized for exactly that (both sizes count one NUL). */
+    memcpy(rt->endpoint, IPC_REVERSE_PREFIX, sizeof(IPC_REVERSE_PREFIX) - 1);
+    memcpy(rt->endpoint + sizeof(IPC_REVERSE_PREFIX) - 1, rt->uid, sizeof(rt->uid));
+    rt->pid = pid;
+    rt->need_resume = true;
+    rt->held = l->hold;
+    rt->probe_level = 3;
+    rt->next = l->rts;
+    l->rts = rt;
+    l->nrts++;
+    l->nlive++;
+    log_info(LOG_CAT, "runtime pid %llu (uid %s) connected to %s%s", (unsigned long long)pid,
+             rt->uid, l->path,
+             rt->held ? "; held suspended until a trace starts (DiagnosticPort:HoldSuspended)"
+                      : "");
+    return rt;
+}
+
+/* From pending to parked: not a runtime of ours, but held a while so it does not reconnect. */
+static void rconn_park(struct rconn *c, uint64_t now)
+{
+    struct ipc_listen *l = c->l;
+    for (struct rconn **pp = &l->pending; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    l->npending--;
+    l->stats.pending = l->npending;
+    c->state = RC_PARKED;
+    c->deadline = now + PARK_MS;
+    c->next = l->parked;
+    l->parked = c;
+}
+
+/* The 34 advertise bytes are in: the connection becomes its runtime's newest spare. */
+static void rconn_on_advertise(struct rconn *c)
+{
+    struct ipc_listen *l = c->l;
+    uint8_t cookie[IPC_GUID_SIZE];
+    uint64_t pid = 0;
+    if (ipc_advertise_parse(c->adv, c->n, cookie, &pid) != 0) {
+        log_warn(LOG_CAT,
+                 "a connection to %s sent %zu bytes that are not an ADVR_V1 advertise "
+                 "(PROTOCOL.md §1.5); closed it",
+                 l->path, c->n);
+        l->stats.rejected++;
+        rconn_close(c);
+        return;
+    }
+    struct ipc__rt *rt = rt_find_cookie(l, cookie);
+    if (rt == NULL) {
+        if (l->runtimes_max > 0 && l->nlive >= l->runtimes_max) {
+            uint64_t now = uv_now(l->loop);
+            if (l->turned_away_at == 0 || now - l->turned_away_at >= TURNED_AWAY_LOG_MS) {
+                l->turned_away_at = now;
+                log_warn(LOG_CAT,
+                         "runtime pid %llu turned away: %zu runtimes are connected, the "
+                         "most DiagnosticPort:MaxConnections allows",
+                         (unsigned long long)pid, l->nlive);
+            }
+            l->stats.rejected++;
+            rconn_park(c, now);
+            return;
+        }
+        rt = rt_new(l, cookie, pid);
+        if (rt == NULL) {
+            log_warn(LOG_CAT, "out of memory tracking runtime pid %llu", (unsigned long long)pid);
+            rconn_close(c);
+            return;
+        }
+    } else if (rt->pid != pid) {
+        log_debug(LOG_CAT, "runtime uid %s advertised pid %llu, before %llu", rt->uid,
+                  (unsigned long long)pid, (unsigned long long)rt->pid);
+    }
+    for (struct rconn **pp = &l->pending; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    l->npending--;
+    l->stats.pending = l->npending;
+    l->stats.advertised++;
+    c->state = RC_SPARE;
+    c->rt = rt;
+    c->next = rt->spares;
+    rt->spares = c;
+    rt->nspares++;
+    rt->idle_since = 0;
+    if (rt->nspares > SPARES_MAX) {
+        /* Keep the newest: the oldest is the likeliest to be stale. */
+        struct rconn *old = rt->spares;
+        while (old->next != NULL) {
+            old = old->next;
+        }
+        rt_log_gone_spare(old, "closed (more than two idle connections)");
+        rconn_close(old);
+    }
+    if (rt->waiters != NULL) {
+        schedule_dispatch(l);
+    }
+}
+
+static void rconn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    struct rconn *c = s->data;
+    struct ipc_listen *l = c->l;
+    (void)b;
+    if (nread == 0 || c->state == RC_CLOSED) {
+        return;
+    }
+    if (c->state == RC_PENDING) {
+        if (nread < 0) {
+            if (c->n > 0) {
+                log_warn(LOG_CAT,
+                         "a connection to %s ended after %zu of the %d advertise bytes "
+                         "(%s); closed it",
+                         l->path, c->n, IPC_ADVERTISE_SIZE, agent_strerror((int)nread));
+                l->stats.rejected++;
+            } else {
+                log_debug(LOG_CAT, "a connection to %s ended before its advertise", l->path);
+            }
+            rconn_close(c);
+        } else {
+            c->n += (size_t)nread;
+            if (c->n == sizeof(c->adv)) {
+                rconn_on_advertise(c);
+            }
+        }
+    } else if (c->state == RC_PARKED) {
+        rconn_close(c); /* the turned-away runtime went, or spoke: either way, done */
+    } else if (nread < 0) {
+        rt_log_gone_spare(c,
+                          nread == UV_EOF ? "closed by the runtime" : agent_strerror((int)nread));
+        rconn_close(c);
+    } else {
+        log_warn(LOG_CAT, "runtime pid %llu (uid %s) sent bytes on an idle connection; closed it",
+                 (unsigned long long)c->rt->pid, c->rt->uid);
+        rconn_close(c);
+    }
+    pump(l);
+}
+
+static void accept_one(struct ipc_listen *l)
+{
+    struct rconn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        /* libuv keeps the connection for us and stops accepting; pump() tries again. */
+        l->accept_deferred = true;
+        return;
+    }
+    l->accept_deferred = false;
+    (void)uv_pipe_init(l->loop, &c->pipe, 0); /* cannot fail on Unix */
+    c->pipe.data = c;
+    c->l = l;
+    l->nrconns++;
+    int rc = uv_accept((uv_stream_t *)&l->server, (uv_stream_t *)&c->pipe);
+    if (rc != 0) {
+        log_warn(LOG_CAT, "cannot accept a connection on %s: %s", l->path, agent_strerror(rc));
+        c->state = RC_CLOSED;
+        uv_close((uv_handle_t *)&c->pipe, rconn_on_close);
+        return;
+    }
+    c->state = RC_PENDING;
+    c->deadline = uv_now(l->loop) + l->advertise_timeout_ms;
+    c->next = l->pending;
+    l->pending = c;
+    l->npending++;
+    l->stats.pending = l->npending;
+    l->stats.accepted++;
+    rc = uv_read_start((uv_stream_t *)&c->pipe, rconn_on_alloc, rconn_on_read);
+    if (rc != 0) {
+        rconn_close(c);
+    }
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct ipc_listen *l = server->data;
+    if (l->closing) {
+        return;
+    }
+    if (status < 0) {
+        log_warn(LOG_CAT, "accepting on %s: %s", l->path, agent_strerror(status));
+        return;
+    }
+    if (l->npending >= l->pending_max) {
+        /*
+         * Not taking it makes libuv stop accepting: the rest waits in the kernel's backlog (the
+         * runtime's connect times out and it retries), until an advertise completes.
+         */
+        l->accept_deferred = true;
+        return;
+    }
+    accept_one(l);
+    pump(l);
+}
+
+/* ---- hand-over ------------------------------------------------------------------------------- */
+
+/*
+ * Moves the spare's socket into `to`: a duplicate descriptor is opened there, and the listener's
+ * own handle is closed (which removes the original from the loop's poll set before closing it).
+ * On failure the spare is still closed unless the duplicate could not be made.
+ */
+static int rconn_hand_over(struct rconn *c, uv_pipe_t *to)
+{
+    uv_os_fd_t fd;
+    int rc = uv_fileno((const uv_handle_t *)&c->pipe, &fd);
+    if (rc != 0) {
+        return rc;
+    }
+    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (dup_fd < 0) {
+        return -errno;
+    }
+    (void)uv_read_stop((uv_stream_t *)&c->pipe);
+    rconn_close(c);
+    rc = uv_pipe_open(to, dup_fd);
+    if (rc != 0) {
+        (void)close(dup_fd);
+    }
+    return rc;
+}
+
+/*
+ * Delivers failures, and gives each runtime's oldest waiter its newest spare, one at a time (a
+ * callback may change any list), until nothing is left to do or the listener starts closing
+ * (unless `final`: the last round, see ipc_listen_close).
+ */
+static void dispatch(struct ipc_listen *l, bool final)
+{
+    while (final || !l->closing) {
+        struct ipc_conn *c = final ? NULL : conn_oldest(l->failed);
+        int status = 0;
+        if (c != NULL) {
+            conn_unlink(c);
+            status = c->status;
+        } else {
+            for (struct ipc__rt *rt = l->rts; rt != NULL && c == NULL; rt = rt->next) {
+                if (rt->removed || rt->waiters == NULL || rt->spares == NULL) {
+                    continue;
+                }
+                c = conn_oldest(rt->waiters);
+                conn_unlink(c);
+                c->rt = NULL;
+                status = rconn_hand_over(rt->spares, c->pipe);
+                if (status == 0) {
+                    c->rt = rt;
+                    conn_push(&rt->leases, c);
+                    rt->nleases++;
+                    l->stats.handed_out++;
+                    log_debug(LOG_CAT, "runtime pid %llu: idle connection handed to a command",
+                              (unsigned long long)rt->pid);
+                } else {
+                    log_warn(LOG_CAT, "cannot hand runtime pid %llu's connection over: %s",
+                             (unsigned long long)rt->pid, agent_strerror(status));
+                }
+            }
+        }
+        if (c == NULL) {
+            break;
+        }
+        c->state = IPC_CONN_READY;
+        c->cb(c, status);
+    }
+}
+
+static void on_dispatch(uv_idle_t *h)
+{
+    struct ipc_listen *l = h->data;
+    (void)uv_idle_stop(h);
+    l->dispatch_active = false;
+    dispatch(l, false);
+    pump(l);
+}
+
+static void schedule_dispatch(struct ipc_listen *l)
+{
+    if (!l->dispatch_active && !l->closing) {
+        l->dispatch_active = true;
+        (void)uv_idle_start(&l->dispatch, on_dispatch);
+    }
+}
+
+int ipc__listen_enqueue(struct ipc_conn *c, uv_loop_t *loop, const char *uid)
+{
+    struct ipc_listen *found = NULL;
+    struct ipc__rt *rt = NULL;
+    pthread_mutex_lock(&registry_lock);
+    for (struct ipc_listen *l = registry; l != NULL; l = l->reg_next) {
+        if (l->loop == loop && !l->closing && (rt = rt_find_uid(l, uid)) != NULL) {
+            found = l;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (found == NULL) {
+        return UV_ECONNREFUSED; /* no such runtime connected: as a socket nobody listens on */
+    }
+    c->rt = rt;
+    conn_push(&rt->waiters, c);
+    if (rt->spares != NULL) {
+        schedule_dispatch(found);
+    }
+    return 0;
+}
+
+void ipc__listen_conn_close(struct ipc_conn *c)
+{
+    if (c->state == IPC_CONN_WAITING) {
+        conn_unlink(c); /* from its runtime's queue, or the failed list */
+        c->rt = NULL;
+        return;
+    }
+    struct ipc__rt *rt = c->rt;
+    if (rt == NULL) {
+        return;
+    }
+    conn_unlink(c);
+    c->rt = NULL;
+    rt->nleases--;
+    if (rt->nleases == 0 && rt->nspares == 0) {
+        schedule_pump(rt->l); /* starts the forget clock, unless it reconnects first */
+    }
+}
+
+/* ---- runtimes: resume, probe, forget --------------------------------------------------------- */
+
+static void rt_reap(struct ipc__rt *rt)
+{
+    struct ipc_listen *l = rt->l;
+    if (!rt->removed || rt->x != NULL || l->closing) {
+        return;
+    }
+    for (struct ipc__rt **pp = &l->rts; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == rt) {
+            *pp = rt->next;
+            break;
+        }
+    }
+    l->nrts--;
+    free(rt);
+}
+
+static void rt_forget(struct ipc__rt *rt, uint64_t idle_ms)
+{
+    struct ipc_listen *l = rt->l;
+    log_info(LOG_CAT,
+             "runtime pid %llu (uid %s) has had no connection to dotmon for %llu ms: "
+             "forgotten",
+             (unsigned long long)rt->pid, rt->uid, (unsigned long long)idle_ms);
+    rt->removed = true;
+    l->nlive--;
+    l->stats.forgotten++;
+    while (rt->spares != NULL) {
+        rconn_close(rt->spares);
+    }
+    while (rt->waiters != NULL) {
+        struct ipc_conn *c = rt->waiters;
+        conn_unlink(c);
+        c->rt = NULL;
+        c->status = UV_ECONNREFUSED;
+        conn_push(&l->failed, c);
+        schedule_dispatch(l);
+    }
+    if (rt->proc != NULL) {
+        rt->proc->retired_next = l->retired;
+        l->retired = rt->proc;
+        rt->proc = NULL;
+    }
+    if (rt->x != NULL) {
+        ipc__exchange_abort(rt->x); /* its callback still comes, then rt is reaped */
+    }
+    rt_reap(rt);
+}
+
+static void rt_failed(struct ipc__rt *rt, const char *what, int status, uint32_t hresult)
+{
+    struct ipc_listen *l = rt->l;
+    rt->failures++;
+    uint64_t delay = RETRY_FIRST_MS;
+    for (int i = 1; i < rt->failures && delay < RETRY_MAX_MS; i++) {
+        delay *= 2;
+    }
+    delay = min_u64(delay, RETRY_MAX_MS);
+    rt->retry_at = uv_now(l->loop) + delay;
+    if (rt->need_resume && !rt->held) {
+        log_warn(LOG_CAT,
+                 "runtime pid %llu (uid %s): %s failed (%s, hresult 0x%08x); it may be "
+                 "waiting suspended; retrying in %llu ms",
+                 (unsigned long long)rt->pid, rt->uid, what, agent_strerror(status),
+                 (unsigned)hresult, (unsigned long long)delay);
+    } else {
+        log_debug(LOG_CAT,
+                  "runtime pid %llu (uid %s): %s failed (%s, hresult 0x%08x); retrying in "
+                  "%llu ms",
+                  (unsigned long long)rt->pid, rt->uid, what, agent_strerror(status),
+                  (unsigned)hresult, (unsigned long long)delay);
+    }
+}
+
+/* Plans the next ProcessInfo refresh, if any is left (none while held: nothing would change). */
+static void rt_plan_refresh(struct ipc__rt *rt)
+{
+    rt->refresh_at = 0;
+    if (!rt->held && rt->refreshes < REFRESHES) {
+        rt->refresh_at = uv_now(rt->l->loop) + refresh_after_ms[rt->refreshes++];
+    }
+}
+
+/* True while the command line is one word (no space): the host may not have set it yet. */
+static bool cmdline_unsettled(const struct ipc__rt *rt)
+{
+    return !rt->held && rt->proc != NULL && strchr(rt->proc->pub.command_line, ' ') == NULL;
+}
+
+/*
+ * After a probe or refresh answered (or failed): a settling runtime is listed once its command
+ * line is whole or its time is up; otherwise the next refresh is planned.
+ */
+static void rt_after_probe(struct ipc__rt *rt)
+{
+    uint64_t now = uv_now(rt->l->loop);
+    if (rt->settle_until != 0) {
+        if (cmdline_unsettled(rt) && now < rt->settle_until) {
+            rt->refresh_at = now + SETTLE_STEP_MS;
+            return;
+        }
+        rt->settle_until = 0;
+        publish(rt->l);
+    }
+    rt_plan_refresh(rt);
+}
+
+/* Moves a refreshed ProcessInfo's strings into the listed struct, which stays the same object. */
+static void proc_refresh(struct ipc_process *p, struct ipc_process *fresh)
+{
+    char **dst[] = {&p->name,
+                    &p->command_line,
+                    &p->os,
+                    &p->arch,
+                    &p->clr_version,
+                    &p->entrypoint_assembly,
+                    &p->runtime_identifier};
+    char **src[] = {&fresh->name,
+                    &fresh->command_line,
+                    &fresh->os,
+                    &fresh->arch,
+                    &fresh->clr_version,
+                    &fresh->entrypoint_assembly,
+                    &fresh->runtime_identifier};
+    for (size_t i = 0; i < sizeof(dst) / sizeof(dst[0]); i++) {
+        char *old = *dst[i];
+        *dst[i] = *src[i];
+        *src[i] = old;
+    }
+    ipc__process_fini(fresh);
+}
+
+static void on_resume_result(struct ipc__rt *rt, const struct ipc_result *res)
+{
+    if (res->status != 0) {
+        rt_failed(rt, "ResumeRuntime", res->status, 0);
+        return;
+    }
+    rt->need_resume = false;
+    rt->failures = 0;
+    rt->l->stats.resumed++;
+    if (rt->proc != NULL) {
+        /* Listed while held: what it said then was said before its start-up ran. */
+        rt->refreshes = 0;
+        rt_plan_refresh(rt);
+    }
+    if (res->ok) {
+        log_debug(LOG_CAT, "runtime pid %llu (uid %s) resumed (ResumeRuntime)",
+                  (unsigned long long)rt->pid, rt->uid);
+    } else {
+        /* A runtime without the command was never suspended by it: nothing to wait for. */
+        log_warn(LOG_CAT, "runtime pid %llu (uid %s) answered ResumeRuntime with %s (0x%08x)",
+                 (unsigned long long)rt->pid, rt->uid, ipc_hresult_name(res->hresult),
+                 res->hresult);
+    }
+}
+
+static void on_probe_result(struct ipc__rt *rt, const struct ipc_result *res)
+{
+    struct ipc_listen *l = rt->l;
+    int level = rt->probe_level;
+    if (rt->proc != NULL) {
+        /* A refresh: keep what is listed unless the runtime answers in full. */
+        struct ipc_process_info pi;
+        struct ipc_process fresh;
+        memset(&fresh, 0, sizeof(fresh));
+        if (res->status == 0 && res->ok &&
+            ipc_process_info_parse(res->payload, res->payload_len, level, &pi) == 0 &&
+            ipc__process_init(&fresh, &pi, level, rt->endpoint) == 0) {
+            if (strcmp(fresh.command_line, rt->proc->pub.command_line) != 0) {
+                log_debug(LOG_CAT, "runtime pid %llu: command line now '%s'",
+                          (unsigned long long)rt->pid, fresh.command_line);
+            }
+            proc_refresh(&rt->proc->pub, &fresh);
+        }
+        rt_after_probe(rt);
+        return;
+    }
+    if (res->status != 0) {
+        rt_failed(rt, "ProcessInfo", res->status, 0);
+        return;
+    }
+    if (!res->ok) {
+        if (res->hresult == IPC_HR_UNKNOWN_COMMAND && level > 1) {
+            rt->probe_level = level - 1; /* an older runtime: the previous ProcessInfo, at once */
+            return;
+        }
+        rt_failed(rt, "ProcessInfo", AGENT_E_RUNTIME, res->hresult);
+        return;
+    }
+    struct ipc_process_info pi;
+    int rc = ipc_process_info_parse(res->payload, res->payload_len, level, &pi);
+    struct lproc *p = rc == 0 ? calloc(1, sizeof(*p)) : NULL;
+    if (p == NULL || ipc__process_init(&p->pub, &pi, level, rt->endpoint) != 0) {
+        free(p);
+        rt_failed(rt, "ProcessInfo", rc != 0 ? rc : UV_ENOMEM, 0);
+        return;
+    }
+    if (pi.pid != rt->pid) {
+        log_debug(LOG_CAT, "runtime uid %s: ProcessInfo says pid %llu, its advertise %llu", rt->uid,
+                  (unsigned long long)pi.pid, (unsigned long long)rt->pid);
+    }
+    /* The advertised pid: what the target sees itself as, like the socket name in connect mode. */
+    p->pub.pid = rt->pid;
+    p->pub.key = 0;
+    p->pub.seen_ms = uv_now(l->loop);
+    rt->proc = p;
+    rt->failures = 0;
+    log_debug(LOG_CAT, "runtime pid %llu uid %s name %s (ProcessInfo%s): '%s'",
+              (unsigned long long)rt->pid, rt->uid, p->pub.name,
+              level == 3   ? "3"
+              : level == 2 ? "2"
+                           : "",
+              p->pub.command_line);
+    if (cmdline_unsettled(rt)) {
+        rt->settle_until = uv_now(l->loop) + SETTLE_MS;
+    } else {
+        publish(l);
+    }
+    rt_after_probe(rt);
+}
+
+static void on_op_done(void *ud, const struct ipc_result *res)
+{
+    struct ipc__rt *rt = ud;
+    struct ipc_listen *l = rt->l;
+    enum rt_op op = rt->op;
+    rt->x = NULL;
+    rt->op = RT_OP_NONE;
+    l->in_flight--;
+    if (l->closing) {
+        maybe_finish_close(l);
+        return;
+    }
+    if (rt->removed) {
+        rt_reap(rt);
+    } else if (op == RT_OP_RESUME) {
+        on_resume_result(rt, res);
+    } else {
+        on_probe_result(rt, res);
+    }
+    pump(l);
+}
+
+static void rt_start_op(struct ipc__rt *rt, enum rt_op op)
+{
+    struct ipc_listen *l = rt->l;
+    uint8_t req[IPC_HEADER_SIZE];
+    struct ipc_wr w;
+    ipc_wr_init(&w, req, sizeof(req));
+    int rc;
+    if (op == RT_OP_RESUME) {
+        rc = ipc_cmd_resume_runtime(&w);
+    } else if (rt->probe_level == 1) {
+        rc = ipc_cmd_process_info(&w);
+    } else if (rt->probe_level == 2) {
+        rc = ipc_cmd_process_info2(&w);
+    } else {
+        rc = ipc_cmd_process_info3(&w);
+    }
+    if (rc == 0) {
+        rc = ipc_exchange_start(l->loop, rt->endpoint, req, w.len, IPC_EXCHANGE_SIMPLE,
+                                l->probe_timeout_ms, PROBE_MAX_REPLY, on_op_done, rt, &rt->x);
+    }
+    if (rc != 0) {
+        rt_failed(rt, op == RT_OP_RESUME ? "ResumeRuntime" : "ProcessInfo", rc, 0);
+        return;
+    }
+    rt->op = op;
+    l->in_flight++;
+}
+
+static void on_wake(uv_timer_t *t)
+{
+    pump(t->data);
+}
+
+/*
+ * One runtime's share of pump(): forgets it once it has been without any connection for the
+ * grace (true: the list changed), else starts the exchange that is due (ResumeRuntime first,
+ * then ProcessInfo, then refreshes) and lowers *wake to its next deadline.
+ */
+static bool pump_runtime(struct ipc__rt *rt, uint64_t now, uint64_t *wake)
+{
+    struct ipc_listen *l = rt->l;
+    if (rt->nspares == 0 && rt->nleases == 0) {
+        bool busy = rt->proc != NULL && rt->proc->pub.busy > 0;
+        if (busy || rt->idle_since == 0) {
+            rt->idle_since = now; /* a busy runtime's grace starts when it is no longer busy */
+        } else if (now - rt->idle_since >= l->forget_ms) {
+            rt_forget(rt, now - rt->idle_since);
+            return true;
+        }
+        if (!busy) {
+            *wake = min_u64(*wake, rt->idle_since + l->forget_ms);
+        }
+    } else {
+        rt->idle_since = 0;
+    }
+    if (rt->x != NULL) {
+        return false;
+    }
+    bool resume = rt->need_resume && !rt->held;
+    bool probe = rt->proc == NULL;
+    bool refresh = !probe && rt->refresh_at != 0;
+    if (!resume && !probe && !refresh) {
+        return false;
+    }
+    uint64_t due = rt->retry_at;
+    if (!resume && refresh && rt->refresh_at > due) {
+        due = rt->refresh_at;
+    }
+    if (due > now) {
+        *wake = min_u64(*wake, due);
+        return false;
+    }
+    rt_start_op(rt, resume ? RT_OP_RESUME : RT_OP_PROBE);
+    if (rt->x == NULL) {
+        *wake = min_u64(*wake, rt->retry_at);
+    }
+    return false;
+}
+
+static void pump(struct ipc_listen *l)
+{
+    if (l->closing) {
+        return;
+    }
+    uint64_t now = uv_now(l->loop);
+    uint64_t wake = UINT64_MAX;
+    bool changed = false;
+    for (struct rconn *c = l->pending, *next; c != NULL; c = next) {
+        next = c->next;
+        if (now >= c->deadline) {
+            log_warn(LOG_CAT,
+                     "a connection to %s sent %zu of the %d advertise bytes within %llu "
+                     "ms; closed it",
+                     l->path, c->n, IPC_ADVERTISE_SIZE,
+                     (unsigned long long)l->advertise_timeout_ms);
+            l->stats.rejected++;
+            rconn_close(c);
+        } else {
+            wake = min_u64(wake, c->deadline);
+        }
+    }
+    for (struct rconn *c = l->parked, *next; c != NULL; c = next) {
+        next = c->next;
+        if (now >= c->deadline) {
+            rconn_close(c);
+        } else {
+            wake = min_u64(wake, c->deadline);
+        }
+    }
+    for (struct ipc__rt *rt = l->rts, *next; rt != NULL; rt = next) {
+        next = rt->next;
+        if (!rt->removed) {
+            changed |= pump_runtime(rt, now, &wake);
+        }
+    }
+    if (l->accept_deferred && l->npending < l->pending_max) {
+        accept_one(l);
+    }
+    if (changed) {
+        publish(l);
+    }
+    uv_timer_stop(&l->wake);
+    if (wake != UINT64_MAX) {
+        (void)uv_timer_start(&l->wake, on_wake, wake > now ? wake - now : 1, 0);
+    }
+    l->stats.runtimes = l->nlive;
+}
+
+/* ---- the published list ---------------------------------------------------------------------- */
+
+/* pid ascending, then uid: two runtimes may share a pid (containers where each app is pid 1). */
+static int lproc_cmp(const void *a, const void *b)
+{
+    const struct lproc *x = *(struct lproc *const *)a;
+    const struct lproc *y = *(struct lproc *const *)b;
+    if (x->pub.pid != y->pub.pid) {
+        return x->pub.pid < y->pub.pid ? -1 : 1;
+    }
+    return strcmp(x->pub.uid, y->pub.uid);
+}
+
+static bool list_contains(struct lproc *const *list, size_t n, const struct lproc *p)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (list[i] == p) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Rebuilds the list, reports what left and what joined, then frees the retired processes. */
+static void publish(struct ipc_listen *l)
+{
+    size_t n = 0;
+    for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
+        if (!rt->removed && rt->proc != NULL && rt->settle_until == 0) {
+            l->next_list[n++] = rt->proc; /* n <= nrts <= list_cap */
+        }
+    }
+    if (n > 1) {
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+        qsort(l->next_list, n, sizeof(l->next_list[0]), lproc_cmp);
+    }
+    struct lproc **old = l->list;
+    size_t old_n = l->count;
+    l->list = l->next_list;
+    l->count = n;
+    l->next_list = old;
+    for (size_t i = 0; i < old_n && l->on_change != NULL && !l->closing; i++) {
+        if (!list_contains(l->list, n, old[i])) {
+            l->on_change(l->ud, &old[i]->pub, false);
+        }
+    }
+    for (size_t i = 0; i < n && l->on_change != NULL && !l->closing; i++) {
+        if (!list_contains(old, old_n, l->list[i])) {
+            l->on_change(l->ud, &l->list[i]->pub, true);
+        }
+    }
+    while (l->retired != NULL) {
+        struct lproc *p = l->retired;
+        l->retired = p->retired_next;
+        lproc_free(p);
+    }
+}
+
+/* ---- binding --------------------------------------------------------------------------------- */
+
+/*
+ * A socket file left at the path by an earlier dotmon that died: replace it, but only if it is a
+ * socket and nobody accepts on it (a non-blocking connect is refused). Anything else is an error:
+ * a live listener (another dotmon) or a file that is not a socket is never deleted.
+ */
+static int replace_stale(const char *path, const struct sockaddr_un *sa)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        int err = errno;
+        if (err == ENOENT) {
+            return 0;
+        }
+        log_error(LOG_CAT, "cannot check %s: %s", path, strerror(err));
+        return -err;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        log_error(LOG_CAT, "%s exists and is not a socket; dotmon does not replace it", path);
+        return UV_EEXIST;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int err = errno;
+        log_error(LOG_CAT, "cannot create a socket: %s", strerror(err));
+        return -err;
+    }
+    int r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+    int err = r == 0 ? 0 : errno;
+    (void)close(fd);
+    if (r == 0 || err == EAGAIN || err == EINPROGRESS) {
+        log_error(LOG_CAT,
+                  "another process accepts connections on %s (another dotmon?); not "
+                  "replacing it",
+                  path);
+        return UV_EADDRINUSE;
+    }
+    if (err != ECONNREFUSED) {
+        log_error(LOG_CAT, "cannot check whether %s is in use: %s", path, strerror(err));
+        return -err;
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+        err = errno;
+        log_error(LOG_CAT, "cannot remove the stale socket %s: %s", path, strerror(err));
+        return -err;
+    }
+    log_info(LOG_CAT, "replaced the stale socket file %s", path);
+    return 0;
+}
+
+/*
+ * The socket gets its mode before bind (fchmod on the unbound socket: the file is created with it,
+ * narrowed by the umask, so it is never more open than configured), then exactly that mode with
+ * chmod (a umask of 022 would otherwise take group write from 0660).
+ */
+static int bind_socket(struct ipc_listen *l, int *fd_out)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    size_t len = strlen(l->path);
+    if (len >= sizeof(sa.sun_path)) {
+        log_error(LOG_CAT, "%s is too long for a Unix socket path (%zu bytes at most)", l->path,
+                  sizeof(sa.sun_path) - 1);
+        return UV_ENAMETOOLONG;
+    }
+    memcpy(sa.sun_path, l->path, len + 1);
+    int rc = replace_stale(l->path, &sa);
+    if (rc != 0) {
+        return rc;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        rc = -errno;
+        log_error(LOG_CAT, "cannot create a socket: %s", agent_strerror(rc));
+        return rc;
+    }
+    const char *step = "fchmod";
+    bool bound = false;
+    struct stat st;
+    if (fchmod(fd, (mode_t)l->mode) != 0) {
+        goto fail;
+    }
+    step = "bind";
+    if (bind(fd, (const struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        goto fail;
+    }
+    bound = true;
+    step = "chmod";
+    if (chmod(l->path, (mode_t)l->mode) != 0) {
+        goto fail;
+    }
+    step = "stat";
+    if (stat(l->path, &st) != 0) {
+        goto fail;
+    }
+    l->dev = st.st_dev;
+    l->ino = st.st_ino;
+    *fd_out = fd;
+    return 0;
+
+fail:
+    rc = -errno;
+    log_error(LOG_CAT, "cannot bind %s (%s): %s", l->path, step, agent_strerror(rc));
+    if (bound) {
+        (void)unlink(l->path);
+    }
+    (void)close(fd);
+    return rc;
+}
+
+/* ---- public API ------------------------------------------------------------------------------ */
+
+int ipc_listen_new(uv_loop_t *loop, const struct ipc_listen_config *cfg,
+                   ipc_discovery_change_cb on_change, void *ud, struct ipc_listen **out)
+{
+    if (loop == NULL || cfg == NULL || cfg->path == NULL || cfg->path[0] == '\0' || out == NULL ||
+        cfg->socket_mode > 0777) {
+        return AGENT_E_INVAL;
+    }
+    struct ipc_listen *l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        return UV_ENOMEM;
+    }
+    l->path = strdup(cfg->path);
+    if (l->path == NULL) {
+        free(l);
+        return UV_ENOMEM;
+    }
+    l->loop = loop;
+    l->mode = cfg->socket_mode ? cfg->socket_mode : DEFAULT_MODE;
+    l->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : DEFAULT_PROBE_TIMEOUT_MS;
+    l->advertise_timeout_ms =
+        cfg->advertise_timeout_ms ? cfg->advertise_timeout_ms : DEFAULT_ADVERTISE_TIMEOUT_MS;
+    l->forget_ms = cfg->forget_after_ms ? cfg->forget_after_ms : DEFAULT_FORGET_MS;
+    l->pending_max = cfg->max_connections ? cfg->max_connections : DEFAULT_PENDING_MAX;
+    l->runtimes_max = cfg->max_connections;
+    l->hold = cfg->hold_suspended;
+    l->on_change = on_change;
+    l->ud = ud;
+    /* None of these inits can fail on Unix; from here on close() must run to release them. */
+    (void)uv_timer_init(loop, &l->wake);
+    (void)uv_idle_init(loop, &l->dispatch);
+    (void)uv_pipe_init(loop, &l->server, 0);
+    l->wake.data = l;
+    l->dispatch.data = l;
+    l->server.data = l;
+    l->server_init = true;
+    l->open_handles = 3;
+    *out = l;
+    return 0;
+}
+
+int ipc_listen_start(struct ipc_listen *l)
+{
+    if (l == NULL || l->bound || l->closing) {
+        return AGENT_E_INVAL;
+    }
+    int fd = -1;
+    int rc = bind_socket(l, &fd);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = uv_pipe_open(&l->server, fd);
+    if (rc != 0) {
+        (void)close(fd);
+    } else {
+        /* From here the handle owns fd (closed with it). */
+        rc = uv_listen((uv_stream_t *)&l->server, BACKLOG, on_connection);
+    }
+    if (rc != 0) {
+        log_error(LOG_CAT, "cannot listen on %s: %s", l->path, agent_strerror(rc));
+        (void)unlink(l->path);
+        return rc;
+    }
+    l->bound = true;
+    registry_add(l);
+    log_info(LOG_CAT, "listening for .NET runtimes on %s (mode %04o)", l->path, l->mode);
+    return 0;
+}
+
+bool ipc_listen_ready(const struct ipc_listen *l)
+{
+    return l->bound && !l->closing;
+}
+
+size_t ipc_listen_count(const struct ipc_listen *l)
+{
+    return l->count;
+}
+
+const struct ipc_process *ipc_listen_at(const struct ipc_listen *l, size_t i)
+{
+    return i < l->count ? &l->list[i]->pub : NULL;
+}
+
+int ipc_listen_busy(struct ipc_listen *l, const char *uid, int delta)
+{
+    struct ipc__rt *rt = rt_find_uid(l, uid);
+    if (rt == NULL || rt->proc == NULL || rt->settle_until != 0) {
+        return AGENT_E_NOTFOUND;
+    }
+    struct ipc_process *p = &rt->proc->pub;
+    p->busy += delta;
+    if (p->busy < 0) {
+        p->busy = 0;
+    }
+    /* A runtime without any connection gets its full grace from now on (pump restarts it). */
+    rt->idle_since = 0;
+    schedule_pump(l);
+    return 0;
+}
+
+int ipc_listen_resume(struct ipc_listen *l, const char *uid)
+{
+    struct ipc__rt *rt = rt_find_uid(l, uid);
+    if (rt == NULL) {
+        return AGENT_E_NOTFOUND;
+    }
+    if (rt->held) {
+        rt->held = false;
+        rt->retry_at = 0;
+        log_info(LOG_CAT, "runtime pid %llu (uid %s): resuming it now", (unsigned long long)rt->pid,
+                 rt->uid);
+        schedule_pump(l);
+    }
+    return 0;
+}
+
+void ipc_listen_get_stats(const struct ipc_listen *l, struct ipc_listen_stats *out)
+{
+    *out = l->stats;
+    out->pending = l->npending;
+    out->runtimes = l->nlive;
+    size_t spares = 0;
+    for (const struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
+        spares += rt->nspares;
+    }
+    out->spares = spares;
+}
+
+/* ---- closing --------------------------------------------------------------------------------- */
+
+static void maybe_finish_close(struct ipc_listen *l)
+{
+    if (!l->closing || l->finished || l->open_handles > 0 || l->nrconns > 0 || l->in_flight > 0 ||
+        l->fs_busy) {
+        return;
+    }
+    l->finished = true;
+    /* Commands still waiting for a connection learn that none will come. */
+    struct ipc_conn *c;
+    while ((c = conn_oldest(l->failed)) != NULL) {
+        conn_unlink(c);
+        c->state = IPC_CONN_READY;
+        c->cb(c, c->status);
+    }
+    while (l->rts != NULL) {
+        struct ipc__rt *rt = l->rts;
+        l->rts = rt->next;
+        lproc_free(rt->proc);
+        free(rt);
+    }
+    while (l->retired != NULL) {
+        struct lproc *p = l->retired;
+        l->retired = p->retired_next;
+        lproc_free(p);
+    }
+    void (*cb)(void *) = l->close_cb;
+    void *ud = l->close_ud;
+    free(l->list);
+    free(l->next_list);
+    free(l->path);
+    free(l);
+    if (cb != NULL) {
+        cb(ud);
+    }
+}
+
+static void on_handle_close(uv_handle_t *h)
+{
+    struct ipc_listen *l = h->data;
+    l->open_handles--;
+    maybe_finish_close(l);
+}
+
+static void on_unlinked(uv_fs_t *req)
+{
+    struct ipc_listen *l = req->data;
+    if (req->result < 0 && req->result != UV_ENOENT) {
+        log_warn(LOG_CAT, "cannot remove %s: %s", l->path, agent_strerror((int)req->result));
+    }
+    uv_fs_req_cleanup(req);
+    l->fs_busy = false;
+    maybe_finish_close(l);
+}
+
+/* Removes the socket file only if it is still the one we bound (not a successor's). */
+static void on_lstat_for_unlink(uv_fs_t *req)
+{
+    struct ipc_listen *l = req->data;
+    bool ours = req->result == 0 && req->statbuf.st_dev == (uint64_t)l->dev &&
+                req->statbuf.st_ino == (uint64_t)l->ino;
+    uv_fs_req_cleanup(req);
+    if (ours && uv_fs_unlink(l->loop, &l->fs, l->path, on_unlinked) == 0) {
+        return;
+    }
+    l->fs_busy = false;
+    maybe_finish_close(l);
+}
+
+/*
+ * The second half of closing, from the dispatch handle on the next loop turn: commands that were
+ * already waiting when close was called (a trace's StopTracing at shutdown, typically) still get
+ * the spares there are; then every connection the listener holds is closed, the remaining
+ * waiters are failed (from maybe_finish_close) and leases are dropped: commands in progress keep
+ * their connections.
+ */
+static void on_final_dispatch(uv_idle_t *h)
+{
+    struct ipc_listen *l = h->data;
+    (void)uv_idle_stop(h);
+    dispatch(l, true);
+    for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
+        while (rt->spares != NULL) {
+            rconn_close(rt->spares);
+        }
+        while (rt->waiters != NULL) {
+            struct ipc_conn *c = rt->waiters;
+            conn_unlink(c);
+            c->rt = NULL;
+            c->status = UV_ECANCELED;
+            conn_push(&l->failed, c);
+        }
+        while (rt->leases != NULL) {
+            struct ipc_conn *c = rt->leases;
+            conn_unlink(c);
+            c->rt = NULL;
+        }
+        rt->nleases = 0;
+    }
+    uv_close((uv_handle_t *)&l->dispatch, on_handle_close);
+}
+
+void ipc_listen_close(struct ipc_listen *l, void (*cb)(void *ud), void *ud)
+{
+    if (l == NULL || l->closing) {
+        return;
+    }
+    l->closing = true;
+    l->close_cb = cb;
+    l->close_ud = ud;
+    registry_remove(l); /* no new command can queue from here on */
+    uv_close((uv_handle_t *)&l->server, on_handle_close);
+    uv_close((uv_handle_t *)&l->wake, on_handle_close);
+    while (l->pending != NULL) {
+        rconn_close(l->pending);
+    }
+    while (l->parked != NULL) {
+        rconn_close(l->parked);
+    }
+    for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
+        if (rt->x != NULL) {
+            ipc__exchange_abort(rt->x); /* leaves the waiter queue; its callback comes later */
+        }
+    }
+    /* Restarted: uv_idle_start keeps the old callback of an active handle. */
+    (void)uv_idle_stop(&l->dispatch);
+    l->dispatch_active = true;
+    (void)uv_idle_start(&l->dispatch, on_final_dispatch);
+    if (l->bound) {
+        l->fs_busy = true;
+        l->fs.data = l;
+        if (uv_fs_lstat(l->loop, &l->fs, l->path, on_lstat_for_unlink) != 0) {
+            l->fs_busy = false;
+        }
+    }
+}

@@ -756,6 +756,22 @@ static void rt_reap(struct ipc__rt *rt)
     free(rt);
 }
 
+/* Closes rt's idle connections and fails the commands waiting for one with status (they are
+ * reported by the next dispatch). */
+static void rt_drop_idle(struct ipc_listen *l, struct ipc__rt *rt, int status)
+{
+    while (rt->spares != NULL) {
+        rconn_close(rt->spares);
+    }
+    while (rt->waiters != NULL) {
+        struct ipc_conn *c = rt->waiters;
+        conn_unlink(c);
+        c->rt = NULL;
+        c->status = status;
+        conn_push(&l->failed, c);
+    }
+}
+
 static void rt_forget(struct ipc__rt *rt, uint64_t idle_ms)
 {
     struct ipc_listen *l = rt->l;
@@ -766,17 +782,8 @@ static void rt_forget(struct ipc__rt *rt, uint64_t idle_ms)
     rt->removed = true;
     l->nlive--;
     l->stats.forgotten++;
-    while (rt->spares != NULL) {
-        rconn_close(rt->spares);
-    }
-    while (rt->waiters != NULL) {
-        struct ipc_conn *c = rt->waiters;
-        conn_unlink(c);
-        c->rt = NULL;
-        c->status = UV_ECONNREFUSED;
-        conn_push(&l->failed, c);
-        schedule_dispatch(l);
-    }
+    rt_drop_idle(l, rt, UV_ECONNREFUSED);
+    schedule_dispatch(l);
     if (rt->proc != NULL) {
         rt->proc->retired_next = l->retired;
         l->retired = rt->proc;
@@ -1494,16 +1501,7 @@ static void on_final_dispatch(uv_idle_t *h)
     (void)uv_idle_stop(h);
     dispatch(l, true);
     for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
-        while (rt->spares != NULL) {
-            rconn_close(rt->spares);
-        }
-        while (rt->waiters != NULL) {
-            struct ipc_conn *c = rt->waiters;
-            conn_unlink(c);
-            c->rt = NULL;
-            c->status = UV_ECANCELED;
-            conn_push(&l->failed, c);
-        }
+        rt_drop_idle(l, rt, UV_ECANCELED);
         while (rt->leases != NULL) {
             struct ipc_conn *c = rt->leases;
             conn_unlink(c);

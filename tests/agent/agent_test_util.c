@@ -222,3 +222,32 @@ long long agent_test_int(const cJSON *obj, const char *name)
     assert_true(cJSON_IsNumber(v));
     return (long long)v->valuedouble;
 }
+
+cJSON *agent_test_tracecheck(struct testenv *env, const char *path, const char *marker)
+{
+    const char *dll = getenv("DOTMON_TRACECHECK");
+    const char *dotnet = getenv("DOTNET_EXE");
+    assert_non_null(dll);
+    assert_non_null(dotnet);
+    const char *argv[] = {dotnet, dll, path, marker ? "--find" : NULL, marker, NULL};
+    char root[4200];
+    snprintf(root, sizeof(root), "DOTNET_ROOT=%s", env->dotnet_root);
+    const char *envv[] = {root, "DOTNET_CLI_TELEMETRY_OPTOUT=1", NULL};
+    struct proc_opts o = {.argv = argv, .env = envv, .label = "tracecheck", .stdin_null = true};
+    struct proc *p = NULL;
+    assert_int_equal(proc_spawn(&o, &p), 0);
+    int st = 0;
+    assert_int_equal(proc_wait(p, testenv_timeout(120000), &st), 0);
+    testenv_sleep_ms(50);
+    char *text = proc_output(p, PROC_STDOUT, NULL);
+    cJSON *j = cJSON_Parse(text);
+    if (j == NULL || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
+        !cJSON_IsTrue(cJSON_GetObjectItem(j, "ok"))) {
+        fprintf(stderr, "tracecheck %s failed (status %d): %s\n", path, st, text);
+        proc_dump(p, stderr, 4000);
+        fail();
+    }
+    free(text);
+    proc_free(p);
+    return j;
+}

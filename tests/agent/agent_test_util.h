@@ -50,6 +50,13 @@ cJSON *agent_test_wait_processes(struct dotmon *dm, const pid_t *pids, size_t n,
 
 /* The element of a /processes array with this pid, or NULL. */
 cJSON *agent_test_find_pid(cJSON *arr, pid_t pid);
+/*
+ * Runs tests/tools/tracecheck (TraceEvent; $DOTMON_TRACECHECK with $DOTNET_EXE) on the trace at
+ * path, with `--find marker` when marker is not NULL; fails the test unless it reads the file
+ * whole. Returns its JSON answer (caller cJSON_Delete).
+ */
+cJSON *agent_test_tracecheck(struct testenv *env, const char *path, const char *marker);
+
 /* True when s is a GUID in 8-4-4-4-12 hex form. */
 bool agent_test_is_guid(const char *s);
 /* The string member name of obj, failing the test if it is missing or not a string. */

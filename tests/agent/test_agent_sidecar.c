@@ -404,36 +404,6 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     }
 }
 
-/* Runs tests/tools/tracecheck (TraceEvent) on path; returns its JSON answer (caller deletes). */
-static cJSON *tracecheck(struct testenv *env, const char *path)
-{
-    const char *dll = getenv("DOTMON_TRACECHECK");
-    const char *dotnet = getenv("DOTNET_EXE");
-    assert_non_null(dll);
-    assert_non_null(dotnet);
-    const char *argv[] = {dotnet, dll, path, NULL};
-    char root[4200];
-    snprintf(root, sizeof(root), "DOTNET_ROOT=%s", env->dotnet_root);
-    const char *envv[] = {root, "DOTNET_CLI_TELEMETRY_OPTOUT=1", NULL};
-    struct proc_opts o = {.argv = argv, .env = envv, .label = "tracecheck", .stdin_null = true};
-    struct proc *p = NULL;
-    assert_int_equal(proc_spawn(&o, &p), 0);
-    int st = 0;
-    assert_int_equal(proc_wait(p, testenv_timeout(120000), &st), 0);
-    testenv_sleep_ms(50);
-    char *text = proc_output(p, PROC_STDOUT, NULL);
-    cJSON *j = cJSON_Parse(text);
-    if (j == NULL || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
-        !cJSON_IsTrue(cJSON_GetObjectItem(j, "ok"))) {
-        fprintf(stderr, "tracecheck %s failed (status %d): %s\n", path, st, text);
-        proc_dump(p, stderr, 4000);
-        fail();
-    }
-    free(text);
-    proc_free(p);
-    return j;
-}
-
 /*
  * A complete nettrace from a pid-1 runtime: dotmon's C checker says COMPLETE, the trace header
  * names process 1, GCStart and GCEnd are there, TraceEvent reads the same GC counts. With
@@ -474,7 +444,7 @@ static void check_trace(struct testenv *env, const char *name, const struct http
     assert_non_null(f);
     assert_int_equal(fwrite(r->body, 1, r->body_len, f), r->body_len);
     assert_int_equal(fclose(f), 0);
-    cJSON *j = tracecheck(env, path);
+    cJSON *j = agent_test_tracecheck(env, path, NULL);
     long long te_start = agent_test_int(j, "gcStart");
     long long te_end = agent_test_int(j, "gcEnd");
     long long te_events = agent_test_int(j, "events");

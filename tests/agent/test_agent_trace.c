@@ -161,32 +161,11 @@ static size_t check_gc_pairs(const struct marker_scan *m)
     return pairs;
 }
 
-/* Runs tests/tools/tracecheck (TraceEvent) on path and reads its JSON line. */
+/* TraceEvent's view of the file (tests/tools/tracecheck). */
 static void tracecheck(struct testenv *env, const char *path, const char *marker,
                        struct check_result *out)
 {
-    const char *dll = getenv("DOTMON_TRACECHECK");
-    const char *dotnet = getenv("DOTNET_EXE");
-    assert_non_null(dll);
-    assert_non_null(dotnet);
-    const char *argv[] = {dotnet, dll, path, "--find", marker ? marker : "-none-", NULL};
-    char root[4200];
-    snprintf(root, sizeof(root), "DOTNET_ROOT=%s", env->dotnet_root);
-    const char *envv[] = {root, "DOTNET_CLI_TELEMETRY_OPTOUT=1", NULL};
-    struct proc_opts o = {.argv = argv, .env = envv, .label = "tracecheck", .stdin_null = true};
-    struct proc *p = NULL;
-    assert_int_equal(proc_spawn(&o, &p), 0);
-    int st = 0;
-    assert_int_equal(proc_wait(p, testenv_timeout(120000), &st), 0);
-    testenv_sleep_ms(50);
-    char *text = proc_output(p, PROC_STDOUT, NULL);
-    cJSON *j = cJSON_Parse(text);
-    if (j == NULL || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
-        !cJSON_IsTrue(cJSON_GetObjectItem(j, "ok"))) {
-        fprintf(stderr, "tracecheck %s failed (status %d): %s\n", path, st, text);
-        proc_dump(p, stderr, 4000);
-        fail();
-    }
+    cJSON *j = agent_test_tracecheck(env, path, marker ? marker : "-none-");
     out->te_events = agent_test_int(j, "events");
     out->te_gc_start = agent_test_int(j, "gcStart");
     out->te_gc_end = agent_test_int(j, "gcEnd");
@@ -195,8 +174,6 @@ static void tracecheck(struct testenv *env, const char *path, const char *marker
     cJSON *hit = marker ? cJSON_GetObjectItem(found, marker) : NULL;
     out->te_found = cJSON_IsNumber(hit) ? (long long)hit->valuedouble : 0;
     cJSON_Delete(j);
-    free(text);
-    proc_free(p);
 }
 
 /* Checks body with the C checker, saves it as <dir>/<name>.nettrace and reads it with TraceEvent. */

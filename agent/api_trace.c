@@ -32,6 +32,8 @@ static const char cat[] = "dotmon.trace";
 
 #define TRACE_HIGH_WATER (1024u * 1024u)
 #define TRACE_LOW_WATER (256u * 1024u)
+/* Reads at least this big go to the client without a copy. */
+#define TRACE_ZERO_COPY_MIN ((size_t)16 * 1024)
 #define TRACE_START_TIMEOUT_MS 5000
 #define TRACE_STOP_TIMEOUT_MS 120000
 /* Sessions still closing in the background that may exist beyond the trace limit. */
@@ -245,11 +247,21 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         return;
     }
     /*
-     * A well-filled read buffer is handed to the HTTP write queue as is (no copy, no new chunk
-     * allocation); a small read is copied, so that queued memory stays close to queued bytes.
+     * The read buffer is handed to the HTTP write queue as is (no copy, no new chunk
+     * allocation). A partly filled one is first shrunk to its bytes (realloc shrinks in place),
+     * so queued memory stays close to queued bytes; tiny reads are simply copied.
      */
-    uint8_t *base = n >= IPC_SESSION_READ_SIZE / 2 ? ipc_session_take_buffer(job->sess) : NULL;
-    int rc = base != NULL ? http_stream_write_owned(job->req, base, p, n)
+    uint8_t *base = n >= TRACE_ZERO_COPY_MIN ? ipc_session_take_buffer(job->sess) : NULL;
+    const uint8_t *data = p;
+    if (base != NULL) {
+        size_t off = (size_t)(p - base);
+        if (off + n <= IPC_SESSION_READ_SIZE / 2) {
+            uint8_t *fit = realloc(base, off + n);
+            base = fit != NULL ? fit : base;
+        }
+        data = base + off;
+    }
+    int rc = base != NULL ? http_stream_write_owned(job->req, base, data, n)
                           : http_stream_write(job->req, p, n);
     if (rc != 0) {
         job->client_lost = true;

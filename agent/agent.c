@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 #include "agent.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "auth.h"
@@ -514,8 +518,41 @@ static size_t bind_urls(struct agent *a, const char *const *urls, size_t nurls, 
     return bound;
 }
 
+/*
+ * Dumps a previous dotmon abandoned (it stopped while a runtime was still writing one) are
+ * deleted at start-up: dotmon's own names only, and only when older than any dump of this
+ * configuration can still be in progress. Start-up may block; the loop is not running yet.
+ */
+static void sweep_stale_dumps(const struct agent *a)
+{
+    DIR *dir = opendir(a->dump_dir);
+    if (dir == NULL) {
+        return;
+    }
+    time_t cutoff = time(NULL) - (time_t)(a->dump_timeout_ms / 1000) - 900;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "dotmon_", 7) != 0 || n < 12 ||
+            strcmp(e->d_name + n - 4, ".dmp") != 0) {
+            continue;
+        }
+        struct stat st;
+        if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode) || st.st_mtime > cutoff) {
+            continue;
+        }
+        if (unlinkat(dirfd(dir), e->d_name, 0) == 0) {
+            log_warn(cat, "deleted %s/%s, a dump left behind by an earlier run", a->dump_dir,
+                     e->d_name);
+        }
+    }
+    closedir(dir);
+}
+
 int agent_start(struct agent *a)
 {
+    sweep_stale_dumps(a);
     struct http_server_config hcfg;
     memset(&hcfg, 0, sizeof(hcfg));
     int rc = http_server_new(a->loop, &hcfg, api_handle, a, &a->http);

@@ -443,6 +443,15 @@ static void rconn_park(struct rconn *c, uint64_t now)
     c->deadline = now + PARK_MS;
     c->next = l->parked;
     l->parked = c;
+    /* Real runtimes park one connection each; a peer advertising new cookies in a loop must not
+     * pile up descriptors: beyond the cap, the oldest parked connections go. */
+    size_t n = 0;
+    for (struct rconn *p = l->parked, *next; p != NULL; p = next) {
+        next = p->next;
+        if (++n > l->pending_max) {
+            rconn_close(p);
+        }
+    }
 }
 
 /* The 34 advertise bytes are in: the connection becomes its runtime's newest spare. */
@@ -1107,6 +1116,8 @@ static void pump(struct ipc_listen *l)
     }
     if (l->accept_deferred && l->npending < l->pending_max) {
         accept_one(l);
+        /* Its advertise deadline was not in the loops above. */
+        wake = min_u64(wake, now + l->advertise_timeout_ms);
     }
     if (changed) {
         publish(l);

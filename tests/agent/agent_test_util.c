@@ -251,3 +251,40 @@ cJSON *agent_test_tracecheck(struct testenv *env, const char *path, const char *
     proc_free(p);
     return j;
 }
+
+static bool contains(const uint32_t *v, size_t n, uint32_t x)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] == x) {
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t agent_test_gc_pairs(const uint32_t *starts, size_t nstarts, const uint32_t *ends,
+                           size_t nends)
+{
+    size_t pairs = 0;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (size_t i = 0; i < nstarts; i++) {
+        if (contains(ends, nends, starts[i])) {
+            pairs++;
+            lo = starts[i] < lo ? starts[i] : lo;
+            hi = starts[i] > hi ? starts[i] : hi;
+        }
+    }
+    for (size_t i = 0; i < nstarts; i++) {
+        if (!contains(ends, nends, starts[i]) && starts[i] < hi) {
+            fprintf(stderr, "GC %u started inside the trace but never ended\n", starts[i]);
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < nends; i++) {
+        if (!contains(starts, nstarts, ends[i]) && ends[i] > lo) {
+            fprintf(stderr, "GC %u ended inside the trace without a start\n", ends[i]);
+            return 0;
+        }
+    }
+    return pairs;
+}

@@ -57,6 +57,15 @@ cJSON *agent_test_find_pid(cJSON *arr, pid_t pid);
  */
 cJSON *agent_test_tracecheck(struct testenv *env, const char *path, const char *marker);
 
+/*
+ * GCStart/GCEnd come in pairs with the same GC number; only a GC already running when the
+ * session began (an end without its start, numbered below every pair) or still running when it
+ * stopped (a start without its end, numbered above every pair) may be unmatched. Returns the
+ * number of pairs, or 0 (saying why on stderr) when the pairing is broken.
+ */
+size_t agent_test_gc_pairs(const uint32_t *starts, size_t nstarts, const uint32_t *ends,
+                           size_t nends);
+
 /* True when s is a GUID in 8-4-4-4-12 hex form. */
 bool agent_test_is_guid(const char *s);
 /* The string member name of obj, failing the test if it is missing or not a string. */

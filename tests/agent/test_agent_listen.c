@@ -174,16 +174,6 @@ static double wait_gone(struct dotmon *dm, pid_t pid, int timeout_ms)
     }
 }
 
-static bool contains(const uint32_t *v, size_t n, uint32_t x)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] == x) {
-            return true;
-        }
-    }
-    return false;
-}
-
 #define MAX_GCS 4096
 
 struct gc_scan {
@@ -206,31 +196,6 @@ static void on_event(void *ud, const struct nettrace_event *ev)
             m->ends[m->nends++] = le32(ev->payload);
         }
     }
-}
-
-/* GCStart/GCEnd pairs by GC number (as test_agent_trace checks them); 0 on a broken pairing. */
-static size_t gc_pairs(const struct gc_scan *m)
-{
-    size_t pairs = 0;
-    uint32_t lo = UINT32_MAX, hi = 0;
-    for (size_t i = 0; i < m->nstarts; i++) {
-        if (contains(m->ends, m->nends, m->starts[i])) {
-            pairs++;
-            lo = m->starts[i] < lo ? m->starts[i] : lo;
-            hi = m->starts[i] > hi ? m->starts[i] : hi;
-        }
-    }
-    for (size_t i = 0; i < m->nstarts; i++) {
-        if (!contains(m->ends, m->nends, m->starts[i]) && m->starts[i] < hi) {
-            return 0;
-        }
-    }
-    for (size_t i = 0; i < m->nends; i++) {
-        if (!contains(m->starts, m->nstarts, m->ends[i]) && m->ends[i] > lo) {
-            return 0;
-        }
-    }
-    return pairs;
 }
 
 /* tests/tools/tracecheck (TraceEvent) on path: its GCStart and GCEnd counts. */
@@ -302,7 +267,7 @@ static void check_gc_trace(struct testenv *env, struct dotmon *dm, struct test_a
     enum nettrace_verdict v = nettrace_finish(&ck);
     uint64_t gc_start = nettrace_count(&ck, "Microsoft-Windows-DotNETRuntime", 1);
     uint64_t gc_end = nettrace_count(&ck, "Microsoft-Windows-DotNETRuntime", 2);
-    size_t pairs = gc_pairs(m);
+    size_t pairs = agent_test_gc_pairs(m->starts, m->nstarts, m->ends, m->nends);
     free(m);
     nettrace_checker_fini(&ck);
     fprintf(stderr, "listen-mode trace %s: %zu bytes, verdict %s, gc %llu/%llu (%zu pairs)\n", name,

@@ -120,47 +120,6 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     }
 }
 
-static bool contains(const uint32_t *v, size_t n, uint32_t x)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] == x) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/*
- * GCStart/GCEnd come in pairs with the same GC number; only a GC already running when the
- * session began (an end without its start, numbered below every pair) or still running when it
- * stopped (a start without its end, numbered above every pair) may be unmatched.
- */
-static size_t check_gc_pairs(const struct marker_scan *m)
-{
-    size_t pairs = 0;
-    uint32_t lo = UINT32_MAX, hi = 0;
-    for (size_t i = 0; i < m->nstarts; i++) {
-        if (contains(m->ends, m->nends, m->starts[i])) {
-            pairs++;
-            lo = m->starts[i] < lo ? m->starts[i] : lo;
-            hi = m->starts[i] > hi ? m->starts[i] : hi;
-        }
-    }
-    for (size_t i = 0; i < m->nstarts; i++) {
-        if (!contains(m->ends, m->nends, m->starts[i]) && m->starts[i] < hi) {
-            fprintf(stderr, "GC %u started inside the trace but never ended\n", m->starts[i]);
-            return 0;
-        }
-    }
-    for (size_t i = 0; i < m->nends; i++) {
-        if (!contains(m->starts, m->nstarts, m->ends[i]) && m->ends[i] > lo) {
-            fprintf(stderr, "GC %u ended inside the trace without a start\n", m->ends[i]);
-            return 0;
-        }
-    }
-    return pairs;
-}
-
 /* TraceEvent's view of the file (tests/tools/tracecheck). */
 static void tracecheck(struct testenv *env, const char *path, const char *marker,
                        struct check_result *out)
@@ -196,7 +155,7 @@ static void check_trace(struct testenv *env, const char *name, const char *body,
     out->samples = nettrace_count(&ck, "Microsoft-DotNETCore-SampleProfiler", 0);
     out->runtime_counters = nettrace_count_provider(&ck, "System.Runtime");
     out->marker_hits = mp->hits;
-    out->gc_pairs = check_gc_pairs(mp);
+    out->gc_pairs = agent_test_gc_pairs(mp->starts, mp->nstarts, mp->ends, mp->nends);
     free(mp);
     if (out->verdict != NETTRACE_COMPLETE) {
         uint64_t off = 0;

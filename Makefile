@@ -2,8 +2,9 @@
 # The two commands of the README: `make run` and `make test`. Both install what is missing first.
 
 DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
-# For the tests only (tests/container reads YAML); the image's build stage does not need them.
-TEST_PACKAGES := python3 python3-yaml
+# For the tests only (tests/container reads YAML, unit tests also run under valgrind); the
+# image's build stage does not need them.
+TEST_PACKAGES := python3 python3-yaml valgrind
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 BUILD_ASAN ?= build-asan

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "apikey.h"
 #include "auth.h"
 #include "err.h"
 #include "http_server.h"
@@ -25,7 +26,6 @@
 #define DEFAULT_METRICS_URL "http://localhost:52325"
 /* Long enough for running traces to finish their rundown after StopTracing. */
 #define SHUTDOWN_GRACE_MS 10000
-#define TEMP_KEY_LIFETIME_S (7 * 86400)
 
 static const char cat[] = "dotmon";
 
@@ -118,70 +118,6 @@ static int load_filters(struct agent *a)
             return -ENOMEM;
         }
         a->nfilters = n + 1;
-    }
-    return 0;
-}
-
-/* ---- authentication ---- */
-
-static int setup_auth(struct agent *a)
-{
-    if (a->opts->no_auth) {
-        a->no_auth = true;
-        log_warn(cat, "authentication is off (--no-auth): anyone who can reach the URLs can take "
-                      "dumps and traces");
-        return 0;
-    }
-    const char *warning = NULL;
-    char err[256];
-    if (a->opts->temp_apikey) {
-        struct auth_generated g;
-        int rc = auth_generate((int64_t)time(NULL), TEMP_KEY_LIFETIME_S, NULL, &g);
-        if (rc != 0) {
-            log_error(cat, "cannot generate a temporary API key: %s", agent_strerror(rc));
-            return rc;
-        }
-        rc = auth_verifier_new(g.public_key_b64, g.subject, g.issuer, &a->verifier, &warning, err,
-                               sizeof(err));
-        if (rc == 0) {
-            /* The token goes to stdout once, never into the logs. */
-            printf("Generated one-time-use API key for dotmon; use the following header for "
-                   "authorization:\nAuthorization: Bearer %s\n",
-                   g.token);
-            fflush(stdout);
-        } else {
-            log_error(cat, "temporary API key rejected: %s", err);
-        }
-        auth_generated_fini(&g);
-        return rc;
-    }
-    const char *subject = config_get(a->cfg, "Authentication:MonitorApiKey:Subject");
-    const char *key = config_get(a->cfg, "Authentication:MonitorApiKey:PublicKey");
-    const char *issuer = config_get(a->cfg, "Authentication:MonitorApiKey:Issuer");
-    bool has_subject = subject != NULL && *subject != '\0';
-    bool has_key = key != NULL && *key != '\0';
-    if (!has_subject && !has_key) {
-        log_warn(cat, "no API key is configured: every request will be answered 401. Configure "
-                      "Authentication:MonitorApiKey (see 'dotmon generatekey'), or start with "
-                      "--temp-apikey or --no-auth");
-        return 0;
-    }
-    if (!has_subject || !has_key) {
-        log_error(cat, "invalid authentication configuration: Authentication:MonitorApiKey needs "
-                       "both Subject and PublicKey");
-        return AGENT_E_INVAL;
-    }
-    if (issuer != NULL && *issuer == '\0') {
-        issuer = NULL;
-    }
-    int rc = auth_verifier_new(key, subject, issuer, &a->verifier, &warning, err, sizeof(err));
-    if (rc != 0) {
-        log_error(cat, "invalid authentication configuration: Authentication:MonitorApiKey:PublicKey: %s",
-                  err);
-        return rc;
-    }
-    if (warning != NULL) {
-        log_warn(cat, "Authentication:MonitorApiKey:PublicKey: %s", warning);
     }
     return 0;
 }
@@ -436,7 +372,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     a->metrics_interval_s = (uint32_t)interval;
-    return setup_auth(a);
+    return apikey_setup(a);
 }
 
 /* ---- start / stop ---- */
@@ -638,7 +574,7 @@ int agent_start(struct agent *a)
     a->open_handles += 2;
     uv_signal_start(&a->sig_int, on_signal, SIGINT);
     uv_signal_start(&a->sig_term, on_signal, SIGTERM);
-    return 0;
+    return apikey_watch_start(a);
 }
 
 void agent_stop(struct agent *a)
@@ -649,6 +585,7 @@ void agent_stop(struct agent *a)
     a->stopping = true;
     api_trace_shutdown(a);
     api_dump_shutdown(a);
+    apikey_watch_stop(a);
     if (a->http != NULL) {
         http_server_close(a->http, SHUTDOWN_GRACE_MS, on_part_closed, a);
         a->http = NULL;
@@ -672,8 +609,7 @@ void agent_fini(struct agent *a)
         a->filters[i].value = NULL;
     }
     a->nfilters = 0;
-    auth_verifier_free(a->verifier);
-    a->verifier = NULL;
+    apikey_fini(a);
     free(a->diag_dir);
     a->diag_dir = NULL;
     free(a->listen_path);

@@ -44,6 +44,8 @@ struct agent {
     struct ipc_discovery *disc;
     struct auth_verifier *verifier; /* NULL: no key (every request 401) unless no_auth */
     bool no_auth;
+    char *key_settings;               /* the key settings in effect (apikey.c) */
+    struct apikey_watch *keywatch;    /* configuration file watcher (apikey.c), or NULL */
 
     struct agent_filter filters[AGENT_MAX_FILTERS];
     size_t nfilters;

@@ -14,62 +14,15 @@
 #include "config.h"
 #include "err.h"
 #include "log.h"
+#include "settings.h"
 
 extern char **environ;
 
-/* Joins urls with ';' (the separator of dotnet-monitor's Urls setting). */
-static int set_url_list(struct config *cfg, const char *key, const char *const *urls, size_t n)
-{
-    struct buf b;
-    buf_init(&b, 4096);
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        rc = buf_printf(&b, "%s%s", i ? ";" : "", urls[i]);
-    }
-    rc = rc ? rc : config_set(cfg, key, buf_cstr(&b), "command line");
-    buf_fini(&b);
-    return rc;
-}
-
-/*
- * The command line is the last and strongest source, as in dotnet-monitor (its options map to
- * Urls, Metrics:Endpoints, Metrics:Enabled and DiagnosticPort:*): `config show` then prints
- * what `collect` will use.
- */
-static int apply_cli(const struct cli_options *opts, struct config *cfg)
-{
-    int rc = 0;
-    if (opts->nurls > 0) {
-        rc = set_url_list(cfg, "Urls", opts->urls, opts->nurls);
-    }
-    if (rc == 0 && opts->nmetric_urls > 0) {
-        rc = set_url_list(cfg, "Metrics:Endpoints", opts->metric_urls, opts->nmetric_urls);
-    }
-    if (rc == 0 && opts->metrics >= 0) {
-        rc = config_set(cfg, "Metrics:Enabled", opts->metrics ? "true" : "false", "command line");
-    }
-    if (rc == 0 && opts->diagnostic_port != NULL) {
-        rc = config_set(cfg, "DiagnosticPort:ConnectionMode", "Listen", "command line");
-        rc = rc ? rc
-                : config_set(cfg, "DiagnosticPort:EndpointName", opts->diagnostic_port,
-                             "command line");
-    }
-    return rc;
-}
-
 static int load_config(const struct cli_options *opts, struct config *cfg)
 {
-    char err[512];
-    if (opts->config_file != NULL && config_load_file(cfg, opts->config_file, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dotmon: configuration file: %s\n", err);
-        return AGENT_E_INVAL;
-    }
-    if (config_load_env(cfg, (const char *const *)environ) != 0) {
-        fprintf(stderr, "dotmon: cannot read the environment\n");
-        return AGENT_E_INVAL;
-    }
-    if (apply_cli(opts, cfg) != 0) {
-        fprintf(stderr, "dotmon: out of memory\n");
+    char err[640];
+    if (settings_load(opts, (const char *const *)environ, cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dotmon: %s\n", err);
         return AGENT_E_INVAL;
     }
     const char *level = config_get(cfg, "Logging:LogLevel:Default");

@@ -288,3 +288,53 @@ size_t agent_test_gc_pairs(const uint32_t *starts, size_t nstarts, const uint32_
     }
     return pairs;
 }
+
+int agent_test_run_dotmon(struct testenv *env, const char *const *args,
+                          const char *const *extra_env, char **out, char **err)
+{
+    const char *argv[32];
+    size_t n = 0;
+    argv[n++] = env->dotmon_bin;
+    for (size_t i = 0; args[i] != NULL && n < 30; i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    struct proc_opts o = {.argv = argv, .env = extra_env, .label = "dotmon-cli", .stdin_null = true};
+    struct proc *p = NULL;
+    assert_int_equal(proc_spawn(&o, &p), 0);
+    int st = 0;
+    int rc = proc_wait(p, testenv_timeout(15000), &st);
+    if (rc != 0) {
+        proc_dump(p, stderr, 4000);
+    }
+    assert_int_equal(rc, 0);
+    /* Give the reader thread a moment to drain the pipes after the exit. */
+    testenv_sleep_ms(50);
+    if (out != NULL) {
+        *out = proc_output(p, PROC_STDOUT, NULL);
+    }
+    if (err != NULL) {
+        *err = proc_output(p, PROC_STDERR, NULL);
+    }
+    proc_free(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void agent_test_generate_key(struct testenv *env, struct agent_test_key *k)
+{
+    const char *args[] = {"generatekey", "--output", "machinejson", NULL};
+    char *out = NULL;
+    assert_int_equal(agent_test_run_dotmon(env, args, NULL, &out, NULL), 0);
+    cJSON *j = cJSON_Parse(out);
+    if (j == NULL) {
+        fprintf(stderr, "generatekey printed: %s\n", out);
+    }
+    assert_non_null(j);
+    const char *auth = agent_test_str(j, "AuthorizationHeader");
+    assert_true(strncmp(auth, "Bearer ", 7) == 0);
+    snprintf(k->header, sizeof(k->header), "Authorization: %s", auth);
+    snprintf(k->subject, sizeof(k->subject), "%s", agent_test_str(j, "Subject"));
+    snprintf(k->public_key, sizeof(k->public_key), "%s", agent_test_str(j, "PublicKey"));
+    cJSON_Delete(j);
+    free(out);
+}

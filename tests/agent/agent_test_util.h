@@ -66,6 +66,19 @@ cJSON *agent_test_tracecheck(struct testenv *env, const char *path, const char *
 size_t agent_test_gc_pairs(const uint32_t *starts, size_t nstarts, const uint32_t *ends,
                            size_t nends);
 
+/* A key pair from `dotmon generatekey --output machinejson`. */
+struct agent_test_key {
+    char header[4096]; /* "Authorization: Bearer …" */
+    char subject[64];
+    char public_key[1024];
+};
+/* Runs the dotmon binary with args (and extra env); returns its exit status (128+signal when
+ * killed) and its captured stdout/stderr (malloc'd; either pointer may be NULL). */
+int agent_test_run_dotmon(struct testenv *env, const char *const *args,
+                          const char *const *extra_env, char **out, char **err);
+/* A new key pair, asserting generatekey worked. */
+void agent_test_generate_key(struct testenv *env, struct agent_test_key *k);
+
 /* True when s is a GUID in 8-4-4-4-12 hex form. */
 bool agent_test_is_guid(const char *s);
 /* The string member name of obj, failing the test if it is missing or not a string. */

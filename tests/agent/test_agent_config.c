@@ -21,63 +21,6 @@
 #include "agent_test_util.h"
 #include "err.h"
 
-struct key {
-    char header[4096]; /* "Authorization: Bearer …" */
-    char subject[64];
-    char public_key[1024];
-};
-
-/* Runs the dotmon binary with args; returns its exit status and captured stdout/stderr. */
-static int run_dotmon(struct testenv *env, const char *const *args, const char *const *extra_env,
-                      char **out, char **err)
-{
-    const char *argv[32];
-    size_t n = 0;
-    argv[n++] = env->dotmon_bin;
-    for (size_t i = 0; args[i] != NULL && n < 30; i++) {
-        argv[n++] = args[i];
-    }
-    argv[n] = NULL;
-    struct proc_opts o = {.argv = argv, .env = extra_env, .label = "dotmon-cli", .stdin_null = true};
-    struct proc *p = NULL;
-    assert_int_equal(proc_spawn(&o, &p), 0);
-    int st = 0;
-    int rc = proc_wait(p, testenv_timeout(15000), &st);
-    if (rc != 0) {
-        proc_dump(p, stderr, 4000);
-    }
-    assert_int_equal(rc, 0);
-    /* Give the reader thread a moment to drain the pipes after the exit. */
-    testenv_sleep_ms(50);
-    if (out != NULL) {
-        *out = proc_output(p, PROC_STDOUT, NULL);
-    }
-    if (err != NULL) {
-        *err = proc_output(p, PROC_STDERR, NULL);
-    }
-    proc_free(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static void generate_key(struct testenv *env, struct key *k)
-{
-    const char *args[] = {"generatekey", "--output", "machinejson", NULL};
-    char *out = NULL;
-    assert_int_equal(run_dotmon(env, args, NULL, &out, NULL), 0);
-    cJSON *j = cJSON_Parse(out);
-    if (j == NULL) {
-        fprintf(stderr, "generatekey printed: %s\n", out);
-    }
-    assert_non_null(j);
-    const char *auth = agent_test_str(j, "AuthorizationHeader");
-    assert_true(strncmp(auth, "Bearer ", 7) == 0);
-    snprintf(k->header, sizeof(k->header), "Authorization: %s", auth);
-    snprintf(k->subject, sizeof(k->subject), "%s", agent_test_str(j, "Subject"));
-    snprintf(k->public_key, sizeof(k->public_key), "%s", agent_test_str(j, "PublicKey"));
-    cJSON_Delete(j);
-    free(out);
-}
-
 static int status_with(struct dotmon *dm, const char *target, const char *auth_line)
 {
     const char *headers[] = {auth_line, NULL};
@@ -98,9 +41,9 @@ static int status_with(struct dotmon *dm, const char *target, const char *auth_l
 static void test_agent_config_generatekey_env_and_subjects(void **state)
 {
     struct testenv *env = *state;
-    struct key a, b;
-    generate_key(env, &a);
-    generate_key(env, &b);
+    struct agent_test_key a, b;
+    agent_test_generate_key(env, &a);
+    agent_test_generate_key(env, &b);
     assert_string_not_equal(a.subject, b.subject);
 
     char subj[128], pk[1200];
@@ -129,8 +72,8 @@ static void test_agent_config_generatekey_env_and_subjects(void **state)
 static void test_agent_config_file_key(void **state)
 {
     struct testenv *env = *state;
-    struct key a;
-    generate_key(env, &a);
+    struct agent_test_key a;
+    agent_test_generate_key(env, &a);
     char path[256];
     snprintf(path, sizeof(path), "%s/settings.json", env->dir);
     FILE *f = fopen(path, "w");
@@ -148,14 +91,14 @@ static void test_agent_config_file_key(void **state)
     /* config show reads the same file and redacts the key unless --level full. */
     const char *show[] = {"config", "show", "--configuration-file-path", path, NULL};
     char *out = NULL;
-    assert_int_equal(run_dotmon(env, show, NULL, &out, NULL), 0);
+    assert_int_equal(agent_test_run_dotmon(env, show, NULL, &out, NULL), 0);
     assert_non_null(strstr(out, a.subject));
     assert_null(strstr(out, a.public_key));
     assert_non_null(strstr(out, "REDACTED"));
     free(out);
     const char *show_full[] = {"config", "show", "--level", "full", "--configuration-file-path", path,
                                NULL};
-    assert_int_equal(run_dotmon(env, show_full, NULL, &out, NULL), 0);
+    assert_int_equal(agent_test_run_dotmon(env, show_full, NULL, &out, NULL), 0);
     assert_non_null(strstr(out, a.public_key));
     free(out);
 }
@@ -188,13 +131,13 @@ static void test_agent_config_invalid_key_refuses_to_start(void **state)
                           NULL};
     const char *args[] = {"collect", "--urls", "http://127.0.0.1:0", "--metrics", "false", NULL};
     char *err = NULL;
-    int code = run_dotmon(env, args, envv, NULL, &err);
+    int code = agent_test_run_dotmon(env, args, envv, NULL, &err);
     assert_int_equal(code, 1);
     assert_non_null(strstr(err, "PublicKey"));
     free(err);
 
     const char *only_subject[] = {"DotnetMonitor_Authentication__MonitorApiKey__Subject=someone", NULL};
-    code = run_dotmon(env, args, only_subject, NULL, &err);
+    code = agent_test_run_dotmon(env, args, only_subject, NULL, &err);
     assert_int_equal(code, 1);
     assert_non_null(strstr(err, "Subject and PublicKey"));
     free(err);
@@ -205,23 +148,23 @@ static void test_agent_config_cli_errors_exit_2(void **state)
     struct testenv *env = *state;
     char *err = NULL, *out = NULL;
     const char *unknown[] = {"collect", "--bogus", NULL};
-    assert_int_equal(run_dotmon(env, unknown, NULL, NULL, &err), 2);
+    assert_int_equal(agent_test_run_dotmon(env, unknown, NULL, NULL, &err), 2);
     assert_non_null(strstr(err, "--bogus"));
     free(err);
     const char *badval[] = {"generatekey", "--expiration", "forever", NULL};
-    assert_int_equal(run_dotmon(env, badval, NULL, NULL, &err), 2);
+    assert_int_equal(agent_test_run_dotmon(env, badval, NULL, NULL, &err), 2);
     assert_non_null(strstr(err, "forever"));
     free(err);
     const char *badjson[] = {"collect", "--configuration-file-path", "/nonexistent/dotmon.json", NULL};
-    assert_int_equal(run_dotmon(env, badjson, NULL, NULL, &err), 2);
+    assert_int_equal(agent_test_run_dotmon(env, badjson, NULL, NULL, &err), 2);
     assert_non_null(strstr(err, "/nonexistent/dotmon.json"));
     free(err);
     const char *help[] = {"--help", NULL};
-    assert_int_equal(run_dotmon(env, help, NULL, &out, NULL), 0);
+    assert_int_equal(agent_test_run_dotmon(env, help, NULL, &out, NULL), 0);
     assert_non_null(strstr(out, "generatekey"));
     free(out);
     const char *version[] = {"--version", NULL};
-    assert_int_equal(run_dotmon(env, version, NULL, &out, NULL), 0);
+    assert_int_equal(agent_test_run_dotmon(env, version, NULL, &out, NULL), 0);
     assert_true(out[0] >= '0' && out[0] <= '9');
     free(out);
 }
@@ -256,7 +199,7 @@ static void test_agent_config_default_process_filter(void **state)
     const char *cargs[] = {"collect", "--no-auth", "--urls", "http://127.0.0.1:0", "--metrics", "false",
                            NULL};
     char *err = NULL;
-    assert_int_equal(run_dotmon(env, cargs, bad, NULL, &err), 1);
+    assert_int_equal(agent_test_run_dotmon(env, cargs, bad, NULL, &err), 1);
     assert_non_null(strstr(err, "Color"));
     free(err);
 }

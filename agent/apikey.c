@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+#include "apikey.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <uv.h>
+
+#include "agent.h"
+#include "auth.h"
+#include "buf.h"
+#include "err.h"
+#include "log.h"
+#include "settings.h"
+
+extern char **environ;
+
+static const char cat[] = "dotmon.auth";
+
+#define TEMP_KEY_LIFETIME_S (7 * 86400)
+#define KEY_PREFIX          "Authentication:MonitorApiKey:"
+#define WATCH_DEBOUNCE_MS   200
+#define WATCH_POLL_MS       2000
+
+struct apikey_watch {
+    struct agent *a;
+    uv_fs_event_t event; /* the file's folder */
+    uv_fs_poll_t poll;   /* the file itself (filesystems without inotify) */
+    uv_timer_t debounce;
+    int open;            /* handles not yet closed */
+    char *dir;
+    char *base;
+};
+
+/*
+ * The key settings in effect, joined into one string to notice a change ("" when none). The
+ * string holds the public key and subject only: neither is a secret, but neither is logged.
+ */
+static char *key_settings(const struct config *cfg)
+{
+    const char *names[] = {"Subject", "PublicKey", "Issuer"};
+    struct buf b;
+    buf_init(&b, 0);
+    int rc = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && rc == 0; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), KEY_PREFIX "%s", names[i]);
+        const char *v = config_get(cfg, key);
+        rc = buf_printf(&b, "%s\n", v != NULL ? v : "");
+    }
+    char *s = rc == 0 ? strdup(buf_cstr(&b)) : NULL;
+    buf_fini(&b);
+    return s;
+}
+
+/*
+ * Verifier for cfg's MonitorApiKey. *out NULL with 0: no key configured (a warning is logged,
+ * every request will be 401). AGENT_E_INVAL after logging the reason: invalid configuration.
+ */
+static int verifier_from_config(const struct config *cfg, struct auth_verifier **out)
+{
+    *out = NULL;
+    const char *subject = config_get(cfg, KEY_PREFIX "Subject");
+    const char *key = config_get(cfg, KEY_PREFIX "PublicKey");
+    const char *issuer = config_get(cfg, KEY_PREFIX "Issuer");
+    bool has_subject = subject != NULL && *subject != '\0';
+    bool has_key = key != NULL && *key != '\0';
+    if (!has_subject && !has_key) {
+        log_warn(cat, "no API key is configured: every request will be answered 401. Configure "
+                      "Authentication:MonitorApiKey (see 'dotmon generatekey'), or start with "
+                      "--temp-apikey or --no-auth");
+        return 0;
+    }
+    if (!has_subject || !has_key) {
+        log_error(cat, "invalid authentication configuration: Authentication:MonitorApiKey needs "
+                       "both Subject and PublicKey");
+        return AGENT_E_INVAL;
+    }
+    if (issuer != NULL && *issuer == '\0') {
+        issuer = NULL;
+    }
+    const char *warning = NULL;
+    char err[256];
+    int rc = auth_verifier_new(key, subject, issuer, out, &warning, err, sizeof(err));
+    if (rc != 0) {
+        log_error(cat, "invalid authentication configuration: Authentication:MonitorApiKey:PublicKey: %s",
+                  err);
+        return rc;
+    }
+    if (warning != NULL) {
+        log_warn(cat, "Authentication:MonitorApiKey:PublicKey: %s", warning);
+    }
+    return 0;
+}
+
+static int setup_temp_key(struct agent *a)
+{
+    struct auth_generated g;
+    int rc = auth_generate((int64_t)time(NULL), TEMP_KEY_LIFETIME_S, NULL, &g);
+    if (rc != 0) {
+        log_error(cat, "cannot generate a temporary API key: %s", agent_strerror(rc));
+        return rc;
+    }
+    const char *warning = NULL;
+    char err[256];
+    rc = auth_verifier_new(g.public_key_b64, g.subject, g.issuer, &a->verifier, &warning, err,
+                           sizeof(err));
+    if (rc == 0) {
+        /* The token goes to stdout once, never into the logs. */
+        printf("Generated one-time-use API key for dotmon; use the following header for "
+               "authorization:\nAuthorization: Bearer %s\n",
+               g.token);
+        fflush(stdout);
+    } else {
+        log_error(cat, "temporary API key rejected: %s", err);
+    }
+    auth_generated_fini(&g);
+    return rc;
+}
+
+int apikey_setup(struct agent *a)
+{
+    if (a->opts->no_auth) {
+        a->no_auth = true;
+        log_warn(cat, "authentication is off (--no-auth): anyone who can reach the URLs can take "
+                      "dumps and traces");
+        return 0;
+    }
+    if (a->opts->temp_apikey) {
+        return setup_temp_key(a);
+    }
+    int rc = verifier_from_config(a->cfg, &a->verifier);
+    if (rc != 0) {
+        return rc;
+    }
+    a->key_settings = key_settings(a->cfg);
+    return a->key_settings != NULL ? 0 : -ENOMEM;
+}
+
+/* Names of settings (other than the key) whose value differs from the running configuration. */
+static void report_other_changes(const struct config *running, const struct config *now)
+{
+    struct buf names;
+    buf_init(&names, 4096);
+    for (int pass = 0; pass < 2; pass++) {
+        const struct config *x = pass == 0 ? running : now;
+        const struct config *y = pass == 0 ? now : running;
+        for (size_t i = 0; i < x->n; i++) {
+            const char *k = x->v[i].key;
+            if (strncasecmp(k, KEY_PREFIX, strlen(KEY_PREFIX)) == 0) {
+                continue;
+            }
+            const char *other = config_get(y, k);
+            bool differs = other == NULL || strcmp(other, x->v[i].value) != 0;
+            /* A key present in both is named on the first pass only. */
+            if (differs && (pass == 0 || other == NULL)) {
+                buf_printf(&names, "%s%s", buf_size(&names) ? ", " : "", k);
+            }
+        }
+    }
+    if (buf_size(&names) > 0) {
+        log_warn(cat, "configuration file changed; these settings take effect at the next "
+                      "start: %s", buf_cstr(&names));
+    }
+    buf_fini(&names);
+}
+
+static void reload(struct apikey_watch *w)
+{
+    struct agent *a = w->a;
+    struct config cfg;
+    config_init(&cfg);
+    char err[640];
+    if (settings_load(a->opts, (const char *const *)environ, &cfg, err, sizeof(err)) != 0) {
+        log_warn(cat, "configuration changed but could not be read (%s); the API key stays as "
+                      "it was", err);
+        goto out;
+    }
+    char *now = key_settings(&cfg);
+    if (now == NULL) {
+        log_error(cat, "configuration reload: out of memory; the API key stays as it was");
+        goto out;
+    }
+    report_other_changes(a->cfg, &cfg);
+    if (a->key_settings != NULL && strcmp(now, a->key_settings) == 0) {
+        log_debug(cat, "configuration file changed; Authentication:MonitorApiKey unchanged");
+        free(now);
+        goto out;
+    }
+    struct auth_verifier *v = NULL;
+    int rc = verifier_from_config(&cfg, &v);
+    auth_verifier_free(a->verifier);
+    a->verifier = v;
+    free(a->key_settings);
+    a->key_settings = now;
+    if (rc != 0) {
+        log_error(cat, "the API key from %s is invalid: every request is refused (401) until "
+                       "the configuration is fixed", a->opts->config_file);
+    } else if (v != NULL) {
+        log_info(cat, "Authentication:MonitorApiKey reloaded from %s: tokens of the previous "
+                      "key are no longer accepted", a->opts->config_file);
+    }
+out:
+    config_fini(&cfg);
+}
+
+static void on_debounce(uv_timer_t *t)
+{
+    struct apikey_watch *w = t->data;
+    if (!w->a->stopping) {
+        reload(w);
+    }
+}
+
+static void kick(struct apikey_watch *w)
+{
+    uv_timer_start(&w->debounce, on_debounce, WATCH_DEBOUNCE_MS, 0);
+}
+
+static void on_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+    (void)events;
+    struct apikey_watch *w = h->data;
+    /*
+     * Any change in the folder: the file itself, an editor's rename over it, or Kubernetes'
+     * "..data" symlink swap; the reload compares the key settings, so extra wake-ups are cheap.
+     */
+    (void)filename;
+    if (status == 0) {
+        kick(w);
+    }
+}
+
+static void on_poll(uv_fs_poll_t *h, int status, const uv_stat_t *prev, const uv_stat_t *curr)
+{
+    (void)status;
+    (void)prev;
+    (void)curr;
+    kick(h->data);
+}
+
+static void watch_free(struct apikey_watch *w)
+{
+    free(w->dir);
+    free(w->base);
+    free(w);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    struct apikey_watch *w = h->data;
+    if (--w->open == 0) {
+        w->a->open_handles--;
+        watch_free(w);
+    }
+}
+
+int apikey_watch_start(struct agent *a)
+{
+    const char *path = a->opts->config_file;
+    if (path == NULL || a->no_auth || a->opts->temp_apikey) {
+        return 0;
+    }
+    struct apikey_watch *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return -ENOMEM;
+    }
+    w->a = a;
+    const char *slash = strrchr(path, '/');
+    w->dir = slash == NULL ? strdup(".") : slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
+    w->base = strdup(slash == NULL ? path : slash + 1);
+    if (w->dir == NULL || w->base == NULL) {
+        watch_free(w);
+        return -ENOMEM;
+    }
+    uv_timer_init(a->loop, &w->debounce);
+    uv_fs_event_init(a->loop, &w->event);
+    uv_fs_poll_init(a->loop, &w->poll);
+    w->debounce.data = w->event.data = w->poll.data = w;
+    w->open = 3;
+    a->open_handles++;
+    a->keywatch = w;
+    int rc = uv_fs_event_start(&w->event, on_event, w->dir, 0);
+    if (rc != 0) {
+        log_warn(cat, "cannot watch %s for changes (%s); polling the configuration file every "
+                      "%d s instead", w->dir, uv_strerror(rc), WATCH_POLL_MS / 1000);
+    }
+    rc = uv_fs_poll_start(&w->poll, on_poll, path, WATCH_POLL_MS);
+    if (rc != 0) {
+        log_warn(cat, "cannot poll %s: %s", path, uv_strerror(rc));
+    }
+    log_info(cat, "watching %s: a new Authentication:MonitorApiKey takes effect without a restart",
+             path);
+    return 0;
+}
+
+void apikey_watch_stop(struct agent *a)
+{
+    struct apikey_watch *w = a->keywatch;
+    if (w == NULL) {
+        return;
+    }
+    a->keywatch = NULL;
+    uv_close((uv_handle_t *)&w->debounce, on_closed);
+    uv_close((uv_handle_t *)&w->event, on_closed);
+    uv_close((uv_handle_t *)&w->poll, on_closed);
+}
+
+void apikey_fini(struct agent *a)
+{
+    auth_verifier_free(a->verifier);
+    a->verifier = NULL;
+    free(a->key_settings);
+    a->key_settings = NULL;
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_APIKEY_H
+#define AGENT_APIKEY_H
+
+struct agent;
+
+/*
+ * Authentication:MonitorApiKey, and its rotation without a restart.
+ *
+ * apikey_setup (agent_init): builds a->verifier from the configuration, a temporary key
+ * (--temp-apikey, printed once on stdout) or nothing (--no-auth). An invalid key configuration
+ * is an error: dotmon does not start.
+ *
+ * apikey_watch_start (agent_start): when settings come from a configuration file and the key is
+ * not temporary, the file's folder is watched (inotify, which also sees Kubernetes' symlink swap
+ * of a mounted Secret or ConfigMap) and the file polled every 2 s as a fallback. A change
+ * rebuilds the merged configuration (file < environment < command line) and, when the key
+ * settings differ, replaces the verifier: tokens of the old key get 401 from then on. A file
+ * that cannot be read or parsed (e.g. caught mid-write) leaves the key as it is; a parsed file
+ * with an invalid key configuration refuses every request (401) until it is fixed, as
+ * dotnet-monitor does. Other settings take effect at the next start (their names are logged).
+ *
+ * apikey_watch_stop (agent_stop): closes the watchers; a->open_handles drops when they are gone.
+ * apikey_fini (agent_fini): frees what setup kept.
+ */
+int apikey_setup(struct agent *a);
+int apikey_watch_start(struct agent *a);
+void apikey_watch_stop(struct agent *a);
+void apikey_fini(struct agent *a);
+
+#endif

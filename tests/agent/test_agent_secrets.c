@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: secrets and files. A new Authentication:MonitorApiKey in the configuration file
+ * takes effect without a restart (file replaced by rename, rewritten in place, or swapped the way
+ * Kubernetes updates a mounted Secret), a half-written file keeps the key, an invalid key refuses
+ * every request until fixed; no token ever reaches the logs, even at Debug level; the dump file
+ * the runtime writes for dotmon is 0600.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent_test_util.h"
+#include "err.h"
+
+/* A reload is noticed by inotify at once; the 2 s poll is the fallback. Generous for ASan. */
+#define ROTATE_WAIT_MS 8000
+
+static int status_with(struct dotmon *dm, const char *auth_line)
+{
+    const char *headers[] = {auth_line, NULL};
+    struct httpc_resp r;
+    int rc = httpc_get(dm->port, "/processes", auth_line ? headers : NULL, testenv_timeout(10000), &r);
+    assert_int_equal(rc, 0);
+    int status = r.status;
+    if (status >= 400) {
+        agent_test_assert_problem(&r, status);
+    }
+    httpc_resp_fini(&r);
+    return status;
+}
+
+/* Polls until auth_line gets status; returns the milliseconds it took, or fails the test. */
+static double wait_status(struct dotmon *dm, const char *auth_line, int status)
+{
+    double t0 = testenv_now_ms();
+    int last = 0;
+    while (testenv_now_ms() - t0 < testenv_timeout(ROTATE_WAIT_MS)) {
+        last = status_with(dm, auth_line);
+        if (last == status) {
+            return testenv_now_ms() - t0;
+        }
+        testenv_sleep_ms(20);
+    }
+    fprintf(stderr, "still %d instead of %d after %d ms\n", last, status, ROTATE_WAIT_MS);
+    proc_dump(dm->proc, stderr, 4000);
+    fail();
+    return 0;
+}
+
+static void key_json(const struct agent_test_key *k, char *out, size_t size)
+{
+    int n = snprintf(out, size,
+                     "{\n  \"Authentication\": {\n    \"MonitorApiKey\": {\n"
+                     "      \"Subject\": \"%s\",\n      \"PublicKey\": \"%s\"\n    }\n  }\n}\n",
+                     k->subject, k->public_key);
+    assert_true(n > 0 && (size_t)n < size);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Writes text next to path and renames it over path (what editors and config tools do). */
+static void replace_file(const char *path, const char *text)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    write_file(tmp, text);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+static struct dotmon *start_with_file(struct testenv *env, const char *path,
+                                      const char *const *extra_env)
+{
+    const char *args[] = {"--configuration-file-path", path, NULL};
+    struct dotmon *dm = NULL;
+    assert_int_equal(testenv_start_dotmon(env, args, extra_env, &dm), 0);
+    return dm;
+}
+
+static bool log_has(struct dotmon *dm, const char *needle)
+{
+    char *err = proc_output(dm->proc, PROC_STDERR, NULL);
+    bool has = err != NULL && strstr(err, needle) != NULL;
+    free(err);
+    return has;
+}
+
+static void test_agent_secrets_key_rotation(void **state)
+{
+    struct testenv *env = *state;
+    struct agent_test_key a, b;
+    agent_test_generate_key(env, &a);
+    agent_test_generate_key(env, &b);
+    char path[512], text[4096];
+    snprintf(path, sizeof(path), "%s/settings.json", env->dir);
+    key_json(&a, text, sizeof(text));
+    write_file(path, text);
+    struct dotmon *dm = start_with_file(env, path, NULL);
+    assert_int_equal(status_with(dm, a.header), 200);
+    assert_int_equal(status_with(dm, b.header), 401);
+
+    /* 1. Replaced by rename: B works, A is refused from then on. */
+    key_json(&b, text, sizeof(text));
+    replace_file(path, text);
+    double ms = wait_status(dm, b.header, 200);
+    assert_int_equal(status_with(dm, a.header), 401);
+    fprintf(stderr, "rotation by rename: new key accepted after %.0f ms\n", ms);
+
+    /* 2. Rewritten in place. */
+    key_json(&a, text, sizeof(text));
+    write_file(path, text);
+    ms = wait_status(dm, a.header, 200);
+    assert_int_equal(status_with(dm, b.header), 401);
+    fprintf(stderr, "rotation in place: new key accepted after %.0f ms\n", ms);
+
+    /* 3. A file caught mid-write (not JSON): the key stays; past the poll interval too. */
+    write_file(path, "{\n  \"Authentication\": {\n    \"MonitorApiKey\": {\n      \"Sub");
+    testenv_sleep_ms(2600);
+    assert_int_equal(status_with(dm, a.header), 200);
+    assert_true(log_has(dm, "could not be read"));
+
+    /* 4. A parsed file with an invalid key: every request refused until it is fixed. */
+    snprintf(text, sizeof(text),
+             "{\"Authentication\":{\"MonitorApiKey\":{\"Subject\":\"%s\",\"PublicKey\":\"bm90IGEga2V5\"}}}",
+             a.subject);
+    replace_file(path, text);
+    wait_status(dm, a.header, 401);
+    assert_int_equal(status_with(dm, b.header), 401);
+    assert_true(log_has(dm, "every request is refused (401) until the configuration is fixed"));
+    key_json(&b, text, sizeof(text));
+    replace_file(path, text);
+    wait_status(dm, b.header, 200);
+    assert_int_equal(status_with(dm, a.header), 401);
+
+    /* 5. Another setting changed: named as taking effect at the next start, key unchanged. */
+    snprintf(text, sizeof(text),
+             "{\"Operations\":{\"MaxHistory\":\"7\"},\"Authentication\":{\"MonitorApiKey\":{"
+             "\"Subject\":\"%s\",\"PublicKey\":\"%s\"}}}",
+             b.subject, b.public_key);
+    replace_file(path, text);
+    double t0 = testenv_now_ms();
+    while (!log_has(dm, "take effect at the next start: Operations:MaxHistory") &&
+           testenv_now_ms() - t0 < testenv_timeout(ROTATE_WAIT_MS)) {
+        testenv_sleep_ms(20);
+    }
+    assert_true(log_has(dm, "take effect at the next start: Operations:MaxHistory"));
+    assert_int_equal(status_with(dm, b.header), 200);
+    agent_test_stop_dotmon_clean(dm);
+}
+
+/*
+ * A mounted Secret or ConfigMap: settings.json -> ..data/settings.json, ..data -> ..<timestamp>;
+ * the kubelet writes a new ..<timestamp> folder and renames a new ..data symlink over the old.
+ */
+static void test_agent_secrets_kubernetes_symlink_swap(void **state)
+{
+    struct testenv *env = *state;
+    struct agent_test_key a, b;
+    agent_test_generate_key(env, &a);
+    agent_test_generate_key(env, &b);
+    char mount[512], v1[600], v2[600], file[700], data[600], tmp[600], link[600];
+    char text[4096];
+    snprintf(mount, sizeof(mount), "%s/secret", env->dir);
+    assert_int_equal(mkdir(mount, 0700), 0);
+    snprintf(v1, sizeof(v1), "%s/..2026_11_22_v1", mount);
+    snprintf(v2, sizeof(v2), "%s/..2026_11_22_v2", mount);
+    assert_int_equal(mkdir(v1, 0700), 0);
+    assert_int_equal(mkdir(v2, 0700), 0);
+    snprintf(file, sizeof(file), "%s/settings.json", v1);
+    key_json(&a, text, sizeof(text));
+    write_file(file, text);
+    snprintf(data, sizeof(data), "%s/..data", mount);
+    assert_int_equal(symlink("..2026_11_22_v1", data), 0);
+    snprintf(link, sizeof(link), "%s/settings.json", mount);
+    assert_int_equal(symlink("..data/settings.json", link), 0);
+
+    struct dotmon *dm = start_with_file(env, link, NULL);
+    assert_int_equal(status_with(dm, a.header), 200);
+    assert_int_equal(status_with(dm, b.header), 401);
+
+    snprintf(file, sizeof(file), "%s/settings.json", v2);
+    key_json(&b, text, sizeof(text));
+    write_file(file, text);
+    snprintf(tmp, sizeof(tmp), "%s/..data_tmp", mount);
+    assert_int_equal(symlink("..2026_11_22_v2", tmp), 0);
+    assert_int_equal(rename(tmp, data), 0);
+    double ms = wait_status(dm, b.header, 200);
+    assert_int_equal(status_with(dm, a.header), 401);
+    fprintf(stderr, "Kubernetes-style swap: new key accepted after %.0f ms\n", ms);
+    agent_test_stop_dotmon_clean(dm);
+}
+
+/* The three dot-separated parts of the token in an "Authorization: Bearer <jwt>" line. */
+static void token_parts(const char *header, char parts[3][2048])
+{
+    const char *t = strstr(header, "Bearer ");
+    assert_non_null(t);
+    t += 7;
+    for (int i = 0; i < 3; i++) {
+        const char *dot = i < 2 ? strchr(t, '.') : t + strlen(t);
+        assert_non_null(dot);
+        size_t n = (size_t)(dot - t);
+        assert_true(n > 8 && n < 2048);
+        memcpy(parts[i], t, n);
+        parts[i][n] = '\0';
+        t = dot + 1;
+    }
+}
+
+static void assert_no_token(const char *what, const char *text, const char *header)
+{
+    char parts[3][2048];
+    token_parts(header, parts);
+    /* The header's claims (part 0) are the same for every generated key; payload and signature
+     * are specific to this token. */
+    for (int i = 1; i < 3; i++) {
+        if (text != NULL && strstr(text, parts[i]) != NULL) {
+            fprintf(stderr, "%s contains part %d of a token:\n%s\n", what, i, text);
+            fail();
+        }
+    }
+}
+
+static void test_agent_secrets_no_token_in_logs(void **state)
+{
+    struct testenv *env = *state;
+    struct agent_test_key a, b, c;
+    agent_test_generate_key(env, &a);
+    agent_test_generate_key(env, &b);
+    agent_test_generate_key(env, &c);
+    char path[512], text[4096];
+    snprintf(path, sizeof(path), "%s/settings.json", env->dir);
+    key_json(&a, text, sizeof(text));
+    write_file(path, text);
+    const char *debug[] = {"DotnetMonitor_Logging__LogLevel__Default=Debug", NULL};
+    struct dotmon *dm = start_with_file(env, path, debug);
+
+    /* Accepted, refused (other key), malformed, and the wrong scheme; then a rotation. */
+    assert_int_equal(status_with(dm, a.header), 200);
+    assert_int_equal(status_with(dm, b.header), 401);
+    char broken[4200];
+    snprintf(broken, sizeof(broken), "%sxx", c.header);
+    assert_int_equal(status_with(dm, broken), 401);
+    const char *basic = "Authorization: Basic dXNlcjpzM2NyZXRwYXNzd29yZA==";
+    assert_int_equal(status_with(dm, basic), 401);
+    key_json(&b, text, sizeof(text));
+    replace_file(path, text);
+    wait_status(dm, b.header, 200);
+    assert_int_equal(status_with(dm, a.header), 401);
+
+    char *out = proc_output(dm->proc, PROC_STDOUT, NULL);
+    char *err = proc_output(dm->proc, PROC_STDERR, NULL);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "\"LogLevel\":\"Debug\"")); /* Debug really was on */
+    const struct agent_test_key *keys[] = {&a, &b, &c};
+    for (size_t i = 0; i < 3; i++) {
+        assert_no_token("stderr", err, keys[i]->header);
+        assert_no_token("stdout", out, keys[i]->header);
+    }
+    assert_null(strstr(err, "dXNlcjpzM2NyZXRwYXNzd29yZA"));
+    assert_null(strstr(err, "Bearer ey"));
+    free(out);
+    free(err);
+    agent_test_stop_dotmon_clean(dm);
+
+    /* --temp-apikey: the token is printed once on stdout, never in the log. */
+    const char *temp[] = {"--temp-apikey", NULL};
+    assert_int_equal(testenv_start_dotmon(env, temp, debug, &dm), 0);
+    assert_int_equal(status_with(dm, dm->auth_header), 200);
+    out = proc_output(dm->proc, PROC_STDOUT, NULL);
+    err = proc_output(dm->proc, PROC_STDERR, NULL);
+    assert_non_null(out);
+    const char *first = strstr(out, dm->token);
+    assert_non_null(first);
+    assert_null(strstr(first + 1, dm->token));
+    assert_no_token("stderr", err, dm->auth_header);
+    free(out);
+    free(err);
+    agent_test_stop_dotmon_clean(dm);
+}
+
+/* The runtime writes the dump dotmon asked for; nobody but its owner may read it (0600). */
+static void test_agent_secrets_dump_file_is_0600(void **state)
+{
+    struct testenv *env = *state;
+    char dumps[512], e1[600];
+    snprintf(dumps, sizeof(dumps), "%s/dumps", env->dir);
+    assert_int_equal(mkdir(dumps, 0755), 0);
+    snprintf(e1, sizeof(e1), "DotnetMonitor_Storage__DumpTempFolder=%s", dumps);
+    const char *dm_env[] = {e1, NULL};
+    struct test_app *app = agent_test_start_app(env);
+    const char *no_auth[] = {"--no-auth", NULL};
+    struct dotmon *dm = NULL;
+    /* The umask dotmon and the app inherit must not decide it: make it permissive. */
+    mode_t old = umask(0);
+    assert_int_equal(testenv_start_dotmon(env, no_auth, dm_env, &dm), 0);
+    umask(old);
+    pid_t pids[] = {app->pid};
+    cJSON_Delete(agent_test_wait_processes(dm, pids, 1, 10000));
+
+    int fd = testenv_connect_port(dm->port);
+    assert_true(fd >= 0);
+    char req[256];
+    int n = snprintf(req, sizeof(req),
+                     "GET /dump?pid=%d&type=Mini HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     (int)app->pid);
+    assert_int_equal(send(fd, req, (size_t)n, 0), n);
+
+    /* Watch the folder while the runtime writes (a Mini dump takes ~300 ms). */
+    int seen = 0;
+    mode_t mode = 0;
+    double t0 = testenv_now_ms();
+    while (seen == 0 && testenv_now_ms() - t0 < testenv_timeout(30000)) {
+        DIR *d = opendir(dumps);
+        assert_non_null(d);
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strncmp(e->d_name, "dotmon_", 7) != 0) {
+                continue;
+            }
+            struct stat st;
+            if (fstatat(dirfd(d), e->d_name, &st, 0) == 0) {
+                mode = st.st_mode & 07777;
+                seen = 1;
+            }
+        }
+        closedir(d);
+        testenv_sleep_ms(1);
+    }
+    /* Read the whole answer so the dump completes normally. */
+    char buf[65536];
+    size_t total = 0;
+    ssize_t r;
+    while ((r = recv(fd, buf, sizeof(buf), 0)) > 0) {
+        total += (size_t)r;
+    }
+    close(fd);
+    assert_true(seen);
+    fprintf(stderr, "dump file mode %04o while written; %zu bytes streamed\n", (unsigned)mode, total);
+    assert_int_equal(mode, 0600);
+    assert_true(total > 1000000);
+    agent_test_stop_dotmon_clean(dm);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_agent_secrets_key_rotation, agent_test_setup,
+                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_secrets_kubernetes_symlink_swap,
+                                        agent_test_setup, agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_secrets_no_token_in_logs, agent_test_setup,
+                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_secrets_dump_file_is_0600, agent_test_setup,
+                                        agent_test_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -2,16 +2,21 @@
 # The two commands of the README: `make run` and `make test`. Both install what is missing first.
 
 DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
-# For the tests only (tests/container reads YAML, unit tests also run under valgrind); the
+# For the tests only (tests/container reads YAML, unit tests also run under valgrind, the load
+# test drives wrk, the HTTPS tests make certificates with openssl and connect with curl); the
 # image's build stage does not need them.
-TEST_PACKAGES := python3 python3-yaml valgrind
+TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk
+# For `make fuzz` only: libFuzzer comes with clang's compiler-rt (tests/fuzz).
+FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps build build-asan run test test-fast bench clean
+.PHONY: all deps build build-asan run test test-fast bench fuzz-deps build-fuzz fuzz fuzz-ci clean
 
 all: build
 
@@ -56,5 +61,29 @@ bench: build
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon TRACE_PRODUCER=$(CURDIR)/$(BUILD)/bench/trace_producer \
 	  ./$(BUILD)/bench/bench_trace 2G
 
+# libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
+fuzz-deps:
+	@missing=""; for p in $(DEB_PACKAGES) $(FUZZ_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build-fuzz: fuzz-deps
+	cmake -S . -B $(BUILD_FUZZ) -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DAGENT_FUZZ=ON -DAGENT_TESTS=OFF >/dev/null
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_targets
+
+# Each target for FUZZ_SECONDS on a copy of its seed corpus; inputs that crash, leak or time out
+# are kept in $(BUILD_FUZZ)/fuzz-artifacts/<target>/.
+fuzz: build-fuzz
+	FUZZ_BUILD=$(abspath $(BUILD_FUZZ)) tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# The same for CI: 30 s per target.
+fuzz-ci: build-fuzz
+	FUZZ_BUILD=$(abspath $(BUILD_FUZZ)) tests/fuzz/run.sh 30
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

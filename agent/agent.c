@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_tls.h"
 #include "api.h"
 #include "apikey.h"
 #include "auth.h"
@@ -372,7 +373,8 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     a->metrics_interval_s = (uint32_t)interval;
-    return apikey_setup(a);
+    rc = apikey_setup(a);
+    return rc ? rc : agent_tls_init(a);
 }
 
 /* ---- start / stop ---- */
@@ -441,12 +443,6 @@ static size_t bind_urls(struct agent *a, const char *const *urls, size_t nurls, 
             const char *bracket = strrchr(hostpart, ']');
             size_t hostlen = (colon && (!bracket || colon > bracket)) ? (size_t)(colon - u) : strlen(u);
             log_info(cat, "Now listening on: %.*s:%d", (int)hostlen, u, port);
-            if (tag == AGENT_TAG_ARTIFACTS && !a->no_auth && strncasecmp(u, "http://", 7) == 0 &&
-                strncmp(hostpart, "127.", 4) != 0 && strncmp(hostpart, "localhost", 9) != 0 &&
-                strncmp(hostpart, "[::1]", 5) != 0) {
-                log_warn(cat, "%s is plain HTTP on a non-loopback address: bearer tokens travel in "
-                              "clear text", u);
-            }
             bound++;
         }
         free(copy);
@@ -491,6 +487,18 @@ int agent_start(struct agent *a)
     sweep_stale_dumps(a);
     struct http_server_config hcfg;
     memset(&hcfg, 0, sizeof(hcfg));
+    /* Kestrel's own names; zero keeps the server's defaults (1024, 10 s, 60 s). */
+    uint64_t max_conn = 0;
+    if (config_get_uint(a->cfg, "Kestrel:Limits:MaxConcurrentConnections", 1, 1000000,
+                        &max_conn) != 0 ||
+        config_get_timespan_ms(a->cfg, "Kestrel:Limits:RequestHeadersTimeout", 1000,
+                               (uint64_t)86400 * 1000, &hcfg.header_timeout_ms) != 0 ||
+        config_get_timespan_ms(a->cfg, "Kestrel:Limits:KeepAliveTimeout", 1000,
+                               (uint64_t)86400 * 1000, &hcfg.idle_timeout_ms) != 0) {
+        return AGENT_E_INVAL;
+    }
+    hcfg.max_connections = (size_t)max_conn;
+    hcfg.tls = a->tls; /* https:// URLs (agent_tls.c); outlives the server */
     int rc = http_server_new(a->loop, &hcfg, api_handle, a, &a->http);
     if (rc != 0) {
         log_error(cat, "cannot create the HTTP server: %s", agent_strerror(rc));
@@ -619,4 +627,5 @@ void agent_fini(struct agent *a)
     free(a->dump_target_dir);
     a->dump_target_dir = NULL;
     op_registry_fini(&a->ops);
+    agent_tls_fini(a);
 }

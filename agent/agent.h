@@ -41,6 +41,7 @@ struct agent {
     const struct config *cfg;
 
     struct http_server *http;
+    struct http_tls_ctx *tls; /* https:// listeners (agent_tls.c); NULL without one */
     struct ipc_discovery *disc;
     struct auth_verifier *verifier; /* NULL: no key (every request 401) unless no_auth */
     bool no_auth;

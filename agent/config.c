@@ -114,7 +114,8 @@ static int flatten(struct config *c, const cJSON *node, struct buf *path, int de
         value = cJSON_IsTrue(node) ? "true" : "false";
     } else if (cJSON_IsNumber(node)) {
         double d = node->valuedouble;
-        if (d == (double)(int64_t)d && d > -9e15 && d < 9e15) {
+        /* Range first: converting a double outside int64_t (1e300, NaN) is undefined. */
+        if (d > -9e15 && d < 9e15 && d == (double)(int64_t)d) {
             snprintf(num, sizeof(num), "%lld", (long long)(int64_t)d);
         } else {
             snprintf(num, sizeof(num), "%.17g", d);
@@ -258,7 +259,11 @@ int config_get_uint(const struct config *c, const char *key, uint64_t min, uint6
     uint64_t n = 0;
     const char *p = v;
     for (; *p >= '0' && *p <= '9' && n <= max; p++) {
-        n = n * 10 + (uint64_t)(*p - '0');
+        uint64_t d = (uint64_t)(*p - '0');
+        if (n > (UINT64_MAX - d) / 10) {
+            break; /* past UINT64_MAX: *p is still a digit, so the check below refuses it */
+        }
+        n = n * 10 + d;
     }
     if (*p != '\0' || n < min || n > max) {
         log_error("dotmon", "%s: '%s' is not a whole number from %llu to %llu", key, v,
@@ -269,6 +274,69 @@ int config_get_uint(const struct config *c, const char *key, uint64_t min, uint6
     return 0;
 }
 
+int config_get_timespan_ms(const struct config *c, const char *key, uint64_t min_ms,
+                           uint64_t max_ms, uint64_t *out)
+{
+    const char *v = config_get(c, key);
+    if (v == NULL || *v == '\0') {
+        return 0;
+    }
+    /* Up to four numbers: [d.]hh:mm:ss, or seconds alone; then an optional .fraction. */
+    uint64_t part[4] = {0};
+    size_t n = 0;
+    const char *p = v;
+    bool days = false;
+    for (;;) {
+        if (*p < '0' || *p > '9' || n == 4) {
+            goto bad;
+        }
+        uint64_t x = 0;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            x = x * 10 + (uint64_t)(*p - '0');
+            if (x > 100000000ULL) {
+                goto bad;
+            }
+        }
+        part[n++] = x;
+        if (*p == ':') {
+            p++;
+            continue;
+        }
+        if (*p == '.' && n == 1 && !days && strchr(p, ':') != NULL) {
+            days = true; /* "d.hh:mm:ss" */
+            p++;
+            continue;
+        }
+        break;
+    }
+    uint64_t frac_ms = 0;
+    if (*p == '.') {
+        uint64_t scale = 100;
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            frac_ms += (uint64_t)(*p - '0') * scale;
+            scale /= 10;
+        }
+    }
+    size_t clock = n - (days ? 1 : 0); /* numbers after the day count */
+    if (*p != '\0' || (clock != 1 && clock != 3) || (days && clock != 3) ||
+        (clock == 3 && (part[n - 2] > 59 || part[n - 1] > 59 || (days && part[1] > 23)))) {
+        goto bad;
+    }
+    uint64_t s = clock == 1 ? part[0]
+                            : (days ? part[0] * 86400 : 0) + part[n - 3] * 3600 + part[n - 2] * 60 +
+                                  part[n - 1];
+    uint64_t ms = s * 1000 + frac_ms;
+    if (ms < min_ms || ms > max_ms) {
+        goto bad;
+    }
+    *out = ms;
+    return 0;
+bad:
+    log_error("dotmon", "%s: '%s' is not a duration from %llu to %llu s (\"hh:mm:ss\" or seconds)",
+              key, v, (unsigned long long)(min_ms / 1000), (unsigned long long)(max_ms / 1000));
+    return AGENT_E_INVAL;
+}
+
 /*
  * Keys dotmon reads; '*' stands for one section (an array index). Matching is case-insensitive
  * and whole-key.
@@ -277,6 +345,12 @@ static const char *const known_keys[] = {
     "Authentication:MonitorApiKey:Subject",
     "Authentication:MonitorApiKey:PublicKey",
     "Authentication:MonitorApiKey:Issuer",
+    "Kestrel:Limits:MaxConcurrentConnections",
+    "Kestrel:Limits:RequestHeadersTimeout",
+    "Kestrel:Limits:KeepAliveTimeout",
+    "Kestrel:Certificates:Default:Path",
+    "Kestrel:Certificates:Default:KeyPath",
+    "Kestrel:Certificates:Default:Password",
     "Urls",
     "Metrics:Endpoints",
     "Metrics:Enabled",

@@ -57,6 +57,14 @@ int config_get_bool(const struct config *c, const char *key, int def);
 int config_get_uint(const struct config *c, const char *key, uint64_t min, uint64_t max,
                     uint64_t *out);
 
+/*
+ * A duration in milliseconds in [min_ms, max_ms], given as a .NET TimeSpan ("[d.]hh:mm:ss[.fff]",
+ * e.g. Kestrel's "00:00:30") or as whole seconds ("30"); absent or empty leaves *out unchanged.
+ * On a bad value logs "<key>: …" and returns AGENT_E_INVAL.
+ */
+int config_get_timespan_ms(const struct config *c, const char *key, uint64_t min_ms,
+                           uint64_t max_ms, uint64_t *out);
+
 /* True when `key` is `prefix` itself or lies under it ("A:B" is under "A"). Case-insensitive. */
 bool config_key_under(const char *key, const char *prefix);
 

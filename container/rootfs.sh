@@ -7,7 +7,7 @@
 # library at all (gcr.io/distroless/static-debian12):
 #   DESTDIR/usr/local/bin/dotmon            the binary
 #   DESTDIR/usr/lib/dotmon/<soname>         every shared library `ldd BINARY` resolves
-#                                           (libcrypto, libcjson, libuv, libc) and the dynamic
+#                                           (libssl, libcrypto, libcjson, libuv, libc) and the dynamic
 #                                           loader, copied under their run-time names
 #
 # The libraries live in a folder of their own rather than in /lib/<triplet>, so nothing depends

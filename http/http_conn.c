@@ -81,7 +81,12 @@ static void conn_on_shutdown(uv_shutdown_t *req, int status);
 static void conn_on_close(uv_handle_t *h);
 /* output */
 static int conn_write(struct http_conn *c, struct buf *b);
+static int conn_write_wire(struct http_conn *c, struct buf *b);
 static int conn_send_problem(struct http_conn *c, int status, const char *detail, bool is_head);
+/* TLS glue (http_tls.h holds the OpenSSL state machine) */
+static void conn_tls_input(struct http_conn *c, const char *data, size_t n);
+static void conn_tls_pump(struct http_conn *c);
+static int conn_tls_flush(struct http_conn *c);
 /* parsing */
 static bool gap_scan(const struct http_conn *c, const char *end, bool *ends_lf);
 /* requests */
@@ -285,6 +290,9 @@ static void conn_after_flush(struct http_conn *c)
     c->raw_head = 0;
     conn_set_state(c, CONN_IDLE);
     conn_parse(c); /* requests that were pipelined behind the one just answered */
+    if (c->tls != NULL) {
+        conn_tls_pump(c); /* plaintext OpenSSL held back while the input buffer was full */
+    }
     conn_update_reading(c);
 }
 
@@ -302,6 +310,13 @@ static void conn_linger(struct http_conn *c)
     }
     conn_set_state(c, CONN_LINGER);
     buf_reset(&c->in);
+    if (c->tls != NULL) {
+        /* close_notify before the FIN: the client can tell our end from a truncation. */
+        http_tls_close_notify(c->tls);
+        if (conn_tls_flush(c) != 0) {
+            return; /* closed */
+        }
+    }
     int rc = uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, conn_on_shutdown);
     if (rc != 0) {
         http__conn_close(c);
@@ -436,6 +451,8 @@ static void conn_release(struct http_conn *c)
         request_free(r);
     }
     log_debug(HTTP_LOG_CAT, "connection %llu closed", (unsigned long long)c->id);
+    http_tls_free(c->tls);
+    c->tls = NULL;
     buf_fini(&c->in);
     http__server_conn_gone(c->srv, c);
     free(c);
@@ -455,6 +472,17 @@ static void conn_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
     if (c->state == CONN_LINGER) {
         buf_reset(in);
     }
+    if (c->tls != NULL) {
+        /* Ciphertext goes to the server's shared buffer and is fed to OpenSSL before the next
+         * read. The same cap as plain HTTP applies to the plaintext side: a full input buffer
+         * (a pipelining client while the handler works) pauses reading via UV_ENOBUFS. */
+        bool full = in->max - buf_size(in) == 0 ||
+                    http_tls_fed_pending(c->tls) >= HTTP_TLS_RBUF;
+        *out = full && c->state != CONN_LINGER
+                   ? uv_buf_init(NULL, 0)
+                   : uv_buf_init((char *)c->srv->tls_rbuf, (unsigned int)HTTP_TLS_RBUF);
+        return;
+    }
     size_t want = in->max - buf_size(in);
     if (want == 0 || buf_reserve(in, want) != 0) {
         *out = uv_buf_init(NULL, 0);
@@ -467,8 +495,9 @@ static void conn_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
 static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 {
     struct http_conn *c = st->data;
-    (void)b;
-    if (nread > 0) {
+    if (nread > 0 && c->tls != NULL) {
+        conn_tls_input(c, b->base, (size_t)nread);
+    } else if (nread > 0) {
         conn_handle_bytes(c, (size_t)nread);
     } else if (nread < 0) {
         conn_handle_read_error(c, (int)nread);
@@ -508,6 +537,107 @@ static void conn_on_close(uv_handle_t *h)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * TLS glue: ciphertext from the socket goes into OpenSSL's read BIO, plaintext comes out into
+ * c->in as if libuv had read it; every byte written goes through conn_write_tls; whatever
+ * OpenSSL writes by itself (handshake, alerts, close_notify) is flushed after each call.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Sends the ciphertext OpenSSL has pending. Returns 0, or an error after closing c. */
+static int conn_tls_flush(struct http_conn *c)
+{
+    if (c->tls == NULL || c->state == CONN_CLOSING || http_tls_pending(c->tls) == 0) {
+        return 0;
+    }
+    struct buf out;
+    buf_init(&out, 0);
+    int rc = http_tls_take(c->tls, &out);
+    if (rc != 0) {
+        buf_fini(&out);
+        http__conn_close(c);
+        return rc;
+    }
+    return conn_write_wire(c, &out);
+}
+
+/*
+ * The handshake or a record failed: the connection is dead. One case gets an answer: a plain
+ * HTTP request on the TLS port (a client that forgot the "s") gets a plain-text 400 saying so,
+ * as Go's net/http does, instead of a connection closed without a word.
+ */
+static void conn_tls_failed(struct http_conn *c)
+{
+    if (http_tls_saw_plain_http(c->tls) && c->state == CONN_HEAD && c->req == NULL) {
+        http_tls_free(c->tls);
+        c->tls = NULL; /* from here this connection is plain HTTP: the answer, then linger */
+        conn_fail(c, 400, "plain HTTP request sent to an HTTPS port; use https://");
+        return;
+    }
+    log_info(HTTP_LOG_CAT, "connection %llu: TLS %s: %s", (unsigned long long)c->id,
+             http_tls_handshake_done(c->tls) ? "error" : "handshake failed",
+             http_tls_error(c->tls));
+    http__conn_close(c);
+}
+
+/*
+ * Decrypts into the free tail of c->in and hands each piece to conn_handle_bytes, the way a
+ * plain read would, until OpenSSL needs more ciphertext or the input buffer is full (then the
+ * rest stays inside OpenSSL until conn_after_flush calls again).
+ */
+static void conn_tls_pump(struct http_conn *c)
+{
+    struct buf *in = &c->in;
+    for (;;) {
+        if (c->tls == NULL || c->state == CONN_CLOSING || c->state == CONN_LINGER) {
+            return;
+        }
+        bool was_done = http_tls_handshake_done(c->tls);
+        size_t want = in->max - buf_size(in);
+        if (want == 0 || buf_reserve(in, want) != 0) {
+            conn_tls_flush(c);
+            return;
+        }
+        size_t got = 0;
+        int rc = http_tls_read(c->tls, in->p + in->len, in->cap - in->len - 1, &got);
+        if (conn_tls_flush(c) != 0) {
+            return; /* closed */
+        }
+        if (rc == AGENT_E_CLOSED) {
+            conn_handle_read_error(c, UV_EOF); /* close_notify: the client is done */
+            return;
+        }
+        if (rc != 0) {
+            conn_tls_failed(c);
+            return;
+        }
+        if (!was_done && http_tls_handshake_done(c->tls) && log_get_level() <= LOG_DEBUG) {
+            char what[96];
+            log_debug(HTTP_LOG_CAT, "connection %llu: %s", (unsigned long long)c->id,
+                      http_tls_describe(c->tls, what, sizeof(what)));
+        }
+        if (got == 0) {
+            return;
+        }
+        conn_handle_bytes(c, got);
+    }
+}
+
+/* Ciphertext read from the socket (in the server's shared buffer, so it is fed at once). */
+static void conn_tls_input(struct http_conn *c, const char *data, size_t n)
+{
+    if (c->state == CONN_LINGER || c->state == CONN_CLOSING) {
+        return; /* dropped, as plain HTTP input is in these states */
+    }
+    int rc = http_tls_feed(c->tls, data, n);
+    if (rc != 0) {
+        log_warn(HTTP_LOG_CAT, "connection %llu: TLS input: %s", (unsigned long long)c->id,
+                 agent_strerror(rc));
+        http__conn_close(c);
+        return;
+    }
+    conn_tls_pump(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Output
  * ------------------------------------------------------------------------------------------- */
 
@@ -537,8 +667,9 @@ static int conn_submit(struct http_conn *c, struct http_write *w, const uv_buf_t
     return 0;
 }
 
-/* Queues b's bytes (taking its storage). On failure the connection is closed. */
-static int conn_write(struct http_conn *c, struct buf *b)
+/* Queues b's bytes for the socket as they are (taking its storage): plaintext on plain HTTP,
+ * ciphertext on TLS. On failure the connection is closed. */
+static int conn_write_wire(struct http_conn *c, struct buf *b)
 {
     size_t len = 0;
     if (buf_size(b) > UINT_MAX) {
@@ -560,14 +691,72 @@ static int conn_write(struct http_conn *c, struct buf *b)
 }
 
 /*
+ * Encrypts the pieces into one ciphertext write. The write queue (c->pending, the stream limits)
+ * then counts ciphertext bytes, what really waits in the kernel and in libuv. On failure the
+ * connection is closed: a lost record would corrupt the stream.
+ */
+static int conn_write_tls(struct http_conn *c, const struct http_tls_iov *iov, size_t niov)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < niov; i++) {
+        total += iov[i].n;
+    }
+    struct buf enc;
+    buf_init(&enc, 0);
+    /* Room for the records' headers and tags (at most 29 bytes per 16 KiB record) and for any
+     * ciphertext already pending, so that appending rarely reallocates. */
+    int rc = buf_reserve(&enc, total + (total / 16384 + 1) * 32 + http_tls_pending(c->tls));
+    rc = rc ? rc : http_tls_writev(c->tls, iov, niov, &enc);
+    if (rc != 0) {
+        buf_fini(&enc);
+        log_warn(HTTP_LOG_CAT, "connection %llu: cannot encrypt the response: %s",
+                 (unsigned long long)c->id,
+                 rc == AGENT_E_PROTO ? http_tls_error(c->tls) : agent_strerror(rc));
+        http__conn_close(c);
+        return rc;
+    }
+    return conn_write_wire(c, &enc);
+}
+
+/* Queues b's bytes (taking its storage), through TLS on an https connection. On failure the
+ * connection is closed. */
+static int conn_write(struct http_conn *c, struct buf *b)
+{
+    if (c->tls == NULL) {
+        return conn_write_wire(c, b);
+    }
+    struct http_tls_iov iov = {.p = buf_data(b), .n = buf_size(b)};
+    int rc = conn_write_tls(c, &iov, 1);
+    buf_fini(b);
+    return rc;
+}
+
+/*
  * Queues len bytes at data, which lie inside the malloc'd block base (taken: freed once written,
- * or now on failure), framed as one chunk when chunked: no copy of the payload.
+ * or now on failure), framed as one chunk when chunked: no copy of the payload on plain HTTP.
+ * Over TLS the bytes are encrypted at once and base is freed right away.
  * On failure the connection is closed.
  */
 static int conn_write_owned(struct http_conn *c, void *base, const void *data, size_t len,
                             bool chunked)
 {
     static char crlf[] = "\r\n";
+    if (c->tls != NULL) {
+        char frame[24];
+        struct http_tls_iov iov[3];
+        size_t n = 0;
+        if (chunked) {
+            int k = snprintf(frame, sizeof(frame), "%zx\r\n", len);
+            iov[n++] = (struct http_tls_iov){.p = frame, .n = (size_t)k};
+        }
+        iov[n++] = (struct http_tls_iov){.p = data, .n = len};
+        if (chunked) {
+            iov[n++] = (struct http_tls_iov){.p = crlf, .n = 2};
+        }
+        int rc = conn_write_tls(c, iov, n);
+        free(base);
+        return rc;
+    }
     struct http_write *w = len <= UINT_MAX ? malloc(sizeof(*w)) : NULL;
     if (w == NULL) {
         free(base);
@@ -599,6 +788,9 @@ static int conn_send_problem(struct http_conn *c, int status, const char *detail
     int rc = http_problem_json(&body, status, NULL, detail);
     rc = rc ? rc
             : http__head_begin(&out, status, http__server_date(c->srv), "application/problem+json");
+    if (rc == 0 && status == 503) {
+        rc = http__head_field(&out, "Retry-After", "1"); /* over the limit: a moment is enough */
+    }
     rc = rc ? rc : http__head_end(&out, HTTP_FRAME_LENGTH, buf_size(&body), HTTP_CONN_CLOSE);
     if (rc == 0 && !is_head) {
         rc = buf_append(&out, buf_data(&body), buf_size(&body));
@@ -1141,14 +1333,25 @@ void http__conn_accept(struct http_server *s, struct http_listener *l)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     log_accept(c);
+    if (l->tls && !c->rejecting) {
+        rc = http_tls_new(s->cfg.tls, &c->tls);
+        if (rc != 0) {
+            log_warn(HTTP_LOG_CAT, "cannot accept a connection: TLS: %s", agent_strerror(rc));
+            http__conn_close(c);
+            return;
+        }
+    }
     if (c->rejecting) {
-        if (s->nrejecting > HTTP_MAX_REJECTING) {
+        /* On a TLS port the 503 would need a whole handshake first: just close. */
+        if (s->nrejecting > HTTP_MAX_REJECTING || l->tls) {
             http__conn_close(c);
             return;
         }
         c->close_after = true;
         conn_set_state(c, CONN_FLUSH);
-        conn_send_problem(c, 503, "too many connections", false);
+        conn_send_problem(c, 503,
+                          "the connection limit was reached (Kestrel:Limits:MaxConcurrentConnections)",
+                          false);
         return;
     }
     conn_arm_timer(c); /* header timeout from accept: a silent client is closed */
@@ -1386,7 +1589,8 @@ int http_stream_write(struct http_request *r, const void *data, size_t len)
     if (len == 0 || r->discard_body) {
         return 0; /* a zero-length chunk would end the body */
     }
-    if (len > c->srv->cfg.max_stream_pending - c->pending) {
+    if (c->pending >= c->srv->cfg.max_stream_pending ||
+        len > c->srv->cfg.max_stream_pending - c->pending) {
         /* The handler ignored backpressure and the client is not reading (redis's
          * client-output-buffer-limit): drop the client rather than buffer without bound. */
         log_warn(HTTP_LOG_CAT, "connection %llu: client too slow, %zu bytes pending",
@@ -1429,7 +1633,8 @@ int http_stream_write_owned(struct http_request *r, void *base, const void *data
         free(base);
         return 0;
     }
-    if (len > c->srv->cfg.max_stream_pending - c->pending) {
+    if (c->pending >= c->srv->cfg.max_stream_pending ||
+        len > c->srv->cfg.max_stream_pending - c->pending) {
         free(base);
         log_warn(HTTP_LOG_CAT, "connection %llu: client too slow, %zu bytes pending",
                  (unsigned long long)c->id, c->pending);

@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "http_server.h"
+#include "http_tls.h"
 
 /*
  * Shared between http_server.c (listeners, accept, shutdown) and http_conn.c (one connection's
@@ -28,6 +29,9 @@
 /* 503 responses being written at once beyond max_connections; past this the socket is just
  * closed, so a connection flood cannot make us allocate without bound. */
 #define HTTP_MAX_REJECTING 64
+/* Ciphertext read per libuv read on a TLS connection; also the cap on ciphertext fed to OpenSSL
+ * but not yet decrypted (it only piles up while the plaintext input buffer is full). */
+#define HTTP_TLS_RBUF ((size_t)64 * 1024)
 /* Chunk-extension bytes per request (they are parsed and dropped). */
 #define HTTP_MAX_CHUNK_EXT 4096
 
@@ -100,6 +104,7 @@ struct http_listener {
     uv_tcp_t tcp;
     struct http_server *srv;
     int tag;
+    bool tls; /* an https:// listener */
     struct http_listener *next;
 };
 
@@ -111,6 +116,7 @@ struct http_conn {
     struct http_conn *prev, *next; /* server's connection list */
     int tag;
     uint64_t id;
+    struct http_tls *tls; /* NULL on plain HTTP; every byte in and out goes through it */
     enum conn_state state;
     int open_handles;
     bool rejecting;   /* accepted over max_connections: 503 then close */
@@ -155,6 +161,8 @@ struct http_server {
     int *ports; /* port of each successful listen call */
     size_t nports;
     struct http_conn *conns;
+    uint8_t *tls_rbuf; /* ciphertext read buffer shared by the TLS connections (HTTP_TLS_RBUF):
+                          each read is fed to OpenSSL within its read callback */
     size_t nconns; /* served connections (rejecting ones not counted) */
     size_t nrejecting;
     uint64_t next_conn_id;

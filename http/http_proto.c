@@ -275,10 +275,11 @@ int http__parse_listen_url(const char *url, struct http_listen_url *out)
 {
     struct http_listen_url u;
     memset(&u, 0, sizeof(u));
-    if (url == NULL || strncasecmp(url, "http://", 7) != 0) {
-        return AGENT_E_INVAL; /* https:// is refused until TLS lands */
+    u.tls = url != NULL && strncasecmp(url, "https://", 8) == 0;
+    if (url == NULL || (!u.tls && strncasecmp(url, "http://", 7) != 0)) {
+        return AGENT_E_INVAL;
     }
-    const char *h = url + 7;
+    const char *h = url + (u.tls ? 8 : 7);
     const char *end = h + strlen(h);
     /* A trailing "/" (Kestrel accepts "http://+:80/") but no other path. */
     if (end > h && end[-1] == '/') {
@@ -345,7 +346,7 @@ int http__parse_listen_url(const char *url, struct http_listen_url *out)
             u.kind = HTTP_HOST_ANY;
         }
     }
-    u.port = 80;
+    u.port = u.tls ? 443 : 80;
     if (port_at != NULL && parse_port(port_at, (size_t)(end - port_at), &u.port) != 0) {
         return AGENT_E_INVAL;
     }

@@ -57,14 +57,15 @@ struct http_listen_url {
     enum http_listen_host kind;
     bool ipv6;     /* host is an IPv6 literal (was written in brackets) */
     char host[64]; /* literal address, without brackets; "" unless kind == HTTP_HOST_LITERAL */
-    int port;      /* 0..65535; 80 when the URL has no port */
+    int port;      /* 0..65535; 80 (443 for https) when the URL has no port */
+    bool tls;      /* the scheme is https */
 };
 
 /*
  * Parses one dotnet-monitor --urls entry: "http://host[:port][/]" where host is an IPv4 literal,
  * "[IPv6 literal]", "localhost", "+", "*" or another name (all interfaces, as Kestrel and
- * dotnet-monitor do). The scheme is case-insensitive. "https://" and anything else malformed:
- * AGENT_E_INVAL. *out is written only on success.
+ * dotnet-monitor do), or the same with "https://". The scheme is case-insensitive. Anything
+ * malformed: AGENT_E_INVAL. *out is written only on success.
  */
 int http__parse_listen_url(const char *url, struct http_listen_url *out);
 

@@ -120,7 +120,8 @@ static void listener_on_connection(uv_stream_t *st, int status)
 }
 
 /* Binds and listens on one address; *port receives the bound port. */
-static int listen_one(struct http_server *s, const struct sockaddr *addr, int tag, int *port)
+static int listen_one(struct http_server *s, const struct sockaddr *addr, int tag, bool tls,
+                      int *port)
 {
     struct http_listener *l = calloc(1, sizeof(*l));
     if (l == NULL) {
@@ -134,6 +135,7 @@ static int listen_one(struct http_server *s, const struct sockaddr *addr, int ta
     l->tcp.data = l;
     l->srv = s;
     l->tag = tag;
+    l->tls = tls;
     l->next = s->listeners;
     s->listeners = l;
     s->open_handles++;
@@ -166,19 +168,20 @@ static int listen_url(struct http_server *s, const struct http_listen_url *u, in
     case HTTP_HOST_LITERAL:
         if (u->ipv6) {
             rc = uv_ip6_addr(u->host, u->port, &a6);
-            return rc ? AGENT_E_INVAL : listen_one(s, (const struct sockaddr *)&a6, tag, port);
+            return rc ? AGENT_E_INVAL
+                      : listen_one(s, (const struct sockaddr *)&a6, tag, u->tls, port);
         }
         rc = uv_ip4_addr(u->host, u->port, &a4);
-        return rc ? AGENT_E_INVAL : listen_one(s, (const struct sockaddr *)&a4, tag, port);
+        return rc ? AGENT_E_INVAL : listen_one(s, (const struct sockaddr *)&a4, tag, u->tls, port);
     case HTTP_HOST_LOOPBACK:
         /* Both loopbacks, on one port: IPv4 first (port 0 picks it), then ::1 on the same port
          * when the host has IPv6. A missing ::1 is not an error. */
         uv_ip4_addr("127.0.0.1", u->port, &a4);
-        rc = listen_one(s, (const struct sockaddr *)&a4, tag, port);
+        rc = listen_one(s, (const struct sockaddr *)&a4, tag, u->tls, port);
         if (rc == 0) {
             uv_ip6_addr("::1", *port, &a6);
             int port6 = 0;
-            int rc6 = listen_one(s, (const struct sockaddr *)&a6, tag, &port6);
+            int rc6 = listen_one(s, (const struct sockaddr *)&a6, tag, u->tls, &port6);
             if (rc6 != 0) {
                 log_debug(HTTP_LOG_CAT, "localhost: not listening on [::1]:%d: %s", *port,
                           agent_strerror(rc6));
@@ -190,10 +193,10 @@ static int listen_url(struct http_server *s, const struct http_listen_url *u, in
         /* [::] is dual-stack on Linux (libuv leaves IPV6_V6ONLY off); fall back to 0.0.0.0 on
          * hosts without IPv6. */
         uv_ip6_addr("::", u->port, &a6);
-        rc = listen_one(s, (const struct sockaddr *)&a6, tag, port);
+        rc = listen_one(s, (const struct sockaddr *)&a6, tag, u->tls, port);
         if (rc == UV_EAFNOSUPPORT || rc == UV_EADDRNOTAVAIL || rc == UV_EINVAL) {
             uv_ip4_addr("0.0.0.0", u->port, &a4);
-            rc = listen_one(s, (const struct sockaddr *)&a4, tag, port);
+            rc = listen_one(s, (const struct sockaddr *)&a4, tag, u->tls, port);
         }
         return rc;
     }
@@ -209,6 +212,16 @@ int http_server_listen(struct http_server *s, const char *url, int tag)
     if (rc != 0) {
         return rc;
     }
+    if (u.tls && s->cfg.tls == NULL) {
+        log_warn(HTTP_LOG_CAT, "%s: https needs a certificate", url);
+        return AGENT_E_INVAL;
+    }
+    if (u.tls && s->tls_rbuf == NULL) {
+        s->tls_rbuf = malloc(HTTP_TLS_RBUF);
+        if (s->tls_rbuf == NULL) {
+            return UV_ENOMEM;
+        }
+    }
     int *ports = realloc(s->ports, (s->nports + 1) * sizeof(*ports));
     if (ports == NULL) {
         return UV_ENOMEM;
@@ -221,6 +234,29 @@ int http_server_listen(struct http_server *s, const char *url, int tag)
     }
     s->ports[s->nports++] = port;
     log_debug(HTTP_LOG_CAT, "listening on %s (port %d, tag %d)", url, port, tag);
+    return 0;
+}
+
+int http_url_info(const char *url, bool *tls, bool *loopback)
+{
+    struct http_listen_url u;
+    int rc = http__parse_listen_url(url, &u);
+    if (rc != 0) {
+        return rc;
+    }
+    *tls = u.tls;
+    switch (u.kind) {
+    case HTTP_HOST_LOOPBACK:
+        *loopback = true;
+        break;
+    case HTTP_HOST_LITERAL:
+        *loopback = u.ipv6 ? strcmp(u.host, "::1") == 0 : strncmp(u.host, "127.", 4) == 0;
+        break;
+    case HTTP_HOST_ANY:
+    default:
+        *loopback = false;
+        break;
+    }
     return 0;
 }
 
@@ -274,6 +310,7 @@ static void server_on_final_close(uv_handle_t *h)
     void (*cb)(void *) = s->close_cb;
     void *ud = s->close_ud;
     free(s->ports);
+    free(s->tls_rbuf);
     free(s);
     if (cb != NULL) {
         cb(ud);

@@ -50,6 +50,7 @@
 
 struct http_server;
 struct http_request;
+struct http_tls_ctx;
 
 struct http_header {
     const char *name;
@@ -71,6 +72,11 @@ struct http_server_config {
     uint64_t write_timeout_ms; /* a write making no progress this long closes; 0 → 60000 */
     size_t max_headers;        /* header lines per request; 0 → 100 → 431 */
     size_t max_stream_pending; /* http_stream_write past this closes the client; 0 → 16 MiB */
+    /* TLS context for https:// listeners (http_tls.h), borrowed: it must outlive the server.
+     * NULL: https:// URLs are refused. Over TLS the write limits above count ciphertext bytes,
+     * and the header timeout also bounds the handshake (from accept to the end of the first
+     * request head). */
+    struct http_tls_ctx *tls;
 };
 
 /* Called once per complete request, in request order per connection (the next request of a
@@ -83,13 +89,23 @@ int http_server_new(uv_loop_t *loop, const struct http_server_config *cfg, http_
                     void *ud, struct http_server **out);
 
 /*
- * Binds and listens on a URL in dotnet-monitor's --urls syntax: http://host:port where host is
- * an IPv4/IPv6 literal, `localhost` (loopback: 127.0.0.1 and ::1 when available), or `+` / `*`
- * (all interfaces). https:// is refused with AGENT_E_INVAL for now. `tag` is returned by
- * http_request_tag for requests arriving on this listener (e.g. to tell artifact and metrics
- * URLs apart). Port 0 picks a free port: see http_server_port.
+ * Binds and listens on a URL in dotnet-monitor's --urls syntax: http://host:port or
+ * https://host:port where host is an IPv4/IPv6 literal, `localhost` (loopback: 127.0.0.1 and
+ * ::1 when available), or `+` / `*` (all interfaces). https:// needs cfg.tls (else
+ * AGENT_E_INVAL); each listener serves TLS or plain HTTP, so one server may mix both. `tag` is
+ * returned by http_request_tag for requests arriving on this listener (e.g. to tell artifact
+ * and metrics URLs apart). Port 0 picks a free port: see http_server_port.
+ *
+ * Over TLS every response byte (http_respond, the streaming calls, the owned zero-copy writes,
+ * the server's own error answers) is encrypted on the loop through OpenSSL memory BIOs; owned
+ * buffers are freed as soon as they are encrypted. A plain HTTP request sent to a TLS port gets
+ * a plain-text 400 and the connection is closed; any other handshake failure just closes it.
+ * Connections over max_connections on a TLS port are closed without the 503.
  */
 int http_server_listen(struct http_server *s, const char *url, int tag);
+/* Facts about a --urls entry without binding it: *tls for https://, *loopback when it binds
+ * only loopback addresses (localhost, 127.0.0.0/8, ::1). Returns 0 or AGENT_E_INVAL. */
+int http_url_info(const char *url, bool *tls, bool *loopback);
 /* Port of the n-th successful listen call (in order), or -1. */
 int http_server_port(const struct http_server *s, size_t n);
 size_t http_server_connection_count(const struct http_server *s);

@@ -5,11 +5,16 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 enum { HS_NONE = 0, HS_FIELD, HS_VALUE };
 
@@ -179,6 +184,8 @@ int tc_connect(struct tc_conn *c, int port)
 
 void tc_close(struct tc_conn *c)
 {
+    SSL_free(c->ssl); /* no close_notify: the tests decide what the server sees */
+    c->ssl = NULL;
     if (c->fd >= 0) {
         close(c->fd);
         c->fd = -1;
@@ -195,9 +202,62 @@ void tc_reset(struct tc_conn *c)
     tc_close(c);
 }
 
+/* recv(2) or SSL_read: >0 bytes, 0 end of stream, -1 with errno. */
+static ssize_t conn_recv(struct tc_conn *c, void *p, size_t n)
+{
+    if (c->ssl == NULL) {
+        return recv(c->fd, p, n, 0);
+    }
+    ERR_clear_error();
+    int r = SSL_read(c->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n);
+    if (r > 0) {
+        return r;
+    }
+    int e = SSL_get_error(c->ssl, r);
+    ERR_clear_error();
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) {
+        return 0;
+    }
+    errno = ECONNRESET;
+    return -1;
+}
+
+int tc_tls_handshake(struct tc_conn *c, void *ssl_ctx, const unsigned char *alpn, size_t alpn_len,
+                     int timeout_ms, char *why, size_t whylen)
+{
+    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ERR_clear_error();
+    SSL *ssl = SSL_new(ssl_ctx);
+    if (ssl == NULL || SSL_set_fd(ssl, c->fd) != 1 ||
+        (alpn != NULL && SSL_set_alpn_protos(ssl, alpn, (unsigned int)alpn_len) != 0) ||
+        SSL_connect(ssl) != 1) {
+        if (why != NULL && whylen > 0) {
+            unsigned long e = ERR_peek_last_error();
+            const char *r = e ? ERR_reason_error_string(e) : NULL;
+            snprintf(why, whylen, "%s", r ? r : "handshake failed (no reason)");
+        }
+        ERR_clear_error();
+        SSL_free(ssl);
+        return -1;
+    }
+    c->ssl = ssl;
+    return 0;
+}
+
 int tc_send(struct tc_conn *c, const void *p, size_t n)
 {
     const char *s = p;
+    while (c->ssl != NULL && n > 0) {
+        ERR_clear_error();
+        int w = SSL_write(c->ssl, s, n > INT32_MAX ? INT32_MAX : (int)n);
+        if (w <= 0) {
+            ERR_clear_error();
+            return -EPIPE;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
     while (n > 0) {
         ssize_t w = send(c->fd, s, n, MSG_NOSIGNAL);
         if (w < 0) {
@@ -278,7 +338,7 @@ enum tc_result tc_read_response(struct tc_conn *c, struct tc_response *r, int ti
         return rc == 1 ? TC_OK : TC_ERROR;
     }
     for (;;) {
-        if (!wait_readable(c->fd, deadline)) {
+        if ((c->ssl == NULL || SSL_pending(c->ssl) == 0) && !wait_readable(c->fd, deadline)) {
             return TC_TIMEOUT;
         }
         if (c->read_delay_us > 0) {
@@ -289,7 +349,7 @@ enum tc_result tc_read_response(struct tc_conn *c, struct tc_response *r, int ti
         if (buf_reserve(&c->in, want) != 0) {
             return TC_ERROR;
         }
-        ssize_t n = recv(c->fd, c->in.p + c->in.len, want, 0);
+        ssize_t n = conn_recv(c, c->in.p + c->in.len, want);
         if (n < 0 && errno == EINTR) {
             continue;
         }
@@ -326,13 +386,13 @@ enum tc_result tc_wait_closed(struct tc_conn *c, int timeout_ms, size_t *extra)
     size_t total = buf_size(&c->in);
     char tmp[4096];
     for (;;) {
-        if (!wait_readable(c->fd, deadline)) {
+        if ((c->ssl == NULL || SSL_pending(c->ssl) == 0) && !wait_readable(c->fd, deadline)) {
             if (extra != NULL) {
                 *extra = total;
             }
             return TC_TIMEOUT;
         }
-        ssize_t n = recv(c->fd, tmp, sizeof(tmp), 0);
+        ssize_t n = conn_recv(c, tmp, sizeof(tmp));
         if (n < 0 && errno == EINTR) {
             continue;
         }

@@ -47,6 +47,7 @@ struct tc_conn {
     size_t read_size;       /* bytes per recv; 0 → 64 KiB */
     unsigned read_delay_us; /* sleep before each recv (slow reader) */
     size_t bytes_read;
+    void *ssl; /* SSL * after tc_tls_handshake: every byte then goes through TLS (owned) */
 };
 
 void tc_response_init(struct tc_response *r);
@@ -65,6 +66,14 @@ void tc_reset(struct tc_conn *c);
  * closed). */
 int tc_send(struct tc_conn *c, const void *p, size_t n);
 int tc_send_str(struct tc_conn *c, const char *s);
+/*
+ * Turns c into a TLS client: a blocking handshake over c->fd with ssl_ctx (an SSL_CTX *, the
+ * caller's), offering ALPN alpn (wire format, may be NULL); afterwards tc_send, tc_read_response
+ * and tc_wait_closed speak TLS. Each socket read waits at most timeout_ms. Returns 0, or -1 with
+ * OpenSSL's reason in why (may be NULL).
+ */
+int tc_tls_handshake(struct tc_conn *c, void *ssl_ctx, const unsigned char *alpn, size_t alpn_len,
+                     int timeout_ms, char *why, size_t whylen);
 /* Half-closes the write side. */
 void tc_shutdown_write(struct tc_conn *c);
 /* Reads one final (non-1xx) response into r (re-initialised). */

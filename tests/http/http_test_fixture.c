@@ -123,7 +123,8 @@ void hfx_run(struct hfx *fx, hfx_client_fn client, uint64_t watchdog_ms)
 {
     assert_non_null(fx->handler);
     assert_int_equal(http_server_new(&fx->loop, &fx->cfg, on_request, fx, &fx->srv), 0);
-    assert_int_equal(http_server_listen(fx->srv, "http://127.0.0.1:0", 7), 0);
+    assert_int_equal(
+        http_server_listen(fx->srv, fx->url != NULL ? fx->url : "http://127.0.0.1:0", 7), 0);
     fx->port = http_server_port(fx->srv, 0);
     assert_true(fx->port > 0);
 

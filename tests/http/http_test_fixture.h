@@ -33,6 +33,7 @@ struct hfx {
     int port;
     hfx_handler_fn handler;
     uint64_t close_grace_ms; /* grace used when the client is done (default 0) */
+    const char *url;         /* what hfx_run listens on; NULL: http://127.0.0.1:0 */
     bool timed_out;
     bool client_finished; /* loop side: the async arrived */
     bool server_closed;

@@ -230,7 +230,17 @@ static void test_http_proto_listen_url(void **state)
     assert_string_equal(u.host, "::1");
     assert_int_equal(http__parse_listen_url("http://[::]", &u), 0);
     assert_int_equal(u.port, 80);
-    const char *bad[] = {"https://localhost:52323",
+    assert_false(u.tls);
+    assert_int_equal(http__parse_listen_url("https://localhost:52323", &u), 0);
+    assert_true(u.tls);
+    assert_int_equal(u.kind, HTTP_HOST_LOOPBACK);
+    assert_int_equal(u.port, 52323);
+    assert_int_equal(http__parse_listen_url("HTTPS://[::1]", &u), 0);
+    assert_true(u.tls);
+    assert_int_equal(u.port, 443);
+    const char *bad[] = {"https://",
+                         "httpx://h:1",
+                         "https:/h:1",
                          "localhost:1",
                          "http://",
                          "http://:80",

@@ -27,6 +27,7 @@
 #define HTTP_TIMEOUT_MS 10000
 #define DUMP_BYTES      ((size_t)16 << 10)
 #define LISTEN_PREFIX   "Now listening on: http://127.0.0.1:"
+#define LISTEN_PREFIX_TLS "Now listening on: https://127.0.0.1:"
 #define TOKEN_PREFIX    "Authorization: Bearer "
 
 /* ---- small utilities ------------------------------------------------------------------------ */
@@ -667,11 +668,17 @@ static bool match_listening(const char *line, void *ctx)
 {
     struct listen_ctx *lc = ctx;
     char msg[512];
-    if (!testenv_json_top_string(line, "Message", msg, sizeof msg) ||
-        strncmp(msg, LISTEN_PREFIX, strlen(LISTEN_PREFIX)) != 0) {
+    if (!testenv_json_top_string(line, "Message", msg, sizeof msg)) {
         return false;
     }
-    const char *digits = msg + strlen(LISTEN_PREFIX);
+    const char *digits = NULL;
+    if (strncmp(msg, LISTEN_PREFIX, strlen(LISTEN_PREFIX)) == 0) {
+        digits = msg + strlen(LISTEN_PREFIX);
+    } else if (strncmp(msg, LISTEN_PREFIX_TLS, strlen(LISTEN_PREFIX_TLS)) == 0) {
+        digits = msg + strlen(LISTEN_PREFIX_TLS); /* an https:// first URL */
+    } else {
+        return false;
+    }
     char *end = NULL;
     long port = strtol(digits, &end, 10);
     if (end == digits || port <= 0 || port > 65535 || (*end != '\0' && *end != '/')) {

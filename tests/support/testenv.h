@@ -100,7 +100,8 @@ int testenv_stop_app(struct test_app *app, int sig, int *wstatus);
  * "--metrics false" when args has --metrics, -m or --metricUrls (otherwise every dotmon would
  * bind the default metrics port localhost:52325, and parallel tests would collide).
  * Waits (15 s) for a stderr JSON log line whose top-level "Message" starts with
- * "Now listening on: http://127.0.0.1:" and takes the port from the first such line; with
+ * "Now listening on: http://127.0.0.1:" (or https://) and takes the port from the first such
+ * line; with
  * --temp-apikey also for the stdout line "Authorization: Bearer <jwt>".
  */
 int testenv_start_dotmon(struct testenv *env, const char *const *args, const char *const *extra_env,

@@ -484,6 +484,13 @@ static void sweep_stale_dumps(const struct agent *a)
 
 int agent_start(struct agent *a)
 {
+    /* Signals first: a SIGTERM right after the first "Now listening" must stop us cleanly. */
+    uv_signal_init(a->loop, &a->sig_int);
+    uv_signal_init(a->loop, &a->sig_term);
+    a->sig_int.data = a->sig_term.data = a;
+    a->open_handles += 2;
+    uv_signal_start(&a->sig_int, on_signal, SIGINT);
+    uv_signal_start(&a->sig_term, on_signal, SIGTERM);
     sweep_stale_dumps(a);
     struct http_server_config hcfg;
     memset(&hcfg, 0, sizeof(hcfg));
@@ -576,12 +583,6 @@ int agent_start(struct agent *a)
         bind_urls(a, murls, nm, AGENT_TAG_METRICS);
     }
 
-    uv_signal_init(a->loop, &a->sig_int);
-    uv_signal_init(a->loop, &a->sig_term);
-    a->sig_int.data = a->sig_term.data = a;
-    a->open_handles += 2;
-    uv_signal_start(&a->sig_int, on_signal, SIGINT);
-    uv_signal_start(&a->sig_term, on_signal, SIGTERM);
     return apikey_watch_start(a);
 }
 

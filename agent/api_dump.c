@@ -630,6 +630,20 @@ void api_dump_get(struct agent *a, struct http_request *req)
         api_problem(req, 503, "dotmon is shutting down");
         goto out;
     }
+    /*
+     * A runtime that has not answered an earlier GenerateCoreDump (timed out, its exchange kept
+     * open to delete a late file) still has its single diagnostic thread on it: a new request
+     * would only queue behind it and time out too, each one holding a connection for up to
+     * Dump:TimeoutSeconds + DUMP_LATE_GRACE_MS.
+     */
+    for (const struct dump_job *j = a->dump_jobs; j != NULL; j = j->next) {
+        if (j->x != NULL && strcmp(j->uid, p->uid) == 0) {
+            api_problem(req, 429, "the runtime of process %llu has not answered the previous "
+                                  "dump request yet; retry later",
+                        (unsigned long long)p->pid);
+            goto out;
+        }
+    }
     struct stat st;
     errno = 0;
     if (stat(a->dump_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {

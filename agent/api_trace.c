@@ -298,6 +298,24 @@ static void job_on_retry(uv_timer_t *t)
     }
 }
 
+/* Ends an incomplete trace's response without its last chunk (see sess_on_end). */
+static void job_cut_response(struct trace_job *job)
+{
+    struct http_request *req = job->req;
+    job->req = NULL;
+    http_request_on_abort(req, NULL, NULL);
+    http_stream_abort(req);
+    job_maybe_free(job);
+}
+
+static void job_on_truncated_drain(void *ud, struct http_request *r)
+{
+    struct trace_job *job = ud;
+    if (job->req == r && http_stream_pending(r) == 0) {
+        job_cut_response(job);
+    }
+}
+
 static void sess_on_end(void *ud, int status, uint32_t hresult)
 {
     struct trace_job *job = ud;
@@ -360,10 +378,26 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     } else {
         job_finish_op(job, OP_FAILED, "TraceInvalid", nettrace_error(&job->checker, NULL));
     }
+    if (req != NULL && v != NETTRACE_COMPLETE && !job->client_lost) {
+        /*
+         * The stream ended without its end marker (the process died, the runtime dropped the
+         * stream, the stop timed out). A clean last chunk would tell the client it has the whole
+         * file; instead the transfer is cut once everything received has been written, so every
+         * HTTP client reports the download incomplete (and keeps the bytes, the most recent
+         * events included). The operation says why.
+         */
+        log_warn(cat, "trace of %llu is %s: ending the response without its last chunk",
+                 (unsigned long long)job->pid, verdict_word(v));
+        if (http_stream_pending(req) > 0) {
+            http_stream_on_drain(req, 0, job_on_truncated_drain, job); /* abort callback kept */
+            return;
+        }
+        job_cut_response(job);
+        return;
+    }
     if (req != NULL) {
         job->req = NULL;
         http_request_on_abort(req, NULL, NULL);
-        /* End the response cleanly in every case: the file is what the runtime sent. */
         if (http_stream_end(req) != 0 && job->op == NULL) {
             log_info(cat, "trace of %llu: the client left before the end of the response",
                      (unsigned long long)job->pid);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <uv.h>
 
@@ -118,6 +119,25 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
     }
 }
 
+/*
+ * Every HTTP connection and every runtime exchange is a descriptor: take the soft limit up to
+ * the hard one (a container's default soft limit is often 1024, the same as the default
+ * Kestrel:Limits:MaxConcurrentConnections, leaving nothing for the runtimes).
+ */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) {
+        return;
+    }
+    rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        log_info("dotmon", "open file limit raised from %llu to %llu", (unsigned long long)old,
+                 (unsigned long long)rl.rlim_max);
+    }
+}
+
 static int run_collect(const struct cli_options *opts, const struct config *cfg)
 {
     uv_loop_t loop;
@@ -128,6 +148,7 @@ static int run_collect(const struct cli_options *opts, const struct config *cfg)
     }
     /* A client that disconnects mid-write must not kill us. */
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
 
     struct agent a;
     int code = 0;

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -337,4 +340,63 @@ void agent_test_generate_key(struct testenv *env, struct agent_test_key *k)
     snprintf(k->public_key, sizeof(k->public_key), "%s", agent_test_str(j, "PublicKey"));
     cJSON_Delete(j);
     free(out);
+}
+
+size_t agent_test_abandon_trace(uint16_t port, const char *auth_header, const char *target,
+                                size_t bytes, int ms, int *status)
+{
+    int fd = testenv_connect_port(port);
+    assert_true(fd >= 0);
+    char req[1024];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s\r\n", target,
+                     auth_header ? auth_header : "", auth_header ? "\r\n" : "");
+    assert_true(n > 0 && (size_t)n < sizeof(req));
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    struct timeval tv = {.tv_sec = 2, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    size_t got = 0;
+    char buf[16384];
+    char head[16] = "";
+    double end = testenv_now_ms() + ms;
+    while (got < bytes && testenv_now_ms() < end) {
+        ssize_t r = read(fd, buf, sizeof(buf));
+        if (r <= 0) {
+            break;
+        }
+        if (got < sizeof(head) - 1) {
+            size_t k = sizeof(head) - 1 - got < (size_t)r ? sizeof(head) - 1 - got : (size_t)r;
+            memcpy(head + got, buf, k);
+            head[got + k] = '\0';
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (status != NULL) {
+        *status = strncmp(head, "HTTP/1.", 7) == 0 && strlen(head) >= 12 ? atoi(head + 9) : 0;
+    }
+    return got;
+}
+
+size_t agent_test_running_traces(struct dotmon *dm)
+{
+    cJSON *ops = agent_test_get_json(dm, "/operations", 200);
+    size_t running = 0;
+    cJSON *o;
+    cJSON_ArrayForEach(o, ops)
+    {
+        const char *s = agent_test_str(o, "status");
+        running += strcmp(s, "Starting") == 0 || strcmp(s, "Running") == 0 ||
+                   strcmp(s, "Stopping") == 0;
+    }
+    cJSON_Delete(ops);
+    return running;
+}
+
+void agent_test_wait_no_running_traces(struct dotmon *dm)
+{
+    double end = testenv_now_ms() + testenv_timeout(30000);
+    while (agent_test_running_traces(dm) > 0) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(50);
+    }
 }

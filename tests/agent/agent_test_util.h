@@ -79,6 +79,19 @@ int agent_test_run_dotmon(struct testenv *env, const char *const *args,
 /* A new key pair, asserting generatekey worked. */
 void agent_test_generate_key(struct testenv *env, struct agent_test_key *k);
 
+/*
+ * A trace download abandoned by its client: connects to 127.0.0.1:port, sends GET target (with
+ * auth_header, "Authorization: Bearer …", unless NULL), reads until `bytes` bytes of response
+ * arrived or `ms` passed (or the server closed), and closes the socket. Returns the bytes read;
+ * *status (if not NULL) gets the response's status code (0 if no status line arrived).
+ */
+size_t agent_test_abandon_trace(uint16_t port, const char *auth_header, const char *target,
+                                size_t bytes, int ms, int *status);
+/* Operations that are Starting, Running or Stopping (traces and dumps alike). */
+size_t agent_test_running_traces(struct dotmon *dm);
+/* Waits (30 s, scaled) until agent_test_running_traces is 0, failing the test otherwise. */
+void agent_test_wait_no_running_traces(struct dotmon *dm);
+
 /* True when s is a GUID in 8-4-4-4-12 hex form. */
 bool agent_test_is_guid(const char *s);
 /* The string member name of obj, failing the test if it is missing or not a string. */

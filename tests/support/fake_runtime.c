@@ -66,6 +66,11 @@ struct fake_conn {
     uint64_t stop_id; /* StopTracing held back by stop_delay_ms */
     char *dump_path;  /* GenerateCoreDump held back by dump.reply_delay_ms */
     int dump_version;
+    /* A fault applied to this connection's reply (kind NONE: none). */
+    struct fake_fault fault;
+    uint8_t *drip; /* FAKE_FAULT_DRIP: the reply, sent one byte per timer tick */
+    size_t drip_len;
+    size_t drip_off;
     /* Reverse mode. */
     uv_connect_t connect_req;
     bool reconnect_on_close; /* a long command: the next connect waits for this one to close */
@@ -111,6 +116,8 @@ struct fake_runtime {
     int order[FAKE_MAX_ORDER];
     unsigned n_order;
     unsigned info_answers; /* ProcessInfo replies so far (early_answers) */
+    unsigned fault_seen[FAKE_MAX_FAULTS]; /* matching requests per fault slot (for `after`) */
+    unsigned faults_applied;
     void (*close_cb)(void *ud);
     void *close_ud;
 };
@@ -281,6 +288,7 @@ static void conn_on_close(uv_handle_t *h)
     }
     free(c->out);
     free(c->dump_path);
+    free(c->drip);
     free(c);
     f->open_handles--;
     runtime_maybe_done(f);
@@ -346,8 +354,15 @@ static void conn_send(struct fake_conn *c, const uint8_t *p, size_t n, bool clos
     }
 }
 
+static void fault_reply(struct fake_conn *c, struct enc *e);
+
 static void conn_reply(struct fake_conn *c, struct enc *e, bool close_after)
 {
+    if (c->fault.kind != FAKE_FAULT_NONE && c->fault.kind != FAKE_FAULT_MID_STREAM &&
+        c->fault.kind != FAKE_FAULT_NO_READ) {
+        fault_reply(c, e);
+        return;
+    }
     if (c->f->cfg.split_writes && e->len > 1) {
         c->out = e->p; /* ownership moves to the connection */
         c->out_len = e->len;
@@ -359,6 +374,106 @@ static void conn_reply(struct fake_conn *c, struct enc *e, bool close_after)
     conn_send(c, e->p, e->len, close_after);
     free(e->p);
     e->p = NULL;
+}
+
+/* ---- injected faults (fake_runtime_set_fault) ---------------------------------------------- */
+
+static void drip_on_timer(uv_timer_t *t)
+{
+    struct fake_conn *c = t->data;
+    if (c->closing) {
+        return;
+    }
+    uint8_t b = c->drip_off < c->drip_len ? c->drip[c->drip_off] : 0;
+    c->drip_off++;
+    conn_send(c, &b, 1, false); /* a failed write closes the connection */
+    if (!c->closing) {
+        unsigned ms = c->fault.drip_ms ? c->fault.drip_ms : 100;
+        (void)uv_timer_start(&c->timer, drip_on_timer, ms, 0);
+    }
+}
+
+/* Sends e (a complete normal reply, at least a header) the way c->fault says; frees e->p. */
+static void fault_reply(struct fake_conn *c, struct enc *e)
+{
+    size_t len = e->len;
+    switch (c->fault.kind) {
+    case FAKE_FAULT_BAD_MAGIC:
+        e->p[9] = 'X'; /* "DOTNET_IPX_V1" */
+        conn_send(c, e->p, len, true);
+        break;
+    case FAKE_FAULT_OVERSIZED: {
+        uint16_t size = c->fault.size ? c->fault.size : 0xFFFF;
+        e->p[14] = (uint8_t)size;
+        e->p[15] = (uint8_t)(size >> 8);
+        e->p[16] = 0xFF; /* Server */
+        e->p[17] = 0x00; /* OK */
+        size_t extra = len - HEADER_SIZE < 10 ? len - HEADER_SIZE : 10;
+        conn_send(c, e->p, HEADER_SIZE + extra, false);
+        break;
+    }
+    case FAKE_FAULT_TRUNCATED:
+        conn_send(c, e->p, len / 2 > 0 ? len / 2 : 1, true);
+        break;
+    case FAKE_FAULT_HEADER_ONLY:
+        conn_send(c, e->p, HEADER_SIZE, false);
+        break;
+    case FAKE_FAULT_DRIP:
+        free(c->drip);
+        c->drip = e->p; /* ownership moves to the connection */
+        c->drip_len = len;
+        c->drip_off = 0;
+        e->p = NULL;
+        if (!c->has_timer) {
+            (void)uv_timer_init(c->f->loop, &c->timer);
+            c->timer.data = c;
+            c->has_timer = true;
+            c->handles++;
+        }
+        (void)uv_timer_start(&c->timer, drip_on_timer, 0, 0);
+        break;
+    case FAKE_FAULT_NONE:
+    case FAKE_FAULT_MID_STREAM:
+    case FAKE_FAULT_NO_READ:
+    default:
+        conn_send(c, e->p, len, true);
+        break;
+    }
+    free(e->p);
+    e->p = NULL;
+}
+
+/* Picks the fault for the complete request in c->in, if any (counting `after`). */
+static void fault_match(struct fake_conn *c)
+{
+    struct fake_runtime *f = c->f;
+    for (unsigned i = 0; i < FAKE_MAX_FAULTS; i++) {
+        const struct fake_fault *fl = &f->cfg.faults[i];
+        if (fl->kind == FAKE_FAULT_NONE || fl->kind == FAKE_FAULT_NO_READ ||
+            fl->command_set != c->in[16] ||
+            (fl->command_id != FAKE_ANY_ID && fl->command_id != c->in[17])) {
+            continue;
+        }
+        if (f->fault_seen[i]++ < fl->after) {
+            continue;
+        }
+        c->fault = *fl;
+        f->faults_applied++;
+        return;
+    }
+}
+
+/* A new connection that a NO_READ fault takes: true when it must never be read. */
+static bool fault_no_read(struct fake_runtime *f)
+{
+    for (unsigned i = 0; i < FAKE_MAX_FAULTS; i++) {
+        const struct fake_fault *fl = &f->cfg.faults[i];
+        if (fl->kind == FAKE_FAULT_NO_READ && f->fault_seen[i]++ >= fl->after) {
+            f->faults_applied++;
+            return true;
+        }
+    }
+    return false;
 }
 
 static void reply_hresult(struct fake_conn *c, bool ok, uint32_t hr)
@@ -586,6 +701,11 @@ static void stream_on_write(struct fake_write *w, int status)
     }
     if (f->cfg.trace.fault == FAKE_TRACE_DIE && si->stream_bytes >= f->cfg.trace.die_after) {
         fake_runtime_kill(f);
+        return;
+    }
+    if (c->fault.kind == FAKE_FAULT_MID_STREAM &&
+        si->stream_bytes >= (c->fault.stream_bytes ? c->fault.stream_bytes : 65536)) {
+        conn_close(c); /* the stream alone ends, without its end tag; the runtime stays up */
         return;
     }
     if (f->cfg.trace.interval_ms > 0 && !st->stopping) {
@@ -997,6 +1117,17 @@ static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         f->last_ep[c->in[17]] = copy;
         f->last_ep_len[c->in[17]] = size;
     }
+    fault_match(c);
+    if (c->fault.kind != FAKE_FAULT_NONE && c->fault.kind != FAKE_FAULT_MID_STREAM) {
+        if (c->in[16] == 0x02 && c->in[17] >= 0x02) {
+            reply_session(c, 0x00007f3a0badf000ull); /* faulty reply; no session, no stream */
+            return;
+        }
+        if (c->in[16] == 0x01) {
+            reply_hresult(c, true, 0); /* faulty reply; no dump file */
+            return;
+        }
+    }
     conn_dispatch(c, c->in[16], c->in[17]);
 }
 
@@ -1022,6 +1153,9 @@ static void listener_on_connection(uv_stream_t *server, int status)
         return;
     }
     f->connections++;
+    if (fault_no_read(f)) {
+        return; /* accepted, never read, never answered */
+    }
     (void)uv_read_start((uv_stream_t *)&c->pipe, conn_on_alloc, conn_on_read);
 }
 
@@ -1248,6 +1382,34 @@ const uint8_t *fake_runtime_last_request(const struct fake_runtime *f, uint8_t c
     }
     *len = f->last_ep_len[command_id];
     return f->last_ep[command_id];
+}
+
+int fake_runtime_set_fault(struct fake_runtime *f, unsigned slot, const struct fake_fault *fault)
+{
+    if (slot >= FAKE_MAX_FAULTS) {
+        return -EINVAL;
+    }
+    if (fault == NULL) {
+        memset(&f->cfg.faults[slot], 0, sizeof(f->cfg.faults[slot]));
+    } else {
+        f->cfg.faults[slot] = *fault;
+    }
+    f->fault_seen[slot] = 0;
+    return 0;
+}
+
+unsigned fake_runtime_faults_applied(const struct fake_runtime *f)
+{
+    return f->faults_applied;
+}
+
+unsigned fake_runtime_open_connections(const struct fake_runtime *f)
+{
+    unsigned n = 0;
+    for (const struct fake_conn *c = f->conns; c != NULL; c = c->next) {
+        n += !c->closing;
+    }
+    return n;
 }
 
 void fake_runtime_kill(struct fake_runtime *f)

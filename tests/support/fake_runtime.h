@@ -86,6 +86,49 @@ struct fake_dump_config {
     const char *error_message; /* FAKE_DUMP_ERROR, v3 only; NULL encodes an absent string */
 };
 
+/*
+ * Faults injected into the answer to one command (set by fake_runtime_set_fault, so a test can
+ * switch them on a runtime that is already listed). A fault matches requests of command_set with
+ * command_id (FAKE_ANY_ID: every id of the set); the first `after` matching requests are answered
+ * normally. The "normal reply" is what the fake would have sent otherwise: ProcessInfo 1..3,
+ * ProcessEnvironment (header + continuation), CollectTracing OK + id (no session is created, no
+ * stream follows), GenerateCoreDump OK (no file is written), StopTracing OK + id (the fake first
+ * acts on the stop as usual: the stream gets its end tag and closes, then the faulty reply goes
+ * out on the StopTracing connection).
+ */
+enum fake_fault_kind {
+    FAKE_FAULT_NONE = 0,
+    FAKE_FAULT_BAD_MAGIC,   /* the normal reply with "DOTNET_IPX_V1" as its magic, then close */
+    FAKE_FAULT_OVERSIZED,   /* a Server/OK header whose size field says `size` (0: 0xFFFF), the
+                               first payload bytes of the normal reply (at most 10), then silence
+                               with the connection open */
+    FAKE_FAULT_TRUNCATED,   /* the first half of the normal reply, then close */
+    FAKE_FAULT_HEADER_ONLY, /* the normal reply's 20-byte header, then silence (connection open) */
+    FAKE_FAULT_DRIP,        /* the normal reply one byte every drip_ms (then zero bytes at the
+                               same pace) for as long as the client keeps the connection */
+    FAKE_FAULT_MID_STREAM,  /* CollectTracing only: OK + preamble + filler as usual, but the
+                               stream connection is closed (no end tag) once stream_bytes nettrace
+                               bytes have been written; the runtime itself stays up */
+    FAKE_FAULT_NO_READ      /* whatever the command: new connections are accepted and never read
+                               from or answered (command_set/command_id are not looked at; `after`
+                               counts connections); they stay open until the client closes
+                               them or the fake is closed */
+};
+
+#define FAKE_ANY_ID 0xFF
+
+struct fake_fault {
+    enum fake_fault_kind kind;
+    uint8_t command_set;   /* 0x01 dump, 0x02 EventPipe, 0x04 process */
+    uint8_t command_id;    /* FAKE_ANY_ID: any */
+    unsigned after;        /* matching requests (NO_READ: connections) answered normally first */
+    uint16_t size;         /* FAKE_FAULT_OVERSIZED: the size field (0: 0xFFFF) */
+    unsigned drip_ms;      /* FAKE_FAULT_DRIP: pause between bytes (0: 100) */
+    uint64_t stream_bytes; /* FAKE_FAULT_MID_STREAM: nettrace bytes before the cut (0: 65536) */
+};
+
+#define FAKE_MAX_FAULTS 4
+
 struct fake_runtime_config {
     uint64_t pid; /* used in the socket name and in ProcessInfo */
     uint64_t key;
@@ -106,6 +149,7 @@ struct fake_runtime_config {
     unsigned early_answers;
     struct fake_trace_config trace;
     struct fake_dump_config dump;
+    struct fake_fault faults[FAKE_MAX_FAULTS]; /* initial faults (fake_runtime_set_fault) */
 };
 
 struct fake_runtime;
@@ -186,6 +230,16 @@ unsigned fake_runtime_advertises(const struct fake_runtime *f);
  */
 #define FAKE_MAX_ORDER 64
 int fake_runtime_request_at(const struct fake_runtime *f, unsigned i);
+
+/*
+ * Sets fault slot `slot` (< FAKE_MAX_FAULTS; fault NULL or kind NONE clears it; its `after`
+ * counter starts over). Loop thread only. Connections already open keep what they had.
+ */
+int fake_runtime_set_fault(struct fake_runtime *f, unsigned slot, const struct fake_fault *fault);
+/* Requests (NO_READ: connections) a fault was applied to so far, over all slots. */
+unsigned fake_runtime_faults_applied(const struct fake_runtime *f);
+/* Connections of the fake that are open now (streams, silent and never-read ones included). */
+unsigned fake_runtime_open_connections(const struct fake_runtime *f);
 
 /* Like SIGKILL: the listener and every connection close, the socket file stays behind. */
 void fake_runtime_kill(struct fake_runtime *f);

@@ -645,6 +645,7 @@ static int request_once(struct httpc *c, const char *method, const struct buf *r
     bool reused = c->fd >= 0;
     size_t in_before = buf_size(&c->in);
     int rc = 0;
+    bool head_done = false;
     *stale = false;
 
     if (c->fd < 0) {
@@ -664,7 +665,6 @@ static int request_once(struct httpc *c, const char *method, const struct buf *r
         goto out;
     }
 
-    bool head_done = false;
     bool eof = false;
     for (;;) {
         if (!head_done) {
@@ -717,6 +717,9 @@ static int request_once(struct httpc *c, const char *method, const struct buf *r
 out:
     if (rc != 0) {
         httpc_disconnect(c);
+    }
+    if (rc == AGENT_E_CLOSED && head_done && resp->body == NULL) {
+        (void)finish_body(&bs, resp); /* a cut transfer: keep what arrived for the caller */
     }
     buf_fini(&bs.body);
     return rc;

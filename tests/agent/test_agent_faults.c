@@ -1,0 +1,918 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: the real dotmon against a runtime that misbehaves on purpose (the fake runtime of
+ * tests/support on a thread of this process, listed as this test's pid) while a real .NET TestApp
+ * in the same TMPDIR is the healthy "everything else".
+ *
+ * Every fault of fake_runtime.h is applied to every command dotmon sends where it makes sense:
+ * ProcessInfo (discovery probe and liveness, behind /processes and /process), ProcessEnvironment
+ * (/env), CollectTracing (/trace), GenerateCoreDump (/dump) and StopTracing (the end of a trace).
+ * For each case the one request that hits the faulty runtime must end within a stated bound:
+ *
+ *   - a reply that is malformed (wrong magic, a size over dotmon's cap, cut short by a close):
+ *     502 Bad Gateway, problem+json, in well under a second;
+ *   - a runtime that stays silent (a header and nothing more, a drip that never completes the
+ *     reply, a connection never read, a size field far beyond the bytes sent): 504 Gateway
+ *     Timeout, problem+json, when dotmon's timeout for that exchange runs out (ProcessEnvironment
+ *     3 s, CollectTracing 5 s, GenerateCoreDump Dump:TimeoutSeconds, 2 s here);
+ *   - a trace stream that the runtime drops in the middle: the 200 response is cut without its
+ *     last chunk (the client sees an incomplete transfer), the operation is Failed/TraceTruncated;
+ *   - a bad answer to StopTracing after the stream ended properly: the trace is complete and
+ *     Succeeded; a StopTracing never read: the operation can still be cancelled at once.
+ *
+ * Meanwhile /processes and /env of the healthy runtime keep answering quickly (the maximum
+ * latency seen while the fault is in progress is printed and bounded), dotmon's descriptor count
+ * returns to what it was (except the GenerateCoreDump exchange dotmon deliberately keeps open
+ * after a 504 so that it can delete a late dump file, bounded by Dump:TimeoutSeconds + 600 s), and
+ * the runtime's trace sessions end.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent_test_util.h"
+#include "err.h"
+#include "fake_runtime.h"
+#include "nettrace.h"
+
+#define WATCHDOG_S 900
+/* /processes and /env of the healthy runtime while a fault is in progress (scaled). */
+#define HEALTHY_MAX_MS 250
+
+static const char *const no_auth[] = {"--no-auth", NULL};
+static const char *const dm_env[] = {"DotnetMonitor_Dump__TimeoutSeconds=2", NULL};
+
+/* ---- the fake runtime on its own loop thread ------------------------------------------------ */
+
+typedef void (*ft_fn)(struct fake_runtime *f, void *arg);
+
+struct fake_thread {
+    uv_loop_t loop;
+    uv_async_t async;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct fake_runtime_config cfg;
+    char dir[TESTENV_DIR_SIZE];
+    struct fake_runtime *f; /* loop thread only */
+    int start_rc;
+    bool started;
+    ft_fn fn; /* the call to run on the loop thread; NULL: stop */
+    void *arg;
+    bool pending;
+    bool done;
+};
+
+static struct fake_thread *running_fakes[4];
+
+static void ft_on_async(uv_async_t *a)
+{
+    struct fake_thread *ft = a->data;
+    pthread_mutex_lock(&ft->mu);
+    if (ft->pending) {
+        ft->pending = false;
+        if (ft->fn != NULL) {
+            ft->fn(ft->f, ft->arg);
+        } else {
+            fake_runtime_close(ft->f, NULL, NULL);
+            ft->f = NULL;
+            uv_close((uv_handle_t *)&ft->async, NULL);
+        }
+        ft->done = true;
+        pthread_cond_broadcast(&ft->cv);
+    }
+    pthread_mutex_unlock(&ft->mu);
+}
+
+static void *ft_main(void *arg)
+{
+    struct fake_thread *ft = arg;
+    int rc = uv_loop_init(&ft->loop);
+    bool loop_ok = rc == 0;
+    if (rc == 0) {
+        rc = uv_async_init(&ft->loop, &ft->async, ft_on_async);
+        ft->async.data = ft;
+        if (rc == 0) {
+            rc = fake_runtime_start(&ft->loop, ft->dir, &ft->cfg, &ft->f);
+            if (rc != 0) {
+                uv_close((uv_handle_t *)&ft->async, NULL);
+            }
+        }
+    }
+    pthread_mutex_lock(&ft->mu);
+    ft->start_rc = rc;
+    ft->started = true;
+    pthread_cond_broadcast(&ft->cv);
+    pthread_mutex_unlock(&ft->mu);
+    if (loop_ok) {
+        uv_run(&ft->loop, UV_RUN_DEFAULT);
+        (void)uv_loop_close(&ft->loop);
+    }
+    return NULL;
+}
+
+/* Runs fn(f, arg) on the fake's loop thread and waits for it (fn NULL: close the fake). */
+static void ft_call(struct fake_thread *ft, ft_fn fn, void *arg)
+{
+    pthread_mutex_lock(&ft->mu);
+    ft->fn = fn;
+    ft->arg = arg;
+    ft->pending = true;
+    ft->done = false;
+    pthread_mutex_unlock(&ft->mu);
+    assert_int_equal(uv_async_send(&ft->async), 0);
+    pthread_mutex_lock(&ft->mu);
+    while (!ft->done) {
+        pthread_cond_wait(&ft->cv, &ft->mu);
+    }
+    pthread_mutex_unlock(&ft->mu);
+}
+
+/* A fake runtime listed as this test's pid (socket key `key`) in env's dir. */
+static struct fake_thread *fake_start(struct testenv *env, uint64_t key,
+                                      const struct fake_fault *initial)
+{
+    struct fake_thread *ft = calloc(1, sizeof(*ft));
+    assert_non_null(ft);
+    pthread_mutex_init(&ft->mu, NULL);
+    pthread_cond_init(&ft->cv, NULL);
+    snprintf(ft->dir, sizeof(ft->dir), "%s", env->dir);
+    ft->cfg.pid = (uint64_t)getpid();
+    ft->cfg.key = key;
+    char hex[33];
+    testenv_random_hex(hex, sizeof(hex));
+    memcpy(ft->cfg.cookie, hex, sizeof(ft->cfg.cookie));
+    ft->cfg.command_line = "/opt/fake/FaultyApp --faults";
+    ft->cfg.os = "Linux";
+    ft->cfg.arch = "x64";
+    ft->cfg.assembly = "FaultyApp";
+    ft->cfg.clr_version = "10.0.0";
+    ft->cfg.rid = "linux-x64";
+    static const char *const fenv[] = {"FAULTY=1", "PATH=/usr/bin", NULL};
+    ft->cfg.env = fenv;
+    ft->cfg.trace.filler_bytes = UINT64_MAX;
+    ft->cfg.trace.chunk_bytes = 4096;
+    ft->cfg.trace.interval_ms = 10;
+    if (initial != NULL) {
+        ft->cfg.faults[0] = *initial;
+    }
+    assert_int_equal(pthread_create(&ft->th, NULL, ft_main, ft), 0);
+    pthread_mutex_lock(&ft->mu);
+    while (!ft->started) {
+        pthread_cond_wait(&ft->cv, &ft->mu);
+    }
+    pthread_mutex_unlock(&ft->mu);
+    if (ft->start_rc != 0) {
+        fprintf(stderr, "fake runtime: %s\n", uv_strerror(ft->start_rc));
+        pthread_join(ft->th, NULL);
+        free(ft);
+        fail();
+    }
+    for (size_t i = 0; i < 4; i++) {
+        if (running_fakes[i] == NULL) {
+            running_fakes[i] = ft;
+            break;
+        }
+    }
+    return ft;
+}
+
+static void fake_stop(struct fake_thread *ft)
+{
+    ft_call(ft, NULL, NULL);
+    pthread_join(ft->th, NULL);
+    pthread_mutex_destroy(&ft->mu);
+    pthread_cond_destroy(&ft->cv);
+    for (size_t i = 0; i < 4; i++) {
+        if (running_fakes[i] == ft) {
+            running_fakes[i] = NULL;
+        }
+    }
+    free(ft);
+}
+
+static int faults_teardown(void **state)
+{
+    for (size_t i = 0; i < 4; i++) {
+        if (running_fakes[i] != NULL) {
+            fake_stop(running_fakes[i]);
+        }
+    }
+    return agent_test_teardown(state);
+}
+
+struct set_fault_arg {
+    unsigned slot;
+    const struct fake_fault *fault;
+};
+
+static void do_set_fault(struct fake_runtime *f, void *arg)
+{
+    struct set_fault_arg *a = arg;
+    (void)fake_runtime_set_fault(f, a->slot, a->fault);
+}
+
+static void fake_set_fault(struct fake_thread *ft, const struct fake_fault *fault)
+{
+    struct set_fault_arg a = {.slot = 0, .fault = fault};
+    ft_call(ft, do_set_fault, &a);
+}
+
+struct fake_snapshot {
+    unsigned faults_applied;
+    unsigned sessions;
+    unsigned streams_open;
+    unsigned open_conns;
+    struct fake_session_info last;
+};
+
+static void do_snapshot(struct fake_runtime *f, void *arg)
+{
+    struct fake_snapshot *s = arg;
+    memset(s, 0, sizeof(*s));
+    s->faults_applied = fake_runtime_faults_applied(f);
+    s->sessions = fake_runtime_sessions(f);
+    s->open_conns = fake_runtime_open_connections(f);
+    for (unsigned i = 0; i < s->sessions; i++) {
+        struct fake_session_info si;
+        if (fake_runtime_session(f, i, &si) == 0) {
+            s->streams_open += si.stream_open;
+            s->last = si;
+        }
+    }
+}
+
+static struct fake_snapshot fake_snap(struct fake_thread *ft)
+{
+    struct fake_snapshot s;
+    ft_call(ft, do_snapshot, &s);
+    return s;
+}
+
+/* ---- requests on a thread, the healthy runtime sampled meanwhile ---------------------------- */
+
+struct req_thread {
+    uint16_t port;
+    char target[256];
+    const char *method;
+    struct httpc_resp resp;
+    int rc;
+    double ms; /* until the response ended (or failed) */
+    atomic_int done;
+    pthread_t th;
+};
+
+static void *req_main(void *arg)
+{
+    struct req_thread *t = arg;
+    double t0 = testenv_now_ms();
+    t->rc = httpc_fetch(t->port, t->method, t->target, NULL, NULL, 0, testenv_timeout(60000),
+                        &t->resp);
+    t->ms = testenv_now_ms() - t0;
+    atomic_store(&t->done, 1);
+    return NULL;
+}
+
+static void req_spawn(struct req_thread *t, struct dotmon *dm, const char *method, const char *fmt,
+                      ...) __attribute__((format(printf, 4, 5)));
+static void req_spawn(struct req_thread *t, struct dotmon *dm, const char *method, const char *fmt,
+                      ...)
+{
+    memset(t, 0, sizeof(*t));
+    t->port = dm->port;
+    t->method = method;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->target, sizeof(t->target), fmt, ap);
+    va_end(ap);
+    assert_int_equal(pthread_create(&t->th, NULL, req_main, t), 0);
+}
+
+struct latency {
+    unsigned n;
+    double max_ms;
+};
+
+struct world {
+    struct testenv *env;
+    struct test_app *app;
+    struct dotmon *dm;
+    struct fake_thread *ft;
+    pid_t dpid;
+    pid_t fake_pid;
+    struct httpc hc;
+    struct latency procs, env_lat;
+};
+
+static void lat_add(struct latency *l, double ms)
+{
+    l->n++;
+    l->max_ms = ms > l->max_ms ? ms : l->max_ms;
+}
+
+/* One GET /processes (app listed; the fake too if want_fake) and one /env of the healthy app. */
+static void sample_healthy(struct world *w, bool want_fake)
+{
+    struct httpc_resp r;
+    int rc = httpc_request(&w->hc, "GET", "/processes", NULL, NULL, 0, &r);
+    cJSON *arr = rc == 0 && r.status == 200 ? cJSON_ParseWithLength(r.body, r.body_len) : NULL;
+    bool ok = arr != NULL && agent_test_find_pid(arr, w->app->pid) != NULL &&
+              (!want_fake || agent_test_find_pid(arr, w->fake_pid) != NULL);
+    if (!ok) {
+        fprintf(stderr, "/processes: rc %d %s status %d body %.*s\n", rc, r.error, r.status,
+                r.body ? (int)r.body_len : 0, r.body ? r.body : "");
+    }
+    lat_add(&w->procs, r.latency_ms);
+    cJSON_Delete(arr);
+    httpc_resp_fini(&r);
+    assert_true(ok);
+
+    char target[64];
+    snprintf(target, sizeof(target), "/env?pid=%d", (int)w->app->pid);
+    rc = httpc_request(&w->hc, "GET", target, NULL, NULL, 0, &r);
+    if (rc != 0 || r.status != 200) {
+        fprintf(stderr, "%s: rc %d %s status %d\n", target, rc, r.error, r.status);
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(r.status, 200);
+    lat_add(&w->env_lat, r.latency_ms);
+    httpc_resp_fini(&r);
+}
+
+/* Samples the healthy side every 20 ms until t is done, then joins it. */
+static void sample_until_done(struct world *w, struct req_thread *t, bool want_fake)
+{
+    while (!atomic_load(&t->done)) {
+        sample_healthy(w, want_fake);
+        testenv_sleep_ms(20);
+    }
+    pthread_join(t->th, NULL);
+}
+
+static void sample_for(struct world *w, int ms, bool want_fake)
+{
+    double end = testenv_now_ms() + ms;
+    while (testenv_now_ms() < end) {
+        sample_healthy(w, want_fake);
+        testenv_sleep_ms(20);
+    }
+}
+
+/* Lowest of a few fd counts (discovery's liveness checks open a socket now and then). */
+static int fd_baseline(pid_t pid)
+{
+    int lowest = testenv_fd_count(pid);
+    for (int i = 0; i < 6; i++) {
+        testenv_sleep_ms(50);
+        int n = testenv_fd_count(pid);
+        lowest = n < lowest ? n : lowest;
+    }
+    assert_true(lowest > 0);
+    return lowest;
+}
+
+/* Waits (timeout_ms, scaled) until dotmon's fd count is at most base; returns the last count. */
+static int wait_fds(pid_t pid, int base, int timeout_ms)
+{
+    double end = testenv_now_ms() + testenv_timeout(timeout_ms);
+    int n = testenv_fd_count(pid);
+    while (n > base && testenv_now_ms() < end) {
+        testenv_sleep_ms(50);
+        n = testenv_fd_count(pid);
+    }
+    return n;
+}
+
+static void world_start(struct world *w, struct testenv *env)
+{
+    memset(w, 0, sizeof(*w));
+    w->env = env;
+    testenv_watchdog(WATCHDOG_S);
+    w->app = agent_test_start_app(env);
+    w->ft = fake_start(env, 4242, NULL);
+    w->fake_pid = getpid();
+    assert_int_equal(testenv_start_dotmon(env, no_auth, dm_env, &w->dm), 0);
+    w->dpid = proc_pid(w->dm->proc);
+    pid_t pids[] = {w->app->pid, w->fake_pid};
+    cJSON_Delete(agent_test_wait_processes(w->dm, pids, 2, 10000));
+    httpc_init(&w->hc, "127.0.0.1", w->dm->port, testenv_timeout(10000));
+    /* Warm up the healthy path (thread pool, allocator) before any fd baseline. */
+    sample_for(w, 300, true);
+}
+
+static void world_stop(struct world *w)
+{
+    httpc_fini(&w->hc);
+    agent_test_stop_dotmon_clean(w->dm);
+    fake_stop(w->ft);
+}
+
+static const char *kind_name(enum fake_fault_kind k)
+{
+    switch (k) {
+    case FAKE_FAULT_BAD_MAGIC:
+        return "bad-magic";
+    case FAKE_FAULT_OVERSIZED:
+        return "oversized";
+    case FAKE_FAULT_TRUNCATED:
+        return "truncated";
+    case FAKE_FAULT_HEADER_ONLY:
+        return "header-then-silence";
+    case FAKE_FAULT_DRIP:
+        return "drip";
+    case FAKE_FAULT_MID_STREAM:
+        return "mid-stream-close";
+    case FAKE_FAULT_NO_READ:
+        return "never-read";
+    case FAKE_FAULT_NONE:
+    default:
+        return "none";
+    }
+}
+
+/* The expected answer to the one request that hits the fault. */
+struct expect {
+    enum fake_fault_kind kind;
+    uint16_t size;     /* OVERSIZED size field (0: 0xFFFF) */
+    int status;        /* 502 or 504 */
+    int min_ms;        /* answer not before (a timeout must not fire early) */
+    int max_ms;        /* answer within (unscaled; scaled by testenv_timeout) */
+    int held_fds;      /* descriptors dotmon may keep afterwards by design */
+    int fd_settle_ms;  /* how long the fd count may take to come back */
+};
+
+static void print_case(const char *cmd, const struct expect *e, const struct req_thread *t,
+                       const struct world *w, int fds0, int fds1)
+{
+    fprintf(stderr,
+            "FAULT %-10s %-20s -> %d in %6.0f ms | /processes max %5.1f ms (%u), healthy /env max "
+            "%5.1f ms (%u) | fds %d -> %d\n",
+            cmd, kind_name(e->kind), t->resp.status, t->ms, w->procs.max_ms, w->procs.n,
+            w->env_lat.max_ms, w->env_lat.n, fds0, fds1);
+}
+
+/* Checks the answer of a non-streamed fault case: status, problem+json, time. */
+static void check_answer(const struct expect *e, struct req_thread *t)
+{
+    if (t->rc != 0 || t->resp.status != e->status) {
+        fprintf(stderr, "%s %s: rc %d (%s) status %d body %s\n", t->method, t->target, t->rc,
+                t->resp.error, t->resp.status, t->resp.body ? t->resp.body : "");
+    }
+    assert_int_equal(t->rc, 0);
+    agent_test_assert_problem(&t->resp, e->status);
+    if (t->ms < e->min_ms || t->ms > testenv_timeout(e->max_ms)) {
+        fprintf(stderr, "%s %s: answered after %.0f ms, expected %d..%d ms\n", t->method,
+                t->target, t->ms, e->min_ms, testenv_timeout(e->max_ms));
+    }
+    assert_true(t->ms >= e->min_ms);
+    assert_true(t->ms <= testenv_timeout(e->max_ms));
+}
+
+static void assert_latencies(const struct world *w)
+{
+    assert_true(w->procs.max_ms < testenv_timeout(HEALTHY_MAX_MS));
+    assert_true(w->env_lat.max_ms < testenv_timeout(HEALTHY_MAX_MS));
+}
+
+/* The most recent operation (dotmon lists them oldest first). */
+static cJSON *last_op(struct dotmon *dm)
+{
+    cJSON *ops = agent_test_get_json(dm, "/operations", 200);
+    int n = cJSON_GetArraySize(ops);
+    assert_true(n > 0);
+    char target[128];
+    snprintf(target, sizeof(target), "/operations/%s",
+             agent_test_str(cJSON_GetArrayItem(ops, n - 1), "operationId"));
+    cJSON_Delete(ops);
+    return agent_test_get_json(dm, target, 200);
+}
+
+static const char *op_error_code(const cJSON *op)
+{
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(op, "error");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(err, "code");
+    return cJSON_IsString(code) ? code->valuestring : "";
+}
+
+/*
+ * One fault case for a simple command: set the fault (on command_set/command_id), run the
+ * request on a thread while sampling the healthy side, clear the fault, check the answer and
+ * the descriptors.
+ */
+static int run_simple_case(struct world *w, const char *cmd, uint8_t set, uint8_t id,
+                            const struct expect *e, const char *path, const char *suffix)
+{
+    int fds0 = fd_baseline(w->dpid);
+    struct fake_snapshot before = fake_snap(w->ft);
+    struct fake_fault fault = {.kind = e->kind,
+                               .command_set = set,
+                               .command_id = id,
+                               .size = e->size,
+                               .drip_ms = 1000};
+    fake_set_fault(w->ft, &fault);
+    memset(&w->procs, 0, sizeof(w->procs));
+    memset(&w->env_lat, 0, sizeof(w->env_lat));
+    struct req_thread t;
+    req_spawn(&t, w->dm, "GET", "%s%d%s", path, (int)w->fake_pid, suffix);
+    sample_until_done(w, &t, true);
+    fake_set_fault(w->ft, NULL);
+    struct fake_snapshot after = fake_snap(w->ft);
+    int fds1 = wait_fds(w->dpid, fds0 + e->held_fds, e->fd_settle_ms);
+    print_case(cmd, e, &t, w, fds0, fds1);
+    check_answer(e, &t);
+    assert_true(after.faults_applied > before.faults_applied); /* the fault was really hit */
+    assert_latencies(w);
+    assert_true(fds1 <= fds0 + e->held_fds);
+    httpc_resp_fini(&t.resp);
+    return fds0;
+}
+
+/* ---- ProcessEnvironment (/env) ---------------------------------------------------------------- */
+
+static void test_faults_env(void **state)
+{
+    struct world w;
+    world_start(&w, *state);
+    static const struct expect cases[] = {
+        {FAKE_FAULT_BAD_MAGIC, 0, 502, 0, 1000, 0, 3000},
+        {FAKE_FAULT_TRUNCATED, 0, 502, 0, 1000, 0, 3000},
+        /* 0xFFFF is within the IPC message limit: dotmon waits for the rest, then times out. */
+        {FAKE_FAULT_OVERSIZED, 0, 504, 2900, 4500, 0, 3000},
+        /* A size field below the header size is not a message at all. */
+        {FAKE_FAULT_OVERSIZED, 8, 502, 0, 1000, 0, 3000},
+        {FAKE_FAULT_HEADER_ONLY, 0, 504, 2900, 4500, 0, 3000},
+        {FAKE_FAULT_DRIP, 0, 504, 2900, 4500, 0, 3000},
+        {FAKE_FAULT_NO_READ, 0, 504, 2900, 4500, 0, 3000},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        run_simple_case(&w, "env", 0x04, 0x02, &cases[i], "/env?pid=", "");
+    }
+    /* The faulty runtime answers again once the fault is gone. */
+    char target[64];
+    snprintf(target, sizeof(target), "/env?pid=%d", (int)w.fake_pid);
+    cJSON *o = agent_test_get_json(w.dm, target, 200);
+    assert_string_equal(agent_test_str(o, "FAULTY"), "1");
+    cJSON_Delete(o);
+    world_stop(&w);
+}
+
+/* ---- GenerateCoreDump (/dump) ------------------------------------------------------------------ */
+
+static void test_faults_dump(void **state)
+{
+    struct world w;
+    world_start(&w, *state);
+    /* Dump:TimeoutSeconds=2. After a 504 dotmon keeps the exchange open (one descriptor) for up
+     * to 600 s more, so that it can delete a file the runtime finishes late. */
+    static const struct expect cases[] = {
+        {FAKE_FAULT_BAD_MAGIC, 0, 502, 0, 1000, 0, 3000},
+        {FAKE_FAULT_TRUNCATED, 0, 502, 0, 1000, 0, 3000},
+        {FAKE_FAULT_OVERSIZED, 0, 504, 1900, 3500, 1, 3000},
+        {FAKE_FAULT_HEADER_ONLY, 0, 504, 1900, 3500, 1, 3000},
+        {FAKE_FAULT_DRIP, 0, 504, 1900, 3500, 1, 3000},
+        {FAKE_FAULT_NO_READ, 0, 504, 1900, 3500, 1, 3000},
+    };
+    char target[64];
+    snprintf(target, sizeof(target), "/dump?pid=%d&type=Mini", (int)w.fake_pid);
+    uint64_t key = 4243;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fds0 =
+            run_simple_case(&w, "dump", 0x01, FAKE_ANY_ID, &cases[i], "/dump?pid=", "&type=Mini");
+        cJSON *op = last_op(w.dm);
+        assert_string_equal(agent_test_str(op, "status"), "Failed");
+        assert_string_equal(op_error_code(op),
+                            cases[i].status == 504 ? "Timeout" : "RuntimeUnreachable");
+        cJSON_Delete(op);
+        if (cases[i].status != 504) {
+            continue;
+        }
+        /* The runtime has not answered: a new dump of it is refused at once instead of queueing
+         * behind the first one (and holding another connection for minutes). */
+        double t0 = testenv_now_ms();
+        agent_test_expect_problem(w.dm, "GET", target, 429);
+        fprintf(stderr, "  next dump of the same runtime: 429 in %.0f ms\n", testenv_now_ms() - t0);
+        /* The runtime goes away: the kept exchange ends with it. */
+        fake_stop(w.ft);
+        cJSON_Delete(agent_test_wait_processes(w.dm, &w.app->pid, 1, 10000));
+        int fds1 = wait_fds(w.dpid, fds0, 3000);
+        fprintf(stderr, "  runtime gone: fds %d -> %d\n", fds0, fds1);
+        assert_true(fds1 <= fds0);
+        w.ft = fake_start(w.env, key++, NULL);
+        pid_t pids[] = {w.app->pid, w.fake_pid};
+        cJSON_Delete(agent_test_wait_processes(w.dm, pids, 2, 10000));
+    }
+    world_stop(&w);
+}
+
+/* ---- CollectTracing (/trace start) -------------------------------------------------------------- */
+
+static void test_faults_collect(void **state)
+{
+    struct world w;
+    world_start(&w, *state);
+    static const struct expect cases[] = {
+        {FAKE_FAULT_BAD_MAGIC, 0, 502, 0, 1000, 0, 3000},
+        /* Closed before a complete reply: dotmon retries once after 250 ms (a runtime quirk
+         * under load), the retry meets the same fault. */
+        {FAKE_FAULT_TRUNCATED, 0, 502, 0, 1500, 0, 3000},
+        /* A session reply is 28 bytes; dotmon refuses anything announcing over 1 KiB at once. */
+        {FAKE_FAULT_OVERSIZED, 0, 502, 0, 1000, 0, 3000},
+        /* After the 504 dotmon keeps reading for up to 10 s (its cleanup bound): a reply that
+         * still comes would name a session it must stop. */
+        {FAKE_FAULT_OVERSIZED, 100, 504, 4900, 6500, 0, 12000},
+        {FAKE_FAULT_HEADER_ONLY, 0, 504, 4900, 6500, 0, 12000},
+        {FAKE_FAULT_DRIP, 0, 504, 4900, 6500, 0, 12000},
+        {FAKE_FAULT_NO_READ, 0, 504, 4900, 6500, 0, 12000},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        run_simple_case(&w, "collect", 0x02, FAKE_ANY_ID, &cases[i],
+                        "/trace?pid=", "&durationSeconds=30");
+        cJSON *op = last_op(w.dm);
+        assert_string_equal(agent_test_str(op, "status"), "Failed");
+        assert_string_equal(op_error_code(op),
+                            cases[i].status == 504 ? "Timeout" : "RuntimeUnreachable");
+        cJSON_Delete(op);
+    }
+    /* Nothing was created in the runtime, and a normal trace works afterwards. */
+    struct fake_snapshot s = fake_snap(w.ft);
+    assert_int_equal(s.sessions, 0);
+    struct req_thread t;
+    req_spawn(&t, w.dm, "GET", "/trace?pid=%d&durationSeconds=1", (int)w.fake_pid);
+    sample_until_done(&w, &t, true);
+    assert_int_equal(t.rc, 0);
+    assert_int_equal(t.resp.status, 200);
+    httpc_resp_fini(&t.resp);
+    world_stop(&w);
+}
+
+/* ---- the trace stream dropped in the middle ------------------------------------------------------ */
+
+static enum nettrace_verdict verdict_of(const struct httpc_resp *r)
+{
+    struct nettrace_checker ck;
+    assert_int_equal(nettrace_checker_init(&ck, NULL), 0);
+    nettrace_feed(&ck, (const uint8_t *)r->body, r->body_len);
+    enum nettrace_verdict v = nettrace_finish(&ck);
+    nettrace_checker_fini(&ck);
+    return v;
+}
+
+static void test_faults_mid_stream(void **state)
+{
+    struct world w;
+    world_start(&w, *state);
+    for (int round = 0; round < 3; round++) {
+        int fds0 = fd_baseline(w.dpid);
+        /* 64 KiB, 1 MiB (more than dotmon queues before pausing), 200 KiB. */
+        static const uint64_t cut[] = {65536, 1u << 20, 200000};
+        struct fake_fault fault = {.kind = FAKE_FAULT_MID_STREAM,
+                                   .command_set = 0x02,
+                                   .command_id = FAKE_ANY_ID,
+                                   .stream_bytes = cut[round]};
+        fake_set_fault(w.ft, &fault);
+        memset(&w.procs, 0, sizeof(w.procs));
+        memset(&w.env_lat, 0, sizeof(w.env_lat));
+        struct req_thread t;
+        req_spawn(&t, w.dm, "GET", "/trace?pid=%d&durationSeconds=60", (int)w.fake_pid);
+        sample_until_done(&w, &t, true);
+        fake_set_fault(w.ft, NULL);
+        struct fake_snapshot s = fake_snap(w.ft);
+        int fds1 = wait_fds(w.dpid, fds0, 3000);
+        struct expect e = {.kind = FAKE_FAULT_MID_STREAM};
+        print_case("trace", &e, &t, &w, fds0, fds1);
+        fprintf(stderr, "  cut after %llu stream bytes: client rc %s, %zu body bytes, verdict %s\n",
+                (unsigned long long)s.last.stream_bytes, agent_strerror(t.rc), t.resp.body_len,
+                nettrace_verdict_name(verdict_of(&t.resp)));
+        /* The 200 response is cut without its last chunk: the client sees the transfer is
+         * incomplete, and has every byte the runtime sent, which is a truncated nettrace. */
+        assert_int_equal(t.resp.status, 200);
+        assert_int_equal(t.rc, AGENT_E_CLOSED);
+        assert_true(t.resp.chunked);
+        assert_int_equal(t.resp.body_len, s.last.stream_bytes);
+        assert_int_equal(verdict_of(&t.resp), NETTRACE_TRUNCATED);
+        assert_true(t.ms < testenv_timeout(5000));
+        cJSON *op = last_op(w.dm);
+        assert_string_equal(agent_test_str(op, "status"), "Failed");
+        assert_string_equal(op_error_code(op), "TraceTruncated");
+        cJSON_Delete(op);
+        assert_int_equal(s.streams_open, 0);
+        assert_latencies(&w);
+        assert_true(fds1 <= fds0);
+        httpc_resp_fini(&t.resp);
+    }
+    world_stop(&w);
+}
+
+/* ---- StopTracing ---------------------------------------------------------------------------------- */
+
+static void test_faults_stop(void **state)
+{
+    struct world w;
+    world_start(&w, *state);
+    /* The fake acts on the stop (end tag, stream closed) and then answers StopTracing badly:
+     * the trace is complete, and the StopTracing exchange is released within dotmon's cleanup
+     * bound (10 s) even when the answer never completes. */
+    static const enum fake_fault_kind kinds[] = {FAKE_FAULT_BAD_MAGIC, FAKE_FAULT_TRUNCATED,
+                                                 FAKE_FAULT_OVERSIZED, FAKE_FAULT_HEADER_ONLY,
+                                                 FAKE_FAULT_DRIP};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        int fds0 = fd_baseline(w.dpid);
+        struct fake_fault fault = {
+            .kind = kinds[i], .command_set = 0x02, .command_id = 0x01, .drip_ms = 1000};
+        fake_set_fault(w.ft, &fault);
+        memset(&w.procs, 0, sizeof(w.procs));
+        memset(&w.env_lat, 0, sizeof(w.env_lat));
+        struct req_thread t;
+        req_spawn(&t, w.dm, "GET", "/trace?pid=%d&durationSeconds=1", (int)w.fake_pid);
+        sample_until_done(&w, &t, true);
+        int fds1 = wait_fds(w.dpid, fds0, 12000);
+        fake_set_fault(w.ft, NULL);
+        struct fake_snapshot s = fake_snap(w.ft);
+        struct expect e = {.kind = kinds[i]};
+        print_case("stop", &e, &t, &w, fds0, fds1);
+        if (t.rc != 0) {
+            fprintf(stderr, "  trace: %s %s\n", agent_strerror(t.rc), t.resp.error);
+        }
+        assert_int_equal(t.rc, 0);
+        assert_int_equal(t.resp.status, 200);
+        assert_int_equal(verdict_of(&t.resp), NETTRACE_COMPLETE);
+        assert_true(t.ms < testenv_timeout(3000));
+        assert_true(s.last.end_tag);
+        assert_int_equal(s.streams_open, 0);
+        cJSON *op = last_op(w.dm);
+        assert_string_equal(agent_test_str(op, "status"), "Succeeded");
+        cJSON_Delete(op);
+        assert_latencies(&w);
+        assert_true(fds1 <= fds0);
+        httpc_resp_fini(&t.resp);
+    }
+
+    /* A runtime that never reads the StopTracing (its server thread is stuck): the trace waits
+     * for the stream's end up to the stop timeout (120 s); cancelling the operation ends it at
+     * once, with the response cut, and everything is released within the cleanup bound. */
+    int fds0 = fd_baseline(w.dpid);
+    memset(&w.procs, 0, sizeof(w.procs));
+    memset(&w.env_lat, 0, sizeof(w.env_lat));
+    struct req_thread t;
+    req_spawn(&t, w.dm, "GET", "/trace?pid=%d&durationSeconds=1", (int)w.fake_pid);
+    double end = testenv_now_ms() + testenv_timeout(5000);
+    while (fake_snap(w.ft).streams_open == 0) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(10);
+    }
+    struct fake_fault never = {.kind = FAKE_FAULT_NO_READ};
+    fake_set_fault(w.ft, &never);
+    sample_for(&w, 2500, true); /* the duration (1 s) passes; StopTracing is never read */
+    assert_int_equal(atomic_load(&t.done), 0);
+    cJSON *op = last_op(w.dm);
+    assert_string_equal(agent_test_str(op, "status"), "Stopping");
+    char target[128];
+    snprintf(target, sizeof(target), "/operations/%s", agent_test_str(op, "operationId"));
+    cJSON_Delete(op);
+    struct httpc_resp r;
+    assert_int_equal(testenv_dotmon_request(w.dm, "DELETE", target, NULL, 0, &r), 0);
+    assert_true(r.status >= 200 && r.status < 300);
+    httpc_resp_fini(&r);
+    double t0 = testenv_now_ms();
+    sample_until_done(&w, &t, true);
+    double cancel_ms = testenv_now_ms() - t0;
+    fake_set_fault(w.ft, NULL); /* (liveness checks were not read either) */
+    int fds1 = wait_fds(w.dpid, fds0, 12000);
+    struct fake_snapshot s = fake_snap(w.ft);
+    struct expect e = {.kind = FAKE_FAULT_NO_READ};
+    print_case("stop", &e, &t, &w, fds0, fds1);
+    fprintf(stderr, "  cancelled: response ended %.0f ms after DELETE (client rc %s)\n", cancel_ms,
+            agent_strerror(t.rc));
+    assert_int_equal(t.rc, AGENT_E_CLOSED);
+    assert_true(cancel_ms < testenv_timeout(1000));
+    op = last_op(w.dm);
+    assert_string_equal(agent_test_str(op, "status"), "Cancelled");
+    cJSON_Delete(op);
+    assert_int_equal(s.streams_open, 0);
+    assert_latencies(&w);
+    assert_true(fds1 <= fds0);
+    httpc_resp_fini(&t.resp);
+    world_stop(&w);
+}
+
+/* ---- ProcessInfo: the discovery probe, then liveness checks behind /process ---------------------- */
+
+static bool fake_listed(struct world *w, uint64_t key)
+{
+    (void)key;
+    cJSON *arr = agent_test_get_json(w->dm, "/processes", 200);
+    bool listed = agent_test_find_pid(arr, w->fake_pid) != NULL;
+    cJSON_Delete(arr);
+    return listed;
+}
+
+static void test_faults_process_info(void **state)
+{
+    struct testenv *env = *state;
+    struct world w;
+    memset(&w, 0, sizeof(w));
+    w.env = env;
+    testenv_watchdog(WATCHDOG_S);
+    w.app = agent_test_start_app(env);
+    w.fake_pid = getpid();
+    assert_int_equal(testenv_start_dotmon(env, no_auth, dm_env, &w.dm), 0);
+    w.dpid = proc_pid(w.dm->proc);
+    cJSON_Delete(agent_test_wait_processes(w.dm, &w.app->pid, 1, 10000));
+    httpc_init(&w.hc, "127.0.0.1", w.dm->port, testenv_timeout(10000));
+    sample_for(&w, 300, false);
+
+    static const struct fake_fault faults[] = {
+        {FAKE_FAULT_BAD_MAGIC, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
+        {FAKE_FAULT_TRUNCATED, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
+        {FAKE_FAULT_OVERSIZED, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
+        {FAKE_FAULT_HEADER_ONLY, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
+        {FAKE_FAULT_DRIP, 0x04, FAKE_ANY_ID, 0, 0, 1000, 0},
+        {FAKE_FAULT_NO_READ, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+        int fds0 = fd_baseline(w.dpid);
+        memset(&w.procs, 0, sizeof(w.procs));
+        memset(&w.env_lat, 0, sizeof(w.env_lat));
+        /* 1. Discovery: a runtime whose ProcessInfo is faulty is not listed, and the list of the
+         *    others stays quick. */
+        uint64_t key = 5000 + i;
+        struct fake_thread *ft = fake_start(env, key, &faults[i]);
+        w.ft = ft;
+        double t0 = testenv_now_ms();
+        sample_for(&w, 3500, false); /* a probe timeout (3 s) and then some */
+        assert_false(fake_listed(&w, key));
+        struct fake_snapshot s = fake_snap(ft);
+        assert_true(s.faults_applied >= 1);
+        double probe_procs_max = w.procs.max_ms, probe_env_max = w.env_lat.max_ms;
+        assert_latencies(&w);
+        /* 2. The fault goes away: the failed probe is retried (backoff from 5 s) and the runtime
+         *    shows up. */
+        fake_set_fault(ft, NULL);
+        double end = testenv_now_ms() + testenv_timeout(20000);
+        while (!fake_listed(&w, key)) {
+            assert_true(testenv_now_ms() < end);
+            testenv_sleep_ms(100);
+        }
+        double listed_ms = testenv_now_ms() - t0;
+        /* 3. Liveness: the listed runtime's ProcessInfo goes bad. A bad or missing answer is not
+         *    death (a busy runtime looks the same), so it stays listed, and /process answers
+         *    from what discovery knows, at once. */
+        memset(&w.procs, 0, sizeof(w.procs));
+        memset(&w.env_lat, 0, sizeof(w.env_lat));
+        unsigned applied0 = fake_snap(ft).faults_applied;
+        fake_set_fault(ft, &faults[i]);
+        char target[64];
+        snprintf(target, sizeof(target), "/process?pid=%d", (int)w.fake_pid);
+        struct latency proc_lat = {0};
+        end = testenv_now_ms() + 4500; /* a few liveness periods (1 s) and a probe timeout */
+        while (testenv_now_ms() < end) {
+            sample_healthy(&w, true);
+            struct httpc_resp r;
+            assert_int_equal(httpc_request(&w.hc, "GET", target, NULL, NULL, 0, &r), 0);
+            assert_int_equal(r.status, 200);
+            lat_add(&proc_lat, r.latency_ms);
+            httpc_resp_fini(&r);
+            testenv_sleep_ms(50);
+        }
+        assert_true(fake_snap(ft).faults_applied > applied0);
+        assert_latencies(&w);
+        assert_true(proc_lat.max_ms < testenv_timeout(HEALTHY_MAX_MS));
+        /* 4. The runtime goes away: unlisted, and every descriptor is back. */
+        fake_stop(ft);
+        w.ft = NULL;
+        cJSON_Delete(agent_test_wait_processes(w.dm, &w.app->pid, 1, 10000));
+        int fds1 = wait_fds(w.dpid, fds0, 5000);
+        fprintf(stderr,
+                "FAULT %-10s %-20s -> not listed; /processes max %5.1f ms, /env max %5.1f ms; "
+                "listed %.0f ms after start once healed | liveness: /process max %5.1f ms "
+                "(%u), /processes max %5.1f ms | fds %d -> %d\n",
+                "procinfo", kind_name(faults[i].kind), probe_procs_max, probe_env_max, listed_ms,
+                proc_lat.max_ms, proc_lat.n, w.procs.max_ms, fds0, fds1);
+        assert_true(fds1 <= fds0);
+    }
+    httpc_fini(&w.hc);
+    agent_test_stop_dotmon_clean(w.dm);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_faults_env, agent_test_setup, faults_teardown),
+        cmocka_unit_test_setup_teardown(test_faults_collect, agent_test_setup, faults_teardown),
+        cmocka_unit_test_setup_teardown(test_faults_mid_stream, agent_test_setup, faults_teardown),
+        cmocka_unit_test_setup_teardown(test_faults_stop, agent_test_setup, faults_teardown),
+        cmocka_unit_test_setup_teardown(test_faults_dump, agent_test_setup, faults_teardown),
+        cmocka_unit_test_setup_teardown(test_faults_process_info, agent_test_setup,
+                                        faults_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

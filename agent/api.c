@@ -103,7 +103,8 @@ static bool authorize(struct agent *a, struct http_request *req)
     }
     const char *reason = NULL;
     enum auth_result r =
-        auth_verify(a->verifier, http_request_header(req, "Authorization"), (int64_t)time(NULL), &reason);
+        auth_verify_cached(a->verifier, http_request_header(req, "Authorization"),
+                           (int64_t)time(NULL), &reason);
     if (r == AUTH_OK) {
         return true;
     }

@@ -19,6 +19,8 @@ enum auth__key_kind { AUTH__KEY_EC = 1, AUTH__KEY_RSA = 2 };
 /* Largest ECDSA coordinate we handle: P-521 uses 66 bytes. */
 #define AUTH__EC_MAX_COORD 66
 
+#define AUTH_CACHE_SLOTS 16
+
 struct auth_verifier {
     EVP_PKEY *pkey;
     enum auth__key_kind kind;
@@ -28,6 +30,17 @@ struct auth_verifier {
     char *subject;
     size_t subject_len;
     char *issuer;
+    /*
+     * Tokens this verifier accepted, so a client that sends the same token on every request
+     * pays for one signature check (an ES384 verify costs ~0.9 ms of loop time), not one per
+     * request: SHA-256 of the token and the time its validity ends (exp + skew). Only
+     * auth_verify_cached touches it; a new verifier (key rotation) starts empty.
+     */
+    struct {
+        unsigned char digest[32];
+        int64_t until; /* 0: empty slot */
+    } accepted[AUTH_CACHE_SLOTS];
+    unsigned next_slot;
 };
 
 /*

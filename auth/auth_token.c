@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -355,7 +356,8 @@ static const char *check_header(const struct auth_verifier *v, const cJSON *hdr,
 }
 
 /* aud, iss, exp and nbf: whether a genuine token is meant for us and current. */
-static const char *check_validity(const struct auth_verifier *v, const cJSON *claims, int64_t now)
+static const char *check_validity(const struct auth_verifier *v, const cJSON *claims, int64_t now,
+                                  double *exp_out)
 {
     const cJSON *aud = cJSON_GetObjectItemCaseSensitive(claims, "aud");
     if (aud == NULL) {
@@ -383,6 +385,7 @@ static const char *check_validity(const struct auth_verifier *v, const cJSON *cl
     if ((double)now >= exp + AUTH_CLOCK_SKEW_S) {
         return "token expired";
     }
+    *exp_out = exp;
     const cJSON *nbf_item = cJSON_GetObjectItemCaseSensitive(claims, "nbf");
     double nbf = 0;
     if (nbf_item != NULL && !numeric_date(nbf_item, &nbf)) {
@@ -405,8 +408,9 @@ static bool subject_matches(const struct auth_verifier *v, const cJSON *claims)
            CRYPTO_memcmp(sub->valuestring, v->subject, v->subject_len) == 0;
 }
 
-enum auth_result auth_verify(const struct auth_verifier *v, const char *authorization, int64_t now,
-                             const char **reason)
+/* auth_verify; on AUTH_OK *exp gets the token's exp claim. */
+static enum auth_result verify(const struct auth_verifier *v, const char *authorization,
+                               int64_t now, const char **reason, double *exp)
 {
     enum auth_result res = AUTH_UNAUTHORIZED;
     const char *why = NULL;
@@ -459,7 +463,7 @@ enum auth_result auth_verify(const struct auth_verifier *v, const char *authoriz
         why = "malformed token claims";
         goto out;
     }
-    why = check_validity(v, claims, now);
+    why = check_validity(v, claims, now, exp);
     if (why != NULL) {
         goto out;
     }
@@ -477,6 +481,44 @@ out:
     jws_fini(&j);
     if (reason != NULL) {
         *reason = why;
+    }
+    return res;
+}
+
+enum auth_result auth_verify(const struct auth_verifier *v, const char *authorization, int64_t now,
+                             const char **reason)
+{
+    double exp = 0;
+    return verify(v, authorization, now, reason, &exp);
+}
+
+enum auth_result auth_verify_cached(struct auth_verifier *v, const char *authorization,
+                                    int64_t now, const char **reason)
+{
+    unsigned char digest[32];
+    size_t len = authorization != NULL ? strlen(authorization) : 0;
+    bool hashed = v != NULL && authorization != NULL && len <= AUTH_MAX_TOKEN_LEN + 64 &&
+                  EVP_Digest(authorization, len, digest, NULL, EVP_sha256(), NULL) == 1;
+    if (hashed) {
+        for (size_t i = 0; i < AUTH_CACHE_SLOTS; i++) {
+            if (v->accepted[i].until != 0 && now < v->accepted[i].until &&
+                CRYPTO_memcmp(v->accepted[i].digest, digest, sizeof(digest)) == 0) {
+                if (reason != NULL) {
+                    *reason = "authorized";
+                }
+                return AUTH_OK;
+            }
+        }
+    }
+    double exp = 0;
+    enum auth_result res = verify(v, authorization, now, reason, &exp);
+    /* A JSON-number exp may be anything finite: clamp before converting (truncation only
+     * ends the memory earlier). exp + skew > now >= 0 here. */
+    double until = exp + AUTH_CLOCK_SKEW_S;
+    if (res == AUTH_OK && hashed && until >= 1) {
+        unsigned slot = v->next_slot++ % AUTH_CACHE_SLOTS;
+        memcpy(v->accepted[slot].digest, digest, sizeof(digest));
+        v->accepted[slot].until = until >= 9.0e18 ? INT64_MAX : (int64_t)until;
     }
     return res;
 }

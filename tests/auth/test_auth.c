@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "auth.h"
+#include "auth_internal.h"
 #include "err.h"
 
 #define NOW       ((int64_t)1700000000)
@@ -1064,6 +1065,91 @@ static int print_generated(void)
     return 0;
 }
 
+static size_t cached_slots(const struct auth_verifier *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < AUTH_CACHE_SLOTS; i++) {
+        n += v->accepted[i].until != 0;
+    }
+    return n;
+}
+
+static void expect_cached_at(int line, struct auth_verifier *v, const char *authz, int64_t now,
+                             enum auth_result want, const char *want_why)
+{
+    const char *why = NULL;
+    enum auth_result got = auth_verify_cached(v, authz, now, &why);
+    if (got != want || why == NULL || strcmp(why, want_why) != 0) {
+        fail_msg("line %d: got %d '%s', want %d '%s'", line, (int)got, why ? why : "(null)",
+                 (int)want, want_why);
+    }
+}
+#define EXPECT_CACHED(v, a, now, res, why) expect_cached_at(__LINE__, (v), (a), (now), (res), (why))
+
+/* The memory of accepted tokens: exact bytes only, until exp + skew, refusals never kept. */
+static void test_auth_verify_cached(void **state)
+{
+    (void)state;
+    struct auth_verifier *v = verifier_for(K.p384);
+    char *good = es384(K.p384, claims(NOW + 100, SUBJ));
+    EXPECT_CACHED(v, good, NOW, AUTH_OK, "authorized");
+    assert_int_equal(cached_slots(v), 1);
+    EXPECT_CACHED(v, good, NOW + 1, AUTH_OK, "authorized");
+    assert_int_equal(cached_slots(v), 1); /* a hit adds nothing */
+    EXPECT_CACHED(v, good, NOW + 100 + AUTH_CLOCK_SKEW_S - 1, AUTH_OK, "authorized");
+    /* Past exp + skew the memory does not help: the full check says expired. */
+    EXPECT_CACHED(v, good, NOW + 100 + AUTH_CLOCK_SKEW_S, AUTH_UNAUTHORIZED, "token expired");
+
+    /* One byte more, less or different is another token, checked in full. */
+    char *longer = fmt("%sx", good);
+    assert_int_equal(auth_verify_cached(v, longer, NOW, NULL), AUTH_UNAUTHORIZED);
+    char *shorter = xstrdup(good);
+    shorter[strlen(shorter) - 1] = '\0';
+    assert_int_equal(auth_verify_cached(v, shorter, NOW, NULL), AUTH_UNAUTHORIZED);
+    char *tampered = xstrdup(good);
+    char *last = tampered + strlen(tampered) - 1;
+    *last = *last == 'A' ? 'B' : 'A';
+    EXPECT_CACHED(v, tampered, NOW, AUTH_UNAUTHORIZED, "invalid signature");
+    free(tampered);
+    assert_int_equal(cached_slots(v), 1);
+
+    /* Refusals are not remembered: 403 stays 403 with its reason. */
+    char *other = es384(K.p384, claims(NOW + 100, "someone-else"));
+    EXPECT_CACHED(v, other, NOW, AUTH_FORBIDDEN, "subject not authorized");
+    EXPECT_CACHED(v, other, NOW, AUTH_FORBIDDEN, "subject not authorized");
+    assert_int_equal(cached_slots(v), 1);
+
+    /* Another key's verifier (a rotation) does not know the token. */
+    struct auth_verifier *rotated = verifier_for(K.p384b);
+    EXPECT_CACHED(rotated, good, NOW, AUTH_UNAUTHORIZED, "invalid signature");
+    assert_int_equal(cached_slots(rotated), 0);
+    auth_verifier_free(rotated);
+
+    /* More tokens than slots: the oldest is forgotten, and still verifies in full. */
+    for (int i = 0; i < AUTH_CACHE_SLOTS; i++) {
+        char *t = es384(K.p384, claims(NOW + 200 + i, SUBJ));
+        EXPECT_CACHED(v, t, NOW, AUTH_OK, "authorized");
+        free(t);
+    }
+    assert_int_equal(cached_slots(v), AUTH_CACHE_SLOTS);
+    EXPECT_CACHED(v, good, NOW, AUTH_OK, "authorized");
+
+    /* A far-future exp given as a huge JSON number is clamped, not undefined behaviour. */
+    char *far = es384(K.p384, fmt("{\"aud\":\"%s\",\"iss\":\"%s\",\"exp\":1e300,\"sub\":\"%s\"}",
+                                  AUTH_AUDIENCE, AUTH_DEFAULT_ISSUER, SUBJ));
+    EXPECT_CACHED(v, far, NOW, AUTH_OK, "authorized");
+    EXPECT_CACHED(v, far, INT64_MAX - 1, AUTH_OK, "authorized");
+
+    EXPECT_CACHED(v, NULL, NOW, AUTH_UNAUTHORIZED, "missing Authorization header");
+    EXPECT_CACHED(NULL, good, NOW, AUTH_UNAUTHORIZED, "authentication is not configured");
+    free(far);
+    free(other);
+    free(shorter);
+    free(longer);
+    free(good);
+    auth_verifier_free(v);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--print-generated") == 0) {
@@ -1086,6 +1172,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_auth_jwk_rejected),
         cmocka_unit_test(test_auth_jwk_reason_has_no_key_material),
         cmocka_unit_test(test_auth_str_equal),
+        cmocka_unit_test(test_auth_verify_cached),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

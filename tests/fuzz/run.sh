@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Runs the libFuzzer targets that are already built (it builds nothing; `make fuzz` builds them).
+#
+#   tests/fuzz/run.sh SECONDS [target…]      default: every target in corpus/
+#
+# Each target runs for SECONDS (-max_total_time) on a COPY of tests/fuzz/corpus/<target>/ in a
+# temporary directory, so new inputs never land in the repository, with its dictionary when there
+# is one, -rss_limit_mb=2048 and -timeout=10. One summary line per target: executions, exec/s,
+# final corpus size, coverage, wall time and status. Exits 1 if any target found a crash, leak,
+# timeout or out-of-memory; the input that triggered it is kept under $FUZZ_ARTIFACTS and its path
+# printed, with the end of the libFuzzer log.
+#
+# Environment:
+#   FUZZ_BUILD      build tree holding fuzz/<target> (default: <repo>/build-fuzz)
+#   FUZZ_ARTIFACTS  where crash/leak/timeout inputs and logs go (default: $FUZZ_BUILD/fuzz-artifacts)
+#   FUZZ_ARGS       extra libFuzzer flags, e.g. "-runs=10000000" (then SECONDS is an upper bound)
+#   FUZZ_KEEP_CORPUS=1  keep the temporary corpus copies (their paths are printed)
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -eq 0 ]; then
+    echo "usage: $0 SECONDS [target…]" >&2
+    exit 2
+fi
+seconds=$1
+shift
+
+build=${FUZZ_BUILD:-$repo/build-fuzz}
+artifacts=${FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
+if [ $# -gt 0 ]; then
+    targets=("$@")
+else
+    targets=()
+    for d in "$here"/corpus/fuzz_*/; do
+        targets+=("$(basename "$d")")
+    done
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/dotmon-fuzz.XXXXXX")
+cleanup() {
+    if [ "${FUZZ_KEEP_CORPUS:-0}" = 1 ]; then
+        echo "corpus copies kept in $work"
+    else
+        rm -rf "$work"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Leaks are findings; UBSan already aborts (-fno-sanitize-recover=undefined), print its stack.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+# The last value of "key: N" on libFuzzer status lines ("#123 DONE cov: 45 ft: …").
+last_field() {
+    grep -E "^#[0-9]+" "$2" | grep -oE "$1: [0-9]+" | tail -1 | grep -oE '[0-9]+$'
+}
+
+failed=0
+for t in "${targets[@]}"; do
+    bin=$build/fuzz/$t
+    if [ ! -x "$bin" ]; then
+        echo "$t: not built ($bin missing; run make fuzz)" >&2
+        failed=1
+        continue
+    fi
+    corpus=$work/$t
+    mkdir -p "$corpus" "$artifacts/$t"
+    if [ -d "$here/corpus/$t" ]; then
+        cp -R "$here/corpus/$t/." "$corpus/"
+    fi
+    dict=()
+    if [ -f "$here/$t.dict" ]; then
+        dict=("-dict=$here/$t.dict")
+    fi
+    log=$artifacts/$t/last-run.log
+    start=$(date +%s)
+    # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
+    "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        -artifact_prefix="$artifacts/$t/" "${dict[@]}" ${FUZZ_ARGS:-} "$corpus" >"$log" 2>&1
+    status=$?
+    wall=$(($(date +%s) - start))
+
+    runs=$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | grep -oE '[0-9]+$')
+    [ -n "$runs" ] || runs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
+    eps=$(grep -oE 'stat::average_exec_per_sec: [0-9]+' "$log" | grep -oE '[0-9]+$')
+    [ -n "$eps" ] || eps=$(last_field exec/s "$log")
+    cov=$(last_field cov "$log")
+    files=$(find "$corpus" -type f | wc -l)
+    artifact=$(grep -oE 'Test unit written to .*' "$log" | tail -1 | sed 's/^Test unit written to //')
+
+    if [ "$status" -eq 0 ] && [ -z "$artifact" ]; then
+        result="ok"
+    else
+        result="FAILED(exit $status)"
+        failed=1
+    fi
+    printf '%-20s runs=%-10s exec/s=%-7s corpus=%-6s cov=%-6s time=%ss status=%s\n' \
+        "$t" "${runs:-?}" "${eps:-?}" "$files" "${cov:-?}" "$wall" "$result"
+    if [ "$result" != ok ]; then
+        [ -n "$artifact" ] && echo "  input: $artifact"
+        echo "  log:   $log"
+        grep -E 'ERROR: |SUMMARY: |runtime error:|ALARM|out-of-memory' "$log" | head -5 | sed 's/^/  /'
+    fi
+done
+exit $failed

@@ -807,8 +807,6 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
         return fail(pr, AGENT_E_PROTO, at, "event uses metadata id %u, not defined before",
                     b->metadata_id);
     }
-    md->events++;
-    pr->stats.events++;
     if (b->stack_id != 0 && !stack_defined(pr, b->stack_id)) {
         if ((pr->opt.flags & NETTRACE_STRICT_STACKS) != 0) {
             return fail(pr, AGENT_E_PROTO, at,
@@ -819,6 +817,9 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
     if (thread_seen(pr, b->capture_thread_id, b->sequence - 1, b->sequence) != 0) {
         return fail_nomem(pr, at);
     }
+    /* Counted only once accepted, so the counters match the events the callback saw. */
+    md->events++;
+    pr->stats.events++;
     if (pr->cb != NULL) {
         struct nettrace_event ev = {
             .provider = pr->arena + md->provider,

@@ -34,6 +34,7 @@ struct apikey_watch {
     int open;            /* handles not yet closed */
     char *dir;
     char *base;
+    char *reported; /* settings last named as needing a restart, or NULL */
 };
 
 /*
@@ -142,7 +143,8 @@ int apikey_setup(struct agent *a)
 }
 
 /* Names of settings (other than the key) whose value differs from the running configuration. */
-static void report_other_changes(const struct config *running, const struct config *now)
+static void report_other_changes(struct apikey_watch *w, const struct config *running,
+                                 const struct config *now)
 {
     struct buf names;
     buf_init(&names, 4096);
@@ -162,9 +164,15 @@ static void report_other_changes(const struct config *running, const struct conf
             }
         }
     }
-    if (buf_size(&names) > 0) {
-        log_warn(cat, "configuration file changed; these settings take effect at the next "
-                      "start: %s", buf_cstr(&names));
+    /* Said once per distinct list, not at every reload. */
+    const char *list = buf_cstr(&names);
+    if (strcmp(list, w->reported != NULL ? w->reported : "") != 0) {
+        if (*list != '\0') {
+            log_warn(cat, "configuration file changed; these settings take effect at the next "
+                          "start: %s", list);
+        }
+        free(w->reported);
+        w->reported = strdup(list);
     }
     buf_fini(&names);
 }
@@ -185,7 +193,7 @@ static void reload(struct apikey_watch *w)
         log_error(cat, "configuration reload: out of memory; the API key stays as it was");
         goto out;
     }
-    report_other_changes(a->cfg, &cfg);
+    report_other_changes(w, a->cfg, &cfg);
     if (a->key_settings != NULL && strcmp(now, a->key_settings) == 0) {
         log_debug(cat, "configuration file changed; Authentication:MonitorApiKey unchanged");
         free(now);
@@ -216,9 +224,12 @@ static void on_debounce(uv_timer_t *t)
     }
 }
 
+/* The reload runs WATCH_DEBOUNCE_MS after the first change of a burst, however long it lasts. */
 static void kick(struct apikey_watch *w)
 {
-    uv_timer_start(&w->debounce, on_debounce, WATCH_DEBOUNCE_MS, 0);
+    if (!uv_is_active((uv_handle_t *)&w->debounce)) {
+        uv_timer_start(&w->debounce, on_debounce, WATCH_DEBOUNCE_MS, 0);
+    }
 }
 
 static void on_event(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -226,11 +237,12 @@ static void on_event(uv_fs_event_t *h, const char *filename, int events, int sta
     (void)events;
     struct apikey_watch *w = h->data;
     /*
-     * Any change in the folder: the file itself, an editor's rename over it, or Kubernetes'
-     * "..data" symlink swap; the reload compares the key settings, so extra wake-ups are cheap.
+     * The file itself (written, or an editor's rename over it) or Kubernetes' "..data" symlink
+     * swap ("..data", "..data_tmp", "..<timestamp>"); other files in the folder are not ours.
      */
-    (void)filename;
-    if (status == 0) {
+    bool ours = filename == NULL || strcmp(filename, w->base) == 0 ||
+                strncmp(filename, "..", 2) == 0;
+    if (status == 0 && ours) {
         kick(w);
     }
 }
@@ -247,6 +259,7 @@ static void watch_free(struct apikey_watch *w)
 {
     free(w->dir);
     free(w->base);
+    free(w->reported);
     free(w);
 }
 

@@ -220,6 +220,11 @@ static void conn_parse(struct http_conn *c)
     c->gap_from = NULL; /* points into this input only */
     c->exec_start = c->exec_end = NULL;
 
+    if (c->state == CONN_CLOSING) {
+        /* A callback's write failed (e.g. 100 Continue) and closed the connection already. */
+        buf_reset(&c->in);
+        return;
+    }
     if (err == HPE_OK) {
         buf_reset(&c->in);
         if (c->state == CONN_HEAD || c->state == CONN_IDLE) {
@@ -588,6 +593,12 @@ static void conn_tls_pump(struct http_conn *c)
     struct buf *in = &c->in;
     for (;;) {
         if (c->tls == NULL || c->state == CONN_CLOSING || c->state == CONN_LINGER) {
+            return;
+        }
+        if (c->state == CONN_FLUSH || (c->state == CONN_HANDLER && c->hold_input)) {
+            /* Plain HTTP does not read in these states either: a close_notify that came with
+             * the request must not close the connection under its queued response.
+             * conn_after_flush pumps the rest. */
             return;
         }
         bool was_done = http_tls_handshake_done(c->tls);

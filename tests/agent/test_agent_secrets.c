@@ -117,12 +117,23 @@ static void test_agent_secrets_key_rotation(void **state)
     assert_int_equal(status_with(dm, a.header), 200);
     assert_int_equal(status_with(dm, b.header), 401);
 
-    /* 1. Replaced by rename: B works, A is refused from then on. */
+    /*
+     * 1. Replaced by rename: B works, A is refused from then on. Meanwhile another file in the
+     * same folder changes every 50 ms: it must neither hold the reload back nor trigger one.
+     */
+    const char *busy_argv[] = {"sh", "-c", "while :; do date > busy.txt; sleep 0.05; done", NULL};
+    struct proc_opts busy_opts = {.argv = busy_argv, .cwd = env->dir, .label = "busy-writer",
+                                  .stdin_null = true};
+    struct proc *busy = NULL;
+    assert_int_equal(proc_spawn(&busy_opts, &busy), 0);
+    testenv_sleep_ms(300);
     key_json(&b, text, sizeof(text));
     replace_file(path, text);
     double ms = wait_status(dm, b.header, 200);
     assert_int_equal(status_with(dm, a.header), 401);
     fprintf(stderr, "rotation by rename: new key accepted after %.0f ms\n", ms);
+    assert_int_equal(proc_kill(busy, 100, NULL), 0);
+    proc_free(busy);
 
     /* 2. Rewritten in place. */
     key_json(&a, text, sizeof(text));

@@ -400,3 +400,26 @@ void agent_test_wait_no_running_traces(struct dotmon *dm)
         testenv_sleep_ms(50);
     }
 }
+
+int agent_test_fd_baseline(pid_t pid)
+{
+    int lowest = testenv_fd_count(pid);
+    for (int i = 0; i < 6; i++) {
+        testenv_sleep_ms(50);
+        int n = testenv_fd_count(pid);
+        lowest = n < lowest ? n : lowest;
+    }
+    assert_true(lowest > 0);
+    return lowest;
+}
+
+int agent_test_wait_fds(pid_t pid, int base, int timeout_ms)
+{
+    double end = testenv_now_ms() + testenv_timeout(timeout_ms);
+    int n = testenv_fd_count(pid);
+    while (n > base && testenv_now_ms() < end) {
+        testenv_sleep_ms(50);
+        n = testenv_fd_count(pid);
+    }
+    return n;
+}

@@ -66,6 +66,13 @@ cJSON *agent_test_tracecheck(struct testenv *env, const char *path, const char *
 size_t agent_test_gc_pairs(const uint32_t *starts, size_t nstarts, const uint32_t *ends,
                            size_t nends);
 
+/* dotmon's descriptor count: the lowest of a few samples 50 ms apart (discovery's liveness
+ * checks open a socket now and then). */
+int agent_test_fd_baseline(pid_t pid);
+/* Waits (timeout_ms, scaled) until pid's descriptor count is at most base; returns the last
+ * count. */
+int agent_test_wait_fds(pid_t pid, int base, int timeout_ms);
+
 /* A key pair from `dotmon generatekey --output machinejson`. */
 struct agent_test_key {
     char header[4096]; /* "Authorization: Bearer …" */

@@ -45,6 +45,7 @@
 #include "buf.h"
 #include "err.h"
 #include "fake_runtime.h"
+#include "fake_thread.h"
 
 #define DUMP_HTTP_MS    300000
 #define PREFIX_MAX      ((size_t)4 << 20)
@@ -645,32 +646,6 @@ static struct dotmon *start_app_and_dotmon(struct testenv *env, const char *cons
     return dm;
 }
 
-/* Samples dotmon's fd count a few times and keeps the lowest (discovery's liveness checks open a
- * socket now and then). */
-static int fd_baseline(pid_t pid)
-{
-    int lowest = testenv_fd_count(pid);
-    for (int i = 0; i < 5; i++) {
-        testenv_sleep_ms(50);
-        int n = testenv_fd_count(pid);
-        lowest = n < lowest ? n : lowest;
-    }
-    assert_true(lowest > 0);
-    return lowest;
-}
-
-/* Waits (timeout_ms, scaled) until dotmon's fd count is back to base; returns the last count. */
-static int wait_fds(pid_t pid, int base, int timeout_ms)
-{
-    double end = testenv_now_ms() + testenv_timeout(timeout_ms);
-    int n = testenv_fd_count(pid);
-    while (n != base && testenv_now_ms() < end) {
-        testenv_sleep_ms(50);
-        n = testenv_fd_count(pid);
-    }
-    return n;
-}
-
 /* A Mini dump that must succeed (dotmon still serves dumps). */
 static void expect_mini_dump(struct dotmon *dm, pid_t pid)
 {
@@ -768,7 +743,7 @@ static void test_agent_dump_every_type(void **state)
 static void hang_up_mid_download(struct testenv *env, struct dotmon *dm, pid_t pid, int pause_ms)
 {
     pid_t dpid = proc_pid(dm->proc);
-    int fds0 = fd_baseline(dpid);
+    int fds0 = agent_test_fd_baseline(dpid);
     struct dump_get g;
     dump_prepare(&g, dm, "/dump?pid=%d&type=Full", (int)pid);
     g.stop_after = (uint64_t)1 << 20;
@@ -794,7 +769,7 @@ static void hang_up_mid_download(struct testenv *env, struct dotmon *dm, pid_t p
     assert_true(sent >= (long long)g.body_bytes);
     assert_true(sent < size);
     double gone_ms = wait_no_dump_files(env->dir, 5000);
-    int fds1 = wait_fds(dpid, fds0, 5000);
+    int fds1 = agent_test_wait_fds(dpid, fds0, 5000);
     fprintf(stderr,
             "hung up after %llu of %lld bytes (%d ms pause): Cancelled after %.0f ms "
             "(dotmon read %lld), no file after %.0f ms, fds %d -> %d\n",
@@ -857,7 +832,7 @@ static void test_agent_dump_client_leaves_while_writing(void **state)
     struct dotmon *dm = start_app_and_dotmon(env, NULL, 1024, &app);
     pid_t dpid = proc_pid(dm->proc);
     expect_mini_dump(dm, app->pid);
-    int fds0 = fd_baseline(dpid);
+    int fds0 = agent_test_fd_baseline(dpid);
 
     int fd = testenv_connect_port(dm->port);
     assert_true(fd >= 0);
@@ -883,7 +858,7 @@ static void test_agent_dump_client_leaves_while_writing(void **state)
     assert_non_null(agent_test_find_pid(arr, app->pid));
     cJSON_Delete(arr);
     double gone_ms = wait_no_dump_files(env->dir, 120000);
-    int fds1 = wait_fds(dpid, fds0, 5000);
+    int fds1 = agent_test_wait_fds(dpid, fds0, 5000);
     fprintf(stderr,
             "file appeared %.0f ms after the request was Running; hung up: Cancelled "
             "after %.0f ms, file deleted %.0f ms after the hang-up; fds %d -> %d\n",
@@ -1182,128 +1157,54 @@ static void test_agent_dump_proc_root_fallback(void **state)
 /* ---- 8. the fake runtime on a thread of this process ----------------------------------------- */
 
 /*
- * The fake runs on its own loop on its own thread; the test talks to it only through an async
- * handle (a snapshot of what it saw, or stop), so its state is touched by the loop thread alone.
- * Its socket is <env dir>/dotnet-diagnostic-<our pid>-<key>-socket: dotmon lists this test
- * process like any runtime.
+ * The fake runs on its own loop thread (tests/support/fake_thread.h); its socket is
+ * <env dir>/dotnet-diagnostic-<our pid>-4242-socket, so dotmon lists this test process like any
+ * runtime. dump_fake also keeps what the fake last reported (dump_fake_snapshot).
  */
-enum ft_cmd { FT_NONE = 0, FT_SNAPSHOT, FT_STOP };
-
-struct fake_thread {
-    uv_loop_t loop;
-    uv_async_t async;
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct fake_runtime_config cfg;
-    char dir[TESTENV_DIR_SIZE];
-    struct fake_runtime *f; /* loop thread only */
-    int start_rc;
-    bool started;
-    enum ft_cmd cmd;
-    bool done;
-    struct fake_dump_info info; /* FT_SNAPSHOT */
-    unsigned by_id[4];          /* FT_SNAPSHOT: GenerateCoreDump requests per command id 1..3 */
+struct dump_fake {
+    struct fake_thread *t;
+    struct fake_dump_info info;
+    unsigned by_id[4]; /* GenerateCoreDump requests per command id 1..3 */
 };
 
-static struct fake_thread *running_fake; /* stopped by fake_teardown, also after a failure */
+static struct dump_fake *running_fake; /* stopped by fake_teardown, also after a failure */
 
-static void ft_on_async(uv_async_t *a)
+static void do_snapshot(struct fake_runtime *f, void *arg)
 {
-    struct fake_thread *ft = a->data;
-    pthread_mutex_lock(&ft->mu);
-    enum ft_cmd cmd = ft->cmd;
-    ft->cmd = FT_NONE;
-    if (cmd == FT_SNAPSHOT) {
-        fake_runtime_dump_info(ft->f, &ft->info);
-        for (uint8_t id = 1; id <= 3; id++) {
-            ft->by_id[id] = fake_runtime_requests(ft->f, 0x01, id);
-        }
-    } else if (cmd == FT_STOP) {
-        fake_runtime_close(ft->f, NULL, NULL);
-        ft->f = NULL;
-        uv_close((uv_handle_t *)&ft->async, NULL);
+    struct dump_fake *ft = arg;
+    fake_runtime_dump_info(f, &ft->info);
+    for (uint8_t id = 1; id <= 3; id++) {
+        ft->by_id[id] = fake_runtime_requests(f, 0x01, id);
     }
-    if (cmd != FT_NONE) {
-        ft->done = true;
-        pthread_cond_broadcast(&ft->cv);
-    }
-    pthread_mutex_unlock(&ft->mu);
 }
 
-static void *ft_main(void *arg)
+static void dump_fake_snapshot(struct dump_fake *ft)
 {
-    struct fake_thread *ft = arg;
-    int rc = uv_loop_init(&ft->loop);
-    bool loop_ok = rc == 0;
-    if (rc == 0) {
-        rc = uv_async_init(&ft->loop, &ft->async, ft_on_async);
-        ft->async.data = ft;
-        if (rc == 0) {
-            rc = fake_runtime_start(&ft->loop, ft->dir, &ft->cfg, &ft->f);
-            if (rc != 0) {
-                uv_close((uv_handle_t *)&ft->async, NULL);
-            }
-        }
-    }
-    pthread_mutex_lock(&ft->mu);
-    ft->start_rc = rc;
-    ft->started = true;
-    pthread_cond_broadcast(&ft->cv);
-    pthread_mutex_unlock(&ft->mu);
-    if (loop_ok) {
-        uv_run(&ft->loop, UV_RUN_DEFAULT);
-        int crc = uv_loop_close(&ft->loop);
-        if (crc != 0) {
-            fprintf(stderr, "fake runtime loop: handles left open (%s)\n", uv_strerror(crc));
-        }
-    }
-    return NULL;
-}
-
-static void ft_command(struct fake_thread *ft, enum ft_cmd cmd)
-{
-    pthread_mutex_lock(&ft->mu);
-    ft->cmd = cmd;
-    ft->done = false;
-    pthread_mutex_unlock(&ft->mu);
-    assert_int_equal(uv_async_send(&ft->async), 0);
-    pthread_mutex_lock(&ft->mu);
-    while (!ft->done) {
-        pthread_cond_wait(&ft->cv, &ft->mu);
-    }
-    pthread_mutex_unlock(&ft->mu);
+    fake_thread_call(ft->t, do_snapshot, ft);
 }
 
 /* A fake runtime with this pid (our own) answering dumps per dc, listening in env's dir. */
-static struct fake_thread *fake_thread_start(struct testenv *env, const struct fake_dump_config *dc)
+static struct dump_fake *dump_fake_start(struct testenv *env, const struct fake_dump_config *dc)
 {
-    struct fake_thread *ft = calloc(1, sizeof(*ft));
-    assert_non_null(ft);
-    pthread_mutex_init(&ft->mu, NULL);
-    pthread_cond_init(&ft->cv, NULL);
-    snprintf(ft->dir, sizeof(ft->dir), "%s", env->dir);
-    ft->cfg.pid = (uint64_t)getpid();
-    ft->cfg.key = 4242;
+    struct fake_runtime_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.pid = (uint64_t)getpid();
+    cfg.key = 4242;
     char hex[33];
     testenv_random_hex(hex, sizeof(hex));
-    memcpy(ft->cfg.cookie, hex, sizeof(ft->cfg.cookie));
-    ft->cfg.command_line = "/opt/fake/FakeDumpApp --fake-runtime";
-    ft->cfg.os = "Linux";
-    ft->cfg.arch = "x64";
-    ft->cfg.assembly = "FakeDumpApp";
-    ft->cfg.clr_version = "10.0.0";
-    ft->cfg.rid = "linux-x64";
-    ft->cfg.dump = *dc;
-    assert_int_equal(pthread_create(&ft->th, NULL, ft_main, ft), 0);
-    pthread_mutex_lock(&ft->mu);
-    while (!ft->started) {
-        pthread_cond_wait(&ft->cv, &ft->mu);
-    }
-    pthread_mutex_unlock(&ft->mu);
-    if (ft->start_rc != 0) {
-        fprintf(stderr, "fake runtime: %s\n", uv_strerror(ft->start_rc));
-        pthread_join(ft->th, NULL);
+    memcpy(cfg.cookie, hex, sizeof(cfg.cookie));
+    cfg.command_line = "/opt/fake/FakeDumpApp --fake-runtime";
+    cfg.os = "Linux";
+    cfg.arch = "x64";
+    cfg.assembly = "FakeDumpApp";
+    cfg.clr_version = "10.0.0";
+    cfg.rid = "linux-x64";
+    cfg.dump = *dc;
+    struct dump_fake *ft = calloc(1, sizeof(*ft));
+    assert_non_null(ft);
+    int rc = fake_thread_start(env->dir, &cfg, &ft->t);
+    if (rc != 0) {
+        fprintf(stderr, "fake runtime: %s\n", uv_strerror(rc));
         free(ft);
         fail();
     }
@@ -1311,31 +1212,28 @@ static struct fake_thread *fake_thread_start(struct testenv *env, const struct f
     return ft;
 }
 
-static void fake_thread_stop(struct fake_thread *ft)
+static void dump_fake_stop(struct dump_fake *ft)
 {
-    ft_command(ft, FT_STOP);
-    pthread_join(ft->th, NULL);
-    pthread_mutex_destroy(&ft->mu);
-    pthread_cond_destroy(&ft->cv);
     if (running_fake == ft) {
         running_fake = NULL;
     }
+    fake_thread_stop(ft->t);
     free(ft);
 }
 
 static int fake_teardown(void **state)
 {
     if (running_fake != NULL) {
-        fake_thread_stop(running_fake);
+        dump_fake_stop(running_fake);
     }
     return agent_test_teardown(state);
 }
 
 /* Starts a fake runtime (dc) and a dotmon (extra env) that lists it. */
 static struct dotmon *start_fake_and_dotmon(struct testenv *env, const struct fake_dump_config *dc,
-                                            const char *const *dm_env, struct fake_thread **ft)
+                                            const char *const *dm_env, struct dump_fake **ft)
 {
-    *ft = fake_thread_start(env, dc);
+    *ft = dump_fake_start(env, dc);
     struct dotmon *dm = NULL;
     assert_int_equal(testenv_start_dotmon(env, no_auth, dm_env, &dm), 0);
     pid_t pid = getpid();
@@ -1350,7 +1248,7 @@ static void test_agent_dump_fake_fallback_to_v1(void **state)
     const struct fake_dump_config dc = {.fault = FAKE_DUMP_OK,
                                         .unknown_versions = 1u << 3 | 1u << 2,
                                         .file_bytes = ((uint64_t)3 << 20) + 123};
-    struct fake_thread *ft = NULL;
+    struct dump_fake *ft = NULL;
     struct dotmon *dm = start_fake_and_dotmon(env, &dc, NULL, &ft);
     pid_t pid = getpid();
 
@@ -1361,7 +1259,7 @@ static void test_agent_dump_fake_fallback_to_v1(void **state)
     char id[64], fn[32];
     assert_dump_200(&g, id, sizeof(id), fn, sizeof(fn));
     assert_elf_core(&g);
-    ft_command(ft, FT_SNAPSHOT);
+    dump_fake_snapshot(ft);
     fprintf(stderr, "fake: GenerateCoreDump3 x%u, 2 x%u, 1 x%u; v%d wrote %s (type %u, flags %u)\n",
             ft->by_id[3], ft->by_id[2], ft->by_id[1], ft->info.version, ft->info.path,
             ft->info.type, ft->info.flags);
@@ -1383,7 +1281,7 @@ static void test_agent_dump_fake_fallback_to_v1(void **state)
     dump_get_fini(&g);
     assert_int_equal(dump_files(env->dir), 0);
     agent_test_stop_dotmon_clean(dm);
-    fake_thread_stop(ft);
+    dump_fake_stop(ft);
 }
 
 /* 8b: the runtime never answers: 504 after Dump:TimeoutSeconds, and the process stays listed. */
@@ -1392,7 +1290,7 @@ static void test_agent_dump_fake_never_answers(void **state)
     struct testenv *env = *state;
     const struct fake_dump_config dc = {.fault = FAKE_DUMP_SILENT};
     const char *dm_env[] = {"DotnetMonitor_Dump__TimeoutSeconds=1", NULL};
-    struct fake_thread *ft = NULL;
+    struct dump_fake *ft = NULL;
     struct dotmon *dm = start_fake_and_dotmon(env, &dc, dm_env, &ft);
     pid_t pid = getpid();
 
@@ -1430,20 +1328,20 @@ static void test_agent_dump_fake_never_answers(void **state)
     fprintf(stderr, "/processes: %u while waiting (max %.1f ms), %u after the 504 (max %.1f ms)\n",
             waiting.n, waiting.max_ms, after.n, after.max_ms);
     assert_true(waiting.max_ms < testenv_timeout(100));
-    ft_command(ft, FT_SNAPSHOT);
+    dump_fake_snapshot(ft);
     assert_int_equal(ft->by_id[3], 1);
     assert_int_equal(ft->info.requests, 1);
     assert_int_equal(ft->info.type, 2); /* WithHeap */
     /* dotmon stops cleanly with the exchange still open. */
     agent_test_stop_dotmon_clean(dm);
-    fake_thread_stop(ft);
+    dump_fake_stop(ft);
 }
 
 /* Waits (10 s, scaled) until the fake runtime has written its late dump file. */
-static void wait_fake_wrote(struct fake_thread *ft, double t0)
+static void wait_fake_wrote(struct dump_fake *ft, double t0)
 {
     for (;;) {
-        ft_command(ft, FT_SNAPSHOT);
+        dump_fake_snapshot(ft);
         if (ft->info.files == 1) {
             return;
         }
@@ -1459,7 +1357,7 @@ static void test_agent_dump_fake_answers_late(void **state)
     const struct fake_dump_config dc = {
         .fault = FAKE_DUMP_OK, .file_bytes = (uint64_t)1 << 20, .reply_delay_ms = 2500};
     const char *dm_env[] = {"DotnetMonitor_Dump__TimeoutSeconds=1", NULL};
-    struct fake_thread *ft = NULL;
+    struct dump_fake *ft = NULL;
     struct dotmon *dm = start_fake_and_dotmon(env, &dc, dm_env, &ft);
     pid_t pid = getpid();
 
@@ -1483,7 +1381,7 @@ static void test_agent_dump_fake_answers_late(void **state)
     assert_string_equal(agent_test_str(op, "status"), "Failed");
     cJSON_Delete(op);
     agent_test_stop_dotmon_clean(dm);
-    fake_thread_stop(ft);
+    dump_fake_stop(ft);
 }
 
 /* 8d: GenerateCoreDump3's error message reaches the problem detail, on one line. */
@@ -1494,7 +1392,7 @@ static void test_agent_dump_fake_error_message(void **state)
                                         .error_hresult = 0x80004005u,
                                         .error_message =
                                             "[createdump] first line\n[createdump] second line\n"};
-    struct fake_thread *ft = NULL;
+    struct dump_fake *ft = NULL;
     struct dotmon *dm = start_fake_and_dotmon(env, &dc, NULL, &ft);
     pid_t pid = getpid();
 
@@ -1508,7 +1406,7 @@ static void test_agent_dump_fake_error_message(void **state)
     free(detail);
     dump_get_fini(&g);
     /* An error that is not UNKNOWN_COMMAND is final: no older version is tried. */
-    ft_command(ft, FT_SNAPSHOT);
+    dump_fake_snapshot(ft);
     assert_int_equal(ft->by_id[3], 1);
     assert_int_equal(ft->by_id[2], 0);
     assert_int_equal(ft->by_id[1], 0);
@@ -1521,7 +1419,7 @@ static void test_agent_dump_fake_error_message(void **state)
                         "RuntimeError");
     cJSON_Delete(op);
     agent_test_stop_dotmon_clean(dm);
-    fake_thread_stop(ft);
+    dump_fake_stop(ft);
 }
 
 /*
@@ -1537,7 +1435,7 @@ static void test_agent_dump_fake_late_file_via_proc_root(void **state)
     const char *dm_env[] = {e1, e2, "DotnetMonitor_Dump__TimeoutSeconds=1", NULL};
     const struct fake_dump_config dc = {
         .fault = FAKE_DUMP_OK, .file_bytes = (uint64_t)1 << 20, .reply_delay_ms = 2000};
-    struct fake_thread *ft = NULL;
+    struct dump_fake *ft = NULL;
     struct dotmon *dm = start_fake_and_dotmon(env, &dc, dm_env, &ft);
 
     struct dump_get g;
@@ -1551,7 +1449,7 @@ static void test_agent_dump_fake_late_file_via_proc_root(void **state)
     wait_no_dump_files(b, 3000);
     assert_int_equal(dir_entries(a), 0);
     agent_test_stop_dotmon_clean(dm);
-    fake_thread_stop(ft);
+    dump_fake_stop(ft);
 }
 
 int main(void)

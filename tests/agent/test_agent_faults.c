@@ -42,6 +42,7 @@
 #include "agent_test_util.h"
 #include "err.h"
 #include "fake_runtime.h"
+#include "fake_thread.h"
 #include "nettrace.h"
 
 #define WATCHDOG_S 900
@@ -53,128 +54,37 @@ static const char *const dm_env[] = {"DotnetMonitor_Dump__TimeoutSeconds=2", NUL
 
 /* ---- the fake runtime on its own loop thread ------------------------------------------------ */
 
-typedef void (*ft_fn)(struct fake_runtime *f, void *arg);
-
-struct fake_thread {
-    uv_loop_t loop;
-    uv_async_t async;
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct fake_runtime_config cfg;
-    char dir[TESTENV_DIR_SIZE];
-    struct fake_runtime *f; /* loop thread only */
-    int start_rc;
-    bool started;
-    ft_fn fn; /* the call to run on the loop thread; NULL: stop */
-    void *arg;
-    bool pending;
-    bool done;
-};
-
 static struct fake_thread *running_fakes[4];
-
-static void ft_on_async(uv_async_t *a)
-{
-    struct fake_thread *ft = a->data;
-    pthread_mutex_lock(&ft->mu);
-    if (ft->pending) {
-        ft->pending = false;
-        if (ft->fn != NULL) {
-            ft->fn(ft->f, ft->arg);
-        } else {
-            fake_runtime_close(ft->f, NULL, NULL);
-            ft->f = NULL;
-            uv_close((uv_handle_t *)&ft->async, NULL);
-        }
-        ft->done = true;
-        pthread_cond_broadcast(&ft->cv);
-    }
-    pthread_mutex_unlock(&ft->mu);
-}
-
-static void *ft_main(void *arg)
-{
-    struct fake_thread *ft = arg;
-    int rc = uv_loop_init(&ft->loop);
-    bool loop_ok = rc == 0;
-    if (rc == 0) {
-        rc = uv_async_init(&ft->loop, &ft->async, ft_on_async);
-        ft->async.data = ft;
-        if (rc == 0) {
-            rc = fake_runtime_start(&ft->loop, ft->dir, &ft->cfg, &ft->f);
-            if (rc != 0) {
-                uv_close((uv_handle_t *)&ft->async, NULL);
-            }
-        }
-    }
-    pthread_mutex_lock(&ft->mu);
-    ft->start_rc = rc;
-    ft->started = true;
-    pthread_cond_broadcast(&ft->cv);
-    pthread_mutex_unlock(&ft->mu);
-    if (loop_ok) {
-        uv_run(&ft->loop, UV_RUN_DEFAULT);
-        (void)uv_loop_close(&ft->loop);
-    }
-    return NULL;
-}
-
-/* Runs fn(f, arg) on the fake's loop thread and waits for it (fn NULL: close the fake). */
-static void ft_call(struct fake_thread *ft, ft_fn fn, void *arg)
-{
-    pthread_mutex_lock(&ft->mu);
-    ft->fn = fn;
-    ft->arg = arg;
-    ft->pending = true;
-    ft->done = false;
-    pthread_mutex_unlock(&ft->mu);
-    assert_int_equal(uv_async_send(&ft->async), 0);
-    pthread_mutex_lock(&ft->mu);
-    while (!ft->done) {
-        pthread_cond_wait(&ft->cv, &ft->mu);
-    }
-    pthread_mutex_unlock(&ft->mu);
-}
 
 /* A fake runtime listed as this test's pid (socket key `key`) in env's dir. */
 static struct fake_thread *fake_start(struct testenv *env, uint64_t key,
                                       const struct fake_fault *initial)
 {
-    struct fake_thread *ft = calloc(1, sizeof(*ft));
-    assert_non_null(ft);
-    pthread_mutex_init(&ft->mu, NULL);
-    pthread_cond_init(&ft->cv, NULL);
-    snprintf(ft->dir, sizeof(ft->dir), "%s", env->dir);
-    ft->cfg.pid = (uint64_t)getpid();
-    ft->cfg.key = key;
+    struct fake_runtime_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.pid = (uint64_t)getpid();
+    cfg.key = key;
     char hex[33];
     testenv_random_hex(hex, sizeof(hex));
-    memcpy(ft->cfg.cookie, hex, sizeof(ft->cfg.cookie));
-    ft->cfg.command_line = "/opt/fake/FaultyApp --faults";
-    ft->cfg.os = "Linux";
-    ft->cfg.arch = "x64";
-    ft->cfg.assembly = "FaultyApp";
-    ft->cfg.clr_version = "10.0.0";
-    ft->cfg.rid = "linux-x64";
+    memcpy(cfg.cookie, hex, sizeof(cfg.cookie));
+    cfg.command_line = "/opt/fake/FaultyApp --faults";
+    cfg.os = "Linux";
+    cfg.arch = "x64";
+    cfg.assembly = "FaultyApp";
+    cfg.clr_version = "10.0.0";
+    cfg.rid = "linux-x64";
     static const char *const fenv[] = {"FAULTY=1", "PATH=/usr/bin", NULL};
-    ft->cfg.env = fenv;
-    ft->cfg.trace.filler_bytes = UINT64_MAX;
-    ft->cfg.trace.chunk_bytes = 4096;
-    ft->cfg.trace.interval_ms = 10;
+    cfg.env = fenv;
+    cfg.trace.filler_bytes = UINT64_MAX;
+    cfg.trace.chunk_bytes = 4096;
+    cfg.trace.interval_ms = 10;
     if (initial != NULL) {
-        ft->cfg.faults[0] = *initial;
+        cfg.faults[0] = *initial;
     }
-    assert_int_equal(pthread_create(&ft->th, NULL, ft_main, ft), 0);
-    pthread_mutex_lock(&ft->mu);
-    while (!ft->started) {
-        pthread_cond_wait(&ft->cv, &ft->mu);
-    }
-    pthread_mutex_unlock(&ft->mu);
-    if (ft->start_rc != 0) {
-        fprintf(stderr, "fake runtime: %s\n", uv_strerror(ft->start_rc));
-        pthread_join(ft->th, NULL);
-        free(ft);
+    struct fake_thread *ft = NULL;
+    int rc = fake_thread_start(env->dir, &cfg, &ft);
+    if (rc != 0) {
+        fprintf(stderr, "fake runtime: %s\n", uv_strerror(rc));
         fail();
     }
     for (size_t i = 0; i < 4; i++) {
@@ -188,16 +98,12 @@ static struct fake_thread *fake_start(struct testenv *env, uint64_t key,
 
 static void fake_stop(struct fake_thread *ft)
 {
-    ft_call(ft, NULL, NULL);
-    pthread_join(ft->th, NULL);
-    pthread_mutex_destroy(&ft->mu);
-    pthread_cond_destroy(&ft->cv);
     for (size_t i = 0; i < 4; i++) {
         if (running_fakes[i] == ft) {
             running_fakes[i] = NULL;
         }
     }
-    free(ft);
+    fake_thread_stop(ft);
 }
 
 static int faults_teardown(void **state)
@@ -224,7 +130,7 @@ static void do_set_fault(struct fake_runtime *f, void *arg)
 static void fake_set_fault(struct fake_thread *ft, const struct fake_fault *fault)
 {
     struct set_fault_arg a = {.slot = 0, .fault = fault};
-    ft_call(ft, do_set_fault, &a);
+    fake_thread_call(ft, do_set_fault, &a);
 }
 
 struct fake_snapshot {
@@ -254,7 +160,7 @@ static void do_snapshot(struct fake_runtime *f, void *arg)
 static struct fake_snapshot fake_snap(struct fake_thread *ft)
 {
     struct fake_snapshot s;
-    ft_call(ft, do_snapshot, &s);
+    fake_thread_call(ft, do_snapshot, &s);
     return s;
 }
 
@@ -365,31 +271,6 @@ static void sample_for(struct world *w, int ms, bool want_fake)
         sample_healthy(w, want_fake);
         testenv_sleep_ms(20);
     }
-}
-
-/* Lowest of a few fd counts (discovery's liveness checks open a socket now and then). */
-static int fd_baseline(pid_t pid)
-{
-    int lowest = testenv_fd_count(pid);
-    for (int i = 0; i < 6; i++) {
-        testenv_sleep_ms(50);
-        int n = testenv_fd_count(pid);
-        lowest = n < lowest ? n : lowest;
-    }
-    assert_true(lowest > 0);
-    return lowest;
-}
-
-/* Waits (timeout_ms, scaled) until dotmon's fd count is at most base; returns the last count. */
-static int wait_fds(pid_t pid, int base, int timeout_ms)
-{
-    double end = testenv_now_ms() + testenv_timeout(timeout_ms);
-    int n = testenv_fd_count(pid);
-    while (n > base && testenv_now_ms() < end) {
-        testenv_sleep_ms(50);
-        n = testenv_fd_count(pid);
-    }
-    return n;
 }
 
 static void world_start(struct world *w, struct testenv *env)
@@ -511,7 +392,7 @@ static const char *op_error_code(const cJSON *op)
 static int run_simple_case(struct world *w, const char *cmd, uint8_t set, uint8_t id,
                             const struct expect *e, const char *path, const char *suffix)
 {
-    int fds0 = fd_baseline(w->dpid);
+    int fds0 = agent_test_fd_baseline(w->dpid);
     struct fake_snapshot before = fake_snap(w->ft);
     struct fake_fault fault = {.kind = e->kind,
                                .command_set = set,
@@ -526,7 +407,7 @@ static int run_simple_case(struct world *w, const char *cmd, uint8_t set, uint8_
     sample_until_done(w, &t, true);
     fake_set_fault(w->ft, NULL);
     struct fake_snapshot after = fake_snap(w->ft);
-    int fds1 = wait_fds(w->dpid, fds0 + e->held_fds, e->fd_settle_ms);
+    int fds1 = agent_test_wait_fds(w->dpid, fds0 + e->held_fds, e->fd_settle_ms);
     print_case(cmd, e, &t, w, fds0, fds1);
     check_answer(e, &t);
     assert_true(after.faults_applied > before.faults_applied); /* the fault was really hit */
@@ -603,7 +484,7 @@ static void test_faults_dump(void **state)
         /* The runtime goes away: the kept exchange ends with it. */
         fake_stop(w.ft);
         cJSON_Delete(agent_test_wait_processes(w.dm, &w.app->pid, 1, 10000));
-        int fds1 = wait_fds(w.dpid, fds0, 3000);
+        int fds1 = agent_test_wait_fds(w.dpid, fds0, 3000);
         fprintf(stderr, "  runtime gone: fds %d -> %d\n", fds0, fds1);
         assert_true(fds1 <= fds0);
         w.ft = fake_start(w.env, key++, NULL);
@@ -671,7 +552,7 @@ static void test_faults_mid_stream(void **state)
     struct world w;
     world_start(&w, *state);
     for (int round = 0; round < 3; round++) {
-        int fds0 = fd_baseline(w.dpid);
+        int fds0 = agent_test_fd_baseline(w.dpid);
         /* 64 KiB, 1 MiB (more than dotmon queues before pausing), 200 KiB. */
         static const uint64_t cut[] = {65536, 1u << 20, 200000};
         struct fake_fault fault = {.kind = FAKE_FAULT_MID_STREAM,
@@ -686,7 +567,7 @@ static void test_faults_mid_stream(void **state)
         sample_until_done(&w, &t, true);
         fake_set_fault(w.ft, NULL);
         struct fake_snapshot s = fake_snap(w.ft);
-        int fds1 = wait_fds(w.dpid, fds0, 3000);
+        int fds1 = agent_test_wait_fds(w.dpid, fds0, 3000);
         struct expect e = {.kind = FAKE_FAULT_MID_STREAM};
         print_case("trace", &e, &t, &w, fds0, fds1);
         fprintf(stderr, "  cut after %llu stream bytes: client rc %s, %zu body bytes, verdict %s\n",
@@ -725,7 +606,7 @@ static void test_faults_stop(void **state)
                                                  FAKE_FAULT_OVERSIZED, FAKE_FAULT_HEADER_ONLY,
                                                  FAKE_FAULT_DRIP};
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-        int fds0 = fd_baseline(w.dpid);
+        int fds0 = agent_test_fd_baseline(w.dpid);
         struct fake_fault fault = {
             .kind = kinds[i], .command_set = 0x02, .command_id = 0x01, .drip_ms = 1000};
         fake_set_fault(w.ft, &fault);
@@ -734,7 +615,7 @@ static void test_faults_stop(void **state)
         struct req_thread t;
         req_spawn(&t, w.dm, "GET", "/trace?pid=%d&durationSeconds=1", (int)w.fake_pid);
         sample_until_done(&w, &t, true);
-        int fds1 = wait_fds(w.dpid, fds0, 12000);
+        int fds1 = agent_test_wait_fds(w.dpid, fds0, 12000);
         fake_set_fault(w.ft, NULL);
         struct fake_snapshot s = fake_snap(w.ft);
         struct expect e = {.kind = kinds[i]};
@@ -759,7 +640,7 @@ static void test_faults_stop(void **state)
     /* A runtime that never reads the StopTracing (its server thread is stuck): the trace waits
      * for the stream's end up to the stop timeout (120 s); cancelling the operation ends it at
      * once, with the response cut, and everything is released within the cleanup bound. */
-    int fds0 = fd_baseline(w.dpid);
+    int fds0 = agent_test_fd_baseline(w.dpid);
     memset(&w.procs, 0, sizeof(w.procs));
     memset(&w.env_lat, 0, sizeof(w.env_lat));
     struct req_thread t;
@@ -786,7 +667,7 @@ static void test_faults_stop(void **state)
     sample_until_done(&w, &t, true);
     double cancel_ms = testenv_now_ms() - t0;
     fake_set_fault(w.ft, NULL); /* (liveness checks were not read either) */
-    int fds1 = wait_fds(w.dpid, fds0, 12000);
+    int fds1 = agent_test_wait_fds(w.dpid, fds0, 12000);
     struct fake_snapshot s = fake_snap(w.ft);
     struct expect e = {.kind = FAKE_FAULT_NO_READ};
     print_case("stop", &e, &t, &w, fds0, fds1);
@@ -839,7 +720,7 @@ static void test_faults_process_info(void **state)
         {FAKE_FAULT_NO_READ, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
-        int fds0 = fd_baseline(w.dpid);
+        int fds0 = agent_test_fd_baseline(w.dpid);
         memset(&w.procs, 0, sizeof(w.procs));
         memset(&w.env_lat, 0, sizeof(w.env_lat));
         /* 1. Discovery: a runtime whose ProcessInfo is faulty is not listed, and the list of the
@@ -890,7 +771,7 @@ static void test_faults_process_info(void **state)
         fake_stop(ft);
         w.ft = NULL;
         cJSON_Delete(agent_test_wait_processes(w.dm, &w.app->pid, 1, 10000));
-        int fds1 = wait_fds(w.dpid, fds0, 5000);
+        int fds1 = agent_test_wait_fds(w.dpid, fds0, 5000);
         fprintf(stderr,
                 "FAULT %-10s %-20s -> not listed; /processes max %5.1f ms, /env max %5.1f ms; "
                 "listed %.0f ms after start once healed | liveness: /process max %5.1f ms "

@@ -104,29 +104,6 @@ static long nofile_soft(pid_t pid)
     return soft;
 }
 
-static int fd_baseline(pid_t pid)
-{
-    int lowest = testenv_fd_count(pid);
-    for (int i = 0; i < 6; i++) {
-        testenv_sleep_ms(50);
-        int n = testenv_fd_count(pid);
-        lowest = n < lowest ? n : lowest;
-    }
-    assert_true(lowest > 0);
-    return lowest;
-}
-
-static int wait_fds(pid_t pid, int base, int timeout_ms)
-{
-    double end = testenv_now_ms() + testenv_timeout(timeout_ms);
-    int n = testenv_fd_count(pid);
-    while (n > base && testenv_now_ms() < end) {
-        testenv_sleep_ms(50);
-        n = testenv_fd_count(pid);
-    }
-    return n;
-}
-
 /* ---- 1. wrk on /processes ---------------------------------------------------------------------- */
 
 /* The number after `key` in text, or -1 when key is absent. */
@@ -148,7 +125,7 @@ static void test_load_wrk_processes(void **state)
     pid_t pids[] = {a1->pid, a2->pid};
     cJSON_Delete(agent_test_wait_processes(dm, pids, 2, 10000));
     pid_t dpid = proc_pid(dm->proc);
-    int fds0 = fd_baseline(dpid);
+    int fds0 = agent_test_fd_baseline(dpid);
 
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%u/processes", (unsigned)dm->port);
@@ -216,7 +193,7 @@ static void test_load_wrk_processes(void **state)
 
     /* Still serving, descriptors back (wrk's 64 connections are gone). */
     cJSON_Delete(agent_test_get_json(dm, "/processes", 200));
-    int fds1 = wait_fds(dpid, fds0, 5000);
+    int fds1 = agent_test_wait_fds(dpid, fds0, 5000);
     fprintf(stderr, "dotmon fds before %d, after %d\n", fds0, fds1);
     assert_true(fds1 <= fds0);
     agent_test_stop_dotmon_clean(dm);
@@ -277,7 +254,7 @@ static void test_load_idle_flood(void **state)
     fprintf(stderr, "dotmon soft RLIMIT_NOFILE %ld (hard limit here %llu)\n", soft,
             (unsigned long long)rl.rlim_max);
     assert_true(rl.rlim_max == RLIM_INFINITY || soft == (long)rl.rlim_max);
-    int fds0 = fd_baseline(dpid);
+    int fds0 = agent_test_fd_baseline(dpid);
     struct lat before = {0}, during = {0}, after = {0};
     for (int i = 0; i < 20; i++) {
         timed_get(dm, &before);
@@ -355,7 +332,7 @@ static void test_load_idle_flood(void **state)
     for (int i = 0; i < 20; i++) {
         timed_get(dm, &after);
     }
-    int fds1 = wait_fds(dpid, fds0, 5000);
+    int fds1 = agent_test_wait_fds(dpid, fds0, 5000);
     fprintf(stderr,
             "%d idle connections opened in %.0f ms; %d closed by the server, after %.2f .. %.2f s "
             "(mean %.2f s; header timeout %d s)\n",
@@ -495,7 +472,7 @@ static void test_load_aborted_traces(void **state)
     (void)agent_test_abandon_trace(dm->port, NULL, target, 8192, 3000, NULL);
     agent_test_wait_no_running_traces(dm);
     testenv_sleep_ms(300);
-    int fds0 = fd_baseline(dpid);
+    int fds0 = agent_test_fd_baseline(dpid);
     long rss0 = testenv_rss_kb(dpid);
 
     srand(4242);
@@ -532,7 +509,7 @@ static void test_load_aborted_traces(void **state)
     double conc_ms = testenv_now_ms() - t0;
     agent_test_wait_no_running_traces(dm);
     testenv_sleep_ms(500);
-    int fds1 = wait_fds(dpid, fds0, 15000);
+    int fds1 = agent_test_wait_fds(dpid, fds0, 15000);
     long rss1 = testenv_rss_kb(dpid);
     fprintf(stderr,
             "200 abandoned traces (100 sequential in %.1f s, 100 12-at-once in %.1f s): %u started "

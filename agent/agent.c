@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -22,11 +23,17 @@
 #include "ipc_discovery.h"
 #include "ipc_listen.h"
 #include "log.h"
+#include "shdir.h"
 
 #define DEFAULT_URL "http://localhost:52323"
 #define DEFAULT_METRICS_URL "http://localhost:52325"
-/* Long enough for running traces to finish their rundown after StopTracing. */
-#define SHUTDOWN_GRACE_MS 10000
+/* Long enough for running traces to finish their rundown after StopTracing... */
+#define SHUTDOWN_GRACE_MS 4000
+/* ...and dotmon is gone this long after SIGTERM whatever the runtimes, clients and volumes do
+ * (a kubelet's grace period is 30 s by default). */
+#define SHUTDOWN_DEADLINE_MS 5000
+/* Descriptors kept free of HTTP connections: runtimes' exchanges, traces, dumps, the loop. */
+#define FD_RESERVE 128
 
 static const char cat[] = "dotmon";
 
@@ -283,6 +290,67 @@ static int setup_listen(struct agent *a)
     return 0;
 }
 
+/*
+ * DiagnosticPort:TrustedUids (dotmon's own): the users besides dotmon's own whose runtimes it
+ * talks to, as a list ("1000,1001" or "1000;1001", handy in an environment variable) or a JSON
+ * array (DiagnosticPort:TrustedUids:0, :1, ...).
+ */
+static int add_trusted(struct agent *a, const char *key, const char *list)
+{
+    const char *p = list;
+    while (*p != '\0') {
+        while (*p == ' ' || *p == ',' || *p == ';') {
+            p++;
+        }
+        if (*p == '\0') {
+            break;
+        }
+        uint64_t v = 0;
+        const char *start = p;
+        while (*p >= '0' && *p <= '9' && v <= UINT32_MAX) {
+            v = v * 10 + (uint64_t)(*p - '0');
+            p++;
+        }
+        if (p == start || v >= UINT32_MAX || (*p != '\0' && *p != ' ' && *p != ',' && *p != ';')) {
+            log_error(cat, "%s: '%s' is not a list of numeric uids (e.g. 1000,1001)", key, list);
+            return AGENT_E_INVAL;
+        }
+        if (a->trust.nuids >= IPC_TRUST_MAX_UIDS) {
+            log_error(cat, "%s: at most %d uids", key, IPC_TRUST_MAX_UIDS);
+            return AGENT_E_INVAL;
+        }
+        a->trust.uids[a->trust.nuids++] = (uint32_t)v;
+    }
+    return 0;
+}
+
+static int setup_trust(struct agent *a)
+{
+    const char *key = "DiagnosticPort:TrustedUids";
+    const char *v = config_get(a->cfg, key);
+    if (v != NULL && add_trusted(a, key, v) != 0) {
+        return AGENT_E_INVAL;
+    }
+    for (size_t i = 0; i < a->cfg->n; i++) {
+        const char *k = a->cfg->v[i].key;
+        if (config_key_under(k, key) && k[strlen(key)] == ':' &&
+            add_trusted(a, k, a->cfg->v[i].value) != 0) {
+            return AGENT_E_INVAL;
+        }
+    }
+    if (a->trust.nuids > 0) {
+        char list[IPC_TRUST_MAX_UIDS * 12] = "";
+        size_t n = 0;
+        for (size_t i = 0; i < a->trust.nuids && n < sizeof(list); i++) {
+            int w = snprintf(list + n, sizeof(list) - n, "%s%u", i ? "," : "", a->trust.uids[i]);
+            n += w > 0 ? (size_t)w : 0;
+        }
+        log_info(cat, "runtimes of uid %u (dotmon's) and of uids %s are watched", (unsigned)geteuid(),
+                 list);
+    }
+    return 0;
+}
+
 /* A copy of path without trailing slashes; NULL (logged) unless absolute. */
 static char *dir_setting(const char *key, const char *path)
 {
@@ -354,6 +422,9 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     int rc = load_filters(a);
     if (rc == 0) {
         rc = setup_listen(a);
+    }
+    if (rc == 0) {
+        rc = setup_trust(a);
     }
     if (rc != 0) {
         return rc;
@@ -465,6 +536,14 @@ static void sweep_stale_dumps(const struct agent *a)
     struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
         size_t n = strlen(e->d_name);
+        struct stat pst;
+        if (strncmp(e->d_name, ".dotmon-", 8) == 0 &&
+            fstatat(dirfd(dir), e->d_name, &pst, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(pst.st_mode) && pst.st_uid == geteuid() && pst.st_mtime <= cutoff) {
+            /* A private folder (common/shdir.h) of a dotmon killed mid-step: empty ones go. */
+            (void)unlinkat(dirfd(dir), e->d_name, AT_REMOVEDIR);
+            continue;
+        }
         if (strncmp(e->d_name, "dotmon_", 7) != 0 || n < 12 ||
             strcmp(e->d_name + n - 4, ".dmp") != 0) {
             continue;
@@ -474,7 +553,8 @@ static void sweep_stale_dumps(const struct agent *a)
             !S_ISREG(st.st_mode) || st.st_mtime > cutoff) {
             continue;
         }
-        if (unlinkat(dirfd(dir), e->d_name, 0) == 0) {
+        /* Only that very file: the folder may be shared, and the name swapped meanwhile. */
+        if (shdir_unlink_exact(dirfd(dir), e->d_name, st.st_dev, st.st_ino) == 0) {
             log_warn(cat, "deleted %s/%s, a dump left behind by an earlier run", a->dump_dir,
                      e->d_name);
         }
@@ -505,6 +585,23 @@ int agent_start(struct agent *a)
         return AGENT_E_INVAL;
     }
     hcfg.max_connections = (size_t)max_conn;
+    /*
+     * Every connection is a descriptor: past the open file limit accept() fails and libuv closes
+     * new connections at once, probes included, before the eviction of idle connections could
+     * make room. Keep the limit below it, with room for runtimes, traces and dumps.
+     */
+    struct rlimit rl;
+    size_t want = max_conn > 0 ? (size_t)max_conn : 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)want + FD_RESERVE > rl.rlim_cur) {
+        size_t fit = rl.rlim_cur > 2 * FD_RESERVE ? (size_t)(rl.rlim_cur - FD_RESERVE)
+                                                   : (size_t)(rl.rlim_cur / 2);
+        log_msg(max_conn > 0 ? LOG_WARN : LOG_INFO, cat,
+                "Kestrel:Limits:MaxConcurrentConnections lowered from %zu to %zu: the open file "
+                "limit is %llu (raise it with ulimit -n or the container's nofile)",
+                want, fit, (unsigned long long)rl.rlim_cur);
+        hcfg.max_connections = fit > 0 ? fit : 1;
+    }
     hcfg.tls = a->tls; /* https:// URLs (agent_tls.c); outlives the server */
     int rc = http_server_new(a->loop, &hcfg, api_handle, a, &a->http);
     if (rc != 0) {
@@ -521,6 +618,7 @@ int agent_start(struct agent *a)
     memset(&dcfg, 0, sizeof(dcfg));
     dcfg.dir = a->diag_dir;
     dcfg.probe_timeout_ms = a->ipc_timeout_ms;
+    dcfg.trust = a->trust;
     struct ipc_listen_config lcfg;
     memset(&lcfg, 0, sizeof(lcfg));
     if (a->listen_path != NULL) {
@@ -586,12 +684,31 @@ int agent_start(struct agent *a)
     return apikey_watch_start(a);
 }
 
+/*
+ * Normally everything has closed long before. If not, something outside dotmon's control still
+ * holds the loop open (a thread-pool call stuck in a hung volume): exit without waiting for it.
+ * The timer is unreferenced, so it never keeps the loop alive by itself.
+ */
+static void on_shutdown_deadline(uv_timer_t *t)
+{
+    struct agent *a = t->data;
+    log_error(cat, "shutdown did not finish within %d ms (%d part(s) still closing); exiting now",
+              SHUTDOWN_DEADLINE_MS, a->open_handles);
+    fflush(stderr);
+    fflush(stdout);
+    _exit(3);
+}
+
 void agent_stop(struct agent *a)
 {
     if (a->stopping) {
         return;
     }
     a->stopping = true;
+    uv_timer_init(a->loop, &a->shutdown_deadline);
+    a->shutdown_deadline.data = a;
+    uv_timer_start(&a->shutdown_deadline, on_shutdown_deadline, SHUTDOWN_DEADLINE_MS, 0);
+    uv_unref((uv_handle_t *)&a->shutdown_deadline);
     api_trace_shutdown(a);
     api_dump_shutdown(a);
     apikey_watch_stop(a);

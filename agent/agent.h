@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "ipc_discovery.h"
 #include "operations.h"
 
 /*
@@ -53,6 +54,7 @@ struct agent {
 
     char *diag_dir;         /* directory watched for runtime sockets (connect mode) */
     uint64_t ipc_timeout_ms;
+    struct ipc_trust trust; /* DiagnosticPort:TrustedUids: whose runtimes dotmon talks to */
 
     /* Listen mode (DiagnosticPort, see setup_listen in agent.c); listen_path NULL: connect mode. */
     char *listen_path;            /* the socket dotmon binds */
@@ -63,6 +65,7 @@ struct agent {
 
     uv_signal_t sig_int;
     uv_signal_t sig_term;
+    uv_timer_t shutdown_deadline; /* armed by agent_stop (unreferenced) */
     int open_handles;       /* signal handles + http server + discovery still open */
     bool stopping;
     int exit_code;
@@ -86,7 +89,9 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
                const struct config *cfg);
 /* Binds the URLs, starts discovery and the signal handlers. */
 int agent_start(struct agent *a);
-/* Graceful stop: closes everything; the loop then runs out. Idempotent. */
+/* Graceful stop: closes everything; the loop then runs out. Idempotent. If it has not within
+ * 5 s, the process exits with status 3 (the deadline's timer is left open for main's final
+ * uv_walk). */
 void agent_stop(struct agent *a);
 /* Frees what agent_init allocated; call after the loop has run out. */
 void agent_fini(struct agent *a);

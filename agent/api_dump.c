@@ -11,6 +11,13 @@
  * The file never outlives the job: it is unlinked as soon as it is open (the open descriptor
  * keeps the data readable, and nothing is left behind if dotmon dies mid-download), and on every
  * failure path, including an answer that comes after the client left or after the deadline.
+ *
+ * The dump folder is usually shared with the app (often /tmp), so whoever can write it may have
+ * put anything at the dump's path: the file is opened and deleted through common/shdir.h (a
+ * descriptor of the folder, O_NOFOLLOW | O_NONBLOCK, a regular file with one link owned by the
+ * runtime's user or dotmon's, deletion only of that very inode), in one work item on the thread
+ * pool. Every step on the pool (that one, each read) has its own deadline, so a hung volume or a
+ * FIFO costs a 504, never a thread forever.
  * While the runtime writes, discovery is told the process is busy so its liveness check (which
  * the runtime's single diagnostic thread cannot answer now) does not drop it.
  */
@@ -36,6 +43,7 @@
 #include "ipc_codec.h"
 #include "log.h"
 #include "operations.h"
+#include "shdir.h"
 
 static const char cat[] = "dotmon.dump";
 
@@ -46,8 +54,20 @@ static const char cat[] = "dotmon.dump";
  * done so that the file it wrote can be deleted. */
 #define DUMP_LATE_GRACE_MS ((uint64_t)600 * 1000)
 #define DUMP_MAX_REPLY ((size_t)64 * 1024)
+/* Each step on the thread pool (opening and deleting, one read) must finish within this. */
+#define DUMP_STEP_TIMEOUT_MS ((uint64_t)30 * 1000)
 
-enum dump_fs_step { FS_NONE = 0, FS_OPEN, FS_STAT, FS_UNLINK, FS_READ, FS_CLOSE };
+enum dump_fs_step { FS_NONE = 0, FS_ACQUIRE, FS_READ, FS_CLOSE };
+
+/* The outcome of opening the dump (acquire_on_pool), read on the loop after it. */
+struct dump_acquire {
+    int rc;             /* 0, or why the file was refused or not found */
+    int fd;             /* rc 0: open, blocking, close-on-exec */
+    struct stat st;     /* what was found at the path (also when refused) */
+    int unlink_rc;      /* rc 0: deleting it right after opening */
+    bool via_proc_root; /* found through /proc/<pid>/root */
+    bool removed;       /* rc != 0: whatever was at the path was deleted */
+};
 
 struct dump_job {
     struct agent *a;
@@ -59,13 +79,15 @@ struct dump_job {
     uv_timer_t timer;         /* deadline for the runtime's answer */
     bool timer_closing;
     uv_fs_t fs;
-    enum dump_fs_step fs_step; /* the uv_fs request in flight, or FS_NONE */
+    uv_work_t work;            /* FS_ACQUIRE */
+    struct dump_acquire acq;
+    enum dump_fs_step fs_step; /* the uv_fs request or work in flight, or FS_NONE */
+    bool step_late;            /* that step missed its deadline: the request was answered */
     uv_file fd;                /* -1 when closed */
     bool busy;                 /* counted busy in discovery */
     bool streaming;            /* response headers sent */
     bool waiting_drain;
     bool file_gone;            /* unlinked (or never created) */
-    bool via_proc_root;
     int version;               /* GenerateCoreDump version being tried */
     uint32_t type;
     uint64_t pid;
@@ -74,12 +96,14 @@ struct dump_job {
     uint8_t *rbuf;
     char uid[37];
     char endpoint[256];
+    struct ipc_endpoint ep; /* endpoint above, and the runtime's user */
     char filename[64];
     char location[512];
     char type_name[16];
+    char name[128];             /* the file's name, in both folders */
     char local_path[PATH_MAX];  /* where dotmon reads the file */
     char target_path[PATH_MAX]; /* the same file as the target process sees it */
-    char open_path[PATH_MAX];   /* the path that was opened (local or via /proc/<pid>/root) */
+    char open_path[PATH_MAX + 32]; /* the path that was opened (local or via /proc/<pid>/root) */
 };
 
 static const struct {
@@ -108,63 +132,88 @@ static void job_set_busy(struct dump_job *job, bool busy)
     }
 }
 
-/* Deletes the dump by its path (synchronous unlink: a metadata operation, used only where no
- * descriptor was opened, i.e. on failure paths). */
-/* A fire-and-forget unlink on the thread pool (deleting a GB file can take a while). */
+/*
+ * Deletes whatever sits at the dump's name, where no descriptor was opened (failure paths, or an
+ * answer that came after the client left): in dotmon's folder and, when the app sees the folder
+ * elsewhere, in the app's root too (the fallback may never have run). The GUID in the name keeps
+ * a different process with this pid from matching. A fire-and-forget work item on the pool.
+ */
 struct unlink_req {
-    uv_fs_t fs;
+    uv_work_t work;
     uint64_t pid;
-    char path[];
+    int rc;
+    bool removed;
+    char dir[PATH_MAX];
+    char target_dir[PATH_MAX];
+    char name[128];
 };
 
-static void on_unlinked(uv_fs_t *fs)
+/* Deletes the object at dirfd/name, whatever it is (but a folder), if it is still the one seen. */
+static int remove_at(int dirfd, const char *name)
 {
-    struct unlink_req *u = (struct unlink_req *)(void *)fs;
-    if (fs->result == 0) {
-        log_info(cat, "dump of %llu: deleted %s", (unsigned long long)u->pid, u->path);
-    } else if (fs->result != UV_ENOENT) {
-        log_warn(cat, "dump of %llu: cannot delete %s: %s", (unsigned long long)u->pid, u->path,
-                 uv_strerror((int)fs->result));
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return -errno;
     }
-    uv_fs_req_cleanup(fs);
+    return shdir_unlink_exact(dirfd, name, st.st_dev, st.st_ino);
+}
+
+static void unlink_on_pool(uv_work_t *w)
+{
+    struct unlink_req *u = w->data;
+    int dirfd = -1;
+    u->rc = shdir_open(u->dir, &dirfd);
+    if (u->rc == 0) {
+        u->rc = remove_at(dirfd, u->name);
+        (void)close(dirfd);
+        u->removed = u->rc == 0;
+    }
+    if (u->target_dir[0] != '\0' && u->pid > 0) {
+        char root[64];
+        snprintf(root, sizeof(root), "/proc/%llu/root", (unsigned long long)u->pid);
+        if (shdir_open_beneath(root, u->target_dir, &dirfd) == 0) {
+            int rc = remove_at(dirfd, u->name);
+            (void)close(dirfd);
+            if (rc == 0) {
+                u->removed = true;
+                u->rc = 0;
+            }
+        }
+    }
+}
+
+static void on_unlinked(uv_work_t *w, int status)
+{
+    struct unlink_req *u = w->data;
+    if (status == 0 && u->removed) {
+        log_info(cat, "dump of %llu: deleted %s/%s", (unsigned long long)u->pid, u->dir, u->name);
+    } else if (status == 0 && u->rc != UV_ENOENT) {
+        log_warn(cat, "dump of %llu: cannot delete %s/%s: %s", (unsigned long long)u->pid, u->dir,
+                 u->name, agent_strerror(u->rc));
+    }
     free(u);
 }
 
-static void unlink_path(const struct dump_job *job, const char *path)
-{
-    size_t n = strlen(path) + 1;
-    struct unlink_req *u = malloc(sizeof(*u) + n);
-    if (u == NULL) {
-        log_warn(cat, "dump of %llu: cannot delete %s: out of memory", (unsigned long long)job->pid,
-                 path);
-        return;
-    }
-    u->pid = job->pid;
-    memcpy(u->path, path, n);
-    if (uv_fs_unlink(job->a->loop, &u->fs, u->path, on_unlinked) != 0) {
-        free(u);
-    }
-}
-
-/*
- * Deletes the dump by its paths, where no descriptor was opened (failure paths, or an answer that
- * came after the client left): the local path, and when the app sees the folder elsewhere, the
- * file through the target's root too (the fallback may never have run). The GUID in the name
- * keeps a different process with this pid from matching.
- */
 static void job_unlink_now(struct dump_job *job)
 {
     if (job->file_gone) {
         return;
     }
-    unlink_path(job, job->local_path);
-    if (strcmp(job->local_path, job->target_path) != 0 && job->pid > 0) {
-        char via_root[PATH_MAX + 32];
-        int n = snprintf(via_root, sizeof(via_root), "/proc/%llu/root%s",
-                         (unsigned long long)job->pid, job->target_path);
-        if (n > 0 && (size_t)n < sizeof(via_root)) {
-            unlink_path(job, via_root);
-        }
+    struct unlink_req *u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        log_warn(cat, "dump of %llu: cannot delete %s: out of memory", (unsigned long long)job->pid,
+                 job->local_path);
+        return;
+    }
+    u->pid = job->pid;
+    u->work.data = u;
+    snprintf(u->dir, sizeof(u->dir), "%s", job->a->dump_dir);
+    if (strcmp(job->a->dump_dir, job->a->dump_target_dir) != 0) {
+        snprintf(u->target_dir, sizeof(u->target_dir), "%s", job->a->dump_target_dir);
+    }
+    snprintf(u->name, sizeof(u->name), "%s", job->name);
+    if (uv_queue_work(job->a->loop, &u->work, unlink_on_pool, on_unlinked) != 0) {
+        free(u);
     }
 }
 
@@ -240,7 +289,196 @@ static void job_fail(struct dump_job *job, int http_status, const char *code, co
 /* Closes the descriptor (asynchronously) if open and nothing else is in flight. */
 static void job_close_file(struct dump_job *job);
 
-/* ---- the file: open, stat, unlink, read, close (one uv_fs request at a time) ------------------ */
+/* ---- the file: acquire (open + delete), read, close (one request on the pool at a time) ------- */
+
+/* A step on the pool missed its deadline: answer now; the step's completion only tidies up. */
+static void job_on_step_deadline(uv_timer_t *t)
+{
+    struct dump_job *job = t->data;
+    if (job->fs_step == FS_NONE || job->fs_step == FS_CLOSE) {
+        return;
+    }
+    job->step_late = true;
+    char msg[PATH_MAX + 128];
+    snprintf(msg, sizeof(msg),
+             "%s the dump in %s took longer than %llu s; the dump folder's volume does not answer",
+             job->fs_step == FS_ACQUIRE ? "opening" : "reading", job->a->dump_dir,
+             (unsigned long long)(DUMP_STEP_TIMEOUT_MS / 1000));
+    job_fail(job, 504, "DumpFolderTimeout", msg);
+}
+
+static void job_arm_step(struct dump_job *job)
+{
+    uv_timer_start(&job->timer, job_on_step_deadline, DUMP_STEP_TIMEOUT_MS, 0);
+}
+
+/* Opens dir/name as a dump of this runtime and deletes it at once, on the thread pool. */
+static void acquire_in(int dirfd, const struct dump_job *job, const struct shdir_owners *owners,
+                       struct dump_acquire *acq)
+{
+    acq->rc = shdir_open_file(dirfd, job->name, owners, &acq->fd, &acq->st);
+    if (acq->rc == 0) {
+        acq->unlink_rc = shdir_unlink_exact(dirfd, job->name, acq->st.st_dev, acq->st.st_ino);
+    } else if (acq->rc != UV_ENOENT) {
+        /* A FIFO, a symlink, someone else's file at our unguessable name: never read, deleted. */
+        acq->removed = remove_at(dirfd, job->name) == 0;
+    }
+}
+
+static void acquire_on_pool(uv_work_t *w)
+{
+    struct dump_job *job = w->data;
+    struct dump_acquire *acq = &job->acq;
+    struct shdir_owners owners = {.n = 0};
+    (void)shdir_owners_add(&owners, geteuid());
+    if (job->ep.peer_uid >= 0) {
+        (void)shdir_owners_add(&owners, (uid_t)job->ep.peer_uid);
+    }
+    acq->fd = -1;
+    int dirfd = -1;
+    acq->rc = shdir_open(job->a->dump_dir, &dirfd);
+    if (acq->rc == 0) {
+        acquire_in(dirfd, job, &owners, acq);
+        (void)close(dirfd);
+    }
+    if (acq->rc == UV_ENOENT && job->pid > 0) {
+        /* The target's root may be visible (same pid namespace, or hostPID): read the file the
+         * way the target wrote it, resolving its paths inside its root. */
+        char root[64];
+        snprintf(root, sizeof(root), "/proc/%llu/root", (unsigned long long)job->pid);
+        if (shdir_open_beneath(root, job->a->dump_target_dir, &dirfd) == 0) {
+            struct dump_acquire alt = {.fd = -1};
+            acquire_in(dirfd, job, &owners, &alt);
+            (void)close(dirfd);
+            if (alt.rc != UV_ENOENT) {
+                *acq = alt;
+                acq->via_proc_root = true;
+            }
+        }
+    }
+}
+
+/* What was at the path instead of a dump, for the problem's detail. */
+static const char *kind_name(const struct stat *st)
+{
+    if (S_ISFIFO(st->st_mode)) {
+        return "a FIFO";
+    }
+    if (S_ISSOCK(st->st_mode)) {
+        return "a socket";
+    }
+    if (S_ISLNK(st->st_mode)) {
+        return "a symlink";
+    }
+    if (S_ISDIR(st->st_mode)) {
+        return "a folder";
+    }
+    if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
+        return "a device";
+    }
+    if (S_ISREG(st->st_mode) && st->st_nlink > 1) {
+        return "a file with several links";
+    }
+    return "not a regular file";
+}
+
+static void on_acquired(uv_work_t *w, int status)
+{
+    struct dump_job *job = w->data;
+    struct dump_acquire *acq = &job->acq;
+    job->fs_step = FS_NONE;
+    uv_timer_stop(&job->timer);
+    bool late = job->step_late;
+    job->step_late = false;
+    if (status != 0) {
+        acq->rc = status; /* cancelled: never ran */
+    }
+    if (acq->rc == 0) {
+        job->fd = acq->fd;
+        if (acq->unlink_rc == 0 || acq->unlink_rc == UV_ENOENT) {
+            job->file_gone = true;
+        } else {
+            log_warn(cat, "dump of %llu: cannot delete %s: %s", (unsigned long long)job->pid,
+                     job->local_path, agent_strerror(acq->unlink_rc));
+        }
+    } else if (acq->removed) {
+        job->file_gone = true;
+    }
+    if (acq->via_proc_root) {
+        snprintf(job->open_path, sizeof(job->open_path), "/proc/%llu/root%s",
+                 (unsigned long long)job->pid, job->target_path);
+    }
+    if (late || job->req == NULL) {
+        job_close_file(job); /* the request was answered, or the client left meanwhile */
+        job_maybe_free(job);
+        return;
+    }
+    char msg[PATH_MAX + 512];
+    int rc = acq->rc;
+    if (rc == UV_ENOENT) {
+        snprintf(msg, sizeof(msg),
+                 "the runtime reported the dump written, but dotmon cannot open %s: %s (the "
+                 "app and dotmon must see the dump folder; see Storage:DumpTempFolder and "
+                 "Storage:DumpTargetFolder in the README)",
+                 job->local_path, agent_strerror(rc));
+        job_fail(job, 500, "DumpNotFound", msg);
+    } else if (rc == AGENT_E_NOTREG || rc == UV_ELOOP) {
+        snprintf(msg, sizeof(msg),
+                 "the runtime reported the dump written, but %s is %s (owner uid %u), not a dump "
+                 "file; refused it%s",
+                 job->open_path, rc == UV_ELOOP ? "a symlink" : kind_name(&acq->st),
+                 (unsigned)acq->st.st_uid, acq->removed ? " and deleted it" : "");
+        job_fail(job, 502, "DumpNotAFile", msg);
+    } else if (rc == AGENT_E_UNTRUSTED) {
+        snprintf(msg, sizeof(msg),
+                 "the runtime reported the dump written, but %s belongs to uid %u, neither the "
+                 "runtime's user nor dotmon's; refused it%s",
+                 job->open_path, (unsigned)acq->st.st_uid, acq->removed ? " and deleted it" : "");
+        job_fail(job, 502, "DumpNotAFile", msg);
+    } else if (rc != 0) {
+        snprintf(msg, sizeof(msg), "cannot open the dump %s: %s", job->open_path,
+                 agent_strerror(rc));
+        job_fail(job, rc == AGENT_E_CHANGED ? 502 : 500, "DumpReadFailed", msg);
+    } else {
+        job->size = (uint64_t)acq->st.st_size;
+        if ((acq->st.st_mode & 077) != 0) {
+            log_warn(cat, "dump of %llu: the runtime created %s with mode %03o (readable by others)",
+                     (unsigned long long)job->pid, job->open_path,
+                     (unsigned)(acq->st.st_mode & 0777));
+        }
+        char disposition[128];
+        snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
+        const struct http_header hdrs[] = {{"Content-Disposition", disposition},
+                                           {"Location", job->location}};
+        if (http_stream_begin(job->req, 200, "application/octet-stream", hdrs, 2) != 0) {
+            job_fail(job, 500, "ResponseFailed", "cannot start the response");
+        } else {
+            job->streaming = true;
+            log_info(cat, "dump of %llu: streaming %llu bytes from %s", (unsigned long long)job->pid,
+                     (unsigned long long)job->size, job->open_path);
+            job_read_next(job);
+            return;
+        }
+    }
+    job_close_file(job);
+    job_maybe_free(job);
+}
+
+static int job_acquire(struct dump_job *job)
+{
+    snprintf(job->open_path, sizeof(job->open_path), "%s", job->local_path);
+    memset(&job->acq, 0, sizeof(job->acq));
+    job->acq.fd = -1;
+    job->work.data = job;
+    job->fs_step = FS_ACQUIRE;
+    int rc = uv_queue_work(job->a->loop, &job->work, acquire_on_pool, on_acquired);
+    if (rc != 0) {
+        job->fs_step = FS_NONE;
+        return rc;
+    }
+    job_arm_step(job);
+    return 0;
+}
 
 static void on_fs(uv_fs_t *fs)
 {
@@ -248,91 +486,21 @@ static void on_fs(uv_fs_t *fs)
     struct dump_job *job = (struct dump_job *)(void *)((char *)fs - offsetof(struct dump_job, fs));
     enum dump_fs_step step = job->fs_step;
     ssize_t result = fs->result;
-    uv_stat_t st = fs->statbuf;
     uv_fs_req_cleanup(fs);
     job->fs_step = FS_NONE;
     char msg[PATH_MAX + 256];
 
-    switch (step) {
-    case FS_OPEN:
-        if (result < 0) {
-            if (result == UV_ENOENT && !job->via_proc_root && job->pid > 0) {
-                /* The target's root may be visible (same pid namespace, or hostPID): read the file
-                 * the way the target wrote it. The name holds the operation's GUID, so a
-                 * different process that happens to have this pid cannot match. */
-                job->via_proc_root = true;
-                int n = snprintf(job->open_path, sizeof(job->open_path), "/proc/%llu/root%s",
-                                 (unsigned long long)job->pid, job->target_path);
-                if (n > 0 && (size_t)n < sizeof(job->open_path) && job->req != NULL) {
-                    job->fs_step = FS_OPEN;
-                    if (uv_fs_open(job->a->loop, &job->fs, job->open_path,
-                                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0, on_fs) == 0) {
-                        return;
-                    }
-                    job->fs_step = FS_NONE;
-                }
-            }
-            snprintf(msg, sizeof(msg),
-                     "the runtime reported the dump written, but dotmon cannot open %s: %s (the "
-                     "app and dotmon must see the dump folder; see Storage:DumpTempFolder and "
-                     "Storage:DumpTargetFolder in the README)",
-                     job->local_path, uv_strerror((int)result));
-            job_fail(job, 500, "DumpNotFound", msg);
-            break;
-        }
-        job->fd = (uv_file)result;
-        if (job->req == NULL) {
-            break; /* the client left meanwhile: unlink and close below */
-        }
-        job->fs_step = FS_STAT;
-        if (uv_fs_fstat(job->a->loop, &job->fs, job->fd, on_fs) != 0) {
-            job->fs_step = FS_NONE;
-            job_fail(job, 500, "DumpReadFailed", "cannot stat the dump file");
-        }
-        return;
-    case FS_STAT:
-        if (result < 0) {
-            snprintf(msg, sizeof(msg), "cannot stat the dump file: %s", uv_strerror((int)result));
-            job_fail(job, 500, "DumpReadFailed", msg);
-            break;
-        }
-        job->size = st.st_size;
-        if ((st.st_mode & 077) != 0) {
-            log_warn(cat, "dump of %llu: the runtime created %s with mode %03o (readable by others)",
-                     (unsigned long long)job->pid, job->open_path, (unsigned)(st.st_mode & 0777));
-        }
-        /* Unlink right away: the descriptor keeps the data readable, the disk space is returned
-         * when it is closed, and no file is left if anything goes wrong from here on. */
-        job->fs_step = FS_UNLINK;
-        if (uv_fs_unlink(job->a->loop, &job->fs, job->open_path, on_fs) != 0) {
-            job->fs_step = FS_NONE;
-            job_fail(job, 500, "DumpReadFailed", "cannot delete the dump file");
-        }
-        return;
-    case FS_UNLINK:
-        if (result < 0 && result != UV_ENOENT) {
-            log_warn(cat, "dump of %llu: cannot delete %s: %s", (unsigned long long)job->pid,
-                     job->open_path, uv_strerror((int)result));
-        } else {
-            job->file_gone = true;
-        }
-        if (job->req != NULL && !job->streaming) {
-            char disposition[128];
-            snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"",
-                     job->filename);
-            const struct http_header hdrs[] = {{"Content-Disposition", disposition},
-                                               {"Location", job->location}};
-            if (http_stream_begin(job->req, 200, "application/octet-stream", hdrs, 2) != 0) {
-                job_fail(job, 500, "ResponseFailed", "cannot start the response");
-                break;
-            }
-            job->streaming = true;
-            log_info(cat, "dump of %llu: streaming %llu bytes from %s", (unsigned long long)job->pid,
-                     (unsigned long long)job->size, job->open_path);
-            job_read_next(job);
+    uv_timer_stop(&job->timer); /* the step's deadline */
+    if (job->step_late) {
+        job->step_late = false; /* answered already: only tidy up */
+        if (step == FS_READ) {
+            job_close_file(job);
+            job_maybe_free(job);
             return;
         }
-        break;
+    }
+
+    switch (step) {
     case FS_READ:
         if (job->req == NULL) {
             break; /* the client left while the read was in flight */
@@ -401,7 +569,9 @@ static void job_read_next(struct dump_job *job)
         job->fs_step = FS_NONE;
         job_fail(job, 500, "DumpReadFailed", "cannot read the dump file");
         job_close_file(job);
+        return;
     }
+    job_arm_step(job);
 }
 
 static void job_on_drain(void *ud, struct http_request *r)
@@ -526,13 +696,9 @@ static void job_on_reply(void *ud, const struct ipc_result *res)
     } else if (job->req != NULL) {
         log_info(cat, "dump of %llu written by the runtime (GenerateCoreDump%d)",
                  (unsigned long long)job->pid, job->version);
-        snprintf(job->open_path, sizeof(job->open_path), "%s", job->local_path);
-        job->fs_step = FS_OPEN;
-        if (uv_fs_open(job->a->loop, &job->fs, job->open_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
-                       0, on_fs) == 0) {
+        if (job_acquire(job) == 0) {
             return;
         }
-        job->fs_step = FS_NONE;
         job_fail(job, 500, "DumpReadFailed", "cannot open the dump file");
     }
     job_maybe_free(job);
@@ -545,7 +711,7 @@ static int job_send(struct dump_job *job)
     ipc_wr_init(&w, msg, sizeof(msg));
     int rc = ipc_cmd_generate_dump(&w, job->version, job->target_path, job->type, 0);
     if (rc == 0) {
-        rc = ipc_exchange_start(job->a->loop, job->endpoint, msg, w.len, IPC_EXCHANGE_SIMPLE,
+        rc = ipc_exchange_start(job->a->loop, &job->ep, msg, w.len, IPC_EXCHANGE_SIMPLE,
                                 job->a->dump_timeout_ms + DUMP_LATE_GRACE_MS, DUMP_MAX_REPLY,
                                 job_on_reply, job, &job->x);
     }
@@ -678,11 +844,14 @@ void api_dump_get(struct agent *a, struct http_request *req)
     job->pid = p->pid;
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
     snprintf(job->endpoint, sizeof(job->endpoint), "%s", p->endpoint);
+    job->ep = ipc_process_endpoint(p);
+    job->ep.path = job->endpoint;
     /* Unique and unguessable: the operation id is a random GUID. */
-    int n1 = snprintf(job->local_path, sizeof(job->local_path), "%s/dotmon_%llu_%s.dmp",
-                      a->dump_dir, (unsigned long long)p->pid, op->id);
-    int n2 = snprintf(job->target_path, sizeof(job->target_path), "%s/dotmon_%llu_%s.dmp",
-                      a->dump_target_dir, (unsigned long long)p->pid, op->id);
+    snprintf(job->name, sizeof(job->name), "dotmon_%llu_%s.dmp", (unsigned long long)p->pid,
+             op->id);
+    int n1 = snprintf(job->local_path, sizeof(job->local_path), "%s/%s", a->dump_dir, job->name);
+    int n2 = snprintf(job->target_path, sizeof(job->target_path), "%s/%s", a->dump_target_dir,
+                      job->name);
     if (n1 < 0 || (size_t)n1 >= sizeof(job->local_path) || n2 < 0 ||
         (size_t)n2 >= sizeof(job->target_path)) {
         job->file_gone = true;

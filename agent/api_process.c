@@ -166,7 +166,8 @@ void api_env(struct agent *a, struct http_request *req)
     }
     er->req = req;
     er->pid = p->pid;
-    rc = ipc_exchange_start(a->loop, p->endpoint, msg, len, IPC_EXCHANGE_ENVIRONMENT,
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    rc = ipc_exchange_start(a->loop, &ep, msg, len, IPC_EXCHANGE_ENVIRONMENT,
                             a->ipc_timeout_ms, ENV_MAX_REPLY, env_on_result, er, &er->x);
     if (rc != 0) {
         free(er);

@@ -57,6 +57,7 @@ struct trace_job {
     bool retried;       /* one new start after the runtime closed the first one unanswered */
     char uid[37];
     char endpoint[256];
+    struct ipc_endpoint ep; /* endpoint above, and the runtime's user */
     char filename[64];
     char location[512];
     struct trace_config tc;
@@ -283,7 +284,7 @@ static void job_on_retry(uv_timer_t *t)
         job_maybe_free(job);
         return;
     }
-    int rc = ipc_session_start(job->a->loop, job->endpoint, &job->tc.collect, TRACE_START_TIMEOUT_MS,
+    int rc = ipc_session_start(job->a->loop, &job->ep, &job->tc.collect, TRACE_START_TIMEOUT_MS,
                                &session_callbacks, job, &job->sess);
     if (rc == 0 && job->stopping) {
         ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS); /* stopped while the retry waited */
@@ -515,13 +516,15 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     strftime(ts, sizeof(ts), "%Y%m%d_%H%M%S", &tm);
     snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
     snprintf(job->endpoint, sizeof(job->endpoint), "%s", p->endpoint);
+    job->ep = ipc_process_endpoint(p);
+    job->ep.path = job->endpoint;
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
     const char *host = http_request_header(req, "Host");
     snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
              host != NULL ? host : "localhost", op->id);
     op->artifact_name = strdup(job->filename);
 
-    rc = ipc_session_start(a->loop, p->endpoint, &job->tc.collect, TRACE_START_TIMEOUT_MS,
+    rc = ipc_session_start(a->loop, &job->ep, &job->tc.collect, TRACE_START_TIMEOUT_MS,
                            &session_callbacks, job, &job->sess);
     if (rc != 0) {
         job->req = NULL;

@@ -377,6 +377,8 @@ static const char *const known_keys[] = {
     "DiagnosticPort:HoldSuspended",
     "DiagnosticPort:ForgetAfterSeconds",
     "DiagnosticPort:MaxConnections",
+    "DiagnosticPort:TrustedUids",
+    "DiagnosticPort:TrustedUids:*",
 };
 
 /*

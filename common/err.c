@@ -28,6 +28,12 @@ const char *agent_strerror(int err)
         return "output buffer too small";
     case AGENT_E_AUTH:
         return "authentication failed";
+    case AGENT_E_NOTREG:
+        return "not a regular file";
+    case AGENT_E_UNTRUSTED:
+        return "owned by an untrusted user";
+    case AGENT_E_CHANGED:
+        return "replaced by another file meanwhile";
     default:
         break;
     }

@@ -19,7 +19,10 @@ enum agent_err {
     AGENT_E_CLOSED = -4008,   /* the peer closed the connection */
     AGENT_E_NOSPACE = -4009,  /* an encoder ran out of room in its output */
     AGENT_E_AUTH = -4010,     /* authentication failure */
-    AGENT_E_LAST = -4011
+    AGENT_E_NOTREG = -4011,   /* a file that must be a plain file is a FIFO, socket, device… */
+    AGENT_E_UNTRUSTED = -4012, /* a file, socket or peer belongs to a user dotmon does not trust */
+    AGENT_E_CHANGED = -4013,  /* a file was swapped for another between two checks */
+    AGENT_E_LAST = -4014
 };
 
 /* Returns a static, human-readable string for any code (ours or libuv's). Never NULL. */

@@ -126,6 +126,9 @@ static void conn_arm_timer(struct http_conn *c)
     switch (c->state) {
     case CONN_HEAD:
         ms = cfg->header_timeout_ms;
+        if (c->srv->nconns * 4 >= cfg->max_connections * 3 && ms > HTTP_PRESSURE_HEAD_MS) {
+            ms = HTTP_PRESSURE_HEAD_MS;
+        }
         break;
     case CONN_BODY:
     case CONN_IDLE:
@@ -1298,6 +1301,46 @@ static void log_accept(struct http_conn *c)
               port, c->rejecting ? " (over max_connections: 503)" : "");
 }
 
+/*
+ * At the connection limit: closes the connection that has waited longest without a complete
+ * request, if any, so the new one gets its slot: first one whose answer is done (lingering),
+ * then one still reading its head, then a keep-alive idle one, then one still reading its body.
+ * Requests being served (a handler owns them: traces, dumps) are never touched.
+ */
+static bool evict_one(struct http_server *s)
+{
+    static const enum conn_state order[] = {CONN_LINGER, CONN_HEAD, CONN_IDLE, CONN_BODY};
+    struct http_conn *victim = NULL;
+    for (size_t pass = 0; pass < sizeof(order) / sizeof(order[0]) && victim == NULL; pass++) {
+        enum conn_state want = order[pass];
+        for (struct http_conn *c = s->conns_tail; c != NULL; c = c->prev) {
+            if (c->state == want && !c->rejecting && !c->evicted) {
+                victim = c;
+                break;
+            }
+        }
+    }
+    if (victim == NULL) {
+        return false;
+    }
+    victim->evicted = true;
+    s->nconns--;
+    s->nevicted++;
+    uint64_t now = uv_now(s->loop);
+    if (s->evict_logged == 0 || now - s->evict_logged >= HTTP_EVICT_LOG_MS) {
+        s->evict_logged = now;
+        log_warn(HTTP_LOG_CAT,
+                 "connection limit (%zu, Kestrel:Limits:MaxConcurrentConnections) reached: "
+                 "closing the connections that have waited longest without sending a request "
+                 "(%llu so far); is someone flooding the port?",
+                 s->cfg.max_connections, (unsigned long long)s->nevicted);
+    }
+    log_debug(HTTP_LOG_CAT, "connection %llu evicted (%s)", (unsigned long long)victim->id,
+              state_names[victim->state]);
+    http__conn_close(victim);
+    return true;
+}
+
 void http__conn_accept(struct http_server *s, struct http_listener *l)
 {
     struct http_conn *c = calloc(1, sizeof(*c));
@@ -1324,9 +1367,14 @@ void http__conn_accept(struct http_server *s, struct http_listener *l)
     uv_timer_init(s->loop, &c->timer); /* cannot fail on Unix */
     c->open_handles = 2;
     /* Linked (and counted) before anything can close it: conn_release unlinks. */
+    if (s->nconns >= s->cfg.max_connections) {
+        (void)evict_one(s); /* before c is linked: never c itself */
+    }
     c->next = s->conns;
     if (s->conns != NULL) {
         s->conns->prev = c;
+    } else {
+        s->conns_tail = c;
     }
     s->conns = c;
     c->rejecting = s->nconns >= s->cfg.max_connections;

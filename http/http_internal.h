@@ -29,6 +29,15 @@
 /* 503 responses being written at once beyond max_connections; past this the socket is just
  * closed, so a connection flood cannot make us allocate without bound. */
 #define HTTP_MAX_REJECTING 64
+/*
+ * Under pressure (at least 3/4 of max_connections open) a new connection must send its whole
+ * head within this (or the header timeout, if shorter), and at the limit the connection that has
+ * waited longest without a complete request head is closed to make room: an unauthenticated
+ * flood of idle connections can neither hold every slot nor keep probes and users out.
+ */
+#define HTTP_PRESSURE_HEAD_MS 2000
+/* The warning about evictions is repeated at most this often. */
+#define HTTP_EVICT_LOG_MS 60000
 /* Ciphertext read per libuv read on a TLS connection; also the cap on ciphertext fed to OpenSSL
  * but not yet decrypted (it only piles up while the plaintext input buffer is full). */
 #define HTTP_TLS_RBUF ((size_t)64 * 1024)
@@ -120,6 +129,7 @@ struct http_conn {
     enum conn_state state;
     int open_handles;
     bool rejecting;   /* accepted over max_connections: 503 then close */
+    bool evicted;     /* closed to make room (no longer counted in nconns) */
     bool reading;     /* uv_read_start is active */
     bool close_after; /* close (linger) once the current response is flushed */
     bool saw_eof;     /* the peer half-closed */
@@ -160,11 +170,14 @@ struct http_server {
     struct http_listener *listeners;
     int *ports; /* port of each successful listen call */
     size_t nports;
-    struct http_conn *conns;
+    struct http_conn *conns;      /* newest first */
+    struct http_conn *conns_tail; /* oldest */
     uint8_t *tls_rbuf; /* ciphertext read buffer shared by the TLS connections (HTTP_TLS_RBUF):
                           each read is fed to OpenSSL within its read callback */
-    size_t nconns; /* served connections (rejecting ones not counted) */
+    size_t nconns; /* served connections (rejecting and evicted ones not counted) */
     size_t nrejecting;
+    uint64_t nevicted;    /* connections closed to make room, since start */
+    uint64_t evict_logged; /* uv_now() of the last warning about it (0: never) */
     uint64_t next_conn_id;
     uint64_t next_req_id;
     uv_timer_t grace_timer;

@@ -281,10 +281,12 @@ void http__server_conn_gone(struct http_server *s, struct http_conn *c)
     }
     if (c->next != NULL) {
         c->next->prev = c->prev;
+    } else {
+        s->conns_tail = c->prev;
     }
     if (c->rejecting) {
         s->nrejecting--;
-    } else {
+    } else if (!c->evicted) {
         s->nconns--;
     }
     server_maybe_finish(s);

@@ -247,6 +247,7 @@ static void x_on_connect(struct ipc_conn *c, int status)
     if (x->state == X_CLOSING) {
         return;
     }
+    x->res.peer_uid = c->peer_uid;
     if (status < 0) {
         x_finish(x, status);
         return;
@@ -269,10 +270,11 @@ static void x_on_connect(struct ipc_conn *c, int status)
     }
 }
 
-int ipc_exchange_start(uv_loop_t *loop, const char *path, const uint8_t *req, size_t req_len,
-                       enum ipc_exchange_kind kind, uint64_t timeout_ms, size_t max_reply,
-                       ipc_exchange_cb cb, void *ud, struct ipc_exchange **out)
+int ipc_exchange_start(uv_loop_t *loop, const struct ipc_endpoint *ep, const uint8_t *req,
+                       size_t req_len, enum ipc_exchange_kind kind, uint64_t timeout_ms,
+                       size_t max_reply, ipc_exchange_cb cb, void *ud, struct ipc_exchange **out)
 {
+    const char *path = ep != NULL ? ep->path : NULL;
     if (loop == NULL || path == NULL || req == NULL || cb == NULL || req_len < IPC_HEADER_SIZE ||
         req_len > IPC_MESSAGE_MAX ||
         (kind != IPC_EXCHANGE_SIMPLE && kind != IPC_EXCHANGE_ENVIRONMENT)) {
@@ -310,6 +312,7 @@ int ipc_exchange_start(uv_loop_t *loop, const char *path, const uint8_t *req, si
     x->ud = ud;
     x->notify = true;
     x->state = X_CONNECTING;
+    x->res.peer_uid = -1;
     buf_init(&x->in, max_reply);
 
     /* Neither init can fail on Unix; the handles are closed together from here on. */
@@ -331,7 +334,7 @@ int ipc_exchange_start(uv_loop_t *loop, const char *path, const uint8_t *req, si
      * Connect errors (refused, no such file) arrive through x_on_connect, on a later turn; only a
      * reverse endpoint whose runtime is not connected fails here (UV_ECONNREFUSED).
      */
-    rc = ipc__connect(&x->conn, loop, &x->pipe, path, x_on_connect, x);
+    rc = ipc__connect(&x->conn, loop, &x->pipe, ep, x_on_connect, x);
     if (rc != 0) {
         x->notify = false;
         x_finish(x, rc); /* closes both handles; the last close callback frees x */

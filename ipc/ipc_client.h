@@ -16,6 +16,21 @@
 
 struct ipc_exchange;
 
+/*
+ * Where a runtime is reached, and who it must be. A runtime's diagnostic socket may sit in a
+ * folder other users can write, so the process that accepts the connection is checked
+ * (SO_PEERCRED) right after connecting, before the request goes out.
+ */
+struct ipc_endpoint {
+    const char *path; /* its listening socket (connect mode), or "reverse:<uid>" in listen mode
+                         (the runtime's connections were checked when accepted) */
+    int64_t peer_uid; /* path endpoints: the uid the listening process must run as, else the
+                         connection fails with AGENT_E_UNTRUSTED; IPC_ANY_PEER: not checked */
+};
+#define IPC_ANY_PEER ((int64_t)-1)
+/* An endpoint whose listener is not checked, for a path the caller made itself (tests, tools). */
+#define IPC_ENDPOINT_PATH(p) (&(const struct ipc_endpoint){.path = (p), .peer_uid = IPC_ANY_PEER})
+
 struct ipc_result {
     int status; /* 0 = got a reply (OK or Error); else a negative code (timeout, refused…) */
     int ok;     /* 1 if the reply was Server/OK, 0 if Server/Error */
@@ -24,6 +39,8 @@ struct ipc_result {
     size_t payload_len;
     const uint8_t *continuation; /* ProcessEnvironment continuation, else NULL */
     size_t continuation_len;
+    int64_t peer_uid; /* path endpoints: the uid of the process that accepted the connection
+                         (SO_PEERCRED), -1 when unknown (not connected, reverse endpoints) */
 };
 
 typedef void (*ipc_exchange_cb)(void *ud, const struct ipc_result *res);
@@ -38,9 +55,9 @@ enum ipc_exchange_kind {
 #define IPC_EXCHANGE_DEFAULT_MAX_REPLY  ((size_t)1024 * 1024)
 
 /*
- * Starts an exchange on `loop` with the runtime at `path`: the path of its listening socket, or
- * "reverse:<uid>" for a runtime connected to dotmon's own socket in listen mode (ipc_listen.h; its
- * next idle connection is used). `req` (a complete IPC message) is copied. cb is called exactly once, from the loop (never from inside this call),
+ * Starts an exchange on `loop` with the runtime at `ep` (copied): the path of its listening
+ * socket, or "reverse:<uid>" for a runtime connected to dotmon's own socket in listen mode
+ * (ipc_listen.h; its next idle connection is used). `req` (a complete IPC message) is copied. cb is called exactly once, from the loop (never from inside this call),
  * unless ipc_exchange_cancel is called first. *out (may be NULL) lets the caller cancel; the
  * handle becomes invalid when cb runs or after cancel.
  *
@@ -54,11 +71,13 @@ enum ipc_exchange_kind {
  *   the reply was complete), AGENT_E_PROTO (garbage, wrong magic, not a Server reply, Error
  *   without HRESULT, bad ProcessEnvironment reply), AGENT_E_TOOBIG (reply or continuation over
  *   max_reply; checked before allocating), or a libuv code (UV_ECONNREFUSED and UV_ENOENT mean
- *   nobody listens at path).
+ *   nobody listens at path), AGENT_E_UNTRUSTED (the socket's listener runs as another user than
+ *   ep->peer_uid; nothing was sent).
  * - res->hresult is the Error HRESULT, or for OK replies with a 4-byte payload that int32.
  * - The request is written with write(2): the process must ignore SIGPIPE.
  */
-int ipc_exchange_start(uv_loop_t *loop, const char *path, const uint8_t *req, size_t req_len,
+int ipc_exchange_start(uv_loop_t *loop, const struct ipc_endpoint *ep, const uint8_t *req,
+                       size_t req_len,
                        enum ipc_exchange_kind kind, uint64_t timeout_ms, size_t max_reply,
                        ipc_exchange_cb cb, void *ud, struct ipc_exchange **out);
 /* Cancels: cb is not called; resources are released asynchronously. */

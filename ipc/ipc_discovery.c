@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include "ipc_discovery.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "ipc_client.h"
@@ -21,7 +23,8 @@
  * Every `dotnet-diagnostic-<pid>-<key>-socket` file in the directory gets a `struct sock`. Its
  * life: STAT (async lstat for the mtime) -> PROBE_WAIT -> PROBING (ProcessInfo3, then 2, then 1
  * on UNKNOWN_COMMAND) -> LISTED, or STALE (connection refused: a socket file left by a dead
- * process) or FAILED (timeout, garbage, error HRESULT; retried with backoff, since a runtime that
+ * process), REFUSED (owned or served by a user dotmon does not trust: ipc_trust_allows on the
+ * lstat owner, then SO_PEERCRED on every connection, ipc_endpoint) or FAILED (timeout, garbage, error HRESULT; retried with backoff, since a runtime that
  * is busy with a dump answers nothing for a while). LISTED socks get a liveness check (a full
  * ProcessInfo request, because a silent client would block the runtime's single server thread,
  * §8.9) every liveness_ms; a refused or vanished socket means the process died and the sock turns
@@ -42,7 +45,7 @@
 #define MAX_RETRY_MS    60000 /* backoff cap for failed probes */
 #define PROBE_MAX_REPLY IPC_MESSAGE_MAX
 
-enum sock_state { S_STAT = 0, S_PROBE_WAIT, S_PROBING, S_LISTED, S_STALE, S_FAILED };
+enum sock_state { S_STAT = 0, S_PROBE_WAIT, S_PROBING, S_LISTED, S_STALE, S_FAILED, S_REFUSED };
 
 enum sock_op { OP_NONE = 0, OP_PROBE, OP_LIVENESS };
 
@@ -61,6 +64,9 @@ struct sock {
     uint64_t pid; /* from the name */
     uint64_t key;
     uint64_t mtime_ns;
+    uint32_t owner_uid;   /* from lstat; connections must be accepted by this uid */
+    uint64_t refused_ino; /* the file last refused and logged (once per file and owner) */
+    int64_t refused_uid;
     enum sock_state state;
     enum sock_op op;
     int probe_level;   /* 3, 2 or 1: the ProcessInfo version to try next */
@@ -88,6 +94,7 @@ struct ipc_discovery {
     void *ud;
 
     uv_fs_event_t watch;
+    struct ipc_trust trust;
     uv_timer_t rescan_timer;
     uv_timer_t live_timer;
     uv_timer_t wake_timer;
@@ -258,7 +265,7 @@ static struct proc_entry *proc_from_info(const struct ipc_process_info *pi, int 
     if (e == NULL) {
         return NULL;
     }
-    if (ipc__process_init(&e->pub, pi, level, s->path) != 0) {
+    if (ipc__process_init(&e->pub, pi, level, s->path, s->owner_uid) != 0) {
         free(e);
         return NULL;
     }
@@ -266,6 +273,24 @@ static struct proc_entry *proc_from_info(const struct ipc_process_info *pi, int 
     e->pub.seen_ms = now;
     e->mtime_ns = s->mtime_ns;
     return e;
+}
+
+/* Never talked to again until its file changes; said once per file and user. */
+static void sock_refuse(struct sock *s, uint64_t ino, int64_t uid, const char *why)
+{
+    s->state = S_REFUSED;
+    s->settled = true;
+    sock_retire_proc(s);
+    if (s->refused_ino == ino && s->refused_uid == uid) {
+        return;
+    }
+    s->refused_ino = ino;
+    s->refused_uid = uid;
+    log_warn(LOG_CAT,
+             "ignoring %s: %s uid %lld, not dotmon's uid %u%s; a runtime of another user is "
+             "watched only when DiagnosticPort:TrustedUids names its uid",
+             s->path, why, (long long)uid, (unsigned)geteuid(),
+             s->d->trust.no_proc_owner ? "" : " nor the owner of the process it names");
 }
 
 static void probe_failed(struct sock *s, const char *why, int status, uint32_t hresult)
@@ -289,6 +314,10 @@ static void on_probe_result(struct sock *s, const struct ipc_result *res)
 {
     struct ipc_discovery *d = s->d;
     int level = s->probe_level;
+    if (res->status == AGENT_E_UNTRUSTED) {
+        sock_refuse(s, s->refused_ino + 1, res->peer_uid, "its listener runs as");
+        return;
+    }
     if (res->status == UV_ECONNREFUSED || res->status == UV_ENOENT) {
         /*
          * Nobody listens: a file left by a dead process, or (rarely) a runtime caught between
@@ -350,6 +379,11 @@ static void on_liveness_result(struct sock *s, const struct ipc_result *res)
      * Only a refused or missing socket proves death. A timeout or a garbled reply may be a busy
      * runtime (the server thread runs dumps and rundowns), so it stays listed.
      */
+    if (res->status == AGENT_E_UNTRUSTED) {
+        /* The socket at the path is no longer the runtime's: swapped by someone else. */
+        sock_refuse(s, s->refused_ino + 1, res->peer_uid, "now served by");
+        return;
+    }
     if (res->status == UV_ECONNREFUSED || res->status == UV_ENOENT) {
         log_debug(LOG_CAT, "runtime behind %s is gone", s->name);
         s->state = S_STALE;
@@ -399,7 +433,8 @@ static int start_exchange(struct sock *s, enum sock_op op)
     if (rc != 0) {
         return rc;
     }
-    rc = ipc_exchange_start(d->loop, s->path, req, w.len, IPC_EXCHANGE_SIMPLE, d->probe_timeout_ms,
+    struct ipc_endpoint ep = {s->path, (int64_t)s->owner_uid};
+    rc = ipc_exchange_start(d->loop, &ep, req, w.len, IPC_EXCHANGE_SIMPLE, d->probe_timeout_ms,
                             PROBE_MAX_REPLY, on_exchange_done, s, &s->x);
     if (rc != 0) {
         return rc;
@@ -593,7 +628,10 @@ static void on_stat(uv_fs_t *req)
         /* Not something we can talk to: remember it so it is not looked at again. */
         s->state = S_STALE;
         s->settled = true;
+    } else if (!ipc_trust_allows(&d->trust, (uint32_t)st.st_uid, s->pid)) {
+        sock_refuse(s, st.st_ino, (int64_t)st.st_uid, "owned by");
     } else {
+        s->owner_uid = (uint32_t)st.st_uid;
         s->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
         s->state = S_PROBE_WAIT;
         s->probe_level = 3;
@@ -682,7 +720,7 @@ static void on_scan(uv_fs_t *req)
                 sock_stat(s);
             } else if (s->recheck && s->ops == 0) {
                 /* Re-created under the same name (or touched): give it a fresh start. */
-                if (s->state == S_STALE || s->state == S_FAILED) {
+                if (s->state == S_STALE || s->state == S_FAILED || s->state == S_REFUSED) {
                     s->refusals = 0;
                     s->failures = 0;
                     sock_stat(s);
@@ -771,6 +809,27 @@ static void on_liveness_timer(uv_timer_t *t)
 
 /* ---- public API -------------------------------------------------------------------------- */
 
+bool ipc_trust_allows(const struct ipc_trust *t, uint32_t uid, uint64_t pid)
+{
+    if (uid == (uint32_t)geteuid()) {
+        return true;
+    }
+    for (size_t i = 0; i < t->nuids && i < IPC_TRUST_MAX_UIDS; i++) {
+        if (t->uids[i] == uid) {
+            return true;
+        }
+    }
+    if (pid == 0 || t->no_proc_owner) {
+        return false;
+    }
+    /* The process the socket names, when it is visible here and runs as that user. procfs
+     * answers from memory: this never blocks. */
+    char path[48];
+    snprintf(path, sizeof(path), "/proc/%llu", (unsigned long long)pid);
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_uid == uid;
+}
+
 int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
                       ipc_discovery_change_cb on_change, void *ud, struct ipc_discovery **out)
 {
@@ -794,7 +853,9 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
         return UV_ENOMEM;
     }
     if (listen) {
-        int rc = ipc_listen_new(loop, cfg->listen, on_change, ud, &d->lst);
+        struct ipc_listen_config lc = *cfg->listen;
+        lc.trust = cfg->trust;
+        int rc = ipc_listen_new(loop, &lc, on_change, ud, &d->lst);
         if (rc != 0) {
             free(d->dir);
             free(d);
@@ -803,6 +864,7 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
         d->lst_open = true;
     }
     d->loop = loop;
+    d->trust = cfg->trust;
     d->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : 3000;
     d->rescan_ms = cfg->rescan_ms ? cfg->rescan_ms : 5000;
     d->liveness_ms = cfg->liveness_ms ? cfg->liveness_ms : 1000;

@@ -8,6 +8,8 @@
 
 #include <uv.h>
 
+#include "ipc_client.h"
+
 /*
  * Discovery of .NET runtimes in connect mode (PROTOCOL.md §1.1-1.3), or in listen mode (§1.4-1.5,
  * when the config names a listen socket: then this is a thin front for ipc_listen.h, and the
@@ -37,11 +39,37 @@ struct ipc_process {
     char *clr_version;         /* NULL when the runtime lacks ProcessInfo2 */
     char *runtime_identifier;  /* NULL when the runtime lacks ProcessInfo3 */
     char *endpoint;            /* full socket path used to talk to this runtime, or (listen
-                                  mode) "reverse:<uid>"; pass it to ipc_exchange_start */
+                                  mode) "reverse:<uid>"; see ipc_process_endpoint */
+    int64_t peer_uid;          /* the user the runtime runs as: its socket's owner, checked with
+                                  SO_PEERCRED (listen mode: its connections' peer); -1 unknown */
     uint64_t key;              /* disambiguation key from the socket name (listen mode: 0) */
     uint64_t seen_ms;          /* uv_now() when first probed successfully */
     int busy; /* > 0 while a long command (dump) is in flight: liveness checks skip it */
 };
+
+/* What to pass to ipc_exchange_start / ipc_session_start for p (valid while p is). */
+static inline struct ipc_endpoint ipc_process_endpoint(const struct ipc_process *p)
+{
+    struct ipc_endpoint ep = {p->endpoint, p->peer_uid >= 0 ? p->peer_uid : IPC_ANY_PEER};
+    return ep;
+}
+
+/*
+ * Whose runtimes dotmon talks to. A runtime creates its socket 0600 under its own uid, and
+ * anyone can create a socket named like a runtime's in a shared /tmp; so a socket (connect mode)
+ * or a connection to dotmon's socket (listen mode) is used only when its user is dotmon's own
+ * effective uid, one of `uids` (DiagnosticPort:TrustedUids), or (connect mode, when
+ * proc_owner is set) the owner of /proc/<pid> for the pid in the socket's name, when that pid is
+ * visible. Refusals are logged once per socket (Warning, with path and owner).
+ */
+#define IPC_TRUST_MAX_UIDS 32
+struct ipc_trust {
+    uint32_t uids[IPC_TRUST_MAX_UIDS];
+    size_t nuids;
+    bool no_proc_owner; /* do not trust the owner of /proc/<pid> */
+};
+/* True when uid may serve a runtime claiming pid (0: no pid claimed, the /proc rule is off). */
+bool ipc_trust_allows(const struct ipc_trust *t, uint32_t uid, uint64_t pid);
 
 struct ipc_listen_config;
 
@@ -52,6 +80,7 @@ struct ipc_discovery_config {
     uint64_t liveness_ms;      /* liveness check period; 0 → 1000 */
     /* Listen mode: bind this socket instead of watching dir (copied; ipc_listen.h). */
     const struct ipc_listen_config *listen;
+    struct ipc_trust trust; /* zero: dotmon's own uid and the /proc owners only */
 };
 
 struct ipc_discovery;

@@ -55,22 +55,29 @@ struct ipc_conn {
     struct ipc__rt *rt;    /* reverse: the runtime waited for, then the one holding our lease */
     struct ipc_conn *next; /* reverse: in the runtime's waiter queue or lease list */
     struct ipc_conn **pprev;
-    int status; /* reverse: a failure to deliver from the dispatcher */
+    int status;        /* reverse: a failure to deliver from the dispatcher */
+    int64_t want_uid;  /* path: the listener must run as this uid (IPC_ANY_PEER: any) */
+    int64_t peer_uid;  /* path: the listener's uid once connected (SO_PEERCRED), else -1 */
 };
 
 /*
  * Connects `pipe` (uv_pipe_init'ed, not open) to endpoint and calls cb exactly once from a later
  * loop callback, never from inside this call, unless ipc__conn_close comes first. Returns 0, or
  * a negative code and cb never runs: UV_ECONNREFUSED for a reverse endpoint whose runtime is not
- * (or no longer) connected to any listener on this loop.
+ * (or no longer) connected to any listener on this loop. A path endpoint with a peer_uid whose
+ * listener runs as another user gets status AGENT_E_UNTRUSTED (the pipe is open, nothing was
+ * written; c->peer_uid says who it was).
  *
  * With a reverse endpoint the runtime's next idle connection is taken (waiting for the runtime
  * to reconnect if another command consumed the last one): its descriptor is opened in `pipe` with
  * uv_pipe_open, and from then on belongs to `pipe` alone. While `pipe` is open the runtime is
  * known to be busy with this command, so listen mode does not forget it (a lease).
  */
-int ipc__connect(struct ipc_conn *c, uv_loop_t *loop, uv_pipe_t *pipe, const char *endpoint,
-                 ipc__conn_cb cb, void *data);
+int ipc__connect(struct ipc_conn *c, uv_loop_t *loop, uv_pipe_t *pipe,
+                 const struct ipc_endpoint *ep, ipc__conn_cb cb, void *data);
+
+/* The uid of the process at the other end of a connected Unix socket (SO_PEERCRED), or -errno. */
+int64_t ipc__peer_uid(const uv_pipe_t *pipe);
 
 /*
  * The user is closing (or has closed) c's pipe: cancels a connect in flight (cb will not run) and
@@ -85,11 +92,11 @@ void ipc__listen_conn_close(struct ipc_conn *c);
 /* ---- the process struct (ipc_process.c) ------------------------------------------------------ */
 
 /*
- * Fills p (zeroed by the caller) from a parsed ProcessInfo of version level (1, 2 or 3) and copies
- * endpoint. Returns 0 or UV_ENOMEM (p is then cleared again).
+ * Fills p (zeroed by the caller) from a parsed ProcessInfo of version level (1, 2 or 3), copies
+ * endpoint and records the runtime's user (peer_uid, -1 when unknown). Returns 0 or UV_ENOMEM (p is then cleared again).
  */
 int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, int level,
-                      const char *endpoint);
+                      const char *endpoint, int64_t peer_uid);
 /* Frees what ipc__process_init allocated; safe on a zeroed struct and twice. */
 void ipc__process_fini(struct ipc_process *p);
 

@@ -18,6 +18,7 @@
 #include "ipc_codec.h"
 #include "ipc_internal.h"
 #include "log.h"
+#include "shdir.h"
 
 /*
  * How listen mode works (PROTOCOL.md §1.4-1.5):
@@ -56,6 +57,8 @@
 #define LOG_CAT                      "dotmon.ipc.listen"
 #define SPARES_MAX                   2 /* idle connections kept per runtime (one per port) */
 #define DEFAULT_PENDING_MAX          64
+#define DEFAULT_RUNTIMES_MAX         256
+#define REFUSED_UIDS_LOGGED          16 /* distinct refused peer uids logged once each */
 #define DEFAULT_PROBE_TIMEOUT_MS     3000
 #define DEFAULT_ADVERTISE_TIMEOUT_MS 5000
 #define DEFAULT_FORGET_MS            3000
@@ -101,7 +104,8 @@ struct rconn {
     uint64_t deadline; /* RC_PENDING: when the advertise is overdue; RC_PARKED: when to close */
     size_t n;          /* advertise bytes received */
     uint8_t adv[IPC_ADVERTISE_SIZE];
-    uint8_t scratch; /* RC_SPARE, RC_PARKED: reads only detect EOF or stray bytes */
+    uint8_t scratch;   /* RC_SPARE, RC_PARKED: reads only detect EOF or stray bytes */
+    uint32_t peer_uid; /* SO_PEERCRED at accept */
 };
 
 enum rt_op { RT_OP_NONE = 0, RT_OP_RESUME, RT_OP_PROBE };
@@ -119,6 +123,7 @@ struct ipc__rt {
     char uid[IPC_GUID_STR_SIZE];
     char endpoint[sizeof(IPC_REVERSE_PREFIX) + IPC_GUID_STR_SIZE];
     uint64_t pid;         /* advertised */
+    uint32_t peer_uid;    /* the user of the connection that first advertised the cookie */
     struct rconn *spares; /* newest first */
     size_t nspares;
     struct ipc_conn *waiters; /* newest first; served oldest first */
@@ -149,8 +154,11 @@ struct ipc_listen {
     uint64_t advertise_timeout_ms;
     uint64_t forget_ms;
     size_t pending_max;
-    size_t runtimes_max; /* 0: unbounded */
+    size_t runtimes_max;
     bool hold;
+    struct ipc_trust trust;
+    uint32_t refused_uids[REFUSED_UIDS_LOGGED]; /* peers refused and logged so far */
+    size_t nrefused_uids;
     ipc_discovery_change_cb on_change;
     void *ud;
 
@@ -164,6 +172,8 @@ struct ipc_listen {
     bool dispatch_active;
     dev_t dev; /* the socket file we bound, to remove only that one on close */
     ino_t ino;
+    int dirfd;                     /* the socket's folder, open while bound (-1: not open) */
+    char base[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the socket's name in it */
 
     struct rconn *pending;
     size_t npending;
@@ -186,7 +196,8 @@ struct ipc_listen {
     bool closing;
     bool finished;
     bool fs_busy;
-    uv_fs_t fs;
+    uv_work_t unlink_work;
+    int unlink_rc;
     void (*close_cb)(void *ud);
     void *close_ud;
 };
@@ -397,7 +408,8 @@ static void rconn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     }
 }
 
-static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint64_t pid)
+static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint64_t pid,
+                              uint32_t peer_uid)
 {
     if (ensure_list_cap(l, l->nrts + 1) != 0) {
         return NULL;
@@ -413,6 +425,7 @@ static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint6
     memcpy(rt->endpoint, IPC_REVERSE_PREFIX, sizeof(IPC_REVERSE_PREFIX) - 1);
     memcpy(rt->endpoint + sizeof(IPC_REVERSE_PREFIX) - 1, rt->uid, sizeof(rt->uid));
     rt->pid = pid;
+    rt->peer_uid = peer_uid;
     rt->need_resume = true;
     rt->held = l->hold;
     rt->probe_level = 3;
@@ -484,12 +497,23 @@ static void rconn_on_advertise(struct rconn *c)
             rconn_park(c, now);
             return;
         }
-        rt = rt_new(l, cookie, pid);
+        rt = rt_new(l, cookie, pid, c->peer_uid);
         if (rt == NULL) {
             log_warn(LOG_CAT, "out of memory tracking runtime pid %llu", (unsigned long long)pid);
             rconn_close(c);
             return;
         }
+    } else if (rt->peer_uid != c->peer_uid) {
+        /* Someone else advertising a known runtime's cookie: never hand it that runtime's
+         * commands. */
+        log_warn(LOG_CAT,
+                 "a connection from uid %u advertised the cookie of runtime pid %llu (uid %s), "
+                 "which runs as uid %u; closed it",
+                 (unsigned)c->peer_uid, (unsigned long long)rt->pid, rt->uid,
+                 (unsigned)rt->peer_uid);
+        l->stats.rejected++;
+        rconn_close(c);
+        return;
     } else if (rt->pid != pid) {
         log_debug(LOG_CAT, "runtime uid %s advertised pid %llu, before %llu", rt->uid,
                   (unsigned long long)pid, (unsigned long long)rt->pid);
@@ -563,6 +587,29 @@ static void rconn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     pump(l);
 }
 
+/* A connection from a user dotmon does not trust: said once per uid. */
+static void refuse_peer(struct ipc_listen *l, int64_t uid)
+{
+    l->stats.rejected++;
+    if (uid < 0) {
+        log_warn(LOG_CAT, "a connection to %s was closed: cannot tell who made it (%s)", l->path,
+                 agent_strerror((int)uid));
+        return;
+    }
+    for (size_t i = 0; i < l->nrefused_uids; i++) {
+        if (l->refused_uids[i] == (uint32_t)uid) {
+            return;
+        }
+    }
+    if (l->nrefused_uids < REFUSED_UIDS_LOGGED) {
+        l->refused_uids[l->nrefused_uids++] = (uint32_t)uid;
+    }
+    log_warn(LOG_CAT,
+             "refused a connection to %s from uid %u: runtimes must run as dotmon's uid %u or a "
+             "uid in DiagnosticPort:TrustedUids (said once per uid)",
+             l->path, (unsigned)uid, (unsigned)geteuid());
+}
+
 static void accept_one(struct ipc_listen *l)
 {
     struct rconn *c = calloc(1, sizeof(*c));
@@ -583,6 +630,14 @@ static void accept_one(struct ipc_listen *l)
         uv_close((uv_handle_t *)&c->pipe, rconn_on_close);
         return;
     }
+    int64_t uid = ipc__peer_uid(&c->pipe);
+    if (uid < 0 || !ipc_trust_allows(&l->trust, (uint32_t)uid, 0)) {
+        refuse_peer(l, uid);
+        c->state = RC_CLOSED;
+        uv_close((uv_handle_t *)&c->pipe, rconn_on_close);
+        return;
+    }
+    c->peer_uid = (uint32_t)uid;
     c->state = RC_PENDING;
     c->deadline = uv_now(l->loop) + l->advertise_timeout_ms;
     c->next = l->pending;
@@ -923,7 +978,7 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc_result *res)
         memset(&fresh, 0, sizeof(fresh));
         if (res->status == 0 && res->ok &&
             ipc_process_info_parse(res->payload, res->payload_len, level, &pi) == 0 &&
-            ipc__process_init(&fresh, &pi, level, rt->endpoint) == 0) {
+            ipc__process_init(&fresh, &pi, level, rt->endpoint, rt->peer_uid) == 0) {
             if (strcmp(fresh.command_line, rt->proc->pub.command_line) != 0) {
                 log_debug(LOG_CAT, "runtime pid %llu: command line now '%s'",
                           (unsigned long long)rt->pid, fresh.command_line);
@@ -948,7 +1003,7 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc_result *res)
     struct ipc_process_info pi;
     int rc = ipc_process_info_parse(res->payload, res->payload_len, level, &pi);
     struct lproc *p = rc == 0 ? calloc(1, sizeof(*p)) : NULL;
-    if (p == NULL || ipc__process_init(&p->pub, &pi, level, rt->endpoint) != 0) {
+    if (p == NULL || ipc__process_init(&p->pub, &pi, level, rt->endpoint, rt->peer_uid) != 0) {
         free(p);
         rt_failed(rt, "ProcessInfo", rc != 0 ? rc : UV_ENOMEM, 0);
         return;
@@ -1016,7 +1071,8 @@ static void rt_start_op(struct ipc__rt *rt, enum rt_op op)
         rc = ipc_cmd_process_info3(&w);
     }
     if (rc == 0) {
-        rc = ipc_exchange_start(l->loop, rt->endpoint, req, w.len, IPC_EXCHANGE_SIMPLE,
+        struct ipc_endpoint ep = {rt->endpoint, IPC_ANY_PEER};
+        rc = ipc_exchange_start(l->loop, &ep, req, w.len, IPC_EXCHANGE_SIMPLE,
                                 l->probe_timeout_ms, PROBE_MAX_REPLY, on_op_done, rt, &rt->x);
     }
     if (rc != 0) {
@@ -1190,23 +1246,33 @@ static void publish(struct ipc_listen *l)
 /* ---- binding --------------------------------------------------------------------------------- */
 
 /*
- * A socket file left at the path by an earlier dotmon that died: replace it, but only if it is a
+ * The folder of the socket may be writable by others (a pod's emptyDir is 0777 without the
+ * sticky bit), so nothing here uses the socket's path twice (common/shdir.h): the folder is
+ * opened once and kept; the socket is bound inside a private 0700 sub-folder, given its mode
+ * there (where nobody else can swap it for a symlink), checked, and renamed into place without
+ * replacing anything; what then sits at the name must be that very socket, or dotmon refuses to
+ * start. Removal at close captures the file before deleting it (shdir_unlink_exact).
+ */
+
+/*
+ * A socket file left at the name by an earlier dotmon that died: replace it, but only if it is a
  * socket and nobody accepts on it (a non-blocking connect is refused). Anything else is an error:
  * a live listener (another dotmon) or a file that is not a socket is never deleted.
  */
-static int replace_stale(const char *path, const struct sockaddr_un *sa)
+static int replace_stale(struct ipc_listen *l, const struct sockaddr_un *sa)
 {
     struct stat st;
-    if (lstat(path, &st) != 0) {
+    if (fstatat(l->dirfd, l->base, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         int err = errno;
         if (err == ENOENT) {
             return 0;
         }
-        log_error(LOG_CAT, "cannot check %s: %s", path, strerror(err));
+        log_error(LOG_CAT, "cannot check %s: %s", l->path, strerror(err));
         return -err;
     }
     if (!S_ISSOCK(st.st_mode)) {
-        log_error(LOG_CAT, "%s exists and is not a socket; dotmon does not replace it", path);
+        log_error(LOG_CAT, "%s exists and is not a socket (%s); dotmon does not replace it",
+                  l->path, S_ISLNK(st.st_mode) ? "a symlink" : "another kind of file");
         return UV_EEXIST;
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -1222,27 +1288,29 @@ static int replace_stale(const char *path, const struct sockaddr_un *sa)
         log_error(LOG_CAT,
                   "another process accepts connections on %s (another dotmon?); not "
                   "replacing it",
-                  path);
+                  l->path);
         return UV_EADDRINUSE;
     }
     if (err != ECONNREFUSED) {
-        log_error(LOG_CAT, "cannot check whether %s is in use: %s", path, strerror(err));
+        log_error(LOG_CAT, "cannot check whether %s is in use: %s", l->path, strerror(err));
         return -err;
     }
-    if (unlink(path) != 0 && errno != ENOENT) {
-        err = errno;
-        log_error(LOG_CAT, "cannot remove the stale socket %s: %s", path, strerror(err));
-        return -err;
+    int rc = shdir_unlink_exact(l->dirfd, l->base, st.st_dev, st.st_ino);
+    if (rc != 0 && rc != UV_ENOENT) {
+        log_error(LOG_CAT, "cannot remove the stale socket %s: %s", l->path, agent_strerror(rc));
+        return rc;
     }
-    log_info(LOG_CAT, "replaced the stale socket file %s", path);
+    log_info(LOG_CAT, "replaced the stale socket file %s (owner uid %u)", l->path,
+             (unsigned)st.st_uid);
     return 0;
 }
 
-/*
- * The socket gets its mode before bind (fchmod on the unbound socket: the file is created with it,
- * narrowed by the umask, so it is never more open than configured), then exactly that mode with
- * chmod (a umask of 022 would otherwise take group write from 0660).
- */
+/* True when st is the socket dotmon made: a socket, ours, with exactly the configured mode. */
+static bool is_our_socket(const struct ipc_listen *l, const struct stat *st)
+{
+    return S_ISSOCK(st->st_mode) && st->st_uid == geteuid() && (st->st_mode & 07777) == l->mode;
+}
+
 static int bind_socket(struct ipc_listen *l, int *fd_out)
 {
     struct sockaddr_un sa;
@@ -1254,48 +1322,113 @@ static int bind_socket(struct ipc_listen *l, int *fd_out)
                   sizeof(sa.sun_path) - 1);
         return UV_ENAMETOOLONG;
     }
+    char dir[sizeof(sa.sun_path)];
+    char base[sizeof(sa.sun_path)];
+    if (shdir_split(l->path, dir, sizeof(dir), base, sizeof(base)) != 0) {
+        log_error(LOG_CAT, "%s is not an absolute path to a file", l->path);
+        return AGENT_E_INVAL;
+    }
+    int rc = shdir_open(dir, &l->dirfd);
+    if (rc != 0) {
+        log_error(LOG_CAT, "cannot open the folder %s: %s", dir, agent_strerror(rc));
+        return rc;
+    }
+    memcpy(l->base, base, strlen(base) + 1);
     memcpy(sa.sun_path, l->path, len + 1);
-    int rc = replace_stale(l->path, &sa);
+    rc = replace_stale(l, &sa);
     if (rc != 0) {
         return rc;
     }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    struct shdir_private priv = {.fd = -1};
+    const char *step = "private folder";
+    int fd = -1;
+    struct stat st;
+    rc = shdir_private_new(l->dirfd, &priv);
+    if (rc != 0) {
+        goto fail;
+    }
+    /* Bind inside the private folder: by its full path when that fits sun_path, else through
+     * our descriptor of it. */
+    struct sockaddr_un tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.sun_family = AF_UNIX;
+    int n = snprintf(tmp.sun_path, sizeof(tmp.sun_path), "%s/%s/s",
+                     strcmp(dir, "/") == 0 ? "" : dir, priv.name);
+    if (n < 0 || (size_t)n >= sizeof(tmp.sun_path)) {
+        n = snprintf(tmp.sun_path, sizeof(tmp.sun_path), "/proc/self/fd/%d/s", priv.fd);
+    }
+    step = "socket";
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         rc = -errno;
-        log_error(LOG_CAT, "cannot create a socket: %s", agent_strerror(rc));
-        return rc;
+        goto fail;
     }
-    const char *step = "fchmod";
-    bool bound = false;
-    struct stat st;
+    /* The mode goes on the unbound socket first (the file is created with it, narrowed by the
+     * umask), then exactly that mode inside the private folder (a umask of 022 would otherwise
+     * take group write from 0660). */
+    step = "fchmod";
     if (fchmod(fd, (mode_t)l->mode) != 0) {
+        rc = -errno;
         goto fail;
     }
     step = "bind";
-    if (bind(fd, (const struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    if (bind(fd, (const struct sockaddr *)&tmp, sizeof(tmp)) != 0) {
+        rc = -errno;
         goto fail;
     }
-    bound = true;
     step = "chmod";
-    if (chmod(l->path, (mode_t)l->mode) != 0) {
+    if (fchmodat(priv.fd, "s", (mode_t)l->mode, 0) != 0) {
+        rc = -errno;
         goto fail;
     }
-    step = "stat";
-    if (stat(l->path, &st) != 0) {
+    step = "check";
+    if (fstatat(priv.fd, "s", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        rc = -errno;
+        goto fail;
+    }
+    if (!is_our_socket(l, &st)) {
+        rc = AGENT_E_CHANGED;
         goto fail;
     }
     l->dev = st.st_dev;
     l->ino = st.st_ino;
+    step = "rename into place";
+    rc = shdir_place(priv.fd, "s", l->dirfd, l->base);
+    if (rc != 0) {
+        (void)unlinkat(priv.fd, "s", 0);
+        goto fail;
+    }
+    shdir_private_remove(l->dirfd, &priv);
+    /* What is at the name now must be the socket just made; someone who can write the folder
+     * may have swapped it already, and then runtimes would not reach us. */
+    step = "final check";
+    struct stat now;
+    if (fstatat(l->dirfd, l->base, &now, AT_SYMLINK_NOFOLLOW) != 0) {
+        rc = -errno;
+        goto fail;
+    }
+    if (now.st_dev != l->dev || now.st_ino != l->ino || !is_our_socket(l, &now)) {
+        log_error(LOG_CAT,
+                  "%s was replaced right after dotmon bound it (now %s, owner uid %u): someone "
+                  "else writes to %s; refusing to start",
+                  l->path, S_ISLNK(now.st_mode) ? "a symlink" : "another file",
+                  (unsigned)now.st_uid, dir);
+        rc = AGENT_E_CHANGED;
+        step = NULL;
+        goto fail;
+    }
     *fd_out = fd;
     return 0;
 
 fail:
-    rc = -errno;
-    log_error(LOG_CAT, "cannot bind %s (%s): %s", l->path, step, agent_strerror(rc));
-    if (bound) {
-        (void)unlink(l->path);
+    if (step != NULL) {
+        log_error(LOG_CAT, "cannot bind %s (%s): %s", l->path, step, agent_strerror(rc));
     }
-    (void)close(fd);
+    shdir_private_remove(l->dirfd, &priv); /* the socket inside was unlinked or moved out */
+    if (fd >= 0) {
+        (void)close(fd);
+    }
     return rc;
 }
 
@@ -1318,13 +1451,15 @@ int ipc_listen_new(uv_loop_t *loop, const struct ipc_listen_config *cfg,
         return UV_ENOMEM;
     }
     l->loop = loop;
+    l->dirfd = -1;
     l->mode = cfg->socket_mode ? cfg->socket_mode : DEFAULT_MODE;
     l->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : DEFAULT_PROBE_TIMEOUT_MS;
     l->advertise_timeout_ms =
         cfg->advertise_timeout_ms ? cfg->advertise_timeout_ms : DEFAULT_ADVERTISE_TIMEOUT_MS;
     l->forget_ms = cfg->forget_after_ms ? cfg->forget_after_ms : DEFAULT_FORGET_MS;
     l->pending_max = cfg->max_connections ? cfg->max_connections : DEFAULT_PENDING_MAX;
-    l->runtimes_max = cfg->max_connections;
+    l->runtimes_max = cfg->max_connections ? cfg->max_connections : DEFAULT_RUNTIMES_MAX;
+    l->trust = cfg->trust;
     l->hold = cfg->hold_suspended;
     l->on_change = on_change;
     l->ud = ud;
@@ -1360,7 +1495,7 @@ int ipc_listen_start(struct ipc_listen *l)
     }
     if (rc != 0) {
         log_error(LOG_CAT, "cannot listen on %s: %s", l->path, agent_strerror(rc));
-        (void)unlink(l->path);
+        (void)shdir_unlink_exact(l->dirfd, l->base, l->dev, l->ino);
         return rc;
     }
     l->bound = true;
@@ -1458,6 +1593,9 @@ static void maybe_finish_close(struct ipc_listen *l)
     }
     void (*cb)(void *) = l->close_cb;
     void *ud = l->close_ud;
+    if (l->dirfd >= 0) {
+        (void)close(l->dirfd);
+    }
     free(l->list);
     free(l->next_list);
     free(l->path);
@@ -1474,26 +1612,21 @@ static void on_handle_close(uv_handle_t *h)
     maybe_finish_close(l);
 }
 
-static void on_unlinked(uv_fs_t *req)
+/* Removes the socket file only if it is still the one we bound (not a successor's). */
+static void unlink_on_pool(uv_work_t *w)
 {
-    struct ipc_listen *l = req->data;
-    if (req->result < 0 && req->result != UV_ENOENT) {
-        log_warn(LOG_CAT, "cannot remove %s: %s", l->path, agent_strerror((int)req->result));
-    }
-    uv_fs_req_cleanup(req);
-    l->fs_busy = false;
-    maybe_finish_close(l);
+    struct ipc_listen *l = w->data;
+    l->unlink_rc = shdir_unlink_exact(l->dirfd, l->base, l->dev, l->ino);
 }
 
-/* Removes the socket file only if it is still the one we bound (not a successor's). */
-static void on_lstat_for_unlink(uv_fs_t *req)
+static void on_unlinked(uv_work_t *w, int status)
 {
-    struct ipc_listen *l = req->data;
-    bool ours = req->result == 0 && req->statbuf.st_dev == (uint64_t)l->dev &&
-                req->statbuf.st_ino == (uint64_t)l->ino;
-    uv_fs_req_cleanup(req);
-    if (ours && uv_fs_unlink(l->loop, &l->fs, l->path, on_unlinked) == 0) {
-        return;
+    struct ipc_listen *l = w->data;
+    int rc = status != 0 ? status : l->unlink_rc;
+    if (rc == AGENT_E_CHANGED) {
+        log_warn(LOG_CAT, "%s is no longer the socket dotmon bound; left it in place", l->path);
+    } else if (rc != 0 && rc != UV_ENOENT) {
+        log_warn(LOG_CAT, "cannot remove %s: %s", l->path, agent_strerror(rc));
     }
     l->fs_busy = false;
     maybe_finish_close(l);
@@ -1551,8 +1684,8 @@ void ipc_listen_close(struct ipc_listen *l, void (*cb)(void *ud), void *ud)
     (void)uv_idle_start(&l->dispatch, on_final_dispatch);
     if (l->bound) {
         l->fs_busy = true;
-        l->fs.data = l;
-        if (uv_fs_lstat(l->loop, &l->fs, l->path, on_lstat_for_unlink) != 0) {
+        l->unlink_work.data = l;
+        if (uv_queue_work(l->loop, &l->unlink_work, unlink_on_pool, on_unlinked) != 0) {
             l->fs_busy = false;
         }
     }

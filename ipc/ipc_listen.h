@@ -48,10 +48,14 @@ struct ipc_listen_config {
      * DiagnosticPort:MaxConnections: connections accepted but not yet advertised at once (more
      * wait in the kernel's backlog), and runtimes tracked at once (a new runtime beyond that is
      * turned away, with a warning: its connection is held unused for 10 s, then closed, so it
-     * does not reconnect in a tight loop). 0 -> 64 pending, runtimes unbounded.
+     * does not reconnect in a tight loop). 0 -> 64 pending, 256 runtimes.
      */
     size_t max_connections;
     bool hold_suspended; /* do not resume at start-up; wait for ipc_listen_resume */
+    /* Who may connect (SO_PEERCRED of each accepted connection; ipc_trust_allows without a
+     * pid): others are closed at once, logged once per uid. A cookie stays with the uid that
+     * first advertised it. */
+    struct ipc_trust trust;
 };
 
 struct ipc_listen;

@@ -28,9 +28,10 @@ static char *dup_utf16(const struct ipc_utf16 *s)
 }
 
 int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, int level,
-                      const char *endpoint)
+                      const char *endpoint, int64_t peer_uid)
 {
     p->pid = pi->pid;
+    p->peer_uid = peer_uid;
     memcpy(p->cookie, pi->cookie, sizeof(p->cookie));
     ipc_guid_format(pi->cookie, p->uid);
     p->command_line = dup_utf16(&pi->command_line);

@@ -96,6 +96,7 @@ struct ipc_session {
     struct ipc_session_callbacks cb;
     void *ud;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    struct ipc_endpoint ep; /* path above, and the runtime's uid */
     /* The read buffer (READ_BUF_SIZE), handed out whole by on_alloc; allocated again only after
      * on_data took it (ipc_session_take_buffer). */
     uint8_t *rbuf;
@@ -329,7 +330,7 @@ static int s_send_stop(struct ipc_session *s, uint64_t timeout_ms)
     if (rc != 0) {
         return rc;
     }
-    rc = ipc_exchange_start(s->loop, s->path, req, w.len, IPC_EXCHANGE_SIMPLE,
+    rc = ipc_exchange_start(s->loop, &s->ep, req, w.len, IPC_EXCHANGE_SIMPLE,
                             timeout_ms > 0 ? timeout_ms : 1, 0, s_on_stop_reply, s, &s->stop_x);
     if (rc == 0) {
         s->stop_sent = true;
@@ -721,7 +722,7 @@ static int s_try(struct ipc_session *s)
      * Connect errors (refused, no such file) arrive through s_on_connect, on a later turn; only a
      * reverse endpoint whose runtime is not connected fails here.
      */
-    rc = ipc__connect(&s->conn, s->loop, &s->pipe, s->path, s_on_connect, s);
+    rc = ipc__connect(&s->conn, s->loop, &s->pipe, &s->ep, s_on_connect, s);
     if (rc != 0) {
         s_close_pipe(s); /* its close callback reaps or ends the session */
         return rc;
@@ -731,10 +732,11 @@ static int s_try(struct ipc_session *s)
 
 /* ---- public ------------------------------------------------------------------------------ */
 
-int ipc_session_start(uv_loop_t *loop, const char *path, const struct ipc_collect_config *cfg,
-                      uint64_t start_timeout_ms, const struct ipc_session_callbacks *cb, void *ud,
-                      struct ipc_session **out)
+int ipc_session_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
+                      const struct ipc_collect_config *cfg, uint64_t start_timeout_ms,
+                      const struct ipc_session_callbacks *cb, void *ud, struct ipc_session **out)
 {
+    const char *path = ep != NULL ? ep->path : NULL;
     if (loop == NULL || path == NULL || cfg == NULL || cb == NULL || cb->on_data == NULL ||
         cb->on_end == NULL || out == NULL) {
         return AGENT_E_INVAL;
@@ -775,6 +777,8 @@ int ipc_session_start(uv_loop_t *loop, const char *path, const struct ipc_collec
     msg = NULL;
     s->req_cap = w.len;
     memcpy(s->path, path, path_len + 1);
+    s->ep.path = s->path;
+    s->ep.peer_uid = ep->peer_uid;
     s->loop = loop;
     s->cb = *cb;
     s->ud = ud;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "ipc_client.h"
 #include "ipc_cmd.h"
 
 /*
@@ -53,14 +54,14 @@ struct ipc_session_callbacks {
 };
 
 /*
- * path: the runtime's socket, or "reverse:<uid>" in listen mode (as for ipc_exchange_start; every
- * try and the StopTracing use a new connection of that runtime). cfg and everything it points to
- * is copied. start_timeout_ms bounds connect + reply (0 → 5000).
+ * ep: the runtime's socket, or "reverse:<uid>" in listen mode, and its user (as for
+ * ipc_exchange_start; copied; every try and the StopTracing use a new connection of that runtime,
+ * each checked). cfg and everything it points to is copied. start_timeout_ms bounds connect + reply (0 → 5000).
  * Returns 0 (callbacks will follow) or a negative code (nothing will follow).
  */
-int ipc_session_start(uv_loop_t *loop, const char *path, const struct ipc_collect_config *cfg,
-                      uint64_t start_timeout_ms, const struct ipc_session_callbacks *cb, void *ud,
-                      struct ipc_session **out);
+int ipc_session_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
+                      const struct ipc_collect_config *cfg, uint64_t start_timeout_ms,
+                      const struct ipc_session_callbacks *cb, void *ud, struct ipc_session **out);
 
 void ipc_session_pause(struct ipc_session *s);
 void ipc_session_resume(struct ipc_session *s);

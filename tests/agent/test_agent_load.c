@@ -8,9 +8,11 @@
  *  2. 1000 idle connections (nothing sent, or half a request line) are all closed by the header
  *     timeout (Kestrel:Limits:RequestHeadersTimeout, 3 s here) within a bound, while normal
  *     requests keep being answered quickly; dotmon's descriptors come back.
- *  3. Kestrel:Limits:MaxConcurrentConnections=N: connection N+1 gets a 503 problem+json saying
- *     the connection limit was reached, with Retry-After and Connection: close, and is closed;
- *     once the others close, new connections are served again.
+ *  3. Kestrel:Limits:MaxConcurrentConnections=N: with N idle keep-alive connections,
+ *     connection N+1 is served and the oldest idle one closed to make room; with N requests in
+ *     progress (trace downloads) it gets a 503 problem+json saying the connection limit was
+ *     reached, with Retry-After and Connection: close, and is closed; once the others end, new
+ *     connections are served again.
  *  4. 200 trace downloads (profile Cpu) abandoned after a few KB, sequentially and 12 at a time:
  *     every operation ends Cancelled, the runtime still accepts a session (a short trace is
  *     complete per the nettrace checker), dotmon's descriptors and RSS are back at baseline.
@@ -356,6 +358,37 @@ static void test_load_idle_flood(void **state)
 /* ---- 3. the connection limit ------------------------------------------------------------------- */
 
 #define LIMIT_N 16
+#define BUSY_N  3 /* RequestLimits:Trace:MaxConcurrency's default */
+
+/* True once the server has closed fd (EOF or reset), waiting up to ms. */
+static bool closed_by_server(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0) {
+        return false;
+    }
+    char b;
+    return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* A trace download whose response has begun; the socket is returned open (the handler owns the
+ * request until it is closed). */
+static int open_trace(uint16_t port, pid_t pid)
+{
+    int fd = testenv_connect_port(port);
+    assert_true(fd >= 0);
+    char req[256];
+    int n = snprintf(req, sizeof(req),
+                     "GET /trace?pid=%d&profile=Cpu&durationSeconds=-1 HTTP/1.1\r\nHost: x\r\n\r\n",
+                     (int)pid);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    char head[16] = "";
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, testenv_timeout(10000)), 1);
+    assert_true(read(fd, head, sizeof(head) - 1) > 12);
+    assert_memory_equal(head, "HTTP/1.1 200", 12);
+    return fd;
+}
 
 static void test_load_connection_limit(void **state)
 {
@@ -368,44 +401,70 @@ static void test_load_connection_limit(void **state)
              LIMIT_N);
     assert_int_equal(testenv_start_dotmon(env, args, dotmon_env(lim, NULL), &dm), 0);
 
+    /* (a) Every slot idle (keep-alive after a request): connection N+1 is served, and the one
+     * that has waited longest without a request is closed to make room. */
     struct httpc held[LIMIT_N];
+    struct httpc_resp r;
     for (int i = 0; i < LIMIT_N; i++) {
         httpc_init(&held[i], "127.0.0.1", dm->port, testenv_timeout(10000));
-        struct httpc_resp r;
         assert_int_equal(httpc_request(&held[i], "GET", "/processes", NULL, NULL, 0, &r), 0);
         assert_int_equal(r.status, 200);
         assert_true(r.keep_alive);
         httpc_resp_fini(&r);
+        testenv_sleep_ms(5); /* a clear order of age */
     }
-    /* Connection N+1. */
+    double t0 = testenv_now_ms();
+    assert_int_equal(httpc_get(dm->port, "/processes", NULL, testenv_timeout(5000), &r), 0);
+    double ms = testenv_now_ms() - t0;
+    fprintf(stderr, "connection %d with %d idle ones: %d in %.1f ms\n", LIMIT_N + 1, LIMIT_N,
+            r.status, ms);
+    assert_int_equal(r.status, 200);
+    httpc_resp_fini(&r);
+    assert_true(closed_by_server(held[0].fd, testenv_timeout(2000)));
+    for (int i = 1; i < LIMIT_N; i++) {
+        assert_false(closed_by_server(held[i].fd, 0));
+    }
+    for (int i = 0; i < LIMIT_N; i++) {
+        httpc_fini(&held[i]);
+    }
+    agent_test_stop_dotmon_clean(dm);
+
+    /* (b) Every slot serving a request (trace downloads): nothing can be evicted, so connection
+     * N+1 gets 503 problem+json with Retry-After and is closed. */
+    struct test_app *app = agent_test_start_app(env);
+    snprintf(lim, sizeof(lim), "DotnetMonitor_Kestrel__Limits__MaxConcurrentConnections=%d",
+             BUSY_N);
+    assert_int_equal(testenv_start_dotmon(env, args, dotmon_env(lim, NULL), &dm), 0);
+    (void)agent_test_wait_processes(dm, &app->pid, 1, 15000);
+    int busy[BUSY_N];
+    for (int i = 0; i < BUSY_N; i++) {
+        busy[i] = open_trace(dm->port, app->pid);
+    }
     static const char req[] = "GET /processes HTTP/1.1\r\nHost: x\r\n\r\n";
     struct buf out;
     buf_init(&out, 0);
-    double t0 = testenv_now_ms();
+    t0 = testenv_now_ms();
     int rc = httpc_raw(dm->port, req, sizeof(req) - 1, false, testenv_timeout(5000), &out);
-    double ms = testenv_now_ms() - t0;
+    ms = testenv_now_ms() - t0;
     assert_int_equal(rc, 0); /* the server closed it */
-    struct httpc_resp r;
     assert_int_equal(httpc_parse(buf_data(&out), buf_size(&out), NULL, &r, NULL), 0);
     const char *ra = httpc_header(&r, "Retry-After");
     const char *cn = httpc_header(&r, "Connection");
-    fprintf(stderr, "connection %d: %d in %.1f ms, Retry-After %s, Connection %s: %s\n",
-            LIMIT_N + 1, r.status, ms, ra ? ra : "(none)", cn ? cn : "(none)", r.body);
+    fprintf(stderr, "connection %d with %d busy ones: %d in %.1f ms, Retry-After %s, Connection "
+                    "%s: %s\n",
+            BUSY_N + 1, BUSY_N, r.status, ms, ra ? ra : "(none)", cn ? cn : "(none)", r.body);
     agent_test_assert_problem(&r, 503);
     assert_non_null(strstr(r.body, "connection limit"));
     assert_non_null(httpc_header(&r, "Retry-After"));
     assert_false(r.keep_alive);
     httpc_resp_fini(&r);
     buf_fini(&out);
-
-    /* The held ones still work; once they close, new connections are served again. */
-    for (int i = 0; i < LIMIT_N; i++) {
-        assert_int_equal(httpc_request(&held[i], "GET", "/info", NULL, NULL, 0, &r), 0);
-        assert_int_equal(r.status, 200);
-        httpc_resp_fini(&r);
-        httpc_fini(&held[i]);
+    /* The downloads were not disturbed; once they end, new connections are served again. */
+    for (int i = 0; i < BUSY_N; i++) {
+        assert_false(closed_by_server(busy[i], 0));
+        close(busy[i]);
     }
-    double end = testenv_now_ms() + testenv_timeout(3000);
+    double end = testenv_now_ms() + testenv_timeout(5000);
     for (;;) {
         rc = httpc_get(dm->port, "/processes", NULL, testenv_timeout(5000), &r);
         int status = r.status;
@@ -416,16 +475,7 @@ static void test_load_connection_limit(void **state)
         assert_true(testenv_now_ms() < end);
         testenv_sleep_ms(20);
     }
-    /* And the full N again at once. */
-    for (int i = 0; i < LIMIT_N; i++) {
-        httpc_init(&held[i], "127.0.0.1", dm->port, testenv_timeout(10000));
-        assert_int_equal(httpc_request(&held[i], "GET", "/processes", NULL, NULL, 0, &r), 0);
-        assert_int_equal(r.status, 200);
-        httpc_resp_fini(&r);
-    }
-    for (int i = 0; i < LIMIT_N; i++) {
-        httpc_fini(&held[i]);
-    }
+    agent_test_wait_no_running_traces(dm);
     agent_test_stop_dotmon_clean(dm);
 }
 

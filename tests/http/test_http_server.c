@@ -275,6 +275,8 @@ static void handler(struct hfx *fx, struct http_request *r)
         /* Shut the server down while this request is in progress; answer within the grace. */
         respond_later(fx, r, 100, "late");
         hfx_close_server(fx, 3000);
+    } else if (strcmp(path, "/hold") == 0) {
+        http_request_on_abort(r, hang_on_abort, fx); /* owned until the client leaves */
     } else if (strcmp(path, "/hang") == 0) {
         http_request_on_abort(r, hang_on_abort, fx);
         hfx_close_server(fx, 100);
@@ -937,15 +939,17 @@ static void test_http_server_stream_hard_cap(void **state)
     assert_int_equal(res.aborts, 1);
 }
 
+/* Every slot is serving a request: the next connection gets 503 (nothing to evict). */
 static void client_max_connections(struct hfx *fx)
 {
     struct tc_conn a, b, c;
     struct tc_response r;
     tc_response_init(&r);
     HFX_CHECK(fx, tc_connect(&a, fx->port) == 0);
-    HFX_CHECK(fx, tc_request(&a, GET("/x"), &r, IO_MS) == TC_OK && r.status == 200);
+    HFX_CHECK(fx, tc_send_str(&a, GET("/hold")) == 0);
     HFX_CHECK(fx, tc_connect(&b, fx->port) == 0);
-    HFX_CHECK(fx, tc_request(&b, GET("/x"), &r, IO_MS) == TC_OK && r.status == 200);
+    HFX_CHECK(fx, tc_send_str(&b, GET("/hold")) == 0);
+    tc_sleep_ms(100); /* both owned by the handler */
     HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
     HFX_CHECK(fx, tc_request(&c, GET("/x"), &r, IO_MS) == TC_OK);
     HFX_CHECK(fx, r.status == 503 && header_is(&r, "Connection", "close"));
@@ -969,6 +973,46 @@ static void test_http_server_max_connections(void **state)
     fx->cfg.max_connections = 2;
     hfx_run(fx, client_max_connections, WATCHDOG_MS);
     assert_int_equal(fx->requests, 3);
+    assert_int_equal(res.aborts, 2); /* the two held requests, when their clients left */
+}
+
+/*
+ * At the limit, the connection that has waited longest without a request head goes first (one
+ * that sent nothing, before an idle keep-alive one), so a new client is served.
+ */
+static void client_evict(struct hfx *fx)
+{
+    struct tc_conn a, b, c, d;
+    struct tc_response r;
+    tc_response_init(&r);
+    HFX_CHECK(fx, tc_connect(&a, fx->port) == 0); /* silent: reading its head */
+    HFX_CHECK(fx, tc_send_str(&a, "G") == 0);
+    HFX_CHECK(fx, tc_connect(&b, fx->port) == 0);
+    HFX_CHECK(fx, tc_request(&b, GET("/x"), &r, IO_MS) == TC_OK && r.status == 200); /* idle */
+    tc_sleep_ms(50);
+    HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
+    HFX_CHECK(fx, tc_request(&c, GET("/x"), &r, IO_MS) == TC_OK && r.status == 200);
+    HFX_CHECK(fx, tc_wait_closed(&a, IO_MS, NULL) == TC_OK); /* a made room */
+    /* Now b (keep-alive idle, older) and c (idle): the next one evicts b. */
+    HFX_CHECK(fx, tc_connect(&d, fx->port) == 0);
+    HFX_CHECK(fx, tc_request(&d, GET("/x"), &r, IO_MS) == TC_OK && r.status == 200);
+    HFX_CHECK(fx, tc_wait_closed(&b, IO_MS, NULL) == TC_OK);
+    HFX_CHECK(fx, tc_request(&c, GET("/x"), &r, IO_MS) == TC_OK && r.status == 200);
+    tc_close(&a);
+    tc_close(&b);
+    tc_close(&c);
+    tc_close(&d);
+    tc_response_fini(&r);
+}
+
+static void test_http_server_evict(void **state)
+{
+    struct hfx *fx = *state;
+    struct results res;
+    prepare(fx, &res);
+    fx->cfg.max_connections = 2;
+    hfx_run(fx, client_evict, WATCHDOG_MS);
+    assert_int_equal(fx->requests, 4);
 }
 
 static void client_graceful_close(struct hfx *fx)
@@ -1113,6 +1157,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_server_write_stall_closes, hfx_setup,
                                         hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_stream_hard_cap, hfx_setup, hfx_teardown),
+        cmocka_unit_test_setup_teardown(test_http_server_evict, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_max_connections, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_graceful_close, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_grace_expiry_aborts, hfx_setup,

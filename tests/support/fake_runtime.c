@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /*
@@ -987,6 +988,13 @@ static void dump_generate(struct fake_conn *c, uint8_t id)
     }
     if (d->fault == FAKE_DUMP_ERROR) {
         reply_dump_error(c, version, d->error_hresult, d->error_message);
+        return;
+    }
+    if (d->fault == FAKE_DUMP_FIFO) {
+        if (mkfifo(f->dump.path, 0666) == 0) {
+            f->dump.files++;
+        }
+        reply_hresult(c, true, 0);
         return;
     }
     if (d->reply_delay_ms > 0) {

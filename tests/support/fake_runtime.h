@@ -74,7 +74,9 @@ enum fake_dump_fault {
                          position-dependent pattern), then reply OK; a path that cannot be created
                          is answered Error E_FAIL (v3: with a createdump-like message) */
     FAKE_DUMP_SILENT, /* read the request, never reply (the connection stays open) */
-    FAKE_DUMP_ERROR   /* reply Error with error_hresult; v3 appends error_message */
+    FAKE_DUMP_ERROR,  /* reply Error with error_hresult; v3 appends error_message */
+    FAKE_DUMP_FIFO    /* an attacker: put a FIFO (mkfifo, 0666) at the requested path, reply OK;
+                         a reader that opens it without O_NONBLOCK blocks until a writer comes */
 };
 
 struct fake_dump_config {

@@ -37,3 +37,14 @@ add_test(NAME crosscheck_nettrace_fixtures
           -P ${CMAKE_CURRENT_LIST_DIR}/crosscheck.cmake)
 set_tests_properties(crosscheck_nettrace_fixtures PROPERTIES FIXTURES_REQUIRED tracecheck
   TIMEOUT 300 LABELS tools ENVIRONMENT "${AGENT_TEST_ENV}")
+
+# Attack helpers of test_agent_attacks, run as a second user (setpriv): a symlink racer and a
+# planted diagnostic socket (tests/support's fake runtime under another uid).
+add_executable(attack_swap ${CMAKE_CURRENT_LIST_DIR}/attack_swap.c)
+target_link_libraries(attack_swap PRIVATE agent_warnings agent_sanitizers)
+add_executable(attack_runtime ${CMAKE_CURRENT_LIST_DIR}/attack_runtime.c)
+target_include_directories(attack_runtime PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../support)
+target_link_libraries(attack_runtime PRIVATE test_support agent_warnings agent_sanitizers)
+list(APPEND AGENT_TEST_ENV
+  "DOTMON_ATTACK_SWAP=$<TARGET_FILE:attack_swap>"
+  "DOTMON_ATTACK_RUNTIME=$<TARGET_FILE:attack_runtime>")

@@ -345,8 +345,8 @@ static int setup_trust(struct agent *a)
             int w = snprintf(list + n, sizeof(list) - n, "%s%u", i ? "," : "", a->trust.uids[i]);
             n += w > 0 ? (size_t)w : 0;
         }
-        log_info(cat, "runtimes of uid %u (dotmon's) and of uids %s are watched", (unsigned)geteuid(),
-                 list);
+        log_info(cat, "runtimes of uid %u (dotmon's) and of uids %s are watched",
+                 (unsigned)geteuid(), list);
     }
     return 0;
 }
@@ -595,7 +595,7 @@ int agent_start(struct agent *a)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         (rlim_t)want + FD_RESERVE > rl.rlim_cur) {
         size_t fit = rl.rlim_cur > 2 * FD_RESERVE ? (size_t)(rl.rlim_cur - FD_RESERVE)
-                                                   : (size_t)(rl.rlim_cur / 2);
+                                                  : (size_t)(rl.rlim_cur / 2);
         log_msg(max_conn > 0 ? LOG_WARN : LOG_INFO, cat,
                 "Kestrel:Limits:MaxConcurrentConnections lowered from %zu to %zu: the open file "
                 "limit is %llu (raise it with ulimit -n or the container's nofile)",

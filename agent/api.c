@@ -89,6 +89,15 @@ static bool authorize(struct agent *a, struct http_request *req)
     if (a->no_auth) {
         return true;
     }
+    if (http_request_header_count(req, "Authorization") > 1) {
+        /* Which one would count? Proxies and servers disagree (first, last, joined): refuse. */
+        log_info(cat, "request %llu refused (400): more than one Authorization header",
+                 (unsigned long long)http_request_id(req));
+        api_problem(req, 400,
+                    "the request has more than one Authorization header; send exactly "
+                    "one: Authorization: Bearer <token>");
+        return false;
+    }
     static const struct http_header challenge[] = {{"WWW-Authenticate", "Bearer"}};
     if (a->verifier == NULL) {
         struct buf body;

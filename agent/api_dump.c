@@ -21,6 +21,8 @@
  * While the runtime writes, discovery is told the process is busy so its liveness check (which
  * the runtime's single diagnostic thread cannot answer now) does not drop it.
  */
+#include "api.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -34,7 +36,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api.h"
 #include "buf.h"
 #include "err.h"
 #include "http_router.h"
@@ -79,7 +80,7 @@ struct dump_job {
     uv_timer_t timer;         /* deadline for the runtime's answer */
     bool timer_closing;
     uv_fs_t fs;
-    uv_work_t work;            /* FS_ACQUIRE */
+    uv_work_t work; /* FS_ACQUIRE */
     struct dump_acquire acq;
     enum dump_fs_step fs_step; /* the uv_fs request or work in flight, or FS_NONE */
     bool step_late;            /* that step missed its deadline: the request was answered */
@@ -289,7 +290,8 @@ static void job_fail(struct dump_job *job, int http_status, const char *code, co
 /* Closes the descriptor (asynchronously) if open and nothing else is in flight. */
 static void job_close_file(struct dump_job *job);
 
-/* ---- the file: acquire (open + delete), read, close (one request on the pool at a time) ------- */
+/* ---- the file: acquire (open + delete), read, close (one request on the pool at a time) -------
+ */
 
 /* A step on the pool missed its deadline: answer now; the step's completion only tidies up. */
 static void job_on_step_deadline(uv_timer_t *t)
@@ -442,9 +444,9 @@ static void on_acquired(uv_work_t *w, int status)
     } else {
         job->size = (uint64_t)acq->st.st_size;
         if ((acq->st.st_mode & 077) != 0) {
-            log_warn(cat, "dump of %llu: the runtime created %s with mode %03o (readable by others)",
-                     (unsigned long long)job->pid, job->open_path,
-                     (unsigned)(acq->st.st_mode & 0777));
+            log_warn(
+                cat, "dump of %llu: the runtime created %s with mode %03o (readable by others)",
+                (unsigned long long)job->pid, job->open_path, (unsigned)(acq->st.st_mode & 0777));
         }
         char disposition[128];
         snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);

@@ -167,8 +167,8 @@ void api_env(struct agent *a, struct http_request *req)
     er->req = req;
     er->pid = p->pid;
     struct ipc_endpoint ep = ipc_process_endpoint(p);
-    rc = ipc_exchange_start(a->loop, &ep, msg, len, IPC_EXCHANGE_ENVIRONMENT,
-                            a->ipc_timeout_ms, ENV_MAX_REPLY, env_on_result, er, &er->x);
+    rc = ipc_exchange_start(a->loop, &ep, msg, len, IPC_EXCHANGE_ENVIRONMENT, a->ipc_timeout_ms,
+                            ENV_MAX_REPLY, env_on_result, er, &er->x);
     if (rc != 0) {
         free(er);
         api_problem(req, 502, "cannot reach process %llu: %s", (unsigned long long)p->pid,

@@ -100,10 +100,35 @@ static bool ascii_ieq(const char *a, const char *b)
  * the first, while other JWT libraries take the last; RFC 7515 4 and RFC 7519 4 allow a
  * recipient to reject duplicates, which removes the ambiguity for the names we act on.
  */
+/*
+ * True when a string in the JSON text holds the escape \u0000. cJSON turns it into a NUL inside
+ * its C string, and every comparison after that (strlen, strcmp) would see only the part before
+ * it: a "sub" of "<subject>\u0000x" would match the subject.
+ */
+static bool has_escaped_nul(const uint8_t *json, size_t len)
+{
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        if (!in_string) {
+            in_string = json[i] == '"';
+        } else if (json[i] == '"') {
+            in_string = false;
+        } else if (json[i] == '\\' && i + 1 < len) {
+            if (json[i + 1] == 'u' && i + 5 < len && json[i + 2] == '0' && json[i + 3] == '0' &&
+                json[i + 4] == '0' && json[i + 5] == '0') {
+                return true;
+            }
+            i++; /* the escaped character, whatever it is, cannot end the string */
+        }
+    }
+    return false;
+}
+
 static cJSON *parse_object(const uint8_t *json, size_t len, const char *const *names, size_t nnames)
 {
-    /* An embedded NUL would make cJSON stop early and ignore what follows. */
-    if (memchr(json, 0, len) != NULL) {
+    /* An embedded NUL would make cJSON stop early and ignore what follows; an escaped one would
+     * cut a value short. */
+    if (memchr(json, 0, len) != NULL || has_escaped_nul(json, len)) {
         return NULL;
     }
     cJSON *obj = cJSON_ParseWithOpts((const char *)json, NULL, 1);
@@ -404,6 +429,7 @@ static bool subject_matches(const struct auth_verifier *v, const cJSON *claims)
     if (!cJSON_IsString(sub)) {
         return false;
     }
+    /* Length-aware: parse_object refused any \u0000, so strlen is the claim's whole length. */
     return strlen(sub->valuestring) == v->subject_len &&
            CRYPTO_memcmp(sub->valuestring, v->subject, v->subject_len) == 0;
 }

@@ -78,6 +78,11 @@ static int open_walk(int rootfd, const char *rel)
         comp[n] = '\0';
         int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         int err = next < 0 ? neg_errno() : 0;
+        struct stat st;
+        if (err == -ENOTDIR && fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode)) {
+            err = -ELOOP; /* O_DIRECTORY speaks first for a symlink: say what it is */
+        }
         (void)close(cur);
         if (next < 0) {
             return err;

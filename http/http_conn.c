@@ -492,6 +492,11 @@ static void conn_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
         return;
     }
     size_t want = in->max - buf_size(in);
+    /* A connection starts with a small buffer (most request heads fit), grown to the cap only
+     * when a read fills it: a thousand idle connections cost a thousand small buffers. */
+    if (in->cap == 0 && want > HTTP_INBUF_FIRST) {
+        want = HTTP_INBUF_FIRST;
+    }
     if (want == 0 || buf_reserve(in, want) != 0) {
         *out = uv_buf_init(NULL, 0);
         return;
@@ -1378,6 +1383,10 @@ void http__conn_accept(struct http_server *s, struct http_listener *l)
     }
     s->conns = c;
     c->rejecting = s->nconns >= s->cfg.max_connections;
+    size_t open_now = s->nconns + s->nrejecting + 1;
+    if (open_now > s->peak_conns) {
+        s->peak_conns = open_now;
+    }
     if (c->rejecting) {
         s->nrejecting++;
     } else {
@@ -1517,6 +1526,17 @@ const char *http_request_header(const struct http_request *r, const char *name)
         }
     }
     return NULL;
+}
+
+size_t http_request_header_count(const struct http_request *r, const char *name)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        if (strcasecmp(r->headers[i].name, name) == 0) {
+            n++;
+        }
+    }
+    return n;
 }
 
 const uint8_t *http_request_body(const struct http_request *r, size_t *len)

@@ -23,6 +23,8 @@
 /* Per-connection input buffer. Every read is parsed at once, so the buffer only ever holds one
  * read's worth of bytes plus, while a request is being served, the pipelined bytes behind it. */
 #define HTTP_INBUF_SIZE ((size_t)16 * 1024)
+/* Its first allocation (it grows to HTTP_INBUF_SIZE when a read fills it). */
+#define HTTP_INBUF_FIRST ((size_t)2048)
 /* After an error response or Connection: close, keep reading (and dropping) this long so the
  * client gets our response instead of a RST (the "lingering close" of Apache and nginx). */
 #define HTTP_LINGER_MS 2000
@@ -36,6 +38,9 @@
  * flood of idle connections can neither hold every slot nor keep probes and users out.
  */
 #define HTTP_PRESSURE_HEAD_MS 2000
+/* Memory is handed back to the system (malloc_trim) when the open connections fall to an eighth
+ * of a peak of at least this many. */
+#define HTTP_TRIM_AFTER_CONNS 64
 /* The warning about evictions is repeated at most this often. */
 #define HTTP_EVICT_LOG_MS 60000
 /* Ciphertext read per libuv read on a TLS connection; also the cap on ciphertext fed to OpenSSL
@@ -174,9 +179,10 @@ struct http_server {
     struct http_conn *conns_tail; /* oldest */
     uint8_t *tls_rbuf; /* ciphertext read buffer shared by the TLS connections (HTTP_TLS_RBUF):
                           each read is fed to OpenSSL within its read callback */
-    size_t nconns; /* served connections (rejecting and evicted ones not counted) */
+    size_t nconns;     /* served connections (rejecting and evicted ones not counted) */
     size_t nrejecting;
-    uint64_t nevicted;    /* connections closed to make room, since start */
+    uint64_t nevicted;     /* connections closed to make room, since start */
+    size_t peak_conns;     /* most connections open at once since memory was last trimmed */
     uint64_t evict_logged; /* uv_now() of the last warning about it (0: never) */
     uint64_t next_conn_id;
     uint64_t next_req_id;

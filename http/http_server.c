@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "http_server.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,13 @@ void http__server_conn_gone(struct http_server *s, struct http_conn *c)
         s->nrejecting--;
     } else if (!c->evicted) {
         s->nconns--;
+    }
+    /* After a burst (a flood, a load test), give the freed connection memory back to the system
+     * once it is over, so RSS returns to where it was. */
+    size_t open_now = s->nconns + s->nrejecting;
+    if (s->peak_conns >= HTTP_TRIM_AFTER_CONNS && open_now * 8 <= s->peak_conns) {
+        s->peak_conns = open_now;
+        malloc_trim(0);
     }
     server_maybe_finish(s);
 }

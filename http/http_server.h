@@ -16,8 +16,11 @@
  * socket is still read so that a client that goes away - including one that half-closes after
  * its request - is noticed at once and the request aborted). Limits answered with the
  * right status: 414 URI too long, 431 header section too large, 413 body too large, 400 for
- * malformed requests, 503 + close when the connection limit is reached; header timeout (slow
- * or idle-before-first-byte clients are closed), idle keep-alive timeout.
+ * malformed requests; header timeout (slow or idle-before-first-byte clients are closed), idle
+ * keep-alive timeout. At the connection limit the connection that has waited longest without a
+ * complete request is closed to make room (lingering, then reading its head, then keep-alive
+ * idle, then reading its body; never one the handler owns), and only when none can go does the
+ * newcomer get 503 + close: a flood of idle connections cannot lock everyone out.
  *
  * A request is handed to the handler callback once it is complete (headers and body). The
  * handler may answer at once or later (asynchronously) with http_respond or the streaming
@@ -67,7 +70,7 @@ struct http_server_config {
     size_t max_header_bytes;    /* header section (names + values + 4 per line, trailers too; the
                                    request line is bounded by max_url); 0 → 32768 → 431 */
     size_t max_body;            /* 0 → 1 MiB → 413 */
-    size_t max_connections;     /* 0 → 1024; beyond: 503 and close */
+    size_t max_connections;     /* 0 → 1024; beyond: evict an idle one, else 503 and close */
     /* Added by the http module (zero keeps the default, so memset configs still work): */
     uint64_t write_timeout_ms; /* a write making no progress this long closes; 0 → 60000 */
     size_t max_headers;        /* header lines per request; 0 → 100 → 431 */
@@ -128,6 +131,8 @@ const char *http_request_path(const struct http_request *r);   /* raw path, with
 const char *http_request_query(const struct http_request *r);  /* raw query after '?', "" if none */
 /* First header with this name (case-insensitive), or NULL. */
 const char *http_request_header(const struct http_request *r, const char *name);
+/* How many header lines have this name (case-insensitive). */
+size_t http_request_header_count(const struct http_request *r, const char *name);
 const uint8_t *http_request_body(const struct http_request *r, size_t *len);
 int http_request_tag(const struct http_request *r);
 uint64_t http_request_id(const struct http_request *r); /* unique per server, for logs */

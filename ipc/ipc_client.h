@@ -57,9 +57,10 @@ enum ipc_exchange_kind {
 /*
  * Starts an exchange on `loop` with the runtime at `ep` (copied): the path of its listening
  * socket, or "reverse:<uid>" for a runtime connected to dotmon's own socket in listen mode
- * (ipc_listen.h; its next idle connection is used). `req` (a complete IPC message) is copied. cb is called exactly once, from the loop (never from inside this call),
- * unless ipc_exchange_cancel is called first. *out (may be NULL) lets the caller cancel; the
- * handle becomes invalid when cb runs or after cancel.
+ * (ipc_listen.h; its next idle connection is used). `req` (a complete IPC message) is copied. cb is
+ * called exactly once, from the loop (never from inside this call), unless ipc_exchange_cancel is
+ * called first. *out (may be NULL) lets the caller cancel; the handle becomes invalid when cb runs
+ * or after cancel.
  *
  * Details of this implementation:
  * - Returns 0, or AGENT_E_INVAL (bad arguments, req shorter than a header, max_reply < 20),
@@ -77,9 +78,8 @@ enum ipc_exchange_kind {
  * - The request is written with write(2): the process must ignore SIGPIPE.
  */
 int ipc_exchange_start(uv_loop_t *loop, const struct ipc_endpoint *ep, const uint8_t *req,
-                       size_t req_len,
-                       enum ipc_exchange_kind kind, uint64_t timeout_ms, size_t max_reply,
-                       ipc_exchange_cb cb, void *ud, struct ipc_exchange **out);
+                       size_t req_len, enum ipc_exchange_kind kind, uint64_t timeout_ms,
+                       size_t max_reply, ipc_exchange_cb cb, void *ud, struct ipc_exchange **out);
 /* Cancels: cb is not called; resources are released asynchronously. */
 void ipc_exchange_cancel(struct ipc_exchange *x);
 

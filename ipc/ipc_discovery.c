@@ -24,11 +24,11 @@
  * life: STAT (async lstat for the mtime) -> PROBE_WAIT -> PROBING (ProcessInfo3, then 2, then 1
  * on UNKNOWN_COMMAND) -> LISTED, or STALE (connection refused: a socket file left by a dead
  * process), REFUSED (owned or served by a user dotmon does not trust: ipc_trust_allows on the
- * lstat owner, then SO_PEERCRED on every connection, ipc_endpoint) or FAILED (timeout, garbage, error HRESULT; retried with backoff, since a runtime that
- * is busy with a dump answers nothing for a while). LISTED socks get a liveness check (a full
- * ProcessInfo request, because a silent client would block the runtime's single server thread,
- * §8.9) every liveness_ms; a refused or vanished socket means the process died and the sock turns
- * STALE. Socks whose file disappears are dropped.
+ * lstat owner, then SO_PEERCRED on every connection, ipc_endpoint) or FAILED (timeout, garbage,
+ * error HRESULT; retried with backoff, since a runtime that is busy with a dump answers nothing for
+ * a while). LISTED socks get a liveness check (a full ProcessInfo request, because a silent client
+ * would block the runtime's single server thread, §8.9) every liveness_ms; a refused or vanished
+ * socket means the process died and the sock turns STALE. Socks whose file disappears are dropped.
  *
  * All directory access goes through the libuv threadpool (scandir, lstat), all socket access
  * through ipc_exchange with a timeout, and at most MAX_IN_FLIGHT exchanges run at once, so the

@@ -55,9 +55,9 @@ struct ipc_conn {
     struct ipc__rt *rt;    /* reverse: the runtime waited for, then the one holding our lease */
     struct ipc_conn *next; /* reverse: in the runtime's waiter queue or lease list */
     struct ipc_conn **pprev;
-    int status;        /* reverse: a failure to deliver from the dispatcher */
-    int64_t want_uid;  /* path: the listener must run as this uid (IPC_ANY_PEER: any) */
-    int64_t peer_uid;  /* path: the listener's uid once connected (SO_PEERCRED), else -1 */
+    int status;       /* reverse: a failure to deliver from the dispatcher */
+    int64_t want_uid; /* path: the listener must run as this uid (IPC_ANY_PEER: any) */
+    int64_t peer_uid; /* path: the listener's uid once connected (SO_PEERCRED), else -1 */
 };
 
 /*
@@ -93,7 +93,8 @@ void ipc__listen_conn_close(struct ipc_conn *c);
 
 /*
  * Fills p (zeroed by the caller) from a parsed ProcessInfo of version level (1, 2 or 3), copies
- * endpoint and records the runtime's user (peer_uid, -1 when unknown). Returns 0 or UV_ENOMEM (p is then cleared again).
+ * endpoint and records the runtime's user (peer_uid, -1 when unknown). Returns 0 or UV_ENOMEM (p is
+ * then cleared again).
  */
 int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, int level,
                       const char *endpoint, int64_t peer_uid);

@@ -172,7 +172,7 @@ struct ipc_listen {
     bool dispatch_active;
     dev_t dev; /* the socket file we bound, to remove only that one on close */
     ino_t ino;
-    int dirfd;                     /* the socket's folder, open while bound (-1: not open) */
+    int dirfd; /* the socket's folder, open while bound (-1: not open) */
     char base[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the socket's name in it */
 
     struct rconn *pending;
@@ -1072,8 +1072,8 @@ static void rt_start_op(struct ipc__rt *rt, enum rt_op op)
     }
     if (rc == 0) {
         struct ipc_endpoint ep = {rt->endpoint, IPC_ANY_PEER};
-        rc = ipc_exchange_start(l->loop, &ep, req, w.len, IPC_EXCHANGE_SIMPLE,
-                                l->probe_timeout_ms, PROBE_MAX_REPLY, on_op_done, rt, &rt->x);
+        rc = ipc_exchange_start(l->loop, &ep, req, w.len, IPC_EXCHANGE_SIMPLE, l->probe_timeout_ms,
+                                PROBE_MAX_REPLY, on_op_done, rt, &rt->x);
     }
     if (rc != 0) {
         rt_failed(rt, op == RT_OP_RESUME ? "ResumeRuntime" : "ProcessInfo", rc, 0);

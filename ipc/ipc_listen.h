@@ -17,8 +17,12 @@
  * command; the runtime reconnects as soon as a command has consumed its connection.
  *
  * The listener
- *  - binds the socket (mode 0600 unless configured), replacing a stale socket file left at the
- *    path (only a socket nobody accepts on; any other file is an error);
+ *  - binds the socket (mode 0600 unless configured) in a private 0700 folder beside the path,
+ *    sets its mode there and renames it into place without replacing anything, so nobody who can
+ *    write the folder can make dotmon change another file (common/shdir.h); a stale socket file
+ *    left at the path is replaced (only a socket nobody accepts on; any other file, a symlink
+ *    included, is an error), and what ends up at the path must be the socket just made;
+ *  - accepts connections only from trusted users (SO_PEERCRED, cfg.trust);
  *  - accepts connections and reads each one's advertise within advertise_timeout_ms; a short or
  *    malformed advertise closes that connection only;
  *  - tracks runtimes by cookie and keeps each one's newest idle connections ("spares", at most 2)
@@ -34,8 +38,9 @@
  *    progress) for forget_after_ms, unless it is marked busy (ipc_listen_busy): a killed app's
  *    spare ends with EOF, and it never reconnects.
  *
- * Everything runs on the loop given at creation; nothing here blocks, except the start-up
- * checks of ipc_listen_start (one lstat, at most one non-blocking connect and one unlink).
+ * Everything runs on the loop given at creation; nothing here blocks, except the start-up work
+ * of ipc_listen_start (a few metadata calls in the socket's folder, at most one non-blocking
+ * connect); the socket file is removed at close on the thread pool.
  */
 
 struct ipc_listen_config {
@@ -65,8 +70,9 @@ int ipc_listen_new(uv_loop_t *loop, const struct ipc_listen_config *cfg,
                    ipc_discovery_change_cb on_change, void *ud, struct ipc_listen **out);
 /*
  * Binds and starts accepting. Returns 0, or (after logging why) UV_EADDRINUSE (someone accepts
- * on the path), UV_EEXIST (the path is not a socket), UV_ENAMETOOLONG, or the errno of a failed
- * lstat/unlink/socket/bind/chmod/listen. Call once, before the loop serves requests.
+ * on the path), UV_EEXIST (the path is not a socket), UV_ENAMETOOLONG, AGENT_E_CHANGED (the
+ * socket was swapped right after it was bound), or the errno of a failed
+ * lstat/unlink/mkdir/socket/bind/chmod/rename/listen. Call once, before the loop serves requests.
  */
 int ipc_listen_start(struct ipc_listen *l);
 /* True once the socket is bound and accepting. */

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
 #include <uv.h>
 
 #include "ipc_client.h"
@@ -56,8 +57,8 @@ struct ipc_session_callbacks {
 /*
  * ep: the runtime's socket, or "reverse:<uid>" in listen mode, and its user (as for
  * ipc_exchange_start; copied; every try and the StopTracing use a new connection of that runtime,
- * each checked). cfg and everything it points to is copied. start_timeout_ms bounds connect + reply (0 → 5000).
- * Returns 0 (callbacks will follow) or a negative code (nothing will follow).
+ * each checked). cfg and everything it points to is copied. start_timeout_ms bounds connect + reply
+ * (0 → 5000). Returns 0 (callbacks will follow) or a negative code (nothing will follow).
  */
 int ipc_session_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
                       const struct ipc_collect_config *cfg, uint64_t start_timeout_ms,

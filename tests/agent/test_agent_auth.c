@@ -3,7 +3,8 @@
  * Integration: authentication over real HTTP against the real dotmon binary. The detailed JWT
  * matrix is unit-tested in tests/auth; here: --temp-apikey prints a key that works, requests
  * without it or with a wrong one get 401 + WWW-Authenticate: Bearer on every route, a key from
- * another dotmon is refused, and --no-auth lets everything through.
+ * another dotmon is refused, two Authorization headers are a 400, and --no-auth lets everything
+ * through.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -133,6 +134,24 @@ static void test_agent_auth_temp_key_matrix(void **state)
     assert_non_null(lower);
     snprintf(lower, tn + 64, "Authorization: bearer %s", t);
     expect_200(dm, "/processes", lower);
+
+    /* Two Authorization headers: which one counts is ambiguous (proxies and servers disagree),
+     * so the request is refused whatever they hold, the good token first or second. */
+    const char *const pairs[][2] = {{dm->auth_header, "Authorization: Bearer garbage"},
+                                    {"Authorization: Bearer garbage", dm->auth_header},
+                                    {dm->auth_header, dm->auth_header}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        const char *headers[] = {pairs[i][0], pairs[i][1], NULL};
+        struct httpc_resp pr;
+        assert_int_equal(httpc_get(dm->port, "/processes", headers, testenv_timeout(HTTP_MS), &pr),
+                         0);
+        if (pr.status != 400) {
+            fprintf(stderr, "two Authorization headers (%zu): %d %s\n", i, pr.status, pr.body);
+        }
+        agent_test_assert_problem(&pr, 400);
+        assert_non_null(strstr(pr.body, "more than one Authorization header"));
+        httpc_resp_fini(&pr);
+    }
 
     free(flipped);
     free(unsigned_);

@@ -531,6 +531,13 @@ static void test_agent_listen_shutdown_mid_trace(void **state)
     httpc_resp_fini(&f.resp);
 }
 
+static bool line_turned_away(const char *line, void *ctx)
+{
+    (void)ctx;
+    return strstr(line, "\"Warning\"") != NULL && strstr(line, "turned away") != NULL &&
+           strstr(line, "DiagnosticPort:MaxConnections") != NULL;
+}
+
 /* Runs dotmon with args/env, expecting it to refuse to start: exit 1 with `expect` on stderr. */
 static void expect_refusal(struct testenv *env, const char *const *extra_args,
                            const char *const *extra_env, const char *expect)
@@ -600,6 +607,21 @@ static void test_agent_listen_startup_checks(void **state)
     assert_int_equal(st.st_size, 7);
     unlink(path);
 
+    /* Nor is a symlink followed or replaced (it could point anywhere). */
+    char target[160];
+    snprintf(target, sizeof(target), "%s/elsewhere", env->dir);
+    f = fopen(target, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(chmod(target, 0600), 0);
+    assert_int_equal(symlink(target, path), 0);
+    expect_refusal(env, args, mode_env, "is not a socket (a symlink)");
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(stat(target, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    unlink(path);
+
     /* Bad settings are named. */
     const char *bad_mode[] = {"DotnetMonitor_DiagnosticPort__SocketMode=0999", NULL};
     expect_refusal(env, args, bad_mode, "DiagnosticPort:SocketMode");
@@ -627,6 +649,32 @@ static void test_agent_listen_startup_checks(void **state)
     agent_test_stop_dotmon_clean(dm2);
 }
 
+/*
+ * DiagnosticPort:MaxConnections caps the runtimes tracked at once: with 1, a second real app is
+ * turned away with a warning naming the setting, and only the first is listed.
+ */
+static void test_agent_listen_max_connections(void **state)
+{
+    struct testenv *env = *state;
+    const char *cap[] = {"DotnetMonitor_DiagnosticPort__MaxConnections=1", NULL};
+    struct dotmon *dm = start_listen_dotmon(env, cap);
+    struct test_app *first = start_listen_app(env, false);
+    char uid[37];
+    listed_uid(dm, first->pid, 15000, uid);
+    struct test_app *second = start_listen_app(env, false);
+    char *line = NULL;
+    assert_int_equal(proc_wait_line_match(dm->proc, PROC_STDERR, line_turned_away, NULL,
+                                          testenv_timeout(15000), &line),
+                     0);
+    fprintf(stderr, "second runtime: %s\n", line);
+    free(line);
+    testenv_sleep_ms(1000);
+    cJSON *arr = agent_test_wait_processes(dm, &first->pid, 1, 5000);
+    assert_null(agent_test_find_pid(arr, second->pid));
+    cJSON_Delete(arr);
+    agent_test_stop_dotmon_clean(dm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -639,6 +687,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_listen_shutdown_mid_trace, agent_test_setup,
                                         agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_listen_startup_checks, agent_test_setup,
+                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_listen_max_connections, agent_test_setup,
                                         agent_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

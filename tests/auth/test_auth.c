@@ -770,6 +770,22 @@ static void test_auth_verify_claims(void **state)
            "subject not authorized");
     EXPECT(K.v384, TOK("{\"aud\":\"%s\",\"iss\":\"%s\",\"exp\":%lld,\"sub\":42}", A, I, e),
            AUTH_FORBIDDEN, "subject not authorized");
+    /* A NUL escaped into a claim must not cut it short: "<subject>\u0000x" is not the
+     * subject (cJSON would hand back a C string that stops at the NUL), nor is an audience with
+     * a NUL before junk the audience. Such claims are malformed. */
+    EXPECT(
+        K.v384,
+        TOK("{\"aud\":\"%s\",\"iss\":\"%s\",\"exp\":%lld,\"sub\":\"%s\\u0000x\"}", A, I, e, SUBJ),
+        AUTH_UNAUTHORIZED, "malformed token claims");
+    EXPECT(K.v384,
+           TOK("{\"aud\":\"%s\\u0000evil\",\"iss\":\"%s\",\"exp\":%lld,\"sub\":\"%s\"}", A, I, e,
+               SUBJ),
+           AUTH_UNAUTHORIZED, "malformed token claims");
+    /* An escaped backslash followed by "u0000" is text, not a NUL. */
+    EXPECT(
+        K.v384,
+        TOK("{\"aud\":\"%s\",\"iss\":\"%s\",\"exp\":%lld,\"sub\":\"%s\\\\u0000\"}", A, I, e, SUBJ),
+        AUTH_FORBIDDEN, "subject not authorized");
     EXPECT(K.v384, es384(K.p384, claims(NOW - 86400, "someone-else")), AUTH_UNAUTHORIZED,
            "token expired");
     EXPECT(K.v384, TOK("{\"aud\":\"x\",\"iss\":\"%s\",\"exp\":%lld,\"sub\":\"other\"}", I, e),

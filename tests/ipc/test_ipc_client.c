@@ -127,8 +127,9 @@ static void exchange(struct fixture *fx, int (*builder)(struct ipc_wr *),
     size_t len = build(builder, req);
     memset(o, 0, sizeof(*o));
     struct ipc_exchange *x = NULL;
-    assert_int_equal(ipc_exchange_start(&fx->tl->loop, IPC_ENDPOINT_PATH(fake_runtime_path(fx->fake)), req, len, kind,
-                                        timeout_ms, max_reply, on_result, o, &x),
+    assert_int_equal(ipc_exchange_start(&fx->tl->loop,
+                                        IPC_ENDPOINT_PATH(fake_runtime_path(fx->fake)), req, len,
+                                        kind, timeout_ms, max_reply, on_result, o, &x),
                      0);
     assert_non_null(x);
     assert_int_equal(o->calls, 0); /* never from inside start */
@@ -321,8 +322,8 @@ static void test_client_refused_and_missing(void **state)
     struct outcome o;
 
     memset(&o, 0, sizeof(o));
-    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH(stale), req, len, IPC_EXCHANGE_SIMPLE, 2000, 0,
-                                        on_result, &o, NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH(stale), req, len,
+                                        IPC_EXCHANGE_SIMPLE, 2000, 0, on_result, &o, NULL),
                      0);
     assert_int_equal(o.calls, 0);
     assert_true(tl_run_until(tl, outcome_done, &o, 2000));
@@ -331,8 +332,8 @@ static void test_client_refused_and_missing(void **state)
     char missing[160];
     assert_true(snprintf(missing, sizeof(missing), "%s/dotnet-diagnostic-1-1-socket", dir) > 0);
     memset(&o, 0, sizeof(o));
-    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH(missing), req, len, IPC_EXCHANGE_SIMPLE, 2000, 0,
-                                        on_result, &o, NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH(missing), req, len,
+                                        IPC_EXCHANGE_SIMPLE, 2000, 0, on_result, &o, NULL),
                      0);
     assert_int_equal(o.calls, 0);
     assert_true(tl_run_until(tl, outcome_done, &o, 2000));
@@ -351,17 +352,17 @@ static void test_client_bad_arguments(void **state)
     memset(long_path, 'a', sizeof(long_path) - 1);
     long_path[0] = '/';
     long_path[sizeof(long_path) - 1] = '\0';
-    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH(long_path), req, len, IPC_EXCHANGE_SIMPLE, 100, 0,
-                                        on_result, &o, NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH(long_path), req, len,
+                                        IPC_EXCHANGE_SIMPLE, 100, 0, on_result, &o, NULL),
                      UV_ENAMETOOLONG);
-    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), req, 19, IPC_EXCHANGE_SIMPLE, 100, 0,
-                                        on_result, &o, NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), req, 19,
+                                        IPC_EXCHANGE_SIMPLE, 100, 0, on_result, &o, NULL),
                      AGENT_E_INVAL);
-    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), req, len, IPC_EXCHANGE_SIMPLE, 100, 19,
-                                        on_result, &o, NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), req, len,
+                                        IPC_EXCHANGE_SIMPLE, 100, 19, on_result, &o, NULL),
                      AGENT_E_INVAL);
-    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), req, len, IPC_EXCHANGE_SIMPLE, 100, 0,
-                                        NULL, &o, NULL),
+    assert_int_equal(ipc_exchange_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), req, len,
+                                        IPC_EXCHANGE_SIMPLE, 100, 0, NULL, &o, NULL),
                      AGENT_E_INVAL);
     tl_run_for(tl, 20);
     assert_int_equal(o.calls, 0); /* a failed start never calls back */
@@ -378,13 +379,13 @@ static void test_client_cancel(void **state)
 
     /* cancelled before the connect completed */
     struct ipc_exchange *x = NULL;
-    assert_int_equal(ipc_exchange_start(&fx.tl->loop, IPC_ENDPOINT_PATH(fake_runtime_path(fx.fake)), req, len,
-                                        IPC_EXCHANGE_SIMPLE, 300, 0, on_result, &o, &x),
+    assert_int_equal(ipc_exchange_start(&fx.tl->loop, IPC_ENDPOINT_PATH(fake_runtime_path(fx.fake)),
+                                        req, len, IPC_EXCHANGE_SIMPLE, 300, 0, on_result, &o, &x),
                      0);
     ipc_exchange_cancel(x);
     /* cancelled while waiting for the reply */
-    assert_int_equal(ipc_exchange_start(&fx.tl->loop, IPC_ENDPOINT_PATH(fake_runtime_path(fx.fake)), req, len,
-                                        IPC_EXCHANGE_SIMPLE, 300, 0, on_result, &o, &x),
+    assert_int_equal(ipc_exchange_start(&fx.tl->loop, IPC_ENDPOINT_PATH(fake_runtime_path(fx.fake)),
+                                        req, len, IPC_EXCHANGE_SIMPLE, 300, 0, on_result, &o, &x),
                      0);
     tl_run_for(fx.tl, 50);
     ipc_exchange_cancel(x);
@@ -404,7 +405,8 @@ static void test_client_many_in_parallel(void **state)
     static struct outcome os[N];
     memset(os, 0, sizeof(os));
     for (int i = 0; i < N; i++) {
-        assert_int_equal(ipc_exchange_start(&fx.tl->loop, IPC_ENDPOINT_PATH(fake_runtime_path(fx.fake)), req, len,
+        assert_int_equal(ipc_exchange_start(&fx.tl->loop,
+                                            IPC_ENDPOINT_PATH(fake_runtime_path(fx.fake)), req, len,
                                             IPC_EXCHANGE_SIMPLE, 3000, 0, on_result, &os[i], NULL),
                          0);
     }

@@ -245,8 +245,8 @@ static int start_cmd(struct lfx *fx, const char *endpoint, const uint8_t *req, s
                      uint64_t timeout_ms, struct xres *r)
 {
     memset(r, 0, sizeof(*r));
-    int rc = ipc_exchange_start(&fx->tl->loop, IPC_ENDPOINT_PATH(endpoint), req, len, IPC_EXCHANGE_SIMPLE, timeout_ms,
-                                0, on_x, r, NULL);
+    int rc = ipc_exchange_start(&fx->tl->loop, IPC_ENDPOINT_PATH(endpoint), req, len,
+                                IPC_EXCHANGE_SIMPLE, timeout_ms, 0, on_x, r, NULL);
     assert_false(r->done); /* never from inside the start call */
     return rc;
 }
@@ -647,8 +647,9 @@ static void test_listen_trace_session(void **state)
         .buffer_mb = 16, .format = 1, .providers = &prov, .provider_count = 1};
     static const struct ipc_session_callbacks cbs = {s_started, s_data, s_end};
     struct srec r = {0};
-    assert_int_equal(ipc_session_start(&fx.tl->loop, IPC_ENDPOINT_PATH(ipc_listen_at(fx.l, 0)->endpoint), &cc, 2000,
-                                       &cbs, &r, &r.s),
+    assert_int_equal(ipc_session_start(&fx.tl->loop,
+                                       IPC_ENDPOINT_PATH(ipc_listen_at(fx.l, 0)->endpoint), &cc,
+                                       2000, &cbs, &r, &r.s),
                      0);
     assert_true(tl_run_until(fx.tl, s_is_started, &r, 2000));
     tl_run_for(fx.tl, 100);

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /*
@@ -865,6 +865,21 @@ static void reply_dump_error(struct fake_conn *c, int version, uint32_t hr, cons
     }
     enc_finish(&e);
     conn_reply(c, &e, true);
+}
+
+void fake_runtime_config_init(struct fake_runtime_config *cfg, uint64_t pid, uint64_t key,
+                              uint8_t cookie_byte, const char *command_line, const char *assembly)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->pid = pid;
+    cfg->key = key;
+    memset(cfg->cookie, cookie_byte, sizeof(cfg->cookie));
+    cfg->command_line = command_line;
+    cfg->os = "Linux";
+    cfg->arch = "x64";
+    cfg->assembly = assembly;
+    cfg->clr_version = "10.0.0";
+    cfg->rid = "linux-x64";
 }
 
 /* The byte at offset off of a FAKE_DUMP_OK file past its headers. */

@@ -156,6 +156,13 @@ struct fake_runtime_config {
 
 struct fake_runtime;
 
+/*
+ * Zeroes cfg and fills in a plausible .NET 10 runtime on Linux x64 with this pid, key, command
+ * line and entry-point assembly (strings borrowed), the cookie bytes all `cookie_byte`.
+ */
+void fake_runtime_config_init(struct fake_runtime_config *cfg, uint64_t pid, uint64_t key,
+                              uint8_t cookie_byte, const char *command_line, const char *assembly);
+
 /* Binds and listens on the loop. Returns 0 or a negative errno/libuv code. */
 int fake_runtime_start(uv_loop_t *loop, const char *dir, const struct fake_runtime_config *cfg,
                        struct fake_runtime **out);

@@ -5,7 +5,11 @@
  * be PID (a real app's pid), and answers ProcessInfo with made-up data (command line
  * "/attacker/made-up --planted"). Prints "ready <socket path>" once it listens; runs until
  * killed.
+ *
+ * attack_runtime --reverse SOCKET PID: the same runtime connecting to a listen-mode dotmon's
+ * SOCKET (as DOTNET_DiagnosticPorts would), advertising PID; prints "ready" at once.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,23 +20,15 @@
 
 int main(int argc, char **argv)
 {
+    bool reverse = argc == 4 && strcmp(argv[1], "--reverse") == 0;
     if (argc != 4) {
-        fprintf(stderr, "usage: attack_runtime DIR PID KEY\n");
+        fprintf(stderr, "usage: attack_runtime DIR PID KEY | --reverse SOCKET PID\n");
         return 2;
     }
     struct fake_runtime_config cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.pid = strtoull(argv[2], NULL, 10);
-    cfg.key = strtoull(argv[3], NULL, 10);
-    for (size_t i = 0; i < sizeof(cfg.cookie); i++) {
-        cfg.cookie[i] = (uint8_t)(0xa0 + i);
-    }
-    cfg.command_line = "/attacker/made-up --planted";
-    cfg.os = "Linux";
-    cfg.arch = "x64";
-    cfg.assembly = "made-up";
-    cfg.clr_version = "10.0.0";
-    cfg.rid = "linux-x64";
+    fake_runtime_config_init(&cfg, strtoull(argv[reverse ? 3 : 2], NULL, 10),
+                             reverse ? 0 : strtoull(argv[3], NULL, 10), 0xa5,
+                             "/attacker/made-up --planted", "made-up");
     cfg.dump.fault = FAKE_DUMP_OK;
     cfg.dump.file_bytes = 4096;
     uv_loop_t loop;
@@ -40,12 +36,13 @@ int main(int argc, char **argv)
         return 1;
     }
     struct fake_runtime *f = NULL;
-    int rc = fake_runtime_start(&loop, argv[1], &cfg, &f);
+    int rc = reverse ? fake_runtime_start_reverse(&loop, argv[2], &cfg, &f)
+                     : fake_runtime_start(&loop, argv[1], &cfg, &f);
     if (rc != 0) {
         fprintf(stderr, "attack_runtime: %s\n", uv_strerror(rc));
         return 1;
     }
-    printf("ready %s\n", fake_runtime_path(f));
+    printf("ready %s\n", reverse ? argv[2] : fake_runtime_path(f));
     fflush(stdout);
     uv_run(&loop, UV_RUN_DEFAULT);
     return 0;

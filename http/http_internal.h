@@ -41,6 +41,12 @@
 /* Memory is handed back to the system (malloc_trim) when the open connections fall to an eighth
  * of a peak of at least this many. */
 #define HTTP_TRIM_AFTER_CONNS 64
+/*
+ * Accepted connections between two pauses of the accepting: after this many, the next pending
+ * one waits one loop turn, so that a flood reconnecting as fast as dotmon closes its connections
+ * cannot keep libuv's accept loop going while requests already in (a probe's) wait to be read.
+ */
+#define HTTP_ACCEPT_BURST 32
 /* The warning about evictions is repeated at most this often. */
 #define HTTP_EVICT_LOG_MS 60000
 /* Ciphertext read per libuv read on a TLS connection; also the cap on ciphertext fed to OpenSSL
@@ -118,7 +124,8 @@ struct http_listener {
     uv_tcp_t tcp;
     struct http_server *srv;
     int tag;
-    bool tls; /* an https:// listener */
+    bool tls;      /* an https:// listener */
+    bool deferred; /* a connection is pending: accept it on the next turn (HTTP_ACCEPT_BURST) */
     struct http_listener *next;
 };
 
@@ -187,7 +194,9 @@ struct http_server {
     uint64_t next_conn_id;
     uint64_t next_req_id;
     uv_timer_t grace_timer;
-    int open_handles; /* listeners + grace timer */
+    uv_idle_t accept_idle; /* takes deferred connections on the next loop turn */
+    unsigned accept_burst; /* accepts since the last pause */
+    int open_handles;      /* listeners + grace timer + accept_idle */
     bool closing;
     bool finishing; /* the grace timer is being closed: last step */
     void (*close_cb)(void *ud);

@@ -78,7 +78,9 @@ int http_server_new(uv_loop_t *loop, const struct http_server_config *cfg, http_
         return rc;
     }
     s->grace_timer.data = s;
-    s->open_handles = 1;
+    (void)uv_idle_init(loop, &s->accept_idle); /* cannot fail */
+    s->accept_idle.data = s;
+    s->open_handles = 2;
     *out = s;
     return 0;
 }
@@ -107,17 +109,40 @@ static void listener_close(struct http_listener *l)
     uv_close((uv_handle_t *)&l->tcp, listener_on_close);
 }
 
+/* A loop turn has passed: take the connections left pending by the last burst. */
+static void server_on_accept_idle(uv_idle_t *h)
+{
+    struct http_server *s = h->data;
+    (void)uv_idle_stop(h);
+    s->accept_burst = 0;
+    for (struct http_listener *l = s->listeners; l != NULL && !s->closing; l = l->next) {
+        if (l->deferred) {
+            l->deferred = false;
+            s->accept_burst++;
+            http__conn_accept(s, l); /* uv_accept also restarts libuv's accepting */
+        }
+    }
+}
+
 static void listener_on_connection(uv_stream_t *st, int status)
 {
     struct http_listener *l = st->data;
+    struct http_server *s = l->srv;
     if (status < 0) {
         log_warn(HTTP_LOG_CAT, "accept error: %s", agent_strerror(status));
         return;
     }
-    if (l->srv->closing) {
+    if (s->closing) {
         return;
     }
-    http__conn_accept(l->srv, l);
+    if (++s->accept_burst > HTTP_ACCEPT_BURST) {
+        /* Not taking it makes libuv stop accepting on l (the connection waits, accepted, in the
+         * handle) until uv_accept is called on the next turn. */
+        l->deferred = true;
+        (void)uv_idle_start(&s->accept_idle, server_on_accept_idle);
+        return;
+    }
+    http__conn_accept(s, l);
 }
 
 /* Binds and listens on one address; *port receives the bound port. */
@@ -314,6 +339,13 @@ const char *http__server_date(struct http_server *s)
 
 /* ---- shutdown ---- */
 
+static void server_on_idle_closed(uv_handle_t *h)
+{
+    struct http_server *s = h->data;
+    s->open_handles--;
+    server_maybe_finish(s);
+}
+
 static void server_on_final_close(uv_handle_t *h)
 {
     struct http_server *s = h->data;
@@ -371,6 +403,7 @@ void http_server_close(struct http_server *s, uint64_t grace_ms, void (*cb)(void
     while (s->listeners != NULL) {
         listener_close(s->listeners);
     }
+    uv_close((uv_handle_t *)&s->accept_idle, server_on_idle_closed);
     close_all_connections(s, grace_ms > 0);
     if (grace_ms > 0 && s->conns != NULL) {
         uv_timer_start(&s->grace_timer, server_on_grace, grace_ms, 0);

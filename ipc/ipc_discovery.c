@@ -65,6 +65,7 @@ struct sock {
     uint64_t key;
     uint64_t mtime_ns;
     uint32_t owner_uid;   /* from lstat; connections must be accepted by this uid */
+    uint64_t ino;         /* from lstat: which file the name held when last looked at */
     uint64_t refused_ino; /* the file last refused and logged (once per file and owner) */
     int64_t refused_uid;
     enum sock_state state;
@@ -315,7 +316,7 @@ static void on_probe_result(struct sock *s, const struct ipc_result *res)
     struct ipc_discovery *d = s->d;
     int level = s->probe_level;
     if (res->status == AGENT_E_UNTRUSTED) {
-        sock_refuse(s, s->refused_ino + 1, res->peer_uid, "its listener runs as");
+        sock_refuse(s, s->ino, res->peer_uid, "its listener runs as");
         return;
     }
     if (res->status == UV_ECONNREFUSED || res->status == UV_ENOENT) {
@@ -381,7 +382,7 @@ static void on_liveness_result(struct sock *s, const struct ipc_result *res)
      */
     if (res->status == AGENT_E_UNTRUSTED) {
         /* The socket at the path is no longer the runtime's: swapped by someone else. */
-        sock_refuse(s, s->refused_ino + 1, res->peer_uid, "now served by");
+        sock_refuse(s, s->ino, res->peer_uid, "now served by");
         return;
     }
     if (res->status == UV_ECONNREFUSED || res->status == UV_ENOENT) {
@@ -621,6 +622,9 @@ static void on_stat(uv_fs_t *req)
         sock_reap(s);
         pump(d);
         return;
+    }
+    if (result == 0) {
+        s->ino = st.st_ino;
     }
     if (result == UV_ENOENT) {
         sock_remove(s);

@@ -449,7 +449,7 @@ static void test_load_connection_limit(void **state)
     snprintf(lim, sizeof(lim), "DotnetMonitor_Kestrel__Limits__MaxConcurrentConnections=%d",
              BUSY_N);
     assert_int_equal(testenv_start_dotmon(env, args, dotmon_env(lim, NULL), &dm), 0);
-    (void)agent_test_wait_processes(dm, &app->pid, 1, 15000);
+    cJSON_Delete(agent_test_wait_processes(dm, &app->pid, 1, 15000));
     int busy[BUSY_N];
     for (int i = 0; i < BUSY_N; i++) {
         busy[i] = open_trace(dm->port, app->pid);

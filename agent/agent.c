@@ -430,13 +430,16 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5, dump_timeout = 300;
+    uint64_t spool_mb = 1024;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
         config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
-        config_get_uint(cfg, "Dump:TimeoutSeconds", 1, 86400, &dump_timeout) != 0) {
+        config_get_uint(cfg, "Dump:TimeoutSeconds", 1, 86400, &dump_timeout) != 0 ||
+        config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0) {
         return AGENT_E_INVAL;
     }
+    a->trace_spool_limit = spool_mb * 1024 * 1024;
     op_registry_init(&a->ops, (size_t)history, (size_t)max_traces, (size_t)max_dumps);
     a->dump_timeout_ms = dump_timeout * 1000;
     rc = setup_dump_dirs(a);

@@ -79,6 +79,16 @@ struct agent {
     uint32_t metrics_interval_s;  /* GlobalCounter:IntervalSeconds, for the Metrics profile */
 
     uint64_t requests_total;
+
+    uint64_t trace_spool_limit; /* Trace:SpoolLimitMB in bytes (0: no spool) */
+    struct agent_trace_stats {  /* over finished traces, for /metrics */
+        uint64_t traces;
+        uint64_t events;
+        uint64_t dropped; /* events the runtimes dropped */
+        uint64_t bytes;
+        uint64_t spilled;       /* bytes that went through a spool file */
+        uint64_t spool_limited; /* traces whose spool reached Trace:SpoolLimitMB */
+    } trace_stats;
 };
 
 /*

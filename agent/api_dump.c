@@ -48,15 +48,20 @@
 
 static const char cat[] = "dotmon.dump";
 
-#define DUMP_READ_SIZE ((size_t)256 * 1024)
-#define DUMP_HIGH_WATER ((size_t)1024 * 1024)
-#define DUMP_LOW_WATER ((size_t)256 * 1024)
+#define DUMP_READ_SIZE ((size_t)1024 * 1024)
+#define DUMP_HIGH_WATER ((size_t)4 * 1024 * 1024)
+#define DUMP_LOW_WATER ((size_t)1024 * 1024)
 /* After the deadline the exchange stays open this much longer, only to learn when createdump is
  * done so that the file it wrote can be deleted. */
 #define DUMP_LATE_GRACE_MS ((uint64_t)600 * 1000)
 #define DUMP_MAX_REPLY ((size_t)64 * 1024)
 /* Each step on the thread pool (opening and deleting, one read) must finish within this. */
 #define DUMP_STEP_TIMEOUT_MS ((uint64_t)30 * 1000)
+/* While the runtime writes: how often to look for the file, then for its next bytes. */
+#define DUMP_POLL_MS 50
+#define DUMP_TAIL_MS 20
+/* Bytes per sendfile piece (one HTTP chunk). */
+#define DUMP_PIECE_SIZE ((size_t)16 * 1024 * 1024)
 
 enum dump_fs_step { FS_NONE = 0, FS_ACQUIRE, FS_READ, FS_CLOSE };
 
@@ -78,7 +83,12 @@ struct dump_job {
     struct http_request *req; /* NULL once answered or the client left */
     struct ipc_exchange *x;   /* GenerateCoreDump in flight */
     uv_timer_t timer;         /* deadline for the runtime's answer */
+    uv_timer_t step;          /* deadline of the step on the pool (open, a read, a piece) */
+    uv_timer_t tail;          /* looks for the file while it is written, then for more bytes */
+    int timers_open;
     bool timer_closing;
+    bool written;             /* the runtime answered OK: the file is whole */
+    bool sending;             /* a sendfile piece is in flight */
     uv_fs_t fs;
     uv_work_t work; /* FS_ACQUIRE */
     struct dump_acquire acq;
@@ -118,7 +128,6 @@ static const struct {
 };
 
 static void job_maybe_free(struct dump_job *job);
-static void job_read_next(struct dump_job *job);
 
 /* ---- bookkeeping ----------------------------------------------------------------------------- */
 
@@ -222,6 +231,9 @@ static void job_on_timer_closed(uv_handle_t *h)
 {
     struct dump_job *job = h->data;
     struct agent *a = job->a;
+    if (--job->timers_open > 0) {
+        return;
+    }
     free(job->rbuf);
     free(job);
     if (op_registry_active(&a->ops, OP_KIND_DUMP) == 0) {
@@ -232,7 +244,7 @@ static void job_on_timer_closed(uv_handle_t *h)
 static void job_maybe_free(struct dump_job *job)
 {
     if (job->req != NULL || job->x != NULL || job->fs_step != FS_NONE || job->fd >= 0 ||
-        job->timer_closing) {
+        job->sending || job->timer_closing) {
         return;
     }
     /* Whatever happened, the file goes (a no-op when it was unlinked after opening). */
@@ -247,8 +259,9 @@ static void job_maybe_free(struct dump_job *job)
         }
         job->pprev = NULL;
     }
-    uv_timer_stop(&job->timer);
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
+    uv_close((uv_handle_t *)&job->step, job_on_timer_closed);
+    uv_close((uv_handle_t *)&job->tail, job_on_timer_closed);
 }
 
 static void job_finish_op(struct dump_job *job, enum op_state state, const char *code,
@@ -289,15 +302,16 @@ static void job_fail(struct dump_job *job, int http_status, const char *code, co
 
 /* Closes the descriptor (asynchronously) if open and nothing else is in flight. */
 static void job_close_file(struct dump_job *job);
+static void job_pump(struct dump_job *job);
+static int job_acquire(struct dump_job *job);
 
-/* ---- the file: acquire (open + delete), read, close (one request on the pool at a time) -------
- */
+/* ---- the file: acquire (open + delete), stream, close (one operation on the pool at a time) --- */
 
 /* A step on the pool missed its deadline: answer now; the step's completion only tidies up. */
 static void job_on_step_deadline(uv_timer_t *t)
 {
     struct dump_job *job = t->data;
-    if (job->fs_step == FS_NONE || job->fs_step == FS_CLOSE) {
+    if ((job->fs_step == FS_NONE || job->fs_step == FS_CLOSE) && !job->sending) {
         return;
     }
     job->step_late = true;
@@ -311,7 +325,7 @@ static void job_on_step_deadline(uv_timer_t *t)
 
 static void job_arm_step(struct dump_job *job)
 {
-    uv_timer_start(&job->timer, job_on_step_deadline, DUMP_STEP_TIMEOUT_MS, 0);
+    uv_timer_start(&job->step, job_on_step_deadline, DUMP_STEP_TIMEOUT_MS, 0);
 }
 
 /* Opens dir/name as a dump of this runtime and deletes it at once, on the thread pool. */
@@ -384,12 +398,48 @@ static const char *kind_name(const struct stat *st)
     return "not a regular file";
 }
 
+/* Looks for the file again (while the runtime has not answered), or for its next bytes. */
+static void job_on_tail(uv_timer_t *t)
+{
+    struct dump_job *job = t->data;
+    if (job->req == NULL) {
+        return;
+    }
+    if (job->fd < 0) {
+        if (job->fs_step == FS_NONE && job_acquire(job) != 0) {
+            job_fail(job, 500, "DumpReadFailed", "cannot open the dump file");
+            job_maybe_free(job);
+        }
+        return;
+    }
+    job_pump(job);
+}
+
+/* The runtime has written nothing more yet: look again shortly, unless it is done. */
+static void job_at_eof(struct dump_job *job)
+{
+    if (!job->written) {
+        uv_timer_start(&job->tail, job_on_tail, DUMP_TAIL_MS, 0);
+        return;
+    }
+    struct http_request *req = job->req;
+    job->req = NULL;
+    http_request_on_abort(req, NULL, NULL);
+    job->size = job->sent;
+    log_info(cat, "dump of %llu: %llu bytes sent", (unsigned long long)job->pid,
+             (unsigned long long)job->sent);
+    job_finish_op(job, OP_SUCCEEDED, NULL, NULL);
+    http_stream_end(req);
+    job_close_file(job);
+    job_maybe_free(job);
+}
+
 static void on_acquired(uv_work_t *w, int status)
 {
     struct dump_job *job = w->data;
     struct dump_acquire *acq = &job->acq;
     job->fs_step = FS_NONE;
-    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->step);
     bool late = job->step_late;
     job->step_late = false;
     if (status != 0) {
@@ -415,8 +465,12 @@ static void on_acquired(uv_work_t *w, int status)
         job_maybe_free(job);
         return;
     }
-    char msg[PATH_MAX + 512];
     int rc = acq->rc;
+    if (rc == UV_ENOENT && !job->written) {
+        return; /* not there yet: the runtime is still starting createdump (the tail timer) */
+    }
+    uv_timer_stop(&job->tail);
+    char msg[PATH_MAX + 512];
     if (rc == UV_ENOENT) {
         snprintf(msg, sizeof(msg),
                  "the runtime reported the dump written, but dotmon cannot open %s: %s (the "
@@ -426,28 +480,35 @@ static void on_acquired(uv_work_t *w, int status)
         job_fail(job, 500, "DumpNotFound", msg);
     } else if (rc == AGENT_E_NOTREG || rc == UV_ELOOP) {
         snprintf(msg, sizeof(msg),
-                 "the runtime reported the dump written, but %s is %s (owner uid %u), not a dump "
-                 "file; refused it%s",
-                 job->open_path, rc == UV_ELOOP ? "a symlink" : kind_name(&acq->st),
-                 (unsigned)acq->st.st_uid, acq->removed ? " and deleted it" : "");
+                 "the runtime %s the dump, but %s is %s (owner uid %u), not a dump file; "
+                 "refused it%s",
+                 job->written ? "reported" : "began", job->open_path,
+                 rc == UV_ELOOP ? "a symlink" : kind_name(&acq->st), (unsigned)acq->st.st_uid,
+                 acq->removed ? " and deleted it" : "");
         job_fail(job, 502, "DumpNotAFile", msg);
     } else if (rc == AGENT_E_UNTRUSTED) {
         snprintf(msg, sizeof(msg),
-                 "the runtime reported the dump written, but %s belongs to uid %u, neither the "
-                 "runtime's user nor dotmon's; refused it%s",
-                 job->open_path, (unsigned)acq->st.st_uid, acq->removed ? " and deleted it" : "");
+                 "the runtime %s the dump, but %s belongs to uid %u, neither the runtime's user "
+                 "nor dotmon's; refused it%s",
+                 job->written ? "reported" : "began", job->open_path, (unsigned)acq->st.st_uid,
+                 acq->removed ? " and deleted it" : "");
         job_fail(job, 502, "DumpNotAFile", msg);
     } else if (rc != 0) {
         snprintf(msg, sizeof(msg), "cannot open the dump %s: %s", job->open_path,
                  agent_strerror(rc));
         job_fail(job, rc == AGENT_E_CHANGED ? 502 : 500, "DumpReadFailed", msg);
     } else {
-        job->size = (uint64_t)acq->st.st_size;
         if ((acq->st.st_mode & 077) != 0) {
-            log_warn(
-                cat, "dump of %llu: the runtime created %s with mode %03o (readable by others)",
-                (unsigned long long)job->pid, job->open_path, (unsigned)(acq->st.st_mode & 0777));
+            log_warn(cat, "dump of %llu: the runtime created %s with mode %03o (readable by others)",
+                     (unsigned long long)job->pid, job->open_path,
+                     (unsigned)(acq->st.st_mode & 0777));
         }
+        /*
+         * createdump writes the file front to back, never going back, so every byte below its
+         * current size is final: the response starts now and follows the file as it grows,
+         * instead of waiting for the whole dump. If createdump fails later, the transfer is cut
+         * (the client sees it incomplete) and the operation says why.
+         */
         char disposition[128];
         snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
         const struct http_header hdrs[] = {{"Content-Disposition", disposition},
@@ -456,9 +517,10 @@ static void on_acquired(uv_work_t *w, int status)
             job_fail(job, 500, "ResponseFailed", "cannot start the response");
         } else {
             job->streaming = true;
-            log_info(cat, "dump of %llu: streaming %llu bytes from %s", (unsigned long long)job->pid,
-                     (unsigned long long)job->size, job->open_path);
-            job_read_next(job);
+            log_info(cat, "dump of %llu: streaming %s %s",
+                     (unsigned long long)job->pid, job->open_path,
+                     job->written ? "(written)" : "while the runtime writes it");
+            job_pump(job);
             return;
         }
     }
@@ -482,6 +544,30 @@ static int job_acquire(struct dump_job *job)
     return 0;
 }
 
+/* A piece sent straight from the file (plain HTTP). */
+static void on_sent(void *ud, struct http_request *r, int status, size_t n)
+{
+    struct dump_job *job = ud;
+    (void)r;
+    job->sending = false;
+    uv_timer_stop(&job->step);
+    job->sent += n;
+    if (job->step_late || status < 0 || job->req == NULL) {
+        /* Failed (answered already), or the client is gone (its abort callback follows). */
+        job->step_late = false;
+        if (job->req == NULL) {
+            job_close_file(job);
+            job_maybe_free(job);
+        }
+        return;
+    }
+    if (n == 0) {
+        job_at_eof(job);
+        return;
+    }
+    job_pump(job);
+}
+
 static void on_fs(uv_fs_t *fs)
 {
     /* fs is embedded in the job (uv_fs_* calls do not keep req->data). */
@@ -492,7 +578,7 @@ static void on_fs(uv_fs_t *fs)
     job->fs_step = FS_NONE;
     char msg[PATH_MAX + 256];
 
-    uv_timer_stop(&job->timer); /* the step's deadline */
+    uv_timer_stop(&job->step); /* the step's deadline */
     if (job->step_late) {
         job->step_late = false; /* answered already: only tidy up */
         if (step == FS_READ) {
@@ -514,14 +600,8 @@ static void on_fs(uv_fs_t *fs)
             break;
         }
         if (result == 0) {
-            struct http_request *req = job->req;
-            job->req = NULL;
-            http_request_on_abort(req, NULL, NULL);
-            log_info(cat, "dump of %llu: %llu bytes sent", (unsigned long long)job->pid,
-                     (unsigned long long)job->sent);
-            job_finish_op(job, OP_SUCCEEDED, NULL, NULL);
-            http_stream_end(req);
-            break;
+            job_at_eof(job);
+            return;
         }
         job->sent += (uint64_t)result;
         uint8_t *b = job->rbuf;
@@ -529,14 +609,11 @@ static void on_fs(uv_fs_t *fs)
         if (http_stream_write_owned(job->req, b, b, (size_t)result) != 0) {
             break; /* the client is gone: the abort callback follows */
         }
-        if (http_stream_pending(job->req) > DUMP_HIGH_WATER) {
-            job->waiting_drain = true;
-            return;
-        }
-        job_read_next(job);
+        job_pump(job);
         return;
     case FS_CLOSE:
     case FS_NONE:
+    case FS_ACQUIRE:
     default:
         job->fd = -1;
         job_maybe_free(job);
@@ -548,9 +625,10 @@ static void on_fs(uv_fs_t *fs)
 
 static void job_close_file(struct dump_job *job)
 {
-    if (job->fd < 0 || job->fs_step != FS_NONE) {
+    if (job->fd < 0 || job->fs_step != FS_NONE || job->sending) {
         return;
     }
+    uv_timer_stop(&job->tail);
     job->fs_step = FS_CLOSE;
     if (uv_fs_close(job->a->loop, &job->fs, job->fd, on_fs) != 0) {
         job->fs_step = FS_NONE;
@@ -558,8 +636,32 @@ static void job_close_file(struct dump_job *job)
     }
 }
 
-static void job_read_next(struct dump_job *job)
+/*
+ * The next piece of the file to the client: straight from the file with sendfile on plain HTTP
+ * (no copy through dotmon), else read into a buffer and queued (TLS encrypts on the loop).
+ */
+static void job_pump(struct dump_job *job)
 {
+    struct http_request *req = job->req;
+    if (req == NULL || job->fd < 0 || job->fs_step != FS_NONE || job->sending) {
+        return;
+    }
+    if (http_stream_can_sendfile(req)) {
+        job->sending = true;
+        int rc = http_stream_sendfile(req, job->fd, job->sent, DUMP_PIECE_SIZE, on_sent, job);
+        if (rc != 0) {
+            job->sending = false;
+            job_fail(job, 500, "ResponseFailed", "cannot send the dump");
+            job_close_file(job);
+            return;
+        }
+        job_arm_step(job);
+        return;
+    }
+    if (http_stream_pending(req) > DUMP_HIGH_WATER) {
+        job->waiting_drain = true;
+        return;
+    }
     if (job->rbuf == NULL && (job->rbuf = malloc(DUMP_READ_SIZE)) == NULL) {
         job_fail(job, 500, "OutOfMemory", "out of memory");
         job_close_file(job);
@@ -580,9 +682,9 @@ static void job_on_drain(void *ud, struct http_request *r)
 {
     struct dump_job *job = ud;
     (void)r;
-    if (job->waiting_drain && job->fs_step == FS_NONE && job->fd >= 0) {
+    if (job->waiting_drain) {
         job->waiting_drain = false;
-        job_read_next(job);
+        job_pump(job);
     }
 }
 
@@ -636,6 +738,7 @@ static void job_on_deadline(uv_timer_t *t)
              "deleted when it finishes",
              (unsigned long long)(job->a->dump_timeout_ms / 1000));
     job_fail(job, 504, "Timeout", msg);
+    job_close_file(job);
     job_unlink_now(job); /* what exists so far; again when the runtime answers */
 }
 
@@ -674,7 +777,7 @@ static void job_on_reply(void *ud, const struct ipc_result *res)
     char msg[2048];
 
     if (res->status == 0 && !res->ok && res->hresult == IPC_HR_UNKNOWN_COMMAND &&
-        job->version > 1 && job->req != NULL) {
+        job->version > 1 && job->req != NULL && job->fd < 0) {
         job->version--;
         log_debug(cat, "GenerateCoreDump%d unknown: trying version %d", job->version + 1,
                   job->version);
@@ -698,10 +801,20 @@ static void job_on_reply(void *ud, const struct ipc_result *res)
     } else if (job->req != NULL) {
         log_info(cat, "dump of %llu written by the runtime (GenerateCoreDump%d)",
                  (unsigned long long)job->pid, job->version);
-        if (job_acquire(job) == 0) {
-            return;
+        job->written = true;
+        if (job->fd < 0) {
+            /* Not seen yet (or in an acquire now: it sees `written`). */
+            uv_timer_stop(&job->tail);
+            if (job->fs_step == FS_NONE && job_acquire(job) != 0) {
+                job_fail(job, 500, "DumpReadFailed", "cannot open the dump file");
+            }
+        } else if (job->fs_step == FS_NONE && !job->sending) {
+            uv_timer_stop(&job->tail); /* waiting for more bytes: there are no more to come */
+            job_pump(job);
         }
-        job_fail(job, 500, "DumpReadFailed", "cannot open the dump file");
+    }
+    if (job->req == NULL) {
+        job_close_file(job);
     }
     job_maybe_free(job);
 }
@@ -834,7 +947,10 @@ void api_dump_get(struct agent *a, struct http_request *req)
     }
     job->a = a;
     uv_timer_init(a->loop, &job->timer);
-    job->timer.data = job;
+    uv_timer_init(a->loop, &job->step);
+    uv_timer_init(a->loop, &job->tail);
+    job->timer.data = job->step.data = job->tail.data = job;
+    job->timers_open = 3;
     job->next = a->dump_jobs;
     if (job->next != NULL) {
         job->next->pprev = &job->next;
@@ -885,6 +1001,8 @@ void api_dump_get(struct agent *a, struct http_request *req)
     log_info(cat, "dump of %llu (%s) requested: %s", (unsigned long long)job->pid, job->type_name,
              job->target_path);
     uv_timer_start(&job->timer, job_on_deadline, a->dump_timeout_ms, 0);
+    /* Look for the file while the runtime writes it: it is streamed as it grows. */
+    uv_timer_start(&job->tail, job_on_tail, DUMP_POLL_MS, DUMP_POLL_MS);
     op->control.cancel = job_cancel;
     op->ctx = job;
     op_set_state(&a->ops, op, OP_RUNNING, NULL, NULL);

@@ -248,6 +248,32 @@ void api_metrics(struct agent *a, struct http_request *req)
                "# TYPE dotmon_http_requests_total counter\n"
                "dotmon_http_requests_total %llu\n",
                ipc_discovery_count(a->disc), (unsigned long long)a->requests_total);
+    const struct agent_trace_stats *ts = &a->trace_stats;
+    buf_printf(&body,
+               "# HELP dotmon_traces_total Traces that have finished\n"
+               "# TYPE dotmon_traces_total counter\n"
+               "dotmon_traces_total %llu\n"
+               "# HELP dotmon_trace_events_total Events in finished traces\n"
+               "# TYPE dotmon_trace_events_total counter\n"
+               "dotmon_trace_events_total %llu\n"
+               "# HELP dotmon_trace_dropped_events_total Events the runtimes dropped from finished "
+               "traces (their buffer was full)\n"
+               "# TYPE dotmon_trace_dropped_events_total counter\n"
+               "dotmon_trace_dropped_events_total %llu\n"
+               "# HELP dotmon_trace_bytes_total Bytes of finished traces\n"
+               "# TYPE dotmon_trace_bytes_total counter\n"
+               "dotmon_trace_bytes_total %llu\n"
+               "# HELP dotmon_trace_spooled_bytes_total Trace bytes that waited in a spool file for "
+               "a slow client\n"
+               "# TYPE dotmon_trace_spooled_bytes_total counter\n"
+               "dotmon_trace_spooled_bytes_total %llu\n"
+               "# HELP dotmon_trace_spool_limit_reached_total Traces whose client fell behind by "
+               "Trace:SpoolLimitMB\n"
+               "# TYPE dotmon_trace_spool_limit_reached_total counter\n"
+               "dotmon_trace_spool_limit_reached_total %llu\n",
+               (unsigned long long)ts->traces, (unsigned long long)ts->events,
+               (unsigned long long)ts->dropped, (unsigned long long)ts->bytes,
+               (unsigned long long)ts->spilled, (unsigned long long)ts->spool_limited);
     http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0, buf_data(&body),
                  buf_size(&body));
     buf_fini(&body);

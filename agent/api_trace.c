@@ -4,11 +4,23 @@
  *
  * One trace_job per request ties three lifetimes together: the HTTP request (gone when the
  * response is finished or the client disconnects), the IPC session (gone after on_end or abort)
- * and the duration timer. The job is freed once all three are gone. Backpressure: when more than
- * TRACE_HIGH_WATER bytes wait for the client, the session stops reading the runtime's socket (the
- * runtime's own buffer absorbs it) until the client drains below TRACE_LOW_WATER, so dotmon's
- * memory stays bounded whatever the trace size. Every byte the runtime sends also goes through the
- * streaming nettrace checker, which decides whether the trace ended complete or truncated.
+ * and the duration timer. The job is freed once all three are gone.
+ *
+ * A slow client never slows the runtime down: when its connection holds more than
+ * TRACE_HIGH_WATER bytes not yet sent, what the runtime sends next goes to a spool (agent/spool.h:
+ * 1 MiB in memory, then an unnamed 0600 file in dotmon's temp folder, at most Trace:SpoolLimitMB)
+ * and is relayed from there, in order, whenever the connection drains below TRACE_LOW_WATER. So
+ * the runtime's buffer, which drops events when full, is read at the runtime's pace. Only when the
+ * spool is full (or its file cannot be written) does the session stop reading the runtime's
+ * socket until the spool drains: backpressure as the last resort, said in the operation. With
+ * Trace:SpoolLimitMB 0 there is no spool and that backpressure applies at once. dotmon's memory
+ * stays bounded (HTTP queue + the spool's memory window) whatever the trace size.
+ *
+ * Every byte the runtime sends also goes through the streaming nettrace checker as it arrives:
+ * it decides whether the trace ended complete or truncated, and counts the events the runtime
+ * dropped (sequence-number gaps per capture thread, against the sequence points too, PROTOCOL.md
+ * §5.7): `droppedEvents` of the operation, the end-of-trace log line and /metrics. When the
+ * runtime ends the stream, the response ends only once the spool has been relayed.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -26,6 +38,7 @@
 #include "log.h"
 #include "nettrace.h"
 #include "operations.h"
+#include "spool.h"
 #include "trace_config.h"
 
 static const char cat[] = "dotmon.trace";
@@ -49,6 +62,10 @@ struct trace_job {
     bool streaming; /* response headers sent */
     bool paused;
     bool stopping;
+    bool ended;            /* the runtime ended the stream; the response ends once the spool is out */
+    int end_status;        /* sess_on_end's status, for the deferred end */
+    bool backpressure_said; /* the fall-back to backpressure was logged */
+    struct spool *spool;   /* NULL until the client first falls behind (or Trace:SpoolLimitMB 0) */
     bool client_lost; /* a write to the client failed: it did not get the whole file */
     int64_t duration_s; /* -1: until stopped */
     int version;        /* CollectTracing version used */
@@ -78,6 +95,7 @@ static void job_on_timer_closed(uv_handle_t *h)
     struct agent *a = job->a;
     trace_config_fini(&job->tc);
     nettrace_checker_fini(&job->checker);
+    spool_close(job->spool);
     free(job);
     /* A relay churns through large chunk buffers; once no trace is running, hand the freed heap
      * back to the system so an idle sidecar returns to its idle footprint. */
@@ -118,7 +136,31 @@ static void job_finish_op(struct trace_job *job, enum op_state state, const char
             cJSON_AddNumberToObject(extra, "offset", (double)offset);
         }
         cJSON_AddNumberToObject(extra, "events", (double)st->events);
-        cJSON_AddNumberToObject(extra, "lostEvents", (double)st->lost);
+        /* Events the runtime dropped (its buffer was full): the file's structure can be
+         * complete while events are missing, so this is a number of its own. */
+        cJSON_AddNumberToObject(extra, "droppedEvents", (double)st->lost);
+        if (job->spool != NULL) {
+            cJSON *sp = cJSON_AddObjectToObject(extra, "spool");
+            if (sp != NULL) {
+                cJSON_AddNumberToObject(sp, "peakBytes", (double)spool_peak(job->spool));
+                cJSON_AddNumberToObject(sp, "spilledBytes", (double)spool_spilled(job->spool));
+                cJSON_AddNumberToObject(sp, "limitBytes", (double)job->a->trace_spool_limit);
+                cJSON_AddBoolToObject(sp, "limitReached", spool_limit_hit(job->spool));
+                if (spool_error(job->spool) != 0) {
+                    cJSON_AddStringToObject(sp, "error", agent_strerror(spool_error(job->spool)));
+                }
+            }
+            if (spool_limit_hit(job->spool) || spool_error(job->spool) != 0) {
+                cJSON_AddStringToObject(
+                    extra, "backpressure",
+                    spool_error(job->spool) != 0
+                        ? "the spool file could not be written: the runtime was then read only as "
+                          "fast as the client downloaded, and its buffer may have dropped events"
+                        : "the client fell behind by Trace:SpoolLimitMB: the runtime was then read "
+                          "only as fast as the client downloaded, and its buffer may have dropped "
+                          "events");
+            }
+        }
         cJSON_AddStringToObject(extra, "profiles", job->tc.profile_names);
         if (job->version > 0) {
             cJSON_AddNumberToObject(extra, "collectTracingVersion", job->version);
@@ -128,6 +170,16 @@ static void job_finish_op(struct trace_job *job, enum op_state state, const char
     op_set_extra(op, extra);
     op_set_state(&job->a->ops, op, state, code, message); /* clears the control hooks */
     job->op = NULL;
+    const struct nettrace_stats *st = nettrace_get_stats(&job->checker);
+    struct agent_trace_stats *ts = &job->a->trace_stats;
+    ts->traces++;
+    ts->events += st->events;
+    ts->dropped += st->lost;
+    ts->bytes += st->bytes;
+    if (job->spool != NULL) {
+        ts->spilled += spool_spilled(job->spool);
+        ts->spool_limited += spool_limit_hit(job->spool) ? 1 : 0;
+    }
 }
 
 static void job_on_abort(void *ud, struct http_request *r)
@@ -144,6 +196,8 @@ static void job_on_abort(void *ud, struct http_request *r)
     }
     uv_timer_stop(&job->timer);
     job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    spool_close(job->spool); /* its file goes with it */
+    job->spool = NULL;
     job_maybe_free(job);
 }
 
@@ -188,6 +242,8 @@ static void job_cancel(void *ctx)
         }
     }
     job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    spool_close(job->spool);
+    job->spool = NULL;
     job_maybe_free(job);
 }
 
@@ -196,14 +252,12 @@ static void job_on_timer(uv_timer_t *t)
     job_stop(t->data);
 }
 
+static void job_relay(struct trace_job *job);
+
 static void job_on_drain(void *ud, struct http_request *r)
 {
-    struct trace_job *job = ud;
     (void)r;
-    if (job->paused && job->sess != NULL) {
-        job->paused = false;
-        ipc_session_resume(job->sess);
-    }
+    job_relay(ud);
 }
 
 static void sess_on_started(void *ud, uint64_t session_id, int version)
@@ -262,14 +316,36 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         }
         data = base + off;
     }
+    bool behind = http_stream_pending(job->req) > TRACE_HIGH_WATER ||
+                  (job->spool != NULL && spool_size(job->spool) > 0);
+    if (behind && job->a->trace_spool_limit > 0) {
+        /* The client is behind: keep reading the runtime, queue in the spool (in order). */
+        if (job->spool == NULL &&
+            spool_new(job->a->loop, job->a->diag_dir, job->a->trace_spool_limit, &job->spool) != 0) {
+            job->spool = NULL;
+        }
+        if (job->spool != NULL) {
+            if (spool_push(job->spool, base, data, n) == UV_ENOMEM) {
+                /* Bytes are gone: the client cannot get the file whole. */
+                log_warn(cat, "trace of %llu: out of memory spooling for a slow client",
+                         (unsigned long long)job->pid);
+                job->client_lost = true;
+                job_cancel(job);
+                return;
+            }
+            job_relay(job);
+            return;
+        }
+    }
     int rc = base != NULL ? http_stream_write_owned(job->req, base, data, n)
                           : http_stream_write(job->req, p, n);
     if (rc != 0) {
         job->client_lost = true;
         return; /* the client is gone; the abort callback follows */
     }
-    if (!job->paused && http_stream_pending(job->req) > TRACE_HIGH_WATER) {
-        job->paused = true;
+    if (!job->paused && job->a->trace_spool_limit == 0 &&
+        http_stream_pending(job->req) > TRACE_HIGH_WATER) {
+        job->paused = true; /* no spool: backpressure at once */
         ipc_session_pause(job->sess);
     }
 }
@@ -363,9 +439,27 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     }
 
     enum nettrace_verdict v = nettrace_finish(&job->checker);
-    log_info(cat, "trace of %llu ended: %llu bytes, %s%s%s", (unsigned long long)job->pid,
-             (unsigned long long)nettrace_get_stats(&job->checker)->bytes, verdict_word(v),
-             status ? ", " : "", status ? agent_strerror(status) : "");
+    const struct nettrace_stats *st = nettrace_get_stats(&job->checker);
+    uint64_t spooled = job->spool != NULL ? spool_size(job->spool) : 0;
+    /* Dropped events are a warning: the file may be whole while the trace is not. */
+    log_msg(st->lost > 0 ? LOG_WARN : LOG_INFO, cat,
+            "trace of %llu ended: %llu bytes, %llu events, %llu dropped by the runtime, %s%s%s%s",
+            (unsigned long long)job->pid, (unsigned long long)st->bytes,
+            (unsigned long long)st->events, (unsigned long long)st->lost, verdict_word(v),
+            status ? ", " : "", status ? agent_strerror(status) : "",
+            spooled > 0 ? "; the client still has the spool to download" : "");
+    job->ended = true;
+    job->end_status = status;
+    job_relay(job); /* the response ends once the spool is out */
+}
+
+/* The runtime ended the stream and every byte of it is queued to the client (or the client is
+ * gone): finish the operation and the response. */
+static void job_deliver_end(struct trace_job *job)
+{
+    int status = job->end_status;
+    struct http_request *req = job->req;
+    enum nettrace_verdict v = nettrace_finish(&job->checker);
     if (job->client_lost || req == NULL) {
         /* The runtime finished, but the client did not receive the whole file. */
         job_finish_op(job, OP_CANCELLED, NULL, NULL);
@@ -405,6 +499,70 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
         }
     }
     job_maybe_free(job);
+}
+
+/* A chunk from the spool: to the client, then the next one. */
+static void job_on_spooled(void *ud, int status, void *base, const uint8_t *data, size_t n)
+{
+    struct trace_job *job = ud;
+    if (status != 0) {
+        /* The spool lost bytes (its file could not be read back): the client's file would have a
+         * hole. End it as incomplete and stop the session. */
+        log_warn(cat, "trace of %llu: reading the spool failed (%s); ending the response",
+                 (unsigned long long)job->pid, agent_strerror(status));
+        job->client_lost = true;
+        job_cancel(job);
+        return;
+    }
+    if (job->req == NULL) {
+        free(base);
+        return;
+    }
+    if (http_stream_write_owned(job->req, base, data, n) != 0) {
+        job->client_lost = true;
+        return; /* the client is gone; the abort callback follows */
+    }
+    job_relay(job);
+}
+
+/*
+ * Moves spooled bytes to the client while its queue is short, pauses the runtime's stream when
+ * the spool is full (and resumes it once there is room again), and ends the response once the
+ * runtime has ended the stream and nothing is left in the spool.
+ */
+static void job_relay(struct trace_job *job)
+{
+    struct http_request *req = job->req;
+    struct spool *sp = job->spool;
+    if (req != NULL && sp != NULL && spool_size(sp) > 0 && !spool_popping(sp) &&
+        http_stream_pending(req) < TRACE_HIGH_WATER) {
+        (void)spool_pop(sp, job_on_spooled, job);
+    }
+    if (job->sess != NULL) {
+        if (!job->paused && sp != NULL && spool_full(sp)) {
+            job->paused = true;
+            ipc_session_pause(job->sess);
+            if (!job->backpressure_said) {
+                job->backpressure_said = true;
+                log_warn(cat,
+                         "trace of %llu: the client is %llu bytes behind (%s); reading the runtime "
+                         "only as fast as the client downloads from now on, and its buffer may "
+                         "drop events",
+                         (unsigned long long)job->pid, (unsigned long long)spool_size(sp),
+                         spool_error(sp) != 0 ? "the spool file cannot be written"
+                                              : "Trace:SpoolLimitMB");
+            }
+        } else if (job->paused && (sp != NULL ? spool_has_room(sp)
+                                              : req == NULL ||
+                                                    http_stream_pending(req) <= TRACE_LOW_WATER)) {
+            job->paused = false;
+            ipc_session_resume(job->sess);
+        }
+    }
+    if (job->ended && (req == NULL || sp == NULL || (spool_size(sp) == 0 && !spool_popping(sp)))) {
+        job->ended = false;
+        job_deliver_end(job);
+    }
 }
 
 static const struct ipc_session_callbacks session_callbacks = {

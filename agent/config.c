@@ -370,6 +370,7 @@ static const char *const known_keys[] = {
     "Storage:DefaultSharedPath",
     "Storage:DumpTargetFolder",
     "Dump:TimeoutSeconds",
+    "Trace:SpoolLimitMB",
     "DiagnosticPort",
     "DiagnosticPort:ConnectionMode",
     "DiagnosticPort:EndpointName",

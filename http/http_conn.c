@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE /* sendfile; before the first system header */
 #include <assert.h>
+#include <errno.h>
 #include <limits.h>
+#include <sys/ioctl.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +78,8 @@ static void conn_handle_read_error(struct http_conn *c, int err);
 static void conn_handle_timeout(struct http_conn *c);
 static void conn_handle_write_done(struct http_conn *c, int status);
 static void conn_release(struct http_conn *c);
+/* sendfile (http_stream_sendfile) */
+static void sf_start(struct http_conn *c);
 /* libuv callbacks: thin, they only translate the event */
 static void conn_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out);
 static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b);
@@ -166,9 +174,10 @@ static void conn_arm_timer(struct http_conn *c)
  */
 static void conn_update_reading(struct http_conn *c)
 {
-    bool want = !c->saw_eof && (c->state == CONN_HEAD || c->state == CONN_BODY ||
-                                c->state == CONN_IDLE || c->state == CONN_LINGER ||
-                                (c->state == CONN_HANDLER && !c->hold_input));
+    /* Not while a sendfile worker has the socket in blocking mode: a read would block. */
+    bool want = !c->saw_eof && !c->sf.busy &&
+                (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_IDLE ||
+                 c->state == CONN_LINGER || (c->state == CONN_HANDLER && !c->hold_input));
     if (want && !c->reading) {
         int rc = uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read);
         if (rc != 0) {
@@ -408,6 +417,10 @@ static void conn_handle_write_done(struct http_conn *c, int status)
     }
     if (c->state == CONN_HANDLER) {
         conn_arm_timer(c);
+        if (c->sf.queued && c->writes_in_flight == 0) {
+            sf_start(c); /* the piece waited for the writes before it */
+            return;
+        }
         struct http_request *r = c->req;
         if (r != NULL && r->resp == RESP_STREAMING && r->drain_cb != NULL &&
             c->pending <= r->low_water) {
@@ -435,7 +448,10 @@ void http__conn_close(struct http_conn *c)
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;
     }
-    uv_close((uv_handle_t *)&c->tcp, conn_on_close);
+    /* A sendfile worker still uses the descriptor: the socket closes when it returns. */
+    if (!c->sf.busy) {
+        uv_close((uv_handle_t *)&c->tcp, conn_on_close);
+    }
     uv_close((uv_handle_t *)&c->timer, conn_on_close);
 }
 
@@ -1276,6 +1292,209 @@ void http__conn_settings_init(llhttp_settings_t *s)
     s->on_chunk_extension_name = conn_on_chunk_extension;
     s->on_chunk_extension_value = conn_on_chunk_extension;
     s->on_message_complete = conn_on_message_complete;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * sendfile: a file piece straight from the page cache to the socket, on the thread pool
+ * ------------------------------------------------------------------------------------------- */
+
+#define SF_SEND_TIMEOUT_S 1 /* a blocking send returns after this without progress */
+
+static int sf_errno(void)
+{
+    return errno != 0 ? -errno : UV_EIO;
+}
+
+/*
+ * On a pool thread, the socket in blocking mode with a send timeout: the chunk's size line, the
+ * file's bytes, the "\r\n"; stops at the first timeout (EAGAIN) with whatever went out, so each
+ * work item is bounded; the loop queues the next one.
+ */
+static void sf_work(uv_work_t *w)
+{
+    struct http_sendfile *sf = w->data;
+    sf->progress = false;
+    sf->err = 0;
+    /* Linux only lets a process use a socket in blocking mode from one thread at a time; the
+     * loop keeps off it while this runs (reading stopped, no writes queued). */
+    if (!sf->sized) {
+        struct stat st;
+        if (fstat(sf->file, &st) != 0) {
+            sf->err = sf_errno();
+            return;
+        }
+        uint64_t avail = (uint64_t)st.st_size > sf->offset ? (uint64_t)st.st_size - sf->offset : 0;
+        sf->chunk_len = avail < sf->max ? (size_t)avail : sf->max;
+        sf->sized = true;
+        if (sf->chunk_len == 0) {
+            return; /* nothing there yet */
+        }
+        sf->hdr_len = sf->chunked ? (size_t)snprintf(sf->hdr, sizeof(sf->hdr), "%zx\r\n",
+                                                     sf->chunk_len)
+                                  : 0;
+    }
+    while (sf->hdr_sent < sf->hdr_len) {
+        ssize_t n = send(sf->sock, sf->hdr + sf->hdr_sent, sf->hdr_len - sf->hdr_sent,
+                         MSG_NOSIGNAL);
+        if (n < 0) {
+            sf->err = errno == EAGAIN || errno == EINTR ? 0 : sf_errno(); /* EAGAIN: the send timeout */
+            return;
+        }
+        sf->hdr_sent += (size_t)n;
+        sf->progress = true;
+    }
+    while (sf->done < sf->chunk_len) {
+        off_t pos = (off_t)(sf->offset + sf->done);
+        ssize_t n = sendfile(sf->sock, sf->file, &pos, sf->chunk_len - sf->done);
+        if (n < 0) {
+            sf->err = errno == EAGAIN || errno == EINTR ? 0 : sf_errno(); /* EAGAIN: the send timeout */
+            return;
+        }
+        if (n == 0) {
+            sf->err = UV_EIO; /* the file is shorter than it was: it was truncated */
+            return;
+        }
+        sf->done += (size_t)n;
+        sf->progress = true;
+    }
+    static const char crlf[] = "\r\n";
+    while (sf->chunked && sf->trl_sent < 2) {
+        ssize_t n = send(sf->sock, crlf + sf->trl_sent, 2 - sf->trl_sent, MSG_NOSIGNAL);
+        if (n < 0) {
+            sf->err = errno == EAGAIN || errno == EINTR ? 0 : sf_errno(); /* EAGAIN: the send timeout */
+            return;
+        }
+        sf->trl_sent += (size_t)n;
+        sf->progress = true;
+    }
+}
+
+static bool sf_finished(const struct http_sendfile *sf)
+{
+    return sf->sized && (sf->chunk_len == 0 ||
+                         (sf->done == sf->chunk_len && (!sf->chunked || sf->trl_sent == 2)));
+}
+
+static void sf_after(uv_work_t *w, int status)
+{
+    struct http_conn *c = (struct http_conn *)(void *)((char *)w - offsetof(struct http_conn, sf.work));
+    struct http_sendfile *sf = &c->sf;
+    int nonblocking = 1;
+    (void)ioctl(sf->sock, FIONBIO, &nonblocking);
+    sf->busy = false;
+    if (c->state == CONN_CLOSING) {
+        /* The owner learns that the file is no longer used, then the socket closes (deferred by
+         * http__conn_close); the abort callback comes after, from the close callback. */
+        http_sendfile_cb cb = sf->cb;
+        sf->cb = NULL;
+        if (cb != NULL) {
+            cb(sf->ud, c->req, AGENT_E_CLOSED, sf->done);
+        }
+        uv_close((uv_handle_t *)&c->tcp, conn_on_close);
+        return;
+    }
+    int err = status != 0 ? status : sf->err;
+    uint64_t now = uv_now(c->srv->loop);
+    if (sf->progress) {
+        sf->last_progress = now;
+    }
+    if (err == 0 && !sf_finished(sf) && now - sf->last_progress > c->srv->cfg.write_timeout_ms) {
+        err = AGENT_E_TIMEOUT; /* the client reads nothing */
+    }
+    if (err == 0 && !sf_finished(sf)) {
+        sf_start(c); /* timed out once with the piece half out: go on */
+        return;
+    }
+    http_sendfile_cb cb = sf->cb;
+    void *ud = sf->ud;
+    size_t sent = err == 0 ? sf->chunk_len : sf->done;
+    sf->cb = NULL;
+    struct http_request *r = c->req;
+    if (err != 0) {
+        log_debug(HTTP_LOG_CAT, "connection %llu: sendfile failed after %zu bytes: %s",
+                  (unsigned long long)c->id, sf->done, agent_strerror(err));
+        http__conn_close(c); /* closes the socket at once: no worker any more */
+        if (cb != NULL) {
+            cb(ud, r, err, sent);
+        }
+        return;
+    }
+    conn_update_reading(c); /* watch for the client going away again */
+    if (cb != NULL) {
+        cb(ud, r, 0, sent); /* may end the response or start the next piece */
+    }
+}
+
+static void sf_start(struct http_conn *c)
+{
+    struct http_sendfile *sf = &c->sf;
+    sf->queued = false;
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+    int blocking = 0;
+    struct timeval tv = {.tv_sec = SF_SEND_TIMEOUT_S, .tv_usec = 0};
+    int rc = setsockopt(sf->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+                     ioctl(sf->sock, FIONBIO, &blocking) != 0
+                 ? sf_errno()
+                 : 0;
+    if (rc == 0) {
+        sf->busy = true;
+        sf->work.data = sf;
+        rc = uv_queue_work(c->srv->loop, &sf->work, sf_work, sf_after);
+    }
+    if (rc != 0) {
+        /* Not reached in practice; fail the piece like a failed write. */
+        sf->busy = false;
+        int nonblocking = 1;
+        (void)ioctl(sf->sock, FIONBIO, &nonblocking);
+        http_sendfile_cb cb = sf->cb;
+        sf->cb = NULL;
+        http__conn_close(c);
+        if (cb != NULL) {
+            cb(sf->ud, c->req, rc, 0);
+        }
+    }
+}
+
+bool http_stream_can_sendfile(const struct http_request *r)
+{
+    return r != NULL && r->resp == RESP_STREAMING && !r->discard_body && r->conn->tls == NULL;
+}
+
+int http_stream_sendfile(struct http_request *r, int fd, uint64_t offset, size_t max,
+                         http_sendfile_cb cb, void *ud)
+{
+    if (!http_stream_can_sendfile(r) || fd < 0 || max == 0 || cb == NULL) {
+        return AGENT_E_INVAL;
+    }
+    struct http_conn *c = r->conn;
+    if (r->in_abort || c->state != CONN_HANDLER) {
+        return AGENT_E_CLOSED;
+    }
+    struct http_sendfile *sf = &c->sf;
+    if (sf->busy || sf->queued) {
+        return AGENT_E_INVAL;
+    }
+    uv_os_fd_t sock;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &sock) != 0) {
+        return AGENT_E_CLOSED;
+    }
+    memset(sf, 0, sizeof(*sf));
+    sf->cb = cb;
+    sf->ud = ud;
+    sf->sock = sock;
+    sf->file = fd;
+    sf->offset = offset;
+    sf->max = max;
+    sf->chunked = r->chunked;
+    sf->last_progress = uv_now(c->srv->loop);
+    sf->queued = true;
+    if (c->writes_in_flight == 0) {
+        sf_start(c);
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------

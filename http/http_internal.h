@@ -129,6 +129,33 @@ struct http_listener {
     struct http_listener *next;
 };
 
+/*
+ * A file piece being sent with sendfile(2) on the thread pool (http_stream_sendfile). The worker
+ * owns the fields below `cb` while `busy`; the loop reads them only in the after-work callback.
+ */
+struct http_sendfile {
+    uv_work_t work;
+    http_sendfile_cb cb;
+    void *ud;
+    bool queued;   /* waiting for the writes before it to go out */
+    bool busy;     /* a work item is on the pool: the socket is in blocking mode */
+    int sock;
+    int file;
+    uint64_t offset;     /* of the piece in the file */
+    size_t max;          /* most bytes for the piece */
+    bool chunked;
+    bool sized;          /* chunk_len decided (the file's size was looked at) */
+    size_t chunk_len;    /* bytes of the piece */
+    size_t done;         /* of them sent */
+    char hdr[24];        /* the chunk's size line */
+    size_t hdr_len;
+    size_t hdr_sent;
+    size_t trl_sent;     /* of the "\r\n" after the chunk */
+    int err;             /* 0, or what failed */
+    bool progress;       /* the last work item sent something */
+    uint64_t last_progress; /* uv_now() */
+};
+
 struct http_conn {
     uv_tcp_t tcp;
     uv_timer_t timer;
@@ -171,6 +198,7 @@ struct http_conn {
     size_t version_len;
     const char *exec_start; /* bounds of the bytes given to the running llhttp_execute */
     const char *exec_end;
+    struct http_sendfile sf; /* http_stream_sendfile */
 };
 
 struct http_server {

@@ -177,6 +177,26 @@ size_t http_stream_pending(const struct http_request *r);
  * write, end or abort the stream. */
 typedef void (*http_drain_cb)(void *ud, struct http_request *r);
 void http_stream_on_drain(struct http_request *r, size_t low_water, http_drain_cb cb, void *ud);
+/*
+ * Sends the next bytes of the response straight from a regular file, without copying them
+ * through dotmon: up to max bytes of fd from offset, but no further than the file's size at that
+ * moment (a file still being written is sent as far as it goes), as one chunk when chunked. The
+ * copy runs as sendfile(2) on libuv's thread pool, the socket in blocking mode with a 1 s send
+ * timeout per call (reading the client paused meanwhile), repeated until the piece is out. It
+ * starts once the writes queued before it have gone out. Plain HTTP only: over TLS (or for
+ * HEAD) it returns AGENT_E_INVAL and the caller reads and writes instead (http_stream_can_sendfile).
+ * cb(ud, r, 0, n) when the piece is out (n 0: the file has no byte at offset yet), or with a
+ * negative status when the client went away, made no progress for the write timeout, or the
+ * connection was closed meanwhile (r may then be NULL, and the abort callback follows). cb runs
+ * exactly once per accepted call, and only once the file is no longer used: fd must stay open
+ * until then. One piece at a time; no other stream call until cb. Returns 0 (cb will run),
+ * AGENT_E_INVAL or AGENT_E_CLOSED (cb will not run).
+ */
+typedef void (*http_sendfile_cb)(void *ud, struct http_request *r, int status, size_t sent);
+int http_stream_sendfile(struct http_request *r, int fd, uint64_t offset, size_t max,
+                         http_sendfile_cb cb, void *ud);
+bool http_stream_can_sendfile(const struct http_request *r);
+
 /* Writes the last chunk and finishes the request. */
 int http_stream_end(struct http_request *r);
 /* Ends a streamed response abnormally: the connection is closed without the last chunk so the

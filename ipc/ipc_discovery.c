@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include "ipc_discovery.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -94,7 +97,10 @@ struct ipc_discovery {
     ipc_discovery_change_cb on_change;
     void *ud;
 
-    uv_fs_event_t watch;
+    /* Our own inotify watch (uv_fs_event would also wake us for every write to any file in
+     * the folder: a dump being written there, hundreds of thousands of times). */
+    uv_poll_t watch;
+    int inotify_fd; /* -1: no watch (the rescan timer alone) */
     struct ipc_trust trust;
     uv_timer_t rescan_timer;
     uv_timer_t live_timer;
@@ -771,7 +777,12 @@ static void request_scan(struct ipc_discovery *d)
     d->scan_busy = true;
 }
 
-static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status)
+/* Names appearing, going, renamed or changing owner; never plain writes (IN_MODIFY). */
+#define WATCH_MASK                                                                                 \
+    (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF |          \
+     IN_MOVE_SELF | IN_ONLYDIR)
+
+static void on_watch(uv_poll_t *h, int status, int events)
 {
     struct ipc_discovery *d = h->data;
     (void)events;
@@ -780,17 +791,39 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
     }
     if (status < 0) {
         log_warn(LOG_CAT, "watching %s: %s", d->dir, agent_strerror(status));
-    } else if (filename != NULL) {
-        /* /tmp is busy: ignore everything that is not a diagnostic socket. */
-        if (strncmp(filename, IPC_SOCKNAME_PREFIX, sizeof(IPC_SOCKNAME_PREFIX) - 1) != 0) {
-            return;
+        (void)uv_poll_stop(h);
+        return;
+    }
+    bool scan = false;
+    char buf[16 * (sizeof(struct inotify_event) + NAME_MAX + 1)]
+        __attribute__((aligned(__alignof__(struct inotify_event))));
+    for (int reads = 0; reads < 16; reads++) {
+        ssize_t n = read(d->inotify_fd, buf, sizeof(buf));
+        if (n <= 0) {
+            break; /* EAGAIN: all read */
         }
-        struct sock *s = sock_find(d, filename);
-        if (s != NULL) {
-            s->recheck = true;
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)(void *)p;
+            p += sizeof(*ev) + ev->len;
+            if ((ev->mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF)) != 0) {
+                scan = true;
+                continue;
+            }
+            /* /tmp is busy: ignore everything that is not a diagnostic socket. */
+            if (ev->len == 0 ||
+                strncmp(ev->name, IPC_SOCKNAME_PREFIX, sizeof(IPC_SOCKNAME_PREFIX) - 1) != 0) {
+                continue;
+            }
+            struct sock *s = sock_find(d, ev->name);
+            if (s != NULL) {
+                s->recheck = true;
+            }
+            scan = true;
         }
     }
-    request_scan(d);
+    if (scan) {
+        request_scan(d);
+    }
 }
 
 static void on_rescan_timer(uv_timer_t *t)
@@ -875,15 +908,15 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
     d->on_change = on_change;
     d->ud = ud;
     /* None of these inits can fail on Unix; from here on close() must run to release them. */
-    (void)uv_fs_event_init(loop, &d->watch);
+    d->inotify_fd = -1;
     (void)uv_timer_init(loop, &d->rescan_timer);
     (void)uv_timer_init(loop, &d->live_timer);
     (void)uv_timer_init(loop, &d->wake_timer);
-    d->watch.data = d;
+    d->watch.data = NULL;
     d->rescan_timer.data = d;
     d->live_timer.data = d;
     d->wake_timer.data = d;
-    d->open_handles = 4;
+    d->open_handles = 3;
     *out = d;
     return 0;
 }
@@ -897,7 +930,19 @@ int ipc_discovery_start(struct ipc_discovery *d)
     if (d->lst != NULL) {
         return ipc_listen_start(d->lst); /* the directory is not watched in listen mode */
     }
-    int rc = uv_fs_event_start(&d->watch, on_fs_event, d->dir, 0);
+    int rc = 0;
+    d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (d->inotify_fd < 0 || inotify_add_watch(d->inotify_fd, d->dir, WATCH_MASK) < 0) {
+        rc = -errno;
+    } else if ((rc = uv_poll_init(d->loop, &d->watch, d->inotify_fd)) == 0) {
+        d->watch.data = d;
+        d->open_handles++;
+        rc = uv_poll_start(&d->watch, UV_READABLE, on_watch);
+    }
+    if (rc != 0 && d->watch.data == NULL && d->inotify_fd >= 0) {
+        (void)close(d->inotify_fd);
+        d->inotify_fd = -1;
+    }
     if (rc != 0) {
         log_warn(LOG_CAT, "cannot watch %s (%s); relying on the %llu ms rescan", d->dir,
                  agent_strerror(rc), (unsigned long long)d->rescan_ms);
@@ -979,6 +1024,9 @@ static void maybe_finish_close(struct ipc_discovery *d)
     }
     void (*cb)(void *) = d->close_cb;
     void *ud = d->close_ud;
+    if (d->inotify_fd >= 0) {
+        (void)close(d->inotify_fd); /* its poll handle is closed by now */
+    }
     free(d->list);
     free(d->next_list);
     free(d->dir);
@@ -1014,7 +1062,9 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
     if (d->lst != NULL) {
         ipc_listen_close(d->lst, on_listen_closed, d);
     }
-    uv_close((uv_handle_t *)&d->watch, on_handle_close);
+    if (d->watch.data != NULL) {
+        uv_close((uv_handle_t *)&d->watch, on_handle_close); /* the fd is closed after it */
+    }
     uv_close((uv_handle_t *)&d->rescan_timer, on_handle_close);
     uv_close((uv_handle_t *)&d->live_timer, on_handle_close);
     uv_close((uv_handle_t *)&d->wake_timer, on_handle_close);

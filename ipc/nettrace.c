@@ -609,10 +609,15 @@ static bool stack_defined(const struct nettrace_private *pr, uint32_t id)
 }
 
 /*
- * Per-capture-thread sequence tracking for the lost-event count, after TraceEvent's
- * EventCache.NotifyDroppedEventsIfNeeded: a thread seen for the first time, or whose last number
- * was 0 (a recycled thread id), counts nothing; a number going backwards counts nothing either.
- * `expected` is the number the thread should have reached before this sighting.
+ * Per-capture-thread sequence tracking for the dropped-event count (PROTOCOL.md §5.5, §5.7).
+ * Sequence numbers count the events a thread *attempted* in this session, from 1, so every
+ * number skipped is a dropped event: `expected` is the number the thread should have reached
+ * before this sighting (an event's number minus 1, or a sequence point's number itself), and
+ * expected − last is what was dropped since the last sighting. Unlike TraceEvent (which starts
+ * counting at a thread's first event), a thread's first sighting counts too: an event numbered 5
+ * as the thread's first means 4 dropped before it, and a thread that appears only in a sequence
+ * point dropped everything it attempted. A number going backwards (a recycled thread id) counts
+ * nothing and starts over.
  */
 static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_t expected,
                               uint32_t seq)
@@ -650,11 +655,11 @@ static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_
         s->used = 1;
         s->id = tid;
         pr->threads_len++;
-    } else if (s->seq != 0) {
-        int32_t gap = (int32_t)(expected - s->seq);
-        if (gap > 0) {
-            pr->stats.lost += (uint64_t)gap;
-        }
+        s->seq = 0; /* nothing attempted before the session */
+    }
+    int32_t gap = (int32_t)(expected - s->seq);
+    if (gap > 0) {
+        pr->stats.lost += (uint64_t)gap;
     }
     s->seq = seq;
     pr->thread_last = s;
@@ -669,11 +674,9 @@ static inline int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_
     if (last == NULL || last->id != tid) {
         return thread_seen_lookup(pr, tid, expected, seq);
     }
-    if (last->seq != 0) {
-        int32_t gap = (int32_t)(expected - last->seq);
-        if (gap > 0) {
-            pr->stats.lost += (uint64_t)gap;
-        }
+    int32_t gap = (int32_t)(expected - last->seq);
+    if (gap > 0) {
+        pr->stats.lost += (uint64_t)gap;
     }
     last->seq = seq;
     return 0;

@@ -83,8 +83,10 @@ struct nettrace_stats {
     uint64_t missing_stacks; /* events whose stack id was not defined in the current region */
     /*
      * Events the runtime dropped, from per-capture-thread sequence-number gaps (events and
-     * SPBlocks), the way TraceEvent counts them: a thread's first number and a reset to 0 count
-     * nothing.
+     * SPBlocks): gaps between a thread's events, before its first event (numbers start at 1), and
+     * up to the number a sequence point gives for it (drops at the tail of a thread's run). Drops
+     * after the last sequence point of a thread with no later event are in no stream. TraceEvent
+     * counts the same but nothing before a thread's first event, so it may count less.
      */
     uint64_t lost;
 };

@@ -21,6 +21,15 @@
 //                        n (default 3) GETs with HttpClient ("ok http port=<port> requests=<n>");
 //                        a second call reuses the running server
 //   burn <ms> [threads]  spins the CPU for ms milliseconds on that many threads ("ok burn")
+//   events <n> <chars> [threads] [MB/s]
+//                        writes n events DotMon-TestApp/Blob (int Thread, long Index, string Text
+//                        of <chars> characters), split over that many threads (default 1), paced
+//                        to about that many MB/s of UTF-16 text (default 0: as fast as possible);
+//                        answers "ok events n=<n>" once all are written. Index runs 0..n-1 over
+//                        all threads, so a reader can tell exactly which events arrived
+//   events-mark          one more Blob (Index -1) from each writer thread `events` has used
+//                        ("ok events-mark n=<threads>"): each thread's last sequence number then
+//                        shows in the trace, so drops at the end of a storm can be counted
 //   env <NAME>           "ok env NAME=VALUE" or "ok env NAME unset"
 //   exit <code>          answers "ok exit" and exits with that code
 //
@@ -32,8 +41,10 @@
 // TestApp.Heartbeat, so traces and log streams always have GCs and log events to see.
 
 using System;
+using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Diagnostics;
+using System.Diagnostics.Tracing;
 using System.Globalization;
 using System.Linq;
 using System.Net;
@@ -227,6 +238,22 @@ internal static class Program
                     Burn(ms, threads);
                     return "ok burn";
                 }
+            case "events":
+                {
+                    string[] parts = rest.Split(' ', StringSplitOptions.RemoveEmptyEntries);
+                    if (parts.Length < 2)
+                    {
+                        throw new ArgumentException("usage: events <n> <chars> [threads] [MB/s]");
+                    }
+                    int n = ParseInt(parts[0], "n", 0, 100_000_000);
+                    int chars = ParseInt(parts[1], "chars", 0, 30_000);
+                    int threads = parts.Length > 2 ? ParseInt(parts[2], "threads", 1, 64) : 1;
+                    int mbps = parts.Length > 3 ? ParseInt(parts[3], "MB/s", 0, 10_000) : 0;
+                    Events(n, chars, threads, mbps);
+                    return $"ok events n={n}";
+                }
+            case "events-mark":
+                return $"ok events-mark n={EventsMark()}";
             case "env":
                 return "ok " + EnvLine(rest);
             case "exit":
@@ -342,6 +369,91 @@ internal static class Program
         throw new InvalidOperationException($"TestApp exception {i}");
     }
 
+    // The writer threads of `events` live on between commands: a thread that exits takes its
+    // last dropped events out of the runtime's sequence points, so a reader could not count them.
+    private static readonly List<BlockingCollection<Action>> EventWriters = new();
+
+    private static void RunOnWriter(int t, Action work)
+    {
+        lock (EventWriters)
+        {
+            while (EventWriters.Count <= t)
+            {
+                var queue = new BlockingCollection<Action>();
+                var thread = new Thread(() =>
+                {
+                    foreach (Action a in queue.GetConsumingEnumerable())
+                    {
+                        a();
+                    }
+                }) { IsBackground = true, Name = $"events-{EventWriters.Count}" };
+                EventWriters.Add(queue);
+                thread.Start();
+            }
+            EventWriters[t].Add(work);
+        }
+    }
+
+    private static int EventsMark()
+    {
+        int n;
+        lock (EventWriters)
+        {
+            n = EventWriters.Count;
+        }
+        using var done = new CountdownEvent(Math.Max(n, 1));
+        if (n == 0)
+        {
+            done.Signal();
+        }
+        for (int t = 0; t < n; t++)
+        {
+            int id = t;
+            RunOnWriter(t, () =>
+            {
+                TestAppEvents.Log.Blob(id, -1, "mark");
+                done.Signal();
+            });
+        }
+        done.Wait();
+        return n;
+    }
+
+    // n events over `threads` threads, each taking indexes from one counter; paced per thread.
+    private static void Events(int n, int chars, int threads, int mbps)
+    {
+        string text = new string('x', chars);
+        long next = -1;
+        // Bytes of text per event (UTF-16); a thread's share of the rate, in bytes per ms.
+        double perMs = mbps > 0 ? mbps * 1024.0 * 1024.0 / 1000.0 / threads : 0;
+        using var done = new CountdownEvent(threads);
+        for (int t = 0; t < threads; t++)
+        {
+            int id = t;
+            RunOnWriter(t, () =>
+            {
+                var sw = Stopwatch.StartNew();
+                double sent = 0;
+                long i;
+                while ((i = Interlocked.Increment(ref next)) < n)
+                {
+                    TestAppEvents.Log.Blob(id, i, text);
+                    sent += 2.0 * chars + 16;
+                    if (perMs > 0)
+                    {
+                        double ahead = sent / perMs - sw.Elapsed.TotalMilliseconds;
+                        if (ahead > 2)
+                        {
+                            Thread.Sleep((int)ahead);
+                        }
+                    }
+                }
+                done.Signal();
+            });
+        }
+        done.Wait();
+    }
+
     private static void Burn(int ms, int threads)
     {
         var workers = new Thread[threads];
@@ -430,4 +542,14 @@ internal static class Program
 
         public Task StopAsync(CancellationToken cancellationToken) => Task.CompletedTask;
     }
+}
+
+// The events of the `events` command: a heavy, countable stream for the trace relay tests.
+[EventSource(Name = "DotMon-TestApp")]
+internal sealed class TestAppEvents : EventSource
+{
+    public static readonly TestAppEvents Log = new();
+
+    [Event(1, Level = EventLevel.Informational)]
+    public void Blob(int Thread, long Index, string Text) => WriteEvent(1, Thread, Index, Text);
 }

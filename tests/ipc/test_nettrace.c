@@ -629,7 +629,100 @@ static void assert_minimal_counts(struct nettrace_checker *ck)
     assert_int_equal(nettrace_count_provider(ck, "Test-Provider"), 0);
 }
 
+/* One uncompressed GCStart (metadata id 1, stack 0) by capture thread `thread`, numbered seq. */
+static void put_numbered_event(struct stream *s, uint64_t thread, uint32_t seq, int64_t ts)
+{
+    struct nb p = {0};
+    payload_gc_start(&p);
+    size_t event_size = 76 + ((p.n + 3) & ~(size_t)3);
+    size_t blob = s->b.n;
+    nb_le(&s->b, event_size, 4);
+    nb_le(&s->b, 1, 4);
+    nb_le(&s->b, seq, 4);
+    nb_le(&s->b, thread, 8);
+    nb_le(&s->b, thread, 8);
+    nb_le(&s->b, 0, 4);
+    nb_le(&s->b, 0, 4);
+    nb_le(&s->b, (uint64_t)ts, 8);
+    nb_raw(&s->b, "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345", 32);
+    nb_le(&s->b, p.n, 4);
+    nb_raw(&s->b, p.p, p.n);
+    while ((s->b.n - blob) % 4 != 0) {
+        nb_u8(&s->b, 0);
+    }
+    nb_free(&p);
+}
+
+struct numbered {
+    uint64_t thread;
+    uint32_t seq;
+};
+
+static void put_numbered_block(struct stream *s, const struct numbered *ev, size_t n)
+{
+    size_t size_at = put_block_begin(s, "EventBlock", MUT_NONE);
+    put_event_header(s, 0, MUT_NONE, false);
+    for (size_t i = 0; i < n; i++) {
+        put_numbered_event(s, ev[i].thread, ev[i].seq, 1000000 + (int64_t)i);
+    }
+    put_block_end(s, size_at, MUT_NONE, false);
+}
+
+static void put_numbered_sp(struct stream *s, const struct numbered *t, size_t n)
+{
+    size_t size_at = put_block_begin(s, "SPBlock", MUT_NONE);
+    nb_le(&s->b, 2000000, 8);
+    nb_le(&s->b, n, 4);
+    for (size_t i = 0; i < n; i++) {
+        nb_le(&s->b, t[i].thread, 8);
+        nb_le(&s->b, t[i].seq, 4);
+    }
+    put_block_end(s, size_at, MUT_NONE, false);
+}
+
 /* ---- tests ----------------------------------------------------------------------------------- */
+
+/*
+ * Dropped events from sequence numbers (PROTOCOL.md §5.5, §5.7): a gap between a thread's
+ * events, numbers skipped before a thread's first event, the tail up to a sequence point's number,
+ * a thread seen only in a sequence point; a number going backwards (a recycled thread id) counts
+ * nothing, and after a sequence point the count continues from its number.
+ */
+static void test_nettrace_dropped_events(void **state)
+{
+    (void)state;
+    struct stream s;
+    memset(&s, 0, sizeof(s));
+    put_header(&s, MUT_NONE);
+    put_trace(&s, MUT_NONE);
+    put_metadata_block(&s, MUT_NONE);
+    /* 1001: 1, 2, then 5 (3 and 4 dropped). 1002: first seen at 4 (1..3 dropped). */
+    static const struct numbered a[] = {{1001, 1}, {1001, 2}, {1002, 4}, {1001, 5}};
+    put_numbered_block(&s, a, 4);
+    /* 1001 attempted 7 (6 and 7 dropped), 1002 nothing more, 1003 attempted 3, none written. */
+    static const struct numbered sp[] = {{1001, 7}, {1002, 4}, {1003, 3}};
+    put_numbered_sp(&s, sp, 3);
+    /* 1001 goes on at 8 (nothing new); 1002 at 2: a new thread under a recycled id. */
+    static const struct numbered b[] = {{1001, 8}, {1002, 2}, {1002, 3}};
+    put_numbered_block(&s, b, 3);
+    nb_u8(&s.b, 0x01);
+
+    for (size_t chunk = 0; chunk <= 7; chunk += 7) {
+        struct nettrace_checker ck;
+        assert_int_equal(nettrace_checker_init(&ck, NULL), 0);
+        enum nettrace_verdict v = check(&ck, s.b.p, s.b.n, chunk);
+        const char *err = nettrace_error(&ck, NULL);
+        if (err != NULL) {
+            fail_msg("unexpected violation: %s", err);
+        }
+        assert_int_equal(v, NETTRACE_COMPLETE);
+        const struct nettrace_stats *st = nettrace_get_stats(&ck);
+        assert_int_equal(st->events, 7);
+        assert_int_equal(st->lost, 2 + 3 + 2 + 3);
+        nettrace_checker_fini(&ck);
+    }
+    nb_free(&s.b);
+}
 
 static void test_nettrace_minimal_complete(void **state)
 {
@@ -1227,6 +1320,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nettrace_minimal_complete),
+        cmocka_unit_test(test_nettrace_dropped_events),
         cmocka_unit_test(test_nettrace_metadata_records),
         cmocka_unit_test(test_nettrace_every_prefix_truncated),
         cmocka_unit_test(test_nettrace_chunking_identical),

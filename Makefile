@@ -16,7 +16,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps build build-asan run test test-fast bench fuzz-deps build-fuzz fuzz fuzz-ci clean
+.PHONY: all deps build build-asan run test test-fast bench bench-peers fuzz-deps build-fuzz fuzz fuzz-ci clean
 
 all: build
 
@@ -60,6 +60,13 @@ bench: build
 	  ./$(BUILD)/bench/bench_foundation 1000
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon TRACE_PRODUCER=$(CURDIR)/$(BUILD)/bench/trace_producer \
 	  ./$(BUILD)/bench/bench_trace 2G
+
+# dotmon against dotnet-trace and dotnet-dump (installed from NuGet into build/tools), one
+# interleaved run; DOTMON_BASE_BIN=<an older dotmon> adds its dump CPU for comparison.
+bench-peers: build
+	ctest --test-dir $(BUILD) -R 'build_testapp|build_tracecheck' >/dev/null
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	  DOTMON_TRACECHECK=$(CURDIR)/$(BUILD)/tracecheck/tracecheck.dll bench/bench_peers.sh 3
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:

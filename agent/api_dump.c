@@ -647,15 +647,15 @@ static void job_pump(struct dump_job *job)
         return;
     }
     if (http_stream_can_sendfile(req)) {
+        /* No step deadline: a piece lasts as long as the client takes to read it, and the HTTP
+         * layer closes a client that makes no progress for its write timeout. */
         job->sending = true;
         int rc = http_stream_sendfile(req, job->fd, job->sent, DUMP_PIECE_SIZE, on_sent, job);
         if (rc != 0) {
             job->sending = false;
             job_fail(job, 500, "ResponseFailed", "cannot send the dump");
             job_close_file(job);
-            return;
         }
-        job_arm_step(job);
         return;
     }
     if (http_stream_pending(req) > DUMP_HIGH_WATER) {

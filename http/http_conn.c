@@ -7,6 +7,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1299,6 +1300,7 @@ void http__conn_settings_init(llhttp_settings_t *s)
  * ------------------------------------------------------------------------------------------- */
 
 #define SF_SEND_TIMEOUT_S 1 /* a blocking send returns after this without progress */
+#define SF_SLICE_MS       1000 /* a work item gives its pool thread back after about this */
 
 static int sf_errno(void)
 {
@@ -1310,13 +1312,20 @@ static int sf_errno(void)
  * file's bytes, the "\r\n"; stops at the first timeout (EAGAIN) with whatever went out, so each
  * work item is bounded; the loop queues the next one.
  */
+static uint64_t sf_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void sf_work(uv_work_t *w)
 {
     struct http_sendfile *sf = w->data;
     sf->progress = false;
     sf->err = 0;
-    /* Linux only lets a process use a socket in blocking mode from one thread at a time; the
-     * loop keeps off it while this runs (reading stopped, no writes queued). */
+    uint64_t until = sf_now_ms() + SF_SLICE_MS; /* a slow client must not hold the thread */
+    /* The loop keeps off the socket while this runs (reading stopped, no writes queued). */
     if (!sf->sized) {
         struct stat st;
         if (fstat(sf->file, &st) != 0) {
@@ -1356,6 +1365,9 @@ static void sf_work(uv_work_t *w)
         }
         sf->done += (size_t)n;
         sf->progress = true;
+        if (sf->done < sf->chunk_len && sf_now_ms() >= until) {
+            return; /* the loop queues the rest */
+        }
     }
     static const char crlf[] = "\r\n";
     while (sf->chunked && sf->trl_sent < 2) {

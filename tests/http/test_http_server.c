@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -191,6 +192,122 @@ static void start_stream(struct hfx *fx, struct http_request *r, size_t total)
     stream_pump(st);
 }
 
+/* ---- sendfile: a file grown while it is sent (as a dump createdump is still writing) ---- */
+
+#define SF_TOTAL ((size_t)6 * 1024 * 1024)
+#define SF_PIECE ((size_t)1024 * 1024)
+
+struct sfjob {
+    struct hfx *fx;
+    struct http_request *r;
+    int fd;
+    size_t sent;
+    size_t written; /* bytes in the file so far */
+    unsigned empty; /* pieces that found nothing to send yet */
+    unsigned cbs;
+    int last_status;
+    uv_timer_t grow;
+    bool aborted;
+};
+
+/* Appends the next MiB of the pattern to the file (the "writer"). */
+static void sf_grow(struct sfjob *j)
+{
+    uint8_t *b = malloc(SF_PIECE);
+    assert_non_null(b);
+    for (size_t i = 0; i < SF_PIECE; i++) {
+        b[i] = pattern_byte(j->written + i);
+    }
+    assert_int_equal(pwrite(j->fd, b, SF_PIECE, (off_t)j->written), (ssize_t)SF_PIECE);
+    j->written += SF_PIECE;
+    free(b);
+}
+
+static void sf_on_grow_closed(uv_handle_t *h)
+{
+    struct sfjob *j = h->data;
+    close(j->fd);
+    free(j);
+}
+
+static void sf_next(struct sfjob *j);
+
+static void sf_on_timer(uv_timer_t *t)
+{
+    struct sfjob *j = t->data;
+    if (j->written < SF_TOTAL) {
+        sf_grow(j);
+    }
+    sf_next(j);
+}
+
+static void sf_on_sent(void *ud, struct http_request *r, int status, size_t n)
+{
+    struct sfjob *j = ud;
+    struct results *res = j->fx->user;
+    j->cbs++;
+    j->last_status = status;
+    if (status < 0) {
+        res->write_errors++; /* the client went away: the abort callback follows */
+        return;
+    }
+    assert_ptr_equal(r, j->r);
+    j->sent += n;
+    if (n == 0) {
+        j->empty++;
+        if (j->sent == SF_TOTAL) {
+            http_stream_end(j->r);
+            res->ends++;
+            uv_close((uv_handle_t *)&j->grow, sf_on_grow_closed);
+            return;
+        }
+        uv_timer_start(&j->grow, sf_on_timer, 5, 0); /* nothing yet: the writer goes on */
+        return;
+    }
+    sf_next(j);
+}
+
+static void sf_next(struct sfjob *j)
+{
+    if (j->aborted) {
+        return;
+    }
+    int rc = http_stream_sendfile(j->r, j->fd, j->sent, SF_PIECE / 2, sf_on_sent, j);
+    assert_int_equal(rc, 0);
+}
+
+static void sf_on_abort(void *ud, struct http_request *r)
+{
+    struct sfjob *j = ud;
+    struct results *res = j->fx->user;
+    (void)r;
+    res->aborts++;
+    j->aborted = true;
+    uv_timer_stop(&j->grow);
+    uv_close((uv_handle_t *)&j->grow, sf_on_grow_closed);
+}
+
+static void start_sendfile(struct hfx *fx, struct http_request *r)
+{
+    struct sfjob *j = calloc(1, sizeof(*j));
+    assert_non_null(j);
+    j->fx = fx;
+    j->r = r;
+    char path[] = "/tmp/httpsfXXXXXX";
+    j->fd = mkstemp(path);
+    assert_true(j->fd >= 0);
+    unlink(path);
+    uv_timer_init(&fx->loop, &j->grow);
+    j->grow.data = j;
+    http_request_on_abort(r, sf_on_abort, j);
+    assert_int_equal(http_stream_begin(r, 200, "application/octet-stream", NULL, 0), 0);
+    assert_true(http_stream_can_sendfile(r));
+    /* A second piece while one is pending is refused. */
+    sf_grow(j);
+    sf_next(j);
+    assert_int_equal(http_stream_sendfile(r, j->fd, 0, 10, sf_on_sent, j), AGENT_E_INVAL);
+}
+
 static void hang_on_abort(void *ud, struct http_request *r)
 {
     struct hfx *fx = ud;
@@ -275,6 +392,8 @@ static void handler(struct hfx *fx, struct http_request *r)
         /* Shut the server down while this request is in progress; answer within the grace. */
         respond_later(fx, r, 100, "late");
         hfx_close_server(fx, 3000);
+    } else if (strcmp(path, "/sendfile") == 0) {
+        start_sendfile(fx, r);
     } else if (strcmp(path, "/hold") == 0) {
         http_request_on_abort(r, hang_on_abort, fx); /* owned until the client leaves */
     } else if (strcmp(path, "/hang") == 0) {
@@ -799,6 +918,46 @@ static void client_streaming(struct hfx *fx)
     tc_close(&c);
 }
 
+/*
+ * sendfile of a file that grows while it is sent: every byte in order, chunked framing, a slow
+ * reader (the worker's 1 s send timeout and slices), then a client that leaves mid-file.
+ */
+static void client_sendfile(struct hfx *fx)
+{
+    struct tc_conn c;
+    struct tc_response r;
+    tc_response_init(&r);
+    HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
+    c.read_size = (size_t)64 * 1024;
+    c.read_delay_us = 2000; /* ~30 MB/s at most: the socket fills, sendfile waits */
+    HFX_CHECK(fx, tc_request(&c, GET("/sendfile"), &r, 60000) == TC_OK);
+    HFX_CHECK(fx, r.status == 200 && header_is(&r, "Transfer-Encoding", "chunked"));
+    check_pattern(fx, &r.body, SF_TOTAL, "sendfile");
+    HFX_CHECK(fx, r.nchunks >= SF_TOTAL / (SF_PIECE / 2));
+    /* Keep-alive after it. */
+    c.read_delay_us = 0;
+    HFX_CHECK(fx, tc_request(&c, GET("/x"), &r, IO_MS) == TC_OK && r.status == 200);
+    tc_close(&c);
+    /* A client that leaves after the first bytes. */
+    HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
+    HFX_CHECK(fx, tc_send_str(&c, GET("/sendfile")) == 0);
+    char buf[4096];
+    HFX_CHECK(fx, recv(c.fd, buf, sizeof(buf), 0) > 0);
+    tc_close(&c);
+    tc_sleep_ms(300);
+    tc_response_fini(&r);
+}
+
+static void test_http_server_sendfile(void **state)
+{
+    struct hfx *fx = *state;
+    struct results res;
+    prepare(fx, &res);
+    hfx_run(fx, client_sendfile, 60000);
+    assert_int_equal(res.ends, 1);
+    assert_int_equal(res.aborts, 1);
+}
+
 /* Owned (zero-copy) chunks interleaved with copied ones: same bytes, same framing. */
 static void client_streaming_owned(struct hfx *fx)
 {
@@ -1157,6 +1316,7 @@ int main(void)
                                         hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_stream_hard_cap, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_evict, hfx_setup, hfx_teardown),
+        cmocka_unit_test_setup_teardown(test_http_server_sendfile, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_max_connections, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_graceful_close, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_grace_expiry_aborts, hfx_setup,

@@ -390,6 +390,11 @@ static int setup_dump_dirs(struct agent *a)
     if (a->dump_dir == NULL) {
         return AGENT_E_INVAL;
     }
+    struct stat st;
+    if (stat(a->dump_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        log_warn(cat, "the dump folder %s (%s) is not a folder dotmon can use; dumps will fail "
+                      "until it is (Storage:DumpTempFolder)", a->dump_dir, key);
+    }
     const char *target = config_get(a->cfg, "Storage:DumpTargetFolder");
     a->dump_target_dir = dir_setting("Storage:DumpTargetFolder",
                                      target != NULL && *target != '\0' ? target : a->dump_dir);

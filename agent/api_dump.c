@@ -60,8 +60,10 @@ static const char cat[] = "dotmon.dump";
 /* While the runtime writes: how often to look for the file, then for its next bytes. */
 #define DUMP_POLL_MS 50
 #define DUMP_TAIL_MS 20
-/* Bytes per sendfile piece (one HTTP chunk). */
-#define DUMP_PIECE_SIZE ((size_t)16 * 1024 * 1024)
+/* Bytes per sendfile piece (one HTTP chunk), and the time one may take: a client slower than
+ * 14 kB/s, or a dump volume that stops answering, fails the dump then. */
+#define DUMP_PIECE_SIZE       ((size_t)4 * 1024 * 1024)
+#define DUMP_PIECE_TIMEOUT_MS ((uint64_t)300 * 1000)
 
 enum dump_fs_step { FS_NONE = 0, FS_ACQUIRE, FS_READ, FS_CLOSE };
 
@@ -88,6 +90,7 @@ struct dump_job {
     int timers_open;
     bool timer_closing;
     bool written;             /* the runtime answered OK: the file is whole */
+    bool step_written;        /* `written` when the step in flight began: its EOF is final */
     bool sending;             /* a sendfile piece is in flight */
     uv_fs_t fs;
     uv_work_t work; /* FS_ACQUIRE */
@@ -315,17 +318,28 @@ static void job_on_step_deadline(uv_timer_t *t)
         return;
     }
     job->step_late = true;
-    char msg[PATH_MAX + 128];
-    snprintf(msg, sizeof(msg),
-             "%s the dump in %s took longer than %llu s; the dump folder's volume does not answer",
-             job->fs_step == FS_ACQUIRE ? "opening" : "reading", job->a->dump_dir,
-             (unsigned long long)(DUMP_STEP_TIMEOUT_MS / 1000));
+    char msg[PATH_MAX + 160];
+    if (job->sending) {
+        snprintf(msg, sizeof(msg),
+                 "sending %zu MiB of the dump took longer than %llu s: the client reads too "
+                 "slowly, or the dump folder's volume (%s) does not answer",
+                 DUMP_PIECE_SIZE >> 20, (unsigned long long)(DUMP_PIECE_TIMEOUT_MS / 1000),
+                 job->a->dump_dir);
+    } else {
+        snprintf(msg, sizeof(msg),
+                 "%s the dump in %s took longer than %llu s; the dump folder's volume does not "
+                 "answer",
+                 job->fs_step == FS_ACQUIRE ? "opening" : "reading", job->a->dump_dir,
+                 (unsigned long long)(DUMP_STEP_TIMEOUT_MS / 1000));
+    }
     job_fail(job, 504, "DumpFolderTimeout", msg);
 }
 
 static void job_arm_step(struct dump_job *job)
 {
-    uv_timer_start(&job->step, job_on_step_deadline, DUMP_STEP_TIMEOUT_MS, 0);
+    job->step_written = job->written;
+    uv_timer_start(&job->step, job_on_step_deadline,
+                   job->sending ? DUMP_PIECE_TIMEOUT_MS : DUMP_STEP_TIMEOUT_MS, 0);
 }
 
 /* Opens dir/name as a dump of this runtime and deletes it at once, on the thread pool. */
@@ -418,8 +432,13 @@ static void job_on_tail(uv_timer_t *t)
 /* The runtime has written nothing more yet: look again shortly, unless it is done. */
 static void job_at_eof(struct dump_job *job)
 {
-    if (!job->written) {
-        uv_timer_start(&job->tail, job_on_tail, DUMP_TAIL_MS, 0);
+    if (!job->step_written) {
+        /* That look began before the runtime's answer: bytes may have come since. */
+        if (job->written) {
+            job_pump(job);
+        } else {
+            uv_timer_start(&job->tail, job_on_tail, DUMP_TAIL_MS, 0);
+        }
         return;
     }
     struct http_request *req = job->req;
@@ -466,8 +485,14 @@ static void on_acquired(uv_work_t *w, int status)
         return;
     }
     int rc = acq->rc;
-    if (rc == UV_ENOENT && !job->written) {
-        return; /* not there yet: the runtime is still starting createdump (the tail timer) */
+    if (rc == UV_ENOENT && !job->step_written) {
+        /* Not there yet: createdump is still starting (the tail timer looks again), unless the
+         * runtime answered while this look was on its way: then look once more, at once. */
+        if (job->written && job_acquire(job) != 0) {
+            job_fail(job, 500, "DumpReadFailed", "cannot open the dump file");
+            job_maybe_free(job);
+        }
+        return;
     }
     uv_timer_stop(&job->tail);
     char msg[PATH_MAX + 512];
@@ -647,15 +672,17 @@ static void job_pump(struct dump_job *job)
         return;
     }
     if (http_stream_can_sendfile(req)) {
-        /* No step deadline: a piece lasts as long as the client takes to read it, and the HTTP
-         * layer closes a client that makes no progress for its write timeout. */
+        /* The HTTP layer closes a client that makes no progress for its write timeout; the
+         * piece's own deadline is generous (a slow client is not a fault). */
         job->sending = true;
         int rc = http_stream_sendfile(req, job->fd, job->sent, DUMP_PIECE_SIZE, on_sent, job);
         if (rc != 0) {
             job->sending = false;
             job_fail(job, 500, "ResponseFailed", "cannot send the dump");
             job_close_file(job);
+            return;
         }
+        job_arm_step(job);
         return;
     }
     if (http_stream_pending(req) > DUMP_HIGH_WATER) {
@@ -925,14 +952,8 @@ void api_dump_get(struct agent *a, struct http_request *req)
             goto out;
         }
     }
-    struct stat st;
-    errno = 0;
-    if (stat(a->dump_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        api_problem(req, 500, "the dump folder %s is not a directory dotmon can use (%s); set "
-                              "Storage:DumpTempFolder", a->dump_dir,
-                    errno != 0 ? strerror(errno) : "not a directory");
-        goto out;
-    }
+    /* The dump folder is not looked at here (a stat on a hung volume would freeze the loop): it
+     * was checked at start-up, and every access to it runs on the thread pool with a deadline. */
     int rc = op_registry_add(&a->ops, OP_KIND_DUMP, p->pid, p->uid, p->name,
                              has_tags == 1 ? buf_cstr(&tags) : NULL, &op);
     if (rc == AGENT_E_TOOBIG) {

@@ -16,9 +16,16 @@
 
 /*
  * The queue, oldest first: the file region [file_r, file_w), then the memory chunks. Spilling
- * writes the oldest memory chunk (the head) at file_w, so the order holds; the consumer reads the
- * file region first, then takes memory chunks directly (without a disk round trip) when the file
- * has nothing older. The head being written is never handed out: a pop waits for its write.
+ * writes (the front of) the oldest memory chunk, the head, at file_w, so the order holds; the
+ * consumer reads the file region first, then takes memory chunks directly (without a disk round
+ * trip) when the file has nothing older. The head being written is never handed out: a pop waits
+ * for its write.
+ *
+ * The file is a ring of `limit` bytes: file_r and file_w count bytes ever read and written, the
+ * byte at position p lives at offset p % limit, and a write or read never crosses the ring's end
+ * (a chunk is written in two parts if it would). The file never holds more than `limit` bytes of
+ * backlog (a spill waits for room), so it never grows past `limit`, however long a client stays
+ * behind. When the consumer has caught up, the positions go back to 0.
  */
 
 struct chunk {
@@ -49,7 +56,9 @@ struct spool {
     bool open_busy;
 
     uv_fs_t wreq;
-    bool writing; /* the head chunk is being written */
+    bool writing;   /* the front of the head chunk is being written */
+    size_t wlen;    /* bytes of that write */
+    bool file_lost; /* a read failed while writing: what that write puts in the file is lost */
 
     uv_fs_t rreq;
     bool reading;
@@ -226,15 +235,24 @@ static void on_written(uv_fs_t *req)
     uv_fs_req_cleanup(req);
     s->writing = false;
     struct chunk *c = s->head;
-    if (result == (ssize_t)c->n) {
-        s->file_w += c->n;
-        s->spilled += c->n;
-        s->mem -= c->n;
-        s->head = c->next;
-        if (s->head == NULL) {
-            s->tail = NULL;
+    if (s->file_lost) {
+        /* The file region was dropped meanwhile (a failed read): these bytes stay in memory. */
+        s->file_lost = false;
+        s->file_r = s->file_w = 0;
+    } else if (result == (ssize_t)s->wlen) {
+        s->file_w += s->wlen;
+        s->spilled += s->wlen;
+        s->mem -= s->wlen;
+        if (s->wlen == c->n) {
+            s->head = c->next;
+            if (s->head == NULL) {
+                s->tail = NULL;
+            }
+            chunk_free(c);
+        } else {
+            c->data += s->wlen; /* the rest waits for the ring to wrap (or for room) */
+            c->n -= s->wlen;
         }
-        chunk_free(c);
     } else if (s->error == 0) {
         /* A short write (disk full) or an error: stop using the file; the chunk stays. */
         s->error = result < 0 ? (int)result : UV_ENOSPC;
@@ -269,14 +287,27 @@ static void spill(struct spool *s)
     if (s->fstate != F_OPEN) {
         return;
     }
-    if (s->file_r == s->file_w) {
-        s->file_r = s->file_w = 0; /* caught up: reuse the file from its start */
+    if (s->file_r == s->file_w && !s->reading) {
+        s->file_r = s->file_w = 0; /* caught up: start at the file's beginning again */
+    }
+    uint64_t backlog = s->file_w - s->file_r;
+    if (backlog >= s->limit) {
+        return; /* the ring is full: the chunk waits in memory until the consumer reads */
     }
     struct chunk *c = s->head;
-    uv_buf_t b = uv_buf_init((char *)(uintptr_t)c->data, (unsigned int)c->n);
+    uint64_t at = s->file_w % s->limit;
+    uint64_t n = c->n;
+    if (n > s->limit - at) {
+        n = s->limit - at; /* up to the ring's end; the rest from its start */
+    }
+    if (n > s->limit - backlog) {
+        n = s->limit - backlog;
+    }
+    s->wlen = (size_t)n;
+    uv_buf_t b = uv_buf_init((char *)(uintptr_t)c->data, (unsigned int)n);
     s->wreq.data = s;
     s->writing = true;
-    if (uv_fs_write(s->loop, &s->wreq, s->fd, &b, 1, (int64_t)s->file_w, on_written) != 0) {
+    if (uv_fs_write(s->loop, &s->wreq, s->fd, &b, 1, (int64_t)at, on_written) != 0) {
         s->writing = false;
         s->fstate = F_FAILED;
         s->error = UV_EIO;
@@ -370,7 +401,11 @@ static void on_read(uv_fs_t *req)
             s->error = rc;
         }
         s->fstate = F_FAILED;
-        s->file_r = s->file_w = 0;
+        if (s->writing) {
+            s->file_lost = true; /* on_written drops the region and keeps its chunk */
+        } else {
+            s->file_r = s->file_w = 0;
+        }
         if (s->pop_pending) {
             deliver(s, rc, NULL, NULL, 0);
         }
@@ -394,8 +429,12 @@ static void serve(struct spool *s)
     if (!s->pop_pending || s->reading || s->closing) {
         return;
     }
-    if (s->file_r < s->file_w) {
+    if (s->file_r < s->file_w && !s->file_lost) {
         uint64_t want = s->file_w - s->file_r;
+        uint64_t at = s->file_r % s->limit;
+        if (want > s->limit - at) {
+            want = s->limit - at; /* up to the ring's end */
+        }
         size_t n = want < SPOOL_READ_SIZE ? (size_t)want : SPOOL_READ_SIZE;
         s->rbuf = malloc(n);
         if (s->rbuf == NULL) {
@@ -405,7 +444,7 @@ static void serve(struct spool *s)
         uv_buf_t b = uv_buf_init((char *)s->rbuf, (unsigned int)n);
         s->rreq.data = s;
         s->reading = true;
-        if (uv_fs_read(s->loop, &s->rreq, s->fd, &b, 1, (int64_t)s->file_r, on_read) != 0) {
+        if (uv_fs_read(s->loop, &s->rreq, s->fd, &b, 1, (int64_t)at, on_read) != 0) {
             s->reading = false;
             free(s->rbuf);
             s->rbuf = NULL;

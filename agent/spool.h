@@ -18,8 +18,8 @@
  *
  * Bounds: at most SPOOL_MEM_CAP bytes in memory (when the disk falls behind, spool_full says so
  * and the producer must pause), at most `limit` bytes queued in all (memory + file; spool_full
- * again). The file is reused from its start whenever the consumer has caught up, so its size is
- * bounded by the largest backlog, not by the bytes that went through.
+ * again). The file is a ring of at most `limit` bytes: its size is bounded by `limit`, not by the
+ * bytes that went through, however long the consumer stays behind.
  *
  * Every file operation runs on libuv's thread pool, one write and one read at a time; nothing
  * blocks the loop. All callbacks run on the loop.

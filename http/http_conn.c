@@ -467,6 +467,14 @@ bool http__conn_is_idle(const struct http_conn *c)
 static void conn_release(struct http_conn *c)
 {
     struct http_request *r = c->req;
+    if (c->sf.queued && c->sf.cb != NULL) {
+        /* A piece still waiting for the writes before it: it never started, the file was never
+         * used; its owner hears so before the abort callback (the callback runs exactly once). */
+        http_sendfile_cb cb = c->sf.cb;
+        c->sf.cb = NULL;
+        c->sf.queued = false;
+        cb(c->sf.ud, r, AGENT_E_CLOSED, 0);
+    }
     if (r != NULL) {
         if (r->dispatched && r->abort_cb != NULL) {
             r->in_abort = true;
@@ -1577,12 +1585,12 @@ static bool evict_one(struct http_server *s)
     return true;
 }
 
-void http__conn_accept(struct http_server *s, struct http_listener *l)
+int http__conn_accept(struct http_server *s, struct http_listener *l)
 {
     struct http_conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         log_warn(HTTP_LOG_CAT, "cannot accept a connection: out of memory");
-        return;
+        return UV_ENOMEM;
     }
     c->srv = s;
     c->tag = l->tag;
@@ -1598,7 +1606,7 @@ void http__conn_accept(struct http_server *s, struct http_listener *l)
     if (rc != 0) {
         log_warn(HTTP_LOG_CAT, "cannot accept a connection: %s", agent_strerror(rc));
         free(c);
-        return;
+        return rc;
     }
     uv_timer_init(s->loop, &c->timer); /* cannot fail on Unix */
     c->open_handles = 2;
@@ -1628,7 +1636,7 @@ void http__conn_accept(struct http_server *s, struct http_listener *l)
     if (rc != 0) {
         log_warn(HTTP_LOG_CAT, "accept failed: %s", agent_strerror(rc));
         http__conn_close(c);
-        return;
+        return 0;
     }
     uv_tcp_nodelay(&c->tcp, 1);
     log_accept(c);
@@ -1637,24 +1645,25 @@ void http__conn_accept(struct http_server *s, struct http_listener *l)
         if (rc != 0) {
             log_warn(HTTP_LOG_CAT, "cannot accept a connection: TLS: %s", agent_strerror(rc));
             http__conn_close(c);
-            return;
+            return 0;
         }
     }
     if (c->rejecting) {
         /* On a TLS port the 503 would need a whole handshake first: just close. */
         if (s->nrejecting > HTTP_MAX_REJECTING || l->tls) {
             http__conn_close(c);
-            return;
+            return 0;
         }
         c->close_after = true;
         conn_set_state(c, CONN_FLUSH);
         conn_send_problem(c, 503,
                           "the connection limit was reached (Kestrel:Limits:MaxConcurrentConnections)",
                           false);
-        return;
+        return 0;
     }
     conn_arm_timer(c); /* header timeout from accept: a silent client is closed */
     conn_update_reading(c);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------

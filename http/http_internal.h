@@ -236,9 +236,11 @@ struct http_server {
 /* ---- http_conn.c ---- */
 /* Initialises the llhttp callbacks shared by every connection of s. */
 void http__conn_settings_init(llhttp_settings_t *settings);
-/* Creates a connection for a pending accept on listener l. Never fails loudly: on error the
- * socket is dropped and a warning logged. */
-void http__conn_accept(struct http_server *s, struct http_listener *l);
+/* Creates a connection for a pending accept on listener l. Returns 0 once libuv's pending
+ * connection was taken (it may have been closed at once: a warning is logged), or an error when
+ * it could not even be taken (out of memory): it is still pending then, and accepting on l stays
+ * paused until http__conn_accept is called again. */
+int http__conn_accept(struct http_server *s, struct http_listener *l);
 /* Starts closing c: aborts the request owned by the handler (from the close callback). */
 void http__conn_close(struct http_conn *c);
 /* True when c has no request in progress (nothing received, or keep-alive idle). */

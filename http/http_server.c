@@ -119,7 +119,10 @@ static void server_on_accept_idle(uv_idle_t *h)
         if (l->deferred) {
             l->deferred = false;
             s->accept_burst++;
-            http__conn_accept(s, l); /* uv_accept also restarts libuv's accepting */
+            if (http__conn_accept(s, l) != 0) { /* uv_accept also restarts libuv's accepting */
+                l->deferred = true;                /* out of memory: try again next turn */
+                (void)uv_idle_start(&s->accept_idle, server_on_accept_idle);
+            }
         }
     }
 }
@@ -135,14 +138,12 @@ static void listener_on_connection(uv_stream_t *st, int status)
     if (s->closing) {
         return;
     }
-    if (++s->accept_burst > HTTP_ACCEPT_BURST) {
-        /* Not taking it makes libuv stop accepting on l (the connection waits, accepted, in the
-         * handle) until uv_accept is called on the next turn. */
+    /* Not taking a connection makes libuv stop accepting on l (it waits, accepted, in the handle)
+     * until uv_accept is called on the next turn: after a burst, and when out of memory. */
+    if (++s->accept_burst > HTTP_ACCEPT_BURST || http__conn_accept(s, l) != 0) {
         l->deferred = true;
         (void)uv_idle_start(&s->accept_idle, server_on_accept_idle);
-        return;
     }
-    http__conn_accept(s, l);
 }
 
 /* Binds and listens on one address; *port receives the bound port. */

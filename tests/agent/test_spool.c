@@ -161,6 +161,70 @@ static void test_spool_order_through_the_file(void **state)
     spool_close(fx->s);
 }
 
+/* The largest unlinked file this process holds open under dir (the spool's), or -1. */
+static long long spool_file_size(const char *dir)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    long long best = -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char link[300], target[512];
+        snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n <= 0) {
+            continue;
+        }
+        target[n] = '\0';
+        struct stat st;
+        if (strncmp(target, dir, strlen(dir)) == 0 && strstr(target, "(deleted)") != NULL &&
+            stat(link, &st) == 0 && (long long)st.st_size > best) {
+            best = (long long)st.st_size;
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+/*
+ * A consumer that stays behind for a long time: 40 MiB through a 3 MiB spool, the producer
+ * pausing when it is full and going on when it has room. Everything comes out in order, and the
+ * file never grows past the limit: it is a ring.
+ */
+static void test_spool_ring(void **state)
+{
+    struct fx *fx = *state;
+    uint64_t limit = (uint64_t)3 << 20;
+    assert_int_equal(spool_new(&fx->loop, fx->dir, limit, &fx->s), 0);
+    size_t total = (size_t)40 << 20, in = 0, piece = 200 * 1000;
+    long long max_file = 0;
+    while (fx->out < total) {
+        /* Produce while there is room (a paused runtime resumes once there is). */
+        while (in < total && !spool_full(fx->s)) {
+            size_t k = total - in < piece ? total - in : piece;
+            push(fx, in, k, k);
+            in += k;
+        }
+        /* Consume one chunk. */
+        fx->popped = false;
+        if (spool_pop(fx->s, on_chunk, fx) == 0) {
+            while (!fx->popped) {
+                uv_run(&fx->loop, UV_RUN_ONCE);
+            }
+            assert_int_equal(fx->status, 0);
+            assert_false(fx->bad);
+        }
+        uv_run(&fx->loop, UV_RUN_NOWAIT);
+        long long sz = spool_file_size(fx->dir);
+        max_file = sz > max_file ? sz : max_file;
+    }
+    assert_int_equal(fx->out, total);
+    assert_true(spool_spilled(fx->s) > limit * 2); /* the ring wrapped */
+    assert_true(max_file > 0);
+    assert_true(max_file <= (long long)limit);
+    spool_close(fx->s);
+}
+
 static void test_spool_limit_and_room(void **state)
 {
     struct fx *fx = *state;
@@ -235,6 +299,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_spool_order_through_the_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spool_ring, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spool_limit_and_room, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spool_without_a_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spool_close_in_flight, setup, teardown),

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # The two commands of the README: `make run` and `make test`. Both install what is missing first.
 
+SHELL := /bin/bash
 DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
 # For the tests only (tests/container reads YAML, unit tests also run under valgrind, the load
 # test drives wrk, the HTTPS tests make certificates with openssl and connect with curl); the
@@ -16,37 +17,63 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps build build-asan run test test-fast bench bench-peers fuzz-deps build-fuzz fuzz fuzz-ci clean
+.PHONY: all deps deps-build configure build-bin build build-asan run test test-fast bench bench-peers fuzz-deps build-fuzz fuzz fuzz-ci clean
 
 all: build
 
-deps:
-	@missing=""; for p in $(DEB_PACKAGES) $(TEST_PACKAGES); do \
+# apt-get install PACKAGES… for the ones that are not installed yet.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@command -v dotnet >/dev/null || { echo "the .NET SDK (dotnet) is required for the test app" >&2; exit 1; }
+endef
 
-build: deps
+# What the binary needs.
+deps-build:
+	$(call install_missing,$(DEB_PACKAGES))
+
+# What the tests need too. The .NET SDK is not a Debian package: without it the tests that start
+# real .NET processes are skipped (ctest lists them), so say it up front.
+deps: deps-build
+	$(call install_missing,$(TEST_PACKAGES))
+	@command -v dotnet >/dev/null || echo "warning: no .NET SDK (dotnet) on PATH: the tests with real .NET processes will be skipped" >&2
+
+configure:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+# The binary alone (what `make run` needs; no test targets, no .NET).
+build-bin: deps-build configure
+	cmake --build $(BUILD) -j $(JOBS) --target dotmon
+
+build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-asan: deps
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DAGENT_SANITIZE=address,undefined >/dev/null
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 
-# Installs what is missing, builds, and starts dotmon on its defaults (loopback only, a temporary
-# API key printed once).
-run: build
+# Installs what is missing, builds the binary, and starts dotmon on its defaults (loopback only, a
+# temporary API key printed once on standard output, apart from the log on standard error).
+run: build-bin
 	./$(BUILD)/dotmon collect --temp-apikey --urls $(URLS)
 
-# Installs what is missing, builds twice (normal and ASan+UBSan) and runs the whole suite in both.
+# Installs what is missing, builds twice (normal and ASan+UBSan) and runs the whole suite in both,
+# the second even when the first fails; then one summary, and a failure if either failed.
 test: build build-asan
-	ctest --test-dir $(BUILD) --output-on-failure
-	ctest --test-dir $(BUILD_ASAN) --output-on-failure
+	@set -o pipefail; rc1=0; rc2=0; \
+	ctest --test-dir $(BUILD) --output-on-failure | tee $(BUILD)/ctest.log || rc1=$$?; \
+	ctest --test-dir $(BUILD_ASAN) --output-on-failure | tee $(BUILD_ASAN)/ctest.log || rc2=$$?; \
+	echo "== make test: summary =="; \
+	for b in $(BUILD) $(BUILD_ASAN); do \
+	  printf '%-12s ' "$$b:"; grep -E 'tests passed, [0-9]+ tests failed' $$b/ctest.log || echo "no result"; \
+	  sed -n '/The following tests FAILED:/,$$p' $$b/ctest.log | grep -E '^\s+[0-9]+ - ' || true; \
+	  sed -n '/The following tests did not run:/,/^$$/p' $$b/ctest.log | grep -E '^\s+[0-9]+ - ' || true; \
+	done; \
+	[ $$rc1 -eq 0 ] && [ $$rc2 -eq 0 ]
 
 # The normal build only (quicker while developing).
 test-fast: build
@@ -70,13 +97,7 @@ bench-peers: build
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:
-	@missing=""; for p in $(DEB_PACKAGES) $(FUZZ_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	$(call install_missing,$(DEB_PACKAGES) $(FUZZ_PACKAGES))
 
 build-fuzz: fuzz-deps
 	cmake -S . -B $(BUILD_FUZZ) -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \

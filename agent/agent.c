@@ -477,15 +477,75 @@ static void on_signal(uv_signal_t *s, int signum)
     agent_stop(a);
 }
 
+/*
+ * A process is announced at Info once it has lived ANNOUNCE_AFTER_MS: `dotnet run`, `dotnet build`
+ * and the SDK's tools start and end .NET processes by the dozen, and their "discovered"/"is gone"
+ * pairs would fill the log. Those stay at Debug.
+ */
+#define ANNOUNCE_AFTER_MS 1000
+
+static void newcomer_remove(struct agent *a, size_t i)
+{
+    free(a->newcomers[i].name);
+    a->newcomers[i] = a->newcomers[--a->nnewcomers];
+}
+
+static void on_announce_timer(uv_timer_t *t)
+{
+    struct agent *a = t->data;
+    uint64_t now = uv_now(a->loop);
+    uint64_t next = 0;
+    for (size_t i = 0; i < a->nnewcomers;) {
+        struct agent_newcomer *n = &a->newcomers[i];
+        if (now - n->since_ms >= ANNOUNCE_AFTER_MS) {
+            log_info(cat, "process %llu (%s, uid %s) discovered", (unsigned long long)n->pid,
+                     n->name != NULL ? n->name : "?", n->uid);
+            newcomer_remove(a, i);
+            continue;
+        }
+        uint64_t left = ANNOUNCE_AFTER_MS - (now - n->since_ms);
+        next = (next == 0 || left < next) ? left : next;
+        i++;
+    }
+    if (next > 0) {
+        uv_timer_start(&a->announce_timer, on_announce_timer, next, 0);
+    }
+}
+
 static void on_process_change(void *ud, const struct ipc_process *p, bool added)
 {
-    (void)ud;
+    struct agent *a = ud;
     if (added) {
-        log_info(cat, "process %llu (%s, uid %s) discovered", (unsigned long long)p->pid,
-                 p->name ? p->name : "?", p->uid);
-    } else {
-        log_info(cat, "process %llu (uid %s) is gone", (unsigned long long)p->pid, p->uid);
+        struct agent_newcomer *grown =
+            realloc(a->newcomers, (a->nnewcomers + 1) * sizeof(*a->newcomers));
+        if (grown == NULL) { /* announce it now rather than never */
+            log_info(cat, "process %llu (%s, uid %s) discovered", (unsigned long long)p->pid,
+                     p->name ? p->name : "?", p->uid);
+            return;
+        }
+        a->newcomers = grown;
+        struct agent_newcomer *n = &a->newcomers[a->nnewcomers++];
+        n->pid = p->pid;
+        memcpy(n->uid, p->uid, sizeof(n->uid));
+        n->name = p->name != NULL ? strdup(p->name) : NULL;
+        n->since_ms = uv_now(a->loop);
+        log_debug(cat, "process %llu (%s, uid %s) discovered", (unsigned long long)p->pid,
+                  p->name ? p->name : "?", p->uid);
+        if (!a->stopping && !uv_is_active((uv_handle_t *)&a->announce_timer)) {
+            uv_timer_start(&a->announce_timer, on_announce_timer, ANNOUNCE_AFTER_MS, 0);
+        }
+        return;
     }
+    for (size_t i = 0; i < a->nnewcomers; i++) {
+        if (strcmp(a->newcomers[i].uid, p->uid) == 0) {
+            log_debug(cat, "process %llu (uid %s) is gone after %llu ms",
+                      (unsigned long long)p->pid, p->uid,
+                      (unsigned long long)(uv_now(a->loop) - a->newcomers[i].since_ms));
+            newcomer_remove(a, i);
+            return;
+        }
+    }
+    log_info(cat, "process %llu (uid %s) is gone", (unsigned long long)p->pid, p->uid);
 }
 
 /* Splits a ';'-separated URL list and binds each; returns how many were bound. */
@@ -579,6 +639,9 @@ int agent_start(struct agent *a)
     a->open_handles += 2;
     uv_signal_start(&a->sig_int, on_signal, SIGINT);
     uv_signal_start(&a->sig_term, on_signal, SIGTERM);
+    uv_timer_init(a->loop, &a->announce_timer);
+    a->announce_timer.data = a;
+    a->open_handles++;
     sweep_stale_dumps(a);
     struct http_server_config hcfg;
     memset(&hcfg, 0, sizeof(hcfg));
@@ -678,6 +741,7 @@ int agent_start(struct agent *a)
     if (metrics < 0) {
         metrics = config_get_bool(a->cfg, "Metrics:Enabled", 1);
     }
+    a->metrics_enabled = metrics == 1;
     if (metrics == 1) {
         const char *murls[CLI_MAX_URLS];
         size_t nm = a->opts->nmetric_urls;
@@ -734,6 +798,9 @@ void agent_stop(struct agent *a)
     if (a->sig_term.loop != NULL && !uv_is_closing((uv_handle_t *)&a->sig_term)) {
         uv_close((uv_handle_t *)&a->sig_term, on_handle_closed);
     }
+    if (a->announce_timer.loop != NULL && !uv_is_closing((uv_handle_t *)&a->announce_timer)) {
+        uv_close((uv_handle_t *)&a->announce_timer, on_handle_closed);
+    }
 }
 
 void agent_fini(struct agent *a)
@@ -754,4 +821,9 @@ void agent_fini(struct agent *a)
     a->dump_target_dir = NULL;
     op_registry_fini(&a->ops);
     agent_tls_fini(a);
+    while (a->nnewcomers > 0) {
+        newcomer_remove(a, a->nnewcomers - 1);
+    }
+    free(a->newcomers);
+    a->newcomers = NULL;
 }

@@ -79,6 +79,18 @@ struct agent {
     uint32_t metrics_interval_s;  /* GlobalCounter:IntervalSeconds, for the Metrics profile */
 
     uint64_t requests_total;
+    bool metrics_enabled; /* Metrics:Enabled / --metrics (for /info) */
+
+    /* Processes not yet announced at Info: short-lived ones (the SDK's own build processes)
+     * are logged at Debug only (agent.c on_process_change). */
+    struct agent_newcomer {
+        uint64_t pid;
+        char uid[37];
+        char *name;
+        uint64_t since_ms; /* uv_now() when it appeared */
+    } * newcomers;
+    size_t nnewcomers;
+    uv_timer_t announce_timer;
 
     uint64_t trace_spool_limit; /* Trace:SpoolLimitMB in bytes (0: no spool) */
     struct agent_trace_stats {  /* over finished traces, for /metrics */

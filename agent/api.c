@@ -22,7 +22,8 @@ typedef void (*api_item_fn)(struct agent *a, struct http_request *req, const cha
 
 /*
  * Routes. A path may appear once per method; `item` routes take one more path segment
- * ("/operations/{id}") that is passed to the handler decoded.
+ * ("/operations/{id}") that is passed to the handler decoded, followed by `suffix` when the route
+ * has one ("/operations/{id}/details").
  */
 struct api_route {
     const char *path;
@@ -32,43 +33,91 @@ struct api_route {
     bool anonymous;     /* no authentication (metrics) */
     bool metrics_port;  /* also served on the metrics URLs */
     bool no_head;       /* GET with side effects (starts an artifact): HEAD is not allowed */
+    const char *suffix; /* item routes: what follows the item ("/details"), or NULL */
 };
 
 static const struct api_route routes[] = {
-    {"/processes", "GET", api_processes, NULL, false, false, false},
-    {"/process", "GET", api_process, NULL, false, false, false},
-    {"/env", "GET", api_env, NULL, false, false, false},
-    {"/info", "GET", api_info, NULL, false, false, false},
-    {"/dump", "GET", api_dump_get, NULL, false, false, true},
-    {"/trace", "GET", api_trace_get, NULL, false, false, true},
-    {"/trace", "POST", api_trace_post, NULL, false, false, false},
-    {"/operations", "GET", api_operations_list, NULL, false, false, false},
-    {"/operations/", "GET", NULL, api_operation_get, false, false, false},
-    {"/operations/", "DELETE", NULL, api_operation_delete, false, false, false},
-    {"/metrics", "GET", api_metrics, NULL, true, true, false},
-    {"/healthz", "GET", api_healthz, NULL, true, false, false},
-    {"/readyz", "GET", api_readyz, NULL, true, false, false},
+    {"/processes", "GET", api_processes, NULL, false, false, false, NULL},
+    {"/process", "GET", api_process, NULL, false, false, false, NULL},
+    {"/env", "GET", api_env, NULL, false, false, false, NULL},
+    {"/info", "GET", api_info, NULL, false, false, false, NULL},
+    {"/dump", "GET", api_dump_get, NULL, false, false, true, NULL},
+    {"/trace", "GET", api_trace_get, NULL, false, false, true, NULL},
+    {"/trace", "POST", api_trace_post, NULL, false, false, false, NULL},
+    {"/operations", "GET", api_operations_list, NULL, false, false, false, NULL},
+    {"/operations/", "GET", NULL, api_operation_get, false, false, false, NULL},
+    {"/operations/", "GET", NULL, api_operation_details, false, false, false, "/details"},
+    {"/operations/", "DELETE", NULL, api_operation_delete, false, false, false, NULL},
+    {"/metrics", "GET", api_metrics, NULL, true, true, false, NULL},
+    {"/healthz", "GET", api_healthz, NULL, true, false, false, NULL},
+    {"/readyz", "GET", api_readyz, NULL, true, false, false, NULL},
 };
 
-void api_problem(struct http_request *req, int status, const char *fmt, ...)
+/* A problem+json answer: detail, and a "reason" extension member when reason is not NULL. */
+static void respond_problem(struct http_request *req, int status, const char *detail,
+                            const char *reason)
 {
-    struct buf detail, body;
-    buf_init(&detail, 4096);
-    buf_init(&body, 8192);
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = buf_vprintf(&detail, fmt, ap);
-    va_end(ap);
-    if (rc == 0) {
-        rc = http_problem_json(&body, status, http_status_text(status), buf_cstr(&detail));
+    struct buf body;
+    buf_init(&body, 16384);
+    int rc = http_problem_json(&body, status, http_status_text(status), detail);
+    if (rc == 0 && reason != NULL) {
+        /* {…} becomes {…,"reason":"…"} */
+        buf_truncate(&body, buf_size(&body) - 1);
+        rc = buf_append_str(&body, ",\"reason\":\"");
+        rc = rc ? rc : buf_append_json_escaped(&body, reason);
+        rc = rc ? rc : buf_append_str(&body, "\"}");
     }
     if (rc != 0) {
         buf_reset(&body);
         buf_append_str(&body, "{\"status\":500}");
     }
-    http_respond(req, status, "application/problem+json", NULL, 0, buf_data(&body), buf_size(&body));
-    buf_fini(&detail);
+    http_respond(req, status, "application/problem+json", NULL, 0, buf_data(&body),
+                 buf_size(&body));
     buf_fini(&body);
+}
+
+void api_problem(struct http_request *req, int status, const char *fmt, ...)
+{
+    struct buf detail;
+    buf_init(&detail, 4096);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = buf_vprintf(&detail, fmt, ap);
+    va_end(ap);
+    respond_problem(req, rc == 0 ? status : 500, rc == 0 ? buf_cstr(&detail) : "out of memory",
+                    NULL);
+    buf_fini(&detail);
+}
+
+void api_problem_as_dm(struct http_request *req, int status, const char *dm_detail, const char *fmt,
+                       ...)
+{
+    struct buf reason;
+    buf_init(&reason, 4096);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = buf_vprintf(&reason, fmt, ap);
+    va_end(ap);
+    respond_problem(req, status, dm_detail, rc == 0 ? buf_cstr(&reason) : NULL);
+    buf_fini(&reason);
+}
+
+int api_query_bool(struct http_request *req, const char *name, bool *out)
+{
+    struct buf v;
+    buf_init(&v, 64);
+    int h = http_query_get(http_request_query(req), name, &v);
+    int rc = 0;
+    if (h == 1 && strcasecmp(buf_cstr(&v), "true") == 0) {
+        *out = true;
+    } else if (h == 1 && strcasecmp(buf_cstr(&v), "false") == 0) {
+        *out = false;
+    } else if (h != 0) {
+        api_problem(req, 400, "%s must be true or false", name);
+        rc = AGENT_E_INVAL;
+    }
+    buf_fini(&v);
+    return rc;
 }
 
 void api_json(struct http_request *req, int status, cJSON *json)
@@ -157,7 +206,7 @@ void api_handle(void *ud, struct http_request *req)
 
     /* Find the routes for this path, then the one for this method. */
     const struct api_route *route = NULL;
-    const char *item = NULL;
+    char item[128] = "";
     char allowed[64] = "";
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const struct api_route *r = &routes[i];
@@ -165,12 +214,25 @@ void api_handle(void *ud, struct http_request *req)
         if (on_metrics && !r->metrics_port) {
             continue;
         }
+        size_t rest_len = 0;
         if (r->item != NULL) {
             size_t n = strlen(r->path);
-            if (strncasecmp(p, r->path, n) != 0 || p[n] == '\0' || strchr(p + n, '/') != NULL) {
+            if (strncasecmp(p, r->path, n) != 0 || p[n] == '\0') {
                 continue;
             }
             rest = p + n;
+            rest_len = strlen(rest);
+            size_t sn = r->suffix != NULL ? strlen(r->suffix) : 0;
+            if (sn > 0) {
+                if (rest_len <= sn || strcasecmp(rest + rest_len - sn, r->suffix) != 0) {
+                    continue;
+                }
+                rest_len -= sn;
+            }
+            const char *slash = memchr(rest, '/', rest_len);
+            if (slash != NULL || rest_len >= sizeof(item)) {
+                continue;
+            }
         } else if (strcasecmp(p, r->path) != 0) {
             continue;
         }
@@ -180,7 +242,10 @@ void api_handle(void *ud, struct http_request *req)
                  head_ok ? ", HEAD" : "");
         if (strcmp(method, r->method) == 0 || (head_ok && strcmp(method, "HEAD") == 0)) {
             route = r;
-            item = rest;
+            if (rest != NULL) {
+                memcpy(item, rest, rest_len);
+                item[rest_len] = '\0';
+            }
         }
     }
     if (allowed[0] == '\0') {
@@ -365,11 +430,14 @@ const struct ipc_process *api_select_process(struct agent *a, struct http_reques
         size_t nmatch = 0;
         result = default_process(a, &nmatch);
         if (result == NULL && nmatch == 0) {
-            api_problem(req, 404, a->nfilters ? "no process matches the DefaultProcess filters"
-                                              : "no .NET process found; specify pid, uid or name");
+            api_problem_as_dm(req, 400, API_DM_NO_PROCESS, "%s",
+                              a->nfilters ? "no process matches the DefaultProcess filters"
+                                          : "no .NET process found; specify pid, uid or name");
         } else if (result == NULL) {
-            api_problem(req, 400, "%zu processes could be the default process; specify pid, uid or name",
-                        nmatch);
+            api_problem_as_dm(req, 400, API_DM_MANY_PROCESSES,
+                              "%zu processes could be the default process; specify pid, uid or "
+                              "name (see /processes)",
+                              nmatch);
         }
         goto out;
     }
@@ -392,15 +460,16 @@ const struct ipc_process *api_select_process(struct agent *a, struct http_reques
         }
     }
     if (count == 0) {
-        api_problem(req, 404, "no .NET process matches%s%s%s%s%s%s", has_pid == 1 ? " pid=" : "",
-                    has_pid == 1 ? buf_cstr(&pid_s) : "", has_uid == 1 ? " uid=" : "",
-                    has_uid == 1 ? uid : "", has_name == 1 ? " name=" : "",
-                    has_name == 1 ? buf_cstr(&name_s) : "");
+        api_problem_as_dm(req, 400, API_DM_NO_PROCESS, "no .NET process matches%s%s%s%s%s%s",
+                          has_pid == 1 ? " pid=" : "", has_pid == 1 ? buf_cstr(&pid_s) : "",
+                          has_uid == 1 ? " uid=" : "", has_uid == 1 ? uid : "",
+                          has_name == 1 ? " name=" : "", has_name == 1 ? buf_cstr(&name_s) : "");
     } else if (count > 1) {
         result = NULL;
         /* Only uid is unique: pid repeats across pid namespaces (every container's app is 1). */
-        api_problem(req, 400, "%zu processes match; select one with uid (see /processes)%s", count,
-                    has_pid == 1 ? ": several runtimes call themselves this pid" : "");
+        api_problem_as_dm(req, 400, API_DM_MANY_PROCESSES,
+                          "%zu processes match; select one with uid (see /processes)%s", count,
+                          has_pid == 1 ? ": several runtimes call themselves this pid" : "");
     }
 out:
     buf_fini(&pid_s);

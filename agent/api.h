@@ -20,14 +20,35 @@ void api_handle(void *ud, struct http_request *req);
 /* Answers an RFC 7807 problem; detail is printf-style. */
 void api_problem(struct http_request *req, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/*
+ * Answers an RFC 7807 problem whose detail is dotnet-monitor's own message for the case (scripts
+ * compare it), with dotmon's specifics in the extension member "reason" (printf-style).
+ */
+void api_problem_as_dm(struct http_request *req, int status, const char *dm_detail, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
+
+/* dotnet-monitor's messages (its WebApi Strings), kept word for word. */
+#define API_DM_NO_PROCESS "Unable to discover a target process."
+#define API_DM_MANY_PROCESSES                                                                      \
+    "Unable to select a single target process because multiple target processes have been "        \
+    "discovered."
+#define API_DM_OPERATION_NOT_FOUND   "Operation not found."
+#define API_DM_OPERATION_NOT_RUNNING "Operation is not running."
+
+/*
+ * A true/false query parameter (any case): *out is set when present, left alone when absent.
+ * Anything else is answered with a 400 and AGENT_E_INVAL returned.
+ */
+int api_query_bool(struct http_request *req, const char *name, bool *out);
+
 /* Answers 200 with the JSON value (which this call deletes). */
 void api_json(struct http_request *req, int status, cJSON *json);
 
 /*
  * Process selection shared by every process route: pid, uid or name from the query (all given
  * ones must match the same process), else the default process. On failure answers the request
- * (400 malformed / ambiguous, 404 none) and returns NULL. The result is a cache view: copy what
- * you need before going asynchronous.
+ * (400, as dotnet-monitor: malformed, ambiguous or none) and returns NULL. The result is a cache
+ * view: copy what you need before going asynchronous.
  */
 const struct ipc_process *api_select_process(struct agent *a, struct http_request *req);
 
@@ -46,6 +67,7 @@ void api_trace_get(struct agent *a, struct http_request *req);
 void api_trace_post(struct agent *a, struct http_request *req);
 void api_operations_list(struct agent *a, struct http_request *req);
 void api_operation_get(struct agent *a, struct http_request *req, const char *id);
+void api_operation_details(struct agent *a, struct http_request *req, const char *id);
 void api_operation_delete(struct agent *a, struct http_request *req, const char *id);
 
 void api_dump_get(struct agent *a, struct http_request *req);

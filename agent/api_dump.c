@@ -997,11 +997,8 @@ void api_dump_get(struct agent *a, struct http_request *req)
         job_fail(job, 500, "PathTooLong", "the dump folder path is too long");
         goto out;
     }
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
     char ts[32];
-    strftime(ts, sizeof(ts), "%Y%m%d_%H%M%S", &tm);
+    op_artifact_stamp(ts, sizeof(ts));
     snprintf(job->filename, sizeof(job->filename), "core_%s", ts);
     const char *host = http_request_header(req, "Host");
     snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",

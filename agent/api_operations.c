@@ -36,7 +36,7 @@ void api_operations_list(struct agent *a, struct http_request *req)
             (ht == 1 && !op_has_tags(op, buf_cstr(&tags)))) {
             continue;
         }
-        cJSON *o = op_to_json(op, false);
+        cJSON *o = op_to_json(op, OP_JSON_SUMMARY);
         if (o != NULL) {
             cJSON_AddItemToArray(arr, o);
         }
@@ -49,37 +49,49 @@ out:
     buf_fini(&tags);
 }
 
-/* id is the decoded path segment after /operations/. */
+/* The operation with this id, or NULL after answering dotnet-monitor's 400. */
+static struct operation *find_op(struct agent *a, struct http_request *req, const char *id)
+{
+    struct operation *op = op_registry_find(&a->ops, id);
+    if (op == NULL) {
+        api_problem_as_dm(req, 400, API_DM_OPERATION_NOT_FOUND,
+                          "no operation '%s' (finished operations are kept for the last %zu)", id,
+                          a->ops.max_history);
+    }
+    return op;
+}
+
+/* GET /operations/{id}: dotnet-monitor's OperationStatus, 201 once the operation succeeded (as
+ * dotnet-monitor answers), else 200. */
 void api_operation_get(struct agent *a, struct http_request *req, const char *id)
 {
-    const struct operation *op = op_registry_find(&a->ops, id);
-    if (op == NULL) {
-        api_problem(req, 404, "no operation '%s' (finished operations are kept for the last %zu)",
-                    id, a->ops.max_history);
-        return;
+    const struct operation *op = find_op(a, req, id);
+    if (op != NULL) {
+        api_json(req, op->state == OP_SUCCEEDED ? 201 : 200, op_to_json(op, OP_JSON_STATUS));
     }
-    api_json(req, 200, op_to_json(op, true));
+}
+
+/* GET /operations/{id}/details: the status plus dotmon's extras (artifact name, trace or dump
+ * results); always 200. */
+void api_operation_details(struct agent *a, struct http_request *req, const char *id)
+{
+    const struct operation *op = find_op(a, req, id);
+    if (op != NULL) {
+        api_json(req, 200, op_to_json(op, OP_JSON_DETAILS));
+    }
 }
 
 void api_operation_delete(struct agent *a, struct http_request *req, const char *id)
 {
-    struct operation *op = op_registry_find(&a->ops, id);
-    if (op == NULL) {
-        api_problem(req, 404, "no operation '%s'", id);
-        return;
-    }
-    struct buf stop;
-    buf_init(&stop, 64);
-    int hs = http_query_get(http_request_query(req), "stop", &stop);
-    bool graceful = hs == 1 && strcasecmp(buf_cstr(&stop), "true") == 0;
-    bool bad = hs < 0 || (hs == 1 && !graceful && strcasecmp(buf_cstr(&stop), "false") != 0);
-    buf_fini(&stop);
-    if (bad) {
-        api_problem(req, 400, "stop must be true or false");
+    struct operation *op = find_op(a, req, id);
+    bool graceful = false;
+    if (op == NULL || api_query_bool(req, "stop", &graceful) != 0) {
         return;
     }
     if (op_is_finished(op)) {
-        api_problem(req, 400, "operation %s has already finished (%s)", op->id, op_state_name(op->state));
+        api_problem_as_dm(req, 400, API_DM_OPERATION_NOT_RUNNING,
+                          "operation %s has already finished (%s)", op->id,
+                          op_state_name(op->state));
         return;
     }
     if (graceful) {

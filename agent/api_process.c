@@ -62,17 +62,25 @@ void api_process(struct agent *a, struct http_request *req)
     if (p == NULL) {
         return;
     }
+    /* dotnet-monitor's ProcessInfo has exactly these fields (its schema forbids others); what
+     * dotmon knows beyond them comes with extras=true. */
+    bool extras = false;
+    if (api_query_bool(req, "extras", &extras) != 0) {
+        return;
+    }
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
         cJSON_AddNumberToObject(o, "pid", (double)p->pid);
         cJSON_AddStringToObject(o, "uid", p->uid);
-        cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
-        cJSON_AddStringToObject(o, "commandLine", p->command_line ? p->command_line : "");
-        cJSON_AddStringToObject(o, "operatingSystem", p->os ? p->os : "");
-        cJSON_AddStringToObject(o, "processArchitecture", p->arch ? p->arch : "");
+        add_string_or_null(o, "name", p->name);
+        add_string_or_null(o, "commandLine", p->command_line);
+        add_string_or_null(o, "operatingSystem", p->os);
+        add_string_or_null(o, "processArchitecture", p->arch);
         add_string_or_null(o, "managedEntryPointAssemblyName", p->entrypoint_assembly);
-        add_string_or_null(o, "clrProductVersion", p->clr_version);
-        add_string_or_null(o, "runtimeIdentifier", p->runtime_identifier);
+        if (extras) {
+            add_string_or_null(o, "clrProductVersion", p->clr_version);
+            add_string_or_null(o, "runtimeIdentifier", p->runtime_identifier);
+        }
     }
     api_json(req, 200, o);
 }
@@ -217,12 +225,16 @@ void api_info(struct agent *a, struct http_request *req)
             cJSON_AddNullToObject(o, "diagnosticPortName");
         }
         cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
-        static const struct {
+        /* dotnet-monitor's capability names (MonitorCapability); dotmon has metrics (when on)
+         * and returns artifacts over HTTP, not the in-process features. */
+        const struct {
             const char *name;
             bool enabled;
-        } capabilities[] = {{"processes", true}, {"environment", true}, {"traces", true},
-                            {"dumps", true},     {"logs", false},       {"metrics", false},
-                            {"exceptions", false}, {"call_stacks", false}, {"parameters", false}};
+        } capabilities[] = {{"exceptions", false},
+                            {"parameters", false},
+                            {"callstacks", false},
+                            {"metrics", a->metrics_enabled},
+                            {"http_egress", true}};
         for (size_t i = 0; caps != NULL && i < sizeof(capabilities) / sizeof(capabilities[0]); i++) {
             cJSON *c = cJSON_CreateObject();
             if (c == NULL) {

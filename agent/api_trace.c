@@ -667,11 +667,8 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
 
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
     char ts[32];
-    strftime(ts, sizeof(ts), "%Y%m%d_%H%M%S", &tm);
+    op_artifact_stamp(ts, sizeof(ts));
     snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
     snprintf(job->endpoint, sizeof(job->endpoint), "%s", p->endpoint);
     job->ep = ipc_process_endpoint(p);

@@ -22,7 +22,8 @@ static const char usage_text[] =
     "collect / config show options:\n"
     "  -u, --urls URL                  Artifact URL to bind, repeatable or ';'-separated\n"
     "                                  (default http://localhost:52323)\n"
-    "  --metricUrls URL                Metrics URL to bind, repeatable (default http://localhost:52325)\n"
+    "  --metricUrls URL                Metrics URL to bind, repeatable (default "
+    "http://localhost:52325)\n"
     "  -m, --metrics true|false        Serve the metrics URLs (default true)\n"
     "  --no-auth                       Turn authentication off for every route\n"
     "  --temp-apikey                   Generate a one-time API key at start-up and print it\n"
@@ -30,14 +31,20 @@ static const char usage_text[] =
     "                                  (apps get DOTNET_DiagnosticPorts=PATH[,nosuspend])\n"
     "  --configuration-file-path FILE  Read settings from this JSON file\n"
     "  --level redacted|full           (config show) show secrets or not (default redacted)\n"
+    "  --show-sources                  (config show) say where each setting comes from\n"
     "\n"
     "generatekey options:\n"
-    "  -o, --output FORMAT             json, text, shell, cmd, powershell, machinejson (default json)\n"
+    "  -o, --output FORMAT             json, text, shell, cmd, powershell, machinejson (default "
+    "json)\n"
     "  --expiration DURATION           Token lifetime: TimeSpan ([d.]hh:mm[:ss]) or 30m, 12h, 7d\n"
     "                                  (default 7 days)\n"
     "\n"
-    "Environment: settings use dotnet-monitor's names with '__' nesting and the prefix\n"
-    "DotnetMonitor_ (or DOTNETMONITOR_), e.g. DotnetMonitor_Authentication__MonitorApiKey__Subject.\n";
+    "Settings use dotnet-monitor's names and sources, weakest first: unprefixed environment\n"
+    "variables (Metrics__Enabled), the command line, "
+    "$XDG_CONFIG_HOME/dotnet-monitor/settings.json,\n"
+    "/etc/dotnet-monitor/settings.json, key-per-file /etc/dotnet-monitor/<Section__Key>,\n"
+    "DotnetMonitor_ (or DOTNETMONITOR_) variables, e.g.\n"
+    "DotnetMonitor_Authentication__MonitorApiKey__Subject, then --configuration-file-path.\n";
 
 const char *cli_usage(void)
 {
@@ -213,7 +220,8 @@ static bool option_known(enum cli_command command, const char *name)
                 return true;
             }
         }
-        return command == CLI_CONFIG_SHOW && strcmp(name, "--level") == 0;
+        return command == CLI_CONFIG_SHOW &&
+               (strcmp(name, "--level") == 0 || strcmp(name, "--show-sources") == 0);
     }
     if (command == CLI_GENERATEKEY) {
         for (size_t i = 0; i < sizeof(keygen) / sizeof(keygen[0]); i++) {
@@ -282,7 +290,8 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
             /* Before taking a value: the error must name the option, not what follows it. */
             return fail(err, errlen, "unknown option '%s' (see dotmon --help)", argv[i]);
         }
-        if (is_collect && (strcmp(name, "--no-auth") == 0 || strcmp(name, "--temp-apikey") == 0)) {
+        if (is_collect && (strcmp(name, "--no-auth") == 0 || strcmp(name, "--temp-apikey") == 0 ||
+                           strcmp(name, "--show-sources") == 0)) {
             takes_value = false;
         }
         if (takes_value) {
@@ -325,6 +334,8 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
                 return fail(err, errlen, "--configuration-file-path needs a path");
             }
             opts->config_file = val;
+        } else if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--show-sources") == 0) {
+            opts->show_sources = true;
         } else if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--level") == 0) {
             if (strcasecmp(val, "full") == 0) {
                 opts->config_full = true;

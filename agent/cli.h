@@ -42,6 +42,7 @@ struct cli_options {
     const char *diagnostic_port;  /* NULL when not given */
     const char *config_file;      /* NULL when not given */
     bool config_full;             /* config show --level full */
+    bool show_sources;            /* config show --show-sources */
     /* generatekey */
     enum cli_key_format key_format;
     int64_t expiration_s;         /* default 7 days */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <cJSON.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,12 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cJSON.h>
+
 #include "buf.h"
 #include "err.h"
 #include "log.h"
 
 #define CONFIG_MAX_FILE (1024 * 1024)
 #define CONFIG_MAX_DEPTH 32
+#define CONFIG_MAX_KEY_FILES 1024
 
 void config_init(struct config *c)
 {
@@ -153,26 +156,31 @@ int config_load_json(struct config *c, const char *text, size_t len, const char 
     return rc;
 }
 
-int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+/* Reads a whole file of at most CONFIG_MAX_FILE bytes into text. ENOENT is returned as is (for
+ * optional sources); other failures are AGENT_E_INVAL with a reason in err. */
+static int read_small_file(int dirfd, const char *path, struct buf *text, char *err, size_t errlen)
 {
-    struct buf text;
-    buf_init(&text, CONFIG_MAX_FILE);
-    int rc = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        int e = errno;
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+        return e == ENOENT ? -ENOENT : AGENT_E_INVAL;
+    }
+    int rc = 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s is not a regular file", path);
         rc = AGENT_E_INVAL;
         goto out;
     }
     for (;;) {
-        rc = buf_reserve(&text, 64 * 1024);
-        if (rc != 0) {
+        if (buf_reserve(text, 64 * 1024) != 0 || buf_size(text) > CONFIG_MAX_FILE) {
             snprintf(err, errlen, "%s is larger than 1 MiB", path);
             rc = AGENT_E_INVAL;
             goto out;
         }
-        size_t room = text.cap - text.len - 1;
-        ssize_t n = read(fd, text.p + text.len, room);
+        size_t room = text->cap - text->len - 1;
+        ssize_t n = read(fd, text->p + text->len, room);
         if (n < 0 && errno == EINTR) {
             continue;
         }
@@ -184,14 +192,117 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
         if (n == 0) {
             break;
         }
-        text.len += (size_t)n;
+        text->len += (size_t)n;
     }
-    rc = config_load_json(c, (const char *)buf_data(&text), buf_size(&text), "file", err, errlen);
 out:
-    if (fd >= 0) {
-        close(fd);
+    close(fd);
+    return rc;
+}
+
+int config_load_json_file(struct config *c, const char *path, const char *source, bool optional,
+                          char *err, size_t errlen)
+{
+    struct buf text;
+    buf_init(&text, CONFIG_MAX_FILE + 64 * 1024);
+    int rc = read_small_file(AT_FDCWD, path, &text, err, errlen);
+    if (rc == -ENOENT) {
+        buf_fini(&text);
+        return optional ? 0 : AGENT_E_INVAL;
+    }
+    if (rc == 0) {
+        rc = config_load_json(c, (const char *)buf_data(&text), buf_size(&text), source, err,
+                              errlen);
     }
     buf_fini(&text);
+    return rc;
+}
+
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+{
+    return config_load_json_file(c, path, "file", false, err, errlen);
+}
+
+/* A file name or an environment name as a key: "__" stands for ':'. */
+static int key_from_name(struct buf *key, const char *name, size_t len)
+{
+    int rc = 0;
+    for (size_t i = 0; i < len && rc == 0; i++) {
+        if (name[i] == '_' && i + 1 < len && name[i + 1] == '_') {
+            rc = buf_append(key, ":", 1);
+            i++;
+        } else {
+            rc = buf_append(key, name + i, 1);
+        }
+    }
+    return rc;
+}
+
+int config_load_key_per_file(struct config *c, const char *dir, const char *source, char *err,
+                             size_t errlen)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {
+            return 0; /* optional, as in dotnet-monitor */
+        }
+        snprintf(err, errlen, "cannot open %s: %s", dir, strerror(errno));
+        return AGENT_E_INVAL;
+    }
+    DIR *d = fdopendir(dfd);
+    if (d == NULL) {
+        close(dfd);
+        snprintf(err, errlen, "cannot read %s: %s", dir, strerror(errno));
+        return AGENT_E_INVAL;
+    }
+    int rc = 0;
+    struct buf key, value;
+    buf_init(&key, 4096);
+    buf_init(&value, CONFIG_MAX_FILE + 64 * 1024);
+    size_t files = 0;
+    for (struct dirent *de = readdir(d); de != NULL && rc == 0; de = readdir(d)) {
+        /* Dot names are Kubernetes' own (..data, ..2024_…) and hidden files; settings.json is the
+         * JSON source read before this one. A file name is a key, "__" standing for ':'. */
+        if (de->d_name[0] == '.' || strcasecmp(de->d_name, "settings.json") == 0) {
+            continue;
+        }
+        struct stat st;
+        if (fstatat(dfd, de->d_name, &st, 0) != 0 || !S_ISREG(st.st_mode)) {
+            continue; /* folders, dangling links */
+        }
+        if (++files > CONFIG_MAX_KEY_FILES) {
+            snprintf(err, errlen, "%s holds more than %d files", dir, CONFIG_MAX_KEY_FILES);
+            rc = AGENT_E_INVAL;
+            break;
+        }
+        buf_reset(&key);
+        buf_reset(&value);
+        char why[256];
+        rc = read_small_file(dfd, de->d_name, &value, why, sizeof(why));
+        if (rc != 0) {
+            snprintf(err, errlen, "%s: %s", dir, why);
+            rc = AGENT_E_INVAL;
+            break;
+        }
+        /* One trailing newline is not part of the value (`echo x > file`, kubectl's secrets). */
+        size_t n = buf_size(&value);
+        if (n > 0 && value.p[value.off + n - 1] == '\n') {
+            n--;
+            if (n > 0 && value.p[value.off + n - 1] == '\r') {
+                n--;
+            }
+        }
+        buf_truncate(&value, n);
+        if (memchr(buf_data(&value), '\0', n) != NULL) {
+            snprintf(err, errlen, "%s/%s holds a NUL byte", dir, de->d_name);
+            rc = AGENT_E_INVAL;
+            break;
+        }
+        rc = key_from_name(&key, de->d_name, strlen(de->d_name));
+        rc = rc ? rc : config_set(c, buf_cstr(&key), buf_cstr(&value), source);
+    }
+    closedir(d);
+    buf_fini(&key);
+    buf_fini(&value);
     return rc;
 }
 
@@ -210,16 +321,33 @@ int config_load_env(struct config *c, const char *const *envp)
         }
         struct buf key;
         buf_init(&key, 4096);
-        int rc = 0;
-        for (const char *p = kv + plen; p < eq && rc == 0; p++) {
-            if (p[0] == '_' && p + 1 < eq && p[1] == '_') {
-                rc = buf_append(&key, ":", 1);
-                p++;
-            } else {
-                rc = buf_append(&key, p, 1);
-            }
-        }
+        int rc = key_from_name(&key, kv + plen, (size_t)(eq - kv - plen));
         rc = rc ? rc : config_set(c, buf_cstr(&key), eq + 1, "environment");
+        buf_fini(&key);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int config_load_env_unprefixed(struct config *c, const char *const *envp)
+{
+    static const char prefix[] = "DotnetMonitor_";
+    for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
+        const char *kv = envp[i];
+        const char *eq = strchr(kv, '=');
+        if (eq == NULL || eq == kv || strncasecmp(kv, prefix, sizeof(prefix) - 1) == 0) {
+            continue;
+        }
+        struct buf key;
+        buf_init(&key, 4096);
+        int rc = key_from_name(&key, kv, (size_t)(eq - kv));
+        /* Only dotnet-monitor's own sections: PATH, HOME and the rest of a process's environment
+         * are not settings (and would each be named as an unknown one). */
+        if (rc == 0 && config_key_kind(buf_cstr(&key)) != CONFIG_KEY_UNKNOWN) {
+            rc = config_set(c, buf_cstr(&key), eq + 1, "environment (unprefixed)");
+        }
         buf_fini(&key);
         if (rc != 0) {
             return rc;

@@ -9,12 +9,9 @@
 /*
  * Configuration as .NET's IConfiguration sees it: a flat map of case-insensitive keys whose
  * sections are joined with ':' ("Authentication:MonitorApiKey:Subject"; array elements use
- * their index, "DefaultProcess:Filters:0:Key"). Sources are applied in order; a later source
- * overrides an earlier one key by key:
- *   1. the JSON file given with --configuration-file-path
- *   2. environment variables with the prefix DotnetMonitor_ or DOTNETMONITOR_ (case-insensitive),
- *      "__" standing for ':'
- * Every entry remembers its source for `config show`.
+ * their index, "DefaultProcess:Filters:0:Key"). Sources are applied in order (settings.h has
+ * dotnet-monitor's order); a later source overrides an earlier one key by key. Every entry
+ * remembers its source for `config show --show-sources`.
  */
 
 struct config_entry {
@@ -38,10 +35,25 @@ int config_set(struct config *c, const char *key, const char *value, const char 
 /* Flattens a JSON document into the map. Returns 0, or AGENT_E_INVAL with a reason in err. */
 int config_load_json(struct config *c, const char *text, size_t len, const char *source, char *err,
                      size_t errlen);
-/* Reads and loads a JSON file (at most 1 MiB). */
+/* Reads and loads a JSON file (at most 1 MiB) as source "file"; a missing file is an error. */
 int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
+/* The same with a source name; optional: a missing file loads nothing and is no error. */
+int config_load_json_file(struct config *c, const char *path, const char *source, bool optional,
+                          char *err, size_t errlen);
+/*
+ * Key-per-file (a Kubernetes Secret or ConfigMap mounted as a folder): every regular file of dir
+ * (links followed; dot names and settings.json skipped) is one key, its name with "__" for ':',
+ * its content the value less one trailing newline. A missing dir loads nothing. At most 1024
+ * files of 1 MiB each.
+ */
+int config_load_key_per_file(struct config *c, const char *dir, const char *source, char *err,
+                             size_t errlen);
 /* Loads DotnetMonitor_* / DOTNETMONITOR_* variables from a NULL-terminated environment. */
 int config_load_env(struct config *c, const char *const *envp);
+/* Loads unprefixed variables (Metrics__Enabled, DefaultProcess__Filters__0__Key) whose key is a
+ * dotnet-monitor setting (config_key_kind not CONFIG_KEY_UNKNOWN); source "environment
+ * (unprefixed)". */
+int config_load_env_unprefixed(struct config *c, const char *const *envp);
 
 /* Value of key (case-insensitive), or NULL. */
 const char *config_get(const struct config *c, const char *key);

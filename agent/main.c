@@ -92,12 +92,35 @@ static int run_generatekey(const struct cli_options *opts)
 
 static int run_config_show(const struct cli_options *opts, const struct config *cfg)
 {
+    if (opts->show_sources) {
+        struct settings_paths paths;
+        settings_paths((const char *const *)environ, &paths);
+        printf("/* sources, weakest first: environment (unprefixed), command line, user settings "
+               "(%s), shared settings (%s), key-per-file (%s), environment (DotnetMonitor_), "
+               "file (%s) */\n",
+               paths.user_settings[0] ? paths.user_settings : "no HOME", paths.shared_settings,
+               paths.shared_dir, opts->config_file != NULL ? opts->config_file : "none");
+    }
     printf("{\n");
     for (size_t i = 0; i < cfg->n; i++) {
         const struct config_entry *e = &cfg->v[i];
         bool hide = !opts->config_full && config_key_is_secret(e->key);
-        printf("  \"%s\": \"%s\"%s /* %s */\n", e->key, hide ? ":REDACTED:" : e->value,
-               i + 1 < cfg->n ? "," : "", e->source);
+        struct buf k, v; /* key-per-file values may hold newlines or quotes (a PEM key) */
+        buf_init(&k, 0);
+        buf_init(&v, 0);
+        if (buf_append_json_escaped(&k, e->key) != 0 ||
+            buf_append_json_escaped(&v, hide ? ":REDACTED:" : e->value) != 0) {
+            buf_fini(&k);
+            buf_fini(&v);
+            return 1;
+        }
+        printf("  \"%s\": \"%s\"%s", buf_cstr(&k), buf_cstr(&v), i + 1 < cfg->n ? "," : "");
+        buf_fini(&k);
+        buf_fini(&v);
+        if (opts->show_sources) {
+            printf(" /* %s */", e->source);
+        }
+        printf("\n");
     }
     printf("}\n");
     for (size_t i = 0; i < cfg->n; i++) {

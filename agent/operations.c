@@ -204,7 +204,18 @@ bool op_has_tags(const struct operation *op, const char *tags)
     return true;
 }
 
-cJSON *op_to_json(const struct operation *op, bool full)
+void op_artifact_stamp(char *out, size_t cap)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    time_t secs = now.tv_sec;
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    size_t n = strftime(out, cap, "%Y%m%d_%H%M%S", &tm);
+    snprintf(out + n, cap - n, "_%03ld", now.tv_nsec / 1000000L);
+}
+
+cJSON *op_to_json(const struct operation *op, enum op_json what)
 {
     cJSON *o = cJSON_CreateObject();
     if (o == NULL) {
@@ -233,13 +244,17 @@ cJSON *op_to_json(const struct operation *op, bool full)
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         char *t = strndup(p, len);
-        if (t != NULL && len > 0) {
+        bool seen = false; /* the schema says uniqueItems */
+        for (const cJSON *e = tags->child; t != NULL && e != NULL && !seen; e = e->next) {
+            seen = strcmp(e->valuestring, t) == 0;
+        }
+        if (t != NULL && len > 0 && !seen) {
             cJSON_AddItemToArray(tags, cJSON_CreateString(t));
         }
         free(t);
         p = end ? end + 1 : NULL;
     }
-    if (full) {
+    if (what != OP_JSON_SUMMARY) {
         /* HTTP-streamed artifacts have no resource location (nothing was egressed). */
         cJSON_AddNullToObject(o, "resourceLocation");
         if (op->state == OP_FAILED) {
@@ -248,7 +263,11 @@ cJSON *op_to_json(const struct operation *op, bool full)
                 cJSON_AddStringToObject(err, "code", op->error_code ? op->error_code : "Failed");
                 cJSON_AddStringToObject(err, "message", op->error_message ? op->error_message : "");
             }
+        } else {
+            cJSON_AddNullToObject(o, "error");
         }
+    }
+    if (what == OP_JSON_DETAILS) {
         if (op->artifact_name != NULL) {
             cJSON_AddStringToObject(o, "artifactName", op->artifact_name);
         }

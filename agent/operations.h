@@ -96,8 +96,18 @@ void op_set_extra(struct operation *op, cJSON *extra);
 
 const char *op_state_name(enum op_state s);
 
-/* JSON of one operation: summary (list) or full status. Caller deletes. */
-cJSON *op_to_json(const struct operation *op, bool full);
+enum op_json {
+    OP_JSON_SUMMARY, /* dotnet-monitor's OperationSummary (GET /operations) */
+    OP_JSON_STATUS,  /* its OperationStatus (GET /operations/{id}): nothing else, as its schema */
+    OP_JSON_DETAILS  /* the status plus dotmon's extras (GET /operations/{id}/details):
+                        artifactName and the trace or dump results */
+};
+
+/* dotnet-monitor's artifact time stamp, UTC now as yyyyMMdd_HHmmss_fff (cap >= 20). */
+void op_artifact_stamp(char *out, size_t cap);
+
+/* JSON of one operation. Caller deletes. */
+cJSON *op_to_json(const struct operation *op, enum op_json what);
 
 /* True when op carries every tag of the comma-separated list (case-sensitive, like dotnet-monitor). */
 bool op_has_tags(const struct operation *op, const char *tags);

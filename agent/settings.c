@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "buf.h"
 #include "err.h"
@@ -22,9 +23,9 @@ static int set_url_list(struct config *cfg, const char *key, const char *const *
 }
 
 /*
- * The command line is the last and strongest source, as in dotnet-monitor (its options map to
- * Urls, Metrics:Endpoints, Metrics:Enabled and DiagnosticPort:*): `config show` then prints
- * what `collect` will use.
+ * The command line's options map to Urls, Metrics:Endpoints, Metrics:Enabled and
+ * DiagnosticPort:*, as in dotnet-monitor, where they are the weakest source but unprefixed
+ * environment variables: the image's `--urls` yields to DotnetMonitor_Urls.
  */
 static int apply_cli(const struct cli_options *opts, struct config *cfg)
 {
@@ -47,15 +48,47 @@ static int apply_cli(const struct cli_options *opts, struct config *cfg)
     return rc;
 }
 
+static const char *env_get(const char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
+        if (strncmp(envp[i], name, n) == 0 && envp[i][n] == '=') {
+            return envp[i] + n + 1;
+        }
+    }
+    return NULL;
+}
+
+void settings_paths(const char *const *envp, struct settings_paths *out)
+{
+    /* dotnet-monitor's user settings folder on Linux: $XDG_CONFIG_HOME/dotnet-monitor, else
+     * $HOME/.config/dotnet-monitor. */
+    const char *xdg = env_get(envp, "XDG_CONFIG_HOME");
+    const char *home = env_get(envp, "HOME");
+    if (xdg != NULL && xdg[0] == '/') {
+        snprintf(out->user_settings, sizeof(out->user_settings), "%s/dotnet-monitor/settings.json",
+                 xdg);
+    } else if (home != NULL && home[0] == '/') {
+        snprintf(out->user_settings, sizeof(out->user_settings),
+                 "%s/.config/dotnet-monitor/settings.json", home);
+    } else {
+        out->user_settings[0] = '\0';
+    }
+    const char *shared = env_get(envp, "DOTMON_SHARED_CONFIG_DIR");
+    snprintf(out->shared_dir, sizeof(out->shared_dir), "%s",
+             shared != NULL && shared[0] == '/' ? shared : SETTINGS_SHARED_DIR);
+    snprintf(out->shared_settings, sizeof(out->shared_settings), "%s/settings.json",
+             out->shared_dir);
+}
+
 int settings_load(const struct cli_options *opts, const char *const *envp, struct config *cfg,
                   char *err, size_t errlen)
 {
     char why[512];
-    if (opts->config_file != NULL && config_load_file(cfg, opts->config_file, why, sizeof(why)) != 0) {
-        snprintf(err, errlen, "configuration file: %s", why);
-        return AGENT_E_INVAL;
-    }
-    int rc = config_load_env(cfg, envp);
+    struct settings_paths paths;
+    settings_paths(envp, &paths);
+    /* dotnet-monitor's order, weakest first (its configuration-sources document). */
+    int rc = config_load_env_unprefixed(cfg, envp);
     if (rc != 0) {
         snprintf(err, errlen, "cannot read the environment");
         return rc;
@@ -64,6 +97,31 @@ int settings_load(const struct cli_options *opts, const char *const *envp, struc
     if (rc != 0) {
         snprintf(err, errlen, "out of memory");
         return rc;
+    }
+    if (paths.user_settings[0] != '\0' &&
+        config_load_json_file(cfg, paths.user_settings, "user settings", true, why, sizeof(why)) !=
+            0) {
+        snprintf(err, errlen, "user settings: %s", why);
+        return AGENT_E_INVAL;
+    }
+    if (config_load_json_file(cfg, paths.shared_settings, "shared settings", true, why,
+                              sizeof(why)) != 0) {
+        snprintf(err, errlen, "shared settings: %s", why);
+        return AGENT_E_INVAL;
+    }
+    if (config_load_key_per_file(cfg, paths.shared_dir, "key-per-file", why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "key-per-file settings: %s", why);
+        return AGENT_E_INVAL;
+    }
+    rc = config_load_env(cfg, envp);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot read the environment");
+        return rc;
+    }
+    if (opts->config_file != NULL &&
+        config_load_file(cfg, opts->config_file, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "configuration file: %s", why);
+        return AGENT_E_INVAL;
     }
     return 0;
 }

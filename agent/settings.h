@@ -8,14 +8,33 @@
 #include "config.h"
 
 /*
- * The merged configuration, built the same way at start-up and on every reload of the
- * configuration file: file < environment (DotnetMonitor_ / DOTNETMONITOR_) < command line, as
- * in dotnet-monitor. Pure (no libuv): reads the file and envp only.
+ * The merged configuration, built the same way at start-up and on every reload, from
+ * dotnet-monitor's sources in dotnet-monitor's order, weakest first; a later source overrides an
+ * earlier one key by key:
+ *   1. unprefixed environment variables that name a dotnet-monitor setting (Metrics__Enabled)
+ *   2. the command line (--urls, --metricUrls, --metrics, --diagnostic-port)
+ *   3. user settings: $XDG_CONFIG_HOME/dotnet-monitor/settings.json (else ~/.config/…)
+ *   4. shared settings: /etc/dotnet-monitor/settings.json
+ *   5. key-per-file: every file of /etc/dotnet-monitor (a mounted Secret or ConfigMap)
+ *   6. DotnetMonitor_ / DOTNETMONITOR_ environment variables
+ *   7. the JSON file given with --configuration-file-path
+ * DOTMON_SHARED_CONFIG_DIR (an absolute path) stands for /etc/dotnet-monitor. Pure (no libuv):
+ * reads files and envp only.
  *
  * cfg must be freshly config_init'ed. Returns 0, or AGENT_E_INVAL / -ENOMEM with a message for
  * the operator in err (which names the file or the failing source).
  */
 int settings_load(const struct cli_options *opts, const char *const *envp, struct config *cfg,
                   char *err, size_t errlen);
+
+#define SETTINGS_SHARED_DIR "/etc/dotnet-monitor"
+
+/* Where the file sources are, for this environment (for config show --show-sources). */
+struct settings_paths {
+    char user_settings[1024]; /* "" when neither XDG_CONFIG_HOME nor HOME is set */
+    char shared_dir[1024];
+    char shared_settings[1040];
+};
+void settings_paths(const char *const *envp, struct settings_paths *out);
 
 #endif

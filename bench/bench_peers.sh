@@ -16,6 +16,10 @@
 #         figures: wall time from request to the last byte, dotmon CPU per GB; with
 #         DOTMON_BASE_BIN (an older dotmon) its wall time and CPU per GB in the same run too
 #
+# Every timed run starts from the same state: `sync` first, so the writeback of the previous
+# run's files (a 1.27 GB dump written twice by the dotmon-file run) does not slow the next one.
+# PARTS (default "trace dump") picks the parts to run.
+#
 # Usage: DOTMON_BIN=… DOTMON_TESTAPP_DIR=… DOTMON_TRACECHECK=… bench_peers.sh [rounds]
 # (`make bench-peers` sets them). The tools are installed from NuGet into $TOOLS_DIR (default
 # build/tools) on first use. Prints one line per run and a summary; nothing is asserted.
@@ -24,6 +28,7 @@ set -euo pipefail
 ROUNDS=${1:-3}
 DUMP_MB=${DUMP_MB:-1024}
 EVENTS=${EVENTS:-150000}
+PARTS=${PARTS:-trace dump}
 : "${DOTMON_BIN:?}" "${DOTMON_TESTAPP_DIR:?}" "${DOTMON_TRACECHECK:?}"
 TOOLS_DIR=${TOOLS_DIR:-$(dirname "$DOTMON_BIN")/tools}
 DOTNET=${DOTNET_EXE:-$(command -v dotnet)}
@@ -52,6 +57,7 @@ export TMPDIR=$WORK
 cpu_ms() { awk '{print ($14 + $15) * 10}' "/proc/$1/stat"; } # utime+stime, 100 Hz ticks
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 now() { date +%s.%N; }
+settle() { sync; sleep 0.5; } # no writeback of an earlier run's files under a timed run
 
 # The app, driven through a FIFO on its stdin.
 mkfifo "$WORK/app.in"
@@ -139,6 +145,7 @@ trace_dotnet_trace() {
 # ---- dumps ----
 dump_dotmon() { # pid port name output (a file in the same folder, or /dev/null)
     local bin_pid=$1 port=$2 name=$3 out=$4 c0 t0 t1 c1 size
+    settle
     c0=$(cpu_ms "$bin_pid"); t0=$(now)
     size=$(curl -s "http://127.0.0.1:$port/dump?pid=$APP_PID&type=Full" -o "$out" -w '%{size_download}')
     t1=$(now); c1=$(cpu_ms "$bin_pid")
@@ -149,6 +156,7 @@ dump_dotmon() { # pid port name output (a file in the same folder, or /dev/null)
 }
 dump_dotnet_dump() {
     local out=$WORK/dd.dmp t0 t1 size
+    settle
     t0=$(now)
     "$TOOLS_DIR/dotnet-dump" collect -p "$APP_PID" --type Full -o "$out" >/dev/null
     t1=$(now)
@@ -159,14 +167,19 @@ dump_dotnet_dump() {
 }
 
 echo "== traces: $EVENTS events (~$((EVENTS * 216 / 1000000)) MB) at ~8 MB/s, 16 MB buffer; dotmon's client at 1 MiB/s =="
-for i in $(seq 1 "$ROUNDS"); do
-    trace_dotmon
-    trace_dotnet_trace
-done
+: >"$WORK/trace.sum"
+: >"$WORK/dump.sum"
+has_part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+if has_part trace; then
+    for i in $(seq 1 "$ROUNDS"); do
+        trace_dotmon
+        trace_dotnet_trace
+    done
+fi
 
 BASE_PID=""
 BASE_PORT=""
-if [ -n "${DOTMON_BASE_BIN:-}" ]; then
+if has_part dump && [ -n "${DOTMON_BASE_BIN:-}" ]; then
     "$DOTMON_BASE_BIN" collect --no-auth --urls http://127.0.0.1:0 --metrics false >"$WORK/base.out" 2>&1 &
     BASE_PID=$!
     until BASE_PORT=$(grep -o 'Now listening on: http://127.0.0.1:[0-9]*' "$WORK/base.out" | grep -o '[0-9]*$'); do
@@ -174,12 +187,19 @@ if [ -n "${DOTMON_BASE_BIN:-}" ]; then
     done
     until curl -sf "http://127.0.0.1:$BASE_PORT/processes" | grep -q "\"pid\":$APP_PID"; do sleep 0.1; done
 fi
-echo "== dumps: Full, app holding $DUMP_MB MB =="
-app_cmd "alloc $DUMP_MB"
-dump_dotnet_dump >/dev/null # warm-up (page cache, createdump's first start)
+has_part dump && echo "== dumps: Full, app holding $DUMP_MB MB =="
+has_part dump && app_cmd "alloc $DUMP_MB"
+has_part dump && dump_dotnet_dump >/dev/null # warm-up (page cache, createdump's first start)
 for i in $(seq 1 "$((ROUNDS + 2))"); do
-    dump_dotmon "$DM_PID" "$PORT" dotmon /dev/null     # dotmon's part: the client keeps nothing
-    dump_dotnet_dump
+    has_part dump || break
+    # Which of the two goes first alternates between rounds.
+    if [ $((i % 2)) -eq 1 ]; then
+        dump_dotmon "$DM_PID" "$PORT" dotmon /dev/null # dotmon's part: the client keeps nothing
+        dump_dotnet_dump
+    else
+        dump_dotnet_dump
+        dump_dotmon "$DM_PID" "$PORT" dotmon /dev/null
+    fi
     dump_dotmon "$DM_PID" "$PORT" dotmon-file "$WORK/dm.dmp" # end to end: the client writes a file
     if [ -n "$BASE_PID" ]; then
         dump_dotmon "$BASE_PID" "$BASE_PORT" dotmon-base /dev/null

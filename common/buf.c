@@ -196,3 +196,10 @@ char *buf_steal(struct buf *b, size_t *len_out)
     b->off = b->len = b->cap = 0;
     return out;
 }
+
+void buf_truncate(struct buf *b, size_t n)
+{
+    if (n < b->len - b->off) {
+        b->len = b->off + n;
+    }
+}

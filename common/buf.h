@@ -34,6 +34,8 @@ int buf_append_json_escaped(struct buf *b, const char *s);
 /* Drops n bytes from the front of the data. n must not exceed buf_size. */
 void buf_consume(struct buf *b, size_t n);
 void buf_reset(struct buf *b);
+/* Keeps the first n bytes of the data (no-op when n >= buf_size). */
+void buf_truncate(struct buf *b, size_t n);
 /* Views: valid until the next call that changes b. */
 static inline const uint8_t *buf_data(const struct buf *b)
 {

@@ -395,6 +395,18 @@ static void on_liveness_result(struct sock *s, const struct ipc_result *res)
         log_debug(LOG_CAT, "runtime behind %s is gone", s->name);
         s->state = S_STALE;
         sock_retire_proc(s);
+        return;
+    }
+    /* The check is a ProcessInfo: its command line replaces the one of the first probe, taken
+     * perhaps before the host had finished starting (dotnet-monitor's CommandLine filter and
+     * /process read it). */
+    struct ipc_process_info pi;
+    if (res->status == 0 && res->ok && s->proc != NULL &&
+        ipc_process_info_parse(res->payload, res->payload_len, 1, &pi) == 0 &&
+        memcmp(pi.cookie, s->proc->pub.cookie, sizeof(pi.cookie)) == 0 &&
+        ipc__process_update_cmdline(&s->proc->pub, &pi.command_line) == 1) {
+        log_debug(LOG_CAT, "pid %llu: command line now '%s'", (unsigned long long)s->proc->pub.pid,
+                  s->proc->pub.command_line);
     }
 }
 

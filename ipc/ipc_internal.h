@@ -98,6 +98,13 @@ void ipc__listen_conn_close(struct ipc_conn *c);
  */
 int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, int level,
                       const char *endpoint, int64_t peer_uid);
+/*
+ * Takes the command line of a later ProcessInfo of the same runtime (and the name derived from
+ * it) when it differs: a runtime answers its first ProcessInfo before the host has finished
+ * starting, with the host's path alone ("/usr/share/dotnet/dotnet" for "dotnet app.dll").
+ * Returns 1 when p changed, 0 when it was the same, UV_ENOMEM (p unchanged).
+ */
+int ipc__process_update_cmdline(struct ipc_process *p, const struct ipc_utf16 *command_line);
 /* Frees what ipc__process_init allocated; safe on a zeroed struct and twice. */
 void ipc__process_fini(struct ipc_process *p);
 

@@ -62,6 +62,31 @@ int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, 
     return 0;
 }
 
+int ipc__process_update_cmdline(struct ipc_process *p, const struct ipc_utf16 *command_line)
+{
+    char *cl = dup_utf16(command_line);
+    if (cl == NULL) {
+        return UV_ENOMEM;
+    }
+    if (p->command_line != NULL && strcmp(cl, p->command_line) == 0) {
+        free(cl);
+        return 0;
+    }
+    const char *name;
+    size_t len;
+    ipc_cmdline_name(cl, &name, &len);
+    char *nm = dup_str(name, len);
+    if (nm == NULL) {
+        free(cl);
+        return UV_ENOMEM;
+    }
+    free(p->command_line);
+    free(p->name);
+    p->command_line = cl;
+    p->name = nm;
+    return 1;
+}
+
 void ipc__process_fini(struct ipc_process *p)
 {
     free(p->name);

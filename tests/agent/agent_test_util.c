@@ -131,6 +131,27 @@ void agent_test_expect_problem(struct dotmon *dm, const char *method, const char
     assert_true(ok);
 }
 
+void agent_test_expect_problem_detail(struct dotmon *dm, const char *method, const char *target,
+                                      int expect_status, const char *detail)
+{
+    struct httpc_resp r;
+    int rc = testenv_dotmon_request(dm, method, target, NULL, 0, &r);
+    if (rc != 0) {
+        show(method, target, &r, rc);
+    }
+    bool ok = rc == 0 && problem_ok(&r, expect_status);
+    cJSON *json = ok ? cJSON_ParseWithLength(r.body, r.body_len) : NULL;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(json, "detail");
+    if (ok && !(cJSON_IsString(d) && strcmp(d->valuestring, detail) == 0)) {
+        fprintf(stderr, "%s %s: detail '%s', expected '%s'\n", method, target,
+                cJSON_IsString(d) ? d->valuestring : "(none)", detail);
+        ok = false;
+    }
+    cJSON_Delete(json);
+    httpc_resp_fini(&r);
+    assert_true(ok);
+}
+
 cJSON *agent_test_find_pid(cJSON *arr, pid_t pid)
 {
     cJSON *e;

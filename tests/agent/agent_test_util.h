@@ -40,6 +40,11 @@ void agent_test_assert_problem(const struct httpc_resp *resp, int expect_status)
 /* GET target, then agent_test_assert_problem. */
 void agent_test_expect_problem(struct dotmon *dm, const char *method, const char *target,
                                int expect_status);
+/* dotnet-monitor's answer for a selector that matches no process: 400, its detail word for word. */
+#define AGENT_TEST_DM_NO_PROCESS "Unable to discover a target process."
+/* agent_test_expect_problem, and the problem's "detail" is exactly `detail`. */
+void agent_test_expect_problem_detail(struct dotmon *dm, const char *method, const char *target,
+                                      int expect_status, const char *detail);
 
 /*
  * Polls GET /processes every 100 ms until the listed pids are exactly pids[0..n) (any order), for

@@ -9,7 +9,7 @@
  *    says Cancelled, the file goes, dotmon's descriptors return to where they were;
  *  - while a Full dump of a 1.5 GB heap is written: a second dump gets 429, and /processes
  *    answers within 100 ms every time and still lists the app;
- *  - a process killed before the dump: 502 while still listed, 404 once dropped, never a hang;
+ *  - a process killed before the dump: 502 while still listed, 400 once dropped, never a hang;
  *  - a folder the app cannot write to: 400 with the HRESULT and createdump's message;
  *  - folder mapping: a symlinked alias, and the /proc/<pid>/root fallback.
  *
@@ -489,22 +489,22 @@ static void assert_dump_200(const struct dump_get *g, char *id, size_t id_cap, c
     assert_true(httpc_content_type_is(&g->resp, "application/octet-stream"));
     const char *cd = httpc_header(&g->resp, "Content-Disposition");
     assert_non_null(cd);
-    /* attachment; filename="core_yyyyMMdd_HHmmss" */
+    /* attachment; filename="core_yyyyMMdd_HHmmss_fff" (dotnet-monitor's name) */
     static const char pre[] = "attachment; filename=\"core_";
-    bool ok = strncmp(cd, pre, sizeof(pre) - 1) == 0 && strlen(cd) == sizeof(pre) - 1 + 16;
-    for (size_t i = 0; ok && i < 15; i++) {
+    bool ok = strncmp(cd, pre, sizeof(pre) - 1) == 0 && strlen(cd) == sizeof(pre) - 1 + 20;
+    for (size_t i = 0; ok && i < 19; i++) {
         char ch = cd[sizeof(pre) - 1 + i];
-        ok = i == 8 ? ch == '_' : (ch >= '0' && ch <= '9');
+        ok = (i == 8 || i == 15) ? ch == '_' : (ch >= '0' && ch <= '9');
     }
-    ok = ok && cd[sizeof(pre) - 1 + 15] == '"';
+    ok = ok && cd[sizeof(pre) - 1 + 19] == '"';
     if (!ok) {
         fprintf(stderr,
                 "Content-Disposition '%s' is not attachment; filename=\"core_<yyyyMMdd_"
-                "HHmmss>\"\n",
+                "HHmmss_fff>\"\n",
                 cd);
     }
     assert_true(ok);
-    snprintf(filename, fn_cap, "%.20s", cd + strlen("attachment; filename=\""));
+    snprintf(filename, fn_cap, "%.24s", cd + strlen("attachment; filename=\""));
     location_op_id(g, id, id_cap);
 }
 
@@ -526,7 +526,7 @@ static char *problem_detail(const struct dump_get *g, int status)
 static cJSON *get_op(struct dotmon *dm, const char *id)
 {
     char target[128];
-    snprintf(target, sizeof(target), "/operations/%s", id);
+    snprintf(target, sizeof(target), "/operations/%s/details", id);
     return agent_test_get_json(dm, target, 200);
 }
 
@@ -980,14 +980,15 @@ static void test_agent_dump_dead_process(void **state)
     assert_int_equal(testenv_stop_app(app, SIGKILL, &st), 0);
 
     /* Right away: most likely still listed (its socket file stays after SIGKILL), so dotmon tries
-     * and cannot connect: 502. If discovery was quicker, 404. Never a hang or an empty 200. */
+     * and cannot connect: 502. If discovery was quicker, 400 (no such process). Never a hang or an
+     * empty 200. */
     struct dump_get g;
     dump_get(&g, dm, "/dump?pid=%d&type=Mini", (int)pid);
     int status = g.resp.status;
-    if (status != 502 && status != 404) {
+    if (status != 502 && status != 400) {
         show_get(&g);
     }
-    assert_true(status == 502 || status == 404);
+    assert_true(status == 502 || status == 400);
     char *detail = problem_detail(&g, status);
     fprintf(stderr, "dump right after SIGKILL: %d after %.0f ms: %s\n", status, g.end_ms, detail);
     assert_true(g.end_ms < testenv_timeout(10000));
@@ -1007,14 +1008,15 @@ static void test_agent_dump_dead_process(void **state)
     free(detail);
     dump_get_fini(&g);
 
-    /* Once discovery dropped it: 404, no operation. */
+    /* Once discovery dropped it: 400 (dotnet-monitor's "no target process"), no operation. */
     cJSON_Delete(agent_test_wait_processes(dm, NULL, 0, 10000));
     cJSON *ops = agent_test_get_json(dm, "/operations", 200);
     int nops = cJSON_GetArraySize(ops);
     cJSON_Delete(ops);
     dump_get(&g, dm, "/dump?pid=%d&type=Mini", (int)pid);
-    detail = problem_detail(&g, 404);
-    fprintf(stderr, "dump once unlisted: 404 after %.0f ms: %s\n", g.end_ms, detail);
+    detail = problem_detail(&g, 400);
+    fprintf(stderr, "dump once unlisted: 400 after %.0f ms: %s\n", g.end_ms, detail);
+    assert_string_equal(detail, AGENT_TEST_DM_NO_PROCESS);
     free(detail);
     dump_get_fini(&g);
     ops = agent_test_get_json(dm, "/operations", 200);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Integration: error answers of the real dotmon over real HTTP. Bad parameters are 400, a process
- * or route that does not exist is 404, a wrong method is 405 with an Allow header, all as RFC 7807
+ * Integration: error answers of the real dotmon over real HTTP. Bad parameters are 400, so is a
+ * process that does not exist (dotnet-monitor's status and message), a route that does not exist is
+ * 404, a wrong method is 405 with an Allow header, all as RFC 7807
  * application/problem+json. Malformed HTTP gets a 4xx or a closed connection, never a crash; error
  * answers keep the connection usable.
  */
@@ -51,7 +52,7 @@ static void test_agent_errors_bad_parameters_are_400(void **state)
     agent_test_stop_dotmon_clean(dm);
 }
 
-static void test_agent_errors_missing_things_are_404(void **state)
+static void test_agent_errors_missing_processes_are_400(void **state)
 {
     struct testenv *env = *state;
     struct test_app *app = agent_test_start_app(env);
@@ -60,11 +61,17 @@ static void test_agent_errors_missing_things_are_404(void **state)
     cJSON_Delete(arr);
 
     /* pid_max is far below 999999 on this kind of machine, and dotmon only sees our TMPDIR. */
-    agent_test_expect_problem(dm, "GET", "/process?pid=999999", 404);
-    agent_test_expect_problem(dm, "GET", "/env?pid=999999", 404);
-    agent_test_expect_problem(dm, "GET", "/process?uid=00000000-1111-2222-3333-444444444444", 404);
-    agent_test_expect_problem(dm, "GET", "/process?name=NoSuchApp", 404);
-    /* Routes that do not exist. */
+    /* No such process: 400 with dotnet-monitor's message (scripts compare it). */
+    agent_test_expect_problem_detail(dm, "GET", "/process?pid=999999", 400,
+                                     AGENT_TEST_DM_NO_PROCESS);
+    agent_test_expect_problem_detail(dm, "GET", "/env?pid=999999", 400, AGENT_TEST_DM_NO_PROCESS);
+    agent_test_expect_problem_detail(dm, "GET", "/process?uid=00000000-1111-2222-3333-444444444444",
+                                     400, AGENT_TEST_DM_NO_PROCESS);
+    agent_test_expect_problem_detail(dm, "GET", "/process?name=NoSuchApp", 400,
+                                     AGENT_TEST_DM_NO_PROCESS);
+    agent_test_expect_problem_detail(dm, "GET", "/dump?pid=999999", 400, AGENT_TEST_DM_NO_PROCESS);
+    agent_test_expect_problem_detail(dm, "GET", "/trace?pid=999999", 400, AGENT_TEST_DM_NO_PROCESS);
+    /* Routes that do not exist: 404. */
     agent_test_expect_problem(dm, "GET", "/nope", 404);
     agent_test_expect_problem(dm, "GET", "/processes/extra", 404);
     agent_test_expect_problem(dm, "GET", "/", 404);
@@ -118,7 +125,7 @@ static void test_agent_errors_keep_the_connection_usable(void **state)
     } seq[] = {
         {"GET", "/processes", 200},          {"GET", "/nope", 404},
         {"GET", "/process?pid=abc", 400},    {"POST", "/processes", 405},
-        {"GET", "/process?pid=999999", 404}, {"GET", "/info", 200},
+        {"GET", "/process?pid=999999", 400}, {"GET", "/info", 200},
         {"GET", "/processes", 200},
     };
     for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
@@ -214,8 +221,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_agent_errors_bad_parameters_are_400, agent_test_setup,
                                         agent_test_teardown),
-        cmocka_unit_test_setup_teardown(test_agent_errors_missing_things_are_404, agent_test_setup,
-                                        agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_errors_missing_processes_are_400,
+                                        agent_test_setup, agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_errors_wrong_method_is_405, agent_test_setup,
                                         agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_errors_keep_the_connection_usable,

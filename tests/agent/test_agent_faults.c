@@ -371,7 +371,7 @@ static cJSON *last_op(struct dotmon *dm)
     int n = cJSON_GetArraySize(ops);
     assert_true(n > 0);
     char target[128];
-    snprintf(target, sizeof(target), "/operations/%s",
+    snprintf(target, sizeof(target), "/operations/%s/details",
              agent_test_str(cJSON_GetArrayItem(ops, n - 1), "operationId"));
     cJSON_Delete(ops);
     return agent_test_get_json(dm, target, 200);

@@ -229,7 +229,7 @@ static const char *op_target(const struct httpc_resp *r, char *out, size_t cap)
     assert_non_null(loc);
     const char *id = strstr(loc, "/operations/");
     assert_non_null(id);
-    snprintf(out, cap, "%s", id);
+    snprintf(out, cap, "%s/details", id); /* dotmon's view, with the trace results */
     return out;
 }
 

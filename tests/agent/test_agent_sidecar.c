@@ -473,7 +473,9 @@ static void assert_trace_op_complete(struct dotmon *dm, const struct httpc_resp 
     assert_non_null(loc);
     const char *id = strstr(loc, "/operations/");
     assert_non_null(id);
-    cJSON *op = agent_test_get_json(dm, id, 200);
+    char target[128];
+    snprintf(target, sizeof(target), "%s/details", id);
+    cJSON *op = agent_test_get_json(dm, target, 200);
     assert_string_equal(agent_test_str(op, "status"), "Succeeded");
     cJSON *tr = cJSON_GetObjectItemCaseSensitive(op, "trace");
     assert_string_equal(agent_test_str(tr, "verdict"), "complete");
@@ -634,7 +636,7 @@ static void test_sidecar_connect_pid1(void **state)
     /* The pid is the one the app sees; its pid in dotmon's namespace selects nothing. */
     char target[64];
     snprintf(target, sizeof(target), "/process?pid=%d", (int)host);
-    agent_test_expect_problem(dm, "GET", target, 404);
+    agent_test_expect_problem_detail(dm, "GET", target, 400, AGENT_TEST_DM_NO_PROCESS);
 
     trace_gc_verbose(env, dm, app, "pid=1", "connect-pid1");
     dump_mini(dm, "pid=1", env->dir);

@@ -142,7 +142,7 @@ static cJSON *finished_op(struct dotmon *dm, const char *id, const char *want_st
                           const cJSON **trace)
 {
     char target[128];
-    snprintf(target, sizeof(target), "/operations/%s", id);
+    snprintf(target, sizeof(target), "/operations/%s/details", id);
     double end = testenv_now_ms() + testenv_timeout(15000);
     for (;;) {
         cJSON *op = agent_test_get_json(dm, target, 200);

@@ -304,8 +304,15 @@ static void test_agent_trace_every_profile(void **state)
             }
             /* The operation says how it ended. */
             char target[128];
+            /* dotnet-monitor's status (201 once Succeeded), then dotmon's details. */
             snprintf(target, sizeof(target), "/operations/%s", op_id_from(&reqs[k].resp));
-            cJSON *op = agent_test_get_json(dm, target, 200);
+            cJSON *op = agent_test_get_json(dm, target, 201);
+            assert_string_equal(agent_test_str(op, "status"), "Succeeded");
+            assert_true(cJSON_IsNull(cJSON_GetObjectItem(op, "error")));
+            assert_null(cJSON_GetObjectItem(op, "trace"));
+            cJSON_Delete(op);
+            snprintf(target, sizeof(target), "/operations/%s/details", op_id_from(&reqs[k].resp));
+            op = agent_test_get_json(dm, target, 200);
             assert_string_equal(agent_test_str(op, "status"), "Succeeded");
             cJSON *tr = cJSON_GetObjectItem(op, "trace");
             assert_string_equal(agent_test_str(tr, "verdict"), "complete");
@@ -424,7 +431,7 @@ static void test_agent_trace_abandoned_100(void **state)
         final_succeeded = final_succeeded || (is_final && strcmp(s, "Succeeded") == 0);
         if (is_final ? strcmp(s, "Succeeded") != 0 : strcmp(s, "Cancelled") != 0) {
             char tgt[128];
-            snprintf(tgt, sizeof(tgt), "/operations/%s", agent_test_str(o, "operationId"));
+            snprintf(tgt, sizeof(tgt), "/operations/%s/details", agent_test_str(o, "operationId"));
             cJSON *full = agent_test_get_json(dm, tgt, 200);
             char *txt = cJSON_PrintUnformatted(full);
             fprintf(stderr, "%s: %s\n",
@@ -519,7 +526,7 @@ static void test_agent_trace_runtime_killed(void **state)
     nettrace_checker_fini(&ck);
 
     char target[128];
-    snprintf(target, sizeof(target), "/operations/%s", op_id_from(&t.resp));
+    snprintf(target, sizeof(target), "/operations/%s/details", op_id_from(&t.resp));
     cJSON *op = agent_test_get_json(dm, target, 200);
     assert_string_equal(agent_test_str(op, "status"), "Failed");
     cJSON *tr = cJSON_GetObjectItem(op, "trace");
@@ -594,14 +601,16 @@ static void test_agent_trace_limit_and_graceful_stop(void **state)
         assert_true(cr.gc_start > 0);
         /* Finished: DELETE is now a 400, GET says Succeeded. */
         snprintf(target, sizeof(target), "/operations/%s", op_id_from(&reqs[k].resp));
-        cJSON *op = agent_test_get_json(dm, target, 200);
+        cJSON *op = agent_test_get_json(dm, target, 201);
         assert_string_equal(agent_test_str(op, "status"), "Succeeded");
         cJSON_Delete(op);
         agent_test_expect_problem(dm, "DELETE", target, 400);
         httpc_resp_fini(&reqs[k].resp);
     }
-    agent_test_expect_problem(dm, "GET", "/operations/00000000-0000-0000-0000-000000000000", 404);
-    agent_test_expect_problem(dm, "DELETE", "/operations/00000000-0000-0000-0000-000000000000", 404);
+    /* Unknown operations: 400, as dotnet-monitor. */
+    agent_test_expect_problem(dm, "GET", "/operations/00000000-0000-0000-0000-000000000000", 400);
+    agent_test_expect_problem(dm, "DELETE", "/operations/00000000-0000-0000-0000-000000000000",
+                              400);
 
     /* Cancel (no stop=true): the client sees a cut transfer and the operation says Cancelled. */
     struct trace_req t;
@@ -689,7 +698,7 @@ static void test_agent_trace_post_and_bad_requests(void **state)
         agent_test_expect_problem(dm, "GET", tgt, 400);
     }
     agent_test_expect_problem(dm, "GET", "/trace?pid=abc", 400);
-    agent_test_expect_problem(dm, "GET", "/trace?pid=999999", 404);
+    agent_test_expect_problem(dm, "GET", "/trace?pid=999999", 400);
     /* HEAD would start a trace whose body is thrown away: not allowed. */
     struct httpc_resp hr;
     char head_target[64];

@@ -3,12 +3,178 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "cli.h"
 #include "config.h"
 #include "err.h"
+#include "settings.h"
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void rm_tree(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Key-per-file as Kubernetes mounts a Secret: files that are links into ..data, one newline. */
+static void test_config_key_per_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dmcfgXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char data[600], sub[600];
+    snprintf(data, sizeof(data), "%s/..2026_11_26_00_00_00.1", dir);
+    assert_int_equal(mkdir(data, 0700), 0);
+    write_file(data, "Authentication__MonitorApiKey__Subject", "sub-from-secret\n");
+    char link_target[700], link_path[700];
+    snprintf(link_target, sizeof(link_target), "%s/Authentication__MonitorApiKey__Subject", data);
+    snprintf(link_path, sizeof(link_path), "%s/Authentication__MonitorApiKey__Subject", dir);
+    assert_int_equal(symlink(link_target, link_path), 0);
+    write_file(dir, "Metrics__Enabled", "false\r\n");
+    write_file(dir, "Urls", "http://+:1\n\n"); /* only one newline is dropped */
+    write_file(dir, "settings.json", "{\"Urls\":\"not-a-key\"}");
+    write_file(dir, ".hidden", "x");
+    snprintf(sub, sizeof(sub), "%s/folder", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(link_path, sizeof(link_path), "%s/Dangling", dir);
+    assert_int_equal(symlink("/nonexistent/x", link_path), 0);
+
+    struct config c;
+    config_init(&c);
+    char err[256];
+    assert_int_equal(config_load_key_per_file(&c, dir, "key-per-file", err, sizeof(err)), 0);
+    assert_string_equal(config_get(&c, "Authentication:MonitorApiKey:Subject"), "sub-from-secret");
+    assert_int_equal(config_get_bool(&c, "Metrics:Enabled", 1), 0);
+    assert_string_equal(config_get(&c, "Urls"), "http://+:1\n");
+    assert_int_equal(c.n, 3);
+    /* A folder that is not there is no error (the source is optional). */
+    assert_int_equal(
+        config_load_key_per_file(&c, "/nonexistent/dir", "key-per-file", err, sizeof(err)), 0);
+    config_fini(&c);
+    rm_tree(dir);
+}
+
+static void test_config_unprefixed_env(void **state)
+{
+    (void)state;
+    struct config c;
+    config_init(&c);
+    const char *env[] = {"PATH=/bin",
+                         "HOME=/root",
+                         "Metrics__Enabled=false",
+                         "DefaultProcess__Filters__0__Key=ProcessId",
+                         "DotnetMonitor_Urls=http://+:2",
+                         "Urls=http://+:3",
+                         NULL};
+    assert_int_equal(config_load_env_unprefixed(&c, env), 0);
+    assert_int_equal(config_get_bool(&c, "Metrics:Enabled", 1), 0);
+    assert_string_equal(config_get(&c, "DefaultProcess:Filters:0:Key"), "ProcessId");
+    assert_string_equal(config_get(&c, "Urls"), "http://+:3");
+    assert_null(config_get(&c, "PATH"));
+    assert_null(config_get(&c, "HOME"));
+    assert_int_equal(c.n, 3);
+    config_fini(&c);
+}
+
+/*
+ * dotnet-monitor's order, weakest first: unprefixed env < command line < user settings.json <
+ * shared settings.json < key-per-file < DotnetMonitor_ env < --configuration-file-path. Each
+ * key below is set by a run of sources, and the strongest of them must win.
+ */
+static void test_config_sources_in_dotnet_monitor_order(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/dmcfgXXXXXX";
+    assert_non_null(mkdtemp(root));
+    char xdg[600], user[700], shared[600], file[600];
+    snprintf(xdg, sizeof(xdg), "%s/xdg", root);
+    snprintf(user, sizeof(user), "%s/xdg/dotnet-monitor", root);
+    snprintf(shared, sizeof(shared), "%s/etc", root);
+    snprintf(file, sizeof(file), "%s/given.json", root);
+    assert_int_equal(mkdir(xdg, 0700), 0);
+    assert_int_equal(mkdir(user, 0700), 0);
+    assert_int_equal(mkdir(shared, 0700), 0);
+    /* Keys: A = Logging:LogLevel:Default ... set by sources 1..n, named after the winner. */
+    write_file(user, "settings.json",
+               "{\"Urls\":\"user\",\"Operations\":{\"MaxHistory\":\"user\"},"
+               "\"Dump\":{\"TimeoutSeconds\":\"user\"},\"Trace\":{\"SpoolLimitMB\":\"user\"},"
+               "\"GlobalCounter\":{\"IntervalSeconds\":\"user\"}}");
+    write_file(shared, "settings.json",
+               "{\"Operations\":{\"MaxHistory\":\"shared\"},\"Dump\":{\"TimeoutSeconds\":"
+               "\"shared\"},\"Trace\":{\"SpoolLimitMB\":\"shared\"}}");
+    write_file(shared, "Dump__TimeoutSeconds", "keyfile\n");
+    write_file(shared, "Trace__SpoolLimitMB", "keyfile\n");
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("{\"Kestrel\":{\"Limits\":{\"KeepAliveTimeout\":\"file\"}}}", f);
+    fclose(f);
+
+    char xdg_env[700], shared_env[700];
+    snprintf(xdg_env, sizeof(xdg_env), "XDG_CONFIG_HOME=%s", xdg);
+    snprintf(shared_env, sizeof(shared_env), "DOTMON_SHARED_CONFIG_DIR=%s", shared);
+    const char *env[] = {xdg_env,
+                         shared_env,
+                         "Metrics__Enabled=unprefixed",
+                         "Metrics__Endpoints=unprefixed",
+                         "Trace__SpoolLimitMB=unprefixed",
+                         "DotnetMonitor_Trace__SpoolLimitMB=env",
+                         "DotnetMonitor_Kestrel__Limits__KeepAliveTimeout=env",
+                         NULL};
+    const char *argv[] = {"dotmon",
+                          "collect",
+                          "--urls",
+                          "http://cli",
+                          "--metricUrls",
+                          "http://cli",
+                          "--configuration-file-path",
+                          file};
+    struct cli_options opts;
+    char err[512];
+    assert_int_equal(cli_parse(8, argv, &opts, err, sizeof(err)), 0);
+    struct config c;
+    config_init(&c);
+    int rc = settings_load(&opts, env, &c, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "%s\n", err);
+    }
+    assert_int_equal(rc, 0);
+    assert_string_equal(config_get(&c, "Metrics:Enabled"), "unprefixed");
+    assert_string_equal(config_get(&c, "Metrics:Endpoints"), "http://cli");
+    assert_string_equal(config_get(&c, "Urls"), "user");
+    assert_string_equal(config_get(&c, "GlobalCounter:IntervalSeconds"), "user");
+    assert_string_equal(config_get(&c, "Operations:MaxHistory"), "shared");
+    assert_string_equal(config_get(&c, "Dump:TimeoutSeconds"), "keyfile");
+    assert_string_equal(config_get(&c, "Trace:SpoolLimitMB"), "env");
+    assert_string_equal(config_get(&c, "Kestrel:Limits:KeepAliveTimeout"), "file");
+    /* settings.json in the shared folder is the JSON source, not a key. */
+    assert_null(config_get(&c, "settings.json"));
+    config_fini(&c);
+
+    /* A shared settings.json that is not JSON stops start-up, naming the source. */
+    write_file(shared, "settings.json", "{");
+    config_init(&c);
+    assert_int_equal(settings_load(&opts, env, &c, err, sizeof(err)), AGENT_E_INVAL);
+    assert_non_null(strstr(err, "shared settings"));
+    config_fini(&c);
+    rm_tree(root);
+}
 
 static void test_config_json_flattens_like_dotnet(void **state)
 {
@@ -95,6 +261,9 @@ int main(void)
         cmocka_unit_test(test_config_env_overrides_file),
         cmocka_unit_test(test_config_rejects_bad_json),
         cmocka_unit_test(test_config_key_kinds),
+        cmocka_unit_test(test_config_key_per_file),
+        cmocka_unit_test(test_config_unprefixed_env),
+        cmocka_unit_test(test_config_sources_in_dotnet_monitor_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

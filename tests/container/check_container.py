@@ -248,10 +248,6 @@ def setting_key(env_name):
 def expected_settings(argv_opts, env):
     """{lower key: (key, value)} that `config show` must print, as dotnet-monitor maps them."""
     exp = {}
-    for name, value, _ in env:
-        k = setting_key(name)
-        if k:
-            exp[k.lower()] = (k, value)
     urls, murls = [], []
     i = 0
     while i < len(argv_opts):
@@ -269,11 +265,16 @@ def expected_settings(argv_opts, env):
             exp["diagnosticport:connectionmode"] = ("DiagnosticPort:ConnectionMode", "Listen")
             exp["diagnosticport:endpointname"] = ("DiagnosticPort:EndpointName", val)
         i += step
-    # The command line wins over the environment in dotmon (README "Command line").
     if urls:
         exp["urls"] = ("Urls", ";".join(urls))
     if murls:
         exp["metrics:endpoints"] = ("Metrics:Endpoints", ";".join(murls))
+    # DotnetMonitor_ variables win over the command line, as in dotnet-monitor (README
+    # "Configuration"): a manifest's DotnetMonitor_Urls replaces the image's --urls.
+    for name, value, _ in env:
+        k = setting_key(name)
+        if k:
+            exp[k.lower()] = (k, value)
     return exp
 
 

@@ -17,26 +17,30 @@ add_executable(nettrace_check ${CMAKE_CURRENT_LIST_DIR}/nettrace_check.c)
 target_link_libraries(nettrace_check PRIVATE agent_ipc agent_common agent_warnings agent_sanitizers)
 
 set(TRACECHECK_OUT ${CMAKE_BINARY_DIR}/tracecheck)
-add_test(NAME build_tracecheck
-  COMMAND ${DOTNET_EXE} build ${CMAKE_CURRENT_LIST_DIR}/tracecheck/tracecheck.csproj -c Release
-          -o ${TRACECHECK_OUT} --nologo -v q
-          -p:BaseIntermediateOutputPath=${CMAKE_BINARY_DIR}/tracecheck-obj/
-          -p:BaseOutputPath=${CMAKE_BINARY_DIR}/tracecheck-bin/)
-set_tests_properties(build_tracecheck PROPERTIES FIXTURES_SETUP tracecheck TIMEOUT 600 LABELS setup)
-
 list(APPEND AGENT_TEST_ENV
   "DOTMON_TRACECHECK=${TRACECHECK_OUT}/tracecheck.dll"
   "DOTMON_NETTRACE_CHECK=$<TARGET_FILE:nettrace_check>")
+if(DOTNET_EXE)
+  add_test(NAME build_tracecheck
+    COMMAND ${DOTNET_EXE} build ${CMAKE_CURRENT_LIST_DIR}/tracecheck/tracecheck.csproj -c Release
+            -o ${TRACECHECK_OUT} --nologo -v q
+            -p:BaseIntermediateOutputPath=${CMAKE_BINARY_DIR}/tracecheck-obj/
+            -p:BaseOutputPath=${CMAKE_BINARY_DIR}/tracecheck-bin/)
+  set_tests_properties(build_tracecheck PROPERTIES FIXTURES_SETUP tracecheck TIMEOUT 600 LABELS setup)
 
-add_test(NAME crosscheck_nettrace_fixtures
-  COMMAND ${CMAKE_COMMAND}
-          -DDOTNET=${DOTNET_EXE}
-          -DTRACECHECK=${TRACECHECK_OUT}/tracecheck.dll
-          -DNETTRACE_CHECK=$<TARGET_FILE:nettrace_check>
-          -DDIR=${CMAKE_CURRENT_LIST_DIR}/../fixtures/nettrace
-          -P ${CMAKE_CURRENT_LIST_DIR}/crosscheck.cmake)
-set_tests_properties(crosscheck_nettrace_fixtures PROPERTIES FIXTURES_REQUIRED tracecheck
-  TIMEOUT 300 LABELS tools ENVIRONMENT "${AGENT_TEST_ENV}")
+  add_test(NAME crosscheck_nettrace_fixtures
+    COMMAND ${CMAKE_COMMAND}
+            -DDOTNET=${DOTNET_EXE}
+            -DTRACECHECK=${TRACECHECK_OUT}/tracecheck.dll
+            -DNETTRACE_CHECK=$<TARGET_FILE:nettrace_check>
+            -DDIR=${CMAKE_CURRENT_LIST_DIR}/../fixtures/nettrace
+            -P ${CMAKE_CURRENT_LIST_DIR}/crosscheck.cmake)
+  set_tests_properties(crosscheck_nettrace_fixtures PROPERTIES FIXTURES_REQUIRED tracecheck
+    TIMEOUT 300 LABELS tools ENVIRONMENT "${AGENT_TEST_ENV}")
+else()
+  add_test(NAME crosscheck_nettrace_fixtures COMMAND ${AGENT_NEEDS_DOTNET_SKIP})
+  set_tests_properties(crosscheck_nettrace_fixtures PROPERTIES SKIP_RETURN_CODE 77 LABELS tools)
+endif()
 
 # Attack helpers of test_agent_attacks, run as a second user (setpriv): a symlink racer and a
 # planted diagnostic socket (tests/support's fake runtime under another uid).

@@ -29,6 +29,8 @@
 
 #include <cmocka.h>
 
+#include "timebound.h"
+
 #include "agent_test_util.h"
 #include "err.h"
 #include "nettrace.h"
@@ -517,7 +519,7 @@ static void test_agent_trace_runtime_killed(void **state)
     }
     assert_int_equal(t.rc, AGENT_E_CLOSED);
     assert_trace_response(&t.resp);
-    assert_true(ended_ms < 10000);
+    ASSERT_BELOW_MS(ended_ms, 10000);
 
     struct nettrace_checker ck;
     assert_int_equal(nettrace_checker_init(&ck, NULL), 0);

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "timebound.h"
+
 #include "err.h"
 #include "fake_runtime.h"
 #include "ipc_cmd.h"
@@ -129,7 +131,7 @@ static void fx_done(struct dfx *fx)
         ipc_discovery_close(fx->d, on_closed, fx);
         assert_false(fx->closed); /* from the loop, not from inside close */
         assert_true(tl_run_until(fx->tl, is_closed, fx, 2000));
-        assert_true(tl_ms() - t0 < 1000); /* in-flight probes are cancelled, not waited for */
+        ASSERT_BELOW_MS(tl_ms() - t0, 1000); /* in-flight probes are cancelled, not waited for */
     }
     for (int i = 0; i < fx->nfakes; i++) {
         fake_runtime_close(fx->fakes[i], on_fake_closed, fx);
@@ -268,10 +270,10 @@ static void test_discovery_ignores_stale_silent_and_garbage(void **state)
     fx_start(&fx, 400, 5000);
     /* The good runtime is not held up by the others. */
     assert_true(wait_pid(&fx, 3000, true, 2000));
-    assert_true(tl_ms() - t0 < 300);
+    ASSERT_BELOW_MS(tl_ms() - t0, 300);
     /* ready waits for the silent one's probe to time out, not longer */
     assert_true(tl_run_until(fx.tl, is_ready, &fx, 2000));
-    assert_true(tl_ms() - t0 < 1000);
+    ASSERT_BELOW_MS(tl_ms() - t0, 1000);
     assert_int_equal(ipc_discovery_count(fx.d), 1);
 
     /* across rescans and liveness rounds nothing else ever shows up */
@@ -292,7 +294,7 @@ static void test_discovery_removes_unlinked_socket(void **state)
     uint64_t t0 = tl_ms();
     assert_int_equal(unlink(fake_runtime_path(f)), 0);
     assert_true(wait_pid(&fx, 5000, false, 2000));
-    assert_true(tl_ms() - t0 < 2000);
+    ASSERT_BELOW_MS(tl_ms() - t0, 2000);
     assert_int_equal(fx.removed, 1);
     assert_int_equal(fx.last_removed_pid, 5000);
     fx_done(&fx);
@@ -309,7 +311,7 @@ static void test_discovery_removes_dead_runtime(void **state)
     uint64_t t0 = tl_ms();
     fake_runtime_kill(f);
     assert_true(wait_pid(&fx, 6000, false, 2500));
-    assert_true(tl_ms() - t0 < 2000);
+    ASSERT_BELOW_MS(tl_ms() - t0, 2000);
     assert_int_equal(access(fake_runtime_path(f), F_OK), 0);
     assert_int_equal(fx.removed, 1);
     /* and it does not come back */
@@ -388,7 +390,7 @@ static void test_discovery_sees_new_runtime_at_once(void **state)
     uint64_t t0 = tl_ms();
     (void)fx_fake(&fx, 8000, 1, 0x40, FAKE_NORMAL, 3);
     assert_true(wait_pid(&fx, 8000, true, 2000));
-    assert_true(tl_ms() - t0 < 1000);
+    ASSERT_BELOW_MS(tl_ms() - t0, 1000);
     fx_done(&fx);
 }
 

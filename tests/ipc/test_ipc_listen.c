@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "timebound.h"
+
 #include "err.h"
 #include "fake_runtime.h"
 #include "ipc_client.h"
@@ -451,14 +453,16 @@ static void test_listen_waits_for_whole_command_line(void **state)
     fx_fake_cfg(&fx, &one);
     assert_true(wait_uid(&fx, 0x13, true, 2000));
     uint64_t took = tl_ms() - t0;
-    assert_true(took >= 150 && took < 1500);
+    assert_true(took >= 150);
+    ASSERT_BELOW_MS(took, 1500);
     const struct ipc_process *p = ipc_listen_at(fx.l, 0);
     assert_string_equal(p->command_line, "/app/bin/TestApp --serve");
     assert_int_equal(fake_runtime_requests(f, 0x04, 0x08), 4);
     assert_int_equal(fx.added, 1); /* never listed half-known */
     assert_true(wait_uid(&fx, 0x14, true, 3000));
     took = tl_ms() - t1;
-    assert_true(took >= 1900 && took < 3000);
+    assert_true(took >= 1900);
+    ASSERT_BELOW_MS(took, 3000);
     /* Meanwhile (about 1.7 s later) the regular refresh asked the first one again. */
     assert_int_equal(fake_runtime_requests(f, 0x04, 0x08), 5);
     assert_int_equal(fx.added, 2);
@@ -508,7 +512,7 @@ static void test_listen_bad_advertise_closes_only_that_connection(void **state)
     assert_true(tl_run_until(fx.tl, raw_peer_closed, &garbage, 1000));
     uint64_t t0 = tl_ms();
     assert_true(tl_run_until(fx.tl, raw_peer_closed, &hanging, 2000));
-    assert_true(tl_ms() - t0 < 1000); /* the advertise timeout (300 ms), not forever */
+    ASSERT_BELOW_MS(tl_ms() - t0, 1000); /* the advertise timeout (300 ms), not forever */
     shutdown(cut, SHUT_WR);
     assert_true(tl_run_until(fx.tl, raw_peer_closed, &cut, 1000));
     assert_true(wait_uid(&fx, 0x03, true, 2000));

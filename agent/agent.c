@@ -181,27 +181,32 @@ static int parse_socket_mode(const char *s, unsigned *out)
  * DiagnosticPort:SocketMode, :HoldSuspended, :ForgetAfterSeconds; dotnet-monitor's
  * DiagnosticPort:MaxConnections.
  */
-static int setup_listen(struct agent *a)
+/*
+ * Which socket listen mode binds, from dotnet-monitor's settings (and --diagnostic-port):
+ * returns 1 with *path (perhaps relative to Storage:DefaultSharedPath) and *from (the setting
+ * that named it, for messages), 0 for connect mode, or AGENT_E_INVAL (logged).
+ */
+static int listen_path_setting(struct agent *a, const char *shared, const char **path,
+                               const char **from)
 {
     const struct config *cfg = a->cfg;
-    const char *shared = config_get(cfg, "Storage:DefaultSharedPath");
     const char *mode = config_get(cfg, "DiagnosticPort:ConnectionMode");
     const char *name = config_get(cfg, "DiagnosticPort:EndpointName");
     const char *simple = config_get(cfg, "DiagnosticPort");
-    const char *path = NULL;
-    const char *from = NULL; /* where the path came from, for messages */
-    if (shared != NULL && *shared == '\0') {
-        shared = NULL;
-    }
+    bool has_name = name != NULL && *name != '\0';
     if (a->opts->diagnostic_port != NULL) {
-        path = a->opts->diagnostic_port;
-        from = "--diagnostic-port";
-    } else if (simple != NULL && *simple != '\0') {
-        path = simple;
-        from = "DiagnosticPort";
-    } else if (mode != NULL && *mode != '\0') {
+        *path = a->opts->diagnostic_port;
+        *from = "--diagnostic-port";
+        return 1;
+    }
+    if (simple != NULL && *simple != '\0') {
+        *path = simple;
+        *from = "DiagnosticPort";
+        return 1;
+    }
+    if (mode != NULL && *mode != '\0') {
         if (strcasecmp(mode, "Connect") == 0) {
-            if (name != NULL && *name != '\0') {
+            if (has_name) {
                 log_warn(cat, "DiagnosticPort:EndpointName is ignored in connect mode");
             }
             return 0;
@@ -210,41 +215,44 @@ static int setup_listen(struct agent *a)
             log_error(cat, "DiagnosticPort:ConnectionMode: '%s' is not Connect or Listen", mode);
             return AGENT_E_INVAL;
         }
-        if (name != NULL && *name != '\0') {
-            path = name;
-            from = "DiagnosticPort:EndpointName";
-        } else if (shared != NULL) {
-            path = "dotnet-monitor.sock";
-            from = "Storage:DefaultSharedPath";
-        } else {
+        if (!has_name && shared == NULL) {
             log_error(cat, "DiagnosticPort:ConnectionMode is Listen, but neither "
                            "DiagnosticPort:EndpointName nor Storage:DefaultSharedPath names the "
                            "socket to bind");
             return AGENT_E_INVAL;
         }
-    } else if (name != NULL && *name != '\0') {
+        *path = has_name ? name : "dotnet-monitor.sock";
+        *from = has_name ? "DiagnosticPort:EndpointName" : "Storage:DefaultSharedPath";
+        return 1;
+    }
+    if (has_name) {
         log_warn(cat, "DiagnosticPort:EndpointName is ignored without "
                       "DiagnosticPort:ConnectionMode=Listen (connect mode)");
         return 0;
-    } else if (shared != NULL) {
-        path = "dotnet-monitor.sock";
-        from = "Storage:DefaultSharedPath";
-        log_info(cat, "Storage:DefaultSharedPath is set and DiagnosticPort:ConnectionMode is not: "
-                      "listen mode, as in dotnet-monitor (set it to Connect to watch $TMPDIR)");
-    } else {
+    }
+    if (shared == NULL) {
         return 0;
     }
+    *path = "dotnet-monitor.sock";
+    *from = "Storage:DefaultSharedPath";
+    log_info(cat, "Storage:DefaultSharedPath is set and DiagnosticPort:ConnectionMode is not: "
+                  "listen mode, as in dotnet-monitor (set it to Connect to watch $TMPDIR)");
+    return 1;
+}
 
-    char full[4096];
+/* The socket's absolute path into full (a sun_path fits it), or AGENT_E_INVAL (logged). */
+static int listen_full_path(const char *path, const char *from, const char *shared, char *full,
+                            size_t cap)
+{
     int n;
     if (path[0] == '/') {
-        n = snprintf(full, sizeof(full), "%s", path);
+        n = snprintf(full, cap, "%s", path);
     } else if (shared != NULL && shared[0] == '/') {
         size_t sl = strlen(shared);
         while (sl > 1 && shared[sl - 1] == '/') {
             sl--;
         }
-        n = snprintf(full, sizeof(full), "%.*s/%s", (int)sl, shared, path);
+        n = snprintf(full, cap, "%.*s/%s", (int)sl, shared, path);
     } else {
         log_error(cat, "%s: '%s' must be an absolute path (or relative to an absolute "
                        "Storage:DefaultSharedPath)", from, path);
@@ -253,9 +261,16 @@ static int setup_listen(struct agent *a)
     struct sockaddr_un sa;
     if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
         log_error(cat, "%s: the socket path '%s' is longer than a Unix socket allows (%zu bytes)",
-                  from, n >= 0 && (size_t)n < sizeof(full) ? full : path, sizeof(sa.sun_path) - 1);
+                  from, n >= 0 && (size_t)n < cap ? full : path, sizeof(sa.sun_path) - 1);
         return AGENT_E_INVAL;
     }
+    return 0;
+}
+
+/* Listen mode's other settings: socket mode, hold, forget delay, connection cap. */
+static int listen_options(struct agent *a, const char *full)
+{
+    const struct config *cfg = a->cfg;
     a->listen_socket_mode = 0600;
     const char *sm = config_get(cfg, "DiagnosticPort:SocketMode");
     if (sm != NULL && *sm != '\0') {
@@ -280,14 +295,32 @@ static int setup_listen(struct agent *a)
         config_get_uint(cfg, "DiagnosticPort:MaxConnections", 1, 65535, &max_conn) != 0) {
         return AGENT_E_INVAL;
     }
-    a->listen_path = strdup(full);
-    if (a->listen_path == NULL) {
-        return -ENOMEM;
-    }
     a->listen_hold = hold == 1;
     a->listen_forget_ms = forget_s * 1000;
     a->listen_max_connections = (size_t)max_conn;
     return 0;
+}
+
+static int setup_listen(struct agent *a)
+{
+    const char *shared = config_get(a->cfg, "Storage:DefaultSharedPath");
+    if (shared != NULL && *shared == '\0') {
+        shared = NULL;
+    }
+    const char *path = NULL;
+    const char *from = NULL; /* where the path came from, for messages */
+    int rc = listen_path_setting(a, shared, &path, &from);
+    if (rc <= 0) {
+        return rc;
+    }
+    char full[4096];
+    rc = listen_full_path(path, from, shared, full, sizeof(full));
+    rc = rc ? rc : listen_options(a, full);
+    if (rc != 0) {
+        return rc;
+    }
+    a->listen_path = strdup(full);
+    return a->listen_path != NULL ? 0 : -ENOMEM;
 }
 
 /*
@@ -630,32 +663,20 @@ static void sweep_stale_dumps(const struct agent *a)
     closedir(dir);
 }
 
-int agent_start(struct agent *a)
+/* Kestrel's limits (its own names) into hcfg; zero keeps the server's defaults (1024, 10 s,
+ * 60 s). */
+static int http_limits(struct agent *a, struct http_server_config *hcfg)
 {
-    /* Signals first: a SIGTERM right after the first "Now listening" must stop us cleanly. */
-    uv_signal_init(a->loop, &a->sig_int);
-    uv_signal_init(a->loop, &a->sig_term);
-    a->sig_int.data = a->sig_term.data = a;
-    a->open_handles += 2;
-    uv_signal_start(&a->sig_int, on_signal, SIGINT);
-    uv_signal_start(&a->sig_term, on_signal, SIGTERM);
-    uv_timer_init(a->loop, &a->announce_timer);
-    a->announce_timer.data = a;
-    a->open_handles++;
-    sweep_stale_dumps(a);
-    struct http_server_config hcfg;
-    memset(&hcfg, 0, sizeof(hcfg));
-    /* Kestrel's own names; zero keeps the server's defaults (1024, 10 s, 60 s). */
     uint64_t max_conn = 0;
     if (config_get_uint(a->cfg, "Kestrel:Limits:MaxConcurrentConnections", 1, 1000000,
                         &max_conn) != 0 ||
         config_get_timespan_ms(a->cfg, "Kestrel:Limits:RequestHeadersTimeout", 1000,
-                               (uint64_t)86400 * 1000, &hcfg.header_timeout_ms) != 0 ||
+                               (uint64_t)86400 * 1000, &hcfg->header_timeout_ms) != 0 ||
         config_get_timespan_ms(a->cfg, "Kestrel:Limits:KeepAliveTimeout", 1000,
-                               (uint64_t)86400 * 1000, &hcfg.idle_timeout_ms) != 0) {
+                               (uint64_t)86400 * 1000, &hcfg->idle_timeout_ms) != 0) {
         return AGENT_E_INVAL;
     }
-    hcfg.max_connections = (size_t)max_conn;
+    hcfg->max_connections = (size_t)max_conn;
     /*
      * Every connection is a descriptor: past the open file limit accept() fails and libuv closes
      * new connections at once, probes included, before the eviction of idle connections could
@@ -671,20 +692,17 @@ int agent_start(struct agent *a)
                 "Kestrel:Limits:MaxConcurrentConnections lowered from %zu to %zu: the open file "
                 "limit is %llu (raise it with ulimit -n or the container's nofile)",
                 want, fit, (unsigned long long)rl.rlim_cur);
-        hcfg.max_connections = fit > 0 ? fit : 1;
+        hcfg->max_connections = fit > 0 ? fit : 1;
     }
-    hcfg.tls = a->tls; /* https:// URLs (agent_tls.c); outlives the server */
-    int rc = http_server_new(a->loop, &hcfg, api_handle, a, &a->http);
-    if (rc != 0) {
-        log_error(cat, "cannot create the HTTP server: %s", agent_strerror(rc));
-        return rc;
-    }
-    a->open_handles++;
+    return 0;
+}
 
-    /*
-     * Discovery first: in listen mode the diagnostic socket then exists before dotmon says it
-     * listens, so whoever waits for "Now listening on" can start apps pointed at it.
-     */
+/*
+ * Discovery first: in listen mode the diagnostic socket then exists before dotmon says it
+ * listens, so whoever waits for "Now listening on" can start apps pointed at it.
+ */
+static int start_discovery(struct agent *a)
+{
     struct ipc_discovery_config dcfg;
     memset(&dcfg, 0, sizeof(dcfg));
     dcfg.dir = a->diag_dir;
@@ -702,7 +720,7 @@ int agent_start(struct agent *a)
         lcfg.hold_suspended = a->listen_hold;
         dcfg.listen = &lcfg;
     }
-    rc = ipc_discovery_new(a->loop, &dcfg, on_process_change, a, &a->disc);
+    int rc = ipc_discovery_new(a->loop, &dcfg, on_process_change, a, &a->disc);
     if (rc == 0) {
         a->open_handles++;
         rc = ipc_discovery_start(a->disc);
@@ -724,36 +742,61 @@ int agent_start(struct agent *a)
     } else {
         log_info(cat, "watching %s for .NET runtimes (connect mode)", a->diag_dir);
     }
+    return 0;
+}
 
-    const char *urls[CLI_MAX_URLS];
-    size_t nurls = a->opts->nurls;
-    memcpy(urls, a->opts->urls, nurls * sizeof(urls[0]));
-    if (nurls == 0) {
-        const char *cu = config_get(a->cfg, "Urls");
-        urls[nurls++] = (cu != NULL && *cu != '\0') ? cu : DEFAULT_URL;
-    }
-    if (bind_urls(a, urls, nurls, AGENT_TAG_ARTIFACTS) == 0) {
+/*
+ * The artifact and metrics URLs. The merged configuration has them (settings.c: the command
+ * line's --urls, --metricUrls and --metrics are its weakest sources but one, as in dotnet-monitor),
+ * each a ';'-separated list.
+ */
+static int bind_all_urls(struct agent *a)
+{
+    const char *cu = config_get(a->cfg, "Urls");
+    const char *urls[1] = {(cu != NULL && *cu != '\0') ? cu : DEFAULT_URL};
+    if (bind_urls(a, urls, 1, AGENT_TAG_ARTIFACTS) == 0) {
         log_error(cat, "no artifact URL could be bound");
         return AGENT_E_INVAL;
     }
-
-    int metrics = a->opts->metrics;
-    if (metrics < 0) {
-        metrics = config_get_bool(a->cfg, "Metrics:Enabled", 1);
-    }
+    int metrics = config_get_bool(a->cfg, "Metrics:Enabled", 1);
     a->metrics_enabled = metrics == 1;
     if (metrics == 1) {
-        const char *murls[CLI_MAX_URLS];
-        size_t nm = a->opts->nmetric_urls;
-        memcpy(murls, a->opts->metric_urls, nm * sizeof(murls[0]));
-        if (nm == 0) {
-            const char *cu = config_get(a->cfg, "Metrics:Endpoints");
-            murls[nm++] = (cu != NULL && *cu != '\0') ? cu : DEFAULT_METRICS_URL;
-        }
-        bind_urls(a, murls, nm, AGENT_TAG_METRICS);
+        const char *mu = config_get(a->cfg, "Metrics:Endpoints");
+        const char *murls[1] = {(mu != NULL && *mu != '\0') ? mu : DEFAULT_METRICS_URL};
+        bind_urls(a, murls, 1, AGENT_TAG_METRICS);
     }
+    return 0;
+}
 
-    return apikey_watch_start(a);
+int agent_start(struct agent *a)
+{
+    /* Signals first: a SIGTERM right after the first "Now listening" must stop us cleanly. */
+    uv_signal_init(a->loop, &a->sig_int);
+    uv_signal_init(a->loop, &a->sig_term);
+    a->sig_int.data = a->sig_term.data = a;
+    a->open_handles += 2;
+    uv_signal_start(&a->sig_int, on_signal, SIGINT);
+    uv_signal_start(&a->sig_term, on_signal, SIGTERM);
+    uv_timer_init(a->loop, &a->announce_timer);
+    a->announce_timer.data = a;
+    a->open_handles++;
+    sweep_stale_dumps(a);
+    struct http_server_config hcfg;
+    memset(&hcfg, 0, sizeof(hcfg));
+    int rc = http_limits(a, &hcfg);
+    if (rc != 0) {
+        return rc;
+    }
+    hcfg.tls = a->tls; /* https:// URLs (agent_tls.c); outlives the server */
+    rc = http_server_new(a->loop, &hcfg, api_handle, a, &a->http);
+    if (rc != 0) {
+        log_error(cat, "cannot create the HTTP server: %s", agent_strerror(rc));
+        return rc;
+    }
+    a->open_handles++;
+    rc = start_discovery(a);
+    rc = rc ? rc : bind_all_urls(a);
+    return rc ? rc : apikey_watch_start(a);
 }
 
 /*

@@ -19,41 +19,26 @@
 
 static const char cat[] = "dotmon";
 
-/* The URL lists agent_start binds, resolved the same way (command line, then configuration;
- * the defaults are plain http on localhost and need no look). */
+/* The URL lists agent_start binds, from the merged configuration (the defaults are plain http
+ * on localhost and need no look). */
 struct url_lists {
-    const char *lists[2 * CLI_MAX_URLS];
-    bool metrics[2 * CLI_MAX_URLS];
+    const char *lists[2];
+    bool metrics[2];
     size_t n;
 };
 
 static void collect_lists(const struct agent *a, struct url_lists *l)
 {
     l->n = 0;
-    if (a->opts->nurls > 0) {
-        for (size_t i = 0; i < a->opts->nurls; i++) {
-            l->metrics[l->n] = false;
-            l->lists[l->n++] = a->opts->urls[i];
-        }
-    } else if (config_get(a->cfg, "Urls") != NULL) {
+    const char *urls = config_get(a->cfg, "Urls");
+    if (urls != NULL) {
         l->metrics[l->n] = false;
-        l->lists[l->n++] = config_get(a->cfg, "Urls");
+        l->lists[l->n++] = urls;
     }
-    int metrics = a->opts->metrics;
-    if (metrics < 0) {
-        metrics = config_get_bool(a->cfg, "Metrics:Enabled", 1);
-    }
-    if (metrics != 1) {
-        return;
-    }
-    if (a->opts->nmetric_urls > 0) {
-        for (size_t i = 0; i < a->opts->nmetric_urls; i++) {
-            l->metrics[l->n] = true;
-            l->lists[l->n++] = a->opts->metric_urls[i];
-        }
-    } else if (config_get(a->cfg, "Metrics:Endpoints") != NULL) {
+    const char *murls = config_get(a->cfg, "Metrics:Endpoints");
+    if (config_get_bool(a->cfg, "Metrics:Enabled", 1) == 1 && murls != NULL) {
         l->metrics[l->n] = true;
-        l->lists[l->n++] = config_get(a->cfg, "Metrics:Endpoints");
+        l->lists[l->n++] = murls;
     }
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "api.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -182,6 +183,77 @@ static bool authorize(struct agent *a, struct http_request *req)
     return false;
 }
 
+/*
+ * Whether route r serves path p: plain routes by equality (case-insensitive, as ASP.NET), item
+ * routes by prefix + one segment (+ suffix), the segment copied into item.
+ */
+static bool route_matches(const struct api_route *r, const char *p, char *item, size_t item_cap)
+{
+    if (r->item == NULL) {
+        return strcasecmp(p, r->path) == 0;
+    }
+    size_t n = strlen(r->path);
+    if (strncasecmp(p, r->path, n) != 0 || p[n] == '\0') {
+        return false;
+    }
+    const char *rest = p + n;
+    size_t rest_len = strlen(rest);
+    size_t sn = r->suffix != NULL ? strlen(r->suffix) : 0;
+    if (sn > 0) {
+        if (rest_len <= sn || strcasecmp(rest + rest_len - sn, r->suffix) != 0) {
+            return false;
+        }
+        rest_len -= sn;
+    }
+    if (memchr(rest, '/', rest_len) != NULL || rest_len >= item_cap) {
+        return false;
+    }
+    memcpy(item, rest, rest_len);
+    item[rest_len] = '\0';
+    return true;
+}
+
+/*
+ * The route for this path and method, its item in item; NULL when none, with the methods the
+ * path does have in allowed ("" when the path has no route at all).
+ */
+static const struct api_route *find_route(const char *p, const char *method, bool on_metrics,
+                                          char *item, size_t item_cap, char *allowed,
+                                          size_t allowed_cap)
+{
+    const struct api_route *route = NULL;
+    allowed[0] = '\0';
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        const struct api_route *r = &routes[i];
+        char seg[128];
+        if ((on_metrics && !r->metrics_port) || !route_matches(r, p, seg, sizeof(seg))) {
+            continue;
+        }
+        size_t used = strlen(allowed);
+        bool head_ok = strcmp(r->method, "GET") == 0 && !r->no_head;
+        snprintf(allowed + used, allowed_cap - used, "%s%s%s", used ? ", " : "", r->method,
+                 head_ok ? ", HEAD" : "");
+        if (strcmp(method, r->method) == 0 || (head_ok && strcmp(method, "HEAD") == 0)) {
+            route = r;
+            snprintf(item, item_cap, "%s", seg);
+        }
+    }
+    return route;
+}
+
+static void answer_405(struct http_request *req, const char *p, const char *method,
+                       const char *allowed)
+{
+    struct buf body;
+    buf_init(&body, 4096);
+    char detail[160];
+    snprintf(detail, sizeof(detail), "%s does not support %s; allowed: %s", p, method, allowed);
+    http_problem_json(&body, 405, "Method Not Allowed", detail);
+    const struct http_header allow[] = {{"Allow", allowed}};
+    http_respond(req, 405, "application/problem+json", allow, 1, buf_data(&body), buf_size(&body));
+    buf_fini(&body);
+}
+
 void api_handle(void *ud, struct http_request *req)
 {
     struct agent *a = ud;
@@ -203,76 +275,22 @@ void api_handle(void *ud, struct http_request *req)
         path.len--;
         p = buf_cstr(&path);
     }
-
-    /* Find the routes for this path, then the one for this method. */
-    const struct api_route *route = NULL;
     char item[128] = "";
-    char allowed[64] = "";
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-        const struct api_route *r = &routes[i];
-        const char *rest = NULL;
-        if (on_metrics && !r->metrics_port) {
-            continue;
-        }
-        size_t rest_len = 0;
-        if (r->item != NULL) {
-            size_t n = strlen(r->path);
-            if (strncasecmp(p, r->path, n) != 0 || p[n] == '\0') {
-                continue;
-            }
-            rest = p + n;
-            rest_len = strlen(rest);
-            size_t sn = r->suffix != NULL ? strlen(r->suffix) : 0;
-            if (sn > 0) {
-                if (rest_len <= sn || strcasecmp(rest + rest_len - sn, r->suffix) != 0) {
-                    continue;
-                }
-                rest_len -= sn;
-            }
-            const char *slash = memchr(rest, '/', rest_len);
-            if (slash != NULL || rest_len >= sizeof(item)) {
-                continue;
-            }
-        } else if (strcasecmp(p, r->path) != 0) {
-            continue;
-        }
-        size_t used = strlen(allowed);
-        bool head_ok = strcmp(r->method, "GET") == 0 && !r->no_head;
-        snprintf(allowed + used, sizeof(allowed) - used, "%s%s%s", used ? ", " : "", r->method,
-                 head_ok ? ", HEAD" : "");
-        if (strcmp(method, r->method) == 0 || (head_ok && strcmp(method, "HEAD") == 0)) {
-            route = r;
-            if (rest != NULL) {
-                memcpy(item, rest, rest_len);
-                item[rest_len] = '\0';
-            }
-        }
-    }
-    if (allowed[0] == '\0') {
-        api_problem(req, 404, "no route %s", p);
-        buf_fini(&path);
-        return;
-    }
+    char allowed[64];
+    const struct api_route *route =
+        find_route(p, method, on_metrics, item, sizeof(item), allowed, sizeof(allowed));
     if (route == NULL) {
-        struct buf body;
-        buf_init(&body, 4096);
-        char detail[160];
-        snprintf(detail, sizeof(detail), "%s does not support %s; allowed: %s", p, method, allowed);
-        http_problem_json(&body, 405, "Method Not Allowed", detail);
-        const struct http_header allow[] = {{"Allow", allowed}};
-        http_respond(req, 405, "application/problem+json", allow, 1, buf_data(&body), buf_size(&body));
-        buf_fini(&body);
-        buf_fini(&path);
-        return;
-    }
-    if (!route->anonymous && !authorize(a, req)) {
-        buf_fini(&path);
-        return;
-    }
-    if (route->item != NULL) {
-        route->item(a, req, item);
-    } else {
-        route->fn(a, req);
+        if (allowed[0] == '\0') {
+            api_problem(req, 404, "no route %s", p);
+        } else {
+            answer_405(req, p, method, allowed);
+        }
+    } else if (route->anonymous || authorize(a, req)) {
+        if (route->item != NULL) {
+            route->item(a, req, item);
+        } else {
+            route->fn(a, req);
+        }
     }
     buf_fini(&path);
 }
@@ -389,7 +407,7 @@ static int parse_uid(const char *s, char out[37])
         } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
             return AGENT_E_INVAL;
         }
-        out[i] = (c >= 'A' && c <= 'F') ? (char)(c - 'A' + 'a') : c;
+        out[i] = (char)tolower((unsigned char)c);
     }
     out[36] = '\0';
     return 0;

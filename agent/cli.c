@@ -233,6 +233,68 @@ static bool option_known(enum cli_command command, const char *name)
     return false;
 }
 
+/* Applies one known option (its value, if it takes one, in val) to opts. */
+static int apply_option(struct cli_options *opts, const char *name, const char *val, char *err,
+                        size_t errlen)
+{
+    bool is_collect = opts->command == CLI_COLLECT || opts->command == CLI_CONFIG_SHOW;
+    if (is_collect && (strcmp(name, "--urls") == 0 || strcmp(name, "-u") == 0)) {
+        int rc = add_url(opts->urls, &opts->nurls, val, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+    } else if (is_collect && strcmp(name, "--metricUrls") == 0) {
+        int rc = add_url(opts->metric_urls, &opts->nmetric_urls, val, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+    } else if (is_collect && (strcmp(name, "--metrics") == 0 || strcmp(name, "-m") == 0)) {
+        if (parse_bool(val, &opts->metrics) != 0) {
+            return fail(err, errlen, "--metrics takes true or false, not '%s'", val);
+        }
+    } else if (is_collect && strcmp(name, "--no-auth") == 0) {
+        opts->no_auth = true;
+    } else if (is_collect && strcmp(name, "--temp-apikey") == 0) {
+        opts->temp_apikey = true;
+    } else if (is_collect && strcmp(name, "--diagnostic-port") == 0) {
+        if (*val == '\0') {
+            return fail(err, errlen, "--diagnostic-port needs a path");
+        }
+        opts->diagnostic_port = val;
+    } else if (is_collect && strcmp(name, "--configuration-file-path") == 0) {
+        if (*val == '\0') {
+            return fail(err, errlen, "--configuration-file-path needs a path");
+        }
+        opts->config_file = val;
+    } else if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--show-sources") == 0) {
+        opts->show_sources = true;
+    } else if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--level") == 0) {
+        if (strcasecmp(val, "full") == 0) {
+            opts->config_full = true;
+        } else if (strcasecmp(val, "redacted") == 0) {
+            opts->config_full = false;
+        } else {
+            return fail(err, errlen, "--level takes redacted or full, not '%s'", val);
+        }
+    } else if (opts->command == CLI_GENERATEKEY &&
+               (strcmp(name, "--output") == 0 || strcmp(name, "-o") == 0)) {
+        if (parse_key_format(val, &opts->key_format) != 0) {
+            return fail(err, errlen,
+                        "unknown --output '%s' (json, text, shell, cmd, powershell, machinejson)",
+                        val);
+        }
+    } else if (opts->command == CLI_GENERATEKEY && strcmp(name, "--expiration") == 0) {
+        if (cli_parse_duration(val, &opts->expiration_s) != 0) {
+            return fail(err, errlen,
+                        "invalid --expiration '%s' (use [d.]hh:mm[:ss] or a number with s, m, h or d)",
+                        val);
+        }
+    } else {
+        return fail(err, errlen, "unknown option '%s' (see dotmon --help)", name);
+    }
+    return 0;
+}
+
 int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char *err, size_t errlen)
 {
     memset(opts, 0, sizeof(*opts));
@@ -306,59 +368,9 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
             return fail(err, errlen, "option '%s' takes no value", name);
         }
 
-        if (is_collect && (strcmp(name, "--urls") == 0 || strcmp(name, "-u") == 0)) {
-            int rc = add_url(opts->urls, &opts->nurls, val, err, errlen);
-            if (rc != 0) {
-                return rc;
-            }
-        } else if (is_collect && strcmp(name, "--metricUrls") == 0) {
-            int rc = add_url(opts->metric_urls, &opts->nmetric_urls, val, err, errlen);
-            if (rc != 0) {
-                return rc;
-            }
-        } else if (is_collect && (strcmp(name, "--metrics") == 0 || strcmp(name, "-m") == 0)) {
-            if (parse_bool(val, &opts->metrics) != 0) {
-                return fail(err, errlen, "--metrics takes true or false, not '%s'", val);
-            }
-        } else if (is_collect && strcmp(name, "--no-auth") == 0) {
-            opts->no_auth = true;
-        } else if (is_collect && strcmp(name, "--temp-apikey") == 0) {
-            opts->temp_apikey = true;
-        } else if (is_collect && strcmp(name, "--diagnostic-port") == 0) {
-            if (*val == '\0') {
-                return fail(err, errlen, "--diagnostic-port needs a path");
-            }
-            opts->diagnostic_port = val;
-        } else if (is_collect && strcmp(name, "--configuration-file-path") == 0) {
-            if (*val == '\0') {
-                return fail(err, errlen, "--configuration-file-path needs a path");
-            }
-            opts->config_file = val;
-        } else if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--show-sources") == 0) {
-            opts->show_sources = true;
-        } else if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--level") == 0) {
-            if (strcasecmp(val, "full") == 0) {
-                opts->config_full = true;
-            } else if (strcasecmp(val, "redacted") == 0) {
-                opts->config_full = false;
-            } else {
-                return fail(err, errlen, "--level takes redacted or full, not '%s'", val);
-            }
-        } else if (opts->command == CLI_GENERATEKEY &&
-                   (strcmp(name, "--output") == 0 || strcmp(name, "-o") == 0)) {
-            if (parse_key_format(val, &opts->key_format) != 0) {
-                return fail(err, errlen,
-                            "unknown --output '%s' (json, text, shell, cmd, powershell, machinejson)",
-                            val);
-            }
-        } else if (opts->command == CLI_GENERATEKEY && strcmp(name, "--expiration") == 0) {
-            if (cli_parse_duration(val, &opts->expiration_s) != 0) {
-                return fail(err, errlen,
-                            "invalid --expiration '%s' (use [d.]hh:mm[:ss] or a number with s, m, h or d)",
-                            val);
-            }
-        } else {
-            return fail(err, errlen, "unknown option '%s' (see dotmon --help)", argv[i]);
+        int rc = apply_option(opts, name, val, err, errlen);
+        if (rc != 0) {
+            return rc;
         }
     }
     if (opts->no_auth && opts->temp_apikey) {

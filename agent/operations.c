@@ -85,6 +85,7 @@ int op_registry_add(struct op_registry *r, enum op_kind kind, uint64_t pid, cons
     }
     if (r->n == r->cap) {
         size_t ncap = r->cap ? r->cap * 2 : 16;
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
         struct operation **nv = realloc(r->v, ncap * sizeof(*nv));
         if (nv == NULL) {
             return -ENOMEM;
@@ -136,6 +137,7 @@ static void prune(struct op_registry *r)
     while (finished > r->max_history && i < r->n) {
         if (op_is_finished(r->v[i])) {
             op_free(r->v[i]);
+            /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
             memmove(&r->v[i], &r->v[i + 1], (r->n - i - 1) * sizeof(r->v[0]));
             r->n--;
             finished--;

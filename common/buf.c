@@ -116,42 +116,35 @@ int buf_append_json_escaped(struct buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        char esc[7];
-        size_t n;
+        const char *two = NULL; /* a two-character escape */
         switch (*c) {
         case '"':
-            memcpy(esc, "\\\"", 2);
-            n = 2;
+            two = "\\\"";
             break;
         case '\\':
-            memcpy(esc, "\\\\", 2);
-            n = 2;
+            two = "\\\\";
             break;
         case '\n':
-            memcpy(esc, "\\n", 2);
-            n = 2;
+            two = "\\n";
             break;
         case '\r':
-            memcpy(esc, "\\r", 2);
-            n = 2;
+            two = "\\r";
             break;
         case '\t':
-            memcpy(esc, "\\t", 2);
-            n = 2;
+            two = "\\t";
             break;
         default:
-            if (*c < 0x20) {
-                memcpy(esc, "\\u00", 4);
-                esc[4] = hex[*c >> 4];
-                esc[5] = hex[*c & 15];
-                n = 6;
-            } else {
-                esc[0] = (char)*c;
-                n = 1;
-            }
             break;
         }
-        int rc = buf_append(b, esc, n);
+        int rc;
+        if (two != NULL) {
+            rc = buf_append(b, two, 2);
+        } else if (*c < 0x20) {
+            const char esc[6] = {'\\', 'u', '0', '0', hex[*c >> 4], hex[*c & 15]};
+            rc = buf_append(b, esc, sizeof(esc));
+        } else {
+            rc = buf_append(b, c, 1);
+        }
         if (rc != 0) {
             return rc;
         }

@@ -8,11 +8,13 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +103,55 @@ static void test_agent_config_file_key(void **state)
     assert_int_equal(agent_test_run_dotmon(env, show_full, NULL, &out, NULL), 0);
     assert_non_null(strstr(out, a.public_key));
     free(out);
+}
+
+/*
+ * dotnet-monitor's sources and order: the API key from key-per-file files (a Kubernetes Secret
+ * mounted at /etc/dotnet-monitor; DOTMON_SHARED_CONFIG_DIR stands for it here) with a trailing
+ * newline, and DotnetMonitor_Urls winning over the command line's --urls (the image's CMD),
+ * which names an address this machine does not have: if --urls won, dotmon could not bind.
+ */
+static void test_agent_config_key_per_file_and_env_over_cli(void **state)
+{
+    struct testenv *env = *state;
+    struct agent_test_key a;
+    agent_test_generate_key(env, &a);
+    char dir[600], path[700];
+    snprintf(dir, sizeof(dir), "%s/etc-dotnet-monitor", env->dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    const char *names[] = {"Authentication__MonitorApiKey__Subject",
+                           "Authentication__MonitorApiKey__PublicKey"};
+    const char *values[] = {a.subject, a.public_key};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fprintf(f, "%s\n", values[i]);
+        fclose(f);
+    }
+    char shared_env[700];
+    snprintf(shared_env, sizeof(shared_env), "DOTMON_SHARED_CONFIG_DIR=%s", dir);
+    const char *envv[] = {shared_env, "DotnetMonitor_Urls=http://127.0.0.1:0", NULL};
+    const char *args[] = {"--urls", "http://192.0.2.1:52323", NULL};
+    struct dotmon *dm = NULL;
+    assert_int_equal(testenv_start_dotmon(env, args, envv, &dm), 0);
+    assert_int_equal(status_with(dm, "/processes", a.header), 200);
+    assert_int_equal(status_with(dm, "/processes", NULL), 401);
+    agent_test_stop_dotmon_clean(dm);
+
+    /* config show --show-sources names where each came from. */
+    const char *show[] = {"config", "show", "--show-sources", "--urls", "http://192.0.2.1:1", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(agent_test_run_dotmon(env, show, envv, &out, &err), 0);
+    bool ok = out != NULL && strstr(out, "/* key-per-file */") != NULL &&
+              strstr(out, "\"Urls\": \"http://127.0.0.1:0\", /* environment */") != NULL &&
+              strstr(out, dir) != NULL && strstr(out, a.public_key) == NULL;
+    if (!ok) {
+        fprintf(stderr, "config show --show-sources:\n%s\n%s\n", out ? out : "", err ? err : "");
+    }
+    free(out);
+    free(err);
+    assert_true(ok);
 }
 
 static void test_agent_config_no_key_rejects_everything(void **state)
@@ -211,6 +262,8 @@ int main(void)
                                         agent_test_setup, agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_config_file_key, agent_test_setup,
                                         agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_config_key_per_file_and_env_over_cli,
+                                        agent_test_setup, agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_config_no_key_rejects_everything,
                                         agent_test_setup, agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_config_invalid_key_refuses_to_start,

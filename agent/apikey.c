@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <uv.h>
 
@@ -26,14 +27,25 @@ static const char cat[] = "dotmon.auth";
 #define WATCH_DEBOUNCE_MS   200
 #define WATCH_POLL_MS       2000
 
-struct apikey_watch {
-    struct agent *a;
-    uv_fs_event_t event; /* the file's folder */
-    uv_fs_poll_t poll;   /* the file itself (filesystems without inotify) */
-    uv_timer_t debounce;
-    int open;            /* handles not yet closed */
+/* One watched source: a file (base set) or every file of a folder (key-per-file: base NULL). */
+struct watch_point {
+    struct apikey_watch *w;
+    uv_fs_event_t event; /* the folder */
+    uv_fs_poll_t poll;   /* the file or folder itself (filesystems without inotify) */
     char *dir;
     char *base;
+};
+
+/* The configuration file, the shared folder (key-per-file and its settings.json), the user
+ * settings file. */
+#define WATCH_POINTS_MAX 3
+
+struct apikey_watch {
+    struct agent *a;
+    struct watch_point pts[WATCH_POINTS_MAX];
+    size_t npts;
+    uv_timer_t debounce;
+    int open;       /* handles not yet closed */
     char *reported; /* settings last named as needing a restart, or NULL */
 };
 
@@ -168,7 +180,7 @@ static void report_other_changes(struct apikey_watch *w, const struct config *ru
     const char *list = buf_cstr(&names);
     if (strcmp(list, w->reported != NULL ? w->reported : "") != 0) {
         if (*list != '\0') {
-            log_warn(cat, "configuration file changed; these settings take effect at the next "
+            log_warn(cat, "configuration changed; these settings take effect at the next "
                           "start: %s", list);
         }
         free(w->reported);
@@ -195,7 +207,7 @@ static void reload(struct apikey_watch *w)
     }
     report_other_changes(w, a->cfg, &cfg);
     if (a->key_settings != NULL && strcmp(now, a->key_settings) == 0) {
-        log_debug(cat, "configuration file changed; Authentication:MonitorApiKey unchanged");
+        log_debug(cat, "configuration changed; Authentication:MonitorApiKey unchanged");
         free(now);
         goto out;
     }
@@ -206,11 +218,11 @@ static void reload(struct apikey_watch *w)
     free(a->key_settings);
     a->key_settings = now;
     if (rc != 0) {
-        log_error(cat, "the API key from %s is invalid: every request is refused (401) until "
-                       "the configuration is fixed", a->opts->config_file);
+        log_error(cat, "the reloaded API key is invalid: every request is refused (401) until "
+                       "the configuration is fixed");
     } else if (v != NULL) {
-        log_info(cat, "Authentication:MonitorApiKey reloaded from %s: tokens of the previous "
-                      "key are no longer accepted", a->opts->config_file);
+        log_info(cat, "Authentication:MonitorApiKey reloaded: tokens of the previous key are no "
+                      "longer accepted");
     }
 out:
     config_fini(&cfg);
@@ -235,15 +247,16 @@ static void kick(struct apikey_watch *w)
 static void on_event(uv_fs_event_t *h, const char *filename, int events, int status)
 {
     (void)events;
-    struct apikey_watch *w = h->data;
+    struct watch_point *pt = h->data;
     /*
      * The file itself (written, or an editor's rename over it) or Kubernetes' "..data" symlink
-     * swap ("..data", "..data_tmp", "..<timestamp>"); other files in the folder are not ours.
+     * swap ("..data", "..data_tmp", "..<timestamp>"); other files in a file's folder are not
+     * ours. In a key-per-file folder every file is a setting.
      */
-    bool ours = filename == NULL || strcmp(filename, w->base) == 0 ||
+    bool ours = filename == NULL || pt->base == NULL || strcmp(filename, pt->base) == 0 ||
                 strncmp(filename, "..", 2) == 0;
     if (status == 0 && ours) {
-        kick(w);
+        kick(pt->w);
     }
 }
 
@@ -252,13 +265,16 @@ static void on_poll(uv_fs_poll_t *h, int status, const uv_stat_t *prev, const uv
     (void)status;
     (void)prev;
     (void)curr;
-    kick(h->data);
+    struct watch_point *pt = h->data;
+    kick(pt->w);
 }
 
 static void watch_free(struct apikey_watch *w)
 {
-    free(w->dir);
-    free(w->base);
+    for (size_t i = 0; i < w->npts; i++) {
+        free(w->pts[i].dir);
+        free(w->pts[i].base);
+    }
     free(w->reported);
     free(w);
 }
@@ -266,48 +282,117 @@ static void watch_free(struct apikey_watch *w)
 static void on_closed(uv_handle_t *h)
 {
     struct apikey_watch *w = h->data;
+    if (h->type != UV_TIMER) {
+        w = ((struct watch_point *)h->data)->w;
+    }
     if (--w->open == 0) {
         w->a->open_handles--;
         watch_free(w);
     }
 }
 
-int apikey_watch_start(struct agent *a)
+/* Adds a watch point for path: a file (its folder must exist) or, with whole_dir, a folder. */
+static int add_point(struct apikey_watch *w, const char *path, bool whole_dir)
 {
-    const char *path = a->opts->config_file;
-    if (path == NULL || a->no_auth || a->opts->temp_apikey) {
-        return 0;
+    struct watch_point *pt = &w->pts[w->npts];
+    if (whole_dir) {
+        pt->dir = strdup(path);
+    } else {
+        const char *slash = strrchr(path, '/');
+        pt->dir = slash == NULL    ? strdup(".")
+                  : slash == path ? strdup("/")
+                                  : strndup(path, (size_t)(slash - path));
+        pt->base = strdup(slash == NULL ? path : slash + 1);
+        if (pt->base == NULL) {
+            free(pt->dir);
+            pt->dir = NULL;
+            return -ENOMEM;
+        }
     }
-    struct apikey_watch *w = calloc(1, sizeof(*w));
-    if (w == NULL) {
+    if (pt->dir == NULL) {
+        free(pt->base);
+        pt->base = NULL;
         return -ENOMEM;
     }
-    w->a = a;
-    const char *slash = strrchr(path, '/');
-    w->dir = slash == NULL ? strdup(".") : slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
-    w->base = strdup(slash == NULL ? path : slash + 1);
-    if (w->dir == NULL || w->base == NULL) {
-        watch_free(w);
-        return -ENOMEM;
-    }
-    uv_timer_init(a->loop, &w->debounce);
-    uv_fs_event_init(a->loop, &w->event);
-    uv_fs_poll_init(a->loop, &w->poll);
-    w->debounce.data = w->event.data = w->poll.data = w;
-    w->open = 3;
-    a->open_handles++;
-    a->keywatch = w;
-    int rc = uv_fs_event_start(&w->event, on_event, w->dir, 0);
+    pt->w = w;
+    w->npts++;
+    return 0;
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Starts one point's handles (they are counted in w->open whether or not they start). */
+static void start_point(struct agent *a, struct watch_point *pt)
+{
+    uv_fs_event_init(a->loop, &pt->event);
+    uv_fs_poll_init(a->loop, &pt->poll);
+    pt->event.data = pt->poll.data = pt;
+    pt->w->open += 2;
+    int rc = uv_fs_event_start(&pt->event, on_event, pt->dir, 0);
     if (rc != 0) {
-        log_warn(cat, "cannot watch %s for changes (%s); polling the configuration file every "
-                      "%d s instead", w->dir, uv_strerror(rc), WATCH_POLL_MS / 1000);
+        log_warn(cat, "cannot watch %s for changes (%s); polling it every %d s instead", pt->dir,
+                 uv_strerror(rc), WATCH_POLL_MS / 1000);
     }
-    rc = uv_fs_poll_start(&w->poll, on_poll, path, WATCH_POLL_MS);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s%s%s", pt->dir, pt->base != NULL ? "/" : "",
+             pt->base != NULL ? pt->base : "");
+    rc = uv_fs_poll_start(&pt->poll, on_poll, path, WATCH_POLL_MS);
     if (rc != 0) {
         log_warn(cat, "cannot poll %s: %s", path, uv_strerror(rc));
     }
     log_info(cat, "watching %s: a new Authentication:MonitorApiKey takes effect without a restart",
              path);
+}
+
+/*
+ * The sources a key can come from and that can change on disk: the file given with
+ * --configuration-file-path, the shared folder (key-per-file, e.g. a mounted Secret, and its
+ * settings.json) and the user settings file, those whose folder exists at start-up.
+ */
+int apikey_watch_start(struct agent *a)
+{
+    if (a->no_auth || a->opts->temp_apikey) {
+        return 0;
+    }
+    struct settings_paths paths;
+    settings_paths((const char *const *)environ, &paths);
+    struct apikey_watch *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return -ENOMEM;
+    }
+    w->a = a;
+    int rc = 0;
+    if (a->opts->config_file != NULL) {
+        rc = add_point(w, a->opts->config_file, false);
+    }
+    if (rc == 0 && is_dir(paths.shared_dir)) {
+        rc = add_point(w, paths.shared_dir, true);
+    }
+    if (rc == 0 && paths.user_settings[0] != '\0') {
+        char *dir = strdup(paths.user_settings);
+        char *slash = dir != NULL ? strrchr(dir, '/') : NULL;
+        if (slash != NULL) {
+            *slash = '\0';
+        }
+        rc = dir == NULL ? -ENOMEM : is_dir(dir) ? add_point(w, paths.user_settings, false) : 0;
+        free(dir);
+    }
+    if (rc != 0 || w->npts == 0) {
+        watch_free(w);
+        return rc;
+    }
+    uv_timer_init(a->loop, &w->debounce);
+    w->debounce.data = w;
+    w->open = 1;
+    a->open_handles++;
+    a->keywatch = w;
+    for (size_t i = 0; i < w->npts; i++) {
+        start_point(a, &w->pts[i]);
+    }
     return 0;
 }
 
@@ -319,8 +404,10 @@ void apikey_watch_stop(struct agent *a)
     }
     a->keywatch = NULL;
     uv_close((uv_handle_t *)&w->debounce, on_closed);
-    uv_close((uv_handle_t *)&w->event, on_closed);
-    uv_close((uv_handle_t *)&w->poll, on_closed);
+    for (size_t i = 0; i < w->npts; i++) {
+        uv_close((uv_handle_t *)&w->pts[i].event, on_closed);
+        uv_close((uv_handle_t *)&w->pts[i].poll, on_closed);
+    }
 }
 
 void apikey_fini(struct agent *a)

@@ -11,10 +11,13 @@ struct agent;
  * (--temp-apikey, printed once on stdout) or nothing (--no-auth). An invalid key configuration
  * is an error: dotmon does not start.
  *
- * apikey_watch_start (agent_start): when settings come from a configuration file and the key is
- * not temporary, the file's folder is watched (inotify, which also sees Kubernetes' symlink swap
- * of a mounted Secret or ConfigMap) and the file polled every 2 s as a fallback. A change
- * rebuilds the merged configuration (file < environment < command line) and, when the key
+ * apikey_watch_start (agent_start): unless the key is temporary or auth is off, the sources that
+ * live on disk are watched: the --configuration-file-path file, the shared folder
+ * (/etc/dotnet-monitor: key-per-file, e.g. a mounted Secret, and its settings.json) and the user
+ * settings file, those whose folder exists at start-up. Each folder is watched (inotify, which
+ * also sees Kubernetes' symlink swap of a mounted Secret or ConfigMap) and each file or folder
+ * polled every 2 s as a fallback. A change rebuilds the merged configuration (settings.h, in
+ * dotnet-monitor's order) and, when the key
  * settings differ, replaces the verifier: tokens of the old key get 401 from then on. A file
  * that cannot be read or parsed (e.g. caught mid-write) leaves the key as it is; a parsed file
  * with an invalid key configuration refuses every request (401) until it is fixed, as

@@ -219,6 +219,65 @@ static void test_agent_secrets_kubernetes_symlink_swap(void **state)
     agent_test_stop_dotmon_clean(dm);
 }
 
+/* Writes the key as key-per-file files (one newline each, as kubectl writes them) in dir. */
+static void key_files(const struct agent_test_key *k, const char *dir)
+{
+    char path[700], text[1200];
+    snprintf(path, sizeof(path), "%s/Authentication__MonitorApiKey__Subject", dir);
+    snprintf(text, sizeof(text), "%s\n", k->subject);
+    write_file(path, text);
+    snprintf(path, sizeof(path), "%s/Authentication__MonitorApiKey__PublicKey", dir);
+    snprintf(text, sizeof(text), "%s\n", k->public_key);
+    write_file(path, text);
+}
+
+/*
+ * The usual Kubernetes Secret mount, as dotnet-monitor documents it: the Secret's keys are files
+ * of /etc/dotnet-monitor (key-per-file; DOTMON_SHARED_CONFIG_DIR stands for that folder here),
+ * links into ..data; the kubelet rotates by swapping ..data. No --configuration-file-path.
+ */
+static void test_agent_secrets_key_per_file_rotation(void **state)
+{
+    struct testenv *env = *state;
+    struct agent_test_key a, b;
+    agent_test_generate_key(env, &a);
+    agent_test_generate_key(env, &b);
+    char mount[512], v1[600], v2[600], data[600], tmp[600], link[700], target[700];
+    snprintf(mount, sizeof(mount), "%s/etc-dotnet-monitor", env->dir);
+    assert_int_equal(mkdir(mount, 0700), 0);
+    snprintf(v1, sizeof(v1), "%s/..2026_11_26_v1", mount);
+    snprintf(v2, sizeof(v2), "%s/..2026_11_26_v2", mount);
+    assert_int_equal(mkdir(v1, 0700), 0);
+    assert_int_equal(mkdir(v2, 0700), 0);
+    key_files(&a, v1);
+    key_files(&b, v2);
+    snprintf(data, sizeof(data), "%s/..data", mount);
+    assert_int_equal(symlink("..2026_11_26_v1", data), 0);
+    const char *names[] = {"Authentication__MonitorApiKey__Subject",
+                           "Authentication__MonitorApiKey__PublicKey"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(link, sizeof(link), "%s/%s", mount, names[i]);
+        snprintf(target, sizeof(target), "..data/%s", names[i]);
+        assert_int_equal(symlink(target, link), 0);
+    }
+    char shared_env[700];
+    snprintf(shared_env, sizeof(shared_env), "DOTMON_SHARED_CONFIG_DIR=%s", mount);
+    const char *envv[] = {shared_env, NULL};
+    const char *no_args[] = {NULL};
+    struct dotmon *dm = NULL;
+    assert_int_equal(testenv_start_dotmon(env, no_args, envv, &dm), 0);
+    assert_int_equal(status_with(dm, a.header), 200);
+    assert_int_equal(status_with(dm, b.header), 401);
+
+    snprintf(tmp, sizeof(tmp), "%s/..data_tmp", mount);
+    assert_int_equal(symlink("..2026_11_26_v2", tmp), 0);
+    assert_int_equal(rename(tmp, data), 0);
+    double ms = wait_status(dm, b.header, 200);
+    assert_int_equal(status_with(dm, a.header), 401);
+    fprintf(stderr, "key-per-file Secret swap: new key accepted after %.0f ms\n", ms);
+    agent_test_stop_dotmon_clean(dm);
+}
+
 /* The three dot-separated parts of the token in an "Authorization: Bearer <jwt>" line. */
 static void token_parts(const char *header, char parts[3][2048])
 {
@@ -377,6 +436,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_secrets_key_rotation, agent_test_setup,
                                         agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_secrets_kubernetes_symlink_swap,
+                                        agent_test_setup, agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_secrets_key_per_file_rotation,
                                         agent_test_setup, agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_secrets_no_token_in_logs, agent_test_setup,
                                         agent_test_teardown),

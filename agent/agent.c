@@ -23,6 +23,7 @@
 #include "ipc_discovery.h"
 #include "ipc_listen.h"
 #include "log.h"
+#include "num.h"
 #include "shdir.h"
 
 #define DEFAULT_URL "http://localhost:52323"
@@ -339,12 +340,9 @@ static int add_trusted(struct agent *a, const char *key, const char *list)
             break;
         }
         uint64_t v = 0;
-        const char *start = p;
-        while (*p >= '0' && *p <= '9' && v <= UINT32_MAX) {
-            v = v * 10 + (uint64_t)(*p - '0');
-            p++;
-        }
-        if (p == start || v >= UINT32_MAX || (*p != '\0' && *p != ' ' && *p != ',' && *p != ';')) {
+        size_t used = num_prefix_u64(p, strlen(p), 10, UINT32_MAX - 1, &v);
+        p += used;
+        if (used == 0 || (*p != '\0' && *p != ' ' && *p != ',' && *p != ';')) {
             log_error(cat, "%s: '%s' is not a list of numeric uids (e.g. 1000,1001)", key, list);
             return AGENT_E_INVAL;
         }

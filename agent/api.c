@@ -15,6 +15,7 @@
 #include "err.h"
 #include "http_router.h"
 #include "log.h"
+#include "num.h"
 
 static const char cat[] = "dotmon.api";
 
@@ -370,21 +371,7 @@ bool api_is_default(struct agent *a, const struct ipc_process *p)
 /* Parses a decimal pid: digits only, no sign, fits in 32 bits as .NET's int. */
 static int parse_pid(const char *s, uint64_t *out)
 {
-    if (*s == '\0' || strlen(s) > 10) {
-        return AGENT_E_INVAL;
-    }
-    uint64_t v = 0;
-    for (const char *c = s; *c; c++) {
-        if (*c < '0' || *c > '9') {
-            return AGENT_E_INVAL;
-        }
-        v = v * 10 + (uint64_t)(*c - '0');
-    }
-    if (v > 2147483647u) {
-        return AGENT_E_INVAL;
-    }
-    *out = v;
-    return 0;
+    return num_parse_u64_str(s, 10, 2147483647u, out);
 }
 
 /* Normalizes a GUID (with or without braces, any case) to lowercase 8-4-4-4-12. */

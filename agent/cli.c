@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "err.h"
+#include "num.h"
 
 static const char usage_text[] =
     "dotmon - diagnostics agent for .NET processes (dotnet-monitor compatible)\n"
@@ -65,18 +66,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 /* Parses a non-negative decimal integer that must consume the whole string. */
 static int parse_u64(const char *s, size_t n, uint64_t *out)
 {
-    if (n == 0 || n > 18) {
-        return AGENT_E_INVAL;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') {
-            return AGENT_E_INVAL;
-        }
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = v;
-    return 0;
+    return num_parse_u64(s, n, 10, 999999999999999999ull, out); /* 18 digits, as before */
 }
 
 int cli_parse_duration(const char *s, int64_t *secs)

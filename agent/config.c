@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "err.h"
 #include "log.h"
+#include "num.h"
 
 #define CONFIG_MAX_FILE (1024 * 1024)
 #define CONFIG_MAX_DEPTH 32
@@ -385,15 +386,7 @@ int config_get_uint(const struct config *c, const char *key, uint64_t min, uint6
         return 0;
     }
     uint64_t n = 0;
-    const char *p = v;
-    for (; *p >= '0' && *p <= '9' && n <= max; p++) {
-        uint64_t d = (uint64_t)(*p - '0');
-        if (n > (UINT64_MAX - d) / 10) {
-            break; /* past UINT64_MAX: *p is still a digit, so the check below refuses it */
-        }
-        n = n * 10 + d;
-    }
-    if (*p != '\0' || n < min || n > max) {
+    if (num_parse_u64_str(v, 10, max, &n) != 0 || n < min) {
         log_error("dotmon", "%s: '%s' is not a whole number from %llu to %llu", key, v,
                   (unsigned long long)min, (unsigned long long)max);
         return AGENT_E_INVAL;

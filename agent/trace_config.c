@@ -10,8 +10,10 @@
 
 #include <cJSON.h>
 
+#include "ascii.h"
 #include "err.h"
 #include "ipc_codec.h"
+#include "num.h"
 
 /*
  * Trace requests → CollectTracing configuration (PROTOCOL.md §3.1, §6, §7).
@@ -226,32 +228,6 @@ static void errorf(struct buf *err, const char *fmt, ...)
  * result is visible at each use (the static analyzer does not follow variadic calls).
  */
 #define FAIL(err, ...) (errorf((err), __VA_ARGS__), AGENT_E_INVAL)
-
-static char ascii_lower(char c)
-{
-    static const char lower[] = "abcdefghijklmnopqrstuvwxyz";
-    if (c >= 'A' && c <= 'Z') {
-        return lower[c - 'A'];
-    }
-    return c;
-}
-
-/* Case-insensitive comparison of s[0..n) with the C string lit (ASCII, locale-free). */
-static bool ascii_ieq_n(const char *s, size_t n, const char *lit)
-{
-    size_t i = 0;
-    for (; i < n && lit[i] != '\0'; i++) {
-        if (ascii_lower(s[i]) != ascii_lower(lit[i])) {
-            return false;
-        }
-    }
-    return i == n && lit[i] == '\0';
-}
-
-static bool ascii_ieq(const char *a, const char *b)
-{
-    return ascii_ieq_n(a, strlen(a), b);
-}
 
 static bool is_blank(char c)
 {
@@ -654,28 +630,7 @@ static int get_members(const cJSON *obj, const char *const *names, const cJSON *
 /* Digits of base 10 or 16, whole string, no sign; false on anything else or overflow. */
 static bool parse_u64_digits(const char *s, unsigned base, uint64_t *out)
 {
-    if (*s == '\0') {
-        return false;
-    }
-    uint64_t v = 0;
-    for (; *s != '\0'; s++) {
-        unsigned d;
-        if (*s >= '0' && *s <= '9') {
-            d = (unsigned)(*s - '0');
-        } else if (base == 16 && *s >= 'a' && *s <= 'f') {
-            d = (unsigned)(*s - 'a' + 10);
-        } else if (base == 16 && *s >= 'A' && *s <= 'F') {
-            d = (unsigned)(*s - 'A' + 10);
-        } else {
-            return false;
-        }
-        if (v > (UINT64_MAX - d) / base) {
-            return false;
-        }
-        v = v * base + d;
-    }
-    *out = v;
-    return true;
+    return num_parse_u64_str(s, base, UINT64_MAX, out) == 0;
 }
 
 /*

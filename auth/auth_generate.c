@@ -64,16 +64,6 @@ static int append_b64url(struct buf *b, const void *data, size_t n)
     return 0;
 }
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s);
-    char *p = malloc(n + 1);
-    if (p != NULL) {
-        memcpy(p, s, n + 1);
-    }
-    return p;
-}
-
 /* Frees a string that may be a secret (the token), wiping it first. */
 static void free_secret(char *s)
 {
@@ -220,8 +210,8 @@ int auth_generate(int64_t now, int64_t lifetime_s, const char *issuer, struct au
     }
     g.token = buf_steal(&tok, NULL);
     g.public_key_b64 = buf_steal(&pub, NULL);
-    g.subject = dup_str(guid);
-    g.issuer = dup_str(iss);
+    g.subject = strdup(guid);
+    g.issuer = strdup(iss);
     if (g.token == NULL || g.public_key_b64 == NULL || g.subject == NULL || g.issuer == NULL) {
         rc = -ENOMEM;
         goto out;

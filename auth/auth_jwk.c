@@ -29,6 +29,7 @@
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 
+#include "ascii.h"
 #include "auth_internal.h"
 #include "err.h"
 
@@ -67,25 +68,6 @@ static int fail(char *err, size_t errlen, const char *reason)
         err[n] = '\0';
     }
     return AGENT_E_INVAL;
-}
-
-/* ASCII-only case-insensitive equality; locale-independent, unlike strcasecmp. */
-static bool ascii_ieq(const char *a, const char *b)
-{
-    for (; *a && *b; a++, b++) {
-        unsigned char ca = (unsigned char)*a;
-        unsigned char cb = (unsigned char)*b;
-        if (ca >= 'A' && ca <= 'Z') {
-            ca = (unsigned char)(ca - 'A' + 'a');
-        }
-        if (cb >= 'A' && cb <= 'Z') {
-            cb = (unsigned char)(cb - 'A' + 'a');
-        }
-        if (ca != cb) {
-            return false;
-        }
-    }
-    return *a == *b;
 }
 
 /* cJSON_GetObjectItem matches names case-insensitively, which is what we want here. */
@@ -323,16 +305,6 @@ static bool is_space(char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s);
-    char *p = malloc(n + 1);
-    if (p != NULL) {
-        memcpy(p, s, n + 1);
-    }
-    return p;
-}
-
 /*
  * The configuration value to a cJSON object: trim, base64url-decode, parse. Returns 0 with
  * *out set, AGENT_E_INVAL with a reason in err, or -ENOMEM.
@@ -422,9 +394,9 @@ int auth_verifier_new(const char *public_key_b64, const char *subject, const cha
         goto out;
     }
     const char *iss = issuer != NULL && issuer[0] != '\0' ? issuer : AUTH_DEFAULT_ISSUER;
-    v->subject = dup_str(subject);
+    v->subject = strdup(subject);
     v->subject_len = v->subject != NULL ? strlen(subject) : 0;
-    v->issuer = dup_str(iss);
+    v->issuer = strdup(iss);
     if (v->subject == NULL || v->issuer == NULL) {
         rc = -ENOMEM;
         goto out;

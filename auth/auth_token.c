@@ -26,8 +26,10 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "ascii.h"
 #include "auth_internal.h"
 #include "err.h"
+#include "num.h"
 
 /* The JWS algorithms dotnet-monitor allows (JwtAlgorithmChecker.cs): asymmetric only, so the
  * configuration never has to hold a secret. */
@@ -69,30 +71,6 @@ int auth_str_equal(const char *a, const char *b)
         return 0;
     }
     return CRYPTO_memcmp(a, b, na) == 0;
-}
-
-static bool ascii_ieq_n(const char *a, const char *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ca = (unsigned char)a[i];
-        unsigned char cb = (unsigned char)b[i];
-        if (ca >= 'A' && ca <= 'Z') {
-            ca = (unsigned char)(ca - 'A' + 'a');
-        }
-        if (cb >= 'A' && cb <= 'Z') {
-            cb = (unsigned char)(cb - 'A' + 'a');
-        }
-        if (ca != cb || ca == '\0') {
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool ascii_ieq(const char *a, const char *b)
-{
-    size_t n = strlen(b);
-    return strlen(a) == n && ascii_ieq_n(a, b, n);
 }
 
 /*
@@ -174,17 +152,11 @@ static bool numeric_date(const cJSON *it, double *out)
         const char *s = it->valuestring;
         size_t n = strlen(s);
         /* 15 digits keep the value exact in a double and reach far past year 9999. */
-        if (n == 0 || n > 15) {
+        uint64_t v = 0;
+        if (n > 15 || num_parse_u64(s, n, 10, UINT64_MAX, &v) != 0) {
             return false;
         }
-        double v = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (s[i] < '0' || s[i] > '9') {
-                return false;
-            }
-            v = v * 10 + (s[i] - '0');
-        }
-        *out = v;
+        *out = (double)v;
         return true;
     }
     return false;
@@ -261,7 +233,7 @@ static const char *bearer_token(const char *h, size_t *len, const char **reason)
         return NULL;
     }
     /* Auth schemes are case-insensitive (RFC 9110 11.1); the token follows after 1*SP. */
-    if (!ascii_ieq_n(h, scheme, scheme_len) || (h[scheme_len] != ' ' && h[scheme_len] != '\0')) {
+    if (!ascii_ieq_n(h, scheme_len, scheme) || (h[scheme_len] != ' ' && h[scheme_len] != '\0')) {
         *reason = "authorization scheme is not Bearer";
         return NULL;
     }

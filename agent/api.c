@@ -12,7 +12,7 @@
 #include "auth.h"
 #include "buf.h"
 #include "err.h"
-#include "http_router.h"
+#include "http_query.h"
 #include "log.h"
 
 static const char cat[] = "dotmon.api";

@@ -6,7 +6,7 @@
 
 #include "api.h"
 #include "buf.h"
-#include "http_router.h"
+#include "http_query.h"
 #include "operations.h"
 
 void api_operations_list(struct agent *a, struct http_request *req)

@@ -33,7 +33,7 @@
 #include "api.h"
 #include "buf.h"
 #include "err.h"
-#include "http_router.h"
+#include "http_query.h"
 #include "ipc_session.h"
 #include "log.h"
 #include "nettrace.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#ifndef AGENT_HTTP_ROUTER_H
-#define AGENT_HTTP_ROUTER_H
+#ifndef AGENT_HTTP_QUERY_H
+#define AGENT_HTTP_QUERY_H
 
 #include <stddef.h>
 

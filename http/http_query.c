@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "http_router.h"
+#include "http_query.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -11,11 +11,11 @@
 #include "buf.h"
 #include "err.h"
 #include "http_proto.h"
-#include "http_router.h"
+#include "http_query.h"
 
 /* Pure helpers: query/path decoding, problem+json, and the module-private wire helpers. */
 
-static void test_http_router_query_get_decodes(void **state)
+static void test_http_query_get_decodes(void **state)
 {
     (void)state;
     struct buf v;
@@ -45,7 +45,7 @@ static void test_http_router_query_get_decodes(void **state)
     buf_fini(&v);
 }
 
-static void test_http_router_query_get_malformed(void **state)
+static void test_http_query_get_malformed(void **state)
 {
     (void)state;
     struct buf v;
@@ -62,7 +62,7 @@ static void test_http_router_query_get_malformed(void **state)
     buf_fini(&v);
 }
 
-static void test_http_router_query_get_duplicates(void **state)
+static void test_http_query_get_duplicates(void **state)
 {
     (void)state;
     struct buf v;
@@ -75,7 +75,7 @@ static void test_http_router_query_get_duplicates(void **state)
     buf_fini(&v);
 }
 
-static void test_http_router_query_check_names(void **state)
+static void test_http_query_check_names(void **state)
 {
     (void)state;
     static const char *const allowed[] = {"pid", "uid", "name", NULL};
@@ -95,7 +95,7 @@ static void test_http_router_query_check_names(void **state)
     buf_fini(&bad);
 }
 
-static void test_http_router_path_decode(void **state)
+static void test_http_query_path_decode(void **state)
 {
     (void)state;
     struct buf p;
@@ -115,7 +115,7 @@ static void test_http_router_path_decode(void **state)
     buf_fini(&p);
 }
 
-static void test_http_router_problem_json(void **state)
+static void test_http_query_problem_json(void **state)
 {
     (void)state;
     struct buf b;
@@ -314,12 +314,12 @@ static void test_http_proto_head(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_http_router_query_get_decodes),
-        cmocka_unit_test(test_http_router_query_get_malformed),
-        cmocka_unit_test(test_http_router_query_get_duplicates),
-        cmocka_unit_test(test_http_router_query_check_names),
-        cmocka_unit_test(test_http_router_path_decode),
-        cmocka_unit_test(test_http_router_problem_json),
+        cmocka_unit_test(test_http_query_get_decodes),
+        cmocka_unit_test(test_http_query_get_malformed),
+        cmocka_unit_test(test_http_query_get_duplicates),
+        cmocka_unit_test(test_http_query_check_names),
+        cmocka_unit_test(test_http_query_path_decode),
+        cmocka_unit_test(test_http_query_problem_json),
         cmocka_unit_test(test_http_proto_split_target),
         cmocka_unit_test(test_http_proto_listen_url),
         cmocka_unit_test(test_http_proto_head),

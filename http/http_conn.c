@@ -20,9 +20,10 @@
  * Reading follows STYLE §2.5: the pure parser (http_parse.c: llhttp plus the request-head policy)
  * sees every byte we read and stops at each complete request; reading stops and the request goes
  * to the handler. When the response (http_resp.c) has been written in full, the parser is fed
- * the bytes left behind that request (pipelined requests) and reading starts again. So one request at a time is in flight per connection,
- * responses come out in request order, and a client that pipelines without reading can make us
- * buffer at most one input buffer plus one response.
+ * the bytes left behind that request (pipelined requests) and reading starts again. So one
+ * request at a time is in flight per connection, responses come out in request order, and a
+ * client that pipelines without reading can make us buffer at most one input buffer plus one
+ * response.
  *
  * Lifetime (STYLE §2.4): the connection is freed only in the last close callback. Everything
  * that runs user code (handler, drain, abort) may start closing it, so code after such a call

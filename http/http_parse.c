@@ -516,6 +516,32 @@ static int status_for_llhttp_error(const struct http_parse *p, llhttp_errno_t er
     return 400;
 }
 
+/*
+ * llhttp failed inside a span (URL, header name or value, chunk extension): it drops the span's
+ * bytes up to the failure without reporting them, where an input split inside the span would
+ * have reported the part before the split. Reporting them here makes the limits and rules the
+ * callbacks apply see the same bytes however the input was split: a header section over its
+ * limit is 431 whether or not llhttp finds a bad byte further on in the same token.
+ * (_span_pos0/_span_cb0 are llhttp's own, set by its span nodes; the callback has the shape of
+ * the one llhttp calls at the end of an input.)
+ */
+static void flush_span(struct http_parse *p)
+{
+    llhttp_t *l = &p->llhttp;
+    const char *end = llhttp_get_error_pos(l);
+    int (*cb)(llhttp_t *, const char *, const char *);
+    _Static_assert(sizeof(cb) == sizeof(l->_span_cb0), "a function pointer fits a void *");
+    if (l->_span_pos0 == NULL || l->_span_cb0 == NULL || end == NULL) {
+        return;
+    }
+    const char *start = l->_span_pos0;
+    memcpy(&cb, &l->_span_cb0, sizeof(cb));
+    l->_span_pos0 = NULL;
+    if (start >= p->exec_start && start <= end && end <= p->exec_end) {
+        (void)cb(l, start, end);
+    }
+}
+
 static enum http_parse_event fail(struct http_parse *p, int status, const char *detail)
 {
     p->status = status;
@@ -560,6 +586,9 @@ enum http_parse_event http_parse_execute(struct http_parse *p, const char *data,
     p->exec_start = data;
     p->exec_end = data + n;
     llhttp_errno_t err = llhttp_execute(&p->llhttp, data, n);
+    if (err != HPE_OK && err != HPE_PAUSED && p->status == 0) {
+        flush_span(p);
+    }
     if (p->line == LINE_VALUE && p->value_spans == 0) {
         /* The input ended between a header name and its value: carry what the skipped bytes
          * held over to the next input (see gap_scan). */

@@ -379,6 +379,10 @@ static void test_http_parse_limits(void **state)
         {"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1;abcdefghij\r\n"
          "1\r\n0\r\n\r\n",
          400},
+        /* Over a limit inside a token llhttp refuses further on: the limit, whatever the split
+         * (fuzz_http_parse/regress-span-limit-before-llhttp-error). */
+        {"GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nTransfer-Enc@oding: x\r\n\r\n", 431},
+        {"GET /0123456789012345678901234567890123\x7f HTTP/1.1\r\nHost: h\r\n\r\n", 414},
         /* Trailers count against the header section. */
         {"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
          "T: 0123456789012345678901234567890123456789012345678901\r\n\r\n",

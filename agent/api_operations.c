@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* /operations, /operations/{id}: dotnet-monitor's operations API over the registry. */
+#include "api.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "api.h"
 #include "buf.h"
 #include "http_query.h"
 #include "operations.h"

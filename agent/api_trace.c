@@ -22,6 +22,8 @@
  * §5.7): `droppedEvents` of the operation, the end-of-trace log line and /metrics. When the
  * runtime ends the stream, the response ends only once the spool has been relayed.
  */
+#include "api.h"
+
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -30,7 +32,6 @@
 #include <strings.h>
 #include <time.h>
 
-#include "api.h"
 #include "buf.h"
 #include "err.h"
 #include "http_query.h"

@@ -32,7 +32,6 @@
  * can still hold the request when it is freed.
  */
 
-
 static const char *const state_names[CONN_NSTATES] = {
     [CONN_HEAD] = "head",       [CONN_BODY] = "body", [CONN_HANDLER] = "handler",
     [CONN_FLUSH] = "flush",     [CONN_IDLE] = "idle", [CONN_LINGER] = "linger",
@@ -202,8 +201,8 @@ static void conn_parse(struct http_conn *c)
     }
     for (;;) {
         size_t used = 0;
-        enum http_parse_event ev = http_parse_execute(p, (const char *)buf_data(&c->in),
-                                                      buf_size(&c->in), &used);
+        enum http_parse_event ev =
+            http_parse_execute(p, (const char *)buf_data(&c->in), buf_size(&c->in), &used);
         if (c->state == CONN_IDLE && http_parse_started(p)) {
             http__conn_set_state(c, CONN_HEAD); /* the header timeout starts at the first byte */
         }
@@ -788,13 +787,12 @@ int http__conn_accept(struct http_server *s, struct http_listener *l)
         }
         c->close_after = true;
         http__conn_set_state(c, CONN_FLUSH);
-        http__resp_problem(c, 503,
-                          "the connection limit was reached (Kestrel:Limits:MaxConcurrentConnections)",
-                          false);
+        http__resp_problem(
+            c, 503, "the connection limit was reached (Kestrel:Limits:MaxConcurrentConnections)",
+            false);
         return 0;
     }
     http__conn_arm_timer(c); /* header timeout from accept: a silent client is closed */
     http__conn_update_reading(c);
     return 0;
 }
-

@@ -158,11 +158,11 @@ struct http_conn {
     bool close_after; /* close (linger) once the current response is flushed */
     bool saw_eof;     /* the peer half-closed */
     bool hold_input;  /* input buffer full while the handler owns a request: reading paused */
-    struct http_parse parse; /* the request head policy (http_parse.h) */
+    struct http_parse parse;  /* the request head policy (http_parse.h) */
     struct buf in;            /* capped input buffer, see HTTP_INBUF_SIZE */
     struct http_request *req; /* owned by the handler (NULL until dispatched) */
     unsigned writes_in_flight;
-    size_t pending; /* bytes in writes whose callback has not run */
+    size_t pending;          /* bytes in writes whose callback has not run */
     struct http_sendfile sf; /* http_stream_sendfile */
 };
 

@@ -29,8 +29,8 @@
 struct http_write {
     uv_write_t req;
     struct http_conn *c;
-    char *data; /* malloc'd, freed in the write callback (libuv needs it until then) */
-    size_t len; /* bytes on the wire */
+    char *data;     /* malloc'd, freed in the write callback (libuv needs it until then) */
+    size_t len;     /* bytes on the wire */
     char frame[24]; /* chunk size line of an owned write (the "\r\n" after it is static) */
 };
 
@@ -218,7 +218,7 @@ static void resp_on_write(uv_write_t *req, int status)
  * sendfile: a file piece straight from the page cache to the socket, on the thread pool
  * ------------------------------------------------------------------------------------------- */
 
-#define SF_SEND_TIMEOUT_S 1 /* a blocking send returns after this without progress */
+#define SF_SEND_TIMEOUT_S 1    /* a blocking send returns after this without progress */
 #define SF_SLICE_MS       1000 /* a work item gives its pool thread back after about this */
 
 static int sf_errno(void)
@@ -257,15 +257,15 @@ static void sf_work(uv_work_t *w)
         if (sf->chunk_len == 0) {
             return; /* nothing there yet */
         }
-        sf->hdr_len = sf->chunked ? (size_t)snprintf(sf->hdr, sizeof(sf->hdr), "%zx\r\n",
-                                                     sf->chunk_len)
-                                  : 0;
+        sf->hdr_len =
+            sf->chunked ? (size_t)snprintf(sf->hdr, sizeof(sf->hdr), "%zx\r\n", sf->chunk_len) : 0;
     }
     while (sf->hdr_sent < sf->hdr_len) {
-        ssize_t n = send(sf->sock, sf->hdr + sf->hdr_sent, sf->hdr_len - sf->hdr_sent,
-                         MSG_NOSIGNAL);
+        ssize_t n =
+            send(sf->sock, sf->hdr + sf->hdr_sent, sf->hdr_len - sf->hdr_sent, MSG_NOSIGNAL);
         if (n < 0) {
-            sf->err = errno == EAGAIN || errno == EINTR ? 0 : sf_errno(); /* EAGAIN: the send timeout */
+            sf->err =
+                errno == EAGAIN || errno == EINTR ? 0 : sf_errno(); /* EAGAIN: the send timeout */
             return;
         }
         sf->hdr_sent += (size_t)n;
@@ -275,7 +275,8 @@ static void sf_work(uv_work_t *w)
         off_t pos = (off_t)(sf->offset + sf->done);
         ssize_t n = sendfile(sf->sock, sf->file, &pos, sf->chunk_len - sf->done);
         if (n < 0) {
-            sf->err = errno == EAGAIN || errno == EINTR ? 0 : sf_errno(); /* EAGAIN: the send timeout */
+            sf->err =
+                errno == EAGAIN || errno == EINTR ? 0 : sf_errno(); /* EAGAIN: the send timeout */
             return;
         }
         if (n == 0) {
@@ -292,7 +293,8 @@ static void sf_work(uv_work_t *w)
     while (sf->chunked && sf->trl_sent < 2) {
         ssize_t n = send(sf->sock, crlf + sf->trl_sent, 2 - sf->trl_sent, MSG_NOSIGNAL);
         if (n < 0) {
-            sf->err = errno == EAGAIN || errno == EINTR ? 0 : sf_errno(); /* EAGAIN: the send timeout */
+            sf->err =
+                errno == EAGAIN || errno == EINTR ? 0 : sf_errno(); /* EAGAIN: the send timeout */
             return;
         }
         sf->trl_sent += (size_t)n;
@@ -308,7 +310,8 @@ static bool sf_finished(const struct http_sendfile *sf)
 
 static void sf_after(uv_work_t *w, int status)
 {
-    struct http_conn *c = (struct http_conn *)(void *)((char *)w - offsetof(struct http_conn, sf.work));
+    struct http_conn *c =
+        (struct http_conn *)(void *)((char *)w - offsetof(struct http_conn, sf.work));
     struct http_sendfile *sf = &c->sf;
     int nonblocking = 1;
     (void)ioctl(sf->sock, FIONBIO, &nonblocking);

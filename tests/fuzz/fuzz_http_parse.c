@@ -10,12 +10,13 @@
  * has one of the documented statuses and is final. Now and then the limits are tight, so the
  * 413/414/431 paths are reached with small inputs.
  */
+#include "fuzz.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "buf.h"
-#include "fuzz.h"
 #include "http_parse.h"
 
 struct outcome {
@@ -43,38 +44,6 @@ static uint64_t mix_str(uint64_t h, const char *s)
 {
     CHECK(s != NULL);
     return mix_bytes(h, s, strlen(s));
-}
-
-static uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
-
-/* Next chunk length: mostly small (splitting tokens), sometimes large or the whole rest. */
-static size_t next_chunk(uint64_t *rng, size_t left)
-{
-    uint64_t r = xorshift(rng);
-    size_t n;
-    switch (r & 3) {
-    case 0:
-        n = 1 + (size_t)((r >> 2) % 4);
-        break;
-    case 1:
-        n = 1 + (size_t)((r >> 2) % 64);
-        break;
-    case 2:
-        n = 1 + (size_t)((r >> 2) % 4096);
-        break;
-    default:
-        n = left;
-        break;
-    }
-    return n < left ? n : left;
 }
 
 static void check_head(const struct http_parse_limits *lim, const struct http_msg *m)
@@ -128,8 +97,7 @@ static bool feed(struct http_parse *p, const struct http_parse_limits *lim, cons
     size_t pos = 0;
     for (;;) {
         size_t used = 0;
-        enum http_parse_event ev =
-            http_parse_execute(p, (const char *)data + pos, n - pos, &used);
+        enum http_parse_event ev = http_parse_execute(p, (const char *)data + pos, n - pos, &used);
         switch (ev) {
         case HTTP_PARSE_MORE:
             CHECK(used == n - pos);
@@ -164,8 +132,8 @@ static bool feed(struct http_parse *p, const struct http_parse_limits *lim, cons
         out->status = http_parse_error(p, &out->detail);
         CHECK(out->detail != NULL);
         int s = out->status;
-        CHECK(s == 400 || s == 405 || s == 413 || s == 414 || s == 417 || s == 431 ||
-              s == 503 || s == 505);
+        CHECK(s == 400 || s == 405 || s == 413 || s == 414 || s == 417 || s == 431 || s == 503 ||
+              s == 505);
         /* Final: later bytes change nothing. */
         CHECK(http_parse_execute(p, "GET / HTTP/1.1\r\n", 16, &used) == HTTP_PARSE_ERROR);
         CHECK(http_parse_error(p, NULL) == s);
@@ -188,7 +156,7 @@ static void run(const uint8_t *data, size_t size, const struct http_parse_limits
         uint64_t rng = chunk_seed;
         size_t off = 0;
         while (off < size) {
-            size_t n = next_chunk(&rng, size - off);
+            size_t n = fuzz_next_chunk(&rng, size - off);
             if (!feed(&p, lim, data + off, n, out)) {
                 break;
             }
@@ -203,10 +171,7 @@ static void run(const uint8_t *data, size_t size, const struct http_parse_limits
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* FNV-1a of the input picks the chunking and, now and then, tight limits. */
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < size; i++) {
-        h = mix(h, data[i]);
-    }
+    uint64_t h = fuzz_fnv1a(data, size);
     /* dotmon's defaults (http_server.h, HTTP_MAX_CHUNK_EXT) */
     struct http_parse_limits lim = {.max_url = 8192,
                                     .max_header_bytes = 32768,

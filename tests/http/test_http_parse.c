@@ -8,11 +8,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "bad_http_corpus.h"
 #include "buf.h"
@@ -206,8 +206,9 @@ static void test_http_parse_good_bodies(void **state)
     run_all(&r, &default_limits, star, strlen(star));
     assert_string_equal(r.log, "H OPTIONS * 1\nM OPTIONS 0 1\nMORE\n");
     run_fini(&r);
-    const char *up = "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
-                     "GET /2 HTTP/1.1\r\nHost: h\r\n\r\n";
+    const char *up =
+        "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+        "GET /2 HTTP/1.1\r\nHost: h\r\n\r\n";
     run_all(&r, &default_limits, up, strlen(up));
     assert_string_equal(r.log, "H GET / 3\nM GET 0 1\nH GET /2 1\nM GET 0 1\nMORE\n");
     run_fini(&r);
@@ -355,11 +356,8 @@ static char *repeat(const char *prefix, const char *unit, size_t count, const ch
 static void test_http_parse_limits(void **state)
 {
     (void)state;
-    const struct http_parse_limits small = {.max_url = 32,
-                                            .max_header_bytes = 64,
-                                            .max_headers = 3,
-                                            .max_body = 8,
-                                            .max_chunk_ext = 8};
+    const struct http_parse_limits small = {
+        .max_url = 32, .max_header_bytes = 64, .max_headers = 3, .max_body = 8, .max_chunk_ext = 8};
     struct run r;
     struct {
         const char *req;
@@ -369,7 +367,8 @@ static void test_http_parse_limits(void **state)
         {"GET /01234567890123456789012345678 HTTP/1.1\r\nHost: h\r\n\r\n", 0}, /* 32: fits */
         {"GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", 431},
         {"GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n", 0},
-        {"GET / HTTP/1.1\r\nHost: h\r\nA: 0123456789012345678901234567890123456789012345678901234\r\n\r\n",
+        {"GET / HTTP/1.1\r\nHost: h\r\nA: "
+         "0123456789012345678901234567890123456789012345678901234\r\n\r\n",
          431},
         {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 9\r\n\r\n123456789", 413},
         {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 8\r\n\r\n12345678", 0},

@@ -13,7 +13,7 @@
 #include "auth.h"
 #include "buf.h"
 #include "err.h"
-#include "http_router.h"
+#include "http_query.h"
 #include "log.h"
 #include "num.h"
 

@@ -38,7 +38,7 @@
 
 #include "buf.h"
 #include "err.h"
-#include "http_router.h"
+#include "http_query.h"
 #include "ipc_client.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"

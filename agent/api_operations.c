@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* /operations, /operations/{id}: dotnet-monitor's operations API over the registry. */
+#include "api.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "api.h"
 #include "buf.h"
-#include "http_router.h"
+#include "http_query.h"
 #include "operations.h"
 
 void api_operations_list(struct agent *a, struct http_request *req)

@@ -22,6 +22,8 @@
  * §5.7): `droppedEvents` of the operation, the end-of-trace log line and /metrics. When the
  * runtime ends the stream, the response ends only once the spool has been relayed.
  */
+#include "api.h"
+
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -30,10 +32,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include "api.h"
 #include "buf.h"
 #include "err.h"
-#include "http_router.h"
+#include "http_query.h"
 #include "ipc_session.h"
 #include "log.h"
 #include "nettrace.h"

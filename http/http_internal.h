@@ -6,16 +6,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <llhttp.h>
 #include <uv.h>
 
 #include "buf.h"
+#include "http_parse.h"
 #include "http_server.h"
 #include "http_tls.h"
 
 /*
- * Shared between http_server.c (listeners, accept, shutdown) and http_conn.c (one connection's
- * state machine, requests, responses). Not installed; nothing outside http/ includes it.
+ * Shared between http_server.c (listeners, accept, shutdown), http_conn.c (one connection's
+ * state machine) and http_resp.c (requests, responses, output). Not installed; nothing outside
+ * http/ includes it.
  */
 
 #define HTTP_LOG_CAT "Dotmon.Http"
@@ -91,25 +92,9 @@ struct http_request {
     struct http_conn *conn; /* outlives the request: freed only in the connection close cb */
     uint64_t id;
     int tag;
-    /* url\0 then name\0value\0 pairs, then path\0 query\0; pointers below are fixed up once
-     * the head is complete (the buffer never moves afterwards). */
-    struct buf head;
-    size_t url_len;
-    bool url_done; /* the URL's NUL is in head */
-    const char *method;
-    const char *target;
-    const char *path;
-    const char *query;
-    struct http_header *headers;
-    size_t nheaders;
-    struct buf body;
-    uint8_t http_major;
-    uint8_t http_minor;
-    bool is_head;         /* HEAD: responses carry no body */
-    bool keep_alive;      /* llhttp_should_keep_alive at message end */
+    struct http_msg *msg; /* the parsed request (owned) */
     bool dispatched;      /* handed to the handler, who owns it now */
     bool in_abort;        /* the abort callback is running */
-    bool expect_continue; /* "Expect: 100-continue" with a body: 100 sent before the body */
     enum resp_state resp;
     bool chunked;      /* streaming with chunked framing (HTTP/1.1) */
     bool discard_body; /* streaming a HEAD response: chunks are swallowed */
@@ -173,31 +158,11 @@ struct http_conn {
     bool close_after; /* close (linger) once the current response is flushed */
     bool saw_eof;     /* the peer half-closed */
     bool hold_input;  /* input buffer full while the handler owns a request: reading paused */
-    llhttp_t parser;
+    struct http_parse parse;  /* the request head policy (http_parse.h) */
     struct buf in;            /* capped input buffer, see HTTP_INBUF_SIZE */
-    struct http_request *req; /* being parsed, or owned by the handler */
+    struct http_request *req; /* owned by the handler (NULL until dispatched) */
     unsigned writes_in_flight;
-    size_t pending; /* bytes in writes whose callback has not run */
-    /* Parse bookkeeping for the current request head. */
-    int err_status;         /* status chosen by a parser callback that refused the input */
-    const char *err_detail; /* static string */
-    size_t raw_head;        /* bytes fed while the head was incomplete */
-    size_t header_bytes;    /* names + values + 4 per line, against max_header_bytes */
-    size_t chunk_ext_bytes; /* against HTTP_MAX_CHUNK_EXT */
-    size_t nheaders;
-    enum { LINE_NONE = 0, LINE_NAME, LINE_VALUE } line; /* where in a header line we are */
-    size_t name_len;                                    /* bytes of the current header name */
-    const char *gap_from;   /* end of the last name span, in the current input only */
-    bool gap_lf;            /* the skipped bytes so far end with LF */
-    bool gap_fold;          /* the skipped bytes so far hold an obs-fold */
-    size_t value_off;       /* offset of the current value in req->head */
-    unsigned value_spans;   /* llhttp spans seen for the current value */
-    bool last_value_at_end; /* the last value span ended at the end of the fed data */
-    bool head_done;         /* on_headers_complete ran (later fields are trailers) */
-    char version[8];
-    size_t version_len;
-    const char *exec_start; /* bounds of the bytes given to the running llhttp_execute */
-    const char *exec_end;
+    size_t pending;          /* bytes in writes whose callback has not run */
     struct http_sendfile sf; /* http_stream_sendfile */
 };
 
@@ -206,7 +171,6 @@ struct http_server {
     struct http_server_config cfg; /* with defaults filled in */
     http_handler_cb handler;
     void *ud;
-    llhttp_settings_t settings; /* must outlive every parser */
     struct http_listener *listeners;
     int *ports; /* port of each successful listen call */
     size_t nports;
@@ -234,8 +198,6 @@ struct http_server {
 };
 
 /* ---- http_conn.c ---- */
-/* Initialises the llhttp callbacks shared by every connection of s. */
-void http__conn_settings_init(llhttp_settings_t *settings);
 /* Creates a connection for a pending accept on listener l. Returns 0 once libuv's pending
  * connection was taken (it may have been closed at once: a warning is logged), or an error when
  * it could not even be taken (out of memory): it is still pending then, and accepting on l stays
@@ -245,6 +207,35 @@ int http__conn_accept(struct http_server *s, struct http_listener *l);
 void http__conn_close(struct http_conn *c);
 /* True when c has no request in progress (nothing received, or keep-alive idle). */
 bool http__conn_is_idle(const struct http_conn *c);
+/* The one transition function (STYLE §2.5): aborts on an illegal transition, re-arms the timer
+ * and starts or stops reading to match the new state. */
+void http__conn_set_state(struct http_conn *c, enum conn_state next);
+/* Re-arms the timer for the current state (a write went out or finished). */
+void http__conn_arm_timer(struct http_conn *c);
+/* Starts or stops reading to match the state (and a sendfile worker holding the socket). */
+void http__conn_update_reading(struct http_conn *c);
+/* A write of c finished with status (http_resp.c's write callback); may run the drain
+ * callback, start a queued sendfile piece, or move on after the response. */
+void http__conn_write_done(struct http_conn *c, int status);
+/* Closes the socket of a closing connection whose sendfile worker has just returned. */
+void http__conn_close_socket(struct http_conn *c);
+
+/* ---- http_resp.c ---- */
+/* A request for the handler, taking msg (freed here on failure: NULL then). */
+struct http_request *http__request_new(struct http_conn *c, struct http_msg *msg);
+/* Frees r and its message; NULL is fine. */
+void http__request_free(struct http_request *r);
+/* Queues b's bytes (taking its storage), through TLS on an https connection. On failure the
+ * connection is closed and the error returned. */
+int http__resp_write(struct http_conn *c, struct buf *b);
+/* Queues b's bytes for the socket as they are (taking its storage): plaintext on plain HTTP,
+ * ciphertext on TLS. On failure the connection is closed. */
+int http__resp_write_wire(struct http_conn *c, struct buf *b);
+/* Writes an RFC 7807 response with Connection: close (the caller closes after the flush); no
+ * body when is_head. On failure the connection is closed. */
+int http__resp_problem(struct http_conn *c, int status, const char *detail, bool is_head);
+/* Starts the queued sendfile piece of c on the thread pool (the writes before it are out). */
+void http__sendfile_start(struct http_conn *c);
 
 /* ---- http_server.c ---- */
 /* The cached Date value for responses. */

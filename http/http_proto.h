@@ -10,9 +10,10 @@
 #include "buf.h"
 
 /*
- * Module-private, pure HTTP/1.1 helpers shared by http_router.c, http_conn.c and http_server.c
- * (no libuv, no llhttp, no I/O), so every rule about bytes on the wire is unit-testable.
- * Not part of the public API: only files of http/ and tests/http include this header.
+ * Module-private, pure HTTP/1.1 helpers shared by http_query.c, http_parse.c, http_conn.c,
+ * http_resp.c and http_server.c (no libuv, no llhttp, no I/O), so every rule about bytes on the
+ * wire is unit-testable. Not part of the public API: only files of http/ and tests/http include
+ * this header.
  */
 
 /* RFC 9110 reason phrase for status, or "Unknown" (never NULL, static storage). */

@@ -71,7 +71,6 @@ int http_server_new(uv_loop_t *loop, const struct http_server_config *cfg, http_
     apply_defaults(&s->cfg);
     s->handler = handler;
     s->ud = ud;
-    http__conn_settings_init(&s->settings);
     int rc = uv_timer_init(loop, &s->grace_timer);
     if (rc != 0) {
         free(s);

@@ -21,7 +21,7 @@
  * connections whose two BIOs are BIO_s_mem (the read BIO holds ciphertext fed from the socket,
  * the write BIO collects ciphertext for the socket). With memory BIOs OpenSSL never blocks and
  * never sees a descriptor: SSL_read either yields plaintext or says "want read", SSL_write always
- * completes, and all I/O stays with the libuv glue in http_conn.c.
+ * completes, and all I/O stays with the libuv glue in http_conn.c and http_resp.c.
  *
  * OpenSSL's error queue is per thread and sticky; every SSL_* call that can fail is preceded by
  * ERR_clear_error (SSL_get_error reads the queue) and followed by collecting and clearing it, so

@@ -13,7 +13,7 @@
 #include "buf.h"
 #include "err.h"
 #include "http_proto.h"
-#include "http_router.h"
+#include "http_query.h"
 #include "fuzz.h"
 
 

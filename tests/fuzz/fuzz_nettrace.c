@@ -82,38 +82,6 @@ struct run {
     struct seen seen;
 };
 
-static uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
-
-/* Next chunk length: mostly small (splitting fields), sometimes large or the whole rest. */
-static size_t next_chunk(uint64_t *rng, size_t left)
-{
-    uint64_t r = xorshift(rng);
-    size_t n;
-    switch (r & 3) {
-    case 0:
-        n = 1 + (size_t)((r >> 2) % 8);
-        break;
-    case 1:
-        n = 1 + (size_t)((r >> 2) % 256);
-        break;
-    case 2:
-        n = 1 + (size_t)((r >> 2) % 8192);
-        break;
-    default:
-        n = left;
-        break;
-    }
-    return n < left ? n : left;
-}
-
 static void check_one(const uint8_t *data, size_t size, const struct nettrace_options *opt,
                       uint64_t chunk_seed, struct run *out)
 {
@@ -129,7 +97,7 @@ static void check_one(const uint8_t *data, size_t size, const struct nettrace_op
         uint64_t rng = chunk_seed;
         size_t off = 0;
         while (off < size) {
-            size_t n = next_chunk(&rng, size - off);
+            size_t n = fuzz_next_chunk(&rng, size - off);
             int rc = nettrace_feed(&ck, data + off, n);
             if (rc != 0 && first_err == 0) {
                 first_err = rc;
@@ -187,10 +155,7 @@ static void check_one(const uint8_t *data, size_t size, const struct nettrace_op
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* FNV-1a of the input picks the chunking and, now and then, tighter checker limits. */
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < size; i++) {
-        h = mix(h, data[i]);
-    }
+    uint64_t h = fuzz_fnv1a(data, size);
     struct nettrace_options opt = {0};
     if ((h >> 8 & 7) == 0) {
         opt.flags = NETTRACE_STRICT_STACKS;

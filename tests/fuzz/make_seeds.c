@@ -5,7 +5,9 @@
  * IPC replies and advertise messages are built with the codec's own writer (ipc_codec.h) in the
  * layouts of PROTOCOL.md; tokens are signed with the test key of fuzz_jws.h (claims relative to
  * FUZZ_NOW) plus a few from auth_generate; JWKs come from auth_generate and from fresh OpenSSL
- * keys; request targets, trace bodies and settings follow README.md. Keys made here are random,
+ * keys; request targets, trace bodies and settings follow README.md; requests for
+ * fuzz_http_parse are hand-written good ones plus the records of tests/fixtures/bad_http up to
+ * 4 KiB (read with the tests' own loader). Keys made here are random,
  * so a rerun writes different (equally valid) auth seeds; everything else is byte-for-byte stable.
  * Only files named "gen-*" are written, so hand-made and captured seeds are left alone.
  */
@@ -22,6 +24,7 @@
 #include <openssl/rsa.h>
 
 #include "auth.h"
+#include "bad_http_corpus.h"
 #include "fuzz_jws.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
@@ -235,6 +238,47 @@ static void request_seeds(void)
         "Cpu,,Http",
     };
     put_strs("fuzz_trace_config", "body", bodies, sizeof(bodies) / sizeof(bodies[0]));
+}
+
+/* ---- requests on a connection (fuzz_http_parse) ------------------------------------------ */
+
+#define HTTP_SEED_MAX 4096
+
+static int put_bad_http(void *ud, const struct bad_http_record *rec)
+{
+    (void)ud;
+    if (rec->len <= HTTP_SEED_MAX) {
+        char name[128];
+        snprintf(name, sizeof(name), "bad-%s", rec->name);
+        put("fuzz_http_parse", name, rec->data, rec->len);
+    }
+    return 0;
+}
+
+static void http_parse_seeds(void)
+{
+    static const char *const good[] = {
+        "GET /processes HTTP/1.1\r\nHost: localhost:52323\r\nAuthorization: Bearer abc\r\n\r\n",
+        "POST /trace?pid=1 HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+        "Content-Length: 17\r\n\r\n{\"Providers\":[]}\n",
+        "PUT /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;a=b\r\nhello\r\n"
+        "0\r\nX-Trailer: t\r\n\r\n",
+        "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nHEAD /2 HTTP/1.1\r\nHost: h\r\n\r\n"
+        "POST /3 HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx",
+        "POST /dump HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok",
+        "HEAD / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET http://localhost:52323/info HTTP/1.1\r\nHost: localhost\r\n"
+        "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+        "\r\n\r\nDELETE /operations/7f1d6a3c HTTP/1.1\r\nHost: h\r\nX-Empty:\r\n"
+        "Accept:  */*  \r\n\r\n",
+    };
+    put_strs("fuzz_http_parse", "good", good, sizeof(good) / sizeof(good[0]));
+    char err[256] = "";
+    if (bad_http_corpus_foreach(BAD_HTTP_DIR, put_bad_http, NULL, err, sizeof(err)) != 0) {
+        fprintf(stderr, "bad_http corpus: %s\n", err);
+        failures++;
+    }
 }
 
 /* ---- configuration ------------------------------------------------------------------------ */
@@ -561,6 +605,7 @@ int main(int argc, char **argv)
     }
     ipc_seeds();
     request_seeds();
+    http_parse_seeds();
     config_seeds();
     auth_token_seeds(key);
     auth_jwk_seeds();

@@ -1,0 +1,3 @@
+GET javascript:alert(1) HTTP/1.1
+Host: a
+

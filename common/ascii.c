@@ -5,7 +5,10 @@
 
 char ascii_lower(char c)
 {
-    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+    if (c >= 'A' && c <= 'Z') {
+        c = (char)(c - 'A' + 'a');
+    }
+    return c;
 }
 
 bool ascii_ieq_n(const char *s, size_t n, const char *lit)

@@ -274,6 +274,18 @@ int ipc_cmd_collect_tracing(struct ipc_wr *w, int version, const struct ipc_coll
     return rc;
 }
 
+int ipc_collect_encoded_size(int version, const struct ipc_collect_config *cfg, size_t *size)
+{
+    struct ipc_wr w;
+    ipc_wr_init(&w, NULL, SIZE_MAX); /* measuring */
+    int rc = ipc_cmd_collect_tracing(&w, version, cfg);
+    if (rc != 0) {
+        return rc == AGENT_E_NOSPACE ? AGENT_E_TOOBIG : rc;
+    }
+    *size = w.len;
+    return 0;
+}
+
 /* ---- replies ----------------------------------------------------------------------------- */
 
 int ipc_reply_parse(const struct ipc_frame *f, enum ipc_reply_expect expect, struct ipc_reply *out)

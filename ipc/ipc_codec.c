@@ -364,7 +364,10 @@ int ipc_wr_u8(struct ipc_wr *w, uint8_t v)
     if (wr_room(w, 1) != 0) {
         return AGENT_E_NOSPACE;
     }
-    w->p[w->len++] = v;
+    if (w->p != NULL) {
+        w->p[w->len] = v;
+    }
+    w->len++;
     return 0;
 }
 
@@ -373,7 +376,9 @@ int ipc_wr_u16(struct ipc_wr *w, uint16_t v)
     if (wr_room(w, 2) != 0) {
         return AGENT_E_NOSPACE;
     }
-    store16(w->p + w->len, v);
+    if (w->p != NULL) {
+        store16(w->p + w->len, v);
+    }
     w->len += 2;
     return 0;
 }
@@ -383,7 +388,9 @@ int ipc_wr_u32(struct ipc_wr *w, uint32_t v)
     if (wr_room(w, 4) != 0) {
         return AGENT_E_NOSPACE;
     }
-    store32(w->p + w->len, v);
+    if (w->p != NULL) {
+        store32(w->p + w->len, v);
+    }
     w->len += 4;
     return 0;
 }
@@ -393,7 +400,9 @@ int ipc_wr_u64(struct ipc_wr *w, uint64_t v)
     if (wr_room(w, 8) != 0) {
         return AGENT_E_NOSPACE;
     }
-    store64(w->p + w->len, v);
+    if (w->p != NULL) {
+        store64(w->p + w->len, v);
+    }
     w->len += 8;
     return 0;
 }
@@ -408,10 +417,10 @@ int ipc_wr_bytes(struct ipc_wr *w, const void *p, size_t n)
     if (wr_room(w, n) != 0) {
         return AGENT_E_NOSPACE;
     }
-    if (n > 0) {
+    if (n > 0 && w->p != NULL) {
         memcpy(w->p + w->len, p, n);
-        w->len += n;
     }
+    w->len += n;
     return 0;
 }
 
@@ -491,6 +500,10 @@ int ipc_wr_string(struct ipc_wr *w, const char *utf8)
     if (wr_room(w, bytes) != 0) {
         return AGENT_E_NOSPACE;
     }
+    if (w->p == NULL) {
+        w->len += bytes;
+        return 0;
+    }
     uint8_t *o = w->p + w->len;
     store32(o, (uint32_t)(units + 1));
     o += 4;
@@ -520,7 +533,9 @@ int ipc_wr_message_begin(struct ipc_wr *w, uint8_t command_set, uint8_t command_
     }
     struct ipc_header h = {
         .size = IPC_HEADER_SIZE, .command_set = command_set, .command_id = command_id};
-    (void)ipc_header_encode(w->p + w->len, &h);
+    if (w->p != NULL) {
+        (void)ipc_header_encode(w->p + w->len, &h);
+    }
     *start = w->len;
     w->len += IPC_HEADER_SIZE;
     return 0;
@@ -532,6 +547,9 @@ int ipc_wr_message_end(struct ipc_wr *w, size_t start)
         return AGENT_E_INVAL;
     }
     size_t total = w->len - start;
+    if (w->p == NULL) {
+        return 0; /* measuring: the caller compares the size with the limit */
+    }
     if (total > IPC_MESSAGE_MAX) {
         return AGENT_E_TOOBIG;
     }

@@ -128,6 +128,11 @@ struct ipc_wr {
     size_t len; /* bytes written so far */
 };
 
+/*
+ * p == NULL makes a measuring writer: every call checks the capacity and advances len as if it
+ * wrote, but nothing is stored, and ipc_wr_message_end does not apply the IPC_MESSAGE_MAX limit,
+ * so a builder run on it leaves len at the exact size of the message it would write.
+ */
 static inline void ipc_wr_init(struct ipc_wr *w, uint8_t *p, size_t cap)
 {
     w->p = p;

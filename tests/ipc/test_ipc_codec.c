@@ -336,6 +336,9 @@ static void test_codec_collect_tracing_versions(void **state)
         struct ipc_wr w;
         ipc_wr_init(&w, out, sizeof(out));
         assert_int_equal(ipc_cmd_collect_tracing(&w, version, &c), 0);
+        size_t size = 0;
+        assert_int_equal(ipc_collect_encoded_size(version, &c, &size), 0);
+        assert_int_equal(size, w.len);
 
         uint8_t *copy = dup_exact(out, w.len);
         struct ipc_frame f;
@@ -485,6 +488,64 @@ static void test_codec_collect_tracing_too_big(void **state)
     ipc_wr_init(&w, out, cap);
     assert_int_equal(ipc_cmd_collect_tracing(&w, 2, &c), AGENT_E_TOOBIG);
     assert_int_equal(w.len, 0);
+    free(out);
+}
+
+/* ipc_collect_encoded_size is the byte count the builder writes, also past the 64 KiB cap. */
+static void test_codec_collect_encoded_size(void **state)
+{
+    (void)state;
+    static char args[1001];
+    memset(args, 'a', 1000);
+    static const uint32_t ids[] = {1, 2, 3};
+    struct ipc_provider ps[40];
+    for (size_t i = 0; i < 40; i++) {
+        ps[i] = runtime_provider;
+        ps[i].arguments = i % 3 == 0 ? NULL : i % 3 == 1 ? "" : "k=\xc3\xa9;x=\xf0\x9f\x98\x80";
+    }
+    ps[7].event_ids = ids;
+    ps[7].event_id_count = 3;
+    struct ipc_collect_config c = {.buffer_mb = 1,
+                                   .format = 1,
+                                   .rundown_keyword = IPC_RUNDOWN_DEFAULT,
+                                   .providers = ps,
+                                   .provider_count = 40};
+    size_t cap = 200000;
+    uint8_t *out = malloc(cap);
+    assert_non_null(out);
+    for (size_t count = 1; count <= 40; count += 13) {
+        c.provider_count = count;
+        for (int version = 1; version <= 5; version++) {
+            struct ipc_wr w;
+            ipc_wr_init(&w, out, cap);
+            int rc = ipc_cmd_collect_tracing(&w, version, &c);
+            size_t size = 0;
+            assert_int_equal(ipc_collect_encoded_size(version, &c, &size), rc);
+            if (rc == 0) {
+                assert_int_equal(size, w.len);
+                assert_int_equal(out[14] | out[15] << 8, size);
+            }
+        }
+    }
+    /* Over the cap: the builder refuses, the size is still told. */
+    for (size_t i = 0; i < 40; i++) {
+        ps[i].arguments = args;
+    }
+    c.provider_count = 40;
+    size_t size = 0;
+    assert_int_equal(ipc_collect_encoded_size(5, &c, &size), 0);
+    assert_true(size > IPC_MESSAGE_MAX);
+    c.provider_count = 1;
+    size_t one = 0;
+    assert_int_equal(ipc_collect_encoded_size(5, &c, &one), 0);
+    /* header + session type + buffer + format + rundown + stackwalk + count = 45; each provider
+     * adds the same bytes, plus 4 per event id of provider 7. */
+    assert_int_equal(size - 45, 40 * (one - 45) + 3 * 4);
+    /* A config the builder rejects is rejected here too, and *size is left alone. */
+    c.providers = NULL;
+    size = 7;
+    assert_int_equal(ipc_collect_encoded_size(5, &c, &size), AGENT_E_INVAL);
+    assert_int_equal(size, 7);
     free(out);
 }
 
@@ -1236,6 +1297,7 @@ int main(void)
         cmocka_unit_test(test_codec_collect_tracing_rejects),
         cmocka_unit_test(test_codec_collect_tracing_version_limits),
         cmocka_unit_test(test_codec_collect_tracing_too_big),
+        cmocka_unit_test(test_codec_collect_encoded_size),
         cmocka_unit_test(test_codec_process_info_replies),
         cmocka_unit_test(test_codec_process_info_trailing),
         cmocka_unit_test(test_codec_env_reply_and_continuation),

@@ -745,8 +745,7 @@ static int fail_utf8(struct buf *err, const char *path, const char *field)
 
 static bool valid_utf8(const char *s)
 {
-    size_t units;
-    return ipc_utf8_utf16_units(s, &units) == 0;
+    return ipc_string_encodable(s);
 }
 
 static int compare_strings(const void *a, const void *b)

@@ -144,6 +144,9 @@ int ipc_cmd_collect_tracing(struct ipc_wr *w, int version, const struct ipc_coll
  */
 int ipc_collect_encoded_size(int version, const struct ipc_collect_config *cfg, size_t *size);
 
+/* Whether a NUL-terminated string can be sent as a wire string (well-formed UTF-8). */
+bool ipc_string_encodable(const char *utf8);
+
 /* ---- replies ----------------------------------------------------------------------------- */
 
 /* What the caller expects from an OK reply; Error replies look the same for every command. */

@@ -8,6 +8,7 @@
 #include "err.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
+#include "ipc_internal.h"
 
 _Static_assert(IPC_DUMP_TYPE_NORMAL == IPC_DUMP_NORMAL && IPC_DUMP_TYPE_FULL == IPC_DUMP_FULL &&
                    IPC_DUMP_TYPE_WITH_HEAP == IPC_DUMP_WITH_HEAP &&
@@ -81,13 +82,11 @@ static char *dump_message(const struct ipc_result *res)
     if (ipc_rd_string(&rd, &s) != 0 || !s.present) {
         return NULL;
     }
-    size_t cap = ipc_utf16_utf8_len(&s) + 1;
-    char *out = malloc(cap);
-    size_t len = 0;
-    if (out == NULL || ipc_utf16_to_utf8(&s, out, cap, &len) != 0) {
-        free(out);
+    char *out = ipc__utf16_dup(&s);
+    if (out == NULL) {
         return NULL;
     }
+    size_t len = strlen(out);
     /* createdump's lines: kept on one line for a problem detail. */
     for (size_t i = 0; i < len; i++) {
         if (out[i] == '\n' || out[i] == '\r') {

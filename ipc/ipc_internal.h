@@ -106,6 +106,8 @@ int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, 
  * Returns 1 when p changed, 0 when it was the same, UV_ENOMEM (p unchanged).
  */
 int ipc__process_update_cmdline(struct ipc_process *p, const struct ipc_utf16 *command_line);
+/* A malloc'd UTF-8 copy of a wire string ("" for an absent one), or NULL (out of memory). */
+char *ipc__utf16_dup(const struct ipc_utf16 *s);
 /* Frees what ipc__process_init allocated; safe on a zeroed struct and twice. */
 void ipc__process_fini(struct ipc_process *p);
 

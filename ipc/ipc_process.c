@@ -10,7 +10,7 @@
 #include "ipc_codec.h"
 #include "ipc_internal.h"
 
-static char *dup_utf16(const struct ipc_utf16 *s)
+char *ipc__utf16_dup(const struct ipc_utf16 *s)
 {
     size_t n = ipc_utf16_utf8_len(s);
     char *p = malloc(n + 1);
@@ -28,17 +28,17 @@ int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, 
     p->peer_uid = peer_uid;
     memcpy(p->cookie, pi->cookie, sizeof(p->cookie));
     ipc_guid_format(pi->cookie, p->uid);
-    p->command_line = dup_utf16(&pi->command_line);
-    p->os = dup_utf16(&pi->os);
-    p->arch = dup_utf16(&pi->arch);
+    p->command_line = ipc__utf16_dup(&pi->command_line);
+    p->os = ipc__utf16_dup(&pi->os);
+    p->arch = ipc__utf16_dup(&pi->arch);
     bool ok = p->command_line != NULL && p->os != NULL && p->arch != NULL;
     if (ok && level >= 2) {
-        p->entrypoint_assembly = dup_utf16(&pi->entrypoint_assembly);
-        p->clr_version = dup_utf16(&pi->clr_version);
+        p->entrypoint_assembly = ipc__utf16_dup(&pi->entrypoint_assembly);
+        p->clr_version = ipc__utf16_dup(&pi->clr_version);
         ok = p->entrypoint_assembly != NULL && p->clr_version != NULL;
     }
     if (ok && level == 3 && pi->version >= 1) {
-        p->runtime_identifier = dup_utf16(&pi->runtime_identifier);
+        p->runtime_identifier = ipc__utf16_dup(&pi->runtime_identifier);
         ok = p->runtime_identifier != NULL;
     }
     if (ok) {
@@ -58,7 +58,7 @@ int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, 
 
 int ipc__process_update_cmdline(struct ipc_process *p, const struct ipc_utf16 *command_line)
 {
-    char *cl = dup_utf16(command_line);
+    char *cl = ipc__utf16_dup(command_line);
     if (cl == NULL) {
         return UV_ENOMEM;
     }

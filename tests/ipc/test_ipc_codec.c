@@ -378,7 +378,7 @@ static void test_codec_collect_tracing_versions(void **state)
         for (size_t i = 0; i < nprov; i++) {
             check_provider(&rd, version, &providers[i]);
         }
-        assert_int_equal(rd.n, 0);
+        assert_int_equal(ipc_rd_left(&rd), 0);
         free(copy);
     }
 }
@@ -914,9 +914,9 @@ static void test_codec_reader_bounds(void **state)
         ipc_rd_init(&r, p, n);
         assert_int_equal(ipc_rd_guid(&r, guid), AGENT_E_TRUNC);
         assert_ptr_equal(r.p, p);
-        assert_int_equal(r.n, n);
+        assert_int_equal(ipc_rd_left(&r), n);
         assert_int_equal(ipc_rd_bytes(&r, n + 1, &view), AGENT_E_TRUNC);
-        assert_int_equal(r.n, n);
+        assert_int_equal(ipc_rd_left(&r), n);
         free(p);
     }
     struct ipc_rd r;
@@ -924,7 +924,7 @@ static void test_codec_reader_bounds(void **state)
     uint64_t v;
     assert_int_equal(ipc_rd_u64(&r, &v), 0);
     assert_int_equal(v, 0x0807060504030201ull);
-    assert_int_equal(r.n, 8);
+    assert_int_equal(ipc_rd_left(&r), 8);
     uint16_t v16;
     assert_int_equal(ipc_rd_u16(&r, &v16), 0);
     assert_int_equal(v16, 0x0a09);
@@ -941,7 +941,7 @@ static void test_codec_reader_strings(void **state)
     ipc_rd_init(&r, absent, 4);
     assert_int_equal(ipc_rd_string(&r, &s), 0);
     assert_false(s.present);
-    assert_int_equal(r.n, 0);
+    assert_int_equal(ipc_rd_left(&r), 0);
     char out[16];
     size_t len = 99;
     assert_int_equal(ipc_utf16_to_utf8(&s, out, sizeof(out), &len), 0);
@@ -961,20 +961,20 @@ static void test_codec_reader_strings(void **state)
         uint8_t *p = dup_exact(ab, n);
         ipc_rd_init(&r, p, n);
         assert_int_equal(ipc_rd_string(&r, &s), AGENT_E_TRUNC);
-        assert_int_equal(r.n, n);
+        assert_int_equal(ipc_rd_left(&r), n);
         free(p);
     }
     ipc_rd_init(&r, ab, sizeof(ab));
     assert_int_equal(ipc_rd_string(&r, &s), 0);
     assert_int_equal(s.units, 2);
-    assert_int_equal(r.n, 0);
+    assert_int_equal(ipc_rd_left(&r), 0);
 
     /* no terminating NUL */
     static const uint8_t no_nul[8] = {2, 0, 0, 0, 'a', 0, 'b', 0};
     uint8_t *p = dup_exact(no_nul, sizeof(no_nul));
     ipc_rd_init(&r, p, sizeof(no_nul));
     assert_int_equal(ipc_rd_string(&r, &s), AGENT_E_PROTO);
-    assert_int_equal(r.n, sizeof(no_nul));
+    assert_int_equal(ipc_rd_left(&r), sizeof(no_nul));
     free(p);
 
     /* counts that run past the payload, up to the largest uint32 */
@@ -1062,7 +1062,7 @@ static void test_codec_utf8_to_utf16(void **state)
         ipc_rd_init(&r, buf, w.len);
         struct ipc_utf16 s;
         assert_int_equal(ipc_rd_string(&r, &s), 0);
-        assert_int_equal(r.n, 0);
+        assert_int_equal(ipc_rd_left(&r), 0);
         assert_true(s.present);
         char out[64];
         assert_int_equal(ipc_utf16_to_utf8(&s, out, sizeof(out), NULL), 0);

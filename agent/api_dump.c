@@ -822,11 +822,11 @@ static void job_on_reply(void *ud, const struct ipc_dump_result *res)
 static int job_send(struct dump_job *job)
 {
     struct ipc_dump_params params = {.path = job->target_path,
-                                      .type = job->type,
-                                      .flags = 0,
-                                      .timeout_ms = job->a->dump_timeout_ms + DUMP_LATE_GRACE_MS,
-                                      .max_reply = DUMP_MAX_REPLY,
-                                      .retry = job_on_retry_dump};
+                                     .type = job->type,
+                                     .flags = 0,
+                                     .timeout_ms = job->a->dump_timeout_ms + DUMP_LATE_GRACE_MS,
+                                     .max_reply = DUMP_MAX_REPLY,
+                                     .retry = job_on_retry_dump};
     int rc = ipc_dump_request(job->a->loop, &job->ep, &params, job_on_reply, job, &job->x);
     if (rc == 0) {
         job_set_busy(job, true);

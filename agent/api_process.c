@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Process routes: /processes, /process, /env, /info, /metrics. */
+#include "api.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
 #include "buf.h"
 #include "err.h"
 #include "ipc_client.h"

@@ -115,7 +115,7 @@ typedef void (*ipc_dump_cb)(void *ud, const struct ipc_dump_result *res);
 typedef bool (*ipc_dump_retry_cb)(void *ud, int next_version);
 
 struct ipc_dump_params {
-    const char *path;        /* where the runtime writes the dump (as the target sees it); copied */
+    const char *path; /* where the runtime writes the dump (as the target sees it); copied */
     enum ipc_dump_type type;
     uint32_t flags;          /* GenerateCoreDump2/3 flags; version 1 keeps only bit 0 */
     uint64_t timeout_ms;     /* each try's exchange (0 -> IPC_EXCHANGE_DEFAULT_TIMEOUT_MS) */
@@ -127,8 +127,9 @@ struct ipc_dump_params {
  * Sends GenerateCoreDump3 and, while the runtime answers UNKNOWN_COMMAND (and retry agrees), 2
  * then 1, each on a new connection of ep (copied). The request is sized to the path, on the heap.
  * Returns 0 (cb runs exactly once, from the loop, unless ipc_dump_cancel comes first), or the
- * error of ipc_exchange_start / of the builder (AGENT_E_INVAL for a bad type or path, AGENT_E_TOOBIG)
- * and cb never runs. If a later try cannot be started, cb gets the UNKNOWN_COMMAND reply.
+ * error of ipc_exchange_start / of the builder (AGENT_E_INVAL for a bad type or path,
+ * AGENT_E_TOOBIG) and cb never runs. If a later try cannot be started, cb gets the UNKNOWN_COMMAND
+ * reply.
  */
 int ipc_dump_request(uv_loop_t *loop, const struct ipc_endpoint *ep,
                      const struct ipc_dump_params *params, ipc_dump_cb cb, void *ud,
@@ -143,8 +144,9 @@ struct ipc_env_result {
     int status;
     int ok;
     uint32_t hresult;
-    /* status 0 and ok: 0 when every entry was delivered, else why the block was rejected (AGENT_E_TRUNC,
-     * AGENT_E_PROTO, AGENT_E_TOOBIG, UV_ENOMEM) or the entry callback's non-zero return. */
+    /* status 0 and ok: 0 when every entry was delivered, else why the block was rejected
+     * (AGENT_E_TRUNC, AGENT_E_PROTO, AGENT_E_TOOBIG, UV_ENOMEM) or the entry callback's non-zero
+     * return. */
     int block_status;
 };
 

@@ -309,7 +309,8 @@ int ipc_reply_parse(const struct ipc_frame *f, enum ipc_reply_expect expect, str
             return AGENT_E_PROTO;
         }
         /* GenerateCoreDump3 appends its message; anything else after the HRESULT is malformed. */
-        if (ipc_rd_left(&rd) > 0 && (ipc_rd_string(&rd, &r.message) != 0 || ipc_rd_left(&rd) != 0)) {
+        if (ipc_rd_left(&rd) > 0 &&
+            (ipc_rd_string(&rd, &r.message) != 0 || ipc_rd_left(&rd) != 0)) {
             return AGENT_E_PROTO;
         }
         r.ok = false;

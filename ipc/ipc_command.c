@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Command-level calls on top of one-command exchanges: GenerateCoreDump, ProcessEnvironment. */
-#include "ipc_client.h"
-
 #include <stdlib.h>
 #include <string.h>
 
 #include "err.h"
+#include "ipc_client.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "ipc_internal.h"

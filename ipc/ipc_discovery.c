@@ -421,8 +421,8 @@ static int start_exchange(struct sock *s, enum sock_op op)
     struct ipc_discovery *d = s->d;
     struct ipc_endpoint ep = {s->path, (int64_t)s->owner_uid};
     /* Liveness: the plain ProcessInfo every runtime knows; a probe steps down from probe_level. */
-    int rc = ipc__probe_start(d->loop, &ep, op == OP_LIVENESS ? 1 : s->probe_level,
-                              op == OP_PROBE, d->probe_timeout_ms, on_exchange_done, s, &s->x);
+    int rc = ipc__probe_start(d->loop, &ep, op == OP_LIVENESS ? 1 : s->probe_level, op == OP_PROBE,
+                              d->probe_timeout_ms, on_exchange_done, s, &s->x);
     if (rc != 0) {
         return rc;
     }

@@ -140,8 +140,8 @@ struct ipc__rt {
     uint64_t settle_until; /* != 0: probed, not listed until its command line is whole (SETTLE) */
     size_t refreshes;      /* refreshes planned so far */
     enum rt_op op;
-    struct ipc_exchange *x;     /* ResumeRuntime in flight */
-    struct ipc__probe *probe;   /* ProcessInfo in flight */
+    struct ipc_exchange *x;   /* ResumeRuntime in flight */
+    struct ipc__probe *probe; /* ProcessInfo in flight */
     struct lproc *proc; /* once probed */
 };
 
@@ -1012,7 +1012,8 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *
     }
     int rc = res->parse_status;
     struct lproc *p = rc == 0 ? calloc(1, sizeof(*p)) : NULL;
-    if (p == NULL || ipc__process_init(&p->pub, res->info, level, rt->endpoint, rt->peer_uid) != 0) {
+    if (p == NULL ||
+        ipc__process_init(&p->pub, res->info, level, rt->endpoint, rt->peer_uid) != 0) {
         free(p);
         rt_failed(rt, "ProcessInfo", rc != 0 ? rc : UV_ENOMEM, 0);
         return;

@@ -411,7 +411,8 @@ static int skip_v2_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_
         const uint8_t *s;
         size_t units;
         if (!cur_utf16z(&w, &s, &units)) {
-            return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&w), "metadata: V2 field name not terminated");
+            return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&w),
+                        "metadata: V2 field name not terminated");
         }
         int rc = skip_v2_type(pr, &w, depth);
         if (rc < 0) {
@@ -459,7 +460,8 @@ static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t 
     }
     rec.event_id = event_id;
     uint64_t at = ipc_rd_offset(&c);
-    if (ipc_rd_u64(&c, &rec.keywords) != 0 || ipc_rd_u32(&c, &rec.version) != 0 || ipc_rd_u32(&c, &rec.level) != 0) {
+    if (ipc_rd_u64(&c, &rec.keywords) != 0 || ipc_rd_u32(&c, &rec.version) != 0 ||
+        ipc_rd_u32(&c, &rec.level) != 0) {
         return fail(pr, AGENT_E_PROTO, at, "metadata %u: keywords/version/level past the payload",
                     rec.id);
     }
@@ -685,7 +687,8 @@ static int read_compressed(struct nettrace_private *pr, struct ipc_rd *c, struct
     }
     size_t guids = ((flags & 0x10) ? 16u : 0u) + ((flags & 0x20) ? 16u : 0u);
     if (ipc_rd_skip(c, guids) != 0) {
-        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(c), "event header: activity ids past the block end");
+        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(c),
+                    "event header: activity ids past the block end");
     }
     if ((flags & 0x80) != 0 && (rc = hdr_varint(pr, c, 32, "payload size", &v)) == 0) {
         b->payload_size = (uint32_t)v;
@@ -854,8 +857,8 @@ static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size
         c.i += size;
     }
     if (ipc_rd_left(&c) != 0) {
-        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&c), "StackBlock: %zu bytes after its %u stacks",
-                    ipc_rd_left(&c), count);
+        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&c),
+                    "StackBlock: %zu bytes after its %u stacks", ipc_rd_left(&c), count);
     }
     if (count == 0) {
         return 0;

@@ -50,7 +50,8 @@ static void check_string(const struct ipc_utf16 *s)
     struct ipc_rd r;
     ipc_rd_init(&r, wire, w.len);
     struct ipc_utf16 back;
-    CHECK(ipc_rd_string(&r, &back) == 0 && ipc_rd_left(&r) == 0 && back.present && back.units == units);
+    CHECK(ipc_rd_string(&r, &back) == 0 && ipc_rd_left(&r) == 0 && back.present &&
+          back.units == units);
     char *again = malloc(len + 1);
     CHECK(again != NULL);
     CHECK(ipc_utf16_to_utf8(&back, again, len + 1, &got) == 0 && got == len);

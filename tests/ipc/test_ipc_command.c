@@ -29,18 +29,7 @@ struct fixture {
     struct test_loop *tl;
     char dir[64];
     struct fake_runtime *fake;
-    int fake_closed;
 };
-
-static void on_fake_closed(void *ud)
-{
-    ((struct fixture *)ud)->fake_closed++;
-}
-
-static bool fake_is_closed(void *ud)
-{
-    return ((struct fixture *)ud)->fake_closed > 0;
-}
 
 static void fixture_start(struct fixture *fx, struct test_loop *tl, int max_info,
                           const struct fake_dump_config *dump)
@@ -60,8 +49,7 @@ static void fixture_start(struct fixture *fx, struct test_loop *tl, int max_info
 
 static void fixture_done(struct fixture *fx)
 {
-    fake_runtime_close(fx->fake, on_fake_closed, fx);
-    assert_true(tl_run_until(fx->tl, fake_is_closed, fx, 2000));
+    tl_close_fake(fx->tl, fx->fake);
     fake_rmdir(fx->dir);
 }
 
@@ -230,14 +218,14 @@ static void test_dump_timeout_and_cancel(void **state)
 
     /* Arguments the builder refuses: nothing starts. */
     struct ipc_dump_params bad = {.path = "", .type = IPC_DUMP_TYPE_FULL};
-    assert_int_equal(ipc_dump_request(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &bad, on_dump, &o,
-                                      NULL),
-                     AGENT_E_INVAL);
+    assert_int_equal(
+        ipc_dump_request(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &bad, on_dump, &o, NULL),
+        AGENT_E_INVAL);
     bad.path = "/tmp/x.dmp";
     bad.type = (enum ipc_dump_type)7;
-    assert_int_equal(ipc_dump_request(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &bad, on_dump, &o,
-                                      NULL),
-                     AGENT_E_INVAL);
+    assert_int_equal(
+        ipc_dump_request(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &bad, on_dump, &o, NULL),
+        AGENT_E_INVAL);
     /* A path whose message is over 64 KiB: refused, not truncated. */
     char *longpath = malloc(40000);
     assert_non_null(longpath);
@@ -246,9 +234,9 @@ static void test_dump_timeout_and_cancel(void **state)
     longpath[39999] = '\0';
     bad.path = longpath;
     bad.type = IPC_DUMP_TYPE_FULL;
-    assert_int_equal(ipc_dump_request(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &bad, on_dump, &o,
-                                      NULL),
-                     AGENT_E_TOOBIG);
+    assert_int_equal(
+        ipc_dump_request(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &bad, on_dump, &o, NULL),
+        AGENT_E_TOOBIG);
     free(longpath);
     assert_int_equal(o.calls, 0);
 }
@@ -288,14 +276,13 @@ static bool env_done(void *ud)
     return ((struct env_outcome *)ud)->calls > 0;
 }
 
-static void run_env(struct test_loop *tl, const char *path, size_t max_reply,
-                    struct env_outcome *o)
+static void run_env(struct test_loop *tl, const char *path, size_t max_reply, struct env_outcome *o)
 {
     int stop_after = o->stop_after;
     memset(o, 0, sizeof(*o));
     o->stop_after = stop_after;
-    assert_int_equal(ipc_env_request(&tl->loop, IPC_ENDPOINT_PATH(path), 2000, max_reply, on_env_var,
-                                     on_env_done, o, NULL),
+    assert_int_equal(ipc_env_request(&tl->loop, IPC_ENDPOINT_PATH(path), 2000, max_reply,
+                                     on_env_var, on_env_done, o, NULL),
                      0);
     assert_true(tl_run_until(tl, env_done, o, 5000));
     tl_run_for(tl, 10);
@@ -344,9 +331,8 @@ static void test_env_too_big(void **state)
     run_env(tl, fake_runtime_path(f), 4096, &o);
     assert_int_equal(o.res.status, AGENT_E_TOOBIG);
     assert_int_equal(o.n, 0);
-    struct fixture fx = {.tl = tl, .fake = f};
-    snprintf(fx.dir, sizeof(fx.dir), "%s", dir);
-    fixture_done(&fx);
+    tl_close_fake(tl, f);
+    fake_rmdir(dir);
 }
 
 /* A one-shot server that answers whatever comes with `reply`, then closes. */
@@ -518,9 +504,8 @@ static void on_probe(void *ud, const struct ipc__probe_result *res)
     o->has_info = res->info != NULL;
     if (res->info != NULL) {
         o->pid = res->info->pid;
-        assert_int_equal(ipc_utf16_to_utf8(&res->info->command_line, o->cmdline,
-                                           sizeof(o->cmdline), NULL),
-                         0);
+        assert_int_equal(
+            ipc_utf16_to_utf8(&res->info->command_line, o->cmdline, sizeof(o->cmdline), NULL), 0);
     }
 }
 
@@ -529,14 +514,15 @@ static bool probe_done(void *ud)
     return ((struct probe_outcome *)ud)->calls > 0;
 }
 
-static void run_probe(struct fixture *fx, int level, bool fallback, struct probe_outcome *o)
+static void run_probe(struct test_loop *tl, const char *path, int level, bool fallback,
+                      struct probe_outcome *o)
 {
     memset(o, 0, sizeof(*o));
-    assert_int_equal(ipc__probe_start(&fx->tl->loop, IPC_ENDPOINT_PATH(fake_runtime_path(fx->fake)),
-                                      level, fallback, 2000, on_probe, o, NULL),
+    assert_int_equal(ipc__probe_start(&tl->loop, IPC_ENDPOINT_PATH(path), level, fallback, 2000,
+                                      on_probe, o, NULL),
                      0);
-    assert_true(tl_run_until(fx->tl, probe_done, o, 5000));
-    tl_run_for(fx->tl, 10);
+    assert_true(tl_run_until(tl, probe_done, o, 5000));
+    tl_run_for(tl, 10);
     assert_int_equal(o->calls, 1);
 }
 
@@ -546,7 +532,7 @@ static void test_probe_fallback(void **state)
         struct fixture fx;
         fixture_start(&fx, *state, max_info, NULL);
         struct probe_outcome o;
-        run_probe(&fx, 3, true, &o);
+        run_probe(fx.tl, fake_runtime_path(fx.fake), 3, true, &o);
         assert_int_equal(o.res.status, 0);
         assert_int_equal(o.res.ok, 1);
         assert_int_equal(o.res.level, max_info);
@@ -564,7 +550,7 @@ static void test_probe_fallback(void **state)
 
         /* Without fallback: the UNKNOWN_COMMAND of the version asked. */
         if (max_info < 3) {
-            run_probe(&fx, 3, false, &o);
+            run_probe(fx.tl, fake_runtime_path(fx.fake), 3, false, &o);
             assert_int_equal(o.res.status, 0);
             assert_int_equal(o.res.ok, 0);
             assert_int_equal(o.res.hresult, IPC_HR_UNKNOWN_COMMAND);
@@ -572,7 +558,7 @@ static void test_probe_fallback(void **state)
             assert_false(o.has_info);
         }
         /* Starting lower (a liveness check): one request. */
-        run_probe(&fx, 1, false, &o);
+        run_probe(fx.tl, fake_runtime_path(fx.fake), 1, false, &o);
         assert_int_equal(o.res.level, 1);
         assert_true(o.has_info);
         fixture_done(&fx);
@@ -585,12 +571,11 @@ static void test_probe_failures(void **state)
     struct fixture fx;
     fixture_start(&fx, tl, 3, NULL);
     /* A reply cut short: the exchange's status, no step down. */
-    struct fake_fault ff = {.kind = FAKE_FAULT_TRUNCATED,
-                            .command_set = IPC_SET_PROCESS,
-                            .command_id = FAKE_ANY_ID};
+    struct fake_fault ff = {
+        .kind = FAKE_FAULT_TRUNCATED, .command_set = IPC_SET_PROCESS, .command_id = FAKE_ANY_ID};
     assert_int_equal(fake_runtime_set_fault(fx.fake, 0, &ff), 0);
     struct probe_outcome o;
-    run_probe(&fx, 3, true, &o);
+    run_probe(fx.tl, fake_runtime_path(fx.fake), 3, true, &o);
     assert_int_equal(o.res.status, AGENT_E_CLOSED);
     assert_false(o.has_info);
     assert_int_equal(fake_runtime_requests(fx.fake, IPC_SET_PROCESS, IPC_PROCESS_INFO2), 0);
@@ -614,15 +599,11 @@ static void test_probe_failures(void **state)
     char dir[64];
     assert_int_equal(fake_tmpdir(dir, sizeof(dir)), 0);
     snprintf(path, sizeof(path), "%s/none.sock", dir);
-    memset(&o, 0, sizeof(o));
-    assert_int_equal(ipc__probe_start(&tl->loop, IPC_ENDPOINT_PATH(path), 3, true, 2000, on_probe,
-                                      &o, NULL),
-                     0);
-    assert_true(tl_run_until(tl, probe_done, &o, 2000));
+    run_probe(tl, path, 3, true, &o);
     assert_int_equal(o.res.status, UV_ENOENT);
-    assert_int_equal(ipc__probe_start(&tl->loop, IPC_ENDPOINT_PATH(path), 4, true, 2000, on_probe,
-                                      &o, NULL),
-                     AGENT_E_INVAL);
+    assert_int_equal(
+        ipc__probe_start(&tl->loop, IPC_ENDPOINT_PATH(path), 4, true, 2000, on_probe, &o, NULL),
+        AGENT_E_INVAL);
 
     /* An OK reply whose payload is no ProcessInfo3: status 0, ok, the parser's error. */
     uint8_t reply[24];
@@ -630,11 +611,7 @@ static void test_probe_failures(void **state)
     put32(reply + 20, 7);
     struct raw_server r;
     raw_start(tl, &r, path, reply, sizeof(reply));
-    memset(&o, 0, sizeof(o));
-    assert_int_equal(ipc__probe_start(&tl->loop, IPC_ENDPOINT_PATH(path), 3, true, 2000, on_probe,
-                                      &o, NULL),
-                     0);
-    assert_true(tl_run_until(tl, probe_done, &o, 2000));
+    run_probe(tl, path, 3, true, &o);
     assert_int_equal(o.res.status, 0);
     assert_int_equal(o.res.ok, 1);
     assert_int_equal(o.res.level, 3);

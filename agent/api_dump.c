@@ -40,8 +40,6 @@
 #include "err.h"
 #include "http_query.h"
 #include "ipc_client.h"
-#include "ipc_cmd.h"
-#include "ipc_codec.h"
 #include "log.h"
 #include "operations.h"
 #include "shdir.h"
@@ -83,7 +81,7 @@ struct dump_job {
     struct dump_job **pprev;
     struct operation *op;     /* NULL once the operation has finished */
     struct http_request *req; /* NULL once answered or the client left */
-    struct ipc_exchange *x;   /* GenerateCoreDump in flight */
+    struct ipc_dump *x;       /* GenerateCoreDump in flight */
     uv_timer_t timer;         /* deadline for the runtime's answer */
     uv_timer_t step;          /* deadline of the step on the pool (open, a read, a piece) */
     uv_timer_t tail;          /* looks for the file while it is written, then for more bytes */
@@ -103,7 +101,7 @@ struct dump_job {
     bool waiting_drain;
     bool file_gone;            /* unlinked (or never created) */
     int version;               /* GenerateCoreDump version being tried */
-    uint32_t type;
+    enum ipc_dump_type type;
     uint64_t pid;
     uint64_t size;
     uint64_t sent;
@@ -122,12 +120,12 @@ struct dump_job {
 
 static const struct {
     const char *name;
-    uint32_t type;
+    enum ipc_dump_type type;
 } dump_types[] = {
-    {"Mini", IPC_DUMP_NORMAL},
-    {"Triage", IPC_DUMP_TRIAGE},
-    {"WithHeap", IPC_DUMP_WITH_HEAP},
-    {"Full", IPC_DUMP_FULL},
+    {"Mini", IPC_DUMP_TYPE_NORMAL},
+    {"Triage", IPC_DUMP_TYPE_TRIAGE},
+    {"WithHeap", IPC_DUMP_TYPE_WITH_HEAP},
+    {"Full", IPC_DUMP_TYPE_FULL},
 };
 
 static void job_maybe_free(struct dump_job *job);
@@ -751,8 +749,6 @@ static void job_cancel(void *ctx)
 
 /* ---- the runtime ----------------------------------------------------------------------------- */
 
-static int job_send(struct dump_job *job);
-
 static void job_on_deadline(uv_timer_t *t)
 {
     struct dump_job *job = t->data;
@@ -769,49 +765,26 @@ static void job_on_deadline(uv_timer_t *t)
     job_unlink_now(job); /* what exists so far; again when the runtime answers */
 }
 
-/* The message of a GenerateCoreDump3 Error reply (after the HRESULT), as UTF-8, trimmed. */
-static void reply_message(const struct ipc_result *res, char *out, size_t cap)
+/* GenerateCoreDump<next + 1> was unknown: step down while the client waits and no file is seen. */
+static bool job_on_retry_dump(void *ud, int next_version)
 {
-    out[0] = '\0';
-    if (res->payload_len <= 4) {
-        return;
+    struct dump_job *job = ud;
+    if (job->req == NULL || job->fd >= 0) {
+        return false;
     }
-    struct ipc_rd rd;
-    struct ipc_utf16 s;
-    ipc_rd_init(&rd, res->payload + 4, res->payload_len - 4);
-    size_t len = 0;
-    if (ipc_rd_string(&rd, &s) != 0 || !s.present ||
-        ipc_utf16_to_utf8(&s, out, cap, &len) != 0) {
-        out[0] = '\0';
-        return;
-    }
-    /* createdump's lines: keep them on one line for the problem detail. */
-    for (size_t i = 0; i < len; i++) {
-        if (out[i] == '\n' || out[i] == '\r') {
-            out[i] = ' ';
-        }
-    }
-    while (len > 0 && out[len - 1] == ' ') {
-        out[--len] = '\0';
-    }
+    job->version = next_version;
+    log_debug(cat, "GenerateCoreDump%d unknown: trying version %d", next_version + 1, next_version);
+    return true;
 }
 
-static void job_on_reply(void *ud, const struct ipc_result *res)
+static void job_on_reply(void *ud, const struct ipc_dump_result *res)
 {
     struct dump_job *job = ud;
     job->x = NULL;
+    job->version = res->version;
     job_set_busy(job, false);
     char msg[2048];
 
-    if (res->status == 0 && !res->ok && res->hresult == IPC_HR_UNKNOWN_COMMAND &&
-        job->version > 1 && job->req != NULL && job->fd < 0) {
-        job->version--;
-        log_debug(cat, "GenerateCoreDump%d unknown: trying version %d", job->version + 1,
-                  job->version);
-        if (job_send(job) == 0) {
-            return;
-        }
-    }
     uv_timer_stop(&job->timer);
 
     if (res->status != 0) {
@@ -820,10 +793,10 @@ static void job_on_reply(void *ud, const struct ipc_result *res)
                  (unsigned long long)job->pid, agent_strerror(res->status));
         job_fail(job, http_status, http_status == 504 ? "Timeout" : "RuntimeUnreachable", msg);
     } else if (!res->ok) {
-        char text[1536];
-        reply_message(res, text, sizeof(text));
+        /* A message too long for the detail is left out rather than cut. */
+        const char *text = strlen(res->message) < 1536 ? res->message : "";
         snprintf(msg, sizeof(msg), "the runtime could not write the dump: %s (0x%08x)%s%s",
-                 ipc_hresult_name(res->hresult), res->hresult, text[0] ? ": " : "", text);
+                 ipc_hresult_text(res->hresult), res->hresult, text[0] ? ": " : "", text);
         job_fail(job, 400, "RuntimeError", msg);
     } else if (job->req != NULL) {
         log_info(cat, "dump of %llu written by the runtime (GenerateCoreDump%d)",
@@ -848,15 +821,13 @@ static void job_on_reply(void *ud, const struct ipc_result *res)
 
 static int job_send(struct dump_job *job)
 {
-    uint8_t msg[IPC_MESSAGE_MAX];
-    struct ipc_wr w;
-    ipc_wr_init(&w, msg, sizeof(msg));
-    int rc = ipc_cmd_generate_dump(&w, job->version, job->target_path, job->type, 0);
-    if (rc == 0) {
-        rc = ipc_exchange_start(job->a->loop, &job->ep, msg, w.len, IPC_EXCHANGE_SIMPLE,
-                                job->a->dump_timeout_ms + DUMP_LATE_GRACE_MS, DUMP_MAX_REPLY,
-                                job_on_reply, job, &job->x);
-    }
+    struct ipc_dump_params params = {.path = job->target_path,
+                                     .type = job->type,
+                                     .flags = 0,
+                                     .timeout_ms = job->a->dump_timeout_ms + DUMP_LATE_GRACE_MS,
+                                     .max_reply = DUMP_MAX_REPLY,
+                                     .retry = job_on_retry_dump};
+    int rc = ipc_dump_request(job->a->loop, &job->ep, &params, job_on_reply, job, &job->x);
     if (rc == 0) {
         job_set_busy(job, true);
     }
@@ -871,7 +842,7 @@ static int parse_type(struct http_request *req, struct dump_job *job)
     struct buf v;
     buf_init(&v, 64);
     int rc = http_query_get(http_request_query(req), "type", &v);
-    job->type = IPC_DUMP_WITH_HEAP;
+    job->type = IPC_DUMP_TYPE_WITH_HEAP;
     snprintf(job->type_name, sizeof(job->type_name), "WithHeap");
     if (rc < 0) {
         api_problem(req, 400, "malformed query string");
@@ -1049,7 +1020,7 @@ void api_dump_shutdown(struct agent *a)
         if (job->x == NULL) {
             continue;
         }
-        ipc_exchange_cancel(job->x);
+        ipc_dump_cancel(job->x);
         job->x = NULL;
         job_set_busy(job, false);
         log_warn(cat, "dump of %llu abandoned at shutdown; the runtime may still write %s",

@@ -1,16 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* Process routes: /processes, /process, /env, /info, /metrics. */
+#include "api.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
 #include "buf.h"
 #include "err.h"
 #include "ipc_client.h"
-#include "ipc_cmd.h"
-#include "ipc_codec.h"
 #include "log.h"
 
 static const char cat[] = "dotmon.api";
@@ -89,14 +88,15 @@ void api_process(struct agent *a, struct http_request *req)
 
 struct env_request {
     struct http_request *req;     /* NULL once the client went away */
-    struct ipc_exchange *x;       /* NULL once the exchange finished */
+    struct ipc_env *x;            /* NULL once the request finished */
+    cJSON *vars;                  /* the answer being built */
     uint64_t pid;
 };
 
 static int env_add_entry(void *ud, const char *name, size_t name_len, const char *value,
                          size_t value_len)
 {
-    cJSON *o = ud;
+    cJSON *o = ((struct env_request *)ud)->vars;
     (void)value_len;
     /* A name may repeat in a raw environment block; the first one wins, as getenv does. */
     if (name_len > 0 && cJSON_GetObjectItemCaseSensitive(o, name) == NULL &&
@@ -112,45 +112,38 @@ static void env_on_abort(void *ud, struct http_request *r)
     (void)r;
     er->req = NULL;
     if (er->x != NULL) {
-        ipc_exchange_cancel(er->x);
+        ipc_env_cancel(er->x);
         er->x = NULL;
     }
+    cJSON_Delete(er->vars);
     free(er);
 }
 
-static void env_on_result(void *ud, const struct ipc_result *res)
+static void env_on_result(void *ud, const struct ipc_env_result *res)
 {
     struct env_request *er = ud;
     struct http_request *req = er->req;
+    cJSON *o = er->vars;
     er->x = NULL;
     http_request_on_abort(req, NULL, NULL);
     free(er);
 
     if (res->status != 0) {
+        cJSON_Delete(o);
         api_problem(req, res->status == AGENT_E_TIMEOUT ? 504 : 502,
                     "the runtime did not answer ProcessEnvironment: %s", agent_strerror(res->status));
         return;
     }
     if (!res->ok) {
-        api_problem(req, 400, "the runtime refused ProcessEnvironment: %s (0x%08x)",
-                    ipc_hresult_name(res->hresult), res->hresult);
-        return;
-    }
-    cJSON *o = cJSON_CreateObject();
-    if (o == NULL) {
-        api_problem(req, 500, "out of memory");
-        return;
-    }
-    /* One converted entry needs at most 3 UTF-8 bytes per UTF-16 unit. */
-    size_t scratch_cap = res->continuation_len / 2 * 3 + 1;
-    char *scratch = malloc(scratch_cap);
-    int rc = scratch ? ipc_env_parse(res->continuation, res->continuation_len, scratch, scratch_cap,
-                                     env_add_entry, o)
-                     : -ENOMEM;
-    free(scratch);
-    if (rc != 0) {
         cJSON_Delete(o);
-        api_problem(req, 502, "the runtime sent a malformed environment block: %s", agent_strerror(rc));
+        api_problem(req, 400, "the runtime refused ProcessEnvironment: %s (0x%08x)",
+                    ipc_hresult_text(res->hresult), res->hresult);
+        return;
+    }
+    if (res->block_status != 0) {
+        cJSON_Delete(o);
+        api_problem(req, 502, "the runtime sent a malformed environment block: %s",
+                    agent_strerror(res->block_status));
         return;
     }
     api_json(req, 200, o);
@@ -162,22 +155,22 @@ void api_env(struct agent *a, struct http_request *req)
     if (p == NULL) {
         return;
     }
-    uint8_t msg[IPC_HEADER_SIZE];
-    struct ipc_wr w;
-    ipc_wr_init(&w, msg, sizeof(msg));
-    int rc = ipc_cmd_process_env(&w);
-    size_t len = w.len;
-    struct env_request *er = rc == 0 ? calloc(1, sizeof(*er)) : NULL;
-    if (er == NULL) {
-        api_problem(req, 500, "cannot build the request: %s", agent_strerror(rc ? rc : -ENOMEM));
+    struct env_request *er = calloc(1, sizeof(*er));
+    cJSON *vars = cJSON_CreateObject();
+    if (er == NULL || vars == NULL) {
+        free(er);
+        cJSON_Delete(vars);
+        api_problem(req, 500, "out of memory");
         return;
     }
     er->req = req;
     er->pid = p->pid;
+    er->vars = vars;
     struct ipc_endpoint ep = ipc_process_endpoint(p);
-    rc = ipc_exchange_start(a->loop, &ep, msg, len, IPC_EXCHANGE_ENVIRONMENT, a->ipc_timeout_ms,
-                            ENV_MAX_REPLY, env_on_result, er, &er->x);
+    int rc = ipc_env_request(a->loop, &ep, a->ipc_timeout_ms, ENV_MAX_REPLY, env_add_entry,
+                             env_on_result, er, &er->x);
     if (rc != 0) {
+        cJSON_Delete(vars);
         free(er);
         api_problem(req, 502, "cannot reach process %llu: %s", (unsigned long long)p->pid,
                     agent_strerror(rc));

@@ -418,7 +418,7 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
         const char *code = "RuntimeUnreachable";
         if (status == AGENT_E_RUNTIME) {
             snprintf(msg, sizeof(msg), "the runtime refused the trace session: %s (0x%08x)",
-                     ipc_hresult_name(hresult), hresult);
+                     ipc_hresult_text(hresult), hresult);
             http_status = 400;
             code = "RuntimeError";
         } else if (status == AGENT_E_TIMEOUT) {

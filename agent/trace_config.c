@@ -12,7 +12,6 @@
 
 #include "ascii.h"
 #include "err.h"
-#include "ipc_codec.h"
 #include "num.h"
 
 /*
@@ -300,53 +299,19 @@ static int append_arg_pair(struct buf *b, const char *key, const char *value, bo
 
 /* ---- building the owned config ----------------------------------------------------------- */
 
-/* Bytes of a wire string (§2.2): uint32 count, UTF-16 units, NUL; 4 for the absent string. */
-static int wire_string_size(const char *s, size_t *size)
-{
-    if (s == NULL) {
-        *size = 4;
-        return 0;
-    }
-    size_t units;
-    if (ipc_utf8_utf16_units(s, &units) != 0) {
-        return AGENT_E_INVAL;
-    }
-    *size = 4 + 2 * (units + 1);
-    return 0;
-}
-
 /*
- * Size of the CollectTracing5 request for c, the largest form of the message (§3.1: a u32 session
- * type and u64 rundown keyword up front, a 5-byte empty event filter per provider). A caller that
- * falls back from version 5 to the oldest version that can express c only sends fewer bytes, so
- * checking this size against 64 KiB covers every version it may try.
- */
-static int collect_v5_size(const struct ipc_collect_config *c, size_t *size)
-{
-    size_t n = IPC_HEADER_SIZE + 4 + 4 + 4 + 8 + 1 + 4;
-    for (size_t i = 0; i < c->provider_count; i++) {
-        const struct ipc_provider *p = &c->providers[i];
-        size_t name_size, args_size;
-        if (wire_string_size(p->name, &name_size) != 0 ||
-            wire_string_size(p->arguments, &args_size) != 0) {
-            return AGENT_E_INVAL;
-        }
-        n += 8 + 4 + name_size + args_size + 1 + 4 + 4 * (size_t)p->event_id_count;
-    }
-    *size = n;
-    return 0;
-}
-
-/*
- * Proves that the runtime can be sent this config: at most 65535 bytes in its largest form, and
- * accepted by the real builder (which applies the §3.1 limits: 1..1000 providers, level <= 5,
- * non-empty names, valid UTF-8).
+ * Proves that the runtime can be sent this config: accepted by the real builder (which applies the
+ * §3.1 limits: 1..1000 providers, level <= 5, non-empty names, valid UTF-8) and at most 65535 bytes
+ * as CollectTracing5, the largest form of the message (a u32 session type, a u64 rundown keyword
+ * and an event filter per provider). A caller that falls back from version 5 to the oldest version
+ * that can express c only sends fewer bytes, so this covers every version it may try.
  */
 static int check_encodable(const struct ipc_collect_config *c, struct buf *err)
 {
     size_t size;
-    if (collect_v5_size(c, &size) != 0) {
-        return FAIL(err, "a provider name or argument string is not valid UTF-8");
+    int rc = ipc_collect_encoded_size(5, c, &size);
+    if (rc != 0) {
+        return FAIL(err, "the trace configuration cannot be encoded: %s", agent_strerror(rc));
     }
     if (size > IPC_MESSAGE_MAX) {
         return FAIL(err,
@@ -354,18 +319,6 @@ static int check_encodable(const struct ipc_collect_config *c, struct buf *err)
                     "most %u",
                     size, IPC_MESSAGE_MAX);
     }
-    uint8_t *msg = malloc(IPC_MESSAGE_MAX);
-    if (msg == NULL) {
-        return -ENOMEM;
-    }
-    struct ipc_wr w;
-    ipc_wr_init(&w, msg, IPC_MESSAGE_MAX);
-    int rc = ipc_cmd_collect_tracing(&w, 5, c);
-    free(msg);
-    if (rc != 0) {
-        return FAIL(err, "the trace configuration cannot be encoded: %s", agent_strerror(rc));
-    }
-    assert(w.len == size);
     return 0;
 }
 
@@ -747,8 +700,7 @@ static int fail_utf8(struct buf *err, const char *path, const char *field)
 
 static bool valid_utf8(const char *s)
 {
-    size_t units;
-    return ipc_utf8_utf16_units(s, &units) == 0;
+    return ipc_string_encodable(s);
 }
 
 static int compare_strings(const void *a, const void *b)

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "ipc_cmd.h"
+#include "ipc_session.h" /* struct ipc_collect_config */
 
 /*
  * What a trace request asks the runtime for: pure translation of `GET /trace?profile=…` and of

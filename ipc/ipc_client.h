@@ -2,6 +2,7 @@
 #ifndef AGENT_IPC_CLIENT_H
 #define AGENT_IPC_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,5 +83,89 @@ int ipc_exchange_start(uv_loop_t *loop, const struct ipc_endpoint *ep, const uin
                        size_t max_reply, ipc_exchange_cb cb, void *ud, struct ipc_exchange **out);
 /* Cancels: cb is not called; resources are released asynchronously. */
 void ipc_exchange_cancel(struct ipc_exchange *x);
+
+/* ---- command-level calls (ipc_command.c) ------------------------------------------------------
+ * The request bytes, version fallbacks and reply parsing stay in ipc/: callers see results. */
+
+/* Static name of a known HRESULT ("DS_IPC_E_UNKNOWN_COMMAND"), or "UNKNOWN"; never NULL. */
+const char *ipc_hresult_text(uint32_t hresult);
+
+/* GenerateCoreDump types (PROTOCOL.md §3.3). */
+enum ipc_dump_type {
+    IPC_DUMP_TYPE_NORMAL = 1, /* dotnet-monitor's Mini */
+    IPC_DUMP_TYPE_WITH_HEAP = 2,
+    IPC_DUMP_TYPE_TRIAGE = 3,
+    IPC_DUMP_TYPE_FULL = 4
+};
+
+struct ipc_dump;
+
+struct ipc_dump_result {
+    int status;       /* as ipc_result.status */
+    int ok;           /* Server/OK: the runtime wrote the dump */
+    uint32_t hresult; /* Error replies */
+    int version;      /* the GenerateCoreDump version (3, 2 or 1) of the reply */
+    /* The text of a GenerateCoreDump3 Error reply, UTF-8, line breaks turned into spaces and
+     * trailing spaces trimmed; "" when there is none. Valid during the callback only. */
+    const char *message;
+};
+
+typedef void (*ipc_dump_cb)(void *ud, const struct ipc_dump_result *res);
+/* Asked before each step down after UNKNOWN_COMMAND; false ends with that reply instead. */
+typedef bool (*ipc_dump_retry_cb)(void *ud, int next_version);
+
+struct ipc_dump_params {
+    const char *path; /* where the runtime writes the dump (as the target sees it); copied */
+    enum ipc_dump_type type;
+    uint32_t flags;          /* GenerateCoreDump2/3 flags; version 1 keeps only bit 0 */
+    uint64_t timeout_ms;     /* each try's exchange (0 -> IPC_EXCHANGE_DEFAULT_TIMEOUT_MS) */
+    size_t max_reply;        /* 0 -> IPC_EXCHANGE_DEFAULT_MAX_REPLY */
+    ipc_dump_retry_cb retry; /* NULL: always step down */
+};
+
+/*
+ * Sends GenerateCoreDump3 and, while the runtime answers UNKNOWN_COMMAND (and retry agrees), 2
+ * then 1, each on a new connection of ep (copied). The request is sized to the path, on the heap.
+ * Returns 0 (cb runs exactly once, from the loop, unless ipc_dump_cancel comes first), or the
+ * error of ipc_exchange_start / of the builder (AGENT_E_INVAL for a bad type or path,
+ * AGENT_E_TOOBIG) and cb never runs. If a later try cannot be started, cb gets the UNKNOWN_COMMAND
+ * reply.
+ */
+int ipc_dump_request(uv_loop_t *loop, const struct ipc_endpoint *ep,
+                     const struct ipc_dump_params *params, ipc_dump_cb cb, void *ud,
+                     struct ipc_dump **out);
+/* cb is not called; resources are released asynchronously. */
+void ipc_dump_cancel(struct ipc_dump *d);
+
+struct ipc_env;
+
+/* As ipc_result: transport status, and the reply's kind and HRESULT. */
+struct ipc_env_result {
+    int status;
+    int ok;
+    uint32_t hresult;
+    /* status 0 and ok: 0 when every entry was delivered, else why the block was rejected
+     * (AGENT_E_TRUNC, AGENT_E_PROTO, AGENT_E_TOOBIG, UV_ENOMEM) or the entry callback's non-zero
+     * return. */
+    int block_status;
+};
+
+/*
+ * One "NAME=value" entry of the environment, converted from UTF-16 (NUL-terminated; lengths exclude
+ * the NUL). An entry without '=' has value "". Non-zero return stops the walk (block_status).
+ */
+typedef int (*ipc_env_var_cb)(void *ud, const char *name, size_t name_len, const char *value,
+                              size_t value_len);
+typedef void (*ipc_env_done_cb)(void *ud, const struct ipc_env_result *res);
+
+/*
+ * ProcessEnvironment (PROTOCOL.md §3.2): the whole block (at most max_reply bytes, 0 -> the
+ * exchange default) is validated before on_var sees its first entry, then on_var runs for each
+ * entry in order and on_done once. Same return, callback and cancel contract as ipc_dump_request.
+ */
+int ipc_env_request(uv_loop_t *loop, const struct ipc_endpoint *ep, uint64_t timeout_ms,
+                    size_t max_reply, ipc_env_var_cb on_var, ipc_env_done_cb on_done, void *ud,
+                    struct ipc_env **out);
+void ipc_env_cancel(struct ipc_env *e);
 
 #endif

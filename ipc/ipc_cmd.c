@@ -274,6 +274,24 @@ int ipc_cmd_collect_tracing(struct ipc_wr *w, int version, const struct ipc_coll
     return rc;
 }
 
+int ipc_collect_encoded_size(int version, const struct ipc_collect_config *cfg, size_t *size)
+{
+    struct ipc_wr w;
+    ipc_wr_init(&w, NULL, SIZE_MAX); /* measuring */
+    int rc = ipc_cmd_collect_tracing(&w, version, cfg);
+    if (rc != 0) {
+        return rc == AGENT_E_NOSPACE ? AGENT_E_TOOBIG : rc;
+    }
+    *size = w.len;
+    return 0;
+}
+
+bool ipc_string_encodable(const char *utf8)
+{
+    size_t units;
+    return ipc_utf8_utf16_units(utf8, &units) == 0;
+}
+
 /* ---- replies ----------------------------------------------------------------------------- */
 
 int ipc_reply_parse(const struct ipc_frame *f, enum ipc_reply_expect expect, struct ipc_reply *out)
@@ -291,7 +309,8 @@ int ipc_reply_parse(const struct ipc_frame *f, enum ipc_reply_expect expect, str
             return AGENT_E_PROTO;
         }
         /* GenerateCoreDump3 appends its message; anything else after the HRESULT is malformed. */
-        if (rd.n > 0 && (ipc_rd_string(&rd, &r.message) != 0 || rd.n != 0)) {
+        if (ipc_rd_left(&rd) > 0 &&
+            (ipc_rd_string(&rd, &r.message) != 0 || ipc_rd_left(&rd) != 0)) {
             return AGENT_E_PROTO;
         }
         r.ok = false;
@@ -359,7 +378,7 @@ int ipc_process_info_parse(const uint8_t *p, size_t n, int level, struct ipc_pro
         return rc;
     }
     /* Only ProcessInfo3 is versioned, so only it may grow fields we do not know yet. */
-    if (level < 3 && rd.n != 0) {
+    if (level < 3 && ipc_rd_left(&rd) != 0) {
         return AGENT_E_PROTO;
     }
     *out = pi;
@@ -390,7 +409,7 @@ static int env_validate(const uint8_t *p, size_t n, uint32_t *count)
         return rc;
     }
     /* Every entry takes at least its 4-byte count: reject absurd counts before looping. */
-    if (c > rd.n / 4) {
+    if (c > ipc_rd_left(&rd) / 4) {
         return AGENT_E_TOOBIG;
     }
     for (uint32_t i = 0; i < c; i++) {
@@ -400,7 +419,7 @@ static int env_validate(const uint8_t *p, size_t n, uint32_t *count)
             return rc;
         }
     }
-    if (rd.n != 0) {
+    if (ipc_rd_left(&rd) != 0) {
         return AGENT_E_PROTO;
     }
     *count = c;

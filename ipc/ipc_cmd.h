@@ -137,6 +137,16 @@ int ipc_collect_min_version(const struct ipc_collect_config *cfg);
  */
 int ipc_cmd_collect_tracing(struct ipc_wr *w, int version, const struct ipc_collect_config *cfg);
 
+/*
+ * The size of the message ipc_cmd_collect_tracing(version, cfg) writes, header included, also when
+ * it is over IPC_MESSAGE_MAX (which the builder refuses with AGENT_E_TOOBIG). AGENT_E_INVAL as
+ * for the builder (invalid cfg, malformed UTF-8, a version that cannot express cfg).
+ */
+int ipc_collect_encoded_size(int version, const struct ipc_collect_config *cfg, size_t *size);
+
+/* Whether a NUL-terminated string can be sent as a wire string (well-formed UTF-8). */
+bool ipc_string_encodable(const char *utf8);
+
 /* ---- replies ----------------------------------------------------------------------------- */
 
 /* What the caller expects from an OK reply; Error replies look the same for every command. */

@@ -16,21 +16,6 @@ static const uint8_t ipc_magic[IPC_MAGIC_SIZE] = {'D', 'O', 'T', 'N', 'E', 'T', 
 _Static_assert(sizeof(IPC_MAGIC) == IPC_MAGIC_SIZE, "magic is 13 characters plus NUL");
 _Static_assert(IPC_MAGIC_SIZE + 2 + 1 + 1 + 2 == IPC_HEADER_SIZE, "header layout is 20 bytes");
 
-static uint16_t load16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t load32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static uint64_t load64(const uint8_t *p)
-{
-    return (uint64_t)load32(p) | ((uint64_t)load32(p + 4) << 32);
-}
-
 static void store16(uint8_t *p, uint16_t v)
 {
     p[0] = (uint8_t)v;
@@ -82,7 +67,7 @@ static int check_header_prefix(const uint8_t *p, size_t n, size_t cap)
         return AGENT_E_PROTO;
     }
     if (n >= 16) {
-        uint16_t size = load16(p + 14);
+        uint16_t size = ipc_load_u16(p + 14);
         if (size < IPC_HEADER_SIZE) {
             return AGENT_E_PROTO;
         }
@@ -109,7 +94,7 @@ int ipc_header_decode(const uint8_t *p, size_t n, size_t cap, struct ipc_header 
     if (rc != 0) {
         return rc;
     }
-    out->size = load16(p + 14);
+    out->size = ipc_load_u16(p + 14);
     out->command_set = p[16];
     out->command_id = p[17];
     return 0;
@@ -147,77 +132,85 @@ int ipc_decode(const uint8_t *p, size_t n, size_t cap, struct ipc_frame *frame, 
 
 static void rd_skip(struct ipc_rd *r, size_t n)
 {
-    r->p += n;
-    r->n -= n;
+    r->i += n;
+}
+
+int ipc_rd_skip(struct ipc_rd *r, size_t len)
+{
+    if (ipc_rd_left(r) < len) {
+        return AGENT_E_TRUNC;
+    }
+    rd_skip(r, len);
+    return 0;
 }
 
 int ipc_rd_u8(struct ipc_rd *r, uint8_t *out)
 {
-    if (r->n < 1) {
+    if (ipc_rd_left(r) < 1) {
         return AGENT_E_TRUNC;
     }
-    *out = r->p[0];
+    *out = r->p[r->i];
     rd_skip(r, 1);
     return 0;
 }
 
 int ipc_rd_u16(struct ipc_rd *r, uint16_t *out)
 {
-    if (r->n < 2) {
+    if (ipc_rd_left(r) < 2) {
         return AGENT_E_TRUNC;
     }
-    *out = load16(r->p);
+    *out = ipc_load_u16(r->p + r->i);
     rd_skip(r, 2);
     return 0;
 }
 
 int ipc_rd_u32(struct ipc_rd *r, uint32_t *out)
 {
-    if (r->n < 4) {
+    if (ipc_rd_left(r) < 4) {
         return AGENT_E_TRUNC;
     }
-    *out = load32(r->p);
+    *out = ipc_load_u32(r->p + r->i);
     rd_skip(r, 4);
     return 0;
 }
 
 int ipc_rd_u64(struct ipc_rd *r, uint64_t *out)
 {
-    if (r->n < 8) {
+    if (ipc_rd_left(r) < 8) {
         return AGENT_E_TRUNC;
     }
-    *out = load64(r->p);
+    *out = ipc_load_u64(r->p + r->i);
     rd_skip(r, 8);
     return 0;
 }
 
 int ipc_rd_guid(struct ipc_rd *r, uint8_t out[IPC_GUID_SIZE])
 {
-    if (r->n < IPC_GUID_SIZE) {
+    if (ipc_rd_left(r) < IPC_GUID_SIZE) {
         return AGENT_E_TRUNC;
     }
-    memcpy(out, r->p, IPC_GUID_SIZE);
+    memcpy(out, r->p + r->i, IPC_GUID_SIZE);
     rd_skip(r, IPC_GUID_SIZE);
     return 0;
 }
 
 int ipc_rd_bytes(struct ipc_rd *r, size_t len, const uint8_t **out)
 {
-    if (r->n < len) {
+    if (ipc_rd_left(r) < len) {
         return AGENT_E_TRUNC;
     }
-    *out = r->p;
+    *out = r->p + r->i;
     rd_skip(r, len);
     return 0;
 }
 
 int ipc_rd_string(struct ipc_rd *r, struct ipc_utf16 *out)
 {
-    if (r->n < 4) {
+    if (ipc_rd_left(r) < 4) {
         return AGENT_E_TRUNC;
     }
-    uint32_t count = load32(r->p);
-    size_t left = r->n - 4;
+    uint32_t count = ipc_load_u32(r->p + r->i);
+    size_t left = ipc_rd_left(r) - 4;
     if (count == 0) {
         out->p = NULL;
         out->units = 0;
@@ -229,8 +222,8 @@ int ipc_rd_string(struct ipc_rd *r, struct ipc_utf16 *out)
     if (count > left / 2) {
         return AGENT_E_TRUNC;
     }
-    const uint8_t *units = r->p + 4;
-    if (load16(units + 2 * ((size_t)count - 1)) != 0) {
+    const uint8_t *units = r->p + r->i + 4;
+    if (ipc_load_u16(units + 2 * ((size_t)count - 1)) != 0) {
         return AGENT_E_PROTO;
     }
     out->p = units;
@@ -251,14 +244,14 @@ int ipc_rd_string(struct ipc_rd *r, struct ipc_utf16 *out)
  */
 static uint32_t utf16_next(const uint8_t *p, size_t units, size_t *i)
 {
-    uint32_t u = load16(p + 2 * *i);
+    uint32_t u = ipc_load_u16(p + 2 * *i);
     *i += 1;
     if (u == 0) {
         return REPLACEMENT_CHAR;
     }
     if (u >= 0xD800 && u <= 0xDBFF) {
         if (*i < units) {
-            uint32_t lo = load16(p + 2 * *i);
+            uint32_t lo = ipc_load_u16(p + 2 * *i);
             if (lo >= 0xDC00 && lo <= 0xDFFF) {
                 *i += 1;
                 return 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
@@ -364,7 +357,10 @@ int ipc_wr_u8(struct ipc_wr *w, uint8_t v)
     if (wr_room(w, 1) != 0) {
         return AGENT_E_NOSPACE;
     }
-    w->p[w->len++] = v;
+    if (w->p != NULL) {
+        w->p[w->len] = v;
+    }
+    w->len++;
     return 0;
 }
 
@@ -373,7 +369,9 @@ int ipc_wr_u16(struct ipc_wr *w, uint16_t v)
     if (wr_room(w, 2) != 0) {
         return AGENT_E_NOSPACE;
     }
-    store16(w->p + w->len, v);
+    if (w->p != NULL) {
+        store16(w->p + w->len, v);
+    }
     w->len += 2;
     return 0;
 }
@@ -383,7 +381,9 @@ int ipc_wr_u32(struct ipc_wr *w, uint32_t v)
     if (wr_room(w, 4) != 0) {
         return AGENT_E_NOSPACE;
     }
-    store32(w->p + w->len, v);
+    if (w->p != NULL) {
+        store32(w->p + w->len, v);
+    }
     w->len += 4;
     return 0;
 }
@@ -393,7 +393,9 @@ int ipc_wr_u64(struct ipc_wr *w, uint64_t v)
     if (wr_room(w, 8) != 0) {
         return AGENT_E_NOSPACE;
     }
-    store64(w->p + w->len, v);
+    if (w->p != NULL) {
+        store64(w->p + w->len, v);
+    }
     w->len += 8;
     return 0;
 }
@@ -408,10 +410,10 @@ int ipc_wr_bytes(struct ipc_wr *w, const void *p, size_t n)
     if (wr_room(w, n) != 0) {
         return AGENT_E_NOSPACE;
     }
-    if (n > 0) {
+    if (n > 0 && w->p != NULL) {
         memcpy(w->p + w->len, p, n);
-        w->len += n;
     }
+    w->len += n;
     return 0;
 }
 
@@ -491,6 +493,10 @@ int ipc_wr_string(struct ipc_wr *w, const char *utf8)
     if (wr_room(w, bytes) != 0) {
         return AGENT_E_NOSPACE;
     }
+    if (w->p == NULL) {
+        w->len += bytes;
+        return 0;
+    }
     uint8_t *o = w->p + w->len;
     store32(o, (uint32_t)(units + 1));
     o += 4;
@@ -520,7 +526,9 @@ int ipc_wr_message_begin(struct ipc_wr *w, uint8_t command_set, uint8_t command_
     }
     struct ipc_header h = {
         .size = IPC_HEADER_SIZE, .command_set = command_set, .command_id = command_id};
-    (void)ipc_header_encode(w->p + w->len, &h);
+    if (w->p != NULL) {
+        (void)ipc_header_encode(w->p + w->len, &h);
+    }
     *start = w->len;
     w->len += IPC_HEADER_SIZE;
     return 0;
@@ -532,6 +540,9 @@ int ipc_wr_message_end(struct ipc_wr *w, size_t start)
         return AGENT_E_INVAL;
     }
     size_t total = w->len - start;
+    if (w->p == NULL) {
+        return 0; /* measuring: the caller compares the size with the limit */
+    }
     if (total > IPC_MESSAGE_MAX) {
         return AGENT_E_TOOBIG;
     }

@@ -71,9 +71,15 @@ int ipc_decode(const uint8_t *p, size_t n, size_t cap, struct ipc_frame *frame, 
 
 /* ---- cursor reader ---------------------------------------------------------------------- */
 
+/*
+ * A bounds-checked read cursor over p[0..n), shared by the IPC codec and the nettrace reader.
+ * base is the absolute offset of p[0] in a longer stream (0 when there is none), for messages.
+ */
 struct ipc_rd {
     const uint8_t *p;
-    size_t n; /* bytes left */
+    size_t n;      /* end of the input */
+    size_t i;      /* bytes consumed: the next read is at p + i */
+    uint64_t base; /* stream offset of p[0] */
 };
 
 /* A wire string as a view: `units` UTF-16LE code units at p (the terminating NUL excluded). */
@@ -87,6 +93,36 @@ static inline void ipc_rd_init(struct ipc_rd *r, const uint8_t *p, size_t n)
 {
     r->p = p;
     r->n = n;
+    r->i = 0;
+    r->base = 0;
+}
+
+/* Bytes left to read. */
+static inline size_t ipc_rd_left(const struct ipc_rd *r)
+{
+    return r->n - r->i;
+}
+
+/* Stream offset of the next byte (base + i). */
+static inline uint64_t ipc_rd_offset(const struct ipc_rd *r)
+{
+    return r->base + r->i;
+}
+
+/* Little-endian loads and stores, byte by byte: unaligned input and any host order are fine. */
+static inline uint16_t ipc_load_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t ipc_load_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline uint64_t ipc_load_u64(const uint8_t *p)
+{
+    return (uint64_t)ipc_load_u32(p) | ((uint64_t)ipc_load_u32(p + 4) << 32);
 }
 
 int ipc_rd_u8(struct ipc_rd *r, uint8_t *out);
@@ -96,6 +132,8 @@ int ipc_rd_u64(struct ipc_rd *r, uint64_t *out);
 int ipc_rd_guid(struct ipc_rd *r, uint8_t out[IPC_GUID_SIZE]);
 /* A view of the next len bytes. */
 int ipc_rd_bytes(struct ipc_rd *r, size_t len, const uint8_t **out);
+/* Steps over len bytes. */
+int ipc_rd_skip(struct ipc_rd *r, size_t len);
 /*
  * string (§2.2): uint32 count of UTF-16 units including the NUL, then the units; the last must
  * be 0. Count 0 = absent. AGENT_E_TRUNC if the count runs past the input, AGENT_E_PROTO if the
@@ -128,6 +166,11 @@ struct ipc_wr {
     size_t len; /* bytes written so far */
 };
 
+/*
+ * p == NULL makes a measuring writer: every call checks the capacity and advances len as if it
+ * wrote, but nothing is stored, and ipc_wr_message_end does not apply the IPC_MESSAGE_MAX limit,
+ * so a builder run on it leaves len at the exact size of the message it would write.
+ */
 static inline void ipc_wr_init(struct ipc_wr *w, uint8_t *p, size_t cap)
 {
     w->p = p;

@@ -46,7 +46,6 @@
 #define MAX_IN_FLIGHT   16
 #define MAX_REFUSALS    3     /* connects refused before a new socket counts as stale */
 #define MAX_RETRY_MS    60000 /* backoff cap for failed probes */
-#define PROBE_MAX_REPLY IPC_MESSAGE_MAX
 
 enum sock_state { S_STAT = 0, S_PROBE_WAIT, S_PROBING, S_LISTED, S_STALE, S_FAILED, S_REFUSED };
 
@@ -83,7 +82,7 @@ struct sock {
     bool settled;      /* its first probe finished (for ipc_discovery_ready) */
     bool removed;      /* file gone; freed once ops reaches 0 */
     int ops;           /* in-flight lstat or exchange that points at this struct */
-    struct ipc_exchange *x;
+    struct ipc__probe *x; /* the probe or liveness ProcessInfo in flight */
     uv_fs_t stat_req;
     struct proc_entry *proc; /* while LISTED */
 };
@@ -141,16 +140,6 @@ static void on_wake(uv_timer_t *t);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
-static char *dup_str(const char *s, size_t n)
-{
-    char *p = malloc(n + 1);
-    if (p != NULL) {
-        memcpy(p, s, n);
-        p[n] = '\0';
-    }
-    return p;
-}
-
 static void proc_free(struct proc_entry *e)
 {
     if (e == NULL) {
@@ -205,7 +194,7 @@ static void sock_remove(struct sock *s)
     s->state = S_STALE;
     sock_retire_proc(s);
     if (s->x != NULL) {
-        ipc__exchange_abort(s->x); /* the callback still comes, then the sock is reaped */
+        ipc__probe_abort(s->x); /* the callback still comes, then the sock is reaped */
     }
     if (s->ops > 0 && s->op == OP_NONE) {
         (void)uv_cancel((uv_req_t *)&s->stat_req);
@@ -317,10 +306,11 @@ static void probe_failed(struct sock *s, const char *why, int status, uint32_t h
               why, agent_strerror(status), (unsigned)hresult, (unsigned long long)delay);
 }
 
-static void on_probe_result(struct sock *s, const struct ipc_result *res)
+static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
 {
     struct ipc_discovery *d = s->d;
-    int level = s->probe_level;
+    int level = res->level;
+    s->probe_level = level;
     if (res->status == AGENT_E_UNTRUSTED) {
         sock_refuse(s, s->ino, res->peer_uid, "its listener runs as");
         return;
@@ -347,24 +337,16 @@ static void on_probe_result(struct sock *s, const struct ipc_result *res)
         return;
     }
     if (!res->ok) {
-        if (res->hresult == IPC_HR_UNKNOWN_COMMAND && level > 1) {
-            s->probe_level = level - 1; /* older runtime: try the previous ProcessInfo */
-            s->state = S_PROBE_WAIT;
-            s->retry_at = 0;
-            return;
-        }
         s->settled = true;
         probe_failed(s, ipc_hresult_name(res->hresult), AGENT_E_RUNTIME, res->hresult);
         return;
     }
     s->settled = true;
-    struct ipc_process_info pi;
-    int rc = ipc_process_info_parse(res->payload, res->payload_len, level, &pi);
-    if (rc != 0) {
-        probe_failed(s, "ProcessInfo payload", rc, 0);
+    if (res->parse_status != 0) {
+        probe_failed(s, "ProcessInfo payload", res->parse_status, 0);
         return;
     }
-    struct proc_entry *e = proc_from_info(&pi, level, s, uv_now(d->loop));
+    struct proc_entry *e = proc_from_info(res->info, level, s, uv_now(d->loop));
     if (e == NULL) {
         probe_failed(s, "allocation", UV_ENOMEM, 0);
         return;
@@ -380,7 +362,7 @@ static void on_probe_result(struct sock *s, const struct ipc_result *res)
                            : "");
 }
 
-static void on_liveness_result(struct sock *s, const struct ipc_result *res)
+static void on_liveness_result(struct sock *s, const struct ipc__probe_result *res)
 {
     /*
      * Only a refused or missing socket proves death. A timeout or a garbled reply may be a busy
@@ -400,17 +382,16 @@ static void on_liveness_result(struct sock *s, const struct ipc_result *res)
     /* The check is a ProcessInfo: its command line replaces the one of the first probe, taken
      * perhaps before the host had finished starting (dotnet-monitor's CommandLine filter and
      * /process read it). */
-    struct ipc_process_info pi;
-    if (res->status == 0 && res->ok && s->proc != NULL &&
-        ipc_process_info_parse(res->payload, res->payload_len, 1, &pi) == 0 &&
-        memcmp(pi.cookie, s->proc->pub.cookie, sizeof(pi.cookie)) == 0 &&
-        ipc__process_update_cmdline(&s->proc->pub, &pi.command_line) == 1) {
+    const struct ipc_process_info *pi = res->info;
+    if (res->status == 0 && res->ok && s->proc != NULL && pi != NULL &&
+        memcmp(pi->cookie, s->proc->pub.cookie, sizeof(pi->cookie)) == 0 &&
+        ipc__process_update_cmdline(&s->proc->pub, &pi->command_line) == 1) {
         log_debug(LOG_CAT, "pid %llu: command line now '%s'", (unsigned long long)s->proc->pub.pid,
                   s->proc->pub.command_line);
     }
 }
 
-static void on_exchange_done(void *ud, const struct ipc_result *res)
+static void on_exchange_done(void *ud, const struct ipc__probe_result *res)
 {
     struct sock *s = ud;
     struct ipc_discovery *d = s->d;
@@ -438,23 +419,10 @@ static void on_exchange_done(void *ud, const struct ipc_result *res)
 static int start_exchange(struct sock *s, enum sock_op op)
 {
     struct ipc_discovery *d = s->d;
-    uint8_t req[IPC_HEADER_SIZE];
-    struct ipc_wr w;
-    ipc_wr_init(&w, req, sizeof(req));
-    int rc;
-    if (op == OP_LIVENESS || s->probe_level == 1) {
-        rc = ipc_cmd_process_info(&w);
-    } else if (s->probe_level == 2) {
-        rc = ipc_cmd_process_info2(&w);
-    } else {
-        rc = ipc_cmd_process_info3(&w);
-    }
-    if (rc != 0) {
-        return rc;
-    }
     struct ipc_endpoint ep = {s->path, (int64_t)s->owner_uid};
-    rc = ipc_exchange_start(d->loop, &ep, req, w.len, IPC_EXCHANGE_SIMPLE, d->probe_timeout_ms,
-                            PROBE_MAX_REPLY, on_exchange_done, s, &s->x);
+    /* Liveness: the plain ProcessInfo every runtime knows; a probe steps down from probe_level. */
+    int rc = ipc__probe_start(d->loop, &ep, op == OP_LIVENESS ? 1 : s->probe_level, op == OP_PROBE,
+                              d->probe_timeout_ms, on_exchange_done, s, &s->x);
     if (rc != 0) {
         return rc;
     }
@@ -690,7 +658,7 @@ static struct sock *sock_new(struct ipc_discovery *d, const char *name, uint64_t
     }
     size_t dl = strlen(d->dir);
     size_t nl = strlen(name);
-    s->name = dup_str(name, nl);
+    s->name = strndup(name, nl);
     s->path = malloc(dl + 1 + nl + 1);
     if (s->name == NULL || s->path == NULL) {
         sock_free(s);
@@ -896,7 +864,7 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
     while (dl > 1 && dir[dl - 1] == '/') {
         dl--; /* "/tmp/" and "/tmp" name the same sockets */
     }
-    d->dir = dup_str(dir, dl);
+    d->dir = strndup(dir, dl);
     if (d->dir == NULL) {
         free(d);
         return UV_ENOMEM;
@@ -1085,7 +1053,7 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
     }
     for (struct sock *s = d->socks; s != NULL; s = s->next) {
         if (s->x != NULL) {
-            ipc__exchange_abort(s->x);
+            ipc__probe_abort(s->x);
         } else if (s->ops > 0) {
             (void)uv_cancel((uv_req_t *)&s->stat_req);
         }

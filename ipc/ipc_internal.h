@@ -4,6 +4,7 @@
 
 /* Declarations shared between the files of the ipc module only (STYLE.md §2.1). */
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <uv.h>
@@ -105,7 +106,38 @@ int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, 
  * Returns 1 when p changed, 0 when it was the same, UV_ENOMEM (p unchanged).
  */
 int ipc__process_update_cmdline(struct ipc_process *p, const struct ipc_utf16 *command_line);
+/* A malloc'd UTF-8 copy of a wire string ("" for an absent one), or NULL (out of memory). */
+char *ipc__utf16_dup(const struct ipc_utf16 *s);
 /* Frees what ipc__process_init allocated; safe on a zeroed struct and twice. */
 void ipc__process_fini(struct ipc_process *p);
+
+/* ---- ProcessInfo probes (ipc_process.c) ------------------------------------------------------ */
+
+struct ipc__probe;
+
+struct ipc__probe_result {
+    int status;       /* the exchange's status (0: a reply came), UV_ECANCELED after an abort */
+    int ok;           /* Server/OK */
+    uint32_t hresult; /* Error replies */
+    int64_t peer_uid; /* as ipc_result.peer_uid */
+    int level;        /* the ProcessInfo version (3, 2 or 1) that the reply answered */
+    /* OK replies: 0 and info set, or the payload parser's error (info NULL). */
+    int parse_status;
+    const struct ipc_process_info *info; /* views into the reply, valid during the callback */
+};
+
+typedef void (*ipc__probe_cb)(void *ud, const struct ipc__probe_result *res);
+
+/*
+ * Sends ProcessInfo<level> (3 = ProcessInfo3, 2 = ProcessInfo2, 1 = ProcessInfo) to ep (copied)
+ * and, with fallback, steps down to the previous version on a new connection while the runtime
+ * answers UNKNOWN_COMMAND. The reply is parsed for the version that produced it. Each try has
+ * timeout_ms and a reply cap of one message. Returns 0 (cb runs exactly once, from the loop), or
+ * the error of ipc_exchange_start and cb never runs.
+ */
+int ipc__probe_start(uv_loop_t *loop, const struct ipc_endpoint *ep, int level, bool fallback,
+                     uint64_t timeout_ms, ipc__probe_cb cb, void *ud, struct ipc__probe **out);
+/* As ipc__exchange_abort: no further try; cb still runs once, after the handles have closed. */
+void ipc__probe_abort(struct ipc__probe *p);
 
 #endif

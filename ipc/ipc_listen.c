@@ -140,7 +140,8 @@ struct ipc__rt {
     uint64_t settle_until; /* != 0: probed, not listed until its command line is whole (SETTLE) */
     size_t refreshes;      /* refreshes planned so far */
     enum rt_op op;
-    struct ipc_exchange *x;
+    struct ipc_exchange *x;   /* ResumeRuntime in flight */
+    struct ipc__probe *probe; /* ProcessInfo in flight */
     struct lproc *proc; /* once probed */
 };
 
@@ -804,10 +805,26 @@ void ipc__listen_conn_close(struct ipc_conn *c)
 
 /* ---- runtimes: resume, probe, forget --------------------------------------------------------- */
 
+static bool rt_in_flight(const struct ipc__rt *rt)
+{
+    return rt->x != NULL || rt->probe != NULL;
+}
+
+/* Ends what is in flight; its callback still comes (then rt may be reaped). */
+static void rt_abort_op(struct ipc__rt *rt)
+{
+    if (rt->x != NULL) {
+        ipc__exchange_abort(rt->x);
+    }
+    if (rt->probe != NULL) {
+        ipc__probe_abort(rt->probe);
+    }
+}
+
 static void rt_reap(struct ipc__rt *rt)
 {
     struct ipc_listen *l = rt->l;
-    if (!rt->removed || rt->x != NULL || l->closing) {
+    if (!rt->removed || rt_in_flight(rt) || l->closing) {
         return;
     }
     for (struct ipc__rt **pp = &l->rts; *pp != NULL; pp = &(*pp)->next) {
@@ -853,9 +870,7 @@ static void rt_forget(struct ipc__rt *rt, uint64_t idle_ms)
         l->retired = rt->proc;
         rt->proc = NULL;
     }
-    if (rt->x != NULL) {
-        ipc__exchange_abort(rt->x); /* its callback still comes, then rt is reaped */
-    }
+    rt_abort_op(rt); /* its callback still comes, then rt is reaped */
     rt_reap(rt);
 }
 
@@ -967,18 +982,17 @@ static void on_resume_result(struct ipc__rt *rt, const struct ipc_result *res)
     }
 }
 
-static void on_probe_result(struct ipc__rt *rt, const struct ipc_result *res)
+static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *res)
 {
     struct ipc_listen *l = rt->l;
-    int level = rt->probe_level;
+    int level = res->level;
+    rt->probe_level = level; /* what this runtime knows: the next probe and refreshes use it */
     if (rt->proc != NULL) {
         /* A refresh: keep what is listed unless the runtime answers in full. */
-        struct ipc_process_info pi;
         struct ipc_process fresh;
         memset(&fresh, 0, sizeof(fresh));
-        if (res->status == 0 && res->ok &&
-            ipc_process_info_parse(res->payload, res->payload_len, level, &pi) == 0 &&
-            ipc__process_init(&fresh, &pi, level, rt->endpoint, rt->peer_uid) == 0) {
+        if (res->status == 0 && res->ok && res->info != NULL &&
+            ipc__process_init(&fresh, res->info, level, rt->endpoint, rt->peer_uid) == 0) {
             if (strcmp(fresh.command_line, rt->proc->pub.command_line) != 0) {
                 log_debug(LOG_CAT, "runtime pid %llu: command line now '%s'",
                           (unsigned long long)rt->pid, fresh.command_line);
@@ -993,24 +1007,20 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc_result *res)
         return;
     }
     if (!res->ok) {
-        if (res->hresult == IPC_HR_UNKNOWN_COMMAND && level > 1) {
-            rt->probe_level = level - 1; /* an older runtime: the previous ProcessInfo, at once */
-            return;
-        }
         rt_failed(rt, "ProcessInfo", AGENT_E_RUNTIME, res->hresult);
         return;
     }
-    struct ipc_process_info pi;
-    int rc = ipc_process_info_parse(res->payload, res->payload_len, level, &pi);
+    int rc = res->parse_status;
     struct lproc *p = rc == 0 ? calloc(1, sizeof(*p)) : NULL;
-    if (p == NULL || ipc__process_init(&p->pub, &pi, level, rt->endpoint, rt->peer_uid) != 0) {
+    if (p == NULL ||
+        ipc__process_init(&p->pub, res->info, level, rt->endpoint, rt->peer_uid) != 0) {
         free(p);
         rt_failed(rt, "ProcessInfo", rc != 0 ? rc : UV_ENOMEM, 0);
         return;
     }
-    if (pi.pid != rt->pid) {
+    if (res->info->pid != rt->pid) {
         log_debug(LOG_CAT, "runtime uid %s: ProcessInfo says pid %llu, its advertise %llu", rt->uid,
-                  (unsigned long long)pi.pid, (unsigned long long)rt->pid);
+                  (unsigned long long)res->info->pid, (unsigned long long)rt->pid);
     }
     /* The advertised pid: what the target sees itself as, like the socket name in connect mode. */
     p->pub.pid = rt->pid;
@@ -1032,48 +1042,64 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc_result *res)
     rt_after_probe(rt);
 }
 
-static void on_op_done(void *ud, const struct ipc_result *res)
+/* The end of either operation: false when rt's result is not to be looked at (closing, removed). */
+static bool rt_op_ended(struct ipc__rt *rt)
 {
-    struct ipc__rt *rt = ud;
     struct ipc_listen *l = rt->l;
-    enum rt_op op = rt->op;
-    rt->x = NULL;
     rt->op = RT_OP_NONE;
     l->in_flight--;
     if (l->closing) {
         maybe_finish_close(l);
-        return;
+        return false;
     }
     if (rt->removed) {
         rt_reap(rt);
-    } else if (op == RT_OP_RESUME) {
-        on_resume_result(rt, res);
-    } else {
-        on_probe_result(rt, res);
+        pump(l);
+        return false;
     }
-    pump(l);
+    return true;
+}
+
+static void on_resume_done(void *ud, const struct ipc_result *res)
+{
+    struct ipc__rt *rt = ud;
+    struct ipc_listen *l = rt->l;
+    rt->x = NULL;
+    if (rt_op_ended(rt)) {
+        on_resume_result(rt, res);
+        pump(l);
+    }
+}
+
+static void on_probe_done(void *ud, const struct ipc__probe_result *res)
+{
+    struct ipc__rt *rt = ud;
+    struct ipc_listen *l = rt->l;
+    rt->probe = NULL;
+    if (rt_op_ended(rt)) {
+        on_probe_result(rt, res);
+        pump(l);
+    }
 }
 
 static void rt_start_op(struct ipc__rt *rt, enum rt_op op)
 {
     struct ipc_listen *l = rt->l;
-    uint8_t req[IPC_HEADER_SIZE];
-    struct ipc_wr w;
-    ipc_wr_init(&w, req, sizeof(req));
+    struct ipc_endpoint ep = {rt->endpoint, IPC_ANY_PEER};
     int rc;
     if (op == RT_OP_RESUME) {
+        uint8_t req[IPC_HEADER_SIZE];
+        struct ipc_wr w;
+        ipc_wr_init(&w, req, sizeof(req));
         rc = ipc_cmd_resume_runtime(&w);
-    } else if (rt->probe_level == 1) {
-        rc = ipc_cmd_process_info(&w);
-    } else if (rt->probe_level == 2) {
-        rc = ipc_cmd_process_info2(&w);
+        rc = rc ? rc
+                : ipc_exchange_start(l->loop, &ep, req, w.len, IPC_EXCHANGE_SIMPLE,
+                                     l->probe_timeout_ms, PROBE_MAX_REPLY, on_resume_done, rt,
+                                     &rt->x);
     } else {
-        rc = ipc_cmd_process_info3(&w);
-    }
-    if (rc == 0) {
-        struct ipc_endpoint ep = {rt->endpoint, IPC_ANY_PEER};
-        rc = ipc_exchange_start(l->loop, &ep, req, w.len, IPC_EXCHANGE_SIMPLE, l->probe_timeout_ms,
-                                PROBE_MAX_REPLY, on_op_done, rt, &rt->x);
+        /* The first probe steps down from ProcessInfo3; a refresh asks what the runtime knew. */
+        rc = ipc__probe_start(l->loop, &ep, rt->probe_level, rt->proc == NULL, l->probe_timeout_ms,
+                              on_probe_done, rt, &rt->probe);
     }
     if (rc != 0) {
         rt_failed(rt, op == RT_OP_RESUME ? "ResumeRuntime" : "ProcessInfo", rc, 0);
@@ -1110,7 +1136,7 @@ static bool pump_runtime(struct ipc__rt *rt, uint64_t now, uint64_t *wake)
     } else {
         rt->idle_since = 0;
     }
-    if (rt->x != NULL) {
+    if (rt_in_flight(rt)) {
         return false;
     }
     bool resume = rt->need_resume && !rt->held;
@@ -1128,7 +1154,7 @@ static bool pump_runtime(struct ipc__rt *rt, uint64_t now, uint64_t *wake)
         return false;
     }
     rt_start_op(rt, resume ? RT_OP_RESUME : RT_OP_PROBE);
-    if (rt->x == NULL) {
+    if (!rt_in_flight(rt)) {
         *wake = min_u64(*wake, rt->retry_at);
     }
     return false;
@@ -1674,9 +1700,7 @@ void ipc_listen_close(struct ipc_listen *l, void (*cb)(void *ud), void *ud)
         rconn_close(l->parked);
     }
     for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
-        if (rt->x != NULL) {
-            ipc__exchange_abort(rt->x); /* leaves the waiter queue; its callback comes later */
-        }
+        rt_abort_op(rt); /* leaves the waiter queue; its callback comes later */
     }
     /* Restarted: uv_idle_start keeps the old callback of an active handle. */
     (void)uv_idle_stop(&l->dispatch);

@@ -1,22 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* struct ipc_process from a ProcessInfo reply, shared by connect-mode and listen-mode discovery. */
+/*
+ * struct ipc_process from a ProcessInfo reply, and the ProcessInfo3 -> 2 -> 1 probe, shared by
+ * connect-mode and listen-mode discovery.
+ */
 #include <stdlib.h>
 #include <string.h>
 
+#include "err.h"
 #include "ipc_codec.h"
 #include "ipc_internal.h"
 
-static char *dup_str(const char *s, size_t n)
-{
-    char *p = malloc(n + 1);
-    if (p != NULL) {
-        memcpy(p, s, n);
-        p[n] = '\0';
-    }
-    return p;
-}
-
-static char *dup_utf16(const struct ipc_utf16 *s)
+char *ipc__utf16_dup(const struct ipc_utf16 *s)
 {
     size_t n = ipc_utf16_utf8_len(s);
     char *p = malloc(n + 1);
@@ -34,25 +28,25 @@ int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, 
     p->peer_uid = peer_uid;
     memcpy(p->cookie, pi->cookie, sizeof(p->cookie));
     ipc_guid_format(pi->cookie, p->uid);
-    p->command_line = dup_utf16(&pi->command_line);
-    p->os = dup_utf16(&pi->os);
-    p->arch = dup_utf16(&pi->arch);
+    p->command_line = ipc__utf16_dup(&pi->command_line);
+    p->os = ipc__utf16_dup(&pi->os);
+    p->arch = ipc__utf16_dup(&pi->arch);
     bool ok = p->command_line != NULL && p->os != NULL && p->arch != NULL;
     if (ok && level >= 2) {
-        p->entrypoint_assembly = dup_utf16(&pi->entrypoint_assembly);
-        p->clr_version = dup_utf16(&pi->clr_version);
+        p->entrypoint_assembly = ipc__utf16_dup(&pi->entrypoint_assembly);
+        p->clr_version = ipc__utf16_dup(&pi->clr_version);
         ok = p->entrypoint_assembly != NULL && p->clr_version != NULL;
     }
     if (ok && level == 3 && pi->version >= 1) {
-        p->runtime_identifier = dup_utf16(&pi->runtime_identifier);
+        p->runtime_identifier = ipc__utf16_dup(&pi->runtime_identifier);
         ok = p->runtime_identifier != NULL;
     }
     if (ok) {
         const char *name;
         size_t len;
         ipc_cmdline_name(p->command_line, &name, &len);
-        p->name = dup_str(name, len);
-        p->endpoint = dup_str(endpoint, strlen(endpoint));
+        p->name = strndup(name, len);
+        p->endpoint = strdup(endpoint);
         ok = p->name != NULL && p->endpoint != NULL;
     }
     if (!ok) {
@@ -64,7 +58,7 @@ int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, 
 
 int ipc__process_update_cmdline(struct ipc_process *p, const struct ipc_utf16 *command_line)
 {
-    char *cl = dup_utf16(command_line);
+    char *cl = ipc__utf16_dup(command_line);
     if (cl == NULL) {
         return UV_ENOMEM;
     }
@@ -75,7 +69,7 @@ int ipc__process_update_cmdline(struct ipc_process *p, const struct ipc_utf16 *c
     const char *name;
     size_t len;
     ipc_cmdline_name(cl, &name, &len);
-    char *nm = dup_str(name, len);
+    char *nm = strndup(name, len);
     if (nm == NULL) {
         free(cl);
         return UV_ENOMEM;
@@ -99,4 +93,104 @@ void ipc__process_fini(struct ipc_process *p)
     free(p->endpoint);
     p->name = p->command_line = p->os = p->arch = NULL;
     p->entrypoint_assembly = p->clr_version = p->runtime_identifier = p->endpoint = NULL;
+}
+
+/* ---- ProcessInfo probes ---------------------------------------------------------------------- */
+
+struct ipc__probe {
+    uv_loop_t *loop;
+    struct ipc_endpoint ep; /* ep.path is path */
+    char *path;
+    int level;
+    bool fallback;
+    bool aborted;
+    uint64_t timeout_ms;
+    struct ipc_exchange *x;
+    ipc__probe_cb cb;
+    void *ud;
+};
+
+static void probe_on_reply(void *ud, const struct ipc_result *res);
+
+static int probe_send(struct ipc__probe *p)
+{
+    uint8_t req[IPC_HEADER_SIZE];
+    struct ipc_wr w;
+    ipc_wr_init(&w, req, sizeof(req));
+    int rc = p->level == 1   ? ipc_cmd_process_info(&w)
+             : p->level == 2 ? ipc_cmd_process_info2(&w)
+                             : ipc_cmd_process_info3(&w);
+    if (rc != 0) {
+        return rc;
+    }
+    return ipc_exchange_start(p->loop, &p->ep, req, w.len, IPC_EXCHANGE_SIMPLE, p->timeout_ms,
+                              IPC_MESSAGE_MAX, probe_on_reply, p, &p->x);
+}
+
+static void probe_on_reply(void *ud, const struct ipc_result *res)
+{
+    struct ipc__probe *p = ud;
+    p->x = NULL;
+    if (res->status == 0 && !res->ok && res->hresult == IPC_HR_UNKNOWN_COMMAND && p->fallback &&
+        !p->aborted && p->level > 1) {
+        p->level--; /* an older runtime: the previous ProcessInfo */
+        if (probe_send(p) == 0) {
+            return;
+        }
+        p->level++;
+    }
+    struct ipc_process_info pi;
+    struct ipc__probe_result r = {.status = res->status,
+                                  .ok = res->ok,
+                                  .hresult = res->hresult,
+                                  .peer_uid = res->peer_uid,
+                                  .level = p->level};
+    if (res->status == 0 && res->ok) {
+        r.parse_status = ipc_process_info_parse(res->payload, res->payload_len, p->level, &pi);
+        r.info = r.parse_status == 0 ? &pi : NULL;
+    }
+    p->cb(p->ud, &r);
+    free(p->path);
+    free(p);
+}
+
+int ipc__probe_start(uv_loop_t *loop, const struct ipc_endpoint *ep, int level, bool fallback,
+                     uint64_t timeout_ms, ipc__probe_cb cb, void *ud, struct ipc__probe **out)
+{
+    if (ep == NULL || ep->path == NULL || level < 1 || level > 3 || cb == NULL) {
+        return AGENT_E_INVAL;
+    }
+    struct ipc__probe *p = calloc(1, sizeof(*p));
+    char *path = strdup(ep->path);
+    if (p == NULL || path == NULL) {
+        free(p);
+        free(path);
+        return UV_ENOMEM;
+    }
+    p->loop = loop;
+    p->ep = *ep;
+    p->ep.path = p->path = path;
+    p->level = level;
+    p->fallback = fallback;
+    p->timeout_ms = timeout_ms;
+    p->cb = cb;
+    p->ud = ud;
+    int rc = probe_send(p);
+    if (rc != 0) {
+        free(p->path);
+        free(p);
+        return rc;
+    }
+    if (out != NULL) {
+        *out = p;
+    }
+    return 0;
+}
+
+void ipc__probe_abort(struct ipc__probe *p)
+{
+    p->aborted = true;
+    if (p->x != NULL) {
+        ipc__exchange_abort(p->x);
+    }
 }

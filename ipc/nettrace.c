@@ -138,21 +138,6 @@ static const uint8_t stream_header[32] = {'N', 'e', 't', 't', 'r', 'a', 'c', 'e'
 
 /* ---- little helpers -------------------------------------------------------------------------- */
 
-static uint16_t load16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t load32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static uint64_t load64(const uint8_t *p)
-{
-    return (uint64_t)load32(p) | ((uint64_t)load32(p + 4) << 32);
-}
-
 /*
  * Records the first violation. Every check funnels through here so the verdict, the message and
  * the offset are always set together, and the state machine stops.
@@ -179,61 +164,10 @@ static int fail_nomem(struct nettrace_private *pr, uint64_t off)
     return fail(pr, -ENOMEM, off, "checker: out of memory");
 }
 
-/* A bounds-checked cursor over one unit; `base` is the absolute stream offset of p[0]. */
-struct cur {
-    const uint8_t *p;
-    size_t n;
-    size_t i;
-    uint64_t base;
-};
-
-static uint64_t cur_off(const struct cur *c)
-{
-    return c->base + c->i;
-}
-
-static size_t cur_left(const struct cur *c)
-{
-    return c->n - c->i;
-}
-
-static bool cur_u8(struct cur *c, uint8_t *v)
-{
-    if (cur_left(c) < 1) {
-        return false;
-    }
-    *v = c->p[c->i++];
-    return true;
-}
-
-static bool cur_u32(struct cur *c, uint32_t *v)
-{
-    if (cur_left(c) < 4) {
-        return false;
-    }
-    *v = load32(c->p + c->i);
-    c->i += 4;
-    return true;
-}
-
-static bool cur_u64(struct cur *c, uint64_t *v)
-{
-    if (cur_left(c) < 8) {
-        return false;
-    }
-    *v = load64(c->p + c->i);
-    c->i += 8;
-    return true;
-}
-
-static bool cur_skip(struct cur *c, size_t n)
-{
-    if (cur_left(c) < n) {
-        return false;
-    }
-    c->i += n;
-    return true;
-}
+/*
+ * Units are read with the IPC codec's cursor (ipc_codec.h); its base is the absolute stream offset
+ * of p[0], so ipc_rd_offset() gives the offset a failure is reported at.
+ */
 
 enum varint_status { VAR_OK = 0, VAR_TRUNC = 1, VAR_OVERLONG = 2 };
 
@@ -242,12 +176,12 @@ enum varint_status { VAR_OK = 0, VAR_TRUNC = 1, VAR_OVERLONG = 2 };
  * ceil(bits / 7) bytes and the last byte carries no bits above the type's width; anything else is
  * "over-long". A non-minimal but in-range encoding (0x80 0x00) is accepted, as readers do.
  */
-static enum varint_status cur_varint(struct cur *c, unsigned bits, uint64_t *v)
+static enum varint_status cur_varint(struct ipc_rd *c, unsigned bits, uint64_t *v)
 {
     unsigned max_bytes = (bits + 6) / 7;
     uint64_t value = 0;
     for (unsigned k = 0; k < max_bytes; k++) {
-        if (cur_left(c) < 1) {
+        if (ipc_rd_left(c) < 1) {
             return VAR_TRUNC;
         }
         uint8_t b = c->p[c->i++];
@@ -272,7 +206,7 @@ static enum varint_status cur_varint(struct cur *c, unsigned bits, uint64_t *v)
  * A UTF-16LE NUL-terminated string (§5.6). On success *units excludes the NUL and the cursor is
  * past it; false if no NUL unit lies inside the cursor.
  */
-static bool cur_utf16z(struct cur *c, const uint8_t **s, size_t *units)
+static bool cur_utf16z(struct ipc_rd *c, const uint8_t **s, size_t *units)
 {
     size_t start = c->i;
     for (size_t j = start; j + 2 <= c->n; j += 2) {
@@ -402,12 +336,12 @@ static bool v1_type_known(uint32_t t)
  * Skips a V1 field list. Every type code must be known: V1 entries have no size, so a reader that
  * meets an unknown code loses its place (TraceEvent then misreads the rest of the record).
  */
-static int skip_v1_fields(struct nettrace_private *pr, struct cur *c, uint32_t count, int depth)
+static int skip_v1_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_t count, int depth)
 {
     for (uint32_t k = 0; k < count; k++) {
-        uint64_t at = cur_off(c);
+        uint64_t at = ipc_rd_offset(c);
         uint32_t type;
-        if (!cur_u32(c, &type)) {
+        if (ipc_rd_u32(c, &type) != 0) {
             return fail(pr, AGENT_E_PROTO, at, "metadata: field %u runs past the payload", k);
         }
         if (!v1_type_known(type)) {
@@ -418,7 +352,7 @@ static int skip_v1_fields(struct nettrace_private *pr, struct cur *c, uint32_t c
             if (depth >= MAX_FIELD_DEPTH) {
                 return fail(pr, AGENT_E_PROTO, at, "metadata: Object fields nested too deep");
             }
-            if (!cur_u32(c, &nested)) {
+            if (ipc_rd_u32(c, &nested) != 0) {
                 return fail(pr, AGENT_E_PROTO, at, "metadata: Object field count past the payload");
             }
             int rc = skip_v1_fields(pr, c, nested, depth + 1);
@@ -429,27 +363,27 @@ static int skip_v1_fields(struct nettrace_private *pr, struct cur *c, uint32_t c
         const uint8_t *s;
         size_t units;
         if (!cur_utf16z(c, &s, &units)) {
-            return fail(pr, AGENT_E_PROTO, cur_off(c), "metadata: field name not terminated");
+            return fail(pr, AGENT_E_PROTO, ipc_rd_offset(c), "metadata: field name not terminated");
         }
     }
     return 0;
 }
 
-static int skip_v2_fields(struct nettrace_private *pr, struct cur *c, uint32_t count, int depth);
+static int skip_v2_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_t count, int depth);
 
 /*
  * One V2 type description inside a size-bounded field window. An unknown type code only ends the
  * walk of this window (returns 1): the size prefix still says where the next field starts, and
  * TraceEvent likewise drops the field list of such an event but reads the trace.
  */
-static int skip_v2_type(struct nettrace_private *pr, struct cur *c, int depth)
+static int skip_v2_type(struct nettrace_private *pr, struct ipc_rd *c, int depth)
 {
-    uint64_t at = cur_off(c);
+    uint64_t at = ipc_rd_offset(c);
     uint32_t type;
     if (depth >= MAX_FIELD_DEPTH) {
         return fail(pr, AGENT_E_PROTO, at, "metadata: V2 fields nested too deep");
     }
-    if (!cur_u32(c, &type)) {
+    if (ipc_rd_u32(c, &type) != 0) {
         return fail(pr, AGENT_E_PROTO, at, "metadata: V2 field type past its size");
     }
     if (type == 19) {
@@ -457,7 +391,7 @@ static int skip_v2_type(struct nettrace_private *pr, struct cur *c, int depth)
     }
     if (type == 1) {
         uint32_t nested;
-        if (!cur_u32(c, &nested)) {
+        if (ipc_rd_u32(c, &nested) != 0) {
             return fail(pr, AGENT_E_PROTO, at, "metadata: V2 Object field count past its size");
         }
         return skip_v2_fields(pr, c, nested, depth + 1);
@@ -465,19 +399,20 @@ static int skip_v2_type(struct nettrace_private *pr, struct cur *c, int depth)
     return v1_type_known(type) ? 0 : 1;
 }
 
-static int skip_v2_fields(struct nettrace_private *pr, struct cur *c, uint32_t count, int depth)
+static int skip_v2_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_t count, int depth)
 {
     for (uint32_t k = 0; k < count; k++) {
-        uint64_t at = cur_off(c);
+        uint64_t at = ipc_rd_offset(c);
         uint32_t size;
-        if (!cur_u32(c, &size) || size < 4 || size - 4 > cur_left(c)) {
+        if (ipc_rd_u32(c, &size) != 0 || size < 4 || size - 4 > ipc_rd_left(c)) {
             return fail(pr, AGENT_E_PROTO, at, "metadata: V2 field %u size past its container", k);
         }
-        struct cur w = {c->p, c->i + (size - 4), c->i, c->base};
+        struct ipc_rd w = {c->p, c->i + (size - 4), c->i, c->base};
         const uint8_t *s;
         size_t units;
         if (!cur_utf16z(&w, &s, &units)) {
-            return fail(pr, AGENT_E_PROTO, cur_off(&w), "metadata: V2 field name not terminated");
+            return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&w),
+                        "metadata: V2 field name not terminated");
         }
         int rc = skip_v2_type(pr, &w, depth);
         if (rc < 0) {
@@ -496,7 +431,7 @@ static int skip_v2_fields(struct nettrace_private *pr, struct cur *c, uint32_t c
  */
 static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t n, uint64_t base)
 {
-    struct cur c = {p, n, 0, base};
+    struct ipc_rd c = {p, n, 0, base};
     struct md_rec rec;
     memset(&rec, 0, sizeof(rec));
     const uint8_t *prov;
@@ -504,7 +439,7 @@ static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t 
     size_t prov_units;
     size_t name_units;
 
-    if (!cur_u32(&c, &rec.id)) {
+    if (ipc_rd_u32(&c, &rec.id) != 0) {
         return fail(pr, AGENT_E_PROTO, base, "metadata: payload of %zu bytes has no id", n);
     }
     if (rec.id == 0) {
@@ -514,25 +449,26 @@ static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t 
         return fail(pr, AGENT_E_PROTO, base + 4, "metadata %u: provider name not terminated",
                     rec.id);
     }
-    uint64_t desc = cur_off(&c);
+    uint64_t desc = ipc_rd_offset(&c);
     uint32_t event_id;
-    if (!cur_u32(&c, &event_id)) {
+    if (ipc_rd_u32(&c, &event_id) != 0) {
         return fail(pr, AGENT_E_PROTO, desc, "metadata %u: no event description", rec.id);
     }
     if (!cur_utf16z(&c, &name, &name_units)) {
-        return fail(pr, AGENT_E_PROTO, cur_off(&c), "metadata %u: event name not terminated",
+        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&c), "metadata %u: event name not terminated",
                     rec.id);
     }
     rec.event_id = event_id;
-    uint64_t at = cur_off(&c);
-    if (!cur_u64(&c, &rec.keywords) || !cur_u32(&c, &rec.version) || !cur_u32(&c, &rec.level)) {
+    uint64_t at = ipc_rd_offset(&c);
+    if (ipc_rd_u64(&c, &rec.keywords) != 0 || ipc_rd_u32(&c, &rec.version) != 0 ||
+        ipc_rd_u32(&c, &rec.level) != 0) {
         return fail(pr, AGENT_E_PROTO, at, "metadata %u: keywords/version/level past the payload",
                     rec.id);
     }
-    if (cur_left(&c) > 0) {
+    if (ipc_rd_left(&c) > 0) {
         uint32_t count;
-        at = cur_off(&c);
-        if (!cur_u32(&c, &count)) {
+        at = ipc_rd_offset(&c);
+        if (ipc_rd_u32(&c, &count) != 0) {
             return fail(pr, AGENT_E_PROTO, at, "metadata %u: field count past the payload", rec.id);
         }
         int rc = skip_v1_fields(pr, &c, count, 0);
@@ -541,21 +477,21 @@ static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t 
         }
     }
     /* V5 tags until the payload is exhausted; unknown kinds are skipped. */
-    while (cur_left(&c) > 0) {
+    while (ipc_rd_left(&c) > 0) {
         uint32_t len;
         uint8_t kind;
-        at = cur_off(&c);
-        if (!cur_u32(&c, &len) || !cur_u8(&c, &kind) || len > cur_left(&c)) {
+        at = ipc_rd_offset(&c);
+        if (ipc_rd_u32(&c, &len) != 0 || ipc_rd_u8(&c, &kind) != 0 || len > ipc_rd_left(&c)) {
             return fail(pr, AGENT_E_PROTO, at, "metadata %u: tag runs past the payload", rec.id);
         }
-        struct cur t = {c.p, c.i + len, c.i, c.base};
+        struct ipc_rd t = {c.p, c.i + len, c.i, c.base};
         if (kind == 1) {
-            if (!cur_u8(&t, &rec.opcode)) {
+            if (ipc_rd_u8(&t, &rec.opcode) != 0) {
                 return fail(pr, AGENT_E_PROTO, at, "metadata %u: empty OpCode tag", rec.id);
             }
         } else if (kind == 2) {
             uint32_t count;
-            if (!cur_u32(&t, &count)) {
+            if (ipc_rd_u32(&t, &count) != 0) {
                 return fail(pr, AGENT_E_PROTO, at, "metadata %u: V2Params tag without a count",
                             rec.id);
             }
@@ -693,16 +629,16 @@ static int varint_fail(struct nettrace_private *pr, enum varint_status st, uint6
     return fail(pr, AGENT_E_PROTO, at, "event header: %s varint over-long", what);
 }
 
-static int hdr_varint_long(struct nettrace_private *pr, struct cur *c, unsigned bits,
+static int hdr_varint_long(struct nettrace_private *pr, struct ipc_rd *c, unsigned bits,
                            const char *what, uint64_t *v)
 {
-    uint64_t at = cur_off(c);
+    uint64_t at = ipc_rd_offset(c);
     enum varint_status st = cur_varint(c, bits, v);
     return st == VAR_OK ? 0 : varint_fail(pr, st, at, what);
 }
 
 /* Reads a varint field of a compressed header; 0 or the failure code. */
-static inline int hdr_varint(struct nettrace_private *pr, struct cur *c, unsigned bits,
+static inline int hdr_varint(struct nettrace_private *pr, struct ipc_rd *c, unsigned bits,
                              const char *what, uint64_t *v)
 {
     if (c->i < c->n && c->p[c->i] < 0x80) { /* one byte: the common case, always minimal */
@@ -713,13 +649,13 @@ static inline int hdr_varint(struct nettrace_private *pr, struct cur *c, unsigne
 }
 
 /* A header-compressed blob header (§5.5); b holds the previous blob's header on entry. */
-static int read_compressed(struct nettrace_private *pr, struct cur *c, struct blob *b)
+static int read_compressed(struct nettrace_private *pr, struct ipc_rd *c, struct blob *b)
 {
     uint8_t flags;
     uint64_t v;
     int rc = 0;
-    if (!cur_u8(c, &flags)) {
-        return fail(pr, AGENT_E_PROTO, cur_off(c), "event header: flags past the block end");
+    if (ipc_rd_u8(c, &flags) != 0) {
+        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(c), "event header: flags past the block end");
     }
     if ((flags & 0x01) != 0 && (rc = hdr_varint(pr, c, 32, "metadata id", &v)) == 0) {
         b->metadata_id = (uint32_t)v;
@@ -750,8 +686,9 @@ static int read_compressed(struct nettrace_private *pr, struct cur *c, struct bl
         return rc;
     }
     size_t guids = ((flags & 0x10) ? 16u : 0u) + ((flags & 0x20) ? 16u : 0u);
-    if (!cur_skip(c, guids)) {
-        return fail(pr, AGENT_E_PROTO, cur_off(c), "event header: activity ids past the block end");
+    if (ipc_rd_skip(c, guids) != 0) {
+        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(c),
+                    "event header: activity ids past the block end");
     }
     if ((flags & 0x80) != 0 && (rc = hdr_varint(pr, c, 32, "payload size", &v)) == 0) {
         b->payload_size = (uint32_t)v;
@@ -765,27 +702,27 @@ static int read_compressed(struct nettrace_private *pr, struct cur *c, struct bl
  * padding.
  * *blob_end gets the offset (in c) of the next blob.
  */
-static int read_uncompressed(struct nettrace_private *pr, struct cur *c, struct blob *b,
+static int read_uncompressed(struct nettrace_private *pr, struct ipc_rd *c, struct blob *b,
                              size_t *blob_end)
 {
-    uint64_t at = cur_off(c);
-    if (cur_left(c) < 4 + UNCOMPRESSED_HDR + 4) {
+    uint64_t at = ipc_rd_offset(c);
+    if (ipc_rd_left(c) < 4 + UNCOMPRESSED_HDR + 4) {
         return fail(pr, AGENT_E_PROTO, at, "event header runs past the block end");
     }
     const uint8_t *h = c->p + c->i;
-    uint32_t event_size = load32(h);
+    uint32_t event_size = ipc_load_u32(h);
     if (event_size < UNCOMPRESSED_HDR + 4 || event_size > 0x7FFFFFFF ||
-        event_size > cur_left(c) - 4) {
+        event_size > ipc_rd_left(c) - 4) {
         return fail(pr, AGENT_E_PROTO, at, "event size %u outside the block", event_size);
     }
-    b->metadata_id = load32(h + 4) & 0x7FFFFFFFu; /* bit 31 = not sorted */
-    b->sequence = load32(h + 8);
-    b->thread_id = load64(h + 12);
-    b->capture_thread_id = load64(h + 20);
-    b->proc = load32(h + 28);
-    b->stack_id = load32(h + 32);
-    b->timestamp = load64(h + 36);
-    b->payload_size = load32(h + 76);
+    b->metadata_id = ipc_load_u32(h + 4) & 0x7FFFFFFFu; /* bit 31 = not sorted */
+    b->sequence = ipc_load_u32(h + 8);
+    b->thread_id = ipc_load_u64(h + 12);
+    b->capture_thread_id = ipc_load_u64(h + 20);
+    b->proc = ipc_load_u32(h + 28);
+    b->stack_id = ipc_load_u32(h + 32);
+    b->timestamp = ipc_load_u64(h + 36);
+    b->payload_size = ipc_load_u32(h + 76);
     if (b->payload_size > event_size - UNCOMPRESSED_HDR - 4) {
         return fail(pr, AGENT_E_PROTO, at + 80, "payload size %u larger than event size %u",
                     b->payload_size, event_size);
@@ -855,8 +792,8 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
         return fail(pr, AGENT_E_PROTO, pr->pos, "%s of %zu bytes has no room for its header", what,
                     n);
     }
-    uint16_t header_size = load16(p);
-    uint16_t flags = load16(p + 2);
+    uint16_t header_size = ipc_load_u16(p);
+    uint16_t flags = ipc_load_u16(p + 2);
     if (header_size < 20 || header_size > n) {
         return fail(pr, AGENT_E_PROTO, pr->pos, "%s header size %u outside 20..%zu", what,
                     header_size, n);
@@ -865,24 +802,24 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
         return fail(pr, AGENT_E_PROTO, pr->pos + 2, "%s has unknown flags 0x%x", what, flags);
     }
     bool compressed = (flags & 1u) != 0;
-    struct cur c = {p, n, header_size, pr->pos};
+    struct ipc_rd c = {p, n, header_size, pr->pos};
     struct blob b;
     memset(&b, 0, sizeof(b));
     struct md_rec *last_md = NULL;
-    while (cur_left(&c) > 0) {
-        uint64_t at = cur_off(&c);
+    while (ipc_rd_left(&c) > 0) {
+        uint64_t at = ipc_rd_offset(&c);
         size_t blob_end = 0;
         int rc =
             compressed ? read_compressed(pr, &c, &b) : read_uncompressed(pr, &c, &b, &blob_end);
         if (rc < 0) {
             return rc;
         }
-        if (b.payload_size > cur_left(&c)) {
+        if (b.payload_size > ipc_rd_left(&c)) {
             return fail(pr, AGENT_E_PROTO, at, "payload of %u bytes runs past the block end",
                         b.payload_size);
         }
         const uint8_t *payload = c.p + c.i;
-        uint64_t payload_at = cur_off(&c);
+        uint64_t payload_at = ipc_rd_offset(&c);
         c.i += b.payload_size;
         if (!compressed) {
             c.i = blob_end;
@@ -899,16 +836,16 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
 /* StackBlock (§5.4): firstId, count, count sized stacks filling the block exactly. */
 static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size_t n)
 {
-    struct cur c = {p, n, 0, pr->pos};
+    struct ipc_rd c = {p, n, 0, pr->pos};
     uint32_t first;
     uint32_t count;
-    if (!cur_u32(&c, &first) || !cur_u32(&c, &count)) {
+    if (ipc_rd_u32(&c, &first) != 0 || ipc_rd_u32(&c, &count) != 0) {
         return fail(pr, AGENT_E_PROTO, pr->pos, "StackBlock of %zu bytes is shorter than 8", n);
     }
     for (uint32_t k = 0; k < count; k++) {
-        uint64_t at = cur_off(&c);
+        uint64_t at = ipc_rd_offset(&c);
         uint32_t size;
-        if (!cur_u32(&c, &size) || size > cur_left(&c)) {
+        if (ipc_rd_u32(&c, &size) != 0 || size > ipc_rd_left(&c)) {
             return fail(pr, AGENT_E_PROTO, at, "StackBlock: stack %u of %u runs past the block end",
                         k, count);
         }
@@ -919,9 +856,9 @@ static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size
         }
         c.i += size;
     }
-    if (cur_left(&c) != 0) {
-        return fail(pr, AGENT_E_PROTO, cur_off(&c), "StackBlock: %zu bytes after its %u stacks",
-                    cur_left(&c), count);
+    if (ipc_rd_left(&c) != 0) {
+        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&c),
+                    "StackBlock: %zu bytes after its %u stacks", ipc_rd_left(&c), count);
     }
     if (count == 0) {
         return 0;
@@ -967,15 +904,15 @@ static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t 
     if (n < 12) {
         return fail(pr, AGENT_E_PROTO, pr->pos, "SPBlock of %zu bytes is shorter than 12", n);
     }
-    uint32_t count = load32(p + 8);
+    uint32_t count = ipc_load_u32(p + 8);
     if ((uint64_t)n != 12 + 12 * (uint64_t)count) {
         return fail(pr, AGENT_E_PROTO, pr->pos + 8, "SPBlock: %u threads need %llu bytes, not %zu",
                     count, (unsigned long long)(12 + 12 * (uint64_t)count), n);
     }
     for (uint32_t k = 0; k < count; k++) {
         const uint8_t *t = p + 12 + 12 * (size_t)k;
-        uint32_t seq = load32(t + 8);
-        if (thread_seen(pr, load64(t), seq, seq) != 0) {
+        uint32_t seq = ipc_load_u32(t + 8);
+        if (thread_seen(pr, ipc_load_u64(t), seq, seq) != 0) {
             return fail_nomem(pr, pr->pos);
         }
     }
@@ -1027,9 +964,9 @@ static int step_obj_type(struct nettrace_private *pr, const uint8_t *u)
         return fail(pr, AGENT_E_PROTO, pr->pos + 1,
                     "expected a NullReference type (0x01), got 0x%02x", u[1]);
     }
-    pr->obj_version = (int32_t)load32(u + 2);
-    pr->obj_min_version = (int32_t)load32(u + 6);
-    int32_t name_len = (int32_t)load32(u + 10);
+    pr->obj_version = (int32_t)ipc_load_u32(u + 2);
+    pr->obj_min_version = (int32_t)ipc_load_u32(u + 6);
+    int32_t name_len = (int32_t)ipc_load_u32(u + 10);
     if (name_len <= 0 || name_len > MAX_NAME_LEN) {
         return fail(pr, AGENT_E_PROTO, pr->pos + 10, "type name length %d", name_len);
     }
@@ -1084,14 +1021,14 @@ static int step_trace_body(struct nettrace_private *pr, const uint8_t *u)
                     u[48]);
     }
     for (int k = 0; k < 8; k++) {
-        ti->sync_time_utc[k] = load16(u + 2 * k);
+        ti->sync_time_utc[k] = ipc_load_u16(u + 2 * k);
     }
-    ti->sync_time_qpc = (int64_t)load64(u + 16);
-    ti->qpc_frequency = (int64_t)load64(u + 24);
-    ti->pointer_size = (int32_t)load32(u + 32);
-    ti->process_id = (int32_t)load32(u + 36);
-    ti->processors = (int32_t)load32(u + 40);
-    ti->sampling_rate_ns = (int32_t)load32(u + 44);
+    ti->sync_time_qpc = (int64_t)ipc_load_u64(u + 16);
+    ti->qpc_frequency = (int64_t)ipc_load_u64(u + 24);
+    ti->pointer_size = (int32_t)ipc_load_u32(u + 32);
+    ti->process_id = (int32_t)ipc_load_u32(u + 36);
+    ti->processors = (int32_t)ipc_load_u32(u + 40);
+    ti->sampling_rate_ns = (int32_t)ipc_load_u32(u + 44);
     if (ti->pointer_size != 4 && ti->pointer_size != 8) {
         return fail(pr, AGENT_E_PROTO, pr->pos + 32, "Trace pointer size %d", ti->pointer_size);
     }
@@ -1106,7 +1043,7 @@ static int step_trace_body(struct nettrace_private *pr, const uint8_t *u)
 
 static int step_block_size(struct nettrace_private *pr, const uint8_t *u)
 {
-    int32_t size = (int32_t)load32(u);
+    int32_t size = (int32_t)ipc_load_u32(u);
     if (size < 0) {
         return fail(pr, AGENT_E_PROTO, pr->pos, "%s size %d", block_names[pr->kind], size);
     }

@@ -50,7 +50,8 @@ static void check_string(const struct ipc_utf16 *s)
     struct ipc_rd r;
     ipc_rd_init(&r, wire, w.len);
     struct ipc_utf16 back;
-    CHECK(ipc_rd_string(&r, &back) == 0 && r.n == 0 && back.present && back.units == units);
+    CHECK(ipc_rd_string(&r, &back) == 0 && ipc_rd_left(&r) == 0 && back.present &&
+          back.units == units);
     char *again = malloc(len + 1);
     CHECK(again != NULL);
     CHECK(ipc_utf16_to_utf8(&back, again, len + 1, &got) == 0 && got == len);
@@ -129,12 +130,12 @@ static void check_strings(const uint8_t *p, size_t n)
     ipc_rd_init(&r, p, n);
     for (;;) {
         struct ipc_utf16 s;
-        size_t before = r.n;
+        size_t before = ipc_rd_left(&r);
         if (ipc_rd_string(&r, &s) != 0) {
-            CHECK(r.n == before); /* readers advance only on success */
+            CHECK(ipc_rd_left(&r) == before); /* readers advance only on success */
             break;
         }
-        CHECK(r.n < before);
+        CHECK(ipc_rd_left(&r) < before);
         check_string(&s);
     }
 }

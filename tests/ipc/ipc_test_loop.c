@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "fake_runtime.h"
+
 static void on_tick(uv_timer_t *t)
 {
     (void)t;
@@ -88,4 +90,21 @@ void tl_run_for(struct test_loop *t, uint64_t ms)
 uint64_t tl_ms(void)
 {
     return uv_hrtime() / 1000000u;
+}
+
+static void on_fake_closed(void *ud)
+{
+    *(bool *)ud = true;
+}
+
+static bool fake_closed(void *ud)
+{
+    return *(bool *)ud;
+}
+
+void tl_close_fake(struct test_loop *t, struct fake_runtime *f)
+{
+    bool closed = false;
+    fake_runtime_close(f, on_fake_closed, &closed);
+    assert_true(tl_run_until(t, fake_closed, &closed, 2000));
 }

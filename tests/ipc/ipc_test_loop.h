@@ -30,6 +30,9 @@ int tl_teardown(void **state);
 bool tl_run_until(struct test_loop *t, bool (*pred)(void *ud), void *ud, uint64_t max_ms);
 /* Runs the loop for ms milliseconds. */
 void tl_run_for(struct test_loop *t, uint64_t ms);
+struct fake_runtime;
+/* fake_runtime_close, then runs the loop until it has closed (asserts it does within 2 s). */
+void tl_close_fake(struct test_loop *t, struct fake_runtime *f);
 /* Milliseconds since some fixed point, for measuring latencies. */
 uint64_t tl_ms(void);
 

@@ -336,6 +336,9 @@ static void test_codec_collect_tracing_versions(void **state)
         struct ipc_wr w;
         ipc_wr_init(&w, out, sizeof(out));
         assert_int_equal(ipc_cmd_collect_tracing(&w, version, &c), 0);
+        size_t size = 0;
+        assert_int_equal(ipc_collect_encoded_size(version, &c, &size), 0);
+        assert_int_equal(size, w.len);
 
         uint8_t *copy = dup_exact(out, w.len);
         struct ipc_frame f;
@@ -375,7 +378,7 @@ static void test_codec_collect_tracing_versions(void **state)
         for (size_t i = 0; i < nprov; i++) {
             check_provider(&rd, version, &providers[i]);
         }
-        assert_int_equal(rd.n, 0);
+        assert_int_equal(ipc_rd_left(&rd), 0);
         free(copy);
     }
 }
@@ -485,6 +488,64 @@ static void test_codec_collect_tracing_too_big(void **state)
     ipc_wr_init(&w, out, cap);
     assert_int_equal(ipc_cmd_collect_tracing(&w, 2, &c), AGENT_E_TOOBIG);
     assert_int_equal(w.len, 0);
+    free(out);
+}
+
+/* ipc_collect_encoded_size is the byte count the builder writes, also past the 64 KiB cap. */
+static void test_codec_collect_encoded_size(void **state)
+{
+    (void)state;
+    static char args[1001];
+    memset(args, 'a', 1000);
+    static const uint32_t ids[] = {1, 2, 3};
+    struct ipc_provider ps[40];
+    for (size_t i = 0; i < 40; i++) {
+        ps[i] = runtime_provider;
+        ps[i].arguments = i % 3 == 0 ? NULL : i % 3 == 1 ? "" : "k=\xc3\xa9;x=\xf0\x9f\x98\x80";
+    }
+    ps[7].event_ids = ids;
+    ps[7].event_id_count = 3;
+    struct ipc_collect_config c = {.buffer_mb = 1,
+                                   .format = 1,
+                                   .rundown_keyword = IPC_RUNDOWN_DEFAULT,
+                                   .providers = ps,
+                                   .provider_count = 40};
+    size_t cap = 200000;
+    uint8_t *out = malloc(cap);
+    assert_non_null(out);
+    for (size_t count = 1; count <= 40; count += 13) {
+        c.provider_count = count;
+        for (int version = 1; version <= 5; version++) {
+            struct ipc_wr w;
+            ipc_wr_init(&w, out, cap);
+            int rc = ipc_cmd_collect_tracing(&w, version, &c);
+            size_t size = 0;
+            assert_int_equal(ipc_collect_encoded_size(version, &c, &size), rc);
+            if (rc == 0) {
+                assert_int_equal(size, w.len);
+                assert_int_equal(out[14] | out[15] << 8, size);
+            }
+        }
+    }
+    /* Over the cap: the builder refuses, the size is still told. */
+    for (size_t i = 0; i < 40; i++) {
+        ps[i].arguments = args;
+    }
+    c.provider_count = 40;
+    size_t size = 0;
+    assert_int_equal(ipc_collect_encoded_size(5, &c, &size), 0);
+    assert_true(size > IPC_MESSAGE_MAX);
+    c.provider_count = 1;
+    size_t one = 0;
+    assert_int_equal(ipc_collect_encoded_size(5, &c, &one), 0);
+    /* header + session type + buffer + format + rundown + stackwalk + count = 45; each provider
+     * adds the same bytes, plus 4 per event id of provider 7. */
+    assert_int_equal(size - 45, 40 * (one - 45) + 3 * 4);
+    /* A config the builder rejects is rejected here too, and *size is left alone. */
+    c.providers = NULL;
+    size = 7;
+    assert_int_equal(ipc_collect_encoded_size(5, &c, &size), AGENT_E_INVAL);
+    assert_int_equal(size, 7);
     free(out);
 }
 
@@ -853,9 +914,9 @@ static void test_codec_reader_bounds(void **state)
         ipc_rd_init(&r, p, n);
         assert_int_equal(ipc_rd_guid(&r, guid), AGENT_E_TRUNC);
         assert_ptr_equal(r.p, p);
-        assert_int_equal(r.n, n);
+        assert_int_equal(ipc_rd_left(&r), n);
         assert_int_equal(ipc_rd_bytes(&r, n + 1, &view), AGENT_E_TRUNC);
-        assert_int_equal(r.n, n);
+        assert_int_equal(ipc_rd_left(&r), n);
         free(p);
     }
     struct ipc_rd r;
@@ -863,7 +924,7 @@ static void test_codec_reader_bounds(void **state)
     uint64_t v;
     assert_int_equal(ipc_rd_u64(&r, &v), 0);
     assert_int_equal(v, 0x0807060504030201ull);
-    assert_int_equal(r.n, 8);
+    assert_int_equal(ipc_rd_left(&r), 8);
     uint16_t v16;
     assert_int_equal(ipc_rd_u16(&r, &v16), 0);
     assert_int_equal(v16, 0x0a09);
@@ -880,7 +941,7 @@ static void test_codec_reader_strings(void **state)
     ipc_rd_init(&r, absent, 4);
     assert_int_equal(ipc_rd_string(&r, &s), 0);
     assert_false(s.present);
-    assert_int_equal(r.n, 0);
+    assert_int_equal(ipc_rd_left(&r), 0);
     char out[16];
     size_t len = 99;
     assert_int_equal(ipc_utf16_to_utf8(&s, out, sizeof(out), &len), 0);
@@ -900,20 +961,20 @@ static void test_codec_reader_strings(void **state)
         uint8_t *p = dup_exact(ab, n);
         ipc_rd_init(&r, p, n);
         assert_int_equal(ipc_rd_string(&r, &s), AGENT_E_TRUNC);
-        assert_int_equal(r.n, n);
+        assert_int_equal(ipc_rd_left(&r), n);
         free(p);
     }
     ipc_rd_init(&r, ab, sizeof(ab));
     assert_int_equal(ipc_rd_string(&r, &s), 0);
     assert_int_equal(s.units, 2);
-    assert_int_equal(r.n, 0);
+    assert_int_equal(ipc_rd_left(&r), 0);
 
     /* no terminating NUL */
     static const uint8_t no_nul[8] = {2, 0, 0, 0, 'a', 0, 'b', 0};
     uint8_t *p = dup_exact(no_nul, sizeof(no_nul));
     ipc_rd_init(&r, p, sizeof(no_nul));
     assert_int_equal(ipc_rd_string(&r, &s), AGENT_E_PROTO);
-    assert_int_equal(r.n, sizeof(no_nul));
+    assert_int_equal(ipc_rd_left(&r), sizeof(no_nul));
     free(p);
 
     /* counts that run past the payload, up to the largest uint32 */
@@ -1001,7 +1062,7 @@ static void test_codec_utf8_to_utf16(void **state)
         ipc_rd_init(&r, buf, w.len);
         struct ipc_utf16 s;
         assert_int_equal(ipc_rd_string(&r, &s), 0);
-        assert_int_equal(r.n, 0);
+        assert_int_equal(ipc_rd_left(&r), 0);
         assert_true(s.present);
         char out[64];
         assert_int_equal(ipc_utf16_to_utf8(&s, out, sizeof(out), NULL), 0);
@@ -1236,6 +1297,7 @@ int main(void)
         cmocka_unit_test(test_codec_collect_tracing_rejects),
         cmocka_unit_test(test_codec_collect_tracing_version_limits),
         cmocka_unit_test(test_codec_collect_tracing_too_big),
+        cmocka_unit_test(test_codec_collect_encoded_size),
         cmocka_unit_test(test_codec_process_info_replies),
         cmocka_unit_test(test_codec_process_info_trailing),
         cmocka_unit_test(test_codec_env_reply_and_continuation),

@@ -429,6 +429,11 @@ static int skip_v2_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_
  * payload that stops before `level` is invalid; one that stops right after it has no fields, which
  * is fine.
  */
+static int parse_metadata_tags(struct nettrace_private *pr, struct ipc_rd *c, struct md_rec *rec);
+static int store_metadata(struct nettrace_private *pr, const struct md_rec *parsed,
+                          const uint8_t *prov, size_t prov_units, const uint8_t *name,
+                          size_t name_units, uint64_t base);
+
 static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t n, uint64_t base)
 {
     struct ipc_rd c = {p, n, 0, base};
@@ -476,33 +481,47 @@ static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t 
             return rc;
         }
     }
-    /* V5 tags until the payload is exhausted; unknown kinds are skipped. */
-    while (ipc_rd_left(&c) > 0) {
+    int rc = parse_metadata_tags(pr, &c, &rec);
+    return rc < 0 ? rc : store_metadata(pr, &rec, prov, prov_units, name, name_units, base);
+}
+
+/* V5 tags (§5.3) until the payload is exhausted: OpCode and V2Params; unknown kinds skipped. */
+static int parse_metadata_tags(struct nettrace_private *pr, struct ipc_rd *c, struct md_rec *rec)
+{
+    while (ipc_rd_left(c) > 0) {
         uint32_t len;
         uint8_t kind;
-        at = ipc_rd_offset(&c);
-        if (ipc_rd_u32(&c, &len) != 0 || ipc_rd_u8(&c, &kind) != 0 || len > ipc_rd_left(&c)) {
-            return fail(pr, AGENT_E_PROTO, at, "metadata %u: tag runs past the payload", rec.id);
+        uint64_t at = ipc_rd_offset(c);
+        if (ipc_rd_u32(c, &len) != 0 || ipc_rd_u8(c, &kind) != 0 || len > ipc_rd_left(c)) {
+            return fail(pr, AGENT_E_PROTO, at, "metadata %u: tag runs past the payload", rec->id);
         }
-        struct ipc_rd t = {c.p, c.i + len, c.i, c.base};
+        struct ipc_rd t = {c->p, c->i + len, c->i, c->base};
         if (kind == 1) {
-            if (ipc_rd_u8(&t, &rec.opcode) != 0) {
-                return fail(pr, AGENT_E_PROTO, at, "metadata %u: empty OpCode tag", rec.id);
+            if (ipc_rd_u8(&t, &rec->opcode) != 0) {
+                return fail(pr, AGENT_E_PROTO, at, "metadata %u: empty OpCode tag", rec->id);
             }
         } else if (kind == 2) {
             uint32_t count;
             if (ipc_rd_u32(&t, &count) != 0) {
                 return fail(pr, AGENT_E_PROTO, at, "metadata %u: V2Params tag without a count",
-                            rec.id);
+                            rec->id);
             }
             int rc = skip_v2_fields(pr, &t, count, 0);
             if (rc < 0) {
                 return rc;
             }
         }
-        c.i += len;
+        c->i += len;
     }
+    return 0;
+}
 
+/* Keeps a parsed record (and its names in the arena), refusing a second definition of its id. */
+static int store_metadata(struct nettrace_private *pr, const struct md_rec *parsed,
+                          const uint8_t *prov, size_t prov_units, const uint8_t *name,
+                          size_t name_units, uint64_t base)
+{
+    struct md_rec rec = *parsed;
     /* TraceEvent adds ids to a dictionary with Add, which throws on a second definition. */
     if (md_find(pr, rec.id) != NULL) {
         return fail(pr, AGENT_E_PROTO, base, "metadata id %u defined twice", rec.id);
@@ -907,7 +926,7 @@ static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t 
     uint32_t count = ipc_load_u32(p + 8);
     if ((uint64_t)n != 12 + 12 * (uint64_t)count) {
         return fail(pr, AGENT_E_PROTO, pr->pos + 8, "SPBlock: %u threads need %llu bytes, not %zu",
-                    count, (unsigned long long)(12 + 12 * (uint64_t)count), n);
+                    count, (unsigned long long)12 + 12 * (unsigned long long)count, n);
     }
     for (uint32_t k = 0; k < count; k++) {
         const uint8_t *t = p + 12 + 12 * (size_t)k;

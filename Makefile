@@ -9,6 +9,8 @@ DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev li
 TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk
 # For `make fuzz` only: libFuzzer comes with clang's compiler-rt (tests/fuzz).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
+# For `make style` (.ci/style.sh): formatting and lint.
+STYLE_PACKAGES := clang-format clang-tidy
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 BUILD_ASAN ?= build-asan
@@ -17,7 +19,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan run test test-fast bench bench-peers fuzz-deps build-fuzz fuzz fuzz-ci clean
+.PHONY: all deps deps-build configure build-bin build build-asan run test test-fast bench bench-peers fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -112,6 +114,16 @@ fuzz: build-fuzz
 # The same for CI: 30 s per target.
 fuzz-ci: build-fuzz
 	FUZZ_BUILD=$(abspath $(BUILD_FUZZ)) tests/fuzz/run.sh 30
+
+# House style (CI runs it): clang-format clean, clang-tidy's bug-prone and function-size checks on
+# dotmon's sources, a hardened release build. `make format` applies clang-format to the tree.
+style:
+	$(call install_missing,$(DEB_PACKAGES) $(STYLE_PACKAGES))
+	bash .ci/style.sh
+
+format:
+	$(call install_missing,$(STYLE_PACKAGES))
+	git ls-files '*.c' '*.h' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -17,6 +17,7 @@
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "ipc_internal.h"
+#include "ipc_proclist.h"
 #include "log.h"
 #include "shdir.h"
 
@@ -110,12 +111,6 @@ struct rconn {
 
 enum rt_op { RT_OP_NONE = 0, RT_OP_RESUME, RT_OP_PROBE };
 
-/* The published struct plus its retirement link; `pub` first so the pointers convert. */
-struct lproc {
-    struct ipc_process pub;
-    struct lproc *retired_next;
-};
-
 struct ipc__rt {
     struct ipc__rt *next;
     struct ipc_listen *l;
@@ -142,7 +137,7 @@ struct ipc__rt {
     enum rt_op op;
     struct ipc_exchange *x;   /* ResumeRuntime in flight */
     struct ipc__probe *probe; /* ProcessInfo in flight */
-    struct lproc *proc; /* once probed */
+    struct ipc_proclist_entry *proc; /* once probed */
 };
 
 struct ipc_listen {
@@ -160,8 +155,6 @@ struct ipc_listen {
     struct ipc_trust trust;
     uint32_t refused_uids[REFUSED_UIDS_LOGGED]; /* peers refused and logged so far */
     size_t nrefused_uids;
-    ipc_discovery_change_cb on_change;
-    void *ud;
 
     uv_pipe_t server;
     uv_timer_t wake;
@@ -188,11 +181,7 @@ struct ipc_listen {
     uint64_t turned_away_at;
     struct ipc_listen_stats stats;
 
-    struct lproc **list; /* published, sorted */
-    struct lproc **next_list;
-    size_t count;
-    size_t list_cap;
-    struct lproc *retired;
+    struct ipc_proclist procs; /* published; capacity >= nrts */
 
     bool closing;
     bool finished;
@@ -317,41 +306,6 @@ static struct ipc__rt *rt_find_uid(struct ipc_listen *l, const char *uid)
     return NULL;
 }
 
-static void lproc_free(struct lproc *p)
-{
-    if (p != NULL) {
-        ipc__process_fini(&p->pub);
-        free(p);
-    }
-}
-
-/* Keeps both list arrays able to hold one entry per runtime, so publish() never allocates. */
-static int ensure_list_cap(struct ipc_listen *l, size_t n)
-{
-    if (n <= l->list_cap) {
-        return 0;
-    }
-    size_t cap = l->list_cap ? l->list_cap * 2 : 16;
-    while (cap < n) {
-        cap *= 2;
-    }
-    /* Arrays of pointers: the size of a pointer is what is meant (hence the NOLINTs). */
-    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
-    struct lproc **a = realloc(l->list, cap * sizeof(*a));
-    if (a == NULL) {
-        return UV_ENOMEM;
-    }
-    l->list = a;
-    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
-    struct lproc **b = realloc(l->next_list, cap * sizeof(*b));
-    if (b == NULL) {
-        return UV_ENOMEM;
-    }
-    l->next_list = b;
-    l->list_cap = cap;
-    return 0;
-}
-
 /* ---- connections ----------------------------------------------------------------------------- */
 
 static void rconn_on_close(uv_handle_t *h)
@@ -412,7 +366,7 @@ static void rconn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint64_t pid,
                               uint32_t peer_uid)
 {
-    if (ensure_list_cap(l, l->nrts + 1) != 0) {
+    if (ipc_proclist_reserve(&l->procs, l->nrts + 1) != 0) {
         return NULL;
     }
     struct ipc__rt *rt = calloc(1, sizeof(*rt));
@@ -865,11 +819,8 @@ static void rt_forget(struct ipc__rt *rt, uint64_t idle_ms)
     l->stats.forgotten++;
     rt_drop_idle(l, rt, UV_ECONNREFUSED);
     schedule_dispatch(l);
-    if (rt->proc != NULL) {
-        rt->proc->retired_next = l->retired;
-        l->retired = rt->proc;
-        rt->proc = NULL;
-    }
+    ipc_proclist_retire(&l->procs, rt->proc);
+    rt->proc = NULL;
     rt_abort_op(rt); /* its callback still comes, then rt is reaped */
     rt_reap(rt);
 }
@@ -1011,7 +962,7 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *
         return;
     }
     int rc = res->parse_status;
-    struct lproc *p = rc == 0 ? calloc(1, sizeof(*p)) : NULL;
+    struct ipc_proclist_entry *p = rc == 0 ? ipc_proclist_entry_new() : NULL;
     if (p == NULL ||
         ipc__process_init(&p->pub, res->info, level, rt->endpoint, rt->peer_uid) != 0) {
         free(p);
@@ -1213,60 +1164,16 @@ static void pump(struct ipc_listen *l)
 
 /* ---- the published list ---------------------------------------------------------------------- */
 
-/* pid ascending, then uid: two runtimes may share a pid (containers where each app is pid 1). */
-static int lproc_cmp(const void *a, const void *b)
-{
-    const struct lproc *x = *(struct lproc *const *)a;
-    const struct lproc *y = *(struct lproc *const *)b;
-    if (x->pub.pid != y->pub.pid) {
-        return x->pub.pid < y->pub.pid ? -1 : 1;
-    }
-    return strcmp(x->pub.uid, y->pub.uid);
-}
-
-static bool list_contains(struct lproc *const *list, size_t n, const struct lproc *p)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (list[i] == p) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Rebuilds the list, reports what left and what joined, then frees the retired processes. */
+/* Rebuilds the list (ipc_proclist.h) from the listed runtimes and reports the changes. */
 static void publish(struct ipc_listen *l)
 {
-    size_t n = 0;
+    ipc_proclist_begin(&l->procs);
     for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
         if (!rt->removed && rt->proc != NULL && rt->settle_until == 0) {
-            l->next_list[n++] = rt->proc; /* n <= nrts <= list_cap */
+            ipc_proclist_add(&l->procs, rt->proc);
         }
     }
-    if (n > 1) {
-        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-        qsort(l->next_list, n, sizeof(l->next_list[0]), lproc_cmp);
-    }
-    struct lproc **old = l->list;
-    size_t old_n = l->count;
-    l->list = l->next_list;
-    l->count = n;
-    l->next_list = old;
-    for (size_t i = 0; i < old_n && l->on_change != NULL && !l->closing; i++) {
-        if (!list_contains(l->list, n, old[i])) {
-            l->on_change(l->ud, &old[i]->pub, false);
-        }
-    }
-    for (size_t i = 0; i < n && l->on_change != NULL && !l->closing; i++) {
-        if (!list_contains(old, old_n, l->list[i])) {
-            l->on_change(l->ud, &l->list[i]->pub, true);
-        }
-    }
-    while (l->retired != NULL) {
-        struct lproc *p = l->retired;
-        l->retired = p->retired_next;
-        lproc_free(p);
-    }
+    ipc_proclist_publish(&l->procs);
 }
 
 /* ---- binding --------------------------------------------------------------------------------- */
@@ -1487,8 +1394,7 @@ int ipc_listen_new(uv_loop_t *loop, const struct ipc_listen_config *cfg,
     l->runtimes_max = cfg->max_connections ? cfg->max_connections : DEFAULT_RUNTIMES_MAX;
     l->trust = cfg->trust;
     l->hold = cfg->hold_suspended;
-    l->on_change = on_change;
-    l->ud = ud;
+    ipc_proclist_init(&l->procs, on_change, ud);
     /* None of these inits can fail on Unix; from here on close() must run to release them. */
     (void)uv_timer_init(loop, &l->wake);
     (void)uv_idle_init(loop, &l->dispatch);
@@ -1537,12 +1443,12 @@ bool ipc_listen_ready(const struct ipc_listen *l)
 
 size_t ipc_listen_count(const struct ipc_listen *l)
 {
-    return l->count;
+    return ipc_proclist_count(&l->procs);
 }
 
 const struct ipc_process *ipc_listen_at(const struct ipc_listen *l, size_t i)
 {
-    return i < l->count ? &l->list[i]->pub : NULL;
+    return ipc_proclist_at(&l->procs, i);
 }
 
 int ipc_listen_busy(struct ipc_listen *l, const char *uid, int delta)
@@ -1609,21 +1515,15 @@ static void maybe_finish_close(struct ipc_listen *l)
     while (l->rts != NULL) {
         struct ipc__rt *rt = l->rts;
         l->rts = rt->next;
-        lproc_free(rt->proc);
+        ipc_proclist_entry_free(rt->proc);
         free(rt);
-    }
-    while (l->retired != NULL) {
-        struct lproc *p = l->retired;
-        l->retired = p->retired_next;
-        lproc_free(p);
     }
     void (*cb)(void *) = l->close_cb;
     void *ud = l->close_ud;
     if (l->dirfd >= 0) {
         (void)close(l->dirfd);
     }
-    free(l->list);
-    free(l->next_list);
+    ipc_proclist_fini(&l->procs);
     free(l->path);
     free(l);
     if (cb != NULL) {
@@ -1688,6 +1588,7 @@ void ipc_listen_close(struct ipc_listen *l, void (*cb)(void *ud), void *ud)
         return;
     }
     l->closing = true;
+    ipc_proclist_mute(&l->procs);
     l->close_cb = cb;
     l->close_ud = ud;
     registry_remove(l); /* no new command can queue from here on */

@@ -86,6 +86,39 @@ int64_t ipc__peer_uid(const uv_pipe_t *pipe);
  */
 void ipc__conn_close(struct ipc_conn *c);
 
+/*
+ * The life of a runtime known to the listener (ipc_listen.c, one per advertised cookie). Two
+ * things progress independently: whether ResumeRuntime is still owed (held suspended until
+ * ipc_listen_resume, or to be sent), and whether the runtime is listed (not probed yet, probed but
+ * its command line still settling, listed). A held runtime is probed and listed at once, so it
+ * never settles; a ResumeRuntime owed while probed (a runtime released while its ProcessInfo was
+ * in flight, or after it was listed) still goes out before any further ProcessInfo. Every state
+ * may end in GONE (forgotten); GONE is final.
+ *
+ *   HELD --probed--> HELD_LISTED                      HELD* --ipc_listen_resume--> RESUMING*
+ *   RESUMING --probed--> RESUMING_SETTLING --settled--> RESUMING_LISTED
+ *            \--------------------------------------------^
+ *   RESUMING* --resumed--> PROBING / SETTLING / LISTED (same listing phase)
+ *   PROBING --probed--> SETTLING --settled--> LISTED;  PROBING --probed--> LISTED
+ */
+enum ipc__rt_state {
+    IPC_RT_HELD = 0,          /* hold_suspended: waits for ipc_listen_resume; not probed yet */
+    IPC_RT_HELD_LISTED,       /* held, probed and listed */
+    IPC_RT_RESUMING,          /* ResumeRuntime owed (in flight, or retried with a backoff) */
+    IPC_RT_RESUMING_SETTLING, /* ResumeRuntime owed; probed, command line not whole yet */
+    IPC_RT_RESUMING_LISTED,   /* ResumeRuntime owed; listed */
+    IPC_RT_PROBING,           /* resumed; ProcessInfo owed */
+    IPC_RT_SETTLING,          /* probed; not listed until its command line is whole (or timeout) */
+    IPC_RT_LISTED,            /* listed; ProcessInfo asked again a few times (refreshes) */
+    IPC_RT_GONE,              /* forgotten; freed once its exchange in flight has reported */
+    IPC_RT_NSTATES
+};
+
+/* True when the listener may move a runtime from `from` to `to` (the graph above). */
+bool ipc__rt_transition_ok(enum ipc__rt_state from, enum ipc__rt_state to);
+/* "HELD", "LISTED"...; "?" for a value out of range. */
+const char *ipc__rt_state_name(enum ipc__rt_state s);
+
 /* ipc_listen.c's side of ipc__connect for reverse endpoints (uid without the prefix). */
 int ipc__listen_enqueue(struct ipc_conn *c, uv_loop_t *loop, const char *uid);
 void ipc__listen_conn_close(struct ipc_conn *c);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "ipc_listen.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -125,14 +126,12 @@ struct ipc__rt {
     struct ipc_conn *leases;  /* handed out, pipe still open */
     size_t nleases;
     uint64_t idle_since; /* uv_now() since it has had no connection at all; 0 while it has one */
-    bool need_resume;    /* no ResumeRuntime reply yet */
-    bool held;           /* hold_suspended: the resume waits for ipc_listen_resume */
-    bool removed;        /* forgotten; freed once its exchange (if any) has reported back */
+    enum ipc__rt_state state; /* changed by rt_set_state only */
     int probe_level;     /* 3, 2 or 1: the ProcessInfo version to try next */
     int failures;        /* consecutive failed exchanges, for the backoff */
     uint64_t retry_at;
     uint64_t refresh_at;   /* when to ask ProcessInfo again (0: not planned) */
-    uint64_t settle_until; /* != 0: probed, not listed until its command line is whole (SETTLE) */
+    uint64_t settle_until; /* *_SETTLING: when to list it anyway (SETTLE_MS) */
     size_t refreshes;      /* refreshes planned so far */
     enum rt_op op;
     struct ipc_exchange *x;   /* ResumeRuntime in flight */
@@ -286,10 +285,133 @@ static void schedule_pump(struct ipc_listen *l)
 
 static void schedule_dispatch(struct ipc_listen *l);
 
+/* ---- runtime states (ipc_internal.h, enum ipc__rt_state) ------------------------------------ */
+
+#define RT_BIT(s) (1u << (unsigned)(s))
+#define RT_ANY_BUT_GONE                                                                            \
+    (RT_BIT(IPC_RT_NSTATES) - 1u - RT_BIT(IPC_RT_GONE))
+
+/* The states each state may move to (besides GONE, open to all but GONE itself). */
+static const unsigned rt_next_states[IPC_RT_NSTATES] = {
+    [IPC_RT_HELD] = RT_BIT(IPC_RT_HELD_LISTED) | RT_BIT(IPC_RT_RESUMING),
+    [IPC_RT_HELD_LISTED] = RT_BIT(IPC_RT_RESUMING_LISTED),
+    [IPC_RT_RESUMING] =
+        RT_BIT(IPC_RT_PROBING) | RT_BIT(IPC_RT_RESUMING_SETTLING) | RT_BIT(IPC_RT_RESUMING_LISTED),
+    [IPC_RT_RESUMING_SETTLING] = RT_BIT(IPC_RT_SETTLING) | RT_BIT(IPC_RT_RESUMING_LISTED),
+    [IPC_RT_RESUMING_LISTED] = RT_BIT(IPC_RT_LISTED),
+    [IPC_RT_PROBING] = RT_BIT(IPC_RT_SETTLING) | RT_BIT(IPC_RT_LISTED),
+    [IPC_RT_SETTLING] = RT_BIT(IPC_RT_LISTED),
+    [IPC_RT_LISTED] = 0,
+    [IPC_RT_GONE] = 0,
+};
+
+bool ipc__rt_transition_ok(enum ipc__rt_state from, enum ipc__rt_state to)
+{
+    if ((unsigned)from >= IPC_RT_NSTATES || (unsigned)to >= IPC_RT_NSTATES) {
+        return false;
+    }
+    if (to == IPC_RT_GONE) {
+        return from != IPC_RT_GONE;
+    }
+    return (rt_next_states[from] & RT_BIT(to)) != 0;
+}
+
+const char *ipc__rt_state_name(enum ipc__rt_state s)
+{
+    static const char *const names[IPC_RT_NSTATES] = {
+        [IPC_RT_HELD] = "HELD",
+        [IPC_RT_HELD_LISTED] = "HELD_LISTED",
+        [IPC_RT_RESUMING] = "RESUMING",
+        [IPC_RT_RESUMING_SETTLING] = "RESUMING_SETTLING",
+        [IPC_RT_RESUMING_LISTED] = "RESUMING_LISTED",
+        [IPC_RT_PROBING] = "PROBING",
+        [IPC_RT_SETTLING] = "SETTLING",
+        [IPC_RT_LISTED] = "LISTED",
+        [IPC_RT_GONE] = "GONE",
+    };
+    return (unsigned)s < IPC_RT_NSTATES ? names[s] : "?";
+}
+
+/*
+ * The one place a runtime changes state. A move outside the graph is a bug in this file: it
+ * asserts in debug builds; release builds log it and keep the state.
+ */
+static void rt_set_state(struct ipc__rt *rt, enum ipc__rt_state to)
+{
+    if (!ipc__rt_transition_ok(rt->state, to)) {
+        log_error(LOG_CAT, "runtime pid %llu (uid %s): refused state change %s -> %s",
+                  (unsigned long long)rt->pid, rt->uid, ipc__rt_state_name(rt->state),
+                  ipc__rt_state_name(to));
+        assert(!"invalid runtime state transition");
+        return;
+    }
+    rt->state = to;
+}
+
+static bool rt_gone(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_GONE;
+}
+
+/* Held suspended: ResumeRuntime waits for ipc_listen_resume. */
+static bool rt_held(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_HELD || rt->state == IPC_RT_HELD_LISTED;
+}
+
+/* ResumeRuntime is to be sent (and goes before any ProcessInfo). */
+static bool rt_owes_resume(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_RESUMING || rt->state == IPC_RT_RESUMING_SETTLING ||
+           rt->state == IPC_RT_RESUMING_LISTED;
+}
+
+static bool rt_settling(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_RESUMING_SETTLING || rt->state == IPC_RT_SETTLING;
+}
+
+static bool rt_listed(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_HELD_LISTED || rt->state == IPC_RT_RESUMING_LISTED ||
+           rt->state == IPC_RT_LISTED;
+}
+
+/* Its first ProcessInfo answered: listed at once, or (settle) once its command line is whole. */
+static void rt_probed(struct ipc__rt *rt, bool settle)
+{
+    switch (rt->state) {
+    case IPC_RT_HELD:
+        rt_set_state(rt, IPC_RT_HELD_LISTED); /* held runtimes never settle */
+        break;
+    case IPC_RT_RESUMING:
+        rt_set_state(rt, settle ? IPC_RT_RESUMING_SETTLING : IPC_RT_RESUMING_LISTED);
+        break;
+    default:
+        rt_set_state(rt, settle ? IPC_RT_SETTLING : IPC_RT_LISTED);
+        break;
+    }
+}
+
+/* The command line is whole (or the time is up): listed from now on. */
+static void rt_settled(struct ipc__rt *rt)
+{
+    rt_set_state(rt, rt->state == IPC_RT_RESUMING_SETTLING ? IPC_RT_RESUMING_LISTED
+                                                           : IPC_RT_LISTED);
+}
+
+/* ResumeRuntime answered: the listing phase stays. */
+static void rt_resumed(struct ipc__rt *rt)
+{
+    rt_set_state(rt, rt->state == IPC_RT_RESUMING_SETTLING ? IPC_RT_SETTLING
+                     : rt->state == IPC_RT_RESUMING_LISTED ? IPC_RT_LISTED
+                                                           : IPC_RT_PROBING);
+}
+
 static struct ipc__rt *rt_find_cookie(struct ipc_listen *l, const uint8_t *cookie)
 {
     for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
-        if (!rt->removed && memcmp(rt->cookie, cookie, IPC_GUID_SIZE) == 0) {
+        if (!rt_gone(rt) && memcmp(rt->cookie, cookie, IPC_GUID_SIZE) == 0) {
             return rt;
         }
     }
@@ -299,7 +421,7 @@ static struct ipc__rt *rt_find_cookie(struct ipc_listen *l, const uint8_t *cooki
 static struct ipc__rt *rt_find_uid(struct ipc_listen *l, const char *uid)
 {
     for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
-        if (!rt->removed && strcmp(rt->uid, uid) == 0) {
+        if (!rt_gone(rt) && strcmp(rt->uid, uid) == 0) {
             return rt;
         }
     }
@@ -381,8 +503,7 @@ static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint6
     memcpy(rt->endpoint + sizeof(IPC_REVERSE_PREFIX) - 1, rt->uid, sizeof(rt->uid));
     rt->pid = pid;
     rt->peer_uid = peer_uid;
-    rt->need_resume = true;
-    rt->held = l->hold;
+    rt->state = l->hold ? IPC_RT_HELD : IPC_RT_RESUMING;
     rt->probe_level = 3;
     rt->next = l->rts;
     l->rts = rt;
@@ -390,7 +511,7 @@ static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint6
     l->nlive++;
     log_info(LOG_CAT, "runtime pid %llu (uid %s) connected to %s%s", (unsigned long long)pid,
              rt->uid, l->path,
-             rt->held ? "; held suspended until a trace starts (DiagnosticPort:HoldSuspended)"
+             rt_held(rt) ? "; held suspended until a trace starts (DiagnosticPort:HoldSuspended)"
                       : "");
     return rt;
 }
@@ -670,7 +791,7 @@ static void dispatch(struct ipc_listen *l, bool final)
             status = c->status;
         } else {
             for (struct ipc__rt *rt = l->rts; rt != NULL && c == NULL; rt = rt->next) {
-                if (rt->removed || rt->waiters == NULL || rt->spares == NULL) {
+                if (rt_gone(rt) || rt->waiters == NULL || rt->spares == NULL) {
                     continue;
                 }
                 c = conn_oldest(rt->waiters);
@@ -778,7 +899,7 @@ static void rt_abort_op(struct ipc__rt *rt)
 static void rt_reap(struct ipc__rt *rt)
 {
     struct ipc_listen *l = rt->l;
-    if (!rt->removed || rt_in_flight(rt) || l->closing) {
+    if (!rt_gone(rt) || rt_in_flight(rt) || l->closing) {
         return;
     }
     for (struct ipc__rt **pp = &l->rts; *pp != NULL; pp = &(*pp)->next) {
@@ -814,7 +935,7 @@ static void rt_forget(struct ipc__rt *rt, uint64_t idle_ms)
              "runtime pid %llu (uid %s) has had no connection to dotmon for %llu ms: "
              "forgotten",
              (unsigned long long)rt->pid, rt->uid, (unsigned long long)idle_ms);
-    rt->removed = true;
+    rt_set_state(rt, IPC_RT_GONE);
     l->nlive--;
     l->stats.forgotten++;
     rt_drop_idle(l, rt, UV_ECONNREFUSED);
@@ -835,7 +956,7 @@ static void rt_failed(struct ipc__rt *rt, const char *what, int status, uint32_t
     }
     delay = min_u64(delay, RETRY_MAX_MS);
     rt->retry_at = uv_now(l->loop) + delay;
-    if (rt->need_resume && !rt->held) {
+    if (rt_owes_resume(rt)) {
         log_warn(LOG_CAT,
                  "runtime pid %llu (uid %s): %s failed (%s, hresult 0x%08x); it may be "
                  "waiting suspended; retrying in %llu ms",
@@ -854,7 +975,7 @@ static void rt_failed(struct ipc__rt *rt, const char *what, int status, uint32_t
 static void rt_plan_refresh(struct ipc__rt *rt)
 {
     rt->refresh_at = 0;
-    if (!rt->held && rt->refreshes < REFRESHES) {
+    if (!rt_held(rt) && rt->refreshes < REFRESHES) {
         rt->refresh_at = uv_now(rt->l->loop) + refresh_after_ms[rt->refreshes++];
     }
 }
@@ -862,7 +983,7 @@ static void rt_plan_refresh(struct ipc__rt *rt)
 /* True while the command line is one word (no space): the host may not have set it yet. */
 static bool cmdline_unsettled(const struct ipc__rt *rt)
 {
-    return !rt->held && rt->proc != NULL && strchr(rt->proc->pub.command_line, ' ') == NULL;
+    return !rt_held(rt) && rt->proc != NULL && strchr(rt->proc->pub.command_line, ' ') == NULL;
 }
 
 /*
@@ -872,12 +993,13 @@ static bool cmdline_unsettled(const struct ipc__rt *rt)
 static void rt_after_probe(struct ipc__rt *rt)
 {
     uint64_t now = uv_now(rt->l->loop);
-    if (rt->settle_until != 0) {
+    if (rt_settling(rt)) {
         if (cmdline_unsettled(rt) && now < rt->settle_until) {
             rt->refresh_at = now + SETTLE_STEP_MS;
             return;
         }
         rt->settle_until = 0;
+        rt_settled(rt);
         publish(rt->l);
     }
     rt_plan_refresh(rt);
@@ -914,7 +1036,7 @@ static void on_resume_result(struct ipc__rt *rt, const struct ipc_result *res)
         rt_failed(rt, "ResumeRuntime", res->status, 0);
         return;
     }
-    rt->need_resume = false;
+    rt_resumed(rt);
     rt->failures = 0;
     rt->l->stats.resumed++;
     if (rt->proc != NULL) {
@@ -985,7 +1107,9 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *
               : level == 2 ? "2"
                            : "",
               p->pub.command_line);
-    if (cmdline_unsettled(rt)) {
+    bool settle = cmdline_unsettled(rt);
+    rt_probed(rt, settle);
+    if (settle) {
         rt->settle_until = uv_now(l->loop) + SETTLE_MS;
     } else {
         publish(l);
@@ -1003,7 +1127,7 @@ static bool rt_op_ended(struct ipc__rt *rt)
         maybe_finish_close(l);
         return false;
     }
-    if (rt->removed) {
+    if (rt_gone(rt)) {
         rt_reap(rt);
         pump(l);
         return false;
@@ -1090,7 +1214,7 @@ static bool pump_runtime(struct ipc__rt *rt, uint64_t now, uint64_t *wake)
     if (rt_in_flight(rt)) {
         return false;
     }
-    bool resume = rt->need_resume && !rt->held;
+    bool resume = rt_owes_resume(rt);
     bool probe = rt->proc == NULL;
     bool refresh = !probe && rt->refresh_at != 0;
     if (!resume && !probe && !refresh) {
@@ -1143,7 +1267,7 @@ static void pump(struct ipc_listen *l)
     }
     for (struct ipc__rt *rt = l->rts, *next; rt != NULL; rt = next) {
         next = rt->next;
-        if (!rt->removed) {
+        if (!rt_gone(rt)) {
             changed |= pump_runtime(rt, now, &wake);
         }
     }
@@ -1169,7 +1293,7 @@ static void publish(struct ipc_listen *l)
 {
     ipc_proclist_begin(&l->procs);
     for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
-        if (!rt->removed && rt->proc != NULL && rt->settle_until == 0) {
+        if (rt_listed(rt)) {
             ipc_proclist_add(&l->procs, rt->proc);
         }
     }
@@ -1454,7 +1578,7 @@ const struct ipc_process *ipc_listen_at(const struct ipc_listen *l, size_t i)
 int ipc_listen_busy(struct ipc_listen *l, const char *uid, int delta)
 {
     struct ipc__rt *rt = rt_find_uid(l, uid);
-    if (rt == NULL || rt->proc == NULL || rt->settle_until != 0) {
+    if (rt == NULL || !rt_listed(rt)) {
         return AGENT_E_NOTFOUND;
     }
     struct ipc_process *p = &rt->proc->pub;
@@ -1474,8 +1598,8 @@ int ipc_listen_resume(struct ipc_listen *l, const char *uid)
     if (rt == NULL) {
         return AGENT_E_NOTFOUND;
     }
-    if (rt->held) {
-        rt->held = false;
+    if (rt_held(rt)) {
+        rt_set_state(rt, rt->state == IPC_RT_HELD ? IPC_RT_RESUMING : IPC_RT_RESUMING_LISTED);
         rt->retry_at = 0;
         log_info(LOG_CAT, "runtime pid %llu (uid %s): resuming it now", (unsigned long long)rt->pid,
                  rt->uid);

@@ -1368,7 +1368,11 @@ static bool is_our_socket(const struct ipc_listen *l, const struct stat *st)
     return S_ISSOCK(st->st_mode) && st->st_uid == geteuid() && (st->st_mode & 07777) == l->mode;
 }
 
-static int bind_socket(struct ipc_listen *l, int *fd_out)
+/*
+ * Checks the path, opens its folder (kept in l->dirfd) and replaces a stale socket file at the
+ * name. dir receives the folder's path (sun_path sized).
+ */
+static int bind_prepare(struct ipc_listen *l, char *dir, size_t dir_size)
 {
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof(sa));
@@ -1379,9 +1383,8 @@ static int bind_socket(struct ipc_listen *l, int *fd_out)
                   sizeof(sa.sun_path) - 1);
         return UV_ENAMETOOLONG;
     }
-    char dir[sizeof(sa.sun_path)];
     char base[sizeof(sa.sun_path)];
-    if (shdir_split(l->path, dir, sizeof(dir), base, sizeof(base)) != 0) {
+    if (shdir_split(l->path, dir, dir_size, base, sizeof(base)) != 0) {
         log_error(LOG_CAT, "%s is not an absolute path to a file", l->path);
         return AGENT_E_INVAL;
     }
@@ -1392,78 +1395,71 @@ static int bind_socket(struct ipc_listen *l, int *fd_out)
     }
     memcpy(l->base, base, strlen(base) + 1);
     memcpy(sa.sun_path, l->path, len + 1);
-    rc = replace_stale(l, &sa);
-    if (rc != 0) {
-        return rc;
-    }
+    return replace_stale(l, &sa);
+}
 
-    struct shdir_private priv = {.fd = -1};
-    const char *step = "private folder";
-    int fd = -1;
-    struct stat st;
-    rc = shdir_private_new(l->dirfd, &priv);
-    if (rc != 0) {
-        goto fail;
-    }
+/*
+ * Makes the socket as "s" inside the private folder priv (of dir), with exactly the configured
+ * mode, and records its identity in l->dev/ino. *fd is the socket once created (the caller closes
+ * it on failure); *step names what failed.
+ */
+static int bind_in_private(struct ipc_listen *l, const char *dir,
+                           const struct shdir_private *priv, int *fd, const char **step)
+{
     /* Bind inside the private folder: by its full path when that fits sun_path, else through
      * our descriptor of it. */
     struct sockaddr_un tmp;
     memset(&tmp, 0, sizeof(tmp));
     tmp.sun_family = AF_UNIX;
     int n = snprintf(tmp.sun_path, sizeof(tmp.sun_path), "%s/%s/s",
-                     strcmp(dir, "/") == 0 ? "" : dir, priv.name);
+                     strcmp(dir, "/") == 0 ? "" : dir, priv->name);
     if (n < 0 || (size_t)n >= sizeof(tmp.sun_path)) {
-        n = snprintf(tmp.sun_path, sizeof(tmp.sun_path), "/proc/self/fd/%d/s", priv.fd);
+        (void)snprintf(tmp.sun_path, sizeof(tmp.sun_path), "/proc/self/fd/%d/s", priv->fd);
     }
-    step = "socket";
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        rc = -errno;
-        goto fail;
+    *step = "socket";
+    *fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*fd < 0) {
+        return -errno;
     }
     /* The mode goes on the unbound socket first (the file is created with it, narrowed by the
      * umask), then exactly that mode inside the private folder (a umask of 022 would otherwise
      * take group write from 0660). */
-    step = "fchmod";
-    if (fchmod(fd, (mode_t)l->mode) != 0) {
-        rc = -errno;
-        goto fail;
+    *step = "fchmod";
+    if (fchmod(*fd, (mode_t)l->mode) != 0) {
+        return -errno;
     }
-    step = "bind";
-    if (bind(fd, (const struct sockaddr *)&tmp, sizeof(tmp)) != 0) {
-        rc = -errno;
-        goto fail;
+    *step = "bind";
+    if (bind(*fd, (const struct sockaddr *)&tmp, sizeof(tmp)) != 0) {
+        return -errno;
     }
-    step = "chmod";
-    if (fchmodat(priv.fd, "s", (mode_t)l->mode, 0) != 0) {
-        rc = -errno;
-        goto fail;
+    *step = "chmod";
+    if (fchmodat(priv->fd, "s", (mode_t)l->mode, 0) != 0) {
+        return -errno;
     }
-    step = "check";
-    if (fstatat(priv.fd, "s", &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        rc = -errno;
-        goto fail;
+    *step = "check";
+    struct stat st;
+    if (fstatat(priv->fd, "s", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return -errno;
     }
     if (!is_our_socket(l, &st)) {
-        rc = AGENT_E_CHANGED;
-        goto fail;
+        return AGENT_E_CHANGED;
     }
     l->dev = st.st_dev;
     l->ino = st.st_ino;
-    step = "rename into place";
-    rc = shdir_place(priv.fd, "s", l->dirfd, l->base);
-    if (rc != 0) {
-        (void)unlinkat(priv.fd, "s", 0);
-        goto fail;
-    }
-    shdir_private_remove(l->dirfd, &priv);
-    /* What is at the name now must be the socket just made; someone who can write the folder
-     * may have swapped it already, and then runtimes would not reach us. */
-    step = "final check";
+    return 0;
+}
+
+/*
+ * What is at the name now must be the socket just made; someone who can write the folder may
+ * have swapped it already, and then runtimes would not reach us. Logs why it is not.
+ */
+static int check_placed(const struct ipc_listen *l, const char *dir)
+{
     struct stat now;
     if (fstatat(l->dirfd, l->base, &now, AT_SYMLINK_NOFOLLOW) != 0) {
-        rc = -errno;
-        goto fail;
+        int rc = -errno;
+        log_error(LOG_CAT, "cannot bind %s (final check): %s", l->path, agent_strerror(rc));
+        return rc;
     }
     if (now.st_dev != l->dev || now.st_ino != l->ino || !is_our_socket(l, &now)) {
         log_error(LOG_CAT,
@@ -1471,8 +1467,39 @@ static int bind_socket(struct ipc_listen *l, int *fd_out)
                   "else writes to %s; refusing to start",
                   l->path, S_ISLNK(now.st_mode) ? "a symlink" : "another file",
                   (unsigned)now.st_uid, dir);
-        rc = AGENT_E_CHANGED;
-        step = NULL;
+        return AGENT_E_CHANGED;
+    }
+    return 0;
+}
+
+static int bind_socket(struct ipc_listen *l, int *fd_out)
+{
+    char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int rc = bind_prepare(l, dir, sizeof(dir));
+    if (rc != 0) {
+        return rc;
+    }
+    struct shdir_private priv = {.fd = -1};
+    const char *step = "private folder";
+    int fd = -1;
+    rc = shdir_private_new(l->dirfd, &priv);
+    if (rc != 0) {
+        goto fail;
+    }
+    rc = bind_in_private(l, dir, &priv, &fd, &step);
+    if (rc != 0) {
+        goto fail;
+    }
+    step = "rename into place";
+    rc = shdir_place(priv.fd, "s", l->dirfd, l->base);
+    if (rc != 0) {
+        (void)unlinkat(priv.fd, "s", 0);
+        goto fail;
+    }
+    shdir_private_remove(l->dirfd, &priv);
+    step = NULL; /* check_placed logs its own failures */
+    rc = check_placed(l, dir);
+    if (rc != 0) {
         goto fail;
     }
     *fd_out = fd;

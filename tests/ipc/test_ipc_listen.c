@@ -23,6 +23,7 @@
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "ipc_discovery.h"
+#include "ipc_internal.h"
 #include "ipc_listen.h"
 #include "ipc_session.h"
 #include "ipc_test_loop.h"
@@ -879,9 +880,48 @@ static void test_listen_close_serves_queued_command(void **state)
     fx_done(&fx);
 }
 
+/*
+ * The runtime state graph (ipc_internal.h): every listed transition is allowed, everything else
+ * is refused (rt_set_state then asserts in debug builds, logs in release builds).
+ */
+static void test_listen_state_transitions(void **state)
+{
+    (void)state;
+    enum { H = IPC_RT_HELD, HL = IPC_RT_HELD_LISTED, R = IPC_RT_RESUMING,
+           RS = IPC_RT_RESUMING_SETTLING, RL = IPC_RT_RESUMING_LISTED, P = IPC_RT_PROBING,
+           S = IPC_RT_SETTLING, L = IPC_RT_LISTED, G = IPC_RT_GONE, N = IPC_RT_NSTATES };
+    static const int allowed[][2] = {
+        {H, HL}, {H, R},   {HL, RL}, {R, P},  {R, RS}, {R, RL}, {RS, S},
+        {RS, RL}, {RL, L}, {P, S},   {P, L},  {S, L},
+    };
+    for (int from = 0; from < N; from++) {
+        for (int to = 0; to < N; to++) {
+            bool want = to == G && from != G;
+            for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+                want |= allowed[i][0] == from && allowed[i][1] == to;
+            }
+            assert_int_equal(ipc__rt_transition_ok((enum ipc__rt_state)from,
+                                                   (enum ipc__rt_state)to),
+                             want);
+        }
+    }
+    /* Some refusals spelled out: no way back, no skipping the resume, GONE is final. */
+    assert_false(ipc__rt_transition_ok(IPC_RT_LISTED, IPC_RT_SETTLING));
+    assert_false(ipc__rt_transition_ok(IPC_RT_HELD, IPC_RT_PROBING));
+    assert_false(ipc__rt_transition_ok(IPC_RT_HELD_LISTED, IPC_RT_LISTED));
+    assert_false(ipc__rt_transition_ok(IPC_RT_RESUMING_LISTED, IPC_RT_HELD_LISTED));
+    assert_false(ipc__rt_transition_ok(IPC_RT_GONE, IPC_RT_LISTED));
+    assert_false(ipc__rt_transition_ok(IPC_RT_GONE, IPC_RT_GONE));
+    assert_false(ipc__rt_transition_ok(IPC_RT_LISTED, IPC_RT_LISTED));
+    assert_false(ipc__rt_transition_ok(IPC_RT_NSTATES, IPC_RT_GONE));
+    assert_string_equal(ipc__rt_state_name(IPC_RT_RESUMING_SETTLING), "RESUMING_SETTLING");
+    assert_string_equal(ipc__rt_state_name(IPC_RT_NSTATES), "?");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_listen_state_transitions),
         cmocka_unit_test_setup_teardown(test_listen_socket_mode, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_stale_socket_replaced, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_lists_runtime_resumed_first, tl_setup,

@@ -107,8 +107,7 @@ struct dump_job {
     uint64_t sent;
     uint8_t *rbuf;
     char uid[37];
-    char endpoint[256];
-    struct ipc_endpoint ep; /* endpoint above, and the runtime's user */
+    struct ipc_endpoint ep; /* the runtime's (an owned copy) */
     char filename[64];
     char location[512];
     char type_name[16];
@@ -236,6 +235,7 @@ static void job_on_timer_closed(uv_handle_t *h)
         return;
     }
     free(job->rbuf);
+    ipc_endpoint_fini(&job->ep);
     free(job);
     if (op_registry_active(&a->ops, OP_KIND_DUMP) == 0) {
         malloc_trim(0);
@@ -953,9 +953,8 @@ void api_dump_get(struct agent *a, struct http_request *req)
     job->req = req;
     job->pid = p->pid;
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
-    snprintf(job->endpoint, sizeof(job->endpoint), "%s", p->endpoint);
-    job->ep = ipc_process_endpoint(p);
-    job->ep.path = job->endpoint;
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    int ep_rc = ipc_endpoint_copy(&job->ep, &ep); /* released with the job */
     /* Unique and unguessable: the operation id is a random GUID. */
     snprintf(job->name, sizeof(job->name), "dotmon_%llu_%s.dmp", (unsigned long long)p->pid,
              op->id);
@@ -976,7 +975,7 @@ void api_dump_get(struct agent *a, struct http_request *req)
              host != NULL ? host : "localhost", op->id);
     op->artifact_name = strdup(job->filename);
 
-    rc = job_send(job);
+    rc = ep_rc != 0 ? ep_rc : job_send(job);
     if (rc != 0) {
         job->file_gone = true;
         char msg[256];

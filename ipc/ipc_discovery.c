@@ -209,7 +209,8 @@ static struct ipc_proclist_entry *proc_from_info(const struct ipc_process_info *
     if (e == NULL) {
         return NULL;
     }
-    if (ipc__process_init(&e->pub, pi, level, s->path, s->owner_uid) != 0) {
+    struct ipc_endpoint ep = {.path = s->path, .peer_uid = (int64_t)s->owner_uid};
+    if (ipc__process_init(&e->pub, pi, level, &ep, s->owner_uid) != 0) {
         free(e);
         return NULL;
     }
@@ -367,7 +368,7 @@ static void on_exchange_done(void *ud, const struct ipc__probe_result *res)
 static int start_exchange(struct sock *s, enum sock_op op)
 {
     struct ipc_discovery *d = s->d;
-    struct ipc_endpoint ep = {s->path, (int64_t)s->owner_uid};
+    struct ipc_endpoint ep = {.path = s->path, .peer_uid = (int64_t)s->owner_uid};
     /* Liveness: the plain ProcessInfo every runtime knows; a probe steps down from probe_level. */
     int rc = ipc__probe_start(d->loop, &ep, op == OP_LIVENESS ? 1 : s->probe_level, op == OP_PROBE,
                               d->probe_timeout_ms, on_exchange_done, s, &s->x);

@@ -4,7 +4,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,8 +140,7 @@ struct ipc__rt {
 
 struct ipc_listen {
     uv_loop_t *loop;
-    struct ipc_listen *reg_next; /* the registry of listeners (ipc__listen_enqueue) */
-    bool registered;
+    struct ipc_listen_ref *ref; /* shared with the endpoints of its runtimes */
     char *path;
     unsigned mode;
     uint64_t probe_timeout_ms;
@@ -195,39 +193,52 @@ static void pump(struct ipc_listen *l);
 static void publish(struct ipc_listen *l);
 static void maybe_finish_close(struct ipc_listen *l);
 
-/* ---- the registry: which listener serves "reverse:<uid>" ------------------------------------- */
+/* ---- the listener's reference, shared by listen-mode endpoints ------------------------------ */
 
 /*
- * Listeners of every loop in the process. The lock only guards the list; a listener's runtimes
- * are only ever looked at from its own loop's thread (lookups match the loop first).
+ * What a listen-mode endpoint holds (ipc_client.h): counted, so that an endpoint copied by a
+ * trace or dump job may outlive the runtime and the listener itself. The listener owns one
+ * reference and clears `l` when it starts closing; from then on, as once the runtime is gone,
+ * connecting through the endpoint fails with UV_ECONNREFUSED. The loop thread only.
  */
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ipc_listen *registry;
+struct ipc_listen_ref {
+    size_t refs;
+    struct ipc_listen *l; /* NULL once the listener is closing */
+};
 
-static void registry_add(struct ipc_listen *l)
+static void lref_unref(struct ipc_listen_ref *r)
 {
-    pthread_mutex_lock(&registry_lock);
-    l->reg_next = registry;
-    registry = l;
-    l->registered = true;
-    pthread_mutex_unlock(&registry_lock);
+    assert(r->refs > 0);
+    if (--r->refs == 0) {
+        free(r);
+    }
 }
 
-static void registry_remove(struct ipc_listen *l)
+static void ep_ref(struct ipc_endpoint *ep)
 {
-    if (!l->registered) {
-        return;
+    if (ep->listener != NULL) {
+        ep->listener->refs++;
     }
-    pthread_mutex_lock(&registry_lock);
-    for (struct ipc_listen **pp = &registry; *pp != NULL; pp = &(*pp)->reg_next) {
-        if (*pp == l) {
-            *pp = l->reg_next;
-            break;
-        }
-    }
-    l->registered = false;
-    pthread_mutex_unlock(&registry_lock);
 }
+
+static void ep_unref(struct ipc_endpoint *ep)
+{
+    if (ep->listener != NULL) {
+        lref_unref(ep->listener);
+        ep->listener = NULL;
+    }
+}
+
+static int reverse_connect(struct ipc_conn *c, uv_loop_t *loop, const struct ipc_endpoint *ep);
+static void reverse_conn_close(struct ipc_conn *c);
+
+const struct ipc_transport ipc__transport_reverse = {
+    .name = "reverse",
+    .connect = reverse_connect,
+    .conn_close = reverse_conn_close,
+    .ref = ep_ref,
+    .unref = ep_unref,
+};
 
 /* ---- intrusive lists of struct ipc_conn (next/pprev) ----------------------------------------- */
 
@@ -426,6 +437,19 @@ static struct ipc__rt *rt_find_uid(struct ipc_listen *l, const char *uid)
         }
     }
     return NULL;
+}
+
+_Static_assert(IPC_ENDPOINT_UID_SIZE == IPC_GUID_STR_SIZE, "an endpoint holds a runtime uid");
+
+/* The endpoint of rt (a view: its listener reference is the listener's own). */
+static struct ipc_endpoint rt_endpoint(const struct ipc__rt *rt)
+{
+    struct ipc_endpoint ep = {.path = rt->endpoint,
+                              .peer_uid = IPC_ANY_PEER,
+                              .transport = &ipc__transport_reverse,
+                              .listener = rt->l->ref};
+    memcpy(ep.uid, rt->uid, sizeof(ep.uid));
+    return ep;
 }
 
 /* ---- connections ----------------------------------------------------------------------------- */
@@ -836,30 +860,32 @@ static void schedule_dispatch(struct ipc_listen *l)
     }
 }
 
-int ipc__listen_enqueue(struct ipc_conn *c, uv_loop_t *loop, const char *uid)
+/*
+ * The transport's connect: queues c at the endpoint's runtime, found by uid in the endpoint's
+ * listener (a runtime forgotten and advertising again is the same runtime). A listener that is
+ * closing (or gone, or on another loop) or a runtime it does not know refuses, as a socket nobody
+ * listens on would.
+ */
+static int reverse_connect(struct ipc_conn *c, uv_loop_t *loop, const struct ipc_endpoint *ep)
 {
-    struct ipc_listen *found = NULL;
+    struct ipc_listen *l = ep->listener != NULL ? ep->listener->l : NULL;
     struct ipc__rt *rt = NULL;
-    pthread_mutex_lock(&registry_lock);
-    for (struct ipc_listen *l = registry; l != NULL; l = l->reg_next) {
-        if (l->loop == loop && !l->closing && (rt = rt_find_uid(l, uid)) != NULL) {
-            found = l;
-            break;
-        }
+    if (l != NULL && l->loop == loop && !l->closing) {
+        rt = rt_find_uid(l, ep->uid);
     }
-    pthread_mutex_unlock(&registry_lock);
-    if (found == NULL) {
-        return UV_ECONNREFUSED; /* no such runtime connected: as a socket nobody listens on */
+    if (rt == NULL) {
+        return UV_ECONNREFUSED;
     }
+    c->state = IPC_CONN_WAITING;
     c->rt = rt;
     conn_push(&rt->waiters, c);
     if (rt->spares != NULL) {
-        schedule_dispatch(found);
+        schedule_dispatch(l);
     }
     return 0;
 }
 
-void ipc__listen_conn_close(struct ipc_conn *c)
+static void reverse_conn_close(struct ipc_conn *c)
 {
     if (c->state == IPC_CONN_WAITING) {
         conn_unlink(c); /* from its runtime's queue, or the failed list */
@@ -1064,8 +1090,9 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *
         /* A refresh: keep what is listed unless the runtime answers in full. */
         struct ipc_process fresh;
         memset(&fresh, 0, sizeof(fresh));
+        struct ipc_endpoint ep = rt_endpoint(rt);
         if (res->status == 0 && res->ok && res->info != NULL &&
-            ipc__process_init(&fresh, res->info, level, rt->endpoint, rt->peer_uid) == 0) {
+            ipc__process_init(&fresh, res->info, level, &ep, rt->peer_uid) == 0) {
             if (strcmp(fresh.command_line, rt->proc->pub.command_line) != 0) {
                 log_debug(LOG_CAT, "runtime pid %llu: command line now '%s'",
                           (unsigned long long)rt->pid, fresh.command_line);
@@ -1085,8 +1112,8 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *
     }
     int rc = res->parse_status;
     struct ipc_proclist_entry *p = rc == 0 ? ipc_proclist_entry_new() : NULL;
-    if (p == NULL ||
-        ipc__process_init(&p->pub, res->info, level, rt->endpoint, rt->peer_uid) != 0) {
+    struct ipc_endpoint ep = rt_endpoint(rt);
+    if (p == NULL || ipc__process_init(&p->pub, res->info, level, &ep, rt->peer_uid) != 0) {
         free(p);
         rt_failed(rt, "ProcessInfo", rc != 0 ? rc : UV_ENOMEM, 0);
         return;
@@ -1160,7 +1187,7 @@ static void on_probe_done(void *ud, const struct ipc__probe_result *res)
 static void rt_start_op(struct ipc__rt *rt, enum rt_op op)
 {
     struct ipc_listen *l = rt->l;
-    struct ipc_endpoint ep = {rt->endpoint, IPC_ANY_PEER};
+    struct ipc_endpoint ep = rt_endpoint(rt);
     int rc;
     if (op == RT_OP_RESUME) {
         uint8_t req[IPC_HEADER_SIZE];
@@ -1530,10 +1557,15 @@ int ipc_listen_new(uv_loop_t *loop, const struct ipc_listen_config *cfg,
         return UV_ENOMEM;
     }
     l->path = strdup(cfg->path);
-    if (l->path == NULL) {
+    l->ref = calloc(1, sizeof(*l->ref));
+    if (l->path == NULL || l->ref == NULL) {
+        free(l->path);
+        free(l->ref);
         free(l);
         return UV_ENOMEM;
     }
+    l->ref->refs = 1; /* the listener's own, dropped when it starts closing */
+    l->ref->l = l;
     l->loop = loop;
     l->dirfd = -1;
     l->mode = cfg->socket_mode ? cfg->socket_mode : DEFAULT_MODE;
@@ -1582,7 +1614,6 @@ int ipc_listen_start(struct ipc_listen *l)
         return rc;
     }
     l->bound = true;
-    registry_add(l);
     log_info(LOG_CAT, "listening for .NET runtimes on %s (mode %04o)", l->path, l->mode);
     return 0;
 }
@@ -1742,7 +1773,10 @@ void ipc_listen_close(struct ipc_listen *l, void (*cb)(void *ud), void *ud)
     ipc_proclist_mute(&l->procs);
     l->close_cb = cb;
     l->close_ud = ud;
-    registry_remove(l); /* no new command can queue from here on */
+    /* No new command can queue from here on; endpoints still held refuse to connect. */
+    l->ref->l = NULL;
+    lref_unref(l->ref);
+    l->ref = NULL;
     uv_close((uv_handle_t *)&l->server, on_handle_close);
     uv_close((uv_handle_t *)&l->wake, on_handle_close);
     while (l->pending != NULL) {

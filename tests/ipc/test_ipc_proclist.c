@@ -41,7 +41,8 @@ static struct ipc_proclist_entry *entry(uint64_t pid, const char *uid, uint64_t 
     snprintf(e->pub.uid, sizeof(e->pub.uid), "%s", uid);
     e->pub.key = key;
     e->rank = rank;
-    e->pub.endpoint = strdup(endpoint);
+    e->pub.ep.path = strdup(endpoint); /* as ipc__process_init's copy */
+    e->pub.endpoint = e->pub.ep.path;
     e->pub.command_line = strdup(uid);
     e->pub.name = strdup("app");
     e->pub.os = strdup("Linux");

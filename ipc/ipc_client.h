@@ -89,8 +89,9 @@ enum ipc_exchange_kind {
  *
  * Details of this implementation:
  * - Returns 0, or AGENT_E_INVAL (bad arguments, req shorter than a header, max_reply < 20),
- *   UV_ENAMETOOLONG (path does not fit sun_path), UV_ECONNREFUSED (a reverse endpoint whose
- *   runtime is not connected) or UV_ENOMEM; on error cb is never called.
+ *   UV_ENAMETOOLONG (path does not fit sun_path), UV_ECONNREFUSED (a listen-mode endpoint whose
+ *   runtime is not connected, or whose listener has closed) or UV_ENOMEM; on error cb is never
+ *   called.
  * - cb runs after the exchange's handles have closed, so the exchange holds no loop resources
  *   by then; res->payload/continuation stay valid until cb returns.
  * - res->status: 0 (reply received; see ok/hresult), AGENT_E_TIMEOUT, AGENT_E_CLOSED (EOF before

@@ -30,7 +30,8 @@
  * spares (one byte at a time, into a scratch byte) only to see them end: EOF means the runtime
  * closed it (it died, or exits), stray bytes are a protocol violation; either way it is closed.
  *
- * Hand-over. A command for "reverse:<uid>" (ipc__connect) queues a waiter on that runtime. The
+ * Hand-over. A command for a runtime's endpoint (ipc__connect, through ipc__transport_reverse:
+ * the listener's counted reference, and the uid looked up there) queues a waiter on it. The
  * dispatcher (an idle handle, so callbacks never run inside the caller's start call) gives the
  * oldest waiter the newest spare: it duplicates the spare's descriptor, closes the listener's
  * handle (the socket lives on in the duplicate), and opens the duplicate in the waiter's pipe with
@@ -40,7 +41,8 @@
  *
  * Runtimes. A `struct ipc__rt` per cookie: on its first advertise it gets ResumeRuntime (unless
  * held), then ProcessInfo3 -> 2 -> 1 (each on a new connection, like every command), and is
- * listed once its command line is whole (SETTLE_MS). Failed exchanges are retried with a backoff (a
+ * listed once its command line is whole (SETTLE_MS); its progress is one enum ipc__rt_state
+ * (ipc_internal.h), changed only by rt_set_state. The list itself is an ipc_proclist. Failed exchanges are retried with a backoff (a
  * runtime busy with a dump answers nothing for a while). A runtime with no spare and no lease (no
  * connection to dotmon at all) since idle_since is forgotten after forget_after_ms, unless it is
  * marked busy. A dump or a StopTracing with rundown holds its connection, hence its lease, for as

@@ -361,8 +361,8 @@ static void job_on_retry(uv_timer_t *t)
         job_maybe_free(job);
         return;
     }
-    int rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &job->tc.collect, TRACE_START_TIMEOUT_MS,
-                               &session_callbacks, job, &job->sess);
+    int rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &job->tc.collect,
+                               TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
     if (rc == 0 && job->stopping) {
         ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS); /* stopped while the retry waited */
     }
@@ -679,10 +679,10 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
              host != NULL ? host : "localhost", op->id);
     op->artifact_name = strdup(job->filename);
 
-    rc = ep_rc != 0 ? ep_rc
-                    : ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
-                                        TRACE_START_TIMEOUT_MS, &session_callbacks, job,
-                                        &job->sess);
+    rc = ep_rc != 0
+             ? ep_rc
+             : ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
+                                 TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
     if (rc != 0) {
         job->req = NULL;
         job_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));

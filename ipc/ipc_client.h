@@ -32,8 +32,8 @@ struct ipc_exchange;
  * ipc_process, which lives until the loop runs again), make an owned copy with ipc_endpoint_copy
  * and release it with ipc_endpoint_fini. Calls that take an endpoint copy what they need.
  */
-struct ipc_transport;   /* the ops table (ipc_internal.h) */
-struct ipc_listen_ref;  /* a listener, or nothing once it has closed (ipc_listen.c) */
+struct ipc_transport;  /* the ops table (ipc_internal.h) */
+struct ipc_listen_ref; /* a listener, or nothing once it has closed (ipc_listen.c) */
 #define IPC_ENDPOINT_UID_SIZE 37
 struct ipc_endpoint {
     const char *path; /* connect mode: its listening socket; listen mode: a name for logs only

@@ -142,7 +142,6 @@ bool ipc__rt_transition_ok(enum ipc__rt_state from, enum ipc__rt_state to);
 /* "HELD", "LISTED"...; "?" for a value out of range. */
 const char *ipc__rt_state_name(enum ipc__rt_state s);
 
-
 /* ---- the process struct (ipc_process.c) ------------------------------------------------------ */
 
 /*

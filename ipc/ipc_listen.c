@@ -42,11 +42,12 @@
  * Runtimes. A `struct ipc__rt` per cookie: on its first advertise it gets ResumeRuntime (unless
  * held), then ProcessInfo3 -> 2 -> 1 (each on a new connection, like every command), and is
  * listed once its command line is whole (SETTLE_MS); its progress is one enum ipc__rt_state
- * (ipc_internal.h), changed only by rt_set_state. The list itself is an ipc_proclist. Failed exchanges are retried with a backoff (a
- * runtime busy with a dump answers nothing for a while). A runtime with no spare and no lease (no
- * connection to dotmon at all) since idle_since is forgotten after forget_after_ms, unless it is
- * marked busy. A dump or a StopTracing with rundown holds its connection, hence its lease, for as
- * long as it runs, so the runtime's single server thread being occupied never looks like death.
+ * (ipc_internal.h), changed only by rt_set_state. The list itself is an ipc_proclist. Failed
+ * exchanges are retried with a backoff (a runtime busy with a dump answers nothing for a while). A
+ * runtime with no spare and no lease (no connection to dotmon at all) since idle_since is forgotten
+ * after forget_after_ms, unless it is marked busy. A dump or a StopTracing with rundown holds its
+ * connection, hence its lease, for as long as it runs, so the runtime's single server thread being
+ * occupied never looks like death.
  *
  * Closing stops accepting and queuing at once, but commands already queued (a trace's StopTracing
  * at shutdown) still get the spares there are, on one last dispatch, before the connections close.
@@ -300,9 +301,7 @@ static void schedule_dispatch(struct ipc_listen *l);
 
 /* ---- runtime states (ipc_internal.h, enum ipc__rt_state) ------------------------------------ */
 
-#define RT_BIT(s) (1u << (unsigned)(s))
-#define RT_ANY_BUT_GONE                                                                            \
-    (RT_BIT(IPC_RT_NSTATES) - 1u - RT_BIT(IPC_RT_GONE))
+#define RT_BIT(s)       (1u << (unsigned)(s))
 
 /* The states each state may move to (besides GONE, open to all but GONE itself). */
 static const unsigned rt_next_states[IPC_RT_NSTATES] = {
@@ -409,8 +408,8 @@ static void rt_probed(struct ipc__rt *rt, bool settle)
 /* The command line is whole (or the time is up): listed from now on. */
 static void rt_settled(struct ipc__rt *rt)
 {
-    rt_set_state(rt, rt->state == IPC_RT_RESUMING_SETTLING ? IPC_RT_RESUMING_LISTED
-                                                           : IPC_RT_LISTED);
+    rt_set_state(rt,
+                 rt->state == IPC_RT_RESUMING_SETTLING ? IPC_RT_RESUMING_LISTED : IPC_RT_LISTED);
 }
 
 /* ResumeRuntime answered: the listing phase stays. */
@@ -538,7 +537,7 @@ static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint6
     log_info(LOG_CAT, "runtime pid %llu (uid %s) connected to %s%s", (unsigned long long)pid,
              rt->uid, l->path,
              rt_held(rt) ? "; held suspended until a trace starts (DiagnosticPort:HoldSuspended)"
-                      : "");
+                         : "");
     return rt;
 }
 
@@ -1432,8 +1431,8 @@ static int bind_prepare(struct ipc_listen *l, char *dir, size_t dir_size)
  * mode, and records its identity in l->dev/ino. *fd is the socket once created (the caller closes
  * it on failure); *step names what failed.
  */
-static int bind_in_private(struct ipc_listen *l, const char *dir,
-                           const struct shdir_private *priv, int *fd, const char **step)
+static int bind_in_private(struct ipc_listen *l, const char *dir, const struct shdir_private *priv,
+                           int *fd, const char **step)
 {
     /* Bind inside the private folder: by its full path when that fits sun_path, else through
      * our descriptor of it. */

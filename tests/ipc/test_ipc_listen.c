@@ -15,8 +15,6 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "err.h"
 #include "fake_runtime.h"
 #include "ipc_client.h"
@@ -27,6 +25,7 @@
 #include "ipc_listen.h"
 #include "ipc_session.h"
 #include "ipc_test_loop.h"
+#include "timebound.h"
 
 /* The sessions this test file starts (ipc_session.h): counted until freed. */
 static struct ipc_session_admission sessions;
@@ -251,8 +250,8 @@ static int start_cmd(struct lfx *fx, const struct ipc_endpoint *ep, const uint8_
                      uint64_t timeout_ms, struct xres *r)
 {
     memset(r, 0, sizeof(*r));
-    int rc = ipc_exchange_start(&fx->tl->loop, ep, req, len,
-                                IPC_EXCHANGE_SIMPLE, timeout_ms, 0, on_x, r, NULL);
+    int rc = ipc_exchange_start(&fx->tl->loop, ep, req, len, IPC_EXCHANGE_SIMPLE, timeout_ms, 0,
+                                on_x, r, NULL);
     assert_false(r->done); /* never from inside the start call */
     return rc;
 }
@@ -657,8 +656,7 @@ static void test_listen_trace_session(void **state)
         .buffer_mb = 16, .format = 1, .providers = &prov, .provider_count = 1};
     static const struct ipc_session_callbacks cbs = {s_started, s_data, s_end};
     struct srec r = {0};
-    assert_int_equal(ipc_session_start(&fx.tl->loop, &sessions,
-                                       &ipc_listen_at(fx.l, 0)->ep, &cc,
+    assert_int_equal(ipc_session_start(&fx.tl->loop, &sessions, &ipc_listen_at(fx.l, 0)->ep, &cc,
                                        2000, &cbs, &r, &r.s),
                      0);
     assert_true(tl_run_until(fx.tl, s_is_started, &r, 2000));
@@ -738,9 +736,9 @@ static void test_listen_endpoint_outlives_listener(void **state)
         .buffer_mb = 16, .format = 1, .providers = &prov, .provider_count = 1};
     static const struct ipc_session_callbacks cbs = {s_started, s_data, s_end};
     struct srec sr = {0};
-    assert_int_equal(ipc_session_start(&fx.tl->loop, &sessions, &second, &cc, 500, &cbs, &sr,
-                                       &sr.s),
-                     UV_ECONNREFUSED);
+    assert_int_equal(
+        ipc_session_start(&fx.tl->loop, &sessions, &second, &cc, 500, &cbs, &sr, &sr.s),
+        UV_ECONNREFUSED);
     assert_true(tl_run_until(fx.tl, no_sessions, NULL, 2000));
     ipc_endpoint_fini(&kept);
     ipc_endpoint_fini(&second);
@@ -791,8 +789,7 @@ static void test_listen_long_command_keeps_runtime(void **state)
     ipc_wr_init(&w, req, sizeof(req));
     assert_int_equal(ipc_cmd_generate_dump(&w, 1, "/tmp/x.dmp", IPC_DUMP_NORMAL, 0), 0);
     struct xres r;
-    assert_int_equal(start_cmd(&fx, &ipc_listen_at(fx.l, 0)->ep, req, w.len, 5 * GRACE_MS, &r),
-                     0);
+    assert_int_equal(start_cmd(&fx, &ipc_listen_at(fx.l, 0)->ep, req, w.len, 5 * GRACE_MS, &r), 0);
     tl_run_for(fx.tl, 4 * GRACE_MS);
     assert_false(r.done);
     assert_int_equal(stats(&fx).spares, 0); /* the fake does not reconnect during a dump */
@@ -935,12 +932,21 @@ static void test_listen_close_serves_queued_command(void **state)
 static void test_listen_state_transitions(void **state)
 {
     (void)state;
-    enum { H = IPC_RT_HELD, HL = IPC_RT_HELD_LISTED, R = IPC_RT_RESUMING,
-           RS = IPC_RT_RESUMING_SETTLING, RL = IPC_RT_RESUMING_LISTED, P = IPC_RT_PROBING,
-           S = IPC_RT_SETTLING, L = IPC_RT_LISTED, G = IPC_RT_GONE, N = IPC_RT_NSTATES };
+    enum {
+        H = IPC_RT_HELD,
+        HL = IPC_RT_HELD_LISTED,
+        R = IPC_RT_RESUMING,
+        RS = IPC_RT_RESUMING_SETTLING,
+        RL = IPC_RT_RESUMING_LISTED,
+        P = IPC_RT_PROBING,
+        S = IPC_RT_SETTLING,
+        L = IPC_RT_LISTED,
+        G = IPC_RT_GONE,
+        N = IPC_RT_NSTATES
+    };
     static const int allowed[][2] = {
-        {H, HL}, {H, R},   {HL, RL}, {R, P},  {R, RS}, {R, RL}, {RS, S},
-        {RS, RL}, {RL, L}, {P, S},   {P, L},  {S, L},
+        {H, HL}, {H, R},   {HL, RL}, {R, P}, {R, RS}, {R, RL},
+        {RS, S}, {RS, RL}, {RL, L},  {P, S}, {P, L},  {S, L},
     };
     for (int from = 0; from < N; from++) {
         for (int to = 0; to < N; to++) {
@@ -948,9 +954,8 @@ static void test_listen_state_transitions(void **state)
             for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
                 want |= allowed[i][0] == from && allowed[i][1] == to;
             }
-            assert_int_equal(ipc__rt_transition_ok((enum ipc__rt_state)from,
-                                                   (enum ipc__rt_state)to),
-                             want);
+            assert_int_equal(
+                ipc__rt_transition_ok((enum ipc__rt_state)from, (enum ipc__rt_state)to), want);
         }
     }
     /* Some refusals spelled out: no way back, no skipping the resume, GONE is final. */

@@ -26,8 +26,7 @@ static void on_change(void *ud, const struct ipc_process *p, bool added)
     assert_true(s->n < 16);
     snprintf(s->what[s->n++], sizeof(s->what[0]), "%c%s", added ? '+' : '-', p->uid);
     if (!added) {
-        snprintf(s->last_removed_cmdline, sizeof(s->last_removed_cmdline), "%s",
-                 p->command_line);
+        snprintf(s->last_removed_cmdline, sizeof(s->last_removed_cmdline), "%s", p->command_line);
     }
 }
 
@@ -68,9 +67,8 @@ static void test_proclist_sorts(void **state)
     ipc_proclist_init(&pl, NULL, NULL);
     assert_int_equal(ipc_proclist_reserve(&pl, 5), 0);
     struct ipc_proclist_entry *es[] = {
-        entry(30, "c", 0, 0, "/t/c"), entry(10, "b", 0, 0, "/t/b"),
-        entry(20, "x", 1, 0, "/t/x1"), entry(20, "y", 2, 0, "/t/y2"),
-        entry(20, "z", 1, 9, "/t/z1"),
+        entry(30, "c", 0, 0, "/t/c"),  entry(10, "b", 0, 0, "/t/b"),  entry(20, "x", 1, 0, "/t/x1"),
+        entry(20, "y", 2, 0, "/t/y2"), entry(20, "z", 1, 9, "/t/z1"),
     };
     publish(&pl, es, 5);
     assert_int_equal(ipc_proclist_count(&pl), 5);

@@ -1014,8 +1014,9 @@ static void test_session_transport_errors(void **state)
     static struct rec r;
 
     rec_init(&r);
-    assert_int_equal(
-        ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH(stale), &cfg, 1000, &rec_cb, &r, &r.s), 0);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH(stale), &cfg, 1000,
+                                       &rec_cb, &r, &r.s),
+                     0);
     assert_int_equal(r.ended, 0);
     assert_true(tl_run_until(tl, rec_ended, &r, 2000));
     assert_int_equal(r.status, UV_ECONNREFUSED);
@@ -1023,8 +1024,9 @@ static void test_session_transport_errors(void **state)
     char missing[160];
     assert_true(snprintf(missing, sizeof(missing), "%s/dotnet-diagnostic-1-1-socket", dir) > 0);
     rec_init(&r);
-    assert_int_equal(
-        ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH(missing), &cfg, 1000, &rec_cb, &r, &r.s), 0);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH(missing), &cfg, 1000,
+                                       &rec_cb, &r, &r.s),
+                     0);
     assert_true(tl_run_until(tl, rec_ended, &r, 2000));
     assert_int_equal(r.status, UV_ENOENT);
     assert_true(tl_run_until(tl, no_live_sessions, NULL, 2000));
@@ -1058,31 +1060,31 @@ static void test_session_bad_arguments(void **state)
     memset(long_path, 'a', sizeof(long_path) - 1);
     long_path[0] = '/';
     long_path[sizeof(long_path) - 1] = '\0';
-    assert_int_equal(
-        ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH(long_path), &cfg, 0, &rec_cb, &r, &s),
-        UV_ENAMETOOLONG);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH(long_path), &cfg, 0,
+                                       &rec_cb, &r, &s),
+                     UV_ENAMETOOLONG);
     assert_int_equal(
         ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0, NULL, &r, &s),
         AGENT_E_INVAL);
     struct ipc_session_callbacks no_end = {on_started, on_data, NULL};
-    assert_int_equal(
-        ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0, &no_end, &r, &s),
-        AGENT_E_INVAL);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0,
+                                       &no_end, &r, &s),
+                     AGENT_E_INVAL);
     struct ipc_collect_config bad = cfg;
     bad.buffer_mb = 0;
-    assert_int_equal(
-        ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0, &rec_cb, &r, &s),
-        AGENT_E_INVAL);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_INVAL);
     bad = cfg;
     bad.provider_count = 0;
-    assert_int_equal(
-        ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0, &rec_cb, &r, &s),
-        AGENT_E_INVAL);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_INVAL);
     bad = cfg;
     bad.format = 2; /* V6 over IPC is rejected by the runtime (§8.15) */
-    assert_int_equal(
-        ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0, &rec_cb, &r, &s),
-        AGENT_E_INVAL);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_INVAL);
     assert_null(s);
     tl_run_for(tl, 20);
     assert_int_equal(r.started + r.data_calls + r.ended, 0);

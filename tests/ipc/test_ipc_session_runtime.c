@@ -157,8 +157,9 @@ static void rec_start(struct rt *rt, struct rec *r, const char *path,
     memset(r, 0, sizeof(*r));
     buf_init(&r->data, (size_t)256 * 1024 * 1024);
     r->t_start = tl_ms();
-    assert_int_equal(
-        ipc_session_start(&rt->tl->loop, &sessions, IPC_ENDPOINT_PATH(path), cfg, 5000, &rec_cb, r, &r->s), 0);
+    assert_int_equal(ipc_session_start(&rt->tl->loop, &sessions, IPC_ENDPOINT_PATH(path), cfg, 5000,
+                                       &rec_cb, r, &r->s),
+                     0);
 }
 
 static bool rec_started(void *ud)

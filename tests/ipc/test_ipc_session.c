@@ -1085,6 +1085,15 @@ static void test_session_bad_arguments(void **state)
     assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0,
                                        &rec_cb, &r, &s),
                      AGENT_E_INVAL);
+    /* Admission is the caller's: none without one, and none beyond its limit. */
+    assert_int_equal(ipc_session_start(&tl->loop, NULL, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_INVAL);
+    struct ipc_session_admission full = {.live = 3, .max = 3};
+    assert_int_equal(ipc_session_start(&tl->loop, &full, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_TOOBIG);
+    assert_int_equal(full.live, 3);
     assert_null(s);
     tl_run_for(tl, 20);
     assert_int_equal(r.started + r.data_calls + r.ended, 0);

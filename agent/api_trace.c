@@ -601,6 +601,27 @@ static int parse_duration(struct http_request *req, int64_t *out)
     return rc;
 }
 
+/*
+ * Names the job's artifact and operation, and takes its own copy of the runtime's endpoint
+ * (released with the job): the process entry may be gone long before the job ends. Returns 0 or
+ * the copy's error (UV_ENOMEM).
+ */
+static int job_set_target(struct trace_job *job, const struct ipc_process *p,
+                          struct http_request *req)
+{
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    int rc = ipc_endpoint_copy(&job->ep, &ep);
+    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
+    const char *host = http_request_header(req, "Host");
+    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
+             host != NULL ? host : "localhost", job->op->id);
+    job->op->artifact_name = strdup(job->filename);
+    return rc;
+}
+
 /* Common part of GET and POST once the configuration is known; takes ownership of tc. */
 static void start_trace(struct agent *a, struct http_request *req, const struct ipc_process *p,
                         struct trace_config *tc, int64_t duration_s)
@@ -668,16 +689,7 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
 
-    char ts[32];
-    op_artifact_stamp(ts, sizeof(ts));
-    snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
-    struct ipc_endpoint ep = ipc_process_endpoint(p);
-    int ep_rc = ipc_endpoint_copy(&job->ep, &ep); /* released with the job */
-    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
-    const char *host = http_request_header(req, "Host");
-    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
-             host != NULL ? host : "localhost", op->id);
-    op->artifact_name = strdup(job->filename);
+    int ep_rc = job_set_target(job, p, req);
 
     rc = ep_rc != 0
              ? ep_rc

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "config.h"
 #include "ipc_discovery.h"
+#include "ipc_session.h"
 #include "operations.h"
 
 /*
@@ -45,6 +46,10 @@ struct agent {
     struct http_server *http;
     struct http_tls_ctx *tls; /* https:// listeners (agent_tls.c); NULL without one */
     struct ipc_discovery *disc;
+    /* Every trace session alive, aborted ones still closing included (api_trace.c admits new
+     * ones against it); sessions count themselves here until they are freed, so it lives as
+     * long as the loop runs (struct agent outlives the loop in main.c). */
+    struct ipc_session_admission sessions;
     struct auth_verifier *verifier; /* NULL: no key (every request 401) unless no_auth */
     bool no_auth;
     char *key_settings;               /* the key settings in effect (apikey.c) */

@@ -107,8 +107,7 @@ struct dump_job {
     uint64_t sent;
     uint8_t *rbuf;
     char uid[37];
-    char endpoint[256];
-    struct ipc_endpoint ep; /* endpoint above, and the runtime's user */
+    struct ipc_endpoint ep; /* the runtime's (an owned copy) */
     char filename[64];
     char location[512];
     char type_name[16];
@@ -236,6 +235,7 @@ static void job_on_timer_closed(uv_handle_t *h)
         return;
     }
     free(job->rbuf);
+    ipc_endpoint_fini(&job->ep);
     free(job);
     if (op_registry_active(&a->ops, OP_KIND_DUMP) == 0) {
         malloc_trim(0);
@@ -885,6 +885,46 @@ static int parse_common(struct http_request *req, struct buf *tags, int *has_tag
     return rc;
 }
 
+/* True while an earlier dump of this runtime has not been answered (see api_dump_get). */
+static bool runtime_still_dumping(const struct agent *a, const struct ipc_process *p)
+{
+    for (const struct dump_job *j = a->dump_jobs; j != NULL; j = j->next) {
+        if (j->x != NULL && strcmp(j->uid, p->uid) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Makes the registered job live: its timers, its place in a->dump_jobs, its operation and request,
+ * and its own copy of the runtime's endpoint (released with the job: the process entry may be gone
+ * long before the job ends). From here the job is freed through job_maybe_free. Returns 0 or the
+ * copy's error (UV_ENOMEM).
+ */
+static int job_attach(struct dump_job *job, struct agent *a, struct operation *op,
+                      struct http_request *req, const struct ipc_process *p)
+{
+    job->a = a;
+    uv_timer_init(a->loop, &job->timer);
+    uv_timer_init(a->loop, &job->step);
+    uv_timer_init(a->loop, &job->tail);
+    job->timer.data = job->step.data = job->tail.data = job;
+    job->timers_open = 3;
+    job->next = a->dump_jobs;
+    if (job->next != NULL) {
+        job->next->pprev = &job->next;
+    }
+    a->dump_jobs = job;
+    job->pprev = &a->dump_jobs;
+    job->op = op;
+    job->req = req;
+    job->pid = p->pid;
+    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    return ipc_endpoint_copy(&job->ep, &ep);
+}
+
 void api_dump_get(struct agent *a, struct http_request *req)
 {
     const struct ipc_process *p = api_select_process(a, req);
@@ -915,13 +955,11 @@ void api_dump_get(struct agent *a, struct http_request *req)
      * would only queue behind it and time out too, each one holding a connection for up to
      * Dump:TimeoutSeconds + DUMP_LATE_GRACE_MS.
      */
-    for (const struct dump_job *j = a->dump_jobs; j != NULL; j = j->next) {
-        if (j->x != NULL && strcmp(j->uid, p->uid) == 0) {
-            api_problem(req, 429, "the runtime of process %llu has not answered the previous "
-                                  "dump request yet; retry later",
-                        (unsigned long long)p->pid);
-            goto out;
-        }
+    if (runtime_still_dumping(a, p)) {
+        api_problem(req, 429, "the runtime of process %llu has not answered the previous "
+                              "dump request yet; retry later",
+                    (unsigned long long)p->pid);
+        goto out;
     }
     /* The dump folder is not looked at here (a stat on a hung volume would freeze the loop): it
      * was checked at start-up, and every access to it runs on the thread pool with a deadline. */
@@ -937,25 +975,7 @@ void api_dump_get(struct agent *a, struct http_request *req)
         api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
         goto out;
     }
-    job->a = a;
-    uv_timer_init(a->loop, &job->timer);
-    uv_timer_init(a->loop, &job->step);
-    uv_timer_init(a->loop, &job->tail);
-    job->timer.data = job->step.data = job->tail.data = job;
-    job->timers_open = 3;
-    job->next = a->dump_jobs;
-    if (job->next != NULL) {
-        job->next->pprev = &job->next;
-    }
-    a->dump_jobs = job;
-    job->pprev = &a->dump_jobs;
-    job->op = op;
-    job->req = req;
-    job->pid = p->pid;
-    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
-    snprintf(job->endpoint, sizeof(job->endpoint), "%s", p->endpoint);
-    job->ep = ipc_process_endpoint(p);
-    job->ep.path = job->endpoint;
+    int ep_rc = job_attach(job, a, op, req, p);
     /* Unique and unguessable: the operation id is a random GUID. */
     snprintf(job->name, sizeof(job->name), "dotmon_%llu_%s.dmp", (unsigned long long)p->pid,
              op->id);
@@ -976,7 +996,7 @@ void api_dump_get(struct agent *a, struct http_request *req)
              host != NULL ? host : "localhost", op->id);
     op->artifact_name = strdup(job->filename);
 
-    rc = job_send(job);
+    rc = ep_rc != 0 ? ep_rc : job_send(job);
     if (rc != 0) {
         job->file_gone = true;
         char msg[256];

@@ -74,8 +74,7 @@ struct trace_job {
     uint64_t pid;
     bool retried;       /* one new start after the runtime closed the first one unanswered */
     char uid[37];
-    char endpoint[256];
-    struct ipc_endpoint ep; /* endpoint above, and the runtime's user */
+    struct ipc_endpoint ep; /* the runtime's (an owned copy) */
     char filename[64];
     char location[512];
     struct trace_config tc;
@@ -97,6 +96,7 @@ static void job_on_timer_closed(uv_handle_t *h)
     trace_config_fini(&job->tc);
     nettrace_checker_fini(&job->checker);
     spool_close(job->spool);
+    ipc_endpoint_fini(&job->ep);
     free(job);
     /* A relay churns through large chunk buffers; once no trace is running, hand the freed heap
      * back to the system so an idle sidecar returns to its idle footprint. */
@@ -361,8 +361,8 @@ static void job_on_retry(uv_timer_t *t)
         job_maybe_free(job);
         return;
     }
-    int rc = ipc_session_start(job->a->loop, &job->ep, &job->tc.collect, TRACE_START_TIMEOUT_MS,
-                               &session_callbacks, job, &job->sess);
+    int rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &job->tc.collect,
+                               TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
     if (rc == 0 && job->stopping) {
         ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS); /* stopped while the retry waited */
     }
@@ -601,6 +601,27 @@ static int parse_duration(struct http_request *req, int64_t *out)
     return rc;
 }
 
+/*
+ * Names the job's artifact and operation, and takes its own copy of the runtime's endpoint
+ * (released with the job): the process entry may be gone long before the job ends. Returns 0 or
+ * the copy's error (UV_ENOMEM).
+ */
+static int job_set_target(struct trace_job *job, const struct ipc_process *p,
+                          struct http_request *req)
+{
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    int rc = ipc_endpoint_copy(&job->ep, &ep);
+    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
+    const char *host = http_request_header(req, "Host");
+    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
+             host != NULL ? host : "localhost", job->op->id);
+    job->op->artifact_name = strdup(job->filename);
+    return rc;
+}
+
 /* Common part of GET and POST once the configuration is known; takes ownership of tc. */
 static void start_trace(struct agent *a, struct http_request *req, const struct ipc_process *p,
                         struct trace_config *tc, int64_t duration_s)
@@ -629,9 +650,9 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     }
     /* Aborted sessions finish their StopTracing in the background; count them too, so that a
      * client hanging up in a loop cannot pile sessions up in the runtime (it allows 64). */
-    if (ipc_session_live_count() >= a->ops.limit[OP_KIND_TRACE] + TRACE_SESSION_SLACK) {
+    if (a->sessions.live >= a->ops.limit[OP_KIND_TRACE] + TRACE_SESSION_SLACK) {
         api_problem(req, 429, "%zu trace sessions are still being closed; retry in a few seconds",
-                    ipc_session_live_count());
+                    a->sessions.live);
         goto fail;
     }
     int rc = op_registry_add(&a->ops, OP_KIND_TRACE, p->pid, p->uid, p->name,
@@ -668,20 +689,12 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
 
-    char ts[32];
-    op_artifact_stamp(ts, sizeof(ts));
-    snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
-    snprintf(job->endpoint, sizeof(job->endpoint), "%s", p->endpoint);
-    job->ep = ipc_process_endpoint(p);
-    job->ep.path = job->endpoint;
-    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
-    const char *host = http_request_header(req, "Host");
-    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
-             host != NULL ? host : "localhost", op->id);
-    op->artifact_name = strdup(job->filename);
+    int ep_rc = job_set_target(job, p, req);
 
-    rc = ipc_session_start(a->loop, &job->ep, &job->tc.collect, TRACE_START_TIMEOUT_MS,
-                           &session_callbacks, job, &job->sess);
+    rc = ep_rc != 0
+             ? ep_rc
+             : ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
+                                 TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
     if (rc != 0) {
         job->req = NULL;
         job_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));

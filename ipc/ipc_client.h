@@ -21,16 +21,40 @@ struct ipc_exchange;
  * Where a runtime is reached, and who it must be. A runtime's diagnostic socket may sit in a
  * folder other users can write, so the process that accepts the connection is checked
  * (SO_PEERCRED) right after connecting, before the request goes out.
+ *
+ * An endpoint carries its transport: NULL, a connect to the socket at `path` (connect mode); or,
+ * set by ipc/ only (ipc_process_endpoint), a runtime connected to dotmon's own socket in listen
+ * mode (ipc_listen.h), reached through a counted reference to its listener and its uid. Such a
+ * reference stays safe after the runtime or the listener is gone: connecting then fails with
+ * UV_ECONNREFUSED, as a socket nobody listens on.
+ *
+ * A struct ipc_endpoint is a view: to keep one beyond the life of what it came from (a struct
+ * ipc_process, which lives until the loop runs again), make an owned copy with ipc_endpoint_copy
+ * and release it with ipc_endpoint_fini. Calls that take an endpoint copy what they need.
  */
+struct ipc_transport;  /* the ops table (ipc_internal.h) */
+struct ipc_listen_ref; /* a listener, or nothing once it has closed (ipc_listen.c) */
+#define IPC_ENDPOINT_UID_SIZE 37
 struct ipc_endpoint {
-    const char *path; /* its listening socket (connect mode), or "reverse:<uid>" in listen mode
-                         (the runtime's connections were checked when accepted) */
+    const char *path; /* connect mode: its listening socket; listen mode: a name for logs only
+                         ("reverse:<uid>") */
     int64_t peer_uid; /* path endpoints: the uid the listening process must run as, else the
                          connection fails with AGENT_E_UNTRUSTED; IPC_ANY_PEER: not checked */
+    const struct ipc_transport *transport; /* NULL: the socket at path */
+    struct ipc_listen_ref *listener;       /* listen mode: counted */
+    char uid[IPC_ENDPOINT_UID_SIZE];       /* listen mode: the runtime's cookie (GUID string) */
 };
 #define IPC_ANY_PEER ((int64_t)-1)
 /* An endpoint whose listener is not checked, for a path the caller made itself (tests, tools). */
 #define IPC_ENDPOINT_PATH(p) (&(const struct ipc_endpoint){.path = (p), .peer_uid = IPC_ANY_PEER})
+
+/*
+ * Makes *dst an owned copy of src (its own path string, its own reference to the transport's
+ * state). Returns 0, AGENT_E_INVAL (no path) or UV_ENOMEM (*dst is then zeroed). Loop thread only.
+ */
+int ipc_endpoint_copy(struct ipc_endpoint *dst, const struct ipc_endpoint *src);
+/* Releases what ipc_endpoint_copy took; safe on a zeroed endpoint and twice. */
+void ipc_endpoint_fini(struct ipc_endpoint *ep);
 
 struct ipc_result {
     int status; /* 0 = got a reply (OK or Error); else a negative code (timeout, refused…) */
@@ -56,8 +80,8 @@ enum ipc_exchange_kind {
 #define IPC_EXCHANGE_DEFAULT_MAX_REPLY  ((size_t)1024 * 1024)
 
 /*
- * Starts an exchange on `loop` with the runtime at `ep` (copied): the path of its listening
- * socket, or "reverse:<uid>" for a runtime connected to dotmon's own socket in listen mode
+ * Starts an exchange on `loop` with the runtime at `ep` (used during this call only): the path
+ * of its listening socket, or a runtime connected to dotmon's own socket in listen mode
  * (ipc_listen.h; its next idle connection is used). `req` (a complete IPC message) is copied. cb is
  * called exactly once, from the loop (never from inside this call), unless ipc_exchange_cancel is
  * called first. *out (may be NULL) lets the caller cancel; the handle becomes invalid when cb runs
@@ -65,8 +89,9 @@ enum ipc_exchange_kind {
  *
  * Details of this implementation:
  * - Returns 0, or AGENT_E_INVAL (bad arguments, req shorter than a header, max_reply < 20),
- *   UV_ENAMETOOLONG (path does not fit sun_path), UV_ECONNREFUSED (a reverse endpoint whose
- *   runtime is not connected) or UV_ENOMEM; on error cb is never called.
+ *   UV_ENAMETOOLONG (path does not fit sun_path), UV_ECONNREFUSED (a listen-mode endpoint whose
+ *   runtime is not connected, or whose listener has closed) or UV_ENOMEM; on error cb is never
+ *   called.
  * - cb runs after the exchange's handles have closed, so the exchange holds no loop resources
  *   by then; res->payload/continuation stay valid until cb returns.
  * - res->status: 0 (reply received; see ok/hresult), AGENT_E_TIMEOUT, AGENT_E_CLOSED (EOF before

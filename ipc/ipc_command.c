@@ -23,9 +23,8 @@ const char *ipc_hresult_text(uint32_t hresult)
 
 struct ipc_dump {
     uv_loop_t *loop;
-    struct ipc_endpoint ep;        /* ep.path is ep_path */
+    struct ipc_endpoint ep;        /* owned copy */
     struct ipc_dump_params params; /* params.path is dump_path */
-    char *ep_path;
     char *dump_path;
     int version;
     struct ipc_exchange *x;
@@ -35,7 +34,7 @@ struct ipc_dump {
 
 static void dump_free(struct ipc_dump *d)
 {
-    free(d->ep_path);
+    ipc_endpoint_fini(&d->ep);
     free(d->dump_path);
     free(d);
 }
@@ -134,14 +133,13 @@ int ipc_dump_request(uv_loop_t *loop, const struct ipc_endpoint *ep,
         return UV_ENOMEM;
     }
     d->loop = loop;
-    d->ep = *ep;
     d->params = *params;
-    d->ep.path = d->ep_path = strdup(ep->path);
+    int copied = ipc_endpoint_copy(&d->ep, ep);
     d->params.path = d->dump_path = strdup(params->path);
     d->version = 3;
     d->cb = cb;
     d->ud = ud;
-    int rc = d->ep.path != NULL && d->params.path != NULL ? dump_send(d) : UV_ENOMEM;
+    int rc = copied == 0 && d->params.path != NULL ? dump_send(d) : UV_ENOMEM;
     if (rc != 0) {
         dump_free(d);
         return rc;

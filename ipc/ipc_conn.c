@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The one place that turns an endpoint into a connected pipe (ipc_internal.h): uv_pipe_connect
- * for a socket path (connect mode), or the hand-over of a reverse runtime's idle connection from
- * ipc_listen.c (listen mode). Exchanges and sessions call this instead of uv_pipe_connect, so
- * every command works the same way in both modes, and every connection to a path is checked
- * against the user its runtime was found to run as before anything is written to it.
+ * The one place that turns an endpoint into a connected pipe (ipc_internal.h), through the
+ * endpoint's transport: uv_pipe_connect for a socket path (connect mode, the table below), or the
+ * hand-over of a reverse runtime's idle connection (listen mode, ipc__transport_reverse in
+ * ipc_listen.c). Exchanges and sessions call this instead of uv_pipe_connect, so every command
+ * works the same way in both modes, and every connection to a path is checked against the user
+ * its runtime was found to run as before anything is written to it.
  */
 #define _GNU_SOURCE /* struct ucred */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -48,6 +50,35 @@ static void conn_on_path_connect(uv_connect_t *req, int status)
     c->cb(c, status);
 }
 
+static int path_connect(struct ipc_conn *c, uv_loop_t *loop, const struct ipc_endpoint *ep)
+{
+    (void)loop;
+    c->state = IPC_CONN_PATH;
+    c->req.data = c;
+    /* Errors (refused, no such file) arrive through the callback, on a later loop turn. */
+    uv_pipe_connect(&c->req, c->pipe, ep->path, conn_on_path_connect);
+    return 0;
+}
+
+/* Nothing to give back: closing the pipe cancels the connect (conn_on_path_connect ignores it). */
+static void path_conn_close(struct ipc_conn *c)
+{
+    (void)c;
+}
+
+const struct ipc_transport ipc__transport_path = {
+    .name = "path",
+    .connect = path_connect,
+    .conn_close = path_conn_close,
+    .ref = NULL, /* a path endpoint shares nothing */
+    .unref = NULL,
+};
+
+static const struct ipc_transport *transport_of(const struct ipc_endpoint *ep)
+{
+    return ep->transport != NULL ? ep->transport : &ipc__transport_path;
+}
+
 int ipc__connect(struct ipc_conn *c, uv_loop_t *loop, uv_pipe_t *pipe,
                  const struct ipc_endpoint *ep, ipc__conn_cb cb, void *data)
 {
@@ -57,26 +88,50 @@ int ipc__connect(struct ipc_conn *c, uv_loop_t *loop, uv_pipe_t *pipe,
     c->cb = cb;
     c->want_uid = ep->peer_uid;
     c->peer_uid = -1;
-    size_t plen = sizeof(IPC_REVERSE_PREFIX) - 1;
-    if (strncmp(ep->path, IPC_REVERSE_PREFIX, plen) == 0) {
-        c->state = IPC_CONN_WAITING;
-        int rc = ipc__listen_enqueue(c, loop, ep->path + plen);
-        if (rc != 0) {
-            c->state = IPC_CONN_IDLE;
-        }
-        return rc;
+    c->transport = transport_of(ep);
+    int rc = c->transport->connect(c, loop, ep);
+    if (rc != 0) {
+        c->state = IPC_CONN_IDLE;
     }
-    c->state = IPC_CONN_PATH;
-    c->req.data = c;
-    /* Errors (refused, no such file) arrive through the callback, on a later loop turn. */
-    uv_pipe_connect(&c->req, pipe, ep->path, conn_on_path_connect);
-    return 0;
+    return rc;
 }
 
 void ipc__conn_close(struct ipc_conn *c)
 {
-    if (c->state == IPC_CONN_WAITING || c->rt != NULL) {
-        ipc__listen_conn_close(c);
+    if (c->transport != NULL) {
+        c->transport->conn_close(c);
     }
     c->state = IPC_CONN_IDLE;
+}
+
+int ipc_endpoint_copy(struct ipc_endpoint *dst, const struct ipc_endpoint *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    if (src == NULL || src->path == NULL) {
+        return AGENT_E_INVAL;
+    }
+    char *path = strdup(src->path);
+    if (path == NULL) {
+        return UV_ENOMEM;
+    }
+    *dst = *src;
+    dst->path = path;
+    const struct ipc_transport *t = transport_of(dst);
+    if (t->ref != NULL) {
+        t->ref(dst);
+    }
+    return 0;
+}
+
+void ipc_endpoint_fini(struct ipc_endpoint *ep)
+{
+    if (ep == NULL || ep->path == NULL) {
+        return; /* zeroed, or released already */
+    }
+    const struct ipc_transport *t = transport_of(ep);
+    if (t->unref != NULL) {
+        t->unref(ep);
+    }
+    free((void *)(uintptr_t)ep->path); /* the copy owns it (ipc_endpoint_copy) */
+    memset(ep, 0, sizeof(*ep));
 }

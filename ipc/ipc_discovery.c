@@ -17,6 +17,7 @@
 #include "ipc_codec.h"
 #include "ipc_internal.h"
 #include "ipc_listen.h"
+#include "ipc_proclist.h"
 #include "ipc_sockname.h"
 #include "log.h"
 
@@ -51,13 +52,6 @@ enum sock_state { S_STAT = 0, S_PROBE_WAIT, S_PROBING, S_LISTED, S_STALE, S_FAIL
 
 enum sock_op { OP_NONE = 0, OP_PROBE, OP_LIVENESS };
 
-/* The public struct plus what publish() needs; `pub` is first so the two pointers convert. */
-struct proc_entry {
-    struct ipc_process pub;
-    uint64_t mtime_ns;
-    struct proc_entry *retired_next;
-};
-
 struct sock {
     struct sock *next;
     struct ipc_discovery *d;
@@ -84,7 +78,7 @@ struct sock {
     int ops;           /* in-flight lstat or exchange that points at this struct */
     struct ipc__probe *x; /* the probe or liveness ProcessInfo in flight */
     uv_fs_t stat_req;
-    struct proc_entry *proc; /* while LISTED */
+    struct ipc_proclist_entry *proc; /* while LISTED (rank: the socket's mtime) */
 };
 
 struct ipc_discovery {
@@ -93,8 +87,6 @@ struct ipc_discovery {
     uint64_t probe_timeout_ms;
     uint64_t rescan_ms;
     uint64_t liveness_ms;
-    ipc_discovery_change_cb on_change;
-    void *ud;
 
     /* Our own inotify watch (uv_fs_event would also wake us for every write to any file in
      * the folder: a dump being written there, hundreds of thousands of times). */
@@ -114,12 +106,7 @@ struct ipc_discovery {
 
     struct sock *socks;
     size_t nsocks;
-    struct proc_entry *retired;
-    /* Two arrays of capacity list_cap >= nsocks: the published list and the one being built. */
-    struct proc_entry **list;
-    struct proc_entry **next_list;
-    size_t count;
-    size_t list_cap;
+    struct ipc_proclist procs; /* capacity >= nsocks */
 
     struct ipc_listen *lst; /* listen mode: everything below the API is ipc_listen's */
     bool lst_open;          /* lst not yet closed-and-freed */
@@ -140,28 +127,16 @@ static void on_wake(uv_timer_t *t);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
-static void proc_free(struct proc_entry *e)
-{
-    if (e == NULL) {
-        return;
-    }
-    ipc__process_fini(&e->pub);
-    free(e);
-}
-
 /* Moves a sock's process to the retired list; publish() reports and frees it. */
 static void sock_retire_proc(struct sock *s)
 {
-    if (s->proc != NULL) {
-        s->proc->retired_next = s->d->retired;
-        s->d->retired = s->proc;
-        s->proc = NULL;
-    }
+    ipc_proclist_retire(&s->d->procs, s->proc);
+    s->proc = NULL;
 }
 
 static void sock_free(struct sock *s)
 {
-    proc_free(s->proc);
+    ipc_proclist_entry_free(s->proc);
     free(s->name);
     free(s->path);
     free(s);
@@ -212,33 +187,6 @@ static struct sock *sock_find(struct ipc_discovery *d, const char *name)
     return NULL;
 }
 
-/* Keeps both list arrays able to hold one entry per sock, so publish() never allocates. */
-static int ensure_list_cap(struct ipc_discovery *d, size_t n)
-{
-    if (n <= d->list_cap) {
-        return 0;
-    }
-    size_t cap = d->list_cap ? d->list_cap * 2 : 16;
-    while (cap < n) {
-        cap *= 2;
-    }
-    /* Arrays of pointers: the size of a pointer is what is meant (hence the NOLINTs). */
-    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
-    struct proc_entry **a = realloc(d->list, cap * sizeof(*a));
-    if (a == NULL) {
-        return UV_ENOMEM;
-    }
-    d->list = a;
-    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
-    struct proc_entry **b = realloc(d->next_list, cap * sizeof(*b));
-    if (b == NULL) {
-        return UV_ENOMEM;
-    }
-    d->next_list = b;
-    d->list_cap = cap;
-    return 0;
-}
-
 static void update_ready(struct ipc_discovery *d)
 {
     if (d->ready || !d->first_scan_done) {
@@ -254,20 +202,21 @@ static void update_ready(struct ipc_discovery *d)
 
 /* ---- probing and liveness ---------------------------------------------------------------- */
 
-static struct proc_entry *proc_from_info(const struct ipc_process_info *pi, int level,
-                                         const struct sock *s, uint64_t now)
+static struct ipc_proclist_entry *proc_from_info(const struct ipc_process_info *pi, int level,
+                                                 const struct sock *s, uint64_t now)
 {
-    struct proc_entry *e = calloc(1, sizeof(*e));
+    struct ipc_proclist_entry *e = ipc_proclist_entry_new();
     if (e == NULL) {
         return NULL;
     }
-    if (ipc__process_init(&e->pub, pi, level, s->path, s->owner_uid) != 0) {
+    struct ipc_endpoint ep = {.path = s->path, .peer_uid = (int64_t)s->owner_uid};
+    if (ipc__process_init(&e->pub, pi, level, &ep, s->owner_uid) != 0) {
         free(e);
         return NULL;
     }
     e->pub.key = s->key;
     e->pub.seen_ms = now;
-    e->mtime_ns = s->mtime_ns;
+    e->rank = s->mtime_ns;
     return e;
 }
 
@@ -346,7 +295,7 @@ static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
         probe_failed(s, "ProcessInfo payload", res->parse_status, 0);
         return;
     }
-    struct proc_entry *e = proc_from_info(res->info, level, s, uv_now(d->loop));
+    struct ipc_proclist_entry *e = proc_from_info(res->info, level, s, uv_now(d->loop));
     if (e == NULL) {
         probe_failed(s, "allocation", UV_ENOMEM, 0);
         return;
@@ -419,7 +368,7 @@ static void on_exchange_done(void *ud, const struct ipc__probe_result *res)
 static int start_exchange(struct sock *s, enum sock_op op)
 {
     struct ipc_discovery *d = s->d;
-    struct ipc_endpoint ep = {s->path, (int64_t)s->owner_uid};
+    struct ipc_endpoint ep = {.path = s->path, .peer_uid = (int64_t)s->owner_uid};
     /* Liveness: the plain ProcessInfo every runtime knows; a probe steps down from probe_level. */
     int rc = ipc__probe_start(d->loop, &ep, op == OP_LIVENESS ? 1 : s->probe_level, op == OP_PROBE,
                               d->probe_timeout_ms, on_exchange_done, s, &s->x);
@@ -498,33 +447,6 @@ static void on_wake(uv_timer_t *t)
 
 /* ---- the published list ------------------------------------------------------------------ */
 
-/* pid ascending; within a pid the winner first: highest key, then newest mtime, then name. */
-static int proc_cmp(const void *a, const void *b)
-{
-    const struct proc_entry *x = *(struct proc_entry *const *)a;
-    const struct proc_entry *y = *(struct proc_entry *const *)b;
-    if (x->pub.pid != y->pub.pid) {
-        return x->pub.pid < y->pub.pid ? -1 : 1;
-    }
-    if (x->pub.key != y->pub.key) {
-        return x->pub.key > y->pub.key ? -1 : 1;
-    }
-    if (x->mtime_ns != y->mtime_ns) {
-        return x->mtime_ns > y->mtime_ns ? -1 : 1;
-    }
-    return strcmp(x->pub.endpoint, y->pub.endpoint);
-}
-
-static bool list_contains(struct proc_entry *const *list, size_t n, const struct proc_entry *e)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (list[i] == e) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /*
  * True while a newer socket for the same pid has not finished its first probe: listing the older
  * one now would only make the winner flip a moment later.
@@ -545,48 +467,13 @@ static bool held_back(const struct ipc_discovery *d, const struct sock *s)
  */
 static void publish(struct ipc_discovery *d)
 {
-    size_t n = 0;
+    ipc_proclist_begin(&d->procs);
     for (struct sock *s = d->socks; s != NULL; s = s->next) {
         if (!s->removed && s->state == S_LISTED && s->proc != NULL && !held_back(d, s)) {
-            d->next_list[n++] = s->proc; /* n <= nsocks <= list_cap */
+            ipc_proclist_add(&d->procs, s->proc);
         }
     }
-    if (n > 1) {
-        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-        qsort(d->next_list, n, sizeof(d->next_list[0]), proc_cmp);
-    }
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        /* Two sockets of one runtime (same pid and cookie): the newest wins. Two runtimes that
-         * both call themselves pid N (one per pid namespace, sockets in one shared folder) are
-         * both listed; `uid` tells them apart. */
-        const struct ipc_process *prev = m > 0 ? &d->next_list[m - 1]->pub : NULL;
-        const struct ipc_process *cur = &d->next_list[i]->pub;
-        if (prev == NULL || prev->pid != cur->pid || strcmp(prev->uid, cur->uid) != 0) {
-            d->next_list[m++] = d->next_list[i];
-        }
-    }
-    struct proc_entry **old = d->list;
-    size_t old_n = d->count;
-    d->list = d->next_list;
-    d->count = m;
-    d->next_list = old;
-
-    for (size_t i = 0; i < old_n && d->on_change != NULL && !d->closing; i++) {
-        if (!list_contains(d->list, m, old[i])) {
-            d->on_change(d->ud, &old[i]->pub, false);
-        }
-    }
-    for (size_t i = 0; i < m && d->on_change != NULL && !d->closing; i++) {
-        if (!list_contains(old, old_n, d->list[i])) {
-            d->on_change(d->ud, &d->list[i]->pub, true);
-        }
-    }
-    while (d->retired != NULL) {
-        struct proc_entry *e = d->retired;
-        d->retired = e->retired_next;
-        proc_free(e);
-    }
+    ipc_proclist_publish(&d->procs);
 }
 
 /* ---- directory scanning ------------------------------------------------------------------ */
@@ -649,7 +536,7 @@ static void sock_stat(struct sock *s)
 
 static struct sock *sock_new(struct ipc_discovery *d, const char *name, uint64_t pid, uint64_t key)
 {
-    if (ensure_list_cap(d, d->nsocks + 1) != 0) {
+    if (ipc_proclist_reserve(&d->procs, d->nsocks + 1) != 0) {
         return NULL;
     }
     struct sock *s = calloc(1, sizeof(*s));
@@ -885,8 +772,7 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
     d->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : 3000;
     d->rescan_ms = cfg->rescan_ms ? cfg->rescan_ms : 5000;
     d->liveness_ms = cfg->liveness_ms ? cfg->liveness_ms : 1000;
-    d->on_change = on_change;
-    d->ud = ud;
+    ipc_proclist_init(&d->procs, on_change, ud);
     /* None of these inits can fail on Unix; from here on close() must run to release them. */
     d->inotify_fd = -1;
     (void)uv_timer_init(loop, &d->rescan_timer);
@@ -951,7 +837,7 @@ size_t ipc_discovery_count(const struct ipc_discovery *d)
     if (d->lst != NULL) {
         return ipc_listen_count(d->lst);
     }
-    return d->count;
+    return ipc_proclist_count(&d->procs);
 }
 
 const struct ipc_process *ipc_discovery_at(const struct ipc_discovery *d, size_t i)
@@ -959,7 +845,7 @@ const struct ipc_process *ipc_discovery_at(const struct ipc_discovery *d, size_t
     if (d->lst != NULL) {
         return ipc_listen_at(d->lst, i);
     }
-    return i < d->count ? &d->list[i]->pub : NULL;
+    return ipc_proclist_at(&d->procs, i);
 }
 
 int ipc_discovery_resume(struct ipc_discovery *d, const char *uid)
@@ -972,17 +858,15 @@ int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta)
     if (d->lst != NULL) {
         return ipc_listen_busy(d->lst, uid, delta);
     }
-    for (size_t i = 0; i < d->count; i++) {
-        struct ipc_process *p = &d->list[i]->pub;
-        if (strcmp(p->uid, uid) == 0) {
-            p->busy += delta;
-            if (p->busy < 0) {
-                p->busy = 0;
-            }
-            return 0;
-        }
+    struct ipc_process *p = ipc_proclist_find_uid(&d->procs, uid);
+    if (p == NULL) {
+        return AGENT_E_NOTFOUND;
     }
-    return AGENT_E_NOTFOUND;
+    p->busy += delta;
+    if (p->busy < 0) {
+        p->busy = 0;
+    }
+    return 0;
 }
 
 /* Frees everything once every handle, fs request and exchange has reported back. */
@@ -997,18 +881,12 @@ static void maybe_finish_close(struct ipc_discovery *d)
         d->socks = s->next;
         sock_free(s);
     }
-    while (d->retired != NULL) {
-        struct proc_entry *e = d->retired;
-        d->retired = e->retired_next;
-        proc_free(e);
-    }
     void (*cb)(void *) = d->close_cb;
     void *ud = d->close_ud;
     if (d->inotify_fd >= 0) {
         (void)close(d->inotify_fd); /* its poll handle is closed by now */
     }
-    free(d->list);
-    free(d->next_list);
+    ipc_proclist_fini(&d->procs);
     free(d->dir);
     free(d);
     if (cb != NULL) {
@@ -1037,6 +915,7 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
         return;
     }
     d->closing = true;
+    ipc_proclist_mute(&d->procs);
     d->close_cb = cb;
     d->close_ud = ud;
     if (d->lst != NULL) {

@@ -38,8 +38,9 @@ struct ipc_process {
     char *entrypoint_assembly; /* NULL when the runtime lacks ProcessInfo2 */
     char *clr_version;         /* NULL when the runtime lacks ProcessInfo2 */
     char *runtime_identifier;  /* NULL when the runtime lacks ProcessInfo3 */
-    char *endpoint;            /* full socket path used to talk to this runtime, or (listen
-                                  mode) "reverse:<uid>"; see ipc_process_endpoint */
+    const char *endpoint;      /* the name of ep, for logs: the full socket path used to talk to
+                                  this runtime, or (listen mode) "reverse:<uid>" */
+    struct ipc_endpoint ep;    /* owned; see ipc_process_endpoint */
     int64_t peer_uid;          /* the user the runtime runs as: its socket's owner, checked with
                                   SO_PEERCRED (listen mode: its connections' peer); -1 unknown */
     uint64_t key;              /* disambiguation key from the socket name (listen mode: 0) */
@@ -47,11 +48,13 @@ struct ipc_process {
     int busy; /* > 0 while a long command (dump) is in flight: liveness checks skip it */
 };
 
-/* What to pass to ipc_exchange_start / ipc_session_start for p (valid while p is). */
+/*
+ * What to pass to ipc_exchange_start / ipc_session_start for p: a view valid while p is (copy it
+ * with ipc_endpoint_copy to keep it longer).
+ */
 static inline struct ipc_endpoint ipc_process_endpoint(const struct ipc_process *p)
 {
-    struct ipc_endpoint ep = {p->endpoint, p->peer_uid >= 0 ? p->peer_uid : IPC_ANY_PEER};
-    return ep;
+    return p->ep;
 }
 
 /*

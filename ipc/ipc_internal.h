@@ -24,14 +24,36 @@ void ipc__exchange_abort(struct ipc_exchange *x);
 /* ---- connecting to a runtime (ipc_conn.c) ---------------------------------------------------- */
 
 /*
- * An endpoint is either the path of a runtime's listening socket (connect mode), or
- * "reverse:<uid>" for a runtime that connected to dotmon's own socket (listen mode, ipc_listen.c):
- * that runtime's idle advertised connection is handed over instead of connecting anywhere.
+ * An endpoint is either the path of a runtime's listening socket (connect mode), or a runtime
+ * that connected to dotmon's own socket (listen mode, ipc_listen.c): that runtime's idle
+ * advertised connection is handed over instead of connecting anywhere. The endpoint's transport
+ * says which; the listen-mode name "reverse:<uid>" is for logs only, never parsed.
  */
 #define IPC_REVERSE_PREFIX "reverse:"
 
 struct ipc_conn;
 struct ipc__rt;
+
+/*
+ * How an endpoint is reached, in the manner of the runtime's IpcStreamVtable: one table per kind
+ * of endpoint, chosen by the endpoint itself (ipc_endpoint.transport; NULL means
+ * ipc__transport_path). Only the loop thread calls these.
+ */
+struct ipc_transport {
+    const char *name;
+    /* Starts connecting c (prepared by ipc__connect: pipe, cb, want_uid) to ep; as ipc__connect. */
+    int (*connect)(struct ipc_conn *c, uv_loop_t *loop, const struct ipc_endpoint *ep);
+    /* c's user closes its pipe: cancel what is in flight, give back what c holds. */
+    void (*conn_close)(struct ipc_conn *c);
+    /* An endpoint copy was made (ipc_endpoint_copy) / is released: count the state it shares. */
+    void (*ref)(struct ipc_endpoint *ep);
+    void (*unref)(struct ipc_endpoint *ep);
+};
+
+/* uv_pipe_connect to ep->path (ipc_conn.c). */
+extern const struct ipc_transport ipc__transport_path;
+/* A runtime connected to a listener (ipc_listen.c): its next idle connection. */
+extern const struct ipc_transport ipc__transport_reverse;
 
 /* status 0: c's pipe is connected and open; else a negative code and the pipe is unusable. */
 typedef void (*ipc__conn_cb)(struct ipc_conn *c, int status);
@@ -49,6 +71,7 @@ enum ipc__conn_state {
  */
 struct ipc_conn {
     void *data; /* the user's; read it in the callback */
+    const struct ipc_transport *transport; /* of the endpoint; NULL before ipc__connect */
     uv_pipe_t *pipe;
     ipc__conn_cb cb;
     enum ipc__conn_state state;
@@ -86,19 +109,48 @@ int64_t ipc__peer_uid(const uv_pipe_t *pipe);
  */
 void ipc__conn_close(struct ipc_conn *c);
 
-/* ipc_listen.c's side of ipc__connect for reverse endpoints (uid without the prefix). */
-int ipc__listen_enqueue(struct ipc_conn *c, uv_loop_t *loop, const char *uid);
-void ipc__listen_conn_close(struct ipc_conn *c);
+/*
+ * The life of a runtime known to the listener (ipc_listen.c, one per advertised cookie). Two
+ * things progress independently: whether ResumeRuntime is still owed (held suspended until
+ * ipc_listen_resume, or to be sent), and whether the runtime is listed (not probed yet, probed but
+ * its command line still settling, listed). A held runtime is probed and listed at once, so it
+ * never settles; a ResumeRuntime owed while probed (a runtime released while its ProcessInfo was
+ * in flight, or after it was listed) still goes out before any further ProcessInfo. Every state
+ * may end in GONE (forgotten); GONE is final.
+ *
+ *   HELD --probed--> HELD_LISTED                      HELD* --ipc_listen_resume--> RESUMING*
+ *   RESUMING --probed--> RESUMING_SETTLING --settled--> RESUMING_LISTED
+ *            \--------------------------------------------^
+ *   RESUMING* --resumed--> PROBING / SETTLING / LISTED (same listing phase)
+ *   PROBING --probed--> SETTLING --settled--> LISTED;  PROBING --probed--> LISTED
+ */
+enum ipc__rt_state {
+    IPC_RT_HELD = 0,          /* hold_suspended: waits for ipc_listen_resume; not probed yet */
+    IPC_RT_HELD_LISTED,       /* held, probed and listed */
+    IPC_RT_RESUMING,          /* ResumeRuntime owed (in flight, or retried with a backoff) */
+    IPC_RT_RESUMING_SETTLING, /* ResumeRuntime owed; probed, command line not whole yet */
+    IPC_RT_RESUMING_LISTED,   /* ResumeRuntime owed; listed */
+    IPC_RT_PROBING,           /* resumed; ProcessInfo owed */
+    IPC_RT_SETTLING,          /* probed; not listed until its command line is whole (or timeout) */
+    IPC_RT_LISTED,            /* listed; ProcessInfo asked again a few times (refreshes) */
+    IPC_RT_GONE,              /* forgotten; freed once its exchange in flight has reported */
+    IPC_RT_NSTATES
+};
+
+/* True when the listener may move a runtime from `from` to `to` (the graph above). */
+bool ipc__rt_transition_ok(enum ipc__rt_state from, enum ipc__rt_state to);
+/* "HELD", "LISTED"...; "?" for a value out of range. */
+const char *ipc__rt_state_name(enum ipc__rt_state s);
 
 /* ---- the process struct (ipc_process.c) ------------------------------------------------------ */
 
 /*
- * Fills p (zeroed by the caller) from a parsed ProcessInfo of version level (1, 2 or 3), copies
- * endpoint and records the runtime's user (peer_uid, -1 when unknown). Returns 0 or UV_ENOMEM (p is
- * then cleared again).
+ * Fills p (zeroed by the caller) from a parsed ProcessInfo of version level (1, 2 or 3), takes an
+ * owned copy of ep (p->ep; p->endpoint is its name) and records the runtime's user (peer_uid, -1
+ * when unknown). Returns 0 or UV_ENOMEM (p is then cleared again).
  */
 int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, int level,
-                      const char *endpoint, int64_t peer_uid);
+                      const struct ipc_endpoint *ep, int64_t peer_uid);
 /*
  * Takes the command line of a later ProcessInfo of the same runtime (and the name derived from
  * it) when it differs: a runtime answers its first ProcessInfo before the host has finished

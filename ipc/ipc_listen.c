@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include "ipc_listen.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,7 @@
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "ipc_internal.h"
+#include "ipc_proclist.h"
 #include "log.h"
 #include "shdir.h"
 
@@ -29,7 +30,8 @@
  * spares (one byte at a time, into a scratch byte) only to see them end: EOF means the runtime
  * closed it (it died, or exits), stray bytes are a protocol violation; either way it is closed.
  *
- * Hand-over. A command for "reverse:<uid>" (ipc__connect) queues a waiter on that runtime. The
+ * Hand-over. A command for a runtime's endpoint (ipc__connect, through ipc__transport_reverse:
+ * the listener's counted reference, and the uid looked up there) queues a waiter on it. The
  * dispatcher (an idle handle, so callbacks never run inside the caller's start call) gives the
  * oldest waiter the newest spare: it duplicates the spare's descriptor, closes the listener's
  * handle (the socket lives on in the duplicate), and opens the duplicate in the waiter's pipe with
@@ -39,11 +41,13 @@
  *
  * Runtimes. A `struct ipc__rt` per cookie: on its first advertise it gets ResumeRuntime (unless
  * held), then ProcessInfo3 -> 2 -> 1 (each on a new connection, like every command), and is
- * listed once its command line is whole (SETTLE_MS). Failed exchanges are retried with a backoff (a
- * runtime busy with a dump answers nothing for a while). A runtime with no spare and no lease (no
- * connection to dotmon at all) since idle_since is forgotten after forget_after_ms, unless it is
- * marked busy. A dump or a StopTracing with rundown holds its connection, hence its lease, for as
- * long as it runs, so the runtime's single server thread being occupied never looks like death.
+ * listed once its command line is whole (SETTLE_MS); its progress is one enum ipc__rt_state
+ * (ipc_internal.h), changed only by rt_set_state. The list itself is an ipc_proclist. Failed
+ * exchanges are retried with a backoff (a runtime busy with a dump answers nothing for a while). A
+ * runtime with no spare and no lease (no connection to dotmon at all) since idle_since is forgotten
+ * after forget_after_ms, unless it is marked busy. A dump or a StopTracing with rundown holds its
+ * connection, hence its lease, for as long as it runs, so the runtime's single server thread being
+ * occupied never looks like death.
  *
  * Closing stops accepting and queuing at once, but commands already queued (a trace's StopTracing
  * at shutdown) still get the spares there are, on one last dispatch, before the connections close.
@@ -110,12 +114,6 @@ struct rconn {
 
 enum rt_op { RT_OP_NONE = 0, RT_OP_RESUME, RT_OP_PROBE };
 
-/* The published struct plus its retirement link; `pub` first so the pointers convert. */
-struct lproc {
-    struct ipc_process pub;
-    struct lproc *retired_next;
-};
-
 struct ipc__rt {
     struct ipc__rt *next;
     struct ipc_listen *l;
@@ -130,25 +128,22 @@ struct ipc__rt {
     struct ipc_conn *leases;  /* handed out, pipe still open */
     size_t nleases;
     uint64_t idle_since; /* uv_now() since it has had no connection at all; 0 while it has one */
-    bool need_resume;    /* no ResumeRuntime reply yet */
-    bool held;           /* hold_suspended: the resume waits for ipc_listen_resume */
-    bool removed;        /* forgotten; freed once its exchange (if any) has reported back */
+    enum ipc__rt_state state; /* changed by rt_set_state only */
     int probe_level;     /* 3, 2 or 1: the ProcessInfo version to try next */
     int failures;        /* consecutive failed exchanges, for the backoff */
     uint64_t retry_at;
     uint64_t refresh_at;   /* when to ask ProcessInfo again (0: not planned) */
-    uint64_t settle_until; /* != 0: probed, not listed until its command line is whole (SETTLE) */
+    uint64_t settle_until; /* *_SETTLING: when to list it anyway (SETTLE_MS) */
     size_t refreshes;      /* refreshes planned so far */
     enum rt_op op;
     struct ipc_exchange *x;   /* ResumeRuntime in flight */
     struct ipc__probe *probe; /* ProcessInfo in flight */
-    struct lproc *proc; /* once probed */
+    struct ipc_proclist_entry *proc; /* once probed */
 };
 
 struct ipc_listen {
     uv_loop_t *loop;
-    struct ipc_listen *reg_next; /* the registry of listeners (ipc__listen_enqueue) */
-    bool registered;
+    struct ipc_listen_ref *ref; /* shared with the endpoints of its runtimes */
     char *path;
     unsigned mode;
     uint64_t probe_timeout_ms;
@@ -160,8 +155,6 @@ struct ipc_listen {
     struct ipc_trust trust;
     uint32_t refused_uids[REFUSED_UIDS_LOGGED]; /* peers refused and logged so far */
     size_t nrefused_uids;
-    ipc_discovery_change_cb on_change;
-    void *ud;
 
     uv_pipe_t server;
     uv_timer_t wake;
@@ -188,11 +181,7 @@ struct ipc_listen {
     uint64_t turned_away_at;
     struct ipc_listen_stats stats;
 
-    struct lproc **list; /* published, sorted */
-    struct lproc **next_list;
-    size_t count;
-    size_t list_cap;
-    struct lproc *retired;
+    struct ipc_proclist procs; /* published; capacity >= nrts */
 
     bool closing;
     bool finished;
@@ -207,39 +196,52 @@ static void pump(struct ipc_listen *l);
 static void publish(struct ipc_listen *l);
 static void maybe_finish_close(struct ipc_listen *l);
 
-/* ---- the registry: which listener serves "reverse:<uid>" ------------------------------------- */
+/* ---- the listener's reference, shared by listen-mode endpoints ------------------------------ */
 
 /*
- * Listeners of every loop in the process. The lock only guards the list; a listener's runtimes
- * are only ever looked at from its own loop's thread (lookups match the loop first).
+ * What a listen-mode endpoint holds (ipc_client.h): counted, so that an endpoint copied by a
+ * trace or dump job may outlive the runtime and the listener itself. The listener owns one
+ * reference and clears `l` when it starts closing; from then on, as once the runtime is gone,
+ * connecting through the endpoint fails with UV_ECONNREFUSED. The loop thread only.
  */
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ipc_listen *registry;
+struct ipc_listen_ref {
+    size_t refs;
+    struct ipc_listen *l; /* NULL once the listener is closing */
+};
 
-static void registry_add(struct ipc_listen *l)
+static void lref_unref(struct ipc_listen_ref *r)
 {
-    pthread_mutex_lock(&registry_lock);
-    l->reg_next = registry;
-    registry = l;
-    l->registered = true;
-    pthread_mutex_unlock(&registry_lock);
+    assert(r->refs > 0);
+    if (--r->refs == 0) {
+        free(r);
+    }
 }
 
-static void registry_remove(struct ipc_listen *l)
+static void ep_ref(struct ipc_endpoint *ep)
 {
-    if (!l->registered) {
-        return;
+    if (ep->listener != NULL) {
+        ep->listener->refs++;
     }
-    pthread_mutex_lock(&registry_lock);
-    for (struct ipc_listen **pp = &registry; *pp != NULL; pp = &(*pp)->reg_next) {
-        if (*pp == l) {
-            *pp = l->reg_next;
-            break;
-        }
-    }
-    l->registered = false;
-    pthread_mutex_unlock(&registry_lock);
 }
+
+static void ep_unref(struct ipc_endpoint *ep)
+{
+    if (ep->listener != NULL) {
+        lref_unref(ep->listener);
+        ep->listener = NULL;
+    }
+}
+
+static int reverse_connect(struct ipc_conn *c, uv_loop_t *loop, const struct ipc_endpoint *ep);
+static void reverse_conn_close(struct ipc_conn *c);
+
+const struct ipc_transport ipc__transport_reverse = {
+    .name = "reverse",
+    .connect = reverse_connect,
+    .conn_close = reverse_conn_close,
+    .ref = ep_ref,
+    .unref = ep_unref,
+};
 
 /* ---- intrusive lists of struct ipc_conn (next/pprev) ----------------------------------------- */
 
@@ -297,10 +299,131 @@ static void schedule_pump(struct ipc_listen *l)
 
 static void schedule_dispatch(struct ipc_listen *l);
 
+/* ---- runtime states (ipc_internal.h, enum ipc__rt_state) ------------------------------------ */
+
+#define RT_BIT(s)       (1u << (unsigned)(s))
+
+/* The states each state may move to (besides GONE, open to all but GONE itself). */
+static const unsigned rt_next_states[IPC_RT_NSTATES] = {
+    [IPC_RT_HELD] = RT_BIT(IPC_RT_HELD_LISTED) | RT_BIT(IPC_RT_RESUMING),
+    [IPC_RT_HELD_LISTED] = RT_BIT(IPC_RT_RESUMING_LISTED),
+    [IPC_RT_RESUMING] =
+        RT_BIT(IPC_RT_PROBING) | RT_BIT(IPC_RT_RESUMING_SETTLING) | RT_BIT(IPC_RT_RESUMING_LISTED),
+    [IPC_RT_RESUMING_SETTLING] = RT_BIT(IPC_RT_SETTLING) | RT_BIT(IPC_RT_RESUMING_LISTED),
+    [IPC_RT_RESUMING_LISTED] = RT_BIT(IPC_RT_LISTED),
+    [IPC_RT_PROBING] = RT_BIT(IPC_RT_SETTLING) | RT_BIT(IPC_RT_LISTED),
+    [IPC_RT_SETTLING] = RT_BIT(IPC_RT_LISTED),
+    [IPC_RT_LISTED] = 0,
+    [IPC_RT_GONE] = 0,
+};
+
+bool ipc__rt_transition_ok(enum ipc__rt_state from, enum ipc__rt_state to)
+{
+    if ((unsigned)from >= IPC_RT_NSTATES || (unsigned)to >= IPC_RT_NSTATES) {
+        return false;
+    }
+    if (to == IPC_RT_GONE) {
+        return from != IPC_RT_GONE;
+    }
+    return (rt_next_states[from] & RT_BIT(to)) != 0;
+}
+
+const char *ipc__rt_state_name(enum ipc__rt_state s)
+{
+    static const char *const names[IPC_RT_NSTATES] = {
+        [IPC_RT_HELD] = "HELD",
+        [IPC_RT_HELD_LISTED] = "HELD_LISTED",
+        [IPC_RT_RESUMING] = "RESUMING",
+        [IPC_RT_RESUMING_SETTLING] = "RESUMING_SETTLING",
+        [IPC_RT_RESUMING_LISTED] = "RESUMING_LISTED",
+        [IPC_RT_PROBING] = "PROBING",
+        [IPC_RT_SETTLING] = "SETTLING",
+        [IPC_RT_LISTED] = "LISTED",
+        [IPC_RT_GONE] = "GONE",
+    };
+    return (unsigned)s < IPC_RT_NSTATES ? names[s] : "?";
+}
+
+/*
+ * The one place a runtime changes state. A move outside the graph is a bug in this file: it
+ * asserts in debug builds; release builds log it and keep the state.
+ */
+static void rt_set_state(struct ipc__rt *rt, enum ipc__rt_state to)
+{
+    if (!ipc__rt_transition_ok(rt->state, to)) {
+        log_error(LOG_CAT, "runtime pid %llu (uid %s): refused state change %s -> %s",
+                  (unsigned long long)rt->pid, rt->uid, ipc__rt_state_name(rt->state),
+                  ipc__rt_state_name(to));
+        assert(!"invalid runtime state transition");
+        return;
+    }
+    rt->state = to;
+}
+
+static bool rt_gone(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_GONE;
+}
+
+/* Held suspended: ResumeRuntime waits for ipc_listen_resume. */
+static bool rt_held(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_HELD || rt->state == IPC_RT_HELD_LISTED;
+}
+
+/* ResumeRuntime is to be sent (and goes before any ProcessInfo). */
+static bool rt_owes_resume(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_RESUMING || rt->state == IPC_RT_RESUMING_SETTLING ||
+           rt->state == IPC_RT_RESUMING_LISTED;
+}
+
+static bool rt_settling(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_RESUMING_SETTLING || rt->state == IPC_RT_SETTLING;
+}
+
+static bool rt_listed(const struct ipc__rt *rt)
+{
+    return rt->state == IPC_RT_HELD_LISTED || rt->state == IPC_RT_RESUMING_LISTED ||
+           rt->state == IPC_RT_LISTED;
+}
+
+/* Its first ProcessInfo answered: listed at once, or (settle) once its command line is whole. */
+static void rt_probed(struct ipc__rt *rt, bool settle)
+{
+    switch (rt->state) {
+    case IPC_RT_HELD:
+        rt_set_state(rt, IPC_RT_HELD_LISTED); /* held runtimes never settle */
+        break;
+    case IPC_RT_RESUMING:
+        rt_set_state(rt, settle ? IPC_RT_RESUMING_SETTLING : IPC_RT_RESUMING_LISTED);
+        break;
+    default:
+        rt_set_state(rt, settle ? IPC_RT_SETTLING : IPC_RT_LISTED);
+        break;
+    }
+}
+
+/* The command line is whole (or the time is up): listed from now on. */
+static void rt_settled(struct ipc__rt *rt)
+{
+    rt_set_state(rt,
+                 rt->state == IPC_RT_RESUMING_SETTLING ? IPC_RT_RESUMING_LISTED : IPC_RT_LISTED);
+}
+
+/* ResumeRuntime answered: the listing phase stays. */
+static void rt_resumed(struct ipc__rt *rt)
+{
+    rt_set_state(rt, rt->state == IPC_RT_RESUMING_SETTLING ? IPC_RT_SETTLING
+                     : rt->state == IPC_RT_RESUMING_LISTED ? IPC_RT_LISTED
+                                                           : IPC_RT_PROBING);
+}
+
 static struct ipc__rt *rt_find_cookie(struct ipc_listen *l, const uint8_t *cookie)
 {
     for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
-        if (!rt->removed && memcmp(rt->cookie, cookie, IPC_GUID_SIZE) == 0) {
+        if (!rt_gone(rt) && memcmp(rt->cookie, cookie, IPC_GUID_SIZE) == 0) {
             return rt;
         }
     }
@@ -310,46 +433,24 @@ static struct ipc__rt *rt_find_cookie(struct ipc_listen *l, const uint8_t *cooki
 static struct ipc__rt *rt_find_uid(struct ipc_listen *l, const char *uid)
 {
     for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
-        if (!rt->removed && strcmp(rt->uid, uid) == 0) {
+        if (!rt_gone(rt) && strcmp(rt->uid, uid) == 0) {
             return rt;
         }
     }
     return NULL;
 }
 
-static void lproc_free(struct lproc *p)
-{
-    if (p != NULL) {
-        ipc__process_fini(&p->pub);
-        free(p);
-    }
-}
+_Static_assert(IPC_ENDPOINT_UID_SIZE == IPC_GUID_STR_SIZE, "an endpoint holds a runtime uid");
 
-/* Keeps both list arrays able to hold one entry per runtime, so publish() never allocates. */
-static int ensure_list_cap(struct ipc_listen *l, size_t n)
+/* The endpoint of rt (a view: its listener reference is the listener's own). */
+static struct ipc_endpoint rt_endpoint(const struct ipc__rt *rt)
 {
-    if (n <= l->list_cap) {
-        return 0;
-    }
-    size_t cap = l->list_cap ? l->list_cap * 2 : 16;
-    while (cap < n) {
-        cap *= 2;
-    }
-    /* Arrays of pointers: the size of a pointer is what is meant (hence the NOLINTs). */
-    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
-    struct lproc **a = realloc(l->list, cap * sizeof(*a));
-    if (a == NULL) {
-        return UV_ENOMEM;
-    }
-    l->list = a;
-    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
-    struct lproc **b = realloc(l->next_list, cap * sizeof(*b));
-    if (b == NULL) {
-        return UV_ENOMEM;
-    }
-    l->next_list = b;
-    l->list_cap = cap;
-    return 0;
+    struct ipc_endpoint ep = {.path = rt->endpoint,
+                              .peer_uid = IPC_ANY_PEER,
+                              .transport = &ipc__transport_reverse,
+                              .listener = rt->l->ref};
+    memcpy(ep.uid, rt->uid, sizeof(ep.uid));
+    return ep;
 }
 
 /* ---- connections ----------------------------------------------------------------------------- */
@@ -412,7 +513,7 @@ static void rconn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint64_t pid,
                               uint32_t peer_uid)
 {
-    if (ensure_list_cap(l, l->nrts + 1) != 0) {
+    if (ipc_proclist_reserve(&l->procs, l->nrts + 1) != 0) {
         return NULL;
     }
     struct ipc__rt *rt = calloc(1, sizeof(*rt));
@@ -427,8 +528,7 @@ static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint6
     memcpy(rt->endpoint + sizeof(IPC_REVERSE_PREFIX) - 1, rt->uid, sizeof(rt->uid));
     rt->pid = pid;
     rt->peer_uid = peer_uid;
-    rt->need_resume = true;
-    rt->held = l->hold;
+    rt->state = l->hold ? IPC_RT_HELD : IPC_RT_RESUMING;
     rt->probe_level = 3;
     rt->next = l->rts;
     l->rts = rt;
@@ -436,8 +536,8 @@ static struct ipc__rt *rt_new(struct ipc_listen *l, const uint8_t *cookie, uint6
     l->nlive++;
     log_info(LOG_CAT, "runtime pid %llu (uid %s) connected to %s%s", (unsigned long long)pid,
              rt->uid, l->path,
-             rt->held ? "; held suspended until a trace starts (DiagnosticPort:HoldSuspended)"
-                      : "");
+             rt_held(rt) ? "; held suspended until a trace starts (DiagnosticPort:HoldSuspended)"
+                         : "");
     return rt;
 }
 
@@ -716,7 +816,7 @@ static void dispatch(struct ipc_listen *l, bool final)
             status = c->status;
         } else {
             for (struct ipc__rt *rt = l->rts; rt != NULL && c == NULL; rt = rt->next) {
-                if (rt->removed || rt->waiters == NULL || rt->spares == NULL) {
+                if (rt_gone(rt) || rt->waiters == NULL || rt->spares == NULL) {
                     continue;
                 }
                 c = conn_oldest(rt->waiters);
@@ -761,30 +861,32 @@ static void schedule_dispatch(struct ipc_listen *l)
     }
 }
 
-int ipc__listen_enqueue(struct ipc_conn *c, uv_loop_t *loop, const char *uid)
+/*
+ * The transport's connect: queues c at the endpoint's runtime, found by uid in the endpoint's
+ * listener (a runtime forgotten and advertising again is the same runtime). A listener that is
+ * closing (or gone, or on another loop) or a runtime it does not know refuses, as a socket nobody
+ * listens on would.
+ */
+static int reverse_connect(struct ipc_conn *c, uv_loop_t *loop, const struct ipc_endpoint *ep)
 {
-    struct ipc_listen *found = NULL;
+    struct ipc_listen *l = ep->listener != NULL ? ep->listener->l : NULL;
     struct ipc__rt *rt = NULL;
-    pthread_mutex_lock(&registry_lock);
-    for (struct ipc_listen *l = registry; l != NULL; l = l->reg_next) {
-        if (l->loop == loop && !l->closing && (rt = rt_find_uid(l, uid)) != NULL) {
-            found = l;
-            break;
-        }
+    if (l != NULL && l->loop == loop && !l->closing) {
+        rt = rt_find_uid(l, ep->uid);
     }
-    pthread_mutex_unlock(&registry_lock);
-    if (found == NULL) {
-        return UV_ECONNREFUSED; /* no such runtime connected: as a socket nobody listens on */
+    if (rt == NULL) {
+        return UV_ECONNREFUSED;
     }
+    c->state = IPC_CONN_WAITING;
     c->rt = rt;
     conn_push(&rt->waiters, c);
     if (rt->spares != NULL) {
-        schedule_dispatch(found);
+        schedule_dispatch(l);
     }
     return 0;
 }
 
-void ipc__listen_conn_close(struct ipc_conn *c)
+static void reverse_conn_close(struct ipc_conn *c)
 {
     if (c->state == IPC_CONN_WAITING) {
         conn_unlink(c); /* from its runtime's queue, or the failed list */
@@ -824,7 +926,7 @@ static void rt_abort_op(struct ipc__rt *rt)
 static void rt_reap(struct ipc__rt *rt)
 {
     struct ipc_listen *l = rt->l;
-    if (!rt->removed || rt_in_flight(rt) || l->closing) {
+    if (!rt_gone(rt) || rt_in_flight(rt) || l->closing) {
         return;
     }
     for (struct ipc__rt **pp = &l->rts; *pp != NULL; pp = &(*pp)->next) {
@@ -860,16 +962,13 @@ static void rt_forget(struct ipc__rt *rt, uint64_t idle_ms)
              "runtime pid %llu (uid %s) has had no connection to dotmon for %llu ms: "
              "forgotten",
              (unsigned long long)rt->pid, rt->uid, (unsigned long long)idle_ms);
-    rt->removed = true;
+    rt_set_state(rt, IPC_RT_GONE);
     l->nlive--;
     l->stats.forgotten++;
     rt_drop_idle(l, rt, UV_ECONNREFUSED);
     schedule_dispatch(l);
-    if (rt->proc != NULL) {
-        rt->proc->retired_next = l->retired;
-        l->retired = rt->proc;
-        rt->proc = NULL;
-    }
+    ipc_proclist_retire(&l->procs, rt->proc);
+    rt->proc = NULL;
     rt_abort_op(rt); /* its callback still comes, then rt is reaped */
     rt_reap(rt);
 }
@@ -884,7 +983,7 @@ static void rt_failed(struct ipc__rt *rt, const char *what, int status, uint32_t
     }
     delay = min_u64(delay, RETRY_MAX_MS);
     rt->retry_at = uv_now(l->loop) + delay;
-    if (rt->need_resume && !rt->held) {
+    if (rt_owes_resume(rt)) {
         log_warn(LOG_CAT,
                  "runtime pid %llu (uid %s): %s failed (%s, hresult 0x%08x); it may be "
                  "waiting suspended; retrying in %llu ms",
@@ -903,7 +1002,7 @@ static void rt_failed(struct ipc__rt *rt, const char *what, int status, uint32_t
 static void rt_plan_refresh(struct ipc__rt *rt)
 {
     rt->refresh_at = 0;
-    if (!rt->held && rt->refreshes < REFRESHES) {
+    if (!rt_held(rt) && rt->refreshes < REFRESHES) {
         rt->refresh_at = uv_now(rt->l->loop) + refresh_after_ms[rt->refreshes++];
     }
 }
@@ -911,7 +1010,7 @@ static void rt_plan_refresh(struct ipc__rt *rt)
 /* True while the command line is one word (no space): the host may not have set it yet. */
 static bool cmdline_unsettled(const struct ipc__rt *rt)
 {
-    return !rt->held && rt->proc != NULL && strchr(rt->proc->pub.command_line, ' ') == NULL;
+    return !rt_held(rt) && rt->proc != NULL && strchr(rt->proc->pub.command_line, ' ') == NULL;
 }
 
 /*
@@ -921,12 +1020,13 @@ static bool cmdline_unsettled(const struct ipc__rt *rt)
 static void rt_after_probe(struct ipc__rt *rt)
 {
     uint64_t now = uv_now(rt->l->loop);
-    if (rt->settle_until != 0) {
+    if (rt_settling(rt)) {
         if (cmdline_unsettled(rt) && now < rt->settle_until) {
             rt->refresh_at = now + SETTLE_STEP_MS;
             return;
         }
         rt->settle_until = 0;
+        rt_settled(rt);
         publish(rt->l);
     }
     rt_plan_refresh(rt);
@@ -963,7 +1063,7 @@ static void on_resume_result(struct ipc__rt *rt, const struct ipc_result *res)
         rt_failed(rt, "ResumeRuntime", res->status, 0);
         return;
     }
-    rt->need_resume = false;
+    rt_resumed(rt);
     rt->failures = 0;
     rt->l->stats.resumed++;
     if (rt->proc != NULL) {
@@ -991,8 +1091,9 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *
         /* A refresh: keep what is listed unless the runtime answers in full. */
         struct ipc_process fresh;
         memset(&fresh, 0, sizeof(fresh));
+        struct ipc_endpoint ep = rt_endpoint(rt);
         if (res->status == 0 && res->ok && res->info != NULL &&
-            ipc__process_init(&fresh, res->info, level, rt->endpoint, rt->peer_uid) == 0) {
+            ipc__process_init(&fresh, res->info, level, &ep, rt->peer_uid) == 0) {
             if (strcmp(fresh.command_line, rt->proc->pub.command_line) != 0) {
                 log_debug(LOG_CAT, "runtime pid %llu: command line now '%s'",
                           (unsigned long long)rt->pid, fresh.command_line);
@@ -1011,9 +1112,9 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *
         return;
     }
     int rc = res->parse_status;
-    struct lproc *p = rc == 0 ? calloc(1, sizeof(*p)) : NULL;
-    if (p == NULL ||
-        ipc__process_init(&p->pub, res->info, level, rt->endpoint, rt->peer_uid) != 0) {
+    struct ipc_proclist_entry *p = rc == 0 ? ipc_proclist_entry_new() : NULL;
+    struct ipc_endpoint ep = rt_endpoint(rt);
+    if (p == NULL || ipc__process_init(&p->pub, res->info, level, &ep, rt->peer_uid) != 0) {
         free(p);
         rt_failed(rt, "ProcessInfo", rc != 0 ? rc : UV_ENOMEM, 0);
         return;
@@ -1034,7 +1135,9 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *
               : level == 2 ? "2"
                            : "",
               p->pub.command_line);
-    if (cmdline_unsettled(rt)) {
+    bool settle = cmdline_unsettled(rt);
+    rt_probed(rt, settle);
+    if (settle) {
         rt->settle_until = uv_now(l->loop) + SETTLE_MS;
     } else {
         publish(l);
@@ -1052,7 +1155,7 @@ static bool rt_op_ended(struct ipc__rt *rt)
         maybe_finish_close(l);
         return false;
     }
-    if (rt->removed) {
+    if (rt_gone(rt)) {
         rt_reap(rt);
         pump(l);
         return false;
@@ -1085,7 +1188,7 @@ static void on_probe_done(void *ud, const struct ipc__probe_result *res)
 static void rt_start_op(struct ipc__rt *rt, enum rt_op op)
 {
     struct ipc_listen *l = rt->l;
-    struct ipc_endpoint ep = {rt->endpoint, IPC_ANY_PEER};
+    struct ipc_endpoint ep = rt_endpoint(rt);
     int rc;
     if (op == RT_OP_RESUME) {
         uint8_t req[IPC_HEADER_SIZE];
@@ -1139,7 +1242,7 @@ static bool pump_runtime(struct ipc__rt *rt, uint64_t now, uint64_t *wake)
     if (rt_in_flight(rt)) {
         return false;
     }
-    bool resume = rt->need_resume && !rt->held;
+    bool resume = rt_owes_resume(rt);
     bool probe = rt->proc == NULL;
     bool refresh = !probe && rt->refresh_at != 0;
     if (!resume && !probe && !refresh) {
@@ -1192,7 +1295,7 @@ static void pump(struct ipc_listen *l)
     }
     for (struct ipc__rt *rt = l->rts, *next; rt != NULL; rt = next) {
         next = rt->next;
-        if (!rt->removed) {
+        if (!rt_gone(rt)) {
             changed |= pump_runtime(rt, now, &wake);
         }
     }
@@ -1213,60 +1316,16 @@ static void pump(struct ipc_listen *l)
 
 /* ---- the published list ---------------------------------------------------------------------- */
 
-/* pid ascending, then uid: two runtimes may share a pid (containers where each app is pid 1). */
-static int lproc_cmp(const void *a, const void *b)
-{
-    const struct lproc *x = *(struct lproc *const *)a;
-    const struct lproc *y = *(struct lproc *const *)b;
-    if (x->pub.pid != y->pub.pid) {
-        return x->pub.pid < y->pub.pid ? -1 : 1;
-    }
-    return strcmp(x->pub.uid, y->pub.uid);
-}
-
-static bool list_contains(struct lproc *const *list, size_t n, const struct lproc *p)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (list[i] == p) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Rebuilds the list, reports what left and what joined, then frees the retired processes. */
+/* Rebuilds the list (ipc_proclist.h) from the listed runtimes and reports the changes. */
 static void publish(struct ipc_listen *l)
 {
-    size_t n = 0;
+    ipc_proclist_begin(&l->procs);
     for (struct ipc__rt *rt = l->rts; rt != NULL; rt = rt->next) {
-        if (!rt->removed && rt->proc != NULL && rt->settle_until == 0) {
-            l->next_list[n++] = rt->proc; /* n <= nrts <= list_cap */
+        if (rt_listed(rt)) {
+            ipc_proclist_add(&l->procs, rt->proc);
         }
     }
-    if (n > 1) {
-        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-        qsort(l->next_list, n, sizeof(l->next_list[0]), lproc_cmp);
-    }
-    struct lproc **old = l->list;
-    size_t old_n = l->count;
-    l->list = l->next_list;
-    l->count = n;
-    l->next_list = old;
-    for (size_t i = 0; i < old_n && l->on_change != NULL && !l->closing; i++) {
-        if (!list_contains(l->list, n, old[i])) {
-            l->on_change(l->ud, &old[i]->pub, false);
-        }
-    }
-    for (size_t i = 0; i < n && l->on_change != NULL && !l->closing; i++) {
-        if (!list_contains(old, old_n, l->list[i])) {
-            l->on_change(l->ud, &l->list[i]->pub, true);
-        }
-    }
-    while (l->retired != NULL) {
-        struct lproc *p = l->retired;
-        l->retired = p->retired_next;
-        lproc_free(p);
-    }
+    ipc_proclist_publish(&l->procs);
 }
 
 /* ---- binding --------------------------------------------------------------------------------- */
@@ -1337,7 +1396,11 @@ static bool is_our_socket(const struct ipc_listen *l, const struct stat *st)
     return S_ISSOCK(st->st_mode) && st->st_uid == geteuid() && (st->st_mode & 07777) == l->mode;
 }
 
-static int bind_socket(struct ipc_listen *l, int *fd_out)
+/*
+ * Checks the path, opens its folder (kept in l->dirfd) and replaces a stale socket file at the
+ * name. dir receives the folder's path (sun_path sized).
+ */
+static int bind_prepare(struct ipc_listen *l, char *dir, size_t dir_size)
 {
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof(sa));
@@ -1348,9 +1411,8 @@ static int bind_socket(struct ipc_listen *l, int *fd_out)
                   sizeof(sa.sun_path) - 1);
         return UV_ENAMETOOLONG;
     }
-    char dir[sizeof(sa.sun_path)];
     char base[sizeof(sa.sun_path)];
-    if (shdir_split(l->path, dir, sizeof(dir), base, sizeof(base)) != 0) {
+    if (shdir_split(l->path, dir, dir_size, base, sizeof(base)) != 0) {
         log_error(LOG_CAT, "%s is not an absolute path to a file", l->path);
         return AGENT_E_INVAL;
     }
@@ -1361,78 +1423,71 @@ static int bind_socket(struct ipc_listen *l, int *fd_out)
     }
     memcpy(l->base, base, strlen(base) + 1);
     memcpy(sa.sun_path, l->path, len + 1);
-    rc = replace_stale(l, &sa);
-    if (rc != 0) {
-        return rc;
-    }
+    return replace_stale(l, &sa);
+}
 
-    struct shdir_private priv = {.fd = -1};
-    const char *step = "private folder";
-    int fd = -1;
-    struct stat st;
-    rc = shdir_private_new(l->dirfd, &priv);
-    if (rc != 0) {
-        goto fail;
-    }
+/*
+ * Makes the socket as "s" inside the private folder priv (of dir), with exactly the configured
+ * mode, and records its identity in l->dev/ino. *fd is the socket once created (the caller closes
+ * it on failure); *step names what failed.
+ */
+static int bind_in_private(struct ipc_listen *l, const char *dir, const struct shdir_private *priv,
+                           int *fd, const char **step)
+{
     /* Bind inside the private folder: by its full path when that fits sun_path, else through
      * our descriptor of it. */
     struct sockaddr_un tmp;
     memset(&tmp, 0, sizeof(tmp));
     tmp.sun_family = AF_UNIX;
     int n = snprintf(tmp.sun_path, sizeof(tmp.sun_path), "%s/%s/s",
-                     strcmp(dir, "/") == 0 ? "" : dir, priv.name);
+                     strcmp(dir, "/") == 0 ? "" : dir, priv->name);
     if (n < 0 || (size_t)n >= sizeof(tmp.sun_path)) {
-        n = snprintf(tmp.sun_path, sizeof(tmp.sun_path), "/proc/self/fd/%d/s", priv.fd);
+        (void)snprintf(tmp.sun_path, sizeof(tmp.sun_path), "/proc/self/fd/%d/s", priv->fd);
     }
-    step = "socket";
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        rc = -errno;
-        goto fail;
+    *step = "socket";
+    *fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*fd < 0) {
+        return -errno;
     }
     /* The mode goes on the unbound socket first (the file is created with it, narrowed by the
      * umask), then exactly that mode inside the private folder (a umask of 022 would otherwise
      * take group write from 0660). */
-    step = "fchmod";
-    if (fchmod(fd, (mode_t)l->mode) != 0) {
-        rc = -errno;
-        goto fail;
+    *step = "fchmod";
+    if (fchmod(*fd, (mode_t)l->mode) != 0) {
+        return -errno;
     }
-    step = "bind";
-    if (bind(fd, (const struct sockaddr *)&tmp, sizeof(tmp)) != 0) {
-        rc = -errno;
-        goto fail;
+    *step = "bind";
+    if (bind(*fd, (const struct sockaddr *)&tmp, sizeof(tmp)) != 0) {
+        return -errno;
     }
-    step = "chmod";
-    if (fchmodat(priv.fd, "s", (mode_t)l->mode, 0) != 0) {
-        rc = -errno;
-        goto fail;
+    *step = "chmod";
+    if (fchmodat(priv->fd, "s", (mode_t)l->mode, 0) != 0) {
+        return -errno;
     }
-    step = "check";
-    if (fstatat(priv.fd, "s", &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        rc = -errno;
-        goto fail;
+    *step = "check";
+    struct stat st;
+    if (fstatat(priv->fd, "s", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return -errno;
     }
     if (!is_our_socket(l, &st)) {
-        rc = AGENT_E_CHANGED;
-        goto fail;
+        return AGENT_E_CHANGED;
     }
     l->dev = st.st_dev;
     l->ino = st.st_ino;
-    step = "rename into place";
-    rc = shdir_place(priv.fd, "s", l->dirfd, l->base);
-    if (rc != 0) {
-        (void)unlinkat(priv.fd, "s", 0);
-        goto fail;
-    }
-    shdir_private_remove(l->dirfd, &priv);
-    /* What is at the name now must be the socket just made; someone who can write the folder
-     * may have swapped it already, and then runtimes would not reach us. */
-    step = "final check";
+    return 0;
+}
+
+/*
+ * What is at the name now must be the socket just made; someone who can write the folder may
+ * have swapped it already, and then runtimes would not reach us. Logs why it is not.
+ */
+static int check_placed(const struct ipc_listen *l, const char *dir)
+{
     struct stat now;
     if (fstatat(l->dirfd, l->base, &now, AT_SYMLINK_NOFOLLOW) != 0) {
-        rc = -errno;
-        goto fail;
+        int rc = -errno;
+        log_error(LOG_CAT, "cannot bind %s (final check): %s", l->path, agent_strerror(rc));
+        return rc;
     }
     if (now.st_dev != l->dev || now.st_ino != l->ino || !is_our_socket(l, &now)) {
         log_error(LOG_CAT,
@@ -1440,8 +1495,39 @@ static int bind_socket(struct ipc_listen *l, int *fd_out)
                   "else writes to %s; refusing to start",
                   l->path, S_ISLNK(now.st_mode) ? "a symlink" : "another file",
                   (unsigned)now.st_uid, dir);
-        rc = AGENT_E_CHANGED;
-        step = NULL;
+        return AGENT_E_CHANGED;
+    }
+    return 0;
+}
+
+static int bind_socket(struct ipc_listen *l, int *fd_out)
+{
+    char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int rc = bind_prepare(l, dir, sizeof(dir));
+    if (rc != 0) {
+        return rc;
+    }
+    struct shdir_private priv = {.fd = -1};
+    const char *step = "private folder";
+    int fd = -1;
+    rc = shdir_private_new(l->dirfd, &priv);
+    if (rc != 0) {
+        goto fail;
+    }
+    rc = bind_in_private(l, dir, &priv, &fd, &step);
+    if (rc != 0) {
+        goto fail;
+    }
+    step = "rename into place";
+    rc = shdir_place(priv.fd, "s", l->dirfd, l->base);
+    if (rc != 0) {
+        (void)unlinkat(priv.fd, "s", 0);
+        goto fail;
+    }
+    shdir_private_remove(l->dirfd, &priv);
+    step = NULL; /* check_placed logs its own failures */
+    rc = check_placed(l, dir);
+    if (rc != 0) {
         goto fail;
     }
     *fd_out = fd;
@@ -1472,10 +1558,15 @@ int ipc_listen_new(uv_loop_t *loop, const struct ipc_listen_config *cfg,
         return UV_ENOMEM;
     }
     l->path = strdup(cfg->path);
-    if (l->path == NULL) {
+    l->ref = calloc(1, sizeof(*l->ref));
+    if (l->path == NULL || l->ref == NULL) {
+        free(l->path);
+        free(l->ref);
         free(l);
         return UV_ENOMEM;
     }
+    l->ref->refs = 1; /* the listener's own, dropped when it starts closing */
+    l->ref->l = l;
     l->loop = loop;
     l->dirfd = -1;
     l->mode = cfg->socket_mode ? cfg->socket_mode : DEFAULT_MODE;
@@ -1487,8 +1578,7 @@ int ipc_listen_new(uv_loop_t *loop, const struct ipc_listen_config *cfg,
     l->runtimes_max = cfg->max_connections ? cfg->max_connections : DEFAULT_RUNTIMES_MAX;
     l->trust = cfg->trust;
     l->hold = cfg->hold_suspended;
-    l->on_change = on_change;
-    l->ud = ud;
+    ipc_proclist_init(&l->procs, on_change, ud);
     /* None of these inits can fail on Unix; from here on close() must run to release them. */
     (void)uv_timer_init(loop, &l->wake);
     (void)uv_idle_init(loop, &l->dispatch);
@@ -1525,7 +1615,6 @@ int ipc_listen_start(struct ipc_listen *l)
         return rc;
     }
     l->bound = true;
-    registry_add(l);
     log_info(LOG_CAT, "listening for .NET runtimes on %s (mode %04o)", l->path, l->mode);
     return 0;
 }
@@ -1537,18 +1626,18 @@ bool ipc_listen_ready(const struct ipc_listen *l)
 
 size_t ipc_listen_count(const struct ipc_listen *l)
 {
-    return l->count;
+    return ipc_proclist_count(&l->procs);
 }
 
 const struct ipc_process *ipc_listen_at(const struct ipc_listen *l, size_t i)
 {
-    return i < l->count ? &l->list[i]->pub : NULL;
+    return ipc_proclist_at(&l->procs, i);
 }
 
 int ipc_listen_busy(struct ipc_listen *l, const char *uid, int delta)
 {
     struct ipc__rt *rt = rt_find_uid(l, uid);
-    if (rt == NULL || rt->proc == NULL || rt->settle_until != 0) {
+    if (rt == NULL || !rt_listed(rt)) {
         return AGENT_E_NOTFOUND;
     }
     struct ipc_process *p = &rt->proc->pub;
@@ -1568,8 +1657,8 @@ int ipc_listen_resume(struct ipc_listen *l, const char *uid)
     if (rt == NULL) {
         return AGENT_E_NOTFOUND;
     }
-    if (rt->held) {
-        rt->held = false;
+    if (rt_held(rt)) {
+        rt_set_state(rt, rt->state == IPC_RT_HELD ? IPC_RT_RESUMING : IPC_RT_RESUMING_LISTED);
         rt->retry_at = 0;
         log_info(LOG_CAT, "runtime pid %llu (uid %s): resuming it now", (unsigned long long)rt->pid,
                  rt->uid);
@@ -1609,21 +1698,15 @@ static void maybe_finish_close(struct ipc_listen *l)
     while (l->rts != NULL) {
         struct ipc__rt *rt = l->rts;
         l->rts = rt->next;
-        lproc_free(rt->proc);
+        ipc_proclist_entry_free(rt->proc);
         free(rt);
-    }
-    while (l->retired != NULL) {
-        struct lproc *p = l->retired;
-        l->retired = p->retired_next;
-        lproc_free(p);
     }
     void (*cb)(void *) = l->close_cb;
     void *ud = l->close_ud;
     if (l->dirfd >= 0) {
         (void)close(l->dirfd);
     }
-    free(l->list);
-    free(l->next_list);
+    ipc_proclist_fini(&l->procs);
     free(l->path);
     free(l);
     if (cb != NULL) {
@@ -1688,9 +1771,13 @@ void ipc_listen_close(struct ipc_listen *l, void (*cb)(void *ud), void *ud)
         return;
     }
     l->closing = true;
+    ipc_proclist_mute(&l->procs);
     l->close_cb = cb;
     l->close_ud = ud;
-    registry_remove(l); /* no new command can queue from here on */
+    /* No new command can queue from here on; endpoints still held refuse to connect. */
+    l->ref->l = NULL;
+    lref_unref(l->ref);
+    l->ref = NULL;
     uv_close((uv_handle_t *)&l->server, on_handle_close);
     uv_close((uv_handle_t *)&l->wake, on_handle_close);
     while (l->pending != NULL) {

@@ -26,8 +26,10 @@
  *  - accepts connections and reads each one's advertise within advertise_timeout_ms; a short or
  *    malformed advertise closes that connection only;
  *  - tracks runtimes by cookie and keeps each one's newest idle connections ("spares", at most 2)
- *    for the next command: an endpoint "reverse:<uid>" given to ipc_exchange_start or
- *    ipc_session_start takes one (ipc_internal.h, ipc__connect);
+ *    for the next command: the endpoint of a listed runtime (ipc_process_endpoint: its transport,
+ *    a counted reference to this listener and the runtime's uid) given to ipc_exchange_start or
+ *    ipc_session_start takes one (ipc_internal.h, ipc__connect); once the runtime is forgotten or
+ *    the listener closes, such an endpoint (kept by a job, say) is refused (UV_ECONNREFUSED);
  *  - on a runtime's first advertise sends ResumeRuntime (unless hold_suspended: then only when
  *    ipc_listen_resume is called), then probes it with ProcessInfo3 -> 2 -> 1 and lists it as a
  *    struct ipc_process whose pid is the advertised pid (the pid the target sees itself as);

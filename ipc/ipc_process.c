@@ -22,7 +22,7 @@ char *ipc__utf16_dup(const struct ipc_utf16 *s)
 }
 
 int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, int level,
-                      const char *endpoint, int64_t peer_uid)
+                      const struct ipc_endpoint *ep, int64_t peer_uid)
 {
     p->pid = pi->pid;
     p->peer_uid = peer_uid;
@@ -46,8 +46,9 @@ int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, 
         size_t len;
         ipc_cmdline_name(p->command_line, &name, &len);
         p->name = strndup(name, len);
-        p->endpoint = strdup(endpoint);
-        ok = p->name != NULL && p->endpoint != NULL;
+        ok = p->name != NULL && ipc_endpoint_copy(&p->ep, ep) == 0;
+        p->ep.peer_uid = peer_uid >= 0 ? peer_uid : IPC_ANY_PEER;
+        p->endpoint = p->ep.path;
     }
     if (!ok) {
         ipc__process_fini(p);
@@ -90,17 +91,17 @@ void ipc__process_fini(struct ipc_process *p)
     free(p->entrypoint_assembly);
     free(p->clr_version);
     free(p->runtime_identifier);
-    free(p->endpoint);
+    ipc_endpoint_fini(&p->ep);
+    p->endpoint = NULL;
     p->name = p->command_line = p->os = p->arch = NULL;
-    p->entrypoint_assembly = p->clr_version = p->runtime_identifier = p->endpoint = NULL;
+    p->entrypoint_assembly = p->clr_version = p->runtime_identifier = NULL;
 }
 
 /* ---- ProcessInfo probes ---------------------------------------------------------------------- */
 
 struct ipc__probe {
     uv_loop_t *loop;
-    struct ipc_endpoint ep; /* ep.path is path */
-    char *path;
+    struct ipc_endpoint ep; /* owned copy */
     int level;
     bool fallback;
     bool aborted;
@@ -150,7 +151,7 @@ static void probe_on_reply(void *ud, const struct ipc_result *res)
         r.info = r.parse_status == 0 ? &pi : NULL;
     }
     p->cb(p->ud, &r);
-    free(p->path);
+    ipc_endpoint_fini(&p->ep);
     free(p);
 }
 
@@ -161,15 +162,11 @@ int ipc__probe_start(uv_loop_t *loop, const struct ipc_endpoint *ep, int level, 
         return AGENT_E_INVAL;
     }
     struct ipc__probe *p = calloc(1, sizeof(*p));
-    char *path = strdup(ep->path);
-    if (p == NULL || path == NULL) {
+    if (p == NULL || ipc_endpoint_copy(&p->ep, ep) != 0) {
         free(p);
-        free(path);
         return UV_ENOMEM;
     }
     p->loop = loop;
-    p->ep = *ep;
-    p->ep.path = p->path = path;
     p->level = level;
     p->fallback = fallback;
     p->timeout_ms = timeout_ms;
@@ -177,7 +174,7 @@ int ipc__probe_start(uv_loop_t *loop, const struct ipc_endpoint *ep, int level, 
     p->ud = ud;
     int rc = probe_send(p);
     if (rc != 0) {
-        free(p->path);
+        ipc_endpoint_fini(&p->ep);
         free(p);
         return rc;
     }

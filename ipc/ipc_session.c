@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "ipc_session.h"
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,15 +94,13 @@ struct ipc_session {
     size_t rlen; /* reply bytes in rbuf (AWAIT_REPLY only) */
     struct ipc_session_callbacks cb;
     void *ud;
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    struct ipc_endpoint ep; /* path above, and the runtime's uid */
+    struct ipc_endpoint ep;            /* owned copy */
+    struct ipc_session_admission *adm; /* counts this session until it is freed */
     /* The read buffer (READ_BUF_SIZE), handed out whole by on_alloc; allocated again only after
      * on_data took it (ipc_session_take_buffer). */
     uint8_t *rbuf;
     bool in_deliver; /* inside on_data: take_buffer is allowed */
 };
-
-static atomic_size_t live_sessions;
 
 static int s_try(struct ipc_session *s);
 static void s_end(struct ipc_session *s, int status, uint32_t hresult, bool need_stop);
@@ -169,6 +166,7 @@ static int cfg_copy(struct ipc_session *s, const struct ipc_collect_config *src)
 
 static void s_free(struct ipc_session *s)
 {
+    ipc_endpoint_fini(&s->ep);
     free(s->providers);
     free(s->blob);
     free(s->req);
@@ -180,8 +178,10 @@ static void s_free(struct ipc_session *s)
 
 static void s_on_timer_close(uv_handle_t *h)
 {
-    s_free(h->data);
-    atomic_fetch_sub(&live_sessions, 1);
+    struct ipc_session *s = h->data;
+    struct ipc_session_admission *adm = s->adm;
+    s_free(s);
+    adm->live--;
 }
 
 /* Frees the session once it has ended and nothing of it is left on the loop but the timer. */
@@ -732,26 +732,29 @@ static int s_try(struct ipc_session *s)
 
 /* ---- public ------------------------------------------------------------------------------ */
 
-int ipc_session_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
-                      const struct ipc_collect_config *cfg, uint64_t start_timeout_ms,
-                      const struct ipc_session_callbacks *cb, void *ud, struct ipc_session **out)
+int ipc_session_start(uv_loop_t *loop, struct ipc_session_admission *adm,
+                      const struct ipc_endpoint *ep, const struct ipc_collect_config *cfg,
+                      uint64_t start_timeout_ms, const struct ipc_session_callbacks *cb, void *ud,
+                      struct ipc_session **out)
 {
     const char *path = ep != NULL ? ep->path : NULL;
-    if (loop == NULL || path == NULL || cfg == NULL || cb == NULL || cb->on_data == NULL ||
-        cb->on_end == NULL || out == NULL) {
+    if (loop == NULL || adm == NULL || path == NULL || cfg == NULL || cb == NULL ||
+        cb->on_data == NULL || cb->on_end == NULL || out == NULL) {
         return AGENT_E_INVAL;
+    }
+    if (adm->max > 0 && adm->live >= adm->max) {
+        return AGENT_E_TOOBIG;
     }
     struct ipc_session *s = NULL;
     uint8_t *msg = NULL;
     int rc = 0;
     /* libuv would silently truncate a long path and connect somewhere else. */
-    size_t path_len = strlen(path);
-    if (path_len >= sizeof(s->path)) {
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
         return UV_ENAMETOOLONG;
     }
     s = calloc(1, sizeof(*s));
     msg = malloc(IPC_MESSAGE_MAX);
-    if (s == NULL || msg == NULL) {
+    if (s == NULL || msg == NULL || ipc_endpoint_copy(&s->ep, ep) != 0) {
         rc = UV_ENOMEM;
         goto fail;
     }
@@ -776,10 +779,8 @@ int ipc_session_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
     }
     msg = NULL;
     s->req_cap = w.len;
-    memcpy(s->path, path, path_len + 1);
-    s->ep.path = s->path;
-    s->ep.peer_uid = ep->peer_uid;
     s->loop = loop;
+    s->adm = adm;
     s->cb = *cb;
     s->ud = ud;
     s->start_timeout_ms = start_timeout_ms > 0 ? start_timeout_ms : DEFAULT_START_TIMEOUT_MS;
@@ -789,7 +790,7 @@ int ipc_session_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
     (void)uv_timer_init(loop, &s->timer); /* cannot fail */
     s->timer.data = s;
     s->timer_open = true;
-    atomic_fetch_add(&live_sessions, 1);
+    adm->live++;
     rc = s_try(s);
     if (rc != 0) {
         s->ended = true; /* nothing follows; the timer's close callback frees */
@@ -874,9 +875,4 @@ uint64_t ipc_session_id(const struct ipc_session *s)
 uint64_t ipc_session_bytes(const struct ipc_session *s)
 {
     return s != NULL ? s->bytes : 0;
-}
-
-size_t ipc_session_live_count(void)
-{
-    return atomic_load(&live_sessions);
 }

@@ -55,14 +55,28 @@ struct ipc_session_callbacks {
 };
 
 /*
- * ep: the runtime's socket, or "reverse:<uid>" in listen mode, and its user (as for
- * ipc_exchange_start; copied; every try and the StopTracing use a new connection of that runtime,
- * each checked). cfg and everything it points to is copied. start_timeout_ms bounds connect + reply
- * (0 → 5000). Returns 0 (callbacks will follow) or a negative code (nothing will follow).
+ * Admission: how many sessions one owner (the agent) has alive, and how many it allows. Owned by
+ * the caller, passed to every ipc_session_start, and it must outlive every session started with
+ * it: a session is counted from its start until it is freed, aborted ones (still sending their
+ * StopTracing in the background) included. The loop thread only.
  */
-int ipc_session_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
-                      const struct ipc_collect_config *cfg, uint64_t start_timeout_ms,
-                      const struct ipc_session_callbacks *cb, void *ud, struct ipc_session **out);
+struct ipc_session_admission {
+    size_t live; /* sessions counted now (read it; ipc_session.c changes it) */
+    size_t max;  /* ipc_session_start refuses at live >= max (AGENT_E_TOOBIG); 0: no limit */
+};
+
+/*
+ * ep: the runtime's endpoint (ipc_client.h) and its user (as for ipc_exchange_start; copied;
+ * every try and the StopTracing use a new connection of that runtime, each checked). cfg and
+ * everything it points to is copied. start_timeout_ms bounds connect + reply (0 → 5000). Returns
+ * 0 (callbacks will follow, adm->live counts the session) or a negative code (nothing will
+ * follow): AGENT_E_TOOBIG when adm is full, AGENT_E_INVAL, UV_ENAMETOOLONG, UV_ENOMEM, or the
+ * connect error (UV_ECONNREFUSED for a listen-mode runtime that is gone).
+ */
+int ipc_session_start(uv_loop_t *loop, struct ipc_session_admission *adm,
+                      const struct ipc_endpoint *ep, const struct ipc_collect_config *cfg,
+                      uint64_t start_timeout_ms, const struct ipc_session_callbacks *cb, void *ud,
+                      struct ipc_session **out);
 
 void ipc_session_pause(struct ipc_session *s);
 void ipc_session_resume(struct ipc_session *s);
@@ -90,11 +104,5 @@ uint8_t *ipc_session_take_buffer(struct ipc_session *s);
 /* Session id (0 until on_started) and bytes received so far. */
 uint64_t ipc_session_id(const struct ipc_session *s);
 uint64_t ipc_session_bytes(const struct ipc_session *s);
-
-/*
- * Number of session objects alive in this process, including aborted ones still sending their
- * StopTracing (for tests and leak checks).
- */
-size_t ipc_session_live_count(void);
 
 #endif

@@ -15,17 +15,20 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "err.h"
 #include "fake_runtime.h"
 #include "ipc_client.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "ipc_discovery.h"
+#include "ipc_internal.h"
 #include "ipc_listen.h"
 #include "ipc_session.h"
 #include "ipc_test_loop.h"
+#include "timebound.h"
+
+/* The sessions this test file starts (ipc_session.h): counted until freed. */
+static struct ipc_session_admission sessions;
 
 /*
  * Listen mode (ipc/ipc_listen.c) against reverse fake runtimes (tests/support/fake_runtime.c,
@@ -243,23 +246,23 @@ static bool x_done(void *ud)
     return ((struct xres *)ud)->done;
 }
 
-static int start_cmd(struct lfx *fx, const char *endpoint, const uint8_t *req, size_t len,
+static int start_cmd(struct lfx *fx, const struct ipc_endpoint *ep, const uint8_t *req, size_t len,
                      uint64_t timeout_ms, struct xres *r)
 {
     memset(r, 0, sizeof(*r));
-    int rc = ipc_exchange_start(&fx->tl->loop, IPC_ENDPOINT_PATH(endpoint), req, len,
-                                IPC_EXCHANGE_SIMPLE, timeout_ms, 0, on_x, r, NULL);
+    int rc = ipc_exchange_start(&fx->tl->loop, ep, req, len, IPC_EXCHANGE_SIMPLE, timeout_ms, 0,
+                                on_x, r, NULL);
     assert_false(r->done); /* never from inside the start call */
     return rc;
 }
 
-static int start_info(struct lfx *fx, const char *endpoint, struct xres *r)
+static int start_info(struct lfx *fx, const struct ipc_endpoint *ep, struct xres *r)
 {
     uint8_t req[IPC_HEADER_SIZE];
     struct ipc_wr w;
     ipc_wr_init(&w, req, sizeof(req));
     assert_int_equal(ipc_cmd_process_info(&w), 0);
-    return start_cmd(fx, endpoint, req, w.len, 2000, r);
+    return start_cmd(fx, ep, req, w.len, 2000, r);
 }
 
 /* ---- raw peers ------------------------------------------------------------------------------- */
@@ -525,7 +528,7 @@ static void test_listen_bad_advertise_closes_only_that_connection(void **state)
     close(cut);
     /* The runtime still answers over its reverse endpoint. */
     struct xres r;
-    assert_int_equal(start_info(&fx, ipc_listen_at(fx.l, 0)->endpoint, &r), 0);
+    assert_int_equal(start_info(&fx, &ipc_listen_at(fx.l, 0)->ep, &r), 0);
     assert_true(tl_run_until(fx.tl, x_done, &r, 2000));
     assert_int_equal(r.status, 0);
     assert_true(r.ok);
@@ -546,7 +549,7 @@ static void test_listen_spare_taken_and_replaced(void **state)
     uint64_t handed = stats(&fx).handed_out;
 
     struct xres r;
-    assert_int_equal(start_info(&fx, ipc_listen_at(fx.l, 0)->endpoint, &r), 0);
+    assert_int_equal(start_info(&fx, &ipc_listen_at(fx.l, 0)->ep, &r), 0);
     assert_true(tl_run_until(fx.tl, x_done, &r, 2000));
     assert_int_equal(r.status, 0);
     assert_true(r.ok);
@@ -556,8 +559,9 @@ static void test_listen_spare_taken_and_replaced(void **state)
     assert_int_equal(stats(&fx).handed_out, handed + 1);
     assert_int_equal(fake_runtime_requests(f, 0x04, 0x00), 1);
     /* An unknown uid fails at once, like a socket nobody listens on. */
-    assert_int_equal(start_info(&fx, "reverse:00000000-0000-0000-0000-000000000000", &r),
-                     UV_ECONNREFUSED);
+    struct ipc_endpoint unknown = ipc_listen_at(fx.l, 0)->ep;
+    snprintf(unknown.uid, sizeof(unknown.uid), "00000000-0000-0000-0000-000000000000");
+    assert_int_equal(start_info(&fx, &unknown, &r), UV_ECONNREFUSED);
     fx_done(&fx);
 }
 
@@ -570,11 +574,11 @@ static void test_listen_concurrent_commands(void **state)
     fx_start(&fx, &cfg);
     struct fake_runtime *f = fx_fake(&fx, 6, 0x05);
     assert_true(wait_uid(&fx, 0x05, true, 2000));
-    char endpoint[64];
-    snprintf(endpoint, sizeof(endpoint), "%s", ipc_listen_at(fx.l, 0)->endpoint);
+    struct ipc_endpoint endpoint;
+    assert_int_equal(ipc_endpoint_copy(&endpoint, &ipc_listen_at(fx.l, 0)->ep), 0);
     struct xres r[4];
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(start_info(&fx, endpoint, &r[i]), 0);
+        assert_int_equal(start_info(&fx, &endpoint, &r[i]), 0);
     }
     for (int i = 0; i < 4; i++) {
         assert_true(tl_run_until(fx.tl, x_done, &r[i], 2000));
@@ -582,6 +586,7 @@ static void test_listen_concurrent_commands(void **state)
         assert_true(r[i].ok);
     }
     assert_int_equal(fake_runtime_requests(f, 0x04, 0x00), 4);
+    ipc_endpoint_fini(&endpoint);
     fx_done(&fx);
 }
 
@@ -630,7 +635,7 @@ static bool s_is_ended(void *ud)
 static bool no_sessions(void *ud)
 {
     (void)ud;
-    return ipc_session_live_count() == 0;
+    return sessions.live == 0;
 }
 
 static void test_listen_trace_session(void **state)
@@ -651,8 +656,7 @@ static void test_listen_trace_session(void **state)
         .buffer_mb = 16, .format = 1, .providers = &prov, .provider_count = 1};
     static const struct ipc_session_callbacks cbs = {s_started, s_data, s_end};
     struct srec r = {0};
-    assert_int_equal(ipc_session_start(&fx.tl->loop,
-                                       IPC_ENDPOINT_PATH(ipc_listen_at(fx.l, 0)->endpoint), &cc,
+    assert_int_equal(ipc_session_start(&fx.tl->loop, &sessions, &ipc_listen_at(fx.l, 0)->ep, &cc,
                                        2000, &cbs, &r, &r.s),
                      0);
     assert_true(tl_run_until(fx.tl, s_is_started, &r, 2000));
@@ -682,6 +686,9 @@ static void test_listen_forgets_after_grace(void **state)
     assert_true(wait_uid(&fx, 0x07, true, 2000));
     tl_run_for(fx.tl, 3 * GRACE_MS); /* an idle runtime stays: it holds a spare */
     assert_true(wait_uid(&fx, 0x07, true, 10));
+    /* A job's copy of the endpoint outlives the runtime's entry. */
+    struct ipc_endpoint kept;
+    assert_int_equal(ipc_endpoint_copy(&kept, &ipc_listen_at(fx.l, 0)->ep), 0);
     uint64_t t0 = tl_ms();
     fake_runtime_kill(f);
     assert_true(wait_uid(&fx, 0x07, false, 3000));
@@ -691,10 +698,50 @@ static void test_listen_forgets_after_grace(void **state)
     assert_int_equal(fx.removed, 1);
     assert_int_equal(stats(&fx).forgotten, 1);
     /* Its endpoint is refused from now on. */
-    char endpoint[64];
-    snprintf(endpoint, sizeof(endpoint), "reverse:%s", fx.last_removed_uid);
+    assert_string_equal(kept.uid, fx.last_removed_uid);
     struct xres r;
-    assert_int_equal(start_info(&fx, endpoint, &r), UV_ECONNREFUSED);
+    assert_int_equal(start_info(&fx, &kept, &r), UV_ECONNREFUSED);
+    ipc_endpoint_fini(&kept);
+    ipc_endpoint_fini(&kept); /* twice is fine */
+    fx_done(&fx);
+}
+
+/*
+ * An endpoint copied by a job outlives the listener itself (dotmon stopping): commands through it
+ * are refused, exchanges and sessions alike, and releasing it afterwards is safe (ASan, valgrind).
+ */
+static void test_listen_endpoint_outlives_listener(void **state)
+{
+    struct lfx fx;
+    fx_init(&fx, *state);
+    struct ipc_listen_config cfg = fx_cfg();
+    fx_start(&fx, &cfg);
+    fx_fake(&fx, 12, 0x0c);
+    assert_true(wait_uid(&fx, 0x0c, true, 2000));
+    struct ipc_endpoint kept;
+    assert_int_equal(ipc_endpoint_copy(&kept, &ipc_listen_at(fx.l, 0)->ep), 0);
+    assert_string_equal(kept.path, ipc_listen_at(fx.l, 0)->endpoint);
+    struct ipc_endpoint second;
+    assert_int_equal(ipc_endpoint_copy(&second, &kept), 0);
+    ipc_listen_close(fx.l, on_closed, &fx);
+    /* Closing: no new command queues. */
+    struct xres r;
+    assert_int_equal(start_info(&fx, &kept, &r), UV_ECONNREFUSED);
+    assert_true(tl_run_until(fx.tl, is_closed, &fx, 2000));
+    fx.l = NULL;
+    /* Freed: still refused, never a dangling listener. */
+    assert_int_equal(start_info(&fx, &kept, &r), UV_ECONNREFUSED);
+    static const struct ipc_provider prov = {.name = "Microsoft-DotNETCore-SampleProfiler"};
+    struct ipc_collect_config cc = {
+        .buffer_mb = 16, .format = 1, .providers = &prov, .provider_count = 1};
+    static const struct ipc_session_callbacks cbs = {s_started, s_data, s_end};
+    struct srec sr = {0};
+    assert_int_equal(
+        ipc_session_start(&fx.tl->loop, &sessions, &second, &cc, 500, &cbs, &sr, &sr.s),
+        UV_ECONNREFUSED);
+    assert_true(tl_run_until(fx.tl, no_sessions, NULL, 2000));
+    ipc_endpoint_fini(&kept);
+    ipc_endpoint_fini(&second);
     fx_done(&fx);
 }
 
@@ -742,8 +789,7 @@ static void test_listen_long_command_keeps_runtime(void **state)
     ipc_wr_init(&w, req, sizeof(req));
     assert_int_equal(ipc_cmd_generate_dump(&w, 1, "/tmp/x.dmp", IPC_DUMP_NORMAL, 0), 0);
     struct xres r;
-    assert_int_equal(start_cmd(&fx, ipc_listen_at(fx.l, 0)->endpoint, req, w.len, 5 * GRACE_MS, &r),
-                     0);
+    assert_int_equal(start_cmd(&fx, &ipc_listen_at(fx.l, 0)->ep, req, w.len, 5 * GRACE_MS, &r), 0);
     tl_run_for(fx.tl, 4 * GRACE_MS);
     assert_false(r.done);
     assert_int_equal(stats(&fx).spares, 0); /* the fake does not reconnect during a dump */
@@ -823,7 +869,7 @@ static void test_listen_max_connections(void **state)
     /* Turned away, but its connection is parked: no reconnect storm. */
     assert_int_equal(fake_runtime_advertises(f2), 1);
     struct xres r;
-    assert_int_equal(start_info(&fx, ipc_listen_at(fx.l, 0)->endpoint, &r), 0);
+    assert_int_equal(start_info(&fx, &ipc_listen_at(fx.l, 0)->ep, &r), 0);
     assert_true(tl_run_until(fx.tl, x_done, &r, 2000));
     assert_int_equal(r.status, 0);
     fx_done(&fx);
@@ -842,7 +888,7 @@ static void test_listen_close_fails_waiting_command(void **state)
     fake_runtime_kill(f); /* no spare will come */
     tl_run_for(fx.tl, 50);
     struct xres r;
-    assert_int_equal(start_info(&fx, ipc_listen_at(fx.l, 0)->endpoint, &r), 0);
+    assert_int_equal(start_info(&fx, &ipc_listen_at(fx.l, 0)->ep, &r), 0);
     tl_run_for(fx.tl, 50);
     assert_false(r.done);
     ipc_listen_close(fx.l, on_closed, &fx);
@@ -868,7 +914,7 @@ static void test_listen_close_serves_queued_command(void **state)
     assert_true(wait_uid(&fx, 0x15, true, 2000));
     assert_true(tl_run_until(fx.tl, one_spare, &fx, 1000));
     struct xres r;
-    assert_int_equal(start_info(&fx, ipc_listen_at(fx.l, 0)->endpoint, &r), 0);
+    assert_int_equal(start_info(&fx, &ipc_listen_at(fx.l, 0)->ep, &r), 0);
     ipc_listen_close(fx.l, on_closed, &fx);
     assert_true(tl_run_until(fx.tl, x_done, &r, 2000));
     assert_int_equal(r.status, 0);
@@ -879,9 +925,56 @@ static void test_listen_close_serves_queued_command(void **state)
     fx_done(&fx);
 }
 
+/*
+ * The runtime state graph (ipc_internal.h): every listed transition is allowed, everything else
+ * is refused (rt_set_state then asserts in debug builds, logs in release builds).
+ */
+static void test_listen_state_transitions(void **state)
+{
+    (void)state;
+    enum {
+        H = IPC_RT_HELD,
+        HL = IPC_RT_HELD_LISTED,
+        R = IPC_RT_RESUMING,
+        RS = IPC_RT_RESUMING_SETTLING,
+        RL = IPC_RT_RESUMING_LISTED,
+        P = IPC_RT_PROBING,
+        S = IPC_RT_SETTLING,
+        L = IPC_RT_LISTED,
+        G = IPC_RT_GONE,
+        N = IPC_RT_NSTATES
+    };
+    static const int allowed[][2] = {
+        {H, HL}, {H, R},   {HL, RL}, {R, P}, {R, RS}, {R, RL},
+        {RS, S}, {RS, RL}, {RL, L},  {P, S}, {P, L},  {S, L},
+    };
+    for (int from = 0; from < N; from++) {
+        for (int to = 0; to < N; to++) {
+            bool want = to == G && from != G;
+            for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+                want |= allowed[i][0] == from && allowed[i][1] == to;
+            }
+            assert_int_equal(
+                ipc__rt_transition_ok((enum ipc__rt_state)from, (enum ipc__rt_state)to), want);
+        }
+    }
+    /* Some refusals spelled out: no way back, no skipping the resume, GONE is final. */
+    assert_false(ipc__rt_transition_ok(IPC_RT_LISTED, IPC_RT_SETTLING));
+    assert_false(ipc__rt_transition_ok(IPC_RT_HELD, IPC_RT_PROBING));
+    assert_false(ipc__rt_transition_ok(IPC_RT_HELD_LISTED, IPC_RT_LISTED));
+    assert_false(ipc__rt_transition_ok(IPC_RT_RESUMING_LISTED, IPC_RT_HELD_LISTED));
+    assert_false(ipc__rt_transition_ok(IPC_RT_GONE, IPC_RT_LISTED));
+    assert_false(ipc__rt_transition_ok(IPC_RT_GONE, IPC_RT_GONE));
+    assert_false(ipc__rt_transition_ok(IPC_RT_LISTED, IPC_RT_LISTED));
+    assert_false(ipc__rt_transition_ok(IPC_RT_NSTATES, IPC_RT_GONE));
+    assert_string_equal(ipc__rt_state_name(IPC_RT_RESUMING_SETTLING), "RESUMING_SETTLING");
+    assert_string_equal(ipc__rt_state_name(IPC_RT_NSTATES), "?");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_listen_state_transitions),
         cmocka_unit_test_setup_teardown(test_listen_socket_mode, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_stale_socket_replaced, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_lists_runtime_resumed_first, tl_setup,
@@ -897,6 +990,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listen_concurrent_commands, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_trace_session, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_forgets_after_grace, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_listen_endpoint_outlives_listener, tl_setup,
+                                        tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_not_forgotten_while_busy, tl_setup,
                                         tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_long_command_keeps_runtime, tl_setup,

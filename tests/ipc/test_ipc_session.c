@@ -18,11 +18,14 @@
 #include "ipc_session.h"
 #include "ipc_test_loop.h"
 
+/* The sessions this test file starts (ipc_session.h): counted until freed. */
+static struct ipc_session_admission sessions;
+
 /*
  * ipc_session against the scripted fake runtime (tests/support/fake_runtime.c), one private loop
  * per test. The fake hashes every nettrace byte it writes; the recorder below hashes every byte
  * on_data gets, so "same length, same hash" means all bytes arrived, in order. Every test ends
- * with ipc_session_live_count() back at 0 and the fixture's uv_loop_close() == 0.
+ * with sessions.live back at 0 and the fixture's uv_loop_close() == 0.
  */
 
 #define MS_EQ_ROUGHLY(took, ms) ((took) + 10 >= (ms) && (took) < (ms) + 1500)
@@ -154,7 +157,7 @@ static bool rec_ended(void *ud)
 static bool no_live_sessions(void *ud)
 {
     (void)ud;
-    return ipc_session_live_count() == 0;
+    return sessions.live == 0;
 }
 
 struct bytes_wait {
@@ -234,7 +237,7 @@ static void start(struct fixture *fx, struct rec *r, const struct ipc_collect_co
 {
     rec_init(r);
     r->t_start = tl_ms();
-    assert_int_equal(ipc_session_start(&fx->tl->loop,
+    assert_int_equal(ipc_session_start(&fx->tl->loop, &sessions,
                                        IPC_ENDPOINT_PATH(fake_runtime_path(fx->fake)), cfg,
                                        start_timeout_ms, &rec_cb, r, &r->s),
                      0);
@@ -267,7 +270,7 @@ static void test_session_normal_stream(void **state)
     static struct rec r;
     struct ipc_collect_config cfg = default_cfg();
     start(&fx, &r, &cfg, 2000);
-    assert_int_equal(ipc_session_live_count(), 1);
+    assert_int_equal(sessions.live, 1);
     assert_true(tl_run_until(fx.tl, rec_started, &r, 2000));
     assert_int_equal(r.version, 5);
     struct fake_session_info si = fake_session(&fx, 0);
@@ -480,7 +483,7 @@ static void test_session_start_timeout(void **state)
      * The request was written, so a late reply would create a session: the object keeps
      * listening (without callbacks) until the connection ends or its cleanup bound runs out.
      */
-    assert_int_equal(ipc_session_live_count(), 1);
+    assert_int_equal(sessions.live, 1);
     fake_runtime_kill(fx.fake);
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 2000));
     assert_int_equal(r.ended, 1);
@@ -606,7 +609,7 @@ static void test_session_abort_before_id(void **state)
     start(&fx, &r, &cfg, 2000);
     assert_true(tl_run_until(fx.tl, collect_requested, &fx, 2000));
     rec_abort(&r);
-    assert_int_equal(ipc_session_live_count(), 1);
+    assert_int_equal(sessions.live, 1);
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
     struct fake_session_info si = fake_session(&fx, 0);
     assert_int_equal(si.stops, 1);
@@ -747,7 +750,7 @@ static void test_session_stop_timeout(void **state)
     struct fake_session_info si = fake_session(&fx, 0);
     assert_true(si.stream_open);
     assert_false(si.client_closed);
-    assert_int_equal(ipc_session_live_count(), 1);
+    assert_int_equal(sessions.live, 1);
     assert_int_equal(r.nbytes, r.bytes_at_end);
     assert_int_equal(r.ended, 1);
     /* the runtime closes it at last (here: dies): the session goes at once */
@@ -782,7 +785,7 @@ static void test_session_abort_bounded(void **state)
     uint64_t t0 = tl_ms();
     rec_abort(&r);
     tl_run_for(fx.tl, 3000);
-    assert_int_equal(ipc_session_live_count(), 1); /* still waiting for the reply */
+    assert_int_equal(sessions.live, 1); /* still waiting for the reply */
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 9000));
     uint64_t took = tl_ms() - t0;
     assert_true(took >= 9900);
@@ -822,7 +825,7 @@ static void test_session_abort_drains(void **state)
     assert_true(si.stream_open_at_stop);
     assert_true(si.stream_open);
     assert_false(si.client_closed);
-    assert_int_equal(ipc_session_live_count(), 1);
+    assert_int_equal(sessions.live, 1);
     /* the stream is read again (the writer runs) but nothing is delivered */
     assert_true(fake_runtime_stream_bytes(fx.fake) > wrote + 64 * 1024);
     assert_int_equal(r.nbytes, got);
@@ -851,7 +854,7 @@ static void test_session_abort_drains(void **state)
     assert_true(si.stream_open_at_stop);
     assert_true(si.stream_open);
     assert_false(si.client_closed);
-    assert_int_equal(ipc_session_live_count(), 1);
+    assert_int_equal(sessions.live, 1);
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 9000));
     uint64_t took = tl_ms() - t0;
     assert_true(took >= 9900);
@@ -896,7 +899,7 @@ static void test_session_abort_id_reuse(void **state)
     si = fake_session(&fx, 1);
     assert_int_equal(si.stops, 0);
     assert_true(si.stream_open);
-    assert_int_equal(ipc_session_live_count(), 1);
+    assert_int_equal(sessions.live, 1);
 
     /* the second trace streams on and ends when asked, complete */
     w.r = &r[1];
@@ -980,7 +983,7 @@ static void test_session_many(void **state)
         start(&fx, &r[i], &cfg, 3000);
         r[i].stop_at = 102 + 64 * 1024;
     }
-    assert_int_equal(ipc_session_live_count(), N);
+    assert_int_equal(sessions.live, N);
     for (int i = 0; i < N; i++) {
         assert_true(tl_run_until(fx.tl, rec_ended, &r[i], 5000));
         assert_int_equal(r[i].status, 0);
@@ -1011,8 +1014,9 @@ static void test_session_transport_errors(void **state)
     static struct rec r;
 
     rec_init(&r);
-    assert_int_equal(
-        ipc_session_start(&tl->loop, IPC_ENDPOINT_PATH(stale), &cfg, 1000, &rec_cb, &r, &r.s), 0);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH(stale), &cfg, 1000,
+                                       &rec_cb, &r, &r.s),
+                     0);
     assert_int_equal(r.ended, 0);
     assert_true(tl_run_until(tl, rec_ended, &r, 2000));
     assert_int_equal(r.status, UV_ECONNREFUSED);
@@ -1020,8 +1024,9 @@ static void test_session_transport_errors(void **state)
     char missing[160];
     assert_true(snprintf(missing, sizeof(missing), "%s/dotnet-diagnostic-1-1-socket", dir) > 0);
     rec_init(&r);
-    assert_int_equal(
-        ipc_session_start(&tl->loop, IPC_ENDPOINT_PATH(missing), &cfg, 1000, &rec_cb, &r, &r.s), 0);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH(missing), &cfg, 1000,
+                                       &rec_cb, &r, &r.s),
+                     0);
     assert_true(tl_run_until(tl, rec_ended, &r, 2000));
     assert_int_equal(r.status, UV_ENOENT);
     assert_true(tl_run_until(tl, no_live_sessions, NULL, 2000));
@@ -1055,35 +1060,44 @@ static void test_session_bad_arguments(void **state)
     memset(long_path, 'a', sizeof(long_path) - 1);
     long_path[0] = '/';
     long_path[sizeof(long_path) - 1] = '\0';
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH(long_path), &cfg, 0,
+                                       &rec_cb, &r, &s),
+                     UV_ENAMETOOLONG);
     assert_int_equal(
-        ipc_session_start(&tl->loop, IPC_ENDPOINT_PATH(long_path), &cfg, 0, &rec_cb, &r, &s),
-        UV_ENAMETOOLONG);
-    assert_int_equal(
-        ipc_session_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0, NULL, &r, &s),
+        ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0, NULL, &r, &s),
         AGENT_E_INVAL);
     struct ipc_session_callbacks no_end = {on_started, on_data, NULL};
-    assert_int_equal(
-        ipc_session_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0, &no_end, &r, &s),
-        AGENT_E_INVAL);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0,
+                                       &no_end, &r, &s),
+                     AGENT_E_INVAL);
     struct ipc_collect_config bad = cfg;
     bad.buffer_mb = 0;
-    assert_int_equal(
-        ipc_session_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0, &rec_cb, &r, &s),
-        AGENT_E_INVAL);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_INVAL);
     bad = cfg;
     bad.provider_count = 0;
-    assert_int_equal(
-        ipc_session_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0, &rec_cb, &r, &s),
-        AGENT_E_INVAL);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_INVAL);
     bad = cfg;
     bad.format = 2; /* V6 over IPC is rejected by the runtime (§8.15) */
-    assert_int_equal(
-        ipc_session_start(&tl->loop, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0, &rec_cb, &r, &s),
-        AGENT_E_INVAL);
+    assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_INVAL);
+    /* Admission is the caller's: none without one, and none beyond its limit. */
+    assert_int_equal(ipc_session_start(&tl->loop, NULL, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_INVAL);
+    struct ipc_session_admission full = {.live = 3, .max = 3};
+    assert_int_equal(ipc_session_start(&tl->loop, &full, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0,
+                                       &rec_cb, &r, &s),
+                     AGENT_E_TOOBIG);
+    assert_int_equal(full.live, 3);
     assert_null(s);
     tl_run_for(tl, 20);
     assert_int_equal(r.started + r.data_calls + r.ended, 0);
-    assert_int_equal(ipc_session_live_count(), 0);
+    assert_int_equal(sessions.live, 0);
     /* NULL-tolerant accessors */
     assert_int_equal(ipc_session_id(NULL), 0);
     assert_int_equal(ipc_session_bytes(NULL), 0);

@@ -25,6 +25,9 @@
 #include "proc.h"
 #include "testenv.h"
 
+/* The sessions this test file starts (ipc_session.h): counted until freed. */
+static struct ipc_session_admission sessions;
+
 struct rt {
     struct test_loop *tl;
     struct testenv env;
@@ -154,8 +157,9 @@ static void rec_start(struct rt *rt, struct rec *r, const char *path,
     memset(r, 0, sizeof(*r));
     buf_init(&r->data, (size_t)256 * 1024 * 1024);
     r->t_start = tl_ms();
-    assert_int_equal(
-        ipc_session_start(&rt->tl->loop, IPC_ENDPOINT_PATH(path), cfg, 5000, &rec_cb, r, &r->s), 0);
+    assert_int_equal(ipc_session_start(&rt->tl->loop, &sessions, IPC_ENDPOINT_PATH(path), cfg, 5000,
+                                       &rec_cb, r, &r->s),
+                     0);
 }
 
 static bool rec_started(void *ud)
@@ -172,7 +176,7 @@ static bool rec_ended(void *ud)
 static bool no_live_sessions(void *ud)
 {
     (void)ud;
-    return ipc_session_live_count() == 0;
+    return sessions.live == 0;
 }
 
 static const struct ipc_provider gc_provider = {

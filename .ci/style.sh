@@ -25,10 +25,12 @@ rm -rf build-release
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" >/dev/null
 bin=build-release/dotmon
-readelf -h "$bin" | grep -q "DYN (Position-Independent Executable" || { echo "style: $bin is not PIE" >&2; exit 1; }
-readelf -lW "$bin" | grep -q GNU_RELRO || { echo "style: $bin has no RELRO" >&2; exit 1; }
-readelf -d "$bin" | grep -q "BIND_NOW" || { echo "style: $bin is not bound now" >&2; exit 1; }
-nm -D "$bin" | grep -q "_chk@" || { echo "style: $bin has no fortified calls" >&2; exit 1; }
+# (outputs taken whole first: `grep -q` closing a pipe early would fail it under pipefail)
+hdr=$(readelf -h "$bin"); seg=$(readelf -lW "$bin"); dyn=$(readelf -d "$bin"); syms=$(nm -D "$bin")
+grep -q "DYN (Position-Independent Executable" <<<"$hdr" || { echo "style: $bin is not PIE" >&2; exit 1; }
+grep -q GNU_RELRO <<<"$seg" || { echo "style: $bin has no RELRO" >&2; exit 1; }
+grep -q "BIND_NOW" <<<"$dyn" || { echo "style: $bin is not bound now" >&2; exit 1; }
+grep -q "_chk@" <<<"$syms" || { echo "style: $bin has no fortified calls" >&2; exit 1; }
 "$bin" --version >/dev/null
 rm -rf build-release "$build"
 echo "style: ok"

@@ -26,7 +26,7 @@
 #include "num.h"
 #include "shdir.h"
 
-#define DEFAULT_URL "http://localhost:52323"
+#define DEFAULT_URL         "http://localhost:52323"
 #define DEFAULT_METRICS_URL "http://localhost:52325"
 /* Long enough for running traces to finish their rundown after StopTracing... */
 #define SHUTDOWN_GRACE_MS 4000
@@ -78,7 +78,8 @@ static int load_filters(struct agent *a)
             return 0;
         }
         if (n == AGENT_MAX_FILTERS) {
-            log_error(cat, "DefaultProcess:Filters: at most %d filters are supported", AGENT_MAX_FILTERS);
+            log_error(cat, "DefaultProcess:Filters: at most %d filters are supported",
+                      AGENT_MAX_FILTERS);
             return AGENT_E_INVAL;
         }
         struct agent_filter *f = &a->filters[n];
@@ -101,13 +102,17 @@ static int load_filters(struct agent *a)
                 }
             }
             if (k == NULL) {
-                log_error(cat, "%s: needs Key and Value (ProcessId, ProcessName, CommandLine or "
-                               "ManagedEntryPointAssemblyName)", prefix);
+                log_error(cat,
+                          "%s: needs Key and Value (ProcessId, ProcessName, CommandLine or "
+                          "ManagedEntryPointAssemblyName)",
+                          prefix);
                 return AGENT_E_INVAL;
             }
         } else if (filter_key_parse(k, &f->key) != 0) {
-            log_error(cat, "%s:Key: unknown key '%s' (ProcessId, ProcessName, CommandLine, "
-                           "ManagedEntryPointAssemblyName)", prefix, k);
+            log_error(cat,
+                      "%s:Key: unknown key '%s' (ProcessId, ProcessName, CommandLine, "
+                      "ManagedEntryPointAssemblyName)",
+                      prefix, k);
             return AGENT_E_INVAL;
         }
         if (v == NULL || *v == '\0') {
@@ -141,8 +146,10 @@ static void report_settings(const struct config *cfg)
             log_warn(cat, "unknown setting %s (from %s) is ignored; check its name", e->key,
                      e->source);
         } else if (k == CONFIG_KEY_FOREIGN) {
-            log_info(cat, "setting %s (from %s) is a dotnet-monitor feature dotmon does not "
-                          "implement; ignored", e->key, e->source);
+            log_info(cat,
+                     "setting %s (from %s) is a dotnet-monitor feature dotmon does not "
+                     "implement; ignored",
+                     e->key, e->source);
         }
     }
 }
@@ -255,8 +262,10 @@ static int listen_full_path(const char *path, const char *from, const char *shar
         }
         n = snprintf(full, cap, "%.*s/%s", (int)sl, shared, path);
     } else {
-        log_error(cat, "%s: '%s' must be an absolute path (or relative to an absolute "
-                       "Storage:DefaultSharedPath)", from, path);
+        log_error(cat,
+                  "%s: '%s' must be an absolute path (or relative to an absolute "
+                  "Storage:DefaultSharedPath)",
+                  from, path);
         return AGENT_E_INVAL;
     }
     struct sockaddr_un sa;
@@ -276,13 +285,17 @@ static int listen_options(struct agent *a, const char *full)
     const char *sm = config_get(cfg, "DiagnosticPort:SocketMode");
     if (sm != NULL && *sm != '\0') {
         if (parse_socket_mode(sm, &a->listen_socket_mode) != 0) {
-            log_error(cat, "DiagnosticPort:SocketMode: '%s' is not an octal mode from 0001 to "
-                           "0777 (e.g. 0600, 0660)", sm);
+            log_error(cat,
+                      "DiagnosticPort:SocketMode: '%s' is not an octal mode from 0001 to "
+                      "0777 (e.g. 0600, 0660)",
+                      sm);
             return AGENT_E_INVAL;
         }
         if ((a->listen_socket_mode & 0002) != 0) {
-            log_warn(cat, "DiagnosticPort:SocketMode %04o lets any local user connect to %s and "
-                          "pose as a .NET runtime", a->listen_socket_mode, full);
+            log_warn(cat,
+                     "DiagnosticPort:SocketMode %04o lets any local user connect to %s and "
+                     "pose as a .NET runtime",
+                     a->listen_socket_mode, full);
         }
     }
     int hold = config_get_bool(cfg, "DiagnosticPort:HoldSuspended", 0);
@@ -423,8 +436,10 @@ static int setup_dump_dirs(struct agent *a)
     }
     struct stat st;
     if (stat(a->dump_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        log_warn(cat, "the dump folder %s (%s) is not a folder dotmon can use; dumps will fail "
-                      "until it is (Storage:DumpTempFolder)", a->dump_dir, key);
+        log_warn(cat,
+                 "the dump folder %s (%s) is not a folder dotmon can use; dumps will fail "
+                 "until it is (Storage:DumpTempFolder)",
+                 a->dump_dir, key);
     }
     const char *target = config_get(a->cfg, "Storage:DumpTargetFolder");
     a->dump_target_dir = dir_setting("Storage:DumpTargetFolder",
@@ -611,7 +626,8 @@ static size_t bind_urls(struct agent *a, const char *const *urls, size_t nurls, 
             hostpart = hostpart ? hostpart + 3 : u;
             const char *colon = strrchr(hostpart, ':');
             const char *bracket = strrchr(hostpart, ']');
-            size_t hostlen = (colon && (!bracket || colon > bracket)) ? (size_t)(colon - u) : strlen(u);
+            size_t hostlen =
+                (colon && (!bracket || colon > bracket)) ? (size_t)(colon - u) : strlen(u);
             log_info(cat, "Now listening on: %.*s:%d", (int)hostlen, u, port);
             bound++;
         }
@@ -648,8 +664,8 @@ static void sweep_stale_dumps(const struct agent *a)
             continue;
         }
         struct stat st;
-        if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISREG(st.st_mode) || st.st_mtime > cutoff) {
+        if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_mtime > cutoff) {
             continue;
         }
         /* Only that very file: the folder may be shared, and the name swapped meanwhile. */
@@ -666,8 +682,8 @@ static void sweep_stale_dumps(const struct agent *a)
 static int http_limits(struct agent *a, struct http_server_config *hcfg)
 {
     uint64_t max_conn = 0;
-    if (config_get_uint(a->cfg, "Kestrel:Limits:MaxConcurrentConnections", 1, 1000000,
-                        &max_conn) != 0 ||
+    if (config_get_uint(a->cfg, "Kestrel:Limits:MaxConcurrentConnections", 1, 1000000, &max_conn) !=
+            0 ||
         config_get_timespan_ms(a->cfg, "Kestrel:Limits:RequestHeadersTimeout", 1000,
                                (uint64_t)86400 * 1000, &hcfg->header_timeout_ms) != 0 ||
         config_get_timespan_ms(a->cfg, "Kestrel:Limits:KeepAliveTimeout", 1000,
@@ -734,9 +750,10 @@ static int start_discovery(struct agent *a)
         return rc;
     }
     if (a->listen_path != NULL) {
-        log_info(cat, "listen mode: .NET runtimes started with DOTNET_DiagnosticPorts=%s connect "
-                      "to dotmon%s", a->listen_path,
-                 a->listen_hold ? " (held suspended until a trace starts)" : "");
+        log_info(cat,
+                 "listen mode: .NET runtimes started with DOTNET_DiagnosticPorts=%s connect "
+                 "to dotmon%s",
+                 a->listen_path, a->listen_hold ? " (held suspended until a trace starts)" : "");
     } else {
         log_info(cat, "watching %s for .NET runtimes (connect mode)", a->diag_dir);
     }

@@ -52,36 +52,36 @@ struct agent {
     struct ipc_session_admission sessions;
     struct auth_verifier *verifier; /* NULL: no key (every request 401) unless no_auth */
     bool no_auth;
-    char *key_settings;               /* the key settings in effect (apikey.c) */
-    struct apikey_watch *keywatch;    /* configuration file watcher (apikey.c), or NULL */
+    char *key_settings;            /* the key settings in effect (apikey.c) */
+    struct apikey_watch *keywatch; /* configuration file watcher (apikey.c), or NULL */
 
     struct agent_filter filters[AGENT_MAX_FILTERS];
     size_t nfilters;
 
-    char *diag_dir;         /* directory watched for runtime sockets (connect mode) */
+    char *diag_dir; /* directory watched for runtime sockets (connect mode) */
     uint64_t ipc_timeout_ms;
     struct ipc_trust trust; /* DiagnosticPort:TrustedUids: whose runtimes dotmon talks to */
 
     /* Listen mode (DiagnosticPort, see setup_listen in agent.c); listen_path NULL: connect mode. */
-    char *listen_path;            /* the socket dotmon binds */
-    unsigned listen_socket_mode;  /* DiagnosticPort:SocketMode (default 0600) */
-    bool listen_hold;             /* DiagnosticPort:HoldSuspended */
-    uint64_t listen_forget_ms;    /* DiagnosticPort:ForgetAfterSeconds */
+    char *listen_path;             /* the socket dotmon binds */
+    unsigned listen_socket_mode;   /* DiagnosticPort:SocketMode (default 0600) */
+    bool listen_hold;              /* DiagnosticPort:HoldSuspended */
+    uint64_t listen_forget_ms;     /* DiagnosticPort:ForgetAfterSeconds */
     size_t listen_max_connections; /* DiagnosticPort:MaxConnections (0: default) */
 
     uv_signal_t sig_int;
     uv_signal_t sig_term;
     uv_timer_t shutdown_deadline; /* armed by agent_stop (unreferenced) */
-    int open_handles;       /* signal handles + http server + discovery still open */
+    int open_handles;             /* signal handles + http server + discovery still open */
     bool stopping;
     int exit_code;
 
-    struct op_registry ops;       /* traces and dumps */
-    char *dump_dir;               /* Storage:DumpTempFolder: where dotmon reads dumps */
-    char *dump_target_dir;        /* Storage:DumpTargetFolder: the same folder as apps see it */
-    uint64_t dump_timeout_ms;     /* Dump:TimeoutSeconds */
-    struct dump_job *dump_jobs;   /* dumps in progress (api_dump.c) */
-    uint32_t metrics_interval_s;  /* GlobalCounter:IntervalSeconds, for the Metrics profile */
+    struct op_registry ops;      /* traces and dumps */
+    char *dump_dir;              /* Storage:DumpTempFolder: where dotmon reads dumps */
+    char *dump_target_dir;       /* Storage:DumpTargetFolder: the same folder as apps see it */
+    uint64_t dump_timeout_ms;    /* Dump:TimeoutSeconds */
+    struct dump_job *dump_jobs;  /* dumps in progress (api_dump.c) */
+    uint32_t metrics_interval_s; /* GlobalCounter:IntervalSeconds, for the Metrics profile */
 
     uint64_t requests_total;
     bool metrics_enabled; /* Metrics:Enabled / --metrics (for /info) */

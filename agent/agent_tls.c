@@ -11,8 +11,8 @@
 #include "http_tls.h"
 #include "log.h"
 
-#define KEY_PATH "Kestrel:Certificates:Default:Path"
-#define KEY_KEYPATH "Kestrel:Certificates:Default:KeyPath"
+#define KEY_PATH     "Kestrel:Certificates:Default:Path"
+#define KEY_KEYPATH  "Kestrel:Certificates:Default:KeyPath"
 #define KEY_PASSWORD "Kestrel:Certificates:Default:Password"
 /* A certificate this close to its end is worth a warning at every start. */
 #define EXPIRY_WARN_DAYS 14
@@ -125,10 +125,12 @@ static int load_certificate(struct agent *a, const char *url)
         return AGENT_E_INVAL;
     }
     if (ends_with_ci(cert, ".pfx") || ends_with_ci(cert, ".p12")) {
-        log_error(cat, "%s: %s looks like PKCS#12; dotmon reads PEM files: convert it with "
-                       "'openssl pkcs12 -in CERT.pfx -nokeys -out cert.pem' and "
-                       "'openssl pkcs12 -in CERT.pfx -nocerts -nodes -out key.pem', then set %s "
-                       "and %s", KEY_PATH, cert, KEY_PATH, KEY_KEYPATH);
+        log_error(cat,
+                  "%s: %s looks like PKCS#12; dotmon reads PEM files: convert it with "
+                  "'openssl pkcs12 -in CERT.pfx -nokeys -out cert.pem' and "
+                  "'openssl pkcs12 -in CERT.pfx -nocerts -nodes -out key.pem', then set %s "
+                  "and %s",
+                  KEY_PATH, cert, KEY_PATH, KEY_KEYPATH);
         return AGENT_E_INVAL;
     }
     bool key_in_cert = key == NULL || *key == '\0';
@@ -141,21 +143,23 @@ static int load_certificate(struct agent *a, const char *url)
         } else if (info.problem == HTTP_TLS_KEY_ENCRYPTED) {
             hint = "; set it";
         }
-        log_error(cat, "invalid HTTPS configuration: %s: %s%s", setting_for(info.problem, key_in_cert),
-                  info.detail, hint);
+        log_error(cat, "invalid HTTPS configuration: %s: %s%s",
+                  setting_for(info.problem, key_in_cert), info.detail, hint);
         return rc == AGENT_E_INVAL ? rc : AGENT_E_INVAL;
     }
     log_info(cat, "HTTPS certificate %s: subject %s, valid until %s%s", cert,
              info.subject[0] ? info.subject : "(empty)", info.not_after,
              info.chain_certs ? " (with intermediates)" : "");
     if (info.expired) {
-        log_warn(cat, "the HTTPS certificate (%s %s) expired on %s: clients that verify "
-                      "certificates will refuse to connect; renew it", KEY_PATH, cert,
-                 info.not_after);
+        log_warn(cat,
+                 "the HTTPS certificate (%s %s) expired on %s: clients that verify "
+                 "certificates will refuse to connect; renew it",
+                 KEY_PATH, cert, info.not_after);
     } else if (info.not_yet_valid) {
-        log_warn(cat, "the HTTPS certificate (%s %s) is not valid before %s: check the clock, or "
-                      "clients that verify certificates will refuse to connect", KEY_PATH, cert,
-                 info.not_before);
+        log_warn(cat,
+                 "the HTTPS certificate (%s %s) is not valid before %s: check the clock, or "
+                 "clients that verify certificates will refuse to connect",
+                 KEY_PATH, cert, info.not_before);
     } else if (info.days_left < EXPIRY_WARN_DAYS) {
         log_warn(cat, "the HTTPS certificate (%s %s) expires in %d day(s), on %s", KEY_PATH, cert,
                  info.days_left, info.not_after);
@@ -182,9 +186,11 @@ int agent_tls_init(struct agent *a)
     }
     if (rc == 0 && !a->no_auth && buf_size(&s.clear) > 0) {
         /* Once, naming the URLs only: never a key or a token. */
-        log_warn(cat, "authentication is on, but bearer tokens sent to these plain HTTP URLs on "
-                      "non-loopback addresses cross the network in clear text: %s. Use https:// "
-                      "with %s and %s", buf_cstr(&s.clear), KEY_PATH, KEY_KEYPATH);
+        log_warn(cat,
+                 "authentication is on, but bearer tokens sent to these plain HTTP URLs on "
+                 "non-loopback addresses cross the network in clear text: %s. Use https:// "
+                 "with %s and %s",
+                 buf_cstr(&s.clear), KEY_PATH, KEY_KEYPATH);
     }
     buf_fini(&s.clear);
     return rc;

@@ -162,9 +162,8 @@ static bool authorize(struct agent *a, struct http_request *req)
         return false;
     }
     const char *reason = NULL;
-    enum auth_result r =
-        auth_verify_cached(a->verifier, http_request_header(req, "Authorization"),
-                           (int64_t)time(NULL), &reason);
+    enum auth_result r = auth_verify_cached(a->verifier, http_request_header(req, "Authorization"),
+                                            (int64_t)time(NULL), &reason);
     if (r == AUTH_OK) {
         return true;
     }
@@ -176,9 +175,11 @@ static bool authorize(struct agent *a, struct http_request *req)
     buf_init(&body, 4096);
     http_problem_json(&body, status, http_status_text(status), reason ? reason : "not authorized");
     if (status == 401) {
-        http_respond(req, 401, "application/problem+json", challenge, 1, buf_data(&body), buf_size(&body));
+        http_respond(req, 401, "application/problem+json", challenge, 1, buf_data(&body),
+                     buf_size(&body));
     } else {
-        http_respond(req, 403, "application/problem+json", NULL, 0, buf_data(&body), buf_size(&body));
+        http_respond(req, 403, "application/problem+json", NULL, 0, buf_data(&body),
+                     buf_size(&body));
     }
     buf_fini(&body);
     return false;
@@ -413,17 +414,20 @@ const struct ipc_process *api_select_process(struct agent *a, struct http_reques
     int has_uid = http_query_get(query, "uid", &uid_s);
     int has_name = http_query_get(query, "name", &name_s);
     if (has_pid < 0 || has_uid < 0 || has_name < 0) {
-        api_problem(req, 400, "malformed query string (bad percent-encoding or a repeated parameter)");
+        api_problem(req, 400,
+                    "malformed query string (bad percent-encoding or a repeated parameter)");
         goto out;
     }
     uint64_t pid = 0;
     char uid[37];
     if (has_pid == 1 && parse_pid(buf_cstr(&pid_s), &pid) != 0) {
-        api_problem(req, 400, "pid must be a non-negative 32-bit integer, not '%s'", buf_cstr(&pid_s));
+        api_problem(req, 400, "pid must be a non-negative 32-bit integer, not '%s'",
+                    buf_cstr(&pid_s));
         goto out;
     }
     if (has_uid == 1 && parse_uid(buf_cstr(&uid_s), uid) != 0) {
-        api_problem(req, 400, "uid must be a GUID (runtime instance cookie), not '%s'", buf_cstr(&uid_s));
+        api_problem(req, 400, "uid must be a GUID (runtime instance cookie), not '%s'",
+                    buf_cstr(&uid_s));
         goto out;
     }
     if (has_name == 1 && buf_size(&name_s) == 0) {

@@ -2,8 +2,9 @@
 #ifndef AGENT_API_H
 #define AGENT_API_H
 
-#include <cJSON.h>
 #include <stdbool.h>
+
+#include <cJSON.h>
 
 #include "agent.h"
 #include "http_server.h"

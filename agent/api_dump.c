@@ -46,13 +46,13 @@
 
 static const char cat[] = "dotmon.dump";
 
-#define DUMP_READ_SIZE ((size_t)1024 * 1024)
+#define DUMP_READ_SIZE  ((size_t)1024 * 1024)
 #define DUMP_HIGH_WATER ((size_t)4 * 1024 * 1024)
-#define DUMP_LOW_WATER ((size_t)1024 * 1024)
+#define DUMP_LOW_WATER  ((size_t)1024 * 1024)
 /* After the deadline the exchange stays open this much longer, only to learn when createdump is
  * done so that the file it wrote can be deleted. */
 #define DUMP_LATE_GRACE_MS ((uint64_t)600 * 1000)
-#define DUMP_MAX_REPLY ((size_t)64 * 1024)
+#define DUMP_MAX_REPLY     ((size_t)64 * 1024)
 /* Each step on the thread pool (opening and deleting, one read) must finish within this. */
 #define DUMP_STEP_TIMEOUT_MS ((uint64_t)30 * 1000)
 /* While the runtime writes: how often to look for the file, then for its next bytes. */
@@ -87,9 +87,9 @@ struct dump_job {
     uv_timer_t tail;          /* looks for the file while it is written, then for more bytes */
     int timers_open;
     bool timer_closing;
-    bool written;             /* the runtime answered OK: the file is whole */
-    bool step_written;        /* `written` when the step in flight began: its EOF is final */
-    bool sending;             /* a sendfile piece is in flight */
+    bool written;      /* the runtime answered OK: the file is whole */
+    bool step_written; /* `written` when the step in flight began: its EOF is final */
+    bool sending;      /* a sendfile piece is in flight */
     uv_fs_t fs;
     uv_work_t work; /* FS_ACQUIRE */
     struct dump_acquire acq;
@@ -99,8 +99,8 @@ struct dump_job {
     bool busy;                 /* counted busy in discovery */
     bool streaming;            /* response headers sent */
     bool waiting_drain;
-    bool file_gone;            /* unlinked (or never created) */
-    int version;               /* GenerateCoreDump version being tried */
+    bool file_gone; /* unlinked (or never created) */
+    int version;    /* GenerateCoreDump version being tried */
     enum ipc_dump_type type;
     uint64_t pid;
     uint64_t size;
@@ -111,9 +111,9 @@ struct dump_job {
     char filename[64];
     char location[512];
     char type_name[16];
-    char name[128];             /* the file's name, in both folders */
-    char local_path[PATH_MAX];  /* where dotmon reads the file */
-    char target_path[PATH_MAX]; /* the same file as the target process sees it */
+    char name[128];                /* the file's name, in both folders */
+    char local_path[PATH_MAX];     /* where dotmon reads the file */
+    char target_path[PATH_MAX];    /* the same file as the target process sees it */
     char open_path[PATH_MAX + 32]; /* the path that was opened (local or via /proc/<pid>/root) */
 };
 
@@ -294,7 +294,8 @@ static void job_fail(struct dump_job *job, int http_status, const char *code, co
         job->req = NULL;
         http_request_on_abort(req, NULL, NULL);
         if (job->streaming) {
-            http_stream_abort(req); /* the client sees a cut transfer, never a short "complete" file */
+            http_stream_abort(
+                req); /* the client sees a cut transfer, never a short "complete" file */
         } else {
             api_problem(req, http_status, "%s", msg);
         }
@@ -306,7 +307,8 @@ static void job_close_file(struct dump_job *job);
 static void job_pump(struct dump_job *job);
 static int job_acquire(struct dump_job *job);
 
-/* ---- the file: acquire (open + delete), stream, close (one operation on the pool at a time) --- */
+/* ---- the file: acquire (open + delete), stream, close (one operation on the pool at a time) ---
+ */
 
 /* A step on the pool missed its deadline: answer now; the step's completion only tidies up. */
 static void job_on_step_deadline(uv_timer_t *t)
@@ -522,9 +524,9 @@ static void on_acquired(uv_work_t *w, int status)
         job_fail(job, rc == AGENT_E_CHANGED ? 502 : 500, "DumpReadFailed", msg);
     } else {
         if ((acq->st.st_mode & 077) != 0) {
-            log_warn(cat, "dump of %llu: the runtime created %s with mode %03o (readable by others)",
-                     (unsigned long long)job->pid, job->open_path,
-                     (unsigned)(acq->st.st_mode & 0777));
+            log_warn(
+                cat, "dump of %llu: the runtime created %s with mode %03o (readable by others)",
+                (unsigned long long)job->pid, job->open_path, (unsigned)(acq->st.st_mode & 0777));
         }
         /*
          * createdump writes the file front to back, never going back, so every byte below its
@@ -540,9 +542,8 @@ static void on_acquired(uv_work_t *w, int status)
             job_fail(job, 500, "ResponseFailed", "cannot start the response");
         } else {
             job->streaming = true;
-            log_info(cat, "dump of %llu: streaming %s %s",
-                     (unsigned long long)job->pid, job->open_path,
-                     job->written ? "(written)" : "while the runtime writes it");
+            log_info(cat, "dump of %llu: streaming %s %s", (unsigned long long)job->pid,
+                     job->open_path, job->written ? "(written)" : "while the runtime writes it");
             job_pump(job);
             return;
         }
@@ -722,7 +723,8 @@ static void job_on_abort(void *ud, struct http_request *r)
     job->req = NULL;
     log_info(cat, "dump of %llu: client disconnected after %llu bytes%s",
              (unsigned long long)job->pid, (unsigned long long)job->sent,
-             job->x != NULL ? " (the runtime is still writing; the file goes when it is done)" : "");
+             job->x != NULL ? " (the runtime is still writing; the file goes when it is done)"
+                            : "");
     job_finish_op(job, OP_CANCELLED, NULL, NULL);
     job_close_file(job);
     job_maybe_free(job);
@@ -789,7 +791,8 @@ static void job_on_reply(void *ud, const struct ipc_dump_result *res)
 
     if (res->status != 0) {
         int http_status = res->status == AGENT_E_TIMEOUT ? 504 : 502;
-        snprintf(msg, sizeof(msg), "the runtime of process %llu did not answer the dump request: %s",
+        snprintf(msg, sizeof(msg),
+                 "the runtime of process %llu did not answer the dump request: %s",
                  (unsigned long long)job->pid, agent_strerror(res->status));
         job_fail(job, http_status, http_status == 504 ? "Timeout" : "RuntimeUnreachable", msg);
     } else if (!res->ok) {
@@ -877,8 +880,10 @@ static int parse_common(struct http_request *req, struct buf *tags, int *has_tag
         api_problem(req, 400, "malformed query string");
         rc = -1;
     } else if (has_egress == 1 && buf_size(&egress) > 0) {
-        api_problem(req, 400, "egress provider '%s' is not configured; omit egressProvider to "
-                              "receive the dump in this response", buf_cstr(&egress));
+        api_problem(req, 400,
+                    "egress provider '%s' is not configured; omit egressProvider to "
+                    "receive the dump in this response",
+                    buf_cstr(&egress));
         rc = -1;
     }
     buf_fini(&egress);
@@ -956,8 +961,9 @@ void api_dump_get(struct agent *a, struct http_request *req)
      * Dump:TimeoutSeconds + DUMP_LATE_GRACE_MS.
      */
     if (runtime_still_dumping(a, p)) {
-        api_problem(req, 429, "the runtime of process %llu has not answered the previous "
-                              "dump request yet; retry later",
+        api_problem(req, 429,
+                    "the runtime of process %llu has not answered the previous "
+                    "dump request yet; retry later",
                     (unsigned long long)p->pid);
         goto out;
     }
@@ -966,8 +972,9 @@ void api_dump_get(struct agent *a, struct http_request *req)
     int rc = op_registry_add(&a->ops, OP_KIND_DUMP, p->pid, p->uid, p->name,
                              has_tags == 1 ? buf_cstr(&tags) : NULL, &op);
     if (rc == AGENT_E_TOOBIG) {
-        api_problem(req, 429, "%zu dump(s) already in progress; at most %zu at once "
-                              "(RequestLimits:Dump:MaxConcurrency)",
+        api_problem(req, 429,
+                    "%zu dump(s) already in progress; at most %zu at once "
+                    "(RequestLimits:Dump:MaxConcurrency)",
                     op_registry_active(&a->ops, OP_KIND_DUMP), a->ops.limit[OP_KIND_DUMP]);
         goto out;
     }

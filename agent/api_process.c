@@ -87,9 +87,9 @@ void api_process(struct agent *a, struct http_request *req)
 /* ---- /env: one ProcessEnvironment exchange, answered asynchronously ---- */
 
 struct env_request {
-    struct http_request *req;     /* NULL once the client went away */
-    struct ipc_env *x;            /* NULL once the request finished */
-    cJSON *vars;                  /* the answer being built */
+    struct http_request *req; /* NULL once the client went away */
+    struct ipc_env *x;        /* NULL once the request finished */
+    cJSON *vars;              /* the answer being built */
     uint64_t pid;
 };
 
@@ -131,7 +131,8 @@ static void env_on_result(void *ud, const struct ipc_env_result *res)
     if (res->status != 0) {
         cJSON_Delete(o);
         api_problem(req, res->status == AGENT_E_TIMEOUT ? 504 : 502,
-                    "the runtime did not answer ProcessEnvironment: %s", agent_strerror(res->status));
+                    "the runtime did not answer ProcessEnvironment: %s",
+                    agent_strerror(res->status));
         return;
     }
     if (!res->ok) {
@@ -228,7 +229,8 @@ void api_info(struct agent *a, struct http_request *req)
                             {"callstacks", false},
                             {"metrics", a->metrics_enabled},
                             {"http_egress", true}};
-        for (size_t i = 0; caps != NULL && i < sizeof(capabilities) / sizeof(capabilities[0]); i++) {
+        for (size_t i = 0; caps != NULL && i < sizeof(capabilities) / sizeof(capabilities[0]);
+             i++) {
             cJSON *c = cJSON_CreateObject();
             if (c == NULL) {
                 break;
@@ -254,31 +256,32 @@ void api_metrics(struct agent *a, struct http_request *req)
                "dotmon_http_requests_total %llu\n",
                ipc_discovery_count(a->disc), (unsigned long long)a->requests_total);
     const struct agent_trace_stats *ts = &a->trace_stats;
-    buf_printf(&body,
-               "# HELP dotmon_traces_total Traces that have finished\n"
-               "# TYPE dotmon_traces_total counter\n"
-               "dotmon_traces_total %llu\n"
-               "# HELP dotmon_trace_events_total Events in finished traces\n"
-               "# TYPE dotmon_trace_events_total counter\n"
-               "dotmon_trace_events_total %llu\n"
-               "# HELP dotmon_trace_dropped_events_total Events the runtimes dropped from finished "
-               "traces (their buffer was full)\n"
-               "# TYPE dotmon_trace_dropped_events_total counter\n"
-               "dotmon_trace_dropped_events_total %llu\n"
-               "# HELP dotmon_trace_bytes_total Bytes of finished traces\n"
-               "# TYPE dotmon_trace_bytes_total counter\n"
-               "dotmon_trace_bytes_total %llu\n"
-               "# HELP dotmon_trace_spooled_bytes_total Trace bytes that waited in a spool file for "
-               "a slow client\n"
-               "# TYPE dotmon_trace_spooled_bytes_total counter\n"
-               "dotmon_trace_spooled_bytes_total %llu\n"
-               "# HELP dotmon_trace_spool_limit_reached_total Traces whose client fell behind by "
-               "Trace:SpoolLimitMB\n"
-               "# TYPE dotmon_trace_spool_limit_reached_total counter\n"
-               "dotmon_trace_spool_limit_reached_total %llu\n",
-               (unsigned long long)ts->traces, (unsigned long long)ts->events,
-               (unsigned long long)ts->dropped, (unsigned long long)ts->bytes,
-               (unsigned long long)ts->spilled, (unsigned long long)ts->spool_limited);
+    buf_printf(
+        &body,
+        "# HELP dotmon_traces_total Traces that have finished\n"
+        "# TYPE dotmon_traces_total counter\n"
+        "dotmon_traces_total %llu\n"
+        "# HELP dotmon_trace_events_total Events in finished traces\n"
+        "# TYPE dotmon_trace_events_total counter\n"
+        "dotmon_trace_events_total %llu\n"
+        "# HELP dotmon_trace_dropped_events_total Events the runtimes dropped from finished "
+        "traces (their buffer was full)\n"
+        "# TYPE dotmon_trace_dropped_events_total counter\n"
+        "dotmon_trace_dropped_events_total %llu\n"
+        "# HELP dotmon_trace_bytes_total Bytes of finished traces\n"
+        "# TYPE dotmon_trace_bytes_total counter\n"
+        "dotmon_trace_bytes_total %llu\n"
+        "# HELP dotmon_trace_spooled_bytes_total Trace bytes that waited in a spool file for "
+        "a slow client\n"
+        "# TYPE dotmon_trace_spooled_bytes_total counter\n"
+        "dotmon_trace_spooled_bytes_total %llu\n"
+        "# HELP dotmon_trace_spool_limit_reached_total Traces whose client fell behind by "
+        "Trace:SpoolLimitMB\n"
+        "# TYPE dotmon_trace_spool_limit_reached_total counter\n"
+        "dotmon_trace_spool_limit_reached_total %llu\n",
+        (unsigned long long)ts->traces, (unsigned long long)ts->events,
+        (unsigned long long)ts->dropped, (unsigned long long)ts->bytes,
+        (unsigned long long)ts->spilled, (unsigned long long)ts->spool_limited);
     http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0, buf_data(&body),
                  buf_size(&body));
     buf_fini(&body);

@@ -45,11 +45,11 @@
 static const char cat[] = "dotmon.trace";
 
 #define TRACE_HIGH_WATER (1024u * 1024u)
-#define TRACE_LOW_WATER (256u * 1024u)
+#define TRACE_LOW_WATER  (256u * 1024u)
 /* Reads at least this big go to the client without a copy. */
-#define TRACE_ZERO_COPY_MIN ((size_t)16 * 1024)
+#define TRACE_ZERO_COPY_MIN    ((size_t)16 * 1024)
 #define TRACE_START_TIMEOUT_MS 5000
-#define TRACE_STOP_TIMEOUT_MS 120000
+#define TRACE_STOP_TIMEOUT_MS  120000
 /* Sessions still closing in the background that may exist beyond the trace limit. */
 #define TRACE_SESSION_SLACK 8u
 
@@ -63,16 +63,16 @@ struct trace_job {
     bool streaming; /* response headers sent */
     bool paused;
     bool stopping;
-    bool ended;            /* the runtime ended the stream; the response ends once the spool is out */
-    int end_status;        /* sess_on_end's status, for the deferred end */
+    bool ended;     /* the runtime ended the stream; the response ends once the spool is out */
+    int end_status; /* sess_on_end's status, for the deferred end */
     bool backpressure_said; /* the fall-back to backpressure was logged */
-    struct spool *spool;   /* NULL until the client first falls behind (or Trace:SpoolLimitMB 0) */
-    bool client_lost; /* a write to the client failed: it did not get the whole file */
-    int64_t duration_s; /* -1: until stopped */
-    int version;        /* CollectTracing version used */
+    struct spool *spool;    /* NULL until the client first falls behind (or Trace:SpoolLimitMB 0) */
+    bool client_lost;       /* a write to the client failed: it did not get the whole file */
+    int64_t duration_s;     /* -1: until stopped */
+    int version;            /* CollectTracing version used */
     uint64_t session_id;
     uint64_t pid;
-    bool retried;       /* one new start after the runtime closed the first one unanswered */
+    bool retried; /* one new start after the runtime closed the first one unanswered */
     char uid[37];
     struct ipc_endpoint ep; /* the runtime's (an owned copy) */
     char filename[64];
@@ -188,7 +188,8 @@ static void job_on_abort(void *ud, struct http_request *r)
     struct trace_job *job = ud;
     (void)r;
     job->req = NULL;
-    log_info(cat, "trace of %llu: client disconnected after %llu bytes", (unsigned long long)job->pid,
+    log_info(cat, "trace of %llu: client disconnected after %llu bytes",
+             (unsigned long long)job->pid,
              (unsigned long long)nettrace_get_stats(&job->checker)->bytes);
     if (job->sess != NULL) {
         /* Abort sends StopTracing in the background: no session is left in the runtime. */
@@ -220,7 +221,8 @@ static void job_stop(void *ctx)
         return; /* the retry timer is armed: keep it */
     }
     uv_timer_stop(&job->timer);
-    log_info(cat, "trace of %llu: stopping (StopTracing; rundown follows)", (unsigned long long)job->pid);
+    log_info(cat, "trace of %llu: stopping (StopTracing; rundown follows)",
+             (unsigned long long)job->pid);
     ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS);
 }
 
@@ -321,8 +323,8 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
                   (job->spool != NULL && spool_size(job->spool) > 0);
     if (behind && job->a->trace_spool_limit > 0) {
         /* The client is behind: keep reading the runtime, queue in the spool (in order). */
-        if (job->spool == NULL &&
-            spool_new(job->a->loop, job->a->diag_dir, job->a->trace_spool_limit, &job->spool) != 0) {
+        if (job->spool == NULL && spool_new(job->a->loop, job->a->diag_dir,
+                                            job->a->trace_spool_limit, &job->spool) != 0) {
             job->spool = NULL;
         }
         if (job->spool != NULL) {
@@ -553,9 +555,9 @@ static void job_relay(struct trace_job *job)
                          spool_error(sp) != 0 ? "the spool file cannot be written"
                                               : "Trace:SpoolLimitMB");
             }
-        } else if (job->paused && (sp != NULL ? spool_has_room(sp)
-                                              : req == NULL ||
-                                                    http_stream_pending(req) <= TRACE_LOW_WATER)) {
+        } else if (job->paused &&
+                   (sp != NULL ? spool_has_room(sp)
+                               : req == NULL || http_stream_pending(req) <= TRACE_LOW_WATER)) {
             job->paused = false;
             ipc_session_resume(job->sess);
         }
@@ -585,8 +587,10 @@ static int parse_duration(struct http_request *req, int64_t *out)
         errno = 0;
         long long d = strtoll(s, &end, 10);
         if (*s == '\0' || *end != '\0' || errno != 0 || d < -1 || d > 2147483647LL) {
-            api_problem(req, 400, "durationSeconds must be an integer from -1 (until stopped) to "
-                                  "2147483647, not '%s'", s);
+            api_problem(req, 400,
+                        "durationSeconds must be an integer from -1 (until stopped) to "
+                        "2147483647, not '%s'",
+                        s);
             rc = AGENT_E_INVAL;
         } else {
             *out = d;
@@ -611,7 +615,8 @@ static int job_set_target(struct trace_job *job, const struct ipc_process *p,
 {
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
-    snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts, (unsigned long long)p->pid);
+    snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts,
+             (unsigned long long)p->pid);
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     int rc = ipc_endpoint_copy(&job->ep, &ep);
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
@@ -640,8 +645,10 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
         goto fail;
     }
     if (has_egress == 1 && buf_size(&egress) > 0) {
-        api_problem(req, 400, "egress provider '%s' is not configured; omit egressProvider to "
-                              "receive the trace in this response", buf_cstr(&egress));
+        api_problem(req, 400,
+                    "egress provider '%s' is not configured; omit egressProvider to "
+                    "receive the trace in this response",
+                    buf_cstr(&egress));
         goto fail;
     }
     if (a->stopping) {
@@ -750,7 +757,8 @@ void api_trace_post(struct agent *a, struct http_request *req)
     const char *ct = http_request_header(req, "Content-Type");
     if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
         strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
-        api_problem(req, 415, "POST /trace takes a JSON body (Content-Type application/json), not %s", ct);
+        api_problem(req, 415,
+                    "POST /trace takes a JSON body (Content-Type application/json), not %s", ct);
         return;
     }
     const struct ipc_process *p = api_select_process(a, req);

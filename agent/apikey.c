@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+
 #include <uv.h>
 
 #include "agent.h"
@@ -100,8 +101,9 @@ static int verifier_from_config(const struct config *cfg, struct auth_verifier *
     char err[256];
     int rc = auth_verifier_new(key, subject, issuer, out, &warning, err, sizeof(err));
     if (rc != 0) {
-        log_error(cat, "invalid authentication configuration: Authentication:MonitorApiKey:PublicKey: %s",
-                  err);
+        log_error(
+            cat, "invalid authentication configuration: Authentication:MonitorApiKey:PublicKey: %s",
+            err);
         return rc;
     }
     if (warning != NULL) {
@@ -180,8 +182,10 @@ static void report_other_changes(struct apikey_watch *w, const struct config *ru
     const char *list = buf_cstr(&names);
     if (strcmp(list, w->reported != NULL ? w->reported : "") != 0) {
         if (*list != '\0') {
-            log_warn(cat, "configuration changed; these settings take effect at the next "
-                          "start: %s", list);
+            log_warn(cat,
+                     "configuration changed; these settings take effect at the next "
+                     "start: %s",
+                     list);
         }
         free(w->reported);
         w->reported = strdup(list);
@@ -196,8 +200,10 @@ static void reload(struct apikey_watch *w)
     config_init(&cfg);
     char err[640];
     if (settings_load(a->opts, (const char *const *)environ, &cfg, err, sizeof(err)) != 0) {
-        log_warn(cat, "configuration changed but could not be read (%s); the API key stays as "
-                      "it was", err);
+        log_warn(cat,
+                 "configuration changed but could not be read (%s); the API key stays as "
+                 "it was",
+                 err);
         goto out;
     }
     char *now = key_settings(&cfg);
@@ -299,7 +305,7 @@ static int add_point(struct apikey_watch *w, const char *path, bool whole_dir)
         pt->dir = strdup(path);
     } else {
         const char *slash = strrchr(path, '/');
-        pt->dir = slash == NULL    ? strdup(".")
+        pt->dir = slash == NULL   ? strdup(".")
                   : slash == path ? strdup("/")
                                   : strndup(path, (size_t)(slash - path));
         pt->base = strdup(slash == NULL ? path : slash + 1);

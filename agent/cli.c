@@ -52,7 +52,8 @@ const char *cli_usage(void)
     return usage_text;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -101,8 +102,7 @@ int cli_parse_duration(const char *s, int64_t *secs)
             more = end != NULL;
             p = more ? end + 1 : p;
         }
-        if (np < 2 || parts[0] > 23 || parts[1] > 59 || parts[2] > 59 ||
-            days > 36500) {
+        if (np < 2 || parts[0] > 23 || parts[1] > 59 || parts[2] > 59 || days > 36500) {
             return AGENT_E_INVAL;
         }
         total = (int64_t)(days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]);
@@ -159,9 +159,12 @@ static int parse_key_format(const char *s, enum cli_key_format *out)
     static const struct {
         const char *name;
         enum cli_key_format fmt;
-    } names[] = {{"json", CLI_KEY_JSON},   {"text", CLI_KEY_TEXT},
-                 {"shell", CLI_KEY_SHELL}, {"cmd", CLI_KEY_CMD},
-                 {"powershell", CLI_KEY_POWERSHELL}, {"machinejson", CLI_KEY_MACHINEJSON}};
+    } names[] = {{"json", CLI_KEY_JSON},
+                 {"text", CLI_KEY_TEXT},
+                 {"shell", CLI_KEY_SHELL},
+                 {"cmd", CLI_KEY_CMD},
+                 {"powershell", CLI_KEY_POWERSHELL},
+                 {"machinejson", CLI_KEY_MACHINEJSON}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcasecmp(s, names[i].name) == 0) {
             *out = names[i].fmt;
@@ -199,9 +202,14 @@ static int add_url(const char **list, size_t *n, const char *url, char *err, siz
 /* True when name is an option of command (the value, if any, is checked later). */
 static bool option_known(enum cli_command command, const char *name)
 {
-    static const char *const collect[] = {"--urls",      "-u",          "--metricUrls",
-                                          "--metrics",   "-m",          "--no-auth",
-                                          "--temp-apikey", "--diagnostic-port",
+    static const char *const collect[] = {"--urls",
+                                          "-u",
+                                          "--metricUrls",
+                                          "--metrics",
+                                          "-m",
+                                          "--no-auth",
+                                          "--temp-apikey",
+                                          "--diagnostic-port",
                                           "--configuration-file-path"};
     static const char *const keygen[] = {"--output", "-o", "--expiration"};
     if (command == CLI_COLLECT || command == CLI_CONFIG_SHOW) {
@@ -275,9 +283,10 @@ static int apply_option(struct cli_options *opts, const char *name, const char *
         }
     } else if (opts->command == CLI_GENERATEKEY && strcmp(name, "--expiration") == 0) {
         if (cli_parse_duration(val, &opts->expiration_s) != 0) {
-            return fail(err, errlen,
-                        "invalid --expiration '%s' (use [d.]hh:mm[:ss] or a number with s, m, h or d)",
-                        val);
+            return fail(
+                err, errlen,
+                "invalid --expiration '%s' (use [d.]hh:mm[:ss] or a number with s, m, h or d)",
+                val);
         }
     } else {
         return fail(err, errlen, "unknown option '%s' (see dotmon --help)", name);
@@ -323,8 +332,8 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
         opts->command = CLI_COLLECT; /* options without a command: collect, like dotnet-monitor */
         i = 1;
     } else {
-        return fail(err, errlen, "unknown command '%s' (expected collect, generatekey or config show)",
-                    cmd);
+        return fail(err, errlen,
+                    "unknown command '%s' (expected collect, generatekey or config show)", cmd);
     }
 
     bool is_collect = opts->command == CLI_COLLECT || opts->command == CLI_CONFIG_SHOW;

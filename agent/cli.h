@@ -10,13 +10,19 @@
  * Command line in dotnet-monitor's shape:
  *   dotmon collect [--urls URL]... [--metricUrls URL]... [--metrics true|false] [--no-auth]
  *                  [--temp-apikey] [--diagnostic-port PATH] [--configuration-file-path FILE]
- *   dotmon generatekey [--output json|text|shell|cmd|powershell|machinejson] [--expiration DURATION]
- *   dotmon config show [--level redacted|full] [same options as collect]
- *   dotmon --help | --version
- * Parsing is pure: no I/O besides the caller printing `error`.
+ *   dotmon generatekey [--output json|text|shell|cmd|powershell|machinejson] [--expiration
+ * DURATION] dotmon config show [--level redacted|full] [same options as collect] dotmon --help |
+ * --version Parsing is pure: no I/O besides the caller printing `error`.
  */
 
-enum cli_command { CLI_NONE = 0, CLI_HELP, CLI_VERSION, CLI_COLLECT, CLI_GENERATEKEY, CLI_CONFIG_SHOW };
+enum cli_command {
+    CLI_NONE = 0,
+    CLI_HELP,
+    CLI_VERSION,
+    CLI_COLLECT,
+    CLI_GENERATEKEY,
+    CLI_CONFIG_SHOW
+};
 
 enum cli_key_format {
     CLI_KEY_JSON = 0,
@@ -36,16 +42,16 @@ struct cli_options {
     size_t nurls;
     const char *metric_urls[CLI_MAX_URLS];
     size_t nmetric_urls;
-    int metrics;                  /* -1 unset, 0 false, 1 true */
+    int metrics; /* -1 unset, 0 false, 1 true */
     bool no_auth;
     bool temp_apikey;
-    const char *diagnostic_port;  /* NULL when not given */
-    const char *config_file;      /* NULL when not given */
-    bool config_full;             /* config show --level full */
-    bool show_sources;            /* config show --show-sources */
+    const char *diagnostic_port; /* NULL when not given */
+    const char *config_file;     /* NULL when not given */
+    bool config_full;            /* config show --level full */
+    bool show_sources;           /* config show --show-sources */
     /* generatekey */
     enum cli_key_format key_format;
-    int64_t expiration_s;         /* default 7 days */
+    int64_t expiration_s; /* default 7 days */
 };
 
 /* Exit code for command-line errors. */
@@ -55,7 +61,8 @@ struct cli_options {
  * Parses argv. Returns 0 on success, or AGENT_E_INVAL with a one-line message in err.
  * Strings in opts point into argv.
  */
-int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char *err, size_t errlen);
+int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char *err,
+              size_t errlen);
 
 /*
  * Parses a duration: .NET TimeSpan "[d.]hh:mm[:ss]" or a number with a unit suffix

@@ -19,8 +19,8 @@
 #include "log.h"
 #include "num.h"
 
-#define CONFIG_MAX_FILE (1024 * 1024)
-#define CONFIG_MAX_DEPTH 32
+#define CONFIG_MAX_FILE      (1024 * 1024)
+#define CONFIG_MAX_DEPTH     32
 #define CONFIG_MAX_KEY_FILES 1024
 
 void config_init(struct config *c)
@@ -509,12 +509,22 @@ static const char *const known_keys[] = {
  * not a known key is reported as unknown (a typo, most likely).
  */
 static const char *const foreign_prefixes[] = {
-    "Egress",          "CollectionRules",          "CollectionRuleDefaults",
-    "Templates",       "InProcessFeatures",        "CorsConfiguration",
-    "AzureAd",         "Kestrel",                  "DotnetMonitorDebug",
-    "Logging",         "Metrics:Providers",        "Metrics:MetricCount",
-    "Metrics:IncludeDefaultProviders",             "Metrics:Meters",
-    "GlobalCounter:Providers",                     "Storage:SharedLibraryPath",
+    "Egress",
+    "CollectionRules",
+    "CollectionRuleDefaults",
+    "Templates",
+    "InProcessFeatures",
+    "CorsConfiguration",
+    "AzureAd",
+    "Kestrel",
+    "DotnetMonitorDebug",
+    "Logging",
+    "Metrics:Providers",
+    "Metrics:MetricCount",
+    "Metrics:IncludeDefaultProviders",
+    "Metrics:Meters",
+    "GlobalCounter:Providers",
+    "Storage:SharedLibraryPath",
     "Authentication:AzureAd",
 };
 
@@ -564,9 +574,10 @@ bool config_key_under(const char *key, const char *prefix)
 
 bool config_key_is_secret(const char *key)
 {
-    static const char *const secret_suffixes[] = {"PublicKey", "Password", "KeyPath",
-                                                  "ConnectionString", "AccountKey",
-                                                  "SharedAccessSignature", "ClientSecret"};
+    static const char *const secret_suffixes[] = {"PublicKey",   "Password",
+                                                  "KeyPath",     "ConnectionString",
+                                                  "AccountKey",  "SharedAccessSignature",
+                                                  "ClientSecret"};
     const char *last = strrchr(key, ':');
     last = last ? last + 1 : key;
     for (size_t i = 0; i < sizeof(secret_suffixes) / sizeof(secret_suffixes[0]); i++) {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+
 #include <uv.h>
 
 #include "agent.h"
@@ -57,7 +58,8 @@ static int run_generatekey(const struct cli_options *opts)
            g.token);
     switch (opts->key_format) {
     case CLI_KEY_TEXT:
-        printf("Settings in Text format:\nSubject: %s\nPublic Key: %s\n", g.subject, g.public_key_b64);
+        printf("Settings in Text format:\nSubject: %s\nPublic Key: %s\n", g.subject,
+               g.public_key_b64);
         break;
     case CLI_KEY_SHELL:
         printf("Settings in Shell format:\n"

@@ -2,10 +2,11 @@
 #ifndef AGENT_OPERATIONS_H
 #define AGENT_OPERATIONS_H
 
-#include <cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cJSON.h>
 
 /*
  * dotnet-monitor's operations model (DOTNET-MONITOR.md §1.5): every artifact request (a trace
@@ -19,14 +20,7 @@
 
 enum op_kind { OP_KIND_TRACE = 0, OP_KIND_DUMP = 1, OP_KIND_COUNT = 2 };
 
-enum op_state {
-    OP_STARTING = 0,
-    OP_RUNNING,
-    OP_STOPPING,
-    OP_SUCCEEDED,
-    OP_FAILED,
-    OP_CANCELLED
-};
+enum op_state { OP_STARTING = 0, OP_RUNNING, OP_STOPPING, OP_SUCCEEDED, OP_FAILED, OP_CANCELLED };
 
 struct operation;
 
@@ -49,17 +43,17 @@ struct operation {
     char *artifact_name; /* e.g. 20261121_231500_4242.nettrace */
     char *error_code;    /* set on failure */
     char *error_message;
-    cJSON *extra;        /* kind-specific result fields shown in the status (owned), or NULL */
+    cJSON *extra; /* kind-specific result fields shown in the status (owned), or NULL */
     struct op_control control;
-    void *ctx;           /* owner's context for the hooks; cleared when the operation ends */
+    void *ctx; /* owner's context for the hooks; cleared when the operation ends */
 };
 
 struct op_registry {
     struct operation **v; /* creation order */
     size_t n;
     size_t cap;
-    size_t max_history;            /* finished operations kept */
-    size_t limit[OP_KIND_COUNT];   /* concurrent (not finished) operations per kind */
+    size_t max_history;          /* finished operations kept */
+    size_t limit[OP_KIND_COUNT]; /* concurrent (not finished) operations per kind */
 };
 
 void op_registry_init(struct op_registry *r, size_t max_history, size_t trace_limit,
@@ -109,7 +103,8 @@ void op_artifact_stamp(char *out, size_t cap);
 /* JSON of one operation. Caller deletes. */
 cJSON *op_to_json(const struct operation *op, enum op_json what);
 
-/* True when op carries every tag of the comma-separated list (case-sensitive, like dotnet-monitor). */
+/* True when op carries every tag of the comma-separated list (case-sensitive, like dotnet-monitor).
+ */
 bool op_has_tags(const struct operation *op, const char *tags);
 
 #endif

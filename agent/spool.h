@@ -25,7 +25,7 @@
  * blocks the loop. All callbacks run on the loop.
  */
 
-#define SPOOL_MEM_WINDOW ((size_t)1024 * 1024)    /* kept in memory before spilling */
+#define SPOOL_MEM_WINDOW ((size_t)1024 * 1024)     /* kept in memory before spilling */
 #define SPOOL_MEM_CAP    ((size_t)4 * 1024 * 1024) /* memory never exceeds this */
 #define SPOOL_READ_SIZE  ((size_t)256 * 1024)      /* bytes per read from the file */
 

@@ -61,8 +61,8 @@ enum auth_result auth_verify(const struct auth_verifier *v, const char *authoriz
  * exp (+ clock skew) has passed. Only AUTH_OK results are remembered, so refusals always get the
  * full check and reason. Not thread-safe (the verifier belongs to the loop).
  */
-enum auth_result auth_verify_cached(struct auth_verifier *v, const char *authorization,
-                                    int64_t now, const char **reason);
+enum auth_result auth_verify_cached(struct auth_verifier *v, const char *authorization, int64_t now,
+                                    const char **reason);
 
 /* Output of generatekey: a fresh P-384 key pair, a GUID subject and an ES384 token. */
 struct auth_generated {

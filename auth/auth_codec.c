@@ -3,8 +3,6 @@
  * Encodings the JOSE specs use: base64url without padding (RFC 7515 section 2) and ECDSA
  * signatures as fixed-width R || S (RFC 7518 section 3.4), which OpenSSL only speaks as DER.
  */
-#include "auth_internal.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -14,6 +12,7 @@
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
 
+#include "auth_internal.h"
 #include "err.h"
 
 static const char b64url_alphabet[] =

@@ -490,8 +490,8 @@ enum auth_result auth_verify(const struct auth_verifier *v, const char *authoriz
     return verify(v, authorization, now, reason, &exp);
 }
 
-enum auth_result auth_verify_cached(struct auth_verifier *v, const char *authorization,
-                                    int64_t now, const char **reason)
+enum auth_result auth_verify_cached(struct auth_verifier *v, const char *authorization, int64_t now,
+                                    const char **reason)
 {
     unsigned char digest[32];
     size_t len = authorization != NULL ? strlen(authorization) : 0;

@@ -244,12 +244,15 @@ int main(int argc, char **argv)
            (double)rss_dotmon / (double)rss_sleep);
     printf("| RSS with %d runtimes (KiB) | %ld | %ld (idle dotmon) | %.2f | |\n", NAPPS, rss_10,
            rss_dotmon, (double)rss_10 / (double)rss_dotmon);
-    printf("| exec → first /processes answer (ms, median of %d) | %.2f | %.2f (`dotmon --version` exec→exit) | %.2f | < 20 ms |\n",
+    printf("| exec → first /processes answer (ms, median of %d) | %.2f | %.2f (`dotmon --version` "
+           "exec→exit) | %.2f | < 20 ms |\n",
            NSTART, start_med, ver_med, start_med / ver_med);
-    printf("| /processes latency, %d runtimes, median (ms, %d req) | %.3f | %.3f (loopback floor) | %.2f | < 1 ms |\n",
+    printf("| /processes latency, %d runtimes, median (ms, %d req) | %.3f | %.3f (loopback floor) "
+           "| %.2f | < 1 ms |\n",
            NAPPS, nreq, med, bmed, med / bmed);
-    printf("| /processes latency, %d runtimes, p99 (ms) | %.3f | %.3f (loopback floor) | %.2f | |\n",
-           NAPPS, p99, bp99, p99 / bp99);
+    printf(
+        "| /processes latency, %d runtimes, p99 (ms) | %.3f | %.3f (loopback floor) | %.2f | |\n",
+        NAPPS, p99, bp99, p99 / bp99);
     free(lat);
     free(base);
     testenv_fini(&env);

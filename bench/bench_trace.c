@@ -122,7 +122,8 @@ int main(int argc, char **argv)
     struct proc_opts po = {.argv = pargv, .label = "producer", .stdin_null = true};
     struct proc *prod = NULL;
     char *ready = NULL;
-    if (proc_spawn(&po, &prod) != 0 || proc_wait_line(prod, PROC_STDOUT, "ready pid=", 10000, &ready) != 0) {
+    if (proc_spawn(&po, &prod) != 0 ||
+        proc_wait_line(prod, PROC_STDOUT, "ready pid=", 10000, &ready) != 0) {
         fprintf(stderr, "producer did not start\n");
         return 1;
     }
@@ -144,8 +145,8 @@ int main(int argc, char **argv)
         return 1;
     }
     struct ipc_provider prov = {.name = "Dotmon-Bench", .keywords = 1, .level = 5};
-    struct ipc_collect_config cfg = {.buffer_mb = 256, .format = 1, .providers = &prov,
-                                     .provider_count = 1};
+    struct ipc_collect_config cfg = {
+        .buffer_mb = 256, .format = 1, .providers = &prov, .provider_count = 1};
     uint8_t msg[512];
     struct ipc_wr w;
     ipc_wr_init(&w, msg, sizeof(msg));
@@ -204,7 +205,8 @@ int main(int argc, char **argv)
             dm_mbs = mbs;
             dm_bytes = b;
         }
-        fprintf(stderr, "round %d: socat %.0f MiB/s, dotmon %.0f MiB/s\n", round, socat_mbs, dm_mbs);
+        fprintf(stderr, "round %d: socat %.0f MiB/s, dotmon %.0f MiB/s\n", round, socat_mbs,
+                dm_mbs);
     }
     rs.stop = 1;
     pthread_join(rs.th, NULL);
@@ -221,13 +223,15 @@ int main(int argc, char **argv)
     }
     httpc_resp_fini(&r);
 
-    printf("| metric | dotmon /trace | socat (ceiling) | ratio | target |\n|---|---|---|---|---|\n");
-    printf("| throughput, %s stream, best of %d (MiB/s) | %.0f | %.0f | %.2f | ≥ 0.80 |\n", bytes_arg, (int)ROUNDS, dm_mbs,
-           socat_mbs, dm_mbs / socat_mbs);
+    printf(
+        "| metric | dotmon /trace | socat (ceiling) | ratio | target |\n|---|---|---|---|---|\n");
+    printf("| throughput, %s stream, best of %d (MiB/s) | %.0f | %.0f | %.2f | ≥ 0.80 |\n",
+           bytes_arg, (int)ROUNDS, dm_mbs, socat_mbs, dm_mbs / socat_mbs);
     printf("| dotmon CPU time per GiB relayed (ms) | %.0f | | | |\n", dm_cpu_per_gib);
     printf("| bytes received | %llu (HTTP, chunked) | %llu | | |\n", (unsigned long long)dm_bytes,
            (unsigned long long)socat_bytes);
-    printf("| dotmon RSS before → peak during %d relays (KiB) | %ld → %ld (+%ld) | | | < 8192 KiB growth |\n",
+    printf("| dotmon RSS before → peak during %d relays (KiB) | %ld → %ld (+%ld) | | | < 8192 KiB "
+           "growth |\n",
            (int)ROUNDS, rss_before, rs.peak_kb, rs.peak_kb - rss_before);
     printf("| operation status | %s | | | Succeeded |\n", verdict);
     testenv_stop_dotmon(dm, 5000, &st);

@@ -37,7 +37,8 @@ const char *agent_strerror(int err)
     default:
         break;
     }
-    /* libuv's codes are negated errno values on Unix; strerror is thread-unsafe but we run one loop. */
+    /* libuv's codes are negated errno values on Unix; strerror is thread-unsafe but we run one
+     * loop. */
     if (err < 0 && err > -4000) {
         return strerror(-err);
     }

@@ -63,8 +63,9 @@ void log_msg(enum log_level level, const char *category, const char *fmt, ...)
 
     struct buf line;
     buf_init(&line, 128 * 1024);
-    rc = rc ? rc : buf_printf(&line, "{\"Timestamp\":\"%s.%03ldZ\",\"LogLevel\":\"%s\",\"Category\":\"", ts,
-                              (long)(tv.tv_usec / 1000), level_names[level]);
+    rc = rc ? rc
+            : buf_printf(&line, "{\"Timestamp\":\"%s.%03ldZ\",\"LogLevel\":\"%s\",\"Category\":\"",
+                         ts, (long)(tv.tv_usec / 1000), level_names[level]);
     rc = rc ? rc : buf_append_json_escaped(&line, category);
     rc = rc ? rc : buf_append_str(&line, "\",\"Message\":\"");
     rc = rc ? rc : buf_append_json_escaped(&line, buf_cstr(&msg));

@@ -17,8 +17,8 @@ void log_msg(enum log_level level, const char *category, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #define log_debug(cat, ...) log_msg(LOG_DEBUG, (cat), __VA_ARGS__)
-#define log_info(cat, ...) log_msg(LOG_INFO, (cat), __VA_ARGS__)
-#define log_warn(cat, ...) log_msg(LOG_WARN, (cat), __VA_ARGS__)
+#define log_info(cat, ...)  log_msg(LOG_INFO, (cat), __VA_ARGS__)
+#define log_warn(cat, ...)  log_msg(LOG_WARN, (cat), __VA_ARGS__)
 #define log_error(cat, ...) log_msg(LOG_ERROR, (cat), __VA_ARGS__)
 
 #endif

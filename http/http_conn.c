@@ -482,8 +482,7 @@ static void conn_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
         /* Ciphertext goes to the server's shared buffer and is fed to OpenSSL before the next
          * read. The same cap as plain HTTP applies to the plaintext side: a full input buffer
          * (a pipelining client while the handler works) pauses reading via UV_ENOBUFS. */
-        bool full = in->max - buf_size(in) == 0 ||
-                    http_tls_fed_pending(c->tls) >= HTTP_TLS_RBUF;
+        bool full = in->max - buf_size(in) == 0 || http_tls_fed_pending(c->tls) >= HTTP_TLS_RBUF;
         *out = full && c->state != CONN_LINGER
                    ? uv_buf_init(NULL, 0)
                    : uv_buf_init((char *)c->srv->tls_rbuf, (unsigned int)HTTP_TLS_RBUF);

@@ -122,22 +122,22 @@ struct http_sendfile {
     uv_work_t work;
     http_sendfile_cb cb;
     void *ud;
-    bool queued;   /* waiting for the writes before it to go out */
-    bool busy;     /* a work item is on the pool: the socket is in blocking mode */
+    bool queued; /* waiting for the writes before it to go out */
+    bool busy;   /* a work item is on the pool: the socket is in blocking mode */
     int sock;
     int file;
-    uint64_t offset;     /* of the piece in the file */
-    size_t max;          /* most bytes for the piece */
+    uint64_t offset; /* of the piece in the file */
+    size_t max;      /* most bytes for the piece */
     bool chunked;
-    bool sized;          /* chunk_len decided (the file's size was looked at) */
-    size_t chunk_len;    /* bytes of the piece */
-    size_t done;         /* of them sent */
-    char hdr[24];        /* the chunk's size line */
+    bool sized;       /* chunk_len decided (the file's size was looked at) */
+    size_t chunk_len; /* bytes of the piece */
+    size_t done;      /* of them sent */
+    char hdr[24];     /* the chunk's size line */
     size_t hdr_len;
     size_t hdr_sent;
-    size_t trl_sent;     /* of the "\r\n" after the chunk */
-    int err;             /* 0, or what failed */
-    bool progress;       /* the last work item sent something */
+    size_t trl_sent;        /* of the "\r\n" after the chunk */
+    int err;                /* 0, or what failed */
+    bool progress;          /* the last work item sent something */
     uint64_t last_progress; /* uv_now() */
 };
 

@@ -119,7 +119,7 @@ static void server_on_accept_idle(uv_idle_t *h)
             l->deferred = false;
             s->accept_burst++;
             if (http__conn_accept(s, l) != 0) { /* uv_accept also restarts libuv's accepting */
-                l->deferred = true;                /* out of memory: try again next turn */
+                l->deferred = true;             /* out of memory: try again next turn */
                 (void)uv_idle_start(&s->accept_idle, server_on_accept_idle);
             }
         }

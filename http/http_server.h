@@ -184,13 +184,13 @@ void http_stream_on_drain(struct http_request *r, size_t low_water, http_drain_c
  * copy runs as sendfile(2) on libuv's thread pool, the socket in blocking mode with a 1 s send
  * timeout per call (reading the client paused meanwhile), repeated until the piece is out. It
  * starts once the writes queued before it have gone out. Plain HTTP only: over TLS (or for
- * HEAD) it returns AGENT_E_INVAL and the caller reads and writes instead (http_stream_can_sendfile).
- * cb(ud, r, 0, n) when the piece is out (n 0: the file has no byte at offset yet), or with a
- * negative status when the client went away, made no progress for the write timeout, or the
- * connection was closed meanwhile (r may then be NULL, and the abort callback follows). cb runs
- * exactly once per accepted call, and only once the file is no longer used: fd must stay open
- * until then. One piece at a time; no other stream call until cb. Returns 0 (cb will run),
- * AGENT_E_INVAL or AGENT_E_CLOSED (cb will not run).
+ * HEAD) it returns AGENT_E_INVAL and the caller reads and writes instead
+ * (http_stream_can_sendfile). cb(ud, r, 0, n) when the piece is out (n 0: the file has no byte at
+ * offset yet), or with a negative status when the client went away, made no progress for the write
+ * timeout, or the connection was closed meanwhile (r may then be NULL, and the abort callback
+ * follows). cb runs exactly once per accepted call, and only once the file is no longer used: fd
+ * must stay open until then. One piece at a time; no other stream call until cb. Returns 0 (cb will
+ * run), AGENT_E_INVAL or AGENT_E_CLOSED (cb will not run).
  */
 typedef void (*http_sendfile_cb)(void *ud, struct http_request *r, int status, size_t sent);
 int http_stream_sendfile(struct http_request *r, int fd, uint64_t offset, size_t max,

@@ -259,11 +259,14 @@ static int load_key(SSL_CTX *sc, const char *key_path, bool same_file, const cha
     if (key == NULL) {
         bool encrypted = pw.asked || file_mentions_encrypted(key_path);
         if (encrypted || same_file) {
-            ERR_clear_error(); /* OpenSSL's reasons here ("pkcs12 cipherfinal error") only confuse */
+            ERR_clear_error(); /* OpenSSL's reasons here ("pkcs12 cipherfinal error") only confuse
+                                */
         }
         if (encrypted && password == NULL) {
-            info_fail(info, HTTP_TLS_KEY_ENCRYPTED, "the private key %s is encrypted and no "
-                                                    "password is configured", key_path);
+            info_fail(info, HTTP_TLS_KEY_ENCRYPTED,
+                      "the private key %s is encrypted and no "
+                      "password is configured",
+                      key_path);
         } else if (encrypted) {
             info_fail(info, HTTP_TLS_PASSWORD, "the password does not decrypt the private key %s",
                       key_path);
@@ -455,7 +458,7 @@ int http_tls_read(struct http_tls *t, void *buf, size_t cap, size_t *got)
         return AGENT_E_CLOSED;
     default:
         return conn_failed(t, SSL_is_init_finished(t->ssl) ? "TLS record error"
-                                                            : "TLS handshake failed");
+                                                           : "TLS handshake failed");
     }
 }
 

@@ -43,14 +43,14 @@ enum http_tls_problem {
  * (validity is reported, not enforced: the caller decides what an expired certificate means). */
 struct http_tls_info {
     enum http_tls_problem problem;
-    char detail[320];    /* one line for the operator: file name and OpenSSL's reason */
-    char subject[256];   /* leaf certificate subject, RFC 2253 form */
-    char not_after[40];  /* e.g. "Jan  1 00:00:00 2030 GMT" */
+    char detail[320];   /* one line for the operator: file name and OpenSSL's reason */
+    char subject[256];  /* leaf certificate subject, RFC 2253 form */
+    char not_after[40]; /* e.g. "Jan  1 00:00:00 2030 GMT" */
     char not_before[40];
-    bool expired;        /* notAfter is in the past */
-    bool not_yet_valid;  /* notBefore is in the future */
-    int days_left;       /* whole days until notAfter (negative once expired) */
-    size_t chain_certs;  /* intermediate certificates sent after the leaf */
+    bool expired;       /* notAfter is in the past */
+    bool not_yet_valid; /* notBefore is in the future */
+    int days_left;      /* whole days until notAfter (negative once expired) */
+    size_t chain_certs; /* intermediate certificates sent after the leaf */
 };
 
 /*

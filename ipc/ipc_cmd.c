@@ -146,8 +146,8 @@ int ipc_cmd_generate_dump(struct ipc_wr *w, int version, const char *path, uint3
         return AGENT_E_INVAL;
     }
     size_t start;
-    int rc = ipc_wr_message_begin(w, IPC_SET_DUMP, (uint8_t)(IPC_DUMP_GENERATE + version - 1),
-                                  &start);
+    int rc =
+        ipc_wr_message_begin(w, IPC_SET_DUMP, (uint8_t)(IPC_DUMP_GENERATE + version - 1), &start);
     if (rc != 0) {
         return rc;
     }

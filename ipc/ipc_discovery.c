@@ -43,10 +43,10 @@
  * which also reports additions and removals and frees the retired process structs.
  */
 
-#define LOG_CAT         "dotmon.ipc.discovery"
-#define MAX_IN_FLIGHT   16
-#define MAX_REFUSALS    3     /* connects refused before a new socket counts as stale */
-#define MAX_RETRY_MS    60000 /* backoff cap for failed probes */
+#define LOG_CAT       "dotmon.ipc.discovery"
+#define MAX_IN_FLIGHT 16
+#define MAX_REFUSALS  3     /* connects refused before a new socket counts as stale */
+#define MAX_RETRY_MS  60000 /* backoff cap for failed probes */
 
 enum sock_state { S_STAT = 0, S_PROBE_WAIT, S_PROBING, S_LISTED, S_STALE, S_FAILED, S_REFUSED };
 
@@ -66,16 +66,16 @@ struct sock {
     int64_t refused_uid;
     enum sock_state state;
     enum sock_op op;
-    int probe_level;   /* 3, 2 or 1: the ProcessInfo version to try next */
-    int refusals;      /* refused connects before the first success */
-    int failures;      /* consecutive failed probes, for the backoff */
-    uint64_t retry_at; /* uv_now() before which a waiting or failed probe does not start */
-    bool live_due;     /* a liveness check is owed */
-    bool in_scan;      /* present in the scan being processed */
-    bool recheck;      /* an fs event named it: re-stat and re-probe even if stale */
-    bool settled;      /* its first probe finished (for ipc_discovery_ready) */
-    bool removed;      /* file gone; freed once ops reaches 0 */
-    int ops;           /* in-flight lstat or exchange that points at this struct */
+    int probe_level;      /* 3, 2 or 1: the ProcessInfo version to try next */
+    int refusals;         /* refused connects before the first success */
+    int failures;         /* consecutive failed probes, for the backoff */
+    uint64_t retry_at;    /* uv_now() before which a waiting or failed probe does not start */
+    bool live_due;        /* a liveness check is owed */
+    bool in_scan;         /* present in the scan being processed */
+    bool recheck;         /* an fs event named it: re-stat and re-probe even if stale */
+    bool settled;         /* its first probe finished (for ipc_discovery_ready) */
+    bool removed;         /* file gone; freed once ops reaches 0 */
+    int ops;              /* in-flight lstat or exchange that points at this struct */
     struct ipc__probe *x; /* the probe or liveness ProcessInfo in flight */
     uv_fs_t stat_req;
     struct ipc_proclist_entry *proc; /* while LISTED (rank: the socket's mtime) */
@@ -646,7 +646,7 @@ static void request_scan(struct ipc_discovery *d)
 
 /* Names appearing, going, renamed or changing owner; never plain writes (IN_MODIFY). */
 #define WATCH_MASK                                                                                 \
-    (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF |          \
+    (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF |            \
      IN_MOVE_SELF | IN_ONLYDIR)
 
 static void on_watch(uv_poll_t *h, int status, int events)

@@ -70,7 +70,7 @@ enum ipc__conn_state {
  * ipc__connect until ipc__conn_close. The fields below `data` belong to ipc_conn.c/ipc_listen.c.
  */
 struct ipc_conn {
-    void *data; /* the user's; read it in the callback */
+    void *data;                            /* the user's; read it in the callback */
     const struct ipc_transport *transport; /* of the endpoint; NULL before ipc__connect */
     uv_pipe_t *pipe;
     ipc__conn_cb cb;

@@ -129,15 +129,15 @@ struct ipc__rt {
     size_t nleases;
     uint64_t idle_since; /* uv_now() since it has had no connection at all; 0 while it has one */
     enum ipc__rt_state state; /* changed by rt_set_state only */
-    int probe_level;     /* 3, 2 or 1: the ProcessInfo version to try next */
-    int failures;        /* consecutive failed exchanges, for the backoff */
+    int probe_level;          /* 3, 2 or 1: the ProcessInfo version to try next */
+    int failures;             /* consecutive failed exchanges, for the backoff */
     uint64_t retry_at;
     uint64_t refresh_at;   /* when to ask ProcessInfo again (0: not planned) */
     uint64_t settle_until; /* *_SETTLING: when to list it anyway (SETTLE_MS) */
     size_t refreshes;      /* refreshes planned so far */
     enum rt_op op;
-    struct ipc_exchange *x;   /* ResumeRuntime in flight */
-    struct ipc__probe *probe; /* ProcessInfo in flight */
+    struct ipc_exchange *x;          /* ResumeRuntime in flight */
+    struct ipc__probe *probe;        /* ProcessInfo in flight */
     struct ipc_proclist_entry *proc; /* once probed */
 };
 
@@ -301,7 +301,7 @@ static void schedule_dispatch(struct ipc_listen *l);
 
 /* ---- runtime states (ipc_internal.h, enum ipc__rt_state) ------------------------------------ */
 
-#define RT_BIT(s)       (1u << (unsigned)(s))
+#define RT_BIT(s) (1u << (unsigned)(s))
 
 /* The states each state may move to (besides GONE, open to all but GONE itself). */
 static const unsigned rt_next_states[IPC_RT_NSTATES] = {

@@ -47,13 +47,13 @@
 #define REPLY_CAP 1024
 
 enum sstate {
-    S_IDLE = 0,   /* not started */
-    S_CONNECTING, /* connect in progress; nothing written yet */
-    S_AWAIT_REPLY,    /* request written; reading the reply */
-    S_RETRY,          /* the previous try's pipe is closing; its close callback starts the next */
-    S_STREAMING,      /* the reply was OK: the connection carries nettrace */
-    S_DRAINING,       /* ended, StopTracing out: read and drop until the runtime closes it */
-    S_CLOSED          /* the stream connection is closed or closing, for good */
+    S_IDLE = 0,    /* not started */
+    S_CONNECTING,  /* connect in progress; nothing written yet */
+    S_AWAIT_REPLY, /* request written; reading the reply */
+    S_RETRY,       /* the previous try's pipe is closing; its close callback starts the next */
+    S_STREAMING,   /* the reply was OK: the connection carries nettrace */
+    S_DRAINING,    /* ended, StopTracing out: read and drop until the runtime closes it */
+    S_CLOSED       /* the stream connection is closed or closing, for good */
 };
 
 struct ipc_session {
@@ -72,11 +72,11 @@ struct ipc_session {
     bool ended; /* on_end delivered, or aborted: no more user callbacks */
     bool aborted;
     bool have_id;
-    bool downgraded; /* the rundown keyword was dropped to find a known version */
+    bool downgraded;      /* the rundown keyword was dropped to find a known version */
     bool cleanup_expired; /* the cleanup bound ran out: nothing left to time */
-    int version;     /* CollectTracing version of the current try */
-    int floor;       /* oldest version that can express cfg */
-    int pending_status; /* an error found inside a user call, delivered from the timer */
+    int version;          /* CollectTracing version of the current try */
+    int floor;            /* oldest version that can express cfg */
+    int pending_status;   /* an error found inside a user call, delivered from the timer */
     uint64_t start_timeout_ms;
     uint64_t try_deadline;
     uint64_t stop_deadline;
@@ -88,7 +88,7 @@ struct ipc_session {
     struct ipc_collect_config cfg; /* deep copy: points into providers and blob */
     struct ipc_provider *providers;
     uint8_t *blob;
-    uint8_t *req;                  /* the current try's request (lives until the pipe closes) */
+    uint8_t *req; /* the current try's request (lives until the pipe closes) */
     size_t req_cap;
     size_t req_len;
     size_t rlen; /* reply bytes in rbuf (AWAIT_REPLY only) */
@@ -208,7 +208,6 @@ static void s_on_pipe_close(uv_handle_t *h)
     s_reap(s);
 }
 
-
 /* ---- timer ------------------------------------------------------------------------------- */
 
 static void s_on_timer(uv_timer_t *t);
@@ -280,8 +279,7 @@ static void s_set_state(struct ipc_session *s, enum sstate next)
 {
     /* An illegal transition is a bug here; stop loudly in release builds too (NDEBUG). */
     if (!transition_ok(s->state, next)) {
-        log_error(LOG_CAT, "illegal session state transition %d -> %d", (int)s->state,
-                  (int)next);
+        log_error(LOG_CAT, "illegal session state transition %d -> %d", (int)s->state, (int)next);
         abort();
     }
     s->state = next;

@@ -125,7 +125,7 @@ struct nettrace_private {
     /* last sequence number per capture thread, for lost-event accounting */
     struct thread_slot *threads;
     size_t threads_len;
-    size_t threads_cap; /* power of two, or 0 */
+    size_t threads_cap;              /* power of two, or 0 */
     struct thread_slot *thread_last; /* slot of the last event's capture thread, or NULL */
 };
 

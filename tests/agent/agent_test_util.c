@@ -323,7 +323,8 @@ int agent_test_run_dotmon(struct testenv *env, const char *const *args,
         argv[n++] = args[i];
     }
     argv[n] = NULL;
-    struct proc_opts o = {.argv = argv, .env = extra_env, .label = "dotmon-cli", .stdin_null = true};
+    struct proc_opts o = {
+        .argv = argv, .env = extra_env, .label = "dotmon-cli", .stdin_null = true};
     struct proc *p = NULL;
     assert_int_equal(proc_spawn(&o, &p), 0);
     int st = 0;
@@ -406,8 +407,8 @@ size_t agent_test_running_traces(struct dotmon *dm)
     cJSON_ArrayForEach(o, ops)
     {
         const char *s = agent_test_str(o, "status");
-        running += strcmp(s, "Starting") == 0 || strcmp(s, "Running") == 0 ||
-                   strcmp(s, "Stopping") == 0;
+        running +=
+            strcmp(s, "Starting") == 0 || strcmp(s, "Running") == 0 || strcmp(s, "Stopping") == 0;
     }
     cJSON_Delete(ops);
     return running;

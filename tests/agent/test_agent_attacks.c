@@ -52,12 +52,11 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "agent_test_util.h"
 #include "err.h"
 #include "fake_runtime.h"
 #include "fake_thread.h"
+#include "timebound.h"
 
 #define ATTACKER       "dotmon-attacker"
 #define RACE_STARTS    30

@@ -49,8 +49,10 @@ static void test_agent_config_generatekey_env_and_subjects(void **state)
     assert_string_not_equal(a.subject, b.subject);
 
     char subj[128], pk[1200];
-    snprintf(subj, sizeof(subj), "DotnetMonitor_Authentication__MonitorApiKey__Subject=%s", a.subject);
-    snprintf(pk, sizeof(pk), "DOTNETMONITOR_Authentication__MonitorApiKey__PublicKey=%s", a.public_key);
+    snprintf(subj, sizeof(subj), "DotnetMonitor_Authentication__MonitorApiKey__Subject=%s",
+             a.subject);
+    snprintf(pk, sizeof(pk), "DOTNETMONITOR_Authentication__MonitorApiKey__PublicKey=%s",
+             a.public_key);
     const char *envv[] = {subj, pk, NULL};
     const char *no_args[] = {NULL};
     struct dotmon *dm = NULL;
@@ -98,8 +100,8 @@ static void test_agent_config_file_key(void **state)
     assert_null(strstr(out, a.public_key));
     assert_non_null(strstr(out, "REDACTED"));
     free(out);
-    const char *show_full[] = {"config", "show", "--level", "full", "--configuration-file-path", path,
-                               NULL};
+    const char *show_full[] = {"config", "show", "--level", "full", "--configuration-file-path",
+                               path,     NULL};
     assert_int_equal(agent_test_run_dotmon(env, show_full, NULL, &out, NULL), 0);
     assert_non_null(strstr(out, a.public_key));
     free(out);
@@ -187,7 +189,8 @@ static void test_agent_config_invalid_key_refuses_to_start(void **state)
     assert_non_null(strstr(err, "PublicKey"));
     free(err);
 
-    const char *only_subject[] = {"DotnetMonitor_Authentication__MonitorApiKey__Subject=someone", NULL};
+    const char *only_subject[] = {"DotnetMonitor_Authentication__MonitorApiKey__Subject=someone",
+                                  NULL};
     code = agent_test_run_dotmon(env, args, only_subject, NULL, &err);
     assert_int_equal(code, 1);
     assert_non_null(strstr(err, "Subject and PublicKey"));
@@ -206,7 +209,8 @@ static void test_agent_config_cli_errors_exit_2(void **state)
     assert_int_equal(agent_test_run_dotmon(env, badval, NULL, NULL, &err), 2);
     assert_non_null(strstr(err, "forever"));
     free(err);
-    const char *badjson[] = {"collect", "--configuration-file-path", "/nonexistent/dotmon.json", NULL};
+    const char *badjson[] = {"collect", "--configuration-file-path", "/nonexistent/dotmon.json",
+                             NULL};
     assert_int_equal(agent_test_run_dotmon(env, badjson, NULL, NULL, &err), 2);
     assert_non_null(strstr(err, "/nonexistent/dotmon.json"));
     free(err);
@@ -226,8 +230,10 @@ static void test_agent_config_default_process_filter(void **state)
     struct test_app *a1 = agent_test_start_app(env);
     struct test_app *a2 = agent_test_start_app(env);
     char filt[128];
-    snprintf(filt, sizeof(filt), "DotnetMonitor_DefaultProcess__Filters__0__CommandLine=%s", a2->marker);
-    const char *envv[] = {filt, "DotnetMonitor_DefaultProcess__Filters__0__MatchType=Contains", NULL};
+    snprintf(filt, sizeof(filt), "DotnetMonitor_DefaultProcess__Filters__0__CommandLine=%s",
+             a2->marker);
+    const char *envv[] = {filt, "DotnetMonitor_DefaultProcess__Filters__0__MatchType=Contains",
+                          NULL};
     /* Shorthand form (the child names the key) with MatchType Contains on the command line. */
     const char *args[] = {"--no-auth", NULL};
     struct dotmon *dm = NULL;
@@ -247,8 +253,8 @@ static void test_agent_config_default_process_filter(void **state)
     /* An invalid filter refuses to start. */
     const char *bad[] = {"DotnetMonitor_DefaultProcess__Filters__0__Key=Color",
                          "DotnetMonitor_DefaultProcess__Filters__0__Value=red", NULL};
-    const char *cargs[] = {"collect", "--no-auth", "--urls", "http://127.0.0.1:0", "--metrics", "false",
-                           NULL};
+    const char *cargs[] = {"collect",   "--no-auth", "--urls", "http://127.0.0.1:0",
+                           "--metrics", "false",     NULL};
     char *err = NULL;
     assert_int_equal(agent_test_run_dotmon(env, cargs, bad, NULL, &err), 1);
     assert_non_null(strstr(err, "Color"));

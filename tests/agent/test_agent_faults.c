@@ -39,13 +39,12 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "agent_test_util.h"
 #include "err.h"
 #include "fake_runtime.h"
 #include "fake_thread.h"
 #include "nettrace.h"
+#include "timebound.h"
 
 #define WATCHDOG_S 900
 /*
@@ -187,8 +186,8 @@ static void *req_main(void *arg)
 {
     struct req_thread *t = arg;
     double t0 = testenv_now_ms();
-    t->rc = httpc_fetch(t->port, t->method, t->target, NULL, NULL, 0, testenv_timeout(60000),
-                        &t->resp);
+    t->rc =
+        httpc_fetch(t->port, t->method, t->target, NULL, NULL, 0, testenv_timeout(60000), &t->resp);
     t->ms = testenv_now_ms() - t0;
     atomic_store(&t->done, 1);
     return NULL;
@@ -329,12 +328,12 @@ static const char *kind_name(enum fake_fault_kind k)
 /* The expected answer to the one request that hits the fault. */
 struct expect {
     enum fake_fault_kind kind;
-    uint16_t size;     /* OVERSIZED size field (0: 0xFFFF) */
-    int status;        /* 502 or 504 */
-    int min_ms;        /* answer not before (a timeout must not fire early) */
-    int max_ms;        /* answer within (unscaled; scaled by testenv_timeout) */
-    int held_fds;      /* descriptors dotmon may keep afterwards by design */
-    int fd_settle_ms;  /* how long the fd count may take to come back */
+    uint16_t size;    /* OVERSIZED size field (0: 0xFFFF) */
+    int status;       /* 502 or 504 */
+    int min_ms;       /* answer not before (a timeout must not fire early) */
+    int max_ms;       /* answer within (unscaled; scaled by testenv_timeout) */
+    int held_fds;     /* descriptors dotmon may keep afterwards by design */
+    int fd_settle_ms; /* how long the fd count may take to come back */
 };
 
 static void print_case(const char *cmd, const struct expect *e, const struct req_thread *t,
@@ -357,8 +356,8 @@ static void check_answer(const struct expect *e, struct req_thread *t)
     assert_int_equal(t->rc, 0);
     agent_test_assert_problem(&t->resp, e->status);
     if (t->ms < e->min_ms || t->ms > testenv_timeout(e->max_ms)) {
-        fprintf(stderr, "%s %s: answered after %.0f ms, expected %d..%d ms\n", t->method,
-                t->target, t->ms, e->min_ms, testenv_timeout(e->max_ms));
+        fprintf(stderr, "%s %s: answered after %.0f ms, expected %d..%d ms\n", t->method, t->target,
+                t->ms, e->min_ms, testenv_timeout(e->max_ms));
     }
     assert_true(t->ms >= e->min_ms);
     assert_true(t->ms <= testenv_timeout(e->max_ms));
@@ -396,15 +395,12 @@ static const char *op_error_code(const cJSON *op)
  * the descriptors.
  */
 static int run_simple_case(struct world *w, const char *cmd, uint8_t set, uint8_t id,
-                            const struct expect *e, const char *path, const char *suffix)
+                           const struct expect *e, const char *path, const char *suffix)
 {
     int fds0 = agent_test_fd_baseline(w->dpid);
     struct fake_snapshot before = fake_snap(w->ft);
-    struct fake_fault fault = {.kind = e->kind,
-                               .command_set = set,
-                               .command_id = id,
-                               .size = e->size,
-                               .drip_ms = 1000};
+    struct fake_fault fault = {
+        .kind = e->kind, .command_set = set, .command_id = id, .size = e->size, .drip_ms = 1000};
     fake_set_fault(w->ft, &fault);
     memset(&w->procs, 0, sizeof(w->procs));
     memset(&w->env_lat, 0, sizeof(w->env_lat));
@@ -423,7 +419,8 @@ static int run_simple_case(struct world *w, const char *cmd, uint8_t set, uint8_
     return fds0;
 }
 
-/* ---- ProcessEnvironment (/env) ---------------------------------------------------------------- */
+/* ---- ProcessEnvironment (/env) ----------------------------------------------------------------
+ */
 
 static void test_faults_env(void **state)
 {
@@ -452,7 +449,8 @@ static void test_faults_env(void **state)
     world_stop(&w);
 }
 
-/* ---- GenerateCoreDump (/dump) ------------------------------------------------------------------ */
+/* ---- GenerateCoreDump (/dump) ------------------------------------------------------------------
+ */
 
 static void test_faults_dump(void **state)
 {
@@ -500,7 +498,8 @@ static void test_faults_dump(void **state)
     world_stop(&w);
 }
 
-/* ---- CollectTracing (/trace start) -------------------------------------------------------------- */
+/* ---- CollectTracing (/trace start) --------------------------------------------------------------
+ */
 
 static void test_faults_collect(void **state)
 {
@@ -541,7 +540,8 @@ static void test_faults_collect(void **state)
     world_stop(&w);
 }
 
-/* ---- the trace stream dropped in the middle ------------------------------------------------------ */
+/* ---- the trace stream dropped in the middle
+ * ------------------------------------------------------ */
 
 static enum nettrace_verdict verdict_of(const struct httpc_resp *r)
 {
@@ -599,7 +599,8 @@ static void test_faults_mid_stream(void **state)
     world_stop(&w);
 }
 
-/* ---- StopTracing ---------------------------------------------------------------------------------- */
+/* ---- StopTracing
+ * ---------------------------------------------------------------------------------- */
 
 static void test_faults_stop(void **state)
 {
@@ -691,7 +692,8 @@ static void test_faults_stop(void **state)
     world_stop(&w);
 }
 
-/* ---- ProcessInfo: the discovery probe, then liveness checks behind /process ---------------------- */
+/* ---- ProcessInfo: the discovery probe, then liveness checks behind /process
+ * ---------------------- */
 
 static bool fake_listed(struct world *w, uint64_t key)
 {

@@ -22,7 +22,11 @@
  * depend on the machine and on whatever else runs on it. Under ASan only the pass/fail
  * properties matter (no request rate is asserted anywhere).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -32,10 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <arpa/inet.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,9 +46,9 @@
 #include "err.h"
 #include "nettrace.h"
 
-#define WATCHDOG_S 1100
-#define RSS_GROWTH_KB 512
-#define IDLE_CONNS 1000
+#define WATCHDOG_S       1100
+#define RSS_GROWTH_KB    512
+#define IDLE_CONNS       1000
 #define HEADER_TIMEOUT_S 3
 #define PRESSURE_HEAD_S  2   /* the head timeout above 3/4 of the connection limit */
 #define EARLY_CONNS      700 /* opened well below 3/4 of the default limit (1024) */
@@ -109,7 +109,8 @@ static long nofile_soft(pid_t pid)
     return soft;
 }
 
-/* ---- 1. wrk on /processes ---------------------------------------------------------------------- */
+/* ---- 1. wrk on /processes ----------------------------------------------------------------------
+ */
 
 /* The number after `key` in text, or -1 when key is absent. */
 static double number_after(const char *text, const char *key)
@@ -134,13 +135,14 @@ static void test_load_wrk_processes(void **state)
 
     char url[64];
     snprintf(url, sizeof(url), "http://127.0.0.1:%u/processes", (unsigned)dm->port);
-    const char *wrk_argv[] = {"wrk", "-c", "64", "-t", "2", "-d", "30s", "--latency",
-                              "-H", dm->auth_header, url, NULL};
+    const char *wrk_argv[] = {
+        "wrk", "-c", "64", "-t", "2", "-d", "30s", "--latency", "-H", dm->auth_header, url, NULL};
     struct proc_opts po = {.argv = wrk_argv, .label = "wrk", .stdin_null = true};
     struct proc *wrk = NULL;
     int rc = proc_spawn(&po, &wrk);
     if (rc != 0) {
-        fprintf(stderr, "cannot run wrk (%s): install the Debian package wrk\n", agent_strerror(rc));
+        fprintf(stderr, "cannot run wrk (%s): install the Debian package wrk\n",
+                agent_strerror(rc));
     }
     assert_int_equal(rc, 0);
     long rss[64];
@@ -184,7 +186,8 @@ static void test_load_wrk_processes(void **state)
     for (size_t i = 0; i < n; i++) {
         fprintf(stderr, " %ld", rss[i]);
     }
-    fprintf(stderr, "\nRSS first 10 s max %ld, last 10 s max %ld (min %ld, max %ld); bound +%d KiB\n",
+    fprintf(stderr,
+            "\nRSS first 10 s max %ld, last 10 s max %ld (min %ld, max %ld); bound +%d KiB\n",
             first_max, last_max, lo, hi, RSS_GROWTH_KB);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     assert_true(rps > 0);
@@ -204,7 +207,8 @@ static void test_load_wrk_processes(void **state)
     agent_test_stop_dotmon_clean(dm);
 }
 
-/* ---- 2. 1000 idle connections and the header timeout ------------------------------------------ */
+/* ---- 2. 1000 idle connections and the header timeout ------------------------------------------
+ */
 
 static int connect_nb(uint16_t port)
 {
@@ -369,7 +373,8 @@ static void test_load_idle_flood(void **state)
     agent_test_stop_dotmon_clean(dm);
 }
 
-/* ---- 3. the connection limit ------------------------------------------------------------------- */
+/* ---- 3. the connection limit -------------------------------------------------------------------
+ */
 
 #define LIMIT_N 16
 #define BUSY_N  3 /* RequestLimits:Trace:MaxConcurrency's default */

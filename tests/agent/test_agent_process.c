@@ -18,10 +18,9 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "agent_test_util.h"
 #include "proc.h"
+#include "timebound.h"
 
 #define LIST_MS 5000 /* how long a new process may take to show up */
 

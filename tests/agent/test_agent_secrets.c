@@ -32,7 +32,8 @@ static int status_with(struct dotmon *dm, const char *auth_line)
 {
     const char *headers[] = {auth_line, NULL};
     struct httpc_resp r;
-    int rc = httpc_get(dm->port, "/processes", auth_line ? headers : NULL, testenv_timeout(10000), &r);
+    int rc =
+        httpc_get(dm->port, "/processes", auth_line ? headers : NULL, testenv_timeout(10000), &r);
     assert_int_equal(rc, 0);
     int status = r.status;
     if (status >= 400) {
@@ -122,8 +123,8 @@ static void test_agent_secrets_key_rotation(void **state)
      * same folder changes every 50 ms: it must neither hold the reload back nor trigger one.
      */
     const char *busy_argv[] = {"sh", "-c", "while :; do date > busy.txt; sleep 0.05; done", NULL};
-    struct proc_opts busy_opts = {.argv = busy_argv, .cwd = env->dir, .label = "busy-writer",
-                                  .stdin_null = true};
+    struct proc_opts busy_opts = {
+        .argv = busy_argv, .cwd = env->dir, .label = "busy-writer", .stdin_null = true};
     struct proc *busy = NULL;
     assert_int_equal(proc_spawn(&busy_opts, &busy), 0);
     testenv_sleep_ms(300);
@@ -150,7 +151,8 @@ static void test_agent_secrets_key_rotation(void **state)
 
     /* 4. A parsed file with an invalid key: every request refused until it is fixed. */
     snprintf(text, sizeof(text),
-             "{\"Authentication\":{\"MonitorApiKey\":{\"Subject\":\"%s\",\"PublicKey\":\"bm90IGEga2V5\"}}}",
+             "{\"Authentication\":{\"MonitorApiKey\":{\"Subject\":\"%s\",\"PublicKey\":"
+             "\"bm90IGEga2V5\"}}}",
              a.subject);
     replace_file(path, text);
     wait_status(dm, a.header, 401);
@@ -424,7 +426,8 @@ static void test_agent_secrets_dump_file_is_0600(void **state)
     }
     close(fd);
     assert_true(seen);
-    fprintf(stderr, "dump file mode %04o while written; %zu bytes streamed\n", (unsigned)mode, total);
+    fprintf(stderr, "dump file mode %04o while written; %zu bytes streamed\n", (unsigned)mode,
+            total);
     assert_int_equal(mode, 0600);
     assert_true(total > 1000000);
     agent_test_stop_dotmon_clean(dm);
@@ -437,8 +440,8 @@ int main(void)
                                         agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_secrets_kubernetes_symlink_swap,
                                         agent_test_setup, agent_test_teardown),
-        cmocka_unit_test_setup_teardown(test_agent_secrets_key_per_file_rotation,
-                                        agent_test_setup, agent_test_teardown),
+        cmocka_unit_test_setup_teardown(test_agent_secrets_key_per_file_rotation, agent_test_setup,
+                                        agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_secrets_no_token_in_logs, agent_test_setup,
                                         agent_test_teardown),
         cmocka_unit_test_setup_teardown(test_agent_secrets_dump_file_is_0600, agent_test_setup,

@@ -15,6 +15,7 @@
  *  - the clear-text bearer-token warning: once for a non-loopback http URL with auth, never for
  *    loopback only.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -414,8 +414,7 @@ static void test_agent_tls_mixed_listeners(void **state)
     assert_int_equal(testenv_start_dotmon(env, args, envv, &dm), 0);
     struct listen_find lf = {.prefix = "http://127.0.0.1:", .port = 0};
     proc_rewind(dm->proc, PROC_STDERR);
-    assert_int_equal(proc_wait_line_match(dm->proc, PROC_STDERR, match_listen, &lf, 5000, NULL),
-                     0);
+    assert_int_equal(proc_wait_line_match(dm->proc, PROC_STDERR, match_listen, &lf, 5000, NULL), 0);
     int tls_port = dm->port, plain_port = lf.port;
     assert_true(tls_port != plain_port);
 
@@ -447,7 +446,10 @@ static void test_agent_tls_mixed_listeners(void **state)
         unsigned char h[18];
         assert_int_equal(fread(h, 1, sizeof(h), f), sizeof(h));
         fclose(f);
-        assert_memory_equal(h, "\x7f" "ELF", 4);
+        assert_memory_equal(h,
+                            "\x7f"
+                            "ELF",
+                            4);
         assert_int_equal(h[16], 4); /* ET_CORE */
         assert_true(r.bytes > 1e6);
         fprintf(stderr, "dump over %s: %.1f MB in %.2f s (%.0f MB/s)\n", schemes[i], r.bytes / 1e6,
@@ -460,8 +462,8 @@ static void test_agent_tls_mixed_listeners(void **state)
 static void expect_refused(struct testenv *env, const char *const *envv, const char *setting,
                            const char *also)
 {
-    const char *args[] = {"collect", "--temp-apikey", "--metrics", "false", "--urls",
-                          "https://127.0.0.1:0", NULL};
+    const char *args[] = {"collect", "--temp-apikey",       "--metrics", "false",
+                          "--urls",  "https://127.0.0.1:0", NULL};
     char *err = NULL;
     int code = agent_test_run_dotmon(env, args, envv, NULL, &err);
     assert_non_null(err);

@@ -11,6 +11,8 @@
  *  - a fourth concurrent trace gets 429, DELETE ?stop=true gives valid files;
  *  - POST /trace with dotnet-monitor's body, and the 400s for bad requests.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -20,8 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -29,11 +29,10 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "agent_test_util.h"
 #include "err.h"
 #include "nettrace.h"
+#include "timebound.h"
 
 #define TRACE_HTTP_MS 180000
 
@@ -58,10 +57,11 @@ static void *trace_thread(void *arg)
     return NULL;
 }
 
-static void trace_begin(struct trace_req *t, struct dotmon *dm, const char *method, const char *body,
-                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void trace_begin(struct trace_req *t, struct dotmon *dm, const char *method, const char *body,
-                        const char *fmt, ...)
+static void trace_begin(struct trace_req *t, struct dotmon *dm, const char *method,
+                        const char *body, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void trace_begin(struct trace_req *t, struct dotmon *dm, const char *method,
+                        const char *body, const char *fmt, ...)
 {
     memset(t, 0, sizeof(*t));
     t->port = dm->port;
@@ -78,7 +78,8 @@ static void trace_join(struct trace_req *t)
 {
     pthread_join(t->th, NULL);
     if (t->rc != 0) {
-        fprintf(stderr, "%s %s: %s %s\n", t->method, t->target, agent_strerror(t->rc), t->resp.error);
+        fprintf(stderr, "%s %s: %s %s\n", t->method, t->target, agent_strerror(t->rc),
+                t->resp.error);
     }
     assert_int_equal(t->rc, 0);
 }
@@ -137,7 +138,8 @@ static void tracecheck(struct testenv *env, const char *path, const char *marker
     cJSON_Delete(j);
 }
 
-/* Checks body with the C checker, saves it as <dir>/<name>.nettrace and reads it with TraceEvent. */
+/* Checks body with the C checker, saves it as <dir>/<name>.nettrace and reads it with TraceEvent.
+ */
 static void check_trace(struct testenv *env, const char *name, const char *body, size_t len,
                         const char *marker, struct check_result *out)
 {
@@ -224,7 +226,13 @@ static void drive_app(struct test_app *app, int ms, const char *marker, int iter
     }
 }
 
-enum expect { EXPECT_NONE = 0, EXPECT_GC = 1, EXPECT_SAMPLES = 2, EXPECT_LOGS = 4, EXPECT_COUNTERS = 8 };
+enum expect {
+    EXPECT_NONE = 0,
+    EXPECT_GC = 1,
+    EXPECT_SAMPLES = 2,
+    EXPECT_LOGS = 4,
+    EXPECT_COUNTERS = 8
+};
 
 struct profile_case {
     const char *profile; /* NULL: no profile parameter (the default list) */
@@ -268,7 +276,8 @@ static void test_agent_trace_every_profile(void **state)
                 trace_begin(&reqs[k], dm, "GET", NULL, "/trace?pid=%d&profile=%s&durationSeconds=5",
                             (int)app->pid, c->profile);
             } else {
-                trace_begin(&reqs[k], dm, "GET", NULL, "/trace?pid=%d&durationSeconds=5", (int)app->pid);
+                trace_begin(&reqs[k], dm, "GET", NULL, "/trace?pid=%d&durationSeconds=5",
+                            (int)app->pid);
             }
         }
         drive_app(app, 5500, app->marker, (int)base);
@@ -281,14 +290,14 @@ static void test_agent_trace_every_profile(void **state)
             snprintf(name, sizeof(name), "profile-%zu", base + k);
             check_trace(env, name, reqs[k].resp.body, reqs[k].resp.body_len, app->marker, &cr);
             fprintf(stderr,
-                    "profile %-28s %8zu bytes %6llu events gc %llu/%llu (%llu pairs) samples %llu counters %llu "
+                    "profile %-28s %8zu bytes %6llu events gc %llu/%llu (%llu pairs) samples %llu "
+                    "counters %llu "
                     "log hits %llu (TraceEvent: %lld events, %lld hits)\n",
                     c->profile ? c->profile : "(default)", reqs[k].resp.body_len,
                     (unsigned long long)cr.events, (unsigned long long)cr.gc_start,
                     (unsigned long long)cr.gc_end, (unsigned long long)cr.gc_pairs,
-                    (unsigned long long)cr.samples,
-                    (unsigned long long)cr.runtime_counters, (unsigned long long)cr.marker_hits,
-                    cr.te_events, cr.te_found);
+                    (unsigned long long)cr.samples, (unsigned long long)cr.runtime_counters,
+                    (unsigned long long)cr.marker_hits, cr.te_events, cr.te_found);
             assert_int_equal(cr.verdict, NETTRACE_COMPLETE);
             assert_true(cr.events > 0);
             if (c->expect & EXPECT_GC) {
@@ -467,7 +476,8 @@ static void test_agent_trace_idle_client_disconnect(void **state)
     struct test_app *app = NULL;
     struct dotmon *dm = start_app_and_dotmon(env, &app);
 
-    static const char body[] = "{\"Providers\":[{\"Name\":\"Dotmon-Test-Silent\"}],\"RequestRundown\":false}";
+    static const char body[] =
+        "{\"Providers\":[{\"Name\":\"Dotmon-Test-Silent\"}],\"RequestRundown\":false}";
     int fd = testenv_connect_port(dm->port);
     assert_true(fd >= 0);
     char req[512];
@@ -485,7 +495,8 @@ static void test_agent_trace_idle_client_disconnect(void **state)
         assert_true(testenv_now_ms() < end);
         testenv_sleep_ms(20);
     }
-    fprintf(stderr, "idle trace cancelled %.0f ms after the client hung up\n", testenv_now_ms() - t0);
+    fprintf(stderr, "idle trace cancelled %.0f ms after the client hung up\n",
+            testenv_now_ms() - t0);
     cJSON *ops = agent_test_get_json(dm, "/operations", 200);
     assert_int_equal(cJSON_GetArraySize(ops), 1);
     assert_string_equal(agent_test_str(cJSON_GetArrayItem(ops, 0), "status"), "Cancelled");
@@ -561,8 +572,8 @@ static void test_agent_trace_limit_and_graceful_stop(void **state)
 
     struct trace_req reqs[3];
     for (int k = 0; k < 3; k++) {
-        trace_begin(&reqs[k], dm, "GET", NULL, "/trace?pid=%d&profile=gc-verbose&durationSeconds=-1",
-                    (int)app->pid);
+        trace_begin(&reqs[k], dm, "GET", NULL,
+                    "/trace?pid=%d&profile=gc-verbose&durationSeconds=-1", (int)app->pid);
     }
     wait_running_traces(dm, 3);
     /* The fourth gets 429. */
@@ -584,7 +595,8 @@ static void test_agent_trace_limit_and_graceful_stop(void **state)
             continue;
         }
         assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "isStoppable")));
-        snprintf(target, sizeof(target), "/operations/%s?stop=true", agent_test_str(o, "operationId"));
+        snprintf(target, sizeof(target), "/operations/%s?stop=true",
+                 agent_test_str(o, "operationId"));
         assert_int_equal(testenv_dotmon_request(dm, "DELETE", target, NULL, 0, &r), 0);
         assert_int_equal(r.status, 202);
         httpc_resp_fini(&r);
@@ -648,10 +660,11 @@ static void test_agent_trace_post_and_bad_requests(void **state)
     struct dotmon *dm = start_app_and_dotmon(env, &app);
 
     struct trace_req t;
-    trace_begin(&t, dm, "POST",
-                "{\"Providers\":[{\"Name\":\"Microsoft-Windows-DotNETRuntime\",\"EventLevel\":"
-                "\"Informational\",\"Keywords\":\"0x1\"}],\"RequestRundown\":false,\"BufferSizeInMB\":32}",
-                "/trace?pid=%d&durationSeconds=3", (int)app->pid);
+    trace_begin(
+        &t, dm, "POST",
+        "{\"Providers\":[{\"Name\":\"Microsoft-Windows-DotNETRuntime\",\"EventLevel\":"
+        "\"Informational\",\"Keywords\":\"0x1\"}],\"RequestRundown\":false,\"BufferSizeInMB\":32}",
+        "/trace?pid=%d&durationSeconds=3", (int)app->pid);
     drive_app(app, 3000, app->marker, 0);
     trace_join(&t);
     assert_trace_response(&t.resp);
@@ -678,8 +691,8 @@ static void test_agent_trace_post_and_bad_requests(void **state)
     for (size_t i = 0; i < sizeof(bad_bodies) / sizeof(bad_bodies[0]); i++) {
         struct httpc_resp r;
         const char *json[] = {"Content-Type: application/json", NULL};
-        assert_int_equal(httpc_fetch(dm->port, "POST", target, json, bad_bodies[i], strlen(bad_bodies[i]),
-                                     testenv_timeout(10000), &r),
+        assert_int_equal(httpc_fetch(dm->port, "POST", target, json, bad_bodies[i],
+                                     strlen(bad_bodies[i]), testenv_timeout(10000), &r),
                          0);
         if (r.status != 400) {
             fprintf(stderr, "body %s → %d %s\n", bad_bodies[i], r.status, r.body);
@@ -688,11 +701,8 @@ static void test_agent_trace_post_and_bad_requests(void **state)
         httpc_resp_fini(&r);
     }
     static const char *const bad_queries[] = {
-        "&profile=bogus",
-        "&durationSeconds=abc",
-        "&durationSeconds=-2",
-        "&egressProvider=blob",
-        "&profile=Cpu,,Http",
+        "&profile=bogus",       "&durationSeconds=abc", "&durationSeconds=-2",
+        "&egressProvider=blob", "&profile=Cpu,,Http",
     };
     for (size_t i = 0; i < sizeof(bad_queries) / sizeof(bad_queries[0]); i++) {
         char tgt[128];

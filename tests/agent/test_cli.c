@@ -22,9 +22,9 @@ static void test_cli_collect_options(void **state)
     (void)state;
     struct cli_options o;
     char err[256];
-    const char **v = ARGV("collect", "--urls", "http://127.0.0.1:1", "-u", "http://[::1]:2", "--metricUrls=http://x:3",
-                    "--no-auth", "--diagnostic-port", "/d/s.sock", "--configuration-file-path", "/c.json",
-                    "--metrics", "false");
+    const char **v = ARGV("collect", "--urls", "http://127.0.0.1:1", "-u", "http://[::1]:2",
+                          "--metricUrls=http://x:3", "--no-auth", "--diagnostic-port", "/d/s.sock",
+                          "--configuration-file-path", "/c.json", "--metrics", "false");
     assert_int_equal(parse(14, v, &o, err), 0);
     assert_int_equal(o.command, CLI_COLLECT);
     assert_int_equal(o.nurls, 2);

@@ -182,9 +182,10 @@ static void test_config_json_flattens_like_dotnet(void **state)
     struct config c;
     config_init(&c);
     char err[256];
-    const char *json = "{\"Authentication\":{\"MonitorApiKey\":{\"Subject\":\"abc\",\"PublicKey\":\"k\"}},"
-                       "\"DefaultProcess\":{\"Filters\":[{\"Key\":\"ProcessId\",\"Value\":1},"
-                       "{\"ProcessName\":\"app\"}]},\"Metrics\":{\"Enabled\":false},\"N\":null}";
+    const char *json =
+        "{\"Authentication\":{\"MonitorApiKey\":{\"Subject\":\"abc\",\"PublicKey\":\"k\"}},"
+        "\"DefaultProcess\":{\"Filters\":[{\"Key\":\"ProcessId\",\"Value\":1},"
+        "{\"ProcessName\":\"app\"}]},\"Metrics\":{\"Enabled\":false},\"N\":null}";
     assert_int_equal(config_load_json(&c, json, strlen(json), "file", err, sizeof(err)), 0);
     assert_string_equal(config_get(&c, "authentication:monitorapikey:subject"), "abc");
     assert_string_equal(config_get(&c, "DefaultProcess:Filters:0:Value"), "1");
@@ -204,9 +205,13 @@ static void test_config_env_overrides_file(void **state)
     char err[256];
     const char *json = "{\"Authentication\":{\"MonitorApiKey\":{\"Subject\":\"from-file\"}}}";
     assert_int_equal(config_load_json(&c, json, strlen(json), "file", err, sizeof(err)), 0);
-    const char *env[] = {"PATH=/bin", "DotnetMonitor_Authentication__MonitorApiKey__Subject=from-env",
-                   "DOTNETMONITOR_Urls=http://+:1", "dotnetmonitor_Metrics__Enabled=true",
-                   "DotnetMonitor_=ignored", "OtherPrefix_X=1", NULL};
+    const char *env[] = {"PATH=/bin",
+                         "DotnetMonitor_Authentication__MonitorApiKey__Subject=from-env",
+                         "DOTNETMONITOR_Urls=http://+:1",
+                         "dotnetmonitor_Metrics__Enabled=true",
+                         "DotnetMonitor_=ignored",
+                         "OtherPrefix_X=1",
+                         NULL};
     assert_int_equal(config_load_env(&c, env), 0);
     assert_string_equal(config_get(&c, "Authentication:MonitorApiKey:Subject"), "from-env");
     assert_string_equal(config_get(&c, "Urls"), "http://+:1");

@@ -24,13 +24,12 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "buf.h"
 #include "err.h"
 #include "httpc.h"
 #include "proc.h"
 #include "testenv.h"
+#include "timebound.h"
 
 static struct proc *spawn_sh(const char *script, const char *const *env)
 {

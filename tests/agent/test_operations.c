@@ -19,11 +19,13 @@ static void test_operations_limit_per_kind(void **state)
     for (int i = 0; i < 3; i++) {
         assert_int_equal(op_registry_add(&r, OP_KIND_TRACE, 1, "u", "app", NULL, &ops[i]), 0);
     }
-    assert_int_equal(op_registry_add(&r, OP_KIND_TRACE, 1, "u", "app", NULL, &ops[3]), AGENT_E_TOOBIG);
+    assert_int_equal(op_registry_add(&r, OP_KIND_TRACE, 1, "u", "app", NULL, &ops[3]),
+                     AGENT_E_TOOBIG);
     /* Another kind has its own limit. */
     struct operation *d;
     assert_int_equal(op_registry_add(&r, OP_KIND_DUMP, 1, "u", "app", NULL, &d), 0);
-    assert_int_equal(op_registry_add(&r, OP_KIND_DUMP, 1, "u", "app", NULL, &ops[3]), AGENT_E_TOOBIG);
+    assert_int_equal(op_registry_add(&r, OP_KIND_DUMP, 1, "u", "app", NULL, &ops[3]),
+                     AGENT_E_TOOBIG);
     /* Finishing one frees a slot. */
     op_set_state(&r, ops[1], OP_RUNNING, NULL, NULL);
     op_set_state(&r, ops[1], OP_SUCCEEDED, NULL, NULL);

@@ -18,8 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <uv.h>
+
+#include <cmocka.h>
 
 #include "err.h"
 #include "spool.h"
@@ -28,9 +29,9 @@ struct fx {
     uv_loop_t loop;
     char dir[64];
     struct spool *s;
-    uint64_t out;      /* bytes popped so far */
-    bool bad;          /* a popped byte was not the expected one */
-    int status;        /* of the last pop */
+    uint64_t out; /* bytes popped so far */
+    bool bad;     /* a popped byte was not the expected one */
+    int status;   /* of the last pop */
     bool popped;
 };
 

@@ -26,8 +26,16 @@ static void test_num_parse(void **state)
     assert_true(v == 0xdeadbeefu);
     v = 7;
     /* Overflow, over max, and anything that is not a bare digit run: refused, *out untouched. */
-    const char *bad[] = {"18446744073709551616", "10000000000000000000000", "", "-1", "+1", " 1",
-                         "1 ", "0x10", "1a", "１"};
+    const char *bad[] = {"18446744073709551616",
+                         "10000000000000000000000",
+                         "",
+                         "-1",
+                         "+1",
+                         " 1",
+                         "1 ",
+                         "0x10",
+                         "1a",
+                         "１"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(num_parse_u64_str(bad[i], 10, UINT64_MAX, &v), AGENT_E_INVAL);
     }

@@ -6,6 +6,8 @@
  * directly. A verifier that builds is used once on a fixed ES256 token and a fixed RS256-shaped
  * token, then freed.
  */
+#include "fuzz.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,9 +16,6 @@
 #include "auth.h"
 #include "err.h"
 #include "fuzz_jws.h"
-#include "fuzz.h"
-
-
 
 static char *es256_token; /* "Bearer " + a token signed by the test key, for FUZZ_SUBJECT */
 
@@ -76,10 +75,11 @@ static void try_key(const char *key_b64, const char *subject, const char *issuer
         /* Only the test key itself can accept the test key's token. */
         CHECK(strcmp(subject, FUZZ_SUBJECT) == 0);
     }
-    (void)auth_verify(v,
-                      "Bearer eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ4In0."
-                      "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-                      FUZZ_NOW, &reason);
+    (void)auth_verify(
+        v,
+        "Bearer eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ4In0."
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        FUZZ_NOW, &reason);
     auth_verifier_free(v);
 }
 

@@ -10,6 +10,8 @@
  *      only run after a good signature (aud, iss, exp, nbf, sub) see mutated JSON too.
  * "Now" is the fixed FUZZ_NOW, so results do not depend on the clock.
  */
+#include "fuzz.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +19,6 @@
 #include "auth.h"
 #include "err.h"
 #include "fuzz_jws.h"
-#include "fuzz.h"
-
-
 
 static struct auth_verifier *verifier;
 static EVP_PKEY *key;

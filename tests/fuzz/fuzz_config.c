@@ -7,6 +7,8 @@
  * parsed as listen URLs. Map invariant checked: one entry per key (case-insensitive), each found
  * by config_get.
  */
+#include "fuzz.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,9 +18,6 @@
 #include "err.h"
 #include "http_proto.h"
 #include "log.h"
-#include "fuzz.h"
-
-
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -5,6 +5,8 @@
  * percent-decodes the path and looks up every query parameter the API reads, and also treats the
  * whole input as a bare query string and a bare path, so mutations reach the decoders directly.
  */
+#include "fuzz.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,14 +16,11 @@
 #include "err.h"
 #include "http_proto.h"
 #include "http_query.h"
-#include "fuzz.h"
-
-
 
 /* The query parameters dotmon's routes read (agent/api*.c). */
-static const char *const api_names[] = {"pid",           "uid",   "name",    "durationSeconds",
-                                        "profile",       "tags",  "type",    "egressProvider",
-                                        "stop",          NULL};
+static const char *const api_names[] = {"pid",     "uid",  "name", "durationSeconds",
+                                        "profile", "tags", "type", "egressProvider",
+                                        "stop",    NULL};
 
 static char *dup_n(const char *p, size_t n)
 {

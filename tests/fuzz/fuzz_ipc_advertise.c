@@ -4,15 +4,14 @@
  * message (PROTOCOL.md §1.5) it sends first on a listen-mode connection, and the name of the
  * socket it creates in $TMPDIR (§1.1), which discovery parses.
  */
+#include "fuzz.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ipc_cmd.h"
 #include "ipc_sockname.h"
-#include "fuzz.h"
-
-
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

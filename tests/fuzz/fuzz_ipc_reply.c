@@ -8,6 +8,8 @@
  * environment continuation, and every string found through the UTF-16 -> UTF-8 conversions,
  * checking the documented guarantees (lengths, valid UTF-8, round trip through the writer).
  */
+#include "fuzz.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +17,6 @@
 #include "err.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
-#include "fuzz.h"
-
-
 
 /*
  * Converts a string view into an exactly sized heap buffer (so ASan sees any overrun) and checks

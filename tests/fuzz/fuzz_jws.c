@@ -111,7 +111,8 @@ char *fuzz_jws_sign(EVP_PKEY *key, const void *hdr, size_t hdr_len, const void *
     memcpy(tok, h, hl);
     tok[hl] = '.';
     memcpy(tok + hl + 1, c, cl + 1);
-    if (sign_es256(key, tok, hl + 1 + cl, raw) != 0 || (s = fuzz_b64url(raw, sizeof(raw))) == NULL) {
+    if (sign_es256(key, tok, hl + 1 + cl, raw) != 0 ||
+        (s = fuzz_b64url(raw, sizeof(raw))) == NULL) {
         free(tok);
         tok = NULL;
         goto out;

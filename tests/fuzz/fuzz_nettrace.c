@@ -7,6 +7,8 @@
  * checker promises the same result for any chunking, so verdict, error, counters and the events
  * reported must agree. Then the query functions run on the finished checker.
  */
+#include "fuzz.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,9 +16,6 @@
 
 #include "err.h"
 #include "nettrace.h"
-#include "fuzz.h"
-
-
 
 /* What the event callback saw: a count and a digest of every field. */
 struct seen {

@@ -6,6 +6,8 @@
  * version from its minimum to 5 (trace_config.h promises the largest form fits in 64 KiB), and
  * the encoded message must decode as one whole IPC frame.
  */
+#include "fuzz.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +17,6 @@
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "trace_config.h"
-#include "fuzz.h"
-
-
 
 static uint8_t wire[IPC_MESSAGE_MAX + 1];
 

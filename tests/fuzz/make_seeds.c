@@ -163,7 +163,11 @@ static void ipc_seeds(void)
     ipc_wr_init(&c, cont, sizeof(cont));
     static const char *const env[] = {"PATH=/usr/bin:/bin",
                                       "DOTNET_DiagnosticPorts=/diag/dotnet-monitor.sock,nosuspend",
-                                      "NOVALUE", NULL, "EQ=a=b", "=leading", "UTF=\xe2\x82\xac"};
+                                      "NOVALUE",
+                                      NULL,
+                                      "EQ=a=b",
+                                      "=leading",
+                                      "UTF=\xe2\x82\xac"};
     check(ipc_wr_u32(&c, sizeof(env) / sizeof(env[0])), "env count");
     for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
         check(ipc_wr_string(&c, env[i]), "env entry");
@@ -227,8 +231,10 @@ static void request_seeds(void)
         "\"keywords\":\"12\",\"arguments\":{\"FilterSpecs\":\"UseAppFilters\","
         "\"Key;With=Sep\":\"v;=\"}}],\"requestRundown\":false,\"bufferSizeInMB\":\"256\"}",
         "{\"Providers\":[{\"Name\":\"System.Runtime\",\"Arguments\":{\"EventCounterIntervalSec\":"
-        "\"1\"}},{\"Name\":\"Microsoft-DotNETCore-SampleProfiler\",\"EventLevel\":\"informational\","
-        "\"Keywords\":-1},{\"Name\":\"X\",\"Keywords\":\"-9223372036854775808\",\"Arguments\":null}]}",
+        "\"1\"}},{\"Name\":\"Microsoft-DotNETCore-SampleProfiler\",\"EventLevel\":"
+        "\"informational\","
+        "\"Keywords\":-1},{\"Name\":\"X\",\"Keywords\":\"-9223372036854775808\",\"Arguments\":null}"
+        "]}",
         "{\"Providers\":[{\"Name\":\"\\u00e9v\\u00e9nement\",\"Keywords\":9007199254740992}],"
         "\"Unknown\":[1,2,{\"a\":null}]}",
         "{\"Providers\":[{\"Name\":\"A\"}],\"Providers\":[]}",
@@ -285,27 +291,29 @@ static void http_parse_seeds(void)
 
 static void config_seeds(void)
 {
-    put_str("fuzz_config", "settings",
-            "{\n  \"Urls\": \"http://localhost:52323;http://[::1]:52324/\",\n"
-            "  \"Metrics\": {\"Endpoints\": \"http://+:52325\", \"Enabled\": true},\n"
-            "  \"Authentication\": {\"MonitorApiKey\": {\"Subject\": \"" FUZZ_SUBJECT "\",\n"
-            "    \"PublicKey\": \"eyJrdHkiOiJFQyJ9\", \"Issuer\": null}},\n"
-            "  \"DefaultProcess\": {\"Filters\": [{\"Key\": \"ProcessName\", \"Value\": \"app\","
-            " \"MatchType\": \"Exact\"}, {\"ProcessId\": 4242}]},\n"
-            "  \"Logging\": {\"LogLevel\": {\"Default\": \"Warning\"}},\n"
-            "  \"GlobalCounter\": {\"IntervalSeconds\": 5},\n"
-            "  \"RequestLimits\": {\"Trace\": {\"MaxConcurrency\": 3}, \"Dump\": {\"MaxConcurrency\":"
-            " 1}},\n"
-            "  \"Storage\": {\"DefaultSharedPath\": \"/diag\", \"DumpTempFolder\": \"/diag/dumps\"},\n"
-            "  \"Dump\": {\"TimeoutSeconds\": 300},\n"
-            "  \"Operations\": {\"MaxHistory\": 100},\n"
-            "  \"DiagnosticPort\": {\"ConnectionMode\": \"Listen\", \"EndpointName\":"
-            " \"/diag/dotnet-monitor.sock\", \"MaxConnections\": 64, \"SocketMode\": \"0660\"},\n"
-            "  \"Egress\": {\"FileSystem\": {\"x\": {\"DirectoryPath\": \"/tmp\"}}}\n}\n");
-    put_str("fuzz_config", "numbers",
-            "{\"a\":1e300,\"b\":-0.0,\"c\":12345678901234567890,\"d\":1.5,\"DiagnosticPort\":\"/x\","
-            "\"Dump\":{\"TimeoutSeconds\":\"18446744073709551615\"},\"Urls\":\"https://h:1\","
-            "\"e\":[[[]]],\"f\":{}}");
+    put_str(
+        "fuzz_config", "settings",
+        "{\n  \"Urls\": \"http://localhost:52323;http://[::1]:52324/\",\n"
+        "  \"Metrics\": {\"Endpoints\": \"http://+:52325\", \"Enabled\": true},\n"
+        "  \"Authentication\": {\"MonitorApiKey\": {\"Subject\": \"" FUZZ_SUBJECT "\",\n"
+        "    \"PublicKey\": \"eyJrdHkiOiJFQyJ9\", \"Issuer\": null}},\n"
+        "  \"DefaultProcess\": {\"Filters\": [{\"Key\": \"ProcessName\", \"Value\": \"app\","
+        " \"MatchType\": \"Exact\"}, {\"ProcessId\": 4242}]},\n"
+        "  \"Logging\": {\"LogLevel\": {\"Default\": \"Warning\"}},\n"
+        "  \"GlobalCounter\": {\"IntervalSeconds\": 5},\n"
+        "  \"RequestLimits\": {\"Trace\": {\"MaxConcurrency\": 3}, \"Dump\": {\"MaxConcurrency\":"
+        " 1}},\n"
+        "  \"Storage\": {\"DefaultSharedPath\": \"/diag\", \"DumpTempFolder\": \"/diag/dumps\"},\n"
+        "  \"Dump\": {\"TimeoutSeconds\": 300},\n"
+        "  \"Operations\": {\"MaxHistory\": 100},\n"
+        "  \"DiagnosticPort\": {\"ConnectionMode\": \"Listen\", \"EndpointName\":"
+        " \"/diag/dotnet-monitor.sock\", \"MaxConnections\": 64, \"SocketMode\": \"0660\"},\n"
+        "  \"Egress\": {\"FileSystem\": {\"x\": {\"DirectoryPath\": \"/tmp\"}}}\n}\n");
+    put_str(
+        "fuzz_config", "numbers",
+        "{\"a\":1e300,\"b\":-0.0,\"c\":12345678901234567890,\"d\":1.5,\"DiagnosticPort\":\"/x\","
+        "\"Dump\":{\"TimeoutSeconds\":\"18446744073709551615\"},\"Urls\":\"https://h:1\","
+        "\"e\":[[[]]],\"f\":{}}");
     static const char env[] =
         "PATH=/usr/bin\0"
         "DotnetMonitor_Urls=http://+:52323\0"
@@ -337,7 +345,8 @@ struct token_case {
 static const struct token_case token_cases[] = {
     {"ok", std_hdr, CLAIMS(AUD, "\"1795400000\"", AUTH_DEFAULT_ISSUER, FUZZ_SUBJECT)},
     {"ok-numeric-exp-aud-array", "{\"alg\":\"ES256\",\"typ\":\"application/jwt\"}",
-     "{\"aud\":[\"x\"," AUD "],\"exp\":1795400000.5,\"nbf\":1795200000,\"iss\":\"" AUTH_DEFAULT_ISSUER
+     "{\"aud\":[\"x\"," AUD
+     "],\"exp\":1795400000.5,\"nbf\":1795200000,\"iss\":\"" AUTH_DEFAULT_ISSUER
      "\",\"sub\":\"" FUZZ_SUBJECT "\",\"iat\":1}"},
     {"expired", std_hdr, CLAIMS(AUD, "1795299000", AUTH_DEFAULT_ISSUER, FUZZ_SUBJECT)},
     {"not-yet-valid", std_hdr,
@@ -348,11 +357,12 @@ static const struct token_case token_cases[] = {
     {"wrong-audience", std_hdr,
      CLAIMS("\"https://example.com\"", "\"1795400000\"", AUTH_DEFAULT_ISSUER, FUZZ_SUBJECT)},
     {"duplicate-sub", std_hdr,
-     "{\"aud\":" AUD ",\"exp\":\"1795400000\",\"iss\":\"" AUTH_DEFAULT_ISSUER "\",\"sub\":\"" FUZZ_SUBJECT
-     "\",\"sub\":\"x\"}"},
+     "{\"aud\":" AUD ",\"exp\":\"1795400000\",\"iss\":\"" AUTH_DEFAULT_ISSUER
+     "\",\"sub\":\"" FUZZ_SUBJECT "\",\"sub\":\"x\"}"},
     {"crit", "{\"alg\":\"ES256\",\"crit\":[\"b64\"],\"b64\":false}",
      CLAIMS(AUD, "\"1795400000\"", AUTH_DEFAULT_ISSUER, FUZZ_SUBJECT)},
-    {"alg-none", "{\"alg\":\"none\"}", CLAIMS(AUD, "\"1795400000\"", AUTH_DEFAULT_ISSUER, FUZZ_SUBJECT)},
+    {"alg-none", "{\"alg\":\"none\"}",
+     CLAIMS(AUD, "\"1795400000\"", AUTH_DEFAULT_ISSUER, FUZZ_SUBJECT)},
     {"alg-es384", "{\"alg\":\"ES384\",\"typ\":\"JWT\"}",
      CLAIMS(AUD, "\"1795400000\"", AUTH_DEFAULT_ISSUER, FUZZ_SUBJECT)},
 };
@@ -584,10 +594,11 @@ static void auth_jwk_seeds(void)
     }
     free(pub);
     EVP_PKEY_free(rsa);
-    put_jwk("not-on-curve",
-            "{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\","
-            "\"y\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAE\"}",
-            "sub", NULL);
+    put_jwk(
+        "not-on-curve",
+        "{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\","
+        "\"y\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAE\"}",
+        "sub", NULL);
     put_jwk("oct", "{\"kty\":\"oct\",\"k\":\"c2VjcmV0\"}", "sub", NULL);
 }
 

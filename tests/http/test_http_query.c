@@ -238,26 +238,11 @@ static void test_http_proto_listen_url(void **state)
     assert_int_equal(http__parse_listen_url("HTTPS://[::1]", &u), 0);
     assert_true(u.tls);
     assert_int_equal(u.port, 443);
-    const char *bad[] = {"https://",
-                         "httpx://h:1",
-                         "https:/h:1",
-                         "localhost:1",
-                         "http://",
-                         "http://:80",
-                         "http://h:",
-                         "http://h:65536",
-                         "http://h:-1",
-                         "http://h:1/x",
-                         "http://[::1",
-                         "http://[::1]x",
-                         "http://[]:1",
-                         "http://[zz]:1",
-                         "http://a b:1",
-                         "http://u@h:1",
-                         "http://h:1a",
-                         "http://999.1.1.1:1",
-                         "http://1.2.3:1",
-                         NULL};
+    const char *bad[] = {"https://",    "httpx://h:1",        "https:/h:1",     "localhost:1",
+                         "http://",     "http://:80",         "http://h:",      "http://h:65536",
+                         "http://h:-1", "http://h:1/x",       "http://[::1",    "http://[::1]x",
+                         "http://[]:1", "http://[zz]:1",      "http://a b:1",   "http://u@h:1",
+                         "http://h:1a", "http://999.1.1.1:1", "http://1.2.3:1", NULL};
     for (size_t i = 0; bad[i] != NULL; i++) {
         u.port = 4242;
         if (http__parse_listen_url(bad[i], &u) != AGENT_E_INVAL) {

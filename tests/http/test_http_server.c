@@ -11,14 +11,13 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "buf.h"
 #include "err.h"
 #include "http_server.h"
 #include "http_test_client.h"
 #include "http_test_fixture.h"
 #include "log.h"
+#include "timebound.h"
 
 /*
  * HTTP server behaviour over real loopback sockets: each test runs the server on a private loop

@@ -9,12 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+
+#include <cmocka.h>
 
 #include "buf.h"
 #include "err.h"
@@ -33,12 +33,12 @@
  */
 
 #define WATCHDOG_MS 30000
-#define IO_MS 5000
+#define IO_MS       5000
 
 #define STREAM_CHUNK ((size_t)64 * 1024)
 #define STREAM_TOTAL ((size_t)32 * 1024 * 1024)
-#define STREAM_HIGH ((size_t)1024 * 1024)
-#define STREAM_LOW ((size_t)128 * 1024)
+#define STREAM_HIGH  ((size_t)1024 * 1024)
+#define STREAM_LOW   ((size_t)128 * 1024)
 
 static char dir[64];
 static char rsa_cert[128], rsa_key[128], ec_cert[128], ec_key[128], enc_key[128], enc_cert[128],
@@ -367,8 +367,8 @@ static bool tls_connect(struct hfx *fx, struct tc_conn *c, SSL_CTX *ctx)
         return false;
     }
     char why[160];
-    if (tc_tls_handshake(c, ctx, alpn_h2_h11, sizeof(alpn_h2_h11) - 1, IO_MS, why,
-                         sizeof(why)) != 0) {
+    if (tc_tls_handshake(c, ctx, alpn_h2_h11, sizeof(alpn_h2_h11) - 1, IO_MS, why, sizeof(why)) !=
+        0) {
         hfx_failf(fx, "handshake failed: %s", why);
         tc_close(c);
         return false;
@@ -451,7 +451,8 @@ static void run_keepalive(void **state, const char *cert, const char *key, const
     fx->user = &res;
     hfx_run(fx, client_keepalive, WATCHDOG_MS);
     http_tls_ctx_free(ctx);
-    print_message("    %s: full handshake + connect %.2f ms (mean of 20)\n", what, res.handshake_ms);
+    print_message("    %s: full handshake + connect %.2f ms (mean of 20)\n", what,
+                  res.handshake_ms);
 }
 
 static void test_http_tls_keepalive_rsa(void **state)
@@ -521,8 +522,7 @@ static double run_stream(void **state, bool tls)
     assert_true(res.max_pending < STREAM_HIGH + STREAM_CHUNK + 4096);
     double mbps = (double)STREAM_TOTAL / (1024.0 * 1024.0) / (res.client_ms / 1000.0);
     print_message("    %s: %zu MiB streamed in %.0f ms (%.0f MiB/s), max queued %zu bytes\n",
-                  tls ? "https" : "http", STREAM_TOTAL >> 20, res.client_ms, mbps,
-                  res.max_pending);
+                  tls ? "https" : "http", STREAM_TOTAL >> 20, res.client_ms, mbps, res.max_pending);
     return mbps;
 }
 

@@ -9,14 +9,13 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "err.h"
 #include "fake_runtime.h"
 #include "ipc_client.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "ipc_test_loop.h"
+#include "timebound.h"
 
 /*
  * ipc_exchange against the scripted fake runtime, one private loop per test. Each test closes

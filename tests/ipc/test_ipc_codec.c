@@ -171,12 +171,13 @@ static void test_codec_stop_tracing_golden(void **state)
 static void test_codec_generate_dump_golden(void **state)
 {
     (void)state;
-    static const uint8_t golden[42] = {
-        0x44, 0x4f, 0x54, 0x4e, 0x45, 0x54, 0x5f, 0x49, 0x50, 0x43, 0x5f, 0x56, 0x31, 0x00,
-        0x2a, 0x00, 0x01, 0x03, 0x00, 0x00,                         /* size 42, Dump/3 */
-        0x05, 0x00, 0x00, 0x00, '/', 0, 't', 0, '/', 0, 'd', 0, 0, 0, /* 5 units incl. NUL */
-        0x04, 0x00, 0x00, 0x00,                                     /* Full */
-        0x00, 0x00, 0x00, 0x00};                                    /* flags */
+    static const uint8_t golden[42] = {0x44, 0x4f, 0x54, 0x4e, 0x45, 0x54, 0x5f, 0x49,
+                                       0x50, 0x43, 0x5f, 0x56, 0x31, 0x00, 0x2a, 0x00,
+                                       0x01, 0x03, 0x00, 0x00, /* size 42, Dump/3 */
+                                       0x05, 0x00, 0x00, 0x00, '/',  0,    't',  0,
+                                       '/',  0,    'd',  0,    0,    0, /* 5 units incl. NUL */
+                                       0x04, 0x00, 0x00, 0x00,          /* Full */
+                                       0x00, 0x00, 0x00, 0x00};         /* flags */
     uint8_t out[64];
     struct ipc_wr w;
     ipc_wr_init(&w, out, sizeof(out));

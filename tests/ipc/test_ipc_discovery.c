@@ -10,14 +10,13 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "err.h"
 #include "fake_runtime.h"
 #include "ipc_cmd.h"
 #include "ipc_discovery.h"
 #include "ipc_test_loop.h"
 #include "log.h"
+#include "timebound.h"
 
 /*
  * Discovery against fake runtimes bound in a private mkdtemp directory, one private loop per

@@ -9,14 +9,13 @@
 
 #include <cmocka.h>
 
-#include "timebound.h"
-
 #include "err.h"
 #include "fake_runtime.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "ipc_session.h"
 #include "ipc_test_loop.h"
+#include "timebound.h"
 
 /* The sessions this test file starts (ipc_session.h): counted until freed. */
 static struct ipc_session_admission sessions;
@@ -265,7 +264,8 @@ static void check_stream(struct fixture *fx, unsigned idx, const struct rec *r, 
 static void test_session_normal_stream(void **state)
 {
     struct fixture fx;
-    struct fake_trace_config t = {.filler_bytes = 512 * 1024, .chunk_bytes = 4096, .interval_ms = 1};
+    struct fake_trace_config t = {
+        .filler_bytes = 512 * 1024, .chunk_bytes = 4096, .interval_ms = 1};
     fixture_fake(&fx, *state, FAKE_NORMAL, &t);
     static struct rec r;
     struct ipc_collect_config cfg = default_cfg();
@@ -337,10 +337,8 @@ static void test_session_step_down(void **state)
     assert_int_equal(req[28], 1);
     struct ipc_wr w;
     uint8_t expect[512];
-    struct ipc_provider orig = {.name = "Microsoft-Windows-DotNETRuntime",
-                                .keywords = 0x1,
-                                .level = 4,
-                                .arguments = "k=v"};
+    struct ipc_provider orig = {
+        .name = "Microsoft-Windows-DotNETRuntime", .keywords = 0x1, .level = 4, .arguments = "k=v"};
     struct ipc_collect_config ocfg = cfg;
     ocfg.providers = &orig;
     ipc_wr_init(&w, expect, sizeof(expect));
@@ -408,7 +406,7 @@ static void test_session_rundown_downgrade(void **state)
     assert_non_null(req); /* CollectTracing4 was tried with the keyword... */
     assert_int_equal(req[28], 0x01);
     req = fake_runtime_last_request(fx.fake, 0x04, &len);
-    assert_non_null(req);  /* ...CollectTracing3 without: */
+    assert_non_null(req);         /* ...CollectTracing3 without: */
     assert_int_equal(req[28], 0); /* requestRundown false */
     assert_int_equal(req[29], 1); /* requestStackwalk true */
     ipc_session_stop(r.s, 2000);
@@ -727,8 +725,8 @@ static void test_session_runtime_dies(void **state)
 static void test_session_stop_timeout(void **state)
 {
     struct fixture fx;
-    struct fake_trace_config t = {.fault = FAKE_TRACE_NO_END, .filler_bytes = UINT64_MAX,
-                                  .interval_ms = 5};
+    struct fake_trace_config t = {
+        .fault = FAKE_TRACE_NO_END, .filler_bytes = UINT64_MAX, .interval_ms = 5};
     fixture_fake(&fx, *state, FAKE_NORMAL, &t);
     struct ipc_collect_config cfg = default_cfg();
     static struct rec r;
@@ -1086,13 +1084,13 @@ static void test_session_bad_arguments(void **state)
                                        &rec_cb, &r, &s),
                      AGENT_E_INVAL);
     /* Admission is the caller's: none without one, and none beyond its limit. */
-    assert_int_equal(ipc_session_start(&tl->loop, NULL, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0,
-                                       &rec_cb, &r, &s),
-                     AGENT_E_INVAL);
+    assert_int_equal(
+        ipc_session_start(&tl->loop, NULL, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0, &rec_cb, &r, &s),
+        AGENT_E_INVAL);
     struct ipc_session_admission full = {.live = 3, .max = 3};
-    assert_int_equal(ipc_session_start(&tl->loop, &full, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0,
-                                       &rec_cb, &r, &s),
-                     AGENT_E_TOOBIG);
+    assert_int_equal(
+        ipc_session_start(&tl->loop, &full, IPC_ENDPOINT_PATH("/tmp/x"), &cfg, 0, &rec_cb, &r, &s),
+        AGENT_E_TOOBIG);
     assert_int_equal(full.live, 3);
     assert_null(s);
     tl_run_for(tl, 20);

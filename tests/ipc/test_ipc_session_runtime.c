@@ -254,8 +254,8 @@ static void test_runtime_gc_trace(void **state)
     assert_memory_equal(p, "Nettrace", 8);
     assert_memory_equal(p + 8, "\x14\x00\x00\x00!FastSerialization.1", 24);
     /* Trace object: begin, type (version 4, min 4, "Trace"), 48-byte payload (§5.3) */
-    assert_memory_equal(p + 32, "\x05\x05\x01\x04\x00\x00\x00\x04\x00\x00\x00\x05\x00\x00\x00Trace\x06",
-                        21);
+    assert_memory_equal(
+        p + 32, "\x05\x05\x01\x04\x00\x00\x00\x04\x00\x00\x00\x05\x00\x00\x00Trace\x06", 21);
     uint32_t pid = (uint32_t)p[53 + 36] | (uint32_t)p[53 + 37] << 8 | (uint32_t)p[53 + 38] << 16 |
                    (uint32_t)p[53 + 39] << 24;
     assert_int_equal(pid, (uint32_t)app->pid);

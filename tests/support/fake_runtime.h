@@ -52,15 +52,15 @@ enum fake_trace_fault {
 struct fake_trace_config {
     unsigned unknown_versions; /* bit v (1 << v, v = 1..5): CollectTracing v is UNKNOWN_COMMAND */
     enum fake_trace_fault fault;
-    uint32_t error_hresult;   /* FAKE_TRACE_ERROR */
-    uint64_t filler_bytes;    /* filler after the preamble (whole blocks); UINT64_MAX: until stop */
-    size_t chunk_bytes;       /* size of one filler block = one write (0: 4096, min 64) */
-    unsigned interval_ms;     /* pause after each stream write (0: next write when one completes) */
-    unsigned reply_delay_ms;  /* wait before replying to CollectTracing */
-    uint64_t die_after;       /* FAKE_TRACE_DIE: stream bytes (preamble included) before dying */
-    bool drip;                /* the reply, preamble and blocks go out in writes of 1..7 bytes */
-    unsigned stop_delay_ms;   /* act on StopTracing this much later (a busy server thread) */
-    bool reuse_ids;           /* a new session takes the id of the session that ended last */
+    uint32_t error_hresult;  /* FAKE_TRACE_ERROR */
+    uint64_t filler_bytes;   /* filler after the preamble (whole blocks); UINT64_MAX: until stop */
+    size_t chunk_bytes;      /* size of one filler block = one write (0: 4096, min 64) */
+    unsigned interval_ms;    /* pause after each stream write (0: next write when one completes) */
+    unsigned reply_delay_ms; /* wait before replying to CollectTracing */
+    uint64_t die_after;      /* FAKE_TRACE_DIE: stream bytes (preamble included) before dying */
+    bool drip;               /* the reply, preamble and blocks go out in writes of 1..7 bytes */
+    unsigned stop_delay_ms;  /* act on StopTracing this much later (a busy server thread) */
+    bool reuse_ids;          /* a new session takes the id of the session that ended last */
 };
 
 /*

@@ -14,8 +14,8 @@
  * Every call has one deadline (timeout_ms from its start) covering connect, send and receive.
  * Errors: 0; -errno from the socket layer (-ECONNREFUSED ...); AGENT_E_TIMEOUT; AGENT_E_CLOSED
  * (peer closed before a complete response; if the head had arrived, resp keeps it and body /
- * body_len hold the body bytes received before the close); AGENT_E_PROTO (malformed response); AGENT_E_TOOBIG
- * (head over 64 KiB or body over max_body).
+ * body_len hold the body bytes received before the close); AGENT_E_PROTO (malformed response);
+ * AGENT_E_TOOBIG (head over 64 KiB or body over max_body).
  */
 
 #include <stdbool.h>

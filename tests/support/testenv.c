@@ -22,13 +22,13 @@
 
 #include "err.h"
 
-#define APP_READY_MS    30000
-#define DOTMON_READY_MS 15000
-#define HTTP_TIMEOUT_MS 10000
-#define DUMP_BYTES      ((size_t)16 << 10)
-#define LISTEN_PREFIX   "Now listening on: http://127.0.0.1:"
+#define APP_READY_MS      30000
+#define DOTMON_READY_MS   15000
+#define HTTP_TIMEOUT_MS   10000
+#define DUMP_BYTES        ((size_t)16 << 10)
+#define LISTEN_PREFIX     "Now listening on: http://127.0.0.1:"
 #define LISTEN_PREFIX_TLS "Now listening on: https://127.0.0.1:"
-#define TOKEN_PREFIX    "Authorization: Bearer "
+#define TOKEN_PREFIX      "Authorization: Bearer "
 
 /* ---- small utilities ------------------------------------------------------------------------ */
 

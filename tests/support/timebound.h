@@ -30,8 +30,9 @@ static inline long test_bound_ms(long ms)
         double took_ = (double)(took);                                                             \
         long bound_ = test_bound_ms(bound_ms);                                                     \
         if (!(took_ < (double)bound_)) {                                                           \
-            fprintf(stderr, "%s:%d: took %.0f ms, bound %ld ms (%s; scale with "                   \
-                            "DOTMON_TEST_TIMEOUT_MULTIPLIER)\n",                                   \
+            fprintf(stderr,                                                                        \
+                    "%s:%d: took %.0f ms, bound %ld ms (%s; scale with "                           \
+                    "DOTMON_TEST_TIMEOUT_MULTIPLIER)\n",                                           \
                     __FILE__, __LINE__, took_, bound_, #took);                                     \
         }                                                                                          \
         assert_true(took_ < (double)bound_);                                                       \

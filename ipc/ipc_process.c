@@ -59,6 +59,14 @@ int ipc__process_init(struct ipc_process *p, const struct ipc_process_info *pi, 
 
 int ipc__process_update_cmdline(struct ipc_process *p, const struct ipc_utf16 *command_line)
 {
+    /* Called on every liveness check: the usual answer, "unchanged", allocates nothing. */
+    char same[1024];
+    size_t len8 = 0;
+    if (p->command_line != NULL &&
+        ipc_utf16_to_utf8(command_line, same, sizeof(same), &len8) == 0 &&
+        strcmp(same, p->command_line) == 0) {
+        return 0;
+    }
     char *cl = ipc__utf16_dup(command_line);
     if (cl == NULL) {
         return UV_ENOMEM;

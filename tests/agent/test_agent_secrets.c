@@ -180,63 +180,102 @@ static void test_agent_secrets_key_rotation(void **state)
 }
 
 /*
- * A mounted Secret or ConfigMap: settings.json -> ..data/settings.json, ..data -> ..<timestamp>;
- * the kubelet writes a new ..<timestamp> folder and renames a new ..data symlink over the old.
+ * A mounted Secret or ConfigMap as the kubelet lays it out: each file is a link into ..data,
+ * ..data a link to a ..<timestamp> folder. secret_mount makes mount/ with two such folders
+ * (v1 current, v2 ready), calls fill(k, folder) for each, and links the files names[] into
+ * ..data; secret_swap renames a new ..data over the old one, pointing at v2, as a rotation does.
  */
+struct secret_mount {
+    char dir[512];
+    char data[600];
+};
+
+static void secret_mount(struct secret_mount *m, const char *dir, const struct agent_test_key *k1,
+                         const struct agent_test_key *k2,
+                         void (*fill)(const struct agent_test_key *k, const char *folder),
+                         const char *const *names, size_t nnames)
+{
+    char v[600], link[700], target[700];
+    snprintf(m->dir, sizeof(m->dir), "%s", dir);
+    assert_int_equal(mkdir(m->dir, 0700), 0);
+    for (int i = 1; i <= 2; i++) {
+        snprintf(v, sizeof(v), "%s/..2026_11_26_v%d", m->dir, i);
+        assert_int_equal(mkdir(v, 0700), 0);
+        fill(i == 1 ? k1 : k2, v);
+    }
+    snprintf(m->data, sizeof(m->data), "%s/..data", m->dir);
+    assert_int_equal(symlink("..2026_11_26_v1", m->data), 0);
+    for (size_t i = 0; i < nnames; i++) {
+        snprintf(link, sizeof(link), "%s/%s", m->dir, names[i]);
+        snprintf(target, sizeof(target), "..data/%s", names[i]);
+        assert_int_equal(symlink(target, link), 0);
+    }
+}
+
+static void secret_swap(const struct secret_mount *m)
+{
+    char tmp[700];
+    snprintf(tmp, sizeof(tmp), "%s/..data_tmp", m->dir);
+    assert_int_equal(symlink("..2026_11_26_v2", tmp), 0);
+    assert_int_equal(rename(tmp, m->data), 0);
+}
+
+/* settings.json holding the key (a ConfigMap or Secret with one settings.json key). */
+static void key_settings_json(const struct agent_test_key *k, const char *folder)
+{
+    char file[700], text[4096];
+    snprintf(file, sizeof(file), "%s/settings.json", folder);
+    key_json(k, text, sizeof(text));
+    write_file(file, text);
+}
+
+/* The key as key-per-file files (one newline each, as kubectl writes them). */
+static void key_files(const struct agent_test_key *k, const char *folder)
+{
+    char path[700], text[1200];
+    snprintf(path, sizeof(path), "%s/Authentication__MonitorApiKey__Subject", folder);
+    snprintf(text, sizeof(text), "%s\n", k->subject);
+    write_file(path, text);
+    snprintf(path, sizeof(path), "%s/Authentication__MonitorApiKey__PublicKey", folder);
+    snprintf(text, sizeof(text), "%s\n", k->public_key);
+    write_file(path, text);
+}
+
+/* Rotation by the kubelet's ..data swap: b accepted, a refused from then on. */
+static double expect_swap(struct dotmon *dm, const struct secret_mount *m,
+                          const struct agent_test_key *a, const struct agent_test_key *b)
+{
+    assert_int_equal(status_with(dm, a->header), 200);
+    assert_int_equal(status_with(dm, b->header), 401);
+    secret_swap(m);
+    double ms = wait_status(dm, b->header, 200);
+    assert_int_equal(status_with(dm, a->header), 401);
+    return ms;
+}
+
+/* The configuration file is a mounted settings.json (--configuration-file-path). */
 static void test_agent_secrets_kubernetes_symlink_swap(void **state)
 {
     struct testenv *env = *state;
     struct agent_test_key a, b;
     agent_test_generate_key(env, &a);
     agent_test_generate_key(env, &b);
-    char mount[512], v1[600], v2[600], file[700], data[600], tmp[600], link[600];
-    char text[4096];
-    snprintf(mount, sizeof(mount), "%s/secret", env->dir);
-    assert_int_equal(mkdir(mount, 0700), 0);
-    snprintf(v1, sizeof(v1), "%s/..2026_11_22_v1", mount);
-    snprintf(v2, sizeof(v2), "%s/..2026_11_22_v2", mount);
-    assert_int_equal(mkdir(v1, 0700), 0);
-    assert_int_equal(mkdir(v2, 0700), 0);
-    snprintf(file, sizeof(file), "%s/settings.json", v1);
-    key_json(&a, text, sizeof(text));
-    write_file(file, text);
-    snprintf(data, sizeof(data), "%s/..data", mount);
-    assert_int_equal(symlink("..2026_11_22_v1", data), 0);
-    snprintf(link, sizeof(link), "%s/settings.json", mount);
-    assert_int_equal(symlink("..data/settings.json", link), 0);
-
+    struct secret_mount m;
+    char dir[600], link[700];
+    snprintf(dir, sizeof(dir), "%s/secret", env->dir);
+    const char *names[] = {"settings.json"};
+    secret_mount(&m, dir, &a, &b, key_settings_json, names, 1);
+    snprintf(link, sizeof(link), "%s/settings.json", m.dir);
     struct dotmon *dm = start_with_file(env, link, NULL);
-    assert_int_equal(status_with(dm, a.header), 200);
-    assert_int_equal(status_with(dm, b.header), 401);
-
-    snprintf(file, sizeof(file), "%s/settings.json", v2);
-    key_json(&b, text, sizeof(text));
-    write_file(file, text);
-    snprintf(tmp, sizeof(tmp), "%s/..data_tmp", mount);
-    assert_int_equal(symlink("..2026_11_22_v2", tmp), 0);
-    assert_int_equal(rename(tmp, data), 0);
-    double ms = wait_status(dm, b.header, 200);
-    assert_int_equal(status_with(dm, a.header), 401);
+    double ms = expect_swap(dm, &m, &a, &b);
     fprintf(stderr, "Kubernetes-style swap: new key accepted after %.0f ms\n", ms);
     agent_test_stop_dotmon_clean(dm);
 }
 
-/* Writes the key as key-per-file files (one newline each, as kubectl writes them) in dir. */
-static void key_files(const struct agent_test_key *k, const char *dir)
-{
-    char path[700], text[1200];
-    snprintf(path, sizeof(path), "%s/Authentication__MonitorApiKey__Subject", dir);
-    snprintf(text, sizeof(text), "%s\n", k->subject);
-    write_file(path, text);
-    snprintf(path, sizeof(path), "%s/Authentication__MonitorApiKey__PublicKey", dir);
-    snprintf(text, sizeof(text), "%s\n", k->public_key);
-    write_file(path, text);
-}
-
 /*
  * The usual Kubernetes Secret mount, as dotnet-monitor documents it: the Secret's keys are files
- * of /etc/dotnet-monitor (key-per-file; DOTMON_SHARED_CONFIG_DIR stands for that folder here),
- * links into ..data; the kubelet rotates by swapping ..data. No --configuration-file-path.
+ * of /etc/dotnet-monitor (key-per-file; DOTMON_SHARED_CONFIG_DIR stands for that folder here).
+ * No --configuration-file-path.
  */
 static void test_agent_secrets_key_per_file_rotation(void **state)
 {
@@ -244,38 +283,19 @@ static void test_agent_secrets_key_per_file_rotation(void **state)
     struct agent_test_key a, b;
     agent_test_generate_key(env, &a);
     agent_test_generate_key(env, &b);
-    char mount[512], v1[600], v2[600], data[600], tmp[600], link[700], target[700];
-    snprintf(mount, sizeof(mount), "%s/etc-dotnet-monitor", env->dir);
-    assert_int_equal(mkdir(mount, 0700), 0);
-    snprintf(v1, sizeof(v1), "%s/..2026_11_26_v1", mount);
-    snprintf(v2, sizeof(v2), "%s/..2026_11_26_v2", mount);
-    assert_int_equal(mkdir(v1, 0700), 0);
-    assert_int_equal(mkdir(v2, 0700), 0);
-    key_files(&a, v1);
-    key_files(&b, v2);
-    snprintf(data, sizeof(data), "%s/..data", mount);
-    assert_int_equal(symlink("..2026_11_26_v1", data), 0);
+    struct secret_mount m;
+    char dir[600];
+    snprintf(dir, sizeof(dir), "%s/etc-dotnet-monitor", env->dir);
     const char *names[] = {"Authentication__MonitorApiKey__Subject",
                            "Authentication__MonitorApiKey__PublicKey"};
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(link, sizeof(link), "%s/%s", mount, names[i]);
-        snprintf(target, sizeof(target), "..data/%s", names[i]);
-        assert_int_equal(symlink(target, link), 0);
-    }
+    secret_mount(&m, dir, &a, &b, key_files, names, 2);
     char shared_env[700];
-    snprintf(shared_env, sizeof(shared_env), "DOTMON_SHARED_CONFIG_DIR=%s", mount);
+    snprintf(shared_env, sizeof(shared_env), "DOTMON_SHARED_CONFIG_DIR=%s", m.dir);
     const char *envv[] = {shared_env, NULL};
     const char *no_args[] = {NULL};
     struct dotmon *dm = NULL;
     assert_int_equal(testenv_start_dotmon(env, no_args, envv, &dm), 0);
-    assert_int_equal(status_with(dm, a.header), 200);
-    assert_int_equal(status_with(dm, b.header), 401);
-
-    snprintf(tmp, sizeof(tmp), "%s/..data_tmp", mount);
-    assert_int_equal(symlink("..2026_11_26_v2", tmp), 0);
-    assert_int_equal(rename(tmp, data), 0);
-    double ms = wait_status(dm, b.header, 200);
-    assert_int_equal(status_with(dm, a.header), 401);
+    double ms = expect_swap(dm, &m, &a, &b);
     fprintf(stderr, "key-per-file Secret swap: new key accepted after %.0f ms\n", ms);
     agent_test_stop_dotmon_clean(dm);
 }

@@ -3,10 +3,14 @@
 
 SHELL := /bin/bash
 DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
-# For the tests only (tests/container reads YAML, unit tests also run under valgrind, the load
-# test drives wrk, the HTTPS tests make certificates with openssl and connect with curl); the
-# image's build stage does not need them.
-TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk
+# For the tests only (tests/container reads YAML and runs the manifests as pods with podman, unit
+# tests also run under valgrind, the load test drives wrk, the HTTPS tests make certificates with
+# openssl and connect with curl); the image's build stage does not need them.
+TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk $(IMAGE_PACKAGES) runc
+# For `make image` (container/image.sh): buildah builds the image, podman saves the archive;
+# the build recipe strips the binary (binutils) and copies the CA bundle. The pod tests also run
+# the image (runc: Debian's default crun fails on some cgroup v1 hosts).
+IMAGE_PACKAGES := podman buildah binutils ca-certificates
 # For `make fuzz` only: libFuzzer comes with clang's compiler-rt (tests/fuzz).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
 # For `make style` (.ci/style.sh): formatting and lint.
@@ -19,7 +23,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan run test test-fast bench bench-peers fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -57,6 +61,14 @@ build: deps configure
 build-asan: deps
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DAGENT_SANITIZE=address,undefined >/dev/null
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+# dotmon's image, built with buildah from scratch (no registry, no Docker engine): the files of
+# container/Dockerfile's final stage by the same recipe (container/build-rootfs.sh), then that
+# stage itself. Tagged localhost/dotmon:<version> and :latest in the engine's usual storage, and
+# saved as an OCI archive (`podman load -i build/dotmon-image.oci.tar` elsewhere).
+image: deps-build
+	$(call install_missing,$(IMAGE_PACKAGES))
+	sh container/image.sh --workdir $(CURDIR)/$(BUILD)/image --archive $(CURDIR)/$(BUILD)/dotmon-image.oci.tar
 
 # Installs what is missing, builds the binary, and starts dotmon on its defaults (loopback only, a
 # temporary API key printed once on standard output, apart from the log on standard error).

@@ -3,12 +3,16 @@
 #
 # rootfs.sh BINARY DESTDIR
 #
-# Lays out everything dotmon needs at run time under DESTDIR, for a base image that has no C
-# library at all (gcr.io/distroless/static-debian12):
+# Lays out, under DESTDIR, every file of dotmon's image (container/Dockerfile's final stage is
+# FROM scratch with this tree and nothing else; container/image.sh builds the same tree):
 #   DESTDIR/usr/local/bin/dotmon            the binary
 #   DESTDIR/usr/lib/dotmon/<soname>         every shared library `ldd BINARY` resolves
 #                                           (libssl, libcrypto, libcjson, libuv, libc) and the dynamic
 #                                           loader, copied under their run-time names
+#   DESTDIR/etc/passwd, DESTDIR/etc/group   root, the image's user `app` (1654, as Microsoft's .NET
+#                                           images) and nobody, so tools show names, not numbers
+#   DESTDIR/etc/ssl/certs/ca-certificates.crt  the system's CA bundle, for TLS to egress stores
+#   DESTDIR/tmp                             empty, mode 1777 (a pod mounts its shared volume here)
 #
 # The libraries live in a folder of their own rather than in /lib/<triplet>, so nothing depends
 # on how the base image lays out /lib and /lib64 (merged-/usr or not) and nothing shadows a C
@@ -71,3 +75,22 @@ if [ "$n" -eq 0 ]; then
     echo "rootfs.sh: ldd found no shared libraries in $bin (a static binary needs no rootfs.sh)" >&2
     exit 1
 fi
+
+mkdir -p "$dest/etc/ssl/certs"
+printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' 'app:x:1654:1654:app:/tmp:/sbin/nologin' \
+    'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' >"$dest/etc/passwd"
+printf '%s\n' 'root:x:0:' 'app:x:1654:' 'nogroup:x:65534:' >"$dest/etc/group"
+chmod 0644 "$dest/etc/passwd" "$dest/etc/group"
+echo "/etc/passwd"
+echo "/etc/group"
+bundle=/etc/ssl/certs/ca-certificates.crt
+if [ ! -s "$bundle" ]; then
+    echo "rootfs.sh: no CA bundle at $bundle (Debian: apt-get install ca-certificates)" >&2
+    exit 1
+fi
+cp -L "$bundle" "$dest$bundle"
+chmod 0644 "$dest$bundle"
+echo "$bundle"
+mkdir -p "$dest/tmp"
+chmod 1777 "$dest/tmp"
+echo "/tmp/"

@@ -34,7 +34,8 @@
 //   exit <code>          answers "ok exit" and exits with that code
 //
 // Flags: --no-stdin-exit, --env-echo NAME (repeatable), --heartbeat-ms N (default 1000, 0 = off),
-// --console-log (also log to stderr). Any other argument is ignored, so tests can put markers on
+// --gc-ms N (a GC.Collect every N ms, default 0 = off: for a container with no stdin, where the
+// `gc` command cannot be sent), --console-log (also log to stderr). Any other argument is ignored, so tests can put markers on
 // the command line (they show up in dotmon's /process commandLine).
 //
 // In the background a heartbeat allocates a little and logs at Information under category
@@ -80,6 +81,7 @@ internal static class Program
         bool stdinExit = true;
         bool consoleLog = false;
         int heartbeatMs = 1000;
+        int gcMs = 0;
         var echo = new List<string>();
         for (int i = 0; i < args.Length; i++)
         {
@@ -101,7 +103,15 @@ internal static class Program
                         return 2;
                     }
                     break;
+                case "--gc-ms" when i + 1 < args.Length:
+                    if (!int.TryParse(args[++i], NumberStyles.None, CultureInfo.InvariantCulture, out gcMs))
+                    {
+                        Console.Error.WriteLine("TestApp: --gc-ms needs a non-negative integer");
+                        return 2;
+                    }
+                    break;
                 case "--env-echo":
+                case "--gc-ms":
                 case "--heartbeat-ms":
                     Console.Error.WriteLine($"TestApp: {args[i]} needs a value");
                     return 2;
@@ -134,6 +144,8 @@ internal static class Program
             ILogger hbLogger = s_loggerFactory.CreateLogger("TestApp.Heartbeat");
             heartbeat = new Timer(_ => Heartbeat(hbLogger), null, heartbeatMs, heartbeatMs);
         }
+
+        using Timer? collector = gcMs > 0 ? new Timer(_ => GC.Collect(), null, gcMs, gcMs) : null;
 
         foreach (string name in echo)
         {

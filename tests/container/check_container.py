@@ -96,7 +96,8 @@ def parse_dockerfile(path, fails):
     """The final stage's ENTRYPOINT/CMD/EXPOSE/USER, and the build stages' apt packages and RUNs."""
     with open(path, encoding="utf-8") as f:
         ins = dockerfile_instructions(f.read())
-    info = {"entrypoint": None, "cmd": None, "expose": [], "user": None, "apt": set(), "runs": []}
+    info = {"entrypoint": None, "cmd": None, "expose": [], "user": None, "apt": set(), "runs": [],
+            "base": None, "final": []}
     stages = [i for i, (k, _) in enumerate(ins) if k == "FROM"]
     if not stages:
         fails.add(path, "no FROM")
@@ -106,6 +107,8 @@ def parse_dockerfile(path, fails):
             info["runs"].append(arg)
             for m in re.finditer(r"apt-get (?:install|download)([^&;|]*)", arg):
                 info["apt"].update(t for t in m.group(1).split() if not t.startswith("-"))
+    info["base"] = ins[stages[-1]][1].strip()
+    info["final"] = ins[stages[-1] + 1:]
     for k, arg in ins[stages[-1]:]:
         if k in ("ENTRYPOINT", "CMD"):
             try:
@@ -400,7 +403,8 @@ def check_all(root, dotmon, key, verbose):
     show("Dockerfile CMD", df["cmd"])
     show("Dockerfile EXPOSE", df["expose"])
     show("Dockerfile USER", df["user"])
-    fails.check(df["entrypoint"] == ["dotmon"], w, f"ENTRYPOINT is {df['entrypoint']}, expected [\"dotmon\"]")
+    fails.check(df["entrypoint"] == ["/usr/local/bin/dotmon"], w,
+                f"ENTRYPOINT is {df['entrypoint']}, expected [\"/usr/local/bin/dotmon\"] (no PATH FROM scratch)")
     cmd = df["cmd"] or []
     fails.check(cmd[:1] == ["collect"], w, f"CMD {cmd} does not start with collect")
     for opt in ("--urls", "--metricUrls"):
@@ -415,12 +419,21 @@ def check_all(root, dotmon, key, verbose):
                 f"USER '{user}' must be a numeric non-root uid (runAsNonRoot needs a number)")
     missing = makefile_packages(os.path.join(root, "Makefile")) - {"libcmocka-dev"} - df["apt"]
     fails.check(not missing, w, f"build stage does not install {sorted(missing)} (Makefile DEB_PACKAGES)")
-    fails.check(any("-DAGENT_TESTS=OFF" in r for r in df["runs"]), w, "build does not set -DAGENT_TESTS=OFF")
-    fails.check(any(f"--dynamic-linker={IMAGE_LIBDIR}/" in r and f"-rpath,{IMAGE_LIBDIR}" in r
-                    for r in df["runs"]), w,
-                f"the binary is not linked to find its loader and libraries in {IMAGE_LIBDIR} "
-                "(container/rootfs.sh puts them there)")
-    fails.check(any("container/rootfs.sh" in r for r in df["runs"]), w, "does not run container/rootfs.sh")
+    # One recipe for the files (container/build-rootfs.sh, also run by container/image.sh), and a
+    # final stage that is that tree and nothing else.
+    fails.check(any(re.search(r"container/build-rootfs\.sh\s+\S+\s+\S+\s+/rootfs\b", r) for r in df["runs"]), w,
+                "the build stage does not lay out /rootfs with container/build-rootfs.sh (the recipe `make image` runs)")
+    fails.check(df["base"] == "scratch", w, f"final stage is FROM {df['base']}, expected FROM scratch (the rootfs is the whole image)")
+    adds = [(k, arg) for k, arg in df["final"] if k in ("COPY", "ADD", "RUN")]
+    fails.check(adds == [("COPY", "--from=build /rootfs/ /")], w,
+                f"final stage must take its files only from COPY --from=build /rootfs/ /, has {adds}")
+    recipe_path = os.path.join(root, "container", "build-rootfs.sh")
+    recipe = open(recipe_path, encoding="utf-8").read() if os.path.exists(recipe_path) else ""
+    fails.check("-DAGENT_TESTS=OFF" in recipe, w, "container/build-rootfs.sh does not set -DAGENT_TESTS=OFF")
+    fails.check(f"--dynamic-linker={IMAGE_LIBDIR}/" in recipe and f"-rpath,{IMAGE_LIBDIR}" in recipe, w,
+                f"container/build-rootfs.sh does not link the binary to find its loader and libraries in "
+                f"{IMAGE_LIBDIR} (container/rootfs.sh puts them there)")
+    fails.check("rootfs.sh" in recipe, w, "container/build-rootfs.sh does not run container/rootfs.sh")
 
     # The Dockerfile's CMD alone (docker run dotmon), with no environment; and with the flag the
     # README and listen-mode.yaml give as the command-line form of listen mode.
@@ -645,7 +658,13 @@ MUTATIONS = [
     ("Secret key missing from the example", "container/k8s/secret-example.yaml",
      "  PublicKey:", "  PublicKeyy:"),
     ("invalid YAML", "container/k8s/listen-mode.yaml", "kind: Deployment\n", "kind: Deployment\n\t- x\n"),
-    ("ENTRYPOINT in shell form", "container/Dockerfile", 'ENTRYPOINT ["dotmon"]', "ENTRYPOINT dotmon"),
+    ("ENTRYPOINT in shell form", "container/Dockerfile", 'ENTRYPOINT ["/usr/local/bin/dotmon"]',
+     "ENTRYPOINT /usr/local/bin/dotmon"),
+    ("final stage on a base image", "container/Dockerfile", "FROM scratch\n", "FROM debian:12-slim\n"),
+    ("a file added beside the rootfs", "container/Dockerfile", "COPY --from=build /rootfs/ /\n",
+     "COPY --from=build /rootfs/ /\nCOPY README.md /README.md\n"),
+    ("build stage without the shared recipe", "container/Dockerfile",
+     "RUN sh /src/container/build-rootfs.sh /src /build /rootfs", "RUN sh /src/container/rootfs.sh /build/dotmon /rootfs"),
     ("root user in the image", "container/Dockerfile", "USER 1654:1654", "USER root"),
     ("port not exposed", "container/Dockerfile", "EXPOSE 52323 52325", "EXPOSE 52323"),
     ("build dependency dropped", "container/Dockerfile", " libcjson-dev ", " "),
@@ -767,11 +786,11 @@ def cmd_rootfs(a):
         if not fails.check(r.returncode == 0, "container/rootfs.sh", r.stderr.strip()):
             return report(fails)
         files = r.stdout.split()
-        size = sum(os.path.getsize(os.path.join(rootfs, f.lstrip("/"))) for f in files)
-        print(f"  rootfs.sh copied {len(files)} files, {size / 1e6:.1f} MB: {' '.join(files)}")
+        size = sum(os.path.getsize(os.path.join(rootfs, f.lstrip("/"))) for f in files if not f.endswith("/"))
+        print(f"  rootfs.sh laid out {len(files)} entries, {size / 1e6:.1f} MB: {' '.join(files)}")
         os.chmod(rootfs, 0o755)
-        os.mkdir(os.path.join(rootfs, "tmp"))
-        os.chmod(os.path.join(rootfs, "tmp"), 0o1777)   # as in distroless
+        st = os.stat(os.path.join(rootfs, "tmp"))
+        fails.check(st.st_mode & 0o7777 == 0o1777, "container/rootfs.sh", f"/tmp has mode {st.st_mode & 0o7777:o}, not 1777")
 
         def run(args, env, **kw):
             return subprocess.run([chroot, f"--userspec={uid}:{gid}", rootfs, "/usr/local/bin/dotmon"] + args,

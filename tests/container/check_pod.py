@@ -1,0 +1,565 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""dotmon's image built by an OCI engine, and container/k8s's manifests run as pods (podman).
+
+  check_pod.py images --repo ROOT --state DIR --testapp DIR
+      Builds, in a private podman storage under DIR (nothing touches the machine's own images):
+      dotmon's image with container/image.sh (what `make image` runs) and the test app's image
+      (tests/container/testapp.Containerfile: the app as built by ctest, the SDK's .NET runtime,
+      the C and C++ libraries they load, FROM scratch). Checks the dotmon image against
+      container/Dockerfile's final stage (user, entrypoint, command, ports, labels), its files
+      against container/rootfs.sh's tree, its OCI annotations, the `podman save` archive, and its
+      size as the engine reports it (< 15 MB).
+
+  check_pod.py pod --repo ROOT --state DIR --manifest NAME --dotmon BIN --checker BIN --tracecheck DLL
+      Runs container/k8s/NAME with `podman kube play`, the two image names replaced by the local
+      images and nothing else changed, the API key in a podman secret named as the manifest's
+      Secret. From the host, on the pod's address: /healthz, /readyz, 401 without a token,
+      /processes lists the app as pid 1, a 5 s gc-verbose trace is complete (C checker and
+      TraceEvent), a Mini dump is an ELF core; dotmon runs as uid 1654 on a read-only root file
+      system and changed nothing in it; no secret in its log; the shared volume is empty once the
+      pod has stopped, and `podman kube down` leaves no pod, container or volume.
+
+Both exit 77 (skipped, with the reason) when podman, buildah or runc is missing or not root.
+"""
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_container as cc  # noqa: E402  (Dockerfile parsing, shared with the manifest checks)
+
+SKIP = 77
+DOTMON_IMAGE = "localhost/dotmon-test:ci"
+APP_IMAGE = "localhost/dotmon-testapp:ci"
+APP_UID = 1654
+SIZE_BUDGET = 15_000_000
+MANIFEST_IMAGES = {"dotmon": "dotmon:latest", "app": "mcr.microsoft.com/dotnet/samples:aspnetapp"}
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class Engine:
+    """podman/buildah with a private configuration and storage under `state`."""
+
+    def __init__(self, state):
+        self.state = os.path.abspath(state)
+        # conmon's attach sockets live under the run root: keep its path short.
+        self.runroot = "/run/dotmon-test-" + hashlib.sha1(self.state.encode()).hexdigest()[:10]
+        os.makedirs(self.state, exist_ok=True)
+        conf = os.path.join(self.state, "containers.conf")
+        storage = os.path.join(self.state, "storage.conf")
+        # The settings known to work on a VM without a unified cgroup hierarchy, as root: runc
+        # (crun fails on cgroups there), cgroupfs, ulimits within the host's hard limits, vfs.
+        with open(conf, "w", encoding="utf-8") as f:
+            f.write('[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n'
+                    '[engine]\ncgroup_manager = "cgroupfs"\nruntime = "runc"\nevents_logger = "file"\n'
+                    f'tmp_dir = "{self.runroot}/libpod"\nvolume_path = "{self.state}/volumes"\n')
+        with open(storage, "w", encoding="utf-8") as f:
+            f.write(f'[storage]\ndriver = "vfs"\ngraphroot = "{self.state}/storage"\n'
+                    f'runroot = "{self.runroot}/storage"\n')
+        self.env = dict(os.environ, CONTAINERS_CONF=conf, CONTAINERS_STORAGE_CONF=storage)
+
+    def run(self, args, check=True, timeout=300, **kw):
+        r = subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=timeout, **kw)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)}: exit {r.returncode}: {r.stderr.strip()[-2000:]}")
+        return r
+
+    def podman(self, *args, **kw):
+        return self.run(["podman"] + list(args), **kw)
+
+    def inspect(self, what, name):
+        out = json.loads(self.podman(what, "inspect", name).stdout)
+        return out[0] if isinstance(out, list) else out   # `pod inspect` gives one object
+
+
+def prerequisites():
+    """None when the engine can run here, else why not."""
+    missing = [t for t in ("podman", "buildah", "runc") if shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None]
+    if missing:
+        return f"{', '.join(missing)} not installed (Debian: apt-get install podman buildah runc; make test installs them)"
+    if os.geteuid() != 0:
+        return "needs root (rootless podman needs subuid/subgid ranges this test does not set up)"
+    return None
+
+
+Failures = cc.Failures
+
+
+# ---------------------------------------------------------------------------------------------
+# images
+# ---------------------------------------------------------------------------------------------
+
+def ldd_closure(paths):
+    """{absolute path of each shared library (and the loader) the ELF files in paths need}."""
+    out = set()
+    for p in paths:
+        r = subprocess.run(["ldd", p], capture_output=True, text=True)
+        if r.returncode != 0:
+            continue   # not a dynamic ELF file
+        for line in r.stdout.splitlines():
+            line = line.strip()
+            if "not found" in line:
+                raise RuntimeError(f"{p} needs a library ldd cannot find: {line}")
+            if " => " in line:
+                lib = line.split(" => ", 1)[1].split(" (", 1)[0]
+            elif line.startswith("/"):
+                lib = line.split(" (", 1)[0]
+            else:
+                continue
+            out.add(lib)
+    return out
+
+
+def is_elf(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def newest(dirpath, prefix="10."):
+    names = [n for n in os.listdir(dirpath) if n.startswith(prefix)]
+    if not names:
+        raise RuntimeError(f"no {prefix}* in {dirpath}")
+    return max(names, key=lambda v: [int(x) if x.isdigit() else 0 for x in re.split(r"[.-]", v)])
+
+
+def testapp_rootfs(testapp_dir, rootfs):
+    """The test app's image files: /app (ctest's build of it), the SDK's host and the two shared
+    frameworks it runs on, and every library their native parts load."""
+    dotnet = os.path.realpath(shutil.which("dotnet") or "")
+    if not dotnet:
+        raise RuntimeError("dotnet not found")
+    droot = os.path.dirname(dotnet)
+    shutil.copytree(testapp_dir, os.path.join(rootfs, "app"), symlinks=False)
+    dst = os.path.join(rootfs, "usr/share/dotnet")
+    os.makedirs(dst)
+    shutil.copy2(dotnet, os.path.join(dst, "dotnet"))
+    fxr = newest(os.path.join(droot, "host/fxr"))
+    shutil.copytree(os.path.join(droot, "host/fxr", fxr), os.path.join(dst, "host/fxr", fxr))
+    for fw in ("Microsoft.NETCore.App", "Microsoft.AspNetCore.App"):
+        v = newest(os.path.join(droot, "shared", fw))
+        shutil.copytree(os.path.join(droot, "shared", fw, v), os.path.join(dst, "shared", fw, v))
+    # LTTng's trace point provider: loaded only when DOTNET_LTTng asks for it, and it needs
+    # liblttng-ust, which neither the SDK nor this image has.
+    for base, _, files in os.walk(dst):
+        for n in files:
+            if n == "libcoreclrtraceptprovider.so":
+                os.unlink(os.path.join(base, n))
+    elves = []
+    for base, _, files in os.walk(rootfs):
+        elves += [os.path.join(base, n) for n in files if is_elf(os.path.join(base, n))]
+    for lib in sorted(ldd_closure(elves)):
+        if lib.startswith(rootfs):
+            continue
+        target = os.path.join(rootfs, lib.lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy(os.path.realpath(lib), target)
+    os.makedirs(os.path.join(rootfs, "etc"))
+    with open(os.path.join(rootfs, "etc/passwd"), "w", encoding="utf-8") as f:
+        f.write(f"root:x:0:0:root:/root:/sbin/nologin\napp:x:{APP_UID}:{APP_UID}:app:/app:/sbin/nologin\n")
+    with open(os.path.join(rootfs, "etc/group"), "w", encoding="utf-8") as f:
+        f.write(f"root:x:0:\napp:x:{APP_UID}:\n")
+    os.makedirs(os.path.join(rootfs, "tmp"))
+    os.chmod(os.path.join(rootfs, "tmp"), 0o1777)
+
+
+def image_files(eng, image):
+    """{path: (mode, uid)} of the image's files, read through `podman image mount`."""
+    mnt = eng.podman("image", "mount", image).stdout.strip()
+    try:
+        return tree_files(mnt)
+    finally:
+        eng.podman("image", "unmount", image, check=False)
+
+
+def tree_files(root):
+    out = {}
+    for base, dirs, files in os.walk(root):
+        for n in dirs + files:
+            p = os.path.join(base, n)
+            st = os.lstat(p)
+            rel = "/" + os.path.relpath(p, root)
+            out[rel] = (st.st_mode & 0o7777, st.st_uid, st.st_size if n in files else 0)
+    return out
+
+
+def cmd_images(a):
+    fails = Failures()
+    eng = Engine(a.state)
+    # A clean storage: leftovers of an earlier run (images, pods, volumes) do not count.
+    eng.podman("pod", "rm", "--all", "--force", check=False)
+    eng.podman("rmi", "--all", "--force", check=False)
+
+    # dotmon: exactly what `make image` does, into this storage.
+    work = os.path.join(eng.state, "dotmon-image")
+    archive = os.path.join(work, "dotmon.oci.tar")
+    t0 = time.monotonic()
+    r = eng.run(["sh", os.path.join(a.repo, "container/image.sh"), "--tag", DOTMON_IMAGE,
+                 "--archive", archive, "--workdir", work], timeout=900)
+    image_id = r.stdout.strip().splitlines()[-1]
+    log(f"  container/image.sh: {DOTMON_IMAGE} {image_id[:12]} in {time.monotonic() - t0:.1f} s")
+
+    info = eng.inspect("image", DOTMON_IMAGE)
+    df = cc.parse_dockerfile(os.path.join(a.repo, "container/Dockerfile"), fails)
+    cfg = info.get("Config") or {}
+    w = "dotmon image"
+    fails.check(cfg.get("User") == df["user"], w, f"user {cfg.get('User')!r}, Dockerfile USER {df['user']!r}")
+    fails.check(cfg.get("Entrypoint") == df["entrypoint"], w,
+                f"entrypoint {cfg.get('Entrypoint')}, Dockerfile {df['entrypoint']}")
+    fails.check(cfg.get("Cmd") == df["cmd"], w, f"cmd {cfg.get('Cmd')}, Dockerfile {df['cmd']}")
+    ports = sorted(int(p.split("/")[0]) for p in (cfg.get("ExposedPorts") or {}))
+    fails.check(ports == sorted(df["expose"]), w, f"ports {ports}, Dockerfile EXPOSE {df['expose']}")
+    fails.check(len((info.get("RootFS") or {}).get("Layers") or []) == 1, w, "not a single layer")
+
+    version = subprocess.run([a.dotmon, "--version"], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "-C", a.repo, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    labels = cfg.get("Labels") or {}
+    notes = info.get("Annotations") or {}
+    for key, want in (("version", version), ("revision", head)):
+        k = f"org.opencontainers.image.{key}"
+        for where, got in (("label", labels.get(k)), ("annotation", notes.get(k))):
+            ok = got == want or (key == "revision" and got == f"{want}-dirty" and bool(want))
+            fails.check(ok, w, f"{where} {k} is {got!r}, expected {want!r}")
+    for k in ("org.opencontainers.image.source", "org.opencontainers.image.created"):
+        fails.check(bool(labels.get(k)) and bool(notes.get(k)), w, f"no {k} label and annotation")
+
+    # Its files are rootfs.sh's tree, nothing more or less, with the same modes; all root-owned.
+    want = tree_files(os.path.join(work, "context/rootfs"))
+    got = image_files(eng, DOTMON_IMAGE)
+    fails.check(set(got) == set(want), w, f"files differ from the laid-out tree: only in the image "
+                f"{sorted(set(got) - set(want))}, only in the tree {sorted(set(want) - set(got))}")
+    for p in sorted(set(got) & set(want)):
+        fails.check(got[p][0] == want[p][0] and got[p][2] == want[p][2], w,
+                    f"{p}: mode {got[p][0]:o} size {got[p][2]}, laid out {want[p][0]:o} size {want[p][2]}")
+        fails.check(got[p][1] == 0, w, f"{p} is owned by uid {got[p][1]}, not root")
+    size = int(info.get("Size") or 0)
+    log(f"  dotmon image: {len(got)} entries, {size / 1e6:.2f} MB (podman image inspect), "
+        f"version {labels.get('org.opencontainers.image.version')}, revision {labels.get('org.opencontainers.image.revision')}")
+    fails.check(0 < size < SIZE_BUDGET, w, f"size {size} bytes, budget {SIZE_BUDGET}")
+
+    # The archive loads into an empty storage as the same image.
+    with tempfile.TemporaryDirectory(prefix="dotmon-load-", dir=eng.state) as tmp:
+        other = Engine(tmp)
+        r = other.podman("load", "-q", "-i", archive)
+        loaded = other.podman("image", "inspect", "--format", "{{.Id}}", r.stdout.strip().split()[-1], check=False)
+        fails.check(loaded.stdout.strip() == info["Id"], w,
+                    f"podman save archive loads as {loaded.stdout.strip()[:12] or loaded.stderr.strip()}, not {info['Id'][:12]}")
+        other.podman("rmi", "--all", "--force", check=False)
+        shutil.rmtree(other.runroot, ignore_errors=True)
+    log(f"  podman save --format oci-archive: {os.path.getsize(archive) / 1e6:.2f} MB, loads as the same image")
+
+    # The image runs: --version, as the image's user, read-only, without a network.
+    r = eng.podman("run", "--rm", "--read-only", "--network", "none", DOTMON_IMAGE, "--version", check=False)
+    fails.check(r.returncode == 0 and r.stdout.strip() == version, w,
+                f"podman run --version: exit {r.returncode}, {r.stdout.strip()!r} {r.stderr.strip()!r}")
+
+    # The test app's image.
+    t0 = time.monotonic()
+    ctx = os.path.join(eng.state, "testapp-image")
+    shutil.rmtree(ctx, ignore_errors=True)
+    os.makedirs(ctx)
+    testapp_rootfs(os.path.abspath(a.testapp), os.path.join(ctx, "rootfs"))
+    eng.run(["buildah", "bud", "--quiet", "--layers=false", "--format", "oci", "-t", APP_IMAGE,
+             "-f", os.path.join(a.repo, "tests/container/testapp.Containerfile"), ctx], timeout=900)
+    shutil.rmtree(ctx, ignore_errors=True)
+    asize = int(eng.inspect("image", APP_IMAGE).get("Size") or 0)
+    log(f"  test app image: {APP_IMAGE}, {asize / 1e6:.1f} MB, in {time.monotonic() - t0:.1f} s")
+    return report(fails, "images built and checked")
+
+
+def report(fails, ok):
+    for x in fails.items:
+        print(f"FAIL {x}")
+    if fails.items:
+        print(f"{len(fails.items)} failure(s)")
+        return 1
+    print(f"ok: {ok}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# pods
+# ---------------------------------------------------------------------------------------------
+
+def http(url, token=None, timeout=30, dest=None):
+    """(status, body bytes or bytes written to dest, headers)."""
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            if dest is None:
+                return r.status, r.read(), dict(r.headers)
+            n = 0
+            with open(dest, "wb") as f:
+                while True:
+                    chunk = r.read(1 << 16)
+                    if not chunk:
+                        break
+                    f.write(chunk)
+                    n += len(chunk)
+            return r.status, n, dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return None, b"", {}
+
+
+def substitute_images(text):
+    """The manifest with its two image names replaced by the local images, nothing else."""
+    out, n = text, 0
+    for image, local in ((MANIFEST_IMAGES["dotmon"], DOTMON_IMAGE), (MANIFEST_IMAGES["app"], APP_IMAGE)):
+        out, k = re.subn(rf"(^\s*image:\s*){re.escape(image)}\s*$", rf"\g<1>{local}", out, flags=re.M)
+        n += k
+    return out, n
+
+
+def pod_ip(eng, pod):
+    infra = eng.inspect("pod", pod).get("InfraContainerID")
+    nets = (eng.inspect("container", infra).get("NetworkSettings") or {}).get("Networks") or {}
+    for n in nets.values():
+        if n.get("IPAddress"):
+            return n["IPAddress"]
+    return None
+
+
+def container_named(eng, pod, name):
+    for c in eng.inspect("pod", pod).get("Containers") or []:
+        if c.get("Name", "").endswith("-" + name):
+            return c["Name"]
+    raise RuntimeError(f"pod {pod} has no container {name}")
+
+
+def run_json(args, timeout=180):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    try:
+        return r.returncode, json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return r.returncode, {"raw": r.stdout[-500:], "stderr": r.stderr[-500:]}
+
+
+def elf_core(path):
+    with open(path, "rb") as f:
+        head = f.read(18)
+    return len(head) == 18 and head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little") == 4
+
+
+def proc_ids(pid):
+    ids = {}
+    with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("Uid", "Gid"):
+                ids[k] = [int(x) for x in v.split()]
+    return ids
+
+
+def cmd_pod(a):
+    fails = Failures()
+    eng = Engine(a.state)
+    for image in (DOTMON_IMAGE, APP_IMAGE):
+        if eng.podman("image", "exists", image, check=False).returncode != 0:
+            log(f"FAIL {image} is not in {eng.state}: the container_images test builds it")
+            return 1
+    w = a.manifest
+    with open(os.path.join(a.repo, "container/k8s", a.manifest), encoding="utf-8") as f:
+        text, n = substitute_images(f.read())
+    if not fails.check(n == 2, w, f"{n} image names replaced, expected 2 ({MANIFEST_IMAGES})"):
+        return report(fails, "")
+    docs = [d for d in cc.yaml.safe_load_all(text) if d]
+    deployment = next(d for d in docs if d.get("kind") in cc.POD_KINDS | {"Pod"})
+    # podman names a Deployment's pod <name>-pod-0 (its first replica); a Pod keeps its name.
+    pod = deployment["metadata"]["name"] + ("-pod-0" if deployment["kind"] != "Pod" else "")
+    spec = deployment["spec"]["template"]["spec"] if deployment["kind"] != "Pod" else deployment["spec"]
+    dm_spec = next(c for c in spec["containers"] if cc.is_dotmon(c))
+    secret_names = {e["valueFrom"]["secretKeyRef"]["name"] for c in spec["containers"] for e in c.get("env") or []
+                    if "secretKeyRef" in (e.get("valueFrom") or {})}
+
+    key = cc.generate_key(lambda args, env: subprocess.run([a.dotmon] + args, capture_output=True, text=True, timeout=30))
+    token = key["token"]
+    tmp = tempfile.mkdtemp(prefix="dotmon-pod-")
+    manifest = os.path.join(tmp, a.manifest)
+    with open(manifest, "w", encoding="utf-8") as f:
+        f.write(text)
+    # The Secret the manifest reads, as podman 4.3's kube play reads a podman secret: a JSON map
+    # of key to base64 value (a Secret's `data`).
+    for s in secret_names:
+        eng.podman("secret", "rm", s, check=False)
+        doc = os.path.join(tmp, f"{s}.json")
+        with open(doc, "w", encoding="utf-8") as f:
+            json.dump({k: base64.b64encode(key[k].encode()).decode() for k in ("Subject", "PublicKey")}, f)
+        eng.podman("secret", "create", s, doc)
+    eng.podman("kube", "down", manifest, check=False)
+    played = False
+    try:
+        t0 = time.monotonic()
+        r = eng.podman("kube", "play", manifest, check=False, timeout=300)
+        played = True
+        if not fails.check(r.returncode == 0, w, f"podman kube play: exit {r.returncode}: {r.stderr.strip()[-1500:]}"):
+            return report(fails, "")
+        ip = pod_ip(eng, pod)
+        if not fails.check(ip is not None, w, f"pod {pod} has no IP address"):
+            return report(fails, "")
+        api = f"http://{ip}:52323"
+        deadline = time.monotonic() + 60
+        st = None
+        while time.monotonic() < deadline:
+            st, _, _ = http(api + "/readyz", timeout=2)
+            if st == 200:
+                break
+            time.sleep(0.1)
+        log(f"  {w}: pod {pod} at {ip}, /readyz {st} {time.monotonic() - t0:.1f} s after kube play")
+        if not fails.check(st == 200, w, "/readyz did not answer 200 within 60 s"):
+            return report(fails, "")
+        check_pod_api(api, token, a, tmp, fails, w)
+        check_pod_containers(eng, pod, dm_spec, key, fails, w)
+        check_pod_stop(eng, pod, manifest, fails, w)
+        played = False
+    finally:
+        if played:
+            eng.podman("kube", "down", manifest, check=False)
+        for s in secret_names:
+            eng.podman("secret", "rm", s, check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return report(fails, f"{a.manifest} runs as a pod")
+
+
+def check_pod_api(api, token, a, tmp, fails, w):
+    for path in ("/healthz", "/readyz"):
+        st, _, _ = http(api + path)
+        fails.check(st == 200, w, f"{path} without a token answered {st}")
+    st, _, _ = http(api + "/processes")
+    fails.check(st == 401, w, f"/processes without a token answered {st}, expected 401")
+    st, _, _ = http(api + "/processes", token="not-" + token[4:])
+    fails.check(st == 401, w, f"/processes with a wrong token answered {st}, expected 401")
+
+    # The app is discovered (connect mode: its socket in the shared /tmp; listen mode: it dials in).
+    procs, deadline = [], time.monotonic() + 30
+    while time.monotonic() < deadline:
+        st, body, _ = http(api + "/processes", token)
+        procs = json.loads(body) if st == 200 else []
+        if any(p.get("pid") == 1 for p in procs):
+            break
+        time.sleep(0.2)
+    log(f"  /processes: {[(p.get('pid'), p.get('name')) for p in procs]}")
+    app = next((p for p in procs if p.get("pid") == 1), None)
+    if not fails.check(app is not None, w, f"/processes does not list the app as pid 1: {procs}"):
+        return
+    fails.check(app.get("name") == "TestApp", w, f"pid 1 is named {app.get('name')!r}, not TestApp")
+
+    path = os.path.join(tmp, "gc.nettrace")
+    t0 = time.monotonic()
+    st, n, _ = http(api + "/trace?pid=1&profile=gc-verbose&durationSeconds=5", token, timeout=60, dest=path)
+    log(f"  /trace gc-verbose 5 s: {st}, {n} bytes in {time.monotonic() - t0:.1f} s")
+    if fails.check(st == 200, w, f"/trace answered {st}: {n!r}"):
+        rc, c = run_json([a.checker, path])
+        fails.check(rc == 0 and c.get("verdict") == "COMPLETE", w, f"C checker: exit {rc}, {c}")
+        rc, t = run_json(["dotnet", a.tracecheck, path])
+        fails.check(rc == 0 and t.get("ok") is True, w, f"TraceEvent: exit {rc}, {t}")
+        fails.check(t.get("gcStart", 0) > 0 and t.get("gcStart") == c.get("gcStart"), w,
+                    f"GCStart events: TraceEvent {t.get('gcStart')}, C checker {c.get('gcStart')} (the app collects every 500 ms)")
+        log(f"  trace: {c.get('verdict')}, {c.get('events')} events, GCStart {c.get('gcStart')} (TraceEvent: "
+            f"{t.get('events')} events, GCStart {t.get('gcStart')}, lost {t.get('lost')})")
+
+    path = os.path.join(tmp, "mini.dmp")
+    t0 = time.monotonic()
+    st, n, hdr = http(api + "/dump?pid=1&type=Mini", token, timeout=120, dest=path)
+    log(f"  /dump Mini: {st}, {n} bytes in {time.monotonic() - t0:.1f} s")
+    if fails.check(st == 200, w, f"/dump answered {st}: {n!r}"):
+        fails.check(elf_core(path), w, "the dump is not an ELF core file")
+
+
+def check_pod_containers(eng, pod, dm_spec, key, fails, w):
+    name = container_named(eng, pod, dm_spec["name"])
+    c = eng.inspect("container", name)
+    hc = c.get("HostConfig") or {}
+    fails.check(hc.get("ReadonlyRootfs") is True, w, "dotmon's root file system is not read-only")
+    ids = proc_ids(c["State"]["Pid"])
+    fails.check(ids["Uid"] == [APP_UID] * 4 and ids["Gid"] == [APP_UID] * 4, w,
+                f"dotmon runs as {ids}, not uid/gid {APP_UID}")
+    log(f"  dotmon container: uid/gid {ids['Uid'][0]}/{ids['Gid'][0]}, read-only root {hc.get('ReadonlyRootfs')}, "
+        f"mounts {[m.get('Destination') for m in c.get('Mounts') or []]}")
+    # Nothing written outside its volumes: `podman diff` lists only what the engine itself puts
+    # in every container (the mount points of /etc/hosts, /etc/hostname, /etc/resolv.conf and
+    # /run/.containerenv, and of the volumes).
+    engine_owned = {"/etc", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/run", "/run/.containerenv",
+                    "/run/secrets", "/dev", "/proc", "/sys"}
+    engine_owned |= {m.get("Destination") for m in c.get("Mounts") or []}
+    diff = eng.podman("diff", "--format", "json", name).stdout
+    changed = sorted({p for v in (json.loads(diff or "{}") or {}).values() for p in v or []} - engine_owned)
+    fails.check(not changed, w, f"dotmon changed its root file system: {changed}")
+    logs = eng.podman("logs", name).stderr + eng.podman("logs", name).stdout
+    for secret in (key["token"], key["PublicKey"]):
+        fails.check(secret not in logs, w, "a secret is in dotmon's log")
+
+
+def check_pod_stop(eng, pod, manifest, fails, w):
+    """Stops the pod (SIGTERM, as `kube down` and the kubelet do), then checks the shared
+    volumes hold no file; `kube down` then leaves no pod, container or volume."""
+    vols = set()
+    for c in eng.inspect("pod", pod).get("Containers") or []:
+        for m in eng.inspect("container", c["Name"]).get("Mounts") or []:
+            if m.get("Type") == "volume" and m.get("Source"):
+                vols.add((m.get("Name"), m["Source"]))
+    t0 = time.monotonic()
+    eng.podman("pod", "stop", "-t", "10", pod)
+    log(f"  pod stop: {time.monotonic() - t0:.1f} s")
+    for c in eng.inspect("pod", pod).get("Containers") or []:
+        st = eng.inspect("container", c["Name"])["State"]
+        fails.check(st.get("ExitCode") == 0, w, f"{c['Name']} exited with {st.get('ExitCode')} after SIGTERM")
+    for vname, src in sorted(vols):
+        left = [os.path.relpath(os.path.join(b, n), src) for b, ds, fs in os.walk(src) for n in fs + ds]
+        fails.check(not left, w, f"volume {vname} holds {left} after the pod stopped")
+    log(f"  volumes after stop: {', '.join(f'{n}: empty' for n, _ in sorted(vols)) or 'none'}")
+    r = eng.podman("kube", "down", manifest, check=False)
+    fails.check(r.returncode == 0, w, f"podman kube down: exit {r.returncode}: {r.stderr.strip()}")
+    left = eng.podman("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    fails.check(not left, w, f"containers left after kube down: {left}")
+    pods = eng.podman("pod", "ps", "--format", "{{.Name}}").stdout.split()
+    fails.check(not pods, w, f"pods left after kube down: {pods}")
+    for vname, src in sorted(vols):
+        fails.check(not os.path.exists(src) or not os.listdir(src), w, f"volume {vname} not empty after kube down")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["images", "pod"])
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--state", required=True, help="private podman configuration and storage")
+    ap.add_argument("--dotmon", required=True, help="this build's dotmon (version, key generation)")
+    ap.add_argument("--testapp", help="the built test app folder (images)")
+    ap.add_argument("--manifest", help="file name in container/k8s (pod)")
+    ap.add_argument("--checker", help="nettrace_check (pod)")
+    ap.add_argument("--tracecheck", help="tracecheck.dll (pod)")
+    a = ap.parse_args()
+    a.repo = os.path.abspath(a.repo)
+    why = prerequisites()
+    if why:
+        log(f"SKIPPED: {why}")
+        return SKIP
+    try:
+        return cmd_images(a) if a.mode == "images" else cmd_pod(a)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        print(f"FAIL {e}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

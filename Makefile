@@ -6,10 +6,11 @@ DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev li
 # For the tests only (tests/container reads YAML and runs the manifests as pods with podman, unit
 # tests also run under valgrind, the load test drives wrk, the HTTPS tests make certificates with
 # openssl and connect with curl); the image's build stage does not need them.
-TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk $(IMAGE_PACKAGES) runc
+TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk $(IMAGE_PACKAGES) runc debootstrap
 # For `make image` (container/image.sh): buildah builds the image, podman saves the archive;
 # the build recipe strips the binary (binutils) and copies the CA bundle. The pod tests also run
-# the image (runc: Debian's default crun fails on some cgroup v1 hosts).
+# the image (runc: Debian's default crun fails on some cgroup v1 hosts) and build the Dockerfile
+# itself on a Debian 12 base made with debootstrap.
 IMAGE_PACKAGES := podman buildah binutils ca-certificates
 # For `make fuzz` only: libFuzzer comes with clang's compiler-rt (tests/fuzz).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
@@ -23,7 +24,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -108,6 +109,13 @@ bench-peers: build
 	ctest --test-dir $(BUILD) -R 'build_testapp|build_tracecheck' >/dev/null
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
 	  DOTMON_TRACECHECK=$(CURDIR)/$(BUILD)/tracecheck/tracecheck.dll bench/bench_peers.sh 3
+
+# The image under podman: start-to-ready and idle memory of the container against the binary on
+# the host (builds the images into the tests' private podman storage first).
+bench-container: build
+	ctest --test-dir $(BUILD) -R 'build_testapp|container_images' >/dev/null
+	python3 bench/bench_container.py --repo $(CURDIR) --state $(CURDIR)/$(BUILD)/podman \
+	  --dotmon $(CURDIR)/$(BUILD)/dotmon --runs 10
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:

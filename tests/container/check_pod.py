@@ -20,7 +20,16 @@
       system and changed nothing in it; no secret in its log; the shared volume is empty once the
       pod has stopped, and `podman kube down` leaves no pod, container or volume.
 
-Both exit 77 (skipped, with the reason) when podman, buildah or runc is missing or not root.
+  check_pod.py dockerfile --repo ROOT --state DIR --dotmon BIN
+      Builds container/Dockerfile itself with `buildah bud`, on a Debian 12 base made here with
+      debootstrap (no registry is reachable, so debian:12-slim cannot be pulled; BUILD_IMAGE is
+      the Dockerfile's own argument for that), and compares the result with `make image`'s image
+      from the images step: the same files with the same modes and owners, the same user,
+      entrypoint, command, ports and labels. Sizes that differ are listed (a Debian package newer
+      on one side than the other), not failed.
+
+All exit 77 (skipped, with the reason) when podman, buildah or runc is missing or not root;
+dockerfile also when debootstrap is missing or the Debian mirror cannot be reached.
 """
 
 import argparse
@@ -284,6 +293,88 @@ def cmd_images(a):
     return report(fails, "images built and checked")
 
 
+DOCKERFILE_IMAGE = "localhost/dotmon-dockerfile:ci"
+BASE_IMAGE = "localhost/debian-bootstrap:12"
+BASE_MAX_AGE_S = 7 * 86400
+
+
+def debian_base(eng):
+    """localhost/debian-bootstrap:12 in the storage: debootstrap's minbase bookworm, kept as a
+    tarball in the state folder for a week. None (and why) when it cannot be made."""
+    tarball = os.path.join(eng.state, "debian-12-minbase.tar")
+    if not (os.path.exists(tarball) and time.time() - os.path.getmtime(tarball) < BASE_MAX_AGE_S):
+        deboot = shutil.which("debootstrap", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+        if deboot is None:
+            return "debootstrap not installed (Debian: apt-get install debootstrap; make test installs it)"
+        mirror = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
+        with tempfile.TemporaryDirectory(prefix="dotmon-debootstrap-", dir=eng.state) as root:
+            t0 = time.monotonic()
+            r = subprocess.run([deboot, "--variant=minbase", "bookworm", root, mirror],
+                               capture_output=True, text=True, timeout=900)
+            if r.returncode != 0:
+                return f"debootstrap from {mirror} failed: {(r.stderr or r.stdout).strip()[-300:]}"
+            for base, _, files in os.walk(os.path.join(root, "var/cache/apt/archives")):
+                for n in files:
+                    if n.endswith(".deb"):
+                        os.unlink(os.path.join(base, n))
+            subprocess.run(["tar", "-C", root, "-cf", tarball + ".part", "."], check=True)
+            os.replace(tarball + ".part", tarball)
+            log(f"  debootstrap --variant=minbase bookworm: {time.monotonic() - t0:.1f} s")
+    eng.podman("import", "-q", tarball, BASE_IMAGE, timeout=300)
+    return None
+
+
+def cmd_dockerfile(a):
+    fails = Failures()
+    eng = Engine(a.state)
+    if eng.podman("image", "exists", DOTMON_IMAGE, check=False).returncode != 0:
+        log(f"FAIL {DOTMON_IMAGE} is not in {eng.state}: the container_images test builds it")
+        return 1
+    why = debian_base(eng)
+    if why:
+        log(f"SKIPPED: {why}")
+        return SKIP
+    made = eng.inspect("image", DOTMON_IMAGE)
+    labels = (made.get("Config") or {}).get("Labels") or {}
+    args = []
+    for arg, key in (("VERSION", "version"), ("REVISION", "revision"), ("SOURCE", "source")):
+        args += ["--build-arg", f"{arg}={labels.get('org.opencontainers.image.' + key, '')}"]
+    t0 = time.monotonic()
+    # The build stage's RUN steps use the host's network (apt-get), as `docker build` does by default.
+    r = eng.run(["buildah", "bud", "--quiet", "--network", "host", "--layers=false", "--format", "oci",
+                 "--identity-label=false",
+                 "--build-arg", f"BUILD_IMAGE={BASE_IMAGE}"] + args +
+                ["-t", DOCKERFILE_IMAGE, "-f", os.path.join(a.repo, "container/Dockerfile"), a.repo],
+                check=False, timeout=1500)
+    w = "container/Dockerfile"
+    if not fails.check(r.returncode == 0, w, f"buildah bud: exit {r.returncode}: {r.stderr.strip()[-1500:]}"):
+        return report(fails, "")
+    log(f"  buildah bud container/Dockerfile: {time.monotonic() - t0:.1f} s")
+    built = eng.inspect("image", DOCKERFILE_IMAGE)
+    for k in ("User", "Entrypoint", "Cmd", "ExposedPorts", "WorkingDir", "Env"):
+        x, y = (built.get("Config") or {}).get(k), (made.get("Config") or {}).get(k)
+        fails.check(x == y, w, f"{k}: Dockerfile build {x!r}, make image {y!r}")
+    blabels = (built.get("Config") or {}).get("Labels") or {}
+    for k in sorted(set(blabels) | set(labels)):
+        if k != "org.opencontainers.image.created":   # `make image` adds it
+            fails.check(blabels.get(k) == labels.get(k), w, f"label {k}: {blabels.get(k)!r} vs {labels.get(k)!r}")
+    x, y = image_files(eng, DOCKERFILE_IMAGE), image_files(eng, DOTMON_IMAGE)
+    fails.check(set(x) == set(y), w, f"files differ: only in the Dockerfile build {sorted(set(x) - set(y))}, "
+                f"only in make image's {sorted(set(y) - set(x))}")
+    sizes = []
+    for p in sorted(set(x) & set(y)):
+        fails.check(x[p][:2] == y[p][:2], w, f"{p}: mode/owner {x[p][0]:o}/{x[p][1]} vs {y[p][0]:o}/{y[p][1]}")
+        if x[p][2] != y[p][2]:
+            sizes.append(f"{p} {x[p][2]} vs {y[p][2]}")
+    r = eng.podman("run", "--rm", "--read-only", "--network", "none", DOCKERFILE_IMAGE, "--version", check=False)
+    fails.check(r.returncode == 0 and r.stdout.strip() == labels.get("org.opencontainers.image.version"), w,
+                f"the Dockerfile's image: --version exit {r.returncode}, {r.stdout.strip()!r} {r.stderr.strip()!r}")
+    log(f"  Dockerfile build vs make image: {len(x)} entries each, sizes {'all equal' if not sizes else 'differ: ' + '; '.join(sizes)}; "
+        f"{int(built.get('Size') or 0) / 1e6:.2f} MB vs {int(made.get('Size') or 0) / 1e6:.2f} MB")
+    eng.podman("rmi", "-f", DOCKERFILE_IMAGE, BASE_IMAGE, check=False)
+    return report(fails, "container/Dockerfile builds the image make image builds")
+
+
 def report(fails, ok):
     for x in fails.items:
         print(f"FAIL {x}")
@@ -540,7 +631,7 @@ def check_pod_stop(eng, pod, manifest, fails, w):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["images", "pod"])
+    ap.add_argument("mode", choices=["images", "pod", "dockerfile"])
     ap.add_argument("--repo", required=True)
     ap.add_argument("--state", required=True, help="private podman configuration and storage")
     ap.add_argument("--dotmon", required=True, help="this build's dotmon (version, key generation)")
@@ -555,7 +646,7 @@ def main():
         log(f"SKIPPED: {why}")
         return SKIP
     try:
-        return cmd_images(a) if a.mode == "images" else cmd_pod(a)
+        return {"images": cmd_images, "pod": cmd_pod, "dockerfile": cmd_dockerfile}[a.mode](a)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
         print(f"FAIL {e}")
         return 1

@@ -11,7 +11,9 @@ DIR is a private podman storage holding localhost/dotmon-test:ci (the container_
   container  `podman run -d --read-only` of the image (the Dockerfile's CMD, default bridge
              network), from the command's start to the first 200 of /readyz on the container's
              address; then `podman rm -f`.
-Prints the medians, the ratio container/host, the image size as `podman image inspect` gives it,
+  floor      `podman run --rm` of the image with --version: the engine's own cost of starting
+             (and removing) a container on that network, which dotmon cannot change.
+Prints the medians, the ratios container/host and container/floor, the image size as `podman image inspect` gives it,
 and the idle RSS of dotmon inside the container after 2 s.
 """
 
@@ -71,6 +73,13 @@ def container_round(eng, image, name):
         eng.podman("rm", "-f", "-t", "5", name, check=False)
 
 
+def engine_floor_round(eng, image):
+    """`podman run --rm IMAGE --version` on the same network: what the engine alone costs."""
+    t0 = time.monotonic()
+    eng.podman("run", "--rm", "--read-only", image, "--version")
+    return time.monotonic() - t0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", required=True)
@@ -87,9 +96,10 @@ def main():
     if eng.podman("image", "exists", image, check=False).returncode != 0:
         print(f"bench_container: {image} is not in {a.state} (ctest -R container_images builds it)")
         return 1
-    host, ctr, rss = [], [], []
+    host, ctr, rss, floor = [], [], [], []
     for i in range(a.runs):
         host.append(host_round(os.path.abspath(a.dotmon)))
+        floor.append(engine_floor_round(eng, image))
         r, m = container_round(eng, image, f"dotmon-bench-{os.getpid()}-{i}")
         ctr.append(r)
         rss.append(m)
@@ -98,7 +108,9 @@ def main():
     print(f"runs: {a.runs} interleaved")
     print(f"start-to-ready, host binary (baseline): median {hm * 1000:.1f} ms (min {min(host) * 1000:.1f}, max {max(host) * 1000:.1f})")
     print(f"start-to-ready, podman run of the image: median {cm * 1000:.1f} ms (min {min(ctr) * 1000:.1f}, max {max(ctr) * 1000:.1f})")
-    print(f"ratio container/host: {cm / hm:.1f}x")
+    fm = statistics.median(floor)
+    print(f"engine floor, podman run --rm of the image's --version (start, exit, removal): median {fm * 1000:.1f} ms")
+    print(f"ratio container/host: {cm / hm:.1f}x; container/engine floor: {cm / fm:.2f}x")
     print(f"image size (podman image inspect): {size / 1e6:.2f} MB")
     print(f"idle RSS of dotmon in the container after 2 s: median {statistics.median(rss)} KiB")
     return 0

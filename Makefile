@@ -5,8 +5,11 @@ SHELL := /bin/bash
 DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
 # For the tests only (tests/container reads YAML and runs the manifests as pods with podman, unit
 # tests also run under valgrind, the load test drives wrk, the HTTPS tests make certificates with
-# openssl and connect with curl); the image's build stage does not need them.
-TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk $(IMAGE_PACKAGES) runc debootstrap
+# openssl and connect with curl, the /metrics text is checked with promtool from `prometheus`);
+# the image's build stage does not need them. Installing `prometheus` also enables its service:
+# in a container policy-rc.d keeps it from starting; on a host, `systemctl disable --now
+# prometheus` if you only want promtool.
+TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk prometheus $(IMAGE_PACKAGES) runc debootstrap
 # For `make image` (container/image.sh): buildah builds the image, podman saves the archive;
 # the build recipe strips the binary (binutils) and copies the CA bundle. The pod tests also run
 # the image (runc: Debian's default crun fails on some cgroup v1 hosts) and build the Dockerfile

@@ -51,4 +51,40 @@ struct ev_prom_target {
  */
 int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *out);
 
+/*
+ * Where ev_prom_render departs from dotnet-monitor so that the text stays valid Prometheus:
+ * - one line per series and scrape (the newest sample), each family's lines together, one HELP
+ *   and TYPE per name; if two series of one family render the same label set, the newest wins;
+ * - a tag key that would repeat a label of its line (an earlier tag, a process label such as
+ *   pid/uid/name, or `quantile`), that is empty or that starts with `__` (reserved) is prefixed
+ *   with "tag_" until it is unique: tag pid=7 on a process labelled pid="42" prints
+ *   tag_pid="7", pid="42";
+ * - a name that is both a summary and a gauge keeps the first kind met (summaries sort first)
+ *   and drops the other's lines; a gauge named <summary>_sum or <summary>_count is dropped;
+ * - a provider whose first kept character would be a digit drops it (dotnet-monitor checks
+ *   "first" against the input position, which can leave a name starting with a digit);
+ * - values print NaN, +Inf, -Inf (Prometheus spellings, not .NET's "Infinity"); HELP text
+ *   escapes `\` and newlines; EventCounters with an empty DisplayName use the counter name.
+ */
+
+/*
+ * dotnet-monitor's metric name (EVENTS.md §5.2): provider (lower-cased, invalid characters
+ * dropped) "_" counter (invalid characters replaced by "_") ["_" unit'], unit' mapping ""/count to
+ * nothing, B/MB to bytes and % to ratio (ASCII case-insensitive), any other unit verbatim. A
+ * non-ASCII code point counts as one invalid character (two past U+FFFF, as UTF-16 does).
+ * Appends to out: 0 or -ENOMEM / AGENT_E_TOOBIG.
+ */
+int ev_prom_metric_name(struct buf *out, const char *provider, const char *counter,
+                        const char *unit);
+
+/* Room for any ev_prom_format_double text and its NUL ("-1.2345678901234567E-308" is 24). */
+#define EV_PROM_DOUBLE_MAX 32
+
+/*
+ * v as .NET's double.ToString(CultureInfo.InvariantCulture) writes it (shortest text that reads
+ * back as v; scientific "1E+15", "1.5E-05" past 15 digits or below 1E-04), except NaN, +Inf and
+ * -Inf in Prometheus' spelling. out holds at least EV_PROM_DOUBLE_MAX bytes; returns the length.
+ */
+size_t ev_prom_format_double(double v, char *out, size_t n);
+
 #endif

@@ -31,11 +31,28 @@
 //                        ("ok events-mark n=<threads>"): each thread's last sequence number then
 //                        shows in the trace, so drops at the end of a storm can be counted
 //   env <NAME>           "ok env NAME=VALUE" or "ok env NAME unset"
+//   meter-add <n>        n steps of the meter TestApp.Meter (version 1.0.0, meter tag
+//                        app=testapp): step k (k = 1, 2, ... over the process's life) adds 1 to
+//                        Counter testapp.requests ({request}; instrument tag tier=test; value
+//                        tags code=200 and route=/a for odd k, /b for even k), records k mod 10 + 0.5
+//                        in Histogram testapp.latency (ms), and moves UpDownCounter
+//                        testapp.queue.depth ({item}) so that it equals k mod 10; ObservableGauge
+//                        testapp.temperature (Cel) reads 20 + (k mod 10) / 2 for the last k.
+//                        Answers "ok meter-add total=<k>". A metrics session sees counter and
+//                        up-down values summed from the moment it started listening (so
+//                        queue.depth shows k mod 10 only for a session that began at k = 0)
+//   counters-add <n>     n steps of the EventSource TestApp.Counters: step k writes k mod 10 + 1
+//                        to EventCounter work-time ("Work Time", ms) and 1 to
+//                        IncrementingEventCounter ops ("Operations", per second);
+//                        PollingCounter queue-length ("Queue Length") reads k mod 10 and
+//                        IncrementingPollingCounter total-ops ("Total Operations") reads k. All
+//                        four carry metadata source:testapp. Answers "ok counters-add total=<k>"
 //   exit <code>          answers "ok exit" and exits with that code
 //
 // Flags: --no-stdin-exit, --env-echo NAME (repeatable), --heartbeat-ms N (default 1000, 0 = off),
 // --gc-ms N (a GC.Collect every N ms, default 0 = off: for a container with no stdin, where the
-// `gc` command cannot be sent), --console-log (also log to stderr). Any other argument is ignored, so tests can put markers on
+// `gc` command cannot be sent), --metrics-ms N (a `meter-add 1` and a `counters-add 1` every N
+// ms, default 0 = off: metrics that move without stdin), --console-log (also log to stderr). Any other argument is ignored, so tests can put markers on
 // the command line (they show up in dotmon's /process commandLine).
 //
 // In the background a heartbeat allocates a little and logs at Information under category
@@ -45,6 +62,7 @@ using System;
 using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Diagnostics;
+using System.Diagnostics.Metrics;
 using System.Diagnostics.Tracing;
 using System.Globalization;
 using System.Linq;
@@ -82,6 +100,7 @@ internal static class Program
         bool consoleLog = false;
         int heartbeatMs = 1000;
         int gcMs = 0;
+        int metricsMs = 0;
         var echo = new List<string>();
         for (int i = 0; i < args.Length; i++)
         {
@@ -110,8 +129,16 @@ internal static class Program
                         return 2;
                     }
                     break;
+                case "--metrics-ms" when i + 1 < args.Length:
+                    if (!int.TryParse(args[++i], NumberStyles.None, CultureInfo.InvariantCulture, out metricsMs))
+                    {
+                        Console.Error.WriteLine("TestApp: --metrics-ms needs a non-negative integer");
+                        return 2;
+                    }
+                    break;
                 case "--env-echo":
                 case "--gc-ms":
+                case "--metrics-ms":
                 case "--heartbeat-ms":
                     Console.Error.WriteLine($"TestApp: {args[i]} needs a value");
                     return 2;
@@ -146,6 +173,17 @@ internal static class Program
         }
 
         using Timer? collector = gcMs > 0 ? new Timer(_ => GC.Collect(), null, gcMs, gcMs) : null;
+
+        // The meter and the EventSource exist from the start, so a session sees them at once.
+        TestMetrics.Init();
+        _ = TestAppCounters.Log;
+        using Timer? metricsTicker = metricsMs > 0
+            ? new Timer(_ =>
+            {
+                TestMetrics.Add(1);
+                TestAppCounters.Log.Add(1);
+            }, null, metricsMs, metricsMs)
+            : null;
 
         foreach (string name in echo)
         {
@@ -268,6 +306,10 @@ internal static class Program
                 return $"ok events-mark n={EventsMark()}";
             case "env":
                 return "ok " + EnvLine(rest);
+            case "meter-add":
+                return $"ok meter-add total={TestMetrics.Add(ParseInt(rest, "n", 0, 10_000_000))}";
+            case "counters-add":
+                return $"ok counters-add total={TestAppCounters.Log.Add(ParseInt(rest, "n", 0, 10_000_000))}";
             case "exit":
                 {
                     int code = ParseInt(rest, "code", 0, 255);
@@ -564,4 +606,116 @@ internal sealed class TestAppEvents : EventSource
 
     [Event(1, Level = EventLevel.Informational)]
     public void Blob(int Thread, long Index, string Text) => WriteEvent(1, Thread, Index, Text);
+}
+
+// System.Diagnostics.Metrics instruments of the `meter-add` command (see the header for values).
+internal static class TestMetrics
+{
+    private static readonly object Lock = new();
+    private static Meter? s_meter;
+    private static Counter<long>? s_requests;
+    private static Histogram<double>? s_latency;
+    private static UpDownCounter<long>? s_depth;
+    private static long s_steps;
+
+    public static void Init()
+    {
+        lock (Lock)
+        {
+            if (s_meter != null)
+            {
+                return;
+            }
+            s_meter = new Meter(new MeterOptions("TestApp.Meter")
+            {
+                Version = "1.0.0",
+                Tags = new[] { new KeyValuePair<string, object?>("app", "testapp") },
+            });
+            s_requests = s_meter.CreateCounter<long>("testapp.requests", "{request}",
+                "Requests counted by meter-add", new[] { new KeyValuePair<string, object?>("tier", "test") });
+            s_latency = s_meter.CreateHistogram<double>("testapp.latency", "ms", "Latency recorded by meter-add");
+            s_depth = s_meter.CreateUpDownCounter<long>("testapp.queue.depth", "{item}", "meter-add steps mod 10");
+            s_meter.CreateObservableGauge("testapp.temperature",
+                () => 20.0 + (Interlocked.Read(ref s_steps) % 10) / 2.0, "Cel", "20 + (steps mod 10) / 2");
+        }
+    }
+
+    // n steps; returns the number of steps so far (= testapp.requests' total).
+    public static long Add(int n)
+    {
+        Init();
+        lock (Lock)
+        {
+            for (int i = 0; i < n; i++)
+            {
+                long k = ++s_steps;
+                var tags = new TagList { { "code", 200 }, { "route", k % 2 == 1 ? "/a" : "/b" } };
+                s_requests!.Add(1, tags);
+                s_latency!.Record(k % 10 + 0.5);
+                s_depth!.Add(k % 10 == 0 ? -9 : 1); // depth = k mod 10
+            }
+            return s_steps;
+        }
+    }
+}
+
+// EventCounters of the `counters-add` command (see the header for values).
+[EventSource(Name = "TestApp.Counters")]
+internal sealed class TestAppCounters : EventSource
+{
+    public static readonly TestAppCounters Log = new();
+
+    private readonly object _lock = new();
+    private readonly EventCounter _workTime;
+    private readonly IncrementingEventCounter _ops;
+    private readonly PollingCounter _queueLength;
+    private readonly IncrementingPollingCounter _totalOps;
+    private long _steps;
+
+    private TestAppCounters()
+    {
+        _workTime = new EventCounter("work-time", this) { DisplayName = "Work Time", DisplayUnits = "ms" };
+        _ops = new IncrementingEventCounter("ops", this)
+        {
+            DisplayName = "Operations",
+            DisplayRateTimeScale = TimeSpan.FromSeconds(1),
+        };
+        _queueLength = new PollingCounter("queue-length", this, () => Interlocked.Read(ref _steps) % 10)
+        {
+            DisplayName = "Queue Length",
+        };
+        _totalOps = new IncrementingPollingCounter("total-ops", this, () => Interlocked.Read(ref _steps))
+        {
+            DisplayName = "Total Operations",
+            DisplayRateTimeScale = TimeSpan.FromSeconds(1),
+        };
+        foreach (DiagnosticCounter c in new DiagnosticCounter[] { _workTime, _ops, _queueLength, _totalOps })
+        {
+            c.AddMetadata("source", "testapp");
+        }
+    }
+
+    // n steps; returns the number of steps so far.
+    public long Add(int n)
+    {
+        lock (_lock)
+        {
+            for (int i = 0; i < n; i++)
+            {
+                long k = Interlocked.Increment(ref _steps);
+                _workTime.WriteMetric(k % 10 + 1);
+                _ops.Increment(1);
+            }
+            return Interlocked.Read(ref _steps);
+        }
+    }
+
+    protected override void Dispose(bool disposing)
+    {
+        _workTime.Dispose();
+        _ops.Dispose();
+        _queueLength.Dispose();
+        _totalOps.Dispose();
+        base.Dispose(disposing);
+    }
 }

@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Prometheus text exposition 0.0.4 of the metrics stores (EVENTS.md §5.2): dotnet-monitor's
+ * names, HELP, TYPE, values and labels, with the departures listed in ev_store.h that keep the
+ * text valid (one sample per series, contiguous families, unique label names).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ascii.h"
+#include "err.h"
+#include "ev_store.h"
+#include "ev_store_internal.h"
+
+/* ---- UTF-8 ---------------------------------------------------------------------------------- */
+
+/* Length of the well-formed UTF-8 sequence at p (1..4), or 0 if the bytes there are not one. */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned char c = p[0];
+    if (c < 0x80) {
+        return 1;
+    }
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t n;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        lo = c == 0xe0 ? 0xa0 : 0x80;
+        hi = c == 0xed ? 0x9f : 0xbf;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf;
+    } else {
+        return 0;
+    }
+    if (p[1] < lo || p[1] > hi) {
+        return 0;
+    }
+    for (size_t i = 2; i < n; i++) {
+        if (p[i] < 0x80 || p[i] > 0xbf) {
+            return 0;
+        }
+    }
+    return n;
+}
+
+/* ---- names ---------------------------------------------------------------------------------- */
+
+static bool is_letter(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* dotnet-monitor's IsValidChar for ASCII (every non-ASCII character is > 'z', so invalid). */
+static bool valid_char(char c, bool first)
+{
+    return c == '_' || is_letter(c) || (!first && is_digit(c));
+}
+
+/*
+ * Provider mode: valid characters lower-cased, the others dropped; "_" when nothing is left.
+ * Counter mode: valid characters kept, each invalid character (UTF-16 unit) becomes "_".
+ */
+static int normalize_n(struct buf *out, const char *s, size_t len, bool provider)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *end = p + len;
+    bool kept = false;
+    bool first = true;
+    int rc = 0;
+    while (p < end && rc == 0) {
+        size_t n = utf8_len(p);
+        if (n > (size_t)(end - p)) {
+            n = 0;
+        }
+        if (n == 1 && valid_char((char)*p, provider ? !kept : first)) {
+            char c = (char)*p;
+            if (provider) {
+                c = ascii_lower(c);
+            }
+            rc = buf_append(out, &c, 1);
+            kept = true;
+        } else if (!provider) {
+            rc = buf_append(out, n == 4 ? "__" : "_", n == 4 ? 2 : 1);
+        }
+        p += n ? n : 1;
+        first = false;
+    }
+    if (rc == 0 && provider && !kept) {
+        rc = buf_append(out, "_", 1);
+    }
+    return rc;
+}
+
+static int normalize(struct buf *out, const char *s, bool provider)
+{
+    return normalize_n(out, s, strlen(s), provider);
+}
+
+/* The unit's part of the name: "" for none, else the (unnormalized) unit or its mapping. */
+static const char *mapped_unit(const char *unit)
+{
+    if (unit == NULL || unit[0] == '\0' || ascii_ieq(unit, "count")) {
+        return "";
+    }
+    if (ascii_ieq(unit, "B") || ascii_ieq(unit, "MB")) {
+        return "bytes";
+    }
+    if (strcmp(unit, "%") == 0) {
+        return "ratio";
+    }
+    return unit;
+}
+
+int ev_prom_metric_name(struct buf *out, const char *provider, const char *counter,
+                        const char *unit)
+{
+    int rc = normalize(out, provider ? provider : "", true);
+    if (rc == 0) {
+        rc = buf_append(out, "_", 1);
+    }
+    if (rc == 0) {
+        rc = normalize(out, counter ? counter : "", false);
+    }
+    const char *u = mapped_unit(unit);
+    if (rc == 0 && u[0] != '\0') {
+        rc = buf_append(out, "_", 1);
+        if (rc == 0) {
+            rc = normalize(out, u, false);
+        }
+    }
+    return rc;
+}
+
+/* ---- numbers -------------------------------------------------------------------------------- */
+
+/*
+ * .NET's "G" layout of shortest digits d[0..nd) with v = 0.d1d2... x 10^scale: scientific when
+ * the point would sit more than max(nd, 15) places right, or below 0.0001. Returns the length.
+ */
+static size_t layout(char text[EV_PROM_DOUBLE_MAX], bool neg, const char *digits, size_t nd,
+                     long scale)
+{
+    long nmax = nd > 15 ? (long)nd : 15;
+    size_t t = 0;
+    if (neg) {
+        text[t++] = '-';
+    }
+    if (scale > nmax || scale < -3) {
+        text[t++] = digits[0];
+        if (nd > 1) {
+            text[t++] = '.';
+            memcpy(text + t, digits + 1, nd - 1);
+            t += nd - 1;
+        }
+        long e = scale - 1;
+        int w = snprintf(text + t, EV_PROM_DOUBLE_MAX - t, "E%c%02ld", e < 0 ? '-' : '+',
+                         e < 0 ? -e : e);
+        t += w > 0 ? (size_t)w : 0;
+    } else if (scale <= 0) {
+        text[t++] = '0';
+        text[t++] = '.';
+        for (long i = 0; i < -scale; i++) {
+            text[t++] = '0';
+        }
+        memcpy(text + t, digits, nd);
+        t += nd;
+    } else {
+        for (size_t i = 0; i < (size_t)scale; i++) {
+            char c = '0';
+            if (i < nd) {
+                c = digits[i];
+            }
+            text[t++] = c;
+        }
+        if ((size_t)scale < nd) {
+            text[t++] = '.';
+            memcpy(text + t, digits + scale, nd - (size_t)scale);
+            t += nd - (size_t)scale;
+        }
+    }
+    return t;
+}
+
+size_t ev_prom_format_double(double v, char *out, size_t n)
+{
+    const char *special = NULL;
+    if (isnan(v)) {
+        special = "NaN";
+    } else if (isinf(v)) {
+        special = v > 0 ? "+Inf" : "-Inf";
+    } else if (v == 0) {
+        special = signbit(v) ? "-0" : "0";
+    }
+    if (special) {
+        size_t len = strlen(special);
+        if (len >= n) {
+            return 0;
+        }
+        memcpy(out, special, len + 1);
+        return len;
+    }
+
+    /* The shortest %e text that reads back as v (at most 17 significant digits). */
+    char tmp[48];
+    for (int prec = 0; prec < 17; prec++) {
+        snprintf(tmp, sizeof(tmp), "%.*e", prec, v);
+        if (strtod(tmp, NULL) == v) {
+            break;
+        }
+    }
+    char digits[24];
+    size_t nd = 0;
+    const char *p = tmp;
+    bool neg = *p == '-';
+    if (neg) {
+        p++;
+    }
+    for (; *p && *p != 'e' && *p != 'E'; p++) {
+        if (is_digit(*p) && nd < sizeof(digits)) {
+            digits[nd++] = *p;
+        }
+    }
+    long exp10 = *p ? strtol(p + 1, NULL, 10) : 0;
+    while (nd > 1 && digits[nd - 1] == '0') {
+        nd--;
+    }
+
+    char text[EV_PROM_DOUBLE_MAX];
+    size_t t = layout(text, neg, digits, nd, exp10 + 1);
+    if (t >= n) {
+        return 0;
+    }
+    memcpy(out, text, t);
+    out[t] = '\0';
+    return t;
+}
+
+static int append_double(struct buf *b, double v)
+{
+    char s[EV_PROM_DOUBLE_MAX];
+    size_t n = ev_prom_format_double(v, s, sizeof(s));
+    return buf_append(b, s, n);
+}
+
+/* ---- text escapes --------------------------------------------------------------------------- */
+
+/* Label values escape \ " and newline; HELP text escapes \ and newline. Malformed UTF-8 (which
+ * Prometheus rejects in label values) becomes U+FFFD. s[0..n). */
+static int append_escaped(struct buf *b, const char *s, size_t n, bool quote)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *end = p + n;
+    int rc = 0;
+    while (p < end && rc == 0) {
+        size_t len = utf8_len(p);
+        if (len == 0 || len > (size_t)(end - p)) {
+            rc = buf_append(b, "\xef\xbf\xbd", 3);
+            p++;
+        } else if (*p == '\\') {
+            rc = buf_append(b, "\\\\", 2);
+            p++;
+        } else if (*p == '\n') {
+            rc = buf_append(b, "\\n", 2);
+            p++;
+        } else if (*p == '"' && quote) {
+            rc = buf_append(b, "\\\"", 2);
+            p++;
+        } else {
+            rc = buf_append(b, p, len);
+            p += len;
+        }
+    }
+    return rc;
+}
+
+/* ---- labels --------------------------------------------------------------------------------- */
+
+/* The combined tag string (meter tags, instrument tags, value tags; the non-empty ones) is
+ * walked item by item without joining it: item k of part j. */
+struct tag_iter {
+    const char *parts[3];
+    size_t part;
+    const char *pos; /* start of the next item in parts[part], NULL before the first */
+};
+
+/* Next item as [*item, *item + *len); false at the end. */
+static bool tag_next(struct tag_iter *it, const char **item, size_t *len)
+{
+    while (it->part < 3) {
+        const char *s = it->parts[it->part];
+        if (s == NULL || s[0] == '\0') {
+            it->part++;
+            continue;
+        }
+        if (it->pos == NULL) {
+            it->pos = s;
+        }
+        const char *comma = strchr(it->pos, ',');
+        *item = it->pos;
+        if (comma) {
+            *len = (size_t)(comma - it->pos);
+            it->pos = comma + 1;
+        } else {
+            *len = strlen(it->pos);
+            it->pos = NULL;
+            it->part++;
+        }
+        return true;
+    }
+    return false;
+}
+
+static void tag_iter_init(struct tag_iter *it, const struct ev_series *s)
+{
+    memset(it, 0, sizeof(*it));
+    it->parts[0] = s->meter_tags;
+    it->parts[1] = s->instrument_tags;
+    it->parts[2] = s->tags;
+}
+
+/* Whether key[0..n) is in the NUL-separated list used[0..used_len). */
+static bool key_used(const char *key, size_t n, const char *used, size_t used_len)
+{
+    for (size_t off = 0; off < used_len;) {
+        size_t l = strlen(used + off);
+        if (l == n && memcmp(used + off, key, n) == 0) {
+            return true;
+        }
+        off += l + 1;
+    }
+    return false;
+}
+
+/*
+ * Appends the normalized key[0..n) to scratch, after the NUL-separated list of keys in use,
+ * prefixed with "tag_" as often as needed to make it unique and not reserved (empty or "__").
+ */
+static int unique_key(struct buf *scratch, const char *key, size_t n)
+{
+    size_t mark = buf_size(scratch);
+    for (size_t prefixes = 0;; prefixes++) {
+        buf_truncate(scratch, mark);
+        int rc = 0;
+        for (size_t i = 0; i < prefixes && rc == 0; i++) {
+            rc = buf_append(scratch, "tag_", 4);
+        }
+        if (rc == 0) {
+            rc = normalize_n(scratch, key, n, false);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        const char *k = (const char *)buf_data(scratch) + mark;
+        size_t kn = buf_size(scratch) - mark;
+        bool reserved = kn == 0 || (kn >= 2 && k[0] == '_' && k[1] == '_');
+        if (!reserved && !key_used(k, kn, (const char *)buf_data(scratch), mark)) {
+            return 0;
+        }
+    }
+}
+
+/* Appends [", "]key="value" with the value escaped. */
+static int append_label(struct buf *out, bool first, const char *key, size_t kn, const char *value,
+                        size_t vn)
+{
+    int rc = buf_append(out, first ? "" : ", ", first ? 0 : 2);
+    if (rc == 0) {
+        rc = buf_append(out, key, kn);
+    }
+    if (rc == 0) {
+        rc = buf_append(out, "=\"", 2);
+    }
+    if (rc == 0) {
+        rc = append_escaped(out, value, vn, true);
+    }
+    if (rc == 0) {
+        rc = buf_append(out, "\"", 1);
+    }
+    return rc;
+}
+
+/*
+ * Appends the labels of s (tags, then the process labels) without braces and without quantile.
+ * scratch is work space. dotnet-monitor discards every tag label of a line when one item has no
+ * separator ('=' for meters, ':' for EventCounters).
+ */
+static int render_labels(struct buf *out, const struct ev_series *s,
+                         const struct ev_prom_labels *pl, struct buf *scratch)
+{
+    char sep = s->is_meter ? '=' : ':';
+    struct tag_iter it;
+    const char *item;
+    size_t len;
+    bool with_tags = true;
+    bool first = true;
+    int rc = 0;
+
+    tag_iter_init(&it, s);
+    while (tag_next(&it, &item, &len)) {
+        if (memchr(item, sep, len) == NULL) {
+            with_tags = false;
+            break;
+        }
+    }
+
+    /* Keys in use on this line, NUL-separated: the reserved ones first. */
+    buf_reset(scratch);
+    rc = buf_append(scratch, "quantile", sizeof("quantile"));
+    for (size_t i = 0; rc == 0 && i < pl->n; i++) {
+        rc = normalize(scratch, pl->keys[i], false);
+        if (rc == 0) {
+            rc = buf_append(scratch, "", 1);
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+
+    tag_iter_init(&it, s);
+    while (with_tags && rc == 0 && tag_next(&it, &item, &len)) {
+        const char *eq = memchr(item, sep, len);
+        size_t klen = (size_t)(eq - item);
+        size_t mark = buf_size(scratch);
+        rc = unique_key(scratch, item, klen);
+        if (rc == 0) {
+            rc = append_label(out, first, (const char *)buf_data(scratch) + mark,
+                              buf_size(scratch) - mark, eq + 1, len - klen - 1);
+        }
+        if (rc == 0) {
+            rc = buf_append(scratch, "", 1); /* the key joins the used list */
+        }
+        first = false;
+    }
+    for (size_t i = 0; rc == 0 && i < pl->n; i++) {
+        const char *v = pl->values[i] ? pl->values[i] : "";
+        rc = buf_append(out, first ? "" : ", ", first ? 0 : 2);
+        if (rc == 0) {
+            rc = normalize(out, pl->keys[i], false);
+        }
+        if (rc == 0) {
+            rc = append_label(out, true, "", 0, v, strlen(v));
+        }
+        first = false;
+    }
+    return rc;
+}
+
+/* ---- families ------------------------------------------------------------------------------- */
+
+struct ent {
+    const struct ev_series *s;
+    size_t target;
+    const char *labels; /* rendered labels (valid once all are rendered) */
+    size_t labels_off;
+};
+
+static bool is_summary(const struct ev_series *s)
+{
+    return s->kind == EV_METRIC_HISTOGRAM;
+}
+
+/* Name, summaries first, then target, then arrival. */
+static int ent_cmp(const void *a, const void *b)
+{
+    const struct ent *x = a, *y = b;
+    int c = strcmp(x->s->prom_name, y->s->prom_name);
+    if (c != 0) {
+        return c;
+    }
+    if (is_summary(x->s) != is_summary(y->s)) {
+        return is_summary(x->s) ? -1 : 1;
+    }
+    if (x->target != y->target) {
+        return x->target < y->target ? -1 : 1;
+    }
+    return x->s->seq < y->s->seq ? -1 : (x->s->seq > y->s->seq ? 1 : 0);
+}
+
+/* Labels, then newest first. */
+static int line_cmp(const void *a, const void *b)
+{
+    const struct ent *x = a, *y = b;
+    int c = strcmp(x->labels, y->labels);
+    if (c != 0) {
+        return c;
+    }
+    if (x->s->timestamp_ms != y->s->timestamp_ms) {
+        return x->s->timestamp_ms > y->s->timestamp_ms ? -1 : 1;
+    }
+    if (x->target != y->target) {
+        return x->target > y->target ? -1 : 1;
+    }
+    return x->s->seq > y->s->seq ? -1 : (x->s->seq < y->s->seq ? 1 : 0);
+}
+
+/* Whether the sorted entries hold a summary family called name[0..n). */
+static bool summary_named(const struct ent *e, size_t count, const char *name, size_t n)
+{
+    size_t lo = 0, hi = count;
+    while (lo < hi) { /* first entry whose name is >= name[0..n) */
+        size_t mid = lo + (hi - lo) / 2;
+        const char *m = e[mid].s->prom_name;
+        int c = strncmp(m, name, n);
+        if (c < 0 || (c == 0 && strlen(m) < n)) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo < count && strlen(e[lo].s->prom_name) == n &&
+           strncmp(e[lo].s->prom_name, name, n) == 0 && is_summary(e[lo].s);
+}
+
+/* A gauge family that the text parser would read as a summary's _sum or _count. */
+static bool shadowed(const struct ent *e, size_t count, const char *name)
+{
+    size_t n = strlen(name);
+    static const char *const suffixes[] = {"_sum", "_count"};
+    for (size_t i = 0; i < 2; i++) {
+        size_t sl = strlen(suffixes[i]);
+        if (n > sl && strcmp(name + n - sl, suffixes[i]) == 0 &&
+            summary_named(e, count, name, n - sl)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool unit_is_mb(const char *unit)
+{
+    return ascii_ieq(unit, "MB");
+}
+
+static int write_help(struct buf *out, const struct ev_series *s, uint32_t default_interval)
+{
+    const char *cname = s->display_name[0] ? s->display_name : s->name;
+    int rc = buf_printf(out, "# HELP %s ", s->prom_name);
+    if (rc == 0) {
+        rc = append_escaped(out, cname, strlen(cname), false);
+    }
+    if (rc < 0 || !s->is_meter) {
+        return rc;
+    }
+    if (s->kind == EV_METRIC_RATE) {
+        const char *u = s->unit[0] ? s->unit : "Count";
+        rc = buf_append(out, " (", 2);
+        if (rc == 0) {
+            rc = append_escaped(out, u, strlen(u), false);
+        }
+        if (rc == 0) {
+            rc = buf_append(out, " / ", 3);
+        }
+        if (rc == 0 && default_interval > 0) {
+            rc = buf_printf(out, "%" PRIu32, default_interval);
+        } else if (rc == 0) {
+            rc = append_double(out, s->interval_sec);
+        }
+        if (rc == 0) {
+            rc = buf_append(out, " sec)", 5);
+        }
+    } else if (s->unit[0]) {
+        rc = buf_append(out, " (", 2);
+        if (rc == 0) {
+            rc = append_escaped(out, s->unit, strlen(s->unit), false);
+        }
+        if (rc == 0) {
+            rc = buf_append(out, ")", 1);
+        }
+    }
+    return rc;
+}
+
+static int write_line(struct buf *out, const struct ent *e)
+{
+    const struct ev_series *s = e->s;
+    double scale = unit_is_mb(s->unit) ? 1000000.0 : 1.0;
+    int rc = 0;
+    if (!is_summary(s)) {
+        rc = buf_append_str(out, s->prom_name);
+        if (rc == 0 && e->labels[0]) {
+            rc = buf_printf(out, "{%s}", e->labels);
+        }
+        if (rc == 0) {
+            rc = buf_append(out, " ", 1);
+        }
+        if (rc == 0) {
+            rc = append_double(out, s->value * scale);
+        }
+        if (rc == 0) {
+            rc = buf_printf(out, " %" PRId64 "\n", s->timestamp_ms);
+        }
+        return rc;
+    }
+    for (uint32_t q = 0; rc == 0 && q < s->nquantiles; q++) {
+        rc = buf_printf(out, "%s{%s%squantile=\"", s->prom_name, e->labels,
+                        e->labels[0] ? ", " : "");
+        if (rc == 0) {
+            rc = append_double(out, s->quantiles[q].quantile);
+        }
+        if (rc == 0) {
+            rc = buf_append(out, "\"} ", 3);
+        }
+        if (rc == 0) {
+            rc = append_double(out, s->quantiles[q].value * scale);
+        }
+        if (rc == 0) {
+            rc = buf_append(out, "\n", 1);
+        }
+    }
+    return rc;
+}
+
+/* One family: e[0..n) share the name; the first entry decides HELP and TYPE. */
+static int write_family(struct buf *out, struct ent *e, size_t n, const struct ev_prom_target *t,
+                        struct buf *labels, struct buf *scratch)
+{
+    bool summary = is_summary(e[0].s);
+    size_t kept = 0;
+    int rc = 0;
+
+    buf_reset(labels);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (is_summary(e[i].s) != summary) {
+            continue; /* one name, two kinds: the first kind wins */
+        }
+        e[kept] = e[i];
+        e[kept].labels_off = buf_size(labels);
+        rc = render_labels(labels, e[i].s, &t[e[i].target].labels, scratch);
+        if (rc == 0) {
+            rc = buf_append(labels, "", 1);
+        }
+        kept++;
+    }
+    if (rc < 0 || kept == 0) {
+        return rc;
+    }
+    for (size_t i = 0; i < kept; i++) {
+        e[i].labels = (const char *)buf_data(labels) + e[i].labels_off;
+    }
+    qsort(e, kept, sizeof(e[0]), line_cmp);
+
+    rc = write_help(out, e[0].s, ev__store_default_interval(t[e[0].target].store));
+    if (rc == 0) {
+        rc = buf_printf(out, "\n# TYPE %s %s\n", e[0].s->prom_name, summary ? "summary" : "gauge");
+    }
+    for (size_t i = 0; i < kept && rc == 0; i++) {
+        if (i > 0 && strcmp(e[i].labels, e[i - 1].labels) == 0) {
+            continue; /* same label set: the newest (sorted first) wins */
+        }
+        rc = write_line(out, &e[i]);
+    }
+    return rc;
+}
+
+int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *out)
+{
+    struct ent *e = NULL;
+    struct buf labels, scratch;
+    size_t total = 0;
+    int rc = 0;
+
+    buf_init(&labels, 0);
+    buf_init(&scratch, 0);
+    for (size_t i = 0; i < n; i++) {
+        total += ev_store_series(targets[i].store);
+    }
+    if (total == 0) {
+        goto out;
+    }
+    e = calloc(total, sizeof(*e));
+    if (e == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t cnt = 0;
+        const struct ev_series *const *v = ev__store_view(targets[i].store, &cnt);
+        for (size_t j = 0; j < cnt; j++) {
+            e[k].s = v[j];
+            e[k].target = i;
+            k++;
+        }
+    }
+    qsort(e, total, sizeof(e[0]), ent_cmp);
+
+    /* Decide which families are shadowed before write_family reorders entries in place. */
+    for (size_t i = 0; i < total;) {
+        size_t j = i + 1;
+        while (j < total && strcmp(e[j].s->prom_name, e[i].s->prom_name) == 0) {
+            j++;
+        }
+        if (!is_summary(e[i].s) && shadowed(e, total, e[i].s->prom_name)) {
+            for (size_t x = i; x < j; x++) {
+                e[x].labels_off = SIZE_MAX; /* marks the family dropped */
+            }
+        }
+        i = j;
+    }
+    for (size_t i = 0; i < total && rc == 0;) {
+        size_t j = i + 1;
+        while (j < total && strcmp(e[j].s->prom_name, e[i].s->prom_name) == 0) {
+            j++;
+        }
+        if (e[i].labels_off != SIZE_MAX) {
+            rc = write_family(out, e + i, j - i, targets, &labels, &scratch);
+        }
+        i = j;
+    }
+
+out:
+    free(e);
+    buf_fini(&labels);
+    buf_fini(&scratch);
+    return rc;
+}

@@ -21,6 +21,7 @@
 #include "err.h"
 #include "http_server.h"
 #include "ipc_discovery.h"
+#include "metrics.h"
 #include "ipc_listen.h"
 #include "log.h"
 #include "num.h"
@@ -561,6 +562,7 @@ static void on_announce_timer(uv_timer_t *t)
 static void on_process_change(void *ud, const struct ipc_process *p, bool added)
 {
     struct agent *a = ud;
+    metrics_on_process(a->metrics, p, added);
     if (added) {
         struct agent_newcomer *grown =
             realloc(a->newcomers, (a->nnewcomers + 1) * sizeof(*a->newcomers));
@@ -773,9 +775,7 @@ static int bind_all_urls(struct agent *a)
         log_error(cat, "no artifact URL could be bound");
         return AGENT_E_INVAL;
     }
-    int metrics = config_get_bool(a->cfg, "Metrics:Enabled", 1);
-    a->metrics_enabled = metrics == 1;
-    if (metrics == 1) {
+    if (a->metrics_enabled) {
         const char *mu = config_get(a->cfg, "Metrics:Endpoints");
         const char *murls[1] = {(mu != NULL && *mu != '\0') ? mu : DEFAULT_METRICS_URL};
         bind_urls(a, murls, 1, AGENT_TAG_METRICS);
@@ -809,7 +809,10 @@ int agent_start(struct agent *a)
         return rc;
     }
     a->open_handles++;
-    rc = start_discovery(a);
+    /* Metrics sessions follow discovery, so they exist before the first process is found. */
+    a->metrics_enabled = config_get_bool(a->cfg, "Metrics:Enabled", 1) == 1;
+    rc = metrics_new(a, &a->metrics);
+    rc = rc ? rc : start_discovery(a);
     rc = rc ? rc : bind_all_urls(a);
     return rc ? rc : apikey_watch_start(a);
 }
@@ -840,7 +843,10 @@ void agent_stop(struct agent *a)
     uv_timer_start(&a->shutdown_deadline, on_shutdown_deadline, SHUTDOWN_DEADLINE_MS, 0);
     uv_unref((uv_handle_t *)&a->shutdown_deadline);
     api_trace_shutdown(a);
+    api_livemetrics_shutdown(a);
     api_dump_shutdown(a);
+    metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
+    a->metrics = NULL;
     apikey_watch_stop(a);
     if (a->http != NULL) {
         http_server_close(a->http, SHUTDOWN_GRACE_MS, on_part_closed, a);

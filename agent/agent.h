@@ -84,7 +84,8 @@ struct agent {
     uint32_t metrics_interval_s; /* GlobalCounter:IntervalSeconds, for the Metrics profile */
 
     uint64_t requests_total;
-    bool metrics_enabled; /* Metrics:Enabled / --metrics (for /info) */
+    bool metrics_enabled;    /* Metrics:Enabled / --metrics (for /info) */
+    struct metrics *metrics; /* continuous metrics sessions (metrics.c); NULL when disabled */
 
     /* Processes not yet announced at Info: short-lived ones (the SDK's own build processes)
      * are logged at Debug only (agent.c on_process_change). */

@@ -46,6 +46,8 @@ static const struct api_route routes[] = {
     {"/dump", "GET", api_dump_get, NULL, false, false, true, NULL},
     {"/trace", "GET", api_trace_get, NULL, false, false, true, NULL},
     {"/trace", "POST", api_trace_post, NULL, false, false, false, NULL},
+    {"/livemetrics", "GET", api_livemetrics_get, NULL, false, false, true, NULL},
+    {"/livemetrics", "POST", api_livemetrics_post, NULL, false, false, false, NULL},
     {"/operations", "GET", api_operations_list, NULL, false, false, false, NULL},
     {"/operations/", "GET", NULL, api_operation_get, false, false, false, NULL},
     {"/operations/", "GET", NULL, api_operation_details, false, false, false, "/details"},

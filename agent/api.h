@@ -75,6 +75,10 @@ void api_dump_get(struct agent *a, struct http_request *req);
 
 /* Gracefully stops every running trace (shutdown). */
 void api_trace_shutdown(struct agent *a);
+/* /livemetrics (api_livemetrics.c); shutdown stops every running one gracefully. */
+void api_livemetrics_get(struct agent *a, struct http_request *req);
+void api_livemetrics_post(struct agent *a, struct http_request *req);
+void api_livemetrics_shutdown(struct agent *a);
 /* Stops waiting for dumps the runtimes are still writing (shutdown). */
 void api_dump_shutdown(struct agent *a);
 

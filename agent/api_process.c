@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Process routes: /processes, /process, /env, /info, /metrics. */
 #include "api.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -282,6 +283,12 @@ void api_metrics(struct agent *a, struct http_request *req)
         (unsigned long long)ts->traces, (unsigned long long)ts->events,
         (unsigned long long)ts->dropped, (unsigned long long)ts->bytes,
         (unsigned long long)ts->spilled, (unsigned long long)ts->spool_limited);
+    /* Every process's own metrics (metrics.c); a partial text is still served, as the scrape
+     * would otherwise lose dotmon's health lines too. */
+    int rc = metrics_render(a->metrics, &body);
+    if (rc != 0) {
+        log_warn("dotmon.metrics", "/metrics: %s (the answer is partial)", agent_strerror(rc));
+    }
     http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0, buf_data(&body),
                  buf_size(&body));
     buf_fini(&body);

@@ -20,6 +20,7 @@ void op_registry_init(struct op_registry *r, size_t max_history, size_t trace_li
     r->max_history = max_history;
     r->limit[OP_KIND_TRACE] = trace_limit;
     r->limit[OP_KIND_DUMP] = dump_limit;
+    r->limit[OP_KIND_LIVEMETRICS] = OP_LIVEMETRICS_LIMIT;
 }
 
 static void op_free(struct operation *op)
@@ -54,7 +55,7 @@ size_t op_registry_active(const struct op_registry *r, enum op_kind kind)
 }
 
 /* A random (version 4) GUID string. uv_random without a loop is synchronous. */
-static void new_guid(char out[37])
+void op_new_guid(char out[37])
 {
     uint8_t b[16];
     if (uv_random(NULL, NULL, b, sizeof(b), 0, NULL) != 0) {
@@ -98,7 +99,7 @@ int op_registry_add(struct op_registry *r, enum op_kind kind, uint64_t pid, cons
     if (op == NULL) {
         return -ENOMEM;
     }
-    new_guid(op->id);
+    op_new_guid(op->id);
     op->kind = kind;
     op->state = OP_STARTING;
     struct timeval tv;
@@ -275,8 +276,8 @@ cJSON *op_to_json(const struct operation *op, enum op_json what)
             cJSON_AddStringToObject(o, "artifactName", op->artifact_name);
         }
         if (op->extra != NULL) {
-            cJSON_AddItemToObject(o, op->kind == OP_KIND_TRACE ? "trace" : "dump",
-                                  cJSON_Duplicate(op->extra, 1));
+            static const char *const kinds[OP_KIND_COUNT] = {"trace", "dump", "livemetrics"};
+            cJSON_AddItemToObject(o, kinds[op->kind], cJSON_Duplicate(op->extra, 1));
         }
     }
     return o;

@@ -18,7 +18,10 @@
  * provides control hooks for DELETE.
  */
 
-enum op_kind { OP_KIND_TRACE = 0, OP_KIND_DUMP = 1, OP_KIND_COUNT = 2 };
+enum op_kind { OP_KIND_TRACE = 0, OP_KIND_DUMP = 1, OP_KIND_LIVEMETRICS = 2, OP_KIND_COUNT = 3 };
+
+/* dotnet-monitor's default concurrency for livemetrics (RequestLimits). */
+#define OP_LIVEMETRICS_LIMIT 3
 
 enum op_state { OP_STARTING = 0, OP_RUNNING, OP_STOPPING, OP_SUCCEEDED, OP_FAILED, OP_CANCELLED };
 
@@ -106,5 +109,8 @@ cJSON *op_to_json(const struct operation *op, enum op_json what);
 /* True when op carries every tag of the comma-separated list (case-sensitive, like dotnet-monitor).
  */
 bool op_has_tags(const struct operation *op, const char *tags);
+
+/* A random (version 4) GUID string, lowercase, .NET layout. */
+void op_new_guid(char out[37]);
 
 #endif

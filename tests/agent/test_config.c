@@ -231,7 +231,9 @@ static void test_config_key_kinds(void **state)
     /* dotnet-monitor features dotmon does not implement. */
     assert_int_equal(config_key_kind("Egress:FileSystem:out:DirectoryPath"), CONFIG_KEY_FOREIGN);
     assert_int_equal(config_key_kind("CollectionRules:HighCpu:Trigger:Type"), CONFIG_KEY_FOREIGN);
-    assert_int_equal(config_key_kind("Metrics:Providers:0:ProviderName"), CONFIG_KEY_FOREIGN);
+    assert_int_equal(config_key_kind("Metrics:Providers:0:ProviderName"), CONFIG_KEY_KNOWN);
+    assert_int_equal(config_key_kind("Metrics:Meters:1:InstrumentNames:3"), CONFIG_KEY_KNOWN);
+    assert_int_equal(config_key_kind("Metrics:Meters:1:InstrumentName"), CONFIG_KEY_UNKNOWN);
     /* Typos, and near misses of known keys. */
     assert_int_equal(config_key_kind("Storage:DumpTempFoldr"), CONFIG_KEY_UNKNOWN);
     assert_int_equal(config_key_kind("Url"), CONFIG_KEY_UNKNOWN);

@@ -361,10 +361,34 @@ def main():
         st, h, b = d.request("GET", "/metrics", auth=False)
         conforms("/metrics", "/metrics", "GET", st, h, b, 200)
 
+        # Live metrics: json-seq records for durationSeconds; bad input is a 400 problem.
+        st, h, b = d.request("GET", f"/livemetrics?pid={pid}&durationSeconds=2")
+        conforms("/livemetrics", "/livemetrics", "GET", st, h, b, 200)
+        recs = [json.loads(r) for r in b.decode().split("\x1e") if r.strip()] if st == 200 else []
+        check("/livemetrics records have dotnet-monitor's fields",
+              bool(recs) and all(list(r) == ["timestamp", "provider", "name", "displayName", "unit", "counterType",
+                                             "tags", "value", "meterTags", "instrumentTags"] for r in recs),
+              str(recs[:1]))
+        st, h, b = d.request("POST", f"/livemetrics?pid={pid}&durationSeconds=2",
+                             body='{"includeDefaultProviders":false,"providers":[{"providerName":"System.Runtime",'
+                                  '"counterNames":["cpu-usage"]}]}', headers={"Content-Type": "application/json"})
+        conforms("POST /livemetrics", "/livemetrics", "POST", st, h, b, 200)
+        recs = [json.loads(r) for r in b.decode().split("\x1e") if r.strip()] if st == 200 else []
+        check("POST /livemetrics gives only the counter asked for",
+              bool(recs) and all(r["name"] == "cpu-usage" for r in recs), str([r["name"] for r in recs][:5]))
+        for q, body in [("durationSeconds=-2", None), ("durationSeconds=x", None),
+                        ("durationSeconds=1", '{"providers":[{"counterNames":["x"]}]}'),
+                        ("durationSeconds=1", '{"includeDefaultProviders":"yes"}'),
+                        ("durationSeconds=1", "[1]")]:
+            method = "POST" if body is not None else "GET"
+            st, h, b = d.request(method, f"/livemetrics?pid={pid}&{q}", body=body,
+                                 headers={"Content-Type": "application/json"} if body else None)
+            conforms(f"{method} /livemetrics?{q} {body or ''}", "/livemetrics", method, st, h, b, 400)
+
         # Not implemented yet: a 404 problem, never a 2xx.
         missing = []
-        for method, route in [("GET", "/gcdump"), ("GET", "/logs"), ("POST", "/logs"), ("GET", "/livemetrics"),
-                              ("POST", "/livemetrics"), ("GET", "/stacks"), ("GET", "/exceptions"),
+        for method, route in [("GET", "/gcdump"), ("GET", "/logs"), ("POST", "/logs"),
+                              ("GET", "/stacks"), ("GET", "/exceptions"),
                               ("POST", "/exceptions"), ("POST", "/parameters"), ("GET", "/collectionrules"),
                               ("GET", "/collectionrules/x")]:
             st, h, b = d.request(method, f"{route}?pid={pid}", body="{}" if method == "POST" else None,

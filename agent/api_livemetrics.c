@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GET/POST /livemetrics: a metrics session of its own with one runtime, its values streamed as
+ * application/json-seq records in dotnet-monitor's shape (../shared/EVENTS.md §5.3) for
+ * durationSeconds (default 30, -1 until stopped). GET collects what the Metrics settings name
+ * (as dotnet-monitor 8+), POST what its EventMetricsConfiguration body names. An operation like a
+ * trace: stop (DELETE ?stop=true) ends the stream cleanly, cancel cuts it, a client that leaves
+ * ends the runtime's session at once; a runtime that exits ends the stream cleanly.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <uv.h>
+
+#include "agent.h"
+#include "err.h"
+#include "ev_store.h"
+#include "http_query.h"
+#include "http_server.h"
+#include "log.h"
+#include "metrics_session.h"
+#include "operations.h"
+
+static const char cat[] = "dotmon.livemetrics";
+
+/* Records wait in the response's queue up to this; past it new ones are dropped (counted), as
+ * dotnet-monitor drops past its 1000-payload queue. */
+#define LM_HIGH_WATER (1024u * 1024u)
+
+struct lm_job {
+    struct agent *a;
+    struct operation *op;     /* NULL once finished */
+    struct http_request *req; /* NULL once the response ended or the client left */
+    struct msession *sess;    /* NULL after on_end or abort */
+    struct metrics_filters f;
+    uv_timer_t timer;
+    bool timer_closing;
+    bool streaming;
+    bool stopping;
+    int64_t duration_s;
+    uint64_t pid;
+    char uid[37];
+    char filename[64];
+    char location[512];
+    uint64_t records;
+    uint64_t dropped;
+};
+
+static void lm_on_closed(uv_handle_t *h)
+{
+    struct lm_job *job = h->data;
+    metrics_filters_fini(&job->f);
+    free(job);
+}
+
+static void lm_maybe_free(struct lm_job *job)
+{
+    if (job->req != NULL || job->sess != NULL || job->timer_closing) {
+        return;
+    }
+    job->timer_closing = true;
+    uv_close((uv_handle_t *)&job->timer, lm_on_closed);
+}
+
+static void lm_finish_op(struct lm_job *job, enum op_state state, const char *code,
+                         const char *message)
+{
+    if (job->op == NULL) {
+        return;
+    }
+    cJSON *extra = cJSON_CreateObject();
+    if (extra != NULL) {
+        cJSON_AddNumberToObject(extra, "records", (double)job->records);
+        cJSON_AddNumberToObject(extra, "droppedRecords", (double)job->dropped);
+    }
+    op_set_extra(job->op, extra);
+    op_set_state(&job->a->ops, job->op, state, code, message);
+    job->op = NULL;
+}
+
+/* ISO-8601 round-trip time as .NET writes a local DateTime in a UTC container. */
+static void iso_time(int64_t unix_ms, char *out, size_t n)
+{
+    time_t secs = (time_t)(unix_ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(out, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03d0000+00:00", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(unix_ms % 1000));
+}
+
+static int json_string_or_null(struct buf *b, const char *s)
+{
+    if (s == NULL) {
+        return buf_append_str(b, "null");
+    }
+    int rc = buf_append_str(b, "\"");
+    rc = rc ? rc : buf_append_json_escaped(b, s);
+    return rc ? rc : buf_append_str(b, "\"");
+}
+
+/* One json-seq record: RS, the object, LF. */
+static int lm_record(struct buf *b, const struct ev_metric_sample *s, const char *display,
+                     const char *tags, double value)
+{
+    char ts[48], num[EV_PROM_DOUBLE_MAX];
+    iso_time(s->timestamp_ms, ts, sizeof(ts));
+    (void)ev_prom_format_double(isfinite(value) ? value : 0.0, num, sizeof(num));
+    int rc = buf_printf(b, "\x1e{\"timestamp\":\"%s\",\"provider\":", ts);
+    rc = rc ? rc : json_string_or_null(b, s->provider);
+    rc = rc ? rc : buf_append_str(b, ",\"name\":");
+    rc = rc ? rc : json_string_or_null(b, s->name);
+    rc = rc ? rc : buf_append_str(b, ",\"displayName\":");
+    rc = rc ? rc : json_string_or_null(b, display);
+    rc = rc ? rc : buf_append_str(b, ",\"unit\":");
+    rc = rc ? rc : json_string_or_null(b, s->unit);
+    rc = rc ? rc
+            : buf_printf(b, ",\"counterType\":\"%s\",\"tags\":",
+                         s->kind == EV_METRIC_RATE ? "Rate" : "Metric");
+    rc = rc ? rc : json_string_or_null(b, tags);
+    rc = rc ? rc : buf_printf(b, ",\"value\":%s,\"meterTags\":", num);
+    rc = rc ? rc : json_string_or_null(b, s->meter_tags);
+    rc = rc ? rc : buf_append_str(b, ",\"instrumentTags\":");
+    rc = rc ? rc : json_string_or_null(b, s->instrument_tags);
+    return rc ? rc : buf_append_str(b, "}\n");
+}
+
+/* The sample as dotnet-monitor's records: one per value, a histogram one per quantile. */
+static int lm_format(const struct lm_job *job, const struct ev_metric_sample *s, struct buf *b)
+{
+    char display[512];
+    if (!s->is_meter) {
+        snprintf(display, sizeof(display), "%s", s->display_name);
+    } else if (s->kind == EV_METRIC_RATE) {
+        snprintf(display, sizeof(display), "%s (%s / %u sec)", s->name,
+                 s->unit[0] != '\0' ? s->unit : "Count", job->f.interval_s);
+    } else {
+        snprintf(display, sizeof(display), "%s (%s)", s->name, s->unit);
+    }
+    const char *tags = s->tags != NULL ? s->tags : "";
+    if (s->kind != EV_METRIC_HISTOGRAM) {
+        return lm_record(b, s, display, tags, s->value);
+    }
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < s->nquantiles; i++) {
+        char qtags[1024];
+        snprintf(qtags, sizeof(qtags), "%s%sPercentile=%d", tags, tags[0] != '\0' ? "," : "",
+                 (int)(100.0 * s->quantiles[i].quantile));
+        rc = lm_record(b, s, display, qtags, s->quantiles[i].value);
+    }
+    return rc;
+}
+
+static void lm_on_sample(void *ud, const struct ev_metric_sample *s)
+{
+    struct lm_job *job = ud;
+    if (job->req == NULL || !job->streaming) {
+        return;
+    }
+    if (http_stream_pending(job->req) > LM_HIGH_WATER) {
+        job->dropped++;
+        return;
+    }
+    struct buf b;
+    buf_init(&b, 64 * 1024);
+    if (lm_format(job, s, &b) == 0 && buf_size(&b) > 0 &&
+        http_stream_write(job->req, buf_data(&b), buf_size(&b)) == 0) {
+        job->records++;
+    } else {
+        job->dropped++;
+    }
+    buf_fini(&b);
+}
+
+static void lm_on_warning(void *ud, const char *kind, const char *message)
+{
+    struct lm_job *job = ud;
+    log_warn(cat, "live metrics of %" PRIu64 ": System.Diagnostics.Metrics says %s: %s",
+             job->pid, kind, message);
+}
+
+static void lm_on_timer(uv_timer_t *t);
+
+static void lm_on_started(void *ud)
+{
+    struct lm_job *job = ud;
+    if (job->op != NULL) {
+        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL,
+                     NULL);
+    }
+    if (job->req == NULL) {
+        return;
+    }
+    char disposition[128];
+    snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
+    const struct http_header hdrs[] = {{"Content-Disposition", disposition},
+                                       {"Location", job->location}};
+    if (http_stream_begin(job->req, 200, "application/json-seq", hdrs, 2) != 0) {
+        msession_stop(job->sess);
+        return;
+    }
+    job->streaming = true;
+    if (job->duration_s >= 0 && !job->stopping) {
+        uv_timer_start(&job->timer, lm_on_timer, (uint64_t)job->duration_s * 1000, 0);
+    }
+}
+
+static void lm_on_end(void *ud, int status, const char *reason)
+{
+    struct lm_job *job = ud;
+    job->sess = NULL;
+    uv_timer_stop(&job->timer);
+    log_info(cat, "live metrics of %" PRIu64 ": %s; %" PRIu64 " records, %" PRIu64 " dropped",
+             job->pid, reason, job->records, job->dropped);
+    if (job->req != NULL) {
+        struct http_request *req = job->req;
+        job->req = NULL;
+        http_request_on_abort(req, NULL, NULL);
+        if (job->streaming) {
+            http_stream_end(req); /* a runtime that exits ends the stream cleanly too */
+        } else {
+            api_problem(req, status == AGENT_E_RUNTIME ? 400 : 502,
+                        "cannot collect live metrics from process %" PRIu64 ": %s", job->pid,
+                        reason);
+        }
+    }
+    if (job->streaming) {
+        lm_finish_op(job, OP_SUCCEEDED, NULL, NULL);
+    } else {
+        lm_finish_op(job, OP_FAILED, "RuntimeUnreachable", reason);
+    }
+    lm_maybe_free(job);
+}
+
+static const struct msession_callbacks lm_callbacks = {.on_started = lm_on_started,
+                                                       .on_sample = lm_on_sample,
+                                                       .on_warning = lm_on_warning,
+                                                       .on_end = lm_on_end};
+
+static void lm_stop(void *ctx)
+{
+    struct lm_job *job = ctx;
+    if (job->stopping) {
+        return;
+    }
+    job->stopping = true;
+    if (job->op != NULL && job->op->state == OP_RUNNING) {
+        op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
+    }
+    uv_timer_stop(&job->timer);
+    if (job->sess != NULL) {
+        msession_stop(job->sess);
+    }
+}
+
+static void lm_on_timer(uv_timer_t *t)
+{
+    lm_stop(t->data);
+}
+
+static void lm_cancel(void *ctx)
+{
+    struct lm_job *job = ctx;
+    if (job->sess != NULL) {
+        msession_abort(job->sess);
+        job->sess = NULL;
+    }
+    uv_timer_stop(&job->timer);
+    if (job->req != NULL) {
+        struct http_request *req = job->req;
+        job->req = NULL;
+        http_request_on_abort(req, NULL, NULL);
+        if (job->streaming) {
+            http_stream_abort(req);
+        } else {
+            api_problem(req, 400, "the livemetrics operation was cancelled before it started");
+        }
+    }
+    lm_finish_op(job, OP_CANCELLED, NULL, NULL);
+    lm_maybe_free(job);
+}
+
+static void lm_on_abort(void *ud, struct http_request *r)
+{
+    struct lm_job *job = ud;
+    (void)r;
+    job->req = NULL;
+    log_info(cat, "live metrics of %" PRIu64 ": client disconnected after %" PRIu64 " records",
+             job->pid, job->records);
+    if (job->sess != NULL) {
+        msession_abort(job->sess); /* StopTracing in the background */
+        job->sess = NULL;
+    }
+    uv_timer_stop(&job->timer);
+    lm_finish_op(job, OP_CANCELLED, NULL, NULL);
+    lm_maybe_free(job);
+}
+
+static int parse_duration(struct http_request *req, int64_t *out)
+{
+    struct buf v;
+    buf_init(&v, 64);
+    int rc = http_query_get(http_request_query(req), "durationSeconds", &v);
+    *out = 30;
+    if (rc == 1) {
+        const char *s = buf_cstr(&v);
+        char *end = NULL;
+        errno = 0;
+        long long d = strtoll(s, &end, 10);
+        if (*s == '\0' || *end != '\0' || errno != 0 || d < -1 || d > 2147483647LL) {
+            api_problem(req, 400,
+                        "durationSeconds must be an integer from -1 (until stopped) to "
+                        "2147483647, not '%s'",
+                        s);
+            rc = AGENT_E_INVAL;
+        } else {
+            *out = d;
+            rc = 0;
+        }
+    } else if (rc < 0) {
+        api_problem(req, 400, "malformed query string");
+    }
+    buf_fini(&v);
+    return rc < 0 ? rc : 0;
+}
+
+/* Registers the operation and starts the session; takes f. */
+static void lm_start(struct agent *a, struct http_request *req, const struct ipc_process *p,
+                     struct metrics_filters *f, int64_t duration_s)
+{
+    struct buf tags, egress;
+    buf_init(&tags, 4096);
+    buf_init(&egress, 256);
+    const char *q = http_request_query(req);
+    int has_tags = http_query_get(q, "tags", &tags);
+    int has_egress = http_query_get(q, "egressProvider", &egress);
+    struct operation *op = NULL;
+    struct lm_job *job = NULL;
+    if (has_tags < 0 || has_egress < 0) {
+        api_problem(req, 400, "malformed query string");
+        goto fail;
+    }
+    if (has_egress == 1 && buf_size(&egress) > 0) {
+        api_problem(req, 400,
+                    "egress provider '%s' is not configured; omit egressProvider to receive "
+                    "the metrics in this response",
+                    buf_cstr(&egress));
+        goto fail;
+    }
+    if (a->stopping) {
+        api_problem(req, 503, "dotmon is shutting down");
+        goto fail;
+    }
+    int rc = op_registry_add(&a->ops, OP_KIND_LIVEMETRICS, p->pid, p->uid, p->name,
+                             has_tags == 1 ? buf_cstr(&tags) : NULL, &op);
+    if (rc == AGENT_E_TOOBIG) {
+        api_problem(req, 429, "%zu livemetrics sessions are running; at most %zu may run at once",
+                    op_registry_active(&a->ops, OP_KIND_LIVEMETRICS),
+                    a->ops.limit[OP_KIND_LIVEMETRICS]);
+        goto fail;
+    }
+    job = rc == 0 ? calloc(1, sizeof(*job)) : NULL;
+    if (job == NULL) {
+        if (op != NULL) {
+            op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
+        }
+        api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
+        goto fail;
+    }
+    job->a = a;
+    job->op = op;
+    job->req = req;
+    job->pid = p->pid;
+    job->duration_s = duration_s;
+    job->f = *f;
+    memset(f, 0, sizeof(*f)); /* ownership moved to the job */
+    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".metrics.json", ts, p->pid);
+    const char *host = http_request_header(req, "Host");
+    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
+             host != NULL ? host : "localhost", op->id);
+    op->artifact_name = strdup(job->filename);
+    uv_timer_init(a->loop, &job->timer);
+    job->timer.data = job;
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    rc = msession_start(a, &ep, metrics_runtime_major(p->clr_version), &job->f, &lm_callbacks,
+                        job, &job->sess);
+    if (rc != 0) {
+        job->req = NULL;
+        lm_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
+        api_problem(req, 502, "cannot start a metrics session with process %" PRIu64 ": %s",
+                    p->pid, agent_strerror(rc));
+        lm_maybe_free(job);
+        goto out;
+    }
+    op->stoppable = true;
+    op->control.stop = lm_stop;
+    op->control.cancel = lm_cancel;
+    op->ctx = job;
+    http_request_on_abort(req, lm_on_abort, job);
+    goto out;
+fail:
+    metrics_filters_fini(f);
+out:
+    buf_fini(&tags);
+    buf_fini(&egress);
+}
+
+void api_livemetrics_get(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    int64_t duration = 0;
+    if (p == NULL || parse_duration(req, &duration) != 0) {
+        return;
+    }
+    struct metrics_filters f;
+    if (metrics_filters_from_config(&f, a->cfg, a->metrics_interval_s) != 0) {
+        api_problem(req, 500, "the Metrics settings cannot be read (see dotmon's log)");
+        return;
+    }
+    lm_start(a, req, p, &f, duration);
+}
+
+void api_livemetrics_post(struct agent *a, struct http_request *req)
+{
+    const char *ct = http_request_header(req, "Content-Type");
+    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
+        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
+        api_problem(req, 415, "POST /livemetrics takes a JSON body, not %s", ct);
+        return;
+    }
+    const struct ipc_process *p = api_select_process(a, req);
+    int64_t duration = 0;
+    if (p == NULL || parse_duration(req, &duration) != 0) {
+        return;
+    }
+    size_t len = 0;
+    const uint8_t *body = http_request_body(req, &len);
+    struct buf err;
+    buf_init(&err, 4096);
+    struct metrics_filters f;
+    if (len == 0) {
+        api_problem(req, 400, "POST /livemetrics needs a JSON body (EventMetricsConfiguration)");
+    } else if (metrics_filters_from_json(&f, (const char *)body, len, a->metrics_interval_s,
+                                         &err) != 0) {
+        api_problem(req, 400, "%s", buf_cstr(&err));
+    } else {
+        lm_start(a, req, p, &f, duration);
+    }
+    buf_fini(&err);
+}
+
+void api_livemetrics_shutdown(struct agent *a)
+{
+    for (size_t i = 0; i < a->ops.n; i++) {
+        struct operation *op = a->ops.v[i];
+        if (op->kind == OP_KIND_LIVEMETRICS && !op_is_finished(op) && op->control.stop != NULL) {
+            op->control.stop(op->ctx);
+        }
+    }
+}

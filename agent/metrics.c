@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/* Continuous metrics sessions, one per discovered runtime; see metrics.h. */
+#include "metrics.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "agent.h"
+#include "api.h"
+#include "config.h"
+#include "err.h"
+#include "ev_store.h"
+#include "log.h"
+#include "metrics_session.h"
+
+static const char cat[] = "dotmon.metrics";
+
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 60000
+
+enum mproc_state { MP_STARTING, MP_RUNNING, MP_WAITING };
+
+/* One process: its session (restarted as needed) and its store. */
+struct mproc {
+    struct mproc *next;
+    struct metrics *m;
+    uint64_t pid;
+    char uid[37];
+    char *name;
+    int major; /* runtime major version; 0 unknown */
+    struct ipc_endpoint ep;
+    struct msession *sess;
+    struct ev_store *store;
+    uv_timer_t timer; /* restart delay (WAITING), else the staleness check */
+    enum mproc_state state;
+    char reason[256];
+    uint64_t backoff_ms;
+    bool restarting; /* a staleness restart is under way */
+};
+
+struct metrics {
+    struct agent *a;
+    struct metrics_filters f;
+    bool all_processes;
+    struct mproc *procs;
+    size_t closing; /* mprocs whose timer is closing */
+    bool closed;    /* metrics_close was called: free when closing reaches 0 */
+};
+
+static void mproc_start(struct mproc *mp);
+
+static void set_reason(struct mproc *mp, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_reason(struct mproc *mp, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(mp->reason, sizeof(mp->reason), fmt, ap);
+    va_end(ap);
+}
+
+static void mproc_on_sample(void *ud, const struct ev_metric_sample *s)
+{
+    struct mproc *mp = ud;
+    int rc = ev_store_add(mp->store, s);
+    if (rc != 0 && rc != AGENT_E_TOOBIG) {
+        log_warn(cat, "metrics of %" PRIu64 ": %s", mp->pid, agent_strerror(rc));
+    }
+}
+
+static void mproc_on_warning(void *ud, const char *kind, const char *message)
+{
+    struct mproc *mp = ud;
+    log_warn(cat, "metrics of %" PRIu64 " (uid %s): System.Diagnostics.Metrics says %s: %s",
+             mp->pid, mp->uid, kind, message);
+    if (strncmp(kind, "MultipleSessions", 16) == 0) {
+        set_reason(mp,
+                   "meters refused: %s (another tool runs a metrics session with other "
+                   "settings); EventCounters still flow",
+                   kind);
+    }
+}
+
+static void mproc_on_started(void *ud)
+{
+    struct mproc *mp = ud;
+    mp->state = MP_RUNNING;
+    mp->backoff_ms = 0;
+    mp->reason[0] = '\0';
+}
+
+static void mproc_on_timer(uv_timer_t *t);
+
+static void mproc_wait(struct mproc *mp, uint64_t delay_ms)
+{
+    mp->state = MP_WAITING;
+    uv_timer_stop(&mp->timer);
+    uv_timer_start(&mp->timer, mproc_on_timer, delay_ms, 0);
+}
+
+static void mproc_on_end(void *ud, int status, const char *reason)
+{
+    struct mproc *mp = ud;
+    mp->sess = NULL;
+    if (mp->restarting) { /* our own restart: at once */
+        mp->restarting = false;
+        mproc_wait(mp, 0);
+        return;
+    }
+    set_reason(mp, "%s", reason);
+    mp->backoff_ms = mp->backoff_ms == 0 ? BACKOFF_MIN_MS : mp->backoff_ms * 2;
+    if (status == AGENT_E_PROTO || mp->backoff_ms > BACKOFF_MAX_MS) {
+        mp->backoff_ms = BACKOFF_MAX_MS;
+    }
+    log_info(cat, "metrics of %" PRIu64 " (uid %s): %s; next try in %" PRIu64 " ms", mp->pid,
+             mp->uid, reason, mp->backoff_ms);
+    mproc_wait(mp, mp->backoff_ms);
+}
+
+static const struct msession_callbacks mproc_callbacks = {.on_started = mproc_on_started,
+                                                          .on_sample = mproc_on_sample,
+                                                          .on_warning = mproc_on_warning,
+                                                          .on_end = mproc_on_end};
+
+static void mproc_on_timer(uv_timer_t *t)
+{
+    struct mproc *mp = t->data;
+    if (mp->state == MP_WAITING) {
+        mproc_start(mp);
+        return;
+    }
+    /* EventCounters that stop ticking: another session's Disable of the same EventSource stops
+     * its timer for every session (EVENTS.md §2.1). Restart ours to turn them on again. */
+    uint64_t interval = metrics_filters_counter_interval_ms(&mp->m->f);
+    uint64_t now = uv_now(mp->m->a->loop);
+    if (mp->state == MP_RUNNING && interval > 0 && mp->sess != NULL && !mp->restarting) {
+        uint64_t since = now - msession_last_counter_ms(mp->sess);
+        if (since > 3 * interval + 5000) {
+            log_info(cat,
+                     "metrics of %" PRIu64 ": no EventCounters for %" PRIu64
+                     " ms (another session may have disabled them); restarting the session",
+                     mp->pid, since);
+            set_reason(mp, "EventCounters stopped; session restarting");
+            mp->restarting = true;
+            msession_stop(mp->sess);
+        }
+    }
+}
+
+static void mproc_start(struct mproc *mp)
+{
+    struct metrics *m = mp->m;
+    int rc = 0;
+    if (mp->store == NULL) {
+        struct ev_store_options o = {.default_interval = m->f.interval_s};
+        rc = ev_store_new(&mp->store, &o);
+    }
+    rc = rc ? rc
+            : msession_start(m->a, &mp->ep, mp->major, &m->f, &mproc_callbacks, mp, &mp->sess);
+    if (rc != 0) {
+        set_reason(mp, "cannot start a session: %s", agent_strerror(rc));
+        log_info(cat, "metrics of %" PRIu64 " (uid %s): %s", mp->pid, mp->uid, mp->reason);
+        mproc_wait(mp, BACKOFF_MAX_MS);
+        return;
+    }
+    mp->state = MP_STARTING;
+    set_reason(mp, "session starting");
+    uint64_t check = metrics_filters_counter_interval_ms(&m->f);
+    check = check == 0 ? 5000 : check;
+    uv_timer_stop(&mp->timer);
+    uv_timer_start(&mp->timer, mproc_on_timer, check, check);
+}
+
+static void mproc_on_closed(uv_handle_t *h)
+{
+    struct mproc *mp = h->data;
+    struct metrics *m = mp->m;
+    ev_store_free(mp->store);
+    ipc_endpoint_fini(&mp->ep);
+    free(mp->name);
+    free(mp);
+    m->closing--;
+    if (m->closed && m->closing == 0) {
+        metrics_filters_fini(&m->f);
+        free(m);
+    }
+}
+
+/* Unlinks mp, abandons its session, and frees it once its timer has closed. */
+static void mproc_remove(struct mproc *mp)
+{
+    struct metrics *m = mp->m;
+    for (struct mproc **pp = &m->procs; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == mp) {
+            *pp = mp->next;
+            break;
+        }
+    }
+    if (mp->sess != NULL) {
+        msession_abort(mp->sess);
+        mp->sess = NULL;
+    }
+    m->closing++;
+    uv_close((uv_handle_t *)&mp->timer, mproc_on_closed);
+}
+
+void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool added)
+{
+    if (m == NULL || m->closed) {
+        return;
+    }
+    if (!added) {
+        for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
+            if (strcmp(mp->uid, p->uid) == 0) {
+                mproc_remove(mp);
+                return;
+            }
+        }
+        return;
+    }
+    struct mproc *mp = calloc(1, sizeof(*mp));
+    if (mp == NULL) {
+        log_warn(cat, "no memory for the metrics of process %" PRIu64, p->pid);
+        return;
+    }
+    mp->m = m;
+    mp->pid = p->pid;
+    memcpy(mp->uid, p->uid, sizeof(mp->uid));
+    mp->name = strdup(p->name != NULL ? p->name : "");
+    mp->major = metrics_runtime_major(p->clr_version);
+    if (mp->name == NULL || ipc_endpoint_copy(&mp->ep, &p->ep) != 0) {
+        ipc_endpoint_fini(&mp->ep);
+        free(mp->name);
+        free(mp);
+        log_warn(cat, "no memory for the metrics of process %" PRIu64, p->pid);
+        return;
+    }
+    uv_timer_init(m->a->loop, &mp->timer);
+    mp->timer.data = mp;
+    uv_unref((uv_handle_t *)&mp->timer);
+    mp->next = m->procs;
+    m->procs = mp;
+    mproc_start(mp);
+}
+
+int metrics_new(struct agent *a, struct metrics **out)
+{
+    *out = NULL;
+    if (!a->metrics_enabled) {
+        return 0;
+    }
+    int all = config_get_bool(a->cfg, "Metrics:AllProcesses", 1);
+    if (all < 0) {
+        log_error(cat, "Metrics:AllProcesses takes true or false");
+        return AGENT_E_INVAL;
+    }
+    struct metrics *m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        return UV_ENOMEM;
+    }
+    m->a = a;
+    m->all_processes = all == 1;
+    int rc = metrics_filters_from_config(&m->f, a->cfg, a->metrics_interval_s);
+    if (rc != 0) {
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void metrics_close(struct metrics *m)
+{
+    if (m == NULL || m->closed) {
+        return;
+    }
+    m->closed = true;
+    while (m->procs != NULL) {
+        mproc_remove(m->procs);
+    }
+    if (m->closing == 0) {
+        metrics_filters_fini(&m->f);
+        free(m);
+    }
+}
+
+/* ---- /metrics ---- */
+
+static void label_value(struct buf *b, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '\\' || *s == '"') {
+            buf_printf(b, "\\%c", *s);
+        } else if (*s == '\n') {
+            buf_append_str(b, "\\n");
+        } else {
+            buf_append(b, s, 1);
+        }
+    }
+}
+
+static bool shown(struct metrics *m, const struct mproc *mp)
+{
+    if (m->all_processes) {
+        return true;
+    }
+    size_t n = ipc_discovery_count(m->a->disc);
+    for (size_t i = 0; i < n; i++) {
+        const struct ipc_process *p = ipc_discovery_at(m->a->disc, i);
+        if (strcmp(p->uid, mp->uid) == 0) {
+            return api_is_default(m->a, p);
+        }
+    }
+    return false;
+}
+
+int metrics_render(struct metrics *m, struct buf *out)
+{
+    if (m == NULL) {
+        return 0;
+    }
+    size_t n = 0;
+    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
+        n++;
+    }
+    n = n > 0 ? n : 1;
+    struct ev_prom_target *t = calloc(n, sizeof(*t));
+    char(*pids)[24] = calloc(n, sizeof(*pids));
+    const char **values = calloc(3 * n, sizeof(*values));
+    static const char *const keys[] = {"pid", "uid", "name"};
+    int rc = UV_ENOMEM;
+    if (t == NULL || pids == NULL || values == NULL) {
+        goto out;
+    }
+    size_t k = 0;
+    buf_append_str(out, "# HELP dotmon_process_metrics_up Whether dotmon receives metrics from "
+                        "the process (1), or not (0, and the reason)\n"
+                        "# TYPE dotmon_process_metrics_up gauge\n");
+    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
+        if (!shown(m, mp)) {
+            continue;
+        }
+        snprintf(pids[k], sizeof(pids[k]), "%" PRIu64, mp->pid);
+        buf_printf(out, "dotmon_process_metrics_up{pid=\"%s\", uid=\"%s\", name=\"", pids[k],
+                   mp->uid);
+        label_value(out, mp->name);
+        buf_append_str(out, "\", reason=\"");
+        label_value(out, mp->reason);
+        buf_printf(out, "\"} %d\n", mp->state == MP_RUNNING ? 1 : 0);
+        if (mp->store != NULL) {
+            values[3 * k] = pids[k];
+            values[3 * k + 1] = mp->uid;
+            values[3 * k + 2] = mp->name;
+            t[k].store = mp->store;
+            t[k].labels = (struct ev_prom_labels){.keys = keys, .values = &values[3 * k], .n = 3};
+            k++;
+        }
+    }
+    rc = ev_prom_render(t, k, out);
+out:
+    free(t);
+    free(pids);
+    free(values);
+    return rc;
+}

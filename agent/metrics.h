@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_METRICS_H
+#define AGENT_METRICS_H
+
+/*
+ * Continuous metrics of every discovered runtime (issue 15): one long-lived EventPipe session per
+ * process with its EventCounters providers (System.Runtime and the configured ones) and, on
+ * .NET 8+, System.Diagnostics.Metrics in shared mode (the System.Runtime meter of .NET 9+ and the
+ * configured meters). The stream goes through events/ev_stream (decoding) into one ev_store per
+ * process; GET /metrics renders them all. Sessions restart when they end while the process is
+ * still there, and when EventCounters stop ticking (another session's Disable stops an
+ * EventSource's counter timer for every session, ../shared/EVENTS.md §2.1).
+ *
+ * Settings (dotnet-monitor's names, DOTNET-MONITOR.md §5): Metrics:Enabled,
+ * Metrics:IncludeDefaultProviders (System.Runtime, Microsoft.AspNetCore.Hosting,
+ * Grpc.AspNetCore.Server, and the System.Runtime meter), Metrics:Providers:N:ProviderName and
+ * :CounterNames:M, Metrics:Meters:N:MeterName and :InstrumentNames:M, Metrics:MetricCount
+ * (accepted; /metrics shows the newest sample of each series), GlobalCounter:IntervalSeconds and
+ * GlobalCounter:Providers:<name>:IntervalSeconds; dotmon's own Metrics:AllProcesses (default
+ * true; false = the default process only, as dotnet-monitor).
+ */
+
+#include <stdbool.h>
+
+#include "buf.h"
+#include "ipc_discovery.h"
+
+struct agent;
+struct metrics;
+
+/* Reads the settings. *out is NULL (and 0 returned) when Metrics:Enabled is false. Returns 0,
+ * AGENT_E_INVAL (a bad setting, logged) or -ENOMEM. */
+int metrics_new(struct agent *a, struct metrics **out);
+/* A process was discovered (added) or is gone: start or end its session. m may be NULL. */
+void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool added);
+/* Appends the Prometheus text of every process (and dotmon's per-process metrics state). */
+int metrics_render(struct metrics *m, struct buf *out);
+/* Ends every session (StopTracing in the background) and frees everything once handles close. */
+void metrics_close(struct metrics *m);
+
+#endif

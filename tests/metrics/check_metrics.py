@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""GET /metrics for every process, end to end (issue 15).
+
+Two real .NET test apps (tests/app: its own Meter "TestApp.Meter" and EventSource counters
+"TestApp.Counters" beside the runtime's System.Runtime EventCounters and meter) and the real dotmon,
+all in a private TMPDIR, GlobalCounter:IntervalSeconds=1, the test app's meter and counters
+configured. Checks, on dotmon's metrics URL:
+  - both processes' series, each labelled with its own pid, uid and name, and
+    dotmon_process_metrics_up 1 for both;
+  - dotnet-monitor's names: systemruntime_cpu_usage_ratio, systemruntime_working_set_bytes (MB x 1e6),
+    the System.Runtime meter's systemruntime_dotnet_gc_collections__collection_ with its
+    gc_heap_generation label, the app's counter as testappmeter_testapp_requests__request_ with its
+    tags, its histogram as a summary with quantiles;
+  - exact values: `meter-add 7` in one app makes its request counter's rate 7 in one interval while
+    the other app's stays 0; values and timestamps move between scrapes;
+  - one sample per series per scrape, HELP/TYPE once per name, and `promtool check metrics` finds
+    no error (Debian's prometheus package);
+  - a real Prometheus server scraping dotmon every second for 20 s: its query API answers up == 1 and
+    the app's series with several samples;
+  - a killed app's series leave /metrics; dotmon stops cleanly.
+
+Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT. Needs promtool and prometheus
+for those parts (skipped with a reason otherwise: exit 77 only if nothing could run).
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+    return cond
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def dotnet_root():
+    if os.environ.get("DOTNET_ROOT"):
+        return os.environ["DOTNET_ROOT"]
+    exe = os.environ.get("DOTNET_EXE") or shutil.which("dotnet")
+    return os.path.dirname(os.path.realpath(exe)) if exe else ""
+
+
+class App:
+    def __init__(self, tmp):
+        env = dict(os.environ, TMPDIR=tmp, DOTNET_ROOT=dotnet_root())
+        self.p = subprocess.Popen([os.path.join(os.environ["DOTMON_TESTAPP_DIR"], "TestApp"), "--no-stdin-exit"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        self.pid = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = self.p.stdout.readline()
+            m = re.match(r"ready pid=(\d+)", line)
+            if m:
+                self.pid = int(m.group(1))
+                return
+            if not line:
+                break
+        raise RuntimeError("the test app did not get ready")
+
+    def command(self, cmd):
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the test app ended during {cmd!r}")
+            if line.startswith(("ok ", "error ")):
+                return line.strip()
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+
+
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)( (-?\d+))?$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse(text):
+    """[(name, {labels}, value, timestamp)], {name: help}, {name: type}"""
+    samples, helps, types = [], {}, {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            n, _, h = line[7:].partition(" ")
+            helps.setdefault(n, []).append(h)
+        elif line.startswith("# TYPE "):
+            n, _, t = line[7:].partition(" ")
+            types.setdefault(n, []).append(t)
+        elif line and not line.startswith("#"):
+            m = LINE.match(line)
+            if not m:
+                samples.append(("<unparsable>", {"line": line}, None, None))
+                continue
+            labels = dict(LABEL.findall(m.group(3) or ""))
+            samples.append((m.group(1), labels, float(m.group(4)), int(m.group(6)) if m.group(6) else None))
+    return samples, helps, types
+
+
+def series(samples, name, **labels):
+    return [s for s in samples if s[0] == name and all(s[1].get(k) == str(v) for k, v in labels.items())]
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="dmmetrics")
+    os.chmod(tmp, 0o700)
+    apps, dm, prom = [], None, None
+    mport = free_port()
+    try:
+        apps = [App(tmp), App(tmp)]
+        env = dict(os.environ, TMPDIR=tmp,
+                   DotnetMonitor_GlobalCounter__IntervalSeconds="1",
+                   DotnetMonitor_Metrics__Meters__0__MeterName="TestApp.Meter",
+                   DotnetMonitor_Metrics__Providers__0__ProviderName="TestApp.Counters")
+        log = open(os.path.join(tmp, "dotmon.log"), "w+")
+        dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{free_port()}",
+                               "--metricUrls", f"http://127.0.0.1:{mport}"], stdout=subprocess.DEVNULL, stderr=log, env=env)
+        url = f"http://127.0.0.1:{mport}/metrics"
+        pids = [a.pid for a in apps]
+
+        # Both processes' metrics arrive.
+        deadline, text, samples = time.time() + 30, "", []
+        while time.time() < deadline:
+            try:
+                st, ctype, text = get(url)
+            except OSError:
+                time.sleep(0.2)
+                continue
+            samples, helps, types = parse(text)
+            if all(series(samples, "systemruntime_cpu_usage_ratio", pid=p) and
+                   series(samples, "testappmeter_testapp_requests__request_", pid=p) for p in pids):
+                break
+            time.sleep(0.5)
+        check(ctype.startswith("text/plain; version=0.0.4"), f"content type {ctype!r}")
+        samples, helps, types = parse(text)
+        check(not series(samples, "<unparsable>"), f"every line parses: {series(samples, '<unparsable>')[:3]}")
+        for a in apps:
+            up = series(samples, "dotmon_process_metrics_up", pid=a.pid)
+            check(len(up) == 1 and up[0][2] == 1.0, f"pid {a.pid}: dotmon_process_metrics_up 1 ({up})")
+            for name in ("systemruntime_cpu_usage_ratio", "systemruntime_working_set_bytes",
+                         "systemruntime_gc_heap_size_bytes", "testappmeter_testapp_requests__request_"):
+                s = series(samples, name, pid=a.pid, name="TestApp")
+                check(bool(s) and all(x[1].get("uid") for x in s), f"pid {a.pid}: {name} with pid, uid, name labels")
+            ws = series(samples, "systemruntime_working_set_bytes", pid=a.pid)
+            check(bool(ws) and 5e6 < ws[0][2] < 5e9, f"pid {a.pid}: working set in bytes (MB x 1e6): {ws[:1]}")
+            gcc = series(samples, "systemruntime_dotnet_gc_collections__collection_", pid=a.pid)
+            check({x[1].get("gc_heap_generation") for x in gcc} >= {"gen0", "gen1", "gen2"},
+                  f"pid {a.pid}: System.Runtime meter dotnet.gc.collections by generation")
+        # Exposition rules: one HELP/TYPE per name, one sample per series.
+        check(all(len(v) == 1 for v in helps.values()) and all(len(v) == 1 for v in types.values()),
+              "HELP and TYPE once per metric name")
+        keys = [(s[0], tuple(sorted(s[1].items()))) for s in samples]
+        check(len(keys) == len(set(keys)), f"one sample per series ({len(keys) - len(set(keys))} duplicates)")
+        check(types.get("testappmeter_testapp_latency_ms") == ["summary"] and
+              {s[1].get("quantile") for s in series(samples, "testappmeter_testapp_latency_ms")} >= {"0.5", "0.95", "0.99"},
+              "the app's histogram is a summary with quantiles 0.5, 0.95, 0.99")
+        check(types.get("systemruntime_cpu_usage_ratio") == ["gauge"], "EventCounters are gauges")
+
+        # Exact values: 7 requests in one app, none in the other.
+        answer = apps[0].command("meter-add 7")
+        check(answer.startswith("ok meter-add"), f"meter-add answered {answer!r}")
+        seen, other = None, None
+        deadline = time.time() + 15
+        while time.time() < deadline and seen is None:
+            time.sleep(0.5)
+            s = parse(get(url)[2])[0]
+            mine = series(s, "testappmeter_testapp_requests__request_", pid=apps[0].pid)
+            if sum(x[2] for x in mine) == 7.0:   # one interval's rate, summed over its tag series
+                seen = mine
+                other = series(s, "testappmeter_testapp_requests__request_", pid=apps[1].pid)
+        check(seen is not None, f"the request counter's rate shows the 7 requests of pid {apps[0].pid}")
+        check(other is not None and all(x[2] == 0.0 for x in other),
+              f"the other app's request rate stays 0: {other}")
+
+        # Values and timestamps move between scrapes.
+        s1 = parse(get(url)[2])[0]
+        time.sleep(2.5)
+        s2 = parse(get(url)[2])[0]
+        t1 = {(x[0], tuple(sorted(x[1].items()))): x[3] for x in s1 if x[3] is not None}
+        moved = sum(1 for x in s2 if x[3] is not None and t1.get((x[0], tuple(sorted(x[1].items())))) not in (None, x[3]))
+        check(moved > 10, f"{moved} series have newer timestamps 2.5 s later")
+
+        # promtool.
+        promtool = shutil.which("promtool")
+        if promtool:
+            r = subprocess.run([promtool, "check", "metrics"], input=get(url)[2], capture_output=True, text=True)
+            errors = [l for l in (r.stdout + r.stderr).splitlines() if "error" in l.lower()]
+            check(not errors, f"promtool check metrics: no error (exit {r.returncode}; {len(r.stdout.splitlines())} lint lines)")
+        else:
+            print("skip promtool: not installed (Debian: prometheus)")
+
+        # A real Prometheus server.
+        prom_bin = shutil.which("prometheus")
+        if prom_bin:
+            pport = free_port()
+            cfg = os.path.join(tmp, "prometheus.yml")
+            with open(cfg, "w") as f:
+                f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"
+                        f"  - job_name: dotmon\n    static_configs:\n      - targets: ['127.0.0.1:{mport}']\n")
+            plog = open(os.path.join(tmp, "prometheus.log"), "w")
+            prom = subprocess.Popen([prom_bin, f"--config.file={cfg}", f"--storage.tsdb.path={tmp}/tsdb",
+                                     f"--web.listen-address=127.0.0.1:{pport}"], stdout=plog, stderr=plog)
+            time.sleep(20)
+            api = f"http://127.0.0.1:{pport}/api/v1/query?query="
+            up = json.loads(get(api + urllib.parse.quote('up{job="dotmon"}'))[2])
+            vals = [r["value"][1] for r in up["data"]["result"]]
+            check(vals == ["1"], f"Prometheus: up == 1 ({vals})")
+            q = f'count_over_time(systemruntime_cpu_usage_ratio{{pid="{apps[0].pid}"}}[30s])'
+            cnt = json.loads(get(api + urllib.parse.quote(q))[2])["data"]["result"]
+            n = int(float(cnt[0]["value"][1])) if cnt else 0
+            check(n >= 5, f"Prometheus holds {n} samples of pid {apps[0].pid}'s cpu usage")
+            q = 'count by (pid) (testappmeter_testapp_requests__request_)'
+            byp = json.loads(get(api + urllib.parse.quote(q))[2])["data"]["result"]
+            check({r["metric"].get("pid") for r in byp} >= {str(p) for p in pids},
+                  f"Prometheus sees both processes' request series: {[r['metric'] for r in byp]}")
+        else:
+            print("skip Prometheus server: not installed (Debian: prometheus)")
+
+        # A killed app leaves.
+        gone = apps[1].pid
+        apps[1].kill()
+        deadline, left = time.time() + 20, None
+        while time.time() < deadline:
+            left = [x for x in parse(get(url)[2])[0] if x[1].get("pid") == str(gone)]
+            if not left:
+                break
+            time.sleep(0.5)
+        check(not left, f"the killed app's series left /metrics ({len(left or [])} remain)")
+        check(bool(series(parse(get(url)[2])[0], "systemruntime_cpu_usage_ratio", pid=apps[0].pid)),
+              "the other app's series stay")
+
+        dm.send_signal(signal.SIGTERM)
+        try:
+            rc = dm.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0, f"dotmon exits 0 on SIGTERM ({rc})")
+    finally:
+        for a in apps:
+            a.kill()
+        if dm is not None and dm.poll() is None:
+            dm.kill()
+        if prom is not None:
+            prom.terminate()
+            prom.wait()
+        if FAILS:
+            try:
+                print("---- dotmon log (tail) ----")
+                print("\n".join(open(os.path.join(tmp, "dotmon.log")).read().splitlines()[-30:]))
+            except OSError:
+                pass
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{len(FAILS)} failure(s)" if FAILS else "ok: /metrics for every process")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

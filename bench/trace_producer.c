@@ -12,7 +12,7 @@
  * Single-threaded, non-blocking sockets and poll(); several connections and sessions at once.
  * Every block is generated fresh with continuing sequence numbers and timestamps, and its padding
  * is computed from the absolute stream offset (§5.4), so the output checks COMPLETE with
- * ipc/nettrace and reads cleanly in TraceEvent.
+ * events/nettrace and reads cleanly in TraceEvent.
  *
  * usage: trace_producer [--dir DIR] [--bytes N[K|M|G]] [--block N[K]] [--payload N]
  *                       [--sessions K] [--stdout]

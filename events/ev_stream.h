@@ -13,6 +13,9 @@
  * sessionId is not opt->session_id are ignored (a shared session shows every client's
  * instruments); MultipleSessionsNotSupportedError / MultipleSessionsConfiguredIncorrectlyError
  * and Error events addressed to this session are reported through on_error.
+ *
+ * Callbacks run inside ev_stream_feed, in stream order; they must not feed or free the stream.
+ * A sample's strings are valid during its callback only (ev_metric.h).
  */
 
 #include <stddef.h>
@@ -33,6 +36,12 @@ struct ev_stream_options {
     double refresh_interval_s; /* the RefreshInterval sent (meters' interval_sec) */
     uint32_t max_metadata;     /* metadata records kept; 0 = a default (4096) */
     uint32_t max_block;        /* largest nettrace block; 0 = a default (16 MiB) */
+    /*
+     * The EventCounterIntervalSec sent. When > 0, EventCounters events whose Series interval
+     * ("Interval=<ms>") differs are dropped, as dotnet-monitor's CounterFilter does (another
+     * session may have lowered the provider's interval, EVENTS.md §2.1, §2.3); 0 keeps them all.
+     */
+    double counter_interval_s;
 };
 
 struct ev_stream_stats {
@@ -45,7 +54,11 @@ struct ev_stream_stats {
     uint64_t lost;               /* events the runtime dropped (sequence gaps) */
 };
 
-/* Returns 0 or a negative error (-ENOMEM as UV_ENOMEM's value, AGENT_E_INVAL). */
+/*
+ * Returns 0 or a negative error (-ENOMEM as UV_ENOMEM's value, AGENT_E_INVAL without out or
+ * on_sample). opt may be NULL (defaults); a NULL opt->session_id accepts meter events of every
+ * session (for reading a saved trace). The options' strings are copied. on_error may be NULL.
+ */
 int ev_stream_new(struct ev_stream **out, const struct ev_stream_options *opt,
                   ev_stream_sample_cb on_sample, ev_stream_error_cb on_error, void *ud);
 /* 0, or a negative error once the stream is invalid (later feeds return it again). */

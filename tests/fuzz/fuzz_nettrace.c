@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the nettrace stream a runtime sends after CollectTracing (PROTOCOL.md §5),
- * through the streaming checker of ipc/nettrace.h. The input is the stream itself (seeds are real
+ * through the streaming checker of events/nettrace.h. The input is the stream itself (seeds are real
  * captures). Each input is checked twice: fed whole, and fed in chunks whose sizes come from a
  * hash of the input (1 byte to the whole rest), so mutations move the chunk boundaries too. The
  * checker promises the same result for any chunking, so verdict, error, counters and the events

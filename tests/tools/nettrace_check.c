@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nettrace_check: runs ipc/nettrace's streaming checker over a file (or stdin) and prints one JSON
+ * nettrace_check: runs events/nettrace's streaming checker over a file (or stdin) and prints one JSON
  * line, in the same shape as tracecheck (the TraceEvent-based reader) so the two can be compared:
  *
  *   {"verdict":"COMPLETE","ok":true,"bytes":…,"events":…,"lost":…,"metadata":…,

@@ -6,7 +6,7 @@
 #                                        (tests doing so need FIXTURES_REQUIRED tracecheck)
 #   DOTMON_NETTRACE_CHECK=<nettrace_check executable>
 #
-#  - nettrace_check: ipc/nettrace's streaming checker as a command-line tool (C, built here).
+#  - nettrace_check: events/nettrace's streaming checker as a command-line tool (C, built here).
 #  - tracecheck: an independent reader, TraceEvent's EventPipeEventSource in a .NET console app
 #    (tools/tracecheck), built once per build tree by the build_tracecheck fixture like the test
 #    app. Restoring it fetches Microsoft.Diagnostics.Tracing.TraceEvent from NuGet.
@@ -14,7 +14,7 @@
 #    counts must agree and the C checker must say COMPLETE under several chunkings.
 
 add_executable(nettrace_check ${CMAKE_CURRENT_LIST_DIR}/nettrace_check.c)
-target_link_libraries(nettrace_check PRIVATE agent_ipc agent_common agent_warnings agent_sanitizers)
+target_link_libraries(nettrace_check PRIVATE agent_events agent_common agent_warnings agent_sanitizers)
 
 set(TRACECHECK_OUT ${CMAKE_BINARY_DIR}/tracecheck)
 list(APPEND AGENT_TEST_ENV

@@ -139,6 +139,15 @@ struct nettrace_metadata {
 };
 typedef void (*nettrace_metadata_cb)(void *ud, const struct nettrace_metadata *md);
 
+/*
+ * Called once per metadata record as it is defined, in stream order (so before any event that uses
+ * it), once the record has parsed. payload[0..len) is the record's raw metadata payload
+ * (PROTOCOL.md §5.6: id, provider, event description, V1 field list, V5 tags), for a consumer
+ * that builds its own view of the field list; md and payload are valid during the call only.
+ */
+typedef void (*nettrace_metadata_def_cb)(void *ud, const struct nettrace_metadata *md,
+                                         const uint8_t *payload, size_t len);
+
 /* Opaque contents; declared here so a checker can be embedded. Use the functions only. */
 struct nettrace_checker {
     struct nettrace_private *priv;
@@ -151,6 +160,9 @@ void nettrace_checker_fini(struct nettrace_checker *ck);
 
 /* Sets (or clears, with NULL) the per-event callback. Call before feeding. */
 void nettrace_set_event_cb(struct nettrace_checker *ck, nettrace_event_cb cb, void *ud);
+
+/* Sets (or clears, with NULL) the metadata-definition callback. Call before feeding. */
+void nettrace_set_metadata_cb(struct nettrace_checker *ck, nettrace_metadata_def_cb cb, void *ud);
 
 /* Checks the next n bytes of the stream. 0 or a negative code (see the top of this file). */
 int nettrace_feed(struct nettrace_checker *ck, const uint8_t *p, size_t n);

@@ -818,6 +818,54 @@ static void test_nettrace_metadata_records(void **state)
     nb_free(&s.b);
 }
 
+/* The definition hook: each record once, in order, with its raw payload (PROTOCOL.md §5.6). */
+struct mddefs {
+    int n;
+    uint32_t ids[4];
+    size_t lens[4];
+};
+
+static void on_metadata_def(void *ud, const struct nettrace_metadata *md, const uint8_t *p,
+                            size_t n)
+{
+    struct mddefs *d = ud;
+    assert_true(d->n < 4);
+    assert_true(n >= 4);
+    /* The payload starts with the id being defined; the record is already queryable. */
+    uint32_t id =
+        (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    assert_int_equal(id, md->metadata_id);
+    assert_int_equal(md->events, 0);
+    d->ids[d->n] = id;
+    d->lens[d->n] = n;
+    d->n++;
+}
+
+static void test_nettrace_metadata_hook(void **state)
+{
+    (void)state;
+    struct stream s;
+    build(&s, MUT_NONE);
+    struct mddefs whole;
+    struct mddefs bytewise;
+    memset(&whole, 0, sizeof(whole));
+    memset(&bytewise, 0, sizeof(bytewise));
+    struct nettrace_checker ck;
+    assert_int_equal(nettrace_checker_init(&ck, NULL), 0);
+    nettrace_set_metadata_cb(&ck, on_metadata_def, &whole);
+    assert_int_equal(check(&ck, s.b.p, s.b.n, 0), NETTRACE_COMPLETE);
+    nettrace_checker_fini(&ck);
+    assert_int_equal(nettrace_checker_init(&ck, NULL), 0);
+    nettrace_set_metadata_cb(&ck, on_metadata_def, &bytewise);
+    assert_int_equal(check(&ck, s.b.p, s.b.n, 1), NETTRACE_COMPLETE);
+    nettrace_checker_fini(&ck);
+    assert_int_equal(whole.n, 3);
+    assert_memory_equal(&whole, &bytewise, sizeof(whole));
+    assert_int_equal(whole.ids[0], 1);
+    assert_int_equal(whole.ids[2], 3);
+    nb_free(&s.b);
+}
+
 static void test_nettrace_every_prefix_truncated(void **state)
 {
     (void)state;
@@ -1322,6 +1370,7 @@ int main(void)
         cmocka_unit_test(test_nettrace_minimal_complete),
         cmocka_unit_test(test_nettrace_dropped_events),
         cmocka_unit_test(test_nettrace_metadata_records),
+        cmocka_unit_test(test_nettrace_metadata_hook),
         cmocka_unit_test(test_nettrace_every_prefix_truncated),
         cmocka_unit_test(test_nettrace_chunking_identical),
         cmocka_unit_test(test_nettrace_corruptions),

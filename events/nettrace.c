@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "err.h"
-#include "ipc_codec.h"
+#include "ev_rd.h"
 
 /*
  * The stream is cut into "units": runs of bytes whose length is known before they start (the
@@ -109,6 +109,8 @@ struct nettrace_private {
     struct nettrace_trace_info info;
     nettrace_event_cb cb;
     void *cb_ud;
+    nettrace_metadata_def_cb md_cb;
+    void *md_cb_ud;
     /* metadata records and an open-addressing index id -> record + 1 */
     struct md_rec *md;
     size_t md_len;
@@ -165,8 +167,8 @@ static int fail_nomem(struct nettrace_private *pr, uint64_t off)
 }
 
 /*
- * Units are read with the IPC codec's cursor (ipc_codec.h); its base is the absolute stream offset
- * of p[0], so ipc_rd_offset() gives the offset a failure is reported at.
+ * Units are read with events' cursor (ev_rd.h); its base is the absolute stream offset of p[0], so
+ * ev_rd_offset() gives the offset a failure is reported at.
  */
 
 enum varint_status { VAR_OK = 0, VAR_TRUNC = 1, VAR_OVERLONG = 2 };
@@ -176,12 +178,12 @@ enum varint_status { VAR_OK = 0, VAR_TRUNC = 1, VAR_OVERLONG = 2 };
  * ceil(bits / 7) bytes and the last byte carries no bits above the type's width; anything else is
  * "over-long". A non-minimal but in-range encoding (0x80 0x00) is accepted, as readers do.
  */
-static enum varint_status cur_varint(struct ipc_rd *c, unsigned bits, uint64_t *v)
+static enum varint_status cur_varint(struct ev_rd *c, unsigned bits, uint64_t *v)
 {
     unsigned max_bytes = (bits + 6) / 7;
     uint64_t value = 0;
     for (unsigned k = 0; k < max_bytes; k++) {
-        if (ipc_rd_left(c) < 1) {
+        if (ev_rd_left(c) < 1) {
             return VAR_TRUNC;
         }
         uint8_t b = c->p[c->i++];
@@ -200,24 +202,6 @@ static enum varint_status cur_varint(struct ipc_rd *c, unsigned bits, uint64_t *
         }
     }
     return VAR_OVERLONG; /* not reached: the last byte returns above */
-}
-
-/*
- * A UTF-16LE NUL-terminated string (§5.6). On success *units excludes the NUL and the cursor is
- * past it; false if no NUL unit lies inside the cursor.
- */
-static bool cur_utf16z(struct ipc_rd *c, const uint8_t **s, size_t *units)
-{
-    size_t start = c->i;
-    for (size_t j = start; j + 2 <= c->n; j += 2) {
-        if (c->p[j] == 0 && c->p[j + 1] == 0) {
-            *s = c->p + start;
-            *units = (j - start) / 2;
-            c->i = j + 2;
-            return true;
-        }
-    }
-    return false;
 }
 
 /* ---- metadata storage ------------------------------------------------------------------------ */
@@ -300,7 +284,7 @@ static int md_reserve(struct nettrace_private *pr)
 /* Appends a UTF-16LE string to the arena as NUL-terminated UTF-8 and returns its offset. */
 static int arena_add(struct nettrace_private *pr, const uint8_t *s, size_t units, uint32_t *off)
 {
-    size_t len = ipc_utf16le_utf8_len(s, units);
+    size_t len = ev_utf16_utf8_len(s, units);
     if (len + 1 > ARENA_MAX - pr->arena_len) {
         return AGENT_E_TOOBIG;
     }
@@ -316,12 +300,27 @@ static int arena_add(struct nettrace_private *pr, const uint8_t *s, size_t units
         pr->arena = a;
         pr->arena_cap = cap;
     }
-    if (ipc_utf16le_to_utf8(s, units, pr->arena + pr->arena_len, len + 1, NULL) != 0) {
+    if (ev_utf16_to_utf8(s, units, pr->arena + pr->arena_len, len + 1, NULL) != 0) {
         return AGENT_E_INVAL; /* cannot happen: the room was computed above */
     }
     *off = (uint32_t)pr->arena_len;
     pr->arena_len += len + 1;
     return 0;
+}
+
+/* The public view of a record; its strings live in the arena. */
+static void md_public(const struct nettrace_private *pr, const struct md_rec *md,
+                      struct nettrace_metadata *m)
+{
+    m->metadata_id = md->id;
+    m->provider = pr->arena + md->provider;
+    m->event_name = pr->arena + md->name;
+    m->event_id = md->event_id;
+    m->version = md->version;
+    m->level = md->level;
+    m->opcode = md->opcode;
+    m->keywords = md->keywords;
+    m->events = md->events;
 }
 
 /* ---- metadata payloads (§5.6) ---------------------------------------------------------------- */
@@ -336,12 +335,12 @@ static bool v1_type_known(uint32_t t)
  * Skips a V1 field list. Every type code must be known: V1 entries have no size, so a reader that
  * meets an unknown code loses its place (TraceEvent then misreads the rest of the record).
  */
-static int skip_v1_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_t count, int depth)
+static int skip_v1_fields(struct nettrace_private *pr, struct ev_rd *c, uint32_t count, int depth)
 {
     for (uint32_t k = 0; k < count; k++) {
-        uint64_t at = ipc_rd_offset(c);
+        uint64_t at = ev_rd_offset(c);
         uint32_t type;
-        if (ipc_rd_u32(c, &type) != 0) {
+        if (ev_rd_u32(c, &type) != 0) {
             return fail(pr, AGENT_E_PROTO, at, "metadata: field %u runs past the payload", k);
         }
         if (!v1_type_known(type)) {
@@ -352,7 +351,7 @@ static int skip_v1_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_
             if (depth >= MAX_FIELD_DEPTH) {
                 return fail(pr, AGENT_E_PROTO, at, "metadata: Object fields nested too deep");
             }
-            if (ipc_rd_u32(c, &nested) != 0) {
+            if (ev_rd_u32(c, &nested) != 0) {
                 return fail(pr, AGENT_E_PROTO, at, "metadata: Object field count past the payload");
             }
             int rc = skip_v1_fields(pr, c, nested, depth + 1);
@@ -362,28 +361,28 @@ static int skip_v1_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_
         }
         const uint8_t *s;
         size_t units;
-        if (!cur_utf16z(c, &s, &units)) {
-            return fail(pr, AGENT_E_PROTO, ipc_rd_offset(c), "metadata: field name not terminated");
+        if (!ev_rd_utf16z(c, &s, &units)) {
+            return fail(pr, AGENT_E_PROTO, ev_rd_offset(c), "metadata: field name not terminated");
         }
     }
     return 0;
 }
 
-static int skip_v2_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_t count, int depth);
+static int skip_v2_fields(struct nettrace_private *pr, struct ev_rd *c, uint32_t count, int depth);
 
 /*
  * One V2 type description inside a size-bounded field window. An unknown type code only ends the
  * walk of this window (returns 1): the size prefix still says where the next field starts, and
  * TraceEvent likewise drops the field list of such an event but reads the trace.
  */
-static int skip_v2_type(struct nettrace_private *pr, struct ipc_rd *c, int depth)
+static int skip_v2_type(struct nettrace_private *pr, struct ev_rd *c, int depth)
 {
-    uint64_t at = ipc_rd_offset(c);
+    uint64_t at = ev_rd_offset(c);
     uint32_t type;
     if (depth >= MAX_FIELD_DEPTH) {
         return fail(pr, AGENT_E_PROTO, at, "metadata: V2 fields nested too deep");
     }
-    if (ipc_rd_u32(c, &type) != 0) {
+    if (ev_rd_u32(c, &type) != 0) {
         return fail(pr, AGENT_E_PROTO, at, "metadata: V2 field type past its size");
     }
     if (type == 19) {
@@ -391,7 +390,7 @@ static int skip_v2_type(struct nettrace_private *pr, struct ipc_rd *c, int depth
     }
     if (type == 1) {
         uint32_t nested;
-        if (ipc_rd_u32(c, &nested) != 0) {
+        if (ev_rd_u32(c, &nested) != 0) {
             return fail(pr, AGENT_E_PROTO, at, "metadata: V2 Object field count past its size");
         }
         return skip_v2_fields(pr, c, nested, depth + 1);
@@ -399,19 +398,19 @@ static int skip_v2_type(struct nettrace_private *pr, struct ipc_rd *c, int depth
     return v1_type_known(type) ? 0 : 1;
 }
 
-static int skip_v2_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_t count, int depth)
+static int skip_v2_fields(struct nettrace_private *pr, struct ev_rd *c, uint32_t count, int depth)
 {
     for (uint32_t k = 0; k < count; k++) {
-        uint64_t at = ipc_rd_offset(c);
+        uint64_t at = ev_rd_offset(c);
         uint32_t size;
-        if (ipc_rd_u32(c, &size) != 0 || size < 4 || size - 4 > ipc_rd_left(c)) {
+        if (ev_rd_u32(c, &size) != 0 || size < 4 || size - 4 > ev_rd_left(c)) {
             return fail(pr, AGENT_E_PROTO, at, "metadata: V2 field %u size past its container", k);
         }
-        struct ipc_rd w = {c->p, c->i + (size - 4), c->i, c->base};
+        struct ev_rd w = {c->p, c->i + (size - 4), c->i, c->base};
         const uint8_t *s;
         size_t units;
-        if (!cur_utf16z(&w, &s, &units)) {
-            return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&w),
+        if (!ev_rd_utf16z(&w, &s, &units)) {
+            return fail(pr, AGENT_E_PROTO, ev_rd_offset(&w),
                         "metadata: V2 field name not terminated");
         }
         int rc = skip_v2_type(pr, &w, depth);
@@ -429,14 +428,14 @@ static int skip_v2_fields(struct nettrace_private *pr, struct ipc_rd *c, uint32_
  * payload that stops before `level` is invalid; one that stops right after it has no fields, which
  * is fine.
  */
-static int parse_metadata_tags(struct nettrace_private *pr, struct ipc_rd *c, struct md_rec *rec);
+static int parse_metadata_tags(struct nettrace_private *pr, struct ev_rd *c, struct md_rec *rec);
 static int store_metadata(struct nettrace_private *pr, const struct md_rec *parsed,
                           const uint8_t *prov, size_t prov_units, const uint8_t *name,
-                          size_t name_units, uint64_t base);
+                          size_t name_units, const uint8_t *p, size_t n, uint64_t base);
 
 static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t n, uint64_t base)
 {
-    struct ipc_rd c = {p, n, 0, base};
+    struct ev_rd c = {p, n, 0, base};
     struct md_rec rec;
     memset(&rec, 0, sizeof(rec));
     const uint8_t *prov;
@@ -444,36 +443,36 @@ static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t 
     size_t prov_units;
     size_t name_units;
 
-    if (ipc_rd_u32(&c, &rec.id) != 0) {
+    if (ev_rd_u32(&c, &rec.id) != 0) {
         return fail(pr, AGENT_E_PROTO, base, "metadata: payload of %zu bytes has no id", n);
     }
     if (rec.id == 0) {
         return fail(pr, AGENT_E_PROTO, base, "metadata: id 0 is reserved");
     }
-    if (!cur_utf16z(&c, &prov, &prov_units)) {
+    if (!ev_rd_utf16z(&c, &prov, &prov_units)) {
         return fail(pr, AGENT_E_PROTO, base + 4, "metadata %u: provider name not terminated",
                     rec.id);
     }
-    uint64_t desc = ipc_rd_offset(&c);
+    uint64_t desc = ev_rd_offset(&c);
     uint32_t event_id;
-    if (ipc_rd_u32(&c, &event_id) != 0) {
+    if (ev_rd_u32(&c, &event_id) != 0) {
         return fail(pr, AGENT_E_PROTO, desc, "metadata %u: no event description", rec.id);
     }
-    if (!cur_utf16z(&c, &name, &name_units)) {
-        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&c), "metadata %u: event name not terminated",
+    if (!ev_rd_utf16z(&c, &name, &name_units)) {
+        return fail(pr, AGENT_E_PROTO, ev_rd_offset(&c), "metadata %u: event name not terminated",
                     rec.id);
     }
     rec.event_id = event_id;
-    uint64_t at = ipc_rd_offset(&c);
-    if (ipc_rd_u64(&c, &rec.keywords) != 0 || ipc_rd_u32(&c, &rec.version) != 0 ||
-        ipc_rd_u32(&c, &rec.level) != 0) {
+    uint64_t at = ev_rd_offset(&c);
+    if (ev_rd_u64(&c, &rec.keywords) != 0 || ev_rd_u32(&c, &rec.version) != 0 ||
+        ev_rd_u32(&c, &rec.level) != 0) {
         return fail(pr, AGENT_E_PROTO, at, "metadata %u: keywords/version/level past the payload",
                     rec.id);
     }
-    if (ipc_rd_left(&c) > 0) {
+    if (ev_rd_left(&c) > 0) {
         uint32_t count;
-        at = ipc_rd_offset(&c);
-        if (ipc_rd_u32(&c, &count) != 0) {
+        at = ev_rd_offset(&c);
+        if (ev_rd_u32(&c, &count) != 0) {
             return fail(pr, AGENT_E_PROTO, at, "metadata %u: field count past the payload", rec.id);
         }
         int rc = skip_v1_fields(pr, &c, count, 0);
@@ -482,27 +481,27 @@ static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t 
         }
     }
     int rc = parse_metadata_tags(pr, &c, &rec);
-    return rc < 0 ? rc : store_metadata(pr, &rec, prov, prov_units, name, name_units, base);
+    return rc < 0 ? rc : store_metadata(pr, &rec, prov, prov_units, name, name_units, p, n, base);
 }
 
 /* V5 tags (§5.3) until the payload is exhausted: OpCode and V2Params; unknown kinds skipped. */
-static int parse_metadata_tags(struct nettrace_private *pr, struct ipc_rd *c, struct md_rec *rec)
+static int parse_metadata_tags(struct nettrace_private *pr, struct ev_rd *c, struct md_rec *rec)
 {
-    while (ipc_rd_left(c) > 0) {
+    while (ev_rd_left(c) > 0) {
         uint32_t len;
         uint8_t kind;
-        uint64_t at = ipc_rd_offset(c);
-        if (ipc_rd_u32(c, &len) != 0 || ipc_rd_u8(c, &kind) != 0 || len > ipc_rd_left(c)) {
+        uint64_t at = ev_rd_offset(c);
+        if (ev_rd_u32(c, &len) != 0 || ev_rd_u8(c, &kind) != 0 || len > ev_rd_left(c)) {
             return fail(pr, AGENT_E_PROTO, at, "metadata %u: tag runs past the payload", rec->id);
         }
-        struct ipc_rd t = {c->p, c->i + len, c->i, c->base};
+        struct ev_rd t = {c->p, c->i + len, c->i, c->base};
         if (kind == 1) {
-            if (ipc_rd_u8(&t, &rec->opcode) != 0) {
+            if (ev_rd_u8(&t, &rec->opcode) != 0) {
                 return fail(pr, AGENT_E_PROTO, at, "metadata %u: empty OpCode tag", rec->id);
             }
         } else if (kind == 2) {
             uint32_t count;
-            if (ipc_rd_u32(&t, &count) != 0) {
+            if (ev_rd_u32(&t, &count) != 0) {
                 return fail(pr, AGENT_E_PROTO, at, "metadata %u: V2Params tag without a count",
                             rec->id);
             }
@@ -516,10 +515,13 @@ static int parse_metadata_tags(struct nettrace_private *pr, struct ipc_rd *c, st
     return 0;
 }
 
-/* Keeps a parsed record (and its names in the arena), refusing a second definition of its id. */
+/*
+ * Keeps a parsed record (and its names in the arena), refusing a second definition of its id, and
+ * hands the record with its raw payload p[0..n) to the metadata callback.
+ */
 static int store_metadata(struct nettrace_private *pr, const struct md_rec *parsed,
                           const uint8_t *prov, size_t prov_units, const uint8_t *name,
-                          size_t name_units, uint64_t base)
+                          size_t name_units, const uint8_t *p, size_t n, uint64_t base)
 {
     struct md_rec rec = *parsed;
     /* TraceEvent adds ids to a dictionary with Add, which throws on a second definition. */
@@ -548,6 +550,11 @@ static int store_metadata(struct nettrace_private *pr, const struct md_rec *pars
     pr->md_len++;
     md_index_put(pr->md_index, pr->md_index_cap, pr->md, (uint32_t)pr->md_len);
     pr->stats.metadata++;
+    if (pr->md_cb != NULL) {
+        struct nettrace_metadata m;
+        md_public(pr, &pr->md[pr->md_len - 1], &m);
+        pr->md_cb(pr->md_cb_ud, &m, p, n);
+    }
     return 0;
 }
 
@@ -648,16 +655,16 @@ static int varint_fail(struct nettrace_private *pr, enum varint_status st, uint6
     return fail(pr, AGENT_E_PROTO, at, "event header: %s varint over-long", what);
 }
 
-static int hdr_varint_long(struct nettrace_private *pr, struct ipc_rd *c, unsigned bits,
+static int hdr_varint_long(struct nettrace_private *pr, struct ev_rd *c, unsigned bits,
                            const char *what, uint64_t *v)
 {
-    uint64_t at = ipc_rd_offset(c);
+    uint64_t at = ev_rd_offset(c);
     enum varint_status st = cur_varint(c, bits, v);
     return st == VAR_OK ? 0 : varint_fail(pr, st, at, what);
 }
 
 /* Reads a varint field of a compressed header; 0 or the failure code. */
-static inline int hdr_varint(struct nettrace_private *pr, struct ipc_rd *c, unsigned bits,
+static inline int hdr_varint(struct nettrace_private *pr, struct ev_rd *c, unsigned bits,
                              const char *what, uint64_t *v)
 {
     if (c->i < c->n && c->p[c->i] < 0x80) { /* one byte: the common case, always minimal */
@@ -668,13 +675,13 @@ static inline int hdr_varint(struct nettrace_private *pr, struct ipc_rd *c, unsi
 }
 
 /* A header-compressed blob header (§5.5); b holds the previous blob's header on entry. */
-static int read_compressed(struct nettrace_private *pr, struct ipc_rd *c, struct blob *b)
+static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct blob *b)
 {
     uint8_t flags;
     uint64_t v;
     int rc = 0;
-    if (ipc_rd_u8(c, &flags) != 0) {
-        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(c), "event header: flags past the block end");
+    if (ev_rd_u8(c, &flags) != 0) {
+        return fail(pr, AGENT_E_PROTO, ev_rd_offset(c), "event header: flags past the block end");
     }
     if ((flags & 0x01) != 0 && (rc = hdr_varint(pr, c, 32, "metadata id", &v)) == 0) {
         b->metadata_id = (uint32_t)v;
@@ -705,8 +712,8 @@ static int read_compressed(struct nettrace_private *pr, struct ipc_rd *c, struct
         return rc;
     }
     size_t guids = ((flags & 0x10) ? 16u : 0u) + ((flags & 0x20) ? 16u : 0u);
-    if (ipc_rd_skip(c, guids) != 0) {
-        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(c),
+    if (ev_rd_skip(c, guids) != 0) {
+        return fail(pr, AGENT_E_PROTO, ev_rd_offset(c),
                     "event header: activity ids past the block end");
     }
     if ((flags & 0x80) != 0 && (rc = hdr_varint(pr, c, 32, "payload size", &v)) == 0) {
@@ -721,27 +728,27 @@ static int read_compressed(struct nettrace_private *pr, struct ipc_rd *c, struct
  * padding.
  * *blob_end gets the offset (in c) of the next blob.
  */
-static int read_uncompressed(struct nettrace_private *pr, struct ipc_rd *c, struct blob *b,
+static int read_uncompressed(struct nettrace_private *pr, struct ev_rd *c, struct blob *b,
                              size_t *blob_end)
 {
-    uint64_t at = ipc_rd_offset(c);
-    if (ipc_rd_left(c) < 4 + UNCOMPRESSED_HDR + 4) {
+    uint64_t at = ev_rd_offset(c);
+    if (ev_rd_left(c) < 4 + UNCOMPRESSED_HDR + 4) {
         return fail(pr, AGENT_E_PROTO, at, "event header runs past the block end");
     }
     const uint8_t *h = c->p + c->i;
-    uint32_t event_size = ipc_load_u32(h);
+    uint32_t event_size = ev_load_u32(h);
     if (event_size < UNCOMPRESSED_HDR + 4 || event_size > 0x7FFFFFFF ||
-        event_size > ipc_rd_left(c) - 4) {
+        event_size > ev_rd_left(c) - 4) {
         return fail(pr, AGENT_E_PROTO, at, "event size %u outside the block", event_size);
     }
-    b->metadata_id = ipc_load_u32(h + 4) & 0x7FFFFFFFu; /* bit 31 = not sorted */
-    b->sequence = ipc_load_u32(h + 8);
-    b->thread_id = ipc_load_u64(h + 12);
-    b->capture_thread_id = ipc_load_u64(h + 20);
-    b->proc = ipc_load_u32(h + 28);
-    b->stack_id = ipc_load_u32(h + 32);
-    b->timestamp = ipc_load_u64(h + 36);
-    b->payload_size = ipc_load_u32(h + 76);
+    b->metadata_id = ev_load_u32(h + 4) & 0x7FFFFFFFu; /* bit 31 = not sorted */
+    b->sequence = ev_load_u32(h + 8);
+    b->thread_id = ev_load_u64(h + 12);
+    b->capture_thread_id = ev_load_u64(h + 20);
+    b->proc = ev_load_u32(h + 28);
+    b->stack_id = ev_load_u32(h + 32);
+    b->timestamp = ev_load_u64(h + 36);
+    b->payload_size = ev_load_u32(h + 76);
     if (b->payload_size > event_size - UNCOMPRESSED_HDR - 4) {
         return fail(pr, AGENT_E_PROTO, at + 80, "payload size %u larger than event size %u",
                     b->payload_size, event_size);
@@ -811,8 +818,8 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
         return fail(pr, AGENT_E_PROTO, pr->pos, "%s of %zu bytes has no room for its header", what,
                     n);
     }
-    uint16_t header_size = ipc_load_u16(p);
-    uint16_t flags = ipc_load_u16(p + 2);
+    uint16_t header_size = ev_load_u16(p);
+    uint16_t flags = ev_load_u16(p + 2);
     if (header_size < 20 || header_size > n) {
         return fail(pr, AGENT_E_PROTO, pr->pos, "%s header size %u outside 20..%zu", what,
                     header_size, n);
@@ -821,24 +828,24 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
         return fail(pr, AGENT_E_PROTO, pr->pos + 2, "%s has unknown flags 0x%x", what, flags);
     }
     bool compressed = (flags & 1u) != 0;
-    struct ipc_rd c = {p, n, header_size, pr->pos};
+    struct ev_rd c = {p, n, header_size, pr->pos};
     struct blob b;
     memset(&b, 0, sizeof(b));
     struct md_rec *last_md = NULL;
-    while (ipc_rd_left(&c) > 0) {
-        uint64_t at = ipc_rd_offset(&c);
+    while (ev_rd_left(&c) > 0) {
+        uint64_t at = ev_rd_offset(&c);
         size_t blob_end = 0;
         int rc =
             compressed ? read_compressed(pr, &c, &b) : read_uncompressed(pr, &c, &b, &blob_end);
         if (rc < 0) {
             return rc;
         }
-        if (b.payload_size > ipc_rd_left(&c)) {
+        if (b.payload_size > ev_rd_left(&c)) {
             return fail(pr, AGENT_E_PROTO, at, "payload of %u bytes runs past the block end",
                         b.payload_size);
         }
         const uint8_t *payload = c.p + c.i;
-        uint64_t payload_at = ipc_rd_offset(&c);
+        uint64_t payload_at = ev_rd_offset(&c);
         c.i += b.payload_size;
         if (!compressed) {
             c.i = blob_end;
@@ -855,16 +862,16 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
 /* StackBlock (§5.4): firstId, count, count sized stacks filling the block exactly. */
 static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size_t n)
 {
-    struct ipc_rd c = {p, n, 0, pr->pos};
+    struct ev_rd c = {p, n, 0, pr->pos};
     uint32_t first;
     uint32_t count;
-    if (ipc_rd_u32(&c, &first) != 0 || ipc_rd_u32(&c, &count) != 0) {
+    if (ev_rd_u32(&c, &first) != 0 || ev_rd_u32(&c, &count) != 0) {
         return fail(pr, AGENT_E_PROTO, pr->pos, "StackBlock of %zu bytes is shorter than 8", n);
     }
     for (uint32_t k = 0; k < count; k++) {
-        uint64_t at = ipc_rd_offset(&c);
+        uint64_t at = ev_rd_offset(&c);
         uint32_t size;
-        if (ipc_rd_u32(&c, &size) != 0 || size > ipc_rd_left(&c)) {
+        if (ev_rd_u32(&c, &size) != 0 || size > ev_rd_left(&c)) {
             return fail(pr, AGENT_E_PROTO, at, "StackBlock: stack %u of %u runs past the block end",
                         k, count);
         }
@@ -875,9 +882,9 @@ static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size
         }
         c.i += size;
     }
-    if (ipc_rd_left(&c) != 0) {
-        return fail(pr, AGENT_E_PROTO, ipc_rd_offset(&c),
-                    "StackBlock: %zu bytes after its %u stacks", ipc_rd_left(&c), count);
+    if (ev_rd_left(&c) != 0) {
+        return fail(pr, AGENT_E_PROTO, ev_rd_offset(&c),
+                    "StackBlock: %zu bytes after its %u stacks", ev_rd_left(&c), count);
     }
     if (count == 0) {
         return 0;
@@ -923,15 +930,15 @@ static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t 
     if (n < 12) {
         return fail(pr, AGENT_E_PROTO, pr->pos, "SPBlock of %zu bytes is shorter than 12", n);
     }
-    uint32_t count = ipc_load_u32(p + 8);
+    uint32_t count = ev_load_u32(p + 8);
     if ((uint64_t)n != 12 + 12 * (uint64_t)count) {
         return fail(pr, AGENT_E_PROTO, pr->pos + 8, "SPBlock: %u threads need %llu bytes, not %zu",
                     count, (unsigned long long)12 + 12 * (unsigned long long)count, n);
     }
     for (uint32_t k = 0; k < count; k++) {
         const uint8_t *t = p + 12 + 12 * (size_t)k;
-        uint32_t seq = ipc_load_u32(t + 8);
-        if (thread_seen(pr, ipc_load_u64(t), seq, seq) != 0) {
+        uint32_t seq = ev_load_u32(t + 8);
+        if (thread_seen(pr, ev_load_u64(t), seq, seq) != 0) {
             return fail_nomem(pr, pr->pos);
         }
     }
@@ -983,9 +990,9 @@ static int step_obj_type(struct nettrace_private *pr, const uint8_t *u)
         return fail(pr, AGENT_E_PROTO, pr->pos + 1,
                     "expected a NullReference type (0x01), got 0x%02x", u[1]);
     }
-    pr->obj_version = (int32_t)ipc_load_u32(u + 2);
-    pr->obj_min_version = (int32_t)ipc_load_u32(u + 6);
-    int32_t name_len = (int32_t)ipc_load_u32(u + 10);
+    pr->obj_version = (int32_t)ev_load_u32(u + 2);
+    pr->obj_min_version = (int32_t)ev_load_u32(u + 6);
+    int32_t name_len = (int32_t)ev_load_u32(u + 10);
     if (name_len <= 0 || name_len > MAX_NAME_LEN) {
         return fail(pr, AGENT_E_PROTO, pr->pos + 10, "type name length %d", name_len);
     }
@@ -1040,14 +1047,14 @@ static int step_trace_body(struct nettrace_private *pr, const uint8_t *u)
                     u[48]);
     }
     for (int k = 0; k < 8; k++) {
-        ti->sync_time_utc[k] = ipc_load_u16(u + 2 * k);
+        ti->sync_time_utc[k] = ev_load_u16(u + 2 * k);
     }
-    ti->sync_time_qpc = (int64_t)ipc_load_u64(u + 16);
-    ti->qpc_frequency = (int64_t)ipc_load_u64(u + 24);
-    ti->pointer_size = (int32_t)ipc_load_u32(u + 32);
-    ti->process_id = (int32_t)ipc_load_u32(u + 36);
-    ti->processors = (int32_t)ipc_load_u32(u + 40);
-    ti->sampling_rate_ns = (int32_t)ipc_load_u32(u + 44);
+    ti->sync_time_qpc = (int64_t)ev_load_u64(u + 16);
+    ti->qpc_frequency = (int64_t)ev_load_u64(u + 24);
+    ti->pointer_size = (int32_t)ev_load_u32(u + 32);
+    ti->process_id = (int32_t)ev_load_u32(u + 36);
+    ti->processors = (int32_t)ev_load_u32(u + 40);
+    ti->sampling_rate_ns = (int32_t)ev_load_u32(u + 44);
     if (ti->pointer_size != 4 && ti->pointer_size != 8) {
         return fail(pr, AGENT_E_PROTO, pr->pos + 32, "Trace pointer size %d", ti->pointer_size);
     }
@@ -1062,7 +1069,7 @@ static int step_trace_body(struct nettrace_private *pr, const uint8_t *u)
 
 static int step_block_size(struct nettrace_private *pr, const uint8_t *u)
 {
-    int32_t size = (int32_t)ipc_load_u32(u);
+    int32_t size = (int32_t)ev_load_u32(u);
     if (size < 0) {
         return fail(pr, AGENT_E_PROTO, pr->pos, "%s size %d", block_names[pr->kind], size);
     }
@@ -1205,6 +1212,14 @@ void nettrace_checker_fini(struct nettrace_checker *ck)
     free(pr->threads);
     free(pr);
     ck->priv = NULL;
+}
+
+void nettrace_set_metadata_cb(struct nettrace_checker *ck, nettrace_metadata_def_cb cb, void *ud)
+{
+    if (ck->priv != NULL) {
+        ck->priv->md_cb = cb;
+        ck->priv->md_cb_ud = ud;
+    }
 }
 
 void nettrace_set_event_cb(struct nettrace_checker *ck, nettrace_event_cb cb, void *ud)
@@ -1377,33 +1392,22 @@ void nettrace_foreach_metadata(const struct nettrace_checker *ck, nettrace_metad
         return;
     }
     for (size_t k = 0; k < pr->md_len; k++) {
-        const struct md_rec *md = &pr->md[k];
-        struct nettrace_metadata m = {
-            .metadata_id = md->id,
-            .provider = pr->arena + md->provider,
-            .event_name = pr->arena + md->name,
-            .event_id = md->event_id,
-            .version = md->version,
-            .level = md->level,
-            .opcode = md->opcode,
-            .keywords = md->keywords,
-            .events = md->events,
-        };
+        struct nettrace_metadata m;
+        md_public(pr, &pr->md[k], &m);
         cb(ud, &m);
     }
 }
 
 bool nettrace_payload_has_utf16(const uint8_t *p, size_t n, const char *needle)
 {
-    /* ipc_wr_string writes count + units + NUL: the units are the needle's UTF-16LE bytes. */
-    uint8_t enc[4 + 2 * 256 + 2];
-    struct ipc_wr w;
-    ipc_wr_init(&w, enc, sizeof(enc));
-    if (needle == NULL || needle[0] == '\0' || ipc_wr_string(&w, needle) != 0) {
+    uint8_t enc[2 * 256];
+    size_t enc_len;
+    if (needle == NULL || needle[0] == '\0' ||
+        ev_utf8_to_utf16(needle, enc, sizeof(enc), &enc_len) != 0) {
         return false;
     }
-    const uint8_t *pat = enc + 4;
-    size_t len = w.len - 4 - 2;
+    const uint8_t *pat = enc;
+    size_t len = enc_len;
     for (size_t k = 0; k + len <= n; k++) {
         if (p[k] == pat[0] && memcmp(p + k, pat, len) == 0) {
             return true;

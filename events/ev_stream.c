@@ -1,0 +1,953 @@
+/* SPDX-License-Identifier: MIT */
+#include "ev_stream.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "ev_payload.h"
+#include "nettrace.h"
+
+/*
+ * The pipeline: nettrace.c checks the stream and reports every metadata definition (raw payload)
+ * and every event; metadata of the events interpreted here (EventCounters from any EventSource,
+ * the System.Diagnostics.Metrics events of EVENTS.md §3.3) is parsed into a schema with its
+ * fields resolved by name once, so an event costs one decode into the fixed record plus the
+ * conversions of the fields used. Events are recognised by provider + event name only
+ * (EVENTS.md §1.1): EventSource ids and versions move between runtimes, and field positions too,
+ * so every field is found by name and a missing one is tolerated where older shapes lack it.
+ */
+
+#define DEFAULT_MAX_METADATA 4096u
+#define TEXT_MAX             (64u * 1024u) /* UTF-8 strings of one event */
+#define MAX_INSTRUMENTS      1024u
+#define INSTR_TEXT_MAX       4096u /* bytes of one cached instrument's strings */
+#define METRICS_PROVIDER     "System.Diagnostics.Metrics"
+
+enum ev_class {
+    CLS_NONE = 0,
+    CLS_COUNTERS,    /* EventCounters (any provider) */
+    CLS_RATE,        /* CounterRateValuePublished */
+    CLS_GAUGE,       /* GaugeValuePublished */
+    CLS_UPDOWN,      /* UpDownCounterRateValuePublished */
+    CLS_HISTOGRAM,   /* HistogramValuePublished */
+    CLS_BEGIN,       /* BeginInstrumentReporting */
+    CLS_ERROR,       /* Error */
+    CLS_CB_ERROR,    /* ObservableInstrumentCallbackError */
+    CLS_TS_LIMIT,    /* TimeSeriesLimitReached */
+    CLS_HIST_LIMIT,  /* HistogramLimitReached */
+    CLS_MULTI,       /* MultipleSessionsNotSupportedError */
+    CLS_MULTI_CONFIG /* MultipleSessionsConfiguredIncorrectlyError */
+};
+
+/* Fields looked up by name, per class. */
+enum ev_fid {
+    /* EventCounters, under "Payload" */
+    F_NAME,
+    F_DISPLAY_NAME,
+    F_MEAN,
+    F_INCREMENT,
+    F_INTERVAL_SEC,
+    F_SERIES,
+    F_COUNTER_TYPE,
+    F_METADATA,
+    F_DISPLAY_UNITS,
+    /* System.Diagnostics.Metrics */
+    F_SESSION_ID,
+    F_METER_NAME,
+    F_INSTRUMENT_NAME,
+    F_UNIT,
+    F_TAGS,
+    F_RATE,
+    F_VALUE,
+    F_LAST_VALUE,
+    F_QUANTILES,
+    F_COUNT,
+    F_SUM,
+    F_INSTRUMENT_ID,
+    F_METER_TAGS,
+    F_INSTRUMENT_TAGS,
+    F_ERROR_MESSAGE,
+    F_RUNNING_SESSION_ID,
+    F_CLIENT_ID,
+    F_EXP_HIST,
+    F_ACT_HIST,
+    F_EXP_TS,
+    F_ACT_TS,
+    F_EXP_REFRESH,
+    F_ACT_REFRESH,
+    F_COUNT_ALL
+};
+
+static const char *const field_paths[F_COUNT_ALL] = {
+    [F_NAME] = "Payload.Name",
+    [F_DISPLAY_NAME] = "Payload.DisplayName",
+    [F_MEAN] = "Payload.Mean",
+    [F_INCREMENT] = "Payload.Increment",
+    [F_INTERVAL_SEC] = "Payload.IntervalSec",
+    [F_SERIES] = "Payload.Series",
+    [F_COUNTER_TYPE] = "Payload.CounterType",
+    [F_METADATA] = "Payload.Metadata",
+    [F_DISPLAY_UNITS] = "Payload.DisplayUnits",
+    [F_SESSION_ID] = "sessionId",
+    [F_METER_NAME] = "meterName",
+    [F_INSTRUMENT_NAME] = "instrumentName",
+    [F_UNIT] = "unit",
+    [F_TAGS] = "tags",
+    [F_RATE] = "rate",
+    [F_VALUE] = "value",
+    [F_LAST_VALUE] = "lastValue",
+    [F_QUANTILES] = "quantiles",
+    [F_COUNT] = "count",
+    [F_SUM] = "sum",
+    [F_INSTRUMENT_ID] = "instrumentId",
+    [F_METER_TAGS] = "meterTags",
+    [F_INSTRUMENT_TAGS] = "instrumentTags",
+    [F_ERROR_MESSAGE] = "errorMessage",
+    [F_RUNNING_SESSION_ID] = "runningSessionId",
+    [F_CLIENT_ID] = "clientId",
+    [F_EXP_HIST] = "expectedMaxHistograms",
+    [F_ACT_HIST] = "actualMaxHistograms",
+    [F_EXP_TS] = "expectedMaxTimeSeries",
+    [F_ACT_TS] = "actualMaxTimeSeries",
+    [F_EXP_REFRESH] = "expectedRefreshInterval",
+    [F_ACT_REFRESH] = "actualRefreshInterval",
+};
+
+/* System.Diagnostics.Metrics event names (EVENTS.md §3.3) and their classes. */
+static const struct {
+    const char *name;
+    enum ev_class cls;
+} meter_events[] = {
+    {"CounterRateValuePublished", CLS_RATE},
+    {"GaugeValuePublished", CLS_GAUGE},
+    {"UpDownCounterRateValuePublished", CLS_UPDOWN},
+    {"HistogramValuePublished", CLS_HISTOGRAM},
+    {"BeginInstrumentReporting", CLS_BEGIN},
+    {"Error", CLS_ERROR},
+    {"ObservableInstrumentCallbackError", CLS_CB_ERROR},
+    {"TimeSeriesLimitReached", CLS_TS_LIMIT},
+    {"HistogramLimitReached", CLS_HIST_LIMIT},
+    {"MultipleSessionsNotSupportedError", CLS_MULTI},
+    {"MultipleSessionsConfiguredIncorrectlyError", CLS_MULTI_CONFIG},
+};
+
+/* An interpreted metadata id: its schema and the node of every field (-1 when absent). */
+struct ev_md {
+    uint32_t id;
+    enum ev_class cls;
+    struct ev_schema *schema;
+    int16_t f[F_COUNT_ALL];
+};
+
+/* BeginInstrumentReporting's description of one instrument (EVENTS.md §3.5). */
+struct ev_instr {
+    int64_t id;  /* 0 = no id */
+    char *meter; /* one allocation holds the five strings */
+    char *name;
+    char *unit;
+    char *meter_tags;
+    char *instrument_tags;
+};
+
+struct ev_stream {
+    struct ev_stream_options opt;
+    char *session_id; /* copies of the options' strings */
+    char *client_id;
+    ev_stream_sample_cb on_sample;
+    ev_stream_error_cb on_error;
+    void *ud;
+    struct nettrace_checker ck;
+    /* interpreted metadata: array + open-addressing index id -> slot + 1 */
+    struct ev_md *md;
+    size_t md_len;
+    size_t md_cap;
+    uint32_t *md_index;
+    size_t md_index_cap;
+    struct ev_md *md_last;
+    struct ev_instr *instr;
+    size_t instr_len;
+    size_t instr_cap;
+    /* the trace's clock (PROTOCOL.md §5.3) */
+    bool clock_known;
+    int64_t sync_unix_ms;
+    int64_t sync_qpc;
+    int64_t qpc_freq;
+    uint64_t samples;
+    uint64_t metadata_malformed;
+    uint64_t payload_malformed;
+    int err;
+    char msg[256];
+    size_t text_len;
+    struct ev_record rec;
+    char text[TEXT_MAX];
+};
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+static char *dup_str(const char *s)
+{
+    if (s == NULL) {
+        return NULL;
+    }
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d != NULL) {
+        memcpy(d, s, n);
+    }
+    return d;
+}
+
+static uint32_t hash32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+
+static struct ev_md *md_find(struct ev_stream *s, uint32_t id)
+{
+    if (s->md_last != NULL && s->md_last->id == id) {
+        return s->md_last;
+    }
+    if (s->md_index_cap == 0) {
+        return NULL;
+    }
+    size_t mask = s->md_index_cap - 1;
+    for (size_t k = hash32(id) & mask;; k = (k + 1) & mask) {
+        uint32_t slot = s->md_index[k];
+        if (slot == 0) {
+            return NULL;
+        }
+        if (s->md[slot - 1].id == id) {
+            s->md_last = &s->md[slot - 1];
+            return s->md_last;
+        }
+    }
+}
+
+static void md_index_put(uint32_t *index, size_t cap, uint32_t id, uint32_t slot)
+{
+    size_t mask = cap - 1;
+    size_t k = hash32(id) & mask;
+    while (index[k] != 0) {
+        k = (k + 1) & mask;
+    }
+    index[k] = slot;
+}
+
+/* Room for one more interpreted record (the index kept at most half full). */
+static int md_reserve(struct ev_stream *s)
+{
+    if (s->md_len == s->md_cap) {
+        size_t cap = s->md_cap ? s->md_cap * 2 : 32;
+        struct ev_md *md = realloc(s->md, cap * sizeof(*md));
+        if (md == NULL) {
+            return -ENOMEM;
+        }
+        s->md = md;
+        s->md_cap = cap;
+        s->md_last = NULL;
+    }
+    if ((s->md_len + 1) * 2 > s->md_index_cap) {
+        size_t cap = s->md_index_cap ? s->md_index_cap * 2 : 64;
+        uint32_t *index = calloc(cap, sizeof(*index));
+        if (index == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t k = 0; k < s->md_len; k++) {
+            md_index_put(index, cap, s->md[k].id, (uint32_t)(k + 1));
+        }
+        free(s->md_index);
+        s->md_index = index;
+        s->md_index_cap = cap;
+    }
+    return 0;
+}
+
+/* Stops the stream for a reason of ours (out of memory in a callback). */
+static void stream_fail(struct ev_stream *s, int err, const char *msg)
+{
+    if (s->err == 0) {
+        s->err = err;
+        int n = snprintf(s->msg, sizeof(s->msg), "%s", msg);
+        if (n < 0) {
+            s->msg[0] = '\0';
+        }
+    }
+}
+
+/* ---- metadata ---------------------------------------------------------------------------- */
+
+static enum ev_class classify(const char *provider, const char *name)
+{
+    if (strcmp(name, "EventCounters") == 0) {
+        return CLS_COUNTERS;
+    }
+    if (strcmp(provider, METRICS_PROVIDER) != 0) {
+        return CLS_NONE;
+    }
+    for (size_t k = 0; k < sizeof(meter_events) / sizeof(meter_events[0]); k++) {
+        if (strcmp(name, meter_events[k].name) == 0) {
+            return meter_events[k].cls;
+        }
+    }
+    return CLS_NONE;
+}
+
+static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8_t *p, size_t n)
+{
+    struct ev_stream *s = ud;
+    if (s->err != 0) {
+        return;
+    }
+    struct ev_schema *schema = NULL;
+    int rc = ev_schema_parse(p, n, &schema);
+    if (rc == -ENOMEM) {
+        stream_fail(s, rc, "out of memory");
+        return;
+    }
+    if (rc < 0) {
+        s->metadata_malformed++;
+        return;
+    }
+    enum ev_class cls = classify(m->provider, m->event_name);
+    if (cls == CLS_NONE) {
+        /* Nothing here reads it: the tree is checked (and counted) but not kept. */
+        ev_schema_free(schema);
+        return;
+    }
+    if (md_reserve(s) != 0) {
+        ev_schema_free(schema);
+        stream_fail(s, -ENOMEM, "out of memory");
+        return;
+    }
+    struct ev_md *md = &s->md[s->md_len];
+    md->id = m->metadata_id;
+    md->cls = cls;
+    md->schema = schema;
+    for (int k = 0; k < F_COUNT_ALL; k++) {
+        bool counters_field = k <= F_DISPLAY_UNITS;
+        if (counters_field != (cls == CLS_COUNTERS)) {
+            md->f[k] = -1;
+            continue;
+        }
+        int idx = ev_schema_find(schema, field_paths[k]);
+        md->f[k] = (int16_t)(idx < 0 ? -1 : idx);
+    }
+    s->md_len++;
+    md_index_put(s->md_index, s->md_index_cap, md->id, (uint32_t)s->md_len);
+}
+
+/* ---- event fields ------------------------------------------------------------------------ */
+
+/*
+ * The UTF-8 form of a string field in the per-event text area, or `fallback` when the event has
+ * no such field. NULL when the text area is full (the event is then skipped as malformed).
+ */
+static const char *field_str(struct ev_stream *s, const struct ev_md *md, enum ev_fid f,
+                             const char *fallback)
+{
+    int idx = md->f[f];
+    if (idx < 0 || md->schema->fields[idx].code != EV_TYPE_STRING) {
+        return fallback;
+    }
+    size_t len;
+    char *out = s->text + s->text_len;
+    if (ev_record_str(&s->rec, idx, out, sizeof(s->text) - s->text_len, &len) != 0) {
+        return NULL;
+    }
+    s->text_len += len + 1;
+    return out;
+}
+
+static bool field_f64(const struct ev_stream *s, const struct ev_md *md, enum ev_fid f, double *out)
+{
+    return md->f[f] >= 0 && ev_record_f64(&s->rec, md->f[f], out) == 0;
+}
+
+/*
+ * A number as .NET's double.ToString(InvariantCulture) writes it (EVENTS.md §3.4): optional sign,
+ * digits with an optional fraction, an optional exponent, or NaN / Infinity / -Infinity. The
+ * grammar is checked here; strtod then converts (dotmon never calls setlocale, so its decimal
+ * point is '.'). -1 for anything else, "" included.
+ */
+static int parse_double(const char *p, size_t n, double *out)
+{
+    char buf[64];
+    if (n == 0 || n >= sizeof(buf)) {
+        return -1;
+    }
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    const char *q = buf;
+    bool neg = false;
+    if (*q == '-' || *q == '+') {
+        neg = *q == '-';
+        q++;
+    }
+    if (strcmp(q, "NaN") == 0) {
+        *out = NAN;
+        return 0;
+    }
+    if (strcmp(q, "Infinity") == 0 || strcmp(q, "\xE2\x88\x9E") == 0) {
+        *out = neg ? -INFINITY : INFINITY;
+        return 0;
+    }
+    size_t digits = 0;
+    for (; *q >= '0' && *q <= '9'; q++) {
+        digits++;
+    }
+    if (*q == '.') {
+        for (q++; *q >= '0' && *q <= '9'; q++) {
+            digits++;
+        }
+    }
+    if (digits == 0) {
+        return -1;
+    }
+    if (*q == 'e' || *q == 'E') {
+        q++;
+        if (*q == '-' || *q == '+') {
+            q++;
+        }
+        if (!(*q >= '0' && *q <= '9')) {
+            return -1;
+        }
+        while (*q >= '0' && *q <= '9') {
+            q++;
+        }
+    }
+    if (*q != '\0') {
+        return -1;
+    }
+    char *end = NULL;
+    *out = strtod(buf, &end);
+    return end == buf + n ? 0 : -1;
+}
+
+static int parse_double_str(const char *s, double *out)
+{
+    return s == NULL ? -1 : parse_double(s, strlen(s), out);
+}
+
+/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar (H. Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* Reads the Trace object's sync point once (PROTOCOL.md §5.3). */
+static void clock_init(struct ev_stream *s)
+{
+    struct nettrace_trace_info ti;
+    if (s->clock_known || nettrace_trace_info(&s->ck, &ti) != 0) {
+        return;
+    }
+    const uint16_t *t = ti.sync_time_utc; /* year, month, dayOfWeek, day, h, m, s, ms */
+    s->clock_known = true;
+    s->sync_qpc = ti.sync_time_qpc;
+    s->qpc_freq = ti.qpc_frequency;
+    if (t[1] < 1 || t[1] > 12 || t[3] < 1 || t[3] > 31 || t[4] > 23 || t[5] > 59 || t[6] > 60 ||
+        t[7] > 999) {
+        s->sync_unix_ms = 0;
+        return;
+    }
+    s->sync_unix_ms = days_from_civil(t[0], t[1], t[3]) * 86400000 + (int64_t)t[4] * 3600000 +
+                      (int64_t)t[5] * 60000 + (int64_t)t[6] * 1000 + t[7];
+}
+
+/* An event timestamp (QPC ticks) as Unix milliseconds: sync UTC + (ts - sync QPC) / frequency. */
+static int64_t event_unix_ms(struct ev_stream *s, int64_t ts)
+{
+    clock_init(s);
+    if (!s->clock_known || s->qpc_freq <= 0) {
+        return 0;
+    }
+    /* Done in unsigned arithmetic so a wild timestamp wraps instead of overflowing. */
+    uint64_t delta = (uint64_t)ts - (uint64_t)s->sync_qpc;
+    bool neg = (int64_t)delta < 0;
+    uint64_t mag = neg ? 0 - delta : delta;
+    uint64_t freq = (uint64_t)s->qpc_freq;
+    uint64_t ms = mag / freq * 1000u;
+    uint64_t rem = mag % freq;
+    /* rem < freq; rem * 1000 fits while freq < 2^54, which any real clock is. */
+    ms +=
+        freq < (1ull << 54) ? rem * 1000u / freq : (uint64_t)((double)rem * 1000.0 / (double)freq);
+    return (int64_t)((uint64_t)s->sync_unix_ms + (neg ? 0 - ms : ms));
+}
+
+static void emit(struct ev_stream *s, const struct ev_metric_sample *sample)
+{
+    s->samples++;
+    s->on_sample(s->ud, sample);
+}
+
+static void report(struct ev_stream *s, const char *kind, const char *message)
+{
+    if (s->on_error != NULL) {
+        s->on_error(s->ud, kind, message != NULL ? message : "");
+    }
+}
+
+/* ---- EventCounters (EVENTS.md §2.2-2.3) -------------------------------------------------- */
+
+/* The "Interval=<ms>" of Series, or -1. */
+static int64_t series_interval_ms(const char *series)
+{
+    const char *p = series != NULL ? strstr(series, "Interval=") : NULL;
+    if (p == NULL) {
+        return -1;
+    }
+    p += strlen("Interval=");
+    int64_t v = 0;
+    size_t digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) {
+        v = v * 10 + (*p - '0');
+    }
+    return digits > 0 ? v : -1;
+}
+
+static void on_counters(struct ev_stream *s, const struct ev_md *md, int64_t ts)
+{
+    struct ev_metric_sample m;
+    memset(&m, 0, sizeof(m));
+    const char *type = field_str(s, md, F_COUNTER_TYPE, "");
+    m.name = field_str(s, md, F_NAME, NULL);
+    m.display_name = field_str(s, md, F_DISPLAY_NAME, "");
+    m.unit = field_str(s, md, F_DISPLAY_UNITS, "");
+    m.tags = field_str(s, md, F_METADATA, "");
+    const char *series = field_str(s, md, F_SERIES, "");
+    if (type == NULL || m.name == NULL || m.display_name == NULL || m.unit == NULL ||
+        m.tags == NULL || series == NULL) {
+        s->payload_malformed++;
+        return;
+    }
+    if (s->opt.counter_interval_s > 0) {
+        int64_t want = (int64_t)(s->opt.counter_interval_s * 1000.0 + 0.5);
+        if (series_interval_ms(series) != want) {
+            return; /* another session's interval (EVENTS.md §2.3 step 1) */
+        }
+    }
+    /* CounterType decides; an event without it is told apart by which value field it has. */
+    bool sum = strcmp(type, "Sum") == 0 || (type[0] == '\0' && md->f[F_INCREMENT] >= 0);
+    if (!field_f64(s, md, sum ? F_INCREMENT : F_MEAN, &m.value)) {
+        s->payload_malformed++;
+        return;
+    }
+    m.kind = sum ? EV_METRIC_RATE : EV_METRIC_GAUGE;
+    if (sum && m.unit[0] == '\0') {
+        m.unit = "count";
+    }
+    double interval = 0;
+    m.interval_sec = field_f64(s, md, F_INTERVAL_SEC, &interval) ? interval : 0;
+    m.provider = md->schema->provider;
+    m.is_meter = false;
+    m.timestamp_ms = event_unix_ms(s, ts);
+    emit(s, &m);
+}
+
+/* ---- System.Diagnostics.Metrics (EVENTS.md §3.3-3.5) ------------------------------------- */
+
+/* True when the event's sessionId is ours (any session when the stream was given none). */
+static bool session_matches(struct ev_stream *s, const struct ev_md *md, enum ev_fid f)
+{
+    const char *sid = field_str(s, md, f, NULL);
+    if (sid == NULL) {
+        return false;
+    }
+    return s->session_id == NULL || strcmp(sid, s->session_id) == 0;
+}
+
+static struct ev_instr *instr_find(struct ev_stream *s, int64_t id, const char *meter,
+                                   const char *name)
+{
+    if (id != 0) {
+        for (size_t k = 0; k < s->instr_len; k++) {
+            if (s->instr[k].id == id) {
+                return &s->instr[k];
+            }
+        }
+    }
+    if (meter == NULL || name == NULL) {
+        return NULL;
+    }
+    for (size_t k = 0; k < s->instr_len; k++) {
+        if (strcmp(s->instr[k].meter, meter) == 0 && strcmp(s->instr[k].name, name) == 0) {
+            return &s->instr[k];
+        }
+    }
+    return NULL;
+}
+
+/* BeginInstrumentReporting: (re)describes an instrument, by id and by meter + name. */
+static void on_begin(struct ev_stream *s, const struct ev_md *md)
+{
+    const char *str[5] = {
+        field_str(s, md, F_METER_NAME, NULL),
+        field_str(s, md, F_INSTRUMENT_NAME, NULL),
+        field_str(s, md, F_UNIT, ""),
+        field_str(s, md, F_METER_TAGS, ""),
+        field_str(s, md, F_INSTRUMENT_TAGS, ""),
+    };
+    int64_t id = 0;
+    if (md->f[F_INSTRUMENT_ID] >= 0 && ev_record_i64(&s->rec, md->f[F_INSTRUMENT_ID], &id) != 0) {
+        id = 0;
+    }
+    size_t total = 0;
+    for (int k = 0; k < 5; k++) {
+        if (str[k] == NULL) {
+            s->payload_malformed++;
+            return;
+        }
+        total += strlen(str[k]) + 1;
+    }
+    if (total > INSTR_TEXT_MAX) {
+        s->payload_malformed++;
+        return;
+    }
+    struct ev_instr *slot = instr_find(s, id, str[0], str[1]);
+    if (slot == NULL) {
+        if (s->instr_len == MAX_INSTRUMENTS) {
+            return; /* past the cap, instruments go without their tags */
+        }
+        if (s->instr_len == s->instr_cap) {
+            size_t cap = s->instr_cap ? s->instr_cap * 2 : 32;
+            struct ev_instr *a = realloc(s->instr, cap * sizeof(*a));
+            if (a == NULL) {
+                stream_fail(s, -ENOMEM, "out of memory");
+                return;
+            }
+            s->instr = a;
+            s->instr_cap = cap;
+        }
+        slot = &s->instr[s->instr_len++];
+        memset(slot, 0, sizeof(*slot));
+    }
+    char *blob = malloc(total);
+    if (blob == NULL) {
+        stream_fail(s, -ENOMEM, "out of memory");
+        return;
+    }
+    free(slot->meter);
+    char **dst[5] = {&slot->meter, &slot->name, &slot->unit, &slot->meter_tags,
+                     &slot->instrument_tags};
+    size_t off = 0;
+    for (int k = 0; k < 5; k++) {
+        size_t len = strlen(str[k]) + 1;
+        memcpy(blob + off, str[k], len);
+        *dst[k] = blob + off;
+        off += len;
+    }
+    slot->id = id;
+}
+
+/* "0.5=v;0.95=v;0.99=v" (EVENTS.md §3.4): pairs kept ascending by quantile; bad items skipped. */
+static void parse_quantiles(const char *q, struct ev_metric_sample *m)
+{
+    m->nquantiles = 0;
+    while (q != NULL && *q != '\0') {
+        const char *end = strchr(q, ';');
+        size_t len = end != NULL ? (size_t)(end - q) : strlen(q);
+        const char *eq = memchr(q, '=', len);
+        double qv;
+        double v;
+        if (eq != NULL && m->nquantiles < EV_METRIC_MAX_QUANTILES &&
+            parse_double(q, (size_t)(eq - q), &qv) == 0 &&
+            parse_double(eq + 1, len - (size_t)(eq + 1 - q), &v) == 0) {
+            uint32_t k = m->nquantiles++;
+            while (k > 0 && m->quantiles[k - 1].quantile > qv) {
+                m->quantiles[k] = m->quantiles[k - 1];
+                k--;
+            }
+            m->quantiles[k] = (struct ev_quantile){qv, v};
+        }
+        q = end != NULL ? end + 1 : NULL;
+    }
+}
+
+/* The value of a data event as dotnet-monitor takes it; false when there is none to report. */
+static bool meter_value(struct ev_stream *s, const struct ev_md *md, struct ev_metric_sample *m)
+{
+    const char *rate = field_str(s, md, F_RATE, "");
+    const char *value = field_str(s, md, F_VALUE, "");
+    switch (md->cls) {
+    case CLS_RATE:
+        m->kind = EV_METRIC_RATE;
+        return parse_double_str(rate, &m->value) == 0; /* "" = first observation */
+    case CLS_GAUGE:
+        m->kind = EV_METRIC_GAUGE;
+        return parse_double_str(field_str(s, md, F_LAST_VALUE, ""), &m->value) == 0;
+    case CLS_UPDOWN:
+        m->kind = EV_METRIC_UPDOWN;
+        return parse_double_str(value, &m->value) == 0 || parse_double_str(rate, &m->value) == 0;
+    case CLS_HISTOGRAM: {
+        m->kind = EV_METRIC_HISTOGRAM;
+        parse_quantiles(field_str(s, md, F_QUANTILES, ""), m);
+        int64_t count = 0;
+        if (md->f[F_COUNT] >= 0 && ev_record_i64(&s->rec, md->f[F_COUNT], &count) == 0 &&
+            count > 0) {
+            m->hist_count = (uint64_t)count;
+        }
+        double sum = 0;
+        m->hist_sum = field_f64(s, md, F_SUM, &sum) ? sum : 0;
+        /* The median stands for the histogram where one number is wanted. */
+        m->value = NAN;
+        for (uint32_t k = 0; k < m->nquantiles; k++) {
+            if (m->quantiles[k].quantile == 0.5) {
+                m->value = m->quantiles[k].value;
+            }
+        }
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+static void on_meter_value(struct ev_stream *s, const struct ev_md *md, int64_t ts)
+{
+    if (!session_matches(s, md, F_SESSION_ID)) {
+        return;
+    }
+    struct ev_metric_sample m;
+    memset(&m, 0, sizeof(m));
+    m.provider = field_str(s, md, F_METER_NAME, NULL);
+    m.name = field_str(s, md, F_INSTRUMENT_NAME, NULL);
+    m.unit = field_str(s, md, F_UNIT, NULL);
+    m.tags = field_str(s, md, F_TAGS, "");
+    if (m.provider == NULL || m.name == NULL || m.tags == NULL) {
+        s->payload_malformed++;
+        return;
+    }
+    if (!meter_value(s, md, &m)) {
+        return;
+    }
+    int64_t id = 0;
+    if (md->f[F_INSTRUMENT_ID] >= 0 && ev_record_i64(&s->rec, md->f[F_INSTRUMENT_ID], &id) != 0) {
+        id = 0;
+    }
+    const struct ev_instr *in = instr_find(s, id, m.provider, m.name);
+    if (m.unit == NULL) {
+        m.unit = in != NULL ? in->unit : ""; /* shapes without a unit field */
+    }
+    m.meter_tags = in != NULL ? in->meter_tags : "";
+    m.instrument_tags = in != NULL ? in->instrument_tags : "";
+    m.display_name = "";
+    m.is_meter = true;
+    m.interval_sec = s->opt.refresh_interval_s;
+    m.timestamp_ms = event_unix_ms(s, ts);
+    emit(s, &m);
+}
+
+static void on_meter_error(struct ev_stream *s, const struct ev_md *md)
+{
+    char msg[512];
+    const char *kind = NULL;
+    const char *text = "";
+    switch (md->cls) {
+    case CLS_MULTI: {
+        /* Sent to every new session while another one runs: ours is the newcomer unless the
+         * running session is ours (EVENTS.md §3.2, §3.5). */
+        const char *running = field_str(s, md, F_RUNNING_SESSION_ID, "");
+        if (running == NULL || (s->session_id != NULL && strcmp(running, s->session_id) == 0)) {
+            return;
+        }
+        kind = "MultipleSessionsNotSupported";
+        int n = snprintf(msg, sizeof(msg), "another metrics session is running (sessionId %s)",
+                         running);
+        text = n > 0 && (size_t)n < sizeof(msg) ? msg : "another metrics session is running";
+        break;
+    }
+    case CLS_MULTI_CONFIG: {
+        const char *client = field_str(s, md, F_CLIENT_ID, NULL);
+        if (client == NULL || s->client_id == NULL || strcmp(client, s->client_id) != 0) {
+            return;
+        }
+        const char *v[6] = {
+            field_str(s, md, F_EXP_HIST, ""),    field_str(s, md, F_ACT_HIST, ""),
+            field_str(s, md, F_EXP_TS, ""),      field_str(s, md, F_ACT_TS, ""),
+            field_str(s, md, F_EXP_REFRESH, ""), field_str(s, md, F_ACT_REFRESH, "")};
+        for (int k = 0; k < 6; k++) {
+            v[k] = v[k] != NULL ? v[k] : "";
+        }
+        kind = "MultipleSessionsConfiguredIncorrectly";
+        int n = snprintf(msg, sizeof(msg),
+                         "the shared session runs with other settings: MaxHistograms %s (asked "
+                         "%s), MaxTimeSeries %s (asked %s), RefreshInterval %s (asked %s)",
+                         v[0], v[1], v[2], v[3], v[4], v[5]);
+        text =
+            n > 0 && (size_t)n < sizeof(msg) ? msg : "the shared session runs with other settings";
+        break;
+    }
+    default:
+        if (!session_matches(s, md, F_SESSION_ID)) {
+            return;
+        }
+        if (md->cls == CLS_ERROR || md->cls == CLS_CB_ERROR) {
+            kind = md->cls == CLS_ERROR ? "Error" : "ObservableInstrumentCallbackError";
+            text = field_str(s, md, F_ERROR_MESSAGE, "");
+        } else if (md->cls == CLS_TS_LIMIT) {
+            kind = "TimeSeriesLimitReached";
+            text = "the time series limit (MaxTimeSeries) was reached: new series are not tracked";
+        } else {
+            kind = "HistogramLimitReached";
+            text =
+                "the histogram limit (MaxHistograms) was reached: new histograms are not tracked";
+        }
+        break;
+    }
+    report(s, kind, text);
+}
+
+static void on_event(void *ud, const struct nettrace_event *ev)
+{
+    struct ev_stream *s = ud;
+    if (s->err != 0) {
+        return;
+    }
+    struct ev_md *md = md_find(s, ev->metadata_id);
+    if (md == NULL) {
+        return;
+    }
+    if (ev_record_decode(&s->rec, md->schema, ev->payload, ev->payload_len) != 0) {
+        s->payload_malformed++;
+        return;
+    }
+    s->text_len = 0;
+    switch (md->cls) {
+    case CLS_COUNTERS:
+        on_counters(s, md, ev->timestamp);
+        break;
+    case CLS_RATE:
+    case CLS_GAUGE:
+    case CLS_UPDOWN:
+    case CLS_HISTOGRAM:
+        on_meter_value(s, md, ev->timestamp);
+        break;
+    case CLS_BEGIN:
+        if (session_matches(s, md, F_SESSION_ID)) {
+            on_begin(s, md);
+        }
+        break;
+    default:
+        on_meter_error(s, md);
+        break;
+    }
+}
+
+/* ---- public API -------------------------------------------------------------------------- */
+
+int ev_stream_new(struct ev_stream **out, const struct ev_stream_options *opt,
+                  ev_stream_sample_cb on_sample, ev_stream_error_cb on_error, void *ud)
+{
+    if (out == NULL || on_sample == NULL) {
+        return AGENT_E_INVAL;
+    }
+    struct ev_stream *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return -ENOMEM;
+    }
+    if (opt != NULL) {
+        s->opt = *opt;
+    }
+    s->opt.session_id = NULL;
+    s->opt.client_id = NULL;
+    s->on_sample = on_sample;
+    s->on_error = on_error;
+    s->ud = ud;
+    int rc = 0;
+    if (opt != NULL &&
+        ((opt->session_id != NULL && (s->session_id = dup_str(opt->session_id)) == NULL) ||
+         (opt->client_id != NULL && (s->client_id = dup_str(opt->client_id)) == NULL))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    struct nettrace_options nopt = {
+        .max_block = s->opt.max_block,
+        .max_metadata = s->opt.max_metadata != 0 ? s->opt.max_metadata : DEFAULT_MAX_METADATA,
+    };
+    rc = nettrace_checker_init(&s->ck, &nopt);
+    if (rc < 0) {
+        goto fail;
+    }
+    nettrace_set_event_cb(&s->ck, on_event, s);
+    nettrace_set_metadata_cb(&s->ck, on_metadata, s);
+    *out = s;
+    return 0;
+fail:
+    ev_stream_free(s);
+    return rc;
+}
+
+int ev_stream_feed(struct ev_stream *s, const uint8_t *p, size_t n)
+{
+    if (s->err != 0) {
+        return s->err;
+    }
+    int rc = nettrace_feed(&s->ck, p, n);
+    if (s->err != 0) {
+        return s->err; /* a failure of ours inside a callback */
+    }
+    if (rc < 0) {
+        uint64_t off = 0;
+        const char *why = nettrace_error(&s->ck, &off);
+        int len = snprintf(s->msg, sizeof(s->msg), "nettrace at offset %llu: %s",
+                           (unsigned long long)off, why != NULL ? why : agent_strerror(rc));
+        if (len < 0) {
+            s->msg[0] = '\0';
+        }
+        s->err = rc;
+    }
+    return rc;
+}
+
+const char *ev_stream_error(const struct ev_stream *s)
+{
+    return s->err != 0 ? s->msg : NULL;
+}
+
+void ev_stream_get_stats(const struct ev_stream *s, struct ev_stream_stats *out)
+{
+    const struct nettrace_stats *st = nettrace_get_stats(&s->ck);
+    memset(out, 0, sizeof(*out));
+    out->bytes = st->bytes;
+    out->events = st->events;
+    out->metadata = st->metadata;
+    out->lost = st->lost;
+    out->samples = s->samples;
+    out->metadata_malformed = s->metadata_malformed;
+    out->payload_malformed = s->payload_malformed;
+}
+
+void ev_stream_free(struct ev_stream *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    nettrace_checker_fini(&s->ck);
+    for (size_t k = 0; k < s->md_len; k++) {
+        ev_schema_free(s->md[k].schema);
+    }
+    free(s->md);
+    free(s->md_index);
+    for (size_t k = 0; k < s->instr_len; k++) {
+        free(s->instr[k].meter);
+    }
+    free(s->instr);
+    free(s->session_id);
+    free(s->client_id);
+    free(s);
+}

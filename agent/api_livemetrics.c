@@ -110,7 +110,7 @@ static int json_string_or_null(struct buf *b, const char *s)
 static int lm_record(struct buf *b, const struct ev_metric_sample *s, const char *display,
                      const char *tags, double value)
 {
-    char ts[48], num[EV_PROM_DOUBLE_MAX];
+    char ts[96], num[EV_PROM_DOUBLE_MAX];
     iso_time(s->timestamp_ms, ts, sizeof(ts));
     (void)ev_prom_format_double(isfinite(value) ? value : 0.0, num, sizeof(num));
     int rc = buf_printf(b, "\x1e{\"timestamp\":\"%s\",\"provider\":", ts);

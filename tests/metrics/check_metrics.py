@@ -124,8 +124,8 @@ def parse(text):
     return samples, helps, types
 
 
-def series(samples, name, **labels):
-    return [s for s in samples if s[0] == name and all(s[1].get(k) == str(v) for k, v in labels.items())]
+def series(samples, metric, **labels):
+    return [s for s in samples if s[0] == metric and all(s[1].get(k) == str(v) for k, v in labels.items())]
 
 
 def main():
@@ -145,19 +145,28 @@ def main():
         url = f"http://127.0.0.1:{mport}/metrics"
         pids = [a.pid for a in apps]
 
-        # Both processes' metrics arrive.
-        deadline, text, samples = time.time() + 30, "", []
-        while time.time() < deadline:
-            try:
-                st, ctype, text = get(url)
-            except OSError:
-                time.sleep(0.2)
-                continue
-            samples, helps, types = parse(text)
-            if all(series(samples, "systemruntime_cpu_usage_ratio", pid=p) and
-                   series(samples, "testappmeter_testapp_requests__request_", pid=p) for p in pids):
-                break
-            time.sleep(0.5)
+        # Both processes' metrics arrive: the runtime's first, then the app's own counter, which
+        # has a series only once it is measured while dotmon's session listens.
+        def wait_for(cond, seconds):
+            deadline, out = time.time() + seconds, ("", "", [])
+            while time.time() < deadline:
+                try:
+                    st, ctype, text = get(url)
+                except OSError:
+                    time.sleep(0.2)
+                    continue
+                out = (ctype, text, parse(text)[0])
+                if cond(out[2]):
+                    break
+                time.sleep(0.5)
+            return out
+
+        wait_for(lambda smp: all(series(smp, "systemruntime_cpu_usage_ratio", pid=p) for p in pids), 30)
+        for a, n in ((apps[0], 5), (apps[1], 3)):
+            answer = a.command(f"meter-add {n}")
+            check(answer.startswith("ok meter-add"), f"pid {a.pid}: meter-add {n} answered {answer!r}")
+        ctype, text, _ = wait_for(lambda smp: all(series(smp, "testappmeter_testapp_requests__request_", pid=p)
+                                                  for p in pids), 15)
         check(ctype.startswith("text/plain; version=0.0.4"), f"content type {ctype!r}")
         samples, helps, types = parse(text)
         check(not series(samples, "<unparsable>"), f"every line parses: {series(samples, '<unparsable>')[:3]}")
@@ -196,8 +205,8 @@ def main():
                 seen = mine
                 other = series(s, "testappmeter_testapp_requests__request_", pid=apps[1].pid)
         check(seen is not None, f"the request counter's rate shows the 7 requests of pid {apps[0].pid}")
-        check(other is not None and all(x[2] == 0.0 for x in other),
-              f"the other app's request rate stays 0: {other}")
+        check(bool(other) and all(x[2] == 0.0 for x in other),
+              f"the other app's request series are there with rate 0: {other}")
 
         # Values and timestamps move between scrapes.
         s1 = parse(get(url)[2])[0]

@@ -38,10 +38,10 @@ struct ev_metric_sample {
     const char *display_name; /* EventCounters: DisplayName; meters: "" */
     const char *unit;         /* DisplayUnits ("count" for an empty Sum unit) or instrument unit */
     enum ev_metric_kind kind;
-    bool is_meter;            /* from System.Diagnostics.Metrics */
-    double value;             /* as dotnet-monitor takes it (EVENTS.md §2.3, §3.5); NaN possible */
-    const char *tags;         /* EventCounters: Metadata "k:v,..."; meters: value tags "k=v,..." */
-    const char *meter_tags;   /* meters: from BeginInstrumentReporting; NULL for EventCounters */
+    bool is_meter;          /* from System.Diagnostics.Metrics */
+    double value;           /* as dotnet-monitor takes it (EVENTS.md §2.3, §3.5); NaN possible */
+    const char *tags;       /* EventCounters: Metadata "k:v,..."; meters: value tags "k=v,..." */
+    const char *meter_tags; /* meters: from BeginInstrumentReporting; NULL for EventCounters */
     const char *instrument_tags; /* likewise */
     double interval_sec;         /* EventCounters: IntervalSec; meters: the refresh interval */
     int64_t timestamp_ms;        /* the event's time, Unix milliseconds (UTC) */

@@ -487,7 +487,7 @@ static bool load_int(const struct ev_value *v, uint8_t code, int64_t *out)
         *out = (int16_t)ev_load_u16(p);
         return true;
     case EV_TYPE_SBYTE:
-        *out = (int8_t)p[0];
+        *out = p[0] >= 0x80 ? (int64_t)p[0] - 256 : (int64_t)p[0];
         return true;
     case EV_TYPE_BYTE:
         *out = p[0];

@@ -394,11 +394,11 @@ static int parse_double(const char *p, size_t n, double *out)
         q++;
     }
     if (strcmp(q, "NaN") == 0) {
-        *out = NAN;
+        *out = (double)NAN;
         return 0;
     }
     if (strcmp(q, "Infinity") == 0 || strcmp(q, "\xE2\x88\x9E") == 0) {
-        *out = neg ? -INFINITY : INFINITY;
+        *out = neg ? -(double)INFINITY : (double)INFINITY;
         return 0;
     }
     size_t digits = 0;
@@ -704,7 +704,7 @@ static bool meter_value(struct ev_stream *s, const struct ev_md *md, struct ev_m
         double sum = 0;
         m->hist_sum = field_f64(s, md, F_SUM, &sum) ? sum : 0;
         /* The median stands for the histogram where one number is wanted. */
-        m->value = NAN;
+        m->value = (double)NAN;
         for (uint32_t k = 0; k < m->nquantiles; k++) {
             if (m->quantiles[k].quantile == 0.5) {
                 m->value = m->quantiles[k].value;

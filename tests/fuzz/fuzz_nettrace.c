@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: the nettrace stream a runtime sends after CollectTracing (PROTOCOL.md §5),
- * through the streaming checker of events/nettrace.h. The input is the stream itself (seeds are real
- * captures). Each input is checked twice: fed whole, and fed in chunks whose sizes come from a
+ * through the streaming checker of events/nettrace.h. The input is the stream itself (seeds are
+ * real captures). Each input is checked twice: fed whole, and fed in chunks whose sizes come from a
  * hash of the input (1 byte to the whole rest), so mutations move the chunk boundaries too. The
  * checker promises the same result for any chunking, so verdict, error, counters and the events
  * reported must agree. Then the query functions run on the finished checker.

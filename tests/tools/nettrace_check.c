@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nettrace_check: runs events/nettrace's streaming checker over a file (or stdin) and prints one JSON
- * line, in the same shape as tracecheck (the TraceEvent-based reader) so the two can be compared:
+ * nettrace_check: runs events/nettrace's streaming checker over a file (or stdin) and prints one
+ * JSON line, in the same shape as tracecheck (the TraceEvent-based reader) so the two can be
+ * compared:
  *
  *   {"verdict":"COMPLETE","ok":true,"bytes":…,"events":…,"lost":…,"metadata":…,
  *    "blocks":{"event":…,"metadata":…,"stack":…,"sp":…},"missingStacks":…,"pid":…,

@@ -362,14 +362,14 @@ def main():
         conforms("/metrics", "/metrics", "GET", st, h, b, 200)
 
         # Live metrics: json-seq records for durationSeconds; bad input is a 400 problem.
-        st, h, b = d.request("GET", f"/livemetrics?pid={pid}&durationSeconds=2")
+        st, h, b = d.request("GET", f"/livemetrics?pid={pid}&durationSeconds=7")   # counters every 5 s
         conforms("/livemetrics", "/livemetrics", "GET", st, h, b, 200)
         recs = [json.loads(r) for r in b.decode().split("\x1e") if r.strip()] if st == 200 else []
         check("/livemetrics records have dotnet-monitor's fields",
               bool(recs) and all(list(r) == ["timestamp", "provider", "name", "displayName", "unit", "counterType",
                                              "tags", "value", "meterTags", "instrumentTags"] for r in recs),
               str(recs[:1]))
-        st, h, b = d.request("POST", f"/livemetrics?pid={pid}&durationSeconds=2",
+        st, h, b = d.request("POST", f"/livemetrics?pid={pid}&durationSeconds=7",
                              body='{"includeDefaultProviders":false,"providers":[{"providerName":"System.Runtime",'
                                   '"counterNames":["cpu-usage"]}]}', headers={"Content-Type": "application/json"})
         conforms("POST /livemetrics", "/livemetrics", "POST", st, h, b, 200)

@@ -21,9 +21,9 @@
 #include "err.h"
 #include "http_server.h"
 #include "ipc_discovery.h"
-#include "metrics.h"
 #include "ipc_listen.h"
 #include "log.h"
+#include "metrics.h"
 #include "num.h"
 #include "shdir.h"
 

@@ -182,8 +182,8 @@ static void lm_on_sample(void *ud, const struct ev_metric_sample *s)
 static void lm_on_warning(void *ud, const char *kind, const char *message)
 {
     struct lm_job *job = ud;
-    log_warn(cat, "live metrics of %" PRIu64 ": System.Diagnostics.Metrics says %s: %s",
-             job->pid, kind, message);
+    log_warn(cat, "live metrics of %" PRIu64 ": System.Diagnostics.Metrics says %s: %s", job->pid,
+             kind, message);
 }
 
 static void lm_on_timer(uv_timer_t *t);
@@ -192,8 +192,7 @@ static void lm_on_started(void *ud)
 {
     struct lm_job *job = ud;
     if (job->op != NULL) {
-        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL,
-                     NULL);
+        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
     }
     if (job->req == NULL) {
         return;
@@ -392,13 +391,13 @@ static void lm_start(struct agent *a, struct http_request *req, const struct ipc
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
     struct ipc_endpoint ep = ipc_process_endpoint(p);
-    rc = msession_start(a, &ep, metrics_runtime_major(p->clr_version), &job->f, &lm_callbacks,
-                        job, &job->sess);
+    rc = msession_start(a, &ep, metrics_runtime_major(p->clr_version), &job->f, &lm_callbacks, job,
+                        &job->sess);
     if (rc != 0) {
         job->req = NULL;
         lm_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
-        api_problem(req, 502, "cannot start a metrics session with process %" PRIu64 ": %s",
-                    p->pid, agent_strerror(rc));
+        api_problem(req, 502, "cannot start a metrics session with process %" PRIu64 ": %s", p->pid,
+                    agent_strerror(rc));
         lm_maybe_free(job);
         goto out;
     }

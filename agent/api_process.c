@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Process routes: /processes, /process, /env, /info, /metrics. */
 #include "api.h"
-#include "metrics.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include "err.h"
 #include "ipc_client.h"
 #include "log.h"
+#include "metrics.h"
 
 static const char cat[] = "dotmon.api";
 

@@ -160,8 +160,7 @@ static void mproc_start(struct mproc *mp)
         struct ev_store_options o = {.default_interval = m->f.interval_s};
         rc = ev_store_new(&mp->store, &o);
     }
-    rc = rc ? rc
-            : msession_start(m->a, &mp->ep, mp->major, &m->f, &mproc_callbacks, mp, &mp->sess);
+    rc = rc ? rc : msession_start(m->a, &mp->ep, mp->major, &m->f, &mproc_callbacks, mp, &mp->sess);
     if (rc != 0) {
         set_reason(mp, "cannot start a session: %s", agent_strerror(rc));
         log_info(cat, "metrics of %" PRIu64 " (uid %s): %s", mp->pid, mp->uid, mp->reason);

@@ -87,8 +87,8 @@ static int add_defaults(struct metrics_filters *f)
 {
     struct metrics_filter *x = NULL;
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < sizeof(default_counter_providers) /
-                                          sizeof(default_counter_providers[0]);
+    for (size_t i = 0;
+         rc == 0 && i < sizeof(default_counter_providers) / sizeof(default_counter_providers[0]);
          i++) {
         rc = add_filter(f, default_counter_providers[i], false, &x);
     }
@@ -361,8 +361,7 @@ static void ms_on_error(void *ud, const char *kind, const char *message)
 static void ms_on_started(void *ud, uint64_t session_id, int version)
 {
     struct msession *s = ud;
-    log_debug(cat, "metrics session 0x%" PRIx64 " (CollectTracing%d) started", session_id,
-              version);
+    log_debug(cat, "metrics session 0x%" PRIx64 " (CollectTracing%d) started", session_id, version);
     s->last_counter_ms = uv_now(s->a->loop);
     if (s->cb->on_started != NULL) {
         s->cb->on_started(s->ud);
@@ -528,8 +527,8 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                                          .rundown_keyword = 0,
                                          .providers = prov,
                                          .provider_count = nprov};
-        rc = ipc_session_start(a->loop, &a->sessions, ep, &cfg, START_TIMEOUT_MS, &ms_callbacks,
-                               s, &s->sess);
+        rc = ipc_session_start(a->loop, &a->sessions, ep, &cfg, START_TIMEOUT_MS, &ms_callbacks, s,
+                               &s->sess);
     }
     buf_fini(&args);
     if (rc != 0) {

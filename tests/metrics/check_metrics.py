@@ -33,7 +33,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -140,7 +142,9 @@ def main():
                    DotnetMonitor_Metrics__Meters__0__MeterName="TestApp.Meter",
                    DotnetMonitor_Metrics__Providers__0__ProviderName="TestApp.Counters")
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
-        dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{free_port()}",
+        aport = free_port()
+        api = f"http://127.0.0.1:{aport}"
+        dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", api,
                                "--metricUrls", f"http://127.0.0.1:{mport}"], stdout=subprocess.DEVNULL, stderr=log, env=env)
         url = f"http://127.0.0.1:{mport}/metrics"
         pids = [a.pid for a in apps]
@@ -237,24 +241,88 @@ def main():
             prom = subprocess.Popen([prom_bin, f"--config.file={cfg}", f"--storage.tsdb.path={tmp}/tsdb",
                                      f"--web.listen-address=127.0.0.1:{pport}"], stdout=plog, stderr=plog)
             time.sleep(20)
-            api = f"http://127.0.0.1:{pport}/api/v1/query?query="
-            up = json.loads(get(api + urllib.parse.quote('up{job="dotmon"}'))[2])
+            papi = f"http://127.0.0.1:{pport}/api/v1/query?query="
+            up = json.loads(get(papi + urllib.parse.quote('up{job="dotmon"}'))[2])
             vals = [r["value"][1] for r in up["data"]["result"]]
             check(vals == ["1"], f"Prometheus: up == 1 ({vals})")
             q = f'count_over_time(systemruntime_cpu_usage_ratio{{pid="{apps[0].pid}"}}[30s])'
-            cnt = json.loads(get(api + urllib.parse.quote(q))[2])["data"]["result"]
+            cnt = json.loads(get(papi + urllib.parse.quote(q))[2])["data"]["result"]
             n = int(float(cnt[0]["value"][1])) if cnt else 0
             check(n >= 5, f"Prometheus holds {n} samples of pid {apps[0].pid}'s cpu usage")
             q = 'count by (pid) (testappmeter_testapp_requests__request_)'
-            byp = json.loads(get(api + urllib.parse.quote(q))[2])["data"]["result"]
+            byp = json.loads(get(papi + urllib.parse.quote(q))[2])["data"]["result"]
             check({r["metric"].get("pid") for r in byp} >= {str(p) for p in pids},
                   f"Prometheus sees both processes' request series: {[r['metric'] for r in byp]}")
         else:
             print("skip Prometheus server: not installed (Debian: prometheus)")
 
-        # A killed app leaves.
+        # /livemetrics: exact values from a session of its own, beside the continuous one.
+        body = json.dumps({"includeDefaultProviders": False,
+                           "meters": [{"meterName": "TestApp.Meter", "instrumentNames": ["testapp.requests"]}]})
+        result = {}
+
+        def livemetrics():
+            req = urllib.request.Request(f"{api}/livemetrics?pid={apps[0].pid}&durationSeconds=6", data=body.encode(),
+                                         headers={"Content-Type": "application/json"}, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    result["type"] = r.headers.get("Content-Type")
+                    result["body"] = r.read().decode()
+            except urllib.error.HTTPError as e:
+                result["type"] = f"HTTP {e.code}: {e.read().decode()[:300]}"
+
+        t = threading.Thread(target=livemetrics)
+        t.start()
+        time.sleep(2.5)
+        apps[0].command("meter-add 4")
+        t.join(30)
+        recs = [json.loads(x) for x in result.get("body", "").split("\x1e") if x.strip()]
+        check(result.get("type", "").startswith("application/json-seq"), f"/livemetrics content type {result.get('type')}")
+        check(bool(recs) and all(r["name"] == "testapp.requests" and r["counterType"] == "Rate" and
+                                 r["provider"] == "TestApp.Meter" and r["unit"] == "{request}" for r in recs),
+              f"/livemetrics POST gives only testapp.requests, as a Rate ({len(recs)} records)")
+        total = sum(r["value"] for r in recs)
+        check(total == 4, f"/livemetrics: the rates add up to the 4 requests made while it ran ({total})")
+        check(all(r["meterTags"] == "app=testapp" and "route=" in r["tags"] for r in recs[:4]),
+              f"/livemetrics records carry meter and value tags: {recs[:1]}")
+
+        # A user's trace with the Metrics profile never fails because of the metrics session, and
+        # the EventCounters it turns off when it ends come back (the session restarts).
+        path = os.path.join(tmp, "m.nettrace")
+        with urllib.request.urlopen(f"{api}/trace?pid={apps[0].pid}&profile=Metrics&durationSeconds=3", timeout=60) as r:
+            with open(path, "wb") as f:
+                f.write(r.read())
+        checker = os.environ.get("DOTMON_NETTRACE_CHECK")
+        if checker:
+            rc = subprocess.run([checker, path], capture_output=True, text=True).returncode
+            check(rc == 0, f"a Metrics-profile trace beside the metrics session is COMPLETE (exit {rc})")
+        t_end = time.time() * 1000
+        fresh = wait_for(lambda smp: any(x[3] is not None and x[3] > t_end + 2000 for x in
+                                         series(smp, "systemruntime_cpu_usage_ratio", pid=apps[0].pid)), 30)[2]
+        newest = max((x[3] for x in series(fresh, "systemruntime_cpu_usage_ratio", pid=apps[0].pid)), default=0)
+        check(newest > t_end + 2000, f"EventCounters flow again after the trace ended ({(newest - t_end) / 1000:.1f} s later)")
+
+        # A killed runtime ends a live metrics stream cleanly, and its series leave /metrics.
         gone = apps[1].pid
+        result.clear()
+
+        def livemetrics_long():
+            try:
+                with urllib.request.urlopen(f"{api}/livemetrics?pid={gone}&durationSeconds=60", timeout=60) as r:
+                    result["body"] = r.read().decode()
+            except Exception as e:  # noqa: BLE001 (the check below reports it)
+                result["error"] = repr(e)
+
+        t = threading.Thread(target=livemetrics_long)
+        t.start()
+        time.sleep(3)
+        t0 = time.time()
         apps[1].kill()
+        t.join(30)
+        recs = [json.loads(x) for x in result.get("body", "").split("\x1e") if x.strip()]
+        check("body" in result and time.time() - t0 < 10,
+              f"killing the runtime ended /livemetrics cleanly in {time.time() - t0:.1f} s "
+              f"({len(recs)} records; {result.get('error', 'no error')})")
         deadline, left = time.time() + 20, None
         while time.time() < deadline:
             left = [x for x in parse(get(url)[2])[0] if x[1].get("pid") == str(gone)]

@@ -206,6 +206,12 @@ void api_readyz(struct agent *a, struct http_request *req)
 
 void api_info(struct agent *a, struct http_request *req)
 {
+    /* dotnet-monitor's fields only; extras=true adds dotmon's "metrics" member: each process's
+     * metrics session state and why a process has none. */
+    bool extras = false;
+    if (api_query_bool(req, "extras", &extras) != 0) {
+        return;
+    }
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
         char rt[64];
@@ -239,6 +245,9 @@ void api_info(struct agent *a, struct http_request *req)
             cJSON_AddStringToObject(c, "name", capabilities[i].name);
             cJSON_AddBoolToObject(c, "enabled", capabilities[i].enabled);
             cJSON_AddItemToArray(caps, c);
+        }
+        if (extras) {
+            cJSON_AddItemToObject(o, "metrics", metrics_status_json(a->metrics));
         }
     }
     api_json(req, 200, o);

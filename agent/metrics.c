@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
 #include <uv.h>
 
 #include "agent.h"
@@ -286,6 +287,30 @@ void metrics_close(struct metrics *m)
         metrics_filters_fini(&m->f);
         free(m);
     }
+}
+
+struct cJSON *metrics_status_json(struct metrics *m)
+{
+    static const char *const states[] = {"starting", "running", "waiting"};
+    cJSON *arr = cJSON_CreateArray();
+    for (struct mproc *mp = m != NULL ? m->procs : NULL; arr != NULL && mp != NULL;
+         mp = mp->next) {
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL) {
+            break;
+        }
+        cJSON_AddNumberToObject(o, "pid", (double)mp->pid);
+        cJSON_AddStringToObject(o, "uid", mp->uid);
+        cJSON_AddStringToObject(o, "name", mp->name);
+        cJSON_AddStringToObject(o, "state", states[mp->state]);
+        if (mp->reason[0] != '\0') {
+            cJSON_AddStringToObject(o, "reason", mp->reason);
+        } else {
+            cJSON_AddNullToObject(o, "reason");
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
 }
 
 /* ---- /metrics ---- */

@@ -35,6 +35,10 @@ int metrics_new(struct agent *a, struct metrics **out);
 void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool added);
 /* Appends the Prometheus text of every process (and dotmon's per-process metrics state). */
 int metrics_render(struct metrics *m, struct buf *out);
+/* dotmon's extra /info member (extras=true): each process's metrics state and, when it gets
+ * none, why: [{"pid","uid","name","state":"running|starting|waiting","reason"}]. NULL on no
+ * memory; an empty array when metrics are off (m NULL). */
+struct cJSON *metrics_status_json(struct metrics *m);
 /* Ends every session (StopTracing in the background) and frees everything once handles close. */
 void metrics_close(struct metrics *m);
 

@@ -186,6 +186,12 @@ def main():
             gcc = series(samples, "systemruntime_dotnet_gc_collections__collection_", pid=a.pid)
             check({x[1].get("gc_heap_generation") for x in gcc} >= {"gen0", "gen1", "gen2"},
                   f"pid {a.pid}: System.Runtime meter dotnet.gc.collections by generation")
+        # /info?extras=true says each process's metrics state.
+        info = json.loads(get(f"{api}/info?extras=true")[2])
+        states = {m["pid"]: m["state"] for m in info.get("metrics", [])}
+        check(all(states.get(p) == "running" for p in pids), f"/info?extras=true: metrics running for both ({states})")
+        check("metrics" not in json.loads(get(f"{api}/info")[2]), "/info without extras has only dotnet-monitor's fields")
+
         # Exposition rules: one HELP/TYPE per name, one sample per series.
         check(all(len(v) == 1 for v in helps.values()) and all(len(v) == 1 for v in types.values()),
               "HELP and TYPE once per metric name")
@@ -255,6 +261,30 @@ def main():
                   f"Prometheus sees both processes' request series: {[r['metric'] for r in byp]}")
         else:
             print("skip Prometheus server: not installed (Debian: prometheus)")
+
+        # Drop-in mode: the default process only (Metrics:AllProcesses=false), as dotnet-monitor.
+        mport2 = free_port()
+        env2 = dict(env, DotnetMonitor_Metrics__AllProcesses="false",
+                    DotnetMonitor_DefaultProcess__Filters__0__Key="ProcessId",
+                    DotnetMonitor_DefaultProcess__Filters__0__Value=str(apps[1].pid))
+        dm2 = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{free_port()}",
+                                "--metricUrls", f"http://127.0.0.1:{mport2}"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=env2)
+        try:
+            url2 = f"http://127.0.0.1:{mport2}/metrics"
+            deadline, pids2 = time.time() + 20, set()
+            while time.time() < deadline:
+                try:
+                    pids2 = {x[1].get("pid") for x in parse(get(url2)[2])[0] if x[0] == "systemruntime_cpu_usage_ratio"}
+                except OSError:
+                    pids2 = set()
+                if pids2:
+                    break
+                time.sleep(0.3)
+            check(pids2 == {str(apps[1].pid)}, f"Metrics:AllProcesses=false: only the default process ({pids2})")
+        finally:
+            dm2.send_signal(signal.SIGTERM)
+            dm2.wait(15)
 
         # /livemetrics: exact values from a session of its own, beside the continuous one.
         body = json.dumps({"includeDefaultProviders": False,

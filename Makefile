@@ -27,7 +27,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -119,6 +119,16 @@ bench-container: build
 	ctest --test-dir $(BUILD) -R 'build_testapp|container_images' >/dev/null
 	python3 bench/bench_container.py --repo $(CURDIR) --state $(CURDIR)/$(BUILD)/podman \
 	  --dotmon $(CURDIR)/$(BUILD)/dotmon --runs 10
+
+# Metrics (issue 15): dotmon against dotnet-counters on 10 apps (CPU per process-minute, RSS),
+# /metrics scrape latency; the decoder against TraceEvent on a large real trace.
+bench-metrics: build
+	ctest --test-dir $(BUILD) -R 'build_testapp|build_tracecheck' >/dev/null
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	  python3 bench/bench_metrics.py --apps 10 --seconds 60
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	  DOTMON_TRACECHECK=$(CURDIR)/$(BUILD)/tracecheck/tracecheck.dll \
+	  BENCH_DECODE=$(CURDIR)/$(BUILD)/bench/bench_decode bench/bench_decode.sh
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:

@@ -41,6 +41,11 @@ void api_problem_as_dm(struct http_request *req, int status, const char *dm_deta
  * Anything else is answered with a 400 and AGENT_E_INVAL returned.
  */
 int api_query_bool(struct http_request *req, const char *name, bool *out);
+/*
+ * durationSeconds (default 30; -1 = until stopped; up to 2147483647), as dotnet-monitor's
+ * artifact routes take it. On a bad value answers 400 and returns AGENT_E_INVAL.
+ */
+int api_parse_duration(struct http_request *req, int64_t *out);
 
 /* Answers 200 with the JSON value (which this call deletes). */
 void api_json(struct http_request *req, int status, cJSON *json);

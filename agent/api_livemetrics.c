@@ -302,33 +302,6 @@ static void lm_on_abort(void *ud, struct http_request *r)
     lm_maybe_free(job);
 }
 
-static int parse_duration(struct http_request *req, int64_t *out)
-{
-    struct buf v;
-    buf_init(&v, 64);
-    int rc = http_query_get(http_request_query(req), "durationSeconds", &v);
-    *out = 30;
-    if (rc == 1) {
-        const char *s = buf_cstr(&v);
-        char *end = NULL;
-        errno = 0;
-        long long d = strtoll(s, &end, 10);
-        if (*s == '\0' || *end != '\0' || errno != 0 || d < -1 || d > 2147483647LL) {
-            api_problem(req, 400,
-                        "durationSeconds must be an integer from -1 (until stopped) to "
-                        "2147483647, not '%s'",
-                        s);
-            rc = AGENT_E_INVAL;
-        } else {
-            *out = d;
-            rc = 0;
-        }
-    } else if (rc < 0) {
-        api_problem(req, 400, "malformed query string");
-    }
-    buf_fini(&v);
-    return rc < 0 ? rc : 0;
-}
 
 /* Registers the operation and starts the session; takes f. */
 static void lm_start(struct agent *a, struct http_request *req, const struct ipc_process *p,
@@ -418,7 +391,7 @@ void api_livemetrics_get(struct agent *a, struct http_request *req)
 {
     const struct ipc_process *p = api_select_process(a, req);
     int64_t duration = 0;
-    if (p == NULL || parse_duration(req, &duration) != 0) {
+    if (p == NULL || api_parse_duration(req, &duration) != 0) {
         return;
     }
     struct metrics_filters f;
@@ -439,7 +412,7 @@ void api_livemetrics_post(struct agent *a, struct http_request *req)
     }
     const struct ipc_process *p = api_select_process(a, req);
     int64_t duration = 0;
-    if (p == NULL || parse_duration(req, &duration) != 0) {
+    if (p == NULL || api_parse_duration(req, &duration) != 0) {
         return;
     }
     size_t len = 0;

@@ -575,35 +575,6 @@ static const struct ipc_session_callbacks session_callbacks = {
 };
 
 /* Parses durationSeconds: -1 (until stopped) .. INT32_MAX, default 30. */
-static int parse_duration(struct http_request *req, int64_t *out)
-{
-    struct buf v;
-    buf_init(&v, 64);
-    int rc = http_query_get(http_request_query(req), "durationSeconds", &v);
-    *out = 30;
-    if (rc == 1) {
-        const char *s = buf_cstr(&v);
-        char *end = NULL;
-        errno = 0;
-        long long d = strtoll(s, &end, 10);
-        if (*s == '\0' || *end != '\0' || errno != 0 || d < -1 || d > 2147483647LL) {
-            api_problem(req, 400,
-                        "durationSeconds must be an integer from -1 (until stopped) to "
-                        "2147483647, not '%s'",
-                        s);
-            rc = AGENT_E_INVAL;
-        } else {
-            *out = d;
-            rc = 0;
-        }
-    } else if (rc < 0) {
-        api_problem(req, 400, "malformed query string");
-    } else {
-        rc = 0;
-    }
-    buf_fini(&v);
-    return rc;
-}
 
 /*
  * Names the job's artifact and operation, and takes its own copy of the runtime's endpoint
@@ -731,7 +702,7 @@ void api_trace_get(struct agent *a, struct http_request *req)
         return;
     }
     int64_t duration = 0;
-    if (parse_duration(req, &duration) != 0) {
+    if (api_parse_duration(req, &duration) != 0) {
         return;
     }
     struct buf profile, err;
@@ -766,7 +737,7 @@ void api_trace_post(struct agent *a, struct http_request *req)
         return;
     }
     int64_t duration = 0;
-    if (parse_duration(req, &duration) != 0) {
+    if (api_parse_duration(req, &duration) != 0) {
         return;
     }
     size_t len = 0;

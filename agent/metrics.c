@@ -93,6 +93,12 @@ static void mproc_on_started(void *ud)
     mp->state = MP_RUNNING;
     mp->backoff_ms = 0;
     mp->reason[0] = '\0';
+    /* Running, but say what this runtime cannot give. */
+    if (mp->major > 0 && mp->major < 6) {
+        set_reason(mp, ".NET %d: EventCounters only (meters need .NET 6+)", mp->major);
+    } else if (mp->major > 0 && mp->major < 9 && mp->m->f.runtime_meter) {
+        set_reason(mp, ".NET %d: no System.Runtime meter (it came with .NET 9)", mp->major);
+    }
 }
 
 static void mproc_on_timer(uv_timer_t *t);

@@ -302,7 +302,6 @@ static void lm_on_abort(void *ud, struct http_request *r)
     lm_maybe_free(job);
 }
 
-
 /* Registers the operation and starts the session; takes f. */
 static void lm_start(struct agent *a, struct http_request *req, const struct ipc_process *p,
                      struct metrics_filters *f, int64_t duration_s)

@@ -299,8 +299,7 @@ struct cJSON *metrics_status_json(struct metrics *m)
 {
     static const char *const states[] = {"starting", "running", "waiting"};
     cJSON *arr = cJSON_CreateArray();
-    for (struct mproc *mp = m != NULL ? m->procs : NULL; arr != NULL && mp != NULL;
-         mp = mp->next) {
+    for (struct mproc *mp = m != NULL ? m->procs : NULL; arr != NULL && mp != NULL; mp = mp->next) {
         cJSON *o = cJSON_CreateObject();
         if (o == NULL) {
             break;

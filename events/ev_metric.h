@@ -47,6 +47,10 @@ struct ev_metric_sample {
     int64_t timestamp_ms;        /* the event's time, Unix milliseconds (UTC) */
     uint32_t nquantiles;         /* histograms: ascending by quantile */
     struct ev_quantile quantiles[EV_METRIC_MAX_QUANTILES];
+    /* Meter counters (CounterRateValuePublished v2+): the running total since the runtime's
+     * aggregation began, shown to Prometheus as a counter (<name>_total) beside the rate. */
+    bool has_total;
+    double total;
     uint64_t hist_count; /* histograms: count of the interval (0 when the event has none) */
     double hist_sum;     /* histograms: sum of the interval */
 };

@@ -463,6 +463,7 @@ static int render_labels(struct buf *out, const struct ev_series *s,
 
 struct ent {
     const struct ev_series *s;
+    bool counter; /* the series' cumulative family (<name>_total), not its own line */
     size_t target;
     const char *labels; /* rendered labels (valid once all are rendered) */
     size_t labels_off;
@@ -473,16 +474,30 @@ static bool is_summary(const struct ev_series *s)
     return s->kind == EV_METRIC_HISTOGRAM;
 }
 
+enum fam_kind { FAM_GAUGE = 0, FAM_SUMMARY = 1, FAM_COUNTER = 2 };
+
+static enum fam_kind ent_kind(const struct ent *e)
+{
+    return e->counter ? FAM_COUNTER : is_summary(e->s) ? FAM_SUMMARY : FAM_GAUGE;
+}
+
+static const char *ent_name(const struct ent *e)
+{
+    return e->counter ? e->s->total_name : e->s->prom_name;
+}
+
 /* Name, summaries first, then target, then arrival. */
 static int ent_cmp(const void *a, const void *b)
 {
     const struct ent *x = a, *y = b;
-    int c = strcmp(x->s->prom_name, y->s->prom_name);
+    int c = strcmp(ent_name(x), ent_name(y));
     if (c != 0) {
         return c;
     }
-    if (is_summary(x->s) != is_summary(y->s)) {
-        return is_summary(x->s) ? -1 : 1;
+    if (ent_kind(x) != ent_kind(y)) { /* summaries first, then gauges, then counters */
+        int kx = ent_kind(x) == FAM_SUMMARY ? -1 : (int)ent_kind(x);
+        int ky = ent_kind(y) == FAM_SUMMARY ? -1 : (int)ent_kind(y);
+        return kx < ky ? -1 : 1;
     }
     if (x->target != y->target) {
         return x->target < y->target ? -1 : 1;
@@ -513,7 +528,7 @@ static bool summary_named(const struct ent *e, size_t count, const char *name, s
     size_t lo = 0, hi = count;
     while (lo < hi) { /* first entry whose name is >= name[0..n) */
         size_t mid = lo + (hi - lo) / 2;
-        const char *m = e[mid].s->prom_name;
+        const char *m = ent_name(&e[mid]);
         int c = strncmp(m, name, n);
         if (c < 0 || (c == 0 && strlen(m) < n)) {
             lo = mid + 1;
@@ -521,8 +536,8 @@ static bool summary_named(const struct ent *e, size_t count, const char *name, s
             hi = mid;
         }
     }
-    return lo < count && strlen(e[lo].s->prom_name) == n &&
-           strncmp(e[lo].s->prom_name, name, n) == 0 && is_summary(e[lo].s);
+    return lo < count && strlen(ent_name(&e[lo])) == n && strncmp(ent_name(&e[lo]), name, n) == 0 &&
+           ent_kind(&e[lo]) == FAM_SUMMARY;
 }
 
 /* A gauge family that the text parser would read as a summary's _sum or _count. */
@@ -545,12 +560,19 @@ static bool unit_is_mb(const char *unit)
     return ascii_ieq(unit, "MB");
 }
 
-static int write_help(struct buf *out, const struct ev_series *s, uint32_t default_interval)
+static int write_help(struct buf *out, const struct ent *e, uint32_t default_interval)
 {
+    const struct ev_series *s = e->s;
     const char *cname = s->display_name[0] ? s->display_name : s->name;
-    int rc = buf_printf(out, "# HELP %s ", s->prom_name);
+    int rc = buf_printf(out, "# HELP %s ", ent_name(e));
     if (rc == 0) {
         rc = append_escaped(out, cname, strlen(cname), false);
+    }
+    if (rc == 0 && e->counter) { /* dotmon's: the meter counter's running total */
+        const char *u = s->unit[0] ? s->unit : "Count";
+        rc = buf_append_str(out, " (");
+        rc = rc < 0 ? rc : append_escaped(out, u, strlen(u), false);
+        return rc < 0 ? rc : buf_append_str(out, ", total since the runtime began counting)");
     }
     if (rc < 0 || !s->is_meter) {
         return rc;
@@ -589,8 +611,8 @@ static int write_line(struct buf *out, const struct ent *e)
     const struct ev_series *s = e->s;
     double scale = unit_is_mb(s->unit) ? 1000000.0 : 1.0;
     int rc = 0;
-    if (!is_summary(s)) {
-        rc = buf_append_str(out, s->prom_name);
+    if (!is_summary(s) || e->counter) {
+        rc = buf_append_str(out, ent_name(e));
         if (rc == 0 && e->labels[0]) {
             rc = buf_printf(out, "{%s}", e->labels);
         }
@@ -598,7 +620,7 @@ static int write_line(struct buf *out, const struct ent *e)
             rc = buf_append(out, " ", 1);
         }
         if (rc == 0) {
-            rc = append_double(out, s->value * scale);
+            rc = append_double(out, (e->counter ? s->total : s->value) * scale);
         }
         if (rc == 0) {
             rc = buf_printf(out, " %" PRId64 "\n", s->timestamp_ms);
@@ -628,13 +650,13 @@ static int write_line(struct buf *out, const struct ent *e)
 static int write_family(struct buf *out, struct ent *e, size_t n, const struct ev_prom_target *t,
                         struct buf *labels, struct buf *scratch)
 {
-    bool summary = is_summary(e[0].s);
+    enum fam_kind kind = ent_kind(&e[0]);
     size_t kept = 0;
     int rc = 0;
 
     buf_reset(labels);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (is_summary(e[i].s) != summary) {
+        if (ent_kind(&e[i]) != kind) {
             continue; /* one name, two kinds: the first kind wins */
         }
         e[kept] = e[i];
@@ -653,9 +675,10 @@ static int write_family(struct buf *out, struct ent *e, size_t n, const struct e
     }
     qsort(e, kept, sizeof(e[0]), line_cmp);
 
-    rc = write_help(out, e[0].s, ev__store_default_interval(t[e[0].target].store));
+    static const char *const types[] = {"gauge", "summary", "counter"};
+    rc = write_help(out, &e[0], ev__store_default_interval(t[e[0].target].store));
     if (rc == 0) {
-        rc = buf_printf(out, "\n# TYPE %s %s\n", e[0].s->prom_name, summary ? "summary" : "gauge");
+        rc = buf_printf(out, "\n# TYPE %s %s\n", ent_name(&e[0]), types[kind]);
     }
     for (size_t i = 0; i < kept && rc == 0; i++) {
         if (i > 0 && strcmp(e[i].labels, e[i - 1].labels) == 0) {
@@ -676,7 +699,7 @@ int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *o
     buf_init(&labels, 0);
     buf_init(&scratch, 0);
     for (size_t i = 0; i < n; i++) {
-        total += ev_store_series(targets[i].store);
+        total += 2 * ev_store_series(targets[i].store); /* a line and maybe a _total line */
     }
     if (total == 0) {
         goto out;
@@ -694,17 +717,24 @@ int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *o
             e[k].s = v[j];
             e[k].target = i;
             k++;
+            if (v[j]->has_total) {
+                e[k].s = v[j];
+                e[k].counter = true;
+                e[k].target = i;
+                k++;
+            }
         }
     }
+    total = k;
     qsort(e, total, sizeof(e[0]), ent_cmp);
 
     /* Decide which families are shadowed before write_family reorders entries in place. */
     for (size_t i = 0; i < total;) {
         size_t j = i + 1;
-        while (j < total && strcmp(e[j].s->prom_name, e[i].s->prom_name) == 0) {
+        while (j < total && strcmp(ent_name(&e[j]), ent_name(&e[i])) == 0) {
             j++;
         }
-        if (!is_summary(e[i].s) && shadowed(e, total, e[i].s->prom_name)) {
+        if (ent_kind(&e[i]) != FAM_SUMMARY && shadowed(e, total, ent_name(&e[i]))) {
             for (size_t x = i; x < j; x++) {
                 e[x].labels_off = SIZE_MAX; /* marks the family dropped */
             }
@@ -713,7 +743,7 @@ int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *o
     }
     for (size_t i = 0; i < total && rc == 0;) {
         size_t j = i + 1;
-        while (j < total && strcmp(e[j].s->prom_name, e[i].s->prom_name) == 0) {
+        while (j < total && strcmp(ent_name(&e[j]), ent_name(&e[i])) == 0) {
             j++;
         }
         if (e[i].labels_off != SIZE_MAX) {

@@ -82,9 +82,19 @@ static int series_make(struct ev_series **out, const struct ev_metric_sample *s,
         buf_fini(&name);
         return rc;
     }
+    struct buf tname;
+    buf_init(&tname, 0);
+    rc = buf_append(&tname, buf_data(&name), buf_size(&name));
+    rc = rc < 0 ? rc : buf_append_str(&tname, "_total");
+    if (rc < 0) {
+        buf_fini(&name);
+        buf_fini(&tname);
+        return rc;
+    }
     const char *strs[] = {
         nz(s->provider), nz(s->name),       nz(s->display_name),    nz(s->unit),
-        nz(s->tags),     nz(s->meter_tags), nz(s->instrument_tags), buf_cstr(&name)};
+        nz(s->tags),     nz(s->meter_tags), nz(s->instrument_tags), buf_cstr(&name),
+        buf_cstr(&tname)};
     size_t total = sizeof(struct ev_series);
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
         total += strlen(strs[i]) + 1;
@@ -92,6 +102,7 @@ static int series_make(struct ev_series **out, const struct ev_metric_sample *s,
     struct ev_series *se = malloc(total);
     if (se == NULL) {
         buf_fini(&name);
+        buf_fini(&tname);
         return -ENOMEM;
     }
     memset(se, 0, sizeof(*se));
@@ -104,11 +115,15 @@ static int series_make(struct ev_series **out, const struct ev_metric_sample *s,
     se->meter_tags = put_str(&cursor, strs[5]);
     se->instrument_tags = put_str(&cursor, strs[6]);
     se->prom_name = put_str(&cursor, strs[7]);
+    se->total_name = put_str(&cursor, strs[8]);
     buf_fini(&name);
+    buf_fini(&tname);
 
     se->kind = s->kind;
     se->is_meter = s->is_meter;
     se->value = s->value;
+    se->has_total = s->has_total && s->kind == EV_METRIC_RATE && s->is_meter && !isnan(s->total);
+    se->total = s->total;
     se->interval_sec = s->interval_sec;
     se->timestamp_ms = s->timestamp_ms;
     se->nquantiles = s->nquantiles;

@@ -64,7 +64,10 @@ int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *o
  * - a provider whose first kept character would be a digit drops it (dotnet-monitor checks
  *   "first" against the input position, which can leave a name starting with a digit);
  * - values print NaN, +Inf, -Inf (Prometheus spellings, not .NET's "Infinity"); HELP text
- *   escapes `\` and newlines; EventCounters with an empty DisplayName use the counter name.
+ *   escapes `\` and newlines; EventCounters with an empty DisplayName use the counter name;
+ * - and one addition: a meter counter whose sample carries its running total (has_total) also
+ *   gets a family <name>_total of TYPE counter with that total, so Prometheus' rate() and
+ *   increase() work on it; dotnet-monitor's per-interval rate gauge <name> stays as it is.
  */
 
 /*

@@ -26,10 +26,13 @@ struct ev_series {
     const char *tags;
     const char *meter_tags;
     const char *instrument_tags;
-    const char *prom_name; /* ev_prom_metric_name of provider, name, unit */
+    const char *prom_name;  /* ev_prom_metric_name of provider, name, unit */
+    const char *total_name; /* prom_name + "_total" (meter counters' cumulative family) */
     enum ev_metric_kind kind;
     bool is_meter;
     double value;
+    bool has_total;
+    double total;
     double interval_sec;
     int64_t timestamp_ms;
     uint32_t nquantiles;

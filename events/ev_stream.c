@@ -686,7 +686,8 @@ static bool meter_value(struct ev_stream *s, const struct ev_md *md, struct ev_m
     switch (md->cls) {
     case CLS_RATE:
         m->kind = EV_METRIC_RATE;
-        return parse_double_str(rate, &m->value) == 0; /* "" = first observation */
+        m->has_total = parse_double_str(value, &m->total) == 0; /* absent before v2 */
+        return parse_double_str(rate, &m->value) == 0;          /* "" = first observation */
     case CLS_GAUGE:
         m->kind = EV_METRIC_GAUGE;
         return parse_double_str(field_str(s, md, F_LAST_VALUE, ""), &m->value) == 0;

@@ -524,6 +524,37 @@ static void test_kind_conflicts_and_errors(void **state)
     ev_store_free(NULL);
 }
 
+/* A meter counter with its running total: dotnet-monitor's rate gauge, and beside it a
+ * Prometheus counter <name>_total with the total; a later sample replaces both. */
+static void test_counter_totals(void **state)
+{
+    (void)state;
+    struct ev_store *st = store_new(0);
+    struct ev_metric_sample s =
+        meter("Demo.Meter", "demo.requests", "{request}", EV_METRIC_RATE, 3, "route=/a");
+    s.has_total = true;
+    s.total = 10;
+    assert_int_equal(ev_store_add(st, &s), 0);
+    s.value = 2;
+    s.total = 12;
+    s.timestamp_ms += 1000;
+    assert_int_equal(ev_store_add(st, &s), 0);
+    struct ev_metric_sample g = meter("Demo.Meter", "demo.temp", "Cel", EV_METRIC_GAUGE, 20, "");
+    g.has_total = true; /* only counters get a total family */
+    g.total = 99;
+    assert_int_equal(ev_store_add(st, &g), 0);
+    char *text = render1(st);
+    assert_non_null(strstr(text,
+                           "# TYPE demometer_demo_requests__request_ gauge\n"
+                           "demometer_demo_requests__request_{route=\"/a\"} 2 1700000001000\n"));
+    assert_non_null(strstr(text, "# TYPE demometer_demo_requests__request__total counter\n"
+                                 "demometer_demo_requests__request__total{route=\"/a\"} 12 "
+                                 "1700000001000\n"));
+    assert_null(strstr(text, "demometer_demo_temp_Cel_total"));
+    free(text);
+    ev_store_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -540,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_nan_inf),
         cmocka_unit_test(test_max_series),
         cmocka_unit_test(test_kind_conflicts_and_errors),
+        cmocka_unit_test(test_counter_totals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

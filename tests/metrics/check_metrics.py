@@ -218,6 +218,13 @@ def main():
         check(bool(other) and all(x[2] == 0.0 for x in other),
               f"the other app's request series are there with rate 0: {other}")
 
+        # Counters as counters: the meter counter's running total, a Prometheus counter beside
+        # dotnet-monitor's per-interval rate gauge (5 + 7 requests made while dotmon listened).
+        smp, _, types = parse(get(url)[2])
+        tot = series(smp, "testappmeter_testapp_requests__request__total", pid=apps[0].pid)
+        check(types.get("testappmeter_testapp_requests__request__total") == ["counter"] and
+              sum(x[2] for x in tot) == 12.0, f"pid {apps[0].pid}: requests _total counter adds up to 12: {tot}")
+
         # Values and timestamps move between scrapes.
         s1 = parse(get(url)[2])[0]
         time.sleep(2.5)

@@ -569,6 +569,20 @@ def check_pod_api(api, token, a, tmp, fails, w):
         log(f"  trace: {c.get('verdict')}, {c.get('events')} events, GCStart {c.get('gcStart')} (TraceEvent: "
             f"{t.get('events')} events, GCStart {t.get('gcStart')}, lost {t.get('lost')})")
 
+    # Prometheus metrics of the app, on the metrics port (no token, as dotnet-monitor).
+    murl = api.replace(":52323", ":52325") + "/metrics"
+    deadline, text = time.monotonic() + 30, ""
+    while time.monotonic() < deadline:
+        st, body, _ = http(murl, timeout=5)
+        text = body.decode(errors="replace") if st == 200 else ""
+        if re.search(r'^systemruntime_cpu_usage_ratio\{[^}]*pid="1"', text, re.M):
+            break
+        time.sleep(1)
+    if fails.check(re.search(r'^systemruntime_cpu_usage_ratio\{[^}]*pid="1"', text, re.M) is not None, w,
+                   "/metrics on port 52325 has no systemruntime_cpu_usage_ratio of pid 1 within 30 s"):
+        lines = sum(1 for line in text.splitlines() if 'pid="1"' in line)
+        log(f"  /metrics on port 52325: {lines} lines of pid 1")
+
     path = os.path.join(tmp, "mini.dmp")
     t0 = time.monotonic()
     st, n, hdr = http(api + "/dump?pid=1&type=Mini", token, timeout=120, dest=path)

@@ -50,6 +50,9 @@ struct agent {
      * ones against it); sessions count themselves here until they are freed, so it lives as
      * long as the loop runs (struct agent outlives the loop in main.c). */
     struct ipc_session_admission sessions;
+    /* Metrics and live-metrics sessions (metrics_session.c), counted apart: they are long-lived
+     * (one per process) and must never make /trace answer 429. */
+    struct ipc_session_admission metric_sessions;
     struct auth_verifier *verifier; /* NULL: no key (every request 401) unless no_auth */
     bool no_auth;
     char *key_settings;            /* the key settings in effect (apikey.c) */

@@ -218,22 +218,32 @@ static void lm_on_end(void *ud, int status, const char *reason)
     uv_timer_stop(&job->timer);
     log_info(cat, "live metrics of %" PRIu64 ": %s; %" PRIu64 " records, %" PRIu64 " dropped",
              job->pid, reason, job->records, job->dropped);
+    /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. A
+     * stream dotmon could not read, or a stop that never finished, is a failure: the client
+     * sees the transfer cut, the operation says why. */
+    bool failed = status == AGENT_E_PROTO || status == AGENT_E_TIMEOUT;
     if (job->req != NULL) {
         struct http_request *req = job->req;
         job->req = NULL;
         http_request_on_abort(req, NULL, NULL);
-        if (job->streaming) {
-            http_stream_end(req); /* a runtime that exits ends the stream cleanly too */
+        if (job->streaming && !failed) {
+            http_stream_end(req);
+        } else if (job->streaming) {
+            http_stream_abort(req);
         } else {
-            api_problem(req, status == AGENT_E_RUNTIME ? 400 : 502,
+            api_problem(req,
+                        status == AGENT_E_RUNTIME   ? 400
+                        : status == AGENT_E_TIMEOUT ? 504
+                                                    : 502,
                         "cannot collect live metrics from process %" PRIu64 ": %s", job->pid,
                         reason);
         }
     }
-    if (job->streaming) {
+    if (job->streaming && !failed) {
         lm_finish_op(job, OP_SUCCEEDED, NULL, NULL);
     } else {
-        lm_finish_op(job, OP_FAILED, "RuntimeUnreachable", reason);
+        lm_finish_op(job, OP_FAILED, job->streaming ? "StreamFailed" : "RuntimeUnreachable",
+                     reason);
     }
     lm_maybe_free(job);
 }

@@ -302,7 +302,8 @@ void api_metrics(struct agent *a, struct http_request *req)
                "dotmon_operations_running{kind=\"trace\"} %zu\n"
                "dotmon_operations_running{kind=\"dump\"} %zu\n"
                "dotmon_operations_running{kind=\"livemetrics\"} %zu\n",
-               a->sessions.live, op_registry_active(&a->ops, OP_KIND_TRACE),
+               a->sessions.live + a->metric_sessions.live,
+               op_registry_active(&a->ops, OP_KIND_TRACE),
                op_registry_active(&a->ops, OP_KIND_DUMP),
                op_registry_active(&a->ops, OP_KIND_LIVEMETRICS));
     /* Every process's own metrics (metrics.c); a partial text is still served, as the scrape

@@ -42,6 +42,7 @@ struct mproc {
     char reason[256];
     uint64_t backoff_ms;
     bool restarting; /* a staleness restart is under way */
+    bool full_said;  /* the store's series limit was logged */
 };
 
 struct metrics {
@@ -69,7 +70,13 @@ static void mproc_on_sample(void *ud, const struct ev_metric_sample *s)
 {
     struct mproc *mp = ud;
     int rc = ev_store_add(mp->store, s);
-    if (rc != 0 && rc != AGENT_E_TOOBIG) {
+    if (rc == AGENT_E_TOOBIG && !mp->full_said) {
+        mp->full_said = true;
+        log_warn(cat,
+                 "metrics of %" PRIu64 ": %zu series kept; new series (here %s %s) are left out "
+                 "(too many tag combinations?)",
+                 mp->pid, ev_store_series(mp->store), s->provider, s->name);
+    } else if (rc != 0 && rc != AGENT_E_TOOBIG) {
         log_warn(cat, "metrics of %" PRIu64 ": %s", mp->pid, agent_strerror(rc));
     }
 }
@@ -114,8 +121,9 @@ static void mproc_on_end(void *ud, int status, const char *reason)
 {
     struct mproc *mp = ud;
     mp->sess = NULL;
-    if (mp->restarting) { /* our own restart: at once */
-        mp->restarting = false;
+    bool restart = mp->restarting && status == 0;
+    mp->restarting = false;
+    if (restart) { /* our own restart, and the session ended as asked: start again at once */
         mproc_wait(mp, 0);
         return;
     }
@@ -145,7 +153,8 @@ static void mproc_on_timer(uv_timer_t *t)
      * its timer for every session (EVENTS.md §2.1). Restart ours to turn them on again. */
     uint64_t interval = metrics_filters_counter_interval_ms(&mp->m->f);
     uint64_t now = uv_now(mp->m->a->loop);
-    if (mp->state == MP_RUNNING && interval > 0 && mp->sess != NULL && !mp->restarting) {
+    if (mp->state == MP_RUNNING && interval > 0 && mp->sess != NULL && !mp->restarting &&
+        msession_counters_seen(mp->sess)) {
         uint64_t since = now - msession_last_counter_ms(mp->sess);
         if (since > 3 * interval + 5000) {
             log_info(cat,
@@ -227,6 +236,12 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
                 return;
             }
         }
+        return;
+    }
+    /* The default process only, with DefaultProcess:Filters to say which: no session for the
+     * others. (Without filters the default is "the only process", which changes as processes
+     * come and go: every process keeps its session and /metrics picks at render time.) */
+    if (!m->all_processes && m->a->nfilters > 0 && !api_is_default(m->a, p)) {
         return;
     }
     struct mproc *mp = calloc(1, sizeof(*mp));

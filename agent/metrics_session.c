@@ -43,9 +43,27 @@ static struct metrics_filter *find_filter(struct metrics_filters *f, const char 
     return NULL;
 }
 
+/*
+ * A provider or meter name goes into the runtime's argument strings: one that the runtime would
+ * split or widen (',', ';', '=', quotes, '\\', line breaks, the wildcard '*', spaces around it)
+ * is refused rather than enabling more than asked (every meter into the shared aggregation).
+ */
+static bool valid_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 256 || name[0] == ' ' || name[n - 1] == ' ' || name[0] == '\t' ||
+        name[n - 1] == '\t') {
+        return false;
+    }
+    return strpbrk(name, "*,;=\"\\\r\n") == NULL;
+}
+
 static int add_filter(struct metrics_filters *f, const char *name, bool meter,
                       struct metrics_filter **out)
 {
+    if (!valid_name(name)) {
+        return AGENT_E_INVAL;
+    }
     struct metrics_filter *x = find_filter(f, name, meter);
     if (x == NULL) {
         if (f->n >= METRICS_MAX_FILTERS) {
@@ -154,6 +172,9 @@ int metrics_filters_from_config(struct metrics_filters *f, const struct config *
         log_error(cat, "Metrics: more than %d providers and meters, or %d names in one",
                   METRICS_MAX_FILTERS, METRICS_MAX_NAMES);
         rc = AGENT_E_INVAL;
+    } else if (rc == AGENT_E_INVAL) {
+        log_error(cat, "Metrics: a ProviderName or MeterName is empty, has spaces around it, or "
+                       "holds one of * , ; = \" \\ or a line break");
     }
     if (rc != 0) {
         metrics_filters_fini(f);
@@ -197,6 +218,13 @@ static int json_list(struct metrics_filters *f, const cJSON *arr, bool meter, st
         }
         struct metrics_filter *x = NULL;
         int rc = add_filter(f, name->valuestring, meter, &x);
+        if (rc == AGENT_E_INVAL) {
+            buf_printf(err,
+                       "%s[%zu].%s: '%s' is not a name the runtime takes as one (no * , ; = "
+                       "quotes, backslashes, line breaks or surrounding spaces)",
+                       what, i, key, name->valuestring);
+            return rc;
+        }
         const cJSON *list = member(item, names);
         if (rc == 0 && list != NULL && !cJSON_IsNull(list) && !cJSON_IsArray(list)) {
             buf_printf(err, "%s[%zu].%s must be an array of strings", what, i, names);
@@ -329,6 +357,7 @@ struct msession {
     char session_id[37];
     char client_id[37];
     uint64_t last_counter_ms;
+    bool counters_seen; /* an EventCounters event arrived in this session */
     bool stopping;
     bool failed; /* the stream was unreadable: ending after an abort */
 };
@@ -344,6 +373,7 @@ static void ms_on_sample(void *ud, const struct ev_metric_sample *x)
     struct msession *s = ud;
     if (!x->is_meter) {
         s->last_counter_ms = uv_now(s->a->loop);
+        s->counters_seen = true;
     }
     if (metrics_filters_want(s->f, x)) {
         s->cb->on_sample(s->ud, x);
@@ -471,8 +501,9 @@ static int build_config(struct msession *s, int major, struct ipc_provider *prov
             rc = rc ? rc : buf_append(args, "", 1);
         }
     }
-    /* Meters need System.Diagnostics.Metrics' EventSource, .NET 6+. */
-    if (rc == 0 && (major == 0 || major >= 6)) {
+    /* Meters need System.Diagnostics.Metrics' EventSource, .NET 6+ (a runtime without
+     * ProcessInfo2, major 0, is older than that). */
+    if (rc == 0 && major >= 6) {
         struct buf a;
         buf_init(&a, ARGS_MAX);
         rc = meter_arguments(s, major, &a);
@@ -517,7 +548,7 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
     int rc = build_config(s, major, prov, &nprov, &args);
     if (rc == 0) {
         struct ev_stream_options so = {.session_id = s->session_id,
-                                       .client_id = s->client_id,
+                                       .client_id = s->client_id[0] ? s->client_id : NULL,
                                        .refresh_interval_s = f->interval_s};
         rc = ev_stream_new(&s->stream, &so, ms_on_sample, ms_on_error, s);
     }
@@ -527,8 +558,8 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                                          .rundown_keyword = 0,
                                          .providers = prov,
                                          .provider_count = nprov};
-        rc = ipc_session_start(a->loop, &a->sessions, ep, &cfg, START_TIMEOUT_MS, &ms_callbacks, s,
-                               &s->sess);
+        rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &cfg, START_TIMEOUT_MS,
+                               &ms_callbacks, s, &s->sess);
     }
     buf_fini(&args);
     if (rc != 0) {
@@ -561,4 +592,9 @@ void msession_abort(struct msession *s)
 uint64_t msession_last_counter_ms(const struct msession *s)
 {
     return s->last_counter_ms;
+}
+
+bool msession_counters_seen(const struct msession *s)
+{
+    return s->counters_seen;
 }

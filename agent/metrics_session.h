@@ -89,6 +89,9 @@ void msession_stop(struct msession *s);
 void msession_abort(struct msession *s);
 /* uv_now of the last EventCounters event (wanted or not), or of the start. */
 uint64_t msession_last_counter_ms(const struct msession *s);
+/* Whether any EventCounters event has arrived in this session (a process that has none of the
+ * providers never gets a staleness restart). */
+bool msession_counters_seen(const struct msession *s);
 
 /* The runtime major version from ProcessInfo2's clrProductVersion ("10.0.12" → 10), 0 if none. */
 int metrics_runtime_major(const char *clr_version);

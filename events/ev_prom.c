@@ -345,14 +345,20 @@ static bool key_used(const char *key, size_t n, const char *used, size_t used_le
     return false;
 }
 
+/* Tag labels per line, and "tag_" prefixes per key, beyond which a tag is left out: an app's
+ * pathological tag list must not make a scrape quadratic (or worse). */
+#define MAX_TAG_LABELS 64
+#define MAX_PREFIXES   8
+
 /*
  * Appends the normalized key[0..n) to scratch, after the NUL-separated list of keys in use,
  * prefixed with "tag_" as often as needed to make it unique and not reserved (empty or "__").
+ * AGENT_E_NOTFOUND (scratch unchanged) when MAX_PREFIXES prefixes are not enough.
  */
 static int unique_key(struct buf *scratch, const char *key, size_t n)
 {
     size_t mark = buf_size(scratch);
-    for (size_t prefixes = 0;; prefixes++) {
+    for (size_t prefixes = 0; prefixes <= MAX_PREFIXES; prefixes++) {
         buf_truncate(scratch, mark);
         int rc = 0;
         for (size_t i = 0; i < prefixes && rc == 0; i++) {
@@ -371,6 +377,8 @@ static int unique_key(struct buf *scratch, const char *key, size_t n)
             return 0;
         }
     }
+    buf_truncate(scratch, mark);
+    return AGENT_E_NOTFOUND;
 }
 
 /* Appends [", "]key="value" with the value escaped. */
@@ -431,11 +439,17 @@ static int render_labels(struct buf *out, const struct ev_series *s,
     }
 
     tag_iter_init(&it, s);
-    while (with_tags && rc == 0 && tag_next(&it, &item, &len)) {
+    size_t ntags = 0;
+    while (with_tags && rc == 0 && ntags < MAX_TAG_LABELS && tag_next(&it, &item, &len)) {
         const char *eq = memchr(item, sep, len);
         size_t klen = (size_t)(eq - item);
         size_t mark = buf_size(scratch);
         rc = unique_key(scratch, item, klen);
+        if (rc == AGENT_E_NOTFOUND) {
+            rc = 0; /* left out: no unique name within MAX_PREFIXES */
+            continue;
+        }
+        ntags++;
         if (rc == 0) {
             rc = append_label(out, first, (const char *)buf_data(scratch) + mark,
                               buf_size(scratch) - mark, eq + 1, len - klen - 1);

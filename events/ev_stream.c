@@ -71,6 +71,7 @@ enum ev_fid {
     F_INSTRUMENT_ID,
     F_METER_TAGS,
     F_INSTRUMENT_TAGS,
+    F_INSTRUMENT_TYPE,
     F_ERROR_MESSAGE,
     F_RUNNING_SESSION_ID,
     F_CLIENT_ID,
@@ -107,6 +108,7 @@ static const char *const field_paths[F_COUNT_ALL] = {
     [F_INSTRUMENT_ID] = "instrumentId",
     [F_METER_TAGS] = "meterTags",
     [F_INSTRUMENT_TAGS] = "instrumentTags",
+    [F_INSTRUMENT_TYPE] = "instrumentType",
     [F_ERROR_MESSAGE] = "errorMessage",
     [F_RUNNING_SESSION_ID] = "runningSessionId",
     [F_CLIENT_ID] = "clientId",
@@ -152,6 +154,10 @@ struct ev_instr {
     char *unit;
     char *meter_tags;
     char *instrument_tags;
+    /* A synchronous Counter<T> (instrumentType "Counter`1"): its running total only grows.
+     * Observable counters are not trusted for that: .NET 10.0.12 reports the thread pool's
+     * thread count and queue length as ObservableCounters (EVENTS.md §3.6). */
+    bool monotonic;
 };
 
 struct ev_stream {
@@ -652,6 +658,7 @@ static void on_begin(struct ev_stream *s, const struct ev_md *md)
         off += len;
     }
     slot->id = id;
+    slot->monotonic = strcmp(field_str(s, md, F_INSTRUMENT_TYPE, ""), "Counter`1") == 0;
 }
 
 /* "0.5=v;0.95=v;0.99=v" (EVENTS.md §3.4): pairs kept ascending by quantile; bad items skipped. */
@@ -744,6 +751,7 @@ static void on_meter_value(struct ev_stream *s, const struct ev_md *md, int64_t 
     if (m.unit == NULL) {
         m.unit = in != NULL ? in->unit : ""; /* shapes without a unit field */
     }
+    m.has_total = m.has_total && in != NULL && in->monotonic; /* a Prometheus counter */
     m.meter_tags = in != NULL ? in->meter_tags : "";
     m.instrument_tags = in != NULL ? in->instrument_tags : "";
     m.display_name = "";

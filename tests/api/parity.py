@@ -379,6 +379,8 @@ def main():
         for q, body in [("durationSeconds=-2", None), ("durationSeconds=x", None),
                         ("durationSeconds=1", '{"providers":[{"counterNames":["x"]}]}'),
                         ("durationSeconds=1", '{"includeDefaultProviders":"yes"}'),
+                        ("durationSeconds=1", '{"meters":[{"meterName":"*"}]}'),
+                        ("durationSeconds=1", '{"providers":[{"providerName":"A,B"}]}'),
                         ("durationSeconds=1", "[1]")]:
             method = "POST" if body is not None else "GET"
             st, h, b = d.request(method, f"/livemetrics?pid={pid}&{q}", body=body,

@@ -35,7 +35,7 @@ PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print
 TMPDIR=$WORK "$DOTMON_BIN" collect --no-auth --urls "http://127.0.0.1:$PORT" --metrics false 2>"$WORK/dm.log" &
 DM_PID=$!
 until curl -sf "http://127.0.0.1:$PORT/processes" | grep -q "\"pid\":$APP_PID"; do sleep 0.1; done
-BODY='{"Providers":[{"Name":"DotMon-TestApp","EventLevel":"Verbose","Keywords":"0xFFFFFFFF"},
+BODY='{"Providers":[{"Name":"DotMon-TestApp","EventLevel":"Verbose","Keywords":"0xFFFFFFFFFFFFFFFF"},
  {"Name":"System.Runtime","EventLevel":"Informational","Keywords":"0","Arguments":{"EventCounterIntervalSec":"1"}},
  {"Name":"System.Diagnostics.Metrics","EventLevel":"Informational","Keywords":"0x2",
   "Arguments":{"SessionId":"bench","Metrics":"System.Runtime","RefreshInterval":"1"}}],

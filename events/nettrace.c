@@ -78,6 +78,7 @@ struct thread_slot {
     uint64_t id;
     uint32_t seq;
     uint8_t used;
+    uint8_t live; /* V6: introduced by a Thread block, not removed or flushed since */
 };
 
 /* The decoded header of one event blob (§5.5); compressed blobs inherit from the previous one. */
@@ -138,6 +139,7 @@ struct nettrace_private {
     size_t threads_len;
     size_t threads_cap;              /* power of two, or 0 */
     struct thread_slot *thread_last; /* slot of the last event's capture thread, or NULL */
+    bool threads_full; /* V6: a Thread block went past MAX_THREADS: liveness is not checked */
 };
 
 static const char *const block_names[NETTRACE_BLOCK_KINDS] = {"EventBlock", "MetadataBlock",
@@ -637,8 +639,8 @@ static bool stack_defined(const struct nettrace_private *pr, uint32_t id)
  * point dropped everything it attempted. A number going backwards (a recycled thread id) counts
  * nothing and starts over.
  */
-static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_t expected,
-                              uint32_t seq)
+/* The slot of thread tid, made (sequence 0) when absent; *out NULL past MAX_THREADS. */
+static int thread_slot_get(struct nettrace_private *pr, uint64_t tid, struct thread_slot **out)
 {
     if (pr->threads_len * 2 >= pr->threads_cap && pr->threads_len < MAX_THREADS) {
         size_t cap = pr->threads_cap ? pr->threads_cap * 2 : 64;
@@ -666,6 +668,7 @@ static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_
         j = (j + 1) & mask;
     }
     struct thread_slot *s = &pr->threads[j];
+    *out = NULL;
     if (!s->used) {
         if (pr->threads_len >= MAX_THREADS) {
             return 0; /* stop tracking new threads; the count is a statistic */
@@ -675,6 +678,20 @@ static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_
         pr->threads_len++;
         s->seq = 0; /* nothing attempted before the session */
     }
+    *out = s;
+    return 0;
+}
+
+static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_t expected,
+                              uint32_t seq)
+{
+    struct thread_slot *s;
+    if (thread_slot_get(pr, tid, &s) != 0) {
+        return -ENOMEM;
+    }
+    if (s == NULL) {
+        return 0;
+    }
     int32_t gap = (int32_t)(expected - s->seq);
     if (gap > 0) {
         pr->stats.lost += (uint64_t)gap;
@@ -682,6 +699,28 @@ static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_
     s->seq = seq;
     pr->thread_last = s;
     return 0;
+}
+
+/*
+ * V6 (§5.9): a thread index may be referred to (capture thread of an event, sequence point,
+ * RemoveThread) only between the Thread block that introduces it and its RemoveThread or a
+ * sequence point flushing the thread cache; TraceEvent (ThreadCache.GetThread) refuses others.
+ */
+static bool thread_live(const struct nettrace_private *pr, uint64_t idx)
+{
+    if (pr->threads_full) {
+        return true;
+    }
+    if (pr->threads_cap == 0) {
+        return false;
+    }
+    size_t mask = pr->threads_cap - 1;
+    for (size_t j = hash64(idx) & mask; pr->threads[j].used; j = (j + 1) & mask) {
+        if (pr->threads[j].id == idx) {
+            return pr->threads[j].live != 0;
+        }
+    }
+    return false;
 }
 
 static inline int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_t expected,
@@ -884,6 +923,10 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
                         "event uses stack id %u, not defined since the last SPBlock", b->stack_id);
         }
         pr->stats.missing_stacks++;
+    }
+    if (pr->v6 && !thread_live(pr, b->capture_thread_id)) {
+        return fail(pr, AGENT_E_PROTO, at, "event of unknown capture thread index %llu",
+                    (unsigned long long)b->capture_thread_id);
     }
     if (thread_seen(pr, b->capture_thread_id, b->sequence - 1, b->sequence) != 0) {
         return fail_nomem(pr, at);
@@ -1284,12 +1327,17 @@ static int check_v6_sequence_point(struct nettrace_private *pr, const uint8_t *p
     for (uint32_t k = 0; k < count; k++) {
         uint64_t index;
         uint64_t seq;
+        uint64_t at = ev_rd_offset(&c);
         int rc = v6_varint(pr, &c, 64, "SequencePoint thread", &index);
         if (rc == 0) {
             rc = v6_varint(pr, &c, 32, "SequencePoint sequence", &seq);
         }
         if (rc < 0) {
             return rc;
+        }
+        if (!thread_live(pr, index)) {
+            return fail(pr, AGENT_E_PROTO, at, "SequencePoint: unknown thread index %llu",
+                        (unsigned long long)index);
         }
         if (thread_seen(pr, index, (uint32_t)seq, (uint32_t)seq) != 0) {
             return fail_nomem(pr, pr->pos);
@@ -1300,6 +1348,11 @@ static int check_v6_sequence_point(struct nettrace_private *pr, const uint8_t *p
                     "SequencePoint: %zu bytes after its %u threads", ev_rd_left(&c), count);
     }
     pr->nranges = 0;
+    if ((flags & 1u) != 0) {
+        for (size_t k = 0; k < pr->threads_cap; k++) {
+            pr->threads[k].live = 0; /* after the sequence checks above, as §5.9 says */
+        }
+    }
     if ((flags & 2u) != 0) {
         pr->md_epoch++;
     }
@@ -1311,6 +1364,17 @@ static int check_v6_thread_row(struct nettrace_private *pr, struct ev_rd *w)
 {
     uint64_t v;
     int rc = v6_varint(pr, w, 64, "Thread index", &v);
+    if (rc == 0) {
+        struct thread_slot *s;
+        if (thread_slot_get(pr, v, &s) != 0) {
+            return fail_nomem(pr, pr->pos);
+        }
+        if (s != NULL) {
+            s->live = 1;
+        } else {
+            pr->threads_full = true;
+        }
+    }
     while (rc == 0 && ev_rd_left(w) > 0) {
         uint8_t kind = w->p[w->i++];
         const uint8_t *s;
@@ -1325,7 +1389,9 @@ static int check_v6_thread_row(struct nettrace_private *pr, struct ev_rd *w)
                 rc = v6_string(pr, w, "Thread value", &s, &len);
             }
         } else {
-            break; /* the row size still says where the next row starts */
+            /* TraceEvent refuses unknown kinds (no size to skip them by) */
+            return fail(pr, AGENT_E_PROTO, ev_rd_offset(w) - 1, "Thread row: unknown kind %u",
+                        kind);
         }
     }
     return rc;
@@ -1357,6 +1423,7 @@ static int check_v6_remove_threads(struct nettrace_private *pr, const uint8_t *p
     while (ev_rd_left(&c) > 0) {
         uint64_t index;
         uint64_t seq;
+        uint64_t at = ev_rd_offset(&c);
         int rc = v6_varint(pr, &c, 64, "RemoveThread index", &index);
         if (rc == 0) {
             rc = v6_varint(pr, &c, 32, "RemoveThread sequence", &seq);
@@ -1364,8 +1431,19 @@ static int check_v6_remove_threads(struct nettrace_private *pr, const uint8_t *p
         if (rc < 0) {
             return rc;
         }
+        if (!thread_live(pr, index)) {
+            return fail(pr, AGENT_E_PROTO, at, "RemoveThread: unknown thread index %llu",
+                        (unsigned long long)index);
+        }
         if (thread_seen(pr, index, (uint32_t)seq, (uint32_t)seq) != 0) {
             return fail_nomem(pr, pr->pos);
+        }
+        struct thread_slot *s;
+        if (thread_slot_get(pr, index, &s) != 0) {
+            return fail_nomem(pr, pr->pos);
+        }
+        if (s != NULL) {
+            s->live = 0;
         }
     }
     return 0;

@@ -42,9 +42,13 @@
  * blocks are checked as above with V6 row headers (label list ids, thread indices), Metadata rows
  * parse up to their OptionalMetadata (field descriptions are only walked by their sizes; UTF-8
  * names without NUL bytes), Stack blocks as StackBlock, SequencePoint blocks (thread list decoded
- * to the block end; they end the stack region and, with flag 2, the metadata definitions), Thread,
- * RemoveThread and LabelList blocks decoded within their sizes, and an EndOfStream block (size 0)
- * is the end tag. Stats count V6 Event/Metadata/Stack/SequencePoint blocks under the V4 kinds.
+ * to the block end; they end the stack region, with flag 1 the thread indices and with flag 2 the
+ * metadata definitions), Thread blocks (rows of known kinds), RemoveThread and LabelList blocks
+ * decoded within their sizes, and an EndOfStream block (size 0) is the end tag. As in TraceEvent,
+ * an event's capture thread index, a sequence point's and a RemoveThread's thread index must have
+ * been introduced by a Thread block and not removed or flushed since (the event's own thread
+ * index is not checked). Stats count V6 Event/Metadata/Stack/SequencePoint blocks under the V4
+ * kinds.
  *
  * Errors from nettrace_feed: AGENT_E_PROTO (the stream is invalid), AGENT_E_TOOBIG (a size over a
  * cap, or a checker limit hit: also an INVALID verdict), -ENOMEM (UV_ENOMEM: the checker could not

@@ -457,8 +457,6 @@ static void thread_block(struct wb *w)
     wb_varu(&r, 2);
     wb_u8(&r, 3);
     wb_varu(&r, 70000);
-    wb_u8(&r, 99); /* an unknown kind: the rest of the row is skipped */
-    wb_raw(&r, "zz", 2);
     wb_sized16(&b, &r);
     v6_block(w, 6, &b);
     free(b.b);
@@ -501,16 +499,19 @@ static void label_block(struct wb *w)
     free(b.b);
 }
 
-static void sequence_point(struct wb *w, uint32_t flags)
+/* A sequence point (flags 1: flush the threads, 2: flush the metadata) with threads 1 and 2. */
+static void sequence_point(struct wb *w, uint32_t flags, bool threads)
 {
     struct wb b = {0};
     wb_u64(&b, SYNC_TICKS + 3000000);
     wb_u32(&b, flags);
-    wb_u32(&b, 2);
-    wb_varu(&b, 1);
-    wb_varu(&b, 1);
-    wb_varu(&b, 2);
-    wb_varu(&b, 6);
+    wb_u32(&b, threads ? 2 : 0);
+    if (threads) {
+        wb_varu(&b, 1);
+        wb_varu(&b, 1);
+        wb_varu(&b, 2);
+        wb_varu(&b, 6);
+    }
     v6_block(w, 4, &b);
     free(b.b);
 }
@@ -540,11 +541,11 @@ static uint8_t *v6_file(size_t *n)
     stack_block(&w);
     label_block(&w);
     event_blocks(&w);
-    sequence_point(&w, 1);
+    sequence_point(&w, 0, true);
     remove_threads(&w);
     unknown.n = 0;
-    v6_block(&w, 9, &unknown); /* unknown and empty */
-    sequence_point(&w, 2);     /* flushes the metadata */
+    v6_block(&w, 9, &unknown);    /* unknown and empty */
+    sequence_point(&w, 3, false); /* flushes the threads and the metadata */
     unknown.n = 0;
     v6_block(&w, 0, &unknown); /* EndOfStream */
     free(unknown.b);
@@ -990,6 +991,12 @@ static void test_container_v6_invalid(void **state)
     size_t ev = block_at(f, n, 2, 0);
     expect_invalid(f, n, ev + 4 + 24 + 4, 9, "undefined metadata id");
     expect_invalid(f, n, ev + 4 + 24, 0xFF, "event size past the block");
+    expect_invalid(f, n, ev + 4 + 24 + 24, 9, "unknown capture thread index");
+    size_t tb = block_at(f, n, 6, 0);
+    expect_invalid(f, n, tb + 4 + 2 + 1, 99, "unknown thread info kind");
+    expect_invalid(f, n, tb + 4 + 2, 7, "event on a thread never introduced");
+    size_t rt = block_at(f, n, 7, 0);
+    expect_invalid(f, n, rt + 4, 5, "RemoveThread of an unknown thread");
     size_t lb = block_at(f, n, 8, 0);
     expect_invalid(f, n, lb + 4, 0, "label list first index 0");
     expect_invalid(f, n, lb + 4 + 8, 0x33, "unknown label kind");
@@ -1009,14 +1016,15 @@ static void test_container_v6_flush(void **state)
     struct wb b = {0};
     v6_header(&w);
     v6_trace(&w);
+    thread_block(&w);
     metadata_block(&w);
-    sequence_point(&w, 2);
+    sequence_point(&w, 2, true);
     metadata_block(&w); /* ids 1 and 2 again: allowed after the flush */
     counters_payload(&pl);
     event_block_header(&b, 0);
     row_uncompressed(&b, 2, 7, 2, 0, SYNC_TICKS, 0, &pl);
     v6_block(&w, 2, &b);
-    sequence_point(&w, 2);
+    sequence_point(&w, 2, false);
     v6_block(&w, 2, &b); /* id 2 flushed: invalid */
     struct seen sn;
     memset(&sn, 0, sizeof(sn));
@@ -1034,10 +1042,25 @@ static void test_container_v6_flush(void **state)
     v6_header(&w);
     v6_trace(&w);
     metadata_block(&w);
-    sequence_point(&w, 1);
+    sequence_point(&w, 1, false);
     metadata_block(&w);
     assert_int_equal(check(w.b, w.n, 0, NULL, &ck), NETTRACE_INVALID);
     assert_non_null(strstr(nettrace_error(&ck, NULL), "defined twice"));
+    nettrace_checker_fini(&ck);
+
+    /* Threads flushed by a sequence point cannot be referred to any more. */
+    w.n = 0;
+    v6_header(&w);
+    v6_trace(&w);
+    thread_block(&w);
+    metadata_block(&w);
+    v6_block(&w, 2, &b);
+    sequence_point(&w, 1, true);
+    assert_int_equal(check(w.b, w.n, 0, NULL, &ck), NETTRACE_TRUNCATED);
+    nettrace_checker_fini(&ck);
+    v6_block(&w, 2, &b);
+    assert_int_equal(check(w.b, w.n, 0, NULL, &ck), NETTRACE_INVALID);
+    assert_non_null(strstr(nettrace_error(&ck, NULL), "unknown capture thread"));
     nettrace_checker_fini(&ck);
     free(w.b);
     free(pl.b);

@@ -135,8 +135,9 @@ struct ev_record {
 
 /*
  * Decodes payload p[0..n) by schema s into rec. 0, or AGENT_E_PROTO when the payload is shorter
- * than its fields need (or a string lacks its NUL); rec is then unusable. Bytes after the last
- * field are allowed (TraceEvent ignores them too). Allocates nothing.
+ * than its fields need (or a string lacks its NUL, a varint is over-long, a RelLoc/DataLoc points
+ * outside the payload or at a size that is not whole elements); rec is then unusable. Bytes after
+ * the last field are allowed (TraceEvent ignores them too). Allocates nothing.
  */
 int ev_record_decode(struct ev_record *rec, const struct ev_schema *s, const uint8_t *p, size_t n);
 

@@ -32,16 +32,34 @@ static bool scalar_code(uint32_t t)
     return t >= EV_TYPE_BOOLEAN && t <= EV_TYPE_STRING;
 }
 
-/* Payload bytes of a fixed-size scalar; -1 for String. */
+/* V6 scalars: the V5 ones and VarInt, VarUInt, UTF8CodeUnit, Boolean8. */
+static bool v6_scalar_code(uint32_t t)
+{
+    return scalar_code(t) || t == EV_TYPE_VARINT || t == EV_TYPE_VARUINT ||
+           t == EV_TYPE_UTF8_UNIT || t == EV_TYPE_BOOLEAN8;
+}
+
+/* The codes whose node has one child, the element type. */
+static bool array_code(uint8_t t)
+{
+    return t == EV_TYPE_ARRAY || t == EV_TYPE_FIXED_ARRAY || t == EV_TYPE_RELLOC ||
+           t == EV_TYPE_DATALOC;
+}
+
+/* Payload bytes of a fixed-size scalar (RelLoc/DataLoc: the u32); -1 for String and varints. */
 static int32_t scalar_size(uint8_t code)
 {
-    static const int8_t sizes[EV_TYPE_STRING + 1] = {
-        [EV_TYPE_BOOLEAN] = 4,  [EV_TYPE_CHAR] = 2,     [EV_TYPE_SBYTE] = 1,  [EV_TYPE_BYTE] = 1,
-        [EV_TYPE_INT16] = 2,    [EV_TYPE_UINT16] = 2,   [EV_TYPE_INT32] = 4,  [EV_TYPE_UINT32] = 4,
-        [EV_TYPE_INT64] = 8,    [EV_TYPE_UINT64] = 8,   [EV_TYPE_SINGLE] = 4, [EV_TYPE_DOUBLE] = 8,
-        [EV_TYPE_DECIMAL] = 16, [EV_TYPE_DATETIME] = 8, [EV_TYPE_GUID] = 16,  [EV_TYPE_STRING] = -1,
+    static const int8_t sizes[EV_TYPE_BOOLEAN8 + 1] = {
+        [EV_TYPE_BOOLEAN] = 4,   [EV_TYPE_CHAR] = 2,     [EV_TYPE_SBYTE] = 1,
+        [EV_TYPE_BYTE] = 1,      [EV_TYPE_INT16] = 2,    [EV_TYPE_UINT16] = 2,
+        [EV_TYPE_INT32] = 4,     [EV_TYPE_UINT32] = 4,   [EV_TYPE_INT64] = 8,
+        [EV_TYPE_UINT64] = 8,    [EV_TYPE_SINGLE] = 4,   [EV_TYPE_DOUBLE] = 8,
+        [EV_TYPE_DECIMAL] = 16,  [EV_TYPE_DATETIME] = 8, [EV_TYPE_GUID] = 16,
+        [EV_TYPE_STRING] = -1,   [EV_TYPE_VARINT] = -1,  [EV_TYPE_VARUINT] = -1,
+        [EV_TYPE_UTF8_UNIT] = 1, [EV_TYPE_RELLOC] = 4,   [EV_TYPE_DATALOC] = 4,
+        [EV_TYPE_BOOLEAN8] = 1,
     };
-    return code <= EV_TYPE_STRING ? sizes[code] : -1;
+    return code <= EV_TYPE_BOOLEAN8 ? sizes[code] : -1;
 }
 
 /* Appends a UTF-16LE name as NUL-terminated UTF-8; its offset goes to *off. */
@@ -86,7 +104,7 @@ static int reserve(struct builder *b, uint16_t parent, uint32_t count, size_t le
         memset(f, 0, sizeof(*f));
         f->parent = parent;
         f->depth = (uint8_t)(pf->depth + 1);
-        f->in_array = pf->in_array || pf->code == EV_TYPE_ARRAY;
+        f->in_array = pf->in_array || array_code(pf->code);
         b->name_off[b->n] = 0; /* "" (offset 0 holds an empty string) */
         b->n++;
     }
@@ -183,19 +201,42 @@ static int parse_v2_fields(struct builder *b, struct ev_rd *c, uint16_t parent, 
     return 0;
 }
 
-/* Fixed payload size of node idx and below, bottom-up; -1 when it varies. */
-static int32_t compute_size(struct builder *b, uint16_t idx)
+/*
+ * Fixed payload size of node idx and below, bottom-up; -1 when it varies. A FixedLengthArray of
+ * fixed-size elements is fixed (one of zero elements too, whatever its element); one whose size
+ * would pass EV_FIXED_MAX makes the schema invalid (*bad), as no payload could hold it. A node of
+ * varying size always takes at least one payload byte, which bounds element-by-element decoding.
+ */
+#define EV_FIXED_MAX (64 * 1024 * 1024)
+
+static int32_t compute_size(struct builder *b, uint16_t idx, bool *bad)
 {
     struct ev_field *f = &b->f[idx];
     int32_t size = 0;
     if (f->code == EV_TYPE_ARRAY) {
-        (void)compute_size(b, f->child);
+        (void)compute_size(b, f->child, bad);
         size = -1;
+    } else if (f->code == EV_TYPE_FIXED_ARRAY) {
+        int32_t es = compute_size(b, f->child, bad);
+        int64_t total = es < 0 ? -1 : (int64_t)es * f->fixed_count;
+        if (total > EV_FIXED_MAX) {
+            *bad = true;
+        }
+        size = f->fixed_count == 0 ? 0 : (total < 0 || total > EV_FIXED_MAX ? -1 : (int32_t)total);
+    } else if (f->code == EV_TYPE_RELLOC || f->code == EV_TYPE_DATALOC) {
+        if (compute_size(b, f->child, bad) <= 0) {
+            *bad = true; /* the location's size must split into whole elements */
+        }
+        size = 4;
     } else if (f->code == EV_TYPE_OBJECT) {
         for (uint16_t k = 0; k < f->nchild; k++) {
-            int32_t cs = compute_size(b, (uint16_t)(f->child + k));
-            /* At most 128 nodes of at most 16 bytes: no overflow. */
+            int32_t cs = compute_size(b, (uint16_t)(f->child + k), bad);
+            /* At most 128 nodes of at most EV_FIXED_MAX bytes: capped below, no overflow. */
             size = (size < 0 || cs < 0) ? -1 : size + cs;
+            if (size > EV_FIXED_MAX) {
+                *bad = true;
+                size = -1;
+            }
         }
     } else {
         size = scalar_size(f->code);
@@ -276,13 +317,11 @@ static int parse_fields(struct builder *b, struct ev_rd *c, uint8_t *opcode, boo
     return 0;
 }
 
-int ev_schema_parse(const uint8_t *p, size_t n, struct ev_schema **out)
+static struct builder *builder_new(void)
 {
     struct builder *b = malloc(sizeof(*b));
-    struct ev_schema *s = NULL;
-    int rc = 0;
     if (b == NULL) {
-        return -ENOMEM;
+        return NULL;
     }
     memset(&b->f[0], 0, sizeof(b->f[0]));
     b->f[0].code = EV_TYPE_OBJECT;
@@ -290,26 +329,22 @@ int ev_schema_parse(const uint8_t *p, size_t n, struct ev_schema **out)
     b->names[0] = '\0'; /* offset 0: the empty name */
     b->names_len = 1;
     b->name_off[0] = 0;
+    return b;
+}
 
-    struct ev_rd c;
-    ev_rd_init(&c, p, n);
-    struct md_head h;
-    uint8_t opcode = 0;
-    bool v2 = false;
-    rc = parse_head(b, &c, &h);
-    if (rc == 0) {
-        rc = parse_fields(b, &c, &opcode, &v2);
+/* Sizes the tree and copies the builder into one exact-sized schema allocation. */
+static int build_schema(struct builder *b, const struct md_head *h, uint8_t opcode, bool v2,
+                        struct ev_schema **out)
+{
+    bool bad = false;
+    (void)compute_size(b, 0, &bad);
+    if (bad) {
+        return AGENT_E_PROTO;
     }
-    if (rc < 0) {
-        goto out;
-    }
-    (void)compute_size(b, 0);
-
     size_t fields_bytes = (size_t)b->n * sizeof(struct ev_field);
-    s = malloc(sizeof(*s) + fields_bytes + b->names_len);
+    struct ev_schema *s = malloc(sizeof(*s) + fields_bytes + b->names_len);
     if (s == NULL) {
-        rc = -ENOMEM;
-        goto out;
+        return -ENOMEM;
     }
     struct ev_field *fields = (struct ev_field *)(void *)(s + 1);
     char *names = (char *)fields + fields_bytes;
@@ -318,19 +353,213 @@ int ev_schema_parse(const uint8_t *p, size_t n, struct ev_schema **out)
         fields[k] = b->f[k];
         fields[k].name = names + b->name_off[k];
     }
-    s->metadata_id = h.id;
-    s->event_id = h.event_id;
-    s->version = h.version;
-    s->level = h.level;
-    s->keywords = h.keywords & EV_KEYWORDS_MASK;
+    s->metadata_id = h->id;
+    s->event_id = h->event_id;
+    s->version = h->version;
+    s->level = h->level;
+    s->keywords = h->keywords & EV_KEYWORDS_MASK;
     s->opcode = opcode;
     s->v2 = v2;
-    s->provider = names + h.provider;
-    s->event_name = names + h.name;
+    s->provider = names + h->provider;
+    s->event_name = names + h->name;
     s->nfields = b->n;
     s->fields = fields;
     *out = s;
-out:
+    return 0;
+}
+
+int ev_schema_parse(const uint8_t *p, size_t n, struct ev_schema **out)
+{
+    struct builder *b = builder_new();
+    if (b == NULL) {
+        return -ENOMEM;
+    }
+    struct ev_rd c;
+    ev_rd_init(&c, p, n);
+    struct md_head h;
+    uint8_t opcode = 0;
+    bool v2 = false;
+    int rc = parse_head(b, &c, &h);
+    if (rc == 0) {
+        rc = parse_fields(b, &c, &opcode, &v2);
+    }
+    if (rc == 0) {
+        rc = build_schema(b, &h, opcode, v2, out);
+    }
+    free(b);
+    return rc;
+}
+
+/* ---- NetTrace V6 metadata rows (PROTOCOL.md §5.9, EVENTS.md §1.4) ------------------------ */
+
+#define V6_FIELD_MIN 4 /* u16 fieldSize + an empty name (one length byte) + a type code */
+
+/* Appends a V6 (UTF-8, length-prefixed) name; a NUL byte inside would cut it, so it is refused. */
+static int read_name_v6(struct builder *b, struct ev_rd *c, uint32_t *off)
+{
+    const uint8_t *s;
+    size_t len;
+    if (ev_rd_utf8(c, &s, &len) != 0 || memchr(s, 0, len) != NULL) {
+        return AGENT_E_PROTO;
+    }
+    if (len + 1 > sizeof(b->names) - b->names_len) {
+        return AGENT_E_TOOBIG;
+    }
+    memcpy(b->names + b->names_len, s, len);
+    b->names[b->names_len + len] = '\0';
+    *off = (uint32_t)b->names_len;
+    b->names_len += len + 1;
+    return 0;
+}
+
+static int parse_v6_fields(struct builder *b, struct ev_rd *c, uint16_t parent);
+
+/* Type := u8 code, [element Type if 19/22/24/25], [u16 count if 22], [FieldDescriptions if 1]. */
+static int parse_v6_type(struct builder *b, struct ev_rd *c, uint16_t idx)
+{
+    uint8_t code;
+    if (b->f[idx].depth > EV_SCHEMA_MAX_DEPTH || ev_rd_u8(c, &code) != 0) {
+        return AGENT_E_PROTO;
+    }
+    b->f[idx].code = code;
+    if (code == EV_TYPE_OBJECT) {
+        return parse_v6_fields(b, c, idx);
+    }
+    if (array_code(code)) {
+        int rc = reserve(b, idx, 1, 1, 1);
+        if (rc == 0) {
+            rc = parse_v6_type(b, c, b->f[idx].child);
+        }
+        if (rc == 0 && code == EV_TYPE_FIXED_ARRAY && ev_rd_u16(c, &b->f[idx].fixed_count) != 0) {
+            rc = AGENT_E_PROTO;
+        }
+        return rc;
+    }
+    return v6_scalar_code(code) ? 0 : AGENT_E_PROTO;
+}
+
+/* FieldDescriptions := u16 count, count x (u16 fieldSize, name, Type, ignored tail). */
+static int parse_v6_fields(struct builder *b, struct ev_rd *c, uint16_t parent)
+{
+    uint16_t count;
+    if (b->f[parent].depth >= EV_SCHEMA_MAX_DEPTH || ev_rd_u16(c, &count) != 0) {
+        return AGENT_E_PROTO;
+    }
+    int rc = reserve(b, parent, count, ev_rd_left(c), V6_FIELD_MIN);
+    if (rc < 0) {
+        return rc;
+    }
+    uint16_t first = b->f[parent].child;
+    for (uint32_t k = 0; k < count; k++) {
+        uint16_t idx = (uint16_t)(first + k);
+        uint16_t size;
+        if (ev_rd_u16(c, &size) != 0 || size > ev_rd_left(c)) {
+            return AGENT_E_PROTO;
+        }
+        struct ev_rd w = {c->p, c->i + size, c->i, c->base};
+        rc = read_name_v6(b, &w, &b->name_off[idx]);
+        if (rc == 0) {
+            rc = parse_v6_type(b, &w, idx);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        c->i += size;
+    }
+    return 0;
+}
+
+/* One OptionalMetadata entry; false when it does not parse inside its window. */
+static bool parse_v6_option(struct ev_rd *t, struct md_head *h, uint8_t *opcode)
+{
+    uint8_t kind;
+    uint8_t u8 = 0;
+    const uint8_t *s;
+    size_t len;
+    if (ev_rd_u8(t, &kind) != 0) {
+        return false;
+    }
+    switch (kind) {
+    case 1: /* OpCode */
+        return ev_rd_u8(t, opcode) == 0;
+    case 3: /* Keywords */
+        return ev_rd_u64(t, &h->keywords) == 0;
+    case 4: /* MessageTemplate */
+    case 5: /* Description */
+        return ev_rd_utf8(t, &s, &len) == 0;
+    case 6: /* KeyValue */
+        return ev_rd_utf8(t, &s, &len) == 0 && ev_rd_utf8(t, &s, &len) == 0;
+    case 7: /* ProviderGuid */
+        return ev_rd_skip(t, 16) == 0;
+    case 8: /* Level */
+    case 9: /* Version */
+        if (ev_rd_u8(t, &u8) != 0) {
+            return false;
+        }
+        *(kind == 8 ? &h->level : &h->version) = u8;
+        return true;
+    default:
+        return false; /* an unknown kind has no length: it ends the walk (caller) */
+    }
+}
+
+static int parse_v6_optional(struct ev_rd *c, struct md_head *h, uint8_t *opcode)
+{
+    uint16_t size;
+    if (ev_rd_left(c) == 0) {
+        return 0;
+    }
+    if (ev_rd_u16(c, &size) != 0 || size > ev_rd_left(c)) {
+        return AGENT_E_PROTO;
+    }
+    struct ev_rd t = {c->p, c->i + size, c->i, c->base};
+    while (ev_rd_left(&t) > 0) {
+        uint8_t kind = t.p[t.i];
+        if (!parse_v6_option(&t, h, opcode)) {
+            /* Known kinds must fit; after an unknown one the rest cannot be read. */
+            if (kind >= 1 && kind <= 9 && kind != 2) {
+                return AGENT_E_PROTO;
+            }
+            break;
+        }
+    }
+    c->i += size;
+    return 0;
+}
+
+int ev_schema_parse_v6(const uint8_t *row, size_t n, struct ev_schema **out)
+{
+    struct builder *b = builder_new();
+    if (b == NULL) {
+        return -ENOMEM;
+    }
+    struct ev_rd c;
+    ev_rd_init(&c, row, n);
+    struct md_head h;
+    memset(&h, 0, sizeof(h));
+    uint8_t opcode = 0;
+    uint64_t v = 0;
+    int rc = ev_rd_varuint(&c, 32, &v) == 0 ? 0 : AGENT_E_PROTO;
+    h.id = (uint32_t)v;
+    if (rc == 0) {
+        rc = read_name_v6(b, &c, &h.provider);
+    }
+    if (rc == 0 && ev_rd_varuint(&c, 32, &v) != 0) {
+        rc = AGENT_E_PROTO;
+    }
+    h.event_id = (uint32_t)v;
+    if (rc == 0) {
+        rc = read_name_v6(b, &c, &h.name);
+    }
+    if (rc == 0) {
+        rc = parse_v6_fields(b, &c, 0);
+    }
+    if (rc == 0) {
+        rc = parse_v6_optional(&c, &h, &opcode);
+    }
+    if (rc == 0) {
+        rc = build_schema(b, &h, opcode, true, out);
+    }
     free(b);
     return rc;
 }
@@ -384,10 +613,51 @@ int ev_schema_find(const struct ev_schema *s, const char *path)
 /* ---- payloads ---------------------------------------------------------------------------- */
 
 /*
+ * RelLoc/DataLoc (V6): a u32 at the cursor locating size bytes of whole elements elsewhere in the
+ * payload (RelLoc from the byte after the u32, DataLoc from the payload start, which is c->p).
+ */
+static int decode_loc(const struct ev_schema *s, const struct ev_field *f, struct ev_rd *c,
+                      struct ev_value *out)
+{
+    uint32_t loc;
+    if (ev_rd_u32(c, &loc) != 0) {
+        return AGENT_E_PROTO;
+    }
+    size_t size = loc >> 16;
+    size_t at = (loc & 0xFFFFu) + (f->code == EV_TYPE_RELLOC ? c->i : 0);
+    uint32_t esize = (uint32_t)s->fields[f->child].size; /* > 0: checked by the schema */
+    if (at > c->n || size > c->n - at || size % esize != 0) {
+        return AGENT_E_PROTO;
+    }
+    *out = (struct ev_value){c->p + at, (uint32_t)size, (uint32_t)(size / esize)};
+    return 0;
+}
+
+static int decode_node(struct ev_record *rec, const struct ev_schema *s, uint16_t idx,
+                       struct ev_rd *c);
+
+/* The elements of an array node: skipped by arithmetic when of fixed size, else one by one. */
+static int decode_elements(const struct ev_schema *s, const struct ev_field *f, uint32_t n,
+                           struct ev_rd *c)
+{
+    const struct ev_field *e = &s->fields[f->child];
+    if (e->size >= 0) {
+        return ev_rd_skip(c, (size_t)n * (size_t)e->size) != 0 ? AGENT_E_PROTO : 0;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        int rc = decode_node(NULL, s, f->child, c);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/*
  * Decodes (rec != NULL) or skips (array elements) node idx at the cursor. Recursion is bounded by
  * the schema's depth. Arrays of fixed-size elements are skipped by arithmetic; others element by
- * element, each element consuming at least 2 bytes (a NUL or a count), so the work is bounded by
- * the payload size.
+ * element, each element consuming at least 1 byte (a NUL, a count, a varint byte), so the work is
+ * bounded by the payload size times the depth.
  */
 static int decode_node(struct ev_record *rec, const struct ev_schema *s, uint16_t idx,
                        struct ev_rd *c)
@@ -395,12 +665,11 @@ static int decode_node(struct ev_record *rec, const struct ev_schema *s, uint16_
     const struct ev_field *f = &s->fields[idx];
     size_t start = c->i;
     uint32_t count = 0;
+    int rc = 0;
+    uint64_t v;
     if (f->code == EV_TYPE_OBJECT) {
-        for (uint16_t k = 0; k < f->nchild; k++) {
-            int rc = decode_node(rec, s, (uint16_t)(f->child + k), c);
-            if (rc < 0) {
-                return rc;
-            }
+        for (uint16_t k = 0; k < f->nchild && rc == 0; k++) {
+            rc = decode_node(rec, s, (uint16_t)(f->child + k), c);
         }
     } else if (f->code == EV_TYPE_STRING) {
         const uint8_t *str;
@@ -420,26 +689,26 @@ static int decode_node(struct ev_record *rec, const struct ev_schema *s, uint16_
         }
         count = n;
         start = c->i;
-        const struct ev_field *e = &s->fields[f->child];
-        if (e->size >= 0) {
-            if (ev_rd_skip(c, (size_t)n * (size_t)e->size) != 0) {
-                return AGENT_E_PROTO;
-            }
-        } else {
-            for (uint32_t k = 0; k < n; k++) {
-                int rc = decode_node(NULL, s, f->child, c);
-                if (rc < 0) {
-                    return rc;
-                }
-            }
+        rc = decode_elements(s, f, n, c);
+    } else if (f->code == EV_TYPE_FIXED_ARRAY) {
+        count = f->fixed_count;
+        rc = decode_elements(s, f, count, c);
+    } else if (f->code == EV_TYPE_RELLOC || f->code == EV_TYPE_DATALOC) {
+        struct ev_value loc;
+        rc = decode_loc(s, f, c, &loc);
+        if (rc == 0 && rec != NULL) {
+            rec->v[idx] = loc;
         }
+        return rc;
+    } else if (f->code == EV_TYPE_VARINT || f->code == EV_TYPE_VARUINT) {
+        rc = ev_rd_varuint(c, 64, &v) != 0 ? AGENT_E_PROTO : 0;
     } else if (f->size < 0 || ev_rd_skip(c, (size_t)f->size) != 0) {
         return AGENT_E_PROTO;
     }
-    if (rec != NULL) {
+    if (rc == 0 && rec != NULL) {
         rec->v[idx] = (struct ev_value){c->p + start, (uint32_t)(c->i - start), count};
     }
-    return 0;
+    return rc;
 }
 
 int ev_record_decode(struct ev_record *rec, const struct ev_schema *s, const uint8_t *p, size_t n)
@@ -467,11 +736,32 @@ static const struct ev_value *value_at(const struct ev_record *rec, int idx, uin
     return &rec->v[idx];
 }
 
-/* Integer-like scalars, sign-extended; false for other codes. uint64 is returned as raw bits. */
+/* A varint the decoder already checked (at most 10 bytes, in range). */
+static uint64_t load_varuint(const struct ev_value *v)
+{
+    uint64_t value = 0;
+    for (uint32_t k = 0; k < v->len && k < 10; k++) {
+        value |= (uint64_t)(v->p[k] & 0x7F) << (7 * k);
+    }
+    return value;
+}
+
+/*
+ * Integer-like scalars, sign-extended; false for other codes. UInt64 and VarUInt are returned as
+ * raw bits.
+ */
 static bool load_int(const struct ev_value *v, uint8_t code, int64_t *out)
 {
     const uint8_t *p = v->p;
+    uint64_t u;
     switch (code) {
+    case EV_TYPE_VARINT:
+        u = load_varuint(v);
+        *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1); /* zig-zag */
+        return true;
+    case EV_TYPE_VARUINT:
+        *out = (int64_t)load_varuint(v);
+        return true;
     case EV_TYPE_BOOLEAN:
     case EV_TYPE_INT32:
         *out = (int32_t)ev_load_u32(p);
@@ -490,6 +780,8 @@ static bool load_int(const struct ev_value *v, uint8_t code, int64_t *out)
         *out = p[0] >= 0x80 ? (int64_t)p[0] - 256 : (int64_t)p[0];
         return true;
     case EV_TYPE_BYTE:
+    case EV_TYPE_BOOLEAN8:
+    case EV_TYPE_UTF8_UNIT:
         *out = p[0];
         return true;
     case EV_TYPE_INT64:
@@ -520,6 +812,8 @@ int ev_record_f64(const struct ev_record *rec, int idx, double *out)
         *out = (double)f;
     } else if (code == EV_TYPE_UINT64) {
         *out = (double)ev_load_u64(v->p);
+    } else if (code == EV_TYPE_VARUINT) {
+        *out = (double)load_varuint(v);
     } else if (code != EV_TYPE_DATETIME && load_int(v, code, &i)) {
         *out = (double)i;
     } else {
@@ -539,11 +833,18 @@ int ev_record_i64(const struct ev_record *rec, int idx, int64_t *out)
     if (!load_int(v, code, &i)) {
         return AGENT_E_INVAL;
     }
-    if (code == EV_TYPE_UINT64 && i < 0) {
+    if ((code == EV_TYPE_UINT64 || code == EV_TYPE_VARUINT) && i < 0) {
         return AGENT_E_TOOBIG;
     }
     *out = i;
     return 0;
+}
+
+/* An array (any of the four kinds) of UTF8CodeUnit: a V6 UTF-8 string, copied as is. */
+static bool utf8_array(const struct ev_record *rec, int idx, uint8_t code)
+{
+    return array_code(code) &&
+           rec->schema->fields[rec->schema->fields[idx].child].code == EV_TYPE_UTF8_UNIT;
 }
 
 int ev_record_str(const struct ev_record *rec, int idx, char *out, size_t cap, size_t *out_len)
@@ -552,6 +853,17 @@ int ev_record_str(const struct ev_record *rec, int idx, char *out, size_t cap, s
     const struct ev_value *v = value_at(rec, idx, &code);
     if (v == NULL) {
         return AGENT_E_NOTFOUND;
+    }
+    if (utf8_array(rec, idx, code)) {
+        if (cap < (size_t)v->len + 1) {
+            return AGENT_E_NOSPACE;
+        }
+        memcpy(out, v->p, v->len);
+        out[v->len] = '\0';
+        if (out_len != NULL) {
+            *out_len = v->len;
+        }
+        return 0;
     }
     if (code != EV_TYPE_STRING) {
         return AGENT_E_INVAL;
@@ -563,6 +875,9 @@ size_t ev_record_str_len(const struct ev_record *rec, int idx)
 {
     uint8_t code;
     const struct ev_value *v = value_at(rec, idx, &code);
+    if (v != NULL && utf8_array(rec, idx, code)) {
+        return v->len;
+    }
     return v != NULL && code == EV_TYPE_STRING ? ev_utf16_utf8_len(v->p, v->count) : 0;
 }
 

@@ -14,6 +14,49 @@ int ev_rd_skip(struct ev_rd *r, size_t len)
     return 0;
 }
 
+int ev_rd_varuint(struct ev_rd *r, unsigned bits, uint64_t *out)
+{
+    unsigned max_bytes = (bits + 6) / 7;
+    uint64_t value = 0;
+    for (unsigned k = 0; k < max_bytes; k++) {
+        if (r->i + k >= r->n) {
+            return AGENT_E_TRUNC;
+        }
+        uint8_t b = r->p[r->i + k];
+        unsigned shift = 7 * k;
+        if (k == max_bytes - 1) {
+            unsigned room = bits - shift; /* bits the last byte may still carry */
+            if ((b & 0x80) != 0 || (room < 7 && (b >> room) != 0)) {
+                return AGENT_E_PROTO;
+            }
+        }
+        value |= (uint64_t)(b & 0x7F) << shift;
+        if ((b & 0x80) == 0) {
+            *out = value;
+            r->i += k + 1;
+            return 0;
+        }
+    }
+    return AGENT_E_PROTO; /* not reached: the last byte returns above */
+}
+
+int ev_rd_utf8(struct ev_rd *r, const uint8_t **s, size_t *len)
+{
+    struct ev_rd t = *r;
+    uint64_t n;
+    int rc = ev_rd_varuint(&t, 32, &n);
+    if (rc != 0) {
+        return rc;
+    }
+    if (ev_rd_left(&t) < n) {
+        return AGENT_E_TRUNC;
+    }
+    *s = t.p + t.i;
+    *len = (size_t)n;
+    r->i = t.i + (size_t)n;
+    return 0;
+}
+
 int ev_rd_u8(struct ev_rd *r, uint8_t *out)
 {
     if (ev_rd_left(r) < 1) {

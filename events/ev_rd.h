@@ -64,6 +64,19 @@ int ev_rd_u64(struct ev_rd *r, uint64_t *out);
 int ev_rd_skip(struct ev_rd *r, size_t len);
 
 /*
+ * A LEB128 varuint of at most `bits` bits (32 or 64; PROTOCOL.md §5.5): 0, AGENT_E_TRUNC, or
+ * AGENT_E_PROTO when it needs more than ceil(bits / 7) bytes or sets bits past the width. The
+ * cursor moves only on success.
+ */
+int ev_rd_varuint(struct ev_rd *r, unsigned bits, uint64_t *out);
+
+/*
+ * A NetTrace V6 string (PROTOCOL.md §5.9): varuint32 byte length, then that many UTF-8 bytes.
+ * *s and *len describe the bytes (not NUL-terminated). 0, AGENT_E_TRUNC or AGENT_E_PROTO.
+ */
+int ev_rd_utf8(struct ev_rd *r, const uint8_t **s, size_t *len);
+
+/*
  * A UTF-16LE NUL-terminated string at the cursor: *s and *units (the NUL excluded) describe it and
  * the cursor moves past the NUL. False (cursor unchanged) when no NUL unit lies inside the input.
  */

@@ -315,7 +315,7 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
         return;
     }
     struct ev_schema *schema = NULL;
-    int rc = ev_schema_parse(p, n, &schema);
+    int rc = m->v6 ? ev_schema_parse_v6(p, n, &schema) : ev_schema_parse(p, n, &schema);
     if (rc == -ENOMEM) {
         stream_fail(s, rc, "out of memory");
         return;
@@ -325,17 +325,27 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
         return;
     }
     enum ev_class cls = classify(m->provider, m->event_name);
+    /* A V6 id defined again after a metadata flush: the new definition replaces the old one. */
+    struct ev_md *md = md_find(s, m->metadata_id);
+    if (md != NULL) {
+        ev_schema_free(md->schema);
+        md->schema = NULL;
+        md->cls = CLS_NONE;
+    }
     if (cls == CLS_NONE) {
         /* Nothing here reads it: the tree is checked (and counted) but not kept. */
         ev_schema_free(schema);
         return;
     }
-    if (md_reserve(s) != 0) {
+    bool added = md == NULL;
+    if (added && md_reserve(s) != 0) {
         ev_schema_free(schema);
         stream_fail(s, -ENOMEM, "out of memory");
         return;
     }
-    struct ev_md *md = &s->md[s->md_len];
+    if (added) {
+        md = &s->md[s->md_len];
+    }
     md->id = m->metadata_id;
     md->cls = cls;
     md->schema = schema;
@@ -348,8 +358,10 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
         int idx = ev_schema_find(schema, field_paths[k]);
         md->f[k] = (int16_t)(idx < 0 ? -1 : idx);
     }
-    s->md_len++;
-    md_index_put(s->md_index, s->md_index_cap, md->id, (uint32_t)s->md_len);
+    if (added) {
+        s->md_len++;
+        md_index_put(s->md_index, s->md_index_cap, md->id, (uint32_t)s->md_len);
+    }
 }
 
 /* ---- event fields ------------------------------------------------------------------------ */
@@ -828,8 +840,8 @@ static void on_event(void *ud, const struct nettrace_event *ev)
         return;
     }
     struct ev_md *md = md_find(s, ev->metadata_id);
-    if (md == NULL) {
-        return;
+    if (md == NULL || md->cls == CLS_NONE) {
+        return; /* not kept, or a kept id redefined as something not read here */
     }
     if (ev_record_decode(&s->rec, md->schema, ev->payload, ev->payload_len) != 0) {
         s->payload_malformed++;

@@ -39,7 +39,10 @@
 #define TRACE_VERSION 4
 
 enum state {
-    ST_HEADER,     /* 32 bytes: "Nettrace", int32 20, "!FastSerialization.1" */
+    ST_HEADER,     /* 12 bytes: "Nettrace", then int32 20 (V4/V5) or 0 (V6's reserved field) */
+    ST_HEADER_FS,  /* 20 bytes: "!FastSerialization.1" */
+    ST_V6_VERSION, /* 8 bytes: u32 major (6), u32 minor */
+    ST_V6_BLOCK,   /* 4 bytes: a V6 block header, size | kind << 24 */
     ST_OBJ_TAG,    /* 1 byte: begin object, or the end-of-stream NullReference */
     ST_OBJ_TYPE,   /* 14 bytes: 05 01, version, minimum reader version, name length */
     ST_OBJ_NAME,   /* name length + 1 bytes: the type name and the type's end tag */
@@ -61,7 +64,9 @@ struct md_rec {
     uint64_t events;
     uint32_t provider; /* arena offsets of NUL-terminated UTF-8 */
     uint32_t name;
+    uint32_t epoch; /* V6: pr->md_epoch when defined */
     uint8_t opcode;
+    bool stale; /* replaced by a later definition of its id (V6, after a metadata flush) */
 };
 
 struct id_range {
@@ -73,6 +78,7 @@ struct thread_slot {
     uint64_t id;
     uint32_t seq;
     uint8_t used;
+    uint8_t live; /* V6: introduced by a Thread block, not removed or flushed since */
 };
 
 /* The decoded header of one event blob (§5.5); compressed blobs inherit from the previous one. */
@@ -82,6 +88,7 @@ struct blob {
     uint32_t proc;
     uint32_t stack_id;
     uint32_t payload_size;
+    uint32_t label_list; /* V6 */
     uint64_t thread_id;
     uint64_t capture_thread_id;
     uint64_t timestamp; /* unsigned so that delta arithmetic wraps without UB */
@@ -95,6 +102,9 @@ struct nettrace_private {
     uint64_t pos; /* absolute offset of the current unit */
     bool trace_seen;
     bool finished;
+    bool v6;                       /* the stream is NetTrace V6 (§5.9) */
+    uint8_t v6_kind;               /* of the V6 block being read */
+    uint32_t md_epoch;             /* V6: metadata flushes by sequence points so far */
     enum nettrace_block_kind kind; /* of the block object being read */
     int32_t obj_version;
     int32_t obj_min_version;
@@ -129,6 +139,7 @@ struct nettrace_private {
     size_t threads_len;
     size_t threads_cap;              /* power of two, or 0 */
     struct thread_slot *thread_last; /* slot of the last event's capture thread, or NULL */
+    bool threads_full; /* V6: a Thread block went past MAX_THREADS: liveness is not checked */
 };
 
 static const char *const block_names[NETTRACE_BLOCK_KINDS] = {"EventBlock", "MetadataBlock",
@@ -137,6 +148,20 @@ static const char *const block_names[NETTRACE_BLOCK_KINDS] = {"EventBlock", "Met
 static const uint8_t stream_header[32] = {'N', 'e', 't', 't', 'r', 'a', 'c', 'e', 20,  0,   0,
                                           0,   '!', 'F', 'a', 's', 't', 'S', 'e', 'r', 'i', 'a',
                                           'l', 'i', 'z', 'a', 't', 'i', 'o', 'n', '.', '1'};
+
+/* V6 block kinds (§5.9). */
+enum v6_kind {
+    V6_END = 0,
+    V6_TRACE = 1,
+    V6_EVENT = 2,
+    V6_METADATA = 3,
+    V6_SEQUENCE_POINT = 4,
+    V6_STACK = 5,
+    V6_THREAD = 6,
+    V6_REMOVE_THREAD = 7,
+    V6_LABEL_LIST = 8
+};
+#define V6_MAJOR 6
 
 /* ---- little helpers -------------------------------------------------------------------------- */
 
@@ -272,7 +297,9 @@ static int md_reserve(struct nettrace_private *pr)
             return -ENOMEM;
         }
         for (size_t k = 0; k < pr->md_len; k++) {
-            md_index_put(index, cap, pr->md, (uint32_t)(k + 1));
+            if (!pr->md[k].stale) {
+                md_index_put(index, cap, pr->md, (uint32_t)(k + 1));
+            }
         }
         free(pr->md_index);
         pr->md_index = index;
@@ -281,10 +308,14 @@ static int md_reserve(struct nettrace_private *pr)
     return 0;
 }
 
-/* Appends a UTF-16LE string to the arena as NUL-terminated UTF-8 and returns its offset. */
-static int arena_add(struct nettrace_private *pr, const uint8_t *s, size_t units, uint32_t *off)
+/*
+ * Appends a name to the arena as NUL-terminated UTF-8 and returns its offset: s[0..units) are
+ * UTF-16LE units, or when utf8 (V6) UTF-8 bytes copied as they are.
+ */
+static int arena_add(struct nettrace_private *pr, const uint8_t *s, size_t units, bool utf8,
+                     uint32_t *off)
 {
-    size_t len = ev_utf16_utf8_len(s, units);
+    size_t len = utf8 ? units : ev_utf16_utf8_len(s, units);
     if (len + 1 > ARENA_MAX - pr->arena_len) {
         return AGENT_E_TOOBIG;
     }
@@ -300,7 +331,10 @@ static int arena_add(struct nettrace_private *pr, const uint8_t *s, size_t units
         pr->arena = a;
         pr->arena_cap = cap;
     }
-    if (ev_utf16_to_utf8(s, units, pr->arena + pr->arena_len, len + 1, NULL) != 0) {
+    if (utf8) {
+        memcpy(pr->arena + pr->arena_len, s, len);
+        pr->arena[pr->arena_len + len] = '\0';
+    } else if (ev_utf16_to_utf8(s, units, pr->arena + pr->arena_len, len + 1, NULL) != 0) {
         return AGENT_E_INVAL; /* cannot happen: the room was computed above */
     }
     *off = (uint32_t)pr->arena_len;
@@ -321,6 +355,7 @@ static void md_public(const struct nettrace_private *pr, const struct md_rec *md
     m->opcode = md->opcode;
     m->keywords = md->keywords;
     m->events = md->events;
+    m->v6 = pr->v6;
 }
 
 /* ---- metadata payloads (§5.6) ---------------------------------------------------------------- */
@@ -433,6 +468,19 @@ static int store_metadata(struct nettrace_private *pr, const struct md_rec *pars
                           const uint8_t *prov, size_t prov_units, const uint8_t *name,
                           size_t name_units, const uint8_t *p, size_t n, uint64_t base);
 
+/* The slot of the index that holds id's record, pointed at the record numbered slot instead. */
+static void md_index_replace(struct nettrace_private *pr, uint32_t id, uint32_t slot)
+{
+    size_t mask = pr->md_index_cap - 1;
+    for (size_t k = hash32(id) & mask;; k = (k + 1) & mask) {
+        uint32_t cur = pr->md_index[k];
+        if (cur != 0 && pr->md[cur - 1].id == id) {
+            pr->md_index[k] = slot;
+            return;
+        }
+    }
+}
+
 static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t n, uint64_t base)
 {
     struct ev_rd c = {p, n, 0, base};
@@ -524,20 +572,23 @@ static int store_metadata(struct nettrace_private *pr, const struct md_rec *pars
                           size_t name_units, const uint8_t *p, size_t n, uint64_t base)
 {
     struct md_rec rec = *parsed;
-    /* TraceEvent adds ids to a dictionary with Add, which throws on a second definition. */
-    if (md_find(pr, rec.id) != NULL) {
+    /* TraceEvent adds ids to a dictionary with Add, which throws on a second definition. V6
+     * sequence points may flush the definitions: an id flushed so may be defined again. */
+    const struct md_rec *old = md_find(pr, rec.id);
+    if (old != NULL && (!pr->v6 || old->epoch == pr->md_epoch)) {
         return fail(pr, AGENT_E_PROTO, base, "metadata id %u defined twice", rec.id);
     }
+    size_t old_slot = old != NULL ? (size_t)(old - pr->md) : SIZE_MAX;
     if (pr->md_len >= pr->opt.max_metadata) {
         return fail(pr, AGENT_E_TOOBIG, base, "checker limit: more than %u metadata records",
                     pr->opt.max_metadata);
     }
     int rc = md_reserve(pr);
     if (rc == 0) {
-        rc = arena_add(pr, prov, prov_units, &rec.provider);
+        rc = arena_add(pr, prov, prov_units, pr->v6, &rec.provider);
     }
     if (rc == 0) {
-        rc = arena_add(pr, name, name_units, &rec.name);
+        rc = arena_add(pr, name, name_units, pr->v6, &rec.name);
     }
     if (rc == -ENOMEM) {
         return fail_nomem(pr, base);
@@ -546,9 +597,16 @@ static int store_metadata(struct nettrace_private *pr, const struct md_rec *pars
         return fail(pr, AGENT_E_TOOBIG, base, "checker limit: metadata names over %u bytes",
                     ARENA_MAX);
     }
+    rec.epoch = pr->md_epoch;
+    rec.stale = false;
     pr->md[pr->md_len] = rec;
     pr->md_len++;
-    md_index_put(pr->md_index, pr->md_index_cap, pr->md, (uint32_t)pr->md_len);
+    if (old_slot != SIZE_MAX) {
+        pr->md[old_slot].stale = true;
+        md_index_replace(pr, rec.id, (uint32_t)pr->md_len);
+    } else {
+        md_index_put(pr->md_index, pr->md_index_cap, pr->md, (uint32_t)pr->md_len);
+    }
     pr->stats.metadata++;
     if (pr->md_cb != NULL) {
         struct nettrace_metadata m;
@@ -581,8 +639,8 @@ static bool stack_defined(const struct nettrace_private *pr, uint32_t id)
  * point dropped everything it attempted. A number going backwards (a recycled thread id) counts
  * nothing and starts over.
  */
-static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_t expected,
-                              uint32_t seq)
+/* The slot of thread tid, made (sequence 0) when absent; *out NULL past MAX_THREADS. */
+static int thread_slot_get(struct nettrace_private *pr, uint64_t tid, struct thread_slot **out)
 {
     if (pr->threads_len * 2 >= pr->threads_cap && pr->threads_len < MAX_THREADS) {
         size_t cap = pr->threads_cap ? pr->threads_cap * 2 : 64;
@@ -610,6 +668,7 @@ static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_
         j = (j + 1) & mask;
     }
     struct thread_slot *s = &pr->threads[j];
+    *out = NULL;
     if (!s->used) {
         if (pr->threads_len >= MAX_THREADS) {
             return 0; /* stop tracking new threads; the count is a statistic */
@@ -619,6 +678,20 @@ static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_
         pr->threads_len++;
         s->seq = 0; /* nothing attempted before the session */
     }
+    *out = s;
+    return 0;
+}
+
+static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_t expected,
+                              uint32_t seq)
+{
+    struct thread_slot *s;
+    if (thread_slot_get(pr, tid, &s) != 0) {
+        return -ENOMEM;
+    }
+    if (s == NULL) {
+        return 0;
+    }
     int32_t gap = (int32_t)(expected - s->seq);
     if (gap > 0) {
         pr->stats.lost += (uint64_t)gap;
@@ -626,6 +699,28 @@ static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_
     s->seq = seq;
     pr->thread_last = s;
     return 0;
+}
+
+/*
+ * V6 (§5.9): a thread index may be referred to (capture thread of an event, sequence point,
+ * RemoveThread) only between the Thread block that introduces it and its RemoveThread or a
+ * sequence point flushing the thread cache; TraceEvent (ThreadCache.GetThread) refuses others.
+ */
+static bool thread_live(const struct nettrace_private *pr, uint64_t idx)
+{
+    if (pr->threads_full) {
+        return true;
+    }
+    if (pr->threads_cap == 0) {
+        return false;
+    }
+    size_t mask = pr->threads_cap - 1;
+    for (size_t j = hash64(idx) & mask; pr->threads[j].used; j = (j + 1) & mask) {
+        if (pr->threads[j].id == idx) {
+            return pr->threads[j].live != 0;
+        }
+    }
+    return false;
 }
 
 static inline int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_t expected,
@@ -711,6 +806,17 @@ static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct 
     if (rc != 0) {
         return rc;
     }
+    if (pr->v6) {
+        /* V6: 0x10 is the label list id; the activity ids live in label lists. */
+        if ((flags & 0x10) != 0 && (rc = hdr_varint(pr, c, 32, "label list id", &v)) == 0) {
+            b->label_list = (uint32_t)v;
+        }
+        if ((flags & 0x80) != 0 && rc == 0 &&
+            (rc = hdr_varint(pr, c, 32, "payload size", &v)) == 0) {
+            b->payload_size = (uint32_t)v;
+        }
+        return rc;
+    }
     size_t guids = ((flags & 0x10) ? 16u : 0u) + ((flags & 0x20) ? 16u : 0u);
     if (ev_rd_skip(c, guids) != 0) {
         return fail(pr, AGENT_E_PROTO, ev_rd_offset(c),
@@ -758,6 +864,40 @@ static int read_uncompressed(struct nettrace_private *pr, struct ev_rd *c, struc
     return 0;
 }
 
+/*
+ * A V6 uncompressed row header (§5.9): u32 size (excluding itself), then 48 header bytes with the
+ * label list id, then the payload; bytes after the payload up to the size are skipped.
+ */
+static int read_uncompressed_v6(struct nettrace_private *pr, struct ev_rd *c, struct blob *b,
+                                size_t *blob_end)
+{
+    uint64_t at = ev_rd_offset(c);
+    if (ev_rd_left(c) < 52) {
+        return fail(pr, AGENT_E_PROTO, at, "event header runs past the block end");
+    }
+    const uint8_t *h = c->p + c->i;
+    uint32_t event_size = ev_load_u32(h);
+    if (event_size < 48 || event_size > ev_rd_left(c) - 4) {
+        return fail(pr, AGENT_E_PROTO, at, "event size %u outside the block", event_size);
+    }
+    b->metadata_id = ev_load_u32(h + 4) & 0x7FFFFFFFu; /* bit 31 = sorted */
+    b->sequence = ev_load_u32(h + 8);
+    b->thread_id = ev_load_u64(h + 12);
+    b->capture_thread_id = ev_load_u64(h + 20);
+    b->proc = ev_load_u32(h + 28);
+    b->stack_id = ev_load_u32(h + 32);
+    b->timestamp = ev_load_u64(h + 36);
+    b->label_list = ev_load_u32(h + 44);
+    b->payload_size = ev_load_u32(h + 48);
+    if (b->payload_size > event_size - 48) {
+        return fail(pr, AGENT_E_PROTO, at + 48, "payload size %u larger than event size %u",
+                    b->payload_size, event_size);
+    }
+    *blob_end = c->i + 4 + event_size;
+    c->i += 52;
+    return 0;
+}
+
 /* Accounts for one event of an EventBlock and hands it to the callback. */
 static int on_event(struct nettrace_private *pr, const struct blob *b, const uint8_t *payload,
                     uint64_t at, struct md_rec **last_md)
@@ -773,12 +913,20 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
         return fail(pr, AGENT_E_PROTO, at, "event uses metadata id %u, not defined before",
                     b->metadata_id);
     }
+    if (md->epoch != pr->md_epoch) {
+        return fail(pr, AGENT_E_PROTO, at, "event uses metadata id %u, flushed by a sequence point",
+                    b->metadata_id);
+    }
     if (b->stack_id != 0 && !stack_defined(pr, b->stack_id)) {
         if ((pr->opt.flags & NETTRACE_STRICT_STACKS) != 0) {
             return fail(pr, AGENT_E_PROTO, at,
                         "event uses stack id %u, not defined since the last SPBlock", b->stack_id);
         }
         pr->stats.missing_stacks++;
+    }
+    if (pr->v6 && !thread_live(pr, b->capture_thread_id)) {
+        return fail(pr, AGENT_E_PROTO, at, "event of unknown capture thread index %llu",
+                    (unsigned long long)b->capture_thread_id);
     }
     if (thread_seen(pr, b->capture_thread_id, b->sequence - 1, b->sequence) != 0) {
         return fail_nomem(pr, at);
@@ -798,6 +946,7 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
             .capture_thread_id = b->capture_thread_id,
             .stack_id = b->stack_id,
             .timestamp = (int64_t)b->timestamp,
+            .label_list_id = b->label_list,
             .payload = payload,
             .payload_len = b->payload_size,
         };
@@ -835,8 +984,9 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
     while (ev_rd_left(&c) > 0) {
         uint64_t at = ev_rd_offset(&c);
         size_t blob_end = 0;
-        int rc =
-            compressed ? read_compressed(pr, &c, &b) : read_uncompressed(pr, &c, &b, &blob_end);
+        int rc = compressed ? read_compressed(pr, &c, &b)
+                 : pr->v6   ? read_uncompressed_v6(pr, &c, &b, &blob_end)
+                            : read_uncompressed(pr, &c, &b, &blob_end);
         if (rc < 0) {
             return rc;
         }
@@ -946,6 +1096,456 @@ static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t 
     return 0;
 }
 
+/* ---- NetTrace V6 blocks (§5.9) ------------------------------------------------------------- */
+
+/* A V6 string inside a block; its failure names `what`. */
+static int v6_string(struct nettrace_private *pr, struct ev_rd *c, const char *what,
+                     const uint8_t **s, size_t *len)
+{
+    uint64_t at = ev_rd_offset(c);
+    int rc = ev_rd_utf8(c, s, len);
+    if (rc == AGENT_E_TRUNC) {
+        return fail(pr, AGENT_E_PROTO, at, "%s: string runs past its end", what);
+    }
+    if (rc != 0) {
+        return fail(pr, AGENT_E_PROTO, at, "%s: string length varint over-long", what);
+    }
+    return 0;
+}
+
+static int v6_varint(struct nettrace_private *pr, struct ev_rd *c, unsigned bits, const char *what,
+                     uint64_t *v)
+{
+    uint64_t at = ev_rd_offset(c);
+    int rc = ev_rd_varuint(c, bits, v);
+    if (rc != 0) {
+        return fail(pr, AGENT_E_PROTO, at, "%s: varint %s", what,
+                    rc == AGENT_E_TRUNC ? "runs past its end" : "over-long");
+    }
+    return 0;
+}
+
+/* A decimal Trace value ("1234"); false unless it is all digits and fits an int32. */
+static bool parse_i32(const uint8_t *s, size_t len, int32_t *out)
+{
+    int64_t v = 0;
+    if (len == 0 || len > 10) {
+        return false;
+    }
+    for (size_t k = 0; k < len; k++) {
+        if (s[k] < '0' || s[k] > '9') {
+            return false;
+        }
+        v = v * 10 + (s[k] - '0');
+    }
+    if (v > INT32_MAX) {
+        return false;
+    }
+    *out = (int32_t)v;
+    return true;
+}
+
+static bool key_is(const uint8_t *k, size_t len, const char *name)
+{
+    return strlen(name) == len && memcmp(k, name, len) == 0;
+}
+
+/* Trace block: sync time, ticks, tick frequency, pointer size, key/values; extra bytes ignored. */
+static int check_v6_trace(struct nettrace_private *pr, const uint8_t *p, size_t n)
+{
+    struct nettrace_trace_info *ti = &pr->info;
+    struct ev_rd c = {p, n, 40, pr->pos};
+    if (n < 40) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "Trace block of %zu bytes is shorter than 40", n);
+    }
+    for (int k = 0; k < 8; k++) {
+        ti->sync_time_utc[k] = ev_load_u16(p + 2 * k);
+    }
+    ti->sync_time_qpc = (int64_t)ev_load_u64(p + 16);
+    ti->qpc_frequency = (int64_t)ev_load_u64(p + 24);
+    ti->pointer_size = (int32_t)ev_load_u32(p + 32);
+    uint32_t count = ev_load_u32(p + 36);
+    if (ti->pointer_size != 4 && ti->pointer_size != 8) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 32, "Trace pointer size %d", ti->pointer_size);
+    }
+    if (ti->qpc_frequency <= 0) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 24, "Trace tick frequency %lld",
+                    (long long)ti->qpc_frequency);
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        const uint8_t *key;
+        const uint8_t *val;
+        size_t klen;
+        size_t vlen;
+        int rc = v6_string(pr, &c, "Trace key", &key, &klen);
+        if (rc == 0) {
+            rc = v6_string(pr, &c, "Trace value", &val, &vlen);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        /* Values that do not parse are left at 0, like absent keys. */
+        if (key_is(key, klen, "ProcessId")) {
+            (void)parse_i32(val, vlen, &ti->process_id);
+        } else if (key_is(key, klen, "HardwareThreadCount")) {
+            (void)parse_i32(val, vlen, &ti->processors);
+        } else if (key_is(key, klen, "ExpectedCPUSamplingRate")) {
+            (void)parse_i32(val, vlen, &ti->sampling_rate_ns);
+        }
+    }
+    pr->trace_seen = true;
+    return 0;
+}
+
+/* The OptionalMetadata of a V6 row: the kinds the checker keeps; unknown kinds end the walk. */
+static int parse_v6_optional(struct nettrace_private *pr, struct ev_rd *c, struct md_rec *rec)
+{
+    uint64_t at = ev_rd_offset(c);
+    uint16_t size;
+    if (ev_rd_left(c) == 0) {
+        return 0;
+    }
+    if (ev_rd_u16(c, &size) != 0 || size > ev_rd_left(c)) {
+        return fail(pr, AGENT_E_PROTO, at, "metadata %u: optional metadata past the row", rec->id);
+    }
+    struct ev_rd t = {c->p, c->i + size, c->i, c->base};
+    c->i += size;
+    while (ev_rd_left(&t) > 0) {
+        uint8_t kind = t.p[t.i++];
+        uint8_t u8 = 0;
+        const uint8_t *s;
+        size_t len;
+        bool ok = true;
+        if (kind == 1) {
+            ok = ev_rd_u8(&t, &rec->opcode) == 0;
+        } else if (kind == 3) {
+            ok = ev_rd_u64(&t, &rec->keywords) == 0;
+        } else if (kind == 4 || kind == 5 || kind == 6) {
+            ok = ev_rd_utf8(&t, &s, &len) == 0 && (kind != 6 || ev_rd_utf8(&t, &s, &len) == 0);
+        } else if (kind == 7) {
+            ok = ev_rd_skip(&t, 16) == 0;
+        } else if (kind == 8 || kind == 9) {
+            ok = ev_rd_u8(&t, &u8) == 0;
+            *(kind == 8 ? &rec->level : &rec->version) = u8;
+        } else {
+            break; /* no length to skip it by: the rest of the window is not read */
+        }
+        if (!ok) {
+            return fail(pr, AGENT_E_PROTO, ev_rd_offset(&t),
+                        "metadata %u: optional metadata kind %u past its size", rec->id, kind);
+        }
+    }
+    return 0;
+}
+
+/*
+ * One V6 metadata row (the bytes after its u16 size): id, provider, event id, name, field
+ * descriptions (walked by their sizes only; ev_schema_parse_v6 reads them), optional metadata.
+ */
+static int parse_metadata_v6(struct nettrace_private *pr, const uint8_t *p, size_t n, uint64_t base)
+{
+    struct ev_rd c = {p, n, 0, base};
+    struct md_rec rec;
+    memset(&rec, 0, sizeof(rec));
+    const uint8_t *prov;
+    const uint8_t *name;
+    size_t prov_len;
+    size_t name_len;
+    uint64_t v;
+    int rc = v6_varint(pr, &c, 32, "metadata id", &v);
+    rec.id = (uint32_t)v;
+    if (rc == 0 && rec.id == 0) {
+        return fail(pr, AGENT_E_PROTO, base, "metadata: id 0 is reserved");
+    }
+    if (rc == 0) {
+        rc = v6_string(pr, &c, "metadata provider", &prov, &prov_len);
+    }
+    if (rc == 0 && (rc = v6_varint(pr, &c, 32, "metadata event id", &v)) == 0) {
+        rec.event_id = (uint32_t)v;
+        rc = v6_string(pr, &c, "metadata event name", &name, &name_len);
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    if (memchr(prov, 0, prov_len) != NULL || memchr(name, 0, name_len) != NULL) {
+        return fail(pr, AGENT_E_PROTO, base, "metadata %u: a NUL byte in a name", rec.id);
+    }
+    uint64_t at = ev_rd_offset(&c);
+    uint16_t count;
+    if (ev_rd_u16(&c, &count) != 0) {
+        return fail(pr, AGENT_E_PROTO, at, "metadata %u: no field count", rec.id);
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        uint16_t size;
+        at = ev_rd_offset(&c);
+        if (ev_rd_u16(&c, &size) != 0 || ev_rd_skip(&c, size) != 0) {
+            return fail(pr, AGENT_E_PROTO, at, "metadata %u: field %u past the row", rec.id, k);
+        }
+    }
+    rc = parse_v6_optional(pr, &c, &rec);
+    return rc < 0 ? rc : store_metadata(pr, &rec, prov, prov_len, name, name_len, p, n, base);
+}
+
+/* Metadata block: u16 header size (excluding itself), header, rows of u16 size + row. */
+static int check_v6_metadata(struct nettrace_private *pr, const uint8_t *p, size_t n)
+{
+    struct ev_rd c = {p, n, 0, pr->pos};
+    uint16_t header;
+    if (ev_rd_u16(&c, &header) != 0 || ev_rd_skip(&c, header) != 0) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "Metadata block header past the block end");
+    }
+    while (ev_rd_left(&c) > 0) {
+        uint64_t at = ev_rd_offset(&c);
+        uint16_t size;
+        if (ev_rd_u16(&c, &size) != 0 || size > ev_rd_left(&c)) {
+            return fail(pr, AGENT_E_PROTO, at, "metadata row runs past the block end");
+        }
+        int rc = parse_metadata_v6(pr, c.p + c.i, size, ev_rd_offset(&c));
+        if (rc < 0) {
+            return rc;
+        }
+        c.i += size;
+    }
+    return 0;
+}
+
+/*
+ * SequencePoint block: timestamp, flags, (thread index, sequence) pairs to exactly the block end.
+ * It ends the stack region; flag 2 also ends every metadata definition.
+ */
+static int check_v6_sequence_point(struct nettrace_private *pr, const uint8_t *p, size_t n)
+{
+    if (n < 16) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "SequencePoint block of %zu bytes is too short", n);
+    }
+    uint32_t flags = ev_load_u32(p + 8);
+    uint32_t count = ev_load_u32(p + 12);
+    struct ev_rd c = {p, n, 16, pr->pos};
+    if (count > ev_rd_left(&c) / 2) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 12, "SequencePoint: %u threads cannot fit", count);
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        uint64_t index;
+        uint64_t seq;
+        uint64_t at = ev_rd_offset(&c);
+        int rc = v6_varint(pr, &c, 64, "SequencePoint thread", &index);
+        if (rc == 0) {
+            rc = v6_varint(pr, &c, 32, "SequencePoint sequence", &seq);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        if (!thread_live(pr, index)) {
+            return fail(pr, AGENT_E_PROTO, at, "SequencePoint: unknown thread index %llu",
+                        (unsigned long long)index);
+        }
+        if (thread_seen(pr, index, (uint32_t)seq, (uint32_t)seq) != 0) {
+            return fail_nomem(pr, pr->pos);
+        }
+    }
+    if (ev_rd_left(&c) != 0) {
+        return fail(pr, AGENT_E_PROTO, ev_rd_offset(&c),
+                    "SequencePoint: %zu bytes after its %u threads", ev_rd_left(&c), count);
+    }
+    pr->nranges = 0;
+    if ((flags & 1u) != 0) {
+        for (size_t k = 0; k < pr->threads_cap; k++) {
+            pr->threads[k].live = 0; /* after the sequence checks above, as §5.9 says */
+        }
+    }
+    if ((flags & 2u) != 0) {
+        pr->md_epoch++;
+    }
+    return 0;
+}
+
+/* One Thread block row: index, then (kind, value) entries; an unknown kind ends the row early. */
+static int check_v6_thread_row(struct nettrace_private *pr, struct ev_rd *w)
+{
+    uint64_t v;
+    int rc = v6_varint(pr, w, 64, "Thread index", &v);
+    if (rc == 0) {
+        struct thread_slot *s;
+        if (thread_slot_get(pr, v, &s) != 0) {
+            return fail_nomem(pr, pr->pos);
+        }
+        if (s != NULL) {
+            s->live = 1;
+        } else {
+            pr->threads_full = true;
+        }
+    }
+    while (rc == 0 && ev_rd_left(w) > 0) {
+        uint8_t kind = w->p[w->i++];
+        const uint8_t *s;
+        size_t len;
+        if (kind == 1) {
+            rc = v6_string(pr, w, "Thread name", &s, &len);
+        } else if (kind == 2 || kind == 3) {
+            rc = v6_varint(pr, w, 64, "Thread OS id", &v);
+        } else if (kind == 4) {
+            rc = v6_string(pr, w, "Thread key", &s, &len);
+            if (rc == 0) {
+                rc = v6_string(pr, w, "Thread value", &s, &len);
+            }
+        } else {
+            /* TraceEvent refuses unknown kinds (no size to skip them by) */
+            return fail(pr, AGENT_E_PROTO, ev_rd_offset(w) - 1, "Thread row: unknown kind %u",
+                        kind);
+        }
+    }
+    return rc;
+}
+
+static int check_v6_threads(struct nettrace_private *pr, const uint8_t *p, size_t n)
+{
+    struct ev_rd c = {p, n, 0, pr->pos};
+    while (ev_rd_left(&c) > 0) {
+        uint64_t at = ev_rd_offset(&c);
+        uint16_t size;
+        if (ev_rd_u16(&c, &size) != 0 || size > ev_rd_left(&c)) {
+            return fail(pr, AGENT_E_PROTO, at, "Thread row runs past the block end");
+        }
+        struct ev_rd w = {c.p, c.i + size, c.i, c.base};
+        int rc = check_v6_thread_row(pr, &w);
+        if (rc < 0) {
+            return rc;
+        }
+        c.i += size;
+    }
+    return 0;
+}
+
+/* RemoveThread block: (index, final sequence) pairs to exactly the block end. */
+static int check_v6_remove_threads(struct nettrace_private *pr, const uint8_t *p, size_t n)
+{
+    struct ev_rd c = {p, n, 0, pr->pos};
+    while (ev_rd_left(&c) > 0) {
+        uint64_t index;
+        uint64_t seq;
+        uint64_t at = ev_rd_offset(&c);
+        int rc = v6_varint(pr, &c, 64, "RemoveThread index", &index);
+        if (rc == 0) {
+            rc = v6_varint(pr, &c, 32, "RemoveThread sequence", &seq);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        if (!thread_live(pr, index)) {
+            return fail(pr, AGENT_E_PROTO, at, "RemoveThread: unknown thread index %llu",
+                        (unsigned long long)index);
+        }
+        if (thread_seen(pr, index, (uint32_t)seq, (uint32_t)seq) != 0) {
+            return fail_nomem(pr, pr->pos);
+        }
+        struct thread_slot *s;
+        if (thread_slot_get(pr, index, &s) != 0) {
+            return fail_nomem(pr, pr->pos);
+        }
+        if (s != NULL) {
+            s->live = 0;
+        }
+    }
+    return 0;
+}
+
+/* One label; *last is set by the kind's high bit. */
+static int check_v6_label(struct nettrace_private *pr, struct ev_rd *c, bool *last)
+{
+    uint64_t at = ev_rd_offset(c);
+    uint8_t kind;
+    const uint8_t *s;
+    size_t len;
+    uint64_t v;
+    int rc = 0;
+    if (ev_rd_u8(c, &kind) != 0) {
+        return fail(pr, AGENT_E_PROTO, at, "LabelList: a list runs past the block end");
+    }
+    *last = (kind & 0x80) != 0;
+    switch (kind & 0x7F) {
+    case 1: /* ActivityId, RelatedActivityId, TraceId */
+    case 2:
+    case 3:
+        rc = ev_rd_skip(c, 16);
+        break;
+    case 4: /* SpanId, Keywords */
+    case 8:
+        rc = ev_rd_skip(c, 8);
+        break;
+    case 5:
+    case 6:
+        rc = v6_string(pr, c, "LabelList key", &s, &len);
+        if (rc == 0) {
+            rc = (kind & 0x7F) == 5 ? v6_string(pr, c, "LabelList value", &s, &len)
+                                    : v6_varint(pr, c, 64, "LabelList value", &v);
+        }
+        return rc;
+    case 7: /* OpCode, Level, Version */
+    case 9:
+    case 10:
+        rc = ev_rd_skip(c, 1);
+        break;
+    default:
+        return fail(pr, AGENT_E_PROTO, at, "LabelList: unknown label kind %u", kind & 0x7F);
+    }
+    return rc == 0 ? 0 : fail(pr, AGENT_E_PROTO, at, "LabelList: label past the block end");
+}
+
+/* LabelList block: first index (>= 1), count, count lists; bytes after them are ignored. */
+static int check_v6_label_lists(struct nettrace_private *pr, const uint8_t *p, size_t n)
+{
+    if (n < 8) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "LabelList block of %zu bytes is too short", n);
+    }
+    uint32_t first = ev_load_u32(p);
+    uint32_t count = ev_load_u32(p + 4);
+    if (first == 0) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "LabelList: first index 0");
+    }
+    struct ev_rd c = {p, n, 8, pr->pos};
+    if (count > ev_rd_left(&c)) {
+        return fail(pr, AGENT_E_PROTO, pr->pos + 4, "LabelList: %u lists cannot fit", count);
+    }
+    for (uint32_t k = 0; k < count; k++) {
+        bool last = false;
+        while (!last) {
+            int rc = check_v6_label(pr, &c, &last);
+            if (rc < 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+static int check_v6_block(struct nettrace_private *pr, const uint8_t *p, size_t n)
+{
+    switch (pr->v6_kind) {
+    case V6_TRACE:
+        return check_v6_trace(pr, p, n);
+    case V6_EVENT:
+        pr->kind = NETTRACE_BLOCK_EVENT;
+        return check_event_block(pr, p, n, false);
+    case V6_METADATA:
+        pr->kind = NETTRACE_BLOCK_METADATA;
+        return check_v6_metadata(pr, p, n);
+    case V6_SEQUENCE_POINT:
+        pr->kind = NETTRACE_BLOCK_SP;
+        return check_v6_sequence_point(pr, p, n);
+    case V6_STACK:
+        pr->kind = NETTRACE_BLOCK_STACK;
+        return check_stack_block(pr, p, n);
+    case V6_THREAD:
+        return check_v6_threads(pr, p, n);
+    case V6_REMOVE_THREAD:
+        return check_v6_remove_threads(pr, p, n);
+    case V6_LABEL_LIST:
+        return check_v6_label_lists(pr, p, n);
+    default:
+        return 0; /* unknown kinds are skipped (§5.9) */
+    }
+}
+
 /* ---- the state machine ----------------------------------------------------------------------- */
 
 static void expect(struct nettrace_private *pr, enum state st, size_t need)
@@ -954,16 +1554,79 @@ static void expect(struct nettrace_private *pr, enum state st, size_t need)
     pr->need = need;
 }
 
+/*
+ * The first 12 bytes: the magic, then 20 (the length of V4/V5's FastSerialization signature) or 0
+ * (V6's reserved field, §5.9).
+ */
 static int step_header(struct nettrace_private *pr, const uint8_t *u)
 {
-    for (size_t k = 0; k < sizeof(stream_header); k++) {
+    for (size_t k = 0; k < 8; k++) {
+        if (u[k] != stream_header[k]) {
+            return fail(pr, AGENT_E_PROTO, pr->pos + k, "bad magic: not \"Nettrace\"");
+        }
+    }
+    if (ev_load_u32(u + 8) == 0) {
+        expect(pr, ST_V6_VERSION, 8);
+        return 0;
+    }
+    for (size_t k = 8; k < 12; k++) {
         if (u[k] != stream_header[k]) {
             return fail(pr, AGENT_E_PROTO, pr->pos + k,
-                        k < 8 ? "bad magic: not \"Nettrace\""
-                              : "bad FastSerialization header (not V4/V5 nettrace)");
+                        "bad FastSerialization header (not V4/V5 nettrace)");
+        }
+    }
+    expect(pr, ST_HEADER_FS, sizeof(stream_header) - 12);
+    return 0;
+}
+
+static int step_header_fs(struct nettrace_private *pr, const uint8_t *u)
+{
+    for (size_t k = 0; k < sizeof(stream_header) - 12; k++) {
+        if (u[k] != stream_header[12 + k]) {
+            return fail(pr, AGENT_E_PROTO, pr->pos + k,
+                        "bad FastSerialization header (not V4/V5 nettrace)");
         }
     }
     expect(pr, ST_OBJ_TAG, 1);
+    return 0;
+}
+
+static int step_v6_version(struct nettrace_private *pr, const uint8_t *u)
+{
+    uint32_t major = ev_load_u32(u);
+    if (major != V6_MAJOR) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "NetTrace major version %u, expected 6", major);
+    }
+    pr->v6 = true;
+    expect(pr, ST_V6_BLOCK, 4);
+    return 0;
+}
+
+/* A V6 block header: low 24 bits the size, high 8 the kind; the Trace block comes first. */
+static int step_v6_block(struct nettrace_private *pr, const uint8_t *u)
+{
+    uint32_t h = ev_load_u32(u);
+    uint32_t size = h & 0xFFFFFFu;
+    uint8_t kind = (uint8_t)(h >> 24);
+    if (!pr->trace_seen && kind != V6_TRACE) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "the first block is of kind %u, not Trace", kind);
+    }
+    if (pr->trace_seen && kind == V6_TRACE) {
+        return fail(pr, AGENT_E_PROTO, pr->pos, "a second Trace block");
+    }
+    if (kind == V6_END) {
+        if (size != 0) {
+            return fail(pr, AGENT_E_PROTO, pr->pos, "EndOfStream block of %u bytes", size);
+        }
+        expect(pr, ST_END, 1);
+        return 0;
+    }
+    if (size > pr->opt.max_block) {
+        return fail(pr, AGENT_E_TOOBIG, pr->pos, "block of kind %u: size %u over the cap of %u",
+                    kind, size, pr->opt.max_block);
+    }
+    pr->v6_kind = kind;
+    expect(pr, ST_BLOCK_BODY, size);
     return 0;
 }
 
@@ -1098,6 +1761,16 @@ static int step_block_pad(struct nettrace_private *pr, const uint8_t *u, size_t 
 static int step_block_body(struct nettrace_private *pr, const uint8_t *u, size_t n)
 {
     int rc;
+    if (pr->v6) {
+        rc = check_v6_block(pr, u, n);
+        if (rc == 0) {
+            if (pr->v6_kind >= V6_EVENT && pr->v6_kind <= V6_STACK) {
+                pr->stats.blocks[pr->kind]++;
+            }
+            expect(pr, ST_V6_BLOCK, 4);
+        }
+        return rc;
+    }
     switch (pr->kind) {
     case NETTRACE_BLOCK_EVENT:
         rc = check_event_block(pr, u, n, false);
@@ -1124,6 +1797,12 @@ static int step(struct nettrace_private *pr, const uint8_t *u, size_t n)
     switch (pr->state) {
     case ST_HEADER:
         return step_header(pr, u);
+    case ST_HEADER_FS:
+        return step_header_fs(pr, u);
+    case ST_V6_VERSION:
+        return step_v6_version(pr, u);
+    case ST_V6_BLOCK:
+        return step_v6_block(pr, u);
     case ST_OBJ_TAG:
         return step_obj_tag(pr, u);
     case ST_OBJ_TYPE:
@@ -1193,7 +1872,7 @@ int nettrace_checker_init(struct nettrace_checker *ck, const struct nettrace_opt
     if (pr->opt.max_metadata == 0) {
         pr->opt.max_metadata = NETTRACE_DEFAULT_MAX_METADATA;
     }
-    expect(pr, ST_HEADER, sizeof(stream_header));
+    expect(pr, ST_HEADER, 12);
     ck->priv = pr;
     return 0;
 }

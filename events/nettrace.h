@@ -35,6 +35,21 @@
  * counted (stats.missing_stacks) unless NETTRACE_STRICT_STACKS is set, because TraceEvent itself
  * reads such an event without its stack (perfview StackCache.TryGetStack) rather than failing.
  *
+ * NetTrace V6 (§5.9), detected by the header (reserved field 0, major 6; minor ignored, another
+ * major refused), is read too: its blocks are walked by their 4-byte headers (size within the cap,
+ * unknown kinds skipped), the Trace block must come first (sync time, tick frequency > 0, pointer
+ * size 4 or 8, key/values with HardwareThreadCount, ProcessId, ExpectedCPUSamplingRate), Event
+ * blocks are checked as above with V6 row headers (label list ids, thread indices), Metadata rows
+ * parse up to their OptionalMetadata (field descriptions are only walked by their sizes; UTF-8
+ * names without NUL bytes), Stack blocks as StackBlock, SequencePoint blocks (thread list decoded
+ * to the block end; they end the stack region, with flag 1 the thread indices and with flag 2 the
+ * metadata definitions), Thread blocks (rows of known kinds), RemoveThread and LabelList blocks
+ * decoded within their sizes, and an EndOfStream block (size 0) is the end tag. As in TraceEvent,
+ * an event's capture thread index, a sequence point's and a RemoveThread's thread index must have
+ * been introduced by a Thread block and not removed or flushed since (the event's own thread
+ * index is not checked). Stats count V6 Event/Metadata/Stack/SequencePoint blocks under the V4
+ * kinds.
+ *
  * Errors from nettrace_feed: AGENT_E_PROTO (the stream is invalid), AGENT_E_TOOBIG (a size over a
  * cap, or a checker limit hit: also an INVALID verdict), -ENOMEM (UV_ENOMEM: the checker could not
  * continue; the verdict is INVALID with an "out of memory" message), AGENT_E_INVAL (fed after
@@ -104,6 +119,7 @@ struct nettrace_trace_info {
 
 /* One decoded event, as given to the event callback. All views are valid during the call only. */
 struct nettrace_event {
+    /* In a V6 stream thread_id and capture_thread_id are thread indices (Thread blocks). */
     const char *provider;   /* UTF-8, NUL-terminated */
     const char *event_name; /* UTF-8, NUL-terminated; "" for native runtime events */
     uint32_t event_id;
@@ -114,6 +130,7 @@ struct nettrace_event {
     uint64_t capture_thread_id;
     uint32_t stack_id;
     int64_t timestamp;
+    uint32_t label_list_id; /* V6: the event's label list (0 = none); always 0 in V4/V5 */
     const uint8_t *payload;
     size_t payload_len;
 };
@@ -136,14 +153,19 @@ struct nettrace_metadata {
     uint8_t opcode; /* from the V5 OpCode tag; 0 when absent */
     uint64_t keywords;
     uint64_t events; /* events seen with this metadata id */
+    bool v6;         /* from a V6 stream: the definition callback's payload is a V6 row */
 };
 typedef void (*nettrace_metadata_cb)(void *ud, const struct nettrace_metadata *md);
 
 /*
  * Called once per metadata record as it is defined, in stream order (so before any event that uses
  * it), once the record has parsed. payload[0..len) is the record's raw metadata payload
- * (PROTOCOL.md §5.6: id, provider, event description, V1 field list, V5 tags), for a consumer
- * that builds its own view of the field list; md and payload are valid during the call only.
+ * (PROTOCOL.md §5.6: id, provider, event description, V1 field list, V5 tags; parse it with
+ * ev_schema_parse), or when md->v6 the V6 metadata row after its u16 size (§5.9; parse it with
+ * ev_schema_parse_v6), for a consumer that builds its own view of the field list; md and payload
+ * are valid during the call only. In V6 an id may be defined again after a sequence point that
+ * flushes the metadata cache: the callback then sees the id a second time and the new record
+ * replaces the old one.
  */
 typedef void (*nettrace_metadata_def_cb)(void *ud, const struct nettrace_metadata *md,
                                          const uint8_t *payload, size_t len);

@@ -5,13 +5,16 @@
  * Seeds are the real captures of tests/fixtures/events. Each input is fed whole and in chunks
  * whose sizes come from a hash of the input; the decoder promises the same samples, errors and
  * counters for any chunking. Every string of every sample must be readable. The input is also
- * parsed as one metadata payload and, when that works, decoded as a payload of itself
- * (events/ev_payload.h), to reach the field-list parser without a valid container around it.
+ * parsed as one metadata payload and as one NetTrace V6 metadata row and, when that works, decoded
+ * as a payload of itself (events/ev_payload.h), to reach the field-list parsers without a valid
+ * container around them. A seed (`v6-writer`) is the NetTrace V6 file of
+ * tests/events/test_nettrace_v6.c.
  */
 #include "fuzz.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,10 +113,11 @@ static void run_one(const uint8_t *data, size_t size, const struct ev_stream_opt
     ev_stream_free(s);
 }
 
-static void schema_probe(const uint8_t *data, size_t size)
+/* v6: the input as a NetTrace V6 metadata row (ev_schema_parse_v6), else as a V4/V5 payload. */
+static void schema_probe(const uint8_t *data, size_t size, bool v6)
 {
     struct ev_schema *sc = NULL;
-    int rc = ev_schema_parse(data, size, &sc);
+    int rc = v6 ? ev_schema_parse_v6(data, size, &sc) : ev_schema_parse(data, size, &sc);
     CHECK(rc == 0 || rc == AGENT_E_PROTO || rc == AGENT_E_TOOBIG || rc == -ENOMEM);
     if (rc != 0) {
         return;
@@ -129,6 +133,7 @@ static void schema_probe(const uint8_t *data, size_t size)
             (void)ev_record_i64(&rec, k, &i);
             (void)ev_record_str(&rec, k, buf, sizeof(buf), NULL);
             CHECK(rec.v[k].p == NULL || rec.v[k].len <= size);
+            CHECK(ev_record_str_len(&rec, k) <= 3 * (size_t)rec.v[k].len);
         }
         double d;
         (void)ev_record_path_f64(&rec, "Payload.Mean", &d);
@@ -158,6 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(whole.seen.errors == chunked.seen.errors);
     CHECK(whole.seen.digest == chunked.seen.digest);
     CHECK(memcmp(&whole.stats, &chunked.stats, sizeof(whole.stats)) == 0);
-    schema_probe(data, size);
+    schema_probe(data, size, false);
+    schema_probe(data, size, true);
     return 0;
 }

@@ -43,6 +43,7 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     h = mix(h, ev->capture_thread_id);
     h = mix(h, ev->stack_id);
     h = mix(h, (uint64_t)ev->timestamp);
+    h = mix(h, ev->label_list_id);
     h = mix(h, ev->payload_len);
     for (size_t i = 0; i < ev->payload_len; i++) { /* every payload byte must be readable */
         h = mix(h, ev->payload[i]);

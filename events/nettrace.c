@@ -1310,6 +1310,32 @@ static int check_v6_metadata(struct nettrace_private *pr, const uint8_t *p, size
 }
 
 /*
+ * One (thread index, sequence) pair of a SequencePoint or RemoveThread block: the index must name
+ * a live thread, whose sequence then advances to the number given. *index gets the index.
+ */
+static int v6_thread_seq(struct nettrace_private *pr, struct ev_rd *c, const char *block,
+                         uint64_t *index)
+{
+    uint64_t seq;
+    uint64_t at = ev_rd_offset(c);
+    int rc = v6_varint(pr, c, 64, "thread index", index);
+    if (rc == 0) {
+        rc = v6_varint(pr, c, 32, "thread sequence", &seq);
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    if (!thread_live(pr, *index)) {
+        return fail(pr, AGENT_E_PROTO, at, "%s: unknown thread index %llu", block,
+                    (unsigned long long)*index);
+    }
+    if (thread_seen(pr, *index, (uint32_t)seq, (uint32_t)seq) != 0) {
+        return fail_nomem(pr, pr->pos);
+    }
+    return 0;
+}
+
+/*
  * SequencePoint block: timestamp, flags, (thread index, sequence) pairs to exactly the block end.
  * It ends the stack region; flag 2 also ends every metadata definition.
  */
@@ -1326,21 +1352,9 @@ static int check_v6_sequence_point(struct nettrace_private *pr, const uint8_t *p
     }
     for (uint32_t k = 0; k < count; k++) {
         uint64_t index;
-        uint64_t seq;
-        uint64_t at = ev_rd_offset(&c);
-        int rc = v6_varint(pr, &c, 64, "SequencePoint thread", &index);
-        if (rc == 0) {
-            rc = v6_varint(pr, &c, 32, "SequencePoint sequence", &seq);
-        }
+        int rc = v6_thread_seq(pr, &c, "SequencePoint", &index);
         if (rc < 0) {
             return rc;
-        }
-        if (!thread_live(pr, index)) {
-            return fail(pr, AGENT_E_PROTO, at, "SequencePoint: unknown thread index %llu",
-                        (unsigned long long)index);
-        }
-        if (thread_seen(pr, index, (uint32_t)seq, (uint32_t)seq) != 0) {
-            return fail_nomem(pr, pr->pos);
         }
     }
     if (ev_rd_left(&c) != 0) {
@@ -1422,21 +1436,9 @@ static int check_v6_remove_threads(struct nettrace_private *pr, const uint8_t *p
     struct ev_rd c = {p, n, 0, pr->pos};
     while (ev_rd_left(&c) > 0) {
         uint64_t index;
-        uint64_t seq;
-        uint64_t at = ev_rd_offset(&c);
-        int rc = v6_varint(pr, &c, 64, "RemoveThread index", &index);
-        if (rc == 0) {
-            rc = v6_varint(pr, &c, 32, "RemoveThread sequence", &seq);
-        }
+        int rc = v6_thread_seq(pr, &c, "RemoveThread", &index);
         if (rc < 0) {
             return rc;
-        }
-        if (!thread_live(pr, index)) {
-            return fail(pr, AGENT_E_PROTO, at, "RemoveThread: unknown thread index %llu",
-                        (unsigned long long)index);
-        }
-        if (thread_seen(pr, index, (uint32_t)seq, (uint32_t)seq) != 0) {
-            return fail_nomem(pr, pr->pos);
         }
         struct thread_slot *s;
         if (thread_slot_get(pr, index, &s) != 0) {

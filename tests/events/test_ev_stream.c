@@ -20,72 +20,9 @@
 
 #include "err.h"
 #include "ev_stream.h"
+#include "wbuf.h"
 
 /* ---- a growable byte writer -------------------------------------------------------------- */
-
-struct wb {
-    uint8_t *b;
-    size_t n;
-    size_t cap;
-};
-
-static void wb_raw(struct wb *w, const void *p, size_t n)
-{
-    if (w->n + n > w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 4096;
-        while (cap < w->n + n) {
-            cap *= 2;
-        }
-        w->b = realloc(w->b, cap);
-        assert_non_null(w->b);
-        w->cap = cap;
-    }
-    if (n > 0) {
-        memcpy(w->b + w->n, p, n);
-    }
-    w->n += n;
-}
-
-static void wb_le(struct wb *w, uint64_t v, size_t bytes)
-{
-    uint8_t t[8];
-    for (size_t k = 0; k < bytes; k++) {
-        t[k] = (uint8_t)(v >> (8 * k));
-    }
-    wb_raw(w, t, bytes);
-}
-
-static void wb_u8(struct wb *w, unsigned v)
-{
-    wb_le(w, v, 1);
-}
-
-static void wb_u32(struct wb *w, uint32_t v)
-{
-    wb_le(w, v, 4);
-}
-
-static void wb_wstr(struct wb *w, const char *s)
-{
-    for (; *s != '\0'; s++) {
-        wb_le(w, (uint8_t)*s, 2);
-    }
-    wb_le(w, 0, 2);
-}
-
-static void wb_f64(struct wb *w, double d)
-{
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof(bits));
-    wb_le(w, bits, 8);
-}
-
-static void wb_f32(struct wb *w, float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof(bits));
-    wb_le(w, bits, 4);
-}
 
 /* ---- a nettrace writer (V4, uncompressed blobs) ------------------------------------------ */
 

@@ -91,7 +91,9 @@ struct blob {
     uint32_t label_list; /* V6 */
     uint64_t thread_id;
     uint64_t capture_thread_id;
-    uint64_t timestamp; /* unsigned so that delta arithmetic wraps without UB */
+    uint64_t timestamp;              /* unsigned so that delta arithmetic wraps without UB */
+    uint8_t activity_id[16];         /* V4/V5 */
+    uint8_t related_activity_id[16]; /* V4/V5 */
 };
 
 struct nettrace_private {
@@ -818,9 +820,17 @@ static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct 
         return rc;
     }
     size_t guids = ((flags & 0x10) ? 16u : 0u) + ((flags & 0x20) ? 16u : 0u);
-    if (ev_rd_skip(c, guids) != 0) {
+    if (ev_rd_left(c) < guids) {
         return fail(pr, AGENT_E_PROTO, ev_rd_offset(c),
                     "event header: activity ids past the block end");
+    }
+    if ((flags & 0x10) != 0) {
+        memcpy(b->activity_id, c->p + c->i, 16);
+        c->i += 16;
+    }
+    if ((flags & 0x20) != 0) {
+        memcpy(b->related_activity_id, c->p + c->i, 16);
+        c->i += 16;
     }
     if ((flags & 0x80) != 0 && (rc = hdr_varint(pr, c, 32, "payload size", &v)) == 0) {
         b->payload_size = (uint32_t)v;
@@ -854,6 +864,8 @@ static int read_uncompressed(struct nettrace_private *pr, struct ev_rd *c, struc
     b->proc = ev_load_u32(h + 28);
     b->stack_id = ev_load_u32(h + 32);
     b->timestamp = ev_load_u64(h + 36);
+    memcpy(b->activity_id, h + 44, 16);
+    memcpy(b->related_activity_id, h + 60, 16);
     b->payload_size = ev_load_u32(h + 76);
     if (b->payload_size > event_size - UNCOMPRESSED_HDR - 4) {
         return fail(pr, AGENT_E_PROTO, at + 80, "payload size %u larger than event size %u",
@@ -947,6 +959,8 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
             .stack_id = b->stack_id,
             .timestamp = (int64_t)b->timestamp,
             .label_list_id = b->label_list,
+            .activity_id = b->activity_id,
+            .related_activity_id = b->related_activity_id,
             .payload = payload,
             .payload_len = b->payload_size,
         };

@@ -131,6 +131,9 @@ struct nettrace_event {
     uint32_t stack_id;
     int64_t timestamp;
     uint32_t label_list_id; /* V6: the event's label list (0 = none); always 0 in V4/V5 */
+    /* V4/V5 blob header (PROTOCOL.md §5.5); all zeros when absent, and always zeros in V6. */
+    const uint8_t *activity_id;         /* 16 bytes */
+    const uint8_t *related_activity_id; /* 16 bytes */
     const uint8_t *payload;
     size_t payload_len;
 };

@@ -1,0 +1,1230 @@
+/* SPDX-License-Identifier: MIT */
+#include "ev_logs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "ev_payload.h"
+#include "nettrace.h"
+
+#define MEL_PROVIDER "Microsoft-Extensions-Logging"
+#define MAX_METADATA 4096u
+#define SCOPE_SLOTS  16384u /* power of two, > EV_LOGS_MAX_SCOPES / 0.75 */
+
+enum mel_kind { K_NONE = 0, K_FORMATTED, K_JSON, K_SCOPE_START, K_SCOPE_STOP };
+
+enum fid {
+    F_LEVEL,
+    F_LOGGER,
+    F_EVENT_ID,
+    F_EVENT_NAME,
+    F_EXCEPTION,
+    F_ARGS,
+    F_FORMATTED,
+    F_ID,
+    F_N
+};
+
+static const char *const field_names[F_N] = {
+    "Level",         "LoggerName",    "EventId",          "EventName",
+    "ExceptionJson", "ArgumentsJson", "FormattedMessage", "ID",
+};
+
+struct md_entry {
+    uint32_t id;
+    enum mel_kind kind;
+    struct ev_schema *schema;
+    int16_t f[F_N];
+};
+
+/* A scope: reference-counted because children keep their parent alive after its Stop. */
+struct scope {
+    uint32_t refs;
+    struct scope *parent;
+    size_t npairs;
+    struct ev_log_kv *pairs; /* one allocation with the strings */
+};
+
+struct scope_slot {
+    uint8_t key[16];
+    uint8_t state; /* 0 empty, 1 used, 2 deleted */
+    struct scope *s;
+};
+
+struct ev_logs {
+    ev_logs_record_cb cb;
+    void *ud;
+    struct nettrace_checker ck;
+    struct md_entry *md;
+    size_t md_len;
+    size_t md_cap;
+    struct scope_slot *slots;
+    size_t slots_used; /* used + deleted */
+    uint64_t scopes_alive;
+    bool clock_known;
+    int64_t sync_unix_ms;
+    int64_t sync_qpc;
+    int64_t qpc_freq;
+    char *last_formatted; /* the last FormattedMessage (or its EventName) */
+    struct ev_logs_stats st;
+    int err;
+    char msg[256];
+    struct ev_record rec;
+    size_t text_len;
+    char text[EV_LOGS_TEXT_MAX];
+    struct ev_log_kv kv[EV_LOGS_MAX_PAIRS];
+    struct ev_log_scope chain[EV_LOGS_MAX_DEPTH];
+};
+
+/* ---- text area and UTF-8 ------------------------------------------------------------------ */
+
+/* Cuts s[0..len) to at most max bytes without splitting a UTF-8 sequence; the new length. */
+static size_t utf8_cut(const char *s, size_t len, size_t max)
+{
+    if (len <= max) {
+        return len;
+    }
+    size_t n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0u) == 0x80u) {
+        n--;
+    }
+    return n;
+}
+
+/* Room for n bytes + NUL in the text area, or NULL. */
+static char *text_alloc(struct ev_logs *l, size_t n)
+{
+    if (n + 1 > sizeof(l->text) - l->text_len) {
+        return NULL;
+    }
+    char *p = l->text + l->text_len;
+    l->text_len += n + 1;
+    p[n] = '\0';
+    return p;
+}
+
+/* A string field as UTF-8 in the text area (cut at EV_LOGS_MAX_STRING); fallback when absent. */
+static const char *field_str(struct ev_logs *l, const struct md_entry *md, enum fid f,
+                             const char *fallback, bool *ok)
+{
+    int idx = md->f[f];
+    if (idx < 0 || md->schema->fields[idx].code != EV_TYPE_STRING) {
+        return fallback;
+    }
+    size_t need = ev_record_str_len(&l->rec, idx);
+    char *out = l->text + l->text_len;
+    size_t len;
+    if (ev_record_str(&l->rec, idx, out, sizeof(l->text) - l->text_len, &len) != 0) {
+        *ok = false;
+        return "";
+    }
+    (void)need;
+    len = utf8_cut(out, len, EV_LOGS_MAX_STRING);
+    out[len] = '\0';
+    l->text_len += len + 1;
+    return out;
+}
+
+static int64_t field_int(const struct ev_logs *l, const struct md_entry *md, enum fid f)
+{
+    int64_t v = 0;
+    if (md->f[f] < 0 || ev_record_i64(&l->rec, md->f[f], &v) != 0) {
+        return 0;
+    }
+    return v;
+}
+
+/* ---- a small JSON object reader (ArgumentsJson, ExceptionJson) ----------------------------- */
+
+struct jrd {
+    const char *p;
+    size_t i;
+    size_t n;
+};
+
+static void j_ws(struct jrd *j)
+{
+    while (j->i < j->n &&
+           (j->p[j->i] == ' ' || j->p[j->i] == '\t' || j->p[j->i] == '\n' || j->p[j->i] == '\r')) {
+        j->i++;
+    }
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+static int j_hex4(struct jrd *j, uint32_t *out)
+{
+    if (j->n - j->i < 4) {
+        return -1;
+    }
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(j->p[j->i + (size_t)k]);
+        if (h < 0) {
+            return -1;
+        }
+        v = v << 4 | (uint32_t)h;
+    }
+    j->i += 4;
+    *out = v;
+    return 0;
+}
+
+static size_t utf8_put(char *o, uint32_t cp)
+{
+    if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
+        cp = 0xFFFD;
+    }
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | cp >> 12);
+        o[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | cp >> 18);
+    o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    o[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A \u escape (after the backslash and 'u'), pairing surrogates; the code point. */
+static int j_unicode(struct jrd *j, uint32_t *cp)
+{
+    if (j_hex4(j, cp) != 0) {
+        return -1;
+    }
+    if (*cp >= 0xD800 && *cp <= 0xDBFF && j->n - j->i >= 6 && j->p[j->i] == '\\' &&
+        j->p[j->i + 1] == 'u') {
+        struct jrd save = *j;
+        j->i += 2;
+        uint32_t lo;
+        if (j_hex4(j, &lo) == 0 && lo >= 0xDC00 && lo <= 0xDFFF) {
+            *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else {
+            *j = save;
+        }
+    }
+    return 0;
+}
+
+static char j_escape(char c)
+{
+    switch (c) {
+    case '"':
+    case '\\':
+    case '/':
+        return c;
+    case 'b':
+        return '\b';
+    case 'f':
+        return '\f';
+    case 'n':
+        return '\n';
+    case 'r':
+        return '\r';
+    case 't':
+        return '\t';
+    default:
+        return 0;
+    }
+}
+
+/*
+ * A JSON string at j (on its opening quote), unescaped into the text area (input is valid UTF-8,
+ * escapes make valid UTF-8; the output is never longer than the input). NULL when malformed.
+ */
+static const char *j_string(struct ev_logs *l, struct jrd *j)
+{
+    if (j->i >= j->n || j->p[j->i] != '"') {
+        return NULL;
+    }
+    j->i++;
+    char *out = l->text + l->text_len;
+    size_t room = sizeof(l->text) - l->text_len;
+    size_t o = 0;
+    while (j->i < j->n && j->p[j->i] != '"') {
+        if (room - o < 5) {
+            return NULL;
+        }
+        char c = j->p[j->i++];
+        if (c != '\\') {
+            out[o++] = c;
+            continue;
+        }
+        if (j->i >= j->n) {
+            return NULL;
+        }
+        c = j->p[j->i++];
+        if (c == 'u') {
+            uint32_t cp;
+            if (j_unicode(j, &cp) != 0) {
+                return NULL;
+            }
+            o += utf8_put(out + o, cp);
+            continue;
+        }
+        if ((c = j_escape(c)) == 0) {
+            return NULL;
+        }
+        out[o++] = c;
+    }
+    if (j->i >= j->n) {
+        return NULL;
+    }
+    j->i++;
+    o = utf8_cut(out, o, EV_LOGS_MAX_STRING);
+    out[o] = '\0';
+    l->text_len += o + 1;
+    return out;
+}
+
+/* Skips a nested object or array (strings inside respected). -1 when unbalanced. */
+static int j_skip_nested(struct jrd *j)
+{
+    int depth = 0;
+    bool in_str = false;
+    while (j->i < j->n) {
+        char c = j->p[j->i++];
+        if (in_str) {
+            if (c == '\\') {
+                j->i++;
+            } else if (c == '"') {
+                in_str = false;
+            }
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A scalar literal (number, true, false, null) into kv; kept = false for other numbers. */
+static int j_literal(struct ev_logs *l, struct jrd *j, struct ev_log_kv *kv)
+{
+    size_t start = j->i;
+    while (j->i < j->n && strchr(",}] \t\r\n", j->p[j->i]) == NULL) {
+        j->i++;
+    }
+    const char *s = j->p + start;
+    size_t len = j->i - start;
+    if (len == 4 && memcmp(s, "true", 4) == 0) {
+        kv->kind = EV_LOG_BOOL;
+        kv->num = 1;
+    } else if (len == 5 && memcmp(s, "false", 5) == 0) {
+        kv->kind = EV_LOG_BOOL;
+        kv->num = 0;
+    } else if (len == 4 && memcmp(s, "null", 4) == 0) {
+        kv->kind = EV_LOG_NULL;
+    } else {
+        /* A number: int32 when it is one, else kept as its text. */
+        int64_t v = 0;
+        bool neg = len > 0 && s[0] == '-';
+        size_t k = neg ? 1 : 0;
+        bool is_int = len > k && len - k <= 10;
+        for (; is_int && k < len; k++) {
+            is_int = s[k] >= '0' && s[k] <= '9';
+            v = v * 10 + (s[k] - '0');
+        }
+        v = neg ? -v : v;
+        if (len == 0) {
+            return -1;
+        }
+        if (is_int && v >= INT32_MIN && v <= INT32_MAX) {
+            kv->kind = EV_LOG_INT;
+            kv->num = (int32_t)v;
+        } else {
+            char *t = text_alloc(l, len);
+            if (t == NULL) {
+                return -1;
+            }
+            memcpy(t, s, len);
+            kv->kind = EV_LOG_STR;
+            kv->str = t;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Parses a flat JSON object into kv[0..max): strings, int32 numbers, booleans and null kept,
+ * nested objects and arrays dropped. The pair count, or -1 when it is not a JSON object.
+ */
+static int json_pairs(struct ev_logs *l, const char *s, struct ev_log_kv *kv, size_t max)
+{
+    struct jrd j = {s, 0, strlen(s)};
+    size_t n = 0;
+    j_ws(&j);
+    if (j.i >= j.n || j.p[j.i] != '{') {
+        return -1;
+    }
+    j.i++;
+    j_ws(&j);
+    if (j.i < j.n && j.p[j.i] == '}') {
+        return 0;
+    }
+    for (;;) {
+        j_ws(&j);
+        struct ev_log_kv tmp = {0};
+        if ((tmp.key = j_string(l, &j)) == NULL) {
+            return -1;
+        }
+        j_ws(&j);
+        if (j.i >= j.n || j.p[j.i] != ':') {
+            return -1;
+        }
+        j.i++;
+        j_ws(&j);
+        if (j.i >= j.n) {
+            return -1;
+        }
+        bool keep = true;
+        char c = j.p[j.i];
+        if (c == '"') {
+            tmp.kind = EV_LOG_STR;
+            if ((tmp.str = j_string(l, &j)) == NULL) {
+                return -1;
+            }
+        } else if (c == '{' || c == '[') {
+            keep = false;
+            if (j_skip_nested(&j) != 0) {
+                return -1;
+            }
+        } else if (j_literal(l, &j, &tmp) != 0) {
+            return -1;
+        }
+        if (keep && n < max) {
+            kv[n++] = tmp;
+        }
+        j_ws(&j);
+        if (j.i < j.n && j.p[j.i] == ',') {
+            j.i++;
+            continue;
+        }
+        if (j.i < j.n && j.p[j.i] == '}') {
+            return (int)n;
+        }
+        return -1;
+    }
+}
+
+/* ---- metadata -------------------------------------------------------------------------------- */
+
+static void logs_fail(struct ev_logs *l, int err, const char *msg)
+{
+    if (l->err == 0) {
+        l->err = err;
+        int len = snprintf(l->msg, sizeof(l->msg), "%s", msg);
+        if (len < 0) {
+            l->msg[0] = '\0';
+        }
+    }
+}
+
+static enum mel_kind classify(const char *provider, const char *name)
+{
+    if (strcmp(provider, MEL_PROVIDER) != 0) {
+        return K_NONE;
+    }
+    if (strcmp(name, "FormattedMessage") == 0) {
+        return K_FORMATTED;
+    }
+    if (strcmp(name, "MessageJson") == 0) {
+        return K_JSON;
+    }
+    if (strcmp(name, "ActivityJsonStart") == 0) {
+        return K_SCOPE_START;
+    }
+    if (strcmp(name, "ActivityJsonStop") == 0) {
+        return K_SCOPE_STOP;
+    }
+    return K_NONE;
+}
+
+static struct md_entry *md_find(struct ev_logs *l, uint32_t id)
+{
+    for (size_t k = 0; k < l->md_len; k++) {
+        if (l->md[k].id == id) {
+            return &l->md[k];
+        }
+    }
+    return NULL;
+}
+
+static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8_t *p, size_t n)
+{
+    struct ev_logs *l = ud;
+    enum mel_kind kind = classify(m->provider, m->event_name);
+    if (strcmp(m->provider, MEL_PROVIDER) == 0) {
+        l->st.mel_metadata++;
+    }
+    struct md_entry *md = md_find(l, m->metadata_id);
+    if (md != NULL) { /* V6 redefinition */
+        ev_schema_free(md->schema);
+        md->schema = NULL;
+        md->kind = K_NONE;
+    }
+    if (l->err != 0 || kind == K_NONE) {
+        return;
+    }
+    struct ev_schema *schema = NULL;
+    int rc = m->v6 ? ev_schema_parse_v6(p, n, &schema) : ev_schema_parse(p, n, &schema);
+    if (rc == -ENOMEM) {
+        logs_fail(l, rc, "out of memory");
+        return;
+    }
+    if (rc < 0) {
+        l->st.skipped++;
+        return;
+    }
+    if (md == NULL) {
+        if (l->md_len == l->md_cap) {
+            size_t cap = l->md_cap ? l->md_cap * 2 : 16;
+            struct md_entry *nm = realloc(l->md, cap * sizeof(*nm));
+            if (nm == NULL) {
+                ev_schema_free(schema);
+                logs_fail(l, -ENOMEM, "out of memory");
+                return;
+            }
+            l->md = nm;
+            l->md_cap = cap;
+        }
+        md = &l->md[l->md_len++];
+    }
+    md->id = m->metadata_id;
+    md->kind = kind;
+    md->schema = schema;
+    for (int k = 0; k < F_N; k++) {
+        int idx = ev_schema_find(schema, field_names[k]);
+        md->f[k] = (int16_t)(idx < 0 ? -1 : idx);
+    }
+}
+
+/* ---- clock ------------------------------------------------------------------------------------
+ */
+
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static bool event_time(struct ev_logs *l, int64_t ts, int64_t *unix_ms)
+{
+    struct nettrace_trace_info ti;
+    if (!l->clock_known && nettrace_trace_info(&l->ck, &ti) == 0) {
+        const uint16_t *t = ti.sync_time_utc; /* year, month, dayOfWeek, day, h, m, s, ms */
+        if (t[1] >= 1 && t[1] <= 12 && t[3] >= 1 && t[3] <= 31 && t[4] <= 23 && t[5] <= 59 &&
+            t[6] <= 60 && t[7] <= 999 && ti.qpc_frequency > 0) {
+            l->clock_known = true;
+            l->sync_qpc = ti.sync_time_qpc;
+            l->qpc_freq = ti.qpc_frequency;
+            l->sync_unix_ms = days_from_civil(t[0], t[1], t[3]) * 86400000 +
+                              (int64_t)t[4] * 3600000 + (int64_t)t[5] * 60000 +
+                              (int64_t)t[6] * 1000 + t[7];
+        }
+    }
+    if (!l->clock_known) {
+        return false;
+    }
+    double delta_ms = ((double)ts - (double)l->sync_qpc) * 1000.0 / (double)l->qpc_freq;
+    if (delta_ms > 1e15 || delta_ms < -1e15) {
+        return false;
+    }
+    *unix_ms = l->sync_unix_ms + (int64_t)delta_ms;
+    return true;
+}
+
+/* ---- scopes -----------------------------------------------------------------------------------
+ */
+
+static uint32_t guid_hash(const uint8_t *g)
+{
+    uint32_t h = 2166136261u;
+    for (int k = 0; k < 16; k++) {
+        h = (h ^ g[k]) * 16777619u;
+    }
+    return h;
+}
+
+static bool guid_zero(const uint8_t *g)
+{
+    for (int k = 0; k < 16; k++) {
+        if (g[k] != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void scope_release(struct ev_logs *l, struct scope *s)
+{
+    while (s != NULL && --s->refs == 0) {
+        struct scope *parent = s->parent;
+        free(s->pairs);
+        free(s);
+        l->scopes_alive--;
+        s = parent;
+    }
+}
+
+static struct scope_slot *slot_find(struct ev_logs *l, const uint8_t *key)
+{
+    if (guid_zero(key)) {
+        return NULL;
+    }
+    size_t mask = SCOPE_SLOTS - 1;
+    for (size_t j = guid_hash(key) & mask, probes = 0; probes < SCOPE_SLOTS;
+         j = (j + 1) & mask, probes++) {
+        struct scope_slot *sl = &l->slots[j];
+        if (sl->state == 0) {
+            return NULL;
+        }
+        if (sl->state == 1 && memcmp(sl->key, key, 16) == 0) {
+            return sl;
+        }
+    }
+    return NULL;
+}
+
+/* Rebuilds the table without its deleted slots. */
+static int slots_compact(struct ev_logs *l)
+{
+    struct scope_slot *old = l->slots;
+    struct scope_slot *fresh = calloc(SCOPE_SLOTS, sizeof(*fresh));
+    if (fresh == NULL) {
+        return -ENOMEM;
+    }
+    l->slots = fresh;
+    l->slots_used = 0;
+    size_t mask = SCOPE_SLOTS - 1;
+    for (size_t k = 0; k < SCOPE_SLOTS; k++) {
+        if (old[k].state != 1) {
+            continue;
+        }
+        size_t j = guid_hash(old[k].key) & mask;
+        while (fresh[j].state != 0) {
+            j = (j + 1) & mask;
+        }
+        fresh[j] = old[k];
+        l->slots_used++;
+    }
+    free(old);
+    return 0;
+}
+
+static void scope_remove(struct ev_logs *l, const uint8_t *key)
+{
+    struct scope_slot *sl = slot_find(l, key);
+    if (sl != NULL) {
+        sl->state = 2;
+        scope_release(l, sl->s);
+        sl->s = NULL;
+    }
+}
+
+/* Stores s under key (replacing a scope already there); takes the caller's reference. */
+static int scope_put(struct ev_logs *l, const uint8_t *key, struct scope *s)
+{
+    scope_remove(l, key);
+    if (l->slots_used >= SCOPE_SLOTS * 3 / 4 && slots_compact(l) != 0) {
+        return -ENOMEM;
+    }
+    if (l->slots_used >= SCOPE_SLOTS * 3 / 4) {
+        return AGENT_E_TOOBIG;
+    }
+    size_t mask = SCOPE_SLOTS - 1;
+    size_t j = guid_hash(key) & mask;
+    while (l->slots[j].state == 1) {
+        j = (j + 1) & mask;
+    }
+    if (l->slots[j].state == 0) {
+        l->slots_used++;
+    }
+    memcpy(l->slots[j].key, key, 16);
+    l->slots[j].state = 1;
+    l->slots[j].s = s;
+    return 0;
+}
+
+/* A copy of kv[0..n) with its strings in one allocation. */
+static struct ev_log_kv *pairs_dup(const struct ev_log_kv *kv, size_t n)
+{
+    size_t bytes = n * sizeof(*kv);
+    for (size_t k = 0; k < n; k++) {
+        bytes += strlen(kv[k].key) + 1;
+        bytes += kv[k].kind == EV_LOG_STR ? strlen(kv[k].str) + 1 : 0;
+    }
+    struct ev_log_kv *out = malloc(bytes > 0 ? bytes : 1);
+    if (out == NULL) {
+        return NULL;
+    }
+    char *t = (char *)(out + n);
+    for (size_t k = 0; k < n; k++) {
+        out[k] = kv[k];
+        size_t len = strlen(kv[k].key) + 1;
+        memcpy(t, kv[k].key, len);
+        out[k].key = t;
+        t += len;
+        if (kv[k].kind == EV_LOG_STR) {
+            len = strlen(kv[k].str) + 1;
+            memcpy(t, kv[k].str, len);
+            out[k].str = t;
+            t += len;
+        }
+    }
+    return out;
+}
+
+static void on_scope_start(struct ev_logs *l, const struct md_entry *md,
+                           const struct nettrace_event *ev)
+{
+    bool ok = true;
+    const char *args = field_str(l, md, F_ARGS, "{}", &ok);
+    int n = ok ? json_pairs(l, args, l->kv, EV_LOGS_MAX_PAIRS) : -1;
+    if (n < 0 || l->scopes_alive >= EV_LOGS_MAX_SCOPES || guid_zero(ev->activity_id)) {
+        l->st.skipped++;
+        return;
+    }
+    struct scope *s = calloc(1, sizeof(*s));
+    if (s == NULL || (s->pairs = pairs_dup(l->kv, (size_t)n)) == NULL) {
+        free(s);
+        logs_fail(l, -ENOMEM, "out of memory");
+        return;
+    }
+    s->refs = 1;
+    s->npairs = (size_t)n;
+    l->scopes_alive++;
+    struct scope_slot *parent = slot_find(l, ev->related_activity_id);
+    if (parent != NULL) {
+        s->parent = parent->s;
+        s->parent->refs++;
+    }
+    int rc = scope_put(l, ev->activity_id, s);
+    if (rc != 0) {
+        scope_release(l, s);
+        if (rc == -ENOMEM) {
+            logs_fail(l, rc, "out of memory");
+        } else {
+            l->st.skipped++;
+        }
+    }
+}
+
+/* ---- records ----------------------------------------------------------------------------------
+ */
+
+/*
+ * The message from an {OriginalFormat} template (LogValuesFormatter): "{{" and "}}" are braces,
+ * each hole takes the next argument's text (its format and alignment ignored: values are strings).
+ */
+static const char *render_template(struct ev_logs *l, const char *fmt, const struct ev_log_kv *kv,
+                                   size_t n)
+{
+    char *out = l->text + l->text_len;
+    size_t room = sizeof(l->text) - l->text_len;
+    size_t o = 0;
+    size_t next = 0;
+    size_t cap = room - 1 < EV_LOGS_MAX_STRING ? room - 1 : EV_LOGS_MAX_STRING;
+    for (const char *p = fmt; *p != '\0';) {
+        const char *piece = p;
+        size_t len = 1;
+        const char *close = *p == '{' && p[1] != '{' ? strchr(p, '}') : NULL;
+        if ((*p == '{' && p[1] == '{') || (*p == '}' && p[1] == '}')) {
+            p += 2;
+        } else if (close != NULL) {
+            while (next < n && strcmp(kv[next].key, "{OriginalFormat}") == 0) {
+                next++;
+            }
+            if (next < n) {
+                piece = kv[next].kind == EV_LOG_STR ? kv[next].str : "";
+                len = strlen(piece);
+                next++;
+            } else {
+                len = (size_t)(close - p) + 1;
+            }
+            p = close + 1;
+        } else {
+            p++;
+        }
+        if (len > cap - o) {
+            len = utf8_cut(piece, len, cap - o);
+            memcpy(out + o, piece, len);
+            o += len;
+            break;
+        }
+        memcpy(out + o, piece, len);
+        o += len;
+    }
+    out[o] = '\0';
+    l->text_len += o + 1;
+    return out;
+}
+
+/* The scope chain of an event, outermost first, into l->chain. */
+static size_t scope_chain(struct ev_logs *l, const struct nettrace_event *ev)
+{
+    struct scope_slot *sl = slot_find(l, ev->activity_id);
+    if (sl == NULL) {
+        sl = slot_find(l, ev->related_activity_id);
+    }
+    size_t n = 0;
+    for (struct scope *s = sl != NULL ? sl->s : NULL; s != NULL && n < EV_LOGS_MAX_DEPTH;
+         s = s->parent) {
+        l->chain[n].npairs = s->npairs;
+        l->chain[n].pairs = s->pairs;
+        n++;
+    }
+    for (size_t a = 0, b = n; a + 1 < b; a++, b--) {
+        struct ev_log_scope t = l->chain[a];
+        l->chain[a] = l->chain[b - 1];
+        l->chain[b - 1] = t;
+    }
+    return n;
+}
+
+/* ExceptionJson's VerboseMessage, or NULL for "{}" / none. */
+static const char *exception_text(struct ev_logs *l, const char *json)
+{
+    struct ev_log_kv kv[8];
+    int n = json_pairs(l, json, kv, 8);
+    for (int k = 0; k < n; k++) {
+        if (strcmp(kv[k].key, "VerboseMessage") == 0 && kv[k].kind == EV_LOG_STR) {
+            return kv[k].str;
+        }
+    }
+    return NULL;
+}
+
+static void on_message_json(struct ev_logs *l, const struct md_entry *md,
+                            const struct nettrace_event *ev)
+{
+    bool ok = true;
+    struct ev_log_record r = {0};
+    r.level = (int)field_int(l, md, F_LEVEL);
+    r.event_id = (int32_t)field_int(l, md, F_EVENT_ID);
+    r.category = field_str(l, md, F_LOGGER, "", &ok);
+    r.event_name = field_str(l, md, F_EVENT_NAME, "", &ok);
+    const char *exc = field_str(l, md, F_EXCEPTION, "{}", &ok);
+    const char *args = field_str(l, md, F_ARGS, "", &ok);
+    if (!ok) {
+        l->st.skipped++;
+        return;
+    }
+    if (r.event_name[0] == '{') { /* the old runtime's swapped fields (§4.3) */
+        const char *t = exc;
+        exc = r.event_name;
+        r.event_name = t[0] == '{' ? "" : t;
+    }
+    int n = args[0] != '\0' ? json_pairs(l, args, l->kv, EV_LOGS_MAX_PAIRS) : 0;
+    if (n <= 0) {
+        l->st.dropped++;
+        return;
+    }
+    const char *fmt = NULL;
+    for (int k = 0; k < n; k++) {
+        if (strcmp(l->kv[k].key, "{OriginalFormat}") == 0 && l->kv[k].kind == EV_LOG_STR) {
+            fmt = l->kv[k].str;
+        }
+    }
+    r.message = fmt != NULL ? render_template(l, fmt, l->kv, (size_t)n)
+                            : (l->last_formatted != NULL ? l->last_formatted : "");
+    r.exception = exception_text(l, exc);
+    r.has_state = true;
+    r.nstate = (size_t)n;
+    r.state = l->kv;
+    r.nscopes = scope_chain(l, ev);
+    r.scopes = l->chain;
+    r.time_known = event_time(l, ev->timestamp, &r.unix_ms);
+    if (r.level < EV_LOG_TRACE || r.level > EV_LOG_NONE) {
+        r.level = EV_LOG_NONE;
+    }
+    l->st.records++;
+    l->cb(l->ud, &r);
+}
+
+static void on_formatted(struct ev_logs *l, const struct md_entry *md)
+{
+    bool ok = true;
+    const char *msg = field_str(l, md, F_FORMATTED, "", &ok);
+    if (ok && msg[0] == '\0') {
+        msg = field_str(l, md, F_EVENT_NAME, "", &ok);
+    }
+    if (!ok) {
+        l->st.skipped++;
+        return;
+    }
+    size_t len = strlen(msg);
+    char *copy = malloc(len + 1);
+    if (copy == NULL) {
+        logs_fail(l, -ENOMEM, "out of memory");
+        return;
+    }
+    memcpy(copy, msg, len + 1);
+    free(l->last_formatted);
+    l->last_formatted = copy;
+}
+
+static void on_event(void *ud, const struct nettrace_event *ev)
+{
+    struct ev_logs *l = ud;
+    if (strcmp(ev->provider, MEL_PROVIDER) == 0) {
+        l->st.mel_events++;
+    }
+    struct md_entry *md = l->err == 0 ? md_find(l, ev->metadata_id) : NULL;
+    if (md == NULL || md->kind == K_NONE) {
+        return;
+    }
+    if (md->kind == K_SCOPE_STOP) {
+        scope_remove(l, ev->activity_id);
+        return;
+    }
+    if (ev_record_decode(&l->rec, md->schema, ev->payload, ev->payload_len) != 0) {
+        l->st.skipped++;
+        return;
+    }
+    l->text_len = 0;
+    if (md->kind == K_FORMATTED) {
+        on_formatted(l, md);
+    } else if (md->kind == K_JSON) {
+        on_message_json(l, md, ev);
+    } else {
+        on_scope_start(l, md, ev);
+    }
+}
+
+/* ---- public API -------------------------------------------------------------------------------
+ */
+
+int ev_logs_new(struct ev_logs **out, ev_logs_record_cb cb, void *ud)
+{
+    if (out == NULL || cb == NULL) {
+        return AGENT_E_INVAL;
+    }
+    int rc = -ENOMEM;
+    struct ev_logs *l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        return -ENOMEM;
+    }
+    l->cb = cb;
+    l->ud = ud;
+    if ((l->slots = calloc(SCOPE_SLOTS, sizeof(*l->slots))) == NULL) {
+        goto fail;
+    }
+    struct nettrace_options nopt = {.max_metadata = MAX_METADATA};
+    if ((rc = nettrace_checker_init(&l->ck, &nopt)) < 0) {
+        goto fail;
+    }
+    nettrace_set_event_cb(&l->ck, on_event, l);
+    nettrace_set_metadata_cb(&l->ck, on_metadata, l);
+    *out = l;
+    return 0;
+fail:
+    ev_logs_free(l);
+    return rc;
+}
+
+int ev_logs_feed(struct ev_logs *l, const uint8_t *p, size_t n)
+{
+    if (l->err != 0) {
+        return l->err;
+    }
+    int rc = nettrace_feed(&l->ck, p, n);
+    if (l->err != 0) {
+        return l->err;
+    }
+    if (rc < 0) {
+        uint64_t off = 0;
+        const char *why = nettrace_error(&l->ck, &off);
+        int len = snprintf(l->msg, sizeof(l->msg), "nettrace at offset %llu: %s",
+                           (unsigned long long)off, why != NULL ? why : agent_strerror(rc));
+        if (len < 0) {
+            l->msg[0] = '\0';
+        }
+        l->err = rc;
+    }
+    return rc;
+}
+
+const char *ev_logs_error(const struct ev_logs *l)
+{
+    return l->err != 0 ? l->msg : NULL;
+}
+
+void ev_logs_get_stats(const struct ev_logs *l, struct ev_logs_stats *out)
+{
+    const struct nettrace_stats *st = nettrace_get_stats(&l->ck);
+    *out = l->st;
+    out->bytes = st->bytes;
+    out->events = st->events;
+    out->lost = st->lost;
+    out->scopes = l->scopes_alive;
+}
+
+void ev_logs_free(struct ev_logs *l)
+{
+    if (l == NULL) {
+        return;
+    }
+    nettrace_checker_fini(&l->ck);
+    for (size_t k = 0; l->slots != NULL && k < SCOPE_SLOTS; k++) {
+        if (l->slots[k].state == 1) {
+            scope_release(l, l->slots[k].s);
+        }
+    }
+    free(l->slots);
+    for (size_t k = 0; k < l->md_len; k++) {
+        ev_schema_free(l->md[k].schema);
+    }
+    free(l->md);
+    free(l->last_formatted);
+    free(l);
+}
+
+/* ---- formats (EVENTS.md §4.4) -----------------------------------------------------------------
+ */
+
+static const char *const level_names[] = {"Trace", "Debug",    "Information", "Warning",
+                                          "Error", "Critical", "None"};
+static const char *const level_tokens[] = {"trce", "dbug", "info", "warn", "fail", "crit", "none"};
+
+const char *ev_log_level_name(int level)
+{
+    return level >= 0 && level <= EV_LOG_NONE ? level_names[level] : NULL;
+}
+
+int ev_log_level_parse(const char *s)
+{
+    if (s == NULL) {
+        return -1;
+    }
+    if (s[0] >= '0' && s[0] <= '6' && s[1] == '\0') {
+        return s[0] - '0';
+    }
+    for (int k = 0; k <= EV_LOG_NONE; k++) {
+        const char *a = level_names[k];
+        size_t i = 0;
+        while (a[i] != '\0' && s[i] != '\0' && (s[i] | 0x20) == (a[i] | 0x20)) {
+            i++;
+        }
+        if (a[i] == '\0' && s[i] == '\0') {
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* "yyyy-MM-dd HH:mm:ssZ" (.NET "u") of Unix milliseconds, into out[21]. */
+static void format_time(int64_t unix_ms, char out[32])
+{
+    int64_t secs = unix_ms >= 0 ? unix_ms / 1000 : (unix_ms - 999) / 1000;
+    int64_t days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400;
+    int64_t rem = secs - days * 86400;
+    /* H. Hinnant's civil_from_days */
+    int64_t z = days + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t d = doy - (153 * mp + 2) / 5 + 1;
+    int64_t m = mp < 10 ? mp + 3 : mp - 9;
+    int64_t y = yoe + era * 400 + (m <= 2);
+    int len = snprintf(out, 32, "%04lld-%02lld-%02lld %02lld:%02lld:%02lldZ", (long long)y,
+                       (long long)m, (long long)d, (long long)(rem / 3600),
+                       (long long)(rem / 60 % 60), (long long)(rem % 60));
+    if (len < 0) {
+        out[0] = '\0';
+    }
+}
+
+static int json_str(struct buf *b, const char *s)
+{
+    int rc = buf_append(b, "\"", 1);
+    if (rc == 0) {
+        rc = buf_append_json_escaped(b, s);
+    }
+    return rc != 0 ? rc : buf_append(b, "\"", 1);
+}
+
+static int json_value(struct buf *b, const struct ev_log_kv *kv)
+{
+    switch (kv->kind) {
+    case EV_LOG_INT:
+        return buf_printf(b, "%d", (int)kv->num);
+    case EV_LOG_BOOL:
+        return buf_append_str(b, kv->num ? "true" : "false");
+    case EV_LOG_NULL:
+        return buf_append_str(b, "null");
+    default:
+        return json_str(b, kv->str);
+    }
+}
+
+/* ,"key":value for each pair (first_comma: a comma before the first one too). */
+static int json_pairs_out(struct buf *b, const struct ev_log_kv *kv, size_t n, bool first_comma)
+{
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        if (k > 0 || first_comma) {
+            rc = buf_append(b, ",", 1);
+        }
+        if (rc == 0) {
+            rc = json_str(b, kv[k].key);
+        }
+        if (rc == 0) {
+            rc = buf_append(b, ":", 1);
+        }
+        if (rc == 0) {
+            rc = json_value(b, &kv[k]);
+        }
+    }
+    return rc;
+}
+
+static int format_json(const struct ev_log_record *r, struct buf *b)
+{
+    char ts[32] = "";
+    if (r->time_known) {
+        format_time(r->unix_ms, ts);
+    }
+    const char *lv = ev_log_level_name(r->level);
+    int rc = buf_printf(b, "{\"Timestamp\":\"%s\",\"LogLevel\":\"%s\",\"EventId\":%d,", ts,
+                        lv != NULL ? lv : "None", (int)r->event_id);
+    rc = rc != 0 ? rc : buf_append_str(b, "\"EventName\":");
+    rc = rc != 0 ? rc : json_str(b, r->event_name);
+    rc = rc != 0 ? rc : buf_append_str(b, ",\"Category\":");
+    rc = rc != 0 ? rc : json_str(b, r->category);
+    rc = rc != 0 ? rc : buf_append_str(b, ",\"Message\":");
+    rc = rc != 0 ? rc : json_str(b, r->message);
+    if (rc == 0 && r->exception != NULL) {
+        rc = buf_append_str(b, ",\"Exception\":");
+        rc = rc != 0 ? rc : json_str(b, r->exception);
+    }
+    if (rc == 0 && r->has_state) {
+        rc = buf_append_str(b, ",\"State\":{\"Message\":");
+        rc = rc != 0 ? rc : json_str(b, r->message);
+        rc = rc != 0 ? rc : json_pairs_out(b, r->state, r->nstate, true);
+        rc = rc != 0 ? rc : buf_append(b, "}", 1);
+    }
+    if (rc == 0 && r->nscopes > 0) {
+        rc = buf_append_str(b, ",\"Scopes\":[");
+        for (size_t k = 0; rc == 0 && k < r->nscopes; k++) {
+            rc = buf_append_str(b, k > 0 ? ",{" : "{");
+            rc = rc != 0 ? rc : json_pairs_out(b, r->scopes[k].pairs, r->scopes[k].npairs, false);
+            rc = rc != 0 ? rc : buf_append(b, "}", 1);
+        }
+        rc = rc != 0 ? rc : buf_append(b, "]", 1);
+    }
+    return rc != 0 ? rc : buf_append(b, "}\n", 2);
+}
+
+/* s with every line after a newline indented by 6 spaces ("\r\n" and "\n" both end lines). */
+static int plain_indented(struct buf *b, const char *s)
+{
+    int rc = buf_append_str(b, "      ");
+    while (rc == 0 && *s != '\0') {
+        size_t len = strcspn(s, "\r\n");
+        rc = buf_append(b, s, len);
+        s += len;
+        if (*s == '\r' && s[1] == '\n') {
+            s++;
+        }
+        if (*s != '\0') {
+            s++;
+            rc = rc != 0 ? rc : buf_append_str(b, "\n      ");
+        }
+    }
+    return rc != 0 ? rc : buf_append(b, "\n", 1);
+}
+
+static int plain_value(struct buf *b, const struct ev_log_kv *kv)
+{
+    switch (kv->kind) {
+    case EV_LOG_INT:
+        return buf_printf(b, "%d", (int)kv->num);
+    case EV_LOG_BOOL:
+        return buf_append_str(b, kv->num ? "True" : "False");
+    case EV_LOG_NULL:
+        return 0;
+    default:
+        return buf_append_str(b, kv->str);
+    }
+}
+
+static int format_plain(const struct ev_log_record *r, struct buf *b)
+{
+    char ts[32] = "";
+    if (r->time_known) {
+        format_time(r->unix_ms, ts);
+    }
+    int lv = r->level >= 0 && r->level <= EV_LOG_NONE ? r->level : EV_LOG_NONE;
+    int rc = buf_printf(b, "%s %s: %s[%d]", ts, level_tokens[lv], r->category, (int)r->event_id);
+    if (rc == 0 && r->event_name[0] != '\0') {
+        rc = buf_printf(b, "[%s]", r->event_name);
+    }
+    rc = rc != 0 ? rc : buf_append(b, "\n", 1);
+    if (rc == 0 && r->nscopes > 0) {
+        rc = buf_append_str(b, "      ");
+        for (size_t k = 0; rc == 0 && k < r->nscopes; k++) {
+            rc = buf_append_str(b, k > 0 ? " => " : "=> ");
+            for (size_t i = 0; rc == 0 && i < r->scopes[k].npairs; i++) {
+                const struct ev_log_kv *kv = &r->scopes[k].pairs[i];
+                rc = buf_printf(b, "%s%s:", i > 0 ? ", " : "", kv->key);
+                rc = rc != 0 ? rc : plain_value(b, kv);
+            }
+        }
+        rc = rc != 0 ? rc : buf_append(b, "\n", 1);
+    }
+    rc = rc != 0 ? rc : plain_indented(b, r->message);
+    if (rc == 0 && r->exception != NULL) {
+        rc = plain_indented(b, r->exception);
+    }
+    return rc;
+}
+
+int ev_logs_format_record(const struct ev_log_record *r, enum ev_logs_format f, struct buf *out)
+{
+    if (f == EV_LOGS_PLAIN) {
+        return format_plain(r, out);
+    }
+    if (f == EV_LOGS_JSON_SEQ) {
+        int rc = buf_append(out, "\x1e", 1);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return format_json(r, out);
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_EV_LOGS_H
+#define AGENT_EV_LOGS_H
+
+/*
+ * A logs session's nettrace byte stream (Microsoft-Extensions-Logging with keywords 0xC plus
+ * TplEventSource 0x80 for scopes) turned into log records the way dotnet-monitor's
+ * EventLogsPipeline builds them (../shared/EVENTS.md §4.3), and the records rendered in the three
+ * /logs formats of StreamingLogger (§4.4). Pure: no libuv, no I/O, no globals.
+ *
+ * Records: FormattedMessage is remembered; MessageJson makes a record (message re-rendered from
+ * `{OriginalFormat}` with the argument strings, else the last formatted message; state = the
+ * arguments; a non-`{}` ExceptionJson gives the exception text VerboseMessage; an empty
+ * ArgumentsJson drops the event); ActivityJsonStart/Stop open and close scopes keyed by the
+ * event's ActivityId, parent = the scope under its RelatedActivityId. Events are matched by
+ * provider and event name, fields by name (§1.1).
+ *
+ * Bounds: EV_LOGS_MAX_SCOPES scope nodes alive (a Start beyond is ignored), EV_LOGS_MAX_PAIRS
+ * key/values per record or scope (more are dropped), every string cut at EV_LOGS_MAX_STRING bytes
+ * (on a UTF-8 boundary), an event whose strings do not fit EV_LOGS_TEXT_MAX together is skipped
+ * (stats.skipped). All strings handed out are valid UTF-8.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+#define EV_LOGS_MAX_SCOPES 10000
+#define EV_LOGS_MAX_PAIRS  128
+#define EV_LOGS_MAX_STRING (64u * 1024u)
+#define EV_LOGS_TEXT_MAX   (1024u * 1024u)
+#define EV_LOGS_MAX_DEPTH  128 /* scopes reported per record, innermost kept */
+
+/* Microsoft.Extensions.Logging.LogLevel. */
+enum ev_log_level {
+    EV_LOG_TRACE = 0,
+    EV_LOG_DEBUG = 1,
+    EV_LOG_INFORMATION = 2,
+    EV_LOG_WARNING = 3,
+    EV_LOG_ERROR = 4,
+    EV_LOG_CRITICAL = 5,
+    EV_LOG_NONE = 6
+};
+
+enum ev_log_value_kind { EV_LOG_STR = 0, EV_LOG_INT = 1, EV_LOG_BOOL = 2, EV_LOG_NULL = 3 };
+
+struct ev_log_kv {
+    const char *key;
+    enum ev_log_value_kind kind;
+    const char *str; /* EV_LOG_STR */
+    int32_t num;     /* EV_LOG_INT; EV_LOG_BOOL: 0/1 */
+};
+
+struct ev_log_scope {
+    size_t npairs;
+    const struct ev_log_kv *pairs;
+};
+
+/* One record; every view is valid during the callback only. */
+struct ev_log_record {
+    int64_t unix_ms; /* event time; time_known false when the trace clock is not known */
+    bool time_known;
+    int level; /* enum ev_log_level */
+    int32_t event_id;
+    const char *event_name; /* "" when none */
+    const char *category;
+    const char *message;
+    const char *exception; /* NULL when none */
+    bool has_state;
+    size_t nstate; /* the state's pairs, without the leading "Message" */
+    const struct ev_log_kv *state;
+    size_t nscopes; /* outermost first */
+    const struct ev_log_scope *scopes;
+};
+
+typedef void (*ev_logs_record_cb)(void *ud, const struct ev_log_record *r);
+
+struct ev_logs_stats {
+    uint64_t bytes;
+    uint64_t events;
+    uint64_t mel_events; /* Microsoft-Extensions-Logging events seen */
+    uint64_t mel_metadata;
+    uint64_t records;
+    uint64_t dropped; /* MessageJson with empty ArgumentsJson */
+    uint64_t skipped; /* malformed payloads, strings over the text area, scopes over the cap */
+    uint64_t scopes;  /* scope nodes alive */
+    uint64_t lost;    /* events the runtime dropped */
+};
+
+struct ev_logs;
+
+/* 0, -ENOMEM, AGENT_E_INVAL (no out or cb). */
+int ev_logs_new(struct ev_logs **out, ev_logs_record_cb cb, void *ud);
+/* 0, or a negative error once the stream is invalid (later feeds return it again). */
+int ev_logs_feed(struct ev_logs *l, const uint8_t *p, size_t n);
+const char *ev_logs_error(const struct ev_logs *l);
+void ev_logs_get_stats(const struct ev_logs *l, struct ev_logs_stats *out);
+void ev_logs_free(struct ev_logs *l);
+
+enum ev_logs_format {
+    EV_LOGS_NDJSON = 0,   /* application/x-ndjson */
+    EV_LOGS_JSON_SEQ = 1, /* application/json-seq */
+    EV_LOGS_PLAIN = 2     /* text/plain */
+};
+
+/* "Trace" … "Critical", "None"; NULL out of range. */
+const char *ev_log_level_name(int level);
+/* Case-insensitive LogLevel name or 0..6 digit -> level; -1 when unknown. */
+int ev_log_level_parse(const char *s);
+/* Appends r in format f to out. 0, -ENOMEM or AGENT_E_TOOBIG (out's cap). */
+int ev_logs_format_record(const struct ev_log_record *r, enum ev_logs_format f, struct buf *out);
+
+#endif

@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * events/ev_logs: Microsoft-Extensions-Logging events to log records (EVENTS.md §4.3) and the
+ * three /logs formats (§4.4). Synthetic V4 streams written byte by byte, with activity ids in
+ * uncompressed and header-compressed blobs, fed whole and in small chunks.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "err.h"
+#include "ev_logs.h"
+#include "wbuf.h"
+
+#define SYNC_QPC 1000000ll
+#define QPC_FREQ 1000000000ll /* Trace object: 2025-01-02 03:04:05.678 UTC */
+#define MEL      "Microsoft-Extensions-Logging"
+
+enum { MD_FMT = 1, MD_JSON = 2, MD_START = 3, MD_STOP = 4, MD_OTHER = 5 };
+
+struct nt {
+    struct wb out;
+    struct wb blk;
+    uint32_t seq;
+    bool compressed;
+    uint32_t prev_seq; /* the compressed-header state, reset per block */
+    int64_t prev_ts;
+};
+
+static void nt_object_begin(struct wb *w, const char *name, uint32_t version)
+{
+    wb_u8(w, 5);
+    wb_u8(w, 5);
+    wb_u8(w, 1);
+    wb_u32(w, version);
+    wb_u32(w, version);
+    wb_u32(w, (uint32_t)strlen(name));
+    wb_raw(w, name, strlen(name));
+    wb_u8(w, 6);
+}
+
+static void nt_begin(struct nt *t)
+{
+    memset(t, 0, sizeof(*t));
+    wb_raw(&t->out, "Nettrace", 8);
+    wb_u32(&t->out, 20);
+    wb_raw(&t->out, "!FastSerialization.1", 20);
+    nt_object_begin(&t->out, "Trace", 4);
+    static const uint16_t st[8] = {2025, 1, 4, 2, 3, 4, 5, 678};
+    for (int k = 0; k < 8; k++) {
+        wb_le(&t->out, st[k], 2);
+    }
+    wb_le(&t->out, SYNC_QPC, 8);
+    wb_le(&t->out, QPC_FREQ, 8);
+    wb_u32(&t->out, 8);
+    wb_u32(&t->out, 42);
+    wb_u32(&t->out, 4);
+    wb_u32(&t->out, 1000000);
+    wb_u8(&t->out, 6);
+}
+
+static void guid(uint8_t g[16], unsigned id)
+{
+    memset(g, 0, 16);
+    g[0] = (uint8_t)id;
+    g[15] = (uint8_t)(id >> 8);
+}
+
+static void nt_blob(struct nt *t, uint32_t md_id, int64_t ts, unsigned act, unsigned rel,
+                    const struct wb *pl)
+{
+    uint8_t a[16], r[16];
+    guid(a, act);
+    guid(r, rel);
+    uint32_t seq = md_id != 0 ? ++t->seq : 0;
+    if (t->compressed) {
+        /* metadata id, sequence/capture/proc, thread, activity ids, payload size; the previous
+         * header starts at zero in each block. */
+        wb_u8(&t->blk, 0x01 | 0x02 | 0x04 | 0x10 | 0x20 | 0x80);
+        wb_varu(&t->blk, md_id);
+        wb_varu(&t->blk, seq - t->prev_seq - 1);
+        wb_varu(&t->blk, 7);
+        wb_varu(&t->blk, 0);
+        wb_varu(&t->blk, 7);
+        wb_varu(&t->blk, (uint64_t)(ts - t->prev_ts));
+        t->prev_seq = seq;
+        t->prev_ts = ts;
+        wb_raw(&t->blk, a, 16);
+        wb_raw(&t->blk, r, 16);
+        wb_varu(&t->blk, pl->n);
+        wb_raw(&t->blk, pl->b, pl->n);
+        return;
+    }
+    size_t pad = (4 - pl->n % 4) % 4;
+    wb_u32(&t->blk, (uint32_t)(76 + pl->n + pad));
+    wb_u32(&t->blk, md_id);
+    wb_u32(&t->blk, seq);
+    wb_le(&t->blk, md_id != 0 ? 7 : 0, 8);
+    wb_le(&t->blk, md_id != 0 ? 7 : 0, 8);
+    wb_u32(&t->blk, 0);
+    wb_u32(&t->blk, 0);
+    wb_le(&t->blk, (uint64_t)ts, 8);
+    wb_raw(&t->blk, a, 16);
+    wb_raw(&t->blk, r, 16);
+    wb_u32(&t->blk, (uint32_t)pl->n);
+    wb_raw(&t->blk, pl->b, pl->n);
+    wb_le(&t->blk, 0, pad);
+}
+
+static void nt_block(struct nt *t, const char *name, bool compressed)
+{
+    nt_object_begin(&t->out, name, 2);
+    wb_u32(&t->out, (uint32_t)(20 + t->blk.n));
+    while (t->out.n % 4 != 0) {
+        wb_u8(&t->out, 0);
+    }
+    wb_le(&t->out, 20, 2);
+    wb_le(&t->out, compressed ? 1 : 0, 2);
+    wb_le(&t->out, 0, 8);
+    wb_le(&t->out, 0, 8);
+    wb_raw(&t->out, t->blk.b, t->blk.n);
+    wb_u8(&t->out, 6);
+    t->blk.n = 0;
+    t->prev_seq = 0;
+    t->prev_ts = 0;
+}
+
+static void md_def(struct nt *t, uint32_t id, const char *provider, const char *name,
+                   const char *const *fields, const uint32_t *codes, size_t n)
+{
+    struct wb w = {0};
+    wb_u32(&w, id);
+    wb_wstr(&w, provider);
+    wb_u32(&w, id + 100);
+    wb_wstr(&w, name);
+    wb_le(&w, 0xC, 8);
+    wb_u32(&w, 0);
+    wb_u32(&w, 0);
+    wb_u32(&w, (uint32_t)n);
+    for (size_t k = 0; k < n; k++) {
+        wb_u32(&w, codes[k]);
+        wb_wstr(&w, fields[k]);
+    }
+    bool c = t->compressed;
+    t->compressed = false;
+    nt_blob(t, 0, 0, 0, 0, &w);
+    t->compressed = c;
+    free(w.b);
+}
+
+static const char *const fmt_f[] = {"Level",           "FactoryID",      "LoggerName",
+                                    "EventId",         "EventName",      "FormattedMessage",
+                                    "ActivityTraceId", "ActivitySpanId", "ActivityTraceFlags"};
+static const uint32_t fmt_c[] = {9, 9, 18, 9, 18, 18, 18, 18, 18};
+static const char *const json_f[] = {"Level",          "FactoryID",         "LoggerName",
+                                     "EventId",        "EventName",         "ExceptionJson",
+                                     "ArgumentsJson",  "FormattedMessage",  "ActivityTraceId",
+                                     "ActivitySpanId", "ActivityTraceFlags"};
+static const uint32_t json_c[] = {9, 9, 18, 9, 18, 18, 18, 18, 18, 18, 18};
+static const char *const start_f[] = {"ID", "FactoryID", "LoggerName", "ArgumentsJson"};
+static const uint32_t start_c[] = {9, 9, 18, 18};
+static const char *const stop_f[] = {"ID", "FactoryID", "LoggerName"};
+static const uint32_t stop_c[] = {9, 9, 18};
+
+static void ev_formatted(struct nt *t, int64_t ts, const char *msg)
+{
+    struct wb p = {0};
+    wb_u32(&p, 2);
+    wb_u32(&p, 1);
+    wb_wstr(&p, "Demo.Category");
+    wb_u32(&p, 7);
+    wb_wstr(&p, "Ev7");
+    wb_wstr(&p, msg);
+    wb_wstr(&p, "");
+    wb_wstr(&p, "");
+    wb_wstr(&p, "");
+    nt_blob(t, MD_FMT, ts, 0, 0, &p);
+    free(p.b);
+}
+
+static void ev_json(struct nt *t, int64_t ts, unsigned act, int level, const char *cat,
+                    const char *name, const char *exc, const char *args)
+{
+    struct wb p = {0};
+    wb_u32(&p, (uint32_t)level);
+    wb_u32(&p, 1);
+    wb_wstr(&p, cat);
+    wb_u32(&p, 7);
+    wb_wstr(&p, name);
+    wb_wstr(&p, exc);
+    wb_wstr(&p, args);
+    wb_wstr(&p, "ignored");
+    wb_wstr(&p, "");
+    wb_wstr(&p, "");
+    wb_wstr(&p, "");
+    nt_blob(t, MD_JSON, ts, act, 0, &p);
+    free(p.b);
+}
+
+static void ev_scope(struct nt *t, bool start, unsigned act, unsigned rel, const char *args)
+{
+    struct wb p = {0};
+    wb_u32(&p, act);
+    wb_u32(&p, 1);
+    wb_wstr(&p, "Demo.Category");
+    if (start) {
+        wb_wstr(&p, args);
+    }
+    nt_blob(t, start ? MD_START : MD_STOP, SYNC_QPC, act, rel, &p);
+    free(p.b);
+}
+
+#define TS(sec) (SYNC_QPC + (int64_t)(sec)*QPC_FREQ)
+
+static uint8_t *synthetic(size_t *n, bool compressed)
+{
+    struct nt t;
+    nt_begin(&t);
+    md_def(&t, MD_FMT, MEL, "FormattedMessage", fmt_f, fmt_c, 9);
+    md_def(&t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
+    md_def(&t, MD_START, MEL, "ActivityJsonStart", start_f, start_c, 4);
+    md_def(&t, MD_STOP, MEL, "ActivityJsonStop", stop_f, stop_c, 3);
+    md_def(&t, MD_OTHER, "Other", "MessageJson", json_f, json_c, 11);
+    nt_block(&t, "MetadataBlock", false);
+    t.compressed = compressed;
+    const char *evb = "EventBlock";
+    ev_scope(&t, true, 0x101, 0, "{\"Id\":\"31\",\"{OriginalFormat}\":\"Scope {Id}\"}");
+    nt_block(&t, evb, compressed);
+    ev_scope(&t, true, 0x102, 0x101,
+             "{\"N\":5,\"B\":true,\"Z\":null,\"Nested\":{\"x\":[1,\"}\"]},\"{OriginalFormat}\":"
+             "\"Inner\"}");
+    nt_block(&t, evb, compressed);
+    ev_formatted(&t, TS(1), "Hello world #31");
+    nt_block(&t, evb, compressed);
+    ev_json(&t, TS(2), 0x102, 2, "Demo.Category", "Ev7", "{}",
+            "{\"Name\":\"world\",\"N\":\"31\",\"{OriginalFormat}\":\"Hello {Name} #{N}\"}");
+    nt_block(&t, evb, compressed);
+    ev_scope(&t, false, 0x102, 0, NULL);
+    nt_block(&t, evb, compressed);
+    ev_scope(&t, false, 0x101, 0, NULL);
+    nt_block(&t, evb, compressed);
+    ev_formatted(&t, TS(3), "no template");
+    nt_block(&t, evb, compressed);
+    ev_json(&t, TS(3), 0x102, 4, "Other.Cat", "",
+            "{\"TypeName\":\"System.InvalidOperationException\",\"Message\":\"boom\","
+            "\"HResult\":\"-2146233079\",\"VerboseMessage\":\"System.InvalidOperationException: "
+            "boom\\n   at X.Y()\"}",
+            "{\"a\":\"b\\\"q\\u00e9\\ud83d\\ude00\"}");
+    nt_block(&t, evb, compressed);
+    ev_json(&t, TS(4), 0, 1, "Demo.Category", "Ev7", "{}", "");   /* dropped */
+    ev_json(&t, TS(4), 0, 1, "Demo.Category", "Ev7", "{}", "{}"); /* dropped */
+    nt_block(&t, evb, compressed);
+    struct wb p = {0};
+    wb_u32(&p, 2);
+    nt_blob(&t, MD_OTHER, TS(4), 0, 0, &p); /* another provider: ignored (and malformed) */
+    free(p.b);
+    nt_block(&t, evb, compressed);
+    ev_json(&t, TS(5), 0, 1, "Demo.Category", "", "{}",
+            "{\"Text\":\"line1\\r\\nline2\",\"{OriginalFormat}\":\"{{x}} {Text} {Missing}\"}");
+    nt_block(&t, evb, compressed);
+    wb_u8(&t.out, 1);
+    free(t.blk.b);
+    *n = t.out.n;
+    return t.out.b;
+}
+
+struct seen {
+    struct buf out[3];
+    int records;
+};
+
+static void on_record(void *ud, const struct ev_log_record *r)
+{
+    struct seen *s = ud;
+    s->records++;
+    for (int f = 0; f < 3; f++) {
+        assert_int_equal(ev_logs_format_record(r, (enum ev_logs_format)f, &s->out[f]), 0);
+    }
+}
+
+static const char expected_ndjson[] =
+    "{\"Timestamp\":\"2025-01-02 03:04:07Z\",\"LogLevel\":\"Information\",\"EventId\":7,"
+    "\"EventName\":\"Ev7\",\"Category\":\"Demo.Category\",\"Message\":\"Hello world #31\","
+    "\"State\":{\"Message\":\"Hello world #31\",\"Name\":\"world\",\"N\":\"31\","
+    "\"{OriginalFormat}\":\"Hello {Name} #{N}\"},\"Scopes\":[{\"Id\":\"31\",\"{OriginalFormat}\":"
+    "\"Scope {Id}\"},{\"N\":5,\"B\":true,\"Z\":null,\"{OriginalFormat}\":\"Inner\"}]}\n"
+    "{\"Timestamp\":\"2025-01-02 03:04:08Z\",\"LogLevel\":\"Error\",\"EventId\":7,"
+    "\"EventName\":\"\",\"Category\":\"Other.Cat\",\"Message\":\"no template\","
+    "\"Exception\":\"System.InvalidOperationException: boom\\n   at X.Y()\","
+    "\"State\":{\"Message\":\"no template\",\"a\":\"b\\\"q\xc3\xa9\xf0\x9f\x98\x80\"}}\n"
+    "{\"Timestamp\":\"2025-01-02 03:04:10Z\",\"LogLevel\":\"Debug\",\"EventId\":7,"
+    "\"EventName\":\"\",\"Category\":\"Demo.Category\",\"Message\":\"{x} line1\\r\\nline2 "
+    "{Missing}\",\"State\":{\"Message\":\"{x} line1\\r\\nline2 {Missing}\",\"Text\":"
+    "\"line1\\r\\nline2\",\"{OriginalFormat}\":\"{{x}} {Text} {Missing}\"}}\n";
+
+static const char expected_plain[] =
+    "2025-01-02 03:04:07Z info: Demo.Category[7][Ev7]\n"
+    "      => Id:31, {OriginalFormat}:Scope {Id} => N:5, B:True, Z:, {OriginalFormat}:Inner\n"
+    "      Hello world #31\n"
+    "2025-01-02 03:04:08Z fail: Other.Cat[7]\n"
+    "      no template\n"
+    "      System.InvalidOperationException: boom\n"
+    "         at X.Y()\n"
+    "2025-01-02 03:04:10Z dbug: Demo.Category[7]\n"
+    "      {x} line1\n"
+    "      line2 {Missing}\n";
+
+static void run_case(bool compressed, size_t chunk)
+{
+    size_t n;
+    uint8_t *p = synthetic(&n, compressed);
+    struct seen s;
+    memset(&s, 0, sizeof(s));
+    for (int f = 0; f < 3; f++) {
+        buf_init(&s.out[f], 0);
+    }
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, on_record, &s), 0);
+    for (size_t off = 0; off < n;) {
+        size_t k = chunk == 0 || n - off < chunk ? n - off : chunk;
+        assert_int_equal(ev_logs_feed(l, p + off, k), 0);
+        off += k;
+    }
+    assert_null(ev_logs_error(l));
+    struct ev_logs_stats st;
+    ev_logs_get_stats(l, &st);
+    assert_int_equal(s.records, 3);
+    assert_int_equal(st.records, 3);
+    assert_int_equal(st.dropped, 2);
+    assert_int_equal(st.scopes, 0);
+    assert_int_equal(st.mel_metadata, 4);
+    assert_string_equal(buf_cstr(&s.out[EV_LOGS_NDJSON]), expected_ndjson);
+    assert_string_equal(buf_cstr(&s.out[EV_LOGS_PLAIN]), expected_plain);
+    /* json-seq: the NDJSON records, each after a 0x1E */
+    struct buf want;
+    buf_init(&want, 0);
+    for (const char *q = expected_ndjson; *q != '\0';) {
+        const char *nl = strchr(q, '\n');
+        assert_int_equal(buf_append(&want, "\x1e", 1), 0);
+        assert_int_equal(buf_append(&want, q, (size_t)(nl - q) + 1), 0);
+        q = nl + 1;
+    }
+    assert_string_equal(buf_cstr(&s.out[EV_LOGS_JSON_SEQ]), buf_cstr(&want));
+    buf_fini(&want);
+    ev_logs_free(l);
+    for (int f = 0; f < 3; f++) {
+        buf_fini(&s.out[f]);
+    }
+    free(p);
+}
+
+static void test_ev_logs_uncompressed(void **state)
+{
+    (void)state;
+    run_case(false, 0);
+    run_case(false, 1);
+    run_case(false, 7);
+}
+
+static void test_ev_logs_compressed(void **state)
+{
+    (void)state;
+    run_case(true, 0);
+    run_case(true, 3);
+}
+
+/* Scopes over the cap are ignored; stopping them frees everything (ASan checks the rest). */
+static void test_ev_logs_scope_cap(void **state)
+{
+    (void)state;
+    struct nt t;
+    nt_begin(&t);
+    md_def(&t, MD_START, MEL, "ActivityJsonStart", start_f, start_c, 4);
+    md_def(&t, MD_STOP, MEL, "ActivityJsonStop", stop_f, stop_c, 3);
+    nt_block(&t, "MetadataBlock", false);
+    for (unsigned k = 1; k <= EV_LOGS_MAX_SCOPES + 50; k++) {
+        ev_scope(&t, true, k, k - 1, "{\"k\":\"v\"}");
+        if (k % 100 == 0) {
+            nt_block(&t, "EventBlock", false);
+        }
+    }
+    nt_block(&t, "EventBlock", false);
+    struct seen s;
+    memset(&s, 0, sizeof(s));
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, on_record, &s), 0);
+    assert_int_equal(ev_logs_feed(l, t.out.b, t.out.n), 0);
+    struct ev_logs_stats st;
+    ev_logs_get_stats(l, &st);
+    assert_int_equal(st.scopes, EV_LOGS_MAX_SCOPES);
+    assert_int_equal(st.skipped, 50);
+    ev_logs_free(l);
+    free(t.out.b);
+    free(t.blk.b);
+}
+
+static void test_ev_logs_levels(void **state)
+{
+    (void)state;
+    assert_int_equal(ev_log_level_parse("information"), 2);
+    assert_int_equal(ev_log_level_parse("TRACE"), 0);
+    assert_int_equal(ev_log_level_parse("5"), 5);
+    assert_int_equal(ev_log_level_parse("Info"), -1);
+    assert_int_equal(ev_log_level_parse(""), -1);
+    assert_string_equal(ev_log_level_name(4), "Error");
+    assert_null(ev_log_level_name(7));
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(NULL, on_record, NULL), AGENT_E_INVAL);
+    assert_int_equal(ev_logs_new(&l, NULL, NULL), AGENT_E_INVAL);
+    ev_logs_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ev_logs_uncompressed),
+        cmocka_unit_test(test_ev_logs_compressed),
+        cmocka_unit_test(test_ev_logs_scope_cap),
+        cmocka_unit_test(test_ev_logs_levels),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -844,6 +844,7 @@ void agent_stop(struct agent *a)
     uv_unref((uv_handle_t *)&a->shutdown_deadline);
     api_trace_shutdown(a);
     api_livemetrics_shutdown(a);
+    api_logs_shutdown(a);
     api_dump_shutdown(a);
     metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
     a->metrics = NULL;

@@ -48,6 +48,8 @@ static const struct api_route routes[] = {
     {"/trace", "POST", api_trace_post, NULL, false, false, false, NULL},
     {"/livemetrics", "GET", api_livemetrics_get, NULL, false, false, true, NULL},
     {"/livemetrics", "POST", api_livemetrics_post, NULL, false, false, false, NULL},
+    {"/logs", "GET", api_logs_get, NULL, false, false, true, NULL},
+    {"/logs", "POST", api_logs_post, NULL, false, false, false, NULL},
     {"/operations", "GET", api_operations_list, NULL, false, false, false, NULL},
     {"/operations/", "GET", NULL, api_operation_get, false, false, false, NULL},
     {"/operations/", "GET", NULL, api_operation_details, false, false, false, "/details"},

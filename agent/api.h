@@ -84,6 +84,10 @@ void api_trace_shutdown(struct agent *a);
 void api_livemetrics_get(struct agent *a, struct http_request *req);
 void api_livemetrics_post(struct agent *a, struct http_request *req);
 void api_livemetrics_shutdown(struct agent *a);
+/* /logs (api_logs.c); shutdown stops every running one gracefully. */
+void api_logs_get(struct agent *a, struct http_request *req);
+void api_logs_post(struct agent *a, struct http_request *req);
+void api_logs_shutdown(struct agent *a);
 /* Stops waiting for dumps the runtimes are still writing (shutdown). */
 void api_dump_shutdown(struct agent *a);
 

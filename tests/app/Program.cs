@@ -17,6 +17,16 @@
 //   gc                   GC.Collect twice with finalizers in between ("ok gc count=<gen2 count>")
 //   throw <n>            throws and catches n InvalidOperationException ("ok throw count=<n>")
 //   log <level> <text>   logs text under category TestApp.Commands at that LogLevel ("ok log")
+//   log-cat <category> <level> <text>
+//                        logs text under that category, EventId 3 "Categorized", template
+//                        "{Text}" ("ok log-cat")
+//   log-scope <level> <id> <text>
+//                        two nested scopes, "Outer {ScopeId}" (ScopeId=<id>) and "Inner {Depth}"
+//                        (Depth=2), then under TestApp.Commands EventId 4 "Scoped", template
+//                        "Scoped {Text} n={N}" with N=42 ("ok log-scope")
+//   log-exception <text> logs at Error under TestApp.Commands, EventId 5 "Failed", template
+//                        "Failed {Text}", with a thrown InvalidOperationException("boom <text>")
+//                        ("ok log-exception")
 //   http <port> [n]      starts Kestrel on 127.0.0.1:<port> (0 = any) serving GET /, then sends it
 //                        n (default 3) GETs with HttpClient ("ok http port=<port> requests=<n>");
 //                        a second call reuses the running server
@@ -263,6 +273,46 @@ internal static class Program
                     string text = parts.Length > 1 ? parts[1] : "";
                     s_commandLogger.Log(level, new EventId(1, "Command"), "{Text}", text);
                     return "ok log";
+                }
+            case "log-cat":
+                {
+                    string[] parts = rest.Split(' ', 3);
+                    if (parts.Length < 2 || !Enum.TryParse(parts[1], true, out LogLevel level) ||
+                        !Enum.IsDefined(level) || level == LogLevel.None)
+                    {
+                        throw new ArgumentException("usage: log-cat <category> <level> <text>");
+                    }
+                    ILogger logger = s_loggerFactory.CreateLogger(parts[0]);
+                    logger.Log(level, new EventId(3, "Categorized"), "{Text}", parts.Length > 2 ? parts[2] : "");
+                    return "ok log-cat";
+                }
+            case "log-scope":
+                {
+                    string[] parts = rest.Split(' ', 3);
+                    if (parts.Length < 2 || !Enum.TryParse(parts[0], true, out LogLevel level) ||
+                        !Enum.IsDefined(level) || level == LogLevel.None)
+                    {
+                        throw new ArgumentException("usage: log-scope <level> <id> <text>");
+                    }
+                    using (s_commandLogger.BeginScope("Outer {ScopeId}", parts[1]))
+                    using (s_commandLogger.BeginScope("Inner {Depth}", 2))
+                    {
+                        s_commandLogger.Log(level, new EventId(4, "Scoped"), "Scoped {Text} n={N}",
+                            parts.Length > 2 ? parts[2] : "", 42);
+                    }
+                    return "ok log-scope";
+                }
+            case "log-exception":
+                {
+                    try
+                    {
+                        throw new InvalidOperationException("boom " + rest);
+                    }
+                    catch (InvalidOperationException e)
+                    {
+                        s_commandLogger.LogError(new EventId(5, "Failed"), e, "Failed {Text}", rest);
+                    }
+                    return "ok log-exception";
                 }
             case "http":
                 {

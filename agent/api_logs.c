@@ -1,0 +1,703 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GET/POST /logs: an EventPipe session of its own with one runtime (Microsoft-Extensions-Logging
+ * keywords 0xC with dotnet-monitor's FilterSpecs, TplEventSource 0x80 for scopes; EVENTS.md
+ * §4.1, §4.3), its records built by events/ev_logs and streamed in the format the Accept header
+ * picks (text/plain, application/x-ndjson, application/json-seq, in dotnet-monitor's order; a
+ * missing Accept counts as any type, so text/plain, where dotnet-monitor answers 406) for
+ * durationSeconds (default 30, -1 until stopped). An operation like /livemetrics: stop (DELETE
+ * ?stop=true) ends the stream cleanly, cancel cuts it, a client that leaves ends the runtime's
+ * session at once, a runtime that exits ends the stream cleanly.
+ *
+ * The Microsoft-Extensions-Logging EventSource exists only in an app whose logging pipeline has
+ * the EventSourceLoggerProvider (README, "/logs"); enabling the provider cannot create it. That
+ * is not visible from outside before events arrive (EventSource metadata is sent lazily, with the
+ * first event), so such a session streams nothing until its duration ends; dotmon logs a warning
+ * when no logging event has arrived after LOGS_QUIET_MS.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cJSON.h>
+#include <uv.h>
+
+#include "agent.h"
+#include "err.h"
+#include "ev_logs.h"
+#include "http_query.h"
+#include "http_server.h"
+#include "ipc_session.h"
+#include "log.h"
+#include "operations.h"
+
+static const char cat[] = "dotmon.logs";
+
+#define MEL_PROVIDER     "Microsoft-Extensions-Logging"
+#define TPL_PROVIDER     "System.Threading.Tasks.TplEventSource"
+#define LOGS_BUFFER_MB   16
+#define START_TIMEOUT_MS 10000
+#define STOP_TIMEOUT_MS  10000
+#define SPECS_MAX        (16u * 1024u)
+#define LOGS_HIGH_WATER  (1024u * 1024u) /* pause the runtime's stream above this */
+#define LOGS_LOW_WATER   (256u * 1024u)
+#define LOGS_QUIET_MS    5000
+
+struct logs_spec {
+    int level;         /* the default level (LogLevel) */
+    bool app_filters;  /* UseAppFilters */
+    bool client_level; /* drop records under `level` here too (GET with level) */
+    struct buf specs;  /* the FilterSpecs argument value */
+};
+
+struct logs_job {
+    struct agent *a;
+    struct operation *op;     /* NULL once finished */
+    struct http_request *req; /* NULL once the response ended or the client left */
+    struct ipc_session *sess; /* NULL after on_end or abort */
+    struct ev_logs *logs;
+    struct logs_spec spec;
+    enum ev_logs_format format;
+    uv_timer_t timer;
+    uv_timer_t quiet;
+    int closing; /* timers being closed */
+    bool streaming;
+    bool stopping;
+    bool paused;
+    bool failed;
+    int64_t duration_s;
+    uint64_t pid;
+    char filename[64];
+    char location[512];
+    uint64_t records;
+    struct buf out; /* records of one read, written at once */
+};
+
+static void logs_on_closed(uv_handle_t *h)
+{
+    struct logs_job *job = h->data;
+    if (--job->closing > 0) {
+        return;
+    }
+    ev_logs_free(job->logs);
+    buf_fini(&job->spec.specs);
+    buf_fini(&job->out);
+    free(job);
+}
+
+static void logs_maybe_free(struct logs_job *job)
+{
+    if (job->req != NULL || job->sess != NULL || job->closing > 0) {
+        return;
+    }
+    job->closing = 2;
+    uv_close((uv_handle_t *)&job->timer, logs_on_closed);
+    uv_close((uv_handle_t *)&job->quiet, logs_on_closed);
+}
+
+static void logs_finish_op(struct logs_job *job, enum op_state state, const char *code,
+                           const char *message)
+{
+    if (job->op == NULL) {
+        return;
+    }
+    cJSON *extra = cJSON_CreateObject();
+    if (extra != NULL) {
+        struct ev_logs_stats st;
+        ev_logs_get_stats(job->logs, &st);
+        cJSON_AddNumberToObject(extra, "records", (double)job->records);
+        cJSON_AddNumberToObject(extra, "loggingEvents", (double)st.mel_events);
+        cJSON_AddNumberToObject(extra, "lostEvents", (double)st.lost);
+    }
+    op_set_extra(job->op, extra);
+    op_set_state(&job->a->ops, job->op, state, code, message);
+    job->op = NULL;
+}
+
+/* ---- the session's stream ---- */
+
+static void logs_on_record(void *ud, const struct ev_log_record *r)
+{
+    struct logs_job *job = ud;
+    if (job->spec.client_level && r->level < job->spec.level) {
+        return;
+    }
+    size_t mark = buf_size(&job->out);
+    if (ev_logs_format_record(r, job->format, &job->out) != 0) {
+        buf_truncate(&job->out, mark);
+        return;
+    }
+    job->records++;
+}
+
+static void logs_on_drain(void *ud, struct http_request *r)
+{
+    struct logs_job *job = ud;
+    (void)r;
+    if (job->paused && job->sess != NULL) {
+        job->paused = false;
+        ipc_session_resume(job->sess);
+    }
+    http_stream_on_drain(job->req, 0, NULL, NULL);
+}
+
+static void logs_fail_stream(struct logs_job *job, const char *why);
+
+static void logs_on_data(void *ud, const uint8_t *p, size_t n)
+{
+    struct logs_job *job = ud;
+    if (job->failed) {
+        return;
+    }
+    buf_reset(&job->out);
+    int rc = ev_logs_feed(job->logs, p, n);
+    if (rc != 0) {
+        const char *why = ev_logs_error(job->logs);
+        logs_fail_stream(job, why != NULL ? why : agent_strerror(rc));
+        return;
+    }
+    if (job->req == NULL || !job->streaming || buf_size(&job->out) == 0) {
+        return;
+    }
+    if (http_stream_write(job->req, buf_data(&job->out), buf_size(&job->out)) != 0) {
+        return; /* the client is gone: the abort callback follows */
+    }
+    if (http_stream_pending(job->req) > LOGS_HIGH_WATER && job->sess != NULL) {
+        job->paused = true;
+        ipc_session_pause(job->sess);
+        http_stream_on_drain(job->req, LOGS_LOW_WATER, logs_on_drain, job);
+    }
+}
+
+static void logs_on_timer(uv_timer_t *t);
+
+static void logs_on_quiet(uv_timer_t *t)
+{
+    struct logs_job *job = t->data;
+    struct ev_logs_stats st;
+    ev_logs_get_stats(job->logs, &st);
+    if (st.mel_events == 0) {
+        log_warn(cat,
+                 "logs of %" PRIu64 ": no Microsoft-Extensions-Logging event in %d s; the app may "
+                 "have no EventSource logger (see the README, /logs)",
+                 job->pid, LOGS_QUIET_MS / 1000);
+    }
+}
+
+static void logs_on_started(void *ud, uint64_t session_id, int version)
+{
+    struct logs_job *job = ud;
+    log_debug(cat, "logs session 0x%" PRIx64 " (CollectTracing%d) started", session_id, version);
+    if (job->op != NULL) {
+        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
+    }
+    if (job->req == NULL) {
+        return;
+    }
+    static const char *const types[] = {"application/x-ndjson", "application/json-seq",
+                                        "text/plain"};
+    char disposition[128];
+    snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
+    const struct http_header hdrs[] = {{"Content-Disposition", disposition},
+                                       {"Location", job->location}};
+    if (http_stream_begin(job->req, 200, types[job->format], hdrs, 2) != 0) {
+        if (job->sess != NULL && !job->stopping) {
+            job->stopping = true;
+            ipc_session_stop(job->sess, STOP_TIMEOUT_MS);
+        }
+        return;
+    }
+    job->streaming = true;
+    if (job->duration_s >= 0 && !job->stopping) {
+        uv_timer_start(&job->timer, logs_on_timer, (uint64_t)job->duration_s * 1000, 0);
+    }
+    uv_timer_start(&job->quiet, logs_on_quiet, LOGS_QUIET_MS, 0);
+}
+
+/* Ends the response: cleanly when the records are all valid, else cut (or a problem). */
+static void logs_end_response(struct logs_job *job, int status, bool failed, const char *reason)
+{
+    if (job->req == NULL) {
+        return;
+    }
+    struct http_request *req = job->req;
+    job->req = NULL;
+    http_request_on_abort(req, NULL, NULL);
+    http_stream_on_drain(req, 0, NULL, NULL);
+    if (job->streaming && !failed) {
+        http_stream_end(req);
+    } else if (job->streaming) {
+        http_stream_abort(req);
+    } else {
+        api_problem(req,
+                    status == AGENT_E_RUNTIME   ? 400
+                    : status == AGENT_E_TIMEOUT ? 504
+                                                : 502,
+                    "cannot collect logs from process %" PRIu64 ": %s", job->pid, reason);
+    }
+}
+
+static void logs_on_end(void *ud, int status, uint32_t hresult)
+{
+    struct logs_job *job = ud;
+    job->sess = NULL;
+    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->quiet);
+    char reason[256];
+    if (status == AGENT_E_RUNTIME) {
+        snprintf(reason, sizeof(reason), "the runtime refused the session (HRESULT 0x%08x)",
+                 hresult);
+    } else if (status != 0) {
+        snprintf(reason, sizeof(reason), "session failed: %s", agent_strerror(status));
+    } else {
+        snprintf(reason, sizeof(reason), "%s",
+                 job->stopping ? "stopped" : "the runtime ended the session");
+    }
+    log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
+    /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. */
+    bool failed = status == AGENT_E_TIMEOUT || (!job->streaming && status != 0);
+    logs_end_response(job, status, failed, reason);
+    if (job->streaming && !failed) {
+        logs_finish_op(job, OP_SUCCEEDED, NULL, NULL);
+    } else {
+        logs_finish_op(job, OP_FAILED, job->streaming ? "StreamFailed" : "RuntimeUnreachable",
+                       reason);
+    }
+    logs_maybe_free(job);
+}
+
+static const struct ipc_session_callbacks logs_callbacks = {
+    .on_started = logs_on_started, .on_data = logs_on_data, .on_end = logs_on_end};
+
+/* An unreadable stream: stop the runtime's session in the background and end now. */
+static void logs_fail_stream(struct logs_job *job, const char *why)
+{
+    char reason[300];
+    snprintf(reason, sizeof(reason), "the event stream cannot be read: %s", why);
+    job->failed = true;
+    if (job->sess != NULL) {
+        ipc_session_abort(job->sess);
+        job->sess = NULL;
+    }
+    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->quiet);
+    logs_end_response(job, AGENT_E_PROTO, true, reason);
+    logs_finish_op(job, OP_FAILED, "StreamFailed", reason);
+    logs_maybe_free(job);
+}
+
+static void logs_stop(void *ctx)
+{
+    struct logs_job *job = ctx;
+    if (job->stopping) {
+        return;
+    }
+    job->stopping = true;
+    if (job->op != NULL && job->op->state == OP_RUNNING) {
+        op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
+    }
+    uv_timer_stop(&job->timer);
+    if (job->sess != NULL) {
+        if (job->paused) {
+            job->paused = false;
+            ipc_session_resume(job->sess);
+        }
+        ipc_session_stop(job->sess, STOP_TIMEOUT_MS);
+    }
+}
+
+static void logs_on_timer(uv_timer_t *t)
+{
+    logs_stop(t->data);
+}
+
+static void logs_abandon(struct logs_job *job)
+{
+    if (job->sess != NULL) {
+        ipc_session_abort(job->sess); /* StopTracing in the background */
+        job->sess = NULL;
+    }
+    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->quiet);
+}
+
+static void logs_cancel(void *ctx)
+{
+    struct logs_job *job = ctx;
+    logs_abandon(job);
+    if (job->req != NULL) {
+        struct http_request *req = job->req;
+        job->req = NULL;
+        http_request_on_abort(req, NULL, NULL);
+        http_stream_on_drain(req, 0, NULL, NULL);
+        if (job->streaming) {
+            http_stream_abort(req);
+        } else {
+            api_problem(req, 400, "the logs operation was cancelled before it started");
+        }
+    }
+    logs_finish_op(job, OP_CANCELLED, NULL, NULL);
+    logs_maybe_free(job);
+}
+
+static void logs_on_abort(void *ud, struct http_request *r)
+{
+    struct logs_job *job = ud;
+    (void)r;
+    job->req = NULL;
+    log_info(cat, "logs of %" PRIu64 ": client disconnected after %" PRIu64 " records", job->pid,
+             job->records);
+    logs_abandon(job);
+    logs_finish_op(job, OP_CANCELLED, NULL, NULL);
+    logs_maybe_free(job);
+}
+
+/* ---- requests ---- */
+
+/* dotnet-monitor's LogLevel → EventLevel (EVENTS.md §4.1). */
+static uint32_t event_level(int level)
+{
+    static const uint32_t map[] = {0, 5, 4, 3, 2, 1, 1};
+    return level >= 0 && level <= EV_LOG_NONE ? map[level] : 4;
+}
+
+/* Appends ";Cat[:Level]" (no ';' first when the spec is empty). */
+static int spec_add(struct buf *b, const char *category, int level)
+{
+    int rc = buf_printf(b, "%s%s", buf_size(b) > 0 ? ";" : "", category);
+    if (rc == 0 && level >= 0) {
+        rc = buf_printf(b, ":%s", ev_log_level_name(level));
+    }
+    return rc;
+}
+
+/*
+ * The media type Accept picks, in dotnet-monitor's order (exact types first, then the ranges
+ * that cover them); -1 for none. A missing or empty Accept counts as any type.
+ */
+static int pick_format(const char *accept)
+{
+    static const char *const types[] = {"text/plain", "application/x-ndjson",
+                                        "application/json-seq"};
+    static const enum ev_logs_format fmts[] = {EV_LOGS_PLAIN, EV_LOGS_NDJSON, EV_LOGS_JSON_SEQ};
+    if (accept == NULL || accept[strspn(accept, " \t")] == '\0') {
+        return EV_LOGS_PLAIN;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t t = 0; t < 3; t++) {
+            size_t slash = (size_t)(strchr(types[t], '/') - types[t]);
+            for (const char *p = accept; *p != '\0';) {
+                p += strspn(p, " \t,");
+                size_t len = strcspn(p, ",; \t");
+                bool hit = pass == 0
+                               ? (len == strlen(types[t]) && strncasecmp(p, types[t], len) == 0)
+                               : ((len == 3 && strncmp(p, "*/*", 3) == 0) ||
+                                  (len == slash + 2 && strncasecmp(p, types[t], slash) == 0 &&
+                                   strncmp(p + slash, "/*", 2) == 0));
+                if (hit) {
+                    return (int)fmts[t];
+                }
+                p += strcspn(p, ",");
+            }
+        }
+    }
+    return -1;
+}
+
+/* The POST body (LogsConfiguration; member names in any case). 0, or AGENT_E_INVAL with err. */
+static int spec_from_json(struct logs_spec *s, const char *body, size_t len, struct buf *err)
+{
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    int rc = AGENT_E_INVAL;
+    if (root == NULL || !cJSON_IsObject(root)) {
+        (void)buf_append_str(err, "the body is not a JSON object (LogsConfiguration)");
+        goto out;
+    }
+    s->level = EV_LOG_WARNING;
+    s->app_filters = true;
+    cJSON *filters = NULL;
+    for (cJSON *m = root->child; m != NULL; m = m->next) {
+        if (strcasecmp(m->string, "logLevel") == 0 && !cJSON_IsNull(m)) {
+            s->level = cJSON_IsString(m) ? ev_log_level_parse(m->valuestring) : -1;
+            if (s->level < 0) {
+                (void)buf_append_str(err, "logLevel must be a LogLevel name");
+                goto out;
+            }
+        } else if (strcasecmp(m->string, "useAppFilters") == 0) {
+            if (!cJSON_IsBool(m)) {
+                (void)buf_append_str(err, "useAppFilters must be true or false");
+                goto out;
+            }
+            s->app_filters = cJSON_IsTrue(m);
+        } else if (strcasecmp(m->string, "filterSpecs") == 0) {
+            if (!cJSON_IsNull(m) && !cJSON_IsObject(m)) {
+                (void)buf_append_str(err, "filterSpecs must be an object {category: level}");
+                goto out;
+            }
+            filters = m;
+        } else {
+            (void)buf_printf(err, "unknown member '%s' in LogsConfiguration", m->string);
+            goto out;
+        }
+    }
+    if (s->app_filters && buf_append_str(&s->specs, "UseAppFilters") != 0) {
+        goto out;
+    }
+    for (cJSON *f = filters != NULL ? filters->child : NULL; f != NULL; f = f->next) {
+        int level = cJSON_IsString(f) ? ev_log_level_parse(f->valuestring) : -1;
+        if ((!cJSON_IsNull(f) && level < 0) || f->string[0] == '\0' ||
+            strpbrk(f->string, ";:\"\r\n") != NULL) {
+            (void)buf_printf(err,
+                             "filterSpecs: '%s' needs a category without ';' or ':' and a "
+                             "LogLevel name or null",
+                             f->string);
+            goto out;
+        }
+        if (spec_add(&s->specs, f->string, cJSON_IsNull(f) ? -1 : level) != 0) {
+            (void)buf_append_str(err, "filterSpecs is too long");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* The session's two providers; args holds the MEL argument string. */
+static int logs_session_start(struct logs_job *job, const struct ipc_process *p)
+{
+    struct buf args;
+    buf_init(&args, SPECS_MAX + 64);
+    int rc = 0;
+    if (buf_size(&job->spec.specs) > 0) {
+        rc = buf_printf(&args, "FilterSpecs=\"%s\"", buf_cstr(&job->spec.specs));
+    }
+    struct ipc_provider prov[2] = {
+        {.name = MEL_PROVIDER,
+         .keywords = 0xC,
+         .level = event_level(job->spec.level),
+         .arguments = buf_size(&args) > 0 ? buf_cstr(&args) : NULL},
+        {.name = TPL_PROVIDER, .keywords = 0x80, .level = 4},
+    };
+    struct ipc_collect_config cfg = {.buffer_mb = LOGS_BUFFER_MB,
+                                     .format = 1,
+                                     .rundown_keyword = 0,
+                                     .providers = prov,
+                                     .provider_count = 2};
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    if (rc == 0) {
+        rc = ipc_session_start(job->a->loop, &job->a->sessions, &ep, &cfg, START_TIMEOUT_MS,
+                               &logs_callbacks, job, &job->sess);
+    }
+    buf_fini(&args);
+    return rc;
+}
+
+static struct logs_job *logs_job_new(struct agent *a, struct http_request *req,
+                                     const struct ipc_process *p, struct operation *op)
+{
+    struct logs_job *job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        return NULL;
+    }
+    if (ev_logs_new(&job->logs, logs_on_record, job) != 0) {
+        free(job);
+        return NULL;
+    }
+    job->a = a;
+    job->op = op;
+    job->req = req;
+    job->pid = p->pid;
+    buf_init(&job->out, 0);
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".txt", ts, p->pid);
+    const char *host = http_request_header(req, "Host");
+    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
+             host != NULL ? host : "localhost", op->id);
+    op->artifact_name = strdup(job->filename);
+    uv_timer_init(a->loop, &job->timer);
+    uv_timer_init(a->loop, &job->quiet);
+    job->timer.data = job;
+    job->quiet.data = job;
+    return job;
+}
+
+/* Checks the query's tags and egressProvider; 0 or a problem answered. */
+static int logs_query(struct http_request *req, struct buf *tags)
+{
+    struct buf egress;
+    buf_init(&egress, 256);
+    const char *q = http_request_query(req);
+    int has_tags = http_query_get(q, "tags", tags);
+    int has_egress = http_query_get(q, "egressProvider", &egress);
+    int rc = 0;
+    if (has_tags < 0 || has_egress < 0) {
+        api_problem(req, 400, "malformed query string");
+        rc = AGENT_E_INVAL;
+    } else if (has_egress == 1 && buf_size(&egress) > 0) {
+        api_problem(req, 400,
+                    "egress provider '%s' is not configured; omit egressProvider to receive "
+                    "the logs in this response",
+                    buf_cstr(&egress));
+        rc = AGENT_E_INVAL;
+    } else if (has_tags == 0) {
+        buf_reset(tags);
+    }
+    buf_fini(&egress);
+    return rc;
+}
+
+/* Registers the operation and starts the session; takes spec. */
+static void logs_start(struct agent *a, struct http_request *req, const struct ipc_process *p,
+                       struct logs_spec *spec, int64_t duration_s, int format)
+{
+    struct buf tags;
+    buf_init(&tags, 4096);
+    struct operation *op = NULL;
+    if (logs_query(req, &tags) != 0) {
+        goto fail;
+    }
+    if (a->stopping) {
+        api_problem(req, 503, "dotmon is shutting down");
+        goto fail;
+    }
+    int rc = op_registry_add(&a->ops, OP_KIND_LOGS, p->pid, p->uid, p->name,
+                             buf_size(&tags) > 0 ? buf_cstr(&tags) : NULL, &op);
+    if (rc == AGENT_E_TOOBIG) {
+        api_problem(req, 429, "%zu logs sessions are running; at most %zu may run at once",
+                    op_registry_active(&a->ops, OP_KIND_LOGS), a->ops.limit[OP_KIND_LOGS]);
+        goto fail;
+    }
+    struct logs_job *job = rc == 0 ? logs_job_new(a, req, p, op) : NULL;
+    if (job == NULL) {
+        if (op != NULL) {
+            op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
+        }
+        api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
+        goto fail;
+    }
+    job->spec = *spec;
+    memset(spec, 0, sizeof(*spec)); /* ownership moved to the job */
+    job->duration_s = duration_s;
+    job->format = (enum ev_logs_format)format;
+    rc = logs_session_start(job, p);
+    if (rc != 0) {
+        job->req = NULL;
+        logs_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
+        api_problem(req, rc == AGENT_E_TOOBIG ? 429 : 502,
+                    "cannot start a logs session with process %" PRIu64 ": %s", p->pid,
+                    agent_strerror(rc));
+        logs_maybe_free(job);
+        goto out;
+    }
+    op->stoppable = true;
+    op->control.stop = logs_stop;
+    op->control.cancel = logs_cancel;
+    op->ctx = job;
+    http_request_on_abort(req, logs_on_abort, job);
+    goto out;
+fail:
+    buf_fini(&spec->specs);
+out:
+    buf_fini(&tags);
+}
+
+/* Process, duration and format, common to GET and POST; -1 when a problem was answered. */
+static int logs_common(struct agent *a, struct http_request *req, const struct ipc_process **p,
+                       int64_t *duration)
+{
+    int format = pick_format(http_request_header(req, "Accept"));
+    if (format < 0) {
+        api_problem(req, 406,
+                    "/logs produces text/plain, application/x-ndjson or application/json-seq");
+        return -1;
+    }
+    *p = api_select_process(a, req);
+    if (*p == NULL || api_parse_duration(req, duration) != 0) {
+        return -1;
+    }
+    return format;
+}
+
+void api_logs_get(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = NULL;
+    int64_t duration = 0;
+    int format = logs_common(a, req, &p, &duration);
+    if (format < 0) {
+        return;
+    }
+    struct logs_spec spec = {.level = EV_LOG_TRACE, .app_filters = true};
+    buf_init(&spec.specs, SPECS_MAX);
+    struct buf level;
+    buf_init(&level, 64);
+    int has = http_query_get(http_request_query(req), "level", &level);
+    if (has == 1) {
+        spec.level = ev_log_level_parse(buf_cstr(&level));
+        spec.app_filters = false;
+        spec.client_level = true;
+    }
+    buf_fini(&level);
+    if (has < 0 || spec.level < 0) {
+        api_problem(req, 400,
+                    "level must be one of Trace, Debug, Information, Warning, Error, "
+                    "Critical, None");
+        buf_fini(&spec.specs);
+        return;
+    }
+    if (spec.app_filters && buf_append_str(&spec.specs, "UseAppFilters") != 0) {
+        api_problem(req, 500, "out of memory");
+        buf_fini(&spec.specs);
+        return;
+    }
+    logs_start(a, req, p, &spec, duration, format);
+}
+
+void api_logs_post(struct agent *a, struct http_request *req)
+{
+    const char *ct = http_request_header(req, "Content-Type");
+    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
+        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
+        api_problem(req, 415, "POST /logs takes a JSON body, not %s", ct);
+        return;
+    }
+    const struct ipc_process *p = NULL;
+    int64_t duration = 0;
+    int format = logs_common(a, req, &p, &duration);
+    if (format < 0) {
+        return;
+    }
+    size_t len = 0;
+    const uint8_t *body = http_request_body(req, &len);
+    struct buf err;
+    buf_init(&err, 4096);
+    struct logs_spec spec = {0};
+    buf_init(&spec.specs, SPECS_MAX);
+    if (len == 0) {
+        api_problem(req, 400, "POST /logs needs a JSON body (LogsConfiguration)");
+        buf_fini(&spec.specs);
+    } else if (spec_from_json(&spec, (const char *)body, len, &err) != 0) {
+        api_problem(req, 400, "%s", buf_cstr(&err));
+        buf_fini(&spec.specs);
+    } else {
+        logs_start(a, req, p, &spec, duration, format);
+    }
+    buf_fini(&err);
+}
+
+void api_logs_shutdown(struct agent *a)
+{
+    for (size_t i = 0; i < a->ops.n; i++) {
+        struct operation *op = a->ops.v[i];
+        if (op->kind == OP_KIND_LOGS && !op_is_finished(op) && op->control.stop != NULL) {
+            op->control.stop(op->ctx);
+        }
+    }
+}

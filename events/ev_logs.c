@@ -114,14 +114,12 @@ static const char *field_str(struct ev_logs *l, const struct md_entry *md, enum 
     if (idx < 0 || md->schema->fields[idx].code != EV_TYPE_STRING) {
         return fallback;
     }
-    size_t need = ev_record_str_len(&l->rec, idx);
     char *out = l->text + l->text_len;
     size_t len;
     if (ev_record_str(&l->rec, idx, out, sizeof(l->text) - l->text_len, &len) != 0) {
         *ok = false;
         return "";
     }
-    (void)need;
     len = utf8_cut(out, len, EV_LOGS_MAX_STRING);
     out[len] = '\0';
     l->text_len += len + 1;
@@ -757,6 +755,9 @@ static const char *render_template(struct ev_logs *l, const char *fmt, const str
     size_t room = sizeof(l->text) - l->text_len;
     size_t o = 0;
     size_t next = 0;
+    if (room == 0) {
+        return "";
+    }
     size_t cap = room - 1 < EV_LOGS_MAX_STRING ? room - 1 : EV_LOGS_MAX_STRING;
     for (const char *p = fmt; *p != '\0';) {
         const char *piece = p;

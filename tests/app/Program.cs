@@ -62,7 +62,8 @@
 // Flags: --no-stdin-exit, --env-echo NAME (repeatable), --heartbeat-ms N (default 1000, 0 = off),
 // --gc-ms N (a GC.Collect every N ms, default 0 = off: for a container with no stdin, where the
 // `gc` command cannot be sent), --metrics-ms N (a `meter-add 1` and a `counters-add 1` every N
-// ms, default 0 = off: metrics that move without stdin), --console-log (also log to stderr). Any other argument is ignored, so tests can put markers on
+// ms, default 0 = off: metrics that move without stdin), --console-log (also log to stderr), --no-eventsource-logger (a
+// LoggerFactory without the EventSource logger: no Microsoft-Extensions-Logging events). Any other argument is ignored, so tests can put markers on
 // the command line (they show up in dotmon's /process commandLine).
 //
 // In the background a heartbeat allocates a little and logs at Information under category
@@ -108,6 +109,7 @@ internal static class Program
     {
         bool stdinExit = true;
         bool consoleLog = false;
+        bool eventSourceLogger = true;
         int heartbeatMs = 1000;
         int gcMs = 0;
         int metricsMs = 0;
@@ -118,6 +120,9 @@ internal static class Program
             {
                 case "--no-stdin-exit":
                     stdinExit = false;
+                    break;
+                case "--no-eventsource-logger":
+                    eventSourceLogger = false;
                     break;
                 case "--console-log":
                     consoleLog = true;
@@ -162,7 +167,10 @@ internal static class Program
             // Everything reaches the providers; the EventSource provider filters by what its
             // listener (a trace session) asked for.
             builder.SetMinimumLevel(LogLevel.Trace);
-            builder.AddEventSourceLogger();
+            if (eventSourceLogger)
+            {
+                builder.AddEventSourceLogger();
+            }
             if (consoleLog)
             {
                 builder.AddConsole(o => o.LogToStandardErrorThreshold = LogLevel.Trace);

@@ -13,7 +13,9 @@ marker (count, order, fields), in the format Accept asked for:
   - GET level=Warning as text/plain: the console layout;
   - POST LogsConfiguration {logLevel, filterSpecs, useAppFilters:false}: only listed categories;
   - Accept that matches none: 406; a bad level: 400;
-  - a killed runtime ends a durationSeconds=-1 stream cleanly with the records before it.
+  - a killed runtime ends a durationSeconds=-1 stream cleanly with the records before it;
+  - an app whose LoggerFactory has no EventSource logger: a 200 stream with no record that
+    ends after durationSeconds, and dotmon's warning about it.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
 """
@@ -32,6 +34,7 @@ import time
 import uuid
 
 FAILS = []
+MULT = int(os.environ.get("DOTMON_TEST_TIMEOUT_MULTIPLIER", "1") or 1)
 
 
 def check(cond, what):
@@ -57,10 +60,10 @@ def dotnet_root():
 
 
 class App:
-    def __init__(self, tmp):
+    def __init__(self, tmp, *extra):
         env = dict(os.environ, TMPDIR=tmp, DOTNET_ROOT=dotnet_root())
         self.p = subprocess.Popen([os.path.join(os.environ["DOTMON_TESTAPP_DIR"], "TestApp"), "--no-stdin-exit",
-                                   "--heartbeat-ms", "0"],
+                                   "--heartbeat-ms", "0", *extra],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
         self.pid = None
         deadline = time.time() + 60
@@ -183,7 +186,7 @@ def check_full(recs, m, with_debug):
 def main():
     tmp = tempfile.mkdtemp(prefix="dmlogs")
     os.chmod(tmp, 0o700)
-    app, dm = None, None
+    app, dm, log = None, None, None
     try:
         app = App(tmp)
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
@@ -191,7 +194,7 @@ def main():
         env = dict(os.environ, TMPDIR=tmp)
         dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{port}",
                                "--metrics", "false"], stdout=subprocess.DEVNULL, stderr=log, env=env)
-        deadline = time.time() + 30
+        deadline = time.time() + 30 * MULT
         while time.time() < deadline:
             try:
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -273,9 +276,32 @@ def main():
         except http.client.IncompleteRead as e:
             text, clean = e.partial.decode(errors="replace"), False
         check(clean, "the stream ended with its last chunk")
-        check(time.time() - t0 < 15, "the stream ended promptly")
+        check(time.time() - t0 < 15 * MULT, "the stream ended promptly")
         got = [x["Message"] for x in mine(json_records(text, False), m)]
         check(got == [f"last-{m}"], f"records before the kill {got}")
+
+        # 8. No EventSource logger in the app: nothing to stream, a clean end, a warning.
+        bare = App(tmp, "--no-eventsource-logger")
+        try:
+            deadline = time.time() + 30 * MULT
+            while time.time() < deadline:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("GET", "/processes")
+                if str(bare.pid).encode() in c.getresponse().read():
+                    break
+                time.sleep(0.2)
+            m = uuid.uuid4().hex[:12]
+            t0 = time.time()
+            c, r = open_stream(port, "GET", f"/logs?pid={bare.pid}&durationSeconds=7", "application/x-ndjson")
+            check(r.status == 200, f"app without the EventSource logger: {r.status}")
+            bare.command(f"log Warning none-{m}")
+            text = r.read().decode()
+            check(text == "" and time.time() - t0 >= 6.5, f"no record, ended after durationSeconds: {text[:200]!r}")
+            log.flush()
+            with open(os.path.join(tmp, "dotmon.log")) as f:
+                check("no Microsoft-Extensions-Logging event" in f.read(), "dotmon warned about the silent app")
+        finally:
+            bare.kill()
     finally:
         if app:
             app.kill()

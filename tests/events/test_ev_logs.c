@@ -2,7 +2,8 @@
 /*
  * events/ev_logs: Microsoft-Extensions-Logging events to log records (EVENTS.md §4.3) and the
  * three /logs formats (§4.4). Synthetic V4 streams written byte by byte, with activity ids in
- * uncompressed and header-compressed blobs, fed whole and in small chunks.
+ * uncompressed and header-compressed blobs, fed whole and in small chunks; and a real capture of
+ * the test app (tests/fixtures/events/README.md, logs.nettrace).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -417,13 +418,110 @@ static void test_ev_logs_levels(void **state)
     ev_logs_free(NULL);
 }
 
+/* ---- a real capture (tests/fixtures/events/README.md, logs.nettrace) ------------------------ */
+
+static uint8_t *read_fixture(const char *name, size_t *n)
+{
+    const char *dir = getenv("DOTMON_FIXTURES");
+    char path[1024];
+    int len = snprintf(path, sizeof(path), "%s/events/%s", dir ? dir : "tests/fixtures", name);
+    assert_true(len > 0 && (size_t)len < sizeof(path));
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fail_msg("cannot open %s (set DOTMON_FIXTURES)", path);
+    }
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long size = ftell(f);
+    assert_true(size > 0);
+    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+    uint8_t *p = malloc((size_t)size);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    *n = (size_t)size;
+    return p;
+}
+
+static void check_real(const char *nd)
+{
+    /* The five records of the capture, in order, each on its line. */
+    static const char *const want[] = {
+        "\"LogLevel\":\"Debug\",\"EventId\":1,\"EventName\":\"Command\",\"Category\":"
+        "\"TestApp.Commands\",\"Message\":\"dbg-fx\",\"State\":{\"Message\":\"dbg-fx\",\"Text\":"
+        "\"dbg-fx\",\"{OriginalFormat}\":\"{Text}\"}}",
+        "\"LogLevel\":\"Information\",\"EventId\":1,\"EventName\":\"Command\"",
+        "\"LogLevel\":\"Warning\",\"EventId\":3,\"EventName\":\"Categorized\",\"Category\":"
+        "\"Other.Cat\",\"Message\":\"w-fx\"",
+        "\"Message\":\"Scoped sc-fx n=42\",\"State\":{\"Message\":\"Scoped sc-fx n=42\",\"Text\":"
+        "\"sc-fx\",\"N\":\"42\",\"{OriginalFormat}\":\"Scoped {Text} "
+        "n={N}\"},\"Scopes\":[{\"ScopeId\":"
+        "\"77\",\"{OriginalFormat}\":\"Outer {ScopeId}\"},{\"Depth\":\"2\",\"{OriginalFormat}\":"
+        "\"Inner {Depth}\"}]}",
+        "\"LogLevel\":\"Error\",\"EventId\":5,\"EventName\":\"Failed\",\"Category\":"
+        "\"TestApp.Commands\",\"Message\":\"Failed ex-fx\",\"Exception\":"
+        "\"System.InvalidOperationException: boom ex-fx\\n   at TestApp.Program.",
+    };
+    const char *line = nd;
+    for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+        const char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        assert_memory_equal(line, "{\"Timestamp\":\"20", 16);
+        char *copy = strndup(line, (size_t)(nl - line));
+        assert_non_null(copy);
+        if (strstr(copy, want[k]) == NULL) {
+            fail_msg("record %zu: %s\nwants: %s", k, copy, want[k]);
+        }
+        free(copy);
+        line = nl + 1;
+    }
+    assert_string_equal(line, "");
+}
+
+static void test_ev_logs_real(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *p = read_fixture("logs.nettrace", &n);
+    static const size_t chunks[] = {0, 1, 4096};
+    for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+        struct seen s;
+        memset(&s, 0, sizeof(s));
+        for (int f = 0; f < 3; f++) {
+            buf_init(&s.out[f], 0);
+        }
+        struct ev_logs *l = NULL;
+        assert_int_equal(ev_logs_new(&l, on_record, &s), 0);
+        for (size_t off = 0; off < n;) {
+            size_t k = chunks[c] == 0 || n - off < chunks[c] ? n - off : chunks[c];
+            assert_int_equal(ev_logs_feed(l, p + off, k), 0);
+            off += k;
+        }
+        struct ev_logs_stats st;
+        ev_logs_get_stats(l, &st);
+        assert_int_equal(st.records, 5);
+        assert_int_equal(st.scopes, 0);
+        assert_int_equal(st.skipped, 0);
+        check_real(buf_cstr(&s.out[EV_LOGS_NDJSON]));
+        const char *plain = buf_cstr(&s.out[EV_LOGS_PLAIN]);
+        assert_null(strstr(plain, " crit: "));
+        assert_non_null(strstr(plain, "Z info: TestApp.Commands[4][Scoped]\n"
+                                      "      => ScopeId:77, {OriginalFormat}:Outer {ScopeId} => "
+                                      "Depth:2, {OriginalFormat}:Inner {Depth}\n"
+                                      "      Scoped sc-fx n=42\n"));
+        ev_logs_free(l);
+        for (int f = 0; f < 3; f++) {
+            buf_fini(&s.out[f]);
+        }
+    }
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ev_logs_uncompressed),
-        cmocka_unit_test(test_ev_logs_compressed),
-        cmocka_unit_test(test_ev_logs_scope_cap),
-        cmocka_unit_test(test_ev_logs_levels),
+        cmocka_unit_test(test_ev_logs_uncompressed), cmocka_unit_test(test_ev_logs_compressed),
+        cmocka_unit_test(test_ev_logs_scope_cap),    cmocka_unit_test(test_ev_logs_levels),
+        cmocka_unit_test(test_ev_logs_real),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,9 +20,10 @@
 #include "ev_logs.h"
 #include "wbuf.h"
 
-#define SYNC_QPC 1000000ll
-#define QPC_FREQ 1000000000ll /* Trace object: 2025-01-02 03:04:05.678 UTC */
-#define MEL      "Microsoft-Extensions-Logging"
+#define SYNC_QPC      1000000ll
+#define QPC_FREQ      1000000000ll /* Trace object: 2025-01-02 03:04:05.678 UTC */
+#define MEL           "Microsoft-Extensions-Logging"
+#define NETTRACE_SKIP 102 /* damage only after the preamble (PROTOCOL.md §5.3) */
 
 enum { MD_FMT = 1, MD_JSON = 2, MD_START = 3, MD_STOP = 4, MD_OTHER = 5 };
 
@@ -516,12 +517,77 @@ static void test_ev_logs_real(void **state)
     free(p);
 }
 
+/* True when s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+static bool utf8_valid(const uint8_t *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
+        if (len == 0 || n - i < len) {
+            return false;
+        }
+        uint32_t cp = len == 1 ? c : (uint32_t)(c & (0x7F >> len));
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return false;
+            }
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
+/* The capture with random bytes changed: never a crash or a leak (ASan), always valid UTF-8. */
+static void test_ev_logs_damage(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *orig = read_fixture("logs.nettrace", &n);
+    uint8_t *p = malloc(n);
+    assert_non_null(p);
+    uint32_t rng = 12345;
+    for (int round = 0; round < 3000; round++) {
+        memcpy(p, orig, n);
+        int flips = 1 + round % 8;
+        for (int k = 0; k < flips; k++) {
+            rng = rng * 1103515245u + 12345u;
+            size_t at = NETTRACE_SKIP + (rng >> 8) % (n - NETTRACE_SKIP);
+            rng = rng * 1103515245u + 12345u;
+            p[at] = (uint8_t)(rng >> 16);
+        }
+        struct seen s;
+        memset(&s, 0, sizeof(s));
+        for (int f = 0; f < 3; f++) {
+            buf_init(&s.out[f], 0);
+        }
+        struct ev_logs *l = NULL;
+        assert_int_equal(ev_logs_new(&l, on_record, &s), 0);
+        (void)ev_logs_feed(l, p, n);
+        for (int f = 0; f < 3; f++) {
+            assert_true(utf8_valid(buf_data(&s.out[f]), buf_size(&s.out[f])));
+            buf_fini(&s.out[f]);
+        }
+        ev_logs_free(l);
+    }
+    free(p);
+    free(orig);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ev_logs_uncompressed), cmocka_unit_test(test_ev_logs_compressed),
         cmocka_unit_test(test_ev_logs_scope_cap),    cmocka_unit_test(test_ev_logs_levels),
-        cmocka_unit_test(test_ev_logs_real),
+        cmocka_unit_test(test_ev_logs_real),         cmocka_unit_test(test_ev_logs_damage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,6 +47,8 @@ static const char cat[] = "dotmon.logs";
 #define LOGS_HIGH_WATER  (1024u * 1024u) /* pause the runtime's stream above this */
 #define LOGS_LOW_WATER   (256u * 1024u)
 #define LOGS_QUIET_MS    5000
+/* Sessions still closing in the background (clients that left) beyond the running ones. */
+#define LOGS_SESSION_SLACK 8u
 
 struct logs_spec {
     int level;         /* the default level (LogLevel) */
@@ -566,6 +568,13 @@ static void logs_start(struct agent *a, struct http_request *req, const struct i
     }
     if (a->stopping) {
         api_problem(req, 503, "dotmon is shutting down");
+        goto fail;
+    }
+    /* As for traces: a client hanging up in a loop must not pile sessions up in the runtime. */
+    if (a->sessions.live >=
+        a->ops.limit[OP_KIND_TRACE] + a->ops.limit[OP_KIND_LOGS] + LOGS_SESSION_SLACK) {
+        api_problem(req, 429, "%zu sessions are still being closed; retry in a few seconds",
+                    a->sessions.live);
         goto fail;
     }
     int rc = op_registry_add(&a->ops, OP_KIND_LOGS, p->pid, p->uid, p->name,

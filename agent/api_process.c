@@ -292,20 +292,21 @@ void api_metrics(struct agent *a, struct http_request *req)
         (unsigned long long)ts->traces, (unsigned long long)ts->events,
         (unsigned long long)ts->dropped, (unsigned long long)ts->bytes,
         (unsigned long long)ts->spilled, (unsigned long long)ts->spool_limited);
-    buf_printf(&body,
-               "# HELP dotmon_runtime_sessions EventPipe sessions dotmon holds in runtimes now "
-               "(traces, metrics, live metrics, and stopped ones still closing)\n"
-               "# TYPE dotmon_runtime_sessions gauge\n"
-               "dotmon_runtime_sessions %zu\n"
-               "# HELP dotmon_operations_running Operations that have not finished, by kind\n"
-               "# TYPE dotmon_operations_running gauge\n"
-               "dotmon_operations_running{kind=\"trace\"} %zu\n"
-               "dotmon_operations_running{kind=\"dump\"} %zu\n"
-               "dotmon_operations_running{kind=\"livemetrics\"} %zu\n",
-               a->sessions.live + a->metric_sessions.live,
-               op_registry_active(&a->ops, OP_KIND_TRACE),
-               op_registry_active(&a->ops, OP_KIND_DUMP),
-               op_registry_active(&a->ops, OP_KIND_LIVEMETRICS));
+    buf_printf(
+        &body,
+        "# HELP dotmon_runtime_sessions EventPipe sessions dotmon holds in runtimes now "
+        "(traces, logs, metrics, live metrics, and stopped ones still closing)\n"
+        "# TYPE dotmon_runtime_sessions gauge\n"
+        "dotmon_runtime_sessions %zu\n"
+        "# HELP dotmon_operations_running Operations that have not finished, by kind\n"
+        "# TYPE dotmon_operations_running gauge\n"
+        "dotmon_operations_running{kind=\"trace\"} %zu\n"
+        "dotmon_operations_running{kind=\"dump\"} %zu\n"
+        "dotmon_operations_running{kind=\"livemetrics\"} %zu\n"
+        "dotmon_operations_running{kind=\"logs\"} %zu\n",
+        a->sessions.live + a->metric_sessions.live, op_registry_active(&a->ops, OP_KIND_TRACE),
+        op_registry_active(&a->ops, OP_KIND_DUMP), op_registry_active(&a->ops, OP_KIND_LIVEMETRICS),
+        op_registry_active(&a->ops, OP_KIND_LOGS));
     /* Every process's own metrics (metrics.c); a partial text is still served, as the scrape
      * would otherwise lose dotmon's health lines too. */
     int rc = metrics_render(a->metrics, &body);

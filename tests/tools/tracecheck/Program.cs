@@ -14,8 +14,10 @@
 // events whose raw payload contains TEXT encoded as UTF-16LE (how EventSource strings are stored).
 //
 // With --by-event, "byEvent":{"provider#eventId":count,...} counts events per provider and id.
+// With --gc-events, "gcEvents":[[Count,Depth,Reason,Type],...] lists every GCStart's payload as
+// TraceEvent decodes it (GCStartTraceData), in stream order.
 //
-// usage: tracecheck FILE [--by-event] [--find TEXT]...
+// usage: tracecheck FILE [--by-event] [--gc-events] [--find TEXT]...
 // Exit status: 0 read completely; 1 TraceEvent threw (the JSON then has "ok":false,"error":...);
 // 2 usage or file not found.
 
@@ -25,6 +27,7 @@ using System.IO;
 using System.Text;
 using System.Text.Json;
 using Microsoft.Diagnostics.Tracing;
+using Microsoft.Diagnostics.Tracing.Parsers.Clr;
 
 namespace TraceCheck;
 
@@ -39,6 +42,8 @@ internal static class Program
         string? path = null;
         var finds = new List<string>();
         bool byEvent = false;
+        bool gcEvents = false;
+        var gcList = new List<int[]>();
         for (int i = 0; i < args.Length; i++)
         {
             if (args[i] == "--find" && i + 1 < args.Length)
@@ -48,6 +53,10 @@ internal static class Program
             else if (args[i] == "--by-event")
             {
                 byEvent = true;
+            }
+            else if (args[i] == "--gc-events")
+            {
+                gcEvents = true;
             }
             else if (path == null)
             {
@@ -103,6 +112,10 @@ internal static class Program
                 if (provider == Runtime && id == 1)
                 {
                     gcStart++;
+                    if (gcEvents && e is GCStartTraceData g)
+                    {
+                        gcList.Add(new[] { g.Count, g.Depth, (int)g.Reason, (int)g.Type });
+                    }
                 }
                 else if (provider == Runtime && id == 2)
                 {
@@ -169,6 +182,20 @@ internal static class Program
                 }
                 w.WriteEndObject();
             }
+            if (gcEvents)
+            {
+                w.WriteStartArray("gcEvents");
+                foreach (int[] g in gcList)
+                {
+                    w.WriteStartArray();
+                    foreach (int v in g)
+                    {
+                        w.WriteNumberValue(v);
+                    }
+                    w.WriteEndArray();
+                }
+                w.WriteEndArray();
+            }
             w.WriteStartObject("found");
             for (int k = 0; k < finds.Count; k++)
             {
@@ -187,7 +214,7 @@ internal static class Program
 
     private static int Usage()
     {
-        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--find TEXT]...");
+        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--gc-events] [--find TEXT]...");
         return 2;
     }
 }

@@ -11,7 +11,9 @@ sessions of profile gc-verbose run at once:
     the GCStart payloads (Count, Depth, Reason, Type) equal TraceEvent's decoding event by event
     (tracecheck --gc-events); stdin input and -o give the same lines; a truncated copy exits 1
     with the lines before the cut.
-Also: format=xml is a 400 problem+json; both operations end Succeeded.
+Also: format=xml is a 400 problem+json; both operations end Succeeded; an ndjson trace with
+durationSeconds=-1 stopped by DELETE /operations/{id}?stop=true ends with the rundown's lines and
+Succeeded, and one cancelled (DELETE without stop) ends Cancelled.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_TRACECHECK, DOTMON_NETTRACE_CHECK.
 With --fuzz DIR: only `dotmon convert` over every file of DIR (never a signal, exit 0 or 1, every
@@ -172,6 +174,35 @@ def fuzz(corpus):
         check(rc in (0, 1) and not bad, f"convert {name}: exit {rc}, {len(objs)} lines, all JSON ({bad[:1]})")
 
 
+def stop_case(api, pid, stop):
+    """An endless ndjson trace ended by DELETE /operations/{id}[?stop=true]."""
+    what = "stopped" if stop else "cancelled"
+    r = urllib.request.urlopen(f"{api}/trace?pid={pid}&profile=gc-verbose&durationSeconds=-1&format=ndjson",
+                               timeout=60)
+    loc = r.headers.get("Location", "")
+    opid = loc.rsplit("/", 1)[-1]
+    time.sleep(1)
+    req = urllib.request.Request(f"{api}/operations/{opid}" + ("?stop=true" if stop else ""), method="DELETE")
+    with urllib.request.urlopen(req, timeout=10) as d:
+        check(d.status in (200, 202, 204), f"{what}: DELETE answered {d.status}")
+    try:
+        body = r.read()
+        cut = False
+    except Exception:  # noqa: BLE001 - a cancelled transfer is cut
+        body, cut = b"", True
+    objs, bad = parse_lines(body)
+    if stop:
+        check(not cut and objs and not bad and any(o["provider"].endswith("Rundown") for o in objs),
+              f"{what}: {len(objs)} JSON lines, the rundown's included")
+    deadline, status = time.time() + 30, None
+    while time.time() < deadline:
+        status = json.loads(urllib.request.urlopen(f"{api}/operations/{opid}", timeout=10).read()).get("status")
+        if status not in ("Running", "Stopping"):
+            break
+        time.sleep(0.2)
+    check(status == ("Succeeded" if stop else "Cancelled"), f"{what}: the operation is {status}")
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--fuzz":
         fuzz(sys.argv[2])
@@ -234,6 +265,8 @@ def main():
         ops = json.loads(urllib.request.urlopen(f"{api}/operations", timeout=10).read())
         check(len(ops) >= 2 and all(o.get("status") == "Succeeded" for o in ops),
               f"both operations Succeeded ({[o.get('status') for o in ops]})")
+        stop_case(api, app.pid, True)
+        stop_case(api, app.pid, False)
     finally:
         if dm is not None and dm.poll() is None:
             dm.terminate()

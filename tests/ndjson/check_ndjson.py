@@ -13,13 +13,16 @@ sessions of profile gc-verbose run at once:
     with the lines before the cut.
 Also: format=xml is a 400 problem+json; both operations end Succeeded; an ndjson trace with
 durationSeconds=-1 stopped by DELETE /operations/{id}?stop=true ends with the rundown's lines and
-Succeeded, and one cancelled (DELETE without stop) ends Cancelled.
+Succeeded, and one cancelled (DELETE without stop) ends Cancelled; a client that stops reading
+while the app writes ~60 MB of events is not dropped (backpressure instead of an endless queue:
+dotmon's RSS stays bounded) and later gets every line whole.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_TRACECHECK, DOTMON_NETTRACE_CHECK.
 With --fuzz DIR: only `dotmon convert` over every file of DIR (never a signal, exit 0 or 1, every
 stdout line valid JSON).
 """
 
+import http.client
 import json
 import os
 import re
@@ -203,6 +206,53 @@ def stop_case(api, pid, stop):
     check(status == ("Succeeded" if stop else "Cancelled"), f"{what}: the operation is {status}")
 
 
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def slow_client_case(api, port, app, dm_pid):
+    """format=ndjson to a client that stalls: the session pauses, nothing is dropped."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    sock.connect(("127.0.0.1", port))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.sock = sock
+    body = json.dumps({"Providers": [{"Name": "DotMon-TestApp", "EventLevel": "Verbose"}],
+                       "RequestRundown": False, "BufferSizeInMB": 16})
+    conn.request("POST", f"/trace?pid={app.pid}&durationSeconds=-1&format=ndjson", body=body,
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    opid = resp.getheader("Location", "").rsplit("/", 1)[-1]
+    check(resp.status == 200, f"slow client: POST /trace format=ndjson answered {resp.status}")
+    rss0 = rss_kb(dm_pid)
+    answer = app.command("events 15000 2000")  # ~60 MB of UTF-16 text, written while nobody reads
+    check(answer.startswith("ok events"), f"slow client: the app wrote its events ({answer})")
+    time.sleep(1)
+    rss1 = rss_kb(dm_pid)
+    check(rss1 - rss0 < 48 * 1024, f"slow client: dotmon's RSS grew by {(rss1 - rss0) // 1024} MB while stalled")
+    req = urllib.request.Request(f"{api}/operations/{opid}?stop=true", method="DELETE")
+    urllib.request.urlopen(req, timeout=10).read()
+    data = resp.read()
+    objs, bad = parse_lines(data)
+    blobs = sum(1 for o in objs if o.get("event") == "Blob")
+    check(not bad and blobs > 0, f"slow client: {len(objs)} lines ({blobs} Blob), all JSON ({bad[:1]})")
+    details = {}
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        details = json.loads(urllib.request.urlopen(f"{api}/operations/{opid}/details", timeout=10).read())
+        if details.get("status") not in ("Running", "Stopping"):
+            break
+        time.sleep(0.2)
+    dropped = details.get("trace", {}).get("droppedEvents", -1)
+    check(details.get("status") == "Succeeded" and blobs + dropped == 15000,
+          f"slow client: {details.get('status')}, {blobs} Blob lines + {dropped} dropped by the runtime = 15000")
+    conn.close()
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--fuzz":
         fuzz(sys.argv[2])
@@ -267,6 +317,7 @@ def main():
               f"both operations Succeeded ({[o.get('status') for o in ops]})")
         stop_case(api, app.pid, True)
         stop_case(api, app.pid, False)
+        slow_client_case(api, port, app, dm.pid)
     finally:
         if dm is not None and dm.poll() is None:
             dm.terminate()

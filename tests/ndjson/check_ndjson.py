@@ -15,7 +15,8 @@ Also: format=xml is a 400 problem+json; both operations end Succeeded; an ndjson
 durationSeconds=-1 stopped by DELETE /operations/{id}?stop=true ends with the rundown's lines and
 Succeeded, and one cancelled (DELETE without stop) ends Cancelled; a client that stops reading
 while the app writes ~60 MB of events is not dropped (backpressure instead of an endless queue:
-dotmon's RSS stays bounded) and later gets every line whole.
+dotmon's RSS stays bounded) and later gets every line whole; over every tests/fixtures/nettrace
+file, the events' activityId/relatedActivityId equal TraceEvent's (tracecheck --activities).
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_TRACECHECK, DOTMON_NETTRACE_CHECK.
 With --fuzz DIR: only `dotmon convert` over every file of DIR (never a signal, exit 0 or 1, every
@@ -253,6 +254,23 @@ def slow_client_case(api, port, app, dm_pid):
     conn.close()
 
 
+def fixture_activities():
+    d = os.path.join(os.environ["DOTMON_FIXTURES"], "nettrace")
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".nettrace"):
+            continue
+        path = os.path.join(d, name)
+        rc, out, _ = convert([path, "--format", "ndjson"])
+        objs, _ = parse_lines(out)
+        ours = sorted([f"{o['provider']}#{o['id']}", o["activityId"] or "", o["relatedActivityId"] or ""]
+                      for o in objs if o["activityId"] or o["relatedActivityId"])
+        te = json.loads(subprocess.run([os.environ["DOTNET_EXE"], os.environ["DOTMON_TRACECHECK"], path,
+                                        "--activities"], stdout=subprocess.PIPE, timeout=300).stdout)
+        theirs = sorted(te.get("activities", []))
+        check(rc == 0 and ours == theirs,
+              f"{name}: {len(ours)} events with activity ids, equal to TraceEvent's ({len(theirs)})")
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--fuzz":
         fuzz(sys.argv[2])
@@ -262,6 +280,7 @@ def main():
     os.chmod(tmp, 0o700)
     app, dm = None, None
     try:
+        fixture_activities()
         app = App(tmp)
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
         port = free_port()

@@ -16,8 +16,10 @@
 // With --by-event, "byEvent":{"provider#eventId":count,...} counts events per provider and id.
 // With --gc-events, "gcEvents":[[Count,Depth,Reason,Type],...] lists every GCStart's payload as
 // TraceEvent decodes it (GCStartTraceData), in stream order.
+// With --activities, "activities":[["provider#eventId","activityId","relatedActivityId"],...] lists
+// every event with a non-empty ActivityID or RelatedActivityID (empty ones as "").
 //
-// usage: tracecheck FILE [--by-event] [--gc-events] [--find TEXT]...
+// usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--find TEXT]...
 // Exit status: 0 read completely; 1 TraceEvent threw (the JSON then has "ok":false,"error":...);
 // 2 usage or file not found.
 
@@ -43,6 +45,8 @@ internal static class Program
         var finds = new List<string>();
         bool byEvent = false;
         bool gcEvents = false;
+        bool activities = false;
+        var actList = new List<string[]>();
         var gcList = new List<int[]>();
         for (int i = 0; i < args.Length; i++)
         {
@@ -57,6 +61,10 @@ internal static class Program
             else if (args[i] == "--gc-events")
             {
                 gcEvents = true;
+            }
+            else if (args[i] == "--activities")
+            {
+                activities = true;
             }
             else if (path == null)
             {
@@ -108,6 +116,12 @@ internal static class Program
                 {
                     string key = $"{provider}#{id}";
                     perEvent[key] = perEvent.TryGetValue(key, out long n) ? n + 1 : 1;
+                }
+                if (activities && (e.ActivityID != Guid.Empty || e.RelatedActivityID != Guid.Empty))
+                {
+                    actList.Add(new[] { $"{provider}#{id}",
+                        e.ActivityID == Guid.Empty ? "" : e.ActivityID.ToString(),
+                        e.RelatedActivityID == Guid.Empty ? "" : e.RelatedActivityID.ToString() });
                 }
                 if (provider == Runtime && id == 1)
                 {
@@ -196,6 +210,20 @@ internal static class Program
                 }
                 w.WriteEndArray();
             }
+            if (activities)
+            {
+                w.WriteStartArray("activities");
+                foreach (string[] a in actList)
+                {
+                    w.WriteStartArray();
+                    foreach (string v in a)
+                    {
+                        w.WriteStringValue(v);
+                    }
+                    w.WriteEndArray();
+                }
+                w.WriteEndArray();
+            }
             w.WriteStartObject("found");
             for (int k = 0; k < finds.Count; k++)
             {
@@ -214,7 +242,7 @@ internal static class Program
 
     private static int Usage()
     {
-        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--gc-events] [--find TEXT]...");
+        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--find TEXT]...");
         return 2;
     }
 }

@@ -334,12 +334,32 @@ static int scalar(struct buf *out, uint8_t code, const uint8_t *p, uint32_t size
     }
 }
 
+/* An array element `scalar` renders by stride: a fixed-size scalar (not Decimal, not a varint). */
 static bool scalar_element(const struct ev_field *e)
 {
-    return e->code != EV_TYPE_OBJECT && e->size > 0 && e->code != EV_TYPE_DECIMAL &&
-           e->code < EV_TYPE_STRING + 10 && e->code != EV_TYPE_STRING && e->code != EV_TYPE_ARRAY &&
-           e->code != EV_TYPE_FIXED_ARRAY && e->code != EV_TYPE_RELLOC &&
-           e->code != EV_TYPE_DATALOC;
+    if (e->size <= 0) {
+        return false;
+    }
+    switch (e->code) {
+    case EV_TYPE_BOOLEAN:
+    case EV_TYPE_BOOLEAN8:
+    case EV_TYPE_CHAR:
+    case EV_TYPE_SBYTE:
+    case EV_TYPE_BYTE:
+    case EV_TYPE_INT16:
+    case EV_TYPE_UINT16:
+    case EV_TYPE_INT32:
+    case EV_TYPE_UINT32:
+    case EV_TYPE_INT64:
+    case EV_TYPE_UINT64:
+    case EV_TYPE_SINGLE:
+    case EV_TYPE_DOUBLE:
+    case EV_TYPE_DATETIME:
+    case EV_TYPE_GUID:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* An array value (any of the four kinds): elements, a UTF-8 string, or hex. */

@@ -59,7 +59,8 @@ struct tally {
     uint64_t count[MAX_KEYS];
     size_t n;
     uint64_t lines;
-    struct buf all; /* every line, for comparisons between chunkings */
+    uint64_t stack_lines; /* lines with a "stack" array */
+    struct buf all;       /* every line, for comparisons between chunkings */
 };
 
 static void tally_add(struct tally *t, const char *key)
@@ -95,6 +96,16 @@ static int on_line(void *ud, const char *line, size_t len)
     assert_true(cJSON_IsString(prov) && cJSON_IsString(ev) && cJSON_IsNumber(id));
     assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "timestamp")));
     assert_true(cJSON_HasObjectItem(o, "payload") || cJSON_HasObjectItem(o, "payloadHex"));
+    cJSON *stack = cJSON_GetObjectItemCaseSensitive(o, "stack");
+    if (stack != NULL) {
+        assert_true(cJSON_IsArray(stack) && cJSON_GetArraySize(stack) > 0);
+        const cJSON *addr;
+        cJSON_ArrayForEach(addr, stack)
+        {
+            assert_true(cJSON_IsString(addr) && strncmp(addr->valuestring, "0x", 2) == 0);
+        }
+        t->stack_lines++;
+    }
     char key[200];
     snprintf(key, sizeof(key), "%s\t%d", prov->valuestring, id->valueint);
     tally_add(t, key);
@@ -160,6 +171,11 @@ static void check_fixture(const char *sub, const char *name)
     assert_true(t->lines > 0);
     assert_int_equal(t->lines, nettrace_get_stats(ck)->events);
     assert_int_equal(t->lines, ev_json_lines(j));
+    /* Stacks defined in the stream show up on the events that use them. */
+    const struct nettrace_stats *st = nettrace_get_stats(ck);
+    if (st->stacks > 0 && st->missing_stacks < st->events) {
+        assert_true(t->stack_lines > 0);
+    }
     for (size_t k = 0; k < t->n; k++) {
         char prov[160];
         memcpy(prov, t->key[k], sizeof(prov));

@@ -15,7 +15,7 @@
  *    "provider":"…", "event":"…",                    native runtime events without a name get
  *                                                    "GCStart"/"GCEnd", else "EventID(N)"
  *    "id":N, "version":N, "opcode":N, "keywords":"0x…", "level":N,
- *    "activityId":"guid"|null, "relatedActivityId":"guid"|null,   (V6: always null)
+ *    "activityId":"guid"|null, "relatedActivityId":"guid"|null,   (V6: the label list's)
  *    "stack":["0x7f…",…],                            only when the event has a kept stack
  *    "payload":{"Field":value,…}                     or "payloadHex":"…" (see below)
  *   }

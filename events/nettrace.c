@@ -75,6 +75,17 @@ struct id_range {
     uint32_t base; /* NETTRACE_KEEP_STACKS: index of `first` in stk_index; UINT32_MAX if not kept */
 };
 
+/* V6: the activity ids of one label list (only lists that carry one are kept). */
+struct label_acts {
+    uint32_t id; /* 0 = free slot */
+    uint8_t act[16];
+    uint8_t rel[16];
+};
+
+/* V6 label lists with activity ids kept at most (the rest go without them: memory stays bounded).
+ */
+#define MAX_LABEL_LISTS 65536u
+
 /* NETTRACE_KEEP_STACKS: where one kept stack's addresses are in stk_bytes. */
 struct stack_ref {
     uint32_t off;
@@ -151,6 +162,10 @@ struct nettrace_private {
     struct stack_ref *stk_index;
     size_t stk_count;
     size_t stk_index_cap;
+    /* V6: label lists with activity ids, open addressing by id */
+    struct label_acts *labels;
+    size_t labels_len;
+    size_t labels_cap; /* power of two, or 0 */
     /* last sequence number per capture thread, for lost-event accounting */
     struct thread_slot *threads;
     size_t threads_len;
@@ -999,6 +1014,8 @@ static int read_uncompressed_v6(struct nettrace_private *pr, struct ev_rd *c, st
     return 0;
 }
 
+static const struct label_acts *label_get(const struct nettrace_private *pr, uint32_t id);
+
 static const uint8_t *guid_or_null(const uint8_t g[16])
 {
     static const uint8_t zero[16];
@@ -1060,6 +1077,11 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
             .payload_len = b->payload_size,
         };
         ev.stack = stack_kept(pr, b->stack_id, &ev.stack_len);
+        const struct label_acts *la = pr->v6 ? label_get(pr, b->label_list) : NULL;
+        if (la != NULL) {
+            ev.activity_id = guid_or_null(la->act);
+            ev.related_activity_id = guid_or_null(la->rel);
+        }
         pr->cb(pr->cb_ud, &ev);
     }
     return 0;
@@ -1568,8 +1590,79 @@ static int check_v6_remove_threads(struct nettrace_private *pr, const uint8_t *p
     return 0;
 }
 
-/* One label; *last is set by the kind's high bit. */
-static int check_v6_label(struct nettrace_private *pr, struct ev_rd *c, bool *last)
+/* The kept activity ids of label list id, or NULL. */
+/* The slot of label list id, or SIZE_MAX when it is not kept. */
+static size_t label_slot(const struct nettrace_private *pr, uint32_t id)
+{
+    if (pr->labels_cap == 0 || id == 0) {
+        return SIZE_MAX;
+    }
+    for (size_t i = hash64(id) & (pr->labels_cap - 1);; i = (i + 1) & (pr->labels_cap - 1)) {
+        if (pr->labels[i].id == id) {
+            return i;
+        }
+        if (pr->labels[i].id == 0) {
+            return SIZE_MAX;
+        }
+    }
+}
+
+static const struct label_acts *label_get(const struct nettrace_private *pr, uint32_t id)
+{
+    size_t i = label_slot(pr, id);
+    return i != SIZE_MAX ? &pr->labels[i] : NULL;
+}
+
+/*
+ * Keeps (or replaces, or forgets) label list id's activity ids. Lists without any are not
+ * stored; past MAX_LABEL_LISTS new ones are dropped. 0 or -ENOMEM.
+ */
+static int label_put(struct nettrace_private *pr, uint32_t id, const struct label_acts *acts)
+{
+    static const uint8_t zero[16];
+    bool any = memcmp(acts->act, zero, 16) != 0 || memcmp(acts->rel, zero, 16) != 0;
+    size_t at = label_slot(pr, id);
+    struct label_acts *old = at != SIZE_MAX ? &pr->labels[at] : NULL;
+    if (old != NULL) {
+        memcpy(old->act, acts->act, 16); /* a list without ids keeps an all-zero entry */
+        memcpy(old->rel, acts->rel, 16);
+        return 0;
+    }
+    if (!any || pr->labels_len >= MAX_LABEL_LISTS) {
+        return 0;
+    }
+    if ((pr->labels_len + 1) * 2 > pr->labels_cap) {
+        size_t cap = pr->labels_cap ? pr->labels_cap * 2 : 64;
+        struct label_acts *t = calloc(cap, sizeof(*t));
+        if (t == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t k = 0; k < pr->labels_cap; k++) {
+            if (pr->labels[k].id != 0) {
+                size_t j = hash64(pr->labels[k].id) & (cap - 1);
+                while (t[j].id != 0) {
+                    j = (j + 1) & (cap - 1);
+                }
+                t[j] = pr->labels[k];
+            }
+        }
+        free(pr->labels);
+        pr->labels = t;
+        pr->labels_cap = cap;
+    }
+    size_t j = hash64(id) & (pr->labels_cap - 1);
+    while (pr->labels[j].id != 0) {
+        j = (j + 1) & (pr->labels_cap - 1);
+    }
+    pr->labels[j] = *acts;
+    pr->labels[j].id = id;
+    pr->labels_len++;
+    return 0;
+}
+
+/* One label; *last is set by the kind's high bit; ActivityId and RelatedActivityId go to acts. */
+static int check_v6_label(struct nettrace_private *pr, struct ev_rd *c, bool *last,
+                          struct label_acts *acts)
 {
     uint64_t at = ev_rd_offset(c);
     uint8_t kind;
@@ -1583,7 +1676,11 @@ static int check_v6_label(struct nettrace_private *pr, struct ev_rd *c, bool *la
     *last = (kind & 0x80) != 0;
     switch (kind & 0x7F) {
     case 1: /* ActivityId, RelatedActivityId, TraceId */
+        rc = read_guid(c, acts->act);
+        break;
     case 2:
+        rc = read_guid(c, acts->rel);
+        break;
     case 3:
         rc = ev_rd_skip(c, 16);
         break;
@@ -1627,11 +1724,16 @@ static int check_v6_label_lists(struct nettrace_private *pr, const uint8_t *p, s
     }
     for (uint32_t k = 0; k < count; k++) {
         bool last = false;
+        struct label_acts acts;
+        memset(&acts, 0, sizeof(acts));
         while (!last) {
-            int rc = check_v6_label(pr, &c, &last);
+            int rc = check_v6_label(pr, &c, &last, &acts);
             if (rc < 0) {
                 return rc;
             }
+        }
+        if (first + k >= first && label_put(pr, first + k, &acts) != 0) {
+            return fail_nomem(pr, pr->pos);
         }
     }
     return 0;
@@ -2009,6 +2111,7 @@ void nettrace_checker_fini(struct nettrace_checker *ck)
     free(pr->ranges);
     free(pr->stk_bytes);
     free(pr->stk_index);
+    free(pr->labels);
     free(pr->threads);
     free(pr);
     ck->priv = NULL;

@@ -138,7 +138,8 @@ struct nettrace_event {
     uint32_t stack_id;
     int64_t timestamp;
     uint32_t label_list_id; /* V6: the event's label list (0 = none); always 0 in V4/V5 */
-    /* V4/V5 blob header activity ids (16 bytes, .NET Guid layout); NULL when absent or zero. */
+    /* Activity ids (16 bytes, .NET Guid layout) from the V4/V5 blob header or the V6 label list
+     * (at most 64K lists with activity ids are kept); NULL when absent or zero. */
     const uint8_t *activity_id;
     const uint8_t *related_activity_id;
     /* With NETTRACE_KEEP_STACKS: the stack's addresses (pointer-size little-endian each), else NULL

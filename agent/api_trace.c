@@ -658,7 +658,6 @@ static int job_set_target(struct trace_job *job, const struct ipc_process *p,
     return rc;
 }
 
-/* Common part of GET and POST once the configuration is known; takes ownership of tc. */
 /*
  * The egressProvider and format query parameters: 0 with *ndjson set, or -1 once answered with a
  * problem (a malformed query, an egress provider, an unknown format).
@@ -690,6 +689,7 @@ static int trace_query_output(struct http_request *req, bool *ndjson)
     return rc;
 }
 
+/* Common part of GET and POST once the configuration is known; takes ownership of tc. */
 static void start_trace(struct agent *a, struct http_request *req, const struct ipc_process *p,
                         struct trace_config *tc, int64_t duration_s)
 {

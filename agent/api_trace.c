@@ -21,6 +21,12 @@
  * dropped (sequence-number gaps per capture thread, against the sequence points too, PROTOCOL.md
  * §5.7): `droppedEvents` of the operation, the end-of-trace log line and /metrics. When the
  * runtime ends the stream, the response ends only once the spool has been relayed.
+ *
+ * With format=ndjson (dotmon's own extension) the same session is answered as
+ * application/x-ndjson: each chunk the runtime sends is decoded (events/ev_json.h) and one JSON
+ * line per event is queued to the client. There is no spool on that path: when the client's queue
+ * passes TRACE_HIGH_WATER the session stops reading the runtime until it drains below
+ * TRACE_LOW_WATER. Stop, cancel, abort, duration and the operation behave as for nettrace.
  */
 #include "api.h"
 
@@ -34,6 +40,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "ev_json.h"
 #include "http_query.h"
 #include "ipc_session.h"
 #include "log.h"
@@ -50,6 +57,8 @@ static const char cat[] = "dotmon.trace";
 #define TRACE_ZERO_COPY_MIN    ((size_t)16 * 1024)
 #define TRACE_START_TIMEOUT_MS 5000
 #define TRACE_STOP_TIMEOUT_MS  120000
+/* format=ndjson: JSON text gathered before it is queued to the client. */
+#define TRACE_JSON_FLUSH ((size_t)64 * 1024)
 /* Sessions still closing in the background that may exist beyond the trace limit. */
 #define TRACE_SESSION_SLACK 8u
 
@@ -79,6 +88,8 @@ struct trace_job {
     char location[512];
     struct trace_config tc;
     struct nettrace_checker checker;
+    struct ev_json *json; /* format=ndjson: the converter; NULL for nettrace */
+    struct buf json_out;  /* its lines not yet queued */
 };
 
 static void job_maybe_free(struct trace_job *job);
@@ -95,6 +106,8 @@ static void job_on_timer_closed(uv_handle_t *h)
     struct agent *a = job->a;
     trace_config_fini(&job->tc);
     nettrace_checker_fini(&job->checker);
+    ev_json_free(job->json);
+    buf_fini(&job->json_out);
     spool_close(job->spool);
     ipc_endpoint_fini(&job->ep);
     free(job);
@@ -286,7 +299,8 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
     snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
     const struct http_header hdrs[] = {{"Content-Disposition", disposition},
                                        {"Location", job->location}};
-    if (http_stream_begin(job->req, 200, "application/octet-stream", hdrs, 2) != 0) {
+    const char *type = job->json != NULL ? "application/x-ndjson" : "application/octet-stream";
+    if (http_stream_begin(job->req, 200, type, hdrs, 2) != 0) {
         job_cancel(job);
         return;
     }
@@ -297,11 +311,57 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
     }
 }
 
+/* format=ndjson: queues the gathered lines to the client. */
+static int job_json_flush(struct trace_job *job)
+{
+    if (job->req == NULL || buf_size(&job->json_out) == 0) {
+        buf_reset(&job->json_out);
+        return 0;
+    }
+    int rc = http_stream_write(job->req, buf_data(&job->json_out), buf_size(&job->json_out));
+    buf_reset(&job->json_out);
+    if (rc != 0) {
+        job->client_lost = true; /* the client is gone; the abort callback follows */
+    }
+    return rc;
+}
+
+static int job_on_json_line(void *ud, const char *line, size_t len)
+{
+    struct trace_job *job = ud;
+    int rc = buf_append(&job->json_out, line, len);
+    if (rc == 0 && buf_size(&job->json_out) >= TRACE_JSON_FLUSH) {
+        rc = job_json_flush(job);
+    }
+    return rc;
+}
+
+/* format=ndjson: one chunk of the stream decoded into lines, with backpressure. */
+static void job_json_data(struct trace_job *job, const uint8_t *p, size_t n)
+{
+    /* A stream error stops the lines; the checker's verdict ends the response as for nettrace. */
+    if (ev_json_feed(job->json, p, n) == -ENOMEM) {
+        log_warn(cat, "trace of %llu: out of memory converting to NDJSON",
+                 (unsigned long long)job->pid);
+    }
+    if (job_json_flush(job) != 0) {
+        return;
+    }
+    if (!job->paused && job->sess != NULL && http_stream_pending(job->req) > TRACE_HIGH_WATER) {
+        job->paused = true; /* resumed by job_relay once the queue drains */
+        ipc_session_pause(job->sess);
+    }
+}
+
 static void sess_on_data(void *ud, const uint8_t *p, size_t n)
 {
     struct trace_job *job = ud;
     nettrace_feed(&job->checker, p, n);
     if (job->req == NULL || !job->streaming) {
+        return;
+    }
+    if (job->json != NULL) {
+        job_json_data(job, p, n);
         return;
     }
     /*
@@ -582,12 +642,12 @@ static const struct ipc_session_callbacks session_callbacks = {
  * the copy's error (UV_ENOMEM).
  */
 static int job_set_target(struct trace_job *job, const struct ipc_process *p,
-                          struct http_request *req)
+                          struct http_request *req, bool ndjson)
 {
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
-    snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts,
-             (unsigned long long)p->pid);
+    snprintf(job->filename, sizeof(job->filename), "%s_%llu.%s", ts, (unsigned long long)p->pid,
+             ndjson ? "ndjson" : "nettrace");
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     int rc = ipc_endpoint_copy(&job->ep, &ep);
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
@@ -598,28 +658,54 @@ static int job_set_target(struct trace_job *job, const struct ipc_process *p,
     return rc;
 }
 
-/* Common part of GET and POST once the configuration is known; takes ownership of tc. */
-static void start_trace(struct agent *a, struct http_request *req, const struct ipc_process *p,
-                        struct trace_config *tc, int64_t duration_s)
+/*
+ * The egressProvider and format query parameters: 0 with *ndjson set, or -1 once answered with a
+ * problem (a malformed query, an egress provider, an unknown format).
+ */
+static int trace_query_output(struct http_request *req, bool *ndjson)
 {
-    struct buf tags, egress;
-    buf_init(&tags, 4096);
+    struct buf egress, format;
     buf_init(&egress, 256);
+    buf_init(&format, 64);
     const char *q = http_request_query(req);
-    int has_tags = http_query_get(q, "tags", &tags);
     int has_egress = http_query_get(q, "egressProvider", &egress);
-    struct trace_job *job = NULL;
-    struct operation *op = NULL;
-
-    if (has_tags < 0 || has_egress < 0) {
+    int has_format = http_query_get(q, "format", &format);
+    int rc = -1;
+    *ndjson = has_format == 1 && strcasecmp(buf_cstr(&format), "ndjson") == 0;
+    if (has_egress < 0 || has_format < 0) {
         api_problem(req, 400, "malformed query string");
-        goto fail;
-    }
-    if (has_egress == 1 && buf_size(&egress) > 0) {
+    } else if (has_format == 1 && !*ndjson && strcasecmp(buf_cstr(&format), "nettrace") != 0) {
+        api_problem(req, 400, "unknown format '%s' (nettrace or ndjson)", buf_cstr(&format));
+    } else if (has_egress == 1 && buf_size(&egress) > 0) {
         api_problem(req, 400,
                     "egress provider '%s' is not configured; omit egressProvider to "
                     "receive the trace in this response",
                     buf_cstr(&egress));
+    } else {
+        rc = 0;
+    }
+    buf_fini(&egress);
+    buf_fini(&format);
+    return rc;
+}
+
+/* Common part of GET and POST once the configuration is known; takes ownership of tc. */
+static void start_trace(struct agent *a, struct http_request *req, const struct ipc_process *p,
+                        struct trace_config *tc, int64_t duration_s)
+{
+    struct buf tags;
+    buf_init(&tags, 4096);
+    const char *q = http_request_query(req);
+    int has_tags = http_query_get(q, "tags", &tags);
+    bool ndjson = false;
+    struct trace_job *job = NULL;
+    struct operation *op = NULL;
+
+    if (has_tags < 0) {
+        api_problem(req, 400, "malformed query string");
+        goto fail;
+    }
+    if (trace_query_output(req, &ndjson) != 0) {
         goto fail;
     }
     if (a->stopping) {
@@ -657,7 +743,12 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     job->duration_s = duration_s;
     job->tc = *tc;
     memset(tc, 0, sizeof(*tc)); /* ownership moved to the job */
-    if (nettrace_checker_init(&job->checker, NULL) != 0) {
+    buf_init(&job->json_out, 0);
+    if (ndjson) {
+        job->json = ev_json_new(job_on_json_line, job);
+    }
+    if ((ndjson && job->json == NULL) || nettrace_checker_init(&job->checker, NULL) != 0) {
+        ev_json_free(job->json);
         trace_config_fini(&job->tc);
         free(job);
         op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
@@ -667,7 +758,7 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
 
-    int ep_rc = job_set_target(job, p, req);
+    int ep_rc = job_set_target(job, p, req, ndjson);
 
     rc = ep_rc != 0
              ? ep_rc
@@ -692,7 +783,6 @@ fail:
     trace_config_fini(tc);
 out:
     buf_fini(&tags);
-    buf_fini(&egress);
 }
 
 void api_trace_get(struct agent *a, struct http_request *req)

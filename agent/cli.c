@@ -18,6 +18,8 @@ static const char usage_text[] =
     "  dotmon collect [options]        Serve the REST API (the default command)\n"
     "  dotmon generatekey [options]    Make an API key (P-384 key pair + bearer token)\n"
     "  dotmon config show [options]    Print the merged configuration\n"
+    "  dotmon convert FILE|- --format ndjson [-o OUT|-]\n"
+    "                                  Print a nettrace file as JSON lines (see convert --help)\n"
     "  dotmon --help | --version\n"
     "\n"
     "collect / config show options:\n"
@@ -50,6 +52,27 @@ static const char usage_text[] =
 const char *cli_usage(void)
 {
     return usage_text;
+}
+
+static const char convert_usage_text[] =
+    "Usage: dotmon convert FILE|- --format ndjson [-o OUT|-]\n"
+    "\n"
+    "Reads a nettrace file (V4/V5 or V6; - for stdin) incrementally and writes one JSON object\n"
+    "per event and line (NDJSON) to stdout or OUT:\n"
+    "  {\"timestamp\":\"…Z\",\"pid\":N,\"thread\":N,\"provider\":\"…\",\"event\":\"…\",\"id\":N,\n"
+    "   \"version\":N,\"opcode\":N,\"keywords\":\"0x…\",\"level\":N,\"activityId\":…,\n"
+    "   \"relatedActivityId\":…,[\"stack\":[\"0x…\",…],]\"payload\":{…} or \"payloadHex\":\"…\"}\n"
+    "\n"
+    "Options:\n"
+    "  --format ndjson                 The output format (the only one so far; required)\n"
+    "  -o, --output OUT|-              Write to OUT instead of stdout\n"
+    "\n"
+    "Exit status: 0 for a complete trace; 1 for a truncated or invalid one (a message on stderr;\n"
+    "the lines for the events before the problem are written); 2 for a usage error.\n";
+
+const char *cli_convert_usage(void)
+{
+    return convert_usage_text;
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -212,6 +235,10 @@ static bool option_known(enum cli_command command, const char *name)
                                           "--diagnostic-port",
                                           "--configuration-file-path"};
     static const char *const keygen[] = {"--output", "-o", "--expiration"};
+    if (command == CLI_CONVERT) {
+        return strcmp(name, "--format") == 0 || strcmp(name, "--output") == 0 ||
+               strcmp(name, "-o") == 0;
+    }
     if (command == CLI_COLLECT || command == CLI_CONFIG_SHOW) {
         for (size_t i = 0; i < sizeof(collect) / sizeof(collect[0]); i++) {
             if (strcmp(name, collect[i]) == 0) {
@@ -274,6 +301,17 @@ static int apply_option(struct cli_options *opts, const char *name, const char *
         } else {
             return fail(err, errlen, "--level takes redacted or full, not '%s'", val);
         }
+    } else if (opts->command == CLI_CONVERT && strcmp(name, "--format") == 0) {
+        if (strcasecmp(val, "ndjson") != 0) {
+            return fail(err, errlen, "unknown --format '%s' (expected ndjson)", val);
+        }
+        opts->convert_format_set = true;
+    } else if (opts->command == CLI_CONVERT &&
+               (strcmp(name, "--output") == 0 || strcmp(name, "-o") == 0)) {
+        if (*val == '\0') {
+            return fail(err, errlen, "--output needs a path or -");
+        }
+        opts->convert_output = val;
     } else if (opts->command == CLI_GENERATEKEY &&
                (strcmp(name, "--output") == 0 || strcmp(name, "-o") == 0)) {
         if (parse_key_format(val, &opts->key_format) != 0) {
@@ -290,6 +328,56 @@ static int apply_option(struct cli_options *opts, const char *name, const char *
         }
     } else {
         return fail(err, errlen, "unknown option '%s' (see dotmon --help)", name);
+    }
+    return 0;
+}
+
+/* The options after the command, from argv[i] on. */
+static int parse_options(int argc, const char *const *argv, int i, struct cli_options *opts,
+                         char *err, size_t errlen)
+{
+    bool is_collect = opts->command == CLI_COLLECT || opts->command == CLI_CONFIG_SHOW;
+    for (; i < argc; i++) {
+        char name[64];
+        const char *inline_val = split_inline_value(argv[i], name, sizeof(name));
+        const char *val = NULL;
+        bool takes_value = true;
+
+        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+            opts->command = opts->command == CLI_CONVERT ? CLI_CONVERT_HELP : CLI_HELP;
+            return 0;
+        }
+        if (opts->command == CLI_CONVERT && (argv[i][0] != '-' || strcmp(argv[i], "-") == 0)) {
+            if (opts->convert_input != NULL) {
+                return fail(err, errlen, "convert takes one input, not also '%s'", argv[i]);
+            }
+            opts->convert_input = argv[i];
+            continue;
+        }
+        if (!option_known(opts->command, name)) {
+            /* Before taking a value: the error must name the option, not what follows it. */
+            return fail(err, errlen, "unknown option '%s' (see dotmon --help)", argv[i]);
+        }
+        if (is_collect && (strcmp(name, "--no-auth") == 0 || strcmp(name, "--temp-apikey") == 0 ||
+                           strcmp(name, "--show-sources") == 0)) {
+            takes_value = false;
+        }
+        if (takes_value) {
+            if (inline_val != NULL) {
+                val = inline_val;
+            } else if (i + 1 < argc) {
+                val = argv[++i];
+            } else {
+                return fail(err, errlen, "option '%s' needs a value", name);
+            }
+        } else if (inline_val != NULL) {
+            return fail(err, errlen, "option '%s' takes no value", name);
+        }
+
+        int rc = apply_option(opts, name, val, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
     }
     return 0;
 }
@@ -322,6 +410,9 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
     } else if (strcmp(cmd, "generatekey") == 0) {
         opts->command = CLI_GENERATEKEY;
         i = 2;
+    } else if (strcmp(cmd, "convert") == 0) {
+        opts->command = CLI_CONVERT;
+        i = 2;
     } else if (strcmp(cmd, "config") == 0) {
         if (argc < 3 || strcmp(argv[2], "show") != 0) {
             return fail(err, errlen, "unknown config command (expected: config show)");
@@ -333,44 +424,17 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
         i = 1;
     } else {
         return fail(err, errlen,
-                    "unknown command '%s' (expected collect, generatekey or config show)", cmd);
+                    "unknown command '%s' (expected collect, generatekey, config show or convert)",
+                    cmd);
     }
 
-    bool is_collect = opts->command == CLI_COLLECT || opts->command == CLI_CONFIG_SHOW;
-    for (; i < argc; i++) {
-        char name[64];
-        const char *inline_val = split_inline_value(argv[i], name, sizeof(name));
-        const char *val = NULL;
-        bool takes_value = true;
-
-        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
-            opts->command = CLI_HELP;
-            return 0;
-        }
-        if (!option_known(opts->command, name)) {
-            /* Before taking a value: the error must name the option, not what follows it. */
-            return fail(err, errlen, "unknown option '%s' (see dotmon --help)", argv[i]);
-        }
-        if (is_collect && (strcmp(name, "--no-auth") == 0 || strcmp(name, "--temp-apikey") == 0 ||
-                           strcmp(name, "--show-sources") == 0)) {
-            takes_value = false;
-        }
-        if (takes_value) {
-            if (inline_val != NULL) {
-                val = inline_val;
-            } else if (i + 1 < argc) {
-                val = argv[++i];
-            } else {
-                return fail(err, errlen, "option '%s' needs a value", name);
-            }
-        } else if (inline_val != NULL) {
-            return fail(err, errlen, "option '%s' takes no value", name);
-        }
-
-        int rc = apply_option(opts, name, val, err, errlen);
-        if (rc != 0) {
-            return rc;
-        }
+    int rc = parse_options(argc, argv, i, opts, err, errlen);
+    if (rc != 0 || opts->command == CLI_HELP || opts->command == CLI_CONVERT_HELP) {
+        return rc;
+    }
+    if (opts->command == CLI_CONVERT &&
+        (opts->convert_input == NULL || !opts->convert_format_set)) {
+        return fail(err, errlen, "convert needs FILE|- and --format ndjson (see convert --help)");
     }
     if (opts->no_auth && opts->temp_apikey) {
         return fail(err, errlen, "--no-auth and --temp-apikey cannot be used together");

@@ -21,7 +21,9 @@ enum cli_command {
     CLI_VERSION,
     CLI_COLLECT,
     CLI_GENERATEKEY,
-    CLI_CONFIG_SHOW
+    CLI_CONFIG_SHOW,
+    CLI_CONVERT,     /* dotmon convert FILE|- --format ndjson [-o OUT|-] */
+    CLI_CONVERT_HELP /* dotmon convert --help */
 };
 
 enum cli_key_format {
@@ -52,6 +54,10 @@ struct cli_options {
     /* generatekey */
     enum cli_key_format key_format;
     int64_t expiration_s; /* default 7 days */
+    /* convert */
+    const char *convert_input;  /* a path or "-" (stdin) */
+    const char *convert_output; /* a path or "-" (stdout, the default) */
+    bool convert_format_set;    /* --format ndjson was given */
 };
 
 /* Exit code for command-line errors. */
@@ -72,5 +78,7 @@ int cli_parse_duration(const char *s, int64_t *secs);
 
 /* The --help text. */
 const char *cli_usage(void);
+/* The convert --help text. */
+const char *cli_convert_usage(void);
 
 #endif

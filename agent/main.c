@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "cli.h"
 #include "config.h"
+#include "convert.h"
 #include "err.h"
 #include "log.h"
 #include "settings.h"
@@ -218,6 +219,11 @@ int main(int argc, char **argv)
         return 0;
     case CLI_GENERATEKEY:
         return run_generatekey(&opts);
+    case CLI_CONVERT_HELP:
+        fputs(cli_convert_usage(), stdout);
+        return 0;
+    case CLI_CONVERT:
+        return convert_run(&opts);
     default:
         break;
     }

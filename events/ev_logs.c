@@ -577,8 +577,12 @@ static uint32_t guid_hash(const uint8_t *g)
     return h;
 }
 
+/* True for an absent (NULL: nettrace gives none for a zero id) or all-zero activity id. */
 static bool guid_zero(const uint8_t *g)
 {
+    if (g == NULL) {
+        return true;
+    }
     for (int k = 0; k < 16; k++) {
         if (g[k] != 0) {
             return false;

@@ -72,6 +72,24 @@ struct md_rec {
 struct id_range {
     uint32_t first;
     uint32_t last; /* inclusive */
+    uint32_t base; /* NETTRACE_KEEP_STACKS: index of `first` in stk_index; UINT32_MAX if not kept */
+};
+
+/* V6: the activity ids of one label list (only lists that carry one are kept). */
+struct label_acts {
+    uint32_t id; /* 0 = free slot */
+    uint8_t act[16];
+    uint8_t rel[16];
+};
+
+/* V6 label lists with activity ids kept at most (the rest go without them: memory stays bounded).
+ */
+#define MAX_LABEL_LISTS 65536u
+
+/* NETTRACE_KEEP_STACKS: where one kept stack's addresses are in stk_bytes. */
+struct stack_ref {
+    uint32_t off;
+    uint32_t len;
 };
 
 struct thread_slot {
@@ -91,9 +109,9 @@ struct blob {
     uint32_t label_list; /* V6 */
     uint64_t thread_id;
     uint64_t capture_thread_id;
-    uint64_t timestamp;              /* unsigned so that delta arithmetic wraps without UB */
-    uint8_t activity_id[16];         /* V4/V5 */
-    uint8_t related_activity_id[16]; /* V4/V5 */
+    uint64_t timestamp;   /* unsigned so that delta arithmetic wraps without UB */
+    uint8_t activity[16]; /* V4/V5; all zero when absent */
+    uint8_t related[16];
 };
 
 struct nettrace_private {
@@ -136,6 +154,18 @@ struct nettrace_private {
     struct id_range *ranges;
     size_t nranges;
     size_t ranges_cap;
+    /* NETTRACE_KEEP_STACKS: the stacks of the current region (bounded by NETTRACE_MAX_KEPT_STACKS)
+     */
+    uint8_t *stk_bytes;
+    size_t stk_len;
+    size_t stk_cap;
+    struct stack_ref *stk_index;
+    size_t stk_count;
+    size_t stk_index_cap;
+    /* V6: label lists with activity ids, open addressing by id */
+    struct label_acts *labels;
+    size_t labels_len;
+    size_t labels_cap; /* power of two, or 0 */
     /* last sequence number per capture thread, for lost-event accounting */
     struct thread_slot *threads;
     size_t threads_len;
@@ -620,14 +650,86 @@ static int store_metadata(struct nettrace_private *pr, const struct md_rec *pars
 
 /* ---- stacks and threads ---------------------------------------------------------------------- */
 
-static bool stack_defined(const struct nettrace_private *pr, uint32_t id)
+/* The range holding stack id `id` in the current region, or NULL. */
+static const struct id_range *stack_range(const struct nettrace_private *pr, uint32_t id)
 {
     for (size_t k = 0; k < pr->nranges; k++) {
         if (id >= pr->ranges[k].first && id <= pr->ranges[k].last) {
-            return true;
+            return &pr->ranges[k];
         }
     }
-    return false;
+    return NULL;
+}
+
+static bool stack_defined(const struct nettrace_private *pr, uint32_t id)
+{
+    return stack_range(pr, id) != NULL;
+}
+
+/* A sequence point ends the stack region: its ids and kept stacks are forgotten. */
+static void region_end(struct nettrace_private *pr)
+{
+    pr->nranges = 0;
+    pr->stk_len = 0;
+    pr->stk_count = 0;
+}
+
+/* NETTRACE_KEEP_STACKS: the kept addresses of stack id `id`, or NULL (none, or not kept). */
+static const uint8_t *stack_kept(const struct nettrace_private *pr, uint32_t id, uint32_t *len)
+{
+    const struct id_range *r = id != 0 ? stack_range(pr, id) : NULL;
+    if (r == NULL || r->base == UINT32_MAX || (size_t)r->base + (id - r->first) >= pr->stk_count) {
+        return NULL;
+    }
+    const struct stack_ref *ref = &pr->stk_index[r->base + (id - r->first)];
+    *len = ref->len;
+    return ref->len > 0 ? pr->stk_bytes + ref->off : NULL;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) {
+        return 0;
+    }
+    size_t c = *cap ? *cap : 64;
+    while (c < need) {
+        c *= 2;
+    }
+    void *n = realloc(*p, c * elem);
+    if (n == NULL) {
+        return -ENOMEM;
+    }
+    *p = n;
+    *cap = c;
+    return 0;
+}
+
+/*
+ * NETTRACE_KEEP_STACKS: copies a checked StackBlock's stacks (p[0..n)) for the events of the
+ * region. The base index for them, or UINT32_MAX when they would pass NETTRACE_MAX_KEPT_STACKS
+ * bytes or memory runs out (the events then go without their stacks; memory stays bounded).
+ */
+static uint32_t keep_stacks(struct nettrace_private *pr, const uint8_t *p, size_t n, uint32_t count)
+{
+    if ((pr->opt.flags & NETTRACE_KEEP_STACKS) == 0 || pr->stk_len + n > NETTRACE_MAX_KEPT_STACKS ||
+        grow((void **)&pr->stk_bytes, &pr->stk_cap, pr->stk_len + n, 1) != 0 ||
+        grow((void **)&pr->stk_index, &pr->stk_index_cap, pr->stk_count + count,
+             sizeof(struct stack_ref)) != 0) {
+        return UINT32_MAX;
+    }
+    uint32_t base = (uint32_t)pr->stk_count;
+    size_t i = 8;
+    for (uint32_t k = 0; k < count; k++) {
+        uint32_t size = ev_load_u32(p + i); /* sizes were checked by the caller */
+        i += 4;
+        memcpy(pr->stk_bytes + pr->stk_len, p + i, size);
+        pr->stk_index[pr->stk_count].off = (uint32_t)pr->stk_len;
+        pr->stk_index[pr->stk_count].len = size;
+        pr->stk_count++;
+        pr->stk_len += size;
+        i += size;
+    }
+    return base;
 }
 
 /*
@@ -771,6 +873,16 @@ static inline int hdr_varint(struct nettrace_private *pr, struct ev_rd *c, unsig
     return hdr_varint_long(pr, c, bits, what, v);
 }
 
+static int read_guid(struct ev_rd *c, uint8_t out[16])
+{
+    if (ev_rd_left(c) < 16) {
+        return -1;
+    }
+    memcpy(out, c->p + c->i, 16);
+    c->i += 16;
+    return 0;
+}
+
 /* A header-compressed blob header (§5.5); b holds the previous blob's header on entry. */
 static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct blob *b)
 {
@@ -819,18 +931,10 @@ static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct 
         }
         return rc;
     }
-    size_t guids = ((flags & 0x10) ? 16u : 0u) + ((flags & 0x20) ? 16u : 0u);
-    if (ev_rd_left(c) < guids) {
+    if (((flags & 0x10) != 0 && read_guid(c, b->activity) != 0) ||
+        ((flags & 0x20) != 0 && read_guid(c, b->related) != 0)) {
         return fail(pr, AGENT_E_PROTO, ev_rd_offset(c),
                     "event header: activity ids past the block end");
-    }
-    if ((flags & 0x10) != 0) {
-        memcpy(b->activity_id, c->p + c->i, 16);
-        c->i += 16;
-    }
-    if ((flags & 0x20) != 0) {
-        memcpy(b->related_activity_id, c->p + c->i, 16);
-        c->i += 16;
     }
     if ((flags & 0x80) != 0 && (rc = hdr_varint(pr, c, 32, "payload size", &v)) == 0) {
         b->payload_size = (uint32_t)v;
@@ -864,8 +968,8 @@ static int read_uncompressed(struct nettrace_private *pr, struct ev_rd *c, struc
     b->proc = ev_load_u32(h + 28);
     b->stack_id = ev_load_u32(h + 32);
     b->timestamp = ev_load_u64(h + 36);
-    memcpy(b->activity_id, h + 44, 16);
-    memcpy(b->related_activity_id, h + 60, 16);
+    memcpy(b->activity, h + 44, 16);
+    memcpy(b->related, h + 60, 16);
     b->payload_size = ev_load_u32(h + 76);
     if (b->payload_size > event_size - UNCOMPRESSED_HDR - 4) {
         return fail(pr, AGENT_E_PROTO, at + 80, "payload size %u larger than event size %u",
@@ -908,6 +1012,14 @@ static int read_uncompressed_v6(struct nettrace_private *pr, struct ev_rd *c, st
     *blob_end = c->i + 4 + event_size;
     c->i += 52;
     return 0;
+}
+
+static const struct label_acts *label_get(const struct nettrace_private *pr, uint32_t id);
+
+static const uint8_t *guid_or_null(const uint8_t g[16])
+{
+    static const uint8_t zero[16];
+    return memcmp(g, zero, 16) != 0 ? g : NULL;
 }
 
 /* Accounts for one event of an EventBlock and hands it to the callback. */
@@ -959,11 +1071,17 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
             .stack_id = b->stack_id,
             .timestamp = (int64_t)b->timestamp,
             .label_list_id = b->label_list,
-            .activity_id = b->activity_id,
-            .related_activity_id = b->related_activity_id,
+            .activity_id = guid_or_null(b->activity),
+            .related_activity_id = guid_or_null(b->related),
             .payload = payload,
             .payload_len = b->payload_size,
         };
+        ev.stack = stack_kept(pr, b->stack_id, &ev.stack_len);
+        const struct label_acts *la = pr->v6 ? label_get(pr, b->label_list) : NULL;
+        if (la != NULL) {
+            ev.activity_id = guid_or_null(la->act);
+            ev.related_activity_id = guid_or_null(la->rel);
+        }
         pr->cb(pr->cb_ud, &ev);
     }
     return 0;
@@ -1057,6 +1175,7 @@ static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size
         return fail(pr, AGENT_E_PROTO, pr->pos, "StackBlock: ids %u + %u overflow", first, count);
     }
     uint32_t last = first + (count - 1);
+    uint32_t base = keep_stacks(pr, p, n, count);
     /* TraceEvent's StackCache adds ids with Dictionary.Add: a repeat in one region throws. */
     for (size_t k = 0; k < pr->nranges; k++) {
         if (first <= pr->ranges[k].last && last >= pr->ranges[k].first) {
@@ -1064,7 +1183,12 @@ static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size
                         first, last);
         }
     }
-    if (pr->nranges > 0 && pr->ranges[pr->nranges - 1].last + 1 == first) {
+    const struct id_range *prev = pr->nranges > 0 ? &pr->ranges[pr->nranges - 1] : NULL;
+    bool joins = prev != NULL && prev->last + 1 == first &&
+                 (base == UINT32_MAX ? prev->base == UINT32_MAX
+                                     : prev->base != UINT32_MAX &&
+                                           prev->base + (prev->last - prev->first) + 1 == base);
+    if (joins) {
         pr->ranges[pr->nranges - 1].last = last; /* the runtime numbers stacks consecutively */
     } else {
         if (pr->nranges == MAX_STACK_RANGES) {
@@ -1082,6 +1206,7 @@ static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size
         }
         pr->ranges[pr->nranges].first = first;
         pr->ranges[pr->nranges].last = last;
+        pr->ranges[pr->nranges].base = base;
         pr->nranges++;
     }
     pr->stats.stacks += count;
@@ -1106,7 +1231,7 @@ static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t 
             return fail_nomem(pr, pr->pos);
         }
     }
-    pr->nranges = 0;
+    region_end(pr);
     return 0;
 }
 
@@ -1375,7 +1500,7 @@ static int check_v6_sequence_point(struct nettrace_private *pr, const uint8_t *p
         return fail(pr, AGENT_E_PROTO, ev_rd_offset(&c),
                     "SequencePoint: %zu bytes after its %u threads", ev_rd_left(&c), count);
     }
-    pr->nranges = 0;
+    region_end(pr);
     if ((flags & 1u) != 0) {
         for (size_t k = 0; k < pr->threads_cap; k++) {
             pr->threads[k].live = 0; /* after the sequence checks above, as §5.9 says */
@@ -1465,8 +1590,79 @@ static int check_v6_remove_threads(struct nettrace_private *pr, const uint8_t *p
     return 0;
 }
 
-/* One label; *last is set by the kind's high bit. */
-static int check_v6_label(struct nettrace_private *pr, struct ev_rd *c, bool *last)
+/* The kept activity ids of label list id, or NULL. */
+/* The slot of label list id, or SIZE_MAX when it is not kept. */
+static size_t label_slot(const struct nettrace_private *pr, uint32_t id)
+{
+    if (pr->labels_cap == 0 || id == 0) {
+        return SIZE_MAX;
+    }
+    for (size_t i = hash64(id) & (pr->labels_cap - 1);; i = (i + 1) & (pr->labels_cap - 1)) {
+        if (pr->labels[i].id == id) {
+            return i;
+        }
+        if (pr->labels[i].id == 0) {
+            return SIZE_MAX;
+        }
+    }
+}
+
+static const struct label_acts *label_get(const struct nettrace_private *pr, uint32_t id)
+{
+    size_t i = label_slot(pr, id);
+    return i != SIZE_MAX ? &pr->labels[i] : NULL;
+}
+
+/*
+ * Keeps (or replaces, or forgets) label list id's activity ids. Lists without any are not
+ * stored; past MAX_LABEL_LISTS new ones are dropped. 0 or -ENOMEM.
+ */
+static int label_put(struct nettrace_private *pr, uint32_t id, const struct label_acts *acts)
+{
+    static const uint8_t zero[16];
+    bool any = memcmp(acts->act, zero, 16) != 0 || memcmp(acts->rel, zero, 16) != 0;
+    size_t at = label_slot(pr, id);
+    struct label_acts *old = at != SIZE_MAX ? &pr->labels[at] : NULL;
+    if (old != NULL) {
+        memcpy(old->act, acts->act, 16); /* a list without ids keeps an all-zero entry */
+        memcpy(old->rel, acts->rel, 16);
+        return 0;
+    }
+    if (!any || pr->labels_len >= MAX_LABEL_LISTS) {
+        return 0;
+    }
+    if ((pr->labels_len + 1) * 2 > pr->labels_cap) {
+        size_t cap = pr->labels_cap ? pr->labels_cap * 2 : 64;
+        struct label_acts *t = calloc(cap, sizeof(*t));
+        if (t == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t k = 0; k < pr->labels_cap; k++) {
+            if (pr->labels[k].id != 0) {
+                size_t j = hash64(pr->labels[k].id) & (cap - 1);
+                while (t[j].id != 0) {
+                    j = (j + 1) & (cap - 1);
+                }
+                t[j] = pr->labels[k];
+            }
+        }
+        free(pr->labels);
+        pr->labels = t;
+        pr->labels_cap = cap;
+    }
+    size_t j = hash64(id) & (pr->labels_cap - 1);
+    while (pr->labels[j].id != 0) {
+        j = (j + 1) & (pr->labels_cap - 1);
+    }
+    pr->labels[j] = *acts;
+    pr->labels[j].id = id;
+    pr->labels_len++;
+    return 0;
+}
+
+/* One label; *last is set by the kind's high bit; ActivityId and RelatedActivityId go to acts. */
+static int check_v6_label(struct nettrace_private *pr, struct ev_rd *c, bool *last,
+                          struct label_acts *acts)
 {
     uint64_t at = ev_rd_offset(c);
     uint8_t kind;
@@ -1480,7 +1676,11 @@ static int check_v6_label(struct nettrace_private *pr, struct ev_rd *c, bool *la
     *last = (kind & 0x80) != 0;
     switch (kind & 0x7F) {
     case 1: /* ActivityId, RelatedActivityId, TraceId */
+        rc = read_guid(c, acts->act);
+        break;
     case 2:
+        rc = read_guid(c, acts->rel);
+        break;
     case 3:
         rc = ev_rd_skip(c, 16);
         break;
@@ -1524,11 +1724,16 @@ static int check_v6_label_lists(struct nettrace_private *pr, const uint8_t *p, s
     }
     for (uint32_t k = 0; k < count; k++) {
         bool last = false;
+        struct label_acts acts;
+        memset(&acts, 0, sizeof(acts));
         while (!last) {
-            int rc = check_v6_label(pr, &c, &last);
+            int rc = check_v6_label(pr, &c, &last, &acts);
             if (rc < 0) {
                 return rc;
             }
+        }
+        if (first + k >= first && label_put(pr, first + k, &acts) != 0) {
+            return fail_nomem(pr, pr->pos);
         }
     }
     return 0;
@@ -1904,6 +2109,9 @@ void nettrace_checker_fini(struct nettrace_checker *ck)
     free(pr->md_index);
     free(pr->arena);
     free(pr->ranges);
+    free(pr->stk_bytes);
+    free(pr->stk_index);
+    free(pr->labels);
     free(pr->threads);
     free(pr);
     ck->priv = NULL;

@@ -68,6 +68,13 @@
 
 /* Option flags. */
 #define NETTRACE_STRICT_STACKS 0x1u /* an undefined stack id is a violation */
+/*
+ * Keep the current region's stacks (copied from its StackBlocks, forgotten at each sequence point)
+ * so that events carry their stack's addresses (nettrace_event.stack). At most
+ * NETTRACE_MAX_KEPT_STACKS bytes per region are kept; events whose stacks did not fit get none.
+ */
+#define NETTRACE_KEEP_STACKS     0x2u
+#define NETTRACE_MAX_KEPT_STACKS (64u * 1024u * 1024u)
 
 enum nettrace_verdict {
     NETTRACE_TRUNCATED = 0, /* valid so far, no end tag (yet) */
@@ -131,9 +138,14 @@ struct nettrace_event {
     uint32_t stack_id;
     int64_t timestamp;
     uint32_t label_list_id; /* V6: the event's label list (0 = none); always 0 in V4/V5 */
-    /* V4/V5 blob header (PROTOCOL.md §5.5); all zeros when absent, and always zeros in V6. */
-    const uint8_t *activity_id;         /* 16 bytes */
-    const uint8_t *related_activity_id; /* 16 bytes */
+    /* Activity ids (16 bytes, .NET Guid layout) from the V4/V5 blob header or the V6 label list
+     * (at most 64K lists with activity ids are kept); NULL when absent or zero. */
+    const uint8_t *activity_id;
+    const uint8_t *related_activity_id;
+    /* With NETTRACE_KEEP_STACKS: the stack's addresses (pointer-size little-endian each), else NULL
+     */
+    const uint8_t *stack;
+    uint32_t stack_len;
     const uint8_t *payload;
     size_t payload_len;
 };

@@ -648,6 +648,8 @@ struct ev_copy {
     uint64_t capture_thread_id;
     uint32_t stack_id;
     uint32_t labels;
+    char act[17]; /* the label list's ActivityId as text ("" when none) */
+    char rel[17];
     int64_t timestamp;
     size_t payload_len;
     uint8_t payload[512];
@@ -682,6 +684,12 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     c->capture_thread_id = ev->capture_thread_id;
     c->stack_id = ev->stack_id;
     c->labels = ev->label_list_id;
+    if (ev->activity_id != NULL) {
+        memcpy(c->act, ev->activity_id, 16);
+    }
+    if (ev->related_activity_id != NULL) {
+        memcpy(c->rel, ev->related_activity_id, 16);
+    }
     c->timestamp = ev->timestamp;
     assert_true(ev->payload_len <= sizeof(c->payload));
     c->payload_len = ev->payload_len;
@@ -766,6 +774,8 @@ static void check_whole(const struct seen *sn, const struct nettrace_checker *ck
     assert_int_equal(e->thread_id, 1);
     assert_int_equal(e->stack_id, 1);
     assert_int_equal(e->labels, 1);
+    assert_string_equal(e->act, "AAAAAAAAAAAAAAAA"); /* label list 1's activity ids */
+    assert_string_equal(e->rel, "BBBBBBBBBBBBBBBB");
     assert_int_equal(e->timestamp, SYNC_TICKS + 1000000);
     e = &sn->ev[1];
     assert_int_equal(e->sequence, 5);
@@ -773,6 +783,8 @@ static void check_whole(const struct seen *sn, const struct nettrace_checker *ck
     assert_int_equal(e->capture_thread_id, 2);
     assert_int_equal(e->stack_id, 2);
     assert_int_equal(e->labels, 2);
+    assert_string_equal(e->act, "DDDDDDDDDDDDDDDD");
+    assert_string_equal(e->rel, "");
     assert_int_equal(e->timestamp, SYNC_TICKS + 2000000);
     assert_int_equal(e->payload_len, sn->ev[0].payload_len);
     assert_memory_equal(e->payload, sn->ev[0].payload, e->payload_len);
@@ -783,6 +795,7 @@ static void check_whole(const struct seen *sn, const struct nettrace_checker *ck
     assert_int_equal(e->thread_id, 2);
     assert_int_equal(e->stack_id, 2);
     assert_int_equal(e->labels, 0);
+    assert_string_equal(e->act, "");
     assert_int_equal(e->timestamp, SYNC_TICKS + 2500000);
 
     /* The payloads decode with the schemas the callback built. */

@@ -14,8 +14,12 @@
 // events whose raw payload contains TEXT encoded as UTF-16LE (how EventSource strings are stored).
 //
 // With --by-event, "byEvent":{"provider#eventId":count,...} counts events per provider and id.
+// With --gc-events, "gcEvents":[[Count,Depth,Reason,Type],...] lists every GCStart's payload as
+// TraceEvent decodes it (GCStartTraceData), in stream order.
+// With --activities, "activities":[["provider#eventId","activityId","relatedActivityId"],...] lists
+// every event with a non-empty ActivityID or RelatedActivityID (empty ones as "").
 //
-// usage: tracecheck FILE [--by-event] [--find TEXT]...
+// usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--find TEXT]...
 // Exit status: 0 read completely; 1 TraceEvent threw (the JSON then has "ok":false,"error":...);
 // 2 usage or file not found.
 
@@ -25,6 +29,7 @@ using System.IO;
 using System.Text;
 using System.Text.Json;
 using Microsoft.Diagnostics.Tracing;
+using Microsoft.Diagnostics.Tracing.Parsers.Clr;
 
 namespace TraceCheck;
 
@@ -39,6 +44,10 @@ internal static class Program
         string? path = null;
         var finds = new List<string>();
         bool byEvent = false;
+        bool gcEvents = false;
+        bool activities = false;
+        var actList = new List<string[]>();
+        var gcList = new List<int[]>();
         for (int i = 0; i < args.Length; i++)
         {
             if (args[i] == "--find" && i + 1 < args.Length)
@@ -48,6 +57,14 @@ internal static class Program
             else if (args[i] == "--by-event")
             {
                 byEvent = true;
+            }
+            else if (args[i] == "--gc-events")
+            {
+                gcEvents = true;
+            }
+            else if (args[i] == "--activities")
+            {
+                activities = true;
             }
             else if (path == null)
             {
@@ -100,9 +117,19 @@ internal static class Program
                     string key = $"{provider}#{id}";
                     perEvent[key] = perEvent.TryGetValue(key, out long n) ? n + 1 : 1;
                 }
+                if (activities && (e.ActivityID != Guid.Empty || e.RelatedActivityID != Guid.Empty))
+                {
+                    actList.Add(new[] { $"{provider}#{id}",
+                        e.ActivityID == Guid.Empty ? "" : e.ActivityID.ToString(),
+                        e.RelatedActivityID == Guid.Empty ? "" : e.RelatedActivityID.ToString() });
+                }
                 if (provider == Runtime && id == 1)
                 {
                     gcStart++;
+                    if (gcEvents && e is GCStartTraceData g)
+                    {
+                        gcList.Add(new[] { g.Count, g.Depth, (int)g.Reason, (int)g.Type });
+                    }
                 }
                 else if (provider == Runtime && id == 2)
                 {
@@ -169,6 +196,34 @@ internal static class Program
                 }
                 w.WriteEndObject();
             }
+            if (gcEvents)
+            {
+                w.WriteStartArray("gcEvents");
+                foreach (int[] g in gcList)
+                {
+                    w.WriteStartArray();
+                    foreach (int v in g)
+                    {
+                        w.WriteNumberValue(v);
+                    }
+                    w.WriteEndArray();
+                }
+                w.WriteEndArray();
+            }
+            if (activities)
+            {
+                w.WriteStartArray("activities");
+                foreach (string[] a in actList)
+                {
+                    w.WriteStartArray();
+                    foreach (string v in a)
+                    {
+                        w.WriteStringValue(v);
+                    }
+                    w.WriteEndArray();
+                }
+                w.WriteEndArray();
+            }
             w.WriteStartObject("found");
             for (int k = 0; k < finds.Count; k++)
             {
@@ -187,7 +242,7 @@ internal static class Program
 
     private static int Usage()
     {
-        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--find TEXT]...");
+        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--find TEXT]...");
         return 2;
     }
 }

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+#include "convert.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "err.h"
+#include "ev_json.h"
+
+#define CONVERT_CHUNK (64u * 1024u)
+
+static int convert_on_line(void *ud, const char *line, size_t len)
+{
+    FILE *out = ud;
+    return fwrite(line, 1, len, out) == len ? 0 : AGENT_E_CLOSED;
+}
+
+/* Feeds in to the converter until EOF or an error; 0, or the first error. */
+static int pump(FILE *in, struct ev_json *j, const char *in_name)
+{
+    static uint8_t chunk[CONVERT_CHUNK];
+    for (;;) {
+        size_t n = fread(chunk, 1, sizeof(chunk), in);
+        if (n > 0) {
+            int rc = ev_json_feed(j, chunk, n);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        if (n < sizeof(chunk)) {
+            if (ferror(in)) {
+                fprintf(stderr, "dotmon convert: reading %s: %s\n", in_name, strerror(errno));
+                return AGENT_E_INVAL;
+            }
+            return 0;
+        }
+    }
+}
+
+int convert_run(const struct cli_options *opts)
+{
+    bool in_std = strcmp(opts->convert_input, "-") == 0;
+    bool out_std = opts->convert_output == NULL || strcmp(opts->convert_output, "-") == 0;
+    FILE *in = in_std ? stdin : fopen(opts->convert_input, "rb");
+    FILE *out = NULL;
+    struct ev_json *j = NULL;
+    int code = 1;
+    if (in == NULL) {
+        fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_input, strerror(errno));
+        goto cleanup;
+    }
+    out = out_std ? stdout : fopen(opts->convert_output, "wb");
+    if (out == NULL) {
+        fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_output, strerror(errno));
+        goto cleanup;
+    }
+    j = ev_json_new(convert_on_line, out);
+    if (j == NULL) {
+        fprintf(stderr, "dotmon convert: out of memory\n");
+        goto cleanup;
+    }
+    int rc = pump(in, j, opts->convert_input);
+    enum nettrace_verdict v = ev_json_finish(j);
+    uint64_t off = 0;
+    const char *msg = nettrace_error(ev_json_checker(j), &off);
+    if (rc == AGENT_E_CLOSED || fflush(out) != 0) {
+        fprintf(stderr, "dotmon convert: writing the output failed\n");
+    } else if (v == NETTRACE_COMPLETE && rc == 0) {
+        code = 0;
+    } else if (v == NETTRACE_INVALID && msg != NULL) {
+        fprintf(stderr, "dotmon convert: %s: INVALID at offset %llu: %s (%llu events written)\n",
+                opts->convert_input, (unsigned long long)off, msg,
+                (unsigned long long)ev_json_lines(j));
+    } else if (rc != 0 && rc != AGENT_E_INVAL) {
+        fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_input, agent_strerror(rc));
+    } else if (rc == 0) {
+        fprintf(stderr, "dotmon convert: %s: %s: the stream ends early (%llu events written)\n",
+                opts->convert_input, nettrace_verdict_name(v),
+                (unsigned long long)ev_json_lines(j));
+    }
+cleanup:
+    ev_json_free(j);
+    if (out != NULL && !out_std && fclose(out) != 0) {
+        code = 1;
+    }
+    if (in != NULL && !in_std) {
+        fclose(in);
+    }
+    return code;
+}

@@ -1,0 +1,756 @@
+/* SPDX-License-Identifier: MIT */
+#include "ev_json.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "ev_payload.h"
+#include "ev_rd.h"
+
+#define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
+#define MAX_SAFE_INT     9007199254740992ull /* 2^53 */
+#define FILETIME_TO_UNIX 11644473600ll       /* seconds from 1601-01-01 to 1970-01-01 */
+
+struct schema_slot {
+    uint32_t id;
+    bool used;
+    struct ev_schema *schema; /* NULL when the field list did not parse */
+};
+
+struct ev_json {
+    struct nettrace_checker ck;
+    ev_json_line_cb cb;
+    void *ud;
+    int err; /* the first callback or rendering error; stops the output */
+    uint64_t lines;
+    struct buf line;
+    struct schema_slot *slots; /* open addressing by metadata id */
+    size_t nslots;
+    size_t cap; /* power of two, or 0 */
+};
+
+/* ---- JSON text ------------------------------------------------------------------------------ */
+
+static int put_codepoint(struct buf *out, uint32_t cp)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t u[6];
+    size_t n;
+    if (cp == '"' || cp == '\\') {
+        u[0] = '\\';
+        u[1] = (uint8_t)cp;
+        n = 2;
+    } else if (cp < 0x20) {
+        u[0] = '\\';
+        u[1] = 'u';
+        u[2] = '0';
+        u[3] = '0';
+        u[4] = (uint8_t)hex[cp >> 4];
+        u[5] = (uint8_t)hex[cp & 15];
+        n = 6;
+    } else if (cp < 0x80) {
+        u[0] = (uint8_t)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (uint8_t)(0xC0 | (cp >> 6));
+        u[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (uint8_t)(0xE0 | (cp >> 12));
+        u[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (uint8_t)(0xF0 | (cp >> 18));
+        u[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+        u[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        u[3] = (uint8_t)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    return buf_append(out, u, n);
+}
+
+/* One UTF-8 sequence at s[0..n): its code point and length, or U+FFFD and 1 when invalid. */
+static uint32_t utf8_next(const uint8_t *s, size_t n, size_t *used)
+{
+    uint8_t c = s[0];
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xC2 && c <= 0xDF ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
+    *used = 1;
+    if (len == 0 || len > n) {
+        return len == 1 ? c : 0xFFFD;
+    }
+    if (len == 1) {
+        return c;
+    }
+    uint32_t cp = c & (0x7F >> len);
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xC0) != 0x80) {
+            return 0xFFFD;
+        }
+        cp = (cp << 6) | (s[k] & 0x3F);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+        return 0xFFFD;
+    }
+    *used = len;
+    return cp;
+}
+
+int ev_json_str_utf8(struct buf *out, const uint8_t *s, size_t n)
+{
+    int rc = buf_append(out, "\"", 1);
+    size_t i = 0;
+    while (rc == 0 && i < n) {
+        size_t used;
+        uint32_t cp = utf8_next(s + i, n - i, &used);
+        rc = put_codepoint(out, cp);
+        i += used;
+    }
+    return rc == 0 ? buf_append(out, "\"", 1) : rc;
+}
+
+static int str_cstr(struct buf *out, const char *s)
+{
+    return ev_json_str_utf8(out, (const uint8_t *)s, strlen(s));
+}
+
+/* A JSON string of `units` UTF-16LE code units; lone surrogates become U+FFFD. */
+static int str_utf16(struct buf *out, const uint8_t *p, size_t units)
+{
+    int rc = buf_append(out, "\"", 1);
+    for (size_t k = 0; rc == 0 && k < units; k++) {
+        uint32_t cp = ev_load_u16(p + 2 * k);
+        if (cp >= 0xD800 && cp <= 0xDBFF && k + 1 < units) {
+            uint32_t lo = ev_load_u16(p + 2 * k + 2);
+            if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                k++;
+            } else {
+                cp = 0xFFFD;
+            }
+        } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+            cp = 0xFFFD;
+        }
+        rc = put_codepoint(out, cp);
+    }
+    return rc == 0 ? buf_append(out, "\"", 1) : rc;
+}
+
+static int hex_str(struct buf *out, const uint8_t *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    int rc = buf_reserve(out, 2 * n + 2);
+    if (rc != 0) {
+        return rc;
+    }
+    uint8_t *w = out->p + out->len;
+    *w++ = '"';
+    for (size_t k = 0; k < n; k++) {
+        *w++ = (uint8_t)hex[p[k] >> 4];
+        *w++ = (uint8_t)hex[p[k] & 15];
+    }
+    *w++ = '"';
+    out->len += 2 * n + 2;
+    return 0;
+}
+
+/* .NET Guid text: Data1 (u32 LE), Data2, Data3 (u16 LE), then 8 bytes as they are. */
+static int guid_str(struct buf *out, const uint8_t *g)
+{
+    return buf_printf(out, "\"%08" PRIx32 "-%04x-%04x-%02x%02x-%02x%02x%02x%02x%02x%02x\"",
+                      ev_load_u32(g), ev_load_u16(g + 4), ev_load_u16(g + 6), g[8], g[9], g[10],
+                      g[11], g[12], g[13], g[14], g[15]);
+}
+
+static int u64_num(struct buf *out, uint64_t v)
+{
+    return v > MAX_SAFE_INT ? buf_printf(out, "\"%" PRIu64 "\"", v)
+                            : buf_printf(out, "%" PRIu64, v);
+}
+
+static int i64_num(struct buf *out, int64_t v)
+{
+    bool big = v > (int64_t)MAX_SAFE_INT || v < -(int64_t)MAX_SAFE_INT;
+    return big ? buf_printf(out, "\"%" PRId64 "\"", v) : buf_printf(out, "%" PRId64, v);
+}
+
+static int f64_num(struct buf *out, double d, bool single)
+{
+    if (isnan(d)) {
+        return buf_append_str(out, "\"NaN\"");
+    }
+    if (isinf(d)) {
+        return buf_append_str(out, d > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+    }
+    return buf_printf(out, single ? "%.9g" : "%.17g", d);
+}
+
+/* ---- time ----------------------------------------------------------------------------------- */
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+/* Seconds since the Unix epoch (within years 1..9999) and nanoseconds as an ISO-8601 string. */
+static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nanos)
+{
+    if (secs < -62135596800ll || secs > 253402300799ll) {
+        return buf_append_str(out, "null");
+    }
+    int64_t days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400;
+    int64_t sod = secs - days * 86400;
+    int64_t z = days + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t y = (int64_t)yoe + era * 400;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    unsigned d = doy - (153 * mp + 2) / 5 + 1;
+    unsigned m = mp < 10 ? mp + 3 : mp - 9;
+    y += m <= 2;
+    int rc = buf_printf(out, "\"%04" PRId64 "-%02u-%02uT%02u:%02u:%02u", y, m, d,
+                        (unsigned)(sod / 3600), (unsigned)(sod / 60 % 60), (unsigned)(sod % 60));
+    if (rc == 0 && with_nanos) {
+        rc = buf_printf(out, ".%09" PRIu32, nanos);
+    } else if (rc == 0 && nanos != 0) {
+        rc = buf_printf(out, ".%07" PRIu32, nanos / 100);
+    }
+    return rc == 0 ? buf_append_str(out, "Z\"") : rc;
+}
+
+/* The event's time: the sync time plus (timestamp - sync QPC) / frequency. */
+static int event_time(struct buf *out, const struct nettrace_trace_info *ti, int64_t ts)
+{
+    const uint16_t *st = ti->sync_time_utc; /* year, month, dayOfWeek, day, hour, min, s, ms */
+    int64_t freq = ti->qpc_frequency;
+    if (freq <= 0 || st[1] < 1 || st[1] > 12 || st[3] < 1 || st[3] > 31 || st[7] > 999) {
+        return buf_append_str(out, "null");
+    }
+    int64_t base =
+        days_from_civil(st[0], st[1], st[3]) * 86400 + st[4] * 3600ll + st[5] * 60ll + st[6];
+    int64_t delta;
+    if (__builtin_sub_overflow(ts, ti->sync_time_qpc, &delta)) {
+        return buf_append_str(out, "null");
+    }
+    int64_t dsec = delta / freq;
+    int64_t rem = delta % freq;
+    int64_t dns = freq <= 9000000000ll ? rem * 1000000000ll / freq
+                                       : (int64_t)((double)rem * 1e9 / (double)freq);
+    int64_t ns = (int64_t)st[7] * 1000000 + dns; /* in (-1e9, 2e9) */
+    int64_t secs;
+    if (__builtin_add_overflow(base, dsec, &secs)) {
+        return buf_append_str(out, "null");
+    }
+    while (ns < 0) {
+        ns += 1000000000;
+        secs--;
+    }
+    while (ns >= 1000000000) {
+        ns -= 1000000000;
+        secs++;
+    }
+    return iso_time(out, secs, (uint32_t)ns, true);
+}
+
+/* ---- payload values ------------------------------------------------------------------------- */
+
+/* One scalar of type code at p (size bytes, or a varint of size bytes). */
+static int scalar(struct buf *out, uint8_t code, const uint8_t *p, uint32_t size)
+{
+    struct ev_value v = {p, size, 0};
+    uint64_t u = 0;
+    switch (code) {
+    case EV_TYPE_BOOLEAN:
+        return buf_append_str(out, ev_load_u32(p) != 0 ? "true" : "false");
+    case EV_TYPE_BOOLEAN8:
+        return buf_append_str(out, p[0] != 0 ? "true" : "false");
+    case EV_TYPE_CHAR:
+        return str_utf16(out, p, 1);
+    case EV_TYPE_SBYTE:
+        return buf_printf(out, "%d", (int)(int8_t)p[0]);
+    case EV_TYPE_BYTE:
+    case EV_TYPE_UTF8_UNIT:
+        return buf_printf(out, "%u", (unsigned)p[0]);
+    case EV_TYPE_INT16:
+        return buf_printf(out, "%d", (int)(int16_t)ev_load_u16(p));
+    case EV_TYPE_UINT16:
+        return buf_printf(out, "%u", (unsigned)ev_load_u16(p));
+    case EV_TYPE_INT32:
+        return buf_printf(out, "%" PRId32, (int32_t)ev_load_u32(p));
+    case EV_TYPE_UINT32:
+        return buf_printf(out, "%" PRIu32, ev_load_u32(p));
+    case EV_TYPE_INT64:
+        return i64_num(out, (int64_t)ev_load_u64(p));
+    case EV_TYPE_UINT64:
+        return u64_num(out, ev_load_u64(p));
+    case EV_TYPE_VARINT:
+    case EV_TYPE_VARUINT:
+        for (uint32_t k = 0; k < v.len && k < 10; k++) {
+            u |= (uint64_t)(p[k] & 0x7F) << (7 * k);
+        }
+        return code == EV_TYPE_VARUINT ? u64_num(out, u)
+                                       : i64_num(out, (int64_t)(u >> 1) ^ -(int64_t)(u & 1));
+    case EV_TYPE_SINGLE: {
+        uint32_t bits = ev_load_u32(p);
+        float f;
+        memcpy(&f, &bits, sizeof(f));
+        return f64_num(out, (double)f, true);
+    }
+    case EV_TYPE_DOUBLE: {
+        uint64_t bits = ev_load_u64(p);
+        double d;
+        memcpy(&d, &bits, sizeof(d));
+        return f64_num(out, d, false);
+    }
+    case EV_TYPE_DATETIME: {
+        uint64_t ticks = ev_load_u64(p); /* FILETIME: 100 ns since 1601-01-01 UTC */
+        int64_t secs = (int64_t)(ticks / 10000000u) - FILETIME_TO_UNIX;
+        return ticks > 0x7FFFFFFFFFFFFFFFull
+                   ? u64_num(out, ticks)
+                   : iso_time(out, secs, (uint32_t)(ticks % 10000000u) * 100u, false);
+    }
+    case EV_TYPE_GUID:
+        return guid_str(out, p);
+    default:
+        return hex_str(out, p, size);
+    }
+}
+
+/* An array element `scalar` renders by stride: a fixed-size scalar (not Decimal, not a varint). */
+static bool scalar_element(const struct ev_field *e)
+{
+    if (e->size <= 0) {
+        return false;
+    }
+    switch (e->code) {
+    case EV_TYPE_BOOLEAN:
+    case EV_TYPE_BOOLEAN8:
+    case EV_TYPE_CHAR:
+    case EV_TYPE_SBYTE:
+    case EV_TYPE_BYTE:
+    case EV_TYPE_INT16:
+    case EV_TYPE_UINT16:
+    case EV_TYPE_INT32:
+    case EV_TYPE_UINT32:
+    case EV_TYPE_INT64:
+    case EV_TYPE_UINT64:
+    case EV_TYPE_SINGLE:
+    case EV_TYPE_DOUBLE:
+    case EV_TYPE_DATETIME:
+    case EV_TYPE_GUID:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* An array value (any of the four kinds): elements, a UTF-8 string, or hex. */
+static int array_value(struct buf *out, const struct ev_schema *s, const struct ev_field *f,
+                       const struct ev_value *v)
+{
+    const struct ev_field *e = &s->fields[f->child];
+    if (e->code == EV_TYPE_UTF8_UNIT) {
+        return ev_json_str_utf8(out, v->p, v->len);
+    }
+    if (!scalar_element(e) || (uint64_t)v->count * (uint32_t)e->size > v->len) {
+        return hex_str(out, v->p, v->len);
+    }
+    int rc = buf_append(out, "[", 1);
+    for (uint32_t k = 0; rc == 0 && k < v->count; k++) {
+        if (k > 0) {
+            rc = buf_append(out, ",", 1);
+        }
+        if (rc == 0) {
+            rc = scalar(out, e->code, v->p + (size_t)k * (uint32_t)e->size, (uint32_t)e->size);
+        }
+    }
+    return rc == 0 ? buf_append(out, "]", 1) : rc;
+}
+
+static int object_fields(struct buf *out, const struct ev_record *rec, uint16_t idx, bool *first);
+
+static int field_value(struct buf *out, const struct ev_record *rec, uint16_t idx)
+{
+    const struct ev_schema *s = rec->schema;
+    const struct ev_field *f = &s->fields[idx];
+    const struct ev_value *v = &rec->v[idx];
+    if (f->code == EV_TYPE_OBJECT) {
+        bool first = true;
+        int rc = buf_append(out, "{", 1);
+        rc = rc == 0 ? object_fields(out, rec, idx, &first) : rc;
+        return rc == 0 ? buf_append(out, "}", 1) : rc;
+    }
+    if (v->p == NULL) {
+        return buf_append_str(out, "null");
+    }
+    switch (f->code) {
+    case EV_TYPE_STRING:
+        return str_utf16(out, v->p, v->count);
+    case EV_TYPE_ARRAY:
+    case EV_TYPE_FIXED_ARRAY:
+    case EV_TYPE_RELLOC:
+    case EV_TYPE_DATALOC:
+        return array_value(out, s, f, v);
+    default:
+        return scalar(out, f->code, v->p, v->len);
+    }
+}
+
+/* The fields of object node idx as "name":value pairs; unnamed objects are merged in. */
+static int object_fields(struct buf *out, const struct ev_record *rec, uint16_t idx, bool *first)
+{
+    const struct ev_schema *s = rec->schema;
+    const struct ev_field *o = &s->fields[idx];
+    int rc = 0;
+    for (uint16_t k = 0; rc == 0 && k < o->nchild; k++) {
+        uint16_t c = (uint16_t)(o->child + k);
+        const struct ev_field *f = &s->fields[c];
+        if (f->code == EV_TYPE_OBJECT && f->name[0] == '\0') {
+            rc = object_fields(out, rec, c, first);
+            continue;
+        }
+        if (!*first) {
+            rc = buf_append(out, ",", 1);
+        }
+        *first = false;
+        rc = rc == 0 ? str_cstr(out, f->name) : rc;
+        rc = rc == 0 ? buf_append(out, ":", 1) : rc;
+        rc = rc == 0 ? field_value(out, rec, c) : rc;
+    }
+    return rc;
+}
+
+/* ---- native runtime events by fixed layout ------------------------------------------------- */
+
+struct fixed_field {
+    const char *name;
+    uint8_t code;
+    uint8_t size;
+};
+
+static const struct fixed_field gc_start[] = {
+    {"Count", EV_TYPE_UINT32, 4},         {"Depth", EV_TYPE_UINT32, 4},
+    {"Reason", EV_TYPE_UINT32, 4},        {"Type", EV_TYPE_UINT32, 4},
+    {"ClrInstanceID", EV_TYPE_UINT16, 2}, {"ClientSequenceNumber", EV_TYPE_UINT64, 8},
+};
+/* Version 0 (ClrEtwAll.man GCStart and GCEnd templates): no Depth in GCStart, a u16 one in GCEnd.
+ */
+static const struct fixed_field gc_start_v0[] = {{"Count", EV_TYPE_UINT32, 4},
+                                                 {"Reason", EV_TYPE_UINT32, 4}};
+static const struct fixed_field gc_end_v0[] = {{"Count", EV_TYPE_UINT32, 4},
+                                               {"Depth", EV_TYPE_UINT16, 2}};
+static const struct fixed_field gc_end[] = {{"Count", EV_TYPE_UINT32, 4},
+                                            {"Depth", EV_TYPE_UINT32, 4},
+                                            {"ClrInstanceID", EV_TYPE_UINT16, 2}};
+
+/* The fixed layout of a known native event, or NULL. */
+static const struct fixed_field *native_layout(const struct nettrace_event *ev, size_t *n,
+                                               const char **name)
+{
+    if (strcmp(ev->provider, RUNTIME_PROVIDER) != 0) {
+        return NULL;
+    }
+    if (ev->event_id == 1) {
+        *name = "GCStart";
+        *n = ev->version >= 2 ? 6 : ev->version == 1 ? 5 : 2;
+        return ev->version == 0 ? gc_start_v0 : gc_start;
+    }
+    if (ev->event_id == 2) {
+        *name = "GCEnd";
+        *n = ev->version >= 1 ? 3 : 2;
+        return ev->version == 0 ? gc_end_v0 : gc_end;
+    }
+    return NULL;
+}
+
+/* "payload":{...} by a fixed layout; 1 (nothing written) when the payload is too short. */
+static int native_payload(struct buf *out, const struct fixed_field *ff, size_t nf,
+                          const struct nettrace_event *ev)
+{
+    size_t need = 0;
+    for (size_t k = 0; k < nf; k++) {
+        need += ff[k].size;
+    }
+    if (ev->payload_len < need) {
+        return 1;
+    }
+    int rc = buf_append_str(out, ",\"payload\":{");
+    size_t at = 0;
+    for (size_t k = 0; rc == 0 && k < nf; k++) {
+        rc = buf_printf(out, "%s\"%s\":", k > 0 ? "," : "", ff[k].name);
+        rc = rc == 0 ? scalar(out, ff[k].code, ev->payload + at, ff[k].size) : rc;
+        at += ff[k].size;
+    }
+    return rc == 0 ? buf_append(out, "}", 1) : rc;
+}
+
+static int payload_hex(struct buf *out, const struct nettrace_event *ev)
+{
+    size_t n = ev->payload_len < EV_JSON_MAX_HEX ? ev->payload_len : EV_JSON_MAX_HEX;
+    int rc = buf_append_str(out, ",\"payloadHex\":");
+    rc = rc == 0 ? hex_str(out, ev->payload, n) : rc;
+    if (rc == 0 && n < ev->payload_len) {
+        rc = buf_append_str(out, ",\"payloadTruncated\":true");
+    }
+    return rc;
+}
+
+static int payload(struct buf *out, const struct ev_schema *s, const struct nettrace_event *ev)
+{
+    if (s != NULL && s->nfields > 1) {
+        struct ev_record *rec = malloc(sizeof(*rec));
+        if (rec == NULL) {
+            return -ENOMEM;
+        }
+        int rc = 1;
+        size_t mark = buf_size(out);
+        if (ev_record_decode(rec, s, ev->payload, ev->payload_len) == 0) {
+            bool first = true;
+            rc = buf_append_str(out, ",\"payload\":{");
+            rc = rc == 0 ? object_fields(out, rec, 0, &first) : rc;
+            rc = rc == 0 ? buf_append(out, "}", 1) : rc;
+        }
+        free(rec);
+        if (rc <= 0) {
+            return rc;
+        }
+        buf_truncate(out, mark);
+        return payload_hex(out, ev);
+    }
+    size_t nf = 0;
+    const char *name = NULL;
+    const struct fixed_field *ff = native_layout(ev, &nf, &name);
+    if (ff != NULL && native_payload(out, ff, nf, ev) == 0) {
+        return 0;
+    }
+    if (ev->payload_len == 0) {
+        return buf_append_str(out, ",\"payload\":{}");
+    }
+    return payload_hex(out, ev);
+}
+
+/* ---- one line ------------------------------------------------------------------------------- */
+
+static int event_name(struct buf *out, const struct nettrace_event *ev)
+{
+    size_t nf;
+    const char *name = NULL;
+    if (ev->event_name[0] != '\0') {
+        return str_cstr(out, ev->event_name);
+    }
+    if (native_layout(ev, &nf, &name) != NULL) {
+        return str_cstr(out, name);
+    }
+    return buf_printf(out, "\"EventID(%" PRIu32 ")\"", ev->event_id);
+}
+
+static int opt_guid(struct buf *out, const char *key, const uint8_t *g)
+{
+    int rc = buf_printf(out, ",\"%s\":", key);
+    return rc != 0 ? rc : g != NULL ? guid_str(out, g) : buf_append_str(out, "null");
+}
+
+static int stack(struct buf *out, const struct nettrace_trace_info *ti,
+                 const struct nettrace_event *ev)
+{
+    uint32_t ps = ti->pointer_size == 4 ? 4 : 8;
+    int rc = buf_append_str(out, ",\"stack\":[");
+    for (uint32_t at = 0; rc == 0 && at + ps <= ev->stack_len; at += ps) {
+        uint64_t a = ps == 4 ? ev_load_u32(ev->stack + at) : ev_load_u64(ev->stack + at);
+        rc = buf_printf(out, "%s\"0x%" PRIx64 "\"", at > 0 ? "," : "", a);
+    }
+    return rc == 0 ? buf_append(out, "]", 1) : rc;
+}
+
+int ev_json_render(struct buf *out, const struct nettrace_trace_info *ti,
+                   const struct ev_schema *schema, const struct nettrace_event *ev)
+{
+    int rc = buf_append_str(out, "{\"timestamp\":");
+    rc = rc == 0 ? event_time(out, ti, ev->timestamp) : rc;
+    rc = rc == 0 ? buf_printf(out, ",\"pid\":%" PRId32 ",\"thread\":", ti->process_id) : rc;
+    rc = rc == 0 ? u64_num(out, ev->thread_id) : rc;
+    rc = rc == 0 ? buf_append_str(out, ",\"provider\":") : rc;
+    rc = rc == 0 ? str_cstr(out, ev->provider) : rc;
+    rc = rc == 0 ? buf_append_str(out, ",\"event\":") : rc;
+    rc = rc == 0 ? event_name(out, ev) : rc;
+    if (rc == 0) {
+        rc =
+            buf_printf(out,
+                       ",\"id\":%" PRIu32 ",\"version\":%" PRIu32
+                       ",\"opcode\":%u,\"keywords\":\"0x%" PRIx64 "\",\"level\":%" PRIu32,
+                       ev->event_id, ev->version, schema != NULL ? schema->opcode : 0u,
+                       schema != NULL ? schema->keywords : 0u, schema != NULL ? schema->level : 0u);
+    }
+    rc = rc == 0 ? opt_guid(out, "activityId", ev->activity_id) : rc;
+    rc = rc == 0 ? opt_guid(out, "relatedActivityId", ev->related_activity_id) : rc;
+    if (rc == 0 && ev->stack != NULL && ev->stack_len > 0) {
+        rc = stack(out, ti, ev);
+    }
+    rc = rc == 0 ? payload(out, schema, ev) : rc;
+    return rc == 0 ? buf_append(out, "}\n", 2) : rc;
+}
+
+/* ---- the converter -------------------------------------------------------------------------- */
+
+static size_t slot_of(const struct ev_json *j, uint32_t id)
+{
+    size_t i = (id * 2654435761u) & (j->cap - 1);
+    while (j->slots[i].used && j->slots[i].id != id) {
+        i = (i + 1) & (j->cap - 1);
+    }
+    return i;
+}
+
+static const struct ev_schema *schema_get(const struct ev_json *j, uint32_t id)
+{
+    if (j->cap == 0) {
+        return NULL;
+    }
+    const struct schema_slot *s = &j->slots[slot_of(j, id)];
+    return s->used ? s->schema : NULL;
+}
+
+static int schema_put(struct ev_json *j, uint32_t id, struct ev_schema *schema)
+{
+    if ((j->nslots + 1) * 2 > j->cap) {
+        size_t cap = j->cap ? j->cap * 2 : 64;
+        struct schema_slot *old = j->slots;
+        size_t old_cap = j->cap;
+        j->slots = calloc(cap, sizeof(*j->slots));
+        if (j->slots == NULL) {
+            j->slots = old;
+            return -ENOMEM;
+        }
+        j->cap = cap;
+        for (size_t k = 0; k < old_cap; k++) {
+            if (old[k].used) {
+                j->slots[slot_of(j, old[k].id)] = old[k];
+            }
+        }
+        free(old);
+    }
+    struct schema_slot *s = &j->slots[slot_of(j, id)];
+    if (s->used) {
+        ev_schema_free(s->schema); /* V6: a redefinition after a metadata flush */
+    } else {
+        j->nslots++;
+    }
+    s->used = true;
+    s->id = id;
+    s->schema = schema;
+    return 0;
+}
+
+static void on_metadata(void *ud, const struct nettrace_metadata *md, const uint8_t *p, size_t n)
+{
+    struct ev_json *j = ud;
+    struct ev_schema *s = NULL;
+    int rc = md->v6 ? ev_schema_parse_v6(p, n, &s) : ev_schema_parse(p, n, &s);
+    if (rc != 0) {
+        s = NULL; /* its events go out as payloadHex */
+    }
+    if (schema_put(j, md->metadata_id, s) != 0) {
+        ev_schema_free(s);
+        if (j->err == 0) {
+            j->err = -ENOMEM;
+        }
+    }
+}
+
+static void on_event(void *ud, const struct nettrace_event *ev)
+{
+    struct ev_json *j = ud;
+    struct nettrace_trace_info ti;
+    if (j->err != 0) {
+        return;
+    }
+    memset(&ti, 0, sizeof(ti));
+    (void)nettrace_trace_info(&j->ck, &ti);
+    buf_reset(&j->line);
+    int rc = ev_json_render(&j->line, &ti, schema_get(j, ev->metadata_id), ev);
+    if (rc == 0) {
+        rc = j->cb(j->ud, (const char *)buf_data(&j->line), buf_size(&j->line));
+    }
+    if (rc != 0) {
+        j->err = rc;
+        return;
+    }
+    j->lines++;
+}
+
+struct ev_json *ev_json_new(ev_json_line_cb cb, void *ud)
+{
+    struct ev_json *j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        return NULL;
+    }
+    struct nettrace_options opt = {0, 0, NETTRACE_KEEP_STACKS};
+    if (nettrace_checker_init(&j->ck, &opt) != 0) {
+        free(j);
+        return NULL;
+    }
+    j->cb = cb;
+    j->ud = ud;
+    buf_init(&j->line, 0);
+    nettrace_set_event_cb(&j->ck, on_event, j);
+    nettrace_set_metadata_cb(&j->ck, on_metadata, j);
+    return j;
+}
+
+void ev_json_free(struct ev_json *j)
+{
+    if (j == NULL) {
+        return;
+    }
+    nettrace_checker_fini(&j->ck);
+    for (size_t k = 0; k < j->cap; k++) {
+        if (j->slots[k].used) {
+            ev_schema_free(j->slots[k].schema);
+        }
+    }
+    free(j->slots);
+    buf_fini(&j->line);
+    free(j);
+}
+
+int ev_json_feed(struct ev_json *j, const uint8_t *p, size_t n)
+{
+    if (j->err != 0) {
+        return j->err;
+    }
+    int rc = nettrace_feed(&j->ck, p, n);
+    return j->err != 0 ? j->err : rc;
+}
+
+enum nettrace_verdict ev_json_finish(struct ev_json *j)
+{
+    return nettrace_finish(&j->ck);
+}
+
+const struct nettrace_checker *ev_json_checker(const struct ev_json *j)
+{
+    return &j->ck;
+}
+
+uint64_t ev_json_lines(const struct ev_json *j)
+{
+    return j->lines;
+}

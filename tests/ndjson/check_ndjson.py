@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Any trace as NDJSON, end to end (issue 16).
+
+The real test app and the real dotmon in a private TMPDIR. While the app runs `gc` commands, two
+sessions of profile gc-verbose run at once:
+  - GET /trace?...&format=ndjson: application/x-ndjson, every line a JSON object of the documented
+    schema, GCStart lines with Count/Depth/Reason/Type;
+  - GET /trace?... (nettrace, unchanged): saved, then `dotmon convert FILE --format ndjson`: exit 0,
+    its GCStart count equals the C checker's (nettrace_check) and TraceEvent's (tracecheck), and
+    the GCStart payloads (Count, Depth, Reason, Type) equal TraceEvent's decoding event by event
+    (tracecheck --gc-events); stdin input and -o give the same lines; a truncated copy exits 1
+    with the lines before the cut.
+Also: format=xml is a 400 problem+json; both operations end Succeeded; an ndjson trace with
+durationSeconds=-1 stopped by DELETE /operations/{id}?stop=true ends with the rundown's lines and
+Succeeded, and one cancelled (DELETE without stop) ends Cancelled; a client that stops reading
+while the app writes ~60 MB of events is not dropped (backpressure instead of an endless queue:
+dotmon's RSS stays bounded) and later gets every line whole; over every tests/fixtures/nettrace
+file, the events' activityId/relatedActivityId equal TraceEvent's (tracecheck --activities).
+
+Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_TRACECHECK, DOTMON_NETTRACE_CHECK.
+With --fuzz DIR: only `dotmon convert` over every file of DIR (never a signal, exit 0 or 1, every
+stdout line valid JSON).
+"""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+FAILS = []
+KEYS = ["timestamp", "pid", "thread", "provider", "event", "id", "version", "opcode", "keywords",
+        "level", "activityId", "relatedActivityId"]
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+    return cond
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def dotnet_root():
+    if os.environ.get("DOTNET_ROOT"):
+        return os.environ["DOTNET_ROOT"]
+    exe = os.environ.get("DOTNET_EXE") or shutil.which("dotnet")
+    return os.path.dirname(os.path.realpath(exe)) if exe else ""
+
+
+class App:
+    def __init__(self, tmp):
+        env = dict(os.environ, TMPDIR=tmp, DOTNET_ROOT=dotnet_root())
+        self.p = subprocess.Popen([os.path.join(os.environ["DOTMON_TESTAPP_DIR"], "TestApp"), "--no-stdin-exit"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        self.pid = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = self.p.stdout.readline()
+            m = re.match(r"ready pid=(\d+)", line)
+            if m:
+                self.pid = int(m.group(1))
+                return
+            if not line:
+                break
+        raise RuntimeError("the test app did not get ready")
+
+    def command(self, cmd):
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the test app ended during {cmd!r}")
+            if line.startswith(("ok ", "error ")):
+                return line.strip()
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def parse_lines(data):
+    """[objects], [bad lines]: every line must be UTF-8 JSON objects."""
+    objs, bad = [], []
+    for line in data.split(b"\n"):
+        if not line:
+            continue
+        try:
+            o = json.loads(line.decode("utf-8"))
+            if not isinstance(o, dict):
+                raise ValueError("not an object")
+            objs.append(o)
+        except (ValueError, UnicodeDecodeError):
+            bad.append(line[:200])
+    return objs, bad
+
+
+def gc_payloads(objs):
+    return [[o["payload"][k] for k in ("Count", "Depth", "Reason", "Type")]
+            for o in objs if o.get("provider") == "Microsoft-Windows-DotNETRuntime" and o.get("id") == 1]
+
+
+def fetch(url, out, timeout=120):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            out["status"], out["type"], out["body"] = r.status, r.headers.get("Content-Type", ""), r.read()
+    except urllib.error.HTTPError as e:
+        out["status"], out["type"], out["body"] = e.code, e.headers.get("Content-Type", ""), e.read()
+    except Exception as e:  # noqa: BLE001 - reported as a failure below
+        out["error"] = repr(e)
+
+
+def convert(args, stdin=None):
+    r = subprocess.run([os.environ["DOTMON_BIN"], "convert"] + args, input=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    return r.returncode, r.stdout, r.stderr.decode(errors="replace")
+
+
+def check_converted(path, tmp):
+    rc, out, err = convert([path, "--format", "ndjson"])
+    check(rc == 0, f"dotmon convert exit 0 ({rc}: {err.strip()[:200]})")
+    objs, bad = parse_lines(out)
+    check(not bad and objs, f"convert: {len(objs)} lines, all JSON objects ({bad[:2]})")
+    check(all(list(o)[:len(KEYS)] == KEYS and ("payload" in o or "payloadHex" in o) for o in objs),
+          "convert: every line has the schema's keys in order")
+    ours = gc_payloads(objs)
+    checker = json.loads(subprocess.run([os.environ["DOTMON_NETTRACE_CHECK"], path], stdout=subprocess.PIPE,
+                                        timeout=60).stdout)
+    te = json.loads(subprocess.run([os.environ["DOTNET_EXE"], os.environ["DOTMON_TRACECHECK"], path, "--gc-events"],
+                                   stdout=subprocess.PIPE, timeout=300).stdout)
+    check(len(objs) == checker["events"] == te["events"],
+          f"events: convert {len(objs)}, C checker {checker['events']}, TraceEvent {te['events']}")
+    check(len(ours) == checker["gcStart"] == te["gcStart"] and len(ours) > 0,
+          f"GCStart: convert {len(ours)}, C checker {checker['gcStart']}, TraceEvent {te['gcStart']}")
+    check(ours == te.get("gcEvents"),
+          f"GCStart Count/Depth/Reason/Type equal TraceEvent's event by event ({ours[:3]} vs {te.get('gcEvents', [])[:3]})")
+    # stdin and -o give the same bytes.
+    with open(path, "rb") as f:
+        raw = f.read()
+    rc2, out2, _ = convert(["-", "--format", "ndjson"], stdin=raw)
+    check(rc2 == 0 and out2 == out, "convert - (stdin) gives the same lines")
+    opath = os.path.join(tmp, "out.ndjson")
+    rc3, out3, _ = convert([path, "--format", "ndjson", "-o", opath])
+    with open(opath, "rb") as f:
+        check(rc3 == 0 and out3 == b"" and f.read() == out, "convert -o OUT writes the same lines")
+    # A truncated copy: exit 1, a message, and the lines before the cut.
+    rc4, out4, err4 = convert(["-", "--format", "ndjson"], stdin=raw[: len(raw) * 2 // 3])
+    objs4, bad4 = parse_lines(out4)
+    check(rc4 == 1 and "TRUNCATED" in err4 and not bad4 and out.startswith(out4),
+          f"a truncated copy: exit 1 with a message and {len(objs4)} good lines ({rc4}, {err4.strip()[:120]})")
+    return ours
+
+
+def fuzz(corpus):
+    files = sorted(os.listdir(corpus))
+    check(bool(files), f"{len(files)} corpus files in {corpus}")
+    for name in files:
+        rc, out, err = convert([os.path.join(corpus, name), "--format", "ndjson"])
+        objs, bad = parse_lines(out)
+        check(rc in (0, 1) and not bad, f"convert {name}: exit {rc}, {len(objs)} lines, all JSON ({bad[:1]})")
+
+
+def stop_case(api, pid, stop):
+    """An endless ndjson trace ended by DELETE /operations/{id}[?stop=true]."""
+    what = "stopped" if stop else "cancelled"
+    r = urllib.request.urlopen(f"{api}/trace?pid={pid}&profile=gc-verbose&durationSeconds=-1&format=ndjson",
+                               timeout=60)
+    loc = r.headers.get("Location", "")
+    opid = loc.rsplit("/", 1)[-1]
+    time.sleep(1)
+    req = urllib.request.Request(f"{api}/operations/{opid}" + ("?stop=true" if stop else ""), method="DELETE")
+    with urllib.request.urlopen(req, timeout=10) as d:
+        check(d.status in (200, 202, 204), f"{what}: DELETE answered {d.status}")
+    try:
+        body = r.read()
+        cut = False
+    except Exception:  # noqa: BLE001 - a cancelled transfer is cut
+        body, cut = b"", True
+    objs, bad = parse_lines(body)
+    if stop:
+        check(not cut and objs and not bad and any(o["provider"].endswith("Rundown") for o in objs),
+              f"{what}: {len(objs)} JSON lines, the rundown's included")
+    deadline, status = time.time() + 30, None
+    while time.time() < deadline:
+        status = json.loads(urllib.request.urlopen(f"{api}/operations/{opid}", timeout=10).read()).get("status")
+        if status not in ("Running", "Stopping"):
+            break
+        time.sleep(0.2)
+    check(status == ("Succeeded" if stop else "Cancelled"), f"{what}: the operation is {status}")
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def slow_client_case(api, port, app, dm_pid):
+    """format=ndjson to a client that stalls: the session pauses, nothing is dropped."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    sock.connect(("127.0.0.1", port))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.sock = sock
+    body = json.dumps({"Providers": [{"Name": "DotMon-TestApp", "EventLevel": "Verbose"}],
+                       "RequestRundown": False, "BufferSizeInMB": 16})
+    conn.request("POST", f"/trace?pid={app.pid}&durationSeconds=-1&format=ndjson", body=body,
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    opid = resp.getheader("Location", "").rsplit("/", 1)[-1]
+    check(resp.status == 200, f"slow client: POST /trace format=ndjson answered {resp.status}")
+    rss0 = rss_kb(dm_pid)
+    answer = app.command("events 15000 2000")  # ~60 MB of UTF-16 text, written while nobody reads
+    check(answer.startswith("ok events"), f"slow client: the app wrote its events ({answer})")
+    time.sleep(1)
+    rss1 = rss_kb(dm_pid)
+    check(rss1 - rss0 < 48 * 1024, f"slow client: dotmon's RSS grew by {(rss1 - rss0) // 1024} MB while stalled")
+    req = urllib.request.Request(f"{api}/operations/{opid}?stop=true", method="DELETE")
+    urllib.request.urlopen(req, timeout=10).read()
+    data = resp.read()
+    objs, bad = parse_lines(data)
+    blobs = sum(1 for o in objs if o.get("event") == "Blob")
+    check(not bad and blobs > 0, f"slow client: {len(objs)} lines ({blobs} Blob), all JSON ({bad[:1]})")
+    details = {}
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        details = json.loads(urllib.request.urlopen(f"{api}/operations/{opid}/details", timeout=10).read())
+        if details.get("status") not in ("Running", "Stopping"):
+            break
+        time.sleep(0.2)
+    dropped = details.get("trace", {}).get("droppedEvents", -1)
+    check(details.get("status") == "Succeeded" and blobs + dropped == 15000,
+          f"slow client: {details.get('status')}, {blobs} Blob lines + {dropped} dropped by the runtime = 15000")
+    conn.close()
+
+
+def fixture_activities():
+    d = os.path.join(os.environ["DOTMON_FIXTURES"], "nettrace")
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".nettrace"):
+            continue
+        path = os.path.join(d, name)
+        rc, out, _ = convert([path, "--format", "ndjson"])
+        objs, _ = parse_lines(out)
+        ours = sorted([f"{o['provider']}#{o['id']}", o["activityId"] or "", o["relatedActivityId"] or ""]
+                      for o in objs if o["activityId"] or o["relatedActivityId"])
+        te = json.loads(subprocess.run([os.environ["DOTNET_EXE"], os.environ["DOTMON_TRACECHECK"], path,
+                                        "--activities"], stdout=subprocess.PIPE, timeout=300).stdout)
+        theirs = sorted(te.get("activities", []))
+        check(rc == 0 and ours == theirs,
+              f"{name}: {len(ours)} events with activity ids, equal to TraceEvent's ({len(theirs)})")
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--fuzz":
+        fuzz(sys.argv[2])
+        print("FAILED: " + "; ".join(FAILS) if FAILS else "all ok")
+        return 1 if FAILS else 0
+    tmp = tempfile.mkdtemp(prefix="dmndjson")
+    os.chmod(tmp, 0o700)
+    app, dm = None, None
+    try:
+        fixture_activities()
+        app = App(tmp)
+        log = open(os.path.join(tmp, "dotmon.log"), "w+")
+        port = free_port()
+        api = f"http://127.0.0.1:{port}"
+        dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", api, "--metrics", "false"],
+                              stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ, TMPDIR=tmp))
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"{api}/processes", timeout=5).read()
+                break
+            except OSError:
+                time.sleep(0.2)
+        base = f"{api}/trace?pid={app.pid}&profile=gc-verbose&durationSeconds=5"
+        bad = {}
+        fetch(base + "&format=xml", bad)
+        check(bad.get("status") == 400 and "problem+json" in bad.get("type", ""),
+              f"format=xml: 400 problem+json ({bad.get('status')}, {bad.get('type')})")
+        nd, nt = {}, {}
+        threads = [threading.Thread(target=fetch, args=(base + "&format=ndjson", nd)),
+                   threading.Thread(target=fetch, args=(base, nt))]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)
+        ngc = 0
+        end = time.time() + 2.5
+        while time.time() < end:
+            check(app.command("gc").startswith("ok gc"), "gc command")
+            ngc += 1
+            time.sleep(0.2)
+        for t in threads:
+            t.join(120)
+        check(nd.get("status") == 200 and nd.get("type", "").startswith("application/x-ndjson"),
+              f"format=ndjson: 200 application/x-ndjson ({nd.get('status')}, {nd.get('type')}, {nd.get('error')})")
+        objs, badl = parse_lines(nd.get("body", b""))
+        check(objs and not badl, f"format=ndjson: {len(objs)} lines, all JSON objects ({badl[:2]})")
+        check(all(list(o)[:len(KEYS)] == KEYS for o in objs), "format=ndjson: the schema's keys in order")
+        check(all(o["pid"] == app.pid for o in objs), "format=ndjson: pid on every line")
+        api_gc = gc_payloads(objs)
+        check(len(api_gc) >= 2 * ngc, f"format=ndjson: {len(api_gc)} GCStart lines for {ngc} gc commands (2 GCs each)")
+        check(nt.get("status") == 200 and nt.get("type") == "application/octet-stream",
+              f"nettrace unchanged: 200 application/octet-stream ({nt.get('status')}, {nt.get('type')})")
+        path = os.path.join(tmp, "gc.nettrace")
+        with open(path, "wb") as f:
+            f.write(nt.get("body", b""))
+        file_gc = check_converted(path, tmp)
+        counts_api = {g[0] for g in api_gc}
+        counts_file = {g[0] for g in file_gc}
+        check(len(counts_api & counts_file) >= 2 * ngc,
+              f"both sessions saw the induced GCs ({len(counts_api & counts_file)} common GC numbers)")
+        ops = json.loads(urllib.request.urlopen(f"{api}/operations", timeout=10).read())
+        check(len(ops) >= 2 and all(o.get("status") == "Succeeded" for o in ops),
+              f"both operations Succeeded ({[o.get('status') for o in ops]})")
+        stop_case(api, app.pid, True)
+        stop_case(api, app.pid, False)
+        slow_client_case(api, port, app, dm.pid)
+    finally:
+        if dm is not None and dm.poll() is None:
+            dm.terminate()
+            try:
+                dm.wait(30)
+            except subprocess.TimeoutExpired:
+                dm.kill()
+        if app is not None:
+            app.kill()
+        if FAILS:
+            try:
+                with open(os.path.join(tmp, "dotmon.log")) as f:
+                    print(f.read()[-4000:])
+            except OSError:
+                pass
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("FAILED: " + "; ".join(FAILS) if FAILS else "all ok")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

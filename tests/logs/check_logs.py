@@ -33,64 +33,10 @@ import threading
 import time
 import uuid
 
-FAILS = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import FAILS, App, check, dotnet_root, free_port  # noqa: E402
+
 MULT = int(os.environ.get("DOTMON_TEST_TIMEOUT_MULTIPLIER", "1") or 1)
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
-    return cond
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def dotnet_root():
-    if os.environ.get("DOTNET_ROOT"):
-        return os.environ["DOTNET_ROOT"]
-    exe = os.environ.get("DOTNET_EXE") or shutil.which("dotnet")
-    return os.path.dirname(os.path.realpath(exe)) if exe else ""
-
-
-class App:
-    def __init__(self, tmp, *extra):
-        env = dict(os.environ, TMPDIR=tmp, DOTNET_ROOT=dotnet_root())
-        self.p = subprocess.Popen([os.path.join(os.environ["DOTMON_TESTAPP_DIR"], "TestApp"), "--no-stdin-exit",
-                                   "--heartbeat-ms", "0", *extra],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
-        self.pid = None
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = self.p.stdout.readline()
-            m = re.match(r"ready pid=(\d+)", line)
-            if m:
-                self.pid = int(m.group(1))
-                return
-            if not line:
-                break
-        raise RuntimeError("the test app did not get ready")
-
-    def command(self, cmd):
-        self.p.stdin.write(cmd + "\n")
-        self.p.stdin.flush()
-        while True:
-            line = self.p.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the test app ended during {cmd!r}")
-            if line.startswith(("ok ", "error ")):
-                return line.strip()
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
 
 
 def open_stream(port, method, path, accept=None, body=None):
@@ -188,7 +134,7 @@ def main():
     os.chmod(tmp, 0o700)
     app, dm, log = None, None, None
     try:
-        app = App(tmp)
+        app = App(tmp, "--heartbeat-ms", "0")
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
         port = free_port()
         env = dict(os.environ, TMPDIR=tmp)
@@ -281,7 +227,7 @@ def main():
         check(got == [f"last-{m}"], f"records before the kill {got}")
 
         # 8. No EventSource logger in the app: nothing to stream, a clean end, a warning.
-        bare = App(tmp, "--no-eventsource-logger")
+        bare = App(tmp, "--heartbeat-ms", "0", "--no-eventsource-logger")
         try:
             deadline = time.time() + 30 * MULT
             while time.time() < deadline:

@@ -12,6 +12,7 @@
 #   3. tests/tools/tracecheck (TraceEvent's EventPipeEventSource, dispatching every event) on the
 #      same file: wall time of the whole tool and of an empty run on a tiny file (its start-up),
 #      so its reading rate is (size) / (time - start-up).
+# With TRACE_OUT=PATH it only writes the trace there (bench_convert.sh uses it).
 set -euo pipefail
 EVENTS=${EVENTS:-2000000}
 : "${DOTMON_BIN:?}" "${DOTMON_TESTAPP_DIR:?}" "${DOTMON_TRACECHECK:?}" "${BENCH_DECODE:?}"
@@ -51,6 +52,10 @@ sleep 2
 curl -s -X DELETE "http://127.0.0.1:$PORT/operations/$op?stop=true" >/dev/null
 wait "$CURL"
 SIZE=$(stat -c %s "$WORK/big.nettrace")
+if [ -n "${TRACE_OUT:-}" ]; then   # bench_convert.sh keeps the file and stops here
+    cp "$WORK/big.nettrace" "$TRACE_OUT"
+    exit 0
+fi
 echo "== a real trace of $((SIZE / 1000000)) MB ($EVENTS DotMon-TestApp events, System.Runtime counters and meter)"
 "$BENCH_DECODE" "$WORK/big.nettrace" 5
 printf 'x' >"$WORK/tiny.nettrace"

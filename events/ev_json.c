@@ -36,10 +36,10 @@ struct ev_json {
 
 /* ---- JSON text ------------------------------------------------------------------------------ */
 
-static int put_codepoint(struct buf *out, uint32_t cp)
+/* Writes the JSON text of one code point to u (room for 6 bytes); returns its length. */
+static size_t encode_codepoint(uint8_t *u, uint32_t cp)
 {
     static const char hex[] = "0123456789abcdef";
-    uint8_t u[6];
     size_t n;
     if (cp == '"' || cp == '\\') {
         u[0] = '\\';
@@ -72,7 +72,13 @@ static int put_codepoint(struct buf *out, uint32_t cp)
         u[3] = (uint8_t)(0x80 | (cp & 0x3F));
         n = 4;
     }
-    return buf_append(out, u, n);
+    return n;
+}
+
+static int put_codepoint(struct buf *out, uint32_t cp)
+{
+    uint8_t u[6];
+    return buf_append(out, u, encode_codepoint(u, cp));
 }
 
 /* One UTF-8 sequence at s[0..n): its code point and length, or U+FFFD and 1 when invalid. */
@@ -125,8 +131,35 @@ static int str_cstr(struct buf *out, const char *s)
 }
 
 /* A JSON string of `units` UTF-16LE code units; lone surrogates become U+FFFD. */
+/* The code point of UTF-16LE unit k of p[0..units) (a pair or U+FFFD for a lone surrogate);
+ * *k moves past a pair's second unit. */
+static uint32_t utf16_next(const uint8_t *p, size_t units, size_t *k)
+{
+    uint32_t cp = ev_load_u16(p + 2 * *k);
+    if (cp >= 0xD800 && cp <= 0xDBFF && *k + 1 < units) {
+        uint32_t lo = ev_load_u16(p + 2 * *k + 2);
+        if (lo >= 0xDC00 && lo <= 0xDFFF) {
+            (*k)++;
+            return 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        return 0xFFFD;
+    }
+    return (cp >= 0xD800 && cp <= 0xDFFF) ? 0xFFFD : cp;
+}
+
 static int str_utf16(struct buf *out, const uint8_t *p, size_t units)
 {
+    /* Fast path: room for the worst case (6 bytes a unit) reserved once, written in place. */
+    if (units <= ((size_t)1 << 20) && buf_reserve(out, 6 * units + 2) == 0) {
+        uint8_t *w = out->p + out->len;
+        *w++ = '"';
+        for (size_t k = 0; k < units; k++) {
+            w += encode_codepoint(w, utf16_next(p, units, &k));
+        }
+        *w++ = '"';
+        out->len = (size_t)(w - out->p);
+        return 0;
+    }
     int rc = buf_append(out, "\"", 1);
     for (size_t k = 0; rc == 0 && k < units; k++) {
         uint32_t cp = ev_load_u16(p + 2 * k);
@@ -172,10 +205,27 @@ static int guid_str(struct buf *out, const uint8_t *g)
                       g[11], g[12], g[13], g[14], g[15]);
 }
 
+/* Decimal digits of v into the end of t[0..24); returns the first digit's index. */
+static size_t dec_digits(char t[24], uint64_t v)
+{
+    size_t i = 24;
+    do {
+        t[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return i;
+}
+
 static int u64_num(struct buf *out, uint64_t v)
 {
-    return v > MAX_SAFE_INT ? buf_printf(out, "\"%" PRIu64 "\"", v)
-                            : buf_printf(out, "%" PRIu64, v);
+    char t[26];
+    size_t i = dec_digits(t, v);
+    if (v > MAX_SAFE_INT) { /* as a string: JSON readers lose digits past 2^53 */
+        t[--i] = '"';
+        t[24] = '"';
+        return buf_append(out, t + i, 25 - i);
+    }
+    return buf_append(out, t + i, 24 - i);
 }
 
 static int i64_num(struct buf *out, int64_t v)
@@ -226,14 +276,39 @@ static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nan
     unsigned d = doy - (153 * mp + 2) / 5 + 1;
     unsigned m = mp < 10 ? mp + 3 : mp - 9;
     y += m <= 2;
-    int rc = buf_printf(out, "\"%04" PRId64 "-%02u-%02uT%02u:%02u:%02u", y, m, d,
-                        (unsigned)(sod / 3600), (unsigned)(sod / 60 % 60), (unsigned)(sod % 60));
-    if (rc == 0 && with_nanos) {
-        rc = buf_printf(out, ".%09" PRIu32, nanos);
-    } else if (rc == 0 && nanos != 0) {
-        rc = buf_printf(out, ".%07" PRIu32, nanos / 100);
+    /* "yyyy-mm-ddThh:mm:ss[.fffffffff]Z" without printf (this runs once per event). The year is
+     * within 1..9999 (checked above), so four digits always. */
+    char t[40];
+    size_t n = 0;
+    unsigned parts[6] = {
+        (unsigned)y, m, d, (unsigned)(sod / 3600), (unsigned)(sod / 60 % 60), (unsigned)(sod % 60)};
+    static const char seps[6] = {'-', '-', 'T', ':', ':', 0};
+    t[n++] = '"';
+    for (int k = 0; k < 6; k++) {
+        unsigned v = parts[k];
+        if (k == 0) {
+            t[n++] = (char)('0' + v / 1000 % 10);
+            t[n++] = (char)('0' + v / 100 % 10);
+        }
+        t[n++] = (char)('0' + v / 10 % 10);
+        t[n++] = (char)('0' + v % 10);
+        if (seps[k] != 0) {
+            t[n++] = seps[k];
+        }
     }
-    return rc == 0 ? buf_append_str(out, "Z\"") : rc;
+    unsigned digits = with_nanos ? 9 : nanos != 0 ? 7 : 0;
+    uint32_t frac = with_nanos ? nanos : nanos / 100;
+    if (digits > 0) {
+        t[n++] = '.';
+        for (unsigned k = digits; k > 0; k--) {
+            t[n + k - 1] = (char)('0' + frac % 10);
+            frac /= 10;
+        }
+        n += digits;
+    }
+    t[n++] = 'Z';
+    t[n++] = '"';
+    return buf_append(out, t, n);
 }
 
 /* The event's time: the sync time plus (timestamp - sync QPC) / frequency. */
@@ -573,9 +648,23 @@ static int stack(struct buf *out, const struct nettrace_trace_info *ti,
 {
     uint32_t ps = ti->pointer_size == 4 ? 4 : 8;
     int rc = buf_append_str(out, ",\"stack\":[");
+    static const char hex[] = "0123456789abcdef";
     for (uint32_t at = 0; rc == 0 && at + ps <= ev->stack_len; at += ps) {
         uint64_t a = ps == 4 ? ev_load_u32(ev->stack + at) : ev_load_u64(ev->stack + at);
-        rc = buf_printf(out, "%s\"0x%" PRIx64 "\"", at > 0 ? "," : "", a);
+        char t[24]; /* ,"0x…" */
+        size_t i = sizeof(t);
+        t[--i] = '"';
+        do {
+            t[--i] = hex[a & 15];
+            a >>= 4;
+        } while (a != 0);
+        t[--i] = 'x';
+        t[--i] = '0';
+        t[--i] = '"';
+        if (at > 0) {
+            t[--i] = ',';
+        }
+        rc = buf_append(out, t + i, sizeof(t) - i);
     }
     return rc == 0 ? buf_append(out, "]", 1) : rc;
 }

@@ -8,7 +8,8 @@
 #include "err.h"
 #include "ev_json.h"
 
-#define CONVERT_CHUNK (64u * 1024u)
+#define CONVERT_CHUNK  (64u * 1024u)
+#define CONVERT_OUTBUF (1024u * 1024u) /* output lines are batched into 1 MB writes */
 
 static int convert_on_line(void *ud, const char *line, size_t len)
 {
@@ -55,6 +56,8 @@ int convert_run(const struct cli_options *opts)
         fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_output, strerror(errno));
         goto cleanup;
     }
+    static char outbuf[CONVERT_OUTBUF];
+    (void)setvbuf(out, outbuf, _IOFBF, sizeof(outbuf));
     j = ev_json_new(convert_on_line, out);
     if (j == NULL) {
         fprintf(stderr, "dotmon convert: out of memory\n");

@@ -68,6 +68,11 @@ int buf_append(struct buf *b, const void *data, size_t n)
     if (n == 0) {
         return 0;
     }
+    if (b->cap - b->len > n) { /* room, and the spare byte kept */
+        memcpy(b->p + b->len, data, n);
+        b->len += n;
+        return 0;
+    }
     int rc = buf_reserve(b, n);
     if (rc != 0) {
         return rc;
@@ -84,12 +89,18 @@ int buf_append_str(struct buf *b, const char *s)
 
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 {
+    /* Formats into the spare room first; only text that does not fit is formatted twice. */
+    size_t room = b->p != NULL && b->off == 0 ? b->cap - b->len : 0;
     va_list ap2;
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
+    int n = vsnprintf(room > 0 ? (char *)b->p + b->len : NULL, room, fmt, ap2);
     va_end(ap2);
     if (n < 0) {
         return AGENT_E_INVAL;
+    }
+    if ((size_t)n < room) {
+        b->len += (size_t)n;
+        return 0;
     }
     int rc = buf_reserve(b, (size_t)n);
     if (rc != 0) {

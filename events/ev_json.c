@@ -20,6 +20,15 @@ struct schema_slot {
     uint32_t id;
     bool used;
     struct ev_schema *schema; /* NULL when the field list did not parse */
+    char *head;               /* the event's constant members, rendered at its first event */
+    size_t head_len;
+};
+
+/* The last second rendered: "yyyy-mm-ddThh:mm:ss (19 characters), reused while it holds. */
+struct time_cache {
+    int64_t secs;
+    bool valid;
+    char text[20];
 };
 
 struct ev_json {
@@ -29,6 +38,8 @@ struct ev_json {
     int err; /* the first callback or rendering error; stops the output */
     uint64_t lines;
     struct buf line;
+    struct ev_record rec; /* scratch for one event's decoded fields */
+    struct time_cache tc;
     struct schema_slot *slots; /* open addressing by metadata id */
     size_t nslots;
     size_t cap; /* power of two, or 0 */
@@ -112,8 +123,31 @@ static uint32_t utf8_next(const uint8_t *s, size_t n, size_t *used)
     return cp;
 }
 
+/* True for a byte that stands for itself inside a JSON string. */
+static inline bool plain_ascii(uint32_t c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
 int ev_json_str_utf8(struct buf *out, const uint8_t *s, size_t n)
 {
+    /* Fast path: worst case (6 bytes of output a byte of input) reserved once, written in place. */
+    if (n <= ((size_t)1 << 20) && buf_reserve(out, 6 * n + 2) == 0) {
+        uint8_t *w = out->p + out->len;
+        *w++ = '"';
+        for (size_t i = 0; i < n;) {
+            if (plain_ascii(s[i])) {
+                *w++ = s[i++];
+                continue;
+            }
+            size_t used;
+            w += encode_codepoint(w, utf8_next(s + i, n - i, &used));
+            i += used;
+        }
+        *w++ = '"';
+        out->len = (size_t)(w - out->p);
+        return 0;
+    }
     int rc = buf_append(out, "\"", 1);
     size_t i = 0;
     while (rc == 0 && i < n) {
@@ -154,6 +188,11 @@ static int str_utf16(struct buf *out, const uint8_t *p, size_t units)
         uint8_t *w = out->p + out->len;
         *w++ = '"';
         for (size_t k = 0; k < units; k++) {
+            uint32_t c = ev_load_u16(p + 2 * k);
+            if (plain_ascii(c)) {
+                *w++ = (uint8_t)c;
+                continue;
+            }
             w += encode_codepoint(w, utf16_next(p, units, &k));
         }
         *w++ = '"';
@@ -200,9 +239,21 @@ static int hex_str(struct buf *out, const uint8_t *p, size_t n)
 /* .NET Guid text: Data1 (u32 LE), Data2, Data3 (u16 LE), then 8 bytes as they are. */
 static int guid_str(struct buf *out, const uint8_t *g)
 {
-    return buf_printf(out, "\"%08" PRIx32 "-%04x-%04x-%02x%02x-%02x%02x%02x%02x%02x%02x\"",
-                      ev_load_u32(g), ev_load_u16(g + 4), ev_load_u16(g + 6), g[8], g[9], g[10],
-                      g[11], g[12], g[13], g[14], g[15]);
+    static const char hex[] = "0123456789abcdef";
+    /* Byte order of the text: Data1..Data3 little-endian, then bytes 8..15 as they are. */
+    static const uint8_t order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+    char t[38];
+    size_t n = 0;
+    t[n++] = '"';
+    for (size_t k = 0; k < 16; k++) {
+        if (k == 4 || k == 6 || k == 8 || k == 10) {
+            t[n++] = '-';
+        }
+        t[n++] = hex[g[order[k]] >> 4];
+        t[n++] = hex[g[order[k]] & 15];
+    }
+    t[n++] = '"';
+    return buf_append(out, t, n);
 }
 
 /* Decimal digits of v into the end of t[0..24); returns the first digit's index. */
@@ -218,7 +269,7 @@ static size_t dec_digits(char t[24], uint64_t v)
 
 static int u64_num(struct buf *out, uint64_t v)
 {
-    char t[26];
+    char t[25];
     size_t i = dec_digits(t, v);
     if (v > MAX_SAFE_INT) { /* as a string: JSON readers lose digits past 2^53 */
         t[--i] = '"';
@@ -230,8 +281,19 @@ static int u64_num(struct buf *out, uint64_t v)
 
 static int i64_num(struct buf *out, int64_t v)
 {
-    bool big = v > (int64_t)MAX_SAFE_INT || v < -(int64_t)MAX_SAFE_INT;
-    return big ? buf_printf(out, "\"%" PRId64 "\"", v) : buf_printf(out, "%" PRId64, v);
+    if (v >= 0) {
+        return u64_num(out, (uint64_t)v);
+    }
+    char t[27];
+    uint64_t mag = (uint64_t)0 - (uint64_t)v;
+    size_t i = dec_digits(t, mag);
+    t[--i] = '-';
+    if (mag > MAX_SAFE_INT) { /* as a string, like u64_num */
+        t[--i] = '"';
+        t[24] = '"';
+        return buf_append(out, t + i, 25 - i);
+    }
+    return buf_append(out, t + i, 24 - i);
 }
 
 static int f64_num(struct buf *out, double d, bool single)
@@ -259,10 +321,18 @@ static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
 }
 
 /* Seconds since the Unix epoch (within years 1..9999) and nanoseconds as an ISO-8601 string. */
-static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nanos)
+static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nanos,
+                    struct time_cache *tc)
 {
     if (secs < -62135596800ll || secs > 253402300799ll) {
         return buf_append_str(out, "null");
+    }
+    char t[40];
+    size_t n = 0;
+    if (tc != NULL && tc->valid && tc->secs == secs) {
+        memcpy(t, tc->text, 20);
+        n = 20;
+        goto fraction;
     }
     int64_t days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400;
     int64_t sod = secs - days * 86400;
@@ -278,8 +348,6 @@ static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nan
     y += m <= 2;
     /* "yyyy-mm-ddThh:mm:ss[.fffffffff]Z" without printf (this runs once per event). The year is
      * within 1..9999 (checked above), so four digits always. */
-    char t[40];
-    size_t n = 0;
     unsigned parts[6] = {
         (unsigned)y, m, d, (unsigned)(sod / 3600), (unsigned)(sod / 60 % 60), (unsigned)(sod % 60)};
     static const char seps[6] = {'-', '-', 'T', ':', ':', 0};
@@ -296,6 +364,12 @@ static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nan
             t[n++] = seps[k];
         }
     }
+    if (tc != NULL) {
+        memcpy(tc->text, t, 20);
+        tc->secs = secs;
+        tc->valid = true;
+    }
+fraction:;
     unsigned digits = with_nanos ? 9 : nanos != 0 ? 7 : 0;
     uint32_t frac = with_nanos ? nanos : nanos / 100;
     if (digits > 0) {
@@ -312,7 +386,8 @@ static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nan
 }
 
 /* The event's time: the sync time plus (timestamp - sync QPC) / frequency. */
-static int event_time(struct buf *out, const struct nettrace_trace_info *ti, int64_t ts)
+static int event_time(struct buf *out, const struct nettrace_trace_info *ti, int64_t ts,
+                      struct time_cache *tc)
 {
     const uint16_t *st = ti->sync_time_utc; /* year, month, dayOfWeek, day, hour, min, s, ms */
     int64_t freq = ti->qpc_frequency;
@@ -342,7 +417,7 @@ static int event_time(struct buf *out, const struct nettrace_trace_info *ti, int
         ns -= 1000000000;
         secs++;
     }
-    return iso_time(out, secs, (uint32_t)ns, true);
+    return iso_time(out, secs, (uint32_t)ns, true, tc);
 }
 
 /* ---- payload values ------------------------------------------------------------------------- */
@@ -360,18 +435,18 @@ static int scalar(struct buf *out, uint8_t code, const uint8_t *p, uint32_t size
     case EV_TYPE_CHAR:
         return str_utf16(out, p, 1);
     case EV_TYPE_SBYTE:
-        return buf_printf(out, "%d", (int)(int8_t)p[0]);
+        return i64_num(out, (int8_t)p[0]);
     case EV_TYPE_BYTE:
     case EV_TYPE_UTF8_UNIT:
-        return buf_printf(out, "%u", (unsigned)p[0]);
+        return u64_num(out, p[0]);
     case EV_TYPE_INT16:
-        return buf_printf(out, "%d", (int)(int16_t)ev_load_u16(p));
+        return i64_num(out, (int16_t)ev_load_u16(p));
     case EV_TYPE_UINT16:
-        return buf_printf(out, "%u", (unsigned)ev_load_u16(p));
+        return u64_num(out, ev_load_u16(p));
     case EV_TYPE_INT32:
-        return buf_printf(out, "%" PRId32, (int32_t)ev_load_u32(p));
+        return i64_num(out, (int32_t)ev_load_u32(p));
     case EV_TYPE_UINT32:
-        return buf_printf(out, "%" PRIu32, ev_load_u32(p));
+        return u64_num(out, ev_load_u32(p));
     case EV_TYPE_INT64:
         return i64_num(out, (int64_t)ev_load_u64(p));
     case EV_TYPE_UINT64:
@@ -400,7 +475,7 @@ static int scalar(struct buf *out, uint8_t code, const uint8_t *p, uint32_t size
         int64_t secs = (int64_t)(ticks / 10000000u) - FILETIME_TO_UNIX;
         return ticks > 0x7FFFFFFFFFFFFFFFull
                    ? u64_num(out, ticks)
-                   : iso_time(out, secs, (uint32_t)(ticks % 10000000u) * 100u, false);
+                   : iso_time(out, secs, (uint32_t)(ticks % 10000000u) * 100u, false, NULL);
     }
     case EV_TYPE_GUID:
         return guid_str(out, p);
@@ -570,7 +645,9 @@ static int native_payload(struct buf *out, const struct fixed_field *ff, size_t 
     int rc = buf_append_str(out, ",\"payload\":{");
     size_t at = 0;
     for (size_t k = 0; rc == 0 && k < nf; k++) {
-        rc = buf_printf(out, "%s\"%s\":", k > 0 ? "," : "", ff[k].name);
+        rc = k > 0 ? buf_append(out, ",", 1) : 0;
+        rc = rc == 0 ? str_cstr(out, ff[k].name) : rc;
+        rc = rc == 0 ? buf_append(out, ":", 1) : rc;
         rc = rc == 0 ? scalar(out, ff[k].code, ev->payload + at, ff[k].size) : rc;
         at += ff[k].size;
     }
@@ -588,10 +665,12 @@ static int payload_hex(struct buf *out, const struct nettrace_event *ev)
     return rc;
 }
 
-static int payload(struct buf *out, const struct ev_schema *s, const struct nettrace_event *ev)
+/* rec: scratch room for the decoded fields, or NULL to allocate it here. */
+static int payload(struct buf *out, const struct ev_schema *s, const struct nettrace_event *ev,
+                   struct ev_record *scratch)
 {
     if (s != NULL && s->nfields > 1) {
-        struct ev_record *rec = malloc(sizeof(*rec));
+        struct ev_record *rec = scratch != NULL ? scratch : malloc(sizeof(*rec));
         if (rec == NULL) {
             return -ENOMEM;
         }
@@ -603,7 +682,9 @@ static int payload(struct buf *out, const struct ev_schema *s, const struct nett
             rc = rc == 0 ? object_fields(out, rec, 0, &first) : rc;
             rc = rc == 0 ? buf_append(out, "}", 1) : rc;
         }
-        free(rec);
+        if (rec != scratch) {
+            free(rec);
+        }
         if (rc <= 0) {
             return rc;
         }
@@ -637,9 +718,35 @@ static int event_name(struct buf *out, const struct nettrace_event *ev)
     return buf_printf(out, "\"EventID(%" PRIu32 ")\"", ev->event_id);
 }
 
+/* ,"id":N,"version":N,"opcode":N,"keywords":"0x…","level":N */
+static int event_ids(struct buf *out, const struct ev_schema *schema,
+                     const struct nettrace_event *ev)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint64_t kw = schema != NULL ? schema->keywords : 0u;
+    char t[24];
+    size_t i = sizeof(t);
+    t[--i] = '"';
+    do {
+        t[--i] = hex[kw & 15];
+        kw >>= 4;
+    } while (kw != 0);
+    int rc = buf_append_str(out, ",\"id\":");
+    rc = rc == 0 ? u64_num(out, ev->event_id) : rc;
+    rc = rc == 0 ? buf_append_str(out, ",\"version\":") : rc;
+    rc = rc == 0 ? u64_num(out, ev->version) : rc;
+    rc = rc == 0 ? buf_append_str(out, ",\"opcode\":") : rc;
+    rc = rc == 0 ? u64_num(out, schema != NULL ? schema->opcode : 0u) : rc;
+    rc = rc == 0 ? buf_append_str(out, ",\"keywords\":\"0x") : rc;
+    rc = rc == 0 ? buf_append(out, t + i, sizeof(t) - i) : rc;
+    rc = rc == 0 ? buf_append_str(out, ",\"level\":") : rc;
+    return rc == 0 ? u64_num(out, schema != NULL ? schema->level : 0u) : rc;
+}
+
+/* key: the member's text up to its value, for example ,"activityId": */
 static int opt_guid(struct buf *out, const char *key, const uint8_t *g)
 {
-    int rc = buf_printf(out, ",\"%s\":", key);
+    int rc = buf_append_str(out, key);
     return rc != 0 ? rc : g != NULL ? guid_str(out, g) : buf_append_str(out, "null");
 }
 
@@ -669,32 +776,63 @@ static int stack(struct buf *out, const struct nettrace_trace_info *ti,
     return rc == 0 ? buf_append(out, "]", 1) : rc;
 }
 
-int ev_json_render(struct buf *out, const struct nettrace_trace_info *ti,
-                   const struct ev_schema *schema, const struct nettrace_event *ev)
+/* Reusable state of a converter; every member may be NULL (ev_json_render). */
+struct render_ctx {
+    struct ev_record *scratch;
+    struct time_cache *tc;
+    struct schema_slot *slot;
+};
+
+/* ,"provider":…,"event":…,"id":…,"level":N: the same for every event of a metadata id, so kept
+ * in its slot once rendered. */
+static int event_head(struct buf *out, const struct ev_schema *schema,
+                      const struct nettrace_event *ev, struct schema_slot *slot)
 {
-    int rc = buf_append_str(out, "{\"timestamp\":");
-    rc = rc == 0 ? event_time(out, ti, ev->timestamp) : rc;
-    rc = rc == 0 ? buf_printf(out, ",\"pid\":%" PRId32 ",\"thread\":", ti->process_id) : rc;
-    rc = rc == 0 ? u64_num(out, ev->thread_id) : rc;
-    rc = rc == 0 ? buf_append_str(out, ",\"provider\":") : rc;
+    if (slot != NULL && slot->head != NULL) {
+        return buf_append(out, slot->head, slot->head_len);
+    }
+    size_t mark = buf_size(out);
+    int rc = buf_append_str(out, ",\"provider\":");
     rc = rc == 0 ? str_cstr(out, ev->provider) : rc;
     rc = rc == 0 ? buf_append_str(out, ",\"event\":") : rc;
     rc = rc == 0 ? event_name(out, ev) : rc;
-    if (rc == 0) {
-        rc =
-            buf_printf(out,
-                       ",\"id\":%" PRIu32 ",\"version\":%" PRIu32
-                       ",\"opcode\":%u,\"keywords\":\"0x%" PRIx64 "\",\"level\":%" PRIu32,
-                       ev->event_id, ev->version, schema != NULL ? schema->opcode : 0u,
-                       schema != NULL ? schema->keywords : 0u, schema != NULL ? schema->level : 0u);
+    rc = rc == 0 ? event_ids(out, schema, ev) : rc;
+    if (rc == 0 && slot != NULL) {
+        size_t n = buf_size(out) - mark;
+        slot->head = malloc(n);
+        if (slot->head != NULL) { /* without it, the next event renders it again */
+            memcpy(slot->head, buf_data(out) + mark, n);
+            slot->head_len = n;
+        }
     }
-    rc = rc == 0 ? opt_guid(out, "activityId", ev->activity_id) : rc;
-    rc = rc == 0 ? opt_guid(out, "relatedActivityId", ev->related_activity_id) : rc;
+    return rc;
+}
+
+static int render(struct buf *out, const struct nettrace_trace_info *ti,
+                  const struct ev_schema *schema, const struct nettrace_event *ev,
+                  const struct render_ctx *cx)
+{
+    int rc = buf_append_str(out, "{\"timestamp\":");
+    rc = rc == 0 ? event_time(out, ti, ev->timestamp, cx->tc) : rc;
+    rc = rc == 0 ? buf_append_str(out, ",\"pid\":") : rc;
+    rc = rc == 0 ? i64_num(out, ti->process_id) : rc;
+    rc = rc == 0 ? buf_append_str(out, ",\"thread\":") : rc;
+    rc = rc == 0 ? u64_num(out, ev->thread_id) : rc;
+    rc = rc == 0 ? event_head(out, schema, ev, cx->slot) : rc;
+    rc = rc == 0 ? opt_guid(out, ",\"activityId\":", ev->activity_id) : rc;
+    rc = rc == 0 ? opt_guid(out, ",\"relatedActivityId\":", ev->related_activity_id) : rc;
     if (rc == 0 && ev->stack != NULL && ev->stack_len > 0) {
         rc = stack(out, ti, ev);
     }
-    rc = rc == 0 ? payload(out, schema, ev) : rc;
+    rc = rc == 0 ? payload(out, schema, ev, cx->scratch) : rc;
     return rc == 0 ? buf_append(out, "}\n", 2) : rc;
+}
+
+int ev_json_render(struct buf *out, const struct nettrace_trace_info *ti,
+                   const struct ev_schema *schema, const struct nettrace_event *ev)
+{
+    struct render_ctx cx = {NULL, NULL, NULL};
+    return render(out, ti, schema, ev, &cx);
 }
 
 /* ---- the converter -------------------------------------------------------------------------- */
@@ -708,13 +846,14 @@ static size_t slot_of(const struct ev_json *j, uint32_t id)
     return i;
 }
 
-static const struct ev_schema *schema_get(const struct ev_json *j, uint32_t id)
+/* The slot of metadata id, or NULL when none was defined. */
+static struct schema_slot *slot_get(const struct ev_json *j, uint32_t id)
 {
     if (j->cap == 0) {
         return NULL;
     }
-    const struct schema_slot *s = &j->slots[slot_of(j, id)];
-    return s->used ? s->schema : NULL;
+    struct schema_slot *s = &j->slots[slot_of(j, id)];
+    return s->used ? s : NULL;
 }
 
 static int schema_put(struct ev_json *j, uint32_t id, struct ev_schema *schema)
@@ -739,6 +878,9 @@ static int schema_put(struct ev_json *j, uint32_t id, struct ev_schema *schema)
     struct schema_slot *s = &j->slots[slot_of(j, id)];
     if (s->used) {
         ev_schema_free(s->schema); /* V6: a redefinition after a metadata flush */
+        free(s->head);
+        s->head = NULL;
+        s->head_len = 0;
     } else {
         j->nslots++;
     }
@@ -774,7 +916,9 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     memset(&ti, 0, sizeof(ti));
     (void)nettrace_trace_info(&j->ck, &ti);
     buf_reset(&j->line);
-    int rc = ev_json_render(&j->line, &ti, schema_get(j, ev->metadata_id), ev);
+    struct schema_slot *slot = slot_get(j, ev->metadata_id);
+    struct render_ctx cx = {&j->rec, &j->tc, slot};
+    int rc = render(&j->line, &ti, slot != NULL ? slot->schema : NULL, ev, &cx);
     if (rc == 0) {
         rc = j->cb(j->ud, (const char *)buf_data(&j->line), buf_size(&j->line));
     }
@@ -813,6 +957,7 @@ void ev_json_free(struct ev_json *j)
     for (size_t k = 0; k < j->cap; k++) {
         if (j->slots[k].used) {
             ev_schema_free(j->slots[k].schema);
+            free(j->slots[k].head);
         }
     }
     free(j->slots);

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef DOTMON_EGRESS_H
+#define DOTMON_EGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "common/buf.h"
+
+/*
+ * Egress: where an artifact (trace, dump, logs, live metrics, gcdump) goes when the request names
+ * an egressProvider instead of taking the bytes itself (DOTNET-MONITOR.md §4). Configured with
+ * dotnet-monitor's keys:
+ *
+ *   Egress:FileSystem:<name>:DirectoryPath              (required)
+ *   Egress:FileSystem:<name>:IntermediateDirectoryPath  (optional; default: DirectoryPath)
+ *   Egress:FileSystem:<name>:FileMode                   (dotmon: octal, default 0600)
+ *   Egress:S3Storage:<name>:BucketName, Endpoint, RegionName, AccessKeyId, SecretAccessKey,
+ *       SessionToken, ForcePathStyle, PreSignedUrlExpiry, CopyBufferSize,
+ *       CertificateAuthorityPath (dotmon: a PEM bundle for a private store)
+ *   Egress:Properties:<key>                             (secrets referenced by *Name settings)
+ *
+ * Nothing is ever half-visible: a file is written under a temporary name in the intermediate
+ * folder, fsync'd, then renamed into DirectoryPath; an S3 object is a multipart upload completed
+ * only when every part is stored (aborted otherwise, so no orphaned parts).
+ *
+ * One upload is an `egress_target`: the producer writes bytes as they come (a trace from the
+ * runtime, a dump file read back, log lines), pauses while egress_full says so and goes on at
+ * the ready callback, then calls egress_finish; the done callback reports where the artifact
+ * landed (resourceLocation) or the store's error. All callbacks run on the loop; nothing blocks
+ * it (file operations on libuv's thread pool, network I/O non-blocking).
+ */
+
+/* A configuration entry as the agent's merged configuration holds it (keys ':'-separated,
+ * case-insensitive). The egress module never sees the agent's own structures. */
+struct egress_kv {
+    const char *key;
+    const char *value;
+};
+
+enum egress_type { EGRESS_FILESYSTEM = 0, EGRESS_S3 = 1 };
+
+struct egress_provider; /* one configured provider */
+struct egress_set;      /* all of them, by name */
+
+/*
+ * Reads every Egress:* key of entries[0..n). Returns 0 and a set (possibly empty), or
+ * AGENT_E_INVAL with one line per problem in errors ("Egress:S3Storage:s3:BucketName: required"):
+ * unknown provider type, missing required setting, bad number/duration/bool, unknown key of a
+ * provider. Never logs secrets.
+ */
+int egress_set_parse(const struct egress_kv *entries, size_t n, struct egress_set **out,
+                     struct buf *errors);
+void egress_set_free(struct egress_set *s);
+/* The provider of that name (case-insensitive, as configuration keys), or NULL. */
+const struct egress_provider *egress_find(const struct egress_set *s, const char *name);
+enum egress_type egress_provider_type(const struct egress_provider *p);
+const char *egress_provider_name(const struct egress_provider *p);
+
+struct egress_target;
+
+/* Room again after egress_full was true. */
+typedef void (*egress_ready_cb)(void *ud);
+/*
+ * The upload ended. status 0: location is the artifact's place (a file path, the object's URL or
+ * a pre-signed URL). status < 0: error_message says why in the store's words (S3's Code and
+ * Message), location is NULL. Called exactly once, after egress_finish or egress_abort or on a
+ * failure of the store; the target is freed right after it returns.
+ */
+typedef void (*egress_done_cb)(void *ud, int status, const char *location,
+                               const char *error_message);
+
+struct egress_request {
+    const char *artifact_name; /* file / object name, e.g. 20261126_141000_4242.nettrace */
+    const char *content_type;  /* e.g. application/octet-stream */
+    egress_ready_cb on_ready;
+    egress_done_cb on_done;
+    void *ud;
+};
+
+/* Starts an upload; 0 (the target exists until on_done returned) or an error (nothing called). */
+int egress_open(uv_loop_t *loop, const struct egress_provider *p, const struct egress_request *rq,
+                struct egress_target **out);
+/*
+ * Queues n bytes. base != NULL: data lies inside the malloc'd block base, owned by the target from
+ * this call on, whatever it returns; base == NULL: data is copied. 0, or an error after which
+ * the upload is failing (on_done follows).
+ */
+int egress_write(struct egress_target *t, void *base, const uint8_t *data, size_t n);
+/* True while the producer should pause (bounded memory: a few parts for S3, a window for files). */
+bool egress_full(const struct egress_target *t);
+/* No more bytes: complete the upload (rename / CompleteMultipartUpload); on_done follows. */
+void egress_finish(struct egress_target *t);
+/* Give up: remove what was written (unlink / AbortMultipartUpload); on_done(status
+ * UV_ECANCELED) follows. */
+void egress_abort(struct egress_target *t);
+/* Bytes accepted so far. */
+uint64_t egress_bytes(const struct egress_target *t);
+
+#endif

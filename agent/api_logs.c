@@ -10,10 +10,15 @@
  * session at once, a runtime that exits ends the stream cleanly.
  *
  * The Microsoft-Extensions-Logging EventSource exists only in an app whose logging pipeline has
- * the EventSourceLoggerProvider (README, "/logs"); enabling the provider cannot create it. That
- * is not visible from outside before events arrive (EventSource metadata is sent lazily, with the
- * first event), so such a session streams nothing until its duration ends; dotmon logs a warning
- * when no logging event has arrived after LOGS_QUIET_MS.
+ * the EventSourceLoggerProvider (README, "/logs"); enabling the provider cannot create it, and
+ * the source itself is not visible from outside before events arrive (EventSource metadata is
+ * sent lazily, with the first event). So before the logs session, before any response header,
+ * a loader-rundown probe (logs_probe.h) lists the modules the app has loaded: without
+ * Microsoft.Extensions.Logging.EventSource.dll it cannot have that provider, and the answer is a
+ * 400 problem saying so and how to fix it. When the probe cannot tell (.NET 8 and older, a
+ * timeout, a failure), or the assembly is loaded but no such provider logs (ClearProviders after
+ * a default host builder), the session streams nothing until its duration ends; dotmon logs a
+ * warning when no logging event has arrived after LOGS_QUIET_MS.
  */
 #include "api.h"
 
@@ -34,6 +39,7 @@
 #include "http_server.h"
 #include "ipc_session.h"
 #include "log.h"
+#include "logs_probe.h"
 #include "operations.h"
 
 static const char cat[] = "dotmon.logs";
@@ -62,6 +68,8 @@ struct logs_job {
     struct operation *op;     /* NULL once finished */
     struct http_request *req; /* NULL once the response ended or the client left */
     struct ipc_session *sess; /* NULL after on_end or abort */
+    struct logs_probe *probe; /* the loader-rundown probe; NULL once it answered or was aborted */
+    struct ipc_endpoint ep;   /* owned: the session starts after the probe */
     struct ev_logs *logs;
     struct logs_spec spec;
     enum ev_logs_format format;
@@ -87,6 +95,7 @@ static void logs_on_closed(uv_handle_t *h)
         return;
     }
     ev_logs_free(job->logs);
+    ipc_endpoint_fini(&job->ep);
     buf_fini(&job->spec.specs);
     buf_fini(&job->out);
     free(job);
@@ -94,7 +103,7 @@ static void logs_on_closed(uv_handle_t *h)
 
 static void logs_maybe_free(struct logs_job *job)
 {
-    if (job->req != NULL || job->sess != NULL || job->closing > 0) {
+    if (job->req != NULL || job->sess != NULL || job->probe != NULL || job->closing > 0) {
         return;
     }
     job->closing = 2;
@@ -221,16 +230,26 @@ static void logs_on_started(void *ud, uint64_t session_id, int version)
     uv_timer_start(&job->quiet, logs_on_quiet, LOGS_QUIET_MS, 0);
 }
 
+/* The job's request, taken from it to be answered (no abort or drain callback any more); NULL
+ * when the response already ended or the client left. */
+static struct http_request *logs_take_request(struct logs_job *job)
+{
+    struct http_request *req = job->req;
+    job->req = NULL;
+    if (req != NULL) {
+        http_request_on_abort(req, NULL, NULL);
+        http_stream_on_drain(req, 0, NULL, NULL);
+    }
+    return req;
+}
+
 /* Ends the response: cleanly when the records are all valid, else cut (or a problem). */
 static void logs_end_response(struct logs_job *job, int status, bool failed, const char *reason)
 {
-    if (job->req == NULL) {
+    struct http_request *req = logs_take_request(job);
+    if (req == NULL) {
         return;
     }
-    struct http_request *req = job->req;
-    job->req = NULL;
-    http_request_on_abort(req, NULL, NULL);
-    http_stream_on_drain(req, 0, NULL, NULL);
     if (job->streaming && !failed) {
         http_stream_end(req);
     } else if (job->streaming) {
@@ -320,6 +339,8 @@ static void logs_on_timer(uv_timer_t *t)
 
 static void logs_abandon(struct logs_job *job)
 {
+    logs_probe_abort(job->probe); /* its session is stopped in the background */
+    job->probe = NULL;
     if (job->sess != NULL) {
         ipc_session_abort(job->sess); /* StopTracing in the background */
         job->sess = NULL;
@@ -332,11 +353,8 @@ static void logs_cancel(void *ctx)
 {
     struct logs_job *job = ctx;
     logs_abandon(job);
-    if (job->req != NULL) {
-        struct http_request *req = job->req;
-        job->req = NULL;
-        http_request_on_abort(req, NULL, NULL);
-        http_stream_on_drain(req, 0, NULL, NULL);
+    struct http_request *req = logs_take_request(job);
+    if (req != NULL) {
         if (job->streaming) {
             http_stream_abort(req);
         } else {
@@ -472,7 +490,7 @@ out:
 }
 
 /* The session's two providers; args holds the MEL argument string. */
-static int logs_session_start(struct logs_job *job, const struct ipc_process *p)
+static int logs_session_start(struct logs_job *job)
 {
     struct buf args;
     buf_init(&args, SPECS_MAX + 64);
@@ -492,9 +510,8 @@ static int logs_session_start(struct logs_job *job, const struct ipc_process *p)
                                      .rundown_keyword = 0,
                                      .providers = prov,
                                      .provider_count = 2};
-    struct ipc_endpoint ep = ipc_process_endpoint(p);
     if (rc == 0) {
-        rc = ipc_session_start(job->a->loop, &job->a->sessions, &ep, &cfg, START_TIMEOUT_MS,
+        rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &cfg, START_TIMEOUT_MS,
                                &logs_callbacks, job, &job->sess);
     }
     buf_fini(&args);
@@ -516,6 +533,12 @@ static struct logs_job *logs_job_new(struct agent *a, struct http_request *req,
     job->op = op;
     job->req = req;
     job->pid = p->pid;
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    if (ipc_endpoint_copy(&job->ep, &ep) != 0) {
+        ev_logs_free(job->logs);
+        free(job);
+        return NULL;
+    }
     buf_init(&job->out, 0);
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
@@ -529,6 +552,102 @@ static struct logs_job *logs_job_new(struct agent *a, struct http_request *req,
     job->timer.data = job;
     job->quiet.data = job;
     return job;
+}
+
+/* Starts the logs session once the probe let it (or could not tell); a failure ends the job. */
+static void logs_begin_session(struct logs_job *job)
+{
+    int rc = logs_session_start(job);
+    if (rc == 0) {
+        if (job->stopping) {
+            ipc_session_stop(job->sess, STOP_TIMEOUT_MS); /* stopped while the probe ran */
+        }
+        return;
+    }
+    struct http_request *req = logs_take_request(job);
+    if (req != NULL) {
+        api_problem(req, rc == AGENT_E_TOOBIG ? 429 : 502,
+                    "cannot start a logs session with process %" PRIu64 ": %s", job->pid,
+                    agent_strerror(rc));
+    }
+    logs_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
+    logs_maybe_free(job);
+}
+
+/* The 400 for an app that cannot give logs: what is missing and how to add it. */
+static void logs_answer_no_provider(struct logs_job *job, enum logs_probe_verdict v)
+{
+    static const char fix[] =
+        "Log through ILogger with the EventSource logger provider: a default host builder "
+        "(Host.CreateApplicationBuilder, WebApplication.CreateBuilder) adds it unless "
+        "ClearProviders() is called, or add it with builder.Logging.AddEventSourceLogger() "
+        "(or AddEventSourceLogger() in LoggerFactory.Create).";
+    struct http_request *req = logs_take_request(job);
+    if (req == NULL) {
+        return;
+    }
+    if (v == LOGS_PROBE_NO_LOGGING) {
+        api_problem(req, 400,
+                    "Process %" PRIu64 " does not use Microsoft.Extensions.Logging (neither "
+                    "Microsoft.Extensions.Logging.dll nor Microsoft.Extensions.Logging.EventSource"
+                    ".dll is loaded), so it has no logs to stream. %s",
+                    job->pid, fix);
+    } else {
+        api_problem(req, 400,
+                    "Process %" PRIu64 " has no EventSource logger provider "
+                    "(Microsoft.Extensions.Logging.dll is loaded, "
+                    "Microsoft.Extensions.Logging.EventSource.dll is not), so its ILogger records "
+                    "cannot be read from outside the process. %s",
+                    job->pid, fix);
+    }
+}
+
+static const char *verdict_text(enum logs_probe_verdict v)
+{
+    switch (v) {
+    case LOGS_PROBE_EVENTSOURCE:
+        return "Microsoft.Extensions.Logging.EventSource is loaded";
+    case LOGS_PROBE_NO_EVENTSOURCE:
+        return "no EventSource logger provider";
+    case LOGS_PROBE_NO_LOGGING:
+        return "no Microsoft.Extensions.Logging";
+    case LOGS_PROBE_UNKNOWN:
+    default:
+        return "cannot tell";
+    }
+}
+
+/* The probe's answer: a 400 when the app cannot give logs, else the logs session. */
+static void logs_on_probe(void *ud, const struct logs_probe_result *r)
+{
+    struct logs_job *job = ud;
+    job->probe = NULL;
+    log_info(cat,
+             "logs of %" PRIu64 ": loader-rundown probe (CollectTracing%d) in %" PRIu64
+             " ms, %" PRIu64 " module events: %s%s%s",
+             job->pid, r->version, r->elapsed_ms, r->modules, verdict_text(r->verdict),
+             r->reason != NULL ? ": " : "", r->reason != NULL ? r->reason : "");
+    if (job->a->stopping || job->req == NULL) {
+        /* Not a new session while dotmon shuts down, nor for nobody (a client that left aborts
+         * the probe, so this is only defensive). */
+        struct http_request *req = logs_take_request(job);
+        if (req != NULL) {
+            api_problem(req, 503, "dotmon is shutting down");
+        }
+        logs_finish_op(job, OP_CANCELLED, NULL, NULL);
+        logs_maybe_free(job);
+        return;
+    }
+    if (r->verdict == LOGS_PROBE_NO_EVENTSOURCE || r->verdict == LOGS_PROBE_NO_LOGGING) {
+        logs_answer_no_provider(job, r->verdict);
+        logs_finish_op(job, OP_FAILED, "NoEventSourceLogger",
+                       r->verdict == LOGS_PROBE_NO_LOGGING
+                           ? "the process does not use Microsoft.Extensions.Logging"
+                           : "the process has no EventSource logger provider");
+        logs_maybe_free(job);
+        return;
+    }
+    logs_begin_session(job);
 }
 
 /* Checks the query's tags and egressProvider; 0 or a problem answered. */
@@ -596,21 +715,17 @@ static void logs_start(struct agent *a, struct http_request *req, const struct i
     memset(spec, 0, sizeof(*spec)); /* ownership moved to the job */
     job->duration_s = duration_s;
     job->format = (enum ev_logs_format)format;
-    rc = logs_session_start(job, p);
-    if (rc != 0) {
-        job->req = NULL;
-        logs_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
-        api_problem(req, rc == AGENT_E_TOOBIG ? 429 : 502,
-                    "cannot start a logs session with process %" PRIu64 ": %s", p->pid,
-                    agent_strerror(rc));
-        logs_maybe_free(job);
-        goto out;
-    }
     op->stoppable = true;
     op->control.stop = logs_stop;
     op->control.cancel = logs_cancel;
     op->ctx = job;
     http_request_on_abort(req, logs_on_abort, job);
+    rc = logs_probe_start(a, &job->ep, 0, logs_on_probe, job, &job->probe);
+    if (rc != 0) {
+        log_info(cat, "logs of %" PRIu64 ": no loader-rundown probe (%s); streaming", p->pid,
+                 agent_strerror(rc));
+        logs_begin_session(job);
+    }
     goto out;
 fail:
     buf_fini(&spec->specs);

@@ -971,13 +971,7 @@ int ev_logs_feed(struct ev_logs *l, const uint8_t *p, size_t n)
         return l->err;
     }
     if (rc < 0) {
-        uint64_t off = 0;
-        const char *why = nettrace_error(&l->ck, &off);
-        int len = snprintf(l->msg, sizeof(l->msg), "nettrace at offset %llu: %s",
-                           (unsigned long long)off, why != NULL ? why : agent_strerror(rc));
-        if (len < 0) {
-            l->msg[0] = '\0';
-        }
+        nettrace_error_line(&l->ck, rc, l->msg, sizeof(l->msg));
         l->err = rc;
     }
     return rc;

@@ -923,13 +923,7 @@ int ev_stream_feed(struct ev_stream *s, const uint8_t *p, size_t n)
         return s->err; /* a failure of ours inside a callback */
     }
     if (rc < 0) {
-        uint64_t off = 0;
-        const char *why = nettrace_error(&s->ck, &off);
-        int len = snprintf(s->msg, sizeof(s->msg), "nettrace at offset %llu: %s",
-                           (unsigned long long)off, why != NULL ? why : agent_strerror(rc));
-        if (len < 0) {
-            s->msg[0] = '\0';
-        }
+        nettrace_error_line(&s->ck, rc, s->msg, sizeof(s->msg));
         s->err = rc;
     }
     return rc;

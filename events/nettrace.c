@@ -2209,6 +2209,17 @@ const char *nettrace_error(const struct nettrace_checker *ck, uint64_t *offset)
     return pr->msg;
 }
 
+void nettrace_error_line(const struct nettrace_checker *ck, int rc, char *out, size_t cap)
+{
+    uint64_t off = 0;
+    const char *why = nettrace_error(ck, &off);
+    int len = snprintf(out, cap, "nettrace at offset %llu: %s", (unsigned long long)off,
+                       why != NULL ? why : agent_strerror(rc));
+    if (len < 0 && cap > 0) {
+        out[0] = '\0';
+    }
+}
+
 const char *nettrace_verdict_name(enum nettrace_verdict v)
 {
     switch (v) {

@@ -216,6 +216,13 @@ enum nettrace_verdict nettrace_status(const struct nettrace_checker *ck);
 /* The violation message and its absolute stream offset; NULL (offset untouched) if none. */
 const char *nettrace_error(const struct nettrace_checker *ck, uint64_t *offset);
 
+/*
+ * The violation as one line for a log or a problem, "nettrace at offset N: <message>" (rc's text
+ * when the checker has no message, e.g. for an error of the caller's own), into out[0..cap), cut
+ * to fit and NUL-terminated.
+ */
+void nettrace_error_line(const struct nettrace_checker *ck, int rc, char *out, size_t cap);
+
 /* Static name of a verdict ("COMPLETE", "TRUNCATED", "INVALID"). */
 const char *nettrace_verdict_name(enum nettrace_verdict v);
 

@@ -121,6 +121,12 @@ struct ipc_collect_config {
     bool disable_stackwalk;   /* requestStackwalk = false (needs version >= 3) */
     const struct ipc_provider *providers;
     size_t provider_count; /* 1..1000 */
+    /*
+     * Not encoded; for ipc_session: the rundown keyword is what the session is for, so a runtime
+     * that knows no CollectTracing able to express it ends the session (AGENT_E_RUNTIME with
+     * UNKNOWN_COMMAND) instead of being retried without the keyword.
+     */
+    bool keep_rundown;
 };
 
 /*

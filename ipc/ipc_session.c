@@ -515,13 +515,14 @@ uint8_t *ipc_session_take_buffer(struct ipc_session *s)
  * UNKNOWN_COMMAND: the next older version, never below the floor (ipc_cmd.h). If the floor is
  * only there because of a non-default rundown keyword, drop the keyword (what dotnet-monitor and
  * dotnet-trace do for gc-collect: RetryStrategy.DropKeywordDropRundown) and go on stepping down
- * with the floor of the reduced config.
+ * with the floor of the reduced config; not when the config says the keyword is the point
+ * (keep_rundown).
  */
 static void s_step_down(struct ipc_session *s)
 {
     if (s->version - 1 >= s->floor) {
         s->version--;
-    } else if (!s->downgraded && s->floor == 4) {
+    } else if (!s->downgraded && s->floor == 4 && !s->cfg.keep_rundown) {
         s->downgraded = true;
         log_debug(LOG_CAT, "CollectTracing4 unknown: retrying without rundown keyword 0x%llx",
                   (unsigned long long)s->cfg.rundown_keyword);

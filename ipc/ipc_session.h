@@ -17,7 +17,8 @@
  * UNKNOWN_COMMAND (each try on a new connection) but never below ipc_collect_min_version(cfg);
  * if even that version is unknown and the only reason is a non-default rundown keyword, one
  * more try with that version's default rundown (what dotnet-trace/dotnet-monitor do for
- * gc-collect). The reply carries the session id; the same connection then streams nettrace.
+ * gc-collect), unless cfg->keep_rundown. The reply carries the session id; the same connection
+ * then streams nettrace.
  *
  * Streaming: on_data gets the bytes as they arrive. ipc_session_pause stops reading the socket
  * (the runtime's own buffer then absorbs the pressure, and its writer blocks); resume starts

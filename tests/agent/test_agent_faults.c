@@ -28,6 +28,7 @@
  */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -61,9 +62,10 @@ static const char *const dm_env[] = {"DotnetMonitor_Dump__TimeoutSeconds=2", NUL
 
 static struct fake_thread *running_fakes[4];
 
-/* A fake runtime listed as this test's pid (socket key `key`) in env's dir. */
+/* A fake runtime listed as this test's pid (socket key `key`) in env's dir; unknown_versions as
+ * in fake_trace_config (0: every CollectTracing known). */
 static struct fake_thread *fake_start(struct testenv *env, uint64_t key,
-                                      const struct fake_fault *initial)
+                                      const struct fake_fault *initial, unsigned unknown_versions)
 {
     struct fake_runtime_config cfg;
     memset(&cfg, 0, sizeof(cfg));
@@ -83,6 +85,7 @@ static struct fake_thread *fake_start(struct testenv *env, uint64_t key,
     cfg.trace.filler_bytes = UINT64_MAX;
     cfg.trace.chunk_bytes = 4096;
     cfg.trace.interval_ms = 10;
+    cfg.trace.unknown_versions = unknown_versions;
     if (initial != NULL) {
         cfg.faults[0] = *initial;
     }
@@ -140,6 +143,7 @@ static void fake_set_fault(struct fake_thread *ft, const struct fake_fault *faul
 
 struct fake_snapshot {
     unsigned faults_applied;
+    unsigned collect3; /* CollectTracing3 requests */
     unsigned sessions;
     unsigned streams_open;
     unsigned open_conns;
@@ -151,6 +155,7 @@ static void do_snapshot(struct fake_runtime *f, void *arg)
     struct fake_snapshot *s = arg;
     memset(s, 0, sizeof(*s));
     s->faults_applied = fake_runtime_faults_applied(f);
+    s->collect3 = fake_runtime_requests(f, 0x02, 0x04);
     s->sessions = fake_runtime_sessions(f);
     s->open_conns = fake_runtime_open_connections(f);
     for (unsigned i = 0; i < s->sessions; i++) {
@@ -278,13 +283,13 @@ static void sample_for(struct world *w, int ms, bool want_fake)
     }
 }
 
-static void world_start(struct world *w, struct testenv *env)
+static void world_start_with(struct world *w, struct testenv *env, unsigned unknown_versions)
 {
     memset(w, 0, sizeof(*w));
     w->env = env;
     testenv_watchdog(WATCHDOG_S);
     w->app = agent_test_start_app(env);
-    w->ft = fake_start(env, 4242, NULL);
+    w->ft = fake_start(env, 4242, NULL, unknown_versions);
     w->fake_pid = getpid();
     assert_int_equal(testenv_start_dotmon(env, no_auth, dm_env, &w->dm), 0);
     w->dpid = proc_pid(w->dm->proc);
@@ -293,6 +298,11 @@ static void world_start(struct world *w, struct testenv *env)
     httpc_init(&w->hc, "127.0.0.1", w->dm->port, testenv_timeout(10000));
     /* Warm up the healthy path (thread pool, allocator) before any fd baseline. */
     sample_for(w, 300, true);
+}
+
+static void world_start(struct world *w, struct testenv *env)
+{
+    world_start_with(w, env, 0);
 }
 
 static void world_stop(struct world *w)
@@ -491,7 +501,7 @@ static void test_faults_dump(void **state)
         int fds1 = agent_test_wait_fds(w.dpid, fds0, 3000);
         fprintf(stderr, "  runtime gone: fds %d -> %d\n", fds0, fds1);
         assert_true(fds1 <= fds0);
-        w.ft = fake_start(w.env, key++, NULL);
+        w.ft = fake_start(w.env, key++, NULL, 0);
         pid_t pids[] = {w.app->pid, w.fake_pid};
         cJSON_Delete(agent_test_wait_processes(w.dm, pids, 2, 10000));
     }
@@ -692,6 +702,90 @@ static void test_faults_stop(void **state)
     world_stop(&w);
 }
 
+/* ---- /logs: the loader-rundown probe before the stream ----------------------------------------
+ */
+
+/*
+ * GET /logs of the fake runtime for 1 s on a thread, the healthy side sampled meanwhile: a 200
+ * stream that ends cleanly and empty (the fake writes no logging event) within [min_ms, max_ms],
+ * and a Succeeded operation.
+ */
+static void logs_case(struct world *w, const char *what, int min_ms, int max_ms)
+{
+    memset(&w->procs, 0, sizeof(w->procs));
+    memset(&w->env_lat, 0, sizeof(w->env_lat));
+    struct req_thread t;
+    req_spawn(&t, w->dm, "GET", "/logs?pid=%d&durationSeconds=1", (int)w->fake_pid);
+    sample_until_done(w, &t, true);
+    fprintf(stderr, "LOGS  %-32s -> %d in %6.0f ms, %zu body bytes | /processes max %5.1f ms\n",
+            what, t.resp.status, t.ms, t.resp.body_len, w->procs.max_ms);
+    assert_int_equal(t.rc, 0);
+    assert_int_equal(t.resp.status, 200);
+    assert_int_equal(t.resp.body_len, 0);
+    assert_true(t.ms >= min_ms);
+    assert_true(t.ms <= testenv_timeout(max_ms));
+    cJSON *op = last_op(w->dm);
+    assert_string_equal(agent_test_str(op, "status"), "Succeeded");
+    cJSON_Delete(op);
+    assert_latencies(w);
+    httpc_resp_fini(&t.resp);
+}
+
+static void assert_logged(struct world *w, const char *text)
+{
+    char *err = proc_output(w->dm->proc, PROC_STDERR, NULL);
+    assert_non_null(err);
+    if (strstr(err, text) == NULL) {
+        fprintf(stderr, "dotmon's log has no \"%s\":\n%s\n", text, err);
+    }
+    assert_non_null(strstr(err, text));
+    free(err);
+}
+
+static void test_faults_logs_probe(void **state)
+{
+    struct world w;
+    world_start(&w, *state);
+    int fds0 = agent_test_fd_baseline(w.dpid);
+    /* 1. The fake's probe stream has no rundown (no module, no DCEndComplete): the probe cannot
+     *    tell, and the stream starts at once, without waiting for the probe's budget. Two
+     *    sessions, both ended. */
+    logs_case(&w, "probe without rundown", 1000, 2500);
+    assert_logged(&w, "cannot tell: the rundown did not complete");
+    struct fake_snapshot s = fake_snap(w.ft);
+    assert_int_equal(s.sessions, 2);
+    /* 2. The probe's CollectTracing gets a reply header and then silence: the probe gives up
+     *    after its 3 s budget and the logs stream starts all the same. */
+    struct fake_fault hang = {
+        .kind = FAKE_FAULT_HEADER_ONLY, .command_set = 0x02, .command_id = FAKE_ANY_ID, .times = 1};
+    fake_set_fault(w.ft, &hang);
+    logs_case(&w, "probe hangs (header only)", 3900, 6500);
+    fake_set_fault(w.ft, NULL);
+    assert_logged(&w, "cannot tell: the probe timed out");
+    struct fake_snapshot s2 = fake_snap(w.ft);
+    assert_int_equal(s2.faults_applied, s.faults_applied + 1);
+    assert_int_equal(s2.sessions, s.sessions + 1); /* the hung probe created none */
+    /* Everything is released within the cleanup bound: the hung probe's connection is read for
+     * up to 10 s in case a late reply names a session to stop. */
+    int fds1 = agent_test_wait_fds(w.dpid, fds0, 12000);
+    fprintf(stderr, "LOGS  fds %d -> %d\n", fds0, fds1);
+    assert_true(fds1 <= fds0);
+    assert_int_equal(fake_snap(w.ft).streams_open, 0);
+    world_stop(&w);
+    assert_int_equal(testenv_stop_app(w.app, SIGTERM, NULL), 0); /* the next world has its own */
+
+    /* 3. A runtime without CollectTracing4 and 5 (.NET 8): the probe is refused, never retried
+     *    as a CollectTracing3 with the default rundown; the logs session takes CollectTracing3. */
+    world_start_with(&w, *state, 1u << 4 | 1u << 5);
+    logs_case(&w, "no CollectTracing4 (.NET 8)", 1000, 2500);
+    assert_logged(&w, "cannot tell: the runtime has no CollectTracing4");
+    s = fake_snap(w.ft);
+    assert_int_equal(s.collect3, 1);
+    assert_int_equal(s.sessions, 1);
+    assert_int_equal(s.streams_open, 0);
+    world_stop(&w);
+}
+
 /* ---- ProcessInfo: the discovery probe, then liveness checks behind /process
  * ---------------------- */
 
@@ -720,12 +814,12 @@ static void test_faults_process_info(void **state)
     sample_for(&w, 300, false);
 
     static const struct fake_fault faults[] = {
-        {FAKE_FAULT_BAD_MAGIC, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
-        {FAKE_FAULT_TRUNCATED, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
-        {FAKE_FAULT_OVERSIZED, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
-        {FAKE_FAULT_HEADER_ONLY, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
-        {FAKE_FAULT_DRIP, 0x04, FAKE_ANY_ID, 0, 0, 1000, 0},
-        {FAKE_FAULT_NO_READ, 0x04, FAKE_ANY_ID, 0, 0, 0, 0},
+        {FAKE_FAULT_BAD_MAGIC, 0x04, FAKE_ANY_ID, 0, 0, 0, 0, 0},
+        {FAKE_FAULT_TRUNCATED, 0x04, FAKE_ANY_ID, 0, 0, 0, 0, 0},
+        {FAKE_FAULT_OVERSIZED, 0x04, FAKE_ANY_ID, 0, 0, 0, 0, 0},
+        {FAKE_FAULT_HEADER_ONLY, 0x04, FAKE_ANY_ID, 0, 0, 0, 0, 0},
+        {FAKE_FAULT_DRIP, 0x04, FAKE_ANY_ID, 0, 0, 1000, 0, 0},
+        {FAKE_FAULT_NO_READ, 0x04, FAKE_ANY_ID, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
         int fds0 = agent_test_fd_baseline(w.dpid);
@@ -734,7 +828,7 @@ static void test_faults_process_info(void **state)
         /* 1. Discovery: a runtime whose ProcessInfo is faulty is not listed, and the list of the
          *    others stays quick. */
         uint64_t key = 5000 + i;
-        struct fake_thread *ft = fake_start(env, key, &faults[i]);
+        struct fake_thread *ft = fake_start(env, key, &faults[i], 0);
         w.ft = ft;
         double t0 = testenv_now_ms();
         sample_for(&w, 3500, false); /* a probe timeout (3 s) and then some */
@@ -797,11 +891,15 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_faults_env, agent_test_setup, faults_teardown),
         cmocka_unit_test_setup_teardown(test_faults_collect, agent_test_setup, faults_teardown),
+        cmocka_unit_test_setup_teardown(test_faults_logs_probe, agent_test_setup, faults_teardown),
         cmocka_unit_test_setup_teardown(test_faults_mid_stream, agent_test_setup, faults_teardown),
         cmocka_unit_test_setup_teardown(test_faults_stop, agent_test_setup, faults_teardown),
         cmocka_unit_test_setup_teardown(test_faults_dump, agent_test_setup, faults_teardown),
         cmocka_unit_test_setup_teardown(test_faults_process_info, agent_test_setup,
                                         faults_teardown),
     };
+    if (getenv("TEST_FILTER") != NULL) {
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,9 +62,18 @@
 // Flags: --no-stdin-exit, --env-echo NAME (repeatable), --heartbeat-ms N (default 1000, 0 = off),
 // --gc-ms N (a GC.Collect every N ms, default 0 = off: for a container with no stdin, where the
 // `gc` command cannot be sent), --metrics-ms N (a `meter-add 1` and a `counters-add 1` every N
-// ms, default 0 = off: metrics that move without stdin), --console-log (also log to stderr), --no-eventsource-logger (a
-// LoggerFactory without the EventSource logger: no Microsoft-Extensions-Logging events). Any other argument is ignored, so tests can put markers on
-// the command line (they show up in dotmon's /process commandLine).
+// ms, default 0 = off: metrics that move without stdin), --console-log (also log to stderr). Logging
+// modes (what /logs can see; each leaves the assemblies of the others unloaded, so a loader rundown
+// tells them apart):
+//   (default)                     a LoggerFactory with the EventSource logger
+//   --no-eventsource-logger       LoggerFactory.Create without it: Microsoft.Extensions.Logging.dll
+//                                 loaded, Microsoft.Extensions.Logging.EventSource.dll not
+//   --eventsource-logger-cleared  AddEventSourceLogger() then ClearProviders(): the EventSource
+//                                 assembly loaded, but no such provider logs
+//   --no-logging                  no Microsoft.Extensions.Logging at all (a NullLoggerFactory from
+//                                 the Abstractions assembly: the log commands do nothing)
+// Any other argument is ignored, so tests can put markers on the command line (they show up in
+// dotmon's /process commandLine).
 //
 // In the background a heartbeat allocates a little and logs at Information under category
 // TestApp.Heartbeat, so traces and log streams always have GCs and log events to see.
@@ -91,6 +100,7 @@ using Microsoft.AspNetCore.Http;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Hosting;
 using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
 
 namespace TestApp;
 
@@ -109,7 +119,7 @@ internal static class Program
     {
         bool stdinExit = true;
         bool consoleLog = false;
-        bool eventSourceLogger = true;
+        var logging = LoggingMode.EventSource;
         int heartbeatMs = 1000;
         int gcMs = 0;
         int metricsMs = 0;
@@ -122,7 +132,13 @@ internal static class Program
                     stdinExit = false;
                     break;
                 case "--no-eventsource-logger":
-                    eventSourceLogger = false;
+                    logging = LoggingMode.NoEventSource;
+                    break;
+                case "--eventsource-logger-cleared":
+                    logging = LoggingMode.EventSourceCleared;
+                    break;
+                case "--no-logging":
+                    logging = LoggingMode.None;
                     break;
                 case "--console-log":
                     consoleLog = true;
@@ -162,20 +178,9 @@ internal static class Program
             }
         }
 
-        s_loggerFactory = LoggerFactory.Create(builder =>
-        {
-            // Everything reaches the providers; the EventSource provider filters by what its
-            // listener (a trace session) asked for.
-            builder.SetMinimumLevel(LogLevel.Trace);
-            if (eventSourceLogger)
-            {
-                builder.AddEventSourceLogger();
-            }
-            if (consoleLog)
-            {
-                builder.AddConsole(o => o.LogToStandardErrorThreshold = LogLevel.Trace);
-            }
-        });
+        s_loggerFactory = logging == LoggingMode.None
+            ? NullLoggerFactory.Instance
+            : CreateLoggerFactory(logging, consoleLog);
         s_commandLogger = s_loggerFactory.CreateLogger("TestApp.Commands");
 
         // Exit cleanly on SIGTERM/SIGINT. Without this, a Kestrel host started by `http` would
@@ -241,6 +246,46 @@ internal static class Program
         Shutdown();
         return 0;
     }
+
+    private enum LoggingMode
+    {
+        EventSource,
+        NoEventSource,
+        EventSourceCleared,
+        None,
+    }
+
+    // The JIT loads the assembly of every method a method calls, taken branch or not, so each
+    // assembly that a logging mode must leave unloaded is only named in a method of its own.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static ILoggerFactory CreateLoggerFactory(LoggingMode logging, bool consoleLog)
+    {
+        return LoggerFactory.Create(builder =>
+        {
+            // Everything reaches the providers; the EventSource provider filters by what its
+            // listener (a trace session) asked for.
+            builder.SetMinimumLevel(LogLevel.Trace);
+            if (logging is LoggingMode.EventSource or LoggingMode.EventSourceCleared)
+            {
+                AddEventSourceLogger(builder);
+            }
+            if (logging == LoggingMode.EventSourceCleared)
+            {
+                builder.ClearProviders();
+            }
+            if (consoleLog)
+            {
+                AddConsoleLogger(builder);
+            }
+        });
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void AddEventSourceLogger(ILoggingBuilder builder) => builder.AddEventSourceLogger();
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void AddConsoleLogger(ILoggingBuilder builder) =>
+        builder.AddConsole(o => o.LogToStandardErrorThreshold = LogLevel.Trace);
 
     private static string Run(string cmd, string rest)
     {

@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "err.h"
 #include "ev_json.h"
+#include "fixture.h"
 
 /*
  * events/ev_json.c over the real fixtures (every line parses as JSON, is valid UTF-8, and the
@@ -117,28 +118,6 @@ static int on_line(void *ud, const char *line, size_t len)
     return 0;
 }
 
-static uint8_t *read_file(const char *sub, const char *name, size_t *n)
-{
-    const char *dir = getenv("DOTMON_FIXTURES");
-    char path[1024];
-    int len = snprintf(path, sizeof(path), "%s/%s/%s", dir ? dir : "tests/fixtures", sub, name);
-    assert_true(len > 0 && (size_t)len < sizeof(path));
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        fail_msg("cannot open %s (set DOTMON_FIXTURES)", path);
-    }
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long size = ftell(f);
-    assert_true(size > 0);
-    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-    uint8_t *p = malloc((size_t)size);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)size, f), (size_t)size);
-    fclose(f);
-    *n = (size_t)size;
-    return p;
-}
-
 /* Converts p[0..n) fed in chunks of `chunk` bytes; returns the verdict. */
 static enum nettrace_verdict convert(const uint8_t *p, size_t n, size_t chunk, struct tally *t,
                                      struct ev_json **out)
@@ -161,7 +140,7 @@ static enum nettrace_verdict convert(const uint8_t *p, size_t n, size_t chunk, s
 static void check_fixture(const char *sub, const char *name)
 {
     size_t n;
-    uint8_t *p = read_file(sub, name, &n);
+    uint8_t *p = fixture_read(sub, name, &n);
     struct tally *t = calloc(1, sizeof(*t));
     assert_non_null(t);
     buf_init(&t->all, 0);
@@ -267,7 +246,7 @@ static void test_gc_payloads(void **state)
 {
     (void)state;
     size_t n;
-    uint8_t *p = read_file("nettrace", "gc.nettrace", &n);
+    uint8_t *p = fixture_read("nettrace", "gc.nettrace", &n);
     int last = 0;
     struct ev_json *j = ev_json_new(on_gc_line, &last);
     assert_non_null(j);
@@ -294,7 +273,7 @@ static void test_callback_error(void **state)
 {
     (void)state;
     size_t n;
-    uint8_t *p = read_file("nettrace", "gc.nettrace", &n);
+    uint8_t *p = fixture_read("nettrace", "gc.nettrace", &n);
     int calls = 0;
     struct ev_json *j = ev_json_new(on_line_fail, &calls);
     assert_non_null(j);

@@ -20,94 +20,17 @@
 
 #include "err.h"
 #include "ev_stream.h"
+#include "fixture.h"
+#include "ntw.h"
 #include "wbuf.h"
 
-/* ---- a growable byte writer -------------------------------------------------------------- */
+/* ---- a nettrace writer (ntw.h) ----------------------------------------------------------- */
 
-/* ---- a nettrace writer (V4, uncompressed blobs) ------------------------------------------ */
-
-#define SYNC_QPC  1000000ll
-#define QPC_FREQ  1000000000ll
-#define SYNC_UNIX 1735787045678ll /* 2025-01-02T03:04:05.678Z, the Trace object below */
-
-struct nt {
-    struct wb out;
-    struct wb blk; /* the current block's blobs */
-    uint32_t seq;
-};
-
-static void nt_object_begin(struct wb *w, const char *name, uint32_t version)
-{
-    wb_u8(w, 5);
-    wb_u8(w, 5);
-    wb_u8(w, 1);
-    wb_u32(w, version);
-    wb_u32(w, version);
-    wb_u32(w, (uint32_t)strlen(name));
-    wb_raw(w, name, strlen(name));
-    wb_u8(w, 6);
-}
-
-static void nt_begin(struct nt *t)
-{
-    memset(t, 0, sizeof(*t));
-    wb_raw(&t->out, "Nettrace", 8);
-    wb_u32(&t->out, 20);
-    wb_raw(&t->out, "!FastSerialization.1", 20);
-    nt_object_begin(&t->out, "Trace", 4);
-    static const uint16_t st[8] = {2025, 1, 4, 2, 3, 4, 5, 678};
-    for (int k = 0; k < 8; k++) {
-        wb_le(&t->out, st[k], 2);
-    }
-    wb_le(&t->out, SYNC_QPC, 8);
-    wb_le(&t->out, QPC_FREQ, 8);
-    wb_u32(&t->out, 8);
-    wb_u32(&t->out, 42);
-    wb_u32(&t->out, 4);
-    wb_u32(&t->out, 1000000);
-    wb_u8(&t->out, 6);
-}
-
-/* One uncompressed blob (§5.5) into the current block. */
-static void nt_blob(struct nt *t, uint32_t md_id, uint32_t seq, int64_t ts, const struct wb *pl)
-{
-    size_t pad = (4 - pl->n % 4) % 4;
-    wb_u32(&t->blk, (uint32_t)(76 + pl->n + pad));
-    wb_u32(&t->blk, md_id);
-    wb_u32(&t->blk, seq);
-    wb_le(&t->blk, md_id != 0 ? 7 : 0, 8); /* thread */
-    wb_le(&t->blk, md_id != 0 ? 7 : 0, 8); /* capture thread */
-    wb_u32(&t->blk, 0);
-    wb_u32(&t->blk, 0); /* no stack */
-    wb_le(&t->blk, (uint64_t)ts, 8);
-    wb_le(&t->blk, 0, 8);
-    wb_le(&t->blk, 0, 8);
-    wb_le(&t->blk, 0, 8);
-    wb_le(&t->blk, 0, 8);
-    wb_u32(&t->blk, (uint32_t)pl->n);
-    wb_raw(&t->blk, pl->b, pl->n);
-    wb_le(&t->blk, 0, pad);
-}
-
-static void nt_block(struct nt *t, const char *name)
-{
-    nt_object_begin(&t->out, name, 2);
-    wb_u32(&t->out, (uint32_t)(20 + t->blk.n));
-    while (t->out.n % 4 != 0) {
-        wb_u8(&t->out, 0);
-    }
-    wb_le(&t->out, 20, 2);
-    wb_le(&t->out, 0, 2); /* flags: uncompressed */
-    wb_le(&t->out, 0, 8);
-    wb_le(&t->out, 0, 8);
-    wb_raw(&t->out, t->blk.b, t->blk.n);
-    wb_u8(&t->out, 6);
-    t->blk.n = 0;
-}
+#define SYNC_UNIX 1735787045678ll /* 2025-01-02T03:04:05.678Z, ntw.h's Trace object */
 
 static void nt_event(struct nt *t, uint32_t md_id, int64_t ts, struct wb *pl)
 {
-    nt_blob(t, md_id, ++t->seq, ts, pl);
+    nt_blob(t, md_id, ts, 0, 0, pl);
     pl->n = 0;
 }
 
@@ -139,7 +62,7 @@ static void md_flat(struct nt *t, uint32_t id, const char *provider, const char 
         wb_u32(&w, f[k].code);
         wb_wstr(&w, f[k].name);
     }
-    nt_blob(t, 0, 0, 0, &w);
+    nt_blob(t, 0, 0, 0, 0, &w);
     free(w.b);
 }
 
@@ -159,7 +82,7 @@ static void md_counters(struct nt *t, uint32_t id, const struct fdesc *f, size_t
     }
     wb_wstr(&w, "Payload");
     wb_wstr(&w, "");
-    nt_blob(t, 0, 0, 0, &w);
+    nt_blob(t, 0, 0, 0, 0, &w);
     free(w.b);
 }
 
@@ -241,7 +164,7 @@ static void md_bad(struct nt *t)
     wb_u32(&w, 10);
     wb_le(&w, 0, 2);
     wb_u32(&w, 20);
-    nt_blob(t, 0, 0, 0, &w);
+    nt_blob(t, 0, 0, 0, 0, &w);
     free(w.b);
 }
 
@@ -289,7 +212,7 @@ static uint8_t *synthetic(size_t *n)
     md_bad(&t);
     /* Same name, another provider than System.Diagnostics.Metrics: not a meter event. */
     md_flat(&t, MD_OTHER, "Other.Source", "GaugeValuePublished", gauge_fields, N(gauge_fields));
-    nt_block(&t, "MetadataBlock");
+    nt_block(&t, "MetadataBlock", false);
 
     struct wb p = {0};
     int64_t ts = SYNC_QPC + 2500000000ll; /* 2.5 s after the sync point */
@@ -369,7 +292,7 @@ static uint8_t *synthetic(size_t *n)
     put_strs(&p, cfg_other, N(cfg_other));
     nt_event(&t, MD_CFG, ts, &p);
     nt_event(&t, MD_BAD, ts, &p);
-    nt_block(&t, "EventBlock");
+    nt_block(&t, "EventBlock", false);
     wb_u8(&t.out, 1);
     free(p.b);
     free(t.blk.b);
@@ -634,28 +557,6 @@ static void test_ev_stream_invalid(void **state)
 
 /* ---- real captures ------------------------------------------------------------------------ */
 
-static uint8_t *read_fixture(const char *name, size_t *n)
-{
-    const char *dir = getenv("DOTMON_FIXTURES");
-    char path[1024];
-    int len = snprintf(path, sizeof(path), "%s/events/%s", dir ? dir : "tests/fixtures", name);
-    assert_true(len > 0 && (size_t)len < sizeof(path));
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        fail_msg("cannot open %s (set DOTMON_FIXTURES)", path);
-    }
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long size = ftell(f);
-    assert_true(size > 0);
-    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-    uint8_t *p = malloc((size_t)size);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)size, f), (size_t)size);
-    fclose(f);
-    *n = (size_t)size;
-    return p;
-}
-
 /* 2024-01-01 .. 2035-01-01: the captures were made in between. */
 #define PLAUSIBLE_MS(t) ((t) > 1704067200000ll && (t) < 2051222400000ll)
 
@@ -678,7 +579,7 @@ static void run_both(const char *fixture, const struct ev_stream_options *opt, s
                      struct ev_stream_stats *st)
 {
     size_t n;
-    uint8_t *p = read_fixture(fixture, &n);
+    uint8_t *p = fixture_read("events", fixture, &n);
     assert_int_equal(run(opt, p, n, 0, sn, st), 0);
     struct seen bytewise;
     seen_init(&bytewise);

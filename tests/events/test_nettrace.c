@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "err.h"
+#include "fixture.h"
 #include "nettrace.h"
 
 /*
@@ -1178,28 +1179,6 @@ static const char *const real_providers[4] = {
     "Microsoft-Windows-DotNETRuntime", "Microsoft-Extensions-Logging",
     "Microsoft-DotNETCore-SampleProfiler", "Microsoft-Windows-DotNETRuntimeRundown"};
 
-static uint8_t *read_fixture(const char *name, size_t *n)
-{
-    const char *dir = getenv("DOTMON_FIXTURES");
-    char path[1024];
-    int len = snprintf(path, sizeof(path), "%s/nettrace/%s", dir ? dir : "tests/fixtures", name);
-    assert_true(len > 0 && (size_t)len < sizeof(path));
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        fail_msg("cannot open %s (set DOTMON_FIXTURES)", path);
-    }
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long size = ftell(f);
-    assert_true(size > 0);
-    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-    uint8_t *p = malloc((size_t)size);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)size, f), (size_t)size);
-    fclose(f);
-    *n = (size_t)size;
-    return p;
-}
-
 struct finder {
     const char *text;
     int found;
@@ -1260,7 +1239,7 @@ static void test_nettrace_real_traces(void **state)
     (void)state;
     for (size_t k = 0; k < sizeof(reals) / sizeof(reals[0]); k++) {
         size_t n;
-        uint8_t *p = read_fixture(reals[k].file, &n);
+        uint8_t *p = fixture_read("nettrace", reals[k].file, &n);
         assert_true(n < 300 * 1024);
         check_real(&reals[k], p, n, 0);
         check_real(&reals[k], p, n, 4096);
@@ -1275,7 +1254,7 @@ static void test_nettrace_real_traces_cut(void **state)
     (void)state;
     for (size_t k = 0; k < sizeof(reals) / sizeof(reals[0]); k++) {
         size_t n;
-        uint8_t *p = read_fixture(reals[k].file, &n);
+        uint8_t *p = fixture_read("nettrace", reals[k].file, &n);
         /* Any cut is a truncated trace, never an invalid one; so is a stream without its end tag.
          */
         size_t stride = n / 97 + 1;
@@ -1320,7 +1299,7 @@ static void test_nettrace_random_damage(void **state)
     struct stream s;
     build(&s, MUT_NONE);
     size_t real_n;
-    uint8_t *real = read_fixture("gc.nettrace", &real_n);
+    uint8_t *real = fixture_read("nettrace", "gc.nettrace", &real_n);
     uint32_t seed = 12345;
     for (int round = 0; round < 3000; round++) {
         const uint8_t *src = round % 2 ? real : s.b.p;

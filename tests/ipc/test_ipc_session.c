@@ -245,6 +245,15 @@ static void start(struct fixture *fx, struct rec *r, const struct ipc_collect_co
     assert_int_equal(ipc_session_id(r->s), 0);
 }
 
+/* Starts a session that the fake must refuse as UNKNOWN_COMMAND (no version it knows fits). */
+static void start_refused(struct fixture *fx, struct rec *r, const struct ipc_collect_config *cfg)
+{
+    start(fx, r, cfg, 2000);
+    assert_true(tl_run_until(fx->tl, rec_ended, r, 3000));
+    assert_int_equal(r->status, AGENT_E_RUNTIME);
+    assert_int_equal(r->hresult, IPC_HR_UNKNOWN_COMMAND);
+}
+
 /* The stream as the fake wrote it is exactly what on_data delivered. */
 static void check_stream(struct fixture *fx, unsigned idx, const struct rec *r, bool complete)
 {
@@ -364,10 +373,7 @@ static void test_session_min_version(void **state)
     struct ipc_collect_config cfg = default_cfg();
     cfg.providers = &prov;
     static struct rec r;
-    start(&fx, &r, &cfg, 2000);
-    assert_true(tl_run_until(fx.tl, rec_ended, &r, 3000));
-    assert_int_equal(r.status, AGENT_E_RUNTIME);
-    assert_int_equal(r.hresult, IPC_HR_UNKNOWN_COMMAND);
+    start_refused(&fx, &r, &cfg);
     assert_int_equal(r.started, 0);
     assert_int_equal(fake_runtime_requests(fx.fake, 0x02, 0x06), 1);
     assert_int_equal(fake_runtime_requests(fx.fake, 0x02, 0x05), 0);
@@ -379,10 +385,7 @@ static void test_session_min_version(void **state)
     fixture_fake(&fx, *state, FAKE_NORMAL, &t);
     cfg = default_cfg();
     cfg.disable_stackwalk = true;
-    start(&fx, &r, &cfg, 2000);
-    assert_true(tl_run_until(fx.tl, rec_ended, &r, 3000));
-    assert_int_equal(r.status, AGENT_E_RUNTIME);
-    assert_int_equal(r.hresult, IPC_HR_UNKNOWN_COMMAND);
+    start_refused(&fx, &r, &cfg);
     assert_int_equal(fake_runtime_requests(fx.fake, 0x02, 0x04), 1);
     assert_int_equal(fake_runtime_requests(fx.fake, 0x02, 0x03), 0);
     assert_int_equal(fake_runtime_connections(fx.fake), 3);
@@ -434,11 +437,24 @@ static void test_session_rundown_downgrade(void **state)
     struct ipc_provider prov = gc_provider;
     prov.filter_enable = true;
     cfg.providers = &prov;
-    start(&fx, &r, &cfg, 2000);
-    assert_true(tl_run_until(fx.tl, rec_ended, &r, 3000));
-    assert_int_equal(r.status, AGENT_E_RUNTIME);
-    assert_int_equal(r.hresult, IPC_HR_UNKNOWN_COMMAND);
+    start_refused(&fx, &r, &cfg);
     assert_int_equal(fake_runtime_connections(fx.fake), 1);
+    fixture_done(&fx);
+
+    /* keep_rundown (a loader-rundown probe): the keyword is the point, so a runtime without
+     * CollectTracing4 ends the session instead of a retry without it. */
+    t.unknown_versions = 1u << 5 | 1u << 4;
+    fixture_fake(&fx, *state, FAKE_NORMAL, &t);
+    cfg = default_cfg();
+    cfg.rundown_keyword = 0x108;
+    cfg.keep_rundown = true;
+    start_refused(&fx, &r, &cfg);
+    assert_int_equal(r.started, 0);
+    assert_int_equal(fake_runtime_requests(fx.fake, 0x02, 0x06), 1);
+    assert_int_equal(fake_runtime_requests(fx.fake, 0x02, 0x05), 1);
+    assert_int_equal(fake_runtime_requests(fx.fake, 0x02, 0x04), 0);
+    assert_int_equal(fake_runtime_connections(fx.fake), 2);
+    assert_int_equal(fake_runtime_sessions(fx.fake), 0);
     fixture_done(&fx);
 }
 

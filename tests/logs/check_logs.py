@@ -14,8 +14,17 @@ marker (count, order, fields), in the format Accept asked for:
   - POST LogsConfiguration {logLevel, filterSpecs, useAppFilters:false}: only listed categories;
   - Accept that matches none: 406; a bad level: 400;
   - a killed runtime ends a durationSeconds=-1 stream cleanly with the records before it;
-  - an app whose LoggerFactory has no EventSource logger: a 200 stream with no record that
-    ends after durationSeconds, and dotmon's warning about it.
+  - apps that cannot give logs, told apart by dotmon's loader-rundown probe before any header:
+    a LoggerFactory without the EventSource logger (`--no-eventsource-logger`) and an app with
+    no Microsoft.Extensions.Logging at all (`--no-logging`) get a 400 problem+json within a
+    fraction of the probe's 3 s budget, with a detail that says what is missing and how to add
+    it, a Failed operation (NoEventSourceLogger), no session left in the runtime (its sockets
+    and dotmon's descriptors back to what they were, a trace right after works, no cleanup
+    warning in dotmon's log);
+  - an app that loaded the EventSource logger's assembly but cleared the provider
+    (`--eventsource-logger-cleared`, what the probe cannot see): a 200 stream with no record
+    that ends after durationSeconds, and dotmon's warning about it;
+  - dotmon exits 0 (under ASan: no leak).
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
 """
@@ -74,6 +83,100 @@ def json_records(text, seq):
         except ValueError:
             check(False, f"record parses as JSON: {p[:200]!r}")
     return recs
+
+
+def wait_listed(port, pid):
+    deadline = time.time() + 30 * MULT
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/processes")
+            if str(pid).encode() in c.getresponse().read():
+                return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def sockets(pid):
+    """The process's socket descriptors (a runtime holds one per live session stream)."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+def fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def settle(count, want, seconds=5):
+    """Polls count() until it is at most want; returns the last value."""
+    deadline = time.time() + seconds * MULT
+    v = count()
+    while v > want and time.time() < deadline:
+        time.sleep(0.1)
+        v = count()
+    return v
+
+
+def get_json(port, path):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", path)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, json.loads(body) if body else None
+
+
+def check_no_logs(port, dm_pid, tmp, flag, method, want):
+    """An app started with flag cannot give logs: /logs answers 400 at once and leaves nothing."""
+    bare = App(tmp, "--heartbeat-ms", "0", flag)
+    try:
+        check(wait_listed(port, bare.pid), f"{flag}: the app is listed")
+        socks0, fds0 = sockets(bare.pid), fds(dm_pid)
+        t0 = time.time()
+        body = {"logLevel": "Information"} if method == "POST" else None
+        c, r = open_stream(port, method, f"/logs?pid={bare.pid}&durationSeconds=30", "application/x-ndjson", body)
+        raw = r.read()
+        took = time.time() - t0
+        c.close()
+        check(r.status == 400 and r.getheader("Content-Type", "").startswith("application/problem+json"),
+              f"{flag}: {method} /logs answers 400 problem+json ({r.status} {r.getheader('Content-Type')})")
+        check(took < 2.5 * MULT, f"{flag}: answered in {took * 1000:.0f} ms, well within the probe's 3 s")
+        try:
+            problem = json.loads(raw)
+        except ValueError:
+            problem = {}
+        detail = problem.get("detail", "")
+        check(problem.get("status") == 400 and all(w in detail for w in want) and
+              "AddEventSourceLogger()" in detail and f"Process {bare.pid} " in detail,
+              f"{flag}: the detail says what is missing and how to add it: {detail[:160]!r}")
+        st, ops = get_json(port, "/operations")
+        mine_ops = [o for o in ops or [] if o.get("process", {}).get("pid") == bare.pid]
+        check(len(mine_ops) == 1 and mine_ops[0].get("status") == "Failed",
+              f"{flag}: one Failed logs operation {mine_ops}")
+        if mine_ops:
+            st, d = get_json(port, f"/operations/{mine_ops[0]['operationId']}/details")
+            code = ((d or {}).get("error") or {}).get("code")
+            check(code == "NoEventSourceLogger", f"{flag}: operation error code {code!r}")
+        socks1 = settle(lambda: sockets(bare.pid), socks0)
+        check(socks1 == socks0, f"{flag}: no session stream left in the runtime (sockets {socks0} -> {socks1})")
+        fds1 = settle(lambda: fds(dm_pid), fds0)
+        check(fds1 <= fds0, f"{flag}: dotmon's descriptors back ({fds0} -> {fds1})")
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("GET", f"/trace?pid={bare.pid}&durationSeconds=1&profile=Metrics")
+        r = c.getresponse()
+        trace = r.read()
+        c.close()
+        check(r.status == 200 and trace.startswith(b"Nettrace") and trace.endswith(b"\x01"),
+              f"{flag}: a trace right after is complete ({r.status}, {len(trace)} bytes)")
+    finally:
+        bare.kill()
 
 
 def mine(recs, m):
@@ -226,16 +329,17 @@ def main():
         got = [x["Message"] for x in mine(json_records(text, False), m)]
         check(got == [f"last-{m}"], f"records before the kill {got}")
 
-        # 8. No EventSource logger in the app: nothing to stream, a clean end, a warning.
-        bare = App(tmp, "--heartbeat-ms", "0", "--no-eventsource-logger")
+        # 8. Apps that cannot give logs: 400 at once, nothing left behind.
+        check_no_logs(port, dm.pid, tmp, "--no-eventsource-logger", "GET",
+                      ["has no EventSource logger provider", "Microsoft.Extensions.Logging.dll is loaded"])
+        check_no_logs(port, dm.pid, tmp, "--no-logging", "POST",
+                      ["does not use Microsoft.Extensions.Logging"])
+
+        # 9. The assembly loaded but the provider cleared (the probe cannot see it): nothing to
+        #    stream, a clean end, a warning.
+        bare = App(tmp, "--heartbeat-ms", "0", "--eventsource-logger-cleared")
         try:
-            deadline = time.time() + 30 * MULT
-            while time.time() < deadline:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                c.request("GET", "/processes")
-                if str(bare.pid).encode() in c.getresponse().read():
-                    break
-                time.sleep(0.2)
+            check(wait_listed(port, bare.pid), "the cleared app is listed")
             m = uuid.uuid4().hex[:12]
             t0 = time.time()
             c, r = open_stream(port, "GET", f"/logs?pid={bare.pid}&durationSeconds=7", "application/x-ndjson")
@@ -248,15 +352,21 @@ def main():
                 check("no Microsoft-Extensions-Logging event" in f.read(), "dotmon warned about the silent app")
         finally:
             bare.kill()
+        log.flush()
+        with open(os.path.join(tmp, "dotmon.log")) as f:
+            dmlog = f.read()
+        check("did not close the stream" not in dmlog and "probe (CollectTracing5)" in dmlog,
+              "dotmon's log: probes logged, no session left to clean up")
     finally:
         if app:
             app.kill()
         if dm:
             dm.terminate()
             try:
-                dm.wait(timeout=15)
+                check(dm.wait(timeout=15) == 0, f"dotmon exits 0 (no leak under ASan): {dm.returncode}")
             except subprocess.TimeoutExpired:
                 dm.kill()
+                check(False, "dotmon exits within 15 s")
         if FAILS:
             try:
                 with open(os.path.join(tmp, "dotmon.log")) as f:

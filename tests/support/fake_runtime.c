@@ -444,7 +444,13 @@ static void fault_reply(struct fake_conn *c, struct enc *e)
     e->p = NULL;
 }
 
-/* Picks the fault for the complete request in c->in, if any (counting `after`). */
+/* Whether the match number `seen` (0-based) of fault fl gets it: past `after`, within `times`. */
+static bool fault_due(const struct fake_fault *fl, unsigned seen)
+{
+    return seen >= fl->after && (fl->times == 0 || seen - fl->after < fl->times);
+}
+
+/* Picks the fault for the complete request in c->in, if any (counting `after` and `times`). */
 static void fault_match(struct fake_conn *c)
 {
     struct fake_runtime *f = c->f;
@@ -455,7 +461,7 @@ static void fault_match(struct fake_conn *c)
             (fl->command_id != FAKE_ANY_ID && fl->command_id != c->in[17])) {
             continue;
         }
-        if (f->fault_seen[i]++ < fl->after) {
+        if (!fault_due(fl, f->fault_seen[i]++)) {
             continue;
         }
         c->fault = *fl;
@@ -469,7 +475,7 @@ static bool fault_no_read(struct fake_runtime *f)
 {
     for (unsigned i = 0; i < FAKE_MAX_FAULTS; i++) {
         const struct fake_fault *fl = &f->cfg.faults[i];
-        if (fl->kind == FAKE_FAULT_NO_READ && f->fault_seen[i]++ >= fl->after) {
+        if (fl->kind == FAKE_FAULT_NO_READ && fault_due(fl, f->fault_seen[i]++)) {
             f->faults_applied++;
             return true;
         }

@@ -92,7 +92,8 @@ struct fake_dump_config {
  * Faults injected into the answer to one command (set by fake_runtime_set_fault, so a test can
  * switch them on a runtime that is already listed). A fault matches requests of command_set with
  * command_id (FAKE_ANY_ID: every id of the set); the first `after` matching requests are answered
- * normally. The "normal reply" is what the fake would have sent otherwise: ProcessInfo 1..3,
+ * normally, then `times` of them (0: all) get the fault, and the rest are answered normally again.
+ * The "normal reply" is what the fake would have sent otherwise: ProcessInfo 1..3,
  * ProcessEnvironment (header + continuation), CollectTracing OK + id (no session is created, no
  * stream follows), GenerateCoreDump OK (no file is written), StopTracing OK + id (the fake first
  * acts on the stop as usual: the stream gets its end tag and closes, then the faulty reply goes
@@ -127,6 +128,7 @@ struct fake_fault {
     uint16_t size;         /* FAKE_FAULT_OVERSIZED: the size field (0: 0xFFFF) */
     unsigned drip_ms;      /* FAKE_FAULT_DRIP: pause between bytes (0: 100) */
     uint64_t stream_bytes; /* FAKE_FAULT_MID_STREAM: nettrace bytes before the cut (0: 65536) */
+    unsigned times;        /* requests (NO_READ: connections) faulted after `after`; 0: all */
 };
 
 #define FAKE_MAX_FAULTS 4

@@ -24,17 +24,14 @@ import http.client
 import json
 import os
 import re
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, dotnet_root, free_port  # noqa: E402
+from dmtest import FAILS, App, Watched, check  # noqa: E402
 
 MULT = int(os.environ.get("DOTMON_TEST_TIMEOUT_MULTIPLIER", "1") or 1)
 
@@ -130,27 +127,9 @@ def check_full(recs, m, with_debug):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="dmlogs")
-    os.chmod(tmp, 0o700)
-    app, dm, log = None, None, None
+    w = Watched("dmlogs", ["--heartbeat-ms", "0"], 30 * MULT)
     try:
-        app = App(tmp, "--heartbeat-ms", "0")
-        log = open(os.path.join(tmp, "dotmon.log"), "w+")
-        port = free_port()
-        env = dict(os.environ, TMPDIR=tmp)
-        dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{port}",
-                               "--metrics", "false"], stdout=subprocess.DEVNULL, stderr=log, env=env)
-        deadline = time.time() + 30 * MULT
-        while time.time() < deadline:
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                c.request("GET", "/processes")
-                body = c.getresponse().read()
-                if str(app.pid).encode() in body:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.2)
+        tmp, app, port, log = w.tmp, w.app, w.port, w.log
         pid = app.pid
 
         # 1. GET without level: the app's filters at Trace; NDJSON.
@@ -249,21 +228,7 @@ def main():
         finally:
             bare.kill()
     finally:
-        if app:
-            app.kill()
-        if dm:
-            dm.terminate()
-            try:
-                dm.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                dm.kill()
-        if FAILS:
-            try:
-                with open(os.path.join(tmp, "dotmon.log")) as f:
-                    sys.stderr.write(f.read()[-4000:])
-            except OSError:
-                pass
-        shutil.rmtree(tmp, ignore_errors=True)
+        w.close()
     print(f"{len(FAILS)} failure(s)")
     return 1 if FAILS else 0
 

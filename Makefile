@@ -27,7 +27,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -129,6 +129,13 @@ bench-metrics: build
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
 	  DOTMON_TRACECHECK=$(CURDIR)/$(BUILD)/tracecheck/tracecheck.dll \
 	  BENCH_DECODE=$(CURDIR)/$(BUILD)/bench/bench_decode bench/bench_decode.sh
+
+# Logs (issue 16): latency from the app's ILogger call to the /logs client at 10, 1,000 and
+# 10,000 lines/s, lines lost, dotmon's CPU per 10,000 lines against the app's own, peak RSS.
+bench-logs: build
+	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	  python3 bench/bench_logs.py --rates 10,1000,10000 --seconds 20
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:

@@ -231,7 +231,7 @@ static const struct api_route *find_route(const char *p, const char *method, boo
     allowed[0] = '\0';
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const struct api_route *r = &routes[i];
-        char seg[128];
+        char seg[128] = ""; /* stays empty for a route without an item */
         if ((on_metrics && !r->metrics_port) || !route_matches(r, p, seg, sizeof(seg))) {
             continue;
         }

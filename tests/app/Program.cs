@@ -27,6 +27,12 @@
 //   log-exception <text> logs at Error under TestApp.Commands, EventId 5 "Failed", template
 //                        "Failed {Text}", with a thrown InvalidOperationException("boom <text>")
 //                        ("ok log-exception")
+//   log-rate <lines/s> <seconds> <run>
+//                        logs lines/s × seconds lines at Information under category
+//                        TestApp.Bench, EventId 6 "Bench", template "bench {Run} {Seq} {UnixNs}"
+//                        (Seq 0..n-1; UnixNs: DateTime.UtcNow in ns since 1970, taken just
+//                        before each line), paced evenly; answers "ok log-rate n=<n>" once all
+//                        are logged (bench/bench_logs.py measures the /logs latency with it)
 //   http <port> [n]      starts Kestrel on 127.0.0.1:<port> (0 = any) serving GET /, then sends it
 //                        n (default 3) GETs with HttpClient ("ok http port=<port> requests=<n>");
 //                        a second call reuses the running server
@@ -367,13 +373,16 @@ internal static class Program
                     }
                     return "ok log-exception";
                 }
+            case "log-rate":
+                {
+                    string[] parts = Words(rest, 3, "usage: log-rate <lines/s> <seconds> <run>");
+                    int rate = ParseInt(parts[0], "lines/s", 1, 1_000_000);
+                    int seconds = ParseInt(parts[1], "seconds", 0, 3600);
+                    return $"ok log-rate n={LogRate(rate, seconds, parts[2])}";
+                }
             case "http":
                 {
-                    string[] parts = rest.Split(' ', StringSplitOptions.RemoveEmptyEntries);
-                    if (parts.Length == 0)
-                    {
-                        throw new ArgumentException("usage: http <port> [n]");
-                    }
+                    string[] parts = Words(rest, 1, "usage: http <port> [n]");
                     int port = ParseInt(parts[0], "port", 0, 65535);
                     int n = parts.Length > 1 ? ParseInt(parts[1], "n", 0, 10_000) : 3;
                     Http(port, n).GetAwaiter().GetResult();
@@ -381,11 +390,7 @@ internal static class Program
                 }
             case "burn":
                 {
-                    string[] parts = rest.Split(' ', StringSplitOptions.RemoveEmptyEntries);
-                    if (parts.Length == 0)
-                    {
-                        throw new ArgumentException("usage: burn <ms> [threads]");
-                    }
+                    string[] parts = Words(rest, 1, "usage: burn <ms> [threads]");
                     int ms = ParseInt(parts[0], "ms", 0, 600_000);
                     int threads = parts.Length > 1 ? ParseInt(parts[1], "threads", 1, 64) : 1;
                     Burn(ms, threads);
@@ -393,11 +398,7 @@ internal static class Program
                 }
             case "events":
                 {
-                    string[] parts = rest.Split(' ', StringSplitOptions.RemoveEmptyEntries);
-                    if (parts.Length < 2)
-                    {
-                        throw new ArgumentException("usage: events <n> <chars> [threads] [MB/s]");
-                    }
+                    string[] parts = Words(rest, 2, "usage: events <n> <chars> [threads] [MB/s]");
                     int n = ParseInt(parts[0], "n", 0, 100_000_000);
                     int chars = ParseInt(parts[1], "chars", 0, 30_000);
                     int threads = parts.Length > 2 ? ParseInt(parts[2], "threads", 1, 64) : 1;
@@ -424,6 +425,17 @@ internal static class Program
             default:
                 throw new ArgumentException("unknown command");
         }
+    }
+
+    // The words of a command's arguments; at least min of them, else an error with the usage.
+    private static string[] Words(string rest, int min, string usage)
+    {
+        string[] words = rest.Split(' ', StringSplitOptions.RemoveEmptyEntries);
+        if (words.Length < min)
+        {
+            throw new ArgumentException(usage);
+        }
+        return words;
     }
 
     private static int ParseInt(string s, string what, int min, int max)
@@ -609,6 +621,26 @@ internal static class Program
             });
         }
         done.Wait();
+    }
+
+    // rate × seconds lines, line k due at k / rate seconds from the start (sleeping when 2 ms or
+    // more ahead), each stamped with the wall clock just before it is logged.
+    private static long LogRate(int rate, int seconds, string run)
+    {
+        ILogger logger = s_loggerFactory.CreateLogger("TestApp.Bench");
+        long n = (long)rate * seconds;
+        var sw = Stopwatch.StartNew();
+        for (long k = 0; k < n; k++)
+        {
+            double ahead = k * 1000.0 / rate - sw.Elapsed.TotalMilliseconds;
+            if (ahead >= 2)
+            {
+                Thread.Sleep((int)ahead);
+            }
+            long unixNs = (DateTime.UtcNow.Ticks - DateTime.UnixEpoch.Ticks) * 100;
+            logger.LogInformation(new EventId(6, "Bench"), "bench {Run} {Seq} {UnixNs}", run, k, unixNs);
+        }
+        return n;
     }
 
     private static void Burn(int ms, int threads)

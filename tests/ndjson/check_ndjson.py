@@ -27,18 +27,16 @@ import http.client
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, dotnet_root, free_port  # noqa: E402
+from dmtest import FAILS, Watched, check  # noqa: E402
 
 KEYS = ["timestamp", "pid", "thread", "provider", "event", "id", "version", "opcode", "keywords",
         "level", "activityId", "relatedActivityId"]
@@ -223,24 +221,11 @@ def main():
         fuzz(sys.argv[2])
         print("FAILED: " + "; ".join(FAILS) if FAILS else "all ok")
         return 1 if FAILS else 0
-    tmp = tempfile.mkdtemp(prefix="dmndjson")
-    os.chmod(tmp, 0o700)
-    app, dm = None, None
+    fixture_activities()
+    w = Watched("dmndjson", stop_timeout=30)
     try:
-        fixture_activities()
-        app = App(tmp)
-        log = open(os.path.join(tmp, "dotmon.log"), "w+")
-        port = free_port()
+        tmp, app, port, dm = w.tmp, w.app, w.port, w.dm
         api = f"http://127.0.0.1:{port}"
-        dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", api, "--metrics", "false"],
-                              stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ, TMPDIR=tmp))
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(f"{api}/processes", timeout=5).read()
-                break
-            except OSError:
-                time.sleep(0.2)
         base = f"{api}/trace?pid={app.pid}&profile=gc-verbose&durationSeconds=5"
         bad = {}
         fetch(base + "&format=xml", bad)
@@ -285,21 +270,7 @@ def main():
         stop_case(api, app.pid, False)
         slow_client_case(api, port, app, dm.pid)
     finally:
-        if dm is not None and dm.poll() is None:
-            dm.terminate()
-            try:
-                dm.wait(30)
-            except subprocess.TimeoutExpired:
-                dm.kill()
-        if app is not None:
-            app.kill()
-        if FAILS:
-            try:
-                with open(os.path.join(tmp, "dotmon.log")) as f:
-                    print(f.read()[-4000:])
-            except OSError:
-                pass
-        shutil.rmtree(tmp, ignore_errors=True)
+        w.close()
     print("FAILED: " + "; ".join(FAILS) if FAILS else "all ok")
     return 1 if FAILS else 0
 

@@ -1,16 +1,20 @@
 # SPDX-License-Identifier: MIT
-"""Shared pieces of the Python end-to-end tests (tests/metrics, tests/logs, tests/ndjson): the real
-.NET test app driven over stdin, free ports, the SDK's root, and a check list.
+"""Shared pieces of the Python end-to-end tests (tests/metrics, tests/logs, tests/ndjson) and of
+bench/bench_logs.py: the real .NET test app driven over stdin, dotmon started and stopped (alone,
+or with the app in a private folder: Watched), free ports, the SDK's root, and a check list.
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
-    from dmtest import FAILS, App, check, dotnet_root, free_port
+    from dmtest import FAILS, App, Watched, check, dotnet_root, free_port, start_dotmon, stop
 """
 
+import http.client
 import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 
 FAILS = []
@@ -30,6 +34,40 @@ def free_port():
     p = s.getsockname()[1]
     s.close()
     return p
+
+
+def start_dotmon(tmp, port, log, pids=(), timeout=30):
+    """DOTMON_BIN collect --no-auth on 127.0.0.1:port without metrics, TMPDIR=tmp, standard error
+    to log; returns its Popen once /processes answers and lists every pid of pids."""
+    dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{port}",
+                           "--metrics", "false"], stdout=subprocess.DEVNULL, stderr=log,
+                          env=dict(os.environ, TMPDIR=tmp))
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/processes")
+            body = c.getresponse().read()
+            c.close()
+            if all(str(p).encode() in body for p in pids):
+                return dm
+        except OSError:
+            pass
+        time.sleep(0.2)
+    stop(dm, 0)
+    raise RuntimeError(f"dotmon did not list {list(pids)} on /processes within {timeout} s")
+
+
+def stop(p, timeout=15):
+    """SIGTERM to a process that still runs, SIGKILL if it has not ended after timeout seconds."""
+    if p is None or p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
 
 
 def dotnet_root():
@@ -74,3 +112,35 @@ class App:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+
+
+class Watched:
+    """A private TMPDIR (mode 0700) holding the test app (App with app_args) and dotmon watching
+    it (start_dotmon on a free port, its standard error in TMPDIR/dotmon.log): tmp, app, port,
+    log, dm. close() kills the app, stops dotmon (SIGKILL after stop_timeout s), writes the log's
+    tail to standard error when FAILS holds a failure, and removes the folder."""
+
+    def __init__(self, prefix, app_args=(), timeout=30, stop_timeout=15):
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        os.chmod(self.tmp, 0o700)
+        self.app, self.dm, self.log, self.stop_timeout = None, None, None, stop_timeout
+        self.port = free_port()
+        try:
+            self.app = App(self.tmp, *app_args)
+            self.log = open(os.path.join(self.tmp, "dotmon.log"), "w+")
+            self.dm = start_dotmon(self.tmp, self.port, self.log, [self.app.pid], timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self.app is not None:
+            self.app.kill()
+        stop(self.dm, self.stop_timeout)
+        if self.log is not None:
+            if FAILS:
+                self.log.flush()
+                self.log.seek(0)
+                sys.stderr.write(self.log.read()[-4000:])
+            self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)

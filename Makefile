@@ -8,8 +8,11 @@ DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev li
 # openssl and connect with curl, the /metrics text is checked with promtool from `prometheus`);
 # the image's build stage does not need them. Installing `prometheus` also enables its service:
 # in a container policy-rc.d keeps it from starting; on a host, `systemctl disable --now
-# prometheus` if you only want promtool.
-TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk prometheus $(IMAGE_PACKAGES) runc debootstrap
+# prometheus` if you only want promtool. The S3 egress test runs s3rver (node; npm installs it into
+# the build tree at the versions of tests/egress/s3rver/package-lock.json) and reads back with
+# Debian's awscli; npm itself is installed only when missing (a nodejs that bundles it is kept).
+TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk prometheus $(IMAGE_PACKAGES) runc debootstrap \
+  awscli nodejs
 # For `make image` (container/image.sh): buildah builds the image, podman saves the archive;
 # the build recipe strips the binary (binutils) and copies the CA bundle. The pod tests also run
 # the image (runc: Debian's default crun fails on some cgroup v1 hosts) and build the Dockerfile
@@ -50,6 +53,7 @@ deps-build:
 # real .NET processes are skipped (ctest lists them), so say it up front.
 deps: deps-build
 	$(call install_missing,$(TEST_PACKAGES))
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq npm; }
 	@command -v dotnet >/dev/null || echo "warning: no .NET SDK (dotnet) on PATH: the tests with real .NET processes will be skipped" >&2
 
 configure:

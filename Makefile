@@ -3,6 +3,11 @@
 
 SHELL := /bin/bash
 DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
+# For `make image` (container/image.sh): buildah builds the image, podman saves the archive;
+# the build recipe strips the binary (binutils) and copies the CA bundle. The pod tests also run
+# the image (runc: Debian's default crun fails on some cgroup v1 hosts) and build the Dockerfile
+# itself on a Debian 12 base made with debootstrap.
+IMAGE_PACKAGES := podman buildah binutils ca-certificates
 # For the tests only (tests/container reads YAML and runs the manifests as pods with podman, unit
 # tests also run under valgrind, the load test drives wrk, the HTTPS tests make certificates with
 # openssl and connect with curl, the /metrics text is checked with promtool from `prometheus`);
@@ -13,11 +18,6 @@ DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev li
 # Debian's awscli; npm itself is installed only when missing (a nodejs that bundles it is kept).
 TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk prometheus $(IMAGE_PACKAGES) runc debootstrap \
   awscli nodejs
-# For `make image` (container/image.sh): buildah builds the image, podman saves the archive;
-# the build recipe strips the binary (binutils) and copies the CA bundle. The pod tests also run
-# the image (runc: Debian's default crun fails on some cgroup v1 hosts) and build the Dockerfile
-# itself on a Debian 12 base made with debootstrap.
-IMAGE_PACKAGES := podman buildah binutils ca-certificates
 # For `make fuzz` only: libFuzzer comes with clang's compiler-rt (tests/fuzz).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
 # For `make style` (.ci/style.sh): formatting and lint.

@@ -22,10 +22,12 @@ struct egress_target {
     const struct egress_target_ops *ops;
 };
 
+#define EGRESS_FS_DEFAULT_MODE 0600u
+
 struct egress_fs_options {
     char *directory;    /* DirectoryPath */
     char *intermediate; /* IntermediateDirectoryPath, or NULL: DirectoryPath */
-    unsigned mode;      /* FileMode, default 0600 */
+    unsigned mode;      /* FileMode, 0: unset (EGRESS_FS_DEFAULT_MODE) */
 };
 
 struct egress_s3_options {
@@ -51,23 +53,40 @@ struct egress_provider {
 };
 
 /*
- * One setting of a provider (the part of the key after Egress:<Type>:<name>:), applied to its
- * options; 0, or AGENT_E_INVAL with a line in errors naming the full key (never the value of a
- * secret). Unknown settings are errors.
+ * One setting of a provider (the part of the key after Egress:<Type>:<name>:, in the user's
+ * case: compare case-insensitively), applied to its options; a setting given again replaces the
+ * earlier value. 0, or AGENT_E_INVAL with a '\n'-terminated line in errors naming the full key
+ * (never the value of a secret), or UV_ENOMEM. Unknown settings are errors. An empty value
+ * counts as not set (as dotnet-monitor's string.IsNullOrEmpty). egress.c resolves the *Name
+ * settings itself: a store sees SecretAccessKey with the referenced property's value, never
+ * SecretAccessKeyName.
  */
 int egress_fs_set(struct egress_fs_options *o, const char *key, const char *setting,
                   const char *value, struct buf *errors);
 int egress_s3_set(struct egress_s3_options *o, const char *key, const char *setting,
                   const char *value, struct buf *errors);
-/* After every setting: required ones present, values consistent; 0 or AGENT_E_INVAL. */
+/* After every setting (also when one failed): required ones present, values consistent; 0 or
+ * AGENT_E_INVAL with a line per problem, naming Egress:<Type>:<name>:<Setting>. */
 int egress_fs_check(const struct egress_fs_options *o, const char *name, struct buf *errors);
 int egress_s3_check(const struct egress_s3_options *o, const char *name, struct buf *errors);
+/* Frees every field (secrets wiped first); safe on a zeroed or finished struct. */
 void egress_fs_options_fini(struct egress_fs_options *o);
 void egress_s3_options_fini(struct egress_s3_options *o);
 
+/*
+ * The stores' open: egress_open checked rq (on_done set, artifact_name a plain file name) before.
+ * Same contract as egress_open; *out is the store's struct, which starts with struct
+ * egress_target and is freed by the store right after on_done returns.
+ */
 int egress_fs_open(uv_loop_t *loop, const struct egress_fs_options *o,
                    const struct egress_request *rq, struct egress_target **out);
 int egress_s3_open(uv_loop_t *loop, const struct egress_s3_options *o,
                    const struct egress_request *rq, struct egress_target **out);
+
+/*
+ * Test seam: false makes the FileSystem store behave as on a file system without O_TMPFILE
+ * (hidden named temporary files). Process-wide; tests only.
+ */
+void egress__fs_use_tmpfile(bool on);
 
 #endif

@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "ev_native.h"
 #include "ev_payload.h"
 #include "ev_rd.h"
 
-#define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define MAX_SAFE_INT     9007199254740992ull /* 2^53 */
 #define FILETIME_TO_UNIX 11644473600ll       /* seconds from 1601-01-01 to 1970-01-01 */
 
@@ -22,6 +22,8 @@ struct schema_slot {
     struct ev_schema *schema; /* NULL when the field list did not parse */
     char *head;               /* the event's constant members, rendered at its first event */
     size_t head_len;
+    const struct ev_native_event *native; /* its native layout (valid once native_known) */
+    bool native_known;
 };
 
 /* The last second rendered: "yyyy-mm-ddThh:mm:ss (19 characters), reused while it holds. */
@@ -256,44 +258,120 @@ static int guid_str(struct buf *out, const uint8_t *g)
     return buf_append(out, t, n);
 }
 
-/* Decimal digits of v into the end of t[0..24); returns the first digit's index. */
-static size_t dec_digits(char t[24], uint64_t v)
+/* Room for n more bytes: buf_append's fast test, buf_reserve only when it fails. */
+static inline int room(struct buf *out, size_t n)
 {
-    size_t i = 24;
-    do {
-        t[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    return i;
+    return out->cap - out->len > n ? 0 : buf_reserve(out, n);
+}
+
+static const char digit_pairs[] = "0001020304050607080910111213141516171819202122232425262728293031"
+                                  "3233343536373839404142434445464748495051525354555657585960616263"
+                                  "6465666768697071727374757677787980818283848586878889909192939495"
+                                  "96979899";
+
+/* Number of decimal digits of v (1..20): log10 from the bit length, then one comparison. */
+static size_t dec_len(uint64_t v)
+{
+    static const uint64_t pow10[20] = {1ull,
+                                       10ull,
+                                       100ull,
+                                       1000ull,
+                                       10000ull,
+                                       100000ull,
+                                       1000000ull,
+                                       10000000ull,
+                                       100000000ull,
+                                       1000000000ull,
+                                       10000000000ull,
+                                       100000000000ull,
+                                       1000000000000ull,
+                                       10000000000000ull,
+                                       100000000000000ull,
+                                       1000000000000000ull,
+                                       10000000000000000ull,
+                                       100000000000000000ull,
+                                       1000000000000000000ull,
+                                       10000000000000000000ull};
+    size_t t = ((size_t)(64 - __builtin_clzll(v | 1)) * 1233) >> 12; /* floor or floor + 1 */
+    return t + (t < 20 && (v | 1) >= pow10[t]); /* v | 1: 0 has one digit too */
+}
+
+/* The two digits of x (< 100) just before e. */
+static inline uint8_t *put_pair(uint8_t *e, uint32_t x)
+{
+    *--e = (uint8_t)digit_pairs[x * 2 + 1];
+    *--e = (uint8_t)digit_pairs[x * 2];
+    return e;
+}
+
+/* The len decimal digits of v written backwards from w + len: eight at a time in 32-bit
+ * arithmetic, then two at a time. */
+static void put_digits(uint8_t *w, uint64_t v, size_t len)
+{
+    uint8_t *e = w + len;
+    while (v >= 100000000u) {
+        uint32_t lo = (uint32_t)(v % 100000000u);
+        v /= 100000000u;
+        for (int k = 0; k < 4; k++) {
+            e = put_pair(e, lo % 100);
+            lo /= 100;
+        }
+    }
+    uint32_t x = (uint32_t)v;
+    while (x >= 100) {
+        e = put_pair(e, x % 100);
+        x /= 100;
+    }
+    if (x >= 10) {
+        (void)put_pair(e, x);
+    } else {
+        e[-1] = (uint8_t)('0' + x);
+    }
+}
+
+/* The JSON number of v (magnitude mag, negative when neg) at w, as a string past 2^53 (JSON
+ * readers lose digits there); returns its length, at most NUM_MAX. */
+#define NUM_MAX 24
+static size_t put_num(uint8_t *w, uint64_t mag, bool neg)
+{
+    if (mag < 10 && !neg) { /* the common case of counts, kinds and ids */
+        w[0] = (uint8_t)('0' + mag);
+        return 1;
+    }
+    bool quote = mag > MAX_SAFE_INT;
+    size_t n = 0;
+    if (quote) {
+        w[n++] = '"';
+    }
+    if (neg) {
+        w[n++] = '-';
+    }
+    size_t len = dec_len(mag);
+    put_digits(w + n, mag, len);
+    n += len;
+    if (quote) {
+        w[n++] = '"';
+    }
+    return n;
 }
 
 static int u64_num(struct buf *out, uint64_t v)
 {
-    char t[25];
-    size_t i = dec_digits(t, v);
-    if (v > MAX_SAFE_INT) { /* as a string: JSON readers lose digits past 2^53 */
-        t[--i] = '"';
-        t[24] = '"';
-        return buf_append(out, t + i, 25 - i);
+    int rc = room(out, NUM_MAX);
+    if (rc == 0) {
+        out->len += put_num(out->p + out->len, v, false);
     }
-    return buf_append(out, t + i, 24 - i);
+    return rc;
 }
 
 static int i64_num(struct buf *out, int64_t v)
 {
-    if (v >= 0) {
-        return u64_num(out, (uint64_t)v);
+    int rc = room(out, NUM_MAX);
+    if (rc == 0) {
+        uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        out->len += put_num(out->p + out->len, mag, v < 0);
     }
-    char t[27];
-    uint64_t mag = (uint64_t)0 - (uint64_t)v;
-    size_t i = dec_digits(t, mag);
-    t[--i] = '-';
-    if (mag > MAX_SAFE_INT) { /* as a string, like u64_num */
-        t[--i] = '"';
-        t[24] = '"';
-        return buf_append(out, t + i, 25 - i);
-    }
-    return buf_append(out, t + i, 24 - i);
+    return rc;
 }
 
 static int f64_num(struct buf *out, double d, bool single)
@@ -588,70 +666,107 @@ static int object_fields(struct buf *out, const struct ev_record *rec, uint16_t 
     return rc;
 }
 
-/* ---- native runtime events by fixed layout ------------------------------------------------- */
+/* ---- native runtime events by their layouts (ev_native.h) ---------------------------------- */
 
-struct fixed_field {
-    const char *name;
-    uint8_t code;
-    uint8_t size;
-};
-
-static const struct fixed_field gc_start[] = {
-    {"Count", EV_TYPE_UINT32, 4},         {"Depth", EV_TYPE_UINT32, 4},
-    {"Reason", EV_TYPE_UINT32, 4},        {"Type", EV_TYPE_UINT32, 4},
-    {"ClrInstanceID", EV_TYPE_UINT16, 2}, {"ClientSequenceNumber", EV_TYPE_UINT64, 8},
-};
-/* Version 0 (ClrEtwAll.man GCStart and GCEnd templates): no Depth in GCStart, a u16 one in GCEnd.
- */
-static const struct fixed_field gc_start_v0[] = {{"Count", EV_TYPE_UINT32, 4},
-                                                 {"Reason", EV_TYPE_UINT32, 4}};
-static const struct fixed_field gc_end_v0[] = {{"Count", EV_TYPE_UINT32, 4},
-                                               {"Depth", EV_TYPE_UINT16, 2}};
-static const struct fixed_field gc_end[] = {{"Count", EV_TYPE_UINT32, 4},
-                                            {"Depth", EV_TYPE_UINT32, 4},
-                                            {"ClrInstanceID", EV_TYPE_UINT16, 2}};
-
-/* The fixed layout of a known native event, or NULL. */
-static const struct fixed_field *native_layout(const struct nettrace_event *ev, size_t *n,
-                                               const char **name)
+/* A member's key, `,"Name":` (no comma before an object's first member), and room for a number
+ * after it: the whole padded key copied at once (a fixed size), key_len bytes of it kept. */
+static int member_key(struct buf *out, const struct ev_native_field *f, bool *first)
 {
-    if (strcmp(ev->provider, RUNTIME_PROVIDER) != 0) {
-        return NULL;
+    int rc = room(out, EV_NATIVE_KEY_SIZE + NUM_MAX);
+    if (rc != 0) {
+        return rc;
     }
-    if (ev->event_id == 1) {
-        *name = "GCStart";
-        *n = ev->version >= 2 ? 6 : ev->version == 1 ? 5 : 2;
-        return ev->version == 0 ? gc_start_v0 : gc_start;
-    }
-    if (ev->event_id == 2) {
-        *name = "GCEnd";
-        *n = ev->version >= 1 ? 3 : 2;
-        return ev->version == 0 ? gc_end_v0 : gc_end;
-    }
-    return NULL;
+    size_t skip = *first ? 1 : 0; /* the comma */
+    memcpy(out->p + out->len, f->key + skip, EV_NATIVE_KEY_SIZE - 1);
+    out->len += f->key_len - skip;
+    *first = false;
+    return 0;
 }
 
-/* "payload":{...} by a fixed layout; 1 (nothing written) when the payload is too short. */
-static int native_payload(struct buf *out, const struct fixed_field *ff, size_t nf,
-                          const struct nettrace_event *ev)
+/* One value; room for a number (NUM_MAX) is there already. */
+static int native_value(struct buf *out, uint8_t type, const struct ev_native_value *v)
 {
-    size_t need = 0;
-    for (size_t k = 0; k < nf; k++) {
-        need += ff[k].size;
+    double d;
+    uint64_t mag;
+    switch (type) {
+    case EV_NATIVE_I32:
+    case EV_NATIVE_I64:
+        mag = (int64_t)v->u < 0 ? (uint64_t)0 - v->u : v->u;
+        out->len += put_num(out->p + out->len, mag, (int64_t)v->u < 0);
+        return 0;
+    case EV_NATIVE_BOOL:
+        return buf_append_str(out, v->u != 0 ? "true" : "false");
+    case EV_NATIVE_F64:
+        memcpy(&d, &v->u, sizeof(d));
+        return f64_num(out, d, false);
+    case EV_NATIVE_GUID:
+        return guid_str(out, v->p);
+    case EV_NATIVE_WSTR:
+        return str_utf16(out, v->p, v->count);
+    case EV_NATIVE_BINARY:
+        return hex_str(out, v->p, v->len);
+    default: /* unsigned integers and pointers */
+        out->len += put_num(out->p + out->len, v->u, false);
+        return 0;
     }
-    if (ev->payload_len < need) {
+}
+
+struct native_json {
+    struct buf *out;
+    const struct ev_native_event *e;
+    bool first[EV_NATIVE_MAX_DEPTH + 1]; /* no member written yet at this depth */
+};
+
+/* An array of structs (objects) rather than of one unnamed scalar. */
+static bool struct_elements(const struct ev_native_field *f)
+{
+    return f->span != 1 || f[1].name[0] != '\0';
+}
+
+/* ev_native_walk's callback: the payload's members as they are read. */
+static int native_json_step(void *ud, enum ev_native_step s, uint16_t idx, unsigned depth,
+                            const struct ev_native_value *v)
+{
+    struct native_json *nj = ud;
+    const struct ev_native_field *f = &nj->e->fields[idx];
+    int rc = 0;
+    switch (s) {
+    case EV_NATIVE_FIELD: /* unnamed: an element of an array of scalars */
+        rc =
+            f->name[0] != '\0' ? member_key(nj->out, f, &nj->first[depth]) : room(nj->out, NUM_MAX);
+        return rc == 0 ? native_value(nj->out, f->type, v) : rc;
+    case EV_NATIVE_ARRAY_BEGIN:
+        rc = member_key(nj->out, f, &nj->first[depth]);
+        return rc == 0 ? buf_append(nj->out, "[", 1) : rc;
+    case EV_NATIVE_ELEM_BEGIN:
+        rc = v->count > 0 ? buf_append(nj->out, ",", 1) : 0;
+        if (rc == 0 && struct_elements(f)) {
+            nj->first[depth + 1] = true;
+            rc = buf_append(nj->out, "{", 1);
+        }
+        return rc;
+    case EV_NATIVE_ELEM_END:
+        return struct_elements(f) ? buf_append(nj->out, "}", 1) : 0;
+    default:
+        return buf_append(nj->out, "]", 1);
+    }
+}
+
+/* "payload":{...} by a native layout; 1 (nothing written) when the payload does not fit it. */
+static int native_payload(struct buf *out, const struct ev_native_event *e,
+                          const struct nettrace_event *ev, uint32_t ptr_size)
+{
+    size_t mark = buf_size(out);
+    struct native_json nj = {out, e, {true, true, true}};
+    int rc = buf_append_str(out, ",\"payload\":{");
+    rc = rc == 0 ? ev_native_walk(e, ev->payload, ev->payload_len, ptr_size, native_json_step, &nj)
+                 : rc;
+    rc = rc == 0 ? buf_append(out, "}", 1) : rc;
+    if (rc == AGENT_E_PROTO) {
+        buf_truncate(out, mark);
         return 1;
     }
-    int rc = buf_append_str(out, ",\"payload\":{");
-    size_t at = 0;
-    for (size_t k = 0; rc == 0 && k < nf; k++) {
-        rc = k > 0 ? buf_append(out, ",", 1) : 0;
-        rc = rc == 0 ? str_cstr(out, ff[k].name) : rc;
-        rc = rc == 0 ? buf_append(out, ":", 1) : rc;
-        rc = rc == 0 ? scalar(out, ff[k].code, ev->payload + at, ff[k].size) : rc;
-        at += ff[k].size;
-    }
-    return rc == 0 ? buf_append(out, "}", 1) : rc;
+    return rc;
 }
 
 static int payload_hex(struct buf *out, const struct nettrace_event *ev)
@@ -665,9 +780,11 @@ static int payload_hex(struct buf *out, const struct nettrace_event *ev)
     return rc;
 }
 
-/* rec: scratch room for the decoded fields, or NULL to allocate it here. */
+/* scratch: room for the decoded fields, or NULL to allocate it here; native: the event's native
+ * layout or NULL. */
 static int payload(struct buf *out, const struct ev_schema *s, const struct nettrace_event *ev,
-                   struct ev_record *scratch)
+                   struct ev_record *scratch, const struct ev_native_event *native,
+                   uint32_t ptr_size)
 {
     if (s != NULL && s->nfields > 1) {
         struct ev_record *rec = scratch != NULL ? scratch : malloc(sizeof(*rec));
@@ -691,11 +808,11 @@ static int payload(struct buf *out, const struct ev_schema *s, const struct nett
         buf_truncate(out, mark);
         return payload_hex(out, ev);
     }
-    size_t nf = 0;
-    const char *name = NULL;
-    const struct fixed_field *ff = native_layout(ev, &nf, &name);
-    if (ff != NULL && native_payload(out, ff, nf, ev) == 0) {
-        return 0;
+    if (native != NULL) {
+        int rc = native_payload(out, native, ev, ptr_size);
+        if (rc <= 0) {
+            return rc;
+        }
     }
     if (ev->payload_len == 0) {
         return buf_append_str(out, ",\"payload\":{}");
@@ -705,15 +822,14 @@ static int payload(struct buf *out, const struct ev_schema *s, const struct nett
 
 /* ---- one line ------------------------------------------------------------------------------- */
 
-static int event_name(struct buf *out, const struct nettrace_event *ev)
+static int event_name(struct buf *out, const struct nettrace_event *ev,
+                      const struct ev_native_event *native)
 {
-    size_t nf;
-    const char *name = NULL;
     if (ev->event_name[0] != '\0') {
         return str_cstr(out, ev->event_name);
     }
-    if (native_layout(ev, &nf, &name) != NULL) {
-        return str_cstr(out, name);
+    if (native != NULL) {
+        return str_cstr(out, native->name);
     }
     return buf_printf(out, "\"EventID(%" PRIu32 ")\"", ev->event_id);
 }
@@ -783,10 +899,28 @@ struct render_ctx {
     struct schema_slot *slot;
 };
 
+/* The native layout of an event without a field list, or NULL; resolved once per metadata id. */
+static const struct ev_native_event *
+native_of(const struct ev_schema *schema, const struct nettrace_event *ev, struct schema_slot *slot)
+{
+    if (schema != NULL && schema->nfields > 1) {
+        return NULL; /* it describes its fields: decoded by them */
+    }
+    if (slot == NULL) {
+        return ev_native_lookup(ev->provider, ev->event_id, ev->version);
+    }
+    if (!slot->native_known) {
+        slot->native = ev_native_lookup(ev->provider, ev->event_id, ev->version);
+        slot->native_known = true;
+    }
+    return slot->native;
+}
+
 /* ,"provider":…,"event":…,"id":…,"level":N: the same for every event of a metadata id, so kept
  * in its slot once rendered. */
 static int event_head(struct buf *out, const struct ev_schema *schema,
-                      const struct nettrace_event *ev, struct schema_slot *slot)
+                      const struct nettrace_event *ev, struct schema_slot *slot,
+                      const struct ev_native_event *native)
 {
     if (slot != NULL && slot->head != NULL) {
         return buf_append(out, slot->head, slot->head_len);
@@ -795,7 +929,7 @@ static int event_head(struct buf *out, const struct ev_schema *schema,
     int rc = buf_append_str(out, ",\"provider\":");
     rc = rc == 0 ? str_cstr(out, ev->provider) : rc;
     rc = rc == 0 ? buf_append_str(out, ",\"event\":") : rc;
-    rc = rc == 0 ? event_name(out, ev) : rc;
+    rc = rc == 0 ? event_name(out, ev, native) : rc;
     rc = rc == 0 ? event_ids(out, schema, ev) : rc;
     if (rc == 0 && slot != NULL) {
         size_t n = buf_size(out) - mark;
@@ -812,19 +946,20 @@ static int render(struct buf *out, const struct nettrace_trace_info *ti,
                   const struct ev_schema *schema, const struct nettrace_event *ev,
                   const struct render_ctx *cx)
 {
+    const struct ev_native_event *native = native_of(schema, ev, cx->slot);
     int rc = buf_append_str(out, "{\"timestamp\":");
     rc = rc == 0 ? event_time(out, ti, ev->timestamp, cx->tc) : rc;
     rc = rc == 0 ? buf_append_str(out, ",\"pid\":") : rc;
     rc = rc == 0 ? i64_num(out, ti->process_id) : rc;
     rc = rc == 0 ? buf_append_str(out, ",\"thread\":") : rc;
     rc = rc == 0 ? u64_num(out, ev->thread_id) : rc;
-    rc = rc == 0 ? event_head(out, schema, ev, cx->slot) : rc;
+    rc = rc == 0 ? event_head(out, schema, ev, cx->slot, native) : rc;
     rc = rc == 0 ? opt_guid(out, ",\"activityId\":", ev->activity_id) : rc;
     rc = rc == 0 ? opt_guid(out, ",\"relatedActivityId\":", ev->related_activity_id) : rc;
     if (rc == 0 && ev->stack != NULL && ev->stack_len > 0) {
         rc = stack(out, ti, ev);
     }
-    rc = rc == 0 ? payload(out, schema, ev, cx->scratch) : rc;
+    rc = rc == 0 ? payload(out, schema, ev, cx->scratch, native, ti->pointer_size) : rc;
     return rc == 0 ? buf_append(out, "}\n", 2) : rc;
 }
 
@@ -881,6 +1016,8 @@ static int schema_put(struct ev_json *j, uint32_t id, struct ev_schema *schema)
         free(s->head);
         s->head = NULL;
         s->head_len = 0;
+        s->native = NULL;
+        s->native_known = false;
     } else {
         j->nslots++;
     }

@@ -12,8 +12,8 @@
  *   {"timestamp":"2026-11-26T11:00:00.123456789Z",  UTC, from the Trace object's sync time and
  *                                                    QPC frequency; null if out of range
  *    "pid":N, "thread":N,                            thread: the blob's thread id (V6: its index)
- *    "provider":"…", "event":"…",                    native runtime events without a name get
- *                                                    "GCStart"/"GCEnd", else "EventID(N)"
+ *    "provider":"…", "event":"…",                    the runtime's native events: their manifest
+ *                                                    name (ev_native.h), else "EventID(N)"
  *    "id":N, "version":N, "opcode":N, "keywords":"0x…", "level":N,
  *    "activityId":"guid"|null, "relatedActivityId":"guid"|null,   (V6: the label list's)
  *    "stack":["0x7f…",…],                            only when the event has a kept stack
@@ -25,11 +25,14 @@
  * "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", DateTime as an ISO-8601 UTC string, nested objects as
  * objects (an unnamed object's fields are merged into its parent), arrays of fixed-size scalars
  * as arrays, arrays of UTF8CodeUnit as strings, other arrays and Decimal as hex strings.
- * Events without a field list: Microsoft-Windows-DotNETRuntime GCStart (id 1: Count, Depth,
- * Reason, Type, ClrInstanceID, version >= 2: ClientSequenceNumber) and GCEnd (id 2: Count, Depth,
- * ClrInstanceID) by their fixed layouts; an empty payload as {}; otherwise "payloadHex" with the
- * payload bytes in lowercase hex, at most EV_JSON_MAX_HEX bytes, then "payloadTruncated":true.
- * A payload that does not decode by its field list also goes out as "payloadHex".
+ * Events without a field list: the runtime's native events (Microsoft-Windows-DotNETRuntime,
+ * ...Rundown, ...Private; Microsoft-DotNETCore-SampleProfiler's ThreadSample) by the layout of
+ * their id and version (ev_native.h): fields by their manifest names in manifest order, pointers as
+ * numbers of the trace's pointer size, win:Binary bytes as hex strings, arrays of scalars as
+ * arrays, arrays of structs as arrays of objects; a payload longer than its layout is fine, a
+ * shorter one goes out as "payloadHex". An empty payload as {}; otherwise "payloadHex" with the
+ * payload bytes in lowercase hex, at most EV_JSON_MAX_HEX bytes, then "payloadTruncated":true. A
+ * payload that does not decode by its field list also goes out as "payloadHex".
  */
 
 #include <stddef.h>

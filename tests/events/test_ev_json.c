@@ -14,7 +14,9 @@
 #include "buf.h"
 #include "err.h"
 #include "ev_json.h"
+#include "ev_native.h"
 #include "fixture.h"
+#include "wbuf.h"
 
 /*
  * events/ev_json.c over the real fixtures (every line parses as JSON, is valid UTF-8, and the
@@ -107,6 +109,11 @@ static int on_line(void *ud, const char *line, size_t len)
         }
         t->stack_lines++;
     }
+    /* Every event of the runtime's own providers has a layout: named, its fields by name. */
+    if (ev_native_provider_of(prov->valuestring) != EV_NATIVE_NONE) {
+        assert_true(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(o, "payload")));
+        assert_true(strncmp(ev->valuestring, "EventID(", 8) != 0);
+    }
     char key[200];
     snprintf(key, sizeof(key), "%s\t%d", prov->valuestring, id->valueint);
     tally_add(t, key);
@@ -164,11 +171,12 @@ static void check_fixture(const char *sub, const char *name)
             *tab = '\0';
             uint64_t want = nettrace_count(ck, prov, (uint32_t)strtoul(tab + 1, NULL, 10));
             assert_int_equal(t->count[k], want);
-        } else if (nl != NULL && strncmp(nl + 1, "EventID(", 8) != 0 &&
-                   strncmp(prov, "Microsoft-Windows-DotNETRuntime\n", 32) != 0) {
-            /* (native runtime events have no names in the stream: counted by id above) */
+        } else if (nl != NULL && strncmp(nl + 1, "EventID(", 8) != 0) {
             *nl = '\0';
-            if (t->count[k] != nettrace_count_named(ck, prov, nl + 1)) {
+            /* (the runtime's native events have no names in the stream, their names come from
+             * their layouts: counted by id above) */
+            if (ev_native_provider_of(prov) == EV_NATIVE_NONE &&
+                t->count[k] != nettrace_count_named(ck, prov, nl + 1)) {
                 fail_msg("%s %s: %s %llu lines", name, prov, nl + 1,
                          (unsigned long long)t->count[k]);
             }
@@ -426,6 +434,351 @@ static void test_types(void **state)
     buf_fini(&out);
 }
 
+/* ---- native runtime events (ev_native.h layouts) -------------------------------------------- */
+
+static cJSON *render_native(const char *provider, uint32_t id, uint32_t version, uint32_t ptr,
+                            const struct wb *pl, struct buf *out)
+{
+    struct nettrace_trace_info ti = test_ti;
+    ti.pointer_size = ptr;
+    struct nettrace_event ev = {
+        .provider = provider,
+        .event_name = "",
+        .event_id = id,
+        .version = version,
+        .thread_id = 99,
+        .timestamp = 1000,
+        .payload = pl->n > 0 ? pl->b : NULL,
+        .payload_len = pl->n,
+    };
+    buf_reset(out);
+    assert_int_equal(ev_json_render(out, &ti, NULL, &ev), 0);
+    assert_true(utf8_valid(buf_data(out), buf_size(out)));
+    cJSON *o = cJSON_ParseWithLength((const char *)buf_data(out), buf_size(out));
+    if (o == NULL) {
+        fail_msg("not JSON: %s", buf_cstr(out));
+    }
+    return o;
+}
+
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+
+static cJSON *field(cJSON *o, const char *name)
+{
+    cJSON *f =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "payload"), name);
+    if (f == NULL) {
+        fail_msg("no payload.%s", name);
+    }
+    return f;
+}
+
+static void test_native_allocation_tick(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 0);
+    for (uint32_t ptr = 4; ptr <= 8; ptr += 4) {
+        struct wb pl = {NULL, 0, 0};
+        WB_PUT(&pl, {106600, 4}, {1, 4}, {0, 2}, {106600, 8}, {0x7f4eb2e6dd58ull, ptr});
+        wb_wstr(&pl, "System.\"Str\\ing\"");
+        WB_PUT(&pl, {2, 4}, {0xFFFF7f42d987ca18ull, ptr}, {104, 8});
+        cJSON *o = render_native(RUNTIME, 10, 4, ptr, &pl, &out);
+        assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "GCAllocationTick");
+        assert_int_equal(cJSON_GetObjectItem(o, "version")->valueint, 4);
+        assert_int_equal(field(o, "AllocationAmount")->valueint, 106600);
+        assert_int_equal(field(o, "AllocationKind")->valueint, 1);
+        assert_int_equal(field(o, "ClrInstanceID")->valueint, 0);
+        assert_int_equal(field(o, "AllocationAmount64")->valuedouble, 106600);
+        assert_string_equal(field(o, "TypeName")->valuestring, "System.\"Str\\ing\"");
+        assert_int_equal(field(o, "HeapIndex")->valueint, 2);
+        assert_int_equal(field(o, "ObjectSize")->valueint, 104);
+        if (ptr == 8) {
+            assert_true(field(o, "TypeID")->valuedouble == (double)0x7f4eb2e6dd58ull);
+            /* past 2^53: a decimal string */
+            assert_string_equal(field(o, "Address")->valuestring, "18446602523826965016");
+        } else {
+            assert_true(field(o, "TypeID")->valuedouble == (double)0xb2e6dd58u);
+            assert_true(field(o, "Address")->valuedouble == (double)0xd987ca18u);
+        }
+        /* The members in the manifest's order. */
+        const char *order[] = {"AllocationAmount",   "AllocationKind", "ClrInstanceID",
+                               "AllocationAmount64", "TypeID",         "TypeName",
+                               "HeapIndex",          "Address",        "ObjectSize"};
+        const cJSON *m = cJSON_GetObjectItem(o, "payload")->child;
+        for (size_t k = 0; k < 9; k++, m = m->next) {
+            assert_string_equal(m->string, order[k]);
+        }
+        assert_null(m);
+        cJSON_Delete(o);
+
+        /* Version 2 of the same bytes: its 7 fields, the rest ignored. */
+        o = render_native(RUNTIME, 10, 2, ptr, &pl, &out);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "payload")), 7);
+        cJSON_Delete(o);
+
+        /* Too short (cut inside TypeName): hex, still named. */
+        pl.n = 30;
+        o = render_native(RUNTIME, 10, 4, ptr, &pl, &out);
+        assert_false(cJSON_HasObjectItem(o, "payload"));
+        assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "GCAllocationTick");
+        assert_int_equal(strlen(cJSON_GetObjectItem(o, "payloadHex")->valuestring), 60);
+        cJSON_Delete(o);
+        free(pl.b);
+    }
+    buf_fini(&out);
+}
+
+static void test_native_numbers(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 0);
+    /* GCHeapStats V2: eleven U64 fields, then U32s, ClrInstanceID, two more U64. */
+    static const uint64_t u[] = {0,
+                                 9,
+                                 10,
+                                 99,
+                                 100,
+                                 12345678,
+                                 123456789,
+                                 9007199254740992ull, /* 2^53: still a number */
+                                 9007199254740993ull, /* past it: a string */
+                                 18446744073709551615ull};
+    struct wb pl = {NULL, 0, 0};
+    for (size_t k = 0; k < 10; k++) {
+        wb_le(&pl, u[k], 8);
+    }
+    WB_PUT(&pl, {4294967295u, 4}, {1, 4}, {2, 4}, {3, 2}, {10000000000000000000ull, 8},
+           {9999999999999999999ull, 8});
+    cJSON *o = render_native(RUNTIME, 4, 2, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "GCHeapStats");
+    const char *text = buf_cstr(&out);
+    assert_non_null(strstr(text, "\"GenerationSize0\":0,\"TotalPromotedSize0\":9,"
+                                 "\"GenerationSize1\":10,\"TotalPromotedSize1\":99,"
+                                 "\"GenerationSize2\":100,\"TotalPromotedSize2\":12345678,"
+                                 "\"GenerationSize3\":123456789,"
+                                 "\"TotalPromotedSize3\":9007199254740992,"
+                                 "\"FinalizationPromotedSize\":\"9007199254740993\","
+                                 "\"FinalizationPromotedCount\":\"18446744073709551615\","
+                                 "\"PinnedObjectCount\":4294967295,\"SinkBlockCount\":1,"
+                                 "\"GCHandleCount\":2,\"ClrInstanceID\":3,"
+                                 "\"GenerationSize4\":\"10000000000000000000\","
+                                 "\"TotalPromotedSize4\":\"9999999999999999999\"}"));
+    cJSON_Delete(o);
+    /* V1 ends at ClrInstanceID, V0 before it. */
+    o = render_native(RUNTIME, 4, 1, 8, &pl, &out);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "payload")), 14);
+    cJSON_Delete(o);
+    o = render_native(RUNTIME, 4, 0, 8, &pl, &out);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "payload")), 13);
+    cJSON_Delete(o);
+
+    /* Signed: GCGlobalHeapHistory's NumHeaps (I32), ExecutionCheckpoint's Timestamp (I64). */
+    pl.n = 0;
+    wb_le(&pl, 0, 2);
+    wb_wstr(&pl, "RuntimeInit");
+    wb_le(&pl, 0x8000000000000000ull, 8);
+    o = render_native(RUNTIME "Rundown", 300, 0, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "ExecutionCheckpointDCEnd");
+    assert_string_equal(field(o, "Timestamp")->valuestring, "-9223372036854775808");
+    cJSON_Delete(o);
+    pl.n = 0;
+    wb_le(&pl, 1, 8);
+    wb_le(&pl, (uint32_t)-3, 4);
+    for (size_t k = 0; k < 4; k++) {
+        wb_le(&pl, k, 4);
+    }
+    WB_PUT(&pl, {0, 2}, {1, 4}, {2, 4});
+    o = render_native(RUNTIME, 205, 2, 8, &pl, &out);
+    assert_int_equal(field(o, "NumHeaps")->valueint, -3);
+    cJSON_Delete(o);
+
+    /* Double (ContentionStop V1), Boolean (ThreadPoolIOEnqueue), GUID (ModuleLoad V2). */
+    pl.n = 0;
+    wb_le(&pl, 1, 1);
+    wb_le(&pl, 0, 2);
+    wb_le(&pl, 0x4016000000000000ull, 8); /* 5.5 */
+    o = render_native(RUNTIME, 91, 1, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "ContentionStop");
+    assert_true(field(o, "DurationNs")->valuedouble == 5.5);
+    cJSON_Delete(o);
+    pl.n = 0;
+    WB_PUT(&pl, {0x10, 8}, {0x20, 8}, {1, 4}, {0, 2});
+    o = render_native(RUNTIME, 63, 0, 8, &pl, &out);
+    assert_true(cJSON_IsTrue(field(o, "MultiDequeues")));
+    cJSON_Delete(o);
+    buf_fini(&out);
+    free(pl.b);
+}
+
+static void test_native_module_and_method(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 0);
+    struct wb pl = {NULL, 0, 0};
+    WB_PUT(&pl, {0x7f0000001000ull, 8}, {0x5600000000ull, 8}, {8, 4}, {0, 4});
+    wb_wstr(&pl, "/app/App.dll");
+    wb_wstr(&pl, "");
+    wb_le(&pl, 0, 2);
+    static const uint8_t guid[16] = {0x81, 0x65, 0xc9, 0xc0, 0xb7, 0x69, 0x38, 0xba,
+                                     0x8a, 0x41, 0x86, 0x80, 0xbc, 0x2a, 0x72, 0x20};
+    for (size_t k = 0; k < 16; k++) {
+        wb_le(&pl, guid[k], 1);
+    }
+    wb_le(&pl, 1, 4);
+    wb_wstr(&pl, "/src/App.pdb");
+    for (size_t k = 0; k < 16; k++) {
+        wb_le(&pl, 0, 1);
+    }
+    wb_le(&pl, 0, 4);
+    wb_wstr(&pl, "");
+    cJSON *o = render_native(RUNTIME "Rundown", 154, 2, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "ModuleDCEnd");
+    assert_string_equal(field(o, "ModuleILPath")->valuestring, "/app/App.dll");
+    assert_string_equal(field(o, "ModuleNativePath")->valuestring, "");
+    assert_string_equal(field(o, "ManagedPdbSignature")->valuestring,
+                        "c0c96581-69b7-ba38-8a41-8680bc2a7220");
+    assert_string_equal(field(o, "NativePdbSignature")->valuestring,
+                        "00000000-0000-0000-0000-000000000000");
+    cJSON_Delete(o);
+    /* The runtime provider's ModuleLoad has the same layout under its own name. */
+    o = render_native(RUNTIME, 152, 2, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "ModuleLoad");
+    cJSON_Delete(o);
+
+    /* MethodDCEndVerbose in versions 1 and 2 within one stream. */
+    pl.n = 0;
+    WB_PUT(&pl, {0x7f01, 8}, {0x7f02, 8}, {0x7f0000a000ull, 8}, {382, 4}, {0x060001ab, 4},
+           {0x188, 4});
+    wb_wstr(&pl, "System.Number");
+    wb_wstr(&pl, "TryParse");
+    wb_wstr(&pl, "bool  (int32)");
+    wb_le(&pl, 0, 2);
+    size_t v1 = pl.n;
+    wb_le(&pl, 0, 8);
+    o = render_native(RUNTIME "Rundown", 144, 2, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "MethodDCEndVerbose");
+    assert_int_equal(field(o, "MethodSize")->valueint, 382);
+    assert_int_equal(field(o, "MethodFlags")->valueint, 0x188);
+    assert_string_equal(field(o, "MethodSignature")->valuestring, "bool  (int32)");
+    assert_int_equal(field(o, "ReJITID")->valueint, 0);
+    cJSON_Delete(o);
+    pl.n = v1;
+    o = render_native(RUNTIME "Rundown", 144, 1, 8, &pl, &out);
+    assert_false(cJSON_HasObjectItem(cJSON_GetObjectItem(o, "payload"), "ReJITID"));
+    cJSON_Delete(o);
+    o = render_native(RUNTIME "Rundown", 144, 2, 8, &pl, &out); /* V2 without its ReJITID */
+    assert_true(cJSON_HasObjectItem(o, "payloadHex"));
+    cJSON_Delete(o);
+    buf_fini(&out);
+    free(pl.b);
+}
+
+static void test_native_arrays_json(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 0);
+    /* GCBulkEdge: an array of structs. */
+    struct wb pl = {NULL, 0, 0};
+    WB_PUT(&pl, {0, 4}, {2, 4}, {0, 2}, {0x1000, 8}, {1, 4}, {0x2000, 8}, {2, 4});
+    cJSON *o = render_native(RUNTIME, 19, 0, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "GCBulkEdge");
+    assert_non_null(strstr(buf_cstr(&out),
+                           "\"payload\":{\"Index\":0,\"Count\":2,\"ClrInstanceID\":0,"
+                           "\"Values\":[{\"Value\":4096,\"ReferencingFieldID\":1},"
+                           "{\"Value\":8192,\"ReferencingFieldID\":2}]}"));
+    cJSON_Delete(o);
+    pl.n -= 1; /* the last element cut */
+    o = render_native(RUNTIME, 19, 0, 8, &pl, &out);
+    assert_true(cJSON_HasObjectItem(o, "payloadHex"));
+    cJSON_Delete(o);
+
+    /* BulkType: scalars in a struct in an array. */
+    pl.n = 0;
+    WB_PUT(&pl, {1, 4}, {0, 2}, {0xA0, 8}, {0xB0, 8}, {5, 4}, {8, 4}, {0x1D, 1});
+    wb_wstr(&pl, "List`1");
+    WB_PUT(&pl, {2, 4}, {0xC0, 8}, {0xC1, 8});
+    o = render_native(RUNTIME, 15, 0, 8, &pl, &out);
+    assert_non_null(strstr(buf_cstr(&out),
+                           "\"Values\":[{\"TypeID\":160,\"ModuleID\":176,\"TypeNameID\":5,"
+                           "\"Flags\":8,\"CorElementType\":29,\"Name\":\"List`1\","
+                           "\"TypeParameterCount\":2,\"TypeParameters\":[192,193]}]}"));
+    cJSON_Delete(o);
+
+    /* MethodILToNativeMap: two arrays of scalars; no elements: []. */
+    pl.n = 0;
+    WB_PUT(&pl, {7, 8}, {0, 8}, {0, 1}, {0, 2}, {0, 2});
+    o = render_native(RUNTIME "Rundown", 150, 0, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "MethodDCEndILToNativeMap");
+    assert_non_null(strstr(buf_cstr(&out), "\"ILOffsets\":[],\"NativeOffsets\":[],"));
+    cJSON_Delete(o);
+
+    /* GCDynamicEvent: its bytes as hex. */
+    pl.n = 0;
+    wb_wstr(&pl, "HeapCountTuning");
+    WB_PUT(&pl, {2, 4}, {0xBEEF, 2}, {0, 2});
+    o = render_native(RUNTIME, 39, 0, 8, &pl, &out);
+    assert_string_equal(field(o, "Name")->valuestring, "HeapCountTuning");
+    assert_string_equal(field(o, "Data")->valuestring, "efbe");
+    cJSON_Delete(o);
+    buf_fini(&out);
+    free(pl.b);
+}
+
+static void test_native_empty_and_unknown(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out, 0);
+    struct wb pl = {NULL, 0, 0};
+    /* A layout without fields (GCRestartEEEnd V0; ExceptionCatchStop): {} whatever follows. */
+    cJSON *o = render_native(RUNTIME, 3, 0, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "GCRestartEEEnd");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "payload")), 0);
+    cJSON_Delete(o);
+    wb_le(&pl, 0, 2);
+    o = render_native(RUNTIME, 251, 0, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "ExceptionCatchStop");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "payload")), 0);
+    cJSON_Delete(o);
+    /* A layout with fields and an empty payload: {} as before; a short one: hex. */
+    pl.n = 0;
+    o = render_native(RUNTIME, 9, 1, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "GCSuspendEEBegin");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "payload")), 0);
+    cJSON_Delete(o);
+    wb_le(&pl, 1, 4);
+    wb_le(&pl, 7, 4);
+    o = render_native(RUNTIME, 9, 1, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "payloadHex")->valuestring, "0100000007000000");
+    cJSON_Delete(o);
+    wb_le(&pl, 0, 2);
+    o = render_native(RUNTIME, 9, 1, 8, &pl, &out);
+    assert_int_equal(field(o, "Reason")->valueint, 1);
+    assert_int_equal(field(o, "Count")->valueint, 7);
+    cJSON_Delete(o);
+    /* GCSuspendEEBegin V0 has a 16-bit Reason. */
+    o = render_native(RUNTIME, 9, 0, 8, &pl, &out);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "payload")), 1);
+    cJSON_Delete(o);
+    /* An id or version without a layout, another provider: as before. */
+    o = render_native(RUNTIME, 9999, 0, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "EventID(9999)");
+    assert_true(cJSON_HasObjectItem(o, "payloadHex"));
+    cJSON_Delete(o);
+    o = render_native(RUNTIME, 9, 7, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "EventID(9)");
+    cJSON_Delete(o);
+    o = render_native("Microsoft-Windows-DotNETRuntimeStress", 9, 1, 8, &pl, &out);
+    assert_string_equal(cJSON_GetObjectItem(o, "event")->valuestring, "EventID(9)");
+    cJSON_Delete(o);
+    buf_fini(&out);
+    free(pl.b);
+}
+
 static void test_str_utf8(void **state)
 {
     (void)state;
@@ -452,6 +805,11 @@ int main(void)
         cmocka_unit_test(test_gc_payloads),
         cmocka_unit_test(test_callback_error),
         cmocka_unit_test(test_types),
+        cmocka_unit_test(test_native_allocation_tick),
+        cmocka_unit_test(test_native_numbers),
+        cmocka_unit_test(test_native_module_and_method),
+        cmocka_unit_test(test_native_arrays_json),
+        cmocka_unit_test(test_native_empty_and_unknown),
         cmocka_unit_test(test_str_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

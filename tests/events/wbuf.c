@@ -35,6 +35,13 @@ void wb_le(struct wb *w, uint64_t v, size_t bytes)
     wb_raw(w, b, bytes);
 }
 
+void wb_fields(struct wb *w, const uint64_t (*f)[2], size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        wb_le(w, f[k][0], (size_t)f[k][1]);
+    }
+}
+
 void wb_u8(struct wb *w, unsigned v)
 {
     wb_le(w, v, 1);

@@ -25,5 +25,12 @@ void wb_wstr(struct wb *w, const char *s);
 void wb_f64(struct wb *w, double d);
 void wb_f32(struct wb *w, float f);
 void wb_sized16(struct wb *w, const struct wb *sub);
+/* Little-endian fields, {value, bytes} each: WB_PUT(&w, {1, 4}, {0, 2}, {x, 8}). */
+void wb_fields(struct wb *w, const uint64_t (*f)[2], size_t n);
+#define WB_PUT(w, ...)                                                                             \
+    do {                                                                                           \
+        const uint64_t wb_f_[][2] = {__VA_ARGS__};                                                 \
+        wb_fields(w, wb_f_, sizeof(wb_f_) / sizeof(wb_f_[0]));                                     \
+    } while (0)
 
 #endif

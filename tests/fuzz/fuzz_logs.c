@@ -5,8 +5,10 @@
  * events/ev_json.h (one JSON object per event, `dotmon convert` and /trace?format=ndjson). Each
  * input is fed in chunks whose sizes come from a hash of the input. Promises checked: no crash or
  * sanitizer report, every rendered record and every JSON line is valid UTF-8 without a raw
- * newline inside, and a JSON line is one object ('{' … '}'). Seeds: the real captures of
- * tests/fixtures/events (logs.nettrace among them) and the V6 writer's file.
+ * newline inside, and a JSON line is one object ('{' … '}'). The input is also one payload of
+ * the native layout its first two bytes pick (events/ev_native.h), rendered by ev_json_render with
+ * 4- or 8-byte pointers: a JSON object whether it decodes or goes out as hex. Seeds: the real
+ * captures of tests/fixtures/events (logs.nettrace among them) and the V6 writer's file.
  */
 #include "fuzz.h"
 
@@ -17,6 +19,7 @@
 #include "buf.h"
 #include "ev_json.h"
 #include "ev_logs.h"
+#include "ev_native.h"
 
 /* Well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 static bool utf8_ok(const uint8_t *s, size_t n)
@@ -72,8 +75,40 @@ static int on_line(void *ud, const char *line, size_t len)
     return 0;
 }
 
+/* The input after its first two bytes as the payload of the layout they pick. */
+static void native_payload(const uint8_t *data, size_t size)
+{
+    static const char *const providers[] = {
+        "", "Microsoft-Windows-DotNETRuntime", "Microsoft-Windows-DotNETRuntimeRundown",
+        "Microsoft-Windows-DotNETRuntimePrivate", "Microsoft-DotNETCore-SampleProfiler"};
+    size_t n = 0;
+    const struct ev_native_event *table = ev_native_table(&n);
+    if (size < 2 || n == 0) {
+        return;
+    }
+    const struct ev_native_event *e = &table[(data[0] | (data[1] << 8)) % n];
+    struct nettrace_trace_info ti;
+    memset(&ti, 0, sizeof(ti));
+    ti.pointer_size = (data[1] & 0x80) != 0 ? 4 : 8;
+    struct nettrace_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.provider = providers[e->provider];
+    ev.event_name = "";
+    ev.event_id = e->id;
+    ev.version = e->version;
+    ev.payload = data + 2;
+    ev.payload_len = size - 2;
+    struct buf out;
+    buf_init(&out, 0);
+    if (ev_json_render(&out, &ti, NULL, &ev) == 0) {
+        (void)on_line(NULL, (const char *)buf_data(&out), buf_size(&out));
+    }
+    buf_fini(&out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    native_payload(data, size);
     uint64_t h = fuzz_fnv1a(data, size);
     size_t chunk = 1 + (size_t)(h % 4096);
     struct ev_logs *l = NULL;

@@ -9,8 +9,11 @@ sessions of profile gc-verbose run at once:
   - GET /trace?... (nettrace, unchanged): saved, then `dotmon convert FILE --format ndjson`: exit 0,
     its GCStart count equals the C checker's (nettrace_check) and TraceEvent's (tracecheck), and
     the GCStart payloads (Count, Depth, Reason, Type) equal TraceEvent's decoding event by event
-    (tracecheck --gc-events); stdin input and -o give the same lines; a truncated copy exits 1
-    with the lines before the cut.
+    (tracecheck --gc-events); the native events without a field list (GCAllocationTick,
+    GCHeapStats, GCSuspendEEBegin, GCRestartEEEnd, ExceptionThrown, the rundown's
+    MethodDCEndVerbose and ModuleDCEnd, ...) are named and decoded by their layouts, every field
+    equal to TraceEvent's parsers' (tracecheck --payloads), event by event; stdin input and -o give
+    the same lines; a truncated copy exits 1 with the lines before the cut.
 Also: format=xml is a 400 problem+json; both operations end Succeeded; an ndjson trace with
 durationSeconds=-1 stopped by DELETE /operations/{id}?stop=true ends with the rundown's lines and
 Succeeded, and one cancelled (DELETE without stop) ends Cancelled; a client that stops reading
@@ -63,6 +66,111 @@ def gc_payloads(objs):
             for o in objs if o.get("provider") == "Microsoft-Windows-DotNETRuntime" and o.get("id") == 1]
 
 
+RT = "Microsoft-Windows-DotNETRuntime"
+RD = RT + "Rundown"
+# provider#id: (the event's name, fields every event must have and equal TraceEvent's, required in
+# the test's gc-verbose trace). Every other field both readers name is compared too.
+NATIVE = {
+    f"{RT}#10": ("GCAllocationTick", ["AllocationAmount", "AllocationKind", "AllocationAmount64", "TypeID",
+                                      "TypeName", "HeapIndex", "Address", "ObjectSize"], True),
+    f"{RT}#4": ("GCHeapStats", ["GenerationSize0", "TotalPromotedSize0", "GenerationSize1", "GenerationSize2",
+                                "GenerationSize3", "GenerationSize4", "FinalizationPromotedCount",
+                                "PinnedObjectCount", "GCHandleCount"], True),
+    f"{RT}#9": ("GCSuspendEEBegin", ["Reason", "Count", "ClrInstanceID"], True),
+    f"{RT}#3": ("GCRestartEEEnd", ["ClrInstanceID"], True),
+    f"{RT}#8": ("GCSuspendEEEnd", ["ClrInstanceID"], True),
+    f"{RT}#7": ("GCRestartEEBegin", ["ClrInstanceID"], True),
+    f"{RT}#80": ("ExceptionThrown", ["ExceptionType", "ExceptionMessage", "ExceptionEIP", "ExceptionHRESULT",
+                                     "ExceptionFlags"], True),
+    f"{RT}#35": ("GCTriggered", ["Reason"], True),
+    f"{RT}#202": ("GCMarkWithType", ["HeapNum", "Type", "Promoted"], True),
+    f"{RT}#205": ("GCGlobalHeapHistory", ["FinalYoungestDesired", "NumHeaps", "CondemnedGeneration",
+                                          "Reason", "GlobalMechanisms", "PauseMode", "MemoryPressure"], True),
+    f"{RT}#204": ("GCPerHeapHistory", ["HeapIndex", "Count", "ExtraGen0Commit"], True),
+    f"{RT}#30": ("SetGCHandle", ["HandleID", "ObjectID", "Kind", "Generation"], False),
+    f"{RT}#33": ("PinObjectAtGCTime", ["HandleID", "ObjectID", "ObjectSize", "TypeName"], False),
+    f"{RT}#143": ("MethodLoadVerbose", ["MethodID", "MethodStartAddress", "MethodSize", "MethodName"], False),
+    f"{RD}#144": ("MethodDCEndVerbose", ["MethodID", "ModuleID", "MethodStartAddress", "MethodSize",
+                                         "MethodToken", "MethodFlags", "MethodNamespace", "MethodName",
+                                         "MethodSignature"], True),
+    f"{RD}#154": ("ModuleDCEnd", ["ModuleID", "AssemblyID", "ModuleFlags", "ModuleILPath", "ManagedPdbSignature",
+                                  "ManagedPdbAge", "ManagedPdbBuildPath"], True),
+    f"{RD}#152": ("DomainModuleDCEnd", ["ModuleID", "AssemblyID", "AppDomainID", "ModuleILPath"], False),
+    f"{RD}#156": ("AssemblyDCEnd", ["AssemblyID", "AppDomainID", "FullyQualifiedAssemblyName"], False),
+    "Microsoft-DotNETCore-SampleProfiler#0": ("ThreadSample", ["Type"], False),
+}
+
+
+def same_value(ours, theirs):
+    """Our JSON value against TraceEvent's: 64-bit integers past 2^53 come as decimal strings,
+    HRESULTs are signed there, doubles within rounding."""
+    if isinstance(theirs, bool) or isinstance(ours, bool):
+        return ours is theirs
+    if isinstance(theirs, int):
+        if isinstance(ours, str) and ours.lstrip("-").isdigit():
+            ours = int(ours)
+        return isinstance(ours, int) and (ours - theirs) % (1 << 32) == 0 and abs(ours - theirs) < (1 << 33)
+    if isinstance(theirs, float):
+        return isinstance(ours, (int, float)) and abs(ours - theirs) <= 1e-9 * max(1.0, abs(theirs))
+    return ours == theirs
+
+
+def as_int(v):
+    return int(v) if isinstance(v, str) and v.lstrip("-").isdigit() else v
+
+
+def te_view(key, p):
+    """Our payload p as TraceEvent presents the same event: it splits the optimization tier (bits
+    7-9) out of MethodFlags (of version 2 events), names GCMarkWithType's Bytes "Promoted", and shows the per-heap
+    history's mechanism bit masks as the index of their bit (not compared)."""
+    p = dict(p)
+    if "MethodFlags" in p and key.endswith(("#143", "#144")):
+        flags = as_int(p["MethodFlags"])
+        p["MethodFlags"] = flags & ~0x380
+        if "ReJITID" in p:  # TraceEvent reads the tier from version 2 events only
+            p["OptimizationTier"] = (flags >> 7) & 7
+    if key.endswith("#202") and "Bytes" in p:
+        p["Promoted"] = p.pop("Bytes")
+    if key.endswith("#204"):
+        p.pop("CompactMechanisms", None)
+        p.pop("ExpandMechanisms", None)
+    return p
+
+
+def native_payloads(objs, te_payloads, required=True):
+    """Every NATIVE event's name and fields against TraceEvent's. TraceEvent orders the events of
+    a block by time across threads, we keep the stream's order: the two lists are paired after
+    sorting both by the listed fields, then every field both name must be equal."""
+    for key, (name, fields, must) in NATIVE.items():
+        prov, eid = key.rsplit("#", 1)
+        ours = [o for o in objs if o["provider"] == prov and o["id"] == int(eid)]
+        theirs = te_payloads.get(key, [])
+        if not ours and not theirs and not (must and required):
+            continue
+        check(len(ours) == len(theirs) and (ours or not must or not required),
+              f"{name}: {len(ours)} events, TraceEvent {len(theirs)}")
+        named = [o for o in ours if o["event"] == name and isinstance(o.get("payload"), dict)]
+        check(len(named) == len(ours), f"{name}: every event named so and decoded ({len(named)} of {len(ours)})")
+        mine = [te_view(key, o["payload"]) for o in named]
+        missing = [p for p in mine + theirs if any(f not in p for f in fields)]
+        check(not missing, f"{name}: both readers give {fields} ({str(missing[:1])[:200]})")
+        if missing:
+            continue
+
+        def order(p):
+            return json.dumps([as_int(p[f]) for f in fields])
+
+        bad, compared = [], 0
+        for k, (p, t) in enumerate(zip(sorted(mine, key=order), sorted(theirs, key=order))):
+            for f in p:
+                if f in t and t[f] is not None:
+                    compared += 1
+                    if not same_value(p[f], t[f]):
+                        bad.append(f"#{k}.{f}: {p[f]!r} vs {t[f]!r}")
+        check(not bad and compared > 0,
+              f"{name}: {len(ours)} events, {compared} field values equal to TraceEvent's ({bad[:3]})")
+
+
 def fetch(url, out, timeout=120):
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
@@ -89,7 +197,8 @@ def check_converted(path, tmp):
     ours = gc_payloads(objs)
     checker = json.loads(subprocess.run([os.environ["DOTMON_NETTRACE_CHECK"], path], stdout=subprocess.PIPE,
                                         timeout=60).stdout)
-    te = json.loads(subprocess.run([os.environ["DOTNET_EXE"], os.environ["DOTMON_TRACECHECK"], path, "--gc-events"],
+    te = json.loads(subprocess.run([os.environ["DOTNET_EXE"], os.environ["DOTMON_TRACECHECK"], path, "--gc-events",
+                                    "--payloads", ",".join(NATIVE)],
                                    stdout=subprocess.PIPE, timeout=300).stdout)
     check(len(objs) == checker["events"] == te["events"],
           f"events: convert {len(objs)}, C checker {checker['events']}, TraceEvent {te['events']}")
@@ -97,6 +206,10 @@ def check_converted(path, tmp):
           f"GCStart: convert {len(ours)}, C checker {checker['gcStart']}, TraceEvent {te['gcStart']}")
     check(ours == te.get("gcEvents"),
           f"GCStart Count/Depth/Reason/Type equal TraceEvent's event by event ({ours[:3]} vs {te.get('gcEvents', [])[:3]})")
+    native_payloads(objs, te.get("payloads", {}))
+    undecoded = sorted({(o["provider"], o["id"], o["version"]) for o in objs
+                        if o["provider"].startswith(RT) and ("payload" not in o or o["event"].startswith("EventID("))})
+    check(not undecoded, f"convert: every event of the runtime's providers named and decoded ({undecoded[:5]})")
     # stdin and -o give the same bytes.
     with open(path, "rb") as f:
         raw = f.read()
@@ -237,6 +350,10 @@ def main():
         for t in threads:
             t.start()
         time.sleep(1.5)
+        # Allocations (GCAllocationTick) and first-chance exceptions (ExceptionThrown) for the
+        # native layouts' comparison with TraceEvent.
+        check(app.command("churn 20").startswith("ok churn"), "churn command")
+        check(app.command("throw 3").startswith("ok throw"), "throw command")
         ngc = 0
         end = time.time() + 2.5
         while time.time() < end:

@@ -18,8 +18,13 @@
 // TraceEvent decodes it (GCStartTraceData), in stream order.
 // With --activities, "activities":[["provider#eventId","activityId","relatedActivityId"],...] lists
 // every event with a non-empty ActivityID or RelatedActivityID (empty ones as "").
+// With --payloads KEYS (a comma list of provider#eventId, e.g.
+// Microsoft-Windows-DotNETRuntime#10), "payloads":{"provider#eventId":[{"Field":value,...},...]}
+// lists, in stream order, the fields TraceEvent's parser decodes for each such event
+// (PayloadNames/PayloadValue): integers and enums as numbers, strings, GUIDs as "d" strings,
+// Boolean, doubles, byte arrays as lowercase hex; other values (arrays, structs) are left out.
 //
-// usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--find TEXT]...
+// usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--payloads KEYS] [--find TEXT]...
 // Exit status: 0 read completely; 1 TraceEvent threw (the JSON then has "ok":false,"error":...);
 // 2 usage or file not found.
 
@@ -29,6 +34,8 @@ using System.IO;
 using System.Text;
 using System.Text.Json;
 using Microsoft.Diagnostics.Tracing;
+using Microsoft.Diagnostics.Tracing.EventPipe;
+using Microsoft.Diagnostics.Tracing.Parsers;
 using Microsoft.Diagnostics.Tracing.Parsers.Clr;
 
 namespace TraceCheck;
@@ -48,6 +55,8 @@ internal static class Program
         bool activities = false;
         var actList = new List<string[]>();
         var gcList = new List<int[]>();
+        var payloadKeys = new HashSet<string>(StringComparer.Ordinal);
+        var payloads = new SortedDictionary<string, List<List<KeyValuePair<string, object?>>>>(StringComparer.Ordinal);
         for (int i = 0; i < args.Length; i++)
         {
             if (args[i] == "--find" && i + 1 < args.Length)
@@ -65,6 +74,14 @@ internal static class Program
             else if (args[i] == "--activities")
             {
                 activities = true;
+            }
+            else if (args[i] == "--payloads" && i + 1 < args.Length)
+            {
+                foreach (string k in args[++i].Split(',', StringSplitOptions.RemoveEmptyEntries))
+                {
+                    payloadKeys.Add(k);
+                    payloads[k] = new List<List<KeyValuePair<string, object?>>>();
+                }
             }
             else if (path == null)
             {
@@ -105,6 +122,11 @@ internal static class Program
             // trace's own metadata (EventSource events such as logging).
             source.Clr.All += _ => { };
             source.Dynamic.All += _ => { };
+            // The rundown and private providers have parsers of their own (field names and
+            // values for --payloads; without them their events are only counted).
+            new ClrRundownTraceEventParser(source).All += _ => { };
+            new ClrPrivateTraceEventParser(source).All += _ => { };
+            new SampleProfilerTraceEventParser(source).All += _ => { };
             source.AllEvents += e =>
             {
                 events++;
@@ -122,6 +144,10 @@ internal static class Program
                     actList.Add(new[] { $"{provider}#{id}",
                         e.ActivityID == Guid.Empty ? "" : e.ActivityID.ToString(),
                         e.RelatedActivityID == Guid.Empty ? "" : e.RelatedActivityID.ToString() });
+                }
+                if (payloadKeys.Count > 0 && payloadKeys.Contains($"{provider}#{id}"))
+                {
+                    payloads[$"{provider}#{id}"].Add(Fields(e));
                 }
                 if (provider == Runtime && id == 1)
                 {
@@ -210,6 +236,10 @@ internal static class Program
                 }
                 w.WriteEndArray();
             }
+            if (payloadKeys.Count > 0)
+            {
+                WritePayloads(w, payloads);
+            }
             if (activities)
             {
                 w.WriteStartArray("activities");
@@ -236,13 +266,102 @@ internal static class Program
         return error == null ? 0 : 1;
     }
 
+    // The decoded fields of one event, by TraceEvent's names, with the values it gives for them.
+    private static List<KeyValuePair<string, object?>> Fields(TraceEvent e)
+    {
+        var list = new List<KeyValuePair<string, object?>>();
+        string[] names = e.PayloadNames ?? Array.Empty<string>();
+        for (int k = 0; k < names.Length; k++)
+        {
+            object? v;
+            try
+            {
+                v = e.PayloadValue(k);
+            }
+            catch (Exception)
+            {
+                continue; // a field TraceEvent cannot decode for this version is left out
+            }
+            list.Add(new KeyValuePair<string, object?>(names[k], v));
+        }
+        return list;
+    }
+
+    private static void WritePayloads(Utf8JsonWriter w,
+                                      SortedDictionary<string, List<List<KeyValuePair<string, object?>>>> payloads)
+    {
+        w.WriteStartObject("payloads");
+        foreach (var kv in payloads)
+        {
+            w.WriteStartArray(kv.Key);
+            foreach (var fields in kv.Value)
+            {
+                w.WriteStartObject();
+                foreach (var f in fields)
+                {
+                    WriteValue(w, f.Key, f.Value);
+                }
+                w.WriteEndObject();
+            }
+            w.WriteEndArray();
+        }
+        w.WriteEndObject();
+    }
+
+    // One field as a JSON member; values of other types (arrays, structs) are left out.
+    private static void WriteValue(Utf8JsonWriter w, string name, object? v)
+    {
+        switch (v)
+        {
+            case null:
+                w.WriteNull(name);
+                break;
+            case string s:
+                w.WriteString(name, s);
+                break;
+            case bool b:
+                w.WriteBoolean(name, b);
+                break;
+            case Guid g:
+                w.WriteString(name, g.ToString("D"));
+                break;
+            case double d:
+                w.WriteNumber(name, d);
+                break;
+            case float f:
+                w.WriteNumber(name, (double)f);
+                break;
+            case byte[] bytes:
+                w.WriteString(name, Convert.ToHexString(bytes).ToLowerInvariant());
+                break;
+            case Enum en:
+                if (Enum.GetUnderlyingType(en.GetType()) == typeof(ulong))
+                {
+                    w.WriteNumber(name, Convert.ToUInt64(en));
+                }
+                else
+                {
+                    w.WriteNumber(name, Convert.ToInt64(en));
+                }
+                break;
+            case ulong ul:
+                w.WriteNumber(name, ul);
+                break;
+            case sbyte or byte or short or ushort or int or uint or long:
+                w.WriteNumber(name, Convert.ToInt64(v));
+                break;
+            default:
+                break;
+        }
+    }
+
     // By name: the event ids of LoggingEventSource differ between runtime versions.
     private static bool IsLogMessage(string? name) =>
         name == "FormattedMessage" || name == "Message" || name == "MessageJson";
 
     private static int Usage()
     {
-        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--find TEXT]...");
+        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--payloads KEYS] [--find TEXT]...");
         return 2;
     }
 }

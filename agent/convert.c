@@ -8,8 +8,8 @@
 #include "err.h"
 #include "ev_json.h"
 
-#define CONVERT_CHUNK  (64u * 1024u)
-#define CONVERT_OUTBUF (1024u * 1024u) /* output lines are batched into 1 MB writes */
+#define CONVERT_CHUNK (64u * 1024u)
+#define CONVERT_BATCH (1024u * 1024u) /* output lines are handed over in 1 MB batches */
 
 static int convert_on_line(void *ud, const char *line, size_t len)
 {
@@ -56,14 +56,16 @@ int convert_run(const struct cli_options *opts)
         fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_output, strerror(errno));
         goto cleanup;
     }
-    static char outbuf[CONVERT_OUTBUF];
-    (void)setvbuf(out, outbuf, _IOFBF, sizeof(outbuf));
+    (void)setvbuf(out, NULL, _IONBF, 0); /* the batches are written as they are */
     j = ev_json_new(convert_on_line, out);
     if (j == NULL) {
         fprintf(stderr, "dotmon convert: out of memory\n");
         goto cleanup;
     }
+    ev_json_set_batch(j, CONVERT_BATCH);
     int rc = pump(in, j, opts->convert_input);
+    int frc = ev_json_flush(j);
+    rc = rc != 0 ? rc : frc;
     enum nettrace_verdict v = ev_json_finish(j);
     uint64_t off = 0;
     const char *msg = nettrace_error(ev_json_checker(j), &off);

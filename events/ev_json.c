@@ -42,6 +42,7 @@ struct ev_json {
     struct buf line;
     struct ev_record rec; /* scratch for one event's decoded fields */
     struct time_cache tc;
+    size_t batch;              /* lines are handed over once this many bytes wait (0: each line) */
     struct schema_slot *slots; /* open addressing by metadata id */
     size_t nslots;
     size_t cap; /* power of two, or 0 */
@@ -131,6 +132,21 @@ static inline bool plain_ascii(uint32_t c)
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
+/* True when four UTF-16LE units (as loaded on a little-endian host) all stand for themselves:
+ * below 0x80, at least 0x20, neither '"' nor '\\'. May say false for some plain ones (the
+ * caller then goes unit by unit). */
+static inline bool plain_ascii4(uint64_t x)
+{
+    const uint64_t ones = 0x0001000100010001ull, tops = 0x8000800080008000ull;
+    const uint64_t b7 = 0x0080008000800080ull;
+    if ((x & 0xFF80FF80FF80FF80ull) != 0 || ((x + 0x0060006000600060ull) & b7) != b7) {
+        return false;
+    }
+    uint64_t q = x ^ 0x0022002200220022ull; /* a zero lane where x has '"' */
+    uint64_t b = x ^ 0x005C005C005C005Cull; /* and where it has '\\' */
+    return (((q - ones) & ~q) | ((b - ones) & ~b)) & tops ? false : true;
+}
+
 int ev_json_str_utf8(struct buf *out, const uint8_t *s, size_t n)
 {
     /* Fast path: worst case (6 bytes of output a byte of input) reserved once, written in place. */
@@ -189,7 +205,21 @@ static int str_utf16(struct buf *out, const uint8_t *p, size_t units)
     if (units <= ((size_t)1 << 20) && buf_reserve(out, 6 * units + 2) == 0) {
         uint8_t *w = out->p + out->len;
         *w++ = '"';
-        for (size_t k = 0; k < units; k++) {
+        size_t k = 0;
+        const bool le = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+        for (; le && k + 4 <= units; k += 4) { /* four plain ASCII units at a time */
+            uint64_t x;
+            memcpy(&x, p + 2 * k, 8);
+            if (!plain_ascii4(x)) {
+                break;
+            }
+            w[0] = (uint8_t)x;
+            w[1] = (uint8_t)(x >> 16);
+            w[2] = (uint8_t)(x >> 32);
+            w[3] = (uint8_t)(x >> 48);
+            w += 4;
+        }
+        for (; k < units; k++) {
             uint32_t c = ev_load_u16(p + 2 * k);
             if (plain_ascii(c)) {
                 *w++ = (uint8_t)c;
@@ -1052,18 +1082,39 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     }
     memset(&ti, 0, sizeof(ti));
     (void)nettrace_trace_info(&j->ck, &ti);
-    buf_reset(&j->line);
+    size_t mark = buf_size(&j->line);
     struct schema_slot *slot = slot_get(j, ev->metadata_id);
     struct render_ctx cx = {&j->rec, &j->tc, slot};
     int rc = render(&j->line, &ti, slot != NULL ? slot->schema : NULL, ev, &cx);
-    if (rc == 0) {
-        rc = j->cb(j->ud, (const char *)buf_data(&j->line), buf_size(&j->line));
-    }
     if (rc != 0) {
+        buf_truncate(&j->line, mark);
         j->err = rc;
         return;
     }
+    if (buf_size(&j->line) >= j->batch) {
+        rc = ev_json_flush(j);
+        if (rc != 0) {
+            return;
+        }
+    }
     j->lines++;
+}
+
+int ev_json_flush(struct ev_json *j)
+{
+    if (j->err == 0 && buf_size(&j->line) > 0) {
+        int rc = j->cb(j->ud, (const char *)buf_data(&j->line), buf_size(&j->line));
+        if (rc != 0) {
+            j->err = rc;
+        }
+    }
+    buf_reset(&j->line);
+    return j->err;
+}
+
+void ev_json_set_batch(struct ev_json *j, size_t bytes)
+{
+    j->batch = bytes;
 }
 
 struct ev_json *ev_json_new(ev_json_line_cb cb, void *ud)

@@ -45,7 +45,8 @@
 #define EV_JSON_MAX_HEX (64u * 1024u) /* payload bytes rendered as hex at most */
 
 /*
- * Called with each line (JSON object and its '\n'); the view is valid during the call only. A
+ * Called with each line (JSON object and its '\n'), or several with ev_json_set_batch; the view is
+ * valid during the call only. A
  * non-zero return stops the output: no more lines are rendered and ev_json_feed returns it.
  */
 typedef int (*ev_json_line_cb)(void *ud, const char *line, size_t len);
@@ -61,6 +62,13 @@ void ev_json_free(struct ev_json *j);
  * error (the stream is bad: see ev_json_checker), -ENOMEM, or the callback's non-zero return.
  */
 int ev_json_feed(struct ev_json *j, const uint8_t *p, size_t n);
+/*
+ * Hands lines over in batches: the callback then gets whole lines, several at once, once `bytes`
+ * of them wait (0, the default: each line at once). Call ev_json_flush at the end.
+ */
+void ev_json_set_batch(struct ev_json *j, size_t bytes);
+/* Hands over the lines that wait; 0 or the callback's (or an earlier) error. */
+int ev_json_flush(struct ev_json *j);
 /* EOF: the checker's verdict. */
 enum nettrace_verdict ev_json_finish(struct ev_json *j);
 /* The underlying checker, for its verdict, error message and counters. */

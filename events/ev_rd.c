@@ -100,7 +100,18 @@ int ev_rd_u64(struct ev_rd *r, uint64_t *out)
 bool ev_rd_utf16z(struct ev_rd *r, const uint8_t **s, size_t *units)
 {
     size_t start = r->i;
-    for (size_t j = start; j + 2 <= r->n; j += 2) {
+    size_t j = start;
+    /* Four units at a time while none is zero (a 16-bit lane is zero when subtracting 1 borrows
+     * out of it without its top bit having been set). */
+    const uint64_t ones = 0x0001000100010001ull, tops = 0x8000800080008000ull;
+    for (; j + 8 <= r->n; j += 8) {
+        uint64_t x;
+        memcpy(&x, r->p + j, 8);
+        if (((x - ones) & ~x & tops) != 0) {
+            break;
+        }
+    }
+    for (; j + 2 <= r->n; j += 2) {
         if (r->p[j] == 0 && r->p[j + 1] == 0) {
             *s = r->p + start;
             *units = (j - start) / 2;

@@ -292,6 +292,45 @@ static void test_callback_error(void **state)
     free(p);
 }
 
+/* Batched output (ev_json_set_batch) is the same bytes as line by line, in whole lines. */
+static int on_append(void *ud, const char *line, size_t len)
+{
+    struct buf *b = ud;
+    assert_true(len > 0 && line[len - 1] == '\n');
+    return buf_append(b, line, len);
+}
+
+static void test_batches(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *p = fixture_read("nettrace", "gc.nettrace", &n);
+    struct buf one, many;
+    buf_init(&one, 0);
+    buf_init(&many, 0);
+    struct ev_json *j1 = ev_json_new(on_append, &one);
+    struct ev_json *j2 = ev_json_new(on_append, &many);
+    assert_non_null(j1);
+    assert_non_null(j2);
+    ev_json_set_batch(j2, 4096);
+    for (size_t at = 0; at < n; at += 1000) { /* chunks that cut blocks anywhere */
+        size_t k = n - at < 1000 ? n - at : 1000;
+        assert_int_equal(ev_json_feed(j1, p + at, k), 0);
+        assert_int_equal(ev_json_feed(j2, p + at, k), 0);
+    }
+    assert_int_equal(ev_json_flush(j2), 0);
+    assert_int_equal(ev_json_finish(j2), NETTRACE_COMPLETE);
+    assert_true(buf_size(&one) > 4096);
+    assert_int_equal(buf_size(&one), buf_size(&many));
+    assert_memory_equal(buf_data(&one), buf_data(&many), buf_size(&one));
+    assert_int_equal(ev_json_lines(j1), ev_json_lines(j2));
+    ev_json_free(j1);
+    ev_json_free(j2);
+    buf_fini(&one);
+    buf_fini(&many);
+    free(p);
+}
+
 /* ---- hand-built events ---------------------------------------------------------------------- */
 
 struct mb {
@@ -779,6 +818,58 @@ static void test_native_empty_and_unknown(void **state)
     free(pl.b);
 }
 
+/* UTF-16 strings whose plain stretches and escapes fall at every place of a 4-unit group. */
+static void test_string_groups(void **state)
+{
+    (void)state;
+    struct mb md = {.n = 0};
+    mb_le(&md, 5, 4);
+    mb_utf16(&md, "Test-Provider");
+    mb_le(&md, 3, 4);
+    mb_utf16(&md, "Str");
+    mb_le(&md, 0, 8);
+    mb_le(&md, 1, 4);
+    mb_le(&md, 4, 4);
+    mb_le(&md, 1, 4);
+    mb_field(&md, 18, "S");
+    struct ev_schema *s = NULL;
+    assert_int_equal(ev_schema_parse(md.p, md.n, &s), 0);
+    static const uint16_t specials[] = {'"', '\\', 0x1F, 0x7F, 0xE9, 0x20AC, ' ', '~', 0x80};
+    static const char *const escaped[] = {"\\\"",         "\\\\", "\\u001f", "\x7f",    "\xc3\xa9",
+                                          "\xe2\x82\xac", " ",    "~",       "\xc2\x80"};
+    struct buf out;
+    buf_init(&out, 0);
+    for (size_t k = 0; k < sizeof(specials) / sizeof(specials[0]); k++) {
+        for (size_t at = 0; at < 9; at++) {
+            struct mb pl = {.n = 0};
+            char want[64];
+            size_t w = 0;
+            want[w++] = '"';
+            for (size_t i = 0; i < 10; i++) {
+                if (i == at) {
+                    mb_le(&pl, specials[k], 2);
+                    memcpy(want + w, escaped[k], strlen(escaped[k]));
+                    w += strlen(escaped[k]);
+                } else {
+                    mb_le(&pl, 'a' + i, 2);
+                    want[w++] = (char)('a' + i);
+                }
+            }
+            mb_le(&pl, 0, 2);
+            want[w++] = '"';
+            want[w] = '\0';
+            cJSON *o = render(s, pl.p, pl.n, &out);
+            cJSON_Delete(o);
+            const char *text = buf_cstr(&out);
+            const char *at_s = strstr(text, "\"S\":");
+            assert_non_null(at_s);
+            assert_memory_equal(at_s + 4, want, w);
+        }
+    }
+    buf_fini(&out);
+    ev_schema_free(s);
+}
+
 static void test_str_utf8(void **state)
 {
     (void)state;
@@ -804,6 +895,8 @@ int main(void)
         cmocka_unit_test(test_fixtures_events),
         cmocka_unit_test(test_gc_payloads),
         cmocka_unit_test(test_callback_error),
+        cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_string_groups),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_native_allocation_tick),
         cmocka_unit_test(test_native_numbers),

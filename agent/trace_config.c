@@ -12,6 +12,7 @@
 
 #include "ascii.h"
 #include "err.h"
+#include "ev_http.h"
 #include "num.h"
 
 /*
@@ -58,26 +59,6 @@
 /* LoggingEventSource FormattedMessage (0x4) | JsonMessage (0x8). */
 #define KW_LOG_FORMATTED_JSON 0xCull
 
-/* HttpRequestSourceConfiguration.DiagnosticFilterString (dotnet/diagnostics). */
-static const char http_filter_specs[] =
-    "Microsoft.AspNetCore/Microsoft.AspNetCore.Hosting.HttpRequestIn.Start@Activity1Start:-"
-    "Request.Scheme;Request.Host;Request.PathBase;Request.QueryString;Request.Path;Request.Method"
-    ";ActivityStartTime=*Activity.StartTimeUtc.Ticks;ActivityParentId=*Activity.ParentId"
-    ";ActivityId=*Activity.Id;ActivitySpanId=*Activity.SpanId;ActivityTraceId=*Activity.TraceId"
-    ";ActivityParentSpanId=*Activity.ParentSpanId;ActivityIdFormat=*Activity.IdFormat\r\n"
-    "Microsoft.AspNetCore/Microsoft.AspNetCore.Hosting.HttpRequestIn.Stop@Activity1Stop:-"
-    "ActivityId=*Activity.Id;Request.Path;Response.StatusCode"
-    ";ActivityDuration=*Activity.Duration.Ticks\r\n"
-    "HttpHandlerDiagnosticListener/System.Net.Http.HttpRequestOut@Event:-\r\n"
-    "HttpHandlerDiagnosticListener/System.Net.Http.HttpRequestOut.Start@Activity2Start:-"
-    "Request.RequestUri;Request.Method;Request.RequestUri.Host;Request.RequestUri.Port"
-    ";ActivityStartTime=*Activity.StartTimeUtc.Ticks;ActivityId=*Activity.Id"
-    ";ActivitySpanId=*Activity.SpanId;ActivityTraceId=*Activity.TraceId"
-    ";ActivityParentSpanId=*Activity.ParentSpanId;ActivityIdFormat=*Activity.IdFormat"
-    ";ActivityId=*Activity.Id\r\n"
-    "HttpHandlerDiagnosticListener/System.Net.Http.HttpRequestOut.Stop@Activity2Stop:-"
-    ";ActivityDuration=*Activity.Duration.Ticks;ActivityId=*Activity.Id\r\n";
-
 /* dotnet-trace ListProfilesCommandHandler, profile "database". */
 static const char database_filter_specs[] =
     "SqlClientDiagnosticListener/System.Data.SqlClient.WriteCommandBefore@Activity1Start:-"
@@ -122,7 +103,7 @@ static const struct profile_provider cpu_providers[] = {
 /* HttpRequestSourceConfiguration.cs. */
 static const struct profile_provider http_providers[] = {
     {PROV_DIAG_SOURCE, KW_DIAG_MESSAGES_EVENTS, LEVEL_VERBOSE, "FilterAndPayloadSpecs",
-     http_filter_specs},
+     ev_http_filter_specs},
 };
 
 /*

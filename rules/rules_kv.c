@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The flat configuration as IConfiguration sections: keys are ':'-separated and compared
+ * case-insensitively; a section's children are the distinct next segments of the keys below it,
+ * in ConfigurationKeyComparer order (that order is the order of arrays and of the rules).
+ */
+#include "rules.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ascii.h"
+#include "rules_internal.h"
+
+/* key equals prefix[0..plen) (case-insensitive) and then ends or goes on with ':'; returns the
+ * part after the ':' (NULL when key is not below prefix; "" never, a trailing ':' counts). */
+static const char *below(const char *key, const char *prefix, size_t plen)
+{
+    for (size_t i = 0; i < plen; i++) {
+        if (key[i] == '\0' || ascii_lower(key[i]) != ascii_lower(prefix[i])) {
+            return NULL;
+        }
+    }
+    return key[plen] == ':' ? key + plen + 1 : NULL;
+}
+
+const char *rules__get(const struct rules_ctx *c, const char *key)
+{
+    const char *v = NULL;
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->kv[i].key != NULL && ascii_ieq(c->kv[i].key, key)) {
+            v = c->kv[i].value != NULL ? c->kv[i].value : "";
+        }
+    }
+    return v;
+}
+
+bool rules__has_children(const struct rules_ctx *c, const char *key)
+{
+    size_t plen = strlen(key);
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->kv[i].key != NULL && below(c->kv[i].key, key, plen) != NULL) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool rules__present(const struct rules_ctx *c, const char *key)
+{
+    const char *v = rules__get(c, key);
+    return (v != NULL && *v != '\0') || rules__has_children(c, key);
+}
+
+void rules__error(struct rules_ctx *c, const char *key, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (c->nerrors == c->caperrors) {
+        size_t cap = c->caperrors ? c->caperrors * 2 : 16;
+        const char **v = realloc(c->errors, cap * sizeof(*v));
+        if (v == NULL) {
+            c->oom = true;
+            return;
+        }
+        c->errors = v;
+        c->caperrors = cap;
+    }
+    const char *line = rules__arena_printf(c->arena, "%s: %s", key, msg);
+    if (line == NULL) {
+        c->oom = true;
+        return;
+    }
+    c->errors[c->nerrors++] = line;
+}
+
+const char *rules__key(struct rules_ctx *c, const char *prefix, const char *name)
+{
+    const char *k = rules__arena_printf(c->arena, "%s:%s", prefix, name);
+    if (k == NULL) {
+        c->oom = true;
+        return "";
+    }
+    return k;
+}
+
+/* int.TryParse of a whole segment (digits only: what array indexes and numeric names are). */
+static bool segment_number(const char *s, long long *out)
+{
+    if (*s == '\0' || strlen(s) > 18) {
+        return false;
+    }
+    long long v = 0;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9') {
+            return false;
+        }
+        v = v * 10 + (*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* ConfigurationKeyComparer on one segment: numbers first, by value; then OrdinalIgnoreCase. */
+static int key_compare(const void *pa, const void *pb)
+{
+    const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
+    long long x, y;
+    bool xn = segment_number(a, &x), yn = segment_number(b, &y);
+    if (xn && yn) {
+        return (x > y) - (x < y);
+    }
+    if (xn != yn) {
+        return xn ? -1 : 1;
+    }
+    for (;; a++, b++) {
+        /* OrdinalIgnoreCase compares upper-cased characters. */
+        int ca = (unsigned char)*a, cb = (unsigned char)*b;
+        ca = (ca >= 'a' && ca <= 'z') ? ca - 'a' + 'A' : ca;
+        cb = (cb >= 'a' && cb <= 'z') ? cb - 'a' + 'A' : cb;
+        if (ca != cb || ca == 0) {
+            return ca - cb;
+        }
+    }
+}
+
+static bool seen(const char **names, size_t n, const char *s, size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ascii_ieq_n(s, len, names[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+const char **rules__children(struct rules_ctx *c, const char *key, size_t *count)
+{
+    *count = 0;
+    size_t plen = strlen(key), max = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        max += c->kv[i].key != NULL && below(c->kv[i].key, key, plen) != NULL;
+    }
+    if (max == 0) {
+        return NULL;
+    }
+    const char **names = rules__arena_alloc(c->arena, max * sizeof(*names));
+    if (names == NULL) {
+        c->oom = true;
+        return NULL;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const char *rest = c->kv[i].key != NULL ? below(c->kv[i].key, key, plen) : NULL;
+        if (rest == NULL) {
+            continue;
+        }
+        const char *colon = strchr(rest, ':');
+        size_t len = colon != NULL ? (size_t)(colon - rest) : strlen(rest);
+        if (seen(names, n, rest, len)) {
+            continue;
+        }
+        names[n] = rules__arena_strndup(c->arena, rest, len);
+        if (names[n] == NULL) {
+            c->oom = true;
+            return NULL;
+        }
+        n++;
+    }
+    qsort(names, n, sizeof(*names), key_compare);
+    *count = n;
+    return names;
+}
+
+void *rules__child_array(struct rules_ctx *c, const char *key, size_t size, const char ***names,
+                         size_t *n)
+{
+    *names = rules__children(c, key, n);
+    if (*n == 0) {
+        return NULL;
+    }
+    void *v = rules__array(c, *n, size);
+    if (v == NULL) {
+        *n = 0;
+    }
+    return v;
+}
+
+const char **rules__string_list(struct rules_ctx *c, const char *key, size_t *count)
+{
+    size_t nchild;
+    const char **child = rules__children(c, key, &nchild);
+    *count = 0;
+    if (nchild == 0) {
+        const char *v = rules__get(c, key);
+        if (v == NULL || *v == '\0') {
+            return NULL;
+        }
+        const char **one = rules__arena_alloc(c->arena, sizeof(*one));
+        if (one == NULL) {
+            c->oom = true;
+            return NULL;
+        }
+        one[0] = v;
+        *count = 1;
+        return one;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < nchild; i++) {
+        const char *v = rules__get(c, rules__key(c, key, child[i]));
+        if (v != NULL) {
+            child[n++] = v; /* reuse the array: values replace names in place */
+        }
+    }
+    *count = n;
+    return n > 0 ? child : NULL;
+}
+
+const char *rules__section(struct rules_ctx *c, const char *key, const char *kind, bool *missing)
+{
+    *missing = false;
+    if (rules__has_children(c, key)) {
+        return key;
+    }
+    const char *v = rules__get(c, key);
+    if (v == NULL || *v == '\0') {
+        *missing = true;
+        return NULL;
+    }
+    const char *tkey = rules__arena_printf(c->arena, "Templates:%s:%s", kind, v);
+    if (tkey == NULL) {
+        c->oom = true;
+        return NULL;
+    }
+    if (rules__has_children(c, tkey)) {
+        return tkey;
+    }
+    rules__error(c, key, "Could not find a template with the name: %s", v);
+    return NULL;
+}

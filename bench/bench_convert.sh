@@ -1,48 +1,92 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# `dotmon convert --format ndjson` against `dotnet-trace convert` on the same ~100 MB real trace,
+# `dotmon convert --format ndjson` against `dotnet-trace convert` on the same ~100 MB real traces,
 # in one run (issue 16). Nothing is asserted.
 #
-#   The trace: bench_decode.sh's (the test app's DotMon-TestApp events, EVENTS of them, default
-#   460,000 ≈ 100 MB, plus System.Runtime counters and meter), collected by dotmon.
+#   Two traces of the test app, both collected by dotmon:
+#   - events: bench_decode.sh's (its EventSource DotMon-TestApp, EVENTS events, default 460,000
+#     ≈ 100 MB, plus System.Runtime counters and meter): self-describing events, strings;
+#   - gc-verbose: the `gc-verbose` profile while the app allocates (`churn`), GC_SECONDS seconds
+#     (default 7 ≈ 100 MB): native runtime events (allocation ticks, GC events) with stacks, the
+#     trace people most often convert.
 #   Each converter runs ROUNDS times (default 3), alternating; /usr/bin/time gives wall time and
-#   peak RSS; the medians are printed with the ratios. dotnet-trace convert's formats
-#   (speedscope, chromium) both go through TraceEvent's TraceLog; speedscope is measured.
+#   peak RSS; medians are printed with the ratios. dotmon writes its NDJSON to a file and, in a
+#   second measurement, to /dev/null (its NDJSON is 2-6x the input, so a file measures the disk's
+#   write-back as much as the converter). dotnet-trace convert's formats (speedscope, chromium)
+#   both go through TraceEvent's TraceLog; speedscope is measured.
 set -euo pipefail
 : "${DOTMON_BIN:?}" "${DOTMON_TESTAPP_DIR:?}"
 ROUNDS=${ROUNDS:-3}
+GC_SECONDS=${GC_SECONDS:-7}
 DOTNET=${DOTNET_EXE:-$(command -v dotnet)}
 export DOTNET_ROOT=${DOTNET_ROOT:-$(dirname "$(readlink -f "$DOTNET")")}
 export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1
 TOOLS_DIR=${TOOLS_DIR:-$(dirname "$DOTMON_BIN")/tools}
 [ -x "$TOOLS_DIR/dotnet-trace" ] || "$DOTNET" tool install --tool-path "$TOOLS_DIR" dotnet-trace >/dev/null
 WORK=$(mktemp -d /tmp/dmbcXXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-here=$(cd "$(dirname "$0")" && pwd)
-EVENTS=${EVENTS:-460000} TRACE_OUT="$WORK/t.nettrace" DOTMON_TRACECHECK=unused BENCH_DECODE=unused \
-    bash "$here/bench_decode.sh" >/dev/null
-SIZE=$(stat -c %s "$WORK/t.nettrace")
-echo "== $((SIZE / 1000000)) MB trace, $ROUNDS rounds"
-run() { # name, command...: prints "wall_s rss_kib"
-    local name=$1; shift
-    /usr/bin/time -f "%e %M" -o "$WORK/time" "$@" >/dev/null 2>"$WORK/err" || { cat "$WORK/err" >&2; return 1; }
-    echo "$name $(cat "$WORK/time")" >>"$WORK/results"
+APP_PID="" DM_PID=""
+cleanup() {
+    [ -n "$DM_PID" ] && kill "$DM_PID" 2>/dev/null || true
+    exec 3>&- 2>/dev/null || true
+    [ -n "$APP_PID" ] && kill "$APP_PID" 2>/dev/null || true
+    rm -rf "$WORK"
 }
-for r in $(seq "$ROUNDS"); do
-    run dotmon "$DOTMON_BIN" convert "$WORK/t.nettrace" --format ndjson -o "$WORK/out.ndjson"
-    lines=$(wc -l <"$WORK/out.ndjson")
-    rm -f "$WORK/out.ndjson"
-    run dotnet-trace "$TOOLS_DIR/dotnet-trace" convert "$WORK/t.nettrace" --format speedscope -o "$WORK/out.speedscope.json"
-    rm -f "$WORK"/out.speedscope*
+trap cleanup EXIT
+chmod 700 "$WORK"
+here=$(cd "$(dirname "$0")" && pwd)
+
+# 1. the events trace
+EVENTS=${EVENTS:-460000} TRACE_OUT="$WORK/events.nettrace" DOTMON_TRACECHECK=unused \
+    BENCH_DECODE=unused bash "$here/bench_decode.sh" >/dev/null
+
+# 2. the gc-verbose trace
+mkdir "$WORK/rt" && chmod 700 "$WORK/rt" && mkfifo "$WORK/in"
+TMPDIR=$WORK/rt "$DOTMON_TESTAPP_DIR/TestApp" --no-stdin-exit <"$WORK/in" >"$WORK/app.out" 2>&1 &
+APP_PID=$!
+exec 3>"$WORK/in"
+PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+TMPDIR=$WORK/rt "$DOTMON_BIN" collect --no-auth --urls "http://127.0.0.1:$PORT" --metrics false 2>"$WORK/dm.log" &
+DM_PID=$!
+until curl -sf "http://127.0.0.1:$PORT/processes" | grep -q "\"pid\":$APP_PID"; do sleep 0.1; done
+echo "churn 1000000" >&3
+sleep 1
+curl -sf "http://127.0.0.1:$PORT/trace?pid=$APP_PID&profile=gc-verbose&durationSeconds=$GC_SECONDS" \
+    -o "$WORK/gc-verbose.nettrace"
+kill "$DM_PID" "$APP_PID" 2>/dev/null || true
+wait "$DM_PID" "$APP_PID" 2>/dev/null || true
+DM_PID="" APP_PID=""
+
+run() { # trace, name, command...: appends "trace name wall_s rss_kib"
+    local trace=$1 name=$2; shift 2
+    /usr/bin/time -f "%e %M" -o "$WORK/time" "$@" >/dev/null 2>"$WORK/err" || { cat "$WORK/err" >&2; return 1; }
+    echo "$trace $name $(cat "$WORK/time")" >>"$WORK/results"
+}
+for t in events gc-verbose; do
+    f="$WORK/$t.nettrace"
+    echo "$t $(stat -c %s "$f")" >>"$WORK/sizes"
+    for r in $(seq "$ROUNDS"); do
+        run "$t" dotmon-file "$DOTMON_BIN" convert "$f" --format ndjson -o "$WORK/out.ndjson"
+        echo "$t $(wc -l <"$WORK/out.ndjson") $(stat -c %s "$WORK/out.ndjson")" >"$WORK/lines.$t"
+        rm -f "$WORK/out.ndjson"
+        run "$t" dotmon-null "$DOTMON_BIN" convert "$f" --format ndjson -o /dev/null
+        run "$t" dotnet-trace "$TOOLS_DIR/dotnet-trace" convert "$f" --format speedscope -o "$WORK/out.speedscope.json"
+        rm -f "$WORK"/out.speedscope*
+    done
 done
-python3 - "$WORK/results" "$SIZE" "$lines" <<'PY'
+python3 - "$WORK" <<'PY'
 import statistics, sys
-rows = [l.split() for l in open(sys.argv[1])]
-size, lines = int(sys.argv[2]), int(sys.argv[3])
-med = {n: (statistics.median(float(r[1]) for r in rows if r[0] == n),
-           statistics.median(int(r[2]) for r in rows if r[0] == n)) for n in ("dotmon", "dotnet-trace")}
-for n, (w, m) in med.items():
-    print(f"{n:13s} wall {w:6.2f} s ({size / 1e6 / w:7.1f} MB/s), peak RSS {m} KiB")
-print(f"dotmon convert: {lines} NDJSON lines; ratios dotmon/dotnet-trace: wall {med['dotmon'][0] / med['dotnet-trace'][0]:.3f}x, "
-      f"RSS {med['dotmon'][1] / med['dotnet-trace'][1]:.3f}x")
+w = sys.argv[1]
+rows = [l.split() for l in open(f"{w}/results")]
+sizes = dict((a, int(b)) for a, b in (l.split() for l in open(f"{w}/sizes")))
+for t, size in sizes.items():
+    _, lines, out = open(f"{w}/lines.{t}").read().split()
+    print(f"== {t}: {size / 1e6:.1f} MB trace, {lines} NDJSON lines, {int(out) / 1e6:.1f} MB of NDJSON")
+    med = {}
+    for n in ("dotmon-file", "dotmon-null", "dotnet-trace"):
+        sel = [r for r in rows if r[0] == t and r[1] == n]
+        med[n] = (statistics.median(float(r[2]) for r in sel), statistics.median(int(r[3]) for r in sel))
+        print(f"  {n:13s} wall {med[n][0]:6.2f} s ({size / 1e6 / max(med[n][0], 1e-3):7.1f} MB/s in), peak RSS {med[n][1]} KiB")
+    dt = med["dotnet-trace"]
+    for n in ("dotmon-file", "dotmon-null"):
+        print(f"  {n} vs dotnet-trace: {dt[0] / max(med[n][0], 1e-3):.1f}x faster, RSS {med[n][1] / dt[1]:.3f}x")
 PY

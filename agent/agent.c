@@ -24,6 +24,7 @@
 #include "ipc_listen.h"
 #include "log.h"
 #include "metrics.h"
+#include "rules_run.h"
 #include "num.h"
 #include "shdir.h"
 
@@ -499,6 +500,13 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     a->metrics_interval_s = (uint32_t)interval;
+    rc = rules_run_new(a, &a->rules);
+    if (rc != 0) {
+        if (rc == AGENT_E_INVAL) {
+            log_error(cat, "the collection rules have configuration errors (above)");
+        }
+        return rc;
+    }
     rc = apikey_setup(a);
     return rc ? rc : agent_tls_init(a);
 }
@@ -563,6 +571,7 @@ static void on_process_change(void *ud, const struct ipc_process *p, bool added)
 {
     struct agent *a = ud;
     metrics_on_process(a->metrics, p, added);
+    rules_run_on_process(a->rules, p, added);
     if (added) {
         struct agent_newcomer *grown =
             realloc(a->newcomers, (a->nnewcomers + 1) * sizeof(*a->newcomers));
@@ -848,6 +857,7 @@ void agent_stop(struct agent *a)
     api_dump_shutdown(a);
     metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
     a->metrics = NULL;
+    rules_run_close(a->rules); /* freed by agent_fini: closing instances point at the rules */
     apikey_watch_stop(a);
     if (a->http != NULL) {
         http_server_close(a->http, SHUTDOWN_GRACE_MS, on_part_closed, a);
@@ -885,6 +895,8 @@ void agent_fini(struct agent *a)
     free(a->dump_target_dir);
     a->dump_target_dir = NULL;
     op_registry_fini(&a->ops);
+    rules_run_free(a->rules);
+    a->rules = NULL;
     agent_tls_fini(a);
     while (a->nnewcomers > 0) {
         newcomer_remove(a, a->nnewcomers - 1);

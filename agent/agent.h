@@ -89,6 +89,7 @@ struct agent {
     uint64_t requests_total;
     bool metrics_enabled;    /* Metrics:Enabled / --metrics (for /info) */
     struct metrics *metrics; /* continuous metrics sessions (metrics.c); NULL when disabled */
+    struct rules_run *rules; /* collection rules (rules_run.c); NULL when none is configured */
 
     /* Processes not yet announced at Info: short-lived ones (the SDK's own build processes)
      * are logged at Debug only (agent.c on_process_change). */

@@ -54,6 +54,8 @@ static const struct api_route routes[] = {
     {"/operations/", "GET", NULL, api_operation_get, false, false, false, NULL},
     {"/operations/", "GET", NULL, api_operation_details, false, false, false, "/details"},
     {"/operations/", "DELETE", NULL, api_operation_delete, false, false, false, NULL},
+    {"/collectionrules", "GET", api_collectionrules, NULL, false, false, false, NULL},
+    {"/collectionrules/", "GET", NULL, api_collectionrule, false, false, false, NULL},
     {"/metrics", "GET", api_metrics, NULL, true, true, false, NULL},
     {"/healthz", "GET", api_healthz, NULL, true, false, false, NULL},
     {"/readyz", "GET", api_readyz, NULL, true, false, false, NULL},

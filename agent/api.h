@@ -77,6 +77,9 @@ void api_operation_details(struct agent *a, struct http_request *req, const char
 void api_operation_delete(struct agent *a, struct http_request *req, const char *id);
 
 void api_dump_get(struct agent *a, struct http_request *req);
+/* GET /collectionrules?pid=|uid=|name= and /collectionrules/{name} (api_rules.c). */
+void api_collectionrules(struct agent *a, struct http_request *req);
+void api_collectionrule(struct agent *a, struct http_request *req, const char *name);
 
 /* Gracefully stops every running trace (shutdown). */
 void api_trace_shutdown(struct agent *a);

@@ -511,6 +511,13 @@ static const char *const known_keys[] = {
     "DiagnosticPort:TrustedUids:*",
 };
 
+/* Sections read whole (every key under them is dotmon's): collection rules (rules_run.c). */
+static const char *const known_prefixes[] = {
+    "CollectionRules",
+    "CollectionRuleDefaults",
+    "Templates",
+};
+
 /*
  * dotnet-monitor settings (whole sections or keys, with everything under them) that dotmon does not
  * implement (yet): accepted and ignored, so existing manifests keep working. Anything else that is
@@ -518,9 +525,6 @@ static const char *const known_keys[] = {
  */
 static const char *const foreign_prefixes[] = {
     "Egress",
-    "CollectionRules",
-    "CollectionRuleDefaults",
-    "Templates",
     "InProcessFeatures",
     "CorsConfiguration",
     "AzureAd",
@@ -558,6 +562,11 @@ enum config_key_kind config_key_kind(const char *key)
 {
     for (size_t i = 0; i < sizeof(known_keys) / sizeof(known_keys[0]); i++) {
         if (key_matches(key, known_keys[i])) {
+            return CONFIG_KEY_KNOWN;
+        }
+    }
+    for (size_t i = 0; i < sizeof(known_prefixes) / sizeof(known_prefixes[0]); i++) {
+        if (config_key_under(key, known_prefixes[i])) {
             return CONFIG_KEY_KNOWN;
         }
     }

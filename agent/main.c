@@ -17,6 +17,8 @@
 #include "convert.h"
 #include "err.h"
 #include "log.h"
+#include "rules.h"
+#include "rules_run.h"
 #include "settings.h"
 
 extern char **environ;
@@ -126,6 +128,13 @@ static int run_config_show(const struct cli_options *opts, const struct config *
         printf("\n");
     }
     printf("}\n");
+    struct rules_config *rules = NULL;
+    if (rules_run_config(cfg, &rules) == 0) {
+        for (size_t i = 0; i < rules->nerrors; i++) {
+            fprintf(stderr, "dotmon: collection rules: %s\n", rules->errors[i]);
+        }
+        rules_config_free(rules);
+    }
     for (size_t i = 0; i < cfg->n; i++) {
         enum config_key_kind k = config_key_kind(cfg->v[i].key);
         if (k != CONFIG_KEY_KNOWN) {

@@ -549,7 +549,8 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
     if (rc == 0) {
         struct ev_stream_options so = {.session_id = s->session_id,
                                        .client_id = s->client_id[0] ? s->client_id : NULL,
-                                       .refresh_interval_s = f->interval_s};
+                                       .refresh_interval_s = f->interval_s,
+                                       .counter_interval_s = f->counter_filter_s};
         rc = ev_stream_new(&s->stream, &so, ms_on_sample, ms_on_error, s);
     }
     if (rc == 0) {

@@ -41,6 +41,9 @@ struct metrics_filters {
     size_t n;
     bool runtime_meter;  /* the System.Runtime meter, all instruments (default providers) */
     uint32_t interval_s; /* GlobalCounter:IntervalSeconds: meters' RefreshInterval */
+    /* > 0: EventCounters of another interval are dropped (ev_stream_options.counter_interval_s,
+     * as dotnet-monitor's CounterFilter does for the triggers of collection rules). */
+    double counter_filter_s;
 };
 
 /*

@@ -123,6 +123,18 @@ int ipc_cmd_resume_runtime(struct ipc_wr *w)
     return ipc_cmd_empty(w, IPC_SET_PROCESS, IPC_PROCESS_RESUME_RUNTIME);
 }
 
+int ipc_cmd_set_env(struct ipc_wr *w, const char *name, const char *value)
+{
+    if (name == NULL || *name == '\0' || value == NULL) {
+        return AGENT_E_INVAL;
+    }
+    size_t start;
+    int rc = ipc_wr_message_begin(w, IPC_SET_PROCESS, IPC_PROCESS_SET_ENV, &start);
+    rc = rc ? rc : ipc_wr_string(w, name);
+    rc = rc ? rc : ipc_wr_string(w, value);
+    return rc ? rc : ipc_wr_message_end(w, start);
+}
+
 int ipc_cmd_stop_tracing(struct ipc_wr *w, uint64_t session_id)
 {
     size_t start;

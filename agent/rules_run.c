@@ -1,0 +1,918 @@
+/* SPDX-License-Identifier: MIT */
+/* Collection rules run in the agent: processes, sessions, timers and actions; see rules_run.h. */
+#include "rules_run.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <uv.h>
+
+#include "agent.h"
+#include "buf.h"
+#include "egress/egress.h"
+#include "err.h"
+#include "ipc_client.h"
+#include "ipc_cmd.h"
+#include "ipc_codec.h"
+#include "log.h"
+#include "metrics_session.h"
+#include "rules.h"
+
+static const char cat[] = "dotmon.rules";
+
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 60000
+#define ENV_MAX_REPLY  ((size_t)4 * 1024 * 1024)
+#define MAX_ARGS       256
+
+struct rinst;
+
+/* An action in flight: owns itself; ri is NULL once its instance has gone (detached). */
+struct raction {
+    struct raction *next;
+    struct rinst *ri;
+    size_t index;
+    enum rules_action_type type;
+    uv_process_t proc; /* Execute */
+    bool spawned;
+    bool spawn_failed;
+    struct ipc_env *env;     /* GetEnvironmentVariable */
+    struct ipc_exchange *xc; /* SetEnvironmentVariable */
+    char *env_name;
+    char *value; /* the variable's value, once found */
+};
+
+/* One rule applied to one process. */
+struct rinst {
+    struct rinst *next;
+    struct rproc *p; /* NULL once removed (its handles closing) */
+    struct rules_inst *inst;
+    struct metrics_filters f;
+    double interval_s;
+    struct msession *sess;
+    bool stopping;        /* msession_stop asked */
+    uv_timer_t deadline;  /* rules_inst_deadline */
+    uv_timer_t kick;      /* deferred session start/stop, and restart backoff */
+    uint64_t backoff_ms;
+    struct raction *actions;
+    enum rules_state said; /* the state last logged */
+    int open;              /* handles not yet closed */
+};
+
+struct rproc {
+    struct rproc *next;
+    struct rules_run *r;
+    uint64_t pid;
+    char uid[37];
+    int major;
+    struct ipc_endpoint ep;
+    struct rinst *insts; /* in rule order */
+};
+
+struct rules_run {
+    struct agent *a;
+    struct rules_config *cfg;
+    char hostname[256];
+    struct rproc *procs;
+    size_t closing; /* rinsts whose handles are closing */
+    bool closed;
+};
+
+static void ri_sync(struct rinst *ri);
+static void ri_pump(struct rinst *ri);
+
+static int64_t now_ms(const struct rules_run *r)
+{
+    return (int64_t)uv_now(r->a->loop);
+}
+
+static const char *rule_name(const struct rinst *ri)
+{
+    return rules_inst_rule(ri->inst)->name;
+}
+
+/* ---- configuration ------------------------------------------------------------------------- */
+
+/* The egress provider names: those the egress module accepts, else (its configuration has errors,
+ * reported by whoever composes egress) every name declared under Egress:<type>:<name>. */
+static int egress_names(const struct config *cfg, char ***names, size_t *n)
+{
+    struct egress_kv *kv = calloc(cfg->n + 1, sizeof(*kv));
+    char **v = calloc(cfg->n + 1, sizeof(*v));
+    size_t k = 0, nkv = 0;
+    int rc = (kv == NULL || v == NULL) ? UV_ENOMEM : 0;
+    for (size_t i = 0; rc == 0 && i < cfg->n; i++) {
+        if (config_key_under(cfg->v[i].key, "Egress")) {
+            kv[nkv++] = (struct egress_kv){.key = cfg->v[i].key, .value = cfg->v[i].value};
+        }
+    }
+    struct egress_set *set = NULL;
+    struct buf errors;
+    buf_init(&errors, 0);
+    if (rc == 0 && nkv > 0 && egress_set_parse(kv, nkv, &set, &errors) == UV_ENOMEM) {
+        rc = UV_ENOMEM;
+    }
+    buf_fini(&errors);
+    for (size_t i = 0; rc == 0 && i < nkv; i++) {
+        /* Egress:<type>:<name>:… */
+        const char *t = kv[i].key + strlen("Egress:");
+        const char *nm = strchr(t, ':');
+        if (nm == NULL || strncasecmp(t, "Properties:", 11) == 0) {
+            continue;
+        }
+        nm++;
+        size_t len = strcspn(nm, ":");
+        char *name = strndup(nm, len);
+        if (name == NULL) {
+            rc = UV_ENOMEM;
+            break;
+        }
+        bool dup = false;
+        for (size_t j = 0; j < k && !dup; j++) {
+            dup = strcasecmp(v[j], name) == 0;
+        }
+        if (dup || len == 0 || (set != NULL && egress_find(set, name) == NULL)) {
+            free(name);
+            continue;
+        }
+        v[k++] = name;
+    }
+    egress_set_free(set);
+    free(kv);
+    if (rc != 0) {
+        for (size_t j = 0; v != NULL && j < k; j++) {
+            free(v[j]);
+        }
+        free(v);
+        return rc;
+    }
+    *names = v;
+    *n = k;
+    return 0;
+}
+
+int rules_run_config(const struct config *cfg, struct rules_config **out)
+{
+    *out = NULL;
+    char **names = NULL;
+    size_t nnames = 0;
+    int rc = egress_names(cfg, &names, &nnames);
+    if (rc != 0) {
+        return rc;
+    }
+    struct rules_kv *kv = calloc(cfg->n + 1, sizeof(*kv));
+    size_t n = 0;
+    if (kv == NULL) {
+        rc = UV_ENOMEM;
+    }
+    for (size_t i = 0; kv != NULL && i < cfg->n; i++) {
+        const char *k = cfg->v[i].key;
+        if (config_key_under(k, "CollectionRules") || config_key_under(k, "Templates") ||
+            config_key_under(k, "CollectionRuleDefaults")) {
+            kv[n++] = (struct rules_kv){.key = k, .value = cfg->v[i].value};
+        }
+    }
+    if (rc == 0) {
+        rc = rules_config_load(kv, n, (const char *const *)names, nnames, out);
+    }
+    free(kv);
+    for (size_t j = 0; j < nnames; j++) {
+        free(names[j]);
+    }
+    free(names);
+    return rc;
+}
+
+int rules_run_new(struct agent *a, struct rules_run **out)
+{
+    *out = NULL;
+    struct rules_config *cfg = NULL;
+    int rc = rules_run_config(a->cfg, &cfg);
+    if (rc != 0) {
+        return rc;
+    }
+    for (size_t i = 0; i < cfg->nerrors; i++) {
+        log_error(cat, "%s", cfg->errors[i]);
+    }
+    if (cfg->nerrors > 0 || cfg->nrules == 0) {
+        rc = cfg->nerrors > 0 ? AGENT_E_INVAL : 0;
+        rules_config_free(cfg);
+        return rc;
+    }
+    struct rules_run *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        rules_config_free(cfg);
+        return UV_ENOMEM;
+    }
+    r->a = a;
+    r->cfg = cfg;
+    size_t hl = sizeof(r->hostname);
+    if (uv_os_gethostname(r->hostname, &hl) != 0) {
+        r->hostname[0] = '\0';
+    }
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        log_info(cat, "collection rule %s: trigger %s, %zu action(s)", cfg->rules[i].name,
+                 cfg->rules[i].trigger.type_name, cfg->rules[i].nactions);
+    }
+    *out = r;
+    return 0;
+}
+
+/* ---- actions ------------------------------------------------------------------------------- */
+
+static void action_free(struct raction *ac)
+{
+    free(ac->env_name);
+    free(ac->value);
+    free(ac);
+}
+
+static void action_unlink(struct raction *ac)
+{
+    if (ac->ri == NULL) {
+        return;
+    }
+    for (struct raction **pp = &ac->ri->actions; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == ac) {
+            *pp = ac->next;
+            break;
+        }
+    }
+    ac->ri = NULL;
+}
+
+/* Reports the action done to its instance (if it still has one) and moves the rule on. */
+static void action_report(struct raction *ac, bool ok, const struct rules_kv *out, size_t n,
+                          const char *why)
+{
+    struct rinst *ri = ac->ri;
+    action_unlink(ac);
+    if (ri == NULL) {
+        return;
+    }
+    const struct rules_action *act = &rules_inst_rule(ri->inst)->actions[ac->index];
+    if (ok) {
+        log_info(cat, "collection rule %s of process %" PRIu64 ": action %s completed", rule_name(ri),
+                 ri->p->pid, act->type_name);
+    } else {
+        log_warn(cat, "collection rule %s of process %" PRIu64 ": action %s failed: %s",
+                 rule_name(ri), ri->p->pid, act->type_name, why != NULL ? why : "cancelled");
+    }
+    int rc = rules_inst_action_done(ri->inst, ac->index, ok, out, n, now_ms(ri->p->r));
+    if (rc != 0 && rc != AGENT_E_INVAL) {
+        log_warn(cat, "collection rule %s: %s", rule_name(ri), agent_strerror(rc));
+    }
+    ri_pump(ri);
+}
+
+static void exec_on_closed(uv_handle_t *h)
+{
+    action_free(h->data);
+}
+
+static void exec_on_exit(uv_process_t *proc, int64_t status, int term_signal)
+{
+    struct raction *ac = proc->data;
+    char code[32], why[96];
+    int exit_code = term_signal != 0 ? 128 + term_signal : (int)status;
+    snprintf(code, sizeof(code), "%d", exit_code);
+    struct rules_kv out = {.key = "ExitCode", .value = code};
+    bool ignore =
+        ac->ri != NULL && rules_inst_rule(ac->ri->inst)->actions[ac->index].ignore_exit_code;
+    snprintf(why, sizeof(why), "the process exited with exit code %d", exit_code);
+    action_report(ac, exit_code == 0 || ignore, &out, 1, why);
+    uv_close((uv_handle_t *)proc, exec_on_closed);
+}
+
+/*
+ * ProcessStartInfo.Arguments split as .NET does on Unix (ParseArgumentsIntoList): blanks separate,
+ * double quotes group ("" inside quotes is a quote), 2n backslashes before a quote are n
+ * backslashes, 2n+1 are n and a literal quote; other backslashes are literal. The arguments are
+ * written NUL-terminated into out (as long as s plus one per argument), pointers into argv.
+ */
+static size_t split_arguments(const char *s, char *out, char **argv, size_t max)
+{
+    size_t n = 0;
+    while (*s != '\0' && n < max) {
+        while (*s == ' ' || *s == '\t') {
+            s++;
+        }
+        if (*s == '\0') {
+            break;
+        }
+        argv[n++] = out;
+        bool quoted = false;
+        while (*s != '\0') {
+            size_t bs = 0;
+            while (*s == '\\') {
+                s++;
+                bs++;
+            }
+            if (bs > 0) {
+                size_t lit = *s == '"' ? bs / 2 : bs;
+                memset(out, '\\', lit);
+                out += lit;
+                if (*s == '"' && bs % 2 != 0) {
+                    *out++ = '"';
+                    s++;
+                }
+                continue;
+            }
+            if (*s == '"') {
+                if (quoted && s[1] == '"') {
+                    *out++ = '"';
+                    s++;
+                } else {
+                    quoted = !quoted;
+                }
+                s++;
+                continue;
+            }
+            if ((*s == ' ' || *s == '\t') && !quoted) {
+                break;
+            }
+            *out++ = *s++;
+        }
+        *out++ = '\0';
+    }
+    return n;
+}
+
+static int execute_start(struct raction *ac, const struct rules_step *st, struct buf *why)
+{
+    struct stat sb;
+    if (st->path == NULL || stat(st->path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        buf_printf(why, "Could not find file '%s'.", st->path != NULL ? st->path : "");
+        return AGENT_E_NOTFOUND;
+    }
+    const char *args = st->arguments != NULL ? st->arguments : "";
+    size_t len = strlen(args);
+    size_t plen = strlen(st->path);
+    char *space = malloc(plen + 2 * len + 3);
+    char **argv = calloc(MAX_ARGS + 2, sizeof(*argv));
+    int rc = (space == NULL || argv == NULL) ? UV_ENOMEM : 0;
+    if (rc == 0) {
+        memcpy(space, st->path, plen + 1);
+        argv[0] = space;
+        size_t n = split_arguments(args, space + plen + 1, argv + 1, MAX_ARGS);
+        argv[n + 1] = NULL;
+        uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
+                                         {.flags = UV_INHERIT_FD, .data.fd = 1},
+                                         {.flags = UV_INHERIT_FD, .data.fd = 2}};
+        uv_process_options_t o = {.exit_cb = exec_on_exit,
+                                  .file = st->path,
+                                  .args = argv,
+                                  .stdio_count = 3,
+                                  .stdio = stdio};
+        ac->proc.data = ac;
+        rc = uv_spawn(ac->ri->p->r->a->loop, &ac->proc, &o);
+        if (rc == 0) {
+            ac->spawned = true;
+        } else {
+            buf_printf(why, "cannot start %s: %s", st->path, uv_strerror(rc));
+            ac->spawn_failed = true; /* libuv initialised the handle: it must be closed */
+        }
+    }
+    free(space);
+    free(argv);
+    return rc;
+}
+
+static int env_on_var(void *ud, const char *name, size_t name_len, const char *value,
+                      size_t value_len)
+{
+    struct raction *ac = ud;
+    if (ac->value == NULL && strlen(ac->env_name) == name_len &&
+        memcmp(name, ac->env_name, name_len) == 0) {
+        ac->value = strndup(value, value_len);
+        return ac->value != NULL ? 0 : UV_ENOMEM;
+    }
+    return 0;
+}
+
+static void env_on_done(void *ud, const struct ipc_env_result *res)
+{
+    struct raction *ac = ud;
+    ac->env = NULL;
+    char why[256];
+    if (res->status != 0 || !res->ok || res->block_status != 0) {
+        snprintf(why, sizeof(why), "ProcessEnvironment failed: %s",
+                 res->status != 0  ? agent_strerror(res->status)
+                 : !res->ok        ? ipc_hresult_text(res->hresult)
+                                   : agent_strerror(res->block_status));
+        action_report(ac, false, NULL, 0, why);
+    } else if (ac->value == NULL) {
+        snprintf(why, sizeof(why), "the environment variable %s was not found", ac->env_name);
+        action_report(ac, false, NULL, 0, why);
+    } else {
+        struct rules_kv out = {.key = "Value", .value = ac->value};
+        action_report(ac, true, &out, 1, NULL);
+    }
+    action_free(ac);
+}
+
+static void setenv_on_done(void *ud, const struct ipc_result *res)
+{
+    struct raction *ac = ud;
+    ac->xc = NULL;
+    char why[256];
+    if (res->status != 0 || !res->ok) {
+        snprintf(why, sizeof(why), "SetEnvironmentVariable failed: %s",
+                 res->status != 0 ? agent_strerror(res->status) : ipc_hresult_text(res->hresult));
+        action_report(ac, false, NULL, 0, why);
+    } else {
+        action_report(ac, true, NULL, 0, NULL);
+    }
+    action_free(ac);
+}
+
+static int env_start(struct raction *ac, const struct rules_step *st, struct buf *why)
+{
+    struct rules_run *r = ac->ri->p->r;
+    if (st->env_name == NULL || *st->env_name == '\0') {
+        buf_printf(why, "no Name");
+        return AGENT_E_INVAL;
+    }
+    ac->env_name = strdup(st->env_name);
+    if (ac->env_name == NULL) {
+        return UV_ENOMEM;
+    }
+    int rc;
+    if (ac->type == RULES_ACTION_GET_ENVIRONMENT_VARIABLE) {
+        rc = ipc_env_request(r->a->loop, &ac->ri->p->ep, r->a->ipc_timeout_ms, ENV_MAX_REPLY,
+                             env_on_var, env_on_done, ac, &ac->env);
+    } else {
+        uint8_t msg[IPC_MESSAGE_MAX];
+        struct ipc_wr w;
+        ipc_wr_init(&w, msg, sizeof(msg));
+        rc = ipc_cmd_set_env(&w, st->env_name, st->env_value != NULL ? st->env_value : "");
+        rc = rc ? rc
+                : ipc_exchange_start(r->a->loop, &ac->ri->p->ep, msg, w.len, IPC_EXCHANGE_SIMPLE,
+                                     r->a->ipc_timeout_ms, 0, setenv_on_done, ac, &ac->xc);
+    }
+    if (rc != 0) {
+        buf_printf(why, "cannot reach the process: %s", agent_strerror(rc));
+    }
+    return rc;
+}
+
+/* Starts the action of step st; a failure to start is reported as the action's failure. */
+static void action_start(struct rinst *ri, const struct rules_step *st)
+{
+    struct raction *ac = calloc(1, sizeof(*ac));
+    if (ac == NULL) {
+        rules_inst_action_done(ri->inst, st->index, false, NULL, 0, now_ms(ri->p->r));
+        return;
+    }
+    ac->ri = ri;
+    ac->index = st->index;
+    ac->type = st->action->type;
+    ac->next = ri->actions;
+    ri->actions = ac;
+    log_info(cat, "collection rule %s of process %" PRIu64 ": action %s starts", rule_name(ri),
+             ri->p->pid, st->action->type_name);
+    struct buf why;
+    buf_init(&why, 512);
+    int rc;
+    switch (ac->type) {
+    case RULES_ACTION_EXECUTE:
+        rc = execute_start(ac, st, &why);
+        break;
+    case RULES_ACTION_GET_ENVIRONMENT_VARIABLE:
+    case RULES_ACTION_SET_ENVIRONMENT_VARIABLE:
+        rc = env_start(ac, st, &why);
+        break;
+    default:
+        buf_printf(&why, "%s is not wired into dotmon's collection rules yet (egress)",
+                   st->action->type_name);
+        rc = AGENT_E_INVAL;
+        break;
+    }
+    if (rc != 0) {
+        if (buf_size(&why) == 0) {
+            buf_printf(&why, "%s", agent_strerror(rc));
+        }
+        action_report(ac, false, NULL, 0, buf_cstr(&why));
+        if (ac->spawn_failed) {
+            uv_close((uv_handle_t *)&ac->proc, exec_on_closed); /* initialised all the same */
+        } else {
+            action_free(ac);
+        }
+    }
+    buf_fini(&why);
+}
+
+/* Detaches a running action from its instance: no report; it frees itself. */
+static void action_detach(struct raction *ac, bool kill)
+{
+    action_unlink(ac);
+    if (ac->spawned) {
+        if (kill) {
+            uv_process_kill(&ac->proc, SIGTERM);
+        }
+        uv_close((uv_handle_t *)&ac->proc, exec_on_closed);
+    } else if (ac->env != NULL) {
+        ipc_env_cancel(ac->env);
+        action_free(ac);
+    } else if (ac->xc != NULL) {
+        ipc_exchange_cancel(ac->xc);
+        action_free(ac);
+    } else {
+        action_free(ac);
+    }
+}
+
+/* ---- instances ----------------------------------------------------------------------------- */
+
+static void ri_log_state(struct rinst *ri)
+{
+    enum rules_state s = rules_inst_state(ri->inst);
+    if (s == ri->said) {
+        return;
+    }
+    ri->said = s;
+    const char *why = rules_inst_state_reason(ri->inst);
+    log_info(cat, "collection rule %s of process %" PRIu64 ": %s%s%s", rule_name(ri), ri->p->pid,
+             rules_state_name(s), why != NULL && *why != '\0' ? ": " : "", why != NULL ? why : "");
+}
+
+static void ri_pump(struct rinst *ri)
+{
+    struct rules_step st;
+    int rc;
+    while ((rc = rules_inst_next_step(ri->inst, &st)) == 1) {
+        if (st.kind == RULES_STEP_CANCEL) {
+            for (struct raction *ac = ri->actions; ac != NULL; ac = ac->next) {
+                if (ac->index == st.index) {
+                    action_detach(ac, true);
+                    break;
+                }
+            }
+            rules_inst_action_done(ri->inst, st.index, false, NULL, 0, now_ms(ri->p->r));
+            continue;
+        }
+        action_start(ri, &st);
+    }
+    if (rc < 0) {
+        log_warn(cat, "collection rule %s: %s", rule_name(ri), agent_strerror(rc));
+    }
+    ri_log_state(ri);
+    ri_sync(ri);
+}
+
+static bool has_session(const struct rinst *ri)
+{
+    enum rules_trigger_type t = rules_inst_rule(ri->inst)->trigger.type;
+    return t != RULES_TRIGGER_STARTUP && t != RULES_TRIGGER_ASPNET_REQUEST_COUNT &&
+           t != RULES_TRIGGER_ASPNET_REQUEST_DURATION && t != RULES_TRIGGER_ASPNET_RESPONSE_STATUS;
+}
+
+static void ri_on_sample(void *ud, const struct ev_metric_sample *s)
+{
+    struct rinst *ri = ud;
+    int rc = rules_inst_on_metric(ri->inst, s, now_ms(ri->p->r));
+    if (rc == 1) {
+        log_info(cat, "collection rule %s of process %" PRIu64 ": trigger %s fired (%s %s = %g)",
+                 rule_name(ri), ri->p->pid, rules_inst_rule(ri->inst)->trigger.type_name,
+                 s->provider, s->name, s->value);
+        ri_pump(ri);
+    } else if (rc < 0) {
+        log_warn(cat, "collection rule %s: %s", rule_name(ri), agent_strerror(rc));
+    }
+}
+
+static void ri_on_started(void *ud)
+{
+    struct rinst *ri = ud;
+    ri->backoff_ms = 0;
+    log_debug(cat, "collection rule %s of process %" PRIu64 ": trigger session started",
+              rule_name(ri), ri->p->pid);
+}
+
+static void ri_on_warning(void *ud, const char *kind, const char *message)
+{
+    struct rinst *ri = ud;
+    log_warn(cat, "collection rule %s of process %" PRIu64 ": %s: %s", rule_name(ri), ri->p->pid,
+             kind, message);
+}
+
+static void ri_on_kick(uv_timer_t *t);
+
+static void ri_on_end(void *ud, int status, const char *reason)
+{
+    struct rinst *ri = ud;
+    ri->sess = NULL;
+    if (ri->stopping) {
+        ri->stopping = false;
+        ri_sync(ri);
+        return;
+    }
+    ri->backoff_ms = ri->backoff_ms == 0 ? BACKOFF_MIN_MS : ri->backoff_ms * 2;
+    if (status == AGENT_E_PROTO || ri->backoff_ms > BACKOFF_MAX_MS) {
+        ri->backoff_ms = BACKOFF_MAX_MS;
+    }
+    log_info(cat, "collection rule %s of process %" PRIu64 ": trigger session: %s; next try in %" PRIu64
+             " ms", rule_name(ri), ri->p->pid, reason, ri->backoff_ms);
+    uv_timer_stop(&ri->kick);
+    uv_timer_start(&ri->kick, ri_on_kick, ri->backoff_ms, 0);
+}
+
+static const struct msession_callbacks ri_callbacks = {.on_started = ri_on_started,
+                                                       .on_sample = ri_on_sample,
+                                                       .on_warning = ri_on_warning,
+                                                       .on_end = ri_on_end};
+
+static void ri_on_kick(uv_timer_t *t)
+{
+    struct rinst *ri = t->data;
+    bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
+    if (want && ri->sess == NULL) {
+        int rc = msession_start(ri->p->r->a, &ri->p->ep, ri->p->major, &ri->f, &ri_callbacks, ri,
+                                &ri->sess);
+        if (rc != 0) {
+            ri->backoff_ms = ri->backoff_ms == 0 ? BACKOFF_MIN_MS : ri->backoff_ms * 2;
+            ri->backoff_ms = ri->backoff_ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ri->backoff_ms;
+            log_info(cat,
+                     "collection rule %s of process %" PRIu64
+                     ": cannot start the trigger session: %s; next try in %" PRIu64 " ms",
+                     rule_name(ri), ri->p->pid, agent_strerror(rc), ri->backoff_ms);
+            uv_timer_start(&ri->kick, ri_on_kick, ri->backoff_ms, 0);
+        }
+    } else if (!want && ri->sess != NULL && !ri->stopping) {
+        ri->stopping = true;
+        msession_stop(ri->sess);
+    }
+}
+
+static void ri_on_deadline(uv_timer_t *t)
+{
+    struct rinst *ri = t->data;
+    rules_inst_tick(ri->inst, now_ms(ri->p->r));
+    ri_pump(ri);
+}
+
+/* Session and deadline follow the instance's state: changes happen on the next loop turn. */
+static void ri_sync(struct rinst *ri)
+{
+    if (ri->p == NULL) {
+        return;
+    }
+    bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
+    bool change = (want && ri->sess == NULL) || (!want && ri->sess != NULL && !ri->stopping);
+    if (change && !uv_is_active((uv_handle_t *)&ri->kick)) {
+        uv_timer_start(&ri->kick, ri_on_kick, 0, 0);
+    }
+    int64_t dl = rules_inst_deadline(ri->inst);
+    uv_timer_stop(&ri->deadline);
+    if (dl != INT64_MAX && rules_inst_state(ri->inst) != RULES_STATE_FINISHED) {
+        int64_t left = dl - now_ms(ri->p->r);
+        uv_timer_start(&ri->deadline, ri_on_deadline, left > 0 ? (uint64_t)left : 0, 0);
+    }
+}
+
+/* The session's filters: the trigger's one counter or instrument. */
+static int ri_filters(struct rinst *ri, const struct rules_trigger *t, uint32_t global_s)
+{
+    struct metrics_filter *x = &ri->f.v[0];
+    bool meter = t->type == RULES_TRIGGER_EVENT_METER;
+    x->name = strdup(t->provider != NULL ? t->provider : "");
+    x->names = calloc(1, sizeof(*x->names));
+    if (x->name == NULL || x->names == NULL) {
+        free(x->name);
+        free(x->names);
+        x->name = NULL;
+        x->names = NULL;
+        return UV_ENOMEM;
+    }
+    ri->f.n = 1;
+    x->names[0] = t->name != NULL ? strdup(t->name) : NULL;
+    x->nnames = x->names[0] != NULL ? 1 : 0;
+    x->meter = meter;
+    uint32_t s = (uint32_t)(ri->interval_s + 0.5);
+    x->interval_s = s > 0 ? s : 1;
+    ri->f.interval_s = global_s;
+    ri->f.counter_filter_s = meter ? 0 : ri->interval_s;
+    return 0;
+}
+
+/* The requested counter interval of trigger t (GlobalCounter settings). */
+static double trigger_interval(const struct agent *a, const struct rules_trigger *t)
+{
+    double s = a->metrics_interval_s;
+    const char *prov = rules_trigger_interval_provider(t);
+    if (prov != NULL) {
+        char key[512];
+        snprintf(key, sizeof(key), "GlobalCounter:Providers:%s:IntervalSeconds", prov);
+        const char *v = config_get(a->cfg, key);
+        char *end = NULL;
+        double d = v != NULL ? strtod(v, &end) : 0;
+        if (v != NULL && end != v && *end == '\0' && d > 0) {
+            s = d;
+        }
+    }
+    return s;
+}
+
+static void ri_on_closed(uv_handle_t *h)
+{
+    struct rinst *ri = h->data;
+    if (--ri->open > 0) {
+        return;
+    }
+    rules_inst_free(ri->inst);
+    metrics_filters_fini(&ri->f);
+    free(ri);
+}
+
+static struct rinst *ri_new(struct rproc *pr, const struct rules_rule *rule,
+                            const struct rules_process *proc)
+{
+    struct rules_run *r = pr->r;
+    struct rinst *ri = calloc(1, sizeof(*ri));
+    if (ri == NULL) {
+        return NULL;
+    }
+    ri->p = pr;
+    ri->interval_s = trigger_interval(r->a, &rule->trigger);
+    int rc = rules_inst_new(rule, proc, ri->interval_s, now_ms(r), &ri->inst);
+    if (rc == 0 && rule->trigger.type != RULES_TRIGGER_STARTUP &&
+        rule->trigger.type < RULES_TRIGGER_ASPNET_REQUEST_COUNT) {
+        rc = ri_filters(ri, &rule->trigger, r->a->metrics_interval_s);
+    }
+    if (rc != 0) {
+        rules_inst_free(ri->inst);
+        free(ri);
+        return NULL;
+    }
+    uv_timer_init(r->a->loop, &ri->deadline);
+    uv_timer_init(r->a->loop, &ri->kick);
+    ri->deadline.data = ri->kick.data = ri;
+    uv_unref((uv_handle_t *)&ri->deadline);
+    uv_unref((uv_handle_t *)&ri->kick);
+    ri->open = 2;
+    ri->said = RULES_STATE_RUNNING;
+    return ri;
+}
+
+/* Ends an instance: its session, its actions (left to run, no longer reported), its timers. */
+static void ri_remove(struct rinst *ri)
+{
+    if (ri->sess != NULL) {
+        msession_abort(ri->sess);
+        ri->sess = NULL;
+    }
+    while (ri->actions != NULL) {
+        action_detach(ri->actions, false);
+    }
+    ri->p = NULL;
+    uv_close((uv_handle_t *)&ri->deadline, ri_on_closed);
+    uv_close((uv_handle_t *)&ri->kick, ri_on_closed);
+}
+
+/* ---- processes ----------------------------------------------------------------------------- */
+
+static void proc_remove(struct rules_run *r, struct rproc *pr)
+{
+    for (struct rproc **pp = &r->procs; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == pr) {
+            *pp = pr->next;
+            break;
+        }
+    }
+    while (pr->insts != NULL) {
+        struct rinst *ri = pr->insts;
+        pr->insts = ri->next;
+        ri_remove(ri);
+    }
+    ipc_endpoint_fini(&pr->ep);
+    free(pr);
+}
+
+static void proc_add(struct rules_run *r, const struct ipc_process *p)
+{
+    struct rules_process proc = {.pid = (uint32_t)p->pid,
+                                 .name = p->name,
+                                 .command_line = p->command_line,
+                                 .runtime_id = p->uid,
+                                 .entrypoint_assembly = p->entrypoint_assembly,
+                                 .hostname = r->hostname};
+    struct rproc *pr = calloc(1, sizeof(*pr));
+    if (pr == NULL || ipc_endpoint_copy(&pr->ep, &p->ep) != 0) {
+        free(pr);
+        log_warn(cat, "no memory for the collection rules of process %" PRIu64, p->pid);
+        return;
+    }
+    pr->r = r;
+    pr->pid = p->pid;
+    memcpy(pr->uid, p->uid, sizeof(pr->uid));
+    pr->major = metrics_runtime_major(p->clr_version);
+    pr->next = r->procs;
+    r->procs = pr;
+    struct rinst **tail = &pr->insts;
+    for (size_t i = 0; i < r->cfg->nrules; i++) {
+        const struct rules_rule *rule = &r->cfg->rules[i];
+        if (!rule->valid || !rules_filters_match(rule, &proc)) {
+            continue;
+        }
+        struct rinst *ri = ri_new(pr, rule, &proc);
+        if (ri == NULL) {
+            log_warn(cat, "no memory for collection rule %s of process %" PRIu64, rule->name,
+                     p->pid);
+            continue;
+        }
+        *tail = ri;
+        tail = &ri->next;
+        log_info(cat, "collection rule %s applies to process %" PRIu64 " (uid %s)", rule->name,
+                 p->pid, p->uid);
+        if (!has_session(ri) && rule->trigger.type != RULES_TRIGGER_STARTUP) {
+            rules_inst_fail(ri->inst, "The ASP.NET triggers are not supported by dotmon yet.");
+        }
+        ri_pump(ri);
+    }
+}
+
+void rules_run_on_process(struct rules_run *r, const struct ipc_process *p, bool added)
+{
+    if (r == NULL || r->closed) {
+        return;
+    }
+    for (struct rproc *pr = r->procs; pr != NULL; pr = pr->next) {
+        if (strcmp(pr->uid, p->uid) == 0) {
+            if (!added) {
+                proc_remove(r, pr);
+            }
+            return;
+        }
+    }
+    if (added) {
+        proc_add(r, p);
+    }
+}
+
+void rules_run_close(struct rules_run *r)
+{
+    if (r == NULL || r->closed) {
+        return;
+    }
+    r->closed = true;
+    while (r->procs != NULL) {
+        proc_remove(r, r->procs);
+    }
+    /* The instances point at the rules: the configuration lives until the loop has run out
+     * (the handles of removed instances close on the next turn). */
+}
+
+void rules_run_free(struct rules_run *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    rules_run_close(r);
+    rules_config_free(r->cfg);
+    free(r);
+}
+
+int rules_run_describe(struct rules_run *r, const char *uid, const char *name, cJSON **out)
+{
+    *out = NULL;
+    struct rproc *pr = NULL;
+    for (pr = r != NULL ? r->procs : NULL; pr != NULL; pr = pr->next) {
+        if (strcmp(pr->uid, uid) == 0) {
+            break;
+        }
+    }
+    size_t n = 0;
+    for (struct rinst *ri = pr != NULL ? pr->insts : NULL; ri != NULL; ri = ri->next) {
+        n++;
+    }
+    const struct rules_inst **v = calloc(n + 1, sizeof(*v));
+    if (v == NULL) {
+        return UV_ENOMEM;
+    }
+    n = 0;
+    for (struct rinst *ri = pr != NULL ? pr->insts : NULL; ri != NULL; ri = ri->next) {
+        v[n++] = ri->inst;
+    }
+    int64_t now = r != NULL ? now_ms(r) : 0;
+    int rc = 0;
+    if (name == NULL) {
+        *out = rules_describe(v, n, now);
+        rc = *out != NULL ? 0 : UV_ENOMEM;
+    } else {
+        rc = AGENT_E_NOTFOUND;
+        for (size_t i = 0; i < n; i++) {
+            if (strcasecmp(rules_inst_rule(v[i])->name, name) == 0) {
+                *out = rules_describe_detailed(v[i], now);
+                rc = *out != NULL ? 0 : UV_ENOMEM;
+                break;
+            }
+        }
+    }
+    free(v);
+    return rc;
+}

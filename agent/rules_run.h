@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_RULES_RUN_H
+#define AGENT_RULES_RUN_H
+
+/*
+ * Collection rules run in the agent (issue 17, DOTNET-MONITOR.md §3): rules/ is the pure engine;
+ * this file gives it processes, EventPipe sessions, timers and actions. For every process
+ * discovery reports (connect and listen mode) and every valid rule whose filters match, one
+ * instance (rules_inst): its trigger's session runs while the trigger is active (metric triggers
+ * through metrics_session.c's msession, with the counter interval of the rule), RuleDuration has
+ * a timer, and the actions the engine asks for are started here: Execute (uv_spawn, no shell),
+ * Get/SetEnvironmentVariable (Diagnostic IPC). The Collect* actions fail with "not wired yet"
+ * until egress is composed into the routes. A process that goes ends its instances; a new
+ * runtime (a new uid) gets fresh ones.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "config.h"
+#include "ipc_discovery.h"
+
+struct agent;
+struct rules_config;
+struct rules_run;
+
+/*
+ * The rules of the merged configuration (CollectionRules, Templates, CollectionRuleDefaults),
+ * checked against the configured egress names. 0 with *out set (its errors list may be non-empty;
+ * free with rules_config_free), or -ENOMEM.
+ */
+int rules_run_config(const struct config *cfg, struct rules_config **out);
+
+/*
+ * Loads the rules. Every configuration problem is logged at Error and makes this return
+ * AGENT_E_INVAL (dotmon refuses to start, as for other configuration errors); -ENOMEM. *out is
+ * NULL when no rule is configured.
+ */
+int rules_run_new(struct agent *a, struct rules_run **out);
+/* A process appeared (added) or is gone. r may be NULL. */
+void rules_run_on_process(struct rules_run *r, const struct ipc_process *p, bool added);
+/* Stops every session and detaches the running actions (their handles close on the loop). */
+void rules_run_close(struct rules_run *r);
+/* Frees the rules; after the loop has run out (the closing instances point at them). */
+void rules_run_free(struct rules_run *r);
+
+/*
+ * /collectionrules for the process uid: name NULL gives the summary of every rule applied to it,
+ * else the detailed description of that rule. 0 with *out, AGENT_E_NOTFOUND (no such rule for
+ * the process), -ENOMEM. r may be NULL (no rules: {} or AGENT_E_NOTFOUND).
+ */
+int rules_run_describe(struct rules_run *r, const char *uid, const char *name, cJSON **out);
+
+#endif

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Collection rules run by dotmon, end to end (issue 17): the real .NET test app, the real dotmon.
+
+Connect mode (the app runs before dotmon starts), GlobalCounter:IntervalSeconds=1, rules whose
+action is Execute of a small script writing its argv (with the substituted $(Process.ProcessId))
+to a file:
+  - a Startup rule fires once for the process already running;
+  - GetEnvironmentVariable's Value reaches a later Execute's Arguments ($(Actions.g.Value));
+  - CPUUsage (GreaterThan 50, SlidingWindowDuration 00:00:03) does not fire while the app idles,
+    fires while it burns CPU on 2 threads; ActionCount 1 in a 10 min window: a second burn is
+    throttled, and /collectionrules says Throttled, with lifetimeOccurrences 1;
+  - GCHeapSize (GreaterThan 150 MB) fires after `alloc 250`, not before;
+  - GET /collectionrules and /collectionrules/{name} answer in dotnet-monitor's shape, an unknown
+    rule is a 400 problem;
+Listen mode: a Startup rule fires for a runtime that connects to dotmon's socket.
+Configuration errors: dotmon refuses to start and names the keys.
+
+Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import FAILS, App, check, free_port, stop  # noqa: E402
+
+SCRIPT = "#!/bin/sh\nout=$1\nshift\nprintf '%s\\n' \"$*\" >> \"$out\"\n"
+
+
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read().decode()
+    except OSError as e:
+        return 0, "", str(e)
+
+
+def lines(path):
+    try:
+        with open(path) as f:
+            return [l.strip() for l in f if l.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def wait_for(cond, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.25)
+    return cond()
+
+
+def execute(script, out, args):
+    return {"Type": "Execute", "Settings": {"Path": script, "Arguments": f"{out} {args}"}}
+
+
+def start(tmp, cfg, port, log, extra_env=None):
+    path = os.path.join(tmp, f"settings-{port}.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    env = dict(os.environ, TMPDIR=tmp, **(extra_env or {}))
+    return subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{port}",
+                             "--metrics", "false", "--configuration-file-path", path],
+                            stdout=subprocess.DEVNULL, stderr=log, env=env)
+
+
+def wait_listed(port, pid, seconds=30):
+    return wait_for(lambda: str(pid) in get(f"http://127.0.0.1:{port}/processes")[2], seconds)
+
+
+def connect_mode(tmp, script):
+    out = os.path.join(tmp, "actions.txt")
+    filt = [{"Key": "ProcessName", "Value": "TestApp"}]
+    cfg = {
+        "GlobalCounter": {"IntervalSeconds": 1},
+        "CollectionRules": {
+            "Boot": {"Filters": filt, "Trigger": {"Type": "Startup"},
+                     "Actions": [execute(script, out, "startup $(Process.ProcessId)")]},
+            "Env": {"Trigger": {"Type": "Startup"},
+                    "Actions": [{"Name": "g", "Type": "GetEnvironmentVariable",
+                                 "Settings": {"Name": "DOTMON_RULE_ENV"}},
+                                execute(script, out, "env $(Actions.g.Value)")]},
+            "Cpu": {"Filters": filt,
+                    "Trigger": {"Type": "CPUUsage",
+                                "Settings": {"GreaterThan": 50, "SlidingWindowDuration": "00:00:03"}},
+                    "Actions": [execute(script, out, "cpu $(Process.ProcessId)")],
+                    "Limits": {"ActionCount": 1, "ActionCountSlidingWindowDuration": "00:10:00"}},
+            "Heap": {"Trigger": {"Type": "GCHeapSize",
+                                 "Settings": {"GreaterThan": 150, "SlidingWindowDuration": "00:00:02"}},
+                     "Actions": [execute(script, out, "heap $(Process.ProcessId)")]},
+            "Other": {"Filters": [{"Key": "ProcessName", "Value": "NotThisOne"}], "Trigger": {"Type": "Startup"},
+                      "Actions": [execute(script, out, "other")]},
+        },
+    }
+    os.environ["DOTMON_RULE_ENV"] = "hello-rules"
+    app = App(tmp)
+    del os.environ["DOTMON_RULE_ENV"]
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(tmp, "dotmon.log"), "w+")
+    dm = start(tmp, cfg, port, log)
+    try:
+        check(wait_listed(port, app.pid), f"dotmon lists the app {app.pid}")
+        check(wait_for(lambda: f"startup {app.pid}" in lines(out), 15),
+              f"Startup rule: Execute ran with $(Process.ProcessId) = {app.pid}: {lines(out)}")
+        check(wait_for(lambda: "env hello-rules" in lines(out), 15),
+              f"GetEnvironmentVariable's Value reached Execute's Arguments: {lines(out)}")
+        time.sleep(6)
+        got = lines(out)
+        check(got.count(f"startup {app.pid}") == 1, f"Startup fired once: {got}")
+        check(not any(l.startswith("cpu") for l in got), f"CPUUsage did not fire while the app idles: {got}")
+        check(not any(l.startswith("heap") for l in got), f"GCHeapSize did not fire before alloc: {got}")
+        check(not any(l.startswith("other") for l in got), f"a rule whose filter does not match never ran: {got}")
+
+        st, ctype, body = get(f"{api}/collectionrules?pid={app.pid}")
+        rules = json.loads(body) if st == 200 else {}
+        check(st == 200 and ctype.startswith("application/json") and set(rules) == {"Boot", "Env", "Cpu", "Heap"},
+              f"/collectionrules lists the rules applied: {st} {body}")
+        check(rules.get("Boot", {}).get("state") == "Finished" and "stateReason" in rules.get("Boot", {}),
+              f"the Startup rule is Finished: {rules.get('Boot')}")
+        check(rules.get("Cpu", {}).get("state") == "Running", f"the CPU rule is Running: {rules.get('Cpu')}")
+
+        app.command("burn 7000 2")
+        check(wait_for(lambda: f"cpu {app.pid}" in lines(out), 10), f"CPUUsage fired while burning: {lines(out)}")
+        st, _, body = get(f"{api}/collectionrules/Cpu?pid={app.pid}")
+        d = json.loads(body) if st == 200 else {}
+        check(st == 200 and d.get("lifetimeOccurrences") == 1 and d.get("actionCountLimit") == 1 and
+              {"state", "stateReason", "slidingWindowOccurrences", "actionCountSlidingWindowDurationLimit",
+               "slidingWindowDurationCountdown", "ruleFinishedCountdown"} <= set(d),
+              f"/collectionrules/Cpu in dotnet-monitor's shape: {st} {body}")
+        app.command("burn 7000 2")
+        time.sleep(2)
+        check(lines(out).count(f"cpu {app.pid}") == 1, f"ActionCount 1: the second crossing is throttled: {lines(out)}")
+        st, _, body = get(f"{api}/collectionrules?pid={app.pid}")
+        check(st == 200 and json.loads(body).get("Cpu", {}).get("state") == "Throttled",
+              f"/collectionrules says Throttled: {body}")
+
+        app.command("alloc 250")
+        check(wait_for(lambda: f"heap {app.pid}" in lines(out), 15), f"GCHeapSize fired after alloc 250: {lines(out)}")
+
+        st, ctype, body = get(f"{api}/collectionrules/Nope?pid={app.pid}")
+        check(st == 400 and ctype.startswith("application/problem+json"), f"an unknown rule: 400 problem ({st} {body})")
+        st, ctype, body = get(f"{api}/collectionrules?pid=1")
+        check(st in (400, 404) and ctype.startswith("application/problem+json"), f"an unknown pid: a problem ({st})")
+    finally:
+        app.kill()
+        stop(dm)
+        if FAILS:
+            log.flush()
+            log.seek(0)
+            sys.stderr.write(log.read()[-6000:])
+        log.close()
+    check(dm.returncode == 0, f"dotmon stopped cleanly ({dm.returncode})")
+
+
+def listen_mode(tmp, script):
+    out = os.path.join(tmp, "listen.txt")
+    sock = os.path.join(tmp, "dm.sock")
+    cfg = {"DiagnosticPort": {"ConnectionMode": "Listen", "EndpointName": sock},
+           "CollectionRules": {"Boot": {"Trigger": {"Type": "Startup"},
+                                        "Actions": [execute(script, out, "listen $(Process.ProcessId)")]}}}
+    port = free_port()
+    log = open(os.path.join(tmp, "dotmon-listen.log"), "w+")
+    dm = start(tmp, cfg, port, log)
+    app = None
+    try:
+        check(wait_for(lambda: os.path.exists(sock), 15), "listen mode: dotmon's socket exists")
+        os.environ["DOTNET_DiagnosticPorts"] = f"{sock},nosuspend"
+        app = App(tmp)
+        del os.environ["DOTNET_DiagnosticPorts"]
+        check(wait_for(lambda: f"listen {app.pid}" in lines(out), 20),
+              f"listen mode: the Startup rule fired for the connected runtime: {lines(out)}")
+    finally:
+        os.environ.pop("DOTNET_DiagnosticPorts", None)
+        if app is not None:
+            app.kill()
+        stop(dm)
+        if FAILS:
+            log.flush()
+            log.seek(0)
+            sys.stderr.write(log.read()[-4000:])
+        log.close()
+
+
+def config_errors(tmp):
+    cfg = {"CollectionRules": {"Bad": {"Trigger": {"Type": "Nope"},
+                                       "Actions": [{"Type": "Execute", "Settings": {}}]}}}
+    log = open(os.path.join(tmp, "dotmon-bad.log"), "w+")
+    dm = start(tmp, cfg, free_port(), log)
+    try:
+        dm.wait(20)
+    except subprocess.TimeoutExpired:
+        stop(dm)
+    log.seek(0)
+    text = log.read()
+    log.close()
+    check(dm.returncode not in (None, 0), f"configuration errors: dotmon refuses to start ({dm.returncode})")
+    check("CollectionRules:Bad:Trigger" in text and "CollectionRules:Bad:Actions:0" in text,
+          f"the errors name the keys: {[l for l in text.splitlines() if 'CollectionRules' in l]}")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="dmrules")
+    os.chmod(tmp, 0o700)
+    script = os.path.join(tmp, "record.sh")
+    with open(script, "w") as f:
+        f.write(SCRIPT)
+    os.chmod(script, 0o755)
+    try:
+        config_errors(tmp)
+        connect_mode(tmp, script)
+        listen_mode(tmp, script)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{len(FAILS)} failure(s)")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

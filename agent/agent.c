@@ -24,8 +24,8 @@
 #include "ipc_listen.h"
 #include "log.h"
 #include "metrics.h"
-#include "rules_run.h"
 #include "num.h"
+#include "rules_run.h"
 #include "shdir.h"
 
 #define DEFAULT_URL         "http://localhost:52323"

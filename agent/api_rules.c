@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* GET /collectionrules and /collectionrules/{name} (dotnet-monitor's shapes, rules_describe*). */
+#include "api.h"
+
 #include <cJSON.h>
 
 #include "agent.h"
-#include "api.h"
 #include "err.h"
 #include "rules_run.h"
 

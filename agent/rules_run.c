@@ -55,9 +55,9 @@ struct rinst {
     struct metrics_filters f;
     double interval_s;
     struct msession *sess;
-    bool stopping;        /* msession_stop asked */
-    uv_timer_t deadline;  /* rules_inst_deadline */
-    uv_timer_t kick;      /* deferred session start/stop, and restart backoff */
+    bool stopping;       /* msession_stop asked */
+    uv_timer_t deadline; /* rules_inst_deadline */
+    uv_timer_t kick;     /* deferred session start/stop, and restart backoff */
     uint64_t backoff_ms;
     struct raction *actions;
     enum rules_state said; /* the state last logged */
@@ -257,8 +257,8 @@ static void action_report(struct raction *ac, bool ok, const struct rules_kv *ou
     }
     const struct rules_action *act = &rules_inst_rule(ri->inst)->actions[ac->index];
     if (ok) {
-        log_info(cat, "collection rule %s of process %" PRIu64 ": action %s completed", rule_name(ri),
-                 ri->p->pid, act->type_name);
+        log_info(cat, "collection rule %s of process %" PRIu64 ": action %s completed",
+                 rule_name(ri), ri->p->pid, act->type_name);
     } else {
         log_warn(cat, "collection rule %s of process %" PRIu64 ": action %s failed: %s",
                  rule_name(ri), ri->p->pid, act->type_name, why != NULL ? why : "cancelled");
@@ -402,9 +402,9 @@ static void env_on_done(void *ud, const struct ipc_env_result *res)
     char why[256];
     if (res->status != 0 || !res->ok || res->block_status != 0) {
         snprintf(why, sizeof(why), "ProcessEnvironment failed: %s",
-                 res->status != 0  ? agent_strerror(res->status)
-                 : !res->ok        ? ipc_hresult_text(res->hresult)
-                                   : agent_strerror(res->block_status));
+                 res->status != 0 ? agent_strerror(res->status)
+                 : !res->ok       ? ipc_hresult_text(res->hresult)
+                                  : agent_strerror(res->block_status));
         action_report(ac, false, NULL, 0, why);
     } else if (ac->value == NULL) {
         snprintf(why, sizeof(why), "the environment variable %s was not found", ac->env_name);
@@ -616,8 +616,10 @@ static void ri_on_end(void *ud, int status, const char *reason)
     if (status == AGENT_E_PROTO || ri->backoff_ms > BACKOFF_MAX_MS) {
         ri->backoff_ms = BACKOFF_MAX_MS;
     }
-    log_info(cat, "collection rule %s of process %" PRIu64 ": trigger session: %s; next try in %" PRIu64
-             " ms", rule_name(ri), ri->p->pid, reason, ri->backoff_ms);
+    log_info(cat,
+             "collection rule %s of process %" PRIu64 ": trigger session: %s; next try in %" PRIu64
+             " ms",
+             rule_name(ri), ri->p->pid, reason, ri->backoff_ms);
     uv_timer_stop(&ri->kick);
     uv_timer_start(&ri->kick, ri_on_kick, ri->backoff_ms, 0);
 }
@@ -890,7 +892,8 @@ int rules_run_describe(struct rules_run *r, const char *uid, const char *name, c
     for (struct rinst *ri = pr != NULL ? pr->insts : NULL; ri != NULL; ri = ri->next) {
         n++;
     }
-    const struct rules_inst **v = calloc(n + 1, sizeof(*v));
+    /* pointers to instances (sizeof(void *): clang-tidy reads sizeof(*v) as a mistake) */
+    const struct rules_inst **v = calloc(n + 1, sizeof(void *));
     if (v == NULL) {
         return UV_ENOMEM;
     }

@@ -232,7 +232,8 @@ static void test_config_key_kinds(void **state)
     assert_int_equal(config_key_kind("Egress:FileSystem:out:DirectoryPath"), CONFIG_KEY_FOREIGN);
     assert_int_equal(config_key_kind("CollectionRules:HighCpu:Trigger:Type"), CONFIG_KEY_KNOWN);
     assert_int_equal(config_key_kind("Templates:CollectionRuleActions:A:Type"), CONFIG_KEY_KNOWN);
-    assert_int_equal(config_key_kind("CollectionRuleDefaults:Limits:ActionCount"), CONFIG_KEY_KNOWN);
+    assert_int_equal(config_key_kind("CollectionRuleDefaults:Limits:ActionCount"),
+                     CONFIG_KEY_KNOWN);
     assert_int_equal(config_key_kind("CollectionRulesX:A"), CONFIG_KEY_UNKNOWN);
     assert_int_equal(config_key_kind("Metrics:Providers:0:ProviderName"), CONFIG_KEY_KNOWN);
     assert_int_equal(config_key_kind("Metrics:Meters:1:InstrumentNames:3"), CONFIG_KEY_KNOWN);

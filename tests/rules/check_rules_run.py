@@ -192,6 +192,7 @@ def listen_mode(tmp, script):
             log.seek(0)
             sys.stderr.write(log.read()[-4000:])
         log.close()
+    check(dm.returncode == 0, f"listen mode: dotmon stopped cleanly ({dm.returncode})")
 
 
 def config_errors(tmp):

@@ -270,15 +270,7 @@ static void logs_on_end(void *ud, int status, uint32_t hresult)
     uv_timer_stop(&job->timer);
     uv_timer_stop(&job->quiet);
     char reason[256];
-    if (status == AGENT_E_RUNTIME) {
-        snprintf(reason, sizeof(reason), "the runtime refused the session (HRESULT 0x%08x)",
-                 hresult);
-    } else if (status != 0) {
-        snprintf(reason, sizeof(reason), "session failed: %s", agent_strerror(status));
-    } else {
-        snprintf(reason, sizeof(reason), "%s",
-                 job->stopping ? "stopped" : "the runtime ended the session");
-    }
+    ipc_session_end_reason(status, hresult, job->stopping, reason, sizeof(reason));
     log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
     /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. */
     bool failed = status == AGENT_E_TIMEOUT || (!job->streaming && status != 0);

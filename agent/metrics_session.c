@@ -425,15 +425,7 @@ static void ms_on_end(void *ud, int status, uint32_t hresult)
 {
     struct msession *s = ud;
     char reason[256];
-    if (status == AGENT_E_RUNTIME) {
-        snprintf(reason, sizeof(reason), "the runtime refused the session (HRESULT 0x%08x)",
-                 hresult);
-    } else if (status != 0) {
-        snprintf(reason, sizeof(reason), "session failed: %s", agent_strerror(status));
-    } else {
-        snprintf(reason, sizeof(reason), "%s",
-                 s->stopping ? "stopped" : "the runtime ended the session");
-    }
+    ipc_session_end_reason(status, hresult, s->stopping, reason, sizeof(reason));
     s->sess = NULL;
     s->cb->on_end(s->ud, status, reason);
     ms_free(s);

@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "egress/egress.h"
 #include "err.h"
+#include "http_session.h"
 #include "ipc_client.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
@@ -54,10 +55,11 @@ struct rinst {
     struct rules_inst *inst;
     struct metrics_filters f;
     double interval_s;
-    struct msession *sess;
-    bool stopping;       /* msession_stop asked */
-    uv_timer_t deadline; /* rules_inst_deadline */
-    uv_timer_t kick;     /* deferred session start/stop, and restart backoff */
+    struct msession *sess;  /* metric triggers */
+    struct hsession *hsess; /* ASP.NET triggers */
+    bool stopping;          /* msession_stop / hsession_stop asked */
+    uv_timer_t deadline;    /* rules_inst_deadline */
+    uv_timer_t kick;        /* deferred session start/stop, and restart backoff */
     uint64_t backoff_ms;
     struct raction *actions;
     enum rules_state said; /* the state last logged */
@@ -567,9 +569,18 @@ static void ri_pump(struct rinst *ri)
 
 static bool has_session(const struct rinst *ri)
 {
-    enum rules_trigger_type t = rules_inst_rule(ri->inst)->trigger.type;
-    return t != RULES_TRIGGER_STARTUP && t != RULES_TRIGGER_ASPNET_REQUEST_COUNT &&
-           t != RULES_TRIGGER_ASPNET_REQUEST_DURATION && t != RULES_TRIGGER_ASPNET_RESPONSE_STATUS;
+    return rules_inst_rule(ri->inst)->trigger.type != RULES_TRIGGER_STARTUP;
+}
+
+static bool is_aspnet(const struct rinst *ri)
+{
+    return rules_inst_rule(ri->inst)->trigger.type >= RULES_TRIGGER_ASPNET_REQUEST_COUNT;
+}
+
+/* A trigger session runs (or is stopping). */
+static bool sess_live(const struct rinst *ri)
+{
+    return ri->sess != NULL || ri->hsess != NULL;
 }
 
 static void ri_on_sample(void *ud, const struct ev_metric_sample *s)
@@ -580,6 +591,19 @@ static void ri_on_sample(void *ud, const struct ev_metric_sample *s)
         log_info(cat, "collection rule %s of process %" PRIu64 ": trigger %s fired (%s %s = %g)",
                  rule_name(ri), ri->p->pid, rules_inst_rule(ri->inst)->trigger.type_name,
                  s->provider, s->name, s->value);
+        ri_pump(ri);
+    } else if (rc < 0) {
+        log_warn(cat, "collection rule %s: %s", rule_name(ri), agent_strerror(rc));
+    }
+}
+
+static void ri_on_http(void *ud, const struct rules_http_event *ev)
+{
+    struct rinst *ri = ud;
+    int rc = rules_inst_on_http(ri->inst, ev, now_ms(ri->p->r));
+    if (rc == 1) {
+        log_info(cat, "collection rule %s of process %" PRIu64 ": trigger %s fired", rule_name(ri),
+                 ri->p->pid, rules_inst_rule(ri->inst)->trigger.type_name);
         ri_pump(ri);
     } else if (rc < 0) {
         log_warn(cat, "collection rule %s: %s", rule_name(ri), agent_strerror(rc));
@@ -607,6 +631,7 @@ static void ri_on_end(void *ud, int status, const char *reason)
 {
     struct rinst *ri = ud;
     ri->sess = NULL;
+    ri->hsess = NULL;
     if (ri->stopping) {
         ri->stopping = false;
         ri_sync(ri);
@@ -628,14 +653,19 @@ static const struct msession_callbacks ri_callbacks = {.on_started = ri_on_start
                                                        .on_sample = ri_on_sample,
                                                        .on_warning = ri_on_warning,
                                                        .on_end = ri_on_end};
+static const struct hsession_callbacks ri_http_callbacks = {
+    .on_started = ri_on_started, .on_event = ri_on_http, .on_end = ri_on_end};
 
 static void ri_on_kick(uv_timer_t *t)
 {
     struct rinst *ri = t->data;
     bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
-    if (want && ri->sess == NULL) {
-        int rc = msession_start(ri->p->r->a, &ri->p->ep, ri->p->major, &ri->f, &ri_callbacks, ri,
-                                &ri->sess);
+    if (want && !sess_live(ri)) {
+        int rc = is_aspnet(ri)
+                     ? hsession_start(ri->p->r->a, &ri->p->ep, &rules_inst_rule(ri->inst)->trigger,
+                                      ri->interval_s, &ri_http_callbacks, ri, &ri->hsess)
+                     : msession_start(ri->p->r->a, &ri->p->ep, ri->p->major, &ri->f, &ri_callbacks,
+                                      ri, &ri->sess);
         if (rc != 0) {
             ri->backoff_ms = ri->backoff_ms == 0 ? BACKOFF_MIN_MS : ri->backoff_ms * 2;
             ri->backoff_ms = ri->backoff_ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ri->backoff_ms;
@@ -645,9 +675,13 @@ static void ri_on_kick(uv_timer_t *t)
                      rule_name(ri), ri->p->pid, agent_strerror(rc), ri->backoff_ms);
             uv_timer_start(&ri->kick, ri_on_kick, ri->backoff_ms, 0);
         }
-    } else if (!want && ri->sess != NULL && !ri->stopping) {
+    } else if (!want && sess_live(ri) && !ri->stopping) {
         ri->stopping = true;
-        msession_stop(ri->sess);
+        if (ri->sess != NULL) {
+            msession_stop(ri->sess);
+        } else {
+            hsession_stop(ri->hsess);
+        }
     }
 }
 
@@ -665,7 +699,7 @@ static void ri_sync(struct rinst *ri)
         return;
     }
     bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
-    bool change = (want && ri->sess == NULL) || (!want && ri->sess != NULL && !ri->stopping);
+    bool change = (want && !sess_live(ri)) || (!want && sess_live(ri) && !ri->stopping);
     if (change && !uv_is_active((uv_handle_t *)&ri->kick)) {
         uv_timer_start(&ri->kick, ri_on_kick, 0, 0);
     }
@@ -768,6 +802,10 @@ static void ri_remove(struct rinst *ri)
         msession_abort(ri->sess);
         ri->sess = NULL;
     }
+    if (ri->hsess != NULL) {
+        hsession_abort(ri->hsess);
+        ri->hsess = NULL;
+    }
     while (ri->actions != NULL) {
         action_detach(ri->actions, false);
     }
@@ -831,9 +869,6 @@ static void proc_add(struct rules_run *r, const struct ipc_process *p)
         tail = &ri->next;
         log_info(cat, "collection rule %s applies to process %" PRIu64 " (uid %s)", rule->name,
                  p->pid, p->uid);
-        if (!has_session(ri) && rule->trigger.type != RULES_TRIGGER_STARTUP) {
-            rules_inst_fail(ri->inst, "The ASP.NET triggers are not supported by dotmon yet.");
-        }
         ri_pump(ri);
     }
 }

@@ -2,6 +2,7 @@
 #include "ipc_session.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
@@ -874,4 +875,15 @@ uint64_t ipc_session_id(const struct ipc_session *s)
 uint64_t ipc_session_bytes(const struct ipc_session *s)
 {
     return s != NULL ? s->bytes : 0;
+}
+
+void ipc_session_end_reason(int status, uint32_t hresult, bool stopping, char *out, size_t cap)
+{
+    if (status == AGENT_E_RUNTIME) {
+        snprintf(out, cap, "the runtime refused the session (HRESULT 0x%08x)", hresult);
+    } else if (status != 0) {
+        snprintf(out, cap, "session failed: %s", agent_strerror(status));
+    } else {
+        snprintf(out, cap, "%s", stopping ? "stopped" : "the runtime ended the session");
+    }
 }

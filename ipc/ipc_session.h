@@ -2,6 +2,7 @@
 #ifndef AGENT_IPC_SESSION_H
 #define AGENT_IPC_SESSION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -101,6 +102,11 @@ void ipc_session_abort(struct ipc_session *s);
 uint8_t *ipc_session_take_buffer(struct ipc_session *s);
 /* Size of each read buffer (so a relay can take only well-filled ones). */
 #define IPC_SESSION_READ_SIZE ((size_t)256 * 1024)
+
+/* The words for on_end's status into out[0..cap): "the runtime refused the session (HRESULT …)",
+ * "session failed: <error>", or for status 0 "stopped" (stopping: we asked) or "the runtime ended
+ * the session". */
+void ipc_session_end_reason(int status, uint32_t hresult, bool stopping, char *out, size_t cap);
 
 /* Session id (0 until on_started) and bytes received so far. */
 uint64_t ipc_session_id(const struct ipc_session *s);

@@ -33,8 +33,11 @@
 //                        (Seq 0..n-1; UnixNs: DateTime.UtcNow in ns since 1970, taken just
 //                        before each line), paced evenly; answers "ok log-rate n=<n>" once all
 //                        are logged (bench/bench_logs.py measures the /logs latency with it)
-//   http <port> [n]      starts Kestrel on 127.0.0.1:<port> (0 = any) serving GET /, then sends it
-//                        n (default 3) GETs with HttpClient ("ok http port=<port> requests=<n>");
+//   http <port> [n] [path]
+//                        starts Kestrel on 127.0.0.1:<port> (0 = any) serving GET / (200),
+//                        /slow?ms=<ms> (200 after ms milliseconds) and /fail (500), then sends
+//                        n (default 3) GETs of path (default /) with HttpClient, one after the
+//                        other ("ok http port=<port> requests=<n>"); only / must answer 2xx;
 //                        a second call reuses the running server
 //   burn <ms> [threads]  spins the CPU for ms milliseconds on that many threads ("ok burn")
 //   events <n> <chars> [threads] [MB/s]
@@ -382,10 +385,11 @@ internal static class Program
                 }
             case "http":
                 {
-                    string[] parts = Words(rest, 1, "usage: http <port> [n]");
+                    string[] parts = Words(rest, 1, "usage: http <port> [n] [path]");
                     int port = ParseInt(parts[0], "port", 0, 65535);
                     int n = parts.Length > 1 ? ParseInt(parts[1], "n", 0, 10_000) : 3;
-                    Http(port, n).GetAwaiter().GetResult();
+                    string path = parts.Length > 2 ? parts[2] : "/";
+                    Http(port, n, path).GetAwaiter().GetResult();
                     return $"ok http port={s_webPort} requests={n}";
                 }
             case "burn":
@@ -673,7 +677,7 @@ internal static class Program
         return x;
     }
 
-    private static async Task Http(int port, int n)
+    private static async Task Http(int port, int n, string path)
     {
         if (s_web == null)
         {
@@ -690,6 +694,17 @@ internal static class Program
             builder.WebHost.ConfigureKestrel(o => o.Listen(IPAddress.Loopback, port));
             WebApplication web = builder.Build();
             web.MapGet("/", () => "hello from TestApp\n");
+            web.MapGet("/slow", async (HttpContext ctx) =>
+            {
+                int.TryParse(ctx.Request.Query["ms"], NumberStyles.None, CultureInfo.InvariantCulture, out int ms);
+                await Task.Delay(Math.Clamp(ms, 0, 600_000));
+                await ctx.Response.WriteAsync("slow\n");
+            });
+            web.MapGet("/fail", (HttpContext ctx) =>
+            {
+                ctx.Response.StatusCode = StatusCodes.Status500InternalServerError;
+                return Task.CompletedTask;
+            });
             await web.StartAsync();
             var addresses = web.Services.GetRequiredService<IServer>().Features.Get<IServerAddressesFeature>();
             string first = addresses?.Addresses.FirstOrDefault() ?? throw new InvalidOperationException("no address");
@@ -700,8 +715,11 @@ internal static class Program
         using var client = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{s_webPort}/") };
         for (int i = 0; i < n; i++)
         {
-            using HttpResponseMessage resp = await client.GetAsync("/");
-            resp.EnsureSuccessStatusCode();
+            using HttpResponseMessage resp = await client.GetAsync(path);
+            if (path == "/")
+            {
+                resp.EnsureSuccessStatusCode();
+            }
             await resp.Content.ReadAsStringAsync();
         }
     }

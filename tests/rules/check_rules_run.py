@@ -13,6 +13,10 @@ to a file:
   - GCHeapSize (GreaterThan 150 MB) fires after `alloc 250`, not before;
   - GET /collectionrules and /collectionrules/{name} answer in dotnet-monitor's shape, an unknown
     rule is a 400 problem;
+ASP.NET triggers (the app's Kestrel endpoint, its HttpClient the client):
+  - AspNetRequestCount (5 requests of IncludePaths ["/"] in 1 min) not after 3, fires after 5;
+  - AspNetResponseStatus ("500-599", 2 responses) not on 200s, fires after 2 GET /fail (500);
+  - AspNetRequestDuration (1 request of >= 1 s) not on fast requests, fires on GET /slow?ms=1500;
 Listen mode: a Startup rule fires for a runtime that connects to dotmon's socket.
 Configuration errors: dotmon refuses to start and names the keys.
 
@@ -74,6 +78,16 @@ def start(tmp, cfg, port, log, extra_env=None):
     return subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{port}",
                              "--metrics", "false", "--configuration-file-path", path],
                             stdout=subprocess.DEVNULL, stderr=log, env=env)
+
+
+def stop_dotmon(dm, log, tail):
+    """Stops dotmon; after a failure its log's last tail characters go to stderr."""
+    stop(dm)
+    if FAILS:
+        log.flush()
+        log.seek(0)
+        sys.stderr.write(log.read()[-tail:])
+    log.close()
 
 
 def wait_listed(port, pid, seconds=30):
@@ -156,13 +170,64 @@ def connect_mode(tmp, script):
         check(st in (400, 404) and ctype.startswith("application/problem+json"), f"an unknown pid: a problem ({st})")
     finally:
         app.kill()
-        stop(dm)
-        if FAILS:
-            log.flush()
-            log.seek(0)
-            sys.stderr.write(log.read()[-6000:])
-        log.close()
+        stop_dotmon(dm, log, 6000)
     check(dm.returncode == 0, f"dotmon stopped cleanly ({dm.returncode})")
+
+
+def aspnet_mode(tmp, script):
+    out = os.path.join(tmp, "aspnet.txt")
+    cfg = {
+        "GlobalCounter": {"IntervalSeconds": 1},
+        "CollectionRules": {
+            "Count": {"Trigger": {"Type": "AspNetRequestCount",
+                                  "Settings": {"RequestCount": 5, "SlidingWindowDuration": "00:01:00",
+                                               "IncludePaths": ["/"]}},
+                      "Actions": [execute(script, out, "count $(Process.ProcessId)")]},
+            "Status": {"Trigger": {"Type": "AspNetResponseStatus",
+                                   "Settings": {"StatusCodes": ["500-599"], "ResponseCount": 2}},
+                       "Actions": [execute(script, out, "status $(Process.ProcessId)")]},
+            "Slow": {"Trigger": {"Type": "AspNetRequestDuration",
+                                 "Settings": {"RequestCount": 1, "RequestDuration": "00:00:01"}},
+                     "Actions": [execute(script, out, "slow $(Process.ProcessId)")]},
+        },
+    }
+    app = App(tmp)
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(tmp, "dotmon-aspnet.log"), "w+")
+    dm = start(tmp, cfg, port, log)
+    try:
+        check(wait_listed(port, app.pid), f"aspnet: dotmon lists the app {app.pid}")
+
+        def running():
+            st, _, body = get(f"{api}/collectionrules?pid={app.pid}")
+            rules = json.loads(body) if st == 200 else {}
+            return {r.get("state") for r in rules.values()} == {"Running"} and len(rules) == 3
+
+        check(wait_for(running, 15), "aspnet: the three ASP.NET rules are Running")
+        time.sleep(4)  # the trigger sessions start
+        app.command("http 0 3")
+        time.sleep(3)
+        got = lines(out)
+        check(got == [], f"aspnet: nothing fired after 3 fast 200s: {got}")
+        app.command("http 0 2")
+        check(wait_for(lambda: f"count {app.pid}" in lines(out), 10),
+              f"AspNetRequestCount fired after 5 requests: {lines(out)}")
+        got = lines(out)
+        check(not any(l.startswith(("status", "slow")) for l in got),
+              f"AspNetResponseStatus and AspNetRequestDuration did not fire on fast 200s: {got}")
+        app.command("http 0 2 /fail")
+        check(wait_for(lambda: f"status {app.pid}" in lines(out), 10),
+              f"AspNetResponseStatus fired after 2 responses 500: {lines(out)}")
+        check(not any(l.startswith("slow") for l in lines(out)), f"no slow request yet: {lines(out)}")
+        app.command("http 0 1 /slow?ms=1500")
+        check(wait_for(lambda: f"slow {app.pid}" in lines(out), 10),
+              f"AspNetRequestDuration fired on a 1.5 s request: {lines(out)}")
+        check(lines(out).count(f"count {app.pid}") == 1, f"AspNetRequestCount fired once: {lines(out)}")
+    finally:
+        app.kill()
+        stop_dotmon(dm, log, 6000)
+    check(dm.returncode == 0, f"aspnet: dotmon stopped cleanly ({dm.returncode})")
 
 
 def listen_mode(tmp, script):
@@ -186,12 +251,7 @@ def listen_mode(tmp, script):
         os.environ.pop("DOTNET_DiagnosticPorts", None)
         if app is not None:
             app.kill()
-        stop(dm)
-        if FAILS:
-            log.flush()
-            log.seek(0)
-            sys.stderr.write(log.read()[-4000:])
-        log.close()
+        stop_dotmon(dm, log, 4000)
     check(dm.returncode == 0, f"listen mode: dotmon stopped cleanly ({dm.returncode})")
 
 
@@ -222,6 +282,7 @@ def main():
     try:
         config_errors(tmp)
         connect_mode(tmp, script)
+        aspnet_mode(tmp, script)
         listen_mode(tmp, script)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/* The EventPipe session of an ASP.NET trigger; see http_session.h. */
+#include "http_session.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cJSON.h>
+#include <uv.h>
+
+#include "agent.h"
+#include "buf.h"
+#include "err.h"
+#include "ev_payload.h"
+#include "ipc_session.h"
+#include "log.h"
+#include "nettrace.h"
+#include "trace_config.h"
+
+static const char cat[] = "dotmon.rules";
+
+#define DIAGNOSTIC_SOURCE "Microsoft-Diagnostics-DiagnosticSource"
+#define START_TIMEOUT_MS  10000
+#define STOP_TIMEOUT_MS   10000
+#define MAX_METADATA      65536 /* metadata ids kept (the runtime numbers them from 1) */
+
+struct hsession {
+    struct agent *a;
+    const struct hsession_callbacks *cb;
+    void *ud;
+    struct ipc_session *sess;
+    struct nettrace_checker ck;
+    struct ev_schema **schemas; /* by metadata id */
+    size_t nschemas;
+    int64_t qpc_freq; /* 0 until the Trace object is read */
+    struct ev_record rec;
+    char *scratch;
+    size_t scratch_cap;
+    bool stopping;
+    bool failed; /* the stream was unreadable: ending after an abort */
+};
+
+static void hs_free(struct hsession *s)
+{
+    nettrace_checker_fini(&s->ck);
+    for (size_t i = 0; i < s->nschemas; i++) {
+        ev_schema_free(s->schemas[i]);
+    }
+    free(s->schemas);
+    free(s->scratch);
+    free(s);
+}
+
+/* A metadata record: its schema kept by id (a record that does not parse is skipped). */
+static void hs_on_metadata(void *ud, const struct nettrace_metadata *md, const uint8_t *p, size_t n)
+{
+    struct hsession *s = ud;
+    uint32_t id = md->metadata_id;
+    if (id >= MAX_METADATA) {
+        return;
+    }
+    if (id >= s->nschemas) {
+        size_t cap = s->nschemas > 0 ? s->nschemas : 64;
+        while (cap <= id) {
+            cap *= 2;
+        }
+        struct ev_schema **grown = realloc(s->schemas, cap * sizeof(*grown));
+        if (grown == NULL) {
+            return; /* its events are skipped */
+        }
+        memset(grown + s->nschemas, 0, (cap - s->nschemas) * sizeof(*grown));
+        s->schemas = grown;
+        s->nschemas = cap;
+    }
+    ev_schema_free(s->schemas[id]);
+    s->schemas[id] = NULL;
+    struct ev_schema *schema = NULL;
+    int rc = md->v6 ? ev_schema_parse_v6(p, n, &schema) : ev_schema_parse(p, n, &schema);
+    if (rc == 0) {
+        s->schemas[id] = schema;
+    }
+}
+
+/* An event timestamp (QPC ticks) in ms of the same clock (on Linux CLOCK_MONOTONIC, so the times
+ * of successive sessions with one runtime compare). */
+static int64_t event_ms(struct hsession *s, int64_t ts)
+{
+    if (s->qpc_freq == 0) {
+        struct nettrace_trace_info ti;
+        if (nettrace_trace_info(&s->ck, &ti) != 0 || ti.qpc_frequency <= 0) {
+            return 0;
+        }
+        s->qpc_freq = ti.qpc_frequency;
+    }
+    int64_t f = s->qpc_freq;
+    return ts / f * 1000 + ts % f * 1000 / f;
+}
+
+static void hs_on_event(void *ud, const struct nettrace_event *ev)
+{
+    struct hsession *s = ud;
+    struct rules_http_event he;
+    if (s->failed) {
+        return;
+    }
+    if (strcasecmp(ev->provider, DIAGNOSTIC_SOURCE) != 0) {
+        /* Any other provider's event is a heartbeat (EVENTS.md §6.2). */
+        memset(&he, 0, sizeof(he));
+        he.kind = RULES_HTTP_HEARTBEAT;
+        he.timestamp_ms = event_ms(s, ev->timestamp);
+        s->cb->on_event(s->ud, &he);
+        return;
+    }
+    const struct ev_schema *sc = ev->metadata_id < s->nschemas ? s->schemas[ev->metadata_id] : NULL;
+    if (sc == NULL || ev_record_decode(&s->rec, sc, ev->payload, ev->payload_len) != 0) {
+        return;
+    }
+    /* UTF-16 strings become at most 3/2 as many UTF-8 bytes. */
+    size_t need = ev->payload_len / 2 * 3 + 16;
+    if (need > s->scratch_cap) {
+        char *grown = realloc(s->scratch, need);
+        if (grown == NULL) {
+            return;
+        }
+        s->scratch = grown;
+        s->scratch_cap = need;
+    }
+    int rc = rules_http_event_from_record(&s->rec, event_ms(s, ev->timestamp), s->scratch,
+                                          s->scratch_cap, &he);
+    if (rc == 0) {
+        s->cb->on_event(s->ud, &he);
+    } else if (rc != AGENT_E_NOTFOUND) {
+        log_debug(cat, "an ASP.NET trigger event was skipped: %s", agent_strerror(rc));
+    }
+}
+
+static void hs_on_started(void *ud, uint64_t session_id, int version)
+{
+    struct hsession *s = ud;
+    log_debug(cat, "ASP.NET trigger session 0x%" PRIx64 " (CollectTracing%d) started", session_id,
+              version);
+    if (s->cb->on_started != NULL) {
+        s->cb->on_started(s->ud);
+    }
+}
+
+static void hs_on_data(void *ud, const uint8_t *p, size_t n)
+{
+    struct hsession *s = ud;
+    if (s->failed) {
+        return;
+    }
+    int rc = nettrace_feed(&s->ck, p, n);
+    if (rc == 0) {
+        return;
+    }
+    /* An unreadable stream: stop the runtime's session in the background and end now. */
+    char line[256], reason[320];
+    nettrace_error_line(&s->ck, rc, line, sizeof(line));
+    snprintf(reason, sizeof(reason), "the event stream cannot be read: %s", line);
+    s->failed = true;
+    struct ipc_session *sess = s->sess;
+    s->sess = NULL;
+    ipc_session_abort(sess);
+    s->cb->on_end(s->ud, AGENT_E_PROTO, reason);
+    hs_free(s);
+}
+
+static void hs_on_end(void *ud, int status, uint32_t hresult)
+{
+    struct hsession *s = ud;
+    char reason[256];
+    ipc_session_end_reason(status, hresult, s->stopping, reason, sizeof(reason));
+    s->sess = NULL;
+    s->cb->on_end(s->ud, status, reason);
+    hs_free(s);
+}
+
+static const struct ipc_session_callbacks hs_callbacks = {
+    .on_started = hs_on_started, .on_data = hs_on_data, .on_end = hs_on_end};
+
+/* The CollectTracing configuration: the trigger's session as a POST /trace body, parsed as one. */
+static int build_config(const struct rules_trigger *t, double counter_interval_s,
+                        struct trace_config *tc)
+{
+    struct rules_session rs;
+    struct rules_session_options o = {.counter_interval_s = counter_interval_s};
+    int rc = rules_trigger_session(t, &o, &rs);
+    if (rc != 0) {
+        return rc;
+    }
+    cJSON *j = rules_session_json(&rs);
+    char *body = j != NULL ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (body == NULL) {
+        return UV_ENOMEM;
+    }
+    struct buf err;
+    buf_init(&err, 0);
+    rc = trace_config_from_json(body, strlen(body), tc, &err);
+    if (rc == AGENT_E_INVAL) {
+        log_warn(cat, "the ASP.NET trigger session: %s", buf_cstr(&err));
+    }
+    buf_fini(&err);
+    cJSON_free(body);
+    return rc;
+}
+
+int hsession_start(struct agent *a, const struct ipc_endpoint *ep, const struct rules_trigger *t,
+                   double counter_interval_s, const struct hsession_callbacks *cb, void *ud,
+                   struct hsession **out)
+{
+    struct hsession *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return UV_ENOMEM;
+    }
+    s->a = a;
+    s->cb = cb;
+    s->ud = ud;
+    struct trace_config tc;
+    memset(&tc, 0, sizeof(tc));
+    int rc = build_config(t, counter_interval_s, &tc);
+    if (rc == 0) {
+        rc = nettrace_checker_init(&s->ck, NULL);
+    }
+    if (rc == 0) {
+        nettrace_set_metadata_cb(&s->ck, hs_on_metadata, s);
+        nettrace_set_event_cb(&s->ck, hs_on_event, s);
+        rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &tc.collect, START_TIMEOUT_MS,
+                               &hs_callbacks, s, &s->sess);
+    }
+    trace_config_fini(&tc);
+    if (rc != 0) {
+        hs_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void hsession_stop(struct hsession *s)
+{
+    if (s->stopping || s->sess == NULL) {
+        return;
+    }
+    s->stopping = true;
+    ipc_session_stop(s->sess, STOP_TIMEOUT_MS);
+}
+
+void hsession_abort(struct hsession *s)
+{
+    if (s->sess != NULL) {
+        ipc_session_abort(s->sess);
+        s->sess = NULL;
+    }
+    hs_free(s);
+}

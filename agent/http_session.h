@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_HTTP_SESSION_H
+#define AGENT_HTTP_SESSION_H
+
+/*
+ * The EventPipe session of an ASP.NET trigger (EVENTS.md §6.2): the session rules_trigger_session
+ * describes (Microsoft-Diagnostics-DiagnosticSource with the HTTP FilterAndPayloadSpecs, plus the
+ * Microsoft.AspNetCore.Hosting counters for AspNetRequestDuration), its nettrace stream read with
+ * events/nettrace (metadata → ev_schema, events → ev_record → rules_http_event). Events of any
+ * other provider reach the caller as heartbeats. libuv glue.
+ */
+
+#include "ipc_client.h"
+#include "rules.h"
+
+struct agent;
+struct hsession;
+
+struct hsession_callbacks {
+    void (*on_started)(void *ud);
+    /* A request start or stop, or a heartbeat; ev is valid during the call only. */
+    void (*on_event)(void *ud, const struct rules_http_event *ev);
+    /* Last call; the session is freed right after. status as ipc_session's on_end, or
+     * AGENT_E_PROTO when the stream could not be read; reason says it in words. */
+    void (*on_end)(void *ud, int status, const char *reason);
+};
+
+/*
+ * Starts the session of ASP.NET trigger t (which must outlive it); counter_interval_s is the
+ * Hosting counters' interval (rules_trigger_interval_provider). 0 (callbacks follow) or a negative
+ * code (none follow).
+ */
+int hsession_start(struct agent *a, const struct ipc_endpoint *ep, const struct rules_trigger *t,
+                   double counter_interval_s, const struct hsession_callbacks *cb, void *ud,
+                   struct hsession **out);
+/* Graceful stop: StopTracing, the rest of the stream, then on_end. Idempotent. */
+void hsession_stop(struct hsession *s);
+/* No more callbacks; the runtime's session is stopped in the background. */
+void hsession_abort(struct hsession *s);
+
+#endif

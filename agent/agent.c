@@ -742,7 +742,9 @@ static int start_discovery(struct agent *a)
         lcfg.probe_timeout_ms = a->ipc_timeout_ms;
         lcfg.forget_after_ms = a->listen_forget_ms;
         lcfg.max_connections = a->listen_max_connections;
-        lcfg.hold_suspended = a->listen_hold;
+        /* With collection rules a runtime is held until its Startup rules' actions have started
+         * (rules_run resumes it), as dotnet-monitor does. */
+        lcfg.hold_suspended = a->listen_hold || a->rules != NULL;
         dcfg.listen = &lcfg;
     }
     int rc = ipc_discovery_new(a->loop, &dcfg, on_process_change, a, &a->disc);
@@ -764,7 +766,10 @@ static int start_discovery(struct agent *a)
         log_info(cat,
                  "listen mode: .NET runtimes started with DOTNET_DiagnosticPorts=%s connect "
                  "to dotmon%s",
-                 a->listen_path, a->listen_hold ? " (held suspended until a trace starts)" : "");
+                 a->listen_path,
+                 a->listen_hold     ? " (held suspended until a trace starts)"
+                 : a->rules != NULL ? " (held suspended until their collection rules have started)"
+                                    : "");
     } else {
         log_info(cat, "watching %s for .NET runtimes (connect mode)", a->diag_dir);
     }

@@ -74,6 +74,8 @@ struct rproc {
     int major;
     struct ipc_endpoint ep;
     struct rinst *insts; /* in rule order */
+    bool resumed;        /* ResumeRuntime asked (or not ours to ask) */
+    bool adding;         /* proc_add is still applying the rules */
 };
 
 struct rules_run {
@@ -87,6 +89,7 @@ struct rules_run {
 
 static void ri_sync(struct rinst *ri);
 static void ri_pump(struct rinst *ri);
+static void proc_maybe_resume(struct rproc *pr);
 
 static int64_t now_ms(const struct rules_run *r)
 {
@@ -565,6 +568,9 @@ static void ri_pump(struct rinst *ri)
     }
     ri_log_state(ri);
     ri_sync(ri);
+    if (ri->p != NULL) {
+        proc_maybe_resume(ri->p);
+    }
 }
 
 static bool has_session(const struct rinst *ri)
@@ -816,6 +822,35 @@ static void ri_remove(struct rinst *ri)
 
 /* ---- processes ----------------------------------------------------------------------------- */
 
+/*
+ * Listen mode holds a runtime suspended while rules apply (agent.c); once every rule of the
+ * process has started (the actions of its Startup rules started, or the one they await), the
+ * runtime is resumed, as dotnet-monitor does. Not when DiagnosticPort:HoldSuspended asks to hold
+ * it until a trace starts; in connect mode ipc_discovery_resume does nothing.
+ */
+static void proc_maybe_resume(struct rproc *pr)
+{
+    if (pr->resumed || pr->adding) {
+        return;
+    }
+    for (struct rinst *ri = pr->insts; ri != NULL; ri = ri->next) {
+        if (!rules_inst_started(ri->inst)) {
+            return;
+        }
+    }
+    pr->resumed = true;
+    struct agent *a = pr->r->a;
+    if (a->listen_path == NULL || a->listen_hold) {
+        return;
+    }
+    int rc = ipc_discovery_resume(a->disc, pr->uid);
+    if (rc != 0) {
+        log_warn(cat, "cannot resume process %" PRIu64 ": %s", pr->pid, agent_strerror(rc));
+    } else {
+        log_info(cat, "process %" PRIu64 ": collection rules started, runtime resumed", pr->pid);
+    }
+}
+
 static void proc_remove(struct rules_run *r, struct rproc *pr)
 {
     for (struct rproc **pp = &r->procs; *pp != NULL; pp = &(*pp)->next) {
@@ -853,6 +888,7 @@ static void proc_add(struct rules_run *r, const struct ipc_process *p)
     pr->major = metrics_runtime_major(p->clr_version);
     pr->next = r->procs;
     r->procs = pr;
+    pr->adding = true;
     struct rinst **tail = &pr->insts;
     for (size_t i = 0; i < r->cfg->nrules; i++) {
         const struct rules_rule *rule = &r->cfg->rules[i];
@@ -871,6 +907,8 @@ static void proc_add(struct rules_run *r, const struct ipc_process *p)
                  p->pid, p->uid);
         ri_pump(ri);
     }
+    pr->adding = false;
+    proc_maybe_resume(pr);
 }
 
 void rules_run_on_process(struct rules_run *r, const struct ipc_process *p, bool added)

@@ -17,7 +17,8 @@ ASP.NET triggers (the app's Kestrel endpoint, its HttpClient the client):
   - AspNetRequestCount (5 requests of IncludePaths ["/"] in 1 min) not after 3, fires after 5;
   - AspNetResponseStatus ("500-599", 2 responses) not on 200s, fires after 2 GET /fail (500);
   - AspNetRequestDuration (1 request of >= 1 s) not on fast requests, fires on GET /slow?ms=1500;
-Listen mode: a Startup rule fires for a runtime that connects to dotmon's socket.
+Listen mode: a Startup rule fires for a runtime that connects to dotmon's socket suspended (the
+default of DOTNET_DiagnosticPorts); dotmon resumes the runtime once the rule's action has started.
 Configuration errors: dotmon refuses to start and names the keys.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
@@ -242,11 +243,19 @@ def listen_mode(tmp, script):
     app = None
     try:
         check(wait_for(lambda: os.path.exists(sock), 15), "listen mode: dotmon's socket exists")
-        os.environ["DOTNET_DiagnosticPorts"] = f"{sock},nosuspend"
+        os.environ["DOTNET_DiagnosticPorts"] = sock  # suspended until dotmon resumes it
         app = App(tmp)
         del os.environ["DOTNET_DiagnosticPorts"]
         check(wait_for(lambda: f"listen {app.pid}" in lines(out), 20),
               f"listen mode: the Startup rule fired for the connected runtime: {lines(out)}")
+        log.flush()
+        log.seek(0)
+        text = log.read()
+        log.seek(0, os.SEEK_END)
+        started = text.find("action Execute starts")
+        resumed = text.find("runtime resumed")
+        check(0 <= started < resumed,
+              f"listen mode: the runtime was resumed after the Startup action started ({started}, {resumed})")
     finally:
         os.environ.pop("DOTNET_DiagnosticPorts", None)
         if app is not None:

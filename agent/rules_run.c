@@ -294,60 +294,6 @@ static void exec_on_exit(uv_process_t *proc, int64_t status, int term_signal)
     uv_close((uv_handle_t *)proc, exec_on_closed);
 }
 
-/*
- * ProcessStartInfo.Arguments split as .NET does on Unix (ParseArgumentsIntoList): blanks separate,
- * double quotes group ("" inside quotes is a quote), 2n backslashes before a quote are n
- * backslashes, 2n+1 are n and a literal quote; other backslashes are literal. The arguments are
- * written NUL-terminated into out (as long as s plus one per argument), pointers into argv.
- */
-static size_t split_arguments(const char *s, char *out, char **argv, size_t max)
-{
-    size_t n = 0;
-    while (*s != '\0' && n < max) {
-        while (*s == ' ' || *s == '\t') {
-            s++;
-        }
-        if (*s == '\0') {
-            break;
-        }
-        argv[n++] = out;
-        bool quoted = false;
-        while (*s != '\0') {
-            size_t bs = 0;
-            while (*s == '\\') {
-                s++;
-                bs++;
-            }
-            if (bs > 0) {
-                size_t lit = *s == '"' ? bs / 2 : bs;
-                memset(out, '\\', lit);
-                out += lit;
-                if (*s == '"' && bs % 2 != 0) {
-                    *out++ = '"';
-                    s++;
-                }
-                continue;
-            }
-            if (*s == '"') {
-                if (quoted && s[1] == '"') {
-                    *out++ = '"';
-                    s++;
-                } else {
-                    quoted = !quoted;
-                }
-                s++;
-                continue;
-            }
-            if ((*s == ' ' || *s == '\t') && !quoted) {
-                break;
-            }
-            *out++ = *s++;
-        }
-        *out++ = '\0';
-    }
-    return n;
-}
-
 static int execute_start(struct raction *ac, const struct rules_step *st, struct buf *why)
 {
     struct stat sb;
@@ -364,7 +310,7 @@ static int execute_start(struct raction *ac, const struct rules_step *st, struct
     if (rc == 0) {
         memcpy(space, st->path, plen + 1);
         argv[0] = space;
-        size_t n = split_arguments(args, space + plen + 1, argv + 1, MAX_ARGS);
+        size_t n = rules_split_arguments(args, space + plen + 1, argv + 1, MAX_ARGS);
         argv[n + 1] = NULL;
         uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
                                          {.flags = UV_INHERIT_FD, .data.fd = 1},

@@ -130,9 +130,16 @@ int ipc_cmd_set_env(struct ipc_wr *w, const char *name, const char *value)
     }
     size_t start;
     int rc = ipc_wr_message_begin(w, IPC_SET_PROCESS, IPC_PROCESS_SET_ENV, &start);
-    rc = rc ? rc : ipc_wr_string(w, name);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = ipc_wr_string(w, name);
     rc = rc ? rc : ipc_wr_string(w, value);
-    return rc ? rc : ipc_wr_message_end(w, start);
+    rc = rc ? rc : ipc_wr_message_end(w, start);
+    if (rc != 0) {
+        w->len = start; /* nothing half-written stays */
+    }
+    return rc;
 }
 
 int ipc_cmd_stop_tracing(struct ipc_wr *w, uint64_t session_id)

@@ -87,7 +87,9 @@ int ipc_cmd_process_info2(struct ipc_wr *w);  /* 20 bytes */
 int ipc_cmd_process_info3(struct ipc_wr *w);  /* 20 bytes */
 int ipc_cmd_process_env(struct ipc_wr *w);    /* 20 bytes */
 int ipc_cmd_resume_runtime(struct ipc_wr *w); /* 20 bytes */
-/* SetEnvironmentVariable (§3.2): string name, string value. AGENT_E_INVAL for an empty name. */
+/* SetEnvironmentVariable (§3.2): string name, string value ("" is sent as a one-unit string). On
+ * an error (AGENT_E_INVAL for an empty or NULL name, a NULL value or malformed UTF-8;
+ * AGENT_E_NOSPACE) nothing is written. */
 int ipc_cmd_set_env(struct ipc_wr *w, const char *name, const char *value);
 /* StopTracing: uint64 session id (28 bytes). Send it on a new connection (§8.11). */
 int ipc_cmd_stop_tracing(struct ipc_wr *w, uint64_t session_id);

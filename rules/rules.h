@@ -267,6 +267,17 @@ struct rules_process {
 /* True when every filter of the rule matches p (a rule without filters matches every process). */
 bool rules_filters_match(const struct rules_rule *r, const struct rules_process *p);
 
+/*
+ * The Execute action's Arguments split as .NET's ProcessStartInfo does on Unix
+ * (Process.Unix.cs ParseArgumentsIntoList): blanks (space, tab) separate arguments outside double
+ * quotes; a double quote toggles quoting and is dropped, "" inside quotes is one literal quote;
+ * 2n backslashes before a quote are n backslashes (the quote then toggles), 2n+1 are n and a
+ * literal quote; other backslashes are literal. "" alone is an empty argument. The arguments are
+ * written NUL-terminated into out (2 * strlen(s) + 1 bytes is always enough), argv[i] pointing
+ * at each; at most max (the rest is ignored). Returns how many.
+ */
+size_t rules_split_arguments(const char *s, char *out, char **argv, size_t max);
+
 /* ---- trigger sessions ---------------------------------------------------------------------- */
 
 #define RULES_SESSION_MAX_PROVIDERS 2

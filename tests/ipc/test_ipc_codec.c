@@ -167,6 +167,42 @@ static void test_codec_stop_tracing_golden(void **state)
     assert_int_equal(w.len, 0);
 }
 
+/* §3.2: SetEnvironmentVariable "A"="bé": header (set 0x04, id 0x03), two wire strings. */
+static void test_codec_set_env_golden(void **state)
+{
+    (void)state;
+    static const uint8_t golden[38] = {
+        0x44, 0x4f, 0x54, 0x4e, 0x45, 0x54, 0x5f, 0x49, 0x50, 0x43,
+        0x5f, 0x56, 0x31, 0x00, 0x26, 0x00, 0x04, 0x03, 0x00, 0x00, /* header, size 38 */
+        0x02, 0x00, 0x00, 0x00, 0x41, 0x00, 0x00, 0x00,             /* "A": 2 units */
+        0x03, 0x00, 0x00, 0x00, 0x62, 0x00, 0xe9, 0x00, 0x00, 0x00  /* "bé": 3 units */
+    };
+    uint8_t out[64];
+    struct ipc_wr w;
+    ipc_wr_init(&w, out, sizeof(out));
+    assert_int_equal(ipc_cmd_set_env(&w, "A", "b\xc3\xa9"), 0);
+    assert_int_equal(w.len, 38);
+    assert_memory_equal(out, golden, 38);
+
+    /* An empty value is a one-unit string (the NUL), as the official client sends it. */
+    ipc_wr_init(&w, out, sizeof(out));
+    assert_int_equal(ipc_cmd_set_env(&w, "A", ""), 0);
+    assert_int_equal(w.len, 20 + 8 + 6);
+    static const uint8_t empty[6] = {0x01, 0x00, 0x00, 0x00, 0x00, 0x00};
+    assert_memory_equal(out + 28, empty, 6);
+
+    /* Refused: no name, no value, malformed UTF-8; too small a buffer. Nothing is written. */
+    ipc_wr_init(&w, out, sizeof(out));
+    assert_int_equal(ipc_cmd_set_env(&w, "", "v"), AGENT_E_INVAL);
+    assert_int_equal(ipc_cmd_set_env(&w, NULL, "v"), AGENT_E_INVAL);
+    assert_int_equal(ipc_cmd_set_env(&w, "A", NULL), AGENT_E_INVAL);
+    assert_int_equal(ipc_cmd_set_env(&w, "A", "\xc3"), AGENT_E_INVAL);
+    assert_int_equal(w.len, 0);
+    ipc_wr_init(&w, out, 37);
+    assert_int_equal(ipc_cmd_set_env(&w, "A", "b\xc3\xa9"), AGENT_E_NOSPACE);
+    assert_int_equal(w.len, 0);
+}
+
 /* §3.3: GenerateCoreDump3 of "/t/d" (Full, no flags): header, string, type, flags (42 bytes). */
 static void test_codec_generate_dump_golden(void **state)
 {
@@ -1292,6 +1328,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_process_requests_golden),
         cmocka_unit_test(test_codec_stop_tracing_golden),
+        cmocka_unit_test(test_codec_set_env_golden),
         cmocka_unit_test(test_codec_generate_dump_golden),
         cmocka_unit_test(test_codec_collect_tracing2_golden),
         cmocka_unit_test(test_codec_collect_tracing_versions),

@@ -67,11 +67,12 @@ static void hs_on_metadata(void *ud, const struct nettrace_metadata *md, const u
         while (cap <= id) {
             cap *= 2;
         }
-        struct ev_schema **grown = realloc(s->schemas, cap * sizeof(*grown));
+        /* pointers (sizeof(void *): clang-tidy reads sizeof(*grown) as a mistake) */
+        struct ev_schema **grown = realloc(s->schemas, cap * sizeof(void *));
         if (grown == NULL) {
             return; /* its events are skipped */
         }
-        memset(grown + s->nschemas, 0, (cap - s->nschemas) * sizeof(*grown));
+        memset(grown + s->nschemas, 0, (cap - s->nschemas) * sizeof(void *));
         s->schemas = grown;
         s->nschemas = cap;
     }

@@ -14,10 +14,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "agent_tls.h"
 #include "api.h"
 #include "apikey.h"
+#include "artifact.h"
 #include "auth.h"
+#include "buf.h"
+#include "egress.h"
 #include "err.h"
 #include "http_server.h"
 #include "ipc_discovery.h"
@@ -449,6 +454,82 @@ static int setup_dump_dirs(struct agent *a)
     return a->dump_target_dir != NULL ? 0 : AGENT_E_INVAL;
 }
 
+int agent_egress_parse(const struct config *cfg, struct egress_set **out, char **settings,
+                       struct buf *errors)
+{
+    struct egress_kv *kv = calloc(cfg->n > 0 ? cfg->n : 1, sizeof(*kv));
+    if (kv == NULL) {
+        return UV_ENOMEM;
+    }
+    struct buf all;
+    buf_init(&all, 0);
+    size_t n = 0;
+    int rc = 0;
+    for (size_t i = 0; i < cfg->n; i++) {
+        if (config_key_under(cfg->v[i].key, "Egress")) {
+            kv[n].key = cfg->v[i].key;
+            kv[n].value = cfg->v[i].value;
+            n++;
+            rc = rc ? rc : buf_printf(&all, "%s=%s\n", cfg->v[i].key, cfg->v[i].value);
+        }
+    }
+    rc = rc ? rc : egress_set_parse(kv, n, out, errors);
+    if (rc == 0 && settings != NULL) {
+        *settings = strdup(buf_cstr(&all));
+        if (*settings == NULL) {
+            egress_set_free(*out);
+            *out = NULL;
+            rc = UV_ENOMEM;
+        }
+    }
+    /* The entries may hold secrets: no copy outlives this call but the one handed out. */
+    if (all.p != NULL) {
+        OPENSSL_cleanse(all.p, all.cap);
+    }
+    buf_fini(&all);
+    free(kv);
+    return rc;
+}
+
+void agent_egress_report(const struct buf *errors, bool log)
+{
+    const char *line = buf_size(errors) > 0 ? (const char *)buf_data(errors) : "";
+    size_t left = buf_size(errors);
+    while (left > 0) {
+        const char *nl = memchr(line, '\n', left);
+        size_t len = nl != NULL ? (size_t)(nl - line) : left;
+        if (log) {
+            log_error(cat, "invalid egress configuration: %.*s", (int)len, line);
+        } else {
+            fprintf(stderr, "dotmon: invalid egress configuration: %.*s\n", (int)len, line);
+        }
+        len += nl != NULL ? 1 : 0;
+        line += len;
+        left -= len;
+    }
+}
+
+/* Egress:* at start-up: every problem named, and dotmon does not start with any. */
+static int setup_egress(struct agent *a)
+{
+    struct buf errors;
+    buf_init(&errors, 0);
+    int rc = agent_egress_parse(a->cfg, &a->egress, &a->egress_settings, &errors);
+    if (rc == AGENT_E_INVAL) {
+        agent_egress_report(&errors, true);
+    } else if (rc != 0) {
+        log_error(cat, "cannot read the egress configuration: %s", agent_strerror(rc));
+    } else {
+        for (size_t i = 0; i < egress_set_count(a->egress); i++) {
+            const struct egress_provider *p = egress_set_at(a->egress, i);
+            log_info(cat, "egress provider %s (%s)", egress_provider_name(p),
+                     egress_provider_type(p) == EGRESS_FILESYSTEM ? "FileSystem" : "S3Storage");
+        }
+    }
+    buf_fini(&errors);
+    return rc;
+}
+
 int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
                const struct config *cfg)
 {
@@ -478,6 +559,9 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
     if (rc == 0) {
         rc = setup_trust(a);
+    }
+    if (rc == 0) {
+        rc = setup_egress(a);
     }
     if (rc != 0) {
         return rc;
@@ -860,6 +944,9 @@ void agent_stop(struct agent *a)
     api_livemetrics_shutdown(a);
     api_logs_shutdown(a);
     api_dump_shutdown(a);
+    /* Uploads of the artifacts that end now get until the HTTP server's grace period is over;
+     * then they are aborted (nothing half-done left in the stores). */
+    artifact_shutdown(a, SHUTDOWN_GRACE_MS);
     metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
     a->metrics = NULL;
     rules_run_close(a->rules); /* freed by agent_fini: closing instances point at the rules */
@@ -902,6 +989,13 @@ void agent_fini(struct agent *a)
     op_registry_fini(&a->ops);
     rules_run_free(a->rules);
     a->rules = NULL;
+    egress_set_free(a->egress);
+    a->egress = NULL;
+    if (a->egress_settings != NULL) {
+        OPENSSL_cleanse(a->egress_settings, strlen(a->egress_settings));
+        free(a->egress_settings);
+        a->egress_settings = NULL;
+    }
     agent_tls_fini(a);
     while (a->nnewcomers > 0) {
         newcomer_remove(a, a->nnewcomers - 1);

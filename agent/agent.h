@@ -31,6 +31,10 @@ enum agent_filter_key {
 
 #define AGENT_MAX_FILTERS 16
 
+struct artifact;
+struct buf;
+struct egress_set;
+
 /* One DefaultProcess:Filters entry; every configured entry must match. */
 struct agent_filter {
     enum agent_filter_key key;
@@ -102,6 +106,14 @@ struct agent {
     size_t nnewcomers;
     uv_timer_t announce_timer;
 
+    /* Egress:* (egress/egress.h): the providers egressProvider names; never NULL after agent_init
+     * (an empty set without Egress settings). Replaced by a configuration reload (apikey.c). */
+    struct egress_set *egress;
+    char *egress_settings;      /* the Egress entries in effect, to notice a change on reload */
+    struct artifact *artifacts; /* egress artifacts alive (artifact.c) */
+    uv_timer_t egress_grace;    /* shutdown: aborts the uploads still running (artifact.c) */
+    int egress_grace_state;     /* 0 never started, 1 armed, 2 closed */
+
     uint64_t trace_spool_limit; /* Trace:SpoolLimitMB in bytes (0: no spool) */
     struct agent_trace_stats {  /* over finished traces, for /metrics */
         uint64_t traces;
@@ -120,6 +132,17 @@ struct agent {
  */
 int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
                const struct config *cfg);
+/*
+ * The egress providers of cfg's Egress:* entries (egress_set_parse): 0 and *out (possibly empty),
+ * or AGENT_E_INVAL with one '\n'-terminated line per problem in errors (no secret in them), or
+ * UV_ENOMEM. *settings (may be NULL): the Egress entries as one string, to compare on reload.
+ */
+int agent_egress_parse(const struct config *cfg, struct egress_set **out, char **settings,
+                       struct buf *errors);
+/* Names each line of agent_egress_parse's errors: logged (log true), or on stderr after
+ * "dotmon: " (config show). */
+void agent_egress_report(const struct buf *errors, bool log);
+
 /* Binds the URLs, starts discovery and the signal handlers. */
 int agent_start(struct agent *a);
 /* Graceful stop: closes everything; the loop then runs out. Idempotent. If it has not within

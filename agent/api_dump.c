@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GET /dump: the runtime writes a core dump (GenerateCoreDump3 -> 2 -> 1, PROTOCOL.md §3.3) into a
- * directory dotmon controls, dotmon streams the file back and deletes it.
+ * directory dotmon controls, dotmon streams the file back (or, with egressProvider, into an egress
+ * target: artifact.h; read 1 MiB at a time on the thread pool, only as fast as the store takes
+ * it) and deletes it.
  *
- * One dump_job per request ties the lifetimes together: the HTTP request (gone when answered or
- * when the client leaves), the IPC exchange (createdump runs while it is open: seconds to
- * minutes), the file being read (one uv_fs request at a time, on libuv's thread pool so a slow
- * volume never blocks the loop) and the deadline timer. The job is freed when all are gone.
+ * One dump_job per request ties the lifetimes together: the artifact (the HTTP response, gone
+ * when answered or when the client leaves; or the upload), the IPC exchange (createdump runs while
+ * it is open: seconds to minutes), the file being read (one uv_fs request at a time, on libuv's
+ * thread pool so a slow volume never blocks the loop) and the deadline timer. The job is freed when
+ * all are gone.
  *
  * The file never outlives the job: it is unlinked as soon as it is open (the open descriptor
  * keeps the data readable, and nothing is left behind if dotmon dies mid-download), and on every
@@ -36,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "artifact.h"
 #include "buf.h"
 #include "err.h"
 #include "http_query.h"
@@ -79,12 +83,12 @@ struct dump_job {
     struct agent *a;
     struct dump_job *next; /* the agent's list of jobs (for shutdown) */
     struct dump_job **pprev;
-    struct operation *op;     /* NULL once the operation has finished */
-    struct http_request *req; /* NULL once answered or the client left */
-    struct ipc_dump *x;       /* GenerateCoreDump in flight */
-    uv_timer_t timer;         /* deadline for the runtime's answer */
-    uv_timer_t step;          /* deadline of the step on the pool (open, a read, a piece) */
-    uv_timer_t tail;          /* looks for the file while it is written, then for more bytes */
+    struct operation *op; /* NULL once the artifact has ended (it settles the operation) */
+    struct artifact *out; /* the response or the egress target; NULL once ended */
+    struct ipc_dump *x;   /* GenerateCoreDump in flight */
+    uv_timer_t timer;     /* deadline for the runtime's answer */
+    uv_timer_t step;      /* deadline of the step on the pool (open, a read, a piece) */
+    uv_timer_t tail;      /* looks for the file while it is written, then for more bytes */
     int timers_open;
     bool timer_closing;
     bool written;      /* the runtime answered OK: the file is whole */
@@ -97,7 +101,7 @@ struct dump_job {
     bool step_late;            /* that step missed its deadline: the request was answered */
     uv_file fd;                /* -1 when closed */
     bool busy;                 /* counted busy in discovery */
-    bool streaming;            /* response headers sent */
+    bool streaming;            /* the artifact has begun (response headers sent, upload open) */
     bool waiting_drain;
     bool file_gone; /* unlinked (or never created) */
     int version;    /* GenerateCoreDump version being tried */
@@ -109,7 +113,6 @@ struct dump_job {
     char uid[37];
     struct ipc_endpoint ep; /* the runtime's (an owned copy) */
     char filename[64];
-    char location[512];
     char type_name[16];
     char name[128];                /* the file's name, in both folders */
     char local_path[PATH_MAX];     /* where dotmon reads the file */
@@ -244,7 +247,7 @@ static void job_on_timer_closed(uv_handle_t *h)
 
 static void job_maybe_free(struct dump_job *job)
 {
-    if (job->req != NULL || job->x != NULL || job->fs_step != FS_NONE || job->fd >= 0 ||
+    if (job->out != NULL || job->x != NULL || job->fs_step != FS_NONE || job->fd >= 0 ||
         job->sending || job->timer_closing) {
         return;
     }
@@ -265,13 +268,9 @@ static void job_maybe_free(struct dump_job *job)
     uv_close((uv_handle_t *)&job->tail, job_on_timer_closed);
 }
 
-static void job_finish_op(struct dump_job *job, enum op_state state, const char *code,
-                          const char *message)
+/* The dump's results for the operation's details. */
+static cJSON *job_results(const struct dump_job *job)
 {
-    struct operation *op = job->op;
-    if (op == NULL) {
-        return;
-    }
     cJSON *extra = cJSON_CreateObject();
     cJSON_AddStringToObject(extra, "dumpType", job->type_name);
     cJSON_AddNumberToObject(extra, "bytes", (double)job->sent);
@@ -279,26 +278,26 @@ static void job_finish_op(struct dump_job *job, enum op_state state, const char 
         cJSON_AddNumberToObject(extra, "size", (double)job->size);
     }
     cJSON_AddNumberToObject(extra, "generateCoreDumpVersion", job->version);
-    op_set_extra(op, extra);
-    op_set_state(&job->a->ops, op, state, code, message); /* clears the control hooks */
-    job->op = NULL;
+    return extra;
 }
 
-/* Answers the request (if still there) with a problem and fails the operation. */
+/* Fails the operation and answers the request (if not yet answered) with a problem; a started
+ * response is cut, an upload aborted: never a short "complete" file. */
 static void job_fail(struct dump_job *job, int http_status, const char *code, const char *msg)
 {
     log_warn(cat, "dump of %llu failed: %s", (unsigned long long)job->pid, msg);
-    job_finish_op(job, OP_FAILED, code, msg);
-    struct http_request *req = job->req;
-    if (req != NULL) {
-        job->req = NULL;
-        http_request_on_abort(req, NULL, NULL);
-        if (job->streaming) {
-            http_stream_abort(
-                req); /* the client sees a cut transfer, never a short "complete" file */
-        } else {
-            api_problem(req, http_status, "%s", msg);
-        }
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        artifact_end_fail(out, http_status, code, msg, NULL, job_results(job));
+    }
+}
+
+/* Cancelled: DELETE, a client that left, a store that failed. */
+static void job_end_cancel(struct dump_job *job)
+{
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        artifact_end_cancel(out, 400, NULL, job_results(job));
     }
 }
 
@@ -416,7 +415,7 @@ static const char *kind_name(const struct stat *st)
 static void job_on_tail(uv_timer_t *t)
 {
     struct dump_job *job = t->data;
-    if (job->req == NULL) {
+    if (job->out == NULL) {
         return;
     }
     if (job->fd < 0) {
@@ -441,14 +440,12 @@ static void job_at_eof(struct dump_job *job)
         }
         return;
     }
-    struct http_request *req = job->req;
-    job->req = NULL;
-    http_request_on_abort(req, NULL, NULL);
     job->size = job->sent;
-    log_info(cat, "dump of %llu: %llu bytes sent", (unsigned long long)job->pid,
-             (unsigned long long)job->sent);
-    job_finish_op(job, OP_SUCCEEDED, NULL, NULL);
-    http_stream_end(req);
+    log_info(cat, "dump of %llu: %llu bytes %s", (unsigned long long)job->pid,
+             (unsigned long long)job->sent,
+             artifact_is_egress(job->out) ? "read, the upload is completing" : "sent");
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    artifact_end_complete(out, job_results(job));
     job_close_file(job);
     job_maybe_free(job);
 }
@@ -479,7 +476,7 @@ static void on_acquired(uv_work_t *w, int status)
         snprintf(job->open_path, sizeof(job->open_path), "/proc/%llu/root%s",
                  (unsigned long long)job->pid, job->target_path);
     }
-    if (late || job->req == NULL) {
+    if (late || job->out == NULL) {
         job_close_file(job); /* the request was answered, or the client left meanwhile */
         job_maybe_free(job);
         return;
@@ -534,12 +531,8 @@ static void on_acquired(uv_work_t *w, int status)
          * instead of waiting for the whole dump. If createdump fails later, the transfer is cut
          * (the client sees it incomplete) and the operation says why.
          */
-        char disposition[128];
-        snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
-        const struct http_header hdrs[] = {{"Content-Disposition", disposition},
-                                           {"Location", job->location}};
-        if (http_stream_begin(job->req, 200, "application/octet-stream", hdrs, 2) != 0) {
-            job_fail(job, 500, "ResponseFailed", "cannot start the response");
+        if (artifact_begin(job->out, "application/octet-stream", job->filename) != 0) {
+            job_end_cancel(job); /* the client left, or the upload cannot start (said in the op) */
         } else {
             job->streaming = true;
             log_info(cat, "dump of %llu: streaming %s %s", (unsigned long long)job->pid,
@@ -576,10 +569,10 @@ static void on_sent(void *ud, struct http_request *r, int status, size_t n)
     job->sending = false;
     uv_timer_stop(&job->step);
     job->sent += n;
-    if (job->step_late || status < 0 || job->req == NULL) {
+    if (job->step_late || status < 0 || job->out == NULL) {
         /* Failed (answered already), or the client is gone (its abort callback follows). */
         job->step_late = false;
-        if (job->req == NULL) {
+        if (job->out == NULL) {
             job_close_file(job);
             job_maybe_free(job);
         }
@@ -614,7 +607,7 @@ static void on_fs(uv_fs_t *fs)
 
     switch (step) {
     case FS_READ:
-        if (job->req == NULL) {
+        if (job->out == NULL) {
             break; /* the client left while the read was in flight */
         }
         if (result < 0) {
@@ -630,8 +623,8 @@ static void on_fs(uv_fs_t *fs)
         job->sent += (uint64_t)result;
         uint8_t *b = job->rbuf;
         job->rbuf = NULL; /* the write queue owns it now */
-        if (http_stream_write_owned(job->req, b, b, (size_t)result) != 0) {
-            break; /* the client is gone: the abort callback follows */
+        if (artifact_write_owned(job->out, b, b, (size_t)result) != 0) {
+            break; /* the consumer is gone: on_lost follows */
         }
         job_pump(job);
         return;
@@ -666,15 +659,15 @@ static void job_close_file(struct dump_job *job)
  */
 static void job_pump(struct dump_job *job)
 {
-    struct http_request *req = job->req;
-    if (req == NULL || job->fd < 0 || job->fs_step != FS_NONE || job->sending) {
+    struct artifact *out = job->out;
+    if (out == NULL || job->fd < 0 || job->fs_step != FS_NONE || job->sending) {
         return;
     }
-    if (http_stream_can_sendfile(req)) {
+    if (artifact_can_sendfile(out)) {
         /* The HTTP layer closes a client that makes no progress for its write timeout; the
          * piece's own deadline is generous (a slow client is not a fault). */
         job->sending = true;
-        int rc = http_stream_sendfile(req, job->fd, job->sent, DUMP_PIECE_SIZE, on_sent, job);
+        int rc = artifact_sendfile(out, job->fd, job->sent, DUMP_PIECE_SIZE, on_sent, job);
         if (rc != 0) {
             job->sending = false;
             job_fail(job, 500, "ResponseFailed", "cannot send the dump");
@@ -684,8 +677,8 @@ static void job_pump(struct dump_job *job)
         job_arm_step(job);
         return;
     }
-    if (http_stream_pending(req) > DUMP_HIGH_WATER) {
-        job->waiting_drain = true;
+    if (artifact_full(out)) {
+        job->waiting_drain = true; /* until on_ready */
         return;
     }
     if (job->rbuf == NULL && (job->rbuf = malloc(DUMP_READ_SIZE)) == NULL) {
@@ -704,10 +697,9 @@ static void job_pump(struct dump_job *job)
     job_arm_step(job);
 }
 
-static void job_on_drain(void *ud, struct http_request *r)
+static void job_on_ready(void *ud)
 {
     struct dump_job *job = ud;
-    (void)r;
     if (job->waiting_drain) {
         job->waiting_drain = false;
         job_pump(job);
@@ -716,35 +708,25 @@ static void job_on_drain(void *ud, struct http_request *r)
 
 /* ---- the client ------------------------------------------------------------------------------ */
 
-static void job_on_abort(void *ud, struct http_request *r)
+/* The client disconnected, or the egress store failed. */
+static void job_on_lost(void *ud)
 {
     struct dump_job *job = ud;
-    (void)r;
-    job->req = NULL;
-    log_info(cat, "dump of %llu: client disconnected after %llu bytes%s",
-             (unsigned long long)job->pid, (unsigned long long)job->sent,
+    log_info(cat, "dump of %llu: %s after %llu bytes%s", (unsigned long long)job->pid,
+             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected",
+             (unsigned long long)job->sent,
              job->x != NULL ? " (the runtime is still writing; the file goes when it is done)"
                             : "");
-    job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    job_end_cancel(job);
     job_close_file(job);
     job_maybe_free(job);
 }
 
-/* DELETE /operations/{id}: the same as a client leaving. */
+/* DELETE /operations/{id}: the same as a client leaving (an upload is aborted). */
 static void job_cancel(void *ctx)
 {
     struct dump_job *job = ctx;
-    struct http_request *req = job->req;
-    job_finish_op(job, OP_CANCELLED, NULL, NULL);
-    if (req != NULL) {
-        job->req = NULL;
-        http_request_on_abort(req, NULL, NULL);
-        if (job->streaming) {
-            http_stream_abort(req);
-        } else {
-            api_problem(req, 400, "the dump operation was cancelled");
-        }
-    }
+    job_end_cancel(job);
     job_close_file(job);
     job_maybe_free(job);
 }
@@ -771,7 +753,7 @@ static void job_on_deadline(uv_timer_t *t)
 static bool job_on_retry_dump(void *ud, int next_version)
 {
     struct dump_job *job = ud;
-    if (job->req == NULL || job->fd >= 0) {
+    if (job->out == NULL || job->fd >= 0) {
         return false;
     }
     job->version = next_version;
@@ -801,7 +783,7 @@ static void job_on_reply(void *ud, const struct ipc_dump_result *res)
         snprintf(msg, sizeof(msg), "the runtime could not write the dump: %s (0x%08x)%s%s",
                  ipc_hresult_text(res->hresult), res->hresult, text[0] ? ": " : "", text);
         job_fail(job, 400, "RuntimeError", msg);
-    } else if (job->req != NULL) {
+    } else if (job->out != NULL) {
         log_info(cat, "dump of %llu written by the runtime (GenerateCoreDump%d)",
                  (unsigned long long)job->pid, job->version);
         job->written = true;
@@ -816,7 +798,7 @@ static void job_on_reply(void *ud, const struct ipc_dump_result *res)
             job_pump(job);
         }
     }
-    if (job->req == NULL) {
+    if (job->out == NULL) {
         job_close_file(job);
     }
     job_maybe_free(job);
@@ -867,29 +849,6 @@ static int parse_type(struct http_request *req, struct dump_job *job)
     return rc < 0 ? -1 : 0;
 }
 
-/* The request's egressProvider/tags; 0, or -1 after answering 400. */
-static int parse_common(struct http_request *req, struct buf *tags, int *has_tags)
-{
-    struct buf egress;
-    buf_init(&egress, 256);
-    const char *q = http_request_query(req);
-    *has_tags = http_query_get(q, "tags", tags);
-    int has_egress = http_query_get(q, "egressProvider", &egress);
-    int rc = 0;
-    if (*has_tags < 0 || has_egress < 0) {
-        api_problem(req, 400, "malformed query string");
-        rc = -1;
-    } else if (has_egress == 1 && buf_size(&egress) > 0) {
-        api_problem(req, 400,
-                    "egress provider '%s' is not configured; omit egressProvider to "
-                    "receive the dump in this response",
-                    buf_cstr(&egress));
-        rc = -1;
-    }
-    buf_fini(&egress);
-    return rc;
-}
-
 /* True while an earlier dump of this runtime has not been answered (see api_dump_get). */
 static bool runtime_still_dumping(const struct agent *a, const struct ipc_process *p)
 {
@@ -902,13 +861,13 @@ static bool runtime_still_dumping(const struct agent *a, const struct ipc_proces
 }
 
 /*
- * Makes the registered job live: its timers, its place in a->dump_jobs, its operation and request,
- * and its own copy of the runtime's endpoint (released with the job: the process entry may be gone
- * long before the job ends). From here the job is freed through job_maybe_free. Returns 0 or the
+ * Makes the admitted job live: its timers, its place in a->dump_jobs, its operation, and its own
+ * copy of the runtime's endpoint (released with the job: the process entry may be gone long
+ * before the job ends). From here the job is freed through job_maybe_free. Returns 0 or the
  * copy's error (UV_ENOMEM).
  */
 static int job_attach(struct dump_job *job, struct agent *a, struct operation *op,
-                      struct http_request *req, const struct ipc_process *p)
+                      const struct ipc_process *p)
 {
     job->a = a;
     uv_timer_init(a->loop, &job->timer);
@@ -923,12 +882,40 @@ static int job_attach(struct dump_job *job, struct agent *a, struct operation *o
     a->dump_jobs = job;
     job->pprev = &a->dump_jobs;
     job->op = op;
-    job->req = req;
     job->pid = p->pid;
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     return ipc_endpoint_copy(&job->ep, &ep);
 }
+
+/* The dump file's names: where the runtime writes it and where dotmon reads it, and the
+ * artifact's (dotnet-monitor's core_<time stamp>). 0, or -1 when a path does not fit. */
+static int job_name_files(struct dump_job *job, const struct ipc_process *p)
+{
+    /* Unique and unguessable: the operation id is a random GUID. */
+    snprintf(job->name, sizeof(job->name), "dotmon_%llu_%s.dmp", (unsigned long long)p->pid,
+             job->op->id);
+    int n1 =
+        snprintf(job->local_path, sizeof(job->local_path), "%s/%s", job->a->dump_dir, job->name);
+    int n2 = snprintf(job->target_path, sizeof(job->target_path), "%s/%s", job->a->dump_target_dir,
+                      job->name);
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    snprintf(job->filename, sizeof(job->filename), "core_%s", ts);
+    job->op->artifact_name = strdup(job->filename);
+    return n1 < 0 || (size_t)n1 >= sizeof(job->local_path) || n2 < 0 ||
+                   (size_t)n2 >= sizeof(job->target_path)
+               ? -1
+               : 0;
+}
+
+static const struct artifact_spec dump_spec = {.kind = OP_KIND_DUMP,
+                                               .noun = "dump",
+                                               .limit_setting = "RequestLimits:Dump:MaxConcurrency",
+                                               .high_water = DUMP_HIGH_WATER,
+                                               .low_water = DUMP_LOW_WATER};
+static const struct artifact_events dump_events = {.on_ready = job_on_ready,
+                                                   .on_lost = job_on_lost};
 
 void api_dump_get(struct agent *a, struct http_request *req)
 {
@@ -937,73 +924,48 @@ void api_dump_get(struct agent *a, struct http_request *req)
         return;
     }
     struct dump_job *job = calloc(1, sizeof(*job));
-    struct buf tags;
-    buf_init(&tags, 4096);
-    int has_tags = 0;
     struct operation *op = NULL;
     if (job == NULL) {
         api_problem(req, 500, "out of memory");
-        goto out;
+        return;
     }
     job->fd = -1;
     job->version = 3;
-    if (parse_type(req, job) != 0 || parse_common(req, &tags, &has_tags) != 0) {
-        goto out;
-    }
-    if (a->stopping) {
-        api_problem(req, 503, "dotmon is shutting down");
-        goto out;
-    }
     /*
      * A runtime that has not answered an earlier GenerateCoreDump (timed out, its exchange kept
      * open to delete a late file) still has its single diagnostic thread on it: a new request
      * would only queue behind it and time out too, each one holding a connection for up to
      * Dump:TimeoutSeconds + DUMP_LATE_GRACE_MS.
      */
+    if (parse_type(req, job) != 0) {
+        free(job);
+        return;
+    }
     if (runtime_still_dumping(a, p)) {
         api_problem(req, 429,
                     "the runtime of process %llu has not answered the previous "
                     "dump request yet; retry later",
                     (unsigned long long)p->pid);
-        goto out;
+        free(job);
+        return;
     }
     /* The dump folder is not looked at here (a stat on a hung volume would freeze the loop): it
      * was checked at start-up, and every access to it runs on the thread pool with a deadline. */
-    int rc = op_registry_add(&a->ops, OP_KIND_DUMP, p->pid, p->uid, p->name,
-                             has_tags == 1 ? buf_cstr(&tags) : NULL, &op);
-    if (rc == AGENT_E_TOOBIG) {
-        api_problem(req, 429,
-                    "%zu dump(s) already in progress; at most %zu at once "
-                    "(RequestLimits:Dump:MaxConcurrency)",
-                    op_registry_active(&a->ops, OP_KIND_DUMP), a->ops.limit[OP_KIND_DUMP]);
-        goto out;
+    if (artifact_admit(a, req, p, &dump_spec, &dump_events, job, &job->out, &op) != 0) {
+        free(job);
+        return;
     }
-    if (rc != 0) {
-        api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
-        goto out;
-    }
-    int ep_rc = job_attach(job, a, op, req, p);
-    /* Unique and unguessable: the operation id is a random GUID. */
-    snprintf(job->name, sizeof(job->name), "dotmon_%llu_%s.dmp", (unsigned long long)p->pid,
-             op->id);
-    int n1 = snprintf(job->local_path, sizeof(job->local_path), "%s/%s", a->dump_dir, job->name);
-    int n2 = snprintf(job->target_path, sizeof(job->target_path), "%s/%s", a->dump_target_dir,
-                      job->name);
-    if (n1 < 0 || (size_t)n1 >= sizeof(job->local_path) || n2 < 0 ||
-        (size_t)n2 >= sizeof(job->target_path)) {
+    int rc = job_attach(job, a, op, p);
+    op->control.cancel = job_cancel;
+    op->ctx = job;
+    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    if (job_name_files(job, p) != 0) {
         job->file_gone = true;
         job_fail(job, 500, "PathTooLong", "the dump folder path is too long");
-        goto out;
+        job_maybe_free(job);
+        return;
     }
-    char ts[32];
-    op_artifact_stamp(ts, sizeof(ts));
-    snprintf(job->filename, sizeof(job->filename), "core_%s", ts);
-    const char *host = http_request_header(req, "Host");
-    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
-             host != NULL ? host : "localhost", op->id);
-    op->artifact_name = strdup(job->filename);
-
-    rc = ep_rc != 0 ? ep_rc : job_send(job);
+    rc = rc != 0 ? rc : job_send(job);
     if (rc != 0) {
         job->file_gone = true;
         char msg[256];
@@ -1011,27 +973,14 @@ void api_dump_get(struct agent *a, struct http_request *req)
                  (unsigned long long)p->pid, agent_strerror(rc));
         job_fail(job, 502, "RuntimeUnreachable", msg);
         job_maybe_free(job);
-        job = NULL;
-        goto out;
+        return;
     }
     log_info(cat, "dump of %llu (%s) requested: %s", (unsigned long long)job->pid, job->type_name,
              job->target_path);
     uv_timer_start(&job->timer, job_on_deadline, a->dump_timeout_ms, 0);
     /* Look for the file while the runtime writes it: it is streamed as it grows. */
     uv_timer_start(&job->tail, job_on_tail, DUMP_POLL_MS, DUMP_POLL_MS);
-    op->control.cancel = job_cancel;
-    op->ctx = job;
     op_set_state(&a->ops, op, OP_RUNNING, NULL, NULL);
-    http_request_on_abort(req, job_on_abort, job);
-    http_stream_on_drain(req, DUMP_LOW_WATER, job_on_drain, job);
-    job = NULL;
-out:
-    if (job != NULL && job->a == NULL) {
-        free(job);
-    } else if (job != NULL) {
-        job_maybe_free(job);
-    }
-    buf_fini(&tags);
 }
 
 void api_dump_shutdown(struct agent *a)
@@ -1053,6 +1002,9 @@ void api_dump_shutdown(struct agent *a)
         log_warn(cat, "dump of %llu abandoned at shutdown; the runtime may still write %s",
                  (unsigned long long)job->pid, job->local_path);
         job_fail(job, 503, "ShuttingDown", "dotmon is shutting down");
+        /* A dump streamed while it is written has its file open (and the tail timer polling it):
+         * close it, or the job would keep the loop running past the shutdown deadline. */
+        job_close_file(job);
         job_maybe_free(job);
     }
 }

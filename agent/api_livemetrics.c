@@ -2,10 +2,12 @@
 /*
  * GET/POST /livemetrics: a metrics session of its own with one runtime, its values streamed as
  * application/json-seq records in dotnet-monitor's shape (../shared/EVENTS.md §5.3) for
- * durationSeconds (default 30, -1 until stopped). GET collects what the Metrics settings name
- * (as dotnet-monitor 8+), POST what its EventMetricsConfiguration body names. An operation like a
- * trace: stop (DELETE ?stop=true) ends the stream cleanly, cancel cuts it, a client that leaves
- * ends the runtime's session at once; a runtime that exits ends the stream cleanly.
+ * durationSeconds (default 30, -1 until stopped), or into an egress target with egressProvider
+ * (artifact.h; records are dropped, counted, while it is behind). GET collects what the Metrics
+ * settings name (as dotnet-monitor 8+), POST what its EventMetricsConfiguration body names. An
+ * operation like a trace: stop (DELETE ?stop=true) ends the stream cleanly, cancel cuts it, a
+ * client that leaves ends the runtime's session at once; a runtime that exits ends the stream
+ * cleanly.
  */
 #include "api.h"
 
@@ -21,9 +23,9 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "artifact.h"
 #include "err.h"
 #include "ev_store.h"
-#include "http_query.h"
 #include "http_server.h"
 #include "log.h"
 #include "metrics_session.h"
@@ -37,9 +39,9 @@ static const char cat[] = "dotmon.livemetrics";
 
 struct lm_job {
     struct agent *a;
-    struct operation *op;     /* NULL once finished */
-    struct http_request *req; /* NULL once the response ended or the client left */
-    struct msession *sess;    /* NULL after on_end or abort */
+    struct operation *op;  /* NULL once the artifact has ended (it settles the operation) */
+    struct artifact *out;  /* the response or the egress target; NULL once ended */
+    struct msession *sess; /* NULL after on_end or abort */
     struct metrics_filters f;
     uv_timer_t timer;
     bool timer_closing;
@@ -49,7 +51,6 @@ struct lm_job {
     uint64_t pid;
     char uid[37];
     char filename[64];
-    char location[512];
     uint64_t records;
     uint64_t dropped;
 };
@@ -63,27 +64,22 @@ static void lm_on_closed(uv_handle_t *h)
 
 static void lm_maybe_free(struct lm_job *job)
 {
-    if (job->req != NULL || job->sess != NULL || job->timer_closing) {
+    if (job->out != NULL || job->sess != NULL || job->timer_closing) {
         return;
     }
     job->timer_closing = true;
     uv_close((uv_handle_t *)&job->timer, lm_on_closed);
 }
 
-static void lm_finish_op(struct lm_job *job, enum op_state state, const char *code,
-                         const char *message)
+/* The session's results for the operation's details. */
+static cJSON *lm_results(const struct lm_job *job)
 {
-    if (job->op == NULL) {
-        return;
-    }
     cJSON *extra = cJSON_CreateObject();
     if (extra != NULL) {
         cJSON_AddNumberToObject(extra, "records", (double)job->records);
         cJSON_AddNumberToObject(extra, "droppedRecords", (double)job->dropped);
     }
-    op_set_extra(job->op, extra);
-    op_set_state(&job->a->ops, job->op, state, code, message);
-    job->op = NULL;
+    return extra;
 }
 
 /* ISO-8601 round-trip time as .NET writes a local DateTime in a UTC container. */
@@ -161,17 +157,17 @@ static int lm_format(const struct lm_job *job, const struct ev_metric_sample *s,
 static void lm_on_sample(void *ud, const struct ev_metric_sample *s)
 {
     struct lm_job *job = ud;
-    if (job->req == NULL || !job->streaming) {
+    if (job->out == NULL || !job->streaming) {
         return;
     }
-    if (http_stream_pending(job->req) > LM_HIGH_WATER) {
+    if (artifact_full(job->out)) {
         job->dropped++;
         return;
     }
     struct buf b;
     buf_init(&b, 64 * 1024);
     if (lm_format(job, s, &b) == 0 && buf_size(&b) > 0 &&
-        http_stream_write(job->req, buf_data(&b), buf_size(&b)) == 0) {
+        artifact_write(job->out, buf_data(&b), buf_size(&b)) == 0) {
         job->records++;
     } else {
         job->dropped++;
@@ -194,14 +190,12 @@ static void lm_on_started(void *ud)
     if (job->op != NULL) {
         op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
     }
-    if (job->req == NULL) {
+    if (job->out == NULL) {
         return;
     }
-    char disposition[128];
-    snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
-    const struct http_header hdrs[] = {{"Content-Disposition", disposition},
-                                       {"Location", job->location}};
-    if (http_stream_begin(job->req, 200, "application/json-seq", hdrs, 2) != 0) {
+    if (artifact_begin(job->out, "application/json-seq", job->filename) != 0) {
+        /* The client left (its on_lost follows), or the upload cannot start: on_end ends the
+         * artifact, which says why. */
         msession_stop(job->sess);
         return;
     }
@@ -222,28 +216,19 @@ static void lm_on_end(void *ud, int status, const char *reason)
      * stream dotmon could not read, or a stop that never finished, is a failure: the client
      * sees the transfer cut, the operation says why. */
     bool failed = status == AGENT_E_PROTO || status == AGENT_E_TIMEOUT;
-    if (job->req != NULL) {
-        struct http_request *req = job->req;
-        job->req = NULL;
-        http_request_on_abort(req, NULL, NULL);
-        if (job->streaming && !failed) {
-            http_stream_end(req);
-        } else if (job->streaming) {
-            http_stream_abort(req);
-        } else {
-            api_problem(req,
-                        status == AGENT_E_RUNTIME   ? 400
-                        : status == AGENT_E_TIMEOUT ? 504
-                                                    : 502,
-                        "cannot collect live metrics from process %" PRIu64 ": %s", job->pid,
-                        reason);
-        }
-    }
-    if (job->streaming && !failed) {
-        lm_finish_op(job, OP_SUCCEEDED, NULL, NULL);
-    } else {
-        lm_finish_op(job, OP_FAILED, job->streaming ? "StreamFailed" : "RuntimeUnreachable",
-                     reason);
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL && job->streaming && !failed) {
+        artifact_end_complete(out, lm_results(job));
+    } else if (out != NULL) {
+        char detail[400];
+        snprintf(detail, sizeof(detail), "cannot collect live metrics from process %" PRIu64 ": %s",
+                 job->pid, reason);
+        artifact_end_fail(out,
+                          status == AGENT_E_RUNTIME   ? 400
+                          : status == AGENT_E_TIMEOUT ? 504
+                                                      : 502,
+                          job->streaming ? "StreamFailed" : "RuntimeUnreachable", reason, detail,
+                          lm_results(job));
     }
     lm_maybe_free(job);
 }
@@ -282,82 +267,49 @@ static void lm_cancel(void *ctx)
         job->sess = NULL;
     }
     uv_timer_stop(&job->timer);
-    if (job->req != NULL) {
-        struct http_request *req = job->req;
-        job->req = NULL;
-        http_request_on_abort(req, NULL, NULL);
-        if (job->streaming) {
-            http_stream_abort(req);
-        } else {
-            api_problem(req, 400, "the livemetrics operation was cancelled before it started");
-        }
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        artifact_end_cancel(out, 400, NULL, lm_results(job));
     }
-    lm_finish_op(job, OP_CANCELLED, NULL, NULL);
     lm_maybe_free(job);
 }
 
-static void lm_on_abort(void *ud, struct http_request *r)
+/* The client disconnected, or the egress store failed (or the upload could not start). */
+static void lm_on_lost(void *ud)
 {
     struct lm_job *job = ud;
-    (void)r;
-    job->req = NULL;
-    log_info(cat, "live metrics of %" PRIu64 ": client disconnected after %" PRIu64 " records",
-             job->pid, job->records);
-    if (job->sess != NULL) {
-        msession_abort(job->sess); /* StopTracing in the background */
-        job->sess = NULL;
-    }
-    uv_timer_stop(&job->timer);
-    lm_finish_op(job, OP_CANCELLED, NULL, NULL);
-    lm_maybe_free(job);
+    log_info(cat, "live metrics of %" PRIu64 ": %s after %" PRIu64 " records", job->pid,
+             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected",
+             job->records);
+    lm_cancel(job); /* StopTracing in the background */
 }
+
+static const struct artifact_spec lm_spec = {.kind = OP_KIND_LIVEMETRICS,
+                                             .noun = "livemetrics",
+                                             .limit_setting = NULL,
+                                             .high_water = LM_HIGH_WATER,
+                                             .low_water = LM_HIGH_WATER / 4};
+/* No on_ready: records beyond the high-water mark are dropped (counted), never queued. */
+static const struct artifact_events lm_events = {.on_ready = NULL, .on_lost = lm_on_lost};
 
 /* Registers the operation and starts the session; takes f. */
 static void lm_start(struct agent *a, struct http_request *req, const struct ipc_process *p,
                      struct metrics_filters *f, int64_t duration_s)
 {
-    struct buf tags, egress;
-    buf_init(&tags, 4096);
-    buf_init(&egress, 256);
-    const char *q = http_request_query(req);
-    int has_tags = http_query_get(q, "tags", &tags);
-    int has_egress = http_query_get(q, "egressProvider", &egress);
     struct operation *op = NULL;
-    struct lm_job *job = NULL;
-    if (has_tags < 0 || has_egress < 0) {
-        api_problem(req, 400, "malformed query string");
-        goto fail;
-    }
-    if (has_egress == 1 && buf_size(&egress) > 0) {
-        api_problem(req, 400,
-                    "egress provider '%s' is not configured; omit egressProvider to receive "
-                    "the metrics in this response",
-                    buf_cstr(&egress));
-        goto fail;
-    }
-    if (a->stopping) {
-        api_problem(req, 503, "dotmon is shutting down");
-        goto fail;
-    }
-    int rc = op_registry_add(&a->ops, OP_KIND_LIVEMETRICS, p->pid, p->uid, p->name,
-                             has_tags == 1 ? buf_cstr(&tags) : NULL, &op);
-    if (rc == AGENT_E_TOOBIG) {
-        api_problem(req, 429, "%zu livemetrics sessions are running; at most %zu may run at once",
-                    op_registry_active(&a->ops, OP_KIND_LIVEMETRICS),
-                    a->ops.limit[OP_KIND_LIVEMETRICS]);
-        goto fail;
-    }
-    job = rc == 0 ? calloc(1, sizeof(*job)) : NULL;
+    struct lm_job *job = calloc(1, sizeof(*job));
     if (job == NULL) {
-        if (op != NULL) {
-            op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
-        }
-        api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
-        goto fail;
+        api_problem(req, 500, "out of memory");
+        metrics_filters_fini(f);
+        return;
+    }
+    if (artifact_admit(a, req, p, &lm_spec, &lm_events, job, &job->out, &op) != 0) {
+        free(job);
+        metrics_filters_fini(f);
+        return;
     }
     job->a = a;
     job->op = op;
-    job->req = req;
     job->pid = p->pid;
     job->duration_s = duration_s;
     job->f = *f;
@@ -366,34 +318,26 @@ static void lm_start(struct agent *a, struct http_request *req, const struct ipc
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
     snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".metrics.json", ts, p->pid);
-    const char *host = http_request_header(req, "Host");
-    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
-             host != NULL ? host : "localhost", op->id);
     op->artifact_name = strdup(job->filename);
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
-    struct ipc_endpoint ep = ipc_process_endpoint(p);
-    rc = msession_start(a, &ep, metrics_runtime_major(p->clr_version), &job->f, &lm_callbacks, job,
-                        &job->sess);
-    if (rc != 0) {
-        job->req = NULL;
-        lm_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
-        api_problem(req, 502, "cannot start a metrics session with process %" PRIu64 ": %s", p->pid,
-                    agent_strerror(rc));
-        lm_maybe_free(job);
-        goto out;
-    }
     op->stoppable = true;
     op->control.stop = lm_stop;
     op->control.cancel = lm_cancel;
     op->ctx = job;
-    http_request_on_abort(req, lm_on_abort, job);
-    goto out;
-fail:
-    metrics_filters_fini(f);
-out:
-    buf_fini(&tags);
-    buf_fini(&egress);
+    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    int rc = msession_start(a, &ep, metrics_runtime_major(p->clr_version), &job->f, &lm_callbacks,
+                            job, &job->sess);
+    if (rc != 0) {
+        char detail[256];
+        snprintf(detail, sizeof(detail),
+                 "cannot start a metrics session with process %" PRIu64 ": %s", p->pid,
+                 agent_strerror(rc));
+        artifact_end_fail(artifact_take(&job->out, &job->op), 502, "RuntimeUnreachable",
+                          agent_strerror(rc), detail, lm_results(job));
+        lm_maybe_free(job);
+    }
 }
 
 void api_livemetrics_get(struct agent *a, struct http_request *req)

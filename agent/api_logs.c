@@ -5,7 +5,8 @@
  * §4.1, §4.3), its records built by events/ev_logs and streamed in the format the Accept header
  * picks (text/plain, application/x-ndjson, application/json-seq, in dotnet-monitor's order; a
  * missing Accept counts as any type, so text/plain, where dotnet-monitor answers 406) for
- * durationSeconds (default 30, -1 until stopped). An operation like /livemetrics: stop (DELETE
+ * durationSeconds (default 30, -1 until stopped), or into an egress target with egressProvider
+ * (artifact.h). An operation like /livemetrics: stop (DELETE
  * ?stop=true) ends the stream cleanly, cancel cuts it, a client that leaves ends the runtime's
  * session at once, a runtime that exits ends the stream cleanly.
  *
@@ -33,6 +34,7 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "artifact.h"
 #include "err.h"
 #include "ev_logs.h"
 #include "http_query.h"
@@ -65,8 +67,8 @@ struct logs_spec {
 
 struct logs_job {
     struct agent *a;
-    struct operation *op;     /* NULL once finished */
-    struct http_request *req; /* NULL once the response ended or the client left */
+    struct operation *op;     /* NULL once the artifact has ended (it settles the operation) */
+    struct artifact *out;     /* the response or the egress target; NULL once ended */
     struct ipc_session *sess; /* NULL after on_end or abort */
     struct logs_probe *probe; /* the loader-rundown probe; NULL once it answered or was aborted */
     struct ipc_endpoint ep;   /* owned: the session starts after the probe */
@@ -83,9 +85,8 @@ struct logs_job {
     int64_t duration_s;
     uint64_t pid;
     char filename[64];
-    char location[512];
     uint64_t records;
-    struct buf out; /* records of one read, written at once */
+    struct buf text; /* records of one read, written at once */
 };
 
 static void logs_on_closed(uv_handle_t *h)
@@ -97,13 +98,13 @@ static void logs_on_closed(uv_handle_t *h)
     ev_logs_free(job->logs);
     ipc_endpoint_fini(&job->ep);
     buf_fini(&job->spec.specs);
-    buf_fini(&job->out);
+    buf_fini(&job->text);
     free(job);
 }
 
 static void logs_maybe_free(struct logs_job *job)
 {
-    if (job->req != NULL || job->sess != NULL || job->probe != NULL || job->closing > 0) {
+    if (job->out != NULL || job->sess != NULL || job->probe != NULL || job->closing > 0) {
         return;
     }
     job->closing = 2;
@@ -111,12 +112,9 @@ static void logs_maybe_free(struct logs_job *job)
     uv_close((uv_handle_t *)&job->quiet, logs_on_closed);
 }
 
-static void logs_finish_op(struct logs_job *job, enum op_state state, const char *code,
-                           const char *message)
+/* The session's results for the operation's details. */
+static cJSON *logs_results(const struct logs_job *job)
 {
-    if (job->op == NULL) {
-        return;
-    }
     cJSON *extra = cJSON_CreateObject();
     if (extra != NULL) {
         struct ev_logs_stats st;
@@ -125,9 +123,26 @@ static void logs_finish_op(struct logs_job *job, enum op_state state, const char
         cJSON_AddNumberToObject(extra, "loggingEvents", (double)st.mel_events);
         cJSON_AddNumberToObject(extra, "lostEvents", (double)st.lost);
     }
-    op_set_extra(job->op, extra);
-    op_set_state(&job->a->ops, job->op, state, code, message);
-    job->op = NULL;
+    return extra;
+}
+
+/* Fails the operation; a request not yet answered gets a problem with detail. */
+static void logs_end_fail(struct logs_job *job, int http_status, const char *code,
+                          const char *message, const char *detail)
+{
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        artifact_end_fail(out, http_status, code, message, detail, logs_results(job));
+    }
+}
+
+/* Cancelled; a request not yet answered gets a problem (http_status, detail or the default). */
+static void logs_end_cancel(struct logs_job *job, int http_status, const char *detail)
+{
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        artifact_end_cancel(out, http_status, detail, logs_results(job));
+    }
 }
 
 /* ---- the session's stream ---- */
@@ -138,23 +153,21 @@ static void logs_on_record(void *ud, const struct ev_log_record *r)
     if (job->spec.client_level && r->level < job->spec.level) {
         return;
     }
-    size_t mark = buf_size(&job->out);
-    if (ev_logs_format_record(r, job->format, &job->out) != 0) {
-        buf_truncate(&job->out, mark);
+    size_t mark = buf_size(&job->text);
+    if (ev_logs_format_record(r, job->format, &job->text) != 0) {
+        buf_truncate(&job->text, mark);
         return;
     }
     job->records++;
 }
 
-static void logs_on_drain(void *ud, struct http_request *r)
+static void logs_on_ready(void *ud)
 {
     struct logs_job *job = ud;
-    (void)r;
     if (job->paused && job->sess != NULL) {
         job->paused = false;
         ipc_session_resume(job->sess);
     }
-    http_stream_on_drain(job->req, 0, NULL, NULL);
 }
 
 static void logs_fail_stream(struct logs_job *job, const char *why);
@@ -165,23 +178,22 @@ static void logs_on_data(void *ud, const uint8_t *p, size_t n)
     if (job->failed) {
         return;
     }
-    buf_reset(&job->out);
+    buf_reset(&job->text);
     int rc = ev_logs_feed(job->logs, p, n);
     if (rc != 0) {
         const char *why = ev_logs_error(job->logs);
         logs_fail_stream(job, why != NULL ? why : agent_strerror(rc));
         return;
     }
-    if (job->req == NULL || !job->streaming || buf_size(&job->out) == 0) {
+    if (job->out == NULL || !job->streaming || buf_size(&job->text) == 0) {
         return;
     }
-    if (http_stream_write(job->req, buf_data(&job->out), buf_size(&job->out)) != 0) {
-        return; /* the client is gone: the abort callback follows */
+    if (artifact_write(job->out, buf_data(&job->text), buf_size(&job->text)) != 0) {
+        return; /* the consumer is gone: on_lost follows */
     }
-    if (http_stream_pending(job->req) > LOGS_HIGH_WATER && job->sess != NULL) {
-        job->paused = true;
+    if (artifact_full(job->out) && job->sess != NULL) {
+        job->paused = true; /* until on_ready */
         ipc_session_pause(job->sess);
-        http_stream_on_drain(job->req, LOGS_LOW_WATER, logs_on_drain, job);
     }
 }
 
@@ -207,16 +219,14 @@ static void logs_on_started(void *ud, uint64_t session_id, int version)
     if (job->op != NULL) {
         op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
     }
-    if (job->req == NULL) {
+    if (job->out == NULL) {
         return;
     }
     static const char *const types[] = {"application/x-ndjson", "application/json-seq",
                                         "text/plain"};
-    char disposition[128];
-    snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
-    const struct http_header hdrs[] = {{"Content-Disposition", disposition},
-                                       {"Location", job->location}};
-    if (http_stream_begin(job->req, 200, types[job->format], hdrs, 2) != 0) {
+    if (artifact_begin(job->out, types[job->format], job->filename) != 0) {
+        /* The client left (its on_lost follows), or the upload cannot start: on_end ends the
+         * artifact, which says why. */
         if (job->sess != NULL && !job->stopping) {
             job->stopping = true;
             ipc_session_stop(job->sess, STOP_TIMEOUT_MS);
@@ -230,37 +240,25 @@ static void logs_on_started(void *ud, uint64_t session_id, int version)
     uv_timer_start(&job->quiet, logs_on_quiet, LOGS_QUIET_MS, 0);
 }
 
-/* The job's request, taken from it to be answered (no abort or drain callback any more); NULL
- * when the response already ended or the client left. */
-static struct http_request *logs_take_request(struct logs_job *job)
+/* Ends the artifact: complete when the records are all valid, else failed (the response cut, or
+ * a problem; an upload aborted). */
+static void logs_end(struct logs_job *job, int status, bool failed, const char *reason)
 {
-    struct http_request *req = job->req;
-    job->req = NULL;
-    if (req != NULL) {
-        http_request_on_abort(req, NULL, NULL);
-        http_stream_on_drain(req, 0, NULL, NULL);
-    }
-    return req;
-}
-
-/* Ends the response: cleanly when the records are all valid, else cut (or a problem). */
-static void logs_end_response(struct logs_job *job, int status, bool failed, const char *reason)
-{
-    struct http_request *req = logs_take_request(job);
-    if (req == NULL) {
+    if (job->streaming && !failed) {
+        struct artifact *out = artifact_take(&job->out, &job->op);
+        if (out != NULL) {
+            artifact_end_complete(out, logs_results(job));
+        }
         return;
     }
-    if (job->streaming && !failed) {
-        http_stream_end(req);
-    } else if (job->streaming) {
-        http_stream_abort(req);
-    } else {
-        api_problem(req,
-                    status == AGENT_E_RUNTIME   ? 400
-                    : status == AGENT_E_TIMEOUT ? 504
-                                                : 502,
-                    "cannot collect logs from process %" PRIu64 ": %s", job->pid, reason);
-    }
+    char detail[400];
+    snprintf(detail, sizeof(detail), "cannot collect logs from process %" PRIu64 ": %s", job->pid,
+             reason);
+    logs_end_fail(job,
+                  status == AGENT_E_RUNTIME   ? 400
+                  : status == AGENT_E_TIMEOUT ? 504
+                                              : 502,
+                  job->streaming ? "StreamFailed" : "RuntimeUnreachable", reason, detail);
 }
 
 static void logs_on_end(void *ud, int status, uint32_t hresult)
@@ -274,13 +272,7 @@ static void logs_on_end(void *ud, int status, uint32_t hresult)
     log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
     /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. */
     bool failed = status == AGENT_E_TIMEOUT || (!job->streaming && status != 0);
-    logs_end_response(job, status, failed, reason);
-    if (job->streaming && !failed) {
-        logs_finish_op(job, OP_SUCCEEDED, NULL, NULL);
-    } else {
-        logs_finish_op(job, OP_FAILED, job->streaming ? "StreamFailed" : "RuntimeUnreachable",
-                       reason);
-    }
+    logs_end(job, status, failed, reason);
     logs_maybe_free(job);
 }
 
@@ -299,8 +291,7 @@ static void logs_fail_stream(struct logs_job *job, const char *why)
     }
     uv_timer_stop(&job->timer);
     uv_timer_stop(&job->quiet);
-    logs_end_response(job, AGENT_E_PROTO, true, reason);
-    logs_finish_op(job, OP_FAILED, "StreamFailed", reason);
+    logs_end(job, AGENT_E_PROTO, true, reason);
     logs_maybe_free(job);
 }
 
@@ -345,27 +336,19 @@ static void logs_cancel(void *ctx)
 {
     struct logs_job *job = ctx;
     logs_abandon(job);
-    struct http_request *req = logs_take_request(job);
-    if (req != NULL) {
-        if (job->streaming) {
-            http_stream_abort(req);
-        } else {
-            api_problem(req, 400, "the logs operation was cancelled before it started");
-        }
-    }
-    logs_finish_op(job, OP_CANCELLED, NULL, NULL);
+    logs_end_cancel(job, 400, NULL);
     logs_maybe_free(job);
 }
 
-static void logs_on_abort(void *ud, struct http_request *r)
+/* The client disconnected, or the egress store failed (or the upload could not start). */
+static void logs_on_lost(void *ud)
 {
     struct logs_job *job = ud;
-    (void)r;
-    job->req = NULL;
-    log_info(cat, "logs of %" PRIu64 ": client disconnected after %" PRIu64 " records", job->pid,
+    log_info(cat, "logs of %" PRIu64 ": %s after %" PRIu64 " records", job->pid,
+             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected",
              job->records);
     logs_abandon(job);
-    logs_finish_op(job, OP_CANCELLED, NULL, NULL);
+    logs_end_cancel(job, 400, NULL);
     logs_maybe_free(job);
 }
 
@@ -510,8 +493,8 @@ static int logs_session_start(struct logs_job *job)
     return rc;
 }
 
-static struct logs_job *logs_job_new(struct agent *a, struct http_request *req,
-                                     const struct ipc_process *p, struct operation *op)
+/* A job for process p: the records' builder and the runtime's endpoint (an owned copy). */
+static struct logs_job *logs_job_new(struct agent *a, const struct ipc_process *p)
 {
     struct logs_job *job = calloc(1, sizeof(*job));
     if (job == NULL) {
@@ -522,8 +505,6 @@ static struct logs_job *logs_job_new(struct agent *a, struct http_request *req,
         return NULL;
     }
     job->a = a;
-    job->op = op;
-    job->req = req;
     job->pid = p->pid;
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     if (ipc_endpoint_copy(&job->ep, &ep) != 0) {
@@ -531,18 +512,7 @@ static struct logs_job *logs_job_new(struct agent *a, struct http_request *req,
         free(job);
         return NULL;
     }
-    buf_init(&job->out, 0);
-    char ts[32];
-    op_artifact_stamp(ts, sizeof(ts));
-    snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".txt", ts, p->pid);
-    const char *host = http_request_header(req, "Host");
-    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
-             host != NULL ? host : "localhost", op->id);
-    op->artifact_name = strdup(job->filename);
-    uv_timer_init(a->loop, &job->timer);
-    uv_timer_init(a->loop, &job->quiet);
-    job->timer.data = job;
-    job->quiet.data = job;
+    buf_init(&job->text, 0);
     return job;
 }
 
@@ -556,13 +526,11 @@ static void logs_begin_session(struct logs_job *job)
         }
         return;
     }
-    struct http_request *req = logs_take_request(job);
-    if (req != NULL) {
-        api_problem(req, rc == AGENT_E_TOOBIG ? 429 : 502,
-                    "cannot start a logs session with process %" PRIu64 ": %s", job->pid,
-                    agent_strerror(rc));
-    }
-    logs_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
+    char detail[256];
+    snprintf(detail, sizeof(detail), "cannot start a logs session with process %" PRIu64 ": %s",
+             job->pid, agent_strerror(rc));
+    logs_end_fail(job, rc == AGENT_E_TOOBIG ? 429 : 502, "RuntimeUnreachable", agent_strerror(rc),
+                  detail);
     logs_maybe_free(job);
 }
 
@@ -574,24 +542,26 @@ static void logs_answer_no_provider(struct logs_job *job, enum logs_probe_verdic
         "(Host.CreateApplicationBuilder, WebApplication.CreateBuilder) adds it unless "
         "ClearProviders() is called, or add it with builder.Logging.AddEventSourceLogger() "
         "(or AddEventSourceLogger() in LoggerFactory.Create).";
-    struct http_request *req = logs_take_request(job);
-    if (req == NULL) {
-        return;
-    }
+    char detail[1024];
     if (v == LOGS_PROBE_NO_LOGGING) {
-        api_problem(req, 400,
-                    "Process %" PRIu64 " does not use Microsoft.Extensions.Logging (neither "
-                    "Microsoft.Extensions.Logging.dll nor Microsoft.Extensions.Logging.EventSource"
-                    ".dll is loaded), so it has no logs to stream. %s",
-                    job->pid, fix);
+        snprintf(detail, sizeof(detail),
+                 "Process %" PRIu64 " does not use Microsoft.Extensions.Logging (neither "
+                 "Microsoft.Extensions.Logging.dll nor Microsoft.Extensions.Logging.EventSource"
+                 ".dll is loaded), so it has no logs to stream. %s",
+                 job->pid, fix);
     } else {
-        api_problem(req, 400,
-                    "Process %" PRIu64 " has no EventSource logger provider "
-                    "(Microsoft.Extensions.Logging.dll is loaded, "
-                    "Microsoft.Extensions.Logging.EventSource.dll is not), so its ILogger records "
-                    "cannot be read from outside the process. %s",
-                    job->pid, fix);
+        snprintf(detail, sizeof(detail),
+                 "Process %" PRIu64 " has no EventSource logger provider "
+                 "(Microsoft.Extensions.Logging.dll is loaded, "
+                 "Microsoft.Extensions.Logging.EventSource.dll is not), so its ILogger records "
+                 "cannot be read from outside the process. %s",
+                 job->pid, fix);
     }
+    logs_end_fail(job, 400, "NoEventSourceLogger",
+                  v == LOGS_PROBE_NO_LOGGING
+                      ? "the process does not use Microsoft.Extensions.Logging"
+                      : "the process has no EventSource logger provider",
+                  detail);
 }
 
 static const char *verdict_text(enum logs_probe_verdict v)
@@ -619,68 +589,34 @@ static void logs_on_probe(void *ud, const struct logs_probe_result *r)
              " ms, %" PRIu64 " module events: %s%s%s",
              job->pid, r->version, r->elapsed_ms, r->modules, verdict_text(r->verdict),
              r->reason != NULL ? ": " : "", r->reason != NULL ? r->reason : "");
-    if (job->a->stopping || job->req == NULL) {
+    if (job->a->stopping || job->out == NULL) {
         /* Not a new session while dotmon shuts down, nor for nobody (a client that left aborts
          * the probe, so this is only defensive). */
-        struct http_request *req = logs_take_request(job);
-        if (req != NULL) {
-            api_problem(req, 503, "dotmon is shutting down");
-        }
-        logs_finish_op(job, OP_CANCELLED, NULL, NULL);
+        logs_end_cancel(job, 503, "dotmon is shutting down");
         logs_maybe_free(job);
         return;
     }
     if (r->verdict == LOGS_PROBE_NO_EVENTSOURCE || r->verdict == LOGS_PROBE_NO_LOGGING) {
         logs_answer_no_provider(job, r->verdict);
-        logs_finish_op(job, OP_FAILED, "NoEventSourceLogger",
-                       r->verdict == LOGS_PROBE_NO_LOGGING
-                           ? "the process does not use Microsoft.Extensions.Logging"
-                           : "the process has no EventSource logger provider");
         logs_maybe_free(job);
         return;
     }
     logs_begin_session(job);
 }
 
-/* Checks the query's tags and egressProvider; 0 or a problem answered. */
-static int logs_query(struct http_request *req, struct buf *tags)
-{
-    struct buf egress;
-    buf_init(&egress, 256);
-    const char *q = http_request_query(req);
-    int has_tags = http_query_get(q, "tags", tags);
-    int has_egress = http_query_get(q, "egressProvider", &egress);
-    int rc = 0;
-    if (has_tags < 0 || has_egress < 0) {
-        api_problem(req, 400, "malformed query string");
-        rc = AGENT_E_INVAL;
-    } else if (has_egress == 1 && buf_size(&egress) > 0) {
-        api_problem(req, 400,
-                    "egress provider '%s' is not configured; omit egressProvider to receive "
-                    "the logs in this response",
-                    buf_cstr(&egress));
-        rc = AGENT_E_INVAL;
-    } else if (has_tags == 0) {
-        buf_reset(tags);
-    }
-    buf_fini(&egress);
-    return rc;
-}
+static const struct artifact_spec logs_spec = {.kind = OP_KIND_LOGS,
+                                               .noun = "logs",
+                                               .limit_setting = NULL,
+                                               .high_water = LOGS_HIGH_WATER,
+                                               .low_water = LOGS_LOW_WATER};
+static const struct artifact_events logs_events = {.on_ready = logs_on_ready,
+                                                   .on_lost = logs_on_lost};
 
 /* Registers the operation and starts the session; takes spec. */
 static void logs_start(struct agent *a, struct http_request *req, const struct ipc_process *p,
                        struct logs_spec *spec, int64_t duration_s, int format)
 {
-    struct buf tags;
-    buf_init(&tags, 4096);
     struct operation *op = NULL;
-    if (logs_query(req, &tags) != 0) {
-        goto fail;
-    }
-    if (a->stopping) {
-        api_problem(req, 503, "dotmon is shutting down");
-        goto fail;
-    }
     /* As for traces: a client hanging up in a loop must not pile sessions up in the runtime. */
     if (a->sessions.live >=
         a->ops.limit[OP_KIND_TRACE] + a->ops.limit[OP_KIND_LOGS] + LOGS_SESSION_SLACK) {
@@ -688,21 +624,27 @@ static void logs_start(struct agent *a, struct http_request *req, const struct i
                     a->sessions.live);
         goto fail;
     }
-    int rc = op_registry_add(&a->ops, OP_KIND_LOGS, p->pid, p->uid, p->name,
-                             buf_size(&tags) > 0 ? buf_cstr(&tags) : NULL, &op);
-    if (rc == AGENT_E_TOOBIG) {
-        api_problem(req, 429, "%zu logs sessions are running; at most %zu may run at once",
-                    op_registry_active(&a->ops, OP_KIND_LOGS), a->ops.limit[OP_KIND_LOGS]);
-        goto fail;
-    }
-    struct logs_job *job = rc == 0 ? logs_job_new(a, req, p, op) : NULL;
+    struct logs_job *job = logs_job_new(a, p);
     if (job == NULL) {
-        if (op != NULL) {
-            op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
-        }
-        api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
+        api_problem(req, 500, "out of memory");
         goto fail;
     }
+    if (artifact_admit(a, req, p, &logs_spec, &logs_events, job, &job->out, &op) != 0) {
+        ev_logs_free(job->logs);
+        ipc_endpoint_fini(&job->ep);
+        buf_fini(&job->text);
+        free(job);
+        goto fail;
+    }
+    job->op = op;
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".txt", ts, p->pid);
+    op->artifact_name = strdup(job->filename);
+    uv_timer_init(a->loop, &job->timer);
+    uv_timer_init(a->loop, &job->quiet);
+    job->timer.data = job;
+    job->quiet.data = job;
     job->spec = *spec;
     memset(spec, 0, sizeof(*spec)); /* ownership moved to the job */
     job->duration_s = duration_s;
@@ -711,18 +653,16 @@ static void logs_start(struct agent *a, struct http_request *req, const struct i
     op->control.stop = logs_stop;
     op->control.cancel = logs_cancel;
     op->ctx = job;
-    http_request_on_abort(req, logs_on_abort, job);
-    rc = logs_probe_start(a, &job->ep, 0, logs_on_probe, job, &job->probe);
+    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    int rc = logs_probe_start(a, &job->ep, 0, logs_on_probe, job, &job->probe);
     if (rc != 0) {
         log_info(cat, "logs of %" PRIu64 ": no loader-rundown probe (%s); streaming", p->pid,
                  agent_strerror(rc));
         logs_begin_session(job);
     }
-    goto out;
+    return;
 fail:
     buf_fini(&spec->specs);
-out:
-    buf_fini(&tags);
 }
 
 /* Process, duration and format, common to GET and POST; -1 when a problem was answered. */

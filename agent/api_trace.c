@@ -1,10 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET/POST /trace: an EventPipe session relayed to the HTTP client as it streams (PROTOCOL.md §4).
+ * GET/POST /trace: an EventPipe session relayed to the HTTP client as it streams (PROTOCOL.md §4),
+ * or, with egressProvider, to an egress target (artifact.h: the request is answered 202 at once).
  *
- * One trace_job per request ties three lifetimes together: the HTTP request (gone when the
- * response is finished or the client disconnects), the IPC session (gone after on_end or abort)
- * and the duration timer. The job is freed once all three are gone.
+ * One trace_job per request ties three lifetimes together: the artifact (the HTTP response, gone
+ * when it is finished or the client disconnects; or the upload, handed over to the artifact once
+ * the trace ended), the IPC session (gone after on_end or abort) and the duration timer. The job
+ * is freed once all three are gone.
+ *
+ * An egress target is treated as a client: when it is full (egress_full: the store is slower than
+ * the runtime), the bytes go to the spool below just as for a slow client, and the relay resumes
+ * at its on_ready. A store that fails ends the session as a client that leaves does.
  *
  * A slow client never slows the runtime down: when its connection holds more than
  * TRACE_HIGH_WATER bytes not yet sent, what the runtime sends next goes to a spool (agent/spool.h:
@@ -38,6 +44,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "artifact.h"
 #include "buf.h"
 #include "err.h"
 #include "ev_json.h"
@@ -64,19 +71,19 @@ static const char cat[] = "dotmon.trace";
 
 struct trace_job {
     struct agent *a;
-    struct operation *op;     /* NULL once the operation has finished */
-    struct http_request *req; /* NULL once the response is finished or the client left */
+    struct operation *op;     /* NULL once the artifact has ended (it settles the operation) */
+    struct artifact *out;     /* the response or the egress target; NULL once ended */
     struct ipc_session *sess; /* NULL after on_end or abort */
     uv_timer_t timer;
     bool timer_closing;
-    bool streaming; /* response headers sent */
+    bool streaming; /* the artifact has begun (response headers sent, or the upload opened) */
     bool paused;
     bool stopping;
     bool ended;     /* the runtime ended the stream; the response ends once the spool is out */
     int end_status; /* sess_on_end's status, for the deferred end */
     bool backpressure_said; /* the fall-back to backpressure was logged */
     struct spool *spool;    /* NULL until the client first falls behind (or Trace:SpoolLimitMB 0) */
-    bool client_lost;       /* a write to the client failed: it did not get the whole file */
+    bool client_lost;       /* a write failed: the client or the store did not get everything */
     int64_t duration_s;     /* -1: until stopped */
     int version;            /* CollectTracing version used */
     uint64_t session_id;
@@ -85,7 +92,6 @@ struct trace_job {
     char uid[37];
     struct ipc_endpoint ep; /* the runtime's (an owned copy) */
     char filename[64];
-    char location[512];
     struct trace_config tc;
     struct nettrace_checker checker;
     struct ev_json *json; /* format=ndjson: the converter; NULL for nettrace */
@@ -118,24 +124,19 @@ static void job_on_timer_closed(uv_handle_t *h)
     }
 }
 
-/* Frees the job once the request, the session and the timer are all gone. */
+/* Frees the job once the artifact, the session and the timer are all gone. */
 static void job_maybe_free(struct trace_job *job)
 {
-    if (job->req != NULL || job->sess != NULL || job->timer_closing) {
+    if (job->out != NULL || job->sess != NULL || job->timer_closing) {
         return;
     }
     job->timer_closing = true;
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
 }
 
-/* Records the trace result on the operation and moves it to its final state. */
-static void job_finish_op(struct trace_job *job, enum op_state state, const char *code,
-                          const char *message)
+/* The trace's results for the operation's details, and the totals for /metrics (once a job). */
+static cJSON *job_results(struct trace_job *job)
 {
-    struct operation *op = job->op;
-    if (op == NULL) {
-        return;
-    }
     cJSON *extra = cJSON_CreateObject();
     if (extra != NULL) {
         char sid[24];
@@ -181,9 +182,6 @@ static void job_finish_op(struct trace_job *job, enum op_state state, const char
             cJSON_AddStringToObject(extra, "sessionId", sid);
         }
     }
-    op_set_extra(op, extra);
-    op_set_state(&job->a->ops, op, state, code, message); /* clears the control hooks */
-    job->op = NULL;
     const struct nettrace_stats *st = nettrace_get_stats(&job->checker);
     struct agent_trace_stats *ts = &job->a->trace_stats;
     ts->traces++;
@@ -194,15 +192,47 @@ static void job_finish_op(struct trace_job *job, enum op_state state, const char
         ts->spilled += spool_spilled(job->spool);
         ts->spool_limited += spool_limit_hit(job->spool) ? 1 : 0;
     }
+    return extra;
 }
 
-static void job_on_abort(void *ud, struct http_request *r)
+enum trace_end { TRACE_END_COMPLETE, TRACE_END_PARTIAL, TRACE_END_FAIL, TRACE_END_CANCEL };
+
+/*
+ * Ends the artifact with the trace's results (artifact.h: it answers the request or the client,
+ * and settles the operation, for egress once the store answered). http_status and detail are for
+ * a request not yet answered (fail, cancel). Nothing when the artifact has ended already.
+ */
+static void job_end(struct trace_job *job, enum trace_end how, int http_status, const char *code,
+                    const char *message, const char *detail)
+{
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out == NULL) {
+        return;
+    }
+    cJSON *extra = job_results(job);
+    switch (how) {
+    case TRACE_END_COMPLETE:
+        artifact_end_complete(out, extra);
+        break;
+    case TRACE_END_PARTIAL:
+        artifact_end_partial(out, code, message, extra);
+        break;
+    case TRACE_END_FAIL:
+        artifact_end_fail(out, http_status, code, message, detail, extra);
+        break;
+    case TRACE_END_CANCEL:
+    default:
+        artifact_end_cancel(out, http_status, detail, extra);
+        break;
+    }
+}
+
+/* The client disconnected, or the egress store failed. */
+static void job_on_lost(void *ud)
 {
     struct trace_job *job = ud;
-    (void)r;
-    job->req = NULL;
-    log_info(cat, "trace of %llu: client disconnected after %llu bytes",
-             (unsigned long long)job->pid,
+    log_info(cat, "trace of %llu: %s after %llu bytes", (unsigned long long)job->pid,
+             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected",
              (unsigned long long)nettrace_get_stats(&job->checker)->bytes);
     if (job->sess != NULL) {
         /* Abort sends StopTracing in the background: no session is left in the runtime. */
@@ -210,7 +240,7 @@ static void job_on_abort(void *ud, struct http_request *r)
         job->sess = NULL;
     }
     uv_timer_stop(&job->timer);
-    job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    job_end(job, TRACE_END_CANCEL, 400, NULL, NULL, NULL);
     spool_close(job->spool); /* its file goes with it */
     job->spool = NULL;
     job_maybe_free(job);
@@ -223,7 +253,7 @@ static void job_on_abort(void *ud, struct http_request *r)
 static void job_stop(void *ctx)
 {
     struct trace_job *job = ctx;
-    if (job->stopping || job->req == NULL) {
+    if (job->stopping || job->out == NULL) {
         return;
     }
     job->stopping = true;
@@ -247,17 +277,8 @@ static void job_cancel(void *ctx)
         job->sess = NULL;
     }
     uv_timer_stop(&job->timer);
-    if (job->req != NULL) {
-        struct http_request *req = job->req;
-        job->req = NULL;
-        http_request_on_abort(req, NULL, NULL);
-        if (job->streaming) {
-            http_stream_abort(req); /* the client sees a truncated transfer */
-        } else {
-            api_problem(req, 400, "the trace operation was cancelled before it started");
-        }
-    }
-    job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    /* The client sees a truncated transfer; an upload is aborted. */
+    job_end(job, TRACE_END_CANCEL, 400, NULL, NULL, NULL);
     spool_close(job->spool);
     job->spool = NULL;
     job_maybe_free(job);
@@ -270,9 +291,8 @@ static void job_on_timer(uv_timer_t *t)
 
 static void job_relay(struct trace_job *job);
 
-static void job_on_drain(void *ud, struct http_request *r)
+static void job_on_ready(void *ud)
 {
-    (void)r;
     job_relay(ud);
 }
 
@@ -292,20 +312,15 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
     if (job->a->disc != NULL) {
         (void)ipc_discovery_resume(job->a->disc, job->uid);
     }
-    if (job->req == NULL) {
+    if (job->out == NULL) {
         return;
     }
-    char disposition[128];
-    snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", job->filename);
-    const struct http_header hdrs[] = {{"Content-Disposition", disposition},
-                                       {"Location", job->location}};
     const char *type = job->json != NULL ? "application/x-ndjson" : "application/octet-stream";
-    if (http_stream_begin(job->req, 200, type, hdrs, 2) != 0) {
-        job_cancel(job);
+    if (artifact_begin(job->out, type, job->filename) != 0) {
+        job_cancel(job); /* the client is gone, or the upload cannot start (said in the op) */
         return;
     }
     job->streaming = true;
-    http_stream_on_drain(job->req, TRACE_LOW_WATER, job_on_drain, job);
     if (job->duration_s >= 0 && !job->stopping) {
         uv_timer_start(&job->timer, job_on_timer, (uint64_t)job->duration_s * 1000, 0);
     }
@@ -314,14 +329,14 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
 /* format=ndjson: queues the gathered lines to the client. */
 static int job_json_flush(struct trace_job *job)
 {
-    if (job->req == NULL || buf_size(&job->json_out) == 0) {
+    if (job->out == NULL || buf_size(&job->json_out) == 0) {
         buf_reset(&job->json_out);
         return 0;
     }
-    int rc = http_stream_write(job->req, buf_data(&job->json_out), buf_size(&job->json_out));
+    int rc = artifact_write(job->out, buf_data(&job->json_out), buf_size(&job->json_out));
     buf_reset(&job->json_out);
     if (rc != 0) {
-        job->client_lost = true; /* the client is gone; the abort callback follows */
+        job->client_lost = true; /* the consumer is gone; on_lost follows */
     }
     return rc;
 }
@@ -347,7 +362,7 @@ static void job_json_data(struct trace_job *job, const uint8_t *p, size_t n)
     if (job_json_flush(job) != 0) {
         return;
     }
-    if (!job->paused && job->sess != NULL && http_stream_pending(job->req) > TRACE_HIGH_WATER) {
+    if (!job->paused && job->sess != NULL && artifact_full(job->out)) {
         job->paused = true; /* resumed by job_relay once the queue drains */
         ipc_session_pause(job->sess);
     }
@@ -357,7 +372,7 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
 {
     struct trace_job *job = ud;
     nettrace_feed(&job->checker, p, n);
-    if (job->req == NULL || !job->streaming) {
+    if (job->out == NULL || !job->streaming) {
         return;
     }
     if (job->json != NULL) {
@@ -379,8 +394,7 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         }
         data = base + off;
     }
-    bool behind = http_stream_pending(job->req) > TRACE_HIGH_WATER ||
-                  (job->spool != NULL && spool_size(job->spool) > 0);
+    bool behind = artifact_full(job->out) || (job->spool != NULL && spool_size(job->spool) > 0);
     if (behind && job->a->trace_spool_limit > 0) {
         /* The client is behind: keep reading the runtime, queue in the spool (in order). */
         if (job->spool == NULL && spool_new(job->a->loop, job->a->diag_dir,
@@ -400,14 +414,13 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
             return;
         }
     }
-    int rc = base != NULL ? http_stream_write_owned(job->req, base, data, n)
-                          : http_stream_write(job->req, p, n);
+    int rc = base != NULL ? artifact_write_owned(job->out, base, data, n)
+                          : artifact_write(job->out, p, n);
     if (rc != 0) {
         job->client_lost = true;
-        return; /* the client is gone; the abort callback follows */
+        return; /* the consumer is gone; on_lost follows */
     }
-    if (!job->paused && job->a->trace_spool_limit == 0 &&
-        http_stream_pending(job->req) > TRACE_HIGH_WATER) {
+    if (!job->paused && job->a->trace_spool_limit == 0 && artifact_full(job->out)) {
         job->paused = true; /* no spool: backpressure at once */
         ipc_session_pause(job->sess);
     }
@@ -419,7 +432,7 @@ static const struct ipc_session_callbacks session_callbacks;
 static void job_on_retry(uv_timer_t *t)
 {
     struct trace_job *job = t->data;
-    if (job->req == NULL) {
+    if (job->out == NULL) {
         job_maybe_free(job);
         return;
     }
@@ -429,30 +442,10 @@ static void job_on_retry(uv_timer_t *t)
         ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS); /* stopped while the retry waited */
     }
     if (rc != 0) {
-        struct http_request *req = job->req;
-        job->req = NULL;
-        http_request_on_abort(req, NULL, NULL);
-        job_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
-        api_problem(req, 502, "cannot start a trace session: %s", agent_strerror(rc));
+        char detail[160];
+        snprintf(detail, sizeof(detail), "cannot start a trace session: %s", agent_strerror(rc));
+        job_end(job, TRACE_END_FAIL, 502, "RuntimeUnreachable", agent_strerror(rc), detail);
         job_maybe_free(job);
-    }
-}
-
-/* Ends an incomplete trace's response without its last chunk (see sess_on_end). */
-static void job_cut_response(struct trace_job *job)
-{
-    struct http_request *req = job->req;
-    job->req = NULL;
-    http_request_on_abort(req, NULL, NULL);
-    http_stream_abort(req);
-    job_maybe_free(job);
-}
-
-static void job_on_truncated_drain(void *ud, struct http_request *r)
-{
-    struct trace_job *job = ud;
-    if (job->req == r && http_stream_pending(r) == 0) {
-        job_cut_response(job);
     }
 }
 
@@ -461,11 +454,10 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     struct trace_job *job = ud;
     job->sess = NULL;
     uv_timer_stop(&job->timer);
-    struct http_request *req = job->req;
 
     /* Right after many sessions end, the runtime sometimes closes a new CollectTracing
      * connection without answering (seen on .NET 10.0.12 under load); its next try succeeds. */
-    if (!job->streaming && status == AGENT_E_CLOSED && !job->retried && req != NULL) {
+    if (!job->streaming && status == AGENT_E_CLOSED && !job->retried && job->out != NULL) {
         job->retried = true;
         log_info(cat, "trace of %llu: the runtime closed the start unanswered; retrying once",
                  (unsigned long long)job->pid);
@@ -491,12 +483,7 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
             snprintf(msg, sizeof(msg), "cannot start a trace session: %s", agent_strerror(status));
         }
         log_warn(cat, "trace of %llu failed to start: %s", (unsigned long long)job->pid, msg);
-        job_finish_op(job, OP_FAILED, code, msg);
-        if (req != NULL) {
-            job->req = NULL;
-            http_request_on_abort(req, NULL, NULL);
-            api_problem(req, http_status, "%s", msg);
-        }
+        job_end(job, TRACE_END_FAIL, http_status, code, msg, NULL);
         job_maybe_free(job);
         return;
     }
@@ -510,95 +497,82 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
             (unsigned long long)job->pid, (unsigned long long)st->bytes,
             (unsigned long long)st->events, (unsigned long long)st->lost, verdict_word(v),
             status ? ", " : "", status ? agent_strerror(status) : "",
-            spooled > 0 ? "; the client still has the spool to download" : "");
+            spooled > 0 ? "; the consumer still has the spool to take" : "");
     job->ended = true;
     job->end_status = status;
-    job_relay(job); /* the response ends once the spool is out */
+    job_relay(job); /* the artifact ends once the spool is out */
 }
 
-/* The runtime ended the stream and every byte of it is queued to the client (or the client is
- * gone): finish the operation and the response. */
+/*
+ * The runtime ended the stream and every byte of it went to the artifact (or its consumer is
+ * gone): end it. A trace without its end marker (the process died, the runtime dropped the
+ * stream, the stop timed out) is kept as it is, as a partial artifact: an HTTP client gets the
+ * transfer cut once everything received has been written, so every HTTP client reports the
+ * download incomplete (and keeps the bytes, the most recent events included); an egress upload
+ * is completed, the operation Failed with resourceLocation set. The operation says why.
+ */
 static void job_deliver_end(struct trace_job *job)
 {
     int status = job->end_status;
-    struct http_request *req = job->req;
     enum nettrace_verdict v = nettrace_finish(&job->checker);
-    if (job->client_lost || req == NULL) {
-        /* The runtime finished, but the client did not receive the whole file. */
-        job_finish_op(job, OP_CANCELLED, NULL, NULL);
+    if (job->client_lost || job->out == NULL) {
+        /* The runtime finished, but the consumer did not receive the whole file. */
+        job_end(job, TRACE_END_CANCEL, 400, NULL, NULL, NULL);
     } else if (v == NETTRACE_COMPLETE) {
-        job_finish_op(job, OP_SUCCEEDED, NULL, NULL);
-    } else if (v == NETTRACE_TRUNCATED) {
-        job_finish_op(job, OP_FAILED, "TraceTruncated",
-                      status == AGENT_E_TIMEOUT
-                          ? "the runtime did not finish the trace within the stop timeout"
-                          : "the trace stream ended before its end marker (did the process exit?)");
+        job_end(job, TRACE_END_COMPLETE, 0, NULL, NULL, NULL);
     } else {
-        job_finish_op(job, OP_FAILED, "TraceInvalid", nettrace_error(&job->checker, NULL));
-    }
-    if (req != NULL && v != NETTRACE_COMPLETE && !job->client_lost) {
-        /*
-         * The stream ended without its end marker (the process died, the runtime dropped the
-         * stream, the stop timed out). A clean last chunk would tell the client it has the whole
-         * file; instead the transfer is cut once everything received has been written, so every
-         * HTTP client reports the download incomplete (and keeps the bytes, the most recent
-         * events included). The operation says why.
-         */
-        log_warn(cat, "trace of %llu is %s: ending the response without its last chunk",
-                 (unsigned long long)job->pid, verdict_word(v));
-        if (http_stream_pending(req) > 0) {
-            http_stream_on_drain(req, 0, job_on_truncated_drain, job); /* abort callback kept */
-            return;
-        }
-        job_cut_response(job);
-        return;
-    }
-    if (req != NULL) {
-        job->req = NULL;
-        http_request_on_abort(req, NULL, NULL);
-        if (http_stream_end(req) != 0 && job->op == NULL) {
-            log_info(cat, "trace of %llu: the client left before the end of the response",
-                     (unsigned long long)job->pid);
+        log_warn(cat, "trace of %llu is %s: %s", (unsigned long long)job->pid, verdict_word(v),
+                 artifact_is_egress(job->out) ? "storing what was received"
+                                              : "ending the response without its last chunk");
+        if (v == NETTRACE_TRUNCATED) {
+            job_end(job, TRACE_END_PARTIAL, 0, "TraceTruncated",
+                    status == AGENT_E_TIMEOUT
+                        ? "the runtime did not finish the trace within the stop timeout"
+                        : "the trace stream ended before its end marker (did the process exit?)",
+                    NULL);
+        } else {
+            job_end(job, TRACE_END_PARTIAL, 0, "TraceInvalid", nettrace_error(&job->checker, NULL),
+                    NULL);
         }
     }
     job_maybe_free(job);
 }
 
-/* A chunk from the spool: to the client, then the next one. */
+/* A chunk from the spool: to the artifact, then the next one. */
 static void job_on_spooled(void *ud, int status, void *base, const uint8_t *data, size_t n)
 {
     struct trace_job *job = ud;
     if (status != 0) {
-        /* The spool lost bytes (its file could not be read back): the client's file would have a
-         * hole. End it as incomplete and stop the session. */
-        log_warn(cat, "trace of %llu: reading the spool failed (%s); ending the response",
+        /* The spool lost bytes (its file could not be read back): the consumer's file would have
+         * a hole. End it as incomplete and stop the session. */
+        log_warn(cat, "trace of %llu: reading the spool failed (%s); ending the artifact",
                  (unsigned long long)job->pid, agent_strerror(status));
         job->client_lost = true;
         job_cancel(job);
         return;
     }
-    if (job->req == NULL) {
+    if (job->out == NULL) {
         free(base);
         return;
     }
-    if (http_stream_write_owned(job->req, base, data, n) != 0) {
+    if (artifact_write_owned(job->out, base, data, n) != 0) {
         job->client_lost = true;
-        return; /* the client is gone; the abort callback follows */
+        return; /* the consumer is gone; on_lost follows */
     }
     job_relay(job);
 }
 
 /*
- * Moves spooled bytes to the client while its queue is short, pauses the runtime's stream when
- * the spool is full (and resumes it once there is room again), and ends the response once the
+ * Moves spooled bytes to the artifact while it has room, pauses the runtime's stream when the
+ * spool is full (and resumes it once there is room again), and ends the artifact once the
  * runtime has ended the stream and nothing is left in the spool.
  */
 static void job_relay(struct trace_job *job)
 {
-    struct http_request *req = job->req;
+    struct artifact *out = job->out;
     struct spool *sp = job->spool;
-    if (req != NULL && sp != NULL && spool_size(sp) > 0 && !spool_popping(sp) &&
-        http_stream_pending(req) < TRACE_HIGH_WATER) {
+    if (out != NULL && sp != NULL && spool_size(sp) > 0 && !spool_popping(sp) &&
+        !artifact_full(out)) {
         (void)spool_pop(sp, job_on_spooled, job);
     }
     if (job->sess != NULL) {
@@ -607,22 +581,23 @@ static void job_relay(struct trace_job *job)
             ipc_session_pause(job->sess);
             if (!job->backpressure_said) {
                 job->backpressure_said = true;
+                bool egress = out != NULL && artifact_is_egress(out);
                 log_warn(cat,
-                         "trace of %llu: the client is %llu bytes behind (%s); reading the runtime "
-                         "only as fast as the client downloads from now on, and its buffer may "
-                         "drop events",
-                         (unsigned long long)job->pid, (unsigned long long)spool_size(sp),
+                         "trace of %llu: the %s is %llu bytes behind (%s); reading the runtime "
+                         "only as fast as the %s from now on, and its buffer may drop events",
+                         (unsigned long long)job->pid, egress ? "egress upload" : "client",
+                         (unsigned long long)spool_size(sp),
                          spool_error(sp) != 0 ? "the spool file cannot be written"
-                                              : "Trace:SpoolLimitMB");
+                                              : "Trace:SpoolLimitMB",
+                         egress ? "store takes the bytes" : "client downloads");
             }
         } else if (job->paused &&
-                   (sp != NULL ? spool_has_room(sp)
-                               : req == NULL || http_stream_pending(req) <= TRACE_LOW_WATER)) {
+                   (sp != NULL ? spool_has_room(sp) : out == NULL || artifact_has_room(out))) {
             job->paused = false;
             ipc_session_resume(job->sess);
         }
     }
-    if (job->ended && (req == NULL || sp == NULL || (spool_size(sp) == 0 && !spool_popping(sp)))) {
+    if (job->ended && (out == NULL || sp == NULL || (spool_size(sp) == 0 && !spool_popping(sp)))) {
         job->ended = false;
         job_deliver_end(job);
     }
@@ -634,15 +609,12 @@ static const struct ipc_session_callbacks session_callbacks = {
     .on_end = sess_on_end,
 };
 
-/* Parses durationSeconds: -1 (until stopped) .. INT32_MAX, default 30. */
-
 /*
  * Names the job's artifact and operation, and takes its own copy of the runtime's endpoint
  * (released with the job): the process entry may be gone long before the job ends. Returns 0 or
  * the copy's error (UV_ENOMEM).
  */
-static int job_set_target(struct trace_job *job, const struct ipc_process *p,
-                          struct http_request *req, bool ndjson)
+static int job_set_target(struct trace_job *job, const struct ipc_process *p, bool ndjson)
 {
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
@@ -651,65 +623,47 @@ static int job_set_target(struct trace_job *job, const struct ipc_process *p,
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     int rc = ipc_endpoint_copy(&job->ep, &ep);
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
-    const char *host = http_request_header(req, "Host");
-    snprintf(job->location, sizeof(job->location), "http://%s/operations/%s",
-             host != NULL ? host : "localhost", job->op->id);
     job->op->artifact_name = strdup(job->filename);
     return rc;
 }
 
-/*
- * The egressProvider and format query parameters: 0 with *ndjson set, or -1 once answered with a
- * problem (a malformed query, an egress provider, an unknown format).
- */
-static int trace_query_output(struct http_request *req, bool *ndjson)
+/* The format query parameter: 0 with *ndjson set, or -1 once answered with a problem. */
+static int trace_query_format(struct http_request *req, bool *ndjson)
 {
-    struct buf egress, format;
-    buf_init(&egress, 256);
+    struct buf format;
     buf_init(&format, 64);
-    const char *q = http_request_query(req);
-    int has_egress = http_query_get(q, "egressProvider", &egress);
-    int has_format = http_query_get(q, "format", &format);
+    int has_format = http_query_get(http_request_query(req), "format", &format);
     int rc = -1;
     *ndjson = has_format == 1 && strcasecmp(buf_cstr(&format), "ndjson") == 0;
-    if (has_egress < 0 || has_format < 0) {
+    if (has_format < 0) {
         api_problem(req, 400, "malformed query string");
     } else if (has_format == 1 && !*ndjson && strcasecmp(buf_cstr(&format), "nettrace") != 0) {
         api_problem(req, 400, "unknown format '%s' (nettrace or ndjson)", buf_cstr(&format));
-    } else if (has_egress == 1 && buf_size(&egress) > 0) {
-        api_problem(req, 400,
-                    "egress provider '%s' is not configured; omit egressProvider to "
-                    "receive the trace in this response",
-                    buf_cstr(&egress));
     } else {
         rc = 0;
     }
-    buf_fini(&egress);
     buf_fini(&format);
     return rc;
 }
+
+static const struct artifact_spec trace_spec = {.kind = OP_KIND_TRACE,
+                                                .noun = "trace",
+                                                .limit_setting =
+                                                    "RequestLimits:Trace:MaxConcurrency",
+                                                .high_water = TRACE_HIGH_WATER,
+                                                .low_water = TRACE_LOW_WATER};
+static const struct artifact_events trace_events = {.on_ready = job_on_ready,
+                                                    .on_lost = job_on_lost};
 
 /* Common part of GET and POST once the configuration is known; takes ownership of tc. */
 static void start_trace(struct agent *a, struct http_request *req, const struct ipc_process *p,
                         struct trace_config *tc, int64_t duration_s)
 {
-    struct buf tags;
-    buf_init(&tags, 4096);
-    const char *q = http_request_query(req);
-    int has_tags = http_query_get(q, "tags", &tags);
     bool ndjson = false;
     struct trace_job *job = NULL;
     struct operation *op = NULL;
 
-    if (has_tags < 0) {
-        api_problem(req, 400, "malformed query string");
-        goto fail;
-    }
-    if (trace_query_output(req, &ndjson) != 0) {
-        goto fail;
-    }
-    if (a->stopping) {
-        api_problem(req, 503, "dotmon is shutting down");
+    if (trace_query_format(req, &ndjson) != 0) {
         goto fail;
     }
     /* Aborted sessions finish their StopTracing in the background; count them too, so that a
@@ -719,26 +673,17 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
                     a->sessions.live);
         goto fail;
     }
-    int rc = op_registry_add(&a->ops, OP_KIND_TRACE, p->pid, p->uid, p->name,
-                             has_tags == 1 ? buf_cstr(&tags) : NULL, &op);
-    if (rc == AGENT_E_TOOBIG) {
-        api_problem(req, 429, "%zu traces are already running; at most %zu may run at once",
-                    op_registry_active(&a->ops, OP_KIND_TRACE), a->ops.limit[OP_KIND_TRACE]);
-        goto fail;
-    }
-    if (rc != 0) {
-        api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
-        goto fail;
-    }
     job = calloc(1, sizeof(*job));
     if (job == NULL) {
-        op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
         api_problem(req, 500, "out of memory");
+        goto fail;
+    }
+    if (artifact_admit(a, req, p, &trace_spec, &trace_events, job, &job->out, &op) != 0) {
+        free(job);
         goto fail;
     }
     job->a = a;
     job->op = op;
-    job->req = req;
     job->pid = p->pid;
     job->duration_s = duration_s;
     job->tc = *tc;
@@ -748,41 +693,35 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
         job->json = ev_json_new(job_on_json_line, job);
     }
     if ((ndjson && job->json == NULL) || nettrace_checker_init(&job->checker, NULL) != 0) {
+        artifact_end_fail(job->out, 500, "OutOfMemory", "out of memory", NULL, NULL);
         ev_json_free(job->json);
         trace_config_fini(&job->tc);
         free(job);
-        op_set_state(&a->ops, op, OP_FAILED, "OutOfMemory", "out of memory");
-        api_problem(req, 500, "out of memory");
-        goto fail;
+        return;
     }
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
 
-    int ep_rc = job_set_target(job, p, req, ndjson);
-
-    rc = ep_rc != 0
-             ? ep_rc
-             : ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
-                                 TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
-    if (rc != 0) {
-        job->req = NULL;
-        job_finish_op(job, OP_FAILED, "RuntimeUnreachable", agent_strerror(rc));
-        api_problem(req, 502, "cannot start a trace session with process %llu: %s",
-                    (unsigned long long)p->pid, agent_strerror(rc));
-        job_maybe_free(job);
-        goto out;
-    }
+    int rc = job_set_target(job, p, ndjson);
     op->stoppable = true;
     op->control.stop = job_stop;
     op->control.cancel = job_cancel;
     op->ctx = job;
-    http_request_on_abort(req, job_on_abort, job);
-    goto out;
+    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    rc = rc != 0 ? rc
+                 : ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
+                                     TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
+    if (rc != 0) {
+        char detail[160];
+        snprintf(detail, sizeof(detail), "cannot start a trace session with process %llu: %s",
+                 (unsigned long long)p->pid, agent_strerror(rc));
+        job_end(job, TRACE_END_FAIL, 502, "RuntimeUnreachable", agent_strerror(rc), detail);
+        job_maybe_free(job);
+    }
+    return;
 
 fail:
     trace_config_fini(tc);
-out:
-    buf_fini(&tags);
 }
 
 void api_trace_get(struct agent *a, struct http_request *req)

@@ -10,11 +10,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
 #include <uv.h>
 
 #include "agent.h"
 #include "auth.h"
 #include "buf.h"
+#include "egress.h"
 #include "err.h"
 #include "log.h"
 #include "settings.h"
@@ -167,7 +169,9 @@ static void report_other_changes(struct apikey_watch *w, const struct config *ru
         const struct config *y = pass == 0 ? now : running;
         for (size_t i = 0; i < x->n; i++) {
             const char *k = x->v[i].key;
-            if (strncasecmp(k, KEY_PREFIX, strlen(KEY_PREFIX)) == 0) {
+            /* The key and the egress providers are reloaded; the rest waits for a restart. */
+            if (strncasecmp(k, KEY_PREFIX, strlen(KEY_PREFIX)) == 0 ||
+                config_key_under(k, "Egress")) {
                 continue;
             }
             const char *other = config_get(y, k);
@@ -193,6 +197,45 @@ static void report_other_changes(struct apikey_watch *w, const struct config *ru
     buf_fini(&names);
 }
 
+/*
+ * Egress:* from a reloaded configuration: a valid one replaces the providers (uploads running keep
+ * what they copied at their start; requests from now on see the new set), an invalid one is named
+ * and the providers stay as they were.
+ */
+static void reload_egress(struct agent *a, const struct config *cfg)
+{
+    struct egress_set *set = NULL;
+    char *settings = NULL;
+    struct buf errors;
+    buf_init(&errors, 0);
+    int rc = agent_egress_parse(cfg, &set, &settings, &errors);
+    if (rc != 0) {
+        log_error(cat,
+                  "configuration changed, but its Egress settings cannot be used (%s); the "
+                  "egress providers stay as they were",
+                  agent_strerror(rc));
+        agent_egress_report(&errors, true);
+    } else if (a->egress_settings != NULL && strcmp(settings, a->egress_settings) == 0) {
+        egress_set_free(set); /* unchanged */
+    } else {
+        egress_set_free(a->egress);
+        a->egress = set;
+        set = NULL;
+        if (a->egress_settings != NULL) {
+            OPENSSL_cleanse(a->egress_settings, strlen(a->egress_settings));
+        }
+        free(a->egress_settings);
+        a->egress_settings = settings;
+        settings = NULL;
+        log_info(cat, "Egress reloaded: %zu provider(s)", egress_set_count(a->egress));
+    }
+    if (settings != NULL) {
+        OPENSSL_cleanse(settings, strlen(settings));
+        free(settings);
+    }
+    buf_fini(&errors);
+}
+
 static void reload(struct apikey_watch *w)
 {
     struct agent *a = w->a;
@@ -206,6 +249,7 @@ static void reload(struct apikey_watch *w)
                  err);
         goto out;
     }
+    reload_egress(a, &cfg);
     char *now = key_settings(&cfg);
     if (now == NULL) {
         log_error(cat, "configuration reload: out of memory; the API key stays as it was");

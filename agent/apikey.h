@@ -21,7 +21,9 @@ struct agent;
  * settings differ, replaces the verifier: tokens of the old key get 401 from then on. A file
  * that cannot be read or parsed (e.g. caught mid-write) leaves the key as it is; a parsed file
  * with an invalid key configuration refuses every request (401) until it is fixed, as
- * dotnet-monitor does. Other settings take effect at the next start (their names are logged).
+ * dotnet-monitor does. The Egress section is rebuilt too (agent_egress_parse): a valid one
+ * replaces a->egress, an invalid one is logged and the providers stay. Other settings take effect
+ * at the next start (their names are logged).
  *
  * apikey_watch_stop (agent_stop): closes the watchers; a->open_handles drops when they are gone.
  * apikey_fini (agent_fini): frees what setup kept.

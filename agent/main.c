@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "config.h"
 #include "convert.h"
+#include "egress.h"
 #include "err.h"
 #include "log.h"
 #include "rules.h"
@@ -95,6 +96,23 @@ static int run_generatekey(const struct cli_options *opts)
     return 0;
 }
 
+/* The egress providers as collect would build them: each problem named on stderr (collect would
+ * refuse to start), and status 1. */
+static int check_egress(const struct config *cfg)
+{
+    struct egress_set *set = NULL;
+    struct buf errors;
+    buf_init(&errors, 0);
+    int rc = agent_egress_parse(cfg, &set, NULL, &errors);
+    agent_egress_report(&errors, false);
+    if (rc != 0 && rc != AGENT_E_INVAL) {
+        fprintf(stderr, "dotmon: cannot read the egress configuration: %s\n", agent_strerror(rc));
+    }
+    egress_set_free(set);
+    buf_fini(&errors);
+    return rc == 0 ? 0 : 1;
+}
+
 static int run_config_show(const struct cli_options *opts, const struct config *cfg)
 {
     if (opts->show_sources) {
@@ -143,7 +161,7 @@ static int run_config_show(const struct cli_options *opts, const struct config *
                     cfg->v[i].key, cfg->v[i].source);
         }
     }
-    return 0;
+    return check_egress(cfg);
 }
 
 static void close_walk_cb(uv_handle_t *h, void *arg)

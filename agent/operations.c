@@ -32,6 +32,9 @@ static void op_free(struct operation *op)
     free(op->error_code);
     free(op->error_message);
     cJSON_Delete(op->extra);
+    free(op->egress_provider);
+    free(op->resource_location);
+    cJSON_Delete(op->egress);
     free(op);
 }
 
@@ -236,7 +239,11 @@ cJSON *op_to_json(const struct operation *op, enum op_json what)
     cJSON_AddStringToObject(o, "operationId", op->id);
     cJSON_AddStringToObject(o, "createdDateTime", ts);
     cJSON_AddStringToObject(o, "status", op_state_name(op->state));
-    cJSON_AddNullToObject(o, "egressProviderName");
+    if (op->egress_provider != NULL) {
+        cJSON_AddStringToObject(o, "egressProviderName", op->egress_provider);
+    } else {
+        cJSON_AddNullToObject(o, "egressProviderName");
+    }
     cJSON_AddBoolToObject(o, "isStoppable", op->stoppable);
     cJSON *proc = cJSON_AddObjectToObject(o, "process");
     if (proc != NULL) {
@@ -261,7 +268,11 @@ cJSON *op_to_json(const struct operation *op, enum op_json what)
     }
     if (what != OP_JSON_SUMMARY) {
         /* HTTP-streamed artifacts have no resource location (nothing was egressed). */
-        cJSON_AddNullToObject(o, "resourceLocation");
+        if (op->resource_location != NULL) {
+            cJSON_AddStringToObject(o, "resourceLocation", op->resource_location);
+        } else {
+            cJSON_AddNullToObject(o, "resourceLocation");
+        }
         if (op->state == OP_FAILED) {
             cJSON *err = cJSON_AddObjectToObject(o, "error");
             if (err != NULL) {
@@ -280,6 +291,9 @@ cJSON *op_to_json(const struct operation *op, enum op_json what)
             static const char *const kinds[OP_KIND_COUNT] = {"trace", "dump", "livemetrics",
                                                              "logs"};
             cJSON_AddItemToObject(o, kinds[op->kind], cJSON_Duplicate(op->extra, 1));
+        }
+        if (op->egress != NULL) {
+            cJSON_AddItemToObject(o, "egress", cJSON_Duplicate(op->egress, 1));
         }
     }
     return o;

@@ -54,7 +54,10 @@ struct operation {
     char *artifact_name; /* e.g. 20261121_231500_4242.nettrace */
     char *error_code;    /* set on failure */
     char *error_message;
-    cJSON *extra; /* kind-specific result fields shown in the status (owned), or NULL */
+    cJSON *extra;            /* kind-specific result fields shown in the status (owned), or NULL */
+    char *egress_provider;   /* egressProvider's name, or NULL (streamed in the response) */
+    char *resource_location; /* where the egressed artifact is (file path, URL), or NULL */
+    cJSON *egress;           /* the upload's figures for the details (owned), or NULL */
     struct op_control control;
     void *ctx; /* owner's context for the hooks; cleared when the operation ends */
 };

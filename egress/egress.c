@@ -399,6 +399,16 @@ void egress_set_free(struct egress_set *s)
     free(s);
 }
 
+size_t egress_set_count(const struct egress_set *s)
+{
+    return s != NULL ? s->n : 0;
+}
+
+const struct egress_provider *egress_set_at(const struct egress_set *s, size_t i)
+{
+    return s != NULL && i < s->n ? &s->v[i] : NULL;
+}
+
 const struct egress_provider *egress_find(const struct egress_set *s, const char *name)
 {
     if (s == NULL || name == NULL) {

@@ -72,6 +72,9 @@ struct egress_set;      /* all of them, by name */
 int egress_set_parse(const struct egress_kv *entries, size_t n, struct egress_set **out,
                      struct buf *errors);
 void egress_set_free(struct egress_set *s);
+/* How many providers s holds (0 for NULL), and the i-th (i < count), in configuration order. */
+size_t egress_set_count(const struct egress_set *s);
+const struct egress_provider *egress_set_at(const struct egress_set *s, size_t i);
 /* The provider of that name (case-insensitive, as configuration keys), or NULL. */
 const struct egress_provider *egress_find(const struct egress_set *s, const char *name);
 enum egress_type egress_provider_type(const struct egress_provider *p);

@@ -544,6 +544,11 @@ uint64_t http_request_id(const struct http_request *r)
     return r->id;
 }
 
+bool http_request_is_tls(const struct http_request *r)
+{
+    return r->conn->tls != NULL;
+}
+
 void http_request_on_abort(struct http_request *r, http_abort_cb cb, void *ud)
 {
     r->abort_cb = cb;

@@ -136,6 +136,8 @@ size_t http_request_header_count(const struct http_request *r, const char *name)
 const uint8_t *http_request_body(const struct http_request *r, size_t *len);
 int http_request_tag(const struct http_request *r);
 uint64_t http_request_id(const struct http_request *r); /* unique per server, for logs */
+/* True when the request came over TLS (an https:// listener): the scheme of URLs pointing back. */
+bool http_request_is_tls(const struct http_request *r);
 
 /* Called once if the client goes away while the handler still owns the request (or the server
  * closes the connection: write stall, shutdown). Runs from the loop (the connection's close

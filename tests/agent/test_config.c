@@ -229,7 +229,11 @@ static void test_config_key_kinds(void **state)
     assert_int_equal(config_key_kind("DefaultProcess:Filters:12:Key"), CONFIG_KEY_KNOWN);
     assert_int_equal(config_key_kind("Authentication:MonitorApiKey:PublicKey"), CONFIG_KEY_KNOWN);
     /* dotnet-monitor features dotmon does not implement. */
-    assert_int_equal(config_key_kind("Egress:FileSystem:out:DirectoryPath"), CONFIG_KEY_FOREIGN);
+    /* Egress is read whole by egress_set_parse, which names what it cannot use. */
+    assert_int_equal(config_key_kind("Egress:FileSystem:out:DirectoryPath"), CONFIG_KEY_KNOWN);
+    assert_int_equal(config_key_kind("egress:s3storage:b:SecretAccessKeyName"), CONFIG_KEY_KNOWN);
+    assert_int_equal(config_key_kind("Egress:Properties:key"), CONFIG_KEY_KNOWN);
+    assert_int_equal(config_key_kind("EgressX:FileSystem"), CONFIG_KEY_UNKNOWN);
     assert_int_equal(config_key_kind("CollectionRules:HighCpu:Trigger:Type"), CONFIG_KEY_KNOWN);
     assert_int_equal(config_key_kind("Templates:CollectionRuleActions:A:Type"), CONFIG_KEY_KNOWN);
     assert_int_equal(config_key_kind("CollectionRuleDefaults:Limits:ActionCount"),
@@ -260,6 +264,14 @@ static void test_config_rejects_bad_json(void **state)
     assert_non_null(strstr(err, "/nonexistent/x.json"));
     assert_true(config_key_is_secret("Authentication:MonitorApiKey:PublicKey"));
     assert_false(config_key_is_secret("Authentication:MonitorApiKey:Subject"));
+    assert_true(config_key_is_secret("Egress:S3Storage:b:SecretAccessKey"));
+    assert_true(config_key_is_secret("egress:s3storage:b:sessiontoken"));
+    assert_true(config_key_is_secret("Egress:Properties:anything"));
+    assert_true(config_key_is_secret("Egress:Properties:a:b"));
+    assert_false(config_key_is_secret("Egress:Properties"));
+    assert_false(config_key_is_secret("Egress:S3Storage:b:SecretAccessKeyName"));
+    assert_false(config_key_is_secret("Egress:S3Storage:b:AccessKeyId"));
+    assert_false(config_key_is_secret("Egress:FileSystem:f:DirectoryPath"));
     assert_true(config_key_under("A:B:C", "a:b"));
     assert_false(config_key_under("A:BC", "A:B"));
     config_fini(&c);

@@ -51,7 +51,7 @@ POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
 IMAGE_LIBDIR = "/usr/lib/dotmon"
 # Settings dotnet-monitor's `config show` redacts (the last segment of the key).
 REDACTED = ("publickey", "password", "connectionstring", "accountkey", "sharedaccesssignature",
-            "clientsecret")
+            "clientsecret", "secretaccesskey", "sessiontoken", "queuesharedaccesssignature")
 
 
 class Failures:

@@ -23,9 +23,9 @@ import time
 import urllib.error
 import urllib.request
 
+from s3env import AWS, NODE, Server, absent, aws, no_orphans
+
 UPLOAD = os.environ["S3_UPLOAD"]
-NODE = os.environ.get("NODE_EXE", "node")
-AWS = os.environ.get("AWS_EXE", "/usr/bin/aws")
 MIB = 1024 * 1024
 UV_ECANCELED = -125
 AGENT_E_UNTRUSTED = -4012
@@ -37,45 +37,6 @@ results = []
 def check(name, cond, detail=""):
     results.append((name, bool(cond)))
     print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)), flush=True)
-
-
-class Server:
-    """One server.js process (plain HTTP, or HTTPS with cert/key)."""
-
-    def __init__(self, work, name, cert=None, key=None):
-        self.data = os.path.join(work, name)
-        os.makedirs(self.data)
-        env = dict(os.environ, NODE_PATH=os.path.join(os.environ["S3RVER_DIR"], "node_modules"))
-        args = [NODE, os.environ["S3RVER_JS"], self.data] + ([cert, key] if cert else [])
-        self.err = open(os.path.join(work, name + ".log"), "w")
-        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=self.err, text=True)
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("s3rver did not start; see " + self.err.name)
-        self.port = json.loads(line)["port"]
-
-    def fault(self, part, mode, times):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/__fault", method="POST",
-                                     data=json.dumps({"part": part, "mode": mode, "times": times}).encode())
-        urllib.request.urlopen(req, timeout=10).read()
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.err.close()
-
-
-def aws(endpoint, *args, ca=None):
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
-               AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
-               AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
-    cmd = [AWS, "--endpoint-url", endpoint, "--output", "json"] + (["--ca-bundle", ca] if ca else [])
-    p = subprocess.run(cmd + list(args), env=env, capture_output=True, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
 
 
 def upload(work, endpoint, bucket, key, size, *settings, chunk=65536, abort_after=None):
@@ -107,12 +68,6 @@ def upload(work, endpoint, bucket, key, size, *settings, chunk=65536, abort_afte
     return r
 
 
-def no_orphans(endpoint, bucket, ca=None):
-    rc, out, err = aws(endpoint, "s3api", "list-multipart-uploads", "--bucket", bucket, ca=ca)
-    uploads = json.loads(out).get("Uploads", []) if rc == 0 and out.strip() else []
-    return rc == 0 and not uploads, (rc, out, err)
-
-
 def same_object(work, endpoint, bucket, key, sent, ca=None):
     got = os.path.join(work, "got.bin")
     rc, out, err = aws(endpoint, "s3api", "head-object", "--bucket", bucket, "--key", key, ca=ca)
@@ -125,11 +80,6 @@ def same_object(work, endpoint, bucket, key, sent, ca=None):
     if rc != 0:
         return False, err
     return filecmp.cmp(sent, got, shallow=False), "bytes differ"
-
-
-def absent(endpoint, bucket, key):
-    rc, _, _ = aws(endpoint, "s3api", "head-object", "--bucket", bucket, "--key", key)
-    return rc != 0
 
 
 def plain_cases(work, srv):

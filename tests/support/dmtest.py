@@ -36,11 +36,11 @@ def free_port():
     return p
 
 
-def start_dotmon(tmp, port, log, pids=(), timeout=30):
-    """DOTMON_BIN collect --no-auth on 127.0.0.1:port without metrics, TMPDIR=tmp, standard error
-    to log; returns its Popen once /processes answers and lists every pid of pids."""
+def start_dotmon(tmp, port, log, pids=(), timeout=30, args=()):
+    """DOTMON_BIN collect --no-auth on 127.0.0.1:port without metrics (and args), TMPDIR=tmp,
+    standard error to log; returns its Popen once /processes answers and lists every pid of pids."""
     dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{port}",
-                           "--metrics", "false"], stdout=subprocess.DEVNULL, stderr=log,
+                           "--metrics", "false", *args], stdout=subprocess.DEVNULL, stderr=log,
                           env=dict(os.environ, TMPDIR=tmp))
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: MIT
+"""s3rver (tests/egress/s3rver/server.js) and Debian's awscli for the egress tests (check_s3.py,
+check_egress_routes.py): a server process on a free port, awscli calls against it, and the two
+questions every test asks after an upload: is there an orphaned multipart upload, is the object
+absent.
+
+Environment: S3RVER_DIR (node_modules inside), S3RVER_JS, NODE_EXE, AWS_EXE.
+"""
+import json
+import os
+import subprocess
+import urllib.request
+
+NODE = os.environ.get("NODE_EXE", "node")
+AWS = os.environ.get("AWS_EXE", "/usr/bin/aws")
+
+
+class Server:
+    """One server.js process (plain HTTP, or HTTPS with cert/key)."""
+
+    def __init__(self, work, name, cert=None, key=None):
+        self.data = os.path.join(work, name)
+        os.makedirs(self.data)
+        env = dict(os.environ, NODE_PATH=os.path.join(os.environ["S3RVER_DIR"], "node_modules"))
+        args = [NODE, os.environ["S3RVER_JS"], self.data] + ([cert, key] if cert else [])
+        self.err = open(os.path.join(work, name + ".log"), "w")
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("s3rver did not start; see " + self.err.name)
+        self.port = json.loads(line)["port"]
+
+    def fault(self, part, mode, times):
+        """The next `times` UploadPart requests for part `part` answer 500 ("500") or lose their
+        connection ("drop")."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/__fault", method="POST",
+                                     data=json.dumps({"part": part, "mode": mode, "times": times}).encode())
+        urllib.request.urlopen(req, timeout=10).read()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+
+
+def aws(endpoint, *args, ca=None):
+    """awscli against endpoint with s3rver's account; (returncode, stdout, stderr)."""
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
+               AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
+               AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+    cmd = [AWS, "--endpoint-url", endpoint, "--output", "json"] + (["--ca-bundle", ca] if ca else [])
+    p = subprocess.run(cmd + list(args), env=env, capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def multipart_uploads(endpoint, bucket, ca=None):
+    """The bucket's multipart uploads in progress (list-multipart-uploads), or None on error."""
+    rc, out, _ = aws(endpoint, "s3api", "list-multipart-uploads", "--bucket", bucket, ca=ca)
+    if rc != 0:
+        return None
+    return json.loads(out).get("Uploads", []) if out.strip() else []
+
+
+def no_orphans(endpoint, bucket, ca=None):
+    """(True, _) when the bucket has no multipart upload in progress."""
+    rc, out, err = aws(endpoint, "s3api", "list-multipart-uploads", "--bucket", bucket, ca=ca)
+    uploads = json.loads(out).get("Uploads", []) if rc == 0 and out.strip() else []
+    return rc == 0 and not uploads, (rc, out, err)
+
+
+def absent(endpoint, bucket, key):
+    rc, _, _ = aws(endpoint, "s3api", "head-object", "--bucket", bucket, "--key", key)
+    return rc != 0

@@ -360,6 +360,9 @@ int artifact_admit_origin(struct agent *a, const struct artifact_origin *org,
     art->low_water = spec->low_water;
     art->provider = name;
     if (req == NULL) {
+        if (org->op_id != NULL) {
+            memcpy(org->op_id, o->id, sizeof(o->id));
+        }
         art->internal = true;
         art->on_settled = org->on_settled;
         art->settled_ud = org->settled_ud;

@@ -80,6 +80,7 @@ struct artifact_origin {
     artifact_settled_cb on_settled;
     void *settled_ud;
     struct buf *why;
+    char *op_id; /* receives the operation's id (37 bytes) once admitted, or NULL */
 };
 
 /* Refuses the collection: api_problem(req, status, …), or the reason into o->why. */

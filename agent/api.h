@@ -89,6 +89,10 @@ struct trace_config;
 /* tc is taken (the same configuration as POST /trace's body or GET /trace's profile). */
 int api_trace_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                       struct trace_config *tc, int64_t duration_s);
+/* body: POST /logs's LogsConfiguration; format 0 PlainText, 1 NewlineDelimitedJson, 2 JsonSequence.
+ */
+int api_logs_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                     const char *body, int64_t duration_s, int format);
 /* type: Mini, Triage, WithHeap or Full (NULL: WithHeap). */
 int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                      const char *type);

@@ -500,6 +500,27 @@ static int trace_action_config(const struct agent *a, const struct rules_action 
     return rc;
 }
 
+/* CollectLogs's settings as POST /logs's body (LogsConfiguration); NULL on ENOMEM. */
+static char *logs_action_body(const struct rules_action *act)
+{
+    static const char *const levels[] = {"Trace", "Debug",    "Information", "Warning",
+                                         "Error", "Critical", "None"};
+    cJSON *root = cJSON_CreateObject();
+    cJSON *specs = cJSON_AddObjectToObject(root, "filterSpecs");
+    if ((unsigned)act->default_level <= RULES_LOG_NONE) {
+        cJSON_AddStringToObject(root, "logLevel", levels[act->default_level]);
+    }
+    cJSON_AddBoolToObject(root, "useAppFilters", act->use_app_filters);
+    for (size_t i = 0; specs != NULL && i < act->nfilter_specs; i++) {
+        int lv = act->filter_specs[i].level;
+        cJSON_AddStringToObject(specs, act->filter_specs[i].category,
+                                lv >= 0 && lv <= RULES_LOG_NONE ? levels[lv] : "Warning");
+    }
+    char *text = specs != NULL ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
 /* Starts a Collect* action: 0 once its operation exists (collect_on_settled reports its end). */
 static int collect_start(struct raction *ac, const struct rules_step *st, struct buf *why)
 {
@@ -529,6 +550,13 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
     case RULES_ACTION_COLLECT_DUMP:
         rc = api_dump_collect(r->a, &o, p, dump_type_names[act->dump_type]);
         break;
+    case RULES_ACTION_COLLECT_LOGS: {
+        char *body = logs_action_body(act);
+        rc = body != NULL ? api_logs_collect(r->a, &o, p, body, duration_s, (int)act->format)
+                          : UV_ENOMEM;
+        cJSON_free(body);
+        break;
+    }
     case RULES_ACTION_COLLECT_GCDUMP:
         buf_printf(why, "CollectGCDump is not supported by dotmon yet (there is no /gcdump)");
         break;

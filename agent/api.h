@@ -93,6 +93,9 @@ int api_trace_collect(struct agent *a, const struct artifact_origin *o, const st
  */
 int api_logs_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                      const char *body, int64_t duration_s, int format);
+/* body: POST /livemetrics's EventMetricsConfiguration. */
+int api_livemetrics_collect(struct agent *a, const struct artifact_origin *o,
+                            const struct ipc_process *p, const char *body, int64_t duration_s);
 /* type: Mini, Triage, WithHeap or Full (NULL: WithHeap). */
 int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                      const char *type);

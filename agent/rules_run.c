@@ -514,9 +514,37 @@ static char *logs_action_body(const struct rules_action *act)
     for (size_t i = 0; specs != NULL && i < act->nfilter_specs; i++) {
         int lv = act->filter_specs[i].level;
         cJSON_AddStringToObject(specs, act->filter_specs[i].category,
-                                lv >= 0 && lv <= RULES_LOG_NONE ? levels[lv] : "Warning");
+                                lv >= 0 && lv <= RULES_LOG_NONE ? levels[lv]
+                                                                : levels[act->default_level]);
     }
     char *text = specs != NULL ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+/* One Providers or Meters list as POST /livemetrics's "providers" or "meters". */
+static void add_sources(cJSON *root, bool meters, const struct rules_metric_source *v, size_t n)
+{
+    cJSON *arr = cJSON_AddArrayToObject(root, meters ? "meters" : "providers");
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, meters ? "meterName" : "providerName", v[i].name);
+        cJSON *names = cJSON_AddArrayToObject(o, meters ? "instrumentNames" : "counterNames");
+        for (size_t j = 0; names != NULL && j < v[i].nnames; j++) {
+            cJSON_AddItemToArray(names, cJSON_CreateString(v[i].names[j]));
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+}
+
+/* CollectLiveMetrics's settings as POST /livemetrics's body; NULL on ENOMEM. */
+static char *livemetrics_action_body(const struct rules_action *act)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddBoolToObject(root, "includeDefaultProviders", act->include_default_providers);
+    add_sources(root, false, act->metric_providers, act->nmetric_providers);
+    add_sources(root, true, act->meters, act->nmeters);
+    char *text = root != NULL ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     return text;
 }
@@ -554,6 +582,12 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
         char *body = logs_action_body(act);
         rc = body != NULL ? api_logs_collect(r->a, &o, p, body, duration_s, (int)act->format)
                           : UV_ENOMEM;
+        cJSON_free(body);
+        break;
+    }
+    case RULES_ACTION_COLLECT_LIVE_METRICS: {
+        char *body = livemetrics_action_body(act);
+        rc = body != NULL ? api_livemetrics_collect(r->a, &o, p, body, duration_s) : UV_ENOMEM;
         cJSON_free(body);
         break;
     }

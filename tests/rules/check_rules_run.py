@@ -20,9 +20,9 @@ ASP.NET triggers (the app's Kestrel endpoint, its HttpClient the client):
   - AspNetRequestDuration (1 request of >= 1 s) not on fast requests, fires on GET /slow?ms=1500;
 Listen mode: a Startup rule fires for a runtime that connects to dotmon's socket suspended (the
 default of DOTNET_DiagnosticPorts); dotmon resumes the runtime once the rule's action has started.
-Collect actions to egress: a Startup rule with CollectDump (Mini) and CollectTrace (Providers,
-3 s) to a FileSystem provider, then an Execute whose Arguments reference both $(Actions.d.EgressPath)
-and $(Actions.t.EgressPath): the files exist and are complete (an ELF core; a nettrace the C checker
+Collect actions to egress: a Startup rule with CollectDump (Mini), CollectTrace (Providers, 3 s),
+CollectLogs and CollectLiveMetrics to a FileSystem provider, then an Execute whose Arguments
+reference their $(Actions.<n>.EgressPath): the files exist and are complete (an ELF core; a nettrace the C checker
 calls COMPLETE), the Execute got their paths, /operations lists both operations Succeeded with
 those resourceLocations; CollectGCDump fails with a clear message.
 Configuration errors: dotmon refuses to start and names the keys.
@@ -292,12 +292,19 @@ def collect_mode(tmp, script):
                                          "Keywords": "0x1"}],
                           "Duration": "00:00:03", "BufferSizeMegabytes": 64, "Egress": "files"}}
     cfg = {
+        "GlobalCounter": {"IntervalSeconds": 1},
         "Egress": {"FileSystem": {"files": {"DirectoryPath": files}}},
         "CollectionRules": {
             "Collect": {"Filters": [{"Key": "ProcessName", "Value": "TestApp"}], "Trigger": {"Type": "Startup"},
                         "Actions": [{"Name": "d", "Type": "CollectDump", "Settings": {"Type": "Mini", "Egress": "files"}},
                                     trace,
-                                    execute(script, out, "dump $(Actions.d.EgressPath) trace $(Actions.t.EgressPath)")]},
+                                    {"Name": "l", "Type": "CollectLogs",
+                                     "Settings": {"DefaultLevel": "Information", "Format": "NewlineDelimitedJson",
+                                                  "Duration": "00:00:02", "Egress": "files"}},
+                                    {"Name": "m", "Type": "CollectLiveMetrics",
+                                     "Settings": {"Duration": "00:00:03", "Egress": "files"}},
+                                    execute(script, out, "dump $(Actions.d.EgressPath) trace $(Actions.t.EgressPath)"
+                                            " logs $(Actions.l.EgressPath) lm $(Actions.m.EgressPath)")]},
             "Gc": {"Trigger": {"Type": "Startup"},
                    "Actions": [{"Type": "CollectGCDump", "Settings": {"Egress": "files"}}]},
         },
@@ -313,8 +320,9 @@ def collect_mode(tmp, script):
               f"collect: the Execute after CollectDump and CollectTrace ran: {lines(out)}")
         got = [l for l in lines(out) if l.startswith("dump ")]
         words = got[0].split() if got else []
-        dump = words[1] if len(words) == 4 else ""
-        tr = words[3] if len(words) == 4 else ""
+        dump, tr, lg, lm = (words[1], words[3], words[5], words[7]) if len(words) == 8 else ("", "", "", "")
+        check(os.path.isfile(lg) and os.path.isfile(lm) and os.path.getsize(lm) > 0,
+              f"collect: CollectLogs and CollectLiveMetrics stored their files ({lg}, {lm})")
         check(os.path.dirname(dump) == files and os.path.dirname(tr) == files and tr.endswith(".nettrace"),
               f"collect: $(Actions.d.EgressPath) and $(Actions.t.EgressPath) are files in the provider: {got}")
         check(os.path.isfile(dump) and elf_core(dump), f"collect: the Mini dump is an ELF core file ({dump})")
@@ -328,7 +336,7 @@ def collect_mode(tmp, script):
             s2, _, b2 = get(f"{api}/operations/{o.get('operationId')}")
             d = json.loads(b2) if s2 in (200, 201) else {}
             ok[d.get("resourceLocation")] = (o.get("status"), o.get("egressProviderName"), o.get("process", {}).get("pid"))
-        check(ok.get(dump) == ("Succeeded", "files", app.pid) and ok.get(tr) == ("Succeeded", "files", app.pid),
+        check(all(ok.get(f) == ("Succeeded", "files", app.pid) for f in (dump, tr, lg, lm)),
               f"collect: /operations lists both, Succeeded to 'files' with those resourceLocations: {ok}")
         st, _, body = get(f"{api}/collectionrules?pid={app.pid}")
         rules = json.loads(body) if st == 200 else {}

@@ -77,6 +77,28 @@ void api_operation_details(struct agent *a, struct http_request *req, const char
 void api_operation_delete(struct agent *a, struct http_request *req, const char *id);
 
 void api_dump_get(struct agent *a, struct http_request *req);
+
+/*
+ * The artifact routes' collections started without a request (o->req NULL: a collection rule's
+ * action, artifact.h): egress to o->provider, o->on_settled told of the end. 0 once the
+ * operation exists (it may have failed already: on_settled says so, possibly before this
+ * returns), or -1 when refused, with the reason in o->why.
+ */
+struct artifact_origin;
+struct trace_config;
+/* tc is taken (the same configuration as POST /trace's body or GET /trace's profile). */
+int api_trace_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                      struct trace_config *tc, int64_t duration_s);
+/* body: POST /logs's LogsConfiguration; format 0 PlainText, 1 NewlineDelimitedJson, 2 JsonSequence.
+ */
+int api_logs_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                     const char *body, int64_t duration_s, int format);
+/* body: POST /livemetrics's EventMetricsConfiguration. */
+int api_livemetrics_collect(struct agent *a, const struct artifact_origin *o,
+                            const struct ipc_process *p, const char *body, int64_t duration_s);
+/* type: Mini, Triage, WithHeap or Full (NULL: WithHeap). */
+int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                     const char *type);
 /* GET /collectionrules?pid=|uid=|name= and /collectionrules/{name} (api_rules.c). */
 void api_collectionrules(struct agent *a, struct http_request *req);
 void api_collectionrule(struct agent *a, struct http_request *req, const char *name);

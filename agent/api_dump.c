@@ -917,43 +917,85 @@ static const struct artifact_spec dump_spec = {.kind = OP_KIND_DUMP,
 static const struct artifact_events dump_events = {.on_ready = job_on_ready,
                                                    .on_lost = job_on_lost};
 
+/* A new job with its defaults, or NULL (ENOMEM). */
+static struct dump_job *job_new(void)
+{
+    struct dump_job *job = calloc(1, sizeof(*job));
+    if (job != NULL) {
+        job->fd = -1;
+        job->version = 3;
+    }
+    return job;
+}
+
+static int dump_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                      struct dump_job *job);
+
 void api_dump_get(struct agent *a, struct http_request *req)
 {
     const struct ipc_process *p = api_select_process(a, req);
     if (p == NULL) {
         return;
     }
-    struct dump_job *job = calloc(1, sizeof(*job));
-    struct operation *op = NULL;
+    struct dump_job *job = job_new();
     if (job == NULL) {
         api_problem(req, 500, "out of memory");
         return;
     }
-    job->fd = -1;
-    job->version = 3;
+    if (parse_type(req, job) != 0) {
+        free(job);
+        return;
+    }
+    const struct artifact_origin o = {.req = req};
+    (void)dump_start(a, &o, p, job);
+}
+
+int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                     const char *type)
+{
+    struct dump_job *job = job_new();
+    if (job == NULL) {
+        artifact_refuse(o, 500, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(dump_types) / sizeof(dump_types[0]); i++) {
+        if (strcasecmp(type != NULL ? type : "WithHeap", dump_types[i].name) == 0) {
+            job->type = dump_types[i].type;
+            snprintf(job->type_name, sizeof(job->type_name), "%s", dump_types[i].name);
+        }
+    }
+    if (job->type_name[0] == '\0') {
+        artifact_refuse(o, 400, "unknown dump type '%s'", type);
+        free(job);
+        return -1;
+    }
+    return dump_start(a, o, p, job);
+}
+
+/* The dump of an admitted request or rule (job has its type; taken): 0, or -1 when refused. */
+static int dump_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                      struct dump_job *job)
+{
+    struct operation *op = NULL;
     /*
      * A runtime that has not answered an earlier GenerateCoreDump (timed out, its exchange kept
      * open to delete a late file) still has its single diagnostic thread on it: a new request
      * would only queue behind it and time out too, each one holding a connection for up to
      * Dump:TimeoutSeconds + DUMP_LATE_GRACE_MS.
      */
-    if (parse_type(req, job) != 0) {
-        free(job);
-        return;
-    }
     if (runtime_still_dumping(a, p)) {
-        api_problem(req, 429,
-                    "the runtime of process %llu has not answered the previous "
-                    "dump request yet; retry later",
-                    (unsigned long long)p->pid);
+        artifact_refuse(o, 429,
+                        "the runtime of process %llu has not answered the previous "
+                        "dump request yet; retry later",
+                        (unsigned long long)p->pid);
         free(job);
-        return;
+        return -1;
     }
     /* The dump folder is not looked at here (a stat on a hung volume would freeze the loop): it
      * was checked at start-up, and every access to it runs on the thread pool with a deadline. */
-    if (artifact_admit(a, req, p, &dump_spec, &dump_events, job, &job->out, &op) != 0) {
+    if (artifact_admit_origin(a, o, p, &dump_spec, &dump_events, job, &job->out, &op) != 0) {
         free(job);
-        return;
+        return -1;
     }
     int rc = job_attach(job, a, op, p);
     op->control.cancel = job_cancel;
@@ -963,7 +1005,7 @@ void api_dump_get(struct agent *a, struct http_request *req)
         job->file_gone = true;
         job_fail(job, 500, "PathTooLong", "the dump folder path is too long");
         job_maybe_free(job);
-        return;
+        return 0;
     }
     rc = rc != 0 ? rc : job_send(job);
     if (rc != 0) {
@@ -973,7 +1015,7 @@ void api_dump_get(struct agent *a, struct http_request *req)
                  (unsigned long long)p->pid, agent_strerror(rc));
         job_fail(job, 502, "RuntimeUnreachable", msg);
         job_maybe_free(job);
-        return;
+        return 0;
     }
     log_info(cat, "dump of %llu (%s) requested: %s", (unsigned long long)job->pid, job->type_name,
              job->target_path);
@@ -981,6 +1023,7 @@ void api_dump_get(struct agent *a, struct http_request *req)
     /* Look for the file while the runtime writes it: it is streamed as it grows. */
     uv_timer_start(&job->tail, job_on_tail, DUMP_POLL_MS, DUMP_POLL_MS);
     op_set_state(&a->ops, op, OP_RUNNING, NULL, NULL);
+    return 0;
 }
 
 void api_dump_shutdown(struct agent *a)

@@ -292,21 +292,21 @@ static const struct artifact_spec lm_spec = {.kind = OP_KIND_LIVEMETRICS,
 /* No on_ready: records beyond the high-water mark are dropped (counted), never queued. */
 static const struct artifact_events lm_events = {.on_ready = NULL, .on_lost = lm_on_lost};
 
-/* Registers the operation and starts the session; takes f. */
-static void lm_start(struct agent *a, struct http_request *req, const struct ipc_process *p,
-                     struct metrics_filters *f, int64_t duration_s)
+/* Registers the operation and starts the session; takes f. 0, or -1 when refused. */
+static int lm_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                    struct metrics_filters *f, int64_t duration_s)
 {
     struct operation *op = NULL;
     struct lm_job *job = calloc(1, sizeof(*job));
     if (job == NULL) {
-        api_problem(req, 500, "out of memory");
+        artifact_refuse(o, 500, "out of memory");
         metrics_filters_fini(f);
-        return;
+        return -1;
     }
-    if (artifact_admit(a, req, p, &lm_spec, &lm_events, job, &job->out, &op) != 0) {
+    if (artifact_admit_origin(a, o, p, &lm_spec, &lm_events, job, &job->out, &op) != 0) {
         free(job);
         metrics_filters_fini(f);
-        return;
+        return -1;
     }
     job->a = a;
     job->op = op;
@@ -338,6 +338,23 @@ static void lm_start(struct agent *a, struct http_request *req, const struct ipc
                           agent_strerror(rc), detail, lm_results(job));
         lm_maybe_free(job);
     }
+    return 0;
+}
+
+int api_livemetrics_collect(struct agent *a, const struct artifact_origin *o,
+                            const struct ipc_process *p, const char *body, int64_t duration_s)
+{
+    struct buf err;
+    buf_init(&err, 1024);
+    struct metrics_filters f;
+    int rc = -1;
+    if (metrics_filters_from_json(&f, body, strlen(body), a->metrics_interval_s, &err) != 0) {
+        artifact_refuse(o, 400, "%s", buf_cstr(&err));
+    } else {
+        rc = lm_start(a, o, p, &f, duration_s);
+    }
+    buf_fini(&err);
+    return rc;
 }
 
 void api_livemetrics_get(struct agent *a, struct http_request *req)
@@ -352,7 +369,8 @@ void api_livemetrics_get(struct agent *a, struct http_request *req)
         api_problem(req, 500, "the Metrics settings cannot be read (see dotmon's log)");
         return;
     }
-    lm_start(a, req, p, &f, duration);
+    const struct artifact_origin o = {.req = req};
+    (void)lm_start(a, &o, p, &f, duration);
 }
 
 void api_livemetrics_post(struct agent *a, struct http_request *req)
@@ -379,7 +397,8 @@ void api_livemetrics_post(struct agent *a, struct http_request *req)
                                          &err) != 0) {
         api_problem(req, 400, "%s", buf_cstr(&err));
     } else {
-        lm_start(a, req, p, &f, duration);
+        const struct artifact_origin o = {.req = req};
+        (void)lm_start(a, &o, p, &f, duration);
     }
     buf_fini(&err);
 }

@@ -612,24 +612,24 @@ static const struct artifact_spec logs_spec = {.kind = OP_KIND_LOGS,
 static const struct artifact_events logs_events = {.on_ready = logs_on_ready,
                                                    .on_lost = logs_on_lost};
 
-/* Registers the operation and starts the session; takes spec. */
-static void logs_start(struct agent *a, struct http_request *req, const struct ipc_process *p,
-                       struct logs_spec *spec, int64_t duration_s, int format)
+/* Registers the operation and starts the session; takes spec. 0, or -1 when refused. */
+static int logs_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                      struct logs_spec *spec, int64_t duration_s, int format)
 {
     struct operation *op = NULL;
     /* As for traces: a client hanging up in a loop must not pile sessions up in the runtime. */
     if (a->sessions.live >=
         a->ops.limit[OP_KIND_TRACE] + a->ops.limit[OP_KIND_LOGS] + LOGS_SESSION_SLACK) {
-        api_problem(req, 429, "%zu sessions are still being closed; retry in a few seconds",
-                    a->sessions.live);
+        artifact_refuse(o, 429, "%zu sessions are still being closed; retry in a few seconds",
+                        a->sessions.live);
         goto fail;
     }
     struct logs_job *job = logs_job_new(a, p);
     if (job == NULL) {
-        api_problem(req, 500, "out of memory");
+        artifact_refuse(o, 500, "out of memory");
         goto fail;
     }
-    if (artifact_admit(a, req, p, &logs_spec, &logs_events, job, &job->out, &op) != 0) {
+    if (artifact_admit_origin(a, o, p, &logs_spec, &logs_events, job, &job->out, &op) != 0) {
         ev_logs_free(job->logs);
         ipc_endpoint_fini(&job->ep);
         buf_fini(&job->text);
@@ -660,9 +660,32 @@ static void logs_start(struct agent *a, struct http_request *req, const struct i
                  agent_strerror(rc));
         logs_begin_session(job);
     }
-    return;
+    return 0;
 fail:
     buf_fini(&spec->specs);
+    return -1;
+}
+
+int api_logs_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                     const char *body, int64_t duration_s, int format)
+{
+    static const enum ev_logs_format fmts[] = {EV_LOGS_PLAIN, EV_LOGS_NDJSON, EV_LOGS_JSON_SEQ};
+    struct logs_spec spec = {0};
+    buf_init(&spec.specs, SPECS_MAX);
+    struct buf err;
+    buf_init(&err, 1024);
+    int rc = -1;
+    if (format < 0 || format > 2) {
+        artifact_refuse(o, 400, "unknown logs format %d", format);
+        buf_fini(&spec.specs);
+    } else if (spec_from_json(&spec, body, strlen(body), &err) != 0) {
+        artifact_refuse(o, 400, "%s", buf_cstr(&err));
+        buf_fini(&spec.specs);
+    } else {
+        rc = logs_start(a, o, p, &spec, duration_s, (int)fmts[format]);
+    }
+    buf_fini(&err);
+    return rc;
 }
 
 /* Process, duration and format, common to GET and POST; -1 when a problem was answered. */
@@ -713,7 +736,8 @@ void api_logs_get(struct agent *a, struct http_request *req)
         buf_fini(&spec.specs);
         return;
     }
-    logs_start(a, req, p, &spec, duration, format);
+    const struct artifact_origin o = {.req = req};
+    (void)logs_start(a, &o, p, &spec, duration, format);
 }
 
 void api_logs_post(struct agent *a, struct http_request *req)
@@ -743,7 +767,8 @@ void api_logs_post(struct agent *a, struct http_request *req)
         api_problem(req, 400, "%s", buf_cstr(&err));
         buf_fini(&spec.specs);
     } else {
-        logs_start(a, req, p, &spec, duration, format);
+        const struct artifact_origin o = {.req = req};
+        (void)logs_start(a, &o, p, &spec, duration, format);
     }
     buf_fini(&err);
 }

@@ -655,30 +655,28 @@ static const struct artifact_spec trace_spec = {.kind = OP_KIND_TRACE,
 static const struct artifact_events trace_events = {.on_ready = job_on_ready,
                                                     .on_lost = job_on_lost};
 
-/* Common part of GET and POST once the configuration is known; takes ownership of tc. */
-static void start_trace(struct agent *a, struct http_request *req, const struct ipc_process *p,
-                        struct trace_config *tc, int64_t duration_s)
+/* Common part of GET, POST and collection rules once the configuration is known; takes
+ * ownership of tc. 0 once the operation exists (it tells the rest), -1 when refused. */
+static int start_trace(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p, struct trace_config *tc, int64_t duration_s,
+                       bool ndjson)
 {
-    bool ndjson = false;
     struct trace_job *job = NULL;
     struct operation *op = NULL;
 
-    if (trace_query_format(req, &ndjson) != 0) {
-        goto fail;
-    }
     /* Aborted sessions finish their StopTracing in the background; count them too, so that a
      * client hanging up in a loop cannot pile sessions up in the runtime (it allows 64). */
     if (a->sessions.live >= a->ops.limit[OP_KIND_TRACE] + TRACE_SESSION_SLACK) {
-        api_problem(req, 429, "%zu trace sessions are still being closed; retry in a few seconds",
-                    a->sessions.live);
+        artifact_refuse(o, 429, "%zu trace sessions are still being closed; retry in a few seconds",
+                        a->sessions.live);
         goto fail;
     }
     job = calloc(1, sizeof(*job));
     if (job == NULL) {
-        api_problem(req, 500, "out of memory");
+        artifact_refuse(o, 500, "out of memory");
         goto fail;
     }
-    if (artifact_admit(a, req, p, &trace_spec, &trace_events, job, &job->out, &op) != 0) {
+    if (artifact_admit_origin(a, o, p, &trace_spec, &trace_events, job, &job->out, &op) != 0) {
         free(job);
         goto fail;
     }
@@ -697,7 +695,7 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
         ev_json_free(job->json);
         trace_config_fini(&job->tc);
         free(job);
-        return;
+        return 0;
     }
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
@@ -718,10 +716,30 @@ static void start_trace(struct agent *a, struct http_request *req, const struct 
         job_end(job, TRACE_END_FAIL, 502, "RuntimeUnreachable", agent_strerror(rc), detail);
         job_maybe_free(job);
     }
-    return;
+    return 0;
 
 fail:
     trace_config_fini(tc);
+    return -1;
+}
+
+int api_trace_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                      struct trace_config *tc, int64_t duration_s)
+{
+    return start_trace(a, o, p, tc, duration_s, false);
+}
+
+/* The route's start: the format query parameter, then start_trace; takes ownership of tc. */
+static void start_trace_req(struct agent *a, struct http_request *req, const struct ipc_process *p,
+                            struct trace_config *tc, int64_t duration_s)
+{
+    bool ndjson = false;
+    const struct artifact_origin o = {.req = req};
+    if (trace_query_format(req, &ndjson) != 0) {
+        trace_config_fini(tc);
+        return;
+    }
+    (void)start_trace(a, &o, p, tc, duration_s, ndjson);
 }
 
 void api_trace_get(struct agent *a, struct http_request *req)
@@ -746,7 +764,7 @@ void api_trace_get(struct agent *a, struct http_request *req)
                                           a->metrics_interval_s, &tc, &err) != 0) {
         api_problem(req, 400, "%s", buf_cstr(&err));
     } else {
-        start_trace(a, req, p, &tc, duration);
+        start_trace_req(a, req, p, &tc, duration);
     }
     buf_fini(&profile);
     buf_fini(&err);
@@ -780,7 +798,7 @@ void api_trace_post(struct agent *a, struct http_request *req)
     } else if (trace_config_from_json((const char *)body, len, &tc, &err) != 0) {
         api_problem(req, 400, "%s", buf_cstr(&err));
     } else {
-        start_trace(a, req, p, &tc, duration);
+        start_trace_req(a, req, p, &tc, duration);
     }
     buf_fini(&err);
 }

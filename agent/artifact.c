@@ -18,6 +18,7 @@
  */
 #include "artifact.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +67,10 @@ struct artifact {
     struct egress_target *target; /* open until on_done */
     EVP_MD_CTX *md;               /* SHA-256 of every byte written */
     uint64_t bytes;
-    char *store_error;     /* the store's failure (on_done before the end), or the open's */
+    char *store_error; /* the store's failure (on_done before the end), or the open's */
+    bool internal;     /* no request: a collection rule's */
+    artifact_settled_cb on_settled; /* internal: told once the operation has ended */
+    void *settled_ud;
     struct artifact *next; /* a->artifacts */
     struct artifact **pprev;
     struct outcome {
@@ -173,6 +177,12 @@ static void settle(struct artifact *art, enum op_state state, const char *code, 
         op->resource_location = location != NULL ? strdup(location) : NULL;
     }
     op_set_state(&art->a->ops, op, state, code, message);
+    artifact_settled_cb cb = art->on_settled;
+    art->on_settled = NULL;
+    if (cb != NULL) {
+        cb(art->settled_ud, state, location,
+           state == OP_FAILED ? (message != NULL ? message : code) : NULL);
+    }
 }
 
 /* The request, taken to be answered: no abort or drain callback any more. */
@@ -203,6 +213,40 @@ static void provider_list(const struct agent *a, struct buf *out)
         (void)buf_printf(out, "%s%s", i > 0 ? ", " : "",
                          egress_provider_name(egress_set_at(a->egress, i)));
     }
+}
+
+void artifact_refuse(const struct artifact_origin *o, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (o->req != NULL) {
+        api_problem(o->req, status, "%s", msg);
+    } else if (o->why != NULL) {
+        buf_reset(o->why);
+        (void)buf_append_str(o->why, msg);
+    }
+}
+
+/* An internal collection's provider (required, configured); 0, or -1 with the reason. */
+static int internal_provider(struct agent *a, const struct artifact_origin *o,
+                             const char **provider)
+{
+    const struct egress_provider *p =
+        o->provider != NULL ? egress_find(a->egress, o->provider) : NULL;
+    if (p == NULL) {
+        struct buf names;
+        buf_init(&names, 4096);
+        provider_list(a, &names);
+        artifact_refuse(o, 400, "egress provider '%s' is not configured (%s)",
+                        o->provider != NULL ? o->provider : "", buf_cstr(&names));
+        buf_fini(&names);
+        return -1;
+    }
+    *provider = egress_provider_name(p);
+    return 0;
 }
 
 /* tags and egressProvider; 0, or -1 after answering 400. *provider NULL without egress. */
@@ -241,25 +285,26 @@ static int parse_query(struct agent *a, struct http_request *req, struct buf *ta
     return rc;
 }
 
-static int register_op(struct agent *a, struct http_request *req, const struct ipc_process *p,
-                       const struct artifact_spec *spec, const char *tags, struct operation **op)
+static int register_op(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p, const struct artifact_spec *spec,
+                       const char *tags, struct operation **op)
 {
     if (a->stopping) {
-        api_problem(req, 503, "dotmon is shutting down");
+        artifact_refuse(o, 503, "dotmon is shutting down");
         return -1;
     }
     int rc = op_registry_add(&a->ops, spec->kind, p->pid, p->uid, p->name,
                              tags[0] != '\0' ? tags : NULL, op);
     if (rc == AGENT_E_TOOBIG) {
-        api_problem(req, 429, "%zu %s operations are running; at most %zu may run at once%s%s%s",
-                    op_registry_active(&a->ops, spec->kind), spec->noun, a->ops.limit[spec->kind],
-                    spec->limit_setting != NULL ? " (" : "",
-                    spec->limit_setting != NULL ? spec->limit_setting : "",
-                    spec->limit_setting != NULL ? ")" : "");
+        artifact_refuse(o, 429, "%zu %s operations are running; at most %zu may run at once%s%s%s",
+                        op_registry_active(&a->ops, spec->kind), spec->noun,
+                        a->ops.limit[spec->kind], spec->limit_setting != NULL ? " (" : "",
+                        spec->limit_setting != NULL ? spec->limit_setting : "",
+                        spec->limit_setting != NULL ? ")" : "");
         return -1;
     }
     if (rc != 0) {
-        api_problem(req, 500, "cannot register the operation: %s", agent_strerror(rc));
+        artifact_refuse(o, 500, "cannot register the operation: %s", agent_strerror(rc));
         return -1;
     }
     return 0;
@@ -269,12 +314,28 @@ int artifact_admit(struct agent *a, struct http_request *req, const struct ipc_p
                    const struct artifact_spec *spec, const struct artifact_events *ev, void *ud,
                    struct artifact **out, struct operation **op)
 {
+    const struct artifact_origin origin = {.req = req};
+    return artifact_admit_origin(a, &origin, p, spec, ev, ud, out, op);
+}
+
+int artifact_admit_origin(struct agent *a, const struct artifact_origin *org,
+                          const struct ipc_process *p, const struct artifact_spec *spec,
+                          const struct artifact_events *ev, void *ud, struct artifact **out,
+                          struct operation **op)
+{
+    struct http_request *req = org->req;
     struct buf tags;
     buf_init(&tags, 4096);
     const char *provider = NULL;
     struct operation *o = NULL;
-    int rc = parse_query(a, req, &tags, &provider);
-    rc = rc ? rc : register_op(a, req, p, spec, buf_cstr(&tags), &o);
+    int rc = 0;
+    if (req != NULL) {
+        rc = parse_query(a, req, &tags, &provider);
+    } else {
+        rc = internal_provider(a, org, &provider);
+        (void)buf_append_str(&tags, org->tags != NULL ? org->tags : "");
+    }
+    rc = rc ? rc : register_op(a, org, p, spec, buf_cstr(&tags), &o);
     buf_fini(&tags);
     if (rc != 0) {
         return -1;
@@ -286,7 +347,7 @@ int artifact_admit(struct agent *a, struct http_request *req, const struct ipc_p
         free(art);
         free(name);
         op_set_state(&a->ops, o, OP_FAILED, "OutOfMemory", "out of memory");
-        api_problem(req, 500, "out of memory");
+        artifact_refuse(org, 500, "out of memory");
         return -1;
     }
     art->a = a;
@@ -298,9 +359,18 @@ int artifact_admit(struct agent *a, struct http_request *req, const struct ipc_p
     art->high_water = spec->high_water;
     art->low_water = spec->low_water;
     art->provider = name;
-    const char *host = http_request_header(req, "Host");
+    if (req == NULL) {
+        if (org->op_id != NULL) {
+            memcpy(org->op_id, o->id, sizeof(o->id));
+        }
+        art->internal = true;
+        art->on_settled = org->on_settled;
+        art->settled_ud = org->settled_ud;
+    }
+    const char *host = req != NULL ? http_request_header(req, "Host") : NULL;
     snprintf(art->location, sizeof(art->location), "%s://%s/operations/%s",
-             http_request_is_tls(req) ? "https" : "http", host != NULL ? host : "localhost", o->id);
+             req != NULL && http_request_is_tls(req) ? "https" : "http",
+             host != NULL ? host : "localhost", o->id);
     if (name != NULL) {
         art->next = a->artifacts;
         if (art->next != NULL) {
@@ -318,7 +388,15 @@ static void art_on_abort(void *ud, struct http_request *r);
 
 void artifact_accept(struct artifact *art)
 {
-    if (art->state != ART_ADMITTED || art->req == NULL) {
+    if (art->state != ART_ADMITTED) {
+        return;
+    }
+    if (art->req == NULL) {
+        if (art->internal) { /* nobody to answer */
+            art_set_state(art, ART_ACCEPTED);
+            log_info(cat, "%s operation %s: to egress provider %s", art->noun, art->op->id,
+                     art->provider);
+        }
         return;
     }
     art_set_state(art, ART_ACCEPTED);

@@ -9,6 +9,7 @@
 #include <cJSON.h>
 
 #include "agent.h"
+#include "buf.h"
 #include "http_server.h"
 #include "operations.h"
 
@@ -55,6 +56,45 @@ struct artifact_spec {
     size_t high_water;         /* HTTP: artifact_full above this many queued bytes */
     size_t low_water;          /* HTTP: on_ready at or below this many */
 };
+
+/*
+ * The operation of an internal artifact has ended (settled): state, the resourceLocation (NULL
+ * unless stored) and the error message (NULL unless Failed). Called once, after the operation's
+ * final state is set, possibly from inside an artifact_end_* call of the route.
+ */
+typedef void (*artifact_settled_cb)(void *ud, enum op_state state, const char *location,
+                                    const char *message);
+
+/*
+ * Where an artifact collection comes from: a route's HTTP request, or dotmon itself (a
+ * collection rule's action, req NULL: an "internal" artifact). An internal artifact has no client
+ * to stream to: it needs an egress provider, sends no response, and tells its end to on_settled.
+ * A refusal (shutdown, the kind's limit, an unknown provider, out of memory) is an HTTP problem for
+ * a request, and for an internal collection the reason in why.
+ */
+struct artifact_origin {
+    struct http_request *req;
+    /* internal only */
+    const char *provider; /* the egress provider's name (required) */
+    const char *tags;     /* the operation's tags (comma-separated), or NULL */
+    artifact_settled_cb on_settled;
+    void *settled_ud;
+    struct buf *why;
+    char *op_id; /* receives the operation's id (37 bytes) once admitted, or NULL */
+};
+
+/* Refuses the collection: api_problem(req, status, …), or the reason into o->why. */
+void artifact_refuse(const struct artifact_origin *o, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * artifact_admit for either origin. An internal artifact is registered with o->tags and
+ * o->provider (no query); its Location names localhost.
+ */
+int artifact_admit_origin(struct agent *a, const struct artifact_origin *o,
+                          const struct ipc_process *p, const struct artifact_spec *spec,
+                          const struct artifact_events *ev, void *ud, struct artifact **out,
+                          struct operation **op);
 
 /*
  * The common start of an artifact route: tags and egressProvider from the query, shutdown (503),

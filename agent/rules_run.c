@@ -13,6 +13,8 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "api.h"
+#include "artifact.h"
 #include "buf.h"
 #include "egress/egress.h"
 #include "err.h"
@@ -23,6 +25,7 @@
 #include "log.h"
 #include "metrics_session.h"
 #include "rules.h"
+#include "trace_config.h"
 
 static const char cat[] = "dotmon.rules";
 
@@ -46,6 +49,15 @@ struct raction {
     struct ipc_exchange *xc; /* SetEnvironmentVariable */
     char *env_name;
     char *value; /* the variable's value, once found */
+    /* Collect*: an internal artifact (artifact.h) whose operation is op_id */
+    struct agent *a;
+    bool collecting; /* until on_settled */
+    bool starting;   /* inside collect_start: on_settled's report waits for its return */
+    bool settled;    /* on_settled came while starting */
+    char op_id[37];
+    enum op_state op_state;
+    char *location; /* resourceLocation */
+    char *message;  /* the operation's error */
 };
 
 /* One rule applied to one process. */
@@ -232,6 +244,8 @@ int rules_run_new(struct agent *a, struct rules_run **out)
 
 static void action_free(struct raction *ac)
 {
+    free(ac->location);
+    free(ac->message);
     free(ac->env_name);
     free(ac->value);
     free(ac);
@@ -412,6 +426,188 @@ static int env_start(struct raction *ac, const struct rules_step *st, struct buf
     return rc;
 }
 
+/* ---- Collect* actions: internal artifacts (artifact.h) to the action's Egress ---------------- */
+
+/* The operation's end as the action's: EgressPath = its resourceLocation, or its error. */
+static void collect_report(struct raction *ac)
+{
+    char why[1200];
+    if (ac->op_state == OP_SUCCEEDED && ac->location != NULL) {
+        struct rules_kv out = {.key = "EgressPath", .value = ac->location};
+        action_report(ac, true, &out, 1, NULL);
+        return;
+    }
+    snprintf(why, sizeof(why), "operation %s %s%s%s", ac->op_id, op_state_name(ac->op_state),
+             ac->message != NULL ? ": " : "", ac->message != NULL ? ac->message : "");
+    action_report(ac, false, NULL, 0, why);
+}
+
+static void collect_on_settled(void *ud, enum op_state state, const char *location,
+                               const char *message)
+{
+    struct raction *ac = ud;
+    ac->collecting = false;
+    ac->op_state = state;
+    ac->location = location != NULL ? strdup(location) : NULL;
+    ac->message = message != NULL ? strdup(message) : NULL;
+    if (ac->starting) {
+        ac->settled = true; /* action_start reports it once collect_start has returned */
+        return;
+    }
+    collect_report(ac);
+    action_free(ac);
+}
+
+static const char *const dump_type_names[] = {
+    [RULES_DUMP_MINI] = "Mini",
+    [RULES_DUMP_FULL] = "Full",
+    [RULES_DUMP_TRIAGE] = "Triage",
+    [RULES_DUMP_WITH_HEAP] = "WithHeap",
+};
+
+/* The process's discovery entry (the collections take their endpoint and names from it). */
+static const struct ipc_process *find_process(const struct rules_run *r, const char *uid)
+{
+    size_t n = r->a->disc != NULL ? ipc_discovery_count(r->a->disc) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct ipc_process *p = ipc_discovery_at(r->a->disc, i);
+        if (strcmp(p->uid, uid) == 0) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* CollectTrace's configuration: Profile, or Providers through POST /trace's body parser. */
+static int trace_action_config(const struct agent *a, const struct rules_action *act,
+                               struct trace_config *tc, struct buf *why)
+{
+    if (act->has_stopping_event) {
+        buf_printf(why, "CollectTrace with StoppingEvent is not supported by dotmon yet");
+        return AGENT_E_INVAL;
+    }
+    int rc;
+    if (act->profile != NULL) {
+        rc = trace_config_from_profiles(act->profile, a->metrics_interval_s, tc, why);
+        tc->collect.buffer_mb = act->buffer_mb;
+        return rc;
+    }
+    cJSON *body = rules_trace_action_json(act);
+    char *text = body != NULL ? cJSON_PrintUnformatted(body) : NULL;
+    rc = text != NULL ? trace_config_from_json(text, strlen(text), tc, why) : UV_ENOMEM;
+    cJSON_free(text);
+    cJSON_Delete(body);
+    return rc;
+}
+
+/* CollectLogs's settings as POST /logs's body (LogsConfiguration); NULL on ENOMEM. */
+static char *logs_action_body(const struct rules_action *act)
+{
+    static const char *const levels[] = {"Trace", "Debug",    "Information", "Warning",
+                                         "Error", "Critical", "None"};
+    cJSON *root = cJSON_CreateObject();
+    cJSON *specs = cJSON_AddObjectToObject(root, "filterSpecs");
+    if ((unsigned)act->default_level <= RULES_LOG_NONE) {
+        cJSON_AddStringToObject(root, "logLevel", levels[act->default_level]);
+    }
+    cJSON_AddBoolToObject(root, "useAppFilters", act->use_app_filters);
+    for (size_t i = 0; specs != NULL && i < act->nfilter_specs; i++) {
+        int lv = act->filter_specs[i].level;
+        cJSON_AddStringToObject(specs, act->filter_specs[i].category,
+                                lv >= 0 && lv <= RULES_LOG_NONE ? levels[lv]
+                                                                : levels[act->default_level]);
+    }
+    char *text = specs != NULL ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+/* One Providers or Meters list as POST /livemetrics's "providers" or "meters". */
+static void add_sources(cJSON *root, bool meters, const struct rules_metric_source *v, size_t n)
+{
+    cJSON *arr = cJSON_AddArrayToObject(root, meters ? "meters" : "providers");
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, meters ? "meterName" : "providerName", v[i].name);
+        cJSON *names = cJSON_AddArrayToObject(o, meters ? "instrumentNames" : "counterNames");
+        for (size_t j = 0; names != NULL && j < v[i].nnames; j++) {
+            cJSON_AddItemToArray(names, cJSON_CreateString(v[i].names[j]));
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+}
+
+/* CollectLiveMetrics's settings as POST /livemetrics's body; NULL on ENOMEM. */
+static char *livemetrics_action_body(const struct rules_action *act)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddBoolToObject(root, "includeDefaultProviders", act->include_default_providers);
+    add_sources(root, false, act->metric_providers, act->nmetric_providers);
+    add_sources(root, true, act->meters, act->nmeters);
+    char *text = root != NULL ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+/* Starts a Collect* action: 0 once its operation exists (collect_on_settled reports its end). */
+static int collect_start(struct raction *ac, const struct rules_step *st, struct buf *why)
+{
+    struct rules_run *r = ac->ri->p->r;
+    const struct rules_action *act = st->action;
+    const struct ipc_process *p = find_process(r, ac->ri->p->uid);
+    if (p == NULL) {
+        buf_printf(why, "process %" PRIu64 " is gone", ac->ri->p->pid);
+        return AGENT_E_NOTFOUND;
+    }
+    const struct artifact_origin o = {.provider = st->egress != NULL ? st->egress : act->egress,
+                                      .on_settled = collect_on_settled,
+                                      .settled_ud = ac,
+                                      .why = why,
+                                      .op_id = ac->op_id};
+    int64_t duration_s = act->duration_ticks / 10000000;
+    struct trace_config tc;
+    memset(&tc, 0, sizeof(tc));
+    int rc = AGENT_E_INVAL;
+    ac->starting = true;
+    ac->collecting = true;
+    switch (ac->type) {
+    case RULES_ACTION_COLLECT_TRACE:
+        rc = trace_action_config(r->a, act, &tc, why);
+        rc = rc != 0 ? rc : api_trace_collect(r->a, &o, p, &tc, duration_s);
+        break;
+    case RULES_ACTION_COLLECT_DUMP:
+        rc = api_dump_collect(r->a, &o, p, dump_type_names[act->dump_type]);
+        break;
+    case RULES_ACTION_COLLECT_LOGS: {
+        char *body = logs_action_body(act);
+        rc = body != NULL ? api_logs_collect(r->a, &o, p, body, duration_s, (int)act->format)
+                          : UV_ENOMEM;
+        cJSON_free(body);
+        break;
+    }
+    case RULES_ACTION_COLLECT_LIVE_METRICS: {
+        char *body = livemetrics_action_body(act);
+        rc = body != NULL ? api_livemetrics_collect(r->a, &o, p, body, duration_s) : UV_ENOMEM;
+        cJSON_free(body);
+        break;
+    }
+    case RULES_ACTION_COLLECT_GCDUMP:
+        buf_printf(why, "CollectGCDump is not supported by dotmon yet (there is no /gcdump)");
+        break;
+    default:
+        buf_printf(why, "%s is not wired into dotmon's collection rules yet (egress)",
+                   act->type_name);
+        break;
+    }
+    trace_config_fini(&tc);
+    ac->starting = false;
+    if (rc != 0) {
+        ac->collecting = false;
+        return rc < 0 ? rc : AGENT_E_INVAL;
+    }
+    return 0;
+}
+
 /* Starts the action of step st; a failure to start is reported as the action's failure. */
 static void action_start(struct rinst *ri, const struct rules_step *st)
 {
@@ -421,6 +617,7 @@ static void action_start(struct rinst *ri, const struct rules_step *st)
         return;
     }
     ac->ri = ri;
+    ac->a = ri->p->r->a;
     ac->index = st->index;
     ac->type = st->action->type;
     ac->next = ri->actions;
@@ -439,9 +636,11 @@ static void action_start(struct rinst *ri, const struct rules_step *st)
         rc = env_start(ac, st, &why);
         break;
     default:
-        buf_printf(&why, "%s is not wired into dotmon's collection rules yet (egress)",
-                   st->action->type_name);
-        rc = AGENT_E_INVAL;
+        rc = collect_start(ac, st, &why);
+        if (rc == 0 && ac->settled) { /* it ended before collect_start returned */
+            collect_report(ac);
+            action_free(ac);
+        }
         break;
     }
     if (rc != 0) {
@@ -473,6 +672,12 @@ static void action_detach(struct raction *ac, bool kill)
     } else if (ac->xc != NULL) {
         ipc_exchange_cancel(ac->xc);
         action_free(ac);
+    } else if (ac->collecting) {
+        /* The operation goes on, or is cancelled; collect_on_settled frees the action. */
+        struct operation *op = op_registry_find(&ac->a->ops, ac->op_id);
+        if (kill && op != NULL && !op_is_finished(op) && op->control.cancel != NULL) {
+            op->control.cancel(op->ctx);
+        }
     } else {
         action_free(ac);
     }

@@ -631,15 +631,23 @@ static void test_agent_trace_limit_and_graceful_stop(void **state)
     trace_begin(&t, dm, "GET", NULL, "/trace?pid=%d&profile=gc-verbose&durationSeconds=-1",
                 (int)app->pid);
     wait_running_traces(dm, 1);
-    ops = agent_test_get_json(dm, "/operations", 200);
     char id[64] = "";
-    cJSON_ArrayForEach(o, ops)
-    {
-        if (strcmp(agent_test_str(o, "status"), "Running") == 0) {
-            snprintf(id, sizeof(id), "%s", agent_test_str(o, "operationId"));
+    /* Starting counts as running above; the session is Running once the runtime accepted it. */
+    double end = testenv_now_ms() + testenv_timeout(15000);
+    while (id[0] == '\0') {
+        assert_true(testenv_now_ms() < end);
+        ops = agent_test_get_json(dm, "/operations", 200);
+        cJSON_ArrayForEach(o, ops)
+        {
+            if (strcmp(agent_test_str(o, "status"), "Running") == 0) {
+                snprintf(id, sizeof(id), "%s", agent_test_str(o, "operationId"));
+            }
+        }
+        cJSON_Delete(ops);
+        if (id[0] == '\0') {
+            testenv_sleep_ms(20);
         }
     }
-    cJSON_Delete(ops);
     snprintf(target, sizeof(target), "/operations/%s", id);
     assert_int_equal(testenv_dotmon_request(dm, "DELETE", target, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);

@@ -303,7 +303,8 @@ def main():
                 results[key] = d.request("GET", target)
             except (http.client.HTTPException, OSError) as e:
                 results[key] = e  # the cancelled one: its transfer is cut
-        threads = [threading.Thread(target=run, args=(k, f"/trace?pid={pid}&profile=Metrics&durationSeconds=-1"))
+        # Each trace tagged with its role: which request the runtime starts first is not fixed.
+        threads = [threading.Thread(target=run, args=(k, f"/trace?pid={pid}&profile=Metrics&durationSeconds=-1&tags={k}"))
                    for k in ("stop", "cancel")]
         for t in threads:
             t.start()
@@ -311,9 +312,11 @@ def main():
         deadline = time.time() + 20
         while len(running) < 2 and time.time() < deadline:
             time.sleep(0.2)
-            st, h, b = d.request("GET", "/operations")
-            ops = json.loads(b) if st == 200 else []
-            running = [o["operationId"] for o in ops if o["status"] == "Running"]
+            running = []
+            for k in ("stop", "cancel"):
+                st, h, b = d.request("GET", f"/operations?tags={k}")
+                ops = json.loads(b) if st == 200 else []
+                running += [o["operationId"] for o in ops if o["status"] == "Running"][:1]
         st, h, b = d.request("GET", "/operations")
         conforms("/operations", "/operations", "GET", st, h, b, 200)
         st, h, b = d.request("GET", f"/operations?pid={pid}&tags=none")

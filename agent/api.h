@@ -86,9 +86,14 @@ void api_dump_get(struct agent *a, struct http_request *req);
  */
 struct artifact_origin;
 struct trace_config;
-/* tc is taken (the same configuration as POST /trace's body or GET /trace's profile). */
+struct ev_filter;
+/*
+ * tc is taken (the same configuration as POST /trace's body or GET /trace's profile). stop_on
+ * (CollectTrace's StoppingEvent; NULL for none) is taken too, refused or not: the trace is
+ * stopped gracefully (as by the duration) once an event matches it (events/ev_filter.h).
+ */
 int api_trace_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                      struct trace_config *tc, int64_t duration_s);
+                      struct trace_config *tc, int64_t duration_s, struct ev_filter *stop_on);
 /* body: POST /logs's LogsConfiguration; format 0 PlainText, 1 NewlineDelimitedJson, 2 JsonSequence.
  */
 int api_logs_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,

@@ -47,6 +47,7 @@
 #include "artifact.h"
 #include "buf.h"
 #include "err.h"
+#include "ev_filter.h"
 #include "ev_json.h"
 #include "http_query.h"
 #include "ipc_session.h"
@@ -94,8 +95,10 @@ struct trace_job {
     char filename[64];
     struct trace_config tc;
     struct nettrace_checker checker;
-    struct ev_json *json; /* format=ndjson: the converter; NULL for nettrace */
-    struct buf json_out;  /* its lines not yet queued */
+    struct ev_json *json;      /* format=ndjson: the converter; NULL for nettrace */
+    struct buf json_out;       /* its lines not yet queued */
+    struct ev_filter *stop_on; /* CollectTrace's StoppingEvent, watched by the checker; or NULL */
+    bool stop_said;            /* its match or mismatch was logged */
 };
 
 static void job_maybe_free(struct trace_job *job);
@@ -112,6 +115,7 @@ static void job_on_timer_closed(uv_handle_t *h)
     struct agent *a = job->a;
     trace_config_fini(&job->tc);
     nettrace_checker_fini(&job->checker);
+    ev_filter_free(job->stop_on);
     ev_json_free(job->json);
     buf_fini(&job->json_out);
     spool_close(job->spool);
@@ -177,6 +181,15 @@ static cJSON *job_results(struct trace_job *job)
             }
         }
         cJSON_AddStringToObject(extra, "profiles", job->tc.profile_names);
+        if (job->stop_on != NULL) {
+            static const char *const words[] = {
+                [EV_FILTER_WATCHING] = "notSeen",
+                [EV_FILTER_MATCHED] = "seen",
+                [EV_FILTER_MISMATCH] = "payloadFilterMismatch",
+            };
+            cJSON_AddStringToObject(extra, "stoppingEvent",
+                                    words[ev_filter_get_state(job->stop_on)]);
+        }
         if (job->version > 0) {
             cJSON_AddNumberToObject(extra, "collectTracingVersion", job->version);
             cJSON_AddStringToObject(extra, "sessionId", sid);
@@ -289,6 +302,31 @@ static void job_on_timer(uv_timer_t *t)
     job_stop(t->data);
 }
 
+/*
+ * After each chunk the checker read: the StoppingEvent seen stops the trace as its duration
+ * would (StopTracing: the rundown and the end tag follow, the file stays whole). A PayloadFilter
+ * naming a field the event lacks can never match: said once, and the trace runs its duration,
+ * as in dotnet-monitor.
+ */
+static void job_watch_stopping_event(struct trace_job *job)
+{
+    enum ev_filter_state st = ev_filter_get_state(job->stop_on);
+    if (st == EV_FILTER_WATCHING || job->stop_said) {
+        return;
+    }
+    job->stop_said = true;
+    if (st == EV_FILTER_MISMATCH) {
+        log_warn(cat,
+                 "trace of %llu: the StoppingEvent's PayloadFilter cannot match (%s); the trace "
+                 "runs until its duration",
+                 (unsigned long long)job->pid, ev_filter_detail(job->stop_on));
+        return;
+    }
+    log_info(cat, "trace of %llu: the StoppingEvent was seen (%s)", (unsigned long long)job->pid,
+             ev_filter_detail(job->stop_on));
+    job_stop(job);
+}
+
 static void job_relay(struct trace_job *job);
 
 static void job_on_ready(void *ud)
@@ -372,6 +410,9 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
 {
     struct trace_job *job = ud;
     nettrace_feed(&job->checker, p, n);
+    if (job->stop_on != NULL) {
+        job_watch_stopping_event(job);
+    }
     if (job->out == NULL || !job->streaming) {
         return;
     }
@@ -656,10 +697,10 @@ static const struct artifact_events trace_events = {.on_ready = job_on_ready,
                                                     .on_lost = job_on_lost};
 
 /* Common part of GET, POST and collection rules once the configuration is known; takes
- * ownership of tc. 0 once the operation exists (it tells the rest), -1 when refused. */
+ * ownership of tc and stop_on. 0 once the operation exists (it tells the rest), -1 when refused. */
 static int start_trace(struct agent *a, const struct artifact_origin *o,
                        const struct ipc_process *p, struct trace_config *tc, int64_t duration_s,
-                       bool ndjson)
+                       bool ndjson, struct ev_filter *stop_on)
 {
     struct trace_job *job = NULL;
     struct operation *op = NULL;
@@ -694,8 +735,13 @@ static int start_trace(struct agent *a, const struct artifact_origin *o,
         artifact_end_fail(job->out, 500, "OutOfMemory", "out of memory", NULL, NULL);
         ev_json_free(job->json);
         trace_config_fini(&job->tc);
+        ev_filter_free(stop_on);
         free(job);
         return 0;
+    }
+    job->stop_on = stop_on; /* no cost without one: the checker then decodes no payloads */
+    if (stop_on != NULL) {
+        ev_filter_attach(stop_on, &job->checker);
     }
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
@@ -720,13 +766,14 @@ static int start_trace(struct agent *a, const struct artifact_origin *o,
 
 fail:
     trace_config_fini(tc);
+    ev_filter_free(stop_on);
     return -1;
 }
 
 int api_trace_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                      struct trace_config *tc, int64_t duration_s)
+                      struct trace_config *tc, int64_t duration_s, struct ev_filter *stop_on)
 {
-    return start_trace(a, o, p, tc, duration_s, false);
+    return start_trace(a, o, p, tc, duration_s, false, stop_on);
 }
 
 /* The route's start: the format query parameter, then start_trace; takes ownership of tc. */
@@ -739,7 +786,7 @@ static void start_trace_req(struct agent *a, struct http_request *req, const str
         trace_config_fini(tc);
         return;
     }
-    (void)start_trace(a, &o, p, tc, duration_s, ndjson);
+    (void)start_trace(a, &o, p, tc, duration_s, ndjson, NULL);
 }
 
 void api_trace_get(struct agent *a, struct http_request *req)

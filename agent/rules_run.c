@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "egress/egress.h"
 #include "err.h"
+#include "ev_filter.h"
 #include "http_session.h"
 #include "ipc_client.h"
 #include "ipc_cmd.h"
@@ -482,10 +483,6 @@ static const struct ipc_process *find_process(const struct rules_run *r, const c
 static int trace_action_config(const struct agent *a, const struct rules_action *act,
                                struct trace_config *tc, struct buf *why)
 {
-    if (act->has_stopping_event) {
-        buf_printf(why, "CollectTrace with StoppingEvent is not supported by dotmon yet");
-        return AGENT_E_INVAL;
-    }
     int rc;
     if (act->profile != NULL) {
         rc = trace_config_from_profiles(act->profile, a->metrics_interval_s, tc, why);
@@ -497,6 +494,34 @@ static int trace_action_config(const struct agent *a, const struct rules_action 
     rc = text != NULL ? trace_config_from_json(text, strlen(text), tc, why) : UV_ENOMEM;
     cJSON_free(text);
     cJSON_Delete(body);
+    return rc;
+}
+
+/*
+ * CollectTrace's StoppingEvent as the filter the trace's checker runs (events/ev_filter.h); *out
+ * stays NULL without one. The configuration has checked the names (rules_action_cfg.c).
+ */
+static int stopping_event_filter(const struct rules_action *act, struct ev_filter **out,
+                                 struct buf *why)
+{
+    *out = NULL;
+    if (!act->has_stopping_event) {
+        return 0;
+    }
+    struct ev_filter_field fields[EV_FILTER_MAX_FIELDS];
+    if (act->nstop_payload > EV_FILTER_MAX_FIELDS) {
+        buf_printf(why, "StoppingEvent:PayloadFilter has more than %d fields",
+                   EV_FILTER_MAX_FIELDS);
+        return AGENT_E_INVAL;
+    }
+    for (size_t i = 0; i < act->nstop_payload; i++) {
+        fields[i] = (struct ev_filter_field){act->stop_payload[i].key, act->stop_payload[i].value};
+    }
+    int rc = ev_filter_new(act->stop_provider, act->stop_event != NULL ? act->stop_event : "",
+                           fields, act->nstop_payload, out);
+    if (rc == AGENT_E_INVAL) {
+        buf_printf(why, "StoppingEvent needs a ProviderName and an EventName");
+    }
     return rc;
 }
 
@@ -571,10 +596,13 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
     ac->starting = true;
     ac->collecting = true;
     switch (ac->type) {
-    case RULES_ACTION_COLLECT_TRACE:
+    case RULES_ACTION_COLLECT_TRACE: {
+        struct ev_filter *stop_on = NULL;
         rc = trace_action_config(r->a, act, &tc, why);
-        rc = rc != 0 ? rc : api_trace_collect(r->a, &o, p, &tc, duration_s);
+        rc = rc != 0 ? rc : stopping_event_filter(act, &stop_on, why);
+        rc = rc != 0 ? rc : api_trace_collect(r->a, &o, p, &tc, duration_s, stop_on);
         break;
+    }
     case RULES_ACTION_COLLECT_DUMP:
         rc = api_dump_collect(r->a, &o, p, dump_type_names[act->dump_type]);
         break;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "ev_fmt.h"
 #include "ev_native.h"
 #include "ev_payload.h"
 #include "ev_rd.h"
@@ -417,17 +418,6 @@ static int f64_num(struct buf *out, double d, bool single)
 
 /* ---- time ----------------------------------------------------------------------------------- */
 
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's algorithm). */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    unsigned yoe = (unsigned)(y - era * 400);
-    unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + (int64_t)doe - 719468;
-}
-
 /* Seconds since the Unix epoch (within years 1..9999) and nanoseconds as an ISO-8601 string. */
 static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nanos,
                     struct time_cache *tc)
@@ -444,16 +434,11 @@ static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nan
     }
     int64_t days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400;
     int64_t sod = secs - days * 86400;
-    int64_t z = days + 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    unsigned doe = (unsigned)(z - era * 146097);
-    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t y = (int64_t)yoe + era * 400;
-    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    unsigned mp = (5 * doy + 2) / 153;
-    unsigned d = doy - (153 * mp + 2) / 5 + 1;
-    unsigned m = mp < 10 ? mp + 3 : mp - 9;
-    y += m <= 2;
+    int64_t y;
+    int mi, di;
+    ev_civil_from_days(days, &y, &mi, &di);
+    unsigned m = (unsigned)mi;
+    unsigned d = (unsigned)di;
     /* "yyyy-mm-ddThh:mm:ss[.fffffffff]Z" without printf (this runs once per event). The year is
      * within 1..9999 (checked above), so four digits always. */
     unsigned parts[6] = {
@@ -503,7 +488,7 @@ static int event_time(struct buf *out, const struct nettrace_trace_info *ti, int
         return buf_append_str(out, "null");
     }
     int64_t base =
-        days_from_civil(st[0], st[1], st[3]) * 86400 + st[4] * 3600ll + st[5] * 60ll + st[6];
+        ev_days_from_civil(st[0], st[1], st[3]) * 86400 + st[4] * 3600ll + st[5] * 60ll + st[6];
     int64_t delta;
     if (__builtin_sub_overflow(ts, ti->sync_time_qpc, &delta)) {
         return buf_append_str(out, "null");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "ev_fmt.h"
 #include "ev_payload.h"
 #include "nettrace.h"
 
@@ -529,16 +530,6 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
 /* ---- clock ------------------------------------------------------------------------------------
  */
 
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 static bool event_time(struct ev_logs *l, int64_t ts, int64_t *unix_ms)
 {
     struct nettrace_trace_info ti;
@@ -549,7 +540,7 @@ static bool event_time(struct ev_logs *l, int64_t ts, int64_t *unix_ms)
             l->clock_known = true;
             l->sync_qpc = ti.sync_time_qpc;
             l->qpc_freq = ti.qpc_frequency;
-            l->sync_unix_ms = days_from_civil(t[0], t[1], t[3]) * 86400000 +
+            l->sync_unix_ms = ev_days_from_civil(t[0], t[1], t[3]) * 86400000 +
                               (int64_t)t[4] * 3600000 + (int64_t)t[5] * 60000 +
                               (int64_t)t[6] * 1000 + t[7];
         }
@@ -1051,16 +1042,9 @@ static void format_time(int64_t unix_ms, char out[32])
     int64_t secs = unix_ms >= 0 ? unix_ms / 1000 : (unix_ms - 999) / 1000;
     int64_t days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400;
     int64_t rem = secs - days * 86400;
-    /* H. Hinnant's civil_from_days */
-    int64_t z = days + 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    int64_t d = doy - (153 * mp + 2) / 5 + 1;
-    int64_t m = mp < 10 ? mp + 3 : mp - 9;
-    int64_t y = yoe + era * 400 + (m <= 2);
+    int64_t y;
+    int m, d;
+    ev_civil_from_days(days, &y, &m, &d);
     int len = snprintf(out, 32, "%04lld-%02lld-%02lld %02lld:%02lld:%02lldZ", (long long)y,
                        (long long)m, (long long)d, (long long)(rem / 3600),
                        (long long)(rem / 60 % 60), (long long)(rem % 60));

@@ -276,7 +276,7 @@ static int parse_head(struct builder *b, struct ev_rd *c, struct md_head *h)
 }
 
 /* The root's field list: V1, then the V5 tags (a V2Params tag replaces the V1 fields). */
-static int parse_fields(struct builder *b, struct ev_rd *c, uint8_t *opcode, bool *v2)
+static int parse_fields(struct builder *b, struct ev_rd *c, int *opcode, bool *v2)
 {
     if (ev_rd_left(c) > 0) {
         uint32_t count;
@@ -296,8 +296,12 @@ static int parse_fields(struct builder *b, struct ev_rd *c, uint8_t *opcode, boo
             return AGENT_E_PROTO;
         }
         struct ev_rd t = {c->p, c->i + len, c->i, c->base};
-        if (kind == 1 && ev_rd_u8(&t, opcode) != 0) {
+        uint8_t op;
+        if (kind == 1 && ev_rd_u8(&t, &op) != 0) {
             return AGENT_E_PROTO;
+        }
+        if (kind == 1) {
+            *opcode = op;
         }
         if (kind == 2) {
             uint32_t count;
@@ -333,7 +337,8 @@ static struct builder *builder_new(void)
 }
 
 /* Sizes the tree and copies the builder into one exact-sized schema allocation. */
-static int build_schema(struct builder *b, const struct md_head *h, uint8_t opcode, bool v2,
+/* opcode: -1 when the metadata carried none. */
+static int build_schema(struct builder *b, const struct md_head *h, int opcode, bool v2,
                         struct ev_schema **out)
 {
     bool bad = false;
@@ -358,7 +363,8 @@ static int build_schema(struct builder *b, const struct md_head *h, uint8_t opco
     s->version = h->version;
     s->level = h->level;
     s->keywords = h->keywords & EV_KEYWORDS_MASK;
-    s->opcode = opcode;
+    s->opcode = opcode < 0 ? 0 : (uint8_t)opcode;
+    s->has_opcode = opcode >= 0;
     s->v2 = v2;
     s->provider = names + h->provider;
     s->event_name = names + h->name;
@@ -377,7 +383,7 @@ int ev_schema_parse(const uint8_t *p, size_t n, struct ev_schema **out)
     struct ev_rd c;
     ev_rd_init(&c, p, n);
     struct md_head h;
-    uint8_t opcode = 0;
+    int opcode = -1;
     bool v2 = false;
     int rc = parse_head(b, &c, &h);
     if (rc == 0) {
@@ -470,7 +476,7 @@ static int parse_v6_fields(struct builder *b, struct ev_rd *c, uint16_t parent)
 }
 
 /* One OptionalMetadata entry; false when it does not parse inside its window. */
-static bool parse_v6_option(struct ev_rd *t, struct md_head *h, uint8_t *opcode)
+static bool parse_v6_option(struct ev_rd *t, struct md_head *h, int *opcode)
 {
     uint8_t kind;
     uint8_t u8 = 0;
@@ -481,7 +487,11 @@ static bool parse_v6_option(struct ev_rd *t, struct md_head *h, uint8_t *opcode)
     }
     switch (kind) {
     case 1: /* OpCode */
-        return ev_rd_u8(t, opcode) == 0;
+        if (ev_rd_u8(t, &u8) != 0) {
+            return false;
+        }
+        *opcode = u8;
+        return true;
     case 3: /* Keywords */
         return ev_rd_u64(t, &h->keywords) == 0;
     case 4: /* MessageTemplate */
@@ -503,7 +513,7 @@ static bool parse_v6_option(struct ev_rd *t, struct md_head *h, uint8_t *opcode)
     }
 }
 
-static int parse_v6_optional(struct ev_rd *c, struct md_head *h, uint8_t *opcode)
+static int parse_v6_optional(struct ev_rd *c, struct md_head *h, int *opcode)
 {
     uint16_t size;
     if (ev_rd_left(c) == 0) {
@@ -537,7 +547,7 @@ int ev_schema_parse_v6(const uint8_t *row, size_t n, struct ev_schema **out)
     ev_rd_init(&c, row, n);
     struct md_head h;
     memset(&h, 0, sizeof(h));
-    uint8_t opcode = 0;
+    int opcode = -1;
     uint64_t v = 0;
     int rc = ev_rd_varuint(&c, 32, &v) == 0 ? 0 : AGENT_E_PROTO;
     h.id = (uint32_t)v;

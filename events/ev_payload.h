@@ -79,6 +79,7 @@ struct ev_schema {
     uint32_t level;
     uint64_t keywords; /* masked with EV_KEYWORDS_MASK */
     uint8_t opcode;    /* from the OpCode tag; 0 when absent */
+    bool has_opcode;   /* the metadata carried an OpCode (TraceEvent infers one only without) */
     bool v2;           /* the fields came from a V2Params tag (or a V6 FieldDescriptions) */
     const char *provider;
     const char *event_name;

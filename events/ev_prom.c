@@ -14,6 +14,7 @@
 
 #include "ascii.h"
 #include "err.h"
+#include "ev_fmt.h"
 #include "ev_store.h"
 #include "ev_store_internal.h"
 
@@ -147,105 +148,19 @@ int ev_prom_metric_name(struct buf *out, const char *provider, const char *count
 
 /* ---- numbers -------------------------------------------------------------------------------- */
 
-/*
- * .NET's "G" layout of shortest digits d[0..nd) with v = 0.d1d2... x 10^scale: scientific when
- * the point would sit more than max(nd, 15) places right, or below 0.0001. Returns the length.
- */
-static size_t layout(char text[EV_PROM_DOUBLE_MAX], bool neg, const char *digits, size_t nd,
-                     long scale)
-{
-    long nmax = nd > 15 ? (long)nd : 15;
-    size_t t = 0;
-    if (neg) {
-        text[t++] = '-';
-    }
-    if (scale > nmax || scale < -3) {
-        text[t++] = digits[0];
-        if (nd > 1) {
-            text[t++] = '.';
-            memcpy(text + t, digits + 1, nd - 1);
-            t += nd - 1;
-        }
-        long e = scale - 1;
-        int w = snprintf(text + t, EV_PROM_DOUBLE_MAX - t, "E%c%02ld", e < 0 ? '-' : '+',
-                         e < 0 ? -e : e);
-        t += w > 0 ? (size_t)w : 0;
-    } else if (scale <= 0) {
-        text[t++] = '0';
-        text[t++] = '.';
-        for (long i = 0; i < -scale; i++) {
-            text[t++] = '0';
-        }
-        memcpy(text + t, digits, nd);
-        t += nd;
-    } else {
-        for (size_t i = 0; i < (size_t)scale; i++) {
-            char c = '0';
-            if (i < nd) {
-                c = digits[i];
-            }
-            text[t++] = c;
-        }
-        if ((size_t)scale < nd) {
-            text[t++] = '.';
-            memcpy(text + t, digits + scale, nd - (size_t)scale);
-            t += nd - (size_t)scale;
-        }
-    }
-    return t;
-}
-
 size_t ev_prom_format_double(double v, char *out, size_t n)
 {
-    const char *special = NULL;
-    if (isnan(v)) {
-        special = "NaN";
-    } else if (isinf(v)) {
-        special = v > 0 ? "+Inf" : "-Inf";
-    } else if (v == 0) {
-        special = signbit(v) ? "-0" : "0";
+    char text[EV_FMT_REAL_MAX];
+    size_t t;
+    if (isinf(v)) {
+        t = (size_t)snprintf(text, sizeof(text), "%s", v > 0 ? "+Inf" : "-Inf");
+    } else {
+        t = ev_fmt_real(v, false, text, sizeof(text)); /* "NaN" as Prometheus spells it */
     }
-    if (special) {
-        size_t len = strlen(special);
-        if (len >= n) {
-            return 0;
-        }
-        memcpy(out, special, len + 1);
-        return len;
-    }
-
-    /* The shortest %e text that reads back as v (at most 17 significant digits). */
-    char tmp[48];
-    for (int prec = 0; prec < 17; prec++) {
-        snprintf(tmp, sizeof(tmp), "%.*e", prec, v);
-        if (strtod(tmp, NULL) == v) {
-            break;
-        }
-    }
-    char digits[24];
-    size_t nd = 0;
-    const char *p = tmp;
-    bool neg = *p == '-';
-    if (neg) {
-        p++;
-    }
-    for (; *p && *p != 'e' && *p != 'E'; p++) {
-        if (is_digit(*p) && nd < sizeof(digits)) {
-            digits[nd++] = *p;
-        }
-    }
-    long exp10 = *p ? strtol(p + 1, NULL, 10) : 0;
-    while (nd > 1 && digits[nd - 1] == '0') {
-        nd--;
-    }
-
-    char text[EV_PROM_DOUBLE_MAX];
-    size_t t = layout(text, neg, digits, nd, exp10 + 1);
     if (t >= n) {
         return 0;
     }
-    memcpy(out, text, t);
-    out[t] = '\0';
+    memcpy(out, text, t + 1);
     return t;
 }
 

@@ -84,9 +84,10 @@ int ev_prom_metric_name(struct buf *out, const char *provider, const char *count
 #define EV_PROM_DOUBLE_MAX 32
 
 /*
- * v as .NET's double.ToString(CultureInfo.InvariantCulture) writes it (shortest text that reads
- * back as v; scientific "1E+15", "1.5E-05" past 15 digits or below 1E-04), except NaN, +Inf and
- * -Inf in Prometheus' spelling. out holds at least EV_PROM_DOUBLE_MAX bytes; returns the length.
+ * v as .NET's double.ToString(CultureInfo.InvariantCulture) writes it (ev_fmt.h: shortest text
+ * that reads back as v; "1E+17", "1.5E-05" from 17 digits on or below 1E-04), except +Inf and
+ * -Inf in Prometheus' spelling. out holds at least EV_PROM_DOUBLE_MAX bytes; returns the length,
+ * or 0 when it does not fit.
  */
 size_t ev_prom_format_double(double v, char *out, size_t n);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "ev_fmt.h"
 #include "ev_payload.h"
 #include "nettrace.h"
 
@@ -456,17 +457,6 @@ static int parse_double_str(const char *s, double *out)
     return s == NULL ? -1 : parse_double(s, strlen(s), out);
 }
 
-/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar (H. Hinnant's algorithm). */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 /* Reads the Trace object's sync point once (PROTOCOL.md §5.3). */
 static void clock_init(struct ev_stream *s)
 {
@@ -483,7 +473,7 @@ static void clock_init(struct ev_stream *s)
         s->sync_unix_ms = 0;
         return;
     }
-    s->sync_unix_ms = days_from_civil(t[0], t[1], t[3]) * 86400000 + (int64_t)t[4] * 3600000 +
+    s->sync_unix_ms = ev_days_from_civil(t[0], t[1], t[3]) * 86400000 + (int64_t)t[4] * 3600000 +
                       (int64_t)t[5] * 60000 + (int64_t)t[6] * 1000 + t[7];
 }
 

@@ -143,7 +143,9 @@ static void test_double_format(void **state)
     assert_double(-0.0, "-0");
     assert_double(9000000, "9000000");
     assert_double(1e14, "100000000000000");
-    assert_double(1e15, "1E+15");
+    assert_double(1e15, "1000000000000000"); /* .NET 10 writes it so; E notation from 1E+17 */
+    assert_double(1e16, "10000000000000000");
+    assert_double(1e17, "1E+17");
     assert_double(123456789012345678.0, "1.2345678901234568E+17");
     assert_double(12345678901234567.0, "12345678901234568");
     assert_double(0.0001, "0.0001");

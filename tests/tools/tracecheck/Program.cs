@@ -18,13 +18,18 @@
 // TraceEvent decodes it (GCStartTraceData), in stream order.
 // With --activities, "activities":[["provider#eventId","activityId","relatedActivityId"],...] lists
 // every event with a non-empty ActivityID or RelatedActivityID (empty ones as "").
+// With --dynamic-names, "dynamicNames":{"provider|EventName":count,...} counts the events a second
+// pass sees with only TraceEvent's dynamic parser subscribed, by the EventName it gives them: what
+// dotnet-monitor's EventMonitor (CollectTrace's StoppingEvent) matches EventName against. Native
+// runtime events are "EventID(N)" there (only the CLR parser, not subscribed, has their names).
 // With --payloads KEYS (a comma list of provider#eventId, e.g.
 // Microsoft-Windows-DotNETRuntime#10), "payloads":{"provider#eventId":[{"Field":value,...},...]}
 // lists, in stream order, the fields TraceEvent's parser decodes for each such event
 // (PayloadNames/PayloadValue): integers and enums as numbers, strings, GUIDs as "d" strings,
 // Boolean, doubles, byte arrays as lowercase hex; other values (arrays, structs) are left out.
 //
-// usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--payloads KEYS] [--find TEXT]...
+// usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--dynamic-names] [--payloads KEYS]
+//        [--find TEXT]...
 // Exit status: 0 read completely; 1 TraceEvent threw (the JSON then has "ok":false,"error":...);
 // 2 usage or file not found.
 
@@ -53,6 +58,8 @@ internal static class Program
         bool byEvent = false;
         bool gcEvents = false;
         bool activities = false;
+        bool dynamicNames = false;
+        var dynNames = new SortedDictionary<string, long>(StringComparer.Ordinal);
         var actList = new List<string[]>();
         var gcList = new List<int[]>();
         var payloadKeys = new HashSet<string>(StringComparer.Ordinal);
@@ -74,6 +81,10 @@ internal static class Program
             else if (args[i] == "--activities")
             {
                 activities = true;
+            }
+            else if (args[i] == "--dynamic-names")
+            {
+                dynamicNames = true;
             }
             else if (args[i] == "--payloads" && i + 1 < args.Length)
             {
@@ -184,6 +195,16 @@ internal static class Program
             source.Process();
             lost = source.EventsLost;
             pointerSize = source.PointerSize;
+            if (dynamicNames)
+            {
+                using var dyn = new EventPipeEventSource(path);
+                dyn.Dynamic.All += e =>
+                {
+                    string key = $"{e.ProviderName}|{e.EventName}";
+                    dynNames[key] = dynNames.TryGetValue(key, out long n) ? n + 1 : 1;
+                };
+                dyn.Process();
+            }
         }
         catch (Exception ex)
         {
@@ -239,6 +260,15 @@ internal static class Program
             if (payloadKeys.Count > 0)
             {
                 WritePayloads(w, payloads);
+            }
+            if (dynamicNames)
+            {
+                w.WriteStartObject("dynamicNames");
+                foreach (var kv in dynNames)
+                {
+                    w.WriteNumber(kv.Key, kv.Value);
+                }
+                w.WriteEndObject();
             }
             if (activities)
             {

@@ -8,10 +8,12 @@ rewritten (renamed over, as editors and Kubernetes do) while the app runs:
   2. rule B instead: B fires for the app already running, A does not fire again; /collectionrules
      lists B only (A and Cpu are gone); Cpu's EventPipe session was stopped (StopTracing; dotmon
      logs at Debug here);
-  3. an invalid rule (unknown trigger type): dotmon logs the error naming its key and keeps B
+  3. B again with another setting changed: that setting is named as taking effect at the next
+     start (the rules are not), B is not restarted;
+  4. an invalid rule (unknown trigger type): dotmon logs the error naming its key and keeps B
      (/collectionrules still B; B not restarted: its marker is not written again);
-  4. no rule at all: /collectionrules is empty;
-  5. rule C (from none to some): C fires for the app;
+  5. no rule at all: /collectionrules is empty;
+  6. rule C (from none to some): C fires for the app;
 then SIGTERM: dotmon exits 0 (in the ASan build, with no leak).
 Listen mode (dotmon started with rule L, no app yet): the rules reloaded to none, a runtime that
 connects suspended is resumed (nothing holds it for rules any more); rule M reloaded in fires for
@@ -95,6 +97,11 @@ def reload_mode(tmp, script):
         check(sess is not None and wait_for(
             lambda: re.search(f"session {sess.group(1)}: stream ended [^\"]* after StopTracing", log_text(log)), 10),
               f"reload: Cpu's EventPipe session was stopped in the runtime ({sess and sess.group(1)})")
+
+        write_settings(path, startup_rule(script, out, "B"), dict(base, Operations={"MaxHistory": 50}))
+        check(wait_for(lambda: 'take effect at the next start: Operations:MaxHistory"' in log_text(log), 10),
+              "reload: another setting changed is named as taking effect at the next start, the rules are not")
+        check(lines(out).count(b) == 1, f"reload: the same rules again: B not restarted: {lines(out)}")
 
         write_settings(path, {"Bad": {"Trigger": {"Type": "Nope"}, "Actions": [execute(script, out, "bad")]}}, base)
         check(wait_for(lambda: "collection rules stay as they were" in log_text(log), 10),

@@ -989,6 +989,10 @@ void agent_fini(struct agent *a)
     op_registry_fini(&a->ops);
     rules_run_free(a->rules);
     a->rules = NULL;
+    free(a->rules_settings);
+    a->rules_settings = NULL;
+    free(a->rules_refused);
+    a->rules_refused = NULL;
     egress_set_free(a->egress);
     a->egress = NULL;
     if (a->egress_settings != NULL) {

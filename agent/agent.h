@@ -94,6 +94,8 @@ struct agent {
     bool metrics_enabled;    /* Metrics:Enabled / --metrics (for /info) */
     struct metrics *metrics; /* continuous metrics sessions (metrics.c); NULL when disabled */
     struct rules_run *rules; /* collection rules (rules_run.c); NULL when none is configured */
+    char *rules_settings;    /* the rule settings in effect, to notice a change on reload */
+    char *rules_refused;     /* the rule settings a reload last refused (errors said once) */
 
     /* Processes not yet announced at Info: short-lived ones (the SDK's own build processes)
      * are logged at Debug only (agent.c on_process_change). */

@@ -19,6 +19,7 @@
 #include "egress.h"
 #include "err.h"
 #include "log.h"
+#include "rules_run.h"
 #include "settings.h"
 
 extern char **environ;
@@ -169,9 +170,10 @@ static void report_other_changes(struct apikey_watch *w, const struct config *ru
         const struct config *y = pass == 0 ? now : running;
         for (size_t i = 0; i < x->n; i++) {
             const char *k = x->v[i].key;
-            /* The key and the egress providers are reloaded; the rest waits for a restart. */
+            /* The key, the egress providers and the collection rules are reloaded; the rest
+             * waits for a restart. */
             if (strncasecmp(k, KEY_PREFIX, strlen(KEY_PREFIX)) == 0 ||
-                config_key_under(k, "Egress")) {
+                config_key_under(k, "Egress") || rules_run_is_setting(k)) {
                 continue;
             }
             const char *other = config_get(y, k);
@@ -244,18 +246,22 @@ static void reload(struct apikey_watch *w)
     char err[640];
     if (settings_load(a->opts, (const char *const *)environ, &cfg, err, sizeof(err)) != 0) {
         log_warn(cat,
-                 "configuration changed but could not be read (%s); the API key stays as "
-                 "it was",
+                 "configuration changed but could not be read (%s); the API key, Egress and "
+                 "collection rules stay as they were",
                  err);
         goto out;
     }
     reload_egress(a, &cfg);
+    rules_run_reload(a, &cfg); /* after Egress: the rules are checked against its names */
+    report_other_changes(w, a->cfg, &cfg);
+    if (a->no_auth || a->opts->temp_apikey) {
+        goto out; /* no key from configuration to reload */
+    }
     char *now = key_settings(&cfg);
     if (now == NULL) {
         log_error(cat, "configuration reload: out of memory; the API key stays as it was");
         goto out;
     }
-    report_other_changes(w, a->cfg, &cfg);
     if (a->key_settings != NULL && strcmp(now, a->key_settings) == 0) {
         log_debug(cat, "configuration changed; Authentication:MonitorApiKey unchanged");
         free(now);
@@ -394,7 +400,9 @@ static void start_point(struct agent *a, struct watch_point *pt)
     if (rc != 0) {
         log_warn(cat, "cannot poll %s: %s", path, uv_strerror(rc));
     }
-    log_info(cat, "watching %s: a new Authentication:MonitorApiKey takes effect without a restart",
+    log_info(cat,
+             "watching %s: a new Authentication:MonitorApiKey, Egress or CollectionRules takes "
+             "effect without a restart",
              path);
 }
 
@@ -405,9 +413,6 @@ static void start_point(struct agent *a, struct watch_point *pt)
  */
 int apikey_watch_start(struct agent *a)
 {
-    if (a->no_auth || a->opts->temp_apikey) {
-        return 0;
-    }
     struct settings_paths paths;
     settings_paths((const char *const *)environ, &paths);
     struct apikey_watch *w = calloc(1, sizeof(*w));

@@ -11,19 +11,20 @@ struct agent;
  * (--temp-apikey, printed once on stdout) or nothing (--no-auth). An invalid key configuration
  * is an error: dotmon does not start.
  *
- * apikey_watch_start (agent_start): unless the key is temporary or auth is off, the sources that
- * live on disk are watched: the --configuration-file-path file, the shared folder
- * (/etc/dotnet-monitor: key-per-file, e.g. a mounted Secret, and its settings.json) and the user
- * settings file, those whose folder exists at start-up. Each folder is watched (inotify, which
- * also sees Kubernetes' symlink swap of a mounted Secret or ConfigMap) and each file or folder
- * polled every 2 s as a fallback. A change rebuilds the merged configuration (settings.h, in
- * dotnet-monitor's order) and, when the key
- * settings differ, replaces the verifier: tokens of the old key get 401 from then on. A file
- * that cannot be read or parsed (e.g. caught mid-write) leaves the key as it is; a parsed file
- * with an invalid key configuration refuses every request (401) until it is fixed, as
- * dotnet-monitor does. The Egress section is rebuilt too (agent_egress_parse): a valid one
- * replaces a->egress, an invalid one is logged and the providers stay. Other settings take effect
- * at the next start (their names are logged).
+ * apikey_watch_start (agent_start): the sources that live on disk are watched (with a temporary
+ * key or auth off too, for Egress and the collection rules): the --configuration-file-path file,
+ * the shared folder (/etc/dotnet-monitor: key-per-file, e.g. a mounted Secret, and its
+ * settings.json) and the user settings file, those whose folder exists at start-up. Each folder is
+ * watched (inotify, which also sees Kubernetes' symlink swap of a mounted Secret or ConfigMap) and
+ * each file or folder polled every 2 s as a fallback. A change rebuilds the merged configuration
+ * (settings.h, in dotnet-monitor's order) and, when the key settings differ, replaces the verifier:
+ * tokens of the old key get 401 from then on. A file that cannot be read or parsed (e.g. caught
+ * mid-write) leaves the key as it is; a parsed file with an invalid key configuration refuses every
+ * request (401) until it is fixed, as dotnet-monitor does. The Egress section is rebuilt too
+ * (agent_egress_parse): a valid one replaces a->egress, an invalid one is logged and the providers
+ * stay. Then the collection rules (rules_run_reload: valid ones replace the running rules, invalid
+ * ones are logged and the running rules stay). Other settings take effect at the next start (their
+ * names are logged).
  *
  * apikey_watch_stop (agent_stop): closes the watchers; a->open_handles drops when they are gone.
  * apikey_fini (agent_fini): frees what setup kept.

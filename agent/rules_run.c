@@ -64,6 +64,7 @@ struct raction {
 /* One rule applied to one process. */
 struct rinst {
     struct rinst *next;
+    struct rules_run *r;
     struct rproc *p; /* NULL once removed (its handles closing) */
     struct rules_inst *inst;
     struct metrics_filters f;
@@ -98,6 +99,7 @@ struct rules_run {
     struct rproc *procs;
     size_t closing; /* rinsts whose handles are closing */
     bool closed;
+    bool retired; /* replaced by a reload: freed once closing is 0 */
 };
 
 static void ri_sync(struct rinst *ri);
@@ -174,6 +176,12 @@ static int egress_names(const struct config *cfg, char ***names, size_t *n)
     return 0;
 }
 
+bool rules_run_is_setting(const char *k)
+{
+    return config_key_under(k, "CollectionRules") || config_key_under(k, "Templates") ||
+           config_key_under(k, "CollectionRuleDefaults");
+}
+
 int rules_run_config(const struct config *cfg, struct rules_config **out)
 {
     *out = NULL;
@@ -189,10 +197,8 @@ int rules_run_config(const struct config *cfg, struct rules_config **out)
         rc = UV_ENOMEM;
     }
     for (size_t i = 0; kv != NULL && i < cfg->n; i++) {
-        const char *k = cfg->v[i].key;
-        if (config_key_under(k, "CollectionRules") || config_key_under(k, "Templates") ||
-            config_key_under(k, "CollectionRuleDefaults")) {
-            kv[n++] = (struct rules_kv){.key = k, .value = cfg->v[i].value};
+        if (rules_run_is_setting(cfg->v[i].key)) {
+            kv[n++] = (struct rules_kv){.key = cfg->v[i].key, .value = cfg->v[i].value};
         }
     }
     if (rc == 0) {
@@ -206,26 +212,41 @@ int rules_run_config(const struct config *cfg, struct rules_config **out)
     return rc;
 }
 
-int rules_run_new(struct agent *a, struct rules_run **out)
+/*
+ * The rule settings as one string, to notice a change on reload: every entry of the rules'
+ * sections, then the egress names the rules are checked against (a changed Egress section that
+ * names the same providers changes nothing here). NULL on ENOMEM.
+ */
+static char *rules_settings(const struct config *cfg)
 {
-    *out = NULL;
-    struct rules_config *cfg = NULL;
-    int rc = rules_run_config(a->cfg, &cfg);
-    if (rc != 0) {
-        return rc;
+    struct buf b;
+    buf_init(&b, 0);
+    int rc = 0;
+    for (size_t i = 0; i < cfg->n && rc == 0; i++) {
+        if (rules_run_is_setting(cfg->v[i].key)) {
+            rc = buf_printf(&b, "%s=%s\n", cfg->v[i].key, cfg->v[i].value);
+        }
     }
-    for (size_t i = 0; i < cfg->nerrors; i++) {
-        log_error(cat, "%s", cfg->errors[i]);
+    char **names = NULL;
+    size_t n = 0;
+    rc = rc != 0 ? rc : egress_names(cfg, &names, &n);
+    for (size_t j = 0; j < n; j++) {
+        rc = rc != 0 ? rc : buf_printf(&b, "Egress %s\n", names[j]);
+        free(names[j]);
     }
-    if (cfg->nerrors > 0 || cfg->nrules == 0) {
-        rc = cfg->nerrors > 0 ? AGENT_E_INVAL : 0;
-        rules_config_free(cfg);
-        return rc;
-    }
+    free(names);
+    char *s = rc == 0 ? strdup(buf_cstr(&b)) : NULL;
+    buf_fini(&b);
+    return s;
+}
+
+/* The rules of cfg (owned from here on, NULL on ENOMEM). */
+static struct rules_run *run_new(struct agent *a, struct rules_config *cfg)
+{
     struct rules_run *r = calloc(1, sizeof(*r));
     if (r == NULL) {
         rules_config_free(cfg);
-        return UV_ENOMEM;
+        return NULL;
     }
     r->a = a;
     r->cfg = cfg;
@@ -237,8 +258,29 @@ int rules_run_new(struct agent *a, struct rules_run **out)
         log_info(cat, "collection rule %s: trigger %s, %zu action(s)", cfg->rules[i].name,
                  cfg->rules[i].trigger.type_name, cfg->rules[i].nactions);
     }
-    *out = r;
-    return 0;
+    return r;
+}
+
+int rules_run_new(struct agent *a, struct rules_run **out)
+{
+    *out = NULL;
+    free(a->rules_settings);
+    a->rules_settings = rules_settings(a->cfg);
+    struct rules_config *cfg = NULL;
+    int rc = a->rules_settings != NULL ? rules_run_config(a->cfg, &cfg) : UV_ENOMEM;
+    if (rc != 0) {
+        return rc;
+    }
+    for (size_t i = 0; i < cfg->nerrors; i++) {
+        log_error(cat, "%s", cfg->errors[i]);
+    }
+    if (cfg->nerrors > 0 || cfg->nrules == 0) {
+        rc = cfg->nerrors > 0 ? AGENT_E_INVAL : 0;
+        rules_config_free(cfg);
+        return rc;
+    }
+    *out = run_new(a, cfg);
+    return *out != NULL ? 0 : UV_ENOMEM;
 }
 
 /* ---- actions ------------------------------------------------------------------------------- */
@@ -939,15 +981,21 @@ static double trigger_interval(const struct agent *a, const struct rules_trigger
     return s;
 }
 
+static void run_free(struct rules_run *r);
+
 static void ri_on_closed(uv_handle_t *h)
 {
     struct rinst *ri = h->data;
     if (--ri->open > 0) {
         return;
     }
+    struct rules_run *r = ri->r;
     rules_inst_free(ri->inst);
     metrics_filters_fini(&ri->f);
     free(ri);
+    if (--r->closing == 0 && r->retired) {
+        run_free(r);
+    }
 }
 
 static struct rinst *ri_new(struct rproc *pr, const struct rules_rule *rule,
@@ -958,6 +1006,7 @@ static struct rinst *ri_new(struct rproc *pr, const struct rules_rule *rule,
     if (ri == NULL) {
         return NULL;
     }
+    ri->r = r;
     ri->p = pr;
     ri->interval_s = trigger_interval(r->a, &rule->trigger);
     int rc = rules_inst_new(rule, proc, ri->interval_s, now_ms(r), &ri->inst);
@@ -995,6 +1044,7 @@ static void ri_remove(struct rinst *ri)
         action_detach(ri->actions, false);
     }
     ri->p = NULL;
+    ri->r->closing++;
     uv_close((uv_handle_t *)&ri->deadline, ri_on_closed);
     uv_close((uv_handle_t *)&ri->kick, ri_on_closed);
 }
@@ -1121,14 +1171,103 @@ void rules_run_close(struct rules_run *r)
      * (the handles of removed instances close on the next turn). */
 }
 
+static void run_free(struct rules_run *r)
+{
+    rules_config_free(r->cfg);
+    free(r);
+}
+
 void rules_run_free(struct rules_run *r)
 {
     if (r == NULL) {
         return;
     }
     rules_run_close(r);
-    rules_config_free(r->cfg);
-    free(r);
+    run_free(r);
+}
+
+/* Closes r; it frees itself once the handles of its instances have closed. */
+static void run_retire(struct rules_run *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    rules_run_close(r);
+    r->retired = true;
+    if (r->closing == 0) {
+        run_free(r);
+    }
+}
+
+/* Reloaded rules with configuration errors: named (once per refused settings; the file's poll
+ * sees the change inotify saw), the running rules stay. Takes now. */
+static void reload_refuse(struct agent *a, const struct rules_config *rcfg, char *now)
+{
+    if (a->rules_refused == NULL || strcmp(now, a->rules_refused) != 0) {
+        for (size_t i = 0; i < rcfg->nerrors; i++) {
+            log_error(cat, "%s", rcfg->errors[i]);
+        }
+        log_error(cat,
+                  "configuration changed, but its collection rules have %zu configuration "
+                  "error(s) (above); the collection rules stay as they were",
+                  rcfg->nerrors);
+    }
+    free(a->rules_refused);
+    a->rules_refused = now;
+}
+
+void rules_run_reload(struct agent *a, const struct config *cfg)
+{
+    char *now = rules_settings(cfg);
+    struct rules_config *rcfg = NULL;
+    int rc = now != NULL ? 0 : UV_ENOMEM;
+    if (rc == 0 && a->rules_settings != NULL && strcmp(now, a->rules_settings) == 0) {
+        free(now); /* unchanged */
+        return;
+    }
+    rc = rc != 0 ? rc : rules_run_config(cfg, &rcfg);
+    if (rc != 0) {
+        log_error(cat,
+                  "configuration changed, but its collection rules cannot be loaded (%s); the "
+                  "collection rules stay as they were",
+                  agent_strerror(rc));
+        free(now);
+        return;
+    }
+    if (rcfg->nerrors > 0) {
+        reload_refuse(a, rcfg, now);
+        rules_config_free(rcfg);
+        return;
+    }
+    free(a->rules_refused);
+    a->rules_refused = NULL;
+    free(a->rules_settings);
+    a->rules_settings = now;
+    /* Every instance stops (sessions stopped, actions left to run unreported, as at shutdown);
+     * the new rules start over for every process, as for a newly discovered one. */
+    run_retire(a->rules);
+    a->rules = NULL;
+    size_t nrules = rcfg->nrules;
+    if (nrules > 0) {
+        a->rules = run_new(a, rcfg); /* takes rcfg */
+    } else {
+        rules_config_free(rcfg);
+    }
+    if (nrules > 0 && a->rules == NULL) {
+        log_error(cat, "configuration reload: out of memory; no collection rule runs");
+    }
+    log_info(cat, "collection rules reloaded: %zu rule(s)", a->rules != NULL ? nrules : 0);
+    if (a->disc == NULL) {
+        return;
+    }
+    /* Listen mode holds new runtimes for the rules while there are rules (agent.c). */
+    if (a->listen_path != NULL && !a->listen_hold) {
+        ipc_discovery_set_hold(a->disc, a->rules != NULL);
+    }
+    size_t n = ipc_discovery_count(a->disc);
+    for (size_t i = 0; a->rules != NULL && i < n; i++) {
+        rules_run_on_process(a->rules, ipc_discovery_at(a->disc, i), true);
+    }
 }
 
 int rules_run_describe(struct rules_run *r, const char *uid, const char *name, cJSON **out)

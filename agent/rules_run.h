@@ -11,7 +11,8 @@
  * a timer, and the actions the engine asks for are started here: Execute (uv_spawn, no shell),
  * Get/SetEnvironmentVariable (Diagnostic IPC). The Collect* actions fail with "not wired yet"
  * until egress is composed into the routes. A process that goes ends its instances; a new
- * runtime (a new uid) gets fresh ones.
+ * runtime (a new uid) gets fresh ones. A changed configuration replaces the rules
+ * (rules_run_reload).
  */
 
 #include <stdbool.h>
@@ -32,13 +33,29 @@ struct rules_run;
  * free with rules_config_free), or -ENOMEM.
  */
 int rules_run_config(const struct config *cfg, struct rules_config **out);
+/* A key of the rules' sections (CollectionRules, Templates, CollectionRuleDefaults). */
+bool rules_run_is_setting(const char *key);
 
 /*
- * Loads the rules. Every configuration problem is logged at Error and makes this return
+ * Loads the rules of a->cfg (and keeps their settings in a->rules_settings for
+ * rules_run_reload). Every configuration problem is logged at Error and makes this return
  * AGENT_E_INVAL (dotmon refuses to start, as for other configuration errors); -ENOMEM. *out is
  * NULL when no rule is configured.
  */
 int rules_run_new(struct agent *a, struct rules_run **out);
+/*
+ * A reloaded configuration (apikey.c's watch): when its rule settings (CollectionRules,
+ * Templates, CollectionRuleDefaults, and the egress names they are checked against) differ from
+ * those in effect, loads them. Rules with configuration errors are logged at Error, each named,
+ * and the running rules stay. Valid ones replace a->rules: every running instance stops (its
+ * trigger session stopped, its actions left to run unreported, as at shutdown; the old rules
+ * are freed once their handles have closed), and the new rules are applied to every process
+ * discovery lists, as to a newly discovered one: filters evaluated, Startup rules fire again,
+ * lifetime counts and limits start over. In listen mode (without DiagnosticPort:HoldSuspended)
+ * runtimes that connect from then on are held for the rules while there are rules, and those
+ * held when the last rule goes are resumed.
+ */
+void rules_run_reload(struct agent *a, const struct config *cfg);
 /* A process appeared (added) or is gone. r may be NULL. */
 void rules_run_on_process(struct rules_run *r, const struct ipc_process *p, bool added);
 /* Stops every session and detaches the running actions (their handles close on the loop). */

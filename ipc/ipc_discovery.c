@@ -853,6 +853,13 @@ int ipc_discovery_resume(struct ipc_discovery *d, const char *uid)
     return d->lst != NULL ? ipc_listen_resume(d->lst, uid) : 0;
 }
 
+void ipc_discovery_set_hold(struct ipc_discovery *d, bool hold)
+{
+    if (d->lst != NULL) {
+        ipc_listen_set_hold(d->lst, hold);
+    }
+}
+
 int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta)
 {
     if (d->lst != NULL) {

@@ -121,6 +121,8 @@ int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta);
  * if it is still held (ipc_listen_resume). Connect mode: nothing to do (0).
  */
 int ipc_discovery_resume(struct ipc_discovery *d, const char *uid);
+/* Listen mode: ipc_listen_set_hold. Connect mode: nothing to do. */
+void ipc_discovery_set_hold(struct ipc_discovery *d, bool hold);
 
 /*
  * Cache views: valid until the loop runs again (a later callback may remove entries). The list is

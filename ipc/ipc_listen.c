@@ -1651,12 +1651,9 @@ int ipc_listen_busy(struct ipc_listen *l, const char *uid, int delta)
     return 0;
 }
 
-int ipc_listen_resume(struct ipc_listen *l, const char *uid)
+/* A held runtime is to be resumed now (over its next idle connection). */
+static void rt_resume(struct ipc_listen *l, struct ipc__rt *rt)
 {
-    struct ipc__rt *rt = rt_find_uid(l, uid);
-    if (rt == NULL) {
-        return AGENT_E_NOTFOUND;
-    }
     if (rt_held(rt)) {
         rt_set_state(rt, rt->state == IPC_RT_HELD ? IPC_RT_RESUMING : IPC_RT_RESUMING_LISTED);
         rt->retry_at = 0;
@@ -1664,7 +1661,24 @@ int ipc_listen_resume(struct ipc_listen *l, const char *uid)
                  rt->uid);
         schedule_pump(l);
     }
+}
+
+int ipc_listen_resume(struct ipc_listen *l, const char *uid)
+{
+    struct ipc__rt *rt = rt_find_uid(l, uid);
+    if (rt == NULL) {
+        return AGENT_E_NOTFOUND;
+    }
+    rt_resume(l, rt);
     return 0;
+}
+
+void ipc_listen_set_hold(struct ipc_listen *l, bool hold)
+{
+    l->hold = hold;
+    for (struct ipc__rt *rt = hold ? NULL : l->rts; rt != NULL; rt = rt->next) {
+        rt_resume(l, rt);
+    }
 }
 
 void ipc_listen_get_stats(const struct ipc_listen *l, struct ipc_listen_stats *out)

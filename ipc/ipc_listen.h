@@ -98,6 +98,11 @@ int ipc_listen_busy(struct ipc_listen *l, const char *uid, int delta);
  * do) or AGENT_E_NOTFOUND.
  */
 int ipc_listen_resume(struct ipc_listen *l, const char *uid);
+/*
+ * Changes hold_suspended for the runtimes that connect from now on; false also resumes every
+ * runtime held now (as ipc_listen_resume).
+ */
+void ipc_listen_set_hold(struct ipc_listen *l, bool hold);
 
 /* Counters for tests and logs. */
 struct ipc_listen_stats {

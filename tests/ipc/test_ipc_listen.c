@@ -852,6 +852,34 @@ static void test_listen_hold_suspended(void **state)
     fx_done(&fx);
 }
 
+/* set_hold (collection rules reloaded): true holds the runtimes that connect from then on;
+ * false resumes those held and lets the next ones run at once. */
+static void test_listen_set_hold(void **state)
+{
+    struct lfx fx;
+    fx_init(&fx, *state);
+    struct ipc_listen_config cfg = fx_cfg();
+    fx_start(&fx, &cfg);
+    struct fake_runtime *a = fx_fake(&fx, 12, 0x1a);
+    assert_true(wait_uid(&fx, 0x1a, true, 2000));
+    assert_int_equal(fake_runtime_requests(a, 0x04, 0x01), 1); /* not held: resumed at once */
+    ipc_listen_set_hold(fx.l, true);
+    struct fake_runtime *b = fx_fake(&fx, 13, 0x1b);
+    assert_true(wait_uid(&fx, 0x1b, true, 2000));
+    tl_run_for(fx.tl, 200);
+    assert_int_equal(fake_runtime_requests(b, 0x04, 0x01), 0);
+    ipc_listen_set_hold(fx.l, false);
+    tl_run_for(fx.tl, 200);
+    assert_int_equal(fake_runtime_requests(b, 0x04, 0x01), 1);
+    assert_int_equal(fake_runtime_requests(a, 0x04, 0x01), 1); /* once */
+    struct fake_runtime *c = fx_fake(&fx, 14, 0x1c);
+    assert_true(wait_uid(&fx, 0x1c, true, 2000));
+    tl_run_for(fx.tl, 100);
+    assert_int_equal(fake_runtime_requests(c, 0x04, 0x01), 1);
+    assert_int_equal(stats(&fx).resumed, 3);
+    fx_done(&fx);
+}
+
 /* MaxConnections = 1: a second runtime is turned away, the first keeps working. */
 static void test_listen_max_connections(void **state)
 {
@@ -998,6 +1026,7 @@ int main(void)
                                         tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_restart_new_cookie, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_hold_suspended, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_listen_set_hold, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_max_connections, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_close_fails_waiting_command, tl_setup,
                                         tl_teardown),

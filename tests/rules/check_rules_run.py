@@ -18,8 +18,10 @@ ASP.NET triggers (the app's Kestrel endpoint, its HttpClient the client):
   - AspNetRequestCount (5 requests of IncludePaths ["/"] in 1 min) not after 3, fires after 5;
   - AspNetResponseStatus ("500-599", 2 responses) not on 200s, fires after 2 GET /fail (500);
   - AspNetRequestDuration (1 request of >= 1 s) not on fast requests, fires on GET /slow?ms=1500;
-Listen mode: a Startup rule fires for a runtime that connects to dotmon's socket suspended (the
-default of DOTNET_DiagnosticPorts); dotmon resumes the runtime once the rule's action has started.
+Listen mode: a Startup rule fires for a runtime that was running before dotmon listened (nosuspend,
+it retries connecting) and for one that connects to dotmon's socket suspended (the default of
+DOTNET_DiagnosticPorts); dotmon resumes the runtime once the rule's action has started; after
+that runtime exits, a new one (a restart) gets the rule afresh: once per runtime.
 Collect actions to egress: a Startup rule with CollectDump (Mini), CollectTrace (Providers, 3 s),
 CollectLogs and CollectLiveMetrics to a FileSystem provider, then an Execute whose Arguments
 reference their $(Actions.<n>.EgressPath): the files exist and are complete (an ELF core; a nettrace the C checker
@@ -245,10 +247,17 @@ def listen_mode(tmp, script):
                                         "Actions": [execute(script, out, "listen $(Process.ProcessId)")]}}}
     port = free_port()
     log = open(os.path.join(tmp, "dotmon-listen.log"), "w+")
+    # An app already running before dotmon listens: its runtime (nosuspend) retries connecting.
+    os.environ["DOTNET_DiagnosticPorts"] = sock + ",nosuspend"
+    early = App(tmp)
+    del os.environ["DOTNET_DiagnosticPorts"]
     dm = start(tmp, cfg, port, log)
     app = None
+    again = None
     try:
         check(wait_for(lambda: os.path.exists(sock), 15), "listen mode: dotmon's socket exists")
+        check(wait_for(lambda: f"listen {early.pid}" in lines(out), 30),
+              f"listen mode: the Startup rule fired for a runtime running before dotmon: {lines(out)}")
         os.environ["DOTNET_DiagnosticPorts"] = sock  # suspended until dotmon resumes it
         app = App(tmp)
         del os.environ["DOTNET_DiagnosticPorts"]
@@ -258,14 +267,28 @@ def listen_mode(tmp, script):
         log.seek(0)
         text = log.read()
         log.seek(0, os.SEEK_END)
-        started = text.find("action Execute starts")
-        resumed = text.find("runtime resumed")
+        started = text.find(f"process {app.pid}: action Execute starts")
+        resumed = text.find(f"process {app.pid}: collection rules started, runtime resumed")
         check(0 <= started < resumed,
               f"listen mode: the runtime was resumed after the Startup action started ({started}, {resumed})")
+        # A runtime restart: the process goes, a new one comes; the rule applies to it afresh.
+        app.kill()
+        check(wait_for(lambda: str(app.pid) not in get(f"http://127.0.0.1:{port}/processes")[2], 15),
+              f"listen mode: the exited runtime leaves /processes")
+        os.environ["DOTNET_DiagnosticPorts"] = sock
+        again = App(tmp)
+        del os.environ["DOTNET_DiagnosticPorts"]
+        check(wait_for(lambda: f"listen {again.pid}" in lines(out), 20),
+              f"listen mode: the Startup rule fired again for the restarted runtime: {lines(out)}")
+        got = lines(out)
+        check(all(got.count(f"listen {p}") == 1 for p in (early.pid, app.pid, again.pid)),
+              f"listen mode: once per runtime: {got}")
     finally:
         os.environ.pop("DOTNET_DiagnosticPorts", None)
-        if app is not None:
-            app.kill()
+        early.kill()
+        for a in (app, again):
+            if a is not None:
+                a.kill()
         stop_dotmon(dm, log, 4000)
     check(dm.returncode == 0, f"listen mode: dotmon stopped cleanly ({dm.returncode})")
 

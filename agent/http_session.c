@@ -23,6 +23,7 @@
 static const char cat[] = "dotmon.rules";
 
 #define DIAGNOSTIC_SOURCE "Microsoft-Diagnostics-DiagnosticSource"
+#define ASPNET_HOSTING    "Microsoft.AspNetCore.Hosting"
 #define START_TIMEOUT_MS  10000
 #define STOP_TIMEOUT_MS   10000
 #define MAX_METADATA      65536 /* metadata ids kept (the runtime numbers them from 1) */
@@ -108,7 +109,13 @@ static void hs_on_event(void *ud, const struct nettrace_event *ev)
         return;
     }
     if (strcasecmp(ev->provider, DIAGNOSTIC_SOURCE) != 0) {
-        /* Any other provider's event is a heartbeat (EVENTS.md §6.2). */
+        /* The Hosting counters are the heartbeat (EVENTS.md §6.2); the provider's other events
+         * (RequestStart, RequestStop: they pass its keywords 0) are not in dotnet-monitor's
+         * provider→event map, so they wake nothing up (§6). */
+        if (strcasecmp(ev->provider, ASPNET_HOSTING) != 0 ||
+            strcmp(ev->event_name, "EventCounters") != 0) {
+            return;
+        }
         memset(&he, 0, sizeof(he));
         he.kind = RULES_HTTP_HEARTBEAT;
         he.timestamp_ms = event_ms(s, ev->timestamp);

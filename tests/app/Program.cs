@@ -60,6 +60,20 @@
 //                        Answers "ok meter-add total=<k>". A metrics session sees counter and
 //                        up-down values summed from the moment it started listening (so
 //                        queue.depth shows k mod 10 only for a session that began at k = 0)
+//   meter-add <n> <seconds>
+//                        the same n steps spread evenly over that many seconds (a share every
+//                        100 ms), answering once all are done: a steady rate of n / seconds
+//   hist-record <seconds> <value>:<count>...
+//                        every 100 ms for that many seconds (once when 0), records each value
+//                        count times in Histogram testapp.latency, so each collection interval
+//                        sees the same mix (e.g. `hist-record 4 5:97 5000:3`: p95 5, p99 5000).
+//                        Answers "ok hist-record n=<values recorded>"
+//   tp-block <items> <seconds>
+//                        queues items thread-pool work items that all wait on one gate, opened
+//                        after seconds: the pool's threads block and the other items wait in
+//                        its queue (System.Runtime threadpool-queue-length). Answers once all
+//                        ran: "ok tp-block items=<items> max-queue=<largest
+//                        ThreadPool.PendingWorkItemCount seen, sampled every 100 ms>"
 //   counters-add <n>     n steps of the EventSource TestApp.Counters: step k writes k mod 10 + 1
 //                        to EventCounter work-time ("Work Time", ms) and 1 to
 //                        IncrementingEventCounter ops ("Operations", per second);
@@ -415,7 +429,36 @@ internal static class Program
             case "env":
                 return "ok " + EnvLine(rest);
             case "meter-add":
-                return $"ok meter-add total={TestMetrics.Add(ParseInt(rest, "n", 0, 10_000_000))}";
+                {
+                    string[] parts = Words(rest, 1, "usage: meter-add <n> [seconds]");
+                    int n = ParseInt(parts[0], "n", 0, 10_000_000);
+                    int seconds = parts.Length > 1 ? ParseInt(parts[1], "seconds", 0, 3600) : 0;
+                    return $"ok meter-add total={MeterAdd(n, seconds)}";
+                }
+            case "hist-record":
+                {
+                    string[] parts = Words(rest, 2, "usage: hist-record <seconds> <value>:<count>...");
+                    int seconds = ParseInt(parts[0], "seconds", 0, 3600);
+                    var batch = new List<(double Value, int Count)>();
+                    foreach (string item in parts.Skip(1))
+                    {
+                        string[] vc = item.Split(':');
+                        if (vc.Length != 2 || !double.TryParse(vc[0], NumberStyles.Float, CultureInfo.InvariantCulture,
+                                out double value))
+                        {
+                            throw new ArgumentException($"expected <value>:<count>, got '{item}'");
+                        }
+                        batch.Add((value, ParseInt(vc[1], "count", 0, 1_000_000)));
+                    }
+                    return $"ok hist-record n={HistRecord(seconds, batch)}";
+                }
+            case "tp-block":
+                {
+                    string[] parts = Words(rest, 2, "usage: tp-block <items> <seconds>");
+                    int items = ParseInt(parts[0], "items", 1, 1_000_000);
+                    int seconds = ParseInt(parts[1], "seconds", 0, 3600);
+                    return $"ok tp-block items={items} max-queue={ThreadPoolBlock(items, seconds)}";
+                }
             case "counters-add":
                 return $"ok counters-add total={TestAppCounters.Log.Add(ParseInt(rest, "n", 0, 10_000_000))}";
             case "exit":
@@ -647,6 +690,75 @@ internal static class Program
         return n;
     }
 
+    // tick(i, ticks) for i = 0 .. ticks - 1, one every 100 ms for that many seconds (ticks =
+    // 10 × seconds), or once (i = 0, ticks = 1) when seconds is 0.
+    private static void EveryTick(int seconds, Action<int, int> tick)
+    {
+        int ticks = Math.Max(seconds * 10, 1);
+        var sw = Stopwatch.StartNew();
+        for (int i = 0; i < ticks; i++)
+        {
+            tick(i, ticks);
+            int ahead = (i + 1) * 100 - (int)sw.ElapsedMilliseconds;
+            if (seconds > 0 && ahead > 0)
+            {
+                Thread.Sleep(ahead);
+            }
+        }
+    }
+
+    // n meter-add steps spread evenly over the ticks of seconds; returns the steps so far.
+    private static long MeterAdd(int n, int seconds)
+    {
+        long total = 0;
+        EveryTick(seconds, (i, ticks) =>
+            total = TestMetrics.Add((int)((long)n * (i + 1) / ticks - (long)n * i / ticks)));
+        return total;
+    }
+
+    // Each value of batch recorded count times in testapp.latency on every tick of seconds;
+    // returns the number of values recorded.
+    private static long HistRecord(int seconds, List<(double Value, int Count)> batch)
+    {
+        long n = 0;
+        EveryTick(seconds, (_, _) =>
+        {
+            foreach ((double value, int count) in batch)
+            {
+                TestMetrics.Record(value, count);
+                n += count;
+            }
+        });
+        return n;
+    }
+
+    // items thread-pool work items that all wait on one gate, opened after seconds: the pool's
+    // threads block, the rest of the items stay queued (threadpool-queue-length). Returns the
+    // largest ThreadPool.PendingWorkItemCount seen (sampled every 100 ms) once all items ran.
+    private static long ThreadPoolBlock(int items, int seconds)
+    {
+        using var gate = new ManualResetEventSlim(false);
+        using var done = new CountdownEvent(items);
+        for (int i = 0; i < items; i++)
+        {
+            ThreadPool.UnsafeQueueUserWorkItem(_ =>
+            {
+                gate.Wait();
+                done.Signal();
+            }, null);
+        }
+        long max = 0;
+        var sw = Stopwatch.StartNew();
+        do
+        {
+            max = Math.Max(max, ThreadPool.PendingWorkItemCount);
+            Thread.Sleep(100);
+        } while (sw.ElapsedMilliseconds < seconds * 1000L);
+        gate.Set();
+        done.Wait();
+        return max;
+    }
+
     private static void Burn(int ms, int threads)
     {
         var workers = new Thread[threads];
@@ -808,6 +920,16 @@ internal static class TestMetrics
                 s_depth!.Add(k % 10 == 0 ? -9 : 1); // depth = k mod 10
             }
             return s_steps;
+        }
+    }
+
+    // value recorded count times in testapp.latency (the `hist-record` command).
+    public static void Record(double value, int count)
+    {
+        Init();
+        for (int i = 0; i < count; i++)
+        {
+            s_latency!.Record(value);
         }
     }
 }

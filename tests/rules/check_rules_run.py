@@ -28,6 +28,17 @@ reference their $(Actions.<n>.EgressPath): the files exist and are complete (an 
 calls COMPLETE), the Execute got their paths, /operations lists both operations Succeeded with
 those resourceLocations; CollectGCDump fails with a clear message.
 Configuration errors: dotmon refuses to start and names the keys.
+Other triggers (trigger_mode; each first held below its threshold, where it must not fire):
+  - SetEnvironmentVariable (WaitForCompletion) then GetEnvironmentVariable at Startup: the runtime
+    answers the value set, and the app's own Environment.GetEnvironmentVariable sees it;
+  - EventMeter on TestApp.Meter (2 s windows): testapp.requests' rate GreaterThan 30 not on a
+    spike of 100 then 10/s, fires at 75/s (`meter-add N SECONDS`); testapp.latency's
+    HistogramPercentile 95 and 99 GreaterThan 100: 3 % of values 5000 fire only p99 (the mean
+    is 155), 10 % fire p95 (`hist-record`);
+  - ThreadpoolQueueLength GreaterThan 100: not on 60 work items queued behind blocked pool
+    threads, fires on 1000 (`tp-block`);
+  - AspNetRequestDuration (2 s): not on a 1.5 s request; a request left open (GET /slow for 40 s)
+    counts on a Hosting counters' heartbeat (at most every 9 s): fires while it is still open.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
 """
@@ -35,6 +46,7 @@ Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -239,6 +251,131 @@ def aspnet_mode(tmp, script):
     check(dm.returncode == 0, f"aspnet: dotmon stopped cleanly ({dm.returncode})")
 
 
+def fired(out, word):
+    """The times (time.time() when the Execute ran) of the lines "<word> ..." of out."""
+    return [float(l.rsplit("@", 1)[1]) for l in lines(out) if l.split(" ", 1)[0] == word and "@" in l]
+
+
+def trigger_mode(tmp):
+    """EventMeter (a counter's rate, a histogram's 95th and 99th percentiles), ThreadpoolQueueLength,
+    SetEnvironmentVariable seen by the runtime, and AspNetRequestDuration on a request still open:
+    each below its threshold first (must not fire), then above it."""
+    out = os.path.join(tmp, "triggers.txt")
+    script = os.path.join(tmp, "stamp.sh")  # the record with the time the action ran
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\nout=$1\nshift\nprintf '%s @%s\\n' \"$*\" \"$(date +%s.%N)\" >> \"$out\"\n")
+    os.chmod(script, 0o755)
+    meter = {"MeterName": "TestApp.Meter", "SlidingWindowDuration": "00:00:02"}
+
+    def rule(trigger, settings, word):
+        return {"Filters": [{"Key": "ProcessName", "Value": "TestApp"}],
+                "Trigger": {"Type": trigger, "Settings": settings},
+                "Actions": [execute(script, out, f"{word} $(Process.ProcessId)")]}
+
+    cfg = {
+        "GlobalCounter": {"IntervalSeconds": 1},
+        "CollectionRules": {
+            "SetEnv": {"Trigger": {"Type": "Startup"},
+                       "Actions": [{"Type": "SetEnvironmentVariable", "WaitForCompletion": True,
+                                    "Settings": {"Name": "DOTMON_SET_BY_RULE", "Value": "set by rule"}},
+                                   {"Name": "g", "Type": "GetEnvironmentVariable",
+                                    "Settings": {"Name": "DOTMON_SET_BY_RULE"}},
+                                   execute(script, out, "setenv $(Actions.g.Value)")]},
+            "Rate": rule("EventMeter", dict(meter, InstrumentName="testapp.requests", GreaterThan=30), "rate"),
+            "P95": rule("EventMeter", dict(meter, InstrumentName="testapp.latency", GreaterThan=100,
+                                           HistogramPercentile=95), "p95"),
+            "P99": rule("EventMeter", dict(meter, InstrumentName="testapp.latency", GreaterThan=100,
+                                           HistogramPercentile=99), "p99"),
+            "Queue": rule("ThreadpoolQueueLength", {"GreaterThan": 100, "SlidingWindowDuration": "00:00:02"},
+                          "queue"),
+            "Hang": rule("AspNetRequestDuration", {"RequestCount": 1, "RequestDuration": "00:00:02"}, "hang"),
+        },
+    }
+    app = App(tmp)
+    before = app.command("env DOTMON_SET_BY_RULE")
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(tmp, "dotmon-triggers.log"), "w+")
+    dm = start(tmp, cfg, port, log)
+    hang = None
+    try:
+        check(wait_listed(port, app.pid), f"triggers: dotmon lists the app {app.pid}")
+        check(wait_for(lambda: fired(out, "setenv"), 15), f"SetEnv: the rule ran: {lines(out)}")
+        got = [l.rsplit(" @", 1)[0] for l in lines(out) if l.startswith("setenv")]
+        check(got == ["setenv set by rule"],
+              f"SetEnvironmentVariable then GetEnvironmentVariable: the runtime answers the value set: {got}")
+        after = app.command("env DOTMON_SET_BY_RULE")
+        check(before == "ok env DOTMON_SET_BY_RULE unset" and after == "ok env DOTMON_SET_BY_RULE=set by rule",
+              f"the app's Environment.GetEnvironmentVariable sees it: {before!r} before, {after!r} after")
+
+        def running():
+            st, _, body = get(f"{api}/collectionrules?pid={app.pid}")
+            rules = json.loads(body) if st == 200 else {}
+            return len(rules) == 6 and all(r.get("state") == "Running" for k, r in rules.items() if k != "SetEnv")
+
+        check(wait_for(running, 15), "triggers: the five trigger rules are Running")
+        time.sleep(3)  # the trigger sessions start
+
+        def fires(word, t0, seconds, at_least, what):
+            """The rule fires within seconds from now, at_least seconds after t0 (its window) or later."""
+            wait_for(lambda: fired(out, word), seconds)
+            times = fired(out, word)
+            after = min(times) - t0 if times else -1
+            check(after >= at_least, f"{what}: fired {after:.1f} s after it began (>= {at_least} s)" if times else
+                  f"{what}: did not fire within {time.time() - t0:.1f} s")
+
+        # EventMeter on the counter testapp.requests: its rate (the delta of a 1 s interval). One
+        # spike of 100 (then the total is over 30 too), then 10 per second: no fire; 75 per second.
+        app.command("meter-add 100")
+        app.command("meter-add 40 4")
+        check(not fired(out, "rate"),
+              f"EventMeter rate: no fire on a spike of 100 then 10/s for 4 s (GreaterThan 30): {lines(out)}")
+        t0 = time.time()
+        app.command("meter-add 300 4")
+        fires("rate", t0, 5, 2, "EventMeter rate at 75/s")
+
+        # EventMeter on the histogram testapp.latency: 3 % of the values 5000 puts the 99th
+        # percentile and the mean (155) over 100, not the 95th; then 10 % puts the 95th over too.
+        t0 = time.time()
+        app.command("hist-record 4 5:97 5000:3")
+        check(not fired(out, "p95"), f"EventMeter p95: no fire while 97 % of the values are 5: {lines(out)}")
+        fires("p99", t0, 3, 2, "EventMeter p99 on 3 % of 5000")
+        t0 = time.time()
+        app.command("hist-record 4 5:90 5000:10")
+        fires("p95", t0, 3, 2, "EventMeter p95 on 10 % of 5000")
+
+        # ThreadpoolQueueLength: work items queued behind blocked pool threads.
+        answer = app.command("tp-block 60 4")
+        check(not fired(out, "queue"), f"ThreadpoolQueueLength: no fire on a queue of 60 ({answer}): {lines(out)}")
+        t0 = time.time()
+        answer = app.command("tp-block 1000 5")
+        fires("queue", t0, 3, 1, f"ThreadpoolQueueLength on a queue of 1000 ({answer})")
+
+        # AspNetRequestDuration: a request that has not ended counts once older than RequestDuration
+        # (checked on the Hosting counters' heartbeats, at most every 9 s).
+        answer = app.command("http 0 1 /slow?ms=1500")
+        check(answer.startswith("ok http port="), f"the app serves HTTP: {answer}")
+        web = int(answer.split("port=")[1].split()[0])
+        time.sleep(2)
+        check(not fired(out, "hang"), f"AspNetRequestDuration: no fire on a 1.5 s request (2 s): {lines(out)}")
+        t0 = time.time()
+        hang = socket.create_connection(("127.0.0.1", web), timeout=5)
+        hang.sendall(b"GET /slow?ms=40000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        fires("hang", t0, 20, 2, "AspNetRequestDuration on a request still open")
+        hang.settimeout(0.1)
+        try:
+            answered = hang.recv(1)
+        except socket.timeout:
+            answered = None
+        check(answered is None, f"AspNetRequestDuration: the request was still open then ({answered!r})")
+    finally:
+        if hang is not None:
+            hang.close()
+        app.kill()
+        stop_dotmon(dm, log, 6000)
+    check(dm.returncode == 0, f"triggers: dotmon stopped cleanly ({dm.returncode})")
+
+
 def listen_mode(tmp, script):
     out = os.path.join(tmp, "listen.txt")
     sock = os.path.join(tmp, "dm.sock")
@@ -406,6 +543,7 @@ def main():
         connect_mode(tmp, script)
         aspnet_mode(tmp, script)
         listen_mode(tmp, script)
+        trigger_mode(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(FAILS)} failure(s)")

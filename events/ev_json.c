@@ -43,6 +43,9 @@ struct ev_json {
     struct buf line;
     struct ev_record rec; /* scratch for one event's decoded fields */
     struct time_cache tc;
+    /* The Trace object (zeros until it has been read): it comes once, at the stream's start. */
+    struct nettrace_trace_info ti;
+    bool have_ti;
     size_t batch;              /* lines are handed over once this many bytes wait (0: each line) */
     struct schema_slot *slots; /* open addressing by metadata id */
     size_t nslots;
@@ -1014,16 +1017,16 @@ static void on_metadata(void *ud, const struct nettrace_metadata *md, const uint
 static void on_event(void *ud, const struct nettrace_event *ev)
 {
     struct ev_json *j = ud;
-    struct nettrace_trace_info ti;
     if (j->err != 0) {
         return;
     }
-    memset(&ti, 0, sizeof(ti));
-    (void)nettrace_trace_info(&j->ck, &ti);
+    if (!j->have_ti) {
+        j->have_ti = nettrace_trace_info(&j->ck, &j->ti) == 0;
+    }
     size_t mark = buf_size(&j->line);
     struct schema_slot *slot = slot_get(j, ev->metadata_id);
     struct render_ctx cx = {&j->rec, &j->tc, slot};
-    int rc = render(&j->line, &ti, slot != NULL ? slot->schema : NULL, ev, &cx);
+    int rc = render(&j->line, &j->ti, slot != NULL ? slot->schema : NULL, ev, &cx);
     if (rc != 0) {
         buf_truncate(&j->line, mark);
         j->err = rc;

@@ -30,7 +30,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs bench-rules fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -140,6 +140,13 @@ bench-logs: build
 	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
 	  python3 bench/bench_logs.py --rates 10,1000,10000 --seconds 20
+
+# Collection rules (issue 17): dotmon's CPU and RSS with a CPUUsage and an EventCounter rule on 10
+# apps against no rules, same run; the time from the threshold crossing to the action's start.
+bench-rules: build
+	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	  python3 bench/bench_rules.py --apps 10 --seconds 60 --reps 5
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:

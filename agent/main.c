@@ -146,13 +146,20 @@ static int run_config_show(const struct cli_options *opts, const struct config *
         printf("\n");
     }
     printf("}\n");
+    /* The provider names the rules may use; the Egress section's own errors come last. */
+    struct egress_set *egress = NULL;
+    struct buf ignored;
+    buf_init(&ignored, 0);
+    int erc = agent_egress_parse(cfg, &egress, NULL, &ignored);
+    buf_fini(&ignored);
     struct rules_config *rules = NULL;
-    if (rules_run_config(cfg, &rules) == 0) {
+    if (erc != UV_ENOMEM && rules_run_config(cfg, egress, &rules) == 0) {
         for (size_t i = 0; i < rules->nerrors; i++) {
             fprintf(stderr, "dotmon: collection rules: %s\n", rules->errors[i]);
         }
         rules_config_free(rules);
     }
+    egress_set_free(egress);
     for (size_t i = 0; i < cfg->n; i++) {
         enum config_key_kind k = config_key_kind(cfg->v[i].key);
         if (k != CONFIG_KEY_KNOWN) {

@@ -118,76 +118,19 @@ static const char *rule_name(const struct rinst *ri)
 
 /* ---- configuration ------------------------------------------------------------------------- */
 
-/* The egress provider names: those the egress module accepts, else (its configuration has errors,
- * reported by whoever composes egress) every name declared under Egress:<type>:<name>. */
-static int egress_names(const struct config *cfg, char ***names, size_t *n)
-{
-    struct egress_kv *kv = calloc(cfg->n + 1, sizeof(*kv));
-    char **v = calloc(cfg->n + 1, sizeof(*v));
-    size_t k = 0, nkv = 0;
-    int rc = (kv == NULL || v == NULL) ? UV_ENOMEM : 0;
-    for (size_t i = 0; rc == 0 && i < cfg->n; i++) {
-        if (config_key_under(cfg->v[i].key, "Egress")) {
-            kv[nkv++] = (struct egress_kv){.key = cfg->v[i].key, .value = cfg->v[i].value};
-        }
-    }
-    struct egress_set *set = NULL;
-    struct buf errors;
-    buf_init(&errors, 0);
-    if (rc == 0 && nkv > 0 && egress_set_parse(kv, nkv, &set, &errors) == UV_ENOMEM) {
-        rc = UV_ENOMEM;
-    }
-    buf_fini(&errors);
-    for (size_t i = 0; rc == 0 && i < nkv; i++) {
-        /* Egress:<type>:<name>:… */
-        const char *t = kv[i].key + strlen("Egress:");
-        const char *nm = strchr(t, ':');
-        if (nm == NULL || strncasecmp(t, "Properties:", 11) == 0) {
-            continue;
-        }
-        nm++;
-        size_t len = strcspn(nm, ":");
-        char *name = strndup(nm, len);
-        if (name == NULL) {
-            rc = UV_ENOMEM;
-            break;
-        }
-        bool dup = false;
-        for (size_t j = 0; j < k && !dup; j++) {
-            dup = strcasecmp(v[j], name) == 0;
-        }
-        if (dup || len == 0 || (set != NULL && egress_find(set, name) == NULL)) {
-            free(name);
-            continue;
-        }
-        v[k++] = name;
-    }
-    egress_set_free(set);
-    free(kv);
-    if (rc != 0) {
-        for (size_t j = 0; v != NULL && j < k; j++) {
-            free(v[j]);
-        }
-        free(v);
-        return rc;
-    }
-    *names = v;
-    *n = k;
-    return 0;
-}
-
 bool rules_run_is_setting(const char *k)
 {
     return config_key_under(k, "CollectionRules") || config_key_under(k, "Templates") ||
            config_key_under(k, "CollectionRuleDefaults");
 }
 
-int rules_run_config(const struct config *cfg, struct rules_config **out)
+int rules_run_config(const struct config *cfg, const struct egress_set *egress,
+                     struct rules_config **out)
 {
     *out = NULL;
-    char **names = NULL;
+    const char **names = NULL;
     size_t nnames = 0;
-    int rc = egress_names(cfg, &names, &nnames);
+    int rc = egress != NULL ? egress_set_names(egress, &names, &nnames) : 0;
     if (rc != 0) {
         return rc;
     }
@@ -202,22 +145,20 @@ int rules_run_config(const struct config *cfg, struct rules_config **out)
         }
     }
     if (rc == 0) {
-        rc = rules_config_load(kv, n, (const char *const *)names, nnames, out);
+        rc = rules_config_load(kv, n, names, nnames, out);
     }
     free(kv);
-    for (size_t j = 0; j < nnames; j++) {
-        free(names[j]);
-    }
     free(names);
     return rc;
 }
 
 /*
  * The rule settings as one string, to notice a change on reload: every entry of the rules'
- * sections, then the egress names the rules are checked against (a changed Egress section that
- * names the same providers changes nothing here). NULL on ENOMEM.
+ * sections, then the names of the egress providers in effect, which the rules are checked
+ * against (a changed Egress section that names the same providers changes nothing here). NULL on
+ * ENOMEM.
  */
-static char *rules_settings(const struct config *cfg)
+static char *rules_settings(const struct config *cfg, const struct egress_set *egress)
 {
     struct buf b;
     buf_init(&b, 0);
@@ -227,14 +168,9 @@ static char *rules_settings(const struct config *cfg)
             rc = buf_printf(&b, "%s=%s\n", cfg->v[i].key, cfg->v[i].value);
         }
     }
-    char **names = NULL;
-    size_t n = 0;
-    rc = rc != 0 ? rc : egress_names(cfg, &names, &n);
-    for (size_t j = 0; j < n; j++) {
-        rc = rc != 0 ? rc : buf_printf(&b, "Egress %s\n", names[j]);
-        free(names[j]);
+    for (size_t j = 0; j < egress_set_count(egress) && rc == 0; j++) {
+        rc = buf_printf(&b, "Egress %s\n", egress_provider_name(egress_set_at(egress, j)));
     }
-    free(names);
     char *s = rc == 0 ? strdup(buf_cstr(&b)) : NULL;
     buf_fini(&b);
     return s;
@@ -265,9 +201,9 @@ int rules_run_new(struct agent *a, struct rules_run **out)
 {
     *out = NULL;
     free(a->rules_settings);
-    a->rules_settings = rules_settings(a->cfg);
+    a->rules_settings = rules_settings(a->cfg, a->egress);
     struct rules_config *cfg = NULL;
-    int rc = a->rules_settings != NULL ? rules_run_config(a->cfg, &cfg) : UV_ENOMEM;
+    int rc = a->rules_settings != NULL ? rules_run_config(a->cfg, a->egress, &cfg) : UV_ENOMEM;
     if (rc != 0) {
         return rc;
     }
@@ -1218,14 +1154,14 @@ static void reload_refuse(struct agent *a, const struct rules_config *rcfg, char
 
 void rules_run_reload(struct agent *a, const struct config *cfg)
 {
-    char *now = rules_settings(cfg);
+    char *now = rules_settings(cfg, a->egress);
     struct rules_config *rcfg = NULL;
     int rc = now != NULL ? 0 : UV_ENOMEM;
     if (rc == 0 && a->rules_settings != NULL && strcmp(now, a->rules_settings) == 0) {
         free(now); /* unchanged */
         return;
     }
-    rc = rc != 0 ? rc : rules_run_config(cfg, &rcfg);
+    rc = rc != 0 ? rc : rules_run_config(cfg, a->egress, &rcfg);
     if (rc != 0) {
         log_error(cat,
                   "configuration changed, but its collection rules cannot be loaded (%s); the "

@@ -24,15 +24,18 @@
 #include "ipc_discovery.h"
 
 struct agent;
+struct egress_set;
 struct rules_config;
 struct rules_run;
 
 /*
  * The rules of the merged configuration (CollectionRules, Templates, CollectionRuleDefaults),
- * checked against the configured egress names. 0 with *out set (its errors list may be non-empty;
- * free with rules_config_free), or -ENOMEM.
+ * checked against the names of the egress providers in egress (NULL: the Egress section has
+ * errors of its own, reported by whoever parsed it, and the names are not checked). 0 with *out
+ * set (its errors list may be non-empty; free with rules_config_free), or -ENOMEM.
  */
-int rules_run_config(const struct config *cfg, struct rules_config **out);
+int rules_run_config(const struct config *cfg, const struct egress_set *egress,
+                     struct rules_config **out);
 /* A key of the rules' sections (CollectionRules, Templates, CollectionRuleDefaults). */
 bool rules_run_is_setting(const char *key);
 
@@ -45,15 +48,15 @@ bool rules_run_is_setting(const char *key);
 int rules_run_new(struct agent *a, struct rules_run **out);
 /*
  * A reloaded configuration (apikey.c's watch): when its rule settings (CollectionRules,
- * Templates, CollectionRuleDefaults, and the egress names they are checked against) differ from
- * those in effect, loads them. Rules with configuration errors are logged at Error, each named,
- * and the running rules stay. Valid ones replace a->rules: every running instance stops (its
- * trigger session stopped, its actions left to run unreported, as at shutdown; the old rules
- * are freed once their handles have closed), and the new rules are applied to every process
- * discovery lists, as to a newly discovered one: filters evaluated, Startup rules fire again,
- * lifetime counts and limits start over. In listen mode (without DiagnosticPort:HoldSuspended)
- * runtimes that connect from then on are held for the rules while there are rules, and those
- * held when the last rule goes are resumed.
+ * Templates, CollectionRuleDefaults, and the names of the egress providers in effect, a->egress,
+ * which the caller has reloaded first) differ from those in effect, loads them. Rules with
+ * configuration errors are logged at Error, each named, and the running rules stay. Valid ones
+ * replace a->rules: every running instance stops (its trigger session stopped, its actions left to
+ * run unreported, as at shutdown; the old rules are freed once their handles have closed), and the
+ * new rules are applied to every process discovery lists, as to a newly discovered one: filters
+ * evaluated, Startup rules fire again, lifetime counts and limits start over. In listen mode
+ * (without DiagnosticPort:HoldSuspended) runtimes that connect from then on are held for the rules
+ * while there are rules, and those held when the last rule goes are resumed.
  */
 void rules_run_reload(struct agent *a, const struct config *cfg);
 /* A process appeared (added) or is gone. r may be NULL. */

@@ -18,43 +18,26 @@ set -euo pipefail
 : "${DOTMON_BIN:?}" "${DOTMON_TESTAPP_DIR:?}"
 ROUNDS=${ROUNDS:-3}
 GC_SECONDS=${GC_SECONDS:-7}
-DOTNET=${DOTNET_EXE:-$(command -v dotnet)}
-export DOTNET_ROOT=${DOTNET_ROOT:-$(dirname "$(readlink -f "$DOTNET")")}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
 export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1
 TOOLS_DIR=${TOOLS_DIR:-$(dirname "$DOTMON_BIN")/tools}
 [ -x "$TOOLS_DIR/dotnet-trace" ] || "$DOTNET" tool install --tool-path "$TOOLS_DIR" dotnet-trace >/dev/null
-WORK=$(mktemp -d /tmp/dmbcXXXXXX)
-APP_PID="" DM_PID=""
-cleanup() {
-    [ -n "$DM_PID" ] && kill "$DM_PID" 2>/dev/null || true
-    exec 3>&- 2>/dev/null || true
-    [ -n "$APP_PID" ] && kill "$APP_PID" 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-chmod 700 "$WORK"
-here=$(cd "$(dirname "$0")" && pwd)
+bench_work dmbc
 
 # 1. the events trace
 EVENTS=${EVENTS:-460000} TRACE_OUT="$WORK/events.nettrace" DOTMON_TRACECHECK=unused \
     BENCH_DECODE=unused bash "$here/bench_decode.sh" >/dev/null
 
 # 2. the gc-verbose trace
-mkdir "$WORK/rt" && chmod 700 "$WORK/rt" && mkfifo "$WORK/in"
-TMPDIR=$WORK/rt "$DOTMON_TESTAPP_DIR/TestApp" --no-stdin-exit <"$WORK/in" >"$WORK/app.out" 2>&1 &
-APP_PID=$!
-exec 3>"$WORK/in"
-PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-TMPDIR=$WORK/rt "$DOTMON_BIN" collect --no-auth --urls "http://127.0.0.1:$PORT" --metrics false 2>"$WORK/dm.log" &
-DM_PID=$!
-until curl -sf "http://127.0.0.1:$PORT/processes" | grep -q "\"pid\":$APP_PID"; do sleep 0.1; done
+mkdir "$WORK/rt" && chmod 700 "$WORK/rt"
+bench_start_app "$WORK/rt"
+bench_start_dotmon "$WORK/rt"
 echo "churn 1000000" >&3
 sleep 1
 curl -sf "http://127.0.0.1:$PORT/trace?pid=$APP_PID&profile=gc-verbose&durationSeconds=$GC_SECONDS" \
     -o "$WORK/gc-verbose.nettrace"
-kill "$DM_PID" "$APP_PID" 2>/dev/null || true
-wait "$DM_PID" "$APP_PID" 2>/dev/null || true
-DM_PID="" APP_PID=""
+bench_stop
 
 run() { # trace, name, command...: appends "trace name wall_s rss_kib"
     local trace=$1 name=$2; shift 2

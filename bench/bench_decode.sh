@@ -16,26 +16,10 @@
 set -euo pipefail
 EVENTS=${EVENTS:-2000000}
 : "${DOTMON_BIN:?}" "${DOTMON_TESTAPP_DIR:?}" "${DOTMON_TRACECHECK:?}" "${BENCH_DECODE:?}"
-DOTNET=${DOTNET_EXE:-$(command -v dotnet)}
-export DOTNET_ROOT=${DOTNET_ROOT:-$(dirname "$(readlink -f "$DOTNET")")}
-WORK=$(mktemp -d /tmp/dmbdXXXXXX)
-APP_PID="" DM_PID=""
-cleanup() {
-    [ -n "$DM_PID" ] && kill "$DM_PID" 2>/dev/null || true
-    exec 3>&- 2>/dev/null || true
-    [ -n "$APP_PID" ] && kill "$APP_PID" 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-chmod 700 "$WORK"
-mkfifo "$WORK/in"
-TMPDIR=$WORK "$DOTMON_TESTAPP_DIR/TestApp" --no-stdin-exit <"$WORK/in" >"$WORK/app.out" 2>&1 &
-APP_PID=$!
-exec 3>"$WORK/in"
-PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-TMPDIR=$WORK "$DOTMON_BIN" collect --no-auth --urls "http://127.0.0.1:$PORT" --metrics false 2>"$WORK/dm.log" &
-DM_PID=$!
-until curl -sf "http://127.0.0.1:$PORT/processes" | grep -q "\"pid\":$APP_PID"; do sleep 0.1; done
+. "$(dirname "$0")/lib.sh"
+bench_work dmbd
+bench_start_app "$WORK"
+bench_start_dotmon "$WORK"
 BODY='{"Providers":[{"Name":"DotMon-TestApp","EventLevel":"Verbose","Keywords":"0xFFFFFFFFFFFFFFFF"},
  {"Name":"System.Runtime","EventLevel":"Informational","Keywords":"0","Arguments":{"EventCounterIntervalSec":"1"}},
  {"Name":"System.Diagnostics.Metrics","EventLevel":"Informational","Keywords":"0x2",

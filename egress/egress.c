@@ -409,6 +409,21 @@ const struct egress_provider *egress_set_at(const struct egress_set *s, size_t i
     return s != NULL && i < s->n ? &s->v[i] : NULL;
 }
 
+int egress_set_names(const struct egress_set *s, const char ***names, size_t *n)
+{
+    size_t count = egress_set_count(s);
+    const char **v = calloc(count + 1, sizeof(*v));
+    *names = v;
+    *n = v != NULL ? count : 0;
+    if (v == NULL) {
+        return UV_ENOMEM;
+    }
+    for (size_t i = 0; i < count; i++) {
+        v[i] = s->v[i].name;
+    }
+    return 0;
+}
+
 const struct egress_provider *egress_find(const struct egress_set *s, const char *name)
 {
     if (s == NULL || name == NULL) {

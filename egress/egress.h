@@ -75,6 +75,12 @@ void egress_set_free(struct egress_set *s);
 /* How many providers s holds (0 for NULL), and the i-th (i < count), in configuration order. */
 size_t egress_set_count(const struct egress_set *s);
 const struct egress_provider *egress_set_at(const struct egress_set *s, size_t i);
+/*
+ * The providers' names in configuration order: *names is a malloc'd, NULL-terminated array of *n
+ * pointers into s (valid while s lives; the caller frees the array alone). Never NULL on success,
+ * also for an empty or NULL set (*n 0). 0 or UV_ENOMEM (*names NULL).
+ */
+int egress_set_names(const struct egress_set *s, const char ***names, size_t *n);
 /* The provider of that name (case-insensitive, as configuration keys), or NULL. */
 const struct egress_provider *egress_find(const struct egress_set *s, const char *name);
 enum egress_type egress_provider_type(const struct egress_provider *p);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "utf8.h"
 
 /*
  * A scanner for the small, flat documents S3 answers with. It walks the whole document even after
@@ -99,28 +100,9 @@ static void emit(struct scan *s, const char *p, size_t n)
 
 static void emit_utf8(struct scan *s, uint32_t cp)
 {
-    char u[4];
-    size_t n;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | (cp >> 6));
-        u[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | (cp >> 12));
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    emit(s, u, n);
+    uint8_t u[4];
+    size_t n = utf8_encode(u, cp);
+    emit(s, (const char *)u, n);
 }
 
 /* A character reference body ("#65" or "#x41", without & and ;). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/utf8.h"
 #include "ev_fmt.h"
 #include "ev_native.h"
 #include "ev_payload.h"
@@ -43,6 +44,9 @@ struct ev_json {
     struct buf line;
     struct ev_record rec; /* scratch for one event's decoded fields */
     struct time_cache tc;
+    /* The Trace object (zeros until it has been read): it comes once, at the stream's start. */
+    struct nettrace_trace_info ti;
+    bool have_ti;
     size_t batch;              /* lines are handed over once this many bytes wait (0: each line) */
     struct schema_slot *slots; /* open addressing by metadata id */
     size_t nslots;
@@ -68,24 +72,8 @@ static size_t encode_codepoint(uint8_t *u, uint32_t cp)
         u[4] = (uint8_t)hex[cp >> 4];
         u[5] = (uint8_t)hex[cp & 15];
         n = 6;
-    } else if (cp < 0x80) {
-        u[0] = (uint8_t)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (uint8_t)(0xC0 | (cp >> 6));
-        u[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (uint8_t)(0xE0 | (cp >> 12));
-        u[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        u[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        n = 3;
     } else {
-        u[0] = (uint8_t)(0xF0 | (cp >> 18));
-        u[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-        u[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        u[3] = (uint8_t)(0x80 | (cp & 0x3F));
-        n = 4;
+        n = utf8_encode(u, cp);
     }
     return n;
 }
@@ -97,33 +85,13 @@ static int put_codepoint(struct buf *out, uint32_t cp)
 }
 
 /* One UTF-8 sequence at s[0..n): its code point and length, or U+FFFD and 1 when invalid. */
-static uint32_t utf8_next(const uint8_t *s, size_t n, size_t *used)
+static inline uint32_t utf8_next(const uint8_t *s, size_t n, size_t *used)
 {
-    uint8_t c = s[0];
-    size_t len = c < 0x80                 ? 1
-                 : c >= 0xC2 && c <= 0xDF ? 2
-                 : c >= 0xE0 && c <= 0xEF ? 3
-                 : c >= 0xF0 && c <= 0xF4 ? 4
-                                          : 0;
-    *used = 1;
-    if (len == 0 || len > n) {
-        return len == 1 ? c : 0xFFFD;
+    uint32_t cp;
+    if (!utf8_decode(s, n, &cp, used)) {
+        *used = 1;
+        return UTF8_REPLACEMENT;
     }
-    if (len == 1) {
-        return c;
-    }
-    uint32_t cp = c & (0x7F >> len);
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xC0) != 0x80) {
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (s[k] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-        return 0xFFFD;
-    }
-    *used = len;
     return cp;
 }
 
@@ -184,22 +152,6 @@ static int str_cstr(struct buf *out, const char *s)
 }
 
 /* A JSON string of `units` UTF-16LE code units; lone surrogates become U+FFFD. */
-/* The code point of UTF-16LE unit k of p[0..units) (a pair or U+FFFD for a lone surrogate);
- * *k moves past a pair's second unit. */
-static uint32_t utf16_next(const uint8_t *p, size_t units, size_t *k)
-{
-    uint32_t cp = ev_load_u16(p + 2 * *k);
-    if (cp >= 0xD800 && cp <= 0xDBFF && *k + 1 < units) {
-        uint32_t lo = ev_load_u16(p + 2 * *k + 2);
-        if (lo >= 0xDC00 && lo <= 0xDFFF) {
-            (*k)++;
-            return 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        }
-        return 0xFFFD;
-    }
-    return (cp >= 0xD800 && cp <= 0xDFFF) ? 0xFFFD : cp;
-}
-
 static int str_utf16(struct buf *out, const uint8_t *p, size_t units)
 {
     /* Fast path: room for the worst case (6 bytes a unit) reserved once, written in place. */
@@ -220,33 +172,22 @@ static int str_utf16(struct buf *out, const uint8_t *p, size_t units)
             w[3] = (uint8_t)(x >> 48);
             w += 4;
         }
-        for (; k < units; k++) {
+        while (k < units) {
             uint32_t c = ev_load_u16(p + 2 * k);
             if (plain_ascii(c)) {
                 *w++ = (uint8_t)c;
+                k++;
                 continue;
             }
-            w += encode_codepoint(w, utf16_next(p, units, &k));
+            w += encode_codepoint(w, utf16le_next(p, units, &k));
         }
         *w++ = '"';
         out->len = (size_t)(w - out->p);
         return 0;
     }
     int rc = buf_append(out, "\"", 1);
-    for (size_t k = 0; rc == 0 && k < units; k++) {
-        uint32_t cp = ev_load_u16(p + 2 * k);
-        if (cp >= 0xD800 && cp <= 0xDBFF && k + 1 < units) {
-            uint32_t lo = ev_load_u16(p + 2 * k + 2);
-            if (lo >= 0xDC00 && lo <= 0xDFFF) {
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                k++;
-            } else {
-                cp = 0xFFFD;
-            }
-        } else if (cp >= 0xD800 && cp <= 0xDFFF) {
-            cp = 0xFFFD;
-        }
-        rc = put_codepoint(out, cp);
+    for (size_t k = 0; rc == 0 && k < units;) {
+        rc = put_codepoint(out, utf16le_next(p, units, &k));
     }
     return rc == 0 ? buf_append(out, "\"", 1) : rc;
 }
@@ -1061,16 +1002,16 @@ static void on_metadata(void *ud, const struct nettrace_metadata *md, const uint
 static void on_event(void *ud, const struct nettrace_event *ev)
 {
     struct ev_json *j = ud;
-    struct nettrace_trace_info ti;
     if (j->err != 0) {
         return;
     }
-    memset(&ti, 0, sizeof(ti));
-    (void)nettrace_trace_info(&j->ck, &ti);
+    if (!j->have_ti) {
+        j->have_ti = nettrace_trace_info(&j->ck, &j->ti) == 0;
+    }
     size_t mark = buf_size(&j->line);
     struct schema_slot *slot = slot_get(j, ev->metadata_id);
     struct render_ctx cx = {&j->rec, &j->tc, slot};
-    int rc = render(&j->line, &ti, slot != NULL ? slot->schema : NULL, ev, &cx);
+    int rc = render(&j->line, &j->ti, slot != NULL ? slot->schema : NULL, ev, &cx);
     if (rc != 0) {
         buf_truncate(&j->line, mark);
         j->err = rc;

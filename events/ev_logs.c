@@ -10,6 +10,7 @@
 #include "ev_fmt.h"
 #include "ev_payload.h"
 #include "nettrace.h"
+#include "utf8.h"
 
 #define MEL_PROVIDER "Microsoft-Extensions-Logging"
 #define MAX_METADATA 4096u
@@ -187,28 +188,9 @@ static int j_hex4(struct jrd *j, uint32_t *out)
 static size_t utf8_put(char *o, uint32_t cp)
 {
     if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
-        cp = 0xFFFD;
+        cp = UTF8_REPLACEMENT;
     }
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | cp >> 12);
-        o[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | cp >> 18);
-    o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    o[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
+    return utf8_encode((uint8_t *)o, cp);
 }
 
 /* A \u escape (after the backslash and 'u'), pairing surrogates; the code point. */

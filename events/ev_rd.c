@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "utf8.h"
 
 int ev_rd_skip(struct ev_rd *r, size_t len)
 {
@@ -124,148 +125,36 @@ bool ev_rd_utf16z(struct ev_rd *r, const uint8_t **s, size_t *units)
 
 /* ---- UTF-16LE <-> UTF-8 ------------------------------------------------------------------ */
 
-#define REPLACEMENT_CHAR 0xFFFDu
-
-/*
- * The code point at unit *i, advancing *i. Lone surrogates and U+0000 map to U+FFFD: the output
- * must be valid UTF-8 and a C string whose strlen is its real length.
- */
-static uint32_t utf16_next(const uint8_t *p, size_t units, size_t *i)
-{
-    uint32_t u = ev_load_u16(p + 2 * *i);
-    *i += 1;
-    if (u == 0) {
-        return REPLACEMENT_CHAR;
-    }
-    if (u >= 0xD800 && u <= 0xDBFF) {
-        if (*i < units) {
-            uint32_t lo = ev_load_u16(p + 2 * *i);
-            if (lo >= 0xDC00 && lo <= 0xDFFF) {
-                *i += 1;
-                return 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-            }
-        }
-        return REPLACEMENT_CHAR;
-    }
-    if (u >= 0xDC00 && u <= 0xDFFF) {
-        return REPLACEMENT_CHAR;
-    }
-    return u;
-}
-
-static size_t utf8_width(uint32_t cp)
-{
-    if (cp < 0x80) {
-        return 1;
-    }
-    if (cp < 0x800) {
-        return 2;
-    }
-    return cp < 0x10000 ? 3 : 4;
-}
+/* The conversions are common/utf8's; these names are the events/ API. */
 
 size_t ev_utf16_utf8_len(const uint8_t *p, size_t units)
 {
-    size_t len = 0;
-    for (size_t i = 0; i < units;) {
-        len += utf8_width(utf16_next(p, units, &i));
-    }
-    return len;
+    return utf16le_utf8_len(p, units);
 }
 
 int ev_utf16_to_utf8(const uint8_t *p, size_t units, char *out, size_t cap, size_t *out_len)
 {
-    size_t need = ev_utf16_utf8_len(p, units);
-    if (cap == 0 || need > cap - 1) {
-        return AGENT_E_NOSPACE;
-    }
-    size_t o = 0;
-    for (size_t i = 0; i < units;) {
-        uint32_t cp = utf16_next(p, units, &i);
-        size_t w = utf8_width(cp);
-        if (w == 1) {
-            out[o++] = (char)cp;
-            continue;
-        }
-        /* Lead byte: 110xxxxx, 1110xxxx or 11110xxx, then 10xxxxxx continuation bytes. */
-        static const uint8_t lead[5] = {0, 0, 0xC0, 0xE0, 0xF0};
-        out[o++] = (char)(lead[w] | (cp >> (6 * (w - 1))));
-        for (size_t k = w - 1; k > 0; k--) {
-            out[o++] = (char)(0x80 | ((cp >> (6 * (k - 1))) & 0x3F));
-        }
-    }
-    out[o] = '\0';
-    if (out_len != NULL) {
-        *out_len = o;
-    }
-    return 0;
-}
-
-/* One code point of s at *i (advanced), or -1 for malformed UTF-8. */
-static int32_t utf8_next(const unsigned char *s, size_t *i)
-{
-    uint32_t c = s[*i];
-    size_t extra;
-    uint32_t min;
-    if (c < 0x80) {
-        *i += 1;
-        return (int32_t)c;
-    }
-    if ((c & 0xE0) == 0xC0) {
-        extra = 1;
-        min = 0x80;
-        c &= 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-        extra = 2;
-        min = 0x800;
-        c &= 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-        extra = 3;
-        min = 0x10000;
-        c &= 0x07;
-    } else {
-        return -1;
-    }
-    for (size_t k = 1; k <= extra; k++) {
-        unsigned char b = s[*i + k]; /* a NUL stops here: it is not a continuation byte */
-        if ((b & 0xC0) != 0x80) {
-            return -1;
-        }
-        c = (c << 6) | (b & 0x3F);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
-        return -1;
-    }
-    *i += 1 + extra;
-    return (int32_t)c;
+    return utf16le_to_utf8(p, units, out, cap, out_len);
 }
 
 int ev_utf8_to_utf16(const char *s, uint8_t *out, size_t cap, size_t *out_len)
 {
-    const unsigned char *u = (const unsigned char *)s;
+    const uint8_t *u = (const uint8_t *)s;
     size_t o = 0;
     for (size_t i = 0; u[i] != '\0';) {
-        int32_t cp = utf8_next(u, &i);
-        if (cp < 0) {
+        uint32_t cp;
+        size_t len;
+        if (!utf8_decode(u + i, SIZE_MAX, &cp, &len)) {
             return AGENT_E_INVAL;
         }
-        uint16_t units[2];
-        size_t n = 1;
-        if (cp >= 0x10000) {
-            uint32_t v = (uint32_t)cp - 0x10000;
-            units[0] = (uint16_t)(0xD800 + (v >> 10));
-            units[1] = (uint16_t)(0xDC00 + (v & 0x3FF));
-            n = 2;
-        } else {
-            units[0] = (uint16_t)cp;
-        }
-        if (cap - o < 2 * n) {
+        i += len;
+        uint8_t units[4];
+        size_t n = utf16le_encode(units, cp);
+        if (cap - o < n) {
             return AGENT_E_NOSPACE;
         }
-        for (size_t k = 0; k < n; k++) {
-            out[o++] = (uint8_t)(units[k] & 0xFF);
-            out[o++] = (uint8_t)(units[k] >> 8);
-        }
+        memcpy(out + o, units, n);
+        o += n;
     }
     *out_len = o;
     return 0;

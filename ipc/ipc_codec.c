@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "utf8.h"
 
 /*
  * Framing per PROTOCOL.md §2.1 and primitives per §2.2. Values are assembled from bytes, never by
@@ -235,94 +236,16 @@ int ipc_rd_string(struct ipc_rd *r, struct ipc_utf16 *out)
 
 /* ---- UTF-16LE -> UTF-8 ------------------------------------------------------------------- */
 
-#define REPLACEMENT_CHAR 0xFFFDu
-
-/*
- * Decodes the code point at unit *i and advances *i. Lone surrogates (a high one not followed by
- * a low one, or a stray low one) and U+0000 map to U+FFFD: the output must be valid UTF-8 and a
- * C string whose strlen is its real length.
- */
-static uint32_t utf16_next(const uint8_t *p, size_t units, size_t *i)
-{
-    uint32_t u = ipc_load_u16(p + 2 * *i);
-    *i += 1;
-    if (u == 0) {
-        return REPLACEMENT_CHAR;
-    }
-    if (u >= 0xD800 && u <= 0xDBFF) {
-        if (*i < units) {
-            uint32_t lo = ipc_load_u16(p + 2 * *i);
-            if (lo >= 0xDC00 && lo <= 0xDFFF) {
-                *i += 1;
-                return 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-            }
-        }
-        return REPLACEMENT_CHAR;
-    }
-    if (u >= 0xDC00 && u <= 0xDFFF) {
-        return REPLACEMENT_CHAR;
-    }
-    return u;
-}
-
-static size_t utf8_width(uint32_t cp)
-{
-    if (cp < 0x80) {
-        return 1;
-    }
-    if (cp < 0x800) {
-        return 2;
-    }
-    if (cp < 0x10000) {
-        return 3;
-    }
-    return 4;
-}
+/* The conversion is common/utf8's; these names are the IPC codec's API. */
 
 size_t ipc_utf16le_utf8_len(const uint8_t *p, size_t units)
 {
-    size_t len = 0;
-    for (size_t i = 0; i < units;) {
-        len += utf8_width(utf16_next(p, units, &i));
-    }
-    return len;
+    return utf16le_utf8_len(p, units);
 }
 
 int ipc_utf16le_to_utf8(const uint8_t *p, size_t units, char *out, size_t cap, size_t *out_len)
 {
-    size_t need = ipc_utf16le_utf8_len(p, units);
-    if (cap == 0 || need > cap - 1) {
-        return AGENT_E_NOSPACE;
-    }
-    size_t o = 0;
-    for (size_t i = 0; i < units;) {
-        uint32_t cp = utf16_next(p, units, &i);
-        switch (utf8_width(cp)) {
-        case 1:
-            out[o++] = (char)cp;
-            break;
-        case 2:
-            out[o++] = (char)(0xC0 | (cp >> 6));
-            out[o++] = (char)(0x80 | (cp & 0x3F));
-            break;
-        case 3:
-            out[o++] = (char)(0xE0 | (cp >> 12));
-            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            out[o++] = (char)(0x80 | (cp & 0x3F));
-            break;
-        default:
-            out[o++] = (char)(0xF0 | (cp >> 18));
-            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            out[o++] = (char)(0x80 | (cp & 0x3F));
-            break;
-        }
-    }
-    out[o] = '\0';
-    if (out_len != NULL) {
-        *out_len = o;
-    }
-    return 0;
+    return utf16le_to_utf8(p, units, out, cap, out_len);
 }
 
 size_t ipc_utf16_utf8_len(const struct ipc_utf16 *s)
@@ -417,59 +340,17 @@ int ipc_wr_bytes(struct ipc_wr *w, const void *p, size_t n)
     return 0;
 }
 
-/*
- * Strict UTF-8 decoding of one code point at s[*i]: rejects continuation bytes in lead position,
- * truncated sequences, overlong forms, UTF-16 surrogates and values over U+10FFFF.
- */
-static int utf8_next(const unsigned char *s, size_t *i, uint32_t *cp)
-{
-    unsigned char c = s[*i];
-    size_t extra;
-    uint32_t v;
-    uint32_t min;
-    if (c < 0x80) {
-        *cp = c;
-        *i += 1;
-        return 0;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-        extra = 1;
-        v = c & 0x1Fu;
-        min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        extra = 2;
-        v = c & 0x0Fu;
-        min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        extra = 3;
-        v = c & 0x07u;
-        min = 0x10000;
-    } else {
-        return AGENT_E_INVAL;
-    }
-    for (size_t k = 1; k <= extra; k++) {
-        unsigned char cc = s[*i + k]; /* a NUL terminator stops this before overrunning */
-        if ((cc & 0xC0) != 0x80) {
-            return AGENT_E_INVAL;
-        }
-        v = (v << 6) | (cc & 0x3Fu);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
-        return AGENT_E_INVAL;
-    }
-    *cp = v;
-    *i += extra + 1;
-    return 0;
-}
-
 int ipc_utf8_utf16_units(const char *s, size_t *units)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t n = 0;
     for (size_t i = 0; u[i] != 0;) {
         uint32_t cp;
-        if (utf8_next(u, &i, &cp) != 0) {
+        size_t len;
+        if (!utf8_decode(u + i, SIZE_MAX, &cp, &len)) {
             return AGENT_E_INVAL;
         }
+        i += len;
         n += cp >= 0x10000 ? 2 : 1;
     }
     *units = n;
@@ -503,16 +384,10 @@ int ipc_wr_string(struct ipc_wr *w, const char *utf8)
     const unsigned char *u = (const unsigned char *)utf8;
     for (size_t i = 0; u[i] != 0;) {
         uint32_t cp = 0;
-        (void)utf8_next(u, &i, &cp); /* validated above */
-        if (cp >= 0x10000) {
-            cp -= 0x10000;
-            store16(o, (uint16_t)(0xD800 + (cp >> 10)));
-            store16(o + 2, (uint16_t)(0xDC00 + (cp & 0x3FF)));
-            o += 4;
-        } else {
-            store16(o, (uint16_t)cp);
-            o += 2;
-        }
+        size_t len = 1;
+        (void)utf8_decode(u + i, SIZE_MAX, &cp, &len); /* validated above */
+        i += len;
+        o += utf16le_encode(o, cp);
     }
     store16(o, 0);
     w->len += bytes;

@@ -830,8 +830,14 @@ static void ri_on_sample(void *ud, const struct ev_metric_sample *s)
 static void ri_fed(struct rinst *ri, int rc)
 {
     if (rc == 1) {
-        log_info(cat, "collection rule %s of process %" PRIu64 ": trigger %s fired", rule_name(ri),
-                 ri->p->pid, rules_inst_rule(ri->inst)->trigger.type_name);
+        const struct rules_trigger *t = &rules_inst_rule(ri->inst)->trigger;
+        char what[64] = "";
+        if (t->type == RULES_TRIGGER_GC_PAUSE) {
+            snprintf(what, sizeof(what), " (a GC pause of %.1f ms)",
+                     (double)rules_inst_gc_pause_ticks(ri->inst) / (double)RULES_TICKS_PER_MS);
+        }
+        log_info(cat, "collection rule %s of process %" PRIu64 ": trigger %s fired%s",
+                 rule_name(ri), ri->p->pid, t->type_name, what);
         ri_pump(ri);
     } else if (rc < 0) {
         log_warn(cat, "collection rule %s: %s", rule_name(ri), agent_strerror(rc));

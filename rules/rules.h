@@ -345,7 +345,7 @@ struct rules_session_options {
  * The provider whose counter interval the trigger's session and engine use: the EventCounter
  * ProviderName, "System.Runtime" for the shortcuts, "Microsoft.AspNetCore.Hosting" for
  * AspNetRequestDuration (its heartbeat); NULL when the global interval applies (EventMeter) or no
- * counters are involved (Startup, AspNetRequestCount, AspNetResponseStatus).
+ * counters are involved (Startup, AspNetRequestCount, AspNetResponseStatus, the runtime triggers).
  */
 const char *rules_trigger_interval_provider(const struct rules_trigger *t);
 
@@ -514,9 +514,12 @@ int rules_inst_on_metric(struct rules_inst *i, const struct ev_metric_sample *s,
 int rules_inst_on_http(struct rules_inst *i, const struct rules_http_event *ev, int64_t now_ms);
 int rules_inst_on_runtime(struct rules_inst *i, const struct rules_runtime_event *ev,
                           int64_t now_ms);
-/* The trigger fired at now_ms (what the two above do on a firing; for tests and custom triggers).
- * 1 when the actions will run, 0 when throttled or not active, -ENOMEM. */
+/* The trigger fired at now_ms (what the three above do on a firing; for tests and custom
+ * triggers). 1 when the actions will run, 0 when throttled or not active, -ENOMEM. */
 int rules_inst_fire(struct rules_inst *i, int64_t now_ms);
+/* GCPause: the last GC pause its engine measured, in 100 ns ticks (0 before any, and for other
+ * triggers), so that a firing can say how long the pause was. */
+int64_t rules_inst_gc_pause_ticks(const struct rules_inst *i);
 
 /* The rule failed (its trigger's session could not start, the process went away): Finished
  * with dotnet-monitor's failure reason quoting message (truncated to fit). Running actions get

@@ -58,6 +58,7 @@ struct rules_engine {
     /* GCPause: the open GC suspension's GCSuspendEEBegin time */
     bool suspended;
     int64_t suspend_ts;
+    int64_t last_pause; /* the last pause measured (kept by a reset: it is not state) */
     bool oom;
 };
 
@@ -376,6 +377,10 @@ static bool pause_feed(struct rules_engine *e, const struct rules_runtime_event 
         }
         e->suspended = false;
         int64_t pause = ev->timestamp_ticks - e->suspend_ts;
+        if (pause < 0) {
+            return false;
+        }
+        e->last_pause = pause;
         return pause > (int64_t)e->t->threshold_ms * RULES_TICKS_PER_MS;
     }
     case RULES_RUNTIME_SESSION_START:
@@ -475,6 +480,11 @@ void rules_engine_free(struct rules_engine *e)
     }
     rules_engine_reset(e);
     free(e);
+}
+
+int64_t rules__engine_last_pause(const struct rules_engine *e)
+{
+    return e->last_pause;
 }
 
 bool rules__engine_failed(const struct rules_engine *e)

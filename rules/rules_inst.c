@@ -375,6 +375,11 @@ int rules_inst_on_runtime(struct rules_inst *i, const struct rules_runtime_event
     return takes_input(i, now_ms) ? fed(i, rules_engine_on_runtime(i->engine, ev), now_ms) : 0;
 }
 
+int64_t rules_inst_gc_pause_ticks(const struct rules_inst *i)
+{
+    return i->engine != NULL ? rules__engine_last_pause(i->engine) : 0;
+}
+
 /* ---- tokens ---- */
 
 /* The recorded output `out` of the earlier action named name[0..len), or NULL. */

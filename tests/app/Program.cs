@@ -19,6 +19,8 @@
 //   throw <n> [type]     throws and catches n exceptions of type InvalidOperationException (the
 //                        default), ArgumentException, FormatException or TimeoutException
 //                        ("ok throw count=<n>")
+//   collect <n> [gen]    exactly n blocking induced GCs of generation gen (default 2), nothing
+//                        between ("ok collect n=<n> count=<collections of gen>")
 //   gc-pause [nodes]     one long blocking GC: builds a graph of nodes (default 4000000) small
 //                        objects with random references between as many dead ones, then
 //                        GC.Collect(2, Forced, blocking, compacting) and drops the graph again
@@ -339,6 +341,17 @@ internal static class Program
                     int n = ParseInt(parts[0], "n", 0, 1_000_000);
                     ThrowAndCatch(n, parts.Length > 1 ? parts[1] : nameof(InvalidOperationException));
                     return $"ok throw count={n}";
+                }
+            case "collect":
+                {
+                    string[] parts = Words(rest, 1, "usage: collect <n> [generation]");
+                    int n = ParseInt(parts[0], "n", 0, 10_000);
+                    int gen = parts.Length > 1 ? ParseInt(parts[1], "generation", 0, 2) : 2;
+                    for (int i = 0; i < n; i++)
+                    {
+                        GC.Collect(gen, GCCollectionMode.Forced, blocking: true);
+                    }
+                    return $"ok collect n={n} count={GC.CollectionCount(gen)}";
                 }
             case "gc-pause":
                 {

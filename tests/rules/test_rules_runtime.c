@@ -390,6 +390,7 @@ static void test_rules_runtime_inst(void **state)
     ev.kind = RULES_RUNTIME_RESTART_END;
     ev.timestamp_ticks += 60 * MS;
     assert_int_equal(rules_inst_on_runtime(i, &ev, 2000), 1);
+    assert_int_equal(rules_inst_gc_pause_ticks(i), 60 * MS);
     assert_int_equal(rules_inst_state(i), RULES_STATE_ACTION_EXECUTING);
     assert_false(rules_inst_trigger_active(i));
     /* While the actions run, events are not taken. */

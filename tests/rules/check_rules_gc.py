@@ -22,7 +22,6 @@ Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -155,16 +154,13 @@ def run(tmp, script):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="dmrulesgc")
-    os.chmod(tmp, 0o700)
-    script = os.path.join(tmp, "record.sh")
-    with open(script, "w") as f:
-        f.write(SCRIPT)
-    os.chmod(script, 0o755)
-    try:
+    with tempfile.TemporaryDirectory(prefix="dmrulesgc") as tmp:
+        os.chmod(tmp, 0o700)
+        script = os.path.join(tmp, "record.sh")
+        with open(script, "w") as f:
+            f.write(SCRIPT)
+        os.chmod(script, 0o755)
         run(tmp, script)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(FAILS)} failure(s)")
     return 1 if FAILS else 0
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The EventPipe session of an ASP.NET trigger; see http_session.h. */
+/* The EventPipe session of an ASP.NET or runtime trigger; see http_session.h. */
 #include "http_session.h"
 
 #include <inttypes.h>
@@ -14,6 +14,7 @@
 #include "agent.h"
 #include "buf.h"
 #include "err.h"
+#include "ev_native.h"
 #include "ev_payload.h"
 #include "ipc_session.h"
 #include "log.h"
@@ -36,8 +37,11 @@ struct hsession {
     struct nettrace_checker ck;
     struct ev_schema **schemas; /* by metadata id */
     size_t nschemas;
+    bool runtime;     /* a runtime trigger's session: native events */
     int64_t qpc_freq; /* 0 until the Trace object is read */
+    uint32_t ptr_size;
     struct ev_record rec;
+    struct ev_native_record nrec;
     char *scratch;
     size_t scratch_cap;
     bool stopping;
@@ -86,19 +90,68 @@ static void hs_on_metadata(void *ud, const struct nettrace_metadata *md, const u
     }
 }
 
-/* An event timestamp (QPC ticks) in ms of the same clock (on Linux CLOCK_MONOTONIC, so the times
- * of successive sessions with one runtime compare). */
-static int64_t event_ms(struct hsession *s, int64_t ts)
+/* The Trace object's clock frequency and pointer size, once read (false before). */
+static bool trace_known(struct hsession *s)
 {
     if (s->qpc_freq == 0) {
         struct nettrace_trace_info ti;
         if (nettrace_trace_info(&s->ck, &ti) != 0 || ti.qpc_frequency <= 0) {
-            return 0;
+            return false;
         }
         s->qpc_freq = ti.qpc_frequency;
+        s->ptr_size = ti.pointer_size == 4 ? 4 : 8;
+    }
+    return true;
+}
+
+/* An event timestamp (QPC ticks) in units per second of the same clock (on Linux
+ * CLOCK_MONOTONIC, so the times of successive sessions with one runtime compare). */
+static int64_t event_time(struct hsession *s, int64_t ts, int64_t units)
+{
+    if (!trace_known(s)) {
+        return 0;
     }
     int64_t f = s->qpc_freq;
-    return ts / f * 1000 + ts % f * 1000 / f;
+    return ts / f * units + ts % f * units / f;
+}
+
+static int64_t event_ms(struct hsession *s, int64_t ts)
+{
+    return event_time(s, ts, 1000);
+}
+
+/* Room for the UTF-8 of a payload's UTF-16 strings (at most 3/2 as many bytes). */
+static bool scratch_for(struct hsession *s, size_t payload_len)
+{
+    size_t need = payload_len / 2 * 3 + 16;
+    if (need > s->scratch_cap) {
+        char *grown = realloc(s->scratch, need);
+        if (grown == NULL) {
+            return false;
+        }
+        s->scratch = grown;
+        s->scratch_cap = need;
+    }
+    return true;
+}
+
+/* A runtime trigger's event: its layout by (provider, id, version), decoded, then read. */
+static void hs_on_native(struct hsession *s, const struct nettrace_event *ev)
+{
+    const struct ev_native_event *ne = ev_native_lookup(ev->provider, ev->event_id, ev->version);
+    if (ne == NULL || !trace_known(s) || !scratch_for(s, ev->payload_len) ||
+        ev_native_decode(&s->nrec, ne, ev->payload, ev->payload_len, s->ptr_size) != 0) {
+        return;
+    }
+    struct rules_runtime_event re;
+    int rc = rules_runtime_event_from_native(&s->nrec,
+                                             event_time(s, ev->timestamp, RULES_TICKS_PER_SECOND),
+                                             s->scratch, s->scratch_cap, &re);
+    if (rc == 0) {
+        s->cb->on_runtime(s->ud, &re);
+    } else if (rc != AGENT_E_NOTFOUND) {
+        log_debug(cat, "a runtime trigger event was skipped: %s", agent_strerror(rc));
+    }
 }
 
 static void hs_on_event(void *ud, const struct nettrace_event *ev)
@@ -106,6 +159,10 @@ static void hs_on_event(void *ud, const struct nettrace_event *ev)
     struct hsession *s = ud;
     struct rules_http_event he;
     if (s->failed) {
+        return;
+    }
+    if (s->runtime) {
+        hs_on_native(s, ev);
         return;
     }
     if (strcasecmp(ev->provider, DIAGNOSTIC_SOURCE) != 0) {
@@ -126,15 +183,8 @@ static void hs_on_event(void *ud, const struct nettrace_event *ev)
     if (sc == NULL || ev_record_decode(&s->rec, sc, ev->payload, ev->payload_len) != 0) {
         return;
     }
-    /* UTF-16 strings become at most 3/2 as many UTF-8 bytes. */
-    size_t need = ev->payload_len / 2 * 3 + 16;
-    if (need > s->scratch_cap) {
-        char *grown = realloc(s->scratch, need);
-        if (grown == NULL) {
-            return;
-        }
-        s->scratch = grown;
-        s->scratch_cap = need;
+    if (!scratch_for(s, ev->payload_len)) {
+        return;
     }
     int rc = rules_http_event_from_record(&s->rec, event_ms(s, ev->timestamp), s->scratch,
                                           s->scratch_cap, &he);
@@ -148,10 +198,15 @@ static void hs_on_event(void *ud, const struct nettrace_event *ev)
 static void hs_on_started(void *ud, uint64_t session_id, int version)
 {
     struct hsession *s = ud;
-    log_debug(cat, "ASP.NET trigger session 0x%" PRIx64 " (CollectTracing%d) started", session_id,
-              version);
+    log_debug(cat, "%s trigger session 0x%" PRIx64 " (CollectTracing%d) started",
+              s->runtime ? "runtime" : "ASP.NET", session_id, version);
     if (s->cb->on_started != NULL) {
         s->cb->on_started(s->ud);
+    }
+    if (s->runtime) {
+        /* A suspension seen by an earlier session of this trigger has no restart to come. */
+        struct rules_runtime_event re = {.kind = RULES_RUNTIME_SESSION_START};
+        s->cb->on_runtime(s->ud, &re);
     }
 }
 
@@ -210,7 +265,7 @@ static int build_config(const struct rules_trigger *t, double counter_interval_s
     buf_init(&err, 0);
     rc = trace_config_from_json(body, strlen(body), tc, &err);
     if (rc == AGENT_E_INVAL) {
-        log_warn(cat, "the ASP.NET trigger session: %s", buf_cstr(&err));
+        log_warn(cat, "the %s trigger session: %s", t->type_name, buf_cstr(&err));
     }
     buf_fini(&err);
     cJSON_free(body);
@@ -228,6 +283,7 @@ int hsession_start(struct agent *a, const struct ipc_endpoint *ep, const struct 
     s->a = a;
     s->cb = cb;
     s->ud = ud;
+    s->runtime = rules_trigger_source(t) == RULES_SOURCE_RUNTIME;
     struct trace_config tc;
     memset(&tc, 0, sizeof(tc));
     int rc = build_config(t, counter_interval_s, &tc);
@@ -235,7 +291,9 @@ int hsession_start(struct agent *a, const struct ipc_endpoint *ep, const struct 
         rc = nettrace_checker_init(&s->ck, NULL);
     }
     if (rc == 0) {
-        nettrace_set_metadata_cb(&s->ck, hs_on_metadata, s);
+        if (!s->runtime) {
+            nettrace_set_metadata_cb(&s->ck, hs_on_metadata, s); /* native events need none */
+        }
         nettrace_set_event_cb(&s->ck, hs_on_event, s);
         rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &tc.collect, START_TIMEOUT_MS,
                                &hs_callbacks, s, &s->sess);

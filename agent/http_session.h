@@ -3,11 +3,16 @@
 #define AGENT_HTTP_SESSION_H
 
 /*
- * The EventPipe session of an ASP.NET trigger (EVENTS.md §6.2): the session rules_trigger_session
- * describes (Microsoft-Diagnostics-DiagnosticSource with the HTTP FilterAndPayloadSpecs, plus the
- * Microsoft.AspNetCore.Hosting counters for AspNetRequestDuration), its nettrace stream read with
- * events/nettrace (metadata → ev_schema, events → ev_record → rules_http_event). Events of any
- * other provider reach the caller as heartbeats. libuv glue.
+ * The EventPipe session of a trigger fed by decoded events, the one rules_trigger_session
+ * describes, its nettrace stream read with events/nettrace:
+ *   - an ASP.NET trigger (EVENTS.md §6.2): Microsoft-Diagnostics-DiagnosticSource with the HTTP
+ *     FilterAndPayloadSpecs, plus the Microsoft.AspNetCore.Hosting counters for
+ *     AspNetRequestDuration; metadata → ev_schema, events → ev_record → rules_http_event. Events
+ *     of any other provider reach the caller as heartbeats;
+ *   - a runtime trigger (GCPause, GCCount, ExceptionCount): Microsoft-Windows-DotNETRuntime with
+ *     the GC or Exception keyword; events → events/ev_native → rules_runtime_event, stamped with
+ *     their own time in 100 ns ticks. A RULES_RUNTIME_SESSION_START event comes first.
+ * libuv glue.
  */
 
 #include "ipc_client.h"
@@ -18,17 +23,20 @@ struct hsession;
 
 struct hsession_callbacks {
     void (*on_started)(void *ud);
-    /* A request start or stop, or a heartbeat; ev is valid during the call only. */
+    /* ASP.NET triggers: a request start or stop, or a heartbeat; ev is valid during the call
+     * only. */
     void (*on_event)(void *ud, const struct rules_http_event *ev);
+    /* Runtime triggers: a runtime event; ev is valid during the call only. */
+    void (*on_runtime)(void *ud, const struct rules_runtime_event *ev);
     /* Last call; the session is freed right after. status as ipc_session's on_end, or
      * AGENT_E_PROTO when the stream could not be read; reason says it in words. */
     void (*on_end)(void *ud, int status, const char *reason);
 };
 
 /*
- * Starts the session of ASP.NET trigger t (which must outlive it); counter_interval_s is the
- * Hosting counters' interval (rules_trigger_interval_provider). 0 (callbacks follow) or a negative
- * code (none follow).
+ * Starts the session of ASP.NET or runtime trigger t (which must outlive it); counter_interval_s
+ * is the Hosting counters' interval (rules_trigger_interval_provider). 0 (callbacks follow) or a
+ * negative code (none follow).
  */
 int hsession_start(struct agent *a, const struct ipc_endpoint *ep, const struct rules_trigger *t,
                    double counter_interval_s, const struct hsession_callbacks *cb, void *ud,

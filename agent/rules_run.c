@@ -70,7 +70,7 @@ struct rinst {
     struct metrics_filters f;
     double interval_s;
     struct msession *sess;  /* metric triggers */
-    struct hsession *hsess; /* ASP.NET triggers */
+    struct hsession *hsess; /* ASP.NET and runtime triggers */
     bool stopping;          /* msession_stop / hsession_stop asked */
     uv_timer_t deadline;    /* rules_inst_deadline */
     uv_timer_t kick;        /* deferred session start/stop, and restart backoff */
@@ -735,9 +735,11 @@ static bool has_session(const struct rinst *ri)
     return rules_inst_rule(ri->inst)->trigger.type != RULES_TRIGGER_STARTUP;
 }
 
-static bool is_aspnet(const struct rinst *ri)
+/* The trigger is fed by decoded events (http_session.c), not by metrics. */
+static bool is_event_fed(const struct rinst *ri)
 {
-    return rules_inst_rule(ri->inst)->trigger.type >= RULES_TRIGGER_ASPNET_REQUEST_COUNT;
+    enum rules_trigger_source src = rules_trigger_source(&rules_inst_rule(ri->inst)->trigger);
+    return src == RULES_SOURCE_HTTP || src == RULES_SOURCE_RUNTIME;
 }
 
 /* A trigger session runs (or is stopping). */
@@ -760,17 +762,34 @@ static void ri_on_sample(void *ud, const struct ev_metric_sample *s)
     }
 }
 
-static void ri_on_http(void *ud, const struct rules_http_event *ev)
+/* What rules_inst_on_http or rules_inst_on_runtime returned. */
+static void ri_fed(struct rinst *ri, int rc)
 {
-    struct rinst *ri = ud;
-    int rc = rules_inst_on_http(ri->inst, ev, now_ms(ri->p->r));
     if (rc == 1) {
-        log_info(cat, "collection rule %s of process %" PRIu64 ": trigger %s fired", rule_name(ri),
-                 ri->p->pid, rules_inst_rule(ri->inst)->trigger.type_name);
+        const struct rules_trigger *t = &rules_inst_rule(ri->inst)->trigger;
+        char what[64] = "";
+        if (t->type == RULES_TRIGGER_GC_PAUSE) {
+            snprintf(what, sizeof(what), " (a GC pause of %.1f ms)",
+                     (double)rules_inst_gc_pause_ticks(ri->inst) / (double)RULES_TICKS_PER_MS);
+        }
+        log_info(cat, "collection rule %s of process %" PRIu64 ": trigger %s fired%s",
+                 rule_name(ri), ri->p->pid, t->type_name, what);
         ri_pump(ri);
     } else if (rc < 0) {
         log_warn(cat, "collection rule %s: %s", rule_name(ri), agent_strerror(rc));
     }
+}
+
+static void ri_on_http(void *ud, const struct rules_http_event *ev)
+{
+    struct rinst *ri = ud;
+    ri_fed(ri, rules_inst_on_http(ri->inst, ev, now_ms(ri->p->r)));
+}
+
+static void ri_on_runtime(void *ud, const struct rules_runtime_event *ev)
+{
+    struct rinst *ri = ud;
+    ri_fed(ri, rules_inst_on_runtime(ri->inst, ev, now_ms(ri->p->r)));
 }
 
 static void ri_on_started(void *ud)
@@ -816,15 +835,17 @@ static const struct msession_callbacks ri_callbacks = {.on_started = ri_on_start
                                                        .on_sample = ri_on_sample,
                                                        .on_warning = ri_on_warning,
                                                        .on_end = ri_on_end};
-static const struct hsession_callbacks ri_http_callbacks = {
-    .on_started = ri_on_started, .on_event = ri_on_http, .on_end = ri_on_end};
+static const struct hsession_callbacks ri_http_callbacks = {.on_started = ri_on_started,
+                                                            .on_event = ri_on_http,
+                                                            .on_runtime = ri_on_runtime,
+                                                            .on_end = ri_on_end};
 
 static void ri_on_kick(uv_timer_t *t)
 {
     struct rinst *ri = t->data;
     bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
     if (want && !sess_live(ri)) {
-        int rc = is_aspnet(ri)
+        int rc = is_event_fed(ri)
                      ? hsession_start(ri->p->r->a, &ri->p->ep, &rules_inst_rule(ri->inst)->trigger,
                                       ri->interval_s, &ri_http_callbacks, ri, &ri->hsess)
                      : msession_start(ri->p->r->a, &ri->p->ep, ri->p->major, &ri->f, &ri_callbacks,
@@ -946,8 +967,7 @@ static struct rinst *ri_new(struct rproc *pr, const struct rules_rule *rule,
     ri->p = pr;
     ri->interval_s = trigger_interval(r->a, &rule->trigger);
     int rc = rules_inst_new(rule, proc, ri->interval_s, now_ms(r), &ri->inst);
-    if (rc == 0 && rule->trigger.type != RULES_TRIGGER_STARTUP &&
-        rule->trigger.type < RULES_TRIGGER_ASPNET_REQUEST_COUNT) {
+    if (rc == 0 && rules_trigger_source(&rule->trigger) == RULES_SOURCE_METRICS) {
         rc = ri_filters(ri, &rule->trigger, r->a->metrics_interval_s);
     }
     if (rc != 0) {

@@ -25,6 +25,7 @@
 #include "ev_metric.h" /* struct ev_metric_sample */
 
 struct cJSON;
+struct ev_native_record;
 struct ev_record;
 
 /* .NET TimeSpan ticks (100 ns): configured durations keep their exact value. */
@@ -49,8 +50,23 @@ enum rules_trigger_type {
     RULES_TRIGGER_THREADPOOL_QUEUE_LENGTH, /* System.Runtime / threadpool-queue-length */
     RULES_TRIGGER_ASPNET_REQUEST_COUNT,
     RULES_TRIGGER_ASPNET_REQUEST_DURATION,
-    RULES_TRIGGER_ASPNET_RESPONSE_STATUS
+    RULES_TRIGGER_ASPNET_RESPONSE_STATUS,
+    /* dotmon's own, from the runtime's events (Microsoft-Windows-DotNETRuntime) */
+    RULES_TRIGGER_GC_PAUSE,       /* GCSuspendEEBegin .. GCRestartEEEnd longer than ThresholdMs */
+    RULES_TRIGGER_GC_COUNT,       /* GCStart of Generation or older (of Reasons) */
+    RULES_TRIGGER_EXCEPTION_COUNT /* ExceptionThrown (of ExceptionTypes) */
 };
+
+/* What feeds a trigger's engine. */
+enum rules_trigger_source {
+    RULES_SOURCE_NONE = 0, /* Startup */
+    RULES_SOURCE_METRICS,  /* EventCounter, EventMeter, the shortcuts: rules_inst_on_metric */
+    RULES_SOURCE_HTTP,     /* the ASP.NET triggers: rules_inst_on_http */
+    RULES_SOURCE_RUNTIME   /* GCPause, GCCount, ExceptionCount: rules_inst_on_runtime */
+};
+
+/* GCStart's Reason (PROTOCOL.md §5.8; TraceEvent's GCReason), as GCCount's Reasons names them. */
+#define RULES_GC_REASONS 14
 
 enum rules_action_type {
     RULES_ACTION_COLLECT_DUMP = 0,
@@ -124,9 +140,20 @@ struct rules_trigger {
     size_t n_exclude_paths;
     const struct rules_status_range *status_codes;
     size_t n_status_codes;
+    /* GCPause: ThresholdMs (count and window above: Count, SlidingWindowDuration) */
+    int32_t threshold_ms;
+    /* GCCount: Generation (default 2) and Reasons (bit r for GCReason r; 0 = every reason) */
+    int32_t generation;
+    uint32_t reason_mask;
+    /* ExceptionCount: ExceptionTypes (full names, ordinal; none = every exception) */
+    const char *const *exception_types;
+    size_t n_exception_types;
     /* set by the parser: which settings were given */
-    bool has_window, has_count, has_request_duration;
+    bool has_window, has_count, has_request_duration, has_generation;
 };
+
+/* The engine input trigger t takes (RULES_SOURCE_NONE for Startup). */
+enum rules_trigger_source rules_trigger_source(const struct rules_trigger *t);
 
 /* CollectTrace Providers[i] (dotnet-monitor's EventProvider). */
 struct rules_provider {
@@ -318,12 +345,15 @@ struct rules_session_options {
  * The provider whose counter interval the trigger's session and engine use: the EventCounter
  * ProviderName, "System.Runtime" for the shortcuts, "Microsoft.AspNetCore.Hosting" for
  * AspNetRequestDuration (its heartbeat); NULL when the global interval applies (EventMeter) or no
- * counters are involved (Startup, AspNetRequestCount, AspNetResponseStatus).
+ * counters are involved (Startup, AspNetRequestCount, AspNetResponseStatus, the runtime triggers).
  */
 const char *rules_trigger_interval_provider(const struct rules_trigger *t);
 
 /*
- * Fills out with the session of trigger t. The provider names and argument strings point into t,
+ * Fills out with the session of trigger t: the counters or meter of a metric trigger; the
+ * DiagnosticSource of the ASP.NET triggers; for GCPause and GCCount Microsoft-Windows-DotNETRuntime
+ * with keyword GC (0x1), for ExceptionCount with keyword Exception (0x8000), at Informational (4).
+ * The provider names and argument strings point into t,
  * o (the ids) or out itself: keep them alive while out is used. AGENT_E_INVAL for a Startup
  * trigger (it has no session) or an EventMeter trigger without o->meter_session_id.
  */
@@ -369,6 +399,42 @@ struct rules_http_event {
 int rules_http_event_from_record(const struct ev_record *rec, int64_t timestamp_ms, char *scratch,
                                  size_t cap, struct rules_http_event *ev);
 
+/*
+ * A runtime trigger's input (GCPause, GCCount, ExceptionCount): the runtime's native events,
+ * decoded by events/ev_native. Timestamps are the events' own, in 100 ns ticks of the trace's
+ * clock (QPC ticks converted with the trace's frequency), so a pause is measured to the tick.
+ */
+enum rules_runtime_kind {
+    RULES_RUNTIME_GC_START = 0,  /* GCStart (1): depth, reason */
+    RULES_RUNTIME_SUSPEND_BEGIN, /* GCSuspendEEBegin (9): reason (the SuspendEE reason) */
+    RULES_RUNTIME_RESTART_END,   /* GCRestartEEEnd (3) */
+    RULES_RUNTIME_EXCEPTION,     /* ExceptionThrown (80): exception_type */
+    RULES_RUNTIME_SESSION_START  /* the trigger's session (re)started: a suspension seen before
+                                    it is forgotten (its restart may have been missed) */
+};
+
+/* SuspendEE reasons that are a GC's (PROTOCOL.md §5.8): ForGC and ForGCPrep (a background GC). */
+#define RULES_SUSPEND_FOR_GC      1
+#define RULES_SUSPEND_FOR_GC_PREP 6
+
+struct rules_runtime_event {
+    enum rules_runtime_kind kind;
+    int64_t timestamp_ticks;
+    uint32_t depth;             /* GC_START: Depth (the condemned generation; 0 when absent) */
+    uint32_t reason;            /* GC_START: GCReason; SUSPEND_BEGIN: the SuspendEE reason */
+    const char *exception_type; /* EXCEPTION: ExceptionType ("" when the event has none) */
+};
+
+/*
+ * Reads a decoded native event (ev_native_decode) of the runtime trigger session into ev:
+ * GCStart, GCSuspendEEBegin, GCRestartEEEnd and ExceptionThrown of Microsoft-Windows-DotNETRuntime,
+ * fields by name. ExceptionType's UTF-8 goes into scratch[0..cap) and ev points there. 0;
+ * AGENT_E_NOTFOUND for other events; AGENT_E_NOSPACE (scratch too small: 3/2 of the string's
+ * UTF-16 bytes, plus 1, is enough).
+ */
+int rules_runtime_event_from_native(const struct ev_native_record *rec, int64_t timestamp_ticks,
+                                    char *scratch, size_t cap, struct rules_runtime_event *ev);
+
 /* At most this many requests are tracked in flight by AspNetRequestDuration; later Starts are not
  * tracked until some finish (dotnet-monitor has no bound). */
 #define RULES_MAX_INFLIGHT 65536
@@ -391,6 +457,17 @@ int rules_engine_new(const struct rules_trigger *t, double counter_interval_s,
 bool rules_engine_on_metric(struct rules_engine *e, const struct ev_metric_sample *s);
 /* Feeds an ASP.NET event (ignored by non-ASP.NET triggers). True when the trigger fires. */
 bool rules_engine_on_http(struct rules_engine *e, const struct rules_http_event *ev);
+/*
+ * Feeds a runtime event (ignored by other triggers; each runtime trigger takes only its own kinds).
+ * GCPause: a GC's suspension is a GCSuspendEEBegin with a GC reason and the next GCRestartEEEnd;
+ * a suspension longer than ThresholdMs counts, at its restart's time. A second begin before the
+ * restart replaces the first (its restart was lost), a restart without a begin (the session began
+ * during the pause) and a non-GC suspension count nothing. GCCount: a GCStart with Depth >=
+ * Generation (and a reason of Reasons) counts. ExceptionCount: an ExceptionThrown of one of
+ * ExceptionTypes (exact, ordinal; every type when none) counts. Counts go into the sliding window
+ * of the ASP.NET triggers; true when it holds Count or more.
+ */
+bool rules_engine_on_runtime(struct rules_engine *e, const struct rules_runtime_event *ev);
 /* Back to the state of a new engine (dotnet-monitor starts a new trigger after each firing). */
 void rules_engine_reset(struct rules_engine *e);
 void rules_engine_free(struct rules_engine *e);
@@ -435,9 +512,14 @@ bool rules_inst_started(const struct rules_inst *i);
  */
 int rules_inst_on_metric(struct rules_inst *i, const struct ev_metric_sample *s, int64_t now_ms);
 int rules_inst_on_http(struct rules_inst *i, const struct rules_http_event *ev, int64_t now_ms);
-/* The trigger fired at now_ms (what the two above do on a firing; for tests and custom triggers).
- * 1 when the actions will run, 0 when throttled or not active, -ENOMEM. */
+int rules_inst_on_runtime(struct rules_inst *i, const struct rules_runtime_event *ev,
+                          int64_t now_ms);
+/* The trigger fired at now_ms (what the three above do on a firing; for tests and custom
+ * triggers). 1 when the actions will run, 0 when throttled or not active, -ENOMEM. */
 int rules_inst_fire(struct rules_inst *i, int64_t now_ms);
+/* GCPause: the last GC pause its engine measured, in 100 ns ticks (0 before any, and for other
+ * triggers), so that a firing can say how long the pause was. */
+int64_t rules_inst_gc_pause_ticks(const struct rules_inst *i);
 
 /* The rule failed (its trigger's session could not start, the process went away): Finished
  * with dotnet-monitor's failure reason quoting message (truncated to fit). Running actions get

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The trigger engines (EVENTS.md §6; dotnet/diagnostics Triggers/Shared/SharedTriggerImplHelper.cs,
- * Triggers/SlidingWindow.cs, Triggers/AspNet/). Times are kept in 100 ns ticks, as TraceEvent
- * keeps them, so the arithmetic (the 1.5 × interval gap, the 1 s merge of window points) is
- * dotnet-monitor's to the tick; inputs arrive in milliseconds.
+ * Triggers/SlidingWindow.cs, Triggers/AspNet/), and dotmon's runtime triggers (GCPause, GCCount,
+ * ExceptionCount), which count runtime events in the ASP.NET triggers' sliding window. Times are
+ * kept in 100 ns ticks, as TraceEvent keeps them, so the arithmetic (the 1.5 × interval gap, the
+ * one-second merge of window points) is dotnet-monitor's to the tick; inputs arrive in
+ * milliseconds (runtime events: already in ticks).
  */
 #include "rules.h"
 
@@ -53,6 +55,10 @@ struct rules_engine {
     struct inflight_map open;
     bool heartbeat_seen;
     int64_t last_heartbeat;
+    /* GCPause: the open GC suspension's GCSuspendEEBegin time */
+    bool suspended;
+    int64_t suspend_ts;
+    int64_t last_pause; /* the last pause measured (kept by a reset: it is not state) */
     bool oom;
 };
 
@@ -121,8 +127,7 @@ static bool metric_is_ours(const struct rules_trigger *t, const struct ev_metric
 bool rules_engine_on_metric(struct rules_engine *e, const struct ev_metric_sample *s)
 {
     const struct rules_trigger *t = e->t;
-    if (t->type < RULES_TRIGGER_EVENT_COUNTER || t->type > RULES_TRIGGER_THREADPOOL_QUEUE_LENGTH ||
-        !metric_is_ours(t, s)) {
+    if (rules_trigger_source(t) != RULES_SOURCE_METRICS || !metric_is_ours(t, s)) {
         return false;
     }
     bool pass;
@@ -327,7 +332,7 @@ static bool on_stop(struct rules_engine *e, const struct rules_http_event *ev, i
 bool rules_engine_on_http(struct rules_engine *e, const struct rules_http_event *ev)
 {
     const struct rules_trigger *t = e->t;
-    if (t->type < RULES_TRIGGER_ASPNET_REQUEST_COUNT) {
+    if (rules_trigger_source(t) != RULES_SOURCE_HTTP) {
         return false;
     }
     int64_t ts = ms_to_ticks(ev->timestamp_ms);
@@ -348,6 +353,91 @@ bool rules_engine_on_http(struct rules_engine *e, const struct rules_http_event 
         map_put(e, ev->activity_id != NULL ? ev->activity_id : "", ts);
     }
     return false;
+}
+
+/* ---- runtime triggers ---- */
+
+/* GCPause: pairs a GC's GCSuspendEEBegin with the next GCRestartEEEnd (TraceEvent's pause:
+ * RestartEEStop - SuspendEEStart). True when this restart ended a pause longer than ThresholdMs. */
+static bool pause_feed(struct rules_engine *e, const struct rules_runtime_event *ev)
+{
+    switch (ev->kind) {
+    case RULES_RUNTIME_SUSPEND_BEGIN:
+        /* Only a GC's suspension is a GC pause; another one (a debugger, a rejit) closes any
+         * open GC suspension too, since the restart that follows is its own. A second begin
+         * replaces the first: the first's restart was lost, and pairing it with a later restart
+         * would measure a pause that never was. */
+        e->suspended =
+            ev->reason == RULES_SUSPEND_FOR_GC || ev->reason == RULES_SUSPEND_FOR_GC_PREP;
+        e->suspend_ts = ev->timestamp_ticks;
+        return false;
+    case RULES_RUNTIME_RESTART_END: {
+        if (!e->suspended) {
+            return false; /* a restart without its begin */
+        }
+        e->suspended = false;
+        int64_t pause = ev->timestamp_ticks - e->suspend_ts;
+        if (pause < 0) {
+            return false;
+        }
+        e->last_pause = pause;
+        return pause > (int64_t)e->t->threshold_ms * RULES_TICKS_PER_MS;
+    }
+    case RULES_RUNTIME_SESSION_START:
+        e->suspended = false;
+        return false;
+    default:
+        return false;
+    }
+}
+
+static bool gc_counts(const struct rules_trigger *t, const struct rules_runtime_event *ev)
+{
+    if (ev->kind != RULES_RUNTIME_GC_START || ev->depth < (uint32_t)t->generation) {
+        return false;
+    }
+    return t->reason_mask == 0 || (ev->reason < 32 && (t->reason_mask & (1u << ev->reason)) != 0);
+}
+
+static bool exception_counts(const struct rules_trigger *t, const struct rules_runtime_event *ev)
+{
+    if (ev->kind != RULES_RUNTIME_EXCEPTION) {
+        return false;
+    }
+    if (t->n_exception_types == 0) {
+        return true;
+    }
+    const char *type = ev->exception_type != NULL ? ev->exception_type : "";
+    for (size_t i = 0; i < t->n_exception_types; i++) {
+        if (strcmp(type, t->exception_types[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool rules_engine_on_runtime(struct rules_engine *e, const struct rules_runtime_event *ev)
+{
+    const struct rules_trigger *t = e->t;
+    bool counts;
+    switch (t->type) {
+    case RULES_TRIGGER_GC_PAUSE:
+        counts = pause_feed(e, ev);
+        break;
+    case RULES_TRIGGER_GC_COUNT:
+        counts = gc_counts(t, ev);
+        break;
+    case RULES_TRIGGER_EXCEPTION_COUNT:
+        counts = exception_counts(t, ev);
+        break;
+    default:
+        return false;
+    }
+    if (!counts) {
+        return false;
+    }
+    window_add(e, ev->timestamp_ticks);
+    return e->win.count >= t->count;
 }
 
 /* ---- lifetime ---- */
@@ -379,6 +469,8 @@ void rules_engine_reset(struct rules_engine *e)
     map_clear(&e->open);
     e->heartbeat_seen = false;
     e->last_heartbeat = 0;
+    e->suspended = false;
+    e->suspend_ts = 0;
 }
 
 void rules_engine_free(struct rules_engine *e)
@@ -388,6 +480,11 @@ void rules_engine_free(struct rules_engine *e)
     }
     rules_engine_reset(e);
     free(e);
+}
+
+int64_t rules__engine_last_pause(const struct rules_engine *e)
+{
+    return e->last_pause;
 }
 
 bool rules__engine_failed(const struct rules_engine *e)

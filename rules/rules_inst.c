@@ -352,22 +352,32 @@ static int fed(struct rules_inst *i, bool fired, int64_t now_ms)
     return rc < 0 ? rc : 1;
 }
 
-int rules_inst_on_metric(struct rules_inst *i, const struct ev_metric_sample *s, int64_t now_ms)
+/* Applies RuleDuration, then says whether the trigger takes input. */
+static bool takes_input(struct rules_inst *i, int64_t now_ms)
 {
     rules_inst_tick(i, now_ms);
-    if (!rules_inst_trigger_active(i)) {
-        return 0;
-    }
-    return fed(i, rules_engine_on_metric(i->engine, s), now_ms);
+    return rules_inst_trigger_active(i);
+}
+
+int rules_inst_on_metric(struct rules_inst *i, const struct ev_metric_sample *s, int64_t now_ms)
+{
+    return takes_input(i, now_ms) ? fed(i, rules_engine_on_metric(i->engine, s), now_ms) : 0;
 }
 
 int rules_inst_on_http(struct rules_inst *i, const struct rules_http_event *ev, int64_t now_ms)
 {
-    rules_inst_tick(i, now_ms);
-    if (!rules_inst_trigger_active(i)) {
-        return 0;
-    }
-    return fed(i, rules_engine_on_http(i->engine, ev), now_ms);
+    return takes_input(i, now_ms) ? fed(i, rules_engine_on_http(i->engine, ev), now_ms) : 0;
+}
+
+int rules_inst_on_runtime(struct rules_inst *i, const struct rules_runtime_event *ev,
+                          int64_t now_ms)
+{
+    return takes_input(i, now_ms) ? fed(i, rules_engine_on_runtime(i->engine, ev), now_ms) : 0;
+}
+
+int64_t rules_inst_gc_pause_ticks(const struct rules_inst *i)
+{
+    return i->engine != NULL ? rules__engine_last_pause(i->engine) : 0;
 }
 
 /* ---- tokens ---- */

@@ -183,6 +183,8 @@ void rules__resolve_references(struct rules_ctx *c, struct rules_action *a, size
 
 /* True once the engine lost a data point to an allocation failure. */
 bool rules__engine_failed(const struct rules_engine *e);
+/* GCPause: the last GC pause measured, in ticks (0 before any). */
+int64_t rules__engine_last_pause(const struct rules_engine *e);
 
 /* ---- rules_inst.c / rules_describe.c ---- */
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The EventPipe session each trigger needs (EVENTS.md §6.1, §6.2; dotnet/diagnostics
+ * The EventPipe session each trigger needs (EVENTS.md §6.1, §6.2, and the runtime provider for
+ * dotmon's GC and exception triggers, PROTOCOL.md §6.1; dotnet/diagnostics
  * Configuration/MetricSourceConfiguration.cs, AspNetTriggerSourceConfiguration.cs,
  * HttpRequestSourceConfiguration.cs), and the POST /trace body form of a session or of a
  * CollectTrace action's providers, so the agent builds CollectTracing with its own parser.
@@ -20,6 +21,9 @@
 #define DIAGNOSTIC_SOURCE "Microsoft-Diagnostics-DiagnosticSource"
 #define ASPNET_HOSTING    "Microsoft.AspNetCore.Hosting"
 #define METRICS_SOURCE    "System.Diagnostics.Metrics"
+#define DOTNET_RUNTIME    "Microsoft-Windows-DotNETRuntime"
+#define KEYWORD_GC        0x1
+#define KEYWORD_EXCEPTION 0x8000
 #define LEVEL_INFO        4
 #define LEVEL_VERBOSE     5
 
@@ -125,6 +129,13 @@ int rules_trigger_session(const struct rules_trigger *t, const struct rules_sess
         if (t->type == RULES_TRIGGER_ASPNET_REQUEST_DURATION) {
             add_counters(out, ASPNET_HOSTING); /* the heartbeat for requests that hang */
         }
+        return 0;
+    case RULES_TRIGGER_GC_PAUSE:
+    case RULES_TRIGGER_GC_COUNT:
+        add_provider(out, DOTNET_RUNTIME, KEYWORD_GC, LEVEL_INFO);
+        return 0;
+    case RULES_TRIGGER_EXCEPTION_COUNT:
+        add_provider(out, DOTNET_RUNTIME, KEYWORD_EXCEPTION, LEVEL_INFO);
         return 0;
     default:
         return AGENT_E_INVAL;

@@ -25,6 +25,10 @@ static const struct rules_range range_count = {
     .min = 1, .max = INT32_MAX, .text_min = "1", .text_max = "2147483647"};
 static const struct rules_range range_request_duration = {
     .min = 0, .max = 3600 * RULES_TICKS_PER_SECOND, .text_min = "00:00:00", .text_max = "01:00:00"};
+static const struct rules_range range_threshold_ms = {
+    .min = 1, .max = 3600 * 1000, .text_min = "1", .text_max = "3600000"};
+static const struct rules_range range_generation = {
+    .min = 0, .max = 2, .text_min = "0", .text_max = "2"};
 
 #define F_WINDOW                                                                                   \
     {                                                                                              \
@@ -93,6 +97,32 @@ static const struct rules_field f_response_status[] = {
     F_PATHS("ExcludePaths", exclude_paths, n_exclude_paths),
 };
 
+/* dotmon's runtime triggers: Count is required but for GCPause (default 1). */
+#define F_COUNT(required)                                                                          \
+    {                                                                                              \
+        "Count", RULES_F_INT, (required), TOFF(count), TOFF(has_count), &range_count, NULL, 0      \
+    }
+
+static const struct rules_field f_gc_pause[] = {
+    {"ThresholdMs", RULES_F_INT, true, TOFF(threshold_ms), RULES_NO_OFF, &range_threshold_ms, NULL,
+     0},
+    F_COUNT(false),
+    F_WINDOW,
+};
+
+static const struct rules_field f_gc_count[] = {
+    {"Generation", RULES_F_INT, false, TOFF(generation), TOFF(has_generation), &range_generation,
+     NULL, 0},
+    F_COUNT(true),
+    F_WINDOW,
+};
+
+static const struct rules_field f_exception_count[] = {
+    F_COUNT(true),
+    F_WINDOW,
+    F_PATHS("ExceptionTypes", exception_types, n_exception_types),
+};
+
 typedef void (*trigger_post_fn)(struct rules_ctx *c, const char *settings, struct rules_trigger *t,
                                 double default_greater_than);
 
@@ -102,6 +132,8 @@ static void post_shortcut(struct rules_ctx *c, const char *settings, struct rule
                           double default_greater_than);
 static void post_aspnet(struct rules_ctx *c, const char *settings, struct rules_trigger *t,
                         double unused);
+static void post_runtime(struct rules_ctx *c, const char *settings, struct rules_trigger *t,
+                         double unused);
 
 /* One row: the name, RULES_TRIGGER_<type>, the settings table, the checks after it, and the
  * shortcuts' counter and default GreaterThan. */
@@ -128,7 +160,20 @@ static const struct trigger_desc {
             0),
     TRIGGER("AspNetResponseStatus", ASPNET_RESPONSE_STATUS, f_response_status, post_aspnet, NULL,
             0),
+    TRIGGER("GCPause", GC_PAUSE, f_gc_pause, post_runtime, NULL, 0),
+    TRIGGER("GCCount", GC_COUNT, f_gc_count, post_runtime, NULL, 0),
+    TRIGGER("ExceptionCount", EXCEPTION_COUNT, f_exception_count, post_runtime, NULL, 0),
 };
+
+/* TraceEvent's GCReason names, by value. */
+static const char *const gc_reasons[RULES_GC_REASONS] = {
+    "AllocSmall",        "Induced",
+    "LowMemory",         "Empty",
+    "AllocLarge",        "OutOfSpaceSOH",
+    "OutOfSpaceLOH",     "InducedNotForced",
+    "Internal",          "InducedLowMemory",
+    "InducedCompacting", "LowMemoryHost",
+    "PMFullGC",          "LowMemoryHostBlocking"};
 
 static void default_window(struct rules_ctx *c, struct rules_trigger *t)
 {
@@ -251,6 +296,69 @@ static void post_aspnet(struct rules_ctx *c, const char *settings, struct rules_
     check_globs(c, rules__key(c, settings, "ExcludePaths"), t->exclude_paths, t->n_exclude_paths);
     if (status) {
         parse_status_codes(c, settings, t);
+    }
+}
+
+/* GCCount's Reasons: each element a GCReason name or value, as the binder converts an enum. */
+static void parse_reasons(struct rules_ctx *c, const char *settings, struct rules_trigger *t)
+{
+    const char *key = rules__key(c, settings, "Reasons");
+    size_t n;
+    const char **names = rules__children(c, key, &n);
+    /* A list's elements, or one value given as the setting itself. */
+    size_t m = n > 0 ? n : 1;
+    for (size_t i = 0; i < m; i++) {
+        const char *k = n > 0 ? rules__key(c, key, names[i]) : key;
+        const char *v = rules__get(c, k);
+        if (v == NULL || *v == '\0') {
+            continue;
+        }
+        int r = rules__enum_index(v, gc_reasons, RULES_GC_REASONS);
+        int32_t num;
+        if (r < 0 && rules__parse_int32(v, &num) == 0 && num >= 0 && num < RULES_GC_REASONS) {
+            r = num;
+        }
+        if (r < 0) {
+            rules__bad_value(c, k, v, "GCReason");
+            continue;
+        }
+        t->reason_mask |= 1u << r;
+    }
+}
+
+/* GCPause, GCCount, ExceptionCount: the window from CollectionRuleDefaults, GCPause's Count 1,
+ * GCCount's Generation 2 and its Reasons. */
+static void post_runtime(struct rules_ctx *c, const char *settings, struct rules_trigger *t,
+                         double unused)
+{
+    (void)unused;
+    default_window(c, t);
+    if (t->type == RULES_TRIGGER_GC_PAUSE && !t->has_count) {
+        t->count = 1;
+    }
+    if (t->type == RULES_TRIGGER_GC_COUNT) {
+        if (!t->has_generation) {
+            t->generation = 2;
+        }
+        parse_reasons(c, settings, t);
+    }
+}
+
+enum rules_trigger_source rules_trigger_source(const struct rules_trigger *t)
+{
+    switch (t->type) {
+    case RULES_TRIGGER_STARTUP:
+        return RULES_SOURCE_NONE;
+    case RULES_TRIGGER_ASPNET_REQUEST_COUNT:
+    case RULES_TRIGGER_ASPNET_REQUEST_DURATION:
+    case RULES_TRIGGER_ASPNET_RESPONSE_STATUS:
+        return RULES_SOURCE_HTTP;
+    case RULES_TRIGGER_GC_PAUSE:
+    case RULES_TRIGGER_GC_COUNT:
+    case RULES_TRIGGER_EXCEPTION_COUNT:
+        return RULES_SOURCE_RUNTIME;
+    default:
+        return RULES_SOURCE_METRICS;
     }
 }
 

@@ -14,8 +14,21 @@
 //   alloc <MB>           allocates MB 1-MiB arrays, touches every page, keeps them ("ok alloc held=<MB>")
 //   free                 drops what alloc kept ("ok free")
 //   churn <MB>           allocates and drops MB worth of small objects (gen0 GCs) ("ok churn")
-//   gc                   GC.Collect twice with finalizers in between ("ok gc count=<gen2 count>")
-//   throw <n>            throws and catches n InvalidOperationException ("ok throw count=<n>")
+//   gc                   GC.Collect twice with finalizers in between ("ok gc count=<gen2 count>
+//                        pause-ms=<the pauses of both>")
+//   throw <n> [type]     throws and catches n exceptions of type InvalidOperationException (the
+//                        default), ArgumentException, FormatException or TimeoutException
+//                        ("ok throw count=<n>")
+//   collect <n> [gen]    exactly n blocking induced GCs of generation gen (default 2), nothing
+//                        between ("ok collect n=<n> count=<collections of gen>")
+//   gc-pause [nodes]     one long blocking GC: builds a graph of nodes (default 1000000) small
+//                        objects with random references between as many dead ones (inside a
+//                        no-GC region when the runtime grants one, so no GC while building),
+//                        then GC.Collect(2, Forced, blocking, compacting), and drops the graph
+//                        again ("ok gc-pause ms=<that GC's pause> build-ms=<pauses while building>
+//                        wall-ms=<the GC.Collect call> nodes=<n> no-gc-region=<True|False>"; on a
+//                        loaded 2-core machine 0.3 to 0.6 s for the default, 0.75 to 1.6 s for
+//                        2000000, against about a millisecond for `gc`)
 //   log <level> <text>   logs text under category TestApp.Commands at that LogLevel ("ok log")
 //   log-cat <category> <level> <text>
 //                        logs text under that category, EventId 3 "Categorized", template
@@ -111,6 +124,7 @@ using System.Globalization;
 using System.Linq;
 using System.Net;
 using System.Net.Http;
+using System.Runtime;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
@@ -328,15 +342,37 @@ internal static class Program
                 Churn(ParseInt(rest, "MB", 0, 1 << 20));
                 return "ok churn";
             case "gc":
-                GC.Collect();
-                GC.WaitForPendingFinalizers();
-                GC.Collect();
-                return $"ok gc count={GC.CollectionCount(2)}";
+                {
+                    TimeSpan before = GC.GetTotalPauseDuration();
+                    GC.Collect();
+                    GC.WaitForPendingFinalizers();
+                    GC.Collect();
+                    double pause = (GC.GetTotalPauseDuration() - before).TotalMilliseconds;
+                    return string.Create(CultureInfo.InvariantCulture,
+                        $"ok gc count={GC.CollectionCount(2)} pause-ms={pause:F1}");
+                }
             case "throw":
                 {
-                    int n = ParseInt(rest, "n", 0, 1_000_000);
-                    ThrowAndCatch(n);
+                    string[] parts = Words(rest, 1, "usage: throw <n> [type]");
+                    int n = ParseInt(parts[0], "n", 0, 1_000_000);
+                    ThrowAndCatch(n, parts.Length > 1 ? parts[1] : nameof(InvalidOperationException));
                     return $"ok throw count={n}";
+                }
+            case "collect":
+                {
+                    string[] parts = Words(rest, 1, "usage: collect <n> [generation]");
+                    int n = ParseInt(parts[0], "n", 0, 10_000);
+                    int gen = parts.Length > 1 ? ParseInt(parts[1], "generation", 0, 2) : 2;
+                    for (int i = 0; i < n; i++)
+                    {
+                        GC.Collect(gen, GCCollectionMode.Forced, blocking: true);
+                    }
+                    return $"ok collect n={n} count={GC.CollectionCount(gen)}";
+                }
+            case "gc-pause":
+                {
+                    string[] parts = rest.Length > 0 ? Words(rest, 1, "usage: gc-pause [nodes]") : new[] { "1000000" };
+                    return GcPause(ParseInt(parts[0], "nodes", 1, 50_000_000));
                 }
             case "log":
                 {
@@ -564,15 +600,24 @@ internal static class Program
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private static void ThrowAndCatch(int n)
+    private static void ThrowAndCatch(int n, string type)
     {
+        // Checked before the first throw, so a bad name throws nothing.
+        Func<int, Exception> make = type switch
+        {
+            nameof(InvalidOperationException) => i => new InvalidOperationException($"TestApp exception {i}"),
+            nameof(ArgumentException) => i => new ArgumentException($"TestApp exception {i}"),
+            nameof(FormatException) => i => new FormatException($"TestApp exception {i}"),
+            nameof(TimeoutException) => i => new TimeoutException($"TestApp exception {i}"),
+            _ => throw new ArgumentException($"unknown exception type '{type}'"),
+        };
         for (int i = 0; i < n; i++)
         {
             try
             {
-                ThrowOne(i);
+                ThrowOne(make(i));
             }
-            catch (InvalidOperationException)
+            catch (Exception)
             {
                 // Expected: tests count first-chance exceptions.
             }
@@ -580,9 +625,65 @@ internal static class Program
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private static void ThrowOne(int i)
+    private static void ThrowOne(Exception e)
     {
-        throw new InvalidOperationException($"TestApp exception {i}");
+        throw e;
+    }
+
+    private sealed class Node
+    {
+        public Node? Next;
+        public Node? Other;
+        public long Value;
+    }
+
+    // A long blocking GC pause: a graph of `nodes` small objects, each pointing at the previous one
+    // and at a random earlier one (marking chases pointers all over the heap), allocated between as
+    // many dead ones (a compacting GC moves every survivor and fixes every reference), then one
+    // blocking compacting gen2 GC. The graph is dropped again, so later GCs are short (the next
+    // one frees it: tens of ms at most). Answers the
+    // pause of that GC (GC.GetTotalPauseDuration before and after, so the suspension included),
+    // the pauses of the GCs while building, and the GC's wall time.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static string GcPause(int nodes)
+    {
+        var rng = new Random(42);
+        var all = new Node[nodes];
+        TimeSpan p0 = GC.GetTotalPauseDuration();
+        // No GC while building, where it can: a GC of a half-built graph would be a long pause too.
+        bool noGc = false;
+        try
+        {
+            noGc = GC.TryStartNoGCRegion((long)nodes * 2 * 48);
+        }
+        catch (ArgumentOutOfRangeException)
+        {
+            // more than the runtime allows: the building GCs happen
+        }
+        Node? prev = null;
+        for (int i = 0; i < nodes; i++)
+        {
+            var n = new Node { Next = prev, Value = i };
+            n.Other = i > 0 ? all[rng.Next(i)] : n;
+            all[i] = n;
+            prev = n;
+            s_sink = new Node { Value = -i }; // dead at once: a hole between survivors
+        }
+        s_sink = null;
+        if (noGc && GCSettings.LatencyMode == GCLatencyMode.NoGCRegion)
+        {
+            GC.EndNoGCRegion();
+        }
+        TimeSpan p1 = GC.GetTotalPauseDuration();
+        var wall = Stopwatch.StartNew();
+        GC.Collect(2, GCCollectionMode.Forced, blocking: true, compacting: true);
+        wall.Stop();
+        TimeSpan p2 = GC.GetTotalPauseDuration();
+        GC.KeepAlive(all);
+        GC.KeepAlive(prev);
+        return string.Create(CultureInfo.InvariantCulture,
+            $"ok gc-pause ms={(p2 - p1).TotalMilliseconds:F1} build-ms={(p1 - p0).TotalMilliseconds:F1} " +
+            $"wall-ms={wall.Elapsed.TotalMilliseconds:F1} nodes={nodes} no-gc-region={noGc}");
     }
 
     // The writer threads of `events` live on between commands: a thread that exits takes its

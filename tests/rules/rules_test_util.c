@@ -164,3 +164,37 @@ int cfg_teardown(void **state)
     test_cfg = NULL;
     return 0;
 }
+
+const struct rules_trigger *trigger(const char *type, const char *settings)
+{
+    char lines[4096];
+    snprintf(lines, sizeof(lines), "CollectionRules:R:Trigger:Type=%s\n", type);
+    for (const char *p = settings; *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        size_t used = strlen(lines);
+        snprintf(lines + used, sizeof(lines) - used, "CollectionRules:R:Trigger:Settings:%.*s\n",
+                 (int)len, p);
+        p += len + (nl != NULL);
+    }
+    return &load_strict(lines)->rules[0].trigger;
+}
+
+struct rules_engine *engine(const struct rules_trigger *t, double interval_s)
+{
+    struct rules_engine *e = NULL;
+    assert_int_equal(rules_engine_new(t, interval_s, &e), 0);
+    return e;
+}
+
+size_t put_wstr(uint8_t *p, const char *s)
+{
+    size_t n = 0;
+    for (; *s != '\0'; s++) {
+        p[n++] = (uint8_t)*s;
+        p[n++] = 0;
+    }
+    p[n++] = 0;
+    p[n++] = 0;
+    return n;
+}

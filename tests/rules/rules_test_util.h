@@ -7,6 +7,7 @@
  * as "Key=Value" lines. */
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rules.h"
 
@@ -36,5 +37,12 @@ void dump_errors(const struct rules_config *c);
 extern struct rules_config *test_cfg;
 struct rules_config *load_strict(const char *lines);
 int cfg_teardown(void **state);
+
+/* The trigger of rule R (load_strict), configured by "Settings:" lines below its Trigger. */
+const struct rules_trigger *trigger(const char *type, const char *settings);
+/* A new engine of t (fails the test otherwise). */
+struct rules_engine *engine(const struct rules_trigger *t, double interval_s);
+/* An ASCII string as NUL-terminated UTF-16LE at p; returns the bytes written. */
+size_t put_wstr(uint8_t *p, const char *s);
 
 #endif

@@ -764,6 +764,89 @@ static void test_rules_config_error_aspnet(void **state)
     rules_config_free(c);
 }
 
+/* dotmon's runtime triggers: defaults (CollectionRuleDefaults' window), and each bad or missing
+ * setting named with its key. */
+static void test_rules_config_runtime_triggers(void **state)
+{
+    (void)state;
+    struct rules_config *c =
+        rule_lines("CollectionRuleDefaults:Triggers:SlidingWindowDuration=00:00:20\n"
+                   "CollectionRules:P:Trigger:Type=gcpause\n"
+                   "CollectionRules:P:Trigger:Settings:ThresholdMs=250\n"
+                   "CollectionRules:G:Trigger:Type=GCCount\n"
+                   "CollectionRules:G:Trigger:Settings:Count=4\n"
+                   "CollectionRules:G:Trigger:Settings:Reasons:0=Induced\n"
+                   "CollectionRules:G:Trigger:Settings:Reasons:1=LowMemoryHostBlocking\n"
+                   "CollectionRules:E:Trigger:Type=ExceptionCount\n"
+                   "CollectionRules:E:Trigger:Settings:Count=3\n"
+                   "CollectionRules:E:Trigger:Settings:SlidingWindowDuration=00:05:00\n"
+                   "CollectionRules:E:Trigger:Settings:ExceptionTypes:0=System.TimeoutException\n");
+    NO_ERRORS(c);
+    const struct rules_trigger *t = &rules_config_find(c, "P")->trigger;
+    assert_int_equal(t->type, RULES_TRIGGER_GC_PAUSE);
+    assert_string_equal(t->type_name, "GCPause");
+    assert_int_equal(t->threshold_ms, 250);
+    assert_int_equal(t->count, 1);
+    assert_int_equal(t->window_ticks, 20 * SEC);
+    t = &rules_config_find(c, "G")->trigger;
+    assert_string_equal(t->type_name, "GCCount");
+    assert_int_equal(t->count, 4);
+    assert_int_equal(t->generation, 2);
+    assert_int_equal(t->reason_mask, (1u << 1) | (1u << 13));
+    assert_int_equal(t->window_ticks, 20 * SEC);
+    t = &rules_config_find(c, "E")->trigger;
+    assert_string_equal(t->type_name, "ExceptionCount");
+    assert_int_equal(t->count, 3);
+    assert_int_equal(t->window_ticks, 300 * SEC);
+    assert_int_equal(t->n_exception_types, 1);
+    assert_string_equal(t->exception_types[0], "System.TimeoutException");
+    rules_config_free(c);
+
+    c = rule_lines("CollectionRules:A:Trigger:Type=GCPause\n"
+                   "CollectionRules:A:Trigger:Settings:Count=2\n"
+                   "CollectionRules:B:Trigger:Type=GCPause\n"
+                   "CollectionRules:B:Trigger:Settings:ThresholdMs=0\n"
+                   "CollectionRules:B:Trigger:Settings:SlidingWindowDuration=00:00:00.5\n"
+                   "CollectionRules:C:Trigger:Type=GCPause\n"
+                   "CollectionRules:C:Trigger:Settings:ThresholdMs=1.5\n"
+                   "CollectionRules:D:Trigger:Type=GCCount\n"
+                   "CollectionRules:D:Trigger:Settings:Generation=3\n"
+                   "CollectionRules:D:Trigger:Settings:Reasons:0=Induced\n"
+                   "CollectionRules:D:Trigger:Settings:Reasons:1=Sometimes\n"
+                   "CollectionRules:D:Trigger:Settings:Reasons:2=14\n"
+                   "CollectionRules:E:Trigger:Type=ExceptionCount\n"
+                   "CollectionRules:E:Trigger:Settings:Count=0\n"
+                   "CollectionRules:F:Trigger:Type=ExceptionCount\n"
+                   "CollectionRules:G:Trigger:Type=GCCount\n"
+                   "CollectionRules:G:Trigger:Settings:Count=1\n"
+                   "CollectionRules:G:Trigger:Settings:Reasons=Whenever\n");
+    ERROR(c, "CollectionRules:A:Trigger:Settings:ThresholdMs: The ThresholdMs field is required.");
+    ERROR(c, "CollectionRules:B:Trigger:Settings:ThresholdMs: The field ThresholdMs must be "
+             "between 1 and 3600000.");
+    ERROR(c, "CollectionRules:B:Trigger:Settings:SlidingWindowDuration: The field "
+             "SlidingWindowDuration must be between 00:00:01 and 1.00:00:00.");
+    ERROR(c, "CollectionRules:C:Trigger:Settings:ThresholdMs: Failed to convert configuration "
+             "value '1.5' to type 'System.Int32'.");
+    ERROR(c, "CollectionRules:D:Trigger:Settings:Count: The Count field is required.");
+    ERROR(c,
+          "CollectionRules:D:Trigger:Settings:Generation: The field Generation must be between 0 "
+          "and 2.");
+    ERROR(c, "CollectionRules:D:Trigger:Settings:Reasons:1: Failed to convert configuration value "
+             "'Sometimes' to type 'GCReason'.");
+    ERROR(c, "CollectionRules:D:Trigger:Settings:Reasons:2: Failed to convert configuration value "
+             "'14' to type 'GCReason'.");
+    ERROR(c, "CollectionRules:E:Trigger:Settings:Count: The field Count must be between 1 and "
+             "2147483647.");
+    ERROR(c, "CollectionRules:F:Trigger:Settings:Count: The Count field is required.");
+    ERROR(c, "CollectionRules:G:Trigger:Settings:Reasons: Failed to convert configuration value "
+             "'Whenever' to type 'GCReason'.");
+    assert_int_equal(c->nerrors, 11);
+    for (size_t i = 0; i < c->nrules; i++) {
+        assert_false(c->rules[i].valid);
+    }
+    rules_config_free(c);
+}
+
 static void test_rules_config_error_filters_and_defaults(void **state)
 {
     (void)state;
@@ -891,6 +974,7 @@ int main(void)
         cmocka_unit_test(test_rules_config_error_references),
         cmocka_unit_test(test_rules_config_error_egress),
         cmocka_unit_test(test_rules_config_error_aspnet),
+        cmocka_unit_test(test_rules_config_runtime_triggers),
         cmocka_unit_test(test_rules_config_error_filters_and_defaults),
         cmocka_unit_test(test_rules_config_case_and_override),
         cmocka_unit_test(test_rules_config_array_order),

@@ -25,29 +25,6 @@
 
 #define SEC 1000 /* ms */
 
-/* The trigger of rule R, configured by "Settings:" lines below its Trigger. */
-static const struct rules_trigger *trigger(const char *type, const char *settings)
-{
-    char lines[4096];
-    snprintf(lines, sizeof(lines), "CollectionRules:R:Trigger:Type=%s\n", type);
-    for (const char *p = settings; *p != '\0';) {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        size_t used = strlen(lines);
-        snprintf(lines + used, sizeof(lines) - used, "CollectionRules:R:Trigger:Settings:%.*s\n",
-                 (int)len, p);
-        p += len + (nl != NULL);
-    }
-    return &load_strict(lines)->rules[0].trigger;
-}
-
-static struct rules_engine *engine(const struct rules_trigger *t, double interval_s)
-{
-    struct rules_engine *e = NULL;
-    assert_int_equal(rules_engine_new(t, interval_s, &e), 0);
-    return e;
-}
-
 /* An EventCounters sample of System.Runtime at t ms, measured interval 5 s. */
 static struct ev_metric_sample counter(const char *name, double value, int64_t t)
 {
@@ -436,18 +413,6 @@ static const struct ev_field arg_fields[] = {
     {"Key", EV_TYPE_STRING, 3, 0, 0, 4, true, 0, -1},
     {"Value", EV_TYPE_STRING, 3, 0, 0, 4, true, 0, -1},
 };
-
-static size_t put_wstr(uint8_t *p, const char *s)
-{
-    size_t n = 0;
-    for (; *s != '\0'; s++) {
-        p[n++] = (uint8_t)*s;
-        p[n++] = 0;
-    }
-    p[n++] = 0;
-    p[n++] = 0;
-    return n;
-}
 
 static void test_rules_http_from_record(void **state)
 {

@@ -27,14 +27,17 @@
  *    MetadataBlock or an SPBlock, once the region has no EventBlock left, pushes out its oldest
  *    StackBlocks. Every event of the current input region that uses a stack id of a dropped
  *    StackBlock is then dropped with its EventBlock (also after a trigger, until the next
- *    SPBlock), so no event ever refers to a stack that is not in the output;
+ *    SPBlock), so no event ever refers to a stack that is not in the output. (Judged on ranges:
+ *    an EventBlock goes when the range of its stack ids meets the range the dropped ones span;
+ *    exact when the dropped StackBlocks are consecutive, else at worst a block more goes.);
  *  - by age: while the oldest region is closed and older than the cutoff (its newest timestamp, SP
  *    included, below newest seen − max_age) or has no EventBlock left it goes whole, and while the
  *    oldest region's oldest EventBlock has all its events below the cutoff, that block goes;
  *  - a block that cannot fit even in an emptied ring is dropped itself (counted), except a
  *    MetadataBlock (see above).
- * No SPBlock is ever dropped alone or moved: regions never merge and output blocks keep their
- * relative order, with each MetadataBlock still before every kept block that followed it.
+ * No SPBlock is dropped while a block of its region is kept, and none is moved: regions never
+ * merge and output blocks keep their relative order, with each MetadataBlock still before every
+ * kept block that followed it.
  *
  * Memory: max_bytes bounds everything held for blocks: the 102-byte preamble, every kept block's
  * content plus its bookkeeping (sizeof a node), the region records. Beyond that the ring's checker

@@ -141,6 +141,9 @@ struct nettrace_private {
     void *cb_ud;
     nettrace_metadata_def_cb md_cb;
     void *md_cb_ud;
+    nettrace_block_cb blk_cb;
+    void *blk_cb_ud;
+    struct nettrace_block blk_sum; /* the block being read, for blk_cb */
     /* metadata records and an open-addressing index id -> record + 1 */
     struct md_rec *md;
     size_t md_len;
@@ -1016,6 +1019,27 @@ static int read_uncompressed_v6(struct nettrace_private *pr, struct ev_rd *c, st
 
 static const struct label_acts *label_get(const struct nettrace_private *pr, uint32_t id);
 
+/* Adds one accepted event to the summary of its block (struct nettrace_block). */
+static void block_sum_event(struct nettrace_block *s, const struct blob *b)
+{
+    int64_t ts = (int64_t)b->timestamp;
+    if (s->events == 0 || ts < s->min_timestamp) {
+        s->min_timestamp = ts;
+    }
+    if (s->events == 0 || ts > s->max_timestamp) {
+        s->max_timestamp = ts;
+    }
+    if (b->stack_id != 0) {
+        if (s->min_stack_id == 0 || b->stack_id < s->min_stack_id) {
+            s->min_stack_id = b->stack_id;
+        }
+        if (b->stack_id > s->max_stack_id) {
+            s->max_stack_id = b->stack_id;
+        }
+    }
+    s->events++;
+}
+
 static const uint8_t *guid_or_null(const uint8_t g[16])
 {
     static const uint8_t zero[16];
@@ -1058,6 +1082,7 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
     /* Counted only once accepted, so the counters match the events the callback saw. */
     md->events++;
     pr->stats.events++;
+    block_sum_event(&pr->blk_sum, b);
     if (pr->cb != NULL) {
         struct nettrace_event ev = {
             .provider = pr->arena + md->provider,
@@ -1137,6 +1162,9 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
         if (rc < 0) {
             return rc;
         }
+        if (meta) {
+            pr->blk_sum.events++;
+        }
     }
     return 0;
 }
@@ -1175,6 +1203,8 @@ static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size
         return fail(pr, AGENT_E_PROTO, pr->pos, "StackBlock: ids %u + %u overflow", first, count);
     }
     uint32_t last = first + (count - 1);
+    pr->blk_sum.min_stack_id = first;
+    pr->blk_sum.max_stack_id = last;
     uint32_t base = keep_stacks(pr, p, n, count);
     /* TraceEvent's StackCache adds ids with Dictionary.Add: a repeat in one region throws. */
     for (size_t k = 0; k < pr->nranges; k++) {
@@ -1231,6 +1261,8 @@ static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t 
             return fail_nomem(pr, pr->pos);
         }
     }
+    pr->blk_sum.min_timestamp = (int64_t)ev_load_u64(p);
+    pr->blk_sum.max_timestamp = pr->blk_sum.min_timestamp;
     region_end(pr);
     return 0;
 }
@@ -1847,6 +1879,7 @@ static int step_v6_block(struct nettrace_private *pr, const uint8_t *u)
                     kind, size, pr->opt.max_block);
     }
     pr->v6_kind = kind;
+    memset(&pr->blk_sum, 0, sizeof(pr->blk_sum));
     expect(pr, ST_BLOCK_BODY, size);
     return 0;
 }
@@ -1861,6 +1894,8 @@ static int step_obj_tag(struct nettrace_private *pr, const uint8_t *u)
         return fail(pr, AGENT_E_PROTO, pr->pos, "expected an object (0x05)%s, got 0x%02x",
                     pr->trace_seen ? " or the end tag (0x01)" : "", u[0]);
     }
+    memset(&pr->blk_sum, 0, sizeof(pr->blk_sum));
+    pr->blk_sum.offset = pr->pos;
     expect(pr, ST_OBJ_TYPE, 14);
     return 0;
 }
@@ -2008,6 +2043,10 @@ static int step_block_body(struct nettrace_private *pr, const uint8_t *u, size_t
         break;
     }
     if (rc == 0) {
+        pr->blk_sum.kind = pr->kind;
+        pr->blk_sum.min_version = pr->obj_min_version;
+        pr->blk_sum.content = u;
+        pr->blk_sum.len = (uint32_t)n;
         expect(pr, ST_BLOCK_END, 1);
     }
     return rc;
@@ -2045,6 +2084,10 @@ static int step(struct nettrace_private *pr, const uint8_t *u, size_t n)
         }
         pr->stats.blocks[pr->kind]++;
         expect(pr, ST_OBJ_TAG, 1);
+        if (pr->blk_cb != NULL) {
+            /* content points into this feed's bytes or the staging area (see nettrace_feed). */
+            pr->blk_cb(pr->blk_cb_ud, &pr->blk_sum);
+        }
         return 0;
     case ST_END:
         return fail(pr, AGENT_E_PROTO, pr->pos, "bytes after the end tag");
@@ -2125,6 +2168,14 @@ void nettrace_set_metadata_cb(struct nettrace_checker *ck, nettrace_metadata_def
     }
 }
 
+void nettrace_set_block_cb(struct nettrace_checker *ck, nettrace_block_cb cb, void *ud)
+{
+    if (ck->priv != NULL) {
+        ck->priv->blk_cb = cb;
+        ck->priv->blk_cb_ud = ud;
+    }
+}
+
 void nettrace_set_event_cb(struct nettrace_checker *ck, nettrace_event_cb cb, void *ud)
 {
     if (ck->priv != NULL) {
@@ -2144,7 +2195,10 @@ int nettrace_feed(struct nettrace_checker *ck, const uint8_t *p, size_t n)
     }
     for (;;) {
         const uint8_t *unit;
-        if (pr->have == 0 && n >= pr->need) {
+        /* The block callback hands over a block's content when its end tag has been checked: a
+         * body is checked in place only if that tag is in these bytes too, else it is staged. */
+        bool keep_body = pr->blk_cb != NULL && pr->state == ST_BLOCK_BODY && !pr->v6;
+        if (pr->have == 0 && n >= pr->need && !(keep_body && n == pr->need)) {
             /* The whole unit is in the caller's bytes: check it in place. */
             unit = p;
             p += pr->need;

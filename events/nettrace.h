@@ -185,6 +185,36 @@ typedef void (*nettrace_metadata_cb)(void *ud, const struct nettrace_metadata *m
 typedef void (*nettrace_metadata_def_cb)(void *ud, const struct nettrace_metadata *md,
                                          const uint8_t *payload, size_t len);
 
+/*
+ * One block object of a V4/V5 stream (§5.4), as given to the block callback: the object is whole
+ * and checked, its end tag included. content[0..len) are the blockSize bytes after the padding,
+ * valid during the call only. A re-serializer copies content and len unchanged and recomputes the
+ * padding for its own output offset (§5.11).
+ */
+struct nettrace_block {
+    enum nettrace_block_kind kind;
+    int32_t min_version; /* the object's minimum reader version (the runtime writes 2) */
+    uint64_t offset;     /* absolute stream offset of the object's begin tag */
+    const uint8_t *content;
+    uint32_t len;
+    uint32_t events; /* EventBlock: its events; MetadataBlock: its records; else 0 */
+    /* EventBlock: the smallest and largest timestamp of its events (0 and 0 when it has none);
+     * SPBlock: its timestamp, twice; else 0. */
+    int64_t min_timestamp;
+    int64_t max_timestamp;
+    /* EventBlock: the smallest and largest non-zero stack id its events use (0 when none);
+     * StackBlock: the first and last id it defines (0 when it defines none); else 0. */
+    uint32_t min_stack_id;
+    uint32_t max_stack_id;
+};
+
+/*
+ * Called once per block object of a V4/V5 stream, in stream order, once the object has been checked
+ * to its end tag (after the event and metadata callbacks of its content). Not called for NetTrace
+ * V6 blocks.
+ */
+typedef void (*nettrace_block_cb)(void *ud, const struct nettrace_block *b);
+
 /* Opaque contents; declared here so a checker can be embedded. Use the functions only. */
 struct nettrace_checker {
     struct nettrace_private *priv;
@@ -200,6 +230,13 @@ void nettrace_set_event_cb(struct nettrace_checker *ck, nettrace_event_cb cb, vo
 
 /* Sets (or clears, with NULL) the metadata-definition callback. Call before feeding. */
 void nettrace_set_metadata_cb(struct nettrace_checker *ck, nettrace_metadata_def_cb cb, void *ud);
+
+/*
+ * Sets (or clears, with NULL) the block callback. Call before feeding. With it set, a block whose
+ * end tag is not in the same nettrace_feed call as its content is copied (at most one block), so
+ * that the callback can hand over the content with the end tag checked.
+ */
+void nettrace_set_block_cb(struct nettrace_checker *ck, nettrace_block_cb cb, void *ud);
 
 /* Checks the next n bytes of the stream. 0 or a negative code (see the top of this file). */
 int nettrace_feed(struct nettrace_checker *ck, const uint8_t *p, size_t n);

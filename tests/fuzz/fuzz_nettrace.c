@@ -4,8 +4,9 @@
  * through the streaming checker of events/nettrace.h. The input is the stream itself (seeds are
  * real captures). Each input is checked twice: fed whole, and fed in chunks whose sizes come from a
  * hash of the input (1 byte to the whole rest), so mutations move the chunk boundaries too. The
- * checker promises the same result for any chunking, so verdict, error, counters and the events
- * reported must agree. Then the query functions run on the finished checker.
+ * checker promises the same result for any chunking, so verdict, error, counters, the events and
+ * the blocks (the block callback's fields and content) reported must agree. Then the query
+ * functions run on the finished checker.
  */
 #include "fuzz.h"
 
@@ -52,6 +53,37 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     s->events++;
 }
 
+/* What the block callback saw (V4/V5 block objects): a count and a digest of fields and content. */
+struct blocks_seen {
+    uint64_t blocks;
+    uint64_t digest;
+    uint64_t end; /* one past the furthest content byte, as a stream offset */
+};
+
+static void on_block(void *ud, const struct nettrace_block *b)
+{
+    struct blocks_seen *s = ud;
+    CHECK(b->kind < NETTRACE_BLOCK_KINDS && b->min_version >= 0 && b->min_version <= 2);
+    CHECK(b->kind == NETTRACE_BLOCK_EVENT || b->kind == NETTRACE_BLOCK_METADATA ||
+          (b->events == 0 && b->min_stack_id <= b->max_stack_id));
+    CHECK(b->min_timestamp <= b->max_timestamp);
+    uint64_t h = s->digest;
+    h = mix(h, b->kind);
+    h = mix(h, b->offset);
+    h = mix(h, b->events);
+    h = mix(h, (uint64_t)b->min_timestamp);
+    h = mix(h, (uint64_t)b->max_timestamp);
+    h = mix(h, b->min_stack_id);
+    h = mix(h, b->max_stack_id);
+    h = mix(h, b->len);
+    for (uint32_t i = 0; i < b->len; i++) { /* every content byte must be readable */
+        h = mix(h, b->content[i]);
+    }
+    s->digest = h;
+    s->blocks++;
+    s->end = b->offset + b->len;
+}
+
 struct md_walk {
     const struct nettrace_checker *ck;
     uint64_t records;
@@ -80,6 +112,7 @@ struct run {
     uint64_t err_off;
     struct nettrace_stats stats;
     struct seen seen;
+    struct blocks_seen blocks;
 };
 
 static void check_one(const uint8_t *data, size_t size, const struct nettrace_options *opt,
@@ -89,6 +122,7 @@ static void check_one(const uint8_t *data, size_t size, const struct nettrace_op
     CHECK(nettrace_checker_init(&ck, opt) == 0);
     memset(out, 0, sizeof(*out));
     nettrace_set_event_cb(&ck, on_event, &out->seen);
+    nettrace_set_block_cb(&ck, on_block, &out->blocks);
 
     int first_err = 0;
     if (chunk_seed == 0) {
@@ -136,6 +170,8 @@ static void check_one(const uint8_t *data, size_t size, const struct nettrace_op
     out->stats = *st;
     CHECK(st->bytes <= size);
     CHECK(st->events == out->seen.events);
+    CHECK(out->blocks.blocks <= st->blocks[0] + st->blocks[1] + st->blocks[2] + st->blocks[3]);
+    CHECK(out->blocks.end <= st->bytes);
 
     struct nettrace_trace_info ti;
     int trc = nettrace_trace_info(&ck, &ti);
@@ -177,6 +213,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(strcmp(whole.msg_copy, chunked.msg_copy) == 0);
     CHECK(memcmp(&whole.stats, &chunked.stats, sizeof(whole.stats)) == 0);
     CHECK(whole.seen.events == chunked.seen.events && whole.seen.digest == chunked.seen.digest);
+    CHECK(memcmp(&whole.blocks, &chunked.blocks, sizeof(whole.blocks)) == 0);
 
     (void)nettrace_payload_has_utf16(data, size, "nt-fixture-marker");
     (void)nettrace_payload_has_utf16(data, size, "");

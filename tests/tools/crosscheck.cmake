@@ -18,13 +18,7 @@ endif()
 # Texts the fixture captures logged (tests/fixtures/nettrace/README.md).
 set(finds --find nt-fixture-marker-2 --find nt-fixture-marker-http)
 
-function(json_get out json)
-  string(JSON value ERROR_VARIABLE err GET "${json}" ${ARGN})
-  if(err)
-    set(value "<missing>")
-  endif()
-  set(${out} "${value}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/json_get.cmake)
 
 set(failures 0)
 foreach(trace ${traces})

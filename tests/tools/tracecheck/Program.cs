@@ -27,9 +27,11 @@
 // lists, in stream order, the fields TraceEvent's parser decodes for each such event
 // (PayloadNames/PayloadValue): integers and enums as numbers, strings, GUIDs as "d" strings,
 // Boolean, doubles, byte arrays as lowercase hex; other values (arrays, structs) are left out.
+// With --times, "firstTimeUtcTicks" and "lastTimeUtcTicks" are the earliest and latest event
+// timestamps as TraceEvent converts them (TimeStamp in UTC, .NET DateTime ticks; 0 without events).
 //
-// usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--dynamic-names] [--payloads KEYS]
-//        [--find TEXT]...
+// usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--dynamic-names] [--times]
+//        [--payloads KEYS] [--find TEXT]...
 // Exit status: 0 read completely; 1 TraceEvent threw (the JSON then has "ok":false,"error":...);
 // 2 usage or file not found.
 
@@ -60,6 +62,8 @@ internal static class Program
         bool activities = false;
         bool dynamicNames = false;
         var dynNames = new SortedDictionary<string, long>(StringComparer.Ordinal);
+        bool times = false;
+        long firstTicks = long.MaxValue, lastTicks = long.MinValue;
         var actList = new List<string[]>();
         var gcList = new List<int[]>();
         var payloadKeys = new HashSet<string>(StringComparer.Ordinal);
@@ -85,6 +89,10 @@ internal static class Program
             else if (args[i] == "--dynamic-names")
             {
                 dynamicNames = true;
+            }
+            else if (args[i] == "--times")
+            {
+                times = true;
             }
             else if (args[i] == "--payloads" && i + 1 < args.Length)
             {
@@ -145,6 +153,12 @@ internal static class Program
                 string provider = e.ProviderName ?? "";
                 providers[provider] = providers.TryGetValue(provider, out long c) ? c + 1 : 1;
                 int id = (int)e.ID;
+                if (times)
+                {
+                    long t = e.TimeStamp.ToUniversalTime().Ticks;
+                    firstTicks = Math.Min(firstTicks, t);
+                    lastTicks = Math.Max(lastTicks, t);
+                }
                 if (byEvent)
                 {
                     string key = $"{provider}#{id}";
@@ -234,6 +248,11 @@ internal static class Program
             w.WriteNumber("logMessages", logs);
             w.WriteNumber("pid", pid);
             w.WriteNumber("pointerSize", pointerSize);
+            if (times)
+            {
+                w.WriteNumber("firstTimeUtcTicks", events > 0 ? firstTicks : 0);
+                w.WriteNumber("lastTimeUtcTicks", events > 0 ? lastTicks : 0);
+            }
             if (byEvent)
             {
                 w.WriteStartObject("byEvent");
@@ -391,7 +410,7 @@ internal static class Program
 
     private static int Usage()
     {
-        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--payloads KEYS] [--find TEXT]...");
+        Console.Error.WriteLine("usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--dynamic-names] [--times] [--payloads KEYS] [--find TEXT]...");
         return 2;
     }
 }

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""CollectTrace's ring mode (PreTriggerSeconds, issue 18) end to end: the real .NET test app, the
+real dotmon, TraceEvent (tracecheck) reading the files.
+
+The app runs a GC.Collect every 200 ms (--gc-ms). One rule: GCPause (ThresholdMs 200) with a ring
+CollectTrace (Microsoft-Windows-DotNETRuntime, GC keyword 0x1, Verbose; PreTriggerSeconds 4,
+PostTriggerSeconds 2, RingBufferSizeMB 16, FileSystem egress) then an Execute recording
+$(Actions.t.EgressPath). The ring runs for > PreTriggerSeconds, then `gc-pause 2000000` (a blocking
+gen2 GC of most of a second):
+  - the rule fires once; the file is a COMPLETE nettrace (the C checker) that TraceEvent reads
+    whole; it holds the slow GC's GCStart and GCEnd (the span above the threshold), events from at
+    least PreTriggerSeconds - 1 s before that GC, and none older than PreTriggerSeconds + 1 s
+    (+ SLACK_S for block granularity: the ring drops whole blocks, so the oldest kept block may
+    begin up to a block's span before the age cutoff) before the trigger;
+  - the rule runs again and a fresh ring session starts (no leaked session: dotmon stops cleanly).
+Prints the trigger-to-file time and the span of the pre-trigger events.
+
+Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT, DOTMON_NETTRACE_CHECK,
+DOTMON_TRACECHECK (optional: the TraceEvent reader).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the sibling imported below
+from check_rules_run import SCRIPT, execute, get, lines, nettrace_verdict, start, stop_dotmon, wait_for, wait_listed  # noqa: E402
+from check_rules_gc import log_text  # noqa: E402
+from dmtest import FAILS, App, check, free_port  # noqa: E402  (check_rules_run put support/ on the path)
+
+PRE_S = 4
+POST_S = 2
+SLACK_S = 1.0
+THRESHOLD_MS = 200
+LONG_NODES = 2000000
+TICKS = 10_000_000  # .NET ticks per second
+RUNTIME = "Microsoft-Windows-DotNETRuntime"
+
+
+def tracecheck(path):
+    dll = os.environ.get("DOTMON_TRACECHECK", "")
+    if not dll or not os.path.isfile(dll):
+        return None
+    p = subprocess.run([os.environ.get("DOTNET_EXE") or "dotnet", dll, path, "--gc-events", "--times"],
+                       capture_output=True, text=True, timeout=300)
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"ok": False, "stderr": p.stderr[-500:]}
+
+
+def fetch(url):
+    """(status, headers, body bytes)."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+    except OSError as e:
+        return 0, {}, str(e).encode()
+
+
+def check_span(te, what, pre_min, pre_max):
+    """TraceEvent's reading of a ring file: whole; its slowest GC and the age of its first event
+    before that GC's end. Returns (slow GC ms, seconds of events before it)."""
+    spans = [s for s in te.get("gcSpans", []) if s[1] > 0]
+    slow = max(spans, key=lambda s: s[2] - s[1]) if spans else [0, 0, 0]
+    slow_ms = (slow[2] - slow[1]) / 1e4
+    before = (slow[2] - te.get("firstTimeUtcTicks", 0)) / TICKS if spans else 0
+    check(te.get("ok") is True and te.get("gcStart", 0) > 0 and te.get("gcEnd", 0) > 0,
+          f"{what}: TraceEvent reads it whole ({ {k: te.get(k) for k in ('ok', 'events', 'gcStart', 'gcEnd', 'error')} })")
+    return slow_ms, before
+
+
+def run(tmp, script):
+    out = os.path.join(tmp, "ring.txt")
+    files = os.path.join(tmp, "artifacts")
+    trace = {"Name": "t", "Type": "CollectTrace", "WaitForCompletion": True,
+             "Settings": {"Providers": [{"Name": RUNTIME, "Keywords": "0x1", "EventLevel": "Verbose"}],
+                          "PreTriggerSeconds": PRE_S, "PostTriggerSeconds": POST_S, "RingBufferSizeMB": 16,
+                          "Egress": "files"}}
+    cfg = {
+        "Egress": {"FileSystem": {"files": {"DirectoryPath": files}}},
+        "CollectionRules": {
+            "Ring": {"Filters": [{"Key": "ProcessName", "Value": "TestApp"}],
+                     "Trigger": {"Type": "GCPause", "Settings": {"ThresholdMs": THRESHOLD_MS}},
+                     "Actions": [trace, execute(script, out, "ring $(Actions.t.EgressPath)")]},
+        },
+    }
+    app = App(tmp, "--gc-ms", "200")
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(tmp, "dotmon.log"), "w+")
+    dm = start(tmp, cfg, port, log)
+    pid = app.pid
+    started = f"collection rule Ring of process {pid}: ring session started"
+    try:
+        check(wait_listed(port, pid), f"dotmon lists the app {pid}")
+        check(wait_for(lambda: started in log_text(log), 20), "the ring session started")
+        time.sleep(PRE_S + 3)  # the ring fills beyond PreTriggerSeconds
+
+        reply = app.command(f"gc-pause {LONG_NODES}")
+        fired_at = time.time()
+        check(reply.startswith("ok gc-pause"), f"gc-pause: {reply}")
+        wait_for(lambda: any(l.startswith("ring ") for l in lines(out)), 60)
+        took = time.time() - fired_at
+        got = [l for l in lines(out) if l.startswith("ring ")]
+        path = got[0].split(" ", 1)[1] if got else ""
+        check(bool(got) and os.path.dirname(path) == files and path.endswith(".nettrace"),
+              f"the rule fired and the Execute got the file ({took:.1f} s after the pause): {got}")
+        print(f"from the long GC to the file stored: {took:.2f} s (PostTriggerSeconds {POST_S})", flush=True)
+        v = nettrace_verdict(path) if os.path.isfile(path) else {}
+        check(v.get("verdict") == "COMPLETE" and v.get("events", 0) > 0,
+              f"the C checker reads a COMPLETE nettrace ({ {k: v.get(k) for k in ('verdict', 'events')} })")
+        te = tracecheck(path) if os.path.isfile(path) else None
+        if te is None:
+            print("skip TraceEvent's reading (DOTMON_TRACECHECK not built)", flush=True)
+        else:
+            slow_ms, before = check_span(te, "trigger file", PRE_S - 1, PRE_S + 1 + SLACK_S)
+            check(slow_ms >= THRESHOLD_MS, f"it holds the slow GC's GCStart and GCEnd ({slow_ms:.0f} ms)")
+            check(PRE_S - 1 <= before <= PRE_S + 1 + SLACK_S,
+                  f"its events begin {before:.2f} s before the slow GC ended "
+                  f"(PreTriggerSeconds {PRE_S}, want {PRE_S - 1}..{PRE_S + 1 + SLACK_S})")
+            after = (te.get("lastTimeUtcTicks", 0) - te.get("firstTimeUtcTicks", 0)) / TICKS - before
+            check(after >= POST_S - 0.5, f"it goes on {after:.2f} s after the slow GC (PostTriggerSeconds {POST_S})")
+            print(f"trigger file: {te.get('events')} events, {before:.2f} s of them before the slow GC "
+                  f"({slow_ms:.0f} ms) ended", flush=True)
+
+        check(wait_for(lambda: log_text(log).count(started) >= 2, 20),
+              "after the action a fresh ring session started")
+        time.sleep(1)
+        check(len([l for l in lines(out) if l.startswith("ring ")]) == 1, f"the rule fired once: {lines(out)}")
+        st, _, body = get(f"{api}/collectionrules/Ring?pid={pid}")
+        d = json.loads(body) if st == 200 else {}
+        check(st == 200 and d.get("lifetimeOccurrences") == 1 and d.get("state") == "Running",
+              f"/collectionrules/Ring: one occurrence, Running again: {st} {body}")
+    finally:
+        app.kill()
+        stop_dotmon(dm, log, 8000)
+    check(dm.returncode == 0, f"dotmon stopped cleanly ({dm.returncode})")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="dmrulesring") as tmp:
+        os.chmod(tmp, 0o700)
+        script = os.path.join(tmp, "record.sh")
+        with open(script, "w") as f:
+            f.write(SCRIPT)
+        os.chmod(script, 0o755)
+        run(tmp, script)
+    print(f"{len(FAILS)} failure(s)")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

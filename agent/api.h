@@ -71,6 +71,8 @@ void api_readyz(struct agent *a, struct http_request *req);
 void api_metrics(struct agent *a, struct http_request *req);
 void api_trace_get(struct agent *a, struct http_request *req);
 void api_trace_post(struct agent *a, struct http_request *req);
+/* GET /trace/snapshot?pid=|uid=|name=[&rule=]: a collection rule's ring now, as a nettrace. */
+void api_trace_snapshot(struct agent *a, struct http_request *req);
 void api_operations_list(struct agent *a, struct http_request *req);
 void api_operation_get(struct agent *a, struct http_request *req, const char *id);
 void api_operation_details(struct agent *a, struct http_request *req, const char *id);

@@ -55,6 +55,7 @@
 #include "log.h"
 #include "nettrace.h"
 #include "operations.h"
+#include "rules_run.h"
 #include "spool.h"
 #include "trace_config.h"
 
@@ -1057,6 +1058,93 @@ int api_trace_ring_snapshot(struct trace_job *job, ev_ring_write_cb write, void 
 const struct ev_ring *api_trace_ring_get(const struct trace_job *job)
 {
     return job != NULL ? job->ring : NULL;
+}
+
+/* GET /trace/snapshot: the ring is written whole at once; nothing calls back later. */
+static void snapshot_on_lost(void *ud)
+{
+    (void)ud;
+}
+
+static const struct artifact_events snapshot_events = {.on_lost = snapshot_on_lost};
+
+static int snapshot_write(void *ud, const uint8_t *p, size_t n)
+{
+    return artifact_write(ud, p, n) != 0 ? UV_EPIPE : 0;
+}
+
+/* The rule= query parameter (NULL when absent, into *rule); -1 once answered with a problem. */
+static int snapshot_query_rule(struct http_request *req, struct buf *rule, const char **out)
+{
+    int has = http_query_get(http_request_query(req), "rule", rule);
+    if (has < 0) {
+        api_problem(req, 400, "malformed query string");
+        return -1;
+    }
+    *out = has == 1 ? buf_cstr(rule) : NULL;
+    return 0;
+}
+
+void api_trace_snapshot(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    struct buf rule_q;
+    buf_init(&rule_q, 256);
+    const char *rule = NULL;
+    if (snapshot_query_rule(req, &rule_q, &rule) != 0) {
+        buf_fini(&rule_q);
+        return;
+    }
+    struct trace_job *job = NULL;
+    const char *name = NULL;
+    int n = rules_run_ring_find(a->rules, p->uid, rule, &job, &name);
+    if (n == 0) {
+        api_problem(req, 404,
+                    "no collection rule keeps a ring for process %llu%s%s%s; configure "
+                    "PreTriggerSeconds on a CollectTrace action",
+                    (unsigned long long)p->pid, rule != NULL ? " (rule '" : "",
+                    rule != NULL ? rule : "", rule != NULL ? "')" : "");
+    } else if (n > 1 && rule == NULL) {
+        api_problem(req, 400,
+                    "%d collection rules keep a ring for process %llu; pick one with rule=<name>",
+                    n, (unsigned long long)p->pid);
+    } else if (job == NULL || ev_ring_get_state(job->ring) != EV_RING_BUFFERING) {
+        api_problem(req, 503,
+                    "the ring of collection rule '%s' is not running right now (its action is "
+                    "writing it out, or its session is starting); retry in a few seconds",
+                    name);
+    } else {
+        struct artifact *out = NULL;
+        struct operation *op = NULL;
+        if (artifact_admit(a, req, p, &trace_spec, &snapshot_events, NULL, &out, &op) == 0) {
+            char ts[32], filename[64];
+            op_artifact_stamp(ts, sizeof(ts));
+            snprintf(filename, sizeof(filename), "%s_%llu.nettrace", ts,
+                     (unsigned long long)p->pid);
+            op->artifact_name = strdup(filename);
+            artifact_accept(out);
+            int rc = artifact_begin(out, "application/octet-stream", filename);
+            rc = rc != 0 ? rc : ev_ring_snapshot(job->ring, snapshot_write, out);
+            struct ev_ring_stats st;
+            ev_ring_get_stats(job->ring, &st);
+            cJSON *extra = cJSON_CreateObject();
+            cJSON_AddStringToObject(extra, "rule", name);
+            cJSON_AddNumberToObject(extra, "events", (double)st.events_kept);
+            cJSON_AddNumberToObject(extra, "ringBytes", (double)st.bytes_used);
+            log_info(cat, "trace ring of %llu (rule %s): snapshot of %llu events, %llu bytes: %s",
+                     (unsigned long long)p->pid, name, (unsigned long long)st.events_kept,
+                     (unsigned long long)st.bytes_used, rc == 0 ? "ok" : agent_strerror(rc));
+            if (rc == 0) {
+                artifact_end_complete(out, extra);
+            } else {
+                artifact_end_fail(out, 500, "SnapshotFailed", agent_strerror(rc), NULL, extra);
+            }
+        }
+    }
+    buf_fini(&rule_q);
 }
 
 void api_trace_shutdown(struct agent *a)

@@ -1330,6 +1330,79 @@ void rules_run_reload(struct agent *a, const struct config *cfg)
     }
 }
 
+/* The "ring" object of /collectionrules/{name} (dotmon's addition): the ring's limits and use. */
+static void ring_describe(const struct rinst *ri, cJSON *out)
+{
+    const struct rules_action *act = &rules_inst_rule(ri->inst)->actions[ri->ring_action];
+    cJSON *o = cJSON_AddObjectToObject(out, "ring");
+    if (o == NULL) {
+        return;
+    }
+    const struct ev_ring *ring = api_trace_ring_get(ri->ring);
+    cJSON_AddBoolToObject(o, "running", ring != NULL);
+    cJSON_AddNumberToObject(o, "preTriggerSeconds", act->pre_trigger_s);
+    cJSON_AddNumberToObject(o, "postTriggerSeconds", act->post_trigger_s);
+    cJSON_AddNumberToObject(o, "bytesLimit", (double)act->ring_mb * 1024 * 1024);
+    struct ev_ring_stats st;
+    memset(&st, 0, sizeof(st));
+    if (ring != NULL) {
+        ev_ring_get_stats(ring, &st);
+    }
+    cJSON_AddNumberToObject(o, "bytes", (double)st.bytes_used);
+    cJSON_AddNumberToObject(o, "peakBytes", (double)st.bytes_peak);
+    cJSON_AddNumberToObject(o, "metadataBytes", (double)st.metadata_bytes);
+    cJSON_AddNumberToObject(o, "blocksKept", (double)st.blocks_kept);
+    cJSON_AddNumberToObject(o, "blocksDiscarded", (double)st.blocks_discarded);
+    cJSON_AddNumberToObject(o, "eventsKept", (double)st.events_kept);
+    cJSON_AddNumberToObject(o, "eventsDiscarded", (double)st.events_discarded);
+    struct nettrace_trace_info ti;
+    double span = 0;
+    if (ring != NULL && st.oldest_kept > 0 && ev_ring_trace_info(ring, &ti) == 0 &&
+        ti.qpc_frequency > 0) {
+        span = (double)(st.newest_kept - st.oldest_kept) / (double)ti.qpc_frequency;
+    }
+    cJSON_AddNumberToObject(o, "spanSeconds", span);
+}
+
+int rules_run_ring_find(struct rules_run *r, const char *uid, const char *rule,
+                        struct trace_job **out, const char **name)
+{
+    int found = 0;
+    *out = NULL;
+    for (struct rproc *pr = r != NULL ? r->procs : NULL; pr != NULL; pr = pr->next) {
+        if (strcmp(pr->uid, uid) != 0) {
+            continue;
+        }
+        for (struct rinst *ri = pr->insts; ri != NULL; ri = ri->next) {
+            if (!ri->has_ring || (rule != NULL && strcasecmp(rule_name(ri), rule) != 0)) {
+                continue;
+            }
+            found++;
+            if (*out == NULL || (ri->ring != NULL && api_trace_ring_get(*out) == NULL)) {
+                *out = ri->ring;
+                *name = rule_name(ri);
+            }
+        }
+    }
+    return found;
+}
+
+void rules_run_ring_each(struct rules_run *r, rules_run_ring_cb cb, void *ud)
+{
+    for (struct rproc *pr = r != NULL ? r->procs : NULL; pr != NULL; pr = pr->next) {
+        for (struct rinst *ri = pr->insts; ri != NULL; ri = ri->next) {
+            const struct ev_ring *ring = api_trace_ring_get(ri->ring);
+            if (!ri->has_ring || ring == NULL) {
+                continue;
+            }
+            const struct rules_action *act = &rules_inst_rule(ri->inst)->actions[ri->ring_action];
+            const struct ipc_process *p = find_process(r, pr->uid);
+            cb(ud, pr->pid, pr->uid, p != NULL && p->name != NULL ? p->name : "", rule_name(ri),
+               ring, (uint64_t)act->ring_mb * 1024 * 1024);
+        }
+    }
+}
+
 int rules_run_describe(struct rules_run *r, const char *uid, const char *name, cJSON **out)
 {
     *out = NULL;
@@ -1364,6 +1437,12 @@ int rules_run_describe(struct rules_run *r, const char *uid, const char *name, c
                 *out = rules_describe_detailed(v[i], now);
                 rc = *out != NULL ? 0 : UV_ENOMEM;
                 break;
+            }
+        }
+        for (struct rinst *ri = pr != NULL ? pr->insts : NULL; rc == 0 && ri != NULL;
+             ri = ri->next) {
+            if (ri->has_ring && strcasecmp(rule_name(ri), name) == 0) {
+                ring_describe(ri, *out);
             }
         }
     }

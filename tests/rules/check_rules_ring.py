@@ -13,7 +13,12 @@ gen2 GC of most of a second):
     least PreTriggerSeconds - 1 s before that GC, and none older than PreTriggerSeconds + 1 s
     (+ SLACK_S for block granularity: the ring drops whole blocks, so the oldest kept block may
     begin up to a block's span before the age cutoff) before the trigger;
-  - the rule runs again and a fresh ring session starts (no leaked session: dotmon stops cleanly).
+  - the rule runs again and a fresh ring session starts;
+  - GET /trace/snapshot (before the trigger) answers the ring as a COMPLETE nettrace spanning about
+    PreTriggerSeconds, also to the egress provider; a rule without a ring is a 404 problem; the
+    ring's use is in /collectionrules/Ring ("ring") and /metrics (dotmon_ring_*);
+  - the runtime killed with a full ring: its ring is gone, a new runtime gets its own (dotmon then
+    holds exactly its two sessions: no leaked session), and dotmon stops cleanly.
 Prints the trigger-to-file time and the span of the pre-trigger events.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT, DOTMON_NETTRACE_CHECK,
@@ -201,6 +206,34 @@ def run(tmp, script):
         d = json.loads(body) if st == 200 else {}
         check(st == 200 and d.get("lifetimeOccurrences") == 1 and d.get("state") == "Running",
               f"/collectionrules/Ring: one occurrence, Running again: {st} {body}")
+
+        # GET /trace/snapshot to an egress provider: 202 and the file in the provider.
+        st, hdr, _ = fetch(f"{api}/trace/snapshot?pid={pid}&egressProvider=files")
+        check(st == 202 and "/operations/" in (hdr.get("Location") or ""),
+              f"/trace/snapshot?egressProvider=files: 202 with the operation: {st}")
+        stored = lambda: [f for f in os.listdir(files) if f.endswith(".nettrace") and f != os.path.basename(path)]
+        check(wait_for(lambda: len(stored()) == 1, 10) and
+              nettrace_verdict(os.path.join(files, stored()[0])).get("verdict") == "COMPLETE",
+              f"the snapshot is a COMPLETE nettrace in the provider: {stored()}")
+
+        # The runtime goes away with a full ring: nothing left; a new runtime gets its own ring.
+        app.kill()
+        app = App(tmp, "--gc-ms", "200")
+        pid2 = app.pid
+        check(wait_for(lambda: f"collection rule Ring of process {pid2}: ring session started" in log_text(log), 30),
+              f"a new runtime ({pid2}) gets a ring session")
+
+        def sessions():
+            for line in get(f"{api}/metrics")[2].splitlines():
+                if line.startswith("dotmon_runtime_sessions "):
+                    return int(line.split()[1])
+            return -1
+
+        check(wait_for(lambda: sessions() == 2, 15),
+              f"dotmon holds 2 sessions: the new runtime's trigger session and ring ({sessions()})")
+        metrics = get(f"{api}/metrics")[2]
+        check(f'pid="{pid}"' not in metrics and f'dotmon_ring_bytes{{pid="{pid2}"' in metrics,
+              "/metrics: the ring of the runtime that went away is gone, the new one's is there")
     finally:
         app.kill()
         stop_dotmon(dm, log, 8000)

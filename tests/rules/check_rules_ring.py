@@ -18,7 +18,9 @@ gen2 GC of most of a second):
     PreTriggerSeconds, also to the egress provider; a rule without a ring is a 404 problem; the
     ring's use is in /collectionrules/Ring ("ring") and /metrics (dotmon_ring_*);
   - the runtime killed with a full ring: its ring is gone, a new runtime gets its own (dotmon then
-    holds exactly its two sessions: no leaked session), and dotmon stops cleanly.
+    holds exactly its two sessions: no leaked session);
+  - the rules reloaded without the rule: no session left; reloaded with it: a new ring; dotmon
+    stops cleanly.
 Prints the trigger-to-file time and the span of the pre-trigger events.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT, DOTMON_NETTRACE_CHECK,
@@ -40,6 +42,7 @@ from check_rules_run import SCRIPT, execute, get, lines, nettrace_verdict, start
 import re  # noqa: E402
 
 from check_rules_gc import log_text  # noqa: E402
+from check_rules_reload import write_settings  # noqa: E402
 from dmtest import FAILS, App, check, free_port  # noqa: E402  (check_rules_run put support/ on the path)
 
 PRE_S = 4
@@ -234,6 +237,17 @@ def run(tmp, script):
         metrics = get(f"{api}/metrics")[2]
         check(f'pid="{pid}"' not in metrics and f'dotmon_ring_bytes{{pid="{pid2}"' in metrics,
               "/metrics: the ring of the runtime that went away is gone, the new one's is there")
+
+        # Reloaded without the rule: the ring session is stopped (no session left); back in: a new one.
+        base = {k: v for k, v in cfg.items() if k != "CollectionRules"}
+        write_settings(os.path.join(tmp, f"settings-{port}.json"), None, base)
+        check(wait_for(lambda: "collection rules reloaded: 0 rule(s)" in log_text(log), 15) and
+              wait_for(lambda: sessions() == 0, 15),
+              f"reloaded without the rule: dotmon holds no session ({sessions()})")
+        write_settings(os.path.join(tmp, f"settings-{port}.json"), cfg["CollectionRules"], base)
+        check(wait_for(lambda: log_text(log).count(f"collection rule Ring of process {pid2}: ring session started") == 2,
+                       20) and wait_for(lambda: sessions() == 2, 15),
+              f"reloaded with the rule again: a new ring session ({sessions()} sessions)")
     finally:
         app.kill()
         stop_dotmon(dm, log, 8000)

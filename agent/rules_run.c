@@ -881,8 +881,8 @@ static void ri_on_ring_end(void *ud, int status, const char *reason)
              "%" PRIu64 " ms",
              rule_name(ri), ri->p != NULL ? ri->p->pid : 0, agent_strerror(status),
              reason != NULL ? reason : "", ri->ring_backoff_ms);
-    if (ri->p != NULL) {
-        uv_timer_stop(&ri->kick);
+    /* A kick already due (the trigger session's) comes first; it re-arms for the ring. */
+    if (ri->p != NULL && !uv_is_active((uv_handle_t *)&ri->kick)) {
         uv_timer_start(&ri->kick, ri_on_kick, ri->ring_backoff_ms, 0);
     }
 }

@@ -646,7 +646,8 @@ static void test_rules_config_error_trace(void **state)
 static void test_rules_config_ring(void **state)
 {
     (void)state;
-    struct rules_config *c = rule_lines("CollectionRules:R:Trigger:Type=Startup\n"
+    struct rules_config *c = rule_lines("CollectionRules:R:Trigger:Type=GCPause\n"
+                                        "CollectionRules:R:Trigger:Settings:ThresholdMs=200\n"
                                         "CollectionRules:R:Actions:0:Type=CollectTrace\n"
                                         "CollectionRules:R:Actions:0:Settings:Egress=artifacts\n"
                                         "CollectionRules:R:Actions:0:Settings:Profile=Cpu\n"
@@ -663,7 +664,8 @@ static void test_rules_config_ring(void **state)
     assert_false(c->rules[0].actions[1].ring);
     rules_config_free(c);
 
-    c = rule_lines("CollectionRules:R:Trigger:Type=Startup\n"
+    c = rule_lines("CollectionRules:R:Trigger:Type=GCPause\n"
+                   "CollectionRules:R:Trigger:Settings:ThresholdMs=200\n"
                    "CollectionRules:R:Actions:0:Type=CollectTrace\n"
                    "CollectionRules:R:Actions:0:Settings:Egress=artifacts\n"
                    "CollectionRules:R:Actions:0:Settings:Profile=Cpu\n"
@@ -691,6 +693,17 @@ static void test_rules_config_ring(void **state)
     ERROR(c, "CollectionRules:R:Actions:2:Settings:PostTriggerSeconds: The PostTriggerSeconds "
              "field needs PreTriggerSeconds or RingBufferSizeMB.");
     assert_int_equal(c->nerrors, 5);
+    rules_config_free(c);
+
+    c = rule_lines("CollectionRules:R:Trigger:Type=Startup\n"
+                   "CollectionRules:R:Actions:0:Type=CollectTrace\n"
+                   "CollectionRules:R:Actions:0:Settings:Egress=artifacts\n"
+                   "CollectionRules:R:Actions:0:Settings:Profile=Cpu\n"
+                   "CollectionRules:R:Actions:0:Settings:RingBufferSizeMB=8\n");
+    ERROR(c, "CollectionRules:R:Actions:0:Settings: A CollectTrace with PreTriggerSeconds or "
+             "RingBufferSizeMB needs a trigger other than Startup (the ring keeps the time before "
+             "the trigger).");
+    assert_int_equal(c->nerrors, 1);
     rules_config_free(c);
 }
 

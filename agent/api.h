@@ -71,6 +71,8 @@ void api_readyz(struct agent *a, struct http_request *req);
 void api_metrics(struct agent *a, struct http_request *req);
 void api_trace_get(struct agent *a, struct http_request *req);
 void api_trace_post(struct agent *a, struct http_request *req);
+/* GET /trace/snapshot?pid=|uid=|name=[&rule=]: a collection rule's ring now, as a nettrace. */
+void api_trace_snapshot(struct agent *a, struct http_request *req);
 void api_operations_list(struct agent *a, struct http_request *req);
 void api_operation_get(struct agent *a, struct http_request *req, const char *id);
 void api_operation_details(struct agent *a, struct http_request *req, const char *id);
@@ -94,6 +96,36 @@ struct ev_filter;
  */
 int api_trace_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                       struct trace_config *tc, int64_t duration_s, struct ev_filter *stop_on);
+/*
+ * Ring mode of CollectTrace (README "Pre-trigger ring buffer"): a continuous session with tc
+ * (taken) whose stream is kept in an events/ev_ring.h ring of lim. 0 with *out, or an error (no
+ * session left). on_end(ud, status, reason) says that the session ended before any trigger (the
+ * runtime went away, refused it, or the ring failed): the job is then gone. Not called after
+ * api_trace_ring_stop or a successful api_trace_ring_trigger.
+ */
+struct trace_job;
+struct ev_ring;
+struct ev_ring_limits;
+typedef void (*api_trace_ring_end_cb)(void *ud, int status, const char *reason);
+int api_trace_ring_start(struct agent *a, const struct ipc_process *p, struct trace_config *tc,
+                         const struct ev_ring_limits *lim, api_trace_ring_end_cb on_end, void *ud,
+                         struct trace_job **out);
+/* Stops an untriggered ring (StopTracing in the background) and frees it. NULL is fine. */
+void api_trace_ring_stop(struct trace_job *job);
+/*
+ * The trigger: an artifact as api_trace_collect's (o) gets the ring's content, then the live
+ * stream for post_s seconds, then StopTracing's rundown and the end tag. 0: the job belongs to
+ * the operation from now on (the caller forgets it; o's on_settled reports the end). Otherwise
+ * the job is unchanged (AGENT_E_NOTFOUND: its session has not started yet; or refused, said in
+ * o->why).
+ */
+int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
+                           const struct ipc_process *p, int64_t post_s);
+/* The ring's content now as a whole nettrace (ev_ring_snapshot). */
+int api_trace_ring_snapshot(struct trace_job *job,
+                            int (*write)(void *ud, const uint8_t *p, size_t n), void *ud);
+/* The ring itself (its stats), or NULL. */
+const struct ev_ring *api_trace_ring_get(const struct trace_job *job);
 /* body: POST /logs's LogsConfiguration; format 0 PlainText, 1 NewlineDelimitedJson, 2 JsonSequence.
  */
 int api_logs_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,

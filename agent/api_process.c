@@ -307,6 +307,7 @@ void api_metrics(struct agent *a, struct http_request *req)
         a->sessions.live + a->metric_sessions.live, op_registry_active(&a->ops, OP_KIND_TRACE),
         op_registry_active(&a->ops, OP_KIND_DUMP), op_registry_active(&a->ops, OP_KIND_LIVEMETRICS),
         op_registry_active(&a->ops, OP_KIND_LOGS));
+    metrics_render_rings(a, &body);
     /* Every process's own metrics (metrics.c); a partial text is still served, as the scrape
      * would otherwise lose dotmon's health lines too. */
     int rc = metrics_render(a->metrics, &body);

@@ -49,11 +49,13 @@
 #include "err.h"
 #include "ev_filter.h"
 #include "ev_json.h"
+#include "ev_ring.h"
 #include "http_query.h"
 #include "ipc_session.h"
 #include "log.h"
 #include "nettrace.h"
 #include "operations.h"
+#include "rules_run.h"
 #include "spool.h"
 #include "trace_config.h"
 
@@ -99,6 +101,14 @@ struct trace_job {
     struct buf json_out;       /* its lines not yet queued */
     struct ev_filter *stop_on; /* CollectTrace's StoppingEvent, watched by the checker; or NULL */
     bool stop_said;            /* its match or mismatch was logged */
+    /* Ring mode (CollectTrace PreTriggerSeconds, api_trace_ring_start): the stream feeds ring;
+     * out and op exist only once triggered. ring_on_end tells the owner (a collection rule) that
+     * the untriggered session ended; NULL once triggered or stopped. */
+    struct ev_ring *ring;
+    bool ring_said; /* the ring's failure was logged */
+    api_trace_ring_end_cb ring_on_end;
+    void *ring_ud;
+    int64_t post_s;
 };
 
 static void job_maybe_free(struct trace_job *job);
@@ -117,6 +127,7 @@ static void job_on_timer_closed(uv_handle_t *h)
     nettrace_checker_fini(&job->checker);
     ev_filter_free(job->stop_on);
     ev_json_free(job->json);
+    ev_ring_free(job->ring);
     buf_fini(&job->json_out);
     spool_close(job->spool);
     ipc_endpoint_fini(&job->ep);
@@ -350,6 +361,10 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
     if (job->a->disc != NULL) {
         (void)ipc_discovery_resume(job->a->disc, job->uid);
     }
+    if (job->ring != NULL) {
+        job->streaming = true; /* buffering; the artifact begins at the trigger */
+        return;
+    }
     if (job->out == NULL) {
         return;
     }
@@ -406,12 +421,40 @@ static void job_json_data(struct trace_job *job, const uint8_t *p, size_t n)
     }
 }
 
+/* Ring mode: the stream into the ring (kept, or written through ring_write once triggered). */
+static void job_ring_data(struct trace_job *job, const uint8_t *p, size_t n)
+{
+    int rc = ev_ring_feed(job->ring, p, n);
+    if (rc != 0 && !job->ring_said) {
+        char why[256];
+        job->ring_said = true;
+        ev_ring_error(job->ring, why, sizeof(why));
+        log_warn(cat, "trace ring of %llu failed: %s%s%s", (unsigned long long)job->pid,
+                 agent_strerror(rc), *why != '\0' ? ": " : "", why);
+        if (job->sess != NULL && job->out == NULL) {
+            /* Nothing to keep: end the session; the owner starts a new one later. */
+            ipc_session_abort(job->sess);
+            job->sess = NULL;
+            api_trace_ring_end_cb cb = job->ring_on_end;
+            job->ring_on_end = NULL;
+            if (cb != NULL) {
+                cb(job->ring_ud, rc, "the ring failed");
+            }
+            job_maybe_free(job);
+        }
+    }
+}
+
 static void sess_on_data(void *ud, const uint8_t *p, size_t n)
 {
     struct trace_job *job = ud;
     nettrace_feed(&job->checker, p, n);
     if (job->stop_on != NULL) {
         job_watch_stopping_event(job);
+    }
+    if (job->ring != NULL) {
+        job_ring_data(job, p, n);
+        return;
     }
     if (job->out == NULL || !job->streaming) {
         return;
@@ -495,6 +538,27 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     struct trace_job *job = ud;
     job->sess = NULL;
     uv_timer_stop(&job->timer);
+    if (job->ring != NULL && job->out == NULL) {
+        /* An untriggered ring's session ended (the runtime went away, or refused): the ring goes
+         * with it; the owner starts a new one when it can. */
+        log_info(cat, "trace ring of %llu: the session ended (%s)", (unsigned long long)job->pid,
+                 status != 0 ? agent_strerror(status) : "end of stream");
+        api_trace_ring_end_cb cb = job->ring_on_end;
+        job->ring_on_end = NULL;
+        if (cb != NULL) {
+            cb(job->ring_ud, status != 0 ? status : AGENT_E_CLOSED,
+               status == AGENT_E_RUNTIME ? ipc_hresult_text(hresult) : agent_strerror(status));
+        }
+        job_maybe_free(job);
+        return;
+    }
+    if (job->ring != NULL && job->out != NULL) {
+        /* Triggered: the end tag (the blocks written are whole even when the stream was cut). */
+        int rc = ev_ring_finish(job->ring, true);
+        if (rc != 0) {
+            job->client_lost = true;
+        }
+    }
 
     /* Right after many sessions end, the runtime sometimes closes a new CollectTracing
      * connection without answering (seen on .NET 10.0.12 under load); its next try succeeds. */
@@ -556,6 +620,10 @@ static void job_deliver_end(struct trace_job *job)
 {
     int status = job->end_status;
     enum nettrace_verdict v = nettrace_finish(&job->checker);
+    if (job->ring != NULL) {
+        /* The file is what the ring wrote: whole once it wrote its end tag. */
+        v = ev_ring_get_state(job->ring) == EV_RING_FINISHED ? NETTRACE_COMPLETE : v;
+    }
     if (job->client_lost || job->out == NULL) {
         /* The runtime finished, but the consumer did not receive the whole file. */
         job_end(job, TRACE_END_CANCEL, 400, NULL, NULL, NULL);
@@ -848,6 +916,235 @@ void api_trace_post(struct agent *a, struct http_request *req)
         start_trace_req(a, req, p, &tc, duration);
     }
     buf_fini(&err);
+}
+
+/* ---- ring mode (CollectTrace PreTriggerSeconds / RingBufferSizeMB) ------------------------ */
+
+int api_trace_ring_start(struct agent *a, const struct ipc_process *p, struct trace_config *tc,
+                         const struct ev_ring_limits *lim, api_trace_ring_end_cb on_end, void *ud,
+                         struct trace_job **out)
+{
+    *out = NULL;
+    if (a->sessions.live >= a->ops.limit[OP_KIND_TRACE] + TRACE_SESSION_SLACK) {
+        trace_config_fini(tc);
+        return UV_EBUSY;
+    }
+    struct trace_job *job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        trace_config_fini(tc);
+        return UV_ENOMEM;
+    }
+    job->a = a;
+    job->pid = p->pid;
+    job->duration_s = -1;
+    job->tc = *tc;
+    memset(tc, 0, sizeof(*tc));
+    buf_init(&job->json_out, 0);
+    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    int rc = ev_ring_new(&job->ring, lim);
+    rc = rc != 0 ? rc : ipc_endpoint_copy(&job->ep, &ep);
+    rc = rc != 0 ? rc : nettrace_checker_init(&job->checker, NULL);
+    if (rc != 0) {
+        ev_ring_free(job->ring);
+        ipc_endpoint_fini(&job->ep);
+        trace_config_fini(&job->tc);
+        buf_fini(&job->json_out);
+        free(job);
+        return rc;
+    }
+    uv_timer_init(a->loop, &job->timer);
+    job->timer.data = job;
+    job->ring_on_end = on_end;
+    job->ring_ud = ud;
+    rc = ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
+                           TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
+    if (rc != 0) {
+        job->sess = NULL;
+        job->ring_on_end = NULL;
+        job_maybe_free(job);
+        return rc;
+    }
+    *out = job;
+    return 0;
+}
+
+void api_trace_ring_stop(struct trace_job *job)
+{
+    if (job == NULL) {
+        return;
+    }
+    job->ring_on_end = NULL;
+    if (job->sess != NULL) {
+        /* Abort sends StopTracing in the background: no session is left in the runtime. */
+        ipc_session_abort(job->sess);
+        job->sess = NULL;
+    }
+    job_maybe_free(job);
+}
+
+/* The ring's output to the artifact. */
+static int ring_write(void *ud, const uint8_t *p, size_t n)
+{
+    struct trace_job *job = ud;
+    if (job->out == NULL || artifact_write(job->out, p, n) != 0) {
+        job->client_lost = true; /* the consumer is gone; on_lost follows */
+        return UV_EPIPE;
+    }
+    return 0;
+}
+
+int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
+                           const struct ipc_process *p, int64_t post_s)
+{
+    if (!job->streaming || job->sess == NULL) {
+        if (o->why != NULL) {
+            buf_printf(o->why, "the ring's session has not started yet");
+        }
+        return AGENT_E_NOTFOUND;
+    }
+    struct operation *op = NULL;
+    if (artifact_admit_origin(job->a, o, p, &trace_spec, &trace_events, job, &job->out, &op) != 0) {
+        return AGENT_E_INVAL;
+    }
+    job->op = op;
+    job->ring_on_end = NULL; /* the operation owns the job now */
+    job->post_s = post_s;
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts,
+             (unsigned long long)job->pid);
+    op->artifact_name = strdup(job->filename);
+    op->stoppable = true;
+    op->control.stop = job_stop;
+    op->control.cancel = job_cancel;
+    op->ctx = job;
+    artifact_accept(job->out);
+    op_set_state(&job->a->ops, op, OP_RUNNING, NULL, NULL);
+    if (artifact_begin(job->out, "application/octet-stream", job->filename) != 0) {
+        job_cancel(job);
+        return 0; /* said in the operation */
+    }
+    int rc = ev_ring_trigger(job->ring, ring_write, job);
+    if (rc != 0) {
+        char why[256];
+        ev_ring_error(job->ring, why, sizeof(why));
+        log_warn(cat, "trace ring of %llu: the trigger failed: %s %s", (unsigned long long)job->pid,
+                 agent_strerror(rc), why);
+        if (job->sess != NULL) {
+            ipc_session_abort(job->sess);
+            job->sess = NULL;
+        }
+        job_end(job, TRACE_END_FAIL, 500, "RingFailed", agent_strerror(rc), why);
+        job_maybe_free(job);
+        return 0;
+    }
+    struct ev_ring_stats st;
+    ev_ring_get_stats(job->ring, &st);
+    log_info(cat,
+             "trace ring of %llu triggered: %llu events written from the ring; %lld s more, then "
+             "StopTracing",
+             (unsigned long long)job->pid, (unsigned long long)st.events_written,
+             (long long)post_s);
+    uv_timer_start(&job->timer, job_on_timer, (uint64_t)post_s * 1000, 0);
+    return 0;
+}
+
+int api_trace_ring_snapshot(struct trace_job *job, ev_ring_write_cb write, void *ud)
+{
+    return ev_ring_snapshot(job->ring, write, ud);
+}
+
+const struct ev_ring *api_trace_ring_get(const struct trace_job *job)
+{
+    return job != NULL ? job->ring : NULL;
+}
+
+/* GET /trace/snapshot: the ring is written whole at once; nothing calls back later. */
+static void snapshot_on_lost(void *ud)
+{
+    (void)ud;
+}
+
+static const struct artifact_events snapshot_events = {.on_lost = snapshot_on_lost};
+
+static int snapshot_write(void *ud, const uint8_t *p, size_t n)
+{
+    return artifact_write(ud, p, n) != 0 ? UV_EPIPE : 0;
+}
+
+/* The rule= query parameter (NULL when absent, into *rule); -1 once answered with a problem. */
+static int snapshot_query_rule(struct http_request *req, struct buf *rule, const char **out)
+{
+    int has = http_query_get(http_request_query(req), "rule", rule);
+    if (has < 0) {
+        api_problem(req, 400, "malformed query string");
+        return -1;
+    }
+    *out = has == 1 ? buf_cstr(rule) : NULL;
+    return 0;
+}
+
+void api_trace_snapshot(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    struct buf rule_q;
+    buf_init(&rule_q, 256);
+    const char *rule = NULL;
+    if (snapshot_query_rule(req, &rule_q, &rule) != 0) {
+        buf_fini(&rule_q);
+        return;
+    }
+    struct trace_job *job = NULL;
+    const char *name = NULL;
+    int n = rules_run_ring_find(a->rules, p->uid, rule, &job, &name);
+    if (n == 0) {
+        api_problem(req, 404,
+                    "no collection rule keeps a ring for process %llu%s%s%s; configure "
+                    "PreTriggerSeconds on a CollectTrace action",
+                    (unsigned long long)p->pid, rule != NULL ? " (rule '" : "",
+                    rule != NULL ? rule : "", rule != NULL ? "')" : "");
+    } else if (n > 1 && rule == NULL) {
+        api_problem(req, 400,
+                    "%d collection rules keep a ring for process %llu; pick one with rule=<name>",
+                    n, (unsigned long long)p->pid);
+    } else if (job == NULL || ev_ring_get_state(job->ring) != EV_RING_BUFFERING) {
+        api_problem(req, 503,
+                    "the ring of collection rule '%s' is not running right now (its action is "
+                    "writing it out, or its session is starting); retry in a few seconds",
+                    name);
+    } else {
+        struct artifact *out = NULL;
+        struct operation *op = NULL;
+        if (artifact_admit(a, req, p, &trace_spec, &snapshot_events, NULL, &out, &op) == 0) {
+            char ts[32], filename[64];
+            op_artifact_stamp(ts, sizeof(ts));
+            snprintf(filename, sizeof(filename), "%s_%llu.nettrace", ts,
+                     (unsigned long long)p->pid);
+            op->artifact_name = strdup(filename);
+            artifact_accept(out);
+            int rc = artifact_begin(out, "application/octet-stream", filename);
+            rc = rc != 0 ? rc : ev_ring_snapshot(job->ring, snapshot_write, out);
+            struct ev_ring_stats st;
+            ev_ring_get_stats(job->ring, &st);
+            cJSON *extra = cJSON_CreateObject();
+            cJSON_AddStringToObject(extra, "rule", name);
+            cJSON_AddNumberToObject(extra, "events", (double)st.events_kept);
+            cJSON_AddNumberToObject(extra, "ringBytes", (double)st.bytes_used);
+            log_info(cat, "trace ring of %llu (rule %s): snapshot of %llu events, %llu bytes: %s",
+                     (unsigned long long)p->pid, name, (unsigned long long)st.events_kept,
+                     (unsigned long long)st.bytes_used, rc == 0 ? "ok" : agent_strerror(rc));
+            if (rc == 0) {
+                artifact_end_complete(out, extra);
+            } else {
+                artifact_end_fail(out, 500, "SnapshotFailed", agent_strerror(rc), NULL, extra);
+            }
+        }
+    }
+    buf_fini(&rule_q);
 }
 
 void api_trace_shutdown(struct agent *a)

@@ -15,9 +15,11 @@
 #include "api.h"
 #include "config.h"
 #include "err.h"
+#include "ev_ring.h"
 #include "ev_store.h"
 #include "log.h"
 #include "metrics_session.h"
+#include "rules_run.h"
 
 static const char cat[] = "dotmon.metrics";
 
@@ -411,4 +413,46 @@ out:
     free(pids);
     free(values);
     return rc;
+}
+
+/* ---- the rings of collection rules (CollectTrace PreTriggerSeconds) ---- */
+
+struct ring_family {
+    struct buf *out;
+    const char *name;
+    size_t which; /* its row in metrics_render_rings's families */
+};
+
+static void ring_line(void *ud, uint64_t pid, const char *uid, const char *name, const char *rule,
+                      const struct ev_ring *ring, uint64_t limit)
+{
+    struct ring_family *f = ud;
+    struct ev_ring_stats st;
+    ev_ring_get_stats(ring, &st);
+    const uint64_t values[] = {st.bytes_used, limit, st.events_kept, st.blocks_discarded,
+                               st.events_discarded};
+    uint64_t v = values[f->which];
+    buf_printf(f->out, "%s{pid=\"%" PRIu64 "\", uid=\"%s\", name=\"", f->name, pid, uid);
+    label_value(f->out, name);
+    buf_append_str(f->out, "\", rule=\"");
+    label_value(f->out, rule);
+    buf_printf(f->out, "\"} %" PRIu64 "\n", v);
+}
+
+void metrics_render_rings(struct agent *a, struct buf *out)
+{
+    static const char *const families[][3] = {
+        {"dotmon_ring_bytes", "gauge", "Memory a collection rule's trace ring holds now"},
+        {"dotmon_ring_bytes_limit", "gauge", "The ring's cap (RingBufferSizeMB)"},
+        {"dotmon_ring_events", "gauge", "Events the ring holds now"},
+        {"dotmon_ring_blocks_discarded_total", "counter",
+         "Blocks the ring has dropped (older than PreTriggerSeconds, or no room)"},
+        {"dotmon_ring_events_discarded_total", "counter", "Events in the blocks dropped"},
+    };
+    for (size_t i = 0; a->rules != NULL && i < sizeof(families) / sizeof(families[0]); i++) {
+        buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", families[i][0], families[i][2],
+                   families[i][0], families[i][1]);
+        struct ring_family f = {.out = out, .name = families[i][0], .which = i};
+        rules_run_ring_each(a->rules, ring_line, &f);
+    }
 }

@@ -42,4 +42,7 @@ struct cJSON *metrics_status_json(struct metrics *m);
 /* Ends every session (StopTracing in the background) and frees everything once handles close. */
 void metrics_close(struct metrics *m);
 
+/* /metrics: the rings of collection rules (dotmon_ring_*), one line per ring and family. */
+void metrics_render_rings(struct agent *a, struct buf *out);
+
 #endif

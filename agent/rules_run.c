@@ -19,6 +19,7 @@
 #include "egress/egress.h"
 #include "err.h"
 #include "ev_filter.h"
+#include "ev_ring.h"
 #include "http_session.h"
 #include "ipc_client.h"
 #include "ipc_cmd.h"
@@ -76,8 +77,15 @@ struct rinst {
     uv_timer_t kick;        /* deferred session start/stop, and restart backoff */
     uint64_t backoff_ms;
     struct raction *actions;
-    enum rules_state said; /* the state last logged */
-    int open;              /* handles not yet closed */
+    /* Ring mode: the continuous session of the rule's ring CollectTrace (api_trace_ring_start)
+     * while the trigger is active; NULL when none runs. ring_action indexes that action. */
+    struct trace_job *ring;
+    size_t ring_action;
+    bool has_ring;
+    uint64_t ring_backoff_ms;
+    int64_t ring_not_before; /* no new ring before this (now_ms) after a failure */
+    enum rules_state said;   /* the state last logged */
+    int open;                /* handles not yet closed */
 };
 
 struct rproc {
@@ -576,6 +584,21 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
     switch (ac->type) {
     case RULES_ACTION_COLLECT_TRACE: {
         struct ev_filter *stop_on = NULL;
+        if (act->ring && ac->ri->ring != NULL && ac->ri->ring_action == ac->index) {
+            rc = api_trace_ring_trigger(ac->ri->ring, &o, p, act->post_trigger_s);
+            if (rc == 0) {
+                ac->ri->ring = NULL; /* the operation has it now */
+                break;
+            }
+            log_warn(cat,
+                     "collection rule %s of process %" PRIu64
+                     ": the ring cannot be written (%s); tracing the next %d s instead",
+                     rule_name(ac->ri), ac->ri->p->pid, buf_cstr(why), act->post_trigger_s);
+            buf_reset(why);
+        }
+        if (act->ring) {
+            duration_s = act->post_trigger_s > 0 ? act->post_trigger_s : 1;
+        }
         rc = trace_action_config(r->a, act, &tc, why);
         rc = rc != 0 ? rc : stopping_event_filter(act, &stop_on, why);
         rc = rc != 0 ? rc : api_trace_collect(r->a, &o, p, &tc, duration_s, stop_on);
@@ -840,9 +863,80 @@ static const struct hsession_callbacks ri_http_callbacks = {.on_started = ri_on_
                                                             .on_runtime = ri_on_runtime,
                                                             .on_end = ri_on_end};
 
+static bool ring_wanted(const struct rinst *ri)
+{
+    return ri->has_ring && has_session(ri) && rules_inst_trigger_active(ri->inst);
+}
+
+static void ri_on_ring_end(void *ud, int status, const char *reason)
+{
+    struct rinst *ri = ud;
+    ri->ring = NULL;
+    ri->ring_backoff_ms = ri->ring_backoff_ms == 0 ? BACKOFF_MIN_MS : ri->ring_backoff_ms * 2;
+    ri->ring_backoff_ms =
+        ri->ring_backoff_ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ri->ring_backoff_ms;
+    ri->ring_not_before = now_ms(ri->r) + (int64_t)ri->ring_backoff_ms;
+    log_info(cat,
+             "collection rule %s of process %" PRIu64 ": ring session ended (%s: %s); next try in "
+             "%" PRIu64 " ms",
+             rule_name(ri), ri->p != NULL ? ri->p->pid : 0, agent_strerror(status),
+             reason != NULL ? reason : "", ri->ring_backoff_ms);
+    /* A kick already due (the trigger session's) comes first; it re-arms for the ring. */
+    if (ri->p != NULL && !uv_is_active((uv_handle_t *)&ri->kick)) {
+        uv_timer_start(&ri->kick, ri_on_kick, ri->ring_backoff_ms, 0);
+    }
+}
+
+/* Starts or stops the ring session to follow the instance's state. */
+static void ri_ring_sync(struct rinst *ri)
+{
+    bool want = ring_wanted(ri);
+    if (!want && ri->ring != NULL) {
+        api_trace_ring_stop(ri->ring);
+        ri->ring = NULL;
+        return;
+    }
+    if (!want || ri->ring != NULL) {
+        return;
+    }
+    int64_t wait = ri->ring_not_before - now_ms(ri->r);
+    if (wait > 0) {
+        if (!uv_is_active((uv_handle_t *)&ri->kick)) {
+            uv_timer_start(&ri->kick, ri_on_kick, (uint64_t)wait, 0);
+        }
+        return;
+    }
+    struct rules_run *r = ri->r;
+    const struct rules_action *act = &rules_inst_rule(ri->inst)->actions[ri->ring_action];
+    const struct ipc_process *p = find_process(r, ri->p->uid);
+    struct trace_config tc;
+    memset(&tc, 0, sizeof(tc));
+    struct buf why;
+    buf_init(&why, 256);
+    int rc = p == NULL ? AGENT_E_NOTFOUND : trace_action_config(r->a, act, &tc, &why);
+    if (rc == 0) {
+        struct ev_ring_limits lim = {.max_bytes = (size_t)act->ring_mb * 1024 * 1024,
+                                     .max_age_ms = (uint64_t)act->pre_trigger_s * 1000};
+        rc = api_trace_ring_start(r->a, p, &tc, &lim, ri_on_ring_end, ri, &ri->ring);
+    } else {
+        trace_config_fini(&tc);
+    }
+    if (rc != 0) {
+        ri->ring = NULL;
+        ri_on_ring_end(ri, rc, buf_size(&why) > 0 ? buf_cstr(&why) : "cannot start");
+    } else {
+        ri->ring_backoff_ms = 0;
+        log_info(cat,
+                 "collection rule %s of process %" PRIu64 ": ring session started (%d s, %d MB)",
+                 rule_name(ri), ri->p->pid, act->pre_trigger_s, act->ring_mb);
+    }
+    buf_fini(&why);
+}
+
 static void ri_on_kick(uv_timer_t *t)
 {
     struct rinst *ri = t->data;
+    ri_ring_sync(ri);
     bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
     if (want && !sess_live(ri)) {
         int rc = is_event_fed(ri)
@@ -883,7 +977,8 @@ static void ri_sync(struct rinst *ri)
         return;
     }
     bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
-    bool change = (want && !sess_live(ri)) || (!want && sess_live(ri) && !ri->stopping);
+    bool change = (want && !sess_live(ri)) || (!want && sess_live(ri) && !ri->stopping) ||
+                  (ring_wanted(ri) != (ri->ring != NULL));
     if (change && !uv_is_active((uv_handle_t *)&ri->kick)) {
         uv_timer_start(&ri->kick, ri_on_kick, 0, 0);
     }
@@ -975,6 +1070,13 @@ static struct rinst *ri_new(struct rproc *pr, const struct rules_rule *rule,
         free(ri);
         return NULL;
     }
+    for (size_t k = 0; k < rule->nactions; k++) {
+        if (rule->actions[k].type == RULES_ACTION_COLLECT_TRACE && rule->actions[k].ring) {
+            ri->has_ring = true; /* the first ring CollectTrace keeps the ring */
+            ri->ring_action = k;
+            break;
+        }
+    }
     uv_timer_init(r->a->loop, &ri->deadline);
     uv_timer_init(r->a->loop, &ri->kick);
     ri->deadline.data = ri->kick.data = ri;
@@ -996,6 +1098,8 @@ static void ri_remove(struct rinst *ri)
         hsession_abort(ri->hsess);
         ri->hsess = NULL;
     }
+    api_trace_ring_stop(ri->ring);
+    ri->ring = NULL;
     while (ri->actions != NULL) {
         action_detach(ri->actions, false);
     }
@@ -1226,6 +1330,79 @@ void rules_run_reload(struct agent *a, const struct config *cfg)
     }
 }
 
+/* The "ring" object of /collectionrules/{name} (dotmon's addition): the ring's limits and use. */
+static void ring_describe(const struct rinst *ri, cJSON *out)
+{
+    const struct rules_action *act = &rules_inst_rule(ri->inst)->actions[ri->ring_action];
+    cJSON *o = cJSON_AddObjectToObject(out, "ring");
+    if (o == NULL) {
+        return;
+    }
+    const struct ev_ring *ring = api_trace_ring_get(ri->ring);
+    cJSON_AddBoolToObject(o, "running", ring != NULL);
+    cJSON_AddNumberToObject(o, "preTriggerSeconds", act->pre_trigger_s);
+    cJSON_AddNumberToObject(o, "postTriggerSeconds", act->post_trigger_s);
+    cJSON_AddNumberToObject(o, "bytesLimit", (double)act->ring_mb * 1024 * 1024);
+    struct ev_ring_stats st;
+    memset(&st, 0, sizeof(st));
+    if (ring != NULL) {
+        ev_ring_get_stats(ring, &st);
+    }
+    cJSON_AddNumberToObject(o, "bytes", (double)st.bytes_used);
+    cJSON_AddNumberToObject(o, "peakBytes", (double)st.bytes_peak);
+    cJSON_AddNumberToObject(o, "metadataBytes", (double)st.metadata_bytes);
+    cJSON_AddNumberToObject(o, "blocksKept", (double)st.blocks_kept);
+    cJSON_AddNumberToObject(o, "blocksDiscarded", (double)st.blocks_discarded);
+    cJSON_AddNumberToObject(o, "eventsKept", (double)st.events_kept);
+    cJSON_AddNumberToObject(o, "eventsDiscarded", (double)st.events_discarded);
+    struct nettrace_trace_info ti;
+    double span = 0;
+    if (ring != NULL && st.oldest_kept > 0 && ev_ring_trace_info(ring, &ti) == 0 &&
+        ti.qpc_frequency > 0) {
+        span = (double)(st.newest_kept - st.oldest_kept) / (double)ti.qpc_frequency;
+    }
+    cJSON_AddNumberToObject(o, "spanSeconds", span);
+}
+
+int rules_run_ring_find(struct rules_run *r, const char *uid, const char *rule,
+                        struct trace_job **out, const char **name)
+{
+    int found = 0;
+    *out = NULL;
+    for (struct rproc *pr = r != NULL ? r->procs : NULL; pr != NULL; pr = pr->next) {
+        if (strcmp(pr->uid, uid) != 0) {
+            continue;
+        }
+        for (struct rinst *ri = pr->insts; ri != NULL; ri = ri->next) {
+            if (!ri->has_ring || (rule != NULL && strcasecmp(rule_name(ri), rule) != 0)) {
+                continue;
+            }
+            found++;
+            if (*out == NULL || (ri->ring != NULL && api_trace_ring_get(*out) == NULL)) {
+                *out = ri->ring;
+                *name = rule_name(ri);
+            }
+        }
+    }
+    return found;
+}
+
+void rules_run_ring_each(struct rules_run *r, rules_run_ring_cb cb, void *ud)
+{
+    for (struct rproc *pr = r != NULL ? r->procs : NULL; pr != NULL; pr = pr->next) {
+        for (struct rinst *ri = pr->insts; ri != NULL; ri = ri->next) {
+            const struct ev_ring *ring = api_trace_ring_get(ri->ring);
+            if (!ri->has_ring || ring == NULL) {
+                continue;
+            }
+            const struct rules_action *act = &rules_inst_rule(ri->inst)->actions[ri->ring_action];
+            const struct ipc_process *p = find_process(r, pr->uid);
+            cb(ud, pr->pid, pr->uid, p != NULL && p->name != NULL ? p->name : "", rule_name(ri),
+               ring, (uint64_t)act->ring_mb * 1024 * 1024);
+        }
+    }
+}
+
 int rules_run_describe(struct rules_run *r, const char *uid, const char *name, cJSON **out)
 {
     *out = NULL;
@@ -1260,6 +1437,12 @@ int rules_run_describe(struct rules_run *r, const char *uid, const char *name, c
                 *out = rules_describe_detailed(v[i], now);
                 rc = *out != NULL ? 0 : UV_ENOMEM;
                 break;
+            }
+        }
+        for (struct rinst *ri = pr != NULL ? pr->insts : NULL; rc == 0 && ri != NULL;
+             ri = ri->next) {
+            if (ri->has_ring && strcasecmp(rule_name(ri), name) == 0) {
+                ring_describe(ri, *out);
             }
         }
     }

@@ -73,4 +73,18 @@ void rules_run_free(struct rules_run *r);
  */
 int rules_run_describe(struct rules_run *r, const char *uid, const char *name, cJSON **out);
 
+/*
+ * The ring (CollectTrace PreTriggerSeconds) of process uid's rule named rule (any rule when NULL):
+ * returns how many of its rules keep a ring, with *out the running one (NULL when none runs right
+ * now, e.g. while its action writes it out) and *name its rule.
+ */
+struct trace_job;
+struct ev_ring;
+int rules_run_ring_find(struct rules_run *r, const char *uid, const char *rule,
+                        struct trace_job **out, const char **name);
+/* Every running ring, for /metrics: limit is RingBufferSizeMB in bytes. */
+typedef void (*rules_run_ring_cb)(void *ud, uint64_t pid, const char *uid, const char *name,
+                                  const char *rule, const struct ev_ring *ring, uint64_t limit);
+void rules_run_ring_each(struct rules_run *r, rules_run_ring_cb cb, void *ud);
+
 #endif

@@ -202,6 +202,14 @@ struct rules_action {
     const char *stop_provider, *stop_event;
     const struct rules_kv *stop_payload; /* PayloadFilter */
     size_t nstop_payload;
+    /* CollectTrace ring mode (README "Pre-trigger ring buffer"): a continuous session kept in an
+     * in-memory ring while the rule runs, written out when the action runs. ring is set when
+     * PreTriggerSeconds or RingBufferSizeMB is given (Duration is then not allowed). */
+    bool ring;
+    int32_t pre_trigger_s;  /* PreTriggerSeconds 1..3600; 0 = no age limit (size only) */
+    int32_t ring_mb;        /* RingBufferSizeMB 1..1024; default 64 */
+    int32_t post_trigger_s; /* PostTriggerSeconds 0..3600; default 5 */
+    bool has_pre_trigger, has_ring_mb, has_post_trigger, has_duration;
     /* CollectLogs */
     enum rules_log_level default_level; /* default Warning */
     const struct rules_log_filter *filter_specs;

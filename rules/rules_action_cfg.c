@@ -28,6 +28,10 @@ static const char *const event_level_names[] = {"LogAlways", "Critical",      "E
 
 static const struct rules_range range_buffer = {
     .min = 1, .max = 1024, .text_min = "1", .text_max = "1024"};
+static const struct rules_range range_seconds = {
+    .min = 1, .max = 3600, .text_min = "1", .text_max = "3600"};
+static const struct rules_range range_post_seconds = {
+    .min = 0, .max = 3600, .text_min = "0", .text_max = "3600"};
 
 #define F_EGRESS                                                                                   \
     {                                                                                              \
@@ -60,8 +64,15 @@ static const struct rules_field f_trace[] = {
     F_BOOL("RequestRundown", request_rundown),
     {"BufferSizeMegabytes", RULES_F_INT, false, AOFF(buffer_mb), RULES_NO_OFF, &range_buffer, NULL,
      0},
-    F_DURATION,
+    {"Duration", RULES_F_SPAN, false, AOFF(duration_ticks), AOFF(has_duration),
+     &rules__range_duration, NULL, 0},
     F_EGRESS,
+    {"PreTriggerSeconds", RULES_F_INT, false, AOFF(pre_trigger_s), AOFF(has_pre_trigger),
+     &range_seconds, NULL, 0},
+    {"RingBufferSizeMB", RULES_F_INT, false, AOFF(ring_mb), AOFF(has_ring_mb), &range_buffer, NULL,
+     0},
+    {"PostTriggerSeconds", RULES_F_INT, false, AOFF(post_trigger_s), AOFF(has_post_trigger),
+     &range_post_seconds, NULL, 0},
 };
 static const struct rules_field f_logs[] = {
     F_ENUM("DefaultLevel", default_level, &level_enum), F_BOOL("UseAppFilters", use_app_filters),
@@ -252,6 +263,22 @@ static void post_trace(struct rules_ctx *c, const char *settings, struct rules_a
     } else if (!profile && a->nproviders == 0) {
         rules__error(c, settings, "The Profile field or the Providers field is required.");
     }
+    a->ring = a->has_pre_trigger || a->has_ring_mb;
+    if (a->ring && a->has_duration) {
+        rules__error(c, settings,
+                     "Both the Duration field and the PreTriggerSeconds or RingBufferSizeMB field "
+                     "cannot be specified: a ring trace lasts PostTriggerSeconds after its "
+                     "trigger.");
+    }
+    if (a->ring && a->has_stopping_event) {
+        rules__error(c, settings,
+                     "Both the StoppingEvent field and the PreTriggerSeconds or RingBufferSizeMB "
+                     "field cannot be specified.");
+    }
+    if (!a->ring && a->has_post_trigger) {
+        rules__error(c, rules__key(c, settings, "PostTriggerSeconds"),
+                     "The PostTriggerSeconds field needs PreTriggerSeconds or RingBufferSizeMB.");
+    }
     if (a->has_stopping_event && !has_provider(a, a->stop_provider)) {
         rules__error(c, stop,
                      "The StoppingEvent field specified the provider '%s' but it was not found in "
@@ -349,6 +376,8 @@ static void action_defaults(struct rules_action *a)
     a->dump_type = RULES_DUMP_WITH_HEAP;
     a->request_rundown = true;
     a->buffer_mb = 256;
+    a->ring_mb = 64;
+    a->post_trigger_s = 5;
     a->duration_ticks = 30 * RULES_TICKS_PER_SECOND;
     a->default_level = RULES_LOG_WARNING;
     a->use_app_filters = true;

@@ -194,6 +194,16 @@ static void parse_rule(struct rules_ctx *c, const char *name, struct rules_rule 
         rules__error(c, tkey, "The Trigger field is required.");
     }
     parse_actions(c, prefix, r);
+    for (size_t i = 0; r->trigger.type_name != NULL && r->trigger.type == RULES_TRIGGER_STARTUP &&
+                       i < r->nactions;
+         i++) {
+        if (r->actions[i].ring) {
+            rules__error(
+                c, rules__key(c, r->actions[i].key, "Settings"),
+                "A CollectTrace with PreTriggerSeconds or RingBufferSizeMB needs a trigger "
+                "other than Startup (the ring keeps the time before the trigger).");
+        }
+    }
     parse_limits(c, prefix, &r->limits);
     r->valid = c->nerrors == before;
 }

@@ -642,6 +642,71 @@ static void test_rules_config_error_trace(void **state)
     rules_config_free(c);
 }
 
+/* CollectTrace's ring mode: PreTriggerSeconds, RingBufferSizeMB, PostTriggerSeconds. */
+static void test_rules_config_ring(void **state)
+{
+    (void)state;
+    struct rules_config *c = rule_lines("CollectionRules:R:Trigger:Type=GCPause\n"
+                                        "CollectionRules:R:Trigger:Settings:ThresholdMs=200\n"
+                                        "CollectionRules:R:Actions:0:Type=CollectTrace\n"
+                                        "CollectionRules:R:Actions:0:Settings:Egress=artifacts\n"
+                                        "CollectionRules:R:Actions:0:Settings:Profile=Cpu\n"
+                                        "CollectionRules:R:Actions:0:Settings:PreTriggerSeconds=4\n"
+                                        "CollectionRules:R:Actions:1:Type=CollectTrace\n"
+                                        "CollectionRules:R:Actions:1:Settings:Egress=artifacts\n"
+                                        "CollectionRules:R:Actions:1:Settings:Profile=Cpu\n");
+    assert_int_equal(c->nerrors, 0);
+    const struct rules_action *a = &c->rules[0].actions[0];
+    assert_true(a->ring);
+    assert_int_equal(a->pre_trigger_s, 4);
+    assert_int_equal(a->ring_mb, 64);
+    assert_int_equal(a->post_trigger_s, 5);
+    assert_false(c->rules[0].actions[1].ring);
+    rules_config_free(c);
+
+    c = rule_lines("CollectionRules:R:Trigger:Type=GCPause\n"
+                   "CollectionRules:R:Trigger:Settings:ThresholdMs=200\n"
+                   "CollectionRules:R:Actions:0:Type=CollectTrace\n"
+                   "CollectionRules:R:Actions:0:Settings:Egress=artifacts\n"
+                   "CollectionRules:R:Actions:0:Settings:Profile=Cpu\n"
+                   "CollectionRules:R:Actions:0:Settings:PreTriggerSeconds=0\n"
+                   "CollectionRules:R:Actions:0:Settings:RingBufferSizeMB=2000\n"
+                   "CollectionRules:R:Actions:0:Settings:PostTriggerSeconds=3601\n"
+                   "CollectionRules:R:Actions:1:Type=CollectTrace\n"
+                   "CollectionRules:R:Actions:1:Settings:Egress=artifacts\n"
+                   "CollectionRules:R:Actions:1:Settings:Profile=Cpu\n"
+                   "CollectionRules:R:Actions:1:Settings:RingBufferSizeMB=8\n"
+                   "CollectionRules:R:Actions:1:Settings:Duration=00:00:10\n"
+                   "CollectionRules:R:Actions:2:Type=CollectTrace\n"
+                   "CollectionRules:R:Actions:2:Settings:Egress=artifacts\n"
+                   "CollectionRules:R:Actions:2:Settings:Profile=Cpu\n"
+                   "CollectionRules:R:Actions:2:Settings:PostTriggerSeconds=2\n");
+    ERROR(c, "CollectionRules:R:Actions:0:Settings:PreTriggerSeconds: The field PreTriggerSeconds "
+             "must be between 1 and 3600.");
+    ERROR(c, "CollectionRules:R:Actions:0:Settings:RingBufferSizeMB: The field RingBufferSizeMB "
+             "must be between 1 and 1024.");
+    ERROR(c, "CollectionRules:R:Actions:0:Settings:PostTriggerSeconds: The field "
+             "PostTriggerSeconds must be between 0 and 3600.");
+    ERROR(c, "CollectionRules:R:Actions:1:Settings: Both the Duration field and the "
+             "PreTriggerSeconds or RingBufferSizeMB field cannot be specified: a ring trace lasts "
+             "PostTriggerSeconds after its trigger.");
+    ERROR(c, "CollectionRules:R:Actions:2:Settings:PostTriggerSeconds: The PostTriggerSeconds "
+             "field needs PreTriggerSeconds or RingBufferSizeMB.");
+    assert_int_equal(c->nerrors, 5);
+    rules_config_free(c);
+
+    c = rule_lines("CollectionRules:R:Trigger:Type=Startup\n"
+                   "CollectionRules:R:Actions:0:Type=CollectTrace\n"
+                   "CollectionRules:R:Actions:0:Settings:Egress=artifacts\n"
+                   "CollectionRules:R:Actions:0:Settings:Profile=Cpu\n"
+                   "CollectionRules:R:Actions:0:Settings:RingBufferSizeMB=8\n");
+    ERROR(c, "CollectionRules:R:Actions:0:Settings: A CollectTrace with PreTriggerSeconds or "
+             "RingBufferSizeMB needs a trigger other than Startup (the ring keeps the time before "
+             "the trigger).");
+    assert_int_equal(c->nerrors, 1);
+    rules_config_free(c);
+}
+
 static void test_rules_config_error_templates(void **state)
 {
     (void)state;
@@ -970,6 +1035,7 @@ int main(void)
         cmocka_unit_test(test_rules_config_error_types),
         cmocka_unit_test(test_rules_config_error_values),
         cmocka_unit_test(test_rules_config_error_trace),
+        cmocka_unit_test(test_rules_config_ring),
         cmocka_unit_test(test_rules_config_error_templates),
         cmocka_unit_test(test_rules_config_error_references),
         cmocka_unit_test(test_rules_config_error_egress),

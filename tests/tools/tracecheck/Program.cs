@@ -15,7 +15,9 @@
 //
 // With --by-event, "byEvent":{"provider#eventId":count,...} counts events per provider and id.
 // With --gc-events, "gcEvents":[[Count,Depth,Reason,Type],...] lists every GCStart's payload as
-// TraceEvent decodes it (GCStartTraceData), in stream order.
+// TraceEvent decodes it (GCStartTraceData), in stream order, and "gcSpans":[[Count,startTicks,
+// endTicks],...] each GCEnd with its GCStart's timestamp (UTC .NET ticks as --times; 0 when the
+// GCStart is not in the trace).
 // With --activities, "activities":[["provider#eventId","activityId","relatedActivityId"],...] lists
 // every event with a non-empty ActivityID or RelatedActivityID (empty ones as "").
 // With --dynamic-names, "dynamicNames":{"provider|EventName":count,...} counts the events a second
@@ -66,6 +68,8 @@ internal static class Program
         long firstTicks = long.MaxValue, lastTicks = long.MinValue;
         var actList = new List<string[]>();
         var gcList = new List<int[]>();
+        var gcSpans = new List<long[]>();
+        var gcStarts = new Dictionary<int, long>();
         var payloadKeys = new HashSet<string>(StringComparer.Ordinal);
         var payloads = new SortedDictionary<string, List<List<KeyValuePair<string, object?>>>>(StringComparer.Ordinal);
         for (int i = 0; i < args.Length; i++)
@@ -180,11 +184,18 @@ internal static class Program
                     if (gcEvents && e is GCStartTraceData g)
                     {
                         gcList.Add(new[] { g.Count, g.Depth, (int)g.Reason, (int)g.Type });
+                        gcStarts[g.Count] = e.TimeStamp.ToUniversalTime().Ticks;
                     }
                 }
                 else if (provider == Runtime && id == 2)
                 {
                     gcEnd++;
+                    if (gcEvents && e is GCEndTraceData ge)
+                    {
+                        gcSpans.Add(new[] { ge.Count,
+                            gcStarts.TryGetValue(ge.Count, out long st) ? st : 0,
+                            e.TimeStamp.ToUniversalTime().Ticks });
+                    }
                 }
                 else if (provider == SampleProfiler && id == 0)
                 {
@@ -264,6 +275,17 @@ internal static class Program
             }
             if (gcEvents)
             {
+                w.WriteStartArray("gcSpans");
+                foreach (long[] g in gcSpans)
+                {
+                    w.WriteStartArray();
+                    foreach (long v in g)
+                    {
+                        w.WriteNumberValue(v);
+                    }
+                    w.WriteEndArray();
+                }
+                w.WriteEndArray();
                 w.WriteStartArray("gcEvents");
                 foreach (int[] g in gcList)
                 {

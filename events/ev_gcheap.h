@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_EV_GCHEAP_H
+#define AGENT_EV_GCHEAP_H
+
+/*
+ * A GC heap snapshot from the stream of a heap-dump session, turned into a `.gcdump` file
+ * (EVENTS.md §8). The session: Microsoft-Windows-DotNETRuntime at Verbose with keywords
+ * EV_GCHEAP_KEYWORDS makes the runtime run an induced, blocking gen-2 GC and walk the heap
+ * during it (BulkType, GCBulkNode, GCBulkEdge, GCBulkRootEdge, … events). The stream's bytes are
+ * fed as they arrive; the graph is built as they are read (no second pass, no stored trace):
+ * memory grows with the heap's object and reference counts, never with its bytes.
+ *
+ * Use: ev_gcheap_new, then ev_gcheap_feed each chunk of the session's stream; once
+ * ev_gcheap_complete() is true (the induced GC's GCEnd was read) the caller stops the session
+ * and keeps feeding until the stream ends; then ev_gcheap_finish, and ev_gcheap_write to emit
+ * the file. ev_gcheap_free releases everything (also at any point before).
+ *
+ * Pure: no libuv, no I/O, no globals.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* GC | Type | GCHeapDump | GCHeapCollect | GCHeapAndTypeNames, at level 5 (EVENTS.md §8.1). */
+#define EV_GCHEAP_KEYWORDS    0x1980001ULL
+#define EV_GCHEAP_LEVEL       5
+#define EV_GCHEAP_DEFAULT_MAX_NODES 10000000ULL
+
+struct ev_gcheap_limits {
+    uint64_t max_nodes; /* 0 = EV_GCHEAP_DEFAULT_MAX_NODES; over it the feed fails AGENT_E_TOOBIG */
+};
+
+struct ev_gcheap_stats {
+    uint64_t bytes;      /* stream bytes fed */
+    uint64_t events;     /* events read */
+    uint64_t nodes;      /* graph nodes (objects, plus referenced-but-undefined and root nodes) */
+    uint64_t objects;    /* GCBulkNode entries read */
+    uint64_t edges;      /* GCBulkEdge entries read */
+    uint64_t roots;      /* root edges read */
+    uint64_t types;      /* BulkType entries read */
+    uint64_t total_size; /* sum of the objects' sizes */
+    uint64_t lost;       /* events the runtime dropped */
+    uint64_t mem_bytes;  /* memory held by the graph now */
+    bool complete;       /* the induced gen-2 GC's GCEnd was read */
+};
+
+struct ev_gcheap;
+
+/* lim may be NULL (defaults). 0, AGENT_E_INVAL or -ENOMEM. */
+int ev_gcheap_new(struct ev_gcheap **out, const struct ev_gcheap_limits *lim);
+/*
+ * The next bytes of the session's nettrace stream. 0, or a negative error once the stream or the
+ * heap walk is invalid or over a limit (AGENT_E_TOOBIG: max_nodes; -ENOMEM; AGENT_E_PROTO …);
+ * later feeds return it again. Bytes after completion are read (rundown, end tag) but change
+ * nothing in the graph.
+ */
+int ev_gcheap_feed(struct ev_gcheap *g, const uint8_t *p, size_t n);
+/* The induced gen-2 GC's GCEnd was read: the snapshot is whole, stop the session. */
+bool ev_gcheap_complete(const struct ev_gcheap *g);
+/*
+ * The stream ended. 0 when the snapshot is whole and ready to write (a valid stream up to here;
+ * its end tag is not required once complete), else the error (the feed's, or AGENT_E_TRUNC when
+ * the GC never ended). Idempotent.
+ */
+int ev_gcheap_finish(struct ev_gcheap *g);
+/* Why the feed or finish failed, in words ("heap walk: edge stream ran out at node 12"); NULL if
+ * none. */
+const char *ev_gcheap_error(const struct ev_gcheap *g);
+
+/* A sink for the file's bytes: 0, or a negative error that ends the write and is returned. */
+typedef int (*ev_gcheap_write_fn)(void *ud, const uint8_t *p, size_t n);
+/*
+ * After a successful ev_gcheap_finish: the `.gcdump` (FastSerialization GCHeapDump with its
+ * MemoryGraph; EVENTS.md §8.4), CreationTool = creation_tool (UTF-8, e.g. "dotmon"), in chunks of
+ * at most 64 KiB. 0, the sink's error, AGENT_E_INVAL (not finished) or -ENOMEM.
+ */
+int ev_gcheap_write(struct ev_gcheap *g, const char *creation_tool, ev_gcheap_write_fn fn,
+                    void *ud);
+void ev_gcheap_get_stats(const struct ev_gcheap *g, struct ev_gcheap_stats *out);
+/* Accepts NULL. */
+void ev_gcheap_free(struct ev_gcheap *g);
+
+#endif

@@ -651,6 +651,13 @@ static void on_announce_timer(uv_timer_t *t)
     }
 }
 
+static void on_process_update(void *ud, const struct ipc_process *p, bool added)
+{
+    struct agent *a = ud;
+    (void)added;
+    rules_run_on_process_updated(a->rules, p);
+}
+
 static void on_process_change(void *ud, const struct ipc_process *p, bool added)
 {
     struct agent *a = ud;
@@ -833,6 +840,7 @@ static int start_discovery(struct agent *a)
     }
     int rc = ipc_discovery_new(a->loop, &dcfg, on_process_change, a, &a->disc);
     if (rc == 0) {
+        ipc_discovery_set_update_cb(a->disc, on_process_update, a);
         a->open_handles++;
         rc = ipc_discovery_start(a->disc);
     }

@@ -1157,7 +1157,13 @@ static void proc_remove(struct rules_run *r, struct rproc *pr)
     free(pr);
 }
 
-static void proc_add(struct rules_run *r, const struct ipc_process *p)
+/*
+ * Applies to pr every valid rule whose filters match p and that has no instance on it yet, each
+ * inserted in rule order and started. later: the process was added before (its command line
+ * changed since).
+ */
+static void proc_apply(struct rules_run *r, struct rproc *pr, const struct ipc_process *p,
+                       bool later)
 {
     struct rules_process proc = {.pid = (uint32_t)p->pid,
                                  .name = p->name,
@@ -1165,6 +1171,37 @@ static void proc_add(struct rules_run *r, const struct ipc_process *p)
                                  .runtime_id = p->uid,
                                  .entrypoint_assembly = p->entrypoint_assembly,
                                  .hostname = r->hostname};
+    pr->adding = true;
+    for (size_t i = 0; i < r->cfg->nrules; i++) {
+        const struct rules_rule *rule = &r->cfg->rules[i];
+        if (!rule->valid || !rules_filters_match(rule, &proc)) {
+            continue;
+        }
+        struct rinst **at = &pr->insts;
+        while (*at != NULL && rules_inst_rule((*at)->inst) < rule) {
+            at = &(*at)->next;
+        }
+        if (*at != NULL && rules_inst_rule((*at)->inst) == rule) {
+            continue; /* applied already */
+        }
+        struct rinst *ri = ri_new(pr, rule, &proc);
+        if (ri == NULL) {
+            log_warn(cat, "no memory for collection rule %s of process %" PRIu64, rule->name,
+                     p->pid);
+            continue;
+        }
+        ri->next = *at;
+        *at = ri;
+        log_info(cat, "collection rule %s applies to process %" PRIu64 " (uid %s)%s", rule->name,
+                 p->pid, p->uid, later ? ", its command line now complete" : "");
+        ri_pump(ri);
+    }
+    pr->adding = false;
+    proc_maybe_resume(pr);
+}
+
+static void proc_add(struct rules_run *r, const struct ipc_process *p)
+{
     struct rproc *pr = calloc(1, sizeof(*pr));
     if (pr == NULL || ipc_endpoint_copy(&pr->ep, &p->ep) != 0) {
         free(pr);
@@ -1177,27 +1214,7 @@ static void proc_add(struct rules_run *r, const struct ipc_process *p)
     pr->major = metrics_runtime_major(p->clr_version);
     pr->next = r->procs;
     r->procs = pr;
-    pr->adding = true;
-    struct rinst **tail = &pr->insts;
-    for (size_t i = 0; i < r->cfg->nrules; i++) {
-        const struct rules_rule *rule = &r->cfg->rules[i];
-        if (!rule->valid || !rules_filters_match(rule, &proc)) {
-            continue;
-        }
-        struct rinst *ri = ri_new(pr, rule, &proc);
-        if (ri == NULL) {
-            log_warn(cat, "no memory for collection rule %s of process %" PRIu64, rule->name,
-                     p->pid);
-            continue;
-        }
-        *tail = ri;
-        tail = &ri->next;
-        log_info(cat, "collection rule %s applies to process %" PRIu64 " (uid %s)", rule->name,
-                 p->pid, p->uid);
-        ri_pump(ri);
-    }
-    pr->adding = false;
-    proc_maybe_resume(pr);
+    proc_apply(r, pr, p, false);
 }
 
 void rules_run_on_process(struct rules_run *r, const struct ipc_process *p, bool added)
@@ -1215,6 +1232,19 @@ void rules_run_on_process(struct rules_run *r, const struct ipc_process *p, bool
     }
     if (added) {
         proc_add(r, p);
+    }
+}
+
+void rules_run_on_process_updated(struct rules_run *r, const struct ipc_process *p)
+{
+    if (r == NULL || r->closed) {
+        return;
+    }
+    for (struct rproc *pr = r->procs; pr != NULL; pr = pr->next) {
+        if (strcmp(pr->uid, p->uid) == 0) {
+            proc_apply(r, pr, p, true);
+            return;
+        }
     }
 }
 

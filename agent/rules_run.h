@@ -61,6 +61,9 @@ int rules_run_new(struct agent *a, struct rules_run **out);
 void rules_run_reload(struct agent *a, const struct config *cfg);
 /* A process appeared (added) or is gone. r may be NULL. */
 void rules_run_on_process(struct rules_run *r, const struct ipc_process *p, bool added);
+/* A known process's command line changed (ipc_discovery_set_update_cb): the rules whose filters
+ * match it now and had not matched before apply to it from now on. */
+void rules_run_on_process_updated(struct rules_run *r, const struct ipc_process *p);
 /* Stops every session and detaches the running actions (their handles close on the loop). */
 void rules_run_close(struct rules_run *r);
 /* Frees the rules; after the loop has run out (the closing instances point at them). */

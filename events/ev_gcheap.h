@@ -23,8 +23,8 @@
 #include <stdint.h>
 
 /* GC | Type | GCHeapDump | GCHeapCollect | GCHeapAndTypeNames, at level 5 (EVENTS.md §8.1). */
-#define EV_GCHEAP_KEYWORDS    0x1980001ULL
-#define EV_GCHEAP_LEVEL       5
+#define EV_GCHEAP_KEYWORDS          0x1980001ULL
+#define EV_GCHEAP_LEVEL             5
 #define EV_GCHEAP_DEFAULT_MAX_NODES 10000000ULL
 
 struct ev_gcheap_limits {

@@ -107,6 +107,8 @@ struct ipc_discovery {
     struct sock *socks;
     size_t nsocks;
     struct ipc_proclist procs; /* capacity >= nsocks */
+    ipc_discovery_change_cb on_update;
+    void *update_ud;
 
     struct ipc_listen *lst; /* listen mode: everything below the API is ipc_listen's */
     bool lst_open;          /* lst not yet closed-and-freed */
@@ -337,6 +339,9 @@ static void on_liveness_result(struct sock *s, const struct ipc__probe_result *r
         ipc__process_update_cmdline(&s->proc->pub, &pi->command_line) == 1) {
         log_debug(LOG_CAT, "pid %llu: command line now '%s'", (unsigned long long)s->proc->pub.pid,
                   s->proc->pub.command_line);
+        if (s->d->on_update != NULL && !s->d->closing) {
+            s->d->on_update(s->d->update_ud, &s->proc->pub, true);
+        }
     }
 }
 
@@ -858,6 +863,12 @@ void ipc_discovery_set_hold(struct ipc_discovery *d, bool hold)
     if (d->lst != NULL) {
         ipc_listen_set_hold(d->lst, hold);
     }
+}
+
+void ipc_discovery_set_update_cb(struct ipc_discovery *d, ipc_discovery_change_cb cb, void *ud)
+{
+    d->on_update = cb;
+    d->update_ud = ud;
 }
 
 int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta)

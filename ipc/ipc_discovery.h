@@ -95,6 +95,13 @@ typedef void (*ipc_discovery_change_cb)(void *ud, const struct ipc_process *p, b
 int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
                       ipc_discovery_change_cb on_change, void *ud, struct ipc_discovery **out);
 /*
+ * Connect mode: cb (may be NULL) is called with added = true after a listed process's command line
+ * (and the name taken from it) changed. A runtime probed early in its start answers only its host's
+ * path; its arguments show a liveness check later (about a second), and filters on the command
+ * line must look again then. Not called once ipc_discovery_close has been called.
+ */
+void ipc_discovery_set_update_cb(struct ipc_discovery *d, ipc_discovery_change_cb cb, void *ud);
+/*
  * Starts watching and performs the first scan (asynchronously). Listen mode: binds the socket now
  * and returns its error (see ipc_listen_start).
  */

@@ -53,6 +53,12 @@
 //                        other ("ok http port=<port> requests=<n>"); only / must answer 2xx;
 //                        a second call reuses the running server
 //   burn <ms> [threads]  spins the CPU for ms milliseconds on that many threads ("ok burn")
+//   work <ms>            the app's own work rate for bench/: for ms milliseconds, rounds of
+//                        parsing and formatting 64 numbers into fresh strings and a small
+//                        object array, 1 in 64 rounds kept in a 4096-slot window (so some
+//                        survive a gen0 GC: GC, allocation-tick and survival events to trace);
+//                        answers "ok work ops=<rounds> ms=<elapsed> gen0=<gen0 GCs> gen1=<…>
+//                        gen2=<…>" (ops / ms is the rate to compare)
 //   events <n> <chars> [threads] [MB/s]
 //                        writes n events DotMon-TestApp/Blob (int Thread, long Index, string Text
 //                        of <chars> characters), split over that many threads (default 1), paced
@@ -151,6 +157,7 @@ internal static class Program
     private static int s_webPort;
     private static long s_heartbeats;
     private static volatile object? s_sink;
+    private static long s_workSum;
 
     private static int Main(string[] args)
     {
@@ -450,6 +457,8 @@ internal static class Program
                     Burn(ms, threads);
                     return "ok burn";
                 }
+            case "work":
+                return Work(ParseInt(rest, "ms", 1, 600_000));
             case "events":
                 {
                     string[] parts = Words(rest, 2, "usage: events <n> <chars> [threads] [MB/s]");
@@ -588,6 +597,36 @@ internal static class Program
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
+    private static string Work(int ms)
+    {
+        var kept = new object[4096];
+        int g0 = GC.CollectionCount(0), g1 = GC.CollectionCount(1), g2 = GC.CollectionCount(2);
+        var watch = Stopwatch.StartNew();
+        long ops = 0;
+        while (watch.ElapsedMilliseconds < ms)
+        {
+            for (int batch = 0; batch < 16; batch++, ops++)
+            {
+                var round = new object[64];
+                long sum = 0;
+                for (int i = 0; i < round.Length; i++)
+                {
+                    string text = (ops * 64 + i).ToString(CultureInfo.InvariantCulture);
+                    sum += long.Parse(text, CultureInfo.InvariantCulture);
+                    round[i] = text;
+                }
+                if ((ops & 63) == 0)
+                {
+                    kept[(ops >> 6) & (kept.Length - 1)] = round;
+                }
+                s_workSum += sum;
+            }
+        }
+        double elapsed = watch.Elapsed.TotalMilliseconds;
+        return string.Create(CultureInfo.InvariantCulture,
+            $"ok work ops={ops} ms={elapsed:F0} gen0={GC.CollectionCount(0) - g0} gen1={GC.CollectionCount(1) - g1} gen2={GC.CollectionCount(2) - g2}");
+    }
+
     private static void Churn(int mb)
     {
         // 256-byte objects, dropped at once: gen0 collections without growing the heap.

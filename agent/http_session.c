@@ -272,9 +272,9 @@ static int build_config(const struct rules_trigger *t, double counter_interval_s
     return rc;
 }
 
-int hsession_start(struct agent *a, const struct ipc_endpoint *ep, const struct rules_trigger *t,
-                   double counter_interval_s, const struct hsession_callbacks *cb, void *ud,
-                   struct hsession **out)
+int hsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
+                   const struct rules_trigger *t, double counter_interval_s,
+                   const struct hsession_callbacks *cb, void *ud, struct hsession **out)
 {
     struct hsession *s = calloc(1, sizeof(*s));
     if (s == NULL) {
@@ -287,6 +287,8 @@ int hsession_start(struct agent *a, const struct ipc_endpoint *ep, const struct 
     struct trace_config tc;
     memset(&tc, 0, sizeof(tc));
     int rc = build_config(t, counter_interval_s, &tc);
+    /* A trigger reads payloads only: no stack walk per event where the runtime can be asked. */
+    tc.collect.disable_stackwalk = major >= IPC_NO_STACKWALK_MAJOR;
     if (rc == 0) {
         rc = nettrace_checker_init(&s->ck, NULL);
     }

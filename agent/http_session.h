@@ -34,13 +34,13 @@ struct hsession_callbacks {
 };
 
 /*
- * Starts the session of ASP.NET or runtime trigger t (which must outlive it); counter_interval_s
- * is the Hosting counters' interval (rules_trigger_interval_provider). 0 (callbacks follow) or a
- * negative code (none follow).
+ * Starts the session of ASP.NET or runtime trigger t (which must outlive it) on a runtime of
+ * .NET major (0 = unknown); counter_interval_s is the Hosting counters' interval
+ * (rules_trigger_interval_provider). 0 (callbacks follow) or a negative code (none follow).
  */
-int hsession_start(struct agent *a, const struct ipc_endpoint *ep, const struct rules_trigger *t,
-                   double counter_interval_s, const struct hsession_callbacks *cb, void *ud,
-                   struct hsession **out);
+int hsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
+                   const struct rules_trigger *t, double counter_interval_s,
+                   const struct hsession_callbacks *cb, void *ud, struct hsession **out);
 /* Graceful stop: StopTracing, the rest of the stream, then on_end. Idempotent. */
 void hsession_stop(struct hsession *s);
 /* No more callbacks; the runtime's session is stopped in the background. */

@@ -546,9 +546,11 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
         rc = ev_stream_new(&s->stream, &so, ms_on_sample, ms_on_error, s);
     }
     if (rc == 0) {
+        /* Counters and meters need no stacks: none walked where the runtime can be asked. */
         struct ipc_collect_config cfg = {.buffer_mb = BUFFER_MB,
                                          .format = 1,
                                          .rundown_keyword = 0,
+                                         .disable_stackwalk = major >= IPC_NO_STACKWALK_MAJOR,
                                          .providers = prov,
                                          .provider_count = nprov};
         rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &cfg, START_TIMEOUT_MS,

@@ -21,8 +21,10 @@ measured after 2 s of its session running:
   dotmon-trace: dotmon's GET /trace with the same providers, the body to a file (for reference);
   dotnet-trace: `dotnet-trace collect -p PID --providers …` to a .nettrace file, stopped with
                 SIGINT.
-Printed: the work rate (rounds/ms) per configuration, median over the rounds and relative to
-none, and the CPU seconds the observer (dotmon or dotnet-trace) used while the app worked.
+Printed per configuration, medians over the rounds and relative to none: the work rate in rounds
+per wall-clock ms, the rounds per ms of the app's own CPU time (all its threads: what EventPipe
+costs it inside the process; steadier than the wall rate on a machine busy with other work), and
+the CPU seconds the observer (dotmon or dotnet-trace) used while the app worked.
 """
 
 import argparse
@@ -55,9 +57,13 @@ def dotnet_trace():
 
 
 def work(app, ms):
+    """(rounds per wall ms, rounds per ms of the app's CPU time: every thread of it, the runtime's
+    EventPipe work included; the second holds better on a machine busy with other work)."""
+    c0 = cpu_s(app.pid)
     reply = app.command(f"work {ms}")
+    cpu = cpu_s(app.pid) - c0
     f = dict(kv.split("=", 1) for kv in reply.split()[2:])
-    return int(f["ops"]) / float(f["ms"])
+    return int(f["ops"]) / float(f["ms"]), int(f["ops"]) / (cpu * 1000)
 
 
 def ring_settings(tmp):
@@ -142,22 +148,25 @@ def main():
         os.chmod(tmp, 0o700)
         app = App(tmp)
         try:
-            work(app, 3000)  # warm up: JIT tiers, heap size
+            work(app, 10000)  # warm up: JIT tiers, heap size
             for r in range(args.rounds):
                 order = labels[r % len(labels):] + labels[:r % len(labels)]
                 for label in order:
                     rate, cpu, extra = measure(tmp, app, label, args.work_ms, tool)
-                    got[label].append((rate, cpu))
-                    print(f"round {r + 1} {label:13} {rate:8.2f} rounds/ms  observer CPU {cpu:5.2f} s  {extra}",
-                          flush=True)
+                    got[label].append((rate[0], rate[1], cpu))
+                    print(f"round {r + 1} {label:13} {rate[0]:8.2f} rounds/ms  {rate[1]:8.2f} rounds/CPU-ms  "
+                          f"observer CPU {cpu:5.2f} s  {extra}", flush=True)
         finally:
             app.kill()
     base = statistics.median(x[0] for x in got["none"])
-    print(f"\nconfiguration  work rate (median of {args.rounds})  vs none  observer CPU (median)")
+    base_cpu = statistics.median(x[1] for x in got["none"])
+    print(f"\nmedians of {args.rounds} rounds: configuration, rounds per wall ms (vs none), rounds per app CPU ms "
+          f"(vs none), observer CPU s per {args.work_ms} ms")
     for label in labels:
         rate = statistics.median(x[0] for x in got[label])
-        cpu = statistics.median(x[1] for x in got[label])
-        print(f"{label:13}  {rate:8.2f} rounds/ms             {rate / base:6.3f}   {cpu:5.2f} s per {args.work_ms} ms")
+        per_cpu = statistics.median(x[1] for x in got[label])
+        cpu = statistics.median(x[2] for x in got[label])
+        print(f"{label:13}  {rate:8.2f} ({rate / base:5.3f})  {per_cpu:8.2f} ({per_cpu / base_cpu:5.3f})  {cpu:5.2f}")
     print(json.dumps(got))
     return 0
 

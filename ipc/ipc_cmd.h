@@ -63,6 +63,10 @@
 #define IPC_HR_ENVVAR_NOT_FOUND        0x800000CBu
 #define IPC_HR_PROFILER_ALREADY_ACTIVE 0x8013136Au
 
+/* The first .NET major with CollectTracing3 (requestStackwalk; added 2023-11, PROTOCOL.md §3):
+ * sessions that need no stacks ask for none from it on. */
+#define IPC_NO_STACKWALK_MAJOR 9
+
 /* The rundown keyword that CollectTracing2/3's requestRundown=true stands for (§3.1, §6.2). */
 #define IPC_RUNDOWN_DEFAULT 0x80020139ull
 

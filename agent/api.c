@@ -44,6 +44,7 @@ static const struct api_route routes[] = {
     {"/env", "GET", api_env, NULL, false, false, false, NULL},
     {"/info", "GET", api_info, NULL, false, false, false, NULL},
     {"/dump", "GET", api_dump_get, NULL, false, false, true, NULL},
+    {"/gcdump", "GET", api_gcdump_get, NULL, false, false, true, NULL},
     {"/trace", "GET", api_trace_get, NULL, false, false, true, NULL},
     {"/trace", "POST", api_trace_post, NULL, false, false, false, NULL},
     {"/trace/snapshot", "GET", api_trace_snapshot, NULL, false, false, true, NULL},

@@ -79,6 +79,8 @@ void api_operation_details(struct agent *a, struct http_request *req, const char
 void api_operation_delete(struct agent *a, struct http_request *req, const char *id);
 
 void api_dump_get(struct agent *a, struct http_request *req);
+/* GET /gcdump?pid=|uid=|name=&egressProvider=&tags= (api_gcdump.c). */
+void api_gcdump_get(struct agent *a, struct http_request *req);
 
 /*
  * The artifact routes' collections started without a request (o->req NULL: a collection rule's
@@ -136,6 +138,9 @@ int api_livemetrics_collect(struct agent *a, const struct artifact_origin *o,
 /* type: Mini, Triage, WithHeap or Full (NULL: WithHeap). */
 int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                      const char *type);
+/* A GC heap snapshot (CollectGCDump): 0 once its operation exists, -1 when refused. */
+int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p);
 /* GET /collectionrules?pid=|uid=|name= and /collectionrules/{name} (api_rules.c). */
 void api_collectionrules(struct agent *a, struct http_request *req);
 void api_collectionrule(struct agent *a, struct http_request *req, const char *name);
@@ -152,5 +157,7 @@ void api_logs_post(struct agent *a, struct http_request *req);
 void api_logs_shutdown(struct agent *a);
 /* Stops waiting for dumps the runtimes are still writing (shutdown). */
 void api_dump_shutdown(struct agent *a);
+/* Abandons the heap snapshots still running (their sessions stopped in the background). */
+void api_gcdump_shutdown(struct agent *a);
 
 #endif

@@ -3,8 +3,9 @@
 """GET /gcdump end to end (issue 19): the real .NET test app, the real dotmon, and Microsoft's own
 readers of the file.
 
-  - the app holds a known graph (`heap-graph N M SIZE`: N holder objects, each with M byte arrays
-    of SIZE bytes): `dotnet-gcdump report` on dotmon's file finds the holder type exactly N times
+  - the app holds a known graph (`heap-graph N M SIZE`: N + 1 TestApp.GcDumpHolder objects, each
+    with M byte arrays of SIZE bytes): `dotnet-gcdump report` on dotmon's file finds the holder
+    type exactly N + 1 times
     and the byte arrays' bytes within 1 %, as in a `dotnet-gcdump collect` of the same app taken
     right after; the tool's GCHeapDump reader (tracecheck --gcdump) opens the file; the name is
     <yyyyMMdd_HHmmss>_<pid>.gcdump (Content-Disposition);
@@ -37,7 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from dmtest import FAILS, App, check, dotnet_root, free_port, stop  # noqa: E402
 
 GCDUMP_VERSION = "10.0.750501"
-HOLDER = "TestApp.HeapGraphNode"  # the type heap-graph holds N of
+HOLDER = "TestApp.GcDumpHolder"  # the type heap-graph holds N + 1 of
 N, M, SIZE = 5000, 2, 1000
 BIG = (300000, 1, 16)  # a heap that takes a while to walk (the mid-snapshot cases)
 
@@ -62,7 +63,8 @@ def env(tmp):
 
 
 def report(exe, tmp, path):
-    """dotnet-gcdump report: {type: [count, bytes]} with the size buckets and modules merged."""
+    """dotnet-gcdump report: {type: [count, bytes]} with the size buckets and modules merged (its
+    first column is the bytes per object of the row)."""
     r = subprocess.run([exe, "report", path], capture_output=True, text=True, env=env(tmp), timeout=300)
     types = {}
     for line in r.stdout.splitlines():
@@ -72,9 +74,20 @@ def report(exe, tmp, path):
         name = re.sub(r"\s*\[[^\]]*\]$", "", m.group(3))
         name = re.sub(r"\s*\(Bytes > [^)]*\)", "", name).strip()
         acc = types.setdefault(name, [0, 0])
-        acc[0] += int(m.group(2).replace(",", ""))
-        acc[1] += int(m.group(1).replace(",", ""))
+        count = int(m.group(2).replace(",", ""))
+        acc[0] += count
+        acc[1] += int(m.group(1).replace(",", "")) * count
     return types
+
+
+def merged(by_type):
+    """tracecheck's byType with the size buckets ("System.Byte[] (Bytes > 1M)") merged."""
+    out = {}
+    for k, (count, size) in by_type.items():
+        acc = out.setdefault(re.sub(r"\s*\(Bytes > [^)]*\)", "", k), [0, 0])
+        acc[0] += count
+        acc[1] += size
+    return out
 
 
 def tracecheck(tmp, path, dll):
@@ -184,19 +197,23 @@ def known_graph(port, app, exe, dll, tmp):
           f"dotnet-gcdump collect of the same app ({time.time() - t0:.2f} s): {p.stdout[-200:]!r}")
     ours, tool = report(exe, tmp, mine), report(exe, tmp, theirs) if os.path.isfile(theirs) else {}
     holder = ours.get(HOLDER, [0, 0])
-    check(holder[0] == N, f"dotnet-gcdump report on dotmon's file: {HOLDER} x {holder[0]} (want {N})")
+    check(holder[0] == N + 1, f"dotnet-gcdump report on dotmon's file: {HOLDER} x {holder[0]} (want {N + 1})")
     check(tool.get(HOLDER, [0, 0])[0] == holder[0],
           f"the same count as dotnet-gcdump's own file ({tool.get(HOLDER)})")
-    b_ours, b_tool = ours.get("System.Byte[]", [0, 0]), tool.get("System.Byte[]", [0, 0])
-    want = N * M * SIZE
-    check(b_ours[1] >= want and abs(b_ours[1] - b_tool[1]) <= 0.01 * max(b_tool[1], 1),
-          f"byte arrays: {b_ours} in dotmon's, {b_tool} in the tool's (at least {want} bytes, within 1 %)")
+    want = (N + 1) * M * SIZE
+    t_ours = merged(tracecheck(tmp, mine, dll).get("byType", {})).get("System.Byte[]", [0, 0])
+    t_tool = merged(tracecheck(tmp, theirs, dll).get("byType", {})).get("System.Byte[]", [0, 0]) \
+        if os.path.isfile(theirs) else [0, 0]
+    check(t_ours[1] >= want and abs(t_ours[1] - t_tool[1]) <= 0.01 * max(t_tool[1], 1) and
+          abs(ours.get("System.Byte[]", [0])[0] - tool.get("System.Byte[]", [0])[0]) <= 0.01 * t_tool[0],
+          f"byte arrays [count, bytes]: {t_ours} in dotmon's, {t_tool} in the tool's (at least {want} bytes; "
+          "within 1 %)")
     tc = tracecheck(tmp, mine, dll)
     check(tc.get("ok") is True and tc.get("nodes", 0) > N and tc.get("creationTool") == "dotmon",
           f"GCHeapDump reads dotmon's file: {({k: tc.get(k) for k in ('ok', 'nodes', 'types', 'totalSize', 'creationTool', 'error')})}")
-    by = tc.get("byType", {})
-    check(any(v[0] == N for k, v in by.items() if k.endswith("HeapGraphNode")),
-          f"GCHeapDump's graph has the N holders ({[(k, v) for k, v in by.items() if 'HeapGraph' in k]})")
+    by = merged(tc.get("byType", {}))
+    check(by.get(HOLDER, [0])[0] == N + 1 and by.get("System.Byte[]", [0, 0])[1] >= want,
+          f"GCHeapDump's graph has the N holders and their arrays ({by.get(HOLDER)}, {by.get('System.Byte[]')})")
 
 
 def bad_input(port, app):
@@ -305,7 +322,7 @@ def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
     check(settle(lambda: sessions(port), base_sessions, 60) == base_sessions,
           f"runtime killed: dotmon_runtime_sessions back to {base_sessions}")
     # Afterwards everything still works.
-    app.command("free")
+    app.command("heap-graph-free")
     app.command(f"heap-graph {N} {M} {SIZE}")
     r, body = request(port, f"/gcdump?pid={app.pid}")
     check(r.status == 200 and len(body) > 0, f"a /gcdump after all that: {r.status}, {len(body)} bytes")

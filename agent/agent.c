@@ -569,7 +569,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
     uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5, dump_timeout = 300;
     uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT, gcdump_timeout = 30;
-    uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES;
+    uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 256;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
@@ -578,7 +578,8 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0 ||
         config_get_uint(cfg, "RequestLimits:GCDump:MaxConcurrency", 1, 16, &max_gcdumps) != 0 ||
         config_get_uint(cfg, "GCDump:TimeoutSeconds", 1, 86400, &gcdump_timeout) != 0 ||
-        config_get_uint(cfg, "GCDump:MaxNodes", 1000, 1000000000, &gcdump_nodes) != 0) {
+        config_get_uint(cfg, "GCDump:MaxNodes", 1000, 1000000000, &gcdump_nodes) != 0 ||
+        config_get_uint(cfg, "GCDump:BufferSizeMB", 1, 1024, &gcdump_buffer) != 0) {
         return AGENT_E_INVAL;
     }
     a->trace_spool_limit = spool_mb * 1024 * 1024;
@@ -587,6 +588,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     a->dump_timeout_ms = dump_timeout * 1000;
     a->gcdump_timeout_ms = gcdump_timeout * 1000;
     a->gcdump_max_nodes = gcdump_nodes;
+    a->gcdump_buffer_mb = (uint32_t)gcdump_buffer;
     rc = setup_dump_dirs(a);
     if (rc != 0) {
         return rc;

@@ -40,7 +40,6 @@
 static const char cat[] = "dotmon.gcdump";
 
 #define GCDUMP_PROVIDER         "Microsoft-Windows-DotNETRuntime"
-#define GCDUMP_BUFFER_MB        256
 #define GCDUMP_START_TIMEOUT_MS 5000
 /* After StopTracing the runtime flushes what its buffer holds: bounded like a trace's rundown. */
 #define GCDUMP_STOP_TIMEOUT_MS 60000
@@ -516,9 +515,10 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
     }
     const struct ipc_provider prov = {
         .name = GCDUMP_PROVIDER, .keywords = EV_GCHEAP_KEYWORDS, .level = EV_GCHEAP_LEVEL};
-    const struct ipc_collect_config cfg = {.buffer_mb = GCDUMP_BUFFER_MB,
+    const struct ipc_collect_config cfg = {.buffer_mb = a->gcdump_buffer_mb,
                                            .format = 1,
                                            .rundown_keyword = 0,
+                                           .disable_stackwalk = true,
                                            .providers = &prov,
                                            .provider_count = 1};
     rc = ipc_session_start(a->loop, &a->sessions, &job->ep, &cfg, GCDUMP_START_TIMEOUT_MS,

@@ -503,6 +503,7 @@ static const char *const known_keys[] = {
     "RequestLimits:GCDump:MaxConcurrency",
     "GCDump:TimeoutSeconds",
     "GCDump:MaxNodes",
+    "GCDump:BufferSizeMB",
     "DiagnosticPort",
     "DiagnosticPort:ConnectionMode",
     "DiagnosticPort:EndpointName",

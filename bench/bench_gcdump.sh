@@ -28,7 +28,7 @@ bench_start_app "$WORK/rt"
 until grep -q "ready pid=" "$WORK/app.out"; do sleep 0.1; done
 APP_PID=$(sed -n 's/.*ready pid=\([0-9]*\).*/\1/p' "$WORK/app.out" | head -1)
 cfg="$WORK/dotmon.json"
-echo '{"GCDump": {"TimeoutSeconds": 600, "MaxNodes": 100000000}}' >"$cfg"
+echo "{\"GCDump\": {\"TimeoutSeconds\": 600, \"MaxNodes\": 100000000, \"BufferSizeMB\": ${BUFFER_MB:-256}}}" >"$cfg"
 PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 TMPDIR=$WORK/rt "$DOTMON_BIN" collect --no-auth --urls "http://127.0.0.1:$PORT" --metrics false \
     --configuration-file-path "$cfg" 2>"$WORK/dm.log" &
@@ -42,7 +42,13 @@ kb() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$DM_PID/status"; }
 for r in $(seq "$ROUNDS"); do
     before=$(kb VmRSS)
     echo 5 >"/proc/$DM_PID/clear_refs"
-    t=$(curl -sf -o "$WORK/dotmon.gcdump" -w '%{time_total}' "http://127.0.0.1:$PORT/gcdump?pid=$APP_PID")
+    read -r code t < <(curl -s -o "$WORK/dotmon.gcdump" -w '%{http_code} %{time_total}\n' \
+        "http://127.0.0.1:$PORT/gcdump?pid=$APP_PID")
+    if [ "$code" != 200 ]; then
+        echo "GET /gcdump: $code $(head -c 400 "$WORK/dotmon.gcdump")" >&2
+        tail -5 "$WORK/dm.log" >&2
+        exit 1
+    fi
     echo "dotmon $t $(($(kb VmHWM) - before)) $(kb VmHWM)" >>"$WORK/results"
     TMPDIR=$WORK/rt /usr/bin/time -f "%e %M" -o "$WORK/time" \
         "$TOOLS_DIR/dotnet-gcdump" collect -p "$APP_PID" -o "$WORK/tool.gcdump" >/dev/null

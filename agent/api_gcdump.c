@@ -17,14 +17,17 @@
  * sends StopTracing in the background), the client gone or DELETE (abort), shutdown (abort). A
  * runtime that dies ends the stream itself.
  *
- * The file is written in one go once the graph is whole. Its bytes go to the client (or the
- * store) while it has room, the rest to a spool (agent/spool.h: memory, then an unnamed file in
- * dotmon's temp folder) relayed as the consumer drains; the graph is freed as soon as the file is
- * written, before the relay ends.
+ * The file is written once the graph is whole, on libuv's thread pool (ev_gcheap_write takes
+ * seconds for millions of objects; the loop keeps serving meanwhile). The writer hands its chunks
+ * to the loop through a queue of at most GCDUMP_QUEUE_MAX bytes and waits while it is full; the
+ * loop moves them to the client (or the store) as fast as it takes them. So the file is never
+ * held whole: dotmon's memory is the graph plus a few MiB, and the graph is freed the moment the
+ * writer is done. A consumer that leaves makes the writer stop at its next chunk.
  */
 #include "api.h"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +38,6 @@
 #include "ipc_session.h"
 #include "log.h"
 #include "operations.h"
-#include "spool.h"
 
 static const char cat[] = "dotmon.gcdump";
 
@@ -47,8 +49,15 @@ static const char cat[] = "dotmon.gcdump";
 #define GCDUMP_SESSION_SLACK 8u
 #define GCDUMP_HIGH_WATER    ((size_t)1024 * 1024)
 #define GCDUMP_LOW_WATER     ((size_t)256 * 1024)
-/* The spool behind a slow consumer: the file is bounded by the graph, this only by the disk. */
-#define GCDUMP_SPOOL_LIMIT ((uint64_t)64 << 30)
+/* The writer's chunks waiting for the loop: the writer waits above this. */
+#define GCDUMP_QUEUE_MAX ((size_t)4 * 1024 * 1024)
+
+/* A chunk of the file on its way from the writer thread to the loop. */
+struct gcdump_chunk {
+    struct gcdump_chunk *next;
+    size_t n;
+    uint8_t data[];
+};
 
 struct gcdump_job {
     struct agent *a;
@@ -64,21 +73,48 @@ struct gcdump_job {
     int version;
     uint64_t session_id;
     uint64_t pid;
-    uint64_t written;    /* bytes of the file */
-    struct spool *spool; /* the file's bytes the consumer has not taken yet, or NULL */
-    bool file_done;      /* the file is written (the spool may still hold some) */
+    uint64_t written; /* bytes of the file given to the artifact */
+    int handles_open; /* timer, async */
+    /* The writer (write_on_pool) and the loop share these, under mu. */
+    uv_work_t work;
+    uv_async_t async; /* the writer queued a chunk, or finished */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* the loop took chunks, or the writer must stop */
+    struct gcdump_chunk *head; /* oldest first */
+    struct gcdump_chunk *tail;
+    size_t queued;
+    bool stop_writer; /* the consumer is gone: the writer's next chunk fails */
+    bool writer_done; /* ev_gcheap_write returned (writer_rc) */
+    int writer_rc;
+    /* The loop's own. */
+    bool writing; /* the work item runs or has not been reaped: g belongs to it */
     struct ev_gcheap_stats st;
     char uid[37];
     struct ipc_endpoint ep; /* the runtime's (an owned copy) */
     char filename[64];
 };
 
+static void queue_free(struct gcdump_job *job)
+{
+    for (struct gcdump_chunk *c = job->head, *next = NULL; c != NULL; c = next) {
+        next = c->next;
+        free(c);
+    }
+    job->head = job->tail = NULL;
+    job->queued = 0;
+}
+
 static void job_on_timer_closed(uv_handle_t *h)
 {
     struct gcdump_job *job = h->data;
     struct agent *a = job->a;
+    if (--job->handles_open > 0) {
+        return;
+    }
     ev_gcheap_free(job->g);
-    spool_close(job->spool);
+    queue_free(job);
+    pthread_mutex_destroy(&job->mu);
+    pthread_cond_destroy(&job->cv);
     ipc_endpoint_fini(&job->ep);
     free(job);
     /* The graph's memory goes back to the system once no snapshot is running. */
@@ -89,17 +125,18 @@ static void job_on_timer_closed(uv_handle_t *h)
 
 static void job_maybe_free(struct gcdump_job *job)
 {
-    if (job->out != NULL || job->sess != NULL || job->timer_closing) {
+    if (job->out != NULL || job->sess != NULL || job->writing || job->timer_closing) {
         return;
     }
     job->timer_closing = true;
     uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
+    uv_close((uv_handle_t *)&job->async, job_on_timer_closed);
 }
 
 /* Frees the graph (its figures are kept for the operation). */
 static void job_drop_graph(struct gcdump_job *job)
 {
-    if (job->g != NULL) {
+    if (job->g != NULL && !job->writing) {
         ev_gcheap_get_stats(job->g, &job->st);
         ev_gcheap_free(job->g);
         job->g = NULL;
@@ -110,7 +147,7 @@ static void job_drop_graph(struct gcdump_job *job)
 /* The snapshot's figures for the operation's details. */
 static cJSON *job_results(struct gcdump_job *job)
 {
-    if (job->g != NULL) {
+    if (job->g != NULL && !job->writing) {
         ev_gcheap_get_stats(job->g, &job->st);
     }
     const struct ev_gcheap_stats *st = &job->st;
@@ -172,8 +209,11 @@ static void job_end_cancel(struct gcdump_job *job)
         artifact_end_cancel(out, 400, NULL, extra);
     }
     job_drop_graph(job);
-    spool_close(job->spool);
-    job->spool = NULL;
+    pthread_mutex_lock(&job->mu);
+    job->stop_writer = true; /* a writer still running stops at its next chunk */
+    queue_free(job);
+    pthread_cond_signal(&job->cv);
+    pthread_mutex_unlock(&job->mu);
     job_maybe_free(job);
 }
 
@@ -195,6 +235,11 @@ static void job_relay(struct gcdump_job *job);
 static void job_on_ready(void *ud)
 {
     job_relay(ud);
+}
+
+static void job_on_async(uv_async_t *h)
+{
+    job_relay(h->data);
 }
 
 /* ---- the session ----------------------------------------------------------------------------- */
@@ -281,35 +326,67 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
     }
 }
 
-/* The file's bytes: to the artifact while it has room, else (and from then on) to the spool. */
-static int job_sink(void *ud, const uint8_t *p, size_t n)
+/* ---- the file: written on the pool, relayed by the loop -------------------------------------- */
+
+/* The writer's sink (pool thread): queues a copy, waiting while the queue is full. */
+static int writer_sink(void *ud, const uint8_t *p, size_t n)
 {
     struct gcdump_job *job = ud;
-    if (job->out == NULL) {
-        return UV_EPIPE;
+    struct gcdump_chunk *c = malloc(sizeof(*c) + n);
+    if (c == NULL) {
+        return UV_ENOMEM;
     }
-    if (job->spool == NULL && !artifact_full(job->out)) {
-        if (artifact_write(job->out, p, n) != 0) {
-            return UV_EPIPE; /* the consumer is gone; on_lost follows */
-        }
+    c->next = NULL;
+    c->n = n;
+    memcpy(c->data, p, n);
+    pthread_mutex_lock(&job->mu);
+    while (job->queued >= GCDUMP_QUEUE_MAX && !job->stop_writer) {
+        pthread_cond_wait(&job->cv, &job->mu);
+    }
+    if (job->stop_writer) {
+        pthread_mutex_unlock(&job->mu);
+        free(c);
+        return UV_ECANCELED;
+    }
+    if (job->tail != NULL) {
+        job->tail->next = c;
     } else {
-        if (job->spool == NULL) {
-            int rc = spool_new(job->a->loop, job->a->diag_dir, GCDUMP_SPOOL_LIMIT, &job->spool);
-            if (rc != 0) {
-                job->spool = NULL;
-                return rc;
-            }
-        }
-        int rc = spool_push(job->spool, NULL, p, n);
-        if (rc != 0 && rc != AGENT_E_TOOBIG) {
-            return rc;
-        }
+        job->head = c;
     }
-    job->written += n;
+    job->tail = c;
+    job->queued += n;
+    pthread_mutex_unlock(&job->mu);
+    uv_async_send(&job->async);
     return 0;
 }
 
-/* The file is out (or its consumer is gone): end the artifact. */
+static void write_on_pool(uv_work_t *w)
+{
+    struct gcdump_job *job = w->data;
+    int rc = ev_gcheap_write(job->g, "dotmon", writer_sink, job);
+    /* The graph goes now, on the pool: freeing millions of blocks is not the loop's work. */
+    ev_gcheap_free(job->g);
+    job->g = NULL;
+    malloc_trim(0);
+    pthread_mutex_lock(&job->mu);
+    job->writer_done = true;
+    job->writer_rc = rc;
+    pthread_mutex_unlock(&job->mu);
+}
+
+static void job_on_written(uv_work_t *w, int status)
+{
+    struct gcdump_job *job = w->data;
+    job->writing = false;
+    if (status != 0 && job->writer_rc == 0) {
+        job->writer_rc = status; /* never ran (UV_ECANCELED) */
+        job->writer_done = true;
+    }
+    job_relay(job);
+    job_maybe_free(job);
+}
+
+/* The file is out: end the artifact. */
 static void job_deliver(struct gcdump_job *job)
 {
     log_info(cat,
@@ -323,54 +400,45 @@ static void job_deliver(struct gcdump_job *job)
     if (out != NULL) {
         artifact_end_complete(out, job_results(job));
     }
-    spool_close(job->spool);
-    job->spool = NULL;
     job_maybe_free(job);
 }
 
-/* A chunk from the spool: to the artifact, then the next one. */
-static void job_on_spooled(void *ud, int status, void *base, const uint8_t *data, size_t n)
+/* Moves the writer's chunks to the artifact while it has room; ends it once all are out. */
+static void job_relay(struct gcdump_job *job)
 {
-    struct gcdump_job *job = ud;
-    if (status != 0) {
+    while (job->out != NULL && !artifact_full(job->out)) {
+        pthread_mutex_lock(&job->mu);
+        struct gcdump_chunk *c = job->head;
+        if (c != NULL) {
+            job->head = c->next;
+            job->tail = job->head != NULL ? job->tail : NULL;
+            job->queued -= c->n;
+            pthread_cond_signal(&job->cv);
+        }
+        pthread_mutex_unlock(&job->mu);
+        if (c == NULL) {
+            break;
+        }
+        size_t n = c->n;
+        if (artifact_write_owned(job->out, c, c->data, n) != 0) {
+            return; /* the consumer is gone; on_lost follows */
+        }
+        job->written += n;
+    }
+    if (job->out == NULL || job->writing || job->head != NULL) {
+        return;
+    }
+    if (job->writer_rc != 0) {
         char msg[160];
-        snprintf(msg, sizeof(msg), "reading the gcdump back from the spool failed: %s",
-                 agent_strerror(status));
-        job_fail(job, 500, "SpoolFailed", msg);
-        spool_close(job->spool);
-        job->spool = NULL;
+        snprintf(msg, sizeof(msg), "cannot write the gcdump: %s", agent_strerror(job->writer_rc));
+        job_fail(job, 500, "WriteFailed", msg);
         job_maybe_free(job);
         return;
     }
-    if (job->out == NULL) {
-        free(base);
-        return;
-    }
-    if (artifact_write_owned(job->out, base, data, n) != 0) {
-        return; /* the consumer is gone; on_lost follows */
-    }
-    job_relay(job);
+    job_deliver(job);
 }
 
-/* Moves spooled bytes to the artifact while it has room; ends it once everything is out. */
-static void job_relay(struct gcdump_job *job)
-{
-    struct spool *sp = job->spool;
-    if (job->out == NULL || !job->file_done) {
-        return;
-    }
-    if (sp != NULL && spool_size(sp) > 0) {
-        if (!spool_popping(sp) && !artifact_full(job->out)) {
-            (void)spool_pop(sp, job_on_spooled, job);
-        }
-        return;
-    }
-    if (sp == NULL || !spool_popping(sp)) {
-        job_deliver(job);
-    }
-}
-
-/* The graph is whole: the file, then the graph goes. */
+/* The graph is whole: the file is written on the pool and relayed from there. */
 static void job_write(struct gcdump_job *job)
 {
     ev_gcheap_get_stats(job->g, &job->st);
@@ -378,23 +446,16 @@ static void job_write(struct gcdump_job *job)
         job_end_cancel(job); /* the client is gone, or the upload cannot start (said in the op) */
         return;
     }
-    int rc = ev_gcheap_write(job->g, "dotmon", job_sink, job);
-    job_drop_graph(job);
-    if (rc == UV_EPIPE) {
-        job_end_cancel(job);
-        return;
-    }
+    job->work.data = job;
+    job->writing = true;
+    int rc = uv_queue_work(job->a->loop, &job->work, write_on_pool, job_on_written);
     if (rc != 0) {
+        job->writing = false;
         char msg[160];
         snprintf(msg, sizeof(msg), "cannot write the gcdump: %s", agent_strerror(rc));
         job_fail(job, 500, "WriteFailed", msg);
-        spool_close(job->spool);
-        job->spool = NULL;
         job_maybe_free(job);
-        return;
     }
-    job->file_done = true;
-    job_relay(job);
 }
 
 static void sess_on_end(void *ud, int status, uint32_t hresult)
@@ -493,6 +554,12 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
+    uv_async_init(a->loop, &job->async, job_on_async);
+    uv_unref((uv_handle_t *)&job->async); /* it must not keep the loop running */
+    job->async.data = job;
+    job->handles_open = 2;
+    pthread_mutex_init(&job->mu, NULL);
+    pthread_cond_init(&job->cv, NULL);
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
     ts[15] = '\0'; /* yyyyMMdd_HHmmss, as dotnet-monitor and dotnet-gcdump name it */
@@ -559,8 +626,8 @@ void api_gcdump_shutdown(struct agent *a)
             continue;
         }
         struct gcdump_job *job = op->ctx;
-        if (job->file_done || job->out == NULL) {
-            continue; /* relaying the file: it ends within the grace period, or is cut */
+        if (job->writing || job->out == NULL) {
+            continue; /* writing the file: it ends within the grace period, or is cut */
         }
         job_abort_session(job);
         job_fail(job, 503, "ShuttingDown", "dotmon is shutting down");

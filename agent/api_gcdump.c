@@ -318,8 +318,8 @@ static void job_feed_failed(struct gcdump_job *job, int rc)
 static void sess_on_data(void *ud, const uint8_t *p, size_t n)
 {
     struct gcdump_job *job = ud;
-    if (job->g == NULL || job->out == NULL) {
-        return;
+    if (job->g == NULL || job->out == NULL || job->timed_out) {
+        return; /* after the deadline the rest is drained unread: the answer is 504 */
     }
     int rc = ev_gcheap_feed(job->g, p, n);
     if (rc != 0) {

@@ -12,7 +12,8 @@ readers of the file.
   - RequestLimits:GCDump:MaxConcurrency 1: a second /gcdump while one runs is 429;
   - egressProvider to a FileSystem egress: 202 + Location, the operation Succeeded with a
     resourceLocation that is a valid gcdump;
-  - GCDump:MaxNodes below the heap: a 507 problem naming the setting;
+  - GCDump:MaxNodes below the heap: a 507 problem naming the setting; GCDump:TimeoutSeconds 1 on a
+    walk of 9 million objects: 504 naming it, and the session stopped;
   - bad input (pid, egress provider): 400 problem+json;
   - the client gone mid-snapshot, DELETE mid-snapshot, the runtime killed mid-snapshot: Cancelled
     or Failed operations, no session left (dotmon_runtime_sessions back to its baseline), a later
@@ -41,6 +42,7 @@ GCDUMP_VERSION = "10.0.750501"
 HOLDER = "TestApp.GcDumpHolder"  # the type heap-graph holds N + 1 of
 N, M, SIZE = 5000, 2, 1000
 BIG = (300000, 1, 16)  # a heap that takes a while to walk (the mid-snapshot cases)
+TIMEOUT_HEAP = (3000000, 1, 16)  # one whose walk takes several seconds
 
 
 def tools_dir():
@@ -270,6 +272,30 @@ def max_nodes(app, tmp):
         log.close()
 
 
+def timeout(app, tmp):
+    """GCDump:TimeoutSeconds 1 on a walk of millions of objects: 504, and the session is stopped."""
+    port = free_port()
+    log = open(os.path.join(tmp, "dotmon-timeout.log"), "w+")
+    dm = start_dotmon(tmp, port, log, {"GCDump": {"TimeoutSeconds": 1}})
+    try:
+        check(wait_listed(port, app.pid), "timeout: a second dotmon lists the app")
+        base = sessions(port)
+        app.command(f"heap-graph {TIMEOUT_HEAP[0]} {TIMEOUT_HEAP[1]} {TIMEOUT_HEAP[2]}")
+        r, body = request(port, f"/gcdump?pid={app.pid}")
+        try:
+            problem = json.loads(body)
+        except ValueError:
+            problem = {}
+        check(r.status == 504 and "GCDump:TimeoutSeconds" in problem.get("detail", ""),
+              f"a walk longer than GCDump:TimeoutSeconds: 504 naming the setting ({r.status} "
+              f"{problem.get('detail')!r})")
+        check(settle(lambda: sessions(port), base, 60) == base, "timeout: the session is stopped")
+    finally:
+        app.command(f"heap-graph {N} {M} {SIZE}")
+        stop(dm)
+        log.close()
+
+
 def client_gone(port, app):
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(f"GET /gcdump?pid={app.pid} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
@@ -362,6 +388,7 @@ def main():
         bad_input(port, app)
         concurrency_and_egress(port, app, files, dll, tmp)
         max_nodes(app, tmp)
+        timeout(app, tmp)
         mid_snapshot(port, tmp, app, dm, base_sessions, base_rss)
     finally:
         if app is not None:

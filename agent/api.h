@@ -79,6 +79,13 @@ void api_operation_details(struct agent *a, struct http_request *req, const char
 void api_operation_delete(struct agent *a, struct http_request *req, const char *id);
 
 void api_dump_get(struct agent *a, struct http_request *req);
+/*
+ * Why a session ended before it started (ipc_session's on_end status, hresult), for the answer:
+ * the words into msg[0..cap) ("the runtime refused the <noun> session: …"), the operation's error
+ * code, and the HTTP status (400 refused, 504 no answer in time, 502 unreachable).
+ */
+int api_session_refused(int status, uint32_t hresult, const char *noun, char *msg, size_t cap,
+                        const char **code);
 /* GET /gcdump?pid=|uid=|name=&egressProvider=&tags= (api_gcdump.c). */
 void api_gcdump_get(struct agent *a, struct http_request *req);
 

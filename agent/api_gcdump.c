@@ -476,20 +476,8 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     }
     char msg[512];
     if (!job->started) {
-        int http_status = 502;
-        const char *code = "RuntimeUnreachable";
-        if (status == AGENT_E_RUNTIME) {
-            snprintf(msg, sizeof(msg), "the runtime refused the gcdump session: %s (0x%08x)",
-                     ipc_hresult_text(hresult), hresult);
-            http_status = 400;
-            code = "RuntimeError";
-        } else if (status == AGENT_E_TIMEOUT) {
-            snprintf(msg, sizeof(msg), "the runtime did not answer CollectTracing in time");
-            http_status = 504;
-            code = "Timeout";
-        } else {
-            snprintf(msg, sizeof(msg), "cannot start a gcdump session: %s", agent_strerror(status));
-        }
+        const char *code = NULL;
+        int http_status = api_session_refused(status, hresult, "gcdump", msg, sizeof(msg), &code);
         job_fail(job, http_status, code, msg);
         job_maybe_free(job);
         return;

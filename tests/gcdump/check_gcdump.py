@@ -36,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, dotnet_root, free_port, stop  # noqa: E402
+from dmtest import FAILS, App, check, dotnet_root, free_port, start_dotmon, stop  # noqa: E402
 
 GCDUMP_VERSION = "10.0.750501"
 HOLDER = "TestApp.GcDumpHolder"  # the type heap-graph holds N + 1 of
@@ -157,13 +157,12 @@ def last_op(port, pid):
     return ops[-1] if ops else {}
 
 
-def start_dotmon(tmp, port, log, cfg):
+def start_with(tmp, port, log, cfg, pid):
+    """dotmon with the settings cfg (a JSON file), once it lists pid."""
     path = os.path.join(tmp, f"settings-{port}.json")
     with open(path, "w") as f:
         json.dump(cfg, f)
-    return subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{port}",
-                             "--metrics", "false", "--configuration-file-path", path],
-                            stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ, TMPDIR=tmp))
+    return start_dotmon(tmp, port, log, [pid], args=("--configuration-file-path", path))
 
 
 def wait_listed(port, pid, seconds=30):
@@ -255,9 +254,8 @@ def concurrency_and_egress(port, app, files, dll, tmp):
 def max_nodes(app, tmp):
     port = free_port()
     log = open(os.path.join(tmp, "dotmon-maxnodes.log"), "w+")
-    dm = start_dotmon(tmp, port, log, {"GCDump": {"MaxNodes": 1000}})
+    dm = start_with(tmp, port, log, {"GCDump": {"MaxNodes": 1000}}, app.pid)
     try:
-        check(wait_listed(port, app.pid), "MaxNodes: a second dotmon lists the app")
         base = sessions(port)
         r, body = request(port, f"/gcdump?pid={app.pid}")
         try:
@@ -276,9 +274,8 @@ def timeout(app, tmp):
     """GCDump:TimeoutSeconds 1 on a walk of millions of objects: 504, and the session is stopped."""
     port = free_port()
     log = open(os.path.join(tmp, "dotmon-timeout.log"), "w+")
-    dm = start_dotmon(tmp, port, log, {"GCDump": {"TimeoutSeconds": 1}})
+    dm = start_with(tmp, port, log, {"GCDump": {"TimeoutSeconds": 1}}, app.pid)
     try:
-        check(wait_listed(port, app.pid), "timeout: a second dotmon lists the app")
         base = sessions(port)
         app.command(f"heap-graph {TIMEOUT_HEAP[0]} {TIMEOUT_HEAP[1]} {TIMEOUT_HEAP[2]}")
         r, body = request(port, f"/gcdump?pid={app.pid}")
@@ -378,9 +375,8 @@ def main():
         reply = app.command(f"heap-graph {N} {M} {SIZE}")
         check(reply.startswith("ok"), f"the app holds the graph: {reply}")
         port = free_port()
-        dm = start_dotmon(tmp, port, log, {"Egress": {"FileSystem": {"files": {"DirectoryPath": files}}},
-                                           "RequestLimits": {"GCDump": {"MaxConcurrency": 1}}})
-        check(wait_listed(port, app.pid), f"dotmon lists the app {app.pid}")
+        dm = start_with(tmp, port, log, {"Egress": {"FileSystem": {"files": {"DirectoryPath": files}}},
+                                         "RequestLimits": {"GCDump": {"MaxConcurrency": 1}}}, app.pid)
         base_sessions = sessions(port)
         known_graph(port, app, exe, dll, tmp)
         time.sleep(1)

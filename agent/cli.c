@@ -66,7 +66,8 @@ static const char convert_usage_text[] =
     "\n"
     "\n"
     "With --format gcdump the nettrace must be a heap snapshot's (provider\n"
-    "Microsoft-Windows-DotNETRuntime:0x1980001:5): its induced gen-2 GC's heap walk is written as a\n"
+    "Microsoft-Windows-DotNETRuntime:0x1980001:5): its induced gen-2 GC's heap walk is written as "
+    "a\n"
     "`.gcdump` file, as dotnet-gcdump writes it (read it with dotnet-gcdump report or PerfView).\n"
     "\n"
     "Options:\n"
@@ -445,7 +446,8 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
     }
     if (opts->command == CLI_CONVERT &&
         (opts->convert_input == NULL || !opts->convert_format_set)) {
-        return fail(err, errlen, "convert needs FILE|- and --format ndjson|gcdump (see convert --help)");
+        return fail(err, errlen,
+                    "convert needs FILE|- and --format ndjson|gcdump (see convert --help)");
     }
     if (opts->no_auth && opts->temp_apikey) {
         return fail(err, errlen, "--no-auth and --temp-apikey cannot be used together");

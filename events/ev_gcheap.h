@@ -23,8 +23,8 @@
 #include <stdint.h>
 
 /* GC | Type | GCHeapDump | GCHeapCollect | GCHeapAndTypeNames, at level 5 (EVENTS.md §8.1). */
-#define EV_GCHEAP_KEYWORDS    0x1980001ULL
-#define EV_GCHEAP_LEVEL       5
+#define EV_GCHEAP_KEYWORDS          0x1980001ULL
+#define EV_GCHEAP_LEVEL             5
 #define EV_GCHEAP_DEFAULT_MAX_NODES 10000000ULL
 
 struct ev_gcheap_limits {
@@ -78,6 +78,19 @@ typedef int (*ev_gcheap_write_fn)(void *ud, const uint8_t *p, size_t n);
 int ev_gcheap_write(struct ev_gcheap *g, const char *creation_tool, ev_gcheap_write_fn fn,
                     void *ud);
 void ev_gcheap_get_stats(const struct ev_gcheap *g, struct ev_gcheap_stats *out);
+
+/*
+ * The file's primitives (EVENTS.md §8.4), exposed for tests. A MemoryGraph compressed int into
+ * out: 1..5 bytes, the shortest that holds v; returns the length.
+ */
+size_t ev_gcheap_cint_put(uint8_t out[5], int32_t v);
+/* One compressed int from p[*i..n): 0 with *i moved past it, or AGENT_E_TRUNC. */
+int ev_gcheap_cint_get(const uint8_t *p, size_t n, size_t *i, int32_t *out);
+/*
+ * A FastSerialization string of the UTF-16 units u[0..n): i32 unit count, then each unit as 1, 2 or
+ * 3 bytes (surrogates one by one). Writes to out when not NULL; returns the length either way.
+ */
+size_t ev_gcheap_string_put(uint8_t *out, const uint16_t *u, size_t n);
 /* Accepts NULL. */
 void ev_gcheap_free(struct ev_gcheap *g);
 

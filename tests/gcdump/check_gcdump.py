@@ -13,7 +13,8 @@ keywords 0x1980001, level 5, rundown on) saves the session's nettrace; then:
     may number differently); the holder type has N + 1 objects and `System.Byte[] (Bytes > 1K)`
     (SIZE 1000..9999) or `(Bytes > 10K)` (SIZE 10000..99999) at least (N + 1) * M;
   - the file read byte-by-byte and whole by dotmon convert from stdin gives the same bytes.
-With --save FILE: also copy the nettrace there (to refresh a fixture).
+With --save FILE: also copy the nettrace there (to refresh a fixture); --graph N M SIZE: other
+numbers than 1000 4 10000.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_GCDUMP_TOOL (dotnet-gcdump; the
 test skips with 77 when it is missing and cannot be installed).
@@ -81,7 +82,11 @@ def parse_report(text):
 
 
 def main():
+    global N, M, SIZE
     save = sys.argv[sys.argv.index("--save") + 1] if "--save" in sys.argv else None
+    if "--graph" in sys.argv:
+        k = sys.argv.index("--graph")
+        N, M, SIZE = (int(x) for x in sys.argv[k + 1:k + 4])
     tool = os.environ.get("DOTMON_GCDUMP_TOOL", "")
     if not tool or not os.path.exists(tool):
         print("skipped: dotnet-gcdump is not installed (DOTMON_GCDUMP_TOOL)")

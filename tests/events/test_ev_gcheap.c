@@ -877,8 +877,33 @@ static void test_capture(void **state)
     free(s);
 }
 
+/* EV_GCHEAP_SEED=<dir>: writes the synthetic streams there as fuzz_gcheap seeds. */
+static void write_seeds(const char *dir)
+{
+    const struct {
+        enum variant v;
+        const char *name;
+    } seeds[] = {{V_GOOD, "gen-walk"}, {V_EDGES_FIRST, "gen-walk-edges-first"}};
+    for (size_t k = 0; k < sizeof(seeds) / sizeof(seeds[0]); k++) {
+        size_t n;
+        uint8_t *s = synthetic(seeds[k].v, &n);
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", dir, seeds[k].name);
+        FILE *f = fopen(path, "wb");
+        if (f == NULL || fwrite(s, 1, n, f) != n || fclose(f) != 0) {
+            fprintf(stderr, "cannot write %s\n", path);
+            exit(1);
+        }
+        free(s);
+    }
+}
+
 int main(void)
 {
+    if (getenv("EV_GCHEAP_SEED") != NULL) {
+        write_seeds(getenv("EV_GCHEAP_SEED"));
+        return 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cint),      cmocka_unit_test(test_string),
         cmocka_unit_test(test_synthetic), cmocka_unit_test(test_chunking),

@@ -1267,7 +1267,7 @@ int ev_gcheap_feed(struct ev_gcheap *g, const uint8_t *p, size_t n)
         return g->err;
     }
     if (g->finished) {
-        return fail(g, AGENT_E_INVAL, "heap snapshot: fed after finish");
+        return AGENT_E_INVAL; /* the caller's mistake: the snapshot stays as it was */
     }
     int rc = nettrace_feed(&g->ck, p, n);
     if (rc < 0 && g->err == 0) {

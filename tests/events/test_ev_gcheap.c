@@ -838,6 +838,8 @@ static void test_capture(void **state)
                   (unsigned long long)st.roots, (unsigned long long)st.types,
                   (unsigned long long)st.nodes, (unsigned long long)st.mem_bytes,
                   (double)st.mem_bytes / (double)st.nodes);
+    assert_int_equal(ev_gcheap_feed(g, s, 1), AGENT_E_INVAL); /* after finish: refused, no harm */
+    assert_null(ev_gcheap_error(g));
     assert_int_equal(ev_gcheap_write(g, "dotmon-test", sink, &whole), 0);
     ev_gcheap_free(g);
     assert_int_equal(convert(s, n, 1, 0, &bytes, msg, sizeof(msg)), 0);

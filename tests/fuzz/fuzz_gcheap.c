@@ -73,7 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc2 = run(data, size, fuzz_fnv1a(data, size), &chunked);
     CHECK(rc1 == rc2);
     CHECK(buf_size(&whole) == buf_size(&chunked));
-    CHECK(buf_size(&whole) == 0 || memcmp(buf_data(&whole), buf_data(&chunked), buf_size(&whole)) == 0);
+    CHECK(buf_size(&whole) == 0 ||
+          memcmp(buf_data(&whole), buf_data(&chunked), buf_size(&whole)) == 0);
     size_t n = buf_size(&whole);
     if (rc1 == 0) {
         const uint8_t *f = buf_data(&whole);

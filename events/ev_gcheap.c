@@ -28,6 +28,7 @@
 #include "err.h"
 #include "ev_rd.h"
 #include "nettrace.h"
+#include "utf8.h"
 
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define RUNDOWN_PROVIDER "Microsoft-Windows-DotNETRuntimeRundown"
@@ -67,14 +68,14 @@
 #define TYPE_FLAG_ARRAY 0x8u
 #define STATIC_FLAG_TLS 0x1u
 
-#define RAW_BULK   0 /* a TypeID with a size class */
-#define RAW_FINAL  1 /* made at finish with its file type (aux): CCWs, root pseudo-nodes */
+#define RAW_BULK  0 /* a TypeID with a size class */
+#define RAW_FINAL 1 /* made at finish with its file type (aux): CCWs, root pseudo-nodes */
 
-#define NO_OFFSET  UINT32_MAX
-#define MAX_BLOB   0x7FFFFFF0u /* the file's labels are i32 */
-#define CHUNK      65536u
-#define CCW_SIZE   200
-#define RCW_EXTRA  1000
+#define NO_OFFSET UINT32_MAX
+#define MAX_BLOB  0x7FFFFFF0u /* the file's labels are i32 */
+#define CHUNK     65536u
+#define CCW_SIZE  200
+#define RCW_EXTRA 1000
 
 /* ---- growable arrays ---------------------------------------------------------------------- */
 
@@ -225,7 +226,7 @@ struct ev_gcheap {
 
     struct vec pnodes; /* struct pending_node, from pnode_head */
     size_t pnode_head;
-    struct vec pedges; /* uint64_t, from pedge_head */
+    struct vec pedges;    /* uint64_t, from pedge_head */
     struct vec edge_ends; /* uint64_t: edges read up to the end of each edge event */
     uint64_t edges_used;
     size_t pedge_head;
@@ -521,13 +522,14 @@ static int blob_cint(struct ev_gcheap *g, int32_t v)
     return 0;
 }
 
-/* ---- nodes ------------------------------------------------------------------------------------ */
+/* ---- nodes ------------------------------------------------------------------------------------
+ */
 
 static int node_create(struct ev_gcheap *g, uint64_t addr, uint32_t *out)
 {
     if (g->addr.n >= g->max_nodes) {
-        return fail(g, AGENT_E_TOOBIG, "heap snapshot: more than %" PRIu64 " nodes (the node limit)",
-                    g->max_nodes);
+        return fail(g, AGENT_E_TOOBIG,
+                    "heap snapshot: more than %" PRIu64 " nodes (the node limit)", g->max_nodes);
     }
     uint32_t none = NO_OFFSET;
     if (vec_push(&g->addr, 8, &addr) != 0 || vec_push(&g->off, 4, &none) != 0) {
@@ -585,7 +587,8 @@ static int node_index(struct ev_gcheap *g, uint64_t addr, uint32_t *out)
     return 0;
 }
 
-/* ---- raw types -------------------------------------------------------------------------------- */
+/* ---- raw types --------------------------------------------------------------------------------
+ */
 
 static int size_class(int32_t size)
 {
@@ -697,8 +700,7 @@ static int pseudo_child(struct ev_gcheap *g, uint32_t parent, struct str16 name,
     return pseudo_new(g, parent, name, out);
 }
 
-static int pseudo_child_ascii(struct ev_gcheap *g, uint32_t parent, const char *name,
-                              uint32_t *out)
+static int pseudo_child_ascii(struct ev_gcheap *g, uint32_t parent, const char *name, uint32_t *out)
 {
     /* Look the name up without adding it to the arena when the child exists. */
     size_t len = strlen(name);
@@ -736,7 +738,8 @@ static int pseudo_add(struct ev_gcheap *g, uint32_t ps, uint32_t node)
     return 0;
 }
 
-/* ---- the heap walk ---------------------------------------------------------------------------- */
+/* ---- the heap walk ----------------------------------------------------------------------------
+ */
 
 static uint64_t rd_ptr(const uint8_t *p, uint32_t ptr_size)
 {
@@ -848,14 +851,14 @@ static int bulk_header(struct ev_gcheap *g, const struct nettrace_event *ev, con
                        size_t value_size, uint32_t *index, uint32_t *count)
 {
     if (ev->payload_len < 10) {
-        return fail(g, AGENT_E_PROTO, "heap walk: a %s event of %zu bytes", what,
-                    ev->payload_len);
+        return fail(g, AGENT_E_PROTO, "heap walk: a %s event of %zu bytes", what, ev->payload_len);
     }
     *index = ev_load_u32(ev->payload);
     *count = ev_load_u32(ev->payload + 4);
     if ((uint64_t)*count * value_size > ev->payload_len - 10) {
-        return fail(g, AGENT_E_PROTO, "heap walk: a %s event claims %" PRIu32
-                    " values in %zu bytes", what, *count, ev->payload_len);
+        return fail(g, AGENT_E_PROTO,
+                    "heap walk: a %s event claims %" PRIu32 " values in %zu bytes", what, *count,
+                    ev->payload_len);
     }
     return 0;
 }
@@ -992,13 +995,13 @@ static int count_header(struct ev_gcheap *g, const struct nettrace_event *ev, co
                         size_t at, size_t value_size, uint32_t *count)
 {
     if (ev->payload_len < at) {
-        return fail(g, AGENT_E_PROTO, "heap walk: a %s event of %zu bytes", what,
-                    ev->payload_len);
+        return fail(g, AGENT_E_PROTO, "heap walk: a %s event of %zu bytes", what, ev->payload_len);
     }
     *count = ev_load_u32(ev->payload);
     if ((uint64_t)*count * value_size > ev->payload_len - at) {
-        return fail(g, AGENT_E_PROTO, "heap walk: a %s event claims %" PRIu32
-                    " values in %zu bytes", what, *count, ev->payload_len);
+        return fail(g, AGENT_E_PROTO,
+                    "heap walk: a %s event claims %" PRIu32 " values in %zu bytes", what, *count,
+                    ev->payload_len);
     }
     return 0;
 }
@@ -1235,7 +1238,8 @@ int ev_gcheap_new(struct ev_gcheap **out, const struct ev_gcheap_limits *lim)
     if (g == NULL) {
         return -ENOMEM;
     }
-    g->max_nodes = lim != NULL && lim->max_nodes != 0 ? lim->max_nodes : EV_GCHEAP_DEFAULT_MAX_NODES;
+    g->max_nodes =
+        lim != NULL && lim->max_nodes != 0 ? lim->max_nodes : EV_GCHEAP_DEFAULT_MAX_NODES;
     if (g->max_nodes > INT32_MAX) {
         g->max_nodes = INT32_MAX;
     }
@@ -1263,7 +1267,7 @@ int ev_gcheap_feed(struct ev_gcheap *g, const uint8_t *p, size_t n)
         return g->err;
     }
     if (g->finished) {
-        return fail(g, AGENT_E_INVAL, "heap snapshot: fed after finish");
+        return AGENT_E_INVAL; /* the caller's mistake: the snapshot stays as it was */
     }
     int rc = nettrace_feed(&g->ck, p, n);
     if (rc < 0 && g->err == 0) {
@@ -1832,7 +1836,8 @@ int ev_gcheap_finish(struct ev_gcheap *g)
     return 0;
 }
 
-/* ---- the file --------------------------------------------------------------------------------- */
+/* ---- the file ---------------------------------------------------------------------------------
+ */
 
 struct out {
     ev_gcheap_write_fn fn;
@@ -1886,28 +1891,41 @@ static void out_i64(struct out *o, int64_t v)
     out_i32(o, (int32_t)(uint32_t)(u >> 32));
 }
 
+/* One UTF-16 unit as FastSerialization writes it (1–3 bytes): UTF-8's form of a code point under
+ * U+10000, applied to each unit, surrogates included. */
+static size_t unit_put(uint8_t b[4], uint16_t c)
+{
+    return utf8_encode(b, c);
+}
+
+size_t ev_gcheap_string_put(uint8_t *out, const uint16_t *u, size_t n)
+{
+    size_t len = 4;
+    if (out != NULL) {
+        uint32_t c = (uint32_t)n;
+        out[0] = (uint8_t)c;
+        out[1] = (uint8_t)(c >> 8);
+        out[2] = (uint8_t)(c >> 16);
+        out[3] = (uint8_t)(c >> 24);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b[4];
+        size_t k = unit_put(b, u[i]);
+        if (out != NULL) {
+            memcpy(out + len, b, k);
+        }
+        len += k;
+    }
+    return len;
+}
+
 /* FastSerialization's string: UTF-16 unit count (-1 = null), each unit as 1–3 bytes. */
 static void out_units(struct out *o, const uint16_t *u, size_t n)
 {
     out_i32(o, (int32_t)n);
     for (size_t i = 0; i < n; i++) {
-        uint16_t c = u[i];
-        uint8_t b[3];
-        size_t k;
-        if (c < 0x80) {
-            b[0] = (uint8_t)c;
-            k = 1;
-        } else if (c < 0x800) {
-            b[0] = (uint8_t)(0xC0 | (c >> 6));
-            b[1] = (uint8_t)(0x80 | (c & 0x3F));
-            k = 2;
-        } else {
-            b[0] = (uint8_t)(0xE0 | ((c >> 12) & 0xF));
-            b[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-            b[2] = (uint8_t)(0x80 | (c & 0x3F));
-            k = 3;
-        }
-        out_bytes(o, b, k);
+        uint8_t b[4];
+        out_bytes(o, b, unit_put(b, u[i]));
     }
 }
 
@@ -1968,14 +1986,83 @@ static void out_blob(struct out *o, const struct ev_gcheap *g)
     }
 }
 
-int ev_gcheap_write(struct ev_gcheap *g, const char *creation_tool, ev_gcheap_write_fn fn,
-                    void *ud)
+/* GCHeapDump's fields after the graph, the end tags and the forward-reference trailer. */
+/* The creation tool's UTF-16 units (NULL and 0 for none): 0, -ENOMEM or AGENT_E_INVAL. */
+static int tool_units(const char *tool, uint16_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (tool == NULL) {
+        return 0;
+    }
+    size_t cap = strlen(tool) * 2 + 2;
+    uint8_t *le = malloc(cap);
+    uint16_t *u = malloc(cap);
+    size_t len = 0;
+    int rc = le == NULL || u == NULL ? -ENOMEM : ev_utf8_to_utf16(tool, le, cap, &len);
+    if (rc != 0) {
+        free(le);
+        free(u);
+        return rc == -ENOMEM ? rc : AGENT_E_INVAL;
+    }
+    for (size_t i = 0; i < len / 2; i++) {
+        u[i] = ev_load_u16(le + 2 * i);
+    }
+    free(le);
+    *out = u;
+    *n = len / 2;
+    return 0;
+}
+
+static void out_heapdump_tail(struct out *o, bool is64, const uint16_t *tool, size_t ntool)
+{
+    out_u8(o, is64 ? 1 : 0);
+    out_i32(o, 0x3F800000); /* AverageCountMultiplier 1.0f */
+    out_i32(o, 0x3F800000); /* AverageSizeMultiplier 1.0f */
+    out_u8(o, 1);           /* JSHeapInfo: null */
+    out_u8(o, 1);           /* DotNetHeapInfo: null */
+    out_i32(o, -1);         /* CollectionLog */
+    out_i64(o, 0);          /* TimeCollected.Ticks */
+    out_i32(o, -1);         /* MachineName */
+    out_i32(o, -1);         /* ProcessName */
+    out_i32(o, 0);          /* ProcessID */
+    out_i64(o, 0);          /* TotalProcessCommit */
+    out_i64(o, 0);          /* TotalProcessWorkingSet */
+    out_i32(o, 0);          /* CountMultipliersByType: none */
+    out_u8(o, 12);          /* WriteTagged(InteropInfo): SkipRegion, forward reference 0, null */
+    out_i32(o, 0);
+    out_u8(o, 1);
+    int32_t fwd = (int32_t)o->pos; /* forward reference 0: the end of that region */
+    out_u8(o, 13);                 /* WriteTagged(string CreationTool) */
+    if (tool == NULL) {
+        out_i32(o, -1);
+    } else {
+        out_units(o, tool, ntool);
+    }
+    out_u8(o, 6); /* end GCHeapDump */
+    out_u8(o, 6); /* no more objects */
+    int32_t f = (int32_t)o->pos;
+    out_i32(o, 1); /* the forward reference table */
+    out_i32(o, fwd);
+    int32_t t = (int32_t)o->pos;
+    out_i32(o, f);
+    out_i32(o, t);
+}
+
+int ev_gcheap_write(struct ev_gcheap *g, const char *creation_tool, ev_gcheap_write_fn fn, void *ud)
 {
     if (g == NULL || fn == NULL || !g->built || g->err != 0) {
         return AGENT_E_INVAL;
     }
+    uint16_t *tool;
+    size_t ntool;
+    int rc = tool_units(creation_tool, &tool, &ntool);
+    if (rc != 0) {
+        return rc;
+    }
     struct out o = {.fn = fn, .ud = ud, .buf = malloc(CHUNK)};
     if (o.buf == NULL) {
+        free(tool);
         return -ENOMEM;
     }
     static const char magic[] = "!FastSerialization.1";
@@ -2005,59 +2092,25 @@ int ev_gcheap_write(struct ev_gcheap *g, const char *creation_tool, ev_gcheap_wr
     out_u8(&o, 8); /* WriteTagged(bool Is64Bit) */
     out_u8(&o, g->is64 ? 1 : 0);
     out_u8(&o, 6); /* end MemoryGraph */
-    out_u8(&o, g->is64 ? 1 : 0);
-    out_i32(&o, 0x3F800000); /* AverageCountMultiplier 1.0f */
-    out_i32(&o, 0x3F800000); /* AverageSizeMultiplier 1.0f */
-    out_u8(&o, 1);           /* JSHeapInfo: null */
-    out_u8(&o, 1);           /* DotNetHeapInfo: null */
-    out_i32(&o, -1);         /* CollectionLog */
-    out_i64(&o, 0);          /* TimeCollected.Ticks */
-    out_i32(&o, -1);         /* MachineName */
-    out_i32(&o, -1);         /* ProcessName */
-    out_i32(&o, 0);          /* ProcessID */
-    out_i64(&o, 0);          /* TotalProcessCommit */
-    out_i64(&o, 0);          /* TotalProcessWorkingSet */
-    out_i32(&o, 0);          /* CountMultipliersByType: none */
-    out_u8(&o, 12);          /* WriteTagged(InteropInfo): SkipRegion, forward reference 0, null */
-    out_i32(&o, 0);
-    out_u8(&o, 1);
-    int32_t fwd = (int32_t)o.pos; /* forward reference 0: the end of that region */
-    out_u8(&o, 13);               /* WriteTagged(string CreationTool) */
-    if (creation_tool == NULL) {
-        out_i32(&o, -1);
-    } else {
-        size_t cap = strlen(creation_tool) * 2 + 2;
-        uint8_t *u16le = malloc(cap);
-        size_t len = 0;
-        uint16_t *units = malloc(cap);
-        if (u16le == NULL || units == NULL ||
-            ev_utf8_to_utf16(creation_tool, u16le, cap, &len) != 0) {
-            free(u16le);
-            free(units);
-            free(o.buf);
-            return u16le == NULL || units == NULL ? -ENOMEM : AGENT_E_INVAL;
-        }
-        for (size_t i = 0; i < len / 2; i++) {
-            units[i] = ev_load_u16(u16le + 2 * i);
-        }
-        out_units(&o, units, len / 2);
-        free(u16le);
-        free(units);
-    }
-    out_u8(&o, 6); /* end GCHeapDump */
-    out_u8(&o, 6); /* no more objects */
-    int32_t f = (int32_t)o.pos;
-    out_i32(&o, 1); /* the forward reference table */
-    out_i32(&o, fwd);
-    int32_t t = (int32_t)o.pos;
-    out_i32(&o, f);
-    out_i32(&o, t);
+    out_heapdump_tail(&o, g->is64, tool, ntool);
     out_flush(&o);
     free(o.buf);
+    free(tool);
     return o.rc;
 }
 
-/* ---- stats and the end ------------------------------------------------------------------------ */
+size_t ev_gcheap_cint_put(uint8_t out[5], int32_t v)
+{
+    return cint_put(out, v);
+}
+
+int ev_gcheap_cint_get(const uint8_t *p, size_t n, size_t *i, int32_t *out)
+{
+    return cint_get(p, n, i, out);
+}
+
+/* ---- stats and the end ------------------------------------------------------------------------
+ */
 
 static uint64_t mem_of(const struct ev_gcheap *g)
 {
@@ -2099,9 +2152,9 @@ void ev_gcheap_free(struct ev_gcheap *g)
     for (size_t i = 0; i < g->pseudos.n; i++) {
         vec_free(&VEC_AT(g->pseudos, struct pseudo, i).children);
     }
-    struct vec *vecs[] = {&g->names,  &g->bulk_types, &g->modules,   &g->raw,    &g->addr,
-                          &g->off,    &g->blob,       &g->pnodes,    &g->pedges, &g->edge_ends,
-                          &g->pseudos, &g->statics,   &g->ccws,      &g->rcws,   &g->ftypes};
+    struct vec *vecs[] = {&g->names,   &g->bulk_types, &g->modules, &g->raw,    &g->addr,
+                          &g->off,     &g->blob,       &g->pnodes,  &g->pedges, &g->edge_ends,
+                          &g->pseudos, &g->statics,    &g->ccws,    &g->rcws,   &g->ftypes};
     for (size_t i = 0; i < sizeof(vecs) / sizeof(vecs[0]); i++) {
         vec_free(vecs[i]);
     }

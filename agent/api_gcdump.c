@@ -487,7 +487,6 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
         job_write(job);
         return;
     }
-    const char *why = ev_gcheap_error(job->g);
     if (job->timed_out) {
         snprintf(msg, sizeof(msg),
                  "the runtime did not finish the heap walk within %llu s (GCDump:TimeoutSeconds)",
@@ -505,7 +504,6 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
         job_feed_failed(job, rc);
         return;
     }
-    (void)why;
     job_maybe_free(job);
 }
 

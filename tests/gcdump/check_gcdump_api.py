@@ -251,44 +251,27 @@ def concurrency_and_egress(port, app, files, dll, tmp):
     check(g.get("objects", 0) > BIG[0] and g.get("bytes", 0) > 0, f"the details have the figures: {g}")
 
 
-def max_nodes(app, tmp):
+def limit_case(app, tmp, key, value, status, what, before=None):
+    """A second dotmon with GCDump:<key> = value: /gcdump answers status with a problem naming the
+    setting, and no session is left. before: an app command first (undone afterwards)."""
     port = free_port()
-    log = open(os.path.join(tmp, "dotmon-maxnodes.log"), "w+")
-    dm = start_with(tmp, port, log, {"GCDump": {"MaxNodes": 1000}}, app.pid)
+    log = open(os.path.join(tmp, f"dotmon-{key}.log"), "w+")
+    dm = start_with(tmp, port, log, {"GCDump": {key: value}}, app.pid)
     try:
         base = sessions(port)
+        if before:
+            app.command(before)
         r, body = request(port, f"/gcdump?pid={app.pid}")
         try:
             problem = json.loads(body)
         except ValueError:
             problem = {}
-        check(r.status == 507 and "GCDump:MaxNodes" in problem.get("detail", ""),
-              f"a heap over GCDump:MaxNodes: 507 naming the setting ({r.status} {problem.get('detail')!r})")
-        check(settle(lambda: sessions(port), base) == base, "MaxNodes: no session left")
+        check(r.status == status and f"GCDump:{key}" in problem.get("detail", ""),
+              f"{what}: {status} naming GCDump:{key} ({r.status} {problem.get('detail')!r})")
+        check(settle(lambda: sessions(port), base, 60) == base, f"GCDump:{key}: no session left")
     finally:
-        stop(dm)
-        log.close()
-
-
-def timeout(app, tmp):
-    """GCDump:TimeoutSeconds 1 on a walk of millions of objects: 504, and the session is stopped."""
-    port = free_port()
-    log = open(os.path.join(tmp, "dotmon-timeout.log"), "w+")
-    dm = start_with(tmp, port, log, {"GCDump": {"TimeoutSeconds": 1}}, app.pid)
-    try:
-        base = sessions(port)
-        app.command(f"heap-graph {TIMEOUT_HEAP[0]} {TIMEOUT_HEAP[1]} {TIMEOUT_HEAP[2]}")
-        r, body = request(port, f"/gcdump?pid={app.pid}")
-        try:
-            problem = json.loads(body)
-        except ValueError:
-            problem = {}
-        check(r.status == 504 and "GCDump:TimeoutSeconds" in problem.get("detail", ""),
-              f"a walk longer than GCDump:TimeoutSeconds: 504 naming the setting ({r.status} "
-              f"{problem.get('detail')!r})")
-        check(settle(lambda: sessions(port), base, 60) == base, "timeout: the session is stopped")
-    finally:
-        app.command(f"heap-graph {N} {M} {SIZE}")
+        if before:
+            app.command(f"heap-graph {N} {M} {SIZE}")
         stop(dm)
         log.close()
 
@@ -383,8 +366,10 @@ def main():
         base_rss = rss_kb(dm.pid)
         bad_input(port, app)
         concurrency_and_egress(port, app, files, dll, tmp)
-        max_nodes(app, tmp)
-        timeout(app, tmp)
+        limit_case(app, tmp, "MaxNodes", 1000, 507, "a heap over GCDump:MaxNodes")
+        # A walk of millions of objects takes seconds: past a 1 s deadline the session is stopped.
+        limit_case(app, tmp, "TimeoutSeconds", 1, 504, "a walk longer than GCDump:TimeoutSeconds",
+                   before=f"heap-graph {TIMEOUT_HEAP[0]} {TIMEOUT_HEAP[1]} {TIMEOUT_HEAP[2]}")
         mid_snapshot(port, tmp, app, dm, base_sessions, base_rss)
     finally:
         if app is not None:

@@ -288,6 +288,17 @@ def client_gone(port, app):
     s.close()
 
 
+def client_gone_downloading(port, app):
+    """The client reads the response's head (sent when the file begins) and leaves: the writer
+    thread is stopped mid-file."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(f"GET /gcdump?pid={app.pid} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    s.settimeout(60)
+    head = s.recv(4096)
+    s.close()
+    return head
+
+
 def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
     # The client leaves mid-snapshot.
     client_gone(port, app)
@@ -296,6 +307,11 @@ def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
     time.sleep(0.5)
     op = last_op(port, app.pid)
     check(op.get("status") in ("Cancelled", "Succeeded"), f"client gone: the operation ended ({op.get('status')})")
+    # The client leaves while the file is being written and sent.
+    head = client_gone_downloading(port, app)
+    check(head.startswith(b"HTTP/1.1 200"), f"client gone mid-file: the download had begun ({head[:40]!r})")
+    check(settle(lambda: last_op(port, app.pid).get("status"), "Cancelled", 30) in ("Cancelled", "Succeeded"),
+          f"client gone mid-file: the operation ended ({last_op(port, app.pid).get('status')})")
     # DELETE mid-snapshot.
     r, _ = request(port, f"/gcdump?pid={app.pid}&egressProvider=files")
     op_id = r.getheader("Location", "").rsplit("/", 1)[-1]

@@ -75,6 +75,10 @@
 #define MAX_BLOB  0x7FFFFFF0u /* the file's labels are i32 */
 #define CHUNK     65536u
 #define CCW_SIZE  200
+/* GCBulkRootCCW value: GCRootID, ObjectID, TypeID, IUnknown (u64), RefCount, PeggedRefCount, Flags
+ * (u32); GCBulkRCW value: ObjectID, TypeID, IUnknown, VTable (u64), RefCount, Flags (u32). */
+#define CCW_VALUE 44
+#define RCW_VALUE 40
 #define RCW_EXTRA 1000
 
 /* ---- growable arrays ---------------------------------------------------------------------- */

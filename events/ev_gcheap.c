@@ -79,7 +79,7 @@
  * (u32); GCBulkRCW value: ObjectID, TypeID, IUnknown, VTable (u64), RefCount, Flags (u32). */
 #define CCW_VALUE 44
 #define RCW_VALUE 40
-#define RCW_EXTRA 1000
+#define RCW_EXTRA 1000u
 
 /* ---- growable arrays ---------------------------------------------------------------------- */
 
@@ -244,7 +244,8 @@ struct ev_gcheap {
     bool head_open;
     uint64_t head_left;
     uint32_t head_index;
-    uint64_t head_rcw; /* the IUnknown to add last, 0 = none */
+    bool head_has_rcw;
+    uint64_t head_rcw; /* with head_has_rcw: the IUnknown to add as the last child */
 
     struct vec pseudos; /* struct pseudo; 0 is "[.NET Roots]" */
     struct vec statics;
@@ -842,14 +843,15 @@ static int open_head(struct ev_gcheap *g)
         return g->err;
     }
     uint32_t rcw = u64map_get(&g->rcw_of, n.addr); /* the last RCW event for it wins */
-    g->head_rcw = rcw != UINT32_MAX ? VEC_AT(g->rcws, struct rcw, rcw).iunknown : 0;
-    uint64_t children = n.edges + (g->head_rcw != 0 ? 1 : 0);
+    g->head_has_rcw = rcw != UINT32_MAX;
+    g->head_rcw = g->head_has_rcw ? VEC_AT(g->rcws, struct rcw, rcw).iunknown : 0;
+    uint64_t children = n.edges + (g->head_has_rcw ? 1 : 0);
     if (children > INT32_MAX) {
         return fail(g, AGENT_E_PROTO, "heap walk: node %" PRIu64 " has %" PRIu64 " edges",
                     g->st.objects, n.edges);
     }
-    if (g->head_rcw != 0) {
-        size += RCW_EXTRA;
+    if (g->head_has_rcw) { /* C#'s unchecked int addition: it may wrap, then it is capped below */
+        size = (int32_t)((uint32_t)size + RCW_EXTRA);
     }
     if (size < 0) {
         size = INT32_MAX; /* Graph.SetNodeTypeAndSize */
@@ -901,7 +903,7 @@ static int pump(struct ev_gcheap *g)
         if (g->head_left > 0) {
             break;
         }
-        if (g->head_rcw != 0 && add_child(g, g->head_rcw) != 0) {
+        if (g->head_has_rcw && add_child(g, g->head_rcw) != 0) {
             return g->err;
         }
         g->head_open = false;

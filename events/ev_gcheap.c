@@ -75,7 +75,11 @@
 #define MAX_BLOB  0x7FFFFFF0u /* the file's labels are i32 */
 #define CHUNK     65536u
 #define CCW_SIZE  200
-#define RCW_EXTRA 1000
+/* GCBulkRootCCW value: GCRootID, ObjectID, TypeID, IUnknown (u64), RefCount, PeggedRefCount, Flags
+ * (u32); GCBulkRCW value: ObjectID, TypeID, IUnknown, VTable (u64), RefCount, Flags (u32). */
+#define CCW_VALUE 44
+#define RCW_VALUE 40
+#define RCW_EXTRA 1000u
 
 /* ---- growable arrays ---------------------------------------------------------------------- */
 
@@ -191,6 +195,13 @@ struct strmap_ent {
     uint32_t val;
 };
 
+/* u64 -> u32 map; see u64map_put. */
+struct u64map {
+    uint64_t *keys;
+    uint32_t *vals; /* value + 1, 0 = empty */
+    size_t cap, n;
+};
+
 struct ev_gcheap {
     struct nettrace_checker ck;
     uint64_t max_nodes;
@@ -233,12 +244,14 @@ struct ev_gcheap {
     bool head_open;
     uint64_t head_left;
     uint32_t head_index;
-    uint64_t head_rcw; /* the IUnknown to add last, 0 = none */
+    bool head_has_rcw;
+    uint64_t head_rcw; /* with head_has_rcw: the IUnknown to add as the last child */
 
     struct vec pseudos; /* struct pseudo; 0 is "[.NET Roots]" */
     struct vec statics;
     struct vec ccws;
     struct vec rcws;
+    struct u64map rcw_of; /* object -> its last RCW record */
 
     /* Built at finish. */
     struct vec ftypes; /* struct final_type */
@@ -522,6 +535,69 @@ static int blob_cint(struct ev_gcheap *g, int32_t v)
     return 0;
 }
 
+/* u64 -> u32 (a Dictionary<ulong, …>; a later value replaces the earlier): TypeIDs to file types,
+ * RCW objects to their IUnknown. */
+
+static int u64map_put(struct ev_gcheap *g, struct u64map *m, uint64_t k, uint32_t v)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap == 0 ? 256 : m->cap * 2;
+        uint64_t *nk = calloc(cap, sizeof(*nk));
+        uint32_t *nv = calloc(cap, sizeof(*nv));
+        if (nk == NULL || nv == NULL) {
+            free(nk);
+            free(nv);
+            return oom(g);
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->vals[i] != 0) {
+                size_t j = (size_t)mix64(m->keys[i]) & (cap - 1);
+                while (nv[j] != 0) {
+                    j = (j + 1) & (cap - 1);
+                }
+                nk[j] = m->keys[i];
+                nv[j] = m->vals[i];
+            }
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = nk;
+        m->vals = nv;
+        m->cap = cap;
+    }
+    size_t j = (size_t)mix64(k) & (m->cap - 1);
+    while (m->vals[j] != 0 && m->keys[j] != k) {
+        j = (j + 1) & (m->cap - 1);
+    }
+    if (m->vals[j] == 0) {
+        m->n++;
+    }
+    m->keys[j] = k;
+    m->vals[j] = v + 1;
+    return 0;
+}
+
+static uint32_t u64map_get(const struct u64map *m, uint64_t k)
+{
+    if (m->cap == 0) {
+        return UINT32_MAX;
+    }
+    size_t j = (size_t)mix64(k) & (m->cap - 1);
+    while (m->vals[j] != 0) {
+        if (m->keys[j] == k) {
+            return m->vals[j] - 1;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    return UINT32_MAX;
+}
+
+static void u64map_free(struct u64map *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
 /* ---- nodes ------------------------------------------------------------------------------------
  */
 
@@ -766,20 +842,16 @@ static int open_head(struct ev_gcheap *g)
     if (raw_bulk(g, n.type_id, size_class(size), &raw) != 0) {
         return g->err;
     }
-    g->head_rcw = 0;
-    for (size_t i = 0; i < g->rcws.n; i++) {
-        const struct rcw *r = &VEC_AT(g->rcws, struct rcw, i);
-        if (r->object == n.addr) {
-            g->head_rcw = r->iunknown; /* the last RCW event for the object wins */
-        }
-    }
-    uint64_t children = n.edges + (g->head_rcw != 0 ? 1 : 0);
+    uint32_t rcw = u64map_get(&g->rcw_of, n.addr); /* the last RCW event for it wins */
+    g->head_has_rcw = rcw != UINT32_MAX;
+    g->head_rcw = g->head_has_rcw ? VEC_AT(g->rcws, struct rcw, rcw).iunknown : 0;
+    uint64_t children = n.edges + (g->head_has_rcw ? 1 : 0);
     if (children > INT32_MAX) {
         return fail(g, AGENT_E_PROTO, "heap walk: node %" PRIu64 " has %" PRIu64 " edges",
                     g->st.objects, n.edges);
     }
-    if (g->head_rcw != 0) {
-        size += RCW_EXTRA;
+    if (g->head_has_rcw) { /* C#'s unchecked int addition: it may wrap, then it is capped below */
+        size = (int32_t)((uint32_t)size + RCW_EXTRA);
     }
     if (size < 0) {
         size = INT32_MAX; /* Graph.SetNodeTypeAndSize */
@@ -831,7 +903,7 @@ static int pump(struct ev_gcheap *g)
         if (g->head_left > 0) {
             break;
         }
-        if (g->head_rcw != 0 && add_child(g, g->head_rcw) != 0) {
+        if (g->head_has_rcw && add_child(g, g->head_rcw) != 0) {
             return g->err;
         }
         g->head_open = false;
@@ -1009,11 +1081,11 @@ static int count_header(struct ev_gcheap *g, const struct nettrace_event *ev, co
 static void on_ccws(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
     uint32_t count;
-    if (count_header(g, ev, "GCBulkRootCCW", 6, 52, &count) != 0) {
+    if (count_header(g, ev, "GCBulkRootCCW", 6, CCW_VALUE, &count) != 0) {
         return;
     }
     const uint8_t *p = ev->payload + 6;
-    for (uint32_t i = 0; i < count; i++, p += 52) {
+    for (uint32_t i = 0; i < count; i++, p += CCW_VALUE) {
         struct ccw c = {ev_load_u64(p + 24), ev_load_u64(p + 8), ev_load_u64(p + 16)};
         if (c.iunknown != 0 && vec_push(&g->ccws, sizeof(c), &c) != 0) {
             oom(g);
@@ -1025,14 +1097,17 @@ static void on_ccws(struct ev_gcheap *g, const struct nettrace_event *ev)
 static void on_rcws(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
     uint32_t count;
-    if (count_header(g, ev, "GCBulkRCW", 6, 40, &count) != 0) {
+    if (count_header(g, ev, "GCBulkRCW", 6, RCW_VALUE, &count) != 0) {
         return;
     }
     const uint8_t *p = ev->payload + 6;
-    for (uint32_t i = 0; i < count; i++, p += 40) {
+    for (uint32_t i = 0; i < count; i++, p += RCW_VALUE) {
         struct rcw r = {ev_load_u64(p), ev_load_u64(p + 16)};
         if (vec_push(&g->rcws, sizeof(r), &r) != 0) {
             oom(g);
+            return;
+        }
+        if (u64map_put(g, &g->rcw_of, r.object, (uint32_t)(g->rcws.n - 1)) != 0) {
             return;
         }
     }
@@ -1288,73 +1363,6 @@ const char *ev_gcheap_error(const struct ev_gcheap *g)
 }
 
 /* ---- finish: the types, the root tree, the file layout ------------------------------------- */
-
-/* TypeID -> file type (Dictionary<ulong, NodeTypeIndex>; a later value replaces the earlier). */
-struct u64map {
-    uint64_t *keys;
-    uint32_t *vals; /* value + 1, 0 = empty */
-    size_t cap, n;
-};
-
-static int u64map_put(struct ev_gcheap *g, struct u64map *m, uint64_t k, uint32_t v)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap == 0 ? 256 : m->cap * 2;
-        uint64_t *nk = calloc(cap, sizeof(*nk));
-        uint32_t *nv = calloc(cap, sizeof(*nv));
-        if (nk == NULL || nv == NULL) {
-            free(nk);
-            free(nv);
-            return oom(g);
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (m->vals[i] != 0) {
-                size_t j = (size_t)mix64(m->keys[i]) & (cap - 1);
-                while (nv[j] != 0) {
-                    j = (j + 1) & (cap - 1);
-                }
-                nk[j] = m->keys[i];
-                nv[j] = m->vals[i];
-            }
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = nk;
-        m->vals = nv;
-        m->cap = cap;
-    }
-    size_t j = (size_t)mix64(k) & (m->cap - 1);
-    while (m->vals[j] != 0 && m->keys[j] != k) {
-        j = (j + 1) & (m->cap - 1);
-    }
-    if (m->vals[j] == 0) {
-        m->n++;
-    }
-    m->keys[j] = k;
-    m->vals[j] = v + 1;
-    return 0;
-}
-
-static uint32_t u64map_get(const struct u64map *m, uint64_t k)
-{
-    if (m->cap == 0) {
-        return UINT32_MAX;
-    }
-    size_t j = (size_t)mix64(k) & (m->cap - 1);
-    while (m->vals[j] != 0) {
-        if (m->keys[j] == k) {
-            return m->vals[j] - 1;
-        }
-        j = (j + 1) & (m->cap - 1);
-    }
-    return UINT32_MAX;
-}
-
-static void u64map_free(struct u64map *m)
-{
-    free(m->keys);
-    free(m->vals);
-}
 
 /* What finish needs only while it runs. */
 struct build {
@@ -2121,6 +2129,7 @@ static uint64_t mem_of(const struct ev_gcheap *g)
     m += g->pnodes.cap * sizeof(struct pending_node) + g->pedges.cap * 8 + g->edge_ends.cap * 8;
     m += g->pseudos.cap * sizeof(struct pseudo) + g->statics.cap * sizeof(struct static_var);
     m += g->ccws.cap * sizeof(struct ccw) + g->rcws.cap * sizeof(struct rcw);
+    m += g->rcw_of.cap * 12;
     m += g->ftypes.cap * sizeof(struct final_type);
     for (size_t i = 0; i < g->pseudos.n; i++) {
         m += VEC_AT(g->pseudos, struct pseudo, i).children.cap * 4;
@@ -2158,6 +2167,7 @@ void ev_gcheap_free(struct ev_gcheap *g)
     for (size_t i = 0; i < sizeof(vecs) / sizeof(vecs[0]); i++) {
         vec_free(vecs[i]);
     }
+    u64map_free(&g->rcw_of);
     free(g->raw_slots);
     free(g->slots);
     free(g->final_of_raw);

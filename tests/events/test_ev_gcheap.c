@@ -349,7 +349,19 @@ static int convert(const uint8_t *p, size_t n, size_t step, uint64_t max_nodes, 
 
 /* ---- a synthetic heap walk ------------------------------------------------------------------- */
 
-enum { MD_START = 1, MD_END, MD_TYPE, MD_ROOT, MD_NODE, MD_EDGE, MD_MODULE };
+enum {
+    MD_START = 1,
+    MD_END,
+    MD_TYPE,
+    MD_ROOT,
+    MD_NODE,
+    MD_EDGE,
+    MD_MODULE,
+    MD_CWT,
+    MD_CCW,
+    MD_RCW,
+    MD_STATIC
+};
 
 static void md(struct nt *t, uint32_t id, uint32_t event_id, uint32_t version)
 {
@@ -480,6 +492,30 @@ static void ev_edges(struct nt *t, uint32_t index, const uint64_t *to, size_t n)
     emit(t, MD_EDGE, &p);
 }
 
+#define RCW_UNK  0xAB00ull
+#define CCW_UNK  0xCC00ull
+#define CWT_DEAD 0xD000ull
+
+/* GCBulkRCW for B, GCBulkRootCCW for A, two statics (one thread-local of an unknown type), and
+ * conditional weak table entries (one with a dead key: skipped). */
+static void ev_interop(struct nt *t)
+{
+    struct wb p = {0};
+    WB_PUT(&p, {1, 4}, {0, 2}, {0x2000, 8}, {0x200, 8}, {RCW_UNK, 8}, {0x5555, 8}, {1, 4}, {0, 4});
+    emit(t, MD_RCW, &p);
+    WB_PUT(&p, {2, 4}, {0, 2}, {0x77, 8}, {0x1000, 8}, {0x100, 8}, {CCW_UNK, 8}, {1, 4}, {0, 4},
+           {0, 4}, {0x78, 8}, {0x1000, 8}, {0x100, 8}, {0, 8}, {1, 4}, {0, 4}, {0, 4});
+    emit(t, MD_CCW, &p);
+    WB_PUT(&p, {2, 4}, {0x1, 8}, {0, 2}, {0x79, 8}, {0x3000, 8}, {0x100, 8}, {0, 4});
+    wb_wstr(&p, "s_field");
+    WB_PUT(&p, {0x7A, 8}, {0x2000, 8}, {0x777, 8}, {1, 4});
+    wb_wstr(&p, "t_x");
+    emit(t, MD_STATIC, &p);
+    WB_PUT(&p, {0, 4}, {2, 4}, {0, 2}, {0x1000, 8}, {CWT_DEAD, 8}, {0x7B, 8}, {0, 8}, {0x3000, 8},
+           {0x7C, 8});
+    emit(t, MD_CWT, &p);
+}
+
 enum variant {
     V_GOOD = 0,
     V_EDGES_SHORT, /* C's edge never comes */
@@ -487,7 +523,8 @@ enum variant {
     V_NODE_GAP,    /* node events 0, 2 */
     V_NO_GC,       /* the GC is not induced */
     V_NO_END,      /* no GCEnd */
-    V_EDGES_FIRST  /* every edge before any node */
+    V_EDGES_FIRST, /* every edge before any node */
+    V_INTEROP      /* also an RCW, a CCW, statics and a conditional weak table entry */
 };
 
 #define A 0x1000ull
@@ -506,6 +543,10 @@ static uint8_t *synthetic(enum variant v, size_t *n)
     md(&t, MD_NODE, 18, 0);
     md(&t, MD_EDGE, 19, 0);
     md(&t, MD_MODULE, 152, 2);
+    md(&t, MD_CWT, 17, 0);
+    md(&t, MD_CCW, 36, 0);
+    md(&t, MD_RCW, 37, 0);
+    md(&t, MD_STATIC, 38, 0);
     nt_block(&t, "MetadataBlock", false);
 
     /* Types before the GC (kept), one of them again inside it. */
@@ -532,6 +573,9 @@ static uint8_t *synthetic(enum variant v, size_t *n)
         {U, 4, 0},   /* sized ref: other handles */
     };
     ev_roots(&t, 0, roots, 6);
+    if (v == V_INTEROP) {
+        ev_interop(&t);
+    }
     const uint64_t edges0[] = {B, C};
     const uint64_t edges1[] = {U, A};
     const struct snode nodes0[] = {{A, 24, 0x100, 2}, {B, 5000, 0x200, 0}};
@@ -659,6 +703,58 @@ static void test_synthetic(void **state)
     gnode_get(&f, other.children[3], &h);
     assert_true(h.type == type_named(&f, "[other Handles]") && h.nchildren == 1 &&
                 f.addrs[h.children[0]] == (int64_t)U);
+    gfile_free(&f);
+    free(s);
+}
+
+static void test_interop(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *s = synthetic(V_INTEROP, &n);
+    struct wb file = {0};
+    assert_int_equal(convert(s, n, 0, 0, &file, NULL, 0), 0);
+    struct gfile f;
+    gfile_parse(&f, file.b, file.n);
+    /* B, an RCW: its IUnknown as a last child and 1000 bytes more, its size class from before. */
+    struct gnode b, ccw, root, other, h;
+    int32_t ib = node_at(&f, B), ia = node_at(&f, A), ic = node_at(&f, C);
+    gnode_get(&f, ib, &b);
+    assert_int_equal(b.type, type_named(&f, "System.Byte[] (Bytes > 1K)"));
+    assert_int_equal(b.size, 6000);
+    assert_int_equal(b.nchildren, 1);
+    assert_int_equal(f.addrs[b.children[0]], (int64_t)RCW_UNK);
+    assert_int_equal(f.total, 24 + 6000 + 20000 + 32 + 24 + 200);
+    /* The CCW: a node at its IUnknown (the one with IUnknown 0 is skipped). */
+    int32_t iccw = node_at(&f, CCW_UNK);
+    gnode_get(&f, iccw, &ccw);
+    assert_int_equal(ccw.type,
+                     type_named(&f, "[CCW 0xcc00 for type System.Collections.Generic.Dictionary<<"
+                                    "System.String>,<Foo<<X>>>>]"));
+    assert_true(ccw.size == 200 && ccw.nchildren == 1 && ccw.children[0] == ia);
+    /* The root tree: [COM/WinRT Objects] holds the CCW; statics by type and field. */
+    gnode_get(&f, 0, &root);
+    assert_int_equal(root.nchildren, 5); /* static vars, local vars, other roots, COM, TLS */
+    gnode_get(&f, root.children[3], &h);
+    assert_true(h.type == type_named(&f, "[COM/WinRT Objects]") && h.nchildren == 1 &&
+                h.children[0] == iccw);
+    gnode_get(&f, root.children[0], &h);
+    assert_true(h.type == type_named(&f, "[static vars]") && h.nchildren == 1);
+    gnode_get(&f, h.children[0], &h);
+    assert_int_equal(h.type, type_named(&f, "[static var System.Collections.Generic.Dictionary<<"
+                                            "System.String>,<Foo<<X>>>>.s_field]"));
+    assert_true(h.nchildren == 1 && h.children[0] == ic);
+    gnode_get(&f, root.children[4], &h);
+    assert_true(h.type == type_named(&f, "[thread static vars]") && h.nchildren == 1);
+    gnode_get(&f, h.children[0], &h);
+    assert_int_equal(h.type, type_named(&f, "[static var Type(0x777).t_x]"));
+    assert_true(h.nchildren == 1 && h.children[0] == ib);
+    /* [other roots] gained [Dependent Handles] with the live key's value only. */
+    gnode_get(&f, root.children[2], &other);
+    assert_int_equal(other.nchildren, 5);
+    gnode_get(&f, other.children[4], &h);
+    assert_true(h.type == type_named(&f, "[Dependent Handles]") && h.nchildren == 1 &&
+                f.addrs[h.children[0]] == (int64_t)CWT_DEAD);
     gfile_free(&f);
     free(s);
 }
@@ -885,7 +981,9 @@ static void write_seeds(const char *dir)
     const struct {
         enum variant v;
         const char *name;
-    } seeds[] = {{V_GOOD, "gen-walk"}, {V_EDGES_FIRST, "gen-walk-edges-first"}};
+    } seeds[] = {{V_GOOD, "gen-walk"},
+                 {V_EDGES_FIRST, "gen-walk-edges-first"},
+                 {V_INTEROP, "gen-walk-interop"}};
     for (size_t k = 0; k < sizeof(seeds) / sizeof(seeds[0]); k++) {
         size_t n;
         uint8_t *s = synthetic(seeds[k].v, &n);
@@ -909,7 +1007,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cint),      cmocka_unit_test(test_string),
         cmocka_unit_test(test_synthetic), cmocka_unit_test(test_chunking),
-        cmocka_unit_test(test_refused),   cmocka_unit_test(test_capture),
+        cmocka_unit_test(test_refused),   cmocka_unit_test(test_interop),
+        cmocka_unit_test(test_capture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -165,6 +165,7 @@ static cJSON *job_results(struct gcdump_job *job)
     cJSON_AddNumberToObject(extra, "streamBytes", (double)st->bytes);
     cJSON_AddNumberToObject(extra, "events", (double)st->events);
     cJSON_AddNumberToObject(extra, "droppedEvents", (double)st->lost);
+    cJSON_AddNumberToObject(extra, "graphBytes", (double)st->mem_bytes); /* at its biggest */
     cJSON_AddBoolToObject(extra, "complete", st->complete);
     if (job->version > 0) {
         char sid[24];

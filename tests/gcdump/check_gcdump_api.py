@@ -15,6 +15,7 @@ readers of the file.
   - GCDump:MaxNodes below the heap: a 507 problem naming the setting; GCDump:TimeoutSeconds 1 on a
     walk of 9 million objects: 504 naming it, and the session stopped;
   - bad input (pid, egress provider): 400 problem+json;
+  - not stoppable (isStoppable false, DELETE ?stop=true 400) but DELETE cancels;
   - the client gone mid-snapshot, DELETE mid-snapshot, the runtime killed mid-snapshot: Cancelled
     or Failed operations, no session left (dotmon_runtime_sessions back to its baseline), a later
     /gcdump and /trace work, and dotmon's RSS back near its baseline.
@@ -315,7 +316,10 @@ def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
     # DELETE mid-snapshot.
     r, _ = request(port, f"/gcdump?pid={app.pid}&egressProvider=files")
     op_id = r.getheader("Location", "").rsplit("/", 1)[-1]
-    time.sleep(0.1)
+    st, d = get_json(port, f"/operations/{op_id}")
+    rs, _ = request(port, f"/operations/{op_id}?stop=true", method="DELETE")
+    check((d or {}).get("isStoppable") is False and rs.status == 400,
+          f"a gcdump is not stoppable (isStoppable {(d or {}).get('isStoppable')}, ?stop=true: {rs.status})")
     rd, _ = request(port, f"/operations/{op_id}", method="DELETE")
     d = wait_op(port, op_id)
     check(rd.status in (200, 204) and d.get("status") in ("Cancelled", "Succeeded"),

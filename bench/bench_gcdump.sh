@@ -4,7 +4,9 @@
 # (issue 19). Nothing is asserted.
 #
 #   The app holds `heap-graph N M SIZE` (N + 1 holders, each with a byte[][] of M byte[SIZE]):
-#   defaults N=3,000,000 M=1 SIZE=250, about 9 M objects and 1 GB of heap. Each collector runs
+#   defaults N=3,000,000 M=1 SIZE=250, about 9 M objects and 1 GB of heap. dotmon runs with
+#   GCDump:BufferSizeMB BUFFER_MB (default 256, its own default: too small for a walk that big,
+#   which then fails with 502; `make bench-gcdump` uses 1024). Each collector runs
 #   ROUNDS times (default 3), alternating, against the same process:
 #   - dotmon: wall time of the request (curl, the file to disk), and dotmon's memory: its VmHWM
 #     reset before each request (clear_refs 5) and read after, minus its VmRSS before: the growth

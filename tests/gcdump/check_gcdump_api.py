@@ -16,6 +16,7 @@ readers of the file.
     walk of 9 million objects: 504 naming it, and the session stopped;
   - bad input (pid, egress provider): 400 problem+json;
   - not stoppable (isStoppable false, DELETE ?stop=true 400) but DELETE cancels;
+  - SIGTERM mid-snapshot: 503, dotmon exits 0, the runtime takes dotnet-gcdump's snapshot next;
   - the client gone mid-snapshot, DELETE mid-snapshot, the runtime killed mid-snapshot: Cancelled
     or Failed operations, no session left (dotmon_runtime_sessions back to its baseline), a later
     /gcdump and /trace work, and dotmon's RSS back near its baseline.
@@ -368,6 +369,35 @@ def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
         check(rss <= base_rss + 24 * 1024, f"dotmon's RSS back near its baseline: {base_rss} -> {rss} kB")
 
 
+def shutdown_mid_snapshot(port, tmp, app, dm, exe):
+    """SIGTERM while the runtime walks its heap: 503 at once, dotmon exits 0, and the runtime is
+    left able to take the next snapshot (dotnet-gcdump's)."""
+    app.command(f"heap-graph {BIG[0]} {BIG[1]} {BIG[2]}")
+    out = {}
+
+    def run():
+        try:
+            r, body = request(port, f"/gcdump?pid={app.pid}")
+            out["status"] = r.status
+        except (OSError, http.client.HTTPException) as e:
+            out["status"] = repr(e)
+    th = threading.Thread(target=run)
+    th.start()
+    time.sleep(0.3)
+    t0 = time.time()
+    dm.terminate()
+    try:
+        dm.wait(30)
+    except subprocess.TimeoutExpired:
+        pass
+    th.join(30)
+    check(dm.returncode == 0 and out.get("status") in (503, 200),
+          f"SIGTERM mid-snapshot: {out.get('status')}, dotmon exits {dm.returncode} in {time.time() - t0:.2f} s")
+    p = subprocess.run([exe, "collect", "-p", str(app.pid), "-o", os.path.join(tmp, "after.gcdump")],
+                       capture_output=True, text=True, env=env(tmp), timeout=120)
+    check(p.returncode == 0, f"the runtime takes dotnet-gcdump's snapshot after that ({p.returncode})")
+
+
 def main():
     if not os.environ.get("DOTNET_EXE"):
         print("skipped: no dotnet")
@@ -399,6 +429,7 @@ def main():
         limit_case(app, tmp, "TimeoutSeconds", 1, 504, "a walk longer than GCDump:TimeoutSeconds",
                    before=f"heap-graph {TIMEOUT_HEAP[0]} {TIMEOUT_HEAP[1]} {TIMEOUT_HEAP[2]}")
         mid_snapshot(port, tmp, app, dm, base_sessions, base_rss)
+        shutdown_mid_snapshot(port, tmp, app, dm, exe)
     finally:
         if app is not None:
             app.kill()

@@ -253,6 +253,17 @@ struct ev_gcheap {
     struct vec rcws;
     struct u64map rcw_of; /* object -> its last RCW record */
 
+    /*
+     * dotnet-gcdump's node numbering: the nodes it interns before it reads any node event (the
+     * root tree's pseudo-nodes, root and conditional weak table targets as their events come,
+     * then CCWs and statics), in order; the object records then number the rest.
+     */
+    struct vec early;                /* uint32_t node indexes */
+    bool log_nodes;                  /* node_index calls go to early */
+    size_t seg_obj_end, seg_ccw_end; /* our blob: objects, then CCWs, then the root tree */
+    uint32_t *perm;                  /* our node index -> the file's */
+    uint32_t *inv;                   /* the file's node index -> ours */
+
     /* Built at finish. */
     struct vec ftypes; /* struct final_type */
     uint32_t *final_of_raw;
@@ -645,20 +656,25 @@ static int node_index(struct ev_gcheap *g, uint64_t addr, uint32_t *out)
         return g->err;
     }
     size_t j = (size_t)mix64(addr) & (g->slot_cap - 1);
+    uint32_t idx = UINT32_MAX;
     while (g->slots[j] != 0) {
         uint32_t e = g->slots[j] - 1;
         if (VEC_AT(g->addr, uint64_t, e) == addr) {
-            *out = e;
-            return 0;
+            idx = e;
+            break;
         }
         j = (j + 1) & (g->slot_cap - 1);
     }
-    uint32_t idx;
-    if (node_create(g, addr, &idx) != 0) {
-        return g->err;
+    if (idx == UINT32_MAX) {
+        if (node_create(g, addr, &idx) != 0) {
+            return g->err;
+        }
+        g->slots[j] = idx + 1;
+        g->interned++;
     }
-    g->slots[j] = idx + 1;
-    g->interned++;
+    if (g->log_nodes && vec_push(&g->early, 4, &idx) != 0) {
+        return oom(g);
+    }
     *out = idx;
     return 0;
 }
@@ -749,6 +765,9 @@ static int pseudo_new(struct ev_gcheap *g, uint32_t parent, struct str16 name, u
     struct pseudo ps = {.name = name, .parent = parent};
     if (node_create(g, 0, &ps.node) != 0) {
         return g->err;
+    }
+    if (vec_push(&g->early, 4, &ps.node) != 0) {
+        return oom(g);
     }
     if (vec_push(&g->pseudos, sizeof(ps), &ps) != 0) {
         return oom(g);
@@ -1283,10 +1302,14 @@ static void on_event(void *ud, const struct nettrace_event *ev)
         on_edges(g, ev);
         break;
     case EV_BULK_ROOT_EDGE:
+        g->log_nodes = true;
         on_roots(g, ev);
+        g->log_nodes = false;
         break;
     case EV_BULK_ROOT_CWT:
+        g->log_nodes = true;
         on_cwt(g, ev);
+        g->log_nodes = false;
         break;
     case EV_BULK_ROOT_CCW:
         on_ccws(g, ev);
@@ -1696,33 +1719,128 @@ static int rec_read(const struct ev_gcheap *g, size_t *i, struct rec *r)
     return 0;
 }
 
+/* Our blob's segments in the order dotnet-gcdump writes their records: CCWs, objects, root tree. */
+static void segments(const struct ev_gcheap *g, size_t seg[3][2])
+{
+    seg[0][0] = g->seg_obj_end;
+    seg[0][1] = g->seg_ccw_end;
+    seg[1][0] = 0;
+    seg[1][1] = g->seg_obj_end;
+    seg[2][0] = g->seg_ccw_end;
+    seg[2][1] = g->blob.n;
+}
+
+static int rec_check(struct ev_gcheap *g, size_t *i, struct rec *r)
+{
+    if (rec_read(g, i, r) != 0 || r->node < 0 || (size_t)r->node >= g->addr.n || r->raw < 0 ||
+        (size_t)r->raw >= g->raw.n) {
+        return fail(g, AGENT_E_PROTO, "heap snapshot: a node record is bad");
+    }
+    return 0;
+}
+
+static void number(struct ev_gcheap *g, uint32_t node, uint32_t *next)
+{
+    if (g->perm[node] == UINT32_MAX) {
+        g->perm[node] = (*next)++;
+    }
+}
+
+/* The file's node numbers: what dotnet-gcdump's GetNodeIndex calls would have given. */
+static int renumber(struct ev_gcheap *g)
+{
+    size_t n = g->addr.n;
+    g->perm = malloc(n * sizeof(uint32_t));
+    g->inv = malloc(n * sizeof(uint32_t));
+    if (g->perm == NULL || g->inv == NULL) {
+        return oom(g);
+    }
+    memset(g->perm, 0xFF, n * sizeof(uint32_t));
+    uint32_t next = 0;
+    for (size_t k = 0; k < g->early.n; k++) {
+        number(g, VEC_AT(g->early, uint32_t, k), &next);
+    }
+    size_t seg[3][2];
+    segments(g, seg);
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = seg[s][0]; i < seg[s][1];) {
+            struct rec r;
+            if (rec_check(g, &i, &r) != 0) {
+                return g->err;
+            }
+            number(g, (uint32_t)r.node, &next);
+            size_t c = r.children;
+            for (int32_t k = 0; k < r.nchildren; k++) {
+                int32_t d;
+                (void)cint_get(g->blob.p, r.end, &c, &d);
+                uint32_t child = (uint32_t)r.node + (uint32_t)d;
+                if (child >= n) {
+                    return fail(g, AGENT_E_PROTO, "heap snapshot: a node record is bad");
+                }
+                number(g, child, &next);
+            }
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        number(g, (uint32_t)k, &next);
+        g->inv[g->perm[k]] = (uint32_t)k;
+    }
+    vec_free(&g->early);
+    return 0;
+}
+
+/* A record in the file's form into b (at most 15 + 5 per child bytes through put): its length. */
+static size_t rec_head(const struct ev_gcheap *g, const struct rec *r, uint8_t b[15])
+{
+    uint32_t ft = g->final_of_raw[r->raw];
+    int32_t tsize = VEC_AT(g->ftypes, struct final_type, ft).size;
+    bool explicit_size = tsize != r->size;
+    size_t k = cint_put(b, (int32_t)(ft << 1 | (explicit_size ? 1u : 0u)));
+    if (explicit_size) {
+        k += cint_put(b + k, r->size);
+    }
+    return k + cint_put(b + k, r->nchildren);
+}
+
+/* The file's delta for the child at *c of record r, renumbered. */
+static int32_t rec_child(const struct ev_gcheap *g, const struct rec *r, size_t *c)
+{
+    int32_t d = 0;
+    (void)cint_get(g->blob.p, r->end, c, &d);
+    uint32_t child = (uint32_t)r->node + (uint32_t)d;
+    return (int32_t)(g->perm[child] - g->perm[r->node]);
+}
+
 /* Type sizes from the first node of each type, and every node's offset in the file's blob. */
 static int layout(struct ev_gcheap *g)
 {
-    uint32_t *off = g->off.p;
+    uint32_t *off = g->off.p; /* from here on by the file's node numbers */
     for (size_t k = 0; k < g->off.n; k++) {
         off[k] = 0; /* undefined nodes share the record at 0 */
     }
     uint64_t pos = 2;
-    size_t i = 0;
-    while (i < g->blob.n) {
-        struct rec r;
-        if (rec_read(g, &i, &r) != 0 || r.node < 0 || (size_t)r.node >= g->off.n || r.raw < 0 ||
-            (size_t)r.raw >= g->raw.n) {
-            return fail(g, AGENT_E_PROTO, "heap snapshot: a node record is bad");
-        }
-        uint32_t ft = g->final_of_raw[r.raw];
-        struct final_type *t = &VEC_AT(g->ftypes, struct final_type, ft);
-        if (t->size < 0) {
-            t->size = r.size;
-        }
-        bool explicit_size = t->size != r.size;
-        off[r.node] = (uint32_t)pos;
-        pos += cint_len((int32_t)(ft << 1 | (explicit_size ? 1u : 0u)));
-        pos += explicit_size ? cint_len(r.size) : 0;
-        pos += cint_len(r.nchildren) + (r.end - r.children);
-        if (pos > MAX_BLOB) {
-            return fail(g, AGENT_E_TOOBIG, "heap snapshot: the node records are over 2 GiB");
+    size_t seg[3][2];
+    segments(g, seg);
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = seg[s][0]; i < seg[s][1];) {
+            struct rec r;
+            if (rec_check(g, &i, &r) != 0) {
+                return g->err;
+            }
+            struct final_type *t = &VEC_AT(g->ftypes, struct final_type, g->final_of_raw[r.raw]);
+            if (t->size < 0) {
+                t->size = r.size;
+            }
+            uint8_t b[15];
+            off[g->perm[r.node]] = (uint32_t)pos;
+            pos += rec_head(g, &r, b);
+            size_t c = r.children;
+            for (int32_t k = 0; k < r.nchildren; k++) {
+                pos += cint_len(rec_child(g, &r, &c));
+            }
+            if (pos > MAX_BLOB) {
+                return fail(g, AGENT_E_TOOBIG, "heap snapshot: the node records are over 2 GiB");
+            }
         }
     }
     g->fblob_len = (uint32_t)pos;
@@ -1775,7 +1893,16 @@ static int build(struct ev_gcheap *g)
         t->name = name;
         t->size = 0;
     }
-    if (types_from_bulk(g, &b) != 0 || build_ccws(g, &b) != 0 || build_statics(g, &b) != 0) {
+    g->seg_obj_end = g->blob.n;
+    if (types_from_bulk(g, &b) != 0) {
+        goto out;
+    }
+    g->log_nodes = true;
+    rc = build_ccws(g, &b);
+    g->seg_ccw_end = g->blob.n;
+    rc = rc != 0 ? rc : build_statics(g, &b);
+    g->log_nodes = false;
+    if (rc != 0) {
         goto out;
     }
     /* The objects' types, in the order the nodes first used them. */
@@ -1800,7 +1927,9 @@ static int build(struct ev_gcheap *g)
     for (size_t i = nraw; i < g->raw.n; i++) {
         g->final_of_raw[i] = VEC_AT(g->raw, struct raw_type, i).aux;
     }
-    layout(g);
+    if (renumber(g) == 0) {
+        layout(g);
+    }
 out:
     rc = g->err;
     free(ptype);
@@ -1967,30 +2096,27 @@ static void out_begin(struct out *o, int32_t version, int32_t min_reader, const 
     out_u8(o, 6);
 }
 
-/* The blob: the shared undefined record, then our records in the file's form. */
+/* The blob: the shared undefined record, then our records in the file's form and order. */
 static void out_blob(struct out *o, const struct ev_gcheap *g)
 {
     static const uint8_t undefined[2] = {0, 0};
     out_bytes(o, undefined, 2);
-    size_t i = 0;
-    const uint8_t *p = g->blob.p;
-    while (i < g->blob.n && o->rc == 0) {
-        struct rec r;
-        if (rec_read(g, &i, &r) != 0) {
-            o->rc = AGENT_E_PROTO;
-            return;
+    size_t seg[3][2];
+    segments(g, seg);
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = seg[s][0]; i < seg[s][1] && o->rc == 0;) {
+            struct rec r;
+            if (rec_read(g, &i, &r) != 0) {
+                o->rc = AGENT_E_PROTO;
+                return;
+            }
+            uint8_t b[15];
+            out_bytes(o, b, rec_head(g, &r, b));
+            size_t c = r.children;
+            for (int32_t k = 0; k < r.nchildren; k++) {
+                out_bytes(o, b, cint_put(b, rec_child(g, &r, &c)));
+            }
         }
-        uint32_t ft = g->final_of_raw[r.raw];
-        int32_t tsize = VEC_AT(g->ftypes, struct final_type, ft).size;
-        bool explicit_size = tsize != r.size;
-        uint8_t b[15];
-        size_t k = cint_put(b, (int32_t)(ft << 1 | (explicit_size ? 1u : 0u)));
-        if (explicit_size) {
-            k += cint_put(b + k, r.size);
-        }
-        k += cint_put(b + k, r.nchildren);
-        out_bytes(o, b, k);
-        out_bytes(o, p + r.children, r.end - r.children);
     }
 }
 
@@ -2095,7 +2221,7 @@ int ev_gcheap_write(struct ev_gcheap *g, const char *creation_tool, ev_gcheap_wr
     out_blob(&o, g);
     out_i32(&o, (int32_t)g->addr.n);
     for (size_t i = 0; i < g->addr.n; i++) {
-        out_i64(&o, (int64_t)VEC_AT(g->addr, uint64_t, i));
+        out_i64(&o, (int64_t)VEC_AT(g->addr, uint64_t, g->inv[i]));
     }
     out_u8(&o, 8); /* WriteTagged(bool Is64Bit) */
     out_u8(&o, g->is64 ? 1 : 0);
@@ -2129,7 +2255,10 @@ static uint64_t mem_of(const struct ev_gcheap *g)
     m += g->pnodes.cap * sizeof(struct pending_node) + g->pedges.cap * 8 + g->edge_ends.cap * 8;
     m += g->pseudos.cap * sizeof(struct pseudo) + g->statics.cap * sizeof(struct static_var);
     m += g->ccws.cap * sizeof(struct ccw) + g->rcws.cap * sizeof(struct rcw);
-    m += g->rcw_of.cap * 12;
+    m += g->rcw_of.cap * 12 + g->early.cap * 4;
+    if (g->perm != NULL) {
+        m += g->addr.n * 8;
+    }
     m += g->ftypes.cap * sizeof(struct final_type);
     for (size_t i = 0; i < g->pseudos.n; i++) {
         m += VEC_AT(g->pseudos, struct pseudo, i).children.cap * 4;
@@ -2168,6 +2297,9 @@ void ev_gcheap_free(struct ev_gcheap *g)
         vec_free(vecs[i]);
     }
     u64map_free(&g->rcw_of);
+    vec_free(&g->early);
+    free(g->perm);
+    free(g->inv);
     free(g->raw_slots);
     free(g->slots);
     free(g->final_of_raw);

@@ -6,8 +6,9 @@
  * name clean-up, size classes, the root tree, type sizes and explicit sizes); the ways a heap walk
  * is refused (edges running out, a half-used edge event, an index gap, the node limit, no GC); a
  * stream fed byte by byte against whole; and a real capture of the test app (`heap-graph 50 3
- * 2000`, tests/fixtures/events/README.md) whose histogram must equal `dotnet-gcdump report` on
- * dotnet-gcdump's own conversion of the same stream, row for row.
+ * 2000`, tests/fixtures/events/README.md): written with CreationTool "dotnet-gcdump" it must be
+ * dotnet-gcdump's own conversion of the same stream byte for byte, and its histogram must equal
+ * `dotnet-gcdump report` of that file row for row.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -942,6 +943,20 @@ static void test_capture(void **state)
     assert_int_equal(whole.n, bytes.n);
     assert_memory_equal(whole.b, bytes.b, whole.n);
     free(bytes.b);
+
+    /* Written as dotnet-gcdump: byte for byte its own conversion of the same stream. */
+    size_t tn;
+    uint8_t *theirs_file = fixture_read("events", "gcdump-heap.gcdump", &tn);
+    struct wb same = {0};
+    assert_int_equal(ev_gcheap_new(&g, NULL), 0);
+    assert_int_equal(ev_gcheap_feed(g, s, n), 0);
+    assert_int_equal(ev_gcheap_finish(g), 0);
+    assert_int_equal(ev_gcheap_write(g, "dotnet-gcdump", sink, &same), 0);
+    ev_gcheap_free(g);
+    assert_int_equal(same.n, tn);
+    assert_memory_equal(same.b, theirs_file, tn);
+    free(same.b);
+    free(theirs_file);
 
     struct gfile f;
     gfile_parse(&f, whole.b, whole.n);

@@ -8,6 +8,8 @@ a GCHandle); POST /trace with the heap-snapshot provider (Microsoft-Windows-DotN
 keywords 0x1980001, level 5, rundown on) saves the session's nettrace; then:
   - `dotmon convert FILE --format gcdump -o OURS` exits 0;
   - `dotnet-gcdump convert FILE -o THEIRS` makes Microsoft's file from the same nettrace;
+  - the two files are the same byte for byte up to CreationTool (then only the trailer's offsets
+    differ, by the names' lengths);
   - `dotnet-gcdump report` on both: the same summary (GC Heap bytes, objects) and the same rows,
     compared as sorted lists (ties in the report's order follow type indexes; the type tables come
     out the same, so in practice the reports are identical line for line); the holder type has
@@ -116,6 +118,13 @@ def main():
         r = subprocess.run([tool, "convert", nettrace, "-o", theirs], capture_output=True, text=True, timeout=300,
                            env=tool_env())
         check(r.returncode == 0 and os.path.exists(theirs), f"dotnet-gcdump convert exits 0 ({r.stderr.strip()})")
+        # Byte for byte but for CreationTool ("dotmon" against "dotnet-gcdump") and the trailer's
+        # offsets after it: the tail is 0D <i32 len> <tool>, 06 06, four i32.
+        a = open(ours, "rb").read() if os.path.exists(ours) else b""
+        b = open(theirs, "rb").read() if os.path.exists(theirs) else b""
+        ka, kb = len(a) - 18 - 5 - len("dotmon"), len(b) - 18 - 5 - len("dotnet-gcdump")
+        check(ka > 0 and ka == kb and a[:ka] == b[:kb] and a[ka:ka + 11] == b"\x0d\x06\x00\x00\x00dotmon",
+              f"the same file as dotnet-gcdump's but for CreationTool ({len(a)} and {len(b)} bytes)")
         rc1, out1, err1 = report(tool, ours)
         rc2, out2, err2 = report(tool, theirs)
         check(rc1 == 0, f"dotnet-gcdump report reads dotmon's file ({err1.strip()[:300]})")

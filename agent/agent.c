@@ -24,6 +24,7 @@
 #include "buf.h"
 #include "egress.h"
 #include "err.h"
+#include "ev_gcheap.h"
 #include "http_server.h"
 #include "ipc_discovery.h"
 #include "ipc_listen.h"
@@ -567,18 +568,27 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5, dump_timeout = 300;
-    uint64_t spool_mb = 1024;
+    uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT, gcdump_timeout = 30;
+    uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 256;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
         config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
         config_get_uint(cfg, "Dump:TimeoutSeconds", 1, 86400, &dump_timeout) != 0 ||
-        config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0) {
+        config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0 ||
+        config_get_uint(cfg, "RequestLimits:GCDump:MaxConcurrency", 1, 16, &max_gcdumps) != 0 ||
+        config_get_uint(cfg, "GCDump:TimeoutSeconds", 1, 86400, &gcdump_timeout) != 0 ||
+        config_get_uint(cfg, "GCDump:MaxNodes", 1000, 1000000000, &gcdump_nodes) != 0 ||
+        config_get_uint(cfg, "GCDump:BufferSizeMB", 1, 1024, &gcdump_buffer) != 0) {
         return AGENT_E_INVAL;
     }
     a->trace_spool_limit = spool_mb * 1024 * 1024;
     op_registry_init(&a->ops, (size_t)history, (size_t)max_traces, (size_t)max_dumps);
+    a->ops.limit[OP_KIND_GCDUMP] = (size_t)max_gcdumps;
     a->dump_timeout_ms = dump_timeout * 1000;
+    a->gcdump_timeout_ms = gcdump_timeout * 1000;
+    a->gcdump_max_nodes = gcdump_nodes;
+    a->gcdump_buffer_mb = (uint32_t)gcdump_buffer;
     rc = setup_dump_dirs(a);
     if (rc != 0) {
         return rc;
@@ -952,6 +962,7 @@ void agent_stop(struct agent *a)
     api_livemetrics_shutdown(a);
     api_logs_shutdown(a);
     api_dump_shutdown(a);
+    api_gcdump_shutdown(a);
     /* Uploads of the artifacts that end now get until the HTTP server's grace period is over;
      * then they are aborted (nothing half-done left in the stores). */
     artifact_shutdown(a, SHUTDOWN_GRACE_MS);

@@ -44,6 +44,7 @@ static const struct api_route routes[] = {
     {"/env", "GET", api_env, NULL, false, false, false, NULL},
     {"/info", "GET", api_info, NULL, false, false, false, NULL},
     {"/dump", "GET", api_dump_get, NULL, false, false, true, NULL},
+    {"/gcdump", "GET", api_gcdump_get, NULL, false, false, true, NULL},
     {"/trace", "GET", api_trace_get, NULL, false, false, true, NULL},
     {"/trace", "POST", api_trace_post, NULL, false, false, false, NULL},
     {"/trace/snapshot", "GET", api_trace_snapshot, NULL, false, false, true, NULL},
@@ -522,4 +523,23 @@ int api_parse_duration(struct http_request *req, int64_t *out)
     }
     buf_fini(&v);
     return rc;
+}
+
+int api_session_refused(int status, uint32_t hresult, const char *noun, char *msg, size_t cap,
+                        const char **code)
+{
+    if (status == AGENT_E_RUNTIME) {
+        snprintf(msg, cap, "the runtime refused the %s session: %s (0x%08x)", noun,
+                 ipc_hresult_text(hresult), hresult);
+        *code = "RuntimeError";
+        return 400;
+    }
+    if (status == AGENT_E_TIMEOUT) {
+        snprintf(msg, cap, "the runtime did not answer CollectTracing in time");
+        *code = "Timeout";
+        return 504;
+    }
+    snprintf(msg, cap, "cannot start a %s session: %s", noun, agent_strerror(status));
+    *code = "RuntimeUnreachable";
+    return 502;
 }

@@ -79,6 +79,15 @@ void api_operation_details(struct agent *a, struct http_request *req, const char
 void api_operation_delete(struct agent *a, struct http_request *req, const char *id);
 
 void api_dump_get(struct agent *a, struct http_request *req);
+/*
+ * Why a session ended before it started (ipc_session's on_end status, hresult), for the answer:
+ * the words into msg[0..cap) ("the runtime refused the <noun> session: …"), the operation's error
+ * code, and the HTTP status (400 refused, 504 no answer in time, 502 unreachable).
+ */
+int api_session_refused(int status, uint32_t hresult, const char *noun, char *msg, size_t cap,
+                        const char **code);
+/* GET /gcdump?pid=|uid=|name=&egressProvider=&tags= (api_gcdump.c). */
+void api_gcdump_get(struct agent *a, struct http_request *req);
 
 /*
  * The artifact routes' collections started without a request (o->req NULL: a collection rule's
@@ -136,6 +145,9 @@ int api_livemetrics_collect(struct agent *a, const struct artifact_origin *o,
 /* type: Mini, Triage, WithHeap or Full (NULL: WithHeap). */
 int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                      const char *type);
+/* A GC heap snapshot (CollectGCDump): 0 once its operation exists, -1 when refused. */
+int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p);
 /* GET /collectionrules?pid=|uid=|name= and /collectionrules/{name} (api_rules.c). */
 void api_collectionrules(struct agent *a, struct http_request *req);
 void api_collectionrule(struct agent *a, struct http_request *req, const char *name);
@@ -152,5 +164,7 @@ void api_logs_post(struct agent *a, struct http_request *req);
 void api_logs_shutdown(struct agent *a);
 /* Stops waiting for dumps the runtimes are still writing (shutdown). */
 void api_dump_shutdown(struct agent *a);
+/* Abandons the heap snapshots still running (their sessions stopped in the background). */
+void api_gcdump_shutdown(struct agent *a);
 
 #endif

@@ -303,10 +303,11 @@ void api_metrics(struct agent *a, struct http_request *req)
         "dotmon_operations_running{kind=\"trace\"} %zu\n"
         "dotmon_operations_running{kind=\"dump\"} %zu\n"
         "dotmon_operations_running{kind=\"livemetrics\"} %zu\n"
-        "dotmon_operations_running{kind=\"logs\"} %zu\n",
+        "dotmon_operations_running{kind=\"logs\"} %zu\n"
+        "dotmon_operations_running{kind=\"gcdump\"} %zu\n",
         a->sessions.live + a->metric_sessions.live, op_registry_active(&a->ops, OP_KIND_TRACE),
         op_registry_active(&a->ops, OP_KIND_DUMP), op_registry_active(&a->ops, OP_KIND_LIVEMETRICS),
-        op_registry_active(&a->ops, OP_KIND_LOGS));
+        op_registry_active(&a->ops, OP_KIND_LOGS), op_registry_active(&a->ops, OP_KIND_GCDUMP));
     metrics_render_rings(a, &body);
     /* Every process's own metrics (metrics.c); a partial text is still served, as the scrape
      * would otherwise lose dotmon's health lines too. */

@@ -573,20 +573,8 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     if (!job->streaming) {
         /* The session never started: answer with the reason. */
         char msg[256];
-        int http_status = 502;
-        const char *code = "RuntimeUnreachable";
-        if (status == AGENT_E_RUNTIME) {
-            snprintf(msg, sizeof(msg), "the runtime refused the trace session: %s (0x%08x)",
-                     ipc_hresult_text(hresult), hresult);
-            http_status = 400;
-            code = "RuntimeError";
-        } else if (status == AGENT_E_TIMEOUT) {
-            snprintf(msg, sizeof(msg), "the runtime did not answer CollectTracing in time");
-            http_status = 504;
-            code = "Timeout";
-        } else {
-            snprintf(msg, sizeof(msg), "cannot start a trace session: %s", agent_strerror(status));
-        }
+        const char *code = NULL;
+        int http_status = api_session_refused(status, hresult, "trace", msg, sizeof(msg), &code);
         log_warn(cat, "trace of %llu failed to start: %s", (unsigned long long)job->pid, msg);
         job_end(job, TRACE_END_FAIL, http_status, code, msg, NULL);
         job_maybe_free(job);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "ev_gcheap.h"
 #include "ev_json.h"
 
 #define CONVERT_CHUNK (64u * 1024u)
@@ -39,6 +40,54 @@ static int pump(FILE *in, struct ev_json *j, const char *in_name)
     }
 }
 
+static int gcdump_sink(void *ud, const uint8_t *p, size_t n)
+{
+    return fwrite(p, 1, n, (FILE *)ud) == n ? 0 : AGENT_E_CLOSED;
+}
+
+/* --format gcdump: the whole stream is read before anything is written. */
+static int convert_gcdump(FILE *in, const char *in_name, FILE *out)
+{
+    static uint8_t chunk[CONVERT_CHUNK];
+    struct ev_gcheap *g = NULL;
+    int rc = ev_gcheap_new(&g, NULL);
+    if (rc != 0) {
+        fprintf(stderr, "dotmon convert: %s\n", agent_strerror(rc));
+        return 1;
+    }
+    for (;;) {
+        size_t n = fread(chunk, 1, sizeof(chunk), in);
+        if (n > 0 && (rc = ev_gcheap_feed(g, chunk, n)) != 0) {
+            break;
+        }
+        if (n < sizeof(chunk)) {
+            if (ferror(in)) {
+                fprintf(stderr, "dotmon convert: reading %s: %s\n", in_name, strerror(errno));
+                ev_gcheap_free(g);
+                return 1;
+            }
+            break;
+        }
+    }
+    if (rc == 0) {
+        rc = ev_gcheap_finish(g);
+    }
+    if (rc != 0) {
+        const char *msg = ev_gcheap_error(g);
+        fprintf(stderr, "dotmon convert: %s: %s\n", in_name,
+                msg != NULL ? msg : agent_strerror(rc));
+        ev_gcheap_free(g);
+        return 1;
+    }
+    rc = ev_gcheap_write(g, "dotmon", gcdump_sink, out);
+    ev_gcheap_free(g);
+    if (rc != 0) {
+        fprintf(stderr, "dotmon convert: writing the output failed\n");
+        return 1;
+    }
+    return 0;
+}
+
 int convert_run(const struct cli_options *opts)
 {
     bool in_std = strcmp(opts->convert_input, "-") == 0;
@@ -54,6 +103,14 @@ int convert_run(const struct cli_options *opts)
     out = out_std ? stdout : fopen(opts->convert_output, "wb");
     if (out == NULL) {
         fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_output, strerror(errno));
+        goto cleanup;
+    }
+    if (opts->convert_gcdump) {
+        code = convert_gcdump(in, opts->convert_input, out);
+        if (code == 0 && fflush(out) != 0) {
+            fprintf(stderr, "dotmon convert: writing the output failed\n");
+            code = 1;
+        }
         goto cleanup;
     }
     (void)setvbuf(out, NULL, _IONBF, 0); /* the batches are written as they are */

@@ -22,6 +22,7 @@ void op_registry_init(struct op_registry *r, size_t max_history, size_t trace_li
     r->limit[OP_KIND_DUMP] = dump_limit;
     r->limit[OP_KIND_LIVEMETRICS] = OP_LIVEMETRICS_LIMIT;
     r->limit[OP_KIND_LOGS] = OP_LOGS_LIMIT;
+    r->limit[OP_KIND_GCDUMP] = OP_GCDUMP_LIMIT;
 }
 
 static void op_free(struct operation *op)
@@ -288,8 +289,8 @@ cJSON *op_to_json(const struct operation *op, enum op_json what)
             cJSON_AddStringToObject(o, "artifactName", op->artifact_name);
         }
         if (op->extra != NULL) {
-            static const char *const kinds[OP_KIND_COUNT] = {"trace", "dump", "livemetrics",
-                                                             "logs"};
+            static const char *const kinds[OP_KIND_COUNT] = {"trace", "dump", "livemetrics", "logs",
+                                                             "gcdump"};
             cJSON_AddItemToObject(o, kinds[op->kind], cJSON_Duplicate(op->extra, 1));
         }
         if (op->egress != NULL) {

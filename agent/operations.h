@@ -23,13 +23,16 @@ enum op_kind {
     OP_KIND_DUMP = 1,
     OP_KIND_LIVEMETRICS = 2,
     OP_KIND_LOGS = 3,
-    OP_KIND_COUNT = 4
+    OP_KIND_GCDUMP = 4,
+    OP_KIND_COUNT = 5
 };
 
 /* dotnet-monitor's default concurrency for livemetrics (RequestLimits). */
 #define OP_LIVEMETRICS_LIMIT 3
 /* and for logs (DOTNET-MONITOR.md §1.4). */
 #define OP_LOGS_LIMIT 3
+/* and for gcdumps (RequestLimits:GCDump:MaxConcurrency). */
+#define OP_GCDUMP_LIMIT 1
 
 enum op_state { OP_STARTING = 0, OP_RUNNING, OP_STOPPING, OP_SUCCEEDED, OP_FAILED, OP_CANCELLED };
 

@@ -621,7 +621,7 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
         break;
     }
     case RULES_ACTION_COLLECT_GCDUMP:
-        buf_printf(why, "CollectGCDump is not supported by dotmon yet (there is no /gcdump)");
+        rc = api_gcdump_collect(r->a, &o, p);
         break;
     default:
         buf_printf(why, "%s is not wired into dotmon's collection rules yet (egress)",

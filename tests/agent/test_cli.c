@@ -61,6 +61,16 @@ static void test_cli_defaults_and_commands(void **state)
     assert_int_equal(parse(6, cs, &o, err), 0);
     assert_int_equal(o.command, CLI_CONFIG_SHOW);
     assert_true(o.config_full);
+    const char **cj = ARGV("convert", "in.nettrace", "--format", "ndjson");
+    assert_int_equal(parse(5, cj, &o, err), 0);
+    assert_int_equal(o.command, CLI_CONVERT);
+    assert_true(o.convert_format_set);
+    assert_false(o.convert_gcdump);
+    const char **cg = ARGV("convert", "-", "--format", "GCDump", "-o", "out.gcdump");
+    assert_int_equal(parse(7, cg, &o, err), 0);
+    assert_true(o.convert_gcdump);
+    assert_string_equal(o.convert_input, "-");
+    assert_string_equal(o.convert_output, "out.gcdump");
 }
 
 static void test_cli_errors_are_explained(void **state)
@@ -85,6 +95,9 @@ static void test_cli_errors_are_explained(void **state)
     assert_int_equal(parse(4, both, &o, err), AGENT_E_INVAL);
     const char **cmd = ARGV("explode");
     assert_int_equal(parse(2, cmd, &o, err), AGENT_E_INVAL);
+    const char **badconv = ARGV("convert", "x.nettrace", "--format", "xml");
+    assert_int_equal(parse(5, badconv, &o, err), AGENT_E_INVAL);
+    assert_non_null(strstr(err, "expected ndjson or gcdump"));
     const char **flagval = ARGV("collect", "--no-auth=yes");
     assert_int_equal(parse(3, flagval, &o, err), AGENT_E_INVAL);
 }

@@ -99,6 +99,16 @@
 //                        PollingCounter queue-length ("Queue Length") reads k mod 10 and
 //                        IncrementingPollingCounter total-ops ("Total Operations") reads k. All
 //                        four carry metadata source:testapp. Answers "ok counters-add total=<k>"
+//   heap-graph <N> <M> <SIZE>
+//                        for heap snapshots (/gcdump): replaces what an earlier heap-graph held
+//                        with N TestApp.GcDumpHolder objects rooted by a static List, each holding
+//                        M byte[SIZE] (its only field, a byte[][] of length M), plus one extra
+//                        TestApp.GcDumpHolder (with M byte[SIZE] of its own) held only by a
+//                        GCHandle (Normal). So a snapshot sees N + 1 GcDumpHolder objects,
+//                        (N + 1) * M byte[SIZE] arrays and N + 1 byte[][] arrays from it, and
+//                        one List<GcDumpHolder> with its GcDumpHolder[] backing array.
+//                        Answers "ok heap-graph n=<N> m=<M> size=<SIZE>"
+//   heap-graph-free      drops them all (the list and the handle) ("ok heap-graph-free")
 //   exit <code>          answers "ok exit" and exits with that code
 //
 // Flags: --no-stdin-exit, --env-echo NAME (repeatable), --heartbeat-ms N (default 1000, 0 = off),
@@ -376,6 +386,18 @@ internal static class Program
                     }
                     return $"ok collect n={n} count={GC.CollectionCount(gen)}";
                 }
+            case "heap-graph":
+                {
+                    string[] parts = Words(rest, 3, "usage: heap-graph <N> <M> <SIZE>");
+                    int n = ParseInt(parts[0], "N", 0, 10_000_000);
+                    int m = ParseInt(parts[1], "M", 0, 1_000_000);
+                    int size = ParseInt(parts[2], "SIZE", 0, 1 << 30);
+                    GcDumpHolder.Build(n, m, size);
+                    return $"ok heap-graph n={n} m={m} size={size}";
+                }
+            case "heap-graph-free":
+                GcDumpHolder.Free();
+                return "ok heap-graph-free";
             case "gc-pause":
                 {
                     string[] parts = rest.Length > 0 ? Words(rest, 1, "usage: gc-pause [nodes]") : new[] { "1000000" };
@@ -1132,5 +1154,46 @@ internal sealed class TestAppCounters : EventSource
         _queueLength.Dispose();
         _totalOps.Dispose();
         base.Dispose(disposing);
+    }
+}
+
+// What heap-graph holds (see the protocol at the top): distinctive for heap snapshots.
+internal sealed class GcDumpHolder
+{
+    private static List<GcDumpHolder>? s_rooted;
+    private static GCHandle s_handle;
+
+    private readonly byte[][] _arrays;
+
+    private GcDumpHolder(int m, int size)
+    {
+        _arrays = new byte[m][];
+        for (int i = 0; i < m; i++)
+        {
+            _arrays[i] = new byte[size];
+        }
+    }
+
+    public int Count => _arrays.Length;
+
+    public static void Build(int n, int m, int size)
+    {
+        Free();
+        var list = new List<GcDumpHolder>(n);
+        for (int i = 0; i < n; i++)
+        {
+            list.Add(new GcDumpHolder(m, size));
+        }
+        s_rooted = list;
+        s_handle = GCHandle.Alloc(new GcDumpHolder(m, size), GCHandleType.Normal);
+    }
+
+    public static void Free()
+    {
+        s_rooted = null;
+        if (s_handle.IsAllocated)
+        {
+            s_handle.Free();
+        }
     }
 }

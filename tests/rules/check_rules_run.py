@@ -26,7 +26,7 @@ Collect actions to egress: a Startup rule with CollectDump (Mini), CollectTrace 
 CollectLogs and CollectLiveMetrics to a FileSystem provider, then an Execute whose Arguments
 reference their $(Actions.<n>.EgressPath): the files exist and are complete (an ELF core; a nettrace the C checker
 calls COMPLETE), the Execute got their paths, /operations lists both operations Succeeded with
-those resourceLocations; CollectGCDump fails with a clear message.
+those resourceLocations; a second Startup rule's CollectGCDump stores a .gcdump there.
 Configuration errors: dotmon refuses to start and names the keys.
 Other triggers (trigger_mode; each first held below its threshold, where it must not fire):
   - SetEnvironmentVariable (WaitForCompletion) then GetEnvironmentVariable at Startup: the runtime
@@ -505,8 +505,10 @@ def collect_mode(tmp, script):
         log.seek(0)
         text = log.read()
         log.seek(0, os.SEEK_END)
-        check("CollectGCDump is not supported by dotmon yet" in text,
-              "collect: CollectGCDump fails with a clear message")
+        check("CollectGCDump is not supported" not in text and wait_for(
+            lambda: any(f.endswith(".gcdump") and os.path.getsize(os.path.join(files, f)) > 0
+                        for f in os.listdir(files)), 60),
+              f"collect: CollectGCDump stored a .gcdump in the provider: {sorted(os.listdir(files))}")
     finally:
         app.kill()
         stop_dotmon(dm, log, 6000)

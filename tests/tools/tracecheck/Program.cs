@@ -32,6 +32,17 @@
 // With --times, "firstTimeUtcTicks" and "lastTimeUtcTicks" are the earliest and latest event
 // timestamps as TraceEvent converts them (TimeStamp in UTC, .NET DateTime ticks; 0 without events).
 //
+// With --gcdump FILE [--gcdump-dll DLL], the file is a .gcdump instead, read with the GCHeapDump
+// reader (PerfView's FastSerialization GCHeapDump + MemoryGraph). TraceEvent's package does not
+// carry that class; the dotnet-gcdump tool's own assembly does (namespace-less GCHeapDump, Graphs
+// MemoryGraph), so it is loaded from DLL (or $DOTMON_GCDUMP_DLL: the tool's dotnet-gcdump.dll) in
+// a load context of its own and driven by reflection. It prints
+//
+//   {"ok":true,"nodes":N,"types":T,"totalSize":S,"creationTool":"…","byType":{"name":[count,size]}}
+//
+// nodes = NodeIndexLimit, types = NodeTypeIndexLimit, byType the nodes per type name with their
+// sizes (every node, the pseudo-nodes of roots included).
+//
 // usage: tracecheck FILE [--by-event] [--gc-events] [--activities] [--dynamic-names] [--times]
 //        [--payloads KEYS] [--find TEXT]...
 // Exit status: 0 read completely; 1 TraceEvent threw (the JSON then has "ok":false,"error":...);
@@ -40,6 +51,9 @@
 using System;
 using System.Collections.Generic;
 using System.IO;
+using System.Linq;
+using System.Reflection;
+using System.Runtime.Loader;
 using System.Text;
 using System.Text.Json;
 using Microsoft.Diagnostics.Tracing;
@@ -57,6 +71,15 @@ internal static class Program
 
     private static int Main(string[] args)
     {
+        if (args.Length >= 2 && args[0] == "--gcdump")
+        {
+            string? dll = Environment.GetEnvironmentVariable("DOTMON_GCDUMP_DLL");
+            if (args.Length >= 4 && args[2] == "--gcdump-dll")
+            {
+                dll = args[3];
+            }
+            return GcDump(args[1], dll);
+        }
         string? path = null;
         var finds = new List<string>();
         bool byEvent = false;
@@ -429,6 +452,113 @@ internal static class Program
     // By name: the event ids of LoggingEventSource differ between runtime versions.
     private static bool IsLogMessage(string? name) =>
         name == "FormattedMessage" || name == "Message" || name == "MessageJson";
+
+    /* The dotnet-gcdump tool's assembly and its dependencies, apart from tracecheck's own TraceEvent. */
+    private sealed class ToolContext : AssemblyLoadContext
+    {
+        private readonly AssemblyDependencyResolver resolver;
+
+        public ToolContext(string dll) : base("gcdump-tool")
+        {
+            resolver = new AssemblyDependencyResolver(dll);
+        }
+
+        protected override Assembly? Load(AssemblyName name)
+        {
+            string? path = resolver.ResolveAssemblyToPath(name);
+            return path != null ? LoadFromAssemblyPath(path) : null;
+        }
+    }
+
+    private static object? Get(object o, string prop) =>
+        o.GetType().GetProperty(prop, BindingFlags.Public | BindingFlags.Instance)?.GetValue(o);
+
+    private static object? Call(object o, string method, params object?[] args)
+    {
+        var m = o.GetType().GetMethods(BindingFlags.Public | BindingFlags.Instance)
+            .First(x => x.Name == method && x.GetParameters().Length == args.Length);
+        var ps = m.GetParameters();
+        for (int i = 0; i < args.Length; i++)
+        {
+            if (ps[i].ParameterType.IsEnum && args[i] is int n)
+            {
+                args[i] = Enum.ToObject(ps[i].ParameterType, n);
+            }
+        }
+        return m.Invoke(o, args);
+    }
+
+    private static int GcDump(string path, string? dll)
+    {
+        if (!File.Exists(path))
+        {
+            Console.Error.WriteLine($"tracecheck: {path}: no such file");
+            return 2;
+        }
+        if (dll == null || !File.Exists(dll))
+        {
+            Console.Error.WriteLine("tracecheck: --gcdump needs the dotnet-gcdump tool's dotnet-gcdump.dll (--gcdump-dll or DOTMON_GCDUMP_DLL)");
+            return 2;
+        }
+        var result = new Dictionary<string, object?>();
+        try
+        {
+            var asm = new ToolContext(dll).LoadFromAssemblyPath(Path.GetFullPath(dll));
+            Type dumpType = asm.GetTypes().First(t => t.Name == "GCHeapDump");
+            object dump = Activator.CreateInstance(dumpType, path)!;
+            object graph = Get(dump, "MemoryGraph")!;
+            int nodes = Convert.ToInt32(Get(graph, "NodeIndexLimit"));
+            int types = Convert.ToInt32(Get(graph, "NodeTypeIndexLimit"));
+            object nodeStorage = Call(graph, "AllocNodeStorage")!;
+            object typeStorage = Call(graph, "AllocTypeNodeStorage")!;
+            var counts = new long[types];
+            var sizes = new long[types];
+            for (int i = 0; i < nodes; i++)
+            {
+                object node = Call(graph, "GetNode", i, nodeStorage)!;
+                int t = Convert.ToInt32(Get(node, "TypeIndex"));
+                if (t >= 0 && t < types)
+                {
+                    counts[t]++;
+                    sizes[t] += Convert.ToInt64(Get(node, "Size"));
+                }
+            }
+            var byType = new SortedDictionary<string, long[]>(StringComparer.Ordinal);
+            for (int t = 0; t < types; t++)
+            {
+                if (counts[t] == 0)
+                {
+                    continue;
+                }
+                object type = Call(graph, "GetType", t, typeStorage)!;
+                string name = (string?)Get(type, "Name") ?? "";
+                if (byType.TryGetValue(name, out long[]? acc))
+                {
+                    acc[0] += counts[t];
+                    acc[1] += sizes[t];
+                }
+                else
+                {
+                    byType[name] = new[] { counts[t], sizes[t] };
+                }
+            }
+            result["ok"] = true;
+            result["nodes"] = nodes;
+            result["types"] = types;
+            result["totalSize"] = Convert.ToInt64(Get(graph, "TotalSize"));
+            result["creationTool"] = Get(dump, "CreationTool")?.ToString();
+            result["byType"] = byType;
+            Console.WriteLine(JsonSerializer.Serialize(result));
+            return 0;
+        }
+        catch (Exception e)
+        {
+            result["ok"] = false;
+            result["error"] = (e.InnerException ?? e).ToString();
+            Console.WriteLine(JsonSerializer.Serialize(result));
+            return 1;
+        }
+    }
 
     private static int Usage()
     {

@@ -1,0 +1,631 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GET /gcdump: a GC heap snapshot (dotnet-gcdump's, dotnet-monitor's /gcdump). An EventPipe session
+ * on Microsoft-Windows-DotNETRuntime with the heap-dump keywords (EV_GCHEAP_KEYWORDS, Verbose, no
+ * rundown, a 256 MB buffer, as dotnet-gcdump asks) makes the runtime run an induced blocking gen-2
+ * GC and stream its heap walk. The bytes go straight into the graph builder (events/ev_gcheap.h):
+ * nothing of the stream is kept. Once the builder has read the induced GC's end, the session is
+ * stopped; when the runtime has closed the stream the graph is written as a `.gcdump` to the
+ * response (or the egress target), and freed at once.
+ *
+ * One gcdump_job per request ties the lifetimes together: the artifact (the response, or the
+ * upload), the session (gone after on_end or abort) and the deadline timer. The job is freed once
+ * all are gone.
+ *
+ * Every path ends the session: the heap walk done (StopTracing), GCDump:TimeoutSeconds without the
+ * GC's end (StopTracing, then 504), a heap over GCDump:MaxNodes or a broken stream (abort, which
+ * sends StopTracing in the background), the client gone or DELETE (abort), shutdown (abort). A
+ * runtime that dies ends the stream itself.
+ *
+ * The file is written once the graph is whole, on libuv's thread pool (ev_gcheap_write takes
+ * seconds for millions of objects; the loop keeps serving meanwhile). The writer hands its chunks
+ * to the loop through a queue of at most GCDUMP_QUEUE_MAX bytes and waits while it is full; the
+ * loop moves them to the client (or the store) as fast as it takes them. So the file is never
+ * held whole: dotmon's memory is the graph plus a few MiB, and the graph is freed the moment the
+ * writer is done. A consumer that leaves makes the writer stop at its next chunk.
+ */
+#include "api.h"
+
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "artifact.h"
+#include "err.h"
+#include "ev_gcheap.h"
+#include "ipc_session.h"
+#include "log.h"
+#include "operations.h"
+
+static const char cat[] = "dotmon.gcdump";
+
+#define GCDUMP_PROVIDER         "Microsoft-Windows-DotNETRuntime"
+#define GCDUMP_START_TIMEOUT_MS 5000
+/* After StopTracing the runtime flushes what its buffer holds: bounded like a trace's rundown. */
+#define GCDUMP_STOP_TIMEOUT_MS 60000
+/* Sessions still closing in the background that may exist beyond the limits (api_trace.c). */
+#define GCDUMP_SESSION_SLACK 8u
+#define GCDUMP_HIGH_WATER    ((size_t)1024 * 1024)
+#define GCDUMP_LOW_WATER     ((size_t)256 * 1024)
+/* The writer's chunks waiting for the loop: the writer waits above this. */
+#define GCDUMP_QUEUE_MAX ((size_t)4 * 1024 * 1024)
+
+/* A chunk of the file on its way from the writer thread to the loop. */
+struct gcdump_chunk {
+    struct gcdump_chunk *next;
+    size_t n;
+    uint8_t data[];
+};
+
+struct gcdump_job {
+    struct agent *a;
+    struct operation *op;     /* NULL once the artifact has ended (it settles the operation) */
+    struct artifact *out;     /* the response or the egress target; NULL once ended */
+    struct ipc_session *sess; /* NULL after on_end or abort */
+    struct ev_gcheap *g;      /* the graph; NULL once written or failed */
+    uv_timer_t timer;         /* GCDump:TimeoutSeconds from the session's start */
+    bool timer_closing;
+    bool started;   /* the runtime accepted the session */
+    bool stopping;  /* StopTracing sent */
+    bool timed_out; /* the deadline passed before the GC's end */
+    int version;
+    uint64_t session_id;
+    uint64_t pid;
+    uint64_t written; /* bytes of the file given to the artifact */
+    int handles_open; /* timer, async */
+    /* The writer (write_on_pool) and the loop share these, under mu. */
+    uv_work_t work;
+    uv_async_t async; /* the writer queued a chunk, or finished */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* the loop took chunks, or the writer must stop */
+    struct gcdump_chunk *head; /* oldest first */
+    struct gcdump_chunk *tail;
+    size_t queued;
+    bool stop_writer; /* the consumer is gone: the writer's next chunk fails */
+    bool writer_done; /* ev_gcheap_write returned (writer_rc) */
+    int writer_rc;
+    /* The loop's own. */
+    bool writing; /* the work item runs or has not been reaped: g belongs to it */
+    struct ev_gcheap_stats st;
+    char uid[37];
+    struct ipc_endpoint ep; /* the runtime's (an owned copy) */
+    char filename[64];
+};
+
+static void queue_free(struct gcdump_job *job)
+{
+    for (struct gcdump_chunk *c = job->head, *next = NULL; c != NULL; c = next) {
+        next = c->next;
+        free(c);
+    }
+    job->head = job->tail = NULL;
+    job->queued = 0;
+}
+
+static void job_on_timer_closed(uv_handle_t *h)
+{
+    struct gcdump_job *job = h->data;
+    struct agent *a = job->a;
+    if (--job->handles_open > 0) {
+        return;
+    }
+    ev_gcheap_free(job->g);
+    queue_free(job);
+    pthread_mutex_destroy(&job->mu);
+    pthread_cond_destroy(&job->cv);
+    ipc_endpoint_fini(&job->ep);
+    free(job);
+    /* The graph's memory goes back to the system once no snapshot is running. */
+    if (op_registry_active(&a->ops, OP_KIND_GCDUMP) == 0) {
+        malloc_trim(0);
+    }
+}
+
+static void job_maybe_free(struct gcdump_job *job)
+{
+    if (job->out != NULL || job->sess != NULL || job->writing || job->timer_closing) {
+        return;
+    }
+    job->timer_closing = true;
+    uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
+    uv_close((uv_handle_t *)&job->async, job_on_timer_closed);
+}
+
+/* Frees the graph (its figures are kept for the operation). */
+static void job_drop_graph(struct gcdump_job *job)
+{
+    if (job->g != NULL && !job->writing) {
+        ev_gcheap_get_stats(job->g, &job->st);
+        ev_gcheap_free(job->g);
+        job->g = NULL;
+        malloc_trim(0);
+    }
+}
+
+/* The snapshot's figures for the operation's details. */
+static cJSON *job_results(struct gcdump_job *job)
+{
+    if (job->g != NULL && !job->writing) {
+        ev_gcheap_get_stats(job->g, &job->st);
+    }
+    const struct ev_gcheap_stats *st = &job->st;
+    cJSON *extra = cJSON_CreateObject();
+    if (extra == NULL) {
+        return NULL;
+    }
+    cJSON_AddNumberToObject(extra, "bytes", (double)job->written);
+    cJSON_AddNumberToObject(extra, "nodes", (double)st->nodes);
+    cJSON_AddNumberToObject(extra, "objects", (double)st->objects);
+    cJSON_AddNumberToObject(extra, "edges", (double)st->edges);
+    cJSON_AddNumberToObject(extra, "roots", (double)st->roots);
+    cJSON_AddNumberToObject(extra, "types", (double)st->types);
+    cJSON_AddNumberToObject(extra, "heapBytes", (double)st->total_size);
+    cJSON_AddNumberToObject(extra, "streamBytes", (double)st->bytes);
+    cJSON_AddNumberToObject(extra, "events", (double)st->events);
+    cJSON_AddNumberToObject(extra, "droppedEvents", (double)st->lost);
+    cJSON_AddNumberToObject(extra, "graphBytes", (double)st->mem_bytes); /* at its biggest */
+    cJSON_AddBoolToObject(extra, "complete", st->complete);
+    if (job->version > 0) {
+        char sid[24];
+        snprintf(sid, sizeof(sid), "0x%016llx", (unsigned long long)job->session_id);
+        cJSON_AddNumberToObject(extra, "collectTracingVersion", job->version);
+        cJSON_AddStringToObject(extra, "sessionId", sid);
+    }
+    return extra;
+}
+
+/* Fails the operation, answers the request if not yet answered; the graph goes. */
+static void job_fail(struct gcdump_job *job, int http_status, const char *code, const char *msg)
+{
+    log_warn(cat, "gcdump of %llu failed: %s", (unsigned long long)job->pid, msg);
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        cJSON *extra = job_results(job);
+        job_drop_graph(job);
+        artifact_end_fail(out, http_status, code, msg, NULL, extra);
+    }
+    job_drop_graph(job);
+}
+
+/* Ends the session at once: StopTracing goes out in the background (no session is left). */
+static void job_abort_session(struct gcdump_job *job)
+{
+    if (job->sess != NULL) {
+        ipc_session_abort(job->sess);
+        job->sess = NULL;
+    }
+    uv_timer_stop(&job->timer);
+}
+
+/* The client left, the egress store failed, or DELETE. */
+static void job_end_cancel(struct gcdump_job *job)
+{
+    job_abort_session(job);
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        cJSON *extra = job_results(job);
+        job_drop_graph(job);
+        artifact_end_cancel(out, 400, NULL, extra);
+    }
+    job_drop_graph(job);
+    pthread_mutex_lock(&job->mu);
+    job->stop_writer = true; /* a writer still running stops at its next chunk */
+    queue_free(job);
+    pthread_cond_signal(&job->cv);
+    pthread_mutex_unlock(&job->mu);
+    job_maybe_free(job);
+}
+
+static void job_on_lost(void *ud)
+{
+    struct gcdump_job *job = ud;
+    log_info(cat, "gcdump of %llu: %s", (unsigned long long)job->pid,
+             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected");
+    job_end_cancel(job);
+}
+
+static void job_cancel(void *ctx)
+{
+    job_end_cancel(ctx);
+}
+
+static void job_relay(struct gcdump_job *job);
+
+static void job_on_ready(void *ud)
+{
+    job_relay(ud);
+}
+
+static void job_on_async(uv_async_t *h)
+{
+    job_relay(h->data);
+}
+
+/* ---- the session ----------------------------------------------------------------------------- */
+
+static void job_stop_session(struct gcdump_job *job)
+{
+    if (job->stopping || job->sess == NULL) {
+        return;
+    }
+    job->stopping = true;
+    uv_timer_stop(&job->timer);
+    ipc_session_stop(job->sess, GCDUMP_STOP_TIMEOUT_MS);
+}
+
+/* GCDump:TimeoutSeconds without the induced GC's end: stop; on_end answers 504. */
+static void job_on_deadline(uv_timer_t *t)
+{
+    struct gcdump_job *job = t->data;
+    if (job->g == NULL || ev_gcheap_complete(job->g)) {
+        return;
+    }
+    job->timed_out = true;
+    log_warn(cat, "gcdump of %llu: no end of the heap walk after %llu s; stopping the session",
+             (unsigned long long)job->pid, (unsigned long long)(job->a->gcdump_timeout_ms / 1000));
+    job_stop_session(job);
+}
+
+static void sess_on_started(void *ud, uint64_t session_id, int version)
+{
+    struct gcdump_job *job = ud;
+    job->started = true;
+    job->version = version;
+    job->session_id = session_id;
+    log_info(cat, "gcdump of %llu started: session 0x%llx (CollectTracing%d)",
+             (unsigned long long)job->pid, (unsigned long long)session_id, version);
+    if (job->a->disc != NULL) {
+        (void)ipc_discovery_resume(job->a->disc, job->uid);
+    }
+    if (!job->stopping) {
+        uv_timer_start(&job->timer, job_on_deadline, job->a->gcdump_timeout_ms, 0);
+    }
+}
+
+/* The feed failed: the heap over GCDump:MaxNodes, out of memory, or a stream that is invalid. */
+static void job_feed_failed(struct gcdump_job *job, int rc)
+{
+    const char *why = ev_gcheap_error(job->g);
+    char msg[512];
+    job_abort_session(job);
+    if (rc == AGENT_E_TOOBIG) {
+        snprintf(msg, sizeof(msg),
+                 "the heap of process %llu has more than %llu objects (GCDump:MaxNodes); raise "
+                 "the limit to snapshot it",
+                 (unsigned long long)job->pid, (unsigned long long)job->a->gcdump_max_nodes);
+        job_fail(job, 507, "HeapTooLarge", msg);
+    } else if (rc == UV_ENOMEM) {
+        snprintf(msg, sizeof(msg), "out of memory building the heap graph of process %llu",
+                 (unsigned long long)job->pid);
+        job_fail(job, 507, "OutOfMemory", msg);
+    } else {
+        /* A walk bigger than the runtime's buffer, read more slowly than the runtime writes it,
+         * loses events (the runtime drops them when its buffer is full): say what to raise. */
+        ev_gcheap_get_stats(job->g, &job->st);
+        bool big = job->st.bytes >= (uint64_t)job->a->gcdump_buffer_mb * 1024 * 1024 * 3 / 4;
+        snprintf(msg, sizeof(msg), "the heap walk of process %llu cannot be read: %s%s%s%s",
+                 (unsigned long long)job->pid, agent_strerror(rc), why != NULL ? ": " : "",
+                 why != NULL ? why : "",
+                 big ? "; the walk outgrew the runtime's buffer, which then drops events: raise "
+                       "GCDump:BufferSizeMB"
+                     : "");
+        job_fail(job, 502, "InvalidHeapWalk", msg);
+    }
+    job_maybe_free(job);
+}
+
+static void sess_on_data(void *ud, const uint8_t *p, size_t n)
+{
+    struct gcdump_job *job = ud;
+    if (job->g == NULL || job->out == NULL || job->timed_out) {
+        return; /* after the deadline the rest is drained unread: the answer is 504 */
+    }
+    int rc = ev_gcheap_feed(job->g, p, n);
+    if (rc != 0) {
+        job_feed_failed(job, rc);
+        return;
+    }
+    if (!job->stopping && ev_gcheap_complete(job->g)) {
+        log_info(cat, "gcdump of %llu: the heap walk is complete; stopping the session",
+                 (unsigned long long)job->pid);
+        job_stop_session(job);
+    }
+}
+
+/* ---- the file: written on the pool, relayed by the loop -------------------------------------- */
+
+/* The writer's sink (pool thread): queues a copy, waiting while the queue is full. */
+static int writer_sink(void *ud, const uint8_t *p, size_t n)
+{
+    struct gcdump_job *job = ud;
+    struct gcdump_chunk *c = malloc(sizeof(*c) + n);
+    if (c == NULL) {
+        return UV_ENOMEM;
+    }
+    c->next = NULL;
+    c->n = n;
+    memcpy(c->data, p, n);
+    pthread_mutex_lock(&job->mu);
+    while (job->queued >= GCDUMP_QUEUE_MAX && !job->stop_writer) {
+        pthread_cond_wait(&job->cv, &job->mu);
+    }
+    if (job->stop_writer) {
+        pthread_mutex_unlock(&job->mu);
+        free(c);
+        return UV_ECANCELED;
+    }
+    if (job->tail != NULL) {
+        job->tail->next = c;
+    } else {
+        job->head = c;
+    }
+    job->tail = c;
+    job->queued += n;
+    pthread_mutex_unlock(&job->mu);
+    uv_async_send(&job->async);
+    return 0;
+}
+
+static void write_on_pool(uv_work_t *w)
+{
+    struct gcdump_job *job = w->data;
+    int rc = ev_gcheap_write(job->g, "dotmon", writer_sink, job);
+    /* The graph goes now, on the pool: freeing millions of blocks is not the loop's work. */
+    ev_gcheap_free(job->g);
+    job->g = NULL;
+    malloc_trim(0);
+    pthread_mutex_lock(&job->mu);
+    job->writer_done = true;
+    job->writer_rc = rc;
+    pthread_mutex_unlock(&job->mu);
+}
+
+static void job_on_written(uv_work_t *w, int status)
+{
+    struct gcdump_job *job = w->data;
+    job->writing = false;
+    if (status != 0 && job->writer_rc == 0) {
+        job->writer_rc = status; /* never ran (UV_ECANCELED) */
+        job->writer_done = true;
+    }
+    job_relay(job);
+    job_maybe_free(job);
+}
+
+/* The file is out: end the artifact. */
+static void job_deliver(struct gcdump_job *job)
+{
+    log_info(cat,
+             "gcdump of %llu: %llu objects, %llu edges, %llu types, %llu heap bytes; %llu bytes "
+             "written (%s)",
+             (unsigned long long)job->pid, (unsigned long long)job->st.objects,
+             (unsigned long long)job->st.edges, (unsigned long long)job->st.types,
+             (unsigned long long)job->st.total_size, (unsigned long long)job->written,
+             job->filename);
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        artifact_end_complete(out, job_results(job));
+    }
+    job_maybe_free(job);
+}
+
+/* Moves the writer's chunks to the artifact while it has room; ends it once all are out. */
+static void job_relay(struct gcdump_job *job)
+{
+    while (job->out != NULL && !artifact_full(job->out)) {
+        pthread_mutex_lock(&job->mu);
+        struct gcdump_chunk *c = job->head;
+        if (c != NULL) {
+            job->head = c->next;
+            job->tail = job->head != NULL ? job->tail : NULL;
+            job->queued -= c->n;
+            pthread_cond_signal(&job->cv);
+        }
+        pthread_mutex_unlock(&job->mu);
+        if (c == NULL) {
+            break;
+        }
+        size_t n = c->n;
+        if (artifact_write_owned(job->out, c, c->data, n) != 0) {
+            return; /* the consumer is gone; on_lost follows */
+        }
+        job->written += n;
+    }
+    if (job->out == NULL || job->writing || job->head != NULL) {
+        return;
+    }
+    if (job->writer_rc != 0) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "cannot write the gcdump: %s", agent_strerror(job->writer_rc));
+        job_fail(job, 500, "WriteFailed", msg);
+        job_maybe_free(job);
+        return;
+    }
+    job_deliver(job);
+}
+
+/* The graph is whole: the file is written on the pool and relayed from there. */
+static void job_write(struct gcdump_job *job)
+{
+    ev_gcheap_get_stats(job->g, &job->st);
+    if (artifact_begin(job->out, "application/octet-stream", job->filename) != 0) {
+        job_end_cancel(job); /* the client is gone, or the upload cannot start (said in the op) */
+        return;
+    }
+    job->work.data = job;
+    job->writing = true;
+    int rc = uv_queue_work(job->a->loop, &job->work, write_on_pool, job_on_written);
+    if (rc != 0) {
+        job->writing = false;
+        char msg[160];
+        snprintf(msg, sizeof(msg), "cannot write the gcdump: %s", agent_strerror(rc));
+        job_fail(job, 500, "WriteFailed", msg);
+        job_maybe_free(job);
+    }
+}
+
+static void sess_on_end(void *ud, int status, uint32_t hresult)
+{
+    struct gcdump_job *job = ud;
+    job->sess = NULL;
+    uv_timer_stop(&job->timer);
+    if (job->out == NULL || job->g == NULL) {
+        job_maybe_free(job);
+        return;
+    }
+    char msg[512];
+    if (!job->started) {
+        const char *code = NULL;
+        int http_status = api_session_refused(status, hresult, "gcdump", msg, sizeof(msg), &code);
+        job_fail(job, http_status, code, msg);
+        job_maybe_free(job);
+        return;
+    }
+    int rc = ev_gcheap_finish(job->g);
+    if (rc == 0) {
+        job_write(job);
+        return;
+    }
+    if (job->timed_out) {
+        snprintf(msg, sizeof(msg),
+                 "the runtime did not finish the heap walk within %llu s (GCDump:TimeoutSeconds)",
+                 (unsigned long long)(job->a->gcdump_timeout_ms / 1000));
+        job_fail(job, 504, "Timeout", msg);
+    } else if (rc == AGENT_E_TRUNC) {
+        char reason[160];
+        ipc_session_end_reason(status, hresult, job->stopping, reason, sizeof(reason));
+        snprintf(msg, sizeof(msg),
+                 "the session of process %llu ended before the heap walk was complete (%s): the "
+                 "process exited, or the runtime ended the session",
+                 (unsigned long long)job->pid, reason);
+        job_fail(job, 502, "IncompleteHeapWalk", msg);
+    } else {
+        job_feed_failed(job, rc);
+        return;
+    }
+    job_maybe_free(job);
+}
+
+static const struct ipc_session_callbacks session_callbacks = {
+    .on_started = sess_on_started, .on_data = sess_on_data, .on_end = sess_on_end};
+
+/* ---- the route ------------------------------------------------------------------------------- */
+
+static const struct artifact_spec gcdump_spec = {.kind = OP_KIND_GCDUMP,
+                                                 .noun = "gcdump",
+                                                 .limit_setting =
+                                                     "RequestLimits:GCDump:MaxConcurrency",
+                                                 .high_water = GCDUMP_HIGH_WATER,
+                                                 .low_water = GCDUMP_LOW_WATER};
+static const struct artifact_events gcdump_events = {.on_ready = job_on_ready,
+                                                     .on_lost = job_on_lost};
+
+int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p)
+{
+    size_t session_cap = a->ops.limit[OP_KIND_TRACE] + a->ops.limit[OP_KIND_LOGS] +
+                         a->ops.limit[OP_KIND_GCDUMP] + GCDUMP_SESSION_SLACK;
+    if (a->sessions.live >= session_cap) {
+        artifact_refuse(o, 429, "%zu sessions are still being closed; retry in a few seconds",
+                        a->sessions.live);
+        return -1;
+    }
+    struct gcdump_job *job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        artifact_refuse(o, 500, "out of memory");
+        return -1;
+    }
+    struct operation *op = NULL;
+    if (artifact_admit_origin(a, o, p, &gcdump_spec, &gcdump_events, job, &job->out, &op) != 0) {
+        free(job);
+        return -1;
+    }
+    job->a = a;
+    job->op = op;
+    job->pid = p->pid;
+    snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
+    uv_timer_init(a->loop, &job->timer);
+    job->timer.data = job;
+    uv_async_init(a->loop, &job->async, job_on_async);
+    uv_unref((uv_handle_t *)&job->async); /* it must not keep the loop running */
+    job->async.data = job;
+    job->handles_open = 2;
+    pthread_mutex_init(&job->mu, NULL);
+    pthread_cond_init(&job->cv, NULL);
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    ts[15] = '\0'; /* yyyyMMdd_HHmmss, as dotnet-monitor and dotnet-gcdump name it */
+    snprintf(job->filename, sizeof(job->filename), "%s_%llu.gcdump", ts,
+             (unsigned long long)p->pid);
+    op->artifact_name = strdup(job->filename);
+    op->stoppable = false; /* as in dotnet-monitor; DELETE cancels */
+    op->control.cancel = job_cancel;
+    op->ctx = job;
+    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+
+    const struct ev_gcheap_limits lim = {.max_nodes = a->gcdump_max_nodes};
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    int rc = ev_gcheap_new(&job->g, &lim);
+    rc = rc != 0 ? rc : ipc_endpoint_copy(&job->ep, &ep);
+    if (rc != 0) {
+        job_fail(job, 500, "OutOfMemory", "out of memory");
+        job_maybe_free(job);
+        return 0;
+    }
+    const struct ipc_provider prov = {
+        .name = GCDUMP_PROVIDER, .keywords = EV_GCHEAP_KEYWORDS, .level = EV_GCHEAP_LEVEL};
+    const struct ipc_collect_config cfg = {.buffer_mb = a->gcdump_buffer_mb,
+                                           .format = 1,
+                                           .rundown_keyword = 0,
+                                           .disable_stackwalk = true,
+                                           .providers = &prov,
+                                           .provider_count = 1};
+    rc = ipc_session_start(a->loop, &a->sessions, &job->ep, &cfg, GCDUMP_START_TIMEOUT_MS,
+                           &session_callbacks, job, &job->sess);
+    if (rc != 0) {
+        job->sess = NULL;
+        char msg[200];
+        snprintf(msg, sizeof(msg), "cannot start a gcdump session with process %llu: %s",
+                 (unsigned long long)p->pid, agent_strerror(rc));
+        job_fail(job, rc == AGENT_E_TOOBIG ? 429 : 502,
+                 rc == AGENT_E_TOOBIG ? "TooManySessions" : "RuntimeUnreachable", msg);
+        job_maybe_free(job);
+        return 0;
+    }
+    log_info(cat, "gcdump of %llu requested (induced gen-2 GC; up to %llu s)",
+             (unsigned long long)p->pid, (unsigned long long)(a->gcdump_timeout_ms / 1000));
+    op_set_state(&a->ops, op, OP_RUNNING, NULL, NULL);
+    return 0;
+}
+
+void api_gcdump_get(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    const struct artifact_origin o = {.req = req};
+    (void)api_gcdump_collect(a, &o, p);
+}
+
+void api_gcdump_shutdown(struct agent *a)
+{
+    /* A snapshot cannot be finished within the grace period in general: every running one is
+     * abandoned (its session stopped in the background) and answered 503. */
+    for (size_t i = 0; i < a->ops.n; i++) {
+        struct operation *op = a->ops.v[i];
+        if (op->kind != OP_KIND_GCDUMP || op_is_finished(op) || op->ctx == NULL) {
+            continue;
+        }
+        struct gcdump_job *job = op->ctx;
+        if (job->writing || job->out == NULL) {
+            continue; /* writing the file: it ends within the grace period, or is cut */
+        }
+        job_abort_session(job);
+        job_fail(job, 503, "ShuttingDown", "dotmon is shutting down");
+        job_maybe_free(job);
+        i = (size_t)-1; /* the registry may have changed: scan again */
+    }
+}

@@ -1,0 +1,2307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A GC heap snapshot from a heap-dump session's stream, written as a `.gcdump`; see ev_gcheap.h and
+ * EVENTS.md §8. The graph follows dotnet-gcdump's DotNetHeapDumpGraphReader and MemoryGraph: node
+ * indexes are interned by address in the order that reader assigns them, node records go to a blob
+ * in the order it calls SetNode, and types are resolved the way it resolves them once the stream
+ * has ended (module names may come last, in the rundown).
+ *
+ * While the stream is read, a node's record in the blob is ours: cint node index, cint raw type,
+ * cint size, cint child count, the children as cint deltas. A raw type is a BulkType TypeID with a
+ * size class (or a root pseudo-node's name); it becomes a file type index only at finish, when the
+ * names are known. ev_gcheap_write re-encodes each record into the file's form (type index with the
+ * explicit-size flag, size when it differs from the type's first size, children unchanged).
+ *
+ * Memory per object: its address (8), its record offset (4), two hash slots (8 at most half full)
+ * and its record (about 4 + 2 per reference). Pending nodes (read, waiting for their edges) and
+ * pending edges (read before their node) are queued; the runtime interleaves them closely.
+ */
+#include "ev_gcheap.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "ev_rd.h"
+#include "nettrace.h"
+#include "utf8.h"
+
+#define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
+#define RUNDOWN_PROVIDER "Microsoft-Windows-DotNETRuntimeRundown"
+
+/* Microsoft-Windows-DotNETRuntime event ids. */
+#define EV_GC_START          1
+#define EV_GC_END            2
+#define EV_BULK_TYPE         15
+#define EV_BULK_ROOT_EDGE    16
+#define EV_BULK_ROOT_CWT     17
+#define EV_BULK_NODE         18
+#define EV_BULK_EDGE         19
+#define EV_BULK_ROOT_CCW     36
+#define EV_BULK_RCW          37
+#define EV_BULK_ROOT_STATIC  38
+#define EV_MODULE_DCSTART_V2 149
+#define EV_MODULE_DCEND_V2   150
+#define EV_MODULE_LOAD       152
+#define EV_MODULE_UNLOAD     153
+/* Microsoft-Windows-DotNETRuntimeRundown. */
+#define EV_RD_MODULE_DCSTART 153
+#define EV_RD_MODULE_DCEND   154
+/* ModuleILPath after ModuleID, AssemblyID, ModuleFlags, Reserved1. */
+#define MODULE_IL_PATH_AT 24
+
+#define GC_REASON_INDUCED 1
+#define GC_TYPE_NONCONC   0
+
+#define ROOT_KIND_STACK     0
+#define ROOT_KIND_FINALIZER 1
+#define ROOT_KIND_HANDLE    2
+#define ROOT_FLAG_PINNING   0x1u
+#define ROOT_FLAG_WEAK      0x2u
+#define ROOT_FLAG_REFCOUNT  0x8u
+
+#define TYPE_FLAG_RCW   0x4u
+#define TYPE_FLAG_ARRAY 0x8u
+#define STATIC_FLAG_TLS 0x1u
+
+#define RAW_BULK  0 /* a TypeID with a size class */
+#define RAW_FINAL 1 /* made at finish with its file type (aux): CCWs, root pseudo-nodes */
+
+#define NO_OFFSET UINT32_MAX
+#define MAX_BLOB  0x7FFFFFF0u /* the file's labels are i32 */
+#define CHUNK     65536u
+#define CCW_SIZE  200
+/* GCBulkRootCCW value: GCRootID, ObjectID, TypeID, IUnknown (u64), RefCount, PeggedRefCount, Flags
+ * (u32); GCBulkRCW value: ObjectID, TypeID, IUnknown, VTable (u64), RefCount, Flags (u32). */
+#define CCW_VALUE 44
+#define RCW_VALUE 40
+#define RCW_EXTRA 1000u
+
+/* ---- growable arrays ---------------------------------------------------------------------- */
+
+struct vec {
+    void *p;
+    size_t n, cap; /* elements */
+};
+
+static int vec_reserve(struct vec *v, size_t esz, size_t more)
+{
+    if (v->cap - v->n >= more) {
+        return 0;
+    }
+    size_t want = v->cap < 16 ? 16 : v->cap;
+    while (want - v->n < more) {
+        if (want > SIZE_MAX / 2 / esz) {
+            return -ENOMEM;
+        }
+        want *= 2;
+    }
+    void *np = realloc(v->p, want * esz);
+    if (np == NULL) {
+        return -ENOMEM;
+    }
+    v->p = np;
+    v->cap = want;
+    return 0;
+}
+
+static int vec_push(struct vec *v, size_t esz, const void *e)
+{
+    int rc = vec_reserve(v, esz, 1);
+    if (rc == 0) {
+        memcpy((uint8_t *)v->p + v->n * esz, e, esz);
+        v->n++;
+    }
+    return rc;
+}
+
+static void vec_free(struct vec *v)
+{
+    free(v->p);
+    v->p = NULL;
+    v->n = v->cap = 0;
+}
+
+#define VEC_AT(v, T, i) (((T *)(v).p)[i])
+
+/* ---- the records ---------------------------------------------------------------------------- */
+
+struct str16 {
+    uint32_t off, len; /* units in the names arena; off UINT32_MAX = null string */
+};
+
+struct bulk_type {
+    uint64_t type_id, module_id;
+    uint32_t name_id, flags;
+    struct str16 name;
+};
+
+struct module_name {
+    uint64_t id;
+    struct str16 path;
+};
+
+struct raw_type {
+    uint8_t kind;
+    uint8_t size_class;
+    uint32_t aux; /* RAW_FINAL: the file type index */
+    uint64_t type_id;
+};
+
+struct pending_node {
+    uint64_t addr, size, type_id, edges;
+};
+
+/* A root pseudo-node (MemoryNodeBuilder): children are node indexes in AddChild order. */
+struct pseudo {
+    struct str16 name;
+    uint32_t parent; /* UINT32_MAX for the root */
+    uint32_t node;
+    struct vec children; /* uint32_t */
+};
+
+struct static_var {
+    uint64_t object, type_id;
+    uint32_t flags;
+    struct str16 field;
+};
+
+struct ccw {
+    uint64_t iunknown, object, type_id;
+};
+
+struct rcw {
+    uint64_t object, iunknown;
+};
+
+struct final_type {
+    struct str16 name, module;
+    int32_t size;
+};
+
+/* A string-keyed map to u32 values (type interning). Keys live in the names arena. */
+struct strmap {
+    uint32_t *slots; /* entry + 1, 0 = empty */
+    size_t cap;
+    struct vec ents; /* struct strmap_ent */
+};
+
+struct strmap_ent {
+    struct str16 key;
+    uint32_t val;
+};
+
+/* u64 -> u32 map; see u64map_put. */
+struct u64map {
+    uint64_t *keys;
+    uint32_t *vals; /* value + 1, 0 = empty */
+    size_t cap, n;
+};
+
+struct ev_gcheap {
+    struct nettrace_checker ck;
+    uint64_t max_nodes;
+    int err;
+    char msg[256];
+    bool finished;
+    bool built;
+    /* The GC window (DotNetHeapDumpGraphReader's m_seenStart, m_ignoreEvents, m_gcID). */
+    bool seen_start;
+    bool ignore;
+    bool complete;
+    uint32_t gc_id;
+    uint32_t ptr_size;
+    bool ptr_known;
+    bool is64;
+    uint64_t node_events, edge_events, next_node_event, next_edge_event;
+
+    struct vec names; /* uint16_t: every UTF-16 string we keep */
+    struct vec bulk_types;
+    struct vec modules;
+    struct vec raw;      /* struct raw_type */
+    uint32_t *raw_slots; /* raw + 1 by (type_id, size_class) */
+    size_t raw_cap;
+
+    /* The nodes. */
+    struct vec addr; /* uint64_t per node */
+    struct vec off;  /* uint32_t per node: its record in blob, NO_OFFSET = undefined */
+    uint32_t *slots; /* node + 1 by address */
+    size_t slot_cap;
+    size_t interned;
+    struct vec blob; /* uint8_t */
+    uint64_t records;
+
+    struct vec pnodes; /* struct pending_node, from pnode_head */
+    size_t pnode_head;
+    struct vec pedges;    /* uint64_t, from pedge_head */
+    struct vec edge_ends; /* uint64_t: edges read up to the end of each edge event */
+    uint64_t edges_used;
+    size_t pedge_head;
+    bool head_open;
+    uint64_t head_left;
+    uint32_t head_index;
+    bool head_has_rcw;
+    uint64_t head_rcw; /* with head_has_rcw: the IUnknown to add as the last child */
+
+    struct vec pseudos; /* struct pseudo; 0 is "[.NET Roots]" */
+    struct vec statics;
+    struct vec ccws;
+    struct vec rcws;
+    struct u64map rcw_of; /* object -> its last RCW record */
+
+    /*
+     * dotnet-gcdump's node numbering: the nodes it interns before it reads any node event (the
+     * root tree's pseudo-nodes, root and conditional weak table targets as their events come,
+     * then CCWs and statics), in order; the object records then number the rest.
+     */
+    struct vec early;                /* uint32_t node indexes */
+    bool log_nodes;                  /* node_index calls go to early */
+    size_t seg_obj_end, seg_ccw_end; /* our blob: objects, then CCWs, then the root tree */
+    uint32_t *perm;                  /* our node index -> the file's */
+    uint32_t *inv;                   /* the file's node index -> ours */
+
+    /* Built at finish. */
+    struct vec ftypes; /* struct final_type */
+    uint32_t *final_of_raw;
+    int64_t total_size;
+    uint32_t fblob_len;
+
+    struct ev_gcheap_stats st;
+};
+
+static int fail(struct ev_gcheap *g, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct ev_gcheap *g, int rc, const char *fmt, ...)
+{
+    if (g->err == 0) {
+        g->err = rc;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g->msg, sizeof(g->msg), fmt, ap);
+        va_end(ap);
+    }
+    return g->err;
+}
+
+static int oom(struct ev_gcheap *g)
+{
+    return fail(g, -ENOMEM, "heap snapshot: out of memory");
+}
+
+/* ---- strings ------------------------------------------------------------------------------ */
+
+static const struct str16 STR_NULL = {UINT32_MAX, 0};
+
+static const uint16_t *s16(const struct ev_gcheap *g, struct str16 s)
+{
+    return (const uint16_t *)g->names.p + s.off;
+}
+
+/* Appends UTF-16LE units from the wire to the arena. */
+static int str_add_le(struct ev_gcheap *g, const uint8_t *p, size_t units, struct str16 *out)
+{
+    if (g->names.n + units >= UINT32_MAX || vec_reserve(&g->names, 2, units) != 0) {
+        return oom(g);
+    }
+    out->off = (uint32_t)g->names.n;
+    out->len = (uint32_t)units;
+    uint16_t *d = (uint16_t *)g->names.p + g->names.n;
+    for (size_t i = 0; i < units; i++) {
+        d[i] = ev_load_u16(p + 2 * i);
+    }
+    g->names.n += units;
+    return 0;
+}
+
+/* A string built piecewise at the end of the arena: start, append…, end. */
+struct sb {
+    struct ev_gcheap *g;
+    size_t start;
+    bool bad;
+};
+
+static void sb_start(struct sb *b, struct ev_gcheap *g)
+{
+    b->g = g;
+    b->start = g->names.n;
+    b->bad = false;
+}
+
+static void sb_units(struct sb *b, const uint16_t *u, size_t n)
+{
+    if (b->bad) {
+        return;
+    }
+    if (b->g->names.n + n >= UINT32_MAX || vec_reserve(&b->g->names, 2, n) != 0) {
+        b->bad = true;
+        return;
+    }
+    if (n > 0) {
+        memcpy((uint16_t *)b->g->names.p + b->g->names.n, u, n * 2);
+    }
+    b->g->names.n += n;
+}
+
+static void sb_str(struct sb *b, struct str16 s)
+{
+    if (s.off != UINT32_MAX && s.len > 0) {
+        /* s may live in the arena that grows: copy through a position, not a pointer. */
+        for (uint32_t i = 0; i < s.len && !b->bad; i++) {
+            uint16_t u = s16(b->g, s)[i];
+            sb_units(b, &u, 1);
+        }
+    }
+}
+
+static void sb_ascii(struct sb *b, const char *a)
+{
+    for (; *a != '\0' && !b->bad; a++) {
+        uint16_t u = (uint8_t)*a;
+        sb_units(b, &u, 1);
+    }
+}
+
+static void sb_hex(struct sb *b, uint64_t v)
+{
+    char tmp[24];
+    snprintf(tmp, sizeof(tmp), "0x%" PRIx64, v);
+    sb_ascii(b, tmp);
+}
+
+static int sb_end(struct sb *b, struct str16 *out)
+{
+    if (b->bad) {
+        b->g->names.n = b->start;
+        return oom(b->g);
+    }
+    out->off = (uint32_t)b->start;
+    out->len = (uint32_t)(b->g->names.n - b->start);
+    return 0;
+}
+
+static bool str_eq(const struct ev_gcheap *g, struct str16 a, struct str16 b)
+{
+    if ((a.off == UINT32_MAX) != (b.off == UINT32_MAX) || a.len != b.len) {
+        return false;
+    }
+    return a.len == 0 || memcmp(s16(g, a), s16(g, b), (size_t)a.len * 2) == 0;
+}
+
+static uint64_t str_hash(const struct ev_gcheap *g, struct str16 s, uint64_t h)
+{
+    const uint16_t *u = s.len > 0 ? s16(g, s) : NULL;
+    for (uint32_t i = 0; i < s.len; i++) {
+        h = (h ^ u[i]) * 0x100000001B3ull;
+    }
+    return h;
+}
+
+/* ---- hashing -------------------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Keys of a string map entry: the key string with a module part (may be null) before it. */
+static uint64_t key_hash(const struct ev_gcheap *g, struct str16 key)
+{
+    return str_hash(g, key, 0xCBF29CE484222325ull);
+}
+
+static int strmap_grow(struct ev_gcheap *g, struct strmap *m)
+{
+    size_t cap = m->cap == 0 ? 64 : m->cap * 2;
+    uint32_t *s = calloc(cap, sizeof(*s));
+    if (s == NULL) {
+        return oom(g);
+    }
+    for (size_t e = 0; e < m->ents.n; e++) {
+        struct strmap_ent *en = &VEC_AT(m->ents, struct strmap_ent, e);
+        size_t i = (size_t)key_hash(g, en->key) & (cap - 1);
+        while (s[i] != 0) {
+            i = (i + 1) & (cap - 1);
+        }
+        s[i] = (uint32_t)e + 1;
+    }
+    free(m->slots);
+    m->slots = s;
+    m->cap = cap;
+    return 0;
+}
+
+/* The value for key, or UINT32_MAX. */
+static uint32_t strmap_get(const struct ev_gcheap *g, const struct strmap *m, struct str16 key)
+{
+    if (m->cap == 0) {
+        return UINT32_MAX;
+    }
+    size_t i = (size_t)key_hash(g, key) & (m->cap - 1);
+    while (m->slots[i] != 0) {
+        const struct strmap_ent *en = &VEC_AT(m->ents, struct strmap_ent, m->slots[i] - 1);
+        if (str_eq(g, en->key, key)) {
+            return en->val;
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    return UINT32_MAX;
+}
+
+static int strmap_put(struct ev_gcheap *g, struct strmap *m, struct str16 key, uint32_t val)
+{
+    if ((m->ents.n + 1) * 2 > m->cap && strmap_grow(g, m) != 0) {
+        return g->err;
+    }
+    struct strmap_ent en = {key, val};
+    if (vec_push(&m->ents, sizeof(en), &en) != 0) {
+        return oom(g);
+    }
+    size_t i = (size_t)key_hash(g, key) & (m->cap - 1);
+    while (m->slots[i] != 0) {
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->slots[i] = (uint32_t)m->ents.n;
+    return 0;
+}
+
+static void strmap_free(struct strmap *m)
+{
+    free(m->slots);
+    vec_free(&m->ents);
+}
+
+/* ---- cint ------------------------------------------------------------------------------------ */
+
+/* MemoryGraph's compressed int: 7-bit groups, most significant first, the first sign-extended. */
+static size_t cint_put(uint8_t out[5], int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    size_t n;
+    if (v >= -64 && v < 64) {
+        n = 1;
+    } else if (v >= -8192 && v < 8192) {
+        n = 2;
+    } else if (v >= -1048576 && v < 1048576) {
+        n = 3;
+    } else if (v >= -134217728 && v < 134217728) {
+        n = 4;
+    } else {
+        n = 5;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned shift = (unsigned)(7 * (n - 1 - i));
+        uint8_t b = (uint8_t)((u >> shift) & 0x7F);
+        if (i + 1 < n) {
+            b |= 0x80;
+        }
+        if (i == 0 && n == 5) { /* C#'s (byte)((value >> 28) | 0x80): an arithmetic shift */
+            b = (uint8_t)(0x80 | (v < 0 ? ~(~u >> 28) : u >> 28));
+        }
+        out[i] = b;
+    }
+    return n;
+}
+
+/* Reads a cint written by cint_put from p[*i..n): 0, or AGENT_E_TRUNC. */
+static int cint_get(const uint8_t *p, size_t n, size_t *i, int32_t *out)
+{
+    if (*i >= n) {
+        return AGENT_E_TRUNC;
+    }
+    uint8_t b = p[(*i)++];
+    uint32_t v = b & 0x7Fu;
+    if (v & 0x40u) {
+        v |= 0xFFFFFF80u; /* the first group is signed */
+    }
+    for (int k = 0; k < 4 && (b & 0x80); k++) {
+        if (*i >= n) {
+            return AGENT_E_TRUNC;
+        }
+        b = p[(*i)++];
+        v = (v << 7) + (k == 3 ? b : (uint32_t)(b & 0x7F));
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int blob_cint(struct ev_gcheap *g, int32_t v)
+{
+    if (vec_reserve(&g->blob, 1, 5) != 0) {
+        return oom(g);
+    }
+    g->blob.n += cint_put((uint8_t *)g->blob.p + g->blob.n, v);
+    if (g->blob.n > MAX_BLOB) {
+        return fail(g, AGENT_E_TOOBIG, "heap snapshot: the node records are over 2 GiB");
+    }
+    return 0;
+}
+
+/* u64 -> u32 (a Dictionary<ulong, …>; a later value replaces the earlier): TypeIDs to file types,
+ * RCW objects to their IUnknown. */
+
+static int u64map_put(struct ev_gcheap *g, struct u64map *m, uint64_t k, uint32_t v)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap == 0 ? 256 : m->cap * 2;
+        uint64_t *nk = calloc(cap, sizeof(*nk));
+        uint32_t *nv = calloc(cap, sizeof(*nv));
+        if (nk == NULL || nv == NULL) {
+            free(nk);
+            free(nv);
+            return oom(g);
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->vals[i] != 0) {
+                size_t j = (size_t)mix64(m->keys[i]) & (cap - 1);
+                while (nv[j] != 0) {
+                    j = (j + 1) & (cap - 1);
+                }
+                nk[j] = m->keys[i];
+                nv[j] = m->vals[i];
+            }
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = nk;
+        m->vals = nv;
+        m->cap = cap;
+    }
+    size_t j = (size_t)mix64(k) & (m->cap - 1);
+    while (m->vals[j] != 0 && m->keys[j] != k) {
+        j = (j + 1) & (m->cap - 1);
+    }
+    if (m->vals[j] == 0) {
+        m->n++;
+    }
+    m->keys[j] = k;
+    m->vals[j] = v + 1;
+    return 0;
+}
+
+static uint32_t u64map_get(const struct u64map *m, uint64_t k)
+{
+    if (m->cap == 0) {
+        return UINT32_MAX;
+    }
+    size_t j = (size_t)mix64(k) & (m->cap - 1);
+    while (m->vals[j] != 0) {
+        if (m->keys[j] == k) {
+            return m->vals[j] - 1;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    return UINT32_MAX;
+}
+
+static void u64map_free(struct u64map *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
+/* ---- nodes ------------------------------------------------------------------------------------
+ */
+
+static int node_create(struct ev_gcheap *g, uint64_t addr, uint32_t *out)
+{
+    if (g->addr.n >= g->max_nodes) {
+        return fail(g, AGENT_E_TOOBIG,
+                    "heap snapshot: more than %" PRIu64 " nodes (the node limit)", g->max_nodes);
+    }
+    uint32_t none = NO_OFFSET;
+    if (vec_push(&g->addr, 8, &addr) != 0 || vec_push(&g->off, 4, &none) != 0) {
+        return oom(g);
+    }
+    *out = (uint32_t)(g->addr.n - 1);
+    return 0;
+}
+
+static int slots_grow(struct ev_gcheap *g)
+{
+    size_t cap = g->slot_cap == 0 ? 1024 : g->slot_cap * 2;
+    uint32_t *s = calloc(cap, sizeof(*s));
+    if (s == NULL) {
+        return oom(g);
+    }
+    for (size_t i = 0; i < g->slot_cap; i++) {
+        uint32_t e = g->slots[i];
+        if (e != 0) {
+            size_t j = (size_t)mix64(VEC_AT(g->addr, uint64_t, e - 1)) & (cap - 1);
+            while (s[j] != 0) {
+                j = (j + 1) & (cap - 1);
+            }
+            s[j] = e;
+        }
+    }
+    free(g->slots);
+    g->slots = s;
+    g->slot_cap = cap;
+    return 0;
+}
+
+/* MemoryGraph.GetNodeIndex: a new node on the first sight of an address. */
+static int node_index(struct ev_gcheap *g, uint64_t addr, uint32_t *out)
+{
+    if ((g->interned + 1) * 2 > g->slot_cap && slots_grow(g) != 0) {
+        return g->err;
+    }
+    size_t j = (size_t)mix64(addr) & (g->slot_cap - 1);
+    uint32_t idx = UINT32_MAX;
+    while (g->slots[j] != 0) {
+        uint32_t e = g->slots[j] - 1;
+        if (VEC_AT(g->addr, uint64_t, e) == addr) {
+            idx = e;
+            break;
+        }
+        j = (j + 1) & (g->slot_cap - 1);
+    }
+    if (idx == UINT32_MAX) {
+        if (node_create(g, addr, &idx) != 0) {
+            return g->err;
+        }
+        g->slots[j] = idx + 1;
+        g->interned++;
+    }
+    if (g->log_nodes && vec_push(&g->early, 4, &idx) != 0) {
+        return oom(g);
+    }
+    *out = idx;
+    return 0;
+}
+
+/* ---- raw types --------------------------------------------------------------------------------
+ */
+
+static int size_class(int32_t size)
+{
+    if (size <= 1000) {
+        return 0;
+    }
+    int c = 1;
+    for (int64_t lim = 10000; size >= lim && c < 6; lim *= 10) {
+        c++;
+    }
+    return c;
+}
+
+static const char *const SIZE_SUFFIX[7] = {"",
+                                           " (Bytes > 1K)",
+                                           " (Bytes > 10K)",
+                                           " (Bytes > 100K)",
+                                           " (Bytes > 1M)",
+                                           " (Bytes > 10M)",
+                                           " (Bytes > 100M)"};
+
+static int raw_add(struct ev_gcheap *g, const struct raw_type *r, uint32_t *out)
+{
+    if (vec_push(&g->raw, sizeof(*r), r) != 0) {
+        return oom(g);
+    }
+    *out = (uint32_t)(g->raw.n - 1);
+    return 0;
+}
+
+static int raw_grow(struct ev_gcheap *g)
+{
+    size_t cap = g->raw_cap == 0 ? 256 : g->raw_cap * 2;
+    uint32_t *s = calloc(cap, sizeof(*s));
+    if (s == NULL) {
+        return oom(g);
+    }
+    for (size_t i = 0; i < g->raw_cap; i++) {
+        uint32_t e = g->raw_slots[i];
+        if (e != 0) {
+            const struct raw_type *r = &VEC_AT(g->raw, struct raw_type, e - 1);
+            size_t j = (size_t)mix64(r->type_id * 8 + r->size_class) & (cap - 1);
+            while (s[j] != 0) {
+                j = (j + 1) & (cap - 1);
+            }
+            s[j] = e;
+        }
+    }
+    free(g->raw_slots);
+    g->raw_slots = s;
+    g->raw_cap = cap;
+    return 0;
+}
+
+/* The raw type of a TypeID at a size class, created on first use (the order types get made). */
+static int raw_bulk(struct ev_gcheap *g, uint64_t type_id, int cls, uint32_t *out)
+{
+    if ((g->raw.n + 1) * 2 > g->raw_cap && raw_grow(g) != 0) {
+        return g->err;
+    }
+    size_t j = (size_t)mix64(type_id * 8 + (uint64_t)cls) & (g->raw_cap - 1);
+    while (g->raw_slots[j] != 0) {
+        const struct raw_type *r = &VEC_AT(g->raw, struct raw_type, g->raw_slots[j] - 1);
+        if (r->kind == RAW_BULK && r->type_id == type_id && r->size_class == cls) {
+            *out = g->raw_slots[j] - 1;
+            return 0;
+        }
+        j = (j + 1) & (g->raw_cap - 1);
+    }
+    struct raw_type r = {.kind = RAW_BULK, .size_class = (uint8_t)cls, .type_id = type_id};
+    if (raw_add(g, &r, out) != 0) {
+        return g->err;
+    }
+    g->raw_slots[j] = *out + 1;
+    return 0;
+}
+
+/* ---- pseudo nodes (the root tree) ------------------------------------------------------------ */
+
+static int pseudo_new(struct ev_gcheap *g, uint32_t parent, struct str16 name, uint32_t *out)
+{
+    struct pseudo ps = {.name = name, .parent = parent};
+    if (node_create(g, 0, &ps.node) != 0) {
+        return g->err;
+    }
+    if (vec_push(&g->early, 4, &ps.node) != 0) {
+        return oom(g);
+    }
+    if (vec_push(&g->pseudos, sizeof(ps), &ps) != 0) {
+        return oom(g);
+    }
+    *out = (uint32_t)(g->pseudos.n - 1);
+    if (parent != UINT32_MAX) {
+        struct pseudo *pp = &VEC_AT(g->pseudos, struct pseudo, parent);
+        if (vec_push(&pp->children, 4, &ps.node) != 0) {
+            return oom(g);
+        }
+    }
+    return 0;
+}
+
+/* MemoryNodeBuilder.FindOrCreateChild. */
+static int pseudo_child(struct ev_gcheap *g, uint32_t parent, struct str16 name, uint32_t *out)
+{
+    for (size_t i = 0; i < g->pseudos.n; i++) {
+        const struct pseudo *ps = &VEC_AT(g->pseudos, struct pseudo, i);
+        if (ps->parent == parent && str_eq(g, ps->name, name)) {
+            *out = (uint32_t)i;
+            return 0;
+        }
+    }
+    return pseudo_new(g, parent, name, out);
+}
+
+static int pseudo_child_ascii(struct ev_gcheap *g, uint32_t parent, const char *name, uint32_t *out)
+{
+    /* Look the name up without adding it to the arena when the child exists. */
+    size_t len = strlen(name);
+    for (size_t i = 0; i < g->pseudos.n; i++) {
+        const struct pseudo *ps = &VEC_AT(g->pseudos, struct pseudo, i);
+        if (ps->parent != parent || ps->name.len != len) {
+            continue;
+        }
+        const uint16_t *u = s16(g, ps->name);
+        size_t k = 0;
+        while (k < len && u[k] == (uint8_t)name[k]) {
+            k++;
+        }
+        if (k == len) {
+            *out = (uint32_t)i;
+            return 0;
+        }
+    }
+    struct sb b;
+    struct str16 s = STR_NULL;
+    sb_start(&b, g);
+    sb_ascii(&b, name);
+    if (sb_end(&b, &s) != 0) {
+        return g->err;
+    }
+    return pseudo_new(g, parent, s, out);
+}
+
+static int pseudo_add(struct ev_gcheap *g, uint32_t ps, uint32_t node)
+{
+    struct pseudo *pp = &VEC_AT(g->pseudos, struct pseudo, ps);
+    if (vec_push(&pp->children, 4, &node) != 0) {
+        return oom(g);
+    }
+    return 0;
+}
+
+/* ---- the heap walk ----------------------------------------------------------------------------
+ */
+
+static uint64_t rd_ptr(const uint8_t *p, uint32_t ptr_size)
+{
+    return ptr_size == 8 ? ev_load_u64(p) : ev_load_u32(p);
+}
+
+static bool in_window(const struct ev_gcheap *g)
+{
+    return !g->ignore && g->err == 0;
+}
+
+/* Writes our record header for the next pending node and makes it the open one. */
+static int open_head(struct ev_gcheap *g)
+{
+    const struct pending_node *pn = &VEC_AT(g->pnodes, struct pending_node, g->pnode_head);
+    struct pending_node n = *pn;
+    g->pnode_head++;
+    uint32_t idx;
+    if (node_index(g, n.addr, &idx) != 0) {
+        return g->err;
+    }
+    int32_t size = (int32_t)(uint32_t)n.size; /* dotnet-gcdump: (int)node->Size */
+    uint32_t raw = 0;
+    if (raw_bulk(g, n.type_id, size_class(size), &raw) != 0) {
+        return g->err;
+    }
+    uint32_t rcw = u64map_get(&g->rcw_of, n.addr); /* the last RCW event for it wins */
+    g->head_has_rcw = rcw != UINT32_MAX;
+    g->head_rcw = g->head_has_rcw ? VEC_AT(g->rcws, struct rcw, rcw).iunknown : 0;
+    uint64_t children = n.edges + (g->head_has_rcw ? 1 : 0);
+    if (children > INT32_MAX) {
+        return fail(g, AGENT_E_PROTO, "heap walk: node %" PRIu64 " has %" PRIu64 " edges",
+                    g->st.objects, n.edges);
+    }
+    if (g->head_has_rcw) { /* C#'s unchecked int addition: it may wrap, then it is capped below */
+        size = (int32_t)((uint32_t)size + RCW_EXTRA);
+    }
+    if (size < 0) {
+        size = INT32_MAX; /* Graph.SetNodeTypeAndSize */
+    }
+    uint32_t at = (uint32_t)g->blob.n;
+    if (blob_cint(g, (int32_t)idx) != 0 || blob_cint(g, (int32_t)raw) != 0 ||
+        blob_cint(g, size) != 0 || blob_cint(g, (int32_t)children) != 0) {
+        return g->err;
+    }
+    VEC_AT(g->off, uint32_t, idx) = at;
+    g->records++;
+    g->total_size += size;
+    g->st.total_size += (uint64_t)size;
+    g->head_open = true;
+    g->head_left = n.edges;
+    g->head_index = idx;
+    return 0;
+}
+
+static int add_child(struct ev_gcheap *g, uint64_t target)
+{
+    uint32_t c;
+    if (node_index(g, target, &c) != 0) {
+        return g->err;
+    }
+    return blob_cint(g, (int32_t)(c - g->head_index));
+}
+
+/* Matches pending nodes with pending edges, in order. */
+static int pump(struct ev_gcheap *g)
+{
+    for (;;) {
+        if (!g->head_open) {
+            if (g->pnode_head == g->pnodes.n) {
+                break;
+            }
+            if (open_head(g) != 0) {
+                return g->err;
+            }
+        }
+        while (g->head_left > 0 && g->pedge_head < g->pedges.n) {
+            uint64_t t = VEC_AT(g->pedges, uint64_t, g->pedge_head++);
+            g->head_left--;
+            g->edges_used++;
+            if (add_child(g, t) != 0) {
+                return g->err;
+            }
+        }
+        if (g->head_left > 0) {
+            break;
+        }
+        if (g->head_has_rcw && add_child(g, g->head_rcw) != 0) {
+            return g->err;
+        }
+        g->head_open = false;
+    }
+    /* Reclaim the consumed fronts of the queues once they are empty. */
+    if (g->pnode_head == g->pnodes.n) {
+        g->pnodes.n = g->pnode_head = 0;
+    }
+    if (g->pedge_head == g->pedges.n) {
+        g->pedges.n = g->pedge_head = 0;
+    }
+    return 0;
+}
+
+/* A bulk event's u32 Index, u32 Count, u16 ClrInstanceID header; count checked against the rest. */
+static int bulk_header(struct ev_gcheap *g, const struct nettrace_event *ev, const char *what,
+                       size_t value_size, uint32_t *index, uint32_t *count)
+{
+    if (ev->payload_len < 10) {
+        return fail(g, AGENT_E_PROTO, "heap walk: a %s event of %zu bytes", what, ev->payload_len);
+    }
+    *index = ev_load_u32(ev->payload);
+    *count = ev_load_u32(ev->payload + 4);
+    if ((uint64_t)*count * value_size > ev->payload_len - 10) {
+        return fail(g, AGENT_E_PROTO,
+                    "heap walk: a %s event claims %" PRIu32 " values in %zu bytes", what, *count,
+                    ev->payload_len);
+    }
+    return 0;
+}
+
+static void on_nodes(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    size_t vs = g->ptr_size + 24;
+    uint32_t index, count;
+    if (bulk_header(g, ev, "GCBulkNode", vs, &index, &count) != 0) {
+        return;
+    }
+    if (index != g->next_node_event) {
+        fail(g, AGENT_E_PROTO, "heap walk: node event %" PRIu32 " where %" PRIu64 " was expected",
+             index, g->next_node_event);
+        return;
+    }
+    g->next_node_event++;
+    g->node_events++;
+    if (vec_reserve(&g->pnodes, sizeof(struct pending_node), count) != 0) {
+        oom(g);
+        return;
+    }
+    const uint8_t *p = ev->payload + 10;
+    for (uint32_t i = 0; i < count; i++, p += vs) {
+        struct pending_node n;
+        n.addr = rd_ptr(p, g->ptr_size);
+        n.size = ev_load_u64(p + g->ptr_size);
+        n.type_id = ev_load_u64(p + g->ptr_size + 8);
+        n.edges = ev_load_u64(p + g->ptr_size + 16);
+        VEC_AT(g->pnodes, struct pending_node, g->pnodes.n++) = n;
+    }
+    g->st.objects += count;
+    pump(g);
+}
+
+static void on_edges(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    size_t vs = g->ptr_size + 4;
+    uint32_t index, count;
+    if (bulk_header(g, ev, "GCBulkEdge", vs, &index, &count) != 0) {
+        return;
+    }
+    if (index != g->next_edge_event) {
+        fail(g, AGENT_E_PROTO, "heap walk: edge event %" PRIu32 " where %" PRIu64 " was expected",
+             index, g->next_edge_event);
+        return;
+    }
+    g->next_edge_event++;
+    g->edge_events++;
+    if (vec_reserve(&g->pedges, 8, count) != 0) {
+        oom(g);
+        return;
+    }
+    const uint8_t *p = ev->payload + 10;
+    for (uint32_t i = 0; i < count; i++, p += vs) {
+        VEC_AT(g->pedges, uint64_t, g->pedges.n++) = rd_ptr(p, g->ptr_size);
+    }
+    g->st.edges += count;
+    if (vec_push(&g->edge_ends, 8, &g->st.edges) != 0) {
+        oom(g);
+        return;
+    }
+    pump(g);
+}
+
+static const char *root_name(uint8_t kind, uint32_t flags, bool *other)
+{
+    *other = kind != ROOT_KIND_STACK;
+    if (kind == ROOT_KIND_STACK) {
+        return "[local vars]";
+    }
+    if (flags & ROOT_FLAG_REFCOUNT) {
+        return "[COM/WinRT Objects]";
+    }
+    if (kind == ROOT_KIND_FINALIZER) {
+        return "[finalizer Handles]";
+    }
+    if (kind == ROOT_KIND_HANDLE) {
+        return flags == ROOT_FLAG_PINNING ? "[pinning Handles]" : "[strong Handles]";
+    }
+    return "[other Handles]";
+}
+
+static void on_roots(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    size_t vs = 2 * (size_t)g->ptr_size + 5;
+    uint32_t index, count, unused;
+    if (bulk_header(g, ev, "GCBulkRootEdge", vs, &index, &count) != 0 ||
+        pseudo_child_ascii(g, 0, "[static vars]", &unused) != 0) {
+        return;
+    }
+    const uint8_t *p = ev->payload + 10;
+    for (uint32_t i = 0; i < count; i++, p += vs) {
+        uint64_t addr = rd_ptr(p, g->ptr_size);
+        uint8_t kind = p[g->ptr_size];
+        uint32_t flags = ev_load_u32(p + g->ptr_size + 1);
+        if (flags & ROOT_FLAG_WEAK) {
+            continue;
+        }
+        bool other;
+        const char *name = root_name(kind, flags, &other);
+        uint32_t parent = 0, ps, node;
+        if ((other && pseudo_child_ascii(g, 0, "[other roots]", &parent) != 0) ||
+            pseudo_child_ascii(g, parent, name, &ps) != 0 || node_index(g, addr, &node) != 0 ||
+            pseudo_add(g, ps, node) != 0) {
+            return;
+        }
+        g->st.roots++;
+    }
+}
+
+static void on_cwt(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    size_t vs = 3 * (size_t)g->ptr_size;
+    uint32_t index, count, other, dep;
+    if (bulk_header(g, ev, "GCBulkRootConditionalWeakTableElementEdge", vs, &index, &count) != 0 ||
+        pseudo_child_ascii(g, 0, "[other roots]", &other) != 0 ||
+        pseudo_child_ascii(g, other, "[Dependent Handles]", &dep) != 0) {
+        return;
+    }
+    const uint8_t *p = ev->payload + 10;
+    for (uint32_t i = 0; i < count; i++, p += vs) {
+        uint32_t node;
+        if (rd_ptr(p, g->ptr_size) != 0 &&
+            (node_index(g, rd_ptr(p + g->ptr_size, g->ptr_size), &node) != 0 ||
+             pseudo_add(g, dep, node) != 0)) {
+            return;
+        }
+    }
+}
+
+/* GCBulkRootCCW, GCBulkRCW: u32 Count, u16 ClrInstanceID, then values. */
+static int count_header(struct ev_gcheap *g, const struct nettrace_event *ev, const char *what,
+                        size_t at, size_t value_size, uint32_t *count)
+{
+    if (ev->payload_len < at) {
+        return fail(g, AGENT_E_PROTO, "heap walk: a %s event of %zu bytes", what, ev->payload_len);
+    }
+    *count = ev_load_u32(ev->payload);
+    if ((uint64_t)*count * value_size > ev->payload_len - at) {
+        return fail(g, AGENT_E_PROTO,
+                    "heap walk: a %s event claims %" PRIu32 " values in %zu bytes", what, *count,
+                    ev->payload_len);
+    }
+    return 0;
+}
+
+static void on_ccws(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    uint32_t count;
+    if (count_header(g, ev, "GCBulkRootCCW", 6, CCW_VALUE, &count) != 0) {
+        return;
+    }
+    const uint8_t *p = ev->payload + 6;
+    for (uint32_t i = 0; i < count; i++, p += CCW_VALUE) {
+        struct ccw c = {ev_load_u64(p + 24), ev_load_u64(p + 8), ev_load_u64(p + 16)};
+        if (c.iunknown != 0 && vec_push(&g->ccws, sizeof(c), &c) != 0) {
+            oom(g);
+            return;
+        }
+    }
+}
+
+static void on_rcws(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    uint32_t count;
+    if (count_header(g, ev, "GCBulkRCW", 6, RCW_VALUE, &count) != 0) {
+        return;
+    }
+    const uint8_t *p = ev->payload + 6;
+    for (uint32_t i = 0; i < count; i++, p += RCW_VALUE) {
+        struct rcw r = {ev_load_u64(p), ev_load_u64(p + 16)};
+        if (vec_push(&g->rcws, sizeof(r), &r) != 0) {
+            oom(g);
+            return;
+        }
+        if (u64map_put(g, &g->rcw_of, r.object, (uint32_t)(g->rcws.n - 1)) != 0) {
+            return;
+        }
+    }
+}
+
+static void on_statics(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    uint32_t count;
+    if (count_header(g, ev, "GCBulkRootStaticVar", 14, 30, &count) != 0) {
+        return;
+    }
+    struct ev_rd r;
+    ev_rd_init(&r, ev->payload, ev->payload_len);
+    (void)ev_rd_skip(&r, 14);
+    for (uint32_t i = 0; i < count; i++) {
+        struct static_var sv;
+        uint64_t root_id;
+        const uint8_t *name;
+        size_t units;
+        if (ev_rd_u64(&r, &root_id) != 0 || ev_rd_u64(&r, &sv.object) != 0 ||
+            ev_rd_u64(&r, &sv.type_id) != 0 || ev_rd_u32(&r, &sv.flags) != 0 ||
+            !ev_rd_utf16z(&r, &name, &units)) {
+            fail(g, AGENT_E_PROTO, "heap walk: a GCBulkRootStaticVar value runs past its event");
+            return;
+        }
+        if (str_add_le(g, name, units, &sv.field) != 0 ||
+            vec_push(&g->statics, sizeof(sv), &sv) != 0) {
+            oom(g);
+            return;
+        }
+    }
+}
+
+static void on_types(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    if (ev->payload_len < 6) {
+        fail(g, AGENT_E_PROTO, "heap walk: a BulkType event of %zu bytes", ev->payload_len);
+        return;
+    }
+    uint32_t count = ev_load_u32(ev->payload);
+    if ((uint64_t)count * 31 > ev->payload_len - 6) {
+        fail(g, AGENT_E_PROTO, "heap walk: a BulkType event claims %" PRIu32 " values in %zu bytes",
+             count, ev->payload_len);
+        return;
+    }
+    struct ev_rd r;
+    ev_rd_init(&r, ev->payload, ev->payload_len);
+    (void)ev_rd_skip(&r, 6);
+    for (uint32_t i = 0; i < count; i++) {
+        struct bulk_type t;
+        uint8_t elem;
+        uint32_t params;
+        const uint8_t *name;
+        size_t units;
+        if (ev_rd_u64(&r, &t.type_id) != 0 || ev_rd_u64(&r, &t.module_id) != 0 ||
+            ev_rd_u32(&r, &t.name_id) != 0 || ev_rd_u32(&r, &t.flags) != 0 ||
+            ev_rd_u8(&r, &elem) != 0 || !ev_rd_utf16z(&r, &name, &units) ||
+            ev_rd_u32(&r, &params) != 0 || ev_rd_skip(&r, (size_t)params * 8) != 0) {
+            fail(g, AGENT_E_PROTO, "heap walk: a BulkType value runs past its event");
+            return;
+        }
+        if (str_add_le(g, name, units, &t.name) != 0 ||
+            vec_push(&g->bulk_types, sizeof(t), &t) != 0) {
+            oom(g);
+            return;
+        }
+        g->st.types++;
+    }
+}
+
+static void on_module(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    struct ev_rd r;
+    ev_rd_init(&r, ev->payload, ev->payload_len);
+    const uint8_t *path;
+    size_t units;
+    uint64_t id;
+    if (ev_rd_u64(&r, &id) != 0 || ev_rd_skip(&r, MODULE_IL_PATH_AT - 8) != 0 ||
+        !ev_rd_utf16z(&r, &path, &units)) {
+        return; /* TraceEvent would read an odd module event somehow; the name stays unknown */
+    }
+    for (size_t i = 0; i < g->modules.n; i++) {
+        if (VEC_AT(g->modules, struct module_name, i).id == id) {
+            return; /* the first name wins */
+        }
+    }
+    struct module_name m = {.id = id};
+    if (str_add_le(g, path, units, &m.path) != 0 || vec_push(&g->modules, sizeof(m), &m) != 0) {
+        oom(g);
+    }
+}
+
+static void on_gc_start(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    if (ev->version < 1 || ev->payload_len < 16) {
+        return; /* no Depth/Type: not a heap dump's GC */
+    }
+    uint32_t count = ev_load_u32(ev->payload);
+    uint32_t depth = ev_load_u32(ev->payload + 4);
+    uint32_t reason = ev_load_u32(ev->payload + 8);
+    uint32_t type = ev_load_u32(ev->payload + 12);
+    if (depth < 2 || type != GC_TYPE_NONCONC || reason != GC_REASON_INDUCED || g->seen_start) {
+        return;
+    }
+    g->gc_id = count;
+    g->ignore = false;
+    g->seen_start = true;
+}
+
+static void on_gc_end(struct ev_gcheap *g, const struct nettrace_event *ev)
+{
+    if (g->ignore || ev->payload_len < 4 || ev_load_u32(ev->payload) != g->gc_id) {
+        return;
+    }
+    g->ignore = true;
+    if (g->node_events == 0 && g->edge_events == 0 && g->bulk_types.n == 0) {
+        g->seen_start = false; /* an empty window: look for the next induced GC */
+        return;
+    }
+    g->complete = true;
+}
+
+static void on_event(void *ud, const struct nettrace_event *ev)
+{
+    struct ev_gcheap *g = ud;
+    if (g->err != 0) {
+        return;
+    }
+    if (!g->ptr_known) {
+        struct nettrace_trace_info ti;
+        if (nettrace_trace_info(&g->ck, &ti) == 0) {
+            g->ptr_size = (uint32_t)ti.pointer_size;
+            g->is64 = ti.pointer_size == 8;
+        }
+        g->ptr_known = true;
+    }
+    if (strcmp(ev->provider, RUNDOWN_PROVIDER) == 0) {
+        if (ev->event_id == EV_RD_MODULE_DCSTART || ev->event_id == EV_RD_MODULE_DCEND) {
+            on_module(g, ev);
+        }
+        return;
+    }
+    if (strcmp(ev->provider, RUNTIME_PROVIDER) != 0) {
+        return;
+    }
+    switch (ev->event_id) {
+    case EV_GC_START:
+        on_gc_start(g, ev);
+        break;
+    case EV_GC_END:
+        on_gc_end(g, ev);
+        break;
+    case EV_BULK_TYPE:
+        on_types(g, ev); /* kept at any time */
+        break;
+    case EV_MODULE_DCSTART_V2:
+    case EV_MODULE_DCEND_V2:
+    case EV_MODULE_LOAD:
+    case EV_MODULE_UNLOAD:
+        on_module(g, ev);
+        break;
+    default:
+        break;
+    }
+    if (!in_window(g)) {
+        return;
+    }
+    switch (ev->event_id) {
+    case EV_BULK_NODE:
+        on_nodes(g, ev);
+        break;
+    case EV_BULK_EDGE:
+        on_edges(g, ev);
+        break;
+    case EV_BULK_ROOT_EDGE:
+        g->log_nodes = true;
+        on_roots(g, ev);
+        g->log_nodes = false;
+        break;
+    case EV_BULK_ROOT_CWT:
+        g->log_nodes = true;
+        on_cwt(g, ev);
+        g->log_nodes = false;
+        break;
+    case EV_BULK_ROOT_CCW:
+        on_ccws(g, ev);
+        break;
+    case EV_BULK_RCW:
+        on_rcws(g, ev);
+        break;
+    case EV_BULK_ROOT_STATIC:
+        on_statics(g, ev);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- public: reading ------------------------------------------------------------------------ */
+
+int ev_gcheap_new(struct ev_gcheap **out, const struct ev_gcheap_limits *lim)
+{
+    if (out == NULL) {
+        return AGENT_E_INVAL;
+    }
+    struct ev_gcheap *g = calloc(1, sizeof(*g));
+    if (g == NULL) {
+        return -ENOMEM;
+    }
+    g->max_nodes =
+        lim != NULL && lim->max_nodes != 0 ? lim->max_nodes : EV_GCHEAP_DEFAULT_MAX_NODES;
+    if (g->max_nodes > INT32_MAX) {
+        g->max_nodes = INT32_MAX;
+    }
+    g->ignore = true;
+    g->ptr_size = 8;
+    int rc = nettrace_checker_init(&g->ck, NULL);
+    if (rc != 0) {
+        free(g);
+        return rc;
+    }
+    nettrace_set_event_cb(&g->ck, on_event, g);
+    /* Node 0: the root builder "[.NET Roots]" (created before anything, not interned). */
+    uint32_t root;
+    if (pseudo_child_ascii(g, UINT32_MAX, "[.NET Roots]", &root) != 0) {
+        ev_gcheap_free(g);
+        return -ENOMEM;
+    }
+    *out = g;
+    return 0;
+}
+
+int ev_gcheap_feed(struct ev_gcheap *g, const uint8_t *p, size_t n)
+{
+    if (g->err != 0) {
+        return g->err;
+    }
+    if (g->finished) {
+        return AGENT_E_INVAL; /* the caller's mistake: the snapshot stays as it was */
+    }
+    int rc = nettrace_feed(&g->ck, p, n);
+    if (rc < 0 && g->err == 0) {
+        nettrace_error_line(&g->ck, rc, g->msg, sizeof(g->msg));
+        g->err = rc;
+    }
+    return g->err;
+}
+
+bool ev_gcheap_complete(const struct ev_gcheap *g)
+{
+    return g->complete;
+}
+
+const char *ev_gcheap_error(const struct ev_gcheap *g)
+{
+    return g->err != 0 ? g->msg : NULL;
+}
+
+/* ---- finish: the types, the root tree, the file layout ------------------------------------- */
+
+/* What finish needs only while it runs. */
+struct build {
+    struct u64map by_id;   /* TypeID -> file type */
+    struct strmap intern;  /* "module!name" (or "name") -> file type: CreateType's interning */
+    struct strmap by_size; /* "name (Bytes > …)" -> file type */
+    struct strmap pseudo;  /* root pseudo-node type name -> file type */
+};
+
+static int ftype_new(struct ev_gcheap *g, struct str16 name, struct str16 module, uint32_t *out)
+{
+    struct final_type t = {name, module, -1};
+    if (g->ftypes.n >= (1u << 29) || vec_push(&g->ftypes, sizeof(t), &t) != 0) {
+        return oom(g);
+    }
+    *out = (uint32_t)(g->ftypes.n - 1);
+    return 0;
+}
+
+/* DotNetHeapDumpGraphReader.CreateType: interned by "module!name". */
+static int ftype_intern(struct ev_gcheap *g, struct build *b, struct str16 name,
+                        struct str16 module, uint32_t *out)
+{
+    struct sb k;
+    struct str16 key;
+    sb_start(&k, g);
+    if (module.off != UINT32_MAX) {
+        sb_str(&k, module);
+        sb_ascii(&k, "!");
+    }
+    sb_str(&k, name);
+    if (sb_end(&k, &key) != 0) {
+        return g->err;
+    }
+    uint32_t v = strmap_get(g, &b->intern, key);
+    if (v != UINT32_MAX) {
+        g->names.n = key.off; /* drop the key: it was the last thing added */
+        *out = v;
+        return 0;
+    }
+    if (ftype_new(g, name, module, out) != 0 || strmap_put(g, &b->intern, key, *out) != 0) {
+        return g->err;
+    }
+    return 0;
+}
+
+/* The BulkType name clean-up: `N arity markers out, [ -> <, ] -> >, then <> -> []. */
+static int clean_name(struct ev_gcheap *g, const struct bulk_type *t, struct str16 *out)
+{
+    struct sb b;
+    sb_start(&b, g);
+    if (t->name.len == 0) {
+        char tmp[40];
+        snprintf(tmp, sizeof(tmp), "%s(0x%" PRIx32 ")",
+                 (t->flags & TYPE_FLAG_ARRAY) ? "ArrayType" : "Type", t->name_id);
+        sb_ascii(&b, tmp);
+    } else {
+        sb_str(&b, t->name);
+    }
+    if (sb_end(&b, out) != 0) {
+        return g->err;
+    }
+    uint16_t *u = (uint16_t *)g->names.p + out->off;
+    size_t w = 0;
+    for (size_t r = 0; r < out->len;) {
+        if (u[r] == '`' && r + 1 < out->len && u[r + 1] >= '0' && u[r + 1] <= '9') {
+            r++;
+            while (r < out->len && u[r] >= '0' && u[r] <= '9') {
+                r++;
+            }
+            continue;
+        }
+        uint16_t c = u[r++];
+        u[w++] = c == '[' ? '<' : c == ']' ? '>' : c;
+    }
+    size_t w2 = 0;
+    for (size_t r = 0; r < w; r++) {
+        if (u[r] == '<' && r + 1 < w && u[r + 1] == '>') {
+            u[w2++] = '[';
+            u[w2++] = ']';
+            r++;
+        } else {
+            u[w2++] = u[r];
+        }
+    }
+    out->len = (uint32_t)w2;
+    g->names.n = out->off + w2;
+    if (t->flags & TYPE_FLAG_RCW) {
+        struct str16 inner = *out;
+        sb_start(&b, g);
+        sb_ascii(&b, "[RCW ");
+        sb_str(&b, inner);
+        sb_ascii(&b, "]");
+        return sb_end(&b, out);
+    }
+    return 0;
+}
+
+static int module_of(struct ev_gcheap *g, uint64_t id, struct str16 *out)
+{
+    for (size_t i = 0; i < g->modules.n; i++) {
+        const struct module_name *m = &VEC_AT(g->modules, struct module_name, i);
+        if (m->id == id) {
+            *out = m->path;
+            return 0;
+        }
+    }
+    struct sb b;
+    struct module_name m = {.id = id};
+    sb_start(&b, g);
+    sb_ascii(&b, "Module(");
+    sb_hex(&b, id);
+    sb_ascii(&b, ")");
+    if (sb_end(&b, &m.path) != 0 || vec_push(&g->modules, sizeof(m), &m) != 0) {
+        return oom(g);
+    }
+    *out = m.path;
+    return 0;
+}
+
+static int types_from_bulk(struct ev_gcheap *g, struct build *b)
+{
+    for (size_t i = 0; i < g->bulk_types.n; i++) {
+        struct bulk_type t = VEC_AT(g->bulk_types, struct bulk_type, i);
+        struct str16 name, module;
+        uint32_t ft;
+        if (clean_name(g, &t, &name) != 0 || module_of(g, t.module_id, &module) != 0 ||
+            ftype_intern(g, b, name, module, &ft) != 0 || u64map_put(g, &b->by_id, t.type_id, ft)) {
+            return g->err;
+        }
+    }
+    return 0;
+}
+
+/* GetTypeIndex: the TypeID's type ("UNKNOWN 0x…" when never described), per size class. */
+static int type_index(struct ev_gcheap *g, struct build *b, uint64_t type_id, int cls,
+                      uint32_t *out)
+{
+    uint32_t ft = u64map_get(&b->by_id, type_id);
+    if (ft == UINT32_MAX) {
+        struct sb s;
+        struct str16 name = STR_NULL;
+        sb_start(&s, g);
+        sb_ascii(&s, "UNKNOWN ");
+        sb_hex(&s, type_id);
+        if (sb_end(&s, &name) != 0 || ftype_intern(g, b, name, STR_NULL, &ft) != 0 ||
+            u64map_put(g, &b->by_id, type_id, ft) != 0) {
+            return g->err;
+        }
+    }
+    if (cls == 0) {
+        *out = ft;
+        return 0;
+    }
+    struct final_type base = VEC_AT(g->ftypes, struct final_type, ft);
+    struct sb s;
+    struct str16 name = STR_NULL;
+    sb_start(&s, g);
+    sb_str(&s, base.name);
+    sb_ascii(&s, SIZE_SUFFIX[cls]);
+    if (sb_end(&s, &name) != 0) {
+        return g->err;
+    }
+    uint32_t v = strmap_get(g, &b->by_size, name);
+    if (v != UINT32_MAX) {
+        *out = v;
+        return 0;
+    }
+    if (ftype_intern(g, b, name, base.module, out) != 0 ||
+        strmap_put(g, &b->by_size, name, *out) != 0) {
+        return g->err;
+    }
+    return 0;
+}
+
+/* A node record for a node made at finish (CCWs, root pseudo-nodes). */
+static int final_record(struct ev_gcheap *g, uint32_t node, uint32_t ftype, int32_t size,
+                        const uint32_t *children, size_t nchildren)
+{
+    struct raw_type r = {.kind = RAW_FINAL, .aux = ftype};
+    uint32_t raw = 0;
+    if (nchildren > INT32_MAX || raw_add(g, &r, &raw) != 0) {
+        return g->err ? g->err : fail(g, AGENT_E_TOOBIG, "heap snapshot: too many children");
+    }
+    uint32_t at = (uint32_t)g->blob.n;
+    if (blob_cint(g, (int32_t)node) != 0 || blob_cint(g, (int32_t)raw) != 0 ||
+        blob_cint(g, size) != 0 || blob_cint(g, (int32_t)nchildren) != 0) {
+        return g->err;
+    }
+    for (size_t i = 0; i < nchildren; i++) {
+        if (blob_cint(g, (int32_t)(children[i] - node)) != 0) {
+            return g->err;
+        }
+    }
+    VEC_AT(g->off, uint32_t, node) = at;
+    g->records++;
+    g->total_size += size;
+    return 0;
+}
+
+static int build_ccws(struct ev_gcheap *g, struct build *b)
+{
+    uint32_t root;
+    if (pseudo_child_ascii(g, 0, "[COM/WinRT Objects]", &root) != 0) {
+        return g->err;
+    }
+    for (size_t i = 0; i < g->ccws.n; i++) {
+        struct ccw c = VEC_AT(g->ccws, struct ccw, i);
+        uint32_t node, child, base, ft;
+        struct sb s;
+        struct str16 name = STR_NULL;
+        if (node_index(g, c.iunknown, &node) != 0 || type_index(g, b, c.type_id, 0, &base) != 0) {
+            return g->err;
+        }
+        sb_start(&s, g);
+        sb_ascii(&s, "[CCW ");
+        sb_hex(&s, c.iunknown);
+        sb_ascii(&s, " for type ");
+        sb_str(&s, VEC_AT(g->ftypes, struct final_type, base).name);
+        sb_ascii(&s, "]");
+        if (sb_end(&s, &name) != 0 || ftype_intern(g, b, name, STR_NULL, &ft) != 0 ||
+            node_index(g, c.object, &child) != 0 ||
+            final_record(g, node, ft, CCW_SIZE, &child, 1) != 0 || pseudo_add(g, root, node) != 0) {
+            return g->err;
+        }
+    }
+    return 0;
+}
+
+static int build_statics(struct ev_gcheap *g, struct build *b)
+{
+    uint32_t vars;
+    if (pseudo_child_ascii(g, 0, "[static vars]", &vars) != 0) {
+        return g->err;
+    }
+    for (size_t i = 0; i < g->statics.n; i++) {
+        struct static_var sv = VEC_AT(g->statics, struct static_var, i);
+        uint32_t parent = vars, ps, node;
+        if ((sv.flags & STATIC_FLAG_TLS) &&
+            pseudo_child_ascii(g, 0, "[thread static vars]", &parent) != 0) {
+            return g->err;
+        }
+        uint32_t ft = u64map_get(&b->by_id, sv.type_id);
+        struct sb s;
+        struct str16 name = STR_NULL;
+        sb_start(&s, g);
+        sb_ascii(&s, "[static var ");
+        if (ft != UINT32_MAX) {
+            sb_str(&s, VEC_AT(g->ftypes, struct final_type, ft).name);
+        } else {
+            sb_ascii(&s, "Type(");
+            sb_hex(&s, sv.type_id);
+            sb_ascii(&s, ")");
+        }
+        sb_ascii(&s, ".");
+        sb_str(&s, sv.field);
+        sb_ascii(&s, "]");
+        if (sb_end(&s, &name) != 0 || pseudo_child(g, parent, name, &ps) != 0 ||
+            node_index(g, sv.object, &node) != 0 || pseudo_add(g, ps, node) != 0) {
+            return g->err;
+        }
+    }
+    return 0;
+}
+
+/* MemoryNodeBuilder.AllocateTypeIndexes then Build: pre-order, types by name, size 0. */
+static int build_pseudo_types(struct ev_gcheap *g, struct build *b, uint32_t p, uint32_t *ptype)
+{
+    struct str16 name = VEC_AT(g->pseudos, struct pseudo, p).name;
+    uint32_t ft = strmap_get(g, &b->pseudo, name);
+    if (ft == UINT32_MAX &&
+        (ftype_new(g, name, STR_NULL, &ft) != 0 || strmap_put(g, &b->pseudo, name, ft) != 0)) {
+        return g->err;
+    }
+    ptype[p] = ft;
+    for (size_t i = 0; i < g->pseudos.n; i++) {
+        if (VEC_AT(g->pseudos, struct pseudo, i).parent == p &&
+            build_pseudo_types(g, b, (uint32_t)i, ptype) != 0) {
+            return g->err;
+        }
+    }
+    return 0;
+}
+
+static int build_pseudo_nodes(struct ev_gcheap *g, uint32_t p, const uint32_t *ptype)
+{
+    const struct pseudo *ps = &VEC_AT(g->pseudos, struct pseudo, p);
+    if (final_record(g, ps->node, ptype[p], 0, ps->children.p, ps->children.n) != 0) {
+        return g->err;
+    }
+    for (size_t i = 0; i < g->pseudos.n; i++) {
+        if (VEC_AT(g->pseudos, struct pseudo, i).parent == p &&
+            build_pseudo_nodes(g, (uint32_t)i, ptype) != 0) {
+            return g->err;
+        }
+    }
+    return 0;
+}
+
+static size_t cint_len(int32_t v)
+{
+    uint8_t tmp[5];
+    return cint_put(tmp, v);
+}
+
+/*
+ * One of our records at blob[*i]: its node, file type, size, child count, and where its children
+ * start and end.
+ */
+struct rec {
+    int32_t node, raw, size, nchildren;
+    size_t children, end;
+};
+
+static int rec_read(const struct ev_gcheap *g, size_t *i, struct rec *r)
+{
+    const uint8_t *p = g->blob.p;
+    size_t n = g->blob.n;
+    int32_t d;
+    if (cint_get(p, n, i, &r->node) != 0 || cint_get(p, n, i, &r->raw) != 0 ||
+        cint_get(p, n, i, &r->size) != 0 || cint_get(p, n, i, &r->nchildren) != 0) {
+        return AGENT_E_TRUNC;
+    }
+    r->children = *i;
+    for (int32_t k = 0; k < r->nchildren; k++) {
+        if (cint_get(p, n, i, &d) != 0) {
+            return AGENT_E_TRUNC;
+        }
+    }
+    r->end = *i;
+    return 0;
+}
+
+/* Our blob's segments in the order dotnet-gcdump writes their records: CCWs, objects, root tree. */
+static void segments(const struct ev_gcheap *g, size_t seg[3][2])
+{
+    seg[0][0] = g->seg_obj_end;
+    seg[0][1] = g->seg_ccw_end;
+    seg[1][0] = 0;
+    seg[1][1] = g->seg_obj_end;
+    seg[2][0] = g->seg_ccw_end;
+    seg[2][1] = g->blob.n;
+}
+
+static int rec_check(struct ev_gcheap *g, size_t *i, struct rec *r)
+{
+    if (rec_read(g, i, r) != 0 || r->node < 0 || (size_t)r->node >= g->addr.n || r->raw < 0 ||
+        (size_t)r->raw >= g->raw.n) {
+        return fail(g, AGENT_E_PROTO, "heap snapshot: a node record is bad");
+    }
+    return 0;
+}
+
+static void number(struct ev_gcheap *g, uint32_t node, uint32_t *next)
+{
+    if (g->perm[node] == UINT32_MAX) {
+        g->perm[node] = (*next)++;
+    }
+}
+
+/* The file's node numbers: what dotnet-gcdump's GetNodeIndex calls would have given. */
+static int renumber(struct ev_gcheap *g)
+{
+    size_t n = g->addr.n;
+    g->perm = malloc(n * sizeof(uint32_t));
+    g->inv = malloc(n * sizeof(uint32_t));
+    if (g->perm == NULL || g->inv == NULL) {
+        return oom(g);
+    }
+    memset(g->perm, 0xFF, n * sizeof(uint32_t));
+    uint32_t next = 0;
+    for (size_t k = 0; k < g->early.n; k++) {
+        number(g, VEC_AT(g->early, uint32_t, k), &next);
+    }
+    size_t seg[3][2];
+    segments(g, seg);
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = seg[s][0]; i < seg[s][1];) {
+            struct rec r;
+            if (rec_check(g, &i, &r) != 0) {
+                return g->err;
+            }
+            number(g, (uint32_t)r.node, &next);
+            size_t c = r.children;
+            for (int32_t k = 0; k < r.nchildren; k++) {
+                int32_t d;
+                (void)cint_get(g->blob.p, r.end, &c, &d);
+                uint32_t child = (uint32_t)r.node + (uint32_t)d;
+                if (child >= n) {
+                    return fail(g, AGENT_E_PROTO, "heap snapshot: a node record is bad");
+                }
+                number(g, child, &next);
+            }
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        number(g, (uint32_t)k, &next);
+        g->inv[g->perm[k]] = (uint32_t)k;
+    }
+    vec_free(&g->early);
+    return 0;
+}
+
+/* A record in the file's form into b (at most 15 + 5 per child bytes through put): its length. */
+static size_t rec_head(const struct ev_gcheap *g, const struct rec *r, uint8_t b[15])
+{
+    uint32_t ft = g->final_of_raw[r->raw];
+    int32_t tsize = VEC_AT(g->ftypes, struct final_type, ft).size;
+    bool explicit_size = tsize != r->size;
+    size_t k = cint_put(b, (int32_t)(ft << 1 | (explicit_size ? 1u : 0u)));
+    if (explicit_size) {
+        k += cint_put(b + k, r->size);
+    }
+    return k + cint_put(b + k, r->nchildren);
+}
+
+/* The file's delta for the child at *c of record r, renumbered. */
+static int32_t rec_child(const struct ev_gcheap *g, const struct rec *r, size_t *c)
+{
+    int32_t d = 0;
+    (void)cint_get(g->blob.p, r->end, c, &d);
+    uint32_t child = (uint32_t)r->node + (uint32_t)d;
+    return (int32_t)(g->perm[child] - g->perm[r->node]);
+}
+
+/* Type sizes from the first node of each type, and every node's offset in the file's blob. */
+static int layout(struct ev_gcheap *g)
+{
+    uint32_t *off = g->off.p; /* from here on by the file's node numbers */
+    for (size_t k = 0; k < g->off.n; k++) {
+        off[k] = 0; /* undefined nodes share the record at 0 */
+    }
+    uint64_t pos = 2;
+    size_t seg[3][2];
+    segments(g, seg);
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = seg[s][0]; i < seg[s][1];) {
+            struct rec r;
+            if (rec_check(g, &i, &r) != 0) {
+                return g->err;
+            }
+            struct final_type *t = &VEC_AT(g->ftypes, struct final_type, g->final_of_raw[r.raw]);
+            if (t->size < 0) {
+                t->size = r.size;
+            }
+            uint8_t b[15];
+            off[g->perm[r.node]] = (uint32_t)pos;
+            pos += rec_head(g, &r, b);
+            size_t c = r.children;
+            for (int32_t k = 0; k < r.nchildren; k++) {
+                pos += cint_len(rec_child(g, &r, &c));
+            }
+            if (pos > MAX_BLOB) {
+                return fail(g, AGENT_E_TOOBIG, "heap snapshot: the node records are over 2 GiB");
+            }
+        }
+    }
+    g->fblob_len = (uint32_t)pos;
+    return 0;
+}
+
+/* Checks the edge stream's end the way DotNetHeapDumpGraphReader does. */
+static int check_edges(struct ev_gcheap *g)
+{
+    if (g->head_open) {
+        return fail(g, AGENT_E_PROTO,
+                    "heap walk: edge stream ran out at node %" PRIu64 " (%" PRIu64
+                    " edges missing)",
+                    (uint64_t)g->records - 1, g->head_left);
+    }
+    if (g->edges_used == 0 || g->edges_used == g->st.edges) {
+        return 0;
+    }
+    for (size_t i = 0; i < g->edge_ends.n; i++) {
+        if (VEC_AT(g->edge_ends, uint64_t, i) == g->edges_used) {
+            return 0; /* whole edge events left over are ignored, as dotnet-gcdump does */
+        }
+    }
+    return fail(g, AGENT_E_PROTO,
+                "heap walk: %" PRIu64 " edges of the last edge event used are left over",
+                g->st.edges - g->edges_used);
+}
+
+static int build(struct ev_gcheap *g)
+{
+    struct build b;
+    memset(&b, 0, sizeof(b));
+    uint32_t *ptype = NULL;
+    uint32_t ft;
+    int rc = 0;
+    /* Type 0: UNDEFINED, sized by the shared undefined record. */
+    if (ftype_new(g, STR_NULL, STR_NULL, &ft) != 0) {
+        goto out;
+    }
+    {
+        struct sb s;
+        struct final_type *t;
+        sb_start(&s, g);
+        sb_ascii(&s, "UNDEFINED");
+        struct str16 name = STR_NULL;
+        if (sb_end(&s, &name) != 0) {
+            goto out;
+        }
+        t = &VEC_AT(g->ftypes, struct final_type, 0);
+        t->name = name;
+        t->size = 0;
+    }
+    g->seg_obj_end = g->blob.n;
+    if (types_from_bulk(g, &b) != 0) {
+        goto out;
+    }
+    g->log_nodes = true;
+    rc = build_ccws(g, &b);
+    g->seg_ccw_end = g->blob.n;
+    rc = rc != 0 ? rc : build_statics(g, &b);
+    g->log_nodes = false;
+    if (rc != 0) {
+        goto out;
+    }
+    /* The objects' types, in the order the nodes first used them. */
+    g->final_of_raw = calloc(g->raw.n + g->pseudos.n + 1, sizeof(uint32_t));
+    ptype = calloc(g->pseudos.n, sizeof(uint32_t));
+    if (g->final_of_raw == NULL || ptype == NULL) {
+        oom(g);
+        goto out;
+    }
+    size_t nraw = g->raw.n;
+    for (size_t i = 0; i < nraw; i++) {
+        const struct raw_type r = VEC_AT(g->raw, struct raw_type, i);
+        if (r.kind == RAW_FINAL) {
+            g->final_of_raw[i] = r.aux;
+        } else if (type_index(g, &b, r.type_id, r.size_class, &g->final_of_raw[i]) != 0) {
+            goto out;
+        }
+    }
+    if (build_pseudo_types(g, &b, 0, ptype) != 0 || build_pseudo_nodes(g, 0, ptype) != 0) {
+        goto out;
+    }
+    for (size_t i = nraw; i < g->raw.n; i++) {
+        g->final_of_raw[i] = VEC_AT(g->raw, struct raw_type, i).aux;
+    }
+    if (renumber(g) == 0) {
+        layout(g);
+    }
+out:
+    rc = g->err;
+    free(ptype);
+    u64map_free(&b.by_id);
+    strmap_free(&b.intern);
+    strmap_free(&b.by_size);
+    strmap_free(&b.pseudo);
+    return rc;
+}
+
+int ev_gcheap_finish(struct ev_gcheap *g)
+{
+    if (g->finished) {
+        return g->err;
+    }
+    g->finished = true;
+    if (g->err != 0) {
+        return g->err;
+    }
+    enum nettrace_verdict v = nettrace_finish(&g->ck);
+    if (v == NETTRACE_INVALID) {
+        nettrace_error_line(&g->ck, AGENT_E_PROTO, g->msg, sizeof(g->msg));
+        return g->err = AGENT_E_PROTO;
+    }
+    if (!g->complete) {
+        return fail(g, AGENT_E_TRUNC,
+                    g->seen_start ? "heap snapshot: the stream ended before the induced GC did"
+                                  : "heap snapshot: the stream holds no induced gen-2 GC");
+    }
+    if (check_edges(g) != 0) {
+        return g->err;
+    }
+    /* The queues are done with. */
+    vec_free(&g->pnodes);
+    vec_free(&g->pedges);
+    vec_free(&g->edge_ends);
+    if (build(g) != 0) {
+        return g->err;
+    }
+    g->built = true;
+    return 0;
+}
+
+/* ---- the file ---------------------------------------------------------------------------------
+ */
+
+struct out {
+    ev_gcheap_write_fn fn;
+    void *ud;
+    uint8_t *buf;
+    size_t n;
+    uint64_t pos; /* file offset of buf[n] */
+    int rc;
+};
+
+static void out_flush(struct out *o)
+{
+    if (o->rc == 0 && o->n > 0) {
+        o->rc = o->fn(o->ud, o->buf, o->n);
+    }
+    o->n = 0;
+}
+
+static void out_bytes(struct out *o, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n > 0 && o->rc == 0) {
+        size_t k = CHUNK - o->n < n ? CHUNK - o->n : n;
+        memcpy(o->buf + o->n, b, k);
+        o->n += k;
+        o->pos += k;
+        b += k;
+        n -= k;
+        if (o->n == CHUNK) {
+            out_flush(o);
+        }
+    }
+}
+
+static void out_u8(struct out *o, uint8_t v)
+{
+    out_bytes(o, &v, 1);
+}
+
+static void out_i32(struct out *o, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    uint8_t b[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
+    out_bytes(o, b, 4);
+}
+
+static void out_i64(struct out *o, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    out_i32(o, (int32_t)(uint32_t)u);
+    out_i32(o, (int32_t)(uint32_t)(u >> 32));
+}
+
+/* One UTF-16 unit as FastSerialization writes it (1–3 bytes): UTF-8's form of a code point under
+ * U+10000, applied to each unit, surrogates included. */
+static size_t unit_put(uint8_t b[4], uint16_t c)
+{
+    return utf8_encode(b, c);
+}
+
+size_t ev_gcheap_string_put(uint8_t *out, const uint16_t *u, size_t n)
+{
+    size_t len = 4;
+    if (out != NULL) {
+        uint32_t c = (uint32_t)n;
+        out[0] = (uint8_t)c;
+        out[1] = (uint8_t)(c >> 8);
+        out[2] = (uint8_t)(c >> 16);
+        out[3] = (uint8_t)(c >> 24);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b[4];
+        size_t k = unit_put(b, u[i]);
+        if (out != NULL) {
+            memcpy(out + len, b, k);
+        }
+        len += k;
+    }
+    return len;
+}
+
+/* FastSerialization's string: UTF-16 unit count (-1 = null), each unit as 1–3 bytes. */
+static void out_units(struct out *o, const uint16_t *u, size_t n)
+{
+    out_i32(o, (int32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b[4];
+        out_bytes(o, b, unit_put(b, u[i]));
+    }
+}
+
+static void out_str(struct out *o, const struct ev_gcheap *g, struct str16 s)
+{
+    if (s.off == UINT32_MAX) {
+        out_i32(o, -1);
+        return;
+    }
+    out_units(o, s.len > 0 ? s16(g, s) : NULL, s.len);
+}
+
+static void out_ascii(struct out *o, const char *a)
+{
+    uint16_t u[64];
+    size_t n = 0;
+    for (; a[n] != '\0' && n < 64; n++) {
+        u[n] = (uint8_t)a[n];
+    }
+    out_units(o, u, n);
+}
+
+/* BeginObject, then the type: BeginObject, NullReference, version, minimum reader, name, End. */
+static void out_begin(struct out *o, int32_t version, int32_t min_reader, const char *name)
+{
+    static const uint8_t tags[] = {4, 4, 1};
+    out_bytes(o, tags, sizeof(tags));
+    out_i32(o, version);
+    out_i32(o, min_reader);
+    out_ascii(o, name);
+    out_u8(o, 6);
+}
+
+/* The blob: the shared undefined record, then our records in the file's form and order. */
+static void out_blob(struct out *o, const struct ev_gcheap *g)
+{
+    static const uint8_t undefined[2] = {0, 0};
+    out_bytes(o, undefined, 2);
+    size_t seg[3][2];
+    segments(g, seg);
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = seg[s][0]; i < seg[s][1] && o->rc == 0;) {
+            struct rec r;
+            if (rec_read(g, &i, &r) != 0) {
+                o->rc = AGENT_E_PROTO;
+                return;
+            }
+            uint8_t b[15];
+            out_bytes(o, b, rec_head(g, &r, b));
+            size_t c = r.children;
+            for (int32_t k = 0; k < r.nchildren; k++) {
+                out_bytes(o, b, cint_put(b, rec_child(g, &r, &c)));
+            }
+        }
+    }
+}
+
+/* GCHeapDump's fields after the graph, the end tags and the forward-reference trailer. */
+/* The creation tool's UTF-16 units (NULL and 0 for none): 0, -ENOMEM or AGENT_E_INVAL. */
+static int tool_units(const char *tool, uint16_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (tool == NULL) {
+        return 0;
+    }
+    size_t cap = strlen(tool) * 2 + 2;
+    uint8_t *le = malloc(cap);
+    uint16_t *u = malloc(cap);
+    size_t len = 0;
+    int rc = le == NULL || u == NULL ? -ENOMEM : ev_utf8_to_utf16(tool, le, cap, &len);
+    if (rc != 0) {
+        free(le);
+        free(u);
+        return rc == -ENOMEM ? rc : AGENT_E_INVAL;
+    }
+    for (size_t i = 0; i < len / 2; i++) {
+        u[i] = ev_load_u16(le + 2 * i);
+    }
+    free(le);
+    *out = u;
+    *n = len / 2;
+    return 0;
+}
+
+static void out_heapdump_tail(struct out *o, bool is64, const uint16_t *tool, size_t ntool)
+{
+    out_u8(o, is64 ? 1 : 0);
+    out_i32(o, 0x3F800000); /* AverageCountMultiplier 1.0f */
+    out_i32(o, 0x3F800000); /* AverageSizeMultiplier 1.0f */
+    out_u8(o, 1);           /* JSHeapInfo: null */
+    out_u8(o, 1);           /* DotNetHeapInfo: null */
+    out_i32(o, -1);         /* CollectionLog */
+    out_i64(o, 0);          /* TimeCollected.Ticks */
+    out_i32(o, -1);         /* MachineName */
+    out_i32(o, -1);         /* ProcessName */
+    out_i32(o, 0);          /* ProcessID */
+    out_i64(o, 0);          /* TotalProcessCommit */
+    out_i64(o, 0);          /* TotalProcessWorkingSet */
+    out_i32(o, 0);          /* CountMultipliersByType: none */
+    out_u8(o, 12);          /* WriteTagged(InteropInfo): SkipRegion, forward reference 0, null */
+    out_i32(o, 0);
+    out_u8(o, 1);
+    int32_t fwd = (int32_t)o->pos; /* forward reference 0: the end of that region */
+    out_u8(o, 13);                 /* WriteTagged(string CreationTool) */
+    if (tool == NULL) {
+        out_i32(o, -1);
+    } else {
+        out_units(o, tool, ntool);
+    }
+    out_u8(o, 6); /* end GCHeapDump */
+    out_u8(o, 6); /* no more objects */
+    int32_t f = (int32_t)o->pos;
+    out_i32(o, 1); /* the forward reference table */
+    out_i32(o, fwd);
+    int32_t t = (int32_t)o->pos;
+    out_i32(o, f);
+    out_i32(o, t);
+}
+
+int ev_gcheap_write(struct ev_gcheap *g, const char *creation_tool, ev_gcheap_write_fn fn, void *ud)
+{
+    if (g == NULL || fn == NULL || !g->built || g->err != 0) {
+        return AGENT_E_INVAL;
+    }
+    uint16_t *tool;
+    size_t ntool;
+    int rc = tool_units(creation_tool, &tool, &ntool);
+    if (rc != 0) {
+        return rc;
+    }
+    struct out o = {.fn = fn, .ud = ud, .buf = malloc(CHUNK)};
+    if (o.buf == NULL) {
+        free(tool);
+        return -ENOMEM;
+    }
+    static const char magic[] = "!FastSerialization.1";
+    out_i32(&o, (int32_t)(sizeof(magic) - 1));
+    out_bytes(&o, magic, sizeof(magic) - 1);
+    out_begin(&o, 10, 8, "GCHeapDump");
+    out_begin(&o, 1, 0, "Graphs.MemoryGraph");
+    out_i64(&o, g->total_size);
+    out_i32(&o, 0); /* RootIndex: the root builder */
+    out_i32(&o, (int32_t)g->ftypes.n);
+    for (size_t i = 0; i < g->ftypes.n; i++) {
+        const struct final_type *t = &VEC_AT(g->ftypes, struct final_type, i);
+        out_str(&o, g, t->name);
+        out_i32(&o, t->size);
+        out_str(&o, g, t->module);
+    }
+    out_i32(&o, (int32_t)g->off.n);
+    for (size_t i = 0; i < g->off.n; i++) {
+        out_i32(&o, (int32_t)VEC_AT(g->off, uint32_t, i));
+    }
+    out_i32(&o, (int32_t)g->fblob_len);
+    out_blob(&o, g);
+    out_i32(&o, (int32_t)g->addr.n);
+    for (size_t i = 0; i < g->addr.n; i++) {
+        out_i64(&o, (int64_t)VEC_AT(g->addr, uint64_t, g->inv[i]));
+    }
+    out_u8(&o, 8); /* WriteTagged(bool Is64Bit) */
+    out_u8(&o, g->is64 ? 1 : 0);
+    out_u8(&o, 6); /* end MemoryGraph */
+    out_heapdump_tail(&o, g->is64, tool, ntool);
+    out_flush(&o);
+    free(o.buf);
+    free(tool);
+    return o.rc;
+}
+
+size_t ev_gcheap_cint_put(uint8_t out[5], int32_t v)
+{
+    return cint_put(out, v);
+}
+
+int ev_gcheap_cint_get(const uint8_t *p, size_t n, size_t *i, int32_t *out)
+{
+    return cint_get(p, n, i, out);
+}
+
+/* ---- stats and the end ------------------------------------------------------------------------
+ */
+
+static uint64_t mem_of(const struct ev_gcheap *g)
+{
+    uint64_t m = sizeof(*g);
+    m += g->names.cap * 2 + g->bulk_types.cap * sizeof(struct bulk_type);
+    m += g->modules.cap * sizeof(struct module_name) + g->raw.cap * sizeof(struct raw_type);
+    m += g->raw_cap * 4 + g->addr.cap * 8 + g->off.cap * 4 + g->slot_cap * 4 + g->blob.cap;
+    m += g->pnodes.cap * sizeof(struct pending_node) + g->pedges.cap * 8 + g->edge_ends.cap * 8;
+    m += g->pseudos.cap * sizeof(struct pseudo) + g->statics.cap * sizeof(struct static_var);
+    m += g->ccws.cap * sizeof(struct ccw) + g->rcws.cap * sizeof(struct rcw);
+    m += g->rcw_of.cap * 12 + g->early.cap * 4;
+    if (g->perm != NULL) {
+        m += g->addr.n * 8;
+    }
+    m += g->ftypes.cap * sizeof(struct final_type);
+    for (size_t i = 0; i < g->pseudos.n; i++) {
+        m += VEC_AT(g->pseudos, struct pseudo, i).children.cap * 4;
+    }
+    if (g->final_of_raw != NULL) {
+        m += g->raw.n * 4;
+    }
+    return m;
+}
+
+void ev_gcheap_get_stats(const struct ev_gcheap *g, struct ev_gcheap_stats *out)
+{
+    const struct nettrace_stats *ns = nettrace_get_stats(&g->ck);
+    *out = g->st;
+    out->bytes = ns->bytes;
+    out->events = ns->events;
+    out->lost = ns->lost;
+    out->nodes = g->addr.n;
+    out->mem_bytes = mem_of(g);
+    out->complete = g->complete;
+}
+
+void ev_gcheap_free(struct ev_gcheap *g)
+{
+    if (g == NULL) {
+        return;
+    }
+    nettrace_checker_fini(&g->ck);
+    for (size_t i = 0; i < g->pseudos.n; i++) {
+        vec_free(&VEC_AT(g->pseudos, struct pseudo, i).children);
+    }
+    struct vec *vecs[] = {&g->names,   &g->bulk_types, &g->modules, &g->raw,    &g->addr,
+                          &g->off,     &g->blob,       &g->pnodes,  &g->pedges, &g->edge_ends,
+                          &g->pseudos, &g->statics,    &g->ccws,    &g->rcws,   &g->ftypes};
+    for (size_t i = 0; i < sizeof(vecs) / sizeof(vecs[0]); i++) {
+        vec_free(vecs[i]);
+    }
+    u64map_free(&g->rcw_of);
+    vec_free(&g->early);
+    free(g->perm);
+    free(g->inv);
+    free(g->raw_slots);
+    free(g->slots);
+    free(g->final_of_raw);
+    free(g);
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target: a nettrace stream through events/ev_gcheap.h, the heap-snapshot builder behind
+ * /gcdump and `dotmon convert --format gcdump`. Each input is fed whole and again in chunks whose
+ * sizes come from a hash of the input (node limit 5000, so that a claimed heap cannot take the
+ * memory). Promises checked: no crash or sanitizer report; both feedings end the same way (the
+ * same error, or the same file byte for byte); a written file ends with the FastSerialization
+ * trailer (its last i32 is the offset T of the trailer, whose i32 is the offset F of the
+ * forward-reference table: count 1, then a label inside the file). Seeds: the synthetic heap walk
+ * of tests/events/test_ev_gcheap.c (EV_GCHEAP_SEED=<dir>).
+ */
+#include "fuzz.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "buf.h"
+#include "err.h"
+#include "ev_gcheap.h"
+
+static int sink(void *ud, const uint8_t *p, size_t n)
+{
+    CHECK(n > 0 && n <= 65536);
+    return buf_append(ud, p, n);
+}
+
+static uint32_t at32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* 0 and the file in out, or the error. */
+static int run(const uint8_t *data, size_t size, uint64_t seed, struct buf *out)
+{
+    struct ev_gcheap_limits lim = {5000};
+    struct ev_gcheap *g = NULL;
+    int rc = ev_gcheap_new(&g, &lim);
+    CHECK(rc == 0);
+    uint64_t s = seed | 1;
+    for (size_t at = 0; at < size && rc == 0;) {
+        size_t k = seed == 0 ? size - at : 1 + (size_t)(fuzz_xorshift(&s) % 4096);
+        if (k > size - at) {
+            k = size - at;
+        }
+        rc = ev_gcheap_feed(g, data + at, k);
+        at += k;
+    }
+    if (rc == 0) {
+        rc = ev_gcheap_finish(g);
+    }
+    struct ev_gcheap_stats st;
+    ev_gcheap_get_stats(g, &st);
+    CHECK(st.nodes <= 5000);
+    if (rc == 0) {
+        CHECK(ev_gcheap_complete(g));
+        rc = ev_gcheap_write(g, "fuzz", sink, out);
+        CHECK(rc == 0);
+    } else {
+        CHECK(ev_gcheap_error(g) != NULL);
+        CHECK(ev_gcheap_write(g, "fuzz", sink, out) == AGENT_E_INVAL);
+    }
+    ev_gcheap_free(g);
+    return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct buf whole, chunked;
+    buf_init(&whole, 0);
+    buf_init(&chunked, 0);
+    int rc1 = run(data, size, 0, &whole);
+    int rc2 = run(data, size, fuzz_fnv1a(data, size), &chunked);
+    CHECK(rc1 == rc2);
+    CHECK(buf_size(&whole) == buf_size(&chunked));
+    CHECK(buf_size(&whole) == 0 ||
+          memcmp(buf_data(&whole), buf_data(&chunked), buf_size(&whole)) == 0);
+    size_t n = buf_size(&whole);
+    if (rc1 == 0) {
+        const uint8_t *f = buf_data(&whole);
+        CHECK(n >= 16);
+        uint32_t t = at32(f + n - 4);
+        CHECK(t == n - 8);
+        uint32_t fpos = at32(f + t);
+        CHECK(fpos == t - 8 && at32(f + fpos) == 1 && at32(f + fpos + 4) < n);
+    }
+    buf_fini(&whole);
+    buf_fini(&chunked);
+    return 0;
+}

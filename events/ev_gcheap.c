@@ -217,7 +217,7 @@ struct ev_gcheap {
     uint32_t ptr_size;
     bool ptr_known;
     bool is64;
-    uint64_t node_events, edge_events, next_node_event, next_edge_event;
+    uint64_t next_node_event, next_edge_event; /* also: how many were read */
 
     struct vec names; /* uint16_t: every UTF-16 string we keep */
     struct vec bulk_types;
@@ -953,20 +953,30 @@ static int bulk_header(struct ev_gcheap *g, const struct nettrace_event *ev, con
     return 0;
 }
 
+/* A node or edge event: its header, and its Index must be the next of its kind (*next). */
+static int next_event(struct ev_gcheap *g, const struct nettrace_event *ev, const char *what,
+                      const char *kind, size_t value_size, uint64_t *next, uint32_t *count)
+{
+    uint32_t index;
+    if (bulk_header(g, ev, what, value_size, &index, count) != 0) {
+        return g->err;
+    }
+    if (index != *next) {
+        return fail(g, AGENT_E_PROTO,
+                    "heap walk: %s event %" PRIu32 " where %" PRIu64 " was expected", kind, index,
+                    *next);
+    }
+    (*next)++;
+    return 0;
+}
+
 static void on_nodes(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
     size_t vs = g->ptr_size + 24;
-    uint32_t index, count;
-    if (bulk_header(g, ev, "GCBulkNode", vs, &index, &count) != 0) {
+    uint32_t count;
+    if (next_event(g, ev, "GCBulkNode", "node", vs, &g->next_node_event, &count) != 0) {
         return;
     }
-    if (index != g->next_node_event) {
-        fail(g, AGENT_E_PROTO, "heap walk: node event %" PRIu32 " where %" PRIu64 " was expected",
-             index, g->next_node_event);
-        return;
-    }
-    g->next_node_event++;
-    g->node_events++;
     if (vec_reserve(&g->pnodes, sizeof(struct pending_node), count) != 0) {
         oom(g);
         return;
@@ -987,17 +997,10 @@ static void on_nodes(struct ev_gcheap *g, const struct nettrace_event *ev)
 static void on_edges(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
     size_t vs = g->ptr_size + 4;
-    uint32_t index, count;
-    if (bulk_header(g, ev, "GCBulkEdge", vs, &index, &count) != 0) {
+    uint32_t count;
+    if (next_event(g, ev, "GCBulkEdge", "edge", vs, &g->next_edge_event, &count) != 0) {
         return;
     }
-    if (index != g->next_edge_event) {
-        fail(g, AGENT_E_PROTO, "heap walk: edge event %" PRIu32 " where %" PRIu64 " was expected",
-             index, g->next_edge_event);
-        return;
-    }
-    g->next_edge_event++;
-    g->edge_events++;
     if (vec_reserve(&g->pedges, 8, count) != 0) {
         oom(g);
         return;
@@ -1241,7 +1244,7 @@ static void on_gc_end(struct ev_gcheap *g, const struct nettrace_event *ev)
         return;
     }
     g->ignore = true;
-    if (g->node_events == 0 && g->edge_events == 0 && g->bulk_types.n == 0) {
+    if (g->next_node_event == 0 && g->next_edge_event == 0 && g->bulk_types.n == 0) {
         g->seen_start = false; /* an empty window: look for the next induced GC */
         return;
     }

@@ -217,7 +217,7 @@ struct ev_gcheap {
     uint32_t ptr_size;
     bool ptr_known;
     bool is64;
-    uint64_t node_events, edge_events, next_node_event, next_edge_event;
+    uint64_t next_node_event, next_edge_event; /* also: how many were read */
 
     struct vec names; /* uint16_t: every UTF-16 string we keep */
     struct vec bulk_types;
@@ -419,25 +419,43 @@ static uint64_t key_hash(const struct ev_gcheap *g, struct str16 key)
     return str_hash(g, key, 0xCBF29CE484222325ull);
 }
 
-static int strmap_grow(struct ev_gcheap *g, struct strmap *m)
+/* The hash of entry e of an open-addressing table whose slots hold entry + 1 (0 = empty). */
+typedef uint64_t (*entry_hash_fn)(const struct ev_gcheap *g, const void *ctx, uint32_t e);
+
+/* Doubles such a table (first: its first size, a power of two) and puts its entries back. */
+static int rehash(struct ev_gcheap *g, uint32_t **slots, size_t *cap, size_t first,
+                  entry_hash_fn hash, const void *ctx)
 {
-    size_t cap = m->cap == 0 ? 64 : m->cap * 2;
-    uint32_t *s = calloc(cap, sizeof(*s));
-    if (s == NULL) {
+    size_t ncap = *cap == 0 ? first : *cap * 2;
+    uint32_t *ns = calloc(ncap, sizeof(*ns));
+    if (ns == NULL) {
         return oom(g);
     }
-    for (size_t e = 0; e < m->ents.n; e++) {
-        struct strmap_ent *en = &VEC_AT(m->ents, struct strmap_ent, e);
-        size_t i = (size_t)key_hash(g, en->key) & (cap - 1);
-        while (s[i] != 0) {
-            i = (i + 1) & (cap - 1);
+    for (size_t i = 0; i < *cap; i++) {
+        uint32_t e = (*slots)[i];
+        if (e != 0) {
+            size_t j = (size_t)hash(g, ctx, e - 1) & (ncap - 1);
+            while (ns[j] != 0) {
+                j = (j + 1) & (ncap - 1);
+            }
+            ns[j] = e;
         }
-        s[i] = (uint32_t)e + 1;
     }
-    free(m->slots);
-    m->slots = s;
-    m->cap = cap;
+    free(*slots);
+    *slots = ns;
+    *cap = ncap;
     return 0;
+}
+
+static uint64_t strmap_entry_hash(const struct ev_gcheap *g, const void *ctx, uint32_t e)
+{
+    const struct strmap *m = ctx;
+    return key_hash(g, VEC_AT(m->ents, struct strmap_ent, e).key);
+}
+
+static int strmap_grow(struct ev_gcheap *g, struct strmap *m)
+{
+    return rehash(g, &m->slots, &m->cap, 64, strmap_entry_hash, m);
 }
 
 /* The value for key, or UINT32_MAX. */
@@ -626,27 +644,15 @@ static int node_create(struct ev_gcheap *g, uint64_t addr, uint32_t *out)
     return 0;
 }
 
+static uint64_t node_entry_hash(const struct ev_gcheap *g, const void *ctx, uint32_t e)
+{
+    (void)ctx;
+    return mix64(VEC_AT(g->addr, uint64_t, e));
+}
+
 static int slots_grow(struct ev_gcheap *g)
 {
-    size_t cap = g->slot_cap == 0 ? 1024 : g->slot_cap * 2;
-    uint32_t *s = calloc(cap, sizeof(*s));
-    if (s == NULL) {
-        return oom(g);
-    }
-    for (size_t i = 0; i < g->slot_cap; i++) {
-        uint32_t e = g->slots[i];
-        if (e != 0) {
-            size_t j = (size_t)mix64(VEC_AT(g->addr, uint64_t, e - 1)) & (cap - 1);
-            while (s[j] != 0) {
-                j = (j + 1) & (cap - 1);
-            }
-            s[j] = e;
-        }
-    }
-    free(g->slots);
-    g->slots = s;
-    g->slot_cap = cap;
-    return 0;
+    return rehash(g, &g->slots, &g->slot_cap, 1024, node_entry_hash, NULL);
 }
 
 /* MemoryGraph.GetNodeIndex: a new node on the first sight of an address. */
@@ -711,28 +717,21 @@ static int raw_add(struct ev_gcheap *g, const struct raw_type *r, uint32_t *out)
     return 0;
 }
 
+static uint64_t raw_key(uint64_t type_id, int cls)
+{
+    return mix64(type_id * 8 + (uint64_t)cls);
+}
+
+static uint64_t raw_entry_hash(const struct ev_gcheap *g, const void *ctx, uint32_t e)
+{
+    (void)ctx;
+    const struct raw_type *r = &VEC_AT(g->raw, struct raw_type, e);
+    return raw_key(r->type_id, r->size_class);
+}
+
 static int raw_grow(struct ev_gcheap *g)
 {
-    size_t cap = g->raw_cap == 0 ? 256 : g->raw_cap * 2;
-    uint32_t *s = calloc(cap, sizeof(*s));
-    if (s == NULL) {
-        return oom(g);
-    }
-    for (size_t i = 0; i < g->raw_cap; i++) {
-        uint32_t e = g->raw_slots[i];
-        if (e != 0) {
-            const struct raw_type *r = &VEC_AT(g->raw, struct raw_type, e - 1);
-            size_t j = (size_t)mix64(r->type_id * 8 + r->size_class) & (cap - 1);
-            while (s[j] != 0) {
-                j = (j + 1) & (cap - 1);
-            }
-            s[j] = e;
-        }
-    }
-    free(g->raw_slots);
-    g->raw_slots = s;
-    g->raw_cap = cap;
-    return 0;
+    return rehash(g, &g->raw_slots, &g->raw_cap, 256, raw_entry_hash, NULL);
 }
 
 /* The raw type of a TypeID at a size class, created on first use (the order types get made). */
@@ -741,7 +740,7 @@ static int raw_bulk(struct ev_gcheap *g, uint64_t type_id, int cls, uint32_t *ou
     if ((g->raw.n + 1) * 2 > g->raw_cap && raw_grow(g) != 0) {
         return g->err;
     }
-    size_t j = (size_t)mix64(type_id * 8 + (uint64_t)cls) & (g->raw_cap - 1);
+    size_t j = (size_t)raw_key(type_id, cls) & (g->raw_cap - 1);
     while (g->raw_slots[j] != 0) {
         const struct raw_type *r = &VEC_AT(g->raw, struct raw_type, g->raw_slots[j] - 1);
         if (r->kind == RAW_BULK && r->type_id == type_id && r->size_class == cls) {
@@ -954,20 +953,30 @@ static int bulk_header(struct ev_gcheap *g, const struct nettrace_event *ev, con
     return 0;
 }
 
+/* A node or edge event: its header, and its Index must be the next of its kind (*next). */
+static int next_event(struct ev_gcheap *g, const struct nettrace_event *ev, const char *what,
+                      const char *kind, size_t value_size, uint64_t *next, uint32_t *count)
+{
+    uint32_t index;
+    if (bulk_header(g, ev, what, value_size, &index, count) != 0) {
+        return g->err;
+    }
+    if (index != *next) {
+        return fail(g, AGENT_E_PROTO,
+                    "heap walk: %s event %" PRIu32 " where %" PRIu64 " was expected", kind, index,
+                    *next);
+    }
+    (*next)++;
+    return 0;
+}
+
 static void on_nodes(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
     size_t vs = g->ptr_size + 24;
-    uint32_t index, count;
-    if (bulk_header(g, ev, "GCBulkNode", vs, &index, &count) != 0) {
+    uint32_t count;
+    if (next_event(g, ev, "GCBulkNode", "node", vs, &g->next_node_event, &count) != 0) {
         return;
     }
-    if (index != g->next_node_event) {
-        fail(g, AGENT_E_PROTO, "heap walk: node event %" PRIu32 " where %" PRIu64 " was expected",
-             index, g->next_node_event);
-        return;
-    }
-    g->next_node_event++;
-    g->node_events++;
     if (vec_reserve(&g->pnodes, sizeof(struct pending_node), count) != 0) {
         oom(g);
         return;
@@ -988,17 +997,10 @@ static void on_nodes(struct ev_gcheap *g, const struct nettrace_event *ev)
 static void on_edges(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
     size_t vs = g->ptr_size + 4;
-    uint32_t index, count;
-    if (bulk_header(g, ev, "GCBulkEdge", vs, &index, &count) != 0) {
+    uint32_t count;
+    if (next_event(g, ev, "GCBulkEdge", "edge", vs, &g->next_edge_event, &count) != 0) {
         return;
     }
-    if (index != g->next_edge_event) {
-        fail(g, AGENT_E_PROTO, "heap walk: edge event %" PRIu32 " where %" PRIu64 " was expected",
-             index, g->next_edge_event);
-        return;
-    }
-    g->next_edge_event++;
-    g->edge_events++;
     if (vec_reserve(&g->pedges, 8, count) != 0) {
         oom(g);
         return;
@@ -1242,7 +1244,7 @@ static void on_gc_end(struct ev_gcheap *g, const struct nettrace_event *ev)
         return;
     }
     g->ignore = true;
-    if (g->node_events == 0 && g->edge_events == 0 && g->bulk_types.n == 0) {
+    if (g->next_node_event == 0 && g->next_edge_event == 0 && g->bulk_types.n == 0) {
         g->seen_start = false; /* an empty window: look for the next induced GC */
         return;
     }

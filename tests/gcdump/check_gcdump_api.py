@@ -330,7 +330,8 @@ def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
     victim = App(tmp)
     try:
         check(wait_listed(port, victim.pid), "a second app is listed")
-        victim.command(f"heap-graph {BIG[0]} {BIG[1]} {BIG[2]}")
+        # A walk of several seconds, so that the kill lands inside it.
+        victim.command(f"heap-graph {TIMEOUT_HEAP[0]} {TIMEOUT_HEAP[1]} {TIMEOUT_HEAP[2]}")
         out = {}
 
         def run():
@@ -341,7 +342,7 @@ def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
                 out["err"] = e
         th = threading.Thread(target=run)
         th.start()
-        time.sleep(0.2)
+        time.sleep(0.5)
         victim.kill()
         th.join(120)
         r = out.get("r")

@@ -30,7 +30,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs bench-rules bench-gcdump fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -147,6 +147,19 @@ bench-rules: build
 	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
 	  python3 bench/bench_rules.py --apps 10 --seconds 60 --reps 5
+
+# Pre-trigger ring (issue 18): dotmon's memory against RingBufferSizeMB (90 s per size, then 10
+# minutes of a busy app with a 4 MB ring), and what the ring costs the app against no session and
+# against dotnet-trace (installed from NuGet into build/tools), same run.
+bench-ring: build
+	ctest --test-dir $(BUILD) -R 'build_testapp|build_tracecheck' >/dev/null
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	  python3 bench/bench_ring.py --seconds 90 --sizes 8,32
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	  DOTMON_NETTRACE_CHECK=$(CURDIR)/$(BUILD)/tests/nettrace_check \
+	  python3 tests/rules/check_rules_ring_limits.py --memory-only --seconds 600
+	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	  python3 bench/bench_ring_app.py --rounds 6 --work-ms 4000
 
 # Heap snapshots (issue 19): GET /gcdump against dotnet-gcdump collect on a ~1 GB heap of 9 million
 # objects (wall time, memory); the runtime's buffer raised to 1024 MB for a walk that big.

@@ -304,7 +304,8 @@ static void job_feed_failed(struct gcdump_job *job, int rc)
         /* A walk bigger than the runtime's buffer, read more slowly than the runtime writes it,
          * loses events (the runtime drops them when its buffer is full): say what to raise. */
         ev_gcheap_get_stats(job->g, &job->st);
-        bool big = job->st.bytes >= (uint64_t)job->a->gcdump_buffer_mb * 1024 * 1024 * 3 / 4;
+        bool big = job->st.bytes >= (uint64_t)job->a->gcdump_buffer_mb * 1024 * 1024 * 3 / 4 &&
+                   job->st.lost == 0; /* with lost events the builder's words say it */
         snprintf(msg, sizeof(msg), "the heap walk of process %llu cannot be read: %s%s%s%s",
                  (unsigned long long)job->pid, agent_strerror(rc), why != NULL ? ": " : "",
                  why != NULL ? why : "",

@@ -206,7 +206,7 @@ struct ev_gcheap {
     struct nettrace_checker ck;
     uint64_t max_nodes;
     int err;
-    char msg[256];
+    char msg[384];
     bool finished;
     bool built;
     /* The GC window (DotNetHeapDumpGraphReader's m_seenStart, m_ignoreEvents, m_gcID). */
@@ -218,6 +218,7 @@ struct ev_gcheap {
     bool ptr_known;
     bool is64;
     uint64_t next_node_event, next_edge_event; /* also: how many were read */
+    uint64_t gap_lost; /* bulk events missing from their Index sequence (dropped by the runtime) */
 
     struct vec names; /* uint16_t: every UTF-16 string we keep */
     struct vec bulk_types;
@@ -284,6 +285,16 @@ static int fail(struct ev_gcheap *g, int rc, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(g->msg, sizeof(g->msg), fmt, ap);
         va_end(ap);
+        /* A walk that lost events fails somewhere: say why, unless the message does. */
+        uint64_t lost = nettrace_get_stats(&g->ck)->lost;
+        if (lost > 0 && rc != -ENOMEM && rc != AGENT_E_TOOBIG &&
+            strstr(g->msg, "dropped") == NULL) {
+            size_t n = strlen(g->msg);
+            snprintf(g->msg + n, sizeof(g->msg) - n,
+                     "; the runtime dropped %" PRIu64
+                     " events (its session buffer was full): raise GCDump:BufferSizeMB",
+                     lost);
+        }
     }
     return g->err;
 }
@@ -1005,6 +1016,17 @@ static int next_event(struct ev_gcheap *g, const struct nettrace_event *ev, cons
     uint32_t index;
     if (bulk_header(g, ev, what, value_size, &index, count) != 0) {
         return g->err;
+    }
+    if (index > *next) {
+        /* The runtime drops events when its session buffer is full (no room until the reader
+         * catches up): the Index jumps, and the capture thread's sequence number may too. */
+        g->gap_lost += index - *next;
+        uint64_t lost = nettrace_get_stats(&g->ck)->lost;
+        return fail(g, AGENT_E_PROTO,
+                    "heap walk: the runtime dropped %" PRIu64
+                    " events (its session buffer was full): raise GCDump:BufferSizeMB (%s event "
+                    "%" PRIu32 " where %" PRIu64 " was expected)",
+                    lost > g->gap_lost ? lost : g->gap_lost, kind, index, *next);
     }
     if (index != *next) {
         return fail(g, AGENT_E_PROTO,
@@ -2322,7 +2344,7 @@ void ev_gcheap_get_stats(const struct ev_gcheap *g, struct ev_gcheap_stats *out)
     *out = g->st;
     out->bytes = ns->bytes;
     out->events = ns->events;
-    out->lost = ns->lost;
+    out->lost = ns->lost > g->gap_lost ? ns->lost : g->gap_lost;
     out->nodes = g->addr.n;
     out->mem_bytes = mem_of(g);
     out->complete = g->complete;

@@ -58,7 +58,7 @@ struct ev_gcheap_stats {
     uint64_t roots;      /* root edges read */
     uint64_t types;      /* BulkType entries read */
     uint64_t total_size; /* sum of the objects' sizes */
-    uint64_t lost;       /* events the runtime dropped */
+    uint64_t lost;       /* events the runtime dropped: sequence gaps, or bulk Index gaps */
     uint64_t mem_bytes;  /* memory held by the graph now */
     bool complete;       /* the induced gen-2 GC's GCEnd was read */
 };

@@ -2,11 +2,12 @@
 /*
  * GET /gcdump: a GC heap snapshot (dotnet-gcdump's, dotnet-monitor's /gcdump). An EventPipe session
  * on Microsoft-Windows-DotNETRuntime with the heap-dump keywords (EV_GCHEAP_KEYWORDS, Verbose, no
- * rundown, a 256 MB buffer, as dotnet-gcdump asks) makes the runtime run an induced blocking gen-2
- * GC and stream its heap walk. The bytes go straight into the graph builder (events/ev_gcheap.h):
- * nothing of the stream is kept. Once the builder has read the induced GC's end, the session is
- * stopped; when the runtime has closed the stream the graph is written as a `.gcdump` to the
- * response (or the egress target), and freed at once.
+ * rundown, GCDump:BufferSizeMB: 256 MB by default, where dotnet-gcdump 10 asks 1024; a walk of
+ * ~9 M objects outgrows 256 MB and the runtime drops events) makes the runtime run an induced
+ * blocking gen-2 GC and stream its heap walk. The bytes go straight into the graph builder
+ * (events/ev_gcheap.h): nothing of the stream is kept. Once the builder has read the induced GC's
+ * end, the session is stopped; when the runtime has closed the stream the graph is written as a
+ * `.gcdump` to the response (or the egress target), and freed at once.
  *
  * One gcdump_job per request ties the lifetimes together: the artifact (the response, or the
  * upload), the session (gone after on_end or abort) and the deadline timer. The job is freed once
@@ -304,7 +305,8 @@ static void job_feed_failed(struct gcdump_job *job, int rc)
         /* A walk bigger than the runtime's buffer, read more slowly than the runtime writes it,
          * loses events (the runtime drops them when its buffer is full): say what to raise. */
         ev_gcheap_get_stats(job->g, &job->st);
-        bool big = job->st.bytes >= (uint64_t)job->a->gcdump_buffer_mb * 1024 * 1024 * 3 / 4;
+        bool big = job->st.bytes >= (uint64_t)job->a->gcdump_buffer_mb * 1024 * 1024 * 3 / 4 &&
+                   job->st.lost == 0; /* with lost events the builder's words say it */
         snprintf(msg, sizeof(msg), "the heap walk of process %llu cannot be read: %s%s%s%s",
                  (unsigned long long)job->pid, agent_strerror(rc), why != NULL ? ": " : "",
                  why != NULL ? why : "",

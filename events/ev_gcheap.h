@@ -25,13 +25,13 @@
  * writes a partial graph, max_nodes here is an error; an RCW (GCBulkRCW, Windows COM) only counts
  * for nodes read after it (dotnet-gcdump applies every RCW of the window).
  *
- * Memory, per object: its address (8 bytes), its record's offset (4), two address-map slots at
- * most half full (8), its record (about 4 bytes plus 2-3 per reference); nodes waiting for their
- * edges (32 bytes each) and edges read before their node (8) are queued until matched; types,
- * names and the root tree's children besides; from finish on, 8 more for the renumbering.
- * Measured (stats.mem_bytes, vector capacities counted) on the test app's `heap-graph 200000 2
- * 100` (801,908 nodes, a 36 MB stream): 40 bytes per node at the end of the stream, 45 after
- * finish; 32 MB RSS for the whole conversion.
+ * Memory, per object: its address (8 bytes), its record's offset (4), 1.6 to 3.2 address-map
+ * slots (4 bytes each, the map at most 5/8 full; 2^24 slots for 9 M nodes), its record (about 4
+ * bytes plus 2-3 per reference); nodes waiting for their edges (32 bytes each) and edges read
+ * before their node (8) are queued until matched; types, names and the root tree's children
+ * besides; from finish on, 8 more for the renumbering. Measured (stats.mem_bytes, vector capacities
+ * counted) on the test app's `heap-graph 200000 2 100` (801,908 nodes, a 36 MB stream): 40 bytes
+ * per node at the end of the stream, 45 after finish; 32 MB RSS for the whole conversion.
  *
  * Pure: no libuv, no I/O, no globals.
  */
@@ -58,7 +58,7 @@ struct ev_gcheap_stats {
     uint64_t roots;      /* root edges read */
     uint64_t types;      /* BulkType entries read */
     uint64_t total_size; /* sum of the objects' sizes */
-    uint64_t lost;       /* events the runtime dropped */
+    uint64_t lost;       /* events the runtime dropped: sequence gaps, or bulk Index gaps */
     uint64_t mem_bytes;  /* memory held by the graph now */
     bool complete;       /* the induced gen-2 GC's GCEnd was read */
 };

@@ -790,7 +790,7 @@ static void refused(enum variant v, uint64_t max_nodes, int want, const char *wo
 {
     size_t n;
     uint8_t *s = synthetic(v, &n);
-    char msg[256] = "";
+    char msg[384] = "";
     struct wb file = {0};
     assert_int_equal(convert(s, n, 0, max_nodes, &file, msg, sizeof(msg)), want);
     if (strstr(msg, words) == NULL) {
@@ -806,6 +806,22 @@ static void test_refused(void **state)
     refused(V_EDGES_SHORT, 0, AGENT_E_PROTO, "edge stream ran out");
     refused(V_EDGE_HALF, 0, AGENT_E_PROTO, "left over");
     refused(V_NODE_GAP, 0, AGENT_E_PROTO, "node event 2 where 1 was expected");
+    /* An Index gap is the runtime dropping events: the error says so, and what to raise. */
+    refused(V_NODE_GAP, 0, AGENT_E_PROTO,
+            "the runtime dropped 1 events (its session buffer was full): raise "
+            "GCDump:BufferSizeMB");
+    {
+        size_t gn;
+        uint8_t *gs = synthetic(V_NODE_GAP, &gn);
+        struct ev_gcheap *g = NULL;
+        struct ev_gcheap_stats st;
+        assert_int_equal(ev_gcheap_new(&g, NULL), 0);
+        assert_int_equal(ev_gcheap_feed(g, gs, gn), AGENT_E_PROTO);
+        ev_gcheap_get_stats(g, &st);
+        assert_int_equal(st.lost, 1);
+        ev_gcheap_free(g);
+        free(gs);
+    }
     refused(V_NO_GC, 0, AGENT_E_TRUNC, "no induced gen-2 GC");
     refused(V_NO_END, 0, AGENT_E_TRUNC, "before the induced GC did");
     refused(V_GOOD, 5, AGENT_E_TOOBIG, "more than 5 nodes");

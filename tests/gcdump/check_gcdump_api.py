@@ -258,12 +258,13 @@ def concurrency_and_egress(port, app, files, dll, tmp):
     check(g.get("objects", 0) > BIG[0] and g.get("bytes", 0) > 0, f"the details have the figures: {g}")
 
 
-def limit_case(app, tmp, key, value, status, what, before=None):
-    """A second dotmon with GCDump:<key> = value: /gcdump answers status with a problem naming the
-    setting, and no session is left. before: an app command first (undone afterwards)."""
+def limit_case(app, tmp, key, value, status, what, before=None, extra=None):
+    """A second dotmon with GCDump:<key> = value (and the GCDump settings in extra): /gcdump answers
+    status with a problem naming the setting, and no session is left. before: an app command first
+    (undone afterwards)."""
     port = free_port()
     log = open(os.path.join(tmp, f"dotmon-{key}.log"), "w+")
-    dm = start_with(tmp, port, log, {"GCDump": {key: value}}, app.pid)
+    dm = start_with(tmp, port, log, {"GCDump": {key: value, **(extra or {})}}, app.pid)
     try:
         base = sessions(port)
         if before:
@@ -427,8 +428,11 @@ def main():
         concurrency_and_egress(port, app, files, dll, tmp)
         limit_case(app, tmp, "MaxNodes", 1000, 507, "a heap over GCDump:MaxNodes")
         # A walk of millions of objects takes seconds: past a 1 s deadline the session is stopped.
+        # With dotnet-gcdump's 1024 MB buffer: that walk outgrows 256 MB, and the events the runtime
+        # then drops would end it (502) before the deadline once dotmon reads fast enough.
         limit_case(app, tmp, "TimeoutSeconds", 1, 504, "a walk longer than GCDump:TimeoutSeconds",
-                   before=f"heap-graph {TIMEOUT_HEAP[0]} {TIMEOUT_HEAP[1]} {TIMEOUT_HEAP[2]}")
+                   before=f"heap-graph {TIMEOUT_HEAP[0]} {TIMEOUT_HEAP[1]} {TIMEOUT_HEAP[2]}",
+                   extra={"BufferSizeMB": 1024})
         mid_snapshot(port, tmp, app, dm, base_sessions, base_rss)
         shutdown_mid_snapshot(port, tmp, app, dm, exe)
     finally:

@@ -166,7 +166,7 @@ bench-ring: build
 bench-gcdump: build
 	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  BUFFER_MB=1024 bench/bench_gcdump.sh
+	  bench/bench_gcdump.sh
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:

@@ -569,7 +569,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
     uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5, dump_timeout = 300;
     uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT, gcdump_timeout = 30;
-    uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 256;
+    uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 1024;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||

@@ -2,8 +2,8 @@
 /*
  * GET /gcdump: a GC heap snapshot (dotnet-gcdump's, dotnet-monitor's /gcdump). An EventPipe session
  * on Microsoft-Windows-DotNETRuntime with the heap-dump keywords (EV_GCHEAP_KEYWORDS, Verbose, no
- * rundown, GCDump:BufferSizeMB: 256 MB by default, where dotnet-gcdump 10 asks 1024; a walk of
- * ~9 M objects outgrows 256 MB and the runtime drops events) makes the runtime run an induced
+ * rundown, GCDump:BufferSizeMB: 1024 MB by default as dotnet-gcdump 10 asks, where dotnet-monitor
+ * asks 256 and a walk of ~9 M objects outgrows that) makes the runtime run an induced
  * blocking gen-2 GC and stream its heap walk. The bytes go straight into the graph builder
  * (events/ev_gcheap.h): nothing of the stream is kept. Once the builder has read the induced GC's
  * end, the session is stopped; when the runtime has closed the stream the graph is written as a

@@ -5,8 +5,8 @@
 #
 #   The app holds `heap-graph N M SIZE` (N + 1 holders, each with a byte[][] of M byte[SIZE]):
 #   defaults N=3,000,000 M=1 SIZE=250, about 9 M objects and 1 GB of heap. dotmon runs with
-#   GCDump:BufferSizeMB BUFFER_MB (default 256, its own default: too small for a walk that big,
-#   which then fails with 502; `make bench-gcdump` uses 1024). Each collector runs
+#   GCDump:BufferSizeMB BUFFER_MB (default 1024, dotmon's and dotnet-gcdump's default; 256,
+#   dotnet-monitor's, is too small for a walk that big, which then fails with 502). Each collector runs
 #   ROUNDS times (default 3), alternating, against the same process:
 #   - dotmon: wall time of the request (curl, the file to disk), and dotmon's memory: its VmHWM
 #     reset before each request (clear_refs 5) and read after, minus its VmRSS before: the growth
@@ -30,7 +30,7 @@ bench_start_app "$WORK/rt"
 until grep -q "ready pid=" "$WORK/app.out"; do sleep 0.1; done
 APP_PID=$(sed -n 's/.*ready pid=\([0-9]*\).*/\1/p' "$WORK/app.out" | head -1)
 cfg="$WORK/dotmon.json"
-echo "{\"GCDump\": {\"TimeoutSeconds\": 600, \"MaxNodes\": 100000000, \"BufferSizeMB\": ${BUFFER_MB:-256}}}" >"$cfg"
+echo "{\"GCDump\": {\"TimeoutSeconds\": 600, \"MaxNodes\": 100000000, \"BufferSizeMB\": ${BUFFER_MB:-1024}}}" >"$cfg"
 PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 TMPDIR=$WORK/rt "$DOTMON_BIN" collect --no-auth --urls "http://127.0.0.1:$PORT" --metrics false \
     --configuration-file-path "$cfg" 2>"$WORK/dm.log" &

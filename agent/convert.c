@@ -19,28 +19,6 @@ static int convert_on_line(void *ud, const char *line, size_t len)
     return fwrite(line, 1, len, out) == len ? 0 : AGENT_E_CLOSED;
 }
 
-/* Feeds in to the converter until EOF or an error; 0, or the first error. */
-static int pump(FILE *in, struct ev_json *j, const char *in_name)
-{
-    static uint8_t chunk[CONVERT_CHUNK];
-    for (;;) {
-        size_t n = fread(chunk, 1, sizeof(chunk), in);
-        if (n > 0) {
-            int rc = ev_json_feed(j, chunk, n);
-            if (rc != 0) {
-                return rc;
-            }
-        }
-        if (n < sizeof(chunk)) {
-            if (ferror(in)) {
-                fprintf(stderr, "dotmon convert: reading %s: %s\n", in_name, strerror(errno));
-                return 1;
-            }
-            return 0;
-        }
-    }
-}
-
 /*
  * Reads in to its end, handing each chunk to feed(obj, …): 0 at EOF, feed's (negative) error, or
  * 1 after a read error (said on stderr).
@@ -63,6 +41,18 @@ static int feed_all(FILE *in, const char *in_name, int (*feed)(void *, const uin
             return 0;
         }
     }
+}
+
+static int json_feed(void *obj, const uint8_t *p, size_t n)
+{
+    return ev_json_feed(obj, p, n);
+}
+
+/* Feeds in to the converter until EOF or an error; 0, or the first error. */
+static int pump(FILE *in, struct ev_json *j, const char *in_name)
+{
+    int rc = feed_all(in, in_name, json_feed, j);
+    return rc == 1 ? AGENT_E_INVAL : rc;
 }
 
 static int gcheap_feed(void *obj, const uint8_t *p, size_t n)

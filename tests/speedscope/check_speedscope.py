@@ -11,9 +11,12 @@ that ran `hot`, SpinHotLoop is the top exclusive frame by weight (the runtime's 
 and TraceEvent's pseudo frames at the leaf set aside: see SUSPENSION) with 60-80% of the weight.
 Microsoft's `dotnet-trace convert --format Speedscope` of the same file (installed into
 DOTMON_TOOLS_DIR; that part is skipped when it cannot be) must put the same method on top, with a
-share within 5 points of ours. A truncated copy of the trace exits 1 and writes nothing.
+share within 5 points of ours. Both files are valid against speedscope's own JSON schema (ajv,
+schema/validate.js; skipped when the npm packages are not in SPEEDSCOPE_SCHEMA_DIR). A truncated
+copy of the trace exits 1 and writes nothing.
 
-Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_TOOLS_DIR.
+Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_TOOLS_DIR, SPEEDSCOPE_SCHEMA_DIR,
+SPEEDSCOPE_VALIDATE_JS, NODE_EXE.
 """
 
 import glob
@@ -119,6 +122,18 @@ def dotnet_trace():
     return exe if d and os.access(exe, os.X_OK) else None
 
 
+def schema_check(files):
+    """speedscope's schema over files with ajv (schema/validate.js), or a skip line."""
+    d = os.environ.get("SPEEDSCOPE_SCHEMA_DIR", "")
+    node, js = os.environ.get("NODE_EXE", ""), os.environ.get("SPEEDSCOPE_VALIDATE_JS", "")
+    if not (d and node and js and os.path.isdir(os.path.join(d, "node_modules", "speedscope"))):
+        print("skip speedscope's schema: the npm packages are not installed", flush=True)
+        return
+    p = subprocess.run([node, js, *files], cwd=d, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, NODE_PATH=os.path.join(d, "node_modules")))
+    check(p.returncode == 0, f"speedscope's schema (ajv): {(p.stdout + p.stderr).strip()[:600]}")
+
+
 def main():
     w = Watched("dotmon-speedscope-")
     try:
@@ -163,12 +178,14 @@ def main():
         exe = dotnet_trace()
         if exe is None:
             print("skip dotnet-trace could not be installed: no comparison", flush=True)
+            schema_check([out])
             return
         ms_out = os.path.join(tmp, "ms.speedscope.json")
         p = subprocess.run([exe, "convert", "--format", "Speedscope", "-o", ms_out, trace],
                            capture_output=True, text=True, timeout=300)
         files = glob.glob(os.path.join(tmp, "ms*.json"))
         check(p.returncode == 0 and files, f"dotnet-trace convert ({p.stdout.strip()[-300:]})")
+        schema_check([out, *files])
         if not files:
             return
         with open(files[0], encoding="utf-8") as f:

@@ -10,8 +10,8 @@ per thread (as many weights as samples, frame indices in range, unit millisecond
 that ran `hot`, SpinHotLoop is the top exclusive frame by weight (the runtime's suspension frames
 and TraceEvent's pseudo frames at the leaf set aside: see SUSPENSION) with 60-80% of the weight.
 Microsoft's `dotnet-trace convert --format Speedscope` of the same file (installed into
-DOTMON_TOOLS_DIR; that part is skipped when it cannot be) must put the same method on top, with a
-share within 5 points of ours. Both files are valid against speedscope's own JSON schema (ajv,
+DOTMON_TOOLS_DIR; that part is skipped when it cannot be) must name the hot thread's frames as dotmon does
+and put the same method on top, with a share within 5 points of ours. Both files are valid against speedscope's own JSON schema (ajv,
 schema/validate.js; skipped when the npm packages are not in SPEEDSCOPE_SCHEMA_DIR). A truncated
 copy of the trace exits 1 and writes nothing.
 
@@ -189,7 +189,20 @@ def main():
         if not files:
             return
         with open(files[0], encoding="utf-8") as f:
-            theirs = hot_thread(json.load(f), exclusive_evented)
+            ms_doc = json.load(f)
+        # The hot thread's frames are named alike. Elsewhere dotmon may name a few frames more:
+        # TraceEvent resolves an address with the code ranges known at the sample's time, and
+        # drops the frames of methods jitted while the session starts (the EventSource's own
+        # enabling) that dotmon names from the rundown.
+        theirs_names = {f["name"] for f in ms_doc["shared"]["frames"]}
+        names = [f["name"] for f in doc["shared"]["frames"]]
+        hot_names = {names[i] for p in doc["profiles"] for s in p["samples"] for i in s
+                     if any(HOT in names[j] for j in s)}
+        missing = hot_names - theirs_names
+        check(not missing, f"the hot thread's {len(hot_names)} frame names are dotnet-trace's too "
+              f"(not: {sorted(missing)[:5]})")
+        print(f"info frame names only dotmon gives: {sorted(set(names) - theirs_names)[:10]}", flush=True)
+        theirs = hot_thread(ms_doc, exclusive_evented)
         check(theirs is not None, f"dotnet-trace: a profile with {HOT}")
         if theirs is None:
             return

@@ -30,6 +30,7 @@
 #define DEFAULT_SAMPLING_NS 1000000
 #define OUT_BATCH           (1024u * 1024u) /* JSON is handed to the sink in ~1 MB pieces */
 #define NO_FRAME            UINT32_MAX
+#define MAX_NAMES           (1024u * 1024u * 1024u) /* bytes of names kept */
 
 struct method {
     uint64_t start;
@@ -88,6 +89,7 @@ struct ev_symbols {
     struct ev_symbols_stats st;
     bool finished;
     int verdict_rc;
+    int fail; /* an event the stream callback could not keep for want of memory or room */
     int err;
     char msg[256];
 };
@@ -242,6 +244,9 @@ int ev_symbols_add_module(struct ev_symbols *s, const uint8_t *payload, size_t l
         il = native;
         il_n = native_n;
     }
+    if (s->nmodules >= EV_SYMBOLS_MAX_METHODS) {
+        return AGENT_E_TOOBIG;
+    }
     int rc = grow((void **)&s->modules, &s->cap_modules, s->nmodules + 1, sizeof(*s->modules));
     if (rc != 0) {
         return rc;
@@ -388,6 +393,18 @@ int ev_symbols_add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, con
     return 0;
 }
 
+/*
+ * The stream callbacks cannot stop the checker: an event that could not be kept for a reason
+ * other than its own bytes (memory, a cap) is remembered and fails ev_symbols_finish, so that a
+ * partial profile is never written as a whole one.
+ */
+static void note(struct ev_symbols *s, int rc)
+{
+    if (rc != 0 && rc != AGENT_E_PROTO && s->fail == 0) {
+        s->fail = rc;
+    }
+}
+
 /* A SampleProfiler event: its kept stack, pointer-size addresses, as u64. */
 static void on_sample(struct ev_symbols *s, const struct nettrace_event *ev)
 {
@@ -398,16 +415,19 @@ static void on_sample(struct ev_symbols *s, const struct nettrace_event *ev)
     }
     size_t ptr = ti.pointer_size == 4 ? 4 : 8;
     size_t n = ev->stack_len / ptr;
-    if (n == 0 || grow((void **)&s->scratch, &s->cap_scratch, n, sizeof(*s->scratch)) != 0) {
+    if (n == 0) {
         s->st.no_stack++;
+        return;
+    }
+    int rc = grow((void **)&s->scratch, &s->cap_scratch, n, sizeof(*s->scratch));
+    if (rc != 0) {
+        note(s, rc);
         return;
     }
     for (size_t i = 0; i < n; i++) {
         s->scratch[i] = ptr == 4 ? ev_load_u32(ev->stack + 4 * i) : ev_load_u64(ev->stack + 8 * i);
     }
-    if (ev_symbols_add_sample(s, ev->thread_id, ev->timestamp, s->scratch, n) != 0) {
-        s->st.malformed++;
-    }
+    note(s, ev_symbols_add_sample(s, ev->thread_id, ev->timestamp, s->scratch, n));
 }
 
 static void on_event(void *ud, const struct nettrace_event *ev)
@@ -420,11 +440,11 @@ static void on_event(void *ud, const struct nettrace_event *ev)
         if ((runtime && id == EV_RUNTIME_METHOD_LOAD_VERBOSE) ||
             (rundown &&
              (id == EV_RUNDOWN_METHOD_DCSTART_VERB || id == EV_RUNDOWN_METHOD_DCEND_VERB))) {
-            (void)ev_symbols_add_method(s, ev->payload, ev->payload_len, ev->version);
+            note(s, ev_symbols_add_method(s, ev->payload, ev->payload_len, ev->version));
         } else if ((runtime && id == EV_RUNTIME_MODULE_LOAD) ||
                    (rundown &&
                     (id == EV_RUNDOWN_MODULE_DCSTART || id == EV_RUNDOWN_MODULE_DCEND))) {
-            (void)ev_symbols_add_module(s, ev->payload, ev->payload_len, ev->version);
+            note(s, ev_symbols_add_module(s, ev->payload, ev->payload_len, ev->version));
         }
     } else if (ev->event_id == 0 && strcmp(ev->provider, SAMPLER_PROVIDER) == 0) {
         on_sample(s, ev);
@@ -444,7 +464,7 @@ int ev_symbols_new(struct ev_symbols **out)
         return rc;
     }
     nettrace_set_event_cb(&s->ck, on_event, s);
-    buf_init(&s->names, 0);
+    buf_init(&s->names, MAX_NAMES);
     s->sampling_ns = DEFAULT_SAMPLING_NS;
     s->qpc_freq = 1000000000;
     *out = s;
@@ -494,6 +514,10 @@ int ev_symbols_finish(struct ev_symbols *s)
     enum nettrace_verdict v = nettrace_finish(&s->ck);
     if (s->err != 0) {
         s->verdict_rc = s->err;
+    } else if (s->fail != 0) {
+        (void)snprintf(s->msg, sizeof(s->msg), "the profile could not be kept whole: %s",
+                       agent_strerror(s->fail));
+        s->verdict_rc = s->fail;
     } else if (v == NETTRACE_INVALID) {
         nettrace_error_line(&s->ck, AGENT_E_PROTO, s->msg, sizeof(s->msg));
         s->verdict_rc = AGENT_E_PROTO;

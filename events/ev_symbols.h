@@ -44,7 +44,7 @@ struct ev_symbols_stats {
     uint64_t samples;         /* samples kept */
     uint64_t stacks;          /* distinct stacks among them */
     uint64_t no_stack;        /* samples without a stack (not kept) */
-    uint64_t malformed;       /* method, module or sample events that could not be read */
+    uint64_t malformed;       /* method or module events that could not be read (skipped) */
     uint64_t lost;            /* events the runtime dropped (nettrace_stats.lost) */
     int32_t sampling_rate_ns; /* the trace header's ExpectedCPUSamplingRate (0 if absent) */
 };
@@ -65,8 +65,9 @@ void ev_symbols_free(struct ev_symbols *s);
 /* The next n bytes of the stream: 0, or nettrace_feed's error (later feeds return it again). */
 int ev_symbols_feed(struct ev_symbols *s, const uint8_t *p, size_t n);
 /*
- * EOF: 0 when the stream was valid and complete, else a negative code (AGENT_E_TRUNC when it
- * ended early, AGENT_E_PROTO when it is invalid; see ev_symbols_error). Idempotent.
+ * EOF: 0 when the stream was valid and complete and every sample, method and module in it was
+ * kept, else a negative code (AGENT_E_TRUNC when it ended early, AGENT_E_PROTO when it is invalid,
+ * -ENOMEM or AGENT_E_TOOBIG when something could not be kept; see ev_symbols_error). Idempotent.
  */
 int ev_symbols_finish(struct ev_symbols *s);
 /* The stream's problem as one line ("nettrace at offset N: …"), NULL if none. */

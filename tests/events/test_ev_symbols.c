@@ -5,7 +5,9 @@
  * TraceEvent's names, both versions of rundown 144 (v1 without ReJITID, v2 with it) and short
  * payloads; a synthetic V4 stream (ntw.h) with v1 and v2 metadata for the same event fed whole
  * and one byte at a time; and the speedscope JSON read back by cJSON (escaping, frame sharing,
- * outermost-first samples, thread and time order, weights from the sampling period).
+ * outermost-first samples, thread and time order, weights from the sampling period); and a
+ * real dotnet-trace CPU trace without rundown (tests/fixtures/nettrace/cpu.nettrace, 8807
+ * ThreadSample events): every sample kept, every frame unknown.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include "buf.h"
 #include "err.h"
 #include "ev_symbols.h"
+#include "fixture.h"
 #include "ntw.h"
 #include "utf8.h"
 #include "wbuf.h"
@@ -415,12 +418,47 @@ static void test_ev_symbols_speedscope(void **state)
     ev_symbols_free(s);
 }
 
+/* cpu.nettrace: SampleProfiler and the runtime's GC keyword, no rundown (fixtures README). */
+static void test_ev_symbols_fixture_no_rundown(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    uint8_t *p = fixture_read("nettrace", "cpu.nettrace", &n);
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    assert_int_equal(ev_symbols_feed(s, p, n), 0);
+    assert_int_equal(ev_symbols_finish(s), 0);
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(s, &st);
+    assert_int_equal(st.samples + st.no_stack, 8807);
+    assert_int_equal(st.no_stack, 0);
+    assert_int_equal(st.methods, 0);
+    assert_true(st.stacks > 0 && st.stacks <= st.samples);
+    cJSON *doc = write_json(s, "cpu.nettrace");
+    cJSON *frames = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "shared"), "frames");
+    assert_int_equal(cJSON_GetArraySize(frames), 1);
+    assert_string_equal(frame_name(doc, 0), EV_SYMBOLS_UNKNOWN);
+    size_t total = 0;
+    cJSON *prof = NULL;
+    cJSON_ArrayForEach(prof, cJSON_GetObjectItem(doc, "profiles"))
+    {
+        total += (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(prof, "samples"));
+    }
+    assert_int_equal(total, 8807);
+    cJSON_Delete(doc);
+    ev_symbols_free(s);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ev_symbols_names),      cmocka_unit_test(test_ev_symbols_ranges),
-        cmocka_unit_test(test_ev_symbols_versions),   cmocka_unit_test(test_ev_symbols_stream),
+        cmocka_unit_test(test_ev_symbols_names),
+        cmocka_unit_test(test_ev_symbols_ranges),
+        cmocka_unit_test(test_ev_symbols_versions),
+        cmocka_unit_test(test_ev_symbols_stream),
         cmocka_unit_test(test_ev_symbols_speedscope),
+        cmocka_unit_test(test_ev_symbols_fixture_no_rundown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,9 @@ schema/validate.js; skipped when the npm packages are not in SPEEDSCOPE_SCHEMA_D
 copy of the trace exits 1 and writes nothing.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_TOOLS_DIR, SPEEDSCOPE_SCHEMA_DIR,
-SPEEDSCOPE_VALIDATE_JS, NODE_EXE.
+SPEEDSCOPE_VALIDATE_JS, NODE_EXE. With --fuzz DIR...: only `dotmon convert --format speedscope`
+over every file of the folders (never a signal, exit 0 or 1, and with 0 a JSON document with
+$schema, shared.frames and profiles; with 1 nothing written).
 """
 
 import glob
@@ -214,8 +216,34 @@ def main():
         w.close()
 
 
+def fuzz(dirs):
+    """convert over every file of dirs: exit 0 with a document, or 1 with nothing written."""
+    n = 0
+    for d in dirs:
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isfile(path):
+                continue
+            n += 1
+            p = subprocess.run([os.environ["DOTMON_BIN"], "convert", path, "--format", "speedscope"],
+                               capture_output=True, timeout=60)
+            if p.returncode == 0:
+                try:
+                    doc = json.loads(p.stdout.decode("utf-8"))
+                    ok = doc.get("$schema") == SCHEMA and "frames" in doc["shared"] and "profiles" in doc
+                except (ValueError, KeyError, UnicodeDecodeError):
+                    ok = False
+                check(ok, f"{name}: exit 0 and a speedscope document")
+            else:
+                check(p.returncode == 1 and p.stdout == b"", f"{name}: exit {p.returncode}, nothing written")
+    check(n > 0, f"{n} files converted")
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 2 and sys.argv[1] == "--fuzz":
+        fuzz(sys.argv[2:])
+    else:
+        main()
     if FAILS:
         print(f"{len(FAILS)} check(s) failed", flush=True)
         sys.exit(1)

@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from dmtest import FAILS, Watched, check  # noqa: E402
 
 HOT = "TestApp.Hot.SpinHotLoop"
+DOTNET_TRACE_VERSION = "10.0.750501"  # the dotnet-gcdump of tests/gcdump's release
 # Leaf frames that say how a sample was taken, not where the time went: a thread is sampled where
 # it stops for the runtime's suspension, in a tight loop at its GC poll (Thread.PollGC and its
 # worker), and TraceEvent adds a pseudo frame CPU_TIME or UNMANAGED_CODE_TIME under every sample.
@@ -119,7 +120,8 @@ def dotnet_trace():
     d = os.environ.get("DOTMON_TOOLS_DIR", "")
     exe = os.path.join(d, "dotnet-trace")
     if d and not os.access(exe, os.X_OK) and os.environ.get("DOTNET_EXE"):
-        subprocess.run([os.environ["DOTNET_EXE"], "tool", "install", "--tool-path", d, "dotnet-trace"],
+        subprocess.run([os.environ["DOTNET_EXE"], "tool", "install", "--tool-path", d, "dotnet-trace",
+                        "--version", DOTNET_TRACE_VERSION],
                        capture_output=True, timeout=300)
     return exe if d and os.access(exe, os.X_OK) else None
 

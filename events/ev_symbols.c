@@ -32,6 +32,11 @@
 #define NO_FRAME            UINT32_MAX
 #define MAX_NAMES           (1024u * 1024u * 1024u) /* bytes of names kept */
 
+/*
+ * Memory: a method range is 32 bytes plus its name once; a sample is 24 bytes; a stack's addresses
+ * are stored once however many samples share it (a busy loop's thousands of samples share a few
+ * stacks), so a long profile costs about 24 bytes per sample.
+ */
 struct method {
     uint64_t start;
     uint64_t module_id;
@@ -94,7 +99,10 @@ struct ev_symbols {
     char msg[256];
 };
 
-/* Grows *p (elements of size elem) to hold need elements; 0 or -ENOMEM. */
+/*
+ * Grows *p (elements of size elem) to hold need elements, doubling, so that appending one at a
+ * time stays linear; 0 or -ENOMEM (*p and *cap unchanged).
+ */
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) {
@@ -150,6 +158,12 @@ static int append_utf16(struct buf *b, const uint8_t *p, size_t units)
     return rc;
 }
 
+/*
+ * EVENTS.md §7.2. The fields after the signature (ClrInstanceID from v1, ReJITID from v2) are not
+ * used, but a payload too short for them is refused: it means the version is not the layout's,
+ * and then the strings before may be misread too. Longer payloads are accepted, as TraceEvent
+ * does, for layouts later runtimes extend.
+ */
 int ev_symbols_add_method(struct ev_symbols *s, const uint8_t *payload, size_t len,
                           uint32_t version)
 {
@@ -224,6 +238,11 @@ static bool ends_with_nocase(const char *str, size_t n, const char *suffix)
     return true;
 }
 
+/*
+ * ModuleLoad / ModuleDCStart / ModuleDCEnd: the module's name is its IL file's name without the
+ * directory (either separator: the trace may come from Windows) and without .dll/.exe, as
+ * TraceEvent's TraceModuleFile.Name; a module with no IL path (native images) uses its native path.
+ */
 int ev_symbols_add_module(struct ev_symbols *s, const uint8_t *payload, size_t len,
                           uint32_t version)
 {
@@ -372,6 +391,10 @@ static int stack_intern(struct ev_symbols *s, const uint64_t *ips, size_t n, uin
     return 0;
 }
 
+/*
+ * Stack ids of the stream cannot be kept: they are reused after every sequence point. The
+ * addresses are interned instead, and the sample keeps the interned index.
+ */
 int ev_symbols_add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, const uint64_t *ips,
                           size_t n)
 {
@@ -430,6 +453,11 @@ static void on_sample(struct ev_symbols *s, const struct nettrace_event *ev)
     note(s, ev_symbols_add_sample(s, ev->thread_id, ev->timestamp, s->scratch, n));
 }
 
+/*
+ * The event ids overlap between the two runtime providers (143 is MethodLoadVerbose in one and
+ * MethodDCStartVerbose in the other, 152 ModuleLoad and DomainModuleDCEnd), so the provider is
+ * matched first. DomainModule events are not read: every module also has a Module event.
+ */
 static void on_event(void *ud, const struct nettrace_event *ev)
 {
     struct ev_symbols *s = ud;
@@ -694,7 +722,11 @@ static int frame_intern(struct ev_symbols *s, const char *str, size_t n, uint32_
     return 0;
 }
 
-/* The frame of ip: its method's (built once per method) or the unknown frame. */
+/*
+ * The frame of ip: its method's (built once per method) or the unknown frame. Frames are shared by
+ * name, not by method: the tier-0 and tier-1 code of one method (two ranges) are one frame, as in
+ * TraceEvent, so the method's time is not split between two entries.
+ */
 static int frame_of(struct ev_symbols *s, uint64_t ip, uint32_t *out)
 {
     ptrdiff_t m = find_method(s, ip);
@@ -759,7 +791,11 @@ static double qpc_ms(const struct ev_symbols *s, int64_t ts)
     return (double)(ts - s->qpc_origin) * 1000.0 / (double)s->qpc_freq;
 }
 
-/* One sampled profile: the thread's samples outermost frame first, one weight each. */
+/*
+ * One sampled profile: the thread's samples outermost frame first (the stream's stacks are leaf
+ * first), one weight each. The output is flushed to the sink every OUT_BATCH bytes, so memory does
+ * not grow with the output.
+ */
 static int write_profile(struct ev_symbols *s, const struct group *g, const uint32_t *stack_frames,
                          double weight, struct buf *b, ev_symbols_sink_cb sink, void *ud)
 {
@@ -817,7 +853,12 @@ static int resolve_all(struct ev_symbols *s, uint32_t **out)
     return 0;
 }
 
-/* Threads as runs of samples, in the order they were first sampled; *out has *n runs. */
+/*
+ * Threads as runs of samples, in the order they were first sampled; *out has *n runs. The stream
+ * interleaves threads, and nothing in the format promises one thread's samples in time order
+ * (the runtime's all come from its sampler thread, so they are), hence the sort by thread, then
+ * time, then arrival.
+ */
 static int thread_groups(struct ev_symbols *s, struct group **out, size_t *n)
 {
     if (s->nsamples > 0) {

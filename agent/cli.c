@@ -18,9 +18,10 @@ static const char usage_text[] =
     "  dotmon collect [options]        Serve the REST API (the default command)\n"
     "  dotmon generatekey [options]    Make an API key (P-384 key pair + bearer token)\n"
     "  dotmon config show [options]    Print the merged configuration\n"
-    "  dotmon convert FILE|- --format ndjson|gcdump [-o OUT|-]\n"
-    "                                  Print a nettrace file as JSON lines, or a heap snapshot's\n"
-    "                                  trace as a .gcdump (see convert --help)\n"
+    "  dotmon convert FILE|- --format ndjson|gcdump|speedscope [-o OUT|-]\n"
+    "                                  Print a nettrace file as JSON lines, a heap snapshot's\n"
+    "                                  trace as a .gcdump, or CPU samples as speedscope JSON\n"
+    "                                  (see convert --help)\n"
     "  dotmon --help | --version\n"
     "\n"
     "collect / config show options:\n"
@@ -56,7 +57,7 @@ const char *cli_usage(void)
 }
 
 static const char convert_usage_text[] =
-    "Usage: dotmon convert FILE|- --format ndjson|gcdump [-o OUT|-]\n"
+    "Usage: dotmon convert FILE|- --format ndjson|gcdump|speedscope [-o OUT|-]\n"
     "\n"
     "Reads a nettrace file (V4/V5 or V6; - for stdin) incrementally and writes one JSON object\n"
     "per event and line (NDJSON) to stdout or OUT:\n"
@@ -70,13 +71,18 @@ static const char convert_usage_text[] =
     "a\n"
     "`.gcdump` file, as dotnet-gcdump writes it (read it with dotnet-gcdump report or PerfView).\n"
     "\n"
+    "With --format speedscope the nettrace should be a CPU profile's (profile=cpu-sampling, with\n"
+    "rundown): Microsoft-DotNETCore-SampleProfiler samples with their stacks named from the\n"
+    "method load and rundown events, as speedscope JSON (https://www.speedscope.app): one\n"
+    "sampled profile per thread, weights in milliseconds (the trace's sampling period).\n"
+    "\n"
     "Options:\n"
-    "  --format ndjson|gcdump          The output format (required)\n"
+    "  --format ndjson|gcdump|speedscope  The output format (required)\n"
     "  -o, --output OUT|-              Write to OUT instead of stdout\n"
     "\n"
     "Exit status: 0 for a complete trace; 1 for a truncated or invalid one (a message on stderr;\n"
-    "the lines for the events before the problem are written; with gcdump nothing is written\n"
-    "unless the heap snapshot is whole); 2 for a usage error.\n";
+    "the lines for the events before the problem are written; with gcdump and speedscope nothing\n"
+    "is written unless the trace is whole); 2 for a usage error.\n";
 
 const char *cli_convert_usage(void)
 {
@@ -310,12 +316,15 @@ static int apply_option(struct cli_options *opts, const char *name, const char *
             return fail(err, errlen, "--level takes redacted or full, not '%s'", val);
         }
     } else if (opts->command == CLI_CONVERT && strcmp(name, "--format") == 0) {
-        if (strcasecmp(val, "ndjson") == 0) {
-            opts->convert_gcdump = false;
-        } else if (strcasecmp(val, "gcdump") == 0) {
+        opts->convert_gcdump = false;
+        opts->convert_speedscope = false;
+        if (strcasecmp(val, "gcdump") == 0) {
             opts->convert_gcdump = true;
-        } else {
-            return fail(err, errlen, "unknown --format '%s' (expected ndjson or gcdump)", val);
+        } else if (strcasecmp(val, "speedscope") == 0) {
+            opts->convert_speedscope = true;
+        } else if (strcasecmp(val, "ndjson") != 0) {
+            return fail(err, errlen,
+                        "unknown --format '%s' (expected ndjson, gcdump or speedscope)", val);
         }
         opts->convert_format_set = true;
     } else if (opts->command == CLI_CONVERT &&
@@ -446,8 +455,9 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
     }
     if (opts->command == CLI_CONVERT &&
         (opts->convert_input == NULL || !opts->convert_format_set)) {
-        return fail(err, errlen,
-                    "convert needs FILE|- and --format ndjson|gcdump (see convert --help)");
+        return fail(
+            err, errlen,
+            "convert needs FILE|- and --format ndjson|gcdump|speedscope (see convert --help)");
     }
     if (opts->no_auth && opts->temp_apikey) {
         return fail(err, errlen, "--no-auth and --temp-apikey cannot be used together");

@@ -22,7 +22,7 @@ enum cli_command {
     CLI_COLLECT,
     CLI_GENERATEKEY,
     CLI_CONFIG_SHOW,
-    CLI_CONVERT,     /* dotmon convert FILE|- --format ndjson|gcdump [-o OUT|-] */
+    CLI_CONVERT,     /* dotmon convert FILE|- --format ndjson|gcdump|speedscope [-o OUT|-] */
     CLI_CONVERT_HELP /* dotmon convert --help */
 };
 
@@ -57,8 +57,9 @@ struct cli_options {
     /* convert */
     const char *convert_input;  /* a path or "-" (stdin) */
     const char *convert_output; /* a path or "-" (stdout, the default) */
-    bool convert_format_set;    /* --format ndjson|gcdump was given */
+    bool convert_format_set;    /* --format was given */
     bool convert_gcdump;        /* --format gcdump: a heap snapshot's stream to a .gcdump */
+    bool convert_speedscope;    /* --format speedscope: CPU samples to speedscope JSON */
 };
 
 /* Exit code for command-line errors. */

@@ -8,6 +8,7 @@
 #include "err.h"
 #include "ev_gcheap.h"
 #include "ev_json.h"
+#include "ev_symbols.h"
 
 #define CONVERT_CHUNK (64u * 1024u)
 #define CONVERT_BATCH (1024u * 1024u) /* output lines are handed over in 1 MB batches */
@@ -18,29 +19,53 @@ static int convert_on_line(void *ud, const char *line, size_t len)
     return fwrite(line, 1, len, out) == len ? 0 : AGENT_E_CLOSED;
 }
 
-/* Feeds in to the converter until EOF or an error; 0, or the first error. */
-static int pump(FILE *in, struct ev_json *j, const char *in_name)
+/*
+ * Reads in to its end, handing each chunk to feed(obj, …): 0 at EOF, feed's (negative) error, or
+ * 1 after a read error (said on stderr).
+ */
+static int feed_all(FILE *in, const char *in_name, int (*feed)(void *, const uint8_t *, size_t),
+                    void *obj)
 {
     static uint8_t chunk[CONVERT_CHUNK];
     for (;;) {
         size_t n = fread(chunk, 1, sizeof(chunk), in);
-        if (n > 0) {
-            int rc = ev_json_feed(j, chunk, n);
-            if (rc != 0) {
-                return rc;
-            }
+        int rc = n > 0 ? feed(obj, chunk, n) : 0;
+        if (rc != 0) {
+            return rc;
         }
         if (n < sizeof(chunk)) {
             if (ferror(in)) {
                 fprintf(stderr, "dotmon convert: reading %s: %s\n", in_name, strerror(errno));
-                return AGENT_E_INVAL;
+                return 1;
             }
             return 0;
         }
     }
 }
 
-static int gcdump_sink(void *ud, const uint8_t *p, size_t n)
+static int json_feed(void *obj, const uint8_t *p, size_t n)
+{
+    return ev_json_feed(obj, p, n);
+}
+
+/* Feeds in to the converter until EOF or an error; 0, or the first error. */
+static int pump(FILE *in, struct ev_json *j, const char *in_name)
+{
+    int rc = feed_all(in, in_name, json_feed, j);
+    return rc == 1 ? AGENT_E_INVAL : rc;
+}
+
+static int gcheap_feed(void *obj, const uint8_t *p, size_t n)
+{
+    return ev_gcheap_feed(obj, p, n);
+}
+
+static int symbols_feed(void *obj, const uint8_t *p, size_t n)
+{
+    return ev_symbols_feed(obj, p, n);
+}
+
+static int file_sink(void *ud, const uint8_t *p, size_t n)
 {
     return fwrite(p, 1, n, (FILE *)ud) == n ? 0 : AGENT_E_CLOSED;
 }
@@ -48,26 +73,16 @@ static int gcdump_sink(void *ud, const uint8_t *p, size_t n)
 /* --format gcdump: the whole stream is read before anything is written. */
 static int convert_gcdump(FILE *in, const char *in_name, FILE *out)
 {
-    static uint8_t chunk[CONVERT_CHUNK];
     struct ev_gcheap *g = NULL;
     int rc = ev_gcheap_new(&g, NULL);
     if (rc != 0) {
         fprintf(stderr, "dotmon convert: %s\n", agent_strerror(rc));
         return 1;
     }
-    for (;;) {
-        size_t n = fread(chunk, 1, sizeof(chunk), in);
-        if (n > 0 && (rc = ev_gcheap_feed(g, chunk, n)) != 0) {
-            break;
-        }
-        if (n < sizeof(chunk)) {
-            if (ferror(in)) {
-                fprintf(stderr, "dotmon convert: reading %s: %s\n", in_name, strerror(errno));
-                ev_gcheap_free(g);
-                return 1;
-            }
-            break;
-        }
+    rc = feed_all(in, in_name, gcheap_feed, g);
+    if (rc == 1) {
+        ev_gcheap_free(g);
+        return 1;
     }
     if (rc == 0) {
         rc = ev_gcheap_finish(g);
@@ -79,8 +94,54 @@ static int convert_gcdump(FILE *in, const char *in_name, FILE *out)
         ev_gcheap_free(g);
         return 1;
     }
-    rc = ev_gcheap_write(g, "dotmon", gcdump_sink, out);
+    rc = ev_gcheap_write(g, "dotmon", file_sink, out);
     ev_gcheap_free(g);
+    if (rc != 0) {
+        fprintf(stderr, "dotmon convert: writing the output failed\n");
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * --format speedscope: samples are kept while the stream is read (their stacks are named by the
+ * rundown at its end), then the whole profile is written.
+ */
+static int convert_speedscope(FILE *in, const char *in_name, FILE *out)
+{
+    struct ev_symbols *s = NULL;
+    int rc = ev_symbols_new(&s);
+    if (rc != 0) {
+        fprintf(stderr, "dotmon convert: %s\n", agent_strerror(rc));
+        return 1;
+    }
+    if (feed_all(in, in_name, symbols_feed, s) == 1) {
+        ev_symbols_free(s);
+        return 1;
+    }
+    rc = ev_symbols_finish(s); /* a feed error is the verdict too */
+    if (rc != 0) {
+        const char *msg = ev_symbols_error(s);
+        fprintf(stderr, "dotmon convert: %s: %s\n", in_name,
+                msg != NULL ? msg : agent_strerror(rc));
+        ev_symbols_free(s);
+        return 1;
+    }
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(s, &st);
+    if (st.samples == 0) {
+        fprintf(stderr,
+                "dotmon convert: %s: no CPU sample with a stack (was the trace taken with "
+                "profile=cpu-sampling?)\n",
+                in_name);
+    } else if (st.methods == 0) {
+        fprintf(stderr,
+                "dotmon convert: %s: no method names (the trace has no rundown): frames "
+                "are " EV_SYMBOLS_UNKNOWN "\n",
+                in_name);
+    }
+    rc = ev_symbols_write_speedscope(s, in_name, file_sink, out);
+    ev_symbols_free(s);
     if (rc != 0) {
         fprintf(stderr, "dotmon convert: writing the output failed\n");
         return 1;
@@ -105,8 +166,9 @@ int convert_run(const struct cli_options *opts)
         fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_output, strerror(errno));
         goto cleanup;
     }
-    if (opts->convert_gcdump) {
-        code = convert_gcdump(in, opts->convert_input, out);
+    if (opts->convert_gcdump || opts->convert_speedscope) {
+        code = opts->convert_gcdump ? convert_gcdump(in, opts->convert_input, out)
+                                    : convert_speedscope(in, opts->convert_input, out);
         if (code == 0 && fflush(out) != 0) {
             fprintf(stderr, "dotmon convert: writing the output failed\n");
             code = 1;

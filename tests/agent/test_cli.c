@@ -97,7 +97,7 @@ static void test_cli_errors_are_explained(void **state)
     assert_int_equal(parse(2, cmd, &o, err), AGENT_E_INVAL);
     const char **badconv = ARGV("convert", "x.nettrace", "--format", "xml");
     assert_int_equal(parse(5, badconv, &o, err), AGENT_E_INVAL);
-    assert_non_null(strstr(err, "expected ndjson or gcdump"));
+    assert_non_null(strstr(err, "expected ndjson, gcdump or speedscope"));
     const char **flagval = ARGV("collect", "--no-auth=yes");
     assert_int_equal(parse(3, flagval, &o, err), AGENT_E_INVAL);
 }

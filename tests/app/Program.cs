@@ -53,6 +53,9 @@
 //                        other ("ok http port=<port> requests=<n>"); only / must answer 2xx;
 //                        a second call reuses the running server
 //   burn <ms> [threads]  spins the CPU for ms milliseconds on that many threads ("ok burn")
+//   hot <ms>             on the command thread, for ms milliseconds: ~70% of the time in
+//                        TestApp.Hot.SpinHotLoop, the rest in TestApp.Hot.SpinWarmLoop (10 ms
+//                        rounds), for CPU-profile tests ("ok hot hot-ms=<…> warm-ms=<…>")
 //   work <ms>            the app's own work rate for bench/: for ms milliseconds, rounds of
 //                        parsing and formatting 64 numbers into fresh strings and a small
 //                        object array, 1 in 64 rounds kept in a 4096-slot window (so some
@@ -479,6 +482,8 @@ internal static class Program
                     Burn(ms, threads);
                     return "ok burn";
                 }
+            case "hot":
+                return Hot.Run(ParseInt(rest, "ms", 1, 600_000));
             case "work":
                 return Work(ParseInt(rest, "ms", 1, 600_000));
             case "events":
@@ -1195,5 +1200,61 @@ internal sealed class GcDumpHolder
         {
             s_handle.Free();
         }
+    }
+}
+
+// `hot <ms>`: a known CPU split on one thread, 7 ms of every 10 in SpinHotLoop and 3 in
+// SpinWarmLoop, so a CPU profile's top exclusive frame and its share are known in advance.
+// The clock is read only every few thousand iterations, so the loops' own frames are the
+// leaves of nearly every sample.
+internal static class Hot
+{
+    private const int RoundMs = 10;
+    private const int HotMs = 7;
+
+    public static string Run(int ms)
+    {
+        long freq = Stopwatch.Frequency;
+        long start = Stopwatch.GetTimestamp();
+        long end = start + ms * freq / 1000;
+        long hotTicks = 0, warmTicks = 0;
+        double x = 1.0;
+        while (Stopwatch.GetTimestamp() < end)
+        {
+            long t0 = Stopwatch.GetTimestamp();
+            x = SpinHotLoop(t0 + HotMs * freq / 1000, x);
+            long t1 = Stopwatch.GetTimestamp();
+            x = SpinWarmLoop(t1 + (RoundMs - HotMs) * freq / 1000, x);
+            long t2 = Stopwatch.GetTimestamp();
+            hotTicks += t1 - t0;
+            warmTicks += t2 - t1;
+        }
+        return $"ok hot hot-ms={hotTicks * 1000 / freq} warm-ms={warmTicks * 1000 / freq} x={(x > 0 ? 1 : 0)}";
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static double SpinHotLoop(long until, double x)
+    {
+        while (Stopwatch.GetTimestamp() < until)
+        {
+            for (int i = 0; i < 4000; i++)
+            {
+                x = Math.Sqrt(x + i) * 1.0000001;
+            }
+        }
+        return x;
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static double SpinWarmLoop(long until, double x)
+    {
+        while (Stopwatch.GetTimestamp() < until)
+        {
+            for (int i = 0; i < 4000; i++)
+            {
+                x = Math.Sqrt(x + i) * 0.9999999;
+            }
+        }
+        return x;
     }
 }

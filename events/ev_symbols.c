@@ -1,0 +1,955 @@
+/* SPDX-License-Identifier: MIT */
+/* CPU samples with their stacks named, as speedscope JSON; see ev_symbols.h. */
+#include "ev_symbols.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ascii.h"
+#include "buf.h"
+#include "err.h"
+#include "ev_rd.h"
+#include "nettrace.h"
+#include "utf8.h"
+
+#define RUNTIME_PROVIDER  "Microsoft-Windows-DotNETRuntime"
+#define RUNDOWN_PROVIDER  "Microsoft-Windows-DotNETRuntimeRundown"
+#define SAMPLER_PROVIDER  "Microsoft-DotNETCore-SampleProfiler"
+#define SPEEDSCOPE_SCHEMA "https://www.speedscope.app/file-format-schema.json"
+
+/* Event ids (EVENTS.md §7.1). */
+#define EV_RUNTIME_METHOD_LOAD_VERBOSE 143
+#define EV_RUNTIME_MODULE_LOAD         152
+#define EV_RUNDOWN_METHOD_DCSTART_VERB 143
+#define EV_RUNDOWN_METHOD_DCEND_VERB   144
+#define EV_RUNDOWN_MODULE_DCSTART      153
+#define EV_RUNDOWN_MODULE_DCEND        154
+
+#define DEFAULT_SAMPLING_NS 1000000
+#define OUT_BATCH           (1024u * 1024u) /* JSON is handed to the sink in ~1 MB pieces */
+#define NO_FRAME            UINT32_MAX
+#define MAX_NAMES           (1024u * 1024u * 1024u) /* bytes of names kept */
+
+/*
+ * Memory: a method range is 32 bytes plus its name once; a sample is 24 bytes; a stack's addresses
+ * are stored once however many samples share it (a busy loop's thousands of samples share a few
+ * stacks), so a long profile costs about 24 bytes per sample.
+ */
+struct method {
+    uint64_t start;
+    uint64_t module_id;
+    uint32_t size;
+    uint32_t seq;  /* arrival order: the later of two overlapping ranges wins */
+    uint32_t name; /* "Namespace.Method(args)" in the names arena */
+};
+
+struct module {
+    uint64_t id;
+    uint32_t seq;
+    uint32_t name; /* file name without directory and extension, in the names arena */
+};
+
+struct sample {
+    uint64_t thread;
+    int64_t ts;
+    uint32_t stack;
+    uint32_t order;
+};
+
+struct stack {
+    uint32_t at; /* first address in ips */
+    uint32_t n;
+};
+
+struct ev_symbols {
+    struct nettrace_checker ck;
+    struct buf names; /* NUL-terminated strings, addressed by offset */
+    struct method *methods;
+    size_t nmethods, cap_methods;
+    uint64_t *maxend; /* maxend[i]: the largest range end among sorted methods[0..i] */
+    bool sorted;
+    struct module *modules;
+    size_t nmodules, cap_modules;
+    struct sample *samples;
+    size_t nsamples, cap_samples;
+    struct stack *stacks;
+    size_t nstacks, cap_stacks;
+    uint64_t *ips;
+    size_t nips, cap_ips;
+    uint32_t *stack_table; /* open addressing: stack index + 1, 0 = empty */
+    size_t table_cap;
+    uint64_t *scratch; /* one event's stack as u64 */
+    size_t cap_scratch;
+    /* Frames, built when writing. */
+    uint32_t *method_frame; /* per sorted method, its frame or NO_FRAME */
+    uint32_t *frames;       /* frame name offsets in the names arena */
+    size_t nframes, cap_frames;
+    uint32_t *frame_table; /* open addressing: frame index + 1 */
+    size_t frame_table_cap;
+    int32_t sampling_ns;
+    int64_t qpc_origin, qpc_freq;
+    bool clock_set;
+    struct ev_symbols_stats st;
+    bool finished;
+    int verdict_rc;
+    int fail; /* an event the stream callback could not keep for want of memory or room */
+    int err;
+    char msg[256];
+};
+
+/*
+ * Grows *p (elements of size elem) to hold need elements, doubling, so that appending one at a
+ * time stays linear; 0 or -ENOMEM (*p and *cap unchanged).
+ */
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) {
+        return 0;
+    }
+    size_t ncap = *cap != 0 ? *cap : 64;
+    while (ncap < need) {
+        ncap *= 2;
+    }
+    void *np = realloc(*p, ncap * elem);
+    if (np == NULL) {
+        return -ENOMEM;
+    }
+    *p = np;
+    *cap = ncap;
+    return 0;
+}
+
+/* Appends s[0..n) and a NUL to the names arena; the offset in *at. */
+static int name_add(struct ev_symbols *s, const char *str, size_t n, uint32_t *at)
+{
+    size_t off = buf_size(&s->names);
+    if (off + n + 1 > UINT32_MAX) {
+        return AGENT_E_TOOBIG;
+    }
+    int rc = buf_append(&s->names, str, n);
+    if (rc == 0) {
+        rc = buf_append(&s->names, "", 1);
+    }
+    if (rc == 0) {
+        *at = (uint32_t)off;
+    }
+    return rc;
+}
+
+static const char *name_at(const struct ev_symbols *s, uint32_t at)
+{
+    return (const char *)buf_data(&s->names) + at;
+}
+
+/* Appends the UTF-16LE p[0..units) as UTF-8 (no NUL) to b. */
+static int append_utf16(struct buf *b, const uint8_t *p, size_t units)
+{
+    size_t n = utf16le_utf8_len(p, units);
+    int rc = buf_reserve(b, n + 1);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = utf16le_to_utf8(p, units, (char *)b->p + b->len, n + 1, NULL);
+    if (rc == 0) {
+        b->len += n;
+    }
+    return rc;
+}
+
+/*
+ * EVENTS.md §7.2. The fields after the signature (ClrInstanceID from v1, ReJITID from v2) are not
+ * used, but a payload too short for them is refused: it means the version is not the layout's,
+ * and then the strings before may be misread too. Longer payloads are accepted, as TraceEvent
+ * does, for layouts later runtimes extend.
+ */
+int ev_symbols_add_method(struct ev_symbols *s, const uint8_t *payload, size_t len,
+                          uint32_t version)
+{
+    struct ev_rd r;
+    ev_rd_init(&r, payload, len);
+    uint64_t method_id = 0, module_id = 0, start = 0;
+    uint32_t size = 0, token = 0, flags = 0;
+    const uint8_t *ns = NULL, *nm = NULL, *sig = NULL;
+    size_t ns_n = 0, nm_n = 0, sig_n = 0;
+    size_t tail = version >= 2 ? 10 : version >= 1 ? 2 : 0; /* ClrInstanceID, ReJITID */
+    if (ev_rd_u64(&r, &method_id) != 0 || ev_rd_u64(&r, &module_id) != 0 ||
+        ev_rd_u64(&r, &start) != 0 || ev_rd_u32(&r, &size) != 0 || ev_rd_u32(&r, &token) != 0 ||
+        ev_rd_u32(&r, &flags) != 0 || !ev_rd_utf16z(&r, &ns, &ns_n) ||
+        !ev_rd_utf16z(&r, &nm, &nm_n) || !ev_rd_utf16z(&r, &sig, &sig_n) || ev_rd_left(&r) < tail) {
+        s->st.malformed++;
+        return AGENT_E_PROTO;
+    }
+    if (s->nmethods >= EV_SYMBOLS_MAX_METHODS) {
+        return AGENT_E_TOOBIG;
+    }
+    int rc = grow((void **)&s->methods, &s->cap_methods, s->nmethods + 1, sizeof(*s->methods));
+    if (rc != 0) {
+        return rc;
+    }
+    /* TraceEvent: Namespace + "." + Name + the signature from its first '('. */
+    struct buf b;
+    buf_init(&b, 0);
+    rc = append_utf16(&b, ns, ns_n);
+    if (rc == 0 && ns_n > 0) {
+        rc = buf_append(&b, ".", 1);
+    }
+    if (rc == 0) {
+        rc = append_utf16(&b, nm, nm_n);
+    }
+    size_t paren = 0;
+    while (paren < sig_n && ev_load_u16(sig + 2 * paren) != '(') {
+        paren++;
+    }
+    if (rc == 0 && paren < sig_n) {
+        rc = append_utf16(&b, sig + 2 * paren, sig_n - paren);
+    }
+    uint32_t at = 0;
+    if (rc == 0) {
+        rc = name_add(s, (const char *)buf_data(&b), buf_size(&b), &at);
+    }
+    buf_fini(&b);
+    if (rc != 0) {
+        return rc;
+    }
+    s->methods[s->nmethods++] = (struct method){.start = start,
+                                                .module_id = module_id,
+                                                .size = size,
+                                                .seq = (uint32_t)s->st.methods,
+                                                .name = at};
+    s->st.methods++;
+    s->sorted = false;
+    return 0;
+}
+
+/* True when the ASCII s[0..n) ends with the lower-case suffix. */
+static bool ends_with_nocase(const char *str, size_t n, const char *suffix)
+{
+    size_t k = strlen(suffix);
+    if (n < k) {
+        return false;
+    }
+    for (size_t i = 0; i < k; i++) {
+        if (ascii_lower(str[n - k + i]) != suffix[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * ModuleLoad / ModuleDCStart / ModuleDCEnd: the module's name is its IL file's name without the
+ * directory (either separator: the trace may come from Windows) and without .dll/.exe, as
+ * TraceEvent's TraceModuleFile.Name; a module with no IL path (native images) uses its native path.
+ */
+int ev_symbols_add_module(struct ev_symbols *s, const uint8_t *payload, size_t len,
+                          uint32_t version)
+{
+    struct ev_rd r;
+    ev_rd_init(&r, payload, len);
+    uint64_t module_id = 0, assembly_id = 0;
+    uint32_t flags = 0, reserved = 0;
+    const uint8_t *il = NULL, *native = NULL;
+    size_t il_n = 0, native_n = 0;
+    (void)version; /* every version starts with the same fields */
+    if (ev_rd_u64(&r, &module_id) != 0 || ev_rd_u64(&r, &assembly_id) != 0 ||
+        ev_rd_u32(&r, &flags) != 0 || ev_rd_u32(&r, &reserved) != 0 ||
+        !ev_rd_utf16z(&r, &il, &il_n) || !ev_rd_utf16z(&r, &native, &native_n)) {
+        s->st.malformed++;
+        return AGENT_E_PROTO;
+    }
+    if (il_n == 0) {
+        il = native;
+        il_n = native_n;
+    }
+    if (s->nmodules >= EV_SYMBOLS_MAX_METHODS) {
+        return AGENT_E_TOOBIG;
+    }
+    int rc = grow((void **)&s->modules, &s->cap_modules, s->nmodules + 1, sizeof(*s->modules));
+    if (rc != 0) {
+        return rc;
+    }
+    struct buf b;
+    buf_init(&b, 0);
+    size_t base = 0; /* the file name starts after the last separator */
+    for (size_t k = 0; k < il_n; k++) {
+        uint16_t u = ev_load_u16(il + 2 * k);
+        if (u == '/' || u == '\\') {
+            base = k + 1;
+        }
+    }
+    rc = append_utf16(&b, il + 2 * base, il_n - base);
+    uint32_t at = 0;
+    if (rc == 0) {
+        const char *str = (const char *)buf_data(&b);
+        size_t n = buf_size(&b);
+        if (ends_with_nocase(str, n, ".dll") || ends_with_nocase(str, n, ".exe")) {
+            n -= 4;
+        }
+        rc = name_add(s, str, n, &at);
+    }
+    buf_fini(&b);
+    if (rc != 0) {
+        return rc;
+    }
+    s->modules[s->nmodules++] =
+        (struct module){.id = module_id, .seq = (uint32_t)s->st.modules, .name = at};
+    s->st.modules++;
+    s->sorted = false;
+    return 0;
+}
+
+static uint64_t hash_ips(const uint64_t *ips, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the addresses' bytes */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = ips[i];
+        for (int k = 0; k < 8; k++) {
+            h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+            v >>= 8;
+        }
+    }
+    return h;
+}
+
+static uint64_t hash_str(const char *str)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *str != '\0'; str++) {
+        h = (h ^ (uint8_t)*str) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The hash of stored stack or frame i. */
+static uint64_t stack_hash(const struct ev_symbols *s, size_t i)
+{
+    return hash_ips(s->ips + s->stacks[i].at, s->stacks[i].n);
+}
+
+static uint64_t frame_hash(const struct ev_symbols *s, size_t i)
+{
+    return hash_str(name_at(s, s->frames[i]));
+}
+
+/*
+ * Doubles an open-addressing table (slots hold an index + 1, 0 is empty) and re-inserts the n
+ * entries by their hash.
+ */
+static int table_grow(const struct ev_symbols *s, uint32_t **table, size_t *cap, size_t n,
+                      uint64_t (*hash)(const struct ev_symbols *, size_t))
+{
+    size_t ncap = *cap != 0 ? *cap * 2 : 1024;
+    uint32_t *t = calloc(ncap, sizeof(*t));
+    if (t == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t h = (size_t)hash(s, i) & (ncap - 1);
+        while (t[h] != 0) {
+            h = (h + 1) & (ncap - 1);
+        }
+        t[h] = (uint32_t)i + 1;
+    }
+    free(*table);
+    *table = t;
+    *cap = ncap;
+    return 0;
+}
+
+/* The index of the stack ips[0..n), stored once. */
+static int stack_intern(struct ev_symbols *s, const uint64_t *ips, size_t n, uint32_t *out)
+{
+    int rc = 0;
+    if ((s->nstacks + 1) * 2 > s->table_cap &&
+        (rc = table_grow(s, &s->stack_table, &s->table_cap, s->nstacks, stack_hash)) != 0) {
+        return rc;
+    }
+    size_t mask = s->table_cap - 1;
+    size_t h = (size_t)hash_ips(ips, n) & mask;
+    for (; s->stack_table[h] != 0; h = (h + 1) & mask) {
+        const struct stack *st = &s->stacks[s->stack_table[h] - 1];
+        if (st->n == n && memcmp(s->ips + st->at, ips, n * sizeof(*ips)) == 0) {
+            *out = s->stack_table[h] - 1;
+            return 0;
+        }
+    }
+    if (s->nips + n > EV_SYMBOLS_MAX_IPS) {
+        return AGENT_E_TOOBIG;
+    }
+    if ((rc = grow((void **)&s->ips, &s->cap_ips, s->nips + n, sizeof(*s->ips))) != 0 ||
+        (rc = grow((void **)&s->stacks, &s->cap_stacks, s->nstacks + 1, sizeof(*s->stacks))) != 0) {
+        return rc;
+    }
+    memcpy(s->ips + s->nips, ips, n * sizeof(*ips));
+    s->stacks[s->nstacks] = (struct stack){.at = (uint32_t)s->nips, .n = (uint32_t)n};
+    s->nips += n;
+    s->stack_table[h] = (uint32_t)s->nstacks + 1;
+    *out = (uint32_t)s->nstacks++;
+    s->st.stacks++;
+    return 0;
+}
+
+/*
+ * Stack ids of the stream cannot be kept: they are reused after every sequence point. The
+ * addresses are interned instead, and the sample keeps the interned index.
+ */
+int ev_symbols_add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, const uint64_t *ips,
+                          size_t n)
+{
+    if (n == 0 || ips == NULL) {
+        return AGENT_E_INVAL;
+    }
+    if (s->nsamples >= EV_SYMBOLS_MAX_SAMPLES) {
+        return AGENT_E_TOOBIG;
+    }
+    int rc = grow((void **)&s->samples, &s->cap_samples, s->nsamples + 1, sizeof(*s->samples));
+    uint32_t idx = 0;
+    if (rc != 0 || (rc = stack_intern(s, ips, n, &idx)) != 0) {
+        return rc;
+    }
+    s->samples[s->nsamples] =
+        (struct sample){.thread = thread, .ts = ts, .stack = idx, .order = (uint32_t)s->nsamples};
+    s->nsamples++;
+    s->st.samples++;
+    return 0;
+}
+
+/*
+ * The stream callbacks cannot stop the checker: an event that could not be kept for a reason
+ * other than its own bytes (memory, a cap) is remembered and fails ev_symbols_finish, so that a
+ * partial profile is never written as a whole one.
+ */
+static void note(struct ev_symbols *s, int rc)
+{
+    if (rc != 0 && rc != AGENT_E_PROTO && s->fail == 0) {
+        s->fail = rc;
+    }
+}
+
+/* A SampleProfiler event: its kept stack, pointer-size addresses, as u64. */
+static void on_sample(struct ev_symbols *s, const struct nettrace_event *ev)
+{
+    struct nettrace_trace_info ti;
+    if (ev->stack == NULL || ev->stack_len == 0 || nettrace_trace_info(&s->ck, &ti) != 0) {
+        s->st.no_stack++;
+        return;
+    }
+    size_t ptr = ti.pointer_size == 4 ? 4 : 8;
+    size_t n = ev->stack_len / ptr;
+    if (n == 0) {
+        s->st.no_stack++;
+        return;
+    }
+    int rc = grow((void **)&s->scratch, &s->cap_scratch, n, sizeof(*s->scratch));
+    if (rc != 0) {
+        note(s, rc);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->scratch[i] = ptr == 4 ? ev_load_u32(ev->stack + 4 * i) : ev_load_u64(ev->stack + 8 * i);
+    }
+    note(s, ev_symbols_add_sample(s, ev->thread_id, ev->timestamp, s->scratch, n));
+}
+
+/*
+ * The event ids overlap between the two runtime providers (143 is MethodLoadVerbose in one and
+ * MethodDCStartVerbose in the other, 152 ModuleLoad and DomainModuleDCEnd), so the provider is
+ * matched first. DomainModule events are not read: every module also has a Module event.
+ */
+static void on_event(void *ud, const struct nettrace_event *ev)
+{
+    struct ev_symbols *s = ud;
+    bool runtime = strcmp(ev->provider, RUNTIME_PROVIDER) == 0;
+    bool rundown = !runtime && strcmp(ev->provider, RUNDOWN_PROVIDER) == 0;
+    if (runtime || rundown) {
+        uint32_t id = ev->event_id;
+        if ((runtime && id == EV_RUNTIME_METHOD_LOAD_VERBOSE) ||
+            (rundown &&
+             (id == EV_RUNDOWN_METHOD_DCSTART_VERB || id == EV_RUNDOWN_METHOD_DCEND_VERB))) {
+            note(s, ev_symbols_add_method(s, ev->payload, ev->payload_len, ev->version));
+        } else if ((runtime && id == EV_RUNTIME_MODULE_LOAD) ||
+                   (rundown &&
+                    (id == EV_RUNDOWN_MODULE_DCSTART || id == EV_RUNDOWN_MODULE_DCEND))) {
+            note(s, ev_symbols_add_module(s, ev->payload, ev->payload_len, ev->version));
+        }
+    } else if (ev->event_id == 0 && strcmp(ev->provider, SAMPLER_PROVIDER) == 0) {
+        on_sample(s, ev);
+    }
+}
+
+int ev_symbols_new(struct ev_symbols **out)
+{
+    struct ev_symbols *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return -ENOMEM;
+    }
+    struct nettrace_options opt = {.flags = NETTRACE_KEEP_STACKS};
+    int rc = nettrace_checker_init(&s->ck, &opt);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
+    nettrace_set_event_cb(&s->ck, on_event, s);
+    buf_init(&s->names, MAX_NAMES);
+    s->sampling_ns = DEFAULT_SAMPLING_NS;
+    s->qpc_freq = 1000000000;
+    *out = s;
+    return 0;
+}
+
+void ev_symbols_free(struct ev_symbols *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    nettrace_checker_fini(&s->ck);
+    buf_fini(&s->names);
+    free(s->methods);
+    free(s->maxend);
+    free(s->modules);
+    free(s->samples);
+    free(s->stacks);
+    free(s->ips);
+    free(s->stack_table);
+    free(s->scratch);
+    free(s->method_frame);
+    free(s->frames);
+    free(s->frame_table);
+    free(s);
+}
+
+int ev_symbols_feed(struct ev_symbols *s, const uint8_t *p, size_t n)
+{
+    if (s->err != 0) {
+        return s->err;
+    }
+    int rc = nettrace_feed(&s->ck, p, n);
+    if (rc < 0) {
+        nettrace_error_line(&s->ck, rc, s->msg, sizeof(s->msg));
+        s->err = rc;
+    }
+    return rc;
+}
+
+int ev_symbols_finish(struct ev_symbols *s)
+{
+    if (s->finished) {
+        return s->verdict_rc;
+    }
+    s->finished = true;
+    enum nettrace_verdict v = nettrace_finish(&s->ck);
+    if (s->err != 0) {
+        s->verdict_rc = s->err;
+    } else if (s->fail != 0) {
+        (void)snprintf(s->msg, sizeof(s->msg), "the profile could not be kept whole: %s",
+                       agent_strerror(s->fail));
+        s->verdict_rc = s->fail;
+    } else if (v == NETTRACE_INVALID) {
+        nettrace_error_line(&s->ck, AGENT_E_PROTO, s->msg, sizeof(s->msg));
+        s->verdict_rc = AGENT_E_PROTO;
+    } else if (v == NETTRACE_TRUNCATED) {
+        (void)snprintf(s->msg, sizeof(s->msg), "the stream ends early");
+        s->verdict_rc = AGENT_E_TRUNC;
+    }
+    return s->verdict_rc;
+}
+
+const char *ev_symbols_error(const struct ev_symbols *s)
+{
+    return s->msg[0] != '\0' ? s->msg : NULL;
+}
+
+void ev_symbols_get_stats(const struct ev_symbols *s, struct ev_symbols_stats *out)
+{
+    const struct nettrace_stats *ns = nettrace_get_stats(&s->ck);
+    struct nettrace_trace_info ti;
+    *out = s->st;
+    out->bytes = ns->bytes;
+    out->events = ns->events;
+    out->lost = ns->lost;
+    if (nettrace_trace_info(&s->ck, &ti) == 0) {
+        out->sampling_rate_ns = ti.sampling_rate_ns;
+    }
+}
+
+void ev_symbols_set_clock(struct ev_symbols *s, int32_t sampling_rate_ns, int64_t qpc_origin,
+                          int64_t qpc_frequency)
+{
+    s->sampling_ns = sampling_rate_ns > 0 ? sampling_rate_ns : DEFAULT_SAMPLING_NS;
+    s->qpc_origin = qpc_origin;
+    s->qpc_freq = qpc_frequency > 0 ? qpc_frequency : 1000000000;
+    s->clock_set = true;
+}
+
+static int cmp_method(const void *a, const void *b)
+{
+    const struct method *x = a, *y = b;
+    if (x->start != y->start) {
+        return x->start < y->start ? -1 : 1;
+    }
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int cmp_module(const void *a, const void *b)
+{
+    const struct module *x = a, *y = b;
+    if (x->id != y->id) {
+        return x->id < y->id ? -1 : 1;
+    }
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * Sorts the ranges by start and computes the running largest end, so that a lookup finds the
+ * last range starting at or below ip and walks back only over ranges that may still hold it.
+ */
+static int build_index(struct ev_symbols *s)
+{
+    if (s->sorted) {
+        return 0;
+    }
+    if (s->nmethods > 0) {
+        qsort(s->methods, s->nmethods, sizeof(*s->methods), cmp_method);
+    }
+    if (s->nmodules > 0) {
+        qsort(s->modules, s->nmodules, sizeof(*s->modules), cmp_module);
+    }
+    free(s->maxend);
+    free(s->method_frame);
+    s->maxend = malloc((s->nmethods + 1) * sizeof(*s->maxend));
+    s->method_frame = malloc((s->nmethods + 1) * sizeof(*s->method_frame));
+    if (s->maxend == NULL || s->method_frame == NULL) {
+        return -ENOMEM;
+    }
+    uint64_t m = 0;
+    for (size_t i = 0; i < s->nmethods; i++) {
+        uint64_t end = s->methods[i].start + s->methods[i].size;
+        m = end > m ? end : m;
+        s->maxend[i] = m;
+        s->method_frame[i] = NO_FRAME;
+    }
+    s->nframes = 0; /* frames refer to sorted method positions: start over */
+    if (s->frame_table != NULL) {
+        memset(s->frame_table, 0, s->frame_table_cap * sizeof(*s->frame_table));
+    }
+    s->sorted = true;
+    return 0;
+}
+
+/* The sorted index of the method holding ip (the last reported among overlapping), or -1. */
+static ptrdiff_t find_method(const struct ev_symbols *s, uint64_t ip)
+{
+    size_t lo = 0, hi = s->nmethods; /* first start > ip */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->methods[mid].start <= ip) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    ptrdiff_t best = -1;
+    for (size_t j = lo; j > 0 && s->maxend[j - 1] > ip; j--) {
+        const struct method *m = &s->methods[j - 1];
+        if (ip - m->start < m->size && (best < 0 || m->seq > s->methods[best].seq)) {
+            best = (ptrdiff_t)(j - 1);
+        }
+    }
+    return best;
+}
+
+/* The module name of id (the last reported), or "?". */
+static const char *module_name(const struct ev_symbols *s, uint64_t id)
+{
+    size_t lo = 0, hi = s->nmodules; /* first id > id */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->modules[mid].id <= id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo > 0 && s->modules[lo - 1].id == id ? name_at(s, s->modules[lo - 1].name) : "?";
+}
+
+int ev_symbols_resolve(struct ev_symbols *s, uint64_t ip, char *out, size_t cap)
+{
+    int rc = build_index(s);
+    if (rc != 0) {
+        return rc;
+    }
+    ptrdiff_t m = find_method(s, ip);
+    if (m < 0) {
+        (void)snprintf(out, cap, "%s", EV_SYMBOLS_UNKNOWN);
+        return AGENT_E_NOTFOUND;
+    }
+    (void)snprintf(out, cap, "%s!%s", module_name(s, s->methods[m].module_id),
+                   name_at(s, s->methods[m].name));
+    return 0;
+}
+
+/* The frame named str[0..n) (added once). */
+static int frame_intern(struct ev_symbols *s, const char *str, size_t n, uint32_t *out)
+{
+    int rc = 0;
+    if ((s->nframes + 1) * 2 > s->frame_table_cap &&
+        (rc = table_grow(s, &s->frame_table, &s->frame_table_cap, s->nframes, frame_hash)) != 0) {
+        return rc;
+    }
+    uint32_t at = 0; /* added first so that the name is NUL-terminated for hashing */
+    if ((rc = name_add(s, str, n, &at)) != 0) {
+        return rc;
+    }
+    const char *name = name_at(s, at);
+    size_t mask = s->frame_table_cap - 1;
+    size_t h = (size_t)hash_str(name) & mask;
+    for (; s->frame_table[h] != 0; h = (h + 1) & mask) {
+        if (strcmp(name_at(s, s->frames[s->frame_table[h] - 1]), name) == 0) {
+            buf_truncate(&s->names, at); /* a known name: drop the copy */
+            *out = s->frame_table[h] - 1;
+            return 0;
+        }
+    }
+    if ((rc = grow((void **)&s->frames, &s->cap_frames, s->nframes + 1, sizeof(*s->frames))) != 0) {
+        return rc;
+    }
+    s->frames[s->nframes] = at;
+    s->frame_table[h] = (uint32_t)s->nframes + 1;
+    *out = (uint32_t)s->nframes++;
+    return 0;
+}
+
+/*
+ * The frame of ip: its method's (built once per method) or the unknown frame. Frames are shared by
+ * name, not by method: the tier-0 and tier-1 code of one method (two ranges) are one frame, as in
+ * TraceEvent, so the method's time is not split between two entries.
+ */
+static int frame_of(struct ev_symbols *s, uint64_t ip, uint32_t *out)
+{
+    ptrdiff_t m = find_method(s, ip);
+    if (m < 0) {
+        return frame_intern(s, EV_SYMBOLS_UNKNOWN, strlen(EV_SYMBOLS_UNKNOWN), out);
+    }
+    if (s->method_frame[m] != NO_FRAME) {
+        *out = s->method_frame[m];
+        return 0;
+    }
+    struct buf b;
+    buf_init(&b, 0);
+    int rc = buf_printf(&b, "%s!%s", module_name(s, s->methods[m].module_id),
+                        name_at(s, s->methods[m].name));
+    if (rc == 0) {
+        rc = frame_intern(s, (const char *)buf_data(&b), buf_size(&b), out);
+    }
+    buf_fini(&b);
+    if (rc == 0) {
+        s->method_frame[m] = *out;
+    }
+    return rc;
+}
+
+static int cmp_sample(const void *a, const void *b)
+{
+    const struct sample *x = a, *y = b;
+    if (x->thread != y->thread) {
+        return x->thread < y->thread ? -1 : 1;
+    }
+    if (x->ts != y->ts) {
+        return x->ts < y->ts ? -1 : 1;
+    }
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* One thread's run of sorted samples. */
+struct group {
+    size_t first, n;
+    uint32_t min_order; /* when the thread was first sampled */
+};
+
+static int cmp_group(const void *a, const void *b)
+{
+    const struct group *x = a, *y = b;
+    return x->min_order < y->min_order ? -1 : x->min_order > y->min_order;
+}
+
+/* Hands b to the sink once it holds a batch (or always, with force). */
+static int out_flush(struct buf *b, bool force, ev_symbols_sink_cb sink, void *ud)
+{
+    if (buf_size(b) == 0 || (!force && buf_size(b) < OUT_BATCH)) {
+        return 0;
+    }
+    int rc = sink(ud, buf_data(b), buf_size(b));
+    buf_reset(b);
+    return rc;
+}
+
+static double qpc_ms(const struct ev_symbols *s, int64_t ts)
+{
+    return (double)(ts - s->qpc_origin) * 1000.0 / (double)s->qpc_freq;
+}
+
+/*
+ * One sampled profile: the thread's samples outermost frame first (the stream's stacks are leaf
+ * first), one weight each. The output is flushed to the sink every OUT_BATCH bytes, so memory does
+ * not grow with the output.
+ */
+static int write_profile(struct ev_symbols *s, const struct group *g, const uint32_t *stack_frames,
+                         double weight, struct buf *b, ev_symbols_sink_cb sink, void *ud)
+{
+    const struct sample *first = &s->samples[g->first];
+    const struct sample *last = &s->samples[g->first + g->n - 1];
+    int rc = buf_printf(b,
+                        "{\"type\":\"sampled\",\"name\":\"Thread %llu\",\"unit\":\"milliseconds\","
+                        "\"startValue\":%.17g,\"endValue\":%.17g,\"samples\":[",
+                        (unsigned long long)first->thread, qpc_ms(s, first->ts),
+                        qpc_ms(s, last->ts) + weight);
+    for (size_t i = 0; rc == 0 && i < g->n; i++) {
+        const struct stack *st = &s->stacks[s->samples[g->first + i].stack];
+        rc = buf_append_str(b, i == 0 ? "[" : ",[");
+        for (uint32_t k = st->n; rc == 0 && k > 0; k--) {
+            rc = buf_printf(b, k == st->n ? "%u" : ",%u", stack_frames[st->at + k - 1]);
+        }
+        if (rc == 0) {
+            rc = buf_append_str(b, "]");
+        }
+        if (rc == 0) {
+            rc = out_flush(b, false, sink, ud);
+        }
+    }
+    if (rc == 0) {
+        rc = buf_append_str(b, "],\"weights\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < g->n; i++) {
+        rc = buf_printf(b, i == 0 ? "%.17g" : ",%.17g", weight);
+        if (rc == 0) {
+            rc = out_flush(b, false, sink, ud);
+        }
+    }
+    if (rc == 0) {
+        rc = buf_append_str(b, "]}");
+    }
+    return rc;
+}
+
+/* The frame of every stored address, in ips' order. */
+static int resolve_all(struct ev_symbols *s, uint32_t **out)
+{
+    uint32_t *fr = malloc((s->nips + 1) * sizeof(*fr));
+    if (fr == NULL) {
+        return -ENOMEM;
+    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < s->nips; i++) {
+        rc = frame_of(s, s->ips[i], &fr[i]);
+    }
+    if (rc != 0) {
+        free(fr);
+        return rc;
+    }
+    *out = fr;
+    return 0;
+}
+
+/*
+ * Threads as runs of samples, in the order they were first sampled; *out has *n runs. The stream
+ * interleaves threads, and nothing in the format promises one thread's samples in time order
+ * (the runtime's all come from its sampler thread, so they are), hence the sort by thread, then
+ * time, then arrival.
+ */
+static int thread_groups(struct ev_symbols *s, struct group **out, size_t *n)
+{
+    if (s->nsamples > 0) {
+        qsort(s->samples, s->nsamples, sizeof(*s->samples), cmp_sample);
+    }
+    struct group *g = NULL;
+    size_t ng = 0, cap = 0;
+    for (size_t i = 0; i < s->nsamples; i++) {
+        if (i == 0 || s->samples[i].thread != s->samples[i - 1].thread) {
+            if (grow((void **)&g, &cap, ng + 1, sizeof(*g)) != 0) {
+                free(g);
+                return -ENOMEM;
+            }
+            g[ng++] = (struct group){.first = i, .n = 0, .min_order = UINT32_MAX};
+        }
+        struct group *cur = &g[ng - 1];
+        cur->n++;
+        cur->min_order =
+            s->samples[i].order < cur->min_order ? s->samples[i].order : cur->min_order;
+    }
+    if (ng > 0) {
+        qsort(g, ng, sizeof(*g), cmp_group);
+    }
+    *out = g;
+    *n = ng;
+    return 0;
+}
+
+int ev_symbols_write_speedscope(struct ev_symbols *s, const char *name, ev_symbols_sink_cb sink,
+                                void *ud)
+{
+    struct nettrace_trace_info ti;
+    if (!s->clock_set && nettrace_trace_info(&s->ck, &ti) == 0) {
+        s->sampling_ns = ti.sampling_rate_ns > 0 ? ti.sampling_rate_ns : DEFAULT_SAMPLING_NS;
+        s->qpc_origin = ti.sync_time_qpc;
+        s->qpc_freq = ti.qpc_frequency > 0 ? ti.qpc_frequency : 1000000000;
+    }
+    double weight = (double)s->sampling_ns / 1e6;
+    uint32_t *stack_frames = NULL;
+    struct group *groups = NULL;
+    size_t ngroups = 0;
+    struct buf b;
+    buf_init(&b, 0);
+    int rc = build_index(s);
+    if (rc == 0) {
+        rc = resolve_all(s, &stack_frames);
+    }
+    if (rc == 0) {
+        rc = thread_groups(s, &groups, &ngroups);
+    }
+    if (rc == 0) {
+        rc = buf_append_str(&b, "{\"$schema\":\"" SPEEDSCOPE_SCHEMA "\",\"exporter\":\"dotmon\","
+                                "\"name\":\"");
+    }
+    if (rc == 0) {
+        rc = buf_append_json_escaped(&b, name != NULL ? name : "");
+    }
+    if (rc == 0) {
+        rc = buf_append_str(&b, "\",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < s->nframes; i++) {
+        rc = buf_append_str(&b, i == 0 ? "{\"name\":\"" : ",{\"name\":\"");
+        if (rc == 0) {
+            rc = buf_append_json_escaped(&b, name_at(s, s->frames[i]));
+        }
+        if (rc == 0) {
+            rc = buf_append_str(&b, "\"}");
+        }
+        if (rc == 0) {
+            rc = out_flush(&b, false, sink, ud);
+        }
+    }
+    if (rc == 0) {
+        rc = buf_append_str(&b, "]},\"profiles\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < ngroups; i++) {
+        if (i > 0) {
+            rc = buf_append_str(&b, ",");
+        }
+        if (rc == 0) {
+            rc = write_profile(s, &groups[i], stack_frames, weight, &b, sink, ud);
+        }
+    }
+    if (rc == 0) {
+        rc = buf_append_str(&b, "]}\n");
+    }
+    if (rc == 0) {
+        rc = out_flush(&b, true, sink, ud);
+    }
+    buf_fini(&b);
+    free(groups);
+    free(stack_frames);
+    return rc;
+}

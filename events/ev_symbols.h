@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_EV_SYMBOLS_H
+#define AGENT_EV_SYMBOLS_H
+
+/*
+ * CPU samples with their stacks named, written as speedscope JSON (EVENTS.md §7).
+ *
+ * Fed a nettrace stream (nettrace.h, kept stacks), it collects:
+ *  - method code ranges from Microsoft-Windows-DotNETRuntime 143 MethodLoadVerbose and
+ *    Microsoft-Windows-DotNETRuntimeRundown 143 MethodDCStartVerbose / 144 MethodDCEndVerbose,
+ *    any version (0, 1 and 2 appear; payloads longer than the known layout are accepted);
+ *  - modules from runtime 152 ModuleLoad and rundown 153 ModuleDCStart / 154 ModuleDCEnd;
+ *  - samples from Microsoft-DotNETCore-SampleProfiler event 0: the sampled thread, its timestamp
+ *    and its stack (leaf first). Stacks arrive before the rundown that names them, so a sample
+ *    is kept as (thread, timestamp, stack index) with identical stacks stored once, and names
+ *    are resolved when the profile is written.
+ *
+ * An IP resolves to the method range that holds it; when ranges overlap (code memory reused
+ * after an unload) the one reported last wins. The name is built as TraceEvent builds it:
+ * "Module!Namespace.Method(args)", where Module is the module's IL file name without its
+ * directory and its .dll/.exe extension, and (args) is the signature from its first '('. An IP in
+ * no range is the frame "?!?" (TraceEvent's unknown frame; EventPipe names no native module on
+ * Linux). A method whose module is unknown gets the module "?".
+ *
+ * Pure: no libuv, no I/O, no globals. Errors: -ENOMEM (UV_ENOMEM), AGENT_E_INVAL (bad argument),
+ * AGENT_E_TOOBIG (more than EV_SYMBOLS_MAX_* of something), and nettrace_feed's errors from
+ * ev_symbols_feed.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EV_SYMBOLS_MAX_METHODS (4u * 1024u * 1024u)
+#define EV_SYMBOLS_MAX_SAMPLES (256u * 1024u * 1024u)
+#define EV_SYMBOLS_MAX_IPS     (256u * 1024u * 1024u) /* distinct stacks' addresses, summed */
+#define EV_SYMBOLS_UNKNOWN     "?!?"
+
+struct ev_symbols_stats {
+    uint64_t bytes;
+    uint64_t events;
+    uint64_t methods;         /* method ranges read */
+    uint64_t modules;         /* module events read */
+    uint64_t samples;         /* samples kept */
+    uint64_t stacks;          /* distinct stacks among them */
+    uint64_t no_stack;        /* samples without a stack (not kept) */
+    uint64_t malformed;       /* method or module events that could not be read (skipped) */
+    uint64_t lost;            /* events the runtime dropped (nettrace_stats.lost) */
+    int32_t sampling_rate_ns; /* the trace header's ExpectedCPUSamplingRate (0 if absent) */
+};
+
+struct ev_symbols;
+
+/*
+ * Sink for the JSON text: called with consecutive pieces; returns 0 to go on, or a negative code
+ * that ev_symbols_write_speedscope returns at once.
+ */
+typedef int (*ev_symbols_sink_cb)(void *ud, const uint8_t *p, size_t n);
+
+/* 0 or -ENOMEM. */
+int ev_symbols_new(struct ev_symbols **out);
+/* Accepts NULL. */
+void ev_symbols_free(struct ev_symbols *s);
+
+/* The next n bytes of the stream: 0, or nettrace_feed's error (later feeds return it again). */
+int ev_symbols_feed(struct ev_symbols *s, const uint8_t *p, size_t n);
+/*
+ * EOF: 0 when the stream was valid and complete and every sample, method and module in it was
+ * kept, else a negative code (AGENT_E_TRUNC when it ended early, AGENT_E_PROTO when it is invalid,
+ * -ENOMEM or AGENT_E_TOOBIG when something could not be kept; see ev_symbols_error). Idempotent.
+ */
+int ev_symbols_finish(struct ev_symbols *s);
+/* The stream's problem as one line ("nettrace at offset N: …"), NULL if none. */
+const char *ev_symbols_error(const struct ev_symbols *s);
+void ev_symbols_get_stats(const struct ev_symbols *s, struct ev_symbols_stats *out);
+
+/*
+ * The pieces ev_symbols_feed uses, for other sources and tests. payload[0..len) is the event's
+ * payload and version its metadata version. add_method and add_module: 0, AGENT_E_PROTO (the
+ * payload is too short for its version or a string is unterminated; counted as malformed),
+ * AGENT_E_TOOBIG or -ENOMEM.
+ */
+int ev_symbols_add_method(struct ev_symbols *s, const uint8_t *payload, size_t len,
+                          uint32_t version);
+int ev_symbols_add_module(struct ev_symbols *s, const uint8_t *payload, size_t len,
+                          uint32_t version);
+/* One sample of thread at timestamp ts (QPC ticks) with ips[0..n), leaf first. 0, AGENT_E_INVAL
+ * (n == 0), AGENT_E_TOOBIG or -ENOMEM. */
+int ev_symbols_add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, const uint64_t *ips,
+                          size_t n);
+/*
+ * Sets the sampling period (nanoseconds, default 1 ms or the trace header's), the QPC origin and
+ * frequency used for the profile's times (default: the trace header's, else 0 and 1e9).
+ */
+void ev_symbols_set_clock(struct ev_symbols *s, int32_t sampling_rate_ns, int64_t qpc_origin,
+                          int64_t qpc_frequency);
+
+/*
+ * The frame name of ip into out[0..cap) (NUL-terminated; cut to fit): 0, or AGENT_E_NOTFOUND
+ * when ip is in no method range (out gets EV_SYMBOLS_UNKNOWN). -ENOMEM when the range index
+ * cannot be built.
+ */
+int ev_symbols_resolve(struct ev_symbols *s, uint64_t ip, char *out, size_t cap);
+
+/*
+ * The samples as speedscope JSON (EVENTS.md §7.4): "$schema", "shared.frames" (each distinct
+ * name once), one "sampled" profile per thread in the order threads first appear ("Thread N"),
+ * samples outermost frame first in time order, weights in milliseconds (the sampling period),
+ * "exporter" and "name" (the given name, JSON-escaped). 0, -ENOMEM or the sink's error.
+ */
+int ev_symbols_write_speedscope(struct ev_symbols *s, const char *name, ev_symbols_sink_cb sink,
+                                void *ud);
+
+#endif

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * events/ev_symbols: CPU samples' stacks named (EVENTS.md §7). Method and module payloads built
+ * by hand (wbuf.h) for the range map (bounds, overlaps, re-JIT at the same address, unknown IPs),
+ * TraceEvent's names, both versions of rundown 144 (v1 without ReJITID, v2 with it) and short
+ * payloads; a synthetic V4 stream (ntw.h) with v1 and v2 metadata for the same event fed whole
+ * and one byte at a time; and the speedscope JSON read back by cJSON (escaping, frame sharing,
+ * outermost-first samples, thread and time order, weights from the sampling period); and a
+ * real dotnet-trace CPU trace without rundown (tests/fixtures/nettrace/cpu.nettrace, 8807
+ * ThreadSample events): every sample kept, every frame unknown.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "err.h"
+#include "ev_symbols.h"
+#include "fixture.h"
+#include "ntw.h"
+#include "utf8.h"
+#include "wbuf.h"
+
+#define RUNDOWN "Microsoft-Windows-DotNETRuntimeRundown"
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+#define CORELIB "/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/System.Private.CoreLib.dll"
+
+/* s (UTF-8) as a NUL-terminated UTF-16LE string; wb_wstr takes ASCII only. */
+static void wstr(struct wb *w, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = 0;
+        size_t len = 0;
+        assert_true(utf8_decode((const uint8_t *)s + i, n - i, &cp, &len));
+        uint8_t u[4];
+        size_t k = utf16le_encode(u, cp);
+        wb_raw(w, u, k);
+        i += len;
+    }
+    wb_u16(w, 0);
+}
+
+/* A MethodLoadVerbose / MethodDC*Verbose payload of this version (EVENTS.md §7.2). */
+static struct wb method_payload(uint32_t version, uint64_t module, uint64_t start, uint32_t size,
+                                const char *ns, const char *name, const char *sig)
+{
+    struct wb p = {0};
+    wb_u64(&p, 0x7f00000a0000ull + start); /* MethodID */
+    wb_u64(&p, module);
+    wb_u64(&p, start);
+    wb_u32(&p, size);
+    wb_u32(&p, 0x06000001); /* MethodToken */
+    wb_u32(&p, 0x8 | (4u << 7));
+    wstr(&p, ns);
+    wstr(&p, name);
+    wstr(&p, sig);
+    if (version >= 1) {
+        wb_u16(&p, 0); /* ClrInstanceID */
+    }
+    if (version >= 2) {
+        wb_u64(&p, 0); /* ReJITID */
+    }
+    return p;
+}
+
+static void add_method(struct ev_symbols *s, uint32_t version, uint64_t module, uint64_t start,
+                       uint32_t size, const char *ns, const char *name, const char *sig)
+{
+    struct wb p = method_payload(version, module, start, size, ns, name, sig);
+    assert_int_equal(ev_symbols_add_method(s, p.b, p.n, version), 0);
+    free(p.b);
+}
+
+/* A ModuleLoad / ModuleDCEnd payload (v2 layout up to ClrInstanceID). */
+static struct wb module_payload(uint64_t id, const char *il_path, const char *native_path)
+{
+    struct wb p = {0};
+    wb_u64(&p, id);
+    wb_u64(&p, id + 0x100); /* AssemblyID */
+    wb_u32(&p, 0x8);
+    wb_u32(&p, 0);
+    wstr(&p, il_path);
+    wstr(&p, native_path);
+    wb_u16(&p, 0);
+    return p;
+}
+
+static void add_module(struct ev_symbols *s, uint64_t id, const char *il_path)
+{
+    struct wb p = module_payload(id, il_path, "");
+    assert_int_equal(ev_symbols_add_module(s, p.b, p.n, 2), 0);
+    free(p.b);
+}
+
+static void assert_name(struct ev_symbols *s, uint64_t ip, int rc, const char *want)
+{
+    char out[512];
+    assert_int_equal(ev_symbols_resolve(s, ip, out, sizeof(out)), rc);
+    assert_string_equal(out, want);
+}
+
+static void test_ev_symbols_names(void **state)
+{
+    (void)state;
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    add_module(s, 0x10, CORELIB);
+    add_module(s, 0x20, "C:\\app\\TestApp.EXE");
+    add_module(s, 0x30, ""); /* no IL path: the native one (below) */
+    struct wb p = module_payload(0x40, "", "/app/Native.so");
+    assert_int_equal(ev_symbols_add_module(s, p.b, p.n, 1), 0);
+    free(p.b);
+    add_method(
+        s, 2, 0x10, 0x1000, 0x100, "System.Number", "NumberToString",
+        "void  (value class System.Text.ValueStringBuilder&,value class "
+        "System.Number/NumberBuffer&,wchar,int32,class System.Globalization.NumberFormatInfo)");
+    add_method(s, 1, 0x20, 0x2000, 0x10, "TestApp.Hot", "SpinHotLoop", "float64  (int64,float64)");
+    add_method(s, 0, 0x20, 0x3000, 0x10, "", "dynamicClass", "IL_STUB"); /* no '(' */
+    add_method(s, 2, 0x99, 0x4000, 0x10, "A.B", "C", "void  ()");        /* unknown module */
+    add_method(s, 2, 0x40, 0x5000, 0x10, "N", "M", "void  ()");
+    assert_name(
+        s, 0x1000, 0,
+        "System.Private.CoreLib!System.Number.NumberToString(value class "
+        "System.Text.ValueStringBuilder&,value class System.Number/NumberBuffer&,wchar,int32,"
+        "class System.Globalization.NumberFormatInfo)");
+    assert_name(s, 0x200f, 0, "TestApp!TestApp.Hot.SpinHotLoop(int64,float64)");
+    assert_name(s, 0x3000, 0, "TestApp!dynamicClass");
+    assert_name(s, 0x4000, 0, "?!A.B.C()");
+    assert_name(s, 0x5000, 0, "Native.so!N.M()");
+    /* A name longer than the output is cut, NUL-terminated. */
+    char small[8];
+    assert_int_equal(ev_symbols_resolve(s, 0x2000, small, sizeof(small)), 0);
+    assert_string_equal(small, "TestApp");
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(s, &st);
+    assert_int_equal(st.methods, 5);
+    assert_int_equal(st.modules, 4);
+    assert_int_equal(st.malformed, 0);
+    ev_symbols_free(s);
+}
+
+static void test_ev_symbols_ranges(void **state)
+{
+    (void)state;
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    add_module(s, 1, "/app/M.dll");
+    add_method(s, 2, 1, 0x1000, 0x1000, "T", "Big", "void  ()");
+    add_method(s, 2, 1, 0x1800, 0x100, "T", "Inner", "void  ()"); /* reported later, inside */
+    add_method(s, 2, 1, 0x3000, 0x100, "T", "Tier0", "void  ()");
+    add_method(s, 2, 1, 0x3000, 0x80, "T", "Tier1", "void  ()"); /* the same address, re-JIT */
+    add_method(s, 2, 1, 0x5000, 0, "T", "Empty", "void  ()");    /* no code: holds nothing */
+    /* Bounds: first byte in, one past the end out. */
+    assert_name(s, 0x1000, 0, "M!T.Big()");
+    assert_name(s, 0x1fff, 0, "M!T.Big()");
+    assert_name(s, 0x2000, AGENT_E_NOTFOUND, EV_SYMBOLS_UNKNOWN);
+    assert_name(s, 0xfff, AGENT_E_NOTFOUND, EV_SYMBOLS_UNKNOWN);
+    assert_name(s, 0, AGENT_E_NOTFOUND, EV_SYMBOLS_UNKNOWN);
+    assert_name(s, UINT64_MAX, AGENT_E_NOTFOUND, EV_SYMBOLS_UNKNOWN);
+    /* Overlap: the later range wins where it is, the earlier one around it. */
+    assert_name(s, 0x1800, 0, "M!T.Inner()");
+    assert_name(s, 0x18ff, 0, "M!T.Inner()");
+    assert_name(s, 0x1900, 0, "M!T.Big()");
+    assert_name(s, 0x17ff, 0, "M!T.Big()");
+    /* Re-JIT at the same start: the later report wins; past its end the older range remains. */
+    assert_name(s, 0x3000, 0, "M!T.Tier1()");
+    assert_name(s, 0x307f, 0, "M!T.Tier1()");
+    assert_name(s, 0x3080, 0, "M!T.Tier0()");
+    assert_name(s, 0x5000, AGENT_E_NOTFOUND, EV_SYMBOLS_UNKNOWN);
+    /* A range added after a lookup is seen by the next one (the index is rebuilt). */
+    add_method(s, 2, 1, 0x1000, 0x10, "T", "Newest", "void  ()");
+    assert_name(s, 0x1008, 0, "M!T.Newest()");
+    assert_name(s, 0x1010, 0, "M!T.Big()");
+    ev_symbols_free(s);
+}
+
+/* Version 1 has no ReJITID, version 2 does; payloads longer than the layout are accepted. */
+static void test_ev_symbols_versions(void **state)
+{
+    (void)state;
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    struct wb v1 = method_payload(1, 1, 0x1000, 0x10, "T", "V1", "void  ()");
+    struct wb v2 = method_payload(2, 1, 0x2000, 0x10, "T", "V2", "void  ()");
+    /* A v1 payload read as v2 is 8 bytes short. */
+    assert_int_equal(ev_symbols_add_method(s, v1.b, v1.n, 2), AGENT_E_PROTO);
+    assert_int_equal(ev_symbols_add_method(s, v1.b, v1.n, 1), 0);
+    assert_int_equal(ev_symbols_add_method(s, v2.b, v2.n, 2), 0);
+    /* A v2 payload read as v1 (or v0): extra bytes at the end are fine. */
+    assert_int_equal(ev_symbols_add_method(s, v2.b, v2.n, 1), 0);
+    /* Cut inside the strings, and before them. */
+    assert_int_equal(ev_symbols_add_method(s, v2.b, 40, 2), AGENT_E_PROTO);
+    assert_int_equal(ev_symbols_add_method(s, v2.b, 20, 0), AGENT_E_PROTO);
+    struct wb m = module_payload(1, "/app/M.dll", "");
+    assert_int_equal(ev_symbols_add_module(s, m.b, 30, 2), AGENT_E_PROTO);
+    assert_int_equal(ev_symbols_add_module(s, m.b, m.n, 2), 0);
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(s, &st);
+    assert_int_equal(st.methods, 3);
+    assert_int_equal(st.malformed, 4);
+    assert_name(s, 0x1000, 0, "M!T.V1()");
+    assert_name(s, 0x2000, 0, "M!T.V2()");
+    free(v1.b);
+    free(v2.b);
+    free(m.b);
+    ev_symbols_free(s);
+}
+
+/* A native event's metadata of this version: no name, no field list. */
+static void md_native(struct nt *t, uint32_t id, const char *provider, uint32_t event_id,
+                      uint32_t version)
+{
+    struct wb w = {0};
+    wb_u32(&w, id);
+    wb_wstr(&w, provider);
+    wb_u32(&w, event_id);
+    wb_wstr(&w, "");
+    wb_u64(&w, 0x10);
+    wb_u32(&w, version);
+    wb_u32(&w, 4);
+    wb_u32(&w, 0);
+    nt_blob(t, 0, 0, 0, 0, &w);
+    free(w.b);
+}
+
+static void blob(struct nt *t, uint32_t md, struct wb p)
+{
+    nt_blob(t, md, SYNC_QPC, 0, 0, &p);
+    free(p.b);
+}
+
+/* The rundown's 144 in v1 and v2, DCStart 143, the runtime's MethodLoadVerbose and ModuleLoad. */
+static uint8_t *synthetic(size_t *n)
+{
+    enum { MD_DCEND_V1 = 1, MD_DCEND_V2, MD_DCSTART, MD_LOAD, MD_MODULE, MD_MODULE_LOAD };
+    struct nt t;
+    nt_begin(&t);
+    md_native(&t, MD_DCEND_V1, RUNDOWN, 144, 1);
+    md_native(&t, MD_DCEND_V2, RUNDOWN, 144, 2);
+    md_native(&t, MD_DCSTART, RUNDOWN, 143, 2);
+    md_native(&t, MD_LOAD, RUNTIME, 143, 2);
+    md_native(&t, MD_MODULE, RUNDOWN, 154, 2);
+    md_native(&t, MD_MODULE_LOAD, RUNTIME, 152, 2);
+    nt_block(&t, "MetadataBlock", false);
+    blob(&t, MD_LOAD, method_payload(2, 2, 0x500, 0x10, "App", "Jitted", "void  ()"));
+    blob(&t, MD_MODULE_LOAD, module_payload(2, "/app/App.dll", ""));
+    blob(&t, MD_DCSTART, method_payload(2, 1, 0x100, 0x10, "T", "Start", "void  ()"));
+    blob(&t, MD_DCEND_V1, method_payload(1, 1, 0x200, 0x10, "T", "Stub", "void  (int32)"));
+    blob(&t, MD_DCEND_V2, method_payload(2, 1, 0x300, 0x10, "T", "End", "void  (int64)"));
+    blob(&t, MD_MODULE, module_payload(1, CORELIB, ""));
+    nt_block(&t, "EventBlock", false);
+    wb_u8(&t.out, 1);
+    free(t.blk.b);
+    *n = t.out.n;
+    return t.out.b;
+}
+
+static void test_ev_symbols_stream(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    uint8_t *p = synthetic(&n);
+    for (size_t chunk = 0; chunk <= 1; chunk++) {
+        struct ev_symbols *s = NULL;
+        assert_int_equal(ev_symbols_new(&s), 0);
+        if (chunk == 0) {
+            assert_int_equal(ev_symbols_feed(s, p, n), 0);
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                assert_int_equal(ev_symbols_feed(s, p + i, 1), 0);
+            }
+        }
+        assert_int_equal(ev_symbols_finish(s), 0);
+        assert_null(ev_symbols_error(s));
+        struct ev_symbols_stats st;
+        ev_symbols_get_stats(s, &st);
+        assert_int_equal(st.methods, 4);
+        assert_int_equal(st.modules, 2);
+        assert_int_equal(st.malformed, 0);
+        assert_int_equal(st.sampling_rate_ns, 1000000);
+        assert_name(s, 0x505, 0, "App!App.Jitted()");
+        assert_name(s, 0x100, 0, "System.Private.CoreLib!T.Start()");
+        assert_name(s, 0x20f, 0, "System.Private.CoreLib!T.Stub(int32)");
+        assert_name(s, 0x300, 0, "System.Private.CoreLib!T.End(int64)");
+        ev_symbols_free(s);
+    }
+    /* Cut before the end tag: the stream ends early. */
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    assert_int_equal(ev_symbols_feed(s, p, n - 1), 0);
+    assert_int_equal(ev_symbols_finish(s), AGENT_E_TRUNC);
+    assert_non_null(ev_symbols_error(s));
+    ev_symbols_free(s);
+    free(p);
+}
+
+static int to_buf(void *ud, const uint8_t *p, size_t n)
+{
+    return buf_append(ud, p, n);
+}
+
+static int fail_sink(void *ud, const uint8_t *p, size_t n)
+{
+    (void)ud;
+    (void)p;
+    (void)n;
+    return AGENT_E_CLOSED;
+}
+
+static cJSON *write_json(struct ev_symbols *s, const char *name)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    assert_int_equal(ev_symbols_write_speedscope(s, name, to_buf, &b), 0);
+    cJSON *doc = cJSON_Parse(buf_cstr(&b));
+    assert_non_null(doc);
+    buf_fini(&b);
+    return doc;
+}
+
+static const char *frame_name(cJSON *doc, int i)
+{
+    cJSON *frames = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "shared"), "frames");
+    return cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(frames, i), "name"));
+}
+
+/* The names of a sample's frames, outermost first, joined by '|'. */
+static void sample_names(cJSON *doc, cJSON *sample, char *out, size_t cap)
+{
+    out[0] = '\0';
+    size_t len = 0;
+    cJSON *f = NULL;
+    cJSON_ArrayForEach(f, sample)
+    {
+        int w = snprintf(out + len, cap - len, "%s%s", len > 0 ? "|" : "",
+                         frame_name(doc, (int)cJSON_GetNumberValue(f)));
+        assert_true(w > 0 && (size_t)w < cap - len);
+        len += (size_t)w;
+    }
+}
+
+static void test_ev_symbols_speedscope(void **state)
+{
+    (void)state;
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    add_module(s, 1, "/app/M\xc3\xa9.dll");
+    /* Names that need escaping in JSON: a quote, a backslash, a control character, non-ASCII. */
+    add_method(s, 2, 1, 0x1000, 0x10, "N\"q", "Back\\slash", "void  (\tx)");
+    add_method(s, 2, 1, 0x2000, 0x10, "N", "Caf\xc3\xa9", "void  ()");
+    add_method(s, 2, 1, 0x3000, 0x10, "N", "Main", "void  ()");
+    ev_symbols_set_clock(s, 500000, 1000, 1000000); /* 0.5 ms; QPC in microseconds from 1000 */
+    /* Leaf first. Thread 9 is sampled first, later in time order than it is fed. */
+    const uint64_t a[] = {0x1004, 0x2004, 0x3004};
+    const uint64_t b[] = {0x2008, 0x3008};
+    const uint64_t c[] = {0xdead, 0x3000};
+    assert_int_equal(ev_symbols_add_sample(s, 9, 5000, a, 3), 0);
+    assert_int_equal(ev_symbols_add_sample(s, 7, 2000, b, 2), 0);
+    assert_int_equal(ev_symbols_add_sample(s, 9, 3000, c, 2), 0);
+    assert_int_equal(ev_symbols_add_sample(s, 9, 4000, a, 3), 0); /* the same stack again */
+    assert_int_equal(ev_symbols_add_sample(s, 9, 0, a, 0), AGENT_E_INVAL);
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(s, &st);
+    assert_int_equal(st.samples, 4);
+    assert_int_equal(st.stacks, 3);
+
+    cJSON *doc = write_json(s, "cpu \"1\".nettrace");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(doc, "$schema")),
+                        "https://www.speedscope.app/file-format-schema.json");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(doc, "name")),
+                        "cpu \"1\".nettrace");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(doc, "exporter")), "dotmon");
+    cJSON *frames = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "shared"), "frames");
+    assert_int_equal(cJSON_GetArraySize(frames), 4); /* three methods and the unknown frame */
+    cJSON *profiles = cJSON_GetObjectItem(doc, "profiles");
+    assert_int_equal(cJSON_GetArraySize(profiles), 2);
+    cJSON *p9 = cJSON_GetArrayItem(profiles, 0);
+    cJSON *p7 = cJSON_GetArrayItem(profiles, 1);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(p9, "name")), "Thread 9");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(p7, "name")), "Thread 7");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(p9, "type")), "sampled");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(p9, "unit")), "milliseconds");
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(p9, "startValue")) == 2.0);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(p9, "endValue")) == 4.5);
+    cJSON *samples = cJSON_GetObjectItem(p9, "samples");
+    cJSON *weights = cJSON_GetObjectItem(p9, "weights");
+    assert_int_equal(cJSON_GetArraySize(samples), 3);
+    assert_int_equal(cJSON_GetArraySize(weights), 3);
+    assert_true(cJSON_GetNumberValue(cJSON_GetArrayItem(weights, 2)) == 0.5);
+    char names[1024];
+    sample_names(doc, cJSON_GetArrayItem(samples, 0), names, sizeof(names));
+    assert_string_equal(names, "M\xc3\xa9!N.Main()|" EV_SYMBOLS_UNKNOWN);
+    sample_names(doc, cJSON_GetArrayItem(samples, 1), names, sizeof(names));
+    assert_string_equal(
+        names, "M\xc3\xa9!N.Main()|M\xc3\xa9!N.Caf\xc3\xa9()|M\xc3\xa9!N\"q.Back\\slash(\tx)");
+    sample_names(doc, cJSON_GetArrayItem(cJSON_GetObjectItem(p7, "samples"), 0), names,
+                 sizeof(names));
+    assert_string_equal(names, "M\xc3\xa9!N.Main()|M\xc3\xa9!N.Caf\xc3\xa9()");
+    cJSON_Delete(doc);
+    /* The sink's error comes back. */
+    assert_int_equal(ev_symbols_write_speedscope(s, "x", fail_sink, NULL), AGENT_E_CLOSED);
+    ev_symbols_free(s);
+
+    /* No samples: a valid document with no profiles. */
+    assert_int_equal(ev_symbols_new(&s), 0);
+    doc = write_json(s, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "profiles")), 0);
+    cJSON_Delete(doc);
+    ev_symbols_free(s);
+}
+
+/* cpu.nettrace: SampleProfiler and the runtime's GC keyword, no rundown (fixtures README). */
+static void test_ev_symbols_fixture_no_rundown(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    uint8_t *p = fixture_read("nettrace", "cpu.nettrace", &n);
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    assert_int_equal(ev_symbols_feed(s, p, n), 0);
+    assert_int_equal(ev_symbols_finish(s), 0);
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(s, &st);
+    assert_int_equal(st.samples + st.no_stack, 8807);
+    assert_int_equal(st.no_stack, 0);
+    assert_int_equal(st.methods, 0);
+    assert_true(st.stacks > 0 && st.stacks <= st.samples);
+    cJSON *doc = write_json(s, "cpu.nettrace");
+    cJSON *frames = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "shared"), "frames");
+    assert_int_equal(cJSON_GetArraySize(frames), 1);
+    assert_string_equal(frame_name(doc, 0), EV_SYMBOLS_UNKNOWN);
+    size_t total = 0;
+    cJSON *prof = NULL;
+    cJSON_ArrayForEach(prof, cJSON_GetObjectItem(doc, "profiles"))
+    {
+        total += (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(prof, "samples"));
+    }
+    assert_int_equal(total, 8807);
+    cJSON_Delete(doc);
+    ev_symbols_free(s);
+    free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ev_symbols_names),
+        cmocka_unit_test(test_ev_symbols_ranges),
+        cmocka_unit_test(test_ev_symbols_versions),
+        cmocka_unit_test(test_ev_symbols_stream),
+        cmocka_unit_test(test_ev_symbols_speedscope),
+        cmocka_unit_test(test_ev_symbols_fixture_no_rundown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

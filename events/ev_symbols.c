@@ -887,15 +887,12 @@ static int thread_groups(struct ev_symbols *s, struct group **out, size_t *n)
     return 0;
 }
 
+static void clock_from_header(struct ev_symbols *s);
+
 int ev_symbols_write_speedscope(struct ev_symbols *s, const char *name, ev_symbols_sink_cb sink,
                                 void *ud)
 {
-    struct nettrace_trace_info ti;
-    if (!s->clock_set && nettrace_trace_info(&s->ck, &ti) == 0) {
-        s->sampling_ns = ti.sampling_rate_ns > 0 ? ti.sampling_rate_ns : DEFAULT_SAMPLING_NS;
-        s->qpc_origin = ti.sync_time_qpc;
-        s->qpc_freq = ti.qpc_frequency > 0 ? ti.qpc_frequency : 1000000000;
-    }
+    clock_from_header(s);
     double weight = (double)s->sampling_ns / 1e6;
     uint32_t *stack_frames = NULL;
     struct group *groups = NULL;
@@ -951,5 +948,308 @@ int ev_symbols_write_speedscope(struct ev_symbols *s, const char *name, ev_symbo
     buf_fini(&b);
     free(groups);
     free(stack_frames);
+    return rc;
+}
+
+/* ---- Aggregation: where the CPU went ---- */
+
+const char *const EV_SYMBOLS_LEAF_SKIPPED[] = {"System.Threading.Thread.PollGC",
+                                               "System.Threading.Thread.<PollGC>", NULL};
+
+static bool leaf_skipped(const char *frame)
+{
+    const char *m = strchr(frame, '!');
+    m = m != NULL ? m + 1 : frame;
+    for (size_t i = 0; EV_SYMBOLS_LEAF_SKIPPED[i] != NULL; i++) {
+        if (strncmp(m, EV_SYMBOLS_LEAF_SKIPPED[i], strlen(EV_SYMBOLS_LEAF_SKIPPED[i])) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A frame's counts while sorting; the name in the names arena. */
+struct frame_stat {
+    const char *name;
+    uint64_t exclusive;
+    uint64_t inclusive;
+};
+
+static int cmp_stat_name(const struct frame_stat *x, const struct frame_stat *y)
+{
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_by_exclusive(const void *a, const void *b)
+{
+    const struct frame_stat *x = a, *y = b;
+    if (x->exclusive != y->exclusive) {
+        return x->exclusive > y->exclusive ? -1 : 1;
+    }
+    if (x->inclusive != y->inclusive) {
+        return x->inclusive > y->inclusive ? -1 : 1;
+    }
+    return cmp_stat_name(x, y);
+}
+
+static int cmp_by_inclusive(const void *a, const void *b)
+{
+    const struct frame_stat *x = a, *y = b;
+    if (x->inclusive != y->inclusive) {
+        return x->inclusive > y->inclusive ? -1 : 1;
+    }
+    if (x->exclusive != y->exclusive) {
+        return x->exclusive > y->exclusive ? -1 : 1;
+    }
+    return cmp_stat_name(x, y);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The first n of v (sorted) with their names copied, into *out. */
+static int copy_top(const struct frame_stat *v, size_t n,
+                    struct ev_symbols_method_stat **out)
+{
+    struct ev_symbols_method_stat *t = calloc(n + 1, sizeof(*t));
+    if (t == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        t[i].exclusive = v[i].exclusive;
+        t[i].inclusive = v[i].inclusive;
+        t[i].name = strdup(v[i].name);
+        if (t[i].name == NULL) {
+            for (size_t k = 0; k < i; k++) {
+                free(t[k].name);
+            }
+            free(t);
+            return -ENOMEM;
+        }
+    }
+    *out = t;
+    return 0;
+}
+
+static uint64_t count_threads(const struct ev_symbols *s, int *rc)
+{
+    uint64_t *t = malloc((s->nsamples + 1) * sizeof(*t));
+    if (t == NULL) {
+        *rc = -ENOMEM;
+        return 0;
+    }
+    for (size_t i = 0; i < s->nsamples; i++) {
+        t[i] = s->samples[i].thread;
+    }
+    qsort(t, s->nsamples, sizeof(*t), cmp_u64);
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->nsamples; i++) {
+        n += i == 0 || t[i] != t[i - 1];
+    }
+    free(t);
+    return n;
+}
+
+/* Counts per frame: ex[] and in[] (nframes each), and the samples whose leaf was skipped. */
+static uint64_t count_frames(const struct ev_symbols *s, const uint32_t *fr, const uint64_t *cnt,
+                             const bool *skip, uint64_t *ex, uint64_t *in, uint32_t *mark)
+{
+    uint64_t skipped = 0;
+    for (size_t i = 0; i < s->nstacks; i++) {
+        const struct stack *st = &s->stacks[i];
+        if (cnt[i] == 0) {
+            continue;
+        }
+        uint32_t exf = fr[st->at]; /* a stack of helpers only keeps its leaf */
+        for (uint32_t k = 0; k < st->n; k++) {
+            if (!skip[fr[st->at + k]]) {
+                exf = fr[st->at + k];
+                skipped += k > 0 ? cnt[i] : 0;
+                break;
+            }
+        }
+        ex[exf] += cnt[i];
+        for (uint32_t k = 0; k < st->n; k++) {
+            uint32_t f = fr[st->at + k];
+            if (mark[f] != (uint32_t)i + 1) { /* once per sample, however deep it recurses */
+                mark[f] = (uint32_t)i + 1;
+                in[f] += cnt[i];
+            }
+        }
+    }
+    return skipped;
+}
+
+static void clock_from_header(struct ev_symbols *s)
+{
+    struct nettrace_trace_info ti;
+    if (!s->clock_set && nettrace_trace_info(&s->ck, &ti) == 0) {
+        s->sampling_ns = ti.sampling_rate_ns > 0 ? ti.sampling_rate_ns : DEFAULT_SAMPLING_NS;
+        s->qpc_origin = ti.sync_time_qpc;
+        s->qpc_freq = ti.qpc_frequency > 0 ? ti.qpc_frequency : 1000000000;
+    }
+}
+
+int ev_symbols_aggregate(struct ev_symbols *s, size_t top, struct ev_symbols_profile *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (top == 0 || top > EV_SYMBOLS_TOP_MAX) {
+        return AGENT_E_INVAL;
+    }
+    clock_from_header(s);
+    uint32_t *fr = NULL, *mark = NULL;
+    uint64_t *cnt = NULL, *ex = NULL, *in = NULL;
+    bool *skip = NULL;
+    struct frame_stat *v = NULL;
+    int rc = build_index(s);
+    rc = rc ? rc : resolve_all(s, &fr);
+    if (rc != 0) {
+        goto out;
+    }
+    size_t nf = s->nframes + 1;
+    cnt = calloc(s->nstacks + 1, sizeof(*cnt));
+    ex = calloc(nf, sizeof(*ex));
+    in = calloc(nf, sizeof(*in));
+    mark = calloc(nf, sizeof(*mark));
+    skip = calloc(nf, sizeof(*skip));
+    v = calloc(nf, sizeof(*v));
+    if (cnt == NULL || ex == NULL || in == NULL || mark == NULL || skip == NULL || v == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < s->nsamples; i++) {
+        cnt[s->samples[i].stack]++;
+    }
+    for (size_t f = 0; f < s->nframes; f++) {
+        skip[f] = leaf_skipped(name_at(s, s->frames[f]));
+    }
+    out->samples = s->nsamples;
+    out->threads = count_threads(s, &rc);
+    out->sampling_ms = (double)s->sampling_ns / 1e6;
+    out->leaf_skipped = count_frames(s, fr, cnt, skip, ex, in, mark);
+    size_t n = 0;
+    for (size_t f = 0; f < s->nframes; f++) {
+        if (in[f] > 0) {
+            v[n++] = (struct frame_stat){
+                .name = name_at(s, s->frames[f]), .exclusive = ex[f], .inclusive = in[f]};
+        }
+    }
+    size_t keep = n < top ? n : top;
+    qsort(v, n, sizeof(*v), cmp_by_exclusive);
+    rc = rc ? rc : copy_top(v, keep, &out->by_exclusive);
+    out->n_exclusive = rc == 0 ? keep : 0;
+    qsort(v, n, sizeof(*v), cmp_by_inclusive);
+    rc = rc ? rc : copy_top(v, keep, &out->by_inclusive);
+    out->n_inclusive = rc == 0 ? keep : 0;
+out:
+    if (rc != 0) {
+        ev_symbols_profile_fini(out);
+    }
+    free(v);
+    free(skip);
+    free(mark);
+    free(in);
+    free(ex);
+    free(cnt);
+    free(fr);
+    return rc;
+}
+
+void ev_symbols_profile_fini(struct ev_symbols_profile *p)
+{
+    for (size_t i = 0; p->by_exclusive != NULL && i < p->n_exclusive; i++) {
+        free(p->by_exclusive[i].name);
+    }
+    for (size_t i = 0; p->by_inclusive != NULL && i < p->n_inclusive; i++) {
+        free(p->by_inclusive[i].name);
+    }
+    free(p->by_exclusive);
+    free(p->by_inclusive);
+    memset(p, 0, sizeof(*p));
+}
+
+static double percent(uint64_t n, uint64_t total)
+{
+    return total > 0 ? 100.0 * (double)n / (double)total : 0.0;
+}
+
+static int json_stats(struct buf *b, const struct ev_symbols_method_stat *v, size_t n,
+                      uint64_t total)
+{
+    int rc = buf_append_str(b, "[");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = buf_append_str(b, i == 0 ? "{\"method\":\"" : ",{\"method\":\"");
+        rc = rc ? rc : buf_append_json_escaped(b, v[i].name);
+        rc = rc ? rc
+                : buf_printf(b,
+                             "\",\"exclusive\":%llu,\"exclusivePercent\":%.2f,\"inclusive\":%llu,"
+                             "\"inclusivePercent\":%.2f}",
+                             (unsigned long long)v[i].exclusive, percent(v[i].exclusive, total),
+                             (unsigned long long)v[i].inclusive, percent(v[i].inclusive, total));
+    }
+    return rc ? rc : buf_append_str(b, "]");
+}
+
+int ev_symbols_write_profile_json(const struct ev_symbols_profile *p, uint64_t pid,
+                                  uint32_t duration_s, ev_symbols_sink_cb sink, void *ud)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    int rc = buf_printf(&b,
+                        "{\"pid\":%llu,\"kind\":\"cpu\",\"durationSeconds\":%u,\"samples\":%llu,"
+                        "\"threads\":%llu,\"samplingMilliseconds\":%.17g,\"exclusiveSkips\":[",
+                        (unsigned long long)pid, duration_s, (unsigned long long)p->samples,
+                        (unsigned long long)p->threads, p->sampling_ms);
+    for (size_t i = 0; rc == 0 && EV_SYMBOLS_LEAF_SKIPPED[i] != NULL; i++) {
+        rc = buf_printf(&b, "%s\"%s\"", i == 0 ? "" : ",", EV_SYMBOLS_LEAF_SKIPPED[i]);
+    }
+    rc = rc ? rc
+            : buf_printf(&b, "],\"leafSkippedSamples\":%llu,\"top\":",
+                         (unsigned long long)p->leaf_skipped);
+    rc = rc ? rc : json_stats(&b, p->by_exclusive, p->n_exclusive, p->samples);
+    rc = rc ? rc : buf_append_str(&b, ",\"topInclusive\":");
+    rc = rc ? rc : json_stats(&b, p->by_inclusive, p->n_inclusive, p->samples);
+    rc = rc ? rc : buf_append_str(&b, "}\n");
+    rc = rc ? rc : out_flush(&b, true, sink, ud);
+    buf_fini(&b);
+    return rc;
+}
+
+static int text_table(struct buf *b, const char *title, const struct ev_symbols_method_stat *v,
+                      size_t n, uint64_t total)
+{
+    int rc = buf_printf(b, "\n%s\n%10s %7s %10s %7s  %s\n", title, "EXCLUSIVE", "%", "INCLUSIVE",
+                        "%", "METHOD");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = buf_printf(b, "%10llu %7.2f %10llu %7.2f  %s\n", (unsigned long long)v[i].exclusive,
+                        percent(v[i].exclusive, total), (unsigned long long)v[i].inclusive,
+                        percent(v[i].inclusive, total), v[i].name);
+    }
+    return rc;
+}
+
+int ev_symbols_write_profile_text(const struct ev_symbols_profile *p, uint64_t pid,
+                                  uint32_t duration_s, ev_symbols_sink_cb sink, void *ud)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    int rc = buf_printf(&b,
+                        "CPU profile of pid %llu over %u s: %llu samples (every %.3g ms) on %llu "
+                        "threads\nExclusive: a leaf in ",
+                        (unsigned long long)pid, duration_s, (unsigned long long)p->samples,
+                        p->sampling_ms, (unsigned long long)p->threads);
+    for (size_t i = 0; rc == 0 && EV_SYMBOLS_LEAF_SKIPPED[i] != NULL; i++) {
+        rc = buf_printf(&b, "%s%s*", i == 0 ? "" : " or ", EV_SYMBOLS_LEAF_SKIPPED[i]);
+    }
+    rc = rc ? rc
+            : buf_printf(&b, " counts for the frame below it (%llu samples)\n",
+                         (unsigned long long)p->leaf_skipped);
+    rc = rc ? rc : text_table(&b, "Top by exclusive:", p->by_exclusive, p->n_exclusive, p->samples);
+    rc = rc ? rc : text_table(&b, "Top by inclusive:", p->by_inclusive, p->n_inclusive, p->samples);
+    rc = rc ? rc : out_flush(&b, true, sink, ud);
+    buf_fini(&b);
     return rc;
 }

@@ -111,4 +111,58 @@ int ev_symbols_resolve(struct ev_symbols *s, uint64_t ip, char *out, size_t cap)
 int ev_symbols_write_speedscope(struct ev_symbols *s, const char *name, ev_symbols_sink_cb sink,
                                 void *ud);
 
+/*
+ * Where the CPU went: per frame name, over every thread's samples, the exclusive count (samples
+ * where it is the leaf) and the inclusive count (samples where it is anywhere on the stack, once
+ * per sample however often it recurses). Runtime helpers at the leaf are not where the time went
+ * but where the sampler stops the thread to walk its stack (a busy loop is sampled at its GC
+ * poll): the exclusive count of such a sample goes to the first frame below them that is not
+ * one; a stack of helpers only keeps its leaf. The helpers are the frames whose method (after
+ * "Module!") starts with one of EV_SYMBOLS_LEAF_SKIPPED, a NULL-terminated list:
+ * "System.Threading.Thread.PollGC" and "System.Threading.Thread.<PollGC>" (its worker
+ * <PollGC>g__PollGCWorker|…). dotnet-trace shows them as leaves too.
+ */
+extern const char *const EV_SYMBOLS_LEAF_SKIPPED[];
+
+#define EV_SYMBOLS_TOP_MAX 1000u
+
+struct ev_symbols_method_stat {
+    char *name;
+    uint64_t exclusive;
+    uint64_t inclusive;
+};
+
+struct ev_symbols_profile {
+    uint64_t samples;        /* every sample kept */
+    uint64_t threads;        /* distinct threads sampled */
+    uint64_t leaf_skipped;   /* samples whose leaf was a skipped helper */
+    double sampling_ms;      /* the sampling period */
+    /* The top frames, most first (ties by name): by exclusive, then by inclusive count. */
+    struct ev_symbols_method_stat *by_exclusive;
+    size_t n_exclusive;
+    struct ev_symbols_method_stat *by_inclusive;
+    size_t n_inclusive;
+};
+
+/*
+ * The aggregation of every sample into *out, keeping the top frames (1..EV_SYMBOLS_TOP_MAX) of
+ * each order. 0, AGENT_E_INVAL (top out of range) or -ENOMEM (*out then holds nothing to free).
+ */
+int ev_symbols_aggregate(struct ev_symbols *s, size_t top, struct ev_symbols_profile *out);
+/* Frees what aggregate put into p and zeroes it. Accepts a zeroed p. */
+void ev_symbols_profile_fini(struct ev_symbols_profile *p);
+
+/*
+ * p as JSON: {"pid":…,"kind":"cpu","durationSeconds":…,"samples":…,"threads":…,
+ * "samplingMilliseconds":…,"exclusiveSkips":["System.Threading.Thread.PollGC",…],
+ * "leafSkippedSamples":…,"top":[{"method","exclusive","exclusivePercent","inclusive",
+ * "inclusivePercent"},…],"topInclusive":[…same…]} with a newline; percents of samples, two
+ * decimals. 0, -ENOMEM or the sink's error.
+ */
+int ev_symbols_write_profile_json(const struct ev_symbols_profile *p, uint64_t pid,
+                                  uint32_t duration_s, ev_symbols_sink_cb sink, void *ud);
+/* The same as an aligned text table (a summary line, then exclusive and inclusive counts). */
+int ev_symbols_write_profile_text(const struct ev_symbols_profile *p, uint64_t pid,
+                                  uint32_t duration_s, ev_symbols_sink_cb sink, void *ud);
+
 #endif

@@ -73,6 +73,9 @@ void api_trace_get(struct agent *a, struct http_request *req);
 void api_trace_post(struct agent *a, struct http_request *req);
 /* GET /trace/snapshot?pid=|uid=|name=[&rule=]: a collection rule's ring now, as a nettrace. */
 void api_trace_snapshot(struct agent *a, struct http_request *req);
+/* GET /profile?pid=|uid=|name=&kind=cpu&durationSeconds=&top=&format= (api_profile.c): a CPU
+ * sampling session, answered with where the time went (JSON, text/plain or speedscope). */
+void api_profile_get(struct agent *a, struct http_request *req);
 void api_operations_list(struct agent *a, struct http_request *req);
 void api_operation_get(struct agent *a, struct http_request *req, const char *id);
 void api_operation_details(struct agent *a, struct http_request *req, const char *id);

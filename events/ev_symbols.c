@@ -28,6 +28,7 @@
 #define EV_RUNDOWN_MODULE_DCEND        154
 
 #define DEFAULT_SAMPLING_NS 1000000
+#define SAMPLE_EXTERNAL     1u
 #define OUT_BATCH           (1024u * 1024u) /* JSON is handed to the sink in ~1 MB pieces */
 #define NO_FRAME            UINT32_MAX
 #define MAX_NAMES           (1024u * 1024u * 1024u) /* bytes of names kept */
@@ -54,7 +55,8 @@ struct module {
 struct sample {
     uint64_t thread;
     int64_t ts;
-    uint32_t stack;
+    uint32_t stack : 31;   /* stacks are fewer than EV_SYMBOLS_MAX_SAMPLES (2^28) */
+    uint32_t external : 1; /* SampleProfiler's External: the thread was not in managed code */
     uint32_t order;
 };
 
@@ -395,8 +397,8 @@ static int stack_intern(struct ev_symbols *s, const uint64_t *ips, size_t n, uin
  * Stack ids of the stream cannot be kept: they are reused after every sequence point. The
  * addresses are interned instead, and the sample keeps the interned index.
  */
-int ev_symbols_add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, const uint64_t *ips,
-                          size_t n)
+static int add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, const uint64_t *ips,
+                      size_t n, bool external)
 {
     if (n == 0 || ips == NULL) {
         return AGENT_E_INVAL;
@@ -409,11 +411,21 @@ int ev_symbols_add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, con
     if (rc != 0 || (rc = stack_intern(s, ips, n, &idx)) != 0) {
         return rc;
     }
-    s->samples[s->nsamples] =
-        (struct sample){.thread = thread, .ts = ts, .stack = idx, .order = (uint32_t)s->nsamples};
+    s->samples[s->nsamples] = (struct sample){.thread = thread,
+                                              .ts = ts,
+                                              .stack = idx & 0x7fffffffu,
+                                              .external = external,
+                                              .order = (uint32_t)s->nsamples};
     s->nsamples++;
     s->st.samples++;
+    s->st.external += external;
     return 0;
+}
+
+int ev_symbols_add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, const uint64_t *ips,
+                          size_t n)
+{
+    return add_sample(s, thread, ts, ips, n, false);
 }
 
 /*
@@ -450,7 +462,9 @@ static void on_sample(struct ev_symbols *s, const struct nettrace_event *ev)
     for (size_t i = 0; i < n; i++) {
         s->scratch[i] = ptr == 4 ? ev_load_u32(ev->stack + 4 * i) : ev_load_u64(ev->stack + 8 * i);
     }
-    note(s, ev_symbols_add_sample(s, ev->thread_id, ev->timestamp, s->scratch, n));
+    /* The payload's first field: 1 External (outside managed code: mostly blocked), 2 Managed. */
+    bool external = ev->payload_len >= 4 && ev_load_u32(ev->payload) == SAMPLE_EXTERNAL;
+    note(s, add_sample(s, ev->thread_id, ev->timestamp, s->scratch, n, external));
 }
 
 /*
@@ -1121,12 +1135,15 @@ int ev_symbols_aggregate(struct ev_symbols *s, size_t top, struct ev_symbols_pro
         goto out;
     }
     for (size_t i = 0; i < s->nsamples; i++) {
-        cnt[s->samples[i].stack]++;
+        if (!s->samples[i].external) {
+            cnt[s->samples[i].stack]++;
+            out->samples++;
+        }
     }
     for (size_t f = 0; f < s->nframes; f++) {
         skip[f] = leaf_skipped(name_at(s, s->frames[f]));
     }
-    out->samples = s->nsamples;
+    out->external = s->nsamples - out->samples;
     out->threads = count_threads(s, &rc);
     out->sampling_ms = (double)s->sampling_ns / 1e6;
     out->leaf_skipped = count_frames(s, fr, cnt, skip, ex, in, mark);
@@ -1200,9 +1217,11 @@ int ev_symbols_write_profile_json(const struct ev_symbols_profile *p, uint64_t p
     buf_init(&b, 0);
     int rc = buf_printf(&b,
                         "{\"pid\":%llu,\"kind\":\"cpu\",\"durationSeconds\":%u,\"samples\":%llu,"
-                        "\"threads\":%llu,\"samplingMilliseconds\":%.17g,\"exclusiveSkips\":[",
+                        "\"threads\":%llu,\"externalSamples\":%llu,\"samplingMilliseconds\":%.17g,"
+                        "\"exclusiveSkips\":[",
                         (unsigned long long)pid, duration_s, (unsigned long long)p->samples,
-                        (unsigned long long)p->threads, p->sampling_ms);
+                        (unsigned long long)p->threads, (unsigned long long)p->external,
+                        p->sampling_ms);
     for (size_t i = 0; rc == 0 && EV_SYMBOLS_LEAF_SKIPPED[i] != NULL; i++) {
         rc = buf_printf(&b, "%s\"%s\"", i == 0 ? "" : ",", EV_SYMBOLS_LEAF_SKIPPED[i]);
     }
@@ -1237,10 +1256,12 @@ int ev_symbols_write_profile_text(const struct ev_symbols_profile *p, uint64_t p
     struct buf b;
     buf_init(&b, 0);
     int rc = buf_printf(&b,
-                        "CPU profile of pid %llu over %u s: %llu samples (every %.3g ms) on %llu "
-                        "threads\nExclusive: a leaf in ",
+                        "CPU profile of pid %llu over %u s: %llu samples in managed code (every "
+                        "%.3g ms) on %llu threads; %llu samples outside it (waiting) not counted\n"
+                        "Exclusive: a leaf in ",
                         (unsigned long long)pid, duration_s, (unsigned long long)p->samples,
-                        p->sampling_ms, (unsigned long long)p->threads);
+                        p->sampling_ms, (unsigned long long)p->threads,
+                        (unsigned long long)p->external);
     for (size_t i = 0; rc == 0 && EV_SYMBOLS_LEAF_SKIPPED[i] != NULL; i++) {
         rc = buf_printf(&b, "%s%s*", i == 0 ? "" : " or ", EV_SYMBOLS_LEAF_SKIPPED[i]);
     }

@@ -42,6 +42,7 @@ struct ev_symbols_stats {
     uint64_t methods;         /* method ranges read */
     uint64_t modules;         /* module events read */
     uint64_t samples;         /* samples kept */
+    uint64_t external;        /* among them, taken outside managed code (SampleProfiler External) */
     uint64_t stacks;          /* distinct stacks among them */
     uint64_t no_stack;        /* samples without a stack (not kept) */
     uint64_t malformed;       /* method or module events that could not be read (skipped) */
@@ -112,7 +113,9 @@ int ev_symbols_write_speedscope(struct ev_symbols *s, const char *name, ev_symbo
                                 void *ud);
 
 /*
- * Where the CPU went: per frame name, over every thread's samples, the exclusive count (samples
+ * Where the CPU went: per frame name, over every thread's samples taken in managed code (the
+ * sampler's External samples, threads outside managed code, are mostly threads blocked in a wait
+ * and are left out: counted in external only), the exclusive count (samples
  * where it is the leaf) and the inclusive count (samples where it is anywhere on the stack, once
  * per sample however often it recurses). Runtime helpers at the leaf are not where the time went
  * but where the sampler stops the thread to walk its stack (a busy loop is sampled at its GC
@@ -133,7 +136,8 @@ struct ev_symbols_method_stat {
 };
 
 struct ev_symbols_profile {
-    uint64_t samples;        /* every sample kept */
+    uint64_t samples;        /* samples in managed code (SampleProfiler's Managed): the counts' 100% */
+    uint64_t external;       /* samples outside managed code (External: mostly waits), not counted */
     uint64_t threads;        /* distinct threads sampled */
     uint64_t leaf_skipped;   /* samples whose leaf was a skipped helper */
     double sampling_ms;      /* the sampling period */
@@ -154,7 +158,7 @@ void ev_symbols_profile_fini(struct ev_symbols_profile *p);
 
 /*
  * p as JSON: {"pid":…,"kind":"cpu","durationSeconds":…,"samples":…,"threads":…,
- * "samplingMilliseconds":…,"exclusiveSkips":["System.Threading.Thread.PollGC",…],
+ * "externalSamples":…,"samplingMilliseconds":…,"exclusiveSkips":["System.Threading.Thread.PollGC",…],
  * "leafSkippedSamples":…,"top":[{"method","exclusive","exclusivePercent","inclusive",
  * "inclusivePercent"},…],"topInclusive":[…same…]} with a newline; percents of samples, two
  * decimals. 0, -ENOMEM or the sink's error.

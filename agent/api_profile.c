@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GET /profile?pid=|uid=|name=&kind=cpu&durationSeconds=N[&top=N][&format=speedscope]: "where does
+ * this process spend its CPU right now" in one call. A session with the cpu-sampling profile's
+ * providers (SampleProfiler, and the runtime's method/loader keywords) with rundown, for
+ * durationSeconds (default 10, 1..300); the stream goes into ev_symbols as it arrives (nothing is
+ * spooled), and once the runtime closed it (rundown names the methods) the answer is the
+ * aggregation: JSON by default, an aligned table for Accept: text/plain, or the speedscope
+ * document for format=speedscope. An operation of the trace kind (it shares the trace limit):
+ * stop (DELETE ?stop=true) answers early with what was sampled, cancel or a client that leaves
+ * ends the runtime's session at once.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <uv.h>
+
+#include "agent.h"
+#include "artifact.h"
+#include "err.h"
+#include "ev_symbols.h"
+#include "http_query.h"
+#include "http_server.h"
+#include "ipc_session.h"
+#include "log.h"
+#include "operations.h"
+#include "trace_config.h"
+
+static const char cat[] = "dotmon.profile";
+
+#define PROFILE_DEFAULT_S       10
+#define PROFILE_MAX_S           300
+#define PROFILE_DEFAULT_TOP     25
+#define PROFILE_START_TIMEOUT   5000
+#define PROFILE_STOP_TIMEOUT    120000
+#define PROFILE_SESSION_SLACK   8u
+#define PROFILE_SUPPORTED_KINDS "cpu"
+
+enum profile_format { PROFILE_JSON, PROFILE_TEXT, PROFILE_SPEEDSCOPE };
+
+struct profile_job {
+    struct agent *a;
+    struct operation *op;    /* NULL once the artifact has ended */
+    struct artifact *out;    /* NULL once ended */
+    struct ipc_session *sess; /* NULL after on_end or abort */
+    struct ev_symbols *sym;
+    struct trace_config tc;
+    uv_timer_t timer;
+    bool timer_closing;
+    bool started;
+    bool stopping;
+    int feed_rc;
+    uint64_t pid;
+    uint32_t duration_s;
+    size_t top;
+    enum profile_format format;
+    char filename[64];
+};
+
+static void job_on_closed(uv_handle_t *h)
+{
+    struct profile_job *job = h->data;
+    ev_symbols_free(job->sym);
+    trace_config_fini(&job->tc);
+    free(job);
+}
+
+static void job_maybe_free(struct profile_job *job)
+{
+    if (job->out != NULL || job->sess != NULL || job->timer_closing) {
+        return;
+    }
+    job->timer_closing = true;
+    uv_close((uv_handle_t *)&job->timer, job_on_closed);
+}
+
+/* The operation's results. */
+static cJSON *job_results(const struct profile_job *job)
+{
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(job->sym, &st);
+    cJSON *extra = cJSON_CreateObject();
+    if (extra != NULL) {
+        cJSON_AddNumberToObject(extra, "samples", (double)st.samples);
+        cJSON_AddNumberToObject(extra, "bytes", (double)st.bytes);
+        cJSON_AddNumberToObject(extra, "droppedEvents", (double)st.lost);
+    }
+    return extra;
+}
+
+static void job_stop(void *ctx)
+{
+    struct profile_job *job = ctx;
+    if (job->stopping) {
+        return;
+    }
+    job->stopping = true;
+    if (job->op != NULL && job->op->state == OP_RUNNING) {
+        op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
+    }
+    uv_timer_stop(&job->timer);
+    if (job->sess != NULL) {
+        ipc_session_stop(job->sess, PROFILE_STOP_TIMEOUT);
+    }
+}
+
+static void job_on_timer(uv_timer_t *t)
+{
+    job_stop(t->data);
+}
+
+static void job_cancel(void *ctx)
+{
+    struct profile_job *job = ctx;
+    if (job->sess != NULL) {
+        ipc_session_abort(job->sess); /* StopTracing in the background */
+        job->sess = NULL;
+    }
+    uv_timer_stop(&job->timer);
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        artifact_end_cancel(out, 400, NULL, job_results(job));
+    }
+    job_maybe_free(job);
+}
+
+/* The client disconnected, or the egress store failed. */
+static void job_on_lost(void *ud)
+{
+    struct profile_job *job = ud;
+    log_info(cat, "profile of %" PRIu64 ": %s", job->pid,
+             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected");
+    job_cancel(job);
+}
+
+static void sess_on_started(void *ud, uint64_t session_id, int version)
+{
+    struct profile_job *job = ud;
+    job->started = true;
+    log_info(cat, "profile of %" PRIu64 ": session %" PRIx64 " (CollectTracing v%d) for %u s",
+             job->pid, session_id, version, job->duration_s);
+    if (job->op != NULL) {
+        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
+    }
+    if (!job->stopping) {
+        uv_timer_start(&job->timer, job_on_timer, (uint64_t)job->duration_s * 1000, 0);
+    }
+}
+
+static void sess_on_data(void *ud, const uint8_t *p, size_t n)
+{
+    struct profile_job *job = ud;
+    if (job->feed_rc != 0) {
+        return; /* the stream could not be read: drained until the runtime closes it */
+    }
+    job->feed_rc = ev_symbols_feed(job->sym, p, n);
+    if (job->feed_rc != 0) {
+        log_warn(cat, "profile of %" PRIu64 ": %s", job->pid,
+                 ev_symbols_error(job->sym) != NULL ? ev_symbols_error(job->sym)
+                                                    : agent_strerror(job->feed_rc));
+        job_stop(job);
+    }
+}
+
+static int body_sink(void *ud, const uint8_t *p, size_t n)
+{
+    return buf_append(ud, p, n);
+}
+
+/* The answer in b, and its content type. */
+static int job_body(struct profile_job *job, struct buf *b, const char **ctype)
+{
+    if (job->format == PROFILE_SPEEDSCOPE) {
+        char name[64];
+        snprintf(name, sizeof(name), "dotmon cpu profile of pid %" PRIu64, job->pid);
+        *ctype = "application/json";
+        return ev_symbols_write_speedscope(job->sym, name, body_sink, b);
+    }
+    struct ev_symbols_profile prof;
+    int rc = ev_symbols_aggregate(job->sym, job->top, &prof);
+    if (rc != 0) {
+        return rc;
+    }
+    if (job->format == PROFILE_TEXT) {
+        *ctype = "text/plain; charset=utf-8";
+        rc = ev_symbols_write_profile_text(&prof, job->pid, job->duration_s, body_sink, b);
+    } else {
+        *ctype = "application/json";
+        rc = ev_symbols_write_profile_json(&prof, job->pid, job->duration_s, body_sink, b);
+    }
+    ev_symbols_profile_fini(&prof);
+    return rc;
+}
+
+static void job_fail(struct profile_job *job, int http_status, const char *code, const char *msg)
+{
+    struct artifact *out = artifact_take(&job->out, &job->op);
+    if (out != NULL) {
+        char detail[512];
+        snprintf(detail, sizeof(detail), "cannot profile process %" PRIu64 ": %s", job->pid, msg);
+        artifact_end_fail(out, http_status, code, msg, detail, job_results(job));
+    }
+}
+
+/* The runtime closed the stream: the answer from what came. */
+static void job_answer(struct profile_job *job, int status)
+{
+    int rc = job->feed_rc != 0 ? job->feed_rc : ev_symbols_finish(job->sym);
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(job->sym, &st);
+    log_info(cat, "profile of %" PRIu64 " ended: %" PRIu64 " bytes, %" PRIu64 " samples, %" PRIu64
+             " methods%s%s",
+             job->pid, st.bytes, st.samples, st.methods, rc != 0 ? "; " : "",
+             rc != 0 ? agent_strerror(rc) : "");
+    if (rc != 0) {
+        /* Without the rundown at the end (the runtime died, the stop timed out) the stacks cannot
+         * be named: no answer rather than a wrong one. */
+        const char *why = ev_symbols_error(job->sym);
+        char msg[400];
+        snprintf(msg, sizeof(msg), "the profile stream is incomplete (%s)%s%s",
+                 why != NULL ? why : agent_strerror(rc), status != 0 ? ": " : "",
+                 status != 0 ? agent_strerror(status) : "");
+        job_fail(job, status == AGENT_E_TIMEOUT ? 504 : 502, "ProfileIncomplete", msg);
+        return;
+    }
+    struct buf b;
+    buf_init(&b, 0);
+    const char *ctype = NULL;
+    rc = job_body(job, &b, &ctype);
+    if (rc != 0) {
+        job_fail(job, 500, "OutOfMemory", agent_strerror(rc));
+    } else if (job->out != NULL && (artifact_begin(job->out, ctype, job->filename) != 0 ||
+                                    artifact_write(job->out, buf_data(&b), buf_size(&b)) != 0)) {
+        /* The consumer is gone (on_lost may have ended the artifact already). */
+        struct artifact *out = artifact_take(&job->out, &job->op);
+        if (out != NULL) {
+            artifact_end_cancel(out, 400, NULL, job_results(job));
+        }
+    } else {
+        struct artifact *out = artifact_take(&job->out, &job->op);
+        if (out != NULL) {
+            artifact_end_complete(out, job_results(job));
+        }
+    }
+    buf_fini(&b);
+}
+
+static void sess_on_end(void *ud, int status, uint32_t hresult)
+{
+    struct profile_job *job = ud;
+    job->sess = NULL;
+    uv_timer_stop(&job->timer);
+    if (!job->started) {
+        char msg[256];
+        const char *code = NULL;
+        int http_status = api_session_refused(status, hresult, "profile", msg, sizeof(msg), &code);
+        log_warn(cat, "profile of %" PRIu64 " failed to start: %s", job->pid, msg);
+        job_fail(job, http_status, code, msg);
+    } else {
+        job_answer(job, status);
+    }
+    job_maybe_free(job);
+}
+
+static const struct ipc_session_callbacks session_callbacks = {
+    .on_started = sess_on_started, .on_data = sess_on_data, .on_end = sess_on_end};
+
+static const struct artifact_spec profile_spec = {
+    .kind = OP_KIND_TRACE,
+    .noun = "profile",
+    .limit_setting = "RequestLimits:Trace:MaxConcurrency",
+    .high_water = 1024u * 1024u,
+    .low_water = 256u * 1024u};
+static const struct artifact_events profile_events = {.on_ready = NULL, .on_lost = job_on_lost};
+
+/* An integer query parameter in [lo, hi] into *out (def when absent): 0, or -1 once answered. */
+static int query_int(struct http_request *req, const char *key, long lo, long hi, long def,
+                     long *out)
+{
+    struct buf v;
+    buf_init(&v, 64);
+    int has = http_query_get(http_request_query(req), key, &v);
+    int rc = 0;
+    *out = def;
+    if (has < 0) {
+        api_problem(req, 400, "malformed query string");
+        rc = -1;
+    } else if (has == 1) {
+        const char *s = buf_cstr(&v);
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(s, &end, 10);
+        if (*s == '\0' || *end != '\0' || errno != 0 || n < lo || n > hi) {
+            api_problem(req, 400, "%s must be an integer from %ld to %ld, not '%s'", key, lo, hi,
+                        s);
+            rc = -1;
+        } else {
+            *out = n;
+        }
+    }
+    buf_fini(&v);
+    return rc;
+}
+
+/* kind, format and Accept into job: 0, or -1 once answered with a problem. */
+static int query_kind_format(struct http_request *req, enum profile_format *format)
+{
+    static const char *const later[] = {"alloc", "exceptions", "contention", "gc"};
+    struct buf kind, fmt;
+    buf_init(&kind, 64);
+    buf_init(&fmt, 64);
+    int has_kind = http_query_get(http_request_query(req), "kind", &kind);
+    int has_fmt = http_query_get(http_request_query(req), "format", &fmt);
+    int rc = -1;
+    bool later_kind = false;
+    for (size_t i = 0; has_kind == 1 && i < sizeof(later) / sizeof(later[0]); i++) {
+        later_kind |= strcasecmp(buf_cstr(&kind), later[i]) == 0;
+    }
+    const char *accept = http_request_header(req, "Accept");
+    if (has_kind < 0 || has_fmt < 0) {
+        api_problem(req, 400, "malformed query string");
+    } else if (later_kind) {
+        api_problem(req, 400, "kind=%s is not supported yet; supported: " PROFILE_SUPPORTED_KINDS,
+                    buf_cstr(&kind));
+    } else if (has_kind == 1 && strcasecmp(buf_cstr(&kind), "cpu") != 0) {
+        api_problem(req, 400,
+                    "unknown kind '%s'; supported: " PROFILE_SUPPORTED_KINDS
+                    " (alloc, exceptions, contention and gc are not supported yet)",
+                    buf_cstr(&kind));
+    } else if (has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "speedscope") != 0 &&
+               strcasecmp(buf_cstr(&fmt), "json") != 0 && strcasecmp(buf_cstr(&fmt), "text") != 0) {
+        api_problem(req, 400, "unknown format '%s' (json, text or speedscope)", buf_cstr(&fmt));
+    } else {
+        *format = PROFILE_JSON;
+        if (has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "speedscope") == 0) {
+            *format = PROFILE_SPEEDSCOPE;
+        } else if ((has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "text") == 0) ||
+                   (has_fmt != 1 && accept != NULL && strstr(accept, "text/plain") != NULL &&
+                    strstr(accept, "application/json") == NULL)) {
+            *format = PROFILE_TEXT;
+        }
+        rc = 0;
+    }
+    buf_fini(&kind);
+    buf_fini(&fmt);
+    return rc;
+}
+
+void api_profile_get(struct agent *a, struct http_request *req)
+{
+    enum profile_format format = PROFILE_JSON;
+    long duration = 0, top = 0;
+    if (query_kind_format(req, &format) != 0 ||
+        query_int(req, "durationSeconds", 1, PROFILE_MAX_S, PROFILE_DEFAULT_S, &duration) != 0 ||
+        query_int(req, "top", 1, EV_SYMBOLS_TOP_MAX, PROFILE_DEFAULT_TOP, &top) != 0) {
+        return;
+    }
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    /* Aborted sessions finish their StopTracing in the background; count them too (as /trace). */
+    if (a->sessions.live >= a->ops.limit[OP_KIND_TRACE] + PROFILE_SESSION_SLACK) {
+        api_problem(req, 429, "%zu sessions are still being closed; retry in a few seconds",
+                    a->sessions.live);
+        return;
+    }
+    struct profile_job *job = calloc(1, sizeof(*job));
+    if (job == NULL || ev_symbols_new(&job->sym) != 0 ||
+        trace_config_from_profiles("cpu-sampling", a->metrics_interval_s, &job->tc, NULL) != 0) {
+        if (job != NULL) {
+            ev_symbols_free(job->sym);
+            trace_config_fini(&job->tc);
+        }
+        free(job);
+        api_problem(req, 500, "out of memory");
+        return;
+    }
+    struct operation *op = NULL;
+    const struct artifact_origin o = {.req = req};
+    if (artifact_admit_origin(a, &o, p, &profile_spec, &profile_events, job, &job->out, &op) !=
+        0) {
+        ev_symbols_free(job->sym);
+        trace_config_fini(&job->tc);
+        free(job);
+        return;
+    }
+    job->a = a;
+    job->op = op;
+    job->pid = p->pid;
+    job->duration_s = (uint32_t)duration;
+    job->top = (size_t)top;
+    job->format = format;
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".%s", ts, p->pid,
+             format == PROFILE_SPEEDSCOPE ? "speedscope.json"
+             : format == PROFILE_TEXT     ? "profile.txt"
+                                          : "profile.json");
+    op->artifact_name = strdup(job->filename);
+    uv_timer_init(a->loop, &job->timer);
+    job->timer.data = job;
+    op->stoppable = true;
+    op->control.stop = job_stop;
+    op->control.cancel = job_cancel;
+    op->ctx = job;
+    artifact_accept(job->out);
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    int rc = ipc_session_start(a->loop, &a->sessions, &ep, &job->tc.collect, PROFILE_START_TIMEOUT,
+                               &session_callbacks, job, &job->sess);
+    if (rc != 0) {
+        job_fail(job, 502, "RuntimeUnreachable", agent_strerror(rc));
+        job_maybe_free(job);
+    }
+}

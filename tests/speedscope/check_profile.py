@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""GET /profile?kind=cpu end to end (issue 20, item 3).
+
+The real test app runs `hot <ms>` (~70% of its command thread's time in TestApp.Hot.SpinHotLoop)
+for longer than the profiles; GET /profile?pid=..&kind=cpu&durationSeconds=4 answers 200 JSON
+whose top exclusive method is SpinHotLoop with 60-80% of the samples; with Accept: text/plain the
+table lists it first; format=speedscope is a valid speedscope document (check_speedscope.py's
+checks); kind=alloc and pid=abc are 400 problems; a client that leaves mid-profile, like every
+profile that ended, leaves no runtime session (dotmon_runtime_sessions on /metrics).
+
+Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
+"""
+
+import http.client
+import json
+import os
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_speedscope import HOT, check_doc  # noqa: E402
+from dmtest import FAILS, Watched, check  # noqa: E402
+
+
+def get(port, path, headers=None, timeout=60):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("GET", path, headers=headers or {})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, r.getheader("Content-Type", ""), body
+
+
+def sessions(port):
+    for line in get(port, "/metrics")[2].decode().splitlines():
+        if line.startswith("dotmon_runtime_sessions "):
+            return int(float(line.split()[1]))
+    return -1
+
+
+def no_session(port, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if sessions(port) == 0:
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def main():
+    w = Watched("dotmon-profile-")
+    try:
+        port, pid = w.port, w.app.pid
+        w.app.p.stdin.write("hot 60000\n")  # runs on, on the command thread, through the profiles
+        w.app.p.stdin.flush()
+        time.sleep(0.5)
+        base = f"/profile?pid={pid}&kind=cpu&durationSeconds=4"
+
+        t0 = time.monotonic()
+        st, ct, body = get(port, base)
+        dt = time.monotonic() - t0
+        check(st == 200 and ct.startswith("application/json"), f"GET {base}: {st} {ct} in {dt:.1f} s")
+        doc = json.loads(body)
+        print(f"info {json.dumps({k: doc[k] for k in doc if k not in ('top', 'topInclusive')})}", flush=True)
+        for e in doc["top"][:5]:
+            print(f"info   {e['exclusivePercent']:6.2f}% excl {e['inclusivePercent']:6.2f}% incl  {e['method']}",
+                  flush=True)
+        check(doc["pid"] == pid and doc["kind"] == "cpu" and doc["durationSeconds"] == 4, "pid, kind, durationSeconds")
+        check(doc["samples"] > 0 and doc["threads"] > 0 and len(doc["top"]) <= 25, "samples, threads, top 25")
+        top = doc["top"][0]
+        check(top["method"].startswith("TestApp!" + HOT), f"top exclusive: {top['method']}")
+        check(60.0 <= top["exclusivePercent"] <= 80.0, f"{HOT}: {top['exclusivePercent']}% exclusive (60-80)")
+
+        st, ct, body = get(port, base + "&top=3", {"Accept": "text/plain"})
+        text = body.decode()
+        print(text, flush=True)
+        rows = [ln for ln in text.splitlines() if ln.strip() and ln.split()[0].isdigit()]
+        check(st == 200 and ct.startswith("text/plain") and rows and HOT in rows[0],
+              f"text/plain: {st} {ct}, {HOT} first")
+
+        st, ct, body = get(port, base + "&format=speedscope")
+        check(st == 200, f"format=speedscope: {st}")
+        check_doc(json.loads(body))
+
+        for q, what in ((f"/profile?pid={pid}&kind=alloc", "not supported"), ("/profile?pid=abc&kind=cpu", "pid"),
+                        (f"/profile?pid={pid}&durationSeconds=0", "durationSeconds"),
+                        (f"/profile?pid={pid}&top=1001", "top")):
+            st, ct, body = get(port, q)
+            check(st == 400 and ct.startswith("application/problem+json") and what in body.decode(),
+                  f"{q}: {st} {body.decode()[:160]}")
+        check(no_session(port), f"no runtime session left after the profiles ({sessions(port)})")
+
+        # A client that leaves mid-profile.
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(f"GET /profile?pid={pid}&durationSeconds=30 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        deadline = time.time() + 10
+        while time.time() < deadline and sessions(port) != 1:
+            time.sleep(0.2)
+        check(sessions(port) == 1, "a session while profiling")
+        s.close()
+        check(no_session(port), f"the client gone: no session left ({sessions(port)})")
+    finally:
+        w.close()
+
+
+if __name__ == "__main__":
+    main()
+    if FAILS:
+        print(f"{len(FAILS)} check(s) failed", flush=True)
+        sys.exit(1)

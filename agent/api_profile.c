@@ -46,8 +46,8 @@ enum profile_format { PROFILE_JSON, PROFILE_TEXT, PROFILE_SPEEDSCOPE };
 
 struct profile_job {
     struct agent *a;
-    struct operation *op;    /* NULL once the artifact has ended */
-    struct artifact *out;    /* NULL once ended */
+    struct operation *op;     /* NULL once the artifact has ended */
+    struct artifact *out;     /* NULL once ended */
     struct ipc_session *sess; /* NULL after on_end or abort */
     struct ev_symbols *sym;
     struct trace_config tc;
@@ -214,7 +214,8 @@ static void job_answer(struct profile_job *job, int status)
     int rc = job->feed_rc != 0 ? job->feed_rc : ev_symbols_finish(job->sym);
     struct ev_symbols_stats st;
     ev_symbols_get_stats(job->sym, &st);
-    log_info(cat, "profile of %" PRIu64 " ended: %" PRIu64 " bytes, %" PRIu64 " samples, %" PRIu64
+    log_info(cat,
+             "profile of %" PRIu64 " ended: %" PRIu64 " bytes, %" PRIu64 " samples, %" PRIu64
              " methods%s%s",
              job->pid, st.bytes, st.samples, st.methods, rc != 0 ? "; " : "",
              rc != 0 ? agent_strerror(rc) : "");
@@ -271,12 +272,12 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
 static const struct ipc_session_callbacks session_callbacks = {
     .on_started = sess_on_started, .on_data = sess_on_data, .on_end = sess_on_end};
 
-static const struct artifact_spec profile_spec = {
-    .kind = OP_KIND_TRACE,
-    .noun = "profile",
-    .limit_setting = "RequestLimits:Trace:MaxConcurrency",
-    .high_water = 1024u * 1024u,
-    .low_water = 256u * 1024u};
+static const struct artifact_spec profile_spec = {.kind = OP_KIND_TRACE,
+                                                  .noun = "profile",
+                                                  .limit_setting =
+                                                      "RequestLimits:Trace:MaxConcurrency",
+                                                  .high_water = 1024u * 1024u,
+                                                  .low_water = 256u * 1024u};
 static const struct artifact_events profile_events = {.on_ready = NULL, .on_lost = job_on_lost};
 
 /* An integer query parameter in [lo, hi] into *out (def when absent): 0, or -1 once answered. */
@@ -384,8 +385,7 @@ void api_profile_get(struct agent *a, struct http_request *req)
     }
     struct operation *op = NULL;
     const struct artifact_origin o = {.req = req};
-    if (artifact_admit_origin(a, &o, p, &profile_spec, &profile_events, job, &job->out, &op) !=
-        0) {
+    if (artifact_admit_origin(a, &o, p, &profile_spec, &profile_events, job, &job->out, &op) != 0) {
         ev_symbols_free(job->sym);
         trace_config_fini(&job->tc);
         free(job);

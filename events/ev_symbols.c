@@ -1025,8 +1025,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* The first n of v (sorted) with their names copied, into *out. */
-static int copy_top(const struct frame_stat *v, size_t n,
-                    struct ev_symbols_method_stat **out)
+static int copy_top(const struct frame_stat *v, size_t n, struct ev_symbols_method_stat **out)
 {
     struct ev_symbols_method_stat *t = calloc(n + 1, sizeof(*t));
     if (t == NULL) {
@@ -1215,13 +1214,13 @@ int ev_symbols_write_profile_json(const struct ev_symbols_profile *p, uint64_t p
 {
     struct buf b;
     buf_init(&b, 0);
-    int rc = buf_printf(&b,
-                        "{\"pid\":%llu,\"kind\":\"cpu\",\"durationSeconds\":%u,\"samples\":%llu,"
-                        "\"threads\":%llu,\"externalSamples\":%llu,\"samplingMilliseconds\":%.17g,"
-                        "\"exclusiveSkips\":[",
-                        (unsigned long long)pid, duration_s, (unsigned long long)p->samples,
-                        (unsigned long long)p->threads, (unsigned long long)p->external,
-                        p->sampling_ms);
+    int rc =
+        buf_printf(&b,
+                   "{\"pid\":%llu,\"kind\":\"cpu\",\"durationSeconds\":%u,\"samples\":%llu,"
+                   "\"threads\":%llu,\"externalSamples\":%llu,\"samplingMilliseconds\":%.17g,"
+                   "\"exclusiveSkips\":[",
+                   (unsigned long long)pid, duration_s, (unsigned long long)p->samples,
+                   (unsigned long long)p->threads, (unsigned long long)p->external, p->sampling_ms);
     for (size_t i = 0; rc == 0 && EV_SYMBOLS_LEAF_SKIPPED[i] != NULL; i++) {
         rc = buf_printf(&b, "%s\"%s\"", i == 0 ? "" : ",", EV_SYMBOLS_LEAF_SKIPPED[i]);
     }
@@ -1255,13 +1254,13 @@ int ev_symbols_write_profile_text(const struct ev_symbols_profile *p, uint64_t p
 {
     struct buf b;
     buf_init(&b, 0);
-    int rc = buf_printf(&b,
-                        "CPU profile of pid %llu over %u s: %llu samples in managed code (every "
-                        "%.3g ms) on %llu threads; %llu samples outside it (waiting) not counted\n"
-                        "Exclusive: a leaf in ",
-                        (unsigned long long)pid, duration_s, (unsigned long long)p->samples,
-                        p->sampling_ms, (unsigned long long)p->threads,
-                        (unsigned long long)p->external);
+    int rc =
+        buf_printf(&b,
+                   "CPU profile of pid %llu over %u s: %llu samples in managed code (every "
+                   "%.3g ms) on %llu threads; %llu samples outside it (waiting) not counted\n"
+                   "Exclusive: a leaf in ",
+                   (unsigned long long)pid, duration_s, (unsigned long long)p->samples,
+                   p->sampling_ms, (unsigned long long)p->threads, (unsigned long long)p->external);
     for (size_t i = 0; rc == 0 && EV_SYMBOLS_LEAF_SKIPPED[i] != NULL; i++) {
         rc = buf_printf(&b, "%s%s*", i == 0 ? "" : " or ", EV_SYMBOLS_LEAF_SKIPPED[i]);
     }

@@ -136,11 +136,11 @@ struct ev_symbols_method_stat {
 };
 
 struct ev_symbols_profile {
-    uint64_t samples;        /* samples in managed code (SampleProfiler's Managed): the counts' 100% */
-    uint64_t external;       /* samples outside managed code (External: mostly waits), not counted */
-    uint64_t threads;        /* distinct threads sampled */
-    uint64_t leaf_skipped;   /* samples whose leaf was a skipped helper */
-    double sampling_ms;      /* the sampling period */
+    uint64_t samples;  /* samples in managed code (SampleProfiler's Managed): the counts' 100% */
+    uint64_t external; /* samples outside managed code (External: mostly waits), not counted */
+    uint64_t threads;  /* distinct threads sampled */
+    uint64_t leaf_skipped; /* samples whose leaf was a skipped helper */
+    double sampling_ms;    /* the sampling period */
     /* The top frames, most first (ties by name): by exclusive, then by inclusive count. */
     struct ev_symbols_method_stat *by_exclusive;
     size_t n_exclusive;

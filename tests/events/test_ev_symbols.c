@@ -418,6 +418,80 @@ static void test_ev_symbols_speedscope(void **state)
     ev_symbols_free(s);
 }
 
+static int buf_sink(void *ud, const uint8_t *p, size_t n)
+{
+    return buf_append(ud, p, n);
+}
+
+/* Aggregation: recursion counted once inclusive, PollGC leaves given to their caller, a stack of
+ * helpers only keeping its leaf, the top cut, ties by name; the JSON and text forms. */
+static void test_ev_symbols_aggregate(void **state)
+{
+    (void)state;
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    add_module(s, 1, CORELIB);
+    add_module(s, 2, "/app/App.dll");
+    add_method(s, 2, 1, 0x1000, 0x10, "System.Threading.Thread", "<PollGC>g__PollGCWorker|1_0",
+               "void  ()");
+    add_method(s, 2, 1, 0x1100, 0x10, "System.Threading.Thread", "PollGC", "void  ()");
+    add_method(s, 2, 2, 0x2000, 0x10, "App", "Hot", "void  ()");
+    add_method(s, 2, 2, 0x3000, 0x10, "App", "Rec", "void  ()");
+    add_method(s, 2, 2, 0x4000, 0x10, "App", "Main", "void  ()");
+    const uint64_t hot_poll[] = {0x1000, 0x1100, 0x2000, 0x4000}; /* leaf first */
+    const uint64_t rec[] = {0x3000, 0x3004, 0x3008, 0x4000};
+    const uint64_t helpers[] = {0x1000, 0x1100};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(ev_symbols_add_sample(s, 1, i, hot_poll, 4), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ev_symbols_add_sample(s, 2, i, rec, 4), 0);
+    }
+    assert_int_equal(ev_symbols_add_sample(s, 2, 9, helpers, 2), 0);
+    struct ev_symbols_profile prof;
+    assert_int_equal(ev_symbols_aggregate(s, 0, &prof), AGENT_E_INVAL);
+    assert_int_equal(ev_symbols_aggregate(s, 3, &prof), 0);
+    assert_int_equal(prof.samples, 10);
+    assert_int_equal(prof.threads, 2);
+    assert_int_equal(prof.external, 0);
+    assert_int_equal(prof.leaf_skipped, 6);
+    assert_int_equal(prof.n_exclusive, 3);
+    assert_string_equal(prof.by_exclusive[0].name, "App!App.Hot()");
+    assert_int_equal(prof.by_exclusive[0].exclusive, 6);
+    assert_string_equal(prof.by_exclusive[1].name, "App!App.Rec()");
+    assert_int_equal(prof.by_exclusive[1].exclusive, 3);
+    assert_int_equal(prof.by_exclusive[1].inclusive, 3); /* recursion: once per sample */
+    assert_string_equal(
+        prof.by_exclusive[2].name,
+        "System.Private.CoreLib!System.Threading.Thread.<PollGC>g__PollGCWorker|1_0()");
+    assert_int_equal(prof.by_exclusive[2].exclusive, 1);
+    assert_string_equal(prof.by_inclusive[0].name, "App!App.Main()");
+    assert_int_equal(prof.by_inclusive[0].inclusive, 9);
+    assert_int_equal(prof.by_inclusive[0].exclusive, 0);
+
+    struct buf b;
+    buf_init(&b, 0);
+    assert_int_equal(ev_symbols_write_profile_json(&prof, 42, 4, buf_sink, &b), 0);
+    cJSON *doc = cJSON_ParseWithLength((const char *)buf_data(&b), buf_size(&b));
+    assert_non_null(doc);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "pid")) == 42);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(doc, "kind")), "cpu");
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "samples")) == 10);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "exclusiveSkips")), 2);
+    cJSON *top0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "top"), 0);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(top0, "method")), "App!App.Hot()");
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(top0, "exclusivePercent")) == 60.0);
+    cJSON_Delete(doc);
+    buf_reset(&b);
+    assert_int_equal(ev_symbols_write_profile_text(&prof, 42, 4, buf_sink, &b), 0);
+    assert_non_null(strstr(buf_cstr(&b), "         6   60.00          6   60.00  App!App.Hot()\n"));
+    assert_int_equal(ev_symbols_write_profile_json(&prof, 42, 4, fail_sink, NULL), AGENT_E_CLOSED);
+    buf_fini(&b);
+    ev_symbols_profile_fini(&prof);
+    ev_symbols_profile_fini(&prof); /* zeroed: twice is fine */
+    ev_symbols_free(s);
+}
+
 /* cpu.nettrace: SampleProfiler and the runtime's GC keyword, no rundown (fixtures README). */
 static void test_ev_symbols_fixture_no_rundown(void **state)
 {
@@ -458,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_ev_symbols_versions),
         cmocka_unit_test(test_ev_symbols_stream),
         cmocka_unit_test(test_ev_symbols_speedscope),
+        cmocka_unit_test(test_ev_symbols_aggregate),
         cmocka_unit_test(test_ev_symbols_fixture_no_rundown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,7 @@ The real test app runs `hot <ms>` (~70% of its command thread's time in TestApp.
 for longer than the profiles; GET /profile?pid=..&kind=cpu&durationSeconds=4 answers 200 JSON
 whose top exclusive method is SpinHotLoop with 60-80% of the samples; with Accept: text/plain the
 table lists it first; format=speedscope is a valid speedscope document (check_speedscope.py's
-checks); kind=alloc and pid=abc are 400 problems; a client that leaves mid-profile, like every
+checks) whose hot thread gives SpinHotLoop a share within 10 points of /profile's; kind=alloc and pid=abc are 400 problems; a client that leaves mid-profile, like every
 profile that ended, leaves no runtime session (dotmon_runtime_sessions on /metrics).
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_speedscope import HOT, check_doc  # noqa: E402
+from check_speedscope import HOT, check_doc, exclusive_sampled, hot_thread  # noqa: E402
 from dmtest import FAILS, Watched, check  # noqa: E402
 
 
@@ -83,7 +83,13 @@ def main():
 
         st, ct, body = get(port, base + "&format=speedscope")
         check(st == 200, f"format=speedscope: {st}")
-        check_doc(json.loads(body))
+        sdoc = json.loads(body)
+        check_doc(sdoc)
+        ours = hot_thread(sdoc, exclusive_sampled)
+        if check(ours is not None, f"speedscope: a profile with {HOT}"):
+            print(f"info speedscope: {HOT} has {ours[1]:.1f}% of its thread's weight; /profile said "
+                  f"{top['exclusivePercent']}% of the managed samples", flush=True)
+            check(abs(ours[1] - top["exclusivePercent"]) <= 10.0, "the two within 10 points")
 
         for q, what in ((f"/profile?pid={pid}&kind=alloc", "not supported"), ("/profile?pid=abc&kind=cpu", "pid"),
                         (f"/profile?pid={pid}&durationSeconds=0", "durationSeconds"),

@@ -994,28 +994,30 @@ static int cmp_stat_name(const struct frame_stat *x, const struct frame_stat *y)
     return strcmp(x->name, y->name);
 }
 
-static int cmp_by_exclusive(const void *a, const void *b)
+/* Most first by the first count, then the other, then by name. */
+static int cmp_counts(const struct frame_stat *x, const struct frame_stat *y, bool inclusive_first)
 {
-    const struct frame_stat *x = a, *y = b;
-    if (x->exclusive != y->exclusive) {
-        return x->exclusive > y->exclusive ? -1 : 1;
+    uint64_t x1 = inclusive_first ? x->inclusive : x->exclusive;
+    uint64_t y1 = inclusive_first ? y->inclusive : y->exclusive;
+    uint64_t x2 = inclusive_first ? x->exclusive : x->inclusive;
+    uint64_t y2 = inclusive_first ? y->exclusive : y->inclusive;
+    if (x1 != y1) {
+        return x1 > y1 ? -1 : 1;
     }
-    if (x->inclusive != y->inclusive) {
-        return x->inclusive > y->inclusive ? -1 : 1;
+    if (x2 != y2) {
+        return x2 > y2 ? -1 : 1;
     }
     return cmp_stat_name(x, y);
 }
 
+static int cmp_by_exclusive(const void *a, const void *b)
+{
+    return cmp_counts(a, b, false);
+}
+
 static int cmp_by_inclusive(const void *a, const void *b)
 {
-    const struct frame_stat *x = a, *y = b;
-    if (x->inclusive != y->inclusive) {
-        return x->inclusive > y->inclusive ? -1 : 1;
-    }
-    if (x->exclusive != y->exclusive) {
-        return x->exclusive > y->exclusive ? -1 : 1;
-    }
-    return cmp_stat_name(x, y);
+    return cmp_counts(a, b, true);
 }
 
 static int cmp_u64(const void *a, const void *b)

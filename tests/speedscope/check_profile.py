@@ -7,7 +7,8 @@ for longer than the profiles; GET /profile?pid=..&kind=cpu&durationSeconds=4 ans
 whose top exclusive method is SpinHotLoop with 60-80% of the samples; with Accept: text/plain the
 table lists it first; format=speedscope is a valid speedscope document (check_speedscope.py's
 checks) whose hot thread gives SpinHotLoop a share within 10 points of /profile's; kind=alloc and pid=abc are 400 problems; a client that leaves mid-profile, like every
-profile that ended, leaves no runtime session (dotmon_runtime_sessions on /metrics).
+profile that ended, leaves no runtime session (dotmon_runtime_sessions on /metrics); the runtime
+killed mid-profile is a 502 problem and leaves none either.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
 """
@@ -17,6 +18,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -108,6 +110,20 @@ def main():
         check(sessions(port) == 1, "a session while profiling")
         s.close()
         check(no_session(port), f"the client gone: no session left ({sessions(port)})")
+
+        # The runtime dies mid-profile: no names without the rundown, so a 502 problem, no session.
+        res = {}
+        t = threading.Thread(target=lambda: res.update(r=get(port, f"/profile?pid={pid}&durationSeconds=30")))
+        t.start()
+        deadline = time.time() + 10
+        while time.time() < deadline and sessions(port) != 1:
+            time.sleep(0.2)
+        w.app.kill()
+        t.join(60)
+        st, ct, body = res.get("r", (0, "", b""))
+        check(st == 502 and ct.startswith("application/problem+json"),
+              f"the runtime killed mid-profile: {st} {body.decode()[:200]}")
+        check(no_session(port), f"the runtime gone: no session left ({sessions(port)})")
     finally:
         w.close()
 

@@ -8,7 +8,7 @@ whose top exclusive method is SpinHotLoop with 60-80% of the samples; with Accep
 table lists it first; format=speedscope is a valid speedscope document (check_speedscope.py's
 checks) whose hot thread gives SpinHotLoop a share within 10 points of /profile's; kind=alloc and pid=abc are 400 problems; a client that leaves mid-profile, like every
 profile that ended, leaves no runtime session (dotmon_runtime_sessions on /metrics); the runtime
-killed mid-profile is a 502 problem and leaves none either.
+killed mid-profile is a 502 problem and leaves none either; stop=true on its operation answers early.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
 """
@@ -110,6 +110,28 @@ def main():
         check(sessions(port) == 1, "a session while profiling")
         s.close()
         check(no_session(port), f"the client gone: no session left ({sessions(port)})")
+
+        # DELETE /operations/{id}?stop=true answers early with what was sampled.
+        res = {}
+        t = threading.Thread(target=lambda: res.update(r=get(port, f"/profile?pid={pid}&durationSeconds=60&tags=stopme")))
+        t.start()
+        t0, running = time.monotonic(), []
+        while not running and time.monotonic() - t0 < 10:
+            time.sleep(0.3)
+            ops = json.loads(get(port, "/operations?tags=stopme")[2])
+            running = [o["operationId"] for o in ops if o["status"] == "Running"]
+        time.sleep(1.0)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("DELETE", f"/operations/{running[0]}?stop=true" if running else "/operations/none")
+        dst = c.getresponse().status
+        c.close()
+        t.join(60)
+        st, ct, body = res.get("r", (0, "", b""))
+        early = json.loads(body) if st == 200 else {}
+        check(dst == 202 and st == 200 and early.get("samples", 0) > 0 and time.monotonic() - t0 < 20,
+              f"stop=true: DELETE {dst}, then {st} with {early.get('samples')} samples after "
+              f"{time.monotonic() - t0:.1f} s")
+        check(no_session(port), f"stopped: no session left ({sessions(port)})")
 
         # The runtime dies mid-profile: no names without the rundown, so a 502 problem, no session.
         res = {}

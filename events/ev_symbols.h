@@ -3,7 +3,9 @@
 #define AGENT_EV_SYMBOLS_H
 
 /*
- * CPU samples with their stacks named, written as speedscope JSON (EVENTS.md §7).
+ * CPU samples with their stacks named, written as speedscope JSON (EVENTS.md §7), or summed up
+ * per method (ev_symbols_aggregate: exclusive and inclusive counts, the top N, as JSON or text;
+ * GET /profile answers with it).
  *
  * Fed a nettrace stream (nettrace.h, kept stacks), it collects:
  *  - method code ranges from Microsoft-Windows-DotNETRuntime 143 MethodLoadVerbose and

@@ -198,6 +198,17 @@ static int job_body(struct profile_job *job, struct buf *b, const char **ctype)
     return rc;
 }
 
+/* The body handed to the artifact without a copy (a speedscope document can be tens of MB). */
+static int write_body(struct artifact *out, struct buf *b)
+{
+    size_t n = 0;
+    char *p = buf_steal(b, &n);
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+    return artifact_write_owned(out, p, p, n);
+}
+
 static void job_fail(struct profile_job *job, int http_status, const char *code, const char *msg)
 {
     struct artifact *out = artifact_take(&job->out, &job->op);
@@ -237,7 +248,7 @@ static void job_answer(struct profile_job *job, int status)
     if (rc != 0) {
         job_fail(job, 500, "OutOfMemory", agent_strerror(rc));
     } else if (job->out != NULL && (artifact_begin(job->out, ctype, job->filename) != 0 ||
-                                    artifact_write(job->out, buf_data(&b), buf_size(&b)) != 0)) {
+                                    write_body(job->out, &b) != 0)) {
         /* The consumer is gone (on_lost may have ended the artifact already). */
         struct artifact *out = artifact_take(&job->out, &job->op);
         if (out != NULL) {

@@ -76,6 +76,9 @@ struct gcdump_job {
     uint64_t pid;
     uint64_t written; /* bytes of the file given to the artifact */
     int handles_open; /* timer, async */
+    int end_status;   /* the session's end, for the words of a failure after the build */
+    uint32_t end_hresult;
+    int finish_rc; /* ev_gcheap_finish's answer, from the pool */
     /* The writer (write_on_pool) and the loop share these, under mu. */
     uv_work_t work;
     uv_async_t async; /* the writer queued a chunk, or finished */
@@ -468,28 +471,14 @@ static void job_write(struct gcdump_job *job)
     }
 }
 
-static void sess_on_end(void *ud, int status, uint32_t hresult)
+/* The graph is built (or refused): a whole one is written, else the failure is said. */
+static void job_on_graph(struct gcdump_job *job, int rc)
 {
-    struct gcdump_job *job = ud;
-    job->sess = NULL;
-    uv_timer_stop(&job->timer);
-    if (job->out == NULL || job->g == NULL) {
-        job_maybe_free(job);
-        return;
-    }
-    char msg[512];
-    if (!job->started) {
-        const char *code = NULL;
-        int http_status = api_session_refused(status, hresult, "gcdump", msg, sizeof(msg), &code);
-        job_fail(job, http_status, code, msg);
-        job_maybe_free(job);
-        return;
-    }
-    int rc = ev_gcheap_finish(job->g);
     if (rc == 0) {
         job_write(job);
         return;
     }
+    char msg[512];
     if (job->timed_out) {
         snprintf(msg, sizeof(msg),
                  "the runtime did not finish the heap walk within %llu s (GCDump:TimeoutSeconds)",
@@ -497,7 +486,8 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
         job_fail(job, 504, "Timeout", msg);
     } else if (rc == AGENT_E_TRUNC) {
         char reason[160];
-        ipc_session_end_reason(status, hresult, job->stopping, reason, sizeof(reason));
+        ipc_session_end_reason(job->end_status, job->end_hresult, job->stopping, reason,
+                               sizeof(reason));
         snprintf(msg, sizeof(msg),
                  "the session of process %llu ended before the heap walk was complete (%s): the "
                  "process exited, or the runtime ended the session",
@@ -508,6 +498,52 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
         return;
     }
     job_maybe_free(job);
+}
+
+/* Building the graph (sorting and indexing millions of nodes: a second for 9M objects) is the
+ * pool's work, not the loop's. */
+static void finish_on_pool(uv_work_t *w)
+{
+    struct gcdump_job *job = w->data;
+    job->finish_rc = ev_gcheap_finish(job->g);
+}
+
+static void job_on_finished(uv_work_t *w, int status)
+{
+    struct gcdump_job *job = w->data;
+    job->writing = false;
+    if (job->out == NULL) {
+        job_maybe_free(job); /* the client left while the graph was built */
+        return;
+    }
+    job_on_graph(job, status != 0 ? status : job->finish_rc);
+}
+
+static void sess_on_end(void *ud, int status, uint32_t hresult)
+{
+    struct gcdump_job *job = ud;
+    job->sess = NULL;
+    uv_timer_stop(&job->timer);
+    if (job->out == NULL || job->g == NULL) {
+        job_maybe_free(job);
+        return;
+    }
+    if (!job->started) {
+        char msg[512];
+        const char *code = NULL;
+        int http_status = api_session_refused(status, hresult, "gcdump", msg, sizeof(msg), &code);
+        job_fail(job, http_status, code, msg);
+        job_maybe_free(job);
+        return;
+    }
+    job->end_status = status;
+    job->end_hresult = hresult;
+    job->work.data = job;
+    job->writing = true; /* the graph belongs to the pool until job_on_finished */
+    if (uv_queue_work(job->a->loop, &job->work, finish_on_pool, job_on_finished) != 0) {
+        job->writing = false;
+        job_on_graph(job, ev_gcheap_finish(job->g));
+    }
 }
 
 static const struct ipc_session_callbacks session_callbacks = {

@@ -212,10 +212,14 @@ def known_graph(port, app, exe, dll, tmp):
     t_ours = merged(tracecheck(tmp, mine, dll).get("byType", {})).get("System.Byte[]", [0, 0])
     t_tool = merged(tracecheck(tmp, theirs, dll).get("byType", {})).get("System.Byte[]", [0, 0]) \
         if os.path.isfile(theirs) else [0, 0]
-    check(t_ours[1] >= want and abs(t_ours[1] - t_tool[1]) <= 0.01 * max(t_tool[1], 1) and
-          abs(ours.get("System.Byte[]", [0])[0] - tool.get("System.Byte[]", [0])[0]) <= 0.01 * t_tool[0],
-          f"byte arrays [count, bytes]: {t_ours} in dotmon's, {t_tool} in the tool's (at least {want} bytes; "
-          "within 1 %)")
+    # The held arrays are the same in both; the runtime's and the app's own small arrays (a few
+    # hundred of ~200 bytes) differ between two snapshots taken seconds apart, seen under ASan.
+    held = (N + 1) * M
+    n_ours, n_tool = ours.get("System.Byte[]", [0])[0], tool.get("System.Byte[]", [0])[0]
+    check(t_ours[1] >= want and t_tool[1] >= want and n_ours >= held and n_tool >= held and
+          abs(t_ours[1] - t_tool[1]) <= 0.02 * max(t_tool[1], 1) and abs(n_ours - n_tool) <= 0.05 * n_tool,
+          f"byte arrays [count, bytes]: {t_ours} in dotmon's, {t_tool} in the tool's (each at least {held} "
+          f"arrays and {want} bytes; within 5 % and 2 %)")
     tc = tracecheck(tmp, mine, dll)
     check(tc.get("ok") is True and tc.get("nodes", 0) > N and tc.get("creationTool") == "dotmon",
           f"GCHeapDump reads dotmon's file: {({k: tc.get(k) for k in ('ok', 'nodes', 'types', 'totalSize', 'creationTool', 'error')})}")

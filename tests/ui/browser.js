@@ -53,12 +53,26 @@ async function watchedPage(browser) {
   return watch;
 }
 
-function finish() {
-  if (fails.length > 0) {
-    console.log(fails.length + ' check(s) failed');
+// Runs body(w) on a watched page of a fresh browser, closes it, and exits 1 when a check failed
+// or body threw (printed as a FAIL line), else 0.
+function run(body) {
+  const main = async () => {
+    const browser = await launch();
+    try {
+      await body(await watchedPage(browser));
+    } finally {
+      await browser.close();
+    }
+  };
+  main().then(() => {
+    if (fails.length > 0) {
+      console.log(fails.length + ' check(s) failed');
+    }
+    process.exit(fails.length > 0 ? 1 : 0);
+  }, (e) => {
+    console.log('FAIL ' + (e && e.stack ? e.stack : e));
     process.exit(1);
-  }
-  process.exit(0);
+  });
 }
 
-module.exports = { check, launch, watchedPage, finish, fails };
+module.exports = { check, run };

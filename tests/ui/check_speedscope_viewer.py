@@ -24,7 +24,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from dmtest import FAILS, Watched, check  # noqa: E402
+from dmtest import Watched, check  # noqa: E402
+from uitest import run_node, status  # noqa: E402
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -58,22 +59,13 @@ def main():
         srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=site))
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{srv.server_address[1]}"
-        env = dict(os.environ, NODE_PATH=modules,
-                   VIEWER_URL=f"{base}/index.html#profileURL={base}/hot.speedscope.json")
-        t0 = time.monotonic()
-        p = subprocess.run([os.environ.get("NODE_EXE", "node"), os.path.join(HERE, "speedscope_viewer.js")], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-        sys.stdout.write(p.stdout)
-        FAILS.extend(line for line in p.stdout.splitlines() if line.startswith("FAIL"))
-        check(p.returncode == 0, f"speedscope_viewer.js: exit {p.returncode} in {time.monotonic() - t0:.1f} s")
+        run_node("speedscope_viewer.js", "dotmon's speedscope file",
+                 VIEWER_URL=f"{base}/index.html#profileURL={base}/hot.speedscope.json")
     finally:
         if srv is not None:
             srv.shutdown()
         w.close()
-    if FAILS:
-        print(f"{len(FAILS)} check(s) failed", flush=True)
-        return 1
-    return 0
+    return status()
 
 
 if __name__ == "__main__":

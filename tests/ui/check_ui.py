@@ -22,11 +22,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from dmtest import FAILS, App, check, free_port, start_dotmon, stop  # noqa: E402
+from uitest import run_node, status  # noqa: E402
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -39,41 +39,6 @@ def get(port, path, headers=None):
     body = r.read()
     c.close()
     return r.status, r, body
-
-
-def start_with_key(tmp, port, log, pid, key):
-    """dotmon collect with the key's subject and public key, once /processes lists pid."""
-    env = dict(os.environ, TMPDIR=tmp,
-               DotnetMonitor_Authentication__MonitorApiKey__Subject=key["Subject"],
-               DotnetMonitor_Authentication__MonitorApiKey__PublicKey=key["PublicKey"],
-               DotnetMonitor_GlobalCounter__IntervalSeconds="1")
-    dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--urls", f"http://127.0.0.1:{port}",
-                           "--metrics", "false"], stdout=subprocess.DEVNULL, stderr=log, env=env)
-    auth = {"Authorization": key["AuthorizationHeader"]}
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            if str(pid).encode() in get(port, "/processes", auth)[2]:
-                return dm
-        except OSError:
-            pass
-        time.sleep(0.2)
-    stop(dm, 0)
-    raise RuntimeError(f"dotmon did not list {pid} within 30 s")
-
-
-def run_page(port, token, pid):
-    env = dict(os.environ, NODE_PATH=os.environ["UI_NODE_MODULES"], DOTMON_URL=f"http://127.0.0.1:{port}",
-               DOTMON_TOKEN=token, APP_PID=str(pid))
-    t0 = time.monotonic()
-    p = subprocess.run([os.environ.get("NODE_EXE", "node"), os.path.join(HERE, "ui_page.js")], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-    sys.stdout.write(p.stdout)
-    for line in p.stdout.splitlines():
-        if line.startswith("FAIL"):
-            FAILS.append(line)
-    check(p.returncode == 0, f"ui_page.js ({'token' if token else 'no auth'}): exit {p.returncode} "
-                             f"in {time.monotonic() - t0:.1f} s")
 
 
 def main():
@@ -89,7 +54,7 @@ def main():
         app.p.stdin.flush()
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
         port = free_port()
-        dm = start_with_key(tmp, port, log, app.pid, key)
+        dm = start_dotmon(tmp, port, log, [app.pid], key=key, env={"DotnetMonitor_GlobalCounter__IntervalSeconds": "1"})
 
         st, r, body = get(port, "/ui")
         check(st == 200 and r.getheader("Content-Type", "").startswith("text/html"),
@@ -114,13 +79,15 @@ def main():
                      f"/livemetrics?pid={app.pid}", f"/gcdump?pid={app.pid}"):
             st = get(port, path)[0]
             check(st == 401, f"GET {path} without the token: {st}")
-        run_page(port, token, app.pid)
+        run_node("ui_page.js", "with a token", DOTMON_URL=f"http://127.0.0.1:{port}", DOTMON_TOKEN=token,
+                 APP_PID=str(app.pid))
 
         # The same page when auth is off: no token needed.
         log2 = open(os.path.join(tmp, "dotmon-noauth.log"), "w+")
         port2 = free_port()
         dm2 = start_dotmon(tmp, port2, log2, [app.pid])
-        run_page(port2, "", app.pid)
+        run_node("ui_page.js", "no auth", DOTMON_URL=f"http://127.0.0.1:{port2}", DOTMON_TOKEN="",
+                 APP_PID=str(app.pid))
         log2.close()
     finally:
         if app is not None:
@@ -134,10 +101,7 @@ def main():
                 sys.stderr.write(log.read()[-4000:])
             log.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    if FAILS:
-        print(f"{len(FAILS)} check(s) failed", flush=True)
-        return 1
-    return 0
+    return status()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@
 // sampled) are set aside, with 55-85% of the thread's time in total.
 'use strict';
 
-const { check, launch, watchedPage, finish } = require('./browser.js');
+const { check, run } = require('./browser.js');
 
 const HOT = 'TestApp.Hot.SpinHotLoop';
 const SUSPENSION = ['System.Threading.Thread.PollGC', 'System.Threading.Thread.<PollGC>'];
@@ -25,51 +25,40 @@ function rows(page) {
     }));
 }
 
-async function main() {
-  const browser = await launch();
-  try {
-    const w = await watchedPage(browser);
-    const page = w.page;
-    const t0 = Date.now();
-    await page.goto(process.env.VIEWER_URL, { waitUntil: 'load' });
-    // The toolbar names the profile once the file is loaded: "Thread N (i/k)".
-    const title = page.locator('text=/\\(1\\/\\d+\\)/').first();
-    await title.waitFor({ timeout: 20000 });
-    const count = Number(/\/(\d+)\)/.exec(await title.textContent())[1]);
-    console.log('info loaded in ' + (Date.now() - t0) + ' ms: ' + count + ' profiles (threads)');
-    await page.getByText('Sandwich', { exact: false }).first().click();
-    let found = null;
-    for (let i = 0; i < count && !found; i++) {
-      if (i > 0) {
-        await page.keyboard.press('n');
-      }
-      await page.waitForTimeout(300);
-      const r = await rows(page);
-      if (r.some((x) => x.name.includes(HOT))) {
-        found = { index: i + 1, rows: r };
-      }
+run(async (w) => {
+  const page = w.page;
+  const t0 = Date.now();
+  await page.goto(process.env.VIEWER_URL, { waitUntil: 'load' });
+  // The toolbar names the profile once the file is loaded: "Thread N (i/k)".
+  const title = page.locator('text=/\\(1\\/\\d+\\)/').first();
+  await title.waitFor({ timeout: 20000 });
+  const count = Number(/\/(\d+)\)/.exec(await title.textContent())[1]);
+  console.log('info loaded in ' + (Date.now() - t0) + ' ms: ' + count + ' profiles (threads)');
+  await page.getByText('Sandwich', { exact: false }).first().click();
+  let found = null;
+  for (let i = 0; i < count && !found; i++) {
+    if (i > 0) {
+      await page.keyboard.press('n');
     }
-    check(found !== null, 'the Sandwich view lists ' + HOT + ' on one of the ' + count + ' threads');
-    if (found) {
-      const own = found.rows.filter((x) => !SUSPENSION.some((s) => x.name.includes(s)));
-      for (const x of found.rows.slice(0, 5)) {
-        console.log('info   total ' + x.total + '%  self ' + x.self + '%  ' + x.name);
-      }
-      check(own.length > 0 && own[0].name.includes(HOT), 'profile ' + found.index + '/' + count +
-        ': the first frame by self time (suspension frames aside) is ' + (own[0] ? own[0].name : 'none'));
-      const hot = found.rows.find((x) => x.name.includes(HOT));
-      check(hot.total >= 55 && hot.total <= 85, HOT + ': ' + hot.total + '% of the thread in total (55-85)');
+    await page.waitForTimeout(300);
+    const r = await rows(page);
+    if (r.some((x) => x.name.includes(HOT))) {
+      found = { index: i + 1, rows: r };
     }
-    if (process.env.SS_SCREENSHOT) {
-      await page.screenshot({ path: process.env.SS_SCREENSHOT });
-    }
-    check(w.errors.length === 0, 'no console errors or page errors: ' + JSON.stringify(w.errors));
-  } finally {
-    await browser.close();
   }
-}
-
-main().then(finish, (e) => {
-  console.log('FAIL ' + (e && e.stack ? e.stack : e));
-  process.exit(1);
+  check(found !== null, 'the Sandwich view lists ' + HOT + ' on one of the ' + count + ' threads');
+  if (found) {
+    const own = found.rows.filter((x) => !SUSPENSION.some((s) => x.name.includes(s)));
+    for (const x of found.rows.slice(0, 5)) {
+      console.log('info   total ' + x.total + '%  self ' + x.self + '%  ' + x.name);
+    }
+    check(own.length > 0 && own[0].name.includes(HOT), 'profile ' + found.index + '/' + count +
+      ': the first frame by self time (suspension frames aside) is ' + (own[0] ? own[0].name : 'none'));
+    const hot = found.rows.find((x) => x.name.includes(HOT));
+    check(hot.total >= 55 && hot.total <= 85, HOT + ': ' + hot.total + '% of the thread in total (55-85)');
+  }
+  if (process.env.SS_SCREENSHOT) {
+    await page.screenshot({ path: process.env.SS_SCREENSHOT });
+  }
+  check(w.errors.length === 0, 'no console errors or page errors: ' + JSON.stringify(w.errors));
 });

@@ -9,6 +9,7 @@
   let selected = null;      // {pid, uid, name}
   let metricsAbort = null;  // AbortController of the live metrics stream
   let profiling = 0;        // a counter: a newer profile supersedes an older one
+  let profileAbort = null;  // AbortController of the profile in flight (ends its session early)
   const series = new Map(); // metric name -> {unit, points: [[t, v]]}
   const $ = (id) => document.getElementById(id);
 
@@ -128,6 +129,11 @@
       return;
     }
     const me = ++profiling;
+    if (profileAbort) {
+      profileAbort.abort(); // dotmon stops the superseded session when its client leaves
+    }
+    const ctl = new AbortController();
+    profileAbort = ctl;
     const d = Math.max(1, Math.min(300, parseInt($('duration').value, 10) || 3));
     const flame = $('flame');
     flame.dataset.state = 'running';
@@ -137,7 +143,8 @@
     $('flame-status').textContent = 'profiling pid ' + selected.pid + ' for ' + d + ' s…';
     $('profile').disabled = true;
     try {
-      const r = await api('/profile?' + q({ uid: selected.uid, kind: 'cpu', durationSeconds: d, format: 'flame' }));
+      const r = await api('/profile?' + q({ uid: selected.uid, kind: 'cpu', durationSeconds: d, format: 'flame' }),
+        { signal: ctl.signal });
       const doc = await r.json();
       if (me === profiling) {
         drawFlame(doc);
@@ -151,6 +158,7 @@
     } finally {
       if (me === profiling) {
         $('profile').disabled = false;
+        profileAbort = null;
       }
     }
   }

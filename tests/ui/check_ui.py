@@ -8,7 +8,8 @@ DotnetMonitor_Authentication__MonitorApiKey__*) and a 1 s counter interval; the 
 answer without a token, with the strict Content-Security-Policy, nosniff, no-referrer and
 no-store; an unknown /ui file is a 404 problem; the data routes the page uses answer 401 without
 the token. Then ui_page.js drives Chromium (see its header: process list, flame graph whose top
-frame is SpinHotLoop, live metrics, downloads, the token in no storage and no URL). Last, the
+frame is SpinHotLoop, live metrics, downloads, the token in no storage and no URL, the app's
+command line holding an <img onerror> shown as text). Last, the
 same page against a dotmon started with --no-auth works without a token.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, UI_NODE_MODULES (the npm packages of
@@ -28,6 +29,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from dmtest import FAILS, App, check, free_port, start_dotmon, stop  # noqa: E402
 from uitest import run_node, status  # noqa: E402
 
+# Would run script if the page inserted the command line as HTML (and the CSP let it).
+MARKUP = "<img src=x onerror=\"document.title='pwned'\">"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
@@ -49,7 +52,7 @@ def main():
         key = json.loads(subprocess.run([os.environ["DOTMON_BIN"], "generatekey", "--output", "machinejson"],
                                         check=True, capture_output=True, text=True).stdout)
         token = key["AuthorizationHeader"].split(" ", 1)[1]
-        app = App(tmp)
+        app = App(tmp, "--env-echo", MARKUP)  # markup in its command line, shown as text
         app.p.stdin.write("hot 120000\n")  # on the command thread, through the profile
         app.p.stdin.flush()
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
@@ -80,7 +83,7 @@ def main():
             st = get(port, path)[0]
             check(st == 401, f"GET {path} without the token: {st}")
         run_node("ui_page.js", "with a token", DOTMON_URL=f"http://127.0.0.1:{port}", DOTMON_TOKEN=token,
-                 APP_PID=str(app.pid))
+                 APP_PID=str(app.pid), APP_MARKUP=MARKUP)
 
         # The same page when auth is off: no token needed.
         log2 = open(os.path.join(tmp, "dotmon-noauth.log"), "w+")

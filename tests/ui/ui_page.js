@@ -8,7 +8,8 @@
 // it and draws a flame graph whose top frame (hottest self) is SpinHotLoop; the live metrics chart
 // gets values; the trace and gcdump downloads arrive; every data request carried the token in
 // its Authorization header and no URL requested holds it; localStorage, sessionStorage, cookies
-// and IndexedDB are empty; a wrong token is shown as a 401 problem in the page.
+// and IndexedDB are empty; APP_MARKUP (an <img onerror> in the app's command line) is shown as
+// text, not inserted; a wrong token is shown as a 401 problem in the page.
 // Without a token (--no-auth): the list loads, and no request carries an Authorization header.
 'use strict';
 
@@ -35,6 +36,10 @@ run(async (w) => {
   check(await page.inputValue('#token') === '', 'the token input is emptied once used');
   const cmd = await row.locator('td.cmd').textContent();
   check(cmd.includes('TestApp'), 'the process list shows pid ' + pid + ' with its command line: ' + cmd);
+  if (process.env.APP_MARKUP) {
+    check(cmd.includes(process.env.APP_MARKUP) && await page.locator('#process-table img').count() === 0 &&
+      await page.title() === 'dotmon', 'markup in a command line is shown as text, not run');
+  }
 
   if (token === '') {
     const withAuth = w.requests.filter((r) => 'authorization' in r.headers);

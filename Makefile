@@ -16,8 +16,10 @@ IMAGE_PACKAGES := podman buildah binutils ca-certificates
 # prometheus` if you only want promtool. The S3 egress test runs s3rver (node; npm installs it into
 # the build tree at the versions of tests/egress/s3rver/package-lock.json) and reads back with
 # Debian's awscli; npm itself is installed only when missing (a nodejs that bundles it is kept).
+# The browser tests (tests/ui: the /ui page, speedscope's viewer) run Debian's chromium headless,
+# driven by playwright-core from npm (tests/ui/package-lock.json; never its own browser download).
 TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk prometheus $(IMAGE_PACKAGES) runc debootstrap \
-  awscli nodejs
+  awscli nodejs chromium
 # For `make fuzz` only: libFuzzer comes with clang's compiler-rt (tests/fuzz).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
 # For `make style` (.ci/style.sh): formatting and lint.

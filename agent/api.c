@@ -32,7 +32,7 @@ struct api_route {
     const char *method; /* a GET route also answers HEAD */
     api_route_fn fn;
     api_item_fn item;
-    bool anonymous;     /* no authentication (metrics) */
+    bool anonymous;     /* no authentication (metrics, probes, the /ui page's static files) */
     bool metrics_port;  /* also served on the metrics URLs */
     bool no_head;       /* GET with side effects (starts an artifact): HEAD is not allowed */
     const char *suffix; /* item routes: what follows the item ("/details"), or NULL */
@@ -62,6 +62,10 @@ static const struct api_route routes[] = {
     {"/metrics", "GET", api_metrics, NULL, true, true, false, NULL},
     {"/healthz", "GET", api_healthz, NULL, true, false, false, NULL},
     {"/readyz", "GET", api_readyz, NULL, true, false, false, NULL},
+    /* The page's static files carry no data and a browser navigating to /ui cannot send a
+     * token: anonymous. Every request the page makes for data is authorized (api_ui.c). */
+    {"/ui", "GET", api_ui_get, NULL, true, false, false, NULL},
+    {"/ui/", "GET", NULL, api_ui_file, true, false, false, NULL},
 };
 
 /* A problem+json answer: detail, and a "reason" extension member when reason is not NULL. */

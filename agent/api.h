@@ -76,6 +76,10 @@ void api_trace_snapshot(struct agent *a, struct http_request *req);
 /* GET /profile?pid=|uid=|name=&kind=cpu&durationSeconds=&top=&format= (api_profile.c): a CPU
  * sampling session, answered with where the time went (JSON, text/plain or speedscope). */
 void api_profile_get(struct agent *a, struct http_request *req);
+/* GET /ui and /ui/{file} (api_ui.c): the browser page, served without authentication (its data
+ * requests carry the token; see api_ui.c for why). */
+void api_ui_get(struct agent *a, struct http_request *req);
+void api_ui_file(struct agent *a, struct http_request *req, const char *name);
 void api_operations_list(struct agent *a, struct http_request *req);
 void api_operation_get(struct agent *a, struct http_request *req, const char *id);
 void api_operation_details(struct agent *a, struct http_request *req, const char *id);

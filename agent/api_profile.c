@@ -6,7 +6,8 @@
  * durationSeconds (default 10, 1..300); the stream goes into ev_symbols as it arrives (nothing is
  * spooled), and once the runtime closed it (rundown names the methods) the answer is the
  * aggregation: JSON by default, an aligned table for Accept: text/plain, or the speedscope
- * document for format=speedscope. An operation of the trace kind (it shares the trace limit):
+ * document for format=speedscope, or the folded stacks of a flame graph for format=flame (the /ui
+ * page draws them). An operation of the trace kind (it shares the trace limit):
  * stop (DELETE ?stop=true) answers early with what was sampled, cancel or a client that leaves
  * ends the runtime's session at once.
  */
@@ -42,7 +43,7 @@ static const char cat[] = "dotmon.profile";
 #define PROFILE_SESSION_SLACK   8u
 #define PROFILE_SUPPORTED_KINDS "cpu"
 
-enum profile_format { PROFILE_JSON, PROFILE_TEXT, PROFILE_SPEEDSCOPE };
+enum profile_format { PROFILE_JSON, PROFILE_TEXT, PROFILE_SPEEDSCOPE, PROFILE_FLAME };
 
 struct profile_job {
     struct agent *a;
@@ -181,6 +182,10 @@ static int job_body(struct profile_job *job, struct buf *b, const char **ctype)
         snprintf(name, sizeof(name), "dotmon cpu profile of pid %" PRIu64, job->pid);
         *ctype = "application/json";
         return ev_symbols_write_speedscope(job->sym, name, body_sink, b);
+    }
+    if (job->format == PROFILE_FLAME) {
+        *ctype = "application/json";
+        return ev_symbols_write_flame(job->sym, job->pid, job->duration_s, body_sink, b);
     }
     struct ev_symbols_profile prof;
     int rc = ev_symbols_aggregate(job->sym, job->top, &prof);
@@ -346,12 +351,16 @@ static int query_kind_format(struct http_request *req, enum profile_format *form
                     " (alloc, exceptions, contention and gc are not supported yet)",
                     buf_cstr(&kind));
     } else if (has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "speedscope") != 0 &&
-               strcasecmp(buf_cstr(&fmt), "json") != 0 && strcasecmp(buf_cstr(&fmt), "text") != 0) {
-        api_problem(req, 400, "unknown format '%s' (json, text or speedscope)", buf_cstr(&fmt));
+               strcasecmp(buf_cstr(&fmt), "json") != 0 && strcasecmp(buf_cstr(&fmt), "text") != 0 &&
+               strcasecmp(buf_cstr(&fmt), "flame") != 0) {
+        api_problem(req, 400, "unknown format '%s' (json, text, speedscope or flame)",
+                    buf_cstr(&fmt));
     } else {
         *format = PROFILE_JSON;
         if (has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "speedscope") == 0) {
             *format = PROFILE_SPEEDSCOPE;
+        } else if (has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "flame") == 0) {
+            *format = PROFILE_FLAME;
         } else if ((has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "text") == 0) ||
                    (has_fmt != 1 && accept != NULL && strstr(accept, "text/plain") != NULL &&
                     strstr(accept, "application/json") == NULL)) {
@@ -412,6 +421,7 @@ void api_profile_get(struct agent *a, struct http_request *req)
     op_artifact_stamp(ts, sizeof(ts));
     snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".%s", ts, p->pid,
              format == PROFILE_SPEEDSCOPE ? "speedscope.json"
+             : format == PROFILE_FLAME    ? "flame.json"
              : format == PROFILE_TEXT     ? "profile.txt"
                                           : "profile.json");
     op->artifact_name = strdup(job->filename);

@@ -1211,6 +1211,16 @@ static int json_stats(struct buf *b, const struct ev_symbols_method_stat *v, siz
     return rc ? rc : buf_append_str(b, "]");
 }
 
+/* The names of EV_SYMBOLS_LEAF_SKIPPED as JSON strings, comma-separated. */
+static int json_skips(struct buf *b)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && EV_SYMBOLS_LEAF_SKIPPED[i] != NULL; i++) {
+        rc = buf_printf(b, "%s\"%s\"", i == 0 ? "" : ",", EV_SYMBOLS_LEAF_SKIPPED[i]);
+    }
+    return rc;
+}
+
 int ev_symbols_write_profile_json(const struct ev_symbols_profile *p, uint64_t pid,
                                   uint32_t duration_s, ev_symbols_sink_cb sink, void *ud)
 {
@@ -1223,9 +1233,7 @@ int ev_symbols_write_profile_json(const struct ev_symbols_profile *p, uint64_t p
                    "\"exclusiveSkips\":[",
                    (unsigned long long)pid, duration_s, (unsigned long long)p->samples,
                    (unsigned long long)p->threads, (unsigned long long)p->external, p->sampling_ms);
-    for (size_t i = 0; rc == 0 && EV_SYMBOLS_LEAF_SKIPPED[i] != NULL; i++) {
-        rc = buf_printf(&b, "%s\"%s\"", i == 0 ? "" : ",", EV_SYMBOLS_LEAF_SKIPPED[i]);
-    }
+    rc = rc ? rc : json_skips(&b);
     rc = rc ? rc
             : buf_printf(&b, "],\"leafSkippedSamples\":%llu,\"top\":",
                          (unsigned long long)p->leaf_skipped);
@@ -1273,5 +1281,99 @@ int ev_symbols_write_profile_text(const struct ev_symbols_profile *p, uint64_t p
     rc = rc ? rc : text_table(&b, "Top by inclusive:", p->by_inclusive, p->n_inclusive, p->samples);
     rc = rc ? rc : out_flush(&b, true, sink, ud);
     buf_fini(&b);
+    return rc;
+}
+
+/* ---- Folded stacks for a flame graph ---- */
+
+/*
+ * The frames of the managed stacks in the order they are first used, each once, as a JSON array
+ * of names; map[f] gets the new index of frame f (NO_FRAME for frames no managed sample uses).
+ */
+static int flame_frames(struct ev_symbols *s, const uint32_t *fr, const uint64_t *cnt,
+                        uint32_t *map, struct buf *b, ev_symbols_sink_cb sink, void *ud)
+{
+    uint32_t used = 0;
+    int rc = buf_append_str(b, "\"frames\":[");
+    for (size_t i = 0; rc == 0 && i < s->nstacks; i++) {
+        const struct stack *st = &s->stacks[i];
+        for (uint32_t k = 0; rc == 0 && cnt[i] > 0 && k < st->n; k++) {
+            uint32_t f = fr[st->at + k];
+            if (map[f] != NO_FRAME) {
+                continue;
+            }
+            map[f] = used;
+            rc = buf_append_str(b, used++ == 0 ? "\"" : ",\"");
+            rc = rc ? rc : buf_append_json_escaped(b, name_at(s, s->frames[f]));
+            rc = rc ? rc : buf_append_str(b, "\"");
+            rc = rc ? rc : out_flush(b, false, sink, ud);
+        }
+    }
+    return rc ? rc : buf_append_str(b, "]");
+}
+
+int ev_symbols_write_flame(struct ev_symbols *s, uint64_t pid, uint32_t duration_s,
+                           ev_symbols_sink_cb sink, void *ud)
+{
+    clock_from_header(s);
+    uint32_t *fr = NULL, *map = NULL;
+    uint64_t *cnt = NULL;
+    struct buf b;
+    buf_init(&b, 0);
+    int rc = build_index(s);
+    rc = rc ? rc : resolve_all(s, &fr);
+    if (rc != 0) {
+        goto out;
+    }
+    cnt = calloc(s->nstacks + 1, sizeof(*cnt));
+    map = malloc((s->nframes + 1) * sizeof(*map));
+    if (cnt == NULL || map == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    uint64_t managed = 0;
+    for (size_t i = 0; i < s->nsamples; i++) {
+        if (!s->samples[i].external) {
+            cnt[s->samples[i].stack]++;
+            managed++;
+        }
+    }
+    for (size_t f = 0; f <= s->nframes; f++) {
+        map[f] = NO_FRAME;
+    }
+    uint64_t threads = count_threads(s, &rc);
+    rc = rc ? rc
+            : buf_printf(&b,
+                         "{\"pid\":%llu,\"kind\":\"cpu\",\"durationSeconds\":%u,\"samples\":%llu,"
+                         "\"threads\":%llu,\"externalSamples\":%llu,\"samplingMilliseconds\":%.17g,"
+                         "\"exclusiveSkips\":[",
+                         (unsigned long long)pid, duration_s, (unsigned long long)managed,
+                         (unsigned long long)threads, (unsigned long long)(s->nsamples - managed),
+                         (double)s->sampling_ns / 1e6);
+    rc = rc ? rc : json_skips(&b);
+    rc = rc ? rc : buf_append_str(&b, "],");
+    rc = rc ? rc : flame_frames(s, fr, cnt, map, &b, sink, ud);
+    rc = rc ? rc : buf_append_str(&b, ",\"stacks\":[");
+    bool first = true;
+    for (size_t i = 0; rc == 0 && i < s->nstacks; i++) {
+        const struct stack *st = &s->stacks[i];
+        if (cnt[i] == 0) {
+            continue;
+        }
+        rc = buf_printf(&b, "%s[%llu", first ? "" : ",", (unsigned long long)cnt[i]);
+        first = false;
+        for (uint32_t k = st->n; rc == 0 && k > 0; k--) {
+            rc = buf_printf(&b, ",%u", map[fr[st->at + k - 1]]);
+        }
+        rc = rc ? rc : buf_append_str(&b, "]");
+        rc = rc ? rc : out_flush(&b, false, sink, ud);
+    }
+    rc = rc ? rc : buf_append_str(&b, "]}\n");
+    rc = rc ? rc : out_flush(&b, true, sink, ud);
+out:
+    buf_fini(&b);
+    free(map);
+    free(cnt);
+    free(fr);
     return rc;
 }

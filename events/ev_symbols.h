@@ -171,4 +171,16 @@ int ev_symbols_write_profile_json(const struct ev_symbols_profile *p, uint64_t p
 int ev_symbols_write_profile_text(const struct ev_symbols_profile *p, uint64_t pid,
                                   uint32_t duration_s, ev_symbols_sink_cb sink, void *ud);
 
+/*
+ * The managed samples (as ev_symbols_aggregate counts them) as folded stacks, for a flame graph
+ * (the /ui page; GET /profile?format=flame): {"pid","kind":"cpu","durationSeconds","samples",
+ * "threads","externalSamples","samplingMilliseconds","exclusiveSkips":[…],"frames":[name,…],
+ * "stacks":[[count,frame,…],…]} with a newline. Each stack is its sample count, then indices into
+ * frames, outermost first; every thread's samples together, identical stacks once. Leaf helpers
+ * (exclusiveSkips) are left in the stacks: the reader folds them into their caller as the
+ * aggregation does. 0, -ENOMEM or the sink's error.
+ */
+int ev_symbols_write_flame(struct ev_symbols *s, uint64_t pid, uint32_t duration_s,
+                           ev_symbols_sink_cb sink, void *ud);
+
 #endif

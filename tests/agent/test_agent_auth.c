@@ -4,7 +4,7 @@
  * matrix is unit-tested in tests/auth; here: --temp-apikey prints a key that works, requests
  * without it or with a wrong one get 401 + WWW-Authenticate: Bearer on every route, a key from
  * another dotmon is refused, two Authorization headers are a 400, and --no-auth lets everything
- * through.
+ * through. The /ui page's static files are the exception: served without a token, with the CSP.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,6 +126,28 @@ static void test_agent_auth_temp_key_matrix(void **state)
         assert_true(httpc_content_type_is(&pr, "text/plain"));
         httpc_resp_fini(&pr);
         assert_int_equal(get_status(dm, probes[i], "Authorization: Bearer garbage", &pr), 200);
+        httpc_resp_fini(&pr);
+    }
+
+    /* The /ui page's static files answer without credentials (a browser navigating to them
+     * cannot send the header; their data requests are authorized as above), with the strict CSP;
+     * a file that is not part of the page is a 404, and no other path under /ui serves anything. */
+    const char *ui[] = {"/ui", "/ui/", "/ui/index.html", "/ui/app.js", "/ui/app.css"};
+    for (size_t i = 0; i < sizeof ui / sizeof ui[0]; i++) {
+        struct httpc_resp pr;
+        assert_int_equal(get_status(dm, ui[i], NULL, &pr), 200);
+        const char *csp = httpc_header(&pr, "Content-Security-Policy");
+        assert_non_null(csp);
+        assert_non_null(strstr(csp, "default-src 'none'; script-src 'self';"));
+        assert_string_equal(httpc_header(&pr, "X-Content-Type-Options"), "nosniff");
+        assert_string_equal(httpc_header(&pr, "Cache-Control"), "no-store");
+        assert_true(pr.body_len > 500);
+        httpc_resp_fini(&pr);
+    }
+    const char *not_ui[] = {"/ui/settings.json", "/ui/..%2Fprocesses", "/ui/app.js/x"};
+    for (size_t i = 0; i < sizeof not_ui / sizeof not_ui[0]; i++) {
+        struct httpc_resp pr;
+        assert_int_equal(get_status(dm, not_ui[i], NULL, &pr), 404);
         httpc_resp_fini(&pr);
     }
 

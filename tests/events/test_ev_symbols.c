@@ -6,6 +6,7 @@
  * payloads; a synthetic V4 stream (ntw.h) with v1 and v2 metadata for the same event fed whole
  * and one byte at a time; and the speedscope JSON read back by cJSON (escaping, frame sharing,
  * outermost-first samples, thread and time order, weights from the sampling period); and a
+ * folded stacks of a flame graph; and a
  * real dotnet-trace CPU trace without rundown (tests/fixtures/nettrace/cpu.nettrace, 8807
  * ThreadSample events): every sample kept, every frame unknown.
  */
@@ -486,6 +487,28 @@ static void test_ev_symbols_aggregate(void **state)
     assert_int_equal(ev_symbols_write_profile_text(&prof, 42, 4, buf_sink, &b), 0);
     assert_non_null(strstr(buf_cstr(&b), "         6   60.00          6   60.00  App!App.Hot()\n"));
     assert_int_equal(ev_symbols_write_profile_json(&prof, 42, 4, fail_sink, NULL), AGENT_E_CLOSED);
+
+    /* The folded stacks (format=flame): frames in first-use order (stacks leaf first), each stack
+     * its count then frames outermost first, the helpers left in for the reader to fold. */
+    buf_reset(&b);
+    assert_int_equal(ev_symbols_write_flame(s, 42, 4, buf_sink, &b), 0);
+    doc = cJSON_ParseWithLength((const char *)buf_data(&b), buf_size(&b));
+    assert_non_null(doc);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "samples")) == 10);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "threads")) == 2);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "externalSamples")) == 0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "exclusiveSkips")), 2);
+    char *frames = cJSON_PrintUnformatted(cJSON_GetObjectItem(doc, "frames"));
+    assert_string_equal(
+        frames, "[\"System.Private.CoreLib!System.Threading.Thread.<PollGC>g__PollGCWorker|1_0()\","
+                "\"System.Private.CoreLib!System.Threading.Thread.PollGC()\",\"App!App.Hot()\","
+                "\"App!App.Main()\",\"App!App.Rec()\"]");
+    free(frames);
+    char *stacks = cJSON_PrintUnformatted(cJSON_GetObjectItem(doc, "stacks"));
+    assert_string_equal(stacks, "[[6,3,2,1,0],[3,3,4,4,4],[1,1,0]]");
+    free(stacks);
+    cJSON_Delete(doc);
+    assert_int_equal(ev_symbols_write_flame(s, 42, 4, fail_sink, NULL), AGENT_E_CLOSED);
     buf_fini(&b);
     ev_symbols_profile_fini(&prof);
     ev_symbols_profile_fini(&prof); /* zeroed: twice is fine */

@@ -36,17 +36,25 @@ def free_port():
     return p
 
 
-def start_dotmon(tmp, port, log, pids=(), timeout=30, args=()):
+def start_dotmon(tmp, port, log, pids=(), timeout=30, args=(), key=None, env=None):
     """DOTMON_BIN collect --no-auth on 127.0.0.1:port without metrics (and args), TMPDIR=tmp,
-    standard error to log; returns its Popen once /processes answers and lists every pid of pids."""
-    dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{port}",
-                           "--metrics", "false", *args], stdout=subprocess.DEVNULL, stderr=log,
-                          env=dict(os.environ, TMPDIR=tmp))
+    standard error to log; returns its Popen once /processes answers and lists every pid of pids.
+    With key (what `dotmon generatekey --output machinejson` prints) authentication is on with that
+    key instead of --no-auth; env adds environment variables."""
+    env = dict(os.environ, TMPDIR=tmp, **(env or {}))
+    headers = {}
+    if key is not None:
+        env["DotnetMonitor_Authentication__MonitorApiKey__Subject"] = key["Subject"]
+        env["DotnetMonitor_Authentication__MonitorApiKey__PublicKey"] = key["PublicKey"]
+        headers["Authorization"] = key["AuthorizationHeader"]
+    dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", *(() if key else ("--no-auth",)), "--urls",
+                           f"http://127.0.0.1:{port}", "--metrics", "false", *args], stdout=subprocess.DEVNULL,
+                          stderr=log, env=env)
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/processes")
+            c.request("GET", "/processes", headers=headers)
             body = c.getresponse().read()
             c.close()
             if all(str(p).encode() in body for p in pids):

@@ -372,7 +372,7 @@ static int query_kind(struct http_request *req, int *kind)
         *kind = (int)k;
     } else if (has == 1 && strcasecmp(buf_cstr(&v), "cpu") != 0) {
         api_problem(req, 400, "unknown kind '%s'; supported: " PROFILE_SUPPORTED_KINDS,
-                     buf_cstr(&v));
+                    buf_cstr(&v));
         rc = -1;
     }
     buf_fini(&v);
@@ -430,8 +430,8 @@ static int kind_config(int kind, uint32_t metrics_interval_s, struct trace_confi
     int n = snprintf(body, sizeof(body),
                      "{\"Providers\":[{\"Name\":\"Microsoft-Windows-DotNETRuntime\","
                      "\"EventLevel\":\"%s\",\"Keywords\":\"0x%llx\"}],\"RequestRundown\":%s}",
-                     kind == EV_PROFILE_ALLOC ? "Verbose" : "Informational",
-                     (unsigned long long)kw, gc ? "false" : "true");
+                     kind == EV_PROFILE_ALLOC ? "Verbose" : "Informational", (unsigned long long)kw,
+                     gc ? "false" : "true");
     int rc = trace_config_from_json(body, (size_t)n, tc, NULL);
     if (rc == 0 && gc) {
         tc->collect.disable_stackwalk = true; /* GC events are read without their stacks */

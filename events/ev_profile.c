@@ -24,13 +24,14 @@
 #define GC_GENERATIONS      3u
 #define GC_HEAPS            5u /* gen0, gen1, gen2, LOH, POH */
 
-/* GCStart's Reason (ClrEtwAll.man GCReasonMap); others count as "Other". */
-static const char *const gc_reasons[] = {
-    "AllocSmall",  "Induced",           "LowMemory",         "Empty",
-    "AllocLarge",  "OutOfSpaceSOH",     "OutOfSpaceLOH",     "InducedNotForced",
-    "Internal",    "InducedLowMemory",  "InducedCompacting", "LowMemoryHost",
-    "PMFullGC",    "LowMemoryHostBlocking"};
-#define GC_REASONS (sizeof(gc_reasons) / sizeof(gc_reasons[0]))
+const char *const EV_PROFILE_GC_REASON_NAMES[EV_PROFILE_GC_REASONS] = {
+    "AllocSmall",        "Induced",
+    "LowMemory",         "Empty",
+    "AllocLarge",        "OutOfSpaceSOH",
+    "OutOfSpaceLOH",     "InducedNotForced",
+    "Internal",          "InducedLowMemory",
+    "InducedCompacting", "LowMemoryHost",
+    "PMFullGC",          "LowMemoryHostBlocking"};
 
 static const char *const kind_names[] = {"alloc", "exceptions", "contention", "gc"};
 
@@ -62,8 +63,8 @@ struct gc_state {
     uint64_t count;
     uint64_t by_gen[GC_GENERATIONS];
     uint64_t background;
-    uint64_t reasons[GC_REASONS + 1]; /* the last: other reasons */
-    double *pauses;                   /* ms */
+    uint64_t reasons[EV_PROFILE_GC_REASONS + 1]; /* the last: other reasons */
+    double *pauses;                              /* ms */
     size_t npauses, cap_pauses;
     bool suspended, suspend_for_gc;
     int64_t suspend_ts;
@@ -298,10 +299,9 @@ static int on_exception(struct ev_profile *p, const struct ev_profile_event *ev)
     if (rc != 0) {
         return rc;
     }
-    return rec_add(p, &(struct rec){.key = key,
-                                    .stack = ev->has_stack ? ev->stack : NO_ID,
-                                    .ip = eip,
-                                    .value = 1});
+    return rec_add(
+        p, &(struct rec){
+               .key = key, .stack = ev->has_stack ? ev->stack : NO_ID, .ip = eip, .value = 1});
 }
 
 static struct pending *pending_find(struct ev_profile *p, uint64_t thread)
@@ -373,7 +373,7 @@ static int on_gc_start(struct ev_profile *p, const struct ev_profile_event *ev)
     struct gc_state *g = &p->gc;
     g->count++;
     g->by_gen[depth < GC_GENERATIONS ? depth : GC_GENERATIONS - 1]++;
-    g->reasons[reason < GC_REASONS ? reason : GC_REASONS]++;
+    g->reasons[reason < EV_PROFILE_GC_REASONS ? reason : EV_PROFILE_GC_REASONS]++;
     g->background += type == GC_TYPE_BACKGROUND;
     return 0;
 }
@@ -676,8 +676,8 @@ static int summarize(struct ev_profile *p, struct summary *out)
     for (size_t i = 0; i < p->nrecs; i++) {
         const struct rec *r = &p->recs[i];
         if (i == 0 || r->key != r[-1].key) {
-            out->keys[out->nkeys++] = (struct stat){
-                .name = p->keys.v[r->key], .key = r->key, .first = out->nsites};
+            out->keys[out->nkeys++] =
+                (struct stat){.name = p->keys.v[r->key], .key = r->key, .first = out->nsites};
         }
         if (i == 0 || r->key != r[-1].key || r->site != r[-1].site) {
             out->sites[out->nsites++] = (struct stat){.name = p->keys.v[r->site], .key = r->site};
@@ -784,8 +784,7 @@ static int json_keys(struct buf *b, const struct ev_profile *p, const struct sum
         if (rc == 0 && p->kind == EV_PROFILE_EXCEPTIONS) {
             rc = buf_append_str(b, ",");
             rc = rc ? rc
-                    : json_str(b, "message",
-                               k->key < p->cap_messages ? p->messages[k->key] : NULL);
+                    : json_str(b, "message", k->key < p->cap_messages ? p->messages[k->key] : NULL);
         }
         if (rc == 0 && types) {
             rc = json_sites(b, p, sm, k);
@@ -857,10 +856,10 @@ static int json_gc(struct buf *b, struct ev_profile *p)
                         (unsigned long long)g->by_gen[1], (unsigned long long)g->by_gen[2],
                         (unsigned long long)g->background);
     bool first = true;
-    for (size_t i = 0; rc == 0 && i <= GC_REASONS; i++) {
+    for (size_t i = 0; rc == 0 && i <= EV_PROFILE_GC_REASONS; i++) {
         if (g->reasons[i] > 0) {
             rc = buf_printf(b, "%s\"%s\":%llu", first ? "" : ",",
-                            i < GC_REASONS ? gc_reasons[i] : "Other",
+                            i < EV_PROFILE_GC_REASONS ? EV_PROFILE_GC_REASON_NAMES[i] : "Other",
                             (unsigned long long)g->reasons[i]);
             first = false;
         }
@@ -995,17 +994,17 @@ static int text_gc(struct buf *b, struct ev_profile *p, uint64_t pid, uint32_t d
                         (unsigned long long)pid, duration_s, (unsigned long long)g->count,
                         (unsigned long long)g->by_gen[0], (unsigned long long)g->by_gen[1],
                         (unsigned long long)g->by_gen[2], (unsigned long long)g->background);
-    for (size_t i = 0; rc == 0 && i <= GC_REASONS; i++) {
+    for (size_t i = 0; rc == 0 && i <= EV_PROFILE_GC_REASONS; i++) {
         if (g->reasons[i] > 0) {
-            rc = buf_printf(b, " %s %llu", i < GC_REASONS ? gc_reasons[i] : "Other",
+            rc = buf_printf(b, " %s %llu",
+                            i < EV_PROFILE_GC_REASONS ? EV_PROFILE_GC_REASON_NAMES[i] : "Other",
                             (unsigned long long)g->reasons[i]);
         }
     }
     rc = rc ? rc
-            : buf_printf(b,
-                         "\n\n%8s %12s %10s %10s %10s\n%8zu %12.3f %10.3f %10.3f %10.3f\n",
-                         "PAUSES", "TOTAL MS", "P50 MS", "P99 MS", "MAX MS", g->npauses,
-                         ps.total, ps.p50, ps.p99, ps.max);
+            : buf_printf(b, "\n\n%8s %12s %10s %10s %10s\n%8zu %12.3f %10.3f %10.3f %10.3f\n",
+                         "PAUSES", "TOTAL MS", "P50 MS", "P99 MS", "MAX MS", g->npauses, ps.total,
+                         ps.p50, ps.p99, ps.max);
     if (rc == 0 && g->has_heap) {
         rc = buf_printf(b, "\n%14s %14s %14s %14s %14s\n%14llu %14llu %14llu %14llu %14llu\n",
                         "GEN0 BYTES", "GEN1 BYTES", "GEN2 BYTES", "LOH BYTES", "POH BYTES",
@@ -1013,8 +1012,7 @@ static int text_gc(struct buf *b, struct ev_profile *p, uint64_t pid, uint32_t d
                         (unsigned long long)g->heap[2], (unsigned long long)g->heap[3],
                         (unsigned long long)g->heap[4]);
     }
-    return rc ? rc
-              : buf_printf(b, "Promoted: %llu bytes\n", (unsigned long long)g->promoted);
+    return rc ? rc : buf_printf(b, "Promoted: %llu bytes\n", (unsigned long long)g->promoted);
 }
 
 int ev_profile_write_text(struct ev_profile *p, uint64_t pid, uint32_t duration_s, size_t top,

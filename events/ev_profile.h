@@ -60,7 +60,19 @@
 #define EV_PROFILE_CONTENTION_START  81
 #define EV_PROFILE_CONTENTION_STOP   91
 
-enum ev_profile_kind { EV_PROFILE_ALLOC, EV_PROFILE_EXCEPTIONS, EV_PROFILE_CONTENTION, EV_PROFILE_GC };
+/*
+ * GCStart's Reason names by value (ClrEtwAll.man GCReasonMap, as TraceEvent spells them); kind=gc
+ * counts other values as "Other".
+ */
+#define EV_PROFILE_GC_REASONS 14
+extern const char *const EV_PROFILE_GC_REASON_NAMES[EV_PROFILE_GC_REASONS];
+
+enum ev_profile_kind {
+    EV_PROFILE_ALLOC,
+    EV_PROFILE_EXCEPTIONS,
+    EV_PROFILE_CONTENTION,
+    EV_PROFILE_GC
+};
 
 /* "alloc", "exceptions", "contention", "gc". */
 const char *ev_profile_kind_name(enum ev_profile_kind kind);

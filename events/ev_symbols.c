@@ -462,7 +462,8 @@ static size_t event_ips(struct ev_symbols *s, const struct nettrace_event *ev, i
     }
     size_t ptr = ti.pointer_size == 4 ? 4 : 8;
     size_t n = ev->stack_len / ptr;
-    if (n == 0 || (*rc = grow((void **)&s->scratch, &s->cap_scratch, n, sizeof(*s->scratch))) != 0) {
+    if (n == 0 ||
+        (*rc = grow((void **)&s->scratch, &s->cap_scratch, n, sizeof(*s->scratch))) != 0) {
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -765,7 +766,8 @@ int ev_symbols_stack_site(struct ev_symbols *s, uint32_t stack, char *out, size_
         if (m >= 0 && first < 0) {
             first = m;
         }
-        if (m >= 0 && strcmp(module_name(s, s->methods[m].module_id), EV_SYMBOLS_RUNTIME_LIB) != 0) {
+        if (m >= 0 &&
+            strcmp(module_name(s, s->methods[m].module_id), EV_SYMBOLS_RUNTIME_LIB) != 0) {
             site = m;
         }
     }

@@ -500,8 +500,8 @@ static void test_empty_and_kinds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_alloc),      cmocka_unit_test(test_exceptions),
-        cmocka_unit_test(test_contention), cmocka_unit_test(test_gc),
+        cmocka_unit_test(test_alloc),           cmocka_unit_test(test_exceptions),
+        cmocka_unit_test(test_contention),      cmocka_unit_test(test_gc),
         cmocka_unit_test(test_empty_and_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -51,7 +51,6 @@
 
 /* The runtime events read (Microsoft-Windows-DotNETRuntime ids). */
 #define EV_PROFILE_GC_START          1
-#define EV_PROFILE_GC_END            2
 #define EV_PROFILE_GC_RESTART_EE_END 3
 #define EV_PROFILE_GC_HEAP_STATS     4
 #define EV_PROFILE_GC_SUSPEND_EE     9

@@ -47,7 +47,7 @@ struct ev_symbols_stats {
     uint64_t modules;         /* module events read */
     uint64_t samples;         /* samples kept */
     uint64_t external;        /* among them, taken outside managed code (SampleProfiler External) */
-    uint64_t stacks;          /* distinct stacks among them */
+    uint64_t stacks;          /* distinct stacks kept (samples' and ev_symbols_event_stack's) */
     uint64_t no_stack;        /* samples without a stack (not kept) */
     uint64_t malformed;       /* method or module events that could not be read (skipped) */
     uint64_t lost;            /* events the runtime dropped (nettrace_stats.lost) */

@@ -5,7 +5,8 @@
  * ContentionStart/Stop V0-V2, GCStart V2, GCSuspendEEBegin V0 and V1, GCRestartEEEnd,
  * GCHeapStats V1 and V2, and payloads cut short), stacks interned in an ev_symbols with methods
  * of System.Private.CoreLib and of an app (sites skip the runtime's library, fall back to it, to
- * the EIP, to "?!?"); the JSON read back by cJSON and the text table checked for its rows.
+ * the EIP, to "?!?"); the JSON read back by cJSON and the text table checked for its rows; and two
+ * real .NET 10 streams (tests/fixtures/nettrace: gc.nettrace, rundown_ct4.nettrace) fed whole.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include "err.h"
 #include "ev_profile.h"
 #include "ev_symbols.h"
+#include "fixture.h"
 #include "wbuf.h"
 
 #define CORELIB_MOD 0x10u
@@ -497,12 +499,78 @@ static void test_empty_and_kinds(void **state)
     ev_profile_free(NULL);
 }
 
+/* A real stream of kind fed whole through its ev_symbols: the summary as JSON. */
+static cJSON *fixture_json(enum ev_profile_kind kind, const char *name)
+{
+    size_t n = 0;
+    uint8_t *bytes = fixture_read("nettrace", name, &n);
+    struct ev_symbols *sym = NULL;
+    struct ev_profile *p = NULL;
+    assert_int_equal(ev_symbols_new(&sym), 0);
+    assert_int_equal(ev_profile_new(kind, sym, &p), 0);
+    assert_int_equal(ev_symbols_feed(sym, bytes, n), 0);
+    assert_int_equal(ev_symbols_finish(sym), 0);
+    assert_int_equal(ev_profile_status(p), 0);
+    struct buf b;
+    buf_init(&b, 0);
+    assert_int_equal(ev_profile_write_json(p, 1, 3, 25, sink, &b), 0);
+    cJSON *doc = cJSON_ParseWithLength((const char *)buf_data(&b), buf_size(&b));
+    assert_non_null(doc);
+    char *printed = cJSON_PrintUnformatted(doc);
+    print_message("%s: %s\n", name, printed);
+    free(printed);
+    buf_fini(&b);
+    ev_profile_free(p);
+    ev_symbols_free(sym);
+    free(bytes);
+    return doc;
+}
+
+/*
+ * Real streams of a .NET 10 runtime (tests/fixtures/nettrace/README.md): gc.nettrace (GC keyword,
+ * the app's `gc`, `alloc 20`, `gc`, `free`, `gc`: 8 GCStart, as TraceEvent counts them) and
+ * rundown_ct4.nettrace (`throw 3`: three InvalidOperationException with their stacks; the rundown
+ * has no method events, so no site has a name).
+ */
+static void test_fixtures(void **state)
+{
+    (void)state;
+    cJSON *doc = fixture_json(EV_PROFILE_GC, "gc.nettrace");
+    assert_int_equal((int)num(doc, "gcs"), 8);
+    assert_int_equal((int)num(doc, "malformedEvents"), 0);
+    const cJSON *g = cJSON_GetObjectItem(doc, "generations");
+    assert_int_equal((int)num(g, "gen2"), 8);
+    assert_int_equal((int)num(doc, "background"), 1);
+    /* Three `gc` commands collect twice each; `alloc 20` (1 MiB arrays) triggers the other two. */
+    const cJSON *r = cJSON_GetObjectItem(doc, "reasons");
+    assert_int_equal((int)num(r, "Induced"), 6);
+    assert_int_equal((int)num(r, "AllocLarge"), 2);
+    const cJSON *p = cJSON_GetObjectItem(doc, "pauses");
+    assert_int_equal((int)num(p, "count"), 8);
+    assert_true(num(p, "p50Milliseconds") <= num(p, "p99Milliseconds"));
+    assert_true(num(p, "p99Milliseconds") <= num(p, "maxMilliseconds"));
+    assert_true(num(p, "maxMilliseconds") > 0.0 && num(p, "maxMilliseconds") < 1000.0);
+    assert_true(num(cJSON_GetObjectItem(doc, "heap"), "totalBytes") > 0);
+    cJSON_Delete(doc);
+
+    doc = fixture_json(EV_PROFILE_EXCEPTIONS, "rundown_ct4.nettrace");
+    assert_int_equal((int)num(doc, "exceptions"), 3);
+    assert_int_equal((int)num(doc, "eventsWithoutStack"), 0);
+    const cJSON *t0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "types"), 0);
+    assert_string_equal(str(t0, "type"), "System.InvalidOperationException");
+    assert_int_equal((int)num(t0, "count"), 3);
+    assert_string_equal(str(t0, "message"), "TestApp exception 0");
+    assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(t0, "sites"), 0), "method"),
+                        EV_SYMBOLS_UNKNOWN);
+    cJSON_Delete(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc),           cmocka_unit_test(test_exceptions),
         cmocka_unit_test(test_contention),      cmocka_unit_test(test_gc),
-        cmocka_unit_test(test_empty_and_kinds),
+        cmocka_unit_test(test_empty_and_kinds), cmocka_unit_test(test_fixtures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

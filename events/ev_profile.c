@@ -43,13 +43,18 @@ struct strtab {
     size_t nslots;
 };
 
-/* One allocation tick, exception or wait. */
+/*
+ * The allocation ticks, exceptions or waits of one (key, stack, ip): memory grows with the
+ * distinct stacks, not with the events.
+ */
 struct rec {
     uint32_t key;   /* the type (alloc, exceptions); the site (contention, once named) */
     uint32_t stack; /* NO_ID without one */
     uint32_t site;  /* named when writing */
     uint64_t ip;    /* ExceptionEIP: the site when there is no stack */
-    uint64_t value; /* bytes (alloc), 1 (exceptions), the wait in ns (contention) */
+    uint64_t value; /* bytes (alloc), exceptions, the wait in ns (contention): summed */
+    uint64_t count; /* events */
+    uint64_t max;   /* the largest single value */
 };
 
 /* A thread between ContentionStart and ContentionStop. */
@@ -81,6 +86,9 @@ struct ev_profile {
     size_t cap_messages;
     struct rec *recs;
     size_t nrecs, cap_recs;
+    uint32_t *cells; /* open addressing over recs by (key, stack, ip): index + 1, 0 = empty */
+    size_t ncells;
+    bool cells_stale; /* recs were reordered (writing sorts them): rebuilt on the next add */
     struct pending *pend;
     size_t npend, cap_pend;
     struct gc_state gc;
@@ -206,16 +214,69 @@ static int intern_utf16(struct ev_profile *p, const uint8_t *s, size_t units, ui
     return rc;
 }
 
+static uint64_t rec_hash(const struct rec *r)
+{
+    uint64_t h = (((uint64_t)r->key << 32) | r->stack) * 0x9e3779b97f4a7c15ull;
+    h ^= r->ip * 0xc2b2ae3d27d4eb4full;
+    return h ^ (h >> 29);
+}
+
+static int cells_rebuild(struct ev_profile *p, size_t cap)
+{
+    uint32_t *t = calloc(cap, sizeof(*t));
+    if (t == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < p->nrecs; i++) {
+        size_t h = (size_t)rec_hash(&p->recs[i]) & (cap - 1);
+        while (t[h] != 0) {
+            h = (h + 1) & (cap - 1);
+        }
+        t[h] = (uint32_t)i + 1;
+    }
+    free(p->cells);
+    p->cells = t;
+    p->ncells = cap;
+    p->cells_stale = false;
+    return 0;
+}
+
+/* One event's value (r->value) added to the record of its (key, stack, ip). */
 static int rec_add(struct ev_profile *p, const struct rec *r)
 {
+    int rc = 0;
+    if (p->cells_stale || (p->nrecs + 1) * 2 > p->ncells) {
+        size_t cap = p->ncells != 0 ? p->ncells : 1024;
+        while ((p->nrecs + 1) * 2 > cap) {
+            cap *= 2;
+        }
+        if ((rc = cells_rebuild(p, cap)) != 0) {
+            return rc;
+        }
+    }
+    size_t mask = p->ncells - 1;
+    size_t h = (size_t)rec_hash(r) & mask;
+    for (; p->cells[h] != 0; h = (h + 1) & mask) {
+        struct rec *c = &p->recs[p->cells[h] - 1];
+        if (c->key == r->key && c->stack == r->stack && c->ip == r->ip) {
+            c->value += r->value;
+            c->count++;
+            c->max = r->value > c->max ? r->value : c->max;
+            return 0;
+        }
+    }
     if (p->nrecs >= EV_PROFILE_MAX_RECORDS) {
         return AGENT_E_TOOBIG;
     }
-    int rc = reserve((void **)&p->recs, &p->cap_recs, p->nrecs + 1, sizeof(*p->recs));
-    if (rc == 0) {
-        p->recs[p->nrecs++] = *r;
+    if ((rc = reserve((void **)&p->recs, &p->cap_recs, p->nrecs + 1, sizeof(*p->recs))) != 0) {
+        return rc;
     }
-    return rc;
+    p->recs[p->nrecs] = *r;
+    p->recs[p->nrecs].count = 1;
+    p->recs[p->nrecs].max = r->value;
+    p->cells[h] = (uint32_t)p->nrecs + 1;
+    p->nrecs++;
+    return 0;
 }
 
 static int rd_ptr(struct ev_rd *r, size_t ptr, uint64_t *out)
@@ -553,6 +614,7 @@ void ev_profile_free(struct ev_profile *p)
     free(p->messages);
     strtab_fini(&p->keys);
     free(p->recs);
+    free(p->cells);
     free(p->pend);
     free(p->gc.pauses);
     free(p);
@@ -635,6 +697,7 @@ static int name_sites(struct ev_profile *p)
     char name[SITE_CAP];
     uint32_t site = 0;
     int rc = 0;
+    p->cells_stale = true; /* sorted here and by key after */
     if (p->nrecs > 0) {
         qsort(p->recs, p->nrecs, sizeof(*p->recs), cmp_rec_stack);
     }
@@ -650,11 +713,11 @@ static int name_sites(struct ev_profile *p)
     return rc;
 }
 
-static void stat_add(struct stat *s, uint64_t value)
+static void stat_add(struct stat *s, const struct rec *r)
 {
-    s->value += value;
-    s->count++;
-    s->max = value > s->max ? value : s->max;
+    s->value += r->value;
+    s->count += r->count;
+    s->max = r->max > s->max ? r->max : s->max;
 }
 
 /* The records summed per key and per (key, site), each key's sites most first, keys most first. */
@@ -683,10 +746,10 @@ static int summarize(struct ev_profile *p, struct summary *out)
             out->sites[out->nsites++] = (struct stat){.name = p->keys.v[r->site], .key = r->site};
             out->keys[out->nkeys - 1].n++;
         }
-        stat_add(&out->keys[out->nkeys - 1], r->value);
-        stat_add(&out->sites[out->nsites - 1], r->value);
+        stat_add(&out->keys[out->nkeys - 1], r);
+        stat_add(&out->sites[out->nsites - 1], r);
         out->value += r->value;
-        out->count++;
+        out->count += r->count;
     }
     for (size_t k = 0; k < out->nkeys; k++) {
         qsort(out->sites + out->keys[k].first, out->keys[k].n, sizeof(*out->sites), cmp_stat);

@@ -31,6 +31,9 @@
  *    GenerationSize4 and TotalPromotedSize4 for the pinned object heap): the last one's sizes and
  *    the promoted bytes of every one summed.
  *
+ * Events are summed as they arrive per (type, stack) (contention: per stack), so memory grows with
+ * the distinct stacks, not with the events (plus ev_symbols' interned stacks and method map).
+ *
  * A site is ev_symbols_stack_site's: the first frame outside System.Private.CoreLib from the leaf
  * (the code that allocated, threw or waited), else the first managed frame, else "?!?".
  *
@@ -44,10 +47,10 @@
 
 #include "ev_symbols.h"
 
-#define EV_PROFILE_MAX_RECORDS (16u * 1024u * 1024u) /* events kept (alloc, exceptions, waits) */
-#define EV_PROFILE_MAX_KEYS    (1024u * 1024u)       /* distinct type and site names */
-#define EV_PROFILE_MAX_PENDING 65536u                /* threads waiting on a lock at once */
-#define EV_PROFILE_SITES       5u                    /* sites listed per type */
+#define EV_PROFILE_MAX_RECORDS (4u * 1024u * 1024u) /* distinct (type, stack) kept */
+#define EV_PROFILE_MAX_KEYS    (1024u * 1024u)      /* distinct type and site names */
+#define EV_PROFILE_MAX_PENDING 65536u               /* threads waiting on a lock at once */
+#define EV_PROFILE_SITES       5u                   /* sites listed per type */
 
 /* The runtime events read (Microsoft-Windows-DotNETRuntime ids). */
 #define EV_PROFILE_GC_START          1

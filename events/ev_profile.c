@@ -124,24 +124,40 @@ static uint64_t fnv1a(const char *s, size_t n)
     return h;
 }
 
-static int strtab_rehash(struct strtab *t)
+/*
+ * A new open-addressing table of cap slots (a power of two) in *slots (the old one freed) holding
+ * items 0..n-1 by hash(ctx, i): slot = index + 1, 0 = empty. 0 or -ENOMEM.
+ */
+static int slots_rebuild(uint32_t **slots, size_t *nslots, size_t cap, size_t n,
+                         uint64_t (*hash)(const void *ctx, size_t i), const void *ctx)
 {
-    size_t ncap = t->nslots != 0 ? t->nslots * 2 : 256;
-    uint32_t *sl = calloc(ncap, sizeof(*sl));
-    if (sl == NULL) {
+    uint32_t *t = calloc(cap, sizeof(*t));
+    if (t == NULL) {
         return -ENOMEM;
     }
-    for (size_t i = 0; i < t->n; i++) {
-        size_t h = (size_t)fnv1a(t->v[i], strlen(t->v[i])) & (ncap - 1);
-        while (sl[h] != 0) {
-            h = (h + 1) & (ncap - 1);
+    for (size_t i = 0; i < n; i++) {
+        size_t h = (size_t)hash(ctx, i) & (cap - 1);
+        while (t[h] != 0) {
+            h = (h + 1) & (cap - 1);
         }
-        sl[h] = (uint32_t)i + 1;
+        t[h] = (uint32_t)i + 1;
     }
-    free(t->slots);
-    t->slots = sl;
-    t->nslots = ncap;
+    free(*slots);
+    *slots = t;
+    *nslots = cap;
     return 0;
+}
+
+static uint64_t strtab_hash(const void *ctx, size_t i)
+{
+    const struct strtab *t = ctx;
+    return fnv1a(t->v[i], strlen(t->v[i]));
+}
+
+static int strtab_rehash(struct strtab *t)
+{
+    return slots_rebuild(&t->slots, &t->nslots, t->nslots != 0 ? t->nslots * 2 : 256, t->n,
+                         strtab_hash, t);
 }
 
 /* The index of s[0..n) (no NUL inside), added once. */
@@ -221,24 +237,17 @@ static uint64_t rec_hash(const struct rec *r)
     return h ^ (h >> 29);
 }
 
+static uint64_t cell_hash(const void *ctx, size_t i)
+{
+    const struct ev_profile *p = ctx;
+    return rec_hash(&p->recs[i]);
+}
+
 static int cells_rebuild(struct ev_profile *p, size_t cap)
 {
-    uint32_t *t = calloc(cap, sizeof(*t));
-    if (t == NULL) {
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < p->nrecs; i++) {
-        size_t h = (size_t)rec_hash(&p->recs[i]) & (cap - 1);
-        while (t[h] != 0) {
-            h = (h + 1) & (cap - 1);
-        }
-        t[h] = (uint32_t)i + 1;
-    }
-    free(p->cells);
-    p->cells = t;
-    p->ncells = cap;
-    p->cells_stale = false;
-    return 0;
+    int rc = slots_rebuild(&p->cells, &p->ncells, cap, p->nrecs, cell_hash, p);
+    p->cells_stale = rc != 0;
+    return rc;
 }
 
 /* One event's value (r->value) added to the record of its (key, stack, ip). */

@@ -3,8 +3,8 @@
 """GET /profile?kind=alloc|exceptions|contention|gc end to end (issue 20, item 3).
 
 For each kind a short profile (durationSeconds=2) of the real test app (no heartbeat, so that it
-allocates and collects nothing of its own) is asked for; once its runtime session is up
-(dotmon_runtime_sessions on /metrics) the app is told to do the kind's work:
+allocates and collects nothing of its own) is asked for; once its runtime session is up (its
+operation Running: the runtime has answered CollectTracing) the app is told to do the kind's work:
   alloc       `alloc-mix`: TestApp.BigAllocType (~95% of the bytes) is the first type, allocated
               in TestApp.ProfileKinds.AllocateBig;
   exceptions  `throw-n 40`: exactly 40 TestApp.ProfileKindsException thrown in
@@ -56,18 +56,24 @@ def no_session(port, timeout=20):
     return False
 
 
+def running(port, tag):
+    ops = json.loads(get(port, f"/operations?tags={tag}")[2])
+    return any(o["status"] == "Running" for o in ops)
+
+
 def profile(w, kind, command, headers=None, duration=DURATION):
-    """GET /profile of kind; once the runtime session is up, the app runs command. Returns
-    (status, content type, body, the app's answer)."""
+    """GET /profile of kind; once its operation is Running (the runtime has answered
+    CollectTracing: its providers are on), the app runs command. Returns (status, content type,
+    body, the app's answer)."""
     res = {}
-    q = f"/profile?pid={w.app.pid}&kind={kind}&durationSeconds={duration}"
+    tag = f"kinds{time.monotonic_ns()}"
+    q = f"/profile?pid={w.app.pid}&kind={kind}&durationSeconds={duration}&tags={tag}"
     t0 = time.monotonic()
     t = threading.Thread(target=lambda: res.update(r=get(w.port, q, headers)))
     t.start()
     deadline = time.time() + 10
-    while time.time() < deadline and sessions(w.port) != 1:
+    while time.time() < deadline and not running(w.port, tag):
         time.sleep(0.05)
-    time.sleep(0.3)  # the session counts from its start: let the runtime enable the providers
     answer = w.app.command(command)
     t.join(60)
     st, ct, body = res.get("r", (0, "", b""))

@@ -12,7 +12,7 @@ operation Running: the runtime has answered CollectTracing) the app is told to d
   contention  `contend`: TestApp.ProfileKinds.HoldLock is the first waiting method, wait > 0;
   gc          `collect 3`: 3 gen2 GCs, all Induced, none of gen0/gen1; pauses 0 <= p50 <= p99 <=
               max;
-and after each no runtime session is left. Also: the text/plain table of exceptions, and 400
+and after each no runtime session is left, nor after a client that leaves mid-profile. Also: the text/plain table of exceptions, and 400
 problems for format=speedscope with kind=alloc and for an unknown kind.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
@@ -21,6 +21,7 @@ Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
 import http.client
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -167,6 +168,17 @@ def main():
             check(st == 400 and ct.startswith("application/problem+json") and what in body.decode(),
                   f"{q}: {st} {body.decode()[:200]}")
         check_gc(w)
+        # A client that leaves mid-profile ends the runtime's session (as for kind=cpu).
+        tag = f"leave{time.monotonic_ns()}"
+        s = socket.create_connection(("127.0.0.1", w.port))
+        s.sendall(f"GET /profile?pid={pid}&kind=alloc&durationSeconds=30&tags={tag} HTTP/1.1\r\nHost: x\r\n\r\n"
+                  .encode())
+        deadline = time.time() + 10
+        while time.time() < deadline and not running(w.port, tag):
+            time.sleep(0.05)
+        check(sessions(w.port) == 1, "kind=alloc: a session while profiling")
+        s.close()
+        check(no_session(w.port), f"kind=alloc, the client gone: no session left ({sessions(w.port)})")
         check_exceptions(w)
         check_contention(w)
         check_alloc(w)

@@ -270,6 +270,12 @@ static void job_answer(struct profile_job *job, int status)
         /* Without the rundown at the end (the runtime died, the stop timed out) the stacks cannot
          * be named: no answer rather than a wrong one. */
         const char *why = ev_symbols_error(job->sym);
+        char kept[160];
+        if (why == NULL && job->prof != NULL && ev_profile_status(job->prof) != 0) {
+            snprintf(kept, sizeof(kept), "the profile could not be kept whole: %s",
+                     agent_strerror(rc));
+            why = kept;
+        }
         char msg[400];
         snprintf(msg, sizeof(msg), "the profile stream is incomplete (%s)%s%s",
                  why != NULL ? why : agent_strerror(rc), status != 0 ? ": " : "",

@@ -73,8 +73,10 @@ void api_trace_get(struct agent *a, struct http_request *req);
 void api_trace_post(struct agent *a, struct http_request *req);
 /* GET /trace/snapshot?pid=|uid=|name=[&rule=]: a collection rule's ring now, as a nettrace. */
 void api_trace_snapshot(struct agent *a, struct http_request *req);
-/* GET /profile?pid=|uid=|name=&kind=cpu&durationSeconds=&top=&format= (api_profile.c): a CPU
- * sampling session, answered with where the time went (JSON, text/plain or speedscope). */
+/* GET /profile?pid=|uid=|name=&kind=cpu|alloc|exceptions|contention|gc&durationSeconds=&top=
+ * &format= (api_profile.c): a session of the kind, answered with its summary (JSON or text/plain;
+ * for cpu also speedscope): where the time went, what was allocated, thrown, waited on, collected.
+ */
 void api_profile_get(struct agent *a, struct http_request *req);
 /* GET /ui and /ui/{file} (api_ui.c): the browser page, served without authentication (its data
  * requests carry the token; see api_ui.c for why). */

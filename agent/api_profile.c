@@ -1,15 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET /profile?pid=|uid=|name=&kind=cpu&durationSeconds=N[&top=N][&format=speedscope]: "where does
- * this process spend its CPU right now" in one call. A session with the cpu-sampling profile's
- * providers (SampleProfiler, and the runtime's method/loader keywords) with rundown, for
- * durationSeconds (default 10, 1..300); the stream goes into ev_symbols as it arrives (nothing is
+ * GET /profile?pid=|uid=|name=&kind=cpu|alloc|exceptions|contention|gc&durationSeconds=N[&top=N]
+ * [&format=json|text|speedscope]: "where does this process spend its CPU / allocate / throw / wait
+ * on locks / collect right now" in one call. A session for durationSeconds (default 10, 1..300):
+ *  - cpu (the default): the cpu-sampling profile's providers (SampleProfiler, and the runtime's
+ *    method/loader keywords) with rundown; top methods exclusive/inclusive (ev_symbols);
+ *  - alloc: the runtime's GC keyword at Verbose (GCAllocationTick) with the method keywords
+ *    (Loader|Jit|NGen) and rundown; top types by sampled bytes with their allocating sites;
+ *  - exceptions: Exception keyword (ExceptionThrown) with the method keywords and rundown; types
+ *    by count with their throw sites and a sample message;
+ *  - contention: Contention keyword (ContentionStart/Stop) with the method keywords and rundown;
+ *    the waiting methods by wait time;
+ *  - gc: GC keyword at Informational, no rundown and no stacks; GCs per generation and reason,
+ *    pauses p50/p99/max, the last heap sizes, promoted bytes (ev_profile.h for all but cpu).
+ * The stream goes into ev_symbols (and ev_profile for the other kinds) as it arrives (nothing is
  * spooled), and once the runtime closed it (rundown names the methods) the answer is the
- * aggregation: JSON by default, an aligned table for Accept: text/plain, or the speedscope
- * document for format=speedscope, or the folded stacks of a flame graph for format=flame (the /ui
- * page draws them). An operation of the trace kind (it shares the trace limit):
- * stop (DELETE ?stop=true) answers early with what was sampled, cancel or a client that leaves
- * ends the runtime's session at once.
+ * aggregation: JSON by default, an aligned table for Accept: text/plain (or format=text), the
+ * speedscope document for format=speedscope, or the folded stacks of a flame graph for
+ * format=flame (the /ui page draws them); speedscope and flame are cpu only, the other kinds
+ * answer 400. An operation of the trace kind (it shares the trace limit): stop (DELETE
+ * ?stop=true) answers early with what was collected, cancel or a client that leaves ends the
+ * runtime's session at once.
  */
 #include "api.h"
 
@@ -25,6 +36,7 @@
 #include "agent.h"
 #include "artifact.h"
 #include "err.h"
+#include "ev_profile.h"
 #include "ev_symbols.h"
 #include "http_query.h"
 #include "http_server.h"
@@ -41,7 +53,13 @@ static const char cat[] = "dotmon.profile";
 #define PROFILE_START_TIMEOUT   5000
 #define PROFILE_STOP_TIMEOUT    120000
 #define PROFILE_SESSION_SLACK   8u
-#define PROFILE_SUPPORTED_KINDS "cpu"
+#define PROFILE_SUPPORTED_KINDS "cpu, alloc, exceptions, contention, gc"
+#define PROFILE_KIND_CPU        (-1) /* else an enum ev_profile_kind */
+/* The runtime's keywords that name methods: Loader, Jit, NGen (the rundown does the rest). */
+#define KW_METHODS    0x38ull
+#define KW_GC         0x1ull
+#define KW_EXCEPTION  0x8000ull
+#define KW_CONTENTION 0x4000ull
 
 enum profile_format { PROFILE_JSON, PROFILE_TEXT, PROFILE_SPEEDSCOPE, PROFILE_FLAME };
 
@@ -51,6 +69,7 @@ struct profile_job {
     struct artifact *out;     /* NULL once ended */
     struct ipc_session *sess; /* NULL after on_end or abort */
     struct ev_symbols *sym;
+    struct ev_profile *prof; /* NULL for kind=cpu */
     struct trace_config tc;
     uv_timer_t timer;
     bool timer_closing;
@@ -67,6 +86,7 @@ struct profile_job {
 static void job_on_closed(uv_handle_t *h)
 {
     struct profile_job *job = h->data;
+    ev_profile_free(job->prof);
     ev_symbols_free(job->sym);
     trace_config_fini(&job->tc);
     free(job);
@@ -88,7 +108,13 @@ static cJSON *job_results(const struct profile_job *job)
     ev_symbols_get_stats(job->sym, &st);
     cJSON *extra = cJSON_CreateObject();
     if (extra != NULL) {
-        cJSON_AddNumberToObject(extra, "samples", (double)st.samples);
+        if (job->prof != NULL) {
+            struct ev_profile_stats ps;
+            ev_profile_get_stats(job->prof, &ps);
+            cJSON_AddNumberToObject(extra, "events", (double)ps.events);
+        } else {
+            cJSON_AddNumberToObject(extra, "samples", (double)st.samples);
+        }
         cJSON_AddNumberToObject(extra, "bytes", (double)st.bytes);
         cJSON_AddNumberToObject(extra, "droppedEvents", (double)st.lost);
     }
@@ -187,6 +213,14 @@ static int job_body(struct profile_job *job, struct buf *b, const char **ctype)
         *ctype = "application/json";
         return ev_symbols_write_flame(job->sym, job->pid, job->duration_s, body_sink, b);
     }
+    if (job->prof != NULL) {
+        bool text = job->format == PROFILE_TEXT;
+        *ctype = text ? "text/plain; charset=utf-8" : "application/json";
+        return text ? ev_profile_write_text(job->prof, job->pid, job->duration_s, job->top,
+                                            body_sink, b)
+                    : ev_profile_write_json(job->prof, job->pid, job->duration_s, job->top,
+                                            body_sink, b);
+    }
     struct ev_symbols_profile prof;
     int rc = ev_symbols_aggregate(job->sym, job->top, &prof);
     if (rc != 0) {
@@ -228,6 +262,9 @@ static void job_fail(struct profile_job *job, int http_status, const char *code,
 static void job_answer(struct profile_job *job, int status)
 {
     int rc = job->feed_rc != 0 ? job->feed_rc : ev_symbols_finish(job->sym);
+    if (rc == 0 && job->prof != NULL) {
+        rc = ev_profile_status(job->prof); /* an event it could not keep: not a whole answer */
+    }
     struct ev_symbols_stats st;
     ev_symbols_get_stats(job->sym, &st);
     log_info(cat,
@@ -239,6 +276,12 @@ static void job_answer(struct profile_job *job, int status)
         /* Without the rundown at the end (the runtime died, the stop timed out) the stacks cannot
          * be named: no answer rather than a wrong one. */
         const char *why = ev_symbols_error(job->sym);
+        char kept[160];
+        if (why == NULL && job->prof != NULL && ev_profile_status(job->prof) != 0) {
+            snprintf(kept, sizeof(kept), "the profile could not be kept whole: %s",
+                     agent_strerror(rc));
+            why = kept;
+        }
         char msg[400];
         snprintf(msg, sizeof(msg), "the profile stream is incomplete (%s)%s%s",
                  why != NULL ? why : agent_strerror(rc), status != 0 ? ": " : "",
@@ -325,59 +368,97 @@ static int query_int(struct http_request *req, const char *key, long lo, long hi
     return rc;
 }
 
-/* kind, format and Accept into job: 0, or -1 once answered with a problem. */
-static int query_kind_format(struct http_request *req, enum profile_format *format)
+/* kind into *kind (PROFILE_KIND_CPU or an ev_profile kind): 0, or -1 once answered. */
+static int query_kind(struct http_request *req, int *kind)
 {
-    static const char *const later[] = {"alloc", "exceptions", "contention", "gc"};
-    struct buf kind, fmt;
-    buf_init(&kind, 64);
-    buf_init(&fmt, 64);
-    int has_kind = http_query_get(http_request_query(req), "kind", &kind);
-    int has_fmt = http_query_get(http_request_query(req), "format", &fmt);
-    int rc = -1;
-    bool later_kind = false;
-    for (size_t i = 0; has_kind == 1 && i < sizeof(later) / sizeof(later[0]); i++) {
-        later_kind |= strcasecmp(buf_cstr(&kind), later[i]) == 0;
-    }
-    const char *accept = http_request_header(req, "Accept");
-    if (has_kind < 0 || has_fmt < 0) {
+    struct buf v;
+    buf_init(&v, 64);
+    int has = http_query_get(http_request_query(req), "kind", &v);
+    enum ev_profile_kind k = EV_PROFILE_ALLOC;
+    int rc = 0;
+    *kind = PROFILE_KIND_CPU;
+    if (has < 0) {
         api_problem(req, 400, "malformed query string");
-    } else if (later_kind) {
-        api_problem(req, 400, "kind=%s is not supported yet; supported: " PROFILE_SUPPORTED_KINDS,
-                    buf_cstr(&kind));
-    } else if (has_kind == 1 && strcasecmp(buf_cstr(&kind), "cpu") != 0) {
-        api_problem(req, 400,
-                    "unknown kind '%s'; supported: " PROFILE_SUPPORTED_KINDS
-                    " (alloc, exceptions, contention and gc are not supported yet)",
-                    buf_cstr(&kind));
-    } else if (has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "speedscope") != 0 &&
-               strcasecmp(buf_cstr(&fmt), "json") != 0 && strcasecmp(buf_cstr(&fmt), "text") != 0 &&
-               strcasecmp(buf_cstr(&fmt), "flame") != 0) {
-        api_problem(req, 400, "unknown format '%s' (json, text, speedscope or flame)",
-                    buf_cstr(&fmt));
+        rc = -1;
+    } else if (has == 1 && ev_profile_kind_parse(buf_cstr(&v), &k) == 0) {
+        *kind = (int)k;
+    } else if (has == 1 && strcasecmp(buf_cstr(&v), "cpu") != 0) {
+        api_problem(req, 400, "unknown kind '%s'; supported: " PROFILE_SUPPORTED_KINDS,
+                    buf_cstr(&v));
+        rc = -1;
+    }
+    buf_fini(&v);
+    return rc;
+}
+
+/* format and Accept into *format, for kind: 0, or -1 once answered with a problem. */
+static int query_format(struct http_request *req, int kind, enum profile_format *format)
+{
+    struct buf fmt;
+    buf_init(&fmt, 64);
+    int has_fmt = http_query_get(http_request_query(req), "format", &fmt);
+    const char *f = has_fmt == 1 ? buf_cstr(&fmt) : "";
+    const char *accept = http_request_header(req, "Accept");
+    int rc = -1;
+    if (has_fmt < 0) {
+        api_problem(req, 400, "malformed query string");
+    } else if (has_fmt == 1 && strcasecmp(f, "speedscope") != 0 && strcasecmp(f, "json") != 0 &&
+               strcasecmp(f, "text") != 0 && strcasecmp(f, "flame") != 0) {
+        api_problem(req, 400, "unknown format '%s' (json, text, speedscope or flame)", f);
+    } else if (kind != PROFILE_KIND_CPU &&
+               (strcasecmp(f, "speedscope") == 0 || strcasecmp(f, "flame") == 0)) {
+        api_problem(req, 400, "format=%s is a CPU profile (kind=cpu); kind=%s answers json or text",
+                    f, ev_profile_kind_name((enum ev_profile_kind)kind));
     } else {
         *format = PROFILE_JSON;
-        if (has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "speedscope") == 0) {
+        if (strcasecmp(f, "speedscope") == 0) {
             *format = PROFILE_SPEEDSCOPE;
-        } else if (has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "flame") == 0) {
+        } else if (strcasecmp(f, "flame") == 0) {
             *format = PROFILE_FLAME;
-        } else if ((has_fmt == 1 && strcasecmp(buf_cstr(&fmt), "text") == 0) ||
+        } else if (strcasecmp(f, "text") == 0 ||
                    (has_fmt != 1 && accept != NULL && strstr(accept, "text/plain") != NULL &&
                     strstr(accept, "application/json") == NULL)) {
             *format = PROFILE_TEXT;
         }
         rc = 0;
     }
-    buf_fini(&kind);
     buf_fini(&fmt);
     return rc;
+}
+
+/*
+ * The session of kind into tc: the cpu-sampling profile, or the runtime provider with the kind's
+ * keywords (ev_profile.h). 0 or -ENOMEM.
+ */
+static int kind_config(int kind, uint32_t metrics_interval_s, struct trace_config *tc)
+{
+    if (kind == PROFILE_KIND_CPU) {
+        return trace_config_from_profiles("cpu-sampling", metrics_interval_s, tc, NULL);
+    }
+    uint64_t kw = kind == EV_PROFILE_ALLOC        ? KW_GC | KW_METHODS
+                  : kind == EV_PROFILE_EXCEPTIONS ? KW_EXCEPTION | KW_METHODS
+                  : kind == EV_PROFILE_CONTENTION ? KW_CONTENTION | KW_METHODS
+                                                  : KW_GC;
+    bool gc = kind == EV_PROFILE_GC;
+    char body[256];
+    int n = snprintf(body, sizeof(body),
+                     "{\"Providers\":[{\"Name\":\"Microsoft-Windows-DotNETRuntime\","
+                     "\"EventLevel\":\"%s\",\"Keywords\":\"0x%llx\"}],\"RequestRundown\":%s}",
+                     kind == EV_PROFILE_ALLOC ? "Verbose" : "Informational", (unsigned long long)kw,
+                     gc ? "false" : "true");
+    int rc = trace_config_from_json(body, (size_t)n, tc, NULL);
+    if (rc == 0 && gc) {
+        tc->collect.disable_stackwalk = true; /* GC events are read without their stacks */
+    }
+    return rc == AGENT_E_INVAL ? -ENOMEM : rc; /* the body is ours: only memory can fail */
 }
 
 void api_profile_get(struct agent *a, struct http_request *req)
 {
     enum profile_format format = PROFILE_JSON;
     long duration = 0, top = 0;
-    if (query_kind_format(req, &format) != 0 ||
+    int kind = PROFILE_KIND_CPU;
+    if (query_kind(req, &kind) != 0 || query_format(req, kind, &format) != 0 ||
         query_int(req, "durationSeconds", 1, PROFILE_MAX_S, PROFILE_DEFAULT_S, &duration) != 0 ||
         query_int(req, "top", 1, EV_SYMBOLS_TOP_MAX, PROFILE_DEFAULT_TOP, &top) != 0) {
         return;
@@ -394,8 +475,11 @@ void api_profile_get(struct agent *a, struct http_request *req)
     }
     struct profile_job *job = calloc(1, sizeof(*job));
     if (job == NULL || ev_symbols_new(&job->sym) != 0 ||
-        trace_config_from_profiles("cpu-sampling", a->metrics_interval_s, &job->tc, NULL) != 0) {
+        (kind != PROFILE_KIND_CPU &&
+         ev_profile_new((enum ev_profile_kind)kind, job->sym, &job->prof) != 0) ||
+        kind_config(kind, a->metrics_interval_s, &job->tc) != 0) {
         if (job != NULL) {
+            ev_profile_free(job->prof);
             ev_symbols_free(job->sym);
             trace_config_fini(&job->tc);
         }
@@ -406,6 +490,7 @@ void api_profile_get(struct agent *a, struct http_request *req)
     struct operation *op = NULL;
     const struct artifact_origin o = {.req = req};
     if (artifact_admit_origin(a, &o, p, &profile_spec, &profile_events, job, &job->out, &op) != 0) {
+        ev_profile_free(job->prof);
         ev_symbols_free(job->sym);
         trace_config_fini(&job->tc);
         free(job);
@@ -419,7 +504,9 @@ void api_profile_get(struct agent *a, struct http_request *req)
     job->format = format;
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
-    snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".%s", ts, p->pid,
+    snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 "%s%s.%s", ts, p->pid,
+             kind == PROFILE_KIND_CPU ? "" : ".",
+             kind == PROFILE_KIND_CPU ? "" : ev_profile_kind_name((enum ev_profile_kind)kind),
              format == PROFILE_SPEEDSCOPE ? "speedscope.json"
              : format == PROFILE_FLAME    ? "flame.json"
              : format == PROFILE_TEXT     ? "profile.txt"

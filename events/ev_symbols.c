@@ -90,6 +90,8 @@ struct ev_symbols {
     size_t nframes, cap_frames;
     uint32_t *frame_table; /* open addressing: frame index + 1 */
     size_t frame_table_cap;
+    ev_symbols_event_cb hook; /* every event, after ours (ev_symbols_set_event_cb) */
+    void *hook_ud;
     int32_t sampling_ns;
     int64_t qpc_origin, qpc_freq;
     bool clock_set;
@@ -428,6 +430,14 @@ int ev_symbols_add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, con
     return add_sample(s, thread, ts, ips, n, false);
 }
 
+int ev_symbols_intern_stack(struct ev_symbols *s, const uint64_t *ips, size_t n, uint32_t *out)
+{
+    if (n == 0 || ips == NULL) {
+        return AGENT_E_INVAL;
+    }
+    return stack_intern(s, ips, n, out);
+}
+
 /*
  * The stream callbacks cannot stop the checker: an event that could not be kept for a reason
  * other than its own bytes (memory, a cap) is remembered and fails ev_symbols_finish, so that a
@@ -440,31 +450,63 @@ static void note(struct ev_symbols *s, int rc)
     }
 }
 
-/* A SampleProfiler event: its kept stack, pointer-size addresses, as u64. */
-static void on_sample(struct ev_symbols *s, const struct nettrace_event *ev)
+/*
+ * The event's kept stack (pointer-size addresses) as u64 in s->scratch: their count, 0 when it has
+ * none (*rc stays 0) or when the scratch cannot grow (*rc = -ENOMEM).
+ */
+static size_t event_ips(struct ev_symbols *s, const struct nettrace_event *ev, int *rc)
 {
     struct nettrace_trace_info ti;
     if (ev->stack == NULL || ev->stack_len == 0 || nettrace_trace_info(&s->ck, &ti) != 0) {
-        s->st.no_stack++;
-        return;
+        return 0;
     }
     size_t ptr = ti.pointer_size == 4 ? 4 : 8;
     size_t n = ev->stack_len / ptr;
-    if (n == 0) {
-        s->st.no_stack++;
-        return;
-    }
-    int rc = grow((void **)&s->scratch, &s->cap_scratch, n, sizeof(*s->scratch));
-    if (rc != 0) {
-        note(s, rc);
-        return;
+    if (n == 0 ||
+        (*rc = grow((void **)&s->scratch, &s->cap_scratch, n, sizeof(*s->scratch))) != 0) {
+        return 0;
     }
     for (size_t i = 0; i < n; i++) {
         s->scratch[i] = ptr == 4 ? ev_load_u32(ev->stack + 4 * i) : ev_load_u64(ev->stack + 8 * i);
     }
+    return n;
+}
+
+/* A SampleProfiler event: its thread, time and stack. */
+static void on_sample(struct ev_symbols *s, const struct nettrace_event *ev)
+{
+    int rc = 0;
+    size_t n = event_ips(s, ev, &rc);
+    if (n == 0) {
+        s->st.no_stack += rc == 0;
+        note(s, rc);
+        return;
+    }
     /* The payload's first field: 1 External (outside managed code: mostly blocked), 2 Managed. */
     bool external = ev->payload_len >= 4 && ev_load_u32(ev->payload) == SAMPLE_EXTERNAL;
     note(s, add_sample(s, ev->thread_id, ev->timestamp, s->scratch, n, external));
+}
+
+int ev_symbols_event_stack(struct ev_symbols *s, const struct nettrace_event *ev, uint32_t *out)
+{
+    int rc = 0;
+    size_t n = event_ips(s, ev, &rc);
+    if (n == 0) {
+        return rc != 0 ? rc : AGENT_E_NOTFOUND;
+    }
+    return stack_intern(s, s->scratch, n, out);
+}
+
+void ev_symbols_set_event_cb(struct ev_symbols *s, ev_symbols_event_cb cb, void *ud)
+{
+    s->hook = cb;
+    s->hook_ud = ud;
+}
+
+size_t ev_symbols_pointer_size(const struct ev_symbols *s)
+{
+    struct nettrace_trace_info ti;
+    return nettrace_trace_info(&s->ck, &ti) == 0 && ti.pointer_size == 4 ? 4 : 8;
 }
 
 /*
@@ -490,6 +532,9 @@ static void on_event(void *ud, const struct nettrace_event *ev)
         }
     } else if (ev->event_id == 0 && strcmp(ev->provider, SAMPLER_PROVIDER) == 0) {
         on_sample(s, ev);
+    }
+    if (s->hook != NULL) {
+        s->hook(s->hook_ud, ev);
     }
 }
 
@@ -702,6 +747,37 @@ int ev_symbols_resolve(struct ev_symbols *s, uint64_t ip, char *out, size_t cap)
     }
     (void)snprintf(out, cap, "%s!%s", module_name(s, s->methods[m].module_id),
                    name_at(s, s->methods[m].name));
+    return 0;
+}
+
+int ev_symbols_stack_site(struct ev_symbols *s, uint32_t stack, char *out, size_t cap)
+{
+    if (stack >= s->nstacks) {
+        return AGENT_E_INVAL;
+    }
+    int rc = build_index(s);
+    if (rc != 0) {
+        return rc;
+    }
+    const struct stack *st = &s->stacks[stack];
+    ptrdiff_t first = -1, site = -1;
+    for (uint32_t k = 0; k < st->n && site < 0; k++) {
+        ptrdiff_t m = find_method(s, s->ips[st->at + k]);
+        if (m >= 0 && first < 0) {
+            first = m;
+        }
+        if (m >= 0 &&
+            strcmp(module_name(s, s->methods[m].module_id), EV_SYMBOLS_RUNTIME_LIB) != 0) {
+            site = m;
+        }
+    }
+    site = site >= 0 ? site : first;
+    if (site < 0) {
+        (void)snprintf(out, cap, "%s", EV_SYMBOLS_UNKNOWN);
+        return AGENT_E_NOTFOUND;
+    }
+    (void)snprintf(out, cap, "%s!%s", module_name(s, s->methods[site].module_id),
+                   name_at(s, s->methods[site].name));
     return 0;
 }
 
@@ -1376,4 +1452,10 @@ out:
     free(cnt);
     free(fr);
     return rc;
+}
+
+double ev_symbols_ticks_ms(struct ev_symbols *s, int64_t ticks)
+{
+    clock_from_header(s);
+    return (double)ticks * 1000.0 / (double)s->qpc_freq;
 }

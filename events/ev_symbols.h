@@ -37,6 +37,8 @@
 #define EV_SYMBOLS_MAX_SAMPLES (256u * 1024u * 1024u)
 #define EV_SYMBOLS_MAX_IPS     (256u * 1024u * 1024u) /* distinct stacks' addresses, summed */
 #define EV_SYMBOLS_UNKNOWN     "?!?"
+/* The runtime's own library: its frames are not an event's site (ev_symbols_stack_site). */
+#define EV_SYMBOLS_RUNTIME_LIB "System.Private.CoreLib"
 
 struct ev_symbols_stats {
     uint64_t bytes;
@@ -45,7 +47,7 @@ struct ev_symbols_stats {
     uint64_t modules;         /* module events read */
     uint64_t samples;         /* samples kept */
     uint64_t external;        /* among them, taken outside managed code (SampleProfiler External) */
-    uint64_t stacks;          /* distinct stacks among them */
+    uint64_t stacks;          /* distinct stacks kept (samples' and ev_symbols_event_stack's) */
     uint64_t no_stack;        /* samples without a stack (not kept) */
     uint64_t malformed;       /* method or module events that could not be read (skipped) */
     uint64_t lost;            /* events the runtime dropped (nettrace_stats.lost) */
@@ -53,6 +55,7 @@ struct ev_symbols_stats {
 };
 
 struct ev_symbols;
+struct nettrace_event;
 
 /*
  * Sink for the JSON text: called with consecutive pieces; returns 0 to go on, or a negative code
@@ -104,6 +107,34 @@ void ev_symbols_set_clock(struct ev_symbols *s, int32_t sampling_rate_ns, int64_
  * cannot be built.
  */
 int ev_symbols_resolve(struct ev_symbols *s, uint64_t ip, char *out, size_t cap);
+
+/*
+ * Other events of the same stream (ev_profile.h): cb sees every event after ev_symbols has read it
+ * (methods, modules and samples included), during ev_symbols_feed; NULL removes it.
+ */
+typedef void (*ev_symbols_event_cb)(void *ud, const struct nettrace_event *ev);
+void ev_symbols_set_event_cb(struct ev_symbols *s, ev_symbols_event_cb cb, void *ud);
+/* The stream's pointer size (4 or 8; 8 before the trace header). */
+size_t ev_symbols_pointer_size(const struct ev_symbols *s);
+/* QPC ticks as milliseconds, at the trace header's frequency (1e9 without one or set_clock). */
+double ev_symbols_ticks_ms(struct ev_symbols *s, int64_t ticks);
+
+/*
+ * Stacks of other events, kept (interned: identical stacks once) until the rundown can name them:
+ * ev_symbols_event_stack keeps ev's stack (0, AGENT_E_NOTFOUND when it has none, AGENT_E_TOOBIG or
+ * -ENOMEM), ev_symbols_intern_stack ips[0..n), leaf first (AGENT_E_INVAL when n == 0); the index
+ * in *out either way. They are not samples: the CPU aggregation and speedscope ignore them.
+ */
+int ev_symbols_event_stack(struct ev_symbols *s, const struct nettrace_event *ev, uint32_t *out);
+int ev_symbols_intern_stack(struct ev_symbols *s, const uint64_t *ips, size_t n, uint32_t *out);
+/*
+ * Where a kept stack's event happened, as "Module!Namespace.Method(args)" into out[0..cap): from
+ * the leaf, the first frame in a known method whose module is not EV_SYMBOLS_RUNTIME_LIB (the
+ * caller's code, not the allocation helper, lock or throw machinery of the runtime's library);
+ * else the first frame in a known method; else EV_SYMBOLS_UNKNOWN and AGENT_E_NOTFOUND. 0,
+ * AGENT_E_INVAL (no such stack) or -ENOMEM. Call it once every method is in (after the rundown).
+ */
+int ev_symbols_stack_site(struct ev_symbols *s, uint32_t stack, char *out, size_t cap);
 
 /*
  * The samples as speedscope JSON (EVENTS.md §7.4): "$schema", "shared.frames" (each distinct

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ascii.h"
+#include "ev_profile.h"
 #include "rules_internal.h"
 
 #define TOFF(f) offsetof(struct rules_trigger, f)
@@ -165,15 +166,9 @@ static const struct trigger_desc {
     TRIGGER("ExceptionCount", EXCEPTION_COUNT, f_exception_count, post_runtime, NULL, 0),
 };
 
-/* TraceEvent's GCReason names, by value. */
-static const char *const gc_reasons[RULES_GC_REASONS] = {
-    "AllocSmall",        "Induced",
-    "LowMemory",         "Empty",
-    "AllocLarge",        "OutOfSpaceSOH",
-    "OutOfSpaceLOH",     "InducedNotForced",
-    "Internal",          "InducedLowMemory",
-    "InducedCompacting", "LowMemoryHost",
-    "PMFullGC",          "LowMemoryHostBlocking"};
+/* TraceEvent's GCReason names, by value: events/ev_profile.h's, which GET /profile?kind=gc shows.
+ */
+_Static_assert(RULES_GC_REASONS == EV_PROFILE_GC_REASONS, "one list of GC reasons");
 
 static void default_window(struct rules_ctx *c, struct rules_trigger *t)
 {
@@ -313,7 +308,7 @@ static void parse_reasons(struct rules_ctx *c, const char *settings, struct rule
         if (v == NULL || *v == '\0') {
             continue;
         }
-        int r = rules__enum_index(v, gc_reasons, RULES_GC_REASONS);
+        int r = rules__enum_index(v, EV_PROFILE_GC_REASON_NAMES, RULES_GC_REASONS);
         int32_t num;
         if (r < 0 && rules__parse_int32(v, &num) == 0 && num >= 0 && num < RULES_GC_REASONS) {
             r = num;

@@ -56,6 +56,17 @@
 //   hot <ms>             on the command thread, for ms milliseconds: ~70% of the time in
 //                        TestApp.Hot.SpinHotLoop, the rest in TestApp.Hot.SpinWarmLoop (10 ms
 //                        rounds), for CPU-profile tests ("ok hot hot-ms=<…> warm-ms=<…>")
+//   alloc-mix <ms>       for GET /profile?kind=alloc: on the command thread, for ms milliseconds,
+//                        pairs of a TestApp.BigAllocType (a class of ~1000 bytes, an inline
+//                        byte array) from TestApp.ProfileKinds.AllocateBig and an int[8] (56
+//                        bytes) from TestApp.ProfileKinds.AllocateSmall, dropped soon after: ~95%
+//                        of the bytes are BigAllocType ("ok alloc-mix rounds=<pairs>")
+//   throw-n <n>          throws and catches n TestApp.ProfileKindsException from
+//                        TestApp.ProfileKinds.ThrowKnown ("ok throw-n count=<n>")
+//   contend <ms> [threads]
+//                        that many threads (default 4) for ms milliseconds take one lock in
+//                        TestApp.ProfileKinds.HoldLock and hold it 2 ms each time, so the others
+//                        wait ("ok contend entered=<times the lock was taken>")
 //   work <ms>            the app's own work rate for bench/: for ms milliseconds, rounds of
 //                        parsing and formatting 64 numbers into fresh strings and a small
 //                        object array, 1 in 64 rounds kept in a 4096-slot window (so some
@@ -484,6 +495,17 @@ internal static class Program
                 }
             case "hot":
                 return Hot.Run(ParseInt(rest, "ms", 1, 600_000));
+            case "alloc-mix":
+                return ProfileKinds.AllocMix(ParseInt(rest, "ms", 1, 600_000));
+            case "throw-n":
+                return ProfileKinds.ThrowN(ParseInt(rest, "n", 0, 1_000_000));
+            case "contend":
+                {
+                    string[] parts = Words(rest, 1, "usage: contend <ms> [threads]");
+                    int ms = ParseInt(parts[0], "ms", 1, 600_000);
+                    int threads = parts.Length > 1 ? ParseInt(parts[1], "threads", 2, 64) : 4;
+                    return ProfileKinds.Contend(ms, threads);
+                }
             case "work":
                 return Work(ParseInt(rest, "ms", 1, 600_000));
             case "events":
@@ -1256,5 +1278,120 @@ internal static class Hot
             }
         }
         return x;
+    }
+}
+
+// GET /profile's kinds (tests/speedscope/check_profile_kinds.py): known allocations, exceptions
+// and lock waits, each from a method of its own so that the profile can name it.
+internal static class ProfileKinds
+{
+    private static readonly object s_lock = new();
+    private static object? s_keep;
+
+    public static string AllocMix(int ms)
+    {
+        long end = Stopwatch.GetTimestamp() + ms * Stopwatch.Frequency / 1000;
+        long rounds = 0;
+        var ring = new object[256];
+        while (Stopwatch.GetTimestamp() < end)
+        {
+            for (int i = 0; i < 64; i++, rounds++)
+            {
+                ring[rounds & 255] = AllocateBig(rounds);
+                ring[(rounds + 128) & 255] = AllocateSmall(rounds);
+            }
+        }
+        s_keep = ring[0];
+        return $"ok alloc-mix rounds={rounds}";
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static BigAllocType AllocateBig(long i) => new BigAllocType((byte)i);
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static int[] AllocateSmall(long i) => new int[8] { (int)i, 1, 2, 3, 4, 5, 6, 7 };
+
+    public static string ThrowN(int n)
+    {
+        for (int i = 0; i < n; i++)
+        {
+            try
+            {
+                ThrowKnown(i);
+            }
+            catch (ProfileKindsException)
+            {
+                // Expected: the profile counts them as thrown.
+            }
+        }
+        return $"ok throw-n count={n}";
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ThrowKnown(int i) => throw new ProfileKindsException($"known exception {i}");
+
+    public static string Contend(int ms, int threads)
+    {
+        long end = Stopwatch.GetTimestamp() + ms * Stopwatch.Frequency / 1000;
+        long entered = 0;
+        var all = new Thread[threads];
+        for (int t = 0; t < threads; t++)
+        {
+            all[t] = new Thread(() =>
+            {
+                while (Stopwatch.GetTimestamp() < end)
+                {
+                    Interlocked.Add(ref entered, HoldLock(2));
+                }
+            }) { IsBackground = true, Name = $"contend-{t}" };
+            all[t].Start();
+        }
+        foreach (Thread t in all)
+        {
+            t.Join();
+        }
+        return $"ok contend entered={entered}";
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static int HoldLock(int holdMs)
+    {
+        lock (s_lock)
+        {
+            long until = Stopwatch.GetTimestamp() + holdMs * Stopwatch.Frequency / 1000;
+            while (Stopwatch.GetTimestamp() < until)
+            {
+                Thread.SpinWait(20);
+            }
+            return 1;
+        }
+    }
+
+    public static bool Kept => s_keep != null;
+}
+
+// About 1000 bytes of its own, so that it dominates alloc-mix by bytes.
+internal sealed class BigAllocType
+{
+    private BigAllocBuffer _data;
+
+    public BigAllocType(byte b)
+    {
+        _data[0] = b;
+    }
+
+    public byte First => _data[0];
+}
+
+[InlineArray(1000)]
+internal struct BigAllocBuffer
+{
+    private byte _element0;
+}
+
+internal sealed class ProfileKindsException : Exception
+{
+    public ProfileKindsException(string message) : base(message)
+    {
     }
 }

@@ -6,7 +6,7 @@ The real test app runs `hot <ms>` (~70% of its command thread's time in TestApp.
 for longer than the profiles; GET /profile?pid=..&kind=cpu&durationSeconds=4 answers 200 JSON
 whose top exclusive method is SpinHotLoop with 60-80% of the samples; with Accept: text/plain the
 table lists it first; format=speedscope is a valid speedscope document (check_speedscope.py's
-checks) whose hot thread gives SpinHotLoop a share within 10 points of /profile's; kind=alloc and pid=abc are 400 problems; a client that leaves mid-profile, like every
+checks) whose hot thread gives SpinHotLoop a share within 10 points of /profile's; kind=heap (unknown) and pid=abc are 400 problems; a client that leaves mid-profile, like every
 profile that ended, leaves no runtime session (dotmon_runtime_sessions on /metrics); the runtime
 killed mid-profile is a 502 problem and leaves none either; stop=true on its operation answers early.
 
@@ -93,7 +93,7 @@ def main():
                   f"{top['exclusivePercent']}% of the managed samples", flush=True)
             check(abs(ours[1] - top["exclusivePercent"]) <= 10.0, "the two within 10 points")
 
-        for q, what in ((f"/profile?pid={pid}&kind=alloc", "not supported"), ("/profile?pid=abc&kind=cpu", "pid"),
+        for q, what in ((f"/profile?pid={pid}&kind=heap", "supported: cpu, alloc"), ("/profile?pid=abc&kind=cpu", "pid"),
                         (f"/profile?pid={pid}&durationSeconds=0", "durationSeconds"),
                         (f"/profile?pid={pid}&top=1001", "top")):
             st, ct, body = get(port, q)

@@ -12,7 +12,8 @@ operation Running: the runtime has answered CollectTracing) the app is told to d
   contention  `contend`: TestApp.ProfileKinds.HoldLock is the first waiting method, wait > 0;
   gc          `collect 3`: 3 gen2 GCs, all Induced, none of gen0/gen1; pauses 0 <= p50 <= p99 <=
               max;
-and after each no runtime session is left, nor after a client that leaves mid-profile. Also: the text/plain table of exceptions, and 400
+and after each no runtime session is left, nor after a client that leaves mid-profile. Also: the text/plain table of exceptions, egressProvider (the answer stored in a
+FileSystem egress), and 400
 problems for format=speedscope with kind=alloc and for an unknown kind.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
@@ -158,8 +159,46 @@ def check_gc(w):
     check(no_session(w.port), "gc: no runtime session left")
 
 
+def check_egress(w):
+    """egressProvider stores the answer in the FileSystem egress: 202 + Location, the operation
+    Succeeded, its resourceLocation the JSON answer with the exceptions thrown."""
+    tag = f"egress{time.monotonic_ns()}"
+    q = f"/profile?pid={w.app.pid}&kind=exceptions&durationSeconds={DURATION}&egressProvider=files&tags={tag}"
+    c = http.client.HTTPConnection("127.0.0.1", w.port, timeout=30)
+    c.request("GET", q)
+    r = c.getresponse()
+    r.read()
+    loc = r.getheader("Location", "")
+    c.close()
+    if not check(r.status == 202 and "/operations/" in loc, f"egressProvider=files: 202 + Location ({r.status} {loc})"):
+        return
+    deadline = time.time() + 10
+    while time.time() < deadline and not running(w.port, tag):
+        time.sleep(0.05)
+    w.app.command("throw-n 7")
+    op = {}
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        op = json.loads(get(w.port, loc[loc.index("/operations/"):])[2])
+        if op.get("status") not in ("Starting", "Running", "Stopping"):
+            break
+        time.sleep(0.2)
+    rl = op.get("resourceLocation") or ""
+    ok = check(op.get("status") == "Succeeded" and os.path.isfile(rl) and
+               os.path.dirname(rl) == os.path.join(w.tmp, "files") and rl.endswith(".exceptions.profile.json"),
+               f"egress: the operation Succeeded with {rl!r} ({op.get('status')}, {op.get('error')})")
+    if ok:
+        with open(rl) as f:
+            doc = json.load(f)
+        types = {t.get("type"): t.get("count") for t in doc.get("types", [])}
+        check(doc.get("kind") == "exceptions" and types.get("TestApp.ProfileKindsException") == 7,
+              f"egress: the stored answer counts 7 TestApp.ProfileKindsException ({types})")
+    check(no_session(w.port), "egress: no runtime session left")
+
+
 def main():
-    w = Watched("dotmon-profile-kinds-", app_args=("--heartbeat-ms", "0"))
+    w = Watched("dotmon-profile-kinds-", app_args=("--heartbeat-ms", "0"),
+                env=lambda tmp: {"DotnetMonitor_Egress__FileSystem__files__DirectoryPath": os.path.join(tmp, "files")})
     try:
         pid = w.app.pid
         for q, what in ((f"/profile?pid={pid}&kind=alloc&format=speedscope", "kind=cpu"),
@@ -182,6 +221,7 @@ def main():
         check_exceptions(w)
         check_contention(w)
         check_alloc(w)
+        check_egress(w)
     finally:
         w.close()
 

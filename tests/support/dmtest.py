@@ -124,11 +124,11 @@ class App:
 
 class Watched:
     """A private TMPDIR (mode 0700) holding the test app (App with app_args) and dotmon watching
-    it (start_dotmon on a free port, its standard error in TMPDIR/dotmon.log): tmp, app, port,
-    log, dm. close() kills the app, stops dotmon (SIGKILL after stop_timeout s), writes the log's
+    it (start_dotmon on a free port, its standard error in TMPDIR/dotmon.log; env: variables for
+    dotmon, or a function of TMPDIR returning them): tmp, app, port, log, dm. close() kills the app, stops dotmon (SIGKILL after stop_timeout s), writes the log's
     tail to standard error when FAILS holds a failure, and removes the folder."""
 
-    def __init__(self, prefix, app_args=(), timeout=30, stop_timeout=15):
+    def __init__(self, prefix, app_args=(), timeout=30, stop_timeout=15, env=None):
         self.tmp = tempfile.mkdtemp(prefix=prefix)
         os.chmod(self.tmp, 0o700)
         self.app, self.dm, self.log, self.stop_timeout = None, None, None, stop_timeout
@@ -136,7 +136,8 @@ class Watched:
         try:
             self.app = App(self.tmp, *app_args)
             self.log = open(os.path.join(self.tmp, "dotmon.log"), "w+")
-            self.dm = start_dotmon(self.tmp, self.port, self.log, [self.app.pid], timeout)
+            self.dm = start_dotmon(self.tmp, self.port, self.log, [self.app.pid], timeout,
+                                   env=env(self.tmp) if callable(env) else env)
         except BaseException:
             self.close()
             raise

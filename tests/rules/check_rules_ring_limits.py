@@ -31,29 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the siblings imported below
 from check_rules_run import get, nettrace_verdict, start, stop_dotmon, wait_for, wait_listed  # noqa: E402
 from check_rules_gc import log_text  # noqa: E402
-from dmtest import FAILS, App, check, free_port  # noqa: E402
+from dmtest import FAILS, App, check, free_port, runtime_sessions, sanitized, status_kib  # noqa: E402
 
 RUNTIME = "Microsoft-Windows-DotNETRuntime"
 RING_MB = 4
-
-
-def status_kib(pid, key):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def under_asan(pid):
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            return "libasan" in f.read()
-    except OSError:
-        return False
 
 
 def ring_action(egress, ring_mb, pre_s, post_s=1):
@@ -61,13 +42,6 @@ def ring_action(egress, ring_mb, pre_s, post_s=1):
             "Settings": {"Providers": [{"Name": RUNTIME, "Keywords": "0x1", "EventLevel": "Verbose"}],
                          "PreTriggerSeconds": pre_s, "PostTriggerSeconds": post_s, "RingBufferSizeMB": ring_mb,
                          "Egress": egress}}
-
-
-def sessions(api):
-    for line in get(f"{api}/metrics")[2].splitlines():
-        if line.startswith("dotmon_runtime_sessions "):
-            return int(line.split()[1])
-    return -1
 
 
 def ring_of(api, rule, pid):
@@ -121,7 +95,7 @@ def memory(tmp, seconds):
               f"{samples[-1][1] / 1024:.1f} MiB, VmHWM {hwm / 1024:.1f} MiB", flush=True)
         for t, rss, used in samples[:: max(1, len(samples) // 6)]:
             print(f"  t={t:5.1f} s VmRSS {rss / 1024:5.1f} MiB ring {used / 1048576:5.2f} MiB", flush=True)
-        if under_asan(dm.pid):
+        if sanitized(dm.pid):
             print("skip the RSS bound under ASan", flush=True)
         else:
             check(0 < hwm < (RING_MB + 8) * 1024,
@@ -163,7 +137,7 @@ def failures(tmp):
         check(wait_listed(port, pid), f"dotmon lists the app {pid}")
         check(wait_for(lambda: started in log_text(log), 20), "the ring session started")
         time.sleep(4)
-        check(wait_for(lambda: sessions(api) == 2, 10), f"dotmon holds the trigger and ring sessions ({sessions(api)})")
+        check(wait_for(lambda: runtime_sessions(port) == 2, 10), f"dotmon holds the trigger and ring sessions ({runtime_sessions(port)})")
         reply = app.command("collect 3 2")
         check(reply.startswith("ok collect n=3"), f"collect: {reply}")
         check(wait_for(lambda: "collection rule Bad of process" in log_text(log) and
@@ -190,14 +164,14 @@ def failures(tmp):
         d = json.loads(body) if st == 200 else {}
         check(d.get("state") == "Running" and d.get("lifetimeOccurrences") == 1,
               f"/collectionrules/Bad: Running, one occurrence: {st} {body}")
-        check(wait_for(lambda: sessions(api) == 2, 10), f"still exactly two sessions ({sessions(api)})")
+        check(wait_for(lambda: runtime_sessions(port) == 2, 10), f"still exactly two sessions ({runtime_sessions(port)})")
 
         # A second runtime whose trigger's file is being written (PostTriggerSeconds 5) when it dies.
         app2 = App(tmp, "ring-good")
         pid2 = app2.pid
         check(wait_for(lambda: f"collection rule Good of process {pid2}: ring session started" in log_text(log), 20),
               f"the second runtime ({pid2}) gets a ring session")
-        check(wait_for(lambda: sessions(api) == 4, 10), f"four sessions now ({sessions(api)})")
+        check(wait_for(lambda: runtime_sessions(port) == 4, 10), f"four sessions now ({runtime_sessions(port)})")
         time.sleep(2)
         reply = app2.command("collect 3 2")
         check(wait_for(lambda: f"collection rule Good of process {pid2}: trigger GCCount fired" in log_text(log), 15),
@@ -205,7 +179,7 @@ def failures(tmp):
         time.sleep(1.5)  # inside PostTriggerSeconds: the file is being written
         app2.kill()
         app2 = None
-        check(wait_for(lambda: sessions(api) == 2, 15), f"its sessions are gone ({sessions(api)} left)")
+        check(wait_for(lambda: runtime_sessions(port) == 2, 15), f"its sessions are gone ({runtime_sessions(port)} left)")
         left = [f for f in os.listdir(good_dir)] if os.path.isdir(good_dir) else []
         # What the ring and the runtime gave before it died is stored as a file that reads to its
         # last whole block (no partial file visible while it is written: egress renames).

@@ -30,7 +30,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -133,6 +133,18 @@ bench-metrics: build
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
 	  DOTMON_TRACECHECK=$(CURDIR)/$(BUILD)/tracecheck/tracecheck.dll \
 	  BENCH_DECODE=$(CURDIR)/$(BUILD)/bench/bench_decode bench/bench_decode.sh
+
+# dotmon convert against dotnet-trace convert (NuGet, into build/tools) on ~100 MB real traces of
+# the test app, same run: --format ndjson on an events and a gc-verbose trace (issue 16) and
+# --format speedscope on a cpu-sampling trace (issue 20). `make bench-convert CONVERT_MODES=speedscope`
+# runs one.
+CONVERT_MODES ?= ndjson speedscope
+bench-convert: build
+	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
+	for m in $(CONVERT_MODES); do \
+	  DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	    bench/bench_convert.sh $$m || exit 1; \
+	done
 
 # Logs (issue 16): latency from the app's ILogger call to the /logs client at 10, 1,000 and
 # 10,000 lines/s, lines lost, dotmon's CPU per 10,000 lines against the app's own, peak RSS.

@@ -75,11 +75,13 @@ theirs = json.load(open(sorted(glob.glob(f"{w}/ms.speedscope*.json"))[0]))
 samples = sum(len(p["samples"]) for p in ours["profiles"])
 print(f"== cpu: {size / 1e6:.1f} MB trace, {samples} samples on {len(ours['profiles'])} threads")
 for name, doc, ex in (("dotmon", ours, exclusive_sampled), ("dotnet-trace", theirs, exclusive_evented)):
-    total = sum(exclusive_sampled(doc, p)[1] if ex is exclusive_sampled else exclusive_evented(doc, p)[1]
-                for p in doc["profiles"])
+    # dotmon weighs a sample by the sampling period, dotnet-trace (evented) by the time to the
+    # thread's next sample: with a sampler slower than its period the totals differ, the spans not.
+    total = sum(ex(doc, p)[1] for p in doc["profiles"])
+    span = sum(p["endValue"] - p["startValue"] for p in doc["profiles"])
     top, share, head, hot_total = hot_thread(doc, ex)
-    print(f"  {name:13s} output: {len(doc['profiles'])} threads, {total / 1000:.1f} s of weight; hot thread "
-          f"{hot_total:.0f} ms, top {top} ({share:.1f}% {HOT.rsplit('.', 1)[1]})")
+    print(f"  {name:13s} output: {len(doc['profiles'])} threads spanning {span / 1000:.1f} s, {total / 1000:.1f} s "
+          f"of weight; hot thread {hot_total:.0f} ms, top {top} ({share:.1f}% {HOT.rsplit('.', 1)[1]})")
 med = {}
 for n in ("dotmon", "dotnet-trace"):
     sel = [r for r in rows if r[1] == n]

@@ -20,7 +20,7 @@
 #                              /trace?profile=cpu-sampling of the test app's `hot-threads
 #                              CPU_THREADS` (default 64: `hot` on the command thread, 64 threads
 #                              sleeping 1 ms at the bottom of stacks that change every round) for
-#                              CPU_SECONDS seconds (default 23 ≈ 100 MB). Both files go to disk;
+#                              CPU_SECONDS seconds (default 28: 75-110 MB, as the machine lets the sampler run). Both files go to disk;
 #                              the last ones are compared: samples and milliseconds per thread, the
 #                              hot thread's top exclusive frame and TestApp.Hot.SpinHotLoop's share
 #                              (tests/speedscope/check_speedscope.py's reading of both formats).
@@ -31,7 +31,7 @@ set -euo pipefail
 : "${DOTMON_BIN:?}" "${DOTMON_TESTAPP_DIR:?}"
 MODE=${1:-ndjson}
 CPU_THREADS=${CPU_THREADS:-64}
-CPU_SECONDS=${CPU_SECONDS:-23}
+CPU_SECONDS=${CPU_SECONDS:-28}
 ROUNDS=${ROUNDS:-3}
 GC_SECONDS=${GC_SECONDS:-7}
 here=$(cd "$(dirname "$0")" && pwd)

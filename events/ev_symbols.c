@@ -859,6 +859,23 @@ static int out_flush(struct buf *b, bool force, ev_symbols_sink_cb sink, void *u
     return rc;
 }
 
+#define STACK_FRAMES_PER_APPEND 32 /* frame indices formatted per buf_append */
+
+/* The decimal digits of v at out (up to 10, no NUL); their count. */
+static size_t fmt_u32(char *out, uint32_t v)
+{
+    char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = tmp[n - 1 - i];
+    }
+    return n;
+}
+
 static double qpc_ms(const struct ev_symbols *s, int64_t ts)
 {
     return (double)(ts - s->qpc_origin) * 1000.0 / (double)s->qpc_freq;
@@ -879,11 +896,21 @@ static int write_profile(struct ev_symbols *s, const struct group *g, const uint
                         "\"startValue\":%.17g,\"endValue\":%.17g,\"samples\":[",
                         (unsigned long long)first->thread, qpc_ms(s, first->ts),
                         qpc_ms(s, last->ts) + weight);
+    /* By hand, not printf: these lists are most of the output (as "%u" and ",%.17g" would). */
+    char num[16 + 2 * STACK_FRAMES_PER_APPEND * 11];
     for (size_t i = 0; rc == 0 && i < g->n; i++) {
         const struct stack *st = &s->stacks[s->samples[g->first + i].stack];
         rc = buf_append_str(b, i == 0 ? "[" : ",[");
-        for (uint32_t k = st->n; rc == 0 && k > 0; k--) {
-            rc = buf_printf(b, k == st->n ? "%u" : ",%u", stack_frames[s->ips[st->at + k - 1]]);
+        for (uint32_t k = st->n; rc == 0 && k > 0;) {
+            size_t len = 0;
+            for (uint32_t end = k > STACK_FRAMES_PER_APPEND ? k - STACK_FRAMES_PER_APPEND : 0;
+                 k > end; k--) {
+                if (k != st->n) {
+                    num[len++] = ',';
+                }
+                len += fmt_u32(num + len, stack_frames[s->ips[st->at + k - 1]]);
+            }
+            rc = buf_append(b, num, len);
         }
         if (rc == 0) {
             rc = buf_append_str(b, "]");
@@ -895,8 +922,12 @@ static int write_profile(struct ev_symbols *s, const struct group *g, const uint
     if (rc == 0) {
         rc = buf_append_str(b, "],\"weights\":[");
     }
+    int wlen = snprintf(num, sizeof(num), ",%.17g", weight);
+    if (rc == 0 && (wlen <= 1 || (size_t)wlen >= sizeof(num))) {
+        rc = AGENT_E_INVAL;
+    }
     for (size_t i = 0; rc == 0 && i < g->n; i++) {
-        rc = buf_printf(b, i == 0 ? "%.17g" : ",%.17g", weight);
+        rc = buf_append(b, i == 0 ? num + 1 : num, (size_t)wlen - (i == 0));
         if (rc == 0) {
             rc = out_flush(b, false, sink, ud);
         }

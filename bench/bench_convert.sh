@@ -20,10 +20,12 @@
 #                              /trace?profile=cpu-sampling of the test app's `hot-threads
 #                              CPU_THREADS` (default 64: `hot` on the command thread, 64 threads
 #                              sleeping 1 ms at the bottom of stacks that change every round) for
-#                              CPU_SECONDS seconds (default 28: 75-110 MB, as the machine lets the sampler run). Both files go to disk;
-#                              the last ones are compared: samples and milliseconds per thread, the
-#                              hot thread's top exclusive frame and TestApp.Hot.SpinHotLoop's share
+#                              CPU_SECONDS seconds (default 28: 75-110 MB, as fast as the machine
+#                              lets the runtime's sampler go). Both outputs go to disk; the last
+#                              ones are compared: threads, their time spans and weights, the hot
+#                              thread's top exclusive frame and TestApp.Hot.SpinHotLoop's share
 #                              (tests/speedscope/check_speedscope.py's reading of both formats).
+#                              KEEP_TRACE=FILE keeps a copy of the trace.
 #
 #   Each converter runs ROUNDS times (default 3), alternating; /usr/bin/time gives wall time and
 #   peak RSS; medians are printed with the ratios.

@@ -32,7 +32,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -87,6 +87,11 @@ run: build-bin
 
 # Installs what is missing, builds twice (normal and ASan+UBSan) and runs the whole suite in both,
 # the second even when the first fails; then one summary, and a failure if either failed.
+# CI time: in the ASan build (DOTMON_SANITIZED / __SANITIZE_ADDRESS__, tests/CMakeLists.txt) soaks
+# that only feed an RSS bound checked in the normal build are shorter: rules_ring_limits' ring
+# under load 15 s instead of 45 (until the ring is full), test_agent_flood's flood 10 s instead
+# of 30, test_agent_load's abandoned traces 80 instead of 200; every other check runs in both
+# builds.
 test: build build-asan
 	@set -o pipefail; rc1=0; rc2=0; \
 	ctest --test-dir $(BUILD) --output-on-failure | tee $(BUILD)/ctest.log || rc1=$$?; \
@@ -135,6 +140,18 @@ bench-metrics: build
 	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
 	  DOTMON_TRACECHECK=$(CURDIR)/$(BUILD)/tracecheck/tracecheck.dll \
 	  BENCH_DECODE=$(CURDIR)/$(BUILD)/bench/bench_decode bench/bench_decode.sh
+
+# dotmon convert against dotnet-trace convert (NuGet, into build/tools) on ~100 MB real traces of
+# the test app, same run: --format ndjson on an events and a gc-verbose trace (issue 16) and
+# --format speedscope on a cpu-sampling trace (issue 20). `make bench-convert CONVERT_MODES=speedscope`
+# runs one.
+CONVERT_MODES ?= ndjson speedscope
+bench-convert: build
+	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
+	for m in $(CONVERT_MODES); do \
+	  DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
+	    bench/bench_convert.sh $$m || exit 1; \
+	done
 
 # Logs (issue 16): latency from the app's ILogger call to the /logs client at 10, 1,000 and
 # 10,000 lines/s, lines lost, dotmon's CPU per 10,000 lines against the app's own, peak RSS.

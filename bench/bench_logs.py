@@ -32,17 +32,9 @@ import time
 from bench_metrics import cpu_s
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
-from dmtest import Watched  # noqa: E402
+from dmtest import Watched, status_kib  # noqa: E402
 
 LINE = re.compile(r"^bench (\S+) (\d+) (\d+)$")
-
-
-def status_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def pct(sorted_v, q):

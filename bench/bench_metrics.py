@@ -21,7 +21,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,29 +28,16 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
+from dmtest import free_port, status_kib  # noqa: E402
+
 HZ = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         parts = f.read().rsplit(")", 1)[1].split()
     return (int(parts[11]) + int(parts[12])) / HZ
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def tree_pids(pid):
@@ -115,7 +101,7 @@ def main():
         time.sleep(a.seconds)
         dm_cpu = cpu_s(dm.pid) - c0
         dm_wall = time.time() - t0
-        dm_rss = rss_kib(dm.pid)
+        dm_rss = status_kib(dm.pid)
         series = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode().count("\n")
         dm.send_signal(signal.SIGTERM)
         dm.wait(15)
@@ -135,7 +121,7 @@ def main():
         time.sleep(a.seconds)
         dc_cpu = sum(cpu_s(q) for q in pids) - c0
         dc_wall = time.time() - t0
-        dc_rss = sum(rss_kib(q) for q in pids)
+        dc_rss = sum(status_kib(q) for q in pids)
         for d in dcs:
             d.send_signal(signal.SIGINT)
         for d in dcs:
@@ -155,7 +141,7 @@ def main():
             urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read()
             lat.append((time.perf_counter() - t) * 1000)
         lat.sort()
-        rss_after = rss_kib(dm.pid)
+        rss_after = status_kib(dm.pid)
 
         per_min = lambda cpu, wall: cpu / (a.apps * wall / 60)  # noqa: E731
         dm_pm, dc_pm = per_min(dm_cpu, dm_wall), per_min(dc_cpu, dc_wall)

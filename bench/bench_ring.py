@@ -25,11 +25,10 @@ import sys
 import tempfile
 import time
 
-from bench_logs import status_kib
 from bench_metrics import cpu_s
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
-from dmtest import App, free_port, start_dotmon, stop  # noqa: E402
+from dmtest import App, free_port, start_dotmon, status_kib, stop  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "rules"))
 sys.dont_write_bytecode = True

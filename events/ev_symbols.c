@@ -34,9 +34,11 @@
 #define MAX_NAMES           (1024u * 1024u * 1024u) /* bytes of names kept */
 
 /*
- * Memory: a method range is 32 bytes plus its name once; a sample is 24 bytes; a stack's addresses
- * are stored once however many samples share it (a busy loop's thousands of samples share a few
- * stacks), so a long profile costs about 24 bytes per sample.
+ * Memory: a method range is 32 bytes plus its name once; a sample is 24 bytes; a stack is stored
+ * once however many samples share it (a busy loop's thousands of samples share a few stacks), as
+ * 4-byte indices into the distinct addresses (a few thousand: the code that ran), which are
+ * also what gets resolved to frames. A long profile costs about 24 bytes per sample plus 4 per
+ * frame of each distinct stack.
  */
 struct method {
     uint64_t start;
@@ -61,7 +63,7 @@ struct sample {
 };
 
 struct stack {
-    uint32_t at; /* first address in ips */
+    uint32_t at; /* its first address index in ips */
     uint32_t n;
 };
 
@@ -78,12 +80,18 @@ struct ev_symbols {
     size_t nsamples, cap_samples;
     struct stack *stacks;
     size_t nstacks, cap_stacks;
-    uint64_t *ips;
+    uint32_t *ips; /* the stacks' frames, as indices into addrs */
     size_t nips, cap_ips;
+    uint64_t *addrs; /* distinct addresses, in the order first seen */
+    size_t naddrs, cap_addrs;
+    uint32_t *addr_table; /* open addressing: addrs index + 1, 0 = empty */
+    size_t addr_table_cap;
     uint32_t *stack_table; /* open addressing: stack index + 1, 0 = empty */
     size_t table_cap;
     uint64_t *scratch; /* one event's stack as u64 */
     size_t cap_scratch;
+    uint32_t *scratch_idx; /* the same as addrs indices */
+    size_t cap_scratch_idx;
     /* Frames, built when writing. */
     uint32_t *method_frame; /* per sorted method, its frame or NO_FRAME */
     uint32_t *frames;       /* frame name offsets in the names arena */
@@ -304,17 +312,22 @@ int ev_symbols_add_module(struct ev_symbols *s, const uint8_t *payload, size_t l
     return 0;
 }
 
-static uint64_t hash_ips(const uint64_t *ips, size_t n)
+static uint64_t hash_u64(uint64_t v)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the addresses' bytes */
+    v ^= v >> 33; /* the finalizer of MurmurHash3 */
+    v *= 0xff51afd7ed558ccdull;
+    v ^= v >> 33;
+    v *= 0xc4ceb9fe1a85ec53ull;
+    return v ^ (v >> 33);
+}
+
+static uint64_t hash_ips(const uint32_t *ips, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over whole indices, then mixed */
     for (size_t i = 0; i < n; i++) {
-        uint64_t v = ips[i];
-        for (int k = 0; k < 8; k++) {
-            h = (h ^ (v & 0xff)) * 0x100000001b3ull;
-            v >>= 8;
-        }
+        h = (h ^ ips[i]) * 0x100000001b3ull;
     }
-    return h;
+    return hash_u64(h);
 }
 
 static uint64_t hash_str(const char *str)
@@ -330,6 +343,11 @@ static uint64_t hash_str(const char *str)
 static uint64_t stack_hash(const struct ev_symbols *s, size_t i)
 {
     return hash_ips(s->ips + s->stacks[i].at, s->stacks[i].n);
+}
+
+static uint64_t addr_hash(const struct ev_symbols *s, size_t i)
+{
+    return hash_u64(s->addrs[i]);
 }
 
 static uint64_t frame_hash(const struct ev_symbols *s, size_t i)
@@ -362,10 +380,48 @@ static int table_grow(const struct ev_symbols *s, uint32_t **table, size_t *cap,
     return 0;
 }
 
-/* The index of the stack ips[0..n), stored once. */
-static int stack_intern(struct ev_symbols *s, const uint64_t *ips, size_t n, uint32_t *out)
+/* The index of address ip in addrs, stored once. */
+static int addr_intern(struct ev_symbols *s, uint64_t ip, uint32_t *out)
 {
     int rc = 0;
+    if ((s->naddrs + 1) * 2 > s->addr_table_cap &&
+        (rc = table_grow(s, &s->addr_table, &s->addr_table_cap, s->naddrs, addr_hash)) != 0) {
+        return rc;
+    }
+    size_t mask = s->addr_table_cap - 1;
+    size_t h = (size_t)hash_u64(ip) & mask;
+    for (; s->addr_table[h] != 0; h = (h + 1) & mask) {
+        if (s->addrs[s->addr_table[h] - 1] == ip) {
+            *out = s->addr_table[h] - 1;
+            return 0;
+        }
+    }
+    if ((rc = grow((void **)&s->addrs, &s->cap_addrs, s->naddrs + 1, sizeof(*s->addrs))) != 0) {
+        return rc;
+    }
+    s->addrs[s->naddrs] = ip;
+    s->addr_table[h] = (uint32_t)s->naddrs + 1;
+    *out = (uint32_t)s->naddrs++;
+    return 0;
+}
+
+/*
+ * The index of the stack ips[0..n), stored once as addrs indices (a new stack's new addresses
+ * join addrs in the stack's order, so addrs keeps the order of first appearance in ips).
+ */
+static int stack_intern(struct ev_symbols *s, const uint64_t *addrs, size_t n, uint32_t *out)
+{
+    if (n > EV_SYMBOLS_MAX_IPS) {
+        return AGENT_E_TOOBIG;
+    }
+    int rc = grow((void **)&s->scratch_idx, &s->cap_scratch_idx, n, sizeof(*s->scratch_idx));
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = addr_intern(s, addrs[i], &s->scratch_idx[i]);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    const uint32_t *ips = s->scratch_idx;
     if ((s->nstacks + 1) * 2 > s->table_cap &&
         (rc = table_grow(s, &s->stack_table, &s->table_cap, s->nstacks, stack_hash)) != 0) {
         return rc;
@@ -571,8 +627,11 @@ void ev_symbols_free(struct ev_symbols *s)
     free(s->samples);
     free(s->stacks);
     free(s->ips);
+    free(s->addrs);
+    free(s->addr_table);
     free(s->stack_table);
     free(s->scratch);
+    free(s->scratch_idx);
     free(s->method_frame);
     free(s->frames);
     free(s->frame_table);
@@ -762,7 +821,7 @@ int ev_symbols_stack_site(struct ev_symbols *s, uint32_t stack, char *out, size_
     const struct stack *st = &s->stacks[stack];
     ptrdiff_t first = -1, site = -1;
     for (uint32_t k = 0; k < st->n && site < 0; k++) {
-        ptrdiff_t m = find_method(s, s->ips[st->at + k]);
+        ptrdiff_t m = find_method(s, s->addrs[s->ips[st->at + k]]);
         if (m >= 0 && first < 0) {
             first = m;
         }
@@ -876,6 +935,23 @@ static int out_flush(struct buf *b, bool force, ev_symbols_sink_cb sink, void *u
     return rc;
 }
 
+#define STACK_FRAMES_PER_APPEND 32 /* frame indices formatted per buf_append */
+
+/* The decimal digits of v at out (up to 10, no NUL); their count. */
+static size_t fmt_u32(char *out, uint32_t v)
+{
+    char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = tmp[n - 1 - i];
+    }
+    return n;
+}
+
 static double qpc_ms(const struct ev_symbols *s, int64_t ts)
 {
     return (double)(ts - s->qpc_origin) * 1000.0 / (double)s->qpc_freq;
@@ -896,11 +972,21 @@ static int write_profile(struct ev_symbols *s, const struct group *g, const uint
                         "\"startValue\":%.17g,\"endValue\":%.17g,\"samples\":[",
                         (unsigned long long)first->thread, qpc_ms(s, first->ts),
                         qpc_ms(s, last->ts) + weight);
+    /* By hand, not printf: these lists are most of the output (as "%u" and ",%.17g" would). */
+    char num[16 + 2 * STACK_FRAMES_PER_APPEND * 11];
     for (size_t i = 0; rc == 0 && i < g->n; i++) {
         const struct stack *st = &s->stacks[s->samples[g->first + i].stack];
         rc = buf_append_str(b, i == 0 ? "[" : ",[");
-        for (uint32_t k = st->n; rc == 0 && k > 0; k--) {
-            rc = buf_printf(b, k == st->n ? "%u" : ",%u", stack_frames[st->at + k - 1]);
+        for (uint32_t k = st->n; rc == 0 && k > 0;) {
+            size_t len = 0;
+            for (uint32_t end = k > STACK_FRAMES_PER_APPEND ? k - STACK_FRAMES_PER_APPEND : 0;
+                 k > end; k--) {
+                if (k != st->n) {
+                    num[len++] = ',';
+                }
+                len += fmt_u32(num + len, stack_frames[s->ips[st->at + k - 1]]);
+            }
+            rc = buf_append(b, num, len);
         }
         if (rc == 0) {
             rc = buf_append_str(b, "]");
@@ -912,8 +998,12 @@ static int write_profile(struct ev_symbols *s, const struct group *g, const uint
     if (rc == 0) {
         rc = buf_append_str(b, "],\"weights\":[");
     }
+    int wlen = snprintf(num, sizeof(num), ",%.17g", weight);
+    if (rc == 0 && (wlen <= 1 || (size_t)wlen >= sizeof(num))) {
+        rc = AGENT_E_INVAL;
+    }
     for (size_t i = 0; rc == 0 && i < g->n; i++) {
-        rc = buf_printf(b, i == 0 ? "%.17g" : ",%.17g", weight);
+        rc = buf_append(b, i == 0 ? num + 1 : num, (size_t)wlen - (i == 0));
         if (rc == 0) {
             rc = out_flush(b, false, sink, ud);
         }
@@ -924,16 +1014,16 @@ static int write_profile(struct ev_symbols *s, const struct group *g, const uint
     return rc;
 }
 
-/* The frame of every stored address, in ips' order. */
+/* The frame of every distinct address, by addrs index (frames numbered in that order). */
 static int resolve_all(struct ev_symbols *s, uint32_t **out)
 {
-    uint32_t *fr = malloc((s->nips + 1) * sizeof(*fr));
+    uint32_t *fr = malloc((s->naddrs + 1) * sizeof(*fr));
     if (fr == NULL) {
         return -ENOMEM;
     }
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < s->nips; i++) {
-        rc = frame_of(s, s->ips[i], &fr[i]);
+    for (size_t i = 0; rc == 0 && i < s->naddrs; i++) {
+        rc = frame_of(s, s->addrs[i], &fr[i]);
     }
     if (rc != 0) {
         free(fr);
@@ -1154,17 +1244,18 @@ static uint64_t count_frames(const struct ev_symbols *s, const uint32_t *fr, con
         if (cnt[i] == 0) {
             continue;
         }
-        uint32_t exf = fr[st->at]; /* a stack of helpers only keeps its leaf */
+        const uint32_t *ips = s->ips + st->at;
+        uint32_t exf = fr[ips[0]]; /* a stack of helpers only keeps its leaf */
         for (uint32_t k = 0; k < st->n; k++) {
-            if (!skip[fr[st->at + k]]) {
-                exf = fr[st->at + k];
+            if (!skip[fr[ips[k]]]) {
+                exf = fr[ips[k]];
                 skipped += k > 0 ? cnt[i] : 0;
                 break;
             }
         }
         ex[exf] += cnt[i];
         for (uint32_t k = 0; k < st->n; k++) {
-            uint32_t f = fr[st->at + k];
+            uint32_t f = fr[ips[k]];
             if (mark[f] != (uint32_t)i + 1) { /* once per sample, however deep it recurses */
                 mark[f] = (uint32_t)i + 1;
                 in[f] += cnt[i];
@@ -1374,7 +1465,7 @@ static int flame_frames(struct ev_symbols *s, const uint32_t *fr, const uint64_t
     for (size_t i = 0; rc == 0 && i < s->nstacks; i++) {
         const struct stack *st = &s->stacks[i];
         for (uint32_t k = 0; rc == 0 && cnt[i] > 0 && k < st->n; k++) {
-            uint32_t f = fr[st->at + k];
+            uint32_t f = fr[s->ips[st->at + k]];
             if (map[f] != NO_FRAME) {
                 continue;
             }
@@ -1439,7 +1530,7 @@ int ev_symbols_write_flame(struct ev_symbols *s, uint64_t pid, uint32_t duration
         rc = buf_printf(&b, "%s[%llu", first ? "" : ",", (unsigned long long)cnt[i]);
         first = false;
         for (uint32_t k = st->n; rc == 0 && k > 0; k--) {
-            rc = buf_printf(&b, ",%u", map[fr[st->at + k - 1]]);
+            rc = buf_printf(&b, ",%u", map[fr[s->ips[st->at + k - 1]]]);
         }
         rc = rc ? rc : buf_append_str(&b, "]");
         rc = rc ? rc : out_flush(&b, false, sink, ud);

@@ -14,9 +14,10 @@
  *     progress (trace downloads) it gets a 503 problem+json saying the connection limit was
  *     reached, with Retry-After and Connection: close, and is closed; once the others end, new
  *     connections are served again.
- *  4. 200 trace downloads (profile Cpu) abandoned after a few KB, sequentially and 12 at a time:
- *     every operation ends Cancelled, the runtime still accepts a session (a short trace is
- *     complete per the nettrace checker), dotmon's descriptors and RSS are back at baseline.
+ *  4. 200 trace downloads (80 under ASan; profile Cpu) abandoned after a few KB, sequentially and
+ *     12 at a time: every operation ends Cancelled, the runtime still accepts a session (a short
+ *     trace is complete per the nettrace checker), dotmon's descriptors and RSS are back at
+ *     baseline.
  *
  * The figures (requests/s, the RSS series, close times, latencies, fd counts) are printed; they
  * depend on the machine and on whatever else runs on it. Under ASan only the pass/fail
@@ -52,6 +53,18 @@
 #define HEADER_TIMEOUT_S 3
 #define PRESSURE_HEAD_S  2   /* the head timeout above 3/4 of the connection limit */
 #define EARLY_CONNS      700 /* opened well below 3/4 of the default limit (1024) */
+/* Abandoned traces: ABANDON_SEQ one after the other, then rounds of 12 at once (the last 4).
+ * Under ASan 80, not 200 (CI time: `make test` runs the suite in both builds): still more than
+ * the runtime's 64 sessions, so a leaked session would still show, and the RSS bound, the reason
+ * for the longer run, is a normal-build check. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ABANDON_SEQ    40
+#define ABANDON_ROUNDS 4
+#else
+#define ABANDON_SEQ    100
+#define ABANDON_ROUNDS 9
+#endif
+#define ABANDON_ALL (ABANDON_SEQ + 12 * (ABANDON_ROUNDS - 1) + 4)
 
 /* ASan's quarantine holds freed memory (256 MiB by default) and would look like growth; a small
  * one keeps RSS meaningful. Other ASAN_OPTIONS of the test environment are kept. */
@@ -499,7 +512,7 @@ static void test_load_connection_limit(void **state)
     agent_test_stop_dotmon_clean(dm);
 }
 
-/* ---- 4. 200 aborted trace downloads --------------------------------------------------------- */
+/* ---- 4. 200 aborted trace downloads (80 under ASan) ------------------------------------------ */
 
 struct abandon_arg {
     uint16_t port;
@@ -548,7 +561,7 @@ static void test_load_aborted_traces(void **state)
     srand(4242);
     unsigned ok = 0, refused = 0, other = 0;
     double t0 = testenv_now_ms();
-    for (int i = 0; i < 100; i++) { /* sequential: read 2..16 KB, hang up */
+    for (int i = 0; i < ABANDON_SEQ; i++) { /* sequential: read 2..16 KB, hang up */
         int status = 0;
         size_t bytes = 2048 + (size_t)(rand() % 14336);
         (void)agent_test_abandon_trace(dm->port, NULL, target, bytes, 3000, &status);
@@ -560,8 +573,8 @@ static void test_load_aborted_traces(void **state)
     agent_test_wait_no_running_traces(dm);
     t0 = testenv_now_ms();
     static struct abandon_arg batch[12];
-    for (int round = 0; round < 9; round++) { /* 100 more, 12 (the last round 4) at once */
-        int k = round < 8 ? 12 : 4;
+    for (int round = 0; round < ABANDON_ROUNDS; round++) { /* 12 (the last round 4) at once */
+        int k = round < ABANDON_ROUNDS - 1 ? 12 : 4;
         for (int j = 0; j < k; j++) {
             batch[j].port = dm->port;
             snprintf(batch[j].target, sizeof(batch[j].target), "%s", target);
@@ -582,11 +595,12 @@ static void test_load_aborted_traces(void **state)
     int fds1 = agent_test_wait_fds(dpid, fds0, 15000);
     long rss1 = testenv_rss_kb(dpid);
     fprintf(stderr,
-            "200 abandoned traces (100 sequential in %.1f s, 100 12-at-once in %.1f s): %u started "
-            "(200), %u refused (429), %u other; fds %d -> %d, RSS %ld -> %ld KiB\n",
-            seq_ms / 1000, conc_ms / 1000, ok, refused, other, fds0, fds1, rss0, rss1);
+            "%d abandoned traces (%d sequential in %.1f s, %d 12-at-once in %.1f s): %u started "
+            "(%d), %u refused (429), %u other; fds %d -> %d, RSS %ld -> %ld KiB\n",
+            ABANDON_ALL, ABANDON_SEQ, seq_ms / 1000, ABANDON_ALL - ABANDON_SEQ, conc_ms / 1000, ok,
+            ABANDON_ALL, refused, other, fds0, fds1, rss0, rss1);
     assert_int_equal(other, 0);
-    assert_true(ok >= 150);
+    assert_true(ok >= ABANDON_ALL * 3 / 4);
     assert_int_equal(fds1, fds0);
 #if !defined(__SANITIZE_ADDRESS__)
     assert_true(rss1 <= rss0 + 2048);

@@ -67,6 +67,14 @@
 //                        that many threads (default 4) for ms milliseconds take one lock in
 //                        TestApp.ProfileKinds.HoldLock and hold it 2 ms each time, so the others
 //                        wait ("ok contend entered=<times the lock was taken>")
+//   hot-threads <n> <ms> `hot <ms>` on the command thread while n more threads (1-256) each
+//                        recurse through TestApp.Deep.A/B/C to a depth that changes every
+//                        round (4-27 frames; depth and path from the thread's number and the
+//                        round) and sleep
+//                        1 ms at the bottom, until the hot part ends: the sample profiler takes
+//                        one sample per thread per ms, mostly with a stack it has not seen just
+//                        before, so a CPU trace grows fast (bench/bench_convert.sh speedscope);
+//                        answers `hot`'s line with " threads=<n> rounds=<sum of their rounds>"
 //   work <ms>            the app's own work rate for bench/: for ms milliseconds, rounds of
 //                        parsing and formatting 64 numbers into fresh strings and a small
 //                        object array, 1 in 64 rounds kept in a 4096-slot window (so some
@@ -505,6 +513,11 @@ internal static class Program
                     int ms = ParseInt(parts[0], "ms", 1, 600_000);
                     int threads = parts.Length > 1 ? ParseInt(parts[1], "threads", 2, 64) : 4;
                     return ProfileKinds.Contend(ms, threads);
+                }
+            case "hot-threads":
+                {
+                    string[] parts = Words(rest, 2, "usage: hot-threads <n> <ms>");
+                    return Deep.Run(ParseInt(parts[0], "n", 1, 256), ParseInt(parts[1], "ms", 1, 600_000));
                 }
             case "work":
                 return Work(ParseInt(rest, "ms", 1, 600_000));
@@ -1393,5 +1406,58 @@ internal sealed class ProfileKindsException : Exception
 {
     public ProfileKindsException(string message) : base(message)
     {
+    }
+}
+
+// `hot-threads`: many threads whose stacks keep changing, for a large CPU trace.
+internal static class Deep
+{
+    private static volatile bool s_stop;
+
+    public static string Run(int threads, int ms)
+    {
+        s_stop = false;
+        long rounds = 0;
+        var workers = new Thread[threads];
+        for (int t = 0; t < threads; t++)
+        {
+            int id = t;
+            workers[t] = new Thread(() =>
+            {
+                long r = 0;
+                while (!s_stop)
+                {
+                    A(4 + (int)((id * 7 + r) % 24), (uint)(id * 2654435761u + r * 40503u));
+                    r++;
+                }
+                Interlocked.Add(ref rounds, r);
+            }) { IsBackground = true, Name = $"deep-{t}" };
+            workers[t].Start();
+        }
+        string hot = Hot.Run(ms);
+        s_stop = true;
+        foreach (Thread w in workers)
+        {
+            w.Join();
+        }
+        return $"{hot} threads={threads} rounds={Interlocked.Read(ref rounds)}";
+    }
+
+    // Three frames that call one another; which one comes next depends on a bit of `path`, so
+    // the same thread and depth give a different stack from one round to the next.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static int A(int depth, uint path) => depth == 0 ? Bottom() : ((path >> depth & 1) == 0 ? B(depth - 1, path) : C(depth - 1, path)) + 1;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static int B(int depth, uint path) => depth == 0 ? Bottom() : ((path >> depth & 1) == 0 ? C(depth - 1, path) : A(depth - 1, path)) + 1;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static int C(int depth, uint path) => depth == 0 ? Bottom() : ((path >> depth & 1) == 0 ? A(depth - 1, path) : B(depth - 1, path)) + 1;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static int Bottom()
+    {
+        Thread.Sleep(1);
+        return 0;
     }
 }

@@ -38,7 +38,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, dotnet_root, free_port, start_dotmon, stop  # noqa: E402
+from dmtest import (FAILS, App, check, dotnet_root, free_port, runtime_sessions, sanitized,  # noqa: E402
+                    start_dotmon, status_kib, stop)
 
 GCDUMP_VERSION = "10.0.750501"
 HOLDER = "TestApp.GcDumpHolder"  # the type heap-graph holds N + 1 of
@@ -120,12 +121,6 @@ def get_json(port, path):
         return r.status, None
 
 
-def sessions(port):
-    r, body = request(port, "/metrics")
-    m = re.search(rb"^dotmon_runtime_sessions (\d+)", body, re.M)
-    return int(m.group(1)) if m else -1
-
-
 def settle(fn, want, seconds=15):
     deadline = time.time() + seconds
     v = fn()
@@ -133,19 +128,6 @@ def settle(fn, want, seconds=15):
         time.sleep(0.2)
         v = fn()
     return v
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def sanitized(pid):
-    with open(f"/proc/{pid}/maps") as f:
-        return "libasan" in f.read()
 
 
 def wait_op(port, op_id, seconds=120):
@@ -270,7 +252,7 @@ def limit_case(app, tmp, key, value, status, what, before=None, extra=None):
     log = open(os.path.join(tmp, f"dotmon-{key}.log"), "w+")
     dm = start_with(tmp, port, log, {"GCDump": {key: value, **(extra or {})}}, app.pid)
     try:
-        base = sessions(port)
+        base = runtime_sessions(port)
         if before:
             app.command(before)
         r, body = request(port, f"/gcdump?pid={app.pid}")
@@ -280,7 +262,7 @@ def limit_case(app, tmp, key, value, status, what, before=None, extra=None):
             problem = {}
         check(r.status == status and f"GCDump:{key}" in problem.get("detail", ""),
               f"{what}: {status} naming GCDump:{key} ({r.status} {problem.get('detail')!r})")
-        check(settle(lambda: sessions(port), base, 60) == base, f"GCDump:{key}: no session left")
+        check(settle(lambda: runtime_sessions(port), base, 60) == base, f"GCDump:{key}: no session left")
     finally:
         if before:
             app.command(f"heap-graph {N} {M} {SIZE}")
@@ -309,7 +291,7 @@ def client_gone_downloading(port, app):
 def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
     # The client leaves mid-snapshot.
     client_gone(port, app)
-    check(settle(lambda: sessions(port), base_sessions, 60) == base_sessions,
+    check(settle(lambda: runtime_sessions(port), base_sessions, 60) == base_sessions,
           f"client gone: dotmon_runtime_sessions back to {base_sessions}")
     time.sleep(0.5)
     op = last_op(port, app.pid)
@@ -330,7 +312,7 @@ def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
     d = wait_op(port, op_id)
     check(rd.status in (200, 204) and d.get("status") in ("Cancelled", "Succeeded"),
           f"DELETE mid-snapshot: {rd.status}, the operation {d.get('status')}")
-    check(settle(lambda: sessions(port), base_sessions, 60) == base_sessions, "DELETE: no session left")
+    check(settle(lambda: runtime_sessions(port), base_sessions, 60) == base_sessions, "DELETE: no session left")
     # The runtime killed mid-snapshot.
     victim = App(tmp)
     try:
@@ -357,7 +339,7 @@ def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
         check(op.get("status") in ("Failed", "Cancelled", "Succeeded"), f"runtime killed: the operation {op.get('status')}")
     finally:
         victim.kill()
-    check(settle(lambda: sessions(port), base_sessions, 60) == base_sessions,
+    check(settle(lambda: runtime_sessions(port), base_sessions, 60) == base_sessions,
           f"runtime killed: dotmon_runtime_sessions back to {base_sessions}")
     # Afterwards everything still works.
     app.command("heap-graph-free")
@@ -366,9 +348,9 @@ def mid_snapshot(port, tmp, app, dm, base_sessions, base_rss):
     check(r.status == 200 and len(body) > 0, f"a /gcdump after all that: {r.status}, {len(body)} bytes")
     r, body = request(port, f"/trace?pid={app.pid}&durationSeconds=1&profile=Metrics")
     check(r.status == 200 and body.startswith(b"Nettrace"), f"a /trace after all that: {r.status}")
-    check(settle(lambda: sessions(port), base_sessions) == base_sessions, "no session left at the end")
+    check(settle(lambda: runtime_sessions(port), base_sessions) == base_sessions, "no session left at the end")
     time.sleep(1)
-    rss = rss_kb(dm.pid)
+    rss = status_kib(dm.pid)
     if sanitized(dm.pid):
         print(f"(sanitizer build: its allocator keeps freed memory; RSS {base_rss} -> {rss} kB not checked)")
     else:
@@ -424,10 +406,10 @@ def main():
         port = free_port()
         dm = start_with(tmp, port, log, {"Egress": {"FileSystem": {"files": {"DirectoryPath": files}}},
                                          "RequestLimits": {"GCDump": {"MaxConcurrency": 1}}}, app.pid)
-        base_sessions = sessions(port)
+        base_sessions = runtime_sessions(port)
         known_graph(port, app, exe, dll, tmp)
         time.sleep(1)
-        base_rss = rss_kb(dm.pid)
+        base_rss = status_kib(dm.pid)
         bad_input(port, app)
         concurrency_and_egress(port, app, files, dll, tmp)
         limit_case(app, tmp, "MaxNodes", 1000, 507, "a heap over GCDump:MaxNodes")

@@ -16,8 +16,8 @@ configured. Checks, on dotmon's metrics URL:
     the other app's stays 0; values and timestamps move between scrapes;
   - one sample per series per scrape, HELP/TYPE once per name, and `promtool check metrics` finds
     no error (Debian's prometheus package);
-  - a real Prometheus server scraping dotmon every second for 20 s: its query API answers up == 1 and
-    the app's series with several samples;
+  - a real Prometheus server scraping dotmon every second: its query API answers up == 1 and the
+    app's series with several samples (asked every second, 40 s at most);
   - a killed app's series leave /metrics; dotmon stops cleanly.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT. Needs promtool and prometheus
@@ -200,19 +200,29 @@ def main():
             plog = open(os.path.join(tmp, "prometheus.log"), "w")
             prom = subprocess.Popen([prom_bin, f"--config.file={cfg}", f"--storage.tsdb.path={tmp}/tsdb",
                                      f"--web.listen-address=127.0.0.1:{pport}"], stdout=plog, stderr=plog)
-            time.sleep(20)
             papi = f"http://127.0.0.1:{pport}/api/v1/query?query="
-            up = json.loads(get(papi + urllib.parse.quote('up{job="dotmon"}'))[2])
-            vals = [r["value"][1] for r in up["data"]["result"]]
+
+            def query(q):
+                try:
+                    return json.loads(get(papi + urllib.parse.quote(q))[2])["data"]["result"]
+                except (OSError, ValueError, KeyError):
+                    return []  # not up yet
+
+            # Asked every second until all three hold (20 s at most before, always: CI time).
+            q_n = f'count_over_time(systemruntime_cpu_usage_ratio{{pid="{apps[0].pid}"}}[30s])'
+            deadline = time.time() + 40
+            while True:
+                vals = [r["value"][1] for r in query('up{job="dotmon"}')]
+                cnt = query(q_n)
+                n = int(float(cnt[0]["value"][1])) if cnt else 0
+                byp = query('count by (pid) (testappmeter_testapp_requests__request_)')
+                seen = {r["metric"].get("pid") for r in byp} >= {str(p) for p in pids}
+                if (vals == ["1"] and n >= 5 and seen) or time.time() > deadline:
+                    break
+                time.sleep(1)
             check(vals == ["1"], f"Prometheus: up == 1 ({vals})")
-            q = f'count_over_time(systemruntime_cpu_usage_ratio{{pid="{apps[0].pid}"}}[30s])'
-            cnt = json.loads(get(papi + urllib.parse.quote(q))[2])["data"]["result"]
-            n = int(float(cnt[0]["value"][1])) if cnt else 0
             check(n >= 5, f"Prometheus holds {n} samples of pid {apps[0].pid}'s cpu usage")
-            q = 'count by (pid) (testappmeter_testapp_requests__request_)'
-            byp = json.loads(get(papi + urllib.parse.quote(q))[2])["data"]["result"]
-            check({r["metric"].get("pid") for r in byp} >= {str(p) for p in pids},
-                  f"Prometheus sees both processes' request series: {[r['metric'] for r in byp]}")
+            check(seen, f"Prometheus sees both processes' request series: {[r['metric'] for r in byp]}")
         else:
             print("skip Prometheus server: not installed (Debian: prometheus)")
 

@@ -39,7 +39,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, Watched, check  # noqa: E402
+from dmtest import FAILS, Watched, check, status_kib  # noqa: E402
 
 KEYS = ["timestamp", "pid", "thread", "provider", "event", "id", "version", "opcode", "keywords",
         "level", "activityId", "relatedActivityId"]
@@ -265,14 +265,6 @@ def stop_case(api, pid, stop):
     check(status == ("Succeeded" if stop else "Cancelled"), f"{what}: the operation is {status}")
 
 
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def slow_client_case(api, port, app, dm_pid):
     """format=ndjson to a client that stalls: the session pauses, nothing is dropped."""
     sock = socket.socket()
@@ -287,11 +279,11 @@ def slow_client_case(api, port, app, dm_pid):
     resp = conn.getresponse()
     opid = resp.getheader("Location", "").rsplit("/", 1)[-1]
     check(resp.status == 200, f"slow client: POST /trace format=ndjson answered {resp.status}")
-    rss0 = rss_kb(dm_pid)
+    rss0 = status_kib(dm_pid)
     answer = app.command("events 15000 2000")  # ~60 MB of UTF-16 text, written while nobody reads
     check(answer.startswith("ok events"), f"slow client: the app wrote its events ({answer})")
     time.sleep(1)
-    rss1 = rss_kb(dm_pid)
+    rss1 = status_kib(dm_pid)
     check(rss1 - rss0 < 48 * 1024, f"slow client: dotmon's RSS grew by {(rss1 - rss0) // 1024} MB while stalled")
     req = urllib.request.Request(f"{api}/operations/{opid}?stop=true", method="DELETE")
     urllib.request.urlopen(req, timeout=10).read()

@@ -43,7 +43,7 @@ import re  # noqa: E402
 
 from check_rules_gc import log_text  # noqa: E402
 from check_rules_reload import write_settings  # noqa: E402
-from dmtest import FAILS, App, check, free_port  # noqa: E402  (check_rules_run put support/ on the path)
+from dmtest import FAILS, App, check, free_port, runtime_sessions  # noqa: E402  (check_rules_run put support/ on the path)
 
 PRE_S = 4
 POST_S = 2
@@ -226,14 +226,8 @@ def run(tmp, script):
         check(wait_for(lambda: f"collection rule Ring of process {pid2}: ring session started" in log_text(log), 30),
               f"a new runtime ({pid2}) gets a ring session")
 
-        def sessions():
-            for line in get(f"{api}/metrics")[2].splitlines():
-                if line.startswith("dotmon_runtime_sessions "):
-                    return int(line.split()[1])
-            return -1
-
-        check(wait_for(lambda: sessions() == 2, 15),
-              f"dotmon holds 2 sessions: the new runtime's trigger session and ring ({sessions()})")
+        check(wait_for(lambda: runtime_sessions(port) == 2, 15),
+              f"dotmon holds 2 sessions: the new runtime's trigger session and ring ({runtime_sessions(port)})")
         metrics = get(f"{api}/metrics")[2]
         check(f'pid="{pid}"' not in metrics and f'dotmon_ring_bytes{{pid="{pid2}"' in metrics,
               "/metrics: the ring of the runtime that went away is gone, the new one's is there")
@@ -242,12 +236,12 @@ def run(tmp, script):
         base = {k: v for k, v in cfg.items() if k != "CollectionRules"}
         write_settings(os.path.join(tmp, f"settings-{port}.json"), None, base)
         check(wait_for(lambda: "collection rules reloaded: 0 rule(s)" in log_text(log), 15) and
-              wait_for(lambda: sessions() == 0, 15),
-              f"reloaded without the rule: dotmon holds no session ({sessions()})")
+              wait_for(lambda: runtime_sessions(port) == 0, 15),
+              f"reloaded without the rule: dotmon holds no session ({runtime_sessions(port)})")
         write_settings(os.path.join(tmp, f"settings-{port}.json"), cfg["CollectionRules"], base)
         check(wait_for(lambda: log_text(log).count(f"collection rule Ring of process {pid2}: ring session started") == 2,
-                       20) and wait_for(lambda: sessions() == 2, 15),
-              f"reloaded with the rule again: a new ring session ({sessions()} sessions)")
+                       20) and wait_for(lambda: runtime_sessions(port) == 2, 15),
+              f"reloaded with the rule again: a new ring session ({runtime_sessions(port)} sessions)")
     finally:
         app.kill()
         stop_dotmon(dm, log, 8000)

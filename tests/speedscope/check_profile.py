@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_speedscope import HOT, check_doc, exclusive_sampled, hot_thread  # noqa: E402
-from dmtest import FAILS, Watched, check  # noqa: E402
+from dmtest import FAILS, Watched, check, runtime_sessions as sessions  # noqa: E402
 
 
 def get(port, path, headers=None, timeout=60):
@@ -34,13 +34,6 @@ def get(port, path, headers=None, timeout=60):
     body = r.read()
     c.close()
     return r.status, r.getheader("Content-Type", ""), body
-
-
-def sessions(port):
-    for line in get(port, "/metrics")[2].decode().splitlines():
-        if line.startswith("dotmon_runtime_sessions "):
-            return int(float(line.split()[1]))
-    return -1
 
 
 def no_session(port, timeout=20):

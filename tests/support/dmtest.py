@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Shared pieces of the Python end-to-end tests (tests/metrics, tests/logs, tests/ndjson) and of
-bench/bench_logs.py: the real .NET test app driven over stdin, dotmon started and stopped (alone,
-or with the app in a private folder: Watched), free ports, the SDK's root, and a check list.
+"""Shared pieces of the Python end-to-end tests (tests/metrics, tests/logs, tests/ndjson, ...) and
+of the Python benchmarks (bench/*.py): the real .NET test app driven over stdin, dotmon started and
+stopped (alone, or with the app in a private folder: Watched), free ports, the SDK's root, a
+check list, and what tests read of a running dotmon: its runtime sessions (runtime_sessions), a
+/proc/PID/status figure (status_kib) and whether it runs under ASan (sanitized).
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
     from dmtest import FAILS, App, Watched, check, dotnet_root, free_port, start_dotmon, stop
@@ -18,6 +20,9 @@ import tempfile
 import time
 
 FAILS = []
+# dotmon is a sanitizer build (tests/CMakeLists.txt sets DOTMON_SANITIZED): RSS figures are ASan's,
+# and soaks that only feed them can be shorter.
+SANITIZED = bool(os.environ.get("DOTMON_SANITIZED"))
 
 
 def check(cond, what):
@@ -76,6 +81,41 @@ def stop(p, timeout=15):
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
+
+
+def runtime_sessions(port):
+    """dotmon's gauge dotmon_runtime_sessions (the EventPipe sessions it holds in runtimes) from
+    GET /metrics on 127.0.0.1:port (no auth), or -1 when it cannot be read."""
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/metrics")
+        body = c.getresponse().read().decode()
+        c.close()
+    except (OSError, http.client.HTTPException):
+        return -1
+    m = re.search(r"^dotmon_runtime_sessions (\S+)", body, re.M)
+    return int(float(m.group(1))) if m else -1
+
+
+def status_kib(pid, key="VmRSS"):
+    """A figure in KiB of /proc/PID/status (VmRSS, VmHWM, ...), or 0 once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def sanitized(pid):
+    """True when the process has ASan's runtime mapped (a build-asan dotmon)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return "libasan" in f.read()
+    except OSError:
+        return False
 
 
 def dotnet_root():

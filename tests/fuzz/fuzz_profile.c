@@ -15,13 +15,12 @@
  */
 #include "fuzz.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cjson/cJSON.h>
 
 #include "buf.h"
 #include "err.h"
@@ -78,11 +77,16 @@ static void as_stream(const uint8_t *data, size_t size, uint64_t h)
     ev_symbols_free(sym);
 }
 
-static const uint32_t ids[] = {EV_PROFILE_ALLOCATION_TICK, EV_PROFILE_EXCEPTION_THROWN,
-                               EV_PROFILE_CONTENTION_START, EV_PROFILE_CONTENTION_STOP,
-                               EV_PROFILE_GC_START,         EV_PROFILE_GC_RESTART_EE_END,
-                               EV_PROFILE_GC_HEAP_STATS,    EV_PROFILE_GC_SUSPEND_EE,
-                               2 /* GCEnd */,               7};
+static const uint32_t ids[] = {EV_PROFILE_ALLOCATION_TICK,
+                               EV_PROFILE_EXCEPTION_THROWN,
+                               EV_PROFILE_CONTENTION_START,
+                               EV_PROFILE_CONTENTION_STOP,
+                               EV_PROFILE_GC_START,
+                               EV_PROFILE_GC_RESTART_EE_END,
+                               EV_PROFILE_GC_HEAP_STATS,
+                               EV_PROFILE_GC_SUSPEND_EE,
+                               2 /* GCEnd */,
+                               7};
 
 /* One event from data at *at: 0, or -1 when the input is used up. */
 static int next_event(const uint8_t *data, size_t size, size_t *at, struct ev_profile_event *ev)
@@ -120,8 +124,8 @@ static void as_events(const uint8_t *data, size_t size, uint64_t h)
     size_t at = 0;
     while (next_event(data, size, &at, &ev) == 0) {
         uint64_t ips[4] = {ev.ts, ev.thread, ev.id, ev.len};
-        ev.has_stack = (ev.ts & 3) == 0 &&
-                       ev_symbols_intern_stack(sym, ips, 1 + ev.thread, &ev.stack) == 0;
+        ev.has_stack =
+            (ev.ts & 3) == 0 && ev_symbols_intern_stack(sym, ips, 1 + ev.thread, &ev.stack) == 0;
         int rc = ev_profile_add(p, &ev);
         CHECK(rc == 0 || rc == AGENT_E_PROTO || rc == AGENT_E_TOOBIG || rc == -ENOMEM);
     }

@@ -92,10 +92,16 @@ run: build-bin
 # under load 15 s instead of 45 (until the ring is full), test_agent_flood's flood 10 s instead
 # of 30, test_agent_load's abandoned traces 80 instead of 200; every other check runs in both
 # builds.
+# The unit tests and their valgrind runs (pure code, no process, port or clock of their own) run
+# $(JOBS) at a time; the rest, with real runtimes, sockets and timeouts, one at a time.
+PURE_LABELS := '^(unit|valgrind)$$'
+PURE_TESTS := -L $(PURE_LABELS)
 test: build build-asan
 	@set -o pipefail; rc1=0; rc2=0; \
-	ctest --test-dir $(BUILD) --output-on-failure | tee $(BUILD)/ctest.log || rc1=$$?; \
-	ctest --test-dir $(BUILD_ASAN) --output-on-failure | tee $(BUILD_ASAN)/ctest.log || rc2=$$?; \
+	ctest --test-dir $(BUILD) $(PURE_TESTS) -j $(JOBS) --output-on-failure | tee $(BUILD)/ctest.log || rc1=$$?; \
+	ctest --test-dir $(BUILD) -LE $(PURE_LABELS) --output-on-failure | tee -a $(BUILD)/ctest.log || rc1=$$?; \
+	ctest --test-dir $(BUILD_ASAN) $(PURE_TESTS) -j $(JOBS) --output-on-failure | tee $(BUILD_ASAN)/ctest.log || rc2=$$?; \
+	ctest --test-dir $(BUILD_ASAN) -LE $(PURE_LABELS) --output-on-failure | tee -a $(BUILD_ASAN)/ctest.log || rc2=$$?; \
 	echo "== make test: summary =="; \
 	for b in $(BUILD) $(BUILD_ASAN); do \
 	  printf '%-12s ' "$$b:"; grep -E 'tests passed, [0-9]+ tests failed' $$b/ctest.log || echo "no result"; \

@@ -92,8 +92,10 @@ run: build-bin
 # under load 15 s instead of 45 (until the ring is full), test_agent_flood's flood 10 s instead
 # of 30, test_agent_load's abandoned traces 80 instead of 200; every other check runs in both
 # builds.
-# The unit tests and their valgrind runs (pure code, no process, port or clock of their own) run
-# $(JOBS) at a time; the rest, with real runtimes, sockets and timeouts, one at a time.
+# The unit tests and their valgrind runs (no .NET runtime, mostly pure code) run $(JOBS) at a time,
+# but for the few with processes, listeners or deadlines of their own (RUN_SERIAL: test_harness,
+# test_egress_fs); the rest, with real runtimes, sockets and timeouts, one at a time. Each build's
+# ctest.log has the two passes' summaries.
 PURE_LABELS := '^(unit|valgrind)$$'
 PURE_TESTS := -L $(PURE_LABELS)
 test: build build-asan

@@ -91,7 +91,8 @@ struct gcdump_job {
     bool writer_done; /* ev_gcheap_write returned (writer_rc) */
     int writer_rc;
     /* The loop's own. */
-    bool writing; /* the work item runs or has not been reaped: g belongs to it */
+    bool writing;  /* the work item runs or has not been reaped: g belongs to it */
+    bool building; /* that work item builds the graph (no byte of the file is out yet) */
     struct ev_gcheap_stats st;
     char uid[37];
     struct ipc_endpoint ep; /* the runtime's (an owned copy) */
@@ -512,6 +513,7 @@ static void job_on_finished(uv_work_t *w, int status)
 {
     struct gcdump_job *job = w->data;
     job->writing = false;
+    job->building = false;
     if (job->out == NULL) {
         job_maybe_free(job); /* the client left while the graph was built */
         return;
@@ -540,8 +542,10 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     job->end_hresult = hresult;
     job->work.data = job;
     job->writing = true; /* the graph belongs to the pool until job_on_finished */
+    job->building = true;
     if (uv_queue_work(job->a->loop, &job->work, finish_on_pool, job_on_finished) != 0) {
         job->writing = false;
+        job->building = false;
         job_on_graph(job, ev_gcheap_finish(job->g));
     }
 }
@@ -658,7 +662,7 @@ void api_gcdump_shutdown(struct agent *a)
             continue;
         }
         struct gcdump_job *job = op->ctx;
-        if (job->writing || job->out == NULL) {
+        if ((job->writing && !job->building) || job->out == NULL) {
             continue; /* writing the file: it ends within the grace period, or is cut */
         }
         job_abort_session(job);

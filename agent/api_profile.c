@@ -293,8 +293,12 @@ static void job_answer(struct profile_job *job, int status)
     buf_init(&b, 0);
     const char *ctype = NULL;
     rc = job_body(job, &b, &ctype);
-    if (rc != 0) {
-        job_fail(job, 500, "OutOfMemory", agent_strerror(rc));
+    if (rc == AGENT_E_TOOBIG) {
+        job_fail(job, 507, "ProfileTooLarge",
+                 "the profile holds more distinct names than dotmon keeps; profile a shorter "
+                 "durationSeconds");
+    } else if (rc != 0) {
+        job_fail(job, 500, rc == -ENOMEM ? "OutOfMemory" : "ProfileFailed", agent_strerror(rc));
     } else if (job->out != NULL && (artifact_begin(job->out, ctype, job->filename) != 0 ||
                                     write_body(job->out, &b) != 0)) {
         /* The consumer is gone (on_lost may have ended the artifact already). */

@@ -374,6 +374,12 @@ static int on_exception(struct ev_profile *p, const struct ev_profile_event *ev)
                .key = key, .stack = ev->has_stack ? ev->stack : NO_ID, .ip = eip, .value = 1});
 }
 
+/* b - a in ticks without signed overflow (the stream's times are any 64-bit values). */
+static int64_t ticks_between(int64_t a, int64_t b)
+{
+    return (int64_t)((uint64_t)b - (uint64_t)a);
+}
+
 static struct pending *pending_find(struct ev_profile *p, uint64_t thread)
 {
     for (size_t i = 0; i < p->npend; i++) {
@@ -418,8 +424,8 @@ static int on_contention_stop(struct ev_profile *p, const struct ev_profile_even
     }
     struct pending *pe = pending_find(p, ev->thread);
     if (!(ns >= 0.0 && ns < 1e18)) { /* also NaN */
-        ns = pe != NULL ? ev_symbols_ticks_ms(p->sym, ev->ts - pe->ts) * 1e6 : 0.0;
-        ns = ns > 0.0 ? ns : 0.0;
+        ns = pe != NULL ? ev_symbols_ticks_ms(p->sym, ticks_between(pe->ts, ev->ts)) * 1e6 : 0.0;
+        ns = ns > 0.0 ? (ns < 1e18 ? ns : 1e18) : 0.0; /* a wild clock gives a bounded wait */
     }
     uint32_t stack = ev->has_stack ? ev->stack : NO_ID;
     if (pe != NULL) {
@@ -474,8 +480,8 @@ static int on_restart_end(struct ev_profile *p, const struct ev_profile_event *e
     g->suspended = false;
     int rc = reserve((void **)&g->pauses, &g->cap_pauses, g->npauses + 1, sizeof(*g->pauses));
     if (rc == 0) {
-        double ms = ev_symbols_ticks_ms(p->sym, ev->ts - g->suspend_ts);
-        g->pauses[g->npauses++] = ms > 0.0 ? ms : 0.0;
+        double ms = ev_symbols_ticks_ms(p->sym, ticks_between(g->suspend_ts, ev->ts));
+        g->pauses[g->npauses++] = ms > 0.0 ? (ms < 1e12 ? ms : 1e12) : 0.0;
     }
     return rc;
 }
@@ -692,9 +698,10 @@ static int site_name(struct ev_profile *p, const struct rec *r, char *out, size_
     int rc = AGENT_E_NOTFOUND;
     if (r->stack != NO_ID) {
         rc = ev_symbols_stack_site(p->sym, r->stack, out, cap);
-    } else if (r->ip != 0) {
+    }
+    if (rc == AGENT_E_NOTFOUND && r->ip != 0) {
         rc = ev_symbols_resolve(p->sym, r->ip, out, cap);
-    } else {
+    } else if (rc == AGENT_E_NOTFOUND) {
         (void)snprintf(out, cap, "%s", EV_SYMBOLS_UNKNOWN);
     }
     return rc == AGENT_E_NOTFOUND || rc == AGENT_E_INVAL ? 0 : rc;

@@ -302,7 +302,17 @@
     const uid = selected.uid;
     try {
       // A stream of 0x1E-prefixed JSON records (application/json-seq), one per counter value.
+      let pause = 0;
       while (metricsAbort === ctl) {
+        // A stream that ends early (the 300 s are up, or dotmon closed it) is asked for again,
+        // after a pause that grows while streams keep ending within a few seconds.
+        if (pause > 0) {
+          await new Promise((resolve) => setTimeout(resolve, pause));
+          if (metricsAbort !== ctl) {
+            break;
+          }
+        }
+        const began = Date.now();
         const r = await api('/livemetrics?' + q({ uid, durationSeconds: 300 }), { signal: ctl.signal });
         const reader = r.body.getReader();
         const dec = new TextDecoder();
@@ -323,6 +333,7 @@
             pending = '';
           }
         }
+        pause = Date.now() - began < 5000 ? Math.min(Math.max(pause * 2, 1000), 30000) : 0;
       }
     } catch (e) {
       if (metricsAbort === ctl) {

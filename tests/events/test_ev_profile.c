@@ -306,6 +306,24 @@ static void test_exceptions(void **state)
     fx_fini(&f);
 }
 
+/* A stack none of whose frames is in a known method: the EIP still names the throw site. */
+static void test_exception_eip_fallback(void **state)
+{
+    (void)state;
+    struct fx f;
+    fx_init(&f, EV_PROFILE_EXCEPTIONS);
+    const uint64_t unknown[] = {0x10, 0x20};
+    struct wb m = exception("App.MyError", "m", IP_THROW + 4);
+    assert_int_equal(add(&f, EV_PROFILE_EXCEPTION_THROWN, 1, 1, 1, &m, unknown, 2), 0);
+    cJSON *doc = json(&f, 25);
+    const cJSON *t0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "types"), 0);
+    assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(t0, "sites"), 0), "method"),
+                        "App!App.Worker.Throw()");
+    cJSON_Delete(doc);
+    free(m.b);
+    fx_fini(&f);
+}
+
 static struct wb contention_stop(uint32_t version, double ns)
 {
     struct wb p = {0};
@@ -616,9 +634,13 @@ static void test_random_payloads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_alloc),           cmocka_unit_test(test_exceptions),
-        cmocka_unit_test(test_contention),      cmocka_unit_test(test_gc),
-        cmocka_unit_test(test_empty_and_kinds), cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_alloc),
+        cmocka_unit_test(test_exceptions),
+        cmocka_unit_test(test_exception_eip_fallback),
+        cmocka_unit_test(test_contention),
+        cmocka_unit_test(test_gc),
+        cmocka_unit_test(test_empty_and_kinds),
+        cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_random_payloads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -98,7 +98,8 @@ static int next_event(const uint8_t *data, size_t size, size_t *at, struct ev_pr
     ev->id = ids[r[0] % (sizeof(ids) / sizeof(ids[0]))];
     ev->version = r[1] % 6;
     ev->thread = r[2] % 4;
-    ev->ts += r[3];
+    /* Mostly rising times; now and then any 64-bit value (a wild clock). */
+    ev->ts = r[3] == 0xff ? (int64_t)fuzz_fnv1a(r, 4) : (int64_t)((uint64_t)ev->ts + r[3]);
     *at += 4;
     size_t n = size - *at < 2 ? 0 : (size_t)data[*at] | (size_t)(data[*at + 1] & 1) << 8;
     *at += size - *at < 2 ? size - *at : 2;

@@ -11,7 +11,9 @@ that ran `hot`, SpinHotLoop is the top exclusive frame by weight (the runtime's 
 and TraceEvent's pseudo frames at the leaf set aside: see SUSPENSION) with 60-80% of the weight.
 Microsoft's `dotnet-trace convert --format Speedscope` of the same file (installed into
 DOTMON_TOOLS_DIR; that part is skipped when it cannot be) must name the hot thread's frames as dotmon does
-and put the same method on top, with a share within 5 points of ours. Both files are valid against speedscope's own JSON schema (ajv,
+and put the same method on top, with a share within 5 points of ours; `dotnet-trace report FILE
+topN` must give SpinHotLoop's and SpinWarmLoop's inclusive and exclusive shares of all samples
+within 5 points of the same figures from dotmon's file. Both files are valid against speedscope's own JSON schema (ajv,
 schema/validate.js; skipped when the npm packages are not in SPEEDSCOPE_SCHEMA_DIR). A truncated
 copy of the trace exits 1 and writes nothing.
 
@@ -24,6 +26,7 @@ $schema, shared.frames and profiles; with 1 nothing written).
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -138,6 +141,45 @@ def schema_check(files):
     check(p.returncode == 0, f"speedscope's schema (ajv): {(p.stdout + p.stderr).strip()[:600]}")
 
 
+def topn_basis(doc):
+    """dotmon's speedscope document on `dotnet-trace report topN`'s basis: every sample of every
+    thread, the raw leaf exclusive. {frame name: (inclusive %, exclusive %)}."""
+    names = [f["name"] for f in doc["shared"]["frames"]]
+    total, inc, exc = 0.0, {}, {}
+    for p in doc["profiles"]:
+        for stack, weight in zip(p["samples"], p["weights"]):
+            total += weight
+            if stack:
+                exc[names[stack[-1]]] = exc.get(names[stack[-1]], 0.0) + weight
+            for n in {names[i] for i in stack}:
+                inc[n] = inc.get(n, 0.0) + weight
+    return {n: (100.0 * inc[n] / total, 100.0 * exc.get(n, 0.0) / total) for n in inc} if total else {}
+
+
+def report_topn(exe, trace, doc):
+    """Microsoft's `dotnet-trace report FILE topN` on the same file: the hot method's inclusive and
+    exclusive shares (of all threads' samples, as topN counts them) within 5 points of the same
+    figures computed from dotmon's file (the runtime's waiting threads take most samples there, so
+    the hot method's shares are small on this basis; /profile's own answer sets waits apart)."""
+    p = subprocess.run([exe, "report", trace, "topN", "-n", "12"], capture_output=True, text=True, timeout=300)
+    rows = {}
+    for line in p.stdout.splitlines():
+        m = re.match(r"^\s*\d+\.\s+(.*?)\s+([\d.]+)%\s+([\d.]+)%\s*$", line)
+        if m:
+            rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+    print("info dotnet-trace report topN:\n" + p.stdout.strip()[-1500:], flush=True)
+    ours = topn_basis(doc)
+    for method in ("Hot.SpinHotLoop(", "Hot.SpinWarmLoop("):
+        theirs = next((v for k, v in rows.items() if method in k), None)
+        mine = next((v for k, v in ours.items() if method in k), None)
+        if not check(p.returncode == 0 and theirs is not None and mine is not None,
+                     f"topN lists {method}.. ({theirs}) and dotmon's file has it ({mine})"):
+            continue
+        check(abs(mine[0] - theirs[0]) <= 5.0 and abs(mine[1] - theirs[1]) <= 5.0,
+              f"{method}..: inclusive/exclusive dotmon {mine[0]:.2f}/{mine[1]:.2f}% vs dotnet-trace report "
+              f"topN {theirs[0]:.2f}/{theirs[1]:.2f}% (within 5 points)")
+
+
 def main():
     w = Watched("dotmon-speedscope-")
     try:
@@ -214,6 +256,7 @@ def main():
         print(f"info dotnet-trace: top {thead}, {ttotal:.0f} ms", flush=True)
         check(HOT in ttop, f"dotnet-trace: top exclusive frame is {HOT} ({ttop})")
         check(abs(share - tshare) <= 5.0, f"{HOT}: dotmon {share:.1f}% vs dotnet-trace {tshare:.1f}% (within 5)")
+        report_topn(exe, trace, doc)
     finally:
         w.close()
 

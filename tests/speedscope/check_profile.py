@@ -25,24 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_speedscope import HOT, check_doc, exclusive_sampled, hot_thread  # noqa: E402
 from dmtest import FAILS, Watched, check, runtime_sessions as sessions  # noqa: E402
-
-
-def get(port, path, headers=None, timeout=60):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    c.request("GET", path, headers=headers or {})
-    r = c.getresponse()
-    body = r.read()
-    c.close()
-    return r.status, r.getheader("Content-Type", ""), body
-
-
-def no_session(port, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if sessions(port) == 0:
-            return True
-        time.sleep(0.25)
-    return False
+from dmtest import http_get as get, no_runtime_session as no_session  # noqa: E402
 
 
 def main():

@@ -97,6 +97,26 @@ def runtime_sessions(port):
     return int(float(m.group(1))) if m else -1
 
 
+def http_get(port, path, headers=None, timeout=60):
+    """GET path on 127.0.0.1:port: (status, Content-Type, body bytes)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("GET", path, headers=headers or {})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, r.getheader("Content-Type", ""), body
+
+
+def no_runtime_session(port, timeout=20):
+    """True once dotmon holds no EventPipe session in any runtime (within timeout s)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if runtime_sessions(port) == 0:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def status_kib(pid, key="VmRSS"):
     """A figure in KiB of /proc/PID/status (VmRSS, VmHWM, ...), or 0 once the process is gone."""
     try:

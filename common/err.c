@@ -34,6 +34,8 @@ const char *agent_strerror(int err)
         return "owned by an untrusted user";
     case AGENT_E_CHANGED:
         return "replaced by another file meanwhile";
+    case AGENT_E_BUDGET:
+        return "over dotmon's memory budget";
     default:
         break;
     }

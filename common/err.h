@@ -22,7 +22,8 @@ enum agent_err {
     AGENT_E_NOTREG = -4011,    /* a file that must be a plain file is a FIFO, socket, device… */
     AGENT_E_UNTRUSTED = -4012, /* a file, socket or peer belongs to a user dotmon does not trust */
     AGENT_E_CHANGED = -4013,   /* a file was swapped for another between two checks */
-    AGENT_E_LAST = -4014
+    AGENT_E_BUDGET = -4014,    /* over dotmon's memory budget (common/membudget.h) */
+    AGENT_E_LAST = -4015
 };
 
 /* Returns a static, human-readable string for any code (ours or libuv's). Never NULL. */

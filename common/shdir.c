@@ -8,6 +8,7 @@
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/statvfs.h>
@@ -506,6 +507,81 @@ static int open_component(struct walk *w, int cur, const char *comp, bool last, 
     return next;
 }
 
+/* The walk's descriptors and what is left to resolve. */
+struct cursor {
+    int cur;                 /* O_PATH: the object reached (a folder until the last step) */
+    int parent;              /* O_PATH: the folder holding cur under name, or -1 */
+    char name[NAME_MAX + 1]; /* cur's name in parent */
+    char rest[2 * PATH_MAX]; /* the path left to walk, from pos */
+    size_t pos;
+    int links;
+};
+
+/* A symlink (next, already checked: its owner is trusted) replaces itself in what is left. */
+static int follow_link(struct walk *w, struct cursor *c, int next)
+{
+    char target[PATH_MAX];
+    ssize_t tl = readlinkat(next, "", target, sizeof(target) - 1);
+    (void)close(next);
+    size_t restlen = strlen(c->rest + c->pos);
+    if (++c->links > TRUST_MAX_LINKS || tl <= 0 || (size_t)tl + 1 + restlen >= sizeof(c->rest)) {
+        return walk_fail(w, -ELOOP, "too many or too long symlinks at %s", w->shown);
+    }
+    memmove(c->rest + tl + 1, c->rest + c->pos, restlen + 1); /* "<target>/<rest>" */
+    memcpy(c->rest, target, (size_t)tl);
+    c->rest[tl] = '/';
+    c->pos = 0;
+    shown_pop(w);
+    if (target[0] == '/') {
+        (void)close(c->cur);
+        c->cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (c->cur < 0) {
+            return neg_errno();
+        }
+        memcpy(w->shown, "/", 2);
+    }
+    return 0;
+}
+
+/* One component: opened without following, checked, then followed (a link) or stepped into. */
+static int walk_step(struct walk *w, struct cursor *c, const char *comp, bool last, unsigned flags)
+{
+    bool up = strcmp(comp, "..") == 0;
+    if (up) {
+        shown_pop(w);
+    } else {
+        shown_push(w, comp);
+    }
+    int next = up ? openat(c->cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC)
+                  : open_component(w, c->cur, comp, last, flags);
+    if (next < 0) {
+        return up ? neg_errno() : next;
+    }
+    struct stat st;
+    int rc = fstat(next, &st) == 0 ? 0 : neg_errno();
+    rc = rc ? rc : check_object(w, next, &st, last, flags);
+    if (rc == 0 && S_ISLNK(st.st_mode)) {
+        return follow_link(w, c, next);
+    }
+    if (rc == 0 && !last && !S_ISDIR(st.st_mode)) {
+        rc = walk_fail(w, -ENOTDIR, "%s is not a folder", w->shown);
+    }
+    if (rc != 0) {
+        (void)close(next);
+        return rc;
+    }
+    if (c->parent >= 0) {
+        (void)close(c->parent);
+    }
+    c->parent = up ? -1 : c->cur;
+    if (up) {
+        (void)close(c->cur);
+    }
+    snprintf(c->name, sizeof(c->name), "%s", comp);
+    c->cur = next;
+    return 0;
+}
+
 int shdir_open_trusted(const char *path, unsigned flags, int *fd_out, char *why, size_t whylen)
 {
     struct walk w = {.path = path != NULL ? path : "(null)", .why = why, .whylen = whylen};
@@ -515,111 +591,56 @@ int shdir_open_trusted(const char *path, unsigned flags, int *fd_out, char *why,
     if (path == NULL || path[0] != '/') {
         return walk_fail(&w, AGENT_E_INVAL, "not an absolute path");
     }
-    char rest[2 * PATH_MAX];
-    if (strlen(path) >= sizeof(rest) / 2) {
+    struct cursor *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return -ENOMEM;
+    }
+    if (strlen(path) >= sizeof(c->rest) / 2) {
+        free(c);
         return walk_fail(&w, -ENAMETOOLONG, "too long");
     }
-    memcpy(rest, path, strlen(path) + 1);
+    memcpy(c->rest, path, strlen(path) + 1);
     memcpy(w.shown, "/", 2);
-    int parent = -1;
-    char name[NAME_MAX + 1] = "";
-    int cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (cur < 0) {
-        return neg_errno();
+    c->parent = -1;
+    c->cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (c->cur < 0) {
+        int rc = neg_errno();
+        free(c);
+        return rc;
     }
     struct stat st;
-    int rc = fstat(cur, &st) == 0 ? 0 : neg_errno();
-    size_t pos = 0;
-    int links = 0;
-    bool last = rest[strspn(rest, "/")] == '\0';
-    rc = rc ? rc : check_object(&w, cur, &st, last, flags);
+    int rc = fstat(c->cur, &st) == 0 ? 0 : neg_errno();
+    rc = rc ? rc : check_object(&w, c->cur, &st, c->rest[strspn(c->rest, "/")] == '\0', flags);
     while (rc == 0) {
-        pos += strspn(rest + pos, "/");
-        if (rest[pos] == '\0') {
+        c->pos += strspn(c->rest + c->pos, "/");
+        if (c->rest[c->pos] == '\0') {
             break;
         }
-        size_t n = strcspn(rest + pos, "/");
+        size_t n = strcspn(c->rest + c->pos, "/");
         if (n > NAME_MAX) {
             rc = walk_fail(&w, -ENAMETOOLONG, "a component is too long");
             break;
         }
         char comp[NAME_MAX + 1];
-        memcpy(comp, rest + pos, n);
+        memcpy(comp, c->rest + c->pos, n);
         comp[n] = '\0';
-        pos += n;
-        last = rest[pos + strspn(rest + pos, "/")] == '\0';
-        if (strcmp(comp, ".") == 0) {
-            continue;
+        c->pos += n;
+        bool last = c->rest[c->pos + strspn(c->rest + c->pos, "/")] == '\0';
+        if (strcmp(comp, ".") != 0) {
+            rc = walk_step(&w, c, comp, last, flags);
         }
-        bool up = strcmp(comp, "..") == 0;
-        if (up) {
-            shown_pop(&w);
-        } else {
-            shown_push(&w, comp);
-        }
-        int next = up ? openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC)
-                      : open_component(&w, cur, comp, last, flags);
-        if (next < 0) {
-            rc = up ? neg_errno() : next;
-            break;
-        }
-        if (fstat(next, &st) != 0) {
-            rc = neg_errno();
-            (void)close(next);
-            break;
-        }
-        rc = check_object(&w, next, &st, last, flags);
-        if (rc == 0 && S_ISLNK(st.st_mode)) {
-            char target[PATH_MAX];
-            ssize_t tl = readlinkat(next, "", target, sizeof(target) - 1);
-            (void)close(next);
-            if (++links > TRUST_MAX_LINKS || tl <= 0 ||
-                (size_t)tl + 1 + strlen(rest + pos) >= sizeof(rest)) {
-                rc = walk_fail(&w, -ELOOP, "too many or too long symlinks at %s", w.shown);
-                break;
-            }
-            target[tl] = '\0';
-            size_t restlen = strlen(rest + pos);
-            memmove(rest + tl + 1, rest + pos, restlen + 1); /* "<target>/<rest>" */
-            memcpy(rest, target, (size_t)tl);
-            rest[tl] = '/';
-            pos = 0;
-            shown_pop(&w);
-            if (target[0] == '/') {
-                (void)close(cur);
-                cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (cur < 0) {
-                    return neg_errno();
-                }
-                memcpy(w.shown, "/", 2);
-            }
-            continue;
-        }
-        if (rc == 0 && !last && !S_ISDIR(st.st_mode)) {
-            rc = walk_fail(&w, -ENOTDIR, "%s is not a folder", w.shown);
-        }
-        if (rc != 0) {
-            (void)close(next);
-            break;
-        }
-        if (parent >= 0) {
-            (void)close(parent);
-        }
-        parent = up ? -1 : cur;
-        if (up) {
-            (void)close(cur);
-        }
-        memcpy(name, comp, n + 1);
-        cur = next;
     }
     if (rc == 0) {
-        rc = fstat(cur, &st) == 0 ? 0 : neg_errno();
-        rc = rc ? rc : reopen_last(&w, parent, name, cur, &st, flags, fd_out);
+        rc = fstat(c->cur, &st) == 0 ? 0 : neg_errno();
+        rc = rc ? rc : reopen_last(&w, c->parent, c->name, c->cur, &st, flags, fd_out);
     }
-    if (parent >= 0) {
-        (void)close(parent);
+    if (c->parent >= 0) {
+        (void)close(c->parent);
     }
-    (void)close(cur);
+    if (c->cur >= 0) {
+        (void)close(c->cur);
+    }
+    free(c);
     return rc;
 }
 

@@ -442,6 +442,17 @@ static int setup_dump_dirs(struct agent *a)
     if (a->dump_dir == NULL) {
         return AGENT_E_INVAL;
     }
+    /* Shared with the app on purpose (writable by others is fine), but no folder on the way
+     * another uid owns or can write without the sticky bit, and no link of theirs. */
+    char why[1024];
+    if (shdir_check_trusted(a->dump_dir, SHDIR_TRUST_SHARED, why, sizeof(why)) ==
+        AGENT_E_UNTRUSTED) {
+        log_error(cat, "dumps are refused: the dump folder (%s) is not trusted: %s", key, why);
+        a->dump_refused = strdup(why);
+        if (a->dump_refused == NULL) {
+            return -ENOMEM;
+        }
+    }
     struct stat st;
     if (stat(a->dump_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         log_warn(cat,
@@ -1003,6 +1014,8 @@ void agent_fini(struct agent *a)
     a->listen_path = NULL;
     free(a->dump_dir);
     a->dump_dir = NULL;
+    free(a->dump_refused);
+    a->dump_refused = NULL;
     free(a->dump_target_dir);
     a->dump_target_dir = NULL;
     op_registry_fini(&a->ops);

@@ -322,7 +322,7 @@ static int convert(const uint8_t *p, size_t n, size_t step, uint64_t max_nodes, 
                    char *msg, size_t msgcap)
 {
     struct ev_gcheap *g = NULL;
-    struct ev_gcheap_limits lim = {max_nodes};
+    struct ev_gcheap_limits lim = {.max_nodes = max_nodes};
     assert_int_equal(ev_gcheap_new(&g, &lim), 0);
     int rc = 0;
     for (size_t at = 0; at < n && rc == 0;) {

@@ -33,7 +33,7 @@ static uint32_t at32(const uint8_t *p)
 /* 0 and the file in out, or the error. */
 static int run(const uint8_t *data, size_t size, uint64_t seed, struct buf *out)
 {
-    struct ev_gcheap_limits lim = {5000};
+    struct ev_gcheap_limits lim = {.max_nodes = 5000};
     struct ev_gcheap *g = NULL;
     int rc = ev_gcheap_new(&g, &lim);
     CHECK(rc == 0);

@@ -391,11 +391,15 @@ static int oom(struct ev_gcheap *g)
     }
     if (m->refused == MEM_SHARE) {
         uint64_t cap = m->share != NULL ? m->share->cap : 0;
+        char share[64] = "";
+        if (cap != 0) {
+            snprintf(share, sizeof(share), "share %" PRIu64 " MiB of ", cap >> 20);
+        }
         return fail(g, AGENT_E_BUDGET,
                     "heap snapshot: the graph needs more than its share of dotmon's memory budget "
-                    "(%" PRIu64 " MiB held, %" PRIu64 " MiB more asked, share %" PRIu64
-                    " MiB of %" PRIu64 " MiB; %" PRIu64 " nodes so far)",
-                    m->held >> 20, (m->asked + (1u << 20) - 1) >> 20, cap >> 20,
+                    "(%" PRIu64 " MiB held, %" PRIu64 " MiB more asked, %s%" PRIu64 " MiB; %" PRIu64
+                    " nodes so far)",
+                    m->held >> 20, (m->asked + (1u << 20) - 1) >> 20, share,
                     membudget_total() >> 20, (uint64_t)g->addr.n);
     }
     return fail(g, -ENOMEM, "heap snapshot: out of memory");

@@ -5,9 +5,13 @@
  * endless hostile heap walk (tests/events/gcheap_hostile.h), in turn: endless pending edges,
  * edgeless nodes, 30,000-character type names, then again. Prints "ready <socket path>" once it
  * listens; runs until killed.
+ *
+ * gcheap_attack --file PATH edges|nodes|names MB: writes MB MiB of one kind of that stream (an
+ * unfinished file: no GCEnd, no end tag) to PATH, for `dotmon convert`.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -31,10 +35,40 @@ static size_t source(void *ud, uint64_t off, uint8_t *buf, size_t cap)
     return gh_next(&a->h, buf, cap);
 }
 
+static int write_file(const char *path, const char *kind, uint64_t mb)
+{
+    enum gh_kind k = strcmp(kind, "edges") == 0   ? GH_EDGES
+                     : strcmp(kind, "nodes") == 0 ? GH_NODES
+                                                  : GH_NAMES;
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        perror(path);
+        return 1;
+    }
+    struct gh h;
+    gh_start(&h, k);
+    static uint8_t buf[65536];
+    for (uint64_t done = 0; done < (mb << 20);) {
+        size_t n = gh_next(&h, buf, sizeof(buf));
+        if (fwrite(buf, 1, n, f) != n) {
+            perror(path);
+            fclose(f);
+            gh_free(&h);
+            return 1;
+        }
+        done += n;
+    }
+    gh_free(&h);
+    return fclose(f) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "--file") == 0) {
+        return write_file(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+    }
     if (argc != 2) {
-        fprintf(stderr, "usage: gcheap_attack DIR\n");
+        fprintf(stderr, "usage: gcheap_attack DIR | --file PATH edges|nodes|names MB\n");
         return 2;
     }
     static struct attack a;

@@ -102,6 +102,8 @@ def main():
               f"{peak / 1048576:.1f} MB of {LIMIT >> 20}; {oom.split()}")
         check(hwm * 1024 < LIMIT, f"peak RSS {hwm / 1024:.1f} MB under the {LIMIT >> 20} MiB limit")
         check("oom_kill 0" in oom or "oom_kill" not in oom, "the cgroup killed nothing")
+        if not SANITIZED:
+            check(rss < 16 * 1024, f"RSS back to {rss / 1024:.1f} MB (under 16 MB) after the 507s")
     finally:
         stop(dm)
         if attacker is not None:

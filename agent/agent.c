@@ -29,6 +29,7 @@
 #include "ipc_discovery.h"
 #include "ipc_listen.h"
 #include "log.h"
+#include "membudget.h"
 #include "metrics.h"
 #include "num.h"
 #include "rules_run.h"
@@ -599,6 +600,11 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     a->dump_timeout_ms = dump_timeout * 1000;
     a->gcdump_timeout_ms = gcdump_timeout * 1000;
     a->gcdump_max_nodes = gcdump_nodes;
+    /* Until Memory:LimitMB and the cgroup limit set the budget here: a test's hook. */
+    const char *mb_env = getenv("DOTMON_MEMORY_LIMIT_MB");
+    if (membudget_total() == 0 && mb_env != NULL) {
+        membudget_set(strtoull(mb_env, NULL, 10) << 20);
+    }
     a->gcdump_buffer_mb = (uint32_t)gcdump_buffer;
     rc = setup_dump_dirs(a);
     if (rc != 0) {

@@ -61,6 +61,14 @@ struct fake_trace_config {
     bool drip;               /* the reply, preamble and blocks go out in writes of 1..7 bytes */
     unsigned stop_delay_ms;  /* act on StopTracing this much later (a busy server thread) */
     bool reuse_ids;          /* a new session takes the id of the session that ended last */
+    /*
+     * When set: the whole stream after the reply (preamble included) is what source writes, in
+     * place of the fake's preamble and filler blocks: called whenever the previous bytes are out,
+     * with off the stream bytes it gave this session so far (0: a new session), it writes at most
+     * cap bytes to buf and returns how many (0: nothing more until StopTracing).
+     */
+    size_t (*source)(void *ud, uint64_t off, uint8_t *buf, size_t cap);
+    void *source_ud;
 };
 
 /*

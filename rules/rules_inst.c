@@ -411,6 +411,8 @@ struct tokens {
     const struct rules_inst *i;
     char pid[16];
     bool actions;
+    bool path;    /* Execute's Path: a value with a '/' is refused */
+    bool refused; /* one was */
 };
 
 /* $(Actions.<name>.<output>) (when it counts) → the output, $(Process.*) and $(Monitor.HostName)
@@ -418,7 +420,7 @@ struct tokens {
  * stays as written. */
 static const char *token_value(void *ud, const char *s, size_t *len)
 {
-    const struct tokens *t = ud;
+    struct tokens *t = ud;
     const struct rules_inst *i = t->i;
     size_t plen = strlen(RULES_ACTIONS_PREFIX);
     const char *end = NULL;
@@ -439,6 +441,7 @@ static const char *token_value(void *ud, const char *s, size_t *len)
     for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]); k++) {
         if (strncmp(s, tokens[k].key, strlen(tokens[k].key)) == 0) {
             *len = strlen(tokens[k].key);
+            t->refused |= t->path && strchr(tokens[k].value, '/') != NULL;
             return tokens[k].value;
         }
     }
@@ -449,11 +452,16 @@ static void tokens_init(struct tokens *t, const struct rules_inst *i, bool actio
 {
     t->i = i;
     t->actions = actions;
+    t->path = t->refused = false;
     (void)snprintf(t->pid, sizeof(t->pid), "%u", i->proc.pid);
 }
 
-/* A resolved copy of setting s (NULL stays NULL); *out NULL and -ENOMEM on failure. */
-static int resolve(const struct rules_inst *i, const char *s, char **out)
+/*
+ * A resolved copy of setting s (NULL stays NULL); *out NULL and -ENOMEM on failure. Execute's
+ * Path (path true) whose tokens would bring a '/' (a process names itself "../../tmp/x") stays as
+ * configured, tokens unreplaced: no such file, the action fails, nothing runs.
+ */
+static int resolve(const struct rules_inst *i, const char *s, bool path, char **out)
 {
     *out = NULL;
     if (s == NULL) {
@@ -461,9 +469,14 @@ static int resolve(const struct rules_inst *i, const char *s, char **out)
     }
     struct tokens t;
     tokens_init(&t, i, false);
+    t.path = path;
     struct buf b;
     buf_init(&b, 0);
     int rc = rules_substitute(s, token_value, &t, &b);
+    if (rc == 0 && t.refused) {
+        buf_reset(&b);
+        rc = buf_append_str(&b, s);
+    }
     if (rc == 0) {
         *out = buf_steal(&b, NULL);
         rc = *out != NULL ? 0 : -ENOMEM;
@@ -480,7 +493,8 @@ static int resolve_action(struct rules_inst *i, size_t k)
     char **dst[] = {&r->egress, &r->path, &r->env_name, &r->env_value, &r->profiler_path};
     for (size_t s = 0; s < sizeof(src) / sizeof(src[0]); s++) {
         free(*dst[s]);
-        if (resolve(i, src[s], dst[s]) != 0) {
+        bool path = dst[s] == &r->path && a->type == RULES_ACTION_EXECUTE;
+        if (resolve(i, src[s], path, dst[s]) != 0) {
             return -ENOMEM;
         }
     }

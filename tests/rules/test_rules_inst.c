@@ -152,6 +152,28 @@ static void test_rules_inst_startup_throttled(void **state)
     rules_inst_free(i);
 }
 
+/* Execute's Path: a process's name with a '/' is not substituted (nothing of the app's runs). */
+static void test_rules_inst_execute_path(void **state)
+{
+    (void)state;
+    const struct rules_rule *r =
+        rule("CollectionRules:P:Trigger:Type=Startup\n"
+             "CollectionRules:P:Actions:0:Type=Execute\n"
+             "CollectionRules:P:Actions:0:Settings:Path=/opt/hooks/$(Process.Name).sh\n"
+             "CollectionRules:P:Actions:0:Settings:Arguments=$(Process.Name)\n");
+    struct rules_inst *i = inst(r, 0);
+    struct rules_step st = start_step(i, 0);
+    assert_string_equal(st.path, "/opt/hooks/myapp.sh");
+    rules_inst_free(i);
+    struct rules_process evil = proc;
+    evil.name = "../../tmp/evil";
+    assert_int_equal(rules_inst_new(r, &evil, 5, 0, &i), 0);
+    st = start_step(i, 0);
+    assert_string_equal(st.path, "/opt/hooks/$(Process.Name).sh");
+    ARGV(&st, "../../tmp/evil"); /* an argument may hold it */
+    rules_inst_free(i);
+}
+
 /* ---- the action list ---- */
 
 static const char list_rule[] =
@@ -485,6 +507,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_rules_inst_startup, cfg_teardown),
+        cmocka_unit_test_teardown(test_rules_inst_execute_path, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_inst_startup_throttled, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_inst_plan_order, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_inst_plan_failure, cfg_teardown),

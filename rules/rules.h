@@ -576,8 +576,9 @@ enum rules_step_kind {
  * One thing for the agent to do. START: the action's string settings with $(Process.RuntimeId),
  * $(Process.ProcessId), $(Process.Name), $(Process.CommandLine), $(Monitor.HostName) replaced,
  * and in Execute.Arguments also $(Actions.<Name>.<Output>) of earlier actions, in one pass (a
- * value is never expanded again); NULL where the setting is absent. Valid until the action is
- * reported done.
+ * value is never expanded again); NULL where the setting is absent. Execute's Path stays as
+ * configured when a value would bring a '/' into it (the file is then not found). Valid until
+ * the action is reported done.
  */
 struct rules_step {
     enum rules_step_kind kind;

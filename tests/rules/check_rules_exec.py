@@ -109,10 +109,11 @@ def main():
     finally:
         app.kill()
         stop(dm)
+        log.seek(0)
+        text = log.read()
+        check("AddressSanitizer" not in text and "runtime error:" not in text, "no sanitizer report")
         if FAILS:
-            log.flush()
-            log.seek(0)
-            sys.stderr.write(log.read()[-4000:])
+            sys.stderr.write(text[-4000:])
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if FAILS else 0

@@ -379,6 +379,9 @@ int metrics_render_own(struct metrics *m, struct buf *out)
 {
     static const char *const keys[] = {"pid", "uid", "name", "reason"};
     int rc = 0;
+    if (m == NULL) { /* metrics off: no process, no family */
+        return 0;
+    }
     for (size_t f = 0; rc == 0 && f < sizeof(proc_families) / sizeof(proc_families[0]); f++) {
         const struct proc_family *pf = &proc_families[f];
         rc = ev_prom_family(out, pf->name, pf->type, pf->help);

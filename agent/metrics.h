@@ -37,7 +37,7 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
 /*
  * /metrics (api_process.c streams it): dotmon's own per-process families
  * (dotmon_process_metrics_up, and any per-process figure added to proc_families in metrics.c),
- * each family whole; m may be NULL (families without lines). 0 or -ENOMEM (out unchanged past
+ * each family whole; nothing when m is NULL (metrics off). 0 or -ENOMEM (out unchanged past
  * its last whole line).
  */
 int metrics_render_own(struct metrics *m, struct buf *out);

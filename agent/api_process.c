@@ -257,10 +257,11 @@ void api_info(struct agent *a, struct http_request *req)
 /*
  * GET/HEAD /metrics, on the API and the metrics URLs: Prometheus text 0.0.4, streamed (chunked)
  * piece by piece as the connection drains, so that no number of processes or size of their names
- * cuts it. The first piece holds dotmon's own families; then whole families of the processes'
- * metrics (events/ev_prom.c writes every line), about SCRAPE_PIECE bytes at a time, the next
- * piece made only once the queued bytes are at SCRAPE_LOW_WATER or less: what a scrape holds is
- * one piece, whatever the body's size.
+ * cuts it. The first piece holds dotmon's own families; then the processes' families in name
+ * order (events/ev_prom.c writes every line; a big family goes on in the next piece), about
+ * SCRAPE_PIECE bytes at a time, the next piece made only once the queued bytes are at
+ * SCRAPE_LOW_WATER or less: what a scrape holds is one piece, whatever the body's size. A piece
+ * that cannot be made (no memory) ends the answer early, at the end of a line.
  */
 #define SCRAPE_PIECE     (64u * 1024)
 #define SCRAPE_LOW_WATER (64u * 1024)

@@ -577,14 +577,27 @@ static int write_line(struct buf *out, const struct ent *e)
     return rc;
 }
 
-/* One family: e[0..n) share the name; the first entry decides HELP and TYPE. */
+/* Where write_family starts and stops within a family (a family may span pieces). */
+struct fam_pos {
+    int kind; /* in: the family's kind when resumed, -1 when it begins here; out: its kind */
+    const char *after; /* in: labels of the last line written before, NULL: from the start */
+    size_t stop;       /* in: stop after a line once out holds this many bytes (SIZE_MAX: never) */
+    char *open;        /* out: when stopped before its end, the labels of the last line (owned) */
+};
+
+/*
+ * One family: e[0..n) share the name; the first entry decides the kind (unless resumed), HELP and
+ * TYPE come first when it begins here. Lines with labels after pos->after, until pos->stop.
+ */
 static int write_family(struct buf *out, struct ent *e, size_t n, const struct ev_prom_target *t,
-                        struct buf *labels, struct buf *scratch)
+                        struct buf *labels, struct buf *scratch, struct fam_pos *pos)
 {
-    enum fam_kind kind = ent_kind(&e[0]);
+    enum fam_kind kind = pos->kind >= 0 ? (enum fam_kind)pos->kind : ent_kind(&e[0]);
     size_t kept = 0;
     int rc = 0;
 
+    pos->kind = (int)kind;
+    pos->open = NULL;
     buf_reset(labels);
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (ent_kind(&e[i]) != kind) {
@@ -607,15 +620,30 @@ static int write_family(struct buf *out, struct ent *e, size_t n, const struct e
     qsort(e, kept, sizeof(e[0]), line_cmp);
 
     static const char *const types[] = {"gauge", "summary", "counter"};
-    rc = write_help(out, &e[0], ev__store_default_interval(t[e[0].target].store));
-    if (rc == 0) {
-        rc = buf_printf(out, "\n# TYPE %s %s\n", ent_name(&e[0]), types[kind]);
+    if (pos->after == NULL) {
+        rc = write_help(out, &e[0], ev__store_default_interval(t[e[0].target].store));
+        if (rc == 0) {
+            rc = buf_printf(out, "\n# TYPE %s %s\n", ent_name(&e[0]), types[kind]);
+        }
     }
     for (size_t i = 0; i < kept && rc == 0; i++) {
         if (i > 0 && strcmp(e[i].labels, e[i - 1].labels) == 0) {
             continue; /* same label set: the newest (sorted first) wins */
         }
+        if (pos->after != NULL && strcmp(e[i].labels, pos->after) <= 0) {
+            continue; /* written in an earlier piece */
+        }
         rc = write_line(out, &e[i]);
+        if (rc == 0 && buf_size(out) >= pos->stop) {
+            size_t j = i + 1;
+            while (j < kept && strcmp(e[j].labels, e[i].labels) == 0) {
+                j++;
+            }
+            if (j < kept) { /* more lines: the family stays open */
+                pos->open = strdup(e[i].labels);
+                return pos->open == NULL ? -ENOMEM : 0;
+            }
+        }
     }
     return rc;
 }
@@ -690,7 +718,24 @@ void ev_prom_cursor_init(struct ev_prom_cursor *c)
 void ev_prom_cursor_fini(struct ev_prom_cursor *c)
 {
     free(c->after);
+    free(c->open);
     memset(c, 0, sizeof(*c));
+}
+
+/* The first entry whose name sorts after name (strict) or, with equal, at or after it. */
+static size_t first_after(const struct ent *e, size_t total, const char *name, bool equal)
+{
+    size_t lo = 0, hi = total;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ent_name(&e[mid]), name);
+        if (c < 0 || (c == 0 && !equal)) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
 }
 
 int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct ev_prom_cursor *c,
@@ -701,6 +746,7 @@ int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct e
     size_t total = 0;
     size_t mark = buf_size(out);
     char *after = NULL;
+    struct fam_pos pos = {.kind = c->kind, .after = NULL, .stop = SIZE_MAX, .open = NULL};
     int rc = 0;
 
     buf_init(&labels, 0);
@@ -715,26 +761,28 @@ int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct e
     if (min_bytes < 64 * total) {
         min_bytes = 64 * total;
     }
-    /* The first family after the cursor: entries are sorted by name. */
-    size_t lo = 0, hi = total;
-    while (c->after != NULL && lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(ent_name(&e[mid]), c->after) <= 0) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
+    min_bytes = min_bytes > 0 ? min_bytes : 1;
+    pos.stop = min_bytes > SIZE_MAX - mark ? SIZE_MAX : mark + min_bytes;
+    size_t i = c->after != NULL ? first_after(e, total, c->after, false) : 0;
+    /* The rest of a family left open by the last call, if it is still there. */
+    if (c->open != NULL) {
+        size_t from = first_after(e, total, c->after, true);
+        if (from < i && e[from].labels_off != SIZE_MAX) {
+            pos.after = c->open;
+            rc = write_family(out, e + from, i - from, targets, &labels, &scratch, &pos);
         }
     }
     const char *last = NULL;
-    size_t i = lo;
-    while (i < total && rc == 0 && buf_size(out) - mark < min_bytes) {
+    while (i < total && rc == 0 && pos.open == NULL && buf_size(out) < pos.stop) {
         size_t j = i + 1;
         while (j < total && strcmp(ent_name(&e[j]), ent_name(&e[i])) == 0) {
             j++;
         }
         last = ent_name(&e[i]);
         if (e[i].labels_off != SIZE_MAX) {
-            rc = write_family(out, e + i, j - i, targets, &labels, &scratch);
+            pos.kind = -1;
+            pos.after = NULL;
+            rc = write_family(out, e + i, j - i, targets, &labels, &scratch, &pos);
         }
         i = j;
     }
@@ -748,13 +796,18 @@ int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct e
             c->after = after;
             after = NULL;
         }
-        c->done = i >= total;
+        free(c->open);
+        c->open = pos.open; /* the family c->after stays open, or NULL */
+        pos.open = NULL;
+        c->kind = pos.kind;
+        c->done = i >= total && c->open == NULL;
     }
 
 out:
     if (rc < 0) {
         buf_truncate(out, mark); /* whole lines or nothing */
     }
+    free(pos.open);
     free(after);
     free(e);
     buf_fini(&labels);

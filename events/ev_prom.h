@@ -39,25 +39,30 @@ int ev_prom_sample_double(struct buf *out, const char *name, const struct ev_pro
 
 /* ---- the runtimes' families, in pieces ------------------------------------------------------- */
 
-/* Where a streamed rendering is: the name of the last family dealt with (written or left out). */
+/* Where a streamed rendering is: the last family dealt with (written, in part or whole, or left
+ * out), and when it was written in part, the labels of its last line. */
 struct ev_prom_cursor {
     char *after; /* owned; NULL before the first family */
-    bool done;   /* no family is left after `after` */
+    char *open;  /* owned; labels of the last line written of family `after` when it goes on */
+    int kind;    /* the open family's kind (gauge, summary, counter), kept when it goes on */
+    bool done;   /* no family or line is left after the cursor */
 };
 
 void ev_prom_cursor_init(struct ev_prom_cursor *c);
 void ev_prom_cursor_fini(struct ev_prom_cursor *c);
 
 /*
- * Appends the next families of targets (those whose names sort after c->after), each one whole
- * with every target's lines, until out has grown by at least max(min_bytes, 64 bytes per series
- * held, so that a scrape takes a bounded number of passes) or none is left (c->done set). The
- * text of all the calls of one cursor is what ev_prom_render writes in one go.
+ * Appends the next lines of targets' families in order (HELP and TYPE once, at a family's start),
+ * until out has grown by at least max(min_bytes, 64 bytes per series held, so that a scrape
+ * takes a bounded number of passes) or none is left (c->done set). A big family may go on in the
+ * next call, after the label set of its last line (lines are sorted by labels), so one call
+ * writes about min_bytes plus one line. The text of all the calls of one cursor is what
+ * ev_prom_render writes in one go when nothing changes between them.
  *
  * The targets may change between two calls (series added or replaced, processes come and go):
- * each call takes them as they are then, so a family is written from one view; a series that
- * appears meanwhile in a family already written waits for the next scrape. Every family name is
- * written at most once per cursor, so the whole text stays valid.
+ * each call takes them as they are then. A series that appears meanwhile before the cursor waits
+ * for the next scrape; a family goes on with the kind (TYPE) it began with; every family name
+ * has one HELP and TYPE and every label set one line per cursor, so the whole text stays valid.
  *
  * 0, or -ENOMEM / AGENT_E_TOOBIG: out is back to its size on entry and c is unchanged.
  */

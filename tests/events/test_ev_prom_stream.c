@@ -251,6 +251,108 @@ static void test_changes_between_pieces(void **state)
     }
 }
 
+/* Four runtimes with 300 series each of one counter (a tag per route): one family of 1200
+ * lines, about 276 KB. */
+static void big_family(struct ev_store **st, struct ev_prom_target *t)
+{
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(ev_store_new(&st[i], NULL), 0);
+        for (int r = 0; r < 300; r++) {
+            char tags[200]; /* a long route: lines of about 230 bytes */
+            snprintf(tags, sizeof(tags), "route=/r%03d%0150d", r, 0);
+            struct ev_metric_sample s =
+                sample("M", "requests", true, EV_METRIC_RATE, (double)r, tags);
+            assert_int_equal(ev_store_add(st[i], &s), 0);
+        }
+    }
+    targets_of(st, t);
+}
+
+/* One family bigger than a piece goes on in the next pieces: HELP and TYPE once, each label set
+ * once, each piece about the size asked. */
+static void test_family_in_pieces(void **state)
+{
+    (void)state;
+    struct ev_store *st[4];
+    struct ev_prom_target t[4];
+    big_family(st, t);
+    struct buf whole;
+    buf_init(&whole, 0);
+    assert_int_equal(ev_prom_render(t, 4, &whole), 0);
+    assert_int_equal(lines_of(buf_cstr(&whole), "103"), 300);
+
+    struct ev_prom_cursor c;
+    ev_prom_cursor_init(&c);
+    struct buf all, piece;
+    buf_init(&all, 0);
+    buf_init(&piece, 0);
+    size_t pieces = 0;
+    const size_t asked = 64 * 1200; /* 64 bytes per series held */
+    while (!c.done) {
+        buf_reset(&piece);
+        assert_int_equal(ev_prom_render_next(t, 4, &c, 1024, &piece), 0);
+        assert_true(buf_size(&piece) > 0 && buf_size(&piece) < asked + 200);
+        assert_int_equal(buf_data(&piece)[buf_size(&piece) - 1], '\n');
+        assert_int_equal(buf_append(&all, buf_data(&piece), buf_size(&piece)), 0);
+        pieces++;
+    }
+    assert_true(buf_size(&whole) > 2 * asked);
+    assert_true(pieces >= 3);
+    assert_int_equal(buf_size(&all), buf_size(&whole));
+    assert_memory_equal(buf_data(&all), buf_data(&whole), buf_size(&whole));
+    ev_prom_cursor_fini(&c);
+    buf_fini(&all);
+    buf_fini(&piece);
+    buf_fini(&whole);
+    for (size_t i = 0; i < 4; i++) {
+        ev_store_free(st[i]);
+    }
+}
+
+/* A family open across pieces keeps its TYPE: a summary of the same name that arrives meanwhile
+ * is not mixed in; a label set already written is not written again; one after the cursor is. */
+static void test_open_family_changes(void **state)
+{
+    (void)state;
+    struct ev_store *st[4];
+    struct ev_prom_target t[4];
+    big_family(st, t);
+    struct ev_prom_cursor c;
+    ev_prom_cursor_init(&c);
+    struct buf all;
+    buf_init(&all, 0);
+    assert_int_equal(ev_prom_render_next(t, 4, &c, 1024, &all), 0);
+    assert_non_null(c.open);
+    struct ev_metric_sample h = sample("M", "requests", true, EV_METRIC_HISTOGRAM, 0, "");
+    h.nquantiles = 1;
+    h.quantiles[0] = (struct ev_quantile){0.5, 1};
+    assert_int_equal(ev_store_add(st[0], &h), 0);
+    char route0[200];
+    snprintf(route0, sizeof(route0), "route=/r%03d%0150d", 0, 0);
+    struct ev_metric_sample again = sample("M", "requests", true, EV_METRIC_RATE, 9, route0);
+    again.timestamp_ms += 1000; /* newer: it replaces pid 666's series, already written */
+    assert_int_equal(ev_store_add(st[0], &again), 0);
+    struct ev_metric_sample late = sample("M", "requests", true, EV_METRIC_RATE, 7, "route=/zzz");
+    assert_int_equal(ev_store_add(st[1], &late), 0);
+    while (!c.done) {
+        assert_int_equal(ev_prom_render_next(t, 4, &c, 1024, &all), 0);
+    }
+    const char *text = buf_cstr(&all);
+    assert_help_once(text);
+    assert_non_null(strstr(text, "# TYPE m_requests__request_ gauge\n"));
+    assert_null(strstr(text, "summary"));
+    assert_null(strstr(text, "quantile"));
+    assert_int_equal(ev_store_series(st[0]), 301); /* 300 replaced in place, and the summary */
+    assert_int_equal(lines_of(text, "666"), 300);
+    assert_int_equal(lines_of(text, "101"), 301);
+    assert_non_null(strstr(text, "{route=\"/zzz\", pid=\"101\", uid=\"u1\", name=\"A\"} 7 "));
+    ev_prom_cursor_fini(&c);
+    buf_fini(&all);
+    for (size_t i = 0; i < 4; i++) {
+        ev_store_free(st[i]);
+    }
+}
+
 /* A capped buffer (a hard budget): whole families or nothing, the cursor kept for a retry. */
 static void test_budget_whole_lines(void **state)
 {
@@ -348,6 +450,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostile_neighbours), cmocka_unit_test(test_changes_between_pieces),
+        cmocka_unit_test(test_family_in_pieces),   cmocka_unit_test(test_open_family_changes),
         cmocka_unit_test(test_budget_whole_lines), cmocka_unit_test(test_reserved_prefix),
         cmocka_unit_test(test_own_families),
     };

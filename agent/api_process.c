@@ -345,7 +345,8 @@ static void scrape_step(struct scrape *sc)
         sc->started = true;
         rc = scrape_own(sc->a, &piece);
     }
-    while (rc == 0 && !sc->a->stopping && !sc->cursor.done && buf_size(&piece) == 0) {
+    size_t own = buf_size(&piece);
+    while (rc == 0 && !sc->a->stopping && !sc->cursor.done && buf_size(&piece) == own) {
         rc = metrics_render_next(sc->a->metrics, &sc->cursor, SCRAPE_PIECE, &piece);
     }
     bool last = rc != 0 || sc->a->stopping || sc->cursor.done;

@@ -11,7 +11,8 @@ series have arrived (each pid the same series count, twice in a row), checks on 
   - all 12 pids with dotmon_process_metrics_up 1 and the same number of series each;
   - `promtool check metrics` finds no error (Debian's prometheus package; skipped if absent);
   - HEAD on the metrics URL and on the API URL: 200, the same Content-Type, no body;
-  - GET on the API URL: the same families and every pid's series.
+  - GET on the API URL: the same families and every pid's series;
+  - read as raw chunks: two or more, each one ending at the end of a line.
 Prints the figures: body size, series per pid, time to scrape (median of 5).
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
@@ -22,6 +23,7 @@ import http.client
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -46,6 +48,30 @@ def request(port, method="GET", path="/metrics"):
     headers = {k.lower(): v for k, v in r.getheaders()}
     c.close()
     return r.status, headers, body.decode(), took
+
+
+def raw_chunks(port):
+    """GET /metrics over a plain socket: the chunk sizes and the de-chunked body."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    sizes, body = [], b""
+    while rest:
+        line, _, rest = rest.partition(b"\r\n")
+        n = int(line.split(b";")[0], 16)
+        if n == 0:
+            break
+        body += rest[:n]
+        sizes.append((n, rest[n - 1:n]))
+        rest = rest[n + 2:]
+    return head.decode(), sizes, body.decode()
 
 
 def per_pid(text):
@@ -147,6 +173,13 @@ def main():
         check(st == 200 and body.endswith("\n") and not bad2 and f2 == families and sorted(c2) == pids and
               len(set(c2.values())) == 1,
               f"GET /metrics on the API URL: the same families ({len(f2)}) and every pid whole")
+
+        # The pieces: each chunk is whole lines (the writer never cuts one).
+        head, sizes, body = raw_chunks(mport)
+        c3, _, bad3 = per_pid(body)
+        check(len(sizes) >= 2 and all(last == b"\n" for _, last in sizes) and not bad3 and
+              sorted(c3) == pids,
+              f"streamed in {len(sizes)} chunks ({[n for n, _ in sizes]} bytes), each ending at a line's end")
 
         times = sorted(request(mport)[3] for _ in range(5))
         print(f"figures: {APPS} apps, body {len(text.encode())} bytes, {len(families)} families, "

@@ -66,7 +66,7 @@ static const char cat[] = "dotmon.trace";
 /* Reads at least this big go to the client without a copy. */
 #define TRACE_ZERO_COPY_MIN    ((size_t)16 * 1024)
 #define TRACE_START_TIMEOUT_MS 5000
-#define TRACE_STOP_TIMEOUT_MS  120000
+#define TRACE_STOP_TIMEOUT_MS  120000 /* Trace:StopTimeoutSeconds' default */
 /* format=ndjson: JSON text gathered before it is queued to the client. */
 #define TRACE_JSON_FLUSH ((size_t)64 * 1024)
 /* Sessions still closing in the background that may exist beyond the trace limit. */
@@ -120,6 +120,19 @@ struct trace_job {
 };
 
 static void job_maybe_free(struct trace_job *job);
+
+/*
+ * StopTracing to the stream's end (the rundown): Trace:StopTimeoutSeconds. A runtime that never
+ * ends the stream is cut off then: the session ends AGENT_E_TIMEOUT, the operation Failed
+ * (TraceTruncated, "did not finish the trace within the stop timeout") and its
+ * RequestLimits:Trace:MaxConcurrency slot is free; ipc_session drains what is left in the
+ * background within its cleanup bound.
+ */
+static uint64_t stop_timeout_ms(const struct trace_job *job)
+{
+    return job->a->trace_stop_timeout_ms > 0 ? job->a->trace_stop_timeout_ms
+                                             : TRACE_STOP_TIMEOUT_MS;
+}
 
 /* The verdict as the operation status shows it. */
 static const char *verdict_word(enum nettrace_verdict v)
@@ -308,7 +321,7 @@ static void job_stop(void *ctx)
     uv_timer_stop(&job->timer);
     log_info(cat, "trace of %llu: stopping (StopTracing; rundown follows)",
              (unsigned long long)job->pid);
-    ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS);
+    ipc_session_stop(job->sess, stop_timeout_ms(job));
 }
 
 static void job_cancel(void *ctx)
@@ -608,7 +621,7 @@ static void job_on_retry(uv_timer_t *t)
     int rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &job->tc.collect,
                                TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
     if (rc == 0 && job->stopping) {
-        ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS); /* stopped while the retry waited */
+        ipc_session_stop(job->sess, stop_timeout_ms(job)); /* stopped while the retry waited */
     }
     if (rc != 0) {
         char detail[160];

@@ -22,6 +22,9 @@ gen2 GCs fire both rules (GCCount). Asserted for each store:
     checker) that TraceEvent (tracecheck) reads without error, holding at least as many events as
     the ring held at the trigger, and Blob events (all written before the trigger) worth more than
     half the ring.
+Before the trigger, GET /trace/snapshot of each full ring to its store (egressProvider): the whole
+ring is written in one call, more than either store queues; both uploads Succeed and the stored
+snapshots are COMPLETE nettraces (the C checker).
 Prints the ring size at the trigger, file size, events read back and trigger-to-stored time.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT, DOTMON_NETTRACE_CHECK,
@@ -34,6 +37,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "egress"))
@@ -97,6 +102,52 @@ def read_back(what, path, ring, took):
           f"{took:.1f} s after the trigger", flush=True)
 
 
+def snapshots(api, pid, tmp, files, ep):
+    """GET /trace/snapshot of each full ring to its store: the whole ring is written at once, so
+    the artifact holds what the store cannot take yet and hands it over at the store's pace."""
+    ids = {}
+    for rule_name, provider in (("RingFiles", "files"), ("RingS3", "s3")):
+        st, hdr, body = get_raw(f"{api}/trace/snapshot?pid={pid}&rule={rule_name}&egressProvider={provider}")
+        loc = hdr.get("Location") or ""
+        check(st == 202 and "/operations/" in loc, f"snapshot of {rule_name} to {provider}: 202 ({st} {body[:300]})")
+        ids[provider] = loc.rsplit("/", 1)[-1]
+
+    def done():
+        return all(op_details(api, i).get("status") not in ("Starting", "Running", "Stopping") for i in ids.values())
+
+    check(wait_for(done, 30), "both snapshots' uploads ended")
+    for provider, op_id in ids.items():
+        d = op_details(api, op_id)
+        name = d.get("artifactName", "?")
+        ring_bytes = d.get("trace", {}).get("ringBytes", 0)
+        check(d.get("status") == "Succeeded" and ring_bytes > 17 << 20,
+              f"snapshot to {provider}: Succeeded, a ring of {ring_bytes} bytes (> 17 MiB): {json.dumps(d)[:600]}")
+        path = os.path.join(files, name)
+        if provider == "s3":
+            path = os.path.join(tmp, "snap.nettrace")
+            rc, _, err = aws(ep, "s3api", "get-object", "--bucket", BUCKET, "--key", name, path)
+            check(rc == 0, f"snapshot to S3: awscli reads it back ({err[-300:]})")
+        v = nettrace_verdict(path) if os.path.isfile(path) else {}
+        check(v.get("verdict") == "COMPLETE" and v.get("events", 0) > 0,
+              f"snapshot to {provider}: a COMPLETE nettrace: { {k: v.get(k) for k in ('verdict', 'bytes', 'events')} }")
+        print(f"snapshot to {provider}: ring {ring_bytes / 1048576:.1f} MiB, file {v.get('bytes', 0) / 1048576:.1f} MiB, "
+              f"{v.get('events')} events", flush=True)
+        if provider == "s3" and os.path.isfile(path):
+            os.unlink(path)
+    return set(ids.values())
+
+
+def get_raw(url):
+    """(status, headers, body text) without following anything."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.headers, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode(errors="replace")
+    except OSError as e:
+        return 0, {}, str(e)
+
+
 def main():
     for env in ("S3RVER_DIR", "S3RVER_JS", "DOTMON_TRACECHECK"):
         if not os.environ.get(env):
@@ -153,19 +204,22 @@ def run(tmp):
         stop_fill.set()
         filler.join(30)
         print(f"rings full after {time.time() - t0:.1f} s", flush=True)
+        snaps = snapshots(api, pid, tmp, files, ep)
         t_trig = time.time()
         reply = app.command("collect 3 2")
         check(reply.startswith("ok collect n=3"), f"collect: {reply}")
 
-        def settled():
+        def actions():
             st, _, body = get(f"{api}/operations")
-            ops = json.loads(body) if st == 200 else []
+            return [o for o in (json.loads(body) if st == 200 else []) if o.get("operationId") not in snaps]
+
+        def settled():
+            ops = actions()
             return len(ops) >= 2 and all(o.get("status") not in ("Starting", "Running", "Stopping") for o in ops)
 
         check(wait_for(settled, 60), f"both actions' operations ended: {get(f'{api}/operations')[2][:600]}")
         took = time.time() - t_trig
-        st, _, body = get(f"{api}/operations")
-        for o in (json.loads(body) if st == 200 else []):
+        for o in actions():
             d = op_details(api, o.get("operationId", "x"))
             ring = d.get("trace", {}).get("ring", {})
             loc = d.get("resourceLocation") or ""

@@ -29,6 +29,7 @@
 #include "ipc_discovery.h"
 #include "ipc_listen.h"
 #include "log.h"
+#include "membudget.h"
 #include "metrics.h"
 #include "num.h"
 #include "rules_run.h"
@@ -531,6 +532,45 @@ static int setup_egress(struct agent *a)
     return rc;
 }
 
+/*
+ * dotmon's memory budget (common/membudget.h), set once before anything is charged:
+ * Memory:LimitMB when given (0: unlimited), else the cgroup's memory limit less headroom
+ * (membudget_from_limit: limit - max(16 MiB, limit / 4)), else unlimited.
+ */
+static int setup_memory(struct agent *a)
+{
+    const uint64_t mib = 1024 * 1024;
+    uint64_t setting = UINT64_MAX;
+    if (config_get_uint(a->cfg, "Memory:LimitMB", 0, 16 * 1024 * 1024, &setting) != 0) {
+        return AGENT_E_INVAL;
+    }
+    uint64_t limit = 0;
+    if (membudget_cgroup_limit(&limit) != 0) {
+        limit = 0;
+    }
+    a->mem_cgroup_limit = limit;
+    uint64_t total = setting != UINT64_MAX ? setting * mib : membudget_from_limit(limit);
+    membudget_set(total);
+    char lim[64] = "none";
+    if (limit > 0) {
+        snprintf(lim, sizeof(lim), "%llu MiB", (unsigned long long)(limit / mib));
+    }
+    if (total == 0) {
+        log_info(cat, "memory budget unlimited (cgroup limit %s; Memory:LimitMB sets one)", lim);
+    } else {
+        log_info(cat, "memory budget %llu MiB (cgroup limit %s%s)",
+                 (unsigned long long)(total / mib), lim,
+                 setting != UINT64_MAX ? ", from Memory:LimitMB" : "");
+    }
+    if (setting != UINT64_MAX && limit > 0 && total > limit - limit / 4) {
+        log_warn(cat,
+                 "Memory:LimitMB (%llu) leaves less than a quarter of the cgroup limit (%s) to "
+                 "dotmon's own code and buffers: the kernel may kill it before the budget is used",
+                 (unsigned long long)setting, lim);
+    }
+    return 0;
+}
+
 int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
                const struct config *cfg)
 {
@@ -554,7 +594,10 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
 
     report_settings(cfg);
-    int rc = load_filters(a);
+    int rc = setup_memory(a);
+    if (rc == 0) {
+        rc = load_filters(a);
+    }
     if (rc == 0) {
         rc = setup_listen(a);
     }

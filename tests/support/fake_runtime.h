@@ -61,6 +61,15 @@ struct fake_trace_config {
     bool drip;               /* the reply, preamble and blocks go out in writes of 1..7 bytes */
     unsigned stop_delay_ms;  /* act on StopTracing this much later (a busy server thread) */
     bool reuse_ids;          /* a new session takes the id of the session that ended last */
+    /*
+     * Instead of filler: the stream's content after the preamble, asked for one piece at a time
+     * (when the previous one is written) until StopTracing. gen appends whole nettrace objects
+     * (blocks) for session index sess at absolute stream offset off (the first call has the
+     * preamble's end) to *out, a malloc'd buffer of *len bytes (the fake frees it); *len 0: idle
+     * until StopTracing. gen_ud is passed along.
+     */
+    void (*gen)(void *gen_ud, unsigned sess, uint64_t off, uint8_t **out, size_t *len);
+    void *gen_ud;
 };
 
 /*

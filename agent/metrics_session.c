@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "err.h"
+#include "ev_store.h"
 #include "ev_stream.h"
 #include "ipc_session.h"
 #include "log.h"
@@ -368,9 +369,12 @@ static void ms_free(struct msession *s)
     free(s);
 }
 
-static void ms_on_sample(void *ud, const struct ev_metric_sample *x)
+static void ms_on_sample(void *ud, const struct ev_metric_sample *in)
 {
     struct msession *s = ud;
+    /* A runtime's long names are cut here for every consumer (store, /livemetrics, rules). */
+    struct ev_sample_cut cut;
+    const struct ev_metric_sample *x = ev_sample_cut(in, &cut);
     if (!x->is_meter) {
         s->last_counter_ms = uv_now(s->a->loop);
         s->counters_seen = true;

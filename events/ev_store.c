@@ -54,6 +54,23 @@ const char *ev_name_cut(const char *s, size_t max, char *out, size_t cap)
     return out;
 }
 
+const struct ev_metric_sample *ev_sample_cut(const struct ev_metric_sample *in,
+                                             struct ev_sample_cut *buf)
+{
+    buf->s = *in;
+    buf->s.provider = ev_name_cut(in->provider, EV_NAME_MAX, buf->provider, sizeof(buf->provider));
+    buf->s.name = ev_name_cut(in->name, EV_NAME_MAX, buf->name, sizeof(buf->name));
+    buf->s.display_name =
+        ev_name_cut(in->display_name, EV_NAME_MAX, buf->display_name, sizeof(buf->display_name));
+    buf->s.unit = ev_name_cut(in->unit, EV_NAME_MAX, buf->unit, sizeof(buf->unit));
+    buf->s.tags = ev_name_cut(in->tags, EV_TAGS_MAX, buf->tags, sizeof(buf->tags));
+    buf->s.meter_tags =
+        ev_name_cut(in->meter_tags, EV_TAGS_MAX, buf->meter_tags, sizeof(buf->meter_tags));
+    buf->s.instrument_tags = ev_name_cut(in->instrument_tags, EV_TAGS_MAX, buf->instrument_tags,
+                                         sizeof(buf->instrument_tags));
+    return &buf->s;
+}
+
 static const char *nz(const char *s)
 {
     return s ? s : "";
@@ -301,22 +318,8 @@ int ev_store_add(struct ev_store *st, const struct ev_metric_sample *in)
     }
     /* The stored text of every string: long ones cut (a 30,000-character counter name from a
      * hostile runtime is one series of a few hundred bytes). */
-    enum {
-        NAME_CAP = EV_NAME_MAX + sizeof(EV_CUT_MARKER),
-        TAGS_CAP = EV_TAGS_MAX + sizeof(EV_CUT_MARKER)
-    };
-    char provider[NAME_CAP], name[NAME_CAP], display[NAME_CAP], unit[NAME_CAP];
-    char tags[TAGS_CAP], meter_tags[TAGS_CAP], instrument_tags[TAGS_CAP];
-    struct ev_metric_sample cut = *in;
-    const struct ev_metric_sample *s = &cut;
-    cut.provider = ev_name_cut(in->provider, EV_NAME_MAX, provider, sizeof(provider));
-    cut.name = ev_name_cut(in->name, EV_NAME_MAX, name, sizeof(name));
-    cut.display_name = ev_name_cut(in->display_name, EV_NAME_MAX, display, sizeof(display));
-    cut.unit = ev_name_cut(in->unit, EV_NAME_MAX, unit, sizeof(unit));
-    cut.tags = ev_name_cut(in->tags, EV_TAGS_MAX, tags, sizeof(tags));
-    cut.meter_tags = ev_name_cut(in->meter_tags, EV_TAGS_MAX, meter_tags, sizeof(meter_tags));
-    cut.instrument_tags =
-        ev_name_cut(in->instrument_tags, EV_TAGS_MAX, instrument_tags, sizeof(instrument_tags));
+    struct ev_sample_cut cut;
+    const struct ev_metric_sample *s = ev_sample_cut(in, &cut);
     if (s->kind != EV_METRIC_GAUGE && s->kind != EV_METRIC_RATE && s->kind != EV_METRIC_UPDOWN &&
         s->kind != EV_METRIC_HISTOGRAM) {
         return AGENT_E_INVAL;

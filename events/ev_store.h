@@ -35,6 +35,25 @@ struct ev_store;
  */
 const char *ev_name_cut(const char *s, size_t max, char *out, size_t cap);
 
+/* Room for one sample's cut strings (ev_sample_cut). */
+struct ev_sample_cut {
+    struct ev_metric_sample s;
+    char provider[EV_NAME_MAX + sizeof(EV_CUT_MARKER)];
+    char name[EV_NAME_MAX + sizeof(EV_CUT_MARKER)];
+    char display_name[EV_NAME_MAX + sizeof(EV_CUT_MARKER)];
+    char unit[EV_NAME_MAX + sizeof(EV_CUT_MARKER)];
+    char tags[EV_TAGS_MAX + sizeof(EV_CUT_MARKER)];
+    char meter_tags[EV_TAGS_MAX + sizeof(EV_CUT_MARKER)];
+    char instrument_tags[EV_TAGS_MAX + sizeof(EV_CUT_MARKER)];
+};
+/*
+ * in with every string through ev_name_cut (names, display name, unit at EV_NAME_MAX, tag lists
+ * at EV_TAGS_MAX): returns &buf->s, whose strings point into in or buf (valid while both are).
+ * Used by the store and by every consumer of a runtime's metrics (/livemetrics, rules).
+ */
+const struct ev_metric_sample *ev_sample_cut(const struct ev_metric_sample *in,
+                                             struct ev_sample_cut *buf);
+
 struct ev_store_options {
     uint32_t max_series;       /* series kept; 0 = a default (1024); past it new series drop */
     uint32_t default_interval; /* GlobalCounter:IntervalSeconds, for meter rate HELP text */

@@ -520,6 +520,18 @@ static void test_name_cut(void **state)
     c = ev_name_cut(lng, EV_NAME_MAX, small, sizeof(small));
     assert_string_equal(c, "aaaaaaaaaaa...[cut]");
     assert_string_equal(ev_name_cut(lng, EV_NAME_MAX, small, 4), "");
+    /* A whole sample: names at 256 bytes, tag lists at 1024, short strings untouched. */
+    struct ev_sample_cut buf;
+    struct ev_metric_sample in = meter(lng, lng, "ms", EV_METRIC_GAUGE, 1, lng);
+    in.meter_tags = "a=b";
+    const struct ev_metric_sample *cs = ev_sample_cut(&in, &buf);
+    assert_int_equal(strlen(cs->provider), EV_NAME_MAX + strlen(EV_CUT_MARKER));
+    assert_int_equal(strlen(cs->name), EV_NAME_MAX + strlen(EV_CUT_MARKER));
+    assert_int_equal(strlen(cs->tags), EV_TAGS_MAX + strlen(EV_CUT_MARKER));
+    assert_ptr_equal(cs->unit, in.unit);
+    assert_ptr_equal(cs->meter_tags, in.meter_tags);
+    assert_null(cs->instrument_tags);
+    assert_true(cs->value == 1.0 && cs->is_meter);
     free(lng);
 }
 

@@ -363,6 +363,13 @@ struct msession {
     bool failed; /* the stream was unreadable: ending after an abort */
 };
 
+/*
+ * The largest nettrace block a metrics session reads (the decoder holds one block at a time): the
+ * runtime writes blocks of at most 100 KiB (ep-file.c: ep_event_block_alloc (100 * 1024)), so 1 MiB
+ * leaves room while a hostile runtime cannot make dotmon hold 16 MiB (the default) per session.
+ */
+#define MSESSION_MAX_BLOCK (1024u * 1024u)
+
 static void ms_free(struct msession *s)
 {
     ev_stream_free(s->stream);
@@ -546,7 +553,8 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
         struct ev_stream_options so = {.session_id = s->session_id,
                                        .client_id = s->client_id[0] ? s->client_id : NULL,
                                        .refresh_interval_s = f->interval_s,
-                                       .counter_interval_s = f->counter_filter_s};
+                                       .counter_interval_s = f->counter_filter_s,
+                                       .max_block = MSESSION_MAX_BLOCK};
         rc = ev_stream_new(&s->stream, &so, ms_on_sample, ms_on_error, s);
     }
     if (rc == 0) {

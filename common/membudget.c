@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "membudget.h"
 
 #include <errno.h>

@@ -369,6 +369,12 @@ struct msession {
  * leaves room while a hostile runtime cannot make dotmon hold 16 MiB (the default) per session.
  */
 #define MSESSION_MAX_BLOCK (1024u * 1024u)
+/*
+ * Metadata records a metrics session keeps: a real runtime defines a few dozen (two EventCounters
+ * shapes per provider, the Metrics events); 512 bounds what a hostile one can make the decoder
+ * hold (each record at most 128 fields and 4 KiB of names) to a few MiB instead of 4096 records.
+ */
+#define MSESSION_MAX_METADATA 512u
 
 static void ms_free(struct msession *s)
 {
@@ -554,7 +560,8 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                                        .client_id = s->client_id[0] ? s->client_id : NULL,
                                        .refresh_interval_s = f->interval_s,
                                        .counter_interval_s = f->counter_filter_s,
-                                       .max_block = MSESSION_MAX_BLOCK};
+                                       .max_block = MSESSION_MAX_BLOCK,
+                                       .max_metadata = MSESSION_MAX_METADATA};
         rc = ev_stream_new(&s->stream, &so, ms_on_sample, ms_on_error, s);
     }
     if (rc == 0) {

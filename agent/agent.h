@@ -86,6 +86,7 @@ struct agent {
     struct op_registry ops;      /* traces and dumps */
     char *dump_dir;              /* Storage:DumpTempFolder: where dotmon reads dumps */
     char *dump_target_dir;       /* Storage:DumpTargetFolder: the same folder as apps see it */
+    char *dump_refused;          /* why dump_dir failed StrictModes at start-up, or NULL */
     uint64_t dump_timeout_ms;    /* Dump:TimeoutSeconds */
     struct dump_job *dump_jobs;  /* dumps in progress (api_dump.c) */
     uint64_t gcdump_timeout_ms;  /* GCDump:TimeoutSeconds: the heap walk's deadline */

@@ -77,6 +77,7 @@ struct dump_acquire {
     int unlink_rc;      /* rc 0: deleting it right after opening */
     bool via_proc_root; /* found through /proc/<pid>/root */
     bool removed;       /* rc != 0: whatever was at the path was deleted */
+    char why[512];      /* the dump folder failed StrictModes (rc AGENT_E_UNTRUSTED), or "" */
 };
 
 struct dump_job {
@@ -365,7 +366,12 @@ static void acquire_on_pool(uv_work_t *w)
     }
     acq->fd = -1;
     int dirfd = -1;
-    acq->rc = shdir_open(job->a->dump_dir, &dirfd);
+    /* Again, component by component: a folder on the way changed since start-up is refused. */
+    acq->rc = shdir_open_trusted(job->a->dump_dir, SHDIR_TRUST_SHARED, &dirfd, acq->why,
+                                 sizeof(acq->why));
+    if (acq->rc != AGENT_E_UNTRUSTED) {
+        acq->why[0] = '\0';
+    }
     if (acq->rc == 0) {
         acquire_in(dirfd, job, &owners, acq);
         (void)close(dirfd);
@@ -508,6 +514,9 @@ static void on_acquired(uv_work_t *w, int status)
                  rc == UV_ELOOP ? "a symlink" : kind_name(&acq->st), (unsigned)acq->st.st_uid,
                  acq->removed ? " and deleted it" : "");
         job_fail(job, 502, "DumpNotAFile", msg);
+    } else if (rc == AGENT_E_UNTRUSTED && acq->why[0] != '\0') {
+        snprintf(msg, sizeof(msg), "the dump folder is not trusted: %s", acq->why);
+        job_fail(job, 500, "DumpFolderUntrusted", msg);
     } else if (rc == AGENT_E_UNTRUSTED) {
         snprintf(msg, sizeof(msg),
                  "the runtime %s the dump, but %s belongs to uid %u, neither the runtime's user "
@@ -1004,6 +1013,15 @@ static int dump_start(struct agent *a, const struct artifact_origin *o, const st
     if (job_name_files(job, p) != 0) {
         job->file_gone = true;
         job_fail(job, 500, "PathTooLong", "the dump folder path is too long");
+        job_maybe_free(job);
+        return 0;
+    }
+    if (a->dump_refused != NULL) {
+        /* The runtime would write the dump through a folder another uid controls. */
+        char msg[1280];
+        snprintf(msg, sizeof(msg), "the dump folder is not trusted: %s", a->dump_refused);
+        job->file_gone = true;
+        job_fail(job, 500, "DumpFolderUntrusted", msg);
         job_maybe_free(job);
         return 0;
     }

@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "ev_prom.h"
 #include "ipc_client.h"
 #include "log.h"
 #include "metrics.h"
@@ -253,69 +254,160 @@ void api_info(struct agent *a, struct http_request *req)
     api_json(req, 200, o);
 }
 
+/*
+ * GET/HEAD /metrics, on the API and the metrics URLs: Prometheus text 0.0.4, streamed (chunked)
+ * piece by piece as the connection drains, so that no number of processes or size of their names
+ * cuts it. The first piece holds dotmon's own families; then the processes' families in name
+ * order (events/ev_prom.c writes every line; a big family goes on in the next piece), about
+ * SCRAPE_PIECE bytes at a time, the next piece made only once the queued bytes are at
+ * SCRAPE_LOW_WATER or less: what a scrape holds is one piece, whatever the body's size. A piece
+ * that cannot be made (no memory) ends the answer early, at the end of a line.
+ */
+#define SCRAPE_PIECE     (64u * 1024)
+#define SCRAPE_LOW_WATER (64u * 1024)
+
+struct scrape {
+    struct agent *a;
+    struct http_request *req;
+    struct ev_prom_cursor cursor;
+    bool started; /* dotmon's own families are out */
+};
+
+static void scrape_free(struct scrape *sc)
+{
+    ev_prom_cursor_fini(&sc->cursor);
+    free(sc);
+}
+
+/* dotmon's own families: gauges and counters of the whole agent, then per process and ring. */
+static int scrape_own(struct agent *a, struct buf *out)
+{
+    const struct agent_trace_stats *ts = &a->trace_stats;
+    const struct {
+        const char *name;
+        const char *type;
+        const char *help;
+        uint64_t value;
+    } fams[] = {
+        {"dotmon_discovered_processes", "gauge", ".NET processes dotmon currently sees",
+         ipc_discovery_count(a->disc)},
+        {"dotmon_http_requests_total", "counter", "HTTP requests dotmon has received",
+         a->requests_total},
+        {"dotmon_traces_total", "counter", "Traces that have finished", ts->traces},
+        {"dotmon_trace_events_total", "counter", "Events in finished traces", ts->events},
+        {"dotmon_trace_dropped_events_total", "counter",
+         "Events the runtimes dropped from finished traces (their buffer was full)", ts->dropped},
+        {"dotmon_trace_bytes_total", "counter", "Bytes of finished traces", ts->bytes},
+        {"dotmon_trace_spooled_bytes_total", "counter",
+         "Trace bytes that waited in a spool file for a slow client", ts->spilled},
+        {"dotmon_trace_spool_limit_reached_total", "counter",
+         "Traces whose client fell behind by Trace:SpoolLimitMB", ts->spool_limited},
+        {"dotmon_runtime_sessions", "gauge",
+         "EventPipe sessions dotmon holds in runtimes now (traces, logs, metrics, live metrics, "
+         "and stopped ones still closing)",
+         a->sessions.live + a->metric_sessions.live},
+    };
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof(fams) / sizeof(fams[0]); i++) {
+        rc = ev_prom_family(out, fams[i].name, fams[i].type, fams[i].help);
+        rc = rc < 0 ? rc : ev_prom_sample_u64(out, fams[i].name, NULL, fams[i].value);
+    }
+    static const char *const key[] = {"kind"};
+    const struct {
+        const char *kind;
+        enum op_kind k;
+    } ops[] = {{"trace", OP_KIND_TRACE},
+               {"dump", OP_KIND_DUMP},
+               {"livemetrics", OP_KIND_LIVEMETRICS},
+               {"logs", OP_KIND_LOGS},
+               {"gcdump", OP_KIND_GCDUMP}};
+    const char *const running = "dotmon_operations_running";
+    rc = rc < 0
+             ? rc
+             : ev_prom_family(out, running, "gauge", "Operations that have not finished, by kind");
+    for (size_t i = 0; rc == 0 && i < sizeof(ops) / sizeof(ops[0]); i++) {
+        const char *v[] = {ops[i].kind};
+        struct ev_prom_labels l = {.keys = key, .values = v, .n = 1};
+        rc = ev_prom_sample_u64(out, running, &l, op_registry_active(&a->ops, ops[i].k));
+    }
+    rc = rc < 0 ? rc : metrics_render_rings(a, out);
+    return rc < 0 ? rc : metrics_render_own(a->metrics, out);
+}
+
+/* Makes and queues the next piece; ends the answer after the last. */
+static void scrape_step(struct scrape *sc)
+{
+    struct http_request *req = sc->req;
+    struct buf piece;
+    buf_init(&piece, 0);
+    int rc = 0;
+    if (!sc->started) {
+        sc->started = true;
+        rc = scrape_own(sc->a, &piece);
+    }
+    size_t own = buf_size(&piece);
+    while (rc == 0 && !sc->a->stopping && !sc->cursor.done && buf_size(&piece) == own) {
+        rc = metrics_render_next(sc->a->metrics, &sc->cursor, SCRAPE_PIECE, &piece);
+    }
+    bool last = rc != 0 || sc->a->stopping || sc->cursor.done;
+    if (rc != 0) { /* whole lines only: what is there is valid text; the rest is left out */
+        log_warn("dotmon.metrics", "/metrics: %s (the answer leaves families out)",
+                 agent_strerror(rc));
+    }
+    size_t len = 0;
+    char *data = buf_size(&piece) > 0 ? buf_steal(&piece, &len) : NULL;
+    buf_fini(&piece);
+    int wrc = data != NULL ? http_stream_write_owned(req, data, data, len) : 0;
+    if (wrc != 0) {
+        return; /* the client is gone: the abort callback frees sc */
+    }
+    if (last) {
+        http_request_on_abort(req, NULL, NULL);
+        http_stream_on_drain(req, 0, NULL, NULL);
+        http_stream_end(req);
+        scrape_free(sc);
+    }
+}
+
+static void scrape_on_drain(void *ud, struct http_request *r)
+{
+    (void)r;
+    scrape_step(ud);
+}
+
+static void scrape_on_abort(void *ud, struct http_request *r)
+{
+    (void)r;
+    scrape_free(ud);
+}
+
 void api_metrics(struct agent *a, struct http_request *req)
 {
-    struct buf body;
-    buf_init(&body, 64 * 1024);
-    buf_printf(&body,
-               "# HELP dotmon_discovered_processes .NET processes dotmon currently sees\n"
-               "# TYPE dotmon_discovered_processes gauge\n"
-               "dotmon_discovered_processes %zu\n"
-               "# HELP dotmon_http_requests_total HTTP requests dotmon has received\n"
-               "# TYPE dotmon_http_requests_total counter\n"
-               "dotmon_http_requests_total %llu\n",
-               ipc_discovery_count(a->disc), (unsigned long long)a->requests_total);
-    const struct agent_trace_stats *ts = &a->trace_stats;
-    buf_printf(
-        &body,
-        "# HELP dotmon_traces_total Traces that have finished\n"
-        "# TYPE dotmon_traces_total counter\n"
-        "dotmon_traces_total %llu\n"
-        "# HELP dotmon_trace_events_total Events in finished traces\n"
-        "# TYPE dotmon_trace_events_total counter\n"
-        "dotmon_trace_events_total %llu\n"
-        "# HELP dotmon_trace_dropped_events_total Events the runtimes dropped from finished "
-        "traces (their buffer was full)\n"
-        "# TYPE dotmon_trace_dropped_events_total counter\n"
-        "dotmon_trace_dropped_events_total %llu\n"
-        "# HELP dotmon_trace_bytes_total Bytes of finished traces\n"
-        "# TYPE dotmon_trace_bytes_total counter\n"
-        "dotmon_trace_bytes_total %llu\n"
-        "# HELP dotmon_trace_spooled_bytes_total Trace bytes that waited in a spool file for "
-        "a slow client\n"
-        "# TYPE dotmon_trace_spooled_bytes_total counter\n"
-        "dotmon_trace_spooled_bytes_total %llu\n"
-        "# HELP dotmon_trace_spool_limit_reached_total Traces whose client fell behind by "
-        "Trace:SpoolLimitMB\n"
-        "# TYPE dotmon_trace_spool_limit_reached_total counter\n"
-        "dotmon_trace_spool_limit_reached_total %llu\n",
-        (unsigned long long)ts->traces, (unsigned long long)ts->events,
-        (unsigned long long)ts->dropped, (unsigned long long)ts->bytes,
-        (unsigned long long)ts->spilled, (unsigned long long)ts->spool_limited);
-    buf_printf(
-        &body,
-        "# HELP dotmon_runtime_sessions EventPipe sessions dotmon holds in runtimes now "
-        "(traces, logs, metrics, live metrics, and stopped ones still closing)\n"
-        "# TYPE dotmon_runtime_sessions gauge\n"
-        "dotmon_runtime_sessions %zu\n"
-        "# HELP dotmon_operations_running Operations that have not finished, by kind\n"
-        "# TYPE dotmon_operations_running gauge\n"
-        "dotmon_operations_running{kind=\"trace\"} %zu\n"
-        "dotmon_operations_running{kind=\"dump\"} %zu\n"
-        "dotmon_operations_running{kind=\"livemetrics\"} %zu\n"
-        "dotmon_operations_running{kind=\"logs\"} %zu\n"
-        "dotmon_operations_running{kind=\"gcdump\"} %zu\n",
-        a->sessions.live + a->metric_sessions.live, op_registry_active(&a->ops, OP_KIND_TRACE),
-        op_registry_active(&a->ops, OP_KIND_DUMP), op_registry_active(&a->ops, OP_KIND_LIVEMETRICS),
-        op_registry_active(&a->ops, OP_KIND_LOGS), op_registry_active(&a->ops, OP_KIND_GCDUMP));
-    metrics_render_rings(a, &body);
-    /* Every process's own metrics (metrics.c); a partial text is still served, as the scrape
-     * would otherwise lose dotmon's health lines too. */
-    int rc = metrics_render(a->metrics, &body);
-    if (rc != 0) {
-        log_warn("dotmon.metrics", "/metrics: %s (the answer is partial)", agent_strerror(rc));
+    static const char ctype[] = "text/plain; version=0.0.4; charset=utf-8";
+    struct scrape *sc = calloc(1, sizeof(*sc));
+    if (sc == NULL) {
+        api_problem(req, 500, "out of memory");
+        return;
     }
-    http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0, buf_data(&body),
-                 buf_size(&body));
-    buf_fini(&body);
+    sc->a = a;
+    sc->req = req;
+    ev_prom_cursor_init(&sc->cursor);
+    int rc = http_stream_begin(req, 200, ctype, NULL, 0);
+    if (rc != 0) {
+        scrape_free(sc);
+        if (rc == AGENT_E_CLOSED) {
+            http_stream_abort(req);
+        } else {
+            api_problem(req, 500, "/metrics: %s", agent_strerror(rc));
+        }
+        return;
+    }
+    if (strcmp(http_request_method(req), "HEAD") == 0) { /* the GET's headers, no body */
+        http_stream_end(req);
+        scrape_free(sc);
+        return;
+    }
+    http_request_on_abort(req, scrape_on_abort, sc);
+    http_stream_on_drain(req, SCRAPE_LOW_WATER, scrape_on_drain, sc);
+    scrape_step(sc);
 }

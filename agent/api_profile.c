@@ -42,6 +42,7 @@
 #include "http_server.h"
 #include "ipc_session.h"
 #include "log.h"
+#include "membudget.h"
 #include "operations.h"
 #include "trace_config.h"
 
@@ -53,6 +54,7 @@ static const char cat[] = "dotmon.profile";
 #define PROFILE_START_TIMEOUT   5000
 #define PROFILE_STOP_TIMEOUT    120000
 #define PROFILE_SESSION_SLACK   8u
+#define PROFILE_BUDGET_PCT      50u /* a profile may take this share of the memory budget */
 #define PROFILE_SUPPORTED_KINDS "cpu, alloc, exceptions, contention, gc"
 #define PROFILE_KIND_CPU        (-1) /* else an enum ev_profile_kind */
 /* The runtime's keywords that name methods: Loader, Jit, NGen (the rundown does the rest). */
@@ -70,6 +72,7 @@ struct profile_job {
     struct ipc_session *sess; /* NULL after on_end or abort */
     struct ev_symbols *sym;
     struct ev_profile *prof; /* NULL for kind=cpu */
+    struct mb_share share;   /* what prof holds (half of dotmon's memory budget at most) */
     struct trace_config tc;
     uv_timer_t timer;
     bool timer_closing;
@@ -87,6 +90,7 @@ static void job_on_closed(uv_handle_t *h)
 {
     struct profile_job *job = h->data;
     ev_profile_free(job->prof);
+    mb_share_fini(&job->share);
     ev_symbols_free(job->sym);
     trace_config_fini(&job->tc);
     free(job);
@@ -258,6 +262,25 @@ static void job_fail(struct profile_job *job, int http_status, const char *code,
     }
 }
 
+/* More names (count or bytes) than a profile keeps, or over its share of the memory budget. */
+static void job_too_large(struct profile_job *job, int rc)
+{
+    char msg[320];
+    if (rc == AGENT_E_BUDGET) {
+        snprintf(msg, sizeof(msg),
+                 "the profile needs more than its share of dotmon's memory budget (%llu MiB of "
+                 "%llu MiB); raise Memory:LimitMB, or profile a shorter durationSeconds",
+                 (unsigned long long)(job->share.cap >> 20),
+                 (unsigned long long)(membudget_total() >> 20));
+    } else {
+        snprintf(msg, sizeof(msg),
+                 "the profile holds more distinct names than dotmon keeps (%u, or %llu MiB of "
+                 "names); profile a shorter durationSeconds",
+                 EV_PROFILE_MAX_KEYS, (unsigned long long)(EV_PROFILE_MAX_NAME_BYTES >> 20));
+    }
+    job_fail(job, 507, "ProfileTooLarge", msg);
+}
+
 /* The runtime closed the stream: the answer from what came. */
 static void job_answer(struct profile_job *job, int status)
 {
@@ -272,6 +295,10 @@ static void job_answer(struct profile_job *job, int status)
              " methods%s%s",
              job->pid, st.bytes, st.samples, st.methods, rc != 0 ? "; " : "",
              rc != 0 ? agent_strerror(rc) : "");
+    if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
+        job_too_large(job, rc);
+        return;
+    }
     if (rc != 0) {
         /* Without the rundown at the end (the runtime died, the stop timed out) the stacks cannot
          * be named: no answer rather than a wrong one. */
@@ -293,10 +320,8 @@ static void job_answer(struct profile_job *job, int status)
     buf_init(&b, 0);
     const char *ctype = NULL;
     rc = job_body(job, &b, &ctype);
-    if (rc == AGENT_E_TOOBIG) {
-        job_fail(job, 507, "ProfileTooLarge",
-                 "the profile holds more distinct names than dotmon keeps; profile a shorter "
-                 "durationSeconds");
+    if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
+        job_too_large(job, rc);
     } else if (rc != 0) {
         job_fail(job, 500, rc == -ENOMEM ? "OutOfMemory" : "ProfileFailed", agent_strerror(rc));
     } else if (job->out != NULL && (artifact_begin(job->out, ctype, job->filename) != 0 ||
@@ -490,6 +515,10 @@ void api_profile_get(struct agent *a, struct http_request *req)
         free(job);
         api_problem(req, 500, "out of memory");
         return;
+    }
+    mb_share_init(&job->share, "profile", membudget_fraction(PROFILE_BUDGET_PCT, 0));
+    if (job->prof != NULL) {
+        (void)ev_profile_set_share(job->prof, &job->share);
     }
     struct operation *op = NULL;
     const struct artifact_origin o = {.req = req};

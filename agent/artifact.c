@@ -539,8 +539,14 @@ static void settle_from_store(struct artifact *art, int status, const char *loca
     art->end.extra = NULL;
     char msg[1536];
     if (status == 0 && art->end.partial) {
+        /* The message is logged (a rule's action failing): a pre-signed URL redacted; it stays
+         * whole in resourceLocation. */
+        struct buf shown;
+        buf_init(&shown, 0);
         snprintf(msg, sizeof(msg), "%s; what was received is stored at %s",
-                 art->end.message != NULL ? art->end.message : "", location);
+                 art->end.message != NULL ? art->end.message : "",
+                 egress_location_for_log(location, &shown) == 0 ? buf_cstr(&shown) : "?");
+        buf_fini(&shown);
         settle(art, OP_FAILED, art->end.code, msg, location, extra);
     } else if (status == 0) {
         /* Committed: a cancel that came too late does not unmake the artifact. */
@@ -561,8 +567,12 @@ static void art_on_done(void *ud, int status, const char *location, const char *
     struct artifact *art = ud;
     art->target = NULL; /* freed by the store right after this returns */
     if (status == 0) {
+        struct buf shown; /* a pre-signed URL is a secret: redacted */
+        buf_init(&shown, 0);
         log_info(cat, "%s operation %s: %llu bytes stored at %s", art->noun,
-                 art->op != NULL ? art->op->id : "?", (unsigned long long)art->bytes, location);
+                 art->op != NULL ? art->op->id : "?", (unsigned long long)art->bytes,
+                 egress_location_for_log(location, &shown) == 0 ? buf_cstr(&shown) : "?");
+        buf_fini(&shown);
     } else if (status != UV_ECANCELED) {
         log_warn(cat, "%s operation %s: egress to %s failed: %s", art->noun,
                  art->op != NULL ? art->op->id : "?", art->provider,

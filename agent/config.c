@@ -18,6 +18,7 @@
 #include "err.h"
 #include "log.h"
 #include "num.h"
+#include "shdir.h"
 
 #define CONFIG_MAX_FILE      (1024 * 1024)
 #define CONFIG_MAX_DEPTH     32
@@ -157,17 +158,47 @@ int config_load_json(struct config *c, const char *text, size_t len, const char 
     return rc;
 }
 
-/* Reads a whole file of at most CONFIG_MAX_FILE bytes into text. ENOENT is returned as is (for
- * optional sources); other failures are AGENT_E_INVAL with a reason in err. */
-static int read_small_file(int dirfd, const char *path, struct buf *text, char *err, size_t errlen)
+/*
+ * Opens a settings file or folder only through shdir_open_trusted (sshd's StrictModes): -ENOENT
+ * for a missing one (optional sources), AGENT_E_UNTRUSTED with the path and the reason in err,
+ * else AGENT_E_INVAL. A relative path is taken from the working folder.
+ */
+static int open_setting(const char *path, unsigned flags, int *fd, char *err, size_t errlen)
 {
-    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        int e = errno;
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
-        return e == ENOENT ? -ENOENT : AGENT_E_INVAL;
+    char abs[4096];
+    if (path[0] != '/') {
+        char cwd[3072];
+        if (getcwd(cwd, sizeof(cwd)) == NULL) {
+            snprintf(err, errlen, "cannot resolve %s: %s", path, strerror(errno));
+            return AGENT_E_INVAL;
+        }
+        snprintf(abs, sizeof(abs), "%s/%s", cwd, path);
+        path = abs;
     }
-    int rc = 0;
+    char why[1024];
+    int rc = shdir_open_trusted(path, flags | SHDIR_TRUST_STRICT, fd, why, sizeof(why));
+    if (rc == 0 || rc == -ENOENT || rc == -ENOTDIR) {
+        snprintf(err, errlen, "cannot open %s", why);
+        return rc;
+    }
+    if (rc == AGENT_E_UNTRUSTED) {
+        snprintf(err, errlen, "refused %s", why);
+        return rc;
+    }
+    snprintf(err, errlen, "cannot open %s", why);
+    return AGENT_E_INVAL;
+}
+
+/* Reads a whole file of at most CONFIG_MAX_FILE bytes into text. -ENOENT and AGENT_E_UNTRUSTED
+ * are returned as is (for optional sources); other failures are AGENT_E_INVAL with a reason in
+ * err. */
+static int read_small_file(const char *path, struct buf *text, char *err, size_t errlen)
+{
+    int fd = -1;
+    int rc = open_setting(path, SHDIR_TRUST_FILE, &fd, err, errlen);
+    if (rc != 0) {
+        return rc == -ENOTDIR ? AGENT_E_INVAL : rc;
+    }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s is not a regular file", path);
@@ -205,10 +236,14 @@ int config_load_json_file(struct config *c, const char *path, const char *source
 {
     struct buf text;
     buf_init(&text, CONFIG_MAX_FILE + 64 * 1024);
-    int rc = read_small_file(AT_FDCWD, path, &text, err, errlen);
+    int rc = read_small_file(path, &text, err, errlen);
     if (rc == -ENOENT) {
         buf_fini(&text);
         return optional ? 0 : AGENT_E_INVAL;
+    }
+    if (rc == AGENT_E_UNTRUSTED) {
+        buf_fini(&text);
+        return rc;
     }
     if (rc == 0) {
         rc = config_load_json(c, (const char *)buf_data(&text), buf_size(&text), source, err,
@@ -241,13 +276,13 @@ static int key_from_name(struct buf *key, const char *name, size_t len)
 int config_load_key_per_file(struct config *c, const char *dir, const char *source, char *err,
                              size_t errlen)
 {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) {
-            return 0; /* optional, as in dotnet-monitor */
-        }
-        snprintf(err, errlen, "cannot open %s: %s", dir, strerror(errno));
-        return AGENT_E_INVAL;
+    int dfd = -1;
+    int orc = open_setting(dir, 0, &dfd, err, errlen);
+    if (orc == -ENOENT || orc == -ENOTDIR) {
+        return 0; /* optional, as in dotnet-monitor */
+    }
+    if (orc != 0) {
+        return orc;
     }
     DIR *d = fdopendir(dfd);
     if (d == NULL) {
@@ -277,11 +312,13 @@ int config_load_key_per_file(struct config *c, const char *dir, const char *sour
         }
         buf_reset(&key);
         buf_reset(&value);
-        char why[256];
-        rc = read_small_file(dfd, de->d_name, &value, why, sizeof(why));
+        /* Through the same walk: a Secret's `Key -> ..data/Key` link, never another user's. */
+        char why[1280], file[4096];
+        snprintf(file, sizeof(file), "%s/%s", dir, de->d_name);
+        rc = read_small_file(file, &value, why, sizeof(why));
         if (rc != 0) {
-            snprintf(err, errlen, "%s: %s", dir, why);
-            rc = AGENT_E_INVAL;
+            snprintf(err, errlen, "%s", why);
+            rc = rc == AGENT_E_UNTRUSTED ? rc : AGENT_E_INVAL;
             break;
         }
         /* One trailing newline is not part of the value (`echo x > file`, kubectl's secrets). */

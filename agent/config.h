@@ -37,14 +37,18 @@ int config_load_json(struct config *c, const char *text, size_t len, const char 
                      size_t errlen);
 /* Reads and loads a JSON file (at most 1 MiB) as source "file"; a missing file is an error. */
 int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
-/* The same with a source name; optional: a missing file loads nothing and is no error. */
+/*
+ * The same with a source name; optional: a missing file loads nothing and is no error. Files and
+ * folders are read only when shdir_open_trusted (StrictModes) allows them: otherwise
+ * AGENT_E_UNTRUSTED, with the path and the reason in err (these two functions).
+ */
 int config_load_json_file(struct config *c, const char *path, const char *source, bool optional,
                           char *err, size_t errlen);
 /*
  * Key-per-file (a Kubernetes Secret or ConfigMap mounted as a folder): every regular file of dir
  * (links followed; dot names and settings.json skipped) is one key, its name with "__" for ':',
  * its content the value less one trailing newline. A missing dir loads nothing. At most 1024
- * files of 1 MiB each.
+ * files of 1 MiB each. The folder and each file (through its links) must pass StrictModes.
  */
 int config_load_key_per_file(struct config *c, const char *dir, const char *source, char *err,
                              size_t errlen);

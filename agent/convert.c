@@ -2,16 +2,66 @@
 #include "convert.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "err.h"
 #include "ev_gcheap.h"
 #include "ev_json.h"
 #include "ev_symbols.h"
+#include "membudget.h"
 
 #define CONVERT_CHUNK (64u * 1024u)
 #define CONVERT_BATCH (1024u * 1024u) /* output lines are handed over in 1 MB batches */
+/* The memory convert may hold without a cgroup limit or DOTMON_MEMORY_LIMIT_MB. */
+#define CONVERT_DEFAULT_MB 2048u
+/* The heap is looked at every this many chunks (1 MiB of input). */
+#define CONVERT_CHECK_EVERY 16u
+
+/*
+ * What convert may hold (a hostile file must not grow it 1:1): DOTMON_MEMORY_LIMIT_MB, else the
+ * cgroup's memory limit less an eighth, else CONVERT_DEFAULT_MB. It is dotmon's memory budget too
+ * (the gcdump graph charges it exactly); the tables of the other formats are bounded by looking
+ * at the heap (mallinfo2) every MiB of input.
+ */
+static uint64_t budget;
+static const char *budget_from = "";
+
+static void budget_init(void)
+{
+    const char *env = getenv("DOTMON_MEMORY_LIMIT_MB");
+    uint64_t limit = 0;
+    if (env != NULL && env[0] != '\0' && strtoull(env, NULL, 10) > 0) {
+        budget = strtoull(env, NULL, 10) << 20;
+        budget_from = "DOTMON_MEMORY_LIMIT_MB";
+    } else if (membudget_cgroup_limit(&limit) == 0) {
+        budget = limit - limit / 8;
+        budget_from = "the cgroup's memory limit less an eighth";
+    } else {
+        budget = (uint64_t)CONVERT_DEFAULT_MB << 20;
+        budget_from = "convert's default";
+    }
+    if (membudget_total() == 0) {
+        membudget_set(budget);
+    }
+}
+
+static bool over_budget(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd > budget;
+}
+
+static void say_over_budget(const char *in_name, const char *detail)
+{
+    fprintf(stderr,
+            "dotmon convert: %s: converting it needs more than %llu MiB (%s)%s%s; set "
+            "DOTMON_MEMORY_LIMIT_MB to allow more\n",
+            in_name, (unsigned long long)(budget >> 20), budget_from, detail != NULL ? ": " : "",
+            detail != NULL ? detail : "");
+}
 
 static int convert_on_line(void *ud, const char *line, size_t len)
 {
@@ -21,17 +71,21 @@ static int convert_on_line(void *ud, const char *line, size_t len)
 
 /*
  * Reads in to its end, handing each chunk to feed(obj, …): 0 at EOF, feed's (negative) error, or
- * 1 after a read error (said on stderr).
+ * 1 after a read error or once the heap is over the budget (said on stderr).
  */
 static int feed_all(FILE *in, const char *in_name, int (*feed)(void *, const uint8_t *, size_t),
                     void *obj)
 {
     static uint8_t chunk[CONVERT_CHUNK];
-    for (;;) {
+    for (unsigned k = 1;; k++) {
         size_t n = fread(chunk, 1, sizeof(chunk), in);
         int rc = n > 0 ? feed(obj, chunk, n) : 0;
         if (rc != 0) {
             return rc;
+        }
+        if (k % CONVERT_CHECK_EVERY == 0 && over_budget()) {
+            say_over_budget(in_name, NULL);
+            return 1;
         }
         if (n < sizeof(chunk)) {
             if (ferror(in)) {
@@ -86,6 +140,11 @@ static int convert_gcdump(FILE *in, const char *in_name, FILE *out)
     }
     if (rc == 0) {
         rc = ev_gcheap_finish(g);
+    }
+    if (rc == AGENT_E_BUDGET) {
+        say_over_budget(in_name, ev_gcheap_error(g));
+        ev_gcheap_free(g);
+        return 1;
     }
     if (rc != 0) {
         const char *msg = ev_gcheap_error(g);
@@ -157,6 +216,7 @@ int convert_run(const struct cli_options *opts)
     FILE *out = NULL;
     struct ev_json *j = NULL;
     int code = 1;
+    budget_init();
     if (in == NULL) {
         fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_input, strerror(errno));
         goto cleanup;

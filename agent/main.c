@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* dotmon entry point: parses the command line and runs one command. Only main decides to exit. */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +241,14 @@ int main(int argc, char **argv)
 {
     struct cli_options opts;
     char err[256];
+    /*
+     * One malloc arena for every thread. With one per thread (glibc's default, up to 8 per core),
+     * what a thread-pool worker freed (a gcdump graph, a dump's buffers) stayed in its arena: RSS
+     * before each of four consecutive 1M-object /gcdumps was 4.3, 13.3, 23.1, 23.9 MB (29.6 after);
+     * with 2 arenas 4.3, 5.6, 12.3, 12.3 (12.4); with one 4.3, 4.6, 4.6, 4.7 (4.7). dotmon's
+     * threads are the loop and a few workers: contention is small. Before any thread exists.
+     */
+    (void)mallopt(M_ARENA_MAX, 1);
     if (cli_parse(argc, (const char *const *)argv, &opts, err, sizeof(err)) != 0) {
         fprintf(stderr, "dotmon: %s\n", err);
         return CLI_EXIT_USAGE;

@@ -15,6 +15,7 @@
 #include "api.h"
 #include "config.h"
 #include "err.h"
+#include "ev_prom.h"
 #include "ev_ring.h"
 #include "ev_store.h"
 #include "log.h"
@@ -381,19 +382,6 @@ struct cJSON *metrics_status_json(struct metrics *m)
 
 /* ---- /metrics ---- */
 
-static void label_value(struct buf *b, const char *s)
-{
-    for (; *s != '\0'; s++) {
-        if (*s == '\\' || *s == '"') {
-            buf_printf(b, "\\%c", *s);
-        } else if (*s == '\n') {
-            buf_append_str(b, "\\n");
-        } else {
-            buf_append(b, s, 1);
-        }
-    }
-}
-
 static bool shown(struct metrics *m, const struct mproc *mp)
 {
     if (m->all_processes) {
@@ -409,25 +397,65 @@ static bool shown(struct metrics *m, const struct mproc *mp)
     return false;
 }
 
-/* dotmon_metrics_series_dropped_total: each shown process's count (metrics_series_dropped). */
-static void render_dropped(struct metrics *m, struct buf *out)
+static uint64_t proc_up(const struct mproc *mp)
 {
-    buf_append_str(out, "# HELP dotmon_metrics_series_dropped_total New series of the process "
-                        "left out (its share of the memory budget or 1024 series full)\n"
-                        "# TYPE dotmon_metrics_series_dropped_total counter\n");
-    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
-        if (shown(m, mp)) {
-            buf_printf(out,
-                       "dotmon_metrics_series_dropped_total{pid=\"%" PRIu64
-                       "\", uid=\"%s\"} %" PRIu64 "\n",
-                       mp->pid, mp->uid, metrics_series_dropped(m, mp->uid));
-        }
-    }
+    return mp->state == MP_RUNNING ? 1 : 0;
 }
 
-int metrics_render(struct metrics *m, struct buf *out)
+static uint64_t proc_dropped(const struct mproc *mp)
 {
-    if (m == NULL) {
+    return ev_store_dropped(mp->store);
+}
+
+/*
+ * dotmon's own per-process families, one line per shown process in each, labelled pid, uid,
+ * name (and reason where said). A new per-process figure (the memory budget's dropped series,
+ * say) is one more row here: its family stays whole and written once, before the runtimes' own.
+ */
+static const struct proc_family {
+    const char *name;
+    const char *type;
+    const char *help;
+    bool reason; /* the line also carries reason="..." (mproc.reason) */
+    uint64_t (*value)(const struct mproc *mp);
+} proc_families[] = {
+    {"dotmon_process_metrics_up", "gauge",
+     "Whether dotmon receives metrics from the process (1), or not (0, and the reason)", true,
+     proc_up},
+    {"dotmon_metrics_series_dropped_total", "counter",
+     "New series of the process left out (its share of the memory budget or 1024 series full)",
+     false, proc_dropped},
+};
+
+int metrics_render_own(struct metrics *m, struct buf *out)
+{
+    static const char *const keys[] = {"pid", "uid", "name", "reason"};
+    int rc = 0;
+    if (m == NULL) { /* metrics off: no process, no family */
+        return 0;
+    }
+    for (size_t f = 0; rc == 0 && f < sizeof(proc_families) / sizeof(proc_families[0]); f++) {
+        const struct proc_family *pf = &proc_families[f];
+        rc = ev_prom_family(out, pf->name, pf->type, pf->help);
+        for (struct mproc *mp = m != NULL ? m->procs : NULL; rc == 0 && mp != NULL; mp = mp->next) {
+            if (!shown(m, mp)) {
+                continue;
+            }
+            char pid[24];
+            snprintf(pid, sizeof(pid), "%" PRIu64, mp->pid);
+            const char *values[] = {pid, mp->uid, mp->name, mp->reason};
+            struct ev_prom_labels l = {.keys = keys, .values = values, .n = pf->reason ? 4 : 3};
+            rc = ev_prom_sample_u64(out, pf->name, &l, pf->value(mp));
+        }
+    }
+    return rc;
+}
+
+int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_bytes,
+                        struct buf *out)
+{
+    if (m == NULL || m->closed) {
+        c->done = true;
         return 0;
     }
     size_t n = 0;
@@ -444,31 +472,19 @@ int metrics_render(struct metrics *m, struct buf *out)
         goto out;
     }
     size_t k = 0;
-    buf_append_str(out, "# HELP dotmon_process_metrics_up Whether dotmon receives metrics from "
-                        "the process (1), or not (0, and the reason)\n"
-                        "# TYPE dotmon_process_metrics_up gauge\n");
     for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
-        if (!shown(m, mp)) {
+        if (mp->store == NULL || !shown(m, mp)) {
             continue;
         }
         snprintf(pids[k], sizeof(pids[k]), "%" PRIu64, mp->pid);
-        buf_printf(out, "dotmon_process_metrics_up{pid=\"%s\", uid=\"%s\", name=\"", pids[k],
-                   mp->uid);
-        label_value(out, mp->name);
-        buf_append_str(out, "\", reason=\"");
-        label_value(out, mp->reason);
-        buf_printf(out, "\"} %d\n", mp->state == MP_RUNNING ? 1 : 0);
-        if (mp->store != NULL) {
-            values[3 * k] = pids[k];
-            values[3 * k + 1] = mp->uid;
-            values[3 * k + 2] = mp->name;
-            t[k].store = mp->store;
-            t[k].labels = (struct ev_prom_labels){.keys = keys, .values = &values[3 * k], .n = 3};
-            k++;
-        }
+        values[3 * k] = pids[k];
+        values[3 * k + 1] = mp->uid;
+        values[3 * k + 2] = mp->name;
+        t[k].store = mp->store;
+        t[k].labels = (struct ev_prom_labels){.keys = keys, .values = &values[3 * k], .n = 3};
+        k++;
     }
-    render_dropped(m, out);
-    rc = ev_prom_render(t, k, out);
+    rc = ev_prom_render_next(t, k, c, min_bytes, out);
 out:
     free(t);
     free(pids);
@@ -482,6 +498,7 @@ struct ring_family {
     struct buf *out;
     const char *name;
     size_t which; /* its row in metrics_render_rings's families */
+    int rc;
 };
 
 static void ring_line(void *ud, uint64_t pid, const char *uid, const char *name, const char *rule,
@@ -492,15 +509,17 @@ static void ring_line(void *ud, uint64_t pid, const char *uid, const char *name,
     ev_ring_get_stats(ring, &st);
     const uint64_t values[] = {st.bytes_used, limit, st.events_kept, st.blocks_discarded,
                                st.events_discarded};
-    uint64_t v = values[f->which];
-    buf_printf(f->out, "%s{pid=\"%" PRIu64 "\", uid=\"%s\", name=\"", f->name, pid, uid);
-    label_value(f->out, name);
-    buf_append_str(f->out, "\", rule=\"");
-    label_value(f->out, rule);
-    buf_printf(f->out, "\"} %" PRIu64 "\n", v);
+    static const char *const keys[] = {"pid", "uid", "name", "rule"};
+    char p[24];
+    snprintf(p, sizeof(p), "%" PRIu64, pid);
+    const char *lv[] = {p, uid, name, rule};
+    struct ev_prom_labels l = {.keys = keys, .values = lv, .n = 4};
+    if (f->rc == 0) {
+        f->rc = ev_prom_sample_u64(f->out, f->name, &l, values[f->which]);
+    }
 }
 
-void metrics_render_rings(struct agent *a, struct buf *out)
+int metrics_render_rings(struct agent *a, struct buf *out)
 {
     static const char *const families[][3] = {
         {"dotmon_ring_bytes", "gauge", "Memory a collection rule's trace ring holds now"},
@@ -510,10 +529,13 @@ void metrics_render_rings(struct agent *a, struct buf *out)
          "Blocks the ring has dropped (older than PreTriggerSeconds, or no room)"},
         {"dotmon_ring_events_discarded_total", "counter", "Events in the blocks dropped"},
     };
-    for (size_t i = 0; a->rules != NULL && i < sizeof(families) / sizeof(families[0]); i++) {
-        buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", families[i][0], families[i][2],
-                   families[i][0], families[i][1]);
-        struct ring_family f = {.out = out, .name = families[i][0], .which = i};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && a->rules != NULL && i < sizeof(families) / sizeof(families[0]);
+         i++) {
+        rc = ev_prom_family(out, families[i][0], families[i][1], families[i][2]);
+        struct ring_family f = {.out = out, .name = families[i][0], .which = i, .rc = rc};
         rules_run_ring_each(a->rules, ring_line, &f);
+        rc = f.rc;
     }
+    return rc;
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "ev_prom.h"
 #include "ipc_discovery.h"
 
 struct agent;
@@ -34,8 +35,18 @@ struct metrics;
 int metrics_new(struct agent *a, struct metrics **out);
 /* A process was discovered (added) or is gone: start or end its session. m may be NULL. */
 void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool added);
-/* Appends the Prometheus text of every process (and dotmon's per-process metrics state). */
-int metrics_render(struct metrics *m, struct buf *out);
+/*
+ * /metrics (api_process.c streams it): dotmon's own per-process families
+ * (dotmon_process_metrics_up, and any per-process figure added to proc_families in metrics.c),
+ * each family whole; nothing when m is NULL (metrics off). 0 or -ENOMEM (out unchanged past
+ * its last whole line).
+ */
+int metrics_render_own(struct metrics *m, struct buf *out);
+/* The next families of every shown process's own metrics (ev_prom_render_next over their
+ * stores, labelled pid, uid, name), at least min_bytes of them unless c->done. m NULL or closed:
+ * nothing, c->done. */
+int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_bytes,
+                        struct buf *out);
 /* dotmon's extra /info member (extras=true): each process's metrics state and, when it gets
  * none, why: [{"pid","uid","name","state":"running|starting|waiting","reason"}]. NULL on no
  * memory; an empty array when metrics are off (m NULL). */
@@ -53,6 +64,6 @@ uint64_t metrics_series_dropped(struct metrics *m, const char *uid);
 void metrics_close(struct metrics *m);
 
 /* /metrics: the rings of collection rules (dotmon_ring_*), one line per ring and family. */
-void metrics_render_rings(struct agent *a, struct buf *out);
+int metrics_render_rings(struct agent *a, struct buf *out);
 
 #endif

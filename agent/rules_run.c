@@ -34,7 +34,6 @@ static const char cat[] = "dotmon.rules";
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
 #define ENV_MAX_REPLY  ((size_t)4 * 1024 * 1024)
-#define MAX_ARGS       256
 
 struct rinst;
 
@@ -295,6 +294,29 @@ static void exec_on_exit(uv_process_t *proc, int64_t status, int term_signal)
     uv_close((uv_handle_t *)proc, exec_on_closed);
 }
 
+/* The child's environment: PATH (dotmon's, or a usual default) and LANG (when dotmon has one),
+ * nothing else: dotmon's own settings (DotnetMonitor_*, an egress's SecretAccessKey, the API key)
+ * and credentials (AWS_*, OTEL headers) live in its environment. env[] gets pointers into
+ * space (both the caller's); env[n] is NULL. */
+static void execute_env(char space[2][4096], char *env[3])
+{
+    const char *path = getenv("PATH");
+    const char *lang = getenv("LANG");
+    size_t n = 0;
+    int w = snprintf(space[0], sizeof(space[0]), "PATH=%s",
+                     path != NULL && *path != '\0' ? path
+                                                   : "/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                                                     "/usr/bin:/sbin:/bin");
+    if (w > 0 && (size_t)w < sizeof(space[0])) {
+        env[n++] = space[0];
+    }
+    w = lang != NULL ? snprintf(space[1], sizeof(space[1]), "LANG=%s", lang) : -1;
+    if (w > 0 && (size_t)w < sizeof(space[1])) {
+        env[n++] = space[1];
+    }
+    env[n] = NULL;
+}
+
 static int execute_start(struct raction *ac, const struct rules_step *st, struct buf *why)
 {
     struct stat sb;
@@ -302,35 +324,40 @@ static int execute_start(struct raction *ac, const struct rules_step *st, struct
         buf_printf(why, "Could not find file '%s'.", st->path != NULL ? st->path : "");
         return AGENT_E_NOTFOUND;
     }
-    const char *args = st->arguments != NULL ? st->arguments : "";
-    size_t len = strlen(args);
-    size_t plen = strlen(st->path);
-    char *space = malloc(plen + 2 * len + 3);
-    char **argv = calloc(MAX_ARGS + 2, sizeof(*argv));
-    int rc = (space == NULL || argv == NULL) ? UV_ENOMEM : 0;
-    if (rc == 0) {
-        memcpy(space, st->path, plen + 1);
-        argv[0] = space;
-        size_t n = rules_split_arguments(args, space + plen + 1, argv + 1, MAX_ARGS);
-        argv[n + 1] = NULL;
-        uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
-                                         {.flags = UV_INHERIT_FD, .data.fd = 1},
-                                         {.flags = UV_INHERIT_FD, .data.fd = 2}};
-        uv_process_options_t o = {.exit_cb = exec_on_exit,
-                                  .file = st->path,
-                                  .args = argv,
-                                  .stdio_count = 3,
-                                  .stdio = stdio};
-        ac->proc.data = ac;
-        rc = uv_spawn(ac->ri->p->r->a->loop, &ac->proc, &o);
-        if (rc == 0) {
-            ac->spawned = true;
-        } else {
-            buf_printf(why, "cannot start %s: %s", st->path, uv_strerror(rc));
-            ac->spawn_failed = true; /* libuv initialised the handle: it must be closed */
-        }
+    /* argv[0] is Path; the arguments were split, then substituted, by the rules (each stays
+     * one argument whatever its values hold). */
+    char **argv = calloc(st->argc + 2, sizeof(*argv));
+    char *file = strdup(st->path);
+    if (argv == NULL || file == NULL) {
+        free(argv);
+        free(file);
+        return UV_ENOMEM;
     }
-    free(space);
+    argv[0] = file;
+    for (size_t k = 0; k < st->argc; k++) {
+        argv[k + 1] = st->argv[k];
+    }
+    char env_space[2][4096];
+    char *env[3];
+    execute_env(env_space, env);
+    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
+                                     {.flags = UV_INHERIT_FD, .data.fd = 1},
+                                     {.flags = UV_INHERIT_FD, .data.fd = 2}};
+    uv_process_options_t o = {.exit_cb = exec_on_exit,
+                              .file = file,
+                              .args = argv,
+                              .env = env,
+                              .stdio_count = 3,
+                              .stdio = stdio};
+    ac->proc.data = ac;
+    int rc = uv_spawn(ac->ri->p->r->a->loop, &ac->proc, &o);
+    if (rc == 0) {
+        ac->spawned = true;
+    } else {
+        buf_printf(why, "cannot start %s: %s", st->path, uv_strerror(rc));
+        ac->spawn_failed = true; /* libuv initialised the handle: it must be closed */
+    }
+    free(file);
     free(argv);
     return rc;
 }

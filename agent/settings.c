@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "log.h"
 
 /* Joins urls with ';' (the separator of dotnet-monitor's Urls setting). */
 static int set_url_list(struct config *cfg, const char *key, const char *const *urls, size_t n)
@@ -81,10 +82,38 @@ void settings_paths(const char *const *envp, struct settings_paths *out)
              out->shared_dir);
 }
 
+/* A source that failed: an untrusted one is logged and skipped (0), anything else is fatal. */
+static int refused(const char *what, int rc, const char *why, char *err, size_t errlen)
+{
+    if (rc == AGENT_E_UNTRUSTED) {
+        log_error("dotmon.config", "%s not applied: %s", what, why);
+        return 0;
+    }
+    snprintf(err, errlen, "%s: %s", what, why);
+    return AGENT_E_INVAL;
+}
+
+/* The folder's keys all or none: a file refused half-way leaves nothing of the folder. */
+static int load_key_per_file(struct config *cfg, const char *dir, char *why, size_t whylen)
+{
+    struct config kpf;
+    config_init(&kpf);
+    int rc = config_load_key_per_file(&kpf, dir, "key-per-file", why, whylen);
+    for (size_t i = 0; rc == 0 && i < kpf.n; i++) {
+        rc = config_set(cfg, kpf.v[i].key, kpf.v[i].value, kpf.v[i].source);
+        if (rc != 0) {
+            snprintf(why, whylen, "out of memory");
+            rc = AGENT_E_INVAL;
+        }
+    }
+    config_fini(&kpf);
+    return rc;
+}
+
 int settings_load(const struct cli_options *opts, const char *const *envp, struct config *cfg,
                   char *err, size_t errlen)
 {
-    char why[512];
+    char why[1536];
     struct settings_paths paths;
     settings_paths(envp, &paths);
     /* dotnet-monitor's order, weakest first (its configuration-sources document). */
@@ -98,20 +127,23 @@ int settings_load(const struct cli_options *opts, const char *const *envp, struc
         snprintf(err, errlen, "out of memory");
         return rc;
     }
-    if (paths.user_settings[0] != '\0' &&
-        config_load_json_file(cfg, paths.user_settings, "user settings", true, why, sizeof(why)) !=
-            0) {
-        snprintf(err, errlen, "user settings: %s", why);
-        return AGENT_E_INVAL;
+    /* A source another user could have written (StrictModes, common/shdir.h) is skipped with an
+     * Error, not fatal: planting a file must not stop dotmon either. */
+    if (paths.user_settings[0] != '\0') {
+        rc = config_load_json_file(cfg, paths.user_settings, "user settings", true, why,
+                                   sizeof(why));
+        if (rc != 0 && (rc = refused("user settings", rc, why, err, errlen)) != 0) {
+            return rc;
+        }
     }
-    if (config_load_json_file(cfg, paths.shared_settings, "shared settings", true, why,
-                              sizeof(why)) != 0) {
-        snprintf(err, errlen, "shared settings: %s", why);
-        return AGENT_E_INVAL;
+    rc = config_load_json_file(cfg, paths.shared_settings, "shared settings", true, why,
+                               sizeof(why));
+    if (rc != 0 && (rc = refused("shared settings", rc, why, err, errlen)) != 0) {
+        return rc;
     }
-    if (config_load_key_per_file(cfg, paths.shared_dir, "key-per-file", why, sizeof(why)) != 0) {
-        snprintf(err, errlen, "key-per-file settings: %s", why);
-        return AGENT_E_INVAL;
+    rc = load_key_per_file(cfg, paths.shared_dir, why, sizeof(why));
+    if (rc != 0 && (rc = refused("key-per-file settings", rc, why, err, errlen)) != 0) {
+        return rc;
     }
     rc = config_load_env(cfg, envp);
     if (rc != 0) {

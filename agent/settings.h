@@ -19,7 +19,9 @@
  *   6. DotnetMonitor_ / DOTNETMONITOR_ environment variables
  *   7. the JSON file given with --configuration-file-path
  * DOTMON_SHARED_CONFIG_DIR (an absolute path) stands for /etc/dotnet-monitor. Pure (no libuv):
- * reads files and envp only.
+ * reads files and envp only. Sources 3-5 and 7 are read only when they pass StrictModes
+ * (shdir_open_trusted: no component another uid owns or can write); an untrusted 3, 4 or 5 is
+ * skipped (all its keys) with an Error log naming the path and the reason, an untrusted 7 fails.
  *
  * cfg must be freshly config_init'ed. Returns 0, or AGENT_E_INVAL / -ENOMEM with a message for
  * the operator in err (which names the file or the failing source).

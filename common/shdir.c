@@ -4,10 +4,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -359,4 +363,293 @@ int shdir_split(const char *path, char *dir, size_t dir_cap, char *base, size_t 
     memcpy(base, slash + 1, bl);
     base[bl] = '\0';
     return 0;
+}
+
+/* ---- StrictModes ------------------------------------------------------------------------- */
+
+#define TRUST_MAX_LINKS 40
+
+struct walk {
+    const char *path; /* as asked, for messages */
+    char *why;
+    size_t whylen;
+    char shown[PATH_MAX]; /* the physical path walked so far */
+};
+
+static int walk_fail(struct walk *w, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int walk_fail(struct walk *w, int rc, const char *fmt, ...)
+{
+    if (w->why != NULL && w->whylen > 0) {
+        int n = snprintf(w->why, w->whylen, "%s: ", w->path);
+        if (n >= 0 && (size_t)n < w->whylen) {
+            va_list ap;
+            va_start(ap, fmt);
+            (void)vsnprintf(w->why + n, w->whylen - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return rc;
+}
+
+static void shown_push(struct walk *w, const char *comp)
+{
+    size_t len = strlen(w->shown);
+    (void)snprintf(w->shown + len, sizeof(w->shown) - len, "%s%s",
+                   len > 0 && w->shown[len - 1] == '/' ? "" : "/", comp);
+}
+
+static void shown_pop(struct walk *w)
+{
+    char *slash = strrchr(w->shown, '/');
+    if (slash == NULL || slash == w->shown) {
+        memcpy(w->shown, "/", 2);
+    } else {
+        *slash = '\0';
+    }
+}
+
+static bool trusted_uid(uid_t uid)
+{
+    return uid == 0 || uid == geteuid();
+}
+
+static bool read_only_fs(int fd)
+{
+    struct statvfs sv;
+    return fstatvfs(fd, &sv) == 0 && (sv.f_flag & ST_RDONLY) != 0;
+}
+
+/* Owner and mode of one object met on the walk (fd: an O_PATH descriptor of it). */
+static int check_object(struct walk *w, int fd, const struct stat *st, bool last, unsigned flags)
+{
+    const char *kind = S_ISDIR(st->st_mode) ? "folder" : S_ISLNK(st->st_mode) ? "symlink" : "file";
+    if (!trusted_uid(st->st_uid)) {
+        return walk_fail(w, AGENT_E_UNTRUSTED,
+                         "%s %s is owned by uid %u, not root or dotmon's uid %u", kind, w->shown,
+                         (unsigned)st->st_uid, (unsigned)geteuid());
+    }
+    mode_t wbits = st->st_mode & (S_IWGRP | S_IWOTH);
+    if (S_ISLNK(st->st_mode) || wbits == 0) {
+        return 0;
+    }
+    bool sticky = S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX) != 0;
+    if (last && S_ISDIR(st->st_mode) && (flags & SHDIR_TRUST_SHARED) != 0) {
+        return 0;
+    }
+    if (sticky && !(last && (flags & SHDIR_TRUST_STRICT) != 0)) {
+        return 0;
+    }
+    if (read_only_fs(fd)) {
+        return 0;
+    }
+    return walk_fail(w, AGENT_E_UNTRUSTED, "%s %s is writable by %s%s", kind, w->shown,
+                     (wbits & S_IWOTH) != 0 ? "others" : "its group",
+                     S_ISDIR(st->st_mode) && !sticky ? " (and not sticky)" : "");
+}
+
+/* The walk's final step: a real descriptor of the checked object. */
+static int reopen_last(struct walk *w, int parent, const char *name, int cur, const struct stat *st,
+                       unsigned flags, int *fd_out)
+{
+    int fd;
+    if (S_ISDIR(st->st_mode)) {
+        if ((flags & SHDIR_TRUST_FILE) != 0) {
+            return walk_fail(w, AGENT_E_NOTREG, "%s is a folder, not a file", w->shown);
+        }
+        fd = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            int rc = neg_errno();
+            return walk_fail(w, rc, "cannot open %s: %s", w->shown, strerror(-rc));
+        }
+        *fd_out = fd;
+        return 0;
+    }
+    if ((flags & SHDIR_TRUST_FILE) == 0) {
+        return walk_fail(w, -ENOTDIR, "%s is not a folder", w->shown);
+    }
+    if (!S_ISREG(st->st_mode) || parent < 0) {
+        return walk_fail(w, AGENT_E_NOTREG, "%s is not a regular file", w->shown);
+    }
+    /* O_NONBLOCK: a FIFO swapped in since must not block the caller. */
+    fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = neg_errno();
+        return walk_fail(w, rc, "cannot open %s: %s", w->shown, strerror(-rc));
+    }
+    struct stat now;
+    int flags_now = fcntl(fd, F_GETFL);
+    if (fstat(fd, &now) != 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino ||
+        flags_now < 0 || fcntl(fd, F_SETFL, flags_now & ~O_NONBLOCK) != 0) {
+        (void)close(fd);
+        return walk_fail(w, AGENT_E_CHANGED, "%s changed while it was checked", w->shown);
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+/* Opens comp in cur (O_PATH, not following a link), making a missing folder when asked. */
+static int open_component(struct walk *w, int cur, const char *comp, bool last, unsigned flags)
+{
+    int next = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0 && errno == ENOENT && (flags & SHDIR_TRUST_MKDIR) != 0 &&
+        ((flags & SHDIR_TRUST_FILE) == 0 || !last)) {
+        if (mkdirat(cur, comp, 0700) != 0 && errno != EEXIST) {
+            int rc = neg_errno();
+            return walk_fail(w, rc, "cannot create folder %s: %s", w->shown, strerror(-rc));
+        }
+        next = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (next < 0) {
+        int rc = neg_errno();
+        return walk_fail(w, rc, "%s: %s", w->shown, strerror(-rc));
+    }
+    return next;
+}
+
+/* The walk's descriptors and what is left to resolve. */
+struct cursor {
+    int cur;                 /* O_PATH: the object reached (a folder until the last step) */
+    int parent;              /* O_PATH: the folder holding cur under name, or -1 */
+    char name[NAME_MAX + 1]; /* cur's name in parent */
+    char rest[2 * PATH_MAX]; /* the path left to walk, from pos */
+    size_t pos;
+    int links;
+};
+
+/* A symlink (next, already checked: its owner is trusted) replaces itself in what is left. */
+static int follow_link(struct walk *w, struct cursor *c, int next)
+{
+    char target[PATH_MAX];
+    ssize_t tl = readlinkat(next, "", target, sizeof(target) - 1);
+    (void)close(next);
+    size_t restlen = strlen(c->rest + c->pos);
+    if (++c->links > TRUST_MAX_LINKS || tl <= 0 || (size_t)tl + 1 + restlen >= sizeof(c->rest)) {
+        return walk_fail(w, -ELOOP, "too many or too long symlinks at %s", w->shown);
+    }
+    memmove(c->rest + tl + 1, c->rest + c->pos, restlen + 1); /* "<target>/<rest>" */
+    memcpy(c->rest, target, (size_t)tl);
+    c->rest[tl] = '/';
+    c->pos = 0;
+    shown_pop(w);
+    if (target[0] == '/') {
+        (void)close(c->cur);
+        c->cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (c->cur < 0) {
+            return neg_errno();
+        }
+        memcpy(w->shown, "/", 2);
+    }
+    return 0;
+}
+
+/* One component: opened without following, checked, then followed (a link) or stepped into. */
+static int walk_step(struct walk *w, struct cursor *c, const char *comp, bool last, unsigned flags)
+{
+    bool up = strcmp(comp, "..") == 0;
+    if (up) {
+        shown_pop(w);
+    } else {
+        shown_push(w, comp);
+    }
+    int next = up ? openat(c->cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC)
+                  : open_component(w, c->cur, comp, last, flags);
+    if (next < 0) {
+        return up ? neg_errno() : next;
+    }
+    struct stat st;
+    int rc = fstat(next, &st) == 0 ? 0 : neg_errno();
+    rc = rc ? rc : check_object(w, next, &st, last, flags);
+    if (rc == 0 && S_ISLNK(st.st_mode)) {
+        return follow_link(w, c, next);
+    }
+    if (rc == 0 && !last && !S_ISDIR(st.st_mode)) {
+        rc = walk_fail(w, -ENOTDIR, "%s is not a folder", w->shown);
+    }
+    if (rc != 0) {
+        (void)close(next);
+        return rc;
+    }
+    if (c->parent >= 0) {
+        (void)close(c->parent);
+    }
+    c->parent = up ? -1 : c->cur;
+    if (up) {
+        (void)close(c->cur);
+    }
+    snprintf(c->name, sizeof(c->name), "%s", comp);
+    c->cur = next;
+    return 0;
+}
+
+int shdir_open_trusted(const char *path, unsigned flags, int *fd_out, char *why, size_t whylen)
+{
+    struct walk w = {.path = path != NULL ? path : "(null)", .why = why, .whylen = whylen};
+    if (why != NULL && whylen > 0) {
+        why[0] = '\0';
+    }
+    if (path == NULL || path[0] != '/') {
+        return walk_fail(&w, AGENT_E_INVAL, "not an absolute path");
+    }
+    struct cursor *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return -ENOMEM;
+    }
+    if (strlen(path) >= sizeof(c->rest) / 2) {
+        free(c);
+        return walk_fail(&w, -ENAMETOOLONG, "too long");
+    }
+    memcpy(c->rest, path, strlen(path) + 1);
+    memcpy(w.shown, "/", 2);
+    c->parent = -1;
+    c->cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (c->cur < 0) {
+        int rc = neg_errno();
+        free(c);
+        return rc;
+    }
+    struct stat st;
+    int rc = fstat(c->cur, &st) == 0 ? 0 : neg_errno();
+    rc = rc ? rc : check_object(&w, c->cur, &st, c->rest[strspn(c->rest, "/")] == '\0', flags);
+    while (rc == 0) {
+        c->pos += strspn(c->rest + c->pos, "/");
+        if (c->rest[c->pos] == '\0') {
+            break;
+        }
+        size_t n = strcspn(c->rest + c->pos, "/");
+        if (n > NAME_MAX) {
+            rc = walk_fail(&w, -ENAMETOOLONG, "a component is too long");
+            break;
+        }
+        char comp[NAME_MAX + 1];
+        memcpy(comp, c->rest + c->pos, n);
+        comp[n] = '\0';
+        c->pos += n;
+        bool last = c->rest[c->pos + strspn(c->rest + c->pos, "/")] == '\0';
+        if (strcmp(comp, ".") != 0) {
+            rc = walk_step(&w, c, comp, last, flags);
+        }
+    }
+    if (rc == 0) {
+        rc = fstat(c->cur, &st) == 0 ? 0 : neg_errno();
+        rc = rc ? rc : reopen_last(&w, c->parent, c->name, c->cur, &st, flags, fd_out);
+    }
+    if (c->parent >= 0) {
+        (void)close(c->parent);
+    }
+    if (c->cur >= 0) {
+        (void)close(c->cur);
+    }
+    free(c);
+    return rc;
+}
+
+int shdir_check_trusted(const char *path, unsigned flags, char *why, size_t whylen)
+{
+    int fd = -1;
+    int rc = shdir_open_trusted(path, flags, &fd, why, whylen);
+    if (rc == 0) {
+        (void)close(fd);
+    }
+    return rc;
 }

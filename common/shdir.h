@@ -88,6 +88,37 @@ void shdir_private_remove(int dirfd, struct shdir_private *p);
  */
 int shdir_place(int from_dirfd, const char *from, int dirfd, const char *name);
 
+/*
+ * sshd's StrictModes for a path dotmon reads settings from or makes files in. The path
+ * (absolute) is walked one component at a time from "/", each opened with O_NOFOLLOW; every
+ * object met must be owned by root or by dotmon's effective uid, and every folder must not be
+ * writable by group or others unless it has the sticky bit (/tmp: nobody can rename or replace
+ * another user's entries there, and an entry another user makes there fails the owner check).
+ * A symlink is followed only when it is owned by root or dotmon's uid (the folder holding it was
+ * checked before), so Kubernetes' `..data -> ..2024_…` links work and a link planted by another
+ * user does not; ".." is the physical parent. Writable bits do not count on a read-only mount (a
+ * Secret or ConfigMap volume is a read-only tmpfs with mode 1777). The last component:
+ *  - SHDIR_TRUST_FILE: must be a regular file, else a folder;
+ *  - SHDIR_TRUST_STRICT: must not be writable by group or others, sticky or not (a setting);
+ *  - SHDIR_TRUST_SHARED: a folder dotmon shares with the app on purpose (the listen socket's,
+ *    the dump folder) may be writable by others; its owner is still checked, and what dotmon
+ *    does inside goes through the calls above;
+ *  - SHDIR_TRUST_MKDIR: missing folders are made (0700) on the way, never through a link.
+ * Returns 0 with *fd_out (close-on-exec; a folder O_RDONLY | O_DIRECTORY, a file O_RDONLY,
+ * opened through the checked descriptors, never by name again), -ENOENT (a component is
+ * missing), AGENT_E_UNTRUSTED, -ENOTDIR, AGENT_E_NOTREG, -ELOOP (over 40 links), AGENT_E_INVAL
+ * (not absolute), or another -errno; on failure why holds "<path>: <reason>" (the component
+ * and what is wrong with it: owner uid, writable by whom).
+ */
+#define SHDIR_TRUST_FILE   0x1u
+#define SHDIR_TRUST_STRICT 0x2u
+#define SHDIR_TRUST_SHARED 0x4u
+#define SHDIR_TRUST_MKDIR  0x8u
+int shdir_open_trusted(const char *path, unsigned flags, int *fd_out, char *why, size_t whylen);
+
+/* The same check without keeping a descriptor. */
+int shdir_check_trusted(const char *path, unsigned flags, char *why, size_t whylen);
+
 /* dirname/basename of an absolute path into caller buffers ("/a/b" -> "/a", "b"; "/b" -> "/",
  * "b"). AGENT_E_INVAL for a relative path, one ending in '/', or one that does not fit. */
 int shdir_split(const char *path, char *dir, size_t dir_cap, char *base, size_t base_cap);

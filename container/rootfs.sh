@@ -13,6 +13,10 @@
 #                                           images) and nobody, so tools show names, not numbers
 #   DESTDIR/etc/ssl/certs/ca-certificates.crt  the system's CA bundle, for TLS to egress stores
 #   DESTDIR/tmp                             empty, mode 1777 (a pod mounts its shared volume here)
+#   DESTDIR/home/app                        empty, mode 0700, owned by app (1654): the user's HOME,
+#                                           never shared (dotmon reads ~/.config/dotnet-monitor/
+#                                           settings.json from it; a HOME of /tmp let another uid
+#                                           plant that file, issue 28)
 #
 # The libraries live in a folder of their own rather than in /lib/<triplet>, so nothing depends
 # on how the base image lays out /lib and /lib64 (merged-/usr or not) and nothing shadows a C
@@ -77,7 +81,7 @@ if [ "$n" -eq 0 ]; then
 fi
 
 mkdir -p "$dest/etc/ssl/certs"
-printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' 'app:x:1654:1654:app:/tmp:/sbin/nologin' \
+printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' 'app:x:1654:1654:app:/home/app:/sbin/nologin' \
     'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' >"$dest/etc/passwd"
 printf '%s\n' 'root:x:0:' 'app:x:1654:' 'nogroup:x:65534:' >"$dest/etc/group"
 chmod 0644 "$dest/etc/passwd" "$dest/etc/group"
@@ -94,3 +98,14 @@ echo "$bundle"
 mkdir -p "$dest/tmp"
 chmod 1777 "$dest/tmp"
 echo "/tmp/"
+mkdir -p "$dest/home/app"
+chmod 0755 "$dest/home"
+chmod 0700 "$dest/home/app"
+if [ "$(id -u)" = 0 ]; then
+    chown 1654:1654 "$dest/home/app"
+else
+    # Owned by the builder: dotmon (uid 1654) then refuses ~/.config there, which is safe.
+    echo "rootfs.sh: not root, $dest/home/app is not given to uid 1654" >&2
+fi
+echo "/home/"
+echo "/home/app/"

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/ascii.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "egress_internal.h"
 
@@ -494,4 +495,36 @@ void egress_abort(struct egress_target *t)
 uint64_t egress_bytes(const struct egress_target *t)
 {
     return t->ops->bytes(t);
+}
+
+/* ---- the log's view of a location ---- */
+
+int egress_location_for_log(const char *location, struct buf *out)
+{
+    static const char *const secret[] = {"X-Amz-Signature", "X-Amz-Security-Token"};
+    const char *q = strchr(location, '?');
+    if (q == NULL) {
+        return buf_append_str(out, location);
+    }
+    int rc = buf_append(out, location, (size_t)(q - location));
+    /* Each parameter: name[=value], up to the next '&' (or '#' / the end). */
+    for (const char *p = q; rc == 0 && (*p == '?' || *p == '&');) {
+        const char *name = p + 1;
+        size_t len = strcspn(name, "&#");
+        size_t nlen = strcspn(name, "=&#");
+        bool hide = false;
+        for (size_t k = 0; k < sizeof(secret) / sizeof(secret[0]); k++) {
+            hide |= nlen == strlen(secret[k]) && ascii_ieq_n(name, nlen, secret[k]);
+        }
+        rc = buf_append(out, p, 1 + (hide && nlen < len ? nlen + 1 : len));
+        if (rc == 0 && hide && nlen < len) {
+            rc = buf_append_str(out, "REDACTED");
+        }
+        p = name + len;
+        if (rc == 0 && *p == '#') {
+            rc = buf_append_str(out, p);
+            break;
+        }
+    }
+    return rc;
 }

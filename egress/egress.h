@@ -139,4 +139,15 @@ void egress_abort(struct egress_target *t);
 /* Bytes accepted so far. */
 uint64_t egress_bytes(const struct egress_target *t);
 
+struct buf;
+/*
+ * A location (on_done's) fit for the log, appended to out: a pre-signed URL is a bearer secret
+ * (whoever holds it reads the object until it expires, and X-Amz-Security-Token is the session
+ * token itself), so the values of its X-Amz-Signature and X-Amz-Security-Token query parameters
+ * (any ASCII case) become "REDACTED"; the rest (X-Amz-Credential's key id, which is no secret,
+ * X-Amz-Date, X-Amz-Expires) and any other location are kept as they are. 0, -ENOMEM, or
+ * AGENT_E_TOOBIG (out's cap).
+ */
+int egress_location_for_log(const char *location, struct buf *out);
+
 #endif

@@ -31,6 +31,12 @@
  * another file system (EXDEV), the bytes are copied into a new temporary file in DirectoryPath,
  * which is then named there the same way.
  *
+ * Both folders are opened with shdir_open_trusted (sshd's StrictModes): every component owned by
+ * root or dotmon's uid, no folder writable by others without the sticky bit, a symlink followed
+ * only when root or dotmon's uid made it, missing folders made 0700 on the way; otherwise the
+ * upload fails with the component and the reason ("refused /x/out: symlink /x/out is owned by
+ * uid 4321, …") and nothing is written.
+ *
  * Threads: every file system call runs on libuv's thread pool (one uv_work_t or one uv_fs_write
  * at a time per upload, never both); the loop only queues them. While work is queued the pool
  * owns the fields marked "pool" below, and the loop does not touch them.
@@ -272,39 +278,6 @@ static void close_fd(int *fd)
     }
 }
 
-/* Makes path and its missing parents (0700); existing folders are left as they are. */
-static int make_dirs(const char *path, struct fs_fail *f)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        return 0;
-    }
-    char *p = strdup(path);
-    if (p == NULL) {
-        fail_set(f, UV_ENOMEM, "cannot create folder", path);
-        return UV_ENOMEM;
-    }
-    int rc = 0;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0') {
-            continue;
-        }
-        char c = *s;
-        *s = '\0';
-        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
-            rc = neg_errno();
-            fail_set(f, rc, "cannot create folder", p);
-            break;
-        }
-        *s = c;
-        if (c == '\0') {
-            break;
-        }
-    }
-    free(p);
-    return rc;
-}
-
 /* The magic link through which an unnamed file can be given a name. */
 static void proc_fd_path(int fd, char *out, size_t cap)
 {
@@ -534,13 +507,17 @@ static void open_on_pool(uv_work_t *w)
 {
     struct fs_target *t = w->data;
     struct fs_fail *f = &t->pool_fail;
-    int rc = make_dirs(t->dir, f);
-    if (rc == 0 && (rc = shdir_open(t->dir, &t->dst_dirfd)) != 0) {
-        fail_set(f, rc, "cannot open folder", t->dir);
+    /* Component by component (StrictModes, common/shdir.h): no folder another uid owns or can
+     * write without the sticky bit, no link of theirs; missing folders are made 0700. */
+    char why[1024];
+    int rc = shdir_open_trusted(t->dir, SHDIR_TRUST_MKDIR, &t->dst_dirfd, why, sizeof(why));
+    if (rc != 0) {
+        fail_set(f, rc, rc == AGENT_E_UNTRUSTED ? "refused" : "cannot open", why);
     }
-    if (rc == 0 && t->inter != NULL && (rc = make_dirs(t->inter, f)) == 0 &&
-        (rc = shdir_open(t->inter, &t->inter_dirfd)) != 0) {
-        fail_set(f, rc, "cannot open folder", t->inter);
+    if (rc == 0 && t->inter != NULL &&
+        (rc = shdir_open_trusted(t->inter, SHDIR_TRUST_MKDIR, &t->inter_dirfd, why, sizeof(why))) !=
+            0) {
+        fail_set(f, rc, rc == AGENT_E_UNTRUSTED ? "refused" : "cannot open", why);
     }
     if (rc == 0) {
         rc = make_temp(tmp_dirfd(t), t->mode, t->try_tmpfile, &t->fd, t->tmpname,

@@ -27,6 +27,7 @@
 
 #include "err.h"
 #include "ev_rd.h"
+#include "membudget.h"
 #include "nettrace.h"
 #include "utf8.h"
 
@@ -81,14 +82,84 @@
 #define RCW_VALUE 40
 #define RCW_EXTRA 1000u
 
+/* ---- memory: every store is charged before it is allocated ------------------------------ */
+
+/*
+ * What the graph holds, in bytes (capacities, not contents), charged to the request's share of
+ * dotmon's memory budget and bounded by the graph's own cap. A refused charge fails the graph
+ * with AGENT_E_BUDGET (mem.refused says which bound).
+ */
+struct gmem {
+    struct mb_share *share; /* NULL: dotmon's total only */
+    uint64_t cap;           /* the graph's own bound */
+    uint64_t held;
+    uint64_t asked; /* the refused charge */
+    int refused;    /* 0, MEM_OWN_CAP or MEM_SHARE */
+};
+
+#define MEM_OWN_CAP 1
+#define MEM_SHARE   2
+
+static int mem_take(struct gmem *m, size_t n)
+{
+    if (m->refused != 0) {
+        return AGENT_E_BUDGET;
+    }
+    if (n > m->cap || m->held > m->cap - n) {
+        m->refused = MEM_OWN_CAP;
+        m->asked = n;
+        return AGENT_E_BUDGET;
+    }
+    if (mb_charge(m->share, n) != 0) {
+        m->refused = MEM_SHARE;
+        m->asked = n;
+        return AGENT_E_BUDGET;
+    }
+    m->held += n;
+    return 0;
+}
+
+static void mem_give(struct gmem *m, size_t n)
+{
+    if (n > 0) {
+        mb_release(m->share, n);
+        m->held -= n;
+    }
+}
+
+/* calloc, charged first. */
+static void *mem_calloc(struct gmem *m, size_t count, size_t size)
+{
+    if (size != 0 && count > SIZE_MAX / size) {
+        return NULL;
+    }
+    if (mem_take(m, count * size) != 0) {
+        return NULL;
+    }
+    void *p = calloc(count, size);
+    if (p == NULL) {
+        mem_give(m, count * size);
+    }
+    return p;
+}
+
+static void mem_free(struct gmem *m, void *p, size_t bytes)
+{
+    if (p != NULL) {
+        free(p);
+        mem_give(m, bytes);
+    }
+}
+
 /* ---- growable arrays ---------------------------------------------------------------------- */
 
 struct vec {
     void *p;
     size_t n, cap; /* elements */
+    size_t bytes;  /* allocated (and charged) */
 };
 
-static int vec_reserve(struct vec *v, size_t esz, size_t more)
+static int vec_reserve(struct gmem *m, struct vec *v, size_t esz, size_t more)
 {
     if (v->cap - v->n >= more) {
         return 0;
@@ -100,18 +171,23 @@ static int vec_reserve(struct vec *v, size_t esz, size_t more)
         }
         want *= 2;
     }
+    if (mem_take(m, want * esz - v->bytes) != 0) {
+        return AGENT_E_BUDGET;
+    }
     void *np = realloc(v->p, want * esz);
     if (np == NULL) {
+        mem_give(m, want * esz - v->bytes);
         return -ENOMEM;
     }
     v->p = np;
     v->cap = want;
+    v->bytes = want * esz;
     return 0;
 }
 
-static int vec_push(struct vec *v, size_t esz, const void *e)
+static int vec_push(struct gmem *m, struct vec *v, size_t esz, const void *e)
 {
-    int rc = vec_reserve(v, esz, 1);
+    int rc = vec_reserve(m, v, esz, 1);
     if (rc == 0) {
         memcpy((uint8_t *)v->p + v->n * esz, e, esz);
         v->n++;
@@ -119,11 +195,12 @@ static int vec_push(struct vec *v, size_t esz, const void *e)
     return rc;
 }
 
-static void vec_free(struct vec *v)
+static void vec_free(struct gmem *m, struct vec *v)
 {
     free(v->p);
+    mem_give(m, v->bytes);
     v->p = NULL;
-    v->n = v->cap = 0;
+    v->n = v->cap = v->bytes = 0;
 }
 
 #define VEC_AT(v, T, i) (((T *)(v).p)[i])
@@ -205,6 +282,7 @@ struct u64map {
 struct ev_gcheap {
     struct nettrace_checker ck;
     uint64_t max_nodes;
+    struct gmem mem;
     int err;
     char msg[384];
     bool finished;
@@ -223,8 +301,9 @@ struct ev_gcheap {
     struct vec names; /* uint16_t: every UTF-16 string we keep */
     struct vec bulk_types;
     struct vec modules;
-    struct vec raw;      /* struct raw_type */
-    uint32_t *raw_slots; /* raw + 1 by (type_id, size_class) */
+    struct u64map module_at; /* module id -> its entry in modules */
+    struct vec raw;          /* struct raw_type */
+    uint32_t *raw_slots;     /* raw + 1 by (type_id, size_class) */
     size_t raw_cap;
 
     /* The nodes. */
@@ -268,6 +347,7 @@ struct ev_gcheap {
     /* Built at finish. */
     struct vec ftypes; /* struct final_type */
     uint32_t *final_of_raw;
+    size_t final_of_raw_n;
     int64_t total_size;
     uint32_t fblob_len;
 
@@ -299,8 +379,29 @@ static int fail(struct ev_gcheap *g, int rc, const char *fmt, ...)
     return g->err;
 }
 
+/* An allocation failed: over a memory bound (which one, and what to raise), or out of memory. */
 static int oom(struct ev_gcheap *g)
 {
+    const struct gmem *m = &g->mem;
+    if (m->refused == MEM_OWN_CAP) {
+        return fail(g, AGENT_E_BUDGET,
+                    "heap snapshot: the graph needs more than its bound of %" PRIu64
+                    " MiB (%" PRIu64 " nodes so far; the bound follows GCDump:MaxNodes)",
+                    m->cap >> 20, (uint64_t)g->addr.n);
+    }
+    if (m->refused == MEM_SHARE) {
+        uint64_t cap = m->share != NULL ? m->share->cap : 0;
+        char share[64] = "";
+        if (cap != 0) {
+            snprintf(share, sizeof(share), "share %" PRIu64 " MiB of ", cap >> 20);
+        }
+        return fail(g, AGENT_E_BUDGET,
+                    "heap snapshot: the graph needs more than its share of dotmon's memory budget "
+                    "(%" PRIu64 " MiB held, %" PRIu64 " MiB more asked, %s%" PRIu64 " MiB; %" PRIu64
+                    " nodes so far)",
+                    m->held >> 20, (m->asked + (1u << 20) - 1) >> 20, share,
+                    membudget_total() >> 20, (uint64_t)g->addr.n);
+    }
     return fail(g, -ENOMEM, "heap snapshot: out of memory");
 }
 
@@ -313,19 +414,32 @@ static const uint16_t *s16(const struct ev_gcheap *g, struct str16 s)
     return (const uint16_t *)g->names.p + s.off;
 }
 
-/* Appends UTF-16LE units from the wire to the arena. */
+/*
+ * Appends UTF-16LE units from the wire to the arena: a type, module or field name, cut to
+ * EV_GCHEAP_MAX_NAME units with an ellipsis (U+2026) in the last (never inside a surrogate pair).
+ */
 static int str_add_le(struct ev_gcheap *g, const uint8_t *p, size_t units, struct str16 *out)
 {
-    if (g->names.n + units >= UINT32_MAX || vec_reserve(&g->names, 2, units) != 0) {
+    bool cut = units > EV_GCHEAP_MAX_NAME;
+    size_t keep = cut ? EV_GCHEAP_MAX_NAME - 1 : units;
+    if (cut && (ev_load_u16(p + 2 * (keep - 1)) & 0xFC00) == 0xD800) {
+        keep--; /* a high surrogate whose low half is cut */
+    }
+    size_t n = keep + (cut ? 1 : 0);
+    if (g->names.n + n >= UINT32_MAX || vec_reserve(&g->mem, &g->names, 2, n) != 0) {
         return oom(g);
     }
     out->off = (uint32_t)g->names.n;
-    out->len = (uint32_t)units;
+    out->len = (uint32_t)n;
     uint16_t *d = (uint16_t *)g->names.p + g->names.n;
-    for (size_t i = 0; i < units; i++) {
+    for (size_t i = 0; i < keep; i++) {
         d[i] = ev_load_u16(p + 2 * i);
     }
-    g->names.n += units;
+    if (cut) {
+        d[keep] = 0x2026;
+        g->st.names_cut++;
+    }
+    g->names.n += n;
     return 0;
 }
 
@@ -348,7 +462,7 @@ static void sb_units(struct sb *b, const uint16_t *u, size_t n)
     if (b->bad) {
         return;
     }
-    if (b->g->names.n + n >= UINT32_MAX || vec_reserve(&b->g->names, 2, n) != 0) {
+    if (b->g->names.n + n >= UINT32_MAX || vec_reserve(&b->g->mem, &b->g->names, 2, n) != 0) {
         b->bad = true;
         return;
     }
@@ -438,7 +552,7 @@ static int rehash(struct ev_gcheap *g, uint32_t **slots, size_t *cap, size_t fir
                   entry_hash_fn hash, const void *ctx)
 {
     size_t ncap = *cap == 0 ? first : *cap * 2;
-    uint32_t *ns = calloc(ncap, sizeof(*ns));
+    uint32_t *ns = mem_calloc(&g->mem, ncap, sizeof(*ns));
     if (ns == NULL) {
         return oom(g);
     }
@@ -452,7 +566,7 @@ static int rehash(struct ev_gcheap *g, uint32_t **slots, size_t *cap, size_t fir
             ns[j] = e;
         }
     }
-    free(*slots);
+    mem_free(&g->mem, *slots, *cap * sizeof(**slots));
     *slots = ns;
     *cap = ncap;
     return 0;
@@ -492,7 +606,7 @@ static int strmap_put(struct ev_gcheap *g, struct strmap *m, struct str16 key, u
         return g->err;
     }
     struct strmap_ent en = {key, val};
-    if (vec_push(&m->ents, sizeof(en), &en) != 0) {
+    if (vec_push(&g->mem, &m->ents, sizeof(en), &en) != 0) {
         return oom(g);
     }
     size_t i = (size_t)key_hash(g, key) & (m->cap - 1);
@@ -503,10 +617,10 @@ static int strmap_put(struct ev_gcheap *g, struct strmap *m, struct str16 key, u
     return 0;
 }
 
-static void strmap_free(struct strmap *m)
+static void strmap_free(struct ev_gcheap *g, struct strmap *m)
 {
-    free(m->slots);
-    vec_free(&m->ents);
+    mem_free(&g->mem, m->slots, m->cap * sizeof(*m->slots));
+    vec_free(&g->mem, &m->ents);
 }
 
 /* ---- cint ------------------------------------------------------------------------------------ */
@@ -565,7 +679,7 @@ static int cint_get(const uint8_t *p, size_t n, size_t *i, int32_t *out)
 
 static int blob_cint(struct ev_gcheap *g, int32_t v)
 {
-    if (vec_reserve(&g->blob, 1, 5) != 0) {
+    if (vec_reserve(&g->mem, &g->blob, 1, 5) != 0) {
         return oom(g);
     }
     g->blob.n += cint_put((uint8_t *)g->blob.p + g->blob.n, v);
@@ -578,15 +692,16 @@ static int blob_cint(struct ev_gcheap *g, int32_t v)
 /* u64 -> u32 (a Dictionary<ulong, …>; a later value replaces the earlier): TypeIDs to file types,
  * RCW objects to their IUnknown. */
 
+static void u64map_free(struct ev_gcheap *g, struct u64map *m);
+
 static int u64map_put(struct ev_gcheap *g, struct u64map *m, uint64_t k, uint32_t v)
 {
     if ((m->n + 1) * 2 > m->cap) {
         size_t cap = m->cap == 0 ? 256 : m->cap * 2;
-        uint64_t *nk = calloc(cap, sizeof(*nk));
-        uint32_t *nv = calloc(cap, sizeof(*nv));
+        uint64_t *nk = mem_calloc(&g->mem, cap, sizeof(*nk));
+        uint32_t *nv = nk != NULL ? mem_calloc(&g->mem, cap, sizeof(*nv)) : NULL;
         if (nk == NULL || nv == NULL) {
-            free(nk);
-            free(nv);
+            mem_free(&g->mem, nk, cap * sizeof(*nk));
             return oom(g);
         }
         for (size_t i = 0; i < m->cap; i++) {
@@ -599,8 +714,7 @@ static int u64map_put(struct ev_gcheap *g, struct u64map *m, uint64_t k, uint32_
                 nv[j] = m->vals[i];
             }
         }
-        free(m->keys);
-        free(m->vals);
+        u64map_free(g, m);
         m->keys = nk;
         m->vals = nv;
         m->cap = cap;
@@ -632,10 +746,12 @@ static uint32_t u64map_get(const struct u64map *m, uint64_t k)
     return UINT32_MAX;
 }
 
-static void u64map_free(struct u64map *m)
+static void u64map_free(struct ev_gcheap *g, struct u64map *m)
 {
-    free(m->keys);
-    free(m->vals);
+    mem_free(&g->mem, m->keys, m->cap * sizeof(*m->keys));
+    mem_free(&g->mem, m->vals, m->cap * sizeof(*m->vals));
+    m->keys = NULL;
+    m->vals = NULL;
 }
 
 /* ---- nodes ------------------------------------------------------------------------------------
@@ -648,7 +764,7 @@ static int node_create(struct ev_gcheap *g, uint64_t addr, uint32_t *out)
                     "heap snapshot: more than %" PRIu64 " nodes (the node limit)", g->max_nodes);
     }
     uint32_t none = NO_OFFSET;
-    if (vec_push(&g->addr, 8, &addr) != 0 || vec_push(&g->off, 4, &none) != 0) {
+    if (vec_push(&g->mem, &g->addr, 8, &addr) != 0 || vec_push(&g->mem, &g->off, 4, &none) != 0) {
         return oom(g);
     }
     *out = (uint32_t)(g->addr.n - 1);
@@ -693,7 +809,7 @@ static int node_index(struct ev_gcheap *g, uint64_t addr, uint32_t *out)
         g->slots[j] = idx + 1;
         g->interned++;
     }
-    if (g->log_nodes && vec_push(&g->early, 4, &idx) != 0) {
+    if (g->log_nodes && vec_push(&g->mem, &g->early, 4, &idx) != 0) {
         return oom(g);
     }
     *out = idx;
@@ -756,7 +872,7 @@ static const char *const SIZE_SUFFIX[7] = {"",
 
 static int raw_add(struct ev_gcheap *g, const struct raw_type *r, uint32_t *out)
 {
-    if (vec_push(&g->raw, sizeof(*r), r) != 0) {
+    if (vec_push(&g->mem, &g->raw, sizeof(*r), r) != 0) {
         return oom(g);
     }
     *out = (uint32_t)(g->raw.n - 1);
@@ -811,16 +927,16 @@ static int pseudo_new(struct ev_gcheap *g, uint32_t parent, struct str16 name, u
     if (node_create(g, 0, &ps.node) != 0) {
         return g->err;
     }
-    if (vec_push(&g->early, 4, &ps.node) != 0) {
+    if (vec_push(&g->mem, &g->early, 4, &ps.node) != 0) {
         return oom(g);
     }
-    if (vec_push(&g->pseudos, sizeof(ps), &ps) != 0) {
+    if (vec_push(&g->mem, &g->pseudos, sizeof(ps), &ps) != 0) {
         return oom(g);
     }
     *out = (uint32_t)(g->pseudos.n - 1);
     if (parent != UINT32_MAX) {
         struct pseudo *pp = &VEC_AT(g->pseudos, struct pseudo, parent);
-        if (vec_push(&pp->children, 4, &ps.node) != 0) {
+        if (vec_push(&g->mem, &pp->children, 4, &ps.node) != 0) {
             return oom(g);
         }
     }
@@ -872,7 +988,7 @@ static int pseudo_child_ascii(struct ev_gcheap *g, uint32_t parent, const char *
 static int pseudo_add(struct ev_gcheap *g, uint32_t ps, uint32_t node)
 {
     struct pseudo *pp = &VEC_AT(g->pseudos, struct pseudo, ps);
-    if (vec_push(&pp->children, 4, &node) != 0) {
+    if (vec_push(&g->mem, &pp->children, 4, &node) != 0) {
         return oom(g);
     }
     return 0;
@@ -1048,7 +1164,7 @@ static void on_nodes(struct ev_gcheap *g, const struct nettrace_event *ev)
     if (next_event(g, ev, "GCBulkNode", "node", vs, &g->next_node_event, &count) != 0) {
         return;
     }
-    if (vec_reserve(&g->pnodes, sizeof(struct pending_node), count) != 0) {
+    if (vec_reserve(&g->mem, &g->pnodes, sizeof(struct pending_node), count) != 0) {
         oom(g);
         return;
     }
@@ -1072,7 +1188,7 @@ static void on_edges(struct ev_gcheap *g, const struct nettrace_event *ev)
     if (next_event(g, ev, "GCBulkEdge", "edge", vs, &g->next_edge_event, &count) != 0) {
         return;
     }
-    if (vec_reserve(&g->pedges, 8, count) != 0) {
+    if (vec_reserve(&g->mem, &g->pedges, 8, count) != 0) {
         oom(g);
         return;
     }
@@ -1081,7 +1197,7 @@ static void on_edges(struct ev_gcheap *g, const struct nettrace_event *ev)
         VEC_AT(g->pedges, uint64_t, g->pedges.n++) = rd_ptr(p, g->ptr_size);
     }
     g->st.edges += count;
-    if (vec_push(&g->edge_ends, 8, &g->st.edges) != 0) {
+    if (vec_push(&g->mem, &g->edge_ends, 8, &g->st.edges) != 0) {
         oom(g);
         return;
     }
@@ -1179,7 +1295,7 @@ static void on_ccws(struct ev_gcheap *g, const struct nettrace_event *ev)
     const uint8_t *p = ev->payload + 6;
     for (uint32_t i = 0; i < count; i++, p += CCW_VALUE) {
         struct ccw c = {ev_load_u64(p + 24), ev_load_u64(p + 8), ev_load_u64(p + 16)};
-        if (c.iunknown != 0 && vec_push(&g->ccws, sizeof(c), &c) != 0) {
+        if (c.iunknown != 0 && vec_push(&g->mem, &g->ccws, sizeof(c), &c) != 0) {
             oom(g);
             return;
         }
@@ -1195,7 +1311,7 @@ static void on_rcws(struct ev_gcheap *g, const struct nettrace_event *ev)
     const uint8_t *p = ev->payload + 6;
     for (uint32_t i = 0; i < count; i++, p += RCW_VALUE) {
         struct rcw r = {ev_load_u64(p), ev_load_u64(p + 16)};
-        if (vec_push(&g->rcws, sizeof(r), &r) != 0) {
+        if (vec_push(&g->mem, &g->rcws, sizeof(r), &r) != 0) {
             oom(g);
             return;
         }
@@ -1226,7 +1342,7 @@ static void on_statics(struct ev_gcheap *g, const struct nettrace_event *ev)
             return;
         }
         if (str_add_le(g, name, units, &sv.field) != 0 ||
-            vec_push(&g->statics, sizeof(sv), &sv) != 0) {
+            vec_push(&g->mem, &g->statics, sizeof(sv), &sv) != 0) {
             oom(g);
             return;
         }
@@ -1262,7 +1378,7 @@ static void on_types(struct ev_gcheap *g, const struct nettrace_event *ev)
             return;
         }
         if (str_add_le(g, name, units, &t.name) != 0 ||
-            vec_push(&g->bulk_types, sizeof(t), &t) != 0) {
+            vec_push(&g->mem, &g->bulk_types, sizeof(t), &t) != 0) {
             oom(g);
             return;
         }
@@ -1281,15 +1397,16 @@ static void on_module(struct ev_gcheap *g, const struct nettrace_event *ev)
         !ev_rd_utf16z(&r, &path, &units)) {
         return; /* TraceEvent would read an odd module event somehow; the name stays unknown */
     }
-    for (size_t i = 0; i < g->modules.n; i++) {
-        if (VEC_AT(g->modules, struct module_name, i).id == id) {
-            return; /* the first name wins */
-        }
+    if (u64map_get(&g->module_at, id) != UINT32_MAX) {
+        return; /* the first name wins */
     }
     struct module_name m = {.id = id};
-    if (str_add_le(g, path, units, &m.path) != 0 || vec_push(&g->modules, sizeof(m), &m) != 0) {
+    if (str_add_le(g, path, units, &m.path) != 0 ||
+        vec_push(&g->mem, &g->modules, sizeof(m), &m) != 0) {
         oom(g);
+        return;
     }
+    (void)u64map_put(g, &g->module_at, id, (uint32_t)(g->modules.n - 1));
 }
 
 static void on_gc_start(struct ev_gcheap *g, const struct nettrace_event *ev)
@@ -1414,6 +1531,10 @@ int ev_gcheap_new(struct ev_gcheap **out, const struct ev_gcheap_limits *lim)
     if (g->max_nodes > INT32_MAX) {
         g->max_nodes = INT32_MAX;
     }
+    g->mem.share = lim != NULL ? lim->share : NULL;
+    g->mem.cap = lim != NULL && lim->max_bytes != 0
+                     ? lim->max_bytes
+                     : EV_GCHEAP_BYTES_BASE + g->max_nodes * EV_GCHEAP_BYTES_PER_NODE;
     g->ignore = true;
     g->ptr_size = 8;
     int rc = nettrace_checker_init(&g->ck, NULL);
@@ -1471,7 +1592,7 @@ struct build {
 static int ftype_new(struct ev_gcheap *g, struct str16 name, struct str16 module, uint32_t *out)
 {
     struct final_type t = {name, module, -1};
-    if (g->ftypes.n >= (1u << 29) || vec_push(&g->ftypes, sizeof(t), &t) != 0) {
+    if (g->ftypes.n >= (1u << 29) || vec_push(&g->mem, &g->ftypes, sizeof(t), &t) != 0) {
         return oom(g);
     }
     *out = (uint32_t)(g->ftypes.n - 1);
@@ -1559,12 +1680,10 @@ static int clean_name(struct ev_gcheap *g, const struct bulk_type *t, struct str
 
 static int module_of(struct ev_gcheap *g, uint64_t id, struct str16 *out)
 {
-    for (size_t i = 0; i < g->modules.n; i++) {
-        const struct module_name *m = &VEC_AT(g->modules, struct module_name, i);
-        if (m->id == id) {
-            *out = m->path;
-            return 0;
-        }
+    uint32_t at = u64map_get(&g->module_at, id);
+    if (at != UINT32_MAX) {
+        *out = VEC_AT(g->modules, struct module_name, at).path;
+        return 0;
     }
     struct sb b;
     struct module_name m = {.id = id};
@@ -1572,7 +1691,8 @@ static int module_of(struct ev_gcheap *g, uint64_t id, struct str16 *out)
     sb_ascii(&b, "Module(");
     sb_hex(&b, id);
     sb_ascii(&b, ")");
-    if (sb_end(&b, &m.path) != 0 || vec_push(&g->modules, sizeof(m), &m) != 0) {
+    if (sb_end(&b, &m.path) != 0 || vec_push(&g->mem, &g->modules, sizeof(m), &m) != 0 ||
+        u64map_put(g, &g->module_at, id, (uint32_t)(g->modules.n - 1)) != 0) {
         return oom(g);
     }
     *out = m.path;
@@ -1823,8 +1943,8 @@ static void number(struct ev_gcheap *g, uint32_t node, uint32_t *next)
 static int renumber(struct ev_gcheap *g)
 {
     size_t n = g->addr.n;
-    g->perm = malloc(n * sizeof(uint32_t));
-    g->inv = malloc(n * sizeof(uint32_t));
+    g->perm = mem_calloc(&g->mem, n, sizeof(uint32_t));
+    g->inv = g->perm != NULL ? mem_calloc(&g->mem, n, sizeof(uint32_t)) : NULL;
     if (g->perm == NULL || g->inv == NULL) {
         return oom(g);
     }
@@ -1858,7 +1978,7 @@ static int renumber(struct ev_gcheap *g)
         number(g, (uint32_t)k, &next);
         g->inv[g->perm[k]] = (uint32_t)k;
     }
-    vec_free(&g->early);
+    vec_free(&g->mem, &g->early);
     return 0;
 }
 
@@ -1947,6 +2067,7 @@ static int build(struct ev_gcheap *g)
     struct build b;
     memset(&b, 0, sizeof(b));
     uint32_t *ptype = NULL;
+    size_t npt = 0;
     uint32_t ft;
     int rc = 0;
     /* Type 0: UNDEFINED, sized by the shared undefined record. */
@@ -1979,8 +2100,10 @@ static int build(struct ev_gcheap *g)
         goto out;
     }
     /* The objects' types, in the order the nodes first used them. */
-    g->final_of_raw = calloc(g->raw.n + g->pseudos.n + 1, sizeof(uint32_t));
-    ptype = calloc(g->pseudos.n, sizeof(uint32_t));
+    g->final_of_raw = mem_calloc(&g->mem, g->raw.n + g->pseudos.n + 1, sizeof(uint32_t));
+    g->final_of_raw_n = g->raw.n + g->pseudos.n + 1;
+    npt = g->pseudos.n;
+    ptype = g->final_of_raw != NULL ? mem_calloc(&g->mem, npt + 1, sizeof(uint32_t)) : NULL;
     if (g->final_of_raw == NULL || ptype == NULL) {
         oom(g);
         goto out;
@@ -2005,11 +2128,11 @@ static int build(struct ev_gcheap *g)
     }
 out:
     rc = g->err;
-    free(ptype);
-    u64map_free(&b.by_id);
-    strmap_free(&b.intern);
-    strmap_free(&b.by_size);
-    strmap_free(&b.pseudo);
+    mem_free(&g->mem, ptype, (npt + 1) * sizeof(uint32_t));
+    u64map_free(g, &b.by_id);
+    strmap_free(g, &b.intern);
+    strmap_free(g, &b.by_size);
+    strmap_free(g, &b.pseudo);
     return rc;
 }
 
@@ -2036,9 +2159,9 @@ int ev_gcheap_finish(struct ev_gcheap *g)
         return g->err;
     }
     /* The queues are done with. */
-    vec_free(&g->pnodes);
-    vec_free(&g->pedges);
-    vec_free(&g->edge_ends);
+    vec_free(&g->mem, &g->pnodes);
+    vec_free(&g->mem, &g->pedges);
+    vec_free(&g->mem, &g->edge_ends);
     if (build(g) != 0) {
         return g->err;
     }
@@ -2321,25 +2444,7 @@ int ev_gcheap_cint_get(const uint8_t *p, size_t n, size_t *i, int32_t *out)
 
 static uint64_t mem_of(const struct ev_gcheap *g)
 {
-    uint64_t m = sizeof(*g);
-    m += g->names.cap * 2 + g->bulk_types.cap * sizeof(struct bulk_type);
-    m += g->modules.cap * sizeof(struct module_name) + g->raw.cap * sizeof(struct raw_type);
-    m += g->raw_cap * 4 + g->addr.cap * 8 + g->off.cap * 4 + g->slot_cap * 4 + g->blob.cap;
-    m += g->pnodes.cap * sizeof(struct pending_node) + g->pedges.cap * 8 + g->edge_ends.cap * 8;
-    m += g->pseudos.cap * sizeof(struct pseudo) + g->statics.cap * sizeof(struct static_var);
-    m += g->ccws.cap * sizeof(struct ccw) + g->rcws.cap * sizeof(struct rcw);
-    m += g->rcw_of.cap * 12 + g->early.cap * 4;
-    if (g->perm != NULL) {
-        m += g->addr.n * 8;
-    }
-    m += g->ftypes.cap * sizeof(struct final_type);
-    for (size_t i = 0; i < g->pseudos.n; i++) {
-        m += VEC_AT(g->pseudos, struct pseudo, i).children.cap * 4;
-    }
-    if (g->final_of_raw != NULL) {
-        m += g->raw.n * 4;
-    }
-    return m;
+    return sizeof(*g) + g->mem.held;
 }
 
 void ev_gcheap_get_stats(const struct ev_gcheap *g, struct ev_gcheap_stats *out)
@@ -2361,20 +2466,22 @@ void ev_gcheap_free(struct ev_gcheap *g)
     }
     nettrace_checker_fini(&g->ck);
     for (size_t i = 0; i < g->pseudos.n; i++) {
-        vec_free(&VEC_AT(g->pseudos, struct pseudo, i).children);
+        vec_free(&g->mem, &VEC_AT(g->pseudos, struct pseudo, i).children);
     }
     struct vec *vecs[] = {&g->names,   &g->bulk_types, &g->modules, &g->raw,    &g->addr,
                           &g->off,     &g->blob,       &g->pnodes,  &g->pedges, &g->edge_ends,
                           &g->pseudos, &g->statics,    &g->ccws,    &g->rcws,   &g->ftypes};
     for (size_t i = 0; i < sizeof(vecs) / sizeof(vecs[0]); i++) {
-        vec_free(vecs[i]);
+        vec_free(&g->mem, vecs[i]);
     }
-    u64map_free(&g->rcw_of);
-    vec_free(&g->early);
+    u64map_free(g, &g->rcw_of);
+    u64map_free(g, &g->module_at);
+    vec_free(&g->mem, &g->early);
     free(g->perm);
     free(g->inv);
     free(g->raw_slots);
     free(g->slots);
     free(g->final_of_raw);
+    mem_give(&g->mem, g->mem.held); /* all of it: the stores above were charged */
     free(g);
 }

@@ -44,9 +44,28 @@
 #define EV_GCHEAP_KEYWORDS          0x1980001ULL
 #define EV_GCHEAP_LEVEL             5
 #define EV_GCHEAP_DEFAULT_MAX_NODES 10000000ULL
+/*
+ * Type, module and static field names are cut to this many UTF-16 units, the last an ellipsis
+ * (U+2026). Not 256: real generic type names are longer (374 in tests/fixtures/events'
+ * gcdump-heap capture, ASP.NET's DI types), and dotnet-gcdump keeps them whole.
+ */
+#define EV_GCHEAP_MAX_NAME 1024
+/* The graph's own byte bound when max_bytes is 0: BASE + max_nodes * PER_NODE. */
+#define EV_GCHEAP_BYTES_BASE     ((uint64_t)64 << 20)
+#define EV_GCHEAP_BYTES_PER_NODE 128u
 
+struct mb_share;
+
+/*
+ * Every store of the graph (nodes, records, hash tables, pending nodes and edges, types, names,
+ * the root tree, finish's tables) is counted in bytes of capacity and charged to share (when not
+ * NULL; else to dotmon's total) before it is allocated; over the share's cap, the total, or
+ * max_bytes the feed or finish fails AGENT_E_BUDGET (ev_gcheap_error says which bound).
+ */
 struct ev_gcheap_limits {
     uint64_t max_nodes; /* 0 = EV_GCHEAP_DEFAULT_MAX_NODES; over it the feed fails AGENT_E_TOOBIG */
+    uint64_t max_bytes; /* 0 = EV_GCHEAP_BYTES_BASE + max_nodes * EV_GCHEAP_BYTES_PER_NODE */
+    struct mb_share *share; /* borrowed: must outlive the graph (ev_gcheap_free releases it) */
 };
 
 struct ev_gcheap_stats {
@@ -59,17 +78,19 @@ struct ev_gcheap_stats {
     uint64_t types;      /* BulkType entries read */
     uint64_t total_size; /* sum of the objects' sizes */
     uint64_t lost;       /* events the runtime dropped: sequence gaps, or bulk Index gaps */
-    uint64_t mem_bytes;  /* memory held by the graph now */
+    uint64_t mem_bytes;  /* memory held by the graph now (what is charged, plus the struct) */
+    uint64_t names_cut;  /* names cut to EV_GCHEAP_MAX_NAME */
     bool complete;       /* the induced gen-2 GC's GCEnd was read */
 };
 
 struct ev_gcheap;
 
-/* lim may be NULL (defaults). 0, AGENT_E_INVAL or -ENOMEM. */
+/* lim may be NULL (defaults; charges go to dotmon's total). 0, AGENT_E_INVAL or -ENOMEM. */
 int ev_gcheap_new(struct ev_gcheap **out, const struct ev_gcheap_limits *lim);
 /*
  * The next bytes of the session's nettrace stream. 0, or a negative error once the stream or the
- * heap walk is invalid or over a limit (AGENT_E_TOOBIG: max_nodes; -ENOMEM; AGENT_E_PROTO …);
+ * heap walk is invalid or over a limit (AGENT_E_TOOBIG: max_nodes; AGENT_E_BUDGET: bytes;
+ * -ENOMEM; AGENT_E_PROTO …);
  * later feeds return it again. Bytes after completion are read (rundown, end tag) but change
  * nothing in the graph except module names. After ev_gcheap_finish: AGENT_E_INVAL, and nothing
  * changes.

@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "err.h"
 #include "ev_rd.h"
+#include "membudget.h"
 #include "nettrace.h"
 
 #define RUNTIME_PROVIDER    "Microsoft-Windows-DotNETRuntime"
@@ -35,8 +36,39 @@ const char *const EV_PROFILE_GC_REASON_NAMES[EV_PROFILE_GC_REASONS] = {
 
 static const char *const kind_names[] = {"alloc", "exceptions", "contention", "gc"};
 
+/*
+ * What a profile holds, in bytes: every name, message and table is charged to share (NULL:
+ * dotmon's total only) before it is allocated; names and messages are also bounded by
+ * EV_PROFILE_MAX_NAME_BYTES.
+ */
+struct pmem {
+    struct mb_share *share;
+    uint64_t held;
+    uint64_t name_bytes;
+};
+
+static int pmem_take(struct pmem *m, size_t n, bool name)
+{
+    if (name && n > EV_PROFILE_MAX_NAME_BYTES - m->name_bytes) {
+        return AGENT_E_TOOBIG;
+    }
+    if (mb_charge(m->share, n) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    m->held += n;
+    m->name_bytes += name ? n : 0;
+    return 0;
+}
+
+static void pmem_give(struct pmem *m, size_t n)
+{
+    mb_release(m->share, n);
+    m->held -= n;
+}
+
 /* Interned names: each once, addressed by index. */
 struct strtab {
+    struct pmem *mem;
     char **v;
     size_t n, cap;
     uint32_t *slots; /* open addressing: index + 1, 0 = empty */
@@ -79,6 +111,7 @@ struct gc_state {
 };
 
 struct ev_profile {
+    struct pmem mem;
     enum ev_profile_kind kind;
     struct ev_symbols *sym;
     struct strtab keys;
@@ -96,8 +129,11 @@ struct ev_profile {
     int fail;
 };
 
-/* Makes room for need elements of size elem in *p (capacity *cap, doubled); 0 or -ENOMEM. */
-static int reserve(void **p, size_t *cap, size_t need, size_t elem)
+/*
+ * Makes room for need elements of size elem in *p (capacity *cap, doubled), the growth charged to
+ * m first; 0, AGENT_E_BUDGET or -ENOMEM.
+ */
+static int reserve(struct pmem *m, void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) {
         return 0;
@@ -106,8 +142,12 @@ static int reserve(void **p, size_t *cap, size_t need, size_t elem)
     while (ncap < need) {
         ncap *= 2;
     }
+    if (pmem_take(m, (ncap - *cap) * elem, false) != 0) {
+        return AGENT_E_BUDGET;
+    }
     void *np = realloc(*p, ncap * elem);
     if (np == NULL) {
+        pmem_give(m, (ncap - *cap) * elem);
         return -ENOMEM;
     }
     *p = np;
@@ -128,11 +168,15 @@ static uint64_t fnv1a(const char *s, size_t n)
  * A new open-addressing table of cap slots (a power of two) in *slots (the old one freed) holding
  * items 0..n-1 by hash(ctx, i): slot = index + 1, 0 = empty. 0 or -ENOMEM.
  */
-static int slots_rebuild(uint32_t **slots, size_t *nslots, size_t cap, size_t n,
+static int slots_rebuild(struct pmem *m, uint32_t **slots, size_t *nslots, size_t cap, size_t n,
                          uint64_t (*hash)(const void *ctx, size_t i), const void *ctx)
 {
+    if (pmem_take(m, cap * sizeof(uint32_t), false) != 0) {
+        return AGENT_E_BUDGET;
+    }
     uint32_t *t = calloc(cap, sizeof(*t));
     if (t == NULL) {
+        pmem_give(m, cap * sizeof(uint32_t));
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
@@ -143,6 +187,7 @@ static int slots_rebuild(uint32_t **slots, size_t *nslots, size_t cap, size_t n,
         t[h] = (uint32_t)i + 1;
     }
     free(*slots);
+    pmem_give(m, *nslots * sizeof(uint32_t));
     *slots = t;
     *nslots = cap;
     return 0;
@@ -156,7 +201,7 @@ static uint64_t strtab_hash(const void *ctx, size_t i)
 
 static int strtab_rehash(struct strtab *t)
 {
-    return slots_rebuild(&t->slots, &t->nslots, t->nslots != 0 ? t->nslots * 2 : 256, t->n,
+    return slots_rebuild(t->mem, &t->slots, &t->nslots, t->nslots != 0 ? t->nslots * 2 : 256, t->n,
                          strtab_hash, t);
 }
 
@@ -179,9 +224,13 @@ static int strtab_intern(struct strtab *t, const char *s, size_t n, uint32_t *ou
     if (t->n >= EV_PROFILE_MAX_KEYS) {
         return AGENT_E_TOOBIG;
     }
+    if ((rc = reserve(t->mem, (void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v))) != 0 ||
+        (rc = pmem_take(t->mem, n + 1, true)) != 0) {
+        return rc;
+    }
     char *copy = malloc(n + 1);
-    if (copy == NULL || (rc = reserve((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v))) != 0) {
-        free(copy);
+    if (copy == NULL) {
+        pmem_give(t->mem, n + 1);
         return -ENOMEM;
     }
     memcpy(copy, s, n);
@@ -192,6 +241,7 @@ static int strtab_intern(struct strtab *t, const char *s, size_t n, uint32_t *ou
     return 0;
 }
 
+/* Frees t (what it held is given back by the profile's end). */
 static void strtab_fini(struct strtab *t)
 {
     for (size_t i = 0; i < t->n; i++) {
@@ -245,7 +295,7 @@ static uint64_t cell_hash(const void *ctx, size_t i)
 
 static int cells_rebuild(struct ev_profile *p, size_t cap)
 {
-    int rc = slots_rebuild(&p->cells, &p->ncells, cap, p->nrecs, cell_hash, p);
+    int rc = slots_rebuild(&p->mem, &p->cells, &p->ncells, cap, p->nrecs, cell_hash, p);
     p->cells_stale = rc != 0;
     return rc;
 }
@@ -277,7 +327,8 @@ static int rec_add(struct ev_profile *p, const struct rec *r)
     if (p->nrecs >= EV_PROFILE_MAX_RECORDS) {
         return AGENT_E_TOOBIG;
     }
-    if ((rc = reserve((void **)&p->recs, &p->cap_recs, p->nrecs + 1, sizeof(*p->recs))) != 0) {
+    if ((rc = reserve(&p->mem, (void **)&p->recs, &p->cap_recs, p->nrecs + 1, sizeof(*p->recs))) !=
+        0) {
         return rc;
     }
     p->recs[p->nrecs] = *r;
@@ -336,14 +387,20 @@ static int on_alloc(struct ev_profile *p, const struct ev_profile_event *ev)
 static int keep_message(struct ev_profile *p, uint32_t key, const uint8_t *msg, size_t units)
 {
     size_t old = p->cap_messages;
-    int rc = reserve((void **)&p->messages, &p->cap_messages, (size_t)key + 1, sizeof(char *));
+    int rc =
+        reserve(&p->mem, (void **)&p->messages, &p->cap_messages, (size_t)key + 1, sizeof(char *));
     if (rc != 0) {
         return rc;
     }
     memset(p->messages + old, 0, (p->cap_messages - old) * sizeof(char *));
     if (p->messages[key] == NULL) {
-        p->messages[key] = utf16_dup(msg, units, MAX_MESSAGE_UNITS);
-        rc = p->messages[key] != NULL ? 0 : -ENOMEM;
+        char *m = utf16_dup(msg, units, MAX_MESSAGE_UNITS);
+        rc = m == NULL ? -ENOMEM : pmem_take(&p->mem, strlen(m) + 1, true);
+        if (rc == 0) {
+            p->messages[key] = m;
+        } else {
+            free(m);
+        }
     }
     return rc;
 }
@@ -397,7 +454,7 @@ static int on_contention_start(struct ev_profile *p, const struct ev_profile_eve
         if (p->npend >= EV_PROFILE_MAX_PENDING) {
             return AGENT_E_TOOBIG;
         }
-        int rc = reserve((void **)&p->pend, &p->cap_pend, p->npend + 1, sizeof(*p->pend));
+        int rc = reserve(&p->mem, (void **)&p->pend, &p->cap_pend, p->npend + 1, sizeof(*p->pend));
         if (rc != 0) {
             return rc;
         }
@@ -478,7 +535,8 @@ static int on_restart_end(struct ev_profile *p, const struct ev_profile_event *e
         return 0;
     }
     g->suspended = false;
-    int rc = reserve((void **)&g->pauses, &g->cap_pauses, g->npauses + 1, sizeof(*g->pauses));
+    int rc =
+        reserve(&p->mem, (void **)&g->pauses, &g->cap_pauses, g->npauses + 1, sizeof(*g->pauses));
     if (rc == 0) {
         double ms = ev_symbols_ticks_ms(p->sym, ticks_between(g->suspend_ts, ev->ts));
         g->pauses[g->npauses++] = ms > 0.0 ? (ms < 1e12 ? ms : 1e12) : 0.0;
@@ -570,6 +628,9 @@ static void note(struct ev_profile *p, int rc)
 static void on_event(void *ud, const struct nettrace_event *nev)
 {
     struct ev_profile *p = ud;
+    if (p->fail != 0) {
+        return; /* the profile is lost already: keep nothing more */
+    }
     if (!wanted(p->kind, nev->event_id) || strcmp(nev->provider, RUNTIME_PROVIDER) != 0) {
         return;
     }
@@ -612,8 +673,18 @@ int ev_profile_new(enum ev_profile_kind kind, struct ev_symbols *sym, struct ev_
     }
     p->kind = kind;
     p->sym = sym;
+    p->keys.mem = &p->mem;
     ev_symbols_set_event_cb(sym, on_event, p);
     *out = p;
+    return 0;
+}
+
+int ev_profile_set_share(struct ev_profile *p, struct mb_share *share)
+{
+    if (p->mem.held != 0) {
+        return AGENT_E_INVAL; /* charged elsewhere already */
+    }
+    p->mem.share = share;
     return 0;
 }
 
@@ -632,6 +703,7 @@ void ev_profile_free(struct ev_profile *p)
     free(p->cells);
     free(p->pend);
     free(p->gc.pauses);
+    pmem_give(&p->mem, p->mem.held); /* everything above was charged */
     free(p);
 }
 

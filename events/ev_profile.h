@@ -37,8 +37,12 @@
  * A site is ev_symbols_stack_site's: the first frame outside System.Private.CoreLib from the leaf
  * (the code that allocated, threw or waited), else the first managed frame, else "?!?".
  *
+ * Memory: every name, message and table is counted in bytes and charged before it is allocated
+ * to the profile's share of dotmon's memory budget (ev_profile_set_share; else to the total).
+ *
  * Pure: no libuv, no I/O. Errors: -ENOMEM, AGENT_E_TOOBIG (more than EV_PROFILE_MAX_* of
- * something), AGENT_E_PROTO (a payload too short for its version: counted as malformed, skipped).
+ * something, names over EV_PROFILE_MAX_NAME_BYTES), AGENT_E_BUDGET (over the share or dotmon's
+ * total), AGENT_E_PROTO (a payload too short for its version: counted as malformed, skipped).
  */
 
 #include <stdbool.h>
@@ -49,8 +53,10 @@
 
 #define EV_PROFILE_MAX_RECORDS (4u * 1024u * 1024u) /* distinct (type, stack) kept */
 #define EV_PROFILE_MAX_KEYS    (1024u * 1024u)      /* distinct type and site names */
-#define EV_PROFILE_MAX_PENDING 65536u               /* threads waiting on a lock at once */
-#define EV_PROFILE_SITES       5u                   /* sites listed per type */
+/* Bytes of names and sample messages kept (UTF-8, NULs and pointers counted): 16 MiB. */
+#define EV_PROFILE_MAX_NAME_BYTES ((uint64_t)16 << 20)
+#define EV_PROFILE_MAX_PENDING    65536u /* threads waiting on a lock at once */
+#define EV_PROFILE_SITES          5u     /* sites listed per type */
 
 /* The runtime events read (Microsoft-Windows-DotNETRuntime ids). */
 #define EV_PROFILE_GC_START          1
@@ -88,7 +94,13 @@ struct ev_profile;
  * is still fed, finished and freed by the caller). 0 or -ENOMEM.
  */
 int ev_profile_new(enum ev_profile_kind kind, struct ev_symbols *sym, struct ev_profile **out);
-/* Accepts NULL; unhooks itself from its ev_symbols. */
+/*
+ * Charges what p will hold to share (borrowed: it must outlive p; NULL: dotmon's total). Before
+ * the first event: 0, else AGENT_E_INVAL (nothing changes).
+ */
+struct mb_share;
+int ev_profile_set_share(struct ev_profile *p, struct mb_share *share);
+/* Accepts NULL; unhooks itself from its ev_symbols; gives back what it charged. */
 void ev_profile_free(struct ev_profile *p);
 
 /* One runtime event, as the stream callback hands it on (also for tests). */

@@ -4,6 +4,8 @@
  * names, HELP, TYPE, values and labels, with the departures listed in ev_store.h that keep the
  * text valid (one sample per series, contiguous families, unique label names).
  */
+#include "ev_prom.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -575,14 +577,27 @@ static int write_line(struct buf *out, const struct ent *e)
     return rc;
 }
 
-/* One family: e[0..n) share the name; the first entry decides HELP and TYPE. */
+/* Where write_family starts and stops within a family (a family may span pieces). */
+struct fam_pos {
+    int kind; /* in: the family's kind when resumed, -1 when it begins here; out: its kind */
+    const char *after; /* in: labels of the last line written before, NULL: from the start */
+    size_t stop;       /* in: stop after a line once out holds this many bytes (SIZE_MAX: never) */
+    char *open;        /* out: when stopped before its end, the labels of the last line (owned) */
+};
+
+/*
+ * One family: e[0..n) share the name; the first entry decides the kind (unless resumed), HELP and
+ * TYPE come first when it begins here. Lines with labels after pos->after, until pos->stop.
+ */
 static int write_family(struct buf *out, struct ent *e, size_t n, const struct ev_prom_target *t,
-                        struct buf *labels, struct buf *scratch)
+                        struct buf *labels, struct buf *scratch, struct fam_pos *pos)
 {
-    enum fam_kind kind = ent_kind(&e[0]);
+    enum fam_kind kind = pos->kind >= 0 ? (enum fam_kind)pos->kind : ent_kind(&e[0]);
     size_t kept = 0;
     int rc = 0;
 
+    pos->kind = (int)kind;
+    pos->open = NULL;
     buf_reset(labels);
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (ent_kind(&e[i]) != kind) {
@@ -605,38 +620,57 @@ static int write_family(struct buf *out, struct ent *e, size_t n, const struct e
     qsort(e, kept, sizeof(e[0]), line_cmp);
 
     static const char *const types[] = {"gauge", "summary", "counter"};
-    rc = write_help(out, &e[0], ev__store_default_interval(t[e[0].target].store));
-    if (rc == 0) {
-        rc = buf_printf(out, "\n# TYPE %s %s\n", ent_name(&e[0]), types[kind]);
+    if (pos->after == NULL) {
+        rc = write_help(out, &e[0], ev__store_default_interval(t[e[0].target].store));
+        if (rc == 0) {
+            rc = buf_printf(out, "\n# TYPE %s %s\n", ent_name(&e[0]), types[kind]);
+        }
     }
     for (size_t i = 0; i < kept && rc == 0; i++) {
         if (i > 0 && strcmp(e[i].labels, e[i - 1].labels) == 0) {
             continue; /* same label set: the newest (sorted first) wins */
         }
+        if (pos->after != NULL && strcmp(e[i].labels, pos->after) <= 0) {
+            continue; /* written in an earlier piece */
+        }
         rc = write_line(out, &e[i]);
+        if (rc == 0 && buf_size(out) >= pos->stop) {
+            size_t j = i + 1;
+            while (j < kept && strcmp(e[j].labels, e[i].labels) == 0) {
+                j++;
+            }
+            if (j < kept) { /* more lines: the family stays open */
+                pos->open = strdup(e[i].labels);
+                return pos->open == NULL ? -ENOMEM : 0;
+            }
+        }
     }
     return rc;
 }
 
-int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *out)
+/* Whether a runtime family's name is one of dotmon's (EV_PROM_RESERVED_PREFIX). */
+static bool reserved_name(const char *name)
 {
-    struct ent *e = NULL;
-    struct buf labels, scratch;
-    size_t total = 0;
-    int rc = 0;
+    return strncmp(name, EV_PROM_RESERVED_PREFIX, sizeof(EV_PROM_RESERVED_PREFIX) - 1) == 0;
+}
 
-    buf_init(&labels, 0);
-    buf_init(&scratch, 0);
+/* Every series of the targets as entries (a line, and a _total line for meter counters), sorted
+ * by family; families to leave out (shadowed, reserved) have labels_off SIZE_MAX. *out NULL and
+ * *count 0 when there is none. */
+static int plan(const struct ev_prom_target *targets, size_t n, struct ent **out, size_t *count)
+{
+    size_t total = 0;
+    *out = NULL;
+    *count = 0;
     for (size_t i = 0; i < n; i++) {
         total += 2 * ev_store_series(targets[i].store); /* a line and maybe a _total line */
     }
     if (total == 0) {
-        goto out;
+        return 0;
     }
-    e = calloc(total, sizeof(*e));
+    struct ent *e = calloc(total, sizeof(*e));
     if (e == NULL) {
-        rc = -ENOMEM;
-        goto out;
+        return -ENOMEM;
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -657,33 +691,195 @@ int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *o
     total = k;
     qsort(e, total, sizeof(e[0]), ent_cmp);
 
-    /* Decide which families are shadowed before write_family reorders entries in place. */
+    /* Decide which families are left out before write_family reorders entries in place. */
     for (size_t i = 0; i < total;) {
         size_t j = i + 1;
         while (j < total && strcmp(ent_name(&e[j]), ent_name(&e[i])) == 0) {
             j++;
         }
-        if (ent_kind(&e[i]) != FAM_SUMMARY && shadowed(e, total, ent_name(&e[i]))) {
+        if (reserved_name(ent_name(&e[i])) ||
+            (ent_kind(&e[i]) != FAM_SUMMARY && shadowed(e, total, ent_name(&e[i])))) {
             for (size_t x = i; x < j; x++) {
                 e[x].labels_off = SIZE_MAX; /* marks the family dropped */
             }
         }
         i = j;
     }
-    for (size_t i = 0; i < total && rc == 0;) {
+    *out = e;
+    *count = total;
+    return 0;
+}
+
+void ev_prom_cursor_init(struct ev_prom_cursor *c)
+{
+    memset(c, 0, sizeof(*c));
+}
+
+void ev_prom_cursor_fini(struct ev_prom_cursor *c)
+{
+    free(c->after);
+    free(c->open);
+    memset(c, 0, sizeof(*c));
+}
+
+/* The first entry whose name sorts after name (strict) or, with equal, at or after it. */
+static size_t first_after(const struct ent *e, size_t total, const char *name, bool equal)
+{
+    size_t lo = 0, hi = total;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ent_name(&e[mid]), name);
+        if (c < 0 || (c == 0 && !equal)) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct ev_prom_cursor *c,
+                        size_t min_bytes, struct buf *out)
+{
+    struct ent *e = NULL;
+    struct buf labels, scratch;
+    size_t total = 0;
+    size_t mark = buf_size(out);
+    char *after = NULL;
+    struct fam_pos pos = {.kind = c->kind, .after = NULL, .stop = SIZE_MAX, .open = NULL};
+    int rc = 0;
+
+    buf_init(&labels, 0);
+    buf_init(&scratch, 0);
+    if (c->done) {
+        goto out;
+    }
+    rc = plan(targets, n, &e, &total);
+    if (rc < 0) {
+        goto out;
+    }
+    if (min_bytes < 64 * total) {
+        min_bytes = 64 * total;
+    }
+    min_bytes = min_bytes > 0 ? min_bytes : 1;
+    pos.stop = min_bytes > SIZE_MAX - mark ? SIZE_MAX : mark + min_bytes;
+    size_t i = c->after != NULL ? first_after(e, total, c->after, false) : 0;
+    /* The rest of a family left open by the last call, if it is still there. */
+    if (c->open != NULL) {
+        size_t from = first_after(e, total, c->after, true);
+        if (from < i && e[from].labels_off != SIZE_MAX) {
+            pos.after = c->open;
+            rc = write_family(out, e + from, i - from, targets, &labels, &scratch, &pos);
+        }
+    }
+    const char *last = NULL;
+    while (i < total && rc == 0 && pos.open == NULL && buf_size(out) < pos.stop) {
         size_t j = i + 1;
         while (j < total && strcmp(ent_name(&e[j]), ent_name(&e[i])) == 0) {
             j++;
         }
+        last = ent_name(&e[i]);
         if (e[i].labels_off != SIZE_MAX) {
-            rc = write_family(out, e + i, j - i, targets, &labels, &scratch);
+            pos.kind = -1;
+            pos.after = NULL;
+            rc = write_family(out, e + i, j - i, targets, &labels, &scratch, &pos);
         }
         i = j;
     }
+    if (rc == 0 && last != NULL) {
+        after = strdup(last);
+        rc = after == NULL ? -ENOMEM : 0;
+    }
+    if (rc == 0) {
+        if (after != NULL) {
+            free(c->after);
+            c->after = after;
+            after = NULL;
+        }
+        free(c->open);
+        c->open = pos.open; /* the family c->after stays open, or NULL */
+        pos.open = NULL;
+        c->kind = pos.kind;
+        c->done = i >= total && c->open == NULL;
+    }
 
 out:
+    if (rc < 0) {
+        buf_truncate(out, mark); /* whole lines or nothing */
+    }
+    free(pos.open);
+    free(after);
     free(e);
     buf_fini(&labels);
     buf_fini(&scratch);
+    return rc;
+}
+
+int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *out)
+{
+    struct ev_prom_cursor c;
+    int rc = 0;
+    ev_prom_cursor_init(&c);
+    while (rc == 0 && !c.done) {
+        rc = ev_prom_render_next(targets, n, &c, SIZE_MAX, out);
+    }
+    ev_prom_cursor_fini(&c);
+    return rc;
+}
+
+/* ---- dotmon's own families ------------------------------------------------------------------ */
+
+int ev_prom_family(struct buf *out, const char *name, const char *type, const char *help)
+{
+    size_t mark = buf_size(out);
+    int rc = buf_printf(out, "# HELP %s ", name);
+    rc = rc < 0 ? rc : append_escaped(out, help, strlen(help), false);
+    rc = rc < 0 ? rc : buf_printf(out, "\n# TYPE %s %s\n", name, type);
+    if (rc < 0) {
+        buf_truncate(out, mark);
+    }
+    return rc;
+}
+
+/* name{labels} and a space. */
+static int sample_head(struct buf *out, const char *name, const struct ev_prom_labels *labels)
+{
+    int rc = buf_append_str(out, name);
+    size_t nl = labels != NULL ? labels->n : 0;
+    for (size_t i = 0; i < nl && rc == 0; i++) {
+        const char *v = labels->values[i] != NULL ? labels->values[i] : "";
+        rc = buf_append(out, i == 0 ? "{" : ", ", i == 0 ? 1 : 2);
+        rc = rc < 0
+                 ? rc
+                 : append_label(out, true, labels->keys[i], strlen(labels->keys[i]), v, strlen(v));
+    }
+    if (rc == 0 && nl > 0) {
+        rc = buf_append(out, "}", 1);
+    }
+    return rc < 0 ? rc : buf_append(out, " ", 1);
+}
+
+int ev_prom_sample_u64(struct buf *out, const char *name, const struct ev_prom_labels *labels,
+                       uint64_t value)
+{
+    size_t mark = buf_size(out);
+    int rc = sample_head(out, name, labels);
+    rc = rc < 0 ? rc : buf_printf(out, "%" PRIu64 "\n", value);
+    if (rc < 0) {
+        buf_truncate(out, mark);
+    }
+    return rc;
+}
+
+int ev_prom_sample_double(struct buf *out, const char *name, const struct ev_prom_labels *labels,
+                          double value)
+{
+    size_t mark = buf_size(out);
+    int rc = sample_head(out, name, labels);
+    rc = rc < 0 ? rc : append_double(out, value);
+    rc = rc < 0 ? rc : buf_append(out, "\n", 1);
+    if (rc < 0) {
+        buf_truncate(out, mark);
+    }
     return rc;
 }

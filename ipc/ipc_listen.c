@@ -1416,9 +1416,17 @@ static int bind_prepare(struct ipc_listen *l, char *dir, size_t dir_size)
         log_error(LOG_CAT, "%s is not an absolute path to a file", l->path);
         return AGENT_E_INVAL;
     }
-    int rc = shdir_open(dir, &l->dirfd);
+    /* Shared with the app on purpose (it may be writable by others: see above), but walked
+     * component by component (StrictModes): no folder another uid owns or can write without the
+     * sticky bit on the way, the socket's folder not another uid's, no link of theirs. */
+    char why[1024];
+    int rc = shdir_open_trusted(dir, SHDIR_TRUST_SHARED, &l->dirfd, why, sizeof(why));
+    if (rc == AGENT_E_UNTRUSTED) {
+        log_error(LOG_CAT, "refusing to listen on %s: %s", l->path, why);
+        return rc;
+    }
     if (rc != 0) {
-        log_error(LOG_CAT, "cannot open the folder %s: %s", dir, agent_strerror(rc));
+        log_error(LOG_CAT, "cannot open the folder %s: %s", dir, why);
         return rc;
     }
     memcpy(l->base, base, strlen(base) + 1);

@@ -313,6 +313,34 @@ bool rules_filters_match(const struct rules_rule *r, const struct rules_process 
  */
 size_t rules_split_arguments(const char *s, char *out, char **argv, size_t max);
 
+/* At most this many Execute arguments are passed (the rest is ignored). */
+#define RULES_EXECUTE_MAX_ARGS 256
+
+struct buf;
+
+/*
+ * A token's value: s starts with '$'; when a known token starts there, its value (borrowed) and
+ * *len its length in s, else NULL.
+ */
+typedef const char *rules_token_fn(void *ud, const char *s, size_t *len);
+
+/* Appends s to b with its tokens (fn) replaced, in one pass: a value is copied as it is, never
+ * scanned for tokens again. 0, -ENOMEM or AGENT_E_TOOBIG (b's cap). */
+int rules_substitute(const char *s, rules_token_fn *fn, void *ud, struct buf *b);
+
+/*
+ * Execute's Arguments as argv: split first (rules_split_arguments, at most max), then the tokens
+ * of each argument substituted (rules_substitute). A value (a process's name or command line, an
+ * earlier action's output) therefore stays inside the one argument that names it, whatever
+ * blanks, quotes or $(...) it holds: deliberately unlike dotnet-monitor, which substitutes into
+ * the whole string and then splits it. *argv_out: a new NULL-terminated array of *argc_out new
+ * strings (owned by the caller: rules_free_argv). 0 or -ENOMEM.
+ */
+int rules_execute_argv(const char *arguments, size_t max, rules_token_fn *fn, void *ud,
+                       char ***argv_out, size_t *argc_out);
+/* Frees what rules_execute_argv made (NULL is fine). */
+void rules_free_argv(char **argv);
+
 /* ---- trigger sessions ---------------------------------------------------------------------- */
 
 #define RULES_SESSION_MAX_PROVIDERS 2
@@ -547,14 +575,20 @@ enum rules_step_kind {
 /*
  * One thing for the agent to do. START: the action's string settings with $(Process.RuntimeId),
  * $(Process.ProcessId), $(Process.Name), $(Process.CommandLine), $(Monitor.HostName) replaced,
- * and in Execute.Arguments also $(Actions.<Name>.<Output>) of earlier actions; NULL where the
- * setting is absent. Valid until the action is reported done.
+ * and in Execute.Arguments also $(Actions.<Name>.<Output>) of earlier actions, in one pass (a
+ * value is never expanded again); NULL where the setting is absent. Execute's Path stays as
+ * configured when a value would bring a '/' into it (the file is then not found). Valid until
+ * the action is reported done.
  */
 struct rules_step {
     enum rules_step_kind kind;
     size_t index;
     const struct rules_action *action;
-    const char *egress, *path, *arguments, *env_name, *env_value, *profiler_path;
+    const char *egress, *path, *env_name, *env_value, *profiler_path;
+    /* Execute: Arguments split, then substituted in each argument (rules_execute_argv);
+     * argv[argc] is NULL. NULL and 0 for other actions. */
+    char *const *argv;
+    size_t argc;
 };
 
 /*

@@ -178,11 +178,11 @@ static void clear_run(struct rules_inst *i)
 {
     for (size_t k = 0; i->acts != NULL && k < i->rule->nactions; k++) {
         struct rules_act_run *r = &i->acts[k];
-        char *owned[] = {r->egress,   r->path,      r->arguments,
-                         r->env_name, r->env_value, r->profiler_path};
+        char *owned[] = {r->egress, r->path, r->env_name, r->env_value, r->profiler_path};
         for (size_t s = 0; s < sizeof(owned) / sizeof(owned[0]); s++) {
             free(owned[s]);
         }
+        rules_free_argv(r->argv);
         for (size_t o = 0; o < r->noutputs; o++) {
             free(r->outputs[o].key);
             free(r->outputs[o].value);
@@ -406,69 +406,81 @@ static const char *output_of(const struct rules_inst *i, const char *ref, size_t
     return NULL;
 }
 
-/* $(Actions.<name>.<output>) → the output; unknown references stay as written. */
-static int substitute_actions(const struct rules_inst *i, const char *s, struct buf *b)
-{
-    size_t plen = strlen(RULES_ACTIONS_PREFIX);
-    while (*s != '\0') {
-        const char *end = NULL, *value = NULL;
-        if (rules__at_actions_prefix(s) && (end = strchr(s + plen, ')')) != NULL) {
-            value = output_of(i, s + plen, (size_t)(end - s - plen));
-        }
-        int rc = value != NULL ? buf_append_str(b, value) : buf_append(b, s, 1);
-        if (rc != 0) {
-            return rc;
-        }
-        s = value != NULL ? end + 1 : s + 1;
-    }
-    return 0;
-}
-
-/* $(Process.*) and $(Monitor.HostName), matched exactly as dotnet-monitor's Replace does. */
-static int substitute_process(const struct rules_inst *i, const char *s, struct buf *b)
-{
+/* What the token finder looks at: the instance, its pid as text, whether Actions count. */
+struct tokens {
+    const struct rules_inst *i;
     char pid[16];
-    (void)snprintf(pid, sizeof(pid), "%u", i->proc.pid);
+    bool actions;
+    bool path;    /* Execute's Path: a value with a '/' is refused */
+    bool refused; /* one was */
+};
+
+/* $(Actions.<name>.<output>) (when it counts) → the output, $(Process.*) and $(Monitor.HostName)
+ * matched exactly as dotnet-monitor's Replace does; anything else (an unknown reference too)
+ * stays as written. */
+static const char *token_value(void *ud, const char *s, size_t *len)
+{
+    struct tokens *t = ud;
+    const struct rules_inst *i = t->i;
+    size_t plen = strlen(RULES_ACTIONS_PREFIX);
+    const char *end = NULL;
+    if (t->actions && rules__at_actions_prefix(s) && (end = strchr(s + plen, ')')) != NULL) {
+        const char *value = output_of(i, s + plen, (size_t)(end - s - plen));
+        if (value != NULL) {
+            *len = (size_t)(end + 1 - s);
+            return value;
+        }
+    }
     const char *runtime_id =
         *i->proc.runtime_id ? i->proc.runtime_id : "00000000-0000-0000-0000-000000000000";
     const struct rules_kv tokens[] = {
-        {"$(Process.RuntimeId)", runtime_id},      {"$(Process.ProcessId)", pid},
+        {"$(Process.RuntimeId)", runtime_id},      {"$(Process.ProcessId)", t->pid},
         {"$(Process.Name)", i->proc.name},         {"$(Process.CommandLine)", i->proc.command_line},
         {"$(Monitor.HostName)", i->proc.hostname},
     };
-    while (*s != '\0') {
-        const struct rules_kv *hit = NULL;
-        for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]) && *s == '$'; k++) {
-            if (strncmp(s, tokens[k].key, strlen(tokens[k].key)) == 0) {
-                hit = &tokens[k];
-            }
+    for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]); k++) {
+        if (strncmp(s, tokens[k].key, strlen(tokens[k].key)) == 0) {
+            *len = strlen(tokens[k].key);
+            t->refused |= t->path && strchr(tokens[k].value, '/') != NULL;
+            return tokens[k].value;
         }
-        int rc = hit != NULL ? buf_append_str(b, hit->value) : buf_append(b, s, 1);
-        if (rc != 0) {
-            return rc;
-        }
-        s += hit != NULL ? strlen(hit->key) : 1;
     }
-    return 0;
+    return NULL;
 }
 
-/* A resolved copy of setting s (NULL stays NULL); *out NULL and -ENOMEM on failure. */
-static int resolve(const struct rules_inst *i, const char *s, bool actions, char **out)
+static void tokens_init(struct tokens *t, const struct rules_inst *i, bool actions)
+{
+    t->i = i;
+    t->actions = actions;
+    t->path = t->refused = false;
+    (void)snprintf(t->pid, sizeof(t->pid), "%u", i->proc.pid);
+}
+
+/*
+ * A resolved copy of setting s (NULL stays NULL); *out NULL and -ENOMEM on failure. Execute's
+ * Path (path true) whose tokens would bring a '/' (a process names itself "../../tmp/x") stays as
+ * configured, tokens unreplaced: no such file, the action fails, nothing runs.
+ */
+static int resolve(const struct rules_inst *i, const char *s, bool path, char **out)
 {
     *out = NULL;
     if (s == NULL) {
         return 0;
     }
-    struct buf a, b;
-    buf_init(&a, 0);
+    struct tokens t;
+    tokens_init(&t, i, false);
+    t.path = path;
+    struct buf b;
     buf_init(&b, 0);
-    int rc = actions ? substitute_actions(i, s, &a) : buf_append_str(&a, s);
-    rc = rc != 0 ? rc : substitute_process(i, buf_cstr(&a), &b);
+    int rc = rules_substitute(s, token_value, &t, &b);
+    if (rc == 0 && t.refused) {
+        buf_reset(&b);
+        rc = buf_append_str(&b, s);
+    }
     if (rc == 0) {
         *out = buf_steal(&b, NULL);
         rc = *out != NULL ? 0 : -ENOMEM;
     }
-    buf_fini(&a);
     buf_fini(&b);
     return rc;
 }
@@ -477,15 +489,23 @@ static int resolve_action(struct rules_inst *i, size_t k)
 {
     const struct rules_action *a = &i->rule->actions[k];
     struct rules_act_run *r = &i->acts[k];
-    const char *src[] = {a->egress,   a->path,      a->arguments,
-                         a->env_name, a->env_value, a->profiler_path};
-    char **dst[] = {&r->egress,   &r->path,      &r->arguments,
-                    &r->env_name, &r->env_value, &r->profiler_path};
+    const char *src[] = {a->egress, a->path, a->env_name, a->env_value, a->profiler_path};
+    char **dst[] = {&r->egress, &r->path, &r->env_name, &r->env_value, &r->profiler_path};
     for (size_t s = 0; s < sizeof(src) / sizeof(src[0]); s++) {
-        bool actions = dst[s] == &r->arguments && a->type == RULES_ACTION_EXECUTE;
-        if (resolve(i, src[s], actions, dst[s]) != 0) {
+        free(*dst[s]);
+        bool path = dst[s] == &r->path && a->type == RULES_ACTION_EXECUTE;
+        if (resolve(i, src[s], path, dst[s]) != 0) {
             return -ENOMEM;
         }
+    }
+    rules_free_argv(r->argv);
+    r->argv = NULL;
+    r->argc = 0;
+    if (a->type == RULES_ACTION_EXECUTE) {
+        struct tokens t;
+        tokens_init(&t, i, true);
+        return rules_execute_argv(a->arguments != NULL ? a->arguments : "", RULES_EXECUTE_MAX_ARGS,
+                                  token_value, &t, &r->argv, &r->argc);
     }
     return 0;
 }
@@ -546,7 +566,8 @@ int rules_inst_next_step(struct rules_inst *i, struct rules_step *out)
                                .action = &i->rule->actions[k],
                                .egress = r->egress,
                                .path = r->path,
-                               .arguments = r->arguments,
+                               .argv = r->argv,
+                               .argc = r->argc,
                                .env_name = r->env_name,
                                .env_value = r->env_value,
                                .profiler_path = r->profiler_path};

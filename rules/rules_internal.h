@@ -192,7 +192,9 @@ int64_t rules__engine_last_pause(const struct rules_engine *e);
 struct rules_act_run {
     uint8_t status; /* RULES__ACT_* */
     bool cancel_sent;
-    char *egress, *path, *arguments, *env_name, *env_value, *profiler_path; /* resolved */
+    char *egress, *path, *env_name, *env_value, *profiler_path; /* resolved */
+    char **argv; /* Execute's, resolved (rules_execute_argv) */
+    size_t argc;
     struct rules__output {
         char *key, *value;
     } * outputs; /* copies, owned */

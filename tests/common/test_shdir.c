@@ -297,6 +297,150 @@ static void test_split(void **state)
     assert_int_equal(shdir_split("/a/very/long/folder/name/x", d, 8, b, sizeof(b)), AGENT_E_INVAL);
 }
 
+/* ---- shdir_open_trusted (StrictModes) ---------------------------------------------------- */
+
+#define OTHER_UID 4321
+
+static void pathf(char *out, size_t cap, const struct fx *fx, const char *rel)
+{
+    snprintf(out, cap, "%s/%s", fx->dir, rel);
+}
+
+/* Opens fx->dir/rel with flags; returns the code, why in why. */
+static int trusted(const struct fx *fx, const char *rel, unsigned flags, char *why, size_t wl)
+{
+    char p[256];
+    pathf(p, sizeof(p), fx, rel);
+    int fd = -1;
+    int rc = shdir_open_trusted(p, flags, &fd, why, wl);
+    if (rc == 0) {
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    return rc;
+}
+
+static void test_trusted_tree(void **state)
+{
+    struct fx *fx = *state;
+    char why[512];
+    assert_int_equal(mkdirat(fx->dirfd, "conf", 0755), 0);
+    make_file(fx, "conf/settings.json", "{\"a\":1}");
+    /* fx->dir sits in /tmp (root, 1777): a sticky ancestor passes. */
+    char p[256];
+    pathf(p, sizeof(p), fx, "conf/settings.json");
+    int fd = -1;
+    assert_int_equal(
+        shdir_open_trusted(p, SHDIR_TRUST_FILE | SHDIR_TRUST_STRICT, &fd, why, sizeof(why)), 0);
+    char text[16] = {0};
+    assert_int_equal(read(fd, text, sizeof(text) - 1), 7);
+    assert_string_equal(text, "{\"a\":1}");
+    close(fd);
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_STRICT, why, sizeof(why)), 0);
+    assert_int_equal(
+        trusted(fx, "conf/./../conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)), 0);
+    /* Kinds and missing components. */
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_FILE, why, sizeof(why)), AGENT_E_NOTREG);
+    assert_int_equal(trusted(fx, "conf/settings.json", 0, why, sizeof(why)), -ENOTDIR);
+    assert_int_equal(trusted(fx, "conf/none.json", SHDIR_TRUST_FILE, why, sizeof(why)), -ENOENT);
+    assert_non_null(strstr(why, "conf/none.json"));
+    assert_int_equal(shdir_check_trusted("relative/x", 0, why, sizeof(why)), AGENT_E_INVAL);
+
+    /* Writable by others: refused, the folder named; sticky passes, except as the last
+     * component of a setting (STRICT); SHARED lets the last folder be writable. */
+    assert_int_equal(chmod(p, 0644), 0);
+    pathf(p, sizeof(p), fx, "conf");
+    assert_int_equal(chmod(p, 0777), 0);
+    assert_int_equal(trusted(fx, "conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "/conf is writable by others (and not sticky)"));
+    assert_int_equal(trusted(fx, "conf", 0, why, sizeof(why)), AGENT_E_UNTRUSTED);
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_SHARED, why, sizeof(why)), 0);
+    assert_int_equal(chmod(p, 01777), 0);
+    assert_int_equal(trusted(fx, "conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)), 0);
+    assert_int_equal(trusted(fx, "conf", 0, why, sizeof(why)), 0);
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_STRICT, why, sizeof(why)), AGENT_E_UNTRUSTED);
+    assert_int_equal(chmod(p, 0775), 0);
+    assert_int_equal(trusted(fx, "conf", 0, why, sizeof(why)), AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "is writable by its group"));
+    assert_int_equal(chmod(p, 0755), 0);
+    pathf(p, sizeof(p), fx, "conf/settings.json");
+    assert_int_equal(chmod(p, 0666), 0);
+    assert_int_equal(trusted(fx, "conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "file "));
+}
+
+/* Kubernetes' Secret/ConfigMap layout: key -> ..data/key, ..data -> ..2024_…, all root's. */
+static void test_trusted_k8s_links(void **state)
+{
+    struct fx *fx = *state;
+    char why[512];
+    assert_int_equal(mkdirat(fx->dirfd, "conf", 0755), 0);
+    assert_int_equal(mkdirat(fx->dirfd, "conf/..2024_11_29_01_02_03.123", 0755), 0);
+    make_file(fx, "conf/..2024_11_29_01_02_03.123/Key", "v");
+    assert_int_equal(symlinkat("..2024_11_29_01_02_03.123", fx->dirfd, "conf/..data"), 0);
+    assert_int_equal(symlinkat("..data/Key", fx->dirfd, "conf/Key"), 0);
+    assert_int_equal(
+        trusted(fx, "conf/Key", SHDIR_TRUST_FILE | SHDIR_TRUST_STRICT, why, sizeof(why)), 0);
+    /* An absolute link of ours is followed too. */
+    char target[256];
+    pathf(target, sizeof(target), fx, "conf");
+    assert_int_equal(symlinkat(target, fx->dirfd, "abs"), 0);
+    assert_int_equal(trusted(fx, "abs/Key", SHDIR_TRUST_FILE, why, sizeof(why)), 0);
+    assert_int_equal(symlinkat("loop", fx->dirfd, "loop"), 0);
+    assert_int_equal(trusted(fx, "loop/x", 0, why, sizeof(why)), -ELOOP);
+}
+
+/* Another uid's folder, file or symlink (made by chown: needs root). */
+static void test_trusted_foreign(void **state)
+{
+    struct fx *fx = *state;
+    if (geteuid() != 0) {
+        skip();
+    }
+    char why[512], p[256];
+    /* HOME=/tmp-like: a sticky folder where another uid made .config. */
+    assert_int_equal(mkdirat(fx->dirfd, "home", 01777), 0);
+    pathf(p, sizeof(p), fx, "home");
+    assert_int_equal(chmod(p, 01777), 0);
+    assert_int_equal(mkdirat(fx->dirfd, "home/.config", 0755), 0);
+    make_file(fx, "home/.config/settings.json", "{}");
+    pathf(p, sizeof(p), fx, "home/.config");
+    assert_int_equal(chown(p, OTHER_UID, OTHER_UID), 0);
+    assert_int_equal(trusted(fx, "home/.config/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "/home/.config is owned by uid 4321"));
+    assert_int_equal(chown(p, 0, 0), 0);
+    pathf(p, sizeof(p), fx, "home/.config/settings.json");
+    assert_int_equal(chown(p, OTHER_UID, OTHER_UID), 0);
+    assert_int_equal(trusted(fx, "home/.config/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "file "));
+
+    /* A symlink another uid planted (in a sticky folder) is not followed, and nothing is made
+     * through it; the same link made by root is. */
+    assert_int_equal(mkdirat(fx->dirfd, "elsewhere", 0700), 0);
+    assert_int_equal(symlinkat("../elsewhere", fx->dirfd, "home/out"), 0);
+    pathf(p, sizeof(p), fx, "home/out");
+    assert_int_equal(lchown(p, OTHER_UID, OTHER_UID), 0);
+    assert_int_equal(trusted(fx, "home/out/a/b", SHDIR_TRUST_MKDIR, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "symlink "));
+    assert_non_null(strstr(why, "/home/out is owned by uid 4321"));
+    assert_false(exists(fx, "elsewhere/a"));
+    assert_int_equal(lchown(p, 0, 0), 0);
+    assert_int_equal(trusted(fx, "home/out/a/b", SHDIR_TRUST_MKDIR, why, sizeof(why)), 0);
+    struct stat st;
+    assert_int_equal(fstatat(fx->dirfd, "elsewhere/a/b", &st, 0), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    /* A folder of another uid at the end. */
+    pathf(p, sizeof(p), fx, "elsewhere/a/b");
+    assert_int_equal(chown(p, OTHER_UID, OTHER_UID), 0);
+    assert_int_equal(trusted(fx, "elsewhere/a/b", SHDIR_TRUST_SHARED, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +451,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_private_and_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_beneath, setup, teardown),
         cmocka_unit_test(test_split),
+        cmocka_unit_test_setup_teardown(test_trusted_tree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trusted_k8s_links, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trusted_foreign, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -249,7 +249,8 @@ def cmd_images(a):
     for k in ("org.opencontainers.image.source", "org.opencontainers.image.created"):
         fails.check(bool(labels.get(k)) and bool(notes.get(k)), w, f"no {k} label and annotation")
 
-    # Its files are rootfs.sh's tree, nothing more or less, with the same modes; all root-owned.
+    # Its files are rootfs.sh's tree, nothing more or less, with the same modes; all root-owned
+    # but /home/app (the app user's HOME, 0700).
     want = tree_files(os.path.join(work, "context/rootfs"))
     got = image_files(eng, DOTMON_IMAGE)
     fails.check(set(got) == set(want), w, f"files differ from the laid-out tree: only in the image "
@@ -257,7 +258,8 @@ def cmd_images(a):
     for p in sorted(set(got) & set(want)):
         fails.check(got[p][0] == want[p][0] and got[p][2] == want[p][2], w,
                     f"{p}: mode {got[p][0]:o} size {got[p][2]}, laid out {want[p][0]:o} size {want[p][2]}")
-        fails.check(got[p][1] == 0, w, f"{p} is owned by uid {got[p][1]}, not root")
+        owner = APP_UID if p == "/home/app" else 0  # the app user's private HOME (issue 28)
+        fails.check(got[p][1] == owner, w, f"{p} is owned by uid {got[p][1]}, not {owner}")
     size = int(info.get("Size") or 0)
     log(f"  dotmon image: {len(got)} entries, {size / 1e6:.2f} MB (podman image inspect), "
         f"version {labels.get('org.opencontainers.image.version')}, revision {labels.get('org.opencontainers.image.revision')}")

@@ -30,6 +30,9 @@ uploads left behind are listed with `aws s3api list-multipart-uploads`.
     is usable without a restart; an invalid Egress section is named and changes nothing;
   - `config show` redacts SecretAccessKey, SessionToken and Egress:Properties; an invalid Egress
     section is named by config show (status 1) and refused by collect;
+  - a trace to a provider with PreSignedUrlExpiry and a SessionToken: resourceLocation is a
+    working pre-signed URL holding the token; dotmon's log shows it with X-Amz-Signature and
+    X-Amz-Security-Token REDACTED;
   - SIGTERM while a dump's parts upload: dotmon exits 0 in time, no multipart upload or dump file
     left; no secret in its log.
 
@@ -46,6 +49,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
@@ -369,6 +375,30 @@ def failing_store(api, app, work, ep, srv):
         check(ok, f"wrong secret: nothing left ({why})")
 
 
+SESSION_TOKEN = "session-token-0815+/="
+SIGNATURES = []  # the pre-signed URLs' signatures: never in dotmon's log
+
+
+def presigned_s3(api, app):
+    """A pre-signed URL with a session token: whole in resourceLocation (it works), redacted in the log."""
+    op = api.start(f"/trace?pid={app.pid}&durationSeconds=1&profile=gc-collect&egressProvider=s3signed",
+                   what="trace to S3 with a pre-signed URL")
+    if op is None:
+        return
+    status, st, d = api.wait(op)
+    loc = st.get("resourceLocation") or ""
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(loc).query)
+    SIGNATURES.extend(q.get("X-Amz-Signature", []))
+    check(st["status"] == "Succeeded" and q.get("X-Amz-Security-Token") == [SESSION_TOKEN] and SIGNATURES,
+          f"pre-signed: resourceLocation holds the session token and the signature ({st})")
+    try:
+        body = urllib.request.urlopen(loc, timeout=30).read()
+        check(len(body) == (d.get("egress") or {}).get("bytes", -1) > 0,
+              f"pre-signed: GET with resourceLocation alone returns the {len(body)} bytes stored")
+    except (urllib.error.URLError, ValueError) as e:
+        check(False, f"pre-signed: GET with resourceLocation alone returns the bytes ({e})")
+
+
 def stop_s3_trace(api, app, work, ep):
     op = api.start(f"/trace?pid={app.pid}&durationSeconds=-1&profile=gc-verbose&egressProvider=s3",
                    what="endless trace to S3")
@@ -553,6 +583,9 @@ def main():
             json.dump({"GlobalCounter": {"IntervalSeconds": 1},
                        "Egress": {"FileSystem": {"files": {"DirectoryPath": out}},
                                   "S3Storage": {"s3": dict(s3, SecretAccessKeyName="s3secret"),
+                                                "s3signed": dict(s3, SecretAccessKeyName="s3secret",
+                                                                 SessionToken=SESSION_TOKEN,
+                                                                 PreSignedUrlExpiry="00:05:00"),
                                                 "s3bad": dict(s3, SecretAccessKey=WRONG_SECRET)},
                                   "Properties": {"s3secret": "S3RVER"}}}, f)
         app = App(work)
@@ -565,7 +598,8 @@ def main():
                      lambda: dump_to_files(api, app, work, out), lambda: dump_to_s3(api, app, work, ep),
                      lambda: stop_s3_trace(api, app, work, ep), lambda: cancel_files_traces(api, app, out),
                      lambda: cancel_s3_dump(api, app, work, ep), lambda: failing_store(api, app, work, ep, srv),
-                     lambda: runtime_dies(api, work, out), lambda: reload_case(work, app)):
+                     lambda: runtime_dies(api, work, out), lambda: presigned_s3(api, app),
+                     lambda: reload_case(work, app)):
             t = time.monotonic()
             case()
             print(f"     ({time.monotonic() - t:.1f} s)", flush=True)
@@ -586,6 +620,9 @@ def main():
         log.seek(0)
         text = log.read()
         check(WRONG_SECRET not in text and "S3RVER\"" not in text, "no secret in dotmon's log")
+        check(SIGNATURES and not any(v in text for v in SIGNATURES + [SESSION_TOKEN, urllib.parse.quote(SESSION_TOKEN, safe="")])
+              and "X-Amz-Security-Token=REDACTED" in text and "X-Amz-Signature=REDACTED" in text,
+              "no pre-signed URL's signature or session token in dotmon's log (REDACTED there)")
         check("AddressSanitizer" not in text and "runtime error:" not in text, "no sanitizer report")
     finally:
         if app is not None:

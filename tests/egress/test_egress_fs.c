@@ -595,7 +595,7 @@ static char *expect_failure(struct fx *fx, const char *dir, const char *inter, i
 static void test_fs_failure_parent(void **state)
 {
     struct fx *fx = *state;
-    char file[PATH_MAX], dir[PATH_MAX], ok[PATH_MAX], want[PATH_MAX + 64];
+    char file[PATH_MAX], dir[PATH_MAX], ok[PATH_MAX], want[3 * PATH_MAX];
     path_join(file, sizeof(file), fx->base, "file");
     FILE *f = fopen(file, "w");
     assert_non_null(f);
@@ -603,7 +603,8 @@ static void test_fs_failure_parent(void **state)
     path_join(dir, sizeof(dir), file, "sub");
     subdir(fx, "ok", ok, sizeof(ok));
     char *m = expect_failure(fx, dir, NULL, UV_ENOTDIR);
-    snprintf(want, sizeof(want), "cannot create folder %s: %s", dir, strerror(ENOTDIR));
+    snprintf(want, sizeof(want), "cannot open %s: %s is not a folder: %s", dir, file,
+             strerror(ENOTDIR));
     assert_string_equal(m, want);
     free(m);
     m = expect_failure(fx, ok, dir, UV_ENOTDIR);
@@ -664,6 +665,68 @@ static void test_fs_failure_unwritable(void **state)
     }
     assert_int_equal(WEXITSTATUS(st), 0);
     assert_int_equal(entries(dir), 0);
+}
+
+/*
+ * Issue 28: DirectoryPath through a symlink another uid planted, a folder another uid owns, a
+ * folder writable by others without the sticky bit: refused with the component and the reason,
+ * nothing written (lchown/chown stand for the other uid: needs root). The same symlink made by
+ * root is followed, and a sticky world-writable folder (/tmp-like) is accepted.
+ */
+static void test_fs_untrusted_folders(void **state)
+{
+    struct fx *fx = *state;
+    if (geteuid() != 0) {
+        skip();
+    }
+    char shared[PATH_MAX], victim[PATH_MAX], link[PATH_MAX], dir[PATH_MAX], want[3 * PATH_MAX];
+    subdir(fx, "shared", shared, sizeof(shared));
+    assert_int_equal(chmod(shared, 01777), 0);
+    subdir(fx, "victim", victim, sizeof(victim));
+    /* shared/out -> ../victim, planted by uid 4321 in the sticky folder. */
+    path_join(link, sizeof(link), shared, "out");
+    assert_int_equal(symlink("../victim", link), 0);
+    assert_int_equal(lchown(link, 4321, 4321), 0);
+    char *m = expect_failure(fx, link, NULL, AGENT_E_UNTRUSTED);
+    snprintf(want, sizeof(want), "refused %s: symlink %s is owned by uid 4321", link, link);
+    assert_non_null(strstr(m, want));
+    free(m);
+    path_join(dir, sizeof(dir), link, "deeper/still");
+    m = expect_failure(fx, dir, NULL, AGENT_E_UNTRUSTED);
+    free(m);
+    m = expect_failure(fx, fx->base, link, AGENT_E_UNTRUSTED); /* as IntermediateDirectoryPath */
+    free(m);
+    assert_int_equal(entries(victim), 0);
+
+    /* A folder another uid owns (0700: only it and root could write). */
+    char theirs[PATH_MAX];
+    subdir(fx, "theirs", theirs, sizeof(theirs));
+    assert_int_equal(chown(theirs, 4321, 4321), 0);
+    m = expect_failure(fx, theirs, NULL, AGENT_E_UNTRUSTED);
+    snprintf(want, sizeof(want), "folder %s is owned by uid 4321", theirs);
+    assert_non_null(strstr(m, want));
+    free(m);
+    assert_int_equal(entries(theirs), 0);
+
+    /* Writable by others, no sticky bit (an emptyDir): refused; with the sticky bit: used. */
+    char open_dir[PATH_MAX];
+    subdir(fx, "open", open_dir, sizeof(open_dir));
+    assert_int_equal(chmod(open_dir, 0777), 0);
+    m = expect_failure(fx, open_dir, NULL, AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(m, "is writable by others (and not sticky)"));
+    free(m);
+    assert_int_equal(entries(open_dir), 0);
+    assert_int_equal(chmod(open_dir, 01777), 0);
+    struct upload *u = start(fx, 0, provider(fx, open_dir, NULL, NULL), "ok.dmp", MB, 16, 0);
+    run_until_done(fx, 1);
+    assert_published(u, open_dir, "ok.dmp", 0600);
+
+    /* The same link as root's is followed. */
+    assert_int_equal(lchown(link, 0, 0), 0);
+    u = start(fx, 0, provider(fx, link, NULL, NULL), "v.dmp", MB, 16, 0);
+    run_until_done(fx, 1);
+    assert_int_equal(u->status, 0);
+    assert_int_equal(entries(victim), 1);
 }
 
 /* A write that fails half way (the file size limit: EFBIG): on_done says so, nothing stays. */
@@ -904,6 +967,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fs_write_after_finish, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fs_failure_parent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fs_failure_unwritable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fs_untrusted_folders, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fs_failure_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fs_producer_ignores_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fs_exdev, setup, teardown),

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "egress.h"
 #include "err.h"
 #include "sigv4.h"
 
@@ -485,6 +486,51 @@ static void test_sigv4_helpers(void **state)
     buf_fini(&b);
 }
 
+/* The log's view of a pre-signed URL: signature and session token gone, the rest kept. */
+static void test_sigv4_presigned_url_for_log(void **state)
+{
+    (void)state;
+    struct buf url, shown;
+    buf_init(&url, 0);
+    buf_init(&shown, 0);
+    assert_int_equal(buf_append_str(&url, "https://examplebucket.s3.amazonaws.com/test.txt?"), 0);
+    assert_int_equal(sigv4_presign_query(&s3_key, "tok/en+1SECRET", "GET", "/test.txt",
+                                         "examplebucket.s3.amazonaws.com", S3_DATE, 86400, &url),
+                     0);
+    const char *u = buf_cstr(&url);
+    const char *sig = strstr(u, "X-Amz-Signature=") + strlen("X-Amz-Signature=");
+    assert_int_equal(strlen(sig), 64);
+    assert_int_equal(egress_location_for_log(u, &shown), 0);
+    const char *got = buf_cstr(&shown);
+    assert_null(strstr(got, "SECRET"));
+    assert_null(strstr(got, sig));
+    assert_string_equal(
+        got, "https://examplebucket.s3.amazonaws.com/test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256&"
+             "X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&"
+             "X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-Security-Token=REDACTED&"
+             "X-Amz-SignedHeaders=host&X-Amz-Signature=REDACTED");
+    /* Any case, a fragment kept, other parameters and plain locations as they are. */
+    const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"http://h/k?x-amz-signature=ab&X-AMZ-SECURITY-TOKEN=cd&a=1#f&X-Amz-Signature=z",
+         "http://h/"
+         "k?x-amz-signature=REDACTED&X-AMZ-SECURITY-TOKEN=REDACTED&a=1#f&X-Amz-Signature=z"},
+        {"http://h/k?X-Amz-Signature&X-Amz-SignatureX=1&=2&&",
+         "http://h/k?X-Amz-Signature&X-Amz-SignatureX=1&=2&&"},
+        {"http://h/bucket/dumps/core_1", "http://h/bucket/dumps/core_1"},
+        {"/var/dumps/X-Amz-Signature=1", "/var/dumps/X-Amz-Signature=1"},
+        {"", ""},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        buf_reset(&shown);
+        assert_int_equal(egress_location_for_log(cases[k].in, &shown), 0);
+        assert_string_equal(buf_cstr(&shown), cases[k].want);
+    }
+    buf_fini(&url);
+    buf_fini(&shown);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -509,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_sigv4_s3_put_object),
         cmocka_unit_test(test_sigv4_s3_get_lifecycle_and_list),
         cmocka_unit_test(test_sigv4_s3_presigned_url),
+        cmocka_unit_test(test_sigv4_presigned_url_for_log),
         cmocka_unit_test(test_sigv4_unsigned_payload),
         cmocka_unit_test(test_sigv4_rejects_bad_input),
         cmocka_unit_test(test_sigv4_helpers),

@@ -24,6 +24,8 @@
 #include "err.h"
 #include "ev_gcheap.h"
 #include "fixture.h"
+#include "gcheap_hostile.h"
+#include "membudget.h"
 #include "ntw.h"
 #include "wbuf.h"
 
@@ -322,7 +324,7 @@ static int convert(const uint8_t *p, size_t n, size_t step, uint64_t max_nodes, 
                    char *msg, size_t msgcap)
 {
     struct ev_gcheap *g = NULL;
-    struct ev_gcheap_limits lim = {max_nodes};
+    struct ev_gcheap_limits lim = {.max_nodes = max_nodes};
     assert_int_equal(ev_gcheap_new(&g, &lim), 0);
     int rc = 0;
     for (size_t at = 0; at < n && rc == 0;) {
@@ -525,8 +527,18 @@ enum variant {
     V_NO_GC,       /* the GC is not induced */
     V_NO_END,      /* no GCEnd */
     V_EDGES_FIRST, /* every edge before any node */
-    V_INTEROP      /* also an RCW, a CCW, statics and a conditional weak table entry */
+    V_INTEROP,     /* also an RCW, a CCW, statics and a conditional weak table entry */
+    V_LONG_NAMES   /* type 0x100 and module 0xAA named with 30,000 characters */
 };
+
+static char *long_name(char c)
+{
+    static char names[2][GH_NAME_CHARS + 1];
+    char *s = names[c == 'N' ? 0 : 1];
+    memset(s, c, GH_NAME_CHARS);
+    s[GH_NAME_CHARS] = '\0';
+    return s;
+}
 
 #define A 0x1000ull
 #define B 0x2000ull
@@ -551,7 +563,7 @@ static uint8_t *synthetic(enum variant v, size_t *n)
     nt_block(&t, "MetadataBlock", false);
 
     /* Types before the GC (kept), one of them again inside it. */
-    const struct stype types[] = {
+    struct stype types[] = {
         {0x100, 0xAA, 1, 0,
          "System.Collections.Generic.Dictionary`2[[System.String],[Foo`1[[X]]]]"},
         {0x200, 0xAA, 2, 0x8, "System.Byte[]"},
@@ -559,6 +571,9 @@ static uint8_t *synthetic(enum variant v, size_t *n)
         {0x400, 0xBB, 0x43, 0x4, "Com`1"},
         {0x500, 0xBB, 0x44, 0, ""},
     };
+    if (v == V_LONG_NAMES) {
+        types[0].name = long_name('N');
+    }
     ev_types(&t, types, 5);
     ev_gc(&t, MD_START, 6, 1, 1, 0); /* gen 1: not it */
     ev_gc(&t, MD_END, 6, 1, 0, 0);
@@ -601,7 +616,7 @@ static uint8_t *synthetic(enum variant v, size_t *n)
         ev_gc(&t, MD_END, 7, 2, 0, 0);
     }
     /* After the GC: module names (the first one for an id wins), more nodes (ignored). */
-    ev_module_load(&t, 0xAA, "/app/My.dll");
+    ev_module_load(&t, 0xAA, v == V_LONG_NAMES ? long_name('M') : "/app/My.dll");
     ev_module_load(&t, 0xAA, "/app/Other.dll");
     ev_nodes(&t, 3, nodes2, 2);
     nt_block(&t, "EventBlock", false);
@@ -837,6 +852,147 @@ static void test_refused(void **state)
     free(s);
 }
 
+/* ---- memory: names cut, every store charged, bounded in bytes ------------------------------ */
+
+/* A 30,000-character type and module name: cut to EV_GCHEAP_MAX_NAME units, an ellipsis last. */
+static void test_long_names(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *s = synthetic(V_LONG_NAMES, &n);
+    struct ev_gcheap *g = NULL;
+    assert_int_equal(ev_gcheap_new(&g, NULL), 0);
+    assert_int_equal(ev_gcheap_feed(g, s, n), 0);
+    assert_int_equal(ev_gcheap_finish(g), 0);
+    struct ev_gcheap_stats st;
+    ev_gcheap_get_stats(g, &st);
+    assert_int_equal(st.names_cut, 2);
+    assert_true(st.mem_bytes < 64 * 1024); /* not 2 x 60,000 bytes of names */
+    struct wb file = {0};
+    assert_int_equal(ev_gcheap_write(g, "dotmon-test", sink, &file), 0);
+    ev_gcheap_free(g);
+    struct gfile f;
+    gfile_parse(&f, file.b, file.n);
+    char want[EV_GCHEAP_MAX_NAME + 3];
+    memset(want, 'N', EV_GCHEAP_MAX_NAME - 1);
+    memcpy(want + EV_GCHEAP_MAX_NAME - 1, "\xE2\x80\xA6", 4); /* U+2026 and the NUL */
+    int32_t k = type_named(&f, want);
+    memset(want, 'M', EV_GCHEAP_MAX_NAME - 1);
+    assert_string_equal(f.types[k].module, want);
+    assert_int_equal(membudget_used(), 0);
+    gfile_free(&f); /* and file.b */
+    free(s);
+}
+
+/* Feeds the hostile stream of kind (at most 1 GiB of it) until the feed fails; its error. */
+static int feed_hostile(struct ev_gcheap *g, enum gh_kind kind, uint64_t *fed)
+{
+    struct gh h;
+    gh_start(&h, kind);
+    uint8_t *buf = malloc(65536);
+    assert_non_null(buf);
+    int rc = 0;
+    *fed = 0;
+    while (rc == 0 && *fed < ((uint64_t)1 << 30)) {
+        size_t n = gh_next(&h, buf, 65536);
+        rc = ev_gcheap_feed(g, buf, n);
+        *fed += n;
+    }
+    free(buf);
+    gh_free(&h);
+    return rc;
+}
+
+/*
+ * Endless pending edges, edgeless nodes, 30,000-character type names: each stops at the bound
+ * that applies (a 4 MiB share; the total; the graph's own max_bytes), with AGENT_E_BUDGET and
+ * words naming what to raise; the share never held more than its cap, and everything charged is
+ * given back by ev_gcheap_free.
+ */
+static void test_budget(void **state)
+{
+    (void)state;
+    const uint64_t cap = (uint64_t)4 << 20;
+    const enum gh_kind kinds[] = {GH_EDGES, GH_NODES, GH_NAMES};
+    for (size_t k = 0; k < 3; k++) {
+        struct mb_share sh;
+        mb_share_init(&sh, "test", cap);
+        struct ev_gcheap_limits lim = {.share = &sh};
+        struct ev_gcheap *g = NULL;
+        assert_int_equal(ev_gcheap_new(&g, &lim), 0);
+        uint64_t fed;
+        assert_int_equal(feed_hostile(g, kinds[k], &fed), AGENT_E_BUDGET);
+        struct ev_gcheap_stats st;
+        ev_gcheap_get_stats(g, &st);
+        print_message("hostile stream %zu: refused after %llu bytes, %llu edges, %llu objects, "
+                      "%llu types (%llu names cut); graph %llu bytes, share peak %llu\n",
+                      k, (unsigned long long)fed, (unsigned long long)st.edges,
+                      (unsigned long long)st.objects, (unsigned long long)st.types,
+                      (unsigned long long)st.names_cut, (unsigned long long)st.mem_bytes,
+                      (unsigned long long)atomic_load(&sh.peak));
+        assert_non_null(strstr(ev_gcheap_error(g), "share of dotmon's memory budget"));
+        assert_true(atomic_load(&sh.peak) <= cap);
+        assert_true(atomic_load(&sh.peak) > cap / 4);
+        assert_true(st.mem_bytes <= cap + 4096);
+        assert_int_equal(atomic_load(&sh.refused), 1);
+        if (kinds[k] == GH_NAMES) {
+            assert_true(st.types > 500);
+            assert_int_equal(st.names_cut, st.types);
+        }
+        /* Refused once, refused for good. */
+        uint8_t again[1] = {0};
+        assert_int_equal(ev_gcheap_feed(g, again, 1), AGENT_E_BUDGET);
+        assert_int_equal(ev_gcheap_finish(g), AGENT_E_BUDGET);
+        ev_gcheap_free(g);
+        assert_int_equal(atomic_load(&sh.used), 0);
+        assert_int_equal(membudget_used(), 0);
+        mb_share_fini(&sh);
+    }
+    /* dotmon's total refuses (the share has no cap of its own). */
+    membudget_set((uint64_t)3 << 20);
+    struct mb_share sh;
+    mb_share_init(&sh, "test", 0);
+    struct ev_gcheap_limits lim = {.share = &sh};
+    struct ev_gcheap *g = NULL;
+    uint64_t fed;
+    assert_int_equal(ev_gcheap_new(&g, &lim), 0);
+    assert_int_equal(feed_hostile(g, GH_EDGES, &fed), AGENT_E_BUDGET);
+    assert_true(membudget_used() <= (uint64_t)3 << 20);
+    assert_non_null(strstr(ev_gcheap_error(g), "more asked, 3 MiB;"));
+    ev_gcheap_free(g);
+    assert_int_equal(membudget_used(), 0);
+    membudget_set(0);
+    /* The graph's own bound (no share: the total only, here unlimited). */
+    struct ev_gcheap_limits own = {.max_bytes = (uint64_t)2 << 20};
+    assert_int_equal(ev_gcheap_new(&g, &own), 0);
+    assert_int_equal(feed_hostile(g, GH_NODES, &fed), AGENT_E_BUDGET);
+    struct ev_gcheap_stats st;
+    ev_gcheap_get_stats(g, &st);
+    assert_true(st.mem_bytes <= ((uint64_t)2 << 20) + 4096);
+    assert_non_null(strstr(ev_gcheap_error(g), "GCDump:MaxNodes"));
+    ev_gcheap_free(g);
+    assert_int_equal(membudget_used(), 0);
+    /* A real walk under a share just big enough, and one under a share too small. */
+    size_t n;
+    uint8_t *s = fixture_read("events", "gcdump-heap.nettrace", &n);
+    mb_share_init(&sh, "test", (uint64_t)1 << 20);
+    assert_int_equal(ev_gcheap_new(&g, &lim), 0);
+    assert_int_equal(ev_gcheap_feed(g, s, n), 0);
+    assert_int_equal(ev_gcheap_finish(g), 0);
+    print_message("the capture's graph: share peak %llu bytes\n",
+                  (unsigned long long)atomic_load(&sh.peak));
+    ev_gcheap_free(g);
+    assert_int_equal(atomic_load(&sh.used), 0);
+    mb_share_init(&sh, "test", (uint64_t)64 << 10);
+    assert_int_equal(ev_gcheap_new(&g, &lim), 0);
+    int rc = ev_gcheap_feed(g, s, n);
+    rc = rc != 0 ? rc : ev_gcheap_finish(g);
+    assert_int_equal(rc, AGENT_E_BUDGET);
+    ev_gcheap_free(g);
+    assert_int_equal(membudget_used(), 0);
+    free(s);
+}
+
 /* ---- the real capture against dotnet-gcdump's report ------------------------------------------
  */
 
@@ -1039,7 +1195,8 @@ int main(void)
         cmocka_unit_test(test_cint),      cmocka_unit_test(test_string),
         cmocka_unit_test(test_synthetic), cmocka_unit_test(test_chunking),
         cmocka_unit_test(test_refused),   cmocka_unit_test(test_interop),
-        cmocka_unit_test(test_capture),
+        cmocka_unit_test(test_capture),   cmocka_unit_test(test_long_names),
+        cmocka_unit_test(test_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,7 @@
 #include "ev_profile.h"
 #include "ev_symbols.h"
 #include "fixture.h"
+#include "membudget.h"
 #include "wbuf.h"
 
 #define CORELIB_MOD 0x10u
@@ -631,6 +632,62 @@ static void test_random_payloads(void **state)
     }
 }
 
+/*
+ * Distinct 2,000-character exception types (cut to 1,024) with 2,000-character messages (cut to
+ * 256) until the profile refuses one: its error, how many it kept.
+ */
+static int flood_names(struct fx *f, unsigned *kept)
+{
+    static char type[2001], msg[2001];
+    memset(type, 'T', 2000);
+    memset(msg, 'm', 2000);
+    int rc = 0;
+    for (*kept = 0; rc == 0 && *kept < 100000; (*kept)++) {
+        char id[16];
+        snprintf(id, sizeof(id), "%08u", *kept);
+        memcpy(type, id, 8);
+        struct wb e = exception(type, msg, 0);
+        rc = add(f, EV_PROFILE_EXCEPTION_THROWN, 1, 1, *kept, &e, NULL, 0);
+        free(e.b);
+    }
+    (*kept)--;
+    return rc;
+}
+
+/* Names are bounded in bytes (EV_PROFILE_MAX_NAME_BYTES), and everything is charged to the
+ * profile's share: over it, AGENT_E_BUDGET; all of it given back at the end. */
+static void test_name_bytes(void **state)
+{
+    (void)state;
+    struct fx f;
+    unsigned kept;
+    fx_init(&f, EV_PROFILE_EXCEPTIONS);
+    assert_int_equal(flood_names(&f, &kept), AGENT_E_TOOBIG);
+    assert_int_equal(ev_profile_status(f.p), 0); /* added directly: the caller's rc */
+    /* 1,025 + 257 bytes and a pointer per type: 16 MiB hold about 13,000. */
+    print_message("names bounded at %u types, %llu bytes charged\n", kept,
+                  (unsigned long long)membudget_used());
+    assert_true(kept > 12000 && kept < 13200);
+    assert_true(membudget_used() < EV_PROFILE_MAX_NAME_BYTES + (4u << 20));
+    fx_fini(&f);
+    assert_int_equal(membudget_used(), 0);
+
+    struct mb_share sh;
+    mb_share_init(&sh, "profile", (uint64_t)1 << 20);
+    fx_init(&f, EV_PROFILE_EXCEPTIONS);
+    assert_int_equal(ev_profile_set_share(f.p, &sh), 0);
+    assert_int_equal(flood_names(&f, &kept), AGENT_E_BUDGET);
+    print_message("a 1 MiB share: %u types, peak %llu bytes\n", kept,
+                  (unsigned long long)atomic_load(&sh.peak));
+    assert_true(kept > 500 && kept < 820);
+    assert_true(atomic_load(&sh.peak) <= (uint64_t)1 << 20);
+    assert_true(atomic_load(&sh.used) > 0);
+    assert_int_equal(ev_profile_set_share(f.p, NULL), AGENT_E_INVAL); /* too late */
+    fx_fini(&f);
+    assert_int_equal(atomic_load(&sh.used), 0);
+    assert_int_equal(membudget_used(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_empty_and_kinds),
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_random_payloads),
+        cmocka_unit_test(test_name_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,7 +33,8 @@ static uint32_t at32(const uint8_t *p)
 /* 0 and the file in out, or the error. */
 static int run(const uint8_t *data, size_t size, uint64_t seed, struct buf *out)
 {
-    struct ev_gcheap_limits lim = {5000};
+    /* A small byte bound too: the fuzzer reaches it with long names and pending edges. */
+    struct ev_gcheap_limits lim = {.max_nodes = 5000, .max_bytes = (uint64_t)4 << 20};
     struct ev_gcheap *g = NULL;
     int rc = ev_gcheap_new(&g, &lim);
     CHECK(rc == 0);
@@ -52,6 +53,7 @@ static int run(const uint8_t *data, size_t size, uint64_t seed, struct buf *out)
     struct ev_gcheap_stats st;
     ev_gcheap_get_stats(g, &st);
     CHECK(st.nodes <= 5000);
+    CHECK(st.mem_bytes <= ((uint64_t)4 << 20) + 65536); /* the byte bound holds */
     if (rc == 0) {
         CHECK(ev_gcheap_complete(g));
         rc = ev_gcheap_write(g, "fuzz", sink, out);

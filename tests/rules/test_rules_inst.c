@@ -72,6 +72,22 @@ static struct rules_step start_step(struct rules_inst *i, size_t k)
     return st;
 }
 
+/* The step's argv is exactly want[0..) (NULL-terminated). */
+static void expect_argv(const struct rules_step *st, const char *const *want)
+{
+    size_t n = 0;
+    while (want[n] != NULL) {
+        n++;
+    }
+    assert_int_equal(st->argc, n);
+    for (size_t k = 0; k < n; k++) {
+        assert_string_equal(st->argv[k], want[k]);
+    }
+    assert_null(st->argv[n]);
+}
+
+#define ARGV(st, ...) expect_argv((st), (const char *const[]){__VA_ARGS__, NULL})
+
 static void no_step(struct rules_inst *i)
 {
     struct rules_step st;
@@ -136,6 +152,28 @@ static void test_rules_inst_startup_throttled(void **state)
     rules_inst_free(i);
 }
 
+/* Execute's Path: a process's name with a '/' is not substituted (nothing of the app's runs). */
+static void test_rules_inst_execute_path(void **state)
+{
+    (void)state;
+    const struct rules_rule *r =
+        rule("CollectionRules:P:Trigger:Type=Startup\n"
+             "CollectionRules:P:Actions:0:Type=Execute\n"
+             "CollectionRules:P:Actions:0:Settings:Path=/opt/hooks/$(Process.Name).sh\n"
+             "CollectionRules:P:Actions:0:Settings:Arguments=$(Process.Name)\n");
+    struct rules_inst *i = inst(r, 0);
+    struct rules_step st = start_step(i, 0);
+    assert_string_equal(st.path, "/opt/hooks/myapp.sh");
+    rules_inst_free(i);
+    struct rules_process evil = proc;
+    evil.name = "../../tmp/evil";
+    assert_int_equal(rules_inst_new(r, &evil, 5, 0, &i), 0);
+    st = start_step(i, 0);
+    assert_string_equal(st.path, "/opt/hooks/$(Process.Name).sh");
+    ARGV(&st, "../../tmp/evil"); /* an argument may hold it */
+    rules_inst_free(i);
+}
+
 /* ---- the action list ---- */
 
 static const char list_rule[] =
@@ -188,18 +226,19 @@ static void test_rules_inst_plan_order(void **state)
     assert_int_equal(rules_inst_action_done(i, 0, true, dump_out, 1, 200), 0);
     st = start_step(i, 1);
     assert_string_equal(st.path, "/bin/upload");
-    assert_string_equal(st.arguments, "\"/out/dump_1.dmp\" 4242");
+    ARGV(&st, "/out/dump_1.dmp", "4242");
     st = start_step(i, 2); /* 1 is not awaited */
     assert_string_equal(st.env_name, "TOKEN");
     no_step(i); /* 3 uses env's Value: it waits for 2 */
     assert_int_equal(rules_inst_action_done(i, 1, true, NULL, 0, 300), 0);
     no_step(i);
-    static const struct rules_kv env_out[] = {{"Value", "s3cr3t"}};
+    /* An output holding blanks, quotes and a token: one argument, never expanded again. */
+    static const struct rules_kv env_out[] = {{"Value", "s3 \"cr3t\" $(Process.Name)"}};
     assert_int_equal(rules_inst_action_done(i, 2, true, env_out, 1, 400), 0);
     st = start_step(i, 3);
-    assert_string_equal(st.arguments,
-                        "s3cr3t myapp cd4da319-fa9e-4987-ac4e-e57b2aac248b "
-                        "[dotnet myapp.dll --port 80] node-1 $(Process.Other) /out/dump_1.dmp");
+    /* Split, then substituted: the command line stays one argument. */
+    ARGV(&st, "s3 \"cr3t\" $(Process.Name)", "myapp", "cd4da319-fa9e-4987-ac4e-e57b2aac248b",
+         "[dotnet myapp.dll --port 80]", "node-1", "$(Process.Other)", "/out/dump_1.dmp");
     st = start_step(i, 4);
     assert_string_equal(st.egress, "gc");
     no_step(i);
@@ -216,7 +255,7 @@ static void test_rules_inst_plan_order(void **state)
     static const struct rules_kv dump2[] = {{"EgressPath", "/out/dump_2.dmp"}};
     assert_int_equal(rules_inst_action_done(i, 0, true, dump2, 1, 800), 0);
     st = start_step(i, 1);
-    assert_string_equal(st.arguments, "\"/out/dump_2.dmp\" 4242");
+    ARGV(&st, "/out/dump_2.dmp", "4242");
     rules_inst_free(i); /* frees a running list too */
 }
 
@@ -245,7 +284,7 @@ static void test_rules_inst_plan_failure(void **state)
     start_step(i, 0);
     assert_int_equal(rules_inst_action_done(i, 0, true, NULL, 0, 60), 0);
     st = start_step(i, 1);
-    assert_string_equal(st.arguments, "\"$(Actions.d.EgressPath)\" 4242");
+    ARGV(&st, "$(Actions.d.EgressPath)", "4242");
     assert_int_equal(rules_inst_action_done(i, 5, true, NULL, 0, 60), AGENT_E_INVAL);
     assert_int_equal(rules_inst_action_done(i, 0, true, NULL, 0, 60), AGENT_E_INVAL);
     rules_inst_free(i);
@@ -468,6 +507,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_rules_inst_startup, cfg_teardown),
+        cmocka_unit_test_teardown(test_rules_inst_execute_path, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_inst_startup_throttled, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_inst_plan_order, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_inst_plan_failure, cfg_teardown),

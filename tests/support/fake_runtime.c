@@ -659,6 +659,14 @@ static void stream_pump(struct fake_conn *c)
             enc_put(&st->pend, piece, len);
             st->gen_off += len;
             free(piece);
+        } else if (!st->stopping && t->source != NULL) {
+            uint8_t buf[65536];
+            size_t n = t->source(t->source_ud, st->gen_off, buf, sizeof(buf));
+            if (n == 0) {
+                return; /* idle until StopTracing */
+            }
+            enc_put(&st->pend, buf, n);
+            st->gen_off += n;
         } else if (!st->stopping && st->filler_left > 0) {
             size_t chunk = t->chunk_bytes ? t->chunk_bytes : 4096;
             gen_block(st, chunk < 64 ? 64 : chunk);
@@ -777,7 +785,9 @@ static void trace_collect(struct fake_conn *c, uint8_t id)
     enc_header(&st->pend, 28, 0xFF, 0x00);
     enc_le(&st->pend, si->id, 8);
     st->reply_left = st->pend.len;
-    gen_preamble(st, f->cfg.pid);
+    if (t->source == NULL) {
+        gen_preamble(st, f->cfg.pid);
+    }
     if (t->reply_delay_ms > 0) {
         st->waiting = true;
         (void)uv_timer_start(&c->timer, stream_on_timer, t->reply_delay_ms, 0);

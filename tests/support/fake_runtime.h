@@ -70,6 +70,14 @@ struct fake_trace_config {
      */
     void (*gen)(void *gen_ud, unsigned sess, uint64_t off, uint8_t **out, size_t *len);
     void *gen_ud;
+    /*
+     * When set: the whole stream after the reply (preamble included) is what source writes, in
+     * place of the fake's preamble and filler blocks: called whenever the previous bytes are out,
+     * with off the stream bytes it gave this session so far (0: a new session), it writes at most
+     * cap bytes to buf and returns how many (0: nothing more until StopTracing).
+     */
+    size_t (*source)(void *ud, uint64_t off, uint8_t *buf, size_t cap);
+    void *source_ud;
 };
 
 /*

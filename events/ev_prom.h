@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_EV_PROM_H
+#define AGENT_EV_PROM_H
+
+/*
+ * The one writer of Prometheus text exposition 0.0.4 in dotmon (events/ev_prom.c): the runtimes'
+ * families (ev_prom_render, declared in ev_store.h, and ev_prom_render_next below, which writes
+ * them in pieces for a streamed answer) and dotmon's own families (ev_prom_family and
+ * ev_prom_sample_*), so that escaping and the rules of the format live in one place. Pure: no
+ * libuv, no I/O; the caller owns every buffer.
+ *
+ * Every call appends whole lines or nothing: when a call fails (-ENOMEM, or AGENT_E_TOOBIG from a
+ * capped buffer) out is truncated back to its size on entry, so text cut mid-line never leaves.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "ev_store.h"
+
+/* Names of dotmon's own families start with this. A runtime family whose name starts with it
+ * (provider "dotmon", say) is left out: it would repeat or split one of dotmon's families. */
+#define EV_PROM_RESERVED_PREFIX "dotmon_"
+
+/* ---- dotmon's own families ------------------------------------------------------------------ */
+
+/* "# HELP name help\n# TYPE name type\n"; help is escaped as HELP text. type: "gauge",
+ * "counter". name must be a valid metric name (dotmon's: constants). */
+int ev_prom_family(struct buf *out, const char *name, const char *type, const char *help);
+
+/* One sample line without timestamp: name{k="v", ...} value\n, values escaped (malformed UTF-8
+ * becomes U+FFFD); labels NULL or n 0: no braces. Keys must be valid label names. */
+int ev_prom_sample_u64(struct buf *out, const char *name, const struct ev_prom_labels *labels,
+                       uint64_t value);
+int ev_prom_sample_double(struct buf *out, const char *name, const struct ev_prom_labels *labels,
+                          double value);
+
+/* ---- the runtimes' families, in pieces ------------------------------------------------------- */
+
+/* Where a streamed rendering is: the last family dealt with (written, in part or whole, or left
+ * out), and when it was written in part, the labels of its last line. */
+struct ev_prom_cursor {
+    char *after; /* owned; NULL before the first family */
+    char *open;  /* owned; labels of the last line written of family `after` when it goes on */
+    int kind;    /* the open family's kind (gauge, summary, counter), kept when it goes on */
+    bool done;   /* no family or line is left after the cursor */
+};
+
+void ev_prom_cursor_init(struct ev_prom_cursor *c);
+void ev_prom_cursor_fini(struct ev_prom_cursor *c);
+
+/*
+ * Appends the next lines of targets' families in order (HELP and TYPE once, at a family's start),
+ * until out has grown by at least max(min_bytes, 64 bytes per series held, so that a scrape
+ * takes a bounded number of passes) or none is left (c->done set). A big family may go on in the
+ * next call, after the label set of its last line (lines are sorted by labels), so one call
+ * writes about min_bytes plus one line. The text of all the calls of one cursor is what
+ * ev_prom_render writes in one go when nothing changes between them.
+ *
+ * The targets may change between two calls (series added or replaced, processes come and go):
+ * each call takes them as they are then. A series that appears meanwhile before the cursor waits
+ * for the next scrape; a family goes on with the kind (TYPE) it began with; every family name
+ * has one HELP and TYPE and every label set one line per cursor, so the whole text stays valid.
+ *
+ * 0, or -ENOMEM / AGENT_E_TOOBIG: out is back to its size on entry and c is unchanged.
+ */
+int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct ev_prom_cursor *c,
+                        size_t min_bytes, struct buf *out);
+
+#endif

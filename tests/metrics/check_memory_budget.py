@@ -195,6 +195,10 @@ def flood_phase(tmp, port, cgroup, app, floods, log):
         return hwm
     finally:
         stop(dm)
+        log.flush()
+        with open(log.name) as f:
+            text = f.read()
+        check("runtime error:" not in text and "Sanitizer" not in text, "no sanitizer report in dotmon's log")
 
 
 def setting_phase(tmp, port, cgroup, floods, log):

@@ -633,7 +633,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5, dump_timeout = 300;
-    uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT, gcdump_timeout = 30;
+    uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT, gcdump_timeout = 30, stop_s = 120;
     uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 1024;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
@@ -641,6 +641,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
         config_get_uint(cfg, "Dump:TimeoutSeconds", 1, 86400, &dump_timeout) != 0 ||
         config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0 ||
+        config_get_uint(cfg, "Trace:StopTimeoutSeconds", 1, 86400, &stop_s) != 0 ||
         config_get_uint(cfg, "RequestLimits:GCDump:MaxConcurrency", 1, 16, &max_gcdumps) != 0 ||
         config_get_uint(cfg, "GCDump:TimeoutSeconds", 1, 86400, &gcdump_timeout) != 0 ||
         config_get_uint(cfg, "GCDump:MaxNodes", 1000, 1000000000, &gcdump_nodes) != 0 ||
@@ -648,6 +649,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return AGENT_E_INVAL;
     }
     a->trace_spool_limit = spool_mb * 1024 * 1024;
+    a->trace_stop_timeout_ms = stop_s * 1000;
     op_registry_init(&a->ops, (size_t)history, (size_t)max_traces, (size_t)max_dumps);
     a->ops.limit[OP_KIND_GCDUMP] = (size_t)max_gcdumps;
     a->dump_timeout_ms = dump_timeout * 1000;

@@ -121,8 +121,9 @@ struct agent {
     uv_timer_t egress_grace;    /* shutdown: aborts the uploads still running (artifact.c) */
     int egress_grace_state;     /* 0 never started, 1 armed, 2 closed */
 
-    uint64_t trace_spool_limit; /* Trace:SpoolLimitMB in bytes (0: no spool) */
-    struct agent_trace_stats {  /* over finished traces, for /metrics */
+    uint64_t trace_spool_limit;     /* Trace:SpoolLimitMB in bytes (0: no spool) */
+    uint64_t trace_stop_timeout_ms; /* Trace:StopTimeoutSeconds: StopTracing to the stream's end */
+    struct agent_trace_stats {      /* over finished traces, for /metrics */
         uint64_t traces;
         uint64_t events;
         uint64_t dropped; /* events the runtimes dropped */

@@ -66,7 +66,7 @@ static const char cat[] = "dotmon.trace";
 /* Reads at least this big go to the client without a copy. */
 #define TRACE_ZERO_COPY_MIN    ((size_t)16 * 1024)
 #define TRACE_START_TIMEOUT_MS 5000
-#define TRACE_STOP_TIMEOUT_MS  120000
+#define TRACE_STOP_TIMEOUT_MS  120000 /* Trace:StopTimeoutSeconds' default */
 /* format=ndjson: JSON text gathered before it is queued to the client. */
 #define TRACE_JSON_FLUSH ((size_t)64 * 1024)
 /* Sessions still closing in the background that may exist beyond the trace limit. */
@@ -109,9 +109,30 @@ struct trace_job {
     api_trace_ring_end_cb ring_on_end;
     void *ring_ud;
     int64_t post_s;
+    /* The trigger's figures (the operation's "ring" results): the ring then, and its drain. */
+    uint64_t ring_bytes; /* held at the trigger */
+    uint64_t ring_events;
+    uint64_t trig_ms;     /* uv_now at the trigger */
+    uint64_t drained_ms;  /* the drain's duration once over */
+    uint32_t ring_pauses; /* times the drain waited for the store (EV_RING_PAUSED) */
+    bool ring_fired;      /* triggered */
+    bool ring_drained;
 };
 
 static void job_maybe_free(struct trace_job *job);
+
+/*
+ * StopTracing to the stream's end (the rundown): Trace:StopTimeoutSeconds. A runtime that never
+ * ends the stream is cut off then: the session ends AGENT_E_TIMEOUT, the operation Failed
+ * (TraceTruncated, "did not finish the trace within the stop timeout") and its
+ * RequestLimits:Trace:MaxConcurrency slot is free; ipc_session drains what is left in the
+ * background within its cleanup bound.
+ */
+static uint64_t stop_timeout_ms(const struct trace_job *job)
+{
+    return job->a->trace_stop_timeout_ms > 0 ? job->a->trace_stop_timeout_ms
+                                             : TRACE_STOP_TIMEOUT_MS;
+}
 
 /* The verdict as the operation status shows it. */
 static const char *verdict_word(enum nettrace_verdict v)
@@ -192,6 +213,16 @@ static cJSON *job_results(struct trace_job *job)
             }
         }
         cJSON_AddStringToObject(extra, "profiles", job->tc.profile_names);
+        cJSON *rg = job->ring_fired ? cJSON_AddObjectToObject(extra, "ring") : NULL;
+        if (rg != NULL) {
+            cJSON_AddNumberToObject(rg, "bytesAtTrigger", (double)job->ring_bytes);
+            cJSON_AddNumberToObject(rg, "eventsAtTrigger", (double)job->ring_events);
+            cJSON_AddNumberToObject(rg, "pauses", (double)job->ring_pauses);
+            cJSON_AddBoolToObject(rg, "drained", job->ring_drained);
+            if (job->ring_drained) {
+                cJSON_AddNumberToObject(rg, "drainMs", (double)job->drained_ms);
+            }
+        }
         if (job->stop_on != NULL) {
             static const char *const words[] = {
                 [EV_FILTER_WATCHING] = "notSeen",
@@ -290,7 +321,7 @@ static void job_stop(void *ctx)
     uv_timer_stop(&job->timer);
     log_info(cat, "trace of %llu: stopping (StopTracing; rundown follows)",
              (unsigned long long)job->pid);
-    ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS);
+    ipc_session_stop(job->sess, stop_timeout_ms(job));
 }
 
 static void job_cancel(void *ctx)
@@ -445,6 +476,69 @@ static void job_ring_data(struct trace_job *job, const uint8_t *p, size_t n)
     }
 }
 
+/* The ring is writing its kept blocks (at the store's pace). */
+static bool job_ring_draining(const struct trace_job *job)
+{
+    return job->ring != NULL && ev_ring_get_state(job->ring) == EV_RING_DRAINING;
+}
+
+/*
+ * Triggered: the stream goes through the ring (pass-through) to the artifact while the artifact
+ * keeps up. While the ring still drains its kept blocks, or the artifact is full, or bytes wait
+ * already, the bytes wait in the spool, as a live trace's do for a slow client (bounded by
+ * Trace:SpoolLimitMB, at least its memory window; job_relay pauses the session when it is full),
+ * and are fed in order once the drain is over and the artifact has room.
+ */
+static void job_ring_live(struct trace_job *job, const uint8_t *p, size_t n)
+{
+    bool behind = job_ring_draining(job) || artifact_full(job->out) ||
+                  (job->spool != NULL && spool_size(job->spool) > 0);
+    if (!behind) {
+        job_ring_data(job, p, n);
+        return;
+    }
+    if (job->spool == NULL &&
+        spool_new(job->a->loop, job->a->diag_dir, job->a->trace_spool_limit, &job->spool) != 0) {
+        job->spool = NULL;
+    }
+    if (job->spool == NULL || spool_push(job->spool, NULL, p, n) == UV_ENOMEM) {
+        log_warn(cat, "trace ring of %llu: out of memory holding the stream while the ring drains",
+                 (unsigned long long)job->pid);
+        job->client_lost = true;
+        job_cancel(job);
+        return;
+    }
+    job_relay(job);
+}
+
+/* The next kept blocks of the ring to the artifact, while it has room (job_relay). */
+static void job_ring_drain(struct trace_job *job)
+{
+    int rc = ev_ring_drain(job->ring);
+    if (rc == EV_RING_PAUSED) {
+        job->ring_pauses++;
+        return;
+    }
+    job->drained_ms = uv_now(job->a->loop) - job->trig_ms;
+    if (rc != 0) {
+        char why[256];
+        ev_ring_error(job->ring, why, sizeof(why));
+        log_warn(cat, "trace ring of %llu: writing the ring out failed: %s",
+                 (unsigned long long)job->pid, why);
+        job->client_lost = true; /* the consumer is gone; on_lost follows */
+        return;
+    }
+    job->ring_drained = true;
+    struct ev_ring_stats st;
+    ev_ring_get_stats(job->ring, &st);
+    log_info(cat,
+             "trace ring of %llu: the ring is out: %llu events, %llu bytes held at the trigger, in "
+             "%llu ms (%u pauses for the store)",
+             (unsigned long long)job->pid, (unsigned long long)st.events_written,
+             (unsigned long long)job->ring_bytes, (unsigned long long)job->drained_ms,
+             job->ring_pauses);
+}
+
 static void sess_on_data(void *ud, const uint8_t *p, size_t n)
 {
     struct trace_job *job = ud;
@@ -453,7 +547,11 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         job_watch_stopping_event(job);
     }
     if (job->ring != NULL) {
-        job_ring_data(job, p, n);
+        if (job->out == NULL) {
+            job_ring_data(job, p, n); /* buffering */
+        } else {
+            job_ring_live(job, p, n);
+        }
         return;
     }
     if (job->out == NULL || !job->streaming) {
@@ -523,7 +621,7 @@ static void job_on_retry(uv_timer_t *t)
     int rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &job->tc.collect,
                                TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
     if (rc == 0 && job->stopping) {
-        ipc_session_stop(job->sess, TRACE_STOP_TIMEOUT_MS); /* stopped while the retry waited */
+        ipc_session_stop(job->sess, stop_timeout_ms(job)); /* stopped while the retry waited */
     }
     if (rc != 0) {
         char detail[160];
@@ -551,13 +649,6 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
         }
         job_maybe_free(job);
         return;
-    }
-    if (job->ring != NULL && job->out != NULL) {
-        /* Triggered: the end tag (the blocks written are whole even when the stream was cut). */
-        int rc = ev_ring_finish(job->ring, true);
-        if (rc != 0) {
-            job->client_lost = true;
-        }
     }
 
     /* Right after many sessions end, the runtime sometimes closes a new CollectTracing
@@ -607,6 +698,12 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
 static void job_deliver_end(struct trace_job *job)
 {
     int status = job->end_status;
+    if (job->ring != NULL && job->out != NULL && !job->client_lost &&
+        ev_ring_finish(job->ring, true) != 0) {
+        /* Triggered, every spooled byte fed: the end tag (the blocks written are whole even when
+         * the stream was cut). */
+        job->client_lost = true;
+    }
     enum nettrace_verdict v = nettrace_finish(&job->checker);
     if (job->ring != NULL) {
         /* The file is what the ring wrote: whole once it wrote its end tag. */
@@ -652,6 +749,14 @@ static void job_on_spooled(void *ud, int status, void *base, const uint8_t *data
         free(base);
         return;
     }
+    if (job->ring != NULL) {
+        job_ring_data(job, data, n); /* pass-through: through ring_write to the artifact */
+        free(base);
+        if (!job->client_lost) {
+            job_relay(job);
+        }
+        return;
+    }
     if (artifact_write_owned(job->out, base, data, n) != 0) {
         job->client_lost = true;
         return; /* the consumer is gone; on_lost follows */
@@ -668,7 +773,11 @@ static void job_relay(struct trace_job *job)
 {
     struct artifact *out = job->out;
     struct spool *sp = job->spool;
-    if (out != NULL && sp != NULL && spool_size(sp) > 0 && !spool_popping(sp) &&
+    if (out != NULL && job_ring_draining(job) && !artifact_full(out)) {
+        job_ring_drain(job);
+    }
+    bool draining = job_ring_draining(job);
+    if (out != NULL && sp != NULL && spool_size(sp) > 0 && !spool_popping(sp) && !draining &&
         !artifact_full(out)) {
         (void)spool_pop(sp, job_on_spooled, job);
     }
@@ -694,7 +803,8 @@ static void job_relay(struct trace_job *job)
             ipc_session_resume(job->sess);
         }
     }
-    if (job->ended && (out == NULL || sp == NULL || (spool_size(sp) == 0 && !spool_popping(sp)))) {
+    bool spooled = sp != NULL && (spool_size(sp) > 0 || spool_popping(sp));
+    if (job->ended && (out == NULL || (!spooled && !draining))) {
         job->ended = false;
         job_deliver_end(job);
     }
@@ -979,7 +1089,8 @@ static int ring_write(void *ud, const uint8_t *p, size_t n)
         job->client_lost = true; /* the consumer is gone; on_lost follows */
         return UV_EPIPE;
     }
-    return 0;
+    /* The store's backpressure: the drain waits for its ready (job_relay via on_ready). */
+    return artifact_full(job->out) ? EV_RING_PAUSE : 0;
 }
 
 int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
@@ -1013,7 +1124,23 @@ int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *
         job_cancel(job);
         return 0; /* said in the operation */
     }
+    struct ev_ring_stats st;
+    ev_ring_get_stats(job->ring, &st);
+    job->ring_bytes = st.bytes_used;
+    job->ring_events = st.events_kept;
+    job->trig_ms = uv_now(job->a->loop);
+    job->ring_fired = true;
     int rc = ev_ring_trigger(job->ring, ring_write, job);
+    if (rc == EV_RING_PAUSED) {
+        job->ring_pauses++;
+        log_info(cat,
+                 "trace ring of %llu triggered: %llu events, %llu bytes in the ring, written at "
+                 "the store's pace; %lld s more, then StopTracing",
+                 (unsigned long long)job->pid, (unsigned long long)job->ring_events,
+                 (unsigned long long)job->ring_bytes, (long long)post_s);
+        uv_timer_start(&job->timer, job_on_timer, (uint64_t)post_s * 1000, 0);
+        return 0;
+    }
     if (rc != 0) {
         char why[256];
         ev_ring_error(job->ring, why, sizeof(why));
@@ -1027,7 +1154,8 @@ int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *
         job_maybe_free(job);
         return 0;
     }
-    struct ev_ring_stats st;
+    job->ring_drained = true;
+    job->drained_ms = uv_now(job->a->loop) - job->trig_ms;
     ev_ring_get_stats(job->ring, &st);
     log_info(cat,
              "trace ring of %llu triggered: %llu events written from the ring; %lld s more, then "

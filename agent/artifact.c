@@ -15,6 +15,14 @@
  * DELETE hooks are the artifact's own (abort the upload), as the route's job may be gone. Egress
  * artifacts are listed in the agent for shutdown, which aborts the uploads still running after a
  * grace period rather than leaving them half-done.
+ *
+ * The target is never handed more than it takes: a store fails an upload whose producer goes on
+ * far past egress_full (egress.h). Bytes written while the target is full (a route that writes a
+ * whole body at once: a profile, a ring snapshot) are held here, in order, and handed over in
+ * slices of ART_SLICE as the target's on_ready comes; artifact_full stays true while any are held,
+ * and a complete or partial end finishes the upload only once they are all in. So no producer can
+ * break an upload by writing too fast; the routes that stream (trace, ring, dump, logs, gcdump)
+ * also pause at artifact_full so that nothing piles up here.
  */
 #include "artifact.h"
 
@@ -33,6 +41,17 @@
 #include "log.h"
 
 static const char cat[] = "dotmon.egress";
+
+/* Held bytes go to the target at most this many at a time (each a copy). */
+#define ART_SLICE ((size_t)1024 * 1024)
+
+/* Bytes the target could not take yet (owned: base is freed once the last slice is out). */
+struct art_held {
+    struct art_held *next;
+    void *base;
+    const uint8_t *data;
+    size_t n;
+};
 
 /*
  * ADMITTED: the operation exists, the request is held. ACCEPTED: egress answered 202 (the request
@@ -67,6 +86,9 @@ struct artifact {
     struct egress_target *target; /* open until on_done */
     EVP_MD_CTX *md;               /* SHA-256 of every byte written */
     uint64_t bytes;
+    struct art_held *held; /* FIFO of bytes the target was too full to take */
+    struct art_held *held_tail;
+    bool finish_held;  /* the route ended complete/partial: egress_finish once held is out */
     char *store_error; /* the store's failure (on_done before the end), or the open's */
     bool internal;     /* no request: a collection rule's */
     artifact_settled_cb on_settled; /* internal: told once the operation has ended */
@@ -115,9 +137,23 @@ static void outcome_fini(struct outcome *o)
     cJSON_Delete(o->extra);
 }
 
+/* Drops whatever is held (the upload is failing or aborted). */
+static void held_drop(struct artifact *art)
+{
+    while (art->held != NULL) {
+        struct art_held *h = art->held;
+        art->held = h->next;
+        free(h->base);
+        free(h);
+    }
+    art->held_tail = NULL;
+    art->finish_held = false;
+}
+
 static void art_free(struct artifact *art)
 {
     struct agent *a = art->a;
+    held_drop(art);
     if (art->pprev != NULL) {
         *art->pprev = art->next;
         if (art->next != NULL) {
@@ -470,9 +506,46 @@ static int begin_http(struct artifact *art, const char *content_type, const char
 
 /* ---- egress side ------------------------------------------------------------------------ */
 
+/*
+ * Hands held bytes to the target while it takes them, a slice at a time. 0 (held may remain,
+ * the target full again) or the target's error (the upload is failing: on_done follows).
+ */
+static int held_pump(struct artifact *art)
+{
+    while (art->held != NULL && art->target != NULL && !egress_full(art->target)) {
+        struct art_held *h = art->held;
+        size_t k = h->n < ART_SLICE ? h->n : ART_SLICE;
+        int rc = 0;
+        if (k == h->n) {
+            art->held = h->next;
+            if (art->held == NULL) {
+                art->held_tail = NULL;
+            }
+            rc = egress_write(art->target, h->base, h->data, k); /* the block goes with it */
+            free(h);
+        } else {
+            rc = egress_write(art->target, NULL, h->data, k);
+            h->data += k;
+            h->n -= k;
+        }
+        if (rc != 0) {
+            held_drop(art);
+            return rc;
+        }
+    }
+    if (art->held == NULL && art->finish_held && art->target != NULL) {
+        art->finish_held = false;
+        egress_finish(art->target);
+    }
+    return 0;
+}
+
 static void art_on_ready(void *ud)
 {
     struct artifact *art = ud;
+    if (held_pump(art) != 0 || art->held != NULL) {
+        return; /* failing (on_done follows), or the target is full again */
+    }
     if (art->state != ART_ENDED && art->ev.on_ready != NULL) {
         art->ev.on_ready(art->ud);
     }
@@ -526,6 +599,7 @@ static void art_op_cancel(void *ctx)
     struct artifact *art = ctx;
     art->end.want = OP_CANCELLED;
     art->end.partial = false;
+    held_drop(art);
     if (art->target != NULL) {
         egress_abort(art->target); /* too late once committed: on_done says which */
     }
@@ -566,6 +640,7 @@ static void art_on_done(void *ud, int status, const char *location, const char *
 {
     struct artifact *art = ud;
     art->target = NULL; /* freed by the store right after this returns */
+    held_drop(art);
     if (status == 0) {
         struct buf shown; /* a pre-signed URL is a secret: redacted */
         buf_init(&shown, 0);
@@ -619,9 +694,12 @@ static void end_egress(struct artifact *art, enum op_state want, bool keep, cons
         art->op->control.cancel = art_op_cancel;
         art->op->ctx = art;
     }
-    if (keep) {
+    if (keep && art->held != NULL) {
+        art->finish_held = true; /* held_pump finishes once the held bytes are in */
+    } else if (keep) {
         egress_finish(art->target);
     } else {
+        held_drop(art);
         egress_abort(art->target);
     }
 }
@@ -661,7 +739,32 @@ int artifact_write_owned(struct artifact *art, void *base, const void *data, siz
         art->md = NULL;
     }
     art->bytes += n;
-    return egress_write(art->target, base, data, n);
+    if (art->held == NULL && !egress_full(art->target) && n <= ART_SLICE) {
+        return egress_write(art->target, base, data, n);
+    }
+    /* The target is full, or the block is big: hold it and hand it over at the target's pace. */
+    struct art_held *h = malloc(sizeof(*h));
+    if (h != NULL && base == NULL) {
+        base = malloc(n > 0 ? n : 1);
+        if (base != NULL) {
+            memcpy(base, data, n);
+            data = base;
+        }
+    }
+    if (h == NULL || base == NULL) {
+        free(h);
+        free(base);
+        egress_abort(art->target); /* a hole would make the artifact wrong: on_done follows */
+        return UV_ENOMEM;
+    }
+    *h = (struct art_held){.next = NULL, .base = base, .data = data, .n = n};
+    if (art->held_tail != NULL) {
+        art->held_tail->next = h;
+    } else {
+        art->held = h;
+    }
+    art->held_tail = h;
+    return held_pump(art);
 }
 
 int artifact_write(struct artifact *art, const void *data, size_t n)
@@ -677,7 +780,7 @@ bool artifact_full(const struct artifact *art)
     if (!consumer_ok(art)) {
         return false;
     }
-    return art->provider != NULL ? egress_full(art->target)
+    return art->provider != NULL ? art->held != NULL || egress_full(art->target)
                                  : http_stream_pending(art->req) > art->high_water;
 }
 
@@ -686,7 +789,7 @@ bool artifact_has_room(const struct artifact *art)
     if (!consumer_ok(art)) {
         return true;
     }
-    return art->provider != NULL ? !egress_full(art->target)
+    return art->provider != NULL ? art->held == NULL && !egress_full(art->target)
                                  : http_stream_pending(art->req) <= art->low_water;
 }
 

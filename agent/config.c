@@ -537,6 +537,7 @@ static const char *const known_keys[] = {
     "Storage:DumpTargetFolder",
     "Dump:TimeoutSeconds",
     "Trace:SpoolLimitMB",
+    "Trace:StopTimeoutSeconds",
     "RequestLimits:GCDump:MaxConcurrency",
     "GCDump:TimeoutSeconds",
     "GCDump:MaxNodes",

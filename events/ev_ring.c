@@ -62,16 +62,19 @@ struct ring_out {
     ev_ring_write_cb write;
     void *ud;
     uint64_t off;
+    bool pause; /* write returned EV_RING_PAUSE: the drain stops after this block */
 };
 
 struct ev_ring {
     struct ev_ring_limits lim;
     struct nettrace_checker ck;
-    int err;        /* the ring failed: what feed returns */
-    int out_err;    /* the trigger's output failed */
-    char msg[200];  /* the ring's own failure (a checker failure is read from the checker) */
-    bool triggered; /* pass-through */
-    bool finished;  /* the end tag has been written */
+    int err;          /* the ring failed: what feed returns */
+    int out_err;      /* the trigger's output failed */
+    char msg[200];    /* the ring's own failure (a checker failure is read from the checker) */
+    bool triggered;   /* pass-through (once draining is over) */
+    bool draining;    /* triggered, kept blocks still to write (ev_ring_drain) */
+    uint64_t md_done; /* the drain: MetadataBlocks written so far */
+    bool finished;    /* the end tag has been written */
     bool pre_written;
     uint8_t pre[NETTRACE_PREAMBLE_SIZE];
     size_t pre_len;
@@ -483,6 +486,9 @@ static int out_put(struct ring_out *o, const uint8_t *p, size_t n)
     if (rc < 0) {
         return rc;
     }
+    if (rc == EV_RING_PAUSE) {
+        o->pause = true;
+    }
     o->off += n;
     return 0;
 }
@@ -602,6 +608,94 @@ static void free_blocks(struct ev_ring *r)
     r->st.blocks_kept = 0;
 }
 
+/*
+ * The drain's next block, taken off the ring with its memory accounted for: the next MetadataBlock
+ * when it came before the next data block (or none is left), else the oldest data block. Empty
+ * region records go on the way. NULL when nothing is left. The caller writes and frees it.
+ */
+static struct ring_blk *drain_next(struct ev_ring *r)
+{
+    struct ring_region *rg = r->rg_head;
+    while (rg != NULL && rg->first == NULL) {
+        r->rg_head = rg->next;
+        if (r->rg_head == NULL) {
+            r->rg_tail = NULL;
+        }
+        if (r->open == rg) {
+            r->open = NULL;
+        }
+        r->st.bytes_used -= sizeof(*rg);
+        free(rg);
+        rg = r->rg_head;
+    }
+    struct ring_blk *b = rg != NULL ? rg->first : NULL;
+    if (r->md_head != NULL && (b == NULL || r->md_done < b->md_before)) {
+        struct ring_blk *md = r->md_head;
+        r->md_head = md->next;
+        if (r->md_head == NULL) {
+            r->md_tail = NULL;
+        }
+        r->md_done++;
+        r->st.metadata_bytes -= blk_bytes(md->len);
+        r->st.bytes_used -= blk_bytes(md->len);
+        return md;
+    }
+    if (b == NULL) {
+        return NULL;
+    }
+    rg->first = b->next;
+    if (b->next != NULL) {
+        b->next->prev = NULL;
+    } else {
+        rg->last = NULL;
+    }
+    if (rg->scan == b) {
+        rg->scan = b->next;
+    }
+    if (b->kind == NETTRACE_BLOCK_EVENT) {
+        rg->event_blocks--;
+        r->st.events_kept -= b->events;
+    }
+    r->st.blocks_kept--;
+    r->st.bytes_used -= blk_bytes(b->len);
+    return b;
+}
+
+/*
+ * Writes kept blocks, oldest first, each freed once written, until none is left (0: pass-through
+ * from now on), or the writer asked for a pause (EV_RING_PAUSED), or it failed (the ring fails;
+ * the blocks not written count as discarded).
+ */
+static int drain(struct ev_ring *r)
+{
+    r->out.pause = false;
+    int rc = 0;
+    while (rc == 0 && !r->out.pause) {
+        struct ring_blk *b = drain_next(r);
+        if (b == NULL) {
+            r->draining = false;
+            free_blocks(r);
+            return 0;
+        }
+        uint32_t events = b->kind == NETTRACE_BLOCK_EVENT ? b->events : 0;
+        rc = out_block(&r->out, b->kind, b->min_version, b->data, b->len);
+        free(b);
+        if (rc == 0) {
+            r->st.events_written += events;
+        } else {
+            r->st.events_discarded += events;
+        }
+    }
+    if (rc < 0) {
+        r->draining = false;
+        r->st.events_discarded += r->st.events_kept;
+        r->st.events_kept = 0;
+        free_blocks(r);
+        return out_failed(r, rc);
+    }
+    return EV_RING_PAUSED;
+}
+
 /* After the trigger: a block straight to the output (an EventBlock with a dropped stack aside). */
 static int pass_block(struct ev_ring *r, const struct nettrace_block *b)
 {
@@ -702,6 +796,9 @@ int ev_ring_feed(struct ev_ring *r, const uint8_t *p, size_t n)
     if (r->err != 0) {
         return r->err;
     }
+    if (r->draining) {
+        return AGENT_E_INVAL; /* the caller keeps the bytes until the drain is over */
+    }
     if (r->pre_len < sizeof(r->pre) && n > 0) {
         size_t take = sizeof(r->pre) - r->pre_len < n ? sizeof(r->pre) - r->pre_len : n;
         memcpy(r->pre + r->pre_len, p, take);
@@ -742,20 +839,34 @@ int ev_ring_trigger(struct ev_ring *r, ev_ring_write_cb write, void *ud)
     r->out.write = write;
     r->out.ud = ud;
     r->out.off = 0;
-    if (preamble_ready(r)) {
-        rc = out_preamble(r);
-        if (rc == 0) {
-            rc = out_kept(r, &r->out);
-        }
-    }
-    if (rc == 0) {
-        r->st.events_written += r->st.events_kept;
-    } else {
+    if (!preamble_ready(r)) {
+        /* Nothing whole was fed: nothing kept either; the preamble goes out when it is. */
         r->st.events_discarded += r->st.events_kept;
+        r->st.events_kept = 0;
+        free_blocks(r);
+        return 0;
     }
-    r->st.events_kept = 0;
-    free_blocks(r);
-    return rc < 0 ? out_failed(r, rc) : 0;
+    rc = out_preamble(r);
+    if (rc < 0) {
+        r->st.events_discarded += r->st.events_kept;
+        r->st.events_kept = 0;
+        free_blocks(r);
+        return out_failed(r, rc);
+    }
+    r->draining = true;
+    r->md_done = 0;
+    return drain(r);
+}
+
+int ev_ring_drain(struct ev_ring *r)
+{
+    if (r == NULL) {
+        return AGENT_E_INVAL;
+    }
+    if (r->err != 0) {
+        return r->err;
+    }
+    return r->draining ? drain(r) : 0;
 }
 
 int ev_ring_finish(struct ev_ring *r, bool cut_short)
@@ -766,7 +877,7 @@ int ev_ring_finish(struct ev_ring *r, bool cut_short)
     if (r->finished) {
         return 0;
     }
-    if (!r->triggered) {
+    if (!r->triggered || r->draining) {
         return AGENT_E_INVAL;
     }
     if (r->out_err != 0) {
@@ -799,7 +910,7 @@ int ev_ring_snapshot(struct ev_ring *r, ev_ring_write_cb write, void *ud)
     if (!preamble_ready(r)) {
         return AGENT_E_NOTFOUND;
     }
-    struct ring_out o = {write, ud, 0};
+    struct ring_out o = {write, ud, 0, false};
     rc = out_put(&o, r->pre, sizeof(r->pre));
     if (rc == 0) {
         rc = out_kept(r, &o);
@@ -817,6 +928,9 @@ enum ev_ring_state ev_ring_get_state(const struct ev_ring *r)
     }
     if (r->err != 0) {
         return EV_RING_FAILED;
+    }
+    if (r->draining) {
+        return EV_RING_DRAINING;
     }
     return r->triggered ? EV_RING_PASSING : EV_RING_BUFFERING;
 }

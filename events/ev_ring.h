@@ -54,8 +54,20 @@
  * + finish reproduce the input byte for byte. ev_ring_snapshot writes the same trace with its end
  * tag while the ring keeps running (GET /trace/snapshot).
  *
- * Callbacks run inside the call that writes (trigger, snapshot, finish, and feed once triggered);
- * they must not call into the ring. A write callback's bytes are valid during the call only.
+ * The trigger's output is paced by the writer: a write callback that returns EV_RING_PAUSE has
+ * taken its bytes but wants no more for now (an egress store behind, egress_full); the ring stops
+ * after the block in hand and the trigger returns EV_RING_PAUSED, the ring DRAINING. The caller
+ * calls ev_ring_drain when the writer has room again, until it returns 0. Each kept block is freed
+ * as soon as it is written, so the drain holds no more than the ring did, and a full ring never
+ * reaches the writer faster than it takes it. While draining, ev_ring_feed refuses the stream's
+ * new bytes (AGENT_E_INVAL, the ring does not fail): the caller holds them (api_trace: in its
+ * bounded spool) and feeds them once the drain is over. Pass-through and finish write at most a
+ * fed chunk's blocks per call and ignore EV_RING_PAUSE (the caller paces what it feeds); a snapshot
+ * writes the whole ring in one call and ignores it too.
+ *
+ * Callbacks run inside the call that writes (trigger, drain, snapshot, finish, and feed once
+ * triggered); they must not call into the ring. A write callback's bytes are valid during the call
+ * only.
  *
  * Timestamps are the runtime's QPC ticks (the Trace object's sync time and frequency convert them,
  * ev_ring_trace_info); an event written out keeps its true timestamp.
@@ -81,16 +93,21 @@ struct ev_ring_limits {
 };
 
 /*
- * Writes p[0..n) to the caller's output; returns 0 or a negative error (e.g. -errno), which stops
- * the writing. p is valid during the call only.
+ * Writes p[0..n) to the caller's output; returns 0, EV_RING_PAUSE (taken, but the output is full:
+ * see above) or a negative error (e.g. -errno), which stops the writing. p is valid during the
+ * call only.
  */
+#define EV_RING_PAUSE 1
+/* ev_ring_trigger / ev_ring_drain: the writer paused the drain; call ev_ring_drain again later. */
+#define EV_RING_PAUSED 1
 typedef int (*ev_ring_write_cb)(void *ud, const uint8_t *p, size_t n);
 
 enum ev_ring_state {
     EV_RING_BUFFERING = 0, /* keeping blocks, waiting for a trigger */
     EV_RING_PASSING = 1,   /* triggered: later blocks go straight to the output */
     EV_RING_FINISHED = 2,  /* the end tag has been written */
-    EV_RING_FAILED = 3     /* see ev_ring_error; what was written so far stays a valid prefix */
+    EV_RING_FAILED = 3,    /* see ev_ring_error; what was written so far stays a valid prefix */
+    EV_RING_DRAINING = 4   /* triggered; kept blocks still to write (ev_ring_drain) */
 };
 
 struct ev_ring_stats {
@@ -126,17 +143,26 @@ void ev_ring_free(struct ev_ring *r);
  * passes blocks as they complete. Returns 0, or (the ring then fails, and returns it again on
  * every later call): AGENT_E_PROTO (the stream is invalid, or NetTrace V6, which a ring does not
  * hold), AGENT_E_TOOBIG (a checker cap, or the preamble and metadata over max_bytes), -ENOMEM, the
- * write callback's error once triggered; AGENT_E_INVAL after ev_ring_finish.
+ * write callback's error once triggered; AGENT_E_INVAL after ev_ring_finish, and while DRAINING
+ * (nothing taken, the ring goes on).
  */
 int ev_ring_feed(struct ev_ring *r, const uint8_t *p, size_t n);
 
 /*
  * The trigger: writes the preamble (as soon as it has been fed), every metadata block and the
  * kept blocks, frees them, and switches to pass-through: from now on ev_ring_feed writes each
- * block through write as it completes. Returns 0, the ring's error (EV_RING_FAILED: nothing is
- * written), AGENT_E_INVAL (already triggered) or write's error (the ring then fails).
+ * block through write as it completes. Returns 0, EV_RING_PAUSED (write asked for a pause: the ring
+ * is DRAINING, see ev_ring_drain), the ring's error (EV_RING_FAILED: nothing is written),
+ * AGENT_E_INVAL (already triggered) or write's error (the ring then fails).
  */
 int ev_ring_trigger(struct ev_ring *r, ev_ring_write_cb write, void *ud);
+/*
+ * DRAINING: writes the next kept blocks through the trigger's write, each freed once written.
+ * Returns 0 (every kept block is out: pass-through from now on; also when not draining),
+ * EV_RING_PAUSED (write asked for a pause again), the ring's error or write's error (the ring
+ * then fails; what was written stays a valid prefix).
+ */
+int ev_ring_drain(struct ev_ring *r);
 
 /*
  * After a trigger: ends the output with the end tag (0x01) when the input ended with its own, or
@@ -144,7 +170,7 @@ int ev_ring_trigger(struct ev_ring *r, ev_ring_write_cb write, void *ud);
  * are whole and valid, so the output is still a COMPLETE trace; a block in flight is left out).
  * Returns 0 (also when already finished), AGENT_E_TRUNC (the input has not ended and !cut_short:
  * nothing written; or no valid preamble was ever fed: there is no trace to end), AGENT_E_INVAL
- * (not triggered) or the write callback's error (also a previous one).
+ * (not triggered, or still draining) or the write callback's error (also a previous one).
  */
 int ev_ring_finish(struct ev_ring *r, bool cut_short);
 

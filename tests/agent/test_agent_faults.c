@@ -61,6 +61,8 @@ static const char *const dm_env[] = {"DotnetMonitor_Dump__TimeoutSeconds=2", NUL
 /* ---- the fake runtime on its own loop thread ------------------------------------------------ */
 
 static struct fake_thread *running_fakes[4];
+/* The trace fault of the next fake_start (then back to FAKE_TRACE_OK). */
+static enum fake_trace_fault next_trace_fault = FAKE_TRACE_OK;
 
 /* A fake runtime listed as this test's pid (socket key `key`) in env's dir; unknown_versions as
  * in fake_trace_config (0: every CollectTracing known). */
@@ -86,6 +88,8 @@ static struct fake_thread *fake_start(struct testenv *env, uint64_t key,
     cfg.trace.chunk_bytes = 4096;
     cfg.trace.interval_ms = 10;
     cfg.trace.unknown_versions = unknown_versions;
+    cfg.trace.fault = next_trace_fault;
+    next_trace_fault = FAKE_TRACE_OK;
     if (initial != NULL) {
         cfg.faults[0] = *initial;
     }
@@ -702,6 +706,116 @@ static void test_faults_stop(void **state)
     world_stop(&w);
 }
 
+/* ---- a runtime that never ends its stream after StopTracing --------------------------------
+ */
+
+/*
+ * The fake counts StopTracing and goes on streaming (FAKE_TRACE_NO_END), never closing. dotmon
+ * runs with Trace:StopTimeoutSeconds 2 and RequestLimits:Trace:MaxConcurrency 1. A 1 s trace is
+ * stopped at 1 s and, while it waits, holds the one trace slot (another /trace: 429). At the stop
+ * timeout (1 + 2 s) the response is cut (every byte received kept), the operation ends Failed
+ * (TraceTruncated, naming the stop timeout), and the slot is free at once: a new trace of the same
+ * runtime starts (200, Running). The runtime's streams are closed by dotmon within its cleanup
+ * bound (10 s after the timeout).
+ */
+static void test_faults_stop_never_ends(void **state)
+{
+    struct testenv *env = *state;
+    testenv_watchdog(WATCHDOG_S);
+    next_trace_fault = FAKE_TRACE_NO_END;
+    struct fake_thread *ft = fake_start(env, 4343, NULL, 0);
+    static const char *const envs[] = {"DotnetMonitor_Trace__StopTimeoutSeconds=2",
+                                       "DotnetMonitor_RequestLimits__Trace__MaxConcurrency=1",
+                                       NULL};
+    struct dotmon *dm = NULL;
+    assert_int_equal(testenv_start_dotmon(env, no_auth, envs, &dm), 0);
+    pid_t fake_pid = getpid();
+    cJSON_Delete(agent_test_wait_processes(dm, &fake_pid, 1, 10000));
+
+    struct req_thread t;
+    req_spawn(&t, dm, "GET", "/trace?pid=%d&durationSeconds=1", (int)fake_pid);
+    double t0 = testenv_now_ms();
+    double end = t0 + testenv_timeout(5000);
+    while (fake_snap(ft).streams_open == 0) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(10);
+    }
+    testenv_sleep_ms(1800); /* the duration ran out: StopTracing went out, and is ignored */
+    struct fake_snapshot s = fake_snap(ft);
+    assert_int_equal(s.last.stops, 1);
+    assert_true(s.last.stream_open);
+    assert_int_equal(atomic_load(&t.done), 0);
+    cJSON *op = last_op(dm);
+    assert_string_equal(agent_test_str(op, "status"), "Stopping");
+    cJSON_Delete(op);
+    struct httpc_resp r;
+    char target[128];
+    snprintf(target, sizeof(target), "/trace?pid=%d&durationSeconds=1", (int)fake_pid);
+    assert_int_equal(testenv_dotmon_request(dm, "GET", target, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 429); /* the slot is held while the stop is pending */
+    httpc_resp_fini(&r);
+
+    while (!atomic_load(&t.done)) {
+        assert_true(testenv_now_ms() - t0 < testenv_timeout(10000));
+        testenv_sleep_ms(10);
+    }
+    pthread_join(t.th, NULL);
+    double ended_ms = testenv_now_ms() - t0;
+    fprintf(stderr, "  stop never answered: response cut after %.0f ms (client rc %s, %zu bytes)\n",
+            ended_ms, agent_strerror(t.rc), t.resp.body_len);
+    assert_int_equal(t.resp.status, 200);
+    assert_int_equal(t.rc, AGENT_E_CLOSED); /* cut: the client sees the transfer incomplete */
+    assert_true(t.resp.body_len > 0);
+    assert_true(ended_ms >= 2900); /* not before the stop timeout */
+    assert_true(ended_ms < testenv_timeout(5000));
+    op = last_op(dm);
+    assert_string_equal(agent_test_str(op, "status"), "Failed");
+    assert_string_equal(op_error_code(op), "TraceTruncated");
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(op, "error");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(err, "message");
+    assert_true(cJSON_IsString(msg) && strstr(msg->valuestring, "stop timeout") != NULL);
+    char first[64];
+    snprintf(first, sizeof(first), "%s", agent_test_str(op, "operationId"));
+    cJSON_Delete(op);
+    httpc_resp_fini(&t.resp);
+
+    /* The slot is free right away: a new trace of the same runtime runs. */
+    struct req_thread t2;
+    req_spawn(&t2, dm, "GET", "/trace?pid=%d&durationSeconds=60", (int)fake_pid);
+    end = testenv_now_ms() + testenv_timeout(5000);
+    for (;;) {
+        op = last_op(dm);
+        bool running = strcmp(agent_test_str(op, "operationId"), first) != 0 &&
+                       strcmp(agent_test_str(op, "status"), "Running") == 0;
+        if (running) {
+            break;
+        }
+        cJSON_Delete(op);
+        assert_false(atomic_load(&t2.done)); /* not a 429 */
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(20);
+    }
+    snprintf(target, sizeof(target), "/operations/%s", agent_test_str(op, "operationId"));
+    cJSON_Delete(op);
+    assert_int_equal(testenv_dotmon_request(dm, "DELETE", target, NULL, 0, &r), 0);
+    assert_true(r.status >= 200 && r.status < 300);
+    httpc_resp_fini(&r);
+    pthread_join(t2.th, NULL);
+    assert_int_equal(t2.resp.status, 200);
+    httpc_resp_fini(&t2.resp);
+
+    /* Nothing of the runtime's streams is kept beyond the cleanup bound. */
+    end = testenv_now_ms() + testenv_timeout(12000);
+    while (fake_snap(ft).streams_open != 0) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(50);
+    }
+    fprintf(stderr, "  streams closed %.0f ms after the first trace started\n",
+            testenv_now_ms() - t0);
+    agent_test_stop_dotmon_clean(dm);
+    fake_stop(ft);
+}
+
 /* ---- /logs: the loader-rundown probe before the stream ----------------------------------------
  */
 
@@ -894,6 +1008,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_faults_logs_probe, agent_test_setup, faults_teardown),
         cmocka_unit_test_setup_teardown(test_faults_mid_stream, agent_test_setup, faults_teardown),
         cmocka_unit_test_setup_teardown(test_faults_stop, agent_test_setup, faults_teardown),
+        cmocka_unit_test_setup_teardown(test_faults_stop_never_ends, agent_test_setup,
+                                        faults_teardown),
         cmocka_unit_test_setup_teardown(test_faults_dump, agent_test_setup, faults_teardown),
         cmocka_unit_test_setup_teardown(test_faults_process_info, agent_test_setup,
                                         faults_teardown),

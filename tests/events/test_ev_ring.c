@@ -1088,6 +1088,110 @@ static void test_ev_ring_write_failure(void **state)
     free(p);
 }
 
+/*
+ * A writer that takes pace_bytes and then asks for a pause (as the agent's writer does at
+ * egress_full): the trigger and each ev_ring_drain stop after at most one more block, the ring
+ * DRAINING meanwhile (feed and finish refused, nothing lost), the memory held falls as blocks go
+ * out, and the output is still the input byte for byte.
+ */
+struct paced {
+    struct sink s;
+    size_t pace;           /* bytes taken before a pause */
+    size_t since;          /* bytes since the last pause */
+    int fail_after_pauses; /* > 0: fail (-EPIPE) once this many pauses were asked */
+    int pauses;
+};
+
+static int paced_write(void *ud, const uint8_t *p, size_t n)
+{
+    struct paced *w = ud;
+    if (w->fail_after_pauses > 0 && w->pauses >= w->fail_after_pauses) {
+        return -EPIPE;
+    }
+    wb_raw(&w->s.w, p, n);
+    w->since += n;
+    if (w->since >= w->pace) {
+        w->since = 0;
+        w->pauses++;
+        return EV_RING_PAUSE;
+    }
+    return 0;
+}
+
+static void test_ev_ring_paced_drain(void **state)
+{
+    (void)state;
+    struct ev_ring_limits lim = {.max_bytes = 64u << 20};
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    for (size_t f = 0; f < NFIXTURES; f++) {
+        size_t n;
+        uint8_t *p = fixture_read(fixtures[f][0], fixtures[f][1], &n);
+        size_t points[] = {PRE, n / 2, n};
+        for (size_t t = 0; t < sizeof(points) / sizeof(points[0]); t++) {
+            struct ev_ring *r = ring_new(&lim);
+            feed(r, &lim, p, 0, points[t], RANDOM, &rng);
+            struct ev_ring_stats st;
+            ev_ring_get_stats(r, &st);
+            uint64_t held = st.bytes_used;
+            uint64_t at_trigger = held;
+            struct paced w = {.pace = 4096};
+            int rc = ev_ring_trigger(r, paced_write, &w);
+            int calls = 1;
+            size_t before = 0;
+            while (rc == EV_RING_PAUSED) {
+                assert_int_equal(ev_ring_get_state(r), EV_RING_DRAINING);
+                /* The writer stopped the drain: the block in hand ends it (the fixtures' blocks
+                 * are under 128 KiB). */
+                assert_true(w.s.w.n - before <= w.pace + 128 * 1024);
+                before = w.s.w.n;
+                assert_int_equal(ev_ring_feed(r, p + points[t], points[t] < n ? 1 : 0),
+                                 AGENT_E_INVAL);
+                assert_int_equal(ev_ring_finish(r, true), AGENT_E_INVAL);
+                ev_ring_get_stats(r, &st);
+                assert_true(st.bytes_used <= held);
+                held = st.bytes_used;
+                assert_int_equal(st.events_fed,
+                                 st.events_kept + st.events_discarded + st.events_written);
+                rc = ev_ring_drain(r);
+                calls++;
+            }
+            assert_int_equal(rc, 0);
+            assert_int_equal(ev_ring_get_state(r), EV_RING_PASSING);
+            assert_int_equal(ev_ring_drain(r), 0);
+            if (at_trigger > 2 * w.pace) {
+                assert_true(calls >= 2); /* a ring over the pace went out in more than one call */
+            }
+            feed(r, &lim, p, points[t], n, RANDOM, &rng);
+            assert_int_equal(ev_ring_finish(r, false), 0);
+            assert_int_equal(w.s.w.n, n);
+            assert_memory_equal(w.s.w.b, p, n);
+            ev_ring_get_stats(r, &st);
+            assert_int_equal(st.events_written, st.events_fed);
+            assert_int_equal(st.bytes_used, PRE);
+            ev_ring_free(r);
+            free(w.s.w.b);
+        }
+        /* The writer fails mid-drain: the ring fails, the counters still add up. */
+        struct ev_ring *r = ring_new(&lim);
+        feed(r, &lim, p, 0, n, WHOLE, &rng);
+        struct paced w = {.pace = 256, .fail_after_pauses = 1};
+        int rc = ev_ring_trigger(r, paced_write, &w);
+        while (rc == EV_RING_PAUSED) {
+            rc = ev_ring_drain(r);
+        }
+        assert_int_equal(rc, -EPIPE);
+        assert_int_equal(ev_ring_get_state(r), EV_RING_FAILED);
+        assert_int_equal(ev_ring_drain(r), -EPIPE);
+        struct ev_ring_stats st;
+        ev_ring_get_stats(r, &st);
+        assert_int_equal(st.events_fed, st.events_kept + st.events_discarded + st.events_written);
+        assert_int_equal(st.events_kept, 0);
+        ev_ring_free(r);
+        free(w.s.w.b);
+        free(p);
+    }
+}
+
 static void test_ev_ring_new_args(void **state)
 {
     (void)state;
@@ -1146,6 +1250,7 @@ int main(void)
         cmocka_unit_test(test_ev_ring_finish_cut_short),
         cmocka_unit_test(test_ev_ring_invalid_input),
         cmocka_unit_test(test_ev_ring_write_failure),
+        cmocka_unit_test(test_ev_ring_paced_drain),
         cmocka_unit_test(test_ev_ring_new_args),
         cmocka_unit_test(test_ev_ring_seed),
     };

@@ -4,11 +4,13 @@
  * (events/ev_ring.h). The input is the stream; its hash picks the limits (a byte cap from "too
  * small for the metadata" to roomy, a maximum age, the checker's caps), the chunking, and when and
  * how the trace is written: trigger then pass-through, a snapshot then a trigger, or a snapshot at
- * the end. Whatever the ring writes must be nothing or a COMPLETE trace per events/nettrace.h with
- * exactly the events the ring says it wrote (with every stack defined when the input's stacks
- * were), the cap must hold and the counters add up after every call, and when nothing was dropped
- * the output of a complete input is the input itself, byte for byte. Seeds: the real captures of
- * fuzz_nettrace and a three-region stream (tests/events/test_ev_ring.c, EV_RING_SEED).
+ * the end, and how often the trigger's writer asks for a pause (its drain then goes on with
+ * ev_ring_drain). Whatever the ring writes must be nothing or a COMPLETE trace per
+ * events/nettrace.h with exactly the events the ring says it wrote (with every stack defined when
+ * the input's stacks were), the cap must hold and the counters add up after every call, and when
+ * nothing was dropped the output of a complete input is the input itself, byte for byte. Seeds: the
+ * real captures of fuzz_nettrace and a three-region stream (tests/events/test_ev_ring.c,
+ * EV_RING_SEED).
  */
 #include "fuzz.h"
 
@@ -26,6 +28,8 @@ struct out {
     uint8_t *b;
     size_t n;
     size_t cap;
+    size_t pace;  /* > 0: ask for a pause (EV_RING_PAUSE) every pace bytes, as egress_full does */
+    size_t since; /* bytes since the last pause */
 };
 
 static int out_write(void *ud, const uint8_t *p, size_t n)
@@ -45,6 +49,11 @@ static int out_write(void *ud, const uint8_t *p, size_t n)
     }
     memcpy(o->b + o->n, p, n);
     o->n += n;
+    o->since += n;
+    if (o->pace > 0 && o->since >= o->pace) {
+        o->since = 0;
+        return EV_RING_PAUSE;
+    }
     return 0;
 }
 
@@ -137,7 +146,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     if (mode != 3) {
+        static const size_t paces[4] = {0, 1, 300, 65536};
+        trace.pace = paces[h >> 24 & 3];
         int rc = ev_ring_trigger(r, out_write, &trace);
+        while (rc == EV_RING_PAUSED) { /* the writer paced the drain: nothing lost meanwhile */
+            CHECK(ev_ring_get_state(r) == EV_RING_DRAINING);
+            CHECK(ev_ring_finish(r, true) == AGENT_E_INVAL);
+            if (off < size) {
+                CHECK(ev_ring_feed(r, data + off, 1) == AGENT_E_INVAL);
+            }
+            check_counters(r, lim.max_bytes);
+            rc = ev_ring_drain(r);
+        }
         CHECK(rc == 0 || trace.n == 0);
         feed(r, data, &off, size, &rng, lim.max_bytes);
         int fin = ev_ring_finish(r, false);

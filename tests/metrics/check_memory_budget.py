@@ -218,6 +218,10 @@ def setting_phase(tmp, port, cgroup, floods, log):
         check(len(byte_bound) == FLOODS, f"{len(byte_bound)} floods cut by bytes (series, bytes): "
                                          f"{[(i['series'], i['bytes']) for i in byte_bound]}")
         check(dm.poll() is None, "dotmon alive")
+        log.flush()
+        with open(log.name) as f:
+            said = [f"metrics of {fl.pid}: " in ln and "fill its share" in ln for ln in f for fl in floods]
+        check(sum(said) == FLOODS, f"the full share logged once per flood ({sum(said)} lines for {FLOODS})")
     finally:
         stop(dm)
 

@@ -77,6 +77,18 @@ def make_cgroup():
     return None
 
 
+def can_enter(path):
+    """Whether a child can move itself into the cgroup (a delegated hierarchy may refuse)."""
+    def enter():
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    try:
+        return subprocess.run(["true"], preexec_fn=enter).returncode == 0
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"cannot enter the cgroup: {e}")
+        return False
+
+
 def remove_cgroup(path):
     for _ in range(50):
         try:
@@ -241,6 +253,9 @@ class Flood:
 
 def main():
     cgroup = make_cgroup()
+    if cgroup is not None and not can_enter(cgroup):
+        remove_cgroup(cgroup)
+        cgroup = None
     if cgroup is None:
         print("SKIP: needs root and a writable memory cgroup")
         return 77

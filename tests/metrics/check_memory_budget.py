@@ -4,7 +4,8 @@
 A memory cgroup (v1 here, v2 where the machine has it) limited to 64 MiB, as the shipped
 manifests give dotmon; dotmon is started inside it, with 4 hostile runtimes
 (tests/tools/flood_runtime: System.Runtime EventCounters with ever-new 30,000-character names, 200
-a second each) and one real .NET test app in its folder. Checks:
+a second each), a fifth sending them 130 to a 15.6 MB nettrace block, and one real .NET test app in
+its folder. Checks:
   - start-up logs the budget taken from the cgroup: "memory budget 48 MiB (cgroup limit 64 MiB)"
     (64 MiB less max(16 MiB, 64/4));
   - after 15 s of flood dotmon is alive, its peak RSS (VmHWM) is under the limit (and under
@@ -14,7 +15,8 @@ a second each) and one real .NET test app in its folder. Checks:
   - /metrics answers 200 with the real app's System.Runtime EventCounters complete (every one of
     EVENTS.md §2.4) and parseable (promtool check metrics on the whole text when the writer
     streams it, on the app's lines otherwise: the flood's names sort after the app's, so a capped
-    writer cannot hide them behind the flood); /processes answers and lists all 5;
+    writer cannot hide them behind the flood); /processes answers and lists all 6;
+  - the 15.6 MB block is refused (a metrics session reads blocks of 1 MiB at most), not held;
   - with Memory:LimitMB=8 (a 1 MiB share per runtime) the byte bound, not the 1,024 series, is
     what drops series, and the start-up line says the budget comes from the setting.
 Needs root and a writable memory cgroup hierarchy: exit 77 otherwise. Environment: DOTMON_BIN,
@@ -143,7 +145,7 @@ def info_metrics(port):
     return {m["pid"]: m for m in json.loads(body).get("metrics", [])} if st == 200 else {}
 
 
-def flood_phase(tmp, port, cgroup, app, floods, log):
+def flood_phase(tmp, port, cgroup, app, floods, big, log):
     dm = start_dotmon(tmp, port, cgroup, log, {})
     try:
         m = wait_log(log, r"memory budget (\d+) MiB \(cgroup limit (\d+) MiB\)", 10)
@@ -169,7 +171,8 @@ def flood_phase(tmp, port, cgroup, app, floods, log):
             return peak  # killed (the kernel's OOM killer, before the fix): nothing more to ask
         st, _, body = http_get(port, "/processes", timeout=10)
         listed = {p["pid"] for p in json.loads(body)} if st == 200 else set()
-        check(st == 200 and {app.pid, *[f.pid for f in floods]} <= listed, f"/processes answers {st}, lists all 5")
+        check(st == 200 and {app.pid, big.pid, *[f.pid for f in floods]} <= listed,
+              f"/processes answers {st}, lists all 6")
         st, ctype, text = http_get(port, "/metrics", timeout=20)
         text = text.decode("utf-8", "replace")
         check(st == 200, f"/metrics answers {st} ({len(text)} bytes)")
@@ -188,6 +191,9 @@ def flood_phase(tmp, port, cgroup, app, floods, log):
             check(i.get("seriesDropped", 0) > 0 and 0 < i.get("bytes", 0) <= i.get("bytesCap", 0) == 6 * MIB,
                   f"flood {f.pid} in /info: {i.get('series')} series, {i.get('bytes')} bytes of a "
                   f"{i.get('bytesCap')}-byte share, {i.get('seriesDropped')} dropped")
+        reason = info.get(big.pid, {}).get("reason") or ""
+        check("EventBlock size" in reason and "over" in reason,
+              f"the 15.6 MB block is refused, not held: {reason[:120]!r}")
         promtool = shutil.which("promtool")
         if promtool:
             # The whole text once /metrics streams without a cap (chunked); else the app's lines.
@@ -239,8 +245,9 @@ def setting_phase(tmp, port, cgroup, floods, log):
 
 
 class Flood:
-    def __init__(self, tmp):
-        self.p = subprocess.Popen([os.environ["DOTMON_FLOOD_RUNTIME"], tmp], stdout=subprocess.PIPE, text=True)
+    def __init__(self, tmp, *args):
+        self.p = subprocess.Popen([os.environ["DOTMON_FLOOD_RUNTIME"], tmp, *args], stdout=subprocess.PIPE,
+                                  text=True)
         line = self.p.stdout.readline()
         if not line.startswith("ready "):
             raise RuntimeError(f"flood_runtime did not start: {line!r}")
@@ -261,18 +268,21 @@ def main():
         return 77
     tmp = tempfile.mkdtemp(prefix="dmbudget")
     os.chmod(tmp, 0o700)
-    app, floods, log = None, [], None
+    app, floods_all, log = None, [], None
     try:
         app = App(tmp)
         floods = [Flood(tmp) for _ in range(FLOODS)]
+        # One more: 130 such events in one 15.6 MB nettrace block (a real runtime's are 100 KiB).
+        big = Flood(tmp, "30000", "130")
+        floods_all = floods + [big]
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
-        hwm = flood_phase(tmp, free_port(), cgroup, app, floods, log)
+        hwm = flood_phase(tmp, free_port(), cgroup, app, floods, big, log)
         print(f"figure: dotmon peak RSS {hwm} KiB with {FLOODS} floods and one app under a 64 MiB cgroup")
         log.truncate(0)
         log.seek(0)
         setting_phase(tmp, free_port(), cgroup, floods, log)
     finally:
-        for f in floods:
+        for f in floods_all:
             f.kill()
         if app is not None:
             app.kill()

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * flood_runtime DIR [NAME_CHARS]: a hostile runtime for the memory-budget test
+ * flood_runtime DIR [NAME_CHARS [EVENTS_PER_BLOCK]]: a hostile runtime for the memory-budget test
  * (tests/metrics/check_memory_budget.py). tests/support's fake runtime, listening at
  * DIR/dotnet-diagnostic-<own pid>-<key>-socket, whose every EventPipe session streams
  * System.Runtime EventCounters (EVENTS.md §2.2, Mean shape) without end: each event a counter never
  * seen before, its Name and DisplayName NAME_CHARS characters long (default 30,000), 4 events
- * every 20 ms. The names start "zz-flood-", so their families sort after a real runtime's
- * System.Runtime ones. Prints "ready <socket path>" once it listens; runs until killed.
+ * every 20 ms (EVENTS_PER_BLOCK: that many in one nettrace block instead). The names start
+ * "zz-flood-", so their families sort after a real runtime's System.Runtime ones. Prints "ready
+ * <socket path>" once it listens; runs until killed.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,11 +22,12 @@
 #include "wbuf.h"
 
 #define MD_MEAN          1
-#define EVENTS_PER_PIECE 4
+#define EVENTS_PER_PIECE 4 /* per block, unless the third argument says otherwise */
 
 struct flood {
     size_t name_chars;
-    char *name; /* NAME_CHARS characters; its head changes per event */
+    unsigned events; /* per block */
+    char *name;      /* NAME_CHARS characters; its head changes per event */
     uint64_t next;
     struct nt nt[FAKE_MAX_SESSIONS];
     bool md_sent[FAKE_MAX_SESSIONS];
@@ -83,7 +85,7 @@ static void gen(void *ud, unsigned sess, uint64_t off, uint8_t **out, size_t *le
         nt_block(t, "MetadataBlock", false);
     }
     struct wb p = {0};
-    for (int k = 0; k < EVENTS_PER_PIECE; k++) {
+    for (unsigned k = 0; k < fl->events; k++) {
         char head[32];
         int hn = snprintf(head, sizeof(head), "zz-flood-%llu-", (unsigned long long)fl->next++);
         memcpy(fl->name, head, (size_t)hn < fl->name_chars ? (size_t)hn : fl->name_chars);
@@ -114,12 +116,14 @@ static void gen(void *ud, unsigned sess, uint64_t off, uint8_t **out, size_t *le
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: flood_runtime DIR [NAME_CHARS]\n");
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: flood_runtime DIR [NAME_CHARS [EVENTS_PER_BLOCK]]\n");
         return 2;
     }
     static struct flood fl;
-    fl.name_chars = argc == 3 ? strtoull(argv[2], NULL, 10) : 30000;
+    fl.name_chars = argc >= 3 ? strtoull(argv[2], NULL, 10) : 30000;
+    fl.events = argc == 4 ? (unsigned)strtoul(argv[3], NULL, 10) : EVENTS_PER_PIECE;
+    fl.events = fl.events == 0 ? 1 : fl.events;
     if (fl.name_chars < 16) {
         fl.name_chars = 16;
     }

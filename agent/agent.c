@@ -543,6 +543,56 @@ static int setup_egress(struct agent *a)
     return rc;
 }
 
+/*
+ * dotmon's memory budget (common/membudget.h), set once before anything is charged:
+ * Memory:LimitMB when given (0: unlimited), else the cgroup's memory limit less headroom
+ * (membudget_from_limit: limit - max(16 MiB, limit / 4)), else unlimited.
+ */
+static int setup_memory(struct agent *a)
+{
+    const uint64_t mib = 1024 * 1024;
+    uint64_t setting = UINT64_MAX;
+    if (config_get_uint(a->cfg, "Memory:LimitMB", 0, 16 * 1024 * 1024, &setting) != 0) {
+        return AGENT_E_INVAL;
+    }
+    uint64_t limit = 0;
+    if (membudget_cgroup_limit(&limit) != 0) {
+        limit = 0;
+    }
+    a->mem_cgroup_limit = limit;
+    /* DOTMON_MEMORY_LIMIT_MB: what `dotmon convert` reads (convert.c), also taken here when
+     * the setting is absent (the tests' way to set a budget without a configuration). */
+    const char *from = setting != UINT64_MAX ? ", from Memory:LimitMB" : "";
+    const char *env = getenv("DOTMON_MEMORY_LIMIT_MB");
+    if (setting == UINT64_MAX && env != NULL && *env != '\0') {
+        char *end = NULL;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (end != NULL && *end == '\0' && v <= 16 * 1024 * 1024) {
+            setting = v;
+            from = ", from DOTMON_MEMORY_LIMIT_MB";
+        }
+    }
+    uint64_t total = setting != UINT64_MAX ? setting * mib : membudget_from_limit(limit);
+    membudget_set(total);
+    char lim[64] = "none";
+    if (limit > 0) {
+        snprintf(lim, sizeof(lim), "%llu MiB", (unsigned long long)(limit / mib));
+    }
+    if (total == 0) {
+        log_info(cat, "memory budget unlimited (cgroup limit %s; Memory:LimitMB sets one)", lim);
+    } else {
+        log_info(cat, "memory budget %llu MiB (cgroup limit %s%s)",
+                 (unsigned long long)(total / mib), lim, from);
+    }
+    if (setting != UINT64_MAX && limit > 0 && total > limit - limit / 4) {
+        log_warn(cat,
+                 "Memory:LimitMB (%llu) leaves less than a quarter of the cgroup limit (%s) to "
+                 "dotmon's own code and buffers: the kernel may kill it before the budget is used",
+                 (unsigned long long)setting, lim);
+    }
+    return 0;
+}
+
 int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
                const struct config *cfg)
 {
@@ -566,7 +616,10 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
 
     report_settings(cfg);
-    int rc = load_filters(a);
+    int rc = setup_memory(a);
+    if (rc == 0) {
+        rc = load_filters(a);
+    }
     if (rc == 0) {
         rc = setup_listen(a);
     }
@@ -602,11 +655,6 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     a->dump_timeout_ms = dump_timeout * 1000;
     a->gcdump_timeout_ms = gcdump_timeout * 1000;
     a->gcdump_max_nodes = gcdump_nodes;
-    /* Until Memory:LimitMB and the cgroup limit set the budget here: a test's hook. */
-    const char *mb_env = getenv("DOTMON_MEMORY_LIMIT_MB");
-    if (membudget_total() == 0 && mb_env != NULL) {
-        membudget_set(strtoull(mb_env, NULL, 10) << 20);
-    }
     a->gcdump_buffer_mb = (uint32_t)gcdump_buffer;
     rc = setup_dump_dirs(a);
     if (rc != 0) {

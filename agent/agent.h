@@ -93,6 +93,7 @@ struct agent {
     uint64_t gcdump_max_nodes;   /* GCDump:MaxNodes: the biggest graph a gcdump builds */
     uint32_t gcdump_buffer_mb;   /* GCDump:BufferSizeMB: the runtime's buffer for the heap walk */
     uint32_t metrics_interval_s; /* GlobalCounter:IntervalSeconds, for the Metrics profile */
+    uint64_t mem_cgroup_limit;   /* the cgroup's memory limit at start-up, bytes; 0: none */
 
     uint64_t requests_total;
     bool metrics_enabled;    /* Metrics:Enabled / --metrics (for /info) */

@@ -15,6 +15,7 @@
 #include "err.h"
 #include "http_query.h"
 #include "log.h"
+#include "membudget.h"
 #include "num.h"
 
 static const char cat[] = "dotmon.api";
@@ -115,6 +116,48 @@ void api_problem_as_dm(struct http_request *req, int status, const char *dm_deta
     va_end(ap);
     respond_problem(req, status, dm_detail, rc == 0 ? buf_cstr(&reason) : NULL);
     buf_fini(&reason);
+}
+
+const char *api_budget_detail(char *msg, size_t cap, const char *what, const struct mb_share *share)
+{
+    const double mib = 1024.0 * 1024.0;
+    uint64_t total = membudget_total();
+    if (share != NULL && share->cap != 0) {
+        snprintf(msg, cap,
+                 "%s does not fit in dotmon's memory budget (%s: %.1f MiB of %.1f MiB held; "
+                 "total %.1f MiB); raise %s (or the container's memory limit)",
+                 what, share->what != NULL ? share->what : "this share",
+                 (double)atomic_load(&share->used) / mib, (double)share->cap / mib,
+                 (double)total / mib, API_BUDGET_SETTING);
+    } else {
+        snprintf(msg, cap,
+                 "%s does not fit in dotmon's memory budget (%.1f MiB of %.1f MiB held); raise "
+                 "%s (or the container's memory limit)",
+                 what, (double)membudget_used() / mib, (double)total / mib, API_BUDGET_SETTING);
+    }
+    return msg;
+}
+
+void api_send_budget_507(struct http_request *req, const char *what, const struct mb_share *share)
+{
+    char msg[512];
+    api_budget_detail(msg, sizeof(msg), what, share);
+    log_warn(cat, "507: %s", msg);
+    struct buf body;
+    buf_init(&body, 4096);
+    int rc = http_problem_json(&body, 507, http_status_text(507), msg);
+    if (rc == 0) {
+        /* {…} becomes {…,"code":"…","setting":"Memory:LimitMB"} */
+        buf_truncate(&body, buf_size(&body) - 1);
+        rc = buf_append_str(&body, ",\"code\":\"" API_BUDGET_CODE
+                                   "\",\"setting\":\"" API_BUDGET_SETTING "\"}");
+    }
+    if (rc != 0) {
+        buf_reset(&body);
+        buf_append_str(&body, "{\"status\":507}");
+    }
+    http_respond(req, 507, "application/problem+json", NULL, 0, buf_data(&body), buf_size(&body));
+    buf_fini(&body);
 }
 
 int api_query_bool(struct http_request *req, const char *name, bool *out)

@@ -28,6 +28,21 @@ void api_problem(struct http_request *req, int status, const char *fmt, ...)
 void api_problem_as_dm(struct http_request *req, int status, const char *dm_detail, const char *fmt,
                        ...) __attribute__((format(printf, 4, 5)));
 
+struct mb_share;
+/*
+ * The detail of a request refused by dotmon's memory budget (common/membudget.h): "<what> does
+ * not fit in dotmon's memory budget (<share cap or total> MiB ...); raise Memory:LimitMB (or the
+ * container's memory limit)". share may be NULL (the total only). Writes at most cap bytes to
+ * msg, NUL-terminated; returns msg. For answers that go through an artifact (artifact_end_fail
+ * with 507 and code API_BUDGET_CODE).
+ */
+const char *api_budget_detail(char *msg, size_t cap, const char *what,
+                              const struct mb_share *share);
+#define API_BUDGET_CODE    "MemoryBudgetExceeded"
+#define API_BUDGET_SETTING "Memory:LimitMB"
+/* Answers 507 problem+json with api_budget_detail's text and "setting":"Memory:LimitMB". */
+void api_send_budget_507(struct http_request *req, const char *what, const struct mb_share *share);
+
 /* dotnet-monitor's messages (its WebApi Strings), kept word for word. */
 #define API_DM_NO_PROCESS "Unable to discover a target process."
 #define API_DM_MANY_PROCESSES                                                                      \

@@ -542,6 +542,7 @@ static const char *const known_keys[] = {
     "GCDump:TimeoutSeconds",
     "GCDump:MaxNodes",
     "GCDump:BufferSizeMB",
+    "Memory:LimitMB",
     "DiagnosticPort",
     "DiagnosticPort:ConnectionMode",
     "DiagnosticPort:EndpointName",

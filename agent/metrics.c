@@ -19,6 +19,7 @@
 #include "ev_ring.h"
 #include "ev_store.h"
 #include "log.h"
+#include "membudget.h"
 #include "metrics_session.h"
 #include "rules_run.h"
 
@@ -26,6 +27,12 @@ static const char cat[] = "dotmon.metrics";
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
+
+/* Each process's series may hold 1/SHARE_DIV of dotmon's memory budget (at least SHARE_MIN), or
+ * SHARE_UNLIMITED when there is no budget: one runtime cannot take the memory of the others. */
+#define SHARE_DIV       8u
+#define SHARE_MIN       (1024u * 1024u)
+#define SHARE_UNLIMITED (8u * 1024u * 1024u)
 
 enum mproc_state { MP_STARTING, MP_RUNNING, MP_WAITING };
 
@@ -44,8 +51,11 @@ struct mproc {
     enum mproc_state state;
     char reason[256];
     uint64_t backoff_ms;
-    bool restarting; /* a staleness restart is under way */
-    bool full_said;  /* the store's series limit was logged */
+    bool restarting;       /* a staleness restart is under way */
+    bool full_said;        /* the store's series limit was logged */
+    bool budget_said;      /* the store's share of the memory budget was logged full */
+    struct mb_share share; /* the store's series are charged here (metrics_share_cap) */
+    char share_what[48];
 };
 
 struct metrics {
@@ -58,6 +68,25 @@ struct metrics {
 };
 
 static void mproc_start(struct mproc *mp);
+
+uint64_t metrics_share_cap(void)
+{
+    uint64_t total = membudget_total();
+    if (total == 0) {
+        return SHARE_UNLIMITED;
+    }
+    return total / SHARE_DIV > SHARE_MIN ? total / SHARE_DIV : SHARE_MIN;
+}
+
+uint64_t metrics_series_dropped(struct metrics *m, const char *uid)
+{
+    for (struct mproc *mp = m != NULL ? m->procs : NULL; mp != NULL; mp = mp->next) {
+        if (strcmp(mp->uid, uid) == 0) {
+            return ev_store_dropped(mp->store);
+        }
+    }
+    return 0;
+}
 
 static void set_reason(struct mproc *mp, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -76,10 +105,18 @@ static void mproc_on_sample(void *ud, const struct ev_metric_sample *s)
     if (rc == AGENT_E_TOOBIG && !mp->full_said) {
         mp->full_said = true;
         log_warn(cat,
-                 "metrics of %" PRIu64 ": %zu series kept; new series (here %s %s) are left out "
-                 "(too many tag combinations?)",
+                 "metrics of %" PRIu64 ": %zu series kept; new series (here %.80s %.80s) are "
+                 "left out and counted in dotmon_metrics_series_dropped_total (too many tag "
+                 "combinations?)",
                  mp->pid, ev_store_series(mp->store), s->provider, s->name);
-    } else if (rc != 0 && rc != AGENT_E_TOOBIG) {
+    } else if (rc == AGENT_E_BUDGET && !mp->budget_said) {
+        mp->budget_said = true;
+        log_warn(cat,
+                 "metrics of %" PRIu64 ": its %zu series fill its share of dotmon's memory "
+                 "budget (%" PRIu64 " KiB); new series (here %.80s %.80s) are left out and "
+                 "counted in dotmon_metrics_series_dropped_total (raise Memory:LimitMB?)",
+                 mp->pid, ev_store_series(mp->store), mp->share.cap / 1024, s->provider, s->name);
+    } else if (rc != 0 && rc != AGENT_E_TOOBIG && rc != AGENT_E_BUDGET) {
         log_warn(cat, "metrics of %" PRIu64 ": %s", mp->pid, agent_strerror(rc));
     }
 }
@@ -176,7 +213,7 @@ static void mproc_start(struct mproc *mp)
     struct metrics *m = mp->m;
     int rc = 0;
     if (mp->store == NULL) {
-        struct ev_store_options o = {.default_interval = m->f.interval_s};
+        struct ev_store_options o = {.default_interval = m->f.interval_s, .share = &mp->share};
         rc = ev_store_new(&mp->store, &o);
     }
     rc = rc ? rc : msession_start(m->a, &mp->ep, mp->major, &m->f, &mproc_callbacks, mp, &mp->sess);
@@ -199,6 +236,7 @@ static void mproc_on_closed(uv_handle_t *h)
     struct mproc *mp = h->data;
     struct metrics *m = mp->m;
     ev_store_free(mp->store);
+    mb_share_fini(&mp->share);
     ipc_endpoint_fini(&mp->ep);
     free(mp->name);
     free(mp);
@@ -257,6 +295,8 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
     memcpy(mp->uid, p->uid, sizeof(mp->uid));
     mp->name = strdup(p->name != NULL ? p->name : "");
     mp->major = metrics_runtime_major(p->clr_version);
+    snprintf(mp->share_what, sizeof(mp->share_what), "metrics of process %" PRIu64, p->pid);
+    mb_share_init(&mp->share, mp->share_what, metrics_share_cap());
     if (mp->name == NULL || ipc_endpoint_copy(&mp->ep, &p->ep) != 0) {
         ipc_endpoint_fini(&mp->ep);
         free(mp->name);
@@ -331,6 +371,10 @@ struct cJSON *metrics_status_json(struct metrics *m)
         } else {
             cJSON_AddNullToObject(o, "reason");
         }
+        cJSON_AddNumberToObject(o, "series", (double)ev_store_series(mp->store));
+        cJSON_AddNumberToObject(o, "seriesDropped", (double)ev_store_dropped(mp->store));
+        cJSON_AddNumberToObject(o, "bytes", (double)ev_store_bytes(mp->store));
+        cJSON_AddNumberToObject(o, "bytesCap", (double)mp->share.cap);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -358,6 +402,11 @@ static uint64_t proc_up(const struct mproc *mp)
     return mp->state == MP_RUNNING ? 1 : 0;
 }
 
+static uint64_t proc_dropped(const struct mproc *mp)
+{
+    return ev_store_dropped(mp->store);
+}
+
 /*
  * dotmon's own per-process families, one line per shown process in each, labelled pid, uid,
  * name (and reason where said). A new per-process figure (the memory budget's dropped series,
@@ -373,6 +422,9 @@ static const struct proc_family {
     {"dotmon_process_metrics_up", "gauge",
      "Whether dotmon receives metrics from the process (1), or not (0, and the reason)", true,
      proc_up},
+    {"dotmon_metrics_series_dropped_total", "counter",
+     "New series of the process left out (its share of the memory budget or 1024 series full)",
+     false, proc_dropped},
 };
 
 int metrics_render_own(struct metrics *m, struct buf *out)

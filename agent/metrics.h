@@ -21,6 +21,7 @@
  */
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "buf.h"
 #include "ev_prom.h"
@@ -50,6 +51,15 @@ int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_
  * none, why: [{"pid","uid","name","state":"running|starting|waiting","reason"}]. NULL on no
  * memory; an empty array when metrics are off (m NULL). */
 struct cJSON *metrics_status_json(struct metrics *m);
+/*
+ * Memory budget (common/membudget.h): each process's series are charged to a share of their own
+ * whose cap is metrics_share_cap() (1/8 of the budget, at least 1 MiB; 8 MiB without a budget).
+ * At the cap the process's new series are dropped and counted: metrics_series_dropped (0 for an
+ * unknown uid), shown on /metrics as dotmon_metrics_series_dropped_total{pid,uid} and in /info.
+ */
+uint64_t metrics_share_cap(void);
+uint64_t metrics_series_dropped(struct metrics *m, const char *uid);
+
 /* Ends every session (StopTracing in the background) and frees everything once handles close. */
 void metrics_close(struct metrics *m);
 

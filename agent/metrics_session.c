@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "err.h"
+#include "ev_store.h"
 #include "ev_stream.h"
 #include "ipc_session.h"
 #include "log.h"
@@ -362,15 +363,31 @@ struct msession {
     bool failed; /* the stream was unreadable: ending after an abort */
 };
 
+/*
+ * The largest nettrace block a metrics session reads (the decoder holds one block at a time): the
+ * runtime writes blocks of at most 100 KiB (ep-file.c: ep_event_block_alloc (100 * 1024)), so 1 MiB
+ * leaves room while a hostile runtime cannot make dotmon hold 16 MiB (the default) per session.
+ */
+#define MSESSION_MAX_BLOCK (1024u * 1024u)
+/*
+ * Metadata records a metrics session keeps: a real runtime defines a few dozen (two EventCounters
+ * shapes per provider, the Metrics events); 512 bounds what a hostile one can make the decoder
+ * hold (each record at most 128 fields and 4 KiB of names) to a few MiB instead of 4096 records.
+ */
+#define MSESSION_MAX_METADATA 512u
+
 static void ms_free(struct msession *s)
 {
     ev_stream_free(s->stream);
     free(s);
 }
 
-static void ms_on_sample(void *ud, const struct ev_metric_sample *x)
+static void ms_on_sample(void *ud, const struct ev_metric_sample *in)
 {
     struct msession *s = ud;
+    /* A runtime's long names are cut here for every consumer (store, /livemetrics, rules). */
+    struct ev_sample_cut cut;
+    const struct ev_metric_sample *x = ev_sample_cut(in, &cut);
     if (!x->is_meter) {
         s->last_counter_ms = uv_now(s->a->loop);
         s->counters_seen = true;
@@ -542,7 +559,9 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
         struct ev_stream_options so = {.session_id = s->session_id,
                                        .client_id = s->client_id[0] ? s->client_id : NULL,
                                        .refresh_interval_s = f->interval_s,
-                                       .counter_interval_s = f->counter_filter_s};
+                                       .counter_interval_s = f->counter_filter_s,
+                                       .max_block = MSESSION_MAX_BLOCK,
+                                       .max_metadata = MSESSION_MAX_METADATA};
         rc = ev_stream_new(&s->stream, &so, ms_on_sample, ms_on_error, s);
     }
     if (rc == 0) {

@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "membudget.h"
 
 #include <errno.h>
@@ -98,6 +97,15 @@ void mb_release(struct mb_share *s, size_t n)
         atomic_fetch_sub(&s->used, n);
     }
     atomic_fetch_sub(&budget_used, n);
+}
+
+uint64_t membudget_from_limit(uint64_t limit)
+{
+    if (limit == 0) {
+        return 0;
+    }
+    uint64_t headroom = limit / 4 > MEMBUDGET_MIN_HEADROOM ? limit / 4 : MEMBUDGET_MIN_HEADROOM;
+    return limit > headroom + limit / 4 ? limit - headroom : limit / 4;
 }
 
 /* Reads one number (or "max") from a file: 0, or -ENOENT for "max"/unreadable. */

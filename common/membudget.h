@@ -62,4 +62,13 @@ void mb_release(struct mb_share *s, size_t n);
  */
 int membudget_cgroup_limit(uint64_t *limit);
 
+/* Headroom left to dotmon's own code, stacks, libuv and I/O buffers: limit - budget. */
+#define MEMBUDGET_MIN_HEADROOM (16ull * 1024 * 1024)
+/*
+ * The budget for a cgroup limit: limit - max(16 MiB, limit / 4), so 64 MiB -> 48 MiB,
+ * 1 GiB -> 768 MiB; a limit of 16 MiB or less gives 1/4 of it (dotmon cannot do much there, but
+ * it keeps a budget). 0 (no limit) gives 0 (unlimited).
+ */
+uint64_t membudget_from_limit(uint64_t limit);
+
 #endif

@@ -27,7 +27,49 @@ struct ev_store {
     uint32_t max_series;
     uint32_t default_interval;
     uint64_t seq;
+    struct mb_share *share; /* borrowed; NULL: nothing charged */
+    uint64_t bytes;         /* the series' allocations, all charged to share */
+    uint64_t dropped;       /* new series refused */
 };
+
+const char *ev_name_cut(const char *s, size_t max, char *out, size_t cap)
+{
+    if (s == NULL) {
+        return NULL;
+    }
+    size_t n = strnlen(s, max + 1);
+    if (n <= max) {
+        return s;
+    }
+    if (cap < sizeof(EV_CUT_MARKER)) {
+        return "";
+    }
+    n = max < cap - sizeof(EV_CUT_MARKER) ? max : cap - sizeof(EV_CUT_MARKER);
+    /* Back up to the start of a UTF-8 sequence: s[n] is the first byte left out. */
+    while (n > 0 && ((unsigned char)s[n] & 0xC0u) == 0x80u) {
+        n--;
+    }
+    memcpy(out, s, n);
+    memcpy(out + n, EV_CUT_MARKER, sizeof(EV_CUT_MARKER));
+    return out;
+}
+
+const struct ev_metric_sample *ev_sample_cut(const struct ev_metric_sample *in,
+                                             struct ev_sample_cut *buf)
+{
+    buf->s = *in;
+    buf->s.provider = ev_name_cut(in->provider, EV_NAME_MAX, buf->provider, sizeof(buf->provider));
+    buf->s.name = ev_name_cut(in->name, EV_NAME_MAX, buf->name, sizeof(buf->name));
+    buf->s.display_name =
+        ev_name_cut(in->display_name, EV_NAME_MAX, buf->display_name, sizeof(buf->display_name));
+    buf->s.unit = ev_name_cut(in->unit, EV_NAME_MAX, buf->unit, sizeof(buf->unit));
+    buf->s.tags = ev_name_cut(in->tags, EV_TAGS_MAX, buf->tags, sizeof(buf->tags));
+    buf->s.meter_tags =
+        ev_name_cut(in->meter_tags, EV_TAGS_MAX, buf->meter_tags, sizeof(buf->meter_tags));
+    buf->s.instrument_tags = ev_name_cut(in->instrument_tags, EV_TAGS_MAX, buf->instrument_tags,
+                                         sizeof(buf->instrument_tags));
+    return &buf->s;
+}
 
 static const char *nz(const char *s)
 {
@@ -73,7 +115,9 @@ static const char *put_str(char **cursor, const char *s)
 }
 
 /* One allocation holding the series and copies of all its strings. */
-static int series_make(struct ev_series **out, const struct ev_metric_sample *s, uint32_t hash)
+/* credit: bytes already charged for the series this one replaces (only the growth is charged). */
+static int series_make(struct ev_series **out, const struct ev_metric_sample *s, uint32_t hash,
+                       struct mb_share *share, size_t credit)
 {
     struct buf name;
     buf_init(&name, 0);
@@ -100,12 +144,19 @@ static int series_make(struct ev_series **out, const struct ev_metric_sample *s,
         total += strlen(strs[i]) + 1;
     }
     struct ev_series *se = malloc(total);
+    if (se != NULL && total > credit && mb_charge(share, total - credit) != 0) {
+        free(se);
+        buf_fini(&name);
+        buf_fini(&tname);
+        return AGENT_E_BUDGET;
+    }
     if (se == NULL) {
         buf_fini(&name);
         buf_fini(&tname);
         return -ENOMEM;
     }
     memset(se, 0, sizeof(*se));
+    se->bytes = total;
     char *cursor = (char *)(se + 1);
     se->provider = put_str(&cursor, strs[0]);
     se->name = put_str(&cursor, strs[1]);
@@ -149,6 +200,13 @@ static int series_make(struct ev_series **out, const struct ev_metric_sample *s,
     return 0;
 }
 
+static void series_free(struct ev_store *st, struct ev_series *se)
+{
+    mb_release(st->share, se->bytes);
+    st->bytes -= se->bytes;
+    free(se);
+}
+
 int ev_store_new(struct ev_store **out, const struct ev_store_options *opt)
 {
     struct ev_store *st = calloc(1, sizeof(*st));
@@ -157,6 +215,7 @@ int ev_store_new(struct ev_store **out, const struct ev_store_options *opt)
     }
     st->max_series = opt && opt->max_series ? opt->max_series : EV_STORE_DEFAULT_MAX;
     st->default_interval = opt ? opt->default_interval : 0;
+    st->share = opt ? opt->share : NULL;
     *out = st;
     return 0;
 }
@@ -167,7 +226,7 @@ void ev_store_clear(struct ev_store *st)
         return;
     }
     for (size_t i = 0; i < st->count; i++) {
-        free(st->v[i]);
+        series_free(st, st->v[i]);
     }
     st->count = 0;
     if (st->buckets) {
@@ -189,6 +248,16 @@ void ev_store_free(struct ev_store *st)
 size_t ev_store_series(const struct ev_store *st)
 {
     return st ? st->count : 0;
+}
+
+uint64_t ev_store_dropped(const struct ev_store *st)
+{
+    return st ? st->dropped : 0;
+}
+
+uint64_t ev_store_bytes(const struct ev_store *st)
+{
+    return st ? st->bytes : 0;
 }
 
 /* Rebuilds the hash index with nb buckets (a power of two). */
@@ -242,11 +311,15 @@ static bool accepted(const struct ev_metric_sample *s)
     return !(s->is_meter && isnan(s->value));
 }
 
-int ev_store_add(struct ev_store *st, const struct ev_metric_sample *s)
+int ev_store_add(struct ev_store *st, const struct ev_metric_sample *in)
 {
-    if (st == NULL || s == NULL || s->name == NULL || s->provider == NULL) {
+    if (st == NULL || in == NULL || in->name == NULL || in->provider == NULL) {
         return AGENT_E_INVAL;
     }
+    /* The stored text of every string: long ones cut (a 30,000-character counter name from a
+     * hostile runtime is one series of a few hundred bytes). */
+    struct ev_sample_cut cut;
+    const struct ev_metric_sample *s = ev_sample_cut(in, &cut);
     if (s->kind != EV_METRIC_GAUGE && s->kind != EV_METRIC_RATE && s->kind != EV_METRIC_UPDOWN &&
         s->kind != EV_METRIC_HISTOGRAM) {
         return AGENT_E_INVAL;
@@ -263,10 +336,14 @@ int ev_store_add(struct ev_store *st, const struct ev_metric_sample *s)
                 continue;
             }
             struct ev_series *se = NULL;
-            int rc = series_make(&se, s, h);
+            int rc = series_make(&se, s, h, st->share, old->bytes);
             if (rc < 0) {
                 return rc;
             }
+            if (old->bytes > se->bytes) {
+                mb_release(st->share, old->bytes - se->bytes);
+            }
+            st->bytes = st->bytes - old->bytes + se->bytes;
             se->next = old->next;
             se->seq = ++st->seq;
             st->v[i - 1] = se;
@@ -275,6 +352,7 @@ int ev_store_add(struct ev_store *st, const struct ev_metric_sample *s)
         }
     }
     if (st->count >= st->max_series) {
+        st->dropped++;
         return AGENT_E_TOOBIG;
     }
     int rc = grow(st);
@@ -282,10 +360,12 @@ int ev_store_add(struct ev_store *st, const struct ev_metric_sample *s)
         return rc;
     }
     struct ev_series *se = NULL;
-    rc = series_make(&se, s, h);
+    rc = series_make(&se, s, h, st->share, 0);
     if (rc < 0) {
+        st->dropped += rc == AGENT_E_BUDGET ? 1 : 0;
         return rc;
     }
+    st->bytes += se->bytes;
     se->seq = ++st->seq;
     size_t slot = h & (st->nbuckets - 1);
     se->next = st->buckets[slot];

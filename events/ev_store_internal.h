@@ -42,6 +42,7 @@ struct ev_series {
     uint64_t seq;  /* arrival order of the newest sample, for stable output */
     uint32_t hash; /* of the identity strings */
     uint32_t next; /* hash chain: index + 1 into the series array, 0 ends it */
+    size_t bytes;  /* the allocation's size, charged to the store's share */
 };
 
 /* The series of a store, in no particular order; *n receives their count. */

@@ -103,6 +103,8 @@ const char *http__reason_phrase(int status)
         return "Gateway Timeout";
     case 505:
         return "HTTP Version Not Supported";
+    case 507:
+        return "Insufficient Storage"; /* RFC 4918: dotmon's memory budget, agent/api.c */
     default:
         return "Unknown";
     }

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "err.h"
 #include "ev_store.h"
+#include "membudget.h"
 
 /* An EventCounter sample (Mean -> gauge, Sum -> rate). */
 static struct ev_metric_sample counter(const char *name, const char *display, const char *unit,
@@ -483,6 +484,136 @@ static void test_max_series(void **state)
     ev_store_free(st);
 }
 
+/* Long strings are cut at EV_NAME_MAX bytes with a marker, never inside a UTF-8 sequence. */
+static void test_name_cut(void **state)
+{
+    (void)state;
+    char out[EV_TAGS_MAX + sizeof(EV_CUT_MARKER)];
+    const char *shortname = "cpu-usage";
+    assert_ptr_equal(ev_name_cut(shortname, EV_NAME_MAX, out, sizeof(out)), shortname);
+    assert_null(ev_name_cut(NULL, EV_NAME_MAX, out, sizeof(out)));
+    char *lng = malloc(30001);
+    assert_non_null(lng);
+    memset(lng, 'a', 30000);
+    lng[30000] = '\0';
+    lng[EV_NAME_MAX] = '\0'; /* exactly the limit: kept whole */
+    assert_ptr_equal(ev_name_cut(lng, EV_NAME_MAX, out, sizeof(out)), lng);
+    lng[EV_NAME_MAX] = 'a';
+    const char *c = ev_name_cut(lng, EV_NAME_MAX, out, sizeof(out));
+    assert_ptr_equal(c, out);
+    assert_int_equal(strlen(c), EV_NAME_MAX + strlen(EV_CUT_MARKER));
+    assert_string_equal(c + EV_NAME_MAX, "...[cut]");
+    assert_int_equal(strspn(c, "a"), EV_NAME_MAX);
+    /* A two-byte "é" across the limit: the cut goes before it. */
+    memcpy(lng + EV_NAME_MAX - 1, "\xc3\xa9", 2);
+    c = ev_name_cut(lng, EV_NAME_MAX, out, sizeof(out));
+    assert_int_equal(strlen(c), EV_NAME_MAX - 1 + strlen(EV_CUT_MARKER));
+    assert_string_equal(c + EV_NAME_MAX - 1, "...[cut]");
+    /* A 4-byte sequence ending exactly at the limit is kept whole. */
+    lng[EV_NAME_MAX] = 'a';
+    memcpy(lng + EV_NAME_MAX - 4, "\xf0\x9f\x98\x80", 4);
+    c = ev_name_cut(lng, EV_NAME_MAX, out, sizeof(out));
+    assert_int_equal(strlen(c), EV_NAME_MAX + strlen(EV_CUT_MARKER));
+    assert_memory_equal(c + EV_NAME_MAX - 4, "\xf0\x9f\x98\x80...[cut]", 12);
+    /* A buffer smaller than the limit asks for: the cut fits it. */
+    char small[20];
+    c = ev_name_cut(lng, EV_NAME_MAX, small, sizeof(small));
+    assert_string_equal(c, "aaaaaaaaaaa...[cut]");
+    assert_string_equal(ev_name_cut(lng, EV_NAME_MAX, small, 4), "");
+    /* A whole sample: names at 256 bytes, tag lists at 1024, short strings untouched. */
+    struct ev_sample_cut buf;
+    struct ev_metric_sample in = meter(lng, lng, "ms", EV_METRIC_GAUGE, 1, lng);
+    in.meter_tags = "a=b";
+    const struct ev_metric_sample *cs = ev_sample_cut(&in, &buf);
+    assert_int_equal(strlen(cs->provider), EV_NAME_MAX + strlen(EV_CUT_MARKER));
+    assert_int_equal(strlen(cs->name), EV_NAME_MAX + strlen(EV_CUT_MARKER));
+    assert_int_equal(strlen(cs->tags), EV_TAGS_MAX + strlen(EV_CUT_MARKER));
+    assert_ptr_equal(cs->unit, in.unit);
+    assert_ptr_equal(cs->meter_tags, in.meter_tags);
+    assert_null(cs->instrument_tags);
+    assert_true(cs->value == 1.0 && cs->is_meter);
+    free(lng);
+}
+
+/* A runtime flooding 30,000-character counter names: each series is cut to a few hundred bytes,
+ * all bytes are charged to the store's share, at its cap new series are dropped and counted,
+ * known series still update, and freeing the store gives every byte back. */
+static void test_byte_budget(void **state)
+{
+    (void)state;
+    membudget_set(0);
+    struct mb_share share;
+    mb_share_init(&share, "metrics of process 1", 64 * 1024);
+    struct ev_store_options opt = {.default_interval = 5, .share = &share};
+    struct ev_store *st = NULL;
+    assert_int_equal(ev_store_new(&st, &opt), 0);
+    size_t len = 30000;
+    char *name = malloc(len + 1);
+    assert_non_null(name);
+    memset(name, 'n', len);
+    name[len] = '\0';
+    int kept = 0, refused = 0;
+    for (int i = 0; i < 1000; i++) {
+        char head[16];
+        int hn = snprintf(head, sizeof(head), "c%d-", i);
+        memcpy(name, head, (size_t)hn);
+        struct ev_metric_sample s = counter(name, name, name, EV_METRIC_GAUGE, i, 1);
+        int rc = ev_store_add(st, &s);
+        if (rc == 0) {
+            kept++;
+        } else {
+            assert_int_equal(rc, AGENT_E_BUDGET);
+            refused++;
+        }
+    }
+    assert_true(kept >= 10);
+    assert_true(refused > 0);
+    assert_int_equal(ev_store_series(st), kept);
+    assert_int_equal(ev_store_dropped(st), refused);
+    assert_int_equal(atomic_load(&share.used), ev_store_bytes(st));
+    assert_true(ev_store_bytes(st) <= 64 * 1024);
+    /* Each series is a few KiB at most, not the ~150 KB of its uncut strings. */
+    assert_true(ev_store_bytes(st) / (uint64_t)kept < 4096);
+    /* At the cap, a kept series still takes its newest value. */
+    memset(name, 'n', len);
+    memcpy(name, "c0-", 3);
+    struct ev_metric_sample s = counter(name, name, name, EV_METRIC_GAUGE, 42, 2);
+    assert_int_equal(ev_store_add(st, &s), 0);
+    char *text = render1(st);
+    assert_non_null(strstr(text, "...[cut]"));
+    for (char *line = text; *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        assert_true(nl - line < 4096);
+        line = nl + 1;
+    }
+    free(text);
+    ev_store_free(st);
+    assert_int_equal(atomic_load(&share.used), 0);
+    assert_int_equal(membudget_used(), 0);
+
+    /* The total bounds a share without a cap of its own. */
+    membudget_set(8 * 1024);
+    mb_share_init(&share, "metrics of process 2", 0);
+    assert_int_equal(ev_store_new(&st, &opt), 0);
+    int n = 0;
+    for (n = 0; n < 100; n++) {
+        char head[16];
+        int hn = snprintf(head, sizeof(head), "d%d-", n);
+        memcpy(name, head, (size_t)hn);
+        s = counter(name, "", "", EV_METRIC_GAUGE, n, 1);
+        if (ev_store_add(st, &s) != 0) {
+            break;
+        }
+    }
+    assert_true(n > 0 && n < 100);
+    assert_true(membudget_used() <= 8 * 1024);
+    ev_store_free(st);
+    assert_int_equal(membudget_used(), 0);
+    membudget_set(0);
+    free(name);
+}
+
 static void test_kind_conflicts_and_errors(void **state)
 {
     (void)state;
@@ -573,6 +704,8 @@ int main(void)
         cmocka_unit_test(test_nan_inf),
         cmocka_unit_test(test_max_series),
         cmocka_unit_test(test_kind_conflicts_and_errors),
+        cmocka_unit_test(test_name_cut),
+        cmocka_unit_test(test_byte_budget),
         cmocka_unit_test(test_counter_totals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -648,6 +648,17 @@ static void stream_pump(struct fake_conn *c)
             st->ending = true;
             enc_le(&st->pend, 0x01, 1); /* NullReference: end of stream (§5.3) */
             st->gen_off++;
+        } else if (!st->stopping && t->gen != NULL) {
+            uint8_t *piece = NULL;
+            size_t len = 0;
+            t->gen(t->gen_ud, st->sess, st->gen_off, &piece, &len);
+            if (len == 0) {
+                free(piece);
+                return; /* idle until StopTracing */
+            }
+            enc_put(&st->pend, piece, len);
+            st->gen_off += len;
+            free(piece);
         } else if (!st->stopping && t->source != NULL) {
             uint8_t buf[65536];
             size_t n = t->source(t->source_ud, st->gen_off, buf, sizeof(buf));

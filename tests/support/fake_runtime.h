@@ -62,6 +62,15 @@ struct fake_trace_config {
     unsigned stop_delay_ms;  /* act on StopTracing this much later (a busy server thread) */
     bool reuse_ids;          /* a new session takes the id of the session that ended last */
     /*
+     * Instead of filler: the stream's content after the preamble, asked for one piece at a time
+     * (when the previous one is written) until StopTracing. gen appends whole nettrace objects
+     * (blocks) for session index sess at absolute stream offset off (the first call has the
+     * preamble's end) to *out, a malloc'd buffer of *len bytes (the fake frees it); *len 0: idle
+     * until StopTracing. gen_ud is passed along.
+     */
+    void (*gen)(void *gen_ud, unsigned sess, uint64_t off, uint8_t **out, size_t *len);
+    void *gen_ud;
+    /*
      * When set: the whole stream after the reply (preamble included) is what source writes, in
      * place of the fake's preamble and filler blocks: called whenever the previous bytes are out,
      * with off the stream bytes it gave this session so far (0: a new session), it writes at most

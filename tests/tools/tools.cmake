@@ -52,3 +52,12 @@ target_link_libraries(attack_runtime PRIVATE test_support agent_warnings agent_s
 list(APPEND AGENT_TEST_ENV
   "DOTMON_ATTACK_SWAP=$<TARGET_FILE:attack_swap>"
   "DOTMON_ATTACK_RUNTIME=$<TARGET_FILE:attack_runtime>")
+
+# A hostile runtime flooding EventCounters with ever-new 30,000-character names, for the memory
+# budget test (tests/metrics/check_memory_budget.py).
+add_executable(flood_runtime ${CMAKE_CURRENT_LIST_DIR}/flood_runtime.c
+  ${CMAKE_CURRENT_LIST_DIR}/../events/ntw.c ${CMAKE_CURRENT_LIST_DIR}/../events/wbuf.c)
+target_include_directories(flood_runtime PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../support
+  ${CMAKE_CURRENT_LIST_DIR}/../events)
+target_link_libraries(flood_runtime PRIVATE test_support agent_warnings agent_sanitizers)
+list(APPEND AGENT_TEST_ENV "DOTMON_FLOOD_RUNTIME=$<TARGET_FILE:flood_runtime>")

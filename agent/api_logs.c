@@ -42,6 +42,7 @@
 #include "ipc_session.h"
 #include "log.h"
 #include "logs_probe.h"
+#include "membudget.h"
 #include "operations.h"
 
 static const char cat[] = "dotmon.logs";
@@ -57,6 +58,13 @@ static const char cat[] = "dotmon.logs";
 #define LOGS_QUIET_MS    5000
 /* Sessions still closing in the background (clients that left) beyond the running ones. */
 #define LOGS_SESSION_SLACK 8u
+/*
+ * Each logs session's share of dotmon's memory budget (the decoder, its scopes and metadata):
+ * 1/8 of the budget, at least LOGS_SHARE_MIN; LOGS_SHARE_UNBUDGETED when dotmon has no budget.
+ */
+#define LOGS_SHARE_DIV        8u
+#define LOGS_SHARE_MIN        (4ull * 1024 * 1024)
+#define LOGS_SHARE_UNBUDGETED (32ull * 1024 * 1024)
 
 struct logs_spec {
     int level;         /* the default level (LogLevel) */
@@ -73,6 +81,9 @@ struct logs_job {
     struct logs_probe *probe; /* the loader-rundown probe; NULL once it answered or was aborted */
     struct ipc_endpoint ep;   /* owned: the session starts after the probe */
     struct ev_logs *logs;
+    struct mb_share share; /* what logs holds; finished when the job is freed */
+    char share_what[48];
+    bool budget_logged; /* the full share was logged (once per session) */
     struct logs_spec spec;
     enum ev_logs_format format;
     uv_timer_t timer;
@@ -96,6 +107,7 @@ static void logs_on_closed(uv_handle_t *h)
         return;
     }
     ev_logs_free(job->logs);
+    mb_share_fini(&job->share);
     ipc_endpoint_fini(&job->ep);
     buf_fini(&job->spec.specs);
     buf_fini(&job->text);
@@ -122,6 +134,7 @@ static cJSON *logs_results(const struct logs_job *job)
         cJSON_AddNumberToObject(extra, "records", (double)job->records);
         cJSON_AddNumberToObject(extra, "loggingEvents", (double)st.mel_events);
         cJSON_AddNumberToObject(extra, "lostEvents", (double)st.lost);
+        cJSON_AddNumberToObject(extra, "scopesDropped", (double)st.scopes_dropped);
     }
     return extra;
 }
@@ -184,6 +197,18 @@ static void logs_on_data(void *ud, const uint8_t *p, size_t n)
         const char *why = ev_logs_error(job->logs);
         logs_fail_stream(job, why != NULL ? why : agent_strerror(rc));
         return;
+    }
+    if (!job->budget_logged && atomic_load(&job->share.refused) > 0) {
+        struct ev_logs_stats st;
+        ev_logs_get_stats(job->logs, &st);
+        job->budget_logged = true;
+        char msg[512];
+        log_warn(cat,
+                 "logs of %" PRIu64 ": %s; new scopes are dropped (%" PRIu64 " so far, "
+                 "counted in the operation's scopesDropped), records still streamed",
+                 job->pid,
+                 api_budget_detail(msg, sizeof(msg), "what the runtime logs", &job->share),
+                 st.scopes_dropped);
     }
     if (job->out == NULL || !job->streaming || buf_size(&job->text) == 0) {
         return;
@@ -493,27 +518,54 @@ static int logs_session_start(struct logs_job *job)
     return rc;
 }
 
-/* A job for process p: the records' builder and the runtime's endpoint (an owned copy). */
-static struct logs_job *logs_job_new(struct agent *a, const struct ipc_process *p)
+static uint64_t logs_share_cap(void)
 {
+    uint64_t total = membudget_total();
+    if (total == 0) {
+        return LOGS_SHARE_UNBUDGETED;
+    }
+    return total / LOGS_SHARE_DIV > LOGS_SHARE_MIN ? total / LOGS_SHARE_DIV : LOGS_SHARE_MIN;
+}
+
+/* Frees a job that never got its operation (logs_job_new's, before admission). */
+static void logs_job_discard(struct logs_job *job)
+{
+    ev_logs_free(job->logs);
+    mb_share_fini(&job->share);
+    ipc_endpoint_fini(&job->ep);
+    buf_fini(&job->text);
+    free(job);
+}
+
+/*
+ * A job for process p: the records' builder, charged to a share of the memory budget of its own
+ * (its fixed part first), and the runtime's endpoint (an owned copy). 0, -ENOMEM, or
+ * AGENT_E_BUDGET (*out then holds the job, for the 507's detail: discard it after).
+ */
+static int logs_job_new(struct agent *a, const struct ipc_process *p, struct logs_job **out)
+{
+    *out = NULL;
     struct logs_job *job = calloc(1, sizeof(*job));
     if (job == NULL) {
-        return NULL;
+        return -ENOMEM;
     }
-    if (ev_logs_new(&job->logs, logs_on_record, job) != 0) {
-        free(job);
-        return NULL;
-    }
+    snprintf(job->share_what, sizeof(job->share_what), "logs of process %" PRIu64, p->pid);
+    mb_share_init(&job->share, job->share_what, logs_share_cap());
+    buf_init(&job->text, 0);
     job->a = a;
     job->pid = p->pid;
-    struct ipc_endpoint ep = ipc_process_endpoint(p);
-    if (ipc_endpoint_copy(&job->ep, &ep) != 0) {
-        ev_logs_free(job->logs);
-        free(job);
-        return NULL;
+    *out = job;
+    if (mb_charge(&job->share, ev_logs_footprint()) != 0) {
+        return AGENT_E_BUDGET;
     }
-    buf_init(&job->text, 0);
-    return job;
+    struct ipc_endpoint ep = ipc_process_endpoint(p);
+    if (ev_logs_new(&job->logs, logs_on_record, job) != 0 ||
+        ev_logs_set_share(job->logs, &job->share) != 0 || ipc_endpoint_copy(&job->ep, &ep) != 0) {
+        logs_job_discard(job);
+        *out = NULL;
+        return -ENOMEM;
+    }
+    return 0;
 }
 
 /* Starts the logs session once the probe let it (or could not tell); a failure ends the job. */
@@ -624,16 +676,21 @@ static int logs_start(struct agent *a, const struct artifact_origin *o, const st
                         a->sessions.live);
         goto fail;
     }
-    struct logs_job *job = logs_job_new(a, p);
-    if (job == NULL) {
+    struct logs_job *job = NULL;
+    int rc = logs_job_new(a, p, &job);
+    if (rc == AGENT_E_BUDGET) {
+        char msg[512];
+        artifact_refuse(o, 507, "%s",
+                        api_budget_detail(msg, sizeof(msg), "a logs session", &job->share));
+        logs_job_discard(job);
+        goto fail;
+    }
+    if (rc != 0) {
         artifact_refuse(o, 500, "out of memory");
         goto fail;
     }
     if (artifact_admit_origin(a, o, p, &logs_spec, &logs_events, job, &job->out, &op) != 0) {
-        ev_logs_free(job->logs);
-        ipc_endpoint_fini(&job->ep);
-        buf_fini(&job->text);
-        free(job);
+        logs_job_discard(job);
         goto fail;
     }
     job->op = op;
@@ -654,7 +711,7 @@ static int logs_start(struct agent *a, const struct artifact_origin *o, const st
     op->control.cancel = logs_cancel;
     op->ctx = job;
     artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
-    int rc = logs_probe_start(a, &job->ep, 0, logs_on_probe, job, &job->probe);
+    rc = logs_probe_start(a, &job->ep, 0, logs_on_probe, job, &job->probe);
     if (rc != 0) {
         log_info(cat, "logs of %" PRIu64 ": no loader-rundown probe (%s); streaming", p->pid,
                  agent_strerror(rc));

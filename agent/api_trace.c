@@ -53,6 +53,7 @@
 #include "http_query.h"
 #include "ipc_session.h"
 #include "log.h"
+#include "membudget.h"
 #include "nettrace.h"
 #include "operations.h"
 #include "rules_run.h"
@@ -67,6 +68,13 @@ static const char cat[] = "dotmon.trace";
 #define TRACE_ZERO_COPY_MIN    ((size_t)16 * 1024)
 #define TRACE_START_TIMEOUT_MS 5000
 #define TRACE_STOP_TIMEOUT_MS  120000 /* Trace:StopTimeoutSeconds' default */
+/*
+ * format=ndjson: the converter's schemas are charged to a share of the memory budget of the
+ * request's own: 1/8 of the budget, at least 4 MiB; 32 MiB when dotmon has no budget.
+ */
+#define TRACE_JSON_SHARE_DIV        8u
+#define TRACE_JSON_SHARE_MIN        (4ull * 1024 * 1024)
+#define TRACE_JSON_SHARE_UNBUDGETED (32ull * 1024 * 1024)
 /* format=ndjson: JSON text gathered before it is queued to the client. */
 #define TRACE_JSON_FLUSH ((size_t)64 * 1024)
 /* Sessions still closing in the background that may exist beyond the trace limit. */
@@ -97,8 +105,11 @@ struct trace_job {
     char filename[64];
     struct trace_config tc;
     struct nettrace_checker checker;
-    struct ev_json *json;      /* format=ndjson: the converter; NULL for nettrace */
-    struct buf json_out;       /* its lines not yet queued */
+    struct ev_json *json;       /* format=ndjson: the converter; NULL for nettrace */
+    struct buf json_out;        /* its lines not yet queued */
+    struct mb_share json_share; /* what json holds; finished when the job is freed */
+    char json_share_what[48];
+    bool json_budget_said;     /* the full share was logged */
     struct ev_filter *stop_on; /* CollectTrace's StoppingEvent, watched by the checker; or NULL */
     bool stop_said;            /* its match or mismatch was logged */
     /* Ring mode (CollectTrace PreTriggerSeconds, api_trace_ring_start): the stream feeds ring;
@@ -148,6 +159,7 @@ static void job_on_timer_closed(uv_handle_t *h)
     nettrace_checker_fini(&job->checker);
     ev_filter_free(job->stop_on);
     ev_json_free(job->json);
+    mb_share_fini(&job->json_share);
     ev_ring_free(job->ring);
     buf_fini(&job->json_out);
     spool_close(job->spool);
@@ -442,6 +454,15 @@ static void job_json_data(struct trace_job *job, const uint8_t *p, size_t n)
     if (ev_json_feed(job->json, p, n) == -ENOMEM) {
         log_warn(cat, "trace of %llu: out of memory converting to NDJSON",
                  (unsigned long long)job->pid);
+    }
+    if (!job->json_budget_said && ev_json_budget_dropped(job->json) > 0) {
+        job->json_budget_said = true;
+        log_warn(cat,
+                 "trace of %llu: the NDJSON converter's schemas fill %s's share of dotmon's memory "
+                 "budget (%llu MiB): events of the metadata not kept go out as payloadHex; raise "
+                 "Memory:LimitMB (or the container's memory limit)",
+                 (unsigned long long)job->pid, job->json_share_what,
+                 (unsigned long long)(job->json_share.cap >> 20));
     }
     if (job_json_flush(job) != 0) {
         return;
@@ -894,12 +915,21 @@ static int start_trace(struct agent *a, const struct artifact_origin *o,
     job->tc = *tc;
     memset(tc, 0, sizeof(*tc)); /* ownership moved to the job */
     buf_init(&job->json_out, 0);
-    if (ndjson) {
-        job->json = ev_json_new(job_on_json_line, job);
+    snprintf(job->json_share_what, sizeof(job->json_share_what), "the trace of process %llu",
+             (unsigned long long)p->pid);
+    uint64_t total = membudget_total();
+    uint64_t cap = total == 0 ? TRACE_JSON_SHARE_UNBUDGETED
+                   : total / TRACE_JSON_SHARE_DIV > TRACE_JSON_SHARE_MIN
+                       ? total / TRACE_JSON_SHARE_DIV
+                       : TRACE_JSON_SHARE_MIN;
+    mb_share_init(&job->json_share, job->json_share_what, cap);
+    if (ndjson && (job->json = ev_json_new(job_on_json_line, job)) != NULL) {
+        ev_json_set_share(job->json, &job->json_share);
     }
     if ((ndjson && job->json == NULL) || nettrace_checker_init(&job->checker, NULL) != 0) {
         artifact_end_fail(job->out, 500, "OutOfMemory", "out of memory", NULL, NULL);
         ev_json_free(job->json);
+        mb_share_fini(&job->json_share);
         trace_config_fini(&job->tc);
         ev_filter_free(stop_on);
         free(job);

@@ -18,6 +18,7 @@
 #include "ev_payload.h"
 #include "ipc_session.h"
 #include "log.h"
+#include "membudget.h"
 #include "nettrace.h"
 #include "trace_config.h"
 
@@ -28,6 +29,13 @@ static const char cat[] = "dotmon.rules";
 #define START_TIMEOUT_MS  10000
 #define STOP_TIMEOUT_MS   10000
 #define MAX_METADATA      65536 /* metadata ids kept (the runtime numbers them from 1) */
+/*
+ * What a trigger session holds from its runtime (DiagnosticSource schemas, their index by
+ * id, the UTF-8 scratch of one payload) is charged to a share of its own with this cap, and to
+ * dotmon's budget: a few dozen schemas of a few KB are what a real runtime sends. Over it a schema
+ * is not kept and an event too big for the scratch is skipped (both logged once).
+ */
+#define HS_SHARE_CAP (4ull * 1024 * 1024)
 
 struct hsession {
     struct agent *a;
@@ -44,6 +52,9 @@ struct hsession {
     struct ev_native_record nrec;
     char *scratch;
     size_t scratch_cap;
+    struct mb_share share; /* schemas, schemas' index and scratch (HS_SHARE_CAP) */
+    size_t *schema_bytes;  /* charged per schema, by metadata id (nschemas entries) */
+    bool budget_said;      /* a refusal was logged */
     bool stopping;
     bool failed; /* the stream was unreadable: ending after an abort */
 };
@@ -55,8 +66,26 @@ static void hs_free(struct hsession *s)
         ev_schema_free(s->schemas[i]);
     }
     free(s->schemas);
+    free(s->schema_bytes);
     free(s->scratch);
+    mb_share_fini(&s->share); /* gives back all of the above */
     free(s);
+}
+
+/* Charges n bytes to the session's share; false (logged once) when refused. */
+static bool hs_take(struct hsession *s, size_t n, const char *what)
+{
+    if (mb_charge(&s->share, n) == 0) {
+        return true;
+    }
+    if (!s->budget_said) {
+        s->budget_said = true;
+        log_warn(cat,
+                 "a trigger session: the runtime's %s do not fit in the session's %llu "
+                 "MiB of dotmon's memory budget; not kept (its events are skipped)",
+                 what, (unsigned long long)(s->share.cap >> 20));
+    }
+    return false;
 }
 
 /* A metadata record: its schema kept by id (a record that does not parse is skipped). */
@@ -64,7 +93,14 @@ static void hs_on_metadata(void *ud, const struct nettrace_metadata *md, const u
 {
     struct hsession *s = ud;
     uint32_t id = md->metadata_id;
-    if (id >= MAX_METADATA) {
+    if (id < s->nschemas && s->schemas[id] != NULL) { /* V6: a redefinition */
+        ev_schema_free(s->schemas[id]);
+        s->schemas[id] = NULL;
+        mb_release(&s->share, s->schema_bytes[id]);
+        s->schema_bytes[id] = 0;
+    }
+    /* Only DiagnosticSource's events are decoded by their schema (hs_on_event). */
+    if (id >= MAX_METADATA || strcasecmp(md->provider, DIAGNOSTIC_SOURCE) != 0) {
         return;
     }
     if (id >= s->nschemas) {
@@ -72,22 +108,37 @@ static void hs_on_metadata(void *ud, const struct nettrace_metadata *md, const u
         while (cap <= id) {
             cap *= 2;
         }
+        size_t per = sizeof(void *) + sizeof(size_t);
+        if (!hs_take(s, (cap - s->nschemas) * per, "metadata ids")) {
+            return;
+        }
         /* pointers (sizeof(void *): clang-tidy reads sizeof(*grown) as a mistake) */
         struct ev_schema **grown = realloc(s->schemas, cap * sizeof(void *));
-        if (grown == NULL) {
+        if (grown != NULL) {
+            memset(grown + s->nschemas, 0, (cap - s->nschemas) * sizeof(void *));
+            s->schemas = grown;
+        }
+        size_t *sizes = grown != NULL ? realloc(s->schema_bytes, cap * sizeof(size_t)) : NULL;
+        if (sizes == NULL) {
+            mb_release(&s->share, (cap - s->nschemas) * per);
             return; /* its events are skipped */
         }
-        memset(grown + s->nschemas, 0, (cap - s->nschemas) * sizeof(void *));
-        s->schemas = grown;
+        memset(sizes + s->nschemas, 0, (cap - s->nschemas) * sizeof(size_t));
+        s->schema_bytes = sizes;
         s->nschemas = cap;
     }
-    ev_schema_free(s->schemas[id]);
-    s->schemas[id] = NULL;
     struct ev_schema *schema = NULL;
     int rc = md->v6 ? ev_schema_parse_v6(p, n, &schema) : ev_schema_parse(p, n, &schema);
-    if (rc == 0) {
-        s->schemas[id] = schema;
+    if (rc != 0) {
+        return;
     }
+    size_t sb = sizeof(*schema) + (size_t)schema->nfields * sizeof(struct ev_field) + n + 64;
+    if (!hs_take(s, sb, "event schemas")) {
+        ev_schema_free(schema);
+        return;
+    }
+    s->schemas[id] = schema;
+    s->schema_bytes[id] = sb;
 }
 
 /* The Trace object's clock frequency and pointer size, once read (false before). */
@@ -125,8 +176,12 @@ static bool scratch_for(struct hsession *s, size_t payload_len)
 {
     size_t need = payload_len / 2 * 3 + 16;
     if (need > s->scratch_cap) {
+        if (!hs_take(s, need - s->scratch_cap, "payloads")) {
+            return false;
+        }
         char *grown = realloc(s->scratch, need);
         if (grown == NULL) {
+            mb_release(&s->share, need - s->scratch_cap);
             return false;
         }
         s->scratch = grown;
@@ -284,6 +339,7 @@ int hsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
     s->cb = cb;
     s->ud = ud;
     s->runtime = rules_trigger_source(t) == RULES_SOURCE_RUNTIME;
+    mb_share_init(&s->share, "a trigger session", HS_SHARE_CAP);
     struct trace_config tc;
     memset(&tc, 0, sizeof(tc));
     int rc = build_config(t, counter_interval_s, &tc);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/membudget.h"
 #include "common/utf8.h"
 #include "ev_fmt.h"
 #include "ev_native.h"
@@ -21,7 +22,8 @@
 struct schema_slot {
     uint32_t id;
     bool used;
-    struct ev_schema *schema; /* NULL when the field list did not parse */
+    struct ev_schema *schema; /* NULL when the field list did not parse (or did not fit) */
+    size_t schema_bytes;      /* charged for schema */
     char *head;               /* the event's constant members, rendered at its first event */
     size_t head_len;
     const struct ev_native_event *native; /* its native layout (valid once native_known) */
@@ -50,8 +52,28 @@ struct ev_json {
     size_t batch;              /* lines are handed over once this many bytes wait (0: each line) */
     struct schema_slot *slots; /* open addressing by metadata id */
     size_t nslots;
-    size_t cap; /* power of two, or 0 */
+    size_t cap;             /* power of two, or 0 */
+    struct mb_share *share; /* schemas, heads and slots are charged here (NULL: the total) */
+    uint64_t held;          /* bytes charged now */
+    uint64_t dropped;       /* schemas, heads or slots refused by the share */
 };
+
+/* Charges n bytes to j's share before they are allocated; false (counted) when refused. */
+static bool mem_take(struct ev_json *j, size_t n)
+{
+    if (mb_charge(j->share, n) != 0) {
+        j->dropped++;
+        return false;
+    }
+    j->held += n;
+    return true;
+}
+
+static void mem_give(struct ev_json *j, size_t n)
+{
+    mb_release(j->share, n);
+    j->held -= n;
+}
 
 /* ---- JSON text ------------------------------------------------------------------------------ */
 
@@ -853,6 +875,7 @@ struct render_ctx {
     struct ev_record *scratch;
     struct time_cache *tc;
     struct schema_slot *slot;
+    struct ev_json *owner; /* charged for the slot's head; NULL: ev_json_render */
 };
 
 /* The native layout of an event without a field list, or NULL; resolved once per metadata id. */
@@ -875,9 +898,10 @@ native_of(const struct ev_schema *schema, const struct nettrace_event *ev, struc
 /* ,"provider":…,"event":…,"id":…,"level":N: the same for every event of a metadata id, so kept
  * in its slot once rendered. */
 static int event_head(struct buf *out, const struct ev_schema *schema,
-                      const struct nettrace_event *ev, struct schema_slot *slot,
+                      const struct nettrace_event *ev, const struct render_ctx *cx,
                       const struct ev_native_event *native)
 {
+    struct schema_slot *slot = cx->owner != NULL ? cx->slot : NULL;
     if (slot != NULL && slot->head != NULL) {
         return buf_append(out, slot->head, slot->head_len);
     }
@@ -889,10 +913,15 @@ static int event_head(struct buf *out, const struct ev_schema *schema,
     rc = rc == 0 ? event_ids(out, schema, ev) : rc;
     if (rc == 0 && slot != NULL) {
         size_t n = buf_size(out) - mark;
-        slot->head = malloc(n);
-        if (slot->head != NULL) { /* without it, the next event renders it again */
-            memcpy(slot->head, buf_data(out) + mark, n);
-            slot->head_len = n;
+        /* without it (no memory, or over the share), the next event renders it again */
+        if (mem_take(cx->owner, n)) {
+            slot->head = malloc(n);
+            if (slot->head != NULL) {
+                memcpy(slot->head, buf_data(out) + mark, n);
+                slot->head_len = n;
+            } else {
+                mem_give(cx->owner, n);
+            }
         }
     }
     return rc;
@@ -909,7 +938,7 @@ static int render(struct buf *out, const struct nettrace_trace_info *ti,
     rc = rc == 0 ? i64_num(out, ti->process_id) : rc;
     rc = rc == 0 ? buf_append_str(out, ",\"thread\":") : rc;
     rc = rc == 0 ? u64_num(out, ev->thread_id) : rc;
-    rc = rc == 0 ? event_head(out, schema, ev, cx->slot, native) : rc;
+    rc = rc == 0 ? event_head(out, schema, ev, cx, native) : rc;
     rc = rc == 0 ? opt_guid(out, ",\"activityId\":", ev->activity_id) : rc;
     rc = rc == 0 ? opt_guid(out, ",\"relatedActivityId\":", ev->related_activity_id) : rc;
     if (rc == 0 && ev->stack != NULL && ev->stack_len > 0) {
@@ -922,7 +951,7 @@ static int render(struct buf *out, const struct nettrace_trace_info *ti,
 int ev_json_render(struct buf *out, const struct nettrace_trace_info *ti,
                    const struct ev_schema *schema, const struct nettrace_event *ev)
 {
-    struct render_ctx cx = {NULL, NULL, NULL};
+    struct render_ctx cx = {NULL, NULL, NULL, NULL};
     return render(out, ti, schema, ev, &cx);
 }
 
@@ -947,14 +976,22 @@ static struct schema_slot *slot_get(const struct ev_json *j, uint32_t id)
     return s->used ? s : NULL;
 }
 
-static int schema_put(struct ev_json *j, uint32_t id, struct ev_schema *schema)
+/*
+ * Keeps schema (sb bytes, charged already; NULL and 0 for none) for metadata id. 0, -ENOMEM, or
+ * AGENT_E_BUDGET when the table could not grow within the share (the caller frees schema then).
+ */
+static int schema_put(struct ev_json *j, uint32_t id, struct ev_schema *schema, size_t sb)
 {
-    if ((j->nslots + 1) * 2 > j->cap) {
+    if ((j->nslots + 1) * 2 > j->cap && slot_get(j, id) == NULL) {
         size_t cap = j->cap ? j->cap * 2 : 64;
         struct schema_slot *old = j->slots;
         size_t old_cap = j->cap;
+        if (!mem_take(j, cap * sizeof(*j->slots))) {
+            return AGENT_E_BUDGET;
+        }
         j->slots = calloc(cap, sizeof(*j->slots));
         if (j->slots == NULL) {
+            mem_give(j, cap * sizeof(*j->slots));
             j->slots = old;
             return -ENOMEM;
         }
@@ -965,11 +1002,14 @@ static int schema_put(struct ev_json *j, uint32_t id, struct ev_schema *schema)
             }
         }
         free(old);
+        mem_give(j, old_cap * sizeof(*j->slots));
     }
     struct schema_slot *s = &j->slots[slot_of(j, id)];
     if (s->used) {
         ev_schema_free(s->schema); /* V6: a redefinition after a metadata flush */
+        mem_give(j, s->schema_bytes);
         free(s->head);
+        mem_give(j, s->head_len);
         s->head = NULL;
         s->head_len = 0;
         s->native = NULL;
@@ -980,6 +1020,7 @@ static int schema_put(struct ev_json *j, uint32_t id, struct ev_schema *schema)
     s->used = true;
     s->id = id;
     s->schema = schema;
+    s->schema_bytes = sb;
     return 0;
 }
 
@@ -991,9 +1032,18 @@ static void on_metadata(void *ud, const struct nettrace_metadata *md, const uint
     if (rc != 0) {
         s = NULL; /* its events go out as payloadHex */
     }
-    if (schema_put(j, md->metadata_id, s) != 0) {
+    /* Over the share: the schema is not kept, its events go out as payloadHex too. */
+    size_t sb = s != NULL ? sizeof(*s) + (size_t)s->nfields * sizeof(struct ev_field) + n + 64 : 0;
+    if (s != NULL && !mem_take(j, sb)) {
         ev_schema_free(s);
-        if (j->err == 0) {
+        s = NULL;
+        sb = 0;
+    }
+    rc = schema_put(j, md->metadata_id, s, sb);
+    if (rc != 0) {
+        ev_schema_free(s);
+        mem_give(j, sb);
+        if (rc == -ENOMEM && j->err == 0) {
             j->err = -ENOMEM;
         }
     }
@@ -1010,7 +1060,7 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     }
     size_t mark = buf_size(&j->line);
     struct schema_slot *slot = slot_get(j, ev->metadata_id);
-    struct render_ctx cx = {&j->rec, &j->tc, slot};
+    struct render_ctx cx = {&j->rec, &j->tc, slot, j};
     int rc = render(&j->line, &j->ti, slot != NULL ? slot->schema : NULL, ev, &cx);
     if (rc != 0) {
         buf_truncate(&j->line, mark);
@@ -1036,6 +1086,25 @@ int ev_json_flush(struct ev_json *j)
     }
     buf_reset(&j->line);
     return j->err;
+}
+
+int ev_json_set_share(struct ev_json *j, struct mb_share *share)
+{
+    if (j->held != 0) {
+        return AGENT_E_INVAL; /* charged elsewhere already */
+    }
+    j->share = share;
+    return 0;
+}
+
+uint64_t ev_json_budget_dropped(const struct ev_json *j)
+{
+    return j->dropped;
+}
+
+uint64_t ev_json_held(const struct ev_json *j)
+{
+    return j->held;
 }
 
 void ev_json_set_batch(struct ev_json *j, size_t bytes)
@@ -1071,10 +1140,13 @@ void ev_json_free(struct ev_json *j)
     for (size_t k = 0; k < j->cap; k++) {
         if (j->slots[k].used) {
             ev_schema_free(j->slots[k].schema);
+            mem_give(j, j->slots[k].schema_bytes);
             free(j->slots[k].head);
+            mem_give(j, j->slots[k].head_len);
         }
     }
     free(j->slots);
+    mem_give(j, j->cap * sizeof(*j->slots));
     buf_fini(&j->line);
     free(j);
 }

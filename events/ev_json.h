@@ -33,6 +33,13 @@
  * shorter one goes out as "payloadHex". An empty payload as {}; otherwise "payloadHex" with the
  * payload bytes in lowercase hex, at most EV_JSON_MAX_HEX bytes, then "payloadTruncated":true. A
  * payload that does not decode by its field list also goes out as "payloadHex".
+ *
+ * Memory: the schemas kept by metadata id (up to 65,536 of them, a few KB each: hundreds of MB
+ * from a hostile runtime), their rendered heads and the slot table are charged to a share of
+ * dotmon's memory budget (ev_json_set_share; else the total only) before they are allocated.
+ * Over the share a schema is not kept (its events go out as "payloadHex") and a head is rendered
+ * again for each event; counted (ev_json_budget_dropped). The checker's own bounds (a 16 MiB
+ * block, 8 MiB of names, 64 MiB of kept stacks) are fixed and not charged.
  */
 
 #include <stddef.h>
@@ -56,6 +63,15 @@ struct ev_json;
 /* A new converter writing to cb. NULL on -ENOMEM. */
 struct ev_json *ev_json_new(ev_json_line_cb cb, void *ud);
 void ev_json_free(struct ev_json *j);
+/*
+ * Charges what j holds to share (NULL: dotmon's total only) from now on; share must outlive j.
+ * Call before the first feed: AGENT_E_INVAL once j holds something.
+ */
+struct mb_share;
+int ev_json_set_share(struct ev_json *j, struct mb_share *share);
+/* Schemas, heads or table growths not kept for the share; bytes charged now. */
+uint64_t ev_json_budget_dropped(const struct ev_json *j);
+uint64_t ev_json_held(const struct ev_json *j);
 
 /*
  * Feeds the next n stream bytes; lines go to the callback as events are read. 0, a nettrace_feed

@@ -9,6 +9,7 @@
 #include "err.h"
 #include "ev_fmt.h"
 #include "ev_payload.h"
+#include "membudget.h"
 #include "nettrace.h"
 #include "utf8.h"
 
@@ -39,6 +40,7 @@ struct md_entry {
     uint32_t id;
     enum mel_kind kind;
     struct ev_schema *schema;
+    size_t schema_bytes; /* charged for schema */
     int16_t f[F_N];
 };
 
@@ -46,6 +48,7 @@ struct md_entry {
 struct scope {
     uint32_t refs;
     struct scope *parent;
+    size_t bytes; /* charged: the node, its pairs and their strings */
     size_t npairs;
     struct ev_log_kv *pairs; /* one allocation with the strings */
 };
@@ -71,6 +74,9 @@ struct ev_logs {
     int64_t sync_qpc;
     int64_t qpc_freq;
     char *last_formatted; /* the last FormattedMessage (or its EventName) */
+    size_t last_formatted_bytes;
+    struct mb_share *share; /* what the session holds is charged here (NULL: the total only) */
+    uint64_t held;          /* bytes charged now */
     struct ev_logs_stats st;
     int err;
     char msg[256];
@@ -430,6 +436,28 @@ static void logs_fail(struct ev_logs *l, int err, const char *msg)
     }
 }
 
+/* Charges n bytes to the session's share before they are allocated; false when refused. */
+static bool mem_take(struct ev_logs *l, size_t n)
+{
+    if (mb_charge(l->share, n) != 0) {
+        return false;
+    }
+    l->held += n;
+    return true;
+}
+
+static void mem_give(struct ev_logs *l, size_t n)
+{
+    mb_release(l->share, n);
+    l->held -= n;
+}
+
+/* What a parsed schema holds, about: its nodes, strings (at most the payload) and headers. */
+static size_t schema_bytes(const struct ev_schema *s, size_t payload)
+{
+    return sizeof(*s) + (size_t)s->nfields * sizeof(struct ev_field) + payload + 64;
+}
+
 static enum mel_kind classify(const char *provider, const char *name)
 {
     if (strcmp(provider, MEL_PROVIDER) != 0) {
@@ -470,7 +498,9 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
     struct md_entry *md = md_find(l, m->metadata_id);
     if (md != NULL) { /* V6 redefinition */
         ev_schema_free(md->schema);
+        mem_give(l, md->schema_bytes);
         md->schema = NULL;
+        md->schema_bytes = 0;
         md->kind = K_NONE;
     }
     if (l->err != 0 || kind == K_NONE) {
@@ -486,12 +516,29 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
         l->st.skipped++;
         return;
     }
+    size_t sb = schema_bytes(schema, n);
+    if (!mem_take(l, sb)) {
+        ev_schema_free(schema);
+        l->st.skipped++;
+        l->st.budget_dropped++;
+        return;
+    }
     if (md == NULL) {
         if (l->md_len == l->md_cap) {
             size_t cap = l->md_cap ? l->md_cap * 2 : 16;
-            struct md_entry *nm = realloc(l->md, cap * sizeof(*nm));
-            if (nm == NULL) {
+            size_t grow = (cap - l->md_cap) * sizeof(struct md_entry);
+            struct md_entry *nm = NULL;
+            if (!mem_take(l, grow)) {
                 ev_schema_free(schema);
+                mem_give(l, sb);
+                l->st.skipped++;
+                l->st.budget_dropped++;
+                return;
+            }
+            if ((nm = realloc(l->md, cap * sizeof(*nm))) == NULL) {
+                mem_give(l, grow);
+                ev_schema_free(schema);
+                mem_give(l, sb);
                 logs_fail(l, -ENOMEM, "out of memory");
                 return;
             }
@@ -503,6 +550,7 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
     md->id = m->metadata_id;
     md->kind = kind;
     md->schema = schema;
+    md->schema_bytes = sb;
     for (int k = 0; k < F_N; k++) {
         int idx = ev_schema_find(schema, field_names[k]);
         md->f[k] = (int16_t)(idx < 0 ? -1 : idx);
@@ -568,6 +616,7 @@ static void scope_release(struct ev_logs *l, struct scope *s)
 {
     while (s != NULL && --s->refs == 0) {
         struct scope *parent = s->parent;
+        mem_give(l, s->bytes);
         free(s->pairs);
         free(s);
         l->scopes_alive--;
@@ -654,14 +703,20 @@ static int scope_put(struct ev_logs *l, const uint8_t *key, struct scope *s)
     return 0;
 }
 
-/* A copy of kv[0..n) with its strings in one allocation. */
-static struct ev_log_kv *pairs_dup(const struct ev_log_kv *kv, size_t n)
+/* The size of pairs_dup's copy of kv[0..n). */
+static size_t pairs_bytes(const struct ev_log_kv *kv, size_t n)
 {
     size_t bytes = n * sizeof(*kv);
     for (size_t k = 0; k < n; k++) {
         bytes += strlen(kv[k].key) + 1;
         bytes += kv[k].kind == EV_LOG_STR ? strlen(kv[k].str) + 1 : 0;
     }
+    return bytes;
+}
+
+/* A copy of kv[0..n) with its strings in one allocation of bytes (pairs_bytes). */
+static struct ev_log_kv *pairs_dup(const struct ev_log_kv *kv, size_t n, size_t bytes)
+{
     struct ev_log_kv *out = malloc(bytes > 0 ? bytes : 1);
     if (out == NULL) {
         return NULL;
@@ -693,12 +748,24 @@ static void on_scope_start(struct ev_logs *l, const struct md_entry *md,
         l->st.skipped++;
         return;
     }
+    /* Over the share: the scope is not kept; records inside it are still delivered (with the
+     * scopes around it that were kept). */
+    size_t pb = pairs_bytes(l->kv, (size_t)n);
+    size_t bytes = sizeof(struct scope) + (pb > 0 ? pb : 1);
+    if (!mem_take(l, bytes)) {
+        l->st.scopes_dropped++;
+        l->st.budget_dropped++;
+        scope_remove(l, ev->activity_id); /* a scope reusing the id is not the old one */
+        return;
+    }
     struct scope *s = calloc(1, sizeof(*s));
-    if (s == NULL || (s->pairs = pairs_dup(l->kv, (size_t)n)) == NULL) {
+    if (s == NULL || (s->pairs = pairs_dup(l->kv, (size_t)n, pb)) == NULL) {
         free(s);
+        mem_give(l, bytes);
         logs_fail(l, -ENOMEM, "out of memory");
         return;
     }
+    s->bytes = bytes;
     s->refs = 1;
     s->npairs = (size_t)n;
     l->scopes_alive++;
@@ -865,14 +932,23 @@ static void on_formatted(struct ev_logs *l, const struct md_entry *md)
         return;
     }
     size_t len = strlen(msg);
+    free(l->last_formatted);
+    mem_give(l, l->last_formatted_bytes);
+    l->last_formatted = NULL;
+    l->last_formatted_bytes = 0;
+    if (!mem_take(l, len + 1)) {
+        l->st.budget_dropped++; /* the next MessageJson without a template gets "" */
+        return;
+    }
     char *copy = malloc(len + 1);
     if (copy == NULL) {
+        mem_give(l, len + 1);
         logs_fail(l, -ENOMEM, "out of memory");
         return;
     }
     memcpy(copy, msg, len + 1);
-    free(l->last_formatted);
     l->last_formatted = copy;
+    l->last_formatted_bytes = len + 1;
 }
 
 static void on_event(void *ud, const struct nettrace_event *ev)
@@ -934,6 +1010,20 @@ fail:
     return rc;
 }
 
+int ev_logs_set_share(struct ev_logs *l, struct mb_share *share)
+{
+    if (l->held != 0) {
+        return AGENT_E_INVAL; /* charged elsewhere already */
+    }
+    l->share = share;
+    return 0;
+}
+
+size_t ev_logs_footprint(void)
+{
+    return sizeof(struct ev_logs) + SCOPE_SLOTS * sizeof(struct scope_slot);
+}
+
 int ev_logs_feed(struct ev_logs *l, const uint8_t *p, size_t n)
 {
     if (l->err != 0) {
@@ -963,6 +1053,7 @@ void ev_logs_get_stats(const struct ev_logs *l, struct ev_logs_stats *out)
     out->events = st->events;
     out->lost = st->lost;
     out->scopes = l->scopes_alive;
+    out->held = l->held;
 }
 
 void ev_logs_free(struct ev_logs *l)
@@ -979,9 +1070,12 @@ void ev_logs_free(struct ev_logs *l)
     free(l->slots);
     for (size_t k = 0; k < l->md_len; k++) {
         ev_schema_free(l->md[k].schema);
+        mem_give(l, l->md[k].schema_bytes);
     }
     free(l->md);
+    mem_give(l, l->md_cap * sizeof(struct md_entry));
     free(l->last_formatted);
+    mem_give(l, l->last_formatted_bytes);
     free(l);
 }
 

@@ -19,6 +19,16 @@
  * key/values per record or scope (more are dropped), every string cut at EV_LOGS_MAX_STRING bytes
  * (on a UTF-8 boundary), an event whose strings do not fit EV_LOGS_TEXT_MAX together is skipped
  * (stats.skipped). All strings handed out are valid UTF-8.
+ *
+ * Memory: every scope node with its strings, the last FormattedMessage, each metadata schema and
+ * the metadata table are charged to the session's share of dotmon's memory budget
+ * (ev_logs_set_share; else to the total only) before they are allocated, and released when freed.
+ * A hostile runtime that opens scopes and never closes them hits the share's cap: a scope that
+ * does not fit is dropped and counted (stats.scopes_dropped, budget_dropped) and the records
+ * inside it are still delivered, with the scopes around them that were kept; a FormattedMessage
+ * or a metadata record that does not fit is dropped and counted too. The stream never fails for
+ * the budget. The fixed part (ev_logs_footprint: the text area and the scope table) is the
+ * caller's to charge.
  */
 
 #include <stdbool.h>
@@ -87,12 +97,23 @@ struct ev_logs_stats {
     uint64_t skipped; /* malformed payloads, strings over the text area, scopes over the cap */
     uint64_t scopes;  /* scope nodes alive */
     uint64_t lost;    /* events the runtime dropped */
+    uint64_t scopes_dropped; /* scope starts not kept: the memory share was full */
+    uint64_t budget_dropped; /* everything not kept for the share: scopes, metadata, messages */
+    uint64_t held;           /* bytes charged to the share now */
 };
 
 struct ev_logs;
 
 /* 0, -ENOMEM, AGENT_E_INVAL (no out or cb). */
 int ev_logs_new(struct ev_logs **out, ev_logs_record_cb cb, void *ud);
+/*
+ * Charges what l holds to share (NULL: dotmon's total only) from now on; share must outlive l.
+ * Call before the first feed: AGENT_E_INVAL once l holds something.
+ */
+struct mb_share;
+int ev_logs_set_share(struct ev_logs *l, struct mb_share *share);
+/* The bytes a session holds whatever it is fed (the decoder itself and its scope table). */
+size_t ev_logs_footprint(void);
 /* 0, or a negative error once the stream is invalid (later feeds return it again). */
 int ev_logs_feed(struct ev_logs *l, const uint8_t *p, size_t n);
 const char *ev_logs_error(const struct ev_logs *l);

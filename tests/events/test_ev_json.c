@@ -16,6 +16,8 @@
 #include "ev_json.h"
 #include "ev_native.h"
 #include "fixture.h"
+#include "membudget.h"
+#include "ntw.h"
 #include "wbuf.h"
 
 /*
@@ -888,6 +890,95 @@ static void test_str_utf8(void **state)
     buf_fini(&out);
 }
 
+/* ---- the memory budget ---------------------------------------------------------------------- */
+
+struct lines {
+    struct buf all;
+};
+
+static int on_keep(void *ud, const char *line, size_t len)
+{
+    struct lines *l = ud;
+    return buf_append(&l->all, line, len);
+}
+
+/*
+ * A hostile runtime defines 2,000 metadata ids of 90 Int32 fields with 40-character names (about
+ * 10 KB held each, 20 MB without a budget), then one event of the first id and one of the last:
+ * against a 1 MiB share the converter holds at most the share, the schemas that did not fit are
+ * counted, the first event still decodes by its schema, the last one goes out as payloadHex, and
+ * everything is given back when freed.
+ */
+static void test_budget(void **state)
+{
+    (void)state;
+    enum { IDS = 2000, FIELDS = 90 };
+    struct nt t;
+    nt_begin(&t);
+    for (uint32_t id = 1; id <= IDS; id++) {
+        struct wb w = {0};
+        wb_u32(&w, id);
+        wb_wstr(&w, "Hostile-Provider");
+        wb_u32(&w, id);
+        wb_wstr(&w, "Ev");
+        wb_le(&w, 0, 8);
+        wb_u32(&w, 0);
+        wb_u32(&w, 4);
+        wb_u32(&w, FIELDS);
+        for (unsigned f = 0; f < FIELDS; f++) {
+            char name[48];
+            snprintf(name, sizeof(name), "Field_%04u_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", f);
+            wb_u32(&w, 9); /* Int32 */
+            wb_wstr(&w, name);
+        }
+        nt_blob(&t, 0, 0, 0, 0, &w);
+        free(w.b);
+        if (id % 100 == 0) {
+            nt_block(&t, "MetadataBlock", false);
+        }
+    }
+    struct wb pl = {0};
+    for (unsigned f = 0; f < FIELDS; f++) {
+        wb_u32(&pl, f);
+    }
+    nt_blob(&t, 1, SYNC_QPC, 0, 0, &pl);
+    nt_blob(&t, IDS, SYNC_QPC, 0, 0, &pl);
+    nt_block(&t, "EventBlock", false);
+    free(pl.b);
+    wb_u8(&t.out, 1); /* NullReference: the end */
+    struct mb_share share;
+    mb_share_init(&share, "ndjson test", 1024 * 1024);
+    struct lines got;
+    buf_init(&got.all, 0);
+    struct ev_json *j = ev_json_new(on_keep, &got);
+    assert_non_null(j);
+    assert_int_equal(ev_json_set_share(j, &share), 0);
+    assert_int_equal(ev_json_feed(j, t.out.b, t.out.n), 0);
+    assert_int_equal(ev_json_finish(j), NETTRACE_COMPLETE);
+    assert_int_equal(ev_json_lines(j), 2);
+    assert_true(atomic_load(&share.peak) <= share.cap);
+    assert_true(atomic_load(&share.peak) > share.cap / 2);
+    assert_true(ev_json_budget_dropped(j) > IDS / 2);
+    assert_int_equal(ev_json_held(j), atomic_load(&share.used));
+    const char *out = buf_cstr(&got.all);
+    const char *nl = strchr(out, '\n');
+    assert_non_null(nl);
+    const char *f99 = strstr(out, "\"Field_0089_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\":89");
+    assert_true(f99 != NULL && f99 < nl);
+    assert_null(strstr(nl, "\"payload\":"));
+    assert_non_null(strstr(nl, "\"payloadHex\":\"00000000010000000200"));
+    printf("budget: %llu refused, peak %llu of %llu bytes\n",
+           (unsigned long long)ev_json_budget_dropped(j),
+           (unsigned long long)atomic_load(&share.peak), (unsigned long long)share.cap);
+    assert_int_equal(ev_json_set_share(j, NULL), AGENT_E_INVAL);
+    ev_json_free(j);
+    assert_int_equal(atomic_load(&share.used), 0);
+    mb_share_fini(&share);
+    buf_fini(&got.all);
+    free(t.out.b);
+    free(t.blk.b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -904,6 +995,7 @@ int main(void)
         cmocka_unit_test(test_native_arrays_json),
         cmocka_unit_test(test_native_empty_and_unknown),
         cmocka_unit_test(test_str_utf8),
+        cmocka_unit_test(test_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

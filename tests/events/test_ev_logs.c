@@ -19,6 +19,7 @@
 #include "err.h"
 #include "ev_logs.h"
 #include "fixture.h"
+#include "membudget.h"
 #include "ntw.h"
 #include "wbuf.h"
 
@@ -296,6 +297,100 @@ static void test_ev_logs_scope_cap(void **state)
     free(t.blk.b);
 }
 
+/* A string of n copies of c (the caller frees it). */
+static char *repeat(char c, size_t n)
+{
+    char *s = malloc(n + 1);
+    assert_non_null(s);
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+/*
+ * A hostile runtime opens scopes and never closes them, each with two 30,000-byte values (about
+ * 60 KB held per scope, 3.9 MB for 64 of them without a budget): against a 1 MiB share the decoder
+ * holds at most the share, drops the scopes that do not fit and counts them, still delivers every
+ * record (inside a kept scope with it, inside a dropped one without it), and gives everything
+ * back when freed.
+ */
+static void test_ev_logs_budget(void **state)
+{
+    (void)state;
+    enum { SCOPES = 64, VALUE = 30000 };
+    char *big = repeat('x', VALUE);
+    size_t alen = 2 * VALUE + 64;
+    char *args = malloc(alen);
+    assert_non_null(args);
+    int len = snprintf(args, alen, "{\"A\":\"%s\",\"B\":\"%s\"}", big, big);
+    assert_true(len > 0 && (size_t)len < alen);
+    struct nt t;
+    nt_begin(&t);
+    md_def(&t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
+    md_def(&t, MD_START, MEL, "ActivityJsonStart", start_f, start_c, 4);
+    md_def(&t, MD_STOP, MEL, "ActivityJsonStop", stop_f, stop_c, 3);
+    nt_block(&t, "MetadataBlock", false);
+    for (unsigned k = 1; k <= SCOPES; k++) {
+        ev_scope(&t, true, k, k - 1, args); /* never stopped */
+        nt_block(&t, "EventBlock", false);
+        ev_json(&t, TS(1), k, 2, "Demo.Category", "Ev7", "{}",
+                "{\"{OriginalFormat}\":\"in a scope\"}");
+        nt_block(&t, "EventBlock", false);
+    }
+    struct mb_share share;
+    mb_share_init(&share, "logs test", 1024 * 1024);
+    struct seen s;
+    memset(&s, 0, sizeof(s));
+    for (int f = 0; f < 3; f++) {
+        buf_init(&s.out[f], 0);
+    }
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, on_record, &s), 0);
+    assert_int_equal(ev_logs_set_share(l, &share), 0);
+    assert_int_equal(ev_logs_feed(l, t.out.b, t.out.n), 0);
+    assert_null(ev_logs_error(l));
+    struct ev_logs_stats st;
+    ev_logs_get_stats(l, &st);
+    /* every record delivered, the stream never failed */
+    assert_int_equal(s.records, SCOPES);
+    assert_int_equal(st.records, SCOPES);
+    /* the share's cap held; what did not fit was dropped and counted */
+    assert_true(atomic_load(&share.peak) <= share.cap);
+    assert_true(atomic_load(&share.peak) > share.cap / 2);
+    assert_true(st.scopes > 0 && st.scopes < SCOPES);
+    assert_int_equal(st.scopes + st.scopes_dropped, SCOPES);
+    assert_true(st.budget_dropped >= st.scopes_dropped);
+    assert_int_equal(st.held, atomic_load(&share.used));
+    assert_true(atomic_load(&share.refused) >= st.scopes_dropped);
+    /* the first record is inside its (kept) scope chain, the last one's scope was dropped */
+    const char *nd = buf_cstr(&s.out[EV_LOGS_NDJSON]);
+    const char *first_nl = strchr(nd, '\n');
+    assert_non_null(first_nl);
+    assert_non_null(strstr(nd, "\"Scopes\":[{\"A\":\"xxxx"));
+    assert_true(strstr(nd, "\"Scopes\"") < first_nl);
+    const char *last = nd + strlen(nd) - 2;
+    while (last > nd && last[-1] != '\n') {
+        last--;
+    }
+    assert_null(strstr(last, "\"Scopes\""));
+    assert_non_null(strstr(last, "\"Message\":\"in a scope\""));
+    printf("budget: %llu scopes kept, %llu dropped, peak %llu of %llu bytes\n",
+           (unsigned long long)st.scopes, (unsigned long long)st.scopes_dropped,
+           (unsigned long long)atomic_load(&share.peak), (unsigned long long)share.cap);
+    /* a share cannot be set once something is charged */
+    assert_int_equal(ev_logs_set_share(l, NULL), AGENT_E_INVAL);
+    ev_logs_free(l);
+    assert_int_equal(atomic_load(&share.used), 0);
+    mb_share_fini(&share);
+    for (int f = 0; f < 3; f++) {
+        buf_fini(&s.out[f]);
+    }
+    free(t.out.b);
+    free(t.blk.b);
+    free(args);
+    free(big);
+}
+
 static void test_ev_logs_levels(void **state)
 {
     (void)state;
@@ -459,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_ev_logs_uncompressed), cmocka_unit_test(test_ev_logs_compressed),
         cmocka_unit_test(test_ev_logs_scope_cap),    cmocka_unit_test(test_ev_logs_levels),
         cmocka_unit_test(test_ev_logs_real),         cmocka_unit_test(test_ev_logs_damage),
+        cmocka_unit_test(test_ev_logs_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

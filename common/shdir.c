@@ -440,6 +440,9 @@ static int check_object(struct walk *w, int fd, const struct stat *st, bool last
     if (sticky && !(last && (flags & SHDIR_TRUST_STRICT) != 0)) {
         return 0;
     }
+    if (wbits == S_IWGRP && S_ISDIR(st->st_mode) && (flags & SHDIR_TRUST_GROUP) != 0) {
+        return 0;
+    }
     if (read_only_fs(fd)) {
         return 0;
     }

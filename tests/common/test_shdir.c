@@ -363,6 +363,18 @@ static void test_trusted_tree(void **state)
     assert_int_equal(chmod(p, 0775), 0);
     assert_int_equal(trusted(fx, "conf", 0, why, sizeof(why)), AGENT_E_UNTRUSTED);
     assert_non_null(strstr(why, "is writable by its group"));
+    /* SHDIR_TRUST_GROUP (egress): a PVC root (2775, the fsGroup's) passes, also on the way to a
+     * folder made inside; others-writable without the sticky bit still does not. */
+    assert_int_equal(chmod(p, 02775), 0);
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_MKDIR | SHDIR_TRUST_GROUP, why, sizeof(why)),
+                     0);
+    assert_int_equal(
+        trusted(fx, "conf/out/a", SHDIR_TRUST_MKDIR | SHDIR_TRUST_GROUP, why, sizeof(why)), 0);
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_MKDIR, why, sizeof(why)), AGENT_E_UNTRUSTED);
+    assert_int_equal(chmod(p, 0777), 0);
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_MKDIR | SHDIR_TRUST_GROUP, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "/conf is writable by others (and not sticky)"));
     assert_int_equal(chmod(p, 0755), 0);
     pathf(p, sizeof(p), fx, "conf/settings.json");
     assert_int_equal(chmod(p, 0666), 0);

@@ -474,6 +474,11 @@ static int reopen_last(struct walk *w, int parent, const char *name, int cur, co
     if (!S_ISREG(st->st_mode) || parent < 0) {
         return walk_fail(w, AGENT_E_NOTREG, "%s is not a regular file", w->shown);
     }
+    if (st->st_nlink > 1) {
+        /* Another name of it may sit in a folder someone else can write (as shdir_open_file). */
+        return walk_fail(w, AGENT_E_UNTRUSTED, "%s has %lu links", w->shown,
+                         (unsigned long)st->st_nlink);
+    }
     /* O_NONBLOCK: a FIFO swapped in since must not block the caller. */
     fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {

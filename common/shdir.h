@@ -101,7 +101,7 @@ int shdir_place(int from_dirfd, const char *from, int dirfd, const char *name);
  *  - SHDIR_TRUST_GROUP: folders may be writable by their group (not others), on the whole path:
  *    an egress folder on a PVC (2775, group = the pod's fsGroup);
  * The last component:
- *  - SHDIR_TRUST_FILE: must be a regular file, else a folder;
+ *  - SHDIR_TRUST_FILE: must be a regular file with one link, else a folder;
  *  - SHDIR_TRUST_STRICT: must not be writable by group or others, sticky or not (a setting);
  *  - SHDIR_TRUST_SHARED: a folder dotmon shares with the app on purpose (the listen socket's,
  *    the dump folder) may be writable by others; its owner is still checked, and what dotmon
@@ -109,7 +109,7 @@ int shdir_place(int from_dirfd, const char *from, int dirfd, const char *name);
  *  - SHDIR_TRUST_MKDIR: missing folders are made (0700) on the way, never through a link.
  * Returns 0 with *fd_out (close-on-exec; a folder O_RDONLY | O_DIRECTORY, a file O_RDONLY,
  * opened through the checked descriptors, never by name again), -ENOENT (a component is
- * missing), AGENT_E_UNTRUSTED, -ENOTDIR, AGENT_E_NOTREG,
+ * missing), AGENT_E_UNTRUSTED (also a file with several links), -ENOTDIR, AGENT_E_NOTREG,
  * -ELOOP (over 40 links), AGENT_E_INVAL (not absolute), or another -errno; on failure why holds
  * "<path>: <reason>" (the component and what is wrong with it: owner uid, writable by whom).
  */

@@ -376,6 +376,13 @@ static void test_trusted_tree(void **state)
                      AGENT_E_UNTRUSTED);
     assert_non_null(strstr(why, "/conf is writable by others (and not sticky)"));
     assert_int_equal(chmod(p, 0755), 0);
+    /* A file with a second name (a hard link could sit in a folder someone else writes). */
+    assert_int_equal(linkat(fx->dirfd, "conf/settings.json", fx->dirfd, "conf/other", 0), 0);
+    assert_int_equal(trusted(fx, "conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "/conf/settings.json has 2 links"));
+    assert_int_equal(unlinkat(fx->dirfd, "conf/other", 0), 0);
+    assert_int_equal(trusted(fx, "conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)), 0);
     pathf(p, sizeof(p), fx, "conf/settings.json");
     assert_int_equal(chmod(p, 0666), 0);
     assert_int_equal(trusted(fx, "conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)),

@@ -96,8 +96,9 @@ int shdir_place(int from_dirfd, const char *from, int dirfd, const char *name);
  * another user's entries there, and an entry another user makes there fails the owner check).
  * A symlink is followed only when it is owned by root or dotmon's uid (the folder holding it was
  * checked before), so Kubernetes' `..data -> ..2024_…` links work and a link planted by another
- * user does not; ".." is the physical parent. Writable bits do not count on a read-only mount (a
- * Secret or ConfigMap volume is a read-only tmpfs with mode 1777).
+ * user does not; ".." is the physical parent. Writable bits do not count on a root-owned folder of
+ * a read-only mount (a Secret or ConfigMap volume is a read-only tmpfs with mode 1777; a folder
+ * owned by dotmon's uid may be mounted read-write elsewhere, so its bits still count).
  *  - SHDIR_TRUST_GROUP: folders may be writable by their group (not others), on the whole path:
  *    an egress folder on a PVC (2775, group = the pod's fsGroup);
  * The last component:

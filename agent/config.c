@@ -174,7 +174,7 @@ static int open_setting(const char *path, unsigned flags, int *fd, char *err, si
         }
         int n = snprintf(abs, sizeof(abs), "%s/%s", cwd, path);
         if (n < 0 || (size_t)n >= sizeof(abs)) {
-            snprintf(err, errlen, "cannot open %s: path too long", path);
+            snprintf(err, errlen, "path too long (%d bytes from %s): %s", n, cwd, path);
             return AGENT_E_INVAL;
         }
         path = abs;
@@ -320,7 +320,7 @@ int config_load_key_per_file(struct config *c, const char *dir, const char *sour
         char why[1280], file[4096];
         int fn = snprintf(file, sizeof(file), "%s/%s", dir, de->d_name);
         if (fn < 0 || (size_t)fn >= sizeof(file)) {
-            snprintf(err, errlen, "cannot read %s/%s: path too long", dir, de->d_name);
+            snprintf(err, errlen, "path too long (%d bytes): %s/%s", fn, dir, de->d_name);
             rc = AGENT_E_INVAL;
             break;
         }

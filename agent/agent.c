@@ -552,7 +552,7 @@ static int setup_memory(struct agent *a)
 {
     const uint64_t mib = 1024 * 1024;
     uint64_t setting = UINT64_MAX;
-    if (config_get_uint(a->cfg, "Memory:LimitMB", 0, 16 * 1024 * 1024, &setting) != 0) {
+    if (config_get_uint(a->cfg, "Memory:LimitMB", 0, MEMBUDGET_MAX_MB, &setting) != 0) {
         return AGENT_E_INVAL;
     }
     uint64_t limit = 0;
@@ -563,14 +563,14 @@ static int setup_memory(struct agent *a)
     /* DOTMON_MEMORY_LIMIT_MB: what `dotmon convert` reads (convert.c), also taken here when
      * the setting is absent (the tests' way to set a budget without a configuration). */
     const char *from = setting != UINT64_MAX ? ", from Memory:LimitMB" : "";
-    const char *env = getenv("DOTMON_MEMORY_LIMIT_MB");
-    if (setting == UINT64_MAX && env != NULL && *env != '\0') {
-        char *end = NULL;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (end != NULL && *end == '\0' && v <= 16 * 1024 * 1024) {
-            setting = v;
-            from = ", from DOTMON_MEMORY_LIMIT_MB";
-        }
+    uint64_t env_mb = 0;
+    int env_rc = setting == UINT64_MAX ? membudget_env_mb(&env_mb) : -ENOENT;
+    if (env_rc == 0) {
+        setting = env_mb;
+        from = ", from DOTMON_MEMORY_LIMIT_MB";
+    } else if (env_rc != -ENOENT) {
+        log_warn(cat, "DOTMON_MEMORY_LIMIT_MB is not a number of MiB up to %llu: ignored",
+                 (unsigned long long)MEMBUDGET_MAX_MB);
     }
     uint64_t total = setting != UINT64_MAX ? setting * mib : membudget_from_limit(limit);
     membudget_set(total);

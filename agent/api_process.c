@@ -358,14 +358,18 @@ static void scrape_step(struct scrape *sc)
     char *data = buf_size(&piece) > 0 ? buf_steal(&piece, &len) : NULL;
     buf_fini(&piece);
     int wrc = data != NULL ? http_stream_write_owned(req, data, data, len) : 0;
-    if (wrc != 0) {
-        return; /* the client is gone: the abort callback frees sc */
+    if (wrc == 0 && !last) {
+        return; /* the next piece at the drain */
     }
-    if (last) {
-        http_request_on_abort(req, NULL, NULL);
-        http_stream_on_drain(req, 0, NULL, NULL);
-        http_stream_end(req);
-        scrape_free(sc);
+    /* Done, or the write failed (client gone, too slow, no memory): whatever the error, the
+     * request is finished here and sc freed, not left to an abort callback that may not come. */
+    http_request_on_abort(req, NULL, NULL);
+    http_stream_on_drain(req, 0, NULL, NULL);
+    scrape_free(sc);
+    if (wrc != 0) {
+        http_stream_abort(req); /* a truncated transfer; frees req, closes (again) the connection */
+    } else {
+        (void)http_stream_end(req);
     }
 }
 

@@ -39,6 +39,7 @@
 #include "err.h"
 #include "http_query.h"
 #include "log.h"
+#include "membudget.h"
 
 static const char cat[] = "dotmon.egress";
 
@@ -51,7 +52,16 @@ struct art_held {
     void *base;
     const uint8_t *data;
     size_t n;
+    size_t charged; /* bytes of base charged to the memory budget (a copy made here) */
 };
+
+/* Frees one held entry and gives back its charge (base: NULL once handed to the target). */
+static void held_free(struct art_held *h)
+{
+    free(h->base);
+    mb_release(NULL, h->charged);
+    free(h);
+}
 
 /*
  * ADMITTED: the operation exists, the request is held. ACCEPTED: egress answered 202 (the request
@@ -143,8 +153,7 @@ static void held_drop(struct artifact *art)
     while (art->held != NULL) {
         struct art_held *h = art->held;
         art->held = h->next;
-        free(h->base);
-        free(h);
+        held_free(h);
     }
     art->held_tail = NULL;
     art->finish_held = false;
@@ -522,7 +531,8 @@ static int held_pump(struct artifact *art)
                 art->held_tail = NULL;
             }
             rc = egress_write(art->target, h->base, h->data, k); /* the block goes with it */
-            free(h);
+            h->base = NULL;
+            held_free(h);
         } else {
             rc = egress_write(art->target, NULL, h->data, k);
             h->data += k;
@@ -630,8 +640,10 @@ static void settle_from_store(struct artifact *art, int status, const char *loca
     } else if (status == UV_ECANCELED && art->end.want == OP_FAILED) {
         settle(art, OP_FAILED, art->end.code, art->end.message, NULL, extra);
     } else {
-        snprintf(msg, sizeof(msg), "egress to %s failed: %s", art->provider,
-                 error_message != NULL ? error_message : agent_strerror(status));
+        const char *why = status == UV_ECANCELED && art->store_error != NULL ? art->store_error
+                          : error_message != NULL                            ? error_message
+                                                  : agent_strerror(status);
+        snprintf(msg, sizeof(msg), "egress to %s failed: %s", art->provider, why);
         settle(art, OP_FAILED, "EgressFailed", msg, NULL, extra);
     }
 }
@@ -658,12 +670,15 @@ static void art_on_done(void *ud, int status, const char *location, const char *
         art_free(art);
         return;
     }
-    /* The store failed (or shutdown aborted it) while the route still produces. */
+    /* The store failed (or shutdown aborted it) while the route still produces. An abort of
+     * dotmon's own (a held block it could not keep) already said why. */
     art->lost = true;
-    free(art->store_error);
-    art->store_error = strdup(status == UV_ECANCELED  ? "the upload was aborted at shutdown"
-                              : error_message != NULL ? error_message
-                                                      : agent_strerror(status));
+    if (!(status == UV_ECANCELED && art->store_error != NULL)) {
+        free(art->store_error);
+        art->store_error = strdup(status == UV_ECANCELED  ? "the upload was aborted at shutdown"
+                                  : error_message != NULL ? error_message
+                                                          : agent_strerror(status));
+    }
     art->ev.on_lost(art->ud); /* the route ends the artifact, which then settles */
 }
 
@@ -742,8 +757,15 @@ int artifact_write_owned(struct artifact *art, void *base, const void *data, siz
     if (art->held == NULL && !egress_full(art->target) && n <= ART_SLICE) {
         return egress_write(art->target, base, data, n);
     }
-    /* The target is full, or the block is big: hold it and hand it over at the target's pace. */
-    struct art_held *h = malloc(sizeof(*h));
+    /* The target is full, or the block is big: hold it and hand it over at the target's pace. A
+     * copy made here is charged to the memory budget first. */
+    size_t charged = 0;
+    int rc = 0;
+    if (base == NULL) {
+        rc = mb_charge(NULL, n);
+        charged = rc == 0 ? n : 0;
+    }
+    struct art_held *h = rc == 0 ? malloc(sizeof(*h)) : NULL;
     if (h != NULL && base == NULL) {
         base = malloc(n > 0 ? n : 1);
         if (base != NULL) {
@@ -754,10 +776,22 @@ int artifact_write_owned(struct artifact *art, void *base, const void *data, siz
     if (h == NULL || base == NULL) {
         free(h);
         free(base);
+        mb_release(NULL, charged);
+        rc = rc != 0 ? rc : UV_ENOMEM;
+        char msg[512];
+        if (rc == AGENT_E_BUDGET) {
+            api_budget_detail(msg, sizeof(msg), "the bytes held for the full egress target", NULL);
+        } else {
+            snprintf(msg, sizeof(msg), "out of memory holding bytes for the egress target");
+        }
+        log_warn(cat, "%s operation %s: %s", art->noun, art->op != NULL ? art->op->id : "?", msg);
+        if (art->store_error == NULL) {
+            art->store_error = strdup(msg); /* what on_done reports, rather than "aborted" */
+        }
         egress_abort(art->target); /* a hole would make the artifact wrong: on_done follows */
-        return UV_ENOMEM;
+        return rc;
     }
-    *h = (struct art_held){.next = NULL, .base = base, .data = data, .n = n};
+    *h = (struct art_held){.next = NULL, .base = base, .data = data, .n = n, .charged = charged};
     if (art->held_tail != NULL) {
         art->held_tail->next = h;
     } else {

@@ -172,7 +172,11 @@ static int open_setting(const char *path, unsigned flags, int *fd, char *err, si
             snprintf(err, errlen, "cannot resolve %s: %s", path, strerror(errno));
             return AGENT_E_INVAL;
         }
-        snprintf(abs, sizeof(abs), "%s/%s", cwd, path);
+        int n = snprintf(abs, sizeof(abs), "%s/%s", cwd, path);
+        if (n < 0 || (size_t)n >= sizeof(abs)) {
+            snprintf(err, errlen, "path too long (%d bytes from %s): %s", n, cwd, path);
+            return AGENT_E_INVAL;
+        }
         path = abs;
     }
     char why[1024];
@@ -314,7 +318,12 @@ int config_load_key_per_file(struct config *c, const char *dir, const char *sour
         buf_reset(&value);
         /* Through the same walk: a Secret's `Key -> ..data/Key` link, never another user's. */
         char why[1280], file[4096];
-        snprintf(file, sizeof(file), "%s/%s", dir, de->d_name);
+        int fn = snprintf(file, sizeof(file), "%s/%s", dir, de->d_name);
+        if (fn < 0 || (size_t)fn >= sizeof(file)) {
+            snprintf(err, errlen, "path too long (%d bytes): %s/%s", fn, dir, de->d_name);
+            rc = AGENT_E_INVAL;
+            break;
+        }
         rc = read_small_file(file, &value, why, sizeof(why));
         if (rc != 0) {
             snprintf(err, errlen, "%s", why);

@@ -31,10 +31,17 @@ static const char *budget_from = "";
 
 static void budget_init(void)
 {
-    const char *env = getenv("DOTMON_MEMORY_LIMIT_MB");
     uint64_t limit = 0;
-    if (env != NULL && env[0] != '\0' && strtoull(env, NULL, 10) > 0) {
-        budget = strtoull(env, NULL, 10) << 20;
+    uint64_t env_mb = 0;
+    int env_rc = membudget_env_mb(&env_mb);
+    if (env_rc == AGENT_E_INVAL) {
+        fprintf(stderr,
+                "dotmon convert: DOTMON_MEMORY_LIMIT_MB is not a number of MiB up to %llu: "
+                "ignored\n",
+                (unsigned long long)MEMBUDGET_MAX_MB);
+    }
+    if (env_rc == 0 && env_mb > 0) {
+        budget = env_mb << 20;
         budget_from = "DOTMON_MEMORY_LIMIT_MB";
     } else if (membudget_cgroup_limit(&limit) == 0) {
         budget = limit - limit / 8;

@@ -108,6 +108,34 @@ uint64_t membudget_from_limit(uint64_t limit)
     return limit > headroom + limit / 4 ? limit - headroom : limit / 4;
 }
 
+int membudget_parse_mb(const char *s, uint64_t *mb)
+{
+    if (s == NULL || s[0] < '0' || s[0] > '9') {
+        return AGENT_E_INVAL;
+    }
+    uint64_t v = 0;
+    for (const char *p = s; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            return AGENT_E_INVAL;
+        }
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > MEMBUDGET_MAX_MB) {
+            return AGENT_E_INVAL;
+        }
+    }
+    *mb = v;
+    return 0;
+}
+
+int membudget_env_mb(uint64_t *mb)
+{
+    const char *env = getenv("DOTMON_MEMORY_LIMIT_MB");
+    if (env == NULL || env[0] == '\0') {
+        return -ENOENT;
+    }
+    return membudget_parse_mb(env, mb);
+}
+
 /* Reads one number (or "max") from a file: 0, or -ENOENT for "max"/unreadable. */
 static int read_limit_file(const char *path, uint64_t *out)
 {

@@ -71,4 +71,15 @@ int membudget_cgroup_limit(uint64_t *limit);
  */
 uint64_t membudget_from_limit(uint64_t limit);
 
+/* The largest budget in MiB a setting may give (16 Ti). */
+#define MEMBUDGET_MAX_MB (16ull * 1024 * 1024)
+/*
+ * A budget in MiB as written in Memory:LimitMB's environment twin DOTMON_MEMORY_LIMIT_MB: the
+ * whole string decimal digits, at most MEMBUDGET_MAX_MB (so `<< 20` cannot overflow). Returns 0
+ * with *mb, or AGENT_E_INVAL ("12abc", "-1", " 5", "", too big).
+ */
+int membudget_parse_mb(const char *s, uint64_t *mb);
+/* DOTMON_MEMORY_LIMIT_MB: 0 with *mb, -ENOENT when unset or empty, AGENT_E_INVAL when bad. */
+int membudget_env_mb(uint64_t *mb);
+
 #endif

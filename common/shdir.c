@@ -440,7 +440,12 @@ static int check_object(struct walk *w, int fd, const struct stat *st, bool last
     if (sticky && !(last && (flags & SHDIR_TRUST_STRICT) != 0)) {
         return 0;
     }
-    if (read_only_fs(fd)) {
+    if (wbits == S_IWGRP && S_ISDIR(st->st_mode) && (flags & SHDIR_TRUST_GROUP) != 0) {
+        return 0;
+    }
+    /* Only root's folders: a Secret/ConfigMap root is root's; a volume mounted read-only here may
+     * be mounted read-write into the app, and its writable bits then mean what they say. */
+    if (st->st_uid == 0 && read_only_fs(fd)) {
         return 0;
     }
     return walk_fail(w, AGENT_E_UNTRUSTED, "%s %s is writable by %s%s", kind, w->shown,
@@ -470,6 +475,11 @@ static int reopen_last(struct walk *w, int parent, const char *name, int cur, co
     }
     if (!S_ISREG(st->st_mode) || parent < 0) {
         return walk_fail(w, AGENT_E_NOTREG, "%s is not a regular file", w->shown);
+    }
+    if (st->st_nlink > 1) {
+        /* Another name of it may sit in a folder someone else can write (as shdir_open_file). */
+        return walk_fail(w, AGENT_E_UNTRUSTED, "%s has %lu links", w->shown,
+                         (unsigned long)st->st_nlink);
     }
     /* O_NONBLOCK: a FIFO swapped in since must not block the caller. */
     fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);

@@ -96,9 +96,13 @@ int shdir_place(int from_dirfd, const char *from, int dirfd, const char *name);
  * another user's entries there, and an entry another user makes there fails the owner check).
  * A symlink is followed only when it is owned by root or dotmon's uid (the folder holding it was
  * checked before), so Kubernetes' `..data -> ..2024_…` links work and a link planted by another
- * user does not; ".." is the physical parent. Writable bits do not count on a read-only mount (a
- * Secret or ConfigMap volume is a read-only tmpfs with mode 1777). The last component:
- *  - SHDIR_TRUST_FILE: must be a regular file, else a folder;
+ * user does not; ".." is the physical parent. Writable bits do not count on a root-owned folder of
+ * a read-only mount (a Secret or ConfigMap volume is a read-only tmpfs with mode 1777; a folder
+ * owned by dotmon's uid may be mounted read-write elsewhere, so its bits still count).
+ *  - SHDIR_TRUST_GROUP: folders may be writable by their group (not others), on the whole path:
+ *    an egress folder on a PVC (2775, group = the pod's fsGroup);
+ * The last component:
+ *  - SHDIR_TRUST_FILE: must be a regular file with one link, else a folder;
  *  - SHDIR_TRUST_STRICT: must not be writable by group or others, sticky or not (a setting);
  *  - SHDIR_TRUST_SHARED: a folder dotmon shares with the app on purpose (the listen socket's,
  *    the dump folder) may be writable by others; its owner is still checked, and what dotmon
@@ -106,14 +110,15 @@ int shdir_place(int from_dirfd, const char *from, int dirfd, const char *name);
  *  - SHDIR_TRUST_MKDIR: missing folders are made (0700) on the way, never through a link.
  * Returns 0 with *fd_out (close-on-exec; a folder O_RDONLY | O_DIRECTORY, a file O_RDONLY,
  * opened through the checked descriptors, never by name again), -ENOENT (a component is
- * missing), AGENT_E_UNTRUSTED, -ENOTDIR, AGENT_E_NOTREG, -ELOOP (over 40 links), AGENT_E_INVAL
- * (not absolute), or another -errno; on failure why holds "<path>: <reason>" (the component
- * and what is wrong with it: owner uid, writable by whom).
+ * missing), AGENT_E_UNTRUSTED (also a file with several links), -ENOTDIR, AGENT_E_NOTREG,
+ * -ELOOP (over 40 links), AGENT_E_INVAL (not absolute), or another -errno; on failure why holds
+ * "<path>: <reason>" (the component and what is wrong with it: owner uid, writable by whom).
  */
 #define SHDIR_TRUST_FILE   0x1u
 #define SHDIR_TRUST_STRICT 0x2u
 #define SHDIR_TRUST_SHARED 0x4u
 #define SHDIR_TRUST_MKDIR  0x8u
+#define SHDIR_TRUST_GROUP  0x10u
 int shdir_open_trusted(const char *path, unsigned flags, int *fd_out, char *why, size_t whylen);
 
 /* The same check without keeping a descriptor. */

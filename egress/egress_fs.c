@@ -507,17 +507,20 @@ static void open_on_pool(uv_work_t *w)
 {
     struct fs_target *t = w->data;
     struct fs_fail *f = &t->pool_fail;
-    /* Component by component (StrictModes, common/shdir.h): no folder another uid owns or can
-     * write without the sticky bit, no link of theirs; missing folders are made 0700. */
+    /* Component by component (StrictModes, common/shdir.h): no folder another uid owns or
+     * others can write without the sticky bit (its group may: a PVC with an fsGroup), no link of
+     * theirs; missing folders are made 0700. */
+    const unsigned trust = SHDIR_TRUST_MKDIR | SHDIR_TRUST_GROUP;
     char why[1024];
-    int rc = shdir_open_trusted(t->dir, SHDIR_TRUST_MKDIR, &t->dst_dirfd, why, sizeof(why));
+    int rc = shdir_open_trusted(t->dir, trust, &t->dst_dirfd, why, sizeof(why));
     if (rc != 0) {
-        fail_set(f, rc, rc == AGENT_E_UNTRUSTED ? "refused" : "cannot open", why);
+        fail_set(f, rc, rc == AGENT_E_UNTRUSTED ? "refused" : "cannot open",
+                 why[0] != '\0' ? why : t->dir);
     }
     if (rc == 0 && t->inter != NULL &&
-        (rc = shdir_open_trusted(t->inter, SHDIR_TRUST_MKDIR, &t->inter_dirfd, why, sizeof(why))) !=
-            0) {
-        fail_set(f, rc, rc == AGENT_E_UNTRUSTED ? "refused" : "cannot open", why);
+        (rc = shdir_open_trusted(t->inter, trust, &t->inter_dirfd, why, sizeof(why))) != 0) {
+        fail_set(f, rc, rc == AGENT_E_UNTRUSTED ? "refused" : "cannot open",
+                 why[0] != '\0' ? why : t->inter);
     }
     if (rc == 0) {
         rc = make_temp(tmp_dirfd(t), t->mode, t->try_tmpfile, &t->fd, t->tmpname,

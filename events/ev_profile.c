@@ -383,7 +383,8 @@ static int on_alloc(struct ev_profile *p, const struct ev_profile_event *ev)
                                     .value = ev->version >= 2 ? amount64 : amount});
 }
 
-/* Keeps msg as key's sample message unless it has one. */
+/* Keeps msg as key's sample message unless it has one; a message past the name-bytes cap is
+ * dropped (counted): the type and its count still go in. */
 static int keep_message(struct ev_profile *p, uint32_t key, const uint8_t *msg, size_t units)
 {
     size_t old = p->cap_messages;
@@ -400,6 +401,10 @@ static int keep_message(struct ev_profile *p, uint32_t key, const uint8_t *msg, 
             p->messages[key] = m;
         } else {
             free(m);
+        }
+        if (rc == AGENT_E_TOOBIG) {
+            p->st.messages_dropped++;
+            rc = 0;
         }
     }
     return rc;

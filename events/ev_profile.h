@@ -119,9 +119,10 @@ struct ev_profile_event {
 int ev_profile_add(struct ev_profile *p, const struct ev_profile_event *ev);
 
 struct ev_profile_stats {
-    uint64_t events;    /* events of the kind read */
-    uint64_t malformed; /* among them, payloads that could not be read (skipped) */
-    uint64_t no_stack;  /* among them, without a stack */
+    uint64_t events;           /* events of the kind read */
+    uint64_t malformed;        /* among them, payloads that could not be read (skipped) */
+    uint64_t no_stack;         /* among them, without a stack */
+    uint64_t messages_dropped; /* exception messages not kept: the name bytes were used up */
 };
 void ev_profile_get_stats(const struct ev_profile *p, struct ev_profile_stats *out);
 /* 0, or the first error that lost an event for want of memory or room (the profile is partial). */

@@ -262,6 +262,11 @@ static void test_config_rejects_bad_json(void **state)
     assert_int_equal(config_load_json(&c, "[1]", 3, "file", err, sizeof(err)), AGENT_E_INVAL);
     assert_int_equal(config_load_file(&c, "/nonexistent/x.json", err, sizeof(err)), AGENT_E_INVAL);
     assert_non_null(strstr(err, "/nonexistent/x.json"));
+    /* A relative path that does not fit 4096 bytes with the working folder: said, not cut. */
+    static char longp[4095];
+    memset(longp, 'a', sizeof(longp) - 1);
+    assert_int_equal(config_load_file(&c, longp, err, sizeof(err)), AGENT_E_INVAL);
+    assert_non_null(strstr(err, "path too long ("));
     assert_true(config_key_is_secret("Authentication:MonitorApiKey:PublicKey"));
     assert_false(config_key_is_secret("Authentication:MonitorApiKey:Subject"));
     assert_true(config_key_is_secret("Egress:S3Storage:b:SecretAccessKey"));

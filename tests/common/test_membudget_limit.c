@@ -61,10 +61,40 @@ static void test_shares(void **state)
     membudget_set(0);
 }
 
+/* DOTMON_MEMORY_LIMIT_MB: the whole string a decimal number of MiB, at most 16 Mi. */
+static void test_parse_mb(void **state)
+{
+    (void)state;
+    uint64_t mb = 7;
+    assert_int_equal(membudget_parse_mb("64", &mb), 0);
+    assert_int_equal(mb, 64);
+    assert_int_equal(membudget_parse_mb("0", &mb), 0);
+    assert_int_equal(mb, 0);
+    assert_int_equal(membudget_parse_mb("16777216", &mb), 0);
+    assert_int_equal(mb, MEMBUDGET_MAX_MB);
+    mb = 7;
+    const char *bad[] = {"12abc",
+                         "",
+                         " 5",
+                         "-1",
+                         "+5",
+                         "16777217",
+                         "18446744073709551617",
+                         "99999999999999999999999",
+                         "5 ",
+                         "0x10"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(membudget_parse_mb(bad[i], &mb), AGENT_E_INVAL);
+    }
+    assert_int_equal(mb, 7); /* untouched on failure */
+    assert_int_equal(membudget_parse_mb(NULL, &mb), AGENT_E_INVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_headroom),
+        cmocka_unit_test(test_parse_mb),
         cmocka_unit_test(test_shares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

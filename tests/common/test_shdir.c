@@ -5,8 +5,10 @@
  * of the owners allowed (no second user is needed here; tests/agent/test_agent_attacks runs the
  * attacks as one).
  */
+#define _GNU_SOURCE /* unshare */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -363,7 +367,26 @@ static void test_trusted_tree(void **state)
     assert_int_equal(chmod(p, 0775), 0);
     assert_int_equal(trusted(fx, "conf", 0, why, sizeof(why)), AGENT_E_UNTRUSTED);
     assert_non_null(strstr(why, "is writable by its group"));
+    /* SHDIR_TRUST_GROUP (egress): a PVC root (2775, the fsGroup's) passes, also on the way to a
+     * folder made inside; others-writable without the sticky bit still does not. */
+    assert_int_equal(chmod(p, 02775), 0);
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_MKDIR | SHDIR_TRUST_GROUP, why, sizeof(why)),
+                     0);
+    assert_int_equal(
+        trusted(fx, "conf/out/a", SHDIR_TRUST_MKDIR | SHDIR_TRUST_GROUP, why, sizeof(why)), 0);
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_MKDIR, why, sizeof(why)), AGENT_E_UNTRUSTED);
+    assert_int_equal(chmod(p, 0777), 0);
+    assert_int_equal(trusted(fx, "conf", SHDIR_TRUST_MKDIR | SHDIR_TRUST_GROUP, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "/conf is writable by others (and not sticky)"));
     assert_int_equal(chmod(p, 0755), 0);
+    /* A file with a second name (a hard link could sit in a folder someone else writes). */
+    assert_int_equal(linkat(fx->dirfd, "conf/settings.json", fx->dirfd, "conf/other", 0), 0);
+    assert_int_equal(trusted(fx, "conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)),
+                     AGENT_E_UNTRUSTED);
+    assert_non_null(strstr(why, "/conf/settings.json has 2 links"));
+    assert_int_equal(unlinkat(fx->dirfd, "conf/other", 0), 0);
+    assert_int_equal(trusted(fx, "conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)), 0);
     pathf(p, sizeof(p), fx, "conf/settings.json");
     assert_int_equal(chmod(p, 0666), 0);
     assert_int_equal(trusted(fx, "conf/settings.json", SHDIR_TRUST_FILE, why, sizeof(why)),
@@ -441,6 +464,58 @@ static void test_trusted_foreign(void **state)
                      AGENT_E_UNTRUSTED);
 }
 
+/* In a child with its own mount namespace: a tmpfs mounted read-only holding a 0777 folder of
+ * root's and one of dotmon's uid (4321 here, the child's effective uid). Exit 0 when the first
+ * passes (a Secret/ConfigMap root) and the second is refused; 77 when mounts are not allowed. */
+static int ro_mount_case(const char *dir)
+{
+    char mnt[128], mine[160], roots[160], why[512];
+    snprintf(mnt, sizeof(mnt), "%s/ro", dir);
+    snprintf(mine, sizeof(mine), "%s/mine", mnt);
+    snprintf(roots, sizeof(roots), "%s/roots", mnt);
+    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mkdir(mnt, 0755) != 0 || mount("tmpfs", mnt, "tmpfs", 0, "mode=0755") != 0) {
+        return 77;
+    }
+    if (mkdir(mine, 0777) != 0 || chmod(mine, 0777) != 0 || chown(mine, OTHER_UID, 0) != 0 ||
+        mkdir(roots, 0777) != 0 || chmod(roots, 0777) != 0 || chmod(dir, 0755) != 0 ||
+        mount("none", mnt, "none", MS_REMOUNT | MS_RDONLY, NULL) != 0 || seteuid(OTHER_UID) != 0) {
+        return 77;
+    }
+    int bad = 0;
+    if (shdir_check_trusted(roots, 0, why, sizeof(why)) != 0) {
+        fprintf(stderr, "root's folder on a read-only mount refused: %s\n", why);
+        bad |= 1;
+    }
+    if (shdir_check_trusted(mine, 0, why, sizeof(why)) != AGENT_E_UNTRUSTED ||
+        strstr(why, "/ro/mine is writable by others") == NULL) {
+        fprintf(stderr, "dotmon's folder on a read-only mount: %s\n", why);
+        bad |= 2;
+    }
+    return bad;
+}
+
+/* The read-only-mount exemption holds for root's folders only (needs root and mounts). */
+static void test_trusted_read_only_mount(void **state)
+{
+    struct fx *fx = *state;
+    if (geteuid() != 0) {
+        skip();
+    }
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        _exit(ro_mount_case(fx->dir));
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 77) {
+        skip();
+    }
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -454,6 +529,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_trusted_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trusted_k8s_links, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trusted_foreign, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trusted_read_only_mount, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -720,6 +720,15 @@ static void test_fs_untrusted_folders(void **state)
     struct upload *u = start(fx, 0, provider(fx, open_dir, NULL, NULL), "ok.dmp", MB, 16, 0);
     run_until_done(fx, 1);
     assert_published(u, open_dir, "ok.dmp", 0600);
+    /* A PVC root (2775, writable by the pod's fsGroup, not by others): used, also as the parent
+     * of a folder made inside. */
+    char pvc[PATH_MAX], pvc_sub[PATH_MAX];
+    subdir(fx, "pvc", pvc, sizeof(pvc));
+    assert_int_equal(chmod(pvc, 02775), 0);
+    path_join(pvc_sub, sizeof(pvc_sub), pvc, "traces");
+    u = start(fx, 0, provider(fx, pvc_sub, NULL, NULL), "g.dmp", MB, 16, 0);
+    run_until_done(fx, 1);
+    assert_published(u, pvc_sub, "g.dmp", 0600);
 
     /* The same link as root's is followed. */
     assert_int_equal(lchown(link, 0, 0), 0);

@@ -688,9 +688,64 @@ static void test_name_bytes(void **state)
     assert_int_equal(membudget_used(), 0);
 }
 
+/* At the name-bytes cap a new type still goes in when only its message does not fit: the
+ * message is dropped (counted) and the profile goes on, its summary too. */
+static void test_message_dropped_at_cap(void **state)
+{
+    (void)state;
+    struct fx f;
+    unsigned kept;
+    fx_init(&f, EV_PROFILE_EXCEPTIONS);
+    assert_int_equal(flood_names(&f, &kept), AGENT_E_TOOBIG); /* less than a long type left */
+    struct ev_profile_stats st;
+    ev_profile_get_stats(f.p, &st);
+    uint64_t dropped_before = st.messages_dropped;
+    static char msg[2001];
+    memset(msg, 'm', 2000);
+    char type[16] = "";
+    unsigned added = 0;
+    /* 16 MiB = 13,086 x (1,025 + 257) + 964: 3 short types (10 bytes) keep their message (257),
+     * the 4th fits without (153 bytes left then, room for its site's name). */
+    while (st.messages_dropped == dropped_before && added < 100) {
+        snprintf(type, sizeof(type), "S%08u", added++);
+        struct wb e = exception(type, msg, 0);
+        assert_int_equal(add(&f, EV_PROFILE_EXCEPTION_THROWN, 1, 1, (int64_t)added, &e, NULL, 0),
+                         0);
+        free(e.b);
+        ev_profile_get_stats(f.p, &st);
+    }
+    assert_int_equal(st.messages_dropped - dropped_before, 1);
+    assert_int_equal(added, 4);
+    assert_int_equal(ev_profile_status(f.p), 0);
+    for (unsigned i = 0; i < added; i++) { /* thrown twice: the top 4 */
+        char again[16];
+        snprintf(again, sizeof(again), "S%08u", i);
+        struct wb e = exception(again, msg, 0);
+        assert_int_equal(add(&f, EV_PROFILE_EXCEPTION_THROWN, 1, 1, (int64_t)i, &e, NULL, 0), 0);
+        free(e.b);
+    }
+    cJSON *doc = json(&f, 4);
+    assert_int_equal((int)num(doc, "exceptions"), (int)(kept + 2 * added));
+    const cJSON *t = NULL;
+    int seen = 0;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "types"))
+    {
+        const char *name = str(t, "type");
+        assert_int_equal(strncmp(name, "S0000000", 8), 0);
+        bool last = strcmp(name, type) == 0; /* the one whose message was dropped */
+        assert_int_equal(strlen(str(t, "message")), last ? 0 : 256); /* "" when not kept */
+        seen++;
+    }
+    assert_int_equal(seen, 4);
+    cJSON_Delete(doc);
+    fx_fini(&f);
+    assert_int_equal(membudget_used(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_message_dropped_at_cap),
         cmocka_unit_test(test_alloc),
         cmocka_unit_test(test_exceptions),
         cmocka_unit_test(test_exception_eip_fallback),

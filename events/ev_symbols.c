@@ -203,9 +203,10 @@ static void tmp_free(struct ev_symbols *s, void *p)
 /* Appends s[0..n) and a NUL to the names arena; the offset in *at. */
 static int name_add(struct ev_symbols *s, const char *str, size_t n, uint32_t *at)
 {
+    /* Names (methods, modules, frames) cut at EV_SYMBOLS_MAX_NAME; ev_name_cut reads str[0..max].
+     */
     char cut[EV_SYMBOLS_MAX_NAME + sizeof(EV_CUT_MARKER)];
-    if (n > EV_SYMBOLS_MAX_NAME) { /* str[0..n) holds more than max + 1 bytes: ev_name_cut reads no
-                                      further */
+    if (n > EV_SYMBOLS_MAX_NAME) {
         str = ev_name_cut(str, EV_SYMBOLS_MAX_NAME, cut, sizeof(cut));
         n = strlen(str);
     }
@@ -224,11 +225,10 @@ static int name_add(struct ev_symbols *s, const char *str, size_t n, uint32_t *a
             return AGENT_E_BUDGET;
         }
         int rc = buf_reserve(&s->names, n + 1);
-        if (s->names.cap < ncap) {
+        if (s->names.cap < ncap) { /* at buf's max: less than charged */
             release(s, ncap - s->names.cap);
-        } else if (s->names.cap > ncap) {
-            s->held += s->names.cap - ncap; /* not buf's policy: charged after the fact */
-            (void)mb_charge(s->share, s->names.cap - ncap);
+        } else if (s->names.cap > ncap && charge(s, s->names.cap - ncap) != 0) {
+            rc = AGENT_E_BUDGET; /* not buf's policy (never seen): refused after the fact */
         }
         if (rc != 0) {
             return rc;
@@ -648,9 +648,12 @@ int ev_symbols_event_stack(struct ev_symbols *s, const struct nettrace_event *ev
     int rc = 0;
     size_t n = event_ips(s, ev, &rc);
     if (n == 0) {
+        note(s, rc == AGENT_E_BUDGET ? rc : 0);
         return rc != 0 ? rc : AGENT_E_NOTFOUND;
     }
-    return stack_intern(s, s->scratch, n, out);
+    rc = stack_intern(s, s->scratch, n, out);
+    note(s, rc == AGENT_E_BUDGET ? rc : 0); /* over the share: the feed stops (ev_profile's too) */
+    return rc;
 }
 
 void ev_symbols_set_event_cb(struct ev_symbols *s, ev_symbols_event_cb cb, void *ud)

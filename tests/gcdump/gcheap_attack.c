@@ -6,8 +6,9 @@
  * edgeless nodes, 30,000-character type names, then again. Prints "ready <socket path>" once it
  * listens; runs until killed.
  *
- * gcheap_attack --file PATH edges|nodes|names MB: writes MB MiB of one kind of that stream (an
- * unfinished file: no GCEnd, no end tag) to PATH, for `dotmon convert`.
+ * gcheap_attack --file PATH edges|nodes|names|methods MB: writes MB MiB of one kind of that stream
+ * (an unfinished file: no GCEnd, no end tag) to PATH, for `dotmon convert` (methods: for its
+ * speedscope format).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +38,10 @@ static size_t source(void *ud, uint64_t off, uint8_t *buf, size_t cap)
 
 static int write_file(const char *path, const char *kind, uint64_t mb)
 {
-    enum gh_kind k = strcmp(kind, "edges") == 0   ? GH_EDGES
-                     : strcmp(kind, "nodes") == 0 ? GH_NODES
-                                                  : GH_NAMES;
+    enum gh_kind k = strcmp(kind, "edges") == 0     ? GH_EDGES
+                     : strcmp(kind, "nodes") == 0   ? GH_NODES
+                     : strcmp(kind, "methods") == 0 ? GH_METHODS
+                                                    : GH_NAMES;
     FILE *f = fopen(path, "wb");
     if (f == NULL) {
         perror(path);
@@ -68,7 +70,7 @@ int main(int argc, char **argv)
         return write_file(argv[2], argv[3], strtoull(argv[4], NULL, 10));
     }
     if (argc != 2) {
-        fprintf(stderr, "usage: gcheap_attack DIR | --file PATH edges|nodes|names MB\n");
+        fprintf(stderr, "usage: gcheap_attack DIR | --file PATH edges|nodes|names|methods MB\n");
         return 2;
     }
     static struct attack a;

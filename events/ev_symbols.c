@@ -203,8 +203,7 @@ static void tmp_free(struct ev_symbols *s, void *p)
 /* Appends s[0..n) and a NUL to the names arena; the offset in *at. */
 static int name_add(struct ev_symbols *s, const char *str, size_t n, uint32_t *at)
 {
-    /* Names (methods, modules, frames) cut at EV_SYMBOLS_MAX_NAME; ev_name_cut reads str[0..max].
-     */
+    /* Every name (method, module, frame) cut at EV_SYMBOLS_MAX_NAME: str[0..n) is long enough. */
     char cut[EV_SYMBOLS_MAX_NAME + sizeof(EV_CUT_MARKER)];
     if (n > EV_SYMBOLS_MAX_NAME) {
         str = ev_name_cut(str, EV_SYMBOLS_MAX_NAME, cut, sizeof(cut));

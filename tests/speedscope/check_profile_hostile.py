@@ -6,7 +6,8 @@ A fake runtime (gcheap_attack DIR methods) answers the profile's session with en
 methods, each named by 30,000 characters. Before, ev_symbols kept every name whole (up to 1 GiB of
 names, 4M methods). dotmon runs with DOTMON_MEMORY_LIMIT_MB=2 (a profile may take half): the
 profile is answered 507 problem+json ProfileTooLarge naming Memory:LimitMB well before its
-durationSeconds, dotmon stays alive, answers /processes, and its peak RSS stays under 40 MB.
+durationSeconds, dotmon stays alive, answers /processes, its peak RSS stays under 40 MB, and it
+stops cleanly (exit 0, no sanitizer report in its log: the share is given back on that path).
 
 Needs DOTMON_BIN and DOTMON_GCHEAP_ATTACK.
 """
@@ -75,6 +76,12 @@ def main():
         print(f"dotmon: peak RSS {hwm / 1024:.1f} MB")
         if not SANITIZED:
             check(hwm < 40 * 1024, f"peak RSS {hwm / 1024:.1f} MB under 40 MB")
+        stop(dm)
+        log.flush()
+        log.seek(0)
+        text = log.read()
+        check("Sanitizer" not in text and "runtime error" not in text and dm.returncode == 0,
+              f"dotmon stopped cleanly, no sanitizer report (exit {dm.returncode})")
     finally:
         stop(dm)
         if attacker is not None:

@@ -72,7 +72,7 @@ struct profile_job {
     struct ipc_session *sess; /* NULL after on_end or abort */
     struct ev_symbols *sym;
     struct ev_profile *prof; /* NULL for kind=cpu */
-    struct mb_share share;   /* what prof holds (half of dotmon's memory budget at most) */
+    struct mb_share share;   /* what sym and prof hold (half of dotmon's memory budget at most) */
     struct trace_config tc;
     uv_timer_t timer;
     bool timer_closing;
@@ -90,8 +90,8 @@ static void job_on_closed(uv_handle_t *h)
 {
     struct profile_job *job = h->data;
     ev_profile_free(job->prof);
+    ev_symbols_free(job->sym); /* both give their bytes back to the share: before its fini */
     mb_share_fini(&job->share);
-    ev_symbols_free(job->sym);
     trace_config_fini(&job->tc);
     free(job);
 }
@@ -517,6 +517,7 @@ void api_profile_get(struct agent *a, struct http_request *req)
         return;
     }
     mb_share_init(&job->share, "profile", membudget_fraction(PROFILE_BUDGET_PCT, 0));
+    (void)ev_symbols_set_share(job->sym, &job->share); /* methods, names, stacks, samples */
     if (job->prof != NULL) {
         (void)ev_profile_set_share(job->prof, &job->share);
     }
@@ -525,6 +526,7 @@ void api_profile_get(struct agent *a, struct http_request *req)
     if (artifact_admit_origin(a, &o, p, &profile_spec, &profile_events, job, &job->out, &op) != 0) {
         ev_profile_free(job->prof);
         ev_symbols_free(job->sym);
+        mb_share_fini(&job->share);
         trace_config_fini(&job->tc);
         free(job);
         return;

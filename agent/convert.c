@@ -23,8 +23,8 @@
 /*
  * What convert may hold (a hostile file must not grow it 1:1): DOTMON_MEMORY_LIMIT_MB, else the
  * cgroup's memory limit less an eighth, else CONVERT_DEFAULT_MB. It is dotmon's memory budget too
- * (the gcdump graph charges it exactly); the tables of the other formats are bounded by looking
- * at the heap (mallinfo2) every MiB of input.
+ * (the gcdump graph and the speedscope profile's tables charge it exactly, before they grow); the
+ * tables of the other formats are bounded by looking at the heap (mallinfo2) every MiB of input.
  */
 static uint64_t budget;
 static const char *budget_from = "";
@@ -176,16 +176,24 @@ static int convert_gcdump(FILE *in, const char *in_name, FILE *out)
 static int convert_speedscope(FILE *in, const char *in_name, FILE *out)
 {
     struct ev_symbols *s = NULL;
+    struct mb_share share; /* the profile's tables, charged exactly: the whole budget */
+    mb_share_init(&share, "speedscope profile", budget);
     int rc = ev_symbols_new(&s);
     if (rc != 0) {
         fprintf(stderr, "dotmon convert: %s\n", agent_strerror(rc));
         return 1;
     }
+    (void)ev_symbols_set_share(s, &share);
     if (feed_all(in, in_name, symbols_feed, s) == 1) {
         ev_symbols_free(s);
         return 1;
     }
     rc = ev_symbols_finish(s); /* a feed error is the verdict too */
+    if (rc == AGENT_E_BUDGET) {
+        say_over_budget(in_name, ev_symbols_error(s));
+        ev_symbols_free(s);
+        return 1;
+    }
     if (rc != 0) {
         const char *msg = ev_symbols_error(s);
         fprintf(stderr, "dotmon convert: %s: %s\n", in_name,
@@ -208,6 +216,10 @@ static int convert_speedscope(FILE *in, const char *in_name, FILE *out)
     }
     rc = ev_symbols_write_speedscope(s, in_name, file_sink, out);
     ev_symbols_free(s);
+    if (rc == AGENT_E_BUDGET) {
+        say_over_budget(in_name, "naming the frames");
+        return 1;
+    }
     if (rc != 0) {
         fprintf(stderr, "dotmon convert: writing the output failed\n");
         return 1;

@@ -11,6 +11,8 @@
 #include "buf.h"
 #include "err.h"
 #include "ev_rd.h"
+#include "ev_store.h"
+#include "membudget.h"
 #include "nettrace.h"
 #include "utf8.h"
 
@@ -106,16 +108,42 @@ struct ev_symbols {
     struct ev_symbols_stats st;
     bool finished;
     int verdict_rc;
+    struct mb_share *share; /* borrowed (ev_symbols_set_share); NULL: dotmon's total only */
+    uint64_t held;          /* bytes charged now: every table, the names, the write's temporaries */
+    size_t cap_index;       /* elements of maxend and method_frame */
     int fail; /* an event the stream callback could not keep for want of memory or room */
     int err;
     char msg[256];
 };
 
+/* Charges n bytes to the share before they are allocated: 0 or AGENT_E_BUDGET. */
+static int charge(struct ev_symbols *s, size_t n)
+{
+    if (n == 0) {
+        return 0;
+    }
+    if (mb_charge(s->share, n) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    s->held += n;
+    return 0;
+}
+
+static void release(struct ev_symbols *s, size_t n)
+{
+    if (n != 0) {
+        mb_release(s->share, n);
+        s->held -= n;
+    }
+}
+
 /*
  * Grows *p (elements of size elem) to hold need elements, doubling, so that appending one at a
- * time stays linear; 0 or -ENOMEM (*p and *cap unchanged).
+ * time stays linear, the growth charged first; 0, AGENT_E_BUDGET or -ENOMEM (*p and *cap
+ * unchanged). What it holds is released by ev_symbols_free (s->held), or by the caller that frees
+ * *p earlier.
  */
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
+static int grow(struct ev_symbols *s, void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) {
         return 0;
@@ -124,8 +152,12 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     while (ncap < need) {
         ncap *= 2;
     }
+    if (charge(s, (ncap - *cap) * elem) != 0) {
+        return AGENT_E_BUDGET;
+    }
     void *np = realloc(*p, ncap * elem);
     if (np == NULL) {
+        release(s, (ncap - *cap) * elem);
         return -ENOMEM;
     }
     *p = np;
@@ -133,12 +165,73 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/* A temporary of the writers: n zeroed bytes charged to the share, its size kept before it. */
+union tmp_head {
+    size_t n;
+    max_align_t align;
+};
+
+static int tmp_alloc(struct ev_symbols *s, size_t count, size_t elem, void *out)
+{
+    if (count > (SIZE_MAX - sizeof(union tmp_head)) / elem) {
+        return -ENOMEM;
+    }
+    size_t n = sizeof(union tmp_head) + count * elem;
+    if (charge(s, n) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    union tmp_head *h = calloc(1, n);
+    if (h == NULL) {
+        release(s, n);
+        return -ENOMEM;
+    }
+    h->n = n;
+    void *p = h + 1;
+    memcpy(out, &p, sizeof(p)); /* out: the address of any object pointer */
+    return 0;
+}
+
+static void tmp_free(struct ev_symbols *s, void *p)
+{
+    if (p != NULL) {
+        union tmp_head *h = (union tmp_head *)p - 1;
+        release(s, h->n);
+        free(h);
+    }
+}
+
 /* Appends s[0..n) and a NUL to the names arena; the offset in *at. */
 static int name_add(struct ev_symbols *s, const char *str, size_t n, uint32_t *at)
 {
+    /* Every name (method, module, frame) cut at EV_SYMBOLS_MAX_NAME: str[0..n) is long enough. */
+    char cut[EV_SYMBOLS_MAX_NAME + sizeof(EV_CUT_MARKER)];
+    if (n > EV_SYMBOLS_MAX_NAME) {
+        str = ev_name_cut(str, EV_SYMBOLS_MAX_NAME, cut, sizeof(cut));
+        n = strlen(str);
+    }
     size_t off = buf_size(&s->names);
     if (off + n + 1 > UINT32_MAX) {
         return AGENT_E_TOOBIG;
+    }
+    /* The arena's growth, as buf_reserve makes it (doubling from 256), charged first. */
+    size_t old = s->names.cap, need = off + n + 2;
+    if (need > old) {
+        size_t ncap = old != 0 ? old : 256;
+        while (ncap < need) {
+            ncap *= 2;
+        }
+        if (charge(s, ncap - old) != 0) {
+            return AGENT_E_BUDGET;
+        }
+        int rc = buf_reserve(&s->names, n + 1);
+        if (s->names.cap < ncap) { /* at buf's max: less than charged */
+            release(s, ncap - s->names.cap);
+        } else if (s->names.cap > ncap && charge(s, s->names.cap - ncap) != 0) {
+            rc = AGENT_E_BUDGET; /* not buf's policy (never seen): refused after the fact */
+        }
+        if (rc != 0) {
+            return rc;
+        }
     }
     int rc = buf_append(&s->names, str, n);
     if (rc == 0) {
@@ -196,7 +289,7 @@ int ev_symbols_add_method(struct ev_symbols *s, const uint8_t *payload, size_t l
     if (s->nmethods >= EV_SYMBOLS_MAX_METHODS) {
         return AGENT_E_TOOBIG;
     }
-    int rc = grow((void **)&s->methods, &s->cap_methods, s->nmethods + 1, sizeof(*s->methods));
+    int rc = grow(s, (void **)&s->methods, &s->cap_methods, s->nmethods + 1, sizeof(*s->methods));
     if (rc != 0) {
         return rc;
     }
@@ -278,7 +371,7 @@ int ev_symbols_add_module(struct ev_symbols *s, const uint8_t *payload, size_t l
     if (s->nmodules >= EV_SYMBOLS_MAX_METHODS) {
         return AGENT_E_TOOBIG;
     }
-    int rc = grow((void **)&s->modules, &s->cap_modules, s->nmodules + 1, sizeof(*s->modules));
+    int rc = grow(s, (void **)&s->modules, &s->cap_modules, s->nmodules + 1, sizeof(*s->modules));
     if (rc != 0) {
         return rc;
     }
@@ -359,12 +452,16 @@ static uint64_t frame_hash(const struct ev_symbols *s, size_t i)
  * Doubles an open-addressing table (slots hold an index + 1, 0 is empty) and re-inserts the n
  * entries by their hash.
  */
-static int table_grow(const struct ev_symbols *s, uint32_t **table, size_t *cap, size_t n,
+static int table_grow(struct ev_symbols *s, uint32_t **table, size_t *cap, size_t n,
                       uint64_t (*hash)(const struct ev_symbols *, size_t))
 {
     size_t ncap = *cap != 0 ? *cap * 2 : 1024;
+    if (charge(s, ncap * sizeof(uint32_t)) != 0) {
+        return AGENT_E_BUDGET;
+    }
     uint32_t *t = calloc(ncap, sizeof(*t));
     if (t == NULL) {
+        release(s, ncap * sizeof(uint32_t));
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
@@ -375,6 +472,7 @@ static int table_grow(const struct ev_symbols *s, uint32_t **table, size_t *cap,
         t[h] = (uint32_t)i + 1;
     }
     free(*table);
+    release(s, *cap * sizeof(uint32_t));
     *table = t;
     *cap = ncap;
     return 0;
@@ -396,7 +494,7 @@ static int addr_intern(struct ev_symbols *s, uint64_t ip, uint32_t *out)
             return 0;
         }
     }
-    if ((rc = grow((void **)&s->addrs, &s->cap_addrs, s->naddrs + 1, sizeof(*s->addrs))) != 0) {
+    if ((rc = grow(s, (void **)&s->addrs, &s->cap_addrs, s->naddrs + 1, sizeof(*s->addrs))) != 0) {
         return rc;
     }
     s->addrs[s->naddrs] = ip;
@@ -414,7 +512,7 @@ static int stack_intern(struct ev_symbols *s, const uint64_t *addrs, size_t n, u
     if (n > EV_SYMBOLS_MAX_IPS) {
         return AGENT_E_TOOBIG;
     }
-    int rc = grow((void **)&s->scratch_idx, &s->cap_scratch_idx, n, sizeof(*s->scratch_idx));
+    int rc = grow(s, (void **)&s->scratch_idx, &s->cap_scratch_idx, n, sizeof(*s->scratch_idx));
     for (size_t i = 0; rc == 0 && i < n; i++) {
         rc = addr_intern(s, addrs[i], &s->scratch_idx[i]);
     }
@@ -438,8 +536,9 @@ static int stack_intern(struct ev_symbols *s, const uint64_t *addrs, size_t n, u
     if (s->nips + n > EV_SYMBOLS_MAX_IPS) {
         return AGENT_E_TOOBIG;
     }
-    if ((rc = grow((void **)&s->ips, &s->cap_ips, s->nips + n, sizeof(*s->ips))) != 0 ||
-        (rc = grow((void **)&s->stacks, &s->cap_stacks, s->nstacks + 1, sizeof(*s->stacks))) != 0) {
+    if ((rc = grow(s, (void **)&s->ips, &s->cap_ips, s->nips + n, sizeof(*s->ips))) != 0 ||
+        (rc = grow(s, (void **)&s->stacks, &s->cap_stacks, s->nstacks + 1, sizeof(*s->stacks))) !=
+            0) {
         return rc;
     }
     memcpy(s->ips + s->nips, ips, n * sizeof(*ips));
@@ -464,7 +563,7 @@ static int add_sample(struct ev_symbols *s, uint64_t thread, int64_t ts, const u
     if (s->nsamples >= EV_SYMBOLS_MAX_SAMPLES) {
         return AGENT_E_TOOBIG;
     }
-    int rc = grow((void **)&s->samples, &s->cap_samples, s->nsamples + 1, sizeof(*s->samples));
+    int rc = grow(s, (void **)&s->samples, &s->cap_samples, s->nsamples + 1, sizeof(*s->samples));
     uint32_t idx = 0;
     if (rc != 0 || (rc = stack_intern(s, ips, n, &idx)) != 0) {
         return rc;
@@ -519,7 +618,7 @@ static size_t event_ips(struct ev_symbols *s, const struct nettrace_event *ev, i
     size_t ptr = ti.pointer_size == 4 ? 4 : 8;
     size_t n = ev->stack_len / ptr;
     if (n == 0 ||
-        (*rc = grow((void **)&s->scratch, &s->cap_scratch, n, sizeof(*s->scratch))) != 0) {
+        (*rc = grow(s, (void **)&s->scratch, &s->cap_scratch, n, sizeof(*s->scratch))) != 0) {
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -548,9 +647,12 @@ int ev_symbols_event_stack(struct ev_symbols *s, const struct nettrace_event *ev
     int rc = 0;
     size_t n = event_ips(s, ev, &rc);
     if (n == 0) {
+        note(s, rc == AGENT_E_BUDGET ? rc : 0);
         return rc != 0 ? rc : AGENT_E_NOTFOUND;
     }
-    return stack_intern(s, s->scratch, n, out);
+    rc = stack_intern(s, s->scratch, n, out);
+    note(s, rc == AGENT_E_BUDGET ? rc : 0); /* over the share: the feed stops (ev_profile's too) */
+    return rc;
 }
 
 void ev_symbols_set_event_cb(struct ev_symbols *s, ev_symbols_event_cb cb, void *ud)
@@ -635,6 +737,7 @@ void ev_symbols_free(struct ev_symbols *s)
     free(s->method_frame);
     free(s->frames);
     free(s->frame_table);
+    release(s, s->held);
     free(s);
 }
 
@@ -647,8 +750,28 @@ int ev_symbols_feed(struct ev_symbols *s, const uint8_t *p, size_t n)
     if (rc < 0) {
         nettrace_error_line(&s->ck, rc, s->msg, sizeof(s->msg));
         s->err = rc;
+    } else if (s->fail == AGENT_E_BUDGET) {
+        /* Over the share: the rest of the stream is not read (it would only be refused). */
+        (void)snprintf(s->msg, sizeof(s->msg),
+                       "the profile is over its memory share (%llu bytes held)",
+                       (unsigned long long)s->held);
+        s->err = rc = AGENT_E_BUDGET;
     }
     return rc;
+}
+
+int ev_symbols_set_share(struct ev_symbols *s, struct mb_share *share)
+{
+    if (s->held != 0) {
+        return AGENT_E_INVAL; /* charged elsewhere already */
+    }
+    s->share = share;
+    return 0;
+}
+
+uint64_t ev_symbols_held(const struct ev_symbols *s)
+{
+    return s->held;
 }
 
 int ev_symbols_finish(struct ev_symbols *s)
@@ -734,8 +857,17 @@ static int build_index(struct ev_symbols *s)
     if (s->nmodules > 0) {
         qsort(s->modules, s->nmodules, sizeof(*s->modules), cmp_module);
     }
+    const size_t per = sizeof(*s->maxend) + sizeof(*s->method_frame);
     free(s->maxend);
     free(s->method_frame);
+    s->maxend = NULL;
+    s->method_frame = NULL;
+    release(s, s->cap_index * per);
+    s->cap_index = 0;
+    if (charge(s, (s->nmethods + 1) * per) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    s->cap_index = s->nmethods + 1;
     s->maxend = malloc((s->nmethods + 1) * sizeof(*s->maxend));
     s->method_frame = malloc((s->nmethods + 1) * sizeof(*s->method_frame));
     if (s->maxend == NULL || s->method_frame == NULL) {
@@ -862,7 +994,8 @@ static int frame_intern(struct ev_symbols *s, const char *str, size_t n, uint32_
             return 0;
         }
     }
-    if ((rc = grow((void **)&s->frames, &s->cap_frames, s->nframes + 1, sizeof(*s->frames))) != 0) {
+    if ((rc = grow(s, (void **)&s->frames, &s->cap_frames, s->nframes + 1, sizeof(*s->frames))) !=
+        0) {
         return rc;
     }
     s->frames[s->nframes] = at;
@@ -1017,16 +1150,13 @@ static int write_profile(struct ev_symbols *s, const struct group *g, const uint
 /* The frame of every distinct address, by addrs index (frames numbered in that order). */
 static int resolve_all(struct ev_symbols *s, uint32_t **out)
 {
-    uint32_t *fr = malloc((s->naddrs + 1) * sizeof(*fr));
-    if (fr == NULL) {
-        return -ENOMEM;
-    }
-    int rc = 0;
+    uint32_t *fr = NULL;
+    int rc = tmp_alloc(s, s->naddrs + 1, sizeof(*fr), &fr);
     for (size_t i = 0; rc == 0 && i < s->naddrs; i++) {
         rc = frame_of(s, s->addrs[i], &fr[i]);
     }
     if (rc != 0) {
-        free(fr);
+        tmp_free(s, fr);
         return rc;
     }
     *out = fr;
@@ -1039,7 +1169,7 @@ static int resolve_all(struct ev_symbols *s, uint32_t **out)
  * (the runtime's all come from its sampler thread, so they are), hence the sort by thread, then
  * time, then arrival.
  */
-static int thread_groups(struct ev_symbols *s, struct group **out, size_t *n)
+static int thread_groups(struct ev_symbols *s, struct group **out, size_t *n, size_t *cap_out)
 {
     if (s->nsamples > 0) {
         qsort(s->samples, s->nsamples, sizeof(*s->samples), cmp_sample);
@@ -1048,9 +1178,11 @@ static int thread_groups(struct ev_symbols *s, struct group **out, size_t *n)
     size_t ng = 0, cap = 0;
     for (size_t i = 0; i < s->nsamples; i++) {
         if (i == 0 || s->samples[i].thread != s->samples[i - 1].thread) {
-            if (grow((void **)&g, &cap, ng + 1, sizeof(*g)) != 0) {
+            int rc = grow(s, (void **)&g, &cap, ng + 1, sizeof(*g));
+            if (rc != 0) {
                 free(g);
-                return -ENOMEM;
+                release(s, cap * sizeof(*g));
+                return rc;
             }
             g[ng++] = (struct group){.first = i, .n = 0, .min_order = UINT32_MAX};
         }
@@ -1064,6 +1196,7 @@ static int thread_groups(struct ev_symbols *s, struct group **out, size_t *n)
     }
     *out = g;
     *n = ng;
+    *cap_out = cap;
     return 0;
 }
 
@@ -1076,7 +1209,7 @@ int ev_symbols_write_speedscope(struct ev_symbols *s, const char *name, ev_symbo
     double weight = (double)s->sampling_ns / 1e6;
     uint32_t *stack_frames = NULL;
     struct group *groups = NULL;
-    size_t ngroups = 0;
+    size_t ngroups = 0, cap_groups = 0;
     struct buf b;
     buf_init(&b, 0);
     int rc = build_index(s);
@@ -1084,7 +1217,7 @@ int ev_symbols_write_speedscope(struct ev_symbols *s, const char *name, ev_symbo
         rc = resolve_all(s, &stack_frames);
     }
     if (rc == 0) {
-        rc = thread_groups(s, &groups, &ngroups);
+        rc = thread_groups(s, &groups, &ngroups, &cap_groups);
     }
     if (rc == 0) {
         rc = buf_append_str(&b, "{\"$schema\":\"" SPEEDSCOPE_SCHEMA "\",\"exporter\":\"dotmon\","
@@ -1127,7 +1260,8 @@ int ev_symbols_write_speedscope(struct ev_symbols *s, const char *name, ev_symbo
     }
     buf_fini(&b);
     free(groups);
-    free(stack_frames);
+    release(s, cap_groups * sizeof(*groups));
+    tmp_free(s, stack_frames);
     return rc;
 }
 
@@ -1215,11 +1349,12 @@ static int copy_top(const struct frame_stat *v, size_t n, struct ev_symbols_meth
     return 0;
 }
 
-static uint64_t count_threads(const struct ev_symbols *s, int *rc)
+static uint64_t count_threads(struct ev_symbols *s, int *rc)
 {
-    uint64_t *t = malloc((s->nsamples + 1) * sizeof(*t));
-    if (t == NULL) {
-        *rc = -ENOMEM;
+    uint64_t *t = NULL;
+    int trc = tmp_alloc(s, s->nsamples + 1, sizeof(*t), &t);
+    if (trc != 0) {
+        *rc = *rc != 0 ? *rc : trc;
         return 0;
     }
     for (size_t i = 0; i < s->nsamples; i++) {
@@ -1230,7 +1365,7 @@ static uint64_t count_threads(const struct ev_symbols *s, int *rc)
     for (size_t i = 0; i < s->nsamples; i++) {
         n += i == 0 || t[i] != t[i - 1];
     }
-    free(t);
+    tmp_free(s, t);
     return n;
 }
 
@@ -1292,14 +1427,13 @@ int ev_symbols_aggregate(struct ev_symbols *s, size_t top, struct ev_symbols_pro
         goto out;
     }
     size_t nf = s->nframes + 1;
-    cnt = calloc(s->nstacks + 1, sizeof(*cnt));
-    ex = calloc(nf, sizeof(*ex));
-    in = calloc(nf, sizeof(*in));
-    mark = calloc(nf, sizeof(*mark));
-    skip = calloc(nf, sizeof(*skip));
-    v = calloc(nf, sizeof(*v));
-    if (cnt == NULL || ex == NULL || in == NULL || mark == NULL || skip == NULL || v == NULL) {
-        rc = -ENOMEM;
+    rc = tmp_alloc(s, s->nstacks + 1, sizeof(*cnt), &cnt);
+    rc = rc ? rc : tmp_alloc(s, nf, sizeof(*ex), &ex);
+    rc = rc ? rc : tmp_alloc(s, nf, sizeof(*in), &in);
+    rc = rc ? rc : tmp_alloc(s, nf, sizeof(*mark), &mark);
+    rc = rc ? rc : tmp_alloc(s, nf, sizeof(*skip), &skip);
+    rc = rc ? rc : tmp_alloc(s, nf, sizeof(*v), &v);
+    if (rc != 0) {
         goto out;
     }
     for (size_t i = 0; i < s->nsamples; i++) {
@@ -1333,13 +1467,13 @@ out:
     if (rc != 0) {
         ev_symbols_profile_fini(out);
     }
-    free(v);
-    free(skip);
-    free(mark);
-    free(in);
-    free(ex);
-    free(cnt);
-    free(fr);
+    tmp_free(s, v);
+    tmp_free(s, skip);
+    tmp_free(s, mark);
+    tmp_free(s, in);
+    tmp_free(s, ex);
+    tmp_free(s, cnt);
+    tmp_free(s, fr);
     return rc;
 }
 
@@ -1492,10 +1626,9 @@ int ev_symbols_write_flame(struct ev_symbols *s, uint64_t pid, uint32_t duration
     if (rc != 0) {
         goto out;
     }
-    cnt = calloc(s->nstacks + 1, sizeof(*cnt));
-    map = malloc((s->nframes + 1) * sizeof(*map));
-    if (cnt == NULL || map == NULL) {
-        rc = -ENOMEM;
+    rc = tmp_alloc(s, s->nstacks + 1, sizeof(*cnt), &cnt);
+    rc = rc ? rc : tmp_alloc(s, s->nframes + 1, sizeof(*map), &map);
+    if (rc != 0) {
         goto out;
     }
     uint64_t managed = 0;
@@ -1539,9 +1672,9 @@ int ev_symbols_write_flame(struct ev_symbols *s, uint64_t pid, uint32_t duration
     rc = rc ? rc : out_flush(&b, true, sink, ud);
 out:
     buf_fini(&b);
-    free(map);
-    free(cnt);
-    free(fr);
+    tmp_free(s, map);
+    tmp_free(s, cnt);
+    tmp_free(s, fr);
     return rc;
 }
 

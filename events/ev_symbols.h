@@ -24,9 +24,14 @@
  * no range is the frame "?!?" (TraceEvent's unknown frame; EventPipe names no native module on
  * Linux). A method whose module is unknown gets the module "?".
  *
+ * Memory: every table (methods, modules, names, stacks, addresses, samples, their hash tables,
+ * the frames and the writers' temporaries) is charged in bytes to a share of dotmon's budget
+ * (ev_symbols_set_share; else to the total) before it grows, and given back when it is freed;
+ * method and module names are cut at EV_SYMBOLS_MAX_NAME bytes (ev_name_cut, EV_CUT_MARKER).
+ *
  * Pure: no libuv, no I/O, no globals. Errors: -ENOMEM (UV_ENOMEM), AGENT_E_INVAL (bad argument),
- * AGENT_E_TOOBIG (more than EV_SYMBOLS_MAX_* of something), and nettrace_feed's errors from
- * ev_symbols_feed.
+ * AGENT_E_TOOBIG (more than EV_SYMBOLS_MAX_* of something), AGENT_E_BUDGET (over the share or
+ * dotmon's total), and nettrace_feed's errors from ev_symbols_feed.
  */
 
 #include <stdbool.h>
@@ -36,6 +41,7 @@
 #define EV_SYMBOLS_MAX_METHODS (4u * 1024u * 1024u)
 #define EV_SYMBOLS_MAX_SAMPLES (256u * 1024u * 1024u)
 #define EV_SYMBOLS_MAX_IPS     (256u * 1024u * 1024u) /* distinct stacks' addresses, summed */
+#define EV_SYMBOLS_MAX_NAME    1024u /* bytes of a method's or module's name, then EV_CUT_MARKER */
 #define EV_SYMBOLS_UNKNOWN     "?!?"
 /* The runtime's own library: its frames are not an event's site (ev_symbols_stack_site). */
 #define EV_SYMBOLS_RUNTIME_LIB "System.Private.CoreLib"
@@ -68,12 +74,25 @@ int ev_symbols_new(struct ev_symbols **out);
 /* Accepts NULL. */
 void ev_symbols_free(struct ev_symbols *s);
 
-/* The next n bytes of the stream: 0, or nettrace_feed's error (later feeds return it again). */
+/*
+ * Charges what s will hold to share (borrowed: it must outlive s; NULL: dotmon's total only).
+ * Before the first feed: AGENT_E_INVAL once s holds something.
+ */
+struct mb_share;
+int ev_symbols_set_share(struct ev_symbols *s, struct mb_share *share);
+/* Bytes s holds now, as charged (all given back by ev_symbols_free). */
+uint64_t ev_symbols_held(const struct ev_symbols *s);
+
+/*
+ * The next n bytes of the stream: 0, or nettrace_feed's error, or AGENT_E_BUDGET once something
+ * could not be kept within the share (later feeds return it again).
+ */
 int ev_symbols_feed(struct ev_symbols *s, const uint8_t *p, size_t n);
 /*
  * EOF: 0 when the stream was valid and complete and every sample, method and module in it was
  * kept, else a negative code (AGENT_E_TRUNC when it ended early, AGENT_E_PROTO when it is invalid,
- * -ENOMEM or AGENT_E_TOOBIG when something could not be kept; see ev_symbols_error). Idempotent.
+ * -ENOMEM, AGENT_E_TOOBIG or AGENT_E_BUDGET when something could not be kept; see
+ * ev_symbols_error). Idempotent.
  */
 int ev_symbols_finish(struct ev_symbols *s);
 /* The stream's problem as one line ("nettrace at offset N: …"), NULL if none. */

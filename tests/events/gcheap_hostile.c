@@ -9,7 +9,7 @@
 
 #define RUNTIME "Microsoft-Windows-DotNETRuntime"
 
-enum { MD_START = 1, MD_TYPE, MD_NODE, MD_EDGE };
+enum { MD_START = 1, MD_TYPE, MD_NODE, MD_EDGE, MD_METHOD };
 
 static void md(struct nt *t, uint32_t id, uint32_t event_id, uint32_t version)
 {
@@ -42,6 +42,9 @@ void gh_start(struct gh *h, enum gh_kind kind)
     md(&h->t, MD_TYPE, 15, 0);
     md(&h->t, MD_NODE, 18, 0);
     md(&h->t, MD_EDGE, 19, 0);
+    if (kind == GH_METHODS) {
+        md(&h->t, MD_METHOD, 143, 2); /* MethodLoadVerbose */
+    }
     nt_block(&h->t, "MetadataBlock", false);
     struct wb p = {0};
     WB_PUT(&p, {7, 4}, {2, 4}, {1, 4}, {0, 4}, {0, 2}, {0, 8}); /* gen 2, induced, blocking */
@@ -73,6 +76,23 @@ static void gh_block(struct gh *h)
                 wb_u64(&p, 0);
             }
             emit(&h->t, MD_NODE, &p);
+            h->round++;
+        }
+    } else if (h->kind == GH_METHODS) {
+        static char name[GH_NAME_CHARS + 1];
+        if (name[0] == '\0') {
+            memset(name, 'M', GH_NAME_CHARS);
+        }
+        for (int e = 0; e < 2; e++) {
+            uint64_t start = 0x7f0000000000ull + (uint64_t)h->round * 0x100;
+            /* MethodID, ModuleID, start, size, token, flags */
+            WB_PUT(&p, {start, 8}, {0x10, 8}, {start, 8}, {0x100, 4}, {0x06000001, 4}, {0, 4});
+            wb_wstr(&p, "Hostile");
+            wb_wstr(&p, name);
+            wb_wstr(&p, "void  ()");
+            wb_u16(&p, 0); /* ClrInstanceID */
+            wb_u64(&p, 0); /* ReJITID */
+            emit(&h->t, MD_METHOD, &p);
             h->round++;
         }
     } else {

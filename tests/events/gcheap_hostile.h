@@ -7,7 +7,9 @@
  * induced gen-2 GCStart, then, for ever, one of:
  *   GH_EDGES  GCBulkEdge events of 4,000 edges each and never a node: edges wait for ever;
  *   GH_NODES  GCBulkNode events of 1,500 distinct objects without edges;
- *   GH_NAMES  BulkType events, one type each with a 30,000-character name (distinct type ids).
+ *   GH_NAMES  BulkType events, one type each with a 30,000-character name (distinct type ids);
+ *   GH_METHODS MethodLoadVerbose events, each a new method named by 30,000 characters (for the
+ *             CPU profile's tables: `dotmon convert --format speedscope`).
  * Used by test_ev_gcheap (fed straight to ev_gcheap) and by tests/tools/gcheap_attack (a fake
  * runtime answering /gcdump's session with it).
  */
@@ -17,7 +19,7 @@
 
 #include "ntw.h"
 
-enum gh_kind { GH_EDGES, GH_NODES, GH_NAMES };
+enum gh_kind { GH_EDGES, GH_NODES, GH_NAMES, GH_METHODS };
 
 #define GH_NAME_CHARS 30000
 

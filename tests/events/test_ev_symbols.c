@@ -8,7 +8,10 @@
  * outermost-first samples, thread and time order, weights from the sampling period); and a
  * folded stacks of a flame graph; and a
  * real dotnet-trace CPU trace without rundown (tests/fixtures/nettrace/cpu.nettrace, 8807
- * ThreadSample events): every sample kept, every frame unknown.
+ * ThreadSample events): every sample kept, every frame unknown. A hostile runtime against a
+ * small share of the memory budget: ever-new methods with 30,000-character names, ever-new
+ * stacks, and a stream of such methods, each refused with AGENT_E_BUDGET at the share's cap,
+ * names cut at EV_SYMBOLS_MAX_NAME, every byte given back at ev_symbols_free.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,8 +27,10 @@
 
 #include "buf.h"
 #include "err.h"
+#include "ev_store.h"
 #include "ev_symbols.h"
 #include "fixture.h"
+#include "membudget.h"
 #include "ntw.h"
 #include "utf8.h"
 #include "wbuf.h"
@@ -547,6 +552,136 @@ static void test_ev_symbols_fixture_no_rundown(void **state)
     free(p);
 }
 
+/* A name of n characters, 'x' after the digits of k so that each one is new. */
+static char *long_name(size_t n, unsigned k)
+{
+    char *name = malloc(n + 1);
+    assert_non_null(name);
+    memset(name, 'x', n);
+    name[n] = '\0';
+    char num[16];
+    int len = snprintf(num, sizeof(num), "%u", k);
+    memcpy(name, num, (size_t)len);
+    return name;
+}
+
+#define HOSTILE_SHARE (1024u * 1024u)
+#define HOSTILE_NAME  30000u
+
+/* Ever-new methods named by 30,000 characters: cut, charged, refused at the share's cap. */
+static void test_ev_symbols_budget_methods(void **state)
+{
+    (void)state;
+    struct mb_share share;
+    mb_share_init(&share, "test", HOSTILE_SHARE);
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    assert_int_equal(ev_symbols_set_share(s, &share), 0);
+    int rc = 0;
+    unsigned n = 0;
+    for (; n < 100000 && rc == 0; n++) {
+        char *name = long_name(HOSTILE_NAME, n);
+        struct wb p = method_payload(2, 0x10, 0x1000 + 0x100ull * n, 0x100, "", name, "void  ()");
+        rc = ev_symbols_add_method(s, p.b, p.n, 2);
+        free(p.b);
+        free(name);
+    }
+    assert_int_equal(rc, AGENT_E_BUDGET);
+    print_message("methods kept in 1 MiB: %u, peak %llu bytes\n", n - 1,
+                  (unsigned long long)atomic_load(&share.peak));
+    /* A name costs 1,024 bytes + the marker + its NUL, the arena doubles: 500 to 1,000 fit. */
+    assert_in_range(n - 1, 400, 1000);
+    assert_true(atomic_load(&share.peak) <= HOSTILE_SHARE);
+    assert_int_equal(atomic_load(&share.used), ev_symbols_held(s));
+    assert_true(atomic_load(&share.refused) >= 1);
+    char out[4096];
+    assert_int_equal(ev_symbols_resolve(s, 0x1000 + 0x100ull * 7 + 5, out, sizeof(out)), 0);
+    size_t len = strlen(out);
+    assert_int_equal(len, strlen("?!") + EV_SYMBOLS_MAX_NAME + strlen(EV_CUT_MARKER));
+    assert_memory_equal(out, "?!7xxx", 6);
+    assert_string_equal(out + len - strlen(EV_CUT_MARKER), EV_CUT_MARKER);
+    ev_symbols_free(s);
+    assert_int_equal(atomic_load(&share.used), 0);
+    assert_int_equal(membudget_used(), 0);
+}
+
+/* Ever-new stacks of 64 new addresses each: refused at the share's cap, all given back. */
+static void test_ev_symbols_budget_stacks(void **state)
+{
+    (void)state;
+    struct mb_share share;
+    mb_share_init(&share, "test", HOSTILE_SHARE);
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    assert_int_equal(ev_symbols_set_share(s, &share), 0);
+    uint64_t ips[64];
+    int rc = 0;
+    unsigned n = 0;
+    for (; n < 100000 && rc == 0; n++) {
+        for (size_t i = 0; i < 64; i++) {
+            ips[i] = 0x10000ull + 64ull * n + i;
+        }
+        rc = ev_symbols_add_sample(s, n % 7, n, ips, 64);
+    }
+    assert_int_equal(rc, AGENT_E_BUDGET);
+    print_message("stacks of 64 new addresses kept in 1 MiB: %u, peak %llu bytes\n", n - 1,
+                  (unsigned long long)atomic_load(&share.peak));
+    /* A stack of 64 new addresses: 64 * (8 + 4 + 8 of address table) + its records. */
+    assert_in_range(n - 1, 300, 1000);
+    assert_true(atomic_load(&share.peak) <= HOSTILE_SHARE);
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(s, &st);
+    assert_int_equal(st.samples, n - 1);
+    ev_symbols_free(s);
+    assert_int_equal(atomic_load(&share.used), 0);
+    assert_int_equal(membudget_used(), 0);
+}
+
+/* The stream: blocks of ever-new methods with 30,000-character names stop the feed. */
+static void test_ev_symbols_budget_stream(void **state)
+{
+    (void)state;
+    enum { MD_LOAD = 1, PER_BLOCK = 8 };
+    struct mb_share share;
+    mb_share_init(&share, "test", 128u * 1024u);
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    assert_int_equal(ev_symbols_set_share(s, &share), 0);
+    struct nt t;
+    nt_begin(&t);
+    md_native(&t, MD_LOAD, RUNTIME, 143, 2);
+    nt_block(&t, "MetadataBlock", false);
+    size_t fed = 0;
+    int rc = 0;
+    unsigned k = 0;
+    for (unsigned b = 0; b < 200 && rc == 0; b++) {
+        for (unsigned i = 0; i < PER_BLOCK; i++, k++) {
+            char *name = long_name(HOSTILE_NAME, k);
+            blob(&t, MD_LOAD,
+                 method_payload(2, 1, 0x1000 + 0x100ull * k, 0x10, "Ns", name, "void  ()"));
+            free(name);
+        }
+        nt_block(&t, "EventBlock", false);
+        rc = ev_symbols_feed(s, t.out.b + fed, t.out.n - fed);
+        fed = t.out.n;
+    }
+    assert_int_equal(rc, AGENT_E_BUDGET);
+    assert_int_equal(ev_symbols_feed(s, (const uint8_t *)"x", 1), AGENT_E_BUDGET);
+    assert_int_equal(ev_symbols_finish(s), AGENT_E_BUDGET);
+    assert_non_null(strstr(ev_symbols_error(s), "memory share"));
+    struct ev_symbols_stats st;
+    ev_symbols_get_stats(s, &st);
+    print_message("stream: %llu methods kept in 128 KiB, %zu bytes fed\n",
+                  (unsigned long long)st.methods, fed);
+    assert_in_range(st.methods, 40, 127); /* 128 KiB / ~1 KiB a method */
+    assert_true(atomic_load(&share.peak) <= 128u * 1024u);
+    ev_symbols_free(s);
+    assert_int_equal(atomic_load(&share.used), 0);
+    assert_int_equal(membudget_used(), 0);
+    free(t.out.b);
+    free(t.blk.b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -557,6 +692,9 @@ int main(void)
         cmocka_unit_test(test_ev_symbols_speedscope),
         cmocka_unit_test(test_ev_symbols_aggregate),
         cmocka_unit_test(test_ev_symbols_fixture_no_rundown),
+        cmocka_unit_test(test_ev_symbols_budget_methods),
+        cmocka_unit_test(test_ev_symbols_budget_stacks),
+        cmocka_unit_test(test_ev_symbols_budget_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

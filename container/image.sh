@@ -52,9 +52,12 @@ version=$("$loader" --library-path "$libdir" "$ctx/rootfs/usr/local/bin/dotmon" 
 
 # 2. The Dockerfile's final stage, reading the files from the build context.
 awk '/^FROM /{n=NR} {l[NR]=$0} END{for(i=n;i<=NR;i++) print l[i]}' "$here/Dockerfile" |
-    sed 's|^COPY --from=build /rootfs/ /$|COPY rootfs/ /|' >"$ctx/Containerfile"
-if ! grep -qx 'FROM scratch' "$ctx/Containerfile" || ! grep -qx 'COPY rootfs/ /' "$ctx/Containerfile"; then
-    echo "image.sh: container/Dockerfile's final stage is not FROM scratch + COPY --from=build /rootfs/ /" >&2
+    sed -e 's|^COPY --from=build /rootfs/ /$|COPY rootfs/ /|' \
+        -e 's|^COPY --from=build --chown=1654:1654 /rootfs/home/ /home/$|COPY --chown=1654:1654 rootfs/home/ /home/|' \
+        >"$ctx/Containerfile"
+if ! grep -qx 'FROM scratch' "$ctx/Containerfile" || ! grep -qx 'COPY rootfs/ /' "$ctx/Containerfile" ||
+    grep -q 'from=build' "$ctx/Containerfile"; then
+    echo "image.sh: container/Dockerfile's final stage is not FROM scratch + COPY --from=build /rootfs/ / (+ /home/app)" >&2
     exit 1
 fi
 

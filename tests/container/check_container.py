@@ -425,8 +425,12 @@ def check_all(root, dotmon, key, verbose):
                 "the build stage does not lay out /rootfs with container/build-rootfs.sh (the recipe `make image` runs)")
     fails.check(df["base"] == "scratch", w, f"final stage is FROM {df['base']}, expected FROM scratch (the rootfs is the whole image)")
     adds = [(k, arg) for k, arg in df["final"] if k in ("COPY", "ADD", "RUN")]
-    fails.check(adds == [("COPY", "--from=build /rootfs/ /")], w,
-                f"final stage must take its files only from COPY --from=build /rootfs/ /, has {adds}")
+    # The second COPY only gives the app user's HOME (rootfs.sh's /home/app, 0700) to that user:
+    # COPY makes every file root's (issue 28: a HOME of its own, not the shared /tmp).
+    fails.check(adds == [("COPY", "--from=build /rootfs/ /"),
+                         ("COPY", "--from=build --chown=1654:1654 /rootfs/home/ /home/")], w,
+                f"final stage must take its files only from COPY --from=build /rootfs/ / (and /home with "
+                f"--chown=1654:1654), has {adds}")
     recipe_path = os.path.join(root, "container", "build-rootfs.sh")
     recipe = open(recipe_path, encoding="utf-8").read() if os.path.exists(recipe_path) else ""
     fails.check("-DAGENT_TESTS=OFF" in recipe, w, "container/build-rootfs.sh does not set -DAGENT_TESTS=OFF")

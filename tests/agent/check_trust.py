@@ -35,7 +35,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, free_port, stop  # noqa: E402
+from dmtest import FAILS, App, check, close_log, free_port, stop  # noqa: E402
 
 UID = 4321
 SCRIPT = "#!/bin/sh\nout=$1\nshift\nprintf '%s\\n' \"$*\" >> \"$out\"\n"
@@ -238,12 +238,7 @@ def main():
         if app is not None:
             app.kill()
         stop(dm)
-        if log is not None:
-            if FAILS:
-                log.flush()
-                log.seek(0)
-                sys.stderr.write(log.read()[-4000:])
-            log.close()
+        close_log(log)
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(shared, ignore_errors=True)
     print(f"{time.time() - t0:.1f} s")

@@ -14,7 +14,6 @@ In a sanitizer build the cgroup's limit is 1 GiB (ASan's own overhead), the budg
 Needs root and a writable cgroup v1 memory hierarchy (else 77); DOTMON_BIN, DOTMON_GCHEAP_ATTACK.
 """
 
-import http.client
 import json
 import os
 import subprocess
@@ -23,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, SANITIZED, check, free_port, start_dotmon, status_kib, stop  # noqa: E402
+from dmtest import FAILS, SANITIZED, check, close_log, free_port, http_try_get, start_dotmon, status_kib, stop  # noqa: E402
 
 CGROOT = "/sys/fs/cgroup/memory"
 # Under ASan dotmon's heap is several times larger (redzones, a 256 MB quarantine, shadow memory):
@@ -31,19 +30,6 @@ CGROOT = "/sys/fs/cgroup/memory"
 LIMIT = (1024 if SANITIZED else 64) << 20
 BUDGET_MB = 48
 KINDS = ("endless pending edges", "edgeless nodes", "30,000-character type names")
-
-
-def get(port, path, timeout=60):
-    """(status, content type, body); status 0 when the connection failed (dotmon died)."""
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        c.request("GET", path)
-        r = c.getresponse()
-        body = r.read()
-        c.close()
-        return r.status, r.getheader("Content-Type") or "", body
-    except (OSError, http.client.HTTPException) as e:
-        return 0, "", str(e).encode()
 
 
 def cg_read(cg, name):
@@ -80,7 +66,7 @@ def main():
             f.write(str(dm.pid))
         for kind in KINDS:
             t0 = time.time()
-            st, ctype, body = get(port, f"/gcdump?pid={attacker.pid}")
+            st, ctype, body = http_try_get(port, f"/gcdump?pid={attacker.pid}")
             took = time.time() - t0
             try:
                 problem = json.loads(body)
@@ -92,7 +78,7 @@ def main():
             time.sleep(0.3)  # a process the cgroup killed is reaped by then
             if not check(dm.poll() is None, f"{kind}: dotmon is alive (exit {dm.poll()})"):
                 return 1
-            st, _, body = get(port, "/processes")
+            st, _, body = http_try_get(port, "/processes")
             check(st == 200 and str(attacker.pid).encode() in body, f"{kind}: /processes answers ({st})")
         hwm = status_kib(dm.pid, "VmHWM")
         rss = status_kib(dm.pid)

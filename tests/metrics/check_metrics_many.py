@@ -30,7 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, free_port, stop  # noqa: E402
+from dmtest import FAILS, App, check, close_log, free_port, stop  # noqa: E402
 
 APPS = 12
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)( (-?\d+))?$')
@@ -191,12 +191,7 @@ def main():
         stop(dm)
         if dm is not None:
             check(dm.returncode == 0, f"dotmon stopped cleanly (exit {dm.returncode})")
-        if log is not None:
-            if FAILS:
-                log.flush()
-                log.seek(0)
-                sys.stderr.write(log.read()[-4000:])
-            log.close()
+        close_log(log)
         shutil.rmtree(tmp, ignore_errors=True)
         print(f"total {time.monotonic() - t_start:.1f} s")
 

@@ -12,7 +12,6 @@ stops cleanly (exit 0, no sanitizer report in its log: the share is given back o
 Needs DOTMON_BIN and DOTMON_GCHEAP_ATTACK.
 """
 
-import http.client
 import json
 import os
 import re
@@ -22,20 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, SANITIZED, check, free_port, start_dotmon, status_kib, stop  # noqa: E402
-
-
-def get(port, path, timeout=60):
-    """(status, content type, body); status 0 when the connection failed (dotmon died)."""
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        c.request("GET", path)
-        r = c.getresponse()
-        body = r.read()
-        c.close()
-        return r.status, r.getheader("Content-Type") or "", body
-    except (OSError, http.client.HTTPException) as e:
-        return 0, "", str(e).encode()
+from dmtest import FAILS, SANITIZED, check, close_log, free_port, http_try_get, start_dotmon, status_kib, stop  # noqa: E402
 
 
 def main():
@@ -51,7 +37,7 @@ def main():
         port = free_port()
         dm = start_dotmon(tmp, port, log, [attacker.pid], env={"DOTMON_MEMORY_LIMIT_MB": "2"})
         t0 = time.time()
-        st, ctype, body = get(port, f"/profile?pid={attacker.pid}&kind=cpu&durationSeconds=30")
+        st, ctype, body = http_try_get(port, f"/profile?pid={attacker.pid}&kind=cpu&durationSeconds=30")
         took = time.time() - t0
         try:
             problem = json.loads(body)
@@ -70,7 +56,7 @@ def main():
         check(m is not None and int(m.group(1)) > 10 << 20 and 100 < int(m.group(2)) < 2048,
               f"the methods filled the share: {m.group(0) if m else 'no such log line'}")
         check(dm.poll() is None, f"dotmon is alive (exit {dm.poll()})")
-        st, _, body = get(port, "/processes")
+        st, _, body = http_try_get(port, "/processes")
         check(st == 200 and str(attacker.pid).encode() in body, f"/processes answers ({st})")
         hwm = status_kib(dm.pid, "VmHWM")
         print(f"dotmon: peak RSS {hwm / 1024:.1f} MB")

@@ -107,6 +107,26 @@ def http_get(port, path, headers=None, timeout=60):
     return r.status, r.getheader("Content-Type", ""), body
 
 
+def http_try_get(port, path, timeout=60):
+    """http_get, with status 0 and the error as the body when the connection fails (dotmon died)."""
+    try:
+        return http_get(port, path, timeout=timeout)
+    except (OSError, http.client.HTTPException) as e:
+        return 0, "", str(e).encode()
+
+
+def close_log(log):
+    """Closes dotmon's log (a w+ file; None is fine), first copying its last 4,000 characters to
+    standard error when a check failed."""
+    if log is None:
+        return
+    if FAILS:
+        log.flush()
+        log.seek(0)
+        sys.stderr.write(log.read()[-4000:])
+    log.close()
+
+
 def no_runtime_session(port, timeout=20):
     """True once dotmon holds no EventPipe session in any runtime (within timeout s)."""
     deadline = time.time() + timeout
@@ -206,10 +226,5 @@ class Watched:
         if self.app is not None:
             self.app.kill()
         stop(self.dm, self.stop_timeout)
-        if self.log is not None:
-            if FAILS:
-                self.log.flush()
-                self.log.seek(0)
-                sys.stderr.write(self.log.read()[-4000:])
-            self.log.close()
+        close_log(self.log)
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -26,7 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from dmtest import FAILS, App, check, free_port, start_dotmon, stop  # noqa: E402
+from dmtest import FAILS, App, check, close_log, free_port, start_dotmon, stop  # noqa: E402
 from uitest import run_node, status  # noqa: E402
 
 # Would run script if the page inserted the command line as HTML (and the CSP let it).
@@ -97,12 +97,7 @@ def main():
             app.kill()
         stop(dm)
         stop(dm2)
-        if log is not None:
-            if FAILS:
-                log.flush()
-                log.seek(0)
-                sys.stderr.write(log.read()[-4000:])
-            log.close()
+        close_log(log)
         shutil.rmtree(tmp, ignore_errors=True)
     return status()
 

@@ -62,8 +62,7 @@ struct options {
     bool to_stdout;
 };
 
-/* One nettrace stream being generated (nettrace.md). Offsets are absolute stream offsets for
- * padding. */
+/* One nettrace stream being generated (nettrace.md). Offsets are absolute, for the padding. */
 struct stream {
     uint64_t off;     /* stream bytes generated so far */
     uint64_t target;  /* end after this many bytes */
@@ -161,8 +160,7 @@ static void out_utf16z(struct conn *c, const char *ascii)
     out_le(c, 0, 2);
 }
 
-/* ---- nettrace generation (nettrace.md)
- * ---------------------------------------------------------------- */
+/* ---- nettrace generation (nettrace.md) ------------------------------------------------------- */
 
 static uint64_t stream_pos(const struct conn *c)
 {
@@ -239,8 +237,7 @@ static void gen_preamble(struct conn *c, struct stream *s)
     out_le(c, 1000000, 4);
     out_le(c, 0x06, 1);
 
-    /* One metadata record: Dotmon-Bench/1 "Tick" with fields UInt64 Counter, String Text
-     * (nettrace.md §5). */
+    /* A metadata record (nettrace.md §5): Dotmon-Bench/1 "Tick", UInt64 Counter, String Text. */
     size_t size_at = block_begin(c, "MetadataBlock");
     size_t content = c->out_len;
     event_header(c, s->ts, s->ts);
@@ -363,8 +360,7 @@ static void stream_start(struct conn *c)
     gen_preamble(c, &c->s);
 }
 
-/* ---- IPC replies (ipc.md §3.3, §4.3)
- * ---------------------------------------------------------------- */
+/* ---- IPC replies (ipc.md §3.3, §4.3) --------------------------------------------------------- */
 
 static void reply_session(struct conn *c, uint64_t sid)
 {

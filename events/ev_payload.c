@@ -111,8 +111,7 @@ static int reserve(struct builder *b, uint16_t parent, uint32_t count, size_t le
     return 0;
 }
 
-/* V1 list (docs/nettrace.md §5.2): u32 type, [nested list if Object], name AFTER the nested fields.
- */
+/* V1 list (nettrace.md §5.2): u32 type, [nested list if Object], name AFTER the nested fields. */
 static int parse_v1(struct builder *b, struct ev_rd *c, uint16_t parent, uint32_t count)
 {
     if (b->f[parent].depth >= EV_SCHEMA_MAX_DEPTH) {

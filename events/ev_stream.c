@@ -510,8 +510,7 @@ static void report(struct ev_stream *s, const char *kind, const char *message)
     }
 }
 
-/* ---- EventCounters (docs/events.md §2.2-2.3) --------------------------------------------------
- */
+/* ---- EventCounters (docs/events.md §2.2-2.3) ---------------------------------------------- */
 
 /* The "Interval=<ms>" of Series, or -1. */
 static int64_t series_interval_ms(const char *series)
@@ -568,8 +567,7 @@ static void on_counters(struct ev_stream *s, const struct ev_md *md, int64_t ts)
     emit(s, &m);
 }
 
-/* ---- System.Diagnostics.Metrics (docs/events.md §3.3-3.5) -------------------------------------
- */
+/* ---- System.Diagnostics.Metrics (docs/events.md §3.3-3.5) --------------------------------- */
 
 /* True when the event's sessionId is ours (any session when the stream was given none). */
 static bool session_matches(struct ev_stream *s, const struct ev_md *md, enum ev_fid f)
@@ -665,8 +663,7 @@ static void on_begin(struct ev_stream *s, const struct ev_md *md)
     slot->monotonic = strcmp(field_str(s, md, F_INSTRUMENT_TYPE, ""), "Counter`1") == 0;
 }
 
-/* "0.5=v;0.95=v;0.99=v" (docs/events.md §3.4): pairs kept ascending by quantile; bad items skipped.
- */
+/* "0.5=v;0.95=v;0.99=v" (events.md §3.4): pairs kept ascending by quantile; bad items skipped. */
 static void parse_quantiles(const char *q, struct ev_metric_sample *m)
 {
     m->nquantiles = 0;

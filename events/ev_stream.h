@@ -39,8 +39,7 @@ struct ev_stream_options {
     /*
      * The EventCounterIntervalSec sent. When > 0, EventCounters events whose Series interval
      * ("Interval=<ms>") differs are dropped, as dotnet-monitor's CounterFilter does (another
-     * session may have lowered the provider's interval, docs/events.md §2.1, §2.3); 0 keeps them
-     * all.
+     * session may have lowered the provider's interval, events.md §2.1, §2.3); 0 keeps them all.
      */
     double counter_interval_s;
 };

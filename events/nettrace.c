@@ -18,9 +18,8 @@
  * sees whole fields and never needs to resume in the middle of one, whatever the chunking, and the
  * only data ever copied is the current unit (at most one block).
  *
- * Section numbers refer to docs/nettrace.md; where it was silent or wrong the behaviour follows
- * what TraceEvent (microsoft/perfview src/TraceEvent/EventPipe) accepts or rejects, as noted
- * inline.
+ * Sections cited are those of docs/nettrace.md; where it is silent the behaviour follows what
+ * TraceEvent (microsoft/perfview src/TraceEvent/EventPipe) accepts or rejects, as noted inline.
  */
 
 #define SMALL_STAGE      80 /* largest non-block unit: a 64-byte type name + end tag */
@@ -100,8 +99,7 @@ struct thread_slot {
     uint8_t live; /* V6: introduced by a Thread block, not removed or flushed since */
 };
 
-/* The decoded header of one event blob (nettrace.md §4.2); compressed blobs inherit from the
- * previous one. */
+/* An event blob's decoded header (nettrace.md §4.2); compressed ones inherit the previous one's. */
 struct blob {
     uint32_t metadata_id;
     uint32_t sequence;
@@ -395,8 +393,7 @@ static void md_public(const struct nettrace_private *pr, const struct md_rec *md
     m->v6 = pr->v6;
 }
 
-/* ---- metadata payloads (nettrace.md §5)
- * ---------------------------------------------------------------- */
+/* ---- metadata payloads (nettrace.md §5) ------------------------------------------------------ */
 
 /* Type codes a V1 field list may use: Object and the scalars 3..18 (Array needs V2Params). */
 static bool v1_type_known(uint32_t t)
@@ -570,8 +567,7 @@ static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t 
     return rc < 0 ? rc : store_metadata(pr, &rec, prov, prov_units, name, name_units, p, n, base);
 }
 
-/* V5 tags (nettrace.md §5.3) until the payload is exhausted: OpCode and V2Params; unknown kinds
- * skipped. */
+/* V5 tags (nettrace.md §5.3) to the payload's end: OpCode and V2Params; unknown kinds skipped. */
 static int parse_metadata_tags(struct nettrace_private *pr, struct ev_rd *c, struct md_rec *rec)
 {
     while (ev_rd_left(c) > 0) {
@@ -850,8 +846,7 @@ static inline int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_
     return 0;
 }
 
-/* ---- blocks (nettrace.md §3, §4)
- * --------------------------------------------------------------------- */
+/* ---- blocks (nettrace.md §3, §4) ------------------------------------------------------------- */
 
 static int varint_fail(struct nettrace_private *pr, enum varint_status st, uint64_t at,
                        const char *what)
@@ -891,8 +886,7 @@ static int read_guid(struct ev_rd *c, uint8_t out[16])
     return 0;
 }
 
-/* A header-compressed blob header (nettrace.md §4.2); b holds the previous blob's header on entry.
- */
+/* A header-compressed blob header (nettrace.md §4.2); b holds the previous one's on entry. */
 static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct blob *b)
 {
     uint8_t flags;
@@ -1248,8 +1242,7 @@ static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size
     return 0;
 }
 
-/* SPBlock (nettrace.md §3.4): timestamp, thread count, 12 bytes per thread; it ends a stack region
- * (nettrace.md §6). */
+/* SPBlock (nettrace.md §3.4): timestamp, thread count, 12 bytes per thread; ends a region (§6). */
 static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t n)
 {
     if (n < 12) {
@@ -1273,8 +1266,7 @@ static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t 
     return 0;
 }
 
-/* ---- NetTrace V6 blocks (nettrace.md §7)
- * ------------------------------------------------------------- */
+/* ---- NetTrace V6 blocks (nettrace.md §7) ----------------------------------------------------- */
 
 /* A V6 string inside a block; its failure names `what`. */
 static int v6_string(struct nettrace_private *pr, struct ev_rd *c, const char *what,
@@ -2004,8 +1996,7 @@ static int step_block_size(struct nettrace_private *pr, const uint8_t *u)
                     block_names[pr->kind], size, pr->opt.max_block);
     }
     pr->block_size = (uint32_t)size;
-    /* nettrace.md §3.1: padding up to the next ABSOLUTE multiple of 4, counted from the stream's
-     * first byte. */
+    /* nettrace.md §3.1: pad to the next ABSOLUTE multiple of 4, counted from the stream's start. */
     uint64_t after = pr->pos + 4;
     expect(pr, ST_BLOCK_PAD, (size_t)((4 - after % 4) % 4));
     return 0;

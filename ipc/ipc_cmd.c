@@ -5,8 +5,7 @@
 
 #include "err.h"
 
-/* Limits the runtime enforces on CollectTracing requests (docs/ipc.md §4.2, deviations.md §1.11).
- */
+/* Limits the runtime enforces on CollectTracing (docs/ipc.md §4.2, deviations.md §1.11). */
 #define MAX_PROVIDERS 1000
 #define MAX_LEVEL     5
 

@@ -67,15 +67,13 @@
  * sessions that need no stacks ask for none from it on. */
 #define IPC_NO_STACKWALK_MAJOR 9
 
-/* The rundown keyword that CollectTracing2/3's requestRundown=true stands for (ipc.md §4.2,
- * profiles.md §3). */
+/* The rundown keyword of CollectTracing2/3's requestRundown=true (ipc.md §4.2, profiles.md §3). */
 #define IPC_RUNDOWN_DEFAULT 0x80020139ull
 
 /* Static name of a known HRESULT ("DS_IPC_E_UNKNOWN_COMMAND"), or "UNKNOWN". Never NULL. */
 const char *ipc_hresult_name(uint32_t hr);
 
-/* Formats a cookie as .NET prints a GUID (ipc.md §2.2): bytes 0-3, 4-5, 6-7 little-endian,
- * lowercase. */
+/* Formats a cookie as .NET prints a GUID (ipc.md §2.2): bytes 0-3, 4-5, 6-7 LE, lowercase. */
 void ipc_guid_format(const uint8_t cookie[IPC_GUID_SIZE], char out[IPC_GUID_STR_SIZE]);
 
 /*
@@ -189,8 +187,8 @@ struct ipc_reply {
  */
 int ipc_reply_parse(const struct ipc_frame *f, enum ipc_reply_expect expect, struct ipc_reply *out);
 
-/* ProcessInfo / ProcessInfo2 / ProcessInfo3 OK payloads (ipc.md §4.3; cookie second, deviations.md
- * §1.3). */
+/* ProcessInfo / ProcessInfo2 / ProcessInfo3 OK payloads (ipc.md §4.3; cookie second:
+ * deviations.md §1.3). */
 struct ipc_process_info {
     uint32_t version; /* ProcessInfo3's version field; 0 for ProcessInfo/ProcessInfo2 */
     uint64_t pid;

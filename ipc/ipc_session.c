@@ -411,8 +411,7 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
         if (need_stop && s->stop_sent) {
             s_drain(s); /* the stream closes after the runtime handled the stop, not before */
         } else {
-            /* No StopTracing out: closing is the only way left to end it in the runtime (ipc.md
-             * §5.4). */
+            /* No StopTracing out: closing is the only way left to end it (ipc.md §5.4). */
             s_close_pipe(s);
         }
         break;

@@ -203,8 +203,7 @@ static void test_codec_set_env_golden(void **state)
     assert_int_equal(w.len, 0);
 }
 
-/* ipc.md §4.4: GenerateCoreDump3 of "/t/d" (Full, no flags): header, string, type, flags (42
- * bytes). */
+/* ipc.md §4.4: GenerateCoreDump3 of "/t/d" (Full, no flags): header, string, type, flags (42 B). */
 static void test_codec_generate_dump_golden(void **state)
 {
     (void)state;
@@ -242,8 +241,7 @@ static void test_codec_generate_dump_golden(void **state)
     assert_int_equal(w.len, 0);
 }
 
-/* ipc.md §3.5: CollectTracing2, 256 MB, format 1, no rundown, DotNETRuntime 0x1 level 4 (117
- * bytes). */
+/* ipc.md §3.5: CollectTracing2, 256 MB, format 1, no rundown, DotNETRuntime 0x1:4 (117 bytes). */
 static size_t golden_collect2(uint8_t *g)
 {
     /* Laid out like the table in ipc.md §3.5: one line per row of the dump. */

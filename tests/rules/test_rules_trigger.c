@@ -87,8 +87,7 @@ static void test_rules_threshold_window(void **state)
     rules_engine_free(e);
 }
 
-/* docs/rules.md §3: a sample later than latest + 1.5 × the requested interval restarts the window.
- */
+/* rules.md §3: a sample later than latest + 1.5 × the requested interval restarts the window. */
 static void test_rules_threshold_gap_restart(void **state)
 {
     (void)state;

@@ -555,8 +555,7 @@ static void reply_session(struct fake_conn *c, uint64_t id)
     conn_reply(c, &e, true);
 }
 
-/* "Nettrace", the FastSerialization header and the Trace object: 102 bytes (nettrace.md §2.1,
- * §2.3). */
+/* "Nettrace", the FastSerialization header and the Trace object: 102 bytes (nettrace.md §2). */
 static void gen_preamble(struct fake_stream *st, uint64_t pid)
 {
     struct enc *e = &st->pend;
@@ -879,8 +878,7 @@ static void trace_stop(struct fake_conn *c)
     trace_stop_act(c, id);
 }
 
-/* ---- GenerateCoreDump (ipc.md §4.4) -------------------------------------------------------------
- */
+/* ---- GenerateCoreDump (ipc.md §4.4) ------------------------------------------------------ */
 
 /* Error + HRESULT; GenerateCoreDump3 appends a message string (ipc.md §4.4). */
 static void reply_dump_error(struct fake_conn *c, int version, uint32_t hr, const char *msg)
@@ -986,8 +984,7 @@ static void dump_on_timer(uv_timer_t *t)
     }
 }
 
-/* Reads the request body of ipc.md §4.4: string dumpName, uint32 dumpType, uint32 flags. ASCII
- * only. */
+/* The request body of ipc.md §4.4: string dumpName, uint32 dumpType, uint32 flags. ASCII only. */
 static bool dump_parse(const uint8_t *p, size_t n, struct fake_dump_info *out)
 {
     if (n < 4) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: configuration from the outside, the JSON settings file and the environment
- * (agent/config.h). The input is loaded as a JSON file (config_load_json) and, split at its NUL
+ * (config/config.h). The input is loaded as a JSON file (config_load_json) and, split at its NUL
  * bytes, as an environment block (config_load_env) into the same map. Then the getters run on the
  * keys dotmon reads (numbers, booleans, durations), every key is classified, and the URL lists are
  * parsed as listen URLs. Map invariant checked: one entry per key (case-insensitive), each found

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# House style that a compiler does not check (STYLE.md): every C file is clang-format clean
+# House style that a compiler does not check (docs/style.md): every C file is clang-format clean
 # (.clang-format), dotmon's own sources pass clang-tidy's bug-prone and function-size checks
 # (.clang-tidy), and the release preset builds a hardened binary. Needs clang-format and
 # clang-tidy (Debian: clang-format, clang-tidy; `make style` installs them).

@@ -17,7 +17,7 @@
 /*
  * The composition root: owns the loop's long-lived objects (HTTP server, discovery, auth
  * verifier, signal handlers) and wires REST routes to IPC commands. Only agent/ knows both
- * sides (STYLE.md 2.1).
+ * sides (docs/style.md §1).
  */
 
 enum agent_listener_tag { AGENT_TAG_ARTIFACTS = 1, AGENT_TAG_METRICS = 2 };

@@ -11,7 +11,7 @@
 #include "ipc_discovery.h"
 
 /*
- * REST handlers (dotnet-monitor's routes and JSON shapes, DOTNET-MONITOR.md §1). api.c holds the
+ * REST handlers (dotnet-monitor's routes and JSON shapes, docs/api.md). api.c holds the
  * dispatcher, authentication and shared helpers; api_<area>.c hold the routes.
  */
 

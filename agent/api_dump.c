@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET /dump: the runtime writes a core dump (GenerateCoreDump3 -> 2 -> 1, PROTOCOL.md §3.3) into a
+ * GET /dump: the runtime writes a core dump (GenerateCoreDump3 -> 2 -> 1, docs/ipc.md §4.4) into a
  * directory dotmon controls, dotmon streams the file back (or, with egressProvider, into an egress
  * target: artifact.h; read 1 MiB at a time on the thread pool, only as fast as the store takes
  * it) and deletes it.

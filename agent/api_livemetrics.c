@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GET/POST /livemetrics: a metrics session of its own with one runtime, its values streamed as
- * application/json-seq records in dotnet-monitor's shape (../shared/EVENTS.md §5.3) for
+ * application/json-seq records in dotnet-monitor's shape (docs/api.md §7.4) for
  * durationSeconds (default 30, -1 until stopped), or into an egress target with egressProvider
  * (artifact.h; records are dropped, counted, while it is behind). GET collects what the Metrics
  * settings name (as dotnet-monitor 8+), POST what its EventMetricsConfiguration body names. An

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GET/POST /logs: an EventPipe session of its own with one runtime (Microsoft-Extensions-Logging
- * keywords 0xC with dotnet-monitor's FilterSpecs, TplEventSource 0x80 for scopes; EVENTS.md
+ * keywords 0xC with dotnet-monitor's FilterSpecs, TplEventSource 0x80 for scopes; docs/events.md
  * §4.1, §4.3), its records built by events/ev_logs and streamed in the format the Accept header
  * picks (text/plain, application/x-ndjson, application/json-seq, in dotnet-monitor's order; a
  * missing Accept counts as any type, so text/plain, where dotnet-monitor answers 406) for
@@ -379,7 +379,7 @@ static void logs_on_lost(void *ud)
 
 /* ---- requests ---- */
 
-/* dotnet-monitor's LogLevel → EventLevel (EVENTS.md §4.1). */
+/* dotnet-monitor's LogLevel → EventLevel (docs/events.md §4.1). */
 static uint32_t event_level(int level)
 {
     static const uint32_t map[] = {0, 5, 4, 3, 2, 1, 1};

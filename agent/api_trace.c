@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET/POST /trace: an EventPipe session relayed to the HTTP client as it streams (PROTOCOL.md §4),
+ * GET/POST /trace: an EventPipe session relayed to the HTTP client as it streams (docs/ipc.md §5),
  * or, with egressProvider, to an egress target (artifact.h: the request is answered 202 at once).
  *
  * One trace_job per request ties three lifetimes together: the artifact (the HTTP response, gone
@@ -24,9 +24,9 @@
  *
  * Every byte the runtime sends also goes through the streaming nettrace checker as it arrives:
  * it decides whether the trace ended complete or truncated, and counts the events the runtime
- * dropped (sequence-number gaps per capture thread, against the sequence points too, PROTOCOL.md
- * §5.7): `droppedEvents` of the operation, the end-of-trace log line and /metrics. When the
- * runtime ends the stream, the response ends only once the spool has been relayed.
+ * dropped (sequence-number gaps per capture thread, against the sequence points too,
+ * docs/nettrace.md §6): `droppedEvents` of the operation, the end-of-trace log line and /metrics.
+ * When the runtime ends the stream, the response ends only once the spool has been relayed.
  *
  * With format=ndjson (dotmon's own extension) the same session is answered as
  * application/x-ndjson: each chunk the runtime sends is decoded (events/ev_json.h) and one JSON

@@ -117,7 +117,7 @@ struct artifact {
 /* ---- bookkeeping ------------------------------------------------------------------------ */
 
 /* The one transition function: an illegal transition is a bug in dotmon, fatal even in release
- * builds (STYLE.md 3). */
+ * builds (docs/style.md §12). */
 static void art_set_state(struct artifact *art, enum art_state to)
 {
     if (!art_legal[art->state][to]) {

@@ -221,9 +221,9 @@ static void hs_on_event(void *ud, const struct nettrace_event *ev)
         return;
     }
     if (strcasecmp(ev->provider, DIAGNOSTIC_SOURCE) != 0) {
-        /* The Hosting counters are the heartbeat (EVENTS.md §6.2); the provider's other events
+        /* The Hosting counters are the heartbeat (docs/rules.md §4); the provider's other events
          * (RequestStart, RequestStop: they pass its keywords 0) are not in dotnet-monitor's
-         * provider→event map, so they wake nothing up (§6). */
+         * provider→event map, so they wake nothing up (rules.md). */
         if (strcasecmp(ev->provider, ASPNET_HOSTING) != 0 ||
             strcmp(ev->event_name, "EventCounters") != 0) {
             return;

@@ -5,7 +5,7 @@
 /*
  * The EventPipe session of a trigger fed by decoded events, the one rules_trigger_session
  * describes, its nettrace stream read with events/nettrace:
- *   - an ASP.NET trigger (EVENTS.md §6.2): Microsoft-Diagnostics-DiagnosticSource with the HTTP
+ *   - an ASP.NET trigger (docs/rules.md §4): Microsoft-Diagnostics-DiagnosticSource with the HTTP
  *     FilterAndPayloadSpecs, plus the Microsoft.AspNetCore.Hosting counters for
  *     AspNetRequestDuration; metadata → ev_schema, events → ev_record → rules_http_event. Events
  *     of any other provider reach the caller as heartbeats;

@@ -31,7 +31,7 @@ static const char cat[] = "dotmon.logs";
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define FILE_EVENTSOURCE "Microsoft.Extensions.Logging.EventSource.dll"
 #define FILE_LOGGING     "Microsoft.Extensions.Logging.dll"
-/* Rundown keywords (PROTOCOL.md §6.2): the modules, and the DCEnd events at stop. */
+/* Rundown keywords (docs/profiles.md §3): the modules, and the DCEnd events at stop. */
 #define RUNDOWN_LOADER 0x8ull
 #define RUNDOWN_END    0x100ull
 /* The rundown of a big app is a few MB; a drop would make the probe inconclusive. */

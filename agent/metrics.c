@@ -190,7 +190,7 @@ static void mproc_on_timer(uv_timer_t *t)
         return;
     }
     /* EventCounters that stop ticking: another session's Disable of the same EventSource stops
-     * its timer for every session (EVENTS.md §2.1). Restart ours to turn them on again. */
+     * its timer for every session (docs/events.md §2.1). Restart ours to turn them on again. */
     uint64_t interval = metrics_filters_counter_interval_ms(&mp->m->f);
     uint64_t now = uv_now(mp->m->a->loop);
     if (mp->state == MP_RUNNING && interval > 0 && mp->sess != NULL && !mp->restarting &&

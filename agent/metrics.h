@@ -9,9 +9,9 @@
  * configured meters). The stream goes through events/ev_stream (decoding) into one ev_store per
  * process; GET /metrics renders them all. Sessions restart when they end while the process is
  * still there, and when EventCounters stop ticking (another session's Disable stops an
- * EventSource's counter timer for every session, ../shared/EVENTS.md §2.1).
+ * EventSource's counter timer for every session, docs/events.md §2.1).
  *
- * Settings (dotnet-monitor's names, DOTNET-MONITOR.md §5): Metrics:Enabled,
+ * Settings (dotnet-monitor's names, docs/api.md §7): Metrics:Enabled,
  * Metrics:IncludeDefaultProviders (System.Runtime, Microsoft.AspNetCore.Hosting,
  * Grpc.AspNetCore.Server, and the System.Runtime meter), Metrics:Providers:N:ProviderName and
  * :CounterNames:M, Metrics:Meters:N:MeterName and :InstrumentNames:M, Metrics:MetricCount

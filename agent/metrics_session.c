@@ -451,7 +451,7 @@ static void ms_on_end(void *ud, int status, uint32_t hresult)
 static const struct ipc_session_callbacks ms_callbacks = {
     .on_started = ms_on_started, .on_data = ms_on_data, .on_end = ms_on_end};
 
-/* Appends "k=v" after a ';', quoting a value that holds ';' or '=' (PROTOCOL.md §3.1). */
+/* Appends "k=v" after a ';', quoting a value that holds ';' or '=' (docs/ipc.md §4.2). */
 static int arg_append(struct buf *b, const char *k, const char *v)
 {
     bool quote = strpbrk(v, ";=") != NULL;
@@ -459,7 +459,7 @@ static int arg_append(struct buf *b, const char *k, const char *v)
                       quote ? "\"" : "");
 }
 
-/* System.Diagnostics.Metrics' arguments (EVENTS.md §3.1) into a; its meters list first. */
+/* System.Diagnostics.Metrics' arguments (docs/events.md §3.1) into a; its meters list first. */
 static int meter_arguments(struct msession *s, int major, struct buf *a)
 {
     const struct metrics_filters *f = s->f;

@@ -12,7 +12,7 @@
  * IntervalSeconds, or the global one). Meters (and the runtime's System.Runtime meter, .NET 9+)
  * go through System.Diagnostics.Metrics: in shared mode on .NET 8+ (SessionId SHARED with a
  * ClientId of our own, so other tools' sessions and ours coexist), else with a session id of our
- * own (EVENTS.md §3.1-3.2).
+ * own (docs/events.md §3.1-3.2).
  */
 
 #include <stdbool.h>

@@ -9,7 +9,7 @@
 #include <cJSON.h>
 
 /*
- * dotnet-monitor's operations model (DOTNET-MONITOR.md §1.5): every artifact request (a trace
+ * dotnet-monitor's operations model (docs/api.md §5): every artifact request (a trace
  * today, dumps later) is an operation with a GUID id, a state, the process it targets and, when
  * finished, an error or a result. Limits are per artifact kind (3 traces at once by default: the
  * next request gets 429) and the history is bounded: when more than max_history operations have
@@ -29,7 +29,7 @@ enum op_kind {
 
 /* dotnet-monitor's default concurrency for livemetrics (RequestLimits). */
 #define OP_LIVEMETRICS_LIMIT 3
-/* and for logs (DOTNET-MONITOR.md §1.4). */
+/* and for logs (docs/api.md §4). */
 #define OP_LOGS_LIMIT 3
 /* and for gcdumps (RequestLimits:GCDump:MaxConcurrency). */
 #define OP_GCDUMP_LIMIT 1

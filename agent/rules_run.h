@@ -3,7 +3,7 @@
 #define AGENT_RULES_RUN_H
 
 /*
- * Collection rules run in the agent (issue 17, DOTNET-MONITOR.md §3): rules/ is the pure engine;
+ * Collection rules run in the agent (issue 17, docs/rules.md): rules/ is the pure engine;
  * this file gives it processes, EventPipe sessions, timers and actions. For every process
  * discovery reports (connect and listen mode) and every valid rule whose filters match, one
  * instance (rules_inst): its trigger's session runs while the trigger is active (metric triggers

@@ -16,10 +16,10 @@
 #include "num.h"
 
 /*
- * Trace requests → CollectTracing configuration (PROTOCOL.md §3.1, §6, §7).
+ * Trace requests → CollectTracing configuration (docs/ipc.md §4.2, docs/profiles.md).
  *
  * Every provider value below is copied from the source that defines it; the file is named next to
- * each profile. Two facts that PROTOCOL.md §7 rounds off:
+ * each profile. Two facts that docs/profiles.md §6 rounds off:
  *  - A provider built without keywords by the official client (SampleProfiler in Cpu,
  *    cpu-sampling and dotnet-sampled-thread-time) carries 0xF00000000000, the default of
  *    NETCore.Client's EventPipeProvider constructor, not 0. SampleProfiler events have no
@@ -282,10 +282,11 @@ static int append_arg_pair(struct buf *b, const char *key, const char *value, bo
 
 /*
  * Proves that the runtime can be sent this config: accepted by the real builder (which applies the
- * §3.1 limits: 1..1000 providers, level <= 5, non-empty names, valid UTF-8) and at most 65535 bytes
- * as CollectTracing5, the largest form of the message (a u32 session type, a u64 rundown keyword
- * and an event filter per provider). A caller that falls back from version 5 to the oldest version
- * that can express c only sends fewer bytes, so this covers every version it may try.
+ * ipc.md §4.2 limits: 1..1000 providers, level <= 5, non-empty names, valid UTF-8) and at most
+ * 65535 bytes as CollectTracing5, the largest form of the message (a u32 session type, a u64
+ * rundown keyword and an event filter per provider). A caller that falls back from version 5 to the
+ * oldest version that can express c only sends fewer bytes, so this covers every version it may
+ * try.
  */
 static int check_encodable(const struct ipc_collect_config *c, struct buf *err)
 {
@@ -894,7 +895,7 @@ static int parse_body(const char *body, size_t len, cJSON **root, struct buf *er
     return 0;
 }
 
-/* Providers: [Required, MinLength(1)] in the model, at most 1000 for the runtime (§3.1). */
+/* Providers: [Required, MinLength(1)] in the model, at most 1000 for the runtime (ipc.md §4.2). */
 static int parse_providers(const cJSON *arr, struct pending **out, size_t *count_out,
                            struct buf *scratch, struct buf *err)
 {

@@ -11,7 +11,7 @@
 
 /*
  * What a trace request asks the runtime for: pure translation of `GET /trace?profile=…` and of
- * the `POST /trace` JSON body into an ipc_collect_config (PROTOCOL.md §7, DOTNET-MONITOR.md §1.3).
+ * the `POST /trace` JSON body into an ipc_collect_config (docs/profiles.md §6, docs/api.md §3).
  * No libuv.
  */
 
@@ -67,7 +67,7 @@ int trace_config_from_profiles(const char *profiles, uint32_t metrics_interval_s
  * 2^53; defaults for absent members as in the model (EventLevel Verbose, Keywords all bits,
  * RequestRundown true → IPC_RUNDOWN_DEFAULT, false → 0, BufferSizeInMB 256, also accepted as a
  * digit string). Arguments: null or an object of string → string, turned into "k=v;k2=v2" with a
- * key or value that contains ';' or '=' wrapped in double quotes (PROTOCOL.md §3.1); empty or
+ * key or value that contains ';' or '=' wrapped in double quotes (docs/ipc.md §4.2); empty or
  * repeated keys are errors. Providers are kept as given (not merged). 1..1000 providers;
  * BufferSizeInMB 1..1024; strings must be valid UTF-8 without U+0000; the CollectTracing message
  * must fit in 64 KiB in its largest form (version 5), so every version a caller may fall back to

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 /*
- * dotnet-monitor's MonitorApiKey authentication (DOTNET-MONITOR.md §2.2): a JWT in
+ * dotnet-monitor's MonitorApiKey authentication (docs/api.md §9): a JWT in
  * `Authorization: Bearer <jwt>`, signed with ES256/384/512 or RS256/384/512 (never `none` or
  * HS*), checked against a public key given as a base64url-encoded JWK. Claims: `aud` must be
  * AUTH_AUDIENCE, `iss` the configured issuer (default AUTH_DEFAULT_ISSUER), `exp` present and in

@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 
 /*
- * Declarations shared by the files of the auth module only (STYLE.md 2.1). Nothing outside
+ * Declarations shared by the files of the auth module only (docs/style.md §1). Nothing outside
  * auth/ includes this header.
  */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Verifying a MonitorApiKey bearer token: a JWS in compact serialization (RFC 7515 section 7.1)
- * carrying JWT claims (RFC 7519), checked the way dotnet-monitor does (DOTNET-MONITOR.md 2.2,
+ * carrying JWT claims (RFC 7519), checked the way dotnet-monitor does (docs/api.md §9,
  * dotnet-monitor documentation/api-key-format.md).
  *
  * The order of the checks matters:

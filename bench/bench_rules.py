@@ -29,7 +29,7 @@ Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
    trigger, which identifies the satisfying event. Per repetition:
      t0     timestamp of the first counter event above the threshold (the "crossing" seen in the
             runtime's events; the value averages the interval [t0 - I, t0]);
-     tw     t0 - I + W: where the window of dotnet-monitor's engine ends (EVENTS.md §6.1: target
+     tw     t0 - I + W: where the window of dotnet-monitor's engine ends (docs/rules.md §3: target
             = timestamp - IntervalSec + SlidingWindowDuration), i.e. crossing + window when the
             crossing is taken as the start of that first interval;
      tf     timestamp of the event that satisfied the trigger (the first at or after tw);

@@ -3,16 +3,16 @@
  * trace_producer: a fake .NET runtime for the /trace relay benchmark. It listens on
  * <dir>/dotnet-diagnostic-<own pid>-1-socket, answers ProcessInfo/2/3 (so discovery lists it) and
  * ResumeRuntime, and answers CollectTracing1..5 with OK + a session id followed by a VALID nettrace
- * stream (PROTOCOL.md §5) written as fast as the socket accepts: the preamble, one MetadataBlock,
+ * stream (docs/nettrace.md) written as fast as the socket accepts: the preamble, one MetadataBlock,
  * then EventBlocks of about --block bytes of header-compressed events, an SPBlock every 10 MiB
  * (as the runtime does), and, once --bytes have been written or StopTracing names the session on
  * another connection, a final SPBlock and the end tag; then it closes the stream and (for
- * StopTracing) replies OK + the session id, in the runtime's order (§4.3).
+ * StopTracing) replies OK + the session id, in the runtime's order (ipc.md §5.3).
  *
  * Single-threaded, non-blocking sockets and poll(); several connections and sessions at once.
  * Every block is generated fresh with continuing sequence numbers and timestamps, and its padding
- * is computed from the absolute stream offset (§5.4), so the output checks COMPLETE with
- * events/nettrace and reads cleanly in TraceEvent.
+ * is computed from the absolute stream offset (nettrace.md §3.1), so the output checks COMPLETE
+ * with events/nettrace and reads cleanly in TraceEvent.
  *
  * usage: trace_producer [--dir DIR] [--bytes N[K|M|G]] [--block N[K]] [--payload N]
  *                       [--sessions K] [--stdout]
@@ -45,7 +45,7 @@
 #include "ipc_sockname.h"
 
 #define MAX_CONNS      64
-#define SP_INTERVAL    (10u * 1024u * 1024u) /* the runtime's sequence-point spacing (§4.2) */
+#define SP_INTERVAL    (10u * 1024u * 1024u) /* the runtime's sequence-point spacing (ipc.md §5.2) */
 #define OUT_TARGET     (256u * 1024u)        /* generate about this much per refill */
 #define PROVIDER       "Dotmon-Bench"
 #define EVENT_ID       1
@@ -62,7 +62,7 @@ struct options {
     bool to_stdout;
 };
 
-/* One nettrace stream being generated (§5). Offsets are absolute stream offsets for padding. */
+/* One nettrace stream being generated (nettrace.md). Offsets are absolute, for the padding. */
 struct stream {
     uint64_t off;     /* stream bytes generated so far */
     uint64_t target;  /* end after this many bytes */
@@ -160,7 +160,7 @@ static void out_utf16z(struct conn *c, const char *ascii)
     out_le(c, 0, 2);
 }
 
-/* ---- nettrace generation (§5) ---------------------------------------------------------------- */
+/* ---- nettrace generation (nettrace.md) ------------------------------------------------------- */
 
 static uint64_t stream_pos(const struct conn *c)
 {
@@ -181,7 +181,7 @@ static void object_begin(struct conn *c, const char *name, uint32_t version)
 
 /*
  * Block object header up to its content: blockSize (patched by block_finish) and the zero padding
- * to the next ABSOLUTE multiple of 4 (§5.4).
+ * to the next ABSOLUTE multiple of 4 (nettrace.md §3.1).
  */
 static size_t block_begin(struct conn *c, const char *name)
 {
@@ -237,7 +237,7 @@ static void gen_preamble(struct conn *c, struct stream *s)
     out_le(c, 1000000, 4);
     out_le(c, 0x06, 1);
 
-    /* One metadata record: Dotmon-Bench/1 "Tick" with fields UInt64 Counter, String Text (§5.6). */
+    /* A metadata record (nettrace.md §5): Dotmon-Bench/1 "Tick", UInt64 Counter, String Text. */
     size_t size_at = block_begin(c, "MetadataBlock");
     size_t content = c->out_len;
     event_header(c, s->ts, s->ts);
@@ -268,7 +268,7 @@ static void gen_preamble(struct conn *c, struct stream *s)
     s->off = stream_pos(c);
 }
 
-/* An SPBlock for the one capture thread; it also ends the (empty) stack region (§5.7). */
+/* An SPBlock for the one capture thread; it also ends the (empty) stack region (nettrace.md §6). */
 static void gen_sp(struct conn *c, struct stream *s)
 {
     size_t size_at = block_begin(c, "SPBlock");
@@ -284,7 +284,7 @@ static void gen_sp(struct conn *c, struct stream *s)
 /*
  * One EventBlock of about opt->block content bytes. The first event spells out metadata id,
  * sequence, capture thread and thread; the others only carry the sorted flag and a timestamp
- * delta, inheriting the rest (the sequence advances by one per event, §5.5).
+ * delta, inheriting the rest (the sequence advances by one per event, nettrace.md §4).
  */
 static void gen_event_block(struct conn *c, struct stream *s)
 {
@@ -335,7 +335,7 @@ static void refill(struct conn *c, bool stop)
     }
     if (stop || s->off >= s->target) {
         gen_sp(c, s);
-        out_le(c, 0x01, 1); /* end of stream (§5.3) */
+        out_le(c, 0x01, 1); /* end of stream (nettrace.md §2.2) */
         s->off = stream_pos(c);
         s->ended = true;
         return;
@@ -360,7 +360,7 @@ static void stream_start(struct conn *c)
     gen_preamble(c, &c->s);
 }
 
-/* ---- IPC replies (§2.3, §3.2) ---------------------------------------------------------------- */
+/* ---- IPC replies (ipc.md §3.3, §4.3) --------------------------------------------------------- */
 
 static void reply_session(struct conn *c, uint64_t sid)
 {
@@ -495,7 +495,7 @@ static void on_message(struct conn *c, const struct ipc_frame *f)
         }
         struct conn *target = find_session(sid);
         if (target == NULL) {
-            reply_session(c, sid); /* unknown or ended: a no-op that still says OK (§3.1) */
+            reply_session(c, sid); /* unknown or ended: a no-op that still says OK (ipc.md §4.2) */
             c->st = C_REPLY;
             return;
         }

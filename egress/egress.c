@@ -11,7 +11,7 @@
 #include "egress_internal.h"
 
 /*
- * Configuration of the egress providers (dotnet-monitor's Egress section, DOTNET-MONITOR.md §4)
+ * Configuration of the egress providers (dotnet-monitor's Egress section, docs/api.md §10)
  * and the dispatch of an upload to its store. Keys look like
  *
  *   Egress:<Type>:<name>:<Setting>     a provider's setting (Type FileSystem or S3Storage)

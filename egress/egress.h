@@ -12,7 +12,7 @@
 
 /*
  * Egress: where an artifact (trace, dump, logs, live metrics, gcdump) goes when the request names
- * an egressProvider instead of taking the bytes itself (DOTNET-MONITOR.md §4). Configured with
+ * an egressProvider instead of taking the bytes itself (docs/api.md §10). Configured with
  * dotnet-monitor's keys:
  *
  *   Egress:FileSystem:<name>:DirectoryPath              (required)

@@ -17,7 +17,7 @@
 #include "egress_internal.h"
 
 /*
- * The FileSystem store (dotnet-monitor's FileSystemEgressProvider, DOTNET-MONITOR.md §4): an
+ * The FileSystem store (dotnet-monitor's FileSystemEgressProvider, docs/api.md §10): an
  * artifact is written to a temporary file in the intermediate folder (DirectoryPath when none is
  * configured), fsync'd, then given its name in DirectoryPath in one step, so a reader of
  * DirectoryPath never sees part of a file.
@@ -41,7 +41,7 @@
  * at a time per upload, never both); the loop only queues them. While work is queued the pool
  * owns the fields marked "pool" below, and the loop does not touch them.
  *
- * States (one setter, transitions in a table, STYLE §3):
+ * States (one setter, transitions in a table, docs/style.md §12):
  *   OPENING    folders made, temporary file created (work)        -> OPEN, DONE (failed)
  *   OPEN       queued bytes written, one uv_fs_write at a time    -> PUBLISHING, CLEANING
  *   PUBLISHING fsync, link/rename (or copy), fsync of the folder  -> DONE

@@ -93,8 +93,8 @@ static void kick(struct s3_target *t);
 static void start_op(struct s3_target *t, enum s3_op op);
 
 /*
- * The one setter of the request in flight (STYLE.md §3: checked transitions). A request starts
- * only when none is in flight, is retried as itself, or ends; and nothing follows a stored
+ * The one setter of the request in flight (docs/style.md §12: checked transitions). A request
+ * starts only when none is in flight, is retried as itself, or ends; and nothing follows a stored
  * object but the report. Anything else is a bug here: abort, even in release builds.
  */
 static void set_op(struct s3_target *t, enum s3_op op)

@@ -12,7 +12,7 @@
 #include "num.h"
 
 /*
- * The S3Storage provider's settings (DOTNET-MONITOR.md §4, dotnet-monitor's
+ * The S3Storage provider's settings (docs/api.md §10, dotnet-monitor's
  * S3StorageEgressProviderOptions) and the pure parts of addressing an object. No I/O but the
  * readability check of CertificateAuthorityPath; never a secret's value in a message.
  */

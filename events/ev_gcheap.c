@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A GC heap snapshot from a heap-dump session's stream, written as a `.gcdump`; see ev_gcheap.h and
- * EVENTS.md §8. The graph follows dotnet-gcdump's DotNetHeapDumpGraphReader and MemoryGraph: node
+ * docs/gcdump.md. The graph follows dotnet-gcdump's DotNetHeapDumpGraphReader and MemoryGraph: node
  * indexes are interned by address in the order that reader assigns them, node records go to a blob
  * in the order it calls SetNode, and types are resolved the way it resolves them once the stream
  * has ended (module names may come last, in the rundown).

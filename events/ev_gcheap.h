@@ -4,7 +4,7 @@
 
 /*
  * A GC heap snapshot from the stream of a heap-dump session, turned into a `.gcdump` file
- * (EVENTS.md §8). The session: Microsoft-Windows-DotNETRuntime at Verbose with keywords
+ * (docs/gcdump.md). The session: Microsoft-Windows-DotNETRuntime at Verbose with keywords
  * EV_GCHEAP_KEYWORDS makes the runtime run an induced, blocking gen-2 GC and walk the heap
  * during it (BulkType, GCBulkNode, GCBulkEdge, GCBulkRootEdge, … events). The stream's bytes are
  * fed as they arrive; the graph is built as they are read (no second pass, no stored trace):
@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* GC | Type | GCHeapDump | GCHeapCollect | GCHeapAndTypeNames, at level 5 (EVENTS.md §8.1). */
+/* GC | Type | GCHeapDump | GCHeapCollect | GCHeapAndTypeNames, at level 5 (docs/gcdump.md §1). */
 #define EV_GCHEAP_KEYWORDS          0x1980001ULL
 #define EV_GCHEAP_LEVEL             5
 #define EV_GCHEAP_DEFAULT_MAX_NODES 10000000ULL
@@ -112,15 +112,15 @@ const char *ev_gcheap_error(const struct ev_gcheap *g);
 typedef int (*ev_gcheap_write_fn)(void *ud, const uint8_t *p, size_t n);
 /*
  * After a successful ev_gcheap_finish: the `.gcdump` (FastSerialization GCHeapDump with its
- * MemoryGraph; EVENTS.md §8.4), CreationTool = creation_tool (UTF-8, e.g. "dotmon"), in chunks of
- * at most 64 KiB. 0, the sink's error, AGENT_E_INVAL (not finished) or -ENOMEM.
+ * MemoryGraph; docs/gcdump.md §4), CreationTool = creation_tool (UTF-8, e.g. "dotmon"), in chunks
+ * of at most 64 KiB. 0, the sink's error, AGENT_E_INVAL (not finished) or -ENOMEM.
  */
 int ev_gcheap_write(struct ev_gcheap *g, const char *creation_tool, ev_gcheap_write_fn fn,
                     void *ud);
 void ev_gcheap_get_stats(const struct ev_gcheap *g, struct ev_gcheap_stats *out);
 
 /*
- * The file's primitives (EVENTS.md §8.4), exposed for tests. A MemoryGraph compressed int into
+ * The file's primitives (docs/gcdump.md §4), exposed for tests. A MemoryGraph compressed int into
  * out: 1..5 bytes, the shortest that holds v; returns the length.
  */
 size_t ev_gcheap_cint_put(uint8_t out[5], int32_t v);

@@ -8,7 +8,7 @@
  * .DiagnosticFilterString. ASP.NET Core's HttpRequestIn.Start/Stop become Activity1Start and
  * Activity1Stop with an Arguments array of {Key, Value} (ActivityId, Path, StatusCode,
  * ActivityDuration in 100 ns ticks, …); HttpClient's requests Activity2Start/Activity2Stop. The
- * Http trace profile and the ASP.NET collection-rule triggers (EVENTS.md §6.2) send the same
+ * Http trace profile and the ASP.NET collection-rule triggers (docs/rules.md §4) send the same
  * string, so a trace never changes what a trigger reads.
  */
 extern const char ev_http_filter_specs[];

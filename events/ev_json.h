@@ -4,9 +4,9 @@
 
 /*
  * Any nettrace stream (V4/V5 or V6) as NDJSON: one JSON object per event, one line each (issue 16).
- * Pure: no libuv, no I/O, no globals. A converter wraps a nettrace checker (PROTOCOL.md §5), keeps
- * one parsed schema per metadata id (ev_payload.h) and the current region's stacks (bounded, see
- * NETTRACE_KEEP_STACKS), and hands every line to a callback as its event is read.
+ * Pure: no libuv, no I/O, no globals. A converter wraps a nettrace checker (docs/nettrace.md),
+ * keeps one parsed schema per metadata id (ev_payload.h) and the current region's stacks (bounded,
+ * see NETTRACE_KEEP_STACKS), and hands every line to a callback as its event is read.
  *
  * The schema of a line (stable; keys in this order):
  *   {"timestamp":"2026-11-26T11:00:00.123456789Z",  UTC, from the Trace object's sync time and

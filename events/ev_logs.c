@@ -888,7 +888,7 @@ static void on_message_json(struct ev_logs *l, const struct md_entry *md,
         l->st.skipped++;
         return;
     }
-    if (r.event_name[0] == '{') { /* the old runtime's swapped fields (§4.3) */
+    if (r.event_name[0] == '{') { /* the old runtime's swapped fields (events.md §4.3) */
         const char *t = exc;
         exc = r.event_name;
         r.event_name = t[0] == '{' ? "" : t;
@@ -1079,7 +1079,7 @@ void ev_logs_free(struct ev_logs *l)
     free(l);
 }
 
-/* ---- formats (EVENTS.md §4.4) -----------------------------------------------------------------
+/* ---- formats (docs/api.md §6) -----------------------------------------------------------------
  */
 
 static const char *const level_names[] = {"Trace", "Debug",    "Information", "Warning",

@@ -5,15 +5,15 @@
 /*
  * A logs session's nettrace byte stream (Microsoft-Extensions-Logging with keywords 0xC plus
  * TplEventSource 0x80 for scopes) turned into log records the way dotnet-monitor's
- * EventLogsPipeline builds them (../shared/EVENTS.md §4.3), and the records rendered in the three
- * /logs formats of StreamingLogger (§4.4). Pure: no libuv, no I/O, no globals.
+ * EventLogsPipeline builds them (docs/events.md §4.3), and the records rendered in the three
+ * /logs formats of StreamingLogger (api.md §6). Pure: no libuv, no I/O, no globals.
  *
  * Records: FormattedMessage is remembered; MessageJson makes a record (message re-rendered from
  * `{OriginalFormat}` with the argument strings, else the last formatted message; state = the
  * arguments; a non-`{}` ExceptionJson gives the exception text VerboseMessage; an empty
  * ArgumentsJson drops the event); ActivityJsonStart/Stop open and close scopes keyed by the
  * event's ActivityId, parent = the scope under its RelatedActivityId. Events are matched by
- * provider and event name, fields by name (§1.1).
+ * provider and event name, fields by name (events.md §1.1).
  *
  * Bounds: EV_LOGS_MAX_SCOPES scope nodes alive (a Start beyond is ignored), EV_LOGS_MAX_PAIRS
  * key/values per record or scope (more are dropped), every string cut at EV_LOGS_MAX_STRING bytes

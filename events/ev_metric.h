@@ -6,7 +6,7 @@
  * One metric value decoded from a runtime's event stream: the contract between the decoder that
  * turns EventCounters and System.Diagnostics.Metrics events into samples (ev_counters.c) and the
  * consumers that store and render them (ev_store.c, Prometheus text, /livemetrics records).
- * Shapes and semantics: ../shared/EVENTS.md §2.3 (EventCounters), §3.5 (meters), §5 (what
+ * Shapes and semantics: docs/events.md §2.3 (EventCounters), §3.5 (meters), api.md §7 (what
  * dotnet-monitor derives and prints). Pure data: no libuv, no allocation.
  *
  * Every string is UTF-8, NUL-terminated, and valid only during the callback that hands the sample
@@ -39,7 +39,7 @@ struct ev_metric_sample {
     const char *unit;         /* DisplayUnits ("count" for an empty Sum unit) or instrument unit */
     enum ev_metric_kind kind;
     bool is_meter;          /* from System.Diagnostics.Metrics */
-    double value;           /* as dotnet-monitor takes it (EVENTS.md §2.3, §3.5); NaN possible */
+    double value;           /* as dotnet-monitor takes it (events.md §2.3, §3.5); NaN possible */
     const char *tags;       /* EventCounters: Metadata "k:v,..."; meters: value tags "k=v,..." */
     const char *meter_tags; /* meters: from BeginInstrumentReporting; NULL for EventCounters */
     const char *instrument_tags; /* likewise */

@@ -3,8 +3,8 @@
 #define AGENT_EV_MODULES_H
 
 /*
- * The modules a loader rundown names, matched against a short list of file names (PROTOCOL.md
- * §6.2, EVENTS.md §7.2). A session with rundown keyword Loader 0x8 | EndRundown 0x100 that is
+ * The modules a loader rundown names, matched against a short list of file names (docs/profiles.md
+ * §3, docs/events.md §6.2). A session with rundown keyword Loader 0x8 | EndRundown 0x100 that is
  * stopped at once streams, from Microsoft-Windows-DotNETRuntimeRundown, per loaded module one
  * DomainModuleDCEnd (152: u64 ModuleID, u64 AssemblyID, u64 AppDomainID, u32 ModuleFlags,
  * u32 Reserved1, wstr ModuleILPath, …) and one ModuleDCEnd (154: u64 ModuleID, u64 AssemblyID,

@@ -5,7 +5,7 @@
 /*
  * Fixed layouts of the runtime's native events (Microsoft-Windows-DotNETRuntime, ...Rundown,
  * ...Private, and the sample profiler's ThreadSample), whose metadata carries no field list
- * (EVENTS.md §1.1, §7.1, §7.2, §8.2; PROTOCOL.md §6).
+ * (docs/events.md §1.1, §6.1, §6.2, gcdump.md §2; docs/profiles.md).
  * One table, per provider, event id and version, taken from the runtime's manifest
  * (dotnet/runtime src/coreclr/vm/ClrEtwAll.man: field names and types of each template), and a
  * walker that decodes a payload by its layout. Pure: no libuv, no I/O, no allocation, no globals

@@ -111,7 +111,7 @@ static int reserve(struct builder *b, uint16_t parent, uint32_t count, size_t le
     return 0;
 }
 
-/* V1 list (EVENTS.md §1.2): u32 type, [nested list if Object], name AFTER the nested fields. */
+/* V1 list (nettrace.md §5.2): u32 type, [nested list if Object], name AFTER the nested fields. */
 static int parse_v1(struct builder *b, struct ev_rd *c, uint16_t parent, uint32_t count)
 {
     if (b->f[parent].depth >= EV_SCHEMA_MAX_DEPTH) {
@@ -396,7 +396,7 @@ int ev_schema_parse(const uint8_t *p, size_t n, struct ev_schema **out)
     return rc;
 }
 
-/* ---- NetTrace V6 metadata rows (PROTOCOL.md §5.9, EVENTS.md §1.4) ------------------------ */
+/* ---- NetTrace V6 metadata rows (docs/nettrace.md §7) ------------------------ */
 
 #define V6_FIELD_MIN 4 /* u16 fieldSize + an empty name (one length byte) + a type code */
 

@@ -3,7 +3,7 @@
 #define AGENT_EV_PAYLOAD_H
 
 /*
- * Self-describing EventSource payloads (../shared/EVENTS.md §1, PROTOCOL.md §5.6): a metadata
+ * Self-describing EventSource payloads (docs/events.md §1, docs/nettrace.md §5): a metadata
  * record's field list (V1 list with nested Objects, or the V5 V2Params tag with arrays) parsed
  * into a type tree (a schema), and event payloads decoded by that tree into a flat record of
  * views, with typed access to the fields by name or dotted path ("Payload.Mean").
@@ -26,10 +26,10 @@
 #define EV_SCHEMA_MAX_NAMES  4096 /* UTF-8 bytes of field names per event (NULs included) */
 #define EV_SCHEMA_MAX_DEPTH  8    /* nesting of Objects and Arrays */
 
-/* EventSource session bits ride in the top keyword bits (EVENTS.md §1.1): mask them off. */
+/* EventSource session bits ride in the top keyword bits (docs/events.md §1.1): mask them off. */
 #define EV_KEYWORDS_MASK 0x00000FFFFFFFFFFFull
 
-/* Payload type codes (EVENTS.md §1.3). */
+/* Payload type codes (docs/nettrace.md §5.4). */
 enum ev_type {
     EV_TYPE_OBJECT = 1,
     EV_TYPE_BOOLEAN = 3, /* 4 bytes */
@@ -49,7 +49,7 @@ enum ev_type {
     EV_TYPE_GUID = 17,
     EV_TYPE_STRING = 18, /* UTF-16LE, NUL-terminated */
     EV_TYPE_ARRAY = 19,  /* u16 count, then the elements (V2Params and V6 only) */
-    /* NetTrace V6 only (EVENTS.md §1.4): */
+    /* NetTrace V6 only (docs/nettrace.md §7): */
     EV_TYPE_VARINT = 20,      /* zig-zag varint64 */
     EV_TYPE_VARUINT = 21,     /* varuint64 */
     EV_TYPE_FIXED_ARRAY = 22, /* fixed_count elements, no count in the payload */
@@ -88,7 +88,7 @@ struct ev_schema {
 };
 
 /*
- * Parses a metadata payload (PROTOCOL.md §5.6, the bytes nettrace_set_metadata_cb hands over)
+ * Parses a metadata payload (docs/nettrace.md §5, the bytes nettrace_set_metadata_cb hands over)
  * into a new schema. 0 with *out set (free it with ev_schema_free); AGENT_E_PROTO for a malformed
  * record (unterminated strings, counts past the payload, unknown type codes, nesting deeper than
  * EV_SCHEMA_MAX_DEPTH), AGENT_E_TOOBIG over the caps above, -ENOMEM. A record that ends right
@@ -98,7 +98,7 @@ struct ev_schema {
 int ev_schema_parse(const uint8_t *p, size_t n, struct ev_schema **out);
 
 /*
- * The same for one NetTrace V6 metadata row (PROTOCOL.md §5.9, EVENTS.md §1.4): row[0..n) are the
+ * The same for one NetTrace V6 metadata row (docs/nettrace.md §7): row[0..n) are the
  * bytes after the row's u16 size (what nettrace_set_metadata_cb hands over when md->v6):
  * varuint32 id, provider, varuint32 event id, event name (UTF-8 strings), FieldDescriptions
  * (nested Objects, Array, FixedLengthArray, RelLoc, DataLoc, the V6 scalar codes) and

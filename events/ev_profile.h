@@ -4,7 +4,7 @@
 
 /*
  * GET /profile's kinds other than cpu, summed up from Microsoft-Windows-DotNETRuntime events of one
- * nettrace stream (EVENTS.md; layouts of ClrEtwAll.man), with their sites named from the same
+ * nettrace stream (docs/events.md; layouts of ClrEtwAll.man), with their sites named from the same
  * stream's method events: an ev_profile reads the events its ev_symbols passes on
  * (ev_symbols_set_event_cb), keeps their stacks there, and names them once the rundown is in.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Prometheus text exposition 0.0.4 of the metrics stores (EVENTS.md §5.2): dotnet-monitor's
+ * Prometheus text exposition 0.0.4 of the metrics stores (docs/api.md §7.3): dotnet-monitor's
  * names, HELP, TYPE, values and labels, with the departures listed in ev_store.h that keep the
  * text valid (one sample per series, contiguous families, unique label names).
  */

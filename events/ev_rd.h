@@ -4,7 +4,7 @@
 
 /*
  * events/' own bounds-checked cursor and the UTF-16LE <-> UTF-8 conversions its readers need
- * (events/ includes nothing of ipc/, STYLE.md §2.1; the shape is ipc_codec.h's reader). Pure: no
+ * (events/ includes nothing of ipc/, docs/style.md §1; the shape is ipc_codec.h's reader). Pure: no
  * libuv, no I/O, no allocation. Reads advance only on success and return 0 or AGENT_E_TRUNC.
  */
 
@@ -64,14 +64,14 @@ int ev_rd_u64(struct ev_rd *r, uint64_t *out);
 int ev_rd_skip(struct ev_rd *r, size_t len);
 
 /*
- * A LEB128 varuint of at most `bits` bits (32 or 64; PROTOCOL.md §5.5): 0, AGENT_E_TRUNC, or
+ * A LEB128 varuint of at most `bits` bits (32 or 64; docs/nettrace.md §4): 0, AGENT_E_TRUNC, or
  * AGENT_E_PROTO when it needs more than ceil(bits / 7) bytes or sets bits past the width. The
  * cursor moves only on success.
  */
 int ev_rd_varuint(struct ev_rd *r, unsigned bits, uint64_t *out);
 
 /*
- * A NetTrace V6 string (PROTOCOL.md §5.9): varuint32 byte length, then that many UTF-8 bytes.
+ * A NetTrace V6 string (docs/nettrace.md §7): varuint32 byte length, then that many UTF-8 bytes.
  * *s and *len describe the bytes (not NUL-terminated). 0, AGENT_E_TRUNC or AGENT_E_PROTO.
  */
 int ev_rd_utf8(struct ev_rd *r, const uint8_t **s, size_t *len);

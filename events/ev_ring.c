@@ -14,8 +14,8 @@
  * The ring reads the stream through events/nettrace's checker, whose block callback hands over
  * each block object once it is whole and valid (its content, the stack ids and timestamps of its
  * events). Nothing here parses the stream itself: the ring only copies the preamble bytes as they
- * go by and decides, per block, whether to keep, drop or pass it. PROTOCOL.md §5.11 is the design
- * brief; §5.4 the block layout and its padding rule; §5.7 the stack regions.
+ * go by and decides, per block, whether to keep, drop or pass it. docs/nettrace.md §9 is the design
+ * brief; nettrace.md §3.1 the block layout and its padding rule; nettrace.md §6 the stack regions.
  *
  * Storage: MetadataBlocks in one list (never evicted); the other blocks in a queue of regions, each
  * region a doubly-linked list of its blocks in stream order (a block may leave from the middle:
@@ -494,9 +494,9 @@ static int out_put(struct ring_out *o, const uint8_t *p, size_t n)
 }
 
 /*
- * One block object (§5.3, §5.4): the object and type headers as the runtime writes them (version 2,
- * the block's own minimum reader version), blockSize, zero padding up to the next multiple of 4 of
- * the OUTPUT offset, the content unchanged, the end tag.
+ * One block object (nettrace.md §2.2, §3): the object and type headers as the runtime writes them
+ * (version 2, the block's own minimum reader version), blockSize, zero padding up to the next
+ * multiple of 4 of the OUTPUT offset, the content unchanged, the end tag.
  */
 static int out_block(struct ring_out *o, uint8_t kind, uint8_t min_version, const uint8_t *content,
                      uint32_t len)
@@ -742,7 +742,7 @@ static void ring_on_block(void *ud, const struct nettrace_block *b)
         return;
     }
     if (b->kind == NETTRACE_BLOCK_SP) {
-        r->dead = false; /* stack ids start over in the next region (§5.7) */
+        r->dead = false; /* stack ids start over in the next region (nettrace.md §6) */
     }
     if (!r->triggered) {
         evict_by_age(r);

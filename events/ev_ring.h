@@ -4,7 +4,7 @@
 
 /*
  * A continuous session's nettrace V4/V5 stream kept in memory as a ring of whole blocks, written
- * out as a valid nettrace on a trigger (PROTOCOL.md §5.11). Pure: no libuv, no I/O, no globals;
+ * out as a valid nettrace on a trigger (docs/nettrace.md §9). Pure: no libuv, no I/O, no globals;
  * the caller feeds the session's bytes and does the writing through a callback.
  *
  * The stream is checked as it comes (events/nettrace.h: every block is whole and valid before the
@@ -16,7 +16,7 @@
  *    write a trace with events it cannot describe;
  *  - EventBlocks, StackBlocks and SPBlocks in stream order, grouped by sequence-point region (the
  *    blocks after one SPBlock up to and including the next: stack ids are scoped to a region,
- *    §5.7).
+ *    nettrace.md §6).
  *
  * Eviction, oldest first, whenever a block must fit under max_bytes or is older than max_age:
  *  - a closed region (one whose SPBlock has been kept) goes whole, with its SPBlock;

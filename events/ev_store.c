@@ -12,7 +12,7 @@
 /*
  * The series table: an array of series (each one allocation, see ev_store_internal.h) and a
  * chained hash index over it. dotnet-monitor keeps a FIFO of MetricCount payloads per counter
- * name (EVENTS.md §5.1); we keep the newest sample per series instead, so a scrape never shows
+ * name (docs/api.md §7.2); we keep the newest sample per series instead, so a scrape never shows
  * one series twice.
  */
 
@@ -299,7 +299,7 @@ static int grow(struct ev_store *st)
     return 0;
 }
 
-/* Whether dotnet-monitor keeps this payload at all (EVENTS.md §5.1). */
+/* Whether dotnet-monitor keeps this payload at all (docs/api.md §7.2). */
 static bool accepted(const struct ev_metric_sample *s)
 {
     if (s->kind == EV_METRIC_HISTOGRAM) {

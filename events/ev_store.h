@@ -3,7 +3,7 @@
 #define AGENT_EV_STORE_H
 
 /*
- * The metrics of one process (../shared/EVENTS.md §5.1) and their Prometheus text (§5.2). Pure:
+ * The metrics of one process (docs/api.md §7.2) and their Prometheus text (api.md §7.3). Pure:
  * no libuv, no I/O. Samples are copied in (ev_metric.h); the store keeps the newest sample of
  * every series (counter name + its tags), and drops what dotnet-monitor drops (histograms without
  * quantiles, values that are not numbers where dotnet-monitor ends the counter).
@@ -93,7 +93,7 @@ struct ev_prom_target {
 /*
  * Appends the Prometheus text exposition 0.0.4 of every target to out, grouped by metric name
  * across targets (one `# HELP` and one `# TYPE` per name, then every process's lines), names,
- * HELP, TYPE, values and labels as dotnet-monitor writes them (EVENTS.md §5.2), but one sample
+ * HELP, TYPE, values and labels as dotnet-monitor writes them (docs/api.md §7.3), but one sample
  * per series (the newest) rather than MetricCount duplicates. Text that promtool accepts.
  * 0 or -ENOMEM / AGENT_E_TOOBIG (out's cap).
  */
@@ -119,7 +119,7 @@ int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *o
  */
 
 /*
- * dotnet-monitor's metric name (EVENTS.md §5.2): provider (lower-cased, invalid characters
+ * dotnet-monitor's metric name (docs/api.md §7.3): provider (lower-cased, invalid characters
  * dropped) "_" counter (invalid characters replaced by "_") ["_" unit'], unit' mapping ""/count to
  * nothing, B/MB to bytes and % to ratio (ASCII case-insensitive), any other unit verbatim. A
  * non-ASCII code point counts as one invalid character (two past U+FFFF, as UTF-16 does).

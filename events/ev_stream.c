@@ -16,11 +16,11 @@
 /*
  * The pipeline: nettrace.c checks the stream and reports every metadata definition (raw payload)
  * and every event; metadata of the events interpreted here (EventCounters from any EventSource,
- * the System.Diagnostics.Metrics events of EVENTS.md §3.3) is parsed into a schema with its
+ * the System.Diagnostics.Metrics events of docs/events.md §3.3) is parsed into a schema with its
  * fields resolved by name once, so an event costs one decode into the fixed record plus the
  * conversions of the fields used. Events are recognised by provider + event name only
- * (EVENTS.md §1.1): EventSource ids and versions move between runtimes, and field positions too,
- * so every field is found by name and a missing one is tolerated where older shapes lack it.
+ * (docs/events.md §1.1): EventSource ids and versions move between runtimes, and field positions
+ * too, so every field is found by name and a missing one is tolerated where older shapes lack it.
  */
 
 #define DEFAULT_MAX_METADATA 4096u
@@ -121,7 +121,7 @@ static const char *const field_paths[F_COUNT_ALL] = {
     [F_ACT_REFRESH] = "actualRefreshInterval",
 };
 
-/* System.Diagnostics.Metrics event names (EVENTS.md §3.3) and their classes. */
+/* System.Diagnostics.Metrics event names (docs/events.md §3.3) and their classes. */
 static const struct {
     const char *name;
     enum ev_class cls;
@@ -147,7 +147,7 @@ struct ev_md {
     int16_t f[F_COUNT_ALL];
 };
 
-/* BeginInstrumentReporting's description of one instrument (EVENTS.md §3.5). */
+/* BeginInstrumentReporting's description of one instrument (docs/events.md §3.5). */
 struct ev_instr {
     int64_t id;  /* 0 = no id */
     char *meter; /* one allocation holds the five strings */
@@ -157,7 +157,7 @@ struct ev_instr {
     char *instrument_tags;
     /* A synchronous Counter<T> (instrumentType "Counter`1"): its running total only grows.
      * Observable counters are not trusted for that: .NET 10.0.12 reports the thread pool's
-     * thread count and queue length as ObservableCounters (EVENTS.md §3.6). */
+     * thread count and queue length as ObservableCounters (docs/events.md §3.6). */
     bool monotonic;
 };
 
@@ -179,7 +179,7 @@ struct ev_stream {
     struct ev_instr *instr;
     size_t instr_len;
     size_t instr_cap;
-    /* the trace's clock (PROTOCOL.md §5.3) */
+    /* the trace's clock (docs/nettrace.md §2.3) */
     bool clock_known;
     int64_t sync_unix_ms;
     int64_t sync_qpc;
@@ -393,8 +393,8 @@ static bool field_f64(const struct ev_stream *s, const struct ev_md *md, enum ev
 }
 
 /*
- * A number as .NET's double.ToString(InvariantCulture) writes it (EVENTS.md §3.4): optional sign,
- * digits with an optional fraction, an optional exponent, or NaN / Infinity / -Infinity. The
+ * A number as .NET's double.ToString(InvariantCulture) writes it (docs/events.md §3.4): optional
+ * sign, digits with an optional fraction, an optional exponent, or NaN / Infinity / -Infinity. The
  * grammar is checked here; strtod then converts (dotmon never calls setlocale, so its decimal
  * point is '.'). -1 for anything else, "" included.
  */
@@ -457,7 +457,7 @@ static int parse_double_str(const char *s, double *out)
     return s == NULL ? -1 : parse_double(s, strlen(s), out);
 }
 
-/* Reads the Trace object's sync point once (PROTOCOL.md §5.3). */
+/* Reads the Trace object's sync point once (docs/nettrace.md §2.3). */
 static void clock_init(struct ev_stream *s)
 {
     struct nettrace_trace_info ti;
@@ -510,7 +510,7 @@ static void report(struct ev_stream *s, const char *kind, const char *message)
     }
 }
 
-/* ---- EventCounters (EVENTS.md §2.2-2.3) -------------------------------------------------- */
+/* ---- EventCounters (docs/events.md §2.2-2.3) ---------------------------------------------- */
 
 /* The "Interval=<ms>" of Series, or -1. */
 static int64_t series_interval_ms(const char *series)
@@ -546,7 +546,7 @@ static void on_counters(struct ev_stream *s, const struct ev_md *md, int64_t ts)
     if (s->opt.counter_interval_s > 0) {
         int64_t want = (int64_t)(s->opt.counter_interval_s * 1000.0 + 0.5);
         if (series_interval_ms(series) != want) {
-            return; /* another session's interval (EVENTS.md §2.3 step 1) */
+            return; /* another session's interval (docs/events.md §2.3 step 1) */
         }
     }
     /* CounterType decides; an event without it is told apart by which value field it has. */
@@ -567,7 +567,7 @@ static void on_counters(struct ev_stream *s, const struct ev_md *md, int64_t ts)
     emit(s, &m);
 }
 
-/* ---- System.Diagnostics.Metrics (EVENTS.md §3.3-3.5) ------------------------------------- */
+/* ---- System.Diagnostics.Metrics (docs/events.md §3.3-3.5) --------------------------------- */
 
 /* True when the event's sessionId is ours (any session when the stream was given none). */
 static bool session_matches(struct ev_stream *s, const struct ev_md *md, enum ev_fid f)
@@ -663,7 +663,7 @@ static void on_begin(struct ev_stream *s, const struct ev_md *md)
     slot->monotonic = strcmp(field_str(s, md, F_INSTRUMENT_TYPE, ""), "Counter`1") == 0;
 }
 
-/* "0.5=v;0.95=v;0.99=v" (EVENTS.md §3.4): pairs kept ascending by quantile; bad items skipped. */
+/* "0.5=v;0.95=v;0.99=v" (events.md §3.4): pairs kept ascending by quantile; bad items skipped. */
 static void parse_quantiles(const char *q, struct ev_metric_sample *m)
 {
     m->nquantiles = 0;
@@ -771,7 +771,7 @@ static void on_meter_error(struct ev_stream *s, const struct ev_md *md)
     switch (md->cls) {
     case CLS_MULTI: {
         /* Sent to every new session while another one runs: ours is the newcomer unless the
-         * running session is ours (EVENTS.md §3.2, §3.5). */
+         * running session is ours (docs/events.md §3.2, §3.5). */
         const char *running = field_str(s, md, F_RUNNING_SESSION_ID, "");
         if (running == NULL || (s->session_id != NULL && strcmp(running, s->session_id) == 0)) {
             return;

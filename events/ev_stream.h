@@ -5,12 +5,12 @@
 /*
  * A metrics session's nettrace byte stream turned into metric samples (ev_metric.h): the nettrace
  * reader, the self-describing payload decoder (metadata field lists, typed field access by name)
- * and the EventCounters / System.Diagnostics.Metrics interpretation (../shared/EVENTS.md §1-3),
+ * and the EventCounters / System.Diagnostics.Metrics interpretation (docs/events.md §1-3),
  * behind one incremental API the agent feeds with the bytes of a session, in any chunking.
  * Pure: no libuv, no I/O, no globals. Memory bounded per stream (see ev_stream_options).
  *
- * Events are matched by provider + event name, never by id (EVENTS.md §1.1). Meter events whose
- * sessionId is not opt->session_id are ignored (a shared session shows every client's
+ * Events are matched by provider + event name, never by id (docs/events.md §1.1). Meter events
+ * whose sessionId is not opt->session_id are ignored (a shared session shows every client's
  * instruments); MultipleSessionsNotSupportedError / MultipleSessionsConfiguredIncorrectlyError
  * and Error events addressed to this session are reported through on_error.
  *
@@ -39,7 +39,7 @@ struct ev_stream_options {
     /*
      * The EventCounterIntervalSec sent. When > 0, EventCounters events whose Series interval
      * ("Interval=<ms>") differs are dropped, as dotnet-monitor's CounterFilter does (another
-     * session may have lowered the provider's interval, EVENTS.md §2.1, §2.3); 0 keeps them all.
+     * session may have lowered the provider's interval, events.md §2.1, §2.3); 0 keeps them all.
      */
     double counter_interval_s;
 };

@@ -21,7 +21,7 @@
 #define SAMPLER_PROVIDER  "Microsoft-DotNETCore-SampleProfiler"
 #define SPEEDSCOPE_SCHEMA "https://www.speedscope.app/file-format-schema.json"
 
-/* Event ids (EVENTS.md §7.1). */
+/* Event ids (docs/events.md §6.1). */
 #define EV_RUNTIME_METHOD_LOAD_VERBOSE 143
 #define EV_RUNTIME_MODULE_LOAD         152
 #define EV_RUNDOWN_METHOD_DCSTART_VERB 143
@@ -264,8 +264,8 @@ static int append_utf16(struct buf *b, const uint8_t *p, size_t units)
 }
 
 /*
- * EVENTS.md §7.2. The fields after the signature (ClrInstanceID from v1, ReJITID from v2) are not
- * used, but a payload too short for them is refused: it means the version is not the layout's,
+ * docs/events.md §6.2. The fields after the signature (ClrInstanceID from v1, ReJITID from v2) are
+ * not used, but a payload too short for them is refused: it means the version is not the layout's,
  * and then the strings before may be misread too. Longer payloads are accepted, as TraceEvent
  * does, for layouts later runtimes extend.
  */

@@ -3,7 +3,7 @@
 #define AGENT_EV_SYMBOLS_H
 
 /*
- * CPU samples with their stacks named, written as speedscope JSON (EVENTS.md §7), or summed up
+ * CPU samples with their stacks named, written as speedscope JSON (docs/events.md §6), or summed up
  * per method (ev_symbols_aggregate: exclusive and inclusive counts, the top N, as JSON or text;
  * GET /profile answers with it).
  *
@@ -156,7 +156,7 @@ int ev_symbols_intern_stack(struct ev_symbols *s, const uint64_t *ips, size_t n,
 int ev_symbols_stack_site(struct ev_symbols *s, uint32_t stack, char *out, size_t cap);
 
 /*
- * The samples as speedscope JSON (EVENTS.md §7.4): "$schema", "shared.frames" (each distinct
+ * The samples as speedscope JSON (docs/api.md §8): "$schema", "shared.frames" (each distinct
  * name once), one "sampled" profile per thread in the order threads first appear ("Thread N"),
  * samples outermost frame first in time order, weights in milliseconds (the sampling period),
  * "exporter" and "name" (the given name, JSON-escaped). 0, -ENOMEM or the sink's error.

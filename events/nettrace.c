@@ -18,7 +18,7 @@
  * sees whole fields and never needs to resume in the middle of one, whatever the chunking, and the
  * only data ever copied is the current unit (at most one block).
  *
- * Section numbers refer to PROTOCOL.md; where it was silent or wrong the behaviour follows what
+ * Sections cited are those of docs/nettrace.md; where it is silent the behaviour follows what
  * TraceEvent (microsoft/perfview src/TraceEvent/EventPipe) accepts or rejects, as noted inline.
  */
 
@@ -99,7 +99,7 @@ struct thread_slot {
     uint8_t live; /* V6: introduced by a Thread block, not removed or flushed since */
 };
 
-/* The decoded header of one event blob (§5.5); compressed blobs inherit from the previous one. */
+/* An event blob's decoded header (nettrace.md §4.2); compressed ones inherit the previous one's. */
 struct blob {
     uint32_t metadata_id;
     uint32_t sequence;
@@ -122,7 +122,7 @@ struct nettrace_private {
     uint64_t pos; /* absolute offset of the current unit */
     bool trace_seen;
     bool finished;
-    bool v6;                       /* the stream is NetTrace V6 (§5.9) */
+    bool v6;                       /* the stream is NetTrace V6 (nettrace.md §7) */
     uint8_t v6_kind;               /* of the V6 block being read */
     uint32_t md_epoch;             /* V6: metadata flushes by sequence points so far */
     enum nettrace_block_kind kind; /* of the block object being read */
@@ -184,7 +184,7 @@ static const uint8_t stream_header[32] = {'N', 'e', 't', 't', 'r', 'a', 'c', 'e'
                                           0,   '!', 'F', 'a', 's', 't', 'S', 'e', 'r', 'i', 'a',
                                           'l', 'i', 'z', 'a', 't', 'i', 'o', 'n', '.', '1'};
 
-/* V6 block kinds (§5.9). */
+/* V6 block kinds (nettrace.md §7). */
 enum v6_kind {
     V6_END = 0,
     V6_TRACE = 1,
@@ -234,9 +234,9 @@ static int fail_nomem(struct nettrace_private *pr, uint64_t off)
 enum varint_status { VAR_OK = 0, VAR_TRUNC = 1, VAR_OVERLONG = 2 };
 
 /*
- * LEB128-style varuint (§5.5). The runtime writes the minimal form, so a value needs at most
- * ceil(bits / 7) bytes and the last byte carries no bits above the type's width; anything else is
- * "over-long". A non-minimal but in-range encoding (0x80 0x00) is accepted, as readers do.
+ * LEB128-style varuint (nettrace.md §4). The runtime writes the minimal form, so a value needs at
+ * most ceil(bits / 7) bytes and the last byte carries no bits above the type's width; anything else
+ * is "over-long". A non-minimal but in-range encoding (0x80 0x00) is accepted, as readers do.
  */
 static enum varint_status cur_varint(struct ev_rd *c, unsigned bits, uint64_t *v)
 {
@@ -393,7 +393,7 @@ static void md_public(const struct nettrace_private *pr, const struct md_rec *md
     m->v6 = pr->v6;
 }
 
-/* ---- metadata payloads (§5.6) ---------------------------------------------------------------- */
+/* ---- metadata payloads (nettrace.md §5) ------------------------------------------------------ */
 
 /* Type codes a V1 field list may use: Object and the scalars 3..18 (Array needs V2Params). */
 static bool v1_type_known(uint32_t t)
@@ -567,7 +567,7 @@ static int parse_metadata(struct nettrace_private *pr, const uint8_t *p, size_t 
     return rc < 0 ? rc : store_metadata(pr, &rec, prov, prov_units, name, name_units, p, n, base);
 }
 
-/* V5 tags (§5.3) until the payload is exhausted: OpCode and V2Params; unknown kinds skipped. */
+/* V5 tags (nettrace.md §5.3) to the payload's end: OpCode and V2Params; unknown kinds skipped. */
 static int parse_metadata_tags(struct nettrace_private *pr, struct ev_rd *c, struct md_rec *rec)
 {
     while (ev_rd_left(c) > 0) {
@@ -736,7 +736,7 @@ static uint32_t keep_stacks(struct nettrace_private *pr, const uint8_t *p, size_
 }
 
 /*
- * Per-capture-thread sequence tracking for the dropped-event count (PROTOCOL.md §5.5, §5.7).
+ * Per-capture-thread sequence tracking for the dropped-event count (docs/nettrace.md §4, §6).
  * Sequence numbers count the events a thread *attempted* in this session, from 1, so every
  * number skipped is a dropped event: `expected` is the number the thread should have reached
  * before this sighting (an event's number minus 1, or a sequence point's number itself), and
@@ -809,8 +809,8 @@ static int thread_seen_lookup(struct nettrace_private *pr, uint64_t tid, uint32_
 }
 
 /*
- * V6 (§5.9): a thread index may be referred to (capture thread of an event, sequence point,
- * RemoveThread) only between the Thread block that introduces it and its RemoveThread or a
+ * V6 (nettrace.md §7): a thread index may be referred to (capture thread of an event, sequence
+ * point, RemoveThread) only between the Thread block that introduces it and its RemoveThread or a
  * sequence point flushing the thread cache; TraceEvent (ThreadCache.GetThread) refuses others.
  */
 static bool thread_live(const struct nettrace_private *pr, uint64_t idx)
@@ -846,7 +846,7 @@ static inline int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_
     return 0;
 }
 
-/* ---- blocks (§5.4, §5.5) --------------------------------------------------------------------- */
+/* ---- blocks (nettrace.md §3, §4) ------------------------------------------------------------- */
 
 static int varint_fail(struct nettrace_private *pr, enum varint_status st, uint64_t at,
                        const char *what)
@@ -886,7 +886,7 @@ static int read_guid(struct ev_rd *c, uint8_t out[16])
     return 0;
 }
 
-/* A header-compressed blob header (§5.5); b holds the previous blob's header on entry. */
+/* A header-compressed blob header (nettrace.md §4.2); b holds the previous one's on entry. */
 static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct blob *b)
 {
     uint8_t flags;
@@ -946,10 +946,9 @@ static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct 
 }
 
 /*
- * An uncompressed blob header (§5.5): eventSize, 72 header bytes, payloadSize. The blob spans
- * 4 + eventSize bytes; the payload is the first payloadSize bytes after the header, the rest is
- * padding.
- * *blob_end gets the offset (in c) of the next blob.
+ * An uncompressed blob header (nettrace.md §4.1): eventSize, 72 header bytes, payloadSize. The blob
+ * spans 4 + eventSize bytes; the payload is the first payloadSize bytes after the header, the rest
+ * is padding. *blob_end gets the offset (in c) of the next blob.
  */
 static int read_uncompressed(struct nettrace_private *pr, struct ev_rd *c, struct blob *b,
                              size_t *blob_end)
@@ -984,8 +983,8 @@ static int read_uncompressed(struct nettrace_private *pr, struct ev_rd *c, struc
 }
 
 /*
- * A V6 uncompressed row header (§5.9): u32 size (excluding itself), then 48 header bytes with the
- * label list id, then the payload; bytes after the payload up to the size are skipped.
+ * A V6 uncompressed row header (nettrace.md §7): u32 size (excluding itself), then 48 header bytes
+ * with the label list id, then the payload; bytes after the payload up to the size are skipped.
  */
 static int read_uncompressed_v6(struct nettrace_private *pr, struct ev_rd *c, struct blob *b,
                                 size_t *blob_end)
@@ -1114,8 +1113,8 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
 
 /*
  * EventBlock and MetadataBlock content: a header, then blobs up to exactly the block end. The
- * compressed-header state starts from zero in every block (§5.11), which is what makes blocks
- * independently checkable.
+ * compressed-header state starts from zero in every block (nettrace.md §9), which is what makes
+ * blocks independently checkable.
  */
 static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size_t n, bool meta)
 {
@@ -1169,7 +1168,7 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
     return 0;
 }
 
-/* StackBlock (§5.4): firstId, count, count sized stacks filling the block exactly. */
+/* StackBlock (nettrace.md §3.3): firstId, count, count sized stacks filling the block exactly. */
 static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size_t n)
 {
     struct ev_rd c = {p, n, 0, pr->pos};
@@ -1243,7 +1242,7 @@ static int check_stack_block(struct nettrace_private *pr, const uint8_t *p, size
     return 0;
 }
 
-/* SPBlock (§5.4): timestamp, thread count, 12 bytes per thread; it ends a stack region (§5.7). */
+/* SPBlock (nettrace.md §3.4): timestamp, thread count, 12 bytes per thread; ends a region (§6). */
 static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t n)
 {
     if (n < 12) {
@@ -1267,7 +1266,7 @@ static int check_sp_block(struct nettrace_private *pr, const uint8_t *p, size_t 
     return 0;
 }
 
-/* ---- NetTrace V6 blocks (§5.9) ------------------------------------------------------------- */
+/* ---- NetTrace V6 blocks (nettrace.md §7) ----------------------------------------------------- */
 
 /* A V6 string inside a block; its failure names `what`. */
 static int v6_string(struct nettrace_private *pr, struct ev_rd *c, const char *what,
@@ -1535,7 +1534,7 @@ static int check_v6_sequence_point(struct nettrace_private *pr, const uint8_t *p
     region_end(pr);
     if ((flags & 1u) != 0) {
         for (size_t k = 0; k < pr->threads_cap; k++) {
-            pr->threads[k].live = 0; /* after the sequence checks above, as §5.9 says */
+            pr->threads[k].live = 0; /* after the sequence checks above, as nettrace.md §7 says */
         }
     }
     if ((flags & 2u) != 0) {
@@ -1795,7 +1794,7 @@ static int check_v6_block(struct nettrace_private *pr, const uint8_t *p, size_t 
     case V6_LABEL_LIST:
         return check_v6_label_lists(pr, p, n);
     default:
-        return 0; /* unknown kinds are skipped (§5.9) */
+        return 0; /* unknown kinds are skipped (nettrace.md §7) */
     }
 }
 
@@ -1809,7 +1808,7 @@ static void expect(struct nettrace_private *pr, enum state st, size_t need)
 
 /*
  * The first 12 bytes: the magic, then 20 (the length of V4/V5's FastSerialization signature) or 0
- * (V6's reserved field, §5.9).
+ * (V6's reserved field, nettrace.md §7).
  */
 static int step_header(struct nettrace_private *pr, const uint8_t *u)
 {
@@ -1997,7 +1996,7 @@ static int step_block_size(struct nettrace_private *pr, const uint8_t *u)
                     block_names[pr->kind], size, pr->opt.max_block);
     }
     pr->block_size = (uint32_t)size;
-    /* §5.4: padding up to the next ABSOLUTE multiple of 4, counted from the stream's first byte. */
+    /* nettrace.md §3.1: pad to the next ABSOLUTE multiple of 4, counted from the stream's start. */
     uint64_t after = pr->pos + 4;
     expect(pr, ST_BLOCK_PAD, (size_t)((4 - after % 4) % 4));
     return 0;

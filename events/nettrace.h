@@ -4,7 +4,7 @@
 
 /*
  * Streaming checker for the nettrace V4/V5 format the runtime sends after CollectTracing
- * (PROTOCOL.md §5, checklist §5.10). Pure: no libuv, no I/O, no globals.
+ * (docs/nettrace.md, checklist §8). Pure: no libuv, no I/O, no globals.
  *
  * Feed the stream in any chunking (one byte at a time works) and call nettrace_finish at EOF.
  * The verdict is COMPLETE (valid, ended with the 0x01 end tag and nothing after it), TRUNCATED
@@ -17,15 +17,15 @@
  * Allocation happens only when the block buffer must grow and when metadata is defined, never per
  * event. A block that arrives whole inside one nettrace_feed call is checked in place, uncopied.
  *
- * What is checked (§5.10): magic and FastSerialization header; the Trace object (version 4, minimum
- * reader 4, 48-byte payload, pointer size 4 or 8, QPC frequency > 0); each block object (tags,
- * known type name, version 2 with minimum reader version 0..2, blockSize within the cap, absolute
- * 4-byte padding made of zero bytes, end tag); EventBlock/MetadataBlock headers (headerSize
- * 20..blockSize, no flag bits other than header compression); every event blob, compressed or not,
- * decoded to exactly the block end (varints at most 5/10 bytes and within 32/64 bits, payloads
- * inside the block); StackBlock (8 + sum(4 + size) == blockSize, sizes multiple of the pointer
- * size, no id defined twice in one sequence-point region) and SPBlock (12 + 12 * count ==
- * blockSize) sizes; every event's metadata id defined by an earlier record; metadata ids defined
+ * What is checked (nettrace.md §8): magic and FastSerialization header; the Trace object (version
+ * 4, minimum reader 4, 48-byte payload, pointer size 4 or 8, QPC frequency > 0); each block object
+ * (tags, known type name, version 2 with minimum reader version 0..2, blockSize within the cap,
+ * absolute 4-byte padding made of zero bytes, end tag); EventBlock/MetadataBlock headers
+ * (headerSize 20..blockSize, no flag bits other than header compression); every event blob,
+ * compressed or not, decoded to exactly the block end (varints at most 5/10 bytes and within 32/64
+ * bits, payloads inside the block); StackBlock (8 + sum(4 + size) == blockSize, sizes multiple of
+ * the pointer size, no id defined twice in one sequence-point region) and SPBlock (12 + 12 * count
+ * == blockSize) sizes; every event's metadata id defined by an earlier record; metadata ids defined
  * once; metadata payloads parse (id, provider name, event id, event name, keywords, version, level,
  * V1 field list with known type codes, V5 OpCode/V2Params tags, UTF-16 strings terminated inside
  * the payload). Bytes after the end tag are a violation (TraceEvent stops reading at the tag and
@@ -35,12 +35,12 @@
  * counted (stats.missing_stacks) unless NETTRACE_STRICT_STACKS is set, because TraceEvent itself
  * reads such an event without its stack (perfview StackCache.TryGetStack) rather than failing.
  *
- * NetTrace V6 (§5.9), detected by the header (reserved field 0, major 6; minor ignored, another
- * major refused), is read too: its blocks are walked by their 4-byte headers (size within the cap,
- * unknown kinds skipped), the Trace block must come first (sync time, tick frequency > 0, pointer
- * size 4 or 8, key/values with HardwareThreadCount, ProcessId, ExpectedCPUSamplingRate), Event
- * blocks are checked as above with V6 row headers (label list ids, thread indices), Metadata rows
- * parse up to their OptionalMetadata (field descriptions are only walked by their sizes; UTF-8
+ * NetTrace V6 (nettrace.md §7), detected by the header (reserved field 0, major 6; minor ignored,
+ * another major refused), is read too: its blocks are walked by their 4-byte headers (size within
+ * the cap, unknown kinds skipped), the Trace block must come first (sync time, tick frequency > 0,
+ * pointer size 4 or 8, key/values with HardwareThreadCount, ProcessId, ExpectedCPUSamplingRate),
+ * Event blocks are checked as above with V6 row headers (label list ids, thread indices), Metadata
+ * rows parse up to their OptionalMetadata (field descriptions are only walked by their sizes; UTF-8
  * names without NUL bytes), Stack blocks as StackBlock, SequencePoint blocks (thread list decoded
  * to the block end; they end the stack region, with flag 1 the thread indices and with flag 2 the
  * metadata definitions), Thread blocks (rows of known kinds), RemoveThread and LabelList blocks
@@ -60,7 +60,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* PROTOCOL.md §5.3: the offset of the first block object in a runtime-produced stream. */
+/* docs/nettrace.md §2.3: the offset of the first block object in a runtime-produced stream. */
 #define NETTRACE_PREAMBLE_SIZE 102
 
 #define NETTRACE_DEFAULT_MAX_BLOCK    (16u * 1024u * 1024u)
@@ -113,7 +113,7 @@ struct nettrace_stats {
     uint64_t lost;
 };
 
-/* The Trace object's payload (§5.3). */
+/* The Trace object's payload (nettrace.md §2.3). */
 struct nettrace_trace_info {
     uint16_t sync_time_utc[8]; /* year, month, dayOfWeek, day, hour, minute, second, ms */
     int64_t sync_time_qpc;
@@ -175,21 +175,21 @@ typedef void (*nettrace_metadata_cb)(void *ud, const struct nettrace_metadata *m
 /*
  * Called once per metadata record as it is defined, in stream order (so before any event that uses
  * it), once the record has parsed. payload[0..len) is the record's raw metadata payload
- * (PROTOCOL.md §5.6: id, provider, event description, V1 field list, V5 tags; parse it with
- * ev_schema_parse), or when md->v6 the V6 metadata row after its u16 size (§5.9; parse it with
- * ev_schema_parse_v6), for a consumer that builds its own view of the field list; md and payload
- * are valid during the call only. In V6 an id may be defined again after a sequence point that
- * flushes the metadata cache: the callback then sees the id a second time and the new record
+ * (docs/nettrace.md §5: id, provider, event description, V1 field list, V5 tags; parse it with
+ * ev_schema_parse), or when md->v6 the V6 metadata row after its u16 size (nettrace.md §7; parse it
+ * with ev_schema_parse_v6), for a consumer that builds its own view of the field list; md and
+ * payload are valid during the call only. In V6 an id may be defined again after a sequence point
+ * that flushes the metadata cache: the callback then sees the id a second time and the new record
  * replaces the old one.
  */
 typedef void (*nettrace_metadata_def_cb)(void *ud, const struct nettrace_metadata *md,
                                          const uint8_t *payload, size_t len);
 
 /*
- * One block object of a V4/V5 stream (§5.4), as given to the block callback: the object is whole
- * and checked, its end tag included. content[0..len) are the blockSize bytes after the padding,
- * valid during the call only. A re-serializer copies content and len unchanged and recomputes the
- * padding for its own output offset (§5.11).
+ * One block object of a V4/V5 stream (nettrace.md §3), as given to the block callback: the object
+ * is whole and checked, its end tag included. content[0..len) are the blockSize bytes after the
+ * padding, valid during the call only. A re-serializer copies content and len unchanged and
+ * recomputes the padding for its own output offset (nettrace.md §9).
  */
 struct nettrace_block {
     enum nettrace_block_kind kind;

@@ -17,15 +17,15 @@
  * One HTTP/1.x connection: a state machine (enum conn_state) driven by four libuv events (read,
  * write done, timer, close) and by the handler's response calls.
  *
- * Reading follows STYLE §2.5: the pure parser (http_parse.c: llhttp plus the request-head policy)
- * sees every byte we read and stops at each complete request; reading stops and the request goes
- * to the handler. When the response (http_resp.c) has been written in full, the parser is fed
+ * Reading follows docs/style.md §5: the pure parser (http_parse.c: llhttp plus the request-head
+ * policy) sees every byte we read and stops at each complete request; reading stops and the request
+ * goes to the handler. When the response (http_resp.c) has been written in full, the parser is fed
  * the bytes left behind that request (pipelined requests) and reading starts again. So one
  * request at a time is in flight per connection, responses come out in request order, and a
  * client that pipelines without reading can make us buffer at most one input buffer plus one
  * response.
  *
- * Lifetime (STYLE §2.4): the connection is freed only in the last close callback. Everything
+ * Lifetime (docs/style.md §4): the connection is freed only in the last close callback. Everything
  * that runs user code (handler, drain, abort) may start closing it, so code after such a call
  * re-checks c->state and c->req and never frees c directly. The abort callback runs from the close
  * callback only, never from inside a write callback or a handler call, so no frame up the stack
@@ -39,7 +39,7 @@ static const char *const state_names[CONN_NSTATES] = {
 };
 
 #define STATE_BIT(s) (1u << (s))
-/* Legal transitions, indexed by the current state (lwan-style table, STYLE §2.5). */
+/* Legal transitions, indexed by the current state (lwan-style table, docs/style.md §5). */
 static const unsigned conn_transitions[CONN_NSTATES] = {
     [CONN_HEAD] = STATE_BIT(CONN_BODY) | STATE_BIT(CONN_FLUSH) | STATE_BIT(CONN_CLOSING),
     [CONN_BODY] = STATE_BIT(CONN_HANDLER) | STATE_BIT(CONN_FLUSH) | STATE_BIT(CONN_CLOSING),

@@ -57,7 +57,7 @@
 #define HTTP_MAX_CHUNK_EXT 4096
 
 /*
- * Connection states (STYLE §2.5: one transition function, one timer per phase):
+ * Connection states (docs/style.md §5: one transition function, one timer per phase):
  *   HEAD     reading a request head; header timer (armed once, not reset by bytes)
  *   BODY     reading a request body; idle timer, reset on every read
  *   HANDLER  the handler owns the request; reading stopped; write-stall timer while writes
@@ -207,8 +207,8 @@ int http__conn_accept(struct http_server *s, struct http_listener *l);
 void http__conn_close(struct http_conn *c);
 /* True when c has no request in progress (nothing received, or keep-alive idle). */
 bool http__conn_is_idle(const struct http_conn *c);
-/* The one transition function (STYLE §2.5): aborts on an illegal transition, re-arms the timer
- * and starts or stops reading to match the new state. */
+/* The one transition function (docs/style.md §5): aborts on an illegal transition, re-arms the
+ * timer and starts or stops reading to match the new state. */
 void http__conn_set_state(struct http_conn *c, enum conn_state next);
 /* Re-arms the timer for the current state (a write went out or finished). */
 void http__conn_arm_timer(struct http_conn *c);

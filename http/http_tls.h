@@ -10,8 +10,8 @@
 
 /*
  * TLS for the HTTP server, as a pure state machine over OpenSSL memory BIOs: no sockets, no
- * libuv, no threads (STYLE §2.1: this file never includes <uv.h>). The connection code feeds the
- * ciphertext it read from the socket, reads plaintext back, hands plaintext to encrypt, and
+ * libuv, no threads (docs/style.md §1: this file never includes <uv.h>). The connection code feeds
+ * the ciphertext it read from the socket, reads plaintext back, hands plaintext to encrypt, and
  * writes whatever ciphertext is pending to the socket with its own write queue. OpenSSL never
  * touches a file descriptor, so a slow or silent client can only cost memory the caller bounds.
  *

@@ -12,7 +12,7 @@
 #include "ipc_internal.h"
 
 /*
- * One exchange = one connection = one command (PROTOCOL.md §1.3):
+ * One exchange = one connection = one command (docs/ipc.md §1.3):
  *
  *   CONNECTING -> AWAIT_HEADER -> AWAIT_PAYLOAD -> [AWAIT_CONTINUATION] -> CLOSING
  *
@@ -260,8 +260,8 @@ static void x_on_connect(struct ipc_conn *c, int status)
         return;
     }
     /*
-     * The runtime's server thread blocks until it has the whole request (§8.9), so the request
-     * goes out in one write right after connect.
+     * The runtime's server thread blocks until it has the whole request (deviations.md §1.8), so
+     * the request goes out in one write right after connect.
      */
     uv_buf_t b = uv_buf_init((char *)x->req, (unsigned int)x->req_len);
     rc = uv_write(&x->write_req, (uv_stream_t *)&x->pipe, &b, 1, x_on_write);

@@ -9,7 +9,7 @@
 #include <uv.h>
 
 /*
- * One-command IPC exchanges with a runtime's diagnostic server (PROTOCOL.md §1.3): connect,
+ * One-command IPC exchanges with a runtime's diagnostic server (docs/ipc.md §1.3): connect,
  * write the complete request at once, read the 20-byte reply header and payload, and - for
  * commands that have one - the continuation. Every exchange has a timeout covering the whole
  * exchange, and a cap on the reply size checked before any allocation.
@@ -115,7 +115,7 @@ void ipc_exchange_cancel(struct ipc_exchange *x);
 /* Static name of a known HRESULT ("DS_IPC_E_UNKNOWN_COMMAND"), or "UNKNOWN"; never NULL. */
 const char *ipc_hresult_text(uint32_t hresult);
 
-/* GenerateCoreDump types (PROTOCOL.md §3.3). */
+/* GenerateCoreDump types (docs/ipc.md §4.4). */
 enum ipc_dump_type {
     IPC_DUMP_TYPE_NORMAL = 1, /* dotnet-monitor's Mini */
     IPC_DUMP_TYPE_WITH_HEAP = 2,
@@ -184,7 +184,7 @@ typedef int (*ipc_env_var_cb)(void *ud, const char *name, size_t name_len, const
 typedef void (*ipc_env_done_cb)(void *ud, const struct ipc_env_result *res);
 
 /*
- * ProcessEnvironment (PROTOCOL.md §3.2): the whole block (at most max_reply bytes, 0 -> the
+ * ProcessEnvironment (docs/ipc.md §4.3): the whole block (at most max_reply bytes, 0 -> the
  * exchange default) is validated before on_var sees its first entry, then on_var runs for each
  * entry in order and on_done once. Same return, callback and cancel contract as ipc_dump_request.
  */

@@ -5,7 +5,7 @@
 
 #include "err.h"
 
-/* Limits the runtime enforces on CollectTracing requests (PROTOCOL.md §3.1, §8.12). */
+/* Limits the runtime enforces on CollectTracing (docs/ipc.md §4.2, deviations.md §1.11). */
 #define MAX_PROVIDERS 1000
 #define MAX_LEVEL     5
 
@@ -45,7 +45,7 @@ const char *ipc_hresult_name(uint32_t hr)
 
 /*
  * .NET's Guid(byte[]) reads the first three groups as little-endian integers and the last eight
- * bytes as they are, so the string form is not the bytes in order (§1.5).
+ * bytes as they are, so the string form is not the bytes in order (ipc.md §2.2).
  */
 void ipc_guid_format(const uint8_t cookie[IPC_GUID_SIZE], char out[IPC_GUID_STR_SIZE])
 {
@@ -249,7 +249,7 @@ static int write_provider(struct ipc_wr *w, int version, const struct ipc_provid
 }
 
 /*
- * Field order per version (§3.1):
+ * Field order per version (ipc.md §4.2):
  *   1: bufMB, format, providers
  *   2: bufMB, format, u8 requestRundown, providers
  *   3: bufMB, format, u8 requestRundown, u8 requestStackwalk, providers
@@ -365,8 +365,8 @@ int ipc_reply_parse(const struct ipc_frame *f, enum ipc_reply_expect expect, str
 }
 
 /*
- * The cookie follows the pid directly, whatever the design doc's struct listing says (§8.3);
- * ProcessInfo3 prefixes everything with a version and appends the RID for version >= 1.
+ * The cookie follows the pid directly, whatever the design doc's struct listing says (deviations.md
+ * §1.3); ProcessInfo3 prefixes everything with a version and appends the RID for version >= 1.
  */
 int ipc_process_info_parse(const uint8_t *p, size_t n, int level, struct ipc_process_info *out)
 {

@@ -3,7 +3,7 @@
 #define AGENT_IPC_CMD_H
 
 /*
- * Diagnostic IPC commands (PROTOCOL.md §3): pure request builders and reply parsers on top of
+ * Diagnostic IPC commands (docs/ipc.md §4): pure request builders and reply parsers on top of
  * ipc_codec.h. No libuv, no I/O, no allocation. Parsed strings are ipc_utf16 views into the
  * caller's bytes; convert them with ipc_utf16_to_utf8.
  *
@@ -20,7 +20,7 @@
 
 #include "ipc_codec.h"
 
-/* Command sets and ids (§3.0). */
+/* Command sets and ids (ipc.md §4.1). */
 #define IPC_SET_DUMP      0x01
 #define IPC_SET_EVENTPIPE 0x02
 #define IPC_SET_PROFILER  0x03
@@ -32,7 +32,7 @@
 
 #define IPC_DUMP_GENERATE 0x01 /* GenerateCoreDump; + (version - 1) for GenerateCoreDump2/3 */
 
-/* Dump types (§3.3). */
+/* Dump types (ipc.md §4.4). */
 #define IPC_DUMP_NORMAL    1u
 #define IPC_DUMP_WITH_HEAP 2u
 #define IPC_DUMP_TRIAGE    3u
@@ -48,7 +48,7 @@
 #define IPC_SERVER_OK    0x00
 #define IPC_SERVER_ERROR 0xFF
 
-/* HRESULTs (§2.4). */
+/* HRESULTs (ipc.md §3.4). */
 #define IPC_HR_S_OK                    0x00000000u
 #define IPC_HR_BAD_ENCODING            0x80131384u
 #define IPC_HR_UNKNOWN_COMMAND         0x80131385u
@@ -63,17 +63,17 @@
 #define IPC_HR_ENVVAR_NOT_FOUND        0x800000CBu
 #define IPC_HR_PROFILER_ALREADY_ACTIVE 0x8013136Au
 
-/* The first .NET major with CollectTracing3 (requestStackwalk; added 2023-11, PROTOCOL.md §3):
+/* The first .NET major with CollectTracing3 (requestStackwalk; added 2023-11, docs/ipc.md §4):
  * sessions that need no stacks ask for none from it on. */
 #define IPC_NO_STACKWALK_MAJOR 9
 
-/* The rundown keyword that CollectTracing2/3's requestRundown=true stands for (§3.1, §6.2). */
+/* The rundown keyword of CollectTracing2/3's requestRundown=true (ipc.md §4.2, profiles.md §3). */
 #define IPC_RUNDOWN_DEFAULT 0x80020139ull
 
 /* Static name of a known HRESULT ("DS_IPC_E_UNKNOWN_COMMAND"), or "UNKNOWN". Never NULL. */
 const char *ipc_hresult_name(uint32_t hr);
 
-/* Formats a cookie as .NET prints a GUID (§1.5): bytes 0-3, 4-5, 6-7 little-endian, lowercase. */
+/* Formats a cookie as .NET prints a GUID (ipc.md §2.2): bytes 0-3, 4-5, 6-7 LE, lowercase. */
 void ipc_guid_format(const uint8_t cookie[IPC_GUID_SIZE], char out[IPC_GUID_STR_SIZE]);
 
 /*
@@ -91,22 +91,22 @@ int ipc_cmd_process_info2(struct ipc_wr *w);  /* 20 bytes */
 int ipc_cmd_process_info3(struct ipc_wr *w);  /* 20 bytes */
 int ipc_cmd_process_env(struct ipc_wr *w);    /* 20 bytes */
 int ipc_cmd_resume_runtime(struct ipc_wr *w); /* 20 bytes */
-/* SetEnvironmentVariable (§3.2): string name, string value ("" is sent as a one-unit string). On
- * an error (AGENT_E_INVAL for an empty or NULL name, a NULL value or malformed UTF-8;
+/* SetEnvironmentVariable (ipc.md §4.3): string name, string value ("" is sent as a one-unit
+ * string). On an error (AGENT_E_INVAL for an empty or NULL name, a NULL value or malformed UTF-8;
  * AGENT_E_NOSPACE) nothing is written. */
 int ipc_cmd_set_env(struct ipc_wr *w, const char *name, const char *value);
-/* StopTracing: uint64 session id (28 bytes). Send it on a new connection (§8.11). */
+/* StopTracing: uint64 session id (28 bytes). Send it on a new connection (deviations.md §1.10). */
 int ipc_cmd_stop_tracing(struct ipc_wr *w, uint64_t session_id);
 /*
- * GenerateCoreDump (version 1), 2 or 3 (§3.3): the runtime runs createdump, which writes `path`
- * (as the target process sees it), and replies when it is done. type is IPC_DUMP_*; flags are the
- * v2/v3 bits (0x1 logging, 0x2 verbose, 0x4 crash report...), for v1 only 0x1 (diagnostics) is
- * meaningful. AGENT_E_INVAL for a bad version/type, an empty path or a message over the limit.
+ * GenerateCoreDump (version 1), 2 or 3 (ipc.md §4.4): the runtime runs createdump, which writes
+ * `path` (as the target process sees it), and replies when it is done. type is IPC_DUMP_*; flags
+ * are the v2/v3 bits (0x1 logging, 0x2 verbose, 0x4 crash report...), for v1 only 0x1 (diagnostics)
+ * is meaningful. AGENT_E_INVAL for a bad version/type, an empty path or a message over the limit.
  */
 int ipc_cmd_generate_dump(struct ipc_wr *w, int version, const char *path, uint32_t type,
                           uint32_t flags);
 
-/* One EventPipe provider (§3.1 provider_config / streaming_provider_config). */
+/* One EventPipe provider (ipc.md §4.2 provider_config / streaming_provider_config). */
 struct ipc_provider {
     const char *name; /* non-empty UTF-8 */
     uint64_t keywords;
@@ -147,7 +147,7 @@ int ipc_collect_min_version(const struct ipc_collect_config *cfg);
 
 /*
  * CollectTracing (version 1), CollectTracing2..5 (version 2..5; version 5 as session type 0,
- * streaming). AGENT_E_INVAL if cfg is invalid (§3.1 limits) or needs a newer version.
+ * streaming). AGENT_E_INVAL if cfg is invalid (ipc.md §4.2 limits) or needs a newer version.
  */
 int ipc_cmd_collect_tracing(struct ipc_wr *w, int version, const struct ipc_collect_config *cfg);
 
@@ -180,14 +180,15 @@ struct ipc_reply {
 };
 
 /*
- * Parses any reply frame (§2.3). AGENT_E_PROTO if the frame is not Server/OK or Server/Error, or
- * its payload does not have the expected size. An Error payload is an int32 HRESULT, optionally
- * followed by one string (GenerateCoreDump3) that must span the rest of the payload.
- * Returns 0 for both OK and Error replies; check out->ok.
+ * Parses any reply frame (ipc.md §3.3). AGENT_E_PROTO if the frame is not Server/OK or
+ * Server/Error, or its payload does not have the expected size. An Error payload is an int32
+ * HRESULT, optionally followed by one string (GenerateCoreDump3) that must span the rest of the
+ * payload. Returns 0 for both OK and Error replies; check out->ok.
  */
 int ipc_reply_parse(const struct ipc_frame *f, enum ipc_reply_expect expect, struct ipc_reply *out);
 
-/* ProcessInfo / ProcessInfo2 / ProcessInfo3 OK payloads (§3.2; cookie second, §8.3). */
+/* ProcessInfo / ProcessInfo2 / ProcessInfo3 OK payloads (ipc.md §4.3; cookie second:
+ * deviations.md §1.3). */
 struct ipc_process_info {
     uint32_t version; /* ProcessInfo3's version field; 0 for ProcessInfo/ProcessInfo2 */
     uint64_t pid;
@@ -227,7 +228,7 @@ typedef int (*ipc_env_entry_cb)(void *ud, const char *name, size_t name_len, con
 int ipc_env_parse(const uint8_t *p, size_t n, char *scratch, size_t scratch_cap,
                   ipc_env_entry_cb cb, void *ud);
 
-/* The 34-byte reverse-connect advertise message (§1.5). */
+/* The 34-byte reverse-connect advertise message (ipc.md §2.2). */
 #define IPC_ADVERTISE_SIZE 34
 int ipc_advertise_parse(const uint8_t *p, size_t n, uint8_t cookie[IPC_GUID_SIZE], uint64_t *pid);
 

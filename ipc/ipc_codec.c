@@ -7,8 +7,8 @@
 #include "utf8.h"
 
 /*
- * Framing per PROTOCOL.md §2.1 and primitives per §2.2. Values are assembled from bytes, never by
- * casting pointers, so unaligned input and any host byte order are fine.
+ * Framing per docs/ipc.md §3.1 and primitives per ipc.md §3.2. Values are assembled from bytes,
+ * never by casting pointers, so unaligned input and any host byte order are fine.
  */
 
 static const uint8_t ipc_magic[IPC_MAGIC_SIZE] = {'D', 'O', 'T', 'N', 'E', 'T', '_',

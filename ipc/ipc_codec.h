@@ -3,7 +3,7 @@
 #define AGENT_IPC_CODEC_H
 
 /*
- * Pure codec for the .NET diagnostic IPC framing (PROTOCOL.md §2): the 20-byte header, an
+ * Pure codec for the .NET diagnostic IPC framing (docs/ipc.md §3): the 20-byte header, an
  * incremental frame decoder, a bounds-checked cursor reader, a capacity-checked writer and the
  * UTF-16LE <-> UTF-8 conversions the protocol's strings need.
  *
@@ -135,8 +135,8 @@ int ipc_rd_bytes(struct ipc_rd *r, size_t len, const uint8_t **out);
 /* Steps over len bytes. */
 int ipc_rd_skip(struct ipc_rd *r, size_t len);
 /*
- * string (§2.2): uint32 count of UTF-16 units including the NUL, then the units; the last must
- * be 0. Count 0 = absent. AGENT_E_TRUNC if the count runs past the input, AGENT_E_PROTO if the
+ * string (ipc.md §3.2): uint32 count of UTF-16 units including the NUL, then the units; the last
+ * must be 0. Count 0 = absent. AGENT_E_TRUNC if the count runs past the input, AGENT_E_PROTO if the
  * last unit is not NUL.
  */
 int ipc_rd_string(struct ipc_rd *r, struct ipc_utf16 *out);

@@ -22,7 +22,7 @@
 #include "log.h"
 
 /*
- * How discovery works (PROTOCOL.md §1.1-1.3):
+ * How discovery works (docs/ipc.md §1.1-1.3):
  *
  * Every `dotnet-diagnostic-<pid>-<key>-socket` file in the directory gets a `struct sock`. Its
  * life: STAT (async lstat for the mtime) -> PROBE_WAIT -> PROBING (ProcessInfo3, then 2, then 1
@@ -31,8 +31,9 @@
  * lstat owner, then SO_PEERCRED on every connection, ipc_endpoint) or FAILED (timeout, garbage,
  * error HRESULT; retried with backoff, since a runtime that is busy with a dump answers nothing for
  * a while). LISTED socks get a liveness check (a full ProcessInfo request, because a silent client
- * would block the runtime's single server thread, §8.9) every liveness_ms; a refused or vanished
- * socket means the process died and the sock turns STALE. Socks whose file disappears are dropped.
+ * would block the runtime's single server thread, deviations.md §1.8) every liveness_ms; a refused
+ * or vanished socket means the process died and the sock turns STALE. Socks whose file disappears
+ * are dropped.
  *
  * All directory access goes through the libuv threadpool (scandir, lstat), all socket access
  * through ipc_exchange with a timeout, and at most MAX_IN_FLIGHT exchanges run at once, so the

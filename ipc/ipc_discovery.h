@@ -11,9 +11,9 @@
 #include "ipc_client.h"
 
 /*
- * Discovery of .NET runtimes in connect mode (PROTOCOL.md §1.1-1.3), or in listen mode (§1.4-1.5,
- * when the config names a listen socket: then this is a thin front for ipc_listen.h, and the
- * directory is not watched).
+ * Discovery of .NET runtimes in connect mode (docs/ipc.md §1.1-1.3), or in listen mode (ipc.md
+ * §2.1-2.2, when the config names a listen socket: then this is a thin front for ipc_listen.h, and
+ * the directory is not watched).
  *
  * Watches a directory (normally $TMPDIR or /tmp) for `dotnet-diagnostic-<pid>-<key>-socket`
  * files with uv_fs_event, plus a slow rescan timer as a safety net. Each new socket is probed

@@ -2,7 +2,7 @@
 #ifndef AGENT_IPC_INTERNAL_H
 #define AGENT_IPC_INTERNAL_H
 
-/* Declarations shared between the files of the ipc module only (STYLE.md §2.1). */
+/* Declarations shared between the files of the ipc module only (docs/style.md §1). */
 
 #include <stdbool.h>
 #include <stdint.h>

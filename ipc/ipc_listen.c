@@ -22,7 +22,7 @@
 #include "shdir.h"
 
 /*
- * How listen mode works (PROTOCOL.md §1.4-1.5):
+ * How listen mode works (docs/ipc.md §2.1-2.2):
  *
  * Connections. Every accepted connection is a `struct rconn`: PENDING until its 34 advertise
  * bytes are in (bounded by advertise_timeout_ms), then a SPARE of the runtime whose cookie it
@@ -37,7 +37,7 @@
  * handle (the socket lives on in the duplicate), and opens the duplicate in the waiter's pipe with
  * uv_pipe_open. From then on the descriptor belongs to the waiter's pipe; the listener only
  * remembers a lease until the waiter's pipe closes. The runtime reconnects as soon as the command
- * has consumed the connection (§1.4 item 4), so a second command waits for that next spare.
+ * has consumed the connection (ipc.md §2.1 item 4), so a second command waits for that next spare.
  *
  * Runtimes. A `struct ipc__rt` per cookie: on its first advertise it gets ResumeRuntime (unless
  * held), then ProcessInfo3 -> 2 -> 1 (each on a new connection, like every command), and is
@@ -67,7 +67,7 @@
 #define DEFAULT_ADVERTISE_TIMEOUT_MS 5000
 #define DEFAULT_FORGET_MS            3000
 #define DEFAULT_MODE                 0600u
-#define BACKLOG                      255 /* the runtime's own listen backlog (§1.1) */
+#define BACKLOG                      255 /* the runtime's own listen backlog (ipc.md §1.1) */
 #define RETRY_FIRST_MS               500
 #define RETRY_MAX_MS                 30000
 #define TURNED_AWAY_LOG_MS           60000
@@ -93,8 +93,8 @@ static const uint64_t refresh_after_ms[] = {1000, 4000};
 
 /*
  * PARKED: a runtime turned away (MaxConnections). Closing its connection at once would make it
- * reconnect within milliseconds, over and over (§1.4 item 5); held idle for PARK_MS, it costs one
- * reconnect per PARK_MS instead.
+ * reconnect within milliseconds, over and over (ipc.md §2.1 item 5); held idle for PARK_MS, it
+ * costs one reconnect per PARK_MS instead.
  */
 enum rconn_state { RC_PENDING = 0, RC_SPARE, RC_PARKED, RC_CLOSED };
 
@@ -577,7 +577,7 @@ static void rconn_on_advertise(struct rconn *c)
     if (ipc_advertise_parse(c->adv, c->n, cookie, &pid) != 0) {
         log_warn(LOG_CAT,
                  "a connection to %s sent %zu bytes that are not an ADVR_V1 advertise "
-                 "(PROTOCOL.md §1.5); closed it",
+                 "(docs/ipc.md §2.2); closed it",
                  l->path, c->n);
         l->stats.rejected++;
         rconn_close(c);

@@ -11,7 +11,7 @@
 #include "ipc_discovery.h"
 
 /*
- * Listen mode (dotnet-monitor's "reverse server", PROTOCOL.md §1.4-1.5): dotmon binds a Unix socket
+ * Listen mode (dotnet-monitor's "reverse server", docs/ipc.md §2.1-2.2): dotmon binds a Unix socket
  * and runtimes started with DOTNET_DiagnosticPorts=<path>[,nosuspend] connect to it. Each
  * connection starts with the 34-byte ADVR_V1 advertise (cookie, pid) and then carries at most one
  * command; the runtime reconnects as soon as a command has consumed its connection.

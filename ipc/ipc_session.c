@@ -14,7 +14,7 @@
 #include "log.h"
 
 /*
- * One EventPipe session (PROTOCOL.md §3.1, §4). The stream connection goes through
+ * One EventPipe session (docs/ipc.md §4.2, §5). The stream connection goes through
  *
  *   IDLE -> CONNECTING -> AWAIT_REPLY -> STREAMING -> DRAINING -> CLOSED
  *              ^             |
@@ -317,8 +317,8 @@ static void s_on_stop_reply(void *ud, const struct ipc_result *res)
 }
 
 /*
- * StopTracing goes on a new connection (§8.11). Its reply only comes once the runtime has run
- * rundown and closed the stream (§4.3), so nothing waits for it but cleanup.
+ * StopTracing goes on a new connection (deviations.md §1.10). Its reply only comes once the runtime
+ * has run rundown and closed the stream (ipc.md §5.3), so nothing waits for it but cleanup.
  */
 static int s_send_stop(struct ipc_session *s, uint64_t timeout_ms)
 {
@@ -342,8 +342,8 @@ static int s_send_stop(struct ipc_session *s, uint64_t timeout_ms)
 /*
  * Ended while the runtime still streams, with our StopTracing out: keep reading and drop the
  * bytes until the runtime closes the stream, which it does once it has handled that StopTracing
- * (§4.3). Closing first would let the runtime end the session by itself on its next write
- * (§4.4) and free it; its id is the session's address, so a session created next may get the
+ * (ipc.md §5.3). Closing first would let the runtime end the session by itself on its next write
+ * (ipc.md §5.4) and free it; its id is the session's address, so a session created next may get the
  * same id, and our StopTracing, still on its way, would stop that one. The cleanup bound still
  * applies (s_on_timer closes the stream when it runs out).
  */
@@ -411,7 +411,7 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
         if (need_stop && s->stop_sent) {
             s_drain(s); /* the stream closes after the runtime handled the stop, not before */
         } else {
-            /* No StopTracing out: closing is the only way left to end it in the runtime (§4.4). */
+            /* No StopTracing out: closing is the only way left to end it (ipc.md §5.4). */
             s_close_pipe(s);
         }
         break;
@@ -588,8 +588,8 @@ static void s_on_reply(struct ipc_session *s, const struct ipc_frame *f, size_t 
     }
     /*
      * Bytes that came in the same read as the reply (the runtime writes the nettrace preamble
-     * right after it, §4.2). They belong to the read that is being delivered, so they go out even
-     * if on_started paused.
+     * right after it, ipc.md §5.2). They belong to the read that is being delivered, so they go out
+     * even if on_started paused.
      */
     s_deliver(s, s->rbuf + consumed, extra);
 }
@@ -684,7 +684,7 @@ static void s_on_connect(struct ipc_conn *c, int status)
     s->rlen = 0;
     /*
      * The whole request goes out right after connect: the runtime's single server thread
-     * blocks on a client that has not sent a complete message (§1.3, §8.9).
+     * blocks on a client that has not sent a complete message (ipc.md §1.3, deviations.md §1.8).
      */
     uv_buf_t buf = uv_buf_init((char *)s->req, (unsigned int)s->req_len);
     rc = uv_write(&s->write_req, (uv_stream_t *)&s->pipe, &buf, 1, s_on_write);

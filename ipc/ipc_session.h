@@ -12,7 +12,7 @@
 #include "ipc_cmd.h"
 
 /*
- * One EventPipe streaming session (PROTOCOL.md §3.1, §4), libuv glue.
+ * One EventPipe streaming session (docs/ipc.md §4.2, §5), libuv glue.
  *
  * Start: connects and sends the newest CollectTracing this code knows (5), stepping down on
  * UNKNOWN_COMMAND (each try on a new connection) but never below ipc_collect_min_version(cfg);
@@ -25,13 +25,13 @@
  * (the runtime's own buffer then absorbs the pressure, and its writer blocks); resume starts
  * again. Nothing is buffered here beyond one read.
  *
- * Ending: ipc_session_stop sends StopTracing on a NEW connection (§8.11) and keeps relaying
- * until the runtime closes the stream (that is when rundown and the end tag have been written).
- * A runtime that dies ends the stream with EOF or a reset. ipc_session_abort (client went
+ * Ending: ipc_session_stop sends StopTracing on a NEW connection (deviations.md §1.10) and keeps
+ * relaying until the runtime closes the stream (that is when rundown and the end tag have been
+ * written). A runtime that dies ends the stream with EOF or a reset. ipc_session_abort (client went
  * away) sends StopTracing in the background so no session is left running in the runtime, and
  * keeps reading the stream (the bytes are dropped) until the runtime closes it after that stop.
- * Closing the stream first would let the runtime end the session by itself (§4.4) and reuse its
- * id, an address, for a new session that the late StopTracing would then stop.
+ * Closing the stream first would let the runtime end the session by itself (ipc.md §5.4) and reuse
+ * its id, an address, for a new session that the late StopTracing would then stop.
  *
  * All callbacks run on the loop, never synchronously inside an ipc_session_* call.
  */

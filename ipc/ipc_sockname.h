@@ -3,7 +3,7 @@
 #define AGENT_IPC_SOCKNAME_H
 
 /*
- * The default diagnostic socket name, `dotnet-diagnostic-<pid>-<key>-socket` (PROTOCOL.md §1.1,
+ * The default diagnostic socket name, `dotnet-diagnostic-<pid>-<key>-socket` (docs/ipc.md §1.1,
  * §1.2). Pure string handling: no I/O.
  */
 

@@ -3,7 +3,7 @@
 #define AGENT_RULES_H
 
 /*
- * Collection rules (../shared/DOTNET-MONITOR.md §3, EVENTS.md §6) as pure C: the configuration,
+ * Collection rules (docs/rules.md) as pure C: the configuration,
  * the trigger engines, the per-process rule state and the /collectionrules JSON. No libuv, no
  * I/O, no clock: the agent owns the EventPipe sessions, feeds the decoded samples and events
  * with the current time (monotonic milliseconds), and executes the actions this module asks for.
@@ -65,7 +65,7 @@ enum rules_trigger_source {
     RULES_SOURCE_RUNTIME   /* GCPause, GCCount, ExceptionCount: rules_inst_on_runtime */
 };
 
-/* GCStart's Reason (PROTOCOL.md §5.8; TraceEvent's GCReason), as GCCount's Reasons names them. */
+/* GCStart's Reason (docs/events.md §5; TraceEvent's GCReason), as GCCount's Reasons names them. */
 #define RULES_GC_REASONS 14
 
 enum rules_action_type {
@@ -354,7 +354,7 @@ struct rules_session_provider {
     struct rules_kv args[RULES_SESSION_MAX_ARGS]; /* in the order dotnet-monitor sends them */
 };
 
-/* The EventPipe session a trigger needs (EVENTS.md §6.1, §6.2): what CollectTracing carries. */
+/* The EventPipe session a trigger needs (docs/rules.md §3, §4): what CollectTracing carries. */
 struct rules_session {
     size_t nproviders;
     struct rules_session_provider providers[RULES_SESSION_MAX_PROVIDERS];
@@ -408,7 +408,7 @@ struct cJSON *rules_trace_action_json(const struct rules_action *a);
 
 /* ---- trigger engines ----------------------------------------------------------------------- */
 
-/* An ASP.NET trigger's input (EVENTS.md §6.2): Microsoft-Diagnostics-DiagnosticSource
+/* An ASP.NET trigger's input (docs/rules.md §4): Microsoft-Diagnostics-DiagnosticSource
  * Activity1Start / Activity1Stop events, and Microsoft.AspNetCore.Hosting's EventCounters as the
  * heartbeat that lets AspNetRequestDuration count requests that hang. */
 enum rules_http_kind { RULES_HTTP_START = 0, RULES_HTTP_STOP, RULES_HTTP_HEARTBEAT };
@@ -449,7 +449,7 @@ enum rules_runtime_kind {
                                     it is forgotten (its restart may have been missed) */
 };
 
-/* SuspendEE reasons that are a GC's (PROTOCOL.md §5.8): ForGC and ForGCPrep (a background GC). */
+/* SuspendEE reasons that are a GC's (docs/events.md §5): ForGC and ForGCPrep (a background GC). */
 #define RULES_SUSPEND_FOR_GC      1
 #define RULES_SUSPEND_FOR_GC_PREP 6
 
@@ -478,7 +478,7 @@ int rules_runtime_event_from_native(const struct ev_native_record *rec, int64_t 
 struct rules_engine;
 
 /*
- * A trigger's state machine (EVENTS.md §6): the threshold engine for EventCounter, the shortcuts
+ * A trigger's state machine (docs/rules.md): the threshold engine for EventCounter, the shortcuts
  * and EventMeter; the sliding windows of the ASP.NET triggers. counter_interval_s is the requested
  * interval (see rules_trigger_interval_provider). AGENT_E_INVAL for a Startup trigger, -ENOMEM.
  */

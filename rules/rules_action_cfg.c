@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Action settings (DOTNET-MONITOR.md §3.3; dotnet-monitor CollectionRules/Options/Actions): a
+ * Action settings (docs/rules.md §5; dotnet-monitor CollectionRules/Options/Actions): a
  * table of settings per action type, the nested lists (trace providers, log filter specs, live
  * metrics sources), the egress provider checks, and the $(Actions.<name>.<output>) references.
  */

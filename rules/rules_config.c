@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The collection rules of a configuration (DOTNET-MONITOR.md §3; dotnet-monitor
+ * The collection rules of a configuration (docs/rules.md; dotnet-monitor
  * collection-rule-configuration.md, templates.md): CollectionRuleDefaults first, then each rule
  * of CollectionRules:<name> with its Filters, Trigger, Actions and Limits, any of which may be
  * the name of a Templates:CollectionRule{Filters,Triggers,Actions,Limits}:<name> section.

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The trigger engines (EVENTS.md §6; dotnet/diagnostics Triggers/Shared/SharedTriggerImplHelper.cs,
- * Triggers/SlidingWindow.cs, Triggers/AspNet/), and dotmon's runtime triggers (GCPause, GCCount,
- * ExceptionCount), which count runtime events in the ASP.NET triggers' sliding window. Times are
- * kept in 100 ns ticks, as TraceEvent keeps them, so the arithmetic (the 1.5 × interval gap, the
- * one-second merge of window points) is dotnet-monitor's to the tick; inputs arrive in
- * milliseconds (runtime events: already in ticks).
+ * The trigger engines (docs/rules.md; dotnet/diagnostics
+ * Triggers/Shared/SharedTriggerImplHelper.cs, Triggers/SlidingWindow.cs, Triggers/AspNet/), and
+ * dotmon's runtime triggers (GCPause, GCCount, ExceptionCount), which count runtime events in the
+ * ASP.NET triggers' sliding window. Times are kept in 100 ns ticks, as TraceEvent keeps them, so
+ * the arithmetic (the 1.5 × interval gap, the one-second merge of window points) is
+ * dotnet-monitor's to the tick; inputs arrive in milliseconds (runtime events: already in ticks).
  */
 #include "rules.h"
 
@@ -67,7 +67,7 @@ static int64_t ms_to_ticks(int64_t ms)
     return ms * RULES_TICKS_PER_MS;
 }
 
-/* ---- threshold engine (EVENTS.md §6.1) ---- */
+/* ---- threshold engine (docs/rules.md §3) ---- */
 
 static bool threshold_filter(const struct rules_trigger *t, double v)
 {
@@ -272,7 +272,7 @@ static void map_clear(struct inflight_map *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* ---- ASP.NET triggers (EVENTS.md §6.2) ---- */
+/* ---- ASP.NET triggers (docs/rules.md §4) ---- */
 
 /* AspNetRequestDuration's heartbeat: every request open for RequestDuration or longer counts
  * once and is forgotten (it may still finish, it will not count again). */

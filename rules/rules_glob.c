@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The ASP.NET triggers' request path filters (EVENTS.md §6.2; dotnet/diagnostics
+ * The ASP.NET triggers' request path filters (docs/rules.md §4; dotnet/diagnostics
  * Triggers/AspNet/GlobMatcher.cs). dotnet-monitor turns each glob into an anchored,
  * case-insensitive regular expression: "**" followed by "/" becomes ([^/]*\/)* and "*" becomes
  * [^/]*, everything else is literal. ([^/]*\/)* matches exactly the strings that are empty or end

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The ASP.NET triggers' events as decoded records (EVENTS.md §6.2; dotnet/diagnostics
+ * The ASP.NET triggers' events as decoded records (docs/rules.md §4; dotnet/diagnostics
  * Triggers/AspNet/AspNetTrigger.cs): DiagnosticSourceEventSource's Activity1Start/Activity1Stop
  * carry an Arguments array of {Key, Value} string pairs, shaped by the FilterAndPayloadSpecs the
  * session asked for; Microsoft.AspNetCore.Hosting's EventCounters only wake the trigger up.

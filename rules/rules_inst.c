@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A collection rule applied to one process (DOTNET-MONITOR.md §3.1, §3.4; dotnet-monitor
+ * A collection rule applied to one process (docs/rules.md §1, §6; dotnet-monitor
  * CollectionRulePipeline.cs, CollectionRulePipelineState.cs, ActionListExecutor.cs): the state
  * (Running, ActionExecuting, Throttled, Finished) changed in one checked setter, the action count
  * limits, and the action list as steps for the agent with the tokens substituted.
@@ -38,7 +38,7 @@ const char *rules_state_name(enum rules_state s)
     return (unsigned)s < 4 ? names[s] : "Finished";
 }
 
-/* Every legal transition (STYLE.md §3: one table, abort on anything else). */
+/* Every legal transition (docs/style.md §12: one table, abort on anything else). */
 static const bool transitions[4][4] = {
     [RULES_STATE_RUNNING] = {[RULES_STATE_ACTION_EXECUTING] = true,
                              [RULES_STATE_THROTTLED] = true,

@@ -2,7 +2,7 @@
 #ifndef AGENT_RULES_INTERNAL_H
 #define AGENT_RULES_INTERNAL_H
 
-/* What the files of rules/ share (STYLE.md §2.1): the arena, the configuration reader and its
+/* What the files of rules/ share (docs/style.md §1): the arena, the configuration reader and its
  * field tables, the glob matcher. Not for other modules. */
 
 #include <stdarg.h>
@@ -232,7 +232,7 @@ size_t rules__window_count(const struct rules_inst *i, int64_t now_ms, int64_t *
 
 /* ---- rules_glob.c ---- */
 
-/* An ASP.NET path glob list (EVENTS.md §6.2): "**" + "/" matches zero or more whole segments,
+/* An ASP.NET path glob list (docs/rules.md §4): "**" + "/" matches zero or more whole segments,
  * "*" any run of non-'/' characters, the rest literally; anchored, ASCII case-insensitive. */
 bool rules__glob_match(const char *pattern, const char *path);
 /* Exclude wins; no includes = every path. */

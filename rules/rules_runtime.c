@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The runtime triggers' events as decoded native records (PROTOCOL.md §5.8, §6.1; layouts in
- * events/ev_native.c, from the runtime's manifest): GCStart, GCSuspendEEBegin, GCRestartEEEnd and
- * ExceptionThrown of Microsoft-Windows-DotNETRuntime, their fields read by name so that every
- * version the table knows is read alike.
+ * The runtime triggers' events as decoded native records (docs/events.md §5, profiles.md §2;
+ * layouts in events/ev_native.c, from the runtime's manifest): GCStart, GCSuspendEEBegin,
+ * GCRestartEEEnd and ExceptionThrown of Microsoft-Windows-DotNETRuntime, their fields read by name
+ * so that every version the table knows is read alike.
  */
 #include "rules.h"
 

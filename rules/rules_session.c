@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The EventPipe session each trigger needs (EVENTS.md §6.1, §6.2, and the runtime provider for
- * dotmon's GC and exception triggers, PROTOCOL.md §6.1; dotnet/diagnostics
+ * The EventPipe session each trigger needs (docs/rules.md §3, §4, and the runtime provider for
+ * dotmon's GC and exception triggers, docs/profiles.md §2; dotnet/diagnostics
  * Configuration/MetricSourceConfiguration.cs, AspNetTriggerSourceConfiguration.cs,
  * HttpRequestSourceConfiguration.cs), and the POST /trace body form of a session or of a
  * CollectTrace action's providers, so the agent builds CollectTracing with its own parser.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Trigger settings (DOTNET-MONITOR.md §3.2; dotnet-monitor CollectionRules/Options/Triggers):
+ * Trigger settings (docs/rules.md §2; dotnet-monitor CollectionRules/Options/Triggers):
  * one table of settings per trigger type, then the checks and defaults that do not fit a row
  * (either threshold, the shortcut thresholds, CollectionRuleDefaults, the status code syntax).
  */
@@ -202,7 +202,7 @@ static void post_threshold(struct rules_ctx *c, const char *settings, struct rul
 }
 
 /* The shortcuts (triggershortcuts.md): System.Runtime's counter, and the default GreaterThan
- * only when neither threshold is given (EVENTS.md §6.1). */
+ * only when neither threshold is given (docs/rules.md §3). */
 static void post_shortcut(struct rules_ctx *c, const char *settings, struct rules_trigger *t,
                           double default_greater_than)
 {

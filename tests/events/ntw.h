@@ -3,7 +3,7 @@
 #define TESTS_EVENTS_NTW_H
 
 /*
- * A nettrace V4 writer for the events tests (PROTOCOL.md §5.2-5.5): the preamble with a fixed
+ * A nettrace V4 writer for the events tests (docs/nettrace.md §2.1-4): the preamble with a fixed
  * Trace object, event blobs (uncompressed or header-compressed, with activity ids) collected into
  * blocks, each block written out as an object. Independent of events/: bytes by hand.
  */

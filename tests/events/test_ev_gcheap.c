@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * events/ev_gcheap: a heap snapshot's stream to a `.gcdump` (EVENTS.md §8). The file's primitives
+ * events/ev_gcheap: a heap snapshot's stream to a `.gcdump` (docs/gcdump.md). The file's primitives
  * (compressed ints at their length boundaries, strings by UTF-16 units); a synthetic V4 stream
  * (ntw.h) with types, roots, nodes and edges, read back from the written file (graph counts, type
  * name clean-up, size classes, the root tree, type sizes and explicit sizes); the ways a heap walk

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * events/ev_logs: Microsoft-Extensions-Logging events to log records (EVENTS.md §4.3) and the
- * three /logs formats (§4.4). Synthetic V4 streams written byte by byte, with activity ids in
+ * events/ev_logs: Microsoft-Extensions-Logging events to log records (docs/events.md §4.3) and the
+ * three /logs formats (api.md §6). Synthetic V4 streams written byte by byte, with activity ids in
  * uncompressed and header-compressed blobs, fed whole and in small chunks; and a real capture of
  * the test app (tests/fixtures/events/README.md, logs.nettrace).
  */
@@ -24,7 +24,7 @@
 #include "wbuf.h"
 
 #define MEL           "Microsoft-Extensions-Logging"
-#define NETTRACE_SKIP 102 /* damage only after the preamble (PROTOCOL.md §5.3) */
+#define NETTRACE_SKIP 102 /* damage only after the preamble (docs/nettrace.md §2.3) */
 
 enum { MD_FMT = 1, MD_JSON = 2, MD_START = 3, MD_STOP = 4, MD_OTHER = 5 };
 

@@ -32,7 +32,7 @@ static const char *const watch[] = {MEL_ES, MEL};
 /* Metadata ids of the synthetic streams. */
 enum { MD_MODULE = 1, MD_DOMAIN_MODULE = 2, MD_COMPLETE = 3, MD_RUNTIME_MODULE = 4 };
 
-/* A native event's metadata: no name, no field list (PROTOCOL.md §5.6, §8 item 8). */
+/* A native event's metadata: no name, no field list (docs/nettrace.md §5, deviations.md §2.2). */
 static void md_native(struct nt *t, uint32_t id, const char *provider, uint32_t event_id)
 {
     struct wb w = {0};

@@ -2,7 +2,7 @@
 /*
  * events/ev_payload: metadata field lists (V1 with nested Objects, V5 V2Params with arrays) into
  * type trees, payloads decoded by them with every read bounds-checked. The records and payloads
- * are encoded here byte by byte from EVENTS.md §1.2-1.3 and PROTOCOL.md §5.6, not with the code
+ * are encoded here byte by byte from docs/nettrace.md §5.2-5.4 and §5, not with the code
  * under test.
  */
 #include <math.h>

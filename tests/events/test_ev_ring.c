@@ -733,9 +733,9 @@ static void test_ev_ring_age(void **state)
 /* ---- a synthetic stream with chosen stacks ------------------------------------------------ */
 
 /*
- * Blocks written by hand (PROTOCOL.md §5.4-5.6; uncompressed blobs so that stack ids are explicit):
- * a MetadataBlock defining one event, StackBlocks of one 2,988-byte stack each, EventBlocks of one
- * event using a given stack, SPBlocks.
+ * Blocks written by hand (docs/nettrace.md §3-5; uncompressed blobs so that stack ids are
+ * explicit): a MetadataBlock defining one event, StackBlocks of one 2,988-byte stack each,
+ * EventBlocks of one event using a given stack, SPBlocks.
  */
 struct syn {
     struct wb w;

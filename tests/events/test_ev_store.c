@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The metrics store and its Prometheus text (events/ev_store.h): dotnet-monitor's names, HELP,
- * TYPE, values and labels (../shared/EVENTS.md §5), and dotmon's fixes (one sample per series,
+ * TYPE, values and labels (docs/api.md §7), and dotmon's fixes (one sample per series,
  * one HELP/TYPE per name across processes, unique label names).
  */
 #include <math.h>
@@ -95,7 +95,7 @@ static void assert_name(const char *provider, const char *counter, const char *u
 static void test_names(void **state)
 {
     (void)state;
-    /* EVENTS.md §5.2 examples. */
+    /* docs/api.md §7.3 examples. */
     assert_name("System.Runtime", "cpu-usage", "%", "systemruntime_cpu_usage_ratio");
     assert_name("System.Runtime", "working-set", "MB", "systemruntime_working_set_bytes");
     assert_name("System.Runtime", "gen-0-gc-count", "count", "systemruntime_gen_0_gc_count");

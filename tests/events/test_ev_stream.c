@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * events/ev_stream: nettrace bytes to metric samples. Two kinds of input:
- *  - synthetic streams written here byte by byte (uncompressed blobs, PROTOCOL.md §5.2-5.6), with
- *    exact expectations: EventCounters Mean/Sum, every meter event kind, session filtering, the
+ *  - synthetic streams written here byte by byte (uncompressed blobs, docs/nettrace.md §2.1-5),
+ * with exact expectations: EventCounters Mean/Sum, every meter event kind, session filtering, the
  *    error events, malformed metadata and payloads, timestamps;
  *  - real captures of a .NET 10 app (tests/fixtures/events/README.md), fed whole and one byte at a
  *    time, checked for the counters and instruments the runtime is known to publish.
@@ -66,7 +66,7 @@ static void md_flat(struct nt *t, uint32_t id, const char *provider, const char 
     free(w.b);
 }
 
-/* EventCounters: "" { Payload { fields } } (EVENTS.md §2.2). */
+/* EventCounters: "" { Payload { fields } } (docs/events.md §2.2). */
 static void md_counters(struct nt *t, uint32_t id, const struct fdesc *f, size_t n)
 {
     struct wb w = {0};
@@ -627,7 +627,7 @@ static void test_ev_stream_real_runtime(void **state)
         .session_id = "dec1", .refresh_interval_s = 1, .counter_interval_s = 1};
     run_both("runtime.nettrace", &opt, &sn, &st);
 
-    /* EventCounters (EVENTS.md §2.4). */
+    /* EventCounters (docs/events.md §2.4). */
     const struct sample_copy *c = expect(&sn, "cpu-usage", EV_METRIC_GAUGE, "%", false);
     assert_string_equal(c->provider, "System.Runtime");
     assert_string_equal(c->display_name, "CPU Usage");
@@ -644,7 +644,7 @@ static void test_ev_stream_real_runtime(void **state)
     c = expect(&sn, "gen-0-gc-count", EV_METRIC_RATE, "count", false);
     assert_true(count_named(&sn, "cpu-usage") >= 3); /* one per second for about 5 s */
 
-    /* The System.Runtime meter (EVENTS.md §3.6). */
+    /* The System.Runtime meter (docs/events.md §3.6). */
     c = expect(&sn, "dotnet.process.memory.working_set", EV_METRIC_UPDOWN, "By", true);
     assert_string_equal(c->provider, "System.Runtime");
     assert_true(c->s.value > 1e6 && c->s.value < 1e12);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * events/ev_symbols: CPU samples' stacks named (EVENTS.md §7). Method and module payloads built
- * by hand (wbuf.h) for the range map (bounds, overlaps, re-JIT at the same address, unknown IPs),
- * TraceEvent's names, both versions of rundown 144 (v1 without ReJITID, v2 with it) and short
+ * events/ev_symbols: CPU samples' stacks named (docs/events.md §6). Method and module payloads
+ * built by hand (wbuf.h) for the range map (bounds, overlaps, re-JIT at the same address, unknown
+ * IPs), TraceEvent's names, both versions of rundown 144 (v1 without ReJITID, v2 with it) and short
  * payloads; a synthetic V4 stream (ntw.h) with v1 and v2 metadata for the same event fed whole
  * and one byte at a time; and the speedscope JSON read back by cJSON (escaping, frame sharing,
  * outermost-first samples, thread and time order, weights from the sampling period); and a
@@ -55,7 +55,7 @@ static void wstr(struct wb *w, const char *s)
     wb_u16(w, 0);
 }
 
-/* A MethodLoadVerbose / MethodDC*Verbose payload of this version (EVENTS.md §7.2). */
+/* A MethodLoadVerbose / MethodDC*Verbose payload of this version (docs/events.md §6.2). */
 static struct wb method_payload(uint32_t version, uint64_t module, uint64_t start, uint32_t size,
                                 const char *ns, const char *name, const char *sig)
 {

@@ -14,7 +14,7 @@
 #include "nettrace.h"
 
 /*
- * The synthetic stream is built here byte by byte from PROTOCOL.md §5 (not with any writer under
+ * The synthetic stream is built here byte by byte from docs/nettrace.md (not with any writer under
  * test), and the builder records the offset at which each corruption must be reported. The real
  * traces under tests/fixtures/nettrace were also read by TraceEvent (tests/tools/tracecheck); the
  * expected counts below are the ones TraceEvent reported for the same files.
@@ -190,7 +190,7 @@ static void put_trace(struct stream *s, enum mutation m)
 
 /*
  * Block object up to its content; returns the offset of the blockSize field. Padding is computed
- * from the absolute offset, as §5.4 requires.
+ * from the absolute offset, as nettrace.md §3.1 requires.
  */
 static size_t put_block_begin(struct stream *s, const char *name, enum mutation m)
 {
@@ -496,7 +496,7 @@ static void put_event_block(struct stream *s, enum mutation m)
     put_block_end(s, size_at, m, false);
 }
 
-/* An EventBlock without header compression: one GCStart (§5.5, uncompressed). */
+/* An EventBlock without header compression: one GCStart (nettrace.md §4.1, uncompressed). */
 static void put_uncompressed_block(struct stream *s, enum mutation m)
 {
     size_t size_at = put_block_begin(s, "EventBlock", MUT_NONE);
@@ -684,7 +684,7 @@ static void put_numbered_sp(struct stream *s, const struct numbered *t, size_t n
 /* ---- tests ----------------------------------------------------------------------------------- */
 
 /*
- * Dropped events from sequence numbers (PROTOCOL.md §5.5, §5.7): a gap between a thread's
+ * Dropped events from sequence numbers (docs/nettrace.md §4, §6): a gap between a thread's
  * events, numbers skipped before a thread's first event, the tail up to a sequence point's number,
  * a thread seen only in a sequence point; a number going backwards (a recycled thread id) counts
  * nothing, and after a sequence point the count continues from its number.
@@ -819,7 +819,7 @@ static void test_nettrace_metadata_records(void **state)
     nb_free(&s.b);
 }
 
-/* The definition hook: each record once, in order, with its raw payload (PROTOCOL.md §5.6). */
+/* The definition hook: each record once, in order, with its raw payload (docs/nettrace.md §5). */
 struct mddefs {
     int n;
     uint32_t ids[4];
@@ -1070,7 +1070,7 @@ static void test_nettrace_block_cap_option(void **state)
     assert_int_equal(nettrace_feed(&ck, s.b.p, s.b.n), AGENT_E_TOOBIG);
     uint64_t off = 0;
     assert_non_null(nettrace_error(&ck, &off));
-    assert_int_equal(off, 131); /* the first MetadataBlock's size field (§5.4 example) */
+    assert_int_equal(off, 131); /* the first MetadataBlock's size field (nettrace.md §3.1) */
     nettrace_checker_fini(&ck);
     nb_free(&s.b);
 }
@@ -1223,7 +1223,7 @@ static void check_real(const struct real_expect *e, const uint8_t *p, size_t n, 
     for (int k = 0; k < 4; k++) {
         assert_int_equal(nettrace_count_provider(&ck, real_providers[k]), e->provider_events[k]);
     }
-    /* Every session ends with the EventPipe provider's ProcessInfo event (§6.5). */
+    /* Every session ends with the EventPipe provider's ProcessInfo event (events.md §8). */
     assert_int_equal(nettrace_count_named(&ck, "Microsoft-DotNETCore-EventPipe", "ProcessInfo"), 1);
     assert_int_equal(f.found, e->found);
     struct nettrace_trace_info ti;

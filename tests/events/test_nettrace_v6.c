@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * NetTrace V6 (PROTOCOL.md §5.9, EVENTS.md §1.4): files from a small writer here, read through
+ * NetTrace V6 (docs/nettrace.md §7): files from a small writer here, read through
  * events/nettrace.h (the container), events/ev_payload.h (V6 metadata rows, the new type codes)
  * and events/ev_stream.h (an EventCounters sample out of a V6 file). Every prefix of the file must
  * be TRUNCATED, whole and byte by byte; a few corruptions must be INVALID.
@@ -176,7 +176,7 @@ static const char *const mean_names[] = {"Name",   "DisplayName", "Mean",     "S
                                          "Series", "CounterType", "Metadata", "DisplayUnits"};
 static const uint8_t mean_codes[] = {18, 18, 14, 14, 9, 14, 14, 13, 18, 18, 18, 18};
 
-/* Metadata 2: EventCounters, "" { Payload { Mean shape } } (EVENTS.md §2.2). */
+/* Metadata 2: EventCounters, "" { Payload { Mean shape } } (docs/events.md §2.2). */
 static void md_counters(struct wb *rows)
 {
     struct wb r = {0};
@@ -266,7 +266,7 @@ static void counters_payload(struct wb *p)
     wb_wstr(p, "%");
 }
 
-/* An uncompressed V6 row (§5.9): size, 48 header bytes, payload. */
+/* An uncompressed V6 row (nettrace.md §7): size, 48 header bytes, payload. */
 static void row_uncompressed(struct wb *b, uint32_t md, uint32_t seq, uint64_t thread,
                              uint32_t stack, uint64_t ts, uint32_t labels, const struct wb *pl)
 {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: what a runtime presents before any command. The reverse-connect advertise
- * message (PROTOCOL.md §1.5) it sends first on a listen-mode connection, and the name of the
- * socket it creates in $TMPDIR (§1.1), which discovery parses.
+ * message (docs/ipc.md §2.2) it sends first on a listen-mode connection, and the name of the
+ * socket it creates in $TMPDIR (ipc.md §1.1), which discovery parses.
  */
 #include "fuzz.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target: bytes a runtime sends back on a diagnostic connection (PROTOCOL.md §2, §3).
+ * libFuzzer target: bytes a runtime sends back on a diagnostic connection (docs/ipc.md §3, §4).
  * The input is what a read would deliver: one reply frame, possibly followed by a
  * ProcessEnvironment continuation. Decodes the header one-shot and incrementally (every short
  * prefix must be "need more"), parses the frame with each reply expectation, the payload as

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target: the nettrace stream a runtime sends after CollectTracing (PROTOCOL.md §5),
+ * libFuzzer target: the nettrace stream a runtime sends after CollectTracing (docs/nettrace.md),
  * through the streaming checker of events/nettrace.h. The input is the stream itself (seeds are
  * real captures). Each input is checked twice: fed whole, and fed in chunks whose sizes come from a
  * hash of the input (1 byte to the whole rest), so mutations move the chunk boundaries too. The

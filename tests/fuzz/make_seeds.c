@@ -3,7 +3,7 @@
  * Writes the generated seeds of tests/fuzz/corpus/ (see corpus/README.md for the others):
  *   fuzz_make_seeds CORPUS_DIR
  * IPC replies and advertise messages are built with the codec's own writer (ipc_codec.h) in the
- * layouts of PROTOCOL.md; tokens are signed with the test key of fuzz_jws.h (claims relative to
+ * layouts of docs/ipc.md; tokens are signed with the test key of fuzz_jws.h (claims relative to
  * FUZZ_NOW) plus a few from auth_generate; JWKs come from auth_generate and from fresh OpenSSL
  * keys; request targets, trace bodies and settings follow README.md; requests for
  * fuzz_http_parse are hand-written good ones plus the records of tests/fixtures/bad_http up to
@@ -187,7 +187,7 @@ static void ipc_seeds(void)
     }
     put_wr("two-frames", &w);
 
-    /* Reverse-connect advertise (§1.5): magic, cookie, pid, reserved uint16. */
+    /* Reverse-connect advertise (ipc.md §2.2): magic, cookie, pid, reserved uint16. */
     ipc_wr_init(&w, b, sizeof(b));
     check(ipc_wr_bytes(&w, "ADVR_V1", 8) || ipc_wr_guid(&w, cookie) || ipc_wr_u64(&w, 4242) ||
               ipc_wr_u16(&w, 0),

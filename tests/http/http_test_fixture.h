@@ -11,8 +11,8 @@
 #include "http_server.h"
 
 /*
- * Loop fixture for HTTP server tests (STYLE §2.9): a private uv_loop_t per test, a watchdog, a
- * server on 127.0.0.1:0, and a client function run on a second thread with blocking sockets.
+ * Loop fixture for HTTP server tests (docs/style.md §9): a private uv_loop_t per test, a watchdog,
+ * a server on 127.0.0.1:0, and a client function run on a second thread with blocking sockets.
  *
  * Threads: the loop, the server and the handler run on the test's main thread; the client
  * function runs on its own thread and must touch only its sockets and the client_* fields.

@@ -13,7 +13,7 @@
 #include "ipc_codec.h"
 
 /*
- * Golden vectors come from PROTOCOL.md §2.5; replies are built here byte by byte (not with the
+ * Golden vectors come from docs/ipc.md §3.5; replies are built here byte by byte (not with the
  * writer under test). Every input handed to a decoder is first copied into a heap block of
  * exactly its length, so AddressSanitizer reports any read past the end.
  */
@@ -94,7 +94,7 @@ static void build_info_reply(struct bb *b, int level)
         bb_le(b, 1, 4);
     }
     bb_le(b, 4242, 8);
-    bb_raw(b, cookie, 16); /* second, after the pid (§8.3) */
+    bb_raw(b, cookie, 16); /* second, after the pid (deviations.md §1.3) */
     bb_str(b, "/x/y/TestApp arg1 arg2");
     bb_str(b, "Linux");
     bb_str(b, "x64");
@@ -167,7 +167,7 @@ static void test_codec_stop_tracing_golden(void **state)
     assert_int_equal(w.len, 0);
 }
 
-/* §3.2: SetEnvironmentVariable "A"="bé": header (set 0x04, id 0x03), two wire strings. */
+/* ipc.md §4.3: SetEnvironmentVariable "A"="bé": header (set 0x04, id 0x03), two wire strings. */
 static void test_codec_set_env_golden(void **state)
 {
     (void)state;
@@ -203,7 +203,7 @@ static void test_codec_set_env_golden(void **state)
     assert_int_equal(w.len, 0);
 }
 
-/* §3.3: GenerateCoreDump3 of "/t/d" (Full, no flags): header, string, type, flags (42 bytes). */
+/* ipc.md §4.4: GenerateCoreDump3 of "/t/d" (Full, no flags): header, string, type, flags (42 B). */
 static void test_codec_generate_dump_golden(void **state)
 {
     (void)state;
@@ -241,10 +241,10 @@ static void test_codec_generate_dump_golden(void **state)
     assert_int_equal(w.len, 0);
 }
 
-/* §2.5: CollectTracing2, 256 MB, format 1, no rundown, DotNETRuntime 0x1 level 4 (117 bytes). */
+/* ipc.md §3.5: CollectTracing2, 256 MB, format 1, no rundown, DotNETRuntime 0x1:4 (117 bytes). */
 static size_t golden_collect2(uint8_t *g)
 {
-    /* Laid out like the table in §2.5: one line per row of the dump. */
+    /* Laid out like the table in ipc.md §3.5: one line per row of the dump. */
     /* clang-format off */
     static const uint8_t head[] = {
         0x44, 0x4f, 0x54, 0x4e, 0x45, 0x54, 0x5f, 0x49, 0x50, 0x43, 0x5f, 0x56, 0x31, 0x00, 0x75, 0x00,
@@ -441,7 +441,7 @@ static void test_codec_collect_tracing_rejects(void **state)
     c.buffer_mb = 0;
     EXPECT_INVAL(2);
     c = ok;
-    c.format = 2; /* V6 is never accepted over IPC (§8.15) */
+    c.format = 2; /* V6 is never accepted over IPC (deviations.md §2.5) */
     EXPECT_INVAL(2);
     c = ok;
     c.provider_count = 0;

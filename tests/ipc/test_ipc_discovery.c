@@ -320,7 +320,7 @@ static void test_discovery_removes_dead_runtime(void **state)
     fx_done(&fx);
 }
 
-/* Several sockets of ONE runtime (same pid, same cookie): the newest wins (§1.2). */
+/* Several sockets of ONE runtime (same pid, same cookie): the newest wins (ipc.md §1.2). */
 static void test_discovery_newest_socket_wins(void **state)
 {
     struct dfx fx;

@@ -1095,7 +1095,7 @@ static void test_session_bad_arguments(void **state)
                                        &rec_cb, &r, &s),
                      AGENT_E_INVAL);
     bad = cfg;
-    bad.format = 2; /* V6 over IPC is rejected by the runtime (§8.15) */
+    bad.format = 2; /* V6 over IPC is rejected by the runtime (deviations.md §2.5) */
     assert_int_equal(ipc_session_start(&tl->loop, &sessions, IPC_ENDPOINT_PATH("/tmp/x"), &bad, 0,
                                        &rec_cb, &r, &s),
                      AGENT_E_INVAL);

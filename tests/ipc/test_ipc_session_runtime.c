@@ -184,7 +184,7 @@ static const struct ipc_provider gc_provider = {
 
 /*
  * A provider nobody implements: its sessions never write after the preamble, so the runtime
- * cannot notice a closed stream by itself (§4.4) and only StopTracing ends them.
+ * cannot notice a closed stream by itself (ipc.md §5.4) and only StopTracing ends them.
  */
 static const struct ipc_provider silent_provider = {
     .name = "Dotmon-Test-Silent", .keywords = 0x1, .level = 4};
@@ -253,7 +253,7 @@ static void test_runtime_gc_trace(void **state)
     assert_true(n > 1000);
     assert_memory_equal(p, "Nettrace", 8);
     assert_memory_equal(p + 8, "\x14\x00\x00\x00!FastSerialization.1", 24);
-    /* Trace object: begin, type (version 4, min 4, "Trace"), 48-byte payload (§5.3) */
+    /* Trace object: begin, type (version 4, min 4, "Trace"), 48-byte payload (nettrace.md §2.3) */
     assert_memory_equal(
         p + 32, "\x05\x05\x01\x04\x00\x00\x00\x04\x00\x00\x00\x05\x00\x00\x00Trace\x06", 21);
     uint32_t pid = (uint32_t)p[53 + 36] | (uint32_t)p[53 + 37] << 8 | (uint32_t)p[53 + 38] << 16 |
@@ -268,7 +268,7 @@ static void test_runtime_gc_trace(void **state)
 }
 
 /*
- * Abandoned sessions must not stay in the runtime, which holds at most 64 (§4.6): after 20
+ * Abandoned sessions must not stay in the runtime, which holds at most 64 (ipc.md §5.6): after 20
  * sessions aborted at different points, 64 concurrent sessions must still be accepted (one
  * leaked session would make the 64th fail), the 65th is refused with DS_IPC_E_FAIL, and once
  * those are aborted a new session streams normally. The sessions enable a silent provider, so

@@ -13,7 +13,7 @@ its folder. Checks:
   - every hostile runtime's new series are dropped and counted
     (dotmon_metrics_series_dropped_total{pid} > 0), its kept bytes within its share (/info);
   - /metrics answers 200 with the real app's System.Runtime EventCounters complete (every one of
-    EVENTS.md §2.4) and parseable (promtool check metrics on the whole text when the writer
+    docs/events.md §2.4) and parseable (promtool check metrics on the whole text when the writer
     streams it, on the app's lines otherwise: the flood's names sort after the app's, so a capped
     writer cannot hide them behind the flood); /processes answers and lists all 6;
   - the 15.6 MB block is refused (a metrics session reads blocks of 1 MiB at most), not held;
@@ -40,7 +40,7 @@ LIMIT = 64 * MIB
 FLOODS = 4
 FLOOD_SECONDS = 15
 
-# System.Runtime's EventCounters on .NET 10 (EVENTS.md §2.4): name, units, Sum?
+# System.Runtime's EventCounters on .NET 10 (docs/events.md §2.4): name, units, Sum?
 COUNTERS = [
     ("cpu-usage", "%"), ("working-set", "MB"), ("gc-heap-size", "MB"), ("gen-0-gc-budget", "MB"),
     ("threadpool-thread-count", ""), ("threadpool-queue-length", ""), ("active-timer-count", ""),

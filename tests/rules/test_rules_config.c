@@ -362,7 +362,7 @@ static void test_rules_config_defaults(void **state)
     rules_config_free(c);
 }
 
-/* EVENTS.md §6.1: the shortcut default applies only when neither threshold is set. */
+/* docs/rules.md §3: the shortcut default applies only when neither threshold is set. */
 static void test_rules_config_shortcuts(void **state)
 {
     (void)state;

@@ -2,7 +2,7 @@
 /*
  * dotmon's runtime triggers (rules/rules.h): GCPause, GCCount and ExceptionCount fed synthetic
  * runtime events (pause pairing, lost and foreign events, the sliding window, filters); the
- * runtime events read from payloads written here byte by byte after PROTOCOL.md §5.8's layouts
+ * runtime events read from payloads written here byte by byte after docs/events.md §5's layouts
  * and decoded by events/ev_native; the session each trigger asks for; a rule instance firing.
  */
 #include <setjmp.h>

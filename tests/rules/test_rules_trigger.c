@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The trigger engines (rules/rules.h, EVENTS.md §6) on synthetic sample sequences: the threshold
+ * The trigger engines (rules/rules.h, docs/rules.md) on synthetic sample sequences: the threshold
  * engine's window, gap restart and percentiles; the ASP.NET sliding windows, path globs, status
  * ranges and slow in-flight requests; the ASP.NET events read from decoded records; and the
  * session each trigger asks for.
@@ -87,7 +87,7 @@ static void test_rules_threshold_window(void **state)
     rules_engine_free(e);
 }
 
-/* EVENTS.md §6.1: a sample later than latest + 1.5 × the requested interval restarts the window. */
+/* rules.md §3: a sample later than latest + 1.5 × the requested interval restarts the window. */
 static void test_rules_threshold_gap_restart(void **state)
 {
     (void)state;

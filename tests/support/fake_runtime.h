@@ -11,17 +11,17 @@
  * Replies are encoded here by hand, independently of ipc/ipc_codec.c, so a bug in the codec
  * cannot be mirrored by the fake. Strings in the config are ASCII/UTF-8.
  *
- * EventPipe (PROTOCOL.md §3.1, §4): CollectTracing (1) .. CollectTracing5 get OK + a 64-bit
- * session id, written in the same write as a valid nettrace preamble (§5.2-5.3: "Nettrace",
- * int32 20, "!FastSerialization.1", the 70-byte Trace object), then filler EventBlocks with no
- * events (their extra header bytes carry a position-dependent pattern, so they are valid nettrace
- * and any loss or reordering shows). Each stream write is issued only after the previous one
- * completed, like the runtime's blocking writer: a client that stops reading stalls the fake once
- * the socket buffer is full. StopTracing (on another connection) for a streaming id makes the
- * fake write the end tag 0x01, close the stream, and only then answer OK + id (§4.3); for any
- * other id it answers OK + id at once. A client that closes the stream ends its session at once
- * (the runtime's next write fails, §4.4); with reuse_ids the next session gets the freed id, as
- * the runtime's ids are addresses (§4.1).
+ * EventPipe (docs/ipc.md §4.2, §5): CollectTracing (1) .. CollectTracing5 get OK + a 64-bit
+ * session id, written in the same write as a valid nettrace preamble (nettrace.md §2.1-2.2:
+ * "Nettrace", int32 20, "!FastSerialization.1", the 70-byte Trace object), then filler EventBlocks
+ * with no events (their extra header bytes carry a position-dependent pattern, so they are valid
+ * nettrace and any loss or reordering shows). Each stream write is issued only after the previous
+ * one completed, like the runtime's blocking writer: a client that stops reading stalls the fake
+ * once the socket buffer is full. StopTracing (on another connection) for a streaming id makes the
+ * fake write the end tag 0x01, close the stream, and only then answer OK + id (ipc.md §5.3); for
+ * any other id it answers OK + id at once. A client that closes the stream ends its session at once
+ * (the runtime's next write fails, ipc.md §5.4); with reuse_ids the next session gets the freed id,
+ * as the runtime's ids are addresses (ipc.md §5.1).
  */
 
 #include <stdbool.h>
@@ -81,7 +81,7 @@ struct fake_trace_config {
 };
 
 /*
- * How GenerateCoreDump (command set 0x01, PROTOCOL.md §3.3; ids 0x01..0x03 = versions 1..3) is
+ * How GenerateCoreDump (command set 0x01, docs/ipc.md §4.4; ids 0x01..0x03 = versions 1..3) is
  * answered. The zero value keeps the old behaviour: every version is UNKNOWN_COMMAND.
  */
 enum fake_dump_fault {
@@ -239,7 +239,7 @@ void fake_runtime_dump_info(const struct fake_runtime *f, struct fake_dump_info 
 uint64_t fake_fnv1a(uint64_t h, const uint8_t *p, size_t n);
 
 /*
- * Reverse mode (PROTOCOL.md §1.4-1.5): instead of listening, the fake connects to `path` (a tool's
+ * Reverse mode (docs/ipc.md §2.1-2.2): instead of listening, the fake connects to `path` (a tool's
  * listening socket, DOTNET_DiagnosticPorts), writes the 34-byte ADVR_V1 advertise (cfg->cookie,
  * cfg->pid) and waits for one command on that connection, like a runtime's connect port. It keeps
  * exactly one such idle connection: it reconnects as soon as a command has consumed the current

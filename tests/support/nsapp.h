@@ -89,7 +89,7 @@ void nsapp_stop_all(struct testenv *env);
 bool nsapp_pid_alive(pid_t pid);
 
 /*
- * Asks the runtime behind the diagnostic socket at path for ProcessInfo (PROTOCOL.md §3.2) on a
+ * Asks the runtime behind the diagnostic socket at path for ProcessInfo (docs/ipc.md §4.3) on a
  * blocking connection with a 5 s timeout: *pid gets the pid it sees itself as, uid the runtime
  * cookie as a lowercase .NET-layout GUID string (37 bytes). An independent reading of what dotmon
  * reports, for comparing.

@@ -3,8 +3,8 @@
  * flood_runtime DIR [NAME_CHARS [EVENTS_PER_BLOCK]]: a hostile runtime for the memory-budget test
  * (tests/metrics/check_memory_budget.py). tests/support's fake runtime, listening at
  * DIR/dotnet-diagnostic-<own pid>-<key>-socket, whose every EventPipe session streams
- * System.Runtime EventCounters (EVENTS.md §2.2, Mean shape) without end: each event a counter never
- * seen before, its Name and DisplayName NAME_CHARS characters long (default 30,000), 4 events
+ * System.Runtime EventCounters (docs/events.md §2.2, Mean shape) without end: each event a counter
+ * never seen before, its Name and DisplayName NAME_CHARS characters long (default 30,000), 4 events
  * every 20 ms (EVENTS_PER_BLOCK: that many in one nettrace block instead). The names start
  * "zz-flood-", so their families sort after a real runtime's System.Runtime ones. Prints "ready
  * <socket path>" once it listens; runs until killed.

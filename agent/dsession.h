@@ -25,6 +25,8 @@
  * or the abort. cfg and everything it points to is copied by dsession_start. The admission must
  * outlive every session started with it (ipc_session.h). Timeouts are the caller's: nothing here
  * has a default. libuv glue, loop thread only; no callback runs inside a dsession_* call.
+ * Inside started and feed the consumer may call dsession_stop, _pause, _resume and _abort (feed
+ * then returns 0: the dsession is gone); inside finish and error, none of them.
  */
 
 #include <stdbool.h>

@@ -41,6 +41,7 @@ struct rec {
     uint64_t t_end;
     uint64_t refuse_at;  /* feed answers AGENT_E_PROTO once nbytes >= this (0: never) */
     uint64_t stop_at;    /* dsession_stop once nbytes >= this (0: never) */
+    uint64_t abort_at;   /* dsession_abort once nbytes >= this (0: never) */
     int feeds_after_end; /* calls after the final one (must stay 0) */
 };
 
@@ -79,6 +80,11 @@ static int c_feed(void *ctx, const uint8_t *p, size_t n)
         r->stop_at = 0;
         dsession_stop(r->ds);
         dsession_stop(r->ds); /* idempotent */
+    }
+    if (r->abort_at != 0 && r->nbytes >= r->abort_at) {
+        r->abort_at = 0;
+        dsession_abort(r->ds);
+        r->ds = NULL;
     }
     return 0;
 }
@@ -404,6 +410,20 @@ static void test_dsession_abort(void **state)
     dsession_abort(r.ds);
     dsession_abort(NULL);
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    assert_int_equal(r.feeds, feeds);
+    assert_int_equal(ended(&r), 0);
+    assert_int_equal(fake_session(&fx, 0).stops, 1);
+    fixture_done(&fx);
+
+    /* From inside feed (a consumer whose reader went away while it wrote) */
+    fixture_fake(&fx, *state, &streaming);
+    rec_init(&r);
+    r.abort_at = 16 * 1024;
+    start(&fx, &r, &cfg);
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    assert_null(r.ds);
+    feeds = r.feeds;
+    tl_run_for(fx.tl, 50);
     assert_int_equal(r.feeds, feeds);
     assert_int_equal(ended(&r), 0);
     assert_int_equal(fake_session(&fx, 0).stops, 1);

@@ -35,11 +35,11 @@
 
 #include "agent.h"
 #include "artifact.h"
+#include "dsession.h"
 #include "err.h"
 #include "ev_logs.h"
 #include "http_query.h"
 #include "http_server.h"
-#include "ipc_session.h"
 #include "log.h"
 #include "logs_probe.h"
 #include "membudget.h"
@@ -77,7 +77,7 @@ struct logs_job {
     struct agent *a;
     struct operation *op;     /* NULL once the artifact has ended (it settles the operation) */
     struct artifact *out;     /* the response or the egress target; NULL once ended */
-    struct ipc_session *sess; /* NULL after on_end or abort */
+    struct dsession *ds;      /* the logs session; NULL once it ended or was aborted */
     struct logs_probe *probe; /* the loader-rundown probe; NULL once it answered or was aborted */
     struct ipc_endpoint ep;   /* owned: the session starts after the probe */
     struct ev_logs *logs;
@@ -92,7 +92,6 @@ struct logs_job {
     bool streaming;
     bool stopping;
     bool paused;
-    bool failed;
     int64_t duration_s;
     uint64_t pid;
     char filename[64];
@@ -116,7 +115,7 @@ static void logs_on_closed(uv_handle_t *h)
 
 static void logs_maybe_free(struct logs_job *job)
 {
-    if (job->out != NULL || job->sess != NULL || job->probe != NULL || job->closing > 0) {
+    if (job->out != NULL || job->ds != NULL || job->probe != NULL || job->closing > 0) {
         return;
     }
     job->closing = 2;
@@ -177,26 +176,21 @@ static void logs_on_record(void *ud, const struct ev_log_record *r)
 static void logs_on_ready(void *ud)
 {
     struct logs_job *job = ud;
-    if (job->paused && job->sess != NULL) {
+    if (job->paused && job->ds != NULL) {
         job->paused = false;
-        ipc_session_resume(job->sess);
+        dsession_resume(job->ds);
     }
 }
 
-static void logs_fail_stream(struct logs_job *job, const char *why);
+/* ---- the consumer of the decoded session: ev_logs, then the artifact ---- */
 
-static void logs_on_data(void *ud, const uint8_t *p, size_t n)
+static int logs_feed(void *ctx, const uint8_t *p, size_t n)
 {
-    struct logs_job *job = ud;
-    if (job->failed) {
-        return;
-    }
+    struct logs_job *job = ctx;
     buf_reset(&job->text);
     int rc = ev_logs_feed(job->logs, p, n);
     if (rc != 0) {
-        const char *why = ev_logs_error(job->logs);
-        logs_fail_stream(job, why != NULL ? why : agent_strerror(rc));
-        return;
+        return rc; /* the session ends with error(AGENT_E_PROTO) */
     }
     if (!job->budget_logged && atomic_load(&job->share.refused) > 0) {
         struct ev_logs_stats st;
@@ -211,15 +205,24 @@ static void logs_on_data(void *ud, const uint8_t *p, size_t n)
                  st.scopes_dropped);
     }
     if (job->out == NULL || !job->streaming || buf_size(&job->text) == 0) {
-        return;
+        return 0;
     }
     if (artifact_write(job->out, buf_data(&job->text), buf_size(&job->text)) != 0) {
-        return; /* the consumer is gone: on_lost follows */
+        return 0; /* the consumer is gone: on_lost follows */
     }
-    if (artifact_full(job->out) && job->sess != NULL) {
+    if (artifact_full(job->out) && job->ds != NULL) {
         job->paused = true; /* until on_ready */
-        ipc_session_pause(job->sess);
+        dsession_pause(job->ds);
     }
+    return 0;
+}
+
+static void logs_describe(void *ctx, int rc, char *out, size_t cap)
+{
+    struct logs_job *job = ctx;
+    const char *why = ev_logs_error(job->logs);
+    (void)rc;
+    snprintf(out, cap, "%s", why != NULL ? why : "");
 }
 
 static void logs_on_timer(uv_timer_t *t);
@@ -237,9 +240,9 @@ static void logs_on_quiet(uv_timer_t *t)
     }
 }
 
-static void logs_on_started(void *ud, uint64_t session_id, int version)
+static void logs_started(void *ctx, uint64_t session_id, int version)
 {
-    struct logs_job *job = ud;
+    struct logs_job *job = ctx;
     log_debug(cat, "logs session 0x%" PRIx64 " (CollectTracing%d) started", session_id, version);
     if (job->op != NULL) {
         op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
@@ -252,9 +255,9 @@ static void logs_on_started(void *ud, uint64_t session_id, int version)
     if (artifact_begin(job->out, types[job->format], job->filename) != 0) {
         /* The client left (its on_lost follows), or the upload cannot start: on_end ends the
          * artifact, which says why. */
-        if (job->sess != NULL && !job->stopping) {
+        if (job->ds != NULL && !job->stopping) {
             job->stopping = true;
-            ipc_session_stop(job->sess, STOP_TIMEOUT_MS);
+            dsession_stop(job->ds);
         }
         return;
     }
@@ -286,39 +289,33 @@ static void logs_end(struct logs_job *job, int status, bool failed, const char *
                   job->streaming ? "StreamFailed" : "RuntimeUnreachable", reason, detail);
 }
 
-static void logs_on_end(void *ud, int status, uint32_t hresult)
+/* The session's one end: the artifact ended as the session did, then the job freed if done. */
+static void logs_error(void *ctx, int code, uint32_t hresult, const char *reason)
 {
-    struct logs_job *job = ud;
-    job->sess = NULL;
+    struct logs_job *job = ctx;
+    (void)hresult;
+    job->ds = NULL;
     uv_timer_stop(&job->timer);
     uv_timer_stop(&job->quiet);
-    char reason[256];
-    ipc_session_end_reason(status, hresult, job->stopping, reason, sizeof(reason));
     log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
-    /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. */
-    bool failed = status == AGENT_E_TIMEOUT || (!job->streaming && status != 0);
-    logs_end(job, status, failed, reason);
+    /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. An
+     * unreadable stream or a stream that did not end after the stop does not. */
+    bool failed =
+        code == AGENT_E_TIMEOUT || code == AGENT_E_PROTO || (!job->streaming && code != 0);
+    logs_end(job, code, failed, reason);
     logs_maybe_free(job);
 }
 
-static const struct ipc_session_callbacks logs_callbacks = {
-    .on_started = logs_on_started, .on_data = logs_on_data, .on_end = logs_on_end};
-
-/* An unreadable stream: stop the runtime's session in the background and end now. */
-static void logs_fail_stream(struct logs_job *job, const char *why)
+static void logs_finish(void *ctx, const char *how)
 {
-    char reason[300];
-    snprintf(reason, sizeof(reason), "the event stream cannot be read: %s", why);
-    job->failed = true;
-    if (job->sess != NULL) {
-        ipc_session_abort(job->sess);
-        job->sess = NULL;
-    }
-    uv_timer_stop(&job->timer);
-    uv_timer_stop(&job->quiet);
-    logs_end(job, AGENT_E_PROTO, true, reason);
-    logs_maybe_free(job);
+    logs_error(ctx, 0, 0, how);
 }
+
+static const struct dsession_consumer logs_consumer = {.started = logs_started,
+                                                       .feed = logs_feed,
+                                                       .describe = logs_describe,
+                                                       .finish = logs_finish,
+                                                       .error = logs_error};
 
 static void logs_stop(void *ctx)
 {
@@ -331,12 +328,12 @@ static void logs_stop(void *ctx)
         op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
     }
     uv_timer_stop(&job->timer);
-    if (job->sess != NULL) {
+    if (job->ds != NULL) {
         if (job->paused) {
             job->paused = false;
-            ipc_session_resume(job->sess);
+            dsession_resume(job->ds);
         }
-        ipc_session_stop(job->sess, STOP_TIMEOUT_MS);
+        dsession_stop(job->ds);
     }
 }
 
@@ -349,10 +346,8 @@ static void logs_abandon(struct logs_job *job)
 {
     logs_probe_abort(job->probe); /* its session is stopped in the background */
     job->probe = NULL;
-    if (job->sess != NULL) {
-        ipc_session_abort(job->sess); /* StopTracing in the background */
-        job->sess = NULL;
-    }
+    dsession_abort(job->ds); /* StopTracing in the background; accepts NULL */
+    job->ds = NULL;
     uv_timer_stop(&job->timer);
     uv_timer_stop(&job->quiet);
 }
@@ -505,14 +500,17 @@ static int logs_session_start(struct logs_job *job)
          .arguments = buf_size(&args) > 0 ? buf_cstr(&args) : NULL},
         {.name = TPL_PROVIDER, .keywords = 0x80, .level = 4},
     };
-    struct ipc_collect_config cfg = {.buffer_mb = LOGS_BUFFER_MB,
-                                     .format = 1,
-                                     .rundown_keyword = 0,
-                                     .providers = prov,
-                                     .provider_count = 2};
+    struct ipc_collect_config collect = {.buffer_mb = LOGS_BUFFER_MB,
+                                         .format = 1,
+                                         .rundown_keyword = 0,
+                                         .providers = prov,
+                                         .provider_count = 2};
+    struct dsession_config cfg = {.collect = &collect,
+                                  .admission = &job->a->sessions,
+                                  .start_timeout_ms = START_TIMEOUT_MS,
+                                  .stop_timeout_ms = STOP_TIMEOUT_MS};
     if (rc == 0) {
-        rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &cfg, START_TIMEOUT_MS,
-                               &logs_callbacks, job, &job->sess);
+        rc = dsession_start(job->a->loop, &job->ep, &cfg, &logs_consumer, job, &job->ds);
     }
     buf_fini(&args);
     return rc;
@@ -574,7 +572,7 @@ static void logs_begin_session(struct logs_job *job)
     int rc = logs_session_start(job);
     if (rc == 0) {
         if (job->stopping) {
-            ipc_session_stop(job->sess, STOP_TIMEOUT_MS); /* stopped while the probe ran */
+            dsession_stop(job->ds); /* stopped while the probe ran */
         }
         return;
     }

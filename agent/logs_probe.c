@@ -2,15 +2,16 @@
 /*
  * The loader-rundown probe behind /logs; see logs_probe.h.
  *
- * One ipc_session does all the work: started with keep_rundown (a runtime without CollectTracing4
- * answers UNKNOWN_COMMAND instead of a session without rundown), stopped in the same turn (the
- * StopTracing goes out as soon as the session id is known, on a connection of its own), with the
- * start timeout and the stop timeout both set to the probe's budget, so its one timer bounds the
- * whole probe. The runtime runs the rundown on its server thread when it handles the StopTracing,
- * writes the module events into the stream and closes it: on_end with status 0 is the end of the
- * list. Every other end (a refusal, a timeout, a reset, an unreadable stream) is "cannot tell".
- * The session's own cleanup makes sure nothing is left in the runtime (ipc_session.h), also after
- * logs_probe_abort; the probe object itself owns no loop handle, so it is freed at once.
+ * One decoded session (dsession.h) does all the work, its consumer the module list of
+ * events/ev_modules: started with keep_rundown (a runtime without CollectTracing4 answers
+ * UNKNOWN_COMMAND instead of a session without rundown), stopped at once (the StopTracing goes
+ * out as soon as the session id is known, on a connection of its own), with the start timeout
+ * and the stop timeout both set to the probe's budget, so its one timer bounds the whole probe. The
+ * runtime runs the rundown on its server thread when it handles the StopTracing, writes the module
+ * events into the stream and closes it: finish is the end of the list. Every other end (a refusal,
+ * a timeout, a reset, an unreadable stream) is "cannot tell". The session's own cleanup makes sure
+ * nothing is left in the runtime (ipc_session.h), also after logs_probe_abort; the probe object
+ * itself owns no loop handle, so it is freed at once.
  */
 #include "logs_probe.h"
 
@@ -21,9 +22,9 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "dsession.h"
 #include "err.h"
 #include "ev_modules.h"
-#include "ipc_session.h"
 #include "log.h"
 
 static const char cat[] = "dotmon.logs";
@@ -39,13 +40,12 @@ static const char cat[] = "dotmon.logs";
 
 struct logs_probe {
     struct agent *a;
-    struct ipc_session *sess; /* NULL once it ended or was aborted */
+    struct dsession *ds; /* NULL once it ended or was aborted */
     struct ev_modules *modules;
     logs_probe_cb cb;
     void *ud;
     uint64_t started_ms;
     int version;
-    bool failed; /* the stream was unreadable: the session was aborted */
 };
 
 static const char *const watched[] = {FILE_EVENTSOURCE, FILE_LOGGING};
@@ -70,50 +70,36 @@ static void probe_done(struct logs_probe *p, enum logs_probe_verdict v, const ch
     probe_free(p);
 }
 
-static void probe_on_started(void *ud, uint64_t session_id, int version)
+/* ---- the consumer of the decoded session: ev_modules ---- */
+
+static void probe_started(void *ctx, uint64_t session_id, int version)
 {
-    struct logs_probe *p = ud;
+    struct logs_probe *p = ctx;
     p->version = version;
     log_debug(cat, "logs probe session 0x%" PRIx64 " (CollectTracing%d) started", session_id,
               version);
 }
 
-static void probe_on_data(void *ud, const uint8_t *data, size_t n)
+static int probe_feed(void *ctx, const uint8_t *data, size_t n)
 {
-    struct logs_probe *p = ud;
-    if (p->failed || ev_modules_feed(p->modules, data, n) == 0) {
-        return;
-    }
-    /* An unreadable stream: stop the runtime's session in the background and end now. */
-    p->failed = true;
-    struct ipc_session *sess = p->sess;
-    p->sess = NULL;
-    ipc_session_abort(sess);
-    const char *why = ev_modules_error(p->modules);
-    log_debug(cat, "logs probe: %s", why != NULL ? why : "unreadable stream");
-    probe_done(p, LOGS_PROBE_UNKNOWN, "the probe's event stream cannot be read");
+    struct logs_probe *p = ctx;
+    return ev_modules_feed(p->modules, data, n);
 }
 
-static void probe_on_end(void *ud, int status, uint32_t hresult)
+static void probe_describe(void *ctx, int rc, char *out, size_t cap)
 {
-    struct logs_probe *p = ud;
-    p->sess = NULL;
-    if (status == AGENT_E_RUNTIME && hresult == IPC_HR_UNKNOWN_COMMAND) {
-        probe_done(p, LOGS_PROBE_UNKNOWN, "the runtime has no CollectTracing4 (older than .NET 9)");
-        return;
-    }
-    if (status == AGENT_E_RUNTIME) {
-        probe_done(p, LOGS_PROBE_UNKNOWN, "the runtime refused the probe session");
-        return;
-    }
-    if (status == AGENT_E_TIMEOUT) {
-        probe_done(p, LOGS_PROBE_UNKNOWN, "the probe timed out");
-        return;
-    }
-    if (status != 0) {
-        probe_done(p, LOGS_PROBE_UNKNOWN, agent_strerror(status));
-        return;
-    }
+    struct logs_probe *p = ctx;
+    const char *why = ev_modules_error(p->modules);
+    (void)rc;
+    snprintf(out, cap, "%s", why != NULL ? why : "");
+}
+
+/* The rundown's module list is complete: what it says. */
+static void probe_finish(void *ctx, const char *how)
+{
+    struct logs_probe *p = ctx;
+    (void)how;
+    p->ds = NULL;
     (void)ev_modules_finish(p->modules);
     const char *why = ev_modules_inconclusive(p->modules);
     if (why != NULL) {
@@ -127,8 +113,30 @@ static void probe_on_end(void *ud, int status, uint32_t hresult)
     }
 }
 
-static const struct ipc_session_callbacks probe_callbacks = {
-    .on_started = probe_on_started, .on_data = probe_on_data, .on_end = probe_on_end};
+/* Any other end: cannot tell, in the probe's own words. */
+static void probe_error(void *ctx, int code, uint32_t hresult, const char *reason)
+{
+    struct logs_probe *p = ctx;
+    p->ds = NULL;
+    const char *words = agent_strerror(code);
+    if (code == AGENT_E_RUNTIME) {
+        words = hresult == IPC_HR_UNKNOWN_COMMAND
+                    ? "the runtime has no CollectTracing4 (older than .NET 9)"
+                    : "the runtime refused the probe session";
+    } else if (code == AGENT_E_TIMEOUT) {
+        words = "the probe timed out";
+    } else if (code == AGENT_E_PROTO) {
+        log_debug(cat, "logs probe: %s", reason);
+        words = "the probe's event stream cannot be read";
+    }
+    probe_done(p, LOGS_PROBE_UNKNOWN, words);
+}
+
+static const struct dsession_consumer probe_consumer = {.started = probe_started,
+                                                        .feed = probe_feed,
+                                                        .describe = probe_describe,
+                                                        .finish = probe_finish,
+                                                        .error = probe_error};
 
 int logs_probe_start(struct agent *a, const struct ipc_endpoint *ep, uint64_t timeout_ms,
                      logs_probe_cb cb, void *ud, struct logs_probe **out)
@@ -150,19 +158,23 @@ int logs_probe_start(struct agent *a, const struct ipc_endpoint *ep, uint64_t ti
     /* Keywords 0 at Critical: of the runtime's events only keyword-less critical ones, which a
      * healthy runtime does not write (none in the probes of tests/fixtures/events). */
     struct ipc_provider prov = {.name = RUNTIME_PROVIDER, .keywords = 0, .level = 1};
-    struct ipc_collect_config cfg = {.buffer_mb = PROBE_BUFFER_MB,
-                                     .format = 1,
-                                     .rundown_keyword = RUNDOWN_LOADER | RUNDOWN_END,
-                                     .disable_stackwalk = true,
-                                     .providers = &prov,
-                                     .provider_count = 1,
-                                     .keep_rundown = true};
-    rc = ipc_session_start(a->loop, &a->sessions, ep, &cfg, budget, &probe_callbacks, p, &p->sess);
+    struct ipc_collect_config collect = {.buffer_mb = PROBE_BUFFER_MB,
+                                         .format = 1,
+                                         .rundown_keyword = RUNDOWN_LOADER | RUNDOWN_END,
+                                         .disable_stackwalk = true,
+                                         .providers = &prov,
+                                         .provider_count = 1,
+                                         .keep_rundown = true};
+    struct dsession_config dc = {.collect = &collect,
+                                 .admission = &a->sessions,
+                                 .start_timeout_ms = budget,
+                                 .stop_timeout_ms = budget,
+                                 .stop_at_once = true};
+    rc = dsession_start(a->loop, ep, &dc, &probe_consumer, p, &p->ds);
     if (rc != 0) {
         probe_free(p);
         return rc;
     }
-    ipc_session_stop(p->sess, budget); /* sent as soon as the session id is known */
     *out = p;
     return 0;
 }
@@ -172,6 +184,6 @@ void logs_probe_abort(struct logs_probe *p)
     if (p == NULL) {
         return;
     }
-    ipc_session_abort(p->sess); /* accepts NULL */
+    dsession_abort(p->ds); /* accepts NULL */
     probe_free(p);
 }

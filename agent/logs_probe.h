@@ -46,7 +46,7 @@ struct logs_probe;
 
 /*
  * Starts a probe of the runtime at ep (copied). timeout_ms bounds it (0: LOGS_PROBE_TIMEOUT_MS).
- * 0 and *out (cb follows), or the error of ipc_session_start (nothing follows).
+ * 0 and *out (cb follows), or the error of dsession_start (nothing follows).
  */
 int logs_probe_start(struct agent *a, const struct ipc_endpoint *ep, uint64_t timeout_ms,
                      logs_probe_cb cb, void *ud, struct logs_probe **out);

@@ -12,10 +12,10 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "dsession.h"
 #include "err.h"
 #include "ev_store.h"
 #include "ev_stream.h"
-#include "ipc_session.h"
 #include "log.h"
 #include "operations.h"
 
@@ -353,14 +353,12 @@ struct msession {
     const struct metrics_filters *f;
     const struct msession_callbacks *cb;
     void *ud;
-    struct ipc_session *sess;
+    struct dsession *ds; /* NULL once it ended or was aborted */
     struct ev_stream *stream;
     char session_id[37];
     char client_id[37];
     uint64_t last_counter_ms;
     bool counters_seen; /* an EventCounters event arrived in this session */
-    bool stopping;
-    bool failed; /* the stream was unreadable: ending after an abort */
 };
 
 /*
@@ -405,9 +403,11 @@ static void ms_on_error(void *ud, const char *kind, const char *message)
     }
 }
 
-static void ms_on_started(void *ud, uint64_t session_id, int version)
+/* ---- the consumer of the decoded session: ev_stream ---- */
+
+static void ms_started(void *ctx, uint64_t session_id, int version)
 {
-    struct msession *s = ud;
+    struct msession *s = ctx;
     log_debug(cat, "metrics session 0x%" PRIx64 " (CollectTracing%d) started", session_id, version);
     s->last_counter_ms = uv_now(s->a->loop);
     if (s->cb->on_started != NULL) {
@@ -415,41 +415,40 @@ static void ms_on_started(void *ud, uint64_t session_id, int version)
     }
 }
 
-static void ms_on_data(void *ud, const uint8_t *p, size_t n)
+static int ms_feed(void *ctx, const uint8_t *p, size_t n)
 {
-    struct msession *s = ud;
-    if (s->failed) {
-        return;
-    }
-    int rc = ev_stream_feed(s->stream, p, n);
-    if (rc == 0) {
-        return;
-    }
-    /* An unreadable stream: stop the runtime's session in the background and end now. */
+    struct msession *s = ctx;
+    return ev_stream_feed(s->stream, p, n);
+}
+
+static void ms_describe(void *ctx, int rc, char *out, size_t cap)
+{
+    struct msession *s = ctx;
     const char *why = ev_stream_error(s->stream);
-    char reason[256];
-    snprintf(reason, sizeof(reason), "the event stream cannot be read: %s",
-             why != NULL ? why : agent_strerror(rc));
-    s->failed = true;
-    struct ipc_session *sess = s->sess;
-    s->sess = NULL;
-    ipc_session_abort(sess);
-    s->cb->on_end(s->ud, AGENT_E_PROTO, reason);
-    ms_free(s);
+    (void)rc;
+    snprintf(out, cap, "%s", why != NULL ? why : "");
 }
 
-static void ms_on_end(void *ud, int status, uint32_t hresult)
+/* The last call either way: on_end with the status (0 for a stream that ended) and words. */
+static void ms_error(void *ctx, int code, uint32_t hresult, const char *reason)
 {
-    struct msession *s = ud;
-    char reason[256];
-    ipc_session_end_reason(status, hresult, s->stopping, reason, sizeof(reason));
-    s->sess = NULL;
-    s->cb->on_end(s->ud, status, reason);
+    struct msession *s = ctx;
+    (void)hresult;
+    s->ds = NULL;
+    s->cb->on_end(s->ud, code, reason);
     ms_free(s);
 }
 
-static const struct ipc_session_callbacks ms_callbacks = {
-    .on_started = ms_on_started, .on_data = ms_on_data, .on_end = ms_on_end};
+static void ms_finish(void *ctx, const char *how)
+{
+    ms_error(ctx, 0, 0, how);
+}
+
+static const struct dsession_consumer ms_consumer = {.started = ms_started,
+                                                     .feed = ms_feed,
+                                                     .describe = ms_describe,
+                                                     .finish = ms_finish,
+                                                     .error = ms_error};
 
 /* Appends "k=v" after a ';', quoting a value that holds ';' or '=' (docs/ipc.md §4.2). */
 static int arg_append(struct buf *b, const char *k, const char *v)
@@ -572,8 +571,11 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                                          .disable_stackwalk = major >= IPC_NO_STACKWALK_MAJOR,
                                          .providers = prov,
                                          .provider_count = nprov};
-        rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &cfg, START_TIMEOUT_MS,
-                               &ms_callbacks, s, &s->sess);
+        struct dsession_config dc = {.collect = &cfg,
+                                     .admission = &a->metric_sessions,
+                                     .start_timeout_ms = START_TIMEOUT_MS,
+                                     .stop_timeout_ms = STOP_TIMEOUT_MS};
+        rc = dsession_start(a->loop, ep, &dc, &ms_consumer, s, &s->ds);
     }
     buf_fini(&args);
     if (rc != 0) {
@@ -587,19 +589,14 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
 
 void msession_stop(struct msession *s)
 {
-    if (s->stopping || s->sess == NULL) {
-        return;
+    if (s->ds != NULL) {
+        dsession_stop(s->ds); /* idempotent */
     }
-    s->stopping = true;
-    ipc_session_stop(s->sess, STOP_TIMEOUT_MS);
 }
 
 void msession_abort(struct msession *s)
 {
-    if (s->sess != NULL) {
-        ipc_session_abort(s->sess);
-        s->sess = NULL;
-    }
+    dsession_abort(s->ds); /* accepts NULL */
     ms_free(s);
 }
 

@@ -20,7 +20,6 @@
 #include "err.h"
 #include "ev_filter.h"
 #include "ev_ring.h"
-#include "http_session.h"
 #include "ipc_client.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
@@ -28,6 +27,7 @@
 #include "metrics_session.h"
 #include "rules.h"
 #include "trace_config.h"
+#include "trigger_session.h"
 
 static const char cat[] = "dotmon.rules";
 
@@ -70,8 +70,8 @@ struct rinst {
     struct metrics_filters f;
     double interval_s;
     struct msession *sess;  /* metric triggers */
-    struct hsession *hsess; /* ASP.NET and runtime triggers */
-    bool stopping;          /* msession_stop / hsession_stop asked */
+    struct tsession *tsess; /* ASP.NET and runtime triggers */
+    bool stopping;          /* msession_stop / tsession_stop asked */
     uv_timer_t deadline;    /* rules_inst_deadline */
     uv_timer_t kick;        /* deferred session start/stop, and restart backoff */
     uint64_t backoff_ms;
@@ -785,7 +785,7 @@ static bool has_session(const struct rinst *ri)
     return rules_inst_rule(ri->inst)->trigger.type != RULES_TRIGGER_STARTUP;
 }
 
-/* The trigger is fed by decoded events (http_session.c), not by metrics. */
+/* The trigger is fed by decoded events (trigger_session.c), not by metrics. */
 static bool is_event_fed(const struct rinst *ri)
 {
     enum rules_trigger_source src = rules_trigger_source(&rules_inst_rule(ri->inst)->trigger);
@@ -795,7 +795,7 @@ static bool is_event_fed(const struct rinst *ri)
 /* A trigger session runs (or is stopping). */
 static bool sess_live(const struct rinst *ri)
 {
-    return ri->sess != NULL || ri->hsess != NULL;
+    return ri->sess != NULL || ri->tsess != NULL;
 }
 
 static void ri_on_sample(void *ud, const struct ev_metric_sample *s)
@@ -863,7 +863,7 @@ static void ri_on_end(void *ud, int status, const char *reason)
 {
     struct rinst *ri = ud;
     ri->sess = NULL;
-    ri->hsess = NULL;
+    ri->tsess = NULL;
     if (ri->stopping) {
         ri->stopping = false;
         ri_sync(ri);
@@ -885,7 +885,7 @@ static const struct msession_callbacks ri_callbacks = {.on_started = ri_on_start
                                                        .on_sample = ri_on_sample,
                                                        .on_warning = ri_on_warning,
                                                        .on_end = ri_on_end};
-static const struct hsession_callbacks ri_http_callbacks = {.on_started = ri_on_started,
+static const struct tsession_callbacks ri_http_callbacks = {.on_started = ri_on_started,
                                                             .on_event = ri_on_http,
                                                             .on_runtime = ri_on_runtime,
                                                             .on_end = ri_on_end};
@@ -967,9 +967,9 @@ static void ri_on_kick(uv_timer_t *t)
     bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
     if (want && !sess_live(ri)) {
         int rc = is_event_fed(ri)
-                     ? hsession_start(ri->p->r->a, &ri->p->ep, ri->p->major,
+                     ? tsession_start(ri->p->r->a, &ri->p->ep, ri->p->major,
                                       &rules_inst_rule(ri->inst)->trigger, ri->interval_s,
-                                      &ri_http_callbacks, ri, &ri->hsess)
+                                      &ri_http_callbacks, ri, &ri->tsess)
                      : msession_start(ri->p->r->a, &ri->p->ep, ri->p->major, &ri->f, &ri_callbacks,
                                       ri, &ri->sess);
         if (rc != 0) {
@@ -986,7 +986,7 @@ static void ri_on_kick(uv_timer_t *t)
         if (ri->sess != NULL) {
             msession_stop(ri->sess);
         } else {
-            hsession_stop(ri->hsess);
+            tsession_stop(ri->tsess);
         }
     }
 }
@@ -1122,9 +1122,9 @@ static void ri_remove(struct rinst *ri)
         msession_abort(ri->sess);
         ri->sess = NULL;
     }
-    if (ri->hsess != NULL) {
-        hsession_abort(ri->hsess);
-        ri->hsess = NULL;
+    if (ri->tsess != NULL) {
+        tsession_abort(ri->tsess);
+        ri->tsess = NULL;
     }
     api_trace_ring_stop(ri->ring);
     ri->ring = NULL;

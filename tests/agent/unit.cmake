@@ -5,3 +5,7 @@ agent_add_test(test_operations SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_operations
 agent_add_test(test_trace_config SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_trace_config.c LIBS agent_core LABELS unit)
 agent_add_test(test_spool SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_spool.c LIBS agent_core LABELS unit)
 agent_add_test(test_budget_detail SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_budget_detail.c LIBS agent_core LABELS unit)
+# The decoded session against the fake runtime on the test's own loop (tests/ipc's loop fixture).
+agent_add_test(test_dsession SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dsession.c
+  ${PROJECT_SOURCE_DIR}/tests/ipc/ipc_test_loop.c LIBS agent_core test_support LABELS unit TIMEOUT 60)
+target_include_directories(test_dsession PRIVATE ${PROJECT_SOURCE_DIR}/tests/ipc)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#ifndef AGENT_HTTP_SESSION_H
-#define AGENT_HTTP_SESSION_H
+#ifndef AGENT_TRIGGER_SESSION_H
+#define AGENT_TRIGGER_SESSION_H
 
 /*
  * The EventPipe session of a trigger fed by decoded events, the one rules_trigger_session
@@ -12,6 +12,8 @@
  *   - a runtime trigger (GCPause, GCCount, ExceptionCount): Microsoft-Windows-DotNETRuntime with
  *     the GC or Exception keyword; events → events/ev_native → rules_runtime_event, stamped with
  *     their own time in 100 ns ticks. A RULES_RUNTIME_SESSION_START event comes first.
+ * Triggers on counters and meters use a metrics session instead (metrics_session.h). The session
+ * itself is a decoded session (dsession.h) whose consumer is the nettrace reader here.
  * libuv glue.
  */
 
@@ -19,9 +21,9 @@
 #include "rules.h"
 
 struct agent;
-struct hsession;
+struct tsession;
 
-struct hsession_callbacks {
+struct tsession_callbacks {
     void (*on_started)(void *ud);
     /* ASP.NET triggers: a request start or stop, or a heartbeat; ev is valid during the call
      * only. */
@@ -38,12 +40,12 @@ struct hsession_callbacks {
  * .NET major (0 = unknown); counter_interval_s is the Hosting counters' interval
  * (rules_trigger_interval_provider). 0 (callbacks follow) or a negative code (none follow).
  */
-int hsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
+int tsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                    const struct rules_trigger *t, double counter_interval_s,
-                   const struct hsession_callbacks *cb, void *ud, struct hsession **out);
+                   const struct tsession_callbacks *cb, void *ud, struct tsession **out);
 /* Graceful stop: StopTracing, the rest of the stream, then on_end. Idempotent. */
-void hsession_stop(struct hsession *s);
+void tsession_stop(struct tsession *s);
 /* No more callbacks; the runtime's session is stopped in the background. */
-void hsession_abort(struct hsession *s);
+void tsession_abort(struct tsession *s);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The EventPipe session of an ASP.NET or runtime trigger; see http_session.h. */
-#include "http_session.h"
+/* The EventPipe session of an ASP.NET or runtime trigger; see trigger_session.h. */
+#include "trigger_session.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,10 +13,10 @@
 
 #include "agent.h"
 #include "buf.h"
+#include "dsession.h"
 #include "err.h"
 #include "ev_native.h"
 #include "ev_payload.h"
-#include "ipc_session.h"
 #include "log.h"
 #include "membudget.h"
 #include "nettrace.h"
@@ -37,11 +37,11 @@ static const char cat[] = "dotmon.rules";
  */
 #define HS_SHARE_CAP (4ull * 1024 * 1024)
 
-struct hsession {
+struct tsession {
     struct agent *a;
-    const struct hsession_callbacks *cb;
+    const struct tsession_callbacks *cb;
     void *ud;
-    struct ipc_session *sess;
+    struct dsession *ds; /* NULL once it ended or was aborted */
     struct nettrace_checker ck;
     struct ev_schema **schemas; /* by metadata id */
     size_t nschemas;
@@ -55,11 +55,9 @@ struct hsession {
     struct mb_share share; /* schemas, schemas' index and scratch (HS_SHARE_CAP) */
     size_t *schema_bytes;  /* charged per schema, by metadata id (nschemas entries) */
     bool budget_said;      /* a refusal was logged */
-    bool stopping;
-    bool failed; /* the stream was unreadable: ending after an abort */
 };
 
-static void hs_free(struct hsession *s)
+static void hs_free(struct tsession *s)
 {
     nettrace_checker_fini(&s->ck);
     for (size_t i = 0; i < s->nschemas; i++) {
@@ -73,7 +71,7 @@ static void hs_free(struct hsession *s)
 }
 
 /* Charges n bytes to the session's share; false (logged once) when refused. */
-static bool hs_take(struct hsession *s, size_t n, const char *what)
+static bool hs_take(struct tsession *s, size_t n, const char *what)
 {
     if (mb_charge(&s->share, n) == 0) {
         return true;
@@ -91,7 +89,7 @@ static bool hs_take(struct hsession *s, size_t n, const char *what)
 /* A metadata record: its schema kept by id (a record that does not parse is skipped). */
 static void hs_on_metadata(void *ud, const struct nettrace_metadata *md, const uint8_t *p, size_t n)
 {
-    struct hsession *s = ud;
+    struct tsession *s = ud;
     uint32_t id = md->metadata_id;
     if (id < s->nschemas && s->schemas[id] != NULL) { /* V6: a redefinition */
         ev_schema_free(s->schemas[id]);
@@ -142,7 +140,7 @@ static void hs_on_metadata(void *ud, const struct nettrace_metadata *md, const u
 }
 
 /* The Trace object's clock frequency and pointer size, once read (false before). */
-static bool trace_known(struct hsession *s)
+static bool trace_known(struct tsession *s)
 {
     if (s->qpc_freq == 0) {
         struct nettrace_trace_info ti;
@@ -157,7 +155,7 @@ static bool trace_known(struct hsession *s)
 
 /* An event timestamp (QPC ticks) in units per second of the same clock (on Linux
  * CLOCK_MONOTONIC, so the times of successive sessions with one runtime compare). */
-static int64_t event_time(struct hsession *s, int64_t ts, int64_t units)
+static int64_t event_time(struct tsession *s, int64_t ts, int64_t units)
 {
     if (!trace_known(s)) {
         return 0;
@@ -166,13 +164,13 @@ static int64_t event_time(struct hsession *s, int64_t ts, int64_t units)
     return ts / f * units + ts % f * units / f;
 }
 
-static int64_t event_ms(struct hsession *s, int64_t ts)
+static int64_t event_ms(struct tsession *s, int64_t ts)
 {
     return event_time(s, ts, 1000);
 }
 
 /* Room for the UTF-8 of a payload's UTF-16 strings (at most 3/2 as many bytes). */
-static bool scratch_for(struct hsession *s, size_t payload_len)
+static bool scratch_for(struct tsession *s, size_t payload_len)
 {
     size_t need = payload_len / 2 * 3 + 16;
     if (need > s->scratch_cap) {
@@ -191,7 +189,7 @@ static bool scratch_for(struct hsession *s, size_t payload_len)
 }
 
 /* A runtime trigger's event: its layout by (provider, id, version), decoded, then read. */
-static void hs_on_native(struct hsession *s, const struct nettrace_event *ev)
+static void hs_on_native(struct tsession *s, const struct nettrace_event *ev)
 {
     const struct ev_native_event *ne = ev_native_lookup(ev->provider, ev->event_id, ev->version);
     if (ne == NULL || !trace_known(s) || !scratch_for(s, ev->payload_len) ||
@@ -211,11 +209,8 @@ static void hs_on_native(struct hsession *s, const struct nettrace_event *ev)
 
 static void hs_on_event(void *ud, const struct nettrace_event *ev)
 {
-    struct hsession *s = ud;
+    struct tsession *s = ud;
     struct rules_http_event he;
-    if (s->failed) {
-        return;
-    }
     if (s->runtime) {
         hs_on_native(s, ev);
         return;
@@ -250,9 +245,11 @@ static void hs_on_event(void *ud, const struct nettrace_event *ev)
     }
 }
 
-static void hs_on_started(void *ud, uint64_t session_id, int version)
+/* ---- the consumer of the decoded session: nettrace ---- */
+
+static void hs_started(void *ctx, uint64_t session_id, int version)
 {
-    struct hsession *s = ud;
+    struct tsession *s = ctx;
     log_debug(cat, "%s trigger session 0x%" PRIx64 " (CollectTracing%d) started",
               s->runtime ? "runtime" : "ASP.NET", session_id, version);
     if (s->cb->on_started != NULL) {
@@ -265,40 +262,38 @@ static void hs_on_started(void *ud, uint64_t session_id, int version)
     }
 }
 
-static void hs_on_data(void *ud, const uint8_t *p, size_t n)
+static int hs_feed(void *ctx, const uint8_t *p, size_t n)
 {
-    struct hsession *s = ud;
-    if (s->failed) {
-        return;
-    }
-    int rc = nettrace_feed(&s->ck, p, n);
-    if (rc == 0) {
-        return;
-    }
-    /* An unreadable stream: stop the runtime's session in the background and end now. */
-    char line[256], reason[320];
-    nettrace_error_line(&s->ck, rc, line, sizeof(line));
-    snprintf(reason, sizeof(reason), "the event stream cannot be read: %s", line);
-    s->failed = true;
-    struct ipc_session *sess = s->sess;
-    s->sess = NULL;
-    ipc_session_abort(sess);
-    s->cb->on_end(s->ud, AGENT_E_PROTO, reason);
+    struct tsession *s = ctx;
+    return nettrace_feed(&s->ck, p, n);
+}
+
+static void hs_describe(void *ctx, int rc, char *out, size_t cap)
+{
+    struct tsession *s = ctx;
+    nettrace_error_line(&s->ck, rc, out, cap);
+}
+
+/* The last call either way: on_end with the status (0 for a stream that ended) and words. */
+static void hs_error(void *ctx, int code, uint32_t hresult, const char *reason)
+{
+    struct tsession *s = ctx;
+    (void)hresult;
+    s->ds = NULL;
+    s->cb->on_end(s->ud, code, reason);
     hs_free(s);
 }
 
-static void hs_on_end(void *ud, int status, uint32_t hresult)
+static void hs_finish(void *ctx, const char *how)
 {
-    struct hsession *s = ud;
-    char reason[256];
-    ipc_session_end_reason(status, hresult, s->stopping, reason, sizeof(reason));
-    s->sess = NULL;
-    s->cb->on_end(s->ud, status, reason);
-    hs_free(s);
+    hs_error(ctx, 0, 0, how);
 }
 
-static const struct ipc_session_callbacks hs_callbacks = {
-    .on_started = hs_on_started, .on_data = hs_on_data, .on_end = hs_on_end};
+static const struct dsession_consumer hs_consumer = {.started = hs_started,
+                                                     .feed = hs_feed,
+                                                     .describe = hs_describe,
+                                                     .finish = hs_finish,
+                                                     .error = hs_error};
 
 /* The CollectTracing configuration: the trigger's session as a POST /trace body, parsed as one. */
 static int build_config(const struct rules_trigger *t, double counter_interval_s,
@@ -327,11 +322,11 @@ static int build_config(const struct rules_trigger *t, double counter_interval_s
     return rc;
 }
 
-int hsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
+int tsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                    const struct rules_trigger *t, double counter_interval_s,
-                   const struct hsession_callbacks *cb, void *ud, struct hsession **out)
+                   const struct tsession_callbacks *cb, void *ud, struct tsession **out)
 {
-    struct hsession *s = calloc(1, sizeof(*s));
+    struct tsession *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return UV_ENOMEM;
     }
@@ -353,8 +348,11 @@ int hsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
             nettrace_set_metadata_cb(&s->ck, hs_on_metadata, s); /* native events need none */
         }
         nettrace_set_event_cb(&s->ck, hs_on_event, s);
-        rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &tc.collect, START_TIMEOUT_MS,
-                               &hs_callbacks, s, &s->sess);
+        struct dsession_config dc = {.collect = &tc.collect,
+                                     .admission = &a->metric_sessions,
+                                     .start_timeout_ms = START_TIMEOUT_MS,
+                                     .stop_timeout_ms = STOP_TIMEOUT_MS};
+        rc = dsession_start(a->loop, ep, &dc, &hs_consumer, s, &s->ds);
     }
     trace_config_fini(&tc);
     if (rc != 0) {
@@ -365,20 +363,15 @@ int hsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
     return 0;
 }
 
-void hsession_stop(struct hsession *s)
+void tsession_stop(struct tsession *s)
 {
-    if (s->stopping || s->sess == NULL) {
-        return;
+    if (s->ds != NULL) {
+        dsession_stop(s->ds); /* idempotent */
     }
-    s->stopping = true;
-    ipc_session_stop(s->sess, STOP_TIMEOUT_MS);
 }
 
-void hsession_abort(struct hsession *s)
+void tsession_abort(struct tsession *s)
 {
-    if (s->sess != NULL) {
-        ipc_session_abort(s->sess);
-        s->sess = NULL;
-    }
+    dsession_abort(s->ds); /* accepts NULL */
     hs_free(s);
 }

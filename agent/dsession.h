@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_DSESSION_H
+#define AGENT_DSESSION_H
+
+/*
+ * A decoded session: one EventPipe session with one runtime (ipc/ipc_session) whose stream goes
+ * to a consumer (a decoder of events/ and what it reports to), and one way to end it.
+ *
+ * What it does for every session that decodes its stream (the metrics session, the trigger
+ * sessions, the /logs probe):
+ *   - starts the session with the caller's provider configuration, admission and start timeout;
+ *   - hands each piece of the stream to consumer->feed; a piece the decoder refuses ends the
+ *     session at once (the runtime's session is stopped in the background) with AGENT_E_PROTO
+ *     and "the event stream cannot be read: <the decoder's words>";
+ *   - stops it on dsession_stop with the caller's stop timeout (idempotent; before the session id
+ *     is known the StopTracing goes out as soon as it is);
+ *   - ends it with exactly one call: consumer->finish when the runtime closed the stream (after
+ *     our stop, or because the process went away), consumer->error with a code and one reason
+ *     text for every other end (refused, start or stop timeout, transport error, unreadable
+ *     stream).
+ *
+ * Ownership: the dsession owns its ipc_session and frees itself right after the final callback
+ * (finish or error) returns, or inside dsession_abort; the caller's handle is dangling from then
+ * on. The consumer (vtable and ctx) is borrowed: both must stay valid until that final callback
+ * or the abort. cfg and everything it points to is copied by dsession_start. The admission must
+ * outlive every session started with it (ipc_session.h). Timeouts are the caller's: nothing here
+ * has a default. libuv glue, loop thread only; no callback runs inside a dsession_* call.
+ * Inside started and feed the consumer may call dsession_stop, _pause, _resume and _abort (feed
+ * then returns 0: the dsession is gone); inside finish and error, none of them.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "ipc_client.h"
+#include "ipc_cmd.h"
+#include "ipc_session.h"
+
+/* What reads the stream. feed, finish and error are required; the rest may be NULL. */
+struct dsession_consumer {
+    /* The runtime accepted the session (version: the CollectTracing version it took). */
+    void (*started)(void *ctx, uint64_t session_id, int version);
+    /* Stream bytes, valid during the call only. 0, or a negative code: the stream cannot be
+     * read (the session ends with error(AGENT_E_PROTO, …); nothing more is fed). */
+    int (*feed)(void *ctx, const uint8_t *p, size_t n);
+    /* After feed returned rc != 0: the decoder's words for it into out[0..cap), NUL-terminated.
+     * NULL (or an empty answer): agent_strerror(rc) is used. */
+    void (*describe)(void *ctx, int rc, char *out, size_t cap);
+    /* Final call, the stream ended normally: how is "stopped" (dsession_stop asked) or "the
+     * runtime ended the session" (the process closed it: it exited, or it ended the session). */
+    void (*finish)(void *ctx, const char *how);
+    /*
+     * Final call, any other end. code: AGENT_E_RUNTIME (refused; hresult is the runtime's
+     * HRESULT, else 0), AGENT_E_TIMEOUT (no reply within the start timeout, or no end of stream
+     * within the stop timeout), AGENT_E_PROTO (feed refused the stream) or a transport error.
+     * reason says it in words.
+     */
+    void (*error)(void *ctx, int code, uint32_t hresult, const char *reason);
+};
+
+struct dsession_config {
+    const struct ipc_collect_config *collect; /* providers, buffer, rundown (copied) */
+    struct ipc_session_admission *admission;  /* counts the session (borrowed) */
+    uint64_t start_timeout_ms;                /* connect + reply; > 0 */
+    uint64_t stop_timeout_ms;                 /* StopTracing + the rest of the stream; > 0 */
+    /* Stop as soon as the session exists: a session whose content is the rundown it writes
+     * when stopped (collect->keep_rundown then keeps the rundown the caller asked for). */
+    bool stop_at_once;
+};
+
+struct dsession;
+
+/*
+ * Starts the session on the runtime at ep (copied). 0 and *out (exactly one final callback
+ * follows), or a negative code and nothing follows: AGENT_E_INVAL (a timeout of 0, a missing
+ * callback or configuration), AGENT_E_TOOBIG (the admission is full), UV_ENOMEM, or the connect
+ * error of a listen-mode runtime that is gone (UV_ECONNREFUSED). A socket nobody listens on any
+ * more ends in error() with the transport error instead.
+ */
+int dsession_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
+                   const struct dsession_config *cfg, const struct dsession_consumer *consumer,
+                   void *ctx, struct dsession **out);
+
+/* Graceful stop with the configured stop timeout: StopTracing, the rest of the stream still fed,
+ * then the final callback. Idempotent. */
+void dsession_stop(struct dsession *ds);
+
+/* Stops reading the runtime's stream (its own buffer absorbs the pressure) / reads again. */
+void dsession_pause(struct dsession *ds);
+void dsession_resume(struct dsession *ds);
+
+/* No more callbacks; frees ds. The runtime's session is stopped and drained in the background.
+ * Accepts NULL. Not from inside finish or error (ds is being freed then). */
+void dsession_abort(struct dsession *ds);
+
+#endif

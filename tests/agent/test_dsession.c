@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/dsession against the scripted fake runtime (tests/support/fake_runtime.c), one private
+ * loop per test (tests/ipc/ipc_test_loop.c). The consumer below records every call; it hashes
+ * the bytes it is fed, so "same length, same hash" as the fake's own count means the whole
+ * stream reached it, in order. Every test ends with no session counted in the admission and the
+ * fixture's uv_loop_close() == 0 (no handle leaked).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dsession.h"
+#include "err.h"
+#include "fake_runtime.h"
+#include "ipc_test_loop.h"
+#include "timebound.h"
+
+static struct ipc_session_admission sessions;
+
+/* ---- the consumer ------------------------------------------------------------------------ */
+
+struct rec {
+    struct dsession *ds;
+    int started;
+    int version;
+    uint64_t nbytes;
+    uint64_t hash;
+    int feeds;
+    int finished;
+    int errors;
+    int code;
+    uint32_t hresult;
+    char reason[400];
+    uint64_t t_end;
+    uint64_t refuse_at;  /* feed answers AGENT_E_PROTO once nbytes >= this (0: never) */
+    uint64_t stop_at;    /* dsession_stop once nbytes >= this (0: never) */
+    uint64_t abort_at;   /* dsession_abort once nbytes >= this (0: never) */
+    int feeds_after_end; /* calls after the final one (must stay 0) */
+};
+
+static void rec_init(struct rec *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->hash = FAKE_FNV_INIT;
+}
+
+static int ended(const struct rec *r)
+{
+    return r->finished + r->errors;
+}
+
+static void c_started(void *ctx, uint64_t id, int version)
+{
+    struct rec *r = ctx;
+    assert_true(id != 0);
+    r->started++;
+    r->version = version;
+}
+
+static int c_feed(void *ctx, const uint8_t *p, size_t n)
+{
+    struct rec *r = ctx;
+    if (ended(r) > 0) {
+        r->feeds_after_end++;
+    }
+    r->feeds++;
+    r->nbytes += n;
+    r->hash = fake_fnv1a(r->hash, p, n);
+    if (r->refuse_at != 0 && r->nbytes >= r->refuse_at) {
+        return AGENT_E_PROTO;
+    }
+    if (r->stop_at != 0 && r->nbytes >= r->stop_at) {
+        r->stop_at = 0;
+        dsession_stop(r->ds);
+        dsession_stop(r->ds); /* idempotent */
+    }
+    if (r->abort_at != 0 && r->nbytes >= r->abort_at) {
+        r->abort_at = 0;
+        dsession_abort(r->ds);
+        r->ds = NULL;
+    }
+    return 0;
+}
+
+static void c_describe(void *ctx, int rc, char *out, size_t cap)
+{
+    struct rec *r = ctx;
+    snprintf(out, cap, "decoder said no (%d) after %llu bytes", rc, (unsigned long long)r->nbytes);
+}
+
+static void c_finish(void *ctx, const char *how)
+{
+    struct rec *r = ctx;
+    r->finished++;
+    snprintf(r->reason, sizeof(r->reason), "%s", how);
+    r->t_end = tl_ms();
+}
+
+static void c_error(void *ctx, int code, uint32_t hresult, const char *reason)
+{
+    struct rec *r = ctx;
+    r->errors++;
+    r->code = code;
+    r->hresult = hresult;
+    snprintf(r->reason, sizeof(r->reason), "%s", reason);
+    r->t_end = tl_ms();
+}
+
+static const struct dsession_consumer consumer = {.started = c_started,
+                                                  .feed = c_feed,
+                                                  .describe = c_describe,
+                                                  .finish = c_finish,
+                                                  .error = c_error};
+
+static bool rec_ended(void *ud)
+{
+    return ended(ud) > 0;
+}
+
+static bool rec_started(void *ud)
+{
+    return ((struct rec *)ud)->started > 0;
+}
+
+static bool no_live_sessions(void *ud)
+{
+    (void)ud;
+    return sessions.live == 0;
+}
+
+/* ---- fixture ----------------------------------------------------------------------------- */
+
+struct fixture {
+    struct test_loop *tl;
+    char dir[64];
+    struct fake_runtime *fake;
+};
+
+static void fixture_fake(struct fixture *fx, struct test_loop *tl,
+                         const struct fake_trace_config *trace)
+{
+    memset(fx, 0, sizeof(*fx));
+    fx->tl = tl;
+    assert_int_equal(fake_tmpdir(fx->dir, sizeof(fx->dir)), 0);
+    struct fake_runtime_config cfg = {.pid = 4243, .key = 7};
+    cfg.trace = *trace;
+    assert_int_equal(fake_runtime_start(&tl->loop, fx->dir, &cfg, &fx->fake), 0);
+}
+
+/* Every session gone (freed, its StopTracing answered) before the fake goes. */
+static void fixture_done(struct fixture *fx)
+{
+    assert_true(tl_run_until(fx->tl, no_live_sessions, NULL, 3000));
+    tl_close_fake(fx->tl, fx->fake);
+    fake_rmdir(fx->dir);
+}
+
+static struct fake_session_info fake_session(struct fixture *fx, unsigned idx)
+{
+    struct fake_session_info si;
+    assert_int_equal(fake_runtime_session(fx->fake, idx, &si), 0);
+    return si;
+}
+
+static const struct ipc_provider provider = {
+    .name = "Microsoft-Windows-DotNETRuntime", .keywords = 0x1, .level = 4};
+static const struct ipc_collect_config collect = {
+    .buffer_mb = 16, .format = 1, .providers = &provider, .provider_count = 1};
+
+static struct dsession_config config(uint64_t start_ms, uint64_t stop_ms)
+{
+    struct dsession_config c = {.collect = &collect,
+                                .admission = &sessions,
+                                .start_timeout_ms = start_ms,
+                                .stop_timeout_ms = stop_ms};
+    return c;
+}
+
+static void start(struct fixture *fx, struct rec *r, const struct dsession_config *cfg)
+{
+    assert_int_equal(dsession_start(&fx->tl->loop, IPC_ENDPOINT_PATH(fake_runtime_path(fx->fake)),
+                                    cfg, &consumer, r, &r->ds),
+                     0);
+    assert_non_null(r->ds);
+    assert_int_equal(r->started + r->feeds + ended(r), 0); /* nothing from inside the call */
+}
+
+/* A fake scripted by t, a session with roomy timeouts started on it and run to its end (r is
+ * set up by the caller: rec_init and its scripted reactions). */
+static void run_to_end(struct fixture *fx, struct test_loop *tl, const struct fake_trace_config *t,
+                       struct rec *r)
+{
+    fixture_fake(fx, tl, t);
+    struct dsession_config cfg = config(2000, 3000);
+    start(fx, r, &cfg);
+    assert_true(tl_run_until(fx->tl, rec_ended, r, 5000));
+    assert_int_equal(ended(r), 1);
+}
+
+/* A fake that streams filler until stopped. */
+static const struct fake_trace_config streaming = {.filler_bytes = UINT64_MAX, .interval_ms = 2};
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+/* feed gets the whole stream in order; our stop ends it with finish("stopped"). */
+static void test_dsession_feed_finish(void **state)
+{
+    struct fixture fx;
+    static struct rec r;
+    rec_init(&r);
+    r.stop_at = 64 * 1024;
+    run_to_end(&fx, *state, &streaming, &r);
+    assert_int_equal(r.started, 1);
+    assert_int_equal(r.version, 5);
+    assert_int_equal(r.finished, 1);
+    assert_int_equal(r.errors, 0);
+    assert_string_equal(r.reason, "stopped");
+    struct fake_session_info si = fake_session(&fx, 0);
+    assert_int_equal(si.stops, 1);
+    assert_true(si.end_tag);
+    assert_int_equal(r.nbytes, si.stream_bytes);
+    assert_true(r.hash == si.hash);
+    assert_true(r.nbytes >= 64 * 1024);
+    fixture_done(&fx);
+    assert_int_equal(r.feeds_after_end, 0);
+}
+
+/* The runtime ends the stream by itself (the process goes): finish, in the runtime's words. */
+static void test_dsession_runtime_ends(void **state)
+{
+    struct fixture fx;
+    struct fake_trace_config t = {
+        .fault = FAKE_TRACE_DIE, .filler_bytes = UINT64_MAX, .die_after = 100 * 1024};
+    static struct rec r;
+    rec_init(&r);
+    run_to_end(&fx, *state, &t, &r);
+    if (r.finished == 1) {
+        assert_string_equal(r.reason, "the runtime ended the session");
+    } else { /* a reset when the fake died with bytes unread */
+        assert_int_equal(r.code, UV_ECONNRESET);
+        assert_non_null(strstr(r.reason, "session failed: "));
+    }
+    fixture_done(&fx);
+}
+
+/* A runtime already gone: its socket is there but nobody listens. One error, no finish. */
+static void test_dsession_runtime_gone(void **state)
+{
+    struct test_loop *tl = *state;
+    char dir[64], path[256];
+    assert_int_equal(fake_tmpdir(dir, sizeof(dir)), 0);
+    assert_int_equal(fake_stale_socket(dir, 4244, 1, path, sizeof(path)), 0);
+    struct dsession_config cfg = config(2000, 3000);
+    static struct rec r;
+    rec_init(&r);
+    struct dsession *ds = NULL;
+    int rc = dsession_start(&tl->loop, IPC_ENDPOINT_PATH(path), &cfg, &consumer, &r, &ds);
+    if (rc == 0) {
+        assert_true(tl_run_until(tl, rec_ended, &r, 3000));
+        assert_int_equal(r.errors, 1);
+        assert_int_equal(r.finished + r.started + r.feeds, 0);
+        assert_int_equal(r.code, UV_ECONNREFUSED);
+        assert_non_null(strstr(r.reason, "session failed: "));
+    } else {
+        assert_int_equal(rc, UV_ECONNREFUSED);
+        assert_int_equal(ended(&r), 0);
+    }
+    assert_true(tl_run_until(tl, no_live_sessions, NULL, 3000));
+    fake_rmdir(dir);
+}
+
+/* The runtime refuses: error with its HRESULT and one reason that names it. */
+static void test_dsession_refused(void **state)
+{
+    struct fixture fx;
+    struct fake_trace_config t = {.fault = FAKE_TRACE_ERROR, .error_hresult = 0x80131384};
+    static struct rec r;
+    rec_init(&r);
+    run_to_end(&fx, *state, &t, &r);
+    assert_int_equal(r.errors, 1);
+    assert_int_equal(r.finished + r.started, 0);
+    assert_int_equal(r.code, AGENT_E_RUNTIME);
+    assert_true(r.hresult == 0x80131384u);
+    assert_string_equal(r.reason, "the runtime refused the session (HRESULT 0x80131384)");
+    fixture_done(&fx);
+}
+
+/* The decoder refuses a piece: error(AGENT_E_PROTO) with its words, nothing fed after, and the
+ * runtime's session is still stopped (in the background). */
+static void test_dsession_feed_error(void **state)
+{
+    struct fixture fx;
+    static struct rec r;
+    rec_init(&r);
+    r.refuse_at = 20 * 1024;
+    run_to_end(&fx, *state, &streaming, &r);
+    assert_int_equal(r.errors, 1);
+    assert_int_equal(r.finished, 0);
+    assert_int_equal(r.code, AGENT_E_PROTO);
+    assert_non_null(strstr(r.reason, "the event stream cannot be read: decoder said no ("));
+    int feeds = r.feeds;
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    assert_int_equal(r.feeds, feeds);
+    assert_int_equal(fake_session(&fx, 0).stops, 1);
+    fixture_done(&fx);
+
+    /* Without describe, the code's words. */
+    static const struct dsession_consumer plain = {
+        .feed = c_feed, .finish = c_finish, .error = c_error};
+    fixture_fake(&fx, *state, &streaming);
+    rec_init(&r);
+    r.refuse_at = 1;
+    struct dsession_config cfg = config(2000, 3000);
+    assert_int_equal(dsession_start(&fx.tl->loop, IPC_ENDPOINT_PATH(fake_runtime_path(fx.fake)),
+                                    &cfg, &plain, &r, &r.ds),
+                     0);
+    assert_true(tl_run_until(fx.tl, rec_ended, &r, 3000));
+    char want[300];
+    snprintf(want, sizeof(want), "the event stream cannot be read: %s",
+             agent_strerror(AGENT_E_PROTO));
+    assert_string_equal(r.reason, want);
+    fixture_done(&fx);
+}
+
+/* Stopped before the runtime answered: the stop goes out once the id is known; finish. The same
+ * with stop_at_once, which a rundown-only session uses. */
+static void test_dsession_stop_before_start(void **state)
+{
+    struct fixture fx;
+    struct fake_trace_config t = {.filler_bytes = 8192, .reply_delay_ms = 100};
+    for (int once = 0; once <= 1; once++) {
+        fixture_fake(&fx, *state, &t);
+        struct dsession_config cfg = config(2000, 3000);
+        cfg.stop_at_once = once == 1;
+        static struct rec r;
+        rec_init(&r);
+        start(&fx, &r, &cfg);
+        if (!once) {
+            dsession_stop(r.ds);
+        }
+        assert_true(tl_run_until(fx.tl, rec_ended, &r, 3000));
+        assert_int_equal(r.started, 1);
+        assert_int_equal(r.finished, 1);
+        assert_string_equal(r.reason, "stopped");
+        struct fake_session_info si = fake_session(&fx, 0);
+        assert_int_equal(si.stops, 1);
+        assert_true(si.end_tag);
+        assert_int_equal(r.nbytes, si.stream_bytes);
+        fixture_done(&fx);
+    }
+}
+
+/* The timeouts are the caller's: a silent runtime ends the start at start_timeout_ms, a stream
+ * that never ends after StopTracing at stop_timeout_ms. */
+static void test_dsession_timeouts(void **state)
+{
+    struct fixture fx;
+    struct fake_trace_config t = {.fault = FAKE_TRACE_SILENT};
+    fixture_fake(&fx, *state, &t);
+    struct dsession_config cfg = config(200, 3000);
+    static struct rec r;
+    rec_init(&r);
+    uint64_t t0 = tl_ms();
+    start(&fx, &r, &cfg);
+    assert_true(tl_run_until(fx.tl, rec_ended, &r, 3000));
+    assert_int_equal(r.errors, 1);
+    assert_int_equal(r.code, AGENT_E_TIMEOUT);
+    assert_non_null(strstr(r.reason, "session failed: "));
+    assert_true(r.t_end - t0 + 10 >= 200);
+    ASSERT_BELOW_MS(r.t_end - t0, 1500);
+    fake_runtime_kill(fx.fake);
+    fixture_done(&fx);
+
+    t = (struct fake_trace_config){
+        .fault = FAKE_TRACE_NO_END, .filler_bytes = UINT64_MAX, .interval_ms = 5};
+    fixture_fake(&fx, *state, &t);
+    cfg = config(2000, 300);
+    rec_init(&r);
+    start(&fx, &r, &cfg);
+    assert_true(tl_run_until(fx.tl, rec_started, &r, 2000));
+    t0 = tl_ms();
+    dsession_stop(r.ds);
+    assert_true(tl_run_until(fx.tl, rec_ended, &r, 3000));
+    assert_int_equal(r.errors, 1);
+    assert_int_equal(r.code, AGENT_E_TIMEOUT);
+    assert_true(r.t_end - t0 + 10 >= 300);
+    ASSERT_BELOW_MS(r.t_end - t0, 1800);
+    fake_runtime_kill(fx.fake); /* the drain in the background ends with the runtime */
+    fixture_done(&fx);
+}
+
+/* Abort: no callback ever, the runtime's session stopped in the background. */
+static void test_dsession_abort(void **state)
+{
+    struct fixture fx;
+    fixture_fake(&fx, *state, &streaming);
+    struct dsession_config cfg = config(2000, 3000);
+    static struct rec r;
+    rec_init(&r);
+    start(&fx, &r, &cfg);
+    assert_true(tl_run_until(fx.tl, rec_started, &r, 2000));
+    int feeds = r.feeds;
+    dsession_abort(r.ds);
+    dsession_abort(NULL);
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    assert_int_equal(r.feeds, feeds);
+    assert_int_equal(ended(&r), 0);
+    assert_int_equal(fake_session(&fx, 0).stops, 1);
+    fixture_done(&fx);
+
+    /* From inside feed (a consumer whose reader went away while it wrote) */
+    fixture_fake(&fx, *state, &streaming);
+    rec_init(&r);
+    r.abort_at = 16 * 1024;
+    start(&fx, &r, &cfg);
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    assert_null(r.ds);
+    feeds = r.feeds;
+    tl_run_for(fx.tl, 50);
+    assert_int_equal(r.feeds, feeds);
+    assert_int_equal(ended(&r), 0);
+    assert_int_equal(fake_session(&fx, 0).stops, 1);
+    fixture_done(&fx);
+}
+
+/* A configuration without its timeouts or a consumer without its calls starts nothing. */
+static void test_dsession_invalid(void **state)
+{
+    struct test_loop *tl = *state;
+    static struct rec r;
+    rec_init(&r);
+    struct dsession *ds = NULL;
+    const struct ipc_endpoint *ep = IPC_ENDPOINT_PATH("/nonexistent/dotnet-diagnostic-1-1-socket");
+    struct dsession_config cfg = config(0, 3000);
+    assert_int_equal(dsession_start(&tl->loop, ep, &cfg, &consumer, &r, &ds), AGENT_E_INVAL);
+    cfg = config(2000, 0);
+    assert_int_equal(dsession_start(&tl->loop, ep, &cfg, &consumer, &r, &ds), AGENT_E_INVAL);
+    cfg = config(2000, 3000);
+    cfg.collect = NULL;
+    assert_int_equal(dsession_start(&tl->loop, ep, &cfg, &consumer, &r, &ds), AGENT_E_INVAL);
+    cfg = config(2000, 3000);
+    struct dsession_consumer no_error = consumer;
+    no_error.error = NULL;
+    assert_int_equal(dsession_start(&tl->loop, ep, &cfg, &no_error, &r, &ds), AGENT_E_INVAL);
+    assert_null(ds);
+    assert_int_equal(sessions.live, 0);
+    tl_run_for(tl, 20);
+    assert_int_equal(ended(&r), 0);
+}
+
+int main(void)
+{
+#define LOOP_TEST(f) cmocka_unit_test_setup_teardown(f, tl_setup, tl_teardown)
+    const struct CMUnitTest tests[] = {
+        LOOP_TEST(test_dsession_feed_finish),  LOOP_TEST(test_dsession_runtime_ends),
+        LOOP_TEST(test_dsession_runtime_gone), LOOP_TEST(test_dsession_refused),
+        LOOP_TEST(test_dsession_feed_error),   LOOP_TEST(test_dsession_stop_before_start),
+        LOOP_TEST(test_dsession_timeouts),     LOOP_TEST(test_dsession_abort),
+        LOOP_TEST(test_dsession_invalid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

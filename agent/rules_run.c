@@ -812,7 +812,7 @@ static void ri_on_sample(void *ud, const struct ev_metric_sample *s)
     }
 }
 
-/* What rules_inst_on_http or rules_inst_on_runtime returned. */
+/* What rules_inst_on_request or rules_inst_on_runtime returned. */
 static void ri_fed(struct rinst *ri, int rc)
 {
     if (rc == 1) {
@@ -830,10 +830,10 @@ static void ri_fed(struct rinst *ri, int rc)
     }
 }
 
-static void ri_on_http(void *ud, const struct rules_http_event *ev)
+static void ri_on_request(void *ud, const struct rules_request_event *ev)
 {
     struct rinst *ri = ud;
-    ri_fed(ri, rules_inst_on_http(ri->inst, ev, now_ms(ri->p->r)));
+    ri_fed(ri, rules_inst_on_request(ri->inst, ev, now_ms(ri->p->r)));
 }
 
 static void ri_on_runtime(void *ud, const struct rules_runtime_event *ev)
@@ -886,7 +886,7 @@ static const struct msession_callbacks ri_callbacks = {.on_started = ri_on_start
                                                        .on_warning = ri_on_warning,
                                                        .on_end = ri_on_end};
 static const struct tsession_callbacks ri_http_callbacks = {.on_started = ri_on_started,
-                                                            .on_event = ri_on_http,
+                                                            .on_event = ri_on_request,
                                                             .on_runtime = ri_on_runtime,
                                                             .on_end = ri_on_end};
 

@@ -12,7 +12,7 @@
 
 #include "ascii.h"
 #include "err.h"
-#include "ev_http.h"
+#include "ev_request_specs.h"
 #include "num.h"
 
 /*
@@ -103,7 +103,7 @@ static const struct profile_provider cpu_providers[] = {
 /* HttpRequestSourceConfiguration.cs. */
 static const struct profile_provider http_providers[] = {
     {PROV_DIAG_SOURCE, KW_DIAG_MESSAGES_EVENTS, LEVEL_VERBOSE, "FilterAndPayloadSpecs",
-     ev_http_filter_specs},
+     ev_request_filter_specs},
 };
 
 /*

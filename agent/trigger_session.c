@@ -210,7 +210,7 @@ static void hs_on_native(struct tsession *s, const struct nettrace_event *ev)
 static void hs_on_event(void *ud, const struct nettrace_event *ev)
 {
     struct tsession *s = ud;
-    struct rules_http_event he;
+    struct rules_request_event he;
     if (s->runtime) {
         hs_on_native(s, ev);
         return;
@@ -224,7 +224,7 @@ static void hs_on_event(void *ud, const struct nettrace_event *ev)
             return;
         }
         memset(&he, 0, sizeof(he));
-        he.kind = RULES_HTTP_HEARTBEAT;
+        he.kind = RULES_REQUEST_HEARTBEAT;
         he.timestamp_ms = event_ms(s, ev->timestamp);
         s->cb->on_event(s->ud, &he);
         return;
@@ -236,8 +236,8 @@ static void hs_on_event(void *ud, const struct nettrace_event *ev)
     if (!scratch_for(s, ev->payload_len)) {
         return;
     }
-    int rc = rules_http_event_from_record(&s->rec, event_ms(s, ev->timestamp), s->scratch,
-                                          s->scratch_cap, &he);
+    int rc = rules_request_event_from_record(&s->rec, event_ms(s, ev->timestamp), s->scratch,
+                                             s->scratch_cap, &he);
     if (rc == 0) {
         s->cb->on_event(s->ud, &he);
     } else if (rc != AGENT_E_NOTFOUND) {

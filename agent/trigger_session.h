@@ -7,7 +7,7 @@
  * describes, its nettrace stream read with events/nettrace:
  *   - an ASP.NET trigger (docs/rules.md §4): Microsoft-Diagnostics-DiagnosticSource with the HTTP
  *     FilterAndPayloadSpecs, plus the Microsoft.AspNetCore.Hosting counters for
- *     AspNetRequestDuration; metadata → ev_schema, events → ev_record → rules_http_event. Events
+ *     AspNetRequestDuration; metadata → ev_schema, events → ev_record → rules_request_event. Events
  *     of any other provider reach the caller as heartbeats;
  *   - a runtime trigger (GCPause, GCCount, ExceptionCount): Microsoft-Windows-DotNETRuntime with
  *     the GC or Exception keyword; events → events/ev_native → rules_runtime_event, stamped with
@@ -27,7 +27,7 @@ struct tsession_callbacks {
     void (*on_started)(void *ud);
     /* ASP.NET triggers: a request start or stop, or a heartbeat; ev is valid during the call
      * only. */
-    void (*on_event)(void *ud, const struct rules_http_event *ev);
+    void (*on_event)(void *ud, const struct rules_request_event *ev);
     /* Runtime triggers: a runtime event; ev is valid during the call only. */
     void (*on_runtime)(void *ud, const struct rules_runtime_event *ev);
     /* Last call; the session is freed right after. status as ipc_session's on_end, or

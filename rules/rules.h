@@ -61,7 +61,7 @@ enum rules_trigger_type {
 enum rules_trigger_source {
     RULES_SOURCE_NONE = 0, /* Startup */
     RULES_SOURCE_METRICS,  /* EventCounter, EventMeter, the shortcuts: rules_inst_on_metric */
-    RULES_SOURCE_HTTP,     /* the ASP.NET triggers: rules_inst_on_http */
+    RULES_SOURCE_HTTP,     /* the ASP.NET triggers: rules_inst_on_request */
     RULES_SOURCE_RUNTIME   /* GCPause, GCCount, ExceptionCount: rules_inst_on_runtime */
 };
 
@@ -411,10 +411,10 @@ struct cJSON *rules_trace_action_json(const struct rules_action *a);
 /* An ASP.NET trigger's input (docs/rules.md §4): Microsoft-Diagnostics-DiagnosticSource
  * Activity1Start / Activity1Stop events, and Microsoft.AspNetCore.Hosting's EventCounters as the
  * heartbeat that lets AspNetRequestDuration count requests that hang. */
-enum rules_http_kind { RULES_HTTP_START = 0, RULES_HTTP_STOP, RULES_HTTP_HEARTBEAT };
+enum rules_request_kind { RULES_REQUEST_START = 0, RULES_REQUEST_STOP, RULES_REQUEST_HEARTBEAT };
 
-struct rules_http_event {
-    enum rules_http_kind kind;
+struct rules_request_event {
+    enum rules_request_kind kind;
     int64_t timestamp_ms;    /* the event's time */
     const char *activity_id; /* START and STOP */
     const char *path;        /* START and STOP ("" when the event had none) */
@@ -432,8 +432,8 @@ struct rules_http_event {
  * AGENT_E_PROTO (a malformed Arguments array or number); AGENT_E_NOSPACE (scratch too small: the
  * UTF-8 of the ActivityId and the Path, plus 2, is enough).
  */
-int rules_http_event_from_record(const struct ev_record *rec, int64_t timestamp_ms, char *scratch,
-                                 size_t cap, struct rules_http_event *ev);
+int rules_request_event_from_record(const struct ev_record *rec, int64_t timestamp_ms,
+                                    char *scratch, size_t cap, struct rules_request_event *ev);
 
 /*
  * A runtime trigger's input (GCPause, GCCount, ExceptionCount): the runtime's native events,
@@ -492,7 +492,7 @@ int rules_engine_new(const struct rules_trigger *t, double counter_interval_s,
  */
 bool rules_engine_on_metric(struct rules_engine *e, const struct ev_metric_sample *s);
 /* Feeds an ASP.NET event (ignored by non-ASP.NET triggers). True when the trigger fires. */
-bool rules_engine_on_http(struct rules_engine *e, const struct rules_http_event *ev);
+bool rules_engine_on_request(struct rules_engine *e, const struct rules_request_event *ev);
 /*
  * Feeds a runtime event (ignored by other triggers; each runtime trigger takes only its own kinds).
  * GCPause: a GC's suspension is a GCSuspendEEBegin with a GC reason and the next GCRestartEEEnd;
@@ -547,7 +547,8 @@ bool rules_inst_started(const struct rules_inst *i);
  * are ready as steps, or the rule is Throttled (the trigger starts over); 0 when not; -ENOMEM.
  */
 int rules_inst_on_metric(struct rules_inst *i, const struct ev_metric_sample *s, int64_t now_ms);
-int rules_inst_on_http(struct rules_inst *i, const struct rules_http_event *ev, int64_t now_ms);
+int rules_inst_on_request(struct rules_inst *i, const struct rules_request_event *ev,
+                          int64_t now_ms);
 int rules_inst_on_runtime(struct rules_inst *i, const struct rules_runtime_event *ev,
                           int64_t now_ms);
 /* The trigger fired at now_ms (what the three above do on a firing; for tests and custom

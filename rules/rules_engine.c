@@ -310,7 +310,7 @@ static bool status_matches(const struct rules_trigger *t, int code)
     return false;
 }
 
-static bool on_stop(struct rules_engine *e, const struct rules_http_event *ev, int64_t ts)
+static bool on_stop(struct rules_engine *e, const struct rules_request_event *ev, int64_t ts)
 {
     const struct rules_trigger *t = e->t;
     if (t->type == RULES_TRIGGER_ASPNET_RESPONSE_STATUS) {
@@ -329,20 +329,20 @@ static bool on_stop(struct rules_engine *e, const struct rules_http_event *ev, i
     return e->win.count >= t->count;
 }
 
-bool rules_engine_on_http(struct rules_engine *e, const struct rules_http_event *ev)
+bool rules_engine_on_request(struct rules_engine *e, const struct rules_request_event *ev)
 {
     const struct rules_trigger *t = e->t;
     if (rules_trigger_source(t) != RULES_SOURCE_HTTP) {
         return false;
     }
     int64_t ts = ms_to_ticks(ev->timestamp_ms);
-    if (ev->kind == RULES_HTTP_HEARTBEAT) {
+    if (ev->kind == RULES_REQUEST_HEARTBEAT) {
         return t->type == RULES_TRIGGER_ASPNET_REQUEST_DURATION && heartbeat(e, ts);
     }
     if (!rules__paths_match(t, ev->path != NULL ? ev->path : "")) {
         return false;
     }
-    if (ev->kind == RULES_HTTP_STOP) {
+    if (ev->kind == RULES_REQUEST_STOP) {
         return on_stop(e, ev, ts);
     }
     if (t->type == RULES_TRIGGER_ASPNET_REQUEST_COUNT) {

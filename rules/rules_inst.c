@@ -364,9 +364,10 @@ int rules_inst_on_metric(struct rules_inst *i, const struct ev_metric_sample *s,
     return takes_input(i, now_ms) ? fed(i, rules_engine_on_metric(i->engine, s), now_ms) : 0;
 }
 
-int rules_inst_on_http(struct rules_inst *i, const struct rules_http_event *ev, int64_t now_ms)
+int rules_inst_on_request(struct rules_inst *i, const struct rules_request_event *ev,
+                          int64_t now_ms)
 {
-    return takes_input(i, now_ms) ? fed(i, rules_engine_on_http(i->engine, ev), now_ms) : 0;
+    return takes_input(i, now_ms) ? fed(i, rules_engine_on_request(i->engine, ev), now_ms) : 0;
 }
 
 int rules_inst_on_runtime(struct rules_inst *i, const struct rules_runtime_event *ev,

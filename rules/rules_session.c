@@ -15,7 +15,7 @@
 #include <cJSON.h>
 
 #include "err.h"
-#include "ev_http.h"
+#include "ev_request_specs.h"
 #include "rules_internal.h"
 
 #define DIAGNOSTIC_SOURCE "Microsoft-Diagnostics-DiagnosticSource"
@@ -125,7 +125,7 @@ int rules_trigger_session(const struct rules_trigger *t, const struct rules_sess
     case RULES_TRIGGER_ASPNET_REQUEST_DURATION:
     case RULES_TRIGGER_ASPNET_RESPONSE_STATUS:
         add_arg(add_provider(out, DIAGNOSTIC_SOURCE, 0x3, LEVEL_VERBOSE), "FilterAndPayloadSpecs",
-                ev_http_filter_specs);
+                ev_request_filter_specs);
         if (t->type == RULES_TRIGGER_ASPNET_REQUEST_DURATION) {
             add_counters(out, ASPNET_HOSTING); /* the heartbeat for requests that hang */
         }

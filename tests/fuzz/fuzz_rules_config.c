@@ -70,13 +70,13 @@ static void drive_trigger(const struct rules_trigger *t, uint64_t h)
         m.value = (double)((h >> k) % 300);
         m.timestamp_ms = k * 1000;
         (void)rules_engine_on_metric(e, &m);
-        struct rules_http_event ev = {(enum rules_http_kind)((h >> (2 * k)) % 3),
-                                      k * 3000,
-                                      k % 2 ? "a" : "b",
-                                      paths[k % 4],
-                                      (int)(100 + (h >> k) % 500),
-                                      (int64_t)((h >> k) % 100) * 1000000};
-        (void)rules_engine_on_http(e, &ev);
+        struct rules_request_event ev = {(enum rules_request_kind)((h >> (2 * k)) % 3),
+                                         k * 3000,
+                                         k % 2 ? "a" : "b",
+                                         paths[k % 4],
+                                         (int)(100 + (h >> k) % 500),
+                                         (int64_t)((h >> k) % 100) * 1000000};
+        (void)rules_engine_on_request(e, &ev);
     }
     rules_engine_free(e);
 }

@@ -198,9 +198,9 @@ static const char list_rule[] =
     "CollectionRules:R:Actions:4:Type=CollectGCDump\n"
     "CollectionRules:R:Actions:4:Settings:Egress=gc\n";
 
-static struct rules_http_event request(int64_t t)
+static struct rules_request_event request(int64_t t)
 {
-    struct rules_http_event ev = {RULES_HTTP_START, t, "id", "/", 0, 0};
+    struct rules_request_event ev = {RULES_REQUEST_START, t, "id", "/", 0, 0};
     return ev;
 }
 
@@ -211,11 +211,11 @@ static void test_rules_inst_plan_order(void **state)
     assert_true(rules_inst_started(i));
     assert_true(rules_inst_trigger_active(i));
     no_step(i);
-    struct rules_http_event ev = request(100);
-    assert_int_equal(rules_inst_on_http(i, &ev, 100), 1);
+    struct rules_request_event ev = request(100);
+    assert_int_equal(rules_inst_on_request(i, &ev, 100), 1);
     assert_int_equal(rules_inst_state(i), RULES_STATE_ACTION_EXECUTING);
     assert_false(rules_inst_trigger_active(i));
-    assert_int_equal(rules_inst_on_http(i, &ev, 101), 0); /* ignored while actions run */
+    assert_int_equal(rules_inst_on_request(i, &ev, 101), 0); /* ignored while actions run */
 
     struct rules_step st = start_step(i, 0);
     assert_string_equal(st.egress, "myapp-store");
@@ -250,7 +250,7 @@ static void test_rules_inst_plan_order(void **state)
     no_step(i);
     /* The next firing runs the list again, with fresh outputs. */
     ev = request(700);
-    assert_int_equal(rules_inst_on_http(i, &ev, 700), 1);
+    assert_int_equal(rules_inst_on_request(i, &ev, 700), 1);
     start_step(i, 0);
     static const struct rules_kv dump2[] = {{"EgressPath", "/out/dump_2.dmp"}};
     assert_int_equal(rules_inst_action_done(i, 0, true, dump2, 1, 800), 0);

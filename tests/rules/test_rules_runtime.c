@@ -215,8 +215,8 @@ static void test_rules_runtime_sources(void **state)
     t = trigger("ExceptionCount", "Count=1");
     assert_int_equal(rules_trigger_source(t), RULES_SOURCE_RUNTIME);
     e = engine(t, 5);
-    struct rules_http_event he = {.kind = RULES_HTTP_START, .path = "/"};
-    assert_false(rules_engine_on_http(e, &he));
+    struct rules_request_event he = {.kind = RULES_REQUEST_START, .path = "/"};
+    assert_false(rules_engine_on_request(e, &he));
     struct ev_metric_sample s;
     memset(&s, 0, sizeof(s));
     s.provider = "System.Runtime";

@@ -210,22 +210,22 @@ static void test_rules_threshold_percentile(void **state)
 
 /* ---- ASP.NET ---- */
 
-static bool http(struct rules_engine *e, enum rules_http_kind kind, int64_t t, const char *id,
+static bool http(struct rules_engine *e, enum rules_request_kind kind, int64_t t, const char *id,
                  const char *path, int status, int64_t duration_ms)
 {
-    struct rules_http_event ev = {kind, t, id, path, status, duration_ms * 10000};
-    return rules_engine_on_http(e, &ev);
+    struct rules_request_event ev = {kind, t, id, path, status, duration_ms * 10000};
+    return rules_engine_on_request(e, &ev);
 }
 
 static bool start(struct rules_engine *e, int64_t t, const char *id, const char *path)
 {
-    return http(e, RULES_HTTP_START, t, id, path, 0, 0);
+    return http(e, RULES_REQUEST_START, t, id, path, 0, 0);
 }
 
 static bool stop(struct rules_engine *e, int64_t t, const char *id, const char *path, int status,
                  int64_t duration_ms)
 {
-    return http(e, RULES_HTTP_STOP, t, id, path, status, duration_ms);
+    return http(e, RULES_REQUEST_STOP, t, id, path, status, duration_ms);
 }
 
 static void test_rules_aspnet_request_count(void **state)
@@ -337,19 +337,19 @@ static void test_rules_aspnet_request_duration(void **state)
     assert_false(stop(e, 6000, "a", "/", 200, 6000));   /* slow: 1 */
     assert_false(stop(e, 6500, "zzz", "/", 200, 9000)); /* never started here: ignored */
     /* The first heartbeat is processed: b is open for 9 s >= 5 s: counted, then forgotten. */
-    assert_true(http(e, RULES_HTTP_HEARTBEAT, 10000, NULL, NULL, 0, 0));
+    assert_true(http(e, RULES_REQUEST_HEARTBEAT, 10000, NULL, NULL, 0, 0));
     assert_false(stop(e, 20000, "b", "/", 200, 19000)); /* counted by the heartbeat already */
     rules_engine_reset(e);
     /* Heartbeats are looked at once per 9 s at most (strictly more than 9 s apart). */
-    assert_false(http(e, RULES_HTTP_HEARTBEAT, 0, NULL, NULL, 0, 0));
+    assert_false(http(e, RULES_REQUEST_HEARTBEAT, 0, NULL, NULL, 0, 0));
     assert_false(start(e, 1000, "a", "/"));
     assert_false(start(e, 1000, "b", "/"));
-    assert_false(http(e, RULES_HTTP_HEARTBEAT, 9000, NULL, NULL, 0, 0)); /* skipped: 9 s */
-    assert_true(http(e, RULES_HTTP_HEARTBEAT, 9001, NULL, NULL, 0, 0));  /* a and b, 8 s open */
+    assert_false(http(e, RULES_REQUEST_HEARTBEAT, 9000, NULL, NULL, 0, 0)); /* skipped: 9 s */
+    assert_true(http(e, RULES_REQUEST_HEARTBEAT, 9001, NULL, NULL, 0, 0));  /* a and b, 8 s open */
     rules_engine_reset(e);
     /* A request counted by a heartbeat does not count again when it stops. */
     assert_false(start(e, 0, "a", "/"));
-    assert_false(http(e, RULES_HTTP_HEARTBEAT, 6000, NULL, NULL, 0, 0)); /* 1 */
+    assert_false(http(e, RULES_REQUEST_HEARTBEAT, 6000, NULL, NULL, 0, 0)); /* 1 */
     assert_false(stop(e, 7000, "a", "/", 200, 7000));
     assert_false(start(e, 8000, "b", "/"));
     assert_true(stop(e, 14000, "b", "/", 200, 6000)); /* 2 */
@@ -379,8 +379,8 @@ static void test_rules_aspnet_many_inflight(void **state)
         snprintf(id, sizeof(id), "r%d", k);
         assert_false(start(e, 0, id, "/"));
     }
-    assert_false(http(e, RULES_HTTP_HEARTBEAT, 2000, NULL, NULL, 0, 0)); /* 999 */
-    assert_false(stop(e, 2100, "r5", "/", 200, 5000));                   /* forgotten already */
+    assert_false(http(e, RULES_REQUEST_HEARTBEAT, 2000, NULL, NULL, 0, 0)); /* 999 */
+    assert_false(stop(e, 2100, "r5", "/", 200, 5000));                      /* forgotten already */
     assert_false(start(e, 2200, "late", "/"));
     assert_true(stop(e, 4000, "late", "/", 200, 1800));
     rules_engine_free(e);
@@ -414,7 +414,7 @@ static const struct ev_field arg_fields[] = {
     {"Value", EV_TYPE_STRING, 3, 0, 0, 4, true, 0, -1},
 };
 
-static void test_rules_http_from_record(void **state)
+static void test_rules_request_from_record(void **state)
 {
     (void)state;
     struct ev_schema schema = {.provider = "Microsoft-Diagnostics-DiagnosticSource",
@@ -434,31 +434,31 @@ static void test_rules_http_from_record(void **state)
     rec.schema = &schema;
     rec.v[3] = (struct ev_value){args, (uint32_t)n, 5};
     char scratch[256];
-    struct rules_http_event ev;
-    assert_int_equal(rules_http_event_from_record(&rec, 1234, scratch, sizeof(scratch), &ev), 0);
-    assert_int_equal(ev.kind, RULES_HTTP_STOP);
+    struct rules_request_event ev;
+    assert_int_equal(rules_request_event_from_record(&rec, 1234, scratch, sizeof(scratch), &ev), 0);
+    assert_int_equal(ev.kind, RULES_REQUEST_STOP);
     assert_int_equal(ev.timestamp_ms, 1234);
     assert_string_equal(ev.activity_id, "00-abc-01");
     assert_string_equal(ev.path, "/api/x");
     assert_int_equal(ev.status_code, 503);
     assert_int_equal(ev.duration_ticks, 61000000);
-    assert_int_equal(rules_http_event_from_record(&rec, 0, scratch, 8, &ev), AGENT_E_NOSPACE);
+    assert_int_equal(rules_request_event_from_record(&rec, 0, scratch, 8, &ev), AGENT_E_NOSPACE);
     schema.event_name = "Activity1/Start";
-    assert_int_equal(rules_http_event_from_record(&rec, 0, scratch, sizeof(scratch), &ev), 0);
-    assert_int_equal(ev.kind, RULES_HTTP_START);
+    assert_int_equal(rules_request_event_from_record(&rec, 0, scratch, sizeof(scratch), &ev), 0);
+    assert_int_equal(ev.kind, RULES_REQUEST_START);
     rec.v[3].count = 6; /* one element more than the bytes hold */
-    assert_int_equal(rules_http_event_from_record(&rec, 0, scratch, sizeof(scratch), &ev),
+    assert_int_equal(rules_request_event_from_record(&rec, 0, scratch, sizeof(scratch), &ev),
                      AGENT_E_PROTO);
     schema.event_name = "Activity2Start";
-    assert_int_equal(rules_http_event_from_record(&rec, 0, scratch, sizeof(scratch), &ev),
+    assert_int_equal(rules_request_event_from_record(&rec, 0, scratch, sizeof(scratch), &ev),
                      AGENT_E_NOTFOUND);
     struct ev_schema hosting = {.provider = "Microsoft.AspNetCore.Hosting",
                                 .event_name = "EventCounters",
                                 .nfields = 1,
                                 .fields = arg_fields};
     rec.schema = &hosting;
-    assert_int_equal(rules_http_event_from_record(&rec, 9, scratch, sizeof(scratch), &ev), 0);
-    assert_int_equal(ev.kind, RULES_HTTP_HEARTBEAT);
+    assert_int_equal(rules_request_event_from_record(&rec, 9, scratch, sizeof(scratch), &ev), 0);
+    assert_int_equal(ev.kind, RULES_REQUEST_HEARTBEAT);
     assert_int_equal(ev.timestamp_ms, 9);
 }
 
@@ -595,7 +595,7 @@ int main(void)
         cmocka_unit_test_teardown(test_rules_aspnet_request_duration, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_aspnet_many_inflight, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_engine_startup_invalid, cfg_teardown),
-        cmocka_unit_test_teardown(test_rules_http_from_record, cfg_teardown),
+        cmocka_unit_test_teardown(test_rules_request_from_record, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_sessions, cfg_teardown),
         cmocka_unit_test_teardown(test_rules_session_json, cfg_teardown),
     };

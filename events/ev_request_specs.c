@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-#include "ev_http.h"
+#include "ev_request_specs.h"
 
-const char ev_http_filter_specs[] =
+const char ev_request_filter_specs[] =
     "Microsoft.AspNetCore/Microsoft.AspNetCore.Hosting.HttpRequestIn.Start@Activity1Start:-"
     "Request.Scheme;Request.Host;Request.PathBase;Request.QueryString;Request.Path;Request.Method"
     ";ActivityStartTime=*Activity.StartTimeUtc.Ticks;ActivityParentId=*Activity.ParentId"

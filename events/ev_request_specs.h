@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#ifndef AGENT_EV_HTTP_H
-#define AGENT_EV_HTTP_H
+#ifndef AGENT_EV_REQUEST_SPECS_H
+#define AGENT_EV_REQUEST_SPECS_H
 
 /*
  * What Microsoft-Diagnostics-DiagnosticSource forwards about HTTP requests when asked with this
@@ -11,6 +11,6 @@
  * Http trace profile and the ASP.NET collection-rule triggers (docs/rules.md §4) send the same
  * string, so a trace never changes what a trigger reads.
  */
-extern const char ev_http_filter_specs[];
+extern const char ev_request_filter_specs[];
 
 #endif

@@ -56,7 +56,7 @@ static int utf16_number(const uint8_t *p, size_t units, int64_t *out)
 
 /* One {Key, Value} pair: the four keys the triggers read (case-insensitive). */
 static int take_pair(struct scratch *s, const uint8_t *k, size_t kunits, const uint8_t *v,
-                     size_t vunits, struct rules_http_event *ev)
+                     size_t vunits, struct rules_request_event *ev)
 {
     char key[32];
     if (kunits >= sizeof(key) || ev_utf16_to_utf8(k, kunits, key, sizeof(key), NULL) != 0) {
@@ -83,7 +83,7 @@ static int take_pair(struct scratch *s, const uint8_t *k, size_t kunits, const u
 
 /* The Arguments array: count elements of two UTF-16 strings each (Key, then Value). */
 static int read_arguments(const struct ev_record *rec, struct scratch *s,
-                          struct rules_http_event *ev)
+                          struct rules_request_event *ev)
 {
     int idx = ev_schema_find(rec->schema, "Arguments");
     if (idx < 0 || rec->schema->fields[idx].code != EV_TYPE_ARRAY || rec->v[idx].p == NULL) {
@@ -110,8 +110,8 @@ static int read_arguments(const struct ev_record *rec, struct scratch *s,
     return 0;
 }
 
-int rules_http_event_from_record(const struct ev_record *rec, int64_t timestamp_ms, char *scratch,
-                                 size_t cap, struct rules_http_event *ev)
+int rules_request_event_from_record(const struct ev_record *rec, int64_t timestamp_ms,
+                                    char *scratch, size_t cap, struct rules_request_event *ev)
 {
     memset(ev, 0, sizeof(*ev));
     ev->timestamp_ms = timestamp_ms;
@@ -119,7 +119,7 @@ int rules_http_event_from_record(const struct ev_record *rec, int64_t timestamp_
     const char *provider = sc->provider != NULL ? sc->provider : "";
     const char *name = sc->event_name != NULL ? sc->event_name : "";
     if (ascii_ieq(provider, ASPNET_HOSTING) && strcmp(name, "EventCounters") == 0) {
-        ev->kind = RULES_HTTP_HEARTBEAT;
+        ev->kind = RULES_REQUEST_HEARTBEAT;
         return 0;
     }
     bool start = strcmp(name, "Activity1Start") == 0 || strcmp(name, "Activity1/Start") == 0;
@@ -127,7 +127,7 @@ int rules_http_event_from_record(const struct ev_record *rec, int64_t timestamp_
     if (!ascii_ieq(provider, DIAGNOSTIC_SOURCE) || !(start || stop)) {
         return AGENT_E_NOTFOUND;
     }
-    ev->kind = start ? RULES_HTTP_START : RULES_HTTP_STOP;
+    ev->kind = start ? RULES_REQUEST_START : RULES_REQUEST_STOP;
     ev->activity_id = "";
     ev->path = "";
     struct scratch s = {scratch, cap, 0};

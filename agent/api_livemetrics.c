@@ -25,6 +25,7 @@
 #include "agent.h"
 #include "artifact.h"
 #include "err.h"
+#include "ev_prom_name.h"
 #include "ev_store.h"
 #include "http_server.h"
 #include "log.h"

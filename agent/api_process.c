@@ -283,12 +283,7 @@ static void scrape_free(struct scrape *sc)
 static int scrape_own(struct agent *a, struct buf *out)
 {
     const struct agent_trace_stats *ts = &a->trace_stats;
-    const struct {
-        const char *name;
-        const char *type;
-        const char *help;
-        uint64_t value;
-    } fams[] = {
+    const struct ev_prom_single fams[] = {
         {"dotmon_discovered_processes", "gauge", ".NET processes dotmon currently sees",
          ipc_discovery_count(a->disc)},
         {"dotmon_http_requests_total", "counter", "HTTP requests dotmon has received",
@@ -309,8 +304,7 @@ static int scrape_own(struct agent *a, struct buf *out)
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof(fams) / sizeof(fams[0]); i++) {
-        rc = ev_prom_family(out, fams[i].name, fams[i].type, fams[i].help);
-        rc = rc < 0 ? rc : ev_prom_sample_u64(out, fams[i].name, NULL, fams[i].value);
+        rc = ev_prom_single_u64(out, &fams[i]);
     }
     static const char *const key[] = {"kind"};
     const struct {

@@ -37,6 +37,7 @@
 #include "buf.h"
 #include "egress.h"
 #include "err.h"
+#include "hex.h"
 #include "http_query.h"
 #include "log.h"
 #include "membudget.h"
@@ -194,9 +195,8 @@ static cJSON *egress_details(struct artifact *art)
     unsigned int n = 0;
     if (art->md != NULL && EVP_DigestFinal_ex(art->md, md, &n) == 1) {
         char hex[2 * EVP_MAX_MD_SIZE + 1];
-        for (unsigned int i = 0; i < n; i++) {
-            snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        }
+        hex_encode(md, n, hex);
+        hex[2 * n] = '\0';
         cJSON_AddStringToObject(o, "sha256", hex);
     }
     EVP_MD_CTX_free(art->md);

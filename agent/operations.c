@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "err.h"
+#include "hex.h"
 
 void op_registry_init(struct op_registry *r, size_t max_history, size_t trace_limit,
                       size_t dump_limit)
@@ -74,9 +75,7 @@ void op_new_guid(char out[37])
     }
     b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
     b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
+    hex_guid_bytes(b, out);
 }
 
 static char *dup_or_null(const char *s)

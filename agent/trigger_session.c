@@ -17,6 +17,7 @@
 #include "err.h"
 #include "ev_native.h"
 #include "ev_payload.h"
+#include "ev_schemas.h"
 #include "log.h"
 #include "membudget.h"
 #include "nettrace.h"
@@ -28,7 +29,6 @@ static const char cat[] = "dotmon.rules";
 #define ASPNET_HOSTING    "Microsoft.AspNetCore.Hosting"
 #define START_TIMEOUT_MS  10000
 #define STOP_TIMEOUT_MS   10000
-#define MAX_METADATA      65536 /* metadata ids kept (the runtime numbers them from 1) */
 /*
  * What a trigger session holds from its runtime (DiagnosticSource schemas, their index by
  * id, the UTF-8 scratch of one payload) is charged to a share of its own with this cap, and to
@@ -43,31 +43,37 @@ struct tsession {
     void *ud;
     struct dsession *ds; /* NULL once it ended or was aborted */
     struct nettrace_checker ck;
-    struct ev_schema **schemas; /* by metadata id */
-    size_t nschemas;
-    bool runtime;     /* a runtime trigger's session: native events */
-    int64_t qpc_freq; /* 0 until the Trace object is read */
+    struct ev_schemas schemas; /* DiagnosticSource's schemas by metadata id */
+    bool runtime;              /* a runtime trigger's session: native events */
+    int64_t qpc_freq;          /* 0 until the Trace object is read */
     uint32_t ptr_size;
     struct ev_record rec;
     struct ev_native_record nrec;
     char *scratch;
     size_t scratch_cap;
     struct mb_share share; /* schemas, schemas' index and scratch (HS_SHARE_CAP) */
-    size_t *schema_bytes;  /* charged per schema, by metadata id (nschemas entries) */
     bool budget_said;      /* a refusal was logged */
 };
 
 static void hs_free(struct tsession *s)
 {
     nettrace_checker_fini(&s->ck);
-    for (size_t i = 0; i < s->nschemas; i++) {
-        ev_schema_free(s->schemas[i]);
-    }
-    free(s->schemas);
-    free(s->schema_bytes);
+    ev_schemas_fini(&s->schemas);
     free(s->scratch);
     mb_share_fini(&s->share); /* gives back all of the above */
     free(s);
+}
+
+/* Logs once that what the runtime sent did not fit in the session's share. */
+static void hs_refused(struct tsession *s, const char *what)
+{
+    if (!s->budget_said) {
+        s->budget_said = true;
+        log_warn(cat,
+                 "a trigger session: the runtime's %s do not fit in the session's %llu "
+                 "MiB of dotmon's memory budget; not kept (its events are skipped)",
+                 what, (unsigned long long)(s->share.cap >> 20));
+    }
 }
 
 /* Charges n bytes to the session's share; false (logged once) when refused. */
@@ -76,13 +82,7 @@ static bool hs_take(struct tsession *s, size_t n, const char *what)
     if (mb_charge(&s->share, n) == 0) {
         return true;
     }
-    if (!s->budget_said) {
-        s->budget_said = true;
-        log_warn(cat,
-                 "a trigger session: the runtime's %s do not fit in the session's %llu "
-                 "MiB of dotmon's memory budget; not kept (its events are skipped)",
-                 what, (unsigned long long)(s->share.cap >> 20));
-    }
+    hs_refused(s, what);
     return false;
 }
 
@@ -90,53 +90,16 @@ static bool hs_take(struct tsession *s, size_t n, const char *what)
 static void hs_on_metadata(void *ud, const struct nettrace_metadata *md, const uint8_t *p, size_t n)
 {
     struct tsession *s = ud;
-    uint32_t id = md->metadata_id;
-    if (id < s->nschemas && s->schemas[id] != NULL) { /* V6: a redefinition */
-        ev_schema_free(s->schemas[id]);
-        s->schemas[id] = NULL;
-        mb_release(&s->share, s->schema_bytes[id]);
-        s->schema_bytes[id] = 0;
-    }
-    /* Only DiagnosticSource's events are decoded by their schema (hs_on_event). */
-    if (id >= MAX_METADATA || strcasecmp(md->provider, DIAGNOSTIC_SOURCE) != 0) {
+    /* Only DiagnosticSource's events are decoded by their schema (hs_on_event); a V6
+     * redefinition replaces the earlier definition (ev_schemas.h). */
+    if (strcasecmp(md->provider, DIAGNOSTIC_SOURCE) != 0) {
+        ev_schemas_forget(&s->schemas, md->metadata_id);
         return;
     }
-    if (id >= s->nschemas) {
-        size_t cap = s->nschemas > 0 ? s->nschemas : 64;
-        while (cap <= id) {
-            cap *= 2;
-        }
-        size_t per = sizeof(void *) + sizeof(size_t);
-        if (!hs_take(s, (cap - s->nschemas) * per, "metadata ids")) {
-            return;
-        }
-        /* pointers (sizeof(void *): clang-tidy reads sizeof(*grown) as a mistake) */
-        struct ev_schema **grown = realloc(s->schemas, cap * sizeof(void *));
-        if (grown != NULL) {
-            memset(grown + s->nschemas, 0, (cap - s->nschemas) * sizeof(void *));
-            s->schemas = grown;
-        }
-        size_t *sizes = grown != NULL ? realloc(s->schema_bytes, cap * sizeof(size_t)) : NULL;
-        if (sizes == NULL) {
-            mb_release(&s->share, (cap - s->nschemas) * per);
-            return; /* its events are skipped */
-        }
-        memset(sizes + s->nschemas, 0, (cap - s->nschemas) * sizeof(size_t));
-        s->schema_bytes = sizes;
-        s->nschemas = cap;
+    struct ev_schema_entry *e = NULL;
+    if (ev_schemas_define(&s->schemas, md, p, n, &e) == AGENT_E_BUDGET) {
+        hs_refused(s, "event schemas");
     }
-    struct ev_schema *schema = NULL;
-    int rc = md->v6 ? ev_schema_parse_v6(p, n, &schema) : ev_schema_parse(p, n, &schema);
-    if (rc != 0) {
-        return;
-    }
-    size_t sb = sizeof(*schema) + (size_t)schema->nfields * sizeof(struct ev_field) + n + 64;
-    if (!hs_take(s, sb, "event schemas")) {
-        ev_schema_free(schema);
-        return;
-    }
-    s->schemas[id] = schema;
-    s->schema_bytes[id] = sb;
 }
 
 /* The Trace object's clock frequency and pointer size, once read (false before). */
@@ -229,7 +192,8 @@ static void hs_on_event(void *ud, const struct nettrace_event *ev)
         s->cb->on_event(s->ud, &he);
         return;
     }
-    const struct ev_schema *sc = ev->metadata_id < s->nschemas ? s->schemas[ev->metadata_id] : NULL;
+    const struct ev_schema_entry *se = ev_schemas_find(&s->schemas, ev->metadata_id);
+    const struct ev_schema *sc = se != NULL ? se->schema : NULL;
     if (sc == NULL || ev_record_decode(&s->rec, sc, ev->payload, ev->payload_len) != 0) {
         return;
     }
@@ -335,6 +299,8 @@ int tsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
     s->ud = ud;
     s->runtime = rules_trigger_source(t) == RULES_SOURCE_RUNTIME;
     mb_share_init(&s->share, "a trigger session", HS_SHARE_CAP);
+    struct ev_schemas_config scfg = {.share = &s->share};
+    ev_schemas_init(&s->schemas, &scfg);
     struct trace_config tc;
     memset(&tc, 0, sizeof(tc));
     int rc = build_config(t, counter_interval_s, &tc);

@@ -23,6 +23,7 @@
 #include "auth_internal.h"
 #include "buf.h"
 #include "err.h"
+#include "hex.h"
 
 #define P384_COORD 48
 /* The token is a few hundred bytes; the cap only bounds a pathological issuer string. */
@@ -31,22 +32,13 @@
 /* A version 4 (random) UUID in the "D" form Guid.ToString("D") prints: lowercase 8-4-4-4-12. */
 static int random_guid(char out[37])
 {
-    static const char hex[] = "0123456789abcdef";
     uint8_t b[16];
     if (RAND_bytes(b, sizeof(b)) != 1) {
         return AGENT_E_INVAL;
     }
     b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    char *o = out;
-    for (size_t i = 0; i < sizeof(b); i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) {
-            *o++ = '-';
-        }
-        *o++ = hex[b[i] >> 4];
-        *o++ = hex[b[i] & 15];
-    }
-    *o = '\0';
+    hex_guid_bytes(b, out);
     return 0;
 }
 

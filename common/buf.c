@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "hex.h"
 
 void buf_init(struct buf *b, size_t max)
 {
@@ -125,7 +126,6 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 
 int buf_append_json_escaped(struct buf *b, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         const char *two = NULL; /* a two-character escape */
         switch (*c) {
@@ -151,7 +151,7 @@ int buf_append_json_escaped(struct buf *b, const char *s)
         if (two != NULL) {
             rc = buf_append(b, two, 2);
         } else if (*c < 0x20) {
-            const char esc[6] = {'\\', 'u', '0', '0', hex[*c >> 4], hex[*c & 15]};
+            const char esc[6] = {'\\', 'u', '0', '0', hex_digit(*c >> 4), hex_digit(*c)};
             rc = buf_append(b, esc, sizeof(esc));
         } else {
             rc = buf_append(b, c, 1);

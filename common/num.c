@@ -4,20 +4,15 @@
 #include <string.h>
 
 #include "err.h"
+#include "hex.h"
 
 /* The digit's value, or -1 when c is no digit of base. */
 static int digit(char c, unsigned base)
 {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
+    if (base == 16) {
+        return hex_value(c);
     }
-    if (base == 16 && c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (base == 16 && c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
+    return c >= '0' && c <= '9' ? c - '0' : -1;
 }
 
 size_t num_prefix_u64(const char *s, size_t n, unsigned base, uint64_t max, uint64_t *out)
@@ -56,4 +51,14 @@ int num_parse_u64(const char *s, size_t n, unsigned base, uint64_t max, uint64_t
 int num_parse_u64_str(const char *s, unsigned base, uint64_t max, uint64_t *out)
 {
     return num_parse_u64(s, strlen(s), base, max, out);
+}
+
+uint32_t num_mix_u32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
 }

@@ -21,4 +21,8 @@ int num_parse_u64_str(const char *s, unsigned base, uint64_t max, uint64_t *out)
  * when s does not start with a digit, or the run is over max), with *out set when not 0. */
 size_t num_prefix_u64(const char *s, size_t n, unsigned base, uint64_t max, uint64_t *out);
 
+/* A bijective mix of x's bits (a 32-bit finalizer), for hash tables keyed by small integers
+ * such as metadata ids. */
+uint32_t num_mix_u32(uint32_t x);
+
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "hex.h"
 
 #define CAPTURED_NAME "x"
 
@@ -230,9 +231,8 @@ static void random_hex(char *out, size_t ndigits)
             bytes[i] = (uint8_t)(v >> (8 * (i % 8)));
         }
     }
-    static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < ndigits && i / 2 < nb; i++) {
-        out[i] = hex[(bytes[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
+        out[i] = hex_digit(bytes[i / 2] >> (i % 2 ? 0 : 4));
     }
     out[ndigits] = '\0';
 }

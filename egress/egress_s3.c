@@ -10,6 +10,7 @@
 #include "egress_internal.h"
 #include "ehttp.h"
 #include "err.h"
+#include "hex.h"
 #include "log.h"
 #include "s3.h"
 #include "s3_xml.h"
@@ -220,11 +221,7 @@ static int take_part(struct s3_target *t)
         EVP_DigestInit_ex(t->cur_md, EVP_sha256(), NULL) != 1) {
         return UV_ENOMEM;
     }
-    static const char hx[] = "0123456789abcdef";
-    for (unsigned i = 0; i < 32; i++) {
-        t->sending_hash[2 * i] = hx[md[i] >> 4];
-        t->sending_hash[2 * i + 1] = hx[md[i] & 15];
-    }
+    hex_encode(md, 32, t->sending_hash);
     t->sending_hash[64] = '\0';
     buf_fini(&t->sending);
     t->sending = t->cur;

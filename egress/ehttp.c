@@ -17,6 +17,7 @@
 #include "ascii.h"
 #include "buf.h"
 #include "err.h"
+#include "tls_bio.h"
 
 /*
  * One connection = one request. States: RESOLVING -> CONNECTING -> [HANDSHAKE] -> EXCHANGE ->
@@ -66,9 +67,8 @@ struct ehttp_conn {
     int writes_pending;
     int write_err;
     int connect_err;
-    /* TLS */
-    SSL *ssl;
-    BIO *rbio, *wbio;
+    /* TLS (tls.ssl NULL: plain HTTP) */
+    struct tls_bio tls;
     /* response */
     llhttp_t parser;
     llhttp_settings_t settings;
@@ -95,10 +95,7 @@ struct wreq {
 
 static void ssl_reason(char *out, size_t outlen)
 {
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
-    snprintf(out, outlen, "%s", r != NULL ? r : "unknown error");
-    ERR_clear_error();
+    tls_bio_reason(out, outlen, "unknown error");
 }
 
 int ehttp_tls_new(const char *ca_path, struct ehttp_tls **out, char *why, size_t whylen)
@@ -159,7 +156,7 @@ static void conn_free(struct ehttp_conn *c)
     if (c->ai_list != NULL) {
         uv_freeaddrinfo(c->ai_list);
     }
-    SSL_free(c->ssl); /* frees both BIOs */
+    tls_bio_fini(&c->tls);
     buf_fini(&c->head);
     buf_fini(&c->hdrs);
     buf_fini(&c->resp_body);
@@ -294,7 +291,7 @@ static int submit(struct ehttp_conn *c, struct wreq *w, const uv_buf_t *bufs, un
 /* Sends whatever ciphertext OpenSSL has produced. */
 static int flush_tls(struct ehttp_conn *c)
 {
-    size_t n = (size_t)BIO_ctrl_pending(c->wbio);
+    size_t n = tls_bio_pending(&c->tls);
     if (n == 0) {
         return 0;
     }
@@ -303,12 +300,21 @@ static int flush_tls(struct ehttp_conn *c)
         return UV_ENOMEM;
     }
     w->len = n;
-    if (BIO_read(c->wbio, w->data, (int)n) != (int)n) {
+    if (tls_bio_take_to(&c->tls, w->data, n) != 0) {
         free(w);
         return AGENT_E_PROTO;
     }
     uv_buf_t b = uv_buf_init(w->data, (unsigned)n);
     return submit(c, w, &b, 1);
+}
+
+/* A TLS failure after the handshake: c->why says OpenSSL's reason. */
+static int tls_failed(struct ehttp_conn *c)
+{
+    char r[160];
+    ssl_reason(r, sizeof(r));
+    snprintf(c->why, sizeof(c->why), "%s:%s: TLS: %s", c->host, c->port, r);
+    return AGENT_E_PROTO;
 }
 
 /* Encrypts the next slice of head+body while fewer than two writes are queued. */
@@ -329,19 +335,14 @@ static int pump_tls(struct ehttp_conn *c)
         if (n > TLS_SLICE) {
             n = TLS_SLICE;
         }
-        ERR_clear_error();
-        int w = SSL_write(c->ssl, p, (int)n);
-        if (w <= 0) {
-            int e = SSL_get_error(c->ssl, w);
-            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-                return flush_tls(c); /* (a key update from the peer) */
-            }
-            char r[160];
-            ssl_reason(r, sizeof(r));
-            snprintf(c->why, sizeof(c->why), "%s:%s: TLS: %s", c->host, c->port, r);
-            return AGENT_E_PROTO;
+        size_t done = 0;
+        if (tls_bio_write(&c->tls, p, n, &done) != 0) {
+            return tls_failed(c);
         }
-        c->tls_sent += (size_t)w;
+        if (done == 0) {
+            return flush_tls(c); /* (a key update from the peer) */
+        }
+        c->tls_sent += done;
         int rc = flush_tls(c);
         if (rc != 0) {
             return rc;
@@ -367,7 +368,7 @@ static void on_write(uv_write_t *req, int status)
         return;
     }
     progress(c);
-    if (c->ssl != NULL && c->write_err == 0 && c->state == ST_EXCHANGE) {
+    if (c->tls.ssl != NULL && c->write_err == 0 && c->state == ST_EXCHANGE) {
         int rc = pump_tls(c);
         if (rc == AGENT_E_PROTO) {
             finish(c, rc); /* c->why says it */
@@ -494,7 +495,7 @@ static void parse(struct ehttp_conn *c, const char *p, size_t n)
 
 static int handshake_failed(struct ehttp_conn *c)
 {
-    long v = SSL_get_verify_result(c->ssl);
+    long v = SSL_get_verify_result(c->tls.ssl);
     if (v != X509_V_OK) {
         snprintf(c->why, sizeof(c->why), "%s:%s: certificate verification failed: %s", c->host,
                  c->port, X509_verify_cert_error_string(v));
@@ -511,14 +512,12 @@ static int handshake_failed(struct ehttp_conn *c)
 static int tls_advance(struct ehttp_conn *c)
 {
     if (c->state == ST_HANDSHAKE) {
-        ERR_clear_error();
-        int r = SSL_do_handshake(c->ssl);
+        int r = tls_bio_handshake(&c->tls);
         int frc = flush_tls(c);
-        if (r != 1) {
-            int e = SSL_get_error(c->ssl, r);
-            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-                return frc;
-            }
+        if (r == 0) {
+            return frc;
+        }
+        if (r < 0) {
             return handshake_failed(c);
         }
         if (frc != 0) {
@@ -532,26 +531,21 @@ static int tls_advance(struct ehttp_conn *c)
     }
     char plain[16384];
     for (;;) {
-        ERR_clear_error();
-        int r = SSL_read(c->ssl, plain, (int)sizeof(plain));
-        if (r > 0) {
-            parse(c, plain, (size_t)r);
-            if (c->finished) {
-                return 0;
-            }
-            continue;
+        size_t got = 0;
+        int rc = tls_bio_read(&c->tls, plain, sizeof(plain), &got);
+        if (rc == AGENT_E_PROTO) {
+            return tls_failed(c);
         }
-        int e = SSL_get_error(c->ssl, r);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        if (rc != 0) {
+            return rc; /* AGENT_E_CLOSED */
+        }
+        if (got == 0) {
             return flush_tls(c);
         }
-        if (e == SSL_ERROR_ZERO_RETURN) {
-            return AGENT_E_CLOSED;
+        parse(c, plain, got);
+        if (c->finished) {
+            return 0;
         }
-        char reason[160];
-        ssl_reason(reason, sizeof(reason));
-        snprintf(c->why, sizeof(c->why), "%s:%s: TLS: %s", c->host, c->port, reason);
-        return AGENT_E_PROTO;
     }
 }
 
@@ -598,11 +592,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     }
     progress(c);
-    if (c->ssl == NULL) {
+    if (c->tls.ssl == NULL) {
         parse(c, b->base, (size_t)nread);
         return;
     }
-    if (BIO_write(c->rbio, b->base, (int)nread) != (int)nread) {
+    if (tls_bio_feed(&c->tls, b->base, (size_t)nread) != 0) {
         fail(c, UV_ENOMEM, "%s:%s: out of memory", c->host, c->port);
         return;
     }
@@ -627,22 +621,15 @@ static bool is_ip(const char *host)
 
 static int tls_setup(struct ehttp_conn *c, struct ehttp_tls *t)
 {
-    c->ssl = SSL_new(t->ctx);
-    c->rbio = BIO_new(BIO_s_mem());
-    c->wbio = BIO_new(BIO_s_mem());
-    if (c->ssl == NULL || c->rbio == NULL || c->wbio == NULL) {
-        BIO_free(c->rbio);
-        BIO_free(c->wbio);
-        c->rbio = c->wbio = NULL;
+    if (tls_bio_init(&c->tls, t->ctx, false) != 0) {
         return UV_ENOMEM;
     }
-    SSL_set_bio(c->ssl, c->rbio, c->wbio);
-    SSL_set_connect_state(c->ssl);
+    SSL *ssl = c->tls.ssl;
     int ok;
     if (is_ip(c->host)) {
-        ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), c->host);
+        ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), c->host);
     } else {
-        ok = SSL_set_tlsext_host_name(c->ssl, c->host) == 1 && SSL_set1_host(c->ssl, c->host) == 1;
+        ok = SSL_set_tlsext_host_name(ssl, c->host) == 1 && SSL_set1_host(ssl, c->host) == 1;
     }
     ERR_clear_error();
     return ok ? 0 : AGENT_E_INVAL;
@@ -676,7 +663,7 @@ static void on_connect(uv_connect_t *req, int status)
     }
     progress(c);
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    if (rc == 0 && c->ssl != NULL) {
+    if (rc == 0 && c->tls.ssl != NULL) {
         c->state = ST_HANDSHAKE;
         rc = tls_advance(c);
     } else if (rc == 0) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "num.h"
 #include "utf8.h"
 
 /*
@@ -113,22 +114,12 @@ static bool char_ref(struct scan *s, const char *b, size_t n)
     if (i >= n || n - i > 8) {
         return false;
     }
-    uint32_t cp = 0;
-    for (; i < n; i++) {
-        char c = b[i];
-        uint32_t d;
-        if (c >= '0' && c <= '9') {
-            d = (uint32_t)(c - '0');
-        } else if (hex && c >= 'a' && c <= 'f') {
-            d = (uint32_t)(c - 'a' + 10);
-        } else if (hex && c >= 'A' && c <= 'F') {
-            d = (uint32_t)(c - 'A' + 10);
-        } else {
-            return false;
-        }
-        cp = cp * (hex ? 16u : 10u) + d;
+    uint64_t v = 0;
+    if (num_parse_u64(b + i, n - i, hex ? 16u : 10u, 0x10FFFF, &v) != 0) {
+        return false;
     }
-    if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    uint32_t cp = (uint32_t)v;
+    if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF)) {
         return false;
     }
     emit_utf8(s, cp);

@@ -10,6 +10,7 @@
 
 #include "ascii.h"
 #include "err.h"
+#include "hex.h"
 
 /*
  * Signature Version 4 in four steps (AWS General Reference, "Create a signed AWS API request"):
@@ -19,17 +20,6 @@
  */
 
 #define SCRATCH_MAX (1u << 20) /* canonical strings of our own requests are far smaller */
-
-static const char hexdig[] = "0123456789abcdef";
-
-static void to_hex(const unsigned char *p, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = hexdig[p[i] >> 4];
-        out[2 * i + 1] = hexdig[p[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
 
 void sigv4_amz_date(time_t t, char out[SIGV4_DATE_SIZE])
 {
@@ -48,7 +38,8 @@ void sigv4_sha256_hex(const void *p, size_t n, char out[SIGV4_HEX_SIZE])
         out[0] = '\0';
         return;
     }
-    to_hex(md, 32, out);
+    hex_encode(md, 32, out);
+    out[64] = '\0';
 }
 
 static bool unreserved(unsigned char c)
@@ -59,14 +50,13 @@ static bool unreserved(unsigned char c)
 
 int sigv4_uri_encode(struct buf *out, const char *s, size_t n, bool keep_slash)
 {
-    static const char upper[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         int rc;
         if (unreserved(c) || (keep_slash && c == '/')) {
             rc = buf_append(out, &s[i], 1);
         } else {
-            char esc[3] = {'%', upper[c >> 4], upper[c & 15]};
+            char esc[3] = {'%', hex_digit_upper(c >> 4), hex_digit_upper(c)};
             rc = buf_append(out, esc, sizeof(esc));
         }
         if (rc != 0) {
@@ -368,7 +358,8 @@ static int signature(const struct sigv4_key *k, const char *amz_date, const stru
               hmac(b, 32, k->service, strlen(k->service), a) &&
               hmac(a, 32, "aws4_request", 12, b) && hmac(b, 32, buf_data(sts), buf_size(sts), a);
     if (ok) {
-        to_hex(a, 32, out);
+        hex_encode(a, 32, out);
+        out[64] = '\0';
     }
     OPENSSL_cleanse(secret, sizeof(secret));
     OPENSSL_cleanse(a, sizeof(a));

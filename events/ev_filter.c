@@ -10,17 +10,19 @@
 
 #include "common/ascii.h"
 #include "common/err.h"
+#include "common/hex.h"
 #include "ev_fmt.h"
 #include "ev_native.h"
 #include "ev_rd.h"
+#include "ev_schemas.h"
 
 /* A rendered payload value: numbers, GUIDs and dates are short; strings are compared in place. */
 #define VALUE_MAX 64
 
-/* One matching metadata definition: its field list, or its native layout. */
+/* One matching metadata definition (its slot in the schema registry): its field list, or its
+ * native layout. */
 struct def {
-    uint32_t metadata_id;
-    struct ev_schema *schema;             /* EventSource events; NULL for native ones */
+    const struct ev_schema *schema;       /* EventSource events; NULL for native ones */
     const struct ev_native_event *native; /* the runtime's native events */
     int16_t index[EV_FILTER_MAX_FIELDS];  /* field node (or native field) per filter entry, -1 */
     bool complete;                        /* every filter entry has a field */
@@ -35,8 +37,7 @@ struct ev_filter {
     size_t nfields;
     char *scratch; /* a string field's UTF-8 form, as long as the longest value + 1 */
     size_t scratch_cap;
-    struct def defs[EV_FILTER_MAX_DEFS];
-    size_t ndefs;
+    struct ev_schemas defs; /* matching definitions by metadata id, a struct def each */
     enum ev_filter_state state;
     bool hydrated; /* the first candidate event has been checked for the filter's field names */
     uint64_t candidates;
@@ -101,14 +102,10 @@ int ev_filter_new(const char *provider, const char *event_name,
         return -ENOMEM;
     }
     f->ptr_size = 8;
+    struct ev_schemas_config cfg = {.slot_size = sizeof(struct def), .max_ids = EV_FILTER_MAX_DEFS};
+    ev_schemas_init(&f->defs, &cfg);
     *out = f;
     return 0;
-}
-
-static void def_clear(struct def *d)
-{
-    ev_schema_free(d->schema);
-    memset(d, 0, sizeof(*d));
 }
 
 void ev_filter_free(struct ev_filter *f)
@@ -116,9 +113,7 @@ void ev_filter_free(struct ev_filter *f)
     if (f == NULL) {
         return;
     }
-    for (size_t i = 0; i < f->ndefs; i++) {
-        def_clear(&f->defs[i]);
-    }
+    ev_schemas_fini(&f->defs);
     for (size_t i = 0; f->names != NULL && f->values != NULL && i < f->nfields; i++) {
         free(f->names[i]);
         free(f->values[i]);
@@ -227,25 +222,10 @@ int ev_filter_event_name(const char *provider, const char *md_name, bool has_opc
 
 /* ---- definitions ---------------------------------------------------------------------------- */
 
-static struct def *find_def(struct ev_filter *f, uint32_t id)
+static const struct def *find_def(struct ev_filter *f, uint32_t id)
 {
-    for (size_t i = 0; i < f->ndefs; i++) {
-        if (f->defs[i].metadata_id == id) {
-            return &f->defs[i];
-        }
-    }
-    return NULL;
-}
-
-static void drop_def(struct ev_filter *f, struct def *d)
-{
-    def_clear(d);
-    struct def *last = &f->defs[f->ndefs - 1];
-    if (d != last) {
-        *d = *last;
-        memset(last, 0, sizeof(*last));
-    }
-    f->ndefs--;
+    const struct ev_schema_entry *e = ev_schemas_find(&f->defs, id);
+    return e != NULL ? e->slot : NULL;
 }
 
 /* The filter entries' fields among the event's top-level payload fields (PayloadNames). */
@@ -284,10 +264,7 @@ void ev_filter_on_metadata(struct ev_filter *f, const struct nettrace_metadata *
     if (f->state != EV_FILTER_WATCHING) {
         return;
     }
-    struct def *old = find_def(f, md->metadata_id);
-    if (old != NULL) {
-        drop_def(f, old); /* a V6 stream redefined the id */
-    }
+    ev_schemas_forget(&f->defs, md->metadata_id); /* a V6 stream redefined the id */
     if (strcmp(md->provider, f->provider) != 0) {
         return;
     }
@@ -297,11 +274,13 @@ void ev_filter_on_metadata(struct ev_filter *f, const struct nettrace_metadata *
             f->ptr_size = ti.pointer_size == 4 ? 4 : 8;
         }
     }
-    struct ev_schema *s = NULL;
-    int rc = md->v6 ? ev_schema_parse_v6(payload, len, &s) : ev_schema_parse(payload, len, &s);
-    if (rc != 0) {
-        return; /* a field list we cannot read: such events cannot be matched by name either */
+    /* Kept while it is looked at; a field list we cannot read (or past EV_FILTER_MAX_DEFS
+     * definitions): such events cannot be matched by name either. */
+    struct ev_schema_entry *e = NULL;
+    if (ev_schemas_define(&f->defs, md, payload, len, &e) != 0) {
+        return;
     }
+    const struct ev_schema *s = e->schema;
     /* Either name of a native event: dotmon's (its manifest's) or TraceEvent's ("EventID(N)"). */
     bool hit = false;
     for (int native = 1; native >= 0 && !hit; native--) {
@@ -310,19 +289,15 @@ void ev_filter_on_metadata(struct ev_filter *f, const struct nettrace_metadata *
                                    s->event_id, s->version, native != 0, name, sizeof(name)) == 0 &&
               strcmp(name, f->event_name) == 0;
     }
-    if (!hit || f->ndefs == EV_FILTER_MAX_DEFS) {
-        ev_schema_free(s);
+    if (!hit) {
+        ev_schemas_forget(&f->defs, md->metadata_id);
         return;
     }
-    struct def *d = &f->defs[f->ndefs++];
-    memset(d, 0, sizeof(*d));
-    d->metadata_id = md->metadata_id;
+    struct def *d = e->slot;
     if (*s->event_name == '\0') {
         d->native = ev_native_lookup(s->provider, s->event_id, s->version);
     }
-    if (d->native != NULL) {
-        ev_schema_free(s);
-    } else {
+    if (d->native == NULL) {
         d->schema = s;
     }
     map_fields(f, d);
@@ -333,9 +308,11 @@ void ev_filter_on_metadata(struct ev_filter *f, const struct nettrace_metadata *
 /* A GUID's 16 bytes (.NET layout: u32, u16, u16 little-endian, then 8 bytes) as "d". */
 static void format_guid(const uint8_t *p, char *out, size_t cap)
 {
-    snprintf(out, cap, "%08" PRIx32 "-%04x-%04x-%02x%02x-%02x%02x%02x%02x%02x%02x", ev_load_u32(p),
-             ev_load_u16(p + 4), ev_load_u16(p + 6), p[8], p[9], p[10], p[11], p[12], p[13], p[14],
-             p[15]);
+    if (cap >= HEX_GUID_SIZE) {
+        hex_guid_dotnet(p, out);
+    } else if (cap > 0) {
+        out[0] = '\0';
+    }
 }
 
 /* A FILETIME (100 ns since 1601, UTC) as the invariant culture's "G": MM/dd/yyyy HH:mm:ss. */
@@ -542,10 +519,10 @@ static bool payload_matches(struct ev_filter *f, const struct def *d,
 
 void ev_filter_on_event(struct ev_filter *f, const struct nettrace_event *ev)
 {
-    if (f->state != EV_FILTER_WATCHING || f->ndefs == 0) {
+    if (f->state != EV_FILTER_WATCHING || ev_schemas_count(&f->defs) == 0) {
         return;
     }
-    struct def *d = find_def(f, ev->metadata_id);
+    const struct def *d = find_def(f, ev->metadata_id);
     if (d == NULL) {
         return;
     }

@@ -37,8 +37,9 @@
  *
  * Memory: the metadata of other providers and events is looked at (names compared) and dropped;
  * the field lists of at most EV_FILTER_MAX_DEFS matching definitions are kept (one per event
- * version, more in a V6 stream that redefines ids). No allocation per event. Once attached, the
- * per-event cost is a scan of those few metadata ids while watching, nothing after.
+ * version, more in a V6 stream that redefines ids) in a schema registry (ev_schemas.h). No
+ * allocation per event. Once attached, the per-event cost is a lookup of the event's metadata id
+ * while watching, nothing after.
  */
 
 #include <stdbool.h>

@@ -9,22 +9,21 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/hex.h"
 #include "common/membudget.h"
 #include "common/utf8.h"
 #include "ev_fmt.h"
 #include "ev_native.h"
 #include "ev_payload.h"
 #include "ev_rd.h"
+#include "ev_schemas.h"
 
 #define MAX_SAFE_INT     9007199254740992ull /* 2^53 */
 #define FILETIME_TO_UNIX 11644473600ll       /* seconds from 1601-01-01 to 1970-01-01 */
 
+/* What the converter derives once per metadata id (its slot in the schema registry). */
 struct schema_slot {
-    uint32_t id;
-    bool used;
-    struct ev_schema *schema; /* NULL when the field list did not parse (or did not fit) */
-    size_t schema_bytes;      /* charged for schema */
-    char *head;               /* the event's constant members, rendered at its first event */
+    char *head; /* the event's constant members, rendered at its first event */
     size_t head_len;
     const struct ev_native_event *native; /* its native layout (valid once native_known) */
     bool native_known;
@@ -50,12 +49,10 @@ struct ev_json {
     struct nettrace_trace_info ti;
     bool have_ti;
     size_t batch;              /* lines are handed over once this many bytes wait (0: each line) */
-    struct schema_slot *slots; /* open addressing by metadata id */
-    size_t nslots;
-    size_t cap;             /* power of two, or 0 */
-    struct mb_share *share; /* schemas, heads and slots are charged here (NULL: the total) */
-    uint64_t held;          /* bytes charged now */
-    uint64_t dropped;       /* schemas, heads or slots refused by the share */
+    struct ev_schemas schemas; /* by metadata id, a schema_slot each */
+    struct mb_share *share;    /* schemas, heads and slots are charged here (NULL: the total) */
+    uint64_t held;             /* bytes charged now for heads (the registry counts its own) */
+    uint64_t dropped;          /* schemas, heads or slots refused by the share */
 };
 
 /* Charges n bytes to j's share before they are allocated; false (counted) when refused. */
@@ -80,7 +77,6 @@ static void mem_give(struct ev_json *j, size_t n)
 /* Writes the JSON text of one code point to u (room for 6 bytes); returns its length. */
 static size_t encode_codepoint(uint8_t *u, uint32_t cp)
 {
-    static const char hex[] = "0123456789abcdef";
     size_t n;
     if (cp == '"' || cp == '\\') {
         u[0] = '\\';
@@ -91,8 +87,8 @@ static size_t encode_codepoint(uint8_t *u, uint32_t cp)
         u[1] = 'u';
         u[2] = '0';
         u[3] = '0';
-        u[4] = (uint8_t)hex[cp >> 4];
-        u[5] = (uint8_t)hex[cp & 15];
+        u[4] = (uint8_t)hex_digit(cp >> 4);
+        u[5] = (uint8_t)hex_digit(cp);
         n = 6;
     } else {
         n = utf8_encode(u, cp);
@@ -216,18 +212,14 @@ static int str_utf16(struct buf *out, const uint8_t *p, size_t units)
 
 static int hex_str(struct buf *out, const uint8_t *p, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
     int rc = buf_reserve(out, 2 * n + 2);
     if (rc != 0) {
         return rc;
     }
-    uint8_t *w = out->p + out->len;
-    *w++ = '"';
-    for (size_t k = 0; k < n; k++) {
-        *w++ = (uint8_t)hex[p[k] >> 4];
-        *w++ = (uint8_t)hex[p[k] & 15];
-    }
-    *w++ = '"';
+    char *w = (char *)out->p + out->len;
+    w[0] = '"';
+    hex_encode(p, n, w + 1);
+    w[2 * n + 1] = '"';
     out->len += 2 * n + 2;
     return 0;
 }
@@ -235,21 +227,11 @@ static int hex_str(struct buf *out, const uint8_t *p, size_t n)
 /* .NET Guid text: Data1 (u32 LE), Data2, Data3 (u16 LE), then 8 bytes as they are. */
 static int guid_str(struct buf *out, const uint8_t *g)
 {
-    static const char hex[] = "0123456789abcdef";
-    /* Byte order of the text: Data1..Data3 little-endian, then bytes 8..15 as they are. */
-    static const uint8_t order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
-    char t[38];
-    size_t n = 0;
-    t[n++] = '"';
-    for (size_t k = 0; k < 16; k++) {
-        if (k == 4 || k == 6 || k == 8 || k == 10) {
-            t[n++] = '-';
-        }
-        t[n++] = hex[g[order[k]] >> 4];
-        t[n++] = hex[g[order[k]] & 15];
-    }
-    t[n++] = '"';
-    return buf_append(out, t, n);
+    char t[HEX_GUID_SIZE + 1];
+    t[0] = '"';
+    hex_guid_dotnet(g, t + 1);
+    t[HEX_GUID_SIZE] = '"';
+    return buf_append(out, t, sizeof(t));
 }
 
 /* Room for n more bytes: buf_append's fast test, buf_reserve only when it fails. */
@@ -816,15 +798,9 @@ static int event_name(struct buf *out, const struct nettrace_event *ev,
 static int event_ids(struct buf *out, const struct ev_schema *schema,
                      const struct nettrace_event *ev)
 {
-    static const char hex[] = "0123456789abcdef";
-    uint64_t kw = schema != NULL ? schema->keywords : 0u;
-    char t[24];
-    size_t i = sizeof(t);
-    t[--i] = '"';
-    do {
-        t[--i] = hex[kw & 15];
-        kw >>= 4;
-    } while (kw != 0);
+    char t[17];
+    size_t nt = hex_u64(schema != NULL ? schema->keywords : 0u, t);
+    t[nt++] = '"';
     int rc = buf_append_str(out, ",\"id\":");
     rc = rc == 0 ? u64_num(out, ev->event_id) : rc;
     rc = rc == 0 ? buf_append_str(out, ",\"version\":") : rc;
@@ -832,7 +808,7 @@ static int event_ids(struct buf *out, const struct ev_schema *schema,
     rc = rc == 0 ? buf_append_str(out, ",\"opcode\":") : rc;
     rc = rc == 0 ? u64_num(out, schema != NULL ? schema->opcode : 0u) : rc;
     rc = rc == 0 ? buf_append_str(out, ",\"keywords\":\"0x") : rc;
-    rc = rc == 0 ? buf_append(out, t + i, sizeof(t) - i) : rc;
+    rc = rc == 0 ? buf_append(out, t, nt) : rc;
     rc = rc == 0 ? buf_append_str(out, ",\"level\":") : rc;
     return rc == 0 ? u64_num(out, schema != NULL ? schema->level : 0u) : rc;
 }
@@ -849,23 +825,19 @@ static int stack(struct buf *out, const struct nettrace_trace_info *ti,
 {
     uint32_t ps = ti->pointer_size == 4 ? 4 : 8;
     int rc = buf_append_str(out, ",\"stack\":[");
-    static const char hex[] = "0123456789abcdef";
     for (uint32_t at = 0; rc == 0 && at + ps <= ev->stack_len; at += ps) {
         uint64_t a = ps == 4 ? ev_load_u32(ev->stack + at) : ev_load_u64(ev->stack + at);
         char t[24]; /* ,"0x…" */
-        size_t i = sizeof(t);
-        t[--i] = '"';
-        do {
-            t[--i] = hex[a & 15];
-            a >>= 4;
-        } while (a != 0);
-        t[--i] = 'x';
-        t[--i] = '0';
-        t[--i] = '"';
+        size_t i = 0;
         if (at > 0) {
-            t[--i] = ',';
+            t[i++] = ',';
         }
-        rc = buf_append(out, t + i, sizeof(t) - i);
+        t[i++] = '"';
+        t[i++] = '0';
+        t[i++] = 'x';
+        i += hex_u64(a, t + i);
+        t[i++] = '"';
+        rc = buf_append(out, t, i);
     }
     return rc == 0 ? buf_append(out, "]", 1) : rc;
 }
@@ -957,95 +929,25 @@ int ev_json_render(struct buf *out, const struct nettrace_trace_info *ti,
 
 /* ---- the converter -------------------------------------------------------------------------- */
 
-static size_t slot_of(const struct ev_json *j, uint32_t id)
+/* A metadata id's definition ends (redefined, or the converter freed): its head goes. */
+static void slot_release(void *ud, struct ev_schema_entry *e)
 {
-    size_t i = (id * 2654435761u) & (j->cap - 1);
-    while (j->slots[i].used && j->slots[i].id != id) {
-        i = (i + 1) & (j->cap - 1);
-    }
-    return i;
-}
-
-/* The slot of metadata id, or NULL when none was defined. */
-static struct schema_slot *slot_get(const struct ev_json *j, uint32_t id)
-{
-    if (j->cap == 0) {
-        return NULL;
-    }
-    struct schema_slot *s = &j->slots[slot_of(j, id)];
-    return s->used ? s : NULL;
-}
-
-/*
- * Keeps schema (sb bytes, charged already; NULL and 0 for none) for metadata id. 0, -ENOMEM, or
- * AGENT_E_BUDGET when the table could not grow within the share (the caller frees schema then).
- */
-static int schema_put(struct ev_json *j, uint32_t id, struct ev_schema *schema, size_t sb)
-{
-    if ((j->nslots + 1) * 2 > j->cap && slot_get(j, id) == NULL) {
-        size_t cap = j->cap ? j->cap * 2 : 64;
-        struct schema_slot *old = j->slots;
-        size_t old_cap = j->cap;
-        if (!mem_take(j, cap * sizeof(*j->slots))) {
-            return AGENT_E_BUDGET;
-        }
-        j->slots = calloc(cap, sizeof(*j->slots));
-        if (j->slots == NULL) {
-            mem_give(j, cap * sizeof(*j->slots));
-            j->slots = old;
-            return -ENOMEM;
-        }
-        j->cap = cap;
-        for (size_t k = 0; k < old_cap; k++) {
-            if (old[k].used) {
-                j->slots[slot_of(j, old[k].id)] = old[k];
-            }
-        }
-        free(old);
-        mem_give(j, old_cap * sizeof(*j->slots));
-    }
-    struct schema_slot *s = &j->slots[slot_of(j, id)];
-    if (s->used) {
-        ev_schema_free(s->schema); /* V6: a redefinition after a metadata flush */
-        mem_give(j, s->schema_bytes);
-        free(s->head);
-        mem_give(j, s->head_len);
-        s->head = NULL;
-        s->head_len = 0;
-        s->native = NULL;
-        s->native_known = false;
-    } else {
-        j->nslots++;
-    }
-    s->used = true;
-    s->id = id;
-    s->schema = schema;
-    s->schema_bytes = sb;
-    return 0;
+    struct ev_json *j = ud;
+    struct schema_slot *slot = e->slot;
+    free(slot->head);
+    mem_give(j, slot->head_len);
 }
 
 static void on_metadata(void *ud, const struct nettrace_metadata *md, const uint8_t *p, size_t n)
 {
     struct ev_json *j = ud;
-    struct ev_schema *s = NULL;
-    int rc = md->v6 ? ev_schema_parse_v6(p, n, &s) : ev_schema_parse(p, n, &s);
-    if (rc != 0) {
-        s = NULL; /* its events go out as payloadHex */
-    }
-    /* Over the share: the schema is not kept, its events go out as payloadHex too. */
-    size_t sb = s != NULL ? sizeof(*s) + (size_t)s->nfields * sizeof(struct ev_field) + n + 64 : 0;
-    if (s != NULL && !mem_take(j, sb)) {
-        ev_schema_free(s);
-        s = NULL;
-        sb = 0;
-    }
-    rc = schema_put(j, md->metadata_id, s, sb);
-    if (rc != 0) {
-        ev_schema_free(s);
-        mem_give(j, sb);
-        if (rc == -ENOMEM && j->err == 0) {
-            j->err = -ENOMEM;
-        }
+    struct ev_schema_entry *e = NULL;
+    /* A field list that does not parse, or over the share: its events go out as payloadHex. */
+    int rc = ev_schemas_define(&j->schemas, md, p, n, &e);
+    if (rc == AGENT_E_BUDGET) {
+        j->dropped++;
+    } else if (rc == -ENOMEM && j->err == 0) {
+        j->err = -ENOMEM;
     }
 }
 
@@ -1059,9 +961,9 @@ static void on_event(void *ud, const struct nettrace_event *ev)
         j->have_ti = nettrace_trace_info(&j->ck, &j->ti) == 0;
     }
     size_t mark = buf_size(&j->line);
-    struct schema_slot *slot = slot_get(j, ev->metadata_id);
-    struct render_ctx cx = {&j->rec, &j->tc, slot, j};
-    int rc = render(&j->line, &j->ti, slot != NULL ? slot->schema : NULL, ev, &cx);
+    struct ev_schema_entry *e = ev_schemas_find(&j->schemas, ev->metadata_id);
+    struct render_ctx cx = {&j->rec, &j->tc, e != NULL ? e->slot : NULL, j};
+    int rc = render(&j->line, &j->ti, e != NULL ? e->schema : NULL, ev, &cx);
     if (rc != 0) {
         buf_truncate(&j->line, mark);
         j->err = rc;
@@ -1090,7 +992,7 @@ int ev_json_flush(struct ev_json *j)
 
 int ev_json_set_share(struct ev_json *j, struct mb_share *share)
 {
-    if (j->held != 0) {
+    if (j->held != 0 || ev_schemas_set_share(&j->schemas, share) != 0) {
         return AGENT_E_INVAL; /* charged elsewhere already */
     }
     j->share = share;
@@ -1104,7 +1006,7 @@ uint64_t ev_json_budget_dropped(const struct ev_json *j)
 
 uint64_t ev_json_held(const struct ev_json *j)
 {
-    return j->held;
+    return j->held + ev_schemas_held(&j->schemas);
 }
 
 void ev_json_set_batch(struct ev_json *j, size_t bytes)
@@ -1128,6 +1030,9 @@ struct ev_json *ev_json_new(ev_json_line_cb cb, void *ud)
     buf_init(&j->line, 0);
     nettrace_set_event_cb(&j->ck, on_event, j);
     nettrace_set_metadata_cb(&j->ck, on_metadata, j);
+    struct ev_schemas_config cfg = {
+        .slot_size = sizeof(struct schema_slot), .on_release = slot_release, .ud = j};
+    ev_schemas_init(&j->schemas, &cfg);
     return j;
 }
 
@@ -1137,16 +1042,7 @@ void ev_json_free(struct ev_json *j)
         return;
     }
     nettrace_checker_fini(&j->ck);
-    for (size_t k = 0; k < j->cap; k++) {
-        if (j->slots[k].used) {
-            ev_schema_free(j->slots[k].schema);
-            mem_give(j, j->slots[k].schema_bytes);
-            free(j->slots[k].head);
-            mem_give(j, j->slots[k].head_len);
-        }
-    }
-    free(j->slots);
-    mem_give(j, j->cap * sizeof(*j->slots));
+    ev_schemas_fini(&j->schemas);
     buf_fini(&j->line);
     free(j);
 }

@@ -9,6 +9,8 @@
 #include "err.h"
 #include "ev_fmt.h"
 #include "ev_payload.h"
+#include "ev_schemas.h"
+#include "hex.h"
 #include "membudget.h"
 #include "nettrace.h"
 #include "utf8.h"
@@ -36,11 +38,10 @@ static const char *const field_names[F_N] = {
     "ExceptionJson", "ArgumentsJson", "FormattedMessage", "ID",
 };
 
+/* A kept metadata id (its slot in the schema registry): what it is and its fields' nodes. */
 struct md_entry {
-    uint32_t id;
     enum mel_kind kind;
-    struct ev_schema *schema;
-    size_t schema_bytes; /* charged for schema */
+    const struct ev_schema *schema; /* the registry entry's */
     int16_t f[F_N];
 };
 
@@ -63,9 +64,7 @@ struct ev_logs {
     ev_logs_record_cb cb;
     void *ud;
     struct nettrace_checker ck;
-    struct md_entry *md;
-    size_t md_len;
-    size_t md_cap;
+    struct ev_schemas md; /* kept metadata by id, a struct md_entry each */
     struct scope_slot *slots;
     size_t slots_used; /* used + deleted */
     uint64_t scopes_alive;
@@ -159,20 +158,6 @@ static void j_ws(struct jrd *j)
     }
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 static int j_hex4(struct jrd *j, uint32_t *out)
 {
     if (j->n - j->i < 4) {
@@ -180,7 +165,7 @@ static int j_hex4(struct jrd *j, uint32_t *out)
     }
     uint32_t v = 0;
     for (int k = 0; k < 4; k++) {
-        int h = hexval(j->p[j->i + (size_t)k]);
+        int h = hex_value(j->p[j->i + (size_t)k]);
         if (h < 0) {
             return -1;
         }
@@ -452,12 +437,6 @@ static void mem_give(struct ev_logs *l, size_t n)
     l->held -= n;
 }
 
-/* What a parsed schema holds, about: its nodes, strings (at most the payload) and headers. */
-static size_t schema_bytes(const struct ev_schema *s, size_t payload)
-{
-    return sizeof(*s) + (size_t)s->nfields * sizeof(struct ev_field) + payload + 64;
-}
-
 static enum mel_kind classify(const char *provider, const char *name)
 {
     if (strcmp(provider, MEL_PROVIDER) != 0) {
@@ -478,14 +457,10 @@ static enum mel_kind classify(const char *provider, const char *name)
     return K_NONE;
 }
 
-static struct md_entry *md_find(struct ev_logs *l, uint32_t id)
+static const struct md_entry *md_find(struct ev_logs *l, uint32_t id)
 {
-    for (size_t k = 0; k < l->md_len; k++) {
-        if (l->md[k].id == id) {
-            return &l->md[k];
-        }
-    }
-    return NULL;
+    const struct ev_schema_entry *e = ev_schemas_find(&l->md, id);
+    return e != NULL ? e->slot : NULL;
 }
 
 static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8_t *p, size_t n)
@@ -495,64 +470,28 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
     if (strcmp(m->provider, MEL_PROVIDER) == 0) {
         l->st.mel_metadata++;
     }
-    struct md_entry *md = md_find(l, m->metadata_id);
-    if (md != NULL) { /* V6 redefinition */
-        ev_schema_free(md->schema);
-        mem_give(l, md->schema_bytes);
-        md->schema = NULL;
-        md->schema_bytes = 0;
-        md->kind = K_NONE;
-    }
     if (l->err != 0 || kind == K_NONE) {
+        ev_schemas_forget(&l->md, m->metadata_id); /* a V6 redefinition that is not kept */
         return;
     }
-    struct ev_schema *schema = NULL;
-    int rc = m->v6 ? ev_schema_parse_v6(p, n, &schema) : ev_schema_parse(p, n, &schema);
+    struct ev_schema_entry *e = NULL;
+    int rc = ev_schemas_define(&l->md, m, p, n, &e);
     if (rc == -ENOMEM) {
         logs_fail(l, rc, "out of memory");
         return;
     }
-    if (rc < 0) {
-        l->st.skipped++;
-        return;
-    }
-    size_t sb = schema_bytes(schema, n);
-    if (!mem_take(l, sb)) {
-        ev_schema_free(schema);
-        l->st.skipped++;
+    if (rc == AGENT_E_BUDGET) {
         l->st.budget_dropped++;
+    }
+    if (rc != 0) {
+        l->st.skipped++;
         return;
     }
-    if (md == NULL) {
-        if (l->md_len == l->md_cap) {
-            size_t cap = l->md_cap ? l->md_cap * 2 : 16;
-            size_t grow = (cap - l->md_cap) * sizeof(struct md_entry);
-            struct md_entry *nm = NULL;
-            if (!mem_take(l, grow)) {
-                ev_schema_free(schema);
-                mem_give(l, sb);
-                l->st.skipped++;
-                l->st.budget_dropped++;
-                return;
-            }
-            if ((nm = realloc(l->md, cap * sizeof(*nm))) == NULL) {
-                mem_give(l, grow);
-                ev_schema_free(schema);
-                mem_give(l, sb);
-                logs_fail(l, -ENOMEM, "out of memory");
-                return;
-            }
-            l->md = nm;
-            l->md_cap = cap;
-        }
-        md = &l->md[l->md_len++];
-    }
-    md->id = m->metadata_id;
+    struct md_entry *md = e->slot;
     md->kind = kind;
-    md->schema = schema;
-    md->schema_bytes = sb;
+    md->schema = e->schema;
     for (int k = 0; k < F_N; k++) {
-        int idx = ev_schema_find(schema, field_names[k]);
+        int idx = ev_schema_find(e->schema, field_names[k]);
         md->f[k] = (int16_t)(idx < 0 ? -1 : idx);
     }
 }
@@ -957,7 +896,7 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     if (strcmp(ev->provider, MEL_PROVIDER) == 0) {
         l->st.mel_events++;
     }
-    struct md_entry *md = l->err == 0 ? md_find(l, ev->metadata_id) : NULL;
+    const struct md_entry *md = l->err == 0 ? md_find(l, ev->metadata_id) : NULL;
     if (md == NULL || md->kind == K_NONE) {
         return;
     }
@@ -994,6 +933,8 @@ int ev_logs_new(struct ev_logs **out, ev_logs_record_cb cb, void *ud)
     }
     l->cb = cb;
     l->ud = ud;
+    struct ev_schemas_config mcfg = {.slot_size = sizeof(struct md_entry), .max_ids = MAX_METADATA};
+    ev_schemas_init(&l->md, &mcfg);
     if ((l->slots = calloc(SCOPE_SLOTS, sizeof(*l->slots))) == NULL) {
         goto fail;
     }
@@ -1012,7 +953,7 @@ fail:
 
 int ev_logs_set_share(struct ev_logs *l, struct mb_share *share)
 {
-    if (l->held != 0) {
+    if (l->held != 0 || ev_schemas_set_share(&l->md, share) != 0) {
         return AGENT_E_INVAL; /* charged elsewhere already */
     }
     l->share = share;
@@ -1053,7 +994,7 @@ void ev_logs_get_stats(const struct ev_logs *l, struct ev_logs_stats *out)
     out->events = st->events;
     out->lost = st->lost;
     out->scopes = l->scopes_alive;
-    out->held = l->held;
+    out->held = l->held + ev_schemas_held(&l->md);
 }
 
 void ev_logs_free(struct ev_logs *l)
@@ -1068,12 +1009,7 @@ void ev_logs_free(struct ev_logs *l)
         }
     }
     free(l->slots);
-    for (size_t k = 0; k < l->md_len; k++) {
-        ev_schema_free(l->md[k].schema);
-        mem_give(l, l->md[k].schema_bytes);
-    }
-    free(l->md);
-    mem_give(l, l->md_cap * sizeof(struct md_entry));
+    ev_schemas_fini(&l->md);
     free(l->last_formatted);
     mem_give(l, l->last_formatted_bytes);
     free(l);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Prometheus text exposition 0.0.4 of the metrics stores (docs/api.md §7.3): dotnet-monitor's
- * names, HELP, TYPE, values and labels, with the departures listed in ev_store.h that keep the
+ * names, HELP, TYPE, values and labels, with the departures listed in ev_prom.h that keep the
  * text valid (one sample per series, contiguous families, unique label names).
  */
 #include "ev_prom.h"
@@ -16,154 +16,18 @@
 
 #include "ascii.h"
 #include "err.h"
-#include "ev_fmt.h"
+#include "ev_prom_name.h"
 #include "ev_store.h"
 #include "ev_store_internal.h"
+#include "utf8.h"
 
-/* ---- UTF-8 ---------------------------------------------------------------------------------- */
-
-/* Length of the well-formed UTF-8 sequence at p (1..4), or 0 if the bytes there are not one. */
-static size_t utf8_len(const unsigned char *p)
+/* Length of the well-formed UTF-8 sequence at p[0..n) (1..4), or 0 if the bytes there are not
+ * one (utf8.h's strict rules). */
+static size_t utf8_len(const unsigned char *p, size_t n)
 {
-    unsigned char c = p[0];
-    if (c < 0x80) {
-        return 1;
-    }
-    unsigned char lo = 0x80, hi = 0xbf;
-    size_t n;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        lo = c == 0xe0 ? 0xa0 : 0x80;
-        hi = c == 0xed ? 0x9f : 0xbf;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        lo = c == 0xf0 ? 0x90 : 0x80;
-        hi = c == 0xf4 ? 0x8f : 0xbf;
-    } else {
-        return 0;
-    }
-    if (p[1] < lo || p[1] > hi) {
-        return 0;
-    }
-    for (size_t i = 2; i < n; i++) {
-        if (p[i] < 0x80 || p[i] > 0xbf) {
-            return 0;
-        }
-    }
-    return n;
-}
-
-/* ---- names ---------------------------------------------------------------------------------- */
-
-static bool is_letter(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-/* dotnet-monitor's IsValidChar for ASCII (every non-ASCII character is > 'z', so invalid). */
-static bool valid_char(char c, bool first)
-{
-    return c == '_' || is_letter(c) || (!first && is_digit(c));
-}
-
-/*
- * Provider mode: valid characters lower-cased, the others dropped; "_" when nothing is left.
- * Counter mode: valid characters kept, each invalid character (UTF-16 unit) becomes "_".
- */
-static int normalize_n(struct buf *out, const char *s, size_t len, bool provider)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    const unsigned char *end = p + len;
-    bool kept = false;
-    bool first = true;
-    int rc = 0;
-    while (p < end && rc == 0) {
-        size_t n = utf8_len(p);
-        if (n > (size_t)(end - p)) {
-            n = 0;
-        }
-        if (n == 1 && valid_char((char)*p, provider ? !kept : first)) {
-            char c = (char)*p;
-            if (provider) {
-                c = ascii_lower(c);
-            }
-            rc = buf_append(out, &c, 1);
-            kept = true;
-        } else if (!provider) {
-            rc = buf_append(out, n == 4 ? "__" : "_", n == 4 ? 2 : 1);
-        }
-        p += n ? n : 1;
-        first = false;
-    }
-    if (rc == 0 && provider && !kept) {
-        rc = buf_append(out, "_", 1);
-    }
-    return rc;
-}
-
-static int normalize(struct buf *out, const char *s, bool provider)
-{
-    return normalize_n(out, s, strlen(s), provider);
-}
-
-/* The unit's part of the name: "" for none, else the (unnormalized) unit or its mapping. */
-static const char *mapped_unit(const char *unit)
-{
-    if (unit == NULL || unit[0] == '\0' || ascii_ieq(unit, "count")) {
-        return "";
-    }
-    if (ascii_ieq(unit, "B") || ascii_ieq(unit, "MB")) {
-        return "bytes";
-    }
-    if (strcmp(unit, "%") == 0) {
-        return "ratio";
-    }
-    return unit;
-}
-
-int ev_prom_metric_name(struct buf *out, const char *provider, const char *counter,
-                        const char *unit)
-{
-    int rc = normalize(out, provider ? provider : "", true);
-    if (rc == 0) {
-        rc = buf_append(out, "_", 1);
-    }
-    if (rc == 0) {
-        rc = normalize(out, counter ? counter : "", false);
-    }
-    const char *u = mapped_unit(unit);
-    if (rc == 0 && u[0] != '\0') {
-        rc = buf_append(out, "_", 1);
-        if (rc == 0) {
-            rc = normalize(out, u, false);
-        }
-    }
-    return rc;
-}
-
-/* ---- numbers -------------------------------------------------------------------------------- */
-
-size_t ev_prom_format_double(double v, char *out, size_t n)
-{
-    char text[EV_FMT_REAL_MAX];
-    size_t t;
-    if (isinf(v)) {
-        t = (size_t)snprintf(text, sizeof(text), "%s", v > 0 ? "+Inf" : "-Inf");
-    } else {
-        t = ev_fmt_real(v, false, text, sizeof(text)); /* "NaN" as Prometheus spells it */
-    }
-    if (t >= n) {
-        return 0;
-    }
-    memcpy(out, text, t + 1);
-    return t;
+    uint32_t cp;
+    size_t len;
+    return utf8_decode(p, n, &cp, &len) ? len : 0;
 }
 
 static int append_double(struct buf *b, double v)
@@ -183,8 +47,8 @@ static int append_escaped(struct buf *b, const char *s, size_t n, bool quote)
     const unsigned char *end = p + n;
     int rc = 0;
     while (p < end && rc == 0) {
-        size_t len = utf8_len(p);
-        if (len == 0 || len > (size_t)(end - p)) {
+        size_t len = utf8_len(p, (size_t)(end - p));
+        if (len == 0) {
             rc = buf_append(b, "\xef\xbf\xbd", 3);
             p++;
         } else if (*p == '\\') {
@@ -282,7 +146,7 @@ static int unique_key(struct buf *scratch, const char *key, size_t n)
             rc = buf_append(scratch, "tag_", 4);
         }
         if (rc == 0) {
-            rc = normalize_n(scratch, key, n, false);
+            rc = ev_prom_name_part(scratch, key, n);
         }
         if (rc < 0) {
             return rc;
@@ -346,7 +210,7 @@ static int render_labels(struct buf *out, const struct ev_series *s,
     buf_reset(scratch);
     rc = buf_append(scratch, "quantile", sizeof("quantile"));
     for (size_t i = 0; rc == 0 && i < pl->n; i++) {
-        rc = normalize(scratch, pl->keys[i], false);
+        rc = ev_prom_name_part(scratch, pl->keys[i], strlen(pl->keys[i]));
         if (rc == 0) {
             rc = buf_append(scratch, "", 1);
         }
@@ -380,7 +244,7 @@ static int render_labels(struct buf *out, const struct ev_series *s,
         const char *v = pl->values[i] ? pl->values[i] : "";
         rc = buf_append(out, first ? "" : ", ", first ? 0 : 2);
         if (rc == 0) {
-            rc = normalize(out, pl->keys[i], false);
+            rc = ev_prom_name_part(out, pl->keys[i], strlen(pl->keys[i]));
         }
         if (rc == 0) {
             rc = append_label(out, true, "", 0, v, strlen(v));
@@ -878,6 +742,17 @@ int ev_prom_sample_double(struct buf *out, const char *name, const struct ev_pro
     int rc = sample_head(out, name, labels);
     rc = rc < 0 ? rc : append_double(out, value);
     rc = rc < 0 ? rc : buf_append(out, "\n", 1);
+    if (rc < 0) {
+        buf_truncate(out, mark);
+    }
+    return rc;
+}
+
+int ev_prom_single_u64(struct buf *out, const struct ev_prom_single *f)
+{
+    size_t mark = buf_size(out);
+    int rc = ev_prom_family(out, f->name, f->type, f->help);
+    rc = rc < 0 ? rc : ev_prom_sample_u64(out, f->name, NULL, f->value);
     if (rc < 0) {
         buf_truncate(out, mark);
     }

@@ -4,8 +4,8 @@
 
 /*
  * The one writer of Prometheus text exposition 0.0.4 in dotmon (events/ev_prom.c): the runtimes'
- * families (ev_prom_render, declared in ev_store.h, and ev_prom_render_next below, which writes
- * them in pieces for a streamed answer) and dotmon's own families (ev_prom_family and
+ * families (ev_prom_render, and ev_prom_render_next, which writes them in pieces for a streamed
+ * answer) and dotmon's own families (ev_prom_family and
  * ev_prom_sample_*), so that escaping and the rules of the format live in one place. Pure: no
  * libuv, no I/O; the caller owns every buffer.
  *
@@ -18,11 +18,53 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "ev_prom_name.h"
 #include "ev_store.h"
 
 /* Names of dotmon's own families start with this. A runtime family whose name starts with it
  * (provider "dotmon", say) is left out: it would repeat or split one of dotmon's families. */
 #define EV_PROM_RESERVED_PREFIX "dotmon_"
+
+/* Labels added to every line of one process (dotmon's: pid, uid, name); n = 0 for none. */
+struct ev_prom_labels {
+    const char *const *keys;
+    const char *const *values;
+    size_t n;
+};
+
+/* One process's store and its labels, for ev_prom_render. */
+struct ev_prom_target {
+    const struct ev_store *store;
+    struct ev_prom_labels labels;
+};
+
+/*
+ * Appends the Prometheus text exposition 0.0.4 of every target to out, grouped by metric name
+ * across targets (one `# HELP` and one `# TYPE` per name, then every process's lines), names,
+ * HELP, TYPE, values and labels as dotnet-monitor writes them (docs/api.md §7.3), but one sample
+ * per series (the newest) rather than MetricCount duplicates. Text that promtool accepts.
+ * 0 or -ENOMEM / AGENT_E_TOOBIG (out's cap).
+ */
+int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *out);
+
+/*
+ * Where ev_prom_render departs from dotnet-monitor so that the text stays valid Prometheus:
+ * - one line per series and scrape (the newest sample), each family's lines together, one HELP
+ *   and TYPE per name; if two series of one family render the same label set, the newest wins;
+ * - a tag key that would repeat a label of its line (an earlier tag, a process label such as
+ *   pid/uid/name, or `quantile`), that is empty or that starts with `__` (reserved) is prefixed
+ *   with "tag_" until it is unique: tag pid=7 on a process labelled pid="42" prints
+ *   tag_pid="7", pid="42";
+ * - a name that is both a summary and a gauge keeps the first kind met (summaries sort first)
+ *   and drops the other's lines; a gauge named <summary>_sum or <summary>_count is dropped;
+ * - a provider whose first kept character would be a digit drops it (dotnet-monitor checks
+ *   "first" against the input position, which can leave a name starting with a digit);
+ * - values print NaN, +Inf, -Inf (Prometheus spellings, not .NET's "Infinity"); HELP text
+ *   escapes `\` and newlines; EventCounters with an empty DisplayName use the counter name;
+ * - and one addition: a meter counter whose sample carries its running total (has_total) also
+ *   gets a family <name>_total of TYPE counter with that total, so Prometheus' rate() and
+ *   increase() work on it; dotnet-monitor's per-interval rate gauge <name> stays as it is.
+ */
 
 /* ---- dotmon's own families ------------------------------------------------------------------ */
 
@@ -36,6 +78,16 @@ int ev_prom_sample_u64(struct buf *out, const char *name, const struct ev_prom_l
                        uint64_t value);
 int ev_prom_sample_double(struct buf *out, const char *name, const struct ev_prom_labels *labels,
                           double value);
+
+/* One of dotmon's families with a single unlabelled line: ev_prom_family, then
+ * ev_prom_sample_u64 (both or nothing). */
+struct ev_prom_single {
+    const char *name;
+    const char *type;
+    const char *help;
+    uint64_t value;
+};
+int ev_prom_single_u64(struct buf *out, const struct ev_prom_single *f);
 
 /* ---- the runtimes' families, in pieces ------------------------------------------------------- */
 

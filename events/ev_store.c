@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "ev_prom_name.h"
 #include "ev_store_internal.h"
 
 /*

@@ -3,10 +3,11 @@
 #define AGENT_EV_STORE_H
 
 /*
- * The metrics of one process (docs/api.md §7.2) and their Prometheus text (api.md §7.3). Pure:
- * no libuv, no I/O. Samples are copied in (ev_metric.h); the store keeps the newest sample of
- * every series (counter name + its tags), and drops what dotnet-monitor drops (histograms without
- * quantiles, values that are not numbers where dotnet-monitor ends the counter).
+ * The metrics of one process (docs/api.md §7.2); their Prometheus text (docs/api.md §7.3) is
+ * ev_prom.h's, which reads the store (never the other way round). Pure: no libuv, no I/O. Samples
+ * are copied in (ev_metric.h); the store keeps the newest sample of every series (counter name +
+ * its tags), and drops what dotnet-monitor drops (histograms without quantiles, values that are not
+ * numbers where dotnet-monitor ends the counter).
  */
 
 #include <stddef.h>
@@ -76,67 +77,5 @@ size_t ev_store_series(const struct ev_store *st);
 /* New series dropped so far (max_series or the share's cap), and bytes the series hold now. */
 uint64_t ev_store_dropped(const struct ev_store *st);
 uint64_t ev_store_bytes(const struct ev_store *st);
-
-/* Labels added to every line of one process (dotmon's: pid, uid, name); n = 0 for none. */
-struct ev_prom_labels {
-    const char *const *keys;
-    const char *const *values;
-    size_t n;
-};
-
-/* One process's store and its labels, for ev_prom_render. */
-struct ev_prom_target {
-    const struct ev_store *store;
-    struct ev_prom_labels labels;
-};
-
-/*
- * Appends the Prometheus text exposition 0.0.4 of every target to out, grouped by metric name
- * across targets (one `# HELP` and one `# TYPE` per name, then every process's lines), names,
- * HELP, TYPE, values and labels as dotnet-monitor writes them (docs/api.md §7.3), but one sample
- * per series (the newest) rather than MetricCount duplicates. Text that promtool accepts.
- * 0 or -ENOMEM / AGENT_E_TOOBIG (out's cap).
- */
-int ev_prom_render(const struct ev_prom_target *targets, size_t n, struct buf *out);
-
-/*
- * Where ev_prom_render departs from dotnet-monitor so that the text stays valid Prometheus:
- * - one line per series and scrape (the newest sample), each family's lines together, one HELP
- *   and TYPE per name; if two series of one family render the same label set, the newest wins;
- * - a tag key that would repeat a label of its line (an earlier tag, a process label such as
- *   pid/uid/name, or `quantile`), that is empty or that starts with `__` (reserved) is prefixed
- *   with "tag_" until it is unique: tag pid=7 on a process labelled pid="42" prints
- *   tag_pid="7", pid="42";
- * - a name that is both a summary and a gauge keeps the first kind met (summaries sort first)
- *   and drops the other's lines; a gauge named <summary>_sum or <summary>_count is dropped;
- * - a provider whose first kept character would be a digit drops it (dotnet-monitor checks
- *   "first" against the input position, which can leave a name starting with a digit);
- * - values print NaN, +Inf, -Inf (Prometheus spellings, not .NET's "Infinity"); HELP text
- *   escapes `\` and newlines; EventCounters with an empty DisplayName use the counter name;
- * - and one addition: a meter counter whose sample carries its running total (has_total) also
- *   gets a family <name>_total of TYPE counter with that total, so Prometheus' rate() and
- *   increase() work on it; dotnet-monitor's per-interval rate gauge <name> stays as it is.
- */
-
-/*
- * dotnet-monitor's metric name (docs/api.md §7.3): provider (lower-cased, invalid characters
- * dropped) "_" counter (invalid characters replaced by "_") ["_" unit'], unit' mapping ""/count to
- * nothing, B/MB to bytes and % to ratio (ASCII case-insensitive), any other unit verbatim. A
- * non-ASCII code point counts as one invalid character (two past U+FFFF, as UTF-16 does).
- * Appends to out: 0 or -ENOMEM / AGENT_E_TOOBIG.
- */
-int ev_prom_metric_name(struct buf *out, const char *provider, const char *counter,
-                        const char *unit);
-
-/* Room for any ev_prom_format_double text and its NUL ("-1.2345678901234567E-308" is 24). */
-#define EV_PROM_DOUBLE_MAX 32
-
-/*
- * v as .NET's double.ToString(CultureInfo.InvariantCulture) writes it (ev_fmt.h: shortest text
- * that reads back as v; "1E+17", "1.5E-05" from 17 digits on or below 1E-04), except +Inf and
- * -Inf in Prometheus' spelling. out holds at least EV_PROM_DOUBLE_MAX bytes; returns the length,
- * or 0 when it does not fit.
- */
-size_t ev_prom_format_double(double v, char *out, size_t n);
 
 #endif

@@ -11,6 +11,7 @@
 #include "err.h"
 #include "ev_fmt.h"
 #include "ev_payload.h"
+#include "ev_schemas.h"
 #include "nettrace.h"
 
 /*
@@ -139,11 +140,11 @@ static const struct {
     {"MultipleSessionsConfiguredIncorrectlyError", CLS_MULTI_CONFIG},
 };
 
-/* An interpreted metadata id: its schema and the node of every field (-1 when absent). */
+/* An interpreted metadata id: its schema and the node of every field (-1 when absent). The
+ * registry's slot holds cls and f; schema points at the registry's entry's. */
 struct ev_md {
-    uint32_t id;
     enum ev_class cls;
-    struct ev_schema *schema;
+    const struct ev_schema *schema;
     int16_t f[F_COUNT_ALL];
 };
 
@@ -169,13 +170,7 @@ struct ev_stream {
     ev_stream_error_cb on_error;
     void *ud;
     struct nettrace_checker ck;
-    /* interpreted metadata: array + open-addressing index id -> slot + 1 */
-    struct ev_md *md;
-    size_t md_len;
-    size_t md_cap;
-    uint32_t *md_index;
-    size_t md_index_cap;
-    struct ev_md *md_last;
+    struct ev_schemas md; /* interpreted metadata by id, a struct ev_md each */
     struct ev_instr *instr;
     size_t instr_len;
     size_t instr_cap;
@@ -207,76 +202,6 @@ static char *dup_str(const char *s)
         memcpy(d, s, n);
     }
     return d;
-}
-
-static uint32_t hash32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
-static struct ev_md *md_find(struct ev_stream *s, uint32_t id)
-{
-    if (s->md_last != NULL && s->md_last->id == id) {
-        return s->md_last;
-    }
-    if (s->md_index_cap == 0) {
-        return NULL;
-    }
-    size_t mask = s->md_index_cap - 1;
-    for (size_t k = hash32(id) & mask;; k = (k + 1) & mask) {
-        uint32_t slot = s->md_index[k];
-        if (slot == 0) {
-            return NULL;
-        }
-        if (s->md[slot - 1].id == id) {
-            s->md_last = &s->md[slot - 1];
-            return s->md_last;
-        }
-    }
-}
-
-static void md_index_put(uint32_t *index, size_t cap, uint32_t id, uint32_t slot)
-{
-    size_t mask = cap - 1;
-    size_t k = hash32(id) & mask;
-    while (index[k] != 0) {
-        k = (k + 1) & mask;
-    }
-    index[k] = slot;
-}
-
-/* Room for one more interpreted record (the index kept at most half full). */
-static int md_reserve(struct ev_stream *s)
-{
-    if (s->md_len == s->md_cap) {
-        size_t cap = s->md_cap ? s->md_cap * 2 : 32;
-        struct ev_md *md = realloc(s->md, cap * sizeof(*md));
-        if (md == NULL) {
-            return -ENOMEM;
-        }
-        s->md = md;
-        s->md_cap = cap;
-        s->md_last = NULL;
-    }
-    if ((s->md_len + 1) * 2 > s->md_index_cap) {
-        size_t cap = s->md_index_cap ? s->md_index_cap * 2 : 64;
-        uint32_t *index = calloc(cap, sizeof(*index));
-        if (index == NULL) {
-            return -ENOMEM;
-        }
-        for (size_t k = 0; k < s->md_len; k++) {
-            md_index_put(index, cap, s->md[k].id, (uint32_t)(k + 1));
-        }
-        free(s->md_index);
-        s->md_index = index;
-        s->md_index_cap = cap;
-    }
-    return 0;
 }
 
 /* Stops the stream for a reason of ours (out of memory in a callback). */
@@ -315,53 +240,38 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
     if (s->err != 0) {
         return;
     }
-    struct ev_schema *schema = NULL;
-    int rc = m->v6 ? ev_schema_parse_v6(p, n, &schema) : ev_schema_parse(p, n, &schema);
+    /* A V6 id defined again after a metadata flush: the new definition replaces the old one
+     * (ev_schemas.h). */
+    struct ev_schema_entry *e = NULL;
+    int rc = ev_schemas_define(&s->md, m, p, n, &e);
     if (rc == -ENOMEM) {
         stream_fail(s, rc, "out of memory");
         return;
     }
-    if (rc < 0) {
+    if (rc == AGENT_E_PROTO || rc == AGENT_E_TOOBIG) {
         s->metadata_malformed++;
         return;
     }
-    enum ev_class cls = classify(m->provider, m->event_name);
-    /* A V6 id defined again after a metadata flush: the new definition replaces the old one. */
-    struct ev_md *md = md_find(s, m->metadata_id);
-    if (md != NULL) {
-        ev_schema_free(md->schema);
-        md->schema = NULL;
-        md->cls = CLS_NONE;
+    if (rc != 0) {
+        return; /* over the budget: its events are not interpreted */
     }
+    enum ev_class cls = classify(m->provider, m->event_name);
     if (cls == CLS_NONE) {
         /* Nothing here reads it: the tree is checked (and counted) but not kept. */
-        ev_schema_free(schema);
+        ev_schemas_forget(&s->md, m->metadata_id);
         return;
     }
-    bool added = md == NULL;
-    if (added && md_reserve(s) != 0) {
-        ev_schema_free(schema);
-        stream_fail(s, -ENOMEM, "out of memory");
-        return;
-    }
-    if (added) {
-        md = &s->md[s->md_len];
-    }
-    md->id = m->metadata_id;
+    struct ev_md *md = e->slot;
     md->cls = cls;
-    md->schema = schema;
+    md->schema = e->schema;
     for (int k = 0; k < F_COUNT_ALL; k++) {
         bool counters_field = k <= F_DISPLAY_UNITS;
         if (counters_field != (cls == CLS_COUNTERS)) {
             md->f[k] = -1;
             continue;
         }
-        int idx = ev_schema_find(schema, field_paths[k]);
+        int idx = ev_schema_find(e->schema, field_paths[k]);
         md->f[k] = (int16_t)(idx < 0 ? -1 : idx);
-    }
-    if (added) {
-        s->md_len++;
-        md_index_put(s->md_index, s->md_index_cap, md->id, (uint32_t)s->md_len);
     }
 }
 
@@ -829,7 +739,8 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     if (s->err != 0) {
         return;
     }
-    struct ev_md *md = md_find(s, ev->metadata_id);
+    struct ev_schema_entry *e = ev_schemas_find(&s->md, ev->metadata_id);
+    const struct ev_md *md = e != NULL ? e->slot : NULL;
     if (md == NULL || md->cls == CLS_NONE) {
         return; /* not kept, or a kept id redefined as something not read here */
     }
@@ -879,6 +790,8 @@ int ev_stream_new(struct ev_stream **out, const struct ev_stream_options *opt,
     s->on_sample = on_sample;
     s->on_error = on_error;
     s->ud = ud;
+    struct ev_schemas_config mcfg = {.slot_size = sizeof(struct ev_md)};
+    ev_schemas_init(&s->md, &mcfg);
     int rc = 0;
     if (opt != NULL &&
         ((opt->session_id != NULL && (s->session_id = dup_str(opt->session_id)) == NULL) ||
@@ -943,11 +856,7 @@ void ev_stream_free(struct ev_stream *s)
         return;
     }
     nettrace_checker_fini(&s->ck);
-    for (size_t k = 0; k < s->md_len; k++) {
-        ev_schema_free(s->md[k].schema);
-    }
-    free(s->md);
-    free(s->md_index);
+    ev_schemas_fini(&s->md);
     for (size_t k = 0; k < s->instr_len; k++) {
         free(s->instr[k].meter);
     }

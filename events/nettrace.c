@@ -9,6 +9,7 @@
 
 #include "err.h"
 #include "ev_rd.h"
+#include "num.h"
 
 /*
  * The stream is cut into "units": runs of bytes whose length is known before they start (the
@@ -266,16 +267,6 @@ static enum varint_status cur_varint(struct ev_rd *c, unsigned bits, uint64_t *v
 
 /* ---- metadata storage ------------------------------------------------------------------------ */
 
-static uint32_t hash32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
 static uint64_t hash64(uint64_t x)
 {
     x ^= x >> 30;
@@ -292,7 +283,7 @@ static struct md_rec *md_find(const struct nettrace_private *pr, uint32_t id)
         return NULL;
     }
     size_t mask = pr->md_index_cap - 1;
-    for (size_t k = hash32(id) & mask;; k = (k + 1) & mask) {
+    for (size_t k = num_mix_u32(id) & mask;; k = (k + 1) & mask) {
         uint32_t slot = pr->md_index[k];
         if (slot == 0) {
             return NULL;
@@ -306,7 +297,7 @@ static struct md_rec *md_find(const struct nettrace_private *pr, uint32_t id)
 static void md_index_put(uint32_t *index, size_t cap, const struct md_rec *md, uint32_t slot)
 {
     size_t mask = cap - 1;
-    size_t k = hash32(md[slot - 1].id) & mask;
+    size_t k = num_mix_u32(md[slot - 1].id) & mask;
     while (index[k] != 0) {
         k = (k + 1) & mask;
     }
@@ -507,7 +498,7 @@ static int store_metadata(struct nettrace_private *pr, const struct md_rec *pars
 static void md_index_replace(struct nettrace_private *pr, uint32_t id, uint32_t slot)
 {
     size_t mask = pr->md_index_cap - 1;
-    for (size_t k = hash32(id) & mask;; k = (k + 1) & mask) {
+    for (size_t k = num_mix_u32(id) & mask;; k = (k + 1) & mask) {
         uint32_t cur = pr->md_index[k];
         if (cur != 0 && pr->md[cur - 1].id == id) {
             pr->md_index[k] = slot;

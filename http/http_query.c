@@ -7,24 +7,11 @@
 #include <strings.h>
 
 #include "err.h"
+#include "hex.h"
 #include "http_proto.h"
 
 /* Query strings and paths are capped by the server's max_url, so decoded copies stay small. */
 #define ROUTER_MAX_DECODED ((size_t)64 * 1024)
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
 
 /*
  * Percent-decodes s[0..n) and appends the result to out. plus_is_space selects the

@@ -15,13 +15,13 @@
 #include <openssl/x509.h>
 
 #include "err.h"
+#include "tls_bio.h"
 
 /*
  * OpenSSL state machine for one side of the HTTP server: contexts loaded from PEM files, and
- * connections whose two BIOs are BIO_s_mem (the read BIO holds ciphertext fed from the socket,
- * the write BIO collects ciphertext for the socket). With memory BIOs OpenSSL never blocks and
- * never sees a descriptor: SSL_read either yields plaintext or says "want read", SSL_write always
- * completes, and all I/O stays with the libuv glue in http_conn.c and http_resp.c.
+ * connections over memory BIOs (tls/tls_bio.h, the piece the egress client shares): OpenSSL never
+ * blocks and never sees a descriptor, and all I/O stays with the libuv glue in http_conn.c and
+ * http_resp.c.
  *
  * OpenSSL's error queue is per thread and sticky; every SSL_* call that can fail is preceded by
  * ERR_clear_error (SSL_get_error reads the queue) and followed by collecting and clearing it, so
@@ -42,9 +42,7 @@ struct http_tls_ctx {
 };
 
 struct http_tls {
-    SSL *ssl;
-    BIO *rbio; /* owned by ssl (SSL_set_bio); kept for BIO_write / pending */
-    BIO *wbio;
+    struct tls_bio b;
     bool failed;
     bool plain_http;
     bool shutdown_sent;
@@ -56,18 +54,7 @@ struct http_tls {
 /* Reason of the most recent queued OpenSSL error ("" if none); clears the queue. */
 static void take_ssl_error(char *out, size_t outlen)
 {
-    unsigned long e = ERR_peek_last_error();
-    if (e == 0) {
-        snprintf(out, outlen, "%s", "");
-    } else {
-        const char *reason = ERR_reason_error_string(e);
-        if (reason != NULL) {
-            snprintf(out, outlen, "%s", reason);
-        } else {
-            ERR_error_string_n(e, out, outlen);
-        }
-    }
-    ERR_clear_error();
+    tls_bio_reason(out, outlen, "");
 }
 
 static void info_fail(struct http_tls_info *info, enum http_tls_problem p, const char *fmt, ...)
@@ -360,34 +347,12 @@ void http_tls_ctx_free(struct http_tls_ctx *ctx)
 int http_tls_new(struct http_tls_ctx *ctx, struct http_tls **out)
 {
     struct http_tls *t = calloc(1, sizeof(*t));
-    BIO *rbio = NULL, *wbio = NULL;
-    if (t == NULL) {
-        goto fail;
+    if (t == NULL || tls_bio_init(&t->b, ctx->ssl_ctx, true) != 0) {
+        free(t);
+        return -ENOMEM;
     }
-    t->ssl = SSL_new(ctx->ssl_ctx);
-    rbio = BIO_new(BIO_s_mem());
-    wbio = BIO_new(BIO_s_mem());
-    if (t->ssl == NULL || rbio == NULL || wbio == NULL) {
-        goto fail;
-    }
-    /* An empty read BIO means "retry later", not end of file. */
-    BIO_set_mem_eof_return(rbio, -1);
-    BIO_set_mem_eof_return(wbio, -1);
-    SSL_set_bio(t->ssl, rbio, wbio); /* ssl owns both from here */
-    t->rbio = rbio;
-    t->wbio = wbio;
-    SSL_set_accept_state(t->ssl);
     *out = t;
     return 0;
-fail:
-    if (t != NULL) {
-        SSL_free(t->ssl);
-    }
-    BIO_free(rbio);
-    BIO_free(wbio);
-    free(t);
-    ERR_clear_error();
-    return -ENOMEM;
 }
 
 void http_tls_free(struct http_tls *t)
@@ -395,29 +360,18 @@ void http_tls_free(struct http_tls *t)
     if (t == NULL) {
         return;
     }
-    SSL_free(t->ssl); /* frees both BIOs */
+    tls_bio_fini(&t->b);
     free(t);
 }
 
 int http_tls_feed(struct http_tls *t, const void *data, size_t len)
 {
-    const char *p = data;
-    while (len > 0) {
-        int n = len > INT_MAX ? INT_MAX : (int)len;
-        int w = BIO_write(t->rbio, p, n);
-        if (w <= 0) {
-            ERR_clear_error();
-            return -ENOMEM;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
+    return tls_bio_feed(&t->b, data, len);
 }
 
 size_t http_tls_fed_pending(const struct http_tls *t)
 {
-    return BIO_ctrl_pending(t->rbio);
+    return tls_bio_fed_pending(&t->b);
 }
 
 /* Records a fatal failure of t with OpenSSL's reason (or `what` when the queue is empty). */
@@ -442,57 +396,25 @@ int http_tls_read(struct http_tls *t, void *buf, size_t cap, size_t *got)
     if (cap == 0) {
         return 0;
     }
-    ERR_clear_error();
-    int n = SSL_read(t->ssl, buf, cap > INT_MAX ? INT_MAX : (int)cap);
-    if (n > 0) {
-        *got = (size_t)n;
-        return 0;
+    int rc = tls_bio_read(&t->b, buf, cap, got);
+    if (rc == AGENT_E_PROTO) {
+        return conn_failed(t, tls_bio_handshake_done(&t->b) ? "TLS record error"
+                                                            : "TLS handshake failed");
     }
-    switch (SSL_get_error(t->ssl, n)) {
-    case SSL_ERROR_WANT_READ:
-    case SSL_ERROR_WANT_WRITE: /* cannot happen with a memory BIO; treat as "later" */
-        ERR_clear_error();
-        return 0;
-    case SSL_ERROR_ZERO_RETURN:
-        ERR_clear_error();
-        return AGENT_E_CLOSED;
-    default:
-        return conn_failed(t, SSL_is_init_finished(t->ssl) ? "TLS record error"
-                                                           : "TLS handshake failed");
-    }
+    return rc;
 }
 
 int http_tls_take(struct http_tls *t, struct buf *out)
 {
-    size_t n = BIO_ctrl_pending(t->wbio);
-    if (n == 0) {
-        return 0;
-    }
-    int rc = buf_reserve(out, n);
-    if (rc != 0) {
-        return rc;
-    }
-    /* BIO_read on a memory BIO returns everything asked for, up to what is pending. */
-    while (n > 0) {
-        int chunk = n > INT_MAX ? INT_MAX : (int)n;
-        int r = BIO_read(t->wbio, out->p + out->len, chunk);
-        if (r <= 0) {
-            ERR_clear_error();
-            return AGENT_E_PROTO;
-        }
-        out->len += (size_t)r;
-        n -= (size_t)r;
-    }
-    return 0;
+    return tls_bio_take(&t->b, out);
 }
 
 /* Encrypts one record's worth (n <= TLS_RECORD_MAX) and moves it to out at once, so the write
  * BIO never holds more than one record. */
 static int write_record(struct http_tls *t, const void *p, size_t n, struct buf *out)
 {
-    ERR_clear_error();
-    int w = SSL_write(t->ssl, p, (int)n);
-    if (w <= 0 || (size_t)w != n) {
+    size_t done = 0;
+    if (tls_bio_write(&t->b, p, n, &done) != 0 || done != n) {
         return conn_failed(t, "TLS write failed");
     }
     return http_tls_take(t, out);
@@ -504,7 +426,7 @@ int http_tls_writev(struct http_tls *t, const struct http_tls_iov *iov, size_t n
     if (t->failed) {
         return AGENT_E_PROTO;
     }
-    if (!SSL_is_init_finished(t->ssl)) {
+    if (!tls_bio_handshake_done(&t->b)) {
         return AGENT_E_INVAL;
     }
     /* Small pieces are gathered here; a piece with a full record left goes out without a copy. */
@@ -546,23 +468,23 @@ int http_tls_write(struct http_tls *t, const void *data, size_t len, struct buf 
 
 size_t http_tls_pending(const struct http_tls *t)
 {
-    return BIO_ctrl_pending(t->wbio);
+    return tls_bio_pending(&t->b);
 }
 
 void http_tls_close_notify(struct http_tls *t)
 {
-    if (t->failed || t->shutdown_sent || !SSL_is_init_finished(t->ssl)) {
+    if (t->failed || t->shutdown_sent || !tls_bio_handshake_done(&t->b)) {
         return;
     }
     t->shutdown_sent = true;
     ERR_clear_error();
-    (void)SSL_shutdown(t->ssl); /* 0: sent, peer's not seen yet; we do not wait for it */
+    (void)SSL_shutdown(t->b.ssl); /* 0: sent, peer's not seen yet; we do not wait for it */
     ERR_clear_error();
 }
 
 bool http_tls_handshake_done(const struct http_tls *t)
 {
-    return SSL_is_init_finished(t->ssl) != 0;
+    return tls_bio_handshake_done(&t->b) != 0;
 }
 
 const char *http_tls_error(const struct http_tls *t)
@@ -581,9 +503,9 @@ const char *http_tls_describe(const struct http_tls *t, char *out, size_t outlen
         return "";
     }
     out[0] = '\0';
-    if (SSL_is_init_finished(t->ssl)) {
-        snprintf(out, outlen, "%s %s", SSL_get_version(t->ssl),
-                 SSL_CIPHER_get_name(SSL_get_current_cipher(t->ssl)));
+    if (tls_bio_handshake_done(&t->b)) {
+        snprintf(out, outlen, "%s %s", SSL_get_version(t->b.ssl),
+                 SSL_CIPHER_get_name(SSL_get_current_cipher(t->b.ssl)));
     }
     return out;
 }

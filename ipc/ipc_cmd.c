@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "hex.h"
 
 /* Limits the runtime enforces on CollectTracing (docs/ipc.md §4.2, deviations.md §1.11). */
 #define MAX_PROVIDERS 1000
@@ -49,19 +50,7 @@ const char *ipc_hresult_name(uint32_t hr)
  */
 void ipc_guid_format(const uint8_t cookie[IPC_GUID_SIZE], char out[IPC_GUID_STR_SIZE])
 {
-    static const char hex[] = "0123456789abcdef";
-    static const uint8_t order[IPC_GUID_SIZE] = {3, 2, 1,  0,  5,  4,  7,  6,
-                                                 8, 9, 10, 11, 12, 13, 14, 15};
-    size_t o = 0;
-    for (size_t i = 0; i < IPC_GUID_SIZE; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) {
-            out[o++] = '-';
-        }
-        uint8_t b = cookie[order[i]];
-        out[o++] = hex[b >> 4];
-        out[o++] = hex[b & 15];
-    }
-    out[o] = '\0';
+    hex_guid_dotnet(cookie, out);
 }
 
 static bool is_space(char c)

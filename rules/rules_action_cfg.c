@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ascii.h"
+#include "hex.h"
 #include "rules_internal.h"
 
 #define AOFF(f) offsetof(struct rules_action, f)
@@ -346,7 +347,7 @@ static bool parse_guid(const char *s, bool *zero)
     for (size_t i = 0; i < len; i++) {
         bool dash = len == 36 && (i == 8 || i == 13 || i == 18 || i == 23);
         char ch = ascii_lower(s[i]);
-        if (dash ? ch != '-' : !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) {
+        if (dash ? ch != '-' : hex_value(ch) < 0) {
             return false;
         }
         hex += !dash;

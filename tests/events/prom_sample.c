@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "ev_prom.h"
 #include "ev_store.h"
 
 static struct ev_metric_sample sample(const char *provider, const char *name, const char *unit,

@@ -17,6 +17,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "ev_prom.h"
 #include "ev_store.h"
 #include "membudget.h"
 

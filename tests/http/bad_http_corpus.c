@@ -10,6 +10,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "hex.h"
 
 /* A record may expand (through %repeat) to at most this many bytes. */
 #define RECORD_MAX ((size_t)64 * 1024 * 1024)
@@ -47,20 +48,6 @@ static int fail(struct loader *l, int code, const char *fmt, ...)
     return code;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* Decodes the escapes of one data fragment (\r \n \t \0 \\ \xHH) and appends it. */
 static int append_escaped(struct loader *l, struct buf *out, const char *s, size_t n)
 {
@@ -92,8 +79,8 @@ static int append_escaped(struct loader *l, struct buf *out, const char *s, size
             c = '\\';
             break;
         case 'x': {
-            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            int hi = i + 2 < n ? hex_value(s[i + 1]) : -1;
+            int lo = i + 2 < n ? hex_value(s[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 return fail(l, AGENT_E_PROTO, "bad \\x escape");
             }
@@ -211,8 +198,8 @@ static int directive(struct loader *l, struct record_state *st, const char *line
                 p++;
                 continue;
             }
-            int hi = hexval(p[0]);
-            int lo = hi >= 0 ? hexval(p[1]) : -1;
+            int hi = hex_value(p[0]);
+            int lo = hi >= 0 ? hex_value(p[1]) : -1;
             if (hi < 0 || lo < 0) {
                 return fail(l, AGENT_E_PROTO, "bad %%hex byte");
             }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "hex.h"
 
 #define APP_READY_MS      30000
 #define DOTMON_READY_MS   15000
@@ -63,7 +64,6 @@ int testenv_timeout(int ms)
 
 void testenv_random_hex(char *out, size_t size)
 {
-    static const char hex[] = "0123456789abcdef";
     if (size == 0) {
         return;
     }
@@ -73,7 +73,7 @@ void testenv_random_hex(char *out, size_t size)
             /* Unlikely; fall back to something that still differs between runs. */
             b = (unsigned char)(rand() ^ getpid() ^ (int)testenv_now_ms());
         }
-        out[i] = hex[b & 15];
+        out[i] = hex_digit(b);
     }
     out[size - 1] = '\0';
 }

@@ -19,7 +19,7 @@
  * 400 problem saying so and how to fix it. When the probe cannot tell (.NET 8 and older, a
  * timeout, a failure), or the assembly is loaded but no such provider logs (ClearProviders after
  * a default host builder), the session streams nothing until its duration ends; dotmon logs a
- * warning when no logging event has arrived after LOGS_QUIET_MS.
+ * warning when no logging event has arrived after Timeouts:LogsQuietMs.
  */
 #include "api.h"
 
@@ -47,15 +47,12 @@
 
 static const char cat[] = "dotmon.logs";
 
-#define MEL_PROVIDER     "Microsoft-Extensions-Logging"
-#define TPL_PROVIDER     "System.Threading.Tasks.TplEventSource"
-#define LOGS_BUFFER_MB   16
-#define START_TIMEOUT_MS 10000
-#define STOP_TIMEOUT_MS  10000
-#define SPECS_MAX        (16u * 1024u)
-#define LOGS_HIGH_WATER  (1024u * 1024u) /* pause the runtime's stream above this */
-#define LOGS_LOW_WATER   (256u * 1024u)
-#define LOGS_QUIET_MS    5000
+#define MEL_PROVIDER    "Microsoft-Extensions-Logging"
+#define TPL_PROVIDER    "System.Threading.Tasks.TplEventSource"
+#define LOGS_BUFFER_MB  16
+#define SPECS_MAX       (16u * 1024u)
+#define LOGS_HIGH_WATER (1024u * 1024u) /* pause the runtime's stream above this */
+#define LOGS_LOW_WATER  (256u * 1024u)
 /* Sessions still closing in the background (clients that left) beyond the running ones. */
 #define LOGS_SESSION_SLACK 8u
 /*
@@ -231,9 +228,9 @@ static void logs_on_quiet(uv_timer_t *t)
     ev_logs_get_stats(job->logs, &st);
     if (st.mel_events == 0) {
         log_warn(cat,
-                 "logs of %" PRIu64 ": no Microsoft-Extensions-Logging event in %d s; the app may "
-                 "have no EventSource logger (see the README, /logs)",
-                 job->pid, LOGS_QUIET_MS / 1000);
+                 "logs of %" PRIu64 ": no Microsoft-Extensions-Logging event in %llu ms; the app "
+                 "may have no EventSource logger (see the README, /logs)",
+                 job->pid, (unsigned long long)agent_timeout(job->a, TIMEOUT_LOGS_QUIET));
     }
 }
 
@@ -254,7 +251,7 @@ static void logs_on_started(void *ud, uint64_t session_id, int version)
          * artifact, which says why. */
         if (job->sess != NULL && !job->stopping) {
             job->stopping = true;
-            ipc_session_stop(job->sess, STOP_TIMEOUT_MS);
+            ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_LOGS_STOP));
         }
         return;
     }
@@ -262,7 +259,7 @@ static void logs_on_started(void *ud, uint64_t session_id, int version)
     if (job->duration_s >= 0 && !job->stopping) {
         uv_timer_start(&job->timer, logs_on_timer, (uint64_t)job->duration_s * 1000, 0);
     }
-    uv_timer_start(&job->quiet, logs_on_quiet, LOGS_QUIET_MS, 0);
+    uv_timer_start(&job->quiet, logs_on_quiet, agent_timeout(job->a, TIMEOUT_LOGS_QUIET), 0);
 }
 
 /* Ends the artifact: complete when the records are all valid, else failed (the response cut, or
@@ -336,7 +333,7 @@ static void logs_stop(void *ctx)
             job->paused = false;
             ipc_session_resume(job->sess);
         }
-        ipc_session_stop(job->sess, STOP_TIMEOUT_MS);
+        ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_LOGS_STOP));
     }
 }
 
@@ -511,8 +508,9 @@ static int logs_session_start(struct logs_job *job)
                                      .providers = prov,
                                      .provider_count = 2};
     if (rc == 0) {
-        rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &cfg, START_TIMEOUT_MS,
-                               &logs_callbacks, job, &job->sess);
+        rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &cfg,
+                               agent_timeout(job->a, TIMEOUT_LOGS_START), &logs_callbacks, job,
+                               &job->sess);
     }
     buf_fini(&args);
     return rc;
@@ -574,7 +572,9 @@ static void logs_begin_session(struct logs_job *job)
     int rc = logs_session_start(job);
     if (rc == 0) {
         if (job->stopping) {
-            ipc_session_stop(job->sess, STOP_TIMEOUT_MS); /* stopped while the probe ran */
+            ipc_session_stop(
+                job->sess,
+                agent_timeout(job->a, TIMEOUT_LOGS_STOP)); /* stopped while the probe ran */
         }
         return;
     }
@@ -711,7 +711,8 @@ static int logs_start(struct agent *a, const struct artifact_origin *o, const st
     op->control.cancel = logs_cancel;
     op->ctx = job;
     artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
-    rc = logs_probe_start(a, &job->ep, 0, logs_on_probe, job, &job->probe);
+    rc = logs_probe_start(a, &job->ep, agent_timeout(a, TIMEOUT_LOGS_PROBE), logs_on_probe, job,
+                          &job->probe);
     if (rc != 0) {
         log_info(cat, "logs of %" PRIu64 ": no loader-rundown probe (%s); streaming", p->pid,
                  agent_strerror(rc));

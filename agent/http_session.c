@@ -26,8 +26,6 @@ static const char cat[] = "dotmon.rules";
 
 #define DIAGNOSTIC_SOURCE "Microsoft-Diagnostics-DiagnosticSource"
 #define ASPNET_HOSTING    "Microsoft.AspNetCore.Hosting"
-#define START_TIMEOUT_MS  10000
-#define STOP_TIMEOUT_MS   10000
 #define MAX_METADATA      65536 /* metadata ids kept (the runtime numbers them from 1) */
 /*
  * What a trigger session holds from its runtime (DiagnosticSource schemas, their index by
@@ -353,8 +351,8 @@ int hsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
             nettrace_set_metadata_cb(&s->ck, hs_on_metadata, s); /* native events need none */
         }
         nettrace_set_event_cb(&s->ck, hs_on_event, s);
-        rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &tc.collect, START_TIMEOUT_MS,
-                               &hs_callbacks, s, &s->sess);
+        rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &tc.collect,
+                               agent_timeout(a, TIMEOUT_TRIGGER_START), &hs_callbacks, s, &s->sess);
     }
     trace_config_fini(&tc);
     if (rc != 0) {
@@ -371,7 +369,7 @@ void hsession_stop(struct hsession *s)
         return;
     }
     s->stopping = true;
-    ipc_session_stop(s->sess, STOP_TIMEOUT_MS);
+    ipc_session_stop(s->sess, agent_timeout(s->a, TIMEOUT_TRIGGER_STOP));
 }
 
 void hsession_abort(struct hsession *s)

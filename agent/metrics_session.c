@@ -21,12 +21,10 @@
 
 static const char cat[] = "dotmon.metrics";
 
-#define METER_PROVIDER   "System.Diagnostics.Metrics"
-#define RUNTIME          "System.Runtime"
-#define BUFFER_MB        16
-#define START_TIMEOUT_MS 10000
-#define STOP_TIMEOUT_MS  10000
-#define ARGS_MAX         4096
+#define METER_PROVIDER "System.Diagnostics.Metrics"
+#define RUNTIME        "System.Runtime"
+#define BUFFER_MB      16
+#define ARGS_MAX       4096
 
 /* dotnet-monitor's default EventCounters providers (MonitoringSourceConfiguration). */
 static const char *const default_counter_providers[] = {RUNTIME, "Microsoft.AspNetCore.Hosting",
@@ -572,8 +570,8 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                                          .disable_stackwalk = major >= IPC_NO_STACKWALK_MAJOR,
                                          .providers = prov,
                                          .provider_count = nprov};
-        rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &cfg, START_TIMEOUT_MS,
-                               &ms_callbacks, s, &s->sess);
+        rc = ipc_session_start(a->loop, &a->metric_sessions, ep, &cfg,
+                               agent_timeout(a, TIMEOUT_METRICS_START), &ms_callbacks, s, &s->sess);
     }
     buf_fini(&args);
     if (rc != 0) {
@@ -591,7 +589,7 @@ void msession_stop(struct msession *s)
         return;
     }
     s->stopping = true;
-    ipc_session_stop(s->sess, STOP_TIMEOUT_MS);
+    ipc_session_stop(s->sess, agent_timeout(s->a, TIMEOUT_METRICS_STOP));
 }
 
 void msession_abort(struct msession *s)

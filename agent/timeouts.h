@@ -94,7 +94,11 @@
     X(HTTP_KEEP_ALIVE, "HttpKeepAlive", 60000, 50, 86400000, "Kestrel:Limits:KeepAliveTimeout",    \
       TIMEOUT_LEGACY_TIMESPAN, "HTTP: an idle keep-alive connection is closed after this")         \
     X(HTTP_WRITE, "HttpWrite", 60000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                     \
-      "HTTP: a response write making no progress this long closes the connection")
+      "HTTP: a response write making no progress this long closes the connection")                 \
+    X(EGRESS_IDLE, "EgressIdle", 30000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                    \
+      "S3 egress: one request fails when no byte has moved for this long")                         \
+    X(EGRESS_REQUEST, "EgressRequest", 900000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,            \
+      "S3 egress: one request (a part of the upload) in all")
 
 /* How an older setting of a row gives its value. */
 enum timeout_legacy {

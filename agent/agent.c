@@ -37,9 +37,6 @@
 
 #define DEFAULT_URL         "http://localhost:52323"
 #define DEFAULT_METRICS_URL "http://localhost:52325"
-/* Timeouts:ShutdownGraceMs is long enough for running traces to finish their rundown after
- * StopTracing, and dotmon is gone Timeouts:ShutdownDeadlineMs after SIGTERM whatever the runtimes,
- * clients and volumes do (a kubelet's grace period is 30 s by default). */
 /* Descriptors kept free of HTTP connections: runtimes' exchanges, traces, dumps, the loop. */
 #define FD_RESERVE 128
 
@@ -1014,6 +1011,11 @@ static void on_shutdown_deadline(uv_timer_t *t)
     _exit(3);
 }
 
+/*
+ * Timeouts:ShutdownGraceMs is long enough for running traces to finish their rundown after
+ * StopTracing, and dotmon is gone Timeouts:ShutdownDeadlineMs after SIGTERM whatever the runtimes,
+ * clients and volumes do (a kubelet's grace period is 30 s by default).
+ */
 void agent_stop(struct agent *a)
 {
     if (a->stopping) {

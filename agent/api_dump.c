@@ -53,11 +53,7 @@ static const char cat[] = "dotmon.dump";
 #define DUMP_READ_SIZE  ((size_t)1024 * 1024)
 #define DUMP_HIGH_WATER ((size_t)4 * 1024 * 1024)
 #define DUMP_LOW_WATER  ((size_t)1024 * 1024)
-/* After the deadline the exchange stays open Timeouts:DumpLateGraceMs longer, only to learn when
- * createdump is done so that the file it wrote can be deleted. */
-#define DUMP_MAX_REPLY ((size_t)64 * 1024)
-/* Each step on the thread pool (opening and deleting, one read) must finish within
- * Timeouts:DumpStepMs. */
+#define DUMP_MAX_REPLY  ((size_t)64 * 1024)
 /* While the runtime writes: how often to look for the file, then for its next bytes. */
 #define DUMP_POLL_MS 50
 #define DUMP_TAIL_MS 20
@@ -334,6 +330,8 @@ static void job_on_step_deadline(uv_timer_t *t)
     job_fail(job, 504, "DumpFolderTimeout", msg);
 }
 
+/* Each step on the thread pool (opening and deleting, one read) must finish within
+ * Timeouts:DumpStepMs; sending one piece, within Timeouts:DumpPieceMs. */
 static void job_arm_step(struct dump_job *job)
 {
     job->step_written = job->written;
@@ -814,6 +812,8 @@ static void job_on_reply(void *ud, const struct ipc_dump_result *res)
 
 static int job_send(struct dump_job *job)
 {
+    /* After the deadline (Dump:TimeoutSeconds) the exchange stays open Timeouts:DumpLateGraceMs
+     * longer, only to learn when createdump is done so that the file it wrote can be deleted. */
     struct ipc_dump_params params = {.path = job->target_path,
                                      .type = job->type,
                                      .flags = 0,

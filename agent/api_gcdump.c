@@ -44,8 +44,6 @@
 static const char cat[] = "dotmon.gcdump";
 
 #define GCDUMP_PROVIDER "Microsoft-Windows-DotNETRuntime"
-/* Timeouts:GcdumpStopMs: after StopTracing the runtime flushes what its buffer holds, bounded
- * like a trace's rundown. */
 /* Sessions still closing in the background that may exist beyond the limits (api_trace.c). */
 #define GCDUMP_SESSION_SLACK 8u
 #define GCDUMP_HIGH_WATER    ((size_t)1024 * 1024)
@@ -264,6 +262,8 @@ static void job_stop_session(struct gcdump_job *job)
     }
     job->stopping = true;
     uv_timer_stop(&job->timer);
+    /* After StopTracing the runtime flushes what its buffer holds: bounded like a trace's
+     * rundown. */
     ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_GCDUMP_STOP));
 }
 

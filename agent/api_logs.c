@@ -571,10 +571,8 @@ static void logs_begin_session(struct logs_job *job)
 {
     int rc = logs_session_start(job);
     if (rc == 0) {
-        if (job->stopping) {
-            ipc_session_stop(
-                job->sess,
-                agent_timeout(job->a, TIMEOUT_LOGS_STOP)); /* stopped while the probe ran */
+        if (job->stopping) { /* stopped while the probe ran */
+            ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_LOGS_STOP));
         }
         return;
     }

@@ -83,7 +83,7 @@
         "DotnetMonitor_Timeouts__DiscoveryLivenessMs=" STR(T_LIVENESS_MS)
 /* A timeout's answer: not before it (less 100 ms of timer slack), within it + margin (scaled). */
 #define AT_LEAST(t) ((t)-100)
-#define AT_MOST(t)  ((t) + 1500)
+#define AT_MOST(t)  ((t) + 1000)
 /* Descriptors back after a session's end: its cleanup bound + margin (scaled). */
 #define FD_SETTLE_MS (T_CLEANUP_MS + 2700)
 

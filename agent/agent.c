@@ -37,11 +37,6 @@
 
 #define DEFAULT_URL         "http://localhost:52323"
 #define DEFAULT_METRICS_URL "http://localhost:52325"
-/* Long enough for running traces to finish their rundown after StopTracing... */
-#define SHUTDOWN_GRACE_MS 4000
-/* ...and dotmon is gone this long after SIGTERM whatever the runtimes, clients and volumes do
- * (a kubelet's grace period is 30 s by default). */
-#define SHUTDOWN_DEADLINE_MS 5000
 /* Descriptors kept free of HTTP connections: runtimes' exchanges, traces, dumps, the loop. */
 #define FD_RESERVE 128
 
@@ -313,13 +308,11 @@ static int listen_options(struct agent *a, const char *full)
                   config_get(cfg, "DiagnosticPort:HoldSuspended"));
         return AGENT_E_INVAL;
     }
-    uint64_t forget_s = 3, max_conn = 0;
-    if (config_get_uint(cfg, "DiagnosticPort:ForgetAfterSeconds", 1, 3600, &forget_s) != 0 ||
-        config_get_uint(cfg, "DiagnosticPort:MaxConnections", 1, 65535, &max_conn) != 0) {
+    uint64_t max_conn = 0; /* DiagnosticPort:ForgetAfterSeconds: timeouts.c */
+    if (config_get_uint(cfg, "DiagnosticPort:MaxConnections", 1, 65535, &max_conn) != 0) {
         return AGENT_E_INVAL;
     }
     a->listen_hold = hold == 1;
-    a->listen_forget_ms = forget_s * 1000;
     a->listen_max_connections = (size_t)max_conn;
     return 0;
 }
@@ -600,7 +593,13 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     a->loop = loop;
     a->opts = opts;
     a->cfg = cfg;
-    a->ipc_timeout_ms = 3000;
+    char terr[256];
+    if (timeouts_load(&a->timeouts, cfg, terr, sizeof(terr)) != 0) {
+        log_error(cat, "%s", terr);
+        return AGENT_E_INVAL;
+    }
+    a->sessions.cleanup_timeout_ms = agent_timeout(a, TIMEOUT_SESSION_CLEANUP);
+    a->metric_sessions.cleanup_timeout_ms = agent_timeout(a, TIMEOUT_SESSION_CLEANUP);
 
     const char *tmp = getenv("TMPDIR");
     if (tmp == NULL || *tmp == '\0') {
@@ -632,28 +631,23 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     if (rc != 0) {
         return rc;
     }
-    uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5, dump_timeout = 300;
-    uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT, gcdump_timeout = 30, stop_s = 120;
+    /* Dump:TimeoutSeconds, GCDump:TimeoutSeconds and Trace:StopTimeoutSeconds: timeouts.c */
+    uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5;
+    uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT;
     uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 1024;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
         config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
-        config_get_uint(cfg, "Dump:TimeoutSeconds", 1, 86400, &dump_timeout) != 0 ||
         config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0 ||
-        config_get_uint(cfg, "Trace:StopTimeoutSeconds", 1, 86400, &stop_s) != 0 ||
         config_get_uint(cfg, "RequestLimits:GCDump:MaxConcurrency", 1, 16, &max_gcdumps) != 0 ||
-        config_get_uint(cfg, "GCDump:TimeoutSeconds", 1, 86400, &gcdump_timeout) != 0 ||
         config_get_uint(cfg, "GCDump:MaxNodes", 1000, 1000000000, &gcdump_nodes) != 0 ||
         config_get_uint(cfg, "GCDump:BufferSizeMB", 1, 1024, &gcdump_buffer) != 0) {
         return AGENT_E_INVAL;
     }
     a->trace_spool_limit = spool_mb * 1024 * 1024;
-    a->trace_stop_timeout_ms = stop_s * 1000;
     op_registry_init(&a->ops, (size_t)history, (size_t)max_traces, (size_t)max_dumps);
     a->ops.limit[OP_KIND_GCDUMP] = (size_t)max_gcdumps;
-    a->dump_timeout_ms = dump_timeout * 1000;
-    a->gcdump_timeout_ms = gcdump_timeout * 1000;
     a->gcdump_max_nodes = gcdump_nodes;
     a->gcdump_buffer_mb = (uint32_t)gcdump_buffer;
     rc = setup_dump_dirs(a);
@@ -694,11 +688,10 @@ static void on_signal(uv_signal_t *s, int signum)
 }
 
 /*
- * A process is announced at Info once it has lived ANNOUNCE_AFTER_MS: `dotnet run`, `dotnet build`
- * and the SDK's tools start and end .NET processes by the dozen, and their "discovered"/"is gone"
- * pairs would fill the log. Those stay at Debug.
+ * A process is announced at Info once it has lived Timeouts:AnnounceAfterMs: `dotnet run`,
+ * `dotnet build` and the SDK's tools start and end .NET processes by the dozen, and their
+ * "discovered"/"is gone" pairs would fill the log. Those stay at Debug.
  */
-#define ANNOUNCE_AFTER_MS 1000
 
 static void newcomer_remove(struct agent *a, size_t i)
 {
@@ -713,13 +706,13 @@ static void on_announce_timer(uv_timer_t *t)
     uint64_t next = 0;
     for (size_t i = 0; i < a->nnewcomers;) {
         struct agent_newcomer *n = &a->newcomers[i];
-        if (now - n->since_ms >= ANNOUNCE_AFTER_MS) {
+        if (now - n->since_ms >= agent_timeout(a, TIMEOUT_ANNOUNCE_AFTER)) {
             log_info(cat, "process %llu (%s, uid %s) discovered", (unsigned long long)n->pid,
                      n->name != NULL ? n->name : "?", n->uid);
             newcomer_remove(a, i);
             continue;
         }
-        uint64_t left = ANNOUNCE_AFTER_MS - (now - n->since_ms);
+        uint64_t left = agent_timeout(a, TIMEOUT_ANNOUNCE_AFTER) - (now - n->since_ms);
         next = (next == 0 || left < next) ? left : next;
         i++;
     }
@@ -757,7 +750,8 @@ static void on_process_change(void *ud, const struct ipc_process *p, bool added)
         log_debug(cat, "process %llu (%s, uid %s) discovered", (unsigned long long)p->pid,
                   p->name ? p->name : "?", p->uid);
         if (!a->stopping && !uv_is_active((uv_handle_t *)&a->announce_timer)) {
-            uv_timer_start(&a->announce_timer, on_announce_timer, ANNOUNCE_AFTER_MS, 0);
+            uv_timer_start(&a->announce_timer, on_announce_timer,
+                           agent_timeout(a, TIMEOUT_ANNOUNCE_AFTER), 0);
         }
         return;
     }
@@ -826,7 +820,7 @@ static void sweep_stale_dumps(const struct agent *a)
     if (dir == NULL) {
         return;
     }
-    time_t cutoff = time(NULL) - (time_t)(a->dump_timeout_ms / 1000) - 900;
+    time_t cutoff = time(NULL) - (time_t)(agent_timeout(a, TIMEOUT_DUMP) / 1000) - 900;
     struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
         size_t n = strlen(e->d_name);
@@ -856,19 +850,18 @@ static void sweep_stale_dumps(const struct agent *a)
     closedir(dir);
 }
 
-/* Kestrel's limits (its own names) into hcfg; zero keeps the server's defaults (1024, 10 s,
- * 60 s). */
+/* Kestrel's limits (its own names) into hcfg; zero keeps the server's default (1024). Its two
+ * timeouts (RequestHeadersTimeout, KeepAliveTimeout) are rows of timeouts.h. */
 static int http_limits(struct agent *a, struct http_server_config *hcfg)
 {
     uint64_t max_conn = 0;
     if (config_get_uint(a->cfg, "Kestrel:Limits:MaxConcurrentConnections", 1, 1000000, &max_conn) !=
-            0 ||
-        config_get_timespan_ms(a->cfg, "Kestrel:Limits:RequestHeadersTimeout", 1000,
-                               (uint64_t)86400 * 1000, &hcfg->header_timeout_ms) != 0 ||
-        config_get_timespan_ms(a->cfg, "Kestrel:Limits:KeepAliveTimeout", 1000,
-                               (uint64_t)86400 * 1000, &hcfg->idle_timeout_ms) != 0) {
+        0) {
         return AGENT_E_INVAL;
     }
+    hcfg->header_timeout_ms = agent_timeout(a, TIMEOUT_HTTP_REQUEST_HEADERS);
+    hcfg->idle_timeout_ms = agent_timeout(a, TIMEOUT_HTTP_KEEP_ALIVE);
+    hcfg->write_timeout_ms = agent_timeout(a, TIMEOUT_HTTP_WRITE);
     hcfg->max_connections = (size_t)max_conn;
     /*
      * Every connection is a descriptor: past the open file limit accept() fails and libuv closes
@@ -899,7 +892,9 @@ static int start_discovery(struct agent *a)
     struct ipc_discovery_config dcfg;
     memset(&dcfg, 0, sizeof(dcfg));
     dcfg.dir = a->diag_dir;
-    dcfg.probe_timeout_ms = a->ipc_timeout_ms;
+    dcfg.probe_timeout_ms = agent_timeout(a, TIMEOUT_IPC_EXCHANGE);
+    dcfg.rescan_ms = agent_timeout(a, TIMEOUT_DISCOVERY_RESCAN);
+    dcfg.liveness_ms = agent_timeout(a, TIMEOUT_DISCOVERY_LIVENESS);
     dcfg.trust = a->trust;
     struct ipc_listen_config lcfg;
     memset(&lcfg, 0, sizeof(lcfg));
@@ -907,8 +902,9 @@ static int start_discovery(struct agent *a)
         /* Listen mode: runtimes connect to us; $TMPDIR is not watched (as in dotnet-monitor). */
         lcfg.path = a->listen_path;
         lcfg.socket_mode = a->listen_socket_mode;
-        lcfg.probe_timeout_ms = a->ipc_timeout_ms;
-        lcfg.forget_after_ms = a->listen_forget_ms;
+        lcfg.probe_timeout_ms = agent_timeout(a, TIMEOUT_IPC_EXCHANGE);
+        lcfg.advertise_timeout_ms = agent_timeout(a, TIMEOUT_LISTEN_ADVERTISE);
+        lcfg.forget_after_ms = agent_timeout(a, TIMEOUT_LISTEN_FORGET);
         lcfg.max_connections = a->listen_max_connections;
         /* With collection rules a runtime is held until its Startup rules' actions have started
          * (rules_run resumes it), as dotnet-monitor does. */
@@ -1008,13 +1004,18 @@ int agent_start(struct agent *a)
 static void on_shutdown_deadline(uv_timer_t *t)
 {
     struct agent *a = t->data;
-    log_error(cat, "shutdown did not finish within %d ms (%d part(s) still closing); exiting now",
-              SHUTDOWN_DEADLINE_MS, a->open_handles);
+    log_error(cat, "shutdown did not finish within %llu ms (%d part(s) still closing); exiting now",
+              (unsigned long long)agent_timeout(a, TIMEOUT_SHUTDOWN_DEADLINE), a->open_handles);
     fflush(stderr);
     fflush(stdout);
     _exit(3);
 }
 
+/*
+ * Timeouts:ShutdownGraceMs is long enough for running traces to finish their rundown after
+ * StopTracing, and dotmon is gone Timeouts:ShutdownDeadlineMs after SIGTERM whatever the runtimes,
+ * clients and volumes do (a kubelet's grace period is 30 s by default).
+ */
 void agent_stop(struct agent *a)
 {
     if (a->stopping) {
@@ -1023,7 +1024,8 @@ void agent_stop(struct agent *a)
     a->stopping = true;
     uv_timer_init(a->loop, &a->shutdown_deadline);
     a->shutdown_deadline.data = a;
-    uv_timer_start(&a->shutdown_deadline, on_shutdown_deadline, SHUTDOWN_DEADLINE_MS, 0);
+    uv_timer_start(&a->shutdown_deadline, on_shutdown_deadline,
+                   agent_timeout(a, TIMEOUT_SHUTDOWN_DEADLINE), 0);
     uv_unref((uv_handle_t *)&a->shutdown_deadline);
     api_trace_shutdown(a);
     api_livemetrics_shutdown(a);
@@ -1032,13 +1034,13 @@ void agent_stop(struct agent *a)
     api_gcdump_shutdown(a);
     /* Uploads of the artifacts that end now get until the HTTP server's grace period is over;
      * then they are aborted (nothing half-done left in the stores). */
-    artifact_shutdown(a, SHUTDOWN_GRACE_MS);
+    artifact_shutdown(a, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE));
     metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
     a->metrics = NULL;
     rules_run_close(a->rules); /* freed by agent_fini: closing instances point at the rules */
     apikey_watch_stop(a);
     if (a->http != NULL) {
-        http_server_close(a->http, SHUTDOWN_GRACE_MS, on_part_closed, a);
+        http_server_close(a->http, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE), on_part_closed, a);
         a->http = NULL;
     }
     if (a->disc != NULL) {

@@ -13,6 +13,7 @@
 #include "ipc_discovery.h"
 #include "ipc_session.h"
 #include "operations.h"
+#include "timeouts.h"
 
 /*
  * The composition root: owns the loop's long-lived objects (HTTP server, discovery, auth
@@ -66,14 +67,14 @@ struct agent {
     size_t nfilters;
 
     char *diag_dir; /* directory watched for runtime sockets (connect mode) */
-    uint64_t ipc_timeout_ms;
+    /* Every timeout in effect (timeouts.h), loaded by agent_init; read with agent_timeout. */
+    struct timeouts timeouts;
     struct ipc_trust trust; /* DiagnosticPort:TrustedUids: whose runtimes dotmon talks to */
 
     /* Listen mode (DiagnosticPort, see setup_listen in agent.c); listen_path NULL: connect mode. */
     char *listen_path;             /* the socket dotmon binds */
     unsigned listen_socket_mode;   /* DiagnosticPort:SocketMode (default 0600) */
     bool listen_hold;              /* DiagnosticPort:HoldSuspended */
-    uint64_t listen_forget_ms;     /* DiagnosticPort:ForgetAfterSeconds */
     size_t listen_max_connections; /* DiagnosticPort:MaxConnections (0: default) */
 
     uv_signal_t sig_int;
@@ -87,9 +88,7 @@ struct agent {
     char *dump_dir;              /* Storage:DumpTempFolder: where dotmon reads dumps */
     char *dump_target_dir;       /* Storage:DumpTargetFolder: the same folder as apps see it */
     char *dump_refused;          /* why dump_dir failed StrictModes at start-up, or NULL */
-    uint64_t dump_timeout_ms;    /* Dump:TimeoutSeconds */
     struct dump_job *dump_jobs;  /* dumps in progress (api_dump.c) */
-    uint64_t gcdump_timeout_ms;  /* GCDump:TimeoutSeconds: the heap walk's deadline */
     uint64_t gcdump_max_nodes;   /* GCDump:MaxNodes: the biggest graph a gcdump builds */
     uint32_t gcdump_buffer_mb;   /* GCDump:BufferSizeMB: the runtime's buffer for the heap walk */
     uint32_t metrics_interval_s; /* GlobalCounter:IntervalSeconds, for the Metrics profile */
@@ -121,9 +120,8 @@ struct agent {
     uv_timer_t egress_grace;    /* shutdown: aborts the uploads still running (artifact.c) */
     int egress_grace_state;     /* 0 never started, 1 armed, 2 closed */
 
-    uint64_t trace_spool_limit;     /* Trace:SpoolLimitMB in bytes (0: no spool) */
-    uint64_t trace_stop_timeout_ms; /* Trace:StopTimeoutSeconds: StopTracing to the stream's end */
-    struct agent_trace_stats {      /* over finished traces, for /metrics */
+    uint64_t trace_spool_limit; /* Trace:SpoolLimitMB in bytes (0: no spool) */
+    struct agent_trace_stats {  /* over finished traces, for /metrics */
         uint64_t traces;
         uint64_t events;
         uint64_t dropped; /* events the runtimes dropped */
@@ -132,6 +130,12 @@ struct agent {
         uint64_t spool_limited; /* traces whose spool reached Trace:SpoolLimitMB */
     } trace_stats;
 };
+
+/* The value in effect of one of timeouts.h's rows, in milliseconds. */
+static inline uint64_t agent_timeout(const struct agent *a, enum timeout_id id)
+{
+    return a->timeouts.ms[id];
+}
 
 /*
  * Reads configuration, sets up authentication and the default-process filters. Prints the
@@ -154,8 +158,8 @@ void agent_egress_report(const struct buf *errors, bool log);
 /* Binds the URLs, starts discovery and the signal handlers. */
 int agent_start(struct agent *a);
 /* Graceful stop: closes everything; the loop then runs out. Idempotent. If it has not within
- * 5 s, the process exits with status 3 (the deadline's timer is left open for main's final
- * uv_walk). */
+ * Timeouts:ShutdownDeadlineMs (5 s), the process exits with status 3 (the deadline's timer is left
+ * open for main's final uv_walk). */
 void agent_stop(struct agent *a);
 /* Frees what agent_init allocated; call after the loop has run out. */
 void agent_fini(struct agent *a);

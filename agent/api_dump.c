@@ -53,19 +53,13 @@ static const char cat[] = "dotmon.dump";
 #define DUMP_READ_SIZE  ((size_t)1024 * 1024)
 #define DUMP_HIGH_WATER ((size_t)4 * 1024 * 1024)
 #define DUMP_LOW_WATER  ((size_t)1024 * 1024)
-/* After the deadline the exchange stays open this much longer, only to learn when createdump is
- * done so that the file it wrote can be deleted. */
-#define DUMP_LATE_GRACE_MS ((uint64_t)600 * 1000)
-#define DUMP_MAX_REPLY     ((size_t)64 * 1024)
-/* Each step on the thread pool (opening and deleting, one read) must finish within this. */
-#define DUMP_STEP_TIMEOUT_MS ((uint64_t)30 * 1000)
+#define DUMP_MAX_REPLY  ((size_t)64 * 1024)
 /* While the runtime writes: how often to look for the file, then for its next bytes. */
 #define DUMP_POLL_MS 50
 #define DUMP_TAIL_MS 20
-/* Bytes per sendfile piece (one HTTP chunk), and the time one may take: a client slower than
- * 14 kB/s, or a dump volume that stops answering, fails the dump then. */
-#define DUMP_PIECE_SIZE       ((size_t)4 * 1024 * 1024)
-#define DUMP_PIECE_TIMEOUT_MS ((uint64_t)300 * 1000)
+/* Bytes per sendfile piece (one HTTP chunk); the time one may take is Timeouts:DumpPieceMs (a
+ * client slower than 14 kB/s, or a dump volume that stops answering, fails the dump then). */
+#define DUMP_PIECE_SIZE ((size_t)4 * 1024 * 1024)
 
 enum dump_fs_step { FS_NONE = 0, FS_ACQUIRE, FS_READ, FS_CLOSE };
 
@@ -323,23 +317,26 @@ static void job_on_step_deadline(uv_timer_t *t)
         snprintf(msg, sizeof(msg),
                  "sending %zu MiB of the dump took longer than %llu s: the client reads too "
                  "slowly, or the dump folder's volume (%s) does not answer",
-                 DUMP_PIECE_SIZE >> 20, (unsigned long long)(DUMP_PIECE_TIMEOUT_MS / 1000),
+                 DUMP_PIECE_SIZE >> 20,
+                 (unsigned long long)(agent_timeout(job->a, TIMEOUT_DUMP_PIECE) / 1000),
                  job->a->dump_dir);
     } else {
         snprintf(msg, sizeof(msg),
                  "%s the dump in %s took longer than %llu s; the dump folder's volume does not "
                  "answer",
                  job->fs_step == FS_ACQUIRE ? "opening" : "reading", job->a->dump_dir,
-                 (unsigned long long)(DUMP_STEP_TIMEOUT_MS / 1000));
+                 (unsigned long long)(agent_timeout(job->a, TIMEOUT_DUMP_STEP) / 1000));
     }
     job_fail(job, 504, "DumpFolderTimeout", msg);
 }
 
+/* Each step on the thread pool (opening and deleting, one read) must finish within
+ * Timeouts:DumpStepMs; sending one piece, within Timeouts:DumpPieceMs. */
 static void job_arm_step(struct dump_job *job)
 {
     job->step_written = job->written;
     uv_timer_start(&job->step, job_on_step_deadline,
-                   job->sending ? DUMP_PIECE_TIMEOUT_MS : DUMP_STEP_TIMEOUT_MS, 0);
+                   agent_timeout(job->a, job->sending ? TIMEOUT_DUMP_PIECE : TIMEOUT_DUMP_STEP), 0);
 }
 
 /* Opens dir/name as a dump of this runtime and deletes it at once, on the thread pool. */
@@ -752,7 +749,7 @@ static void job_on_deadline(uv_timer_t *t)
     snprintf(msg, sizeof(msg),
              "the runtime did not finish the dump within %llu s (Dump:TimeoutSeconds); the file is "
              "deleted when it finishes",
-             (unsigned long long)(job->a->dump_timeout_ms / 1000));
+             (unsigned long long)(agent_timeout(job->a, TIMEOUT_DUMP) / 1000));
     job_fail(job, 504, "Timeout", msg);
     job_close_file(job);
     job_unlink_now(job); /* what exists so far; again when the runtime answers */
@@ -815,10 +812,13 @@ static void job_on_reply(void *ud, const struct ipc_dump_result *res)
 
 static int job_send(struct dump_job *job)
 {
+    /* After the deadline (Dump:TimeoutSeconds) the exchange stays open Timeouts:DumpLateGraceMs
+     * longer, only to learn when createdump is done so that the file it wrote can be deleted. */
     struct ipc_dump_params params = {.path = job->target_path,
                                      .type = job->type,
                                      .flags = 0,
-                                     .timeout_ms = job->a->dump_timeout_ms + DUMP_LATE_GRACE_MS,
+                                     .timeout_ms = agent_timeout(job->a, TIMEOUT_DUMP) +
+                                                   agent_timeout(job->a, TIMEOUT_DUMP_LATE_GRACE),
                                      .max_reply = DUMP_MAX_REPLY,
                                      .retry = job_on_retry_dump};
     int rc = ipc_dump_request(job->a->loop, &job->ep, &params, job_on_reply, job, &job->x);
@@ -990,7 +990,7 @@ static int dump_start(struct agent *a, const struct artifact_origin *o, const st
      * A runtime that has not answered an earlier GenerateCoreDump (timed out, its exchange kept
      * open to delete a late file) still has its single diagnostic thread on it: a new request
      * would only queue behind it and time out too, each one holding a connection for up to
-     * Dump:TimeoutSeconds + DUMP_LATE_GRACE_MS.
+     * Dump:TimeoutSeconds + Timeouts:DumpLateGraceMs.
      */
     if (runtime_still_dumping(a, p)) {
         artifact_refuse(o, 429,
@@ -1037,7 +1037,7 @@ static int dump_start(struct agent *a, const struct artifact_origin *o, const st
     }
     log_info(cat, "dump of %llu (%s) requested: %s", (unsigned long long)job->pid, job->type_name,
              job->target_path);
-    uv_timer_start(&job->timer, job_on_deadline, a->dump_timeout_ms, 0);
+    uv_timer_start(&job->timer, job_on_deadline, agent_timeout(a, TIMEOUT_DUMP), 0);
     /* Look for the file while the runtime writes it: it is streamed as it grows. */
     uv_timer_start(&job->tail, job_on_tail, DUMP_POLL_MS, DUMP_POLL_MS);
     op_set_state(&a->ops, op, OP_RUNNING, NULL, NULL);

@@ -43,10 +43,7 @@
 
 static const char cat[] = "dotmon.gcdump";
 
-#define GCDUMP_PROVIDER         "Microsoft-Windows-DotNETRuntime"
-#define GCDUMP_START_TIMEOUT_MS 5000
-/* After StopTracing the runtime flushes what its buffer holds: bounded like a trace's rundown. */
-#define GCDUMP_STOP_TIMEOUT_MS 60000
+#define GCDUMP_PROVIDER "Microsoft-Windows-DotNETRuntime"
 /* Sessions still closing in the background that may exist beyond the limits (api_trace.c). */
 #define GCDUMP_SESSION_SLACK 8u
 #define GCDUMP_HIGH_WATER    ((size_t)1024 * 1024)
@@ -265,7 +262,9 @@ static void job_stop_session(struct gcdump_job *job)
     }
     job->stopping = true;
     uv_timer_stop(&job->timer);
-    ipc_session_stop(job->sess, GCDUMP_STOP_TIMEOUT_MS);
+    /* After StopTracing the runtime flushes what its buffer holds: bounded like a trace's
+     * rundown. */
+    ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_GCDUMP_STOP));
 }
 
 /* GCDump:TimeoutSeconds without the induced GC's end: stop; on_end answers 504. */
@@ -277,7 +276,8 @@ static void job_on_deadline(uv_timer_t *t)
     }
     job->timed_out = true;
     log_warn(cat, "gcdump of %llu: no end of the heap walk after %llu s; stopping the session",
-             (unsigned long long)job->pid, (unsigned long long)(job->a->gcdump_timeout_ms / 1000));
+             (unsigned long long)job->pid,
+             (unsigned long long)(agent_timeout(job->a, TIMEOUT_GCDUMP) / 1000));
     job_stop_session(job);
 }
 
@@ -293,7 +293,7 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
         (void)ipc_discovery_resume(job->a->disc, job->uid);
     }
     if (!job->stopping) {
-        uv_timer_start(&job->timer, job_on_deadline, job->a->gcdump_timeout_ms, 0);
+        uv_timer_start(&job->timer, job_on_deadline, agent_timeout(job->a, TIMEOUT_GCDUMP), 0);
     }
 }
 
@@ -501,7 +501,7 @@ static void job_on_graph(struct gcdump_job *job, int rc)
     if (job->timed_out) {
         snprintf(msg, sizeof(msg),
                  "the runtime did not finish the heap walk within %llu s (GCDump:TimeoutSeconds)",
-                 (unsigned long long)(job->a->gcdump_timeout_ms / 1000));
+                 (unsigned long long)(agent_timeout(job->a, TIMEOUT_GCDUMP) / 1000));
         job_fail(job, 504, "Timeout", msg);
     } else if (rc == AGENT_E_TRUNC) {
         char reason[160];
@@ -645,8 +645,9 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
                                            .disable_stackwalk = true,
                                            .providers = &prov,
                                            .provider_count = 1};
-    rc = ipc_session_start(a->loop, &a->sessions, &job->ep, &cfg, GCDUMP_START_TIMEOUT_MS,
-                           &session_callbacks, job, &job->sess);
+    rc = ipc_session_start(a->loop, &a->sessions, &job->ep, &cfg,
+                           agent_timeout(a, TIMEOUT_GCDUMP_START), &session_callbacks, job,
+                           &job->sess);
     if (rc != 0) {
         job->sess = NULL;
         char msg[200];
@@ -658,7 +659,8 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
         return 0;
     }
     log_info(cat, "gcdump of %llu requested (induced gen-2 GC; up to %llu s)",
-             (unsigned long long)p->pid, (unsigned long long)(a->gcdump_timeout_ms / 1000));
+             (unsigned long long)p->pid,
+             (unsigned long long)(agent_timeout(a, TIMEOUT_GCDUMP) / 1000));
     op_set_state(&a->ops, op, OP_RUNNING, NULL, NULL);
     return 0;
 }

@@ -19,7 +19,7 @@
  * 400 problem saying so and how to fix it. When the probe cannot tell (.NET 8 and older, a
  * timeout, a failure), or the assembly is loaded but no such provider logs (ClearProviders after
  * a default host builder), the session streams nothing until its duration ends; dotmon logs a
- * warning when no logging event has arrived after LOGS_QUIET_MS.
+ * warning when no logging event has arrived after Timeouts:LogsQuietMs.
  */
 #include "api.h"
 
@@ -47,15 +47,12 @@
 
 static const char cat[] = "dotmon.logs";
 
-#define MEL_PROVIDER     "Microsoft-Extensions-Logging"
-#define TPL_PROVIDER     "System.Threading.Tasks.TplEventSource"
-#define LOGS_BUFFER_MB   16
-#define START_TIMEOUT_MS 10000
-#define STOP_TIMEOUT_MS  10000
-#define SPECS_MAX        (16u * 1024u)
-#define LOGS_HIGH_WATER  (1024u * 1024u) /* pause the runtime's stream above this */
-#define LOGS_LOW_WATER   (256u * 1024u)
-#define LOGS_QUIET_MS    5000
+#define MEL_PROVIDER    "Microsoft-Extensions-Logging"
+#define TPL_PROVIDER    "System.Threading.Tasks.TplEventSource"
+#define LOGS_BUFFER_MB  16
+#define SPECS_MAX       (16u * 1024u)
+#define LOGS_HIGH_WATER (1024u * 1024u) /* pause the runtime's stream above this */
+#define LOGS_LOW_WATER  (256u * 1024u)
 /* Sessions still closing in the background (clients that left) beyond the running ones. */
 #define LOGS_SESSION_SLACK 8u
 /*
@@ -234,9 +231,9 @@ static void logs_on_quiet(uv_timer_t *t)
     ev_logs_get_stats(job->logs, &st);
     if (st.mel_events == 0) {
         log_warn(cat,
-                 "logs of %" PRIu64 ": no Microsoft-Extensions-Logging event in %d s; the app may "
-                 "have no EventSource logger (see the README, /logs)",
-                 job->pid, LOGS_QUIET_MS / 1000);
+                 "logs of %" PRIu64 ": no Microsoft-Extensions-Logging event in %llu ms; the app "
+                 "may have no EventSource logger (see the README, /logs)",
+                 job->pid, (unsigned long long)agent_timeout(job->a, TIMEOUT_LOGS_QUIET));
     }
 }
 
@@ -265,7 +262,7 @@ static void logs_started(void *ctx, uint64_t session_id, int version)
     if (job->duration_s >= 0 && !job->stopping) {
         uv_timer_start(&job->timer, logs_on_timer, (uint64_t)job->duration_s * 1000, 0);
     }
-    uv_timer_start(&job->quiet, logs_on_quiet, LOGS_QUIET_MS, 0);
+    uv_timer_start(&job->quiet, logs_on_quiet, agent_timeout(job->a, TIMEOUT_LOGS_QUIET), 0);
 }
 
 /* Ends the artifact: complete when the records are all valid, else failed (the response cut, or
@@ -507,8 +504,8 @@ static int logs_session_start(struct logs_job *job)
                                          .provider_count = 2};
     struct dsession_config cfg = {.collect = &collect,
                                   .admission = &job->a->sessions,
-                                  .start_timeout_ms = START_TIMEOUT_MS,
-                                  .stop_timeout_ms = STOP_TIMEOUT_MS};
+                                  .start_timeout_ms = agent_timeout(job->a, TIMEOUT_LOGS_START),
+                                  .stop_timeout_ms = agent_timeout(job->a, TIMEOUT_LOGS_STOP)};
     if (rc == 0) {
         rc = dsession_start(job->a->loop, &job->ep, &cfg, &logs_consumer, job, &job->ds);
     }
@@ -709,7 +706,8 @@ static int logs_start(struct agent *a, const struct artifact_origin *o, const st
     op->control.cancel = logs_cancel;
     op->ctx = job;
     artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
-    rc = logs_probe_start(a, &job->ep, 0, logs_on_probe, job, &job->probe);
+    rc = logs_probe_start(a, &job->ep, agent_timeout(a, TIMEOUT_LOGS_PROBE), logs_on_probe, job,
+                          &job->probe);
     if (rc != 0) {
         log_info(cat, "logs of %" PRIu64 ": no loader-rundown probe (%s); streaming", p->pid,
                  agent_strerror(rc));

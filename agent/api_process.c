@@ -170,8 +170,8 @@ void api_env(struct agent *a, struct http_request *req)
     er->pid = p->pid;
     er->vars = vars;
     struct ipc_endpoint ep = ipc_process_endpoint(p);
-    int rc = ipc_env_request(a->loop, &ep, a->ipc_timeout_ms, ENV_MAX_REPLY, env_add_entry,
-                             env_on_result, er, &er->x);
+    int rc = ipc_env_request(a->loop, &ep, agent_timeout(a, TIMEOUT_IPC_EXCHANGE), ENV_MAX_REPLY,
+                             env_add_entry, env_on_result, er, &er->x);
     if (rc != 0) {
         cJSON_Delete(vars);
         free(er);

@@ -51,8 +51,6 @@ static const char cat[] = "dotmon.profile";
 #define PROFILE_DEFAULT_S       10
 #define PROFILE_MAX_S           300
 #define PROFILE_DEFAULT_TOP     25
-#define PROFILE_START_TIMEOUT   5000
-#define PROFILE_STOP_TIMEOUT    120000
 #define PROFILE_SESSION_SLACK   8u
 #define PROFILE_BUDGET_PCT      50u /* a profile may take this share of the memory budget */
 #define PROFILE_SUPPORTED_KINDS "cpu, alloc, exceptions, contention, gc"
@@ -137,7 +135,7 @@ static void job_stop(void *ctx)
     }
     uv_timer_stop(&job->timer);
     if (job->sess != NULL) {
-        ipc_session_stop(job->sess, PROFILE_STOP_TIMEOUT);
+        ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_PROFILE_STOP));
     }
 }
 
@@ -555,8 +553,9 @@ void api_profile_get(struct agent *a, struct http_request *req)
     op->ctx = job;
     artifact_accept(job->out);
     struct ipc_endpoint ep = ipc_process_endpoint(p);
-    int rc = ipc_session_start(a->loop, &a->sessions, &ep, &job->tc.collect, PROFILE_START_TIMEOUT,
-                               &session_callbacks, job, &job->sess);
+    int rc = ipc_session_start(a->loop, &a->sessions, &ep, &job->tc.collect,
+                               agent_timeout(a, TIMEOUT_PROFILE_START), &session_callbacks, job,
+                               &job->sess);
     if (rc != 0) {
         job_fail(job, 502, "RuntimeUnreachable", agent_strerror(rc));
         job_maybe_free(job);

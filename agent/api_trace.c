@@ -65,9 +65,7 @@ static const char cat[] = "dotmon.trace";
 #define TRACE_HIGH_WATER (1024u * 1024u)
 #define TRACE_LOW_WATER  (256u * 1024u)
 /* Reads at least this big go to the client without a copy. */
-#define TRACE_ZERO_COPY_MIN    ((size_t)16 * 1024)
-#define TRACE_START_TIMEOUT_MS 5000
-#define TRACE_STOP_TIMEOUT_MS  120000 /* Trace:StopTimeoutSeconds' default */
+#define TRACE_ZERO_COPY_MIN ((size_t)16 * 1024)
 /*
  * format=ndjson: the converter's schemas are charged to a share of the memory budget of the
  * request's own: 1/8 of the budget, at least 4 MiB; 32 MiB when dotmon has no budget.
@@ -141,8 +139,7 @@ static void job_maybe_free(struct trace_job *job);
  */
 static uint64_t stop_timeout_ms(const struct trace_job *job)
 {
-    return job->a->trace_stop_timeout_ms > 0 ? job->a->trace_stop_timeout_ms
-                                             : TRACE_STOP_TIMEOUT_MS;
+    return agent_timeout(job->a, TIMEOUT_TRACE_STOP); /* Trace:StopTimeoutSeconds */
 }
 
 /* The verdict as the operation status shows it. */
@@ -640,7 +637,8 @@ static void job_on_retry(uv_timer_t *t)
         return;
     }
     int rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &job->tc.collect,
-                               TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
+                               agent_timeout(job->a, TIMEOUT_TRACE_START), &session_callbacks, job,
+                               &job->sess);
     if (rc == 0 && job->stopping) {
         ipc_session_stop(job->sess, stop_timeout_ms(job)); /* stopped while the retry waited */
     }
@@ -950,7 +948,8 @@ static int start_trace(struct agent *a, const struct artifact_origin *o,
     artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
     rc = rc != 0 ? rc
                  : ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
-                                     TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
+                                     agent_timeout(a, TIMEOUT_TRACE_START), &session_callbacks, job,
+                                     &job->sess);
     if (rc != 0) {
         char detail[160];
         snprintf(detail, sizeof(detail), "cannot start a trace session with process %llu: %s",
@@ -1086,7 +1085,8 @@ int api_trace_ring_start(struct agent *a, const struct ipc_process *p, struct tr
     job->ring_on_end = on_end;
     job->ring_ud = ud;
     rc = ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
-                           TRACE_START_TIMEOUT_MS, &session_callbacks, job, &job->sess);
+                           agent_timeout(a, TIMEOUT_TRACE_START), &session_callbacks, job,
+                           &job->sess);
     if (rc != 0) {
         job->sess = NULL;
         job->ring_on_end = NULL;

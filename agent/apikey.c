@@ -28,8 +28,6 @@ static const char cat[] = "dotmon.auth";
 
 #define TEMP_KEY_LIFETIME_S (7 * 86400)
 #define KEY_PREFIX          "Authentication:MonitorApiKey:"
-#define WATCH_DEBOUNCE_MS   200
-#define WATCH_POLL_MS       2000
 
 /* One watched source: a file (base set) or every file of a folder (key-per-file: base NULL). */
 struct watch_point {
@@ -292,11 +290,13 @@ static void on_debounce(uv_timer_t *t)
     }
 }
 
-/* The reload runs WATCH_DEBOUNCE_MS after the first change of a burst, however long it lasts. */
+/* The reload runs Timeouts:KeyWatchDebounceMs after the first change of a burst, however long it
+ * lasts. */
 static void kick(struct apikey_watch *w)
 {
     if (!uv_is_active((uv_handle_t *)&w->debounce)) {
-        uv_timer_start(&w->debounce, on_debounce, WATCH_DEBOUNCE_MS, 0);
+        uv_timer_start(&w->debounce, on_debounce, agent_timeout(w->a, TIMEOUT_KEY_WATCH_DEBOUNCE),
+                       0);
     }
 }
 
@@ -390,13 +390,14 @@ static void start_point(struct agent *a, struct watch_point *pt)
     pt->w->open += 2;
     int rc = uv_fs_event_start(&pt->event, on_event, pt->dir, 0);
     if (rc != 0) {
-        log_warn(cat, "cannot watch %s for changes (%s); polling it every %d s instead", pt->dir,
-                 uv_strerror(rc), WATCH_POLL_MS / 1000);
+        log_warn(cat, "cannot watch %s for changes (%s); polling it every %llu ms instead", pt->dir,
+                 uv_strerror(rc), (unsigned long long)agent_timeout(a, TIMEOUT_KEY_WATCH_POLL));
     }
     char path[4096];
     snprintf(path, sizeof(path), "%s%s%s", pt->dir, pt->base != NULL ? "/" : "",
              pt->base != NULL ? pt->base : "");
-    rc = uv_fs_poll_start(&pt->poll, on_poll, path, WATCH_POLL_MS);
+    rc = uv_fs_poll_start(&pt->poll, on_poll, path,
+                          (unsigned)agent_timeout(a, TIMEOUT_KEY_WATCH_POLL));
     if (rc != 0) {
         log_warn(cat, "cannot poll %s: %s", path, uv_strerror(rc));
     }

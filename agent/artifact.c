@@ -583,7 +583,9 @@ static int begin_egress(struct artifact *art, const char *content_type, const ch
                                     .content_type = content_type,
                                     .on_ready = art_on_ready,
                                     .on_done = art_on_done,
-                                    .ud = art};
+                                    .ud = art,
+                                    .idle_ms = agent_timeout(art->a, TIMEOUT_EGRESS_IDLE),
+                                    .total_ms = agent_timeout(art->a, TIMEOUT_EGRESS_REQUEST)};
         rc = egress_open(art->a->loop, p, &rq, &art->target);
         snprintf(why, sizeof(why), "cannot start the upload of %s: %s", filename,
                  agent_strerror(rc));

@@ -154,7 +154,7 @@ int logs_probe_start(struct agent *a, const struct ipc_endpoint *ep, uint64_t ti
     p->cb = cb;
     p->ud = ud;
     p->started_ms = uv_now(a->loop);
-    uint64_t budget = timeout_ms > 0 ? timeout_ms : LOGS_PROBE_TIMEOUT_MS;
+    uint64_t budget = timeout_ms > 0 ? timeout_ms : agent_timeout(a, TIMEOUT_LOGS_PROBE);
     /* Keywords 0 at Critical: of the runtime's events only keyword-less critical ones, which a
      * healthy runtime does not write (none in the probes of tests/fixtures/events). */
     struct ipc_provider prov = {.name = RUNTIME_PROVIDER, .keywords = 0, .level = 1};

@@ -20,9 +20,6 @@
 
 #include "ipc_client.h"
 
-/* The probe's whole budget: connect, start, StopTracing and the stream to its end. */
-#define LOGS_PROBE_TIMEOUT_MS 3000
-
 enum logs_probe_verdict {
     LOGS_PROBE_EVENTSOURCE = 0, /* Microsoft.Extensions.Logging.EventSource.dll is loaded */
     LOGS_PROBE_NO_EVENTSOURCE,  /* Microsoft.Extensions.Logging.dll is, the EventSource one not */
@@ -45,7 +42,8 @@ struct agent;
 struct logs_probe;
 
 /*
- * Starts a probe of the runtime at ep (copied). timeout_ms bounds it (0: LOGS_PROBE_TIMEOUT_MS).
+ * Starts a probe of the runtime at ep (copied). timeout_ms bounds it all: connect,
+ * start, StopTracing and the stream to its end (0: Timeouts:LogsProbeMs).
  * 0 and *out (cb follows), or the error of dsession_start (nothing follows).
  */
 int logs_probe_start(struct agent *a, const struct ipc_endpoint *ep, uint64_t timeout_ms,

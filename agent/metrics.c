@@ -25,9 +25,6 @@
 
 static const char cat[] = "dotmon.metrics";
 
-#define BACKOFF_MIN_MS 1000
-#define BACKOFF_MAX_MS 60000
-
 /* Each process's series may hold 1/SHARE_DIV of dotmon's memory budget (at least SHARE_MIN), or
  * SHARE_UNLIMITED when there is no budget: one runtime cannot take the memory of the others. */
 #define SHARE_DIV       8u
@@ -168,9 +165,9 @@ static void mproc_on_end(void *ud, int status, const char *reason)
         return;
     }
     set_reason(mp, "%s", reason);
-    mp->backoff_ms = mp->backoff_ms == 0 ? BACKOFF_MIN_MS : mp->backoff_ms * 2;
-    if (status == AGENT_E_PROTO || mp->backoff_ms > BACKOFF_MAX_MS) {
-        mp->backoff_ms = BACKOFF_MAX_MS;
+    mp->backoff_ms = timeouts_backoff_next(&mp->m->a->timeouts, mp->backoff_ms);
+    if (status == AGENT_E_PROTO) {
+        mp->backoff_ms = agent_timeout(mp->m->a, TIMEOUT_BACKOFF_MAX);
     }
     log_info(cat, "metrics of %" PRIu64 " (uid %s): %s; next try in %" PRIu64 " ms", mp->pid,
              mp->uid, reason, mp->backoff_ms);
@@ -220,7 +217,7 @@ static void mproc_start(struct mproc *mp)
     if (rc != 0) {
         set_reason(mp, "cannot start a session: %s", agent_strerror(rc));
         log_info(cat, "metrics of %" PRIu64 " (uid %s): %s", mp->pid, mp->uid, mp->reason);
-        mproc_wait(mp, BACKOFF_MAX_MS);
+        mproc_wait(mp, agent_timeout(m->a, TIMEOUT_BACKOFF_MAX));
         return;
     }
     mp->state = MP_STARTING;

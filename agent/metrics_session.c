@@ -21,12 +21,10 @@
 
 static const char cat[] = "dotmon.metrics";
 
-#define METER_PROVIDER   "System.Diagnostics.Metrics"
-#define RUNTIME          "System.Runtime"
-#define BUFFER_MB        16
-#define START_TIMEOUT_MS 10000
-#define STOP_TIMEOUT_MS  10000
-#define ARGS_MAX         4096
+#define METER_PROVIDER "System.Diagnostics.Metrics"
+#define RUNTIME        "System.Runtime"
+#define BUFFER_MB      16
+#define ARGS_MAX       4096
 
 /* dotnet-monitor's default EventCounters providers (MonitoringSourceConfiguration). */
 static const char *const default_counter_providers[] = {RUNTIME, "Microsoft.AspNetCore.Hosting",
@@ -573,8 +571,8 @@ int msession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                                          .provider_count = nprov};
         struct dsession_config dc = {.collect = &cfg,
                                      .admission = &a->metric_sessions,
-                                     .start_timeout_ms = START_TIMEOUT_MS,
-                                     .stop_timeout_ms = STOP_TIMEOUT_MS};
+                                     .start_timeout_ms = agent_timeout(a, TIMEOUT_METRICS_START),
+                                     .stop_timeout_ms = agent_timeout(a, TIMEOUT_METRICS_STOP)};
         rc = dsession_start(a->loop, ep, &dc, &ms_consumer, s, &s->ds);
     }
     buf_fini(&args);

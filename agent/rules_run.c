@@ -31,9 +31,7 @@
 
 static const char cat[] = "dotmon.rules";
 
-#define BACKOFF_MIN_MS 1000
-#define BACKOFF_MAX_MS 60000
-#define ENV_MAX_REPLY  ((size_t)4 * 1024 * 1024)
+#define ENV_MAX_REPLY ((size_t)4 * 1024 * 1024)
 
 struct rinst;
 
@@ -423,8 +421,8 @@ static int env_start(struct raction *ac, const struct rules_step *st, struct buf
     }
     int rc;
     if (ac->type == RULES_ACTION_GET_ENVIRONMENT_VARIABLE) {
-        rc = ipc_env_request(r->a->loop, &ac->ri->p->ep, r->a->ipc_timeout_ms, ENV_MAX_REPLY,
-                             env_on_var, env_on_done, ac, &ac->env);
+        rc = ipc_env_request(r->a->loop, &ac->ri->p->ep, agent_timeout(r->a, TIMEOUT_IPC_EXCHANGE),
+                             ENV_MAX_REPLY, env_on_var, env_on_done, ac, &ac->env);
     } else {
         uint8_t msg[IPC_MESSAGE_MAX];
         struct ipc_wr w;
@@ -432,7 +430,8 @@ static int env_start(struct raction *ac, const struct rules_step *st, struct buf
         rc = ipc_cmd_set_env(&w, st->env_name, st->env_value != NULL ? st->env_value : "");
         rc = rc ? rc
                 : ipc_exchange_start(r->a->loop, &ac->ri->p->ep, msg, w.len, IPC_EXCHANGE_SIMPLE,
-                                     r->a->ipc_timeout_ms, 0, setenv_on_done, ac, &ac->xc);
+                                     agent_timeout(r->a, TIMEOUT_IPC_EXCHANGE), 0, setenv_on_done,
+                                     ac, &ac->xc);
     }
     if (rc != 0) {
         buf_printf(why, "cannot reach the process: %s", agent_strerror(rc));
@@ -869,9 +868,9 @@ static void ri_on_end(void *ud, int status, const char *reason)
         ri_sync(ri);
         return;
     }
-    ri->backoff_ms = ri->backoff_ms == 0 ? BACKOFF_MIN_MS : ri->backoff_ms * 2;
-    if (status == AGENT_E_PROTO || ri->backoff_ms > BACKOFF_MAX_MS) {
-        ri->backoff_ms = BACKOFF_MAX_MS;
+    ri->backoff_ms = timeouts_backoff_next(&ri->r->a->timeouts, ri->backoff_ms);
+    if (status == AGENT_E_PROTO) {
+        ri->backoff_ms = agent_timeout(ri->r->a, TIMEOUT_BACKOFF_MAX);
     }
     log_info(cat,
              "collection rule %s of process %" PRIu64 ": trigger session: %s; next try in %" PRIu64
@@ -899,9 +898,7 @@ static void ri_on_ring_end(void *ud, int status, const char *reason)
 {
     struct rinst *ri = ud;
     ri->ring = NULL;
-    ri->ring_backoff_ms = ri->ring_backoff_ms == 0 ? BACKOFF_MIN_MS : ri->ring_backoff_ms * 2;
-    ri->ring_backoff_ms =
-        ri->ring_backoff_ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ri->ring_backoff_ms;
+    ri->ring_backoff_ms = timeouts_backoff_next(&ri->r->a->timeouts, ri->ring_backoff_ms);
     ri->ring_not_before = now_ms(ri->r) + (int64_t)ri->ring_backoff_ms;
     log_info(cat,
              "collection rule %s of process %" PRIu64 ": ring session ended (%s: %s); next try in "
@@ -973,8 +970,7 @@ static void ri_on_kick(uv_timer_t *t)
                      : msession_start(ri->p->r->a, &ri->p->ep, ri->p->major, &ri->f, &ri_callbacks,
                                       ri, &ri->sess);
         if (rc != 0) {
-            ri->backoff_ms = ri->backoff_ms == 0 ? BACKOFF_MIN_MS : ri->backoff_ms * 2;
-            ri->backoff_ms = ri->backoff_ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ri->backoff_ms;
+            ri->backoff_ms = timeouts_backoff_next(&ri->r->a->timeouts, ri->backoff_ms);
             log_info(cat,
                      "collection rule %s of process %" PRIu64
                      ": cannot start the trigger session: %s; next try in %" PRIu64 " ms",

@@ -27,8 +27,6 @@ static const char cat[] = "dotmon.rules";
 
 #define DIAGNOSTIC_SOURCE "Microsoft-Diagnostics-DiagnosticSource"
 #define ASPNET_HOSTING    "Microsoft.AspNetCore.Hosting"
-#define START_TIMEOUT_MS  10000
-#define STOP_TIMEOUT_MS   10000
 /*
  * What a trigger session holds from its runtime (DiagnosticSource schemas, their index by
  * id, the UTF-8 scratch of one payload) is charged to a share of its own with this cap, and to
@@ -316,8 +314,8 @@ int tsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
         nettrace_set_event_cb(&s->ck, hs_on_event, s);
         struct dsession_config dc = {.collect = &tc.collect,
                                      .admission = &a->metric_sessions,
-                                     .start_timeout_ms = START_TIMEOUT_MS,
-                                     .stop_timeout_ms = STOP_TIMEOUT_MS};
+                                     .start_timeout_ms = agent_timeout(a, TIMEOUT_TRIGGER_START),
+                                     .stop_timeout_ms = agent_timeout(a, TIMEOUT_TRIGGER_STOP)};
         rc = dsession_start(a->loop, ep, &dc, &hs_consumer, s, &s->ds);
     }
     trace_config_fini(&tc);

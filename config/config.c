@@ -561,6 +561,7 @@ static const char *const known_keys[] = {
     "DiagnosticPort:MaxConnections",
     "DiagnosticPort:TrustedUids",
     "DiagnosticPort:TrustedUids:*",
+    "Timeouts:*", /* timeouts.c refuses a name that is not in its table */
 };
 
 /* Sections read whole (every key under them is dotmon's): collection rules (rules_run.c). */

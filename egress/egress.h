@@ -107,6 +107,10 @@ struct egress_request {
     egress_ready_cb on_ready;
     egress_done_cb on_done;
     void *ud;
+    /* S3: one HTTP request fails after idle_ms without a byte moving (0 → 30 s) or total_ms in
+     * all (0 → 900 s: a 5 GiB part at ~6 MB/s); the file store has none. */
+    uint64_t idle_ms;
+    uint64_t total_ms;
 };
 
 /*

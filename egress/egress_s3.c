@@ -38,8 +38,8 @@
  * inside egress_write/finish/abort).
  */
 
-#define IDLE_MS     30000u     /* no byte moved for this long: the attempt failed */
-#define TOTAL_MS    900000u    /* one request, all in (a 5 GiB part at ~6 MB/s) */
+#define IDLE_MS     30000u     /* default: no byte moved for this long, the attempt failed */
+#define TOTAL_MS    900000u    /* default: one request, all in (a 5 GiB part at ~6 MB/s) */
 #define RESP_MAX    (1u << 20) /* XML answers are small */
 #define LOG_CAT     "Egress"
 #define DEFAULT_REG "us-east-1"
@@ -58,6 +58,7 @@ struct s3_target {
     char *path; /* decoded, signed: "/bucket/key" or "/key" */
     char *region, *access_key_id, *secret, *token, *content_type;
     uint64_t presign_s, part_base;
+    uint64_t idle_ms, total_ms; /* each HTTP request's bounds (egress_request's, or defaults) */
     struct ehttp_tls *tls;
     egress_ready_cb on_ready;
     egress_done_cb on_done;
@@ -381,8 +382,8 @@ static int send_op(struct s3_target *t, enum s3_op op)
                                nh + 1,
                                r.body,
                                r.body_len,
-                               IDLE_MS,
-                               TOTAL_MS,
+                               t->idle_ms,
+                               t->total_ms,
                                RESP_MAX};
     if (rc == 0) {
         rc = ehttp_start(t->loop, &rq, on_response, t, &t->conn);
@@ -822,6 +823,8 @@ int egress_s3_open(uv_loop_t *loop, const struct egress_s3_options *o,
     t->on_done = rq->on_done;
     t->ud = rq->ud;
     t->presign_s = o->presign_s;
+    t->idle_ms = rq->idle_ms > 0 ? rq->idle_ms : IDLE_MS;
+    t->total_ms = rq->total_ms > 0 ? rq->total_ms : TOTAL_MS;
     t->part_base = o->part_size != 0 ? o->part_size : S3_DEFAULT_PART;
     buf_init(&t->cur, 0);
     buf_init(&t->sending, 0);

@@ -42,8 +42,9 @@
 #define NEWEST_VERSION           5
 #define DEFAULT_START_TIMEOUT_MS 5000
 #define DEFAULT_STOP_TIMEOUT_MS  60000
-/* Bound on the background work after on_end or abort (reading a start reply, StopTracing). */
-#define CLEANUP_TIMEOUT_MS 10000
+/* Bound on the background work after on_end or abort (reading a start reply, StopTracing) when
+ * the admission sets none. */
+#define DEFAULT_CLEANUP_TIMEOUT_MS 10000
 /* A start reply is 24 (Error) or 28 (OK + id) bytes; anything announcing more is not a runtime. */
 #define REPLY_CAP 1024
 
@@ -97,6 +98,7 @@ struct ipc_session {
     void *ud;
     struct ipc_endpoint ep;            /* owned copy */
     struct ipc_session_admission *adm; /* counts this session until it is freed */
+    uint64_t cleanup_timeout_ms;       /* adm's at the start, or the default */
     /* The read buffer (READ_BUF_SIZE), handed out whole by on_alloc; allocated again only after
      * on_data took it (ipc_session_take_buffer). */
     uint8_t *rbuf;
@@ -400,9 +402,9 @@ static void s_cleanup(struct ipc_session *s, bool need_stop)
     case S_STREAMING:
         if (need_stop && !s->stop_sent) {
             /* A fresh bound: the id may have come late in the previous one (a slow reply). */
-            s->cleanup_deadline = deadline_after(s, CLEANUP_TIMEOUT_MS);
+            s->cleanup_deadline = deadline_after(s, s->cleanup_timeout_ms);
             s->cleanup_expired = false;
-            int rc = s_send_stop(s, CLEANUP_TIMEOUT_MS);
+            int rc = s_send_stop(s, s->cleanup_timeout_ms);
             if (rc != 0) {
                 log_warn(LOG_CAT, "cannot send StopTracing for session 0x%llx: %s",
                          (unsigned long long)s->session_id, agent_strerror(rc));
@@ -433,7 +435,7 @@ static void s_end(struct ipc_session *s, int status, uint32_t hresult, bool need
         return;
     }
     s->ended = true;
-    s->cleanup_deadline = deadline_after(s, CLEANUP_TIMEOUT_MS);
+    s->cleanup_deadline = deadline_after(s, s->cleanup_timeout_ms);
     s->cb.on_end(s->ud, status, hresult);
     s_cleanup(s, need_stop);
 }
@@ -451,9 +453,9 @@ static void s_on_timer(uv_timer_t *t)
         s->cleanup_expired = true;
         if (s->state == S_DRAINING) {
             log_warn(LOG_CAT,
-                     "session 0x%llx: the runtime did not close the stream within %d ms "
+                     "session 0x%llx: the runtime did not close the stream within %llu ms "
                      "of StopTracing; closing it",
-                     (unsigned long long)s->session_id, CLEANUP_TIMEOUT_MS);
+                     (unsigned long long)s->session_id, (unsigned long long)s->cleanup_timeout_ms);
         }
         s_close_pipe(s);
         if (s->stop_x != NULL) {
@@ -781,6 +783,8 @@ int ipc_session_start(uv_loop_t *loop, struct ipc_session_admission *adm,
     s->req_cap = w.len;
     s->loop = loop;
     s->adm = adm;
+    s->cleanup_timeout_ms =
+        adm->cleanup_timeout_ms > 0 ? adm->cleanup_timeout_ms : DEFAULT_CLEANUP_TIMEOUT_MS;
     s->cb = *cb;
     s->ud = ud;
     s->start_timeout_ms = start_timeout_ms > 0 ? start_timeout_ms : DEFAULT_START_TIMEOUT_MS;
@@ -863,7 +867,7 @@ void ipc_session_abort(struct ipc_session *s)
     }
     s->ended = true;
     s->aborted = true;
-    s->cleanup_deadline = deadline_after(s, CLEANUP_TIMEOUT_MS);
+    s->cleanup_deadline = deadline_after(s, s->cleanup_timeout_ms);
     s_cleanup(s, true);
 }
 

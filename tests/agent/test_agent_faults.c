@@ -13,8 +13,8 @@
  *     502 Bad Gateway, problem+json, in well under a second;
  *   - a runtime that stays silent (a header and nothing more, a drip that never completes the
  *     reply, a connection never read, a size field far beyond the bytes sent): 504 Gateway
- *     Timeout, problem+json, when dotmon's timeout for that exchange runs out (ProcessEnvironment
- *     3 s, CollectTracing 5 s, GenerateCoreDump Dump:TimeoutSeconds, 2 s here);
+ *     Timeout, problem+json, when dotmon's timeout for that exchange runs out (ProcessEnvironment,
+ *     CollectTracing, GenerateCoreDump: T_EXCHANGE_MS here, 3-300 s in production);
  *   - a trace stream that the runtime drops in the middle: the 200 response is cut without its
  *     last chunk (the client sees an incomplete transfer), the operation is Failed/TraceTruncated;
  *   - a bad answer to StopTracing after the stream ended properly: the trace is complete and
@@ -25,6 +25,9 @@
  * returns to what it was (except the GenerateCoreDump exchange dotmon deliberately keeps open
  * after a 504 so that it can delete a late dump file, bounded by Dump:TimeoutSeconds + 600 s), and
  * the runtime's trace sessions end.
+ *
+ * dotmon runs with short timeouts (Timeouts:<Name>Ms, agent/timeouts.h) so that the cases take
+ * well under a second each instead of waiting out the production values.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -50,13 +53,42 @@
 #define WATCHDOG_S 900
 /*
  * /processes and /env of the healthy runtime while a fault is in progress (scaled). A loop held
- * by a faulty runtime shows as the fault's own timeout (3 s and more); answers take ~1-20 ms. The
- * bound sits between the two with room for a loaded 2-core machine (250 ms failed once in CI).
+ * by a faulty runtime shows as the fault's own timeout (T_EXCHANGE_MS and more); answers take
+ * ~1-20 ms. The bound sits between the two with room for a loaded 2-core machine (250 ms failed
+ * once in CI).
  */
 #define HEALTHY_MAX_MS 1000
 
+/*
+ * dotmon's timeouts here. The exchanges whose faults run while the healthy side is timed (IPC
+ * exchanges and probes, CollectTracing, GenerateCoreDump, the logs probe) keep a bound above
+ * HEALTHY_MAX_MS, so that a healthy request held behind the faulty one still shows; the others
+ * (the cleanup after a session's end, the stop timeout, discovery's retry and liveness periods)
+ * are a few hundred milliseconds.
+ */
+#define T_EXCHANGE_MS 1500 /* Timeouts:IpcExchangeMs, TraceStartMs, DumpMs, LogsProbeMs */
+#define T_CLEANUP_MS  300  /* Timeouts:SessionCleanupMs */
+#define T_STOP_MS     300  /* Timeouts:TraceStopMs (test_faults_stop_never_ends) */
+#define T_RESCAN_MS   300  /* Timeouts:DiscoveryRescanMs: also the first retry of a failed probe */
+#define T_LIVENESS_MS 250  /* Timeouts:DiscoveryLivenessMs */
+#define STR_(x)       #x
+#define STR(x)        STR_(x)
+#define TIMEOUTS_ENV                                                                               \
+    "DotnetMonitor_Timeouts__IpcExchangeMs=" STR(T_EXCHANGE_MS),                                   \
+        "DotnetMonitor_Timeouts__TraceStartMs=" STR(T_EXCHANGE_MS),                                \
+        "DotnetMonitor_Timeouts__DumpMs=" STR(T_EXCHANGE_MS),                                      \
+        "DotnetMonitor_Timeouts__LogsProbeMs=" STR(T_EXCHANGE_MS),                                 \
+        "DotnetMonitor_Timeouts__SessionCleanupMs=" STR(T_CLEANUP_MS),                             \
+        "DotnetMonitor_Timeouts__DiscoveryRescanMs=" STR(T_RESCAN_MS),                             \
+        "DotnetMonitor_Timeouts__DiscoveryLivenessMs=" STR(T_LIVENESS_MS)
+/* A timeout's answer: not before it (less 100 ms of timer slack), within it + margin (scaled). */
+#define AT_LEAST(t) ((t)-100)
+#define AT_MOST(t)  ((t) + 1000)
+/* Descriptors back after a session's end: its cleanup bound + margin (scaled). */
+#define FD_SETTLE_MS (T_CLEANUP_MS + 2700)
+
 static const char *const no_auth[] = {"--no-auth", NULL};
-static const char *const dm_env[] = {"DotnetMonitor_Dump__TimeoutSeconds=2", NULL};
+static const char *const dm_env[] = {TIMEOUTS_ENV, NULL};
 
 /* ---- the fake runtime on its own loop thread ------------------------------------------------ */
 
@@ -444,12 +476,12 @@ static void test_faults_env(void **state)
         {FAKE_FAULT_BAD_MAGIC, 0, 502, 0, 1000, 0, 3000},
         {FAKE_FAULT_TRUNCATED, 0, 502, 0, 1000, 0, 3000},
         /* 0xFFFF is within the IPC message limit: dotmon waits for the rest, then times out. */
-        {FAKE_FAULT_OVERSIZED, 0, 504, 2900, 4500, 0, 3000},
+        {FAKE_FAULT_OVERSIZED, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 0, 3000},
         /* A size field below the header size is not a message at all. */
         {FAKE_FAULT_OVERSIZED, 8, 502, 0, 1000, 0, 3000},
-        {FAKE_FAULT_HEADER_ONLY, 0, 504, 2900, 4500, 0, 3000},
-        {FAKE_FAULT_DRIP, 0, 504, 2900, 4500, 0, 3000},
-        {FAKE_FAULT_NO_READ, 0, 504, 2900, 4500, 0, 3000},
+        {FAKE_FAULT_HEADER_ONLY, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 0, 3000},
+        {FAKE_FAULT_DRIP, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 0, 3000},
+        {FAKE_FAULT_NO_READ, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 0, 3000},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         run_simple_case(&w, "env", 0x04, 0x02, &cases[i], "/env?pid=", "");
@@ -470,15 +502,16 @@ static void test_faults_dump(void **state)
 {
     struct world w;
     world_start(&w, *state);
-    /* Dump:TimeoutSeconds=2. After a 504 dotmon keeps the exchange open (one descriptor) for up
-     * to 600 s more, so that it can delete a file the runtime finishes late. */
+    /* Dump:TimeoutSeconds (Timeouts:DumpMs) T_EXCHANGE_MS. After a 504 dotmon keeps the
+     * exchange open (one descriptor) for up to 600 s more, so that it can delete a file the
+     * runtime finishes late. */
     static const struct expect cases[] = {
         {FAKE_FAULT_BAD_MAGIC, 0, 502, 0, 1000, 0, 3000},
         {FAKE_FAULT_TRUNCATED, 0, 502, 0, 1000, 0, 3000},
-        {FAKE_FAULT_OVERSIZED, 0, 504, 1900, 3500, 1, 3000},
-        {FAKE_FAULT_HEADER_ONLY, 0, 504, 1900, 3500, 1, 3000},
-        {FAKE_FAULT_DRIP, 0, 504, 1900, 3500, 1, 3000},
-        {FAKE_FAULT_NO_READ, 0, 504, 1900, 3500, 1, 3000},
+        {FAKE_FAULT_OVERSIZED, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 1, 3000},
+        {FAKE_FAULT_HEADER_ONLY, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 1, 3000},
+        {FAKE_FAULT_DRIP, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 1, 3000},
+        {FAKE_FAULT_NO_READ, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 1, 3000},
     };
     char target[64];
     snprintf(target, sizeof(target), "/dump?pid=%d&type=Mini", (int)w.fake_pid);
@@ -526,12 +559,15 @@ static void test_faults_collect(void **state)
         {FAKE_FAULT_TRUNCATED, 0, 502, 0, 1500, 0, 3000},
         /* A session reply is 28 bytes; dotmon refuses anything announcing over 1 KiB at once. */
         {FAKE_FAULT_OVERSIZED, 0, 502, 0, 1000, 0, 3000},
-        /* After the 504 dotmon keeps reading for up to 10 s (its cleanup bound): a reply that
-         * still comes would name a session it must stop. */
-        {FAKE_FAULT_OVERSIZED, 100, 504, 4900, 6500, 0, 12000},
-        {FAKE_FAULT_HEADER_ONLY, 0, 504, 4900, 6500, 0, 12000},
-        {FAKE_FAULT_DRIP, 0, 504, 4900, 6500, 0, 12000},
-        {FAKE_FAULT_NO_READ, 0, 504, 4900, 6500, 0, 12000},
+        /* After the 504 dotmon keeps reading for up to its cleanup bound (10 s in production): a
+         * reply that still comes would name a session it must stop. */
+        {FAKE_FAULT_OVERSIZED, 100, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 0,
+         FD_SETTLE_MS},
+        {FAKE_FAULT_HEADER_ONLY, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 0,
+         FD_SETTLE_MS},
+        {FAKE_FAULT_DRIP, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 0, FD_SETTLE_MS},
+        {FAKE_FAULT_NO_READ, 0, 504, AT_LEAST(T_EXCHANGE_MS), AT_MOST(T_EXCHANGE_MS), 0,
+         FD_SETTLE_MS},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         run_simple_case(&w, "collect", 0x02, FAKE_ANY_ID, &cases[i],
@@ -622,7 +658,7 @@ static void test_faults_stop(void **state)
     world_start(&w, *state);
     /* The fake acts on the stop (end tag, stream closed) and then answers StopTracing badly:
      * the trace is complete, and the StopTracing exchange is released within dotmon's cleanup
-     * bound (10 s) even when the answer never completes. */
+     * bound (T_CLEANUP_MS here, 10 s in production) even when the answer never completes. */
     static const enum fake_fault_kind kinds[] = {FAKE_FAULT_BAD_MAGIC, FAKE_FAULT_TRUNCATED,
                                                  FAKE_FAULT_OVERSIZED, FAKE_FAULT_HEADER_ONLY,
                                                  FAKE_FAULT_DRIP};
@@ -636,7 +672,7 @@ static void test_faults_stop(void **state)
         struct req_thread t;
         req_spawn(&t, w.dm, "GET", "/trace?pid=%d&durationSeconds=1", (int)w.fake_pid);
         sample_until_done(&w, &t, true);
-        int fds1 = agent_test_wait_fds(w.dpid, fds0, 12000);
+        int fds1 = agent_test_wait_fds(w.dpid, fds0, FD_SETTLE_MS);
         fake_set_fault(w.ft, NULL);
         struct fake_snapshot s = fake_snap(w.ft);
         struct expect e = {.kind = kinds[i]};
@@ -688,7 +724,7 @@ static void test_faults_stop(void **state)
     sample_until_done(&w, &t, true);
     double cancel_ms = testenv_now_ms() - t0;
     fake_set_fault(w.ft, NULL); /* (liveness checks were not read either) */
-    int fds1 = agent_test_wait_fds(w.dpid, fds0, 12000);
+    int fds1 = agent_test_wait_fds(w.dpid, fds0, FD_SETTLE_MS);
     struct fake_snapshot s = fake_snap(w.ft);
     struct expect e = {.kind = FAKE_FAULT_NO_READ};
     print_case("stop", &e, &t, &w, fds0, fds1);
@@ -711,12 +747,13 @@ static void test_faults_stop(void **state)
 
 /*
  * The fake counts StopTracing and goes on streaming (FAKE_TRACE_NO_END), never closing. dotmon
- * runs with Trace:StopTimeoutSeconds 2 and RequestLimits:Trace:MaxConcurrency 1. A 1 s trace is
- * stopped at 1 s and, while it waits, holds the one trace slot (another /trace: 429). At the stop
- * timeout (1 + 2 s) the response is cut (every byte received kept), the operation ends Failed
- * (TraceTruncated, naming the stop timeout), and the slot is free at once: a new trace of the same
- * runtime starts (200, Running). The runtime's streams are closed by dotmon within its cleanup
- * bound (10 s after the timeout).
+ * runs with the stop timeout (Trace:StopTimeoutSeconds, Timeouts:TraceStopMs) T_STOP_MS and
+ * RequestLimits:Trace:MaxConcurrency 1. A 1 s trace is stopped at 1 s and, while it waits, holds
+ * the one trace slot (another /trace: 429). At the stop timeout (1 s + T_STOP_MS) the response is
+ * cut (every byte received kept), the operation ends Failed (TraceTruncated, naming the stop
+ * timeout), and the slot is free at once: a new trace of the same runtime starts (200, Running).
+ * The runtime's streams are closed by dotmon within its cleanup bound (T_CLEANUP_MS after the
+ * timeout).
  */
 static void test_faults_stop_never_ends(void **state)
 {
@@ -724,9 +761,9 @@ static void test_faults_stop_never_ends(void **state)
     testenv_watchdog(WATCHDOG_S);
     next_trace_fault = FAKE_TRACE_NO_END;
     struct fake_thread *ft = fake_start(env, 4343, NULL, 0);
-    static const char *const envs[] = {"DotnetMonitor_Trace__StopTimeoutSeconds=2",
-                                       "DotnetMonitor_RequestLimits__Trace__MaxConcurrency=1",
-                                       NULL};
+    static const char *const envs[] = {
+        TIMEOUTS_ENV, "DotnetMonitor_Timeouts__TraceStopMs=" STR(T_STOP_MS),
+        "DotnetMonitor_RequestLimits__Trace__MaxConcurrency=1", NULL};
     struct dotmon *dm = NULL;
     assert_int_equal(testenv_start_dotmon(env, no_auth, envs, &dm), 0);
     pid_t fake_pid = getpid();
@@ -740,7 +777,14 @@ static void test_faults_stop_never_ends(void **state)
         assert_true(testenv_now_ms() < end);
         testenv_sleep_ms(10);
     }
-    testenv_sleep_ms(1800); /* the duration ran out: StopTracing went out, and is ignored */
+    /* The duration runs out: StopTracing goes out, and is ignored. What follows happens within
+     * the stop timeout. */
+    end = testenv_now_ms() + testenv_timeout(5000);
+    while (fake_snap(ft).last.stops == 0) {
+        assert_true(testenv_now_ms() < end);
+        testenv_sleep_ms(5);
+    }
+    double stop_seen = testenv_now_ms();
     struct fake_snapshot s = fake_snap(ft);
     assert_int_equal(s.last.stops, 1);
     assert_true(s.last.stream_open);
@@ -754,6 +798,8 @@ static void test_faults_stop_never_ends(void **state)
     assert_int_equal(testenv_dotmon_request(dm, "GET", target, NULL, 0, &r), 0);
     assert_int_equal(r.status, 429); /* the slot is held while the stop is pending */
     httpc_resp_fini(&r);
+    fprintf(stderr, "  stop pending: Stopping and 429 seen %.0f ms after the StopTracing\n",
+            testenv_now_ms() - stop_seen);
 
     while (!atomic_load(&t.done)) {
         assert_true(testenv_now_ms() - t0 < testenv_timeout(10000));
@@ -766,8 +812,8 @@ static void test_faults_stop_never_ends(void **state)
     assert_int_equal(t.resp.status, 200);
     assert_int_equal(t.rc, AGENT_E_CLOSED); /* cut: the client sees the transfer incomplete */
     assert_true(t.resp.body_len > 0);
-    assert_true(ended_ms >= 2900); /* not before the stop timeout */
-    assert_true(ended_ms < testenv_timeout(5000));
+    assert_true(ended_ms >= AT_LEAST(1000 + T_STOP_MS)); /* not before the stop timeout */
+    assert_true(ended_ms < testenv_timeout(1000 + T_STOP_MS + 2000));
     op = last_op(dm);
     assert_string_equal(agent_test_str(op, "status"), "Failed");
     assert_string_equal(op_error_code(op), "TraceTruncated");
@@ -805,7 +851,7 @@ static void test_faults_stop_never_ends(void **state)
     httpc_resp_fini(&t2.resp);
 
     /* Nothing of the runtime's streams is kept beyond the cleanup bound. */
-    end = testenv_now_ms() + testenv_timeout(12000);
+    end = testenv_now_ms() + testenv_timeout(FD_SETTLE_MS);
     while (fake_snap(ft).streams_open != 0) {
         assert_true(testenv_now_ms() < end);
         testenv_sleep_ms(50);
@@ -869,19 +915,21 @@ static void test_faults_logs_probe(void **state)
     struct fake_snapshot s = fake_snap(w.ft);
     assert_int_equal(s.sessions, 2);
     /* 2. The probe's CollectTracing gets a reply header and then silence: the probe gives up
-     *    after its 3 s budget and the logs stream starts all the same. */
+     *    after its budget (T_EXCHANGE_MS here, 3 s in production) and the logs stream starts all
+     *    the same. */
     struct fake_fault hang = {
         .kind = FAKE_FAULT_HEADER_ONLY, .command_set = 0x02, .command_id = FAKE_ANY_ID, .times = 1};
     fake_set_fault(w.ft, &hang);
-    logs_case(&w, "probe hangs (header only)", 3900, 6500);
+    logs_case(&w, "probe hangs (header only)", AT_LEAST(T_EXCHANGE_MS + 1000),
+              T_EXCHANGE_MS + 3500);
     fake_set_fault(w.ft, NULL);
     assert_logged(&w, "cannot tell: the probe timed out");
     struct fake_snapshot s2 = fake_snap(w.ft);
     assert_int_equal(s2.faults_applied, s.faults_applied + 1);
     assert_int_equal(s2.sessions, s.sessions + 1); /* the hung probe created none */
     /* Everything is released within the cleanup bound: the hung probe's connection is read for
-     * up to 10 s in case a late reply names a session to stop. */
-    int fds1 = agent_test_wait_fds(w.dpid, fds0, 12000);
+     * up to T_CLEANUP_MS (10 s in production) in case a late reply names a session to stop. */
+    int fds1 = agent_test_wait_fds(w.dpid, fds0, FD_SETTLE_MS);
     fprintf(stderr, "LOGS  fds %d -> %d\n", fds0, fds1);
     assert_true(fds1 <= fds0);
     assert_int_equal(fake_snap(w.ft).streams_open, 0);
@@ -945,14 +993,14 @@ static void test_faults_process_info(void **state)
         struct fake_thread *ft = fake_start(env, key, &faults[i], 0);
         w.ft = ft;
         double t0 = testenv_now_ms();
-        sample_for(&w, 3500, false); /* a probe timeout (3 s) and then some */
+        sample_for(&w, T_EXCHANGE_MS + 500, false); /* a probe timeout and then some */
         assert_false(fake_listed(&w, key));
         struct fake_snapshot s = fake_snap(ft);
         assert_true(s.faults_applied >= 1);
         double probe_procs_max = w.procs.max_ms, probe_env_max = w.env_lat.max_ms;
         assert_latencies(&w);
-        /* 2. The fault goes away: the failed probe is retried (backoff from 5 s) and the runtime
-         *    shows up. */
+        /* 2. The fault goes away: the failed probe is retried (backoff from T_RESCAN_MS, 5 s in
+         *    production) and the runtime shows up. */
         fake_set_fault(ft, NULL);
         double end = testenv_now_ms() + testenv_timeout(20000);
         while (!fake_listed(&w, key)) {
@@ -970,7 +1018,8 @@ static void test_faults_process_info(void **state)
         char target[64];
         snprintf(target, sizeof(target), "/process?pid=%d", (int)w.fake_pid);
         struct latency proc_lat = {0};
-        end = testenv_now_ms() + 4500; /* a few liveness periods (1 s) and a probe timeout */
+        /* a few liveness periods and a probe timeout */
+        end = testenv_now_ms() + 4 * T_LIVENESS_MS + T_EXCHANGE_MS + 500;
         while (testenv_now_ms() < end) {
             sample_healthy(&w, true);
             struct httpc_resp r;

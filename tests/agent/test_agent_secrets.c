@@ -25,8 +25,14 @@
 #include "agent_test_util.h"
 #include "err.h"
 
-/* A reload is noticed by inotify at once; the 2 s poll is the fallback. Generous for ASan. */
+/* A reload is noticed by inotify at once; the poll (2 s; KEY_POLL_MS in key_rotation) is the
+ * fallback. Generous for ASan. */
 #define ROTATE_WAIT_MS 8000
+/* Timeouts:KeyWatchPollMs in test_agent_secrets_key_rotation, so that "past the poll interval"
+ * is not 2 s of waiting. */
+#define KEY_POLL_MS 300
+#define STR_(x)     #x
+#define STR(x)      STR_(x)
 
 static int status_with(struct dotmon *dm, const char *auth_line)
 {
@@ -114,7 +120,9 @@ static void test_agent_secrets_key_rotation(void **state)
     snprintf(path, sizeof(path), "%s/settings.json", env->dir);
     key_json(&a, text, sizeof(text));
     write_file(path, text);
-    struct dotmon *dm = start_with_file(env, path, NULL);
+    static const char *const poll_env[] = {
+        "DotnetMonitor_Timeouts__KeyWatchPollMs=" STR(KEY_POLL_MS), NULL};
+    struct dotmon *dm = start_with_file(env, path, poll_env);
     assert_int_equal(status_with(dm, a.header), 200);
     assert_int_equal(status_with(dm, b.header), 401);
 
@@ -145,7 +153,7 @@ static void test_agent_secrets_key_rotation(void **state)
 
     /* 3. A file caught mid-write (not JSON): the key stays; past the poll interval too. */
     write_file(path, "{\n  \"Authentication\": {\n    \"MonitorApiKey\": {\n      \"Sub");
-    testenv_sleep_ms(2600);
+    testenv_sleep_ms(2 * KEY_POLL_MS + 600);
     assert_int_equal(status_with(dm, a.header), 200);
     assert_true(log_has(dm, "could not be read"));
 

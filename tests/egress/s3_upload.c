@@ -162,7 +162,7 @@ int main(int argc, char **argv)
     }
     uv_loop_t loop;
     uv_loop_init(&loop);
-    struct egress_request rq = {key, "application/octet-stream", on_ready, on_done, &p};
+    struct egress_request rq = {key, "application/octet-stream", on_ready, on_done, &p, 0, 0};
     int rc = egress_s3_open(&loop, &o, &rq, &p.t);
     if (rc != 0) {
         printf("status=%d error=open failed\n", rc);

@@ -28,6 +28,9 @@ static struct ipc_session_admission sessions;
  */
 
 #define MS_EQ_ROUGHLY(took, ms) ((took) + 10 >= (ms) && (took) < (ms) + 1500)
+/* The cleanup bound the tests of it set (ipc_session_admission.cleanup_timeout_ms; dotmon's
+ * Timeouts:SessionCleanupMs, 10 s by default), so they do not wait out the production value. */
+#define CLEANUP_MS 300
 
 /* ---- recorder ---------------------------------------------------------------------------- */
 
@@ -194,6 +197,7 @@ static void fixture_fake(struct fixture *fx, struct test_loop *tl, enum fake_mod
 {
     memset(fx, 0, sizeof(*fx));
     fx->tl = tl;
+    sessions.cleanup_timeout_ms = 0; /* ipc_session's own default (10 s) unless a test sets one */
     assert_int_equal(fake_tmpdir(fx->dir, sizeof(fx->dir)), 0);
     struct fake_runtime_config cfg = {.pid = 4242, .key = 99, .mode = mode};
     if (trace != NULL) {
@@ -788,22 +792,23 @@ static void test_session_stop_timeout(void **state)
 
 static void test_session_abort_bounded(void **state)
 {
-    /* A runtime that never answers cannot keep an aborted session alive: ~10 s at most. */
+    /* A runtime that never answers cannot keep an aborted session alive: the cleanup bound at
+     * most. */
     struct fixture fx;
     struct fake_trace_config t = {.fault = FAKE_TRACE_SILENT};
     fixture_fake(&fx, *state, FAKE_NORMAL, &t);
+    sessions.cleanup_timeout_ms = CLEANUP_MS;
     struct ipc_collect_config cfg = default_cfg();
     static struct rec r;
     start(&fx, &r, &cfg, 2000);
     assert_true(tl_run_until(fx.tl, collect_requested, &fx, 2000));
     uint64_t t0 = tl_ms();
     rec_abort(&r);
-    tl_run_for(fx.tl, 3000);
+    tl_run_for(fx.tl, CLEANUP_MS / 2);
     assert_int_equal(sessions.live, 1); /* still waiting for the reply */
-    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 9000));
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 2000));
     uint64_t took = tl_ms() - t0;
-    assert_true(took >= 9900);
-    ASSERT_BELOW_MS(took, 11500);
+    assert_true(MS_EQ_ROUGHLY(took, CLEANUP_MS));
     assert_int_equal(r.started + r.data_calls + r.ended, 0);
     fixture_done(&fx);
 }
@@ -852,27 +857,27 @@ static void test_session_abort_drains(void **state)
     assert_int_equal(r.nbytes, got);
     fixture_done(&fx);
 
-    /* a runtime that never closes the stream: the cleanup bound (10 s) cuts it off */
+    /* a runtime that never closes the stream: the cleanup bound cuts it off */
     t.fault = FAKE_TRACE_NO_END;
     t.stop_delay_ms = 0;
     t.interval_ms = 5;
     fixture_fake(&fx, *state, FAKE_NORMAL, &t);
+    sessions.cleanup_timeout_ms = CLEANUP_MS;
     start(&fx, &r, &cfg, 2000);
     w.want = 32 * 1024;
     assert_true(tl_run_until(fx.tl, rec_has_bytes, &w, 3000));
     uint64_t t0 = tl_ms();
     rec_abort(&r);
-    tl_run_for(fx.tl, 3000);
+    tl_run_for(fx.tl, CLEANUP_MS / 2);
     si = fake_session(&fx, 0);
     assert_int_equal(si.stops, 1);
     assert_true(si.stream_open_at_stop);
     assert_true(si.stream_open);
     assert_false(si.client_closed);
     assert_int_equal(sessions.live, 1);
-    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 9000));
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 2000));
     uint64_t took = tl_ms() - t0;
-    assert_true(took >= 9900);
-    ASSERT_BELOW_MS(took, 11500);
+    assert_true(MS_EQ_ROUGHLY(took, CLEANUP_MS));
     si = fake_session(&fx, 0);
     assert_true(si.client_closed); /* dotmon closed it, at the bound */
     assert_false(si.end_tag);

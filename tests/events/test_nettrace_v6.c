@@ -3,7 +3,8 @@
  * NetTrace V6 (docs/nettrace.md §7): files from a small writer here, read through
  * events/nettrace.h (the container), events/ev_payload.h (V6 metadata rows, the new type codes)
  * and events/ev_stream.h (an EventCounters sample out of a V6 file). Every prefix of the file must
- * be TRUNCATED, whole and byte by byte; a few corruptions must be INVALID.
+ * be TRUNCATED, whole and byte by byte; a few corruptions must be INVALID. A metadata id redefined
+ * after a flush reaches ev_json, ev_stream and ev_filter as its new definition.
  *
  * With NETTRACE_V6_SEED=<path> the writer's file is also saved there (the fuzz seeds of
  * tests/fuzz/corpus/fuzz_nettrace and fuzz_events come from it).
@@ -19,6 +20,8 @@
 #include <cmocka.h>
 
 #include "err.h"
+#include "ev_filter.h"
+#include "ev_json.h"
 #include "ev_payload.h"
 #include "ev_rd.h"
 #include "ev_stream.h"
@@ -430,20 +433,29 @@ static void remove_threads(struct wb *w)
     free(b.b);
 }
 
+/* The file up to its events: header, trace, an unknown block, threads, metadata, stacks, labels,
+ * the three events. */
+static void v6_opening(struct wb *w)
+{
+    struct wb unknown = {0};
+    v6_header(w);
+    v6_trace(w);
+    wb_raw(&unknown, "future", 6);
+    v6_block(w, 0x42, &unknown); /* an unknown kind: skipped */
+    thread_block(w);
+    metadata_block(w);
+    stack_block(w);
+    label_block(w);
+    event_blocks(w);
+    free(unknown.b);
+}
+
 /* The whole test file. */
 static uint8_t *v6_file(size_t *n)
 {
     struct wb w = {0};
     struct wb unknown = {0};
-    v6_header(&w);
-    v6_trace(&w);
-    wb_raw(&unknown, "future", 6);
-    v6_block(&w, 0x42, &unknown); /* an unknown kind: skipped */
-    thread_block(&w);
-    metadata_block(&w);
-    stack_block(&w);
-    label_block(&w);
-    event_blocks(&w);
+    v6_opening(&w);
     sequence_point(&w, 0, true);
     remove_threads(&w);
     unknown.n = 0;
@@ -1039,6 +1051,138 @@ static void test_stream_v6(void **state)
     free(f);
 }
 
+/* ---- a V6 redefinition through the metadata consumers (events/ev_schemas.h) ------------------ */
+
+/* A metadata block defining id as provider's `name`, event id 9, no fields. */
+static void md_block_plain(struct wb *w, uint32_t id, const char *provider, const char *name)
+{
+    struct wb b = {0};
+    struct wb r = {0};
+    wb_u16(&b, 0);
+    wb_varu(&r, id);
+    wb_str(&r, provider);
+    wb_varu(&r, 9);
+    wb_str(&r, name);
+    wb_u16(&r, 0); /* no fields */
+    wb_u16(&r, 0); /* empty OptionalMetadata */
+    wb_sized16(&b, &r);
+    v6_block(w, 3, &b);
+    free(b.b);
+    free(r.b);
+}
+
+/* An event block with one empty event of metadata id md on thread 1. */
+static void plain_event(struct wb *w, uint32_t md, uint32_t seq)
+{
+    struct wb b = {0};
+    struct wb pl = {0};
+    event_block_header(&b, 0);
+    row_uncompressed(&b, md, seq, 1, 0, SYNC_TICKS + 2500000, 0, &pl);
+    v6_block(w, 2, &b);
+    free(b.b);
+    free(pl.b);
+}
+
+/* The test file's opening, then: metadata flushed, id 1 redefined as "Second" and id 2 (the
+ * counters) as "Quiet", an event of each; flushed again, id 1 redefined as "Third", one event. */
+static uint8_t *v6_redefined_file(size_t *n)
+{
+    struct wb w = {0};
+    struct wb empty = {0};
+    v6_opening(&w);
+    sequence_point(&w, 2, false);
+    md_block_plain(&w, 1, "Test-Provider", "Second");
+    md_block_plain(&w, 2, "System.Runtime", "Quiet");
+    plain_event(&w, 1, 2);
+    plain_event(&w, 2, 3);
+    sequence_point(&w, 2, false);
+    md_block_plain(&w, 1, "Test-Provider", "Third");
+    plain_event(&w, 1, 4);
+    v6_block(&w, 0, &empty); /* EndOfStream */
+    *n = w.n;
+    return w.b;
+}
+
+static int on_json(void *ud, const char *line, size_t len)
+{
+    struct buf *out = ud;
+    return buf_append(out, line, len);
+}
+
+/* The n-th line (from 0) of text holds needle. */
+static void line_has(const char *text, int n, const char *needle)
+{
+    const char *l = text;
+    for (int k = 0; k < n && l != NULL; k++) {
+        l = strchr(l, '\n');
+        l = l != NULL ? l + 1 : NULL;
+    }
+    assert_non_null(l);
+    const char *end = strchr(l, '\n');
+    assert_non_null(end);
+    const char *hit = strstr(l, needle);
+    assert_true(hit != NULL && hit < end);
+}
+
+/*
+ * Each consumer keeps the latest definition of a redefined id: ev_json renders the new event
+ * name (not the head it cached for the old one, which is freed: ASan would see a leak), the
+ * counters id redefined as another event no longer yields samples, and a filter matches by the
+ * new name.
+ */
+static void test_redefined_v6(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *f = v6_redefined_file(&n);
+
+    struct buf text;
+    buf_init(&text, 0);
+    struct ev_json *j = ev_json_new(on_json, &text);
+    assert_non_null(j);
+    assert_int_equal(ev_json_feed(j, f, n), 0);
+    assert_int_equal(ev_json_finish(j), NETTRACE_COMPLETE);
+    ev_json_free(j);
+    assert_int_equal(buf_append(&text, "", 1), 0);
+    const char *t = (const char *)buf_data(&text);
+    line_has(t, 0, "\"event\":\"AllTypes\"");
+    line_has(t, 1, "\"event\":\"AllTypes\"");
+    line_has(t, 2, "\"event\":\"EventCounters\"");
+    line_has(t, 3, "\"event\":\"Second\"");
+    line_has(t, 4, "\"event\":\"Quiet\"");
+    line_has(t, 5, "\"event\":\"Third\"");
+    buf_fini(&text);
+
+    struct samples sm;
+    memset(&sm, 0, sizeof(sm));
+    struct ev_stream *s = NULL;
+    assert_int_equal(ev_stream_new(&s, NULL, on_sample, NULL, &sm), 0);
+    assert_int_equal(ev_stream_feed(s, f, n), 0);
+    struct ev_stream_stats st;
+    ev_stream_get_stats(s, &st);
+    assert_int_equal(st.events, 6);
+    assert_int_equal(st.metadata_malformed, 0);
+    assert_int_equal(sm.n, 1); /* the EventCounters event before the redefinition only */
+    ev_stream_free(s);
+
+    /* Id 1 is AllTypes, then "Second" for one event, then "Third" for one: a filter that kept an
+     * earlier definition of the id would not see the later name's event. */
+    static const char *const names[] = {"Second", "Third"};
+    for (size_t k = 0; k < 2; k++) {
+        struct nettrace_checker ck;
+        assert_int_equal(nettrace_checker_init(&ck, NULL), 0);
+        struct ev_filter *fl = NULL;
+        assert_int_equal(ev_filter_new("Test-Provider", names[k], NULL, 0, &fl), 0);
+        ev_filter_attach(fl, &ck);
+        assert_int_equal(nettrace_feed(&ck, f, n), 0);
+        assert_int_equal(ev_filter_candidates(fl), 1);
+        assert_int_equal(ev_filter_get_state(fl), EV_FILTER_MATCHED);
+        ev_filter_free(fl);
+        nettrace_checker_fini(&ck);
+    }
+    free(f);
+}
+
 static void write_seed(void)
 {
     const char *path = getenv("NETTRACE_V6_SEED");
@@ -1065,6 +1209,7 @@ int main(void)
         cmocka_unit_test(test_container_v6_invalid),
         cmocka_unit_test(test_container_v6_flush),
         cmocka_unit_test(test_stream_v6),
+        cmocka_unit_test(test_redefined_v6),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -652,6 +652,9 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     a->trace_stop_timeout_ms = stop_s * 1000;
     op_registry_init(&a->ops, (size_t)history, (size_t)max_traces, (size_t)max_dumps);
     a->ops.limit[OP_KIND_GCDUMP] = (size_t)max_gcdumps;
+    a->collect.loop = a->loop;
+    a->collect.ops = &a->ops;
+    a->collect.end_artifact = artifact_end_job;
     a->dump_timeout_ms = dump_timeout * 1000;
     a->gcdump_timeout_ms = gcdump_timeout * 1000;
     a->gcdump_max_nodes = gcdump_nodes;

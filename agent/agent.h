@@ -12,6 +12,7 @@
 #include "config.h"
 #include "ipc_discovery.h"
 #include "ipc_session.h"
+#include "job.h"
 #include "operations.h"
 
 /*
@@ -84,6 +85,7 @@ struct agent {
     int exit_code;
 
     struct op_registry ops;      /* traces and dumps */
+    struct collect_ctx collect;  /* the collection jobs (collect/job.h): loop, ops, artifacts */
     char *dump_dir;              /* Storage:DumpTempFolder: where dotmon reads dumps */
     char *dump_target_dir;       /* Storage:DumpTargetFolder: the same folder as apps see it */
     char *dump_refused;          /* why dump_dir failed StrictModes at start-up, or NULL */

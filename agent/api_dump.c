@@ -732,7 +732,7 @@ static void job_on_lost(void *ud)
 }
 
 /* DELETE /operations/{id}: the same as a client leaving (an upload is aborted). */
-static void job_cancel(void *ctx)
+static void dump_cancel(void *ctx)
 {
     struct dump_job *job = ctx;
     job_end_cancel(job);
@@ -927,7 +927,7 @@ static const struct artifact_events dump_events = {.on_ready = job_on_ready,
                                                    .on_lost = job_on_lost};
 
 /* A new job with its defaults, or NULL (ENOMEM). */
-static struct dump_job *job_new(void)
+static struct dump_job *dump_job_new(void)
 {
     struct dump_job *job = calloc(1, sizeof(*job));
     if (job != NULL) {
@@ -946,7 +946,7 @@ void api_dump_get(struct agent *a, struct http_request *req)
     if (p == NULL) {
         return;
     }
-    struct dump_job *job = job_new();
+    struct dump_job *job = dump_job_new();
     if (job == NULL) {
         api_problem(req, 500, "out of memory");
         return;
@@ -962,7 +962,7 @@ void api_dump_get(struct agent *a, struct http_request *req)
 int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                      const char *type)
 {
-    struct dump_job *job = job_new();
+    struct dump_job *job = dump_job_new();
     if (job == NULL) {
         artifact_refuse(o, 500, "out of memory");
         return -1;
@@ -1007,7 +1007,7 @@ static int dump_start(struct agent *a, const struct artifact_origin *o, const st
         return -1;
     }
     int rc = job_attach(job, a, op, p);
-    op->control.cancel = job_cancel;
+    op->control.cancel = dump_cancel;
     op->ctx = job;
     artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
     if (job_name_files(job, p) != 0) {

@@ -239,7 +239,7 @@ static void job_on_lost(void *ud)
     job_end_cancel(job);
 }
 
-static void job_cancel(void *ctx)
+static void gcdump_cancel(void *ctx)
 {
     job_end_cancel(ctx);
 }
@@ -621,7 +621,7 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
              (unsigned long long)p->pid);
     op->artifact_name = strdup(job->filename);
     op->stoppable = false; /* as in dotnet-monitor; DELETE cancels */
-    op->control.cancel = job_cancel;
+    op->control.cancel = gcdump_cancel;
     op->ctx = job;
     artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
 

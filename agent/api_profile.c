@@ -125,7 +125,7 @@ static cJSON *job_results(const struct profile_job *job)
     return extra;
 }
 
-static void job_stop(void *ctx)
+static void profile_stop(void *ctx)
 {
     struct profile_job *job = ctx;
     if (job->stopping) {
@@ -143,10 +143,10 @@ static void job_stop(void *ctx)
 
 static void job_on_timer(uv_timer_t *t)
 {
-    job_stop(t->data);
+    profile_stop(t->data);
 }
 
-static void job_cancel(void *ctx)
+static void profile_cancel(void *ctx)
 {
     struct profile_job *job = ctx;
     if (job->sess != NULL) {
@@ -167,7 +167,7 @@ static void job_on_lost(void *ud)
     struct profile_job *job = ud;
     log_info(cat, "profile of %" PRIu64 ": %s", job->pid,
              artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected");
-    job_cancel(job);
+    profile_cancel(job);
 }
 
 static void sess_on_started(void *ud, uint64_t session_id, int version)
@@ -195,7 +195,7 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         log_warn(cat, "profile of %" PRIu64 ": %s", job->pid,
                  ev_symbols_error(job->sym) != NULL ? ev_symbols_error(job->sym)
                                                     : agent_strerror(job->feed_rc));
-        job_stop(job);
+        profile_stop(job);
     }
 }
 
@@ -550,8 +550,8 @@ void api_profile_get(struct agent *a, struct http_request *req)
     uv_timer_init(a->loop, &job->timer);
     job->timer.data = job;
     op->stoppable = true;
-    op->control.stop = job_stop;
-    op->control.cancel = job_cancel;
+    op->control.stop = profile_stop;
+    op->control.cancel = profile_cancel;
     op->ctx = job;
     artifact_accept(job->out);
     struct ipc_endpoint ep = ipc_process_endpoint(p);

@@ -90,7 +90,6 @@ struct agent {
     char *dump_target_dir;       /* Storage:DumpTargetFolder: the same folder as apps see it */
     char *dump_refused;          /* why dump_dir failed StrictModes at start-up, or NULL */
     uint64_t dump_timeout_ms;    /* Dump:TimeoutSeconds */
-    struct dump_job *dump_jobs;  /* dumps in progress (api_dump.c) */
     uint64_t gcdump_timeout_ms;  /* GCDump:TimeoutSeconds: the heap walk's deadline */
     uint64_t gcdump_max_nodes;   /* GCDump:MaxNodes: the biggest graph a gcdump builds */
     uint32_t gcdump_buffer_mb;   /* GCDump:BufferSizeMB: the runtime's buffer for the heap walk */

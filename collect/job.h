@@ -114,7 +114,8 @@ struct job_vtable {
     /* True while the collector still holds something that calls back (a session, a pool work,
      * an open file): the job is not freed before it is false. Must not be NULL. */
     bool (*holds)(const struct job *job);
-    /* Releases the collector's private resources (not the job's memory); called once, last. */
+    /* Releases the collector's private resources (not the job's memory); called once, last,
+     * once the job's timers have closed (deferred: never from inside a collector's call). */
     void (*fini)(struct job *job);
 };
 

@@ -52,15 +52,20 @@ static void job_on_timer(uv_timer_t *t)
     }
 }
 
-void job_add_timer(struct job *job, uv_timer_t *t)
+void job_add_handle(struct job *job, uv_handle_t *h)
 {
-    if (job->ntimers >= JOB_MAX_TIMERS) {
-        log_error(cat, "%s job: more than %d timers", job->vt->noun, JOB_MAX_TIMERS);
+    if (job->nhandles >= JOB_MAX_HANDLES) {
+        log_error(cat, "%s job: more than %d handles", job->vt->noun, JOB_MAX_HANDLES);
         abort();
     }
+    job->handles[job->nhandles++] = h;
+}
+
+void job_add_timer(struct job *job, uv_timer_t *t)
+{
     uv_timer_init(job->ctx->loop, t);
     t->data = job;
-    job->timers[job->ntimers++] = t;
+    job_add_handle(job, (uv_handle_t *)t);
 }
 
 struct job *job_new(struct collect_ctx *ctx, const struct job_vtable *vt, size_t size)
@@ -203,9 +208,9 @@ void job_release(struct job *job)
         job->pprev = NULL;
         job->ctx->live--;
     }
-    job->closing = job->ntimers;
-    for (int i = 0; i < job->ntimers; i++) {
-        uv_close((uv_handle_t *)job->timers[i], job_on_closed);
+    job->closing = job->nhandles;
+    for (int i = 0; i < job->nhandles; i++) {
+        uv_close(job->handles[i], job_on_closed);
     }
 }
 

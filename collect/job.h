@@ -24,10 +24,11 @@
  *     ENDED    -> FREED
  *
  * STARTING: admitted, the runtime has not accepted the session yet. RUNNING: collecting.
- * STOPPING: a graceful stop was asked (DELETE ?stop=true, the duration, shutdown); the rundown
- * follows. ENDED: the artifact has been ended (or, for a job without one, the job is going away);
- * the collector may still hold a session that is closing. FREED: its handles are closing; the
- * memory goes once they are closed.
+ * STOPPING: a graceful stop was asked (DELETE ?stop=true, the duration, shutdown), or the
+ * producer ends on its own (a gcdump's heap walk is complete); the rundown follows. ENDED: the
+ * artifact has been ended (or, for a job without one, the job is going away); the collector may
+ * still hold a session that is closing. FREED: its handles are closing; the memory goes once they
+ * are closed.
  *
  * Every way a job ends goes through the same few calls, driven by the operation registry's
  * control hooks (DELETE), the artifact's on_lost, the timer and collect_shutdown:
@@ -38,7 +39,7 @@
  *   job_end      the collector's outcome (complete, partial, failed, cancelled) to the artifact,
  *                with the collector's results();
  *   job_release  the collector let go of something: once the artifact has ended and the
- *                collector's holds() is false, the job is freed (exactly once: its timers close,
+ *                collector's holds() is false, the job is freed (exactly once: its handles close,
  *                then fini(), then the memory).
  *
  * collect/ knows no agent/ header: what the job needs of the application (the loop, the
@@ -49,9 +50,9 @@
  * job_new allocates (zeroed) and the core frees after vt->fini. The job owns the artifact pointer
  * until job_end hands it to ctx->end_artifact (the artifact settles the operation from then on:
  * job->op becomes NULL too); it never owns the operation (the registry does), only points at it
- * while the operation is not finished. The timers registered with job_add_timer are the
- * collector's memory (inside its job struct) but the core closes them. The collector owns its
- * session: holds() says whether it still has one.
+ * while the operation is not finished. The handles registered with job_add_timer or
+ * job_add_handle are the collector's memory (inside its job struct) but the core closes them. The
+ * collector owns its session: holds() says whether it still has one.
  */
 
 enum job_state {
@@ -115,11 +116,11 @@ struct job_vtable {
      * an open file): the job is not freed before it is false. Must not be NULL. */
     bool (*holds)(const struct job *job);
     /* Releases the collector's private resources (not the job's memory); called once, last,
-     * once the job's timers have closed (deferred: never from inside a collector's call). */
+     * once the job's handles have closed (deferred: never from inside a collector's call). */
     void (*fini)(struct job *job);
 };
 
-#define JOB_MAX_TIMERS 4
+#define JOB_MAX_HANDLES 4
 
 struct job {
     const struct job_vtable *vt;
@@ -128,9 +129,9 @@ struct job {
     struct operation *op; /* NULL before admission and once the artifact ended */
     struct artifact *art; /* NULL before admission and once ended (job_end) */
     uv_timer_t timer;     /* the core's: duration or deadline (job_arm_timeout); data = job */
-    uv_timer_t *timers[JOB_MAX_TIMERS]; /* closed at free: timer and job_add_timer's */
-    int ntimers;
-    int closing; /* timers still closing once FREED */
+    uv_handle_t *handles[JOB_MAX_HANDLES]; /* closed at free: timer, then the collector's */
+    int nhandles;
+    int closing; /* handles still closing once FREED */
     struct job *next;
     struct job **pprev;
 };
@@ -143,8 +144,11 @@ struct job {
 struct job *job_new(struct collect_ctx *ctx, const struct job_vtable *vt, size_t size);
 
 /* Registers a timer of the collector's job struct: initialised now (data = job), closed by the
- * core when the job is freed. At most JOB_MAX_TIMERS - 1. */
+ * core when the job is freed. */
 void job_add_timer(struct job *job, uv_timer_t *t);
+/* Registers another handle of the collector's job struct, initialised by the collector with
+ * data = job; closed by the core when the job is freed. At most JOB_MAX_HANDLES - 1 in all. */
+void job_add_handle(struct job *job, uv_handle_t *h);
 
 /*
  * The admitted job's operation: control hooks (stop when vt->stop, cancel) and ctx point at the
@@ -175,7 +179,7 @@ void job_arm_timeout(struct job *job, uint64_t ms);
 void job_end(struct job *job, enum job_end how, int http_status, const char *code,
              const char *message, const char *detail);
 /* Frees the job if the artifact has ended and vt->holds is false (ENDED, then FREED). Safe to
- * call any number of times; the job's memory stays valid until the loop closes its timers. */
+ * call any number of times; the job's memory stays valid until the loop closes its handles. */
 void job_release(struct job *job);
 
 /* Shutdown of every job of kind: vt->shutdown, or else job_stop / job_cancel (see the vtable). */

@@ -231,7 +231,7 @@ static void job_unlink_now(struct dump_job *job)
 }
 
 /* The core's fini, once the job's timers are closed. */
-static void job_fini(struct job *core)
+static void dump_fini(struct job *core)
 {
     struct dump_job *job = dump_of(core);
     struct agent *a = job->a;
@@ -247,14 +247,14 @@ static void job_fini(struct job *core)
 }
 
 /* The exchange, a step on the pool, an open file or a piece being sent keep the job. */
-static bool job_holds(const struct job *core)
+static bool dump_holds(const struct job *core)
 {
     const struct dump_job *job = (const struct dump_job *)core;
     return job->x != NULL || job->fs_step != FS_NONE || job->fd >= 0 || job->sending;
 }
 
 /* The dump's results for the operation's details. */
-static cJSON *job_results(struct job *core)
+static cJSON *dump_results(struct job *core)
 {
     const struct dump_job *job = dump_of(core);
     cJSON *extra = cJSON_CreateObject();
@@ -694,7 +694,7 @@ static void job_on_ready(void *ud)
  * client leaving: an upload is aborted). The file is closed; a runtime still writing keeps the
  * exchange (and the job) until it is done, then the file goes.
  */
-static void job_abort(struct job *core, enum job_why why)
+static void dump_abort(struct job *core, enum job_why why)
 {
     struct dump_job *job = dump_of(core);
     if (why == JOB_WHY_LOST) {
@@ -710,7 +710,7 @@ static void job_abort(struct job *core, enum job_why why)
 /* ---- the runtime ----------------------------------------------------------------------------- */
 
 /* The core's timeout: Dump:TimeoutSeconds passed before the runtime's answer. */
-static void job_on_deadline(struct job *core)
+static void dump_on_deadline(struct job *core)
 {
     struct dump_job *job = dump_of(core);
     if (job->x == NULL) {
@@ -1006,7 +1006,7 @@ static int dump_start(struct agent *a, const struct artifact_origin *o, const st
  * and waiting for it could take minutes: stop waiting, delete what exists, and say which file may
  * still appear. Dumps already streaming finish within the server's grace period.
  */
-static void job_shutdown(struct job *core)
+static void dump_shutdown(struct job *core)
 {
     struct dump_job *job = dump_of(core);
     if (job->x == NULL) {
@@ -1026,12 +1026,12 @@ static void job_shutdown(struct job *core)
 
 static const struct job_vtable dump_vt = {.kind = OP_KIND_DUMP,
                                           .noun = "dump",
-                                          .abort = job_abort,
-                                          .on_timeout = job_on_deadline,
-                                          .shutdown = job_shutdown,
-                                          .results = job_results,
-                                          .holds = job_holds,
-                                          .fini = job_fini};
+                                          .abort = dump_abort,
+                                          .on_timeout = dump_on_deadline,
+                                          .shutdown = dump_shutdown,
+                                          .results = dump_results,
+                                          .holds = dump_holds,
+                                          .fini = dump_fini};
 
 void api_dump_shutdown(struct agent *a)
 {

@@ -127,7 +127,7 @@ static bool job_stopping(const struct gcdump_job *job)
 }
 
 /* The core's fini, once the timer and the async handle are closed. */
-static void job_fini(struct job *core)
+static void gcdump_fini(struct job *core)
 {
     struct gcdump_job *job = gcdump_of(core);
     struct agent *a = job->a;
@@ -147,7 +147,7 @@ static void job_fini(struct job *core)
 }
 
 /* The session and the work on the pool keep the job. */
-static bool job_holds(const struct job *core)
+static bool gcdump_holds(const struct job *core)
 {
     const struct gcdump_job *job = (const struct gcdump_job *)core;
     return job->sess != NULL || job->writing;
@@ -165,7 +165,7 @@ static void job_drop_graph(struct gcdump_job *job)
 }
 
 /* The snapshot's figures for the operation's details. */
-static cJSON *job_results(struct job *core)
+static cJSON *gcdump_results(struct job *core)
 {
     struct gcdump_job *job = gcdump_of(core);
     if (job->g != NULL && !job->writing) {
@@ -220,7 +220,7 @@ static void job_abort_session(struct gcdump_job *job)
  * graph goes (its figures are kept for the results), a writer still running stops at its next
  * chunk; the core then ends the artifact Cancelled.
  */
-static void job_abort(struct job *core, enum job_why why)
+static void gcdump_abort(struct job *core, enum job_why why)
 {
     struct gcdump_job *job = gcdump_of(core);
     if (why == JOB_WHY_LOST) {
@@ -265,7 +265,7 @@ static void job_stop_session(struct gcdump_job *job)
 
 /* The core's timeout: GCDump:TimeoutSeconds without the induced GC's end: stop; on_end answers
  * 504. */
-static void job_on_deadline(struct job *core)
+static void gcdump_on_deadline(struct job *core)
 {
     struct gcdump_job *job = gcdump_of(core);
     if (job->g == NULL || ev_gcheap_complete(job->g)) {
@@ -666,7 +666,7 @@ void api_gcdump_get(struct agent *a, struct http_request *req)
  * running one is abandoned (its session stopped in the background) and answered 503; one writing
  * its file ends within the grace period, or is cut.
  */
-static void job_shutdown(struct job *core)
+static void gcdump_shutdown(struct job *core)
 {
     struct gcdump_job *job = gcdump_of(core);
     if ((job->writing && !job->building) || core->art == NULL) {
@@ -679,12 +679,12 @@ static void job_shutdown(struct job *core)
 
 static const struct job_vtable gcdump_vt = {.kind = OP_KIND_GCDUMP,
                                             .noun = "gcdump",
-                                            .abort = job_abort,
-                                            .on_timeout = job_on_deadline,
-                                            .shutdown = job_shutdown,
-                                            .results = job_results,
-                                            .holds = job_holds,
-                                            .fini = job_fini};
+                                            .abort = gcdump_abort,
+                                            .on_timeout = gcdump_on_deadline,
+                                            .shutdown = gcdump_shutdown,
+                                            .results = gcdump_results,
+                                            .holds = gcdump_holds,
+                                            .fini = gcdump_fini};
 
 void api_gcdump_shutdown(struct agent *a)
 {

@@ -160,7 +160,7 @@ static const char *verdict_word(enum nettrace_verdict v)
 }
 
 /* The core's fini: what the job holds besides the core. */
-static void job_fini(struct job *core)
+static void trace_fini(struct job *core)
 {
     struct trace_job *job = trace_of(core);
     struct agent *a = job->a;
@@ -181,13 +181,13 @@ static void job_fini(struct job *core)
 }
 
 /* The core frees the job once the artifact has ended and the session is gone. */
-static bool job_holds(const struct job *core)
+static bool trace_holds(const struct job *core)
 {
     return ((const struct trace_job *)core)->sess != NULL;
 }
 
 /* The trace's results for the operation's details, and the totals for /metrics (once a job). */
-static cJSON *job_results(struct job *core)
+static cJSON *trace_results(struct job *core)
 {
     struct trace_job *job = trace_of(core);
     cJSON *extra = cJSON_CreateObject();
@@ -273,7 +273,7 @@ static cJSON *job_results(struct job *core)
  * the artifact Cancelled (the client sees a truncated transfer; an upload is aborted). The spool
  * (and its file) goes with the job.
  */
-static void job_abort(struct job *core, enum job_why why)
+static void trace_abort(struct job *core, enum job_why why)
 {
     struct trace_job *job = trace_of(core);
     if (why == JOB_WHY_LOST) {
@@ -292,7 +292,7 @@ static void job_abort(struct job *core, enum job_why why)
  * The core's graceful stop (the job is STOPPING now). While a start retry is pending (no session
  * yet) the retry timer is kept: the retry then stops its session as soon as it exists.
  */
-static void job_stop_session(struct job *core)
+static void trace_stop_session(struct job *core)
 {
     struct trace_job *job = trace_of(core);
     if (job->sess == NULL) {
@@ -1222,11 +1222,11 @@ void api_trace_snapshot(struct agent *a, struct http_request *req)
 
 static const struct job_vtable trace_vt = {.kind = OP_KIND_TRACE,
                                            .noun = "trace",
-                                           .stop = job_stop_session,
-                                           .abort = job_abort,
-                                           .results = job_results,
-                                           .holds = job_holds,
-                                           .fini = job_fini};
+                                           .stop = trace_stop_session,
+                                           .abort = trace_abort,
+                                           .results = trace_results,
+                                           .holds = trace_holds,
+                                           .fini = trace_fini};
 
 void api_trace_shutdown(struct agent *a)
 {

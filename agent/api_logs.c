@@ -8,7 +8,9 @@
  * durationSeconds (default 30, -1 until stopped), or into an egress target with egressProvider
  * (artifact.h). An operation like /livemetrics: stop (DELETE
  * ?stop=true) ends the stream cleanly, cancel cuts it, a client that leaves ends the runtime's
- * session at once, a runtime that exits ends the stream cleanly.
+ * session at once, a runtime that exits ends the stream cleanly. The job runs on the
+ * collection-job core (collect/job.h): operation, artifact, duration timer, state and the end path
+ * are the core's; this file supplies the probe and the session.
  *
  * The Microsoft-Extensions-Logging EventSource exists only in an app whose logging pipeline has
  * the EventSourceLoggerProvider (README, "/logs"); enabling the provider cannot create it, and
@@ -74,9 +76,8 @@ struct logs_spec {
 };
 
 struct logs_job {
+    struct job core; /* first: operation, artifact (core.art), duration timer, state */
     struct agent *a;
-    struct operation *op;     /* NULL once the artifact has ended (it settles the operation) */
-    struct artifact *out;     /* the response or the egress target; NULL once ended */
     struct ipc_session *sess; /* NULL after on_end or abort */
     struct logs_probe *probe; /* the loader-rundown probe; NULL once it answered or was aborted */
     struct ipc_endpoint ep;   /* owned: the session starts after the probe */
@@ -86,11 +87,8 @@ struct logs_job {
     bool budget_logged; /* the full share was logged (once per session) */
     struct logs_spec spec;
     enum ev_logs_format format;
-    uv_timer_t timer;
     uv_timer_t quiet;
-    int closing; /* timers being closed */
-    bool streaming;
-    bool stopping;
+    bool streaming; /* the artifact has begun */
     bool paused;
     bool failed;
     int64_t duration_s;
@@ -100,33 +98,40 @@ struct logs_job {
     struct buf text; /* records of one read, written at once */
 };
 
-static void logs_on_closed(uv_handle_t *h)
+static const struct job_vtable logs_vt;
+
+static struct logs_job *logs_of(struct job *core)
 {
-    struct logs_job *job = h->data;
-    if (--job->closing > 0) {
-        return;
-    }
+    return (struct logs_job *)core;
+}
+
+static bool logs_stopping(const struct logs_job *job)
+{
+    return job->core.state == JOB_STOPPING;
+}
+
+/* The core's fini, once the timers are closed. */
+static void logs_fini(struct job *core)
+{
+    struct logs_job *job = logs_of(core);
     ev_logs_free(job->logs);
     mb_share_fini(&job->share);
     ipc_endpoint_fini(&job->ep);
     buf_fini(&job->spec.specs);
     buf_fini(&job->text);
-    free(job);
 }
 
-static void logs_maybe_free(struct logs_job *job)
+/* The probe and the session keep the job. */
+static bool logs_holds(const struct job *core)
 {
-    if (job->out != NULL || job->sess != NULL || job->probe != NULL || job->closing > 0) {
-        return;
-    }
-    job->closing = 2;
-    uv_close((uv_handle_t *)&job->timer, logs_on_closed);
-    uv_close((uv_handle_t *)&job->quiet, logs_on_closed);
+    const struct logs_job *job = (const struct logs_job *)core;
+    return job->sess != NULL || job->probe != NULL;
 }
 
 /* The session's results for the operation's details. */
-static cJSON *logs_results(const struct logs_job *job)
+static cJSON *logs_results(struct job *core)
 {
+    const struct logs_job *job = logs_of(core);
     cJSON *extra = cJSON_CreateObject();
     if (extra != NULL) {
         struct ev_logs_stats st;
@@ -143,19 +148,7 @@ static cJSON *logs_results(const struct logs_job *job)
 static void logs_end_fail(struct logs_job *job, int http_status, const char *code,
                           const char *message, const char *detail)
 {
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        artifact_end_fail(out, http_status, code, message, detail, logs_results(job));
-    }
-}
-
-/* Cancelled; a request not yet answered gets a problem (http_status, detail or the default). */
-static void logs_end_cancel(struct logs_job *job, int http_status, const char *detail)
-{
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        artifact_end_cancel(out, http_status, detail, logs_results(job));
-    }
+    job_end(&job->core, JOB_END_FAIL, http_status, code, message, detail);
 }
 
 /* ---- the session's stream ---- */
@@ -210,19 +203,17 @@ static void logs_on_data(void *ud, const uint8_t *p, size_t n)
                  api_budget_detail(msg, sizeof(msg), "what the runtime logs", &job->share),
                  st.scopes_dropped);
     }
-    if (job->out == NULL || !job->streaming || buf_size(&job->text) == 0) {
+    if (job->core.art == NULL || !job->streaming || buf_size(&job->text) == 0) {
         return;
     }
-    if (artifact_write(job->out, buf_data(&job->text), buf_size(&job->text)) != 0) {
+    if (artifact_write(job->core.art, buf_data(&job->text), buf_size(&job->text)) != 0) {
         return; /* the consumer is gone: on_lost follows */
     }
-    if (artifact_full(job->out) && job->sess != NULL) {
+    if (artifact_full(job->core.art) && job->sess != NULL) {
         job->paused = true; /* until on_ready */
         ipc_session_pause(job->sess);
     }
 }
-
-static void logs_on_timer(uv_timer_t *t);
 
 static void logs_on_quiet(uv_timer_t *t)
 {
@@ -241,26 +232,24 @@ static void logs_on_started(void *ud, uint64_t session_id, int version)
 {
     struct logs_job *job = ud;
     log_debug(cat, "logs session 0x%" PRIx64 " (CollectTracing%d) started", session_id, version);
-    if (job->op != NULL) {
-        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
-    }
-    if (job->out == NULL) {
+    job_running(&job->core); /* the operation Running (Stopping when a stop came first) */
+    if (job->core.art == NULL) {
         return;
     }
     static const char *const types[] = {"application/x-ndjson", "application/json-seq",
                                         "text/plain"};
-    if (artifact_begin(job->out, types[job->format], job->filename) != 0) {
+    if (artifact_begin(job->core.art, types[job->format], job->filename) != 0) {
         /* The client left (its on_lost follows), or the upload cannot start: on_end ends the
          * artifact, which says why. */
-        if (job->sess != NULL && !job->stopping) {
-            job->stopping = true;
+        if (job->sess != NULL && job->core.state == JOB_RUNNING) {
+            job_set_state(&job->core, JOB_STOPPING); /* the operation stays as it is */
             ipc_session_stop(job->sess, STOP_TIMEOUT_MS);
         }
         return;
     }
     job->streaming = true;
-    if (job->duration_s >= 0 && !job->stopping) {
-        uv_timer_start(&job->timer, logs_on_timer, (uint64_t)job->duration_s * 1000, 0);
+    if (job->duration_s >= 0 && !logs_stopping(job)) {
+        job_arm_timeout(&job->core, (uint64_t)job->duration_s * 1000);
     }
     uv_timer_start(&job->quiet, logs_on_quiet, LOGS_QUIET_MS, 0);
 }
@@ -270,10 +259,7 @@ static void logs_on_started(void *ud, uint64_t session_id, int version)
 static void logs_end(struct logs_job *job, int status, bool failed, const char *reason)
 {
     if (job->streaming && !failed) {
-        struct artifact *out = artifact_take(&job->out, &job->op);
-        if (out != NULL) {
-            artifact_end_complete(out, logs_results(job));
-        }
+        job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
         return;
     }
     char detail[400];
@@ -290,15 +276,15 @@ static void logs_on_end(void *ud, int status, uint32_t hresult)
 {
     struct logs_job *job = ud;
     job->sess = NULL;
-    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->core.timer);
     uv_timer_stop(&job->quiet);
     char reason[256];
-    ipc_session_end_reason(status, hresult, job->stopping, reason, sizeof(reason));
+    ipc_session_end_reason(status, hresult, logs_stopping(job), reason, sizeof(reason));
     log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
     /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. */
     bool failed = status == AGENT_E_TIMEOUT || (!job->streaming && status != 0);
     logs_end(job, status, failed, reason);
-    logs_maybe_free(job);
+    job_release(&job->core);
 }
 
 static const struct ipc_session_callbacks logs_callbacks = {
@@ -314,23 +300,18 @@ static void logs_fail_stream(struct logs_job *job, const char *why)
         ipc_session_abort(job->sess);
         job->sess = NULL;
     }
-    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->core.timer);
     uv_timer_stop(&job->quiet);
     logs_end(job, AGENT_E_PROTO, true, reason);
-    logs_maybe_free(job);
+    job_release(&job->core);
 }
 
-static void logs_stop(void *ctx)
+/* The core's graceful stop (DELETE ?stop=true, the duration, shutdown): StopTracing, or, while
+ * the probe runs, once the session exists (logs_begin_session). */
+static void logs_stop(struct job *core)
 {
-    struct logs_job *job = ctx;
-    if (job->stopping) {
-        return;
-    }
-    job->stopping = true;
-    if (job->op != NULL && job->op->state == OP_RUNNING) {
-        op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
-    }
-    uv_timer_stop(&job->timer);
+    struct logs_job *job = logs_of(core);
+    uv_timer_stop(&core->timer);
     if (job->sess != NULL) {
         if (job->paused) {
             job->paused = false;
@@ -340,41 +321,24 @@ static void logs_stop(void *ctx)
     }
 }
 
-static void logs_on_timer(uv_timer_t *t)
+/* The core's abort: DELETE, the client disconnected, or the egress store failed (or the upload
+ * could not start). The probe and the session end in the background. */
+static void logs_abort(struct job *core, enum job_why why)
 {
-    logs_stop(t->data);
-}
-
-static void logs_abandon(struct logs_job *job)
-{
+    struct logs_job *job = logs_of(core);
+    if (why == JOB_WHY_LOST) {
+        log_info(cat, "logs of %" PRIu64 ": %s after %" PRIu64 " records", job->pid,
+                 artifact_is_egress(core->art) ? "the egress upload failed" : "client disconnected",
+                 job->records);
+    }
     logs_probe_abort(job->probe); /* its session is stopped in the background */
     job->probe = NULL;
     if (job->sess != NULL) {
         ipc_session_abort(job->sess); /* StopTracing in the background */
         job->sess = NULL;
     }
-    uv_timer_stop(&job->timer);
+    uv_timer_stop(&core->timer);
     uv_timer_stop(&job->quiet);
-}
-
-static void logs_cancel(void *ctx)
-{
-    struct logs_job *job = ctx;
-    logs_abandon(job);
-    logs_end_cancel(job, 400, NULL);
-    logs_maybe_free(job);
-}
-
-/* The client disconnected, or the egress store failed (or the upload could not start). */
-static void logs_on_lost(void *ud)
-{
-    struct logs_job *job = ud;
-    log_info(cat, "logs of %" PRIu64 ": %s after %" PRIu64 " records", job->pid,
-             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected",
-             job->records);
-    logs_abandon(job);
-    logs_end_cancel(job, 400, NULL);
-    logs_maybe_free(job);
 }
 
 /* ---- requests ---- */
@@ -527,16 +491,6 @@ static uint64_t logs_share_cap(void)
     return total / LOGS_SHARE_DIV > LOGS_SHARE_MIN ? total / LOGS_SHARE_DIV : LOGS_SHARE_MIN;
 }
 
-/* Frees a job that never got its operation (logs_job_new's, before admission). */
-static void logs_job_discard(struct logs_job *job)
-{
-    ev_logs_free(job->logs);
-    mb_share_fini(&job->share);
-    ipc_endpoint_fini(&job->ep);
-    buf_fini(&job->text);
-    free(job);
-}
-
 /*
  * A job for process p: the records' builder, charged to a share of the memory budget of its own
  * (its fixed part first), and the runtime's endpoint (an owned copy). 0, -ENOMEM, or
@@ -545,10 +499,11 @@ static void logs_job_discard(struct logs_job *job)
 static int logs_job_new(struct agent *a, const struct ipc_process *p, struct logs_job **out)
 {
     *out = NULL;
-    struct logs_job *job = calloc(1, sizeof(*job));
+    struct logs_job *job = (struct logs_job *)job_new(&a->collect, &logs_vt, sizeof(*job));
     if (job == NULL) {
         return -ENOMEM;
     }
+    job_add_timer(&job->core, &job->quiet);
     snprintf(job->share_what, sizeof(job->share_what), "logs of process %" PRIu64, p->pid);
     mb_share_init(&job->share, job->share_what, logs_share_cap());
     buf_init(&job->text, 0);
@@ -561,7 +516,7 @@ static int logs_job_new(struct agent *a, const struct ipc_process *p, struct log
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     if (ev_logs_new(&job->logs, logs_on_record, job) != 0 ||
         ev_logs_set_share(job->logs, &job->share) != 0 || ipc_endpoint_copy(&job->ep, &ep) != 0) {
-        logs_job_discard(job);
+        job_release(&job->core);
         *out = NULL;
         return -ENOMEM;
     }
@@ -573,7 +528,7 @@ static void logs_begin_session(struct logs_job *job)
 {
     int rc = logs_session_start(job);
     if (rc == 0) {
-        if (job->stopping) {
+        if (logs_stopping(job)) {
             ipc_session_stop(job->sess, STOP_TIMEOUT_MS); /* stopped while the probe ran */
         }
         return;
@@ -583,7 +538,7 @@ static void logs_begin_session(struct logs_job *job)
              job->pid, agent_strerror(rc));
     logs_end_fail(job, rc == AGENT_E_TOOBIG ? 429 : 502, "RuntimeUnreachable", agent_strerror(rc),
                   detail);
-    logs_maybe_free(job);
+    job_release(&job->core);
 }
 
 /* The 400 for an app that cannot give logs: what is missing and how to add it. */
@@ -641,16 +596,16 @@ static void logs_on_probe(void *ud, const struct logs_probe_result *r)
              " ms, %" PRIu64 " module events: %s%s%s",
              job->pid, r->version, r->elapsed_ms, r->modules, verdict_text(r->verdict),
              r->reason != NULL ? ": " : "", r->reason != NULL ? r->reason : "");
-    if (job->a->stopping || job->out == NULL) {
+    if (job->a->stopping || job->core.art == NULL) {
         /* Not a new session while dotmon shuts down, nor for nobody (a client that left aborts
          * the probe, so this is only defensive). */
-        logs_end_cancel(job, 503, "dotmon is shutting down");
-        logs_maybe_free(job);
+        job_end(&job->core, JOB_END_CANCEL, 503, NULL, NULL, "dotmon is shutting down");
+        job_release(&job->core);
         return;
     }
     if (r->verdict == LOGS_PROBE_NO_EVENTSOURCE || r->verdict == LOGS_PROBE_NO_LOGGING) {
         logs_answer_no_provider(job, r->verdict);
-        logs_maybe_free(job);
+        job_release(&job->core);
         return;
     }
     logs_begin_session(job);
@@ -661,8 +616,15 @@ static const struct artifact_spec logs_spec = {.kind = OP_KIND_LOGS,
                                                .limit_setting = NULL,
                                                .high_water = LOGS_HIGH_WATER,
                                                .low_water = LOGS_LOW_WATER};
-static const struct artifact_events logs_events = {.on_ready = logs_on_ready,
-                                                   .on_lost = logs_on_lost};
+static const struct artifact_events logs_events = {.on_ready = logs_on_ready, .on_lost = job_lost};
+
+static const struct job_vtable logs_vt = {.kind = OP_KIND_LOGS,
+                                          .noun = "logs",
+                                          .stop = logs_stop,
+                                          .abort = logs_abort,
+                                          .results = logs_results,
+                                          .holds = logs_holds,
+                                          .fini = logs_fini};
 
 /* Registers the operation and starts the session; takes spec. 0, or -1 when refused. */
 static int logs_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
@@ -682,35 +644,27 @@ static int logs_start(struct agent *a, const struct artifact_origin *o, const st
         char msg[512];
         artifact_refuse(o, 507, "%s",
                         api_budget_detail(msg, sizeof(msg), "a logs session", &job->share));
-        logs_job_discard(job);
+        job_release(&job->core);
         goto fail;
     }
     if (rc != 0) {
         artifact_refuse(o, 500, "out of memory");
         goto fail;
     }
-    if (artifact_admit_origin(a, o, p, &logs_spec, &logs_events, job, &job->out, &op) != 0) {
-        logs_job_discard(job);
+    if (artifact_admit_origin(a, o, p, &logs_spec, &logs_events, job, &job->core.art, &op) != 0) {
+        job_release(&job->core);
         goto fail;
     }
-    job->op = op;
+    job_admitted(&job->core, op); /* DELETE stops or cancels through the core */
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
     snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".txt", ts, p->pid);
     op->artifact_name = strdup(job->filename);
-    uv_timer_init(a->loop, &job->timer);
-    uv_timer_init(a->loop, &job->quiet);
-    job->timer.data = job;
-    job->quiet.data = job;
     job->spec = *spec;
     memset(spec, 0, sizeof(*spec)); /* ownership moved to the job */
     job->duration_s = duration_s;
     job->format = (enum ev_logs_format)format;
-    op->stoppable = true;
-    op->control.stop = logs_stop;
-    op->control.cancel = logs_cancel;
-    op->ctx = job;
-    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    artifact_accept(job->core.art); /* egress: 202 now; the operation tells the rest */
     rc = logs_probe_start(a, &job->ep, 0, logs_on_probe, job, &job->probe);
     if (rc != 0) {
         log_info(cat, "logs of %" PRIu64 ": no loader-rundown probe (%s); streaming", p->pid,
@@ -832,10 +786,5 @@ void api_logs_post(struct agent *a, struct http_request *req)
 
 void api_logs_shutdown(struct agent *a)
 {
-    for (size_t i = 0; i < a->ops.n; i++) {
-        struct operation *op = a->ops.v[i];
-        if (op->kind == OP_KIND_LOGS && !op_is_finished(op) && op->control.stop != NULL) {
-            op->control.stop(op->ctx);
-        }
-    }
+    collect_shutdown(&a->collect, OP_KIND_LOGS);
 }

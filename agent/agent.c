@@ -1028,11 +1028,10 @@ void agent_stop(struct agent *a)
     a->shutdown_deadline.data = a;
     uv_timer_start(&a->shutdown_deadline, on_shutdown_deadline, SHUTDOWN_DEADLINE_MS, 0);
     uv_unref((uv_handle_t *)&a->shutdown_deadline);
-    api_trace_shutdown(a);
-    api_livemetrics_shutdown(a);
-    api_logs_shutdown(a);
-    api_dump_shutdown(a);
-    api_gcdump_shutdown(a);
+    /* Traces, logs, live metrics and profiles stop gracefully (clients get whole files, runtimes
+     * keep no session; the HTTP server's grace period lets the rundowns finish); dumps being
+     * written and heap snapshots are abandoned (collect/job.h, each collector's vtable). */
+    collect_shutdown(&a->collect);
     /* Uploads of the artifacts that end now get until the HTTP server's grace period is over;
      * then they are aborted (nothing half-done left in the stores). */
     artifact_shutdown(a, SHUTDOWN_GRACE_MS);

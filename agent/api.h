@@ -176,19 +176,11 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
 void api_collectionrules(struct agent *a, struct http_request *req);
 void api_collectionrule(struct agent *a, struct http_request *req, const char *name);
 
-/* Gracefully stops every running trace (shutdown). */
-void api_trace_shutdown(struct agent *a);
-/* /livemetrics (api_livemetrics.c); shutdown stops every running one gracefully. */
+/* /livemetrics (api_livemetrics.c). */
 void api_livemetrics_get(struct agent *a, struct http_request *req);
 void api_livemetrics_post(struct agent *a, struct http_request *req);
-void api_livemetrics_shutdown(struct agent *a);
-/* /logs (api_logs.c); shutdown stops every running one gracefully. */
+/* /logs (api_logs.c). */
 void api_logs_get(struct agent *a, struct http_request *req);
 void api_logs_post(struct agent *a, struct http_request *req);
-void api_logs_shutdown(struct agent *a);
-/* Stops waiting for dumps the runtimes are still writing (shutdown). */
-void api_dump_shutdown(struct agent *a);
-/* Abandons the heap snapshots still running (their sessions stopped in the background). */
-void api_gcdump_shutdown(struct agent *a);
 
 #endif

@@ -1032,8 +1032,3 @@ static const struct job_vtable dump_vt = {.kind = OP_KIND_DUMP,
                                           .results = dump_results,
                                           .holds = dump_holds,
                                           .fini = dump_fini};
-
-void api_dump_shutdown(struct agent *a)
-{
-    collect_shutdown(&a->collect, OP_KIND_DUMP);
-}

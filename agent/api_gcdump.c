@@ -685,8 +685,3 @@ static const struct job_vtable gcdump_vt = {.kind = OP_KIND_GCDUMP,
                                             .results = gcdump_results,
                                             .holds = gcdump_holds,
                                             .fini = gcdump_fini};
-
-void api_gcdump_shutdown(struct agent *a)
-{
-    collect_shutdown(&a->collect, OP_KIND_GCDUMP);
-}

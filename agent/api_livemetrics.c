@@ -377,8 +377,3 @@ void api_livemetrics_post(struct agent *a, struct http_request *req)
     }
     buf_fini(&err);
 }
-
-void api_livemetrics_shutdown(struct agent *a)
-{
-    collect_shutdown(&a->collect, OP_KIND_LIVEMETRICS);
-}

@@ -783,8 +783,3 @@ void api_logs_post(struct agent *a, struct http_request *req)
     }
     buf_fini(&err);
 }
-
-void api_logs_shutdown(struct agent *a)
-{
-    collect_shutdown(&a->collect, OP_KIND_LOGS);
-}

@@ -1227,15 +1227,3 @@ static const struct job_vtable trace_vt = {.kind = OP_KIND_TRACE,
                                            .results = trace_results,
                                            .holds = trace_holds,
                                            .fini = trace_fini};
-
-void api_trace_shutdown(struct agent *a)
-{
-    /* Stop every running trace gracefully so clients get complete files and runtimes keep no
-     * session; the HTTP server's grace period lets the rundown finish. */
-    for (size_t i = 0; i < a->ops.n; i++) {
-        struct operation *op = a->ops.v[i];
-        if (op->kind == OP_KIND_TRACE && !op_is_finished(op) && op->control.stop != NULL) {
-            op->control.stop(op->ctx);
-        }
-    }
-}

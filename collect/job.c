@@ -214,14 +214,11 @@ void job_release(struct job *job)
     }
 }
 
-void collect_shutdown(struct collect_ctx *ctx, enum op_kind kind)
+void collect_shutdown(struct collect_ctx *ctx)
 {
     struct job *next = NULL;
     for (struct job *job = ctx->jobs; job != NULL; job = next) {
         next = job->next;
-        if (job->vt->kind != kind) {
-            continue;
-        }
         if (job->vt->shutdown != NULL) {
             job->vt->shutdown(job);
         } else if (job->vt->stop != NULL) {

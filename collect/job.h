@@ -182,7 +182,9 @@ void job_end(struct job *job, enum job_end how, int http_status, const char *cod
  * call any number of times; the job's memory stays valid until the loop closes its handles. */
 void job_release(struct job *job);
 
-/* Shutdown of every job of kind: vt->shutdown, or else job_stop / job_cancel (see the vtable). */
-void collect_shutdown(struct collect_ctx *ctx, enum op_kind kind);
+/* Shutdown (agent_stop): every job's vt->shutdown, or else job_stop / job_cancel (see the
+ * vtable). Jobs end as their kind does: traces finish their rundown, dumps being written are
+ * abandoned, and so on. */
+void collect_shutdown(struct collect_ctx *ctx);
 
 #endif

@@ -379,10 +379,8 @@ static void test_shutdown_stops(void **state)
     struct fake_job *f = admitted(&fake_vt);
     f->end_on_stop = true;
     job_running(&f->job);
-    collect_shutdown(&ctx, OP_KIND_DUMP); /* another kind: untouched */
-    assert_int_equal(calls.stops, 0);
-    collect_shutdown(&ctx, OP_KIND_TRACE);
-    collect_shutdown(&ctx, OP_KIND_TRACE);
+    collect_shutdown(&ctx);
+    collect_shutdown(&ctx); /* a second shutdown stops nothing more */
     assert_int_equal(calls.stops, 1);
     assert_int_equal(art.ends, 1);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -395,7 +393,7 @@ static void test_shutdown_without_stop_cancels(void **state)
     (void)admitted(&nostop_vt);
     assert_false(art.op->stoppable);
     assert_null(art.op->control.stop);
-    collect_shutdown(&ctx, OP_KIND_DUMP);
+    collect_shutdown(&ctx);
     assert_int_equal(calls.aborts, 1);
     assert_int_equal(calls.why, JOB_WHY_SHUTDOWN);
     assert_int_equal(art.how, JOB_END_CANCEL);
@@ -415,7 +413,7 @@ static void test_shutdown_callback(void **state)
     struct job_vtable vt = nostop_vt;
     vt.shutdown = fake_shutdown;
     (void)admitted(&vt);
-    collect_shutdown(&ctx, OP_KIND_DUMP);
+    collect_shutdown(&ctx);
     assert_int_equal(calls.shutdowns, 1);
     assert_int_equal(calls.aborts, 0);
     assert_int_equal(art.how, JOB_END_FAIL);

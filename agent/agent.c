@@ -1078,6 +1078,7 @@ void agent_fini(struct agent *a)
     a->dump_target_dir = NULL;
     op_registry_fini(&a->ops);
     rules_run_free(a->rules);
+    ring_registry_fini(&a->rings);
     a->rules = NULL;
     free(a->rules_settings);
     a->rules_settings = NULL;

@@ -14,6 +14,7 @@
 #include "ipc_session.h"
 #include "job.h"
 #include "operations.h"
+#include "ring_registry.h"
 
 /*
  * The composition root: owns the loop's long-lived objects (HTTP server, discovery, auth
@@ -97,11 +98,12 @@ struct agent {
     uint64_t mem_cgroup_limit;   /* the cgroup's memory limit at start-up, bytes; 0: none */
 
     uint64_t requests_total;
-    bool metrics_enabled;    /* Metrics:Enabled / --metrics (for /info) */
-    struct metrics *metrics; /* continuous metrics sessions (metrics.c); NULL when disabled */
-    struct rules_run *rules; /* collection rules (rules_run.c); NULL when none is configured */
-    char *rules_settings;    /* the rule settings in effect, to notice a change on reload */
-    char *rules_refused;     /* the rule settings a reload last refused (errors said once) */
+    bool metrics_enabled;       /* Metrics:Enabled / --metrics (for /info) */
+    struct metrics *metrics;    /* continuous metrics sessions (metrics.c); NULL when disabled */
+    struct rules_run *rules;    /* collection rules (rules_run.c); NULL when none is configured */
+    struct ring_registry rings; /* the rules' trace rings, for their readers (ring_registry.h) */
+    char *rules_settings;       /* the rule settings in effect, to notice a change on reload */
+    char *rules_refused;        /* the rule settings a reload last refused (errors said once) */
 
     /* Processes not yet announced at Info: short-lived ones (the SDK's own build processes)
      * are logged at Debug only (agent.c on_process_change). */

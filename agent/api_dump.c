@@ -42,6 +42,7 @@
 
 #include "artifact.h"
 #include "buf.h"
+#include "collectors.h"
 #include "err.h"
 #include "http_query.h"
 #include "ipc_client.h"
@@ -918,8 +919,8 @@ void api_dump_get(struct agent *a, struct http_request *req)
     (void)dump_start(a, &o, p, job);
 }
 
-int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                     const char *type)
+int collect_dump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                 const char *type)
 {
     struct dump_job *job = dump_job_new(a);
     if (job == NULL) {

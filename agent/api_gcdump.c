@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "artifact.h"
+#include "collectors.h"
 #include "err.h"
 #include "ev_gcheap.h"
 #include "ipc_session.h"
@@ -574,8 +575,7 @@ static const struct artifact_spec gcdump_spec = {.kind = OP_KIND_GCDUMP,
                                                  .low_water = GCDUMP_LOW_WATER};
 static const struct artifact_events gcdump_events = {.on_ready = job_on_ready, .on_lost = job_lost};
 
-int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
-                       const struct ipc_process *p)
+int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p)
 {
     size_t session_cap = a->ops.limit[OP_KIND_TRACE] + a->ops.limit[OP_KIND_LOGS] +
                          a->ops.limit[OP_KIND_GCDUMP] + GCDUMP_SESSION_SLACK;
@@ -658,7 +658,7 @@ void api_gcdump_get(struct agent *a, struct http_request *req)
         return;
     }
     const struct artifact_origin o = {.req = req};
-    (void)api_gcdump_collect(a, &o, p);
+    (void)collect_gcdump(a, &o, p);
 }
 
 /*

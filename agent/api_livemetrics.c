@@ -25,6 +25,7 @@
 
 #include "agent.h"
 #include "artifact.h"
+#include "collectors.h"
 #include "err.h"
 #include "ev_store.h"
 #include "http_server.h"
@@ -316,8 +317,8 @@ static int lm_start(struct agent *a, const struct artifact_origin *o, const stru
     return 0;
 }
 
-int api_livemetrics_collect(struct agent *a, const struct artifact_origin *o,
-                            const struct ipc_process *p, const char *body, int64_t duration_s)
+int collect_livemetrics(struct agent *a, const struct artifact_origin *o,
+                        const struct ipc_process *p, const char *body, int64_t duration_s)
 {
     struct buf err;
     buf_init(&err, 1024);

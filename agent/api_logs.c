@@ -37,6 +37,7 @@
 
 #include "agent.h"
 #include "artifact.h"
+#include "collectors.h"
 #include "err.h"
 #include "ev_logs.h"
 #include "http_query.h"
@@ -677,8 +678,8 @@ fail:
     return -1;
 }
 
-int api_logs_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                     const char *body, int64_t duration_s, int format)
+int collect_logs(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                 const char *body, int64_t duration_s, int format)
 {
     static const enum ev_logs_format fmts[] = {EV_LOGS_PLAIN, EV_LOGS_NDJSON, EV_LOGS_JSON_SEQ};
     struct logs_spec spec = {0};

@@ -48,6 +48,7 @@
 
 #include "artifact.h"
 #include "buf.h"
+#include "collectors.h"
 #include "err.h"
 #include "ev_filter.h"
 #include "ev_json.h"
@@ -58,7 +59,7 @@
 #include "membudget.h"
 #include "nettrace.h"
 #include "operations.h"
-#include "rules_run.h"
+#include "ring_registry.h"
 #include "spool.h"
 #include "trace_config.h"
 
@@ -109,12 +110,12 @@ struct trace_job {
     bool json_budget_said;     /* the full share was logged */
     struct ev_filter *stop_on; /* CollectTrace's StoppingEvent, watched by the checker; or NULL */
     bool stop_said;            /* its match or mismatch was logged */
-    /* Ring mode (CollectTrace PreTriggerSeconds, api_trace_ring_start): the stream feeds ring;
+    /* Ring mode (CollectTrace PreTriggerSeconds, collect_trace_ring_start): the stream feeds ring;
      * out and op exist only once triggered. ring_on_end tells the owner (a collection rule) that
      * the untriggered session ended; NULL once triggered or stopped. */
     struct ev_ring *ring;
     bool ring_said; /* the ring's failure was logged */
-    api_trace_ring_end_cb ring_on_end;
+    collect_trace_ring_end_cb ring_on_end;
     void *ring_ud;
     int64_t post_s;
     /* The trigger's figures (the operation's "ring" results): the ring then, and its drain. */
@@ -432,7 +433,7 @@ static void job_ring_data(struct trace_job *job, const uint8_t *p, size_t n)
             /* Nothing to keep: end the session; the owner starts a new one later. */
             ipc_session_abort(job->sess);
             job->sess = NULL;
-            api_trace_ring_end_cb cb = job->ring_on_end;
+            collect_trace_ring_end_cb cb = job->ring_on_end;
             job->ring_on_end = NULL;
             if (cb != NULL) {
                 cb(job->ring_ud, rc, "the ring failed");
@@ -608,7 +609,7 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
          * with it; the owner starts a new one when it can. */
         log_info(cat, "trace ring of %llu: the session ended (%s)", (unsigned long long)job->pid,
                  status != 0 ? agent_strerror(status) : "end of stream");
-        api_trace_ring_end_cb cb = job->ring_on_end;
+        collect_trace_ring_end_cb cb = job->ring_on_end;
         job->ring_on_end = NULL;
         if (cb != NULL) {
             cb(job->ring_ud, status != 0 ? status : AGENT_E_CLOSED,
@@ -902,8 +903,8 @@ fail:
     return -1;
 }
 
-int api_trace_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                      struct trace_config *tc, int64_t duration_s, struct ev_filter *stop_on)
+int collect_trace(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                  struct trace_config *tc, int64_t duration_s, struct ev_filter *stop_on)
 {
     return start_trace(a, o, p, tc, duration_s, false, stop_on);
 }
@@ -984,9 +985,9 @@ void api_trace_post(struct agent *a, struct http_request *req)
 
 /* ---- ring mode (CollectTrace PreTriggerSeconds / RingBufferSizeMB) ------------------------ */
 
-int api_trace_ring_start(struct agent *a, const struct ipc_process *p, struct trace_config *tc,
-                         const struct ev_ring_limits *lim, api_trace_ring_end_cb on_end, void *ud,
-                         struct trace_job **out)
+int collect_trace_ring_start(struct agent *a, const struct ipc_process *p, struct trace_config *tc,
+                             const struct ev_ring_limits *lim, collect_trace_ring_end_cb on_end,
+                             void *ud, struct trace_job **out)
 {
     *out = NULL;
     if (a->sessions.live >= a->ops.limit[OP_KIND_TRACE] + TRACE_SESSION_SLACK) {
@@ -1027,7 +1028,7 @@ int api_trace_ring_start(struct agent *a, const struct ipc_process *p, struct tr
     return 0;
 }
 
-void api_trace_ring_stop(struct trace_job *job)
+void collect_trace_ring_stop(struct trace_job *job)
 {
     if (job == NULL) {
         return;
@@ -1053,8 +1054,8 @@ static int ring_write(void *ud, const uint8_t *p, size_t n)
     return artifact_full(job->core.art) ? EV_RING_PAUSE : 0;
 }
 
-int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
-                           const struct ipc_process *p, int64_t post_s)
+int collect_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
+                               const struct ipc_process *p, int64_t post_s)
 {
     if (!sess_started(job) || job->sess == NULL) {
         if (o->why != NULL) {
@@ -1123,12 +1124,12 @@ int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *
     return 0;
 }
 
-int api_trace_ring_snapshot(struct trace_job *job, ev_ring_write_cb write, void *ud)
+int collect_trace_ring_snapshot(struct trace_job *job, ev_ring_write_cb write, void *ud)
 {
     return ev_ring_snapshot(job->ring, write, ud);
 }
 
-const struct ev_ring *api_trace_ring_get(const struct trace_job *job)
+const struct ev_ring *collect_trace_ring_get(const struct trace_job *job)
 {
     return job != NULL ? job->ring : NULL;
 }
@@ -1173,7 +1174,7 @@ void api_trace_snapshot(struct agent *a, struct http_request *req)
     }
     struct trace_job *job = NULL;
     const char *name = NULL;
-    int n = rules_run_ring_find(a->rules, p->uid, rule, &job, &name);
+    int n = ring_registry_find(&a->rings, p->uid, rule, &job, &name);
     if (n == 0) {
         api_problem(req, 404,
                     "no collection rule keeps a ring for process %llu%s%s%s; configure "

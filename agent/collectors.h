@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_COLLECTORS_H
+#define AGENT_COLLECTORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent.h"
+
+/*
+ * The collectors: what starts a collection, for an HTTP route (o->req: the route has parsed the
+ * query and hands over the request) and for a collection rule's action (o->req NULL, artifact.h:
+ * egress to o->provider, o->on_settled told of the end) alike. Each runs its job on the
+ * collection-job core (collect/job.h). 0 once the operation exists (it may have failed already:
+ * on_settled says so, possibly before this returns), or -1 when refused: for a request answered
+ * with a problem, otherwise with the reason in o->why.
+ *
+ * The definitions live beside their routes for now (api_trace.c collect_trace, api_dump.c
+ * collect_dump, …); callers other than the routes (rules_run.c) include only this header.
+ */
+
+struct artifact_origin;
+struct ev_filter;
+struct ipc_process;
+struct trace_config;
+
+/*
+ * tc is taken (the same configuration as POST /trace's body or GET /trace's profile). stop_on
+ * (CollectTrace's StoppingEvent; NULL for none) is taken too, refused or not: the trace is
+ * stopped gracefully (as by the duration) once an event matches it (events/ev_filter.h).
+ */
+int collect_trace(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                  struct trace_config *tc, int64_t duration_s, struct ev_filter *stop_on);
+/*
+ * Ring mode of CollectTrace (README "Pre-trigger ring buffer"): a continuous session with tc
+ * (taken) whose stream is kept in an events/ev_ring.h ring of lim. 0 with *out, or an error (no
+ * session left). on_end(ud, status, reason) says that the session ended before any trigger (the
+ * runtime went away, refused it, or the ring failed): the job is then gone. Not called after
+ * collect_trace_ring_stop or a successful collect_trace_ring_trigger.
+ */
+struct trace_job;
+struct ev_ring;
+struct ev_ring_limits;
+typedef void (*collect_trace_ring_end_cb)(void *ud, int status, const char *reason);
+int collect_trace_ring_start(struct agent *a, const struct ipc_process *p, struct trace_config *tc,
+                             const struct ev_ring_limits *lim, collect_trace_ring_end_cb on_end,
+                             void *ud, struct trace_job **out);
+/* Stops an untriggered ring (StopTracing in the background) and frees it. NULL is fine. */
+void collect_trace_ring_stop(struct trace_job *job);
+/*
+ * The trigger: an artifact as collect_trace's (o) gets the ring's content, then the live
+ * stream for post_s seconds, then StopTracing's rundown and the end tag. 0: the job belongs to
+ * the operation from now on (the caller forgets it; o's on_settled reports the end). Otherwise
+ * the job is unchanged (AGENT_E_NOTFOUND: its session has not started yet; or refused, said in
+ * o->why).
+ */
+int collect_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
+                               const struct ipc_process *p, int64_t post_s);
+/* The ring's content now as a whole nettrace (ev_ring_snapshot). */
+int collect_trace_ring_snapshot(struct trace_job *job,
+                                int (*write)(void *ud, const uint8_t *p, size_t n), void *ud);
+/* The ring itself (its stats), or NULL. */
+const struct ev_ring *collect_trace_ring_get(const struct trace_job *job);
+/* body: POST /logs's LogsConfiguration; format 0 PlainText, 1 NewlineDelimitedJson, 2 JsonSequence.
+ */
+int collect_logs(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                 const char *body, int64_t duration_s, int format);
+/* body: POST /livemetrics's EventMetricsConfiguration. */
+int collect_livemetrics(struct agent *a, const struct artifact_origin *o,
+                        const struct ipc_process *p, const char *body, int64_t duration_s);
+/* type: Mini, Triage, WithHeap or Full (NULL: WithHeap). */
+int collect_dump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                 const char *type);
+/* A GC heap snapshot (CollectGCDump): 0 once its operation exists, -1 when refused. */
+int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p);
+
+#endif

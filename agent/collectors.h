@@ -2,6 +2,7 @@
 #ifndef AGENT_COLLECTORS_H
 #define AGENT_COLLECTORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,22 +16,28 @@
  * on_settled says so, possibly before this returns), or -1 when refused: for a request answered
  * with a problem, otherwise with the reason in o->why.
  *
- * The definitions live beside their routes for now (api_trace.c collect_trace, api_dump.c
- * collect_dump, …); callers other than the routes (rules_run.c) include only this header.
+ * collect_trace and its ring live in collect_trace.c (api_trace.c holds only the routes); the
+ * other collectors still live beside their routes (api_dump.c collect_dump, …). Callers other
+ * than the routes (rules_run.c) include only this header.
  */
 
 struct artifact_origin;
+struct artifact_spec;
 struct ev_filter;
 struct ipc_process;
 struct trace_config;
 
 /*
- * tc is taken (the same configuration as POST /trace's body or GET /trace's profile). stop_on
+ * tc is taken (the same configuration as POST /trace's body or GET /trace's profile). ndjson:
+ * the events as JSON lines (format=ndjson, dotmon's own) instead of the nettrace bytes. stop_on
  * (CollectTrace's StoppingEvent; NULL for none) is taken too, refused or not: the trace is
  * stopped gracefully (as by the duration) once an event matches it (events/ev_filter.h).
  */
 int collect_trace(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                  struct trace_config *tc, int64_t duration_s, struct ev_filter *stop_on);
+                  struct trace_config *tc, int64_t duration_s, bool ndjson,
+                  struct ev_filter *stop_on);
+/* What a trace is to artifact admission (GET /trace/snapshot writes one of the same kind). */
+extern const struct artifact_spec collect_trace_spec;
 /*
  * Ring mode of CollectTrace (README "Pre-trigger ring buffer"): a continuous session with tc
  * (taken) whose stream is kept in an events/ev_ring.h ring of lim. 0 with *out, or an error (no

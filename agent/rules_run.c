@@ -630,7 +630,7 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
         }
         rc = trace_action_config(r->a, act, &tc, why);
         rc = rc != 0 ? rc : stopping_event_filter(act, &stop_on, why);
-        rc = rc != 0 ? rc : collect_trace(r->a, &o, p, &tc, duration_s, stop_on);
+        rc = rc != 0 ? rc : collect_trace(r->a, &o, p, &tc, duration_s, false, stop_on);
         break;
     }
     case RULES_ACTION_COLLECT_DUMP:

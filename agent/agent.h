@@ -52,7 +52,7 @@ struct agent {
     struct http_server *http;
     struct http_tls_ctx *tls; /* https:// listeners (agent_tls.c); NULL without one */
     struct ipc_discovery *disc;
-    /* Every trace session alive, aborted ones still closing included (api_trace.c admits new
+    /* Every trace session alive, aborted ones still closing included (collect_trace.c admits new
      * ones against it); sessions count themselves here until they are freed, so it lives as
      * long as the loop runs (struct agent outlives the loop in main.c). */
     struct ipc_session_admission sessions;

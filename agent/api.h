@@ -110,14 +110,14 @@ void api_dump_get(struct agent *a, struct http_request *req);
  */
 int api_session_refused(int status, uint32_t hresult, const char *noun, char *msg, size_t cap,
                         const char **code);
-/* GET /gcdump?pid=|uid=|name=&egressProvider=&tags= (api_gcdump.c). */
+/* GET /gcdump?pid=|uid=|name=&egressProvider=&tags= (api_collect.c). */
 void api_gcdump_get(struct agent *a, struct http_request *req);
 
 /* GET /collectionrules?pid=|uid=|name= and /collectionrules/{name} (api_rules.c). */
 void api_collectionrules(struct agent *a, struct http_request *req);
 void api_collectionrule(struct agent *a, struct http_request *req, const char *name);
 
-/* /livemetrics (api_livemetrics.c). */
+/* /livemetrics (api_collect.c). */
 void api_livemetrics_get(struct agent *a, struct http_request *req);
 void api_livemetrics_post(struct agent *a, struct http_request *req);
 /* /logs (api_logs.c). */

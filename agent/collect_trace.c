@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The trace collector (collectors.h collect_trace; the routes are api_trace.c): an EventPipe
+ * The trace collector (collectors.h collect_trace; the routes are in api_collect.c): an EventPipe
  * session relayed to the HTTP client as it streams (PROTOCOL.md §4), or, with egressProvider, to
  * an egress target (artifact.h: the request is answered 202 at once).
  *

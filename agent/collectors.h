@@ -16,9 +16,9 @@
  * on_settled says so, possibly before this returns), or -1 when refused: for a request answered
  * with a problem, otherwise with the reason in o->why.
  *
- * collect_trace and its ring live in collect_trace.c (api_trace.c holds only the routes); the
- * other collectors still live beside their routes (api_dump.c collect_dump, …). Callers other
- * than the routes (rules_run.c) include only this header.
+ * The collectors live in collect_trace.c, collect_dump.c, collect_gcdump.c and
+ * collect_livemetrics.c, their routes in api_collect.c; collect_logs still lives beside its
+ * routes in api_logs.c. Callers other than the routes (rules_run.c) include only this header.
  */
 
 struct artifact_origin;
@@ -72,10 +72,16 @@ const struct ev_ring *collect_trace_ring_get(const struct trace_job *job);
  */
 int collect_logs(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                  const char *body, int64_t duration_s, int format);
+/* The live metrics that f names (GET /livemetrics: the Metrics settings); f is taken. */
+struct metrics_filters;
+int collect_livemetrics_filters(struct agent *a, const struct artifact_origin *o,
+                                const struct ipc_process *p, struct metrics_filters *f,
+                                int64_t duration_s);
 /* body: POST /livemetrics's EventMetricsConfiguration. */
 int collect_livemetrics(struct agent *a, const struct artifact_origin *o,
                         const struct ipc_process *p, const char *body, int64_t duration_s);
-/* type: Mini, Triage, WithHeap or Full (NULL: WithHeap). */
+/* type: Mini, Triage, WithHeap or Full, case-insensitive (NULL: WithHeap); another is refused
+ * (400). */
 int collect_dump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                  const char *type);
 /* A GC heap snapshot (CollectGCDump): 0 once its operation exists, -1 when refused. */

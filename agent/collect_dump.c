@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET /dump: the runtime writes a core dump (GenerateCoreDump3 -> 2 -> 1, PROTOCOL.md §3.3) into a
+ * The dump collector (collectors.h collect_dump; GET /dump is in api_collect.c): the runtime
+ * writes a core dump (GenerateCoreDump3 -> 2 -> 1, PROTOCOL.md §3.3) into a
  * directory dotmon controls, dotmon streams the file back (or, with egressProvider, into an egress
  * target: artifact.h; read 1 MiB at a time on the thread pool, only as fast as the store takes
  * it) and deletes it.
@@ -25,8 +26,6 @@
  * While the runtime writes, discovery is told the process is busy so its liveness check (which
  * the runtime's single diagnostic thread cannot answer now) does not drop it.
  */
-#include "api.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -40,11 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "artifact.h"
 #include "buf.h"
 #include "collectors.h"
 #include "err.h"
-#include "http_query.h"
 #include "ipc_client.h"
 #include "log.h"
 #include "operations.h"
@@ -799,34 +798,6 @@ static int job_send(struct dump_job *job)
 
 /* ---- the route ------------------------------------------------------------------------------- */
 
-/* Parses type (case-insensitive; default WithHeap). Answers 400 and returns -1 when invalid. */
-static int parse_type(struct http_request *req, struct dump_job *job)
-{
-    struct buf v;
-    buf_init(&v, 64);
-    int rc = http_query_get(http_request_query(req), "type", &v);
-    job->type = IPC_DUMP_TYPE_WITH_HEAP;
-    snprintf(job->type_name, sizeof(job->type_name), "WithHeap");
-    if (rc < 0) {
-        api_problem(req, 400, "malformed query string");
-    } else if (rc == 1) {
-        rc = -1;
-        for (size_t i = 0; i < sizeof(dump_types) / sizeof(dump_types[0]); i++) {
-            if (strcasecmp(buf_cstr(&v), dump_types[i].name) == 0) {
-                job->type = dump_types[i].type;
-                snprintf(job->type_name, sizeof(job->type_name), "%s", dump_types[i].name);
-                rc = 0;
-            }
-        }
-        if (rc != 0) {
-            api_problem(req, 400, "unknown dump type '%s': use Mini, Triage, WithHeap or Full",
-                        buf_cstr(&v));
-        }
-    }
-    buf_fini(&v);
-    return rc < 0 ? -1 : 0;
-}
-
 /* True while an earlier dump of this runtime has not been answered (see api_dump_get). */
 static bool runtime_still_dumping(const struct agent *a, const struct ipc_process *p)
 {
@@ -900,25 +871,6 @@ static struct dump_job *dump_job_new(struct agent *a)
 static int dump_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                       struct dump_job *job);
 
-void api_dump_get(struct agent *a, struct http_request *req)
-{
-    const struct ipc_process *p = api_select_process(a, req);
-    if (p == NULL) {
-        return;
-    }
-    struct dump_job *job = dump_job_new(a);
-    if (job == NULL) {
-        api_problem(req, 500, "out of memory");
-        return;
-    }
-    if (parse_type(req, job) != 0) {
-        job_release(&job->core);
-        return;
-    }
-    const struct artifact_origin o = {.req = req};
-    (void)dump_start(a, &o, p, job);
-}
-
 int collect_dump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                  const char *type)
 {
@@ -934,7 +886,7 @@ int collect_dump(struct agent *a, const struct artifact_origin *o, const struct 
         }
     }
     if (job->type_name[0] == '\0') {
-        artifact_refuse(o, 400, "unknown dump type '%s'", type);
+        artifact_refuse(o, 400, "unknown dump type '%s': use Mini, Triage, WithHeap or Full", type);
         job_release(&job->core);
         return -1;
     }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET/POST /livemetrics: a metrics session of its own with one runtime, its values streamed as
+ * The live-metrics collector (collectors.h collect_livemetrics; GET/POST /livemetrics are in
+ * api_collect.c): a metrics session of its own with one runtime, its values streamed as
  * application/json-seq records in dotnet-monitor's shape (../shared/EVENTS.md §5.3) for
  * durationSeconds (default 30, -1 until stopped), or into an egress target with egressProvider
  * (artifact.h; records are dropped, counted, while it is behind). GET collects what the Metrics
@@ -10,8 +11,6 @@
  * cleanly. The job runs on the collection-job core (collect/job.h): operation, artifact,
  * duration timer, state and the end path are the core's; this file supplies the session.
  */
-#include "api.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -24,11 +23,11 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "api.h"
 #include "artifact.h"
 #include "collectors.h"
 #include "err.h"
 #include "ev_store.h"
-#include "http_server.h"
 #include "log.h"
 #include "metrics_session.h"
 #include "operations.h"
@@ -275,9 +274,10 @@ static const struct artifact_spec lm_spec = {.kind = OP_KIND_LIVEMETRICS,
 /* No on_ready: records beyond the high-water mark are dropped (counted), never queued. */
 static const struct artifact_events lm_events = {.on_ready = NULL, .on_lost = job_lost};
 
-/* Registers the operation and starts the session; takes f. 0, or -1 when refused. */
-static int lm_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                    struct metrics_filters *f, int64_t duration_s)
+/* Registers the operation and starts the session; takes f (collectors.h). */
+int collect_livemetrics_filters(struct agent *a, const struct artifact_origin *o,
+                                const struct ipc_process *p, struct metrics_filters *f,
+                                int64_t duration_s)
 {
     struct operation *op = NULL;
     struct lm_job *job = (struct lm_job *)job_new(&a->collect, &lm_vt, sizeof(*job));
@@ -327,54 +327,8 @@ int collect_livemetrics(struct agent *a, const struct artifact_origin *o,
     if (metrics_filters_from_json(&f, body, strlen(body), a->metrics_interval_s, &err) != 0) {
         artifact_refuse(o, 400, "%s", buf_cstr(&err));
     } else {
-        rc = lm_start(a, o, p, &f, duration_s);
+        rc = collect_livemetrics_filters(a, o, p, &f, duration_s);
     }
     buf_fini(&err);
     return rc;
-}
-
-void api_livemetrics_get(struct agent *a, struct http_request *req)
-{
-    const struct ipc_process *p = api_select_process(a, req);
-    int64_t duration = 0;
-    if (p == NULL || api_parse_duration(req, &duration) != 0) {
-        return;
-    }
-    struct metrics_filters f;
-    if (metrics_filters_from_config(&f, a->cfg, a->metrics_interval_s) != 0) {
-        api_problem(req, 500, "the Metrics settings cannot be read (see dotmon's log)");
-        return;
-    }
-    const struct artifact_origin o = {.req = req};
-    (void)lm_start(a, &o, p, &f, duration);
-}
-
-void api_livemetrics_post(struct agent *a, struct http_request *req)
-{
-    const char *ct = http_request_header(req, "Content-Type");
-    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
-        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
-        api_problem(req, 415, "POST /livemetrics takes a JSON body, not %s", ct);
-        return;
-    }
-    const struct ipc_process *p = api_select_process(a, req);
-    int64_t duration = 0;
-    if (p == NULL || api_parse_duration(req, &duration) != 0) {
-        return;
-    }
-    size_t len = 0;
-    const uint8_t *body = http_request_body(req, &len);
-    struct buf err;
-    buf_init(&err, 4096);
-    struct metrics_filters f;
-    if (len == 0) {
-        api_problem(req, 400, "POST /livemetrics needs a JSON body (EventMetricsConfiguration)");
-    } else if (metrics_filters_from_json(&f, (const char *)body, len, a->metrics_interval_s,
-                                         &err) != 0) {
-        api_problem(req, 400, "%s", buf_cstr(&err));
-    } else {
-        const struct artifact_origin o = {.req = req};
-        (void)lm_start(a, &o, p, &f, duration);
-    }
-    buf_fini(&err);
 }

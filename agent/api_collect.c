@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET/POST /trace and GET /trace/snapshot: the HTTP side of traces. The routes parse the query
- * (profile or the JSON body, durationSeconds, format) and hand the request to the trace collector
- * (collect_trace.c, collectors.h), which the collection rules call too. /trace/snapshot writes a
- * collection rule's ring (found through the ring registry) as it is now.
+ * The HTTP side of the collection routes: GET/POST /trace, GET /trace/snapshot, GET /dump,
+ * GET /gcdump, GET/POST /livemetrics. Each parses its query (and body) and hands the request to
+ * its collector (collectors.h: collect_trace.c, collect_dump.c, collect_gcdump.c,
+ * collect_livemetrics.c), which the collection rules' actions call too; the collector answers
+ * the request. /trace/snapshot writes a collection rule's ring (found through the ring registry)
+ * as it is now. (/logs and /profile still keep their routes beside their collectors.)
  */
 #include "api.h"
 
@@ -20,11 +22,15 @@
 #include "ev_ring.h"
 #include "http_query.h"
 #include "log.h"
+#include "metrics_session.h"
 #include "operations.h"
 #include "ring_registry.h"
 #include "trace_config.h"
 
-static const char cat[] = "dotmon.trace";
+static const char trace_cat[] = "dotmon.trace";
+
+/* ---- GET/POST /trace, GET /trace/snapshot ------------------------------------------------------
+ */
 
 /* The format query parameter: 0 with *ndjson set, or -1 once answered with a problem. */
 static int trace_query_format(struct http_request *req, bool *ndjson)
@@ -194,7 +200,8 @@ void api_trace_snapshot(struct agent *a, struct http_request *req)
             cJSON_AddStringToObject(extra, "rule", name);
             cJSON_AddNumberToObject(extra, "events", (double)st.events_kept);
             cJSON_AddNumberToObject(extra, "ringBytes", (double)st.bytes_used);
-            log_info(cat, "trace ring of %llu (rule %s): snapshot of %llu events, %llu bytes: %s",
+            log_info(trace_cat,
+                     "trace ring of %llu (rule %s): snapshot of %llu events, %llu bytes: %s",
                      (unsigned long long)p->pid, name, (unsigned long long)st.events_kept,
                      (unsigned long long)st.bytes_used, rc == 0 ? "ok" : agent_strerror(rc));
             if (rc == 0) {
@@ -205,4 +212,88 @@ void api_trace_snapshot(struct agent *a, struct http_request *req)
         }
     }
     buf_fini(&rule_q);
+}
+
+/* ---- GET /dump --------------------------------------------------------------------------------
+ */
+
+/* The type query parameter (case-insensitive; absent: WithHeap, the collector's default). */
+void api_dump_get(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    struct buf type;
+    buf_init(&type, 64);
+    int has = http_query_get(http_request_query(req), "type", &type);
+    if (has < 0) {
+        api_problem(req, 400, "malformed query string");
+    } else {
+        const struct artifact_origin o = {.req = req};
+        (void)collect_dump(a, &o, p, has == 1 ? buf_cstr(&type) : NULL);
+    }
+    buf_fini(&type);
+}
+
+/* ---- GET /gcdump ------------------------------------------------------------------------------
+ */
+
+void api_gcdump_get(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p == NULL) {
+        return;
+    }
+    const struct artifact_origin o = {.req = req};
+    (void)collect_gcdump(a, &o, p);
+}
+
+/* ---- GET/POST /livemetrics ---------------------------------------------------------------------
+ */
+
+void api_livemetrics_get(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    int64_t duration = 0;
+    if (p == NULL || api_parse_duration(req, &duration) != 0) {
+        return;
+    }
+    struct metrics_filters f;
+    if (metrics_filters_from_config(&f, a->cfg, a->metrics_interval_s) != 0) {
+        api_problem(req, 500, "the Metrics settings cannot be read (see dotmon's log)");
+        return;
+    }
+    const struct artifact_origin o = {.req = req};
+    (void)collect_livemetrics_filters(a, &o, p, &f, duration);
+}
+
+void api_livemetrics_post(struct agent *a, struct http_request *req)
+{
+    const char *ct = http_request_header(req, "Content-Type");
+    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
+        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
+        api_problem(req, 415, "POST /livemetrics takes a JSON body, not %s", ct);
+        return;
+    }
+    const struct ipc_process *p = api_select_process(a, req);
+    int64_t duration = 0;
+    if (p == NULL || api_parse_duration(req, &duration) != 0) {
+        return;
+    }
+    size_t len = 0;
+    const uint8_t *body = http_request_body(req, &len);
+    struct buf err;
+    buf_init(&err, 4096);
+    struct metrics_filters f;
+    if (len == 0) {
+        api_problem(req, 400, "POST /livemetrics needs a JSON body (EventMetricsConfiguration)");
+    } else if (metrics_filters_from_json(&f, (const char *)body, len, a->metrics_interval_s,
+                                         &err) != 0) {
+        api_problem(req, 400, "%s", buf_cstr(&err));
+    } else {
+        const struct artifact_origin o = {.req = req};
+        (void)collect_livemetrics_filters(a, &o, p, &f, duration);
+    }
+    buf_fini(&err);
 }

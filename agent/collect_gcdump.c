@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET /gcdump: a GC heap snapshot (dotnet-gcdump's, dotnet-monitor's /gcdump). An EventPipe session
+ * The gcdump collector (collectors.h collect_gcdump; GET /gcdump is in api_collect.c): a GC heap
+ * snapshot (dotnet-gcdump's, dotnet-monitor's /gcdump). An EventPipe session
  * on Microsoft-Windows-DotNETRuntime with the heap-dump keywords (EV_GCHEAP_KEYWORDS, Verbose, no
  * rundown, GCDump:BufferSizeMB: 1024 MB by default as dotnet-gcdump 10 asks, where dotnet-monitor
  * asks 256 and a walk of ~9 M objects outgrows that) makes the runtime run an induced
@@ -26,14 +27,13 @@
  * held whole: dotmon's memory is the graph plus a few MiB, and the graph is freed the moment the
  * writer is done. A consumer that leaves makes the writer stop at its next chunk.
  */
-#include "api.h"
-
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "artifact.h"
 #include "collectors.h"
 #include "err.h"
@@ -49,7 +49,7 @@ static const char cat[] = "dotmon.gcdump";
 #define GCDUMP_START_TIMEOUT_MS 5000
 /* After StopTracing the runtime flushes what its buffer holds: bounded like a trace's rundown. */
 #define GCDUMP_STOP_TIMEOUT_MS 60000
-/* Sessions still closing in the background that may exist beyond the limits (api_trace.c). */
+/* Sessions still closing in the background that may exist beyond the limits (collect_trace.c). */
 #define GCDUMP_SESSION_SLACK 8u
 #define GCDUMP_HIGH_WATER    ((size_t)1024 * 1024)
 #define GCDUMP_LOW_WATER     ((size_t)256 * 1024)
@@ -649,16 +649,6 @@ int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struc
              (unsigned long long)p->pid, (unsigned long long)(a->gcdump_timeout_ms / 1000));
     job_running(&job->core);
     return 0;
-}
-
-void api_gcdump_get(struct agent *a, struct http_request *req)
-{
-    const struct ipc_process *p = api_select_process(a, req);
-    if (p == NULL) {
-        return;
-    }
-    const struct artifact_origin o = {.req = req};
-    (void)collect_gcdump(a, &o, p);
 }
 
 /*

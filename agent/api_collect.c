@@ -29,8 +29,7 @@
 
 static const char trace_cat[] = "dotmon.trace";
 
-/* ---- GET/POST /trace, GET /trace/snapshot ------------------------------------------------------
- */
+/* ---- GET/POST /trace, GET /trace/snapshot ---------------------------------------------------- */
 
 /* The format query parameter: 0 with *ndjson set, or -1 once answered with a problem. */
 static int trace_query_format(struct http_request *req, bool *ndjson)
@@ -138,15 +137,17 @@ static int snapshot_write(void *ud, const uint8_t *p, size_t n)
     return artifact_write(ud, p, n) != 0 ? UV_EPIPE : 0;
 }
 
-/* The rule= query parameter (NULL when absent, into *rule); -1 once answered with a problem. */
-static int snapshot_query_rule(struct http_request *req, struct buf *rule, const char **out)
+/* An optional query parameter (NULL when absent, its value in v); -1 once answered with a
+ * problem. */
+static int query_optional(struct http_request *req, const char *key, struct buf *v,
+                          const char **out)
 {
-    int has = http_query_get(http_request_query(req), "rule", rule);
+    int has = http_query_get(http_request_query(req), key, v);
     if (has < 0) {
         api_problem(req, 400, "malformed query string");
         return -1;
     }
-    *out = has == 1 ? buf_cstr(rule) : NULL;
+    *out = has == 1 ? buf_cstr(v) : NULL;
     return 0;
 }
 
@@ -159,7 +160,7 @@ void api_trace_snapshot(struct agent *a, struct http_request *req)
     struct buf rule_q;
     buf_init(&rule_q, 256);
     const char *rule = NULL;
-    if (snapshot_query_rule(req, &rule_q, &rule) != 0) {
+    if (query_optional(req, "rule", &rule_q, &rule) != 0) {
         buf_fini(&rule_q);
         return;
     }
@@ -214,8 +215,7 @@ void api_trace_snapshot(struct agent *a, struct http_request *req)
     buf_fini(&rule_q);
 }
 
-/* ---- GET /dump --------------------------------------------------------------------------------
- */
+/* ---- GET /dump ------------------------------------------------------------------------------- */
 
 /* The type query parameter (case-insensitive; absent: WithHeap, the collector's default). */
 void api_dump_get(struct agent *a, struct http_request *req)
@@ -224,20 +224,17 @@ void api_dump_get(struct agent *a, struct http_request *req)
     if (p == NULL) {
         return;
     }
-    struct buf type;
-    buf_init(&type, 64);
-    int has = http_query_get(http_request_query(req), "type", &type);
-    if (has < 0) {
-        api_problem(req, 400, "malformed query string");
-    } else {
+    struct buf type_q;
+    buf_init(&type_q, 64);
+    const char *type = NULL;
+    if (query_optional(req, "type", &type_q, &type) == 0) {
         const struct artifact_origin o = {.req = req};
-        (void)collect_dump(a, &o, p, has == 1 ? buf_cstr(&type) : NULL);
+        (void)collect_dump(a, &o, p, type);
     }
-    buf_fini(&type);
+    buf_fini(&type_q);
 }
 
-/* ---- GET /gcdump ------------------------------------------------------------------------------
- */
+/* ---- GET /gcdump ----------------------------------------------------------------------------- */
 
 void api_gcdump_get(struct agent *a, struct http_request *req)
 {
@@ -249,8 +246,7 @@ void api_gcdump_get(struct agent *a, struct http_request *req)
     (void)collect_gcdump(a, &o, p);
 }
 
-/* ---- GET/POST /livemetrics ---------------------------------------------------------------------
- */
+/* ---- GET/POST /livemetrics ------------------------------------------------------------------- */
 
 void api_livemetrics_get(struct agent *a, struct http_request *req)
 {

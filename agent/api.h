@@ -120,7 +120,7 @@ void api_collectionrule(struct agent *a, struct http_request *req, const char *n
 /* /livemetrics (api_collect.c). */
 void api_livemetrics_get(struct agent *a, struct http_request *req);
 void api_livemetrics_post(struct agent *a, struct http_request *req);
-/* /logs (api_logs.c). */
+/* /logs (api_collect.c). */
 void api_logs_get(struct agent *a, struct http_request *req);
 void api_logs_post(struct agent *a, struct http_request *req);
 

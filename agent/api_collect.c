@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The HTTP side of the collection routes: GET/POST /trace, GET /trace/snapshot, GET /dump,
- * GET /gcdump, GET/POST /livemetrics. Each parses its query (and body) and hands the request to
- * its collector (collectors.h: collect_trace.c, collect_dump.c, collect_gcdump.c,
- * collect_livemetrics.c), which the collection rules' actions call too; the collector answers
- * the request. /trace/snapshot writes a collection rule's ring (found through the ring registry)
- * as it is now. (/logs and /profile still keep their routes beside their collectors.)
+ * GET /gcdump, GET/POST /livemetrics, GET/POST /logs. Each parses its query (and body) and hands
+ * the request to its collector (collectors.h: collect_trace.c, collect_dump.c, collect_gcdump.c,
+ * collect_livemetrics.c, collect_logs.c), which the collection rules' actions call too; the
+ * collector answers the request. /trace/snapshot writes a collection rule's ring (found through
+ * the ring registry) as it is now. (/profile, which no rule collects, keeps its route beside its
+ * collector in api_profile.c.)
  */
 #include "api.h"
 
@@ -292,4 +293,104 @@ void api_livemetrics_post(struct agent *a, struct http_request *req)
         (void)collect_livemetrics_filters(a, &o, p, &f, duration);
     }
     buf_fini(&err);
+}
+
+/* ---- GET/POST /logs -------------------------------------------------------------------------- */
+
+/*
+ * The media type Accept picks, in dotnet-monitor's order (exact types first, then the ranges
+ * that cover them), as collect_logs numbers them (0 text/plain, 1 application/x-ndjson, 2
+ * application/json-seq); -1 for none. A missing or empty Accept counts as any type.
+ */
+static int pick_format(const char *accept)
+{
+    static const char *const types[] = {"text/plain", "application/x-ndjson",
+                                        "application/json-seq"};
+    if (accept == NULL || accept[strspn(accept, " \t")] == '\0') {
+        return 0;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t t = 0; t < 3; t++) {
+            size_t slash = (size_t)(strchr(types[t], '/') - types[t]);
+            for (const char *p = accept; *p != '\0';) {
+                p += strspn(p, " \t,");
+                size_t len = strcspn(p, ",; \t");
+                bool hit = pass == 0
+                               ? (len == strlen(types[t]) && strncasecmp(p, types[t], len) == 0)
+                               : ((len == 3 && strncmp(p, "*/*", 3) == 0) ||
+                                  (len == slash + 2 && strncasecmp(p, types[t], slash) == 0 &&
+                                   strncmp(p + slash, "/*", 2) == 0));
+                if (hit) {
+                    return (int)t;
+                }
+                p += strcspn(p, ",");
+            }
+        }
+    }
+    return -1;
+}
+
+/* The POST body (LogsConfiguration; member names in any case). 0, or AGENT_E_INVAL with err. */
+
+/* Process, duration and format, common to GET and POST; -1 when a problem was answered. */
+static int logs_common(struct agent *a, struct http_request *req, const struct ipc_process **p,
+                       int64_t *duration)
+{
+    int format = pick_format(http_request_header(req, "Accept"));
+    if (format < 0) {
+        api_problem(req, 406,
+                    "/logs produces text/plain, application/x-ndjson or application/json-seq");
+        return -1;
+    }
+    *p = api_select_process(a, req);
+    if (*p == NULL || api_parse_duration(req, duration) != 0) {
+        return -1;
+    }
+    return format;
+}
+
+void api_logs_get(struct agent *a, struct http_request *req)
+{
+    const struct ipc_process *p = NULL;
+    int64_t duration = 0;
+    int format = logs_common(a, req, &p, &duration);
+    if (format < 0) {
+        return;
+    }
+    struct buf level_q;
+    buf_init(&level_q, 64);
+    int has = http_query_get(http_request_query(req), "level", &level_q);
+    if (has < 0) {
+        api_problem(req, 400,
+                    "level must be one of Trace, Debug, Information, Warning, Error, "
+                    "Critical, None");
+    } else {
+        const struct artifact_origin o = {.req = req};
+        (void)collect_logs_level(a, &o, p, has == 1 ? buf_cstr(&level_q) : NULL, duration, format);
+    }
+    buf_fini(&level_q);
+}
+
+void api_logs_post(struct agent *a, struct http_request *req)
+{
+    const char *ct = http_request_header(req, "Content-Type");
+    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
+        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
+        api_problem(req, 415, "POST /logs takes a JSON body, not %s", ct);
+        return;
+    }
+    const struct ipc_process *p = NULL;
+    int64_t duration = 0;
+    int format = logs_common(a, req, &p, &duration);
+    if (format < 0) {
+        return;
+    }
+    size_t len = 0;
+    const uint8_t *body = http_request_body(req, &len);
+    if (len == 0) {
+        api_problem(req, 400, "POST /logs needs a JSON body (LogsConfiguration)");
+        return;
+    }
+    const struct artifact_origin o = {.req = req};
+    (void)collect_logs(a, &o, p, (const char *)body, len, duration, format);
 }

@@ -16,9 +16,9 @@
  * on_settled says so, possibly before this returns), or -1 when refused: for a request answered
  * with a problem, otherwise with the reason in o->why.
  *
- * The collectors live in collect_trace.c, collect_dump.c, collect_gcdump.c and
- * collect_livemetrics.c, their routes in api_collect.c; collect_logs still lives beside its
- * routes in api_logs.c. Callers other than the routes (rules_run.c) include only this header.
+ * The collectors live in collect_trace.c, collect_dump.c, collect_gcdump.c, collect_logs.c and
+ * collect_livemetrics.c, their routes in api_collect.c. Callers other than the routes
+ * (rules_run.c) include only this header.
  */
 
 struct artifact_origin;
@@ -68,10 +68,15 @@ int collect_trace_ring_snapshot(struct trace_job *job,
                                 int (*write)(void *ud, const uint8_t *p, size_t n), void *ud);
 /* The ring itself (its stats), or NULL. */
 const struct ev_ring *collect_trace_ring_get(const struct trace_job *job);
-/* body: POST /logs's LogsConfiguration; format 0 PlainText, 1 NewlineDelimitedJson, 2 JsonSequence.
- */
+/* body[0..len): POST /logs's LogsConfiguration; format 0 PlainText, 1 NewlineDelimitedJson,
+ * 2 JsonSequence. */
 int collect_logs(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                 const char *body, int64_t duration_s, int format);
+                 const char *body, size_t len, int64_t duration_s, int format);
+/* GET /logs: level NULL takes the app's own filters (UseAppFilters), else the records at level
+ * (Trace … None, case-insensitive; another is refused, 400) and above. */
+int collect_logs_level(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p, const char *level, int64_t duration_s,
+                       int format);
 /* The live metrics that f names (GET /livemetrics: the Metrics settings); f is taken. */
 struct metrics_filters;
 int collect_livemetrics_filters(struct agent *a, const struct artifact_origin *o,

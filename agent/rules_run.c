@@ -638,8 +638,9 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
         break;
     case RULES_ACTION_COLLECT_LOGS: {
         char *body = logs_action_body(act);
-        rc = body != NULL ? collect_logs(r->a, &o, p, body, duration_s, (int)act->format)
-                          : UV_ENOMEM;
+        rc = body != NULL
+                 ? collect_logs(r->a, &o, p, body, strlen(body), duration_s, (int)act->format)
+                 : UV_ENOMEM;
         cJSON_free(body);
         break;
     }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET/POST /logs: an EventPipe session of its own with one runtime (Microsoft-Extensions-Logging
+ * The logs collector (collectors.h collect_logs, collect_logs_level; GET/POST /logs are in
+ * api_collect.c): an EventPipe session of its own with one runtime (Microsoft-Extensions-Logging
  * keywords 0xC with dotnet-monitor's FilterSpecs, TplEventSource 0x80 for scopes; EVENTS.md
  * §4.1, §4.3), its records built by events/ev_logs and streamed in the format the Accept header
  * picks (text/plain, application/x-ndjson, application/json-seq, in dotnet-monitor's order; a
@@ -23,8 +24,6 @@
  * a default host builder), the session streams nothing until its duration ends; dotmon logs a
  * warning when no logging event has arrived after LOGS_QUIET_MS.
  */
-#include "api.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,6 +35,7 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "api.h"
 #include "artifact.h"
 #include "collectors.h"
 #include "err.h"
@@ -361,40 +361,6 @@ static int spec_add(struct buf *b, const char *category, int level)
     return rc;
 }
 
-/*
- * The media type Accept picks, in dotnet-monitor's order (exact types first, then the ranges
- * that cover them); -1 for none. A missing or empty Accept counts as any type.
- */
-static int pick_format(const char *accept)
-{
-    static const char *const types[] = {"text/plain", "application/x-ndjson",
-                                        "application/json-seq"};
-    static const enum ev_logs_format fmts[] = {EV_LOGS_PLAIN, EV_LOGS_NDJSON, EV_LOGS_JSON_SEQ};
-    if (accept == NULL || accept[strspn(accept, " \t")] == '\0') {
-        return EV_LOGS_PLAIN;
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t t = 0; t < 3; t++) {
-            size_t slash = (size_t)(strchr(types[t], '/') - types[t]);
-            for (const char *p = accept; *p != '\0';) {
-                p += strspn(p, " \t,");
-                size_t len = strcspn(p, ",; \t");
-                bool hit = pass == 0
-                               ? (len == strlen(types[t]) && strncasecmp(p, types[t], len) == 0)
-                               : ((len == 3 && strncmp(p, "*/*", 3) == 0) ||
-                                  (len == slash + 2 && strncasecmp(p, types[t], slash) == 0 &&
-                                   strncmp(p + slash, "/*", 2) == 0));
-                if (hit) {
-                    return (int)fmts[t];
-                }
-                p += strcspn(p, ",");
-            }
-        }
-    }
-    return -1;
-}
-
-/* The POST body (LogsConfiguration; member names in any case). 0, or AGENT_E_INVAL with err. */
 static int spec_from_json(struct logs_spec *s, const char *body, size_t len, struct buf *err)
 {
     cJSON *root = cJSON_ParseWithLength(body, len);
@@ -678,10 +644,11 @@ fail:
     return -1;
 }
 
+static const enum ev_logs_format logs_formats[] = {EV_LOGS_PLAIN, EV_LOGS_NDJSON, EV_LOGS_JSON_SEQ};
+
 int collect_logs(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                 const char *body, int64_t duration_s, int format)
+                 const char *body, size_t len, int64_t duration_s, int format)
 {
-    static const enum ev_logs_format fmts[] = {EV_LOGS_PLAIN, EV_LOGS_NDJSON, EV_LOGS_JSON_SEQ};
     struct logs_spec spec = {0};
     buf_init(&spec.specs, SPECS_MAX);
     struct buf err;
@@ -690,97 +657,41 @@ int collect_logs(struct agent *a, const struct artifact_origin *o, const struct 
     if (format < 0 || format > 2) {
         artifact_refuse(o, 400, "unknown logs format %d", format);
         buf_fini(&spec.specs);
-    } else if (spec_from_json(&spec, body, strlen(body), &err) != 0) {
+    } else if (spec_from_json(&spec, body, len, &err) != 0) {
         artifact_refuse(o, 400, "%s", buf_cstr(&err));
         buf_fini(&spec.specs);
     } else {
-        rc = logs_start(a, o, p, &spec, duration_s, (int)fmts[format]);
+        rc = logs_start(a, o, p, &spec, duration_s, (int)logs_formats[format]);
     }
     buf_fini(&err);
     return rc;
 }
 
-/* Process, duration and format, common to GET and POST; -1 when a problem was answered. */
-static int logs_common(struct agent *a, struct http_request *req, const struct ipc_process **p,
-                       int64_t *duration)
+int collect_logs_level(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p, const char *level, int64_t duration_s,
+                       int format)
 {
-    int format = pick_format(http_request_header(req, "Accept"));
-    if (format < 0) {
-        api_problem(req, 406,
-                    "/logs produces text/plain, application/x-ndjson or application/json-seq");
-        return -1;
-    }
-    *p = api_select_process(a, req);
-    if (*p == NULL || api_parse_duration(req, duration) != 0) {
-        return -1;
-    }
-    return format;
-}
-
-void api_logs_get(struct agent *a, struct http_request *req)
-{
-    const struct ipc_process *p = NULL;
-    int64_t duration = 0;
-    int format = logs_common(a, req, &p, &duration);
-    if (format < 0) {
-        return;
-    }
     struct logs_spec spec = {.level = EV_LOG_TRACE, .app_filters = true};
-    buf_init(&spec.specs, SPECS_MAX);
-    struct buf level;
-    buf_init(&level, 64);
-    int has = http_query_get(http_request_query(req), "level", &level);
-    if (has == 1) {
-        spec.level = ev_log_level_parse(buf_cstr(&level));
+    if (format < 0 || format > 2) {
+        artifact_refuse(o, 400, "unknown logs format %d", format);
+        return -1;
+    }
+    if (level != NULL) {
+        spec.level = ev_log_level_parse(level);
         spec.app_filters = false;
         spec.client_level = true;
     }
-    buf_fini(&level);
-    if (has < 0 || spec.level < 0) {
-        api_problem(req, 400,
-                    "level must be one of Trace, Debug, Information, Warning, Error, "
-                    "Critical, None");
-        buf_fini(&spec.specs);
-        return;
+    if (spec.level < 0) {
+        artifact_refuse(o, 400,
+                        "level must be one of Trace, Debug, Information, Warning, Error, "
+                        "Critical, None");
+        return -1;
     }
-    if (spec.app_filters && buf_append_str(&spec.specs, "UseAppFilters") != 0) {
-        api_problem(req, 500, "out of memory");
-        buf_fini(&spec.specs);
-        return;
-    }
-    const struct artifact_origin o = {.req = req};
-    (void)logs_start(a, &o, p, &spec, duration, format);
-}
-
-void api_logs_post(struct agent *a, struct http_request *req)
-{
-    const char *ct = http_request_header(req, "Content-Type");
-    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
-        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
-        api_problem(req, 415, "POST /logs takes a JSON body, not %s", ct);
-        return;
-    }
-    const struct ipc_process *p = NULL;
-    int64_t duration = 0;
-    int format = logs_common(a, req, &p, &duration);
-    if (format < 0) {
-        return;
-    }
-    size_t len = 0;
-    const uint8_t *body = http_request_body(req, &len);
-    struct buf err;
-    buf_init(&err, 4096);
-    struct logs_spec spec = {0};
     buf_init(&spec.specs, SPECS_MAX);
-    if (len == 0) {
-        api_problem(req, 400, "POST /logs needs a JSON body (LogsConfiguration)");
+    if (spec.app_filters && buf_append_str(&spec.specs, "UseAppFilters") != 0) {
+        artifact_refuse(o, 500, "out of memory");
         buf_fini(&spec.specs);
-    } else if (spec_from_json(&spec, (const char *)body, len, &err) != 0) {
-        api_problem(req, 400, "%s", buf_cstr(&err));
-        buf_fini(&spec.specs);
-    } else {
-        const struct artifact_origin o = {.req = req};
-        (void)logs_start(a, &o, p, &spec, duration, format);
+        return -1;
     }
-    buf_fini(&err);
+    return logs_start(a, o, p, &spec, duration_s, (int)logs_formats[format]);
 }

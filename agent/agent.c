@@ -648,6 +648,9 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     a->trace_spool_limit = spool_mb * 1024 * 1024;
     op_registry_init(&a->ops, (size_t)history, (size_t)max_traces, (size_t)max_dumps);
     a->ops.limit[OP_KIND_GCDUMP] = (size_t)max_gcdumps;
+    a->collect.loop = a->loop;
+    a->collect.ops = &a->ops;
+    a->collect.end_artifact = artifact_end_job;
     a->gcdump_max_nodes = gcdump_nodes;
     a->gcdump_buffer_mb = (uint32_t)gcdump_buffer;
     rc = setup_dump_dirs(a);
@@ -1027,11 +1030,10 @@ void agent_stop(struct agent *a)
     uv_timer_start(&a->shutdown_deadline, on_shutdown_deadline,
                    agent_timeout(a, TIMEOUT_SHUTDOWN_DEADLINE), 0);
     uv_unref((uv_handle_t *)&a->shutdown_deadline);
-    api_trace_shutdown(a);
-    api_livemetrics_shutdown(a);
-    api_logs_shutdown(a);
-    api_dump_shutdown(a);
-    api_gcdump_shutdown(a);
+    /* Traces, logs, live metrics and profiles stop gracefully (clients get whole files, runtimes
+     * keep no session; the HTTP server's grace period lets the rundowns finish); dumps being
+     * written and heap snapshots are abandoned (collect/job.h, each collector's vtable). */
+    collect_shutdown(&a->collect);
     /* Uploads of the artifacts that end now get until the HTTP server's grace period is over;
      * then they are aborted (nothing half-done left in the stores). */
     artifact_shutdown(a, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE));
@@ -1078,6 +1080,7 @@ void agent_fini(struct agent *a)
     a->dump_target_dir = NULL;
     op_registry_fini(&a->ops);
     rules_run_free(a->rules);
+    ring_registry_fini(&a->rings);
     a->rules = NULL;
     free(a->rules_settings);
     a->rules_settings = NULL;

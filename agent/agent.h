@@ -12,7 +12,9 @@
 #include "config.h"
 #include "ipc_discovery.h"
 #include "ipc_session.h"
+#include "job.h"
 #include "operations.h"
+#include "ring_registry.h"
 #include "timeouts.h"
 
 /*
@@ -51,7 +53,7 @@ struct agent {
     struct http_server *http;
     struct http_tls_ctx *tls; /* https:// listeners (agent_tls.c); NULL without one */
     struct ipc_discovery *disc;
-    /* Every trace session alive, aborted ones still closing included (api_trace.c admits new
+    /* Every trace session alive, aborted ones still closing included (collect_trace.c admits new
      * ones against it); sessions count themselves here until they are freed, so it lives as
      * long as the loop runs (struct agent outlives the loop in main.c). */
     struct ipc_session_admission sessions;
@@ -85,21 +87,22 @@ struct agent {
     int exit_code;
 
     struct op_registry ops;      /* traces and dumps */
+    struct collect_ctx collect;  /* the collection jobs (collect/job.h): loop, ops, artifacts */
     char *dump_dir;              /* Storage:DumpTempFolder: where dotmon reads dumps */
     char *dump_target_dir;       /* Storage:DumpTargetFolder: the same folder as apps see it */
     char *dump_refused;          /* why dump_dir failed StrictModes at start-up, or NULL */
-    struct dump_job *dump_jobs;  /* dumps in progress (api_dump.c) */
     uint64_t gcdump_max_nodes;   /* GCDump:MaxNodes: the biggest graph a gcdump builds */
     uint32_t gcdump_buffer_mb;   /* GCDump:BufferSizeMB: the runtime's buffer for the heap walk */
     uint32_t metrics_interval_s; /* GlobalCounter:IntervalSeconds, for the Metrics profile */
     uint64_t mem_cgroup_limit;   /* the cgroup's memory limit at start-up, bytes; 0: none */
 
     uint64_t requests_total;
-    bool metrics_enabled;    /* Metrics:Enabled / --metrics (for /info) */
-    struct metrics *metrics; /* continuous metrics sessions (metrics.c); NULL when disabled */
-    struct rules_run *rules; /* collection rules (rules_run.c); NULL when none is configured */
-    char *rules_settings;    /* the rule settings in effect, to notice a change on reload */
-    char *rules_refused;     /* the rule settings a reload last refused (errors said once) */
+    bool metrics_enabled;       /* Metrics:Enabled / --metrics (for /info) */
+    struct metrics *metrics;    /* continuous metrics sessions (metrics.c); NULL when disabled */
+    struct rules_run *rules;    /* collection rules (rules_run.c); NULL when none is configured */
+    struct ring_registry rings; /* the rules' trace rings, for their readers (ring_registry.h) */
+    char *rules_settings;       /* the rule settings in effect, to notice a change on reload */
+    char *rules_refused;        /* the rule settings a reload last refused (errors said once) */
 
     /* Processes not yet announced at Info: short-lived ones (the SDK's own build processes)
      * are logged at Debug only (agent.c on_process_change). */

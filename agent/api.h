@@ -110,85 +110,18 @@ void api_dump_get(struct agent *a, struct http_request *req);
  */
 int api_session_refused(int status, uint32_t hresult, const char *noun, char *msg, size_t cap,
                         const char **code);
-/* GET /gcdump?pid=|uid=|name=&egressProvider=&tags= (api_gcdump.c). */
+/* GET /gcdump?pid=|uid=|name=&egressProvider=&tags= (api_collect.c). */
 void api_gcdump_get(struct agent *a, struct http_request *req);
 
-/*
- * The artifact routes' collections started without a request (o->req NULL: a collection rule's
- * action, artifact.h): egress to o->provider, o->on_settled told of the end. 0 once the
- * operation exists (it may have failed already: on_settled says so, possibly before this
- * returns), or -1 when refused, with the reason in o->why.
- */
-struct artifact_origin;
-struct trace_config;
-struct ev_filter;
-/*
- * tc is taken (the same configuration as POST /trace's body or GET /trace's profile). stop_on
- * (CollectTrace's StoppingEvent; NULL for none) is taken too, refused or not: the trace is
- * stopped gracefully (as by the duration) once an event matches it (events/ev_filter.h).
- */
-int api_trace_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                      struct trace_config *tc, int64_t duration_s, struct ev_filter *stop_on);
-/*
- * Ring mode of CollectTrace (README "Pre-trigger ring buffer"): a continuous session with tc
- * (taken) whose stream is kept in an events/ev_ring.h ring of lim. 0 with *out, or an error (no
- * session left). on_end(ud, status, reason) says that the session ended before any trigger (the
- * runtime went away, refused it, or the ring failed): the job is then gone. Not called after
- * api_trace_ring_stop or a successful api_trace_ring_trigger.
- */
-struct trace_job;
-struct ev_ring;
-struct ev_ring_limits;
-typedef void (*api_trace_ring_end_cb)(void *ud, int status, const char *reason);
-int api_trace_ring_start(struct agent *a, const struct ipc_process *p, struct trace_config *tc,
-                         const struct ev_ring_limits *lim, api_trace_ring_end_cb on_end, void *ud,
-                         struct trace_job **out);
-/* Stops an untriggered ring (StopTracing in the background) and frees it. NULL is fine. */
-void api_trace_ring_stop(struct trace_job *job);
-/*
- * The trigger: an artifact as api_trace_collect's (o) gets the ring's content, then the live
- * stream for post_s seconds, then StopTracing's rundown and the end tag. 0: the job belongs to
- * the operation from now on (the caller forgets it; o's on_settled reports the end). Otherwise
- * the job is unchanged (AGENT_E_NOTFOUND: its session has not started yet; or refused, said in
- * o->why).
- */
-int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
-                           const struct ipc_process *p, int64_t post_s);
-/* The ring's content now as a whole nettrace (ev_ring_snapshot). */
-int api_trace_ring_snapshot(struct trace_job *job,
-                            int (*write)(void *ud, const uint8_t *p, size_t n), void *ud);
-/* The ring itself (its stats), or NULL. */
-const struct ev_ring *api_trace_ring_get(const struct trace_job *job);
-/* body: POST /logs's LogsConfiguration; format 0 PlainText, 1 NewlineDelimitedJson, 2 JsonSequence.
- */
-int api_logs_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                     const char *body, int64_t duration_s, int format);
-/* body: POST /livemetrics's EventMetricsConfiguration. */
-int api_livemetrics_collect(struct agent *a, const struct artifact_origin *o,
-                            const struct ipc_process *p, const char *body, int64_t duration_s);
-/* type: Mini, Triage, WithHeap or Full (NULL: WithHeap). */
-int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                     const char *type);
-/* A GC heap snapshot (CollectGCDump): 0 once its operation exists, -1 when refused. */
-int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
-                       const struct ipc_process *p);
 /* GET /collectionrules?pid=|uid=|name= and /collectionrules/{name} (api_rules.c). */
 void api_collectionrules(struct agent *a, struct http_request *req);
 void api_collectionrule(struct agent *a, struct http_request *req, const char *name);
 
-/* Gracefully stops every running trace (shutdown). */
-void api_trace_shutdown(struct agent *a);
-/* /livemetrics (api_livemetrics.c); shutdown stops every running one gracefully. */
+/* /livemetrics (api_collect.c). */
 void api_livemetrics_get(struct agent *a, struct http_request *req);
 void api_livemetrics_post(struct agent *a, struct http_request *req);
-void api_livemetrics_shutdown(struct agent *a);
-/* /logs (api_logs.c); shutdown stops every running one gracefully. */
+/* /logs (api_collect.c). */
 void api_logs_get(struct agent *a, struct http_request *req);
 void api_logs_post(struct agent *a, struct http_request *req);
-void api_logs_shutdown(struct agent *a);
-/* Stops waiting for dumps the runtimes are still writing (shutdown). */
-void api_dump_shutdown(struct agent *a);
-/* Abandons the heap snapshots still running (their sessions stopped in the background). */
-void api_gcdump_shutdown(struct agent *a);
 
 #endif

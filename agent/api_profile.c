@@ -64,18 +64,14 @@ static const char cat[] = "dotmon.profile";
 enum profile_format { PROFILE_JSON, PROFILE_TEXT, PROFILE_SPEEDSCOPE, PROFILE_FLAME };
 
 struct profile_job {
+    struct job core; /* first: operation, artifact (core.art), duration timer, state */
     struct agent *a;
-    struct operation *op;     /* NULL once the artifact has ended */
-    struct artifact *out;     /* NULL once ended */
     struct ipc_session *sess; /* NULL after on_end or abort */
     struct ev_symbols *sym;
     struct ev_profile *prof; /* NULL for kind=cpu */
     struct mb_share share;   /* what sym and prof hold (half of dotmon's memory budget at most) */
     struct trace_config tc;
-    uv_timer_t timer;
-    bool timer_closing;
-    bool started;
-    bool stopping;
+    bool started; /* the runtime accepted the session (a stop may have come first) */
     int feed_rc;
     uint64_t pid;
     uint32_t duration_s;
@@ -84,28 +80,31 @@ struct profile_job {
     char filename[64];
 };
 
-static void job_on_closed(uv_handle_t *h)
+static struct profile_job *profile_of(struct job *core)
 {
-    struct profile_job *job = h->data;
+    return (struct profile_job *)core;
+}
+
+/* The core's fini, once the timer is closed. */
+static void profile_fini(struct job *core)
+{
+    struct profile_job *job = profile_of(core);
     ev_profile_free(job->prof);
     ev_symbols_free(job->sym); /* both give their bytes back to the share: before its fini */
     mb_share_fini(&job->share);
     trace_config_fini(&job->tc);
-    free(job);
 }
 
-static void job_maybe_free(struct profile_job *job)
+/* The session keeps the job. */
+static bool profile_holds(const struct job *core)
 {
-    if (job->out != NULL || job->sess != NULL || job->timer_closing) {
-        return;
-    }
-    job->timer_closing = true;
-    uv_close((uv_handle_t *)&job->timer, job_on_closed);
+    return ((const struct profile_job *)core)->sess != NULL;
 }
 
 /* The operation's results. */
-static cJSON *job_results(const struct profile_job *job)
+static cJSON *profile_results(struct job *core)
 {
+    const struct profile_job *job = profile_of(core);
     struct ev_symbols_stats st;
     ev_symbols_get_stats(job->sym, &st);
     cJSON *extra = cJSON_CreateObject();
@@ -123,49 +122,31 @@ static cJSON *job_results(const struct profile_job *job)
     return extra;
 }
 
-static void job_stop(void *ctx)
+/* The core's graceful stop (DELETE ?stop=true, the duration, shutdown, a stream that cannot be
+ * read). */
+static void profile_stop(struct job *core)
 {
-    struct profile_job *job = ctx;
-    if (job->stopping) {
-        return;
-    }
-    job->stopping = true;
-    if (job->op != NULL && job->op->state == OP_RUNNING) {
-        op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
-    }
-    uv_timer_stop(&job->timer);
+    struct profile_job *job = profile_of(core);
+    uv_timer_stop(&core->timer);
     if (job->sess != NULL) {
         ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_PROFILE_STOP));
     }
 }
 
-static void job_on_timer(uv_timer_t *t)
+/* The core's abort: DELETE, the client disconnected, or the egress store failed. */
+static void profile_abort(struct job *core, enum job_why why)
 {
-    job_stop(t->data);
-}
-
-static void job_cancel(void *ctx)
-{
-    struct profile_job *job = ctx;
+    struct profile_job *job = profile_of(core);
+    if (why == JOB_WHY_LOST) {
+        log_info(cat, "profile of %" PRIu64 ": %s", job->pid,
+                 artifact_is_egress(core->art) ? "the egress upload failed"
+                                               : "client disconnected");
+    }
     if (job->sess != NULL) {
         ipc_session_abort(job->sess); /* StopTracing in the background */
         job->sess = NULL;
     }
-    uv_timer_stop(&job->timer);
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        artifact_end_cancel(out, 400, NULL, job_results(job));
-    }
-    job_maybe_free(job);
-}
-
-/* The client disconnected, or the egress store failed. */
-static void job_on_lost(void *ud)
-{
-    struct profile_job *job = ud;
-    log_info(cat, "profile of %" PRIu64 ": %s", job->pid,
-             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected");
-    job_cancel(job);
+    uv_timer_stop(&core->timer);
 }
 
 static void sess_on_started(void *ud, uint64_t session_id, int version)
@@ -174,11 +155,9 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
     job->started = true;
     log_info(cat, "profile of %" PRIu64 ": session %" PRIx64 " (CollectTracing v%d) for %u s",
              job->pid, session_id, version, job->duration_s);
-    if (job->op != NULL) {
-        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
-    }
-    if (!job->stopping) {
-        uv_timer_start(&job->timer, job_on_timer, (uint64_t)job->duration_s * 1000, 0);
+    job_running(&job->core); /* the operation Running (Stopping when a stop came first) */
+    if (job->core.state != JOB_STOPPING) {
+        job_arm_timeout(&job->core, (uint64_t)job->duration_s * 1000);
     }
 }
 
@@ -193,7 +172,7 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         log_warn(cat, "profile of %" PRIu64 ": %s", job->pid,
                  ev_symbols_error(job->sym) != NULL ? ev_symbols_error(job->sym)
                                                     : agent_strerror(job->feed_rc));
-        job_stop(job);
+        job_stop(&job->core);
     }
 }
 
@@ -252,12 +231,9 @@ static int write_body(struct artifact *out, struct buf *b)
 
 static void job_fail(struct profile_job *job, int http_status, const char *code, const char *msg)
 {
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        char detail[512];
-        snprintf(detail, sizeof(detail), "cannot profile process %" PRIu64 ": %s", job->pid, msg);
-        artifact_end_fail(out, http_status, code, msg, detail, job_results(job));
-    }
+    char detail[512];
+    snprintf(detail, sizeof(detail), "cannot profile process %" PRIu64 ": %s", job->pid, msg);
+    job_end(&job->core, JOB_END_FAIL, http_status, code, msg, detail);
 }
 
 /* More names (count or bytes) than a profile keeps, or over its share of the memory budget. */
@@ -322,18 +298,12 @@ static void job_answer(struct profile_job *job, int status)
         job_too_large(job, rc);
     } else if (rc != 0) {
         job_fail(job, 500, rc == -ENOMEM ? "OutOfMemory" : "ProfileFailed", agent_strerror(rc));
-    } else if (job->out != NULL && (artifact_begin(job->out, ctype, job->filename) != 0 ||
-                                    write_body(job->out, &b) != 0)) {
+    } else if (job->core.art != NULL && (artifact_begin(job->core.art, ctype, job->filename) != 0 ||
+                                         write_body(job->core.art, &b) != 0)) {
         /* The consumer is gone (on_lost may have ended the artifact already). */
-        struct artifact *out = artifact_take(&job->out, &job->op);
-        if (out != NULL) {
-            artifact_end_cancel(out, 400, NULL, job_results(job));
-        }
+        job_end(&job->core, JOB_END_CANCEL, 400, NULL, NULL, NULL);
     } else {
-        struct artifact *out = artifact_take(&job->out, &job->op);
-        if (out != NULL) {
-            artifact_end_complete(out, job_results(job));
-        }
+        job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
     }
     buf_fini(&b);
 }
@@ -342,7 +312,7 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
 {
     struct profile_job *job = ud;
     job->sess = NULL;
-    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->core.timer);
     if (!job->started) {
         char msg[256];
         const char *code = NULL;
@@ -352,7 +322,7 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     } else {
         job_answer(job, status);
     }
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 static const struct ipc_session_callbacks session_callbacks = {
@@ -364,7 +334,16 @@ static const struct artifact_spec profile_spec = {.kind = OP_KIND_TRACE,
                                                       "RequestLimits:Trace:MaxConcurrency",
                                                   .high_water = 1024u * 1024u,
                                                   .low_water = 256u * 1024u};
-static const struct artifact_events profile_events = {.on_ready = NULL, .on_lost = job_on_lost};
+static const struct artifact_events profile_events = {.on_ready = NULL, .on_lost = job_lost};
+
+/* Kind TRACE: it counts against the trace limit, and collect_shutdown(TRACE) stops it too. */
+static const struct job_vtable profile_vt = {.kind = OP_KIND_TRACE,
+                                             .noun = "profile",
+                                             .stop = profile_stop,
+                                             .abort = profile_abort,
+                                             .results = profile_results,
+                                             .holds = profile_holds,
+                                             .fini = profile_fini};
 
 /* An integer query parameter in [lo, hi] into *out (def when absent): 0, or -1 once answered. */
 static int query_int(struct http_request *req, const char *key, long lo, long hi, long def,
@@ -500,17 +479,15 @@ void api_profile_get(struct agent *a, struct http_request *req)
                     a->sessions.live);
         return;
     }
-    struct profile_job *job = calloc(1, sizeof(*job));
+    struct profile_job *job =
+        (struct profile_job *)job_new(&a->collect, &profile_vt, sizeof(struct profile_job));
     if (job == NULL || ev_symbols_new(&job->sym) != 0 ||
         (kind != PROFILE_KIND_CPU &&
          ev_profile_new((enum ev_profile_kind)kind, job->sym, &job->prof) != 0) ||
         kind_config(kind, a->metrics_interval_s, &job->tc) != 0) {
         if (job != NULL) {
-            ev_profile_free(job->prof);
-            ev_symbols_free(job->sym);
-            trace_config_fini(&job->tc);
+            job_release(&job->core);
         }
-        free(job);
         api_problem(req, 500, "out of memory");
         return;
     }
@@ -521,16 +498,13 @@ void api_profile_get(struct agent *a, struct http_request *req)
     }
     struct operation *op = NULL;
     const struct artifact_origin o = {.req = req};
-    if (artifact_admit_origin(a, &o, p, &profile_spec, &profile_events, job, &job->out, &op) != 0) {
-        ev_profile_free(job->prof);
-        ev_symbols_free(job->sym);
-        mb_share_fini(&job->share);
-        trace_config_fini(&job->tc);
-        free(job);
+    if (artifact_admit_origin(a, &o, p, &profile_spec, &profile_events, job, &job->core.art, &op) !=
+        0) {
+        job_release(&job->core);
         return;
     }
     job->a = a;
-    job->op = op;
+    job_admitted(&job->core, op); /* DELETE stops or cancels through the core */
     job->pid = p->pid;
     job->duration_s = (uint32_t)duration;
     job->top = (size_t)top;
@@ -545,19 +519,13 @@ void api_profile_get(struct agent *a, struct http_request *req)
              : format == PROFILE_TEXT     ? "profile.txt"
                                           : "profile.json");
     op->artifact_name = strdup(job->filename);
-    uv_timer_init(a->loop, &job->timer);
-    job->timer.data = job;
-    op->stoppable = true;
-    op->control.stop = job_stop;
-    op->control.cancel = job_cancel;
-    op->ctx = job;
-    artifact_accept(job->out);
+    artifact_accept(job->core.art);
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     int rc = ipc_session_start(a->loop, &a->sessions, &ep, &job->tc.collect,
                                agent_timeout(a, TIMEOUT_PROFILE_START), &session_callbacks, job,
                                &job->sess);
     if (rc != 0) {
         job_fail(job, 502, "RuntimeUnreachable", agent_strerror(rc));
-        job_maybe_free(job);
+        job_release(&job->core);
     }
 }

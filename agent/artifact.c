@@ -927,6 +927,26 @@ void artifact_end_cancel(struct artifact *art, int http_status, const char *deta
     end_http(art, OP_CANCELLED, http_status, NULL, NULL, detail != NULL ? detail : why, extra);
 }
 
+void artifact_end_job(struct artifact *art, enum job_end how, int http_status, const char *code,
+                      const char *message, const char *detail, cJSON *extra)
+{
+    switch (how) {
+    case JOB_END_COMPLETE:
+        artifact_end_complete(art, extra);
+        break;
+    case JOB_END_PARTIAL:
+        artifact_end_partial(art, code, message, extra);
+        break;
+    case JOB_END_FAIL:
+        artifact_end_fail(art, http_status, code, message, detail, extra);
+        break;
+    case JOB_END_CANCEL:
+    default:
+        artifact_end_cancel(art, http_status, detail, extra);
+        break;
+    }
+}
+
 /* ---- shutdown --------------------------------------------------------------------------- */
 
 static void grace_on_timer(uv_timer_t *t)

@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "buf.h"
 #include "http_server.h"
+#include "job.h"
 #include "operations.h"
 
 /*
@@ -182,6 +183,10 @@ void artifact_end_fail(struct artifact *art, int http_status, const char *code, 
  * first.
  */
 void artifact_end_cancel(struct artifact *art, int http_status, const char *detail, cJSON *extra);
+
+/* The job core's end_artifact (collect/job.h struct collect_ctx): one of the four ends above. */
+void artifact_end_job(struct artifact *art, enum job_end how, int http_status, const char *code,
+                      const char *message, const char *detail, cJSON *extra);
 
 /*
  * Shutdown: egress uploads still running SHUTDOWN grace_ms from now are aborted, so that none is

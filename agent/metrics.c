@@ -21,7 +21,7 @@
 #include "log.h"
 #include "membudget.h"
 #include "metrics_session.h"
-#include "rules_run.h"
+#include "ring_registry.h"
 
 static const char cat[] = "dotmon.metrics";
 
@@ -531,7 +531,7 @@ int metrics_render_rings(struct agent *a, struct buf *out)
          i++) {
         rc = ev_prom_family(out, families[i][0], families[i][1], families[i][2]);
         struct ring_family f = {.out = out, .name = families[i][0], .which = i, .rc = rc};
-        rules_run_ring_each(a->rules, ring_line, &f);
+        ring_registry_each(&a->rings, ring_line, &f);
         rc = f.rc;
     }
     return rc;

@@ -6,7 +6,7 @@
  * One metrics session with one runtime: the EventPipe session that enables a set of EventCounters
  * providers and meters, its stream decoded by events/ev_stream into samples, the samples nobody
  * asked for filtered out. Used by the continuous metrics of every process (metrics.c) and by
- * /livemetrics (api_livemetrics.c). libuv glue; the filters are plain data.
+ * /livemetrics (collect_livemetrics.c). libuv glue; the filters are plain data.
  *
  * Providers get EventCounterIntervalSec (their own interval, GlobalCounter:Providers:<name>:
  * IntervalSeconds, or the global one). Meters (and the runtime's System.Runtime meter, .NET 9+)

@@ -13,9 +13,9 @@
 #include <uv.h>
 
 #include "agent.h"
-#include "api.h"
 #include "artifact.h"
 #include "buf.h"
+#include "collectors.h"
 #include "egress/egress.h"
 #include "err.h"
 #include "ev_filter.h"
@@ -25,6 +25,7 @@
 #include "ipc_codec.h"
 #include "log.h"
 #include "metrics_session.h"
+#include "ring_registry.h"
 #include "rules.h"
 #include "trace_config.h"
 #include "trigger_session.h"
@@ -74,11 +75,12 @@ struct rinst {
     uv_timer_t kick;        /* deferred session start/stop, and restart backoff */
     uint64_t backoff_ms;
     struct raction *actions;
-    /* Ring mode: the continuous session of the rule's ring CollectTrace (api_trace_ring_start)
+    /* Ring mode: the continuous session of the rule's ring CollectTrace (collect_trace_ring_start)
      * while the trigger is active; NULL when none runs. ring_action indexes that action. */
     struct trace_job *ring;
     size_t ring_action;
     bool has_ring;
+    struct ring_entry *ring_entry; /* its entry in the agent's ring registry (has_ring) */
     uint64_t ring_backoff_ms;
     int64_t ring_not_before; /* no new ring before this (now_ms) after a failure */
     enum rules_state said;   /* the state last logged */
@@ -611,7 +613,7 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
     case RULES_ACTION_COLLECT_TRACE: {
         struct ev_filter *stop_on = NULL;
         if (act->ring && ac->ri->ring != NULL && ac->ri->ring_action == ac->index) {
-            rc = api_trace_ring_trigger(ac->ri->ring, &o, p, act->post_trigger_s);
+            rc = collect_trace_ring_trigger(ac->ri->ring, &o, p, act->post_trigger_s);
             if (rc == 0) {
                 ac->ri->ring = NULL; /* the operation has it now */
                 break;
@@ -627,31 +629,33 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
         }
         rc = trace_action_config(r->a, act, &tc, why);
         rc = rc != 0 ? rc : stopping_event_filter(act, &stop_on, why);
-        rc = rc != 0 ? rc : api_trace_collect(r->a, &o, p, &tc, duration_s, stop_on);
+        rc = rc != 0 ? rc : collect_trace(r->a, &o, p, &tc, duration_s, false, stop_on);
         break;
     }
     case RULES_ACTION_COLLECT_DUMP:
-        rc = api_dump_collect(r->a, &o, p, dump_type_names[act->dump_type]);
+        rc = collect_dump(r->a, &o, p, dump_type_names[act->dump_type]);
         break;
     case RULES_ACTION_COLLECT_LOGS: {
         char *body = logs_action_body(act);
-        rc = body != NULL ? api_logs_collect(r->a, &o, p, body, duration_s, (int)act->format)
-                          : UV_ENOMEM;
+        rc = body != NULL
+                 ? collect_logs(r->a, &o, p, body, strlen(body), duration_s, (int)act->format)
+                 : UV_ENOMEM;
         cJSON_free(body);
         break;
     }
     case RULES_ACTION_COLLECT_LIVE_METRICS: {
         char *body = livemetrics_action_body(act);
-        rc = body != NULL ? api_livemetrics_collect(r->a, &o, p, body, duration_s) : UV_ENOMEM;
+        rc = body != NULL ? collect_livemetrics(r->a, &o, p, body, duration_s) : UV_ENOMEM;
         cJSON_free(body);
         break;
     }
     case RULES_ACTION_COLLECT_GCDUMP:
-        rc = api_gcdump_collect(r->a, &o, p);
+        rc = collect_gcdump(r->a, &o, p);
         break;
     default:
-        buf_printf(why, "%s is not wired into dotmon's collection rules yet (egress)",
-                   act->type_name);
+        /* Not reached: LoadProfiler is refused when the rules are read, and action_start routes
+         * Execute and the environment actions elsewhere. */
+        buf_printf(why, "%s is not supported by dotmon", act->type_name);
         break;
     }
     trace_config_fini(&tc);
@@ -916,7 +920,7 @@ static void ri_ring_sync(struct rinst *ri)
 {
     bool want = ring_wanted(ri);
     if (!want && ri->ring != NULL) {
-        api_trace_ring_stop(ri->ring);
+        collect_trace_ring_stop(ri->ring);
         ri->ring = NULL;
         return;
     }
@@ -941,7 +945,7 @@ static void ri_ring_sync(struct rinst *ri)
     if (rc == 0) {
         struct ev_ring_limits lim = {.max_bytes = (size_t)act->ring_mb * 1024 * 1024,
                                      .max_age_ms = (uint64_t)act->pre_trigger_s * 1000};
-        rc = api_trace_ring_start(r->a, p, &tc, &lim, ri_on_ring_end, ri, &ri->ring);
+        rc = collect_trace_ring_start(r->a, p, &tc, &lim, ri_on_ring_end, ri, &ri->ring);
     } else {
         trace_config_fini(&tc);
     }
@@ -1089,17 +1093,22 @@ static struct rinst *ri_new(struct rproc *pr, const struct rules_rule *rule,
     if (rc == 0 && rules_trigger_source(&rule->trigger) == RULES_SOURCE_METRICS) {
         rc = ri_filters(ri, &rule->trigger, r->a->metrics_interval_s);
     }
-    if (rc != 0) {
-        rules_inst_free(ri->inst);
-        free(ri);
-        return NULL;
-    }
-    for (size_t k = 0; k < rule->nactions; k++) {
+    for (size_t k = 0; rc == 0 && k < rule->nactions; k++) {
         if (rule->actions[k].type == RULES_ACTION_COLLECT_TRACE && rule->actions[k].ring) {
             ri->has_ring = true; /* the first ring CollectTrace keeps the ring */
             ri->ring_action = k;
+            /* Readers (/trace/snapshot, /metrics) find it through the registry. */
+            rc = ring_registry_add(&r->a->rings, pr->pid, pr->uid, rule->name, proc->name,
+                                   (uint64_t)rule->actions[k].ring_mb * 1024 * 1024, &ri->ring,
+                                   &ri->ring_entry);
             break;
         }
+    }
+    if (rc != 0) {
+        rules_inst_free(ri->inst);
+        metrics_filters_fini(&ri->f);
+        free(ri);
+        return NULL;
     }
     uv_timer_init(r->a->loop, &ri->deadline);
     uv_timer_init(r->a->loop, &ri->kick);
@@ -1122,8 +1131,10 @@ static void ri_remove(struct rinst *ri)
         tsession_abort(ri->tsess);
         ri->tsess = NULL;
     }
-    api_trace_ring_stop(ri->ring);
+    collect_trace_ring_stop(ri->ring);
     ri->ring = NULL;
+    ring_registry_remove(&ri->r->a->rings, ri->ring_entry);
+    ri->ring_entry = NULL;
     while (ri->actions != NULL) {
         action_detach(ri->actions, false);
     }
@@ -1392,7 +1403,7 @@ static void ring_describe(const struct rinst *ri, cJSON *out)
     if (o == NULL) {
         return;
     }
-    const struct ev_ring *ring = api_trace_ring_get(ri->ring);
+    const struct ev_ring *ring = collect_trace_ring_get(ri->ring);
     cJSON_AddBoolToObject(o, "running", ring != NULL);
     cJSON_AddNumberToObject(o, "preTriggerSeconds", act->pre_trigger_s);
     cJSON_AddNumberToObject(o, "postTriggerSeconds", act->post_trigger_s);
@@ -1416,45 +1427,6 @@ static void ring_describe(const struct rinst *ri, cJSON *out)
         span = (double)(st.newest_kept - st.oldest_kept) / (double)ti.qpc_frequency;
     }
     cJSON_AddNumberToObject(o, "spanSeconds", span);
-}
-
-int rules_run_ring_find(struct rules_run *r, const char *uid, const char *rule,
-                        struct trace_job **out, const char **name)
-{
-    int found = 0;
-    *out = NULL;
-    for (struct rproc *pr = r != NULL ? r->procs : NULL; pr != NULL; pr = pr->next) {
-        if (strcmp(pr->uid, uid) != 0) {
-            continue;
-        }
-        for (struct rinst *ri = pr->insts; ri != NULL; ri = ri->next) {
-            if (!ri->has_ring || (rule != NULL && strcasecmp(rule_name(ri), rule) != 0)) {
-                continue;
-            }
-            found++;
-            if (*out == NULL || (ri->ring != NULL && api_trace_ring_get(*out) == NULL)) {
-                *out = ri->ring;
-                *name = rule_name(ri);
-            }
-        }
-    }
-    return found;
-}
-
-void rules_run_ring_each(struct rules_run *r, rules_run_ring_cb cb, void *ud)
-{
-    for (struct rproc *pr = r != NULL ? r->procs : NULL; pr != NULL; pr = pr->next) {
-        for (struct rinst *ri = pr->insts; ri != NULL; ri = ri->next) {
-            const struct ev_ring *ring = api_trace_ring_get(ri->ring);
-            if (!ri->has_ring || ring == NULL) {
-                continue;
-            }
-            const struct rules_action *act = &rules_inst_rule(ri->inst)->actions[ri->ring_action];
-            const struct ipc_process *p = find_process(r, pr->uid);
-            cb(ud, pr->pid, pr->uid, p != NULL && p->name != NULL ? p->name : "", rule_name(ri),
-               ring, (uint64_t)act->ring_mb * 1024 * 1024);
-        }
-    }
 }
 
 int rules_run_describe(struct rules_run *r, const char *uid, const char *name, cJSON **out)

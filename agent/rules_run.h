@@ -9,10 +9,12 @@
  * instance (rules_inst): its trigger's session runs while the trigger is active (metric triggers
  * through metrics_session.c's msession, with the counter interval of the rule), RuleDuration has
  * a timer, and the actions the engine asks for are started here: Execute (uv_spawn, no shell),
- * Get/SetEnvironmentVariable (Diagnostic IPC). The Collect* actions fail with "not wired yet"
- * until egress is composed into the routes. A process that goes ends its instances; a new
- * runtime (a new uid) gets fresh ones. A changed configuration replaces the rules
- * (rules_run_reload).
+ * Get/SetEnvironmentVariable (Diagnostic IPC), and the Collect* actions (CollectTrace, its
+ * pre-trigger ring included, CollectDump, CollectGCDump, CollectLogs, CollectLiveMetrics), which
+ * call the collectors (collectors.h) as the HTTP routes do, with the rule's egress provider as
+ * the artifact's destination. Rings are registered in the agent's ring registry
+ * (ring_registry.h) for their readers. A process that goes ends its instances; a new runtime (a
+ * new uid) gets fresh ones. A changed configuration replaces the rules (rules_run_reload).
  */
 
 #include <stdbool.h>
@@ -75,19 +77,5 @@ void rules_run_free(struct rules_run *r);
  * the process), -ENOMEM. r may be NULL (no rules: {} or AGENT_E_NOTFOUND).
  */
 int rules_run_describe(struct rules_run *r, const char *uid, const char *name, cJSON **out);
-
-/*
- * The ring (CollectTrace PreTriggerSeconds) of process uid's rule named rule (any rule when NULL):
- * returns how many of its rules keep a ring, with *out the running one (NULL when none runs right
- * now, e.g. while its action writes it out) and *name its rule.
- */
-struct trace_job;
-struct ev_ring;
-int rules_run_ring_find(struct rules_run *r, const char *uid, const char *rule,
-                        struct trace_job **out, const char **name);
-/* Every running ring, for /metrics: limit is RingBufferSizeMB in bytes. */
-typedef void (*rules_run_ring_cb)(void *ud, uint64_t pid, const char *uid, const char *name,
-                                  const char *rule, const struct ev_ring *ring, uint64_t limit);
-void rules_run_ring_each(struct rules_run *r, rules_run_ring_cb cb, void *ud);
 
 #endif

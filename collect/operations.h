@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#ifndef AGENT_OPERATIONS_H
-#define AGENT_OPERATIONS_H
+#ifndef COLLECT_OPERATIONS_H
+#define COLLECT_OPERATIONS_H
 
 #include <stdbool.h>
 #include <stddef.h>

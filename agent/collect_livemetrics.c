@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET/POST /livemetrics: a metrics session of its own with one runtime, its values streamed as
+ * The live-metrics collector (collectors.h collect_livemetrics; GET/POST /livemetrics are in
+ * api_collect.c): a metrics session of its own with one runtime, its values streamed as
  * application/json-seq records in dotnet-monitor's shape (docs/api.md §7.4) for
  * durationSeconds (default 30, -1 until stopped), or into an egress target with egressProvider
  * (artifact.h; records are dropped, counted, while it is behind). GET collects what the Metrics
  * settings name (as dotnet-monitor 8+), POST what its EventMetricsConfiguration body names. An
  * operation like a trace: stop (DELETE ?stop=true) ends the stream cleanly, cancel cuts it, a
  * client that leaves ends the runtime's session at once; a runtime that exits ends the stream
- * cleanly.
+ * cleanly. The job runs on the collection-job core (collect/job.h): operation, artifact,
+ * duration timer, state and the end path are the core's; this file supplies the session.
  */
-#include "api.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -23,11 +23,12 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "api.h"
 #include "artifact.h"
+#include "collectors.h"
 #include "err.h"
 #include "ev_prom_name.h"
 #include "ev_store.h"
-#include "http_server.h"
 #include "log.h"
 #include "metrics_session.h"
 #include "operations.h"
@@ -39,15 +40,11 @@ static const char cat[] = "dotmon.livemetrics";
 #define LM_HIGH_WATER (1024u * 1024u)
 
 struct lm_job {
+    struct job core; /* first: operation, artifact (core.art), duration timer, state */
     struct agent *a;
-    struct operation *op;  /* NULL once the artifact has ended (it settles the operation) */
-    struct artifact *out;  /* the response or the egress target; NULL once ended */
     struct msession *sess; /* NULL after on_end or abort */
     struct metrics_filters f;
-    uv_timer_t timer;
-    bool timer_closing;
-    bool streaming;
-    bool stopping;
+    bool streaming; /* the artifact has begun */
     int64_t duration_s;
     uint64_t pid;
     char uid[37];
@@ -56,25 +53,27 @@ struct lm_job {
     uint64_t dropped;
 };
 
-static void lm_on_closed(uv_handle_t *h)
+static struct lm_job *lm_of(struct job *core)
 {
-    struct lm_job *job = h->data;
-    metrics_filters_fini(&job->f);
-    free(job);
+    return (struct lm_job *)core;
 }
 
-static void lm_maybe_free(struct lm_job *job)
+/* The core's fini, once the timer is closed. */
+static void lm_fini(struct job *core)
 {
-    if (job->out != NULL || job->sess != NULL || job->timer_closing) {
-        return;
-    }
-    job->timer_closing = true;
-    uv_close((uv_handle_t *)&job->timer, lm_on_closed);
+    metrics_filters_fini(&lm_of(core)->f);
+}
+
+/* The session keeps the job. */
+static bool lm_holds(const struct job *core)
+{
+    return ((const struct lm_job *)core)->sess != NULL;
 }
 
 /* The session's results for the operation's details. */
-static cJSON *lm_results(const struct lm_job *job)
+static cJSON *lm_results(struct job *core)
 {
+    const struct lm_job *job = lm_of(core);
     cJSON *extra = cJSON_CreateObject();
     if (extra != NULL) {
         cJSON_AddNumberToObject(extra, "records", (double)job->records);
@@ -158,17 +157,17 @@ static int lm_format(const struct lm_job *job, const struct ev_metric_sample *s,
 static void lm_on_sample(void *ud, const struct ev_metric_sample *s)
 {
     struct lm_job *job = ud;
-    if (job->out == NULL || !job->streaming) {
+    if (job->core.art == NULL || !job->streaming) {
         return;
     }
-    if (artifact_full(job->out)) {
+    if (artifact_full(job->core.art)) {
         job->dropped++;
         return;
     }
     struct buf b;
     buf_init(&b, 64 * 1024);
     if (lm_format(job, s, &b) == 0 && buf_size(&b) > 0 &&
-        artifact_write(job->out, buf_data(&b), buf_size(&b)) == 0) {
+        artifact_write(job->core.art, buf_data(&b), buf_size(&b)) == 0) {
         job->records++;
     } else {
         job->dropped++;
@@ -183,26 +182,22 @@ static void lm_on_warning(void *ud, const char *kind, const char *message)
              kind, message);
 }
 
-static void lm_on_timer(uv_timer_t *t);
-
 static void lm_on_started(void *ud)
 {
     struct lm_job *job = ud;
-    if (job->op != NULL) {
-        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
-    }
-    if (job->out == NULL) {
+    job_running(&job->core); /* the operation Running (Stopping when a stop came first) */
+    if (job->core.art == NULL) {
         return;
     }
-    if (artifact_begin(job->out, "application/json-seq", job->filename) != 0) {
+    if (artifact_begin(job->core.art, "application/json-seq", job->filename) != 0) {
         /* The client left (its on_lost follows), or the upload cannot start: on_end ends the
          * artifact, which says why. */
         msession_stop(job->sess);
         return;
     }
     job->streaming = true;
-    if (job->duration_s >= 0 && !job->stopping) {
-        uv_timer_start(&job->timer, lm_on_timer, (uint64_t)job->duration_s * 1000, 0);
+    if (job->duration_s >= 0 && job->core.state != JOB_STOPPING) {
+        job_arm_timeout(&job->core, (uint64_t)job->duration_s * 1000);
     }
 }
 
@@ -210,28 +205,26 @@ static void lm_on_end(void *ud, int status, const char *reason)
 {
     struct lm_job *job = ud;
     job->sess = NULL;
-    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->core.timer);
     log_info(cat, "live metrics of %" PRIu64 ": %s; %" PRIu64 " records, %" PRIu64 " dropped",
              job->pid, reason, job->records, job->dropped);
     /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. A
      * stream dotmon could not read, or a stop that never finished, is a failure: the client
      * sees the transfer cut, the operation says why. */
     bool failed = status == AGENT_E_PROTO || status == AGENT_E_TIMEOUT;
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL && job->streaming && !failed) {
-        artifact_end_complete(out, lm_results(job));
-    } else if (out != NULL) {
+    if (job->streaming && !failed) {
+        job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
+    } else {
         char detail[400];
         snprintf(detail, sizeof(detail), "cannot collect live metrics from process %" PRIu64 ": %s",
                  job->pid, reason);
-        artifact_end_fail(out,
-                          status == AGENT_E_RUNTIME   ? 400
-                          : status == AGENT_E_TIMEOUT ? 504
-                                                      : 502,
-                          job->streaming ? "StreamFailed" : "RuntimeUnreachable", reason, detail,
-                          lm_results(job));
+        job_end(&job->core, JOB_END_FAIL,
+                status == AGENT_E_RUNTIME   ? 400
+                : status == AGENT_E_TIMEOUT ? 504
+                                            : 502,
+                job->streaming ? "StreamFailed" : "RuntimeUnreachable", reason, detail);
     }
-    lm_maybe_free(job);
+    job_release(&job->core);
 }
 
 static const struct msession_callbacks lm_callbacks = {.on_started = lm_on_started,
@@ -239,51 +232,40 @@ static const struct msession_callbacks lm_callbacks = {.on_started = lm_on_start
                                                        .on_warning = lm_on_warning,
                                                        .on_end = lm_on_end};
 
-static void lm_stop(void *ctx)
+/* The core's graceful stop (DELETE ?stop=true, the duration, shutdown). */
+static void lm_stop(struct job *core)
 {
-    struct lm_job *job = ctx;
-    if (job->stopping) {
-        return;
-    }
-    job->stopping = true;
-    if (job->op != NULL && job->op->state == OP_RUNNING) {
-        op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
-    }
-    uv_timer_stop(&job->timer);
+    struct lm_job *job = lm_of(core);
+    uv_timer_stop(&core->timer);
     if (job->sess != NULL) {
         msession_stop(job->sess);
     }
 }
 
-static void lm_on_timer(uv_timer_t *t)
+/* The core's abort: DELETE, the client disconnected, or the egress store failed (or the upload
+ * could not start). StopTracing goes out in the background. */
+static void lm_abort(struct job *core, enum job_why why)
 {
-    lm_stop(t->data);
-}
-
-static void lm_cancel(void *ctx)
-{
-    struct lm_job *job = ctx;
+    struct lm_job *job = lm_of(core);
+    if (why == JOB_WHY_LOST) {
+        log_info(cat, "live metrics of %" PRIu64 ": %s after %" PRIu64 " records", job->pid,
+                 artifact_is_egress(core->art) ? "the egress upload failed" : "client disconnected",
+                 job->records);
+    }
     if (job->sess != NULL) {
         msession_abort(job->sess);
         job->sess = NULL;
     }
-    uv_timer_stop(&job->timer);
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        artifact_end_cancel(out, 400, NULL, lm_results(job));
-    }
-    lm_maybe_free(job);
+    uv_timer_stop(&core->timer);
 }
 
-/* The client disconnected, or the egress store failed (or the upload could not start). */
-static void lm_on_lost(void *ud)
-{
-    struct lm_job *job = ud;
-    log_info(cat, "live metrics of %" PRIu64 ": %s after %" PRIu64 " records", job->pid,
-             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected",
-             job->records);
-    lm_cancel(job); /* StopTracing in the background */
-}
+static const struct job_vtable lm_vt = {.kind = OP_KIND_LIVEMETRICS,
+                                        .noun = "livemetrics",
+                                        .stop = lm_stop,
+                                        .abort = lm_abort,
+                                        .results = lm_results,
+                                        .holds = lm_holds,
+                                        .fini = lm_fini};
 
 static const struct artifact_spec lm_spec = {.kind = OP_KIND_LIVEMETRICS,
                                              .noun = "livemetrics",
@@ -291,26 +273,27 @@ static const struct artifact_spec lm_spec = {.kind = OP_KIND_LIVEMETRICS,
                                              .high_water = LM_HIGH_WATER,
                                              .low_water = LM_HIGH_WATER / 4};
 /* No on_ready: records beyond the high-water mark are dropped (counted), never queued. */
-static const struct artifact_events lm_events = {.on_ready = NULL, .on_lost = lm_on_lost};
+static const struct artifact_events lm_events = {.on_ready = NULL, .on_lost = job_lost};
 
-/* Registers the operation and starts the session; takes f. 0, or -1 when refused. */
-static int lm_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                    struct metrics_filters *f, int64_t duration_s)
+/* Registers the operation and starts the session; takes f (collectors.h). */
+int collect_livemetrics_filters(struct agent *a, const struct artifact_origin *o,
+                                const struct ipc_process *p, struct metrics_filters *f,
+                                int64_t duration_s)
 {
     struct operation *op = NULL;
-    struct lm_job *job = calloc(1, sizeof(*job));
+    struct lm_job *job = (struct lm_job *)job_new(&a->collect, &lm_vt, sizeof(*job));
     if (job == NULL) {
         artifact_refuse(o, 500, "out of memory");
         metrics_filters_fini(f);
         return -1;
     }
-    if (artifact_admit_origin(a, o, p, &lm_spec, &lm_events, job, &job->out, &op) != 0) {
-        free(job);
+    if (artifact_admit_origin(a, o, p, &lm_spec, &lm_events, job, &job->core.art, &op) != 0) {
+        job_release(&job->core);
         metrics_filters_fini(f);
         return -1;
     }
     job->a = a;
-    job->op = op;
+    job_admitted(&job->core, op); /* DELETE stops or cancels through the core */
     job->pid = p->pid;
     job->duration_s = duration_s;
     job->f = *f;
@@ -320,13 +303,7 @@ static int lm_start(struct agent *a, const struct artifact_origin *o, const stru
     op_artifact_stamp(ts, sizeof(ts));
     snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".metrics.json", ts, p->pid);
     op->artifact_name = strdup(job->filename);
-    uv_timer_init(a->loop, &job->timer);
-    job->timer.data = job;
-    op->stoppable = true;
-    op->control.stop = lm_stop;
-    op->control.cancel = lm_cancel;
-    op->ctx = job;
-    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    artifact_accept(job->core.art); /* egress: 202 now; the operation tells the rest */
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     int rc = msession_start(a, &ep, metrics_runtime_major(p->clr_version), &job->f, &lm_callbacks,
                             job, &job->sess);
@@ -335,15 +312,14 @@ static int lm_start(struct agent *a, const struct artifact_origin *o, const stru
         snprintf(detail, sizeof(detail),
                  "cannot start a metrics session with process %" PRIu64 ": %s", p->pid,
                  agent_strerror(rc));
-        artifact_end_fail(artifact_take(&job->out, &job->op), 502, "RuntimeUnreachable",
-                          agent_strerror(rc), detail, lm_results(job));
-        lm_maybe_free(job);
+        job_end(&job->core, JOB_END_FAIL, 502, "RuntimeUnreachable", agent_strerror(rc), detail);
+        job_release(&job->core);
     }
     return 0;
 }
 
-int api_livemetrics_collect(struct agent *a, const struct artifact_origin *o,
-                            const struct ipc_process *p, const char *body, int64_t duration_s)
+int collect_livemetrics(struct agent *a, const struct artifact_origin *o,
+                        const struct ipc_process *p, const char *body, int64_t duration_s)
 {
     struct buf err;
     buf_init(&err, 1024);
@@ -352,64 +328,8 @@ int api_livemetrics_collect(struct agent *a, const struct artifact_origin *o,
     if (metrics_filters_from_json(&f, body, strlen(body), a->metrics_interval_s, &err) != 0) {
         artifact_refuse(o, 400, "%s", buf_cstr(&err));
     } else {
-        rc = lm_start(a, o, p, &f, duration_s);
+        rc = collect_livemetrics_filters(a, o, p, &f, duration_s);
     }
     buf_fini(&err);
     return rc;
-}
-
-void api_livemetrics_get(struct agent *a, struct http_request *req)
-{
-    const struct ipc_process *p = api_select_process(a, req);
-    int64_t duration = 0;
-    if (p == NULL || api_parse_duration(req, &duration) != 0) {
-        return;
-    }
-    struct metrics_filters f;
-    if (metrics_filters_from_config(&f, a->cfg, a->metrics_interval_s) != 0) {
-        api_problem(req, 500, "the Metrics settings cannot be read (see dotmon's log)");
-        return;
-    }
-    const struct artifact_origin o = {.req = req};
-    (void)lm_start(a, &o, p, &f, duration);
-}
-
-void api_livemetrics_post(struct agent *a, struct http_request *req)
-{
-    const char *ct = http_request_header(req, "Content-Type");
-    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
-        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
-        api_problem(req, 415, "POST /livemetrics takes a JSON body, not %s", ct);
-        return;
-    }
-    const struct ipc_process *p = api_select_process(a, req);
-    int64_t duration = 0;
-    if (p == NULL || api_parse_duration(req, &duration) != 0) {
-        return;
-    }
-    size_t len = 0;
-    const uint8_t *body = http_request_body(req, &len);
-    struct buf err;
-    buf_init(&err, 4096);
-    struct metrics_filters f;
-    if (len == 0) {
-        api_problem(req, 400, "POST /livemetrics needs a JSON body (EventMetricsConfiguration)");
-    } else if (metrics_filters_from_json(&f, (const char *)body, len, a->metrics_interval_s,
-                                         &err) != 0) {
-        api_problem(req, 400, "%s", buf_cstr(&err));
-    } else {
-        const struct artifact_origin o = {.req = req};
-        (void)lm_start(a, &o, p, &f, duration);
-    }
-    buf_fini(&err);
-}
-
-void api_livemetrics_shutdown(struct agent *a)
-{
-    for (size_t i = 0; i < a->ops.n; i++) {
-        struct operation *op = a->ops.v[i];
-        if (op->kind == OP_KIND_LIVEMETRICS && !op_is_finished(op) && op->control.stop != NULL) {
-            op->control.stop(op->ctx);
-        }
-    }
 }

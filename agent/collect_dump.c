@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET /dump: the runtime writes a core dump (GenerateCoreDump3 -> 2 -> 1, docs/ipc.md §4.4) into a
+ * The dump collector (collectors.h collect_dump; GET /dump is in api_collect.c): the runtime
+ * writes a core dump (GenerateCoreDump3 -> 2 -> 1, docs/ipc.md §4.4) into a
  * directory dotmon controls, dotmon streams the file back (or, with egressProvider, into an egress
  * target: artifact.h; read 1 MiB at a time on the thread pool, only as fast as the store takes
  * it) and deletes it.
  *
- * One dump_job per request ties the lifetimes together: the artifact (the HTTP response, gone
- * when answered or when the client leaves; or the upload), the IPC exchange (createdump runs while
- * it is open: seconds to minutes), the file being read (one uv_fs request at a time, on libuv's
- * thread pool so a slow volume never blocks the loop) and the deadline timer. The job is freed when
- * all are gone.
+ * One dump_job per request runs on the collection-job core (collect/job.h), which holds the
+ * artifact (the HTTP response, gone when answered or when the client leaves; or the upload), the
+ * operation, the deadline timer and the job's state. This file supplies the producer: the IPC
+ * exchange (createdump runs while it is open: seconds to minutes) and the file being read (one
+ * uv_fs request at a time, on libuv's thread pool so a slow volume never blocks the loop); the core
+ * frees the job once the artifact has ended and neither is held.
  *
  * The file never outlives the job: it is unlinked as soon as it is open (the open descriptor
  * keeps the data readable, and nothing is left behind if dotmon dies mid-download), and on every
@@ -24,8 +26,6 @@
  * While the runtime writes, discovery is told the process is busy so its liveness check (which
  * the runtime's single diagnostic thread cannot answer now) does not drop it.
  */
-#include "api.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -39,10 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "artifact.h"
 #include "buf.h"
+#include "collectors.h"
 #include "err.h"
-#include "http_query.h"
 #include "ipc_client.h"
 #include "log.h"
 #include "operations.h"
@@ -75,20 +76,14 @@ struct dump_acquire {
 };
 
 struct dump_job {
+    struct job core; /* first: operation, artifact (core.art), the deadline (core.timer), state */
     struct agent *a;
-    struct dump_job *next; /* the agent's list of jobs (for shutdown) */
-    struct dump_job **pprev;
-    struct operation *op; /* NULL once the artifact has ended (it settles the operation) */
-    struct artifact *out; /* the response or the egress target; NULL once ended */
-    struct ipc_dump *x;   /* GenerateCoreDump in flight */
-    uv_timer_t timer;     /* deadline for the runtime's answer */
-    uv_timer_t step;      /* deadline of the step on the pool (open, a read, a piece) */
-    uv_timer_t tail;      /* looks for the file while it is written, then for more bytes */
-    int timers_open;
-    bool timer_closing;
-    bool written;      /* the runtime answered OK: the file is whole */
-    bool step_written; /* `written` when the step in flight began: its EOF is final */
-    bool sending;      /* a sendfile piece is in flight */
+    struct ipc_dump *x; /* GenerateCoreDump in flight */
+    uv_timer_t step;    /* deadline of the step on the pool (open, a read, a piece) */
+    uv_timer_t tail;    /* looks for the file while it is written, then for more bytes */
+    bool written;       /* the runtime answered OK: the file is whole */
+    bool step_written;  /* `written` when the step in flight began: its EOF is final */
+    bool sending;       /* a sendfile piece is in flight */
     uv_fs_t fs;
     uv_work_t work; /* FS_ACQUIRE */
     struct dump_acquire acq;
@@ -96,7 +91,6 @@ struct dump_job {
     bool step_late;            /* that step missed its deadline: the request was answered */
     uv_file fd;                /* -1 when closed */
     bool busy;                 /* counted busy in discovery */
-    bool streaming;            /* the artifact has begun (response headers sent, upload open) */
     bool waiting_drain;
     bool file_gone; /* unlinked (or never created) */
     int version;    /* GenerateCoreDump version being tried */
@@ -125,7 +119,12 @@ static const struct {
     {"Full", IPC_DUMP_TYPE_FULL},
 };
 
-static void job_maybe_free(struct dump_job *job);
+static const struct job_vtable dump_vt;
+
+static struct dump_job *dump_of(struct job *core)
+{
+    return (struct dump_job *)core;
+}
 
 /* ---- bookkeeping ----------------------------------------------------------------------------- */
 
@@ -225,47 +224,33 @@ static void job_unlink_now(struct dump_job *job)
     }
 }
 
-static void job_on_timer_closed(uv_handle_t *h)
+/* The core's fini, once the job's timers are closed. */
+static void dump_fini(struct job *core)
 {
-    struct dump_job *job = h->data;
+    struct dump_job *job = dump_of(core);
     struct agent *a = job->a;
-    if (--job->timers_open > 0) {
-        return;
-    }
+    /* Whatever happened, the file goes (a no-op when it was unlinked after opening). */
+    job_unlink_now(job);
+    job->file_gone = true;
+    job_set_busy(job, false);
     free(job->rbuf);
     ipc_endpoint_fini(&job->ep);
-    free(job);
     if (op_registry_active(&a->ops, OP_KIND_DUMP) == 0) {
         malloc_trim(0);
     }
 }
 
-static void job_maybe_free(struct dump_job *job)
+/* The exchange, a step on the pool, an open file or a piece being sent keep the job. */
+static bool dump_holds(const struct job *core)
 {
-    if (job->out != NULL || job->x != NULL || job->fs_step != FS_NONE || job->fd >= 0 ||
-        job->sending || job->timer_closing) {
-        return;
-    }
-    /* Whatever happened, the file goes (a no-op when it was unlinked after opening). */
-    job_unlink_now(job);
-    job->file_gone = true;
-    job_set_busy(job, false);
-    job->timer_closing = true;
-    if (job->pprev != NULL) {
-        *job->pprev = job->next;
-        if (job->next != NULL) {
-            job->next->pprev = job->pprev;
-        }
-        job->pprev = NULL;
-    }
-    uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
-    uv_close((uv_handle_t *)&job->step, job_on_timer_closed);
-    uv_close((uv_handle_t *)&job->tail, job_on_timer_closed);
+    const struct dump_job *job = (const struct dump_job *)core;
+    return job->x != NULL || job->fs_step != FS_NONE || job->fd >= 0 || job->sending;
 }
 
 /* The dump's results for the operation's details. */
-static cJSON *job_results(const struct dump_job *job)
+static cJSON *dump_results(struct job *core)
 {
+    const struct dump_job *job = dump_of(core);
     cJSON *extra = cJSON_CreateObject();
     cJSON_AddStringToObject(extra, "dumpType", job->type_name);
     cJSON_AddNumberToObject(extra, "bytes", (double)job->sent);
@@ -281,19 +266,7 @@ static cJSON *job_results(const struct dump_job *job)
 static void job_fail(struct dump_job *job, int http_status, const char *code, const char *msg)
 {
     log_warn(cat, "dump of %llu failed: %s", (unsigned long long)job->pid, msg);
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        artifact_end_fail(out, http_status, code, msg, NULL, job_results(job));
-    }
-}
-
-/* Cancelled: DELETE, a client that left, a store that failed. */
-static void job_end_cancel(struct dump_job *job)
-{
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        artifact_end_cancel(out, 400, NULL, job_results(job));
-    }
+    job_end(&job->core, JOB_END_FAIL, http_status, code, msg, NULL);
 }
 
 /* Closes the descriptor (asynchronously) if open and nothing else is in flight. */
@@ -418,13 +391,13 @@ static const char *kind_name(const struct stat *st)
 static void job_on_tail(uv_timer_t *t)
 {
     struct dump_job *job = t->data;
-    if (job->out == NULL) {
+    if (job->core.art == NULL) {
         return;
     }
     if (job->fd < 0) {
         if (job->fs_step == FS_NONE && job_acquire(job) != 0) {
             job_fail(job, 500, "DumpReadFailed", "cannot open the dump file");
-            job_maybe_free(job);
+            job_release(&job->core);
         }
         return;
     }
@@ -446,11 +419,10 @@ static void job_at_eof(struct dump_job *job)
     job->size = job->sent;
     log_info(cat, "dump of %llu: %llu bytes %s", (unsigned long long)job->pid,
              (unsigned long long)job->sent,
-             artifact_is_egress(job->out) ? "read, the upload is completing" : "sent");
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    artifact_end_complete(out, job_results(job));
+             artifact_is_egress(job->core.art) ? "read, the upload is completing" : "sent");
+    job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
     job_close_file(job);
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 static void on_acquired(uv_work_t *w, int status)
@@ -479,9 +451,9 @@ static void on_acquired(uv_work_t *w, int status)
         snprintf(job->open_path, sizeof(job->open_path), "/proc/%llu/root%s",
                  (unsigned long long)job->pid, job->target_path);
     }
-    if (late || job->out == NULL) {
+    if (late || job->core.art == NULL) {
         job_close_file(job); /* the request was answered, or the client left meanwhile */
-        job_maybe_free(job);
+        job_release(&job->core);
         return;
     }
     int rc = acq->rc;
@@ -490,7 +462,7 @@ static void on_acquired(uv_work_t *w, int status)
          * runtime answered while this look was on its way: then look once more, at once. */
         if (job->written && job_acquire(job) != 0) {
             job_fail(job, 500, "DumpReadFailed", "cannot open the dump file");
-            job_maybe_free(job);
+            job_release(&job->core);
         }
         return;
     }
@@ -537,10 +509,10 @@ static void on_acquired(uv_work_t *w, int status)
          * instead of waiting for the whole dump. If createdump fails later, the transfer is cut
          * (the client sees it incomplete) and the operation says why.
          */
-        if (artifact_begin(job->out, "application/octet-stream", job->filename) != 0) {
-            job_end_cancel(job); /* the client left, or the upload cannot start (said in the op) */
+        if (artifact_begin(job->core.art, "application/octet-stream", job->filename) != 0) {
+            /* the client left, or the upload cannot start (said in the op) */
+            job_end(&job->core, JOB_END_CANCEL, 400, NULL, NULL, NULL);
         } else {
-            job->streaming = true;
             log_info(cat, "dump of %llu: streaming %s %s", (unsigned long long)job->pid,
                      job->open_path, job->written ? "(written)" : "while the runtime writes it");
             job_pump(job);
@@ -548,7 +520,7 @@ static void on_acquired(uv_work_t *w, int status)
         }
     }
     job_close_file(job);
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 static int job_acquire(struct dump_job *job)
@@ -575,12 +547,12 @@ static void on_sent(void *ud, struct http_request *r, int status, size_t n)
     job->sending = false;
     uv_timer_stop(&job->step);
     job->sent += n;
-    if (job->step_late || status < 0 || job->out == NULL) {
+    if (job->step_late || status < 0 || job->core.art == NULL) {
         /* Failed (answered already), or the client is gone (its abort callback follows). */
         job->step_late = false;
-        if (job->out == NULL) {
+        if (job->core.art == NULL) {
             job_close_file(job);
-            job_maybe_free(job);
+            job_release(&job->core);
         }
         return;
     }
@@ -606,14 +578,14 @@ static void on_fs(uv_fs_t *fs)
         job->step_late = false; /* answered already: only tidy up */
         if (step == FS_READ) {
             job_close_file(job);
-            job_maybe_free(job);
+            job_release(&job->core);
             return;
         }
     }
 
     switch (step) {
     case FS_READ:
-        if (job->out == NULL) {
+        if (job->core.art == NULL) {
             break; /* the client left while the read was in flight */
         }
         if (result < 0) {
@@ -629,7 +601,7 @@ static void on_fs(uv_fs_t *fs)
         job->sent += (uint64_t)result;
         uint8_t *b = job->rbuf;
         job->rbuf = NULL; /* the write queue owns it now */
-        if (artifact_write_owned(job->out, b, b, (size_t)result) != 0) {
+        if (artifact_write_owned(job->core.art, b, b, (size_t)result) != 0) {
             break; /* the consumer is gone: on_lost follows */
         }
         job_pump(job);
@@ -639,11 +611,11 @@ static void on_fs(uv_fs_t *fs)
     case FS_ACQUIRE:
     default:
         job->fd = -1;
-        job_maybe_free(job);
+        job_release(&job->core);
         return;
     }
     job_close_file(job);
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 static void job_close_file(struct dump_job *job)
@@ -665,7 +637,7 @@ static void job_close_file(struct dump_job *job)
  */
 static void job_pump(struct dump_job *job)
 {
-    struct artifact *out = job->out;
+    struct artifact *out = job->core.art;
     if (out == NULL || job->fd < 0 || job->fs_step != FS_NONE || job->sending) {
         return;
     }
@@ -714,34 +686,30 @@ static void job_on_ready(void *ud)
 
 /* ---- the client ------------------------------------------------------------------------------ */
 
-/* The client disconnected, or the egress store failed. */
-static void job_on_lost(void *ud)
+/*
+ * The core's abort: the client disconnected, the egress store failed, or DELETE (the same as a
+ * client leaving: an upload is aborted). The file is closed; a runtime still writing keeps the
+ * exchange (and the job) until it is done, then the file goes.
+ */
+static void dump_abort(struct job *core, enum job_why why)
 {
-    struct dump_job *job = ud;
-    log_info(cat, "dump of %llu: %s after %llu bytes%s", (unsigned long long)job->pid,
-             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected",
-             (unsigned long long)job->sent,
-             job->x != NULL ? " (the runtime is still writing; the file goes when it is done)"
-                            : "");
-    job_end_cancel(job);
+    struct dump_job *job = dump_of(core);
+    if (why == JOB_WHY_LOST) {
+        log_info(cat, "dump of %llu: %s after %llu bytes%s", (unsigned long long)job->pid,
+                 artifact_is_egress(core->art) ? "the egress upload failed" : "client disconnected",
+                 (unsigned long long)job->sent,
+                 job->x != NULL ? " (the runtime is still writing; the file goes when it is done)"
+                                : "");
+    }
     job_close_file(job);
-    job_maybe_free(job);
-}
-
-/* DELETE /operations/{id}: the same as a client leaving (an upload is aborted). */
-static void job_cancel(void *ctx)
-{
-    struct dump_job *job = ctx;
-    job_end_cancel(job);
-    job_close_file(job);
-    job_maybe_free(job);
 }
 
 /* ---- the runtime ----------------------------------------------------------------------------- */
 
-static void job_on_deadline(uv_timer_t *t)
+/* The core's timeout: Dump:TimeoutSeconds passed before the runtime's answer. */
+static void dump_on_deadline(struct job *core)
 {
-    struct dump_job *job = t->data;
+    struct dump_job *job = dump_of(core);
     if (job->x == NULL) {
         return;
     }
@@ -759,7 +727,7 @@ static void job_on_deadline(uv_timer_t *t)
 static bool job_on_retry_dump(void *ud, int next_version)
 {
     struct dump_job *job = ud;
-    if (job->out == NULL || job->fd >= 0) {
+    if (job->core.art == NULL || job->fd >= 0) {
         return false;
     }
     job->version = next_version;
@@ -775,7 +743,7 @@ static void job_on_reply(void *ud, const struct ipc_dump_result *res)
     job_set_busy(job, false);
     char msg[2048];
 
-    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->core.timer);
 
     if (res->status != 0) {
         int http_status = res->status == AGENT_E_TIMEOUT ? 504 : 502;
@@ -789,7 +757,7 @@ static void job_on_reply(void *ud, const struct ipc_dump_result *res)
         snprintf(msg, sizeof(msg), "the runtime could not write the dump: %s (0x%08x)%s%s",
                  ipc_hresult_text(res->hresult), res->hresult, text[0] ? ": " : "", text);
         job_fail(job, 400, "RuntimeError", msg);
-    } else if (job->out != NULL) {
+    } else if (job->core.art != NULL) {
         log_info(cat, "dump of %llu written by the runtime (GenerateCoreDump%d)",
                  (unsigned long long)job->pid, job->version);
         job->written = true;
@@ -804,10 +772,10 @@ static void job_on_reply(void *ud, const struct ipc_dump_result *res)
             job_pump(job);
         }
     }
-    if (job->out == NULL) {
+    if (job->core.art == NULL) {
         job_close_file(job);
     }
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 static int job_send(struct dump_job *job)
@@ -830,39 +798,12 @@ static int job_send(struct dump_job *job)
 
 /* ---- the route ------------------------------------------------------------------------------- */
 
-/* Parses type (case-insensitive; default WithHeap). Answers 400 and returns -1 when invalid. */
-static int parse_type(struct http_request *req, struct dump_job *job)
-{
-    struct buf v;
-    buf_init(&v, 64);
-    int rc = http_query_get(http_request_query(req), "type", &v);
-    job->type = IPC_DUMP_TYPE_WITH_HEAP;
-    snprintf(job->type_name, sizeof(job->type_name), "WithHeap");
-    if (rc < 0) {
-        api_problem(req, 400, "malformed query string");
-    } else if (rc == 1) {
-        rc = -1;
-        for (size_t i = 0; i < sizeof(dump_types) / sizeof(dump_types[0]); i++) {
-            if (strcasecmp(buf_cstr(&v), dump_types[i].name) == 0) {
-                job->type = dump_types[i].type;
-                snprintf(job->type_name, sizeof(job->type_name), "%s", dump_types[i].name);
-                rc = 0;
-            }
-        }
-        if (rc != 0) {
-            api_problem(req, 400, "unknown dump type '%s': use Mini, Triage, WithHeap or Full",
-                        buf_cstr(&v));
-        }
-    }
-    buf_fini(&v);
-    return rc < 0 ? -1 : 0;
-}
-
 /* True while an earlier dump of this runtime has not been answered (see api_dump_get). */
 static bool runtime_still_dumping(const struct agent *a, const struct ipc_process *p)
 {
-    for (const struct dump_job *j = a->dump_jobs; j != NULL; j = j->next) {
-        if (j->x != NULL && strcmp(j->uid, p->uid) == 0) {
+    for (const struct job *core = a->collect.jobs; core != NULL; core = core->next) {
+        const struct dump_job *j = (const struct dump_job *)core;
+        if (core->vt == &dump_vt && j->x != NULL && strcmp(j->uid, p->uid) == 0) {
             return true;
         }
     }
@@ -870,27 +811,13 @@ static bool runtime_still_dumping(const struct agent *a, const struct ipc_proces
 }
 
 /*
- * Makes the admitted job live: its timers, its place in a->dump_jobs, its operation, and its own
- * copy of the runtime's endpoint (released with the job: the process entry may be gone long
- * before the job ends). From here the job is freed through job_maybe_free. Returns 0 or the
- * copy's error (UV_ENOMEM).
+ * Makes the admitted job live: its operation (DELETE cancels through the core), and its own copy
+ * of the runtime's endpoint (released with the job: the process entry may be gone long before the
+ * job ends). Returns 0 or the copy's error (UV_ENOMEM).
  */
-static int job_attach(struct dump_job *job, struct agent *a, struct operation *op,
-                      const struct ipc_process *p)
+static int job_attach(struct dump_job *job, struct operation *op, const struct ipc_process *p)
 {
-    job->a = a;
-    uv_timer_init(a->loop, &job->timer);
-    uv_timer_init(a->loop, &job->step);
-    uv_timer_init(a->loop, &job->tail);
-    job->timer.data = job->step.data = job->tail.data = job;
-    job->timers_open = 3;
-    job->next = a->dump_jobs;
-    if (job->next != NULL) {
-        job->next->pprev = &job->next;
-    }
-    a->dump_jobs = job;
-    job->pprev = &a->dump_jobs;
-    job->op = op;
+    job_admitted(&job->core, op);
     job->pid = p->pid;
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
     struct ipc_endpoint ep = ipc_process_endpoint(p);
@@ -903,7 +830,8 @@ static int job_name_files(struct dump_job *job, const struct ipc_process *p)
 {
     /* Unique and unguessable: the operation id is a random GUID. */
     snprintf(job->name, sizeof(job->name), "dotmon_%llu_%s.dmp", (unsigned long long)p->pid,
-             job->op->id);
+             job->core.op->id);
+    job->file_gone = false; /* from here on, the file is deleted when the job goes */
     int n1 =
         snprintf(job->local_path, sizeof(job->local_path), "%s/%s", job->a->dump_dir, job->name);
     int n2 = snprintf(job->target_path, sizeof(job->target_path), "%s/%s", job->a->dump_target_dir,
@@ -911,7 +839,7 @@ static int job_name_files(struct dump_job *job, const struct ipc_process *p)
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
     snprintf(job->filename, sizeof(job->filename), "core_%s", ts);
-    job->op->artifact_name = strdup(job->filename);
+    job->core.op->artifact_name = strdup(job->filename);
     return n1 < 0 || (size_t)n1 >= sizeof(job->local_path) || n2 < 0 ||
                    (size_t)n2 >= sizeof(job->target_path)
                ? -1
@@ -923,16 +851,19 @@ static const struct artifact_spec dump_spec = {.kind = OP_KIND_DUMP,
                                                .limit_setting = "RequestLimits:Dump:MaxConcurrency",
                                                .high_water = DUMP_HIGH_WATER,
                                                .low_water = DUMP_LOW_WATER};
-static const struct artifact_events dump_events = {.on_ready = job_on_ready,
-                                                   .on_lost = job_on_lost};
+static const struct artifact_events dump_events = {.on_ready = job_on_ready, .on_lost = job_lost};
 
-/* A new job with its defaults, or NULL (ENOMEM). */
-static struct dump_job *job_new(void)
+/* A new job with its defaults (no file named yet), or NULL (ENOMEM). Freed by job_release. */
+static struct dump_job *dump_job_new(struct agent *a)
 {
-    struct dump_job *job = calloc(1, sizeof(*job));
+    struct dump_job *job = (struct dump_job *)job_new(&a->collect, &dump_vt, sizeof(*job));
     if (job != NULL) {
+        job->a = a;
         job->fd = -1;
         job->version = 3;
+        job->file_gone = true;
+        job_add_timer(&job->core, &job->step);
+        job_add_timer(&job->core, &job->tail);
     }
     return job;
 }
@@ -940,29 +871,10 @@ static struct dump_job *job_new(void)
 static int dump_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                       struct dump_job *job);
 
-void api_dump_get(struct agent *a, struct http_request *req)
+int collect_dump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                 const char *type)
 {
-    const struct ipc_process *p = api_select_process(a, req);
-    if (p == NULL) {
-        return;
-    }
-    struct dump_job *job = job_new();
-    if (job == NULL) {
-        api_problem(req, 500, "out of memory");
-        return;
-    }
-    if (parse_type(req, job) != 0) {
-        free(job);
-        return;
-    }
-    const struct artifact_origin o = {.req = req};
-    (void)dump_start(a, &o, p, job);
-}
-
-int api_dump_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                     const char *type)
-{
-    struct dump_job *job = job_new();
+    struct dump_job *job = dump_job_new(a);
     if (job == NULL) {
         artifact_refuse(o, 500, "out of memory");
         return -1;
@@ -974,8 +886,8 @@ int api_dump_collect(struct agent *a, const struct artifact_origin *o, const str
         }
     }
     if (job->type_name[0] == '\0') {
-        artifact_refuse(o, 400, "unknown dump type '%s'", type);
-        free(job);
+        artifact_refuse(o, 400, "unknown dump type '%s': use Mini, Triage, WithHeap or Full", type);
+        job_release(&job->core);
         return -1;
     }
     return dump_start(a, o, p, job);
@@ -997,23 +909,21 @@ static int dump_start(struct agent *a, const struct artifact_origin *o, const st
                         "the runtime of process %llu has not answered the previous "
                         "dump request yet; retry later",
                         (unsigned long long)p->pid);
-        free(job);
+        job_release(&job->core);
         return -1;
     }
     /* The dump folder is not looked at here (a stat on a hung volume would freeze the loop): it
      * was checked at start-up, and every access to it runs on the thread pool with a deadline. */
-    if (artifact_admit_origin(a, o, p, &dump_spec, &dump_events, job, &job->out, &op) != 0) {
-        free(job);
+    if (artifact_admit_origin(a, o, p, &dump_spec, &dump_events, job, &job->core.art, &op) != 0) {
+        job_release(&job->core);
         return -1;
     }
-    int rc = job_attach(job, a, op, p);
-    op->control.cancel = job_cancel;
-    op->ctx = job;
-    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    int rc = job_attach(job, op, p);
+    artifact_accept(job->core.art); /* egress: 202 now; the operation tells the rest */
     if (job_name_files(job, p) != 0) {
         job->file_gone = true;
         job_fail(job, 500, "PathTooLong", "the dump folder path is too long");
-        job_maybe_free(job);
+        job_release(&job->core);
         return 0;
     }
     if (a->dump_refused != NULL) {
@@ -1022,7 +932,7 @@ static int dump_start(struct agent *a, const struct artifact_origin *o, const st
         snprintf(msg, sizeof(msg), "the dump folder is not trusted: %s", a->dump_refused);
         job->file_gone = true;
         job_fail(job, 500, "DumpFolderUntrusted", msg);
-        job_maybe_free(job);
+        job_release(&job->core);
         return 0;
     }
     rc = rc != 0 ? rc : job_send(job);
@@ -1032,40 +942,46 @@ static int dump_start(struct agent *a, const struct artifact_origin *o, const st
         snprintf(msg, sizeof(msg), "cannot send the dump request to process %llu: %s",
                  (unsigned long long)p->pid, agent_strerror(rc));
         job_fail(job, 502, "RuntimeUnreachable", msg);
-        job_maybe_free(job);
+        job_release(&job->core);
         return 0;
     }
     log_info(cat, "dump of %llu (%s) requested: %s", (unsigned long long)job->pid, job->type_name,
              job->target_path);
-    uv_timer_start(&job->timer, job_on_deadline, agent_timeout(a, TIMEOUT_DUMP), 0);
+    job_arm_timeout(&job->core, agent_timeout(a, TIMEOUT_DUMP));
     /* Look for the file while the runtime writes it: it is streamed as it grows. */
     uv_timer_start(&job->tail, job_on_tail, DUMP_POLL_MS, DUMP_POLL_MS);
-    op_set_state(&a->ops, op, OP_RUNNING, NULL, NULL);
+    job_running(&job->core);
     return 0;
 }
 
-void api_dump_shutdown(struct agent *a)
+/*
+ * The core's shutdown. A dump being written cannot be interrupted (createdump runs in the target),
+ * and waiting for it could take minutes: stop waiting, delete what exists, and say which file may
+ * still appear. Dumps already streaming finish within the server's grace period.
+ */
+static void dump_shutdown(struct job *core)
 {
-    /*
-     * A dump being written cannot be interrupted (createdump runs in the target), and waiting
-     * for it could take minutes: stop waiting, delete what exists, and say which file may still
-     * appear. Dumps already streaming finish within the server's grace period.
-     */
-    struct dump_job *next = NULL;
-    for (struct dump_job *job = a->dump_jobs; job != NULL; job = next) {
-        next = job->next;
-        if (job->x == NULL) {
-            continue;
-        }
-        ipc_dump_cancel(job->x);
-        job->x = NULL;
-        job_set_busy(job, false);
-        log_warn(cat, "dump of %llu abandoned at shutdown; the runtime may still write %s",
-                 (unsigned long long)job->pid, job->local_path);
-        job_fail(job, 503, "ShuttingDown", "dotmon is shutting down");
-        /* A dump streamed while it is written has its file open (and the tail timer polling it):
-         * close it, or the job would keep the loop running past the shutdown deadline. */
-        job_close_file(job);
-        job_maybe_free(job);
+    struct dump_job *job = dump_of(core);
+    if (job->x == NULL) {
+        return;
     }
+    ipc_dump_cancel(job->x);
+    job->x = NULL;
+    job_set_busy(job, false);
+    log_warn(cat, "dump of %llu abandoned at shutdown; the runtime may still write %s",
+             (unsigned long long)job->pid, job->local_path);
+    job_fail(job, 503, "ShuttingDown", "dotmon is shutting down");
+    /* A dump streamed while it is written has its file open (and the tail timer polling it):
+     * close it, or the job would keep the loop running past the shutdown deadline. */
+    job_close_file(job);
+    job_release(&job->core);
 }
+
+static const struct job_vtable dump_vt = {.kind = OP_KIND_DUMP,
+                                          .noun = "dump",
+                                          .abort = dump_abort,
+                                          .on_timeout = dump_on_deadline,
+                                          .shutdown = dump_shutdown,
+                                          .results = dump_results,
+                                          .holds = dump_holds,
+                                          .fini = dump_fini};

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET /gcdump: a GC heap snapshot (dotnet-gcdump's, dotnet-monitor's /gcdump). An EventPipe session
+ * The gcdump collector (collectors.h collect_gcdump; GET /gcdump is in api_collect.c): a GC heap
+ * snapshot (dotnet-gcdump's, dotnet-monitor's /gcdump). An EventPipe session
  * on Microsoft-Windows-DotNETRuntime with the heap-dump keywords (EV_GCHEAP_KEYWORDS, Verbose, no
  * rundown, GCDump:BufferSizeMB: 1024 MB by default as dotnet-gcdump 10 asks, where dotnet-monitor
  * asks 256 and a walk of ~9 M objects outgrows that) makes the runtime run an induced
@@ -9,9 +10,10 @@
  * end, the session is stopped; when the runtime has closed the stream the graph is written as a
  * `.gcdump` to the response (or the egress target), and freed at once.
  *
- * One gcdump_job per request ties the lifetimes together: the artifact (the response, or the
- * upload), the session (gone after on_end or abort) and the deadline timer. The job is freed once
- * all are gone.
+ * One gcdump_job per request runs on the collection-job core (collect/job.h), which holds the
+ * artifact (the response, or the upload), the operation, the deadline timer and the job's state
+ * (STOPPING once StopTracing is sent); this file supplies the producer: the session (gone after
+ * on_end or abort) and the work on the pool. The core frees the job once all are gone.
  *
  * Every path ends the session: the heap walk done (StopTracing), GCDump:TimeoutSeconds without the
  * GC's end (StopTracing, then 504), a heap over GCDump:MaxNodes or a broken stream (abort, which
@@ -25,15 +27,15 @@
  * held whole: dotmon's memory is the graph plus a few MiB, and the graph is freed the moment the
  * writer is done. A consumer that leaves makes the writer stop at its next chunk.
  */
-#include "api.h"
-
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "artifact.h"
+#include "collectors.h"
 #include "err.h"
 #include "ev_gcheap.h"
 #include "ipc_session.h"
@@ -44,7 +46,7 @@
 static const char cat[] = "dotmon.gcdump";
 
 #define GCDUMP_PROVIDER "Microsoft-Windows-DotNETRuntime"
-/* Sessions still closing in the background that may exist beyond the limits (api_trace.c). */
+/* Sessions still closing in the background that may exist beyond the limits (collect_trace.c). */
 #define GCDUMP_SESSION_SLACK 8u
 #define GCDUMP_HIGH_WATER    ((size_t)1024 * 1024)
 #define GCDUMP_LOW_WATER     ((size_t)256 * 1024)
@@ -63,22 +65,18 @@ struct gcdump_chunk {
 };
 
 struct gcdump_job {
+    struct job core; /* first: operation, artifact (core.art), the deadline (core.timer: from the
+                        session's start, GCDump:TimeoutSeconds), state (STOPPING: StopTracing
+                        sent) */
     struct agent *a;
-    struct operation *op;     /* NULL once the artifact has ended (it settles the operation) */
-    struct artifact *out;     /* the response or the egress target; NULL once ended */
     struct ipc_session *sess; /* NULL after on_end or abort */
     struct ev_gcheap *g;      /* the graph; NULL once written or failed */
     struct mb_share share;    /* what the graph holds, charged by ev_gcheap (thread pool too) */
-    uv_timer_t timer;         /* GCDump:TimeoutSeconds from the session's start */
-    bool timer_closing;
-    bool started;   /* the runtime accepted the session */
-    bool stopping;  /* StopTracing sent */
-    bool timed_out; /* the deadline passed before the GC's end */
-    int version;
+    bool timed_out;           /* the deadline passed before the GC's end */
+    int version;              /* > 0 once the runtime accepted the session */
     uint64_t session_id;
     uint64_t pid;
     uint64_t written; /* bytes of the file given to the artifact */
-    int handles_open; /* timer, async */
     int end_status;   /* the session's end, for the words of a failure after the build */
     uint32_t end_hresult;
     int finish_rc; /* ev_gcheap_finish's answer, from the pool */
@@ -113,12 +111,26 @@ static void queue_free(struct gcdump_job *job)
     job->queued = 0;
 }
 
-static void job_on_timer_closed(uv_handle_t *h)
+static const struct job_vtable gcdump_vt;
+
+static struct gcdump_job *gcdump_of(struct job *core)
 {
-    struct gcdump_job *job = h->data;
+    return (struct gcdump_job *)core;
+}
+
+/* True once StopTracing was sent. */
+static bool job_stopping(const struct gcdump_job *job)
+{
+    return job->core.state == JOB_STOPPING;
+}
+
+/* The core's fini, once the timer and the async handle are closed. */
+static void gcdump_fini(struct job *core)
+{
+    struct gcdump_job *job = gcdump_of(core);
     struct agent *a = job->a;
-    if (--job->handles_open > 0) {
-        return;
+    if (a == NULL) {
+        return; /* refused before anything was set up */
     }
     ev_gcheap_free(job->g);
     mb_share_fini(&job->share);
@@ -126,21 +138,17 @@ static void job_on_timer_closed(uv_handle_t *h)
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);
     ipc_endpoint_fini(&job->ep);
-    free(job);
     /* The graph's memory goes back to the system once no snapshot is running. */
     if (op_registry_active(&a->ops, OP_KIND_GCDUMP) == 0) {
         malloc_trim(0);
     }
 }
 
-static void job_maybe_free(struct gcdump_job *job)
+/* The session and the work on the pool keep the job. */
+static bool gcdump_holds(const struct job *core)
 {
-    if (job->out != NULL || job->sess != NULL || job->writing || job->timer_closing) {
-        return;
-    }
-    job->timer_closing = true;
-    uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
-    uv_close((uv_handle_t *)&job->async, job_on_timer_closed);
+    const struct gcdump_job *job = (const struct gcdump_job *)core;
+    return job->sess != NULL || job->writing;
 }
 
 /* Frees the graph (its figures are kept for the operation). */
@@ -155,8 +163,9 @@ static void job_drop_graph(struct gcdump_job *job)
 }
 
 /* The snapshot's figures for the operation's details. */
-static cJSON *job_results(struct gcdump_job *job)
+static cJSON *gcdump_results(struct job *core)
 {
+    struct gcdump_job *job = gcdump_of(core);
     if (job->g != NULL && !job->writing) {
         ev_gcheap_get_stats(job->g, &job->st);
     }
@@ -190,12 +199,7 @@ static cJSON *job_results(struct gcdump_job *job)
 static void job_fail(struct gcdump_job *job, int http_status, const char *code, const char *msg)
 {
     log_warn(cat, "gcdump of %llu failed: %s", (unsigned long long)job->pid, msg);
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        cJSON *extra = job_results(job);
-        job_drop_graph(job);
-        artifact_end_fail(out, http_status, code, msg, NULL, extra);
-    }
+    job_end(&job->core, JOB_END_FAIL, http_status, code, msg, NULL);
     job_drop_graph(job);
 }
 
@@ -206,39 +210,29 @@ static void job_abort_session(struct gcdump_job *job)
         ipc_session_abort(job->sess);
         job->sess = NULL;
     }
-    uv_timer_stop(&job->timer);
+    uv_timer_stop(&job->core.timer);
 }
 
-/* The client left, the egress store failed, or DELETE. */
-static void job_end_cancel(struct gcdump_job *job)
+/*
+ * The core's abort: the client left, the egress store failed, or DELETE. The session ends, the
+ * graph goes (its figures are kept for the results), a writer still running stops at its next
+ * chunk; the core then ends the artifact Cancelled.
+ */
+static void gcdump_abort(struct job *core, enum job_why why)
 {
-    job_abort_session(job);
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        cJSON *extra = job_results(job);
-        job_drop_graph(job);
-        artifact_end_cancel(out, 400, NULL, extra);
+    struct gcdump_job *job = gcdump_of(core);
+    if (why == JOB_WHY_LOST) {
+        log_info(cat, "gcdump of %llu: %s", (unsigned long long)job->pid,
+                 artifact_is_egress(core->art) ? "the egress upload failed"
+                                               : "client disconnected");
     }
+    job_abort_session(job);
     job_drop_graph(job);
     pthread_mutex_lock(&job->mu);
-    job->stop_writer = true; /* a writer still running stops at its next chunk */
+    job->stop_writer = true;
     queue_free(job);
     pthread_cond_signal(&job->cv);
     pthread_mutex_unlock(&job->mu);
-    job_maybe_free(job);
-}
-
-static void job_on_lost(void *ud)
-{
-    struct gcdump_job *job = ud;
-    log_info(cat, "gcdump of %llu: %s", (unsigned long long)job->pid,
-             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected");
-    job_end_cancel(job);
-}
-
-static void job_cancel(void *ctx)
-{
-    job_end_cancel(ctx);
 }
 
 static void job_relay(struct gcdump_job *job);
@@ -255,22 +249,25 @@ static void job_on_async(uv_async_t *h)
 
 /* ---- the session ----------------------------------------------------------------------------- */
 
+/* StopTracing: the job is STOPPING (a gcdump is not stoppable by DELETE: only the heap walk's
+ * end or the deadline stop it). */
 static void job_stop_session(struct gcdump_job *job)
 {
-    if (job->stopping || job->sess == NULL) {
+    if (job->core.state != JOB_RUNNING || job->sess == NULL) {
         return;
     }
-    job->stopping = true;
-    uv_timer_stop(&job->timer);
+    job_set_state(&job->core, JOB_STOPPING);
+    uv_timer_stop(&job->core.timer);
     /* After StopTracing the runtime flushes what its buffer holds: bounded like a trace's
      * rundown. */
     ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_GCDUMP_STOP));
 }
 
-/* GCDump:TimeoutSeconds without the induced GC's end: stop; on_end answers 504. */
-static void job_on_deadline(uv_timer_t *t)
+/* The core's timeout: GCDump:TimeoutSeconds without the induced GC's end: stop; on_end answers
+ * 504. */
+static void gcdump_on_deadline(struct job *core)
 {
-    struct gcdump_job *job = t->data;
+    struct gcdump_job *job = gcdump_of(core);
     if (job->g == NULL || ev_gcheap_complete(job->g)) {
         return;
     }
@@ -284,7 +281,6 @@ static void job_on_deadline(uv_timer_t *t)
 static void sess_on_started(void *ud, uint64_t session_id, int version)
 {
     struct gcdump_job *job = ud;
-    job->started = true;
     job->version = version;
     job->session_id = session_id;
     log_info(cat, "gcdump of %llu started: session 0x%llx (CollectTracing%d)",
@@ -292,8 +288,8 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
     if (job->a->disc != NULL) {
         (void)ipc_discovery_resume(job->a->disc, job->uid);
     }
-    if (!job->stopping) {
-        uv_timer_start(&job->timer, job_on_deadline, agent_timeout(job->a, TIMEOUT_GCDUMP), 0);
+    if (!job_stopping(job)) {
+        job_arm_timeout(&job->core, agent_timeout(job->a, TIMEOUT_GCDUMP));
     }
 }
 
@@ -337,13 +333,13 @@ static void job_feed_failed(struct gcdump_job *job, int rc)
                      : "");
         job_fail(job, 502, "InvalidHeapWalk", msg);
     }
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 static void sess_on_data(void *ud, const uint8_t *p, size_t n)
 {
     struct gcdump_job *job = ud;
-    if (job->g == NULL || job->out == NULL || job->timed_out) {
+    if (job->g == NULL || job->core.art == NULL || job->timed_out) {
         return; /* after the deadline the rest is drained unread: the answer is 504 */
     }
     int rc = ev_gcheap_feed(job->g, p, n);
@@ -351,7 +347,7 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         job_feed_failed(job, rc);
         return;
     }
-    if (!job->stopping && ev_gcheap_complete(job->g)) {
+    if (!job_stopping(job) && ev_gcheap_complete(job->g)) {
         log_info(cat, "gcdump of %llu: the heap walk is complete; stopping the session",
                  (unsigned long long)job->pid);
         job_stop_session(job);
@@ -415,7 +411,7 @@ static void job_on_written(uv_work_t *w, int status)
         job->writer_done = true;
     }
     job_relay(job);
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 /* The file is out: end the artifact. */
@@ -428,17 +424,14 @@ static void job_deliver(struct gcdump_job *job)
              (unsigned long long)job->st.edges, (unsigned long long)job->st.types,
              (unsigned long long)job->st.total_size, (unsigned long long)job->written,
              job->filename, (unsigned long long)(atomic_load(&job->share.peak) >> 10));
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        artifact_end_complete(out, job_results(job));
-    }
-    job_maybe_free(job);
+    job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
+    job_release(&job->core);
 }
 
 /* Moves the writer's chunks to the artifact while it has room; ends it once all are out. */
 static void job_relay(struct gcdump_job *job)
 {
-    while (job->out != NULL && !artifact_full(job->out)) {
+    while (job->core.art != NULL && !artifact_full(job->core.art)) {
         pthread_mutex_lock(&job->mu);
         struct gcdump_chunk *c = job->head;
         if (c != NULL) {
@@ -452,19 +445,19 @@ static void job_relay(struct gcdump_job *job)
             break;
         }
         size_t n = c->n;
-        if (artifact_write_owned(job->out, c, c->data, n) != 0) {
+        if (artifact_write_owned(job->core.art, c, c->data, n) != 0) {
             return; /* the consumer is gone; on_lost follows */
         }
         job->written += n;
     }
-    if (job->out == NULL || job->writing || job->head != NULL) {
+    if (job->core.art == NULL || job->writing || job->head != NULL) {
         return;
     }
     if (job->writer_rc != 0) {
         char msg[160];
         snprintf(msg, sizeof(msg), "cannot write the gcdump: %s", agent_strerror(job->writer_rc));
         job_fail(job, 500, "WriteFailed", msg);
-        job_maybe_free(job);
+        job_release(&job->core);
         return;
     }
     job_deliver(job);
@@ -474,8 +467,9 @@ static void job_relay(struct gcdump_job *job)
 static void job_write(struct gcdump_job *job)
 {
     ev_gcheap_get_stats(job->g, &job->st);
-    if (artifact_begin(job->out, "application/octet-stream", job->filename) != 0) {
-        job_end_cancel(job); /* the client is gone, or the upload cannot start (said in the op) */
+    if (artifact_begin(job->core.art, "application/octet-stream", job->filename) != 0) {
+        job_cancel(&job->core); /* the client is gone, or the upload cannot start (said in the
+                                   op) */
         return;
     }
     job->work.data = job;
@@ -486,7 +480,7 @@ static void job_write(struct gcdump_job *job)
         char msg[160];
         snprintf(msg, sizeof(msg), "cannot write the gcdump: %s", agent_strerror(rc));
         job_fail(job, 500, "WriteFailed", msg);
-        job_maybe_free(job);
+        job_release(&job->core);
     }
 }
 
@@ -505,7 +499,7 @@ static void job_on_graph(struct gcdump_job *job, int rc)
         job_fail(job, 504, "Timeout", msg);
     } else if (rc == AGENT_E_TRUNC) {
         char reason[160];
-        ipc_session_end_reason(job->end_status, job->end_hresult, job->stopping, reason,
+        ipc_session_end_reason(job->end_status, job->end_hresult, job_stopping(job), reason,
                                sizeof(reason));
         snprintf(msg, sizeof(msg),
                  "the session of process %llu ended before the heap walk was complete (%s): the "
@@ -516,7 +510,7 @@ static void job_on_graph(struct gcdump_job *job, int rc)
         job_feed_failed(job, rc);
         return;
     }
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 /* Building the graph (sorting and indexing millions of nodes: a second for 9M objects) is the
@@ -532,8 +526,8 @@ static void job_on_finished(uv_work_t *w, int status)
     struct gcdump_job *job = w->data;
     job->writing = false;
     job->building = false;
-    if (job->out == NULL) {
-        job_maybe_free(job); /* the client left while the graph was built */
+    if (job->core.art == NULL) {
+        job_release(&job->core); /* the client left while the graph was built */
         return;
     }
     job_on_graph(job, status != 0 ? status : job->finish_rc);
@@ -543,17 +537,17 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
 {
     struct gcdump_job *job = ud;
     job->sess = NULL;
-    uv_timer_stop(&job->timer);
-    if (job->out == NULL || job->g == NULL) {
-        job_maybe_free(job);
+    uv_timer_stop(&job->core.timer);
+    if (job->core.art == NULL || job->g == NULL) {
+        job_release(&job->core);
         return;
     }
-    if (!job->started) {
+    if (job->version == 0) {
         char msg[512];
         const char *code = NULL;
         int http_status = api_session_refused(status, hresult, "gcdump", msg, sizeof(msg), &code);
         job_fail(job, http_status, code, msg);
-        job_maybe_free(job);
+        job_release(&job->core);
         return;
     }
     job->end_status = status;
@@ -579,11 +573,9 @@ static const struct artifact_spec gcdump_spec = {.kind = OP_KIND_GCDUMP,
                                                      "RequestLimits:GCDump:MaxConcurrency",
                                                  .high_water = GCDUMP_HIGH_WATER,
                                                  .low_water = GCDUMP_LOW_WATER};
-static const struct artifact_events gcdump_events = {.on_ready = job_on_ready,
-                                                     .on_lost = job_on_lost};
+static const struct artifact_events gcdump_events = {.on_ready = job_on_ready, .on_lost = job_lost};
 
-int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
-                       const struct ipc_process *p)
+int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p)
 {
     size_t session_cap = a->ops.limit[OP_KIND_TRACE] + a->ops.limit[OP_KIND_LOGS] +
                          a->ops.limit[OP_KIND_GCDUMP] + GCDUMP_SESSION_SLACK;
@@ -592,26 +584,25 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
                         a->sessions.live);
         return -1;
     }
-    struct gcdump_job *job = calloc(1, sizeof(*job));
+    struct gcdump_job *job = (struct gcdump_job *)job_new(&a->collect, &gcdump_vt, sizeof(*job));
     if (job == NULL) {
         artifact_refuse(o, 500, "out of memory");
         return -1;
     }
     struct operation *op = NULL;
-    if (artifact_admit_origin(a, o, p, &gcdump_spec, &gcdump_events, job, &job->out, &op) != 0) {
-        free(job);
+    if (artifact_admit_origin(a, o, p, &gcdump_spec, &gcdump_events, job, &job->core.art, &op) !=
+        0) {
+        job_release(&job->core);
         return -1;
     }
     job->a = a;
-    job->op = op;
+    job_admitted(&job->core, op); /* not stoppable, as in dotnet-monitor; DELETE cancels */
     job->pid = p->pid;
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
-    uv_timer_init(a->loop, &job->timer);
-    job->timer.data = job;
     uv_async_init(a->loop, &job->async, job_on_async);
     uv_unref((uv_handle_t *)&job->async); /* it must not keep the loop running */
     job->async.data = job;
-    job->handles_open = 2;
+    job_add_handle(&job->core, (uv_handle_t *)&job->async);
     pthread_mutex_init(&job->mu, NULL);
     pthread_cond_init(&job->cv, NULL);
     char ts[32];
@@ -620,10 +611,7 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
     snprintf(job->filename, sizeof(job->filename), "%s_%llu.gcdump", ts,
              (unsigned long long)p->pid);
     op->artifact_name = strdup(job->filename);
-    op->stoppable = false; /* as in dotnet-monitor; DELETE cancels */
-    op->control.cancel = job_cancel;
-    op->ctx = job;
-    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    artifact_accept(job->core.art); /* egress: 202 now; the operation tells the rest */
 
     snprintf(job->share_what, sizeof(job->share_what), "gcdump of process %llu",
              (unsigned long long)p->pid);
@@ -634,7 +622,7 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
     rc = rc != 0 ? rc : ipc_endpoint_copy(&job->ep, &ep);
     if (rc != 0) {
         job_fail(job, 500, "OutOfMemory", "out of memory");
-        job_maybe_free(job);
+        job_release(&job->core);
         return 0;
     }
     const struct ipc_provider prov = {
@@ -655,42 +643,37 @@ int api_gcdump_collect(struct agent *a, const struct artifact_origin *o,
                  (unsigned long long)p->pid, agent_strerror(rc));
         job_fail(job, rc == AGENT_E_TOOBIG ? 429 : 502,
                  rc == AGENT_E_TOOBIG ? "TooManySessions" : "RuntimeUnreachable", msg);
-        job_maybe_free(job);
+        job_release(&job->core);
         return 0;
     }
     log_info(cat, "gcdump of %llu requested (induced gen-2 GC; up to %llu s)",
              (unsigned long long)p->pid,
              (unsigned long long)(agent_timeout(a, TIMEOUT_GCDUMP) / 1000));
-    op_set_state(&a->ops, op, OP_RUNNING, NULL, NULL);
+    job_running(&job->core);
     return 0;
 }
 
-void api_gcdump_get(struct agent *a, struct http_request *req)
+/*
+ * The core's shutdown. A snapshot cannot be finished within the grace period in general: every
+ * running one is abandoned (its session stopped in the background) and answered 503; one writing
+ * its file ends within the grace period, or is cut.
+ */
+static void gcdump_shutdown(struct job *core)
 {
-    const struct ipc_process *p = api_select_process(a, req);
-    if (p == NULL) {
+    struct gcdump_job *job = gcdump_of(core);
+    if ((job->writing && !job->building) || core->art == NULL) {
         return;
     }
-    const struct artifact_origin o = {.req = req};
-    (void)api_gcdump_collect(a, &o, p);
+    job_abort_session(job);
+    job_fail(job, 503, "ShuttingDown", "dotmon is shutting down");
+    job_release(core);
 }
 
-void api_gcdump_shutdown(struct agent *a)
-{
-    /* A snapshot cannot be finished within the grace period in general: every running one is
-     * abandoned (its session stopped in the background) and answered 503. */
-    for (size_t i = 0; i < a->ops.n; i++) {
-        struct operation *op = a->ops.v[i];
-        if (op->kind != OP_KIND_GCDUMP || op_is_finished(op) || op->ctx == NULL) {
-            continue;
-        }
-        struct gcdump_job *job = op->ctx;
-        if ((job->writing && !job->building) || job->out == NULL) {
-            continue; /* writing the file: it ends within the grace period, or is cut */
-        }
-        job_abort_session(job);
-        job_fail(job, 503, "ShuttingDown", "dotmon is shutting down");
-        job_maybe_free(job);
-        i = (size_t)-1; /* the registry may have changed: scan again */
-    }
-}
+static const struct job_vtable gcdump_vt = {.kind = OP_KIND_GCDUMP,
+                                            .noun = "gcdump",
+                                            .abort = gcdump_abort,
+                                            .on_timeout = gcdump_on_deadline,
+                                            .shutdown = gcdump_shutdown,
+                                            .results = gcdump_results,
+                                            .holds = gcdump_holds,
+                                            .fini = gcdump_fini};

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET/POST /trace: an EventPipe session relayed to the HTTP client as it streams (docs/ipc.md §5),
- * or, with egressProvider, to an egress target (artifact.h: the request is answered 202 at once).
+ * The trace collector (collectors.h collect_trace; the routes are in api_collect.c): an EventPipe
+ * session relayed to the HTTP client as it streams (docs/ipc.md §5), or, with egressProvider, to
+ * an egress target (artifact.h: the request is answered 202 at once).
  *
- * One trace_job per request ties three lifetimes together: the artifact (the HTTP response, gone
- * when it is finished or the client disconnects; or the upload, handed over to the artifact once
- * the trace ended), the IPC session (gone after on_end or abort) and the duration timer. The job
- * is freed once all three are gone.
+ * One trace_job per request runs on the collection-job core (collect/job.h): the core holds the
+ * artifact (the HTTP response, gone when it is finished or the client disconnects; or the upload,
+ * handed over to the artifact once the trace ended), the operation, the duration timer and the
+ * job's state; this file supplies the producer (the IPC session, gone after on_end or abort: the
+ * job's only hold) and its callbacks. Stop, cancel, a client that leaves, the duration and
+ * shutdown all go through the core.
  *
  * An egress target is treated as a client: when it is full (egress_full: the store is slower than
  * the runtime), the bytes go to the spool below just as for a slow client, and the relay resumes
@@ -34,8 +37,6 @@
  * passes TRACE_HIGH_WATER the session stops reading the runtime until it drains below
  * TRACE_LOW_WATER. Stop, cancel, abort, duration and the operation behave as for nettrace.
  */
-#include "api.h"
-
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -44,19 +45,19 @@
 #include <strings.h>
 #include <time.h>
 
+#include "api.h"
 #include "artifact.h"
 #include "buf.h"
+#include "collectors.h"
 #include "err.h"
 #include "ev_filter.h"
 #include "ev_json.h"
 #include "ev_ring.h"
-#include "http_query.h"
 #include "ipc_session.h"
 #include "log.h"
 #include "membudget.h"
 #include "nettrace.h"
 #include "operations.h"
-#include "rules_run.h"
 #include "spool.h"
 #include "trace_config.h"
 
@@ -79,15 +80,10 @@ static const char cat[] = "dotmon.trace";
 #define TRACE_SESSION_SLACK 8u
 
 struct trace_job {
+    struct job core; /* first: operation, artifact (core.art), timer, state (collect/job.h) */
     struct agent *a;
-    struct operation *op;     /* NULL once the artifact has ended (it settles the operation) */
-    struct artifact *out;     /* the response or the egress target; NULL once ended */
     struct ipc_session *sess; /* NULL after on_end or abort */
-    uv_timer_t timer;
-    bool timer_closing;
-    bool streaming; /* the artifact has begun (response headers sent, or the upload opened) */
     bool paused;
-    bool stopping;
     bool ended;     /* the runtime ended the stream; the response ends once the spool is out */
     int end_status; /* sess_on_end's status, for the deferred end */
     bool backpressure_said; /* the fall-back to backpressure was logged */
@@ -110,12 +106,12 @@ struct trace_job {
     bool json_budget_said;     /* the full share was logged */
     struct ev_filter *stop_on; /* CollectTrace's StoppingEvent, watched by the checker; or NULL */
     bool stop_said;            /* its match or mismatch was logged */
-    /* Ring mode (CollectTrace PreTriggerSeconds, api_trace_ring_start): the stream feeds ring;
+    /* Ring mode (CollectTrace PreTriggerSeconds, collect_trace_ring_start): the stream feeds ring;
      * out and op exist only once triggered. ring_on_end tells the owner (a collection rule) that
      * the untriggered session ended; NULL once triggered or stopped. */
     struct ev_ring *ring;
     bool ring_said; /* the ring's failure was logged */
-    api_trace_ring_end_cb ring_on_end;
+    collect_trace_ring_end_cb ring_on_end;
     void *ring_ud;
     int64_t post_s;
     /* The trigger's figures (the operation's "ring" results): the ring then, and its drain. */
@@ -128,7 +124,18 @@ struct trace_job {
     bool ring_drained;
 };
 
-static void job_maybe_free(struct trace_job *job);
+static const struct job_vtable trace_vt;
+
+static struct trace_job *trace_of(struct job *core)
+{
+    return (struct trace_job *)core;
+}
+
+/* The session has started (CollectTracing answered): ring buffering, or the artifact begun. */
+static bool sess_started(const struct trace_job *job)
+{
+    return job->version > 0;
+}
 
 /*
  * StopTracing to the stream's end (the rundown): Trace:StopTimeoutSeconds. A runtime that never
@@ -148,9 +155,10 @@ static const char *verdict_word(enum nettrace_verdict v)
     return v == NETTRACE_COMPLETE ? "complete" : v == NETTRACE_TRUNCATED ? "truncated" : "invalid";
 }
 
-static void job_on_timer_closed(uv_handle_t *h)
+/* The core's fini: what the job holds besides the core. */
+static void trace_fini(struct job *core)
 {
-    struct trace_job *job = h->data;
+    struct trace_job *job = trace_of(core);
     struct agent *a = job->a;
     trace_config_fini(&job->tc);
     nettrace_checker_fini(&job->checker);
@@ -161,27 +169,23 @@ static void job_on_timer_closed(uv_handle_t *h)
     buf_fini(&job->json_out);
     spool_close(job->spool);
     ipc_endpoint_fini(&job->ep);
-    free(job);
     /* A relay churns through large chunk buffers; once no trace is running, hand the freed heap
      * back to the system so an idle sidecar returns to its idle footprint. */
-    if (op_registry_active(&a->ops, OP_KIND_TRACE) == 0) {
+    if (a != NULL && op_registry_active(&a->ops, OP_KIND_TRACE) == 0) {
         malloc_trim(0);
     }
 }
 
-/* Frees the job once the artifact, the session and the timer are all gone. */
-static void job_maybe_free(struct trace_job *job)
+/* The core frees the job once the artifact has ended and the session is gone. */
+static bool trace_holds(const struct job *core)
 {
-    if (job->out != NULL || job->sess != NULL || job->timer_closing) {
-        return;
-    }
-    job->timer_closing = true;
-    uv_close((uv_handle_t *)&job->timer, job_on_timer_closed);
+    return ((const struct trace_job *)core)->sess != NULL;
 }
 
 /* The trace's results for the operation's details, and the totals for /metrics (once a job). */
-static cJSON *job_results(struct trace_job *job)
+static cJSON *trace_results(struct job *core)
 {
+    struct trace_job *job = trace_of(core);
     cJSON *extra = cJSON_CreateObject();
     if (extra != NULL) {
         char sid[24];
@@ -259,98 +263,41 @@ static cJSON *job_results(struct trace_job *job)
     return extra;
 }
 
-enum trace_end { TRACE_END_COMPLETE, TRACE_END_PARTIAL, TRACE_END_FAIL, TRACE_END_CANCEL };
-
 /*
- * Ends the artifact with the trace's results (artifact.h: it answers the request or the client,
- * and settles the operation, for egress once the store answered). http_status and detail are for
- * a request not yet answered (fail, cancel). Nothing when the artifact has ended already.
+ * The core's abort: DELETE, the client disconnected or the egress store failed. The session is
+ * aborted (StopTracing in the background: no session is left in the runtime); the core then ends
+ * the artifact Cancelled (the client sees a truncated transfer; an upload is aborted). The spool
+ * (and its file) goes with the job.
  */
-static void job_end(struct trace_job *job, enum trace_end how, int http_status, const char *code,
-                    const char *message, const char *detail)
+static void trace_abort(struct job *core, enum job_why why)
 {
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out == NULL) {
-        return;
+    struct trace_job *job = trace_of(core);
+    if (why == JOB_WHY_LOST) {
+        log_info(cat, "trace of %llu: %s after %llu bytes", (unsigned long long)job->pid,
+                 artifact_is_egress(core->art) ? "the egress upload failed" : "client disconnected",
+                 (unsigned long long)nettrace_get_stats(&job->checker)->bytes);
     }
-    cJSON *extra = job_results(job);
-    switch (how) {
-    case TRACE_END_COMPLETE:
-        artifact_end_complete(out, extra);
-        break;
-    case TRACE_END_PARTIAL:
-        artifact_end_partial(out, code, message, extra);
-        break;
-    case TRACE_END_FAIL:
-        artifact_end_fail(out, http_status, code, message, detail, extra);
-        break;
-    case TRACE_END_CANCEL:
-    default:
-        artifact_end_cancel(out, http_status, detail, extra);
-        break;
-    }
-}
-
-/* The client disconnected, or the egress store failed. */
-static void job_on_lost(void *ud)
-{
-    struct trace_job *job = ud;
-    log_info(cat, "trace of %llu: %s after %llu bytes", (unsigned long long)job->pid,
-             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected",
-             (unsigned long long)nettrace_get_stats(&job->checker)->bytes);
     if (job->sess != NULL) {
-        /* Abort sends StopTracing in the background: no session is left in the runtime. */
         ipc_session_abort(job->sess);
         job->sess = NULL;
     }
-    uv_timer_stop(&job->timer);
-    job_end(job, TRACE_END_CANCEL, 400, NULL, NULL, NULL);
-    spool_close(job->spool); /* its file goes with it */
-    job->spool = NULL;
-    job_maybe_free(job);
+    uv_timer_stop(&core->timer);
 }
 
 /*
- * Graceful stop. Recorded even while a start retry is pending (no session yet): the retry then
- * stops its session as soon as it exists.
+ * The core's graceful stop (the job is STOPPING now). While a start retry is pending (no session
+ * yet) the retry timer is kept: the retry then stops its session as soon as it exists.
  */
-static void job_stop(void *ctx)
+static void trace_stop_session(struct job *core)
 {
-    struct trace_job *job = ctx;
-    if (job->stopping || job->out == NULL) {
+    struct trace_job *job = trace_of(core);
+    if (job->sess == NULL) {
         return;
     }
-    job->stopping = true;
-    if (job->op != NULL && job->op->state == OP_RUNNING) {
-        op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
-    }
-    if (job->sess == NULL) {
-        return; /* the retry timer is armed: keep it */
-    }
-    uv_timer_stop(&job->timer);
+    uv_timer_stop(&core->timer);
     log_info(cat, "trace of %llu: stopping (StopTracing; rundown follows)",
              (unsigned long long)job->pid);
     ipc_session_stop(job->sess, stop_timeout_ms(job));
-}
-
-static void job_cancel(void *ctx)
-{
-    struct trace_job *job = ctx;
-    if (job->sess != NULL) {
-        ipc_session_abort(job->sess);
-        job->sess = NULL;
-    }
-    uv_timer_stop(&job->timer);
-    /* The client sees a truncated transfer; an upload is aborted. */
-    job_end(job, TRACE_END_CANCEL, 400, NULL, NULL, NULL);
-    spool_close(job->spool);
-    job->spool = NULL;
-    job_maybe_free(job);
-}
-
-static void job_on_timer(uv_timer_t *t)
-{
-    job_stop(t->data);
 }
 
 /*
@@ -375,7 +322,7 @@ static void job_watch_stopping_event(struct trace_job *job)
     }
     log_info(cat, "trace of %llu: the StoppingEvent was seen (%s)", (unsigned long long)job->pid,
              ev_filter_detail(job->stop_on));
-    job_stop(job);
+    job_stop(&job->core);
 }
 
 static void job_relay(struct trace_job *job);
@@ -393,40 +340,37 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
     log_info(cat, "trace of %llu started: session 0x%llx (CollectTracing%d), profiles %s",
              (unsigned long long)job->pid, (unsigned long long)session_id, version,
              job->tc.profile_names);
-    if (job->op != NULL) {
-        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
-    }
+    job_running(&job->core); /* the operation Running (Stopping when a stop came first) */
     /* Listen mode with DiagnosticPort:HoldSuspended: the session that waited for the start-up
      * events now runs, so the runtime may go on (a no-op for a runtime already resumed). */
     if (job->a->disc != NULL) {
         (void)ipc_discovery_resume(job->a->disc, job->uid);
     }
     if (job->ring != NULL) {
-        job->streaming = true; /* buffering; the artifact begins at the trigger */
-        return;
+        return; /* buffering; the artifact begins at the trigger */
     }
-    if (job->out == NULL) {
+    if (job->core.art == NULL) {
         return;
     }
     const char *type = job->json != NULL ? "application/x-ndjson" : "application/octet-stream";
-    if (artifact_begin(job->out, type, job->filename) != 0) {
-        job_cancel(job); /* the client is gone, or the upload cannot start (said in the op) */
+    if (artifact_begin(job->core.art, type, job->filename) != 0) {
+        job_cancel(
+            &job->core); /* the client is gone, or the upload cannot start (said in the op) */
         return;
     }
-    job->streaming = true;
-    if (job->duration_s >= 0 && !job->stopping) {
-        uv_timer_start(&job->timer, job_on_timer, (uint64_t)job->duration_s * 1000, 0);
+    if (job->duration_s >= 0 && job->core.state != JOB_STOPPING) {
+        job_arm_timeout(&job->core, (uint64_t)job->duration_s * 1000);
     }
 }
 
 /* format=ndjson: queues the gathered lines to the client. */
 static int job_json_flush(struct trace_job *job)
 {
-    if (job->out == NULL || buf_size(&job->json_out) == 0) {
+    if (job->core.art == NULL || buf_size(&job->json_out) == 0) {
         buf_reset(&job->json_out);
         return 0;
     }
-    int rc = artifact_write(job->out, buf_data(&job->json_out), buf_size(&job->json_out));
+    int rc = artifact_write(job->core.art, buf_data(&job->json_out), buf_size(&job->json_out));
     buf_reset(&job->json_out);
     if (rc != 0) {
         job->client_lost = true; /* the consumer is gone; on_lost follows */
@@ -464,7 +408,7 @@ static void job_json_data(struct trace_job *job, const uint8_t *p, size_t n)
     if (job_json_flush(job) != 0) {
         return;
     }
-    if (!job->paused && job->sess != NULL && artifact_full(job->out)) {
+    if (!job->paused && job->sess != NULL && artifact_full(job->core.art)) {
         job->paused = true; /* resumed by job_relay once the queue drains */
         ipc_session_pause(job->sess);
     }
@@ -480,16 +424,16 @@ static void job_ring_data(struct trace_job *job, const uint8_t *p, size_t n)
         ev_ring_error(job->ring, why, sizeof(why));
         log_warn(cat, "trace ring of %llu failed: %s%s%s", (unsigned long long)job->pid,
                  agent_strerror(rc), *why != '\0' ? ": " : "", why);
-        if (job->sess != NULL && job->out == NULL) {
+        if (job->sess != NULL && job->core.art == NULL) {
             /* Nothing to keep: end the session; the owner starts a new one later. */
             ipc_session_abort(job->sess);
             job->sess = NULL;
-            api_trace_ring_end_cb cb = job->ring_on_end;
+            collect_trace_ring_end_cb cb = job->ring_on_end;
             job->ring_on_end = NULL;
             if (cb != NULL) {
                 cb(job->ring_ud, rc, "the ring failed");
             }
-            job_maybe_free(job);
+            job_release(&job->core);
         }
     }
 }
@@ -509,7 +453,7 @@ static bool job_ring_draining(const struct trace_job *job)
  */
 static void job_ring_live(struct trace_job *job, const uint8_t *p, size_t n)
 {
-    bool behind = job_ring_draining(job) || artifact_full(job->out) ||
+    bool behind = job_ring_draining(job) || artifact_full(job->core.art) ||
                   (job->spool != NULL && spool_size(job->spool) > 0);
     if (!behind) {
         job_ring_data(job, p, n);
@@ -523,7 +467,7 @@ static void job_ring_live(struct trace_job *job, const uint8_t *p, size_t n)
         log_warn(cat, "trace ring of %llu: out of memory holding the stream while the ring drains",
                  (unsigned long long)job->pid);
         job->client_lost = true;
-        job_cancel(job);
+        job_cancel(&job->core);
         return;
     }
     job_relay(job);
@@ -565,14 +509,14 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         job_watch_stopping_event(job);
     }
     if (job->ring != NULL) {
-        if (job->out == NULL) {
+        if (job->core.art == NULL) {
             job_ring_data(job, p, n); /* buffering */
         } else {
             job_ring_live(job, p, n);
         }
         return;
     }
-    if (job->out == NULL || !job->streaming) {
+    if (job->core.art == NULL || !sess_started(job)) {
         return;
     }
     if (job->json != NULL) {
@@ -594,7 +538,8 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
         }
         data = base + off;
     }
-    bool behind = artifact_full(job->out) || (job->spool != NULL && spool_size(job->spool) > 0);
+    bool behind =
+        artifact_full(job->core.art) || (job->spool != NULL && spool_size(job->spool) > 0);
     if (behind && job->a->trace_spool_limit > 0) {
         /* The client is behind: keep reading the runtime, queue in the spool (in order). */
         if (job->spool == NULL && spool_new(job->a->loop, job->a->diag_dir,
@@ -607,20 +552,20 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
                 log_warn(cat, "trace of %llu: out of memory spooling for a slow client",
                          (unsigned long long)job->pid);
                 job->client_lost = true;
-                job_cancel(job);
+                job_cancel(&job->core);
                 return;
             }
             job_relay(job);
             return;
         }
     }
-    int rc = base != NULL ? artifact_write_owned(job->out, base, data, n)
-                          : artifact_write(job->out, p, n);
+    int rc = base != NULL ? artifact_write_owned(job->core.art, base, data, n)
+                          : artifact_write(job->core.art, p, n);
     if (rc != 0) {
         job->client_lost = true;
         return; /* the consumer is gone; on_lost follows */
     }
-    if (!job->paused && job->a->trace_spool_limit == 0 && artifact_full(job->out)) {
+    if (!job->paused && job->a->trace_spool_limit == 0 && artifact_full(job->core.art)) {
         job->paused = true; /* no spool: backpressure at once */
         ipc_session_pause(job->sess);
     }
@@ -631,22 +576,22 @@ static const struct ipc_session_callbacks session_callbacks;
 /* The retry timer: starts the session again (the duration timer is not armed before start). */
 static void job_on_retry(uv_timer_t *t)
 {
-    struct trace_job *job = t->data;
-    if (job->out == NULL) {
-        job_maybe_free(job);
+    struct trace_job *job = trace_of(t->data);
+    if (job->core.art == NULL) {
+        job_release(&job->core);
         return;
     }
     int rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &job->tc.collect,
                                agent_timeout(job->a, TIMEOUT_TRACE_START), &session_callbacks, job,
                                &job->sess);
-    if (rc == 0 && job->stopping) {
+    if (rc == 0 && job->core.state == JOB_STOPPING) {
         ipc_session_stop(job->sess, stop_timeout_ms(job)); /* stopped while the retry waited */
     }
     if (rc != 0) {
         char detail[160];
         snprintf(detail, sizeof(detail), "cannot start a trace session: %s", agent_strerror(rc));
-        job_end(job, TRACE_END_FAIL, 502, "RuntimeUnreachable", agent_strerror(rc), detail);
-        job_maybe_free(job);
+        job_end(&job->core, JOB_END_FAIL, 502, "RuntimeUnreachable", agent_strerror(rc), detail);
+        job_release(&job->core);
     }
 }
 
@@ -654,40 +599,40 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
 {
     struct trace_job *job = ud;
     job->sess = NULL;
-    uv_timer_stop(&job->timer);
-    if (job->ring != NULL && job->out == NULL) {
+    uv_timer_stop(&job->core.timer);
+    if (job->ring != NULL && job->core.art == NULL) {
         /* An untriggered ring's session ended (the runtime went away, or refused): the ring goes
          * with it; the owner starts a new one when it can. */
         log_info(cat, "trace ring of %llu: the session ended (%s)", (unsigned long long)job->pid,
                  status != 0 ? agent_strerror(status) : "end of stream");
-        api_trace_ring_end_cb cb = job->ring_on_end;
+        collect_trace_ring_end_cb cb = job->ring_on_end;
         job->ring_on_end = NULL;
         if (cb != NULL) {
             cb(job->ring_ud, status != 0 ? status : AGENT_E_CLOSED,
                status == AGENT_E_RUNTIME ? ipc_hresult_text(hresult) : agent_strerror(status));
         }
-        job_maybe_free(job);
+        job_release(&job->core);
         return;
     }
 
     /* Right after many sessions end, the runtime sometimes closes a new CollectTracing
      * connection without answering (seen on .NET 10.0.12 under load); its next try succeeds. */
-    if (!job->streaming && status == AGENT_E_CLOSED && !job->retried && job->out != NULL) {
+    if (!sess_started(job) && status == AGENT_E_CLOSED && !job->retried && job->core.art != NULL) {
         job->retried = true;
         log_info(cat, "trace of %llu: the runtime closed the start unanswered; retrying once",
                  (unsigned long long)job->pid);
-        uv_timer_start(&job->timer, job_on_retry, 250, 0);
+        uv_timer_start(&job->core.timer, job_on_retry, 250, 0);
         return;
     }
 
-    if (!job->streaming) {
+    if (!sess_started(job)) {
         /* The session never started: answer with the reason. */
         char msg[256];
         const char *code = NULL;
         int http_status = api_session_refused(status, hresult, "trace", msg, sizeof(msg), &code);
         log_warn(cat, "trace of %llu failed to start: %s", (unsigned long long)job->pid, msg);
-        job_end(job, TRACE_END_FAIL, http_status, code, msg, NULL);
-        job_maybe_free(job);
+        job_end(&job->core, JOB_END_FAIL, http_status, code, msg, NULL);
+        job_release(&job->core);
         return;
     }
 
@@ -717,7 +662,7 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
 static void job_deliver_end(struct trace_job *job)
 {
     int status = job->end_status;
-    if (job->ring != NULL && job->out != NULL && !job->client_lost &&
+    if (job->ring != NULL && job->core.art != NULL && !job->client_lost &&
         ev_ring_finish(job->ring, true) != 0) {
         /* Triggered, every spooled byte fed: the end tag (the blocks written are whole even when
          * the stream was cut). */
@@ -728,27 +673,27 @@ static void job_deliver_end(struct trace_job *job)
         /* The file is what the ring wrote: whole once it wrote its end tag. */
         v = ev_ring_get_state(job->ring) == EV_RING_FINISHED ? NETTRACE_COMPLETE : v;
     }
-    if (job->client_lost || job->out == NULL) {
+    if (job->client_lost || job->core.art == NULL) {
         /* The runtime finished, but the consumer did not receive the whole file. */
-        job_end(job, TRACE_END_CANCEL, 400, NULL, NULL, NULL);
+        job_end(&job->core, JOB_END_CANCEL, 400, NULL, NULL, NULL);
     } else if (v == NETTRACE_COMPLETE) {
-        job_end(job, TRACE_END_COMPLETE, 0, NULL, NULL, NULL);
+        job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
     } else {
         log_warn(cat, "trace of %llu is %s: %s", (unsigned long long)job->pid, verdict_word(v),
-                 artifact_is_egress(job->out) ? "storing what was received"
-                                              : "ending the response without its last chunk");
+                 artifact_is_egress(job->core.art) ? "storing what was received"
+                                                   : "ending the response without its last chunk");
         if (v == NETTRACE_TRUNCATED) {
-            job_end(job, TRACE_END_PARTIAL, 0, "TraceTruncated",
+            job_end(&job->core, JOB_END_PARTIAL, 0, "TraceTruncated",
                     status == AGENT_E_TIMEOUT
                         ? "the runtime did not finish the trace within the stop timeout"
                         : "the trace stream ended before its end marker (did the process exit?)",
                     NULL);
         } else {
-            job_end(job, TRACE_END_PARTIAL, 0, "TraceInvalid", nettrace_error(&job->checker, NULL),
-                    NULL);
+            job_end(&job->core, JOB_END_PARTIAL, 0, "TraceInvalid",
+                    nettrace_error(&job->checker, NULL), NULL);
         }
     }
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 /* A chunk from the spool: to the artifact, then the next one. */
@@ -761,10 +706,10 @@ static void job_on_spooled(void *ud, int status, void *base, const uint8_t *data
         log_warn(cat, "trace of %llu: reading the spool failed (%s); ending the artifact",
                  (unsigned long long)job->pid, agent_strerror(status));
         job->client_lost = true;
-        job_cancel(job);
+        job_cancel(&job->core);
         return;
     }
-    if (job->out == NULL) {
+    if (job->core.art == NULL) {
         free(base);
         return;
     }
@@ -776,7 +721,7 @@ static void job_on_spooled(void *ud, int status, void *base, const uint8_t *data
         }
         return;
     }
-    if (artifact_write_owned(job->out, base, data, n) != 0) {
+    if (artifact_write_owned(job->core.art, base, data, n) != 0) {
         job->client_lost = true;
         return; /* the consumer is gone; on_lost follows */
     }
@@ -790,7 +735,7 @@ static void job_on_spooled(void *ud, int status, void *base, const uint8_t *data
  */
 static void job_relay(struct trace_job *job)
 {
-    struct artifact *out = job->out;
+    struct artifact *out = job->core.art;
     struct spool *sp = job->spool;
     if (out != NULL && job_ring_draining(job) && !artifact_full(out)) {
         job_ring_drain(job);
@@ -849,43 +794,22 @@ static int job_set_target(struct trace_job *job, const struct ipc_process *p, bo
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     int rc = ipc_endpoint_copy(&job->ep, &ep);
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
-    job->op->artifact_name = strdup(job->filename);
+    job->core.op->artifact_name = strdup(job->filename);
     return rc;
 }
 
-/* The format query parameter: 0 with *ndjson set, or -1 once answered with a problem. */
-static int trace_query_format(struct http_request *req, bool *ndjson)
-{
-    struct buf format;
-    buf_init(&format, 64);
-    int has_format = http_query_get(http_request_query(req), "format", &format);
-    int rc = -1;
-    *ndjson = has_format == 1 && strcasecmp(buf_cstr(&format), "ndjson") == 0;
-    if (has_format < 0) {
-        api_problem(req, 400, "malformed query string");
-    } else if (has_format == 1 && !*ndjson && strcasecmp(buf_cstr(&format), "nettrace") != 0) {
-        api_problem(req, 400, "unknown format '%s' (nettrace or ndjson)", buf_cstr(&format));
-    } else {
-        rc = 0;
-    }
-    buf_fini(&format);
-    return rc;
-}
+const struct artifact_spec collect_trace_spec = {.kind = OP_KIND_TRACE,
+                                                 .noun = "trace",
+                                                 .limit_setting =
+                                                     "RequestLimits:Trace:MaxConcurrency",
+                                                 .high_water = TRACE_HIGH_WATER,
+                                                 .low_water = TRACE_LOW_WATER};
+static const struct artifact_events trace_events = {.on_ready = job_on_ready, .on_lost = job_lost};
 
-static const struct artifact_spec trace_spec = {.kind = OP_KIND_TRACE,
-                                                .noun = "trace",
-                                                .limit_setting =
-                                                    "RequestLimits:Trace:MaxConcurrency",
-                                                .high_water = TRACE_HIGH_WATER,
-                                                .low_water = TRACE_LOW_WATER};
-static const struct artifact_events trace_events = {.on_ready = job_on_ready,
-                                                    .on_lost = job_on_lost};
-
-/* Common part of GET, POST and collection rules once the configuration is known; takes
- * ownership of tc and stop_on. 0 once the operation exists (it tells the rest), -1 when refused. */
-static int start_trace(struct agent *a, const struct artifact_origin *o,
-                       const struct ipc_process *p, struct trace_config *tc, int64_t duration_s,
-                       bool ndjson, struct ev_filter *stop_on)
+/* GET, POST and collection rules once the configuration is known (collectors.h). */
+int collect_trace(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                  struct trace_config *tc, int64_t duration_s, bool ndjson,
+                  struct ev_filter *stop_on)
 {
     struct trace_job *job = NULL;
     struct operation *op = NULL;
@@ -897,17 +821,18 @@ static int start_trace(struct agent *a, const struct artifact_origin *o,
                         a->sessions.live);
         goto fail;
     }
-    job = calloc(1, sizeof(*job));
+    job = (struct trace_job *)job_new(&a->collect, &trace_vt, sizeof(*job));
     if (job == NULL) {
         artifact_refuse(o, 500, "out of memory");
         goto fail;
     }
-    if (artifact_admit_origin(a, o, p, &trace_spec, &trace_events, job, &job->out, &op) != 0) {
-        free(job);
+    job->a = a;
+    if (artifact_admit_origin(a, o, p, &collect_trace_spec, &trace_events, job, &job->core.art,
+                              &op) != 0) {
+        job_release(&job->core);
         goto fail;
     }
-    job->a = a;
-    job->op = op;
+    job_admitted(&job->core, op); /* DELETE stops or cancels through the core */
     job->pid = p->pid;
     job->duration_s = duration_s;
     job->tc = *tc;
@@ -924,28 +849,19 @@ static int start_trace(struct agent *a, const struct artifact_origin *o,
     if (ndjson && (job->json = ev_json_new(job_on_json_line, job)) != NULL) {
         ev_json_set_share(job->json, &job->json_share);
     }
+    job->stop_on = stop_on; /* no cost without one: the checker then decodes no payloads */
     if ((ndjson && job->json == NULL) || nettrace_checker_init(&job->checker, NULL) != 0) {
-        artifact_end_fail(job->out, 500, "OutOfMemory", "out of memory", NULL, NULL);
-        ev_json_free(job->json);
-        mb_share_fini(&job->json_share);
-        trace_config_fini(&job->tc);
-        ev_filter_free(stop_on);
-        free(job);
+        /* No results to show: the artifact is ended here, not through job_end. */
+        artifact_end_fail(artifact_take(&job->core.art, &job->core.op), 500, "OutOfMemory",
+                          "out of memory", NULL, NULL);
+        job_release(&job->core);
         return 0;
     }
-    job->stop_on = stop_on; /* no cost without one: the checker then decodes no payloads */
     if (stop_on != NULL) {
         ev_filter_attach(stop_on, &job->checker);
     }
-    uv_timer_init(a->loop, &job->timer);
-    job->timer.data = job;
-
     int rc = job_set_target(job, p, ndjson);
-    op->stoppable = true;
-    op->control.stop = job_stop;
-    op->control.cancel = job_cancel;
-    op->ctx = job;
-    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    artifact_accept(job->core.art); /* egress: 202 now; the operation tells the rest */
     rc = rc != 0 ? rc
                  : ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
                                      agent_timeout(a, TIMEOUT_TRACE_START), &session_callbacks, job,
@@ -954,8 +870,8 @@ static int start_trace(struct agent *a, const struct artifact_origin *o,
         char detail[160];
         snprintf(detail, sizeof(detail), "cannot start a trace session with process %llu: %s",
                  (unsigned long long)p->pid, agent_strerror(rc));
-        job_end(job, TRACE_END_FAIL, 502, "RuntimeUnreachable", agent_strerror(rc), detail);
-        job_maybe_free(job);
+        job_end(&job->core, JOB_END_FAIL, 502, "RuntimeUnreachable", agent_strerror(rc), detail);
+        job_release(&job->core);
     }
     return 0;
 
@@ -965,98 +881,18 @@ fail:
     return -1;
 }
 
-int api_trace_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                      struct trace_config *tc, int64_t duration_s, struct ev_filter *stop_on)
-{
-    return start_trace(a, o, p, tc, duration_s, false, stop_on);
-}
-
-/* The route's start: the format query parameter, then start_trace; takes ownership of tc. */
-static void start_trace_req(struct agent *a, struct http_request *req, const struct ipc_process *p,
-                            struct trace_config *tc, int64_t duration_s)
-{
-    bool ndjson = false;
-    const struct artifact_origin o = {.req = req};
-    if (trace_query_format(req, &ndjson) != 0) {
-        trace_config_fini(tc);
-        return;
-    }
-    (void)start_trace(a, &o, p, tc, duration_s, ndjson, NULL);
-}
-
-void api_trace_get(struct agent *a, struct http_request *req)
-{
-    const struct ipc_process *p = api_select_process(a, req);
-    if (p == NULL) {
-        return;
-    }
-    int64_t duration = 0;
-    if (api_parse_duration(req, &duration) != 0) {
-        return;
-    }
-    struct buf profile, err;
-    buf_init(&profile, 4096);
-    buf_init(&err, 4096);
-    int has = http_query_get(http_request_query(req), "profile", &profile);
-    struct trace_config tc;
-    memset(&tc, 0, sizeof(tc));
-    if (has < 0) {
-        api_problem(req, 400, "malformed query string");
-    } else if (trace_config_from_profiles(has == 1 ? buf_cstr(&profile) : NULL,
-                                          a->metrics_interval_s, &tc, &err) != 0) {
-        api_problem(req, 400, "%s", buf_cstr(&err));
-    } else {
-        start_trace_req(a, req, p, &tc, duration);
-    }
-    buf_fini(&profile);
-    buf_fini(&err);
-}
-
-void api_trace_post(struct agent *a, struct http_request *req)
-{
-    const char *ct = http_request_header(req, "Content-Type");
-    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
-        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
-        api_problem(req, 415,
-                    "POST /trace takes a JSON body (Content-Type application/json), not %s", ct);
-        return;
-    }
-    const struct ipc_process *p = api_select_process(a, req);
-    if (p == NULL) {
-        return;
-    }
-    int64_t duration = 0;
-    if (api_parse_duration(req, &duration) != 0) {
-        return;
-    }
-    size_t len = 0;
-    const uint8_t *body = http_request_body(req, &len);
-    struct buf err;
-    buf_init(&err, 4096);
-    struct trace_config tc;
-    memset(&tc, 0, sizeof(tc));
-    if (len == 0) {
-        api_problem(req, 400, "POST /trace needs a JSON body with Providers");
-    } else if (trace_config_from_json((const char *)body, len, &tc, &err) != 0) {
-        api_problem(req, 400, "%s", buf_cstr(&err));
-    } else {
-        start_trace_req(a, req, p, &tc, duration);
-    }
-    buf_fini(&err);
-}
-
 /* ---- ring mode (CollectTrace PreTriggerSeconds / RingBufferSizeMB) ------------------------ */
 
-int api_trace_ring_start(struct agent *a, const struct ipc_process *p, struct trace_config *tc,
-                         const struct ev_ring_limits *lim, api_trace_ring_end_cb on_end, void *ud,
-                         struct trace_job **out)
+int collect_trace_ring_start(struct agent *a, const struct ipc_process *p, struct trace_config *tc,
+                             const struct ev_ring_limits *lim, collect_trace_ring_end_cb on_end,
+                             void *ud, struct trace_job **out)
 {
     *out = NULL;
     if (a->sessions.live >= a->ops.limit[OP_KIND_TRACE] + TRACE_SESSION_SLACK) {
         trace_config_fini(tc);
         return UV_EBUSY;
     }
-    struct trace_job *job = calloc(1, sizeof(*job));
+    struct trace_job *job = (struct trace_job *)job_new(&a->collect, &trace_vt, sizeof(*job));
     if (job == NULL) {
         trace_config_fini(tc);
         return UV_ENOMEM;
@@ -1073,15 +909,9 @@ int api_trace_ring_start(struct agent *a, const struct ipc_process *p, struct tr
     rc = rc != 0 ? rc : ipc_endpoint_copy(&job->ep, &ep);
     rc = rc != 0 ? rc : nettrace_checker_init(&job->checker, NULL);
     if (rc != 0) {
-        ev_ring_free(job->ring);
-        ipc_endpoint_fini(&job->ep);
-        trace_config_fini(&job->tc);
-        buf_fini(&job->json_out);
-        free(job);
+        job_release(&job->core);
         return rc;
     }
-    uv_timer_init(a->loop, &job->timer);
-    job->timer.data = job;
     job->ring_on_end = on_end;
     job->ring_ud = ud;
     rc = ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
@@ -1090,14 +920,14 @@ int api_trace_ring_start(struct agent *a, const struct ipc_process *p, struct tr
     if (rc != 0) {
         job->sess = NULL;
         job->ring_on_end = NULL;
-        job_maybe_free(job);
+        job_release(&job->core);
         return rc;
     }
     *out = job;
     return 0;
 }
 
-void api_trace_ring_stop(struct trace_job *job)
+void collect_trace_ring_stop(struct trace_job *job)
 {
     if (job == NULL) {
         return;
@@ -1108,35 +938,36 @@ void api_trace_ring_stop(struct trace_job *job)
         ipc_session_abort(job->sess);
         job->sess = NULL;
     }
-    job_maybe_free(job);
+    job_release(&job->core);
 }
 
 /* The ring's output to the artifact. */
 static int ring_write(void *ud, const uint8_t *p, size_t n)
 {
     struct trace_job *job = ud;
-    if (job->out == NULL || artifact_write(job->out, p, n) != 0) {
+    if (job->core.art == NULL || artifact_write(job->core.art, p, n) != 0) {
         job->client_lost = true; /* the consumer is gone; on_lost follows */
         return UV_EPIPE;
     }
     /* The store's backpressure: the drain waits for its ready (job_relay via on_ready). */
-    return artifact_full(job->out) ? EV_RING_PAUSE : 0;
+    return artifact_full(job->core.art) ? EV_RING_PAUSE : 0;
 }
 
-int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
-                           const struct ipc_process *p, int64_t post_s)
+int collect_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
+                               const struct ipc_process *p, int64_t post_s)
 {
-    if (!job->streaming || job->sess == NULL) {
+    if (!sess_started(job) || job->sess == NULL) {
         if (o->why != NULL) {
             buf_printf(o->why, "the ring's session has not started yet");
         }
         return AGENT_E_NOTFOUND;
     }
     struct operation *op = NULL;
-    if (artifact_admit_origin(job->a, o, p, &trace_spec, &trace_events, job, &job->out, &op) != 0) {
+    if (artifact_admit_origin(job->a, o, p, &collect_trace_spec, &trace_events, job, &job->core.art,
+                              &op) != 0) {
         return AGENT_E_INVAL;
     }
-    job->op = op;
+    job_admitted(&job->core, op);
     job->ring_on_end = NULL; /* the operation owns the job now */
     job->post_s = post_s;
     char ts[32];
@@ -1144,14 +975,10 @@ int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *
     snprintf(job->filename, sizeof(job->filename), "%s_%llu.nettrace", ts,
              (unsigned long long)job->pid);
     op->artifact_name = strdup(job->filename);
-    op->stoppable = true;
-    op->control.stop = job_stop;
-    op->control.cancel = job_cancel;
-    op->ctx = job;
-    artifact_accept(job->out);
-    op_set_state(&job->a->ops, op, OP_RUNNING, NULL, NULL);
-    if (artifact_begin(job->out, "application/octet-stream", job->filename) != 0) {
-        job_cancel(job);
+    artifact_accept(job->core.art);
+    job_running(&job->core); /* the ring's session runs already: the operation Running */
+    if (artifact_begin(job->core.art, "application/octet-stream", job->filename) != 0) {
+        job_cancel(&job->core);
         return 0; /* said in the operation */
     }
     struct ev_ring_stats st;
@@ -1168,7 +995,7 @@ int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *
                  "the store's pace; %lld s more, then StopTracing",
                  (unsigned long long)job->pid, (unsigned long long)job->ring_events,
                  (unsigned long long)job->ring_bytes, (long long)post_s);
-        uv_timer_start(&job->timer, job_on_timer, (uint64_t)post_s * 1000, 0);
+        job_arm_timeout(&job->core, (uint64_t)post_s * 1000);
         return 0;
     }
     if (rc != 0) {
@@ -1180,8 +1007,8 @@ int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *
             ipc_session_abort(job->sess);
             job->sess = NULL;
         }
-        job_end(job, TRACE_END_FAIL, 500, "RingFailed", agent_strerror(rc), why);
-        job_maybe_free(job);
+        job_end(&job->core, JOB_END_FAIL, 500, "RingFailed", agent_strerror(rc), why);
+        job_release(&job->core);
         return 0;
     }
     job->ring_drained = true;
@@ -1192,115 +1019,24 @@ int api_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *
              "StopTracing",
              (unsigned long long)job->pid, (unsigned long long)st.events_written,
              (long long)post_s);
-    uv_timer_start(&job->timer, job_on_timer, (uint64_t)post_s * 1000, 0);
+    job_arm_timeout(&job->core, (uint64_t)post_s * 1000);
     return 0;
 }
 
-int api_trace_ring_snapshot(struct trace_job *job, ev_ring_write_cb write, void *ud)
+int collect_trace_ring_snapshot(struct trace_job *job, ev_ring_write_cb write, void *ud)
 {
     return ev_ring_snapshot(job->ring, write, ud);
 }
 
-const struct ev_ring *api_trace_ring_get(const struct trace_job *job)
+const struct ev_ring *collect_trace_ring_get(const struct trace_job *job)
 {
     return job != NULL ? job->ring : NULL;
 }
 
-/* GET /trace/snapshot: the ring is written whole at once; nothing calls back later. */
-static void snapshot_on_lost(void *ud)
-{
-    (void)ud;
-}
-
-static const struct artifact_events snapshot_events = {.on_lost = snapshot_on_lost};
-
-static int snapshot_write(void *ud, const uint8_t *p, size_t n)
-{
-    return artifact_write(ud, p, n) != 0 ? UV_EPIPE : 0;
-}
-
-/* The rule= query parameter (NULL when absent, into *rule); -1 once answered with a problem. */
-static int snapshot_query_rule(struct http_request *req, struct buf *rule, const char **out)
-{
-    int has = http_query_get(http_request_query(req), "rule", rule);
-    if (has < 0) {
-        api_problem(req, 400, "malformed query string");
-        return -1;
-    }
-    *out = has == 1 ? buf_cstr(rule) : NULL;
-    return 0;
-}
-
-void api_trace_snapshot(struct agent *a, struct http_request *req)
-{
-    const struct ipc_process *p = api_select_process(a, req);
-    if (p == NULL) {
-        return;
-    }
-    struct buf rule_q;
-    buf_init(&rule_q, 256);
-    const char *rule = NULL;
-    if (snapshot_query_rule(req, &rule_q, &rule) != 0) {
-        buf_fini(&rule_q);
-        return;
-    }
-    struct trace_job *job = NULL;
-    const char *name = NULL;
-    int n = rules_run_ring_find(a->rules, p->uid, rule, &job, &name);
-    if (n == 0) {
-        api_problem(req, 404,
-                    "no collection rule keeps a ring for process %llu%s%s%s; configure "
-                    "PreTriggerSeconds on a CollectTrace action",
-                    (unsigned long long)p->pid, rule != NULL ? " (rule '" : "",
-                    rule != NULL ? rule : "", rule != NULL ? "')" : "");
-    } else if (n > 1 && rule == NULL) {
-        api_problem(req, 400,
-                    "%d collection rules keep a ring for process %llu; pick one with rule=<name>",
-                    n, (unsigned long long)p->pid);
-    } else if (job == NULL || ev_ring_get_state(job->ring) != EV_RING_BUFFERING) {
-        api_problem(req, 503,
-                    "the ring of collection rule '%s' is not running right now (its action is "
-                    "writing it out, or its session is starting); retry in a few seconds",
-                    name);
-    } else {
-        struct artifact *out = NULL;
-        struct operation *op = NULL;
-        if (artifact_admit(a, req, p, &trace_spec, &snapshot_events, NULL, &out, &op) == 0) {
-            char ts[32], filename[64];
-            op_artifact_stamp(ts, sizeof(ts));
-            snprintf(filename, sizeof(filename), "%s_%llu.nettrace", ts,
-                     (unsigned long long)p->pid);
-            op->artifact_name = strdup(filename);
-            artifact_accept(out);
-            int rc = artifact_begin(out, "application/octet-stream", filename);
-            rc = rc != 0 ? rc : ev_ring_snapshot(job->ring, snapshot_write, out);
-            struct ev_ring_stats st;
-            ev_ring_get_stats(job->ring, &st);
-            cJSON *extra = cJSON_CreateObject();
-            cJSON_AddStringToObject(extra, "rule", name);
-            cJSON_AddNumberToObject(extra, "events", (double)st.events_kept);
-            cJSON_AddNumberToObject(extra, "ringBytes", (double)st.bytes_used);
-            log_info(cat, "trace ring of %llu (rule %s): snapshot of %llu events, %llu bytes: %s",
-                     (unsigned long long)p->pid, name, (unsigned long long)st.events_kept,
-                     (unsigned long long)st.bytes_used, rc == 0 ? "ok" : agent_strerror(rc));
-            if (rc == 0) {
-                artifact_end_complete(out, extra);
-            } else {
-                artifact_end_fail(out, 500, "SnapshotFailed", agent_strerror(rc), NULL, extra);
-            }
-        }
-    }
-    buf_fini(&rule_q);
-}
-
-void api_trace_shutdown(struct agent *a)
-{
-    /* Stop every running trace gracefully so clients get complete files and runtimes keep no
-     * session; the HTTP server's grace period lets the rundown finish. */
-    for (size_t i = 0; i < a->ops.n; i++) {
-        struct operation *op = a->ops.v[i];
-        if (op->kind == OP_KIND_TRACE && !op_is_finished(op) && op->control.stop != NULL) {
-            op->control.stop(op->ctx);
-        }
-    }
-}
+static const struct job_vtable trace_vt = {.kind = OP_KIND_TRACE,
+                                           .noun = "trace",
+                                           .stop = trace_stop_session,
+                                           .abort = trace_abort,
+                                           .results = trace_results,
+                                           .holds = trace_holds,
+                                           .fini = trace_fini};

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET/POST /logs: an EventPipe session of its own with one runtime (Microsoft-Extensions-Logging
+ * The logs collector (collectors.h collect_logs, collect_logs_level; GET/POST /logs are in
+ * api_collect.c): an EventPipe session of its own with one runtime (Microsoft-Extensions-Logging
  * keywords 0xC with dotnet-monitor's FilterSpecs, TplEventSource 0x80 for scopes; docs/events.md
  * §4.1, §4.3), its records built by events/ev_logs and streamed in the format the Accept header
  * picks (text/plain, application/x-ndjson, application/json-seq, in dotnet-monitor's order; a
@@ -8,7 +9,9 @@
  * durationSeconds (default 30, -1 until stopped), or into an egress target with egressProvider
  * (artifact.h). An operation like /livemetrics: stop (DELETE
  * ?stop=true) ends the stream cleanly, cancel cuts it, a client that leaves ends the runtime's
- * session at once, a runtime that exits ends the stream cleanly.
+ * session at once, a runtime that exits ends the stream cleanly. The job runs on the
+ * collection-job core (collect/job.h): operation, artifact, duration timer, state and the end path
+ * are the core's; this file supplies the probe and the session.
  *
  * The Microsoft-Extensions-Logging EventSource exists only in an app whose logging pipeline has
  * the EventSourceLoggerProvider (README, "/logs"); enabling the provider cannot create it, and
@@ -21,8 +24,6 @@
  * a default host builder), the session streams nothing until its duration ends; dotmon logs a
  * warning when no logging event has arrived after Timeouts:LogsQuietMs.
  */
-#include "api.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,12 +35,14 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "api.h"
 #include "artifact.h"
-#include "dsession.h"
+#include "collectors.h"
 #include "err.h"
 #include "ev_logs.h"
 #include "http_query.h"
 #include "http_server.h"
+#include "ipc_session.h"
 #include "log.h"
 #include "logs_probe.h"
 #include "membudget.h"
@@ -71,10 +74,9 @@ struct logs_spec {
 };
 
 struct logs_job {
+    struct job core; /* first: operation, artifact (core.art), duration timer, state */
     struct agent *a;
-    struct operation *op;     /* NULL once the artifact has ended (it settles the operation) */
-    struct artifact *out;     /* the response or the egress target; NULL once ended */
-    struct dsession *ds;      /* the logs session; NULL once it ended or was aborted */
+    struct ipc_session *sess; /* NULL after on_end or abort */
     struct logs_probe *probe; /* the loader-rundown probe; NULL once it answered or was aborted */
     struct ipc_endpoint ep;   /* owned: the session starts after the probe */
     struct ev_logs *logs;
@@ -83,12 +85,10 @@ struct logs_job {
     bool budget_logged; /* the full share was logged (once per session) */
     struct logs_spec spec;
     enum ev_logs_format format;
-    uv_timer_t timer;
     uv_timer_t quiet;
-    int closing; /* timers being closed */
-    bool streaming;
-    bool stopping;
+    bool streaming; /* the artifact has begun */
     bool paused;
+    bool failed;
     int64_t duration_s;
     uint64_t pid;
     char filename[64];
@@ -96,33 +96,40 @@ struct logs_job {
     struct buf text; /* records of one read, written at once */
 };
 
-static void logs_on_closed(uv_handle_t *h)
+static const struct job_vtable logs_vt;
+
+static struct logs_job *logs_of(struct job *core)
 {
-    struct logs_job *job = h->data;
-    if (--job->closing > 0) {
-        return;
-    }
+    return (struct logs_job *)core;
+}
+
+static bool logs_stopping(const struct logs_job *job)
+{
+    return job->core.state == JOB_STOPPING;
+}
+
+/* The core's fini, once the timers are closed. */
+static void logs_fini(struct job *core)
+{
+    struct logs_job *job = logs_of(core);
     ev_logs_free(job->logs);
     mb_share_fini(&job->share);
     ipc_endpoint_fini(&job->ep);
     buf_fini(&job->spec.specs);
     buf_fini(&job->text);
-    free(job);
 }
 
-static void logs_maybe_free(struct logs_job *job)
+/* The probe and the session keep the job. */
+static bool logs_holds(const struct job *core)
 {
-    if (job->out != NULL || job->ds != NULL || job->probe != NULL || job->closing > 0) {
-        return;
-    }
-    job->closing = 2;
-    uv_close((uv_handle_t *)&job->timer, logs_on_closed);
-    uv_close((uv_handle_t *)&job->quiet, logs_on_closed);
+    const struct logs_job *job = (const struct logs_job *)core;
+    return job->sess != NULL || job->probe != NULL;
 }
 
 /* The session's results for the operation's details. */
-static cJSON *logs_results(const struct logs_job *job)
+static cJSON *logs_results(struct job *core)
 {
+    const struct logs_job *job = logs_of(core);
     cJSON *extra = cJSON_CreateObject();
     if (extra != NULL) {
         struct ev_logs_stats st;
@@ -139,19 +146,7 @@ static cJSON *logs_results(const struct logs_job *job)
 static void logs_end_fail(struct logs_job *job, int http_status, const char *code,
                           const char *message, const char *detail)
 {
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        artifact_end_fail(out, http_status, code, message, detail, logs_results(job));
-    }
-}
-
-/* Cancelled; a request not yet answered gets a problem (http_status, detail or the default). */
-static void logs_end_cancel(struct logs_job *job, int http_status, const char *detail)
-{
-    struct artifact *out = artifact_take(&job->out, &job->op);
-    if (out != NULL) {
-        artifact_end_cancel(out, http_status, detail, logs_results(job));
-    }
+    job_end(&job->core, JOB_END_FAIL, http_status, code, message, detail);
 }
 
 /* ---- the session's stream ---- */
@@ -173,21 +168,26 @@ static void logs_on_record(void *ud, const struct ev_log_record *r)
 static void logs_on_ready(void *ud)
 {
     struct logs_job *job = ud;
-    if (job->paused && job->ds != NULL) {
+    if (job->paused && job->sess != NULL) {
         job->paused = false;
-        dsession_resume(job->ds);
+        ipc_session_resume(job->sess);
     }
 }
 
-/* ---- the consumer of the decoded session: ev_logs, then the artifact ---- */
+static void logs_fail_stream(struct logs_job *job, const char *why);
 
-static int logs_feed(void *ctx, const uint8_t *p, size_t n)
+static void logs_on_data(void *ud, const uint8_t *p, size_t n)
 {
-    struct logs_job *job = ctx;
+    struct logs_job *job = ud;
+    if (job->failed) {
+        return;
+    }
     buf_reset(&job->text);
     int rc = ev_logs_feed(job->logs, p, n);
     if (rc != 0) {
-        return rc; /* the session ends with error(AGENT_E_PROTO) */
+        const char *why = ev_logs_error(job->logs);
+        logs_fail_stream(job, why != NULL ? why : agent_strerror(rc));
+        return;
     }
     if (!job->budget_logged && atomic_load(&job->share.refused) > 0) {
         struct ev_logs_stats st;
@@ -201,28 +201,17 @@ static int logs_feed(void *ctx, const uint8_t *p, size_t n)
                  api_budget_detail(msg, sizeof(msg), "what the runtime logs", &job->share),
                  st.scopes_dropped);
     }
-    if (job->out == NULL || !job->streaming || buf_size(&job->text) == 0) {
-        return 0;
+    if (job->core.art == NULL || !job->streaming || buf_size(&job->text) == 0) {
+        return;
     }
-    if (artifact_write(job->out, buf_data(&job->text), buf_size(&job->text)) != 0) {
-        return 0; /* the consumer is gone: on_lost follows */
+    if (artifact_write(job->core.art, buf_data(&job->text), buf_size(&job->text)) != 0) {
+        return; /* the consumer is gone: on_lost follows */
     }
-    if (artifact_full(job->out) && job->ds != NULL) {
+    if (artifact_full(job->core.art) && job->sess != NULL) {
         job->paused = true; /* until on_ready */
-        dsession_pause(job->ds);
+        ipc_session_pause(job->sess);
     }
-    return 0;
 }
-
-static void logs_describe(void *ctx, int rc, char *out, size_t cap)
-{
-    struct logs_job *job = ctx;
-    const char *why = ev_logs_error(job->logs);
-    (void)rc;
-    snprintf(out, cap, "%s", why != NULL ? why : "");
-}
-
-static void logs_on_timer(uv_timer_t *t);
 
 static void logs_on_quiet(uv_timer_t *t)
 {
@@ -237,30 +226,28 @@ static void logs_on_quiet(uv_timer_t *t)
     }
 }
 
-static void logs_started(void *ctx, uint64_t session_id, int version)
+static void logs_on_started(void *ud, uint64_t session_id, int version)
 {
-    struct logs_job *job = ctx;
+    struct logs_job *job = ud;
     log_debug(cat, "logs session 0x%" PRIx64 " (CollectTracing%d) started", session_id, version);
-    if (job->op != NULL) {
-        op_set_state(&job->a->ops, job->op, job->stopping ? OP_STOPPING : OP_RUNNING, NULL, NULL);
-    }
-    if (job->out == NULL) {
+    job_running(&job->core); /* the operation Running (Stopping when a stop came first) */
+    if (job->core.art == NULL) {
         return;
     }
     static const char *const types[] = {"application/x-ndjson", "application/json-seq",
                                         "text/plain"};
-    if (artifact_begin(job->out, types[job->format], job->filename) != 0) {
+    if (artifact_begin(job->core.art, types[job->format], job->filename) != 0) {
         /* The client left (its on_lost follows), or the upload cannot start: on_end ends the
          * artifact, which says why. */
-        if (job->ds != NULL && !job->stopping) {
-            job->stopping = true;
-            dsession_stop(job->ds);
+        if (job->sess != NULL && job->core.state == JOB_RUNNING) {
+            job_set_state(&job->core, JOB_STOPPING); /* the operation stays as it is */
+            ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_LOGS_STOP));
         }
         return;
     }
     job->streaming = true;
-    if (job->duration_s >= 0 && !job->stopping) {
-        uv_timer_start(&job->timer, logs_on_timer, (uint64_t)job->duration_s * 1000, 0);
+    if (job->duration_s >= 0 && !logs_stopping(job)) {
+        job_arm_timeout(&job->core, (uint64_t)job->duration_s * 1000);
     }
     uv_timer_start(&job->quiet, logs_on_quiet, agent_timeout(job->a, TIMEOUT_LOGS_QUIET), 0);
 }
@@ -270,10 +257,7 @@ static void logs_started(void *ctx, uint64_t session_id, int version)
 static void logs_end(struct logs_job *job, int status, bool failed, const char *reason)
 {
     if (job->streaming && !failed) {
-        struct artifact *out = artifact_take(&job->out, &job->op);
-        if (out != NULL) {
-            artifact_end_complete(out, logs_results(job));
-        }
+        job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
         return;
     }
     char detail[400];
@@ -286,87 +270,73 @@ static void logs_end(struct logs_job *job, int status, bool failed, const char *
                   job->streaming ? "StreamFailed" : "RuntimeUnreachable", reason, detail);
 }
 
-/* The session's one end: the artifact ended as the session did, then the job freed if done. */
-static void logs_error(void *ctx, int code, uint32_t hresult, const char *reason)
-{
-    struct logs_job *job = ctx;
-    (void)hresult;
-    job->ds = NULL;
-    uv_timer_stop(&job->timer);
-    uv_timer_stop(&job->quiet);
-    log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
-    /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. An
-     * unreadable stream or a stream that did not end after the stop does not. */
-    bool failed =
-        code == AGENT_E_TIMEOUT || code == AGENT_E_PROTO || (!job->streaming && code != 0);
-    logs_end(job, code, failed, reason);
-    logs_maybe_free(job);
-}
-
-static void logs_finish(void *ctx, const char *how)
-{
-    logs_error(ctx, 0, 0, how);
-}
-
-static const struct dsession_consumer logs_consumer = {.started = logs_started,
-                                                       .feed = logs_feed,
-                                                       .describe = logs_describe,
-                                                       .finish = logs_finish,
-                                                       .error = logs_error};
-
-static void logs_stop(void *ctx)
-{
-    struct logs_job *job = ctx;
-    if (job->stopping) {
-        return;
-    }
-    job->stopping = true;
-    if (job->op != NULL && job->op->state == OP_RUNNING) {
-        op_set_state(&job->a->ops, job->op, OP_STOPPING, NULL, NULL);
-    }
-    uv_timer_stop(&job->timer);
-    if (job->ds != NULL) {
-        if (job->paused) {
-            job->paused = false;
-            dsession_resume(job->ds);
-        }
-        dsession_stop(job->ds);
-    }
-}
-
-static void logs_on_timer(uv_timer_t *t)
-{
-    logs_stop(t->data);
-}
-
-static void logs_abandon(struct logs_job *job)
-{
-    logs_probe_abort(job->probe); /* its session is stopped in the background */
-    job->probe = NULL;
-    dsession_abort(job->ds); /* StopTracing in the background; accepts NULL */
-    job->ds = NULL;
-    uv_timer_stop(&job->timer);
-    uv_timer_stop(&job->quiet);
-}
-
-static void logs_cancel(void *ctx)
-{
-    struct logs_job *job = ctx;
-    logs_abandon(job);
-    logs_end_cancel(job, 400, NULL);
-    logs_maybe_free(job);
-}
-
-/* The client disconnected, or the egress store failed (or the upload could not start). */
-static void logs_on_lost(void *ud)
+static void logs_on_end(void *ud, int status, uint32_t hresult)
 {
     struct logs_job *job = ud;
-    log_info(cat, "logs of %" PRIu64 ": %s after %" PRIu64 " records", job->pid,
-             artifact_is_egress(job->out) ? "the egress upload failed" : "client disconnected",
-             job->records);
-    logs_abandon(job);
-    logs_end_cancel(job, 400, NULL);
-    logs_maybe_free(job);
+    job->sess = NULL;
+    uv_timer_stop(&job->core.timer);
+    uv_timer_stop(&job->quiet);
+    char reason[256];
+    ipc_session_end_reason(status, hresult, logs_stopping(job), reason, sizeof(reason));
+    log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
+    /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. */
+    bool failed = status == AGENT_E_TIMEOUT || (!job->streaming && status != 0);
+    logs_end(job, status, failed, reason);
+    job_release(&job->core);
+}
+
+static const struct ipc_session_callbacks logs_callbacks = {
+    .on_started = logs_on_started, .on_data = logs_on_data, .on_end = logs_on_end};
+
+/* An unreadable stream: stop the runtime's session in the background and end now. */
+static void logs_fail_stream(struct logs_job *job, const char *why)
+{
+    char reason[300];
+    snprintf(reason, sizeof(reason), "the event stream cannot be read: %s", why);
+    job->failed = true;
+    if (job->sess != NULL) {
+        ipc_session_abort(job->sess);
+        job->sess = NULL;
+    }
+    uv_timer_stop(&job->core.timer);
+    uv_timer_stop(&job->quiet);
+    logs_end(job, AGENT_E_PROTO, true, reason);
+    job_release(&job->core);
+}
+
+/* The core's graceful stop (DELETE ?stop=true, the duration, shutdown): StopTracing, or, while
+ * the probe runs, once the session exists (logs_begin_session). */
+static void logs_stop(struct job *core)
+{
+    struct logs_job *job = logs_of(core);
+    uv_timer_stop(&core->timer);
+    if (job->sess != NULL) {
+        if (job->paused) {
+            job->paused = false;
+            ipc_session_resume(job->sess);
+        }
+        ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_LOGS_STOP));
+    }
+}
+
+/* The core's abort: DELETE, the client disconnected, or the egress store failed (or the upload
+ * could not start). The probe and the session end in the background. */
+static void logs_abort(struct job *core, enum job_why why)
+{
+    struct logs_job *job = logs_of(core);
+    if (why == JOB_WHY_LOST) {
+        log_info(cat, "logs of %" PRIu64 ": %s after %" PRIu64 " records", job->pid,
+                 artifact_is_egress(core->art) ? "the egress upload failed" : "client disconnected",
+                 job->records);
+    }
+    logs_probe_abort(job->probe); /* its session is stopped in the background */
+    job->probe = NULL;
+    if (job->sess != NULL) {
+        ipc_session_abort(job->sess); /* StopTracing in the background */
+        job->sess = NULL;
+    }
+    uv_timer_stop(&core->timer);
+    uv_timer_stop(&job->quiet);
 }
 
 /* ---- requests ---- */
@@ -388,40 +358,6 @@ static int spec_add(struct buf *b, const char *category, int level)
     return rc;
 }
 
-/*
- * The media type Accept picks, in dotnet-monitor's order (exact types first, then the ranges
- * that cover them); -1 for none. A missing or empty Accept counts as any type.
- */
-static int pick_format(const char *accept)
-{
-    static const char *const types[] = {"text/plain", "application/x-ndjson",
-                                        "application/json-seq"};
-    static const enum ev_logs_format fmts[] = {EV_LOGS_PLAIN, EV_LOGS_NDJSON, EV_LOGS_JSON_SEQ};
-    if (accept == NULL || accept[strspn(accept, " \t")] == '\0') {
-        return EV_LOGS_PLAIN;
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t t = 0; t < 3; t++) {
-            size_t slash = (size_t)(strchr(types[t], '/') - types[t]);
-            for (const char *p = accept; *p != '\0';) {
-                p += strspn(p, " \t,");
-                size_t len = strcspn(p, ",; \t");
-                bool hit = pass == 0
-                               ? (len == strlen(types[t]) && strncasecmp(p, types[t], len) == 0)
-                               : ((len == 3 && strncmp(p, "*/*", 3) == 0) ||
-                                  (len == slash + 2 && strncasecmp(p, types[t], slash) == 0 &&
-                                   strncmp(p + slash, "/*", 2) == 0));
-                if (hit) {
-                    return (int)fmts[t];
-                }
-                p += strcspn(p, ",");
-            }
-        }
-    }
-    return -1;
-}
-
-/* The POST body (LogsConfiguration; member names in any case). 0, or AGENT_E_INVAL with err. */
 static int spec_from_json(struct logs_spec *s, const char *body, size_t len, struct buf *err)
 {
     cJSON *root = cJSON_ParseWithLength(body, len);
@@ -497,17 +433,15 @@ static int logs_session_start(struct logs_job *job)
          .arguments = buf_size(&args) > 0 ? buf_cstr(&args) : NULL},
         {.name = TPL_PROVIDER, .keywords = 0x80, .level = 4},
     };
-    struct ipc_collect_config collect = {.buffer_mb = LOGS_BUFFER_MB,
-                                         .format = 1,
-                                         .rundown_keyword = 0,
-                                         .providers = prov,
-                                         .provider_count = 2};
-    struct dsession_config cfg = {.collect = &collect,
-                                  .admission = &job->a->sessions,
-                                  .start_timeout_ms = agent_timeout(job->a, TIMEOUT_LOGS_START),
-                                  .stop_timeout_ms = agent_timeout(job->a, TIMEOUT_LOGS_STOP)};
+    struct ipc_collect_config cfg = {.buffer_mb = LOGS_BUFFER_MB,
+                                     .format = 1,
+                                     .rundown_keyword = 0,
+                                     .providers = prov,
+                                     .provider_count = 2};
     if (rc == 0) {
-        rc = dsession_start(job->a->loop, &job->ep, &cfg, &logs_consumer, job, &job->ds);
+        rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &cfg,
+                               agent_timeout(job->a, TIMEOUT_LOGS_START), &logs_callbacks, job,
+                               &job->sess);
     }
     buf_fini(&args);
     return rc;
@@ -522,16 +456,6 @@ static uint64_t logs_share_cap(void)
     return total / LOGS_SHARE_DIV > LOGS_SHARE_MIN ? total / LOGS_SHARE_DIV : LOGS_SHARE_MIN;
 }
 
-/* Frees a job that never got its operation (logs_job_new's, before admission). */
-static void logs_job_discard(struct logs_job *job)
-{
-    ev_logs_free(job->logs);
-    mb_share_fini(&job->share);
-    ipc_endpoint_fini(&job->ep);
-    buf_fini(&job->text);
-    free(job);
-}
-
 /*
  * A job for process p: the records' builder, charged to a share of the memory budget of its own
  * (its fixed part first), and the runtime's endpoint (an owned copy). 0, -ENOMEM, or
@@ -540,10 +464,11 @@ static void logs_job_discard(struct logs_job *job)
 static int logs_job_new(struct agent *a, const struct ipc_process *p, struct logs_job **out)
 {
     *out = NULL;
-    struct logs_job *job = calloc(1, sizeof(*job));
+    struct logs_job *job = (struct logs_job *)job_new(&a->collect, &logs_vt, sizeof(*job));
     if (job == NULL) {
         return -ENOMEM;
     }
+    job_add_timer(&job->core, &job->quiet);
     snprintf(job->share_what, sizeof(job->share_what), "logs of process %" PRIu64, p->pid);
     mb_share_init(&job->share, job->share_what, logs_share_cap());
     buf_init(&job->text, 0);
@@ -556,7 +481,7 @@ static int logs_job_new(struct agent *a, const struct ipc_process *p, struct log
     struct ipc_endpoint ep = ipc_process_endpoint(p);
     if (ev_logs_new(&job->logs, logs_on_record, job) != 0 ||
         ev_logs_set_share(job->logs, &job->share) != 0 || ipc_endpoint_copy(&job->ep, &ep) != 0) {
-        logs_job_discard(job);
+        job_release(&job->core);
         *out = NULL;
         return -ENOMEM;
     }
@@ -568,8 +493,10 @@ static void logs_begin_session(struct logs_job *job)
 {
     int rc = logs_session_start(job);
     if (rc == 0) {
-        if (job->stopping) {
-            dsession_stop(job->ds); /* stopped while the probe ran */
+        if (logs_stopping(job)) {
+            ipc_session_stop(
+                job->sess,
+                agent_timeout(job->a, TIMEOUT_LOGS_STOP)); /* stopped while the probe ran */
         }
         return;
     }
@@ -578,7 +505,7 @@ static void logs_begin_session(struct logs_job *job)
              job->pid, agent_strerror(rc));
     logs_end_fail(job, rc == AGENT_E_TOOBIG ? 429 : 502, "RuntimeUnreachable", agent_strerror(rc),
                   detail);
-    logs_maybe_free(job);
+    job_release(&job->core);
 }
 
 /* The 400 for an app that cannot give logs: what is missing and how to add it. */
@@ -636,16 +563,16 @@ static void logs_on_probe(void *ud, const struct logs_probe_result *r)
              " ms, %" PRIu64 " module events: %s%s%s",
              job->pid, r->version, r->elapsed_ms, r->modules, verdict_text(r->verdict),
              r->reason != NULL ? ": " : "", r->reason != NULL ? r->reason : "");
-    if (job->a->stopping || job->out == NULL) {
+    if (job->a->stopping || job->core.art == NULL) {
         /* Not a new session while dotmon shuts down, nor for nobody (a client that left aborts
          * the probe, so this is only defensive). */
-        logs_end_cancel(job, 503, "dotmon is shutting down");
-        logs_maybe_free(job);
+        job_end(&job->core, JOB_END_CANCEL, 503, NULL, NULL, "dotmon is shutting down");
+        job_release(&job->core);
         return;
     }
     if (r->verdict == LOGS_PROBE_NO_EVENTSOURCE || r->verdict == LOGS_PROBE_NO_LOGGING) {
         logs_answer_no_provider(job, r->verdict);
-        logs_maybe_free(job);
+        job_release(&job->core);
         return;
     }
     logs_begin_session(job);
@@ -656,8 +583,15 @@ static const struct artifact_spec logs_spec = {.kind = OP_KIND_LOGS,
                                                .limit_setting = NULL,
                                                .high_water = LOGS_HIGH_WATER,
                                                .low_water = LOGS_LOW_WATER};
-static const struct artifact_events logs_events = {.on_ready = logs_on_ready,
-                                                   .on_lost = logs_on_lost};
+static const struct artifact_events logs_events = {.on_ready = logs_on_ready, .on_lost = job_lost};
+
+static const struct job_vtable logs_vt = {.kind = OP_KIND_LOGS,
+                                          .noun = "logs",
+                                          .stop = logs_stop,
+                                          .abort = logs_abort,
+                                          .results = logs_results,
+                                          .holds = logs_holds,
+                                          .fini = logs_fini};
 
 /* Registers the operation and starts the session; takes spec. 0, or -1 when refused. */
 static int logs_start(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
@@ -677,35 +611,27 @@ static int logs_start(struct agent *a, const struct artifact_origin *o, const st
         char msg[512];
         artifact_refuse(o, 507, "%s",
                         api_budget_detail(msg, sizeof(msg), "a logs session", &job->share));
-        logs_job_discard(job);
+        job_release(&job->core);
         goto fail;
     }
     if (rc != 0) {
         artifact_refuse(o, 500, "out of memory");
         goto fail;
     }
-    if (artifact_admit_origin(a, o, p, &logs_spec, &logs_events, job, &job->out, &op) != 0) {
-        logs_job_discard(job);
+    if (artifact_admit_origin(a, o, p, &logs_spec, &logs_events, job, &job->core.art, &op) != 0) {
+        job_release(&job->core);
         goto fail;
     }
-    job->op = op;
+    job_admitted(&job->core, op); /* DELETE stops or cancels through the core */
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
     snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".txt", ts, p->pid);
     op->artifact_name = strdup(job->filename);
-    uv_timer_init(a->loop, &job->timer);
-    uv_timer_init(a->loop, &job->quiet);
-    job->timer.data = job;
-    job->quiet.data = job;
     job->spec = *spec;
     memset(spec, 0, sizeof(*spec)); /* ownership moved to the job */
     job->duration_s = duration_s;
     job->format = (enum ev_logs_format)format;
-    op->stoppable = true;
-    op->control.stop = logs_stop;
-    op->control.cancel = logs_cancel;
-    op->ctx = job;
-    artifact_accept(job->out); /* egress: 202 now; the operation tells the rest */
+    artifact_accept(job->core.art); /* egress: 202 now; the operation tells the rest */
     rc = logs_probe_start(a, &job->ep, agent_timeout(a, TIMEOUT_LOGS_PROBE), logs_on_probe, job,
                           &job->probe);
     if (rc != 0) {
@@ -719,10 +645,11 @@ fail:
     return -1;
 }
 
-int api_logs_collect(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
-                     const char *body, int64_t duration_s, int format)
+static const enum ev_logs_format logs_formats[] = {EV_LOGS_PLAIN, EV_LOGS_NDJSON, EV_LOGS_JSON_SEQ};
+
+int collect_logs(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                 const char *body, size_t len, int64_t duration_s, int format)
 {
-    static const enum ev_logs_format fmts[] = {EV_LOGS_PLAIN, EV_LOGS_NDJSON, EV_LOGS_JSON_SEQ};
     struct logs_spec spec = {0};
     buf_init(&spec.specs, SPECS_MAX);
     struct buf err;
@@ -731,107 +658,41 @@ int api_logs_collect(struct agent *a, const struct artifact_origin *o, const str
     if (format < 0 || format > 2) {
         artifact_refuse(o, 400, "unknown logs format %d", format);
         buf_fini(&spec.specs);
-    } else if (spec_from_json(&spec, body, strlen(body), &err) != 0) {
+    } else if (spec_from_json(&spec, body, len, &err) != 0) {
         artifact_refuse(o, 400, "%s", buf_cstr(&err));
         buf_fini(&spec.specs);
     } else {
-        rc = logs_start(a, o, p, &spec, duration_s, (int)fmts[format]);
+        rc = logs_start(a, o, p, &spec, duration_s, (int)logs_formats[format]);
     }
     buf_fini(&err);
     return rc;
 }
 
-/* Process, duration and format, common to GET and POST; -1 when a problem was answered. */
-static int logs_common(struct agent *a, struct http_request *req, const struct ipc_process **p,
-                       int64_t *duration)
+int collect_logs_level(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p, const char *level, int64_t duration_s,
+                       int format)
 {
-    int format = pick_format(http_request_header(req, "Accept"));
-    if (format < 0) {
-        api_problem(req, 406,
-                    "/logs produces text/plain, application/x-ndjson or application/json-seq");
-        return -1;
-    }
-    *p = api_select_process(a, req);
-    if (*p == NULL || api_parse_duration(req, duration) != 0) {
-        return -1;
-    }
-    return format;
-}
-
-void api_logs_get(struct agent *a, struct http_request *req)
-{
-    const struct ipc_process *p = NULL;
-    int64_t duration = 0;
-    int format = logs_common(a, req, &p, &duration);
-    if (format < 0) {
-        return;
-    }
     struct logs_spec spec = {.level = EV_LOG_TRACE, .app_filters = true};
-    buf_init(&spec.specs, SPECS_MAX);
-    struct buf level;
-    buf_init(&level, 64);
-    int has = http_query_get(http_request_query(req), "level", &level);
-    if (has == 1) {
-        spec.level = ev_log_level_parse(buf_cstr(&level));
+    if (format < 0 || format > 2) {
+        artifact_refuse(o, 400, "unknown logs format %d", format);
+        return -1;
+    }
+    if (level != NULL) {
+        spec.level = ev_log_level_parse(level);
         spec.app_filters = false;
         spec.client_level = true;
     }
-    buf_fini(&level);
-    if (has < 0 || spec.level < 0) {
-        api_problem(req, 400,
-                    "level must be one of Trace, Debug, Information, Warning, Error, "
-                    "Critical, None");
-        buf_fini(&spec.specs);
-        return;
+    if (spec.level < 0) {
+        artifact_refuse(o, 400,
+                        "level must be one of Trace, Debug, Information, Warning, Error, "
+                        "Critical, None");
+        return -1;
     }
-    if (spec.app_filters && buf_append_str(&spec.specs, "UseAppFilters") != 0) {
-        api_problem(req, 500, "out of memory");
-        buf_fini(&spec.specs);
-        return;
-    }
-    const struct artifact_origin o = {.req = req};
-    (void)logs_start(a, &o, p, &spec, duration, format);
-}
-
-void api_logs_post(struct agent *a, struct http_request *req)
-{
-    const char *ct = http_request_header(req, "Content-Type");
-    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
-        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
-        api_problem(req, 415, "POST /logs takes a JSON body, not %s", ct);
-        return;
-    }
-    const struct ipc_process *p = NULL;
-    int64_t duration = 0;
-    int format = logs_common(a, req, &p, &duration);
-    if (format < 0) {
-        return;
-    }
-    size_t len = 0;
-    const uint8_t *body = http_request_body(req, &len);
-    struct buf err;
-    buf_init(&err, 4096);
-    struct logs_spec spec = {0};
     buf_init(&spec.specs, SPECS_MAX);
-    if (len == 0) {
-        api_problem(req, 400, "POST /logs needs a JSON body (LogsConfiguration)");
+    if (spec.app_filters && buf_append_str(&spec.specs, "UseAppFilters") != 0) {
+        artifact_refuse(o, 500, "out of memory");
         buf_fini(&spec.specs);
-    } else if (spec_from_json(&spec, (const char *)body, len, &err) != 0) {
-        api_problem(req, 400, "%s", buf_cstr(&err));
-        buf_fini(&spec.specs);
-    } else {
-        const struct artifact_origin o = {.req = req};
-        (void)logs_start(a, &o, p, &spec, duration, format);
+        return -1;
     }
-    buf_fini(&err);
-}
-
-void api_logs_shutdown(struct agent *a)
-{
-    for (size_t i = 0; i < a->ops.n; i++) {
-        struct operation *op = a->ops.v[i];
-        if (op->kind == OP_KIND_LOGS && !op_is_finished(op) && op->control.stop != NULL) {
-            op->control.stop(op->ctx);
-        }
-    }
+    return logs_start(a, o, p, &spec, duration_s, (int)logs_formats[format]);
 }

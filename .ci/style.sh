@@ -12,7 +12,7 @@ clang-format --dry-run --Werror "${cfiles[@]}"
 
 build=build-tidy
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENT_TESTS=OFF >/dev/null
-mapfile -t srcs < <(git ls-files 'common/*.c' 'tls/*.c' 'ipc/*.c' 'http/*.c' 'auth/*.c' 'events/*.c' 'egress/*.c' 'rules/*.c' 'config/*.c' 'collect/*.c' 'agent/*.c')
+mapfile -t srcs < <(git ls-files 'common/*.c' 'tls/*.c' 'ipc/*.c' 'http/*.c' 'auth/*.c' 'events/*.c' 'egress/*.c' 'rules/*.c' 'config/*.c' 'collect/*.c' 'agent/*.c')  # agent/*.c: its subfolders too (a pathspec's * crosses /)
 echo "style: clang-tidy on ${#srcs[@]} files"
 # gcc-only warning flags in the compile commands are unknown to clang: not findings.
 printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -n 4 \

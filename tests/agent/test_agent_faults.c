@@ -26,7 +26,7 @@
  * after a 504 so that it can delete a late dump file, bounded by Dump:TimeoutSeconds + 600 s), and
  * the runtime's trace sessions end.
  *
- * dotmon runs with short timeouts (Timeouts:<Name>Ms, agent/timeouts.h) so that the cases take
+ * dotmon runs with short timeouts (Timeouts:<Name>Ms, config/timeouts.h) so that the cases take
  * well under a second each instead of waiting out the production values.
  */
 #include <pthread.h>

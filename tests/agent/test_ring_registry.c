@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The ring registry (agent/ring_registry.h): what /trace/snapshot and /metrics read of the rules'
+/* The ring registry (agent/monitor/ring_registry.h): what /trace/snapshot and /metrics read of the rules'
  * rings without knowing the rules. */
 #include <setjmp.h>
 #include <stdarg.h>

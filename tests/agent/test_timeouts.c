@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The timeout table (agent/timeouts.h): its rows, their defaults and bounds, the Timeouts:<Name>Ms
+ * The timeout table (config/timeouts.h): its rows, their defaults and bounds, the Timeouts:<Name>Ms
  * settings and the older settings that map into it, and the refusals a bad value gets.
  */
 #include <setjmp.h>

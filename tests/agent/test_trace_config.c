@@ -16,7 +16,7 @@
 #include "trace_config.h"
 
 /*
- * Expected values are written out here independently of agent/trace_config.c, from the sources
+ * Expected values are written out here independently of collect/trace_config.c, from the sources
  * named in each test (dotnet/diagnostics, dotnet/dotnet-monitor), so a typo in the table shows up.
  */
 

@@ -16,7 +16,7 @@
  * at its on_ready. A store that fails ends the session as a client that leaves does.
  *
  * A slow client never slows the runtime down: when its connection holds more than
- * TRACE_HIGH_WATER bytes not yet sent, what the runtime sends next goes to a spool (agent/spool.h:
+ * TRACE_HIGH_WATER bytes not yet sent, what the runtime sends next goes to a spool (collect/spool.h:
  * 1 MiB in memory, then an unnamed 0600 file in dotmon's temp folder, at most Trace:SpoolLimitMB)
  * and is relayed from there, in order, whenever the connection drains below TRACE_LOW_WATER. So
  * the runtime's buffer, which drops events when full, is read at the runtime's pace. Only when the

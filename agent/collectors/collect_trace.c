@@ -16,14 +16,14 @@
  * at its on_ready. A store that fails ends the session as a client that leaves does.
  *
  * A slow client never slows the runtime down: when its connection holds more than
- * TRACE_HIGH_WATER bytes not yet sent, what the runtime sends next goes to a spool (collect/spool.h:
- * 1 MiB in memory, then an unnamed 0600 file in dotmon's temp folder, at most Trace:SpoolLimitMB)
- * and is relayed from there, in order, whenever the connection drains below TRACE_LOW_WATER. So
- * the runtime's buffer, which drops events when full, is read at the runtime's pace. Only when the
- * spool is full (or its file cannot be written) does the session stop reading the runtime's
- * socket until the spool drains: backpressure as the last resort, said in the operation. With
- * Trace:SpoolLimitMB 0 there is no spool and that backpressure applies at once. dotmon's memory
- * stays bounded (HTTP queue + the spool's memory window) whatever the trace size.
+ * TRACE_HIGH_WATER bytes not yet sent, what the runtime sends next goes to a spool
+ * (collect/spool.h: 1 MiB in memory, then an unnamed 0600 file in dotmon's temp folder, at most
+ * Trace:SpoolLimitMB) and is relayed from there, in order, whenever the connection drains below
+ * TRACE_LOW_WATER. So the runtime's buffer, which drops events when full, is read at the runtime's
+ * pace. Only when the spool is full (or its file cannot be written) does the session stop reading
+ * the runtime's socket until the spool drains: backpressure as the last resort, said in the
+ * operation. With Trace:SpoolLimitMB 0 there is no spool and that backpressure applies at once.
+ * dotmon's memory stays bounded (HTTP queue + the spool's memory window) whatever the trace size.
  *
  * Every byte the runtime sends also goes through the streaming nettrace checker as it arrives:
  * it decides whether the trace ended complete or truncated, and counts the events the runtime

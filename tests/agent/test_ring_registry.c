@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The ring registry (agent/monitor/ring_registry.h): what /trace/snapshot and /metrics read of the rules'
- * rings without knowing the rules. */
+/* The ring registry (agent/monitor/ring_registry.h): what /trace/snapshot and /metrics read of the
+ * rules' rings without knowing the rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -85,31 +85,34 @@ image: deps-build
 run: build-bin
 	./$(BUILD)/dotmon collect --temp-apikey --urls $(URLS)
 
-# Installs what is missing, builds twice (normal and ASan+UBSan) and runs the whole suite in both,
-# the second even when the first fails; then one summary, and a failure if either failed.
-# CI time: in the ASan build (DOTMON_SANITIZED / __SANITIZE_ADDRESS__, tests/CMakeLists.txt) soaks
-# that only feed an RSS bound checked in the normal build are shorter: rules_ring_limits' ring
-# under load 15 s instead of 45 (until the ring is full), test_agent_flood's flood 10 s instead
-# of 30, test_agent_load's abandoned traces 80 instead of 200; every other check runs in both
-# builds.
-# The unit tests and their valgrind runs (no .NET runtime, mostly pure code) run $(JOBS) at a time,
-# but for the few with processes, listeners or deadlines of their own (RUN_SERIAL: test_harness,
-# test_egress_fs); the rest, with real runtimes, sockets and timeouts, one at a time. Each build's
-# ctest.log has the two passes' summaries.
+# Installs what is missing, builds twice (normal and ASan+UBSan) and runs each check once where it
+# means something (labels: tests/CMakeLists.txt), every pass even when an earlier one failed; then
+# one summary with each pass's wall time, and a failure if any failed:
+#   normal build: the unit tests and their valgrind runs; then what measures RSS or latency (label
+#                 perf) and what exists in the normal build only (nosan: the image, its rootfs);
+#   ASan+UBSan:   everything else: the unit tests again and every integration test, once.
+# Each pass runs $(JOBS) tests at a time; tests that must run alone are RUN_SERIAL, tests sharing
+# a host resource hold a RESOURCE_LOCK. Each build's ctest.log has its passes' summaries, and
+# $(BUILD)/test-times.txt the passes' wall times (.ci/run prints them).
 PURE_LABELS := '^(unit|valgrind)$$'
-PURE_TESTS := -L $(PURE_LABELS)
+NORMAL_LABELS := '^(perf|nosan)$$'
 test: build build-asan
-	@set -o pipefail; rc1=0; rc2=0; \
-	ctest --test-dir $(BUILD) $(PURE_TESTS) -j $(JOBS) --output-on-failure | tee $(BUILD)/ctest.log || rc1=$$?; \
-	ctest --test-dir $(BUILD) -LE $(PURE_LABELS) --output-on-failure | tee -a $(BUILD)/ctest.log || rc1=$$?; \
-	ctest --test-dir $(BUILD_ASAN) $(PURE_TESTS) -j $(JOBS) --output-on-failure | tee $(BUILD_ASAN)/ctest.log || rc2=$$?; \
-	ctest --test-dir $(BUILD_ASAN) -LE $(PURE_LABELS) --output-on-failure | tee -a $(BUILD_ASAN)/ctest.log || rc2=$$?; \
+	@set -o pipefail; rc1=0; rc2=0; : >$(BUILD)/test-times.txt; \
+	pass() { local name=$$1 t0=$$(date +%s) rc=0; shift; "$$@" || rc=$$?; \
+	  printf '%-24s %5d s\n' "$$name" $$(( $$(date +%s) - t0 )) >>$(BUILD)/test-times.txt; return $$rc; }; \
+	pass "test: unit+valgrind" ctest --test-dir $(BUILD) -L $(PURE_LABELS) -j $(JOBS) --output-on-failure \
+	  | tee $(BUILD)/ctest.log || rc1=$$?; \
+	pass "test: perf+nosan" ctest --test-dir $(BUILD) -L $(NORMAL_LABELS) -j $(JOBS) --output-on-failure \
+	  | tee -a $(BUILD)/ctest.log || rc1=$$?; \
+	pass "test: asan (all)" ctest --test-dir $(BUILD_ASAN) -LE perf -j $(JOBS) --output-on-failure \
+	  | tee $(BUILD_ASAN)/ctest.log || rc2=$$?; \
 	echo "== make test: summary =="; \
 	for b in $(BUILD) $(BUILD_ASAN); do \
 	  printf '%-12s ' "$$b:"; grep -E 'tests passed, [0-9]+ tests failed' $$b/ctest.log || echo "no result"; \
 	  sed -n '/The following tests FAILED:/,$$p' $$b/ctest.log | grep -E '^\s+[0-9]+ - ' || true; \
 	  sed -n '/The following tests did not run:/,/^$$/p' $$b/ctest.log | grep -E '^\s+[0-9]+ - ' || true; \
 	done; \
+	cat $(BUILD)/test-times.txt; \
 	[ $$rc1 -eq 0 ] && [ $$rc2 -eq 0 ]
 
 # The normal build only (quicker while developing).
@@ -209,9 +212,11 @@ build-fuzz: fuzz-deps
 fuzz: build-fuzz
 	FUZZ_BUILD=$(abspath $(BUILD_FUZZ)) tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# The same for CI: 30 s per target.
+# The same for CI, on every commit: each target's whole seed corpus replayed, then FUZZ_CI_SECONDS
+# of fuzzing per target (`make fuzz` is the long run).
+FUZZ_CI_SECONDS ?= 5
 fuzz-ci: build-fuzz
-	FUZZ_BUILD=$(abspath $(BUILD_FUZZ)) tests/fuzz/run.sh 30
+	FUZZ_BUILD=$(abspath $(BUILD_FUZZ)) tests/fuzz/run.sh $(FUZZ_CI_SECONDS)
 
 # House style (CI runs it): clang-format clean, clang-tidy's bug-prone and function-size checks on
 # dotmon's sources, a hardened release build. `make format` applies clang-format to the tree.

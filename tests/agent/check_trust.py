@@ -31,11 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, close_log, free_port, stop  # noqa: E402
+from dmtest import FAILS, App, check, close_log, fetch, free_port, stop, wait_for  # noqa: E402
 
 UID = 4321
 SCRIPT = "#!/bin/sh\nout=$1\nshift\nprintf '%s\\n' \"$*\" >> \"$out\"\n"
@@ -51,22 +49,9 @@ def attacker_write(path, text):
 
 
 def request(url):
-    try:
-        with urllib.request.urlopen(url, timeout=30) as r:
-            return r.status, r.headers.get("Location", ""), r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, "", e.read().decode()
-    except OSError as e:
-        return 0, "", str(e)
-
-
-def wait_for(cond, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.25)
-    return cond()
+    """(status, Location, body text); status 0 when the connection fails."""
+    st, headers, body = fetch(url, timeout=30)
+    return st, headers.get("Location", "") if st < 400 else "", body.decode()
 
 
 def read(path):

@@ -389,8 +389,14 @@ static void test_spool_limit(void **state)
     agent_test_stop_dotmon_clean(dm);
 }
 
-int main(void)
+/* An optional argument selects tests by name (cmocka's pattern): ctest runs
+ * test_slow_client_loses_nothing alone in the normal build for its RSS bound
+ * (tests/agent/CMakeLists.txt, label perf). */
+int main(int argc, char **argv)
 {
+    if (argc > 1) {
+        cmocka_set_test_filter(argv[1]);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_slow_client_loses_nothing, agent_test_setup,
                                         agent_test_teardown),

@@ -28,6 +28,10 @@ import threading
 import time
 import uuid
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from dmtest import dotnet_root  # noqa: E402
+
 SPEC = None
 FAILURES = []
 CHECKS = 0
@@ -187,13 +191,6 @@ def conforms(label, spec_path, method, status, hdrs, body, expect_status=None):
 
 
 # ---- the run -----------------------------------------------------------------------------------
-
-def dotnet_root():
-    if os.environ.get("DOTNET_ROOT"):
-        return os.environ["DOTNET_ROOT"]
-    exe = os.environ.get("DOTNET_EXE") or shutil.which("dotnet")
-    return os.path.dirname(os.path.realpath(exe)) if exe else ""
-
 
 def start_app(tmp):
     env = dict(os.environ, TMPDIR=tmp, DOTNET_ROOT=dotnet_root())

@@ -5,12 +5,14 @@
 #
 #   tests/fuzz/run.sh SECONDS [target…]      default: every target in corpus/
 #
-# Each target runs for SECONDS (-max_total_time) on a COPY of tests/fuzz/corpus/<target>/ in a
-# temporary directory, so new inputs never land in the repository, with its dictionary when there
-# is one, -rss_limit_mb=2048 and -timeout=10. One summary line per target: executions, exec/s,
-# final corpus size, coverage, wall time and status. Exits 1 if any target found a crash, leak,
-# timeout or out-of-memory; the input that triggered it is kept under $FUZZ_ARTIFACTS and its path
-# printed, with the end of the libFuzzer log.
+# Each target first replays every input of tests/fuzz/corpus/<target>/ once (-runs=0: no
+# mutation; a regression on a known input fails here, whatever the fuzzing finds), then fuzzes for
+# SECONDS (-max_total_time) on a COPY of that corpus in a temporary directory, so new inputs never
+# land in the repository, with its dictionary when there is one, -rss_limit_mb=2048 and
+# -timeout=10. One summary line per target: replayed inputs, executions, exec/s, final corpus
+# size, coverage, wall time and status. Exits 1 if any target found a crash, leak, timeout or
+# out-of-memory; the input that triggered it is kept under $FUZZ_ARTIFACTS and its path printed,
+# with the end of the libFuzzer log.
 #
 # Environment:
 #   FUZZ_BUILD      build tree holding fuzz/<target> (default: <repo>/build-fuzz)
@@ -80,6 +82,20 @@ for t in "${targets[@]}"; do
     fi
     log=$artifacts/$t/last-run.log
     start=$(date +%s)
+    # The replay: every corpus input once, as it is.
+    replay_log=$artifacts/$t/last-replay.log
+    "$bin" -runs=0 -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$artifacts/$t/" "$corpus" \
+        >"$replay_log" 2>&1
+    replay_status=$?
+    replayed=$(find "$corpus" -type f | wc -l)
+    if [ "$replay_status" -ne 0 ]; then
+        printf '%-20s replay of %s inputs FAILED(exit %s)\n' "$t" "$replayed" "$replay_status"
+        echo "  log:   $replay_log"
+        grep -E 'ERROR: |SUMMARY: |runtime error:|ALARM|out-of-memory|Test unit written' \
+            "$replay_log" | head -5 | sed 's/^/  /'
+        failed=1
+        continue
+    fi
     # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
     "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$artifacts/$t/" "${dict[@]}" ${FUZZ_ARGS:-} "$corpus" >"$log" 2>&1
@@ -100,8 +116,8 @@ for t in "${targets[@]}"; do
         result="FAILED(exit $status)"
         failed=1
     fi
-    printf '%-20s runs=%-10s exec/s=%-7s corpus=%-6s cov=%-6s time=%ss status=%s\n' \
-        "$t" "${runs:-?}" "${eps:-?}" "$files" "${cov:-?}" "$wall" "$result"
+    printf '%-20s replayed=%-5s runs=%-10s exec/s=%-7s corpus=%-6s cov=%-6s time=%ss status=%s\n' \
+        "$t" "$replayed" "${runs:-?}" "${eps:-?}" "$files" "${cov:-?}" "$wall" "$result"
     if [ "$result" != ok ]; then
         [ -n "$artifact" ] && echo "  input: $artifact"
         echo "  log:   $log"

@@ -38,8 +38,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import (FAILS, App, check, dotnet_root, free_port, runtime_sessions, sanitized,  # noqa: E402
-                    start_dotmon, status_kib, stop)
+from dmtest import (FAILS, App, check, dotnet_root, free_port, get_json, http_request,  # noqa: E402
+                    runtime_sessions, sanitized, settle, start_dotmon, status_kib, stop, wait_listed)
 
 GCDUMP_VERSION = "10.0.750501"
 HOLDER = "TestApp.GcDumpHolder"  # the type heap-graph holds N + 1 of
@@ -105,29 +105,8 @@ def tracecheck(tmp, path, dll):
 
 
 def request(port, path, method="GET", timeout=120):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    c.request(method, path)
-    r = c.getresponse()
-    body = r.read()
-    c.close()
-    return r, body
-
-
-def get_json(port, path):
-    r, body = request(port, path)
-    try:
-        return r.status, json.loads(body)
-    except ValueError:
-        return r.status, None
-
-
-def settle(fn, want, seconds=15):
-    deadline = time.time() + seconds
-    v = fn()
-    while v != want and time.time() < deadline:
-        time.sleep(0.2)
-        v = fn()
-    return v
+    """(response, body bytes): a /gcdump of a big heap takes longer than http_request's default."""
+    return http_request(port, path, method, timeout=timeout)
 
 
 def wait_op(port, op_id, seconds=120):
@@ -152,19 +131,6 @@ def start_with(tmp, port, log, cfg, pid):
     with open(path, "w") as f:
         json.dump(cfg, f)
     return start_dotmon(tmp, port, log, [pid], args=("--configuration-file-path", path))
-
-
-def wait_listed(port, pid, seconds=30):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            r, body = request(port, "/processes", timeout=5)
-            if str(pid).encode() in body:
-                return True
-        except OSError:
-            pass
-        time.sleep(0.2)
-    return False
 
 
 def known_graph(port, app, exe, dll, tmp):

@@ -43,9 +43,8 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, dotnet_root, free_port  # noqa: E402
+from dmtest import FAILS, MULT, App, check, dotnet_root, free_port, get_json, settle, wait_listed  # noqa: E402
 
-MULT = int(os.environ.get("DOTMON_TEST_TIMEOUT_MULTIPLIER", "1") or 1)
 
 
 def open_stream(port, method, path, accept=None, body=None):
@@ -85,20 +84,6 @@ def json_records(text, seq):
     return recs
 
 
-def wait_listed(port, pid):
-    deadline = time.time() + 30 * MULT
-    while time.time() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/processes")
-            if str(pid).encode() in c.getresponse().read():
-                return True
-        except OSError:
-            pass
-        time.sleep(0.2)
-    return False
-
-
 def sockets(pid):
     """The process's socket descriptors (a runtime holds one per live session stream)."""
     n = 0
@@ -114,23 +99,9 @@ def fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def settle(count, want, seconds=5):
+def settle_at_most(count, want, seconds=5):
     """Polls count() until it is at most want; returns the last value."""
-    deadline = time.time() + seconds * MULT
-    v = count()
-    while v > want and time.time() < deadline:
-        time.sleep(0.1)
-        v = count()
-    return v
-
-
-def get_json(port, path):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request("GET", path)
-    r = c.getresponse()
-    body = r.read()
-    c.close()
-    return r.status, json.loads(body) if body else None
+    return settle(count, lambda v: v <= want, seconds)
 
 
 def check_no_logs(port, dm_pid, tmp, flag, method, want):
@@ -164,9 +135,9 @@ def check_no_logs(port, dm_pid, tmp, flag, method, want):
             st, d = get_json(port, f"/operations/{mine_ops[0]['operationId']}/details")
             code = ((d or {}).get("error") or {}).get("code")
             check(code == "NoEventSourceLogger", f"{flag}: operation error code {code!r}")
-        socks1 = settle(lambda: sockets(bare.pid), socks0)
+        socks1 = settle_at_most(lambda: sockets(bare.pid), socks0)
         check(socks1 == socks0, f"{flag}: no session stream left in the runtime (sockets {socks0} -> {socks1})")
-        fds1 = settle(lambda: fds(dm_pid), fds0)
+        fds1 = settle_at_most(lambda: fds(dm_pid), fds0)
         check(fds1 <= fds0, f"{flag}: dotmon's descriptors back ({fds0} -> {fds1})")
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         c.request("GET", f"/trace?pid={bare.pid}&durationSeconds=1&profile=Metrics")

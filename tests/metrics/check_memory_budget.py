@@ -109,9 +109,11 @@ def start_dotmon(tmp, port, cgroup, log, extra_env):
             f.write(str(os.getpid()))
 
     env = dict(os.environ, TMPDIR=tmp, DotnetMonitor_GlobalCounter__IntervalSeconds="1", **extra_env)
+    # Metrics on (the budget covers the counters), on a free port, not the default 52325: tests
+    # run two at a time.
     return subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls",
-                             f"http://127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=log,
-                            env=env, preexec_fn=enter)
+                             f"http://127.0.0.1:{port}", "--metricUrls", f"http://127.0.0.1:{free_port()}"],
+                            stdout=subprocess.DEVNULL, stderr=log, env=env, preexec_fn=enter)
 
 
 def wait_log(log, pattern, seconds):

@@ -40,13 +40,17 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, dotnet_root, free_port  # noqa: E402
+from dmtest import FAILS, App, check, dotnet_root, fetch, free_port  # noqa: E402
 
 
 
 def get(url, timeout=10):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+    """(status, Content-Type, body text); an HTTP error status or a failed connection raises, as
+    the checks below expect a 200."""
+    st, headers, body = fetch(url, timeout=timeout)
+    if st != 200:
+        raise OSError(f"GET {url}: {st} {body[:200]!r}")
+    return st, headers.get("Content-Type", ""), body.decode()
 
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)( (-?\d+))?$')

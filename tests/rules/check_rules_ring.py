@@ -33,8 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the sibling imported below
@@ -43,7 +41,7 @@ import re  # noqa: E402
 
 from check_rules_gc import log_text  # noqa: E402
 from check_rules_reload import write_settings  # noqa: E402
-from dmtest import FAILS, App, check, free_port, runtime_sessions  # noqa: E402  (check_rules_run put support/ on the path)
+from dmtest import FAILS, App, check, fetch, free_port, runtime_sessions  # noqa: E402  (check_rules_run put support/ on the path)
 
 PRE_S = 4
 POST_S = 2
@@ -66,13 +64,6 @@ def tracecheck(path):
         return {"ok": False, "stderr": p.stderr[-500:]}
 
 
-def fetch(url):
-    """(status, headers, body bytes)."""
-    try:
-        with urllib.request.urlopen(url, timeout=30) as r:
-            return r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read()
     except OSError as e:
         return 0, {}, str(e).encode()
 

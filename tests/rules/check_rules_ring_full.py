@@ -37,8 +37,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "egress"))
@@ -46,7 +44,7 @@ sys.dont_write_bytecode = True
 from check_rules_run import get, nettrace_verdict, start, stop_dotmon, wait_for, wait_listed  # noqa: E402
 from check_rules_gc import log_text  # noqa: E402
 from check_rules_ring import tracecheck  # noqa: E402
-from dmtest import FAILS, App, check, free_port  # noqa: E402
+from dmtest import FAILS, App, check, fetch, free_port  # noqa: E402
 from s3env import Server, aws, no_orphans  # noqa: E402
 
 RING_MB = 32
@@ -138,14 +136,9 @@ def snapshots(api, pid, tmp, files, ep):
 
 
 def get_raw(url):
-    """(status, headers, body text) without following anything."""
-    try:
-        with urllib.request.urlopen(url, timeout=30) as r:
-            return r.status, r.headers, r.read().decode(errors="replace")
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read().decode(errors="replace")
-    except OSError as e:
-        return 0, {}, str(e)
+    """(status, headers, body text)."""
+    st, headers, body = fetch(url)
+    return st, headers, body.decode(errors="replace")
 
 
 def main():

@@ -51,23 +51,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, free_port, stop  # noqa: E402
+from dmtest import FAILS, App, check, fetch, free_port, stop, wait_for, wait_listed  # noqa: E402
 
 SCRIPT = "#!/bin/sh\nout=$1\nshift\nprintf '%s\\n' \"$*\" >> \"$out\"\n"
 
 
 def get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Content-Type", ""), e.read().decode()
-    except OSError as e:
-        return 0, "", str(e)
+    """(status, Content-Type, body text); status 0 when the connection fails."""
+    st, headers, body = fetch(url, timeout=10)
+    return st, headers.get("Content-Type", ""), body.decode()
 
 
 def lines(path):
@@ -76,15 +70,6 @@ def lines(path):
             return [l.strip() for l in f if l.strip()]
     except FileNotFoundError:
         return []
-
-
-def wait_for(cond, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.25)
-    return cond()
 
 
 def execute(script, out, args):
@@ -109,10 +94,6 @@ def stop_dotmon(dm, log, tail):
         log.seek(0)
         sys.stderr.write(log.read()[-tail:])
     log.close()
-
-
-def wait_listed(port, pid, seconds=30):
-    return wait_for(lambda: str(pid) in get(f"http://127.0.0.1:{port}/processes")[2], seconds)
 
 
 def connect_mode(tmp, script):

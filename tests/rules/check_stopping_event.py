@@ -30,24 +30,23 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the sibling imported below
 from check_rules_run import SCRIPT, execute, lines, start, wait_for  # noqa: E402
-from dmtest import FAILS, App, check, free_port, start_dotmon, stop  # noqa: E402
+from dmtest import FAILS, App, check, fetch, free_port, start_dotmon, stop  # noqa: E402
 
 APP = "DotMon-TestApp"
 
 
 def get(url):
+    """(status, the JSON body, or None for an error status or a body that is not JSON)."""
+    st, _, body = fetch(url, timeout=10)
+    if st != 200:
+        return st, None
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status, json.loads(r.read().decode() or "null")
-    except urllib.error.HTTPError as e:
-        return e.code, None
-    except (OSError, ValueError):
+        return st, json.loads(body.decode() or "null")
+    except ValueError:
         return 0, None
 
 

@@ -2,14 +2,18 @@
 """Shared pieces of the Python end-to-end tests (tests/metrics, tests/logs, tests/ndjson, ...) and
 of the Python benchmarks (bench/*.py): the real .NET test app driven over stdin, dotmon started and
 stopped (alone, or with the app in a private folder: Watched), free ports, the SDK's root, a
-check list, and what tests read of a running dotmon: its runtime sessions (runtime_sessions), a
-/proc/PID/status figure (status_kib) and whether it runs under ASan (sanitized).
+check list, HTTP (http_get, fetch, get_json), waits on a condition (wait_for, settle,
+wait_listed: tests wait for what they need, never a fixed time), and what tests read of a running
+dotmon: its runtime sessions (runtime_sessions), a /proc/PID/status figure (status_kib) and whether
+it runs under ASan (sanitized).
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
     from dmtest import FAILS, App, Watched, check, dotnet_root, free_port, start_dotmon, stop
 """
 
+import email.message
 import http.client
+import json
 import os
 import re
 import shutil
@@ -18,10 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 FAILS = []
+# Every wait below is this many times longer (slow machines; the C tests read the same variable).
+MULT = int(os.environ.get("DOTMON_TEST_TIMEOUT_MULTIPLIER", "1") or 1)
 # dotmon is a sanitizer build (tests/CMakeLists.txt sets DOTMON_SANITIZED): RSS figures are ASan's,
-# and soaks that only feed them can be shorter.
+# so RSS bounds are not checked; ctest checks them in the normal build (label perf).
 SANITIZED = bool(os.environ.get("DOTMON_SANITIZED"))
 
 
@@ -97,13 +105,73 @@ def runtime_sessions(port):
     return int(float(m.group(1))) if m else -1
 
 
+def wait_for(cond, seconds, every=0.1):
+    """Polls cond() every `every` s until it is true, for up to seconds (times
+    DOTMON_TEST_TIMEOUT_MULTIPLIER); returns whether it became true (cond() once more at the end)."""
+    deadline = time.time() + seconds * MULT
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(every)
+    return bool(cond())
+
+
+def settle(fn, want, seconds=15, every=0.1):
+    """Polls fn() until its value is want (or, when want is a function, until want(value) holds),
+    for up to seconds (scaled); returns the last value."""
+    done = want if callable(want) else (lambda v: v == want)
+    deadline = time.time() + seconds * MULT
+    v = fn()
+    while not done(v) and time.time() < deadline:
+        time.sleep(every)
+        v = fn()
+    return v
+
+
+def fetch(url, method="GET", headers=None, data=None, timeout=30):
+    """One request with urllib (redirects are not followed by dotmon's answers anyway): (status,
+    headers, body bytes); an HTTP error status is an answer like any other, and a connection that
+    fails gives status 0, empty headers and the error text as the body."""
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+    except (OSError, http.client.HTTPException) as e:
+        return 0, email.message.Message(), str(e).encode()
+
+
+def get_json(port, path, timeout=30):
+    """GET path on 127.0.0.1:port: (status, the parsed JSON body or None)."""
+    st, _, body = fetch(f"http://127.0.0.1:{port}{path}", timeout=timeout)
+    try:
+        return st, json.loads(body) if body else None
+    except ValueError:
+        return st, None
+
+
+def wait_listed(port, pid, seconds=30):
+    """True once dotmon's /processes on 127.0.0.1:port lists pid (within seconds, scaled)."""
+    return wait_for(lambda: str(pid).encode() in fetch(f"http://127.0.0.1:{port}/processes", timeout=5)[2],
+                    seconds, 0.2)
+
+
+def http_request(port, path, method="GET", headers=None, body=None, timeout=60):
+    """One request to 127.0.0.1:port on its own connection: (the response, read: status,
+    getheader(), getheaders()), body bytes). A connection that fails raises OSError."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r, r.read()
+    finally:
+        c.close()
+
+
 def http_get(port, path, headers=None, timeout=60):
     """GET path on 127.0.0.1:port: (status, Content-Type, body bytes)."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    c.request("GET", path, headers=headers or {})
-    r = c.getresponse()
-    body = r.read()
-    c.close()
+    r, body = http_request(port, path, headers=headers, timeout=timeout)
     return r.status, r.getheader("Content-Type", ""), body
 
 

@@ -16,7 +16,6 @@ Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, UI_NODE_MODULES (the np
 package-lock.json), NODE_EXE, CHROMIUM_EXE; UI_SCREENSHOT (optional: a PNG of the page).
 """
 
-import http.client
 import json
 import os
 import shutil
@@ -26,22 +25,13 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from dmtest import FAILS, App, check, close_log, free_port, start_dotmon, stop  # noqa: E402
+from dmtest import FAILS, App, check, close_log, free_port, http_request, start_dotmon, stop  # noqa: E402
 from uitest import run_node, status  # noqa: E402
 
 # Would run script if the page inserted the command line as HTML (and the CSP let it).
 MARKUP = "<img src=x onerror=\"document.title='pwned'\">"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-
-
-def get(port, path, headers=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("GET", path, headers=headers or {})
-    r = c.getresponse()
-    body = r.read()
-    c.close()
-    return r.status, r, body
 
 
 def main():
@@ -59,7 +49,8 @@ def main():
         port = free_port()
         dm = start_dotmon(tmp, port, log, [app.pid], key=key, env={"DotnetMonitor_GlobalCounter__IntervalSeconds": "1"})
 
-        st, r, body = get(port, "/ui")
+        r, body = http_request(port, "/ui", timeout=30)
+        st = r.status
         check(st == 200 and r.getheader("Content-Type", "").startswith("text/html"),
               f"GET /ui without a token: {st} {r.getheader('Content-Type')}, {len(body)} bytes")
         check(r.getheader("Content-Security-Policy") == CSP, f"Content-Security-Policy: {r.getheader('Content-Security-Policy')}")
@@ -69,18 +60,20 @@ def main():
               "no inline script or style, nothing from another origin")
         sizes = {}
         for f, ct in (("app.js", "text/javascript"), ("app.css", "text/css")):
-            st, r, b = get(port, "/ui/" + f)
+            r, b = http_request(port, "/ui/" + f, timeout=30)
+            st = r.status
             sizes[f] = len(b)
             check(st == 200 and r.getheader("Content-Type", "").startswith(ct) and
                   r.getheader("Content-Security-Policy") == CSP, f"GET /ui/{f}: {st} {r.getheader('Content-Type')}")
         print(f"info embedded page: index.html {len(body)} + app.js {sizes['app.js']} + app.css {sizes['app.css']} "
               f"= {len(body) + sum(sizes.values())} bytes", flush=True)
-        st, r, b = get(port, "/ui/secret.txt")
+        r, b = http_request(port, "/ui/secret.txt", timeout=30)
+        st = r.status
         check(st == 404 and r.getheader("Content-Type", "").startswith("application/problem+json"),
               f"GET /ui/secret.txt: {st}")
         for path in ("/processes", f"/profile?pid={app.pid}&kind=cpu&durationSeconds=1&format=flame",
                      f"/livemetrics?pid={app.pid}", f"/gcdump?pid={app.pid}"):
-            st = get(port, path)[0]
+            st = http_request(port, path, timeout=30)[0].status
             check(st == 401, f"GET {path} without the token: {st}")
         run_node("ui_page.js", "with a token", DOTMON_URL=f"http://127.0.0.1:{port}", DOTMON_TOKEN=token,
                  APP_PID=str(app.pid), APP_MARKUP=MARKUP)

@@ -35,12 +35,12 @@
 
 #include "agent.h"
 #include "artifact.h"
+#include "dsession.h"
 #include "err.h"
 #include "ev_profile.h"
 #include "ev_symbols.h"
 #include "http_query.h"
 #include "http_server.h"
-#include "ipc_session.h"
 #include "log.h"
 #include "membudget.h"
 #include "operations.h"
@@ -66,7 +66,7 @@ enum profile_format { PROFILE_JSON, PROFILE_TEXT, PROFILE_SPEEDSCOPE, PROFILE_FL
 struct profile_job {
     struct job core; /* first: operation, artifact (core.art), duration timer, state */
     struct agent *a;
-    struct ipc_session *sess; /* NULL after on_end or abort */
+    struct dsession *ds; /* the profile session; NULL once it ended or was aborted */
     struct ev_symbols *sym;
     struct ev_profile *prof; /* NULL for kind=cpu */
     struct mb_share share;   /* what sym and prof hold (half of dotmon's memory budget at most) */
@@ -98,7 +98,7 @@ static void profile_fini(struct job *core)
 /* The session keeps the job. */
 static bool profile_holds(const struct job *core)
 {
-    return ((const struct profile_job *)core)->sess != NULL;
+    return ((const struct profile_job *)core)->ds != NULL;
 }
 
 /* The operation's results. */
@@ -122,14 +122,13 @@ static cJSON *profile_results(struct job *core)
     return extra;
 }
 
-/* The core's graceful stop (DELETE ?stop=true, the duration, shutdown, a stream that cannot be
- * read). */
+/* The core's graceful stop (DELETE ?stop=true, the duration, shutdown). */
 static void profile_stop(struct job *core)
 {
     struct profile_job *job = profile_of(core);
     uv_timer_stop(&core->timer);
-    if (job->sess != NULL) {
-        ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_PROFILE_STOP));
+    if (job->ds != NULL) {
+        dsession_stop(job->ds);
     }
 }
 
@@ -142,16 +141,16 @@ static void profile_abort(struct job *core, enum job_why why)
                  artifact_is_egress(core->art) ? "the egress upload failed"
                                                : "client disconnected");
     }
-    if (job->sess != NULL) {
-        ipc_session_abort(job->sess); /* StopTracing in the background */
-        job->sess = NULL;
-    }
+    dsession_abort(job->ds); /* StopTracing in the background; accepts NULL */
+    job->ds = NULL;
     uv_timer_stop(&core->timer);
 }
 
-static void sess_on_started(void *ud, uint64_t session_id, int version)
+/* ---- the consumer of the decoded session: ev_symbols (and ev_profile) ---- */
+
+static void profile_started(void *ctx, uint64_t session_id, int version)
 {
-    struct profile_job *job = ud;
+    struct profile_job *job = ctx;
     job->started = true;
     log_info(cat, "profile of %" PRIu64 ": session %" PRIx64 " (CollectTracing v%d) for %u s",
              job->pid, session_id, version, job->duration_s);
@@ -161,19 +160,27 @@ static void sess_on_started(void *ud, uint64_t session_id, int version)
     }
 }
 
-static void sess_on_data(void *ud, const uint8_t *p, size_t n)
+/* A piece the decoder refuses ends the session (error(AGENT_E_PROTO) follows; the runtime's
+ * session is stopped in the background) and the answer says the stream is incomplete. */
+static int profile_feed(void *ctx, const uint8_t *p, size_t n)
 {
-    struct profile_job *job = ud;
-    if (job->feed_rc != 0) {
-        return; /* the stream could not be read: drained until the runtime closes it */
-    }
+    struct profile_job *job = ctx;
     job->feed_rc = ev_symbols_feed(job->sym, p, n);
     if (job->feed_rc != 0) {
         log_warn(cat, "profile of %" PRIu64 ": %s", job->pid,
                  ev_symbols_error(job->sym) != NULL ? ev_symbols_error(job->sym)
                                                     : agent_strerror(job->feed_rc));
-        job_stop(&job->core);
     }
+    return job->feed_rc;
+}
+
+/* The decoder's words for a stream it refused. */
+static void profile_describe(void *ctx, int rc, char *out, size_t cap)
+{
+    struct profile_job *job = ctx;
+    const char *why = ev_symbols_error(job->sym);
+    (void)rc;
+    snprintf(out, cap, "%s", why != NULL ? why : "");
 }
 
 static int body_sink(void *ud, const uint8_t *p, size_t n)
@@ -255,7 +262,7 @@ static void job_too_large(struct profile_job *job, int rc)
     job_fail(job, 507, "ProfileTooLarge", msg);
 }
 
-/* The runtime closed the stream: the answer from what came. */
+/* The session ended (status 0: the runtime closed the stream): the answer from what came. */
 static void job_answer(struct profile_job *job, int status)
 {
     int rc = job->feed_rc != 0 ? job->feed_rc : ev_symbols_finish(job->sym);
@@ -308,25 +315,35 @@ static void job_answer(struct profile_job *job, int status)
     buf_fini(&b);
 }
 
-static void sess_on_end(void *ud, int status, uint32_t hresult)
+/* The session's one end: a refusal, or the answer from what came; then the job released. */
+static void profile_error(void *ctx, int code, uint32_t hresult, const char *reason)
 {
-    struct profile_job *job = ud;
-    job->sess = NULL;
+    struct profile_job *job = ctx;
+    (void)reason; /* the answer says it in its own words */
+    job->ds = NULL;
     uv_timer_stop(&job->core.timer);
     if (!job->started) {
         char msg[256];
-        const char *code = NULL;
-        int http_status = api_session_refused(status, hresult, "profile", msg, sizeof(msg), &code);
+        const char *pcode = NULL;
+        int http_status = api_session_refused(code, hresult, "profile", msg, sizeof(msg), &pcode);
         log_warn(cat, "profile of %" PRIu64 " failed to start: %s", job->pid, msg);
-        job_fail(job, http_status, code, msg);
+        job_fail(job, http_status, pcode, msg);
     } else {
-        job_answer(job, status);
+        job_answer(job, code);
     }
     job_release(&job->core);
 }
 
-static const struct ipc_session_callbacks session_callbacks = {
-    .on_started = sess_on_started, .on_data = sess_on_data, .on_end = sess_on_end};
+static void profile_finish(void *ctx, const char *how)
+{
+    profile_error(ctx, 0, 0, how);
+}
+
+static const struct dsession_consumer profile_consumer = {.started = profile_started,
+                                                          .feed = profile_feed,
+                                                          .describe = profile_describe,
+                                                          .finish = profile_finish,
+                                                          .error = profile_error};
 
 static const struct artifact_spec profile_spec = {.kind = OP_KIND_TRACE,
                                                   .noun = "profile",
@@ -521,9 +538,11 @@ void api_profile_get(struct agent *a, struct http_request *req)
     op->artifact_name = strdup(job->filename);
     artifact_accept(job->core.art);
     struct ipc_endpoint ep = ipc_process_endpoint(p);
-    int rc = ipc_session_start(a->loop, &a->sessions, &ep, &job->tc.collect,
-                               agent_timeout(a, TIMEOUT_PROFILE_START), &session_callbacks, job,
-                               &job->sess);
+    struct dsession_config cfg = {.collect = &job->tc.collect,
+                                  .admission = &a->sessions,
+                                  .start_timeout_ms = agent_timeout(a, TIMEOUT_PROFILE_START),
+                                  .stop_timeout_ms = agent_timeout(a, TIMEOUT_PROFILE_STOP)};
+    int rc = dsession_start(a->loop, &ep, &cfg, &profile_consumer, job, &job->ds);
     if (rc != 0) {
         job_fail(job, 502, "RuntimeUnreachable", agent_strerror(rc));
         job_release(&job->core);

@@ -38,11 +38,11 @@
 #include "api.h"
 #include "artifact.h"
 #include "collectors.h"
+#include "dsession.h"
 #include "err.h"
 #include "ev_logs.h"
 #include "http_query.h"
 #include "http_server.h"
-#include "ipc_session.h"
 #include "log.h"
 #include "logs_probe.h"
 #include "membudget.h"
@@ -76,7 +76,7 @@ struct logs_spec {
 struct logs_job {
     struct job core; /* first: operation, artifact (core.art), duration timer, state */
     struct agent *a;
-    struct ipc_session *sess; /* NULL after on_end or abort */
+    struct dsession *ds;      /* the logs session; NULL once it ended or was aborted */
     struct logs_probe *probe; /* the loader-rundown probe; NULL once it answered or was aborted */
     struct ipc_endpoint ep;   /* owned: the session starts after the probe */
     struct ev_logs *logs;
@@ -88,7 +88,6 @@ struct logs_job {
     uv_timer_t quiet;
     bool streaming; /* the artifact has begun */
     bool paused;
-    bool failed;
     int64_t duration_s;
     uint64_t pid;
     char filename[64];
@@ -123,7 +122,7 @@ static void logs_fini(struct job *core)
 static bool logs_holds(const struct job *core)
 {
     const struct logs_job *job = (const struct logs_job *)core;
-    return job->sess != NULL || job->probe != NULL;
+    return job->ds != NULL || job->probe != NULL;
 }
 
 /* The session's results for the operation's details. */
@@ -168,26 +167,21 @@ static void logs_on_record(void *ud, const struct ev_log_record *r)
 static void logs_on_ready(void *ud)
 {
     struct logs_job *job = ud;
-    if (job->paused && job->sess != NULL) {
+    if (job->paused && job->ds != NULL) {
         job->paused = false;
-        ipc_session_resume(job->sess);
+        dsession_resume(job->ds);
     }
 }
 
-static void logs_fail_stream(struct logs_job *job, const char *why);
+/* ---- the consumer of the decoded session: ev_logs, then the artifact ---- */
 
-static void logs_on_data(void *ud, const uint8_t *p, size_t n)
+static int logs_feed(void *ctx, const uint8_t *p, size_t n)
 {
-    struct logs_job *job = ud;
-    if (job->failed) {
-        return;
-    }
+    struct logs_job *job = ctx;
     buf_reset(&job->text);
     int rc = ev_logs_feed(job->logs, p, n);
     if (rc != 0) {
-        const char *why = ev_logs_error(job->logs);
-        logs_fail_stream(job, why != NULL ? why : agent_strerror(rc));
-        return;
+        return rc; /* the session ends with error(AGENT_E_PROTO) */
     }
     if (!job->budget_logged && atomic_load(&job->share.refused) > 0) {
         struct ev_logs_stats st;
@@ -202,15 +196,25 @@ static void logs_on_data(void *ud, const uint8_t *p, size_t n)
                  st.scopes_dropped);
     }
     if (job->core.art == NULL || !job->streaming || buf_size(&job->text) == 0) {
-        return;
+        return 0;
     }
     if (artifact_write(job->core.art, buf_data(&job->text), buf_size(&job->text)) != 0) {
-        return; /* the consumer is gone: on_lost follows */
+        return 0; /* the consumer is gone: on_lost follows */
     }
-    if (artifact_full(job->core.art) && job->sess != NULL) {
+    if (artifact_full(job->core.art) && job->ds != NULL) {
         job->paused = true; /* until on_ready */
-        ipc_session_pause(job->sess);
+        dsession_pause(job->ds);
     }
+    return 0;
+}
+
+/* The decoder's words for a stream it refused. */
+static void logs_describe(void *ctx, int rc, char *out, size_t cap)
+{
+    struct logs_job *job = ctx;
+    const char *why = ev_logs_error(job->logs);
+    (void)rc;
+    snprintf(out, cap, "%s", why != NULL ? why : "");
 }
 
 static void logs_on_quiet(uv_timer_t *t)
@@ -226,9 +230,9 @@ static void logs_on_quiet(uv_timer_t *t)
     }
 }
 
-static void logs_on_started(void *ud, uint64_t session_id, int version)
+static void logs_started(void *ctx, uint64_t session_id, int version)
 {
-    struct logs_job *job = ud;
+    struct logs_job *job = ctx;
     log_debug(cat, "logs session 0x%" PRIx64 " (CollectTracing%d) started", session_id, version);
     job_running(&job->core); /* the operation Running (Stopping when a stop came first) */
     if (job->core.art == NULL) {
@@ -239,9 +243,9 @@ static void logs_on_started(void *ud, uint64_t session_id, int version)
     if (artifact_begin(job->core.art, types[job->format], job->filename) != 0) {
         /* The client left (its on_lost follows), or the upload cannot start: on_end ends the
          * artifact, which says why. */
-        if (job->sess != NULL && job->core.state == JOB_RUNNING) {
+        if (job->ds != NULL && job->core.state == JOB_RUNNING) {
             job_set_state(&job->core, JOB_STOPPING); /* the operation stays as it is */
-            ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_LOGS_STOP));
+            dsession_stop(job->ds);
         }
         return;
     }
@@ -270,39 +274,33 @@ static void logs_end(struct logs_job *job, int status, bool failed, const char *
                   job->streaming ? "StreamFailed" : "RuntimeUnreachable", reason, detail);
 }
 
-static void logs_on_end(void *ud, int status, uint32_t hresult)
+/* The session's one end: the artifact ended as the session did, then the job released. */
+static void logs_error(void *ctx, int code, uint32_t hresult, const char *reason)
 {
-    struct logs_job *job = ud;
-    job->sess = NULL;
+    struct logs_job *job = ctx;
+    (void)hresult;
+    job->ds = NULL;
     uv_timer_stop(&job->core.timer);
     uv_timer_stop(&job->quiet);
-    char reason[256];
-    ipc_session_end_reason(status, hresult, logs_stopping(job), reason, sizeof(reason));
     log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
-    /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. */
-    bool failed = status == AGENT_E_TIMEOUT || (!job->streaming && status != 0);
-    logs_end(job, status, failed, reason);
+    /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. An
+     * unreadable stream or a stream that did not end after the stop does not. */
+    bool failed =
+        code == AGENT_E_TIMEOUT || code == AGENT_E_PROTO || (!job->streaming && code != 0);
+    logs_end(job, code, failed, reason);
     job_release(&job->core);
 }
 
-static const struct ipc_session_callbacks logs_callbacks = {
-    .on_started = logs_on_started, .on_data = logs_on_data, .on_end = logs_on_end};
-
-/* An unreadable stream: stop the runtime's session in the background and end now. */
-static void logs_fail_stream(struct logs_job *job, const char *why)
+static void logs_finish(void *ctx, const char *how)
 {
-    char reason[300];
-    snprintf(reason, sizeof(reason), "the event stream cannot be read: %s", why);
-    job->failed = true;
-    if (job->sess != NULL) {
-        ipc_session_abort(job->sess);
-        job->sess = NULL;
-    }
-    uv_timer_stop(&job->core.timer);
-    uv_timer_stop(&job->quiet);
-    logs_end(job, AGENT_E_PROTO, true, reason);
-    job_release(&job->core);
+    logs_error(ctx, 0, 0, how);
 }
+
+static const struct dsession_consumer logs_consumer = {.started = logs_started,
+                                                       .feed = logs_feed,
+                                                       .describe = logs_describe,
+                                                       .finish = logs_finish,
+                                                       .error = logs_error};
 
 /* The core's graceful stop (DELETE ?stop=true, the duration, shutdown): StopTracing, or, while
  * the probe runs, once the session exists (logs_begin_session). */
@@ -310,12 +308,12 @@ static void logs_stop(struct job *core)
 {
     struct logs_job *job = logs_of(core);
     uv_timer_stop(&core->timer);
-    if (job->sess != NULL) {
+    if (job->ds != NULL) {
         if (job->paused) {
             job->paused = false;
-            ipc_session_resume(job->sess);
+            dsession_resume(job->ds);
         }
-        ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_LOGS_STOP));
+        dsession_stop(job->ds);
     }
 }
 
@@ -331,10 +329,8 @@ static void logs_abort(struct job *core, enum job_why why)
     }
     logs_probe_abort(job->probe); /* its session is stopped in the background */
     job->probe = NULL;
-    if (job->sess != NULL) {
-        ipc_session_abort(job->sess); /* StopTracing in the background */
-        job->sess = NULL;
-    }
+    dsession_abort(job->ds); /* StopTracing in the background; accepts NULL */
+    job->ds = NULL;
     uv_timer_stop(&core->timer);
     uv_timer_stop(&job->quiet);
 }
@@ -433,15 +429,17 @@ static int logs_session_start(struct logs_job *job)
          .arguments = buf_size(&args) > 0 ? buf_cstr(&args) : NULL},
         {.name = TPL_PROVIDER, .keywords = 0x80, .level = 4},
     };
-    struct ipc_collect_config cfg = {.buffer_mb = LOGS_BUFFER_MB,
-                                     .format = 1,
-                                     .rundown_keyword = 0,
-                                     .providers = prov,
-                                     .provider_count = 2};
+    struct ipc_collect_config collect = {.buffer_mb = LOGS_BUFFER_MB,
+                                         .format = 1,
+                                         .rundown_keyword = 0,
+                                         .providers = prov,
+                                         .provider_count = 2};
+    struct dsession_config cfg = {.collect = &collect,
+                                  .admission = &job->a->sessions,
+                                  .start_timeout_ms = agent_timeout(job->a, TIMEOUT_LOGS_START),
+                                  .stop_timeout_ms = agent_timeout(job->a, TIMEOUT_LOGS_STOP)};
     if (rc == 0) {
-        rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &cfg,
-                               agent_timeout(job->a, TIMEOUT_LOGS_START), &logs_callbacks, job,
-                               &job->sess);
+        rc = dsession_start(job->a->loop, &job->ep, &cfg, &logs_consumer, job, &job->ds);
     }
     buf_fini(&args);
     return rc;
@@ -494,9 +492,7 @@ static void logs_begin_session(struct logs_job *job)
     int rc = logs_session_start(job);
     if (rc == 0) {
         if (logs_stopping(job)) {
-            ipc_session_stop(
-                job->sess,
-                agent_timeout(job->a, TIMEOUT_LOGS_STOP)); /* stopped while the probe ran */
+            dsession_stop(job->ds); /* stopped while the probe ran */
         }
         return;
     }

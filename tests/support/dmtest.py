@@ -3,9 +3,10 @@
 of the Python benchmarks (bench/*.py): the real .NET test app driven over stdin, dotmon started and
 stopped (alone, or with the app in a private folder: Watched), free ports, the SDK's root, a
 check list, HTTP (http_get, fetch, get_json), waits on a condition (wait_for, settle,
-wait_listed: tests wait for what they need, never a fixed time), and what tests read of a running
-dotmon: its runtime sessions (runtime_sessions), a /proc/PID/status figure (status_kib) and whether
-it runs under ASan (sanitized).
+wait_listed, wait_log: tests wait for what they need, never a fixed time), a memory cgroup to run
+dotmon in (memory_cgroup, join_cgroup, remove_cgroup), and what tests read of a running dotmon:
+its runtime sessions (runtime_sessions), a /proc/PID/status figure (status_kib) and whether it runs
+under ASan (sanitized).
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
     from dmtest import FAILS, App, Watched, check, dotnet_root, free_port, start_dotmon, stop

@@ -40,7 +40,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, dotnet_root, fetch, free_port  # noqa: E402
+from dmtest import FAILS, App, check, dotnet_root, fetch, free_port, settle  # noqa: E402
 
 
 
@@ -240,15 +240,13 @@ def main():
                                stderr=subprocess.DEVNULL, env=env2)
         try:
             url2 = f"http://127.0.0.1:{mport2}/metrics"
-            deadline, pids2 = time.time() + 20, set()
-            while time.time() < deadline:
+            def scraped_pids():
                 try:
-                    pids2 = {x[1].get("pid") for x in parse(get(url2)[2])[0] if x[0] == "systemruntime_cpu_usage_ratio"}
+                    return {x[1].get("pid") for x in parse(get(url2)[2])[0] if x[0] == "systemruntime_cpu_usage_ratio"}
                 except OSError:
-                    pids2 = set()
-                if pids2:
-                    break
-                time.sleep(0.3)
+                    return set()
+
+            pids2 = settle(scraped_pids, bool, 20, 0.3)
             check(pids2 == {str(apps[1].pid)}, f"Metrics:AllProcesses=false: only the default process ({pids2})")
         finally:
             dm2.send_signal(signal.SIGTERM)
@@ -321,12 +319,7 @@ def main():
         check("body" in result and time.time() - t0 < 10,
               f"killing the runtime ended /livemetrics cleanly in {time.time() - t0:.1f} s "
               f"({len(recs)} records; {result.get('error', 'no error')})")
-        deadline, left = time.time() + 20, None
-        while time.time() < deadline:
-            left = [x for x in parse(get(url)[2])[0] if x[1].get("pid") == str(gone)]
-            if not left:
-                break
-            time.sleep(0.5)
+        left = settle(lambda: [x for x in parse(get(url)[2])[0] if x[1].get("pid") == str(gone)], [], 20, 0.5)
         check(not left, f"the killed app's series left /metrics ({len(left or [])} remain)")
         check(bool(series(parse(get(url)[2])[0], "systemruntime_cpu_usage_ratio", pid=apps[0].pid)),
               "the other app's series stay")

@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_speedscope import HOT, check_doc, exclusive_sampled, hot_thread  # noqa: E402
-from dmtest import FAILS, Watched, check, runtime_sessions as sessions  # noqa: E402
+from dmtest import FAILS, Watched, check, runtime_sessions as sessions, wait_for  # noqa: E402
 from dmtest import http_get as get, no_runtime_session as no_session  # noqa: E402
 
 
@@ -80,9 +80,7 @@ def main():
         # A client that leaves mid-profile.
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(f"GET /profile?pid={pid}&durationSeconds=30 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        deadline = time.time() + 10
-        while time.time() < deadline and sessions(port) != 1:
-            time.sleep(0.2)
+        wait_for(lambda: sessions(port) == 1, 10, 0.2)
         check(sessions(port) == 1, "a session while profiling")
         s.close()
         check(no_session(port), f"the client gone: no session left ({sessions(port)})")
@@ -113,9 +111,7 @@ def main():
         res = {}
         t = threading.Thread(target=lambda: res.update(r=get(port, f"/profile?pid={pid}&durationSeconds=30")))
         t.start()
-        deadline = time.time() + 10
-        while time.time() < deadline and sessions(port) != 1:
-            time.sleep(0.2)
+        wait_for(lambda: sessions(port) == 1, 10, 0.2)
         w.app.kill()
         t.join(60)
         st, ct, body = res.get("r", (0, "", b""))

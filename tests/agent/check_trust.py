@@ -33,7 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, close_log, fetch, free_port, stop, wait_for  # noqa: E402
+from dmtest import FAILS, App, check, close_log, fetch, free_port, settle, stop, wait_for  # noqa: E402
 
 UID = 4321
 SCRIPT = "#!/bin/sh\nout=$1\nshift\nprintf '%s\\n' \"$*\" >> \"$out\"\n"
@@ -73,13 +73,8 @@ def failed_op(api, pid, provider):
     if st != 202 or "/operations/" not in loc:
         return f"HTTP {st}", body
     url = loc if loc.startswith("http") else api + loc
-    op = {}
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        op = json.loads(request(url)[2])
-        if op.get("status") in ("Succeeded", "Failed", "Cancelled", "Stopped"):
-            break
-        time.sleep(0.2)
+    op = settle(lambda: json.loads(request(url)[2]),
+                lambda o: o.get("status") in ("Succeeded", "Failed", "Cancelled", "Stopped"), 30, 0.2)
     return op.get("status"), ((op.get("error") or {}).get("message") or "")
 
 

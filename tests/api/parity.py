@@ -30,7 +30,7 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from dmtest import dotnet_root  # noqa: E402
+from dmtest import dotnet_root, settle, wait_for  # noqa: E402
 
 SPEC = None
 FAILURES = []
@@ -237,12 +237,11 @@ def main():
     try:
         app, pid = start_app(tmp)
         dm, d = start_dotmon(tmp)
-        deadline = time.time() + 20
-        while time.time() < deadline:
+        def listed():
             st, _, body = d.request("GET", "/processes")
-            if st == 200 and any(p.get("pid") == pid for p in json.loads(body)):
-                break
-            time.sleep(0.1)
+            return st == 200 and any(p.get("pid") == pid for p in json.loads(body))
+
+        wait_for(listed, 20)
 
         # Processes.
         st, h, b = d.request("GET", "/processes")
@@ -305,15 +304,15 @@ def main():
                    for k in ("stop", "cancel")]
         for t in threads:
             t.start()
-        running = []
-        deadline = time.time() + 20
-        while len(running) < 2 and time.time() < deadline:
-            time.sleep(0.2)
-            running = []
+        def running_ops():
+            ids = []
             for k in ("stop", "cancel"):
                 st, h, b = d.request("GET", f"/operations?tags={k}")
                 ops = json.loads(b) if st == 200 else []
-                running += [o["operationId"] for o in ops if o["status"] == "Running"][:1]
+                ids += [o["operationId"] for o in ops if o["status"] == "Running"][:1]
+            return ids
+
+        running = settle(running_ops, lambda ids: len(ids) >= 2, 20, 0.2)
         st, h, b = d.request("GET", "/operations")
         conforms("/operations", "/operations", "GET", st, h, b, 200)
         st, h, b = d.request("GET", f"/operations?pid={pid}&tags=none")

@@ -29,20 +29,19 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 
 try:
     import yaml
 except ImportError:
     print("check_container.py needs PyYAML: apt-get install python3-yaml", file=sys.stderr)
     sys.exit(1)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import fetch, free_port, settle  # noqa: E402
 
 SKIP = 77
 ENV_PREFIX = "dotnetmonitor_"
@@ -742,25 +741,10 @@ def elf_interp(path):
     return None
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def http_get(port, path, token=None, timeout=2.0):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-    except (urllib.error.URLError, ConnectionError, socket.timeout):
-        return None, b""
+    """GET path on 127.0.0.1:port: (status, 0 when the connection fails; body bytes)."""
+    st, _, body = fetch(f"http://127.0.0.1:{port}{path}", token=token, timeout=timeout)
+    return st, body
 
 
 def with_port(url, port):
@@ -850,13 +834,8 @@ def run_collect_case(title, rootfs, chroot, opts, env, c, key, uid, gid, fails):
     p = subprocess.Popen([chroot, f"--userspec={uid}:{gid}", rootfs, "/usr/local/bin/dotmon", "collect"] + opts,
                          env=penv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 10
-        ready = None
-        while time.monotonic() < deadline and p.poll() is None:
-            ready, _ = http_get(api, "/readyz")
-            if ready == 200:
-                break
-            time.sleep(0.05)
+        ready = settle(lambda: http_get(api, "/readyz")[0] if p.poll() is None else None,
+                       lambda st: st == 200 or p.poll() is not None, 10, 0.05)
         if p.poll() is not None:
             fails.add(w, f"exited with status {p.returncode}")
             return

@@ -43,11 +43,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_container as cc  # noqa: E402  (Dockerfile parsing, shared with the manifest checks)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import fetch, settle  # noqa: E402
 
 SKIP = 77
 DOTMON_IMAGE = "localhost/dotmon-test:ci"
@@ -391,30 +391,6 @@ def report(fails, ok):
 # pods
 # ---------------------------------------------------------------------------------------------
 
-def http(url, token=None, timeout=30, dest=None):
-    """(status, body bytes or bytes written to dest, headers)."""
-    req = urllib.request.Request(url)
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            if dest is None:
-                return r.status, r.read(), dict(r.headers)
-            n = 0
-            with open(dest, "wb") as f:
-                while True:
-                    chunk = r.read(1 << 16)
-                    if not chunk:
-                        break
-                    f.write(chunk)
-                    n += len(chunk)
-            return r.status, n, dict(r.headers)
-    except urllib.error.HTTPError as e:
-        return e.code, e.read(), dict(e.headers)
-    except (urllib.error.URLError, ConnectionError, OSError):
-        return None, b"", {}
-
-
 def substitute_images(text):
     """The manifest with its two image names replaced by the local images, nothing else."""
     out, n = text, 0
@@ -511,13 +487,7 @@ def cmd_pod(a):
         if not fails.check(ip is not None, w, f"pod {pod} has no IP address"):
             return report(fails, "")
         api = f"http://{ip}:52323"
-        deadline = time.monotonic() + 60
-        st = None
-        while time.monotonic() < deadline:
-            st, _, _ = http(api + "/readyz", timeout=2)
-            if st == 200:
-                break
-            time.sleep(0.1)
+        st = settle(lambda: fetch(api + "/readyz", timeout=2)[0], 200, 60)
         log(f"  {w}: pod {pod} at {ip}, /readyz {st} {time.monotonic() - t0:.1f} s after kube play")
         if not fails.check(st == 200, w, "/readyz did not answer 200 within 60 s"):
             return report(fails, "")
@@ -536,21 +506,19 @@ def cmd_pod(a):
 
 def check_pod_api(api, token, a, tmp, fails, w):
     for path in ("/healthz", "/readyz"):
-        st, _, _ = http(api + path)
+        st, _, _ = fetch(api + path)
         fails.check(st == 200, w, f"{path} without a token answered {st}")
-    st, _, _ = http(api + "/processes")
+    st, _, _ = fetch(api + "/processes")
     fails.check(st == 401, w, f"/processes without a token answered {st}, expected 401")
-    st, _, _ = http(api + "/processes", token="not-" + token[4:])
+    st, _, _ = fetch(api + "/processes", token="not-" + token[4:])
     fails.check(st == 401, w, f"/processes with a wrong token answered {st}, expected 401")
 
     # The app is discovered (connect mode: its socket in the shared /tmp; listen mode: it dials in).
-    procs, deadline = [], time.monotonic() + 30
-    while time.monotonic() < deadline:
-        st, body, _ = http(api + "/processes", token)
-        procs = json.loads(body) if st == 200 else []
-        if any(p.get("pid") == 1 for p in procs):
-            break
-        time.sleep(0.2)
+    def listed():
+        st, _, body = fetch(api + "/processes", token=token)
+        return json.loads(body) if st == 200 else []
+
+    procs = settle(listed, lambda ps: any(p.get("pid") == 1 for p in ps), 30, 0.2)
     log(f"  /processes: {[(p.get('pid'), p.get('name')) for p in procs]}")
     app = next((p for p in procs if p.get("pid") == 1), None)
     if not fails.check(app is not None, w, f"/processes does not list the app as pid 1: {procs}"):
@@ -559,7 +527,7 @@ def check_pod_api(api, token, a, tmp, fails, w):
 
     path = os.path.join(tmp, "gc.nettrace")
     t0 = time.monotonic()
-    st, n, _ = http(api + "/trace?pid=1&profile=gc-verbose&durationSeconds=5", token, timeout=60, dest=path)
+    st, _, n = fetch(api + "/trace?pid=1&profile=gc-verbose&durationSeconds=5", token=token, timeout=60, dest=path)
     log(f"  /trace gc-verbose 5 s: {st}, {n} bytes in {time.monotonic() - t0:.1f} s")
     if fails.check(st == 200, w, f"/trace answered {st}: {n!r}"):
         rc, c = run_json([a.checker, path])
@@ -573,13 +541,11 @@ def check_pod_api(api, token, a, tmp, fails, w):
 
     # Prometheus metrics of the app, on the metrics port (no token, as dotnet-monitor).
     murl = api.replace(":52323", ":52325") + "/metrics"
-    deadline, text = time.monotonic() + 30, ""
-    while time.monotonic() < deadline:
-        st, body, _ = http(murl, timeout=5)
-        text = body.decode(errors="replace") if st == 200 else ""
-        if re.search(r'^systemruntime_cpu_usage_ratio\{[^}]*pid="1"', text, re.M):
-            break
-        time.sleep(1)
+    def scraped():
+        st, _, body = fetch(murl, timeout=5)
+        return body.decode(errors="replace") if st == 200 else ""
+
+    text = settle(scraped, lambda t: re.search(r'^systemruntime_cpu_usage_ratio\{[^}]*pid="1"', t, re.M), 30, 1)
     if fails.check(re.search(r'^systemruntime_cpu_usage_ratio\{[^}]*pid="1"', text, re.M) is not None, w,
                    "/metrics on port 52325 has no systemruntime_cpu_usage_ratio of pid 1 within 30 s"):
         lines = sum(1 for line in text.splitlines() if 'pid="1"' in line)
@@ -587,7 +553,7 @@ def check_pod_api(api, token, a, tmp, fails, w):
 
     path = os.path.join(tmp, "mini.dmp")
     t0 = time.monotonic()
-    st, n, hdr = http(api + "/dump?pid=1&type=Mini", token, timeout=120, dest=path)
+    st, _, n = fetch(api + "/dump?pid=1&type=Mini", token=token, timeout=120, dest=path)
     log(f"  /dump Mini: {st}, {n} bytes in {time.monotonic() - t0:.1f} s")
     if fails.check(st == 200, w, f"/dump answered {st}: {n!r}"):
         fails.check(elf_core(path), w, "the dump is not an ELF core file")

@@ -40,7 +40,6 @@ Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_NETTRACE_CHECK, 
 S3RVER_DIR, S3RVER_JS, NODE_EXE, AWS_EXE.
 """
 import hashlib
-import http.client
 import json
 import os
 import shutil
@@ -55,10 +54,10 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from dmtest import FAILS, App, check, free_port, start_dotmon, stop  # noqa: E402
+from dmtest import (MULT, FAILS, App, check, free_port, http_request, settle, start_dotmon, stop,  # noqa: E402
+                    wait_for, wait_log)
 from s3env import AWS, NODE, Server, absent, aws, multipart_uploads, no_orphans  # noqa: E402
 
-MULT = int(os.environ.get("DOTMON_TEST_TIMEOUT_MULTIPLIER", "1") or 1)
 MIB = 1024 * 1024
 WRONG_SECRET = "not-the-secret-4711"
 BUCKET = "artifacts"
@@ -70,14 +69,8 @@ class Api:
         self.auth = auth  # an Authorization header's value, or None (--no-auth)
 
     def request(self, method, path, headers=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        headers = dict(headers or {})
-        if self.auth is not None:
-            headers["Authorization"] = self.auth
-        c.request(method, path, headers=headers)
-        r = c.getresponse()
-        body = r.read()
-        c.close()
+        headers = dict(headers or {}, **({"Authorization": self.auth} if self.auth is not None else {}))
+        r, body = http_request(self.port, path, method, headers=headers, timeout=120)
         return r.status, {k.lower(): v for k, v in r.getheaders()}, body
 
     def json(self, path):
@@ -95,13 +88,10 @@ class Api:
 
     def wait(self, op_id, timeout=120, states=("Succeeded", "Failed", "Cancelled")):
         """(HTTP status, OperationStatus, details) once the operation is in one of states."""
-        deadline = time.time() + timeout * MULT
-        while True:
-            status, st = self.json(f"/operations/{op_id}")
-            if st is not None and (st.get("status") in states or time.time() > deadline):
-                _, details = self.json(f"/operations/{op_id}/details")
-                return status, st, details
-            time.sleep(0.1)
+        status, st = settle(lambda: self.json(f"/operations/{op_id}"),
+                            lambda a: a[1] is not None and a[1].get("status") in states, timeout)
+        _, details = self.json(f"/operations/{op_id}/details")
+        return status, st, details
 
 
 def sha256(path):
@@ -167,9 +157,7 @@ def left_dumps(work):
 
 
 def no_dump_left(what, work):
-    deadline = time.time() + 10 * MULT
-    while left_dumps(work) and time.time() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: not left_dumps(work), 10)
     check(not left_dumps(work), f"{what}: the dump file the runtime wrote is deleted ({left_dumps(work)})")
 
 
@@ -285,13 +273,10 @@ def s3_dump(api, app, heap_mb, what):
     """The app's heap grown by heap_mb MiB, then a WithHeap dump to S3: the operation's id, or
     None. A runtime still writing a cancelled dump answers 429 until it is done: wait for it."""
     app.command(f"alloc {heap_mb}")
-    deadline = time.time() + 120 * MULT
     path = f"/dump?pid={app.pid}&type=WithHeap&egressProvider=s3"
-    while time.time() < deadline:
-        status, _, body = api.request("GET", path.replace("egressProvider=s3", "egressProvider=nope"))
-        if status == 400:  # the provider is checked after the runtime: this one is free
-            break
-        time.sleep(0.5)
+    # The provider is checked after the runtime: a 400 for an unknown one says the runtime is free.
+    wait_for(lambda: api.request("GET", path.replace("egressProvider=s3", "egressProvider=nope"))[0] == 400,
+             120, 0.5)
     return api.start(path, what=what)
 
 
@@ -327,13 +312,14 @@ def cancel_s3_dump(api, app, work, ep):
     op = s3_dump(api, app, 600, "big dump to S3 (to cancel)")
     if op is None:
         return
-    deadline = time.time() + 60 * MULT
-    uploading = False
-    while time.time() < deadline and not uploading:
-        uploading = bool(multipart_uploads(ep, BUCKET))
-        _, st = api.json(f"/operations/{op}")
-        if st["status"] not in ("Starting", "Running", "Stopping"):
-            break
+    seen = {"uploading": False}
+
+    def under_way_or_ended():
+        seen["uploading"] = bool(multipart_uploads(ep, BUCKET))
+        return seen["uploading"] or api.json(f"/operations/{op}")[1]["status"] not in ("Starting", "Running", "Stopping")
+
+    wait_for(under_way_or_ended, 60, 0.05)
+    uploading = seen["uploading"]
     check(uploading, "big dump to S3: its multipart upload is under way")
     status, _, body = api.request("DELETE", f"/operations/{op}")
     check(status == 200, f"DELETE mid-upload: 200 ({status} {body[:200]!r})")
@@ -446,9 +432,7 @@ def cancel_files_traces(api, app, out):
 def runtime_dies(api, work, out):
     app2 = App(work)
     try:
-        deadline = time.time() + 30 * MULT
-        while time.time() < deadline and str(app2.pid) not in json.dumps(api.json("/processes")[1]):
-            time.sleep(0.2)
+        wait_for(lambda: str(app2.pid) in json.dumps(api.json("/processes")[1]), 30, 0.2)
         op = api.start(f"/trace?pid={app2.pid}&durationSeconds=-1&profile=gc-verbose&egressProvider=files",
                        what="trace of a runtime that dies")
         if op is None:
@@ -539,18 +523,14 @@ def reload_case(work, app):
                           env=dict(os.environ, TMPDIR=work))
     api = Api(port, key["AuthorizationHeader"])
     try:
-        deadline = time.time() + 30 * MULT
-        while time.time() < deadline and not usable("a"):
-            time.sleep(0.5)
+        wait_for(lambda: usable("a"), 30, 0.5)
         check(usable("a") and not usable("b"), "reload: provider a is there, b is not")
         write({"FileSystem": {"a": {"DirectoryPath": os.path.join(work, "ra")},
                               "b": {"DirectoryPath": os.path.join(work, "rb")}}})
-        deadline = time.time() + 10 * MULT
-        while time.time() < deadline and not usable("b"):
-            time.sleep(0.5)
+        wait_for(lambda: usable("b"), 10, 0.5)
         check(usable("b"), "reload: a provider added to the file is usable without a restart")
         write({"FileSystem": {"c": {"FileMode": "0600"}}})
-        time.sleep(3)
+        wait_log(log, r"Egress:FileSystem:c:DirectoryPath", 10)
         log.seek(0)
         text = log.read()
         check(usable("b") and "Egress:FileSystem:c:DirectoryPath" in text,
@@ -605,9 +585,8 @@ def main():
             print(f"     ({time.monotonic() - t:.1f} s)", flush=True)
         # SIGTERM while a dump's parts upload: dotmon exits in time, and leaves nothing behind.
         op = s3_dump(api, app, 600, "big dump to S3 (then SIGTERM)")
-        deadline = time.time() + 60 * MULT
-        while op is not None and time.time() < deadline and not multipart_uploads(ep, BUCKET):
-            time.sleep(0.05)
+        if op is not None:
+            wait_for(lambda: multipart_uploads(ep, BUCKET), 60, 0.05)
         t = time.monotonic()
         dm.terminate()
         code = dm.wait(30 * MULT)

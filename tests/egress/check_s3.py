@@ -20,10 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 from s3env import AWS, NODE, Server, absent, aws, no_orphans
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import dmtest  # noqa: E402
 
 UPLOAD = os.environ["S3_UPLOAD"]
 MIB = 1024 * 1024
@@ -31,12 +32,13 @@ UV_ECANCELED = -125
 AGENT_E_UNTRUSTED = -4012
 AGENT_E_AUTH = -4010
 
-results = []
+checks = []
 
 
 def check(name, cond, detail=""):
-    results.append((name, bool(cond)))
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)), flush=True)
+    """dmtest.check, with detail after the name when it fails."""
+    checks.append(name)
+    return dmtest.check(cond, name if cond else f"{name}: {detail}")
 
 
 def upload(work, endpoint, bucket, key, size, *settings, chunk=65536, abort_after=None):
@@ -118,18 +120,12 @@ def plain_cases(work, srv):
     loc = r.get("location", "")
     check("pre-signed: location carries X-Amz-Expires=300 and a signature",
           "X-Amz-Expires=300" in loc and "X-Amz-Signature=" in loc, loc)
-    try:
-        body = urllib.request.urlopen(loc, timeout=30).read()
-        with open(r["sent"], "rb") as f:
-            check("pre-signed: GET with the URL alone returns the bytes", body == f.read())
-    except urllib.error.URLError as e:
-        check("pre-signed: GET with the URL alone returns the bytes", False, e)
-    bad = loc[:-1] + ("0" if loc[-1] != "0" else "1")
-    try:
-        urllib.request.urlopen(bad, timeout=30).read()
-        check("pre-signed: a tampered signature is refused", False, "200")
-    except urllib.error.HTTPError as e:
-        check("pre-signed: a tampered signature is refused", e.code == 403, e.code)
+    st, _, body = dmtest.fetch(loc) if loc else (0, None, b"no location")
+    with open(r["sent"], "rb") as f:
+        check("pre-signed: GET with the URL alone returns the bytes", st == 200 and body == f.read(), (st, body[:200]))
+    bad = loc[:-1] + ("0" if loc[-1:] != "0" else "1")
+    st, _, _ = dmtest.fetch(bad) if loc else (0, None, b"")
+    check("pre-signed: a tampered signature is refused", st == 403, st)
 
     # A part that fails twice with 500, then goes through: retried with backoff, same bytes.
     srv.fault(2, "500", 2)
@@ -190,12 +186,7 @@ def plain_cases(work, srv):
 
 def refused_case(work):
     # Nothing listens: connection errors are retried, then reported.
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    r = upload(work, f"http://127.0.0.1:{port}", "dumps", "k", 1000)
+    r = upload(work, f"http://127.0.0.1:{dmtest.free_port()}", "dumps", "k", 1000)
     check("connection refused: retried, then on_done error",
           r.get("status", 0) < 0 and "cannot connect" in r.get("error", "") and r["seconds"] > 3, r)
 
@@ -246,9 +237,9 @@ def main():
         tls_cases(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    failed = sum(1 for _, ok in results if not ok)
+    failed = len(dmtest.FAILS)
     print(f"egress_s3rver: {time.monotonic() - t0:.1f} s")
-    print(f"{len(results) - failed} passed, {failed} failed")
+    print(f"{len(checks) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 

@@ -9,7 +9,10 @@ Environment: S3RVER_DIR (node_modules inside), S3RVER_JS, NODE_EXE, AWS_EXE.
 import json
 import os
 import subprocess
-import urllib.request
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import fetch, stop  # noqa: E402
 
 NODE = os.environ.get("NODE_EXE", "node")
 AWS = os.environ.get("AWS_EXE", "/usr/bin/aws")
@@ -33,17 +36,13 @@ class Server:
     def fault(self, part, mode, times):
         """The next `times` UploadPart requests for part `part` answer 500 ("500") or lose their
         connection ("drop")."""
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/__fault", method="POST",
-                                     data=json.dumps({"part": part, "mode": mode, "times": times}).encode())
-        urllib.request.urlopen(req, timeout=10).read()
+        st, _, body = fetch(f"http://127.0.0.1:{self.port}/__fault", "POST", timeout=10,
+                            data=json.dumps({"part": part, "mode": mode, "times": times}).encode())
+        if st != 204:
+            raise RuntimeError(f"s3rver refused the fault: {st} {body[:200]!r}")
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc, 10)
         self.err.close()
 
 
@@ -67,9 +66,8 @@ def multipart_uploads(endpoint, bucket, ca=None):
 
 def no_orphans(endpoint, bucket, ca=None):
     """(True, _) when the bucket has no multipart upload in progress."""
-    rc, out, err = aws(endpoint, "s3api", "list-multipart-uploads", "--bucket", bucket, ca=ca)
-    uploads = json.loads(out).get("Uploads", []) if rc == 0 and out.strip() else []
-    return rc == 0 and not uploads, (rc, out, err)
+    uploads = multipart_uploads(endpoint, bucket, ca)
+    return uploads == [], uploads
 
 
 def absent(endpoint, bucket, key):

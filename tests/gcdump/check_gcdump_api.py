@@ -110,13 +110,9 @@ def request(port, path, method="GET", timeout=120):
 
 
 def wait_op(port, op_id, seconds=120):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        st, d = get_json(port, f"/operations/{op_id}")
-        if d and d.get("status") not in ("Starting", "Running", "Stopping"):
-            return d
-        time.sleep(0.2)
-    return get_json(port, f"/operations/{op_id}")[1] or {}
+    """The operation's status once it has ended (within seconds, scaled), else the last one."""
+    return settle(lambda: get_json(port, f"/operations/{op_id}")[1] or {},
+                  lambda d: d and d.get("status") not in ("Starting", "Running", "Stopping"), seconds, 0.2)
 
 
 def last_op(port, pid):

@@ -22,9 +22,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, SANITIZED, check, close_log, free_port, http_try_get, start_dotmon, status_kib, stop  # noqa: E402
+from dmtest import (FAILS, SANITIZED, check, close_log, free_port, http_try_get, join_cgroup,  # noqa: E402
+                    memory_cgroup, remove_cgroup, start_dotmon, status_kib, stop)
 
-CGROOT = "/sys/fs/cgroup/memory"
 # Under ASan dotmon's heap is several times larger (redzones, a 256 MB quarantine, shadow memory):
 # the cgroup is only there to catch a runaway graph, the budget is the same.
 LIMIT = (1024 if SANITIZED else 64) << 20
@@ -41,16 +41,9 @@ def cg_read(cg, name):
 
 
 def main():
-    if os.geteuid() != 0 or not os.access(CGROOT, os.W_OK):
+    cg = memory_cgroup("dotmon-gcheap", LIMIT, v1_only=True)
+    if cg is None:
         print("skipped: needs root and a writable cgroup v1 memory hierarchy")
-        return 77
-    cg = os.path.join(CGROOT, f"dotmon-gcheap-{os.getpid()}")
-    try:
-        os.mkdir(cg)
-        with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(LIMIT))
-    except OSError as e:
-        print(f"skipped: cannot make a memory cgroup: {e}")
         return 77
     tmp = tempfile.mkdtemp(prefix="gcheap")
     os.chmod(tmp, 0o700)
@@ -62,8 +55,7 @@ def main():
         check(ready.startswith("ready "), f"the hostile runtime listens: {ready.strip()}")
         port = free_port()
         dm = start_dotmon(tmp, port, log, [attacker.pid], env={"DOTMON_MEMORY_LIMIT_MB": str(BUDGET_MB)})
-        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
-            f.write(str(dm.pid))
+        join_cgroup(cg, dm.pid)
         for kind in KINDS:
             t0 = time.time()
             st, ctype, body = http_try_get(port, f"/gcdump?pid={attacker.pid}")
@@ -95,16 +87,8 @@ def main():
         if attacker is not None:
             attacker.kill()
             attacker.wait()
-        for _ in range(50):
-            try:
-                os.rmdir(cg)
-                break
-            except OSError:
-                time.sleep(0.1)
-        if FAILS:
-            log.flush()
-            log.seek(0)
-            print(log.read()[-4000:])
+        remove_cgroup(cg)
+        close_log(log)
     return 1 if FAILS else 0
 
 

@@ -214,17 +214,7 @@ def main():
         env = dict(os.environ, TMPDIR=tmp)
         dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{port}",
                                "--metrics", "false"], stdout=subprocess.DEVNULL, stderr=log, env=env)
-        deadline = time.time() + 30 * MULT
-        while time.time() < deadline:
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                c.request("GET", "/processes")
-                body = c.getresponse().read()
-                if str(app.pid).encode() in body:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.2)
+        wait_listed(port, app.pid)
         pid = app.pid
 
         # 1. GET without level: the app's filters at Trace; NDJSON.

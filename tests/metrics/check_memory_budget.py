@@ -33,7 +33,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
-from dmtest import FAILS, SANITIZED, App, check, free_port, http_get, status_kib, stop  # noqa: E402
+from dmtest import (FAILS, SANITIZED, App, check, close_log, free_port, http_get, join_cgroup,  # noqa: E402
+                    memory_cgroup, remove_cgroup, settle, status_kib, stop, wait_log)
 
 MIB = 1024 * 1024
 LIMIT = 64 * MIB
@@ -55,77 +56,15 @@ UNIT = {"": "", "%": "_ratio", "MB": "_bytes", "B": "_bytes", "ms": "_ms"}
 APP_FAMILIES = ["systemruntime_" + n.replace("-", "_") + UNIT[u] for n, u in COUNTERS]
 
 
-def make_cgroup():
-    """A memory cgroup limited to 64 MiB: (path, procs file), or None when none can be made."""
-    if os.geteuid() != 0:
-        return None
-    name = f"dmtest-{os.getpid()}"
-    v1 = "/sys/fs/cgroup/memory"
-    try:
-        if os.path.isdir(v1):
-            path = os.path.join(v1, name)
-            os.mkdir(path)
-            with open(os.path.join(path, "memory.limit_in_bytes"), "w") as f:
-                f.write(str(LIMIT))
-            return path
-        if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-            path = os.path.join("/sys/fs/cgroup", name)
-            os.mkdir(path)
-            with open(os.path.join(path, "memory.max"), "w") as f:
-                f.write(str(LIMIT))
-            return path
-    except OSError as e:
-        print(f"no memory cgroup: {e}")
-    return None
-
-
-def can_enter(path):
-    """Whether a child can move itself into the cgroup (a delegated hierarchy may refuse)."""
-    def enter():
-        with open(os.path.join(path, "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
-    try:
-        return subprocess.run(["true"], preexec_fn=enter).returncode == 0
-    except (OSError, subprocess.SubprocessError) as e:
-        print(f"cannot enter the cgroup: {e}")
-        return False
-
-
-def remove_cgroup(path):
-    for _ in range(50):
-        try:
-            os.rmdir(path)
-            return
-        except OSError:
-            time.sleep(0.1)
-
-
 def start_dotmon(tmp, port, cgroup, log, extra_env):
     """dotmon in the cgroup (it moves itself in before exec), metrics on, every second."""
-    procs = os.path.join(cgroup, "cgroup.procs")
-
-    def enter():
-        with open(procs, "w") as f:
-            f.write(str(os.getpid()))
-
     env = dict(os.environ, TMPDIR=tmp, DotnetMonitor_GlobalCounter__IntervalSeconds="1", **extra_env)
     # Metrics on (the budget covers the counters), on a free port, not the default 52325: tests
     # run two at a time.
     return subprocess.Popen([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls",
                              f"http://127.0.0.1:{port}", "--metricUrls", f"http://127.0.0.1:{free_port()}"],
-                            stdout=subprocess.DEVNULL, stderr=log, env=env, preexec_fn=enter)
-
-
-def wait_log(log, pattern, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        log.flush()
-        with open(log.name) as f:
-            m = re.search(pattern, f.read())
-        if m:
-            return m
-        time.sleep(0.1)
-    return None
+                            stdout=subprocess.DEVNULL, stderr=log, env=env,
+                            preexec_fn=lambda: join_cgroup(cgroup))
 
 
 def samples(text):
@@ -229,12 +168,10 @@ def setting_phase(tmp, port, cgroup, floods, log):
         check(m is not None, "start-up: the budget from Memory:LimitMB")
         m = wait_log(log, r"fill its share of dotmon's memory budget \(1024 KiB\)", 30)
         check(m is not None, "a flood's share (1 MiB) fills before its 1,024 series, logged once")
-        deadline, byte_bound = time.time() + 8, []
-        while time.time() < deadline and len(byte_bound) < FLOODS:
-            byte_bound = [i for i in info_metrics(port).values()
-                          if i.get("bytesCap") == MIB and i.get("seriesDropped", 0) > 0
-                          and i.get("series", 0) < 1024 and i.get("bytes", 0) <= MIB]
-            time.sleep(0.5)
+        byte_bound = settle(lambda: [i for i in info_metrics(port).values()
+                                     if i.get("bytesCap") == MIB and i.get("seriesDropped", 0) > 0
+                                     and i.get("series", 0) < 1024 and i.get("bytes", 0) <= MIB],
+                            lambda v: len(v) >= FLOODS, 8, 0.5)
         check(len(byte_bound) == FLOODS, f"{len(byte_bound)} floods cut by bytes (series, bytes): "
                                          f"{[(i['series'], i['bytes']) for i in byte_bound]}")
         check(dm.poll() is None, "dotmon alive")
@@ -261,10 +198,7 @@ class Flood:
 
 
 def main():
-    cgroup = make_cgroup()
-    if cgroup is not None and not can_enter(cgroup):
-        remove_cgroup(cgroup)
-        cgroup = None
+    cgroup = memory_cgroup("dmtest", LIMIT)
     if cgroup is None:
         print("SKIP: needs root and a writable memory cgroup")
         return 77
@@ -288,12 +222,7 @@ def main():
             f.kill()
         if app is not None:
             app.kill()
-        if log is not None:
-            if FAILS:
-                log.flush()
-                with open(log.name) as f:
-                    sys.stderr.write(f.read()[-4000:])
-            log.close()
+        close_log(log)
         shutil.rmtree(tmp, ignore_errors=True)
         remove_cgroup(cgroup)
     print("FAILED: " + "; ".join(FAILS) if FAILS else "all checks passed")

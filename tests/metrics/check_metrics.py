@@ -40,7 +40,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, dotnet_root, fetch, free_port  # noqa: E402
+from dmtest import FAILS, App, check, dotnet_root, fetch, free_port, settle  # noqa: E402
 
 
 
@@ -102,26 +102,23 @@ def main():
 
         # Both processes' metrics arrive: the runtime's first, then the app's own counter, which
         # has a series only once it is measured while dotmon's session listens.
-        def wait_for(cond, seconds):
-            deadline, out = time.time() + seconds, ("", "", [])
-            while time.time() < deadline:
+        def scrape_until(cond, seconds):
+            """(Content-Type, text, samples) of /metrics once cond(samples) holds (seconds, scaled)."""
+            def scrape():
                 try:
-                    st, ctype, text = get(url)
+                    _, ctype, text = get(url)
                 except OSError:
-                    time.sleep(0.2)
-                    continue
-                out = (ctype, text, parse(text)[0])
-                if cond(out[2]):
-                    break
-                time.sleep(0.5)
-            return out
+                    return None
+                return ctype, text, parse(text)[0]
 
-        wait_for(lambda smp: all(series(smp, "systemruntime_cpu_usage_ratio", pid=p) for p in pids), 30)
+            return settle(scrape, lambda out: out is not None and cond(out[2]), seconds, 0.5) or ("", "", [])
+
+        scrape_until(lambda smp: all(series(smp, "systemruntime_cpu_usage_ratio", pid=p) for p in pids), 30)
         for a, n in ((apps[0], 5), (apps[1], 3)):
             answer = a.command(f"meter-add {n}")
             check(answer.startswith("ok meter-add"), f"pid {a.pid}: meter-add {n} answered {answer!r}")
-        ctype, text, _ = wait_for(lambda smp: all(series(smp, "testappmeter_testapp_requests__request_", pid=p)
-                                                  for p in pids), 15)
+        ctype, text, _ = scrape_until(lambda smp: all(series(smp, "testappmeter_testapp_requests__request_", pid=p)
+                                                      for p in pids), 15)
         check(ctype.startswith("text/plain; version=0.0.4"), f"content type {ctype!r}")
         samples, helps, types = parse(text)
         check(not series(samples, "<unparsable>"), f"every line parses: {series(samples, '<unparsable>')[:3]}")
@@ -156,15 +153,13 @@ def main():
         # Exact values: 7 requests in one app, none in the other.
         answer = apps[0].command("meter-add 7")
         check(answer.startswith("ok meter-add"), f"meter-add answered {answer!r}")
-        seen, other = None, None
-        deadline = time.time() + 15
-        while time.time() < deadline and seen is None:
-            time.sleep(0.5)
-            s = parse(get(url)[2])[0]
-            mine = series(s, "testappmeter_testapp_requests__request_", pid=apps[0].pid)
-            if sum(x[2] for x in mine) == 7.0:   # one interval's rate, summed over its tag series
-                seen = mine
-                other = series(s, "testappmeter_testapp_requests__request_", pid=apps[1].pid)
+        # One interval's rate, summed over its tag series.
+        s = settle(lambda: parse(get(url)[2])[0],
+                   lambda smp: sum(x[2] for x in series(smp, "testappmeter_testapp_requests__request_",
+                                                        pid=apps[0].pid)) == 7.0, 15, 0.5)
+        mine = series(s, "testappmeter_testapp_requests__request_", pid=apps[0].pid)
+        seen = mine if sum(x[2] for x in mine) == 7.0 else None
+        other = series(s, "testappmeter_testapp_requests__request_", pid=apps[1].pid) if seen else None
         check(seen is not None, f"the request counter's rate shows the 7 requests of pid {apps[0].pid}")
         check(bool(other) and all(x[2] == 0.0 for x in other),
               f"the other app's request series are there with rate 0: {other}")
@@ -240,15 +235,13 @@ def main():
                                stderr=subprocess.DEVNULL, env=env2)
         try:
             url2 = f"http://127.0.0.1:{mport2}/metrics"
-            deadline, pids2 = time.time() + 20, set()
-            while time.time() < deadline:
+            def scraped_pids():
                 try:
-                    pids2 = {x[1].get("pid") for x in parse(get(url2)[2])[0] if x[0] == "systemruntime_cpu_usage_ratio"}
+                    return {x[1].get("pid") for x in parse(get(url2)[2])[0] if x[0] == "systemruntime_cpu_usage_ratio"}
                 except OSError:
-                    pids2 = set()
-                if pids2:
-                    break
-                time.sleep(0.3)
+                    return set()
+
+            pids2 = settle(scraped_pids, bool, 20, 0.3)
             check(pids2 == {str(apps[1].pid)}, f"Metrics:AllProcesses=false: only the default process ({pids2})")
         finally:
             dm2.send_signal(signal.SIGTERM)
@@ -295,8 +288,8 @@ def main():
             rc = subprocess.run([checker, path], capture_output=True, text=True).returncode
             check(rc == 0, f"a Metrics-profile trace beside the metrics session is COMPLETE (exit {rc})")
         t_end = time.time() * 1000
-        fresh = wait_for(lambda smp: any(x[3] is not None and x[3] > t_end + 2000 for x in
-                                         series(smp, "systemruntime_cpu_usage_ratio", pid=apps[0].pid)), 30)[2]
+        fresh = scrape_until(lambda smp: any(x[3] is not None and x[3] > t_end + 2000 for x in
+                                             series(smp, "systemruntime_cpu_usage_ratio", pid=apps[0].pid)), 30)[2]
         newest = max((x[3] for x in series(fresh, "systemruntime_cpu_usage_ratio", pid=apps[0].pid)), default=0)
         check(newest > t_end + 2000, f"EventCounters flow again after the trace ended ({(newest - t_end) / 1000:.1f} s later)")
 
@@ -321,12 +314,7 @@ def main():
         check("body" in result and time.time() - t0 < 10,
               f"killing the runtime ended /livemetrics cleanly in {time.time() - t0:.1f} s "
               f"({len(recs)} records; {result.get('error', 'no error')})")
-        deadline, left = time.time() + 20, None
-        while time.time() < deadline:
-            left = [x for x in parse(get(url)[2])[0] if x[1].get("pid") == str(gone)]
-            if not left:
-                break
-            time.sleep(0.5)
+        left = settle(lambda: [x for x in parse(get(url)[2])[0] if x[1].get("pid") == str(gone)], [], 20, 0.5)
         check(not left, f"the killed app's series left /metrics ({len(left or [])} remain)")
         check(bool(series(parse(get(url)[2])[0], "systemruntime_cpu_usage_ratio", pid=apps[0].pid)),
               "the other app's series stay")

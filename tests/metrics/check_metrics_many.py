@@ -19,7 +19,6 @@ Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
 """
 
 import concurrent.futures
-import http.client
 import os
 import re
 import shutil
@@ -30,7 +29,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, close_log, free_port, stop  # noqa: E402
+from dmtest import FAILS, App, check, close_log, free_port, http_request, stop, wait_for  # noqa: E402
 
 APPS = 12
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)( (-?\d+))?$')
@@ -40,14 +39,8 @@ PID = re.compile(r'(?:^|[{ ,])pid="(\d+)"')
 def request(port, method="GET", path="/metrics"):
     """(status, headers dict lower-cased, body text, seconds)."""
     t0 = time.monotonic()
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-    c.request(method, path)
-    r = c.getresponse()
-    body = r.read()
-    took = time.monotonic() - t0
-    headers = {k.lower(): v for k, v in r.getheaders()}
-    c.close()
-    return r.status, headers, body.decode(), took
+    r, body = http_request(port, path, method, timeout=20)
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body.decode(), time.monotonic() - t0
 
 
 def raw_chunks(port):
@@ -122,19 +115,21 @@ def main():
                               stdout=subprocess.DEVNULL, stderr=log, env=env)
 
         # Every app's series: the same count for every pid, twice in a row.
-        deadline, prev, last = time.monotonic() + 30, None, None
-        while time.monotonic() < deadline:
+        seen = {"prev": None, "last": None}
+
+        def steady():
             try:
-                last = request(mport)
+                seen["last"] = request(mport)
             except OSError:
-                time.sleep(0.3)
-                continue
-            counts, _, _ = per_pid(last[2])
+                return False
+            counts, _, _ = per_pid(seen["last"][2])
             now = tuple(counts.get(p, 0) for p in pids)
-            if len(set(now)) == 1 and now[0] >= 40 and now == prev:
-                break
-            prev = now
-            time.sleep(1.0)
+            same = len(set(now)) == 1 and now[0] >= 40 and now == seen["prev"]
+            seen["prev"] = now
+            return same
+
+        wait_for(steady, 30, 1.0)
+        last = seen["last"]
         check(last is not None, "/metrics answered")
         if last is None:
             return

@@ -35,11 +35,11 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, Watched, check, status_kib  # noqa: E402
+from dmtest import (FAILS, Watched, check, fetch, get_json, runtime_sessions, settle,  # noqa: E402
+                    status_kib, wait_for)
 
 KEYS = ["timestamp", "pid", "thread", "provider", "event", "id", "version", "opcode", "keywords",
         "level", "activityId", "relatedActivityId"]
@@ -171,14 +171,13 @@ def native_payloads(objs, te_payloads, required=True):
               f"{name}: {len(ours)} events, {compared} field values equal to TraceEvent's ({bad[:3]})")
 
 
-def fetch(url, out, timeout=120):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            out["status"], out["type"], out["body"] = r.status, r.headers.get("Content-Type", ""), r.read()
-    except urllib.error.HTTPError as e:
-        out["status"], out["type"], out["body"] = e.code, e.headers.get("Content-Type", ""), e.read()
-    except Exception as e:  # noqa: BLE001 - reported as a failure below
-        out["error"] = repr(e)
+def fetch_into(url, out):
+    """dmtest.fetch(url) into the dict out: status, type (Content-Type), body; error when the
+    connection failed (status 0)."""
+    out["status"], headers, out["body"] = fetch(url, timeout=120)
+    out["type"] = headers.get("Content-Type", "")
+    if out["status"] == 0:
+        out["error"] = out["body"].decode(errors="replace")
 
 
 def convert(args, stdin=None):
@@ -236,9 +235,17 @@ def fuzz(corpus):
         check(rc in (0, 1) and not bad, f"convert {name}: exit {rc}, {len(objs)} lines, all JSON ({bad[:1]})")
 
 
-def stop_case(api, pid, stop):
+def operation_status(port, opid, path=""):
+    """GET /operations/{opid}{path}: the answer's JSON once it no longer runs (within 30 s), else
+    the last one ({} when it did not answer JSON)."""
+    return settle(lambda: get_json(port, f"/operations/{opid}{path}", timeout=10)[1] or {},
+                  lambda o: o.get("status") not in ("Running", "Stopping"), 30, 0.2)
+
+
+def stop_case(port, pid, stop):
     """An endless ndjson trace ended by DELETE /operations/{id}[?stop=true]."""
     what = "stopped" if stop else "cancelled"
+    api = f"http://127.0.0.1:{port}"
     r = urllib.request.urlopen(f"{api}/trace?pid={pid}&profile=gc-verbose&durationSeconds=-1&format=ndjson",
                                timeout=60)
     loc = r.headers.get("Location", "")
@@ -256,12 +263,7 @@ def stop_case(api, pid, stop):
     if stop:
         check(not cut and objs and not bad and any(o["provider"].endswith("Rundown") for o in objs),
               f"{what}: {len(objs)} JSON lines, the rundown's included")
-    deadline, status = time.time() + 30, None
-    while time.time() < deadline:
-        status = json.loads(urllib.request.urlopen(f"{api}/operations/{opid}", timeout=10).read()).get("status")
-        if status not in ("Running", "Stopping"):
-            break
-        time.sleep(0.2)
+    status = operation_status(port, opid).get("status")
     check(status == ("Succeeded" if stop else "Cancelled"), f"{what}: the operation is {status}")
 
 
@@ -291,13 +293,7 @@ def slow_client_case(api, port, app, dm_pid):
     objs, bad = parse_lines(data)
     blobs = sum(1 for o in objs if o.get("event") == "Blob")
     check(not bad and blobs > 0, f"slow client: {len(objs)} lines ({blobs} Blob), all JSON ({bad[:1]})")
-    details = {}
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        details = json.loads(urllib.request.urlopen(f"{api}/operations/{opid}/details", timeout=10).read())
-        if details.get("status") not in ("Running", "Stopping"):
-            break
-        time.sleep(0.2)
+    details = operation_status(port, opid, "/details")
     dropped = details.get("trace", {}).get("droppedEvents", -1)
     check(details.get("status") == "Succeeded" and blobs + dropped == 15000,
           f"slow client: {details.get('status')}, {blobs} Blob lines + {dropped} dropped by the runtime = 15000")
@@ -333,15 +329,17 @@ def main():
         api = f"http://127.0.0.1:{port}"
         base = f"{api}/trace?pid={app.pid}&profile=gc-verbose&durationSeconds=5"
         bad = {}
-        fetch(base + "&format=xml", bad)
+        fetch_into(base + "&format=xml", bad)
         check(bad.get("status") == 400 and "problem+json" in bad.get("type", ""),
               f"format=xml: 400 problem+json ({bad.get('status')}, {bad.get('type')})")
         nd, nt = {}, {}
-        threads = [threading.Thread(target=fetch, args=(base + "&format=ndjson", nd)),
-                   threading.Thread(target=fetch, args=(base, nt))]
+        sessions = runtime_sessions(port)
+        threads = [threading.Thread(target=fetch_into, args=(base + "&format=ndjson", nd)),
+                   threading.Thread(target=fetch_into, args=(base, nt))]
         for t in threads:
             t.start()
-        time.sleep(1.5)
+        # Both sessions run in the runtime before the app collects.
+        check(wait_for(lambda: runtime_sessions(port) >= sessions + 2, 30), "both trace sessions started")
         # Allocations (GCAllocationTick) and first-chance exceptions (ExceptionThrown) for the
         # native layouts' comparison with TraceEvent.
         check(app.command("churn 20").startswith("ok churn"), "churn command")
@@ -372,11 +370,11 @@ def main():
         counts_file = {g[0] for g in file_gc}
         check(len(counts_api & counts_file) >= 2 * ngc,
               f"both sessions saw the induced GCs ({len(counts_api & counts_file)} common GC numbers)")
-        ops = json.loads(urllib.request.urlopen(f"{api}/operations", timeout=10).read())
+        ops = get_json(port, "/operations", timeout=10)[1] or []
         check(len(ops) >= 2 and all(o.get("status") == "Succeeded" for o in ops),
               f"both operations Succeeded ({[o.get('status') for o in ops]})")
-        stop_case(api, app.pid, True)
-        stop_case(api, app.pid, False)
+        stop_case(port, app.pid, True)
+        stop_case(port, app.pid, False)
         slow_client_case(api, port, app, dm.pid)
     finally:
         w.close()

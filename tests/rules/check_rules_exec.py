@@ -24,7 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, free_port, http_get, start_dotmon, stop  # noqa: E402
+from dmtest import FAILS, App, check, free_port, http_get, start_dotmon, stop, wait_for  # noqa: E402
 
 SCRIPT = """#!/bin/sh
 out=$1
@@ -79,9 +79,7 @@ def main():
         port = free_port()
         t0 = time.time()
         dm = start_dotmon(tmp, port, log, [app.pid], key=key, env=env)
-        deadline = time.time() + 20
-        while time.time() < deadline and not os.path.exists(out + ".argv"):
-            time.sleep(0.1)
+        wait_for(lambda: os.path.exists(out + ".argv"), 20)
         check(os.path.exists(out + ".argv"), f"the Execute action ran ({time.time() - t0:.1f} s)")
         st, _, body = http_get(port, f"/process?pid={app.pid}", {"Authorization": key["AuthorizationHeader"]})
         proc = json.loads(body) if st == 200 else {}

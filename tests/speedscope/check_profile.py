@@ -13,7 +13,6 @@ killed mid-profile is a 502 problem and leaves none either; stop=true on its ope
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
 """
 
-import http.client
 import json
 import os
 import socket
@@ -24,7 +23,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_speedscope import HOT, check_doc, exclusive_sampled, hot_thread  # noqa: E402
-from dmtest import FAILS, Watched, check, runtime_sessions as sessions  # noqa: E402
+from dmtest import FAILS, Watched, check, http_request, runtime_sessions as sessions, settle, wait_for  # noqa: E402
 from dmtest import http_get as get, no_runtime_session as no_session  # noqa: E402
 
 
@@ -80,9 +79,7 @@ def main():
         # A client that leaves mid-profile.
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(f"GET /profile?pid={pid}&durationSeconds=30 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        deadline = time.time() + 10
-        while time.time() < deadline and sessions(port) != 1:
-            time.sleep(0.2)
+        wait_for(lambda: sessions(port) == 1, 10, 0.2)
         check(sessions(port) == 1, "a session while profiling")
         s.close()
         check(no_session(port), f"the client gone: no session left ({sessions(port)})")
@@ -91,16 +88,12 @@ def main():
         res = {}
         t = threading.Thread(target=lambda: res.update(r=get(port, f"/profile?pid={pid}&durationSeconds=60&tags=stopme")))
         t.start()
-        t0, running = time.monotonic(), []
-        while not running and time.monotonic() - t0 < 10:
-            time.sleep(0.3)
-            ops = json.loads(get(port, "/operations?tags=stopme")[2])
-            running = [o["operationId"] for o in ops if o["status"] == "Running"]
+        t0 = time.monotonic()
+        running = settle(lambda: [o["operationId"] for o in json.loads(get(port, "/operations?tags=stopme")[2])
+                                  if o["status"] == "Running"], bool, 10, 0.3)
         time.sleep(1.0)
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        c.request("DELETE", f"/operations/{running[0]}?stop=true" if running else "/operations/none")
-        dst = c.getresponse().status
-        c.close()
+        dst = http_request(port, f"/operations/{running[0]}?stop=true" if running else "/operations/none", "DELETE",
+                           timeout=10)[0].status
         t.join(60)
         st, ct, body = res.get("r", (0, "", b""))
         early = json.loads(body) if st == 200 else {}
@@ -113,9 +106,7 @@ def main():
         res = {}
         t = threading.Thread(target=lambda: res.update(r=get(port, f"/profile?pid={pid}&durationSeconds=30")))
         t.start()
-        deadline = time.time() + 10
-        while time.time() < deadline and sessions(port) != 1:
-            time.sleep(0.2)
+        wait_for(lambda: sessions(port) == 1, 10, 0.2)
         w.app.kill()
         t.join(60)
         st, ct, body = res.get("r", (0, "", b""))

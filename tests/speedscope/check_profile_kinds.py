@@ -28,7 +28,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, Watched, check  # noqa: E402
+from dmtest import FAILS, Watched, check, settle, wait_for  # noqa: E402
 from dmtest import http_get as get, no_runtime_session as no_session  # noqa: E402
 from dmtest import runtime_sessions as sessions  # noqa: E402
 
@@ -50,9 +50,7 @@ def profile(w, kind, command, headers=None, duration=DURATION):
     t0 = time.monotonic()
     t = threading.Thread(target=lambda: res.update(r=get(w.port, q, headers)))
     t.start()
-    deadline = time.time() + 10
-    while time.time() < deadline and not running(w.port, tag):
-        time.sleep(0.05)
+    wait_for(lambda: running(w.port, tag), 10, 0.05)
     answer = w.app.command(command)
     t.join(60)
     st, ct, body = res.get("r", (0, "", b""))
@@ -149,17 +147,10 @@ def check_egress(w):
     c.close()
     if not check(r.status == 202 and "/operations/" in loc, f"egressProvider=files: 202 + Location ({r.status} {loc})"):
         return
-    deadline = time.time() + 10
-    while time.time() < deadline and not running(w.port, tag):
-        time.sleep(0.05)
+    wait_for(lambda: running(w.port, tag), 10, 0.05)
     w.app.command("throw-n 7")
-    op = {}
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        op = json.loads(get(w.port, loc[loc.index("/operations/"):])[2])
-        if op.get("status") not in ("Starting", "Running", "Stopping"):
-            break
-        time.sleep(0.2)
+    op = settle(lambda: json.loads(get(w.port, loc[loc.index("/operations/"):])[2]),
+                lambda o: o.get("status") not in ("Starting", "Running", "Stopping"), 60, 0.2)
     rl = op.get("resourceLocation") or ""
     ok = check(op.get("status") == "Succeeded" and os.path.isfile(rl) and
                os.path.dirname(rl) == os.path.join(w.tmp, "files") and rl.endswith(".exceptions.profile.json"),
@@ -189,9 +180,7 @@ def main():
         s = socket.create_connection(("127.0.0.1", w.port))
         s.sendall(f"GET /profile?pid={pid}&kind=alloc&durationSeconds=30&tags={tag} HTTP/1.1\r\nHost: x\r\n\r\n"
                   .encode())
-        deadline = time.time() + 10
-        while time.time() < deadline and not running(w.port, tag):
-            time.sleep(0.05)
+        wait_for(lambda: running(w.port, tag), 10, 0.05)
         check(sessions(w.port) == 1, "kind=alloc: a session while profiling")
         s.close()
         check(no_session(w.port), f"kind=alloc, the client gone: no session left ({sessions(w.port)})")

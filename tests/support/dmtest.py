@@ -3,9 +3,10 @@
 of the Python benchmarks (bench/*.py): the real .NET test app driven over stdin, dotmon started and
 stopped (alone, or with the app in a private folder: Watched), free ports, the SDK's root, a
 check list, HTTP (http_get, fetch, get_json), waits on a condition (wait_for, settle,
-wait_listed: tests wait for what they need, never a fixed time), and what tests read of a running
-dotmon: its runtime sessions (runtime_sessions), a /proc/PID/status figure (status_kib) and whether
-it runs under ASan (sanitized).
+wait_listed, wait_log: tests wait for what they need, never a fixed time), a memory cgroup to run
+dotmon in (memory_cgroup, join_cgroup, remove_cgroup), and what tests read of a running dotmon:
+its runtime sessions (runtime_sessions), a /proc/PID/status figure (status_kib) and whether it runs
+under ASan (sanitized).
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
     from dmtest import FAILS, App, Watched, check, dotnet_root, free_port, start_dotmon, stop
@@ -128,14 +129,24 @@ def settle(fn, want, seconds=15, every=0.1):
     return v
 
 
-def fetch(url, method="GET", headers=None, data=None, timeout=30):
+def fetch(url, method="GET", headers=None, data=None, timeout=30, token=None, dest=None):
     """One request with urllib (redirects are not followed by dotmon's answers anyway): (status,
     headers, body bytes); an HTTP error status is an answer like any other, and a connection that
-    fails gives status 0, empty headers and the error text as the body."""
-    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    fails gives status 0, empty headers and the error text as the body. token adds the header
+    Authorization: Bearer token; with dest, a 2xx body is written to the file dest as it comes and
+    the number of bytes written stands for the body."""
+    headers = dict(headers or {}, **({"Authorization": f"Bearer {token}"} if token else {}))
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.headers, r.read()
+            if dest is None:
+                return r.status, r.headers, r.read()
+            n = 0
+            with open(dest, "wb") as f:
+                for chunk in iter(lambda: r.read(1 << 16), b""):
+                    f.write(chunk)
+                    n += len(chunk)
+            return r.status, r.headers, n
     except urllib.error.HTTPError as e:
         return e.code, e.headers, e.read()
     except (OSError, http.client.HTTPException) as e:
@@ -195,14 +206,79 @@ def close_log(log):
     log.close()
 
 
-def no_runtime_session(port, timeout=20):
-    """True once dotmon holds no EventPipe session in any runtime (within timeout s)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if runtime_sessions(port) == 0:
+def wait_log(log, pattern, seconds):
+    """The first match of the regular expression pattern in dotmon's log (an open file, flushed
+    and read again by name) once it appears, within seconds (scaled); None if it never does."""
+    found = []
+
+    def seen():
+        log.flush()
+        with open(log.name) as f:
+            m = re.search(pattern, f.read())
+        if m:
+            found.append(m)
+        return m is not None
+
+    return found[0] if wait_for(seen, seconds) else None
+
+
+def memory_cgroup(prefix, limit, v1_only=False):
+    """A memory cgroup PREFIX-PID limited to limit bytes (v1 under /sys/fs/cgroup/memory; else,
+    unless v1_only, v2 under /sys/fs/cgroup) that a child process can enter: its path, or None
+    (reason printed) when not root or no hierarchy allows it. remove_cgroup() removes it."""
+    if os.geteuid() != 0:
+        return None
+    name = f"{prefix}-{os.getpid()}"
+    v1 = "/sys/fs/cgroup/memory"
+    if os.path.isdir(v1):
+        path, limit_file = os.path.join(v1, name), "memory.limit_in_bytes"
+    elif not v1_only and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        path, limit_file = os.path.join("/sys/fs/cgroup", name), "memory.max"
+    else:
+        print("no memory cgroup hierarchy")
+        return None
+    try:
+        os.mkdir(path)
+    except OSError as e:
+        print(f"no memory cgroup: {e}")
+        return None
+    try:
+        with open(os.path.join(path, limit_file), "w") as f:
+            f.write(str(limit))
+        # A delegated hierarchy may refuse a process moving itself in.
+        subprocess.run(["true"], preexec_fn=lambda: join_cgroup(path), check=True)
+        return path
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"cannot use the memory cgroup: {e}")
+    remove_cgroup(path)
+    return None
+
+
+def join_cgroup(path, pid=None):
+    """Moves pid (default: this process; so a subprocess preexec_fn puts the child in before it
+    execs) into the cgroup at path."""
+    with open(os.path.join(path, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid() if pid is None else pid))
+
+
+def remove_cgroup(path):
+    """Removes the (empty) cgroup at path, waiting up to 5 s for its last process to be reaped."""
+    def removed():
+        try:
+            os.rmdir(path)
             return True
-        time.sleep(0.2)
-    return False
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+
+    if path is not None:
+        wait_for(removed, 5)
+
+
+def no_runtime_session(port, timeout=20):
+    """True once dotmon holds no EventPipe session in any runtime (within timeout s, scaled)."""
+    return wait_for(lambda: runtime_sessions(port) == 0, timeout, 0.2)
 
 
 def status_kib(pid, key="VmRSS"):

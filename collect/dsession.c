@@ -127,6 +127,11 @@ void dsession_resume(struct dsession *ds)
     }
 }
 
+uint8_t *dsession_take_buffer(struct dsession *ds)
+{
+    return ds->sess != NULL ? ipc_session_take_buffer(ds->sess) : NULL;
+}
+
 void dsession_abort(struct dsession *ds)
 {
     if (ds == NULL) {

@@ -26,7 +26,8 @@
  * outlive every session started with it (ipc_session.h). Timeouts are the caller's: nothing here
  * has a default. libuv glue, loop thread only; no callback runs inside a dsession_* call.
  * Inside started and feed the consumer may call dsession_stop, _pause, _resume and _abort (feed
- * then returns 0: the dsession is gone); inside finish and error, none of them.
+ * then returns 0: the dsession is gone), and inside feed dsession_take_buffer; inside finish and
+ * error, none of them.
  */
 
 #include <stdbool.h>
@@ -91,6 +92,16 @@ void dsession_stop(struct dsession *ds);
 /* Stops reading the runtime's stream (its own buffer absorbs the pressure) / reads again. */
 void dsession_pause(struct dsession *ds);
 void dsession_resume(struct dsession *ds);
+
+/*
+ * Inside feed only: takes the malloc'd read buffer that holds the bytes feed got (the view lies
+ * inside it, at most DSESSION_READ_SIZE bytes from its start), so a relay can queue them without
+ * copying; the caller frees it. The session reads into a new buffer from then on. NULL outside
+ * feed, when already taken, or once the session was aborted (ipc_session_take_buffer).
+ */
+uint8_t *dsession_take_buffer(struct dsession *ds);
+/* Size of each read buffer (so a relay can take only well-filled ones). */
+#define DSESSION_READ_SIZE IPC_SESSION_READ_SIZE
 
 /* No more callbacks; frees ds. The runtime's session is stopped and drained in the background.
  * Accepts NULL. Not from inside finish or error (ds is being freed then). */

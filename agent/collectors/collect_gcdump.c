@@ -13,7 +13,8 @@
  * One gcdump_job per request runs on the collection-job core (collect/job.h), which holds the
  * artifact (the response, or the upload), the operation, the deadline timer and the job's state
  * (STOPPING once StopTracing is sent); this file supplies the producer: the session (gone after
- * on_end or abort) and the work on the pool. The core frees the job once all are gone.
+ * its final callback or abort; collect/dsession.h) and the work on the pool. The core frees the job
+ * once all are gone.
  *
  * Every path ends the session: the heap walk done (StopTracing), GCDump:TimeoutSeconds without the
  * GC's end (StopTracing, then 504), a heap over GCDump:MaxNodes or a broken stream (abort, which
@@ -36,9 +37,9 @@
 #include "api.h"
 #include "artifact.h"
 #include "collectors.h"
+#include "dsession.h"
 #include "err.h"
 #include "ev_gcheap.h"
-#include "ipc_session.h"
 #include "log.h"
 #include "membudget.h"
 #include "operations.h"
@@ -69,17 +70,16 @@ struct gcdump_job {
                         session's start, GCDump:TimeoutSeconds), state (STOPPING: StopTracing
                         sent) */
     struct agent *a;
-    struct ipc_session *sess; /* NULL after on_end or abort */
-    struct ev_gcheap *g;      /* the graph; NULL once written or failed */
-    struct mb_share share;    /* what the graph holds, charged by ev_gcheap (thread pool too) */
-    bool timed_out;           /* the deadline passed before the GC's end */
-    int version;              /* > 0 once the runtime accepted the session */
+    struct dsession *ds;   /* NULL after its final callback or abort */
+    struct ev_gcheap *g;   /* the graph; NULL once written or failed */
+    struct mb_share share; /* what the graph holds, charged by ev_gcheap (thread pool too) */
+    bool timed_out;        /* the deadline passed before the GC's end */
+    int version;           /* > 0 once the runtime accepted the session */
     uint64_t session_id;
     uint64_t pid;
-    uint64_t written; /* bytes of the file given to the artifact */
-    int end_status;   /* the session's end, for the words of a failure after the build */
-    uint32_t end_hresult;
-    int finish_rc; /* ev_gcheap_finish's answer, from the pool */
+    uint64_t written;     /* bytes of the file given to the artifact */
+    char end_reason[160]; /* the session's end in words, for a failure after the build */
+    int finish_rc;        /* ev_gcheap_finish's answer, from the pool */
     /* The writer (write_on_pool) and the loop share these, under mu. */
     uv_work_t work;
     uv_async_t async; /* the writer queued a chunk, or finished */
@@ -148,7 +148,7 @@ static void gcdump_fini(struct job *core)
 static bool gcdump_holds(const struct job *core)
 {
     const struct gcdump_job *job = (const struct gcdump_job *)core;
-    return job->sess != NULL || job->writing;
+    return job->ds != NULL || job->writing;
 }
 
 /* Frees the graph (its figures are kept for the operation). */
@@ -206,10 +206,8 @@ static void job_fail(struct gcdump_job *job, int http_status, const char *code, 
 /* Ends the session at once: StopTracing goes out in the background (no session is left). */
 static void job_abort_session(struct gcdump_job *job)
 {
-    if (job->sess != NULL) {
-        ipc_session_abort(job->sess);
-        job->sess = NULL;
-    }
+    dsession_abort(job->ds); /* accepts NULL */
+    job->ds = NULL;
     uv_timer_stop(&job->core.timer);
 }
 
@@ -253,18 +251,18 @@ static void job_on_async(uv_async_t *h)
  * end or the deadline stop it). */
 static void job_stop_session(struct gcdump_job *job)
 {
-    if (job->core.state != JOB_RUNNING || job->sess == NULL) {
+    if (job->core.state != JOB_RUNNING || job->ds == NULL) {
         return;
     }
     job_set_state(&job->core, JOB_STOPPING);
     uv_timer_stop(&job->core.timer);
     /* After StopTracing the runtime flushes what its buffer holds: bounded like a trace's
-     * rundown. */
-    ipc_session_stop(job->sess, agent_timeout(job->a, TIMEOUT_GCDUMP_STOP));
+     * rundown (TIMEOUT_GCDUMP_STOP, in the session's configuration). */
+    dsession_stop(job->ds);
 }
 
-/* The core's timeout: GCDump:TimeoutSeconds without the induced GC's end: stop; on_end answers
- * 504. */
+/* The core's timeout: GCDump:TimeoutSeconds without the induced GC's end: stop; the session's end
+ * answers 504. */
 static void gcdump_on_deadline(struct job *core)
 {
     struct gcdump_job *job = gcdump_of(core);
@@ -278,7 +276,7 @@ static void gcdump_on_deadline(struct job *core)
     job_stop_session(job);
 }
 
-static void sess_on_started(void *ud, uint64_t session_id, int version)
+static void sess_started(void *ud, uint64_t session_id, int version)
 {
     struct gcdump_job *job = ud;
     job->version = version;
@@ -336,22 +334,25 @@ static void job_feed_failed(struct gcdump_job *job, int rc)
     job_release(&job->core);
 }
 
-static void sess_on_data(void *ud, const uint8_t *p, size_t n)
+/* The consumer's feed: a refused piece is answered here (507, 502…), the session aborted, and 0
+ * returned (the dsession is gone then), so dsession's own AGENT_E_PROTO end is never used. */
+static int sess_feed(void *ud, const uint8_t *p, size_t n)
 {
     struct gcdump_job *job = ud;
     if (job->g == NULL || job->core.art == NULL || job->timed_out) {
-        return; /* after the deadline the rest is drained unread: the answer is 504 */
+        return 0; /* after the deadline the rest is drained unread: the answer is 504 */
     }
     int rc = ev_gcheap_feed(job->g, p, n);
     if (rc != 0) {
         job_feed_failed(job, rc);
-        return;
+        return 0;
     }
     if (!job_stopping(job) && ev_gcheap_complete(job->g)) {
         log_info(cat, "gcdump of %llu: the heap walk is complete; stopping the session",
                  (unsigned long long)job->pid);
         job_stop_session(job);
     }
+    return 0;
 }
 
 /* ---- the file: written on the pool, relayed by the loop -------------------------------------- */
@@ -498,13 +499,10 @@ static void job_on_graph(struct gcdump_job *job, int rc)
                  (unsigned long long)(agent_timeout(job->a, TIMEOUT_GCDUMP) / 1000));
         job_fail(job, 504, "Timeout", msg);
     } else if (rc == AGENT_E_TRUNC) {
-        char reason[160];
-        ipc_session_end_reason(job->end_status, job->end_hresult, job_stopping(job), reason,
-                               sizeof(reason));
         snprintf(msg, sizeof(msg),
                  "the session of process %llu ended before the heap walk was complete (%s): the "
                  "process exited, or the runtime ended the session",
-                 (unsigned long long)job->pid, reason);
+                 (unsigned long long)job->pid, job->end_reason);
         job_fail(job, 502, "IncompleteHeapWalk", msg);
     } else {
         job_feed_failed(job, rc);
@@ -533,10 +531,10 @@ static void job_on_finished(uv_work_t *w, int status)
     job_on_graph(job, status != 0 ? status : job->finish_rc);
 }
 
-static void sess_on_end(void *ud, int status, uint32_t hresult)
+/* The session's end (status 0: the runtime closed the stream; reason: its words). */
+static void sess_on_end(struct gcdump_job *job, int status, uint32_t hresult, const char *reason)
 {
-    struct gcdump_job *job = ud;
-    job->sess = NULL;
+    job->ds = NULL;
     uv_timer_stop(&job->core.timer);
     if (job->core.art == NULL || job->g == NULL) {
         job_release(&job->core);
@@ -550,8 +548,7 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
         job_release(&job->core);
         return;
     }
-    job->end_status = status;
-    job->end_hresult = hresult;
+    snprintf(job->end_reason, sizeof(job->end_reason), "%s", reason);
     job->work.data = job;
     job->writing = true; /* the graph belongs to the pool until job_on_finished */
     job->building = true;
@@ -562,8 +559,18 @@ static void sess_on_end(void *ud, int status, uint32_t hresult)
     }
 }
 
-static const struct ipc_session_callbacks session_callbacks = {
-    .on_started = sess_on_started, .on_data = sess_on_data, .on_end = sess_on_end};
+static void sess_finish(void *ud, const char *how)
+{
+    sess_on_end(ud, 0, 0, how);
+}
+
+static void sess_error(void *ud, int code, uint32_t hresult, const char *reason)
+{
+    sess_on_end(ud, code, hresult, reason);
+}
+
+static const struct dsession_consumer session_consumer = {
+    .started = sess_started, .feed = sess_feed, .finish = sess_finish, .error = sess_error};
 
 /* ---- the route ------------------------------------------------------------------------------- */
 
@@ -633,11 +640,13 @@ int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struc
                                            .disable_stackwalk = true,
                                            .providers = &prov,
                                            .provider_count = 1};
-    rc = ipc_session_start(a->loop, &a->sessions, &job->ep, &cfg,
-                           agent_timeout(a, TIMEOUT_GCDUMP_START), &session_callbacks, job,
-                           &job->sess);
+    const struct dsession_config dc = {.collect = &cfg,
+                                       .admission = &a->sessions,
+                                       .start_timeout_ms = agent_timeout(a, TIMEOUT_GCDUMP_START),
+                                       .stop_timeout_ms = agent_timeout(a, TIMEOUT_GCDUMP_STOP)};
+    rc = dsession_start(a->loop, &job->ep, &dc, &session_consumer, job, &job->ds);
     if (rc != 0) {
-        job->sess = NULL;
+        job->ds = NULL;
         char msg[200];
         snprintf(msg, sizeof(msg), "cannot start a gcdump session with process %llu: %s",
                  (unsigned long long)p->pid, agent_strerror(rc));

@@ -7,9 +7,9 @@
  * One trace_job per request runs on the collection-job core (collect/job.h): the core holds the
  * artifact (the HTTP response, gone when it is finished or the client disconnects; or the upload,
  * handed over to the artifact once the trace ended), the operation, the duration timer and the
- * job's state; this file supplies the producer (the IPC session, gone after on_end or abort: the
- * job's only hold) and its callbacks. Stop, cancel, a client that leaves, the duration and
- * shutdown all go through the core.
+ * job's state; this file supplies the producer (the decoded session, collect/dsession.h, gone
+ * after its final callback or abort: the job's only hold) and its consumer. Stop, cancel, a client
+ * that leaves, the duration and shutdown all go through the core.
  *
  * An egress target is treated as a client: when it is full (egress_full: the store is slower than
  * the runtime), the bytes go to the spool below just as for a slow client, and the relay resumes
@@ -49,11 +49,11 @@
 #include "artifact.h"
 #include "buf.h"
 #include "collectors.h"
+#include "dsession.h"
 #include "err.h"
 #include "ev_filter.h"
 #include "ev_json.h"
 #include "ev_ring.h"
-#include "ipc_session.h"
 #include "log.h"
 #include "membudget.h"
 #include "nettrace.h"
@@ -82,7 +82,7 @@ static const char cat[] = "dotmon.trace";
 struct trace_job {
     struct job core; /* first: operation, artifact (core.art), timer, state (collect/job.h) */
     struct agent *a;
-    struct ipc_session *sess; /* NULL after on_end or abort */
+    struct dsession *ds; /* NULL after its final callback or abort */
     bool paused;
     bool ended;     /* the runtime ended the stream; the response ends once the spool is out */
     int end_status; /* sess_on_end's status, for the deferred end */
@@ -141,7 +141,7 @@ static bool sess_started(const struct trace_job *job)
  * StopTracing to the stream's end (the rundown): Trace:StopTimeoutSeconds. A runtime that never
  * ends the stream is cut off then: the session ends AGENT_E_TIMEOUT, the operation Failed
  * (TraceTruncated, "did not finish the trace within the stop timeout") and its
- * RequestLimits:Trace:MaxConcurrency slot is free; ipc_session drains what is left in the
+ * RequestLimits:Trace:MaxConcurrency slot is free; the session drains what is left in the
  * background within its cleanup bound.
  */
 static uint64_t stop_timeout_ms(const struct trace_job *job)
@@ -179,7 +179,7 @@ static void trace_fini(struct job *core)
 /* The core frees the job once the artifact has ended and the session is gone. */
 static bool trace_holds(const struct job *core)
 {
-    return ((const struct trace_job *)core)->sess != NULL;
+    return ((const struct trace_job *)core)->ds != NULL;
 }
 
 /* The trace's results for the operation's details, and the totals for /metrics (once a job). */
@@ -277,10 +277,8 @@ static void trace_abort(struct job *core, enum job_why why)
                  artifact_is_egress(core->art) ? "the egress upload failed" : "client disconnected",
                  (unsigned long long)nettrace_get_stats(&job->checker)->bytes);
     }
-    if (job->sess != NULL) {
-        ipc_session_abort(job->sess);
-        job->sess = NULL;
-    }
+    dsession_abort(job->ds); /* accepts NULL */
+    job->ds = NULL;
     uv_timer_stop(&core->timer);
 }
 
@@ -291,13 +289,13 @@ static void trace_abort(struct job *core, enum job_why why)
 static void trace_stop_session(struct job *core)
 {
     struct trace_job *job = trace_of(core);
-    if (job->sess == NULL) {
+    if (job->ds == NULL) {
         return;
     }
     uv_timer_stop(&core->timer);
     log_info(cat, "trace of %llu: stopping (StopTracing; rundown follows)",
              (unsigned long long)job->pid);
-    ipc_session_stop(job->sess, stop_timeout_ms(job));
+    dsession_stop(job->ds); /* with stop_timeout_ms, from the session's configuration */
 }
 
 /*
@@ -408,9 +406,9 @@ static void job_json_data(struct trace_job *job, const uint8_t *p, size_t n)
     if (job_json_flush(job) != 0) {
         return;
     }
-    if (!job->paused && job->sess != NULL && artifact_full(job->core.art)) {
+    if (!job->paused && job->ds != NULL && artifact_full(job->core.art)) {
         job->paused = true; /* resumed by job_relay once the queue drains */
-        ipc_session_pause(job->sess);
+        dsession_pause(job->ds);
     }
 }
 
@@ -424,10 +422,10 @@ static void job_ring_data(struct trace_job *job, const uint8_t *p, size_t n)
         ev_ring_error(job->ring, why, sizeof(why));
         log_warn(cat, "trace ring of %llu failed: %s%s%s", (unsigned long long)job->pid,
                  agent_strerror(rc), *why != '\0' ? ": " : "", why);
-        if (job->sess != NULL && job->core.art == NULL) {
+        if (job->ds != NULL && job->core.art == NULL) {
             /* Nothing to keep: end the session; the owner starts a new one later. */
-            ipc_session_abort(job->sess);
-            job->sess = NULL;
+            dsession_abort(job->ds);
+            job->ds = NULL;
             collect_trace_ring_end_cb cb = job->ring_on_end;
             job->ring_on_end = NULL;
             if (cb != NULL) {
@@ -501,9 +499,9 @@ static void job_ring_drain(struct trace_job *job)
              job->ring_pauses);
 }
 
-static void sess_on_data(void *ud, const uint8_t *p, size_t n)
+/* A piece of the stream: the checker, then the ring, the NDJSON converter or the relay. */
+static void sess_data(struct trace_job *job, const uint8_t *p, size_t n)
 {
-    struct trace_job *job = ud;
     nettrace_feed(&job->checker, p, n);
     if (job->stop_on != NULL) {
         job_watch_stopping_event(job);
@@ -528,11 +526,11 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
      * allocation). A partly filled one is first shrunk to its bytes (realloc shrinks in place),
      * so queued memory stays close to queued bytes; tiny reads are simply copied.
      */
-    uint8_t *base = n >= TRACE_ZERO_COPY_MIN ? ipc_session_take_buffer(job->sess) : NULL;
+    uint8_t *base = n >= TRACE_ZERO_COPY_MIN ? dsession_take_buffer(job->ds) : NULL;
     const uint8_t *data = p;
     if (base != NULL) {
         size_t off = (size_t)(p - base);
-        if (off + n <= IPC_SESSION_READ_SIZE / 2) {
+        if (off + n <= DSESSION_READ_SIZE / 2) {
             uint8_t *fit = realloc(base, off + n);
             base = fit != NULL ? fit : base;
         }
@@ -567,11 +565,36 @@ static void sess_on_data(void *ud, const uint8_t *p, size_t n)
     }
     if (!job->paused && job->a->trace_spool_limit == 0 && artifact_full(job->core.art)) {
         job->paused = true; /* no spool: backpressure at once */
-        ipc_session_pause(job->sess);
+        dsession_pause(job->ds);
     }
 }
 
-static const struct ipc_session_callbacks session_callbacks;
+/* The consumer's feed. Nothing here refuses the stream (the checker's verdict ends the artifact
+ * once the runtime has closed it): always 0, also after aborting the session from inside. */
+static int sess_feed(void *ud, const uint8_t *p, size_t n)
+{
+    struct trace_job *job = ud;
+    sess_data(job, p, n);
+    return 0;
+}
+
+static const struct dsession_consumer session_consumer;
+
+/* Starts the job's session (the first one, the retry, or a ring's): 0 and job->ds, or the
+ * start's error (dsession_start) and no session. */
+static int job_start_session(struct trace_job *job)
+{
+    const struct dsession_config dc = {.collect = &job->tc.collect,
+                                       .admission = &job->a->sessions,
+                                       .start_timeout_ms =
+                                           agent_timeout(job->a, TIMEOUT_TRACE_START),
+                                       .stop_timeout_ms = stop_timeout_ms(job)};
+    int rc = dsession_start(job->a->loop, &job->ep, &dc, &session_consumer, job, &job->ds);
+    if (rc != 0) {
+        job->ds = NULL;
+    }
+    return rc;
+}
 
 /* The retry timer: starts the session again (the duration timer is not armed before start). */
 static void job_on_retry(uv_timer_t *t)
@@ -581,11 +604,9 @@ static void job_on_retry(uv_timer_t *t)
         job_release(&job->core);
         return;
     }
-    int rc = ipc_session_start(job->a->loop, &job->a->sessions, &job->ep, &job->tc.collect,
-                               agent_timeout(job->a, TIMEOUT_TRACE_START), &session_callbacks, job,
-                               &job->sess);
+    int rc = job_start_session(job);
     if (rc == 0 && job->core.state == JOB_STOPPING) {
-        ipc_session_stop(job->sess, stop_timeout_ms(job)); /* stopped while the retry waited */
+        dsession_stop(job->ds); /* stopped while the retry waited */
     }
     if (rc != 0) {
         char detail[160];
@@ -595,10 +616,10 @@ static void job_on_retry(uv_timer_t *t)
     }
 }
 
-static void sess_on_end(void *ud, int status, uint32_t hresult)
+/* The session's end: status 0 when the runtime closed the stream, else the error's code. */
+static void sess_on_end(struct trace_job *job, int status, uint32_t hresult)
 {
-    struct trace_job *job = ud;
-    job->sess = NULL;
+    job->ds = NULL;
     uv_timer_stop(&job->core.timer);
     if (job->ring != NULL && job->core.art == NULL) {
         /* An untriggered ring's session ended (the runtime went away, or refused): the ring goes
@@ -745,10 +766,10 @@ static void job_relay(struct trace_job *job)
         !artifact_full(out)) {
         (void)spool_pop(sp, job_on_spooled, job);
     }
-    if (job->sess != NULL) {
+    if (job->ds != NULL) {
         if (!job->paused && sp != NULL && spool_full(sp)) {
             job->paused = true;
-            ipc_session_pause(job->sess);
+            dsession_pause(job->ds);
             if (!job->backpressure_said) {
                 job->backpressure_said = true;
                 bool egress = out != NULL && artifact_is_egress(out);
@@ -764,7 +785,7 @@ static void job_relay(struct trace_job *job)
         } else if (job->paused &&
                    (sp != NULL ? spool_has_room(sp) : out == NULL || artifact_has_room(out))) {
             job->paused = false;
-            ipc_session_resume(job->sess);
+            dsession_resume(job->ds);
         }
     }
     bool spooled = sp != NULL && (spool_size(sp) > 0 || spool_popping(sp));
@@ -774,11 +795,20 @@ static void job_relay(struct trace_job *job)
     }
 }
 
-static const struct ipc_session_callbacks session_callbacks = {
-    .on_started = sess_on_started,
-    .on_data = sess_on_data,
-    .on_end = sess_on_end,
-};
+static void sess_finish(void *ud, const char *how)
+{
+    (void)how;
+    sess_on_end(ud, 0, 0);
+}
+
+static void sess_error(void *ud, int code, uint32_t hresult, const char *reason)
+{
+    (void)reason; /* said from the code and the checker's verdict */
+    sess_on_end(ud, code, hresult);
+}
+
+static const struct dsession_consumer session_consumer = {
+    .started = sess_on_started, .feed = sess_feed, .finish = sess_finish, .error = sess_error};
 
 /*
  * Names the job's artifact and operation, and takes its own copy of the runtime's endpoint
@@ -862,10 +892,7 @@ int collect_trace(struct agent *a, const struct artifact_origin *o, const struct
     }
     int rc = job_set_target(job, p, ndjson);
     artifact_accept(job->core.art); /* egress: 202 now; the operation tells the rest */
-    rc = rc != 0 ? rc
-                 : ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
-                                     agent_timeout(a, TIMEOUT_TRACE_START), &session_callbacks, job,
-                                     &job->sess);
+    rc = rc != 0 ? rc : job_start_session(job);
     if (rc != 0) {
         char detail[160];
         snprintf(detail, sizeof(detail), "cannot start a trace session with process %llu: %s",
@@ -914,11 +941,8 @@ int collect_trace_ring_start(struct agent *a, const struct ipc_process *p, struc
     }
     job->ring_on_end = on_end;
     job->ring_ud = ud;
-    rc = ipc_session_start(a->loop, &a->sessions, &job->ep, &job->tc.collect,
-                           agent_timeout(a, TIMEOUT_TRACE_START), &session_callbacks, job,
-                           &job->sess);
+    rc = job_start_session(job);
     if (rc != 0) {
-        job->sess = NULL;
         job->ring_on_end = NULL;
         job_release(&job->core);
         return rc;
@@ -933,11 +957,9 @@ void collect_trace_ring_stop(struct trace_job *job)
         return;
     }
     job->ring_on_end = NULL;
-    if (job->sess != NULL) {
-        /* Abort sends StopTracing in the background: no session is left in the runtime. */
-        ipc_session_abort(job->sess);
-        job->sess = NULL;
-    }
+    /* Abort sends StopTracing in the background: no session is left in the runtime. */
+    dsession_abort(job->ds); /* accepts NULL */
+    job->ds = NULL;
     job_release(&job->core);
 }
 
@@ -956,7 +978,7 @@ static int ring_write(void *ud, const uint8_t *p, size_t n)
 int collect_trace_ring_trigger(struct trace_job *job, const struct artifact_origin *o,
                                const struct ipc_process *p, int64_t post_s)
 {
-    if (!sess_started(job) || job->sess == NULL) {
+    if (!sess_started(job) || job->ds == NULL) {
         if (o->why != NULL) {
             buf_printf(o->why, "the ring's session has not started yet");
         }
@@ -1003,10 +1025,8 @@ int collect_trace_ring_trigger(struct trace_job *job, const struct artifact_orig
         ev_ring_error(job->ring, why, sizeof(why));
         log_warn(cat, "trace ring of %llu: the trigger failed: %s %s", (unsigned long long)job->pid,
                  agent_strerror(rc), why);
-        if (job->sess != NULL) {
-            ipc_session_abort(job->sess);
-            job->sess = NULL;
-        }
+        dsession_abort(job->ds); /* accepts NULL */
+        job->ds = NULL;
         job_end(&job->core, JOB_END_FAIL, 500, "RingFailed", agent_strerror(rc), why);
         job_release(&job->core);
         return 0;

@@ -865,6 +865,8 @@ static int http_limits(struct agent *a, struct http_server_config *hcfg)
     hcfg->header_timeout_ms = agent_timeout(a, TIMEOUT_HTTP_REQUEST_HEADERS);
     hcfg->idle_timeout_ms = agent_timeout(a, TIMEOUT_HTTP_KEEP_ALIVE);
     hcfg->write_timeout_ms = agent_timeout(a, TIMEOUT_HTTP_WRITE);
+    hcfg->linger_ms = agent_timeout(a, TIMEOUT_HTTP_LINGER);
+    hcfg->pressure_head_ms = agent_timeout(a, TIMEOUT_HTTP_PRESSURE_HEAD);
     hcfg->max_connections = (size_t)max_conn;
     /*
      * Every connection is a descriptor: past the open file limit accept() fails and libuv closes
@@ -898,6 +900,7 @@ static int start_discovery(struct agent *a)
     dcfg.probe_timeout_ms = agent_timeout(a, TIMEOUT_IPC_EXCHANGE);
     dcfg.rescan_ms = agent_timeout(a, TIMEOUT_DISCOVERY_RESCAN);
     dcfg.liveness_ms = agent_timeout(a, TIMEOUT_DISCOVERY_LIVENESS);
+    dcfg.retry_max_ms = agent_timeout(a, TIMEOUT_DISCOVERY_RETRY_MAX);
     dcfg.trust = a->trust;
     struct ipc_listen_config lcfg;
     memset(&lcfg, 0, sizeof(lcfg));
@@ -908,6 +911,11 @@ static int start_discovery(struct agent *a)
         lcfg.probe_timeout_ms = agent_timeout(a, TIMEOUT_IPC_EXCHANGE);
         lcfg.advertise_timeout_ms = agent_timeout(a, TIMEOUT_LISTEN_ADVERTISE);
         lcfg.forget_after_ms = agent_timeout(a, TIMEOUT_LISTEN_FORGET);
+        lcfg.retry_first_ms = agent_timeout(a, TIMEOUT_LISTEN_RETRY);
+        lcfg.retry_max_ms = agent_timeout(a, TIMEOUT_LISTEN_RETRY_MAX);
+        lcfg.park_ms = agent_timeout(a, TIMEOUT_LISTEN_PARK);
+        lcfg.settle_ms = agent_timeout(a, TIMEOUT_LISTEN_SETTLE);
+        lcfg.settle_step_ms = agent_timeout(a, TIMEOUT_LISTEN_SETTLE_STEP);
         lcfg.max_connections = a->listen_max_connections;
         /* With collection rules a runtime is held until its Startup rules' actions have started
          * (rules_run resumes it), as dotnet-monitor does. */

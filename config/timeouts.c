@@ -143,6 +143,9 @@ int timeouts_load(struct timeouts *t, const struct config *cfg, char *err, size_
         rc = check_pair(&v, TIMEOUT_SHUTDOWN_GRACE, TIMEOUT_SHUTDOWN_DEADLINE, err, errlen);
     }
     if (rc == 0) {
+        rc = check_pair(&v, TIMEOUT_LISTEN_RETRY, TIMEOUT_LISTEN_RETRY_MAX, err, errlen);
+    }
+    if (rc == 0) {
         *t = v;
     }
     return rc;

@@ -26,13 +26,26 @@
       "ResumeRuntime, /env's ProcessEnvironment, a rule's SetEnvironmentVariable")                 \
     X(DISCOVERY_RESCAN, "DiscoveryRescan", 5000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,           \
       "connect mode: the period of the full scan of $TMPDIR, and the first retry of a failed "     \
-      "probe (doubling up to 60 s)")                                                               \
+      "probe (doubling up to DiscoveryRetryMax)")                                                  \
+    X(DISCOVERY_RETRY_MAX, "DiscoveryRetryMax", 60000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,    \
+      "connect mode: the longest wait before a failed probe is tried again")                       \
     X(DISCOVERY_LIVENESS, "DiscoveryLiveness", 1000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,        \
       "how often a listed runtime is checked alive")                                               \
     X(LISTEN_ADVERTISE, "ListenAdvertise", 5000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,            \
       "listen mode: a new connection's advertise must arrive within this")                         \
     X(LISTEN_FORGET, "ListenForget", 3000, 50, 3600000, "DiagnosticPort:ForgetAfterSeconds",       \
       TIMEOUT_LEGACY_SECONDS, "listen mode: a runtime with no connection this long is dropped")    \
+    X(LISTEN_RETRY, "ListenRetry", 500, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                    \
+      "listen mode: the first retry of a failed ResumeRuntime or ProcessInfo (doubling)")          \
+    X(LISTEN_RETRY_MAX, "ListenRetryMax", 30000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,          \
+      "listen mode: the longest wait between those retries")                                       \
+    X(LISTEN_PARK, "ListenPark", 10000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                    \
+      "listen mode: a runtime turned away (MaxConnections) has its connection held this long")     \
+    X(LISTEN_SETTLE, "ListenSettle", 2000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                  \
+      "listen mode: a resumed runtime reporting a one-word command line is listed after this "     \
+      "at the latest")                                                                             \
+    X(LISTEN_SETTLE_STEP, "ListenSettleStep", 100, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,           \
+      "listen mode: meanwhile, its ProcessInfo is asked again this often")                         \
     X(SESSION_CLEANUP, "SessionCleanup", 10000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,             \
       "an abandoned EventPipe session: how long it is still read (a late reply to stop, the "      \
       "stream's end) before dotmon closes it")                                                     \
@@ -40,6 +53,8 @@
       "/trace and trace actions: CollectTracing's reply")                                          \
     X(TRACE_STOP, "TraceStop", 120000, 50, 86400000, "Trace:StopTimeoutSeconds",                   \
       TIMEOUT_LEGACY_SECONDS, "/trace: StopTracing to the end of the stream")                      \
+    X(TRACE_RETRY, "TraceRetry", 250, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                        \
+      "/trace: the one retry of a CollectTracing the runtime closed unanswered")                   \
     X(PROFILE_START, "ProfileStart", 5000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                  \
       "/profile: CollectTracing's reply")                                                          \
     X(PROFILE_STOP, "ProfileStop", 120000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                \
@@ -52,6 +67,10 @@
       "/gcdump: the whole heap walk")                                                              \
     X(DUMP, "Dump", 300000, 50, 86400000, "Dump:TimeoutSeconds", TIMEOUT_LEGACY_SECONDS,           \
       "/dump: GenerateCoreDump's reply (the runtime writing the dump)")                            \
+    X(DUMP_POLL, "DumpPoll", 50, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                             \
+      "/dump: while the runtime writes, how often dotmon looks for the file")                      \
+    X(DUMP_TAIL, "DumpTail", 20, 1, 60000, NULL, TIMEOUT_LEGACY_NONE,                              \
+      "/dump: at the end of the bytes written so far, how soon it looks again")                    \
     X(DUMP_STEP, "DumpStep", 30000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                        \
       "/dump: one step on the dump folder (open and delete, one read) on the thread pool")         \
     X(DUMP_PIECE, "DumpPiece", 300000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                    \
@@ -93,8 +112,13 @@
       "HTTP: a request's head must arrive within this")                                            \
     X(HTTP_KEEP_ALIVE, "HttpKeepAlive", 60000, 50, 86400000, "Kestrel:Limits:KeepAliveTimeout",    \
       TIMEOUT_LEGACY_TIMESPAN, "HTTP: an idle keep-alive connection is closed after this")         \
+    X(HTTP_PRESSURE_HEAD, "HttpPressureHead", 2000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,       \
+      "HTTP: with 3/4 of the connections open, a new one's head must arrive within this (or "      \
+      "HttpRequestHeaders, if shorter)")                                                           \
     X(HTTP_WRITE, "HttpWrite", 60000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                     \
       "HTTP: a response write making no progress this long closes the connection")                 \
+    X(HTTP_LINGER, "HttpLinger", 2000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                      \
+      "HTTP: after an error response or Connection: close, input is read and dropped this long")   \
     X(EGRESS_IDLE, "EgressIdle", 30000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                    \
       "S3 egress: one request fails when no byte has moved for this long")                         \
     X(EGRESS_REQUEST, "EgressRequest", 900000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,            \

@@ -104,8 +104,8 @@ void http__conn_arm_timer(struct http_conn *c)
     switch (c->state) {
     case CONN_HEAD:
         ms = cfg->header_timeout_ms;
-        if (c->srv->nconns * 4 >= cfg->max_connections * 3 && ms > HTTP_PRESSURE_HEAD_MS) {
-            ms = HTTP_PRESSURE_HEAD_MS;
+        if (c->srv->nconns * 4 >= cfg->max_connections * 3 && ms > cfg->pressure_head_ms) {
+            ms = cfg->pressure_head_ms;
         }
         break;
     case CONN_BODY:
@@ -125,7 +125,7 @@ void http__conn_arm_timer(struct http_conn *c)
         ms = c->writes_in_flight ? cfg->write_timeout_ms : 0;
         break;
     case CONN_LINGER:
-        ms = HTTP_LINGER_MS;
+        ms = cfg->linger_ms;
         break;
     case CONN_CLOSING:
     case CONN_NSTATES:
@@ -282,7 +282,7 @@ static void conn_after_flush(struct http_conn *c)
 
 /*
  * Lingering close: send FIN after the response, then read and drop whatever the client still
- * sends until it closes too (or HTTP_LINGER_MS passes). Closing at once with unread input makes
+ * sends until it closes too (or cfg.linger_ms passes). Closing at once with unread input makes
  * the kernel send RST, and the client may lose our response (typically a 413 or 400 sent before
  * it finished sending).
  */

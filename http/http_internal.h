@@ -26,19 +26,21 @@
 #define HTTP_INBUF_SIZE ((size_t)16 * 1024)
 /* Its first allocation (it grows to HTTP_INBUF_SIZE when a read fills it). */
 #define HTTP_INBUF_FIRST ((size_t)2048)
-/* After an error response or Connection: close, keep reading (and dropping) this long so the
- * client gets our response instead of a RST (the "lingering close" of Apache and nginx). */
-#define HTTP_LINGER_MS 2000
+/* After an error response or Connection: close, keep reading (and dropping) for
+ * cfg.linger_ms so the client gets our response instead of a RST (the "lingering close" of
+ * Apache and nginx). */
+#define HTTP_LINGER_MS_DEFAULT 2000
 /* 503 responses being written at once beyond max_connections; past this the socket is just
  * closed, so a connection flood cannot make us allocate without bound. */
 #define HTTP_MAX_REJECTING 64
 /*
  * Under pressure (at least 3/4 of max_connections open) a new connection must send its whole
- * head within this (or the header timeout, if shorter), and at the limit the connection that has
- * waited longest without a complete request head is closed to make room: an unauthenticated
- * flood of idle connections can neither hold every slot nor keep probes and users out.
+ * head within cfg.pressure_head_ms (or the header timeout, if shorter), and at the limit the
+ * connection that has waited longest without a complete request head is closed to make room: an
+ * unauthenticated flood of idle connections can neither hold every slot nor keep probes and users
+ * out.
  */
-#define HTTP_PRESSURE_HEAD_MS 2000
+#define HTTP_PRESSURE_HEAD_MS_DEFAULT 2000
 /* Memory is handed back to the system (malloc_trim) when the open connections fall to an eighth
  * of a peak of at least this many. */
 #define HTTP_TRIM_AFTER_CONNS 64

@@ -28,6 +28,8 @@ static void apply_defaults(struct http_server_config *c)
     c->header_timeout_ms = c->header_timeout_ms ? c->header_timeout_ms : 10000;
     c->idle_timeout_ms = c->idle_timeout_ms ? c->idle_timeout_ms : 60000;
     c->write_timeout_ms = c->write_timeout_ms ? c->write_timeout_ms : 60000;
+    c->linger_ms = c->linger_ms ? c->linger_ms : HTTP_LINGER_MS_DEFAULT;
+    c->pressure_head_ms = c->pressure_head_ms ? c->pressure_head_ms : HTTP_PRESSURE_HEAD_MS_DEFAULT;
     c->max_url = c->max_url ? c->max_url : 8192;
     c->max_header_bytes = c->max_header_bytes ? c->max_header_bytes : 32768;
     c->max_body = c->max_body ? c->max_body : (size_t)1024 * 1024;

@@ -80,6 +80,12 @@ struct http_server_config {
      * and the header timeout also bounds the handshake (from accept to the end of the first
      * request head). */
     struct http_tls_ctx *tls;
+    /* After an error response or Connection: close, input is read and dropped this long so the
+     * client gets the response instead of a RST (a lingering close); 0 → 2000. */
+    uint64_t linger_ms;
+    /* Under pressure (3/4 of max_connections open) a new connection's head must arrive within
+     * this, or the header timeout if shorter; 0 → 2000. */
+    uint64_t pressure_head_ms;
 };
 
 /* Called once per complete request, in request order per connection (the next request of a

@@ -46,8 +46,7 @@
 
 #define LOG_CAT       "dotmon.ipc.discovery"
 #define MAX_IN_FLIGHT 16
-#define MAX_REFUSALS  3     /* connects refused before a new socket counts as stale */
-#define MAX_RETRY_MS  60000 /* backoff cap for failed probes */
+#define MAX_REFUSALS  3 /* connects refused before a new socket counts as stale */
 
 enum sock_state { S_STAT = 0, S_PROBE_WAIT, S_PROBING, S_LISTED, S_STALE, S_FAILED, S_REFUSED };
 
@@ -88,6 +87,7 @@ struct ipc_discovery {
     uint64_t probe_timeout_ms;
     uint64_t rescan_ms;
     uint64_t liveness_ms;
+    uint64_t retry_max_ms;
 
     /* Our own inotify watch (uv_fs_event would also wake us for every write to any file in
      * the folder: a dump being written there, hundreds of thousands of times). */
@@ -246,11 +246,11 @@ static void probe_failed(struct sock *s, const char *why, int status, uint32_t h
     struct ipc_discovery *d = s->d;
     s->failures++;
     uint64_t delay = d->rescan_ms;
-    for (int i = 1; i < s->failures && delay < MAX_RETRY_MS; i++) {
+    for (int i = 1; i < s->failures && delay < d->retry_max_ms; i++) {
         delay *= 2;
     }
-    if (delay > MAX_RETRY_MS) {
-        delay = MAX_RETRY_MS;
+    if (delay > d->retry_max_ms) {
+        delay = d->retry_max_ms;
     }
     s->state = S_FAILED;
     s->retry_at = uv_now(d->loop) + delay;
@@ -778,6 +778,7 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
     d->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : 3000;
     d->rescan_ms = cfg->rescan_ms ? cfg->rescan_ms : 5000;
     d->liveness_ms = cfg->liveness_ms ? cfg->liveness_ms : 1000;
+    d->retry_max_ms = cfg->retry_max_ms ? cfg->retry_max_ms : 60000;
     ipc_proclist_init(&d->procs, on_change, ud);
     /* None of these inits can fail on Unix; from here on close() must run to release them. */
     d->inotify_fd = -1;

@@ -81,6 +81,7 @@ struct ipc_discovery_config {
     uint64_t probe_timeout_ms; /* per IPC exchange; 0 → 3000 */
     uint64_t rescan_ms;        /* full directory rescan period; 0 → 5000 */
     uint64_t liveness_ms;      /* liveness check period; 0 → 1000 */
+    uint64_t retry_max_ms;     /* longest wait before a failed probe is retried; 0 → 60000 */
     /* Listen mode: bind this socket instead of watching dir (copied; ipc_listen.h). */
     const struct ipc_listen_config *listen;
     struct ipc_trust trust; /* zero: dotmon's own uid and the /proc owners only */

@@ -41,7 +41,7 @@
  *
  * Runtimes. A `struct ipc__rt` per cookie: on its first advertise it gets ResumeRuntime (unless
  * held), then ProcessInfo3 -> 2 -> 1 (each on a new connection, like every command), and is
- * listed once its command line is whole (SETTLE_MS); its progress is one enum ipc__rt_state
+ * listed once its command line is whole (settle_ms); its progress is one enum ipc__rt_state
  * (ipc_internal.h), changed only by rt_set_state. The list itself is an ipc_proclist. Failed
  * exchanges are retried with a backoff (a runtime busy with a dump answers nothing for a while). A
  * runtime with no spare and no lease (no connection to dotmon at all) since idle_since is forgotten
@@ -68,10 +68,10 @@
 #define DEFAULT_FORGET_MS            3000
 #define DEFAULT_MODE                 0600u
 #define BACKLOG                      255 /* the runtime's own listen backlog (ipc.md §1.1) */
-#define RETRY_FIRST_MS               500
-#define RETRY_MAX_MS                 30000
+#define DEFAULT_RETRY_FIRST_MS       500
+#define DEFAULT_RETRY_MAX_MS         30000
 #define TURNED_AWAY_LOG_MS           60000
-#define PARK_MS                      10000
+#define DEFAULT_PARK_MS              10000
 #define PROBE_MAX_REPLY              IPC_MESSAGE_MAX
 /*
  * ProcessInfo asked again this long after the previous answer, twice: a runtime that connects
@@ -84,17 +84,17 @@ static const uint64_t refresh_after_ms[] = {1000, 4000};
 /*
  * Right after ResumeRuntime the command line is only the host's path (one word) until the host
  * has set it, a few hundred ms later. A runtime that answers so is not listed yet but asked again
- * every SETTLE_STEP_MS, for at most SETTLE_MS (an app without arguments, single-file, really has
+ * every settle_step_ms, for at most settle_ms (an app without arguments, single-file, really has
  * a one-word command line), so that /processes and the default-process filters never see the
  * half-known process. Runtimes held suspended are listed at once: nothing would change.
  */
-#define SETTLE_MS      2000
-#define SETTLE_STEP_MS 100
+#define DEFAULT_SETTLE_MS      2000
+#define DEFAULT_SETTLE_STEP_MS 100
 
 /*
  * PARKED: a runtime turned away (MaxConnections). Closing its connection at once would make it
- * reconnect within milliseconds, over and over (ipc.md §2.1 item 5); held idle for PARK_MS, it
- * costs one reconnect per PARK_MS instead.
+ * reconnect within milliseconds, over and over (ipc.md §2.1 item 5); held idle for park_ms, it
+ * costs one reconnect per park_ms instead.
  */
 enum rconn_state { RC_PENDING = 0, RC_SPARE, RC_PARKED, RC_CLOSED };
 
@@ -133,7 +133,7 @@ struct ipc__rt {
     int failures;             /* consecutive failed exchanges, for the backoff */
     uint64_t retry_at;
     uint64_t refresh_at;   /* when to ask ProcessInfo again (0: not planned) */
-    uint64_t settle_until; /* *_SETTLING: when to list it anyway (SETTLE_MS) */
+    uint64_t settle_until; /* *_SETTLING: when to list it anyway (settle_ms) */
     size_t refreshes;      /* refreshes planned so far */
     enum rt_op op;
     struct ipc_exchange *x;          /* ResumeRuntime in flight */
@@ -149,6 +149,11 @@ struct ipc_listen {
     uint64_t probe_timeout_ms;
     uint64_t advertise_timeout_ms;
     uint64_t forget_ms;
+    uint64_t retry_first_ms;
+    uint64_t retry_max_ms;
+    uint64_t park_ms;
+    uint64_t settle_ms;
+    uint64_t settle_step_ms;
     size_t pending_max;
     size_t runtimes_max;
     bool hold;
@@ -554,7 +559,7 @@ static void rconn_park(struct rconn *c, uint64_t now)
     l->npending--;
     l->stats.pending = l->npending;
     c->state = RC_PARKED;
-    c->deadline = now + PARK_MS;
+    c->deadline = now + l->park_ms;
     c->next = l->parked;
     l->parked = c;
     /* Real runtimes park one connection each; a peer advertising new cookies in a loop must not
@@ -977,11 +982,11 @@ static void rt_failed(struct ipc__rt *rt, const char *what, int status, uint32_t
 {
     struct ipc_listen *l = rt->l;
     rt->failures++;
-    uint64_t delay = RETRY_FIRST_MS;
-    for (int i = 1; i < rt->failures && delay < RETRY_MAX_MS; i++) {
+    uint64_t delay = l->retry_first_ms;
+    for (int i = 1; i < rt->failures && delay < l->retry_max_ms; i++) {
         delay *= 2;
     }
-    delay = min_u64(delay, RETRY_MAX_MS);
+    delay = min_u64(delay, l->retry_max_ms);
     rt->retry_at = uv_now(l->loop) + delay;
     if (rt_owes_resume(rt)) {
         log_warn(LOG_CAT,
@@ -1022,7 +1027,7 @@ static void rt_after_probe(struct ipc__rt *rt)
     uint64_t now = uv_now(rt->l->loop);
     if (rt_settling(rt)) {
         if (cmdline_unsettled(rt) && now < rt->settle_until) {
-            rt->refresh_at = now + SETTLE_STEP_MS;
+            rt->refresh_at = now + rt->l->settle_step_ms;
             return;
         }
         rt->settle_until = 0;
@@ -1138,7 +1143,7 @@ static void on_probe_result(struct ipc__rt *rt, const struct ipc__probe_result *
     bool settle = cmdline_unsettled(rt);
     rt_probed(rt, settle);
     if (settle) {
-        rt->settle_until = uv_now(l->loop) + SETTLE_MS;
+        rt->settle_until = uv_now(l->loop) + l->settle_ms;
     } else {
         publish(l);
     }
@@ -1582,6 +1587,11 @@ int ipc_listen_new(uv_loop_t *loop, const struct ipc_listen_config *cfg,
     l->advertise_timeout_ms =
         cfg->advertise_timeout_ms ? cfg->advertise_timeout_ms : DEFAULT_ADVERTISE_TIMEOUT_MS;
     l->forget_ms = cfg->forget_after_ms ? cfg->forget_after_ms : DEFAULT_FORGET_MS;
+    l->retry_first_ms = cfg->retry_first_ms ? cfg->retry_first_ms : DEFAULT_RETRY_FIRST_MS;
+    l->retry_max_ms = cfg->retry_max_ms ? cfg->retry_max_ms : DEFAULT_RETRY_MAX_MS;
+    l->park_ms = cfg->park_ms ? cfg->park_ms : DEFAULT_PARK_MS;
+    l->settle_ms = cfg->settle_ms ? cfg->settle_ms : DEFAULT_SETTLE_MS;
+    l->settle_step_ms = cfg->settle_step_ms ? cfg->settle_step_ms : DEFAULT_SETTLE_STEP_MS;
     l->pending_max = cfg->max_connections ? cfg->max_connections : DEFAULT_PENDING_MAX;
     l->runtimes_max = cfg->max_connections ? cfg->max_connections : DEFAULT_RUNTIMES_MAX;
     l->trust = cfg->trust;

@@ -51,10 +51,15 @@ struct ipc_listen_config {
     uint64_t probe_timeout_ms;     /* per ResumeRuntime / ProcessInfo exchange; 0 -> 3000 */
     uint64_t advertise_timeout_ms; /* for the 34 bytes after accept; 0 -> 5000 */
     uint64_t forget_after_ms;      /* grace without any connection; 0 -> 3000 */
+    uint64_t retry_first_ms;       /* a failed probe's first retry (doubling); 0 -> 500 */
+    uint64_t retry_max_ms;         /* the longest wait between those retries; 0 -> 30000 */
+    uint64_t park_ms;              /* a turned-away runtime's connection held; 0 -> 10000 */
+    uint64_t settle_ms;            /* a one-word command line waited on at most; 0 -> 2000 */
+    uint64_t settle_step_ms;       /* ... asked again this often meanwhile; 0 -> 100 */
     /*
      * DiagnosticPort:MaxConnections: connections accepted but not yet advertised at once (more
      * wait in the kernel's backlog), and runtimes tracked at once (a new runtime beyond that is
-     * turned away, with a warning: its connection is held unused for 10 s, then closed, so it
+     * turned away, with a warning: its connection is held unused for park_ms, then closed, so it
      * does not reconnect in a tight loop). 0 -> 64 pending, 256 runtimes.
      */
     size_t max_connections;

@@ -55,9 +55,6 @@ static const char cat[] = "dotmon.dump";
 #define DUMP_HIGH_WATER ((size_t)4 * 1024 * 1024)
 #define DUMP_LOW_WATER  ((size_t)1024 * 1024)
 #define DUMP_MAX_REPLY  ((size_t)64 * 1024)
-/* While the runtime writes: how often to look for the file, then for its next bytes. */
-#define DUMP_POLL_MS 50
-#define DUMP_TAIL_MS 20
 /* Bytes per sendfile piece (one HTTP chunk); the time one may take is Timeouts:DumpPieceMs (a
  * client slower than 14 kB/s, or a dump volume that stops answering, fails the dump then). */
 #define DUMP_PIECE_SIZE ((size_t)4 * 1024 * 1024)
@@ -412,7 +409,7 @@ static void job_at_eof(struct dump_job *job)
         if (job->written) {
             job_pump(job);
         } else {
-            uv_timer_start(&job->tail, job_on_tail, DUMP_TAIL_MS, 0);
+            uv_timer_start(&job->tail, job_on_tail, agent_timeout(job->a, TIMEOUT_DUMP_TAIL), 0);
         }
         return;
     }
@@ -949,7 +946,8 @@ static int dump_start(struct agent *a, const struct artifact_origin *o, const st
              job->target_path);
     job_arm_timeout(&job->core, agent_timeout(a, TIMEOUT_DUMP));
     /* Look for the file while the runtime writes it: it is streamed as it grows. */
-    uv_timer_start(&job->tail, job_on_tail, DUMP_POLL_MS, DUMP_POLL_MS);
+    uint64_t poll = agent_timeout(a, TIMEOUT_DUMP_POLL);
+    uv_timer_start(&job->tail, job_on_tail, poll, poll);
     job_running(&job->core);
     return 0;
 }

@@ -642,7 +642,8 @@ static void sess_on_end(struct trace_job *job, int status, uint32_t hresult)
         job->retried = true;
         log_info(cat, "trace of %llu: the runtime closed the start unanswered; retrying once",
                  (unsigned long long)job->pid);
-        uv_timer_start(&job->core.timer, job_on_retry, 250, 0);
+        uv_timer_start(&job->core.timer, job_on_retry, agent_timeout(job->a, TIMEOUT_TRACE_RETRY),
+                       0);
         return;
     }
 

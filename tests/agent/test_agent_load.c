@@ -334,7 +334,7 @@ static void test_load_idle_flood(void **state)
         }
     }
     /* Connections accepted while fewer than 3/4 of the limit (1024) were open get the header
-     * timeout; later ones, under pressure, 2 s (HTTP_PRESSURE_HEAD_MS). */
+     * timeout; later ones, under pressure, 2 s (Timeouts:HttpPressureHeadMs). */
     double min_s = 1e9, min_early_s = 1e9, max_s = 0, sum_s = 0;
     int pressured = 0;
     for (int i = 0; i < IDLE_CONNS; i++) {

@@ -70,6 +70,20 @@ static void test_rows(void **state)
     assert_int_equal(t.ms[TIMEOUT_LISTEN_FORGET], 3000);
     assert_int_equal(t.ms[TIMEOUT_HTTP_REQUEST_HEADERS], 10000);
     assert_int_equal(t.ms[TIMEOUT_SHUTDOWN_DEADLINE], 5000);
+    /* The rows that were fixed #defines in ipc/, http/ and the collectors. */
+    assert_int_equal(t.ms[TIMEOUT_DISCOVERY_RETRY_MAX], 60000);
+    assert_int_equal(t.ms[TIMEOUT_LISTEN_RETRY], 500);
+    assert_int_equal(t.ms[TIMEOUT_LISTEN_RETRY_MAX], 30000);
+    assert_int_equal(t.ms[TIMEOUT_LISTEN_PARK], 10000);
+    assert_int_equal(t.ms[TIMEOUT_LISTEN_SETTLE], 2000);
+    assert_int_equal(t.ms[TIMEOUT_LISTEN_SETTLE_STEP], 100);
+    assert_int_equal(t.ms[TIMEOUT_TRACE_RETRY], 250);
+    assert_int_equal(t.ms[TIMEOUT_DUMP_POLL], 50);
+    assert_int_equal(t.ms[TIMEOUT_DUMP_TAIL], 20);
+    assert_int_equal(t.ms[TIMEOUT_HTTP_LINGER], 2000);
+    assert_int_equal(t.ms[TIMEOUT_HTTP_PRESSURE_HEAD], 2000);
+    assert_string_equal(timeout_def(TIMEOUT_HTTP_PRESSURE_HEAD)->name, "HttpPressureHead");
+    assert_int_equal(config_key_kind("Timeouts:ListenSettleStepMs"), CONFIG_KEY_KNOWN);
     assert_string_equal(timeout_def(TIMEOUT_IPC_EXCHANGE)->name, "IpcExchange");
     assert_int_equal(config_key_kind("Timeouts:IpcExchangeMs"), CONFIG_KEY_KNOWN);
 }
@@ -101,6 +115,10 @@ static void test_settings(void **state)
                                      "86400000", /* the maximum */
                                      "Timeouts:LogsProbeMs",
                                      "", /* empty: absent */
+                                     "Timeouts:DumpTailMs",
+                                     "1", /* a minimum under 50 */
+                                     "Timeouts:ListenParkMs",
+                                     "400",
                                      NULL};
     assert_int_equal(load(&t, kv, err, sizeof(err)), 0);
     assert_int_equal(t.ms[TIMEOUT_IPC_EXCHANGE], 250);
@@ -109,6 +127,9 @@ static void test_settings(void **state)
     assert_int_equal(t.ms[TIMEOUT_DUMP], 86400000);
     assert_int_equal(t.ms[TIMEOUT_LOGS_PROBE], 3000);
     assert_int_equal(t.ms[TIMEOUT_TRACE_STOP], 120000);
+    assert_int_equal(t.ms[TIMEOUT_DUMP_TAIL], 1);
+    assert_int_equal(t.ms[TIMEOUT_LISTEN_PARK], 400);
+    assert_int_equal(t.ms[TIMEOUT_DUMP_POLL], 50);
 
     /* The environment maps as for every setting: DotnetMonitor_Timeouts__<Name>Ms. */
     struct config c;
@@ -162,6 +183,10 @@ static void test_refused(void **state)
     refused(backoff, "Timeouts:BackoffMinMs (5000)", "Timeouts:BackoffMaxMs (1000)");
     static const char *const shutdown[] = {"Timeouts:ShutdownGraceMs", "6000", NULL};
     refused(shutdown, "Timeouts:ShutdownGraceMs (6000)", "Timeouts:ShutdownDeadlineMs (5000)");
+    static const char *const listen_retry[] = {"Timeouts:ListenRetryMaxMs", "400", NULL};
+    refused(listen_retry, "Timeouts:ListenRetryMs (500)", "Timeouts:ListenRetryMaxMs (400)");
+    static const char *const tail0[] = {"Timeouts:DumpTailMs", "0", NULL};
+    refused(tail0, "Timeouts:DumpTailMs: '0'", "from 1 to 60000");
     /* The older settings keep their own rules. */
     static const char *const dump0[] = {"Dump:TimeoutSeconds", "0", NULL};
     refused(dump0, "Dump:TimeoutSeconds: '0'", "from 1 to 86400");

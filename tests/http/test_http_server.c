@@ -820,6 +820,76 @@ static void test_http_server_header_timeout(void **state)
     assert_int_equal(fx->requests, 0);
 }
 
+/*
+ * pressure_head_ms: with 3/4 of max_connections (4) open, a new silent connection is closed
+ * after it; the two opened before the pressure keep the (longer) header timeout.
+ */
+static void client_pressure_head(struct hfx *fx)
+{
+    struct tc_conn a, b, c;
+    HFX_CHECK(fx, tc_connect(&a, fx->port) == 0);
+    HFX_CHECK(fx, tc_connect(&b, fx->port) == 0);
+    tc_sleep_ms(50); /* both accepted before the third */
+    HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
+    uint64_t t0 = tc_now_ms();
+    HFX_CHECK(fx, tc_wait_closed(&c, IO_MS, NULL) == TC_OK);
+    uint64_t dt = tc_now_ms() - t0;
+    HFX_CHECK(fx, dt >= 150 && dt < 2000);
+    HFX_CHECK(fx, tc_wait_closed(&a, 0, NULL) == TC_TIMEOUT);
+    HFX_CHECK(fx, tc_wait_closed(&b, 0, NULL) == TC_TIMEOUT);
+    tc_close(&a);
+    tc_close(&b);
+    tc_close(&c);
+}
+
+static void test_http_server_pressure_head(void **state)
+{
+    struct hfx *fx = *state;
+    struct results res;
+    prepare(fx, &res);
+    fx->cfg.max_connections = 4;
+    fx->cfg.header_timeout_ms = 10000;
+    fx->cfg.pressure_head_ms = 300;
+    hfx_run(fx, client_pressure_head, WATCHDOG_MS);
+    assert_int_equal(fx->requests, 0);
+}
+
+/*
+ * linger_ms: after an error response the server reads and drops input for linger_ms, then
+ * closes; bytes sent after that are refused (a reset), bytes sent before are not.
+ */
+static void client_linger(struct hfx *fx)
+{
+    struct tc_conn c;
+    struct tc_response r;
+    tc_response_init(&r);
+    HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
+    HFX_CHECK(fx, tc_send_str(&c, "BOGUS\r\n\r\n") == 0);
+    HFX_CHECK(fx, tc_read_response(&c, &r, IO_MS) == TC_OK && r.status == 400);
+    uint64_t t0 = tc_now_ms();
+    uint64_t dt = 0;
+    for (;;) {
+        dt = tc_now_ms() - t0;
+        if (tc_send_str(&c, "x") != 0 || dt > 3000) {
+            break;
+        }
+        tc_sleep_ms(20);
+    }
+    tc_response_fini(&r);
+    tc_close(&c);
+    HFX_CHECK(fx, dt >= 250 && dt < 1500);
+}
+
+static void test_http_server_linger_ms(void **state)
+{
+    struct hfx *fx = *state;
+    struct results res;
+    prepare(fx, &res);
+    fx->cfg.linger_ms = 300;
+    hfx_run(fx, client_linger, WATCHDOG_MS);
+    assert_int_equal(fx->requests, 0);
+}
+
 static void client_idle_timeout(struct hfx *fx)
 {
     struct tc_conn c;
@@ -1306,6 +1376,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_server_limits_and_errors, hfx_setup,
                                         hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_header_timeout, hfx_setup, hfx_teardown),
+        cmocka_unit_test_setup_teardown(test_http_server_pressure_head, hfx_setup, hfx_teardown),
+        cmocka_unit_test_setup_teardown(test_http_server_linger_ms, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_idle_timeout, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_connection_close, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_streaming_owned, hfx_setup, hfx_teardown),

@@ -283,6 +283,39 @@ static void test_discovery_ignores_stale_silent_and_garbage(void **state)
     fx_done(&fx);
 }
 
+/*
+ * retry_max_ms caps the doubling wait before a failed probe is tried again (from rescan_ms):
+ * with 200 ms, a runtime answering garbage is asked about every 200 ms, where the 60 s default
+ * would have doubled to 1.6 s by then.
+ */
+static unsigned probes_in(struct dfx *fx, uint64_t retry_max_ms, uint8_t tag)
+{
+    struct fake_runtime *f = fx_fake(fx, 3100 + tag, 1, tag, FAKE_GARBAGE, 3);
+    struct ipc_discovery_config cfg = {
+        .dir = fx->dir, .probe_timeout_ms = 400, .rescan_ms = 50, .retry_max_ms = retry_max_ms};
+    assert_int_equal(ipc_discovery_new(&fx->tl->loop, &cfg, on_change, fx, &fx->d), 0);
+    assert_int_equal(ipc_discovery_start(fx->d), 0);
+    tl_run_for(fx->tl, 2500);
+    unsigned n = fake_runtime_connections(f);
+    assert_int_equal(ipc_discovery_count(fx->d), 0);
+    return n;
+}
+
+static void test_discovery_retry_max(void **state)
+{
+    struct dfx fx;
+    fx_init(&fx, *state);
+    unsigned capped = probes_in(&fx, 200, 0x20);
+    fx_done(&fx);
+    fx_init(&fx, *state);
+    unsigned doubling = probes_in(&fx, 0, 0x21);
+    fx_done(&fx);
+    fprintf(stderr, "  probes in 2.5 s: %u with retry_max_ms 200, %u with the default\n", capped,
+            doubling);
+    assert_true(capped >= 9);
+    assert_true(doubling <= 7);
+}
+
 static void test_discovery_removes_unlinked_socket(void **state)
 {
     struct dfx fx;
@@ -484,6 +517,7 @@ int main(void)
                                         tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_ignores_stale_silent_and_garbage, tl_setup,
                                         tl_teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_retry_max, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_removes_unlinked_socket, tl_setup,
                                         tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_removes_dead_runtime, tl_setup, tl_teardown),

@@ -903,6 +903,58 @@ static void test_listen_max_connections(void **state)
     fx_done(&fx);
 }
 
+/*
+ * park_ms: the turned-away runtime's parked connection is closed after it, and the runtime
+ * reconnects then: about one advertise per park_ms, neither one in all (the 10 s default) nor a
+ * storm.
+ */
+static void test_listen_park_ms(void **state)
+{
+    struct lfx fx;
+    fx_init(&fx, *state);
+    struct ipc_listen_config cfg = fx_cfg();
+    cfg.max_connections = 1;
+    cfg.park_ms = 200;
+    fx_start(&fx, &cfg);
+    fx_fake(&fx, 16, 0x16);
+    assert_true(wait_uid(&fx, 0x16, true, 2000));
+    struct fake_runtime *f2 = fx_fake(&fx, 17, 0x17);
+    tl_run_for(fx.tl, 1000);
+    unsigned adv = fake_runtime_advertises(f2);
+    fprintf(stderr, "  %u advertises in 1 s with park_ms 200\n", adv);
+    assert_true(adv >= 2 && adv <= 6);
+    assert_int_equal(stats(&fx).rejected, adv);
+    assert_int_equal(ipc_listen_count(fx.l), 1);
+    fx_done(&fx);
+}
+
+/*
+ * settle_ms and settle_step_ms: a runtime whose command line stays one word is listed after
+ * settle_ms (not the 2 s default), asked again every settle_step_ms meanwhile.
+ */
+static void test_listen_settle_ms(void **state)
+{
+    struct lfx fx;
+    fx_init(&fx, *state);
+    struct ipc_listen_config cfg = fx_cfg();
+    cfg.settle_ms = 400;
+    cfg.settle_step_ms = 20;
+    fx_start(&fx, &cfg);
+    struct fake_runtime_config one = fake_cfg(22, 0x18);
+    one.command_line = "/app/single";
+    uint64_t t0 = tl_ms();
+    struct fake_runtime *f = fx_fake_cfg(&fx, &one);
+    assert_true(wait_uid(&fx, 0x18, true, 2000));
+    uint64_t took = tl_ms() - t0;
+    unsigned asked = fake_runtime_requests(f, 0x04, 0x08);
+    fprintf(stderr, "  listed after %llu ms, ProcessInfo asked %u times\n",
+            (unsigned long long)took, asked);
+    assert_true(took >= 350);
+    ASSERT_BELOW_MS(took, 1500);
+    assert_true(asked >= 8); /* every 100 ms (the default) would be 5 at most */
+    fx_done(&fx);
+}
+
 /* Closing the listener fails a command still waiting for a connection, from the loop. */
 static void test_listen_close_fails_waiting_command(void **state)
 {
@@ -1028,6 +1080,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listen_hold_suspended, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_set_hold, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_max_connections, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_listen_park_ms, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_listen_settle_ms, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_close_fails_waiting_command, tl_setup,
                                         tl_teardown),
         cmocka_unit_test_setup_teardown(test_listen_close_serves_queued_command, tl_setup,

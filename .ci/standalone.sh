@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The repository stands alone (issue 29): no tracked file points at reference material outside it
-# (a ../shared folder, or the PROTOCOL/EVENTS/DOTNET-MONITOR/STYLE notes it once held), and every
+# (a reference folder beside the checkout, or the protocol/events/monitor/style notes it once held), and every
 # "docs/<file>.md §<section>" a file cites names a file and a section heading that exist in docs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."

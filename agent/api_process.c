@@ -301,6 +301,9 @@ static int scrape_own(struct agent *a, struct buf *out)
          "EventPipe sessions dotmon holds in runtimes now (traces, logs, metrics, live metrics, "
          "and stopped ones still closing)",
          a->sessions.live + a->metric_sessions.live},
+        {"dotmon_runtime_sessions_started", "gauge",
+         "Of those, the sessions the runtimes have acknowledged: their events are being collected",
+         a->sessions.started + a->metric_sessions.started},
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof(fams) / sizeof(fams[0]); i++) {

@@ -183,8 +183,12 @@ static void s_on_timer_close(uv_handle_t *h)
 {
     struct ipc_session *s = h->data;
     struct ipc_session_admission *adm = s->adm;
+    bool started = s->have_id;
     s_free(s);
     adm->live--;
+    if (started) {
+        adm->started--;
+    }
 }
 
 /* Frees the session once it has ended and nothing of it is left on the loop but the timer. */
@@ -560,6 +564,7 @@ static void s_on_reply(struct ipc_session *s, const struct ipc_frame *f, size_t 
     }
     s->session_id = r.session_id;
     s->have_id = true;
+    s->adm->started++;
     size_t extra = s->rlen - consumed;
     s->rlen = 0;
     s_set_state(s, S_STREAMING);

@@ -64,7 +64,9 @@ struct ipc_session_callbacks {
  */
 struct ipc_session_admission {
     size_t live; /* sessions counted now (read it; ipc_session.c changes it) */
-    size_t max;  /* ipc_session_start refuses at live >= max (AGENT_E_TOOBIG); 0: no limit */
+    /* Of those, the ones the runtime has acknowledged: its session exists (read it). */
+    size_t started;
+    size_t max; /* ipc_session_start refuses at live >= max (AGENT_E_TOOBIG); 0: no limit */
     /* The bound on what a session does after its end or abort (reading a late start reply,
      * StopTracing and the stream's end), taken at each start; 0 → 10000. */
     uint64_t cleanup_timeout_ms;

@@ -159,7 +159,7 @@ static bool rec_ended(void *ud)
 static bool no_live_sessions(void *ud)
 {
     (void)ud;
-    return sessions.live == 0;
+    return sessions.live == 0 && sessions.started == 0;
 }
 
 struct bytes_wait {
@@ -284,7 +284,9 @@ static void test_session_normal_stream(void **state)
     struct ipc_collect_config cfg = default_cfg();
     start(&fx, &r, &cfg, 2000);
     assert_int_equal(sessions.live, 1);
+    assert_int_equal(sessions.started, 0); /* asked for, not yet acknowledged */
     assert_true(tl_run_until(fx.tl, rec_started, &r, 2000));
+    assert_int_equal(sessions.started, 1);
     assert_int_equal(r.version, 5);
     struct fake_session_info si = fake_session(&fx, 0);
     assert_true(r.id == si.id);
@@ -806,6 +808,7 @@ static void test_session_abort_bounded(void **state)
     rec_abort(&r);
     tl_run_for(fx.tl, CLEANUP_MS / 2);
     assert_int_equal(sessions.live, 1); /* still waiting for the reply */
+    assert_int_equal(sessions.started, 0);
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 2000));
     uint64_t took = tl_ms() - t0;
     assert_true(MS_EQ_ROUGHLY(took, CLEANUP_MS));

@@ -333,13 +333,14 @@ def main():
         check(bad.get("status") == 400 and "problem+json" in bad.get("type", ""),
               f"format=xml: 400 problem+json ({bad.get('status')}, {bad.get('type')})")
         nd, nt = {}, {}
-        sessions = runtime_sessions(port)
+        sessions = runtime_sessions(port, started=True)
         threads = [threading.Thread(target=fetch_into, args=(base + "&format=ndjson", nd)),
                    threading.Thread(target=fetch_into, args=(base, nt))]
         for t in threads:
             t.start()
-        # Both sessions run in the runtime before the app collects.
-        check(wait_for(lambda: runtime_sessions(port) >= sessions + 2, 30), "both trace sessions started")
+        # Both sessions run in the runtime (acknowledged, not only asked for) before the app acts.
+        check(sessions >= 0 and wait_for(lambda: runtime_sessions(port, started=True) >= sessions + 2, 30),
+              "both trace sessions started")
         # Allocations (GCAllocationTick) and first-chance exceptions (ExceptionThrown) for the
         # native layouts' comparison with TraceEvent.
         check(app.command("churn 20").startswith("ok churn"), "churn command")

@@ -79,7 +79,7 @@ def main():
         # A client that leaves mid-profile.
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(f"GET /profile?pid={pid}&durationSeconds=30 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        wait_for(lambda: sessions(port) == 1, 10, 0.2)
+        wait_for(lambda: sessions(port, started=True) == 1, 10, 0.2)
         check(sessions(port) == 1, "a session while profiling")
         s.close()
         check(no_session(port), f"the client gone: no session left ({sessions(port)})")
@@ -106,7 +106,7 @@ def main():
         res = {}
         t = threading.Thread(target=lambda: res.update(r=get(port, f"/profile?pid={pid}&durationSeconds=30")))
         t.start()
-        wait_for(lambda: sessions(port) == 1, 10, 0.2)
+        wait_for(lambda: sessions(port, started=True) == 1, 10, 0.2)
         w.app.kill()
         t.join(60)
         st, ct, body = res.get("r", (0, "", b""))

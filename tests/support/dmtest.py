@@ -92,9 +92,11 @@ def stop(p, timeout=15):
         p.wait()
 
 
-def runtime_sessions(port):
-    """dotmon's gauge dotmon_runtime_sessions (the EventPipe sessions it holds in runtimes) from
-    GET /metrics on 127.0.0.1:port (no auth), or -1 when it cannot be read."""
+def runtime_sessions(port, started=False):
+    """dotmon's gauge dotmon_runtime_sessions (the EventPipe sessions it holds in runtimes, asked
+    for or running), or with started dotmon_runtime_sessions_started (those the runtime has
+    acknowledged: events from then on are collected), from GET /metrics on 127.0.0.1:port (no
+    auth), or -1 when it cannot be read."""
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         c.request("GET", "/metrics")
@@ -102,7 +104,8 @@ def runtime_sessions(port):
         c.close()
     except (OSError, http.client.HTTPException):
         return -1
-    m = re.search(r"^dotmon_runtime_sessions (\S+)", body, re.M)
+    name = "dotmon_runtime_sessions_started" if started else "dotmon_runtime_sessions"
+    m = re.search(rf"^{name} (\S+)", body, re.M)
     return int(float(m.group(1))) if m else -1
 
 

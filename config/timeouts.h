@@ -55,6 +55,9 @@
       TIMEOUT_LEGACY_SECONDS, "/trace: StopTracing to the end of the stream")                      \
     X(TRACE_RETRY, "TraceRetry", 250, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                        \
       "/trace: the one retry of a CollectTracing the runtime closed unanswered")                   \
+    X(TRACE_SPOOL_GRACE, "TraceSpoolGrace", 100, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,             \
+      "/trace: a client that falls behind is waited for this long (the runtime's buffer holding "  \
+      "its events) before the stream goes to the spool file (Trace:SpoolLimitMB)")                 \
     X(PROFILE_START, "ProfileStart", 5000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                  \
       "/profile: CollectTracing's reply")                                                          \
     X(PROFILE_STOP, "ProfileStop", 120000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                \

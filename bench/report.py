@@ -4,7 +4,9 @@
 
     report.py [--build DIR] [--doc FILE] [--no-write] [NAME ...]   run NAMEs (default: all)
     report.py --list                                               the benches and their slots
-    report.py --check                                              every bench has its block
+    report.py --check                                              every bench has its block,
+                                                                   the contents are current
+    report.py --toc                                                rewrite the contents only
 
 Each bench is one row of BENCHES below: a name, what it measures, the ctest fixtures it needs
 built first (the test app, tracecheck) and its commands. A bench prints its results on standard
@@ -17,7 +19,8 @@ as they come, keeps standard output, and replaces what lies between
 in the document with one line saying where and when it was measured (commit, UTC date, load
 average before and after, cores, CPU, kernel), then the output: table lines as they are, other
 lines in a ```text fence. The prose around the markers is left alone. A bench that fails leaves
-its block as it was, and the tool exits 1 after the others have run.
+its block as it was, and the tool exits 1 after the others have run. Each write also rewrites
+the document's contents (its ## and ### headings, between <!-- toc begin --> and <!-- toc end -->).
 
 The commit is `git describe --always`, with "+dirty" when files other than BENCHMARKS.md differ
 from it (the document itself changes as blocks are written). Python 3 standard library only.
@@ -198,6 +201,42 @@ def rewrite(doc_text, name, body):
     return rx.sub(lambda m: m.group(1) + block + m.group(3), doc_text)
 
 
+TOC_RE = re.compile(r"(<!-- toc begin -->\n)(.*?)(<!-- toc end -->)", re.S)
+
+
+def anchor(title, seen):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens, "-N"
+    after a repeat."""
+    a = re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+    n = seen.get(a, 0)
+    seen[a] = n + 1
+    return a if n == 0 else f"{a}-{n}"
+
+
+def toc(doc_text):
+    """The contents: every ## and ### heading outside code fences (the title and the contents'
+    own heading left out), as a nested list of links."""
+    out, seen, fence = [], {}, False
+    for line in doc_text.split("\n"):
+        if line.startswith("```"):
+            fence = not fence
+        m = None if fence else re.match(r"(#{1,3}) (.*)", line)
+        if not m:
+            continue
+        level, title = len(m.group(1)), m.group(2).strip()
+        a = anchor(title, seen)
+        if level >= 2 and title != "Contents":
+            out.append(f"{'  ' * (level - 2)}- [{title}](#{a})")
+    return out
+
+
+def rewrite_toc(doc_text):
+    """doc_text with its contents (between <!-- toc begin --> and <!-- toc end -->) made current;
+    unchanged when it has no such markers."""
+    block = "\n".join(toc(doc_text)) + "\n"
+    return TOC_RE.sub(lambda m: m.group(1) + block + m.group(3), doc_text, count=1)
+
+
 def run_bench(b, build, env):
     """Runs b's commands; returns (ok, stdout lines, seconds, commands as run)."""
     cmds = [[w.replace("{build}", build) for w in c] for c in b.cmds]
@@ -232,7 +271,9 @@ def main():
     ap.add_argument("--doc", default=os.path.join(ROOT, DOC), help="document to rewrite")
     ap.add_argument("--no-write", action="store_true", help="run and print only")
     ap.add_argument("--list", action="store_true", help="list the benches")
-    ap.add_argument("--check", action="store_true", help="check that every bench has one block")
+    ap.add_argument("--check", action="store_true",
+                    help="check that every bench has one block and the contents are current")
+    ap.add_argument("--toc", action="store_true", help="only bring the contents up to date")
     a = ap.parse_args()
 
     if a.list:
@@ -249,7 +290,15 @@ def main():
             except ValueError as e:
                 print(e, file=sys.stderr)
                 bad += 1
+        if rewrite_toc(doc_text) != doc_text:
+            print(f"{a.doc}: the contents are not current (bench/report.py --toc)", file=sys.stderr)
+            bad += 1
         return 1 if bad else 0
+    if a.toc:
+        with open(a.doc + ".tmp", "w") as f:
+            f.write(rewrite_toc(doc_text))
+        os.replace(a.doc + ".tmp", a.doc)
+        return 0
 
     names = [n for arg in a.names for n in arg.split()] or [b.name for b in table]
     unknown = [n for n in names if n not in by_name]
@@ -278,7 +327,7 @@ def main():
         body = [header(commit, date, load_before, loadavg(), seconds, cmds), "", *to_markdown(lines)]
         with open(a.doc) as f:
             doc_text = f.read()
-        doc_text = rewrite(doc_text, n, body)
+        doc_text = rewrite_toc(rewrite(doc_text, n, body))
         with open(a.doc + ".tmp", "w") as f:
             f.write(doc_text)
         os.replace(a.doc + ".tmp", a.doc)

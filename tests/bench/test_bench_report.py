@@ -71,6 +71,41 @@ class Markdown(unittest.TestCase):
         self.assertEqual(report.to_markdown(["x", "", "y", ""]), ["```text", "x", "", "y", "```"])
 
 
+class Contents(unittest.TestCase):
+    DOC = """# Title
+
+## Contents
+
+<!-- toc begin -->
+stale
+<!-- toc end -->
+
+## How to read: these (1)
+
+## Current
+### Trace relay, `GET /trace`
+```text
+## not a heading
+```
+### Trace relay, `GET /trace`
+#### too deep
+"""
+
+    def test_headings_and_anchors(self):
+        self.assertEqual(report.toc(self.DOC), [
+            "- [How to read: these (1)](#how-to-read-these-1)",
+            "- [Current](#current)",
+            "  - [Trace relay, `GET /trace`](#trace-relay-get-trace)",
+            "  - [Trace relay, `GET /trace`](#trace-relay-get-trace-1)"])
+
+    def test_rewrite_in_place(self):
+        out = report.rewrite_toc(self.DOC)
+        self.assertNotIn("stale", out)
+        self.assertIn("<!-- toc begin -->\n- [How to read", out)
+        self.assertEqual(report.rewrite_toc(out), out)
+        self.assertEqual(report.rewrite_toc("no markers\n"), "no markers\n")
+
+
 class EndToEnd(unittest.TestCase):
     def run_main(self, doc_path, names, table):
         saved = report.benches, sys.argv

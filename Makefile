@@ -150,7 +150,7 @@ bench-foundation: build
 # dotmon against dotnet-trace and dotnet-dump (installed from NuGet into build/tools), one
 # interleaved run; DOTMON_BASE_BIN=<an older dotmon> adds its dump CPU for comparison.
 bench-peers: build
-	$(BENCH_REPORT) --no-write peers
+	$(BENCH_REPORT) --no-write peers dump
 
 # The image under podman: start-to-ready and idle memory of the container against the binary on
 # the host (builds the images into the tests' private podman storage first).

@@ -69,7 +69,7 @@
       "/dump: GenerateCoreDump's reply (the runtime writing the dump)")                            \
     X(DUMP_POLL, "DumpPoll", 10, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                             \
       "/dump: while the runtime writes, how often dotmon looks for the file")                      \
-    X(DUMP_TAIL, "DumpTail", 5, 1, 60000, NULL, TIMEOUT_LEGACY_NONE,                               \
+    X(DUMP_TAIL, "DumpTail", 20, 1, 60000, NULL, TIMEOUT_LEGACY_NONE,                              \
       "/dump: at the end of the bytes written so far, how soon it looks again")                    \
     X(DUMP_STEP, "DumpStep", 30000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                        \
       "/dump: one step on the dump folder (open and delete, one read) on the thread pool")         \

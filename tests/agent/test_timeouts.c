@@ -79,7 +79,7 @@ static void test_rows(void **state)
     assert_int_equal(t.ms[TIMEOUT_LISTEN_SETTLE_STEP], 100);
     assert_int_equal(t.ms[TIMEOUT_TRACE_RETRY], 250);
     assert_int_equal(t.ms[TIMEOUT_DUMP_POLL], 10);
-    assert_int_equal(t.ms[TIMEOUT_DUMP_TAIL], 5);
+    assert_int_equal(t.ms[TIMEOUT_DUMP_TAIL], 20);
     assert_int_equal(t.ms[TIMEOUT_HTTP_LINGER], 2000);
     assert_int_equal(t.ms[TIMEOUT_HTTP_PRESSURE_HEAD], 2000);
     assert_string_equal(timeout_def(TIMEOUT_HTTP_PRESSURE_HEAD)->name, "HttpPressureHead");

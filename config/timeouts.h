@@ -70,7 +70,7 @@
       "/gcdump: the whole heap walk")                                                              \
     X(DUMP, "Dump", 300000, 50, 86400000, "Dump:TimeoutSeconds", TIMEOUT_LEGACY_SECONDS,           \
       "/dump: GenerateCoreDump's reply (the runtime writing the dump)")                            \
-    X(DUMP_POLL, "DumpPoll", 50, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                             \
+    X(DUMP_POLL, "DumpPoll", 10, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                             \
       "/dump: while the runtime writes, how often dotmon looks for the file")                      \
     X(DUMP_TAIL, "DumpTail", 20, 1, 60000, NULL, TIMEOUT_LEGACY_NONE,                              \
       "/dump: at the end of the bytes written so far, how soon it looks again")                    \

@@ -25,6 +25,14 @@
  * FIFO costs a 504, never a thread forever.
  * While the runtime writes, discovery is told the process is busy so its liveness check (which
  * the runtime's single diagnostic thread cannot answer now) does not drop it.
+ *
+ * Speed (issue 30): over plain HTTP the response is bound by the client, not by createdump or
+ * dotmon. createdump writes faster than a client on the same machine receives and stores it, so
+ * after the first piece the sender stays behind the writer and every sendfile piece is full; what
+ * dotmon adds is how late the first byte leaves (the file is looked for every DumpPollMs, 10 ms)
+ * and the time the client still needs after createdump ends. The file's pages are always in the
+ * page cache (just written), so read-ahead hints do nothing, and FADV_DONTNEED on this unlinked,
+ * still dirty file would start writing it to disk: its pages go when it is closed.
  */
 #include <errno.h>
 #include <fcntl.h>

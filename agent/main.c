@@ -19,6 +19,7 @@
 #include "egress.h"
 #include "err.h"
 #include "log.h"
+#include "memtrim.h"
 #include "rules.h"
 #include "rules_run.h"
 #include "settings.h"
@@ -222,6 +223,12 @@ static int run_collect(const struct cli_options *opts, const struct config *cfg)
         agent_stop(&a);
     } else {
         log_info("dotmon", "dotmon %s started (pid %d)", DOTMON_VERSION, (int)uv_os_getpid());
+        /* Loading is over: the libraries' symbol and relocation tables are not read again. */
+        struct memtrim_stats st;
+        if (memtrim_loader_pages(&st) == 0) {
+            log_debug("dotmon", "start-up: dropped %zu KiB of loader tables (%zu mappings)",
+                      st.rss_kib, st.mappings);
+        }
     }
     uv_run(&loop, UV_RUN_DEFAULT);
     agent_fini(&a);

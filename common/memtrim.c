@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#define _DEFAULT_SOURCE /* madvise, MADV_DONTNEED */
+#define _GNU_SOURCE /* madvise, MADV_DONTNEED */
 #include "memtrim.h"
 
 #include <errno.h>
@@ -14,7 +14,7 @@
 /* One mapping of smaps, as its lines go by. */
 struct mapping {
     uintptr_t start, end;
-    bool candidate; /* r--p, offset 0, a file */
+    bool candidate;             /* r--p, offset 0, a file */
     uint64_t rss_kib, anon_kib; /* anon: pages this process wrote (copies of the file's) */
 };
 

@@ -5,7 +5,7 @@
  * not ELF and a mapping at a non-zero offset are left alone. Real files in a private temporary
  * folder, mapped as the dynamic linker maps a library's first segment (read-only, private).
  */
-#define _DEFAULT_SOURCE /* madvise, mkdtemp */
+#define _GNU_SOURCE /* madvise, mkdtemp */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>

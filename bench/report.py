@@ -95,8 +95,10 @@ def benches():
                ["python3", "bench/bench_ring_app.py", "--rounds", "6", "--work-ms", "4000"]]),
         Bench("gcdump", "GET /gcdump against dotnet-gcdump collect (issue 19)", "build_testapp",
               [["bench/bench_gcdump.sh"]]),
-        # Slot (issue 30 item 2): memory that comes back after requests, bench_memory.
-        Bench("memory", "RSS after requests and at idle (issue 30)", "build_testapp", []),
+        # Issue 30 item 2: RSS after each kind of request against idle (eight gcdumps, a 2 GB
+        # trace, a Full dump, /logs, /livemetrics), two rounds.
+        Bench("memory", "RSS after requests and at idle (issue 30)", "build_testapp",
+              [["python3", "bench/bench_memory.py", "--rounds", "2"]]),
     ]
 
 

@@ -125,7 +125,10 @@
     X(EGRESS_IDLE, "EgressIdle", 30000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                    \
       "S3 egress: one request fails when no byte has moved for this long")                         \
     X(EGRESS_REQUEST, "EgressRequest", 900000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,            \
-      "S3 egress: one request (a part of the upload) in all")
+      "S3 egress: one request (a part of the upload) in all")                                      \
+    X(IDLE_TRIM, "IdleTrim", 1000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                         \
+      "after the last collection job is freed, memory goes back to the system this much later "    \
+      "(what its answer still held, HTTP writes and spool reads, is freed by then)")
 
 /* How an older setting of a row gives its value. */
 enum timeout_legacy {

@@ -37,7 +37,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,16 +232,12 @@ static void job_unlink_now(struct dump_job *job)
 static void dump_fini(struct job *core)
 {
     struct dump_job *job = dump_of(core);
-    struct agent *a = job->a;
     /* Whatever happened, the file goes (a no-op when it was unlinked after opening). */
     job_unlink_now(job);
     job->file_gone = true;
     job_set_busy(job, false);
     free(job->rbuf);
     ipc_endpoint_fini(&job->ep);
-    if (op_registry_active(&a->ops, OP_KIND_DUMP) == 0) {
-        malloc_trim(0);
-    }
 }
 
 /* The exchange, a step on the pool, an open file or a piece being sent keep the job. */

@@ -38,7 +38,6 @@
  * TRACE_LOW_WATER. Stop, cancel, abort, duration and the operation behave as for nettrace.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +164,6 @@ static const char *verdict_word(enum nettrace_verdict v)
 static void trace_fini(struct job *core)
 {
     struct trace_job *job = trace_of(core);
-    struct agent *a = job->a;
     trace_config_fini(&job->tc);
     nettrace_checker_fini(&job->checker);
     ev_filter_free(job->stop_on);
@@ -175,11 +173,7 @@ static void trace_fini(struct job *core)
     buf_fini(&job->json_out);
     spool_close(job->spool);
     ipc_endpoint_fini(&job->ep);
-    /* A relay churns through large chunk buffers; once no trace is running, hand the freed heap
-     * back to the system so an idle sidecar returns to its idle footprint. */
-    if (a != NULL && op_registry_active(&a->ops, OP_KIND_TRACE) == 0) {
-        malloc_trim(0);
-    }
+    /* What the relay held (pool blocks, heap) goes back once the agent is idle (agent.c). */
 }
 
 /* The core frees the job once the artifact has ended and the session is gone. */

@@ -30,6 +30,22 @@ static size_t utf8_len(const unsigned char *p, size_t n)
     return utf8_decode(p, n, &cp, &len) ? len : 0;
 }
 
+/* Decimal text of v, without printf. */
+static int append_i64(struct buf *b, int64_t v)
+{
+    char s[24];
+    size_t i = sizeof(s);
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        s[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0) {
+        s[--i] = '-';
+    }
+    return buf_append(b, s + i, sizeof(s) - i);
+}
+
 static int append_double(struct buf *b, double v)
 {
     char s[EV_PROM_DOUBLE_MAX];
@@ -40,30 +56,38 @@ static int append_double(struct buf *b, double v)
 /* ---- text escapes --------------------------------------------------------------------------- */
 
 /* Label values escape \ " and newline; HELP text escapes \ and newline. Malformed UTF-8 (which
- * Prometheus rejects in label values) becomes U+FFFD. s[0..n). */
+ * Prometheus rejects in label values) becomes U+FFFD. s[0..n). Bytes that stay as they are go
+ * out in runs, one append per run. */
 static int append_escaped(struct buf *b, const char *s, size_t n, bool quote)
 {
     const unsigned char *p = (const unsigned char *)s;
     const unsigned char *end = p + n;
     int rc = 0;
     while (p < end && rc == 0) {
-        size_t len = utf8_len(p, (size_t)(end - p));
-        if (len == 0) {
-            rc = buf_append(b, "\xef\xbf\xbd", 3);
-            p++;
-        } else if (*p == '\\') {
-            rc = buf_append(b, "\\\\", 2);
-            p++;
-        } else if (*p == '\n') {
-            rc = buf_append(b, "\\n", 2);
-            p++;
-        } else if (*p == '"' && quote) {
-            rc = buf_append(b, "\\\"", 2);
-            p++;
-        } else {
-            rc = buf_append(b, p, len);
+        const unsigned char *run = p;
+        while (p < end) {
+            size_t len = *p < 0x80 ? 1 : utf8_len(p, (size_t)(end - p));
+            if (len == 0 || *p == '\\' || *p == '\n' || (*p == '"' && quote)) {
+                break;
+            }
             p += len;
         }
+        if (p > run) {
+            rc = buf_append(b, run, (size_t)(p - run));
+        }
+        if (rc != 0 || p == end) {
+            break;
+        }
+        if (*p == '\\') {
+            rc = buf_append(b, "\\\\", 2);
+        } else if (*p == '\n') {
+            rc = buf_append(b, "\\n", 2);
+        } else if (*p == '"') {
+            rc = buf_append(b, "\\\"", 2);
+        } else { /* not the start of well-formed UTF-8 */
+            rc = buf_append(b, "\xef\xbf\xbd", 3);
+        }
+        p++;
     }
     return rc;
 }
@@ -409,7 +433,9 @@ static int write_line(struct buf *out, const struct ent *e)
     if (!is_summary(s) || e->counter) {
         rc = buf_append_str(out, ent_name(e));
         if (rc == 0 && e->labels[0]) {
-            rc = buf_printf(out, "{%s}", e->labels);
+            rc = buf_append(out, "{", 1);
+            rc = rc < 0 ? rc : buf_append_str(out, e->labels);
+            rc = rc < 0 ? rc : buf_append(out, "}", 1);
         }
         if (rc == 0) {
             rc = buf_append(out, " ", 1);
@@ -418,13 +444,19 @@ static int write_line(struct buf *out, const struct ent *e)
             rc = append_double(out, (e->counter ? s->total : s->value) * scale);
         }
         if (rc == 0) {
-            rc = buf_printf(out, " %" PRId64 "\n", s->timestamp_ms);
+            rc = buf_append(out, " ", 1);
         }
-        return rc;
+        if (rc == 0) {
+            rc = append_i64(out, s->timestamp_ms);
+        }
+        return rc < 0 ? rc : buf_append(out, "\n", 1);
     }
     for (uint32_t q = 0; rc == 0 && q < s->nquantiles; q++) {
-        rc = buf_printf(out, "%s{%s%squantile=\"", s->prom_name, e->labels,
-                        e->labels[0] ? ", " : "");
+        rc = buf_append_str(out, s->prom_name);
+        rc = rc < 0 ? rc : buf_append(out, "{", 1);
+        rc = rc < 0 ? rc : buf_append_str(out, e->labels);
+        rc = rc < 0 || !e->labels[0] ? rc : buf_append(out, ", ", 2);
+        rc = rc < 0 ? rc : buf_append_str(out, "quantile=\"");
         if (rc == 0) {
             rc = append_double(out, s->quantiles[q].quantile);
         }

@@ -62,9 +62,39 @@ struct metrics {
     struct mproc *procs;
     size_t closing; /* mprocs whose timer is closing */
     bool closed;    /* metrics_close was called: free when closing reaches 0 */
+    /* The rendered runtimes' families (metrics_text_get), NULL until asked after a change; one
+     * reference is metrics'. gen counts the changes; a text found too big at gen is not tried
+     * again before the next change. */
+    struct metrics_text *text;
+    uint64_t gen;
+    bool too_big;
+    uint64_t too_big_gen;
+};
+
+/* A shared rendering: refs references, len bytes of text, charged to the memory budget. */
+struct metrics_text {
+    size_t refs;
+    size_t len;
+    char data[];
 };
 
 static void mproc_start(struct mproc *mp);
+
+void metrics_text_release(struct metrics_text *t)
+{
+    if (t != NULL && --t->refs == 0) {
+        mb_release(NULL, sizeof(*t) + t->len);
+        free(t);
+    }
+}
+
+/* What the runtimes' families show has changed: the shared text is out of date. */
+static void metrics_changed(struct metrics *m)
+{
+    m->gen++;
+    metrics_text_release(m->text);
+    m->text = NULL;
+}
 
 uint64_t metrics_share_cap(void)
 {
@@ -99,6 +129,9 @@ static void mproc_on_sample(void *ud, const struct ev_metric_sample *s)
 {
     struct mproc *mp = ud;
     int rc = ev_store_add(mp->store, s);
+    if (rc == 0) {
+        metrics_changed(mp->m);
+    }
     if (rc == AGENT_E_TOOBIG && !mp->full_said) {
         mp->full_said = true;
         log_warn(cat,
@@ -267,6 +300,7 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
     if (m == NULL || m->closed) {
         return;
     }
+    metrics_changed(m);
     if (!added) {
         for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
             if (strcmp(mp->uid, p->uid) == 0) {
@@ -341,6 +375,7 @@ void metrics_close(struct metrics *m)
         return;
     }
     m->closed = true;
+    metrics_changed(m);
     while (m->procs != NULL) {
         mproc_remove(m->procs);
     }
@@ -448,6 +483,54 @@ int metrics_render_own(struct metrics *m, struct buf *out)
     return rc;
 }
 
+/* The stores of the shown processes with their labels (pid, uid, name), for ev_prom. */
+struct targets {
+    struct ev_prom_target *t;
+    char (*pids)[24];
+    const char **values;
+    size_t n;
+};
+
+static void targets_fini(struct targets *ts)
+{
+    free(ts->t);
+    free(ts->pids);
+    free(ts->values);
+}
+
+/* 0 or -ENOMEM (ts empty); the targets borrow m's processes until the next change. */
+static int targets_make(struct metrics *m, struct targets *ts)
+{
+    static const char *const keys[] = {"pid", "uid", "name"};
+    size_t n = 0;
+    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
+        n++;
+    }
+    n = n > 0 ? n : 1;
+    ts->t = calloc(n, sizeof(*ts->t));
+    ts->pids = calloc(n, sizeof(*ts->pids));
+    ts->values = calloc(3 * n, sizeof(*ts->values));
+    ts->n = 0;
+    if (ts->t == NULL || ts->pids == NULL || ts->values == NULL) {
+        targets_fini(ts);
+        return UV_ENOMEM;
+    }
+    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
+        if (mp->store == NULL || !shown(m, mp)) {
+            continue;
+        }
+        size_t k = ts->n++;
+        snprintf(ts->pids[k], sizeof(ts->pids[k]), "%" PRIu64, mp->pid);
+        ts->values[3 * k] = ts->pids[k];
+        ts->values[3 * k + 1] = mp->uid;
+        ts->values[3 * k + 2] = mp->name;
+        ts->t[k].store = mp->store;
+        ts->t[k].labels =
+            (struct ev_prom_labels){.keys = keys, .values = &ts->values[3 * k], .n = 3};
+    }
+    return 0;
+}
+
 int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_bytes,
                         struct buf *out)
 {
@@ -455,38 +538,63 @@ int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_
         c->done = true;
         return 0;
     }
-    size_t n = 0;
-    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
-        n++;
+    struct targets ts;
+    int rc = targets_make(m, &ts);
+    if (rc == 0) {
+        rc = ev_prom_render_next(ts.t, ts.n, c, min_bytes, out);
+        targets_fini(&ts);
     }
-    n = n > 0 ? n : 1;
-    struct ev_prom_target *t = calloc(n, sizeof(*t));
-    char(*pids)[24] = calloc(n, sizeof(*pids));
-    const char **values = calloc(3 * n, sizeof(*values));
-    static const char *const keys[] = {"pid", "uid", "name"};
-    int rc = UV_ENOMEM;
-    if (t == NULL || pids == NULL || values == NULL) {
-        goto out;
-    }
-    size_t k = 0;
-    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
-        if (mp->store == NULL || !shown(m, mp)) {
-            continue;
-        }
-        snprintf(pids[k], sizeof(pids[k]), "%" PRIu64, mp->pid);
-        values[3 * k] = pids[k];
-        values[3 * k + 1] = mp->uid;
-        values[3 * k + 2] = mp->name;
-        t[k].store = mp->store;
-        t[k].labels = (struct ev_prom_labels){.keys = keys, .values = &values[3 * k], .n = 3};
-        k++;
-    }
-    rc = ev_prom_render_next(t, k, c, min_bytes, out);
-out:
-    free(t);
-    free(pids);
-    free(values);
     return rc;
+}
+
+struct metrics_text *metrics_text_get(struct metrics *m)
+{
+    if (m == NULL || m->closed || !m->all_processes) {
+        return NULL;
+    }
+    if (m->text != NULL) {
+        m->text->refs++;
+        return m->text;
+    }
+    if (m->too_big && m->too_big_gen == m->gen) {
+        return NULL;
+    }
+    struct targets ts;
+    struct buf b;
+    struct metrics_text *t = NULL;
+    buf_init(&b, METRICS_TEXT_MAX);
+    int rc = targets_make(m, &ts);
+    if (rc == 0) {
+        rc = ev_prom_render(ts.t, ts.n, &b);
+        targets_fini(&ts);
+    }
+    size_t len = buf_size(&b);
+    if (rc == 0) {
+        rc = mb_charge(NULL, sizeof(*t) + len);
+    }
+    if (rc == 0) {
+        t = malloc(sizeof(*t) + len);
+        if (t == NULL) {
+            mb_release(NULL, sizeof(*t) + len);
+        }
+    }
+    if (t != NULL) {
+        t->refs = 2; /* metrics' and the caller's */
+        t->len = len;
+        memcpy(t->data, buf_data(&b), len);
+        m->text = t;
+    } else if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
+        m->too_big = true; /* streamed until the next change */
+        m->too_big_gen = m->gen;
+    }
+    buf_fini(&b);
+    return t;
+}
+
+const char *metrics_text_data(const struct metrics_text *t, size_t *len)
+{
+    *len = t->len;
+    return t->data;
 }
 
 /* ---- the rings of collection rules (CollectTrace PreTriggerSeconds) ---- */

@@ -319,6 +319,8 @@ static int scrape_text_step(struct scrape *sc, bool *last)
 static int scrape_own(struct agent *a, struct buf *out)
 {
     const struct agent_trace_stats *ts = &a->trace_stats;
+    uint64_t renders, render_ns;
+    metrics_text_stats(a->metrics, &renders, &render_ns);
     const struct ev_prom_single fams[] = {
         {"dotmon_discovered_processes", "gauge", ".NET processes dotmon currently sees",
          ipc_discovery_count(a->disc)},
@@ -340,11 +342,18 @@ static int scrape_own(struct agent *a, struct buf *out)
         {"dotmon_runtime_sessions_started", "gauge",
          "Of those, the sessions the runtimes have acknowledged: their events are being collected",
          a->sessions.started + a->metric_sessions.started},
+        {"dotmon_metrics_renders_total", "counter",
+         "Times the processes' families were rendered for /metrics (once per change of their "
+         "metrics, shared by the scrapes until the next)",
+         renders},
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof(fams) / sizeof(fams[0]); i++) {
         rc = ev_prom_single_u64(out, &fams[i]);
     }
+    const char *const render_s = "dotmon_metrics_render_seconds_total";
+    rc = rc < 0 ? rc : ev_prom_family(out, render_s, "counter", "Time those renderings took");
+    rc = rc < 0 ? rc : ev_prom_sample_double(out, render_s, NULL, (double)render_ns / 1e9);
     static const char *const key[] = {"kind"};
     const struct {
         const char *kind;

@@ -182,6 +182,14 @@ def wrk_run(a, script, mport):
     return v[:4] + [x / 1000 for x in v[4:8]] + [v[8] / 1e6]
 
 
+def render_counters(mport):
+    """(dotmon_metrics_renders_total, dotmon_metrics_render_seconds_total), or None (older dotmon)."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10).read().decode()
+    m = re.search(r"^dotmon_metrics_renders_total (\S+)$", body, re.M)
+    t = re.search(r"^dotmon_metrics_render_seconds_total (\S+)$", body, re.M)
+    return (float(m.group(1)), float(t.group(1))) if m and t else None
+
+
 def scrape_mode(a):
     """/metrics of --apps processes under wrk, once the body is complete; with --baseline, the
     two binaries alternate round by round on the same apps."""
@@ -204,9 +212,11 @@ def scrape_mode(a):
                 errors = promtool_errors(body)
                 if errors:
                     raise RuntimeError(f"promtool check metrics: {errors[:3]}")
-                c0 = cpu_ns_s(dm.pid)
+                c0, r0 = cpu_ns_s(dm.pid), render_counters(mport)
                 n, nbytes, errs, bad_status, l50, l90, l99, lmax, dur = wrk_run(a, script, mport)
-                cpu = cpu_ns_s(dm.pid) - c0
+                cpu, r1 = cpu_ns_s(dm.pid) - c0, render_counters(mport)
+                renders = (f"{(r1[0] - r0[0]) / dur:.0f} renders/s of {(r1[1] - r0[1]) * 1000 / max(r1[0] - r0[0], 1):.2f} ms"
+                           if r0 and r1 else "renders not counted")
                 per = nbytes / max(n, 1)
                 r = res[label]
                 for k, v in (("p50", l50), ("p90", l90), ("p99", l99), ("max", lmax), ("rate", n / dur),
@@ -216,7 +226,7 @@ def scrape_mode(a):
                       f"{len(next(iter(by_pid.values())))} families, {len(families)} families, promtool clean); "
                       f"{n} answers, p50 {l50:.3f} ms, p90 {l90:.3f}, p99 {l99:.3f}, max {lmax:.2f}; "
                       f"{n / dur:.0f}/s; {per:.0f} bytes per answer; errors {errs}, non-200 {bad_status}; "
-                      f"dotmon CPU {cpu * 1000 / max(n, 1):.3f} ms per scrape", flush=True)
+                      f"dotmon CPU {cpu * 1000 / max(n, 1):.3f} ms per scrape; {renders}", flush=True)
                 if errs or bad_status or per < len(body):
                     print("  !! answers were short or failed: this run does not count as a complete scrape")
                 r.setdefault("rss", []).append(status_kib(dm.pid))

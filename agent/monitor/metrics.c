@@ -69,6 +69,8 @@ struct metrics {
     uint64_t gen;
     bool too_big;
     uint64_t too_big_gen;
+    uint64_t renders;   /* texts rendered */
+    uint64_t render_ns; /* time they took */
 };
 
 /* A shared rendering: refs references, len bytes of text, charged to the memory budget. */
@@ -562,6 +564,7 @@ struct metrics_text *metrics_text_get(struct metrics *m)
     struct targets ts;
     struct buf b;
     struct metrics_text *t = NULL;
+    uint64_t t0 = uv_hrtime();
     buf_init(&b, METRICS_TEXT_MAX);
     int rc = targets_make(m, &ts);
     if (rc == 0) {
@@ -588,7 +591,15 @@ struct metrics_text *metrics_text_get(struct metrics *m)
         m->too_big_gen = m->gen;
     }
     buf_fini(&b);
+    m->renders++;
+    m->render_ns += uv_hrtime() - t0;
     return t;
+}
+
+void metrics_text_stats(const struct metrics *m, uint64_t *renders, uint64_t *render_ns)
+{
+    *renders = m != NULL ? m->renders : 0;
+    *render_ns = m != NULL ? m->render_ns : 0;
 }
 
 const char *metrics_text_data(const struct metrics_text *t, size_t *len)

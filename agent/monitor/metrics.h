@@ -62,6 +62,10 @@ int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_
 #define METRICS_TEXT_MAX (1024u * 1024u)
 struct metrics_text;
 struct metrics_text *metrics_text_get(struct metrics *m);
+/* How many texts metrics_text_get has rendered, and the time they took (monotonic clock): the
+ * cost of /metrics beyond copying (dotmon_metrics_renders_total and _render_seconds_total). 0s
+ * when m is NULL. */
+void metrics_text_stats(const struct metrics *m, uint64_t *renders, uint64_t *render_ns);
 /* The text's bytes [*data, *data + *len): whole lines, valid while the reference is held. */
 const char *metrics_text_data(const struct metrics_text *t, size_t *len);
 /* Drops a reference from metrics_text_get (NULL: nothing); the last one frees the text. */

@@ -44,7 +44,7 @@ struct mproc {
     struct ipc_endpoint ep;
     struct msession *sess;
     struct ev_store *store;
-    uv_timer_t timer; /* restart delay (WAITING), else the staleness check */
+    uv_timer_t timer; /* restart delay (WAITING) */
     enum mproc_state state;
     char reason[256];
     uint64_t backoff_ms;
@@ -60,8 +60,11 @@ struct metrics {
     struct metrics_filters f;
     bool all_processes;
     struct mproc *procs;
-    size_t closing; /* mprocs whose timer is closing */
+    size_t closing; /* handles closing (mprocs' timers, check) */
     bool closed;    /* metrics_close was called: free when closing reaches 0 */
+    /* Every process's staleness check on one tick (a timer per process would wake the loop once
+     * per process and interval on its own). */
+    uv_timer_t check;
     /* The rendered runtimes' families (metrics_text_get), NULL until asked after a change; one
      * reference is metrics'. gen counts the changes; a text found too big at gen is not tried
      * again before the next change. */
@@ -219,24 +222,36 @@ static void mproc_on_timer(uv_timer_t *t)
     struct mproc *mp = t->data;
     if (mp->state == MP_WAITING) {
         mproc_start(mp);
+    }
+}
+
+/* EventCounters that stop ticking: another session's Disable of the same EventSource stops its
+ * timer for every session (docs/events.md §2.1). Restart the session to turn them on again. */
+static void mproc_check_stale(struct mproc *mp, uint64_t interval, uint64_t now)
+{
+    if (mp->state != MP_RUNNING || interval == 0 || mp->sess == NULL || mp->restarting ||
+        !msession_counters_seen(mp->sess)) {
         return;
     }
-    /* EventCounters that stop ticking: another session's Disable of the same EventSource stops
-     * its timer for every session (docs/events.md §2.1). Restart ours to turn them on again. */
-    uint64_t interval = metrics_filters_counter_interval_ms(&mp->m->f);
-    uint64_t now = uv_now(mp->m->a->loop);
-    if (mp->state == MP_RUNNING && interval > 0 && mp->sess != NULL && !mp->restarting &&
-        msession_counters_seen(mp->sess)) {
-        uint64_t since = now - msession_last_counter_ms(mp->sess);
-        if (since > 3 * interval + 5000) {
-            log_info(cat,
-                     "metrics of %" PRIu64 ": no EventCounters for %" PRIu64
-                     " ms (another session may have disabled them); restarting the session",
-                     mp->pid, since);
-            set_reason(mp, "EventCounters stopped; session restarting");
-            mp->restarting = true;
-            msession_stop(mp->sess);
-        }
+    uint64_t since = now - msession_last_counter_ms(mp->sess);
+    if (since > 3 * interval + 5000) {
+        log_info(cat,
+                 "metrics of %" PRIu64 ": no EventCounters for %" PRIu64
+                 " ms (another session may have disabled them); restarting the session",
+                 mp->pid, since);
+        set_reason(mp, "EventCounters stopped; session restarting");
+        mp->restarting = true;
+        msession_stop(mp->sess);
+    }
+}
+
+static void metrics_on_check(uv_timer_t *t)
+{
+    struct metrics *m = t->data;
+    uint64_t interval = metrics_filters_counter_interval_ms(&m->f);
+    uint64_t now = uv_now(m->a->loop);
+    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
+        mproc_check_stale(mp, interval, now);
     }
 }
 
@@ -257,10 +272,17 @@ static void mproc_start(struct mproc *mp)
     }
     mp->state = MP_STARTING;
     set_reason(mp, "session starting");
-    uint64_t check = metrics_filters_counter_interval_ms(&m->f);
-    check = check == 0 ? 5000 : check;
     uv_timer_stop(&mp->timer);
-    uv_timer_start(&mp->timer, mproc_on_timer, check, check);
+}
+
+/* One handle less closing: m goes once closed and none is left. */
+static void metrics_closed_one(struct metrics *m)
+{
+    m->closing--;
+    if (m->closed && m->closing == 0) {
+        metrics_filters_fini(&m->f);
+        free(m);
+    }
 }
 
 static void mproc_on_closed(uv_handle_t *h)
@@ -272,11 +294,12 @@ static void mproc_on_closed(uv_handle_t *h)
     ipc_endpoint_fini(&mp->ep);
     free(mp->name);
     free(mp);
-    m->closing--;
-    if (m->closed && m->closing == 0) {
-        metrics_filters_fini(&m->f);
-        free(m);
-    }
+    metrics_closed_one(m);
+}
+
+static void metrics_on_check_closed(uv_handle_t *h)
+{
+    metrics_closed_one(h->data);
 }
 
 /* Unlinks mp, abandons its session, and frees it once its timer has closed. */
@@ -367,6 +390,12 @@ int metrics_new(struct agent *a, struct metrics **out)
         free(m);
         return rc;
     }
+    uint64_t every = metrics_filters_counter_interval_ms(&m->f);
+    every = every == 0 ? 5000 : every;
+    uv_timer_init(a->loop, &m->check);
+    m->check.data = m;
+    uv_unref((uv_handle_t *)&m->check);
+    uv_timer_start(&m->check, metrics_on_check, every, every);
     *out = m;
     return 0;
 }
@@ -381,10 +410,8 @@ void metrics_close(struct metrics *m)
     while (m->procs != NULL) {
         mproc_remove(m->procs);
     }
-    if (m->closing == 0) {
-        metrics_filters_fini(&m->f);
-        free(m);
-    }
+    m->closing++;
+    uv_close((uv_handle_t *)&m->check, metrics_on_check_closed);
 }
 
 struct cJSON *metrics_status_json(struct metrics *m)

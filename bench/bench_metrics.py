@@ -190,6 +190,37 @@ def render_counters(mport):
     return (float(m.group(1)), float(t.group(1))) if m and t else None
 
 
+WRK_CHECK_LUA = """
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) checked = 0; short = 0 end
+function response(status, headers, body)
+  checked = checked + 1
+  local _, n = body:gsub("\\n# TYPE ", "")
+  if status ~= 200 or n < WANT or body:sub(-1) ~= "\\n" then short = short + 1 end
+end
+function done(summary, latency, requests)
+  local c, s = 0, 0
+  for _, t in ipairs(threads) do c = c + t:get("checked"); s = s + t:get("short") end
+  io.write(string.format("CHECKED %d %d\\n", c, s))
+end
+"""
+
+
+def wrk_check(a, tmp, mport, body):
+    """A short wrk run whose every answer is read whole: (answers, answers with fewer families
+    than the complete body's, no final newline or not 200)."""
+    script = os.path.join(tmp, "check.lua")
+    with open(script, "w") as f:
+        f.write(WRK_CHECK_LUA.replace("WANT", str(body.count("\n# TYPE "))))
+    out = subprocess.run(["wrk", "-t1", f"-c{a.connections}", "-d2s", "-s", script,
+                          f"http://127.0.0.1:{mport}/metrics"], capture_output=True, text=True).stdout
+    m = re.search(r"^CHECKED (\d+) (\d+)$", out, re.M)
+    if not m:
+        raise RuntimeError(f"wrk's check gave no result: {out[-400:]}")
+    return int(m.group(1)), int(m.group(2))
+
+
 def scrape_mode(a):
     """/metrics of --apps processes under wrk, once the body is complete; with --baseline, the
     two binaries alternate round by round on the same apps."""
@@ -215,6 +246,7 @@ def scrape_mode(a):
                 c0, r0 = cpu_ns_s(dm.pid), render_counters(mport)
                 n, nbytes, errs, bad_status, l50, l90, l99, lmax, dur = wrk_run(a, script, mport)
                 cpu, r1 = cpu_ns_s(dm.pid) - c0, render_counters(mport)
+                checked, short = wrk_check(a, tmp, mport, body)
                 renders = (f"{(r1[0] - r0[0]) / dur:.0f} renders/s of {(r1[1] - r0[1]) * 1000 / max(r1[0] - r0[0], 1):.2f} ms"
                            if r0 and r1 else "renders not counted")
                 per = nbytes / max(n, 1)
@@ -226,8 +258,9 @@ def scrape_mode(a):
                       f"{len(next(iter(by_pid.values())))} families, {len(families)} families, promtool clean); "
                       f"{n} answers, p50 {l50:.3f} ms, p90 {l90:.3f}, p99 {l99:.3f}, max {lmax:.2f}; "
                       f"{n / dur:.0f}/s; {per:.0f} bytes per answer; errors {errs}, non-200 {bad_status}; "
+                      f"then {checked} answers read whole, {short} short; "
                       f"dotmon CPU {cpu * 1000 / max(n, 1):.3f} ms per scrape; {renders}", flush=True)
-                if errs or bad_status or per < len(body):
+                if errs or bad_status or short or per < 0.98 * len(body):
                     print("  !! answers were short or failed: this run does not count as a complete scrape")
                 r.setdefault("rss", []).append(status_kib(dm.pid))
                 stop(dm)

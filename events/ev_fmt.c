@@ -64,14 +64,15 @@ size_t ev_fmt_real(double v, bool single, char *out, size_t cap)
                                    : (signbit(v) ? "-0" : "0");
         t = strlen(s);
         memcpy(text, s, t);
-    } else if (v == trunc(v) && fabs(v) < (single ? 16777216.0 : 9007199254740992.0)) {
+    } else if (v > -(single ? 16777216.0 : 9007199254740992.0) &&
+               v < (single ? 16777216.0 : 9007199254740992.0) && (double)(int64_t)v == v) {
         /* An integer the type holds exactly (below 2^24 or 2^53): its own significant digits are
          * the shortest text that reads back, since any text with fewer lies 1 or more away while
          * the neighbours are at most 1 apart. No printf, no strtod: counters and byte counts are
          * most of /metrics. */
         char all[24];
         size_t na = 0;
-        for (uint64_t u = (uint64_t)fabs(v); u != 0; u /= 10) {
+        for (uint64_t u = (uint64_t)(v < 0 ? -v : v); u != 0; u /= 10) {
             all[na++] = (char)('0' + u % 10);
         }
         for (size_t i = 0; i < na / 2; i++) {

@@ -237,6 +237,7 @@ def scrape_mode(a):
     res = {label: {k: [] for k in ("p50", "p90", "p99", "max", "rate", "cpu", "bytes")} for label, _ in bins}
     try:
         apps = start_apps(tmp, a.apps)
+        time.sleep(a.settle)  # their start-up (JIT, first GCs) is not what is measured
         script = os.path.join(tmp, "report.lua")
         with open(script, "w") as f:
             f.write(WRK_LUA)
@@ -358,6 +359,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=None, help="wrk runs (5) or rounds of --scale (3)")
     ap.add_argument("--wrk-seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--settle", type=int, default=10, help="seconds the apps run before the first round")
     ap.add_argument("--scale", default=None, help="process counts, e.g. 0,1,2,5,10,20")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--baseline", default=None, help="another dotmon binary, interleaved (--scrape, --scale)")

@@ -32,7 +32,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-trace bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -119,84 +119,76 @@ test: build build-asan
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure
 
-# Benchmarks (not part of the tests): figures for BENCHMARKS.md.
+# Benchmarks (not part of the tests, nor of .ci/run): bench/report.py runs the benches of its table
+# and rewrites their generated blocks in BENCHMARKS.md (the commit, date, load average and machine,
+# then each bench's tables), leaving the prose around them. `make bench` runs all of them;
+# `make bench BENCH="trace foundation"` some (`python3 bench/report.py --list`). A bench that fails
+# leaves its block unchanged. The bench-NAME targets below run one bench and print it without
+# touching BENCHMARKS.md. Bench arguments: TRACE_ARGS (bench_trace's bytes and runs),
+# CONVERT_MODES (bench_convert.sh's modes); DOTMON_BASE_BIN=<an older dotmon> adds its dump CPU to
+# bench-peers.
+BENCH ?=
+TRACE_ARGS ?= 2G 10
+CONVERT_MODES ?= ndjson speedscope
+export TRACE_ARGS CONVERT_MODES
+BENCH_REPORT = python3 bench/report.py --build $(BUILD)
+# bench_trace relays through socat (the ceiling it is measured against).
+NEED_SOCAT = command -v socat >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq socat; }
 bench: build
-	@command -v socat >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq socat; }
-	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  ./$(BUILD)/bench/bench_foundation 1000
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon TRACE_PRODUCER=$(CURDIR)/$(BUILD)/bench/trace_producer \
-	  ./$(BUILD)/bench/bench_trace 2G
+	@$(NEED_SOCAT)
+	$(BENCH_REPORT) $(BENCH)
+
+# The trace relay against socat, every interleaved pair (bench_trace $(TRACE_ARGS)).
+bench-trace: build
+	@$(NEED_SOCAT)
+	$(BENCH_REPORT) --no-write trace
+
+# Idle RSS, start-up and /processes latency against their floors (bench_foundation).
+bench-foundation: build
+	$(BENCH_REPORT) --no-write foundation
 
 # dotmon against dotnet-trace and dotnet-dump (installed from NuGet into build/tools), one
 # interleaved run; DOTMON_BASE_BIN=<an older dotmon> adds its dump CPU for comparison.
 bench-peers: build
-	ctest --test-dir $(BUILD) -R 'build_testapp|build_tracecheck' >/dev/null
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  DOTMON_TRACECHECK=$(CURDIR)/$(BUILD)/tracecheck/tracecheck.dll bench/bench_peers.sh 3
+	$(BENCH_REPORT) --no-write peers dump
 
 # The image under podman: start-to-ready and idle memory of the container against the binary on
 # the host (builds the images into the tests' private podman storage first).
 bench-container: build
-	ctest --test-dir $(BUILD) -R 'build_testapp|container_images' >/dev/null
-	python3 bench/bench_container.py --repo $(CURDIR) --state $(CURDIR)/$(BUILD)/podman \
-	  --dotmon $(CURDIR)/$(BUILD)/dotmon --runs 10
+	$(BENCH_REPORT) --no-write container
 
 # Metrics (issue 15): dotmon against dotnet-counters on 10 apps (CPU per process-minute, RSS),
 # /metrics scrape latency; the decoder against TraceEvent on a large real trace.
 bench-metrics: build
-	ctest --test-dir $(BUILD) -R 'build_testapp|build_tracecheck' >/dev/null
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  python3 bench/bench_metrics.py --apps 10 --seconds 60
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  DOTMON_TRACECHECK=$(CURDIR)/$(BUILD)/tracecheck/tracecheck.dll \
-	  BENCH_DECODE=$(CURDIR)/$(BUILD)/bench/bench_decode bench/bench_decode.sh
+	$(BENCH_REPORT) --no-write metrics
 
 # dotmon convert against dotnet-trace convert (NuGet, into build/tools) on ~100 MB real traces of
 # the test app, same run: --format ndjson on an events and a gc-verbose trace (issue 16) and
 # --format speedscope on a cpu-sampling trace (issue 20). `make bench-convert CONVERT_MODES=speedscope`
 # runs one.
-CONVERT_MODES ?= ndjson speedscope
 bench-convert: build
-	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
-	for m in $(CONVERT_MODES); do \
-	  DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	    bench/bench_convert.sh $$m || exit 1; \
-	done
+	$(BENCH_REPORT) --no-write convert
 
 # Logs (issue 16): latency from the app's ILogger call to the /logs client at 10, 1,000 and
 # 10,000 lines/s, lines lost, dotmon's CPU per 10,000 lines against the app's own, peak RSS.
 bench-logs: build
-	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  python3 bench/bench_logs.py --rates 10,1000,10000 --seconds 20
+	$(BENCH_REPORT) --no-write logs
 
 # Collection rules (issue 17): dotmon's CPU and RSS with a CPUUsage and an EventCounter rule on 10
 # apps against no rules, same run; the time from the threshold crossing to the action's start.
 bench-rules: build
-	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  python3 bench/bench_rules.py --apps 10 --seconds 60 --reps 5
+	$(BENCH_REPORT) --no-write rules
 
 # Pre-trigger ring (issue 18): dotmon's memory against RingBufferSizeMB (90 s per size, then 10
 # minutes of a busy app with a 4 MB ring), and what the ring costs the app against no session and
 # against dotnet-trace (installed from NuGet into build/tools), same run.
 bench-ring: build
-	ctest --test-dir $(BUILD) -R 'build_testapp|build_tracecheck' >/dev/null
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  python3 bench/bench_ring.py --seconds 90 --sizes 8,32
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  DOTMON_NETTRACE_CHECK=$(CURDIR)/$(BUILD)/tests/nettrace_check \
-	  python3 tests/rules/check_rules_ring_limits.py --memory-only --seconds 600
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  python3 bench/bench_ring_app.py --rounds 6 --work-ms 4000
+	$(BENCH_REPORT) --no-write ring
 
 # Heap snapshots (issue 19): GET /gcdump against dotnet-gcdump collect on a ~1 GB heap of 9 million
 # objects (wall time, memory); the runtime's buffer raised to 1024 MB for a walk that big.
 bench-gcdump: build
-	ctest --test-dir $(BUILD) -R build_testapp >/dev/null
-	DOTMON_BIN=$(CURDIR)/$(BUILD)/dotmon DOTMON_TESTAPP_DIR=$(CURDIR)/$(BUILD)/testapp \
-	  bench/bench_gcdump.sh
+	$(BENCH_REPORT) --no-write gcdump
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "artifact.h"
 #include "auth.h"
 #include "buf.h"
+#include "bufpool.h"
 #include "egress.h"
 #include "err.h"
 #include "ev_gcheap.h"
@@ -586,6 +588,41 @@ static int setup_memory(struct agent *a)
     return 0;
 }
 
+/*
+ * The agent went idle: no collection job has run for Timeouts:IdleTrimMs. What the jobs churned
+ * through (a gcdump's graph, a relay's buffers, a dump's reads, their answers' last writes) goes
+ * back to the system here, once per quiet spell, off the hot path: the heap's free pages
+ * (malloc_trim also releases free pages inside the heap, not only its top). Anything else that
+ * caches memory for jobs gives it back from here too.
+ */
+static void agent_went_idle(struct agent *a)
+{
+    (void)a;
+    size_t blocks = bufpool_trim(); /* the relays' read buffers (common/bufpool.h) */
+    malloc_trim(0);
+    log_debug(cat, "idle: %zu KiB of relay buffers and the heap's free pages given back",
+              blocks / 1024);
+}
+
+static void on_idle_trim(uv_timer_t *t)
+{
+    struct agent *a = t->data;
+    if (a->collect.live == 0 && a->collect.closing == 0) {
+        agent_went_idle(a);
+    }
+}
+
+/* collect/job.h on_idle: the last job's memory is freed, but its answer may still hold the last
+ * bytes being written (a trace's spool, HTTP writes): agent_went_idle a little later. A new job
+ * meanwhile makes that a no-op; the next last job re-arms it. */
+static void on_collect_idle(struct collect_ctx *ctx)
+{
+    struct agent *a = (struct agent *)(void *)((char *)ctx - offsetof(struct agent, collect));
+    if (a->idle_trim_on && !a->stopping) {
+        uv_timer_start(&a->idle_trim, on_idle_trim, agent_timeout(a, TIMEOUT_IDLE_TRIM), 0);
+    }
+}
+
 int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
                const struct config *cfg)
 {
@@ -651,6 +688,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     a->collect.loop = a->loop;
     a->collect.ops = &a->ops;
     a->collect.end_artifact = artifact_end_job;
+    a->collect.on_idle = on_collect_idle;
     a->gcdump_max_nodes = gcdump_nodes;
     a->gcdump_buffer_mb = (uint32_t)gcdump_buffer;
     rc = setup_dump_dirs(a);
@@ -985,6 +1023,11 @@ int agent_start(struct agent *a)
     uv_timer_init(a->loop, &a->announce_timer);
     a->announce_timer.data = a;
     a->open_handles++;
+    uv_timer_init(a->loop, &a->idle_trim);
+    a->idle_trim.data = a;
+    uv_unref((uv_handle_t *)&a->idle_trim);
+    a->idle_trim_on = true;
+    a->open_handles++;
     sweep_stale_dumps(a);
     struct http_server_config hcfg;
     memset(&hcfg, 0, sizeof(hcfg));
@@ -1065,6 +1108,10 @@ void agent_stop(struct agent *a)
     }
     if (a->announce_timer.loop != NULL && !uv_is_closing((uv_handle_t *)&a->announce_timer)) {
         uv_close((uv_handle_t *)&a->announce_timer, on_handle_closed);
+    }
+    if (a->idle_trim_on) {
+        a->idle_trim_on = false;
+        uv_close((uv_handle_t *)&a->idle_trim, on_handle_closed);
     }
 }
 

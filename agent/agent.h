@@ -82,6 +82,8 @@ struct agent {
     uv_signal_t sig_int;
     uv_signal_t sig_term;
     uv_timer_t shutdown_deadline; /* armed by agent_stop (unreferenced) */
+    uv_timer_t idle_trim;         /* the last job went: agent_went_idle soon (unreferenced) */
+    bool idle_trim_on;            /* idle_trim is initialized and not closed */
     int open_handles;             /* signal handles + http server + discovery still open */
     bool stopping;
     int exit_code;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "bufpool.h"
 #include "err.h"
 #include "ev_prom.h"
 #include "ipc_client.h"
@@ -321,6 +322,8 @@ static int scrape_own(struct agent *a, struct buf *out)
     const struct agent_trace_stats *ts = &a->trace_stats;
     uint64_t renders, render_ns;
     metrics_text_stats(a->metrics, &renders, &render_ns);
+    struct bufpool_stats bp;
+    bufpool_stats(&bp);
     const struct ev_prom_single fams[] = {
         {"dotmon_discovered_processes", "gauge", ".NET processes dotmon currently sees",
          ipc_discovery_count(a->disc)},
@@ -339,6 +342,13 @@ static int scrape_own(struct agent *a, struct buf *out)
          "EventPipe sessions dotmon holds in runtimes now (traces, logs, metrics, live metrics, "
          "and stopped ones still closing)",
          a->sessions.live + a->metric_sessions.live},
+        {"dotmon_buffer_pool_blocks_out", "gauge",
+         "Relay buffers (pool blocks) holding bytes on their way to a client now", bp.out},
+        {"dotmon_buffer_pool_blocks_max", "gauge", "The most relay buffers out at once so far",
+         bp.max_out},
+        {"dotmon_buffer_pool_resident_bytes", "gauge",
+         "Memory of relay buffers: those out and the free ones not yet given back",
+         (uint64_t)(bp.out + bp.committed) * BUFPOOL_BLOCK},
         {"dotmon_runtime_sessions_started", "gauge",
          "Of those, the sessions the runtimes have acknowledged: their events are being collected",
          a->sessions.started + a->metric_sessions.started},

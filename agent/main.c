@@ -19,6 +19,7 @@
 #include "egress.h"
 #include "err.h"
 #include "log.h"
+#include "memtrim.h"
 #include "rules.h"
 #include "rules_run.h"
 #include "settings.h"
@@ -199,6 +200,32 @@ static void raise_fd_limit(void)
     }
 }
 
+/*
+ * Loading is over: the libraries' symbol and relocation tables are not read again
+ * (common/memtrim.h). Read /proc/self/smaps and drop them on the pool, so that the first answer
+ * does not wait for it.
+ */
+static struct {
+    uv_work_t work;
+    struct memtrim_stats st;
+    int rc;
+} loader_trim;
+
+static void loader_trim_on_pool(uv_work_t *w)
+{
+    (void)w;
+    loader_trim.rc = memtrim_loader_pages(&loader_trim.st);
+}
+
+static void loader_trim_done(uv_work_t *w, int status)
+{
+    (void)w;
+    if (status == 0 && loader_trim.rc == 0) {
+        log_debug("dotmon", "start-up: dropped %zu KiB of loader tables (%zu mappings)",
+                  loader_trim.st.rss_kib, loader_trim.st.mappings);
+    }
+}
+
 static int run_collect(const struct cli_options *opts, const struct config *cfg)
 {
     uv_loop_t loop;
@@ -222,6 +249,7 @@ static int run_collect(const struct cli_options *opts, const struct config *cfg)
         agent_stop(&a);
     } else {
         log_info("dotmon", "dotmon %s started (pid %d)", DOTMON_VERSION, (int)uv_os_getpid());
+        uv_queue_work(&loop, &loader_trim.work, loader_trim_on_pool, loader_trim_done);
     }
     uv_run(&loop, UV_RUN_DEFAULT);
     agent_fini(&a);

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_decode FILE [ROUNDS]: decoder throughput on a nettrace file held in memory (issue 15).
- * Three passes, each the best of ROUNDS (default 5):
+ * Three passes, each run ROUNDS times (default 5, at most 64):
  *   nettrace   the block reader alone (events/nettrace.c: every block, blob header and metadata
  *              record checked, each event handed to a callback);
  *   payload    the same, plus every event with a described field list decoded by it
  *              (events/ev_payload.c) and each of its numbers and strings read (UTF-16 → UTF-8);
  *   metrics    ev_stream (the metrics decoder dotmon runs per process: nettrace, payloads,
  *              EventCounters and meter samples).
- * Prints MB/s for each (MB = 10^6 bytes of file), events, decoded events and samples. Compare with
- * TraceEvent reading the same file (tests/tools/tracecheck) in bench/bench_decode.sh.
+ * Prints a markdown table: for each pass the median MB/s (MB = 10^6 bytes of file), the min-max,
+ * every round's MB/s, events, decoded events, values and samples. Compare with TraceEvent reading
+ * the same file (tests/tools/tracecheck) in bench/bench_decode.sh.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,7 +23,8 @@
 #include "ev_stream.h"
 #include "nettrace.h"
 
-#define MAX_IDS 65536
+#define MAX_IDS    65536
+#define MAX_ROUNDS 64
 
 struct pass {
     struct ev_schema *schemas[MAX_IDS];
@@ -136,6 +138,26 @@ static double run_metrics(const uint8_t *buf, size_t n, struct pass *ps)
     return t;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* " median | min-max | r1, r2, ... |" of the n rounds' MB/s (n >= 1), rounds in their order. */
+static void print_stats(const double *v, int n)
+{
+    double s[MAX_ROUNDS];
+    memcpy(s, v, (size_t)n * sizeof(s[0]));
+    qsort(s, (size_t)n, sizeof(s[0]), cmp_double);
+    double med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    printf(" %.1f | %.1f-%.1f |", med, s[0], s[n - 1]);
+    for (int i = 0; i < n; i++) {
+        printf("%s%.1f", i ? ", " : " ", v[i]);
+    }
+    printf(" |");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -161,22 +183,28 @@ int main(int argc, char **argv)
     fclose(f);
     static struct pass ps;
     const char *names[] = {"nettrace", "payload", "metrics"};
+    if (rounds < 1 || rounds > MAX_ROUNDS) {
+        rounds = rounds < 1 ? 1 : MAX_ROUNDS;
+    }
+    printf("| pass | MB/s, median of %d | min-max | each round (MB/s) | events | decoded | values "
+           "| samples |\n|---|---|---|---|---|---|---|---|\n",
+           rounds);
     for (int kind = 0; kind < 3; kind++) {
-        double best = -1;
-        for (int r = 0; r < (rounds > 0 ? rounds : 1); r++) {
+        double mbs[MAX_ROUNDS];
+        for (int r = 0; r < rounds; r++) {
             double t = kind == 2 ? run_metrics(buf, (size_t)size, &ps)
                                  : run_nettrace(buf, (size_t)size, kind == 1, &ps);
             if (t < 0) {
                 free(buf);
                 return 1;
             }
-            best = (best < 0 || t < best) ? t : best;
+            mbs[r] = (double)size / 1e6 / t;
         }
-        printf("%-9s %8.1f MB/s  (%.3f s for %.1f MB; %llu events, %llu decoded, %llu values, "
-               "%llu samples)\n",
-               names[kind], (double)size / 1e6 / best, best, (double)size / 1e6,
-               (unsigned long long)ps.events, (unsigned long long)ps.decoded,
-               (unsigned long long)ps.values, (unsigned long long)ps.samples);
+        printf("| %s |", names[kind]);
+        print_stats(mbs, rounds);
+        printf(" %llu | %llu | %llu | %llu |\n", (unsigned long long)ps.events,
+               (unsigned long long)ps.decoded, (unsigned long long)ps.values,
+               (unsigned long long)ps.samples);
     }
     free(buf);
     return 0;

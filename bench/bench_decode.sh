@@ -8,7 +8,7 @@
 #      System.Runtime EventCounters and meter at 1 s, EVENTS events (default 2,000,000), collected
 #      by dotmon into a file.
 #   2. build/bench/bench_decode FILE: the block reader alone, plus every payload decoded by its
-#      field list, and the metrics decoder (best of 5 each).
+#      field list, and the metrics decoder (5 rounds each: every round, the median, min-max).
 #   3. tests/tools/tracecheck (TraceEvent's EventPipeEventSource, dispatching every event) on the
 #      same file: wall time of the whole tool and of an empty run on a tiny file (its start-up),
 #      so its reading rate is (size) / (time - start-up).

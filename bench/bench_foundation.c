@@ -217,8 +217,10 @@ int main(int argc, char **argv)
         testenv_sleep_ms(50);
     }
     long rss_10 = testenv_rss_kb(proc_pid(dm->proc));
-    double *lat = calloc((size_t)nreq, sizeof(double));
-    double *base = calloc((size_t)nreq, sizeof(double));
+    /* Room for the warm-up's 50 as well (nreq may be fewer). */
+    size_t cap = nreq > 50 ? (size_t)nreq : 50;
+    double *lat = calloc(cap, sizeof(double));
+    double *base = calloc(cap, sizeof(double));
     latency_run(dm->port, "/processes", 50, lat); /* warm-up */
     latency_run(dm->port, "/processes", nreq, lat);
 

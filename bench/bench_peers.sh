@@ -151,7 +151,7 @@ dump_dotmon() { # pid port name output (a file in the same folder, or /dev/null)
     t1=$(now); c1=$(cpu_ms "$bin_pid")
     printf 'dump %-13s: %10d bytes in %6.2f s, dotmon cpu %4d ms (%.0f ms/GB)\n' "$name" "$size" \
         "$(echo "$t1 - $t0" | bc)" "$((c1 - c0))" "$(echo "($c1 - $c0) * 1073741824 / $size" | bc -l)"
-    echo "$name $(echo "$t1 - $t0" | bc) $((c1 - c0)) $size" >>"$WORK/dump.sum"
+    echo "$name $(echo "$t1 - $t0" | bc) $((c1 - c0)) $size $ROUND" >>"$WORK/dump.sum"
     [ "$out" = /dev/null ] || rm -f "$out"
 }
 dump_dotnet_dump() {
@@ -162,7 +162,7 @@ dump_dotnet_dump() {
     t1=$(now)
     size=$(stat -c %s "$out")
     printf 'dump %-13s: %10d bytes in %6.2f s\n' dotnet-dump "$size" "$(echo "$t1 - $t0" | bc)"
-    echo "dotnet-dump $(echo "$t1 - $t0" | bc) 0 $size" >>"$WORK/dump.sum"
+    echo "dotnet-dump $(echo "$t1 - $t0" | bc) 0 $size $ROUND" >>"$WORK/dump.sum"
     rm -f "$out"
 }
 
@@ -189,9 +189,11 @@ if has_part dump && [ -n "${DOTMON_BASE_BIN:-}" ]; then
 fi
 has_part dump && echo "== dumps: Full, app holding $DUMP_MB MB =="
 has_part dump && app_cmd "alloc $DUMP_MB"
-has_part dump && dump_dotnet_dump >/dev/null # warm-up (page cache, createdump's first start)
+ROUND=0 # warm-up (page cache, createdump's first start): left out of the figures
+has_part dump && dump_dotnet_dump >/dev/null
 for i in $(seq 1 "$((ROUNDS + 2))"); do
     has_part dump || break
+    ROUND=$i
     # Which of the two goes first alternates between rounds.
     if [ $((i % 2)) -eq 1 ]; then
         dump_dotmon "$DM_PID" "$PORT" dotmon /dev/null # dotmon's part: the client keeps nothing
@@ -221,15 +223,25 @@ if "dotmon" in tr and "dotnet-trace" in tr:
     d, t = tr["dotmon"], tr["dotnet-trace"]
     print(f"trace ratios dotmon/dotnet-trace: cpu {med([x[1] for x in d]) / max(1, med([x[1] for x in t])):.2f}, peak RSS {med([x[2] for x in d]) / max(1, med([x[2] for x in t])):.2f}")
 du = {}
+rounds = {}
 for line in open(sys.argv[2]):
-    n, wall, cpu, size = line.split()
+    n, wall, cpu, size, rnd = line.split()
+    if rnd == "0":
+        continue
     du.setdefault(n, []).append((float(wall), int(cpu), int(size)))
+    rounds.setdefault(rnd, {})[n] = float(wall)
 for n, v in du.items():
     gb = med([x[2] for x in v]) / 2**30
     print(f"dump {n:13s}: wall {med([x[0] for x in v]):6.2f} s, cpu {med([x[1] for x in v]) / gb:6.0f} ms/GB")
 for n in ("dotmon", "dotmon-file", "dotmon-base"):
     if n in du and "dotnet-dump" in du:
         print(f"dump wall ratio {n}/dotnet-dump: {med([x[0] for x in du[n]]) / med([x[0] for x in du['dotnet-dump']]):.2f}")
+# Each dotmon run against the dotnet-dump run of the same round (the pairs are interleaved, so
+# the machine's load of the moment weighs on both): the median and the range of those ratios.
+for n in ("dotmon", "dotmon-file", "dotmon-base"):
+    q = sorted(r[n] / r["dotnet-dump"] for r in rounds.values() if n in r and "dotnet-dump" in r)
+    if q:
+        print(f"dump paired ratio {n}/dotnet-dump over {len(q)} rounds: median {med(q):.2f}, range {q[0]:.2f}-{q[-1]:.2f}")
 if "dotmon" in du and "dotmon-base" in du:
     c = lambda v: med([x[1] * 2**30 / x[2] for x in v])
     print(f"dump cpu per GB, dotmon/dotmon-base: {c(du['dotmon']) / max(1, c(du['dotmon-base'])):.2f}")

@@ -4,24 +4,37 @@
  * N bytes as fast as its socket drains. The same stream is read
  *   (a) through a raw Unix-socket-to-TCP copy (socat), the ceiling, and
  *   (b) through dotmon's GET /trace (chunked HTTP, nettrace checker, backpressure),
- * by the same reader, in the same run. Reports throughput of each, their ratio (target ≥ 0.8),
- * and dotmon's RSS growth during the relay (target < 8 MB for 2 GB).
- * Usage: bench_trace [bytes]   env: DOTMON_BIN, TRACE_PRODUCER (see `make bench`)
+ * by the same reader, in the same run, alternating: socat, dotmon, socat, dotmon, ... so that other
+ * load on the machine hits both. Every pair is one row (no best-of-N: a slow mode would hide
+ * behind it): both throughputs, their ratio, dotmon's CPU per GiB for that relay alone and its
+ * RSS. Even runs relay through a freshly started dotmon (its first relay: what a user sees), odd
+ * runs through one long-lived dotmon (after one uncounted warm-up relay). Then median, min and
+ * max of all, fresh and reused runs, and how many runs meet both targets (ratio ≥ 0.90 and
+ * ≤ 500 ms of dotmon CPU per GiB, issue 30), the long-lived dotmon's RSS growth over its relays
+ * (target < 8 MB for 2 GB) and the operations' verdicts. Markdown on stdout, progress on stderr.
+ * Usage: bench_trace [bytes [runs]]   (defaults 2G 10)   env: DOTMON_BIN, TRACE_PRODUCER
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "httpc.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
 #include "proc.h"
 #include "testenv.h"
+
+#define MAX_RUNS      64
+#define TARGET_RATIO  0.90
+#define TARGET_CPU_MS 500.0
 
 /* utime + stime of pid in ms. */
 static double cpu_ms(pid_t pid)
@@ -88,35 +101,182 @@ static uint64_t read_all(int fd, const void *req, size_t len, double *ms)
 }
 
 struct rss_sampler {
-    pid_t pid;
-    volatile int stop;
-    long peak_kb;
+    _Atomic pid_t pid; /* the dotmon being sampled, 0 for none */
+    _Atomic long peak_kb;
+    atomic_int stop;
     pthread_t th;
 };
 
 static void *sample_rss(void *arg)
 {
     struct rss_sampler *s = arg;
-    while (!s->stop) {
-        long kb = testenv_rss_kb(s->pid);
-        if (kb > s->peak_kb) {
-            s->peak_kb = kb;
+    while (!atomic_load(&s->stop)) {
+        pid_t pid = atomic_load(&s->pid);
+        long kb = pid > 0 ? testenv_rss_kb(pid) : 0;
+        if (kb > atomic_load(&s->peak_kb)) {
+            atomic_store(&s->peak_kb, kb);
         }
         testenv_sleep_ms(20);
     }
     return NULL;
 }
 
+/* One dotmon process: started by this bench (not through testenv, which keeps at most a few). */
+struct relay_dm {
+    struct proc *proc;
+    pid_t pid;
+    uint16_t port;
+    int relays; /* relays done by this process so far */
+};
+
+/* Starts dotmon on a free port watching dir and waits until /processes lists the producer. */
+static void dm_start(const char *bin, const char *dir, struct relay_dm *dm)
+{
+    dm->port = testenv_free_port();
+    dm->relays = 0;
+    char url[64], tmpdir[320];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", dm->port);
+    snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", dir);
+    const char *argv[] = {bin, "collect", "--no-auth", "--metrics", "false", "--urls", url, NULL};
+    const char *envv[] = {tmpdir, NULL};
+    struct proc_opts o = {.argv = argv, .env = envv, .label = "dotmon", .stdin_null = true};
+    if (proc_spawn(&o, &dm->proc) != 0) {
+        fprintf(stderr, "cannot start dotmon\n");
+        exit(1);
+    }
+    dm->pid = proc_pid(dm->proc);
+    for (int i = 0; i < 400; i++) { /* up to 10 s: listening, then discovery lists the producer */
+        struct httpc_resp r;
+        int rc = httpc_get(dm->port, "/processes", NULL, 1000, &r);
+        bool listed = rc == 0 && r.body && strstr(r.body, "\"pid\"") != NULL;
+        httpc_resp_fini(&r);
+        if (listed) {
+            return;
+        }
+        testenv_sleep_ms(25);
+    }
+    fprintf(stderr, "dotmon did not list the producer within 10 s\n");
+    exit(1);
+}
+
+/* How many of dotmon's operations ended Succeeded. */
+static int dm_succeeded(const struct relay_dm *dm)
+{
+    struct httpc_resp r;
+    int n = 0;
+    if (httpc_get(dm->port, "/operations", NULL, 5000, &r) == 0 && r.body) {
+        for (const char *p = r.body; (p = strstr(p, "\"status\":\"Succeeded\"")) != NULL; p++) {
+            n++;
+        }
+    }
+    httpc_resp_fini(&r);
+    return n;
+}
+
+static void dm_stop(struct relay_dm *dm)
+{
+    int st;
+    proc_kill(dm->proc, 5000, &st);
+    proc_free(dm->proc);
+    dm->proc = NULL;
+}
+
+/* One relay through dotmon's GET /trace. */
+struct relay {
+    double mbs;
+    double cpu_per_gib;
+    uint64_t bytes;
+    long rss_before, rss_peak;
+};
+
+static void dm_relay(struct relay_dm *dm, const char *req, size_t req_len, struct rss_sampler *rs,
+                     struct relay *out)
+{
+    out->rss_before = testenv_rss_kb(dm->pid);
+    atomic_store(&rs->peak_kb, out->rss_before);
+    atomic_store(&rs->pid, dm->pid);
+    double cpu0 = cpu_ms(dm->pid);
+    double ms = 0;
+    out->bytes = read_all(connect_port(dm->port), req, req_len, &ms);
+    double cpu = cpu_ms(dm->pid) - cpu0;
+    atomic_store(&rs->pid, 0);
+    long now = testenv_rss_kb(dm->pid);
+    out->rss_peak = atomic_load(&rs->peak_kb) > now ? atomic_load(&rs->peak_kb) : now;
+    out->mbs = (double)out->bytes / 1048576.0 / (ms / 1000.0);
+    out->cpu_per_gib = out->bytes ? cpu / ((double)out->bytes / 1073741824.0) : 0;
+    dm->relays++;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median, min and max of the n values at v[0], v[stride], ... (n ≥ 1). */
+static void stats(const double *v, size_t n, size_t stride, double *med, double *lo, double *hi)
+{
+    double s[MAX_RUNS];
+    for (size_t i = 0; i < n; i++) {
+        s[i] = v[i * stride];
+    }
+    qsort(s, n, sizeof(s[0]), cmp_double);
+    *med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    *lo = s[0];
+    *hi = s[n - 1];
+}
+
+/* Per run: dotmon MiB/s, socat MiB/s, ratio, CPU ms/GiB. */
+enum { COL_DM, COL_SOCAT, COL_RATIO, COL_CPU, NCOLS };
+
+static bool meets(const double *row)
+{
+    return row[COL_RATIO] >= TARGET_RATIO && row[COL_CPU] <= TARGET_CPU_MS;
+}
+
+/* The summary rows of one group of runs (fresh, reused or all). */
+static void print_summary(const char *label, double (*rows)[NCOLS], const bool *fresh, size_t n,
+                          int which /* 1 fresh, 0 reused, -1 all */)
+{
+    double sel[MAX_RUNS][NCOLS];
+    size_t k = 0, ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (which < 0 || (int)fresh[i] == which) {
+            memcpy(sel[k++], rows[i], sizeof(sel[0]));
+            ok += meets(rows[i]);
+        }
+    }
+    if (k == 0) {
+        return;
+    }
+    printf("| %s (%zu) |", label, k);
+    for (int c = 0; c < NCOLS; c++) {
+        double med, lo, hi;
+        stats(&sel[0][c], k, NCOLS, &med, &lo, &hi);
+        if (c == COL_RATIO) {
+            printf(" %.2f (%.2f-%.2f) |", med, lo, hi);
+        } else {
+            printf(" %.0f (%.0f-%.0f) |", med, lo, hi);
+        }
+    }
+    printf(" %zu of %zu |\n", ok, k);
+}
+
 int main(int argc, char **argv)
 {
     const char *bytes_arg = argc > 1 ? argv[1] : "2G";
+    long runs = argc > 2 ? strtol(argv[2], NULL, 10) : 10;
     const char *producer = getenv("TRACE_PRODUCER");
     struct testenv env;
+    if (runs < 2 || runs > MAX_RUNS) {
+        fprintf(stderr, "usage: bench_trace [bytes] [runs: 2..%d]\n", MAX_RUNS);
+        return 1;
+    }
     if (testenv_init(&env) != 0 || env.dotmon_bin == NULL || producer == NULL) {
         fprintf(stderr, "set DOTMON_BIN and TRACE_PRODUCER (make bench does)\n");
         return 1;
     }
-    testenv_watchdog(900);
+    testenv_watchdog(120 + 60 * (unsigned)runs);
 
     const char *pargv[] = {producer, "--dir", env.dir, "--bytes", bytes_arg, NULL};
     struct proc_opts po = {.argv = pargv, .label = "producer", .stdin_null = true};
@@ -127,7 +287,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "producer did not start\n");
         return 1;
     }
-    int ppid = atoi(ready + strlen("ready pid="));
+    long ppid = strtol(ready + strlen("ready pid="), NULL, 10);
     const char *sock = strstr(ready, "socket=");
     char sockpath[256];
     snprintf(sockpath, sizeof(sockpath), "%s", sock ? sock + 7 : "");
@@ -153,91 +313,105 @@ int main(int argc, char **argv)
     if (ipc_cmd_collect_tracing(&w, 2, &cfg) != 0) {
         return 1;
     }
-    int st;
-
-    /* (b) dotmon. */
-    const char *dargs[] = {"--no-auth", NULL};
-    struct dotmon *dm = NULL;
-    if (testenv_start_dotmon(&env, dargs, NULL, &dm) != 0) {
-        return 1;
-    }
-    for (int i = 0; i < 200; i++) { /* wait until discovery lists the producer */
-        struct httpc_resp r;
-        int rc = testenv_dotmon_get(dm, "/processes", &r);
-        bool listed = rc == 0 && r.body && strstr(r.body, "\"pid\"") != NULL;
-        httpc_resp_fini(&r);
-        if (listed) {
-            break;
-        }
-        testenv_sleep_ms(25);
-    }
-    pid_t dpid = proc_pid(dm->proc);
-    long rss_before = testenv_rss_kb(dpid);
-    struct rss_sampler rs = {.pid = dpid, .peak_kb = rss_before};
-    pthread_create(&rs.th, NULL, sample_rss, &rs);
     char req[256];
     int n = snprintf(req, sizeof(req),
-                     "GET /trace?pid=%d&durationSeconds=-1&profile=gc-verbose HTTP/1.1\r\n"
+                     "GET /trace?pid=%ld&durationSeconds=-1&profile=gc-verbose HTTP/1.1\r\n"
                      "Host: 127.0.0.1\r\nConnection: close\r\n\r\n",
                      ppid);
-    /* Alternate the two paths ROUNDS times and keep each one's best run: other load on the
-     * machine then penalises neither side systematically. */
-    enum { ROUNDS = 3 };
-    double socat_mbs = 0, dm_mbs = 0, dm_cpu_per_gib = 0;
+
+    /* (b) dotmon: one long-lived process for the reused relays (after one warm-up relay that is
+     * not counted), and a new process for each fresh relay, stopped after it. */
+    struct rss_sampler rs = {0};
+    pthread_create(&rs.th, NULL, sample_rss, &rs);
+    struct relay_dm reused = {0};
+    dm_start(env.dotmon_bin, env.dir, &reused);
+    long reused_rss_before = testenv_rss_kb(reused.pid);
+    long reused_rss_peak = reused_rss_before;
+    struct relay warm;
+    dm_relay(&reused, req, (size_t)n, &rs, &warm);
+    reused_rss_peak = warm.rss_peak > reused_rss_peak ? warm.rss_peak : reused_rss_peak;
+    fprintf(stderr, "warm-up relay (reused dotmon): %.0f MiB/s, %.0f ms CPU per GiB\n", warm.mbs,
+            warm.cpu_per_gib);
+
+    double rows[MAX_RUNS][NCOLS];
+    bool fresh[MAX_RUNS];
+    int succeeded = 0, fresh_runs = 0, short_relays = 0;
     uint64_t socat_bytes = 0, dm_bytes = 0;
-    for (int round = 0; round < ROUNDS; round++) {
+    printf("| run | dotmon process | dotmon (MiB/s) | socat (MiB/s) | ratio | dotmon CPU per GiB "
+           "(ms) | dotmon RSS before → peak (KiB) | both targets |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    for (long i = 0; i < runs; i++) {
+        /* Alternate: socat, then dotmon; even runs on a fresh dotmon, odd ones on the reused. */
         double ms = 0;
         uint64_t b = read_all(connect_port(sport), msg, w.len, &ms);
         b = b > 28 ? b - 28 : 0; /* the IPC reply is not trace data */
-        double mbs = (double)b / 1048576.0 / (ms / 1000.0);
-        if (mbs > socat_mbs) {
-            socat_mbs = mbs;
-            socat_bytes = b;
+        socat_bytes = b;
+        rows[i][COL_SOCAT] = (double)b / 1048576.0 / (ms / 1000.0);
+        fresh[i] = i % 2 == 0;
+        struct relay_dm fdm = {0};
+        struct relay_dm *dm = &reused;
+        if (fresh[i]) {
+            dm_start(env.dotmon_bin, env.dir, &fdm);
+            dm = &fdm;
         }
-        double cpu0 = cpu_ms(dpid);
-        b = read_all(connect_port(dm->port), req, (size_t)n, &ms);
-        mbs = (double)b / 1048576.0 / (ms / 1000.0);
-        double cpu = cpu_ms(dpid) - cpu0;
-        if (dm_cpu_per_gib == 0 || cpu / ((double)b / 1073741824.0) < dm_cpu_per_gib) {
-            dm_cpu_per_gib = cpu / ((double)b / 1073741824.0);
+        struct relay r;
+        dm_relay(dm, req, (size_t)n, &rs, &r);
+        dm_bytes = r.bytes;
+        short_relays += r.bytes < socat_bytes; /* the HTTP body is the stream plus chunk framing */
+        if (fresh[i]) {
+            succeeded += dm_succeeded(&fdm);
+            fresh_runs++;
+            dm_stop(&fdm);
+        } else if (r.rss_peak > reused_rss_peak) {
+            reused_rss_peak = r.rss_peak;
         }
-        if (mbs > dm_mbs) {
-            dm_mbs = mbs;
-            dm_bytes = b;
+        rows[i][COL_DM] = r.mbs;
+        rows[i][COL_RATIO] = r.mbs / rows[i][COL_SOCAT];
+        rows[i][COL_CPU] = r.cpu_per_gib;
+        char what[48];
+        if (fresh[i]) {
+            snprintf(what, sizeof(what), "fresh (its 1st relay)");
+        } else {
+            snprintf(what, sizeof(what), "reused (its relay %d)", reused.relays);
         }
-        fprintf(stderr, "round %d: socat %.0f MiB/s, dotmon %.0f MiB/s\n", round, socat_mbs,
-                dm_mbs);
+        printf("| %ld | %s | %.0f | %.0f | %.2f | %.0f | %ld → %ld | %s |\n", i + 1, what,
+               rows[i][COL_DM], rows[i][COL_SOCAT], rows[i][COL_RATIO], rows[i][COL_CPU],
+               r.rss_before, r.rss_peak, meets(rows[i]) ? "yes" : "**no**");
+        fflush(stdout);
     }
-    rs.stop = 1;
+    atomic_store(&rs.stop, 1);
     pthread_join(rs.th, NULL);
+    succeeded += dm_succeeded(&reused);
+    int st;
     proc_kill(socat, 1000, &st);
     proc_free(socat);
 
-    struct httpc_resp r;
-    char verdict[64] = "?";
-    if (testenv_dotmon_get(dm, "/operations", &r) == 0 && r.body) {
-        const char *v = strstr(r.body, "\"status\":\"");
-        if (v) {
-            snprintf(verdict, sizeof(verdict), "%.*s", (int)strcspn(v + 10, "\""), v + 10);
-        }
-    }
-    httpc_resp_fini(&r);
-
-    printf(
-        "| metric | dotmon /trace | socat (ceiling) | ratio | target |\n|---|---|---|---|---|\n");
-    printf("| throughput, %s stream, best of %d (MiB/s) | %.0f | %.0f | %.2f | ≥ 0.80 |\n",
-           bytes_arg, (int)ROUNDS, dm_mbs, socat_mbs, dm_mbs / socat_mbs);
-    printf("| dotmon CPU time per GiB relayed (ms) | %.0f | | | |\n", dm_cpu_per_gib);
-    printf("| bytes received | %llu (HTTP, chunked) | %llu | | |\n", (unsigned long long)dm_bytes,
-           (unsigned long long)socat_bytes);
-    printf("| dotmon RSS before → peak during %d relays (KiB) | %ld → %ld (+%ld) | | | < 8192 KiB "
-           "growth |\n",
-           (int)ROUNDS, rss_before, rs.peak_kb, rs.peak_kb - rss_before);
-    printf("| operation status | %s | | | Succeeded |\n", verdict);
-    testenv_stop_dotmon(dm, 5000, &st);
+    printf("\n| %s stream, %ld interleaved pairs: median (min-max) | dotmon (MiB/s) | socat "
+           "(MiB/s) | ratio | dotmon CPU per GiB (ms) | both targets (ratio ≥ %.2f, CPU ≤ %.0f "
+           "ms/GiB) |\n|---|---|---|---|---|---|\n",
+           bytes_arg, runs, TARGET_RATIO, TARGET_CPU_MS);
+    print_summary("all runs", rows, fresh, (size_t)runs, -1);
+    print_summary("fresh dotmon, its first relay", rows, fresh, (size_t)runs, 1);
+    print_summary("reused dotmon", rows, fresh, (size_t)runs, 0);
+    printf("\n| metric | value | target |\n|---|---|---|\n");
+    printf("| dotmon RSS before → peak, reused process over %d relays (KiB) | %ld → %ld (+%ld) | "
+           "< 8192 KiB growth |\n",
+           reused.relays, reused_rss_before, reused_rss_peak, reused_rss_peak - reused_rss_before);
+    printf("| bytes per relay, last run | %llu (HTTP, chunked) / %llu (socat) | |\n",
+           (unsigned long long)dm_bytes, (unsigned long long)socat_bytes);
+    printf("| operations Succeeded | %d of %d | all |\n", succeeded, reused.relays + fresh_runs);
+    dm_stop(&reused);
     proc_kill(prod, 1000, &st);
     proc_free(prod);
     free(ready);
     testenv_fini(&env);
+    /* Figures of a relay that failed are no figures: make bench keeps the previous block. */
+    int total = reused.relays + fresh_runs;
+    if (succeeded != total || short_relays > 0) {
+        fprintf(stderr,
+                "bench_trace: %d of %d operations Succeeded, %d relays shorter than socat's\n",
+                succeeded, total, short_relays);
+        return 1;
+    }
     return 0;
 }

@@ -94,10 +94,11 @@ void dsession_pause(struct dsession *ds);
 void dsession_resume(struct dsession *ds);
 
 /*
- * Inside feed only: takes the malloc'd read buffer that holds the bytes feed got (the view lies
- * inside it, at most DSESSION_READ_SIZE bytes from its start), so a relay can queue them without
- * copying; the caller frees it. The session reads into a new buffer from then on. NULL outside
- * feed, when already taken, or once the session was aborted (ipc_session_take_buffer).
+ * Inside feed only: takes the read buffer that holds the bytes feed got (the view lies inside
+ * it, at most DSESSION_READ_SIZE bytes from its start), so a relay can queue them without
+ * copying; the caller releases it with bufpool_release (common/bufpool.h). The session reads into a
+ * new buffer from then on. NULL outside feed, when already taken, or once the session was aborted
+ * (ipc_session_take_buffer).
  */
 uint8_t *dsession_take_buffer(struct dsession *ds);
 /* Size of each read buffer (so a relay can take only well-filled ones). */

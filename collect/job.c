@@ -185,10 +185,14 @@ static void job_on_closed(uv_handle_t *h)
     if (--job->closing > 0) {
         return;
     }
+    struct collect_ctx *ctx = job->ctx;
     if (job->vt->fini != NULL) {
         job->vt->fini(job);
     }
     free(job);
+    if (--ctx->closing == 0 && ctx->live == 0 && ctx->on_idle != NULL) {
+        ctx->on_idle(ctx);
+    }
 }
 
 void job_release(struct job *job)
@@ -209,6 +213,7 @@ void job_release(struct job *job)
         job->ctx->live--;
     }
     job->closing = job->nhandles;
+    job->ctx->closing++;
     for (int i = 0; i < job->nhandles; i++) {
         uv_close(job->handles[i], job_on_closed);
     }

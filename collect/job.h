@@ -90,6 +90,13 @@ struct collect_ctx {
                          const char *message, const char *detail, cJSON *extra);
     struct job *jobs; /* every job not yet freed, newest first (collect_shutdown, lookups) */
     size_t live;      /* how many */
+    size_t closing;   /* jobs past FREED whose handles are still closing (memory not yet freed) */
+    /*
+     * The agent went idle: called on the loop once the last job's memory has been freed (no job
+     * live, none closing), after its fini. May be NULL. The place to give memory back to the
+     * system, off the hot path.
+     */
+    void (*on_idle)(struct collect_ctx *ctx);
 };
 
 /*

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bufpool.h"
 #include "err.h"
 #include "shdir.h"
 
@@ -86,7 +87,7 @@ static void maybe_free(struct spool *s);
 
 static void chunk_free(struct chunk *c)
 {
-    free(c->base);
+    bufpool_release(c->base);
     free(c);
 }
 
@@ -319,13 +320,13 @@ static void spill(struct spool *s)
 int spool_push(struct spool *s, void *base, const void *data, size_t n)
 {
     if (n == 0) {
-        free(base);
+        bufpool_release(base);
         return 0;
     }
     bool was_full = spool_full(s);
     struct chunk *c = malloc(sizeof(*c));
     if (c == NULL) {
-        free(base);
+        bufpool_release(base);
         return UV_ENOMEM;
     }
     if (base == NULL) {
@@ -389,13 +390,13 @@ static void on_read(uv_fs_t *req)
     uint8_t *buf = s->rbuf;
     s->rbuf = NULL;
     if (s->closing) {
-        free(buf);
+        bufpool_release(buf);
         maybe_free(s);
         return;
     }
     if (result <= 0) {
         /* The file lost what it held (or cannot be read): drop that region, say so once. */
-        free(buf);
+        bufpool_release(buf);
         int rc = result < 0 ? (int)result : UV_EIO;
         if (s->error == 0) {
             s->error = rc;
@@ -418,7 +419,7 @@ static void on_read(uv_fs_t *req)
     if (s->pop_pending) {
         deliver(s, 0, buf, buf, (size_t)result);
     } else {
-        free(buf);
+        bufpool_release(buf);
     }
     spill(s);
 }
@@ -436,7 +437,10 @@ static void serve(struct spool *s)
             want = s->limit - at; /* up to the ring's end */
         }
         size_t n = want < SPOOL_READ_SIZE ? (size_t)want : SPOOL_READ_SIZE;
-        s->rbuf = malloc(n);
+        s->rbuf = bufpool_get(); /* n <= SPOOL_READ_SIZE <= BUFPOOL_BLOCK */
+        if (s->rbuf == NULL) {
+            s->rbuf = malloc(n);
+        }
         if (s->rbuf == NULL) {
             deliver(s, UV_ENOMEM, NULL, NULL, 0);
             return;
@@ -446,7 +450,7 @@ static void serve(struct spool *s)
         s->reading = true;
         if (uv_fs_read(s->loop, &s->rreq, s->fd, &b, 1, (int64_t)at, on_read) != 0) {
             s->reading = false;
-            free(s->rbuf);
+            bufpool_release(s->rbuf);
             s->rbuf = NULL;
             deliver(s, UV_EIO, NULL, NULL, 0);
         }
@@ -532,7 +536,7 @@ static void maybe_free(struct spool *s)
         s->head = c->next;
         chunk_free(c);
     }
-    free(s->rbuf);
+    bufpool_release(s->rbuf);
     free(s->dir);
     free(s);
 }

@@ -55,6 +55,9 @@
       TIMEOUT_LEGACY_SECONDS, "/trace: StopTracing to the end of the stream")                      \
     X(TRACE_RETRY, "TraceRetry", 250, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                        \
       "/trace: the one retry of a CollectTracing the runtime closed unanswered")                   \
+    X(TRACE_SPOOL_GRACE, "TraceSpoolGrace", 100, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,             \
+      "/trace: a client that falls behind is waited for this long (the runtime's buffer holding "  \
+      "its events) before the stream goes to the spool file (Trace:SpoolLimitMB)")                 \
     X(PROFILE_START, "ProfileStart", 5000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                  \
       "/profile: CollectTracing's reply")                                                          \
     X(PROFILE_STOP, "ProfileStop", 120000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                \
@@ -67,7 +70,7 @@
       "/gcdump: the whole heap walk")                                                              \
     X(DUMP, "Dump", 300000, 50, 86400000, "Dump:TimeoutSeconds", TIMEOUT_LEGACY_SECONDS,           \
       "/dump: GenerateCoreDump's reply (the runtime writing the dump)")                            \
-    X(DUMP_POLL, "DumpPoll", 50, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                             \
+    X(DUMP_POLL, "DumpPoll", 10, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                             \
       "/dump: while the runtime writes, how often dotmon looks for the file")                      \
     X(DUMP_TAIL, "DumpTail", 20, 1, 60000, NULL, TIMEOUT_LEGACY_NONE,                              \
       "/dump: at the end of the bytes written so far, how soon it looks again")                    \
@@ -122,7 +125,10 @@
     X(EGRESS_IDLE, "EgressIdle", 30000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                    \
       "S3 egress: one request fails when no byte has moved for this long")                         \
     X(EGRESS_REQUEST, "EgressRequest", 900000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,            \
-      "S3 egress: one request (a part of the upload) in all")
+      "S3 egress: one request (a part of the upload) in all")                                      \
+    X(IDLE_TRIM, "IdleTrim", 1000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                         \
+      "after the last collection job is freed, memory goes back to the system this much later "    \
+      "(what its answer still held, HTTP writes and spool reads, is freed by then)")
 
 /* How an older setting of a row gives its value. */
 enum timeout_legacy {

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bufpool.h"
 #include "common/ascii.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -589,7 +590,7 @@ static void free_chunks(struct fs_target *t)
     while (t->head != NULL) {
         struct chunk *c = t->head;
         t->head = c->next;
-        free(c->base);
+        bufpool_release(c->base);
         free(c);
     }
     t->tail = NULL;
@@ -669,7 +670,7 @@ static void consume(struct fs_target *t, size_t n)
             if (t->head == NULL) {
                 t->tail = NULL;
             }
-            free(c->base);
+            bufpool_release(c->base);
             free(c);
         }
     }
@@ -740,11 +741,11 @@ static int fs_write(struct egress_target *bt, void *base, const uint8_t *data, s
 {
     struct fs_target *t = (struct fs_target *)bt;
     if (!accepting(t)) {
-        free(base);
+        bufpool_release(base);
         return t->fail.rc != 0 ? t->fail.rc : AGENT_E_INVAL;
     }
     if (n == 0) {
-        free(base);
+        bufpool_release(base);
         return 0;
     }
     int rc = 0;
@@ -783,7 +784,7 @@ static int fs_write(struct egress_target *bt, void *base, const uint8_t *data, s
     return 0;
 fail:
     free(c);
-    free(base);
+    bufpool_release(base);
     fs_pump(t);
     return rc;
 }

@@ -7,6 +7,7 @@
 
 #include <openssl/evp.h>
 
+#include "bufpool.h"
 #include "egress_internal.h"
 #include "ehttp.h"
 #include "err.h"
@@ -683,7 +684,7 @@ static int s3_write(struct egress_target *et, void *base, const uint8_t *data, s
             set_failure(t, rc, "S3: %s", agent_strerror(rc));
         }
     }
-    free(base);
+    bufpool_release(base);
     kick(t);
     return rc;
 }

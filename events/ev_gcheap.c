@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "err.h"
 #include "ev_rd.h"
 #include "membudget.h"
@@ -127,7 +128,8 @@ static void mem_give(struct gmem *m, size_t n)
     }
 }
 
-/* calloc, charged first. */
+/* calloc, charged first; from common/bigmem (a big table is its own mapping, returned whole by
+ * mem_free), as every table and array of the graph. */
 static void *mem_calloc(struct gmem *m, size_t count, size_t size)
 {
     if (size != 0 && count > SIZE_MAX / size) {
@@ -136,7 +138,7 @@ static void *mem_calloc(struct gmem *m, size_t count, size_t size)
     if (mem_take(m, count * size) != 0) {
         return NULL;
     }
-    void *p = calloc(count, size);
+    void *p = bigmem_calloc(count, size);
     if (p == NULL) {
         mem_give(m, count * size);
     }
@@ -146,7 +148,7 @@ static void *mem_calloc(struct gmem *m, size_t count, size_t size)
 static void mem_free(struct gmem *m, void *p, size_t bytes)
 {
     if (p != NULL) {
-        free(p);
+        bigmem_free(p);
         mem_give(m, bytes);
     }
 }
@@ -174,7 +176,7 @@ static int vec_reserve(struct gmem *m, struct vec *v, size_t esz, size_t more)
     if (mem_take(m, want * esz - v->bytes) != 0) {
         return AGENT_E_BUDGET;
     }
-    void *np = realloc(v->p, want * esz);
+    void *np = bigmem_realloc(v->p, want * esz);
     if (np == NULL) {
         mem_give(m, want * esz - v->bytes);
         return -ENOMEM;
@@ -197,7 +199,7 @@ static int vec_push(struct gmem *m, struct vec *v, size_t esz, const void *e)
 
 static void vec_free(struct gmem *m, struct vec *v)
 {
-    free(v->p);
+    bigmem_free(v->p);
     mem_give(m, v->bytes);
     v->p = NULL;
     v->n = v->cap = v->bytes = 0;
@@ -2477,11 +2479,11 @@ void ev_gcheap_free(struct ev_gcheap *g)
     u64map_free(g, &g->rcw_of);
     u64map_free(g, &g->module_at);
     vec_free(&g->mem, &g->early);
-    free(g->perm);
-    free(g->inv);
-    free(g->raw_slots);
-    free(g->slots);
-    free(g->final_of_raw);
+    bigmem_free(g->perm);
+    bigmem_free(g->inv);
+    bigmem_free(g->raw_slots);
+    bigmem_free(g->slots);
+    bigmem_free(g->final_of_raw);
     mem_give(&g->mem, g->mem.held); /* all of it: the stores above were charged */
     free(g);
 }

@@ -58,46 +58,6 @@ int ev_rd_utf8(struct ev_rd *r, const uint8_t **s, size_t *len)
     return 0;
 }
 
-int ev_rd_u8(struct ev_rd *r, uint8_t *out)
-{
-    if (ev_rd_left(r) < 1) {
-        return AGENT_E_TRUNC;
-    }
-    *out = r->p[r->i];
-    r->i += 1;
-    return 0;
-}
-
-int ev_rd_u16(struct ev_rd *r, uint16_t *out)
-{
-    if (ev_rd_left(r) < 2) {
-        return AGENT_E_TRUNC;
-    }
-    *out = ev_load_u16(r->p + r->i);
-    r->i += 2;
-    return 0;
-}
-
-int ev_rd_u32(struct ev_rd *r, uint32_t *out)
-{
-    if (ev_rd_left(r) < 4) {
-        return AGENT_E_TRUNC;
-    }
-    *out = ev_load_u32(r->p + r->i);
-    r->i += 4;
-    return 0;
-}
-
-int ev_rd_u64(struct ev_rd *r, uint64_t *out)
-{
-    if (ev_rd_left(r) < 8) {
-        return AGENT_E_TRUNC;
-    }
-    *out = ev_load_u64(r->p + r->i);
-    r->i += 8;
-    return 0;
-}
-
 bool ev_rd_utf16z(struct ev_rd *r, const uint8_t **s, size_t *units)
 {
     size_t start = r->i;

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 /* A read cursor over p[0..n); base is the absolute stream offset of p[0], for error reports. */
 struct ev_rd {
     const uint8_t *p;
@@ -56,10 +58,46 @@ static inline uint64_t ev_load_u64(const uint8_t *p)
     return (uint64_t)ev_load_u32(p) | ((uint64_t)ev_load_u32(p + 4) << 32);
 }
 
-int ev_rd_u8(struct ev_rd *r, uint8_t *out);
-int ev_rd_u16(struct ev_rd *r, uint16_t *out);
-int ev_rd_u32(struct ev_rd *r, uint32_t *out);
-int ev_rd_u64(struct ev_rd *r, uint64_t *out);
+/* Fixed-size reads, inline: every decoder's inner loops call them once per field. */
+static inline int ev_rd_u8(struct ev_rd *r, uint8_t *out)
+{
+    if (ev_rd_left(r) < 1) {
+        return AGENT_E_TRUNC;
+    }
+    *out = r->p[r->i];
+    r->i += 1;
+    return 0;
+}
+
+static inline int ev_rd_u16(struct ev_rd *r, uint16_t *out)
+{
+    if (ev_rd_left(r) < 2) {
+        return AGENT_E_TRUNC;
+    }
+    *out = ev_load_u16(r->p + r->i);
+    r->i += 2;
+    return 0;
+}
+
+static inline int ev_rd_u32(struct ev_rd *r, uint32_t *out)
+{
+    if (ev_rd_left(r) < 4) {
+        return AGENT_E_TRUNC;
+    }
+    *out = ev_load_u32(r->p + r->i);
+    r->i += 4;
+    return 0;
+}
+
+static inline int ev_rd_u64(struct ev_rd *r, uint64_t *out)
+{
+    if (ev_rd_left(r) < 8) {
+        return AGENT_E_TRUNC;
+    }
+    *out = ev_load_u64(r->p + r->i);
+    r->i += 8;
+    return 0;
+}
 /* Steps over len bytes. */
 int ev_rd_skip(struct ev_rd *r, size_t len);
 

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bufpool.h"
 #include "err.h"
 #include "http_internal.h"
 #include "http_proto.h"
@@ -51,7 +52,7 @@ static int resp_submit(struct http_conn *c, struct http_write *w, const uv_buf_t
     w->c = c;
     int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, ub, nb, resp_on_write);
     if (rc != 0) {
-        free(w->data);
+        bufpool_release(w->data);
         free(w);
         log_debug(HTTP_LOG_CAT, "connection %llu: cannot write: %s", (unsigned long long)c->id,
                   agent_strerror(rc));
@@ -153,12 +154,12 @@ static int resp_write_owned(struct http_conn *c, void *base, const void *data, s
             iov[n++] = (struct http_tls_iov){.p = crlf, .n = 2};
         }
         int rc = resp_write_tls(c, iov, n);
-        free(base);
+        bufpool_release(base);
         return rc;
     }
     struct http_write *w = len <= UINT_MAX ? malloc(sizeof(*w)) : NULL;
     if (w == NULL) {
-        free(base);
+        bufpool_release(base);
         http__conn_close(c);
         return len <= UINT_MAX ? UV_ENOMEM : AGENT_E_TOOBIG;
     }
@@ -209,7 +210,7 @@ static void resp_on_write(uv_write_t *req, int status)
     struct http_conn *c = w->c;
     c->writes_in_flight--;
     c->pending -= w->len;
-    free(w->data);
+    bufpool_release(w->data);
     free(w);
     http__conn_write_done(c, status);
 }
@@ -692,21 +693,21 @@ int http_stream_write(struct http_request *r, const void *data, size_t len)
 int http_stream_write_owned(struct http_request *r, void *base, const void *data, size_t len)
 {
     if (r == NULL || r->resp != RESP_STREAMING || r->in_abort) {
-        free(base);
+        bufpool_release(base);
         return r == NULL || r->resp != RESP_STREAMING ? AGENT_E_INVAL : AGENT_E_CLOSED;
     }
     struct http_conn *c = r->conn;
     if (c->state == CONN_CLOSING) {
-        free(base);
+        bufpool_release(base);
         return AGENT_E_CLOSED;
     }
     if (len == 0 || r->discard_body) {
-        free(base);
+        bufpool_release(base);
         return 0;
     }
     if (c->pending >= c->srv->cfg.max_stream_pending ||
         len > c->srv->cfg.max_stream_pending - c->pending) {
-        free(base);
+        bufpool_release(base);
         log_warn(HTTP_LOG_CAT, "connection %llu: client too slow, %zu bytes pending",
                  (unsigned long long)c->id, c->pending);
         http__conn_close(c);

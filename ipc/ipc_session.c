@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "bufpool.h"
 #include "err.h"
 #include "ipc_client.h"
 #include "ipc_codec.h"
@@ -45,6 +46,7 @@
 /* Bound on the background work after on_end or abort (reading a start reply, StopTracing) when
  * the admission sets none. */
 #define DEFAULT_CLEANUP_TIMEOUT_MS 10000
+_Static_assert(READ_BUF_SIZE == BUFPOOL_BLOCK, "a read buffer is one pool block");
 /* A start reply is 24 (Error) or 28 (OK + id) bytes; anything announcing more is not a runtime. */
 #define REPLY_CAP 1024
 
@@ -103,6 +105,7 @@ struct ipc_session {
      * on_data took it (ipc_session_take_buffer). */
     uint8_t *rbuf;
     bool in_deliver; /* inside on_data: take_buffer is allowed */
+    bool pooled;     /* a buffer was taken: read into pool blocks (bufpool.h) */
 };
 
 static int s_try(struct ipc_session *s);
@@ -173,7 +176,7 @@ static void s_free(struct ipc_session *s)
     free(s->providers);
     free(s->blob);
     free(s->req);
-    free(s->rbuf);
+    bufpool_release(s->rbuf);
     free(s);
 }
 
@@ -491,6 +494,11 @@ static void s_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     (void)suggested;
     /* While waiting for the reply, keep what came so far; afterwards every read starts over. */
     size_t off = s->state == S_AWAIT_REPLY ? s->rlen : 0;
+    /* A session that hands its buffers on reads into pool blocks from then on (bufpool.h); one
+     * that keeps its buffer keeps the one malloc'd block it started with. */
+    if (s->rbuf == NULL && s->pooled) {
+        s->rbuf = bufpool_get();
+    }
     if (s->rbuf == NULL && (s->rbuf = malloc(READ_BUF_SIZE)) == NULL) {
         *b = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS: the stream ends with an error */
         return;
@@ -515,6 +523,7 @@ uint8_t *ipc_session_take_buffer(struct ipc_session *s)
     }
     uint8_t *b = s->rbuf;
     s->rbuf = NULL;
+    s->pooled = true;
     return b;
 }
 

@@ -100,9 +100,11 @@ void ipc_session_stop(struct ipc_session *s, uint64_t stop_timeout_ms);
 void ipc_session_abort(struct ipc_session *s);
 
 /*
- * Inside on_data only: takes the malloc'd read buffer that holds the view on_data got (the view
- * lies inside it), so a relay can queue the bytes without copying them; the caller frees it.
- * The session reads into a new buffer from then on. NULL outside on_data or if already taken.
+ * Inside on_data only: takes the read buffer that holds the view on_data got (the view lies
+ * inside it), so a relay can queue the bytes without copying them; the caller releases it with
+ * bufpool_release (it is a pool block or a malloc'd one, common/bufpool.h). The session reads
+ * into a new buffer from then on, a pool block when one is free. NULL outside on_data or if
+ * already taken.
  */
 uint8_t *ipc_session_take_buffer(struct ipc_session *s);
 /* Size of each read buffer (so a relay can take only well-filled ones). */

@@ -35,6 +35,7 @@
 
 #include "api.h"
 #include "buf.h"
+#include "bufpool.h"
 #include "egress.h"
 #include "err.h"
 #include "hex.h"
@@ -59,7 +60,7 @@ struct art_held {
 /* Frees one held entry and gives back its charge (base: NULL once handed to the target). */
 static void held_free(struct art_held *h)
 {
-    free(h->base);
+    bufpool_release(h->base);
     mb_release(NULL, h->charged);
     free(h);
 }
@@ -745,7 +746,7 @@ static bool consumer_ok(const struct artifact *art)
 int artifact_write_owned(struct artifact *art, void *base, const void *data, size_t n)
 {
     if (!consumer_ok(art)) {
-        free(base);
+        bufpool_release(base);
         return AGENT_E_CLOSED;
     }
     if (art->provider == NULL) {
@@ -777,7 +778,7 @@ int artifact_write_owned(struct artifact *art, void *base, const void *data, siz
     }
     if (h == NULL || base == NULL) {
         free(h);
-        free(base);
+        bufpool_release(base);
         mb_release(NULL, charged);
         rc = rc != 0 ? rc : UV_ENOMEM;
         char msg[512];

@@ -25,11 +25,18 @@
  * FIFO costs a 504, never a thread forever.
  * While the runtime writes, discovery is told the process is busy so its liveness check (which
  * the runtime's single diagnostic thread cannot answer now) does not drop it.
+ *
+ * Speed (issue 30): over plain HTTP the response is bound by the client, not by createdump or
+ * dotmon. createdump writes faster than a client on the same machine receives and stores it, so
+ * after the first piece the sender stays behind the writer and every sendfile piece is full; what
+ * dotmon adds is how late the first byte leaves (the file is looked for every DumpPollMs, 10 ms)
+ * and the time the client still needs after createdump ends. The file's pages are always in the
+ * page cache (just written), so read-ahead hints do nothing, and FADV_DONTNEED on this unlinked,
+ * still dirty file would start writing it to disk: its pages go when it is closed.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,16 +232,12 @@ static void job_unlink_now(struct dump_job *job)
 static void dump_fini(struct job *core)
 {
     struct dump_job *job = dump_of(core);
-    struct agent *a = job->a;
     /* Whatever happened, the file goes (a no-op when it was unlinked after opening). */
     job_unlink_now(job);
     job->file_gone = true;
     job_set_busy(job, false);
     free(job->rbuf);
     ipc_endpoint_fini(&job->ep);
-    if (op_registry_active(&a->ops, OP_KIND_DUMP) == 0) {
-        malloc_trim(0);
-    }
 }
 
 /* The exchange, a step on the pool, an open file or a piece being sent keep the job. */

@@ -138,10 +138,8 @@ static void gcdump_fini(struct job *core)
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);
     ipc_endpoint_fini(&job->ep);
-    /* The graph's memory goes back to the system once no snapshot is running. */
-    if (op_registry_active(&a->ops, OP_KIND_GCDUMP) == 0) {
-        malloc_trim(0);
-    }
+    /* The graph's memory went back with the graph (job_drop_graph, write_on_pool); the rest goes
+     * when the agent goes idle (agent.c agent_went_idle). */
 }
 
 /* The session and the work on the pool keep the job. */

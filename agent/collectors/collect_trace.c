@@ -38,7 +38,6 @@
  * TRACE_LOW_WATER. Stop, cancel, abort, duration and the operation behave as for nettrace.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +47,7 @@
 #include "api.h"
 #include "artifact.h"
 #include "buf.h"
+#include "bufpool.h"
 #include "collectors.h"
 #include "dsession.h"
 #include "err.h"
@@ -66,7 +66,7 @@ static const char cat[] = "dotmon.trace";
 #define TRACE_HIGH_WATER (1024u * 1024u)
 #define TRACE_LOW_WATER  (256u * 1024u)
 /* Reads at least this big go to the client without a copy. */
-#define TRACE_ZERO_COPY_MIN ((size_t)16 * 1024)
+#define TRACE_ZERO_COPY_MIN (DSESSION_READ_SIZE / 4)
 /*
  * format=ndjson: the converter's schemas are charged to a share of the memory budget of the
  * request's own: 1/8 of the budget, at least 4 MiB; 32 MiB when dotmon has no budget.
@@ -88,9 +88,14 @@ struct trace_job {
     int end_status; /* sess_on_end's status, for the deferred end */
     bool backpressure_said; /* the fall-back to backpressure was logged */
     struct spool *spool;    /* NULL until the client first falls behind (or Trace:SpoolLimitMB 0) */
-    bool client_lost;       /* a write failed: the client or the store did not get everything */
-    int64_t duration_s;     /* -1: until stopped */
-    int version;            /* CollectTracing version used */
+    /* A client that falls behind is first waited for (TraceSpoolGrace, the session paused); only
+     * one still behind after that gets the spool, until the spool is empty again. */
+    uv_timer_t grace;
+    bool grace_armed;
+    bool spool_ok;
+    bool client_lost;   /* a write failed: the client or the store did not get everything */
+    int64_t duration_s; /* -1: until stopped */
+    int version;        /* CollectTracing version used */
     uint64_t session_id;
     uint64_t pid;
     bool retried; /* one new start after the runtime closed the first one unanswered */
@@ -159,7 +164,6 @@ static const char *verdict_word(enum nettrace_verdict v)
 static void trace_fini(struct job *core)
 {
     struct trace_job *job = trace_of(core);
-    struct agent *a = job->a;
     trace_config_fini(&job->tc);
     nettrace_checker_fini(&job->checker);
     ev_filter_free(job->stop_on);
@@ -169,11 +173,7 @@ static void trace_fini(struct job *core)
     buf_fini(&job->json_out);
     spool_close(job->spool);
     ipc_endpoint_fini(&job->ep);
-    /* A relay churns through large chunk buffers; once no trace is running, hand the freed heap
-     * back to the system so an idle sidecar returns to its idle footprint. */
-    if (a != NULL && op_registry_active(&a->ops, OP_KIND_TRACE) == 0) {
-        malloc_trim(0);
-    }
+    /* What the relay held (pool blocks, heap) goes back once the agent is idle (agent.c). */
 }
 
 /* The core frees the job once the artifact has ended and the session is gone. */
@@ -328,6 +328,17 @@ static void job_relay(struct trace_job *job);
 static void job_on_ready(void *ud)
 {
     job_relay(ud);
+}
+
+/* The client is still behind after the grace: from now on the stream goes to the spool. */
+static void job_on_grace(uv_timer_t *t)
+{
+    struct trace_job *job = t->data;
+    job->grace_armed = false;
+    if (job->core.art != NULL && artifact_full(job->core.art)) {
+        job->spool_ok = true;
+    }
+    job_relay(job);
 }
 
 static void sess_on_started(void *ud, uint64_t session_id, int version)
@@ -522,22 +533,33 @@ static void sess_data(struct trace_job *job, const uint8_t *p, size_t n)
         return;
     }
     /*
-     * The read buffer is handed to the HTTP write queue as is (no copy, no new chunk
-     * allocation). A partly filled one is first shrunk to its bytes (realloc shrinks in place),
-     * so queued memory stays close to queued bytes; tiny reads are simply copied.
+     * A well-filled read buffer goes to the HTTP write queue as is (no copy, no allocation) and
+     * the session reads on into another pool block (common/bufpool.h); a read below a quarter
+     * of the buffer is copied instead and the session keeps its buffer, so queued memory stays
+     * within 4x the queued bytes.
      */
     uint8_t *base = n >= TRACE_ZERO_COPY_MIN ? dsession_take_buffer(job->ds) : NULL;
     const uint8_t *data = p;
-    if (base != NULL) {
-        size_t off = (size_t)(p - base);
-        if (off + n <= DSESSION_READ_SIZE / 2) {
-            uint8_t *fit = realloc(base, off + n);
-            base = fit != NULL ? fit : base;
-        }
-        data = base + off;
-    }
     bool behind =
         artifact_full(job->core.art) || (job->spool != NULL && spool_size(job->spool) > 0);
+    if (behind && job->a->trace_spool_limit > 0 && !job->spool_ok) {
+        /*
+         * A client that keeps up most of the time (a local one reads at memory speed) is waited
+         * for: the session pauses and the runtime's own buffer holds its events meanwhile, so
+         * the bytes make no round trip through the spool file. These bytes are read already:
+         * they go to the client now, above the queue's high water (the HTTP limit is far above).
+         */
+        if (!job->paused) {
+            job->paused = true; /* job_relay resumes once the queue drains */
+            dsession_pause(job->ds);
+        }
+        if (!job->grace_armed) {
+            job->grace_armed = true;
+            uv_timer_start(&job->grace, job_on_grace,
+                           agent_timeout(job->a, TIMEOUT_TRACE_SPOOL_GRACE), 0);
+        }
+        behind = false;
+    }
     if (behind && job->a->trace_spool_limit > 0) {
         /* The client is behind: keep reading the runtime, queue in the spool (in order). */
         if (job->spool == NULL && spool_new(job->a->loop, job->a->diag_dir,
@@ -732,12 +754,12 @@ static void job_on_spooled(void *ud, int status, void *base, const uint8_t *data
         return;
     }
     if (job->core.art == NULL) {
-        free(base);
+        bufpool_release(base);
         return;
     }
     if (job->ring != NULL) {
         job_ring_data(job, data, n); /* pass-through: through ring_write to the artifact */
-        free(base);
+        bufpool_release(base);
         if (!job->client_lost) {
             job_relay(job);
         }
@@ -755,6 +777,18 @@ static void job_on_spooled(void *ud, int status, void *base, const uint8_t *data
  * spool is full (and resumes it once there is room again), and ends the artifact once the
  * runtime has ended the stream and nothing is left in the spool.
  */
+/* Whether a paused session may read again: while the stream goes to the spool (a ring's always,
+ * a live trace's once its grace ran out), when the spool has room; otherwise when the client's
+ * queue has drained. */
+static bool job_may_read(const struct trace_job *job)
+{
+    const struct artifact *out = job->core.art;
+    if (job->spool_ok || job->ring != NULL) {
+        return job->spool == NULL || spool_has_room(job->spool);
+    }
+    return out == NULL || artifact_has_room(out);
+}
+
 static void job_relay(struct trace_job *job)
 {
     struct artifact *out = job->core.art;
@@ -783,11 +817,18 @@ static void job_relay(struct trace_job *job)
                                               : "Trace:SpoolLimitMB",
                          egress ? "store takes the bytes" : "client downloads");
             }
-        } else if (job->paused &&
-                   (sp != NULL ? spool_has_room(sp) : out == NULL || artifact_has_room(out))) {
+        } else if (job->paused && job_may_read(job)) {
             job->paused = false;
             dsession_resume(job->ds);
         }
+    }
+    if (job->spool_ok && (sp == NULL || (spool_size(sp) == 0 && !spool_popping(sp))) &&
+        (out == NULL || artifact_has_room(out))) {
+        job->spool_ok = false; /* caught up: the next time it falls behind, wait first */
+    }
+    if (job->grace_armed && (out == NULL || artifact_has_room(out))) {
+        job->grace_armed = false;
+        uv_timer_stop(&job->grace);
     }
     bool spooled = sp != NULL && (spool_size(sp) > 0 || spool_popping(sp));
     if (job->ended && (out == NULL || (!spooled && !draining))) {
@@ -858,6 +899,7 @@ int collect_trace(struct agent *a, const struct artifact_origin *o, const struct
         goto fail;
     }
     job->a = a;
+    job_add_timer(&job->core, &job->grace);
     if (artifact_admit_origin(a, o, p, &collect_trace_spec, &trace_events, job, &job->core.art,
                               &op) != 0) {
         job_release(&job->core);

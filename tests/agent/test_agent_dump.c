@@ -962,7 +962,10 @@ static void test_agent_dump_long_full_dump(void **state)
     assert_true(g.body_bytes > (uint64_t)1536 << 20);
     /* The write must have lasted long enough to say something. */
     assert_true(writing.n >= 10);
-    assert_true(writing.max_ms < testenv_timeout(100));
+    /* Not blocked: a loop that waited for the runtime would hold /processes for about the whole
+     * write (seconds); under load one answer may take tens of ms (a bound relative to the
+     * write, not a timing target: those live in bench/). */
+    assert_true(writing.max_ms < g.head_ms / 4);
     dump_get_fini(&g);
     assert_int_equal(dump_files(env->dir), 0);
     agent_test_stop_dotmon_clean(dm);
@@ -1336,7 +1339,7 @@ static void test_agent_dump_fake_never_answers(void **state)
     httpc_fini(&c);
     fprintf(stderr, "/processes: %u while waiting (max %.1f ms), %u after the 504 (max %.1f ms)\n",
             waiting.n, waiting.max_ms, after.n, after.max_ms);
-    assert_true(waiting.max_ms < testenv_timeout(100));
+    assert_true(waiting.max_ms < g.end_ms / 4); /* not blocked for the wait (about 1 s) */
     dump_fake_snapshot(ft);
     assert_int_equal(ft->by_id[3], 1);
     assert_int_equal(ft->info.requests, 1);

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "bufpool.h"
 #include "dsession.h"
 #include "err.h"
 #include "fake_runtime.h"
@@ -82,7 +83,8 @@ static int c_feed(void *ctx, const uint8_t *p, size_t n)
         assert_true(p >= base && p + n <= base + DSESSION_READ_SIZE);
         r->taken++;
         r->taken_twice += dsession_take_buffer(r->ds) != NULL;
-        free(base); /* the view is the caller's now: the session reads into a new buffer */
+        bufpool_release(
+            base); /* the view is the caller's now: the session reads into a new buffer */
     }
     if (r->refuse_at != 0 && r->nbytes >= r->refuse_at) {
         return AGENT_E_PROTO;

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "bufpool.h"
 #include "err.h"
 #include "spool.h"
 
@@ -104,7 +105,7 @@ static void on_chunk(void *ud, int status, void *base, const uint8_t *data, size
         }
     }
     fx->out += n;
-    free(base);
+    bufpool_release(base); /* a pool block or a malloc'd one (common/bufpool.h) */
 }
 
 /* Pops everything (running the loop), checking the order. */

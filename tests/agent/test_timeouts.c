@@ -78,7 +78,7 @@ static void test_rows(void **state)
     assert_int_equal(t.ms[TIMEOUT_LISTEN_SETTLE], 2000);
     assert_int_equal(t.ms[TIMEOUT_LISTEN_SETTLE_STEP], 100);
     assert_int_equal(t.ms[TIMEOUT_TRACE_RETRY], 250);
-    assert_int_equal(t.ms[TIMEOUT_DUMP_POLL], 50);
+    assert_int_equal(t.ms[TIMEOUT_DUMP_POLL], 10);
     assert_int_equal(t.ms[TIMEOUT_DUMP_TAIL], 20);
     assert_int_equal(t.ms[TIMEOUT_HTTP_LINGER], 2000);
     assert_int_equal(t.ms[TIMEOUT_HTTP_PRESSURE_HEAD], 2000);
@@ -129,7 +129,7 @@ static void test_settings(void **state)
     assert_int_equal(t.ms[TIMEOUT_TRACE_STOP], 120000);
     assert_int_equal(t.ms[TIMEOUT_DUMP_TAIL], 1);
     assert_int_equal(t.ms[TIMEOUT_LISTEN_PARK], 400);
-    assert_int_equal(t.ms[TIMEOUT_DUMP_POLL], 50);
+    assert_int_equal(t.ms[TIMEOUT_DUMP_POLL], 10);
 
     /* The environment maps as for every setting: DotnetMonitor_Timeouts__<Name>Ms. */
     struct config c;

@@ -455,10 +455,58 @@ static void test_extra_timer_closed(void **state)
     assert_int_equal(finis, 1);
 }
 
+/* on_idle: once, when the last job's memory is gone (after its fini), never while another job
+ * is live or still closing. */
+static int idles;
+static int finis_at_idle;
+
+static void count_idle(struct collect_ctx *c)
+{
+    assert_ptr_equal(c, &ctx);
+    idles++;
+    finis_at_idle = finis;
+}
+
+static void test_idle_after_last_job(void **state)
+{
+    (void)state;
+    idles = 0;
+    ctx.on_idle = count_idle;
+    struct job *a = job_new(&ctx, &fake_vt, sizeof(struct fake_job));
+    struct job *b = job_new(&ctx, &fake_vt, sizeof(struct timer_job));
+    assert_non_null(a);
+    assert_non_null(b);
+    struct timer_job *t = (struct timer_job *)b;
+    job_add_timer(b, &t->extra); /* b closes two handles: its memory goes after the second */
+    job_release(a);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(finis, 1);
+    assert_int_equal(idles, 0); /* b is live */
+    job_release(b);
+    assert_int_equal(ctx.live, 0);
+    assert_int_equal(idles, 0); /* b's handles are still closing */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(finis, 2);
+    assert_int_equal(idles, 1);
+    assert_int_equal(finis_at_idle, 2);
+    /* Both released before the loop runs: one call, after both are gone. */
+    a = job_new(&ctx, &fake_vt, sizeof(struct fake_job));
+    b = job_new(&ctx, &fake_vt, sizeof(struct fake_job));
+    assert_non_null(a);
+    assert_non_null(b);
+    job_release(a);
+    job_release(b);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(finis, 4);
+    assert_int_equal(idles, 2);
+    assert_int_equal(finis_at_idle, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_every_move, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_after_last_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_state_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_ends_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_before_started, setup, teardown),

@@ -8,7 +8,8 @@ and dotmon's CPU per process-minute from 0 to N processes (issue 30). Nothing is
                    [--baseline OTHER_DOTMON]
   bench_metrics.py --scale 0,1,2,5,10,20 [--rounds 3] [--seconds 30] [--baseline OTHER_DOTMON]
 
-Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE (or dotnet on PATH); dotnet-counters is
+Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE (or dotnet on PATH), DOTMON_BASE_BIN (an
+older dotmon, --baseline's default); wrk and promtool on PATH for --scrape; dotnet-counters is
 installed from NuGet into TOOLS_DIR (default: beside DOTMON_BIN, tools/) on first use.
 
 1. N test apps in a private TMPDIR (each ticking its own meter with --metrics-ms 100).
@@ -362,7 +363,8 @@ def main():
     ap.add_argument("--settle", type=int, default=10, help="seconds the apps run before the first round")
     ap.add_argument("--scale", default=None, help="process counts, e.g. 0,1,2,5,10,20")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--baseline", default=None, help="another dotmon binary, interleaved (--scrape, --scale)")
+    ap.add_argument("--baseline", default=os.environ.get("DOTMON_BASE_BIN") or None,
+                    help="another dotmon binary, interleaved (--scrape, --scale); default DOTMON_BASE_BIN")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the apps are killed on the way out
     if a.scrape:

@@ -258,11 +258,15 @@ void api_info(struct agent *a, struct http_request *req)
 /*
  * GET/HEAD /metrics, on the API and the metrics URLs: Prometheus text 0.0.4, streamed (chunked)
  * piece by piece as the connection drains, so that no number of processes or size of their names
- * cuts it. The first piece holds dotmon's own families; then the processes' families in name
- * order (events/ev_prom.c writes every line; a big family goes on in the next piece), about
- * SCRAPE_PIECE bytes at a time, the next piece made only once the queued bytes are at
- * SCRAPE_LOW_WATER or less: what a scrape holds is one piece, whatever the body's size. A piece
- * that cannot be made (no memory) ends the answer early, at the end of a line.
+ * cuts it. The first piece holds dotmon's own families (made for each scrape: they count the
+ * requests); then the processes' families in name order, about SCRAPE_PIECE bytes at a time,
+ * each piece ending at a line's end, the next one queued only once the queued bytes are at
+ * SCRAPE_LOW_WATER or less. The processes' families come from metrics' shared text
+ * (metrics_text_get: rendered once per change of the stores, copied piece by piece into the
+ * connection) or, when there is none to share, are rendered piece by piece
+ * (metrics_render_next; events/ev_prom.c writes every line, a big family goes on in the next
+ * piece): what a scrape holds of its own is one piece, whatever the body's size. A piece that
+ * cannot be made (no memory) ends the answer early, at the end of a line.
  */
 #define SCRAPE_PIECE     (64u * 1024)
 #define SCRAPE_LOW_WATER (64u * 1024)
@@ -271,19 +275,53 @@ struct scrape {
     struct agent *a;
     struct http_request *req;
     struct ev_prom_cursor cursor;
+    struct metrics_text *text; /* the shared text being sent from text_off, or NULL */
+    size_t text_off;
     bool started; /* dotmon's own families are out */
 };
 
 static void scrape_free(struct scrape *sc)
 {
     ev_prom_cursor_fini(&sc->cursor);
+    metrics_text_release(sc->text);
     free(sc);
+}
+
+/* Bytes of text[0..len) that make the next piece: about `piece`, up to the end of a line (the
+ * text is whole lines; a line longer than a piece goes whole). */
+static size_t piece_len(const char *text, size_t len, size_t piece)
+{
+    if (len <= piece) {
+        return len;
+    }
+    for (size_t n = piece; n > 0; n--) {
+        if (text[n - 1] == '\n') {
+            return n;
+        }
+    }
+    const char *nl = memchr(text + piece, '\n', len - piece);
+    return nl != NULL ? (size_t)(nl - text) + 1 : len;
+}
+
+/* Queues the next piece of the shared text: 0, or the write's error. *last when it was the
+ * text's end. */
+static int scrape_text_step(struct scrape *sc, bool *last)
+{
+    size_t len;
+    const char *data = metrics_text_data(sc->text, &len);
+    size_t n = piece_len(data + sc->text_off, len - sc->text_off, SCRAPE_PIECE);
+    int rc = n > 0 ? http_stream_write(sc->req, data + sc->text_off, n) : 0;
+    sc->text_off += n;
+    *last = sc->text_off == len;
+    return rc;
 }
 
 /* dotmon's own families: gauges and counters of the whole agent, then per process and ring. */
 static int scrape_own(struct agent *a, struct buf *out)
 {
     const struct agent_trace_stats *ts = &a->trace_stats;
+    uint64_t renders, render_ns;
+    metrics_text_stats(a->metrics, &renders, &render_ns);
     struct bufpool_stats bp;
     bufpool_stats(&bp);
     const struct ev_prom_single fams[] = {
@@ -314,11 +352,18 @@ static int scrape_own(struct agent *a, struct buf *out)
         {"dotmon_runtime_sessions_started", "gauge",
          "Of those, the sessions the runtimes have acknowledged: their events are being collected",
          a->sessions.started + a->metric_sessions.started},
+        {"dotmon_metrics_renders_total", "counter",
+         "Times the processes' families were rendered for /metrics (once per change of their "
+         "metrics, shared by the scrapes until the next)",
+         renders},
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof(fams) / sizeof(fams[0]); i++) {
         rc = ev_prom_single_u64(out, &fams[i]);
     }
+    const char *const render_s = "dotmon_metrics_render_seconds_total";
+    rc = rc < 0 ? rc : ev_prom_family(out, render_s, "counter", "Time those renderings took");
+    rc = rc < 0 ? rc : ev_prom_sample_double(out, render_s, NULL, (double)render_ns / 1e9);
     static const char *const key[] = {"kind"};
     const struct {
         const char *kind;
@@ -351,12 +396,14 @@ static void scrape_step(struct scrape *sc)
     if (!sc->started) {
         sc->started = true;
         rc = scrape_own(sc->a, &piece);
+        sc->text = rc == 0 ? metrics_text_get(sc->a->metrics) : NULL;
     }
     size_t own = buf_size(&piece);
-    while (rc == 0 && !sc->a->stopping && !sc->cursor.done && buf_size(&piece) == own) {
+    while (rc == 0 && sc->text == NULL && !sc->a->stopping && !sc->cursor.done &&
+           buf_size(&piece) == own) {
         rc = metrics_render_next(sc->a->metrics, &sc->cursor, SCRAPE_PIECE, &piece);
     }
-    bool last = rc != 0 || sc->a->stopping || sc->cursor.done;
+    bool last = rc != 0 || sc->a->stopping || (sc->text == NULL && sc->cursor.done);
     if (rc != 0) { /* whole lines only: what is there is valid text; the rest is left out */
         log_warn("dotmon.metrics", "/metrics: %s (the answer leaves families out)",
                  agent_strerror(rc));
@@ -365,6 +412,9 @@ static void scrape_step(struct scrape *sc)
     char *data = buf_size(&piece) > 0 ? buf_steal(&piece, &len) : NULL;
     buf_fini(&piece);
     int wrc = data != NULL ? http_stream_write_owned(req, data, data, len) : 0;
+    if (wrc == 0 && !last && sc->text != NULL) {
+        wrc = scrape_text_step(sc, &last);
+    }
     if (wrc == 0 && !last) {
         return; /* the next piece at the drain */
     }

@@ -75,10 +75,15 @@ def benches():
               "build_testapp|build_tracecheck",
               [["python3", "bench/bench_metrics.py", "--apps", "10", "--seconds", "60"],
                ["bench/bench_decode.sh"]]),
-        # Slot (issue 30 item 4): /metrics scrape latency at 20 processes, bench_metrics.py's
-        # scrape mode.
-        Bench("metrics-scrape", "/metrics scrape latency at scale (issue 30)",
-              "build_testapp|build_tracecheck", []),
+        # Issue 30 item 4: /metrics under wrk at 20 processes once every answer is complete, and
+        # dotmon's CPU per process-minute at 0-20 processes; DOTMON_BASE_BIN interleaves an older
+        # dotmon in both.
+        Bench("metrics-scrape", "/metrics scrape latency at scale, CPU per process-minute (issue 30)",
+              "build_testapp",
+              [["python3", "bench/bench_metrics.py", "--scrape", "--apps", "20", "--rounds", "6",
+                "--wrk-seconds", "5"],
+               ["python3", "bench/bench_metrics.py", "--scale", "0,1,2,5,10,20", "--rounds", "2",
+                "--seconds", "20"]]),
         Bench("convert", "dotmon convert against dotnet-trace convert (issues 16, 20)",
               "build_testapp",
               [["bench/bench_convert.sh", m] for m in env_words("CONVERT_MODES", "ndjson speedscope")]),

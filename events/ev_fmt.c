@@ -2,6 +2,7 @@
 #include "ev_fmt.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,27 @@ size_t ev_fmt_real(double v, bool single, char *out, size_t cap)
                                    : (signbit(v) ? "-0" : "0");
         t = strlen(s);
         memcpy(text, s, t);
+    } else if (v > -(single ? 16777216.0 : 9007199254740992.0) &&
+               v < (single ? 16777216.0 : 9007199254740992.0) && (double)(int64_t)v == v) {
+        /* An integer the type holds exactly (below 2^24 or 2^53): its own significant digits are
+         * the shortest text that reads back, since any text with fewer lies 1 or more away while
+         * the neighbours are at most 1 apart. No printf, no strtod: counters and byte counts are
+         * most of /metrics. */
+        char all[24];
+        size_t na = 0;
+        for (uint64_t u = (uint64_t)(v < 0 ? -v : v); u != 0; u /= 10) {
+            all[na++] = (char)('0' + u % 10);
+        }
+        for (size_t i = 0; i < na / 2; i++) {
+            char c = all[i];
+            all[i] = all[na - 1 - i];
+            all[na - 1 - i] = c;
+        }
+        size_t nd = na;
+        while (nd > 1 && all[nd - 1] == '0') {
+            nd--;
+        }
+        t = layout(text, v < 0, all, nd, (long)na, single ? 9 : 17);
     } else {
         /* The fewest significant digits whose %e text reads back as v (as a float for single). */
         char e[48];

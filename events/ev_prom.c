@@ -30,6 +30,22 @@ static size_t utf8_len(const unsigned char *p, size_t n)
     return utf8_decode(p, n, &cp, &len) ? len : 0;
 }
 
+/* Decimal text of v, without printf. */
+static int append_i64(struct buf *b, int64_t v)
+{
+    char s[24];
+    size_t i = sizeof(s);
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        s[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0) {
+        s[--i] = '-';
+    }
+    return buf_append(b, s + i, sizeof(s) - i);
+}
+
 static int append_double(struct buf *b, double v)
 {
     char s[EV_PROM_DOUBLE_MAX];
@@ -40,30 +56,38 @@ static int append_double(struct buf *b, double v)
 /* ---- text escapes --------------------------------------------------------------------------- */
 
 /* Label values escape \ " and newline; HELP text escapes \ and newline. Malformed UTF-8 (which
- * Prometheus rejects in label values) becomes U+FFFD. s[0..n). */
+ * Prometheus rejects in label values) becomes U+FFFD. s[0..n). Bytes that stay as they are go
+ * out in runs, one append per run. */
 static int append_escaped(struct buf *b, const char *s, size_t n, bool quote)
 {
     const unsigned char *p = (const unsigned char *)s;
     const unsigned char *end = p + n;
     int rc = 0;
     while (p < end && rc == 0) {
-        size_t len = utf8_len(p, (size_t)(end - p));
-        if (len == 0) {
-            rc = buf_append(b, "\xef\xbf\xbd", 3);
-            p++;
-        } else if (*p == '\\') {
-            rc = buf_append(b, "\\\\", 2);
-            p++;
-        } else if (*p == '\n') {
-            rc = buf_append(b, "\\n", 2);
-            p++;
-        } else if (*p == '"' && quote) {
-            rc = buf_append(b, "\\\"", 2);
-            p++;
-        } else {
-            rc = buf_append(b, p, len);
+        const unsigned char *run = p;
+        while (p < end) {
+            size_t len = *p < 0x80 ? 1 : utf8_len(p, (size_t)(end - p));
+            if (len == 0 || *p == '\\' || *p == '\n' || (*p == '"' && quote)) {
+                break;
+            }
             p += len;
         }
+        if (p > run) {
+            rc = buf_append(b, run, (size_t)(p - run));
+        }
+        if (rc != 0 || p == end) {
+            break;
+        }
+        if (*p == '\\') {
+            rc = buf_append(b, "\\\\", 2);
+        } else if (*p == '\n') {
+            rc = buf_append(b, "\\n", 2);
+        } else if (*p == '"') {
+            rc = buf_append(b, "\\\"", 2);
+        } else { /* not the start of well-formed UTF-8 */
+            rc = buf_append(b, "\xef\xbf\xbd", 3);
+        }
+        p++;
     }
     return rc;
 }
@@ -182,13 +206,62 @@ static int append_label(struct buf *out, bool first, const char *key, size_t kn,
     return rc;
 }
 
+/* One target's labels as every line of it writes them, made once per rendering: the label keys
+ * a tag must not take (quantile and the normalized process keys, NUL-separated) and the text of
+ * the process labels (key="value", ...). */
+struct proc_labels {
+    const char *keys;
+    size_t keys_len;
+    const char *text;
+    size_t text_len;
+};
+
+/* *out: one proc_labels per target, pointing into store (which must not change afterwards);
+ * the caller frees *out. 0 or -ENOMEM. */
+static int proc_labels_make(const struct ev_prom_target *t, size_t n, struct buf *store,
+                            struct proc_labels **out)
+{
+    struct proc_labels *pl = calloc(n > 0 ? n : 1, sizeof(*pl));
+    size_t *offs = calloc(n > 0 ? 2 * n : 1, sizeof(*offs));
+    int rc = pl == NULL || offs == NULL ? -ENOMEM : 0;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        const struct ev_prom_labels *l = &t[k].labels;
+        offs[2 * k] = buf_size(store);
+        rc = buf_append(store, "quantile", sizeof("quantile"));
+        for (size_t i = 0; rc == 0 && i < l->n; i++) {
+            rc = ev_prom_name_part(store, l->keys[i], strlen(l->keys[i]));
+            rc = rc < 0 ? rc : buf_append(store, "", 1);
+        }
+        pl[k].keys_len = buf_size(store) - offs[2 * k];
+        offs[2 * k + 1] = buf_size(store);
+        for (size_t i = 0; rc == 0 && i < l->n; i++) {
+            const char *v = l->values[i] ? l->values[i] : "";
+            rc = buf_append(store, i == 0 ? "" : ", ", i == 0 ? 0 : 2);
+            rc = rc < 0 ? rc : ev_prom_name_part(store, l->keys[i], strlen(l->keys[i]));
+            rc = rc < 0 ? rc : append_label(store, true, "", 0, v, strlen(v));
+        }
+        pl[k].text_len = buf_size(store) - offs[2 * k + 1];
+    }
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        pl[k].keys = (const char *)buf_data(store) + offs[2 * k];
+        pl[k].text = (const char *)buf_data(store) + offs[2 * k + 1];
+    }
+    free(offs);
+    if (rc < 0) {
+        free(pl);
+        pl = NULL;
+    }
+    *out = pl;
+    return rc;
+}
+
 /*
- * Appends the labels of s (tags, then the process labels) without braces and without quantile.
- * scratch is work space. dotnet-monitor discards every tag label of a line when one item has no
- * separator ('=' for meters, ':' for EventCounters).
+ * Appends the labels of s (tags, then the process labels pl) without braces and without
+ * quantile. scratch is work space. dotnet-monitor discards every tag label of a line when one
+ * item has no separator ('=' for meters, ':' for EventCounters).
  */
-static int render_labels(struct buf *out, const struct ev_series *s,
-                         const struct ev_prom_labels *pl, struct buf *scratch)
+static int render_labels(struct buf *out, const struct ev_series *s, const struct proc_labels *pl,
+                         struct buf *scratch)
 {
     char sep = s->is_meter ? '=' : ':';
     struct tag_iter it;
@@ -208,13 +281,7 @@ static int render_labels(struct buf *out, const struct ev_series *s,
 
     /* Keys in use on this line, NUL-separated: the reserved ones first. */
     buf_reset(scratch);
-    rc = buf_append(scratch, "quantile", sizeof("quantile"));
-    for (size_t i = 0; rc == 0 && i < pl->n; i++) {
-        rc = ev_prom_name_part(scratch, pl->keys[i], strlen(pl->keys[i]));
-        if (rc == 0) {
-            rc = buf_append(scratch, "", 1);
-        }
-    }
+    rc = buf_append(scratch, pl->keys, pl->keys_len);
     if (rc < 0) {
         return rc;
     }
@@ -240,16 +307,9 @@ static int render_labels(struct buf *out, const struct ev_series *s,
         }
         first = false;
     }
-    for (size_t i = 0; rc == 0 && i < pl->n; i++) {
-        const char *v = pl->values[i] ? pl->values[i] : "";
+    if (rc == 0 && pl->text_len > 0) {
         rc = buf_append(out, first ? "" : ", ", first ? 0 : 2);
-        if (rc == 0) {
-            rc = ev_prom_name_part(out, pl->keys[i], strlen(pl->keys[i]));
-        }
-        if (rc == 0) {
-            rc = append_label(out, true, "", 0, v, strlen(v));
-        }
-        first = false;
+        rc = rc < 0 ? rc : buf_append(out, pl->text, pl->text_len);
     }
     return rc;
 }
@@ -409,7 +469,9 @@ static int write_line(struct buf *out, const struct ent *e)
     if (!is_summary(s) || e->counter) {
         rc = buf_append_str(out, ent_name(e));
         if (rc == 0 && e->labels[0]) {
-            rc = buf_printf(out, "{%s}", e->labels);
+            rc = buf_append(out, "{", 1);
+            rc = rc < 0 ? rc : buf_append_str(out, e->labels);
+            rc = rc < 0 ? rc : buf_append(out, "}", 1);
         }
         if (rc == 0) {
             rc = buf_append(out, " ", 1);
@@ -418,13 +480,19 @@ static int write_line(struct buf *out, const struct ent *e)
             rc = append_double(out, (e->counter ? s->total : s->value) * scale);
         }
         if (rc == 0) {
-            rc = buf_printf(out, " %" PRId64 "\n", s->timestamp_ms);
+            rc = buf_append(out, " ", 1);
         }
-        return rc;
+        if (rc == 0) {
+            rc = append_i64(out, s->timestamp_ms);
+        }
+        return rc < 0 ? rc : buf_append(out, "\n", 1);
     }
     for (uint32_t q = 0; rc == 0 && q < s->nquantiles; q++) {
-        rc = buf_printf(out, "%s{%s%squantile=\"", s->prom_name, e->labels,
-                        e->labels[0] ? ", " : "");
+        rc = buf_append_str(out, s->prom_name);
+        rc = rc < 0 ? rc : buf_append(out, "{", 1);
+        rc = rc < 0 ? rc : buf_append_str(out, e->labels);
+        rc = rc < 0 || !e->labels[0] ? rc : buf_append(out, ", ", 2);
+        rc = rc < 0 ? rc : buf_append_str(out, "quantile=\"");
         if (rc == 0) {
             rc = append_double(out, s->quantiles[q].quantile);
         }
@@ -454,7 +522,8 @@ struct fam_pos {
  * TYPE come first when it begins here. Lines with labels after pos->after, until pos->stop.
  */
 static int write_family(struct buf *out, struct ent *e, size_t n, const struct ev_prom_target *t,
-                        struct buf *labels, struct buf *scratch, struct fam_pos *pos)
+                        const struct proc_labels *pl, struct buf *labels, struct buf *scratch,
+                        struct fam_pos *pos)
 {
     enum fam_kind kind = pos->kind >= 0 ? (enum fam_kind)pos->kind : ent_kind(&e[0]);
     size_t kept = 0;
@@ -469,7 +538,7 @@ static int write_family(struct buf *out, struct ent *e, size_t n, const struct e
         }
         e[kept] = e[i];
         e[kept].labels_off = buf_size(labels);
-        rc = render_labels(labels, e[i].s, &t[e[i].target].labels, scratch);
+        rc = render_labels(labels, e[i].s, &pl[e[i].target], scratch);
         if (rc == 0) {
             rc = buf_append(labels, "", 1);
         }
@@ -606,7 +675,8 @@ int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct e
                         size_t min_bytes, struct buf *out)
 {
     struct ent *e = NULL;
-    struct buf labels, scratch;
+    struct proc_labels *pl = NULL;
+    struct buf labels, scratch, pstore;
     size_t total = 0;
     size_t mark = buf_size(out);
     char *after = NULL;
@@ -615,10 +685,12 @@ int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct e
 
     buf_init(&labels, 0);
     buf_init(&scratch, 0);
+    buf_init(&pstore, 0);
     if (c->done) {
         goto out;
     }
     rc = plan(targets, n, &e, &total);
+    rc = rc < 0 ? rc : proc_labels_make(targets, n, &pstore, &pl);
     if (rc < 0) {
         goto out;
     }
@@ -633,7 +705,7 @@ int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct e
         size_t from = first_after(e, total, c->after, true);
         if (from < i && e[from].labels_off != SIZE_MAX) {
             pos.after = c->open;
-            rc = write_family(out, e + from, i - from, targets, &labels, &scratch, &pos);
+            rc = write_family(out, e + from, i - from, targets, pl, &labels, &scratch, &pos);
         }
     }
     const char *last = NULL;
@@ -646,7 +718,7 @@ int ev_prom_render_next(const struct ev_prom_target *targets, size_t n, struct e
         if (e[i].labels_off != SIZE_MAX) {
             pos.kind = -1;
             pos.after = NULL;
-            rc = write_family(out, e + i, j - i, targets, &labels, &scratch, &pos);
+            rc = write_family(out, e + i, j - i, targets, pl, &labels, &scratch, &pos);
         }
         i = j;
     }
@@ -674,8 +746,10 @@ out:
     free(pos.open);
     free(after);
     free(e);
+    free(pl);
     buf_fini(&labels);
     buf_fini(&scratch);
+    buf_fini(&pstore);
     return rc;
 }
 

@@ -115,6 +115,8 @@ static const char *put_str(char **cursor, const char *s)
     return dst;
 }
 
+static void series_set(struct ev_series *se, const struct ev_metric_sample *s);
+
 /* One allocation holding the series and copies of all its strings. */
 /* credit: bytes already charged for the series this one replaces (only the growth is charged). */
 static int series_make(struct ev_series **out, const struct ev_metric_sample *s, uint32_t hash,
@@ -171,6 +173,15 @@ static int series_make(struct ev_series **out, const struct ev_metric_sample *s,
     buf_fini(&name);
     buf_fini(&tname);
 
+    series_set(se, s);
+    se->hash = hash;
+    *out = se;
+    return 0;
+}
+
+/* The sample's kind and figures into se (its strings stay). */
+static void series_set(struct ev_series *se, const struct ev_metric_sample *s)
+{
     se->kind = s->kind;
     se->is_meter = s->is_meter;
     se->value = s->value;
@@ -196,9 +207,6 @@ static int series_make(struct ev_series **out, const struct ev_metric_sample *s,
     }
     se->hist_count = s->hist_count;
     se->hist_sum = s->hist_sum;
-    se->hash = hash;
-    *out = se;
-    return 0;
 }
 
 static void series_free(struct ev_store *st, struct ev_series *se)
@@ -335,6 +343,14 @@ int ev_store_add(struct ev_store *st, const struct ev_metric_sample *in)
             struct ev_series *old = st->v[i - 1];
             if (old->hash != h || !same_identity(old, s)) {
                 continue;
+            }
+            if (strcmp(old->display_name, nz(s->display_name)) == 0 &&
+                strcmp(old->unit, nz(s->unit)) == 0) {
+                /* The usual case, every interval: the same strings, new figures. In place: no
+                 * allocation, no name to normalize again. */
+                series_set(old, s);
+                old->seq = ++st->seq;
+                return 0;
             }
             struct ev_series *se = NULL;
             int rc = series_make(&se, s, h, st->share, old->bytes);

@@ -44,7 +44,7 @@ struct mproc {
     struct ipc_endpoint ep;
     struct msession *sess;
     struct ev_store *store;
-    uv_timer_t timer; /* restart delay (WAITING), else the staleness check */
+    uv_timer_t timer; /* restart delay (WAITING) */
     enum mproc_state state;
     char reason[256];
     uint64_t backoff_ms;
@@ -60,11 +60,46 @@ struct metrics {
     struct metrics_filters f;
     bool all_processes;
     struct mproc *procs;
-    size_t closing; /* mprocs whose timer is closing */
+    size_t closing; /* handles closing (mprocs' timers, check) */
     bool closed;    /* metrics_close was called: free when closing reaches 0 */
+    /* Every process's staleness check on one tick (a timer per process would wake the loop once
+     * per process and interval on its own). */
+    uv_timer_t check;
+    /* The rendered runtimes' families (metrics_text_get), NULL until asked after a change; one
+     * reference is metrics'. gen counts the changes; a text found too big at gen is not tried
+     * again before the next change. */
+    struct metrics_text *text;
+    uint64_t gen;
+    bool too_big;
+    uint64_t too_big_gen;
+    uint64_t renders;   /* texts rendered */
+    uint64_t render_ns; /* time they took */
+};
+
+/* A shared rendering: refs references, len bytes of text, charged to the memory budget. */
+struct metrics_text {
+    size_t refs;
+    size_t len;
+    char data[];
 };
 
 static void mproc_start(struct mproc *mp);
+
+void metrics_text_release(struct metrics_text *t)
+{
+    if (t != NULL && --t->refs == 0) {
+        mb_release(NULL, sizeof(*t) + t->len);
+        free(t);
+    }
+}
+
+/* What the runtimes' families show has changed: the shared text is out of date. */
+static void metrics_changed(struct metrics *m)
+{
+    m->gen++;
+    metrics_text_release(m->text);
+    m->text = NULL;
+}
 
 uint64_t metrics_share_cap(void)
 {
@@ -99,6 +134,9 @@ static void mproc_on_sample(void *ud, const struct ev_metric_sample *s)
 {
     struct mproc *mp = ud;
     int rc = ev_store_add(mp->store, s);
+    if (rc == 0) {
+        metrics_changed(mp->m);
+    }
     if (rc == AGENT_E_TOOBIG && !mp->full_said) {
         mp->full_said = true;
         log_warn(cat,
@@ -184,24 +222,36 @@ static void mproc_on_timer(uv_timer_t *t)
     struct mproc *mp = t->data;
     if (mp->state == MP_WAITING) {
         mproc_start(mp);
+    }
+}
+
+/* EventCounters that stop ticking: another session's Disable of the same EventSource stops its
+ * timer for every session (docs/events.md §2.1). Restart the session to turn them on again. */
+static void mproc_check_stale(struct mproc *mp, uint64_t interval, uint64_t now)
+{
+    if (mp->state != MP_RUNNING || interval == 0 || mp->sess == NULL || mp->restarting ||
+        !msession_counters_seen(mp->sess)) {
         return;
     }
-    /* EventCounters that stop ticking: another session's Disable of the same EventSource stops
-     * its timer for every session (docs/events.md §2.1). Restart ours to turn them on again. */
-    uint64_t interval = metrics_filters_counter_interval_ms(&mp->m->f);
-    uint64_t now = uv_now(mp->m->a->loop);
-    if (mp->state == MP_RUNNING && interval > 0 && mp->sess != NULL && !mp->restarting &&
-        msession_counters_seen(mp->sess)) {
-        uint64_t since = now - msession_last_counter_ms(mp->sess);
-        if (since > 3 * interval + 5000) {
-            log_info(cat,
-                     "metrics of %" PRIu64 ": no EventCounters for %" PRIu64
-                     " ms (another session may have disabled them); restarting the session",
-                     mp->pid, since);
-            set_reason(mp, "EventCounters stopped; session restarting");
-            mp->restarting = true;
-            msession_stop(mp->sess);
-        }
+    uint64_t since = now - msession_last_counter_ms(mp->sess);
+    if (since > 3 * interval + 5000) {
+        log_info(cat,
+                 "metrics of %" PRIu64 ": no EventCounters for %" PRIu64
+                 " ms (another session may have disabled them); restarting the session",
+                 mp->pid, since);
+        set_reason(mp, "EventCounters stopped; session restarting");
+        mp->restarting = true;
+        msession_stop(mp->sess);
+    }
+}
+
+static void metrics_on_check(uv_timer_t *t)
+{
+    struct metrics *m = t->data;
+    uint64_t interval = metrics_filters_counter_interval_ms(&m->f);
+    uint64_t now = uv_now(m->a->loop);
+    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
+        mproc_check_stale(mp, interval, now);
     }
 }
 
@@ -222,10 +272,17 @@ static void mproc_start(struct mproc *mp)
     }
     mp->state = MP_STARTING;
     set_reason(mp, "session starting");
-    uint64_t check = metrics_filters_counter_interval_ms(&m->f);
-    check = check == 0 ? 5000 : check;
     uv_timer_stop(&mp->timer);
-    uv_timer_start(&mp->timer, mproc_on_timer, check, check);
+}
+
+/* One handle less closing: m goes once closed and none is left. */
+static void metrics_closed_one(struct metrics *m)
+{
+    m->closing--;
+    if (m->closed && m->closing == 0) {
+        metrics_filters_fini(&m->f);
+        free(m);
+    }
 }
 
 static void mproc_on_closed(uv_handle_t *h)
@@ -237,11 +294,12 @@ static void mproc_on_closed(uv_handle_t *h)
     ipc_endpoint_fini(&mp->ep);
     free(mp->name);
     free(mp);
-    m->closing--;
-    if (m->closed && m->closing == 0) {
-        metrics_filters_fini(&m->f);
-        free(m);
-    }
+    metrics_closed_one(m);
+}
+
+static void metrics_on_check_closed(uv_handle_t *h)
+{
+    metrics_closed_one(h->data);
 }
 
 /* Unlinks mp, abandons its session, and frees it once its timer has closed. */
@@ -267,6 +325,7 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
     if (m == NULL || m->closed) {
         return;
     }
+    metrics_changed(m);
     if (!added) {
         for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
             if (strcmp(mp->uid, p->uid) == 0) {
@@ -331,6 +390,12 @@ int metrics_new(struct agent *a, struct metrics **out)
         free(m);
         return rc;
     }
+    uint64_t every = metrics_filters_counter_interval_ms(&m->f);
+    every = every == 0 ? 5000 : every;
+    uv_timer_init(a->loop, &m->check);
+    m->check.data = m;
+    uv_unref((uv_handle_t *)&m->check);
+    uv_timer_start(&m->check, metrics_on_check, every, every);
     *out = m;
     return 0;
 }
@@ -341,13 +406,12 @@ void metrics_close(struct metrics *m)
         return;
     }
     m->closed = true;
+    metrics_changed(m);
     while (m->procs != NULL) {
         mproc_remove(m->procs);
     }
-    if (m->closing == 0) {
-        metrics_filters_fini(&m->f);
-        free(m);
-    }
+    m->closing++;
+    uv_close((uv_handle_t *)&m->check, metrics_on_check_closed);
 }
 
 struct cJSON *metrics_status_json(struct metrics *m)
@@ -448,6 +512,54 @@ int metrics_render_own(struct metrics *m, struct buf *out)
     return rc;
 }
 
+/* The stores of the shown processes with their labels (pid, uid, name), for ev_prom. */
+struct targets {
+    struct ev_prom_target *t;
+    char (*pids)[24];
+    const char **values;
+    size_t n;
+};
+
+static void targets_fini(struct targets *ts)
+{
+    free(ts->t);
+    free(ts->pids);
+    free(ts->values);
+}
+
+/* 0 or -ENOMEM (ts empty); the targets borrow m's processes until the next change. */
+static int targets_make(struct metrics *m, struct targets *ts)
+{
+    static const char *const keys[] = {"pid", "uid", "name"};
+    size_t n = 0;
+    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
+        n++;
+    }
+    n = n > 0 ? n : 1;
+    ts->t = calloc(n, sizeof(*ts->t));
+    ts->pids = calloc(n, sizeof(*ts->pids));
+    ts->values = calloc(3 * n, sizeof(*ts->values));
+    ts->n = 0;
+    if (ts->t == NULL || ts->pids == NULL || ts->values == NULL) {
+        targets_fini(ts);
+        return UV_ENOMEM;
+    }
+    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
+        if (mp->store == NULL || !shown(m, mp)) {
+            continue;
+        }
+        size_t k = ts->n++;
+        snprintf(ts->pids[k], sizeof(ts->pids[k]), "%" PRIu64, mp->pid);
+        ts->values[3 * k] = ts->pids[k];
+        ts->values[3 * k + 1] = mp->uid;
+        ts->values[3 * k + 2] = mp->name;
+        ts->t[k].store = mp->store;
+        ts->t[k].labels =
+            (struct ev_prom_labels){.keys = keys, .values = &ts->values[3 * k], .n = 3};
+    }
+    return 0;
+}
+
 int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_bytes,
                         struct buf *out)
 {
@@ -455,38 +567,72 @@ int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_
         c->done = true;
         return 0;
     }
-    size_t n = 0;
-    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
-        n++;
+    struct targets ts;
+    int rc = targets_make(m, &ts);
+    if (rc == 0) {
+        rc = ev_prom_render_next(ts.t, ts.n, c, min_bytes, out);
+        targets_fini(&ts);
     }
-    n = n > 0 ? n : 1;
-    struct ev_prom_target *t = calloc(n, sizeof(*t));
-    char(*pids)[24] = calloc(n, sizeof(*pids));
-    const char **values = calloc(3 * n, sizeof(*values));
-    static const char *const keys[] = {"pid", "uid", "name"};
-    int rc = UV_ENOMEM;
-    if (t == NULL || pids == NULL || values == NULL) {
-        goto out;
-    }
-    size_t k = 0;
-    for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
-        if (mp->store == NULL || !shown(m, mp)) {
-            continue;
-        }
-        snprintf(pids[k], sizeof(pids[k]), "%" PRIu64, mp->pid);
-        values[3 * k] = pids[k];
-        values[3 * k + 1] = mp->uid;
-        values[3 * k + 2] = mp->name;
-        t[k].store = mp->store;
-        t[k].labels = (struct ev_prom_labels){.keys = keys, .values = &values[3 * k], .n = 3};
-        k++;
-    }
-    rc = ev_prom_render_next(t, k, c, min_bytes, out);
-out:
-    free(t);
-    free(pids);
-    free(values);
     return rc;
+}
+
+struct metrics_text *metrics_text_get(struct metrics *m)
+{
+    if (m == NULL || m->closed || !m->all_processes) {
+        return NULL;
+    }
+    if (m->text != NULL) {
+        m->text->refs++;
+        return m->text;
+    }
+    if (m->too_big && m->too_big_gen == m->gen) {
+        return NULL;
+    }
+    struct targets ts;
+    struct buf b;
+    struct metrics_text *t = NULL;
+    uint64_t t0 = uv_hrtime();
+    buf_init(&b, METRICS_TEXT_MAX);
+    int rc = targets_make(m, &ts);
+    if (rc == 0) {
+        rc = ev_prom_render(ts.t, ts.n, &b);
+        targets_fini(&ts);
+    }
+    size_t len = buf_size(&b);
+    if (rc == 0) {
+        rc = mb_charge(NULL, sizeof(*t) + len);
+    }
+    if (rc == 0) {
+        t = malloc(sizeof(*t) + len);
+        if (t == NULL) {
+            mb_release(NULL, sizeof(*t) + len);
+        }
+    }
+    if (t != NULL) {
+        t->refs = 2; /* metrics' and the caller's */
+        t->len = len;
+        memcpy(t->data, buf_data(&b), len);
+        m->text = t;
+    } else if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
+        m->too_big = true; /* streamed until the next change */
+        m->too_big_gen = m->gen;
+    }
+    buf_fini(&b);
+    m->renders++;
+    m->render_ns += uv_hrtime() - t0;
+    return t;
+}
+
+void metrics_text_stats(const struct metrics *m, uint64_t *renders, uint64_t *render_ns)
+{
+    *renders = m != NULL ? m->renders : 0;
+    *render_ns = m != NULL ? m->render_ns : 0;
+}
+
+const char *metrics_text_data(const struct metrics_text *t, size_t *len)
+{
+    *len = t->len;
+    return t->data;
 }
 
 /* ---- the rings of collection rules (CollectTrace PreTriggerSeconds) ---- */

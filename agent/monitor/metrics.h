@@ -47,6 +47,30 @@ int metrics_render_own(struct metrics *m, struct buf *out);
  * nothing, c->done. */
 int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_bytes,
                         struct buf *out);
+/*
+ * The runtimes' families of every shown process as one text: what metrics_render_next writes over
+ * a whole cursor, rendered once after each change of the stores (a sample stored, a process come
+ * or gone) and shared by every scrape until the next change, so that scrapes between two updates
+ * cost a copy rather than a rendering. The caller gets a reference (metrics_text_release) and
+ * the text never changes under it; a change only drops metrics' own reference, so the memory
+ * comes back once the last scrape holding it is done.
+ * NULL when there is no text to share and the caller streams with metrics_render_next instead:
+ * metrics off or closed, Metrics:AllProcesses false (what is shown depends on the discovery),
+ * a text over METRICS_TEXT_MAX (rendered in one go it would hold the loop too long; tried once
+ * per change), the memory budget refusing it, or no memory.
+ */
+#define METRICS_TEXT_MAX (1024u * 1024u)
+struct metrics_text;
+struct metrics_text *metrics_text_get(struct metrics *m);
+/* How many texts metrics_text_get has rendered, and the time they took (monotonic clock): the
+ * cost of /metrics beyond copying (dotmon_metrics_renders_total and _render_seconds_total). 0s
+ * when m is NULL. */
+void metrics_text_stats(const struct metrics *m, uint64_t *renders, uint64_t *render_ns);
+/* The text's bytes [*data, *data + *len): whole lines, valid while the reference is held. */
+const char *metrics_text_data(const struct metrics_text *t, size_t *len);
+/* Drops a reference from metrics_text_get (NULL: nothing); the last one frees the text. */
+void metrics_text_release(struct metrics_text *t);
+
 /* dotmon's extra /info member (extras=true): each process's metrics state and, when it gets
  * none, why: [{"pid","uid","name","state":"running|starting|waiting","reason"}]. NULL on no
  * memory; an empty array when metrics are off (m NULL). */

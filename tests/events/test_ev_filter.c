@@ -7,6 +7,7 @@
  * that hold the deciding event), the PayloadFilter mismatch rule, native runtime events, and
  * the real fixture captures.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,6 +140,35 @@ static void test_ev_filter_real(void **state)
         ev_fmt_real(m[i].x, m[i].single, out, sizeof(out));
         assert_string_equal(out, m[i].text);
     }
+    /* Integers the type holds exactly print as their digits (the fast path), on both sides of
+     * each power of ten and at the limits 2^53 - 1 and 2^24 - 1; just past them, the general path.
+     */
+    for (int neg = 0; neg < 2; neg++) {
+        for (double p10 = 1; p10 < 1e16; p10 *= 10) {
+            const double xs[] = {p10 - 1, p10, p10 + 1, 7 * p10, 9007199254740991.0, 16777215.0};
+            for (size_t i = 0; i < sizeof(xs) / sizeof(xs[0]); i++) {
+                double x = neg ? -xs[i] : xs[i];
+                char out[32], want[32];
+                if (x == 0) {
+                    continue;
+                }
+                snprintf(want, sizeof(want), "%.0f", x);
+                ev_fmt_real(x, false, out, sizeof(out));
+                assert_string_equal(out, want);
+                if (fabs(x) < 16777216.0) {
+                    ev_fmt_real(x, true, out, sizeof(out));
+                    assert_string_equal(out, want);
+                }
+            }
+        }
+    }
+    char out[32];
+    ev_fmt_real(9007199254740992.0, false, out, sizeof(out));
+    assert_string_equal(out, "9007199254740992");
+    ev_fmt_real(16777216.0, true, out, sizeof(out));
+    assert_string_equal(out, "16777216");
+    ev_fmt_real(12.5, false, out, sizeof(out));
+    assert_string_equal(out, "12.5");
 }
 
 /* ---- synthetic streams ---------------------------------------------------------------------- */

@@ -393,6 +393,29 @@ static void test_newest_replaces(void **state)
     text = render1(st);
     assert_string_equal(text, "# HELP m_d d\n# TYPE m_d gauge\nm_d{a_b=\"1\"} 1 2\n");
     free(text);
+    /* The same strings again update the series in place (its bytes stay); a new DisplayName
+     * replaces the strings too, and HELP follows it. */
+    ev_store_clear(st);
+    s = counter("cpu-usage", "CPU Usage", "%", EV_METRIC_GAUGE, 1, 1000);
+    assert_int_equal(ev_store_add(st, &s), 0);
+    uint64_t bytes = ev_store_bytes(st);
+    s = counter("cpu-usage", "CPU Usage", "%", EV_METRIC_GAUGE, 2, 2000);
+    assert_int_equal(ev_store_add(st, &s), 0);
+    assert_int_equal(ev_store_bytes(st), bytes);
+    text = render1(st);
+    assert_string_equal(text, "# HELP systemruntime_cpu_usage_ratio CPU Usage\n"
+                              "# TYPE systemruntime_cpu_usage_ratio gauge\n"
+                              "systemruntime_cpu_usage_ratio 2 2000\n");
+    free(text);
+    s = counter("cpu-usage", "Processor Use", "%", EV_METRIC_GAUGE, 3, 3000);
+    assert_int_equal(ev_store_add(st, &s), 0);
+    assert_int_equal(ev_store_series(st), 1);
+    assert_int_equal(ev_store_bytes(st), bytes + 4);
+    text = render1(st);
+    assert_string_equal(text, "# HELP systemruntime_cpu_usage_ratio Processor Use\n"
+                              "# TYPE systemruntime_cpu_usage_ratio gauge\n"
+                              "systemruntime_cpu_usage_ratio 3 3000\n");
+    free(text);
     ev_store_free(st);
 }
 

@@ -29,11 +29,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, App, check, close_log, free_port, http_request, stop, wait_for  # noqa: E402
+from dmtest import FAILS, App, check, close_log, free_port, http_request, prom_by_pid, stop, wait_for  # noqa: E402
 
 APPS = 12
-LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)( (-?\d+))?$')
-PID = re.compile(r'(?:^|[{ ,])pid="(\d+)"')
 
 
 def request(port, method="GET", path="/metrics"):
@@ -69,21 +67,8 @@ def raw_chunks(port):
 
 def per_pid(text):
     """{pid: sample lines}, the families (HELP names), lines that do not parse."""
-    counts, families, bad = {}, set(), []
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            families.add(line.split(" ")[2])
-            continue
-        if not line or line.startswith("#"):
-            continue
-        m = LINE.match(line)
-        if not m:
-            bad.append(line)
-            continue
-        p = PID.search(m.group(2) or "")
-        if p and not m.group(1).startswith("dotmon_"):
-            counts[p.group(1)] = counts.get(p.group(1), 0) + 1
-    return counts, families, bad
+    by_pid, families, bad = prom_by_pid(text)
+    return {p: sum(f.values()) for p, f in by_pid.items()}, families, bad
 
 
 def main():

@@ -197,6 +197,32 @@ def http_try_get(port, path, timeout=60):
         return 0, "", str(e).encode()
 
 
+PROM_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)( (-?\d+))?$')
+PROM_PID = re.compile(r'(?:^|[{ ,])pid="(\d+)"')
+
+
+def prom_by_pid(text):
+    """A /metrics body read line by line: ({pid: {family: sample lines}} of the runtimes' lines
+    (dotmon's own dotmon_* left out), the family names of its HELP lines, the lines that do not
+    parse)."""
+    by_pid, families, bad = {}, set(), []
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            families.add(line.split(" ")[2])
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = PROM_LINE.match(line)
+        if not m:
+            bad.append(line)
+            continue
+        p = PROM_PID.search(m.group(2) or "")
+        if p and not m.group(1).startswith("dotmon_"):
+            fams = by_pid.setdefault(p.group(1), {})
+            fams[m.group(1)] = fams.get(m.group(1), 0) + 1
+    return by_pid, families, bad
+
+
 def close_log(log):
     """Closes dotmon's log (a w+ file; None is fine), first copying its last 4,000 characters to
     standard error when a check failed."""

@@ -63,7 +63,9 @@
 
 static const char cat[] = "dotmon.trace";
 
-#define TRACE_HIGH_WATER (1024u * 1024u)
+/* 2 MiB, not 1: fewer pauses of a fast client's relay (bench_trace, 2 x 4 interleaved pairs:
+ * median 0.92-0.96x socat against 0.78-0.79x, RSS growth +3.7 MB against +2.8). */
+#define TRACE_HIGH_WATER (2048u * 1024u)
 #define TRACE_LOW_WATER  (256u * 1024u)
 /* Reads at least this big go to the client without a copy. */
 #define TRACE_ZERO_COPY_MIN (DSESSION_READ_SIZE / 4)

@@ -107,8 +107,14 @@ trace_dotmon() {
     done
     local c1 t1 dropped
     c1=$(cpu_ms "$DM_PID"); t1=$(now)
-    dropped=$(curl -s "http://127.0.0.1:$PORT/operations/$op" |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["trace"]["droppedEvents"])')
+    # The operation's figures come with its end, which may follow the last byte by a moment.
+    dropped=-1
+    for _ in $(seq 1 100); do
+        dropped=$(curl -s "http://127.0.0.1:$PORT/operations/$op/details" |
+            python3 -c 'import json,sys; print(json.load(sys.stdin).get("trace", {}).get("droppedEvents", -1))')
+        [ "$dropped" != "-1" ] && break
+        sleep 0.1
+    done
     read -r got lost < <(count "$out")
     printf 'trace dotmon      : received %6d of %d, TraceEvent lost %6d, dotmon droppedEvents %6d; cpu %5d ms, peak RSS %6d KiB, %.1f s\n' \
         "$got" "$EVENTS" "$lost" "$dropped" "$((c1 - c0))" "$peak" "$(echo "$t1 - $t0" | bc)"

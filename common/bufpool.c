@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, madvise */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, madvise */
 #include "bufpool.h"
 
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * mincore), misuse (a pointer into a block, a double release) aborting, and under
  * AddressSanitizer a released block poisoned.
  */
-#define _DEFAULT_SOURCE /* mincore */
+#define _GNU_SOURCE /* mincore */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>

@@ -119,9 +119,8 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
 
 /*
  * Marks the listed runtime with this uid as busy (delta +1) or no longer busy (delta -1) while a
- * long command (dump, StopTracing with rundown) occupies its single server thread, or while a
- * session streams from it (its stream's end tells the runtime's exit); liveness checks skip busy
- * runtimes. busy never goes below 0. AGENT_E_NOTFOUND if uid is not listed.
+ * long command (dump, StopTracing with rundown) occupies its single server thread; liveness
+ * checks skip busy runtimes. busy never goes below 0. AGENT_E_NOTFOUND if uid is not listed.
  */
 int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta);
 

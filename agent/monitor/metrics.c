@@ -49,7 +49,6 @@ struct mproc {
     char reason[256];
     uint64_t backoff_ms;
     bool restarting;       /* a staleness restart is under way */
-    bool watching;         /* marked busy in discovery while its session runs (mproc_watch) */
     bool full_said;        /* the store's series limit was logged */
     bool budget_said;      /* the store's share of the memory budget was logged full */
     struct mb_share share; /* the store's series are charged here (metrics_share_cap) */
@@ -170,25 +169,9 @@ static void mproc_on_warning(void *ud, const char *kind, const char *message)
     }
 }
 
-/*
- * While the session runs, its stream says when the runtime goes away (it ends), so discovery's
- * liveness check (a ProcessInfo exchange per second) is not needed for this process: it is
- * marked busy, which liveness checks skip, and unmarked when the session ends. That check was
- * about a third of the continuous metrics' CPU per process.
- */
-static void mproc_watch(struct mproc *mp, bool on)
-{
-    if (on == mp->watching) {
-        return;
-    }
-    int rc = ipc_discovery_busy(mp->m->a->disc, mp->uid, on ? 1 : -1);
-    mp->watching = on && rc == 0;
-}
-
 static void mproc_on_started(void *ud)
 {
     struct mproc *mp = ud;
-    mproc_watch(mp, true);
     mp->state = MP_RUNNING;
     mp->backoff_ms = 0;
     mp->reason[0] = '\0';
@@ -213,7 +196,6 @@ static void mproc_on_end(void *ud, int status, const char *reason)
 {
     struct mproc *mp = ud;
     mp->sess = NULL;
-    mproc_watch(mp, false);
     bool restart = mp->restarting && status == 0;
     mp->restarting = false;
     if (restart) { /* our own restart, and the session ended as asked: start again at once */
@@ -334,7 +316,6 @@ static void mproc_remove(struct mproc *mp)
         msession_abort(mp->sess);
         mp->sess = NULL;
     }
-    mproc_watch(mp, false);
     m->closing++;
     uv_close((uv_handle_t *)&mp->timer, mproc_on_closed);
 }

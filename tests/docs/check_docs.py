@@ -1,0 +1,943 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The examples of README.md and docs/*.md, run (issue 31): every ```sh block runs against a real
+dotmon and a real .NET app, every ```json block parses, and every `settings` one loads through
+`dotmon config show`. The README runs first, verbatim and in order, as a newcomer would paste it:
+in a fresh HOME and a fresh copy of the repository, its `dotnet new console` app built and started
+by its own blocks, `make run` run from the Makefile's own recipe (on the test's ports, with the
+built binary: the recipe's prerequisites, which install packages and build, are not run). Then
+every other file's sh blocks, each file in a fresh shell with DOTMON_TOKEN exported and the
+README's app still running.
+
+What a fence's info string and the HTML comment on the line right before it mean (the shared
+conventions, docs/contributing.md):
+
+    ```sh      run with bash -e, after 52323/52325 become the test's ports; a comment `# {…}` or
+               `# […}` right after a command is the shape of that command's output (same JSON
+               type and keys; values and `…` elisions are not compared); every curl must see a
+               2xx or 3xx status unless the marker says another one.
+    ```json    parses as JSON; with `settings`, `dotmon config show` loads it with no error.
+    <!-- example: skip (reason) -->   not run; the reason is required.
+    <!-- example: background -->     (sh) started and kept running for the rest of the file.
+    <!-- example: settings -->       (json) loaded as a settings file.
+    <!-- example: status NNN -->     (sh) every curl in the block must see status NNN.
+
+Modes: no argument runs everything (needs DOTMON_BIN and the .NET SDK); --self-test checks the
+parser on a Markdown sample in this file (no dotmon, no .NET); --lint checks the markers of the
+real files only (for .ci/run's house rules). A failure names file:line, the block, the command,
+its output (cut) and what was expected.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import FAILS, check, dotnet_root, fetch, free_port, stop, wait_for  # noqa: E402
+
+# The checkout whose README.md and docs/ are run (DOTMON_DOCS_ROOT: another one, to try its docs).
+SRC = os.path.realpath(os.environ.get("DOTMON_DOCS_ROOT") or
+                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+DOC_PORT, DOC_METRICS_PORT = "52323", "52325"
+RUN_LANGS = {"sh"}
+SHELL_LIKE = {"bash", "shell", "zsh", "shell-session"}
+MARKER = re.compile(r"^\s*<!--\s*example:\s*(.*?)\s*-->\s*$")
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)(.*)$")
+BLOCK_SECONDS = 30  # one block's limit (its traces are seconds long)
+BACKGROUND_SECONDS = 120  # a background block's app listed (the walk-through's build included)
+
+
+class Block:
+    """One fenced block: file, line (the opening fence's, 1-based), lang (the info string's first
+    word), marker ('' or skip/background/settings/status), arg (the marker's reason or status),
+    text (the content, the fence's indentation removed) and first (the content's first line)."""
+
+    def __init__(self, file, line, lang, marker, arg, text, first):
+        self.file, self.line, self.lang, self.marker, self.arg = file, line, lang, marker, arg
+        self.text, self.first = text, first
+
+    def where(self):
+        return f"{self.file}:{self.line}"
+
+
+def parse_marker(body):
+    """'skip (reason)' -> ('skip', reason); 'status 401' -> ('status', '401'); the others bare.
+    Returns (kind, arg, problem or None)."""
+    m = re.fullmatch(r"skip\s*\((.*)\)", body, re.S)
+    if m:
+        reason = m.group(1).strip()
+        return "skip", reason, None if reason else "skip needs a reason: <!-- example: skip (why) -->"
+    if body.startswith("skip"):
+        return "skip", "", "skip needs a reason in parentheses: <!-- example: skip (why) -->"
+    m = re.fullmatch(r"status\s+([1-5]\d\d)", body)
+    if m:
+        return "status", m.group(1), None
+    if body in ("background", "settings"):
+        return body, "", None
+    return "", "", f"unknown example marker {body!r} (skip (reason), background, settings, status NNN)"
+
+
+def parse_markdown(text, name):
+    """The fenced blocks of a Markdown text and the problems of its markers: (blocks, problems),
+    problems as 'file:line: what'."""
+    blocks, problems = [], []
+    lines = text.split("\n")
+    i, pending = 0, None  # pending: (line number, kind, arg) of a marker waiting for its fence
+    while i < len(lines):
+        line = lines[i]
+        mk = MARKER.match(line)
+        fm = FENCE.match(line)
+        if mk:
+            if pending:
+                problems.append(f"{name}:{pending[0]}: example marker not followed by a fence")
+            kind, arg, problem = parse_marker(mk.group(1))
+            if problem:
+                problems.append(f"{name}:{i + 1}: {problem}")
+            pending = (i + 1, kind, arg)
+            i += 1
+            continue
+        if not fm:
+            if pending and line.strip():
+                problems.append(f"{name}:{pending[0]}: example marker not on the line right before a fence")
+                pending = None
+            i += 1
+            continue
+        indent, fence, lang = len(fm.group(1)), fm.group(2), fm.group(3).lower()
+        start, body = i + 1, []
+        i += 1
+        closed = False
+        while i < len(lines):
+            cl = lines[i]
+            if re.match(r"^\s*" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}\s*$", cl):
+                closed = True
+                i += 1
+                break
+            body.append(cl[indent:] if cl[:indent].strip() == "" else cl.lstrip())
+            i += 1
+        if not closed:
+            problems.append(f"{name}:{start}: fence never closed")
+        kind, arg = (pending[1], pending[2]) if pending else ("", "")
+        if pending and pending[0] != start - 1:
+            problems.append(f"{name}:{pending[0]}: example marker not on the line right before a fence")
+            kind, arg = "", ""
+        pending = None
+        b = Block(name, start, lang, kind, arg, "\n".join(body) + "\n", start + 1)
+        if lang in SHELL_LIKE:
+            problems.append(f"{b.where()}: ```{lang} is neither run nor shown: use ```sh (run) or ```console (shown)")
+        if kind in ("background", "status") and lang not in RUN_LANGS:
+            problems.append(f"{b.where()}: marker {kind} applies to ```sh blocks only")
+        if kind == "settings" and lang != "json":
+            problems.append(f"{b.where()}: marker settings applies to ```json blocks only")
+        if kind == "skip" and lang not in RUN_LANGS | {"json"}:
+            problems.append(f"{b.where()}: marker skip on a ```{lang or '(none)'} block, which is not run anyway")
+        blocks.append(b)
+    if pending:
+        problems.append(f"{name}:{pending[0]}: example marker not followed by a fence")
+    return blocks, problems
+
+
+# ---- the shape of an expected output: JSON where `…` stands for anything (a value, more members)
+
+ELIDED = object()
+MORE = "\u2026"  # the key an object or list holds when `…` stood for more members or elements
+
+
+class ShapeError(ValueError):
+    pass
+
+
+def parse_shape(s):
+    """JSON with `…` elisions -> Python values: ELIDED for an elided value, and for an elided run of
+    members or elements a dict key MORE / a trailing ELIDED list element."""
+    pos = [0]
+
+    def ws():
+        while pos[0] < len(s) and s[pos[0]] in " \t\r\n":
+            pos[0] += 1
+
+    def peek():
+        ws()
+        return s[pos[0]] if pos[0] < len(s) else ""
+
+    def expect(c):
+        if peek() != c:
+            raise ShapeError(f"expected {c!r} at {pos[0]} in {s[:80]!r}")
+        pos[0] += 1
+
+    def string():
+        m = re.compile(r'"(?:[^"\\]|\\.)*"').match(s, pos[0])
+        if not m:
+            raise ShapeError(f"bad string at {pos[0]}")
+        pos[0] = m.end()
+        return json.loads(m.group(0))
+
+    def value():
+        c = peek()
+        if c == MORE:
+            pos[0] += 1
+            return ELIDED
+        if c == "{":
+            pos[0] += 1
+            obj = {}
+            if peek() == "}":
+                pos[0] += 1
+                return obj
+            while True:
+                if peek() == MORE:
+                    pos[0] += 1
+                    obj[MORE] = True
+                else:
+                    k = string()
+                    expect(":")
+                    obj[k] = value()
+                if peek() == ",":
+                    pos[0] += 1
+                    continue
+                expect("}")
+                return obj
+        if c == "[":
+            pos[0] += 1
+            arr = []
+            if peek() == "]":
+                pos[0] += 1
+                return arr
+            while True:
+                arr.append(value())
+                if peek() == ",":
+                    pos[0] += 1
+                    continue
+                expect("]")
+                return arr
+        if c == '"':
+            return string()
+        m = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null").match(s, pos[0])
+        if not m:
+            raise ShapeError(f"unexpected {s[pos[0]:pos[0] + 20]!r}")
+        pos[0] = m.end()
+        return json.loads(m.group(0))
+
+    v = value()
+    if peek():
+        raise ShapeError(f"text after the value: {s[pos[0]:pos[0] + 20]!r}")
+    return v
+
+
+def compare_shape(want, got, path="$"):
+    """The differences (a list of strings) between an expected shape and an actual JSON value:
+    same type of container, same keys (unless `…` allows more); values are not compared."""
+    if want is ELIDED:
+        return []
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return [f"{path}: expected an object, got {type(got).__name__}"]
+        out = []
+        keys = [k for k in want if k != MORE]
+        for k in keys:
+            if k not in got:
+                out.append(f"{path}: key {k!r} missing")
+            else:
+                out += compare_shape(want[k], got[k], f"{path}.{k}")
+        if MORE not in want:
+            extra = [k for k in got if k not in want]
+            if extra:
+                out.append(f"{path}: keys not in the example: {', '.join(map(repr, extra))}")
+        return out
+    if isinstance(want, list):
+        if not isinstance(got, list):
+            return [f"{path}: expected an array, got {type(got).__name__}"]
+        elems = [w for w in want if w is not ELIDED]
+        if elems and not got:
+            return [f"{path}: expected at least {len(elems)} element(s), got an empty array"]
+        out = []
+        for i, g in enumerate(got):
+            if elems:
+                out += compare_shape(elems[min(i, len(elems) - 1)], g, f"{path}[{i}]")
+        return out
+    if isinstance(got, (dict, list)):
+        return [f"{path}: expected a {type(want).__name__}, got {type(got).__name__}"]
+    return []
+
+
+def parse_output(text):
+    """A command's output as JSON values: one document, or one per line (NDJSON, JSON sequences)."""
+    text = text.replace("\x1e", "\n").strip()
+    if not text:
+        return []
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+# ---- a sh block's commands and their expected outputs
+
+def complete(chunk):
+    """Whether bash reads chunk as complete commands (bash -n: no 'unexpected end of file')."""
+    r = subprocess.run(["bash", "-n"], input=chunk, capture_output=True, text=True)
+    return "end of file" not in r.stderr and "unexpected EOF" not in r.stderr
+
+
+def split_commands(text):
+    """A sh block -> [(first line index, command text, shape text or None)]: whole commands (bash
+    decides where one ends), each with the `# {…}`/`# […]` comment lines right after it."""
+    lines = text.rstrip("\n").split("\n")
+    cmds, i = [], 0
+    while i < len(lines):
+        if not lines[i].strip() or lines[i].lstrip().startswith("#"):
+            i += 1
+            continue
+        start, chunk = i, lines[i]
+        i += 1
+        while not complete(chunk + "\n") and i < len(lines):
+            chunk += "\n" + lines[i]
+            i += 1
+        shape = None
+        if i < len(lines) and re.match(r"^\s*# [{\[]", lines[i]):
+            parts = [lines[i].lstrip()[2:]]
+            i += 1
+            while not balanced(" ".join(parts)) and i < len(lines) and lines[i].lstrip().startswith("#"):
+                parts.append(lines[i].lstrip()[1:])
+                i += 1
+            shape = " ".join(parts)
+        cmds.append((start, chunk, shape))
+    return cmds
+
+
+def balanced(s):
+    depth, in_str, esc = 0, False, False
+    for c in s:
+        if in_str:
+            esc, in_str = (not esc and c == "\\"), in_str and (esc or c != '"')
+        elif c == '"':
+            in_str = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+    return depth <= 0
+
+
+def instrument(text):
+    """The block as run: every command with an expected shape has its standard output kept in
+    "$__dm_out/N" (and shown). Returns (script, [(N, first line index, command, shape)])."""
+    cmds = split_commands(text)
+    lines = text.rstrip("\n").split("\n")
+    out, shaped, at = [], [], 0
+    for n, (start, cmd, shape) in enumerate(cmds):
+        out.extend(lines[at:start])
+        ncmd = cmd.count("\n") + 1
+        if shape is None:
+            out.append(cmd)
+        else:
+            out.append("{ " + cmd + "\n} >\"$__dm_out/" + str(n) + "\"; cat \"$__dm_out/" + str(n) + "\"")
+            shaped.append((n, start, cmd, shape))
+        at = start + ncmd
+    out.extend(lines[at:])
+    return "\n".join(out) + "\n", shaped
+
+
+# ---- running blocks
+
+# Defined in every block's shell: `make run` starts dotmon as the Makefile's run target does (its
+# recipe only; no prerequisite) on the test's ports and waits until it answers; any other make
+# target is refused. curl reports each transfer's status on standard error for the status check.
+SHELL_PRELUDE = r'''
+make() {
+  if [ "$*" != run ]; then echo "check_docs: 'make $*' is not run by the examples test: mark the block skip (reason)" >&2; return 97; fi
+  setsid bash -c "$__dm_make_run" >"$__dm_state/make-run.out" 2>"$__dm_state/make-run.err" </dev/null &
+  echo $! >"$__dm_state/make-run.pid"
+  local i
+  for i in $(seq 1 $(( 300 * ${DOTMON_TEST_TIMEOUT_MULTIPLIER:-1} ))); do
+    command curl -s -o /dev/null "http://127.0.0.1:$__dm_port/info" && { cat "$__dm_state/make-run.out"; return 0; }
+    kill -0 "$(cat "$__dm_state/make-run.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "check_docs: make run: dotmon did not answer on port $__dm_port" >&2; cat "$__dm_state/make-run.err" >&2; return 1
+}
+curl() { command curl -w '%{stderr}__dm_status %{http_code}\n' "$@"; }
+export -f make curl
+'''
+
+# Variables of bash itself, not carried from one block to the next.
+BASH_OWN = re.compile(r"^(BASH\w*|FUNCNAME|PIPESTATUS|_|SHLVL|PWD|OLDPWD|SHELLOPTS|BASHOPTS|EUID|UID|PPID|"
+                      r"HOSTNAME|HOSTTYPE|MACHTYPE|OSTYPE|GROUPS|DIRSTACK|LINENO|RANDOM|SRANDOM|SECONDS|"
+                      r"EPOCH\w*|COLUMNS|LINES|HISTCMD|COMP_\w*|OPTIND|OPTARG|OPTERR|IFS|PS\d|__dm_\w*)$")
+
+
+class Session:
+    """One file's shell state: each block runs in its own bash -e, starting from the variables and
+    folder the previous block of the file left (as pasting them into one terminal would)."""
+
+    def __init__(self, ctx, name, cwd):
+        self.ctx, self.name = ctx, name
+        self.dir = tempfile.mkdtemp(prefix="sess-", dir=ctx.tmp)
+        self.vars = os.path.join(self.dir, "vars.sh")
+        self.cwdf = os.path.join(self.dir, "cwd")
+        with open(self.vars, "w") as f:
+            f.write("")
+        with open(self.cwdf, "w") as f:
+            f.write(cwd)
+        self.background = []
+
+    def script(self, body):
+        save = ("__dm_save() { declare -p | grep -E '^declare -[-aAirx]+ [A-Za-z_]' | "
+                "grep -vE '^declare -[-a-zA-Z]+ (" + BASH_OWN.pattern[2:-2] + ")=' >\"$__dm_sess/vars.sh.new\" "
+                "|| true; mv \"$__dm_sess/vars.sh.new\" \"$__dm_sess/vars.sh\"; pwd >\"$__dm_sess/cwd\"; }\n")
+        return (SHELL_PRELUDE + f'__dm_sess={sh_quote(self.dir)}\n' + save +
+                f'. {sh_quote(self.vars)} 2>/dev/null\ncd "$(cat {sh_quote(self.cwdf)})"\n'
+                "trap '__dm_save' EXIT\nset -e\n" + body)
+
+    def run(self, block, body, background=False):
+        """Runs one block's (instrumented) body; returns (rc, stdout, stderr) or, in the background,
+        the Popen."""
+        path = os.path.join(self.dir, f"block-{block.line}.sh")
+        with open(path, "w") as f:
+            f.write(self.script(body))
+        outp, errp = path + ".out", path + ".err"
+        p = subprocess.Popen(["bash", path], stdout=open(outp, "w"), stderr=open(errp, "w"), stdin=subprocess.DEVNULL,
+                             cwd=self.ctx.tmp, env=self.ctx.env, start_new_session=True)
+        if background:
+            p.outp, p.errp = outp, errp
+            self.background.append(p)
+            return p
+        try:
+            rc = p.wait(BLOCK_SECONDS * self.ctx.mult)
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        kill_group(p)
+        return rc, read(outp), read(errp)
+
+    def close(self):
+        for p in self.background:
+            kill_group(p)
+
+
+def kill_group(p):
+    """SIGKILL to what a block left running in its process group (its own jobs)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def read(path, limit=None):
+    try:
+        with open(path, errors="replace") as f:
+            s = f.read()
+    except OSError:
+        return ""
+    return s if limit is None else s[-limit:]
+
+
+def sh_quote(s):
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def cut(s, n=1500):
+    s = s.strip("\n")
+    return s if len(s) <= n else s[:n // 2] + f"\n[… {len(s) - n} characters cut …]\n" + s[-n // 2:]
+
+
+def statuses(stderr):
+    return re.findall(r"^__dm_status (\d{3})$", stderr, re.M)
+
+
+PROGRESS = re.compile(r"^\s*(% Total|Dload|[\d.:kMG -]+$)")
+
+
+def clean_err(stderr):
+    """Standard error without the status lines and curl's progress meter."""
+    return "\n".join(line for line in stderr.splitlines()
+                     if not line.startswith("__dm_status ") and not PROGRESS.match(line))
+
+
+def fail_block(block, what, cmd=None, out="", err=""):
+    msg = f"{block.where()}: {what}"
+    detail = [f"--- block ({block.lang}, line {block.line}):", cut(block.text, 1200)]
+    if cmd:
+        detail += ["--- command:", cmd]
+    if out.strip():
+        detail += ["--- output:", cut(out)]
+    if err.strip():
+        detail += ["--- standard error:", cut(err)]
+    print("\n".join(detail), flush=True)
+    check(False, msg)
+
+
+class Context:
+    """The test's world: a private TMPDIR (the apps' diagnostic sockets, dotmon's), a fresh HOME,
+    a copy of the repository (the newcomer's clone) with build/ pointing at the built dotmon, and
+    the test's own ports."""
+
+    def __init__(self):
+        self.mult = int(os.environ.get("DOTMON_TEST_TIMEOUT_MULTIPLIER", "1") or 1)
+        self.tmp = tempfile.mkdtemp(prefix="dotmon-docs-")
+        os.chmod(self.tmp, 0o700)
+        self.home = os.path.join(self.tmp, "home")
+        os.mkdir(self.home)
+        self.clone = os.path.join(self.tmp, "dotmon")
+        copy_tracked(SRC, self.clone)
+        bin_dir = os.path.dirname(os.path.realpath(os.environ["DOTMON_BIN"]))
+        if not os.path.exists(os.path.join(self.clone, "build")):
+            os.symlink(bin_dir, os.path.join(self.clone, "build"))
+        self.port, self.mport = str(free_port()), str(free_port())
+        self.state = os.path.join(self.tmp, "state")
+        os.mkdir(self.state)
+        path = os.environ.get("PATH", "/usr/bin:/bin")
+        dn = os.environ.get("DOTNET_EXE") or shutil.which("dotnet")
+        if dn and os.path.dirname(dn) not in path.split(":"):
+            path = os.path.dirname(dn) + ":" + path
+        keep = ("LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "DOTMON_TEST_TIMEOUT_MULTIPLIER", "ASAN_OPTIONS",
+                "UBSAN_OPTIONS", "NUGET_CERT_REVOCATION_MODE")
+        self.env = {k: os.environ[k] for k in keep if k in os.environ}
+        self.env.update(HOME=self.home, TMPDIR=self.tmp, PATH=path, DOTNET_CLI_TELEMETRY_OPTOUT="1",
+                        DOTNET_NOLOGO="1", __dm_port=self.port, __dm_state=self.state,
+                        __dm_make_run=make_run_command(bin_dir, self.port, self.mport))
+        if dotnet_root():
+            self.env["DOTNET_ROOT"] = dotnet_root()
+
+    def ports(self, text):
+        return text.replace(DOC_PORT, self.port).replace(DOC_METRICS_PORT, self.mport)
+
+    def token(self):
+        """DOTMON_TOKEN once the README exported it; before, the token file make run writes."""
+        return self.env.get("DOTMON_TOKEN") or read(os.path.join(self.home, ".local", "state", "dotmon", "token")).strip()
+
+    def dotmon_pid(self):
+        try:
+            return int(read(os.path.join(self.state, "make-run.pid")).strip())
+        except ValueError:
+            return None
+
+    def processes(self):
+        st, _, body = fetch(f"http://127.0.0.1:{self.port}/processes", token=self.token() or None, timeout=5)
+        try:
+            return json.loads(body) if st == 200 else None
+        except ValueError:
+            return None
+
+    def cleanup(self):
+        """Kills what the examples left: dotmon (make run) and every .NET runtime whose diagnostic
+        socket is in the test's TMPDIR (the apps, and the SDK's build servers)."""
+        pid = self.dotmon_pid()
+        if pid:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in runtimes(self.tmp):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def runtimes(tmp):
+    """Pids of the .NET runtimes whose diagnostic socket is in the folder tmp."""
+    out = set()
+    for f in os.listdir(tmp):
+        m = re.match(r"dotnet-diagnostic-(\d+)-", f)
+        if m and os.path.exists(f"/proc/{m.group(1)}"):
+            out.add(int(m.group(1)))
+    return sorted(out)
+
+
+def copy_tracked(src, dst):
+    """The files git tracks in src, as they are in its work tree (edits not yet committed included):
+    the newcomer's fresh clone."""
+    files = subprocess.run(["git", "-C", src, "ls-files", "-z"], capture_output=True, check=True).stdout
+    for rel in files.decode().split("\0"):
+        if not rel or not os.path.lexists(os.path.join(src, rel)):
+            continue
+        os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+        shutil.copy2(os.path.join(src, rel), os.path.join(dst, rel), follow_symlinks=False)
+
+
+def make_run_command(bin_dir, port, mport):
+    """The Makefile's `run` recipe as a command: make itself runs it (-o build-bin: the binary is
+    there, nothing is installed or built) with BUILD at the built dotmon's folder and URLS on the
+    test's port; the metrics URL moves to the test's other port through dotmon's settings variables
+    (the recipe does not name it)."""
+    rel = os.path.relpath(bin_dir, SRC)
+    return (f"export DotnetMonitor_Metrics__Endpoints=http://127.0.0.1:{mport}; "
+            f"exec make -s -C {sh_quote(SRC)} -o build-bin run BUILD={sh_quote(rel)} "
+            f"URLS=http://127.0.0.1:{port}")
+
+
+def descendants(pid):
+    """pid and every process below it (from /proc)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        out.add(p)
+        todo += children.get(p, [])
+    return out
+
+
+def is_app(pid):
+    """A runtime that is not the SDK's own (dotnet build, MSBuild nodes, the compiler server)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    if "/sdk/" in " ".join(argv):
+        return False
+    if os.path.basename(argv[0]) == "dotnet" and (len(argv) < 2 or not argv[1].endswith(".dll")):
+        return False
+    return True
+
+
+def wait_background(ctx, block, p):
+    """After a background block starts: the .NET app it runs is up (listed by dotmon when dotmon
+    runs), or the block ended with status 0 (it started something that stays: dotmon)."""
+    found = []
+
+    def ready():
+        if p.poll() is not None:
+            return True
+        apps = [pid for pid in runtimes(ctx.tmp) if pid in descendants(p.pid) and is_app(pid)]
+        if not apps:
+            return False
+        if ctx.dotmon_pid() and ctx.token():
+            listed = ctx.processes() or []
+            if not any(x.get("pid") in apps for x in listed):
+                return False
+        found.extend(apps)
+        return True
+
+    wait_for(ready, BACKGROUND_SECONDS, 0.25)
+    if found:
+        print(f"ok   {block.where()}: background block runs .NET app(s) {found}", flush=True)
+        return
+    if p.poll() == 0:
+        print(f"ok   {block.where()}: background block ended (status 0)", flush=True)
+        return
+    what = (f"background block ended with status {p.returncode}" if p.poll() is not None else
+            f"background block started no .NET app that dotmon lists within {BACKGROUND_SECONDS} s")
+    fail_block(block, what, out=read(p.outp), err=clean_err(read(p.errp)))
+
+
+def run_sh(ctx, sess, block):
+    body, shaped = instrument(ctx.ports(block.text))
+    if block.marker == "background":
+        p = sess.run(block, body, background=True)
+        wait_background(ctx, block, p)
+        return
+    outdir = os.path.join(sess.dir, f"out-{block.line}")
+    os.mkdir(outdir)
+    t0 = time.time()
+    rc, out, err = sess.run(block, f"__dm_out={sh_quote(outdir)}\n" + body)
+    secs = time.time() - t0
+    if rc != 0:
+        fail_block(block, f"exited with status {rc} (expected 0)", out=out, err=clean_err(err))
+        return
+    bad = False
+    want = block.arg if block.marker == "status" else None
+    for code in statuses(err):
+        ok = code == want if want else code.startswith(("2", "3"))
+        if not ok:
+            fail_block(block, f"a curl saw HTTP status {code}, expected {want or '2xx/3xx'}"
+                       f"{'' if want else ' (a block answering an error says so: <!-- example: status NNN -->)'}",
+                       out=out, err=clean_err(err))
+            bad = True
+            break
+    if want and not statuses(err):
+        fail_block(block, f"marker status {want}, but no curl reported a status", out=out, err=clean_err(err))
+        bad = True
+    for n, start, cmd, shape in shaped:
+        got = read(os.path.join(outdir, str(n)))
+        try:
+            want_shape = parse_shape(shape)
+        except ShapeError as e:
+            fail_block(block, f"line {block.first + start}: the expected output does not parse ({e})", cmd, got)
+            bad = True
+            continue
+        try:
+            values = parse_output(got)
+        except ValueError:
+            fail_block(block, f"line {block.first + start}: the output is not JSON; expected {cut(shape, 200)}", cmd,
+                       got)
+            bad = True
+            continue
+        if not values:
+            fail_block(block, f"line {block.first + start}: no output; expected {cut(shape, 200)}", cmd, got)
+            bad = True
+            continue
+        diffs = compare_shape(want_shape, values[0])
+        if diffs:
+            fail_block(block, f"line {block.first + start}: output's shape differs from the example: "
+                       + "; ".join(diffs[:6]), cmd, got)
+            bad = True
+    if not bad:
+        print(f"ok   {block.where()}: sh ran ({secs:.1f} s{', ' + str(len(shaped)) + ' output(s) checked' if shaped else ''})",
+              flush=True)
+
+
+def run_json(ctx, block):
+    try:
+        json.loads(block.text)
+    except ValueError as e:
+        fail_block(block, f"does not parse as JSON: {e}")
+        return
+    if block.marker != "settings":
+        check(True, f"{block.where()}: json parses")
+        return
+    path = os.path.join(ctx.tmp, f"settings-{os.path.basename(block.file)}-{block.line}.json")
+    with open(path, "w") as f:
+        f.write(block.text)
+    env = {k: v for k, v in ctx.env.items() if not k.startswith("__dm_")}
+    r = subprocess.run([os.environ["DOTMON_BIN"], "config", "show", "--configuration-file-path", path],
+                       capture_output=True, text=True, env=env, timeout=60 * ctx.mult)
+    errors = [line for line in r.stderr.splitlines() if re.search(r"\berror\b", line, re.I)]
+    if r.returncode != 0 or errors:
+        fail_block(block, f"dotmon config show exited {r.returncode} (expected 0 and no error)",
+                   "dotmon config show --configuration-file-path FILE", r.stdout, r.stderr)
+    else:
+        check(True, f"{block.where()}: settings load (dotmon config show)")
+
+
+def export_token(ctx, sess):
+    """DOTMON_TOKEN as the README's shell left it (the next files' shells start with it)."""
+    vars_sh = read(sess.vars)
+    m = re.search(r"^declare -[-a-zA-Z]* DOTMON_TOKEN=\"([^\"]*)\"", vars_sh, re.M)
+    if m and m.group(1):
+        ctx.env["DOTMON_TOKEN"] = m.group(1)
+        return True
+    return False
+
+
+def fix_token_file(ctx):
+    """Once `make run` has started: the token file ~/.local/state/dotmon/token, checked (mode 0600,
+    folder 0700) when make run wrote it; written by the test from the key dotmon printed otherwise
+    (a Makefile without the token file; said, not failed)."""
+    folder = os.path.join(ctx.home, ".local", "state", "dotmon")
+    path = os.path.join(folder, "token")
+    if os.path.exists(path):
+        check(os.stat(path).st_mode & 0o777 == 0o600, "make run's token file is mode 0600")
+        check(os.stat(folder).st_mode & 0o777 == 0o700, "make run's token folder is mode 0700")
+        return
+    out = read(os.path.join(ctx.state, "make-run.out")) + read(os.path.join(ctx.state, "make-run.err"))
+    m = re.search(r"Authorization: Bearer (\S+)", out)
+    if not m:
+        return
+    print("note: make run wrote no token file; the test wrote ~/.local/state/dotmon/token from the printed key")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(m.group(1) + "\n")
+
+
+def run_file(ctx, name, blocks, sess):
+    for b in blocks:
+        if b.marker == "skip":
+            print(f"skip {b.where()}: {b.arg}", flush=True)
+            continue
+        if b.lang == "json":
+            run_json(ctx, b)
+        elif b.lang in RUN_LANGS:
+            had_dotmon = ctx.dotmon_pid() is not None
+            run_sh(ctx, sess, b)
+            if not had_dotmon and ctx.dotmon_pid() is not None:
+                fix_token_file(ctx)
+
+
+def doc_files(root=SRC):
+    docs = os.path.join(root, "docs")
+    names = sorted(f for f in os.listdir(docs) if f.endswith(".md"))
+    return ["README.md"] + [f"docs/{f}" for f in names]
+
+
+def load_all(root=SRC):
+    files, problems = [], []
+    for name in doc_files(root):
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+            blocks, probs = parse_markdown(f.read(), name)
+        files.append((name, blocks))
+        problems += probs
+    return files, problems
+
+
+def counts(files):
+    c = {"sh run": 0, "sh background": 0, "sh skipped": 0, "json": 0, "json settings": 0, "json skipped": 0}
+    for _, blocks in files:
+        for b in blocks:
+            if b.lang in RUN_LANGS:
+                c["sh skipped" if b.marker == "skip" else "sh background" if b.marker == "background" else "sh run"] += 1
+            elif b.lang == "json":
+                c["json skipped" if b.marker == "skip" else "json settings" if b.marker == "settings" else "json"] += 1
+    return c
+
+
+def lint(root=SRC):
+    files, problems = load_all(root)
+    for p in problems:
+        print(p)
+    print("examples: " + ", ".join(f"{k} {v}" for k, v in counts(files).items()))
+    return 1 if problems else 0
+
+
+def main():
+    if not os.environ.get("DOTMON_BIN"):
+        print("DOTMON_BIN is not set (run through ctest)")
+        return 1
+    if not (os.environ.get("DOTNET_EXE") or shutil.which("dotnet")):
+        print("skipped: no .NET SDK")
+        return 77
+    t0 = time.time()
+    files, problems = load_all()
+    for p in problems:
+        check(False, p)
+    print("examples: " + ", ".join(f"{k} {v}" for k, v in counts(files).items()), flush=True)
+    ctx = Context()
+    sessions = []
+    try:
+        for name, blocks in files:
+            sess = Session(ctx, name, ctx.clone)
+            sessions.append(sess)
+            run_file(ctx, name, blocks, sess)
+            if name == "README.md":
+                export_token(ctx, sess)
+                check(bool(ctx.token()), "the README's shell exported DOTMON_TOKEN")
+                listed = ctx.processes() or []
+                check(any(x.get("name") == "hello" for x in listed),
+                      f"after README.md dotmon lists the app `hello` (lists {[x.get('name') for x in listed]})")
+            else:
+                sess.close()
+    finally:
+        for s in sessions:
+            s.close()
+        ctx.cleanup()
+        if not FAILS:
+            shutil.rmtree(ctx.tmp, ignore_errors=True)
+        else:
+            print(f"(the test's folder is kept: {ctx.tmp}; dotmon's log: state/make-run.err)")
+    print(f"examples test: {time.time() - t0:.1f} s, {len(FAILS)} failure(s)")
+    return 1 if FAILS else 0
+
+
+# ---- --self-test: the parser on a sample
+
+SAMPLE = '''# Sample
+
+```sh
+curl -H "Authorization: Bearer $DOTMON_TOKEN" http://127.0.0.1:52323/processes
+# [{"pid":1,"uid":"…","name":"hello",…}]
+x=$(echo '{"a":
+1}')   # a command over two lines
+echo "$x"
+# {"a":1}
+```
+
+<!-- example: skip (needs a Kubernetes cluster) -->
+```sh
+kubectl apply -f pod.yaml
+```
+
+<!-- example: settings -->
+```json
+{"Egress": {}}
+```
+
+<!-- example: skip () -->
+```sh
+true
+```
+
+<!-- example: status 401 -->
+```json
+{}
+```
+
+<!-- example: wibble -->
+```text
+x
+```
+
+<!-- example: background -->
+
+```sh
+./out/hello
+```
+
+  ```sh
+  echo indented
+  ```
+
+```bash
+echo no
+```
+'''
+
+
+def self_test():
+    blocks, problems = parse_markdown(SAMPLE, "sample.md")
+    check([b.lang for b in blocks] == ["sh", "sh", "json", "sh", "json", "text", "sh", "sh", "bash"],
+          f"fences and their languages ({[b.lang for b in blocks]})")
+    check((blocks[0].line, blocks[0].first) == (3, 4), f"line numbers ({blocks[0].line}, {blocks[0].first})")
+    check((blocks[1].marker, blocks[1].arg) == ("skip", "needs a Kubernetes cluster"), "skip and its reason")
+    check(blocks[2].marker == "settings", "settings marker")
+    check(blocks[6].marker == "", "a marker separated from its fence by a blank line does not apply")
+    check(blocks[7].text == "echo indented\n", f"an indented fence's content ({blocks[7].text!r})")
+    want = {"sample.md:22: skip needs a reason: <!-- example: skip (why) -->",
+            "sample.md:28: marker status applies to ```sh blocks only",
+            "sample.md:32: unknown example marker 'wibble' (skip (reason), background, settings, status NNN)",
+            "sample.md:37: example marker not on the line right before a fence",
+            "sample.md:47: ```bash is neither run nor shown: use ```sh (run) or ```console (shown)"}
+    check(set(problems) == want, f"marker problems: {sorted(set(problems) ^ want)} differ")
+    cmds = split_commands(blocks[0].text)
+    check(len(cmds) == 3, f"three commands in the first block ({len(cmds)})")
+    check(cmds[1][1].count("\n") == 1 and cmds[1][2] is None, "a command over two lines is one command")
+    check(cmds[0][2] == '[{"pid":1,"uid":"…","name":"hello",…}]' and cmds[2][2] == '{"a":1}',
+          f"each command's expected output ({cmds[0][2]!r}, {cmds[2][2]!r})")
+    multi = split_commands('curl x\n# {"pid":1,\n#  "name":"hello"}\n# a note\necho y\n')
+    check(len(multi) == 2 and multi[0][2].split() == ['{"pid":1,', '"name":"hello"}'], f"a shape over two lines ({multi})")
+    script, shaped = instrument(blocks[0].text)
+    check([s[0] for s in shaped] == [0, 2] and script.count('>"$__dm_out/') == 2, "the shaped commands are kept")
+    check(not complete("echo '{\n") and complete("echo hi\n"), "bash decides where a command ends")
+    shape = parse_shape('[{"pid":4242,"uid":"5b0c…","name":"hello",…}]')
+    check(compare_shape(shape, [{"pid": 1, "uid": "x", "name": "a", "isDefault": True}]) == [],
+          "`…` allows more keys, values are not compared")
+    check(compare_shape(shape, []) != [], "an empty array does not match a non-empty example")
+    exact = parse_shape('{"pid":1,"name":"x","env":{…},"list":[…]}')
+    check(compare_shape(exact, {"pid": 2, "name": "y", "env": {"A": "1"}, "list": [1, 2]}) == [], "elided values")
+    check(any("missing" in d for d in compare_shape(exact, {"pid": 2, "env": {}, "list": []})), "a missing key")
+    check(any("not in the example" in d for d in compare_shape(exact, {"pid": 2, "name": "", "env": {}, "list": [],
+                                                                       "extra": 1})), "an extra key")
+    check(compare_shape(exact, [1]) != [], "an array where an object is expected")
+    check(parse_output('\x1e{"a":1}\n\x1e{"a":2}\n') == [{"a": 1}, {"a": 2}], "JSON sequences and NDJSON")
+    try:
+        parse_shape('{"a":1} trailing')
+        check(False, "text after the shape is refused")
+    except ShapeError:
+        check(True, "text after the shape is refused")
+    check(statuses("x\n__dm_status 401\n__dm_status 200\n") == ["401", "200"], "curl statuses from stderr")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--self-test"]:
+        sys.exit(self_test())
+    if sys.argv[1:2] == ["--lint"]:
+        sys.exit(lint(*sys.argv[2:3]))
+    sys.exit(main())

@@ -86,9 +86,13 @@ static const char convert_usage_text[] =
     "  --format ndjson|gcdump|speedscope  The output format (required)\n"
     "  -o, --output OUT|-              Write to OUT instead of stdout\n"
     "\n"
-    "Exit status: 0 for a complete trace; 1 for a truncated or invalid one (a message on stderr;\n"
-    "the lines for the events before the problem are written; with gcdump and speedscope nothing\n"
-    "is written unless the trace is whole); 2 for a usage error.\n";
+    "Exit status: 0 for a complete trace; 1 for a truncated or invalid one (a message on stderr);\n"
+    "2 for a usage error. With -o OUT the file is a whole document or nothing: it is written "
+    "under\n"
+    "a temporary name beside OUT (mode 0600) and renamed to OUT only when the conversion "
+    "succeeds;\n"
+    "on failure OUT is left as it was. To stdout, ndjson streams: the lines for the events before\n"
+    "the problem are written (gcdump and speedscope write nothing unless the trace is whole).\n";
 
 const char *cli_convert_usage(void)
 {

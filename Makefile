@@ -81,9 +81,12 @@ image: deps-build
 	sh container/image.sh --workdir $(CURDIR)/$(BUILD)/image --archive $(CURDIR)/$(BUILD)/dotmon-image.oci.tar
 
 # Installs what is missing, builds the binary, and starts dotmon on its defaults (loopback only, a
-# temporary API key printed once on standard output, apart from the log on standard error).
+# temporary API key printed once on standard output, apart from the log on standard error). The
+# key's token also goes to TOKEN_FILE (0600, removed when dotmon stops), and before any log line
+# dotmon prints the URL, the /ui URL and the `export DOTMON_TOKEN=$(cat …)` line to paste.
+TOKEN_FILE ?= $(HOME)/.local/state/dotmon/token
 run: build-bin
-	./$(BUILD)/dotmon collect --temp-apikey --urls $(URLS)
+	./$(BUILD)/dotmon collect --temp-apikey --token-file '$(TOKEN_FILE)' --urls $(URLS)
 
 # Installs what is missing, builds twice (normal and ASan+UBSan) and runs each check once where it
 # means something (labels: tests/CMakeLists.txt), every pass even when an earlier one failed; then

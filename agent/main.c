@@ -236,12 +236,12 @@ static int run_collect(const struct cli_options *opts, const struct config *cfg)
     }
     /* A client that disconnects mid-write must not kill us. */
     signal(SIGPIPE, SIG_IGN);
-    raise_fd_limit();
 
     struct agent a;
     int code = 0;
     rc = agent_init(&a, &loop, opts, cfg);
     if (rc == 0) {
+        raise_fd_limit(); /* after agent_init: a temporary key's next steps come first */
         rc = agent_start(&a);
     }
     if (rc != 0) {

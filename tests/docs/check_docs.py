@@ -41,9 +41,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from dmtest import FAILS, check, dotnet_root, fetch, free_port, stop, wait_for  # noqa: E402
 
-# The checkout whose README.md and docs/ are run (DOTMON_DOCS_ROOT: another one, to try its docs).
-SRC = os.path.realpath(os.environ.get("DOTMON_DOCS_ROOT") or
-                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+# The checkout (its Makefile's run target, its files for the newcomer's copy), and the one whose
+# README.md and docs/ are run: the same, unless DOTMON_DOCS_ROOT names another (to try its docs).
+SRC = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+DOCS = os.path.realpath(os.environ.get("DOTMON_DOCS_ROOT") or SRC)
 DOC_PORT, DOC_METRICS_PORT = "52323", "52325"
 RUN_LANGS = {"sh"}
 SHELL_LIKE = {"bash", "shell", "zsh", "shell-session"}
@@ -371,6 +372,9 @@ BASH_OWN = re.compile(r"^(BASH\w*|FUNCNAME|PIPESTATUS|_|SHLVL|PWD|OLDPWD|SHELLOP
                       r"EPOCH\w*|COLUMNS|LINES|HISTCMD|COMP_\w*|OPTIND|OPTARG|OPTERR|IFS|PS\d|__dm_\w*)$")
 
 
+BASH_OWN_ERE = BASH_OWN.pattern.replace("\\w", "[A-Za-z0-9_]").replace("\\d", "[0-9]")
+
+
 class Session:
     """One file's shell state: each block runs in its own bash -e, starting from the variables and
     folder the previous block of the file left (as pasting them into one terminal would)."""
@@ -387,9 +391,9 @@ class Session:
         self.background = []
 
     def script(self, body):
-        save = ("__dm_save() { declare -p | grep -E '^declare -[-aAirx]+ [A-Za-z_]' | "
-                "grep -vE '^declare -[-a-zA-Z]+ (" + BASH_OWN.pattern[2:-2] + ")=' >\"$__dm_sess/vars.sh.new\" "
-                "|| true; mv \"$__dm_sess/vars.sh.new\" \"$__dm_sess/vars.sh\"; pwd >\"$__dm_sess/cwd\"; }\n")
+        save = ("__dm_save() { local __dm_n; for __dm_n in $(compgen -v); do [[ $__dm_n =~ " + BASH_OWN_ERE +
+                " ]] || declare -p \"$__dm_n\" 2>/dev/null; done >\"$__dm_sess/vars.sh.new\"; "
+                "mv \"$__dm_sess/vars.sh.new\" \"$__dm_sess/vars.sh\"; pwd >\"$__dm_sess/cwd\"; }\n")
         return (SHELL_PRELUDE + f'__dm_sess={sh_quote(self.dir)}\n' + save +
                 f'. {sh_quote(self.vars)} 2>/dev/null\ncd "$(cat {sh_quote(self.cwdf)})"\n'
                 "trap '__dm_save' EXIT\nset -e\n" + body)
@@ -528,19 +532,36 @@ class Context:
             return None
 
     def cleanup(self):
-        """Kills what the examples left: dotmon (make run) and every .NET runtime whose diagnostic
-        socket is in the test's TMPDIR (the apps, and the SDK's build servers)."""
+        """Stops dotmon (make run; SIGTERM, as Ctrl-C would) and checks that it ended cleanly
+        (sanitizer reports included), then kills every .NET runtime whose diagnostic socket is in
+        the test's TMPDIR (the apps, and the SDK's build servers)."""
         pid = self.dotmon_pid()
         if pid:
+            group = descendants(pid)
             try:
                 os.killpg(pid, signal.SIGTERM)
             except (ProcessLookupError, PermissionError):
                 pass
+            gone = wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and not zombie(p) for p in group), 15)
+            check(gone, "dotmon (make run) stopped within 15 s of SIGTERM")
+            err = read(os.path.join(self.state, "make-run.err"))
+            report = re.search(r"(ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:).*", err)
+            check(report is None, f"dotmon's log has no sanitizer report ({report.group(0) if report else ''})")
+            if not gone:
+                os.killpg(pid, signal.SIGKILL)
         for pid in runtimes(self.tmp):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+def zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def runtimes(tmp):
@@ -727,25 +748,17 @@ def export_token(ctx, sess):
     return False
 
 
-def fix_token_file(ctx):
-    """Once `make run` has started: the token file ~/.local/state/dotmon/token, checked (mode 0600,
-    folder 0700) when make run wrote it; written by the test from the key dotmon printed otherwise
-    (a Makefile without the token file; said, not failed)."""
+def check_token_file(ctx):
+    """Once `make run` has started: its token file ~/.local/state/dotmon/token (in the test's
+    HOME), mode 0600 in a folder 0700, holding the bare token dotmon accepts."""
     folder = os.path.join(ctx.home, ".local", "state", "dotmon")
     path = os.path.join(folder, "token")
-    if os.path.exists(path):
-        check(os.stat(path).st_mode & 0o777 == 0o600, "make run's token file is mode 0600")
-        check(os.stat(folder).st_mode & 0o777 == 0o700, "make run's token folder is mode 0700")
+    if not check(os.path.exists(path), "make run wrote its token file ~/.local/state/dotmon/token"):
         return
-    out = read(os.path.join(ctx.state, "make-run.out")) + read(os.path.join(ctx.state, "make-run.err"))
-    m = re.search(r"Authorization: Bearer (\S+)", out)
-    if not m:
-        return
-    print("note: make run wrote no token file; the test wrote ~/.local/state/dotmon/token from the printed key")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(m.group(1) + "\n")
+    check(os.stat(path).st_mode & 0o777 == 0o600, "make run's token file is mode 0600")
+    check(os.stat(folder).st_mode & 0o777 == 0o700, "make run's token folder is mode 0700")
+    st, _, _ = fetch(f"http://127.0.0.1:{ctx.port}/processes", token=read(path).strip(), timeout=10)
+    check(st == 200, f"the token file's token is accepted (GET /processes: {st})")
 
 
 def run_file(ctx, name, blocks, sess):
@@ -759,16 +772,16 @@ def run_file(ctx, name, blocks, sess):
             had_dotmon = ctx.dotmon_pid() is not None
             run_sh(ctx, sess, b)
             if not had_dotmon and ctx.dotmon_pid() is not None:
-                fix_token_file(ctx)
+                check_token_file(ctx)
 
 
-def doc_files(root=SRC):
+def doc_files(root=DOCS):
     docs = os.path.join(root, "docs")
     names = sorted(f for f in os.listdir(docs) if f.endswith(".md"))
     return ["README.md"] + [f"docs/{f}" for f in names]
 
 
-def load_all(root=SRC):
+def load_all(root=DOCS):
     files, problems = [], []
     for name in doc_files(root):
         with open(os.path.join(root, name), encoding="utf-8") as f:
@@ -789,7 +802,7 @@ def counts(files):
     return c
 
 
-def lint(root=SRC):
+def lint(root=DOCS):
     files, problems = load_all(root)
     for p in problems:
         print(p)
@@ -932,6 +945,24 @@ def self_test():
     except ShapeError:
         check(True, "text after the shape is refused")
     check(statuses("x\n__dm_status 401\n__dm_status 200\n") == ["401", "200"], "curl statuses from stderr")
+    check(re.fullmatch(BASH_OWN_ERE, "BASH_VERSINFO") and "\\" not in BASH_OWN_ERE, "bash's own variables (ERE)")
+    # Two blocks of one file share variables (a value over two lines too) and the folder.
+    tmp = tempfile.mkdtemp(prefix="docs-selftest-")
+    try:
+        os.mkdir(os.path.join(tmp, "sub"))
+
+        class Ctx:
+            pass
+        ctx = Ctx()
+        ctx.tmp, ctx.mult, ctx.env = tmp, 1, dict(os.environ, __dm_state=tmp, __dm_port="1")
+        sess = Session(ctx, "sample.md", tmp)
+        b = Block("sample.md", 1, "sh", "", "", "", 2)
+        rc, _, err = sess.run(b, 'X="a b\nc"; export Y=1; cd sub\n')
+        rc2, out, err2 = sess.run(b, 'echo "$X|$Y|$(basename "$PWD")"\nfalse\necho never\n')
+        check(rc == 0 and out == "a b\nc|1|sub\n" and rc2 == 1,
+              f"state carried from block to block, bash -e ({rc}, {rc2}, {out!r}, {err}{err2})")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return 1 if FAILS else 0
 
 

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,11 @@ from dmtest import FAILS, check, dotnet_root, fetch, free_port, stop, wait_for  
 SRC = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DOCS = os.path.realpath(os.environ.get("DOTMON_DOCS_ROOT") or SRC)
 DOC_PORT, DOC_METRICS_PORT = "52323", "52325"
+# Any other port 52300-52399 an example names (a second dotmon) gets a free port of its own too.
+DOC_PORTS = re.compile(r"(?<![0-9])523[0-9][0-9](?![0-9])")
+# Commands that need what a test does not have; a block using one must carry skip (reason).
+NEEDS_OUTSIDE = re.compile(r"(^\s*|[;&|(]\s*|\$\(\s*)(kubectl|helm|kind|docker|podman|buildah|aws|az|gcloud)(?=\s|$)"
+                           r"|\bmake (image|test|fuzz)", re.M)
 RUN_LANGS = {"sh"}
 SHELL_LIKE = {"bash", "shell", "zsh", "shell-session"}
 MARKER = re.compile(r"^\s*<!--\s*example:\s*(.*?)\s*-->\s*$")
@@ -135,6 +141,9 @@ def parse_markdown(text, name):
             problems.append(f"{b.where()}: marker {kind} applies to ```sh blocks only")
         if kind == "settings" and lang != "json":
             problems.append(f"{b.where()}: marker settings applies to ```json blocks only")
+        if lang in RUN_LANGS and kind != "skip" and NEEDS_OUTSIDE.search("\n".join(body)):
+            problems.append(f"{b.where()}: runs {NEEDS_OUTSIDE.search(chr(10).join(body)).group(0).strip(' ;&|($')!r}, "
+                            "which a test cannot: <!-- example: skip (reason) -->")
         if kind == "skip" and lang not in RUN_LANGS | {"json"}:
             problems.append(f"{b.where()}: marker skip on a ```{lang or '(none)'} block, which is not run anyway")
         blocks.append(b)
@@ -496,6 +505,7 @@ class Context:
         if not os.path.exists(os.path.join(self.clone, "build")):
             os.symlink(bin_dir, os.path.join(self.clone, "build"))
         self.port, self.mport = str(free_port()), str(free_port())
+        self.extra_ports = {}
         self.state = os.path.join(self.tmp, "state")
         os.mkdir(self.state)
         path = os.environ.get("PATH", "/usr/bin:/bin")
@@ -512,7 +522,15 @@ class Context:
             self.env["DOTNET_ROOT"] = dotnet_root()
 
     def ports(self, text):
-        return text.replace(DOC_PORT, self.port).replace(DOC_METRICS_PORT, self.mport)
+        """The text with the examples' ports replaced by the test's: 52323 and 52325 by dotmon's
+        (make run), any other 523NN by one free port each."""
+        def one(m):
+            if m.group(0) == DOC_PORT:
+                return self.port
+            if m.group(0) == DOC_METRICS_PORT:
+                return self.mport
+            return self.extra_ports.setdefault(m.group(0), str(free_port()))
+        return DOC_PORTS.sub(one, text)
 
     def token(self):
         """DOTMON_TOKEN once the README exported it; before, the token file make run writes."""
@@ -629,13 +647,27 @@ def is_app(pid):
     return True
 
 
+def answers(port):
+    try:
+        socket.create_connection(("127.0.0.1", int(port)), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 def wait_background(ctx, block, p):
     """After a background block starts: the .NET app it runs is up (listed by dotmon when dotmon
-    runs), or the block ended with status 0 (it started something that stays: dotmon)."""
+    runs), or a second dotmon it starts answers on its own port (an example's 523NN other than
+    52323 and 52325), or the block ended with status 0 (it started something that stays: dotmon)."""
     found = []
+    own = [ctx.extra_ports[x] for x in ctx.extra_ports if x in block.text]
 
     def ready():
         if p.poll() is not None:
+            return True
+        up = [port for port in own if answers(port)]
+        if up:
+            found.append(f"dotmon on port {up[0]}")
             return True
         apps = [pid for pid in runtimes(ctx.tmp) if pid in descendants(p.pid) and is_app(pid)]
         if not apps:
@@ -649,7 +681,7 @@ def wait_background(ctx, block, p):
 
     wait_for(ready, BACKGROUND_SECONDS, 0.25)
     if found:
-        print(f"ok   {block.where()}: background block runs .NET app(s) {found}", flush=True)
+        print(f"ok   {block.where()}: background block runs {found}", flush=True)
         return
     if p.poll() == 0:
         print(f"ok   {block.where()}: background block ended (status 0)", flush=True)
@@ -900,12 +932,16 @@ x
 ```bash
 echo no
 ```
+
+```sh
+x=1; kubectl get pods
+```
 '''
 
 
 def self_test():
     blocks, problems = parse_markdown(SAMPLE, "sample.md")
-    check([b.lang for b in blocks] == ["sh", "sh", "json", "sh", "json", "text", "sh", "sh", "bash"],
+    check([b.lang for b in blocks] == ["sh", "sh", "json", "sh", "json", "text", "sh", "sh", "bash", "sh"],
           f"fences and their languages ({[b.lang for b in blocks]})")
     check((blocks[0].line, blocks[0].first) == (3, 4), f"line numbers ({blocks[0].line}, {blocks[0].first})")
     check((blocks[1].marker, blocks[1].arg) == ("skip", "needs a Kubernetes cluster"), "skip and its reason")
@@ -916,7 +952,8 @@ def self_test():
             "sample.md:28: marker status applies to ```sh blocks only",
             "sample.md:32: unknown example marker 'wibble' (skip (reason), background, settings, status NNN)",
             "sample.md:37: example marker not on the line right before a fence",
-            "sample.md:47: ```bash is neither run nor shown: use ```sh (run) or ```console (shown)"}
+            "sample.md:47: ```bash is neither run nor shown: use ```sh (run) or ```console (shown)",
+            "sample.md:51: runs 'kubectl', which a test cannot: <!-- example: skip (reason) -->"}
     check(set(problems) == want, f"marker problems: {sorted(set(problems) ^ want)} differ")
     cmds = split_commands(blocks[0].text)
     check(len(cmds) == 3, f"three commands in the first block ({len(cmds)})")
@@ -946,6 +983,10 @@ def self_test():
         check(True, "text after the shape is refused")
     check(statuses("x\n__dm_status 401\n__dm_status 200\n") == ["401", "200"], "curl statuses from stderr")
     check(re.fullmatch(BASH_OWN_ERE, "BASH_VERSINFO") and "\\" not in BASH_OWN_ERE, "bash's own variables (ERE)")
+    class Ports:
+        port, mport, extra_ports = "1001", "1002", {}
+    mapped = Context.ports(Ports, "a 52323 b 52325 c 52330 d 52330 e 152323 f 5232")
+    check(re.fullmatch(r"a 1001 b 1002 c (\d+) d \1 e 152323 f 5232", mapped) is not None, f"ports ({mapped})")
     # Two blocks of one file share variables (a value over two lines too) and the folder.
     tmp = tempfile.mkdtemp(prefix="docs-selftest-")
     try:

@@ -702,6 +702,7 @@ def run_sh(ctx, sess, block):
     t0 = time.time()
     rc, out, err = sess.run(block, f"__dm_out={sh_quote(outdir)}\n" + body)
     secs = time.time() - t0
+    TIMES.append((secs, block.where()))
     if rc != 0:
         fail_block(block, f"exited with status {rc} (expected 0)", out=out, err=clean_err(err))
         return
@@ -745,6 +746,9 @@ def run_sh(ctx, sess, block):
     if not bad:
         print(f"ok   {block.where()}: sh ran ({secs:.1f} s{', ' + str(len(shaped)) + ' output(s) checked' if shaped else ''})",
               flush=True)
+
+
+TIMES = []  # (seconds, file:line) of each sh block run
 
 
 def run_json(ctx, block):
@@ -877,7 +881,8 @@ def main():
             shutil.rmtree(ctx.tmp, ignore_errors=True)
         else:
             print(f"(the test's folder is kept: {ctx.tmp}; dotmon's log: state/make-run.err)")
-    print(f"examples test: {time.time() - t0:.1f} s, {len(FAILS)} failure(s)")
+    slow = ", ".join(f"{w} {t:.1f} s" for t, w in sorted(TIMES, reverse=True)[:5])
+    print(f"examples test: {time.time() - t0:.1f} s, {len(FAILS)} failure(s); slowest blocks: {slow}")
     return 1 if FAILS else 0
 
 

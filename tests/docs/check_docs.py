@@ -187,43 +187,35 @@ def parse_shape(s):
         pos[0] = m.end()
         return json.loads(m.group(0))
 
+    def members(is_obj):
+        """The members of an object or the elements of a list, after its opening bracket."""
+        out, close = ({}, "}") if is_obj else ([], "]")
+        if peek() == close:
+            pos[0] += 1
+            return out
+        while True:
+            if is_obj and peek() == MORE:
+                pos[0] += 1
+                out[MORE] = True
+            elif is_obj:
+                k = string()
+                expect(":")
+                out[k] = value()
+            else:
+                out.append(value())
+            if peek() != ",":
+                expect(close)
+                return out
+            pos[0] += 1
+
     def value():
         c = peek()
         if c == MORE:
             pos[0] += 1
             return ELIDED
-        if c == "{":
+        if c in "{[":
             pos[0] += 1
-            obj = {}
-            if peek() == "}":
-                pos[0] += 1
-                return obj
-            while True:
-                if peek() == MORE:
-                    pos[0] += 1
-                    obj[MORE] = True
-                else:
-                    k = string()
-                    expect(":")
-                    obj[k] = value()
-                if peek() == ",":
-                    pos[0] += 1
-                    continue
-                expect("}")
-                return obj
-        if c == "[":
-            pos[0] += 1
-            arr = []
-            if peek() == "]":
-                pos[0] += 1
-                return arr
-            while True:
-                arr.append(value())
-                if peek() == ",":
-                    pos[0] += 1
-                    continue
-                expect("]")
-                return arr
+            return members(c == "{")
         if c == '"':
             return string()
         m = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null").match(s, pos[0])

@@ -789,6 +789,24 @@ def check_token_file(ctx):
     check(st == 200, f"the token file's token is accepted (GET /processes: {st})")
 
 
+def check_printed(ctx, blocks):
+    """The lines the README shows as make run's output (a ```text block opening with "dotmon on
+    http") are what make run printed (the token file's folder and the ports aside)."""
+    shown = [b for b in blocks if b.lang in ("text", "console") and b.text.startswith("dotmon on http")]
+    if not shown:
+        return
+
+    def norm(t):
+        return re.sub(r"(?<![~\w])/\S*(/\.local/state/dotmon/token)", r"HOME\1", t)
+    printed = set(norm(read(os.path.join(ctx.state, "make-run.out"))).splitlines())
+    missing = [line for line in norm(ctx.ports(shown[0].text)).splitlines() if line.strip() and line not in printed]
+    if missing:
+        fail_block(shown[0], "make run did not print these lines: " + " | ".join(missing),
+                   out=read(os.path.join(ctx.state, "make-run.out")))
+    else:
+        check(True, f"{shown[0].where()}: make run printed what the README shows")
+
+
 def run_file(ctx, name, blocks, sess):
     for b in blocks:
         if b.marker == "skip":
@@ -801,6 +819,7 @@ def run_file(ctx, name, blocks, sess):
             run_sh(ctx, sess, b)
             if not had_dotmon and ctx.dotmon_pid() is not None:
                 check_token_file(ctx)
+                check_printed(ctx, blocks)
 
 
 def doc_files(root=DOCS):

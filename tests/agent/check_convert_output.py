@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, check  # noqa: E402
+from dmtest import check, verdict  # noqa: E402
 
 BIN = os.environ["DOTMON_BIN"]
 CASES = [("ndjson", "events/demo.nettrace"), ("gcdump", "events/gcdump-heap.nettrace"),
@@ -75,8 +75,7 @@ def main():
               "-o /dev/null: exit 0, /dev/null still a device")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"convert -o: {len(FAILS)} check(s) failed" if FAILS else "convert -o: every check passed")
-    return 1 if FAILS else 0
+    return verdict("convert -o")
 
 
 if __name__ == "__main__":

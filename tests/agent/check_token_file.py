@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, check, fetch, free_port, stop, wait_log  # noqa: E402
+from dmtest import check, fetch, free_port, stop, verdict, wait_log  # noqa: E402
 
 BIN = os.environ["DOTMON_BIN"]
 OTHER_UID = 4321
@@ -171,10 +171,7 @@ def main():
                   "make run passes --token-file ~/.local/state/dotmon/token")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if FAILS:
-        print(f"{len(FAILS)} check(s) failed")
-        return 1
-    return 0
+    return verdict("token file")
 
 
 if __name__ == "__main__":

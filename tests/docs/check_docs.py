@@ -406,8 +406,9 @@ class Session:
         with open(path, "w") as f:
             f.write(self.script(body))
         outp, errp = path + ".out", path + ".err"
-        p = subprocess.Popen(["bash", path], stdout=open(outp, "w"), stderr=open(errp, "w"), stdin=subprocess.DEVNULL,
-                             cwd=self.ctx.tmp, env=self.ctx.env, start_new_session=True)
+        with open(outp, "w") as out, open(errp, "w") as err:
+            p = subprocess.Popen(["bash", path], stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=self.ctx.tmp,
+                                 env=self.ctx.env, start_new_session=True)
         if background:
             p.outp, p.errp = outp, errp
             self.background.append(p)
@@ -455,7 +456,7 @@ def cut(s, n=1500):
 
 
 def statuses(stderr):
-    return re.findall(r"^__dm_status (\d{3})$", stderr, re.M)
+    return re.findall(r"__dm_status (\d{3})$", stderr, re.M)
 
 
 PROGRESS = re.compile(r"^\s*(% Total|Dload|[\d.:kMG -]+$)")
@@ -464,7 +465,7 @@ PROGRESS = re.compile(r"^\s*(% Total|Dload|[\d.:kMG -]+$)")
 def clean_err(stderr):
     """Standard error without the status lines and curl's progress meter."""
     return "\n".join(line for line in stderr.splitlines()
-                     if not line.startswith("__dm_status ") and not PROGRESS.match(line))
+                     if "__dm_status " not in line and not PROGRESS.match(line))
 
 
 def fail_block(block, what, cmd=None, out="", err=""):
@@ -526,7 +527,8 @@ class Context:
 
     def token(self):
         """DOTMON_TOKEN once the README exported it; before, the token file make run writes."""
-        return self.env.get("DOTMON_TOKEN") or read(os.path.join(self.home, ".local", "state", "dotmon", "token")).strip()
+        token_file = os.path.join(self.home, ".local", "state", "dotmon", "token")
+        return self.env.get("DOTMON_TOKEN") or read(token_file).strip()
 
     def dotmon_pid(self):
         try:
@@ -736,8 +738,8 @@ def run_sh(ctx, sess, block):
                        + "; ".join(diffs[:6]), cmd, got)
             bad = True
     if not bad:
-        print(f"ok   {block.where()}: sh ran ({secs:.1f} s{', ' + str(len(shaped)) + ' output(s) checked' if shaped else ''})",
-              flush=True)
+        checked = f", {len(shaped)} output(s) checked" if shaped else ""
+        print(f"ok   {block.where()}: sh ran ({secs:.1f} s{checked})", flush=True)
 
 
 TIMES = []  # (seconds, file:line) of each sh block run
@@ -843,7 +845,8 @@ def counts(files):
     for _, blocks in files:
         for b in blocks:
             if b.lang in RUN_LANGS:
-                c["sh skipped" if b.marker == "skip" else "sh background" if b.marker == "background" else "sh run"] += 1
+                kind = {"skip": "sh skipped", "background": "sh background"}.get(b.marker, "sh run")
+                c[kind] += 1
             elif b.lang == "json":
                 c["json skipped" if b.marker == "skip" else "json settings" if b.marker == "settings" else "json"] += 1
     return c
@@ -977,7 +980,8 @@ def self_test():
     check(cmds[0][2] == '[{"pid":1,"uid":"…","name":"hello",…}]' and cmds[2][2] == '{"a":1}',
           f"each command's expected output ({cmds[0][2]!r}, {cmds[2][2]!r})")
     multi = split_commands('curl x\n# {"pid":1,\n#  "name":"hello"}\n# a note\necho y\n')
-    check(len(multi) == 2 and multi[0][2].split() == ['{"pid":1,', '"name":"hello"}'], f"a shape over two lines ({multi})")
+    check(len(multi) == 2 and multi[0][2].split() == ['{"pid":1,', '"name":"hello"}'],
+          f"a shape over two lines ({multi})")
     script, shaped = instrument(blocks[0].text)
     check([s[0] for s in shaped] == [0, 2] and script.count('>"$__dm_out/') == 2, "the shaped commands are kept")
     check(not complete("echo '{\n") and complete("echo hi\n"), "bash decides where a command ends")
@@ -997,7 +1001,8 @@ def self_test():
         check(False, "text after the shape is refused")
     except ShapeError:
         check(True, "text after the shape is refused")
-    check(statuses("x\n__dm_status 401\n__dm_status 200\n") == ["401", "200"], "curl statuses from stderr")
+    check(statuses("x\n__dm_status 401\nno newline__dm_status 200\n") == ["401", "200"],
+          "curl statuses from stderr")
     check(re.fullmatch(BASH_OWN_ERE, "BASH_VERSINFO") and "\\" not in BASH_OWN_ERE, "bash's own variables (ERE)")
     class Ports:
         port, mport, extra_ports = "1001", "1002", {}

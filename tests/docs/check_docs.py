@@ -10,7 +10,7 @@ every other file's sh blocks, each file in a fresh shell with DOTMON_TOKEN expor
 README's app still running.
 
 What a fence's info string and the HTML comment on the line right before it mean (the shared
-conventions, docs/contributing.md):
+conventions; docs/contributing.md, "The examples of README.md and docs/"):
 
     ```sh      run with bash -e, after 52323/52325 become the test's ports; a comment `# {…}` or
                `# […}` right after a command is the shape of that command's output (same JSON

@@ -56,6 +56,10 @@ RUN_LANGS = {"sh"}
 SHELL_LIKE = {"bash", "shell", "zsh", "shell-session"}
 MARKER = re.compile(r"^\s*<!--\s*example:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)(.*)$")
+# Top-level sections of dotmon's settings: a json block made of them is a settings example.
+SETTINGS_SECTIONS = {"Urls", "Authentication", "CollectionRules", "CollectionRuleDefaults", "DefaultProcess",
+                     "DiagnosticPort", "Dump", "Egress", "GCDump", "GlobalCounter", "Kestrel", "Logging", "Memory",
+                     "Metrics", "Operations", "RequestLimits", "Storage", "Templates", "Timeouts", "Trace"}
 BLOCK_SECONDS = 30  # one block's limit (its traces are seconds long)
 BACKGROUND_SECONDS = 120  # a background block's app listed (the walk-through's build included)
 
@@ -144,12 +148,23 @@ def parse_markdown(text, name):
         if lang in RUN_LANGS and kind != "skip" and NEEDS_OUTSIDE.search("\n".join(body)):
             problems.append(f"{b.where()}: runs {NEEDS_OUTSIDE.search(chr(10).join(body)).group(0).strip(' ;&|($')!r}, "
                             "which a test cannot: <!-- example: skip (reason) -->")
+        if lang == "json" and kind == "" and looks_like_settings(b.text):
+            problems.append(f"{b.where()}: a json block of settings sections: mark it "
+                            "<!-- example: settings --> (or skip (reason))")
         if kind == "skip" and lang not in RUN_LANGS | {"json"}:
             problems.append(f"{b.where()}: marker skip on a ```{lang or '(none)'} block, which is not run anyway")
         blocks.append(b)
     if pending:
         problems.append(f"{name}:{pending[0]}: example marker not followed by a fence")
     return blocks, problems
+
+
+def looks_like_settings(text):
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(v, dict) and bool(v) and set(v) <= SETTINGS_SECTIONS | {"$schema"}
 
 
 # ---- the shape of an expected output: JSON where `…` stands for anything (a value, more members)
@@ -955,12 +970,16 @@ echo no
 ```sh
 x=1; kubectl get pods
 ```
+
+```json
+{"Egress": {}}
+```
 '''
 
 
 def self_test():
     blocks, problems = parse_markdown(SAMPLE, "sample.md")
-    check([b.lang for b in blocks] == ["sh", "sh", "json", "sh", "json", "text", "sh", "sh", "bash", "sh"],
+    check([b.lang for b in blocks] == ["sh", "sh", "json", "sh", "json", "text", "sh", "sh", "bash", "sh", "json"],
           f"fences and their languages ({[b.lang for b in blocks]})")
     check((blocks[0].line, blocks[0].first) == (3, 4), f"line numbers ({blocks[0].line}, {blocks[0].first})")
     check((blocks[1].marker, blocks[1].arg) == ("skip", "needs a Kubernetes cluster"), "skip and its reason")
@@ -972,7 +991,8 @@ def self_test():
             "sample.md:32: unknown example marker 'wibble' (skip (reason), background, settings, status NNN)",
             "sample.md:37: example marker not on the line right before a fence",
             "sample.md:47: ```bash is neither run nor shown: use ```sh (run) or ```console (shown)",
-            "sample.md:51: runs 'kubectl', which a test cannot: <!-- example: skip (reason) -->"}
+            "sample.md:51: runs 'kubectl', which a test cannot: <!-- example: skip (reason) -->",
+            "sample.md:55: a json block of settings sections: mark it <!-- example: settings --> (or skip (reason))"}
     check(set(problems) == want, f"marker problems: {sorted(set(problems) ^ want)} differ")
     cmds = split_commands(blocks[0].text)
     check(len(cmds) == 3, f"three commands in the first block ({len(cmds)})")

@@ -4,7 +4,7 @@
 
 dotmon runs with an API key (`dotmon generatekey --output machinejson`, configured through
 DotnetMonitor_Authentication__MonitorApiKey__*) and a 1 s counter interval; the test app runs
-`hot-threads 2` (~70% of its command thread in TestApp.Hot.SpinHotLoop, two more threads in
+`hot-threads 1` (~70% of its command thread in TestApp.Hot.SpinHotLoop, one more thread in
 TestApp.Deep from a lambda, for the thread select and the frame names). Over HTTP: /ui and its files
 answer without a token, with the strict Content-Security-Policy, nosniff, no-referrer and
 no-store; an unknown /ui file is a 404 problem; the data routes the page uses answer 401 without
@@ -48,8 +48,8 @@ def main():
                                         check=True, capture_output=True, text=True).stdout)
         token = key["AuthorizationHeader"].split(" ", 1)[1]
         app = App(tmp, "--env-echo", MARKUP)  # markup in its command line, shown as text
-        # hot on the command thread through the profile, and two threads recursing from a lambda
-        app.p.stdin.write("hot-threads 2 120000\n")
+        # hot on the command thread through the profile, and a thread recursing from a lambda
+        app.p.stdin.write("hot-threads 1 120000\n")
         app.p.stdin.flush()
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
         port = free_port()

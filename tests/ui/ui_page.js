@@ -10,7 +10,7 @@
 // its Authorization header and no URL requested holds it; localStorage, sessionStorage, cookies
 // and IndexedDB are empty; APP_MARKUP (an <img onerror> in the app's command line) is shown as
 // text, not inserted; a wrong token is shown as a 401 problem in the page.
-// The flame graph (the app runs `hot-threads 2`: `hot` on its command thread, two more threads
+// The flame graph (the app runs `hot-threads 1`: `hot` on its command thread, one more thread
 // recursing through TestApp.Deep from a lambda): it fills the page's width in rows of at least
 // 22 px; a click on the hot frame zooms to it (the zoomed first row and the breadcrumb's last
 // crumb name it; a crumb zooms back out); the search highlights SpinHotLoop and gives a share of
@@ -123,6 +123,7 @@ run(async (w) => {
     'storage empty: localStorage ' + st.local + ', sessionStorage ' + st.session + ', cookies "' + st.cookie +
     '" (' + cookies.length + '), IndexedDB databases ' + st.idb);
   check(!st.html.includes(token) && !st.html.includes(sig), 'the token is nowhere in the DOM');
+  await shot(page, '#charts', 'ui-metrics.png'); // last: the charts have had the most time
   if (process.env.UI_SCREENSHOT) {
     await page.screenshot({ path: process.env.UI_SCREENSHOT, fullPage: true });
   }
@@ -143,10 +144,14 @@ async function flameChecks(page, top, topPct) {
   const row = await page.locator('#flame .frame').first().boundingBox();
   check(box.width >= 0.9 * view.width && row.height >= 22,
     'the flame graph is ' + Math.round(box.width) + ' px wide in a ' + view.width + ' px window, rows ' + row.height + ' px');
+  const hot = page.locator('#flame .frame.hot').first();
+  await hot.hover();
+  const detail = await page.textContent('#flame-detail');
+  check(/^TestApp\.Hot\.SpinHotLoop — inclusive [\d.]+% \(\d+ samples\), exclusive [\d.]+% \(\d+ samples\)\n/.test(detail),
+    'hovering a frame gives its name and shares: ' + detail.replace(/\n/g, ' | '));
   await shot(page, '#flame-section', 'ui-flame.png');
 
   // Zoom to the hot frame: the zoomed row and the last crumb name it; a crumb zooms back.
-  const hot = page.locator('#flame .frame.hot').first();
   const display = await hot.getAttribute('data-display');
   const level = Number(await hot.getAttribute('data-level'));
   await hot.click();
@@ -234,7 +239,6 @@ async function chartChecks(page) {
     check(xs.length >= 1 && xs.every((x) => /^\d\d:\d\d:\d\d$/.test(x)), metric + ': x axis times ' + xs.join(', '));
     check(box.width >= 0.4 * view.width, metric + ': the chart is ' + Math.round(box.width) + ' px wide');
   }
-  await shot(page, '#charts', 'ui-metrics.png');
   await page.setViewportSize({ width: 900, height: 900 });
   await page.waitForFunction(() => {
     const s = document.getElementById('chart-a');

@@ -145,6 +145,7 @@
     $('flame-top').textContent = '';
     $('flame-crumbs').textContent = '';
     $('flame-match').textContent = '';
+    $('flame-detail').textContent = '';
     const threads = $('flame-thread');
     threads.length = 1;
     threads.value = '';
@@ -280,6 +281,7 @@
       flame.dataset.topPercent = pct;
     }
     fillThreads(doc, total);
+    $('flame-detail').textContent = 'Hover a frame for its numbers; click it to zoom in, click a name above to zoom back out.';
     flame.dataset.state = total > 0 ? 'done' : 'empty';
     selectThread('');
   }
@@ -301,7 +303,7 @@
     }
     per.sort((a, b) => b.n - a.n || a.id - b.id);
     for (const t of per) {
-      opt(String(t.i), 'thread ' + t.id + ' (' + t.n + ' samples, ' + pctOf(t.n, total) + '%)');
+      opt(String(t.i), 'thread ' + t.id + ' (' + t.n + (t.n === 1 ? ' sample, ' : ' samples, ') + pctOf(t.n, total) + '%)');
     }
     sel.value = '';
   }

@@ -201,7 +201,7 @@ async function flameChecks(page, top, topPct) {
     await page.selectOption('#flame-thread', value);
     const n = Number(await page.getAttribute('#flame', 'data-samples'));
     const names = await page.locator('#flame .frame').evaluateAll((els) => els.map((e) => e.dataset.name));
-    const expect = Number(/\((\d+) samples/.exec(text)[1]);
+    const expect = Number(/\((\d+) samples?,/.exec(text)[1]);
     check(n === expect && n < all, text + ': the graph has its ' + n + ' of the ' + all + ' samples');
     if (!hotThread && names.some((x) => x.includes('SpinHotLoop'))) {
       hotThread = { text, names };

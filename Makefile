@@ -119,6 +119,16 @@ test: build build-asan
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure
 
+# The screenshots of docs/ui.md, refreshed from a run of the /ui page's test (tests/ui/ui_page.js
+# takes them on every run, into the build tree; this copies them into docs/img).
+.PHONY: ui-screenshots
+ui-screenshots: build-asan
+	rm -rf $(BUILD_ASAN)/ui-screenshots
+	ctest --test-dir $(BUILD_ASAN) -R '^ui_page$$' --output-on-failure
+	mkdir -p docs/img
+	cp $(BUILD_ASAN)/ui-screenshots/ui-flame.png $(BUILD_ASAN)/ui-screenshots/ui-flame-zoom.png \
+	  $(BUILD_ASAN)/ui-screenshots/ui-metrics.png docs/img/
+
 # Benchmarks (not part of the tests, nor of .ci/run): bench/report.py runs the benches of its table
 # and rewrites their generated blocks in BENCHMARKS.md (the commit, date, load average and machine,
 # then each bench's tables), leaving the prose around them. `make bench` runs all of them;

@@ -32,7 +32,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-trace bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image app-image run test test-fast bench bench-trace bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -80,10 +80,22 @@ image: deps-build
 	$(call install_missing,$(IMAGE_PACKAGES))
 	sh container/image.sh --workdir $(CURDIR)/$(BUILD)/image --archive $(CURDIR)/$(BUILD)/dotmon-image.oci.tar
 
+# An app image for the pod example (docs: Kubernetes) without a registry: the walk-through's `hello`
+# (made with `dotnet new console`: a line and a small allocation every second), this machine's .NET
+# runtime and the libraries it loads, FROM scratch, uid 1654 (container/app-image.sh), tagged
+# $(APP_IMAGE) in the engine's usual storage. Needs the .NET SDK.
+APP_IMAGE ?= localhost/dotmon-hello:latest
+app-image:
+	$(call install_missing,$(IMAGE_PACKAGES))
+	sh container/app-image.sh -w $(CURDIR)/$(BUILD)/app-image -t $(APP_IMAGE)
+
 # Installs what is missing, builds the binary, and starts dotmon on its defaults (loopback only, a
-# temporary API key printed once on standard output, apart from the log on standard error).
+# temporary API key printed once on standard output, apart from the log on standard error). The
+# key's token also goes to TOKEN_FILE (0600, removed when dotmon stops), and before any log line
+# dotmon prints the URL, the /ui URL and the `export DOTMON_TOKEN=$(cat …)` line to paste.
+TOKEN_FILE ?= $(HOME)/.local/state/dotmon/token
 run: build-bin
-	./$(BUILD)/dotmon collect --temp-apikey --urls $(URLS)
+	./$(BUILD)/dotmon collect --temp-apikey --token-file '$(TOKEN_FILE)' --urls $(URLS)
 
 # Installs what is missing, builds twice (normal and ASan+UBSan) and runs each check once where it
 # means something (labels: tests/CMakeLists.txt), every pass even when an earlier one failed; then

@@ -37,7 +37,6 @@
 #include "rules_run.h"
 #include "shdir.h"
 
-#define DEFAULT_URL         "http://localhost:52323"
 #define DEFAULT_METRICS_URL "http://localhost:52325"
 /* Descriptors kept free of HTTP connections: runtimes' exchanges, traces, dumps, the loop. */
 #define FD_RESERVE 128
@@ -637,6 +636,11 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
     a->sessions.cleanup_timeout_ms = agent_timeout(a, TIMEOUT_SESSION_CLEANUP);
     a->metric_sessions.cleanup_timeout_ms = agent_timeout(a, TIMEOUT_SESSION_CLEANUP);
+    /* First: a temporary key's next steps go to stdout before any log line (apikey.h). */
+    int rc = apikey_setup(a);
+    if (rc != 0) {
+        return rc;
+    }
 
     const char *tmp = getenv("TMPDIR");
     if (tmp == NULL || *tmp == '\0') {
@@ -652,7 +656,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
 
     report_settings(cfg);
-    int rc = setup_memory(a);
+    rc = setup_memory(a);
     if (rc == 0) {
         rc = load_filters(a);
     }
@@ -703,8 +707,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         }
         return rc;
     }
-    rc = apikey_setup(a);
-    return rc ? rc : agent_tls_init(a);
+    return agent_tls_init(a);
 }
 
 /* ---- start / stop ---- */
@@ -998,7 +1001,7 @@ static int start_discovery(struct agent *a)
 static int bind_all_urls(struct agent *a)
 {
     const char *cu = config_get(a->cfg, "Urls");
-    const char *urls[1] = {(cu != NULL && *cu != '\0') ? cu : DEFAULT_URL};
+    const char *urls[1] = {(cu != NULL && *cu != '\0') ? cu : AGENT_DEFAULT_URL};
     if (bind_urls(a, urls, 1, AGENT_TAG_ARTIFACTS) == 0) {
         log_error(cat, "no artifact URL could be bound");
         return AGENT_E_INVAL;

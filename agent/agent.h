@@ -33,7 +33,10 @@ enum agent_filter_key {
 };
 
 #define AGENT_MAX_FILTERS 16
+/* The artifact URL without Urls or --urls (dotnet-monitor's default). */
+#define AGENT_DEFAULT_URL "http://localhost:52323"
 
+struct apikey_token_file;
 struct artifact;
 struct buf;
 struct egress_set;
@@ -62,8 +65,9 @@ struct agent {
     struct ipc_session_admission metric_sessions;
     struct auth_verifier *verifier; /* NULL: no key (every request 401) unless no_auth */
     bool no_auth;
-    char *key_settings;            /* the key settings in effect (apikey.c) */
-    struct apikey_watch *keywatch; /* configuration file watcher (apikey.c), or NULL */
+    char *key_settings;                   /* the key settings in effect (apikey.c) */
+    struct apikey_token_file *token_file; /* --token-file written (apikey.c), or NULL */
+    struct apikey_watch *keywatch;        /* configuration file watcher (apikey.c), or NULL */
 
     struct agent_filter filters[AGENT_MAX_FILTERS];
     size_t nfilters;
@@ -144,8 +148,9 @@ static inline uint64_t agent_timeout(const struct agent *a, enum timeout_id id)
 
 /*
  * Reads configuration, sets up authentication and the default-process filters. Prints the
- * temporary API key (--temp-apikey) on stdout. Returns 0 or a negative code after logging
- * the reason (invalid configuration: the caller exits non-zero).
+ * temporary API key (--temp-apikey) and the next steps on stdout (apikey.h), before any log line.
+ * Returns 0 or a negative code after logging the reason (invalid configuration: the caller exits
+ * non-zero).
  */
 int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
                const struct config *cfg);

@@ -2,6 +2,7 @@
 #include "apikey.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <uv.h>
@@ -19,8 +21,10 @@
 #include "egress.h"
 #include "err.h"
 #include "log.h"
+#include "outfile.h"
 #include "rules_run.h"
 #include "settings.h"
+#include "shdir.h"
 
 extern char **environ;
 
@@ -113,6 +117,192 @@ static int verifier_from_config(const struct config *cfg, struct auth_verifier *
     return 0;
 }
 
+/* The --token-file written at start-up, removed at a normal stop if it is still ours. */
+struct apikey_token_file {
+    int dirfd; /* its folder, checked (shdir_open_trusted) */
+    char name[256];
+    dev_t dev;
+    ino_t ino;
+};
+
+/*
+ * Writes token, bare, to path: every folder on the way owned by root or dotmon's uid and not
+ * writable by others (missing ones made 0700), the file made 0600 under a temporary name and
+ * renamed over the final one (a link planted there is replaced, never followed). Start-up: it may
+ * block, the loop is not running yet.
+ */
+static int write_token_file(struct agent *a, const char *path, const char *token)
+{
+    char abs[4096];
+    if (path[0] != '/') {
+        char cwd[2048];
+        if (getcwd(cwd, sizeof(cwd)) == NULL) {
+            log_error(cat, "--token-file %s: cannot resolve a relative path: %s", path,
+                      strerror(errno));
+            return AGENT_E_INVAL;
+        }
+        snprintf(abs, sizeof(abs), "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, path);
+    } else {
+        snprintf(abs, sizeof(abs), "%s", path);
+    }
+    struct apikey_token_file *tf = calloc(1, sizeof(*tf));
+    char dir[4096];
+    char why[512];
+    if (tf == NULL) {
+        return -ENOMEM;
+    }
+    tf->dirfd = -1;
+    int rc = shdir_split(abs, dir, sizeof(dir), tf->name, sizeof(tf->name));
+    if (rc != 0) {
+        log_error(cat, "--token-file %s: not a file path", path);
+        goto fail;
+    }
+    rc = shdir_open_trusted(dir, SHDIR_TRUST_MKDIR | SHDIR_TRUST_STRICT, &tf->dirfd, why,
+                            sizeof(why));
+    if (rc != 0) {
+        log_error(cat, "--token-file: refused: %s", why);
+        goto fail;
+    }
+    struct outfile of;
+    rc = outfile_open_at(tf->dirfd, tf->name, 0600, &of);
+    if (rc == 0) {
+        size_t n = strlen(token);
+        ssize_t w = write(of.fd, token, n);
+        if (w != (ssize_t)n) {
+            rc = w < 0 ? -errno : -EIO;
+            outfile_abort(&of);
+        } else {
+            rc = outfile_commit(&of, &tf->dev, &tf->ino);
+        }
+    }
+    if (rc != 0) {
+        log_error(cat, "--token-file %s: cannot write it: %s", abs, agent_strerror(rc));
+        goto fail;
+    }
+    a->token_file = tf;
+    return 0;
+fail:
+    if (tf->dirfd >= 0) {
+        (void)close(tf->dirfd);
+    }
+    free(tf);
+    return rc == AGENT_E_UNTRUSTED || rc < 0 ? rc : AGENT_E_INVAL;
+}
+
+/* True when s can be pasted in a POSIX shell unquoted (after a leading "~/"). */
+static bool shell_plain(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        char c = *s;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '/' || c == '.' || c == '_' || c == '-' || c == '+' || c == ',';
+        if (!ok) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* path as a shell word: "~/…" under $HOME, single-quoted when it needs to be. */
+static void shell_word(const char *path, struct buf *out)
+{
+    const char *home = getenv("HOME");
+    size_t hl = home != NULL ? strlen(home) : 0;
+    while (hl > 1 && home[hl - 1] == '/') {
+        hl--;
+    }
+    if (hl > 1 && strncmp(path, home, hl) == 0 && path[hl] == '/' && shell_plain(path + hl)) {
+        (void)buf_printf(out, "~%s", path + hl);
+        return;
+    }
+    if (shell_plain(path)) {
+        (void)buf_printf(out, "%s", path);
+        return;
+    }
+    (void)buf_printf(out, "'");
+    for (const char *p = path; *p != '\0'; p++) {
+        (void)buf_printf(out, *p == '\'' ? "'\\''" : "%c", *p);
+    }
+    (void)buf_printf(out, "'");
+}
+
+/*
+ * The first artifact URL as a user can open it: a wildcard host (+, *, 0.0.0.0, [::]) becomes
+ * the loopback address. Empty when the port is 0 (known only once bound: the log says it).
+ */
+static void browsable_url(const struct agent *a, struct buf *out)
+{
+    const char *urls = config_get(a->cfg, "Urls");
+    if (urls == NULL || *urls == '\0') {
+        urls = AGENT_DEFAULT_URL;
+    }
+    while (*urls == ' ' || *urls == ';') {
+        urls++;
+    }
+    size_t n = strcspn(urls, ";");
+    while (n > 0 && (urls[n - 1] == ' ' || urls[n - 1] == '/')) {
+        n--;
+    }
+    const char *host = strstr(urls, "://");
+    host = host != NULL && (size_t)(host - urls) < n ? host + 3 : urls;
+    size_t scheme = (size_t)(host - urls);
+    const char *end = urls + n;
+    const char *colon = NULL;
+    for (const char *p = host; p < end; p++) {
+        colon = *p == ':' ? p : *p == ']' ? NULL : colon;
+    }
+    if (colon != NULL && end - colon == 2 && colon[1] == '0') {
+        return;
+    }
+    const char *port = colon != NULL ? colon : end;
+    size_t hostlen = (size_t)(port - host);
+    const char *shown = NULL;
+    if ((hostlen == 1 && (*host == '+' || *host == '*')) ||
+        (hostlen == 7 && strncmp(host, "0.0.0.0", 7) == 0)) {
+        shown = "127.0.0.1";
+    } else if (hostlen == 4 && strncmp(host, "[::]", 4) == 0) {
+        shown = "[::1]";
+    }
+    if (shown != NULL) {
+        (void)buf_printf(out, "%.*s%s%.*s", (int)scheme, urls, shown, (int)(end - port), port);
+    } else {
+        (void)buf_printf(out, "%.*s", (int)n, urls);
+    }
+}
+
+/*
+ * What a user needs next, on stdout before any log line: where dotmon answers, its /ui, and with
+ * --token-file where the token is and the line that puts it in DOTMON_TOKEN.
+ */
+static void print_next_steps(const struct agent *a)
+{
+    struct buf url, word;
+    buf_init(&url, 0);
+    buf_init(&word, 0);
+    browsable_url(a, &url);
+    if (buf_size(&url) > 0) {
+        printf("dotmon on %s, UI at %s/ui\n", buf_cstr(&url), buf_cstr(&url));
+    } else {
+        printf(
+            "dotmon on the port the log's \"Now listening on\" line names, UI at <that URL>/ui\n");
+    }
+    if (a->opts->token_file != NULL) {
+        char abs[4096];
+        if (a->opts->token_file[0] == '/' || getcwd(abs, sizeof(abs)) == NULL) {
+            snprintf(abs, sizeof(abs), "%s", a->opts->token_file);
+        } else {
+            size_t l = strlen(abs);
+            snprintf(abs + l, sizeof(abs) - l, "%s%s", l > 1 ? "/" : "", a->opts->token_file);
+        }
+        shell_word(abs, &word);
+        printf("API token in %s (mode 0600); in another shell:\n"
+               "  export DOTMON_TOKEN=$(cat %s)\n",
+               abs, buf_cstr(&word));
+    }
+    buf_fini(&url);
+    buf_fini(&word);
+}
+
 static int setup_temp_key(struct agent *a)
 {
     struct auth_generated g;
@@ -125,14 +315,18 @@ static int setup_temp_key(struct agent *a)
     char err[256];
     rc = auth_verifier_new(g.public_key_b64, g.subject, g.issuer, &a->verifier, &warning, err,
                            sizeof(err));
+    if (rc != 0) {
+        log_error(cat, "temporary API key rejected: %s", err);
+    } else if (a->opts->token_file != NULL) {
+        rc = write_token_file(a, a->opts->token_file, g.token);
+    }
     if (rc == 0) {
-        /* The token goes to stdout once, never into the logs. */
+        /* The token goes to stdout once (and to the token file), never into the logs. */
         printf("Generated one-time-use API key for dotmon; use the following header for "
                "authorization:\nAuthorization: Bearer %s\n",
                g.token);
+        print_next_steps(a);
         fflush(stdout);
-    } else {
-        log_error(cat, "temporary API key rejected: %s", err);
     }
     auth_generated_fini(&g);
     return rc;
@@ -468,6 +662,17 @@ void apikey_watch_stop(struct agent *a)
 
 void apikey_fini(struct agent *a)
 {
+    struct apikey_token_file *tf = a->token_file;
+    if (tf != NULL) {
+        /* Only the file written at start-up: if something else sits at its name now, it stays. */
+        int rc = shdir_unlink_exact(tf->dirfd, tf->name, tf->dev, tf->ino);
+        if (rc != 0 && rc != -ENOENT) {
+            log_warn(cat, "--token-file: the token file was not removed: %s", agent_strerror(rc));
+        }
+        (void)close(tf->dirfd);
+        free(tf);
+        a->token_file = NULL;
+    }
     auth_verifier_free(a->verifier);
     a->verifier = NULL;
     free(a->key_settings);

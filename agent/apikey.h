@@ -7,9 +7,14 @@ struct agent;
 /*
  * Authentication:MonitorApiKey, and its rotation without a restart.
  *
- * apikey_setup (agent_init): builds a->verifier from the configuration, a temporary key
- * (--temp-apikey, printed once on stdout) or nothing (--no-auth). An invalid key configuration
- * is an error: dotmon does not start.
+ * apikey_setup (agent_init, first, before anything logs): builds a->verifier from the
+ * configuration, a temporary key (--temp-apikey, printed once on stdout) or nothing (--no-auth).
+ * An invalid key configuration is an error: dotmon does not start. With a temporary key, stdout
+ * also gets the URL to open and its /ui; with --token-file the token is written, bare, to that
+ * file (0600, folders checked and made 0700 as shdir_open_trusted does, written under a temporary
+ * name and renamed: a planted link is replaced, never followed; a->token_file owns its folder's
+ * descriptor), and stdout names the file and an `export DOTMON_TOKEN=$(cat …)` line. A file that
+ * cannot be written safely stops start-up.
  *
  * apikey_watch_start (agent_start): the sources that live on disk are watched (with a temporary
  * key or auth off too, for Egress and the collection rules): the --configuration-file-path file,
@@ -27,7 +32,8 @@ struct agent;
  * names are logged).
  *
  * apikey_watch_stop (agent_stop): closes the watchers; a->open_handles drops when they are gone.
- * apikey_fini (agent_fini): frees what setup kept.
+ * apikey_fini (agent_fini): frees what setup kept and removes the token file if the file at its
+ * name is still the one written (a normal stop: SIGINT, SIGTERM, or a failed start-up).
  */
 int apikey_setup(struct agent *a);
 int apikey_watch_start(struct agent *a);

@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "err.h"
 #include "ev_gcheap.h"
 #include "ev_json.h"
 #include "ev_symbols.h"
 #include "membudget.h"
+#include "outfile.h"
 
 #define CONVERT_CHUNK (64u * 1024u)
 #define CONVERT_BATCH (1024u * 1024u) /* output lines are handed over in 1 MB batches */
@@ -227,12 +229,40 @@ static int convert_speedscope(FILE *in, const char *in_name, FILE *out)
     return 0;
 }
 
+/*
+ * -o OUT: a regular file (or a new one) is written under a temporary name beside it and renamed
+ * over OUT only when the conversion succeeds (a whole document or nothing); anything else at OUT
+ * (a FIFO, /dev/null, a terminal) is written directly.
+ */
+static FILE *open_output(const char *path, struct outfile *of)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        return fopen(path, "wb");
+    }
+    int rc = outfile_open(path, 0600, of);
+    if (rc != 0) {
+        errno = -rc;
+        return NULL;
+    }
+    FILE *f = fdopen(of->fd, "wb");
+    if (f == NULL) {
+        int e = errno;
+        outfile_abort(of);
+        errno = e;
+        return NULL;
+    }
+    of->fd = -1; /* the FILE owns it */
+    return f;
+}
+
 int convert_run(const struct cli_options *opts)
 {
     bool in_std = strcmp(opts->convert_input, "-") == 0;
     bool out_std = opts->convert_output == NULL || strcmp(opts->convert_output, "-") == 0;
     FILE *in = in_std ? stdin : fopen(opts->convert_input, "rb");
     FILE *out = NULL;
+    struct outfile of = {.dirfd = -1, .fd = -1};
     struct ev_json *j = NULL;
     int code = 1;
     budget_init();
@@ -240,7 +270,7 @@ int convert_run(const struct cli_options *opts)
         fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_input, strerror(errno));
         goto cleanup;
     }
-    out = out_std ? stdout : fopen(opts->convert_output, "wb");
+    out = out_std ? stdout : open_output(opts->convert_output, &of);
     if (out == NULL) {
         fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_output, strerror(errno));
         goto cleanup;
@@ -284,8 +314,17 @@ int convert_run(const struct cli_options *opts)
     }
 cleanup:
     ev_json_free(j);
-    if (out != NULL && !out_std && fclose(out) != 0) {
+    if (out != NULL && !out_std && fclose(out) != 0 && code == 0) {
+        fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_output, strerror(errno));
         code = 1;
+    }
+    if (of.dirfd >= 0) {
+        int crc = code == 0 ? outfile_commit(&of, NULL, NULL) : 0;
+        if (crc != 0) {
+            fprintf(stderr, "dotmon convert: %s: %s\n", opts->convert_output, strerror(-crc));
+            code = 1;
+        }
+        outfile_abort(&of); /* a failed conversion: the temporary file goes, OUT stays as it was */
     }
     if (in != NULL && !in_std) {
         fclose(in);

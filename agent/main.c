@@ -115,6 +115,11 @@ static int check_egress(const struct config *cfg)
     return rc == 0 ? 0 : 1;
 }
 
+/*
+ * dotmon config show: the merged configuration on stdout; on stderr every problem. The exit
+ * status follows one rule: 1 when collect would refuse to start with this configuration (an
+ * Egress or CollectionRules error), 0 when it would start, warnings (settings ignored) included.
+ */
 static int run_config_show(const struct cli_options *opts, const struct config *cfg)
 {
     if (opts->show_sources) {
@@ -155,10 +160,15 @@ static int run_config_show(const struct cli_options *opts, const struct config *
     int erc = agent_egress_parse(cfg, &egress, NULL, &ignored);
     buf_fini(&ignored);
     struct rules_config *rules = NULL;
-    if (erc != UV_ENOMEM && rules_run_config(cfg, egress, &rules) == 0) {
+    int code = 0;
+    if (erc == UV_ENOMEM || rules_run_config(cfg, egress, &rules) != 0) {
+        fprintf(stderr, "dotmon: cannot check the collection rules: out of memory\n");
+        code = 1;
+    } else {
         for (size_t i = 0; i < rules->nerrors; i++) {
             fprintf(stderr, "dotmon: collection rules: %s\n", rules->errors[i]);
         }
+        code = rules->nerrors > 0 ? 1 : 0; /* collect would refuse to start */
         rules_config_free(rules);
     }
     egress_set_free(egress);
@@ -170,7 +180,8 @@ static int run_config_show(const struct cli_options *opts, const struct config *
                     cfg->v[i].key, cfg->v[i].source);
         }
     }
-    return check_egress(cfg);
+    int ecode = check_egress(cfg);
+    return code != 0 ? code : ecode;
 }
 
 static void close_walk_cb(uv_handle_t *h, void *arg)
@@ -236,12 +247,12 @@ static int run_collect(const struct cli_options *opts, const struct config *cfg)
     }
     /* A client that disconnects mid-write must not kill us. */
     signal(SIGPIPE, SIG_IGN);
-    raise_fd_limit();
 
     struct agent a;
     int code = 0;
     rc = agent_init(&a, &loop, opts, cfg);
     if (rc == 0) {
+        raise_fd_limit(); /* after agent_init: a temporary key's next steps come first */
         rc = agent_start(&a);
     }
     if (rc != 0) {

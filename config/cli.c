@@ -17,7 +17,9 @@ static const char usage_text[] =
     "Usage:\n"
     "  dotmon collect [options]        Serve the REST API (the default command)\n"
     "  dotmon generatekey [options]    Make an API key (P-384 key pair + bearer token)\n"
-    "  dotmon config show [options]    Print the merged configuration\n"
+    "  dotmon config show [options]    Print the merged configuration; exit status 1 when\n"
+    "                                  collect would refuse it (Egress or CollectionRules\n"
+    "                                  errors, on stderr), 0 otherwise (warnings included)\n"
     "  dotmon convert FILE|- --format ndjson|gcdump|speedscope [-o OUT|-]\n"
     "                                  Print a nettrace file as JSON lines, a heap snapshot's\n"
     "                                  trace as a .gcdump, or CPU samples as speedscope JSON\n"
@@ -32,6 +34,12 @@ static const char usage_text[] =
     "  -m, --metrics true|false        Serve the metrics URLs (default true)\n"
     "  --no-auth                       Turn authentication off for every route\n"
     "  --temp-apikey                   Generate a one-time API key at start-up and print it\n"
+    "  --token-file PATH               (collect, with --temp-apikey; a dotmon extra) Also write\n"
+    "                                  the key's bearer token, bare, to PATH (mode 0600; missing\n"
+    "                                  folders made 0700; every folder on the way must be owned\n"
+    "                                  by root or by dotmon's user), and print where and an\n"
+    "                                  `export DOTMON_TOKEN=...` line; the file is removed when\n"
+    "                                  dotmon stops normally (SIGINT, SIGTERM)\n"
     "  --diagnostic-port PATH          Listen mode: bind PATH for runtimes to connect to\n"
     "                                  (apps get DOTNET_DiagnosticPorts=PATH[,nosuspend])\n"
     "  --configuration-file-path FILE  Read settings from this JSON file\n"
@@ -80,9 +88,13 @@ static const char convert_usage_text[] =
     "  --format ndjson|gcdump|speedscope  The output format (required)\n"
     "  -o, --output OUT|-              Write to OUT instead of stdout\n"
     "\n"
-    "Exit status: 0 for a complete trace; 1 for a truncated or invalid one (a message on stderr;\n"
-    "the lines for the events before the problem are written; with gcdump and speedscope nothing\n"
-    "is written unless the trace is whole); 2 for a usage error.\n";
+    "Exit status: 0 for a complete trace; 1 for a truncated or invalid one (a message on stderr);\n"
+    "2 for a usage error. With -o OUT the file is a whole document or nothing: it is written "
+    "under\n"
+    "a temporary name beside OUT (mode 0600) and renamed to OUT only when the conversion "
+    "succeeds;\n"
+    "on failure OUT is left as it was. To stdout, ndjson streams: the lines for the events before\n"
+    "the problem are written (gcdump and speedscope write nothing unless the trace is whole).\n";
 
 const char *cli_convert_usage(void)
 {
@@ -246,6 +258,7 @@ static bool option_known(enum cli_command command, const char *name)
                                           "-m",
                                           "--no-auth",
                                           "--temp-apikey",
+                                          "--token-file",
                                           "--diagnostic-port",
                                           "--configuration-file-path"};
     static const char *const keygen[] = {"--output", "-o", "--expiration"};
@@ -272,40 +285,59 @@ static bool option_known(enum cli_command command, const char *name)
     return false;
 }
 
+/* The options of collect and config show: 0, AGENT_E_INVAL, or 1 when name is not one of them. */
+static int apply_collect_option(struct cli_options *opts, const char *name, const char *val,
+                                char *err, size_t errlen)
+{
+    if (strcmp(name, "--urls") == 0 || strcmp(name, "-u") == 0) {
+        int rc = add_url(opts->urls, &opts->nurls, val, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+    } else if (strcmp(name, "--metricUrls") == 0) {
+        int rc = add_url(opts->metric_urls, &opts->nmetric_urls, val, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+    } else if (strcmp(name, "--metrics") == 0 || strcmp(name, "-m") == 0) {
+        if (parse_bool(val, &opts->metrics) != 0) {
+            return fail(err, errlen, "--metrics takes true or false, not '%s'", val);
+        }
+    } else if (strcmp(name, "--no-auth") == 0) {
+        opts->no_auth = true;
+    } else if (strcmp(name, "--temp-apikey") == 0) {
+        opts->temp_apikey = true;
+    } else if (opts->command == CLI_COLLECT && strcmp(name, "--token-file") == 0) {
+        if (*val == '\0') {
+            return fail(err, errlen, "--token-file needs a path");
+        }
+        opts->token_file = val;
+    } else if (strcmp(name, "--diagnostic-port") == 0) {
+        if (*val == '\0') {
+            return fail(err, errlen, "--diagnostic-port needs a path");
+        }
+        opts->diagnostic_port = val;
+    } else if (strcmp(name, "--configuration-file-path") == 0) {
+        if (*val == '\0') {
+            return fail(err, errlen, "--configuration-file-path needs a path");
+        }
+        opts->config_file = val;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 /* Applies one known option (its value, if it takes one, in val) to opts. */
 static int apply_option(struct cli_options *opts, const char *name, const char *val, char *err,
                         size_t errlen)
 {
     bool is_collect = opts->command == CLI_COLLECT || opts->command == CLI_CONFIG_SHOW;
-    if (is_collect && (strcmp(name, "--urls") == 0 || strcmp(name, "-u") == 0)) {
-        int rc = add_url(opts->urls, &opts->nurls, val, err, errlen);
-        if (rc != 0) {
-            return rc;
-        }
-    } else if (is_collect && strcmp(name, "--metricUrls") == 0) {
-        int rc = add_url(opts->metric_urls, &opts->nmetric_urls, val, err, errlen);
-        if (rc != 0) {
-            return rc;
-        }
-    } else if (is_collect && (strcmp(name, "--metrics") == 0 || strcmp(name, "-m") == 0)) {
-        if (parse_bool(val, &opts->metrics) != 0) {
-            return fail(err, errlen, "--metrics takes true or false, not '%s'", val);
-        }
-    } else if (is_collect && strcmp(name, "--no-auth") == 0) {
-        opts->no_auth = true;
-    } else if (is_collect && strcmp(name, "--temp-apikey") == 0) {
-        opts->temp_apikey = true;
-    } else if (is_collect && strcmp(name, "--diagnostic-port") == 0) {
-        if (*val == '\0') {
-            return fail(err, errlen, "--diagnostic-port needs a path");
-        }
-        opts->diagnostic_port = val;
-    } else if (is_collect && strcmp(name, "--configuration-file-path") == 0) {
-        if (*val == '\0') {
-            return fail(err, errlen, "--configuration-file-path needs a path");
-        }
-        opts->config_file = val;
-    } else if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--show-sources") == 0) {
+    int rc = is_collect ? apply_collect_option(opts, name, val, err, errlen) : 1;
+    if (rc != 1) {
+        return rc;
+    }
+    if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--show-sources") == 0) {
         opts->show_sources = true;
     } else if (opts->command == CLI_CONFIG_SHOW && strcmp(name, "--level") == 0) {
         if (strcasecmp(val, "full") == 0) {
@@ -461,6 +493,9 @@ int cli_parse(int argc, const char *const *argv, struct cli_options *opts, char 
     }
     if (opts->no_auth && opts->temp_apikey) {
         return fail(err, errlen, "--no-auth and --temp-apikey cannot be used together");
+    }
+    if (opts->token_file != NULL && !opts->temp_apikey) {
+        return fail(err, errlen, "--token-file needs --temp-apikey (it holds that key's token)");
     }
     return 0;
 }

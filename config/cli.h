@@ -9,9 +9,10 @@
 /*
  * Command line in dotnet-monitor's shape:
  *   dotmon collect [--urls URL]... [--metricUrls URL]... [--metrics true|false] [--no-auth]
- *                  [--temp-apikey] [--diagnostic-port PATH] [--configuration-file-path FILE]
- *   dotmon generatekey [--output json|text|shell|cmd|powershell|machinejson] [--expiration
- * DURATION] dotmon config show [--level redacted|full] [same options as collect] dotmon --help |
+ *                  [--temp-apikey [--token-file PATH]] [--diagnostic-port PATH]
+ * [--configuration-file-path FILE] dotmon generatekey [--output
+ * json|text|shell|cmd|powershell|machinejson] [--expiration DURATION] dotmon config show [--level
+ * redacted|full] [same options as collect] dotmon --help |
  * --version Parsing is pure: no I/O besides the caller printing `error`.
  */
 
@@ -47,6 +48,7 @@ struct cli_options {
     int metrics; /* -1 unset, 0 false, 1 true */
     bool no_auth;
     bool temp_apikey;
+    const char *token_file;      /* collect --token-file: where the temporary key's token goes */
     const char *diagnostic_port; /* NULL when not given */
     const char *config_file;     /* NULL when not given */
     bool config_full;            /* config show --level full */

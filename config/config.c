@@ -147,6 +147,12 @@ int config_load_json(struct config *c, const char *text, size_t len, const char 
         snprintf(err, errlen, "the top level must be a JSON object");
         return AGENT_E_INVAL;
     }
+    /* A settings file's "$schema" (dotnet-monitor's own examples carry one, for editors) names
+     * the file's JSON schema: not a setting. */
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(root, "$schema");
+    if (cJSON_IsString(schema)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "$schema");
+    }
     struct buf path;
     buf_init(&path, 4096);
     int rc = flatten(c, root, &path, 0, source);

@@ -32,7 +32,8 @@ void config_fini(struct config *c);
 /* Sets key=value (copies both), replacing an existing key (case-insensitive). */
 int config_set(struct config *c, const char *key, const char *value, const char *source);
 
-/* Flattens a JSON document into the map. Returns 0, or AGENT_E_INVAL with a reason in err. */
+/* Flattens a JSON document into the map (a top-level "$schema" string, an editor's hint, is not a
+ * setting: skipped). Returns 0, or AGENT_E_INVAL with a reason in err. */
 int config_load_json(struct config *c, const char *text, size_t len, const char *source, char *err,
                      size_t errlen);
 /* Reads and loads a JSON file (at most 1 MiB) as source "file"; a missing file is an error. */

@@ -2,9 +2,10 @@
 /*
  * The gcdump collector (collectors.h collect_gcdump; GET /gcdump is in api_collect.c): a GC heap
  * snapshot (dotnet-gcdump's, dotnet-monitor's /gcdump). An EventPipe session
- * on Microsoft-Windows-DotNETRuntime with the heap-dump keywords (EV_GCHEAP_KEYWORDS, Verbose, no
- * rundown, GCDump:BufferSizeMB: 1024 MB by default as dotnet-gcdump 10 asks, where dotnet-monitor
- * asks 256 and a walk of ~9 M objects outgrows that) makes the runtime run an induced
+ * on Microsoft-Windows-DotNETRuntime with the heap-dump keywords (EV_GCHEAP_KEYWORDS, Verbose, a
+ * loader-only rundown: GCDUMP_RUNDOWN_KEYWORD; GCDump:BufferSizeMB: 1024 MB by default as
+ * dotnet-gcdump 10 asks, where dotnet-monitor asks 256 and a walk of ~9 M objects outgrows that)
+ * makes the runtime run an induced
  * blocking gen-2 GC and stream its heap walk. The bytes go straight into the graph builder
  * (events/ev_gcheap.h): nothing of the stream is kept. Once the builder has read the induced GC's
  * end, the session is stopped; when the runtime has closed the stream the graph is written as a
@@ -46,7 +47,15 @@
 
 static const char cat[] = "dotmon.gcdump";
 
-#define GCDUMP_PROVIDER "Microsoft-Windows-DotNETRuntime"
+/*
+ * The rundown at StopTracing, Loader | EndRundown (docs/profiles.md §3): one ModuleDCEnd per loaded
+ * module, whose IL path names the module of every type in the file, as in dotnet-gcdump's files
+ * (its session asks for the default rundown, whose method events a heap snapshot does not use);
+ * without it the modules are "Module(0x<id>)" (docs/gcdump.md §3). CollectTracing4 (.NET 9+); an
+ * older runtime gets the default rundown (ipc_session.h), as from dotnet-gcdump.
+ */
+#define GCDUMP_RUNDOWN_KEYWORD 0x108ull
+#define GCDUMP_PROVIDER        "Microsoft-Windows-DotNETRuntime"
 /* Sessions still closing in the background that may exist beyond the limits (collect_trace.c). */
 #define GCDUMP_SESSION_SLACK 8u
 #define GCDUMP_HIGH_WATER    ((size_t)1024 * 1024)
@@ -634,7 +643,7 @@ int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struc
         .name = GCDUMP_PROVIDER, .keywords = EV_GCHEAP_KEYWORDS, .level = EV_GCHEAP_LEVEL};
     const struct ipc_collect_config cfg = {.buffer_mb = a->gcdump_buffer_mb,
                                            .format = 1,
-                                           .rundown_keyword = 0,
+                                           .rundown_keyword = GCDUMP_RUNDOWN_KEYWORD,
                                            .disable_stackwalk = true,
                                            .providers = &prov,
                                            .provider_count = 1};

@@ -100,6 +100,15 @@ static void test_cli_errors_are_explained(void **state)
     assert_non_null(strstr(err, "expected ndjson, gcdump or speedscope"));
     const char **flagval = ARGV("collect", "--no-auth=yes");
     assert_int_equal(parse(3, flagval, &o, err), AGENT_E_INVAL);
+    /* --token-file holds the temporary key's token: alone it is an error, with it a path. */
+    const char **lone = ARGV("collect", "--token-file", "/t");
+    assert_int_equal(parse(4, lone, &o, err), AGENT_E_INVAL);
+    assert_non_null(strstr(err, "--temp-apikey"));
+    const char **tf = ARGV("collect", "--temp-apikey", "--token-file", "/run/t");
+    assert_int_equal(parse(5, tf, &o, err), 0);
+    assert_string_equal(o.token_file, "/run/t");
+    const char **tfshow = ARGV("config", "show", "--temp-apikey", "--token-file", "/t");
+    assert_int_equal(parse(6, tfshow, &o, err), AGENT_E_INVAL);
 }
 
 static void test_cli_durations(void **state)

@@ -5,7 +5,8 @@ readers of the file.
 
   - the app holds a known graph (`heap-graph N M SIZE`: N + 1 TestApp.GcDumpHolder objects, each
     with M byte arrays of SIZE bytes): `dotnet-gcdump report` on dotmon's file finds the holder
-    type exactly N + 1 times
+    type exactly N + 1 times, and names each type's module as the report of the tool's own file
+    does (TestApp.dll, System.Private.CoreLib.dll…, never Module(0x…): issue 31)
     and the byte arrays' bytes within 1 %, as in a `dotnet-gcdump collect` of the same app taken
     right after; the tool's GCHeapDump reader (tracecheck --gcdump) opens the file; the name is
     <yyyyMMdd_HHmmss>_<pid>.gcdump (Content-Disposition);
@@ -67,17 +68,21 @@ def env(tmp):
     return dict(os.environ, TMPDIR=tmp, DOTNET_ROOT=dotnet_root())
 
 
-def report(exe, tmp, path):
+def report(exe, tmp, path, modules=None):
     """dotnet-gcdump report: {type: [count, bytes]} with the size buckets and modules merged (its
-    first column is the bytes per object of the row)."""
+    first column is the bytes per object of the row); with modules (a dict), each type's module as
+    the report names it ("[System.Private.CoreLib.dll]") is put there."""
     r = subprocess.run([exe, "report", path], capture_output=True, text=True, env=env(tmp), timeout=300)
     types = {}
     for line in r.stdout.splitlines():
         m = re.match(r"\s*([\d,]+)\s+([\d,]+)\s+(.*\S)\s*$", line)
         if not m:
             continue
-        name = re.sub(r"\s*\[[^\]]*\]$", "", m.group(3))
+        mod = re.search(r"\s*\[([^\]]*)\]$", m.group(3))
+        name = m.group(3)[:mod.start()] if mod else m.group(3)
         name = re.sub(r"\s*\(Bytes > [^)]*\)", "", name).strip()
+        if modules is not None and mod:
+            modules[name] = mod.group(1)
         acc = types.setdefault(name, [0, 0])
         count = int(m.group(2).replace(",", ""))
         acc[0] += count
@@ -147,7 +152,17 @@ def known_graph(port, app, exe, dll, tmp):
                        env=env(tmp), timeout=300)
     check(p.returncode == 0 and os.path.isfile(theirs),
           f"dotnet-gcdump collect of the same app ({time.time() - t0:.2f} s): {p.stdout[-200:]!r}")
-    ours, tool = report(exe, tmp, mine), report(exe, tmp, theirs) if os.path.isfile(theirs) else {}
+    mods_ours, mods_tool = {}, {}
+    ours = report(exe, tmp, mine, mods_ours)
+    tool = report(exe, tmp, theirs, mods_tool) if os.path.isfile(theirs) else {}
+    # Modules named as in the tool's own file (from the rundown's module events), never Module(0x…).
+    both = sorted(set(mods_ours) & set(mods_tool))
+    differ = [(t, mods_ours[t], mods_tool[t]) for t in both if mods_ours[t] != mods_tool[t]]
+    unnamed = [t for t, mod in mods_ours.items() if mod.startswith("Module(")]
+    check(len(both) >= 10 and not differ and not unnamed and
+          mods_ours.get(HOLDER) == "TestApp.dll" and mods_ours.get("System.String") == "System.Private.CoreLib.dll",
+          f"dotnet-gcdump report names the modules of dotmon's file as in its own: {len(both)} types in both, "
+          f"{HOLDER} in {mods_ours.get(HOLDER)!r}, differing {differ[:3]}, unnamed {unnamed[:3]}")
     holder = ours.get(HOLDER, [0, 0])
     check(holder[0] == N + 1, f"dotnet-gcdump report on dotmon's file: {HOLDER} x {holder[0]} (want {N + 1})")
     check(tool.get(HOLDER, [0, 0])[0] == holder[0],

@@ -42,6 +42,13 @@ def check(cond, what):
     return cond
 
 
+def verdict(name):
+    """The exit status of a test made of check() calls: prints how many failed (or that none did)
+    under name, and returns 1 if any did, else 0 (for sys.exit)."""
+    print(f"{name}: {len(FAILS)} check(s) failed" if FAILS else f"{name}: every check passed", flush=True)
+    return 1 if FAILS else 0
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

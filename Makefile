@@ -32,7 +32,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image run test test-fast bench bench-trace bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image app-image run test test-fast bench bench-trace bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -80,6 +80,15 @@ image: deps-build
 	$(call install_missing,$(IMAGE_PACKAGES))
 	sh container/image.sh --workdir $(CURDIR)/$(BUILD)/image --archive $(CURDIR)/$(BUILD)/dotmon-image.oci.tar
 
+# An app image for the pod example (docs: Kubernetes) without a registry: the walk-through's `hello`
+# (made with `dotnet new console`: a line and a small allocation every second), this machine's .NET
+# runtime and the libraries it loads, FROM scratch, uid 1654 (container/app-image.sh), tagged
+# $(APP_IMAGE) in the engine's usual storage. Needs the .NET SDK.
+APP_IMAGE ?= localhost/dotmon-hello:latest
+app-image:
+	$(call install_missing,$(IMAGE_PACKAGES))
+	sh container/app-image.sh -w $(CURDIR)/$(BUILD)/app-image -t $(APP_IMAGE)
+
 # Installs what is missing, builds the binary, and starts dotmon on its defaults (loopback only, a
 # temporary API key printed once on standard output, apart from the log on standard error). The
 # key's token also goes to TOKEN_FILE (0600, removed when dotmon stops), and before any log line
@@ -121,6 +130,16 @@ test: build build-asan
 # The normal build only (quicker while developing).
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure
+
+# The screenshots of docs/ui.md, refreshed from a run of the /ui page's test (tests/ui/ui_page.js
+# takes them on every run, into the build tree; this copies them into docs/img).
+.PHONY: ui-screenshots
+ui-screenshots: build-asan
+	rm -rf $(BUILD_ASAN)/ui-screenshots
+	ctest --test-dir $(BUILD_ASAN) -R '^ui_page$$' --output-on-failure
+	mkdir -p docs/img
+	cp $(BUILD_ASAN)/ui-screenshots/ui-flame.png $(BUILD_ASAN)/ui-screenshots/ui-flame-zoom.png \
+	  $(BUILD_ASAN)/ui-screenshots/ui-metrics.png docs/img/
 
 # Benchmarks (not part of the tests, nor of .ci/run): bench/report.py runs the benches of its table
 # and rewrites their generated blocks in BENCHMARKS.md (the commit, date, load average and machine,

@@ -167,7 +167,8 @@ void api_trace_snapshot(struct agent *a, struct http_request *req)
     }
     struct trace_job *job = NULL;
     const char *name = NULL;
-    int n = ring_registry_find(&a->rings, p->uid, rule, &job, &name);
+    const struct ring_entry *fin = NULL;
+    int n = ring_registry_find(&a->rings, p->uid, rule, &job, &name, &fin);
     if (n == 0) {
         api_problem(req, 404,
                     "no collection rule keeps a ring for process %llu%s%s%s; configure "
@@ -178,6 +179,16 @@ void api_trace_snapshot(struct agent *a, struct http_request *req)
         api_problem(req, 400,
                     "%d collection rules keep a ring for process %llu; pick one with rule=<name>",
                     n, (unsigned long long)p->pid);
+    } else if (fin != NULL) {
+        /* Final, not "retry": the ring runs again only if the rule is re-armed (a change to the
+         * rules reloads it); a new process gets a new instance. 409 Conflict: the request
+         * conflicts with the rule's state, which no retry changes (503 invites a retry; 410 would
+         * say the ring can never come back, and a reload brings it back). */
+        api_problem(req, 409,
+                    "collection rule '%s' has finished%s%s; its ring of process %llu has stopped "
+                    "and will not run again (a change to the collection rules' configuration "
+                    "re-arms the rule; a new process gets its own)",
+                    name, fin->why[0] != '\0' ? ": " : "", fin->why, (unsigned long long)p->pid);
     } else if (job == NULL || ev_ring_get_state(collect_trace_ring_get(job)) != EV_RING_BUFFERING) {
         api_problem(req, 503,
                     "the ring of collection rule '%s' is not running right now (its action is "

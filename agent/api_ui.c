@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET /ui and /ui/{file}: the browser page (agent/ui, compiled into the binary; README "The /ui
- * page"). It lists the processes, profiles one with a click and draws the flame graph, charts its
- * live metrics and downloads its trace, dump and gcdump, all through the REST routes.
+ * GET /ui and /ui/{file}: the browser page (agent/ui, compiled into the binary; docs/ui.md). It
+ * lists the processes, profiles one with a click and draws the flame graph, charts its live
+ * metrics and downloads its trace, dump and gcdump, all through the REST routes.
  *
  * These two routes are served without authentication, on purpose: the files are the same static
  * shell for everyone and carry no data about the host or its processes, and a browser cannot

@@ -1613,11 +1613,72 @@ static int flame_frames(struct ev_symbols *s, const uint32_t *fr, const uint64_t
     return rc ? rc : buf_append_str(b, "]");
 }
 
+/* A managed sample's thread and stack, sorted by both for the per-thread split. */
+struct thread_stack {
+    uint64_t thread;
+    uint32_t stack;
+};
+
+static int cmp_thread_stack(const void *a, const void *b)
+{
+    const struct thread_stack *x = a, *y = b;
+    if (x->thread != y->thread) {
+        return x->thread < y->thread ? -1 : 1;
+    }
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/*
+ * The per-thread split of the folded stacks: ,"threadIds":[id,…] (ascending, threads with managed
+ * samples only) and ,"threadStacks":[[thread,stack,count],…] (indices into threadIds and stacks;
+ * pos[i] is stack i's index in "stacks").
+ */
+static int flame_threads(struct ev_symbols *s, const uint32_t *pos, size_t managed, struct buf *b,
+                         ev_symbols_sink_cb sink, void *ud)
+{
+    struct thread_stack *v = NULL;
+    int rc = tmp_alloc(s, managed + 1, sizeof(*v), &v);
+    if (rc != 0) {
+        return rc;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < s->nsamples; i++) {
+        if (!s->samples[i].external) {
+            v[n++] =
+                (struct thread_stack){.thread = s->samples[i].thread, .stack = s->samples[i].stack};
+        }
+    }
+    if (n > 0) {
+        qsort(v, n, sizeof(*v), cmp_thread_stack);
+    }
+    rc = buf_append_str(b, ",\"threadIds\":[");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (i == 0 || v[i].thread != v[i - 1].thread) {
+            rc = buf_printf(b, "%s%llu", i == 0 ? "" : ",", (unsigned long long)v[i].thread);
+        }
+    }
+    rc = rc ? rc : buf_append_str(b, "],\"threadStacks\":[");
+    uint32_t t = 0;
+    for (size_t i = 0, run = 0; rc == 0 && i < n; i++) {
+        run++;
+        if (i + 1 < n && v[i + 1].thread == v[i].thread && v[i + 1].stack == v[i].stack) {
+            continue;
+        }
+        rc = buf_printf(b, "%s[%u,%u,%llu]", i + 1 == run ? "" : ",", t, pos[v[i].stack],
+                        (unsigned long long)run);
+        rc = rc ? rc : out_flush(b, false, sink, ud);
+        t += i + 1 < n && v[i + 1].thread != v[i].thread;
+        run = 0;
+    }
+    tmp_free(s, v);
+    return rc ? rc : buf_append_str(b, "]");
+}
+
 int ev_symbols_write_flame(struct ev_symbols *s, uint64_t pid, uint32_t duration_s,
                            ev_symbols_sink_cb sink, void *ud)
 {
     clock_from_header(s);
-    uint32_t *fr = NULL, *map = NULL;
+    uint32_t *fr = NULL, *map = NULL, *pos = NULL;
     uint64_t *cnt = NULL;
     struct buf b;
     buf_init(&b, 0);
@@ -1628,6 +1689,7 @@ int ev_symbols_write_flame(struct ev_symbols *s, uint64_t pid, uint32_t duration
     }
     rc = tmp_alloc(s, s->nstacks + 1, sizeof(*cnt), &cnt);
     rc = rc ? rc : tmp_alloc(s, s->nframes + 1, sizeof(*map), &map);
+    rc = rc ? rc : tmp_alloc(s, s->nstacks + 1, sizeof(*pos), &pos);
     if (rc != 0) {
         goto out;
     }
@@ -1654,24 +1716,27 @@ int ev_symbols_write_flame(struct ev_symbols *s, uint64_t pid, uint32_t duration
     rc = rc ? rc : buf_append_str(&b, "],");
     rc = rc ? rc : flame_frames(s, fr, cnt, map, &b, sink, ud);
     rc = rc ? rc : buf_append_str(&b, ",\"stacks\":[");
-    bool first = true;
+    uint32_t emitted = 0;
     for (size_t i = 0; rc == 0 && i < s->nstacks; i++) {
         const struct stack *st = &s->stacks[i];
         if (cnt[i] == 0) {
             continue;
         }
-        rc = buf_printf(&b, "%s[%llu", first ? "" : ",", (unsigned long long)cnt[i]);
-        first = false;
+        rc = buf_printf(&b, "%s[%llu", emitted == 0 ? "" : ",", (unsigned long long)cnt[i]);
+        pos[i] = emitted++;
         for (uint32_t k = st->n; rc == 0 && k > 0; k--) {
             rc = buf_printf(&b, ",%u", map[fr[s->ips[st->at + k - 1]]]);
         }
         rc = rc ? rc : buf_append_str(&b, "]");
         rc = rc ? rc : out_flush(&b, false, sink, ud);
     }
-    rc = rc ? rc : buf_append_str(&b, "]}\n");
+    rc = rc ? rc : buf_append_str(&b, "]");
+    rc = rc ? rc : flame_threads(s, pos, (size_t)managed, &b, sink, ud);
+    rc = rc ? rc : buf_append_str(&b, "}\n");
     rc = rc ? rc : out_flush(&b, true, sink, ud);
 out:
     buf_fini(&b);
+    tmp_free(s, pos);
     tmp_free(s, map);
     tmp_free(s, cnt);
     tmp_free(s, fr);

@@ -225,10 +225,13 @@ int ev_symbols_write_profile_text(const struct ev_symbols_profile *p, uint64_t p
  * The managed samples (as ev_symbols_aggregate counts them) as folded stacks, for a flame graph
  * (the /ui page; GET /profile?format=flame): {"pid","kind":"cpu","durationSeconds","samples",
  * "threads","externalSamples","samplingMilliseconds","exclusiveSkips":[…],"frames":[name,…],
- * "stacks":[[count,frame,…],…]} with a newline. Each stack is its sample count, then indices into
- * frames, outermost first; every thread's samples together, identical stacks once. Leaf helpers
- * (exclusiveSkips) are left in the stacks: the reader folds them into their caller as the
- * aggregation does. 0, -ENOMEM or the sink's error.
+ * "stacks":[[count,frame,…],…],"threadIds":[id,…],"threadStacks":[[thread,stack,count],…]} with a
+ * newline. Each stack is its sample count, then indices into frames, outermost first; every
+ * thread's samples together, identical stacks once. The per-thread split: threadIds are the
+ * threads with managed samples (ascending), and each threadStacks entry says how many samples of
+ * thread threadIds[thread] had stack stacks[stack] (the entries of a stack sum to its count).
+ * Leaf helpers (exclusiveSkips) are left in the stacks: the reader folds them into their caller
+ * as the aggregation does. 0, -ENOMEM or the sink's error.
  */
 int ev_symbols_write_flame(struct ev_symbols *s, uint64_t pid, uint32_t duration_s,
                            ev_symbols_sink_cb sink, void *ud);

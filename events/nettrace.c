@@ -837,6 +837,19 @@ static inline int thread_seen(struct nettrace_private *pr, uint64_t tid, uint32_
     return 0;
 }
 
+/*
+ * The end of a run of events of capture thread tid (check_event_block): its last sequence number
+ * goes to the thread's slot. Every event of the run after its first was one number after the one
+ * before (a gap of 0 each), and the run's first event went through thread_seen, which left the
+ * slot in thread_last unless the thread is not tracked (past MAX_THREADS: nothing to store).
+ */
+static inline void thread_run_end(struct nettrace_private *pr, uint64_t tid, uint32_t seq)
+{
+    if (pr->thread_last != NULL && pr->thread_last->id == tid) {
+        pr->thread_last->seq = seq;
+    }
+}
+
 /* ---- blocks (nettrace.md §3, §4) ------------------------------------------------------------- */
 
 static int varint_fail(struct nettrace_private *pr, enum varint_status st, uint64_t at,
@@ -881,7 +894,7 @@ static int read_guid(struct ev_rd *c, uint8_t out[16])
 static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct blob *b)
 {
     uint8_t flags;
-    uint64_t v;
+    uint64_t v = 0;
     int rc = 0;
     if (ev_rd_u8(c, &flags) != 0) {
         return fail(pr, AGENT_E_PROTO, ev_rd_offset(c), "event header: flags past the block end");
@@ -1036,6 +1049,36 @@ static const uint8_t *guid_or_null(const uint8_t g[16])
     return memcmp(g, zero, 16) != 0 ? g : NULL;
 }
 
+/* Hands one accepted event to the callback (set: pr->cb != NULL). */
+static void emit_event(struct nettrace_private *pr, const struct md_rec *md, const struct blob *b,
+                       const uint8_t *payload)
+{
+    struct nettrace_event ev = {
+        .provider = pr->arena + md->provider,
+        .event_name = pr->arena + md->name,
+        .event_id = md->event_id,
+        .version = md->version,
+        .metadata_id = md->id,
+        .sequence = b->sequence,
+        .thread_id = b->thread_id,
+        .capture_thread_id = b->capture_thread_id,
+        .stack_id = b->stack_id,
+        .timestamp = (int64_t)b->timestamp,
+        .label_list_id = b->label_list,
+        .activity_id = guid_or_null(b->activity),
+        .related_activity_id = guid_or_null(b->related),
+        .payload = payload,
+        .payload_len = b->payload_size,
+    };
+    ev.stack = stack_kept(pr, b->stack_id, &ev.stack_len);
+    const struct label_acts *la = pr->v6 ? label_get(pr, b->label_list) : NULL;
+    if (la != NULL) {
+        ev.activity_id = guid_or_null(la->act);
+        ev.related_activity_id = guid_or_null(la->rel);
+    }
+    pr->cb(pr->cb_ud, &ev);
+}
+
 /* Accounts for one event of an EventBlock and hands it to the callback. */
 static int on_event(struct nettrace_private *pr, const struct blob *b, const uint8_t *payload,
                     uint64_t at, struct md_rec **last_md)
@@ -1074,30 +1117,128 @@ static int on_event(struct nettrace_private *pr, const struct blob *b, const uin
     pr->stats.events++;
     block_sum_event(&pr->blk_sum, b);
     if (pr->cb != NULL) {
-        struct nettrace_event ev = {
-            .provider = pr->arena + md->provider,
-            .event_name = pr->arena + md->name,
-            .event_id = md->event_id,
-            .version = md->version,
-            .metadata_id = md->id,
-            .sequence = b->sequence,
-            .thread_id = b->thread_id,
-            .capture_thread_id = b->capture_thread_id,
-            .stack_id = b->stack_id,
-            .timestamp = (int64_t)b->timestamp,
-            .label_list_id = b->label_list,
-            .activity_id = guid_or_null(b->activity),
-            .related_activity_id = guid_or_null(b->related),
-            .payload = payload,
-            .payload_len = b->payload_size,
-        };
-        ev.stack = stack_kept(pr, b->stack_id, &ev.stack_len);
-        const struct label_acts *la = pr->v6 ? label_get(pr, b->label_list) : NULL;
-        if (la != NULL) {
-            ev.activity_id = guid_or_null(la->act);
-            ev.related_activity_id = guid_or_null(la->rel);
+        emit_event(pr, md, b, payload);
+    }
+    return 0;
+}
+
+/*
+ * A run of an EventBlock (nettrace.md §4.2): compressed events whose flags set none of 0x01..0x20
+ * (no metadata id, sequence/capture thread/processor, thread id, stack id nor activity ids:
+ * V6 label list) after an accepted event of the same block. They inherit all of those, and the
+ * sequence number goes up by one, so everything on_event checked for the event before holds for
+ * them too: the metadata record is the same and still defined (metadata, stack ranges and threads
+ * change only between blocks), the stack id is as defined or missing as before, the capture
+ * thread is as live as before and its sequence gap is 0. Only the timestamp delta, the payload
+ * size and the payload's bounds are left to check. The run's counters are added when it ends
+ * (before the next event outside it, at the block end, before a failure is returned) and before
+ * each callback, so the statistics always count exactly the events accepted so far.
+ */
+struct ev_run {
+    struct md_rec *md;  /* the metadata record of the events; NULL: no run can start */
+    bool missing_stack; /* the stack id is not defined in the current region (counted) */
+    uint32_t events;    /* accepted events of the run not yet counted */
+    int64_t min_ts;     /* their timestamps' range (valid when events > 0) */
+    int64_t max_ts;
+};
+
+static void run_flush(struct nettrace_private *pr, struct ev_run *run, const struct blob *b)
+{
+    if (run->events == 0) {
+        return;
+    }
+    struct nettrace_block *s = &pr->blk_sum;
+    if (s->events == 0 || run->min_ts < s->min_timestamp) {
+        s->min_timestamp = run->min_ts;
+    }
+    if (s->events == 0 || run->max_ts > s->max_timestamp) {
+        s->max_timestamp = run->max_ts;
+    }
+    s->events += run->events;
+    run->md->events += run->events;
+    pr->stats.events += run->events;
+    if (run->missing_stack) {
+        pr->stats.missing_stacks += run->events;
+    }
+    thread_run_end(pr, b->capture_thread_id, b->sequence);
+    run->events = 0;
+    run->min_ts = INT64_MAX;
+    run->max_ts = INT64_MIN;
+}
+
+/* The varint at c->p[*i] (a compressed header's field); see hdr_varint. */
+static inline int run_varint(struct nettrace_private *pr, struct ev_rd *c, size_t *i, unsigned bits,
+                             const char *what, uint64_t *v)
+{
+    if (*i < c->n && c->p[*i] < 0x80) {
+        *v = c->p[(*i)++];
+        return 0;
+    }
+    c->i = *i;
+    int rc = hdr_varint_long(pr, c, bits, what, v);
+    *i = c->i;
+    return rc;
+}
+
+/*
+ * The events of a run from c on, as long as their flags qualify (only the next one when there is
+ * an event callback, which it is handed to): decoded into b (which holds the event before on
+ * entry), accepted and counted in run. The loop keeps the state in locals, stored back once at
+ * its end. 0 or the failure code (the run then counts up to the event before it).
+ */
+static int run_events(struct nettrace_private *pr, struct ev_rd *c, struct blob *b,
+                      struct ev_run *run)
+{
+    const uint8_t *p = c->p;
+    size_t n = c->n;
+    size_t i = c->i;
+    uint64_t ts = b->timestamp;
+    uint32_t size = b->payload_size;
+    uint32_t k = 0;
+    int64_t lo = run->min_ts;
+    int64_t hi = run->max_ts;
+    bool has_cb = pr->cb != NULL;
+    int rc = 0;
+    while (i < n && (p[i] & 0x3F) == 0) {
+        uint8_t f = p[i];
+        size_t start = i++;
+        uint64_t delta = 0;
+        uint64_t v = 0;
+        if ((rc = run_varint(pr, c, &i, 64, "timestamp delta", &delta)) != 0 ||
+            ((f & 0x80) != 0 && (rc = run_varint(pr, c, &i, 32, "payload size", &v)) != 0)) {
+            break;
         }
-        pr->cb(pr->cb_ud, &ev);
+        uint32_t next = (f & 0x80) != 0 ? (uint32_t)v : size;
+        if (next > n - i) {
+            rc = fail(pr, AGENT_E_PROTO, c->base + start,
+                      "payload of %u bytes runs past the block end", next);
+            break;
+        }
+        size = next;
+        ts += delta;
+        int64_t t = (int64_t)ts;
+        lo = t < lo ? t : lo;
+        hi = t > hi ? t : hi;
+        k++;
+        i += size;
+        if (has_cb) {
+            break; /* one event at a time: counted below, then handed to the callback */
+        }
+    }
+    b->timestamp = ts;
+    b->sequence += k;
+    b->payload_size = size;
+    run->events += k;
+    run->min_ts = lo;
+    run->max_ts = hi;
+    c->i = i;
+    if (rc != 0) {
+        run_flush(pr, run, b);
+        return rc;
+    }
+    if (has_cb && k > 0) {
+        run_flush(pr, run, b);
+        emit_event(pr, run->md, b, p + i - size);
     }
     return 0;
 }
@@ -1128,7 +1269,17 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
     struct blob b;
     memset(&b, 0, sizeof(b));
     struct md_rec *last_md = NULL;
+    struct ev_run run = {NULL, false, 0, INT64_MAX, INT64_MIN};
     while (ev_rd_left(&c) > 0) {
+        if (run.md != NULL && (c.p[c.i] & 0x3F) == 0) {
+            int rc = run_events(pr, &c, &b, &run);
+            if (rc < 0) {
+                return rc;
+            }
+            continue;
+        }
+        run_flush(pr, &run, &b);
+        run.md = NULL;
         uint64_t at = ev_rd_offset(&c);
         size_t blob_end = 0;
         int rc = compressed ? read_compressed(pr, &c, &b)
@@ -1143,6 +1294,7 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
         }
         const uint8_t *payload = c.p + c.i;
         uint64_t payload_at = ev_rd_offset(&c);
+        uint64_t missing = pr->stats.missing_stacks;
         c.i += b.payload_size;
         if (!compressed) {
             c.i = blob_end;
@@ -1154,8 +1306,13 @@ static int check_event_block(struct nettrace_private *pr, const uint8_t *p, size
         }
         if (meta) {
             pr->blk_sum.events++;
+        } else if (compressed && b.metadata_id != 0) {
+            /* The event was accepted: the events after it may be a run of it. */
+            run.md = last_md;
+            run.missing_stack = pr->stats.missing_stacks != missing;
         }
     }
+    run_flush(pr, &run, &b);
     return 0;
 }
 

@@ -60,11 +60,27 @@ void ring_registry_fini(struct ring_registry *reg)
     }
 }
 
+void ring_registry_set_finished(struct ring_entry *e, bool finished, const char *why)
+{
+    if (e != NULL) {
+        e->finished = finished;
+        snprintf(e->why, sizeof(e->why), "%s", finished && why != NULL ? why : "");
+        size_t n = strlen(e->why);
+        while (n > 0 && (e->why[n - 1] == '.' || e->why[n - 1] == ' ')) {
+            e->why[--n] = '\0'; /* the answer goes on after it */
+        }
+    }
+}
+
 int ring_registry_find(const struct ring_registry *reg, const char *uid, const char *rule,
-                       struct trace_job **out, const char **name)
+                       struct trace_job **out, const char **name,
+                       const struct ring_entry **finished)
 {
     int found = 0;
     *out = NULL;
+    if (finished != NULL) {
+        *finished = NULL;
+    }
     for (const struct ring_entry *e = reg->head; e != NULL; e = e->next) {
         if (strcmp(e->uid, uid) != 0 || (rule != NULL && strcasecmp(e->rule, rule) != 0)) {
             continue;
@@ -73,6 +89,9 @@ int ring_registry_find(const struct ring_registry *reg, const char *uid, const c
         if (*out == NULL) { /* the first running one, else the first one */
             *out = *e->slot;
             *name = e->rule;
+            if (finished != NULL) {
+                *finished = e->finished && *e->slot == NULL ? e : NULL;
+            }
         }
     }
     return found;

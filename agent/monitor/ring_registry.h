@@ -2,6 +2,7 @@
 #ifndef AGENT_RING_REGISTRY_H
 #define AGENT_RING_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,8 @@ struct ring_entry {
     char *name;                    /* the process's name ("" when unknown) */
     uint64_t limit;                /* RingBufferSizeMB in bytes */
     struct trace_job *const *slot; /* the owner's: the running ring's job, or NULL */
+    bool finished;                 /* the rule has Finished: its ring will not run again */
+    char why[320];                 /* then the rule's reason ("" when it gave none) */
 };
 
 struct ring_registry {
@@ -37,6 +40,13 @@ struct ring_registry {
 int ring_registry_add(struct ring_registry *reg, uint64_t pid, const char *uid, const char *rule,
                       const char *name, uint64_t limit, struct trace_job *const *slot,
                       struct ring_entry **out);
+/*
+ * The owner says whether its rule has Finished (rules.h RULES_STATE_FINISHED: ActionCount reached,
+ * RuleDuration over...), with the rule's reason (copied, cut to fit; NULL is ""). A finished
+ * entry stays registered so that readers can say so instead of "not running right now". e NULL
+ * is fine.
+ */
+void ring_registry_set_finished(struct ring_entry *e, bool finished, const char *why);
 /* Removes and frees e (NULL is fine). */
 void ring_registry_remove(struct ring_registry *reg, struct ring_entry *e);
 /* Frees every entry (agent_fini). */
@@ -45,10 +55,12 @@ void ring_registry_fini(struct ring_registry *reg);
 /*
  * The ring of process uid's rule named rule (case-insensitive; any rule when NULL): returns how
  * many entries match, with *out the running one (NULL when none runs right now, e.g. while its
- * action writes it out) and *name its rule (when one matched).
+ * action writes it out), *name its rule and *finished (may be NULL) its entry when that rule has
+ * Finished, else NULL (when one matched).
  */
 int ring_registry_find(const struct ring_registry *reg, const char *uid, const char *rule,
-                       struct trace_job **out, const char **name);
+                       struct trace_job **out, const char **name,
+                       const struct ring_entry **finished);
 
 /* Every running ring, for /metrics. */
 typedef void (*ring_registry_cb)(void *ud, uint64_t pid, const char *uid, const char *name,

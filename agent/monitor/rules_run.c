@@ -752,6 +752,8 @@ static void ri_log_state(struct rinst *ri)
     }
     ri->said = s;
     const char *why = rules_inst_state_reason(ri->inst);
+    /* /trace/snapshot then answers that the ring will not run again (api_collect.c). */
+    ring_registry_set_finished(ri->ring_entry, s == RULES_STATE_FINISHED, why);
     log_info(cat, "collection rule %s of process %" PRIu64 ": %s%s%s", rule_name(ri), ri->p->pid,
              rules_state_name(s), why != NULL && *why != '\0' ? ": " : "", why != NULL ? why : "");
 }

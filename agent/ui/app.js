@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The /ui page (agent/api_ui.c): processes, a CPU flame graph, live metrics, downloads.
+// The /ui page (agent/api_ui.c, docs/ui.md): processes, a CPU flame graph, live metrics, downloads.
 // The token lives in the variable `token` only: never in storage, a cookie or a URL. Every data
 // request sends it as `Authorization: Bearer`; names from the API are inserted as text only.
 'use strict';
@@ -139,7 +139,16 @@
     flame.dataset.state = 'running';
     flame.dataset.topFrame = '';
     flame.textContent = '';
+    flame.style.height = '';
+    flameView.doc = null;
+    flameView.root = null;
     $('flame-top').textContent = '';
+    $('flame-crumbs').textContent = '';
+    $('flame-match').textContent = '';
+    $('flame-detail').textContent = '';
+    const threads = $('flame-thread');
+    threads.length = 1;
+    threads.value = '';
     $('flame-status').textContent = 'profiling pid ' + selected.pid + ' for ' + d + ' s…';
     $('profile').disabled = true;
     try {
@@ -163,27 +172,54 @@
     }
   }
 
-  // The method part of "Module!Namespace.Type.Method(args)".
+  // ---- the flame graph: an icicle of the profile's stacks, one thread or all ----
+
+  const names = globalThis.dotmonNames;
+  const ROW = 22;                           // px per row (app.css .frame)
+  const flameView = {
+    doc: null,       // the /profile?format=flame document
+    thread: '',      // '' (every thread) or an index into doc.threadIds
+    root: null,      // the tree of the selected thread(s)
+    total: 0,        // its samples
+    hot: null,       // the hottest frame by self samples (raw name), over every thread
+    zoom: [],        // the zoomed frame as the path of raw names below the root
+  };
+
   function methodOf(name) {
     const i = name.indexOf('!');
     return i >= 0 ? name.slice(i + 1) : name;
   }
 
-  function shortName(name) {
-    const m = methodOf(name);
-    const i = m.indexOf('(');
-    return i > 0 ? m.slice(0, i) : m;
+  // Each stack's samples for the selection: every thread (the stack's own count) or one thread
+  // (its threadStacks entries).
+  function stackCounts(doc, thread) {
+    if (thread === '') {
+      return doc.stacks.map((st) => st[0]);
+    }
+    const counts = new Array(doc.stacks.length).fill(0);
+    const t = Number(thread);
+    for (const [ti, si, n] of doc.threadStacks || []) {
+      if (ti === t) {
+        counts[si] += n;
+      }
+    }
+    return counts;
   }
 
-  // The profile's stacks as a tree (leaf helpers such as Thread.PollGC folded into their caller,
-  // as /profile counts them), and the self samples per frame.
-  function buildTree(doc) {
+  // The stacks as a tree with inclusive (value) and exclusive (self) samples per node; a leaf
+  // helper such as Thread.PollGC is folded into its caller, as /profile counts them. Also the
+  // self samples per frame name (for the hottest frame).
+  function buildTree(doc, thread) {
     const skips = doc.exclusiveSkips || [];
     const skipped = doc.frames.map((n) => skips.some((s) => methodOf(n).startsWith(s)));
-    const root = { name: 'all', value: 0, children: new Map() };
-    const self = new Map();
-    for (const st of doc.stacks) {
-      const count = st[0];
+    const root = { name: '', value: 0, self: 0, children: new Map(), parent: null };
+    const selfByName = new Map();
+    const counts = stackCounts(doc, thread);
+    doc.stacks.forEach((st, i) => {
+      const count = counts[i];
+      if (count === 0) {
+        return;
+      }
       let end = st.length;
       while (end > 2 && skipped[st[end - 1]]) {
         end--;
@@ -194,48 +230,181 @@
         const name = doc.frames[st[k]];
         let child = node.children.get(name);
         if (!child) {
-          child = { name, value: 0, children: new Map() };
+          child = { name, value: 0, self: 0, children: new Map(), parent: node };
           node.children.set(name, child);
         }
         child.value += count;
         node = child;
       }
+      node.self += count;
       if (end > 1) {
         const leaf = doc.frames[st[end - 1]];
-        self.set(leaf, (self.get(leaf) || 0) + count);
+        selfByName.set(leaf, (selfByName.get(leaf) || 0) + count);
       }
-    }
-    return { root, self };
+    });
+    return { root, selfByName };
   }
 
-  function drawFlame(doc) {
-    const flame = $('flame');
-    const { root, self } = buildTree(doc);
+  function hottest(selfByName) {
     let top = null;
-    for (const [name, n] of self) {
+    for (const [name, n] of selfByName) {
       if (!top || n > top[1] || (n === top[1] && name < top[0])) {
         top = [name, n];
       }
     }
-    const total = root.value;
+    return top;
+  }
+
+  function pctOf(n, total) {
+    return (100 * n / (total || 1)).toFixed(1);
+  }
+
+  function drawFlame(doc) {
+    const flame = $('flame');
+    flameView.doc = doc;
+    flameView.thread = '';
+    flameView.zoom = [];
+    const all = buildTree(doc, '');
+    const top = hottest(all.selfByName);
+    flameView.hot = top ? top[0] : null;
+    const total = all.root.value;
     $('flame-status').textContent = total + ' samples in managed code on ' + doc.threads + ' threads over ' +
       doc.durationSeconds + ' s (' + doc.externalSamples + ' samples of waiting threads left out). ' +
-      'Width is the share of samples; hover for the numbers, click to zoom.';
+      'Width is the share of samples.';
+    const topEl = $('flame-top');
+    topEl.textContent = '';
     if (top) {
-      const pct = (100 * top[1] / total).toFixed(1);
-      $('flame-top').textContent = 'Hottest (self): ' + top[0] + ' — ' + pct + '% of samples';
+      const pct = pctOf(top[1], total);
+      topEl.textContent = 'Hottest (self): ' + names.displayName(top[0]) + ' — ' + pct + '% of samples';
+      topEl.title = top[0];
       flame.dataset.topFrame = top[0];
       flame.dataset.topPercent = pct;
     }
+    fillThreads(doc, total);
+    $('flame-detail').textContent = 'Hover a frame for its numbers; click it to zoom in, click a name above to zoom back out.';
     flame.dataset.state = total > 0 ? 'done' : 'empty';
-    flame.rootNode = root;
-    render(flame, root, total, top ? top[0] : null);
+    selectThread('');
   }
 
-  // An icicle graph (callers on top) of node, in absolutely placed divs.
-  function render(flame, node, total, hot) {
+  // The thread select: every thread, then each thread with managed samples, most samples first.
+  function fillThreads(doc, total) {
+    const sel = $('flame-thread');
+    sel.textContent = '';
+    const opt = (value, text) => {
+      const o = document.createElement('option');
+      o.value = value;
+      o.textContent = text;
+      sel.appendChild(o);
+    };
+    opt('', 'all threads (' + total + ' samples)');
+    const per = (doc.threadIds || []).map((id, i) => ({ id, i, n: 0 }));
+    for (const [ti, , n] of doc.threadStacks || []) {
+      per[ti].n += n;
+    }
+    per.sort((a, b) => b.n - a.n || a.id - b.id);
+    for (const t of per) {
+      opt(String(t.i), 'thread ' + t.id + ' (' + t.n + (t.n === 1 ? ' sample, ' : ' samples, ') + pctOf(t.n, total) + '%)');
+    }
+    sel.value = '';
+  }
+
+  function selectThread(thread) {
+    const flame = $('flame');
+    flameView.thread = thread;
+    const { root } = buildTree(flameView.doc, thread);
+    flameView.root = root;
+    flameView.total = root.value;
+    flame.dataset.thread = thread === '' ? '' : String(flameView.doc.threadIds[Number(thread)]);
+    flame.dataset.samples = String(root.value);
+    renderFlame();
+  }
+
+  // The zoomed node: the longest prefix of the zoom path found in the tree (a thread without
+  // the frame zooms out as far as needed).
+  function zoomNode() {
+    let node = flameView.root;
+    let depth = 0;
+    for (const name of flameView.zoom) {
+      const child = node.children.get(name);
+      if (!child) {
+        break;
+      }
+      node = child;
+      depth++;
+    }
+    flameView.zoom.length = depth;
+    return node;
+  }
+
+  function zoomTo(node) {
+    const path = [];
+    for (let n = node; n && n.parent; n = n.parent) {
+      path.unshift(n.name);
+    }
+    flameView.zoom = path;
+    renderFlame();
+  }
+
+  function rootLabel() {
+    const t = flameView.thread;
+    return (t === '' ? 'all threads' : 'thread ' + flameView.doc.threadIds[Number(t)]) +
+      ' (' + flameView.total + ' samples)';
+  }
+
+  function frameTitle(n) {
+    const total = flameView.total;
+    return (n.parent ? n.name + '\n' : rootLabel() + '\n') + 'inclusive ' + n.value + ' samples (' + pctOf(n.value, total) +
+      '%), exclusive ' + n.self + ' samples (' + pctOf(n.self, total) + '%)';
+  }
+
+  function showDetail(n) {
+    const total = flameView.total;
+    const head = n.parent ? names.displayName(n.name) : rootLabel();
+    $('flame-detail').textContent = head + ' — inclusive ' + pctOf(n.value, total) + '% (' + n.value +
+      ' samples), exclusive ' + pctOf(n.self, total) + '% (' + n.self + ' samples)' +
+      (n.parent && names.displayName(n.name) !== n.name ? '\n' + n.name : '');
+  }
+
+  // The breadcrumb: the root, then each frame down to the zoomed one; a click zooms back there.
+  function renderCrumbs(node) {
+    const nav = $('flame-crumbs');
+    nav.textContent = '';
+    const chain = [];
+    for (let n = node; n; n = n.parent) {
+      chain.unshift(n);
+    }
+    chain.forEach((n, i) => {
+      if (i > 0) {
+        const sep = document.createElement('span');
+        sep.className = 'crumb-sep';
+        sep.textContent = '›';
+        nav.appendChild(sep);
+      }
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'crumb';
+      b.textContent = n.parent ? names.displayName(n.name) : rootLabel();
+      b.title = n.parent ? n.name : 'zoom out to every frame';
+      b.dataset.name = n.name;
+      if (i === chain.length - 1) {
+        b.setAttribute('aria-current', 'true');
+      } else {
+        b.addEventListener('click', () => zoomTo(n));
+      }
+      nav.appendChild(b);
+    });
+  }
+
+  // An icicle graph (callers on top) of the zoomed node, in absolutely placed divs whose left and
+  // width are percents: the zoomed node is the full-width first row, with its name.
+  function renderFlame() {
+    const flame = $('flame');
     flame.textContent = '';
-    const rowH = 17;
+    const zoomed = zoomNode();
+    renderCrumbs(zoomed);
+    flame.dataset.zoom = zoomed.name;
+    const hot = flameView.hot;
+    const px = flame.clientWidth || 1000;
     let depth = 0;
     const place = (n, x, level, full) => {
       const w = n.value / full;
@@ -244,30 +413,75 @@
       }
       depth = Math.max(depth, level + 1);
       const el = document.createElement('div');
-      const pct = (100 * n.value / total).toFixed(1);
-      el.className = 'frame ' + (level === 0 ? 'root' : 'c' + (hash(n.name) % 5));
-      if (n.name === hot) {
+      el.className = 'frame ' + (!n.parent ? 'root' : level === 0 ? 'zoomed' : 'c' + (hash(n.name) % 5));
+      if (n.name === hot && n.parent) {
         el.classList.add('hot');
         el.dataset.hot = 'true';
       }
       el.style.left = (100 * x) + '%';
       el.style.width = (100 * w) + '%';
-      el.style.top = (level * rowH) + 'px';
-      el.textContent = level === 0 ? 'all (' + n.value + ' samples)' : shortName(n.name);
-      el.title = n.name + '\n' + n.value + ' samples, ' + pct + '%';
+      el.style.top = (level * ROW) + 'px';
+      // Too narrow for a few letters: no text (the title and the detail line still name it).
+      el.textContent = px * w < 30 ? '' : n.parent ? names.displayName(n.name) : rootLabel();
+      el.title = frameTitle(n);
       el.dataset.name = n.name;
-      el.dataset.percent = pct;
-      el.addEventListener('click', () => render(flame, level === 0 ? flame.rootNode : n, total, hot));
+      el.dataset.display = n.parent ? names.displayName(n.name) : '';
+      el.dataset.percent = pctOf(n.value, flameView.total);
+      el.dataset.self = pctOf(n.self, flameView.total);
+      el.dataset.level = String(level);
+      el.addEventListener('click', () => zoomTo(level === 0 && n.parent ? n.parent : n));
+      el.addEventListener('mouseenter', () => showDetail(n));
       flame.appendChild(el);
+      el.frameNode = n;
       let cx = x;
-      const kids = [...n.children.values()].sort((a, b) => b.value - a.value);
+      const kids = [...n.children.values()].sort((a, b) => b.value - a.value || (a.name < b.name ? -1 : 1));
       for (const c of kids) {
         place(c, cx, level + 1, full);
         cx += c.value / full;
       }
     };
-    place(node, 0, 0, node.value || 1);
-    flame.style.height = (depth * rowH + 2) + 'px';
+    place(zoomed, 0, 0, zoomed.value || 1);
+    flame.style.height = (depth * ROW + 2) + 'px';
+    highlight();
+  }
+
+  // Search: frames whose shown or raw name holds the text (any case) are highlighted, the others
+  // dimmed; the share is of the selection's samples with a matching frame on the stack.
+  function highlight() {
+    const flame = $('flame');
+    const text = $('flame-search').value.trim().toLowerCase();
+    const info = $('flame-match');
+    const hit = (n) => n.parent !== null && (n.name.toLowerCase().includes(text) ||
+      names.displayName(n.name).toLowerCase().includes(text));
+    flame.classList.toggle('searching', text !== '');
+    let shown = 0;
+    for (const el of flame.querySelectorAll('.frame')) {
+      const m = text !== '' && hit(el.frameNode);
+      el.classList.toggle('match', m);
+      shown += m ? 1 : 0;
+    }
+    if (text === '' || !flameView.root) {
+      info.textContent = '';
+      flame.dataset.matchPercent = '';
+      return;
+    }
+    let samples = 0;
+    let frames = 0;
+    const walk = (n, under) => {
+      const m = hit(n);
+      frames += m ? 1 : 0;
+      if (m && !under) {
+        samples += n.value;
+      }
+      for (const c of n.children.values()) {
+        walk(c, under || m);
+      }
+    };
+    walk(flameView.root, false);
+    const pct = pctOf(samples, flameView.total);
+    flame.dataset.matchPercent = pct;
+    info.textContent = frames === 0 ? 'no frame matches'
+      : (frames === 1 ? '1 frame matches' : frames + ' frames match') + ' (' + shown + ' shown): ' + pct + '% of samples';
   }
 
   function hash(s) {
@@ -396,51 +610,154 @@
     drawChart($('chart-b'), $('metric-b').value);
   }
 
-  function drawChart(canvas, name) {
-    const g = canvas.getContext('2d');
-    const W = canvas.width, H = canvas.height, pad = 22;
-    g.clearRect(0, 0, W, H);
-    g.font = '11px sans-serif';
-    g.fillStyle = '#444';
+  // How a metric's unit is shown: kind (bytes, percent, seconds, count or other), the factor that
+  // turns a value into the kind's base unit, and whether the axis starts at zero (amounts do:
+  // a 20 -> 16 MB dip is a small dip, not a cliff).
+  function unitOf(unit, name) {
+    const u = (unit || '').trim();
+    const bytes = { B: 1, By: 1, bytes: 1, byte: 1, KB: 1e3, kB: 1e3, MB: 1e6, GB: 1e9, KiB: 1024, MiB: 1048576, GiB: 1073741824 };
+    if (u in bytes) {
+      return { kind: 'bytes', factor: bytes[u], zero: true };
+    }
+    if (u === '%' || u === 'percent') {
+      return { kind: 'percent', factor: 1, zero: true };
+    }
+    if (u === '1' && /ratio|utilization/i.test(name)) {
+      return { kind: 'percent', factor: 100, zero: true };
+    }
+    const secs = { s: 1, sec: 1, seconds: 1, ms: 1e-3, us: 1e-6, 'µs': 1e-6, ns: 1e-9 };
+    if (u in secs) {
+      return { kind: 'seconds', factor: secs[u], zero: true };
+    }
+    if (u === '' || u === '1' || u === 'count' || /^\{.*\}$/.test(u)) {
+      return { kind: 'count', factor: 1, zero: true, label: u.replace(/^\{(.*)\}$/, '$1') };
+    }
+    return { kind: 'other', factor: 1, zero: false, label: u };
+  }
+
+  // For an axis up to hi (in the kind's base unit): the divisor and suffix of its labels.
+  function scaleOf(u, hi) {
+    const pick = (steps) => steps.reduce((best, s) => (hi >= s[0] ? s : best), steps[0]);
+    switch (u.kind) {
+    case 'bytes':
+      return pick([[1, ' B'], [1024, ' KiB'], [1048576, ' MiB'], [1073741824, ' GiB'], [1099511627776, ' TiB']]);
+    case 'percent':
+      return [1, '%'];
+    case 'seconds':
+      return pick([[1e-9, ' ns'], [1e-6, ' µs'], [1e-3, ' ms'], [1, ' s']]);
+    case 'count': {
+      const s = pick([[1, ''], [1e3, 'k'], [1e6, 'M'], [1e9, 'G']]);
+      return [s[0], s[1] + (u.label ? ' ' + u.label : '')];
+    }
+    default:
+      return [1, u.label ? ' ' + u.label : ''];
+    }
+  }
+
+  // About n round tick values (1, 2 or 5 times a power of ten apart) from the last one at or
+  // below lo to the first one at or above hi.
+  function ticks(lo, hi, n) {
+    const raw = (hi - lo) / n;
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) || 10 * p;
+    const out = [];
+    const first = Math.floor(lo / step + 1e-9), last = Math.ceil(hi / step - 1e-9);
+    for (let k = first; k <= last; k++) {
+      out.push(k === 0 ? 0 : k * step);
+    }
+    return { step, values: out };
+  }
+
+  function label(v, div, suffix, step) {
+    const x = v / div;
+    const digits = Math.max(0, Math.min(3, -Math.floor(Math.log10(step / div) + 1e-9)));
+    return x.toFixed(digits) + suffix;
+  }
+
+  function clock(t) {
+    const d = new Date(t);
+    return [d.getHours(), d.getMinutes(), d.getSeconds()].map((x) => String(x).padStart(2, '0')).join(':');
+  }
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  function svgEl(parent, tag, attrs, text) {
+    const el = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      el.setAttribute(k, String(v));
+    }
+    if (text !== undefined) {
+      el.textContent = text;
+    }
+    parent.appendChild(el);
+    return el;
+  }
+
+  // A line chart of the metric's last values: the title with the last value, a y axis with
+  // gridlines and labels in the metric's unit, an x axis of clock times.
+  function drawChart(svg, name) {
+    svg.textContent = '';
+    const W = svg.clientWidth || 600, H = svg.clientHeight || 220;
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
     const s = series.get(name);
-    canvas.dataset.metric = name || '';
-    canvas.dataset.points = String(s ? s.points.length : 0);
+    svg.dataset.metric = name || '';
+    svg.dataset.points = String(s ? s.points.length : 0);
     if (!s || s.points.length === 0) {
-      g.fillText((name || 'metric') + ': waiting for values…', 6, 14);
+      svgEl(svg, 'text', { x: 8, y: 20, class: 'waiting' }, (name || 'metric') + ': waiting for values…');
       return;
     }
-    const pts = s.points;
-    const t0 = pts[0][0], t1 = Math.max(pts[pts.length - 1][0], t0 + 1);
-    let lo = Math.min(0, ...pts.map((p) => p[1])), hi = Math.max(...pts.map((p) => p[1]));
+    const u = unitOf(s.unit, name);
+    const pts = s.points.map((p) => [p[0], p[1] * u.factor]);
+    const vals = pts.map((p) => p[1]);
+    let lo = Math.min(...vals), hi = Math.max(...vals);
+    if (u.zero) {
+      lo = Math.min(0, lo);
+      hi = Math.max(0, hi);
+    } else {
+      const pad = (hi - lo) * 0.1 || Math.abs(hi) * 0.1 || 1;
+      lo -= pad;
+      hi += pad;
+    }
     if (hi <= lo) {
       hi = lo + 1;
     }
+    const [div, suffix] = scaleOf(u, Math.max(Math.abs(hi), Math.abs(lo)));
+    const yt = ticks(lo / div, hi / div, 4);
+    yt.values = yt.values.map((v) => v * div);
+    yt.step *= div;
+    lo = yt.values[0];
+    hi = yt.values[yt.values.length - 1];
+    svg.dataset.unit = suffix.trim();
     const last = pts[pts.length - 1][1];
-    g.fillText(s.display + ': ' + fmt(last) + ' ' + s.unit + '   (max ' + fmt(hi) + ')', 6, 14);
-    g.strokeStyle = '#ddd';
-    g.beginPath();
-    g.moveTo(pad, H - pad);
-    g.lineTo(W - 4, H - pad);
-    g.stroke();
-    g.strokeStyle = '#2a6ebb';
-    g.lineWidth = 2;
-    g.beginPath();
-    pts.forEach((p, i) => {
-      const x = pad + (W - pad - 4) * (pts.length === 1 ? 1 : (p[0] - t0) / (t1 - t0));
-      const y = H - pad - (H - pad - 22) * (p[1] - lo) / (hi - lo);
-      if (i === 0) {
-        g.moveTo(x, y);
-      } else {
-        g.lineTo(x, y);
-      }
-    });
-    g.stroke();
-    g.fillStyle = '#888';
-    g.fillText(((t1 - t0) / 1000).toFixed(0) + ' s', W - 40, H - 6);
-  }
-
-  function fmt(v) {
-    return Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2);
+    const fine = ticks(0, Math.max(Math.abs(last), Math.abs(hi)) / div || 1, 40).step * div;
+    svgEl(svg, 'text', { x: 8, y: 16, class: 'title' }, s.display + ': ' + label(last, div, suffix, fine));
+    const L = 64, R = 12, T = 28, B = 24;
+    const t0 = pts[0][0], t1 = Math.max(pts[pts.length - 1][0], t0 + 1000);
+    const X = (t) => L + (W - L - R) * (t - t0) / (t1 - t0);
+    const Y = (v) => T + (H - T - B) * (1 - (v - lo) / (hi - lo));
+    const yAxis = svgEl(svg, 'g', { class: 'axis y-axis' });
+    for (const v of yt.values) {
+      const y = Y(v).toFixed(1);
+      svgEl(svg, 'line', { class: 'grid', x1: L, x2: W - R, y1: y, y2: y });
+      svgEl(yAxis, 'line', { class: 'tick', x1: L - 4, x2: L, y1: y, y2: y });
+      svgEl(yAxis, 'text', { x: L - 6, y: Number(y) + 4, 'text-anchor': 'end' }, label(v, div, suffix, yt.step));
+    }
+    svgEl(yAxis, 'line', { class: 'base', x1: L, x2: L, y1: T, y2: H - B });
+    const xAxis = svgEl(svg, 'g', { class: 'axis x-axis' });
+    svgEl(xAxis, 'line', { class: 'base', x1: L, x2: W - R, y1: H - B, y2: H - B });
+    const span = (t1 - t0) / 1000;
+    const want = Math.max(2, Math.floor((W - L - R) / 90));
+    const step = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600].find((x) => span / x <= want) || 3600;
+    for (let t = Math.ceil(t0 / 1000 / step) * step * 1000; t <= t1; t += step * 1000) {
+      const x = X(t).toFixed(1);
+      svgEl(xAxis, 'line', { class: 'tick', x1: x, x2: x, y1: H - B, y2: H - B + 4 });
+      svgEl(xAxis, 'text', { x, y: H - 6, 'text-anchor': 'middle' }, clock(t));
+    }
+    const line = pts.map((p, i) => (i === 0 ? 'M' : 'L') + X(pts.length === 1 ? t1 : p[0]).toFixed(1) + ',' + Y(p[1]).toFixed(1)).join(' ');
+    if (pts.length > 1) {
+      svgEl(svg, 'path', { class: 'area', d: line + ' L' + X(t1).toFixed(1) + ',' + Y(Math.max(lo, 0)).toFixed(1) + ' L' +
+        X(t0).toFixed(1) + ',' + Y(Math.max(lo, 0)).toFixed(1) + ' Z' });
+    }
+    svgEl(svg, 'path', { class: 'line', d: pts.length === 1 ? line + ' h-3' : line });
   }
 
   // ---- downloads: fetched with the token, then saved from a Blob URL ----
@@ -488,6 +805,22 @@
     $('metrics-toggle').addEventListener('click', () => (metricsAbort ? stopMetrics() : startMetrics()));
     $('metric-a').addEventListener('change', drawCharts);
     $('metric-b').addEventListener('change', drawCharts);
+    $('flame-thread').addEventListener('change', (e) => {
+      if (flameView.doc) {
+        selectThread(e.target.value);
+      }
+    });
+    $('flame-search').addEventListener('input', highlight);
+    let resize = 0;
+    window.addEventListener('resize', () => {
+      clearTimeout(resize);
+      resize = setTimeout(() => {
+        drawCharts();
+        if (flameView.root) {
+          renderFlame();
+        }
+      }, 100);
+    });
     for (const b of document.querySelectorAll('button[data-artifact]')) {
       b.addEventListener('click', () => download(b.dataset.artifact));
     }

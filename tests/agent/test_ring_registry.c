@@ -27,28 +27,53 @@ static void test_find_prefers_running(void **state)
     struct trace_job *out = NULL;
     const char *name = NULL;
     /* Two rings for uid-1: the running one is picked, with its rule. */
-    assert_int_equal(ring_registry_find(&reg, "uid-1", NULL, &out, &name), 2);
+    assert_int_equal(ring_registry_find(&reg, "uid-1", NULL, &out, &name, NULL), 2);
     assert_ptr_equal(out, &job_b);
     assert_string_equal(name, "Ring");
     /* By rule, case-insensitive: the one that is not running right now. */
-    assert_int_equal(ring_registry_find(&reg, "uid-1", "slow", &out, &name), 1);
+    assert_int_equal(ring_registry_find(&reg, "uid-1", "slow", &out, &name, NULL), 1);
     assert_null(out);
     assert_string_equal(name, "Slow");
-    assert_int_equal(ring_registry_find(&reg, "uid-1", "Nope", &out, &name), 0);
+    assert_int_equal(ring_registry_find(&reg, "uid-1", "Nope", &out, &name, NULL), 0);
     assert_null(out);
-    assert_int_equal(ring_registry_find(&reg, "uid-3", NULL, &out, &name), 0);
+    assert_int_equal(ring_registry_find(&reg, "uid-3", NULL, &out, &name, NULL), 0);
 
     /* The slot is read when asked: a ring that starts later is found. */
     slot1 = (struct trace_job *)(void *)&job_a;
-    assert_int_equal(ring_registry_find(&reg, "uid-1", "Slow", &out, &name), 1);
+    assert_int_equal(ring_registry_find(&reg, "uid-1", "Slow", &out, &name, NULL), 1);
     assert_ptr_equal(out, &job_a);
 
     ring_registry_remove(&reg, e2);
-    assert_int_equal(ring_registry_find(&reg, "uid-1", NULL, &out, &name), 1);
+    assert_int_equal(ring_registry_find(&reg, "uid-1", NULL, &out, &name, NULL), 1);
     assert_string_equal(name, "Slow");
     ring_registry_remove(&reg, NULL);
     ring_registry_fini(&reg);
     assert_null(reg.head);
+}
+
+/* A rule that has Finished: its entry stays, and says so (with the rule's reason). */
+static void test_find_says_finished(void **state)
+{
+    (void)state;
+    struct ring_registry reg = {0};
+    struct trace_job *slot = NULL;
+    struct ring_entry *e = NULL;
+    assert_int_equal(ring_registry_add(&reg, 7, "uid-1", "Ring", "app", 1024, &slot, &e), 0);
+    struct trace_job *out = NULL;
+    const char *name = NULL;
+    const struct ring_entry *fin = e;
+    assert_int_equal(ring_registry_find(&reg, "uid-1", NULL, &out, &name, &fin), 1);
+    assert_null(fin); /* not running right now, but not finished */
+    ring_registry_set_finished(e, true, "ActionCount 1 reached.");
+    assert_int_equal(ring_registry_find(&reg, "uid-1", "ring", &out, &name, &fin), 1);
+    assert_ptr_equal(fin, e);
+    assert_string_equal(fin->why, "ActionCount 1 reached");
+    ring_registry_set_finished(e, false, "ignored");
+    assert_int_equal(ring_registry_find(&reg, "uid-1", NULL, &out, &name, &fin), 1);
+    assert_null(fin);
+    assert_string_equal(e->why, "");
+    ring_registry_set_finished(NULL, true, NULL);
+    ring_registry_fini(&reg);
 }
 
 static int calls;
@@ -78,6 +103,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_find_prefers_running),
+        cmocka_unit_test(test_find_says_finished),
         cmocka_unit_test(test_each_skips_idle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

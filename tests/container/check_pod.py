@@ -6,7 +6,8 @@
       Builds, in a private podman storage under DIR (nothing touches the machine's own images):
       dotmon's image with container/image.sh (what `make image` runs) and the test app's image
       (tests/container/testapp.Containerfile: the app as built by ctest, the SDK's .NET runtime,
-      the C and C++ libraries they load, FROM scratch). Checks the dotmon image against
+      the C and C++ libraries they load, FROM scratch), and `make app-image`'s hello image
+      (container/app-image.sh), which must run and keep running. Checks the dotmon image against
       container/Dockerfile's final stage (user, entrypoint, command, ports, labels), its files
       against container/rootfs.sh's tree, its OCI annotations, the `podman save` archive, and its
       size as the engine reports it (< 15 MB).
@@ -46,13 +47,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_container as cc  # noqa: E402  (Dockerfile parsing, shared with the manifest checks)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "container"))
+from app_rootfs import APP_UID, app_rootfs  # noqa: E402  (the app image's files, as `make app-image` lays them out)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from dmtest import fetch, settle  # noqa: E402
 
 SKIP = 77
 DOTMON_IMAGE = "localhost/dotmon-test:ci"
 APP_IMAGE = "localhost/dotmon-testapp:ci"
-APP_UID = 1654
+HELLO_IMAGE = "localhost/dotmon-hello:ci"  # `make app-image`'s (container/app-image.sh)
 SIZE_BUDGET = 15_000_000
 MANIFEST_IMAGES = {"dotmon": "dotmon:latest", "app": "mcr.microsoft.com/dotnet/samples:aspnetapp"}
 
@@ -112,82 +115,6 @@ Failures = cc.Failures
 # ---------------------------------------------------------------------------------------------
 # images
 # ---------------------------------------------------------------------------------------------
-
-def ldd_closure(paths):
-    """{absolute path of each shared library (and the loader) the ELF files in paths need}."""
-    out = set()
-    for p in paths:
-        r = subprocess.run(["ldd", p], capture_output=True, text=True)
-        if r.returncode != 0:
-            continue   # not a dynamic ELF file
-        for line in r.stdout.splitlines():
-            line = line.strip()
-            if "not found" in line:
-                raise RuntimeError(f"{p} needs a library ldd cannot find: {line}")
-            if " => " in line:
-                lib = line.split(" => ", 1)[1].split(" (", 1)[0]
-            elif line.startswith("/"):
-                lib = line.split(" (", 1)[0]
-            else:
-                continue
-            out.add(lib)
-    return out
-
-
-def is_elf(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
-    except OSError:
-        return False
-
-
-def newest(dirpath, prefix="10."):
-    names = [n for n in os.listdir(dirpath) if n.startswith(prefix)]
-    if not names:
-        raise RuntimeError(f"no {prefix}* in {dirpath}")
-    return max(names, key=lambda v: [int(x) if x.isdigit() else 0 for x in re.split(r"[.-]", v)])
-
-
-def testapp_rootfs(testapp_dir, rootfs):
-    """The test app's image files: /app (ctest's build of it), the SDK's host and the two shared
-    frameworks it runs on, and every library their native parts load."""
-    dotnet = os.path.realpath(shutil.which("dotnet") or "")
-    if not dotnet:
-        raise RuntimeError("dotnet not found")
-    droot = os.path.dirname(dotnet)
-    shutil.copytree(testapp_dir, os.path.join(rootfs, "app"), symlinks=False)
-    dst = os.path.join(rootfs, "usr/share/dotnet")
-    os.makedirs(dst)
-    shutil.copy2(dotnet, os.path.join(dst, "dotnet"))
-    fxr = newest(os.path.join(droot, "host/fxr"))
-    shutil.copytree(os.path.join(droot, "host/fxr", fxr), os.path.join(dst, "host/fxr", fxr))
-    for fw in ("Microsoft.NETCore.App", "Microsoft.AspNetCore.App"):
-        v = newest(os.path.join(droot, "shared", fw))
-        shutil.copytree(os.path.join(droot, "shared", fw, v), os.path.join(dst, "shared", fw, v))
-    # LTTng's trace point provider: loaded only when DOTNET_LTTng asks for it, and it needs
-    # liblttng-ust, which neither the SDK nor this image has.
-    for base, _, files in os.walk(dst):
-        for n in files:
-            if n == "libcoreclrtraceptprovider.so":
-                os.unlink(os.path.join(base, n))
-    elves = []
-    for base, _, files in os.walk(rootfs):
-        elves += [os.path.join(base, n) for n in files if is_elf(os.path.join(base, n))]
-    for lib in sorted(ldd_closure(elves)):
-        if lib.startswith(rootfs):
-            continue
-        target = os.path.join(rootfs, lib.lstrip("/"))
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copy(os.path.realpath(lib), target)
-    os.makedirs(os.path.join(rootfs, "etc"))
-    with open(os.path.join(rootfs, "etc/passwd"), "w", encoding="utf-8") as f:
-        f.write(f"root:x:0:0:root:/root:/sbin/nologin\napp:x:{APP_UID}:{APP_UID}:app:/app:/sbin/nologin\n")
-    with open(os.path.join(rootfs, "etc/group"), "w", encoding="utf-8") as f:
-        f.write(f"root:x:0:\napp:x:{APP_UID}:\n")
-    os.makedirs(os.path.join(rootfs, "tmp"))
-    os.chmod(os.path.join(rootfs, "tmp"), 0o1777)
-
 
 def image_files(eng, image):
     """{path: (mode, uid)} of the image's files, read through `podman image mount`."""
@@ -286,12 +213,33 @@ def cmd_images(a):
     ctx = os.path.join(eng.state, "testapp-image")
     shutil.rmtree(ctx, ignore_errors=True)
     os.makedirs(ctx)
-    testapp_rootfs(os.path.abspath(a.testapp), os.path.join(ctx, "rootfs"))
+    app_rootfs(os.path.abspath(a.testapp), os.path.join(ctx, "rootfs"), frameworks=("Microsoft.NETCore.App", "Microsoft.AspNetCore.App"))
     eng.run(["buildah", "bud", "--quiet", "--layers=false", "--format", "oci", "-t", APP_IMAGE,
              "-f", os.path.join(a.repo, "tests/container/testapp.Containerfile"), ctx], timeout=900)
     shutil.rmtree(ctx, ignore_errors=True)
     asize = int(eng.inspect("image", APP_IMAGE).get("Size") or 0)
     log(f"  test app image: {APP_IMAGE}, {asize / 1e6:.1f} MB, in {time.monotonic() - t0:.1f} s")
+
+    # `make app-image` (container/app-image.sh): the walk-through's hello app as an image, run
+    # read-only without a network as uid 1654: it prints its lines and keeps running.
+    t0 = time.monotonic()
+    w = "make app-image"
+    r = eng.run(["sh", os.path.join(a.repo, "container/app-image.sh"), "-w", os.path.join(eng.state, "app-image"),
+                 "-t", HELLO_IMAGE], check=False, timeout=900)
+    if fails.check(r.returncode == 0, w, f"container/app-image.sh: exit {r.returncode}: {r.stderr.strip()[-1500:]}"):
+        cfg = eng.inspect("image", HELLO_IMAGE).get("Config") or {}
+        fails.check(cfg.get("User") == f"{APP_UID}:{APP_UID}" and cfg.get("Entrypoint") == ["/app/hello"], w,
+                    f"user {cfg.get('User')}, entrypoint {cfg.get('Entrypoint')}")
+        name = "dotmon-hello-check"
+        eng.podman("rm", "--force", name, check=False)
+        r = eng.podman("run", "-d", "--name", name, "--read-only", "--network", "none", HELLO_IMAGE, check=False)
+        lines = settle(lambda: eng.podman("logs", name, check=False).stdout.split(), lambda v: len(v) >= 4, 20, 0.5)
+        state = eng.podman("inspect", "--format", "{{.State.Running}}", name, check=False).stdout.strip()
+        fails.check(r.returncode == 0 and lines[:4] == ["hello", "0", "hello", "1"] and state == "true", w,
+                    f"the hello image runs and keeps running (running {state!r}): {lines[:6]} {r.stderr.strip()[-300:]}")
+        eng.podman("rm", "--force", "--time", "2", name, check=False)
+        log(f"  hello image: {HELLO_IMAGE}, {int(eng.inspect('image', HELLO_IMAGE).get('Size') or 0) / 1e6:.1f} MB, "
+            f"in {time.monotonic() - t0:.1f} s")
     return report(fails, "images built and checked")
 
 

@@ -494,7 +494,8 @@ static void test_ev_symbols_aggregate(void **state)
     assert_int_equal(ev_symbols_write_profile_json(&prof, 42, 4, fail_sink, NULL), AGENT_E_CLOSED);
 
     /* The folded stacks (format=flame): frames in first-use order (stacks leaf first), each stack
-     * its count then frames outermost first, the helpers left in for the reader to fold. */
+     * its count then frames outermost first, the helpers left in for the reader to fold; then
+     * the samples of each thread per stack. */
     buf_reset(&b);
     assert_int_equal(ev_symbols_write_flame(s, 42, 4, buf_sink, &b), 0);
     doc = cJSON_ParseWithLength((const char *)buf_data(&b), buf_size(&b));
@@ -512,6 +513,13 @@ static void test_ev_symbols_aggregate(void **state)
     char *stacks = cJSON_PrintUnformatted(cJSON_GetObjectItem(doc, "stacks"));
     assert_string_equal(stacks, "[[6,3,2,1,0],[3,3,4,4,4],[1,1,0]]");
     free(stacks);
+    /* The per-thread split: thread 1 had the first stack only, thread 2 the other two. */
+    char *tids = cJSON_PrintUnformatted(cJSON_GetObjectItem(doc, "threadIds"));
+    assert_string_equal(tids, "[1,2]");
+    free(tids);
+    char *split = cJSON_PrintUnformatted(cJSON_GetObjectItem(doc, "threadStacks"));
+    assert_string_equal(split, "[[0,0,6],[1,1,3],[1,2,1]]");
+    free(split);
     cJSON_Delete(doc);
     assert_int_equal(ev_symbols_write_flame(s, 42, 4, fail_sink, NULL), AGENT_E_CLOSED);
     buf_fini(&b);

@@ -1115,6 +1115,192 @@ static void test_nettrace_missing_stack(void **state)
     nb_free(&s.b);
 }
 
+/*
+ * Runs (events whose compressed header sets none of the flags 0x01..0x20 and so inherit the event
+ * before them; the checker takes a shorter way through them): a run of events on capture thread
+ * 1001, with a payload size changing in it, a switch to thread 1002 mid-block whose first number
+ * skips 2, a run there, a switch back to 1001 with a gap of 2, a run after it with a timestamp
+ * delta that wraps below the others, then a sequence point with 1001's tail dropped. Each event's
+ * fields as the callback sees them, the counters (without a callback too), the block's timestamp
+ * range, and the same for every chunking. With RUN_CUT the last run event's payload runs past the
+ * block end: the violation is at that event and the events before it are counted, no more.
+ */
+enum { RUN_OK, RUN_CUT };
+
+struct run_ev {
+    uint8_t flags;
+    uint32_t seq_delta; /* with 0x02: the sequence delta; capture thread and processor follow */
+    uint64_t thread;
+    uint64_t ts_delta;
+    uint32_t size; /* with 0x80 */
+};
+
+static const struct run_ev run_evs[] = {
+    {0x01 | 0x02 | 0x04 | 0x08 | 0x40 | 0x80, 0, 1001, 1000, 6}, /* 1001 #1, stack 9 (missing) */
+    {0x40, 0, 0, 10, 0},                                         /* 1001 #2 */
+    {0x40, 0, 0, 10, 0},                                         /* 1001 #3 */
+    {0x40 | 0x80, 0, 0, 200, 9},                                 /* 1001 #4, 9-byte payload */
+    {0x00, 0, 0, 1, 0},                                          /* 1001 #5 */
+    {0x02 | 0x40, 4294967293u, 1002, 5, 0}, /* 1002 #3 (5 + delta + 1 wraps to 3: 2 dropped) */
+    {0x40, 0, 0, 5, 0},                     /* 1002 #4 */
+    {0x02 | 0x40, 3, 1001, 5, 0},           /* 1001 #8 (6 and 7 dropped) */
+    {0x40, 0, 0, 0xFFFFFFFFFFFFFF00ull, 0}, /* 1001 #9, the timestamp wraps below the others */
+    {0x40 | 0x80, 0, 0, 7, 4},              /* 1001 #10, 4 bytes */
+};
+#define RUN_EVENTS (sizeof(run_evs) / sizeof(run_evs[0]))
+
+struct run_seen {
+    size_t events;
+    uint32_t seq[RUN_EVENTS];
+    uint64_t thread[RUN_EVENTS];
+    int64_t ts[RUN_EVENTS];
+    size_t len[RUN_EVENTS];
+    int64_t blk_min, blk_max;
+    uint32_t blk_events;
+    const struct nettrace_checker *ck; /* the counters must include each event as it is seen */
+};
+
+static void on_run_event(void *ud, const struct nettrace_event *ev)
+{
+    struct run_seen *r = ud;
+    assert_true(r->events < RUN_EVENTS);
+    r->seq[r->events] = ev->sequence;
+    r->thread[r->events] = ev->capture_thread_id;
+    r->ts[r->events] = ev->timestamp;
+    r->len[r->events] = ev->payload_len;
+    assert_int_equal(ev->payload[0], 0xA0 + r->events);
+    r->events++;
+    assert_int_equal(nettrace_get_stats(r->ck)->events, r->events);
+    assert_int_equal(nettrace_get_stats(r->ck)->missing_stacks, r->events);
+}
+
+static void on_run_block(void *ud, const struct nettrace_block *b)
+{
+    struct run_seen *r = ud;
+    if (b->kind == NETTRACE_BLOCK_EVENT) {
+        r->blk_min = b->min_timestamp;
+        r->blk_max = b->max_timestamp;
+        r->blk_events = b->events;
+    }
+}
+
+static void build_runs(struct stream *s, int variant)
+{
+    memset(s, 0, sizeof(*s));
+    s->bad_off = UINT64_MAX;
+    put_header(s, MUT_NONE);
+    put_trace(s, MUT_NONE);
+    put_metadata_block(s, MUT_NONE);
+    size_t size_at = put_block_begin(s, "EventBlock", MUT_NONE);
+    put_event_header(s, 1, MUT_NONE, false);
+    uint32_t size = 0;
+    for (size_t i = 0; i < RUN_EVENTS; i++) {
+        const struct run_ev *e = &run_evs[i];
+        if (variant == RUN_CUT && i == RUN_EVENTS - 1) {
+            s->bad_off = s->b.n;
+        }
+        nb_u8(&s->b, e->flags);
+        if (e->flags & 0x01) {
+            nb_var(&s->b, 1);
+        }
+        if (e->flags & 0x02) {
+            nb_var(&s->b, e->seq_delta);
+            nb_var(&s->b, e->thread);
+            nb_var(&s->b, 1);
+        }
+        if (e->flags & 0x04) {
+            nb_var(&s->b, e->thread);
+        }
+        if (e->flags & 0x08) {
+            nb_var(&s->b, 9);
+        }
+        nb_var(&s->b, e->ts_delta);
+        if (e->flags & 0x80) {
+            size = e->size;
+            nb_var(&s->b, variant == RUN_CUT && i == RUN_EVENTS - 1 ? 1000 : size);
+        }
+        nb_u8(&s->b, (unsigned)(0xA0 + i));
+        for (uint32_t k = 1; k < size; k++) {
+            nb_u8(&s->b, k);
+        }
+    }
+    put_block_end(s, size_at, MUT_NONE, false);
+    static const struct numbered sp[] = {{1001, 12}, {1002, 4}};
+    put_numbered_sp(s, sp, 2);
+    nb_u8(&s->b, 0x01);
+}
+
+static void test_nettrace_header_runs(void **state)
+{
+    (void)state;
+    static const uint32_t seqs[RUN_EVENTS] = {1, 2, 3, 4, 5, 3, 4, 8, 9, 10};
+    struct stream s;
+    build_runs(&s, RUN_OK);
+    for (int with_cb = 0; with_cb < 2; with_cb++) {
+        for (size_t chunk = 0; chunk <= 8; chunk++) {
+            struct nettrace_checker ck;
+            assert_int_equal(nettrace_checker_init(&ck, NULL), 0);
+            struct run_seen seen = {.ck = &ck};
+            if (with_cb) {
+                nettrace_set_event_cb(&ck, on_run_event, &seen);
+            }
+            nettrace_set_block_cb(&ck, on_run_block, &seen);
+            assert_int_equal(check(&ck, s.b.p, s.b.n, chunk), NETTRACE_COMPLETE);
+            const struct nettrace_stats *st = nettrace_get_stats(&ck);
+            assert_int_equal(st->events, RUN_EVENTS);
+            assert_int_equal(st->missing_stacks, RUN_EVENTS);
+            assert_int_equal(st->lost, 2 + 2 + 2); /* 1002's first, 1001's gap, 1001's tail */
+            assert_int_equal(nettrace_count(&ck, rt, 1), RUN_EVENTS);
+            assert_int_equal(seen.blk_events, RUN_EVENTS);
+            int64_t ts = 0;
+            int64_t lo = INT64_MAX;
+            int64_t hi = INT64_MIN;
+            uint32_t size = 0;
+            for (size_t i = 0; i < RUN_EVENTS; i++) {
+                ts = (int64_t)((uint64_t)ts + run_evs[i].ts_delta);
+                lo = ts < lo ? ts : lo;
+                hi = ts > hi ? ts : hi;
+                size = (run_evs[i].flags & 0x80) ? run_evs[i].size : size;
+                if (with_cb) {
+                    assert_int_equal(seen.seq[i], seqs[i]);
+                    assert_int_equal(seen.thread[i], i >= 5 && i < 7 ? 1002 : 1001);
+                    assert_int_equal(seen.ts[i], ts);
+                    assert_int_equal(seen.len[i], size);
+                }
+            }
+            assert_int_equal(seen.events, with_cb ? RUN_EVENTS : 0);
+            assert_int_equal(seen.blk_min, lo);
+            assert_int_equal(seen.blk_max, hi);
+            assert_true(lo < 1000); /* the wrapped timestamp is the block's smallest */
+            nettrace_checker_fini(&ck);
+        }
+    }
+    nb_free(&s.b);
+
+    build_runs(&s, RUN_CUT);
+    for (int with_cb = 0; with_cb < 2; with_cb++) {
+        for (size_t chunk = 0; chunk <= 8; chunk += 8) {
+            struct nettrace_checker ck;
+            assert_int_equal(nettrace_checker_init(&ck, NULL), 0);
+            struct run_seen seen = {.ck = &ck};
+            if (with_cb) {
+                nettrace_set_event_cb(&ck, on_run_event, &seen);
+            }
+            assert_int_equal(check(&ck, s.b.p, s.b.n, chunk), NETTRACE_INVALID);
+            uint64_t off = 0;
+            assert_non_null(strstr(nettrace_error(&ck, &off), "payload of 1000 bytes"));
+            assert_int_equal(off, s.bad_off);
+            const struct nettrace_stats *st = nettrace_get_stats(&ck);
+            assert_int_equal(st->events, RUN_EVENTS - 1);
+            assert_int_equal(st->missing_stacks, RUN_EVENTS - 1);
+            assert_int_equal(st->lost, 2 + 2);
+            assert_int_equal(seen.events, with_cb ? RUN_EVENTS - 1 : 0);
+            nettrace_checker_fini(&ck);
+        }
+    }
+    nb_free(&s.b);
+}
+
 static void test_nettrace_status_and_end(void **state)
 {
     (void)state;
@@ -1357,6 +1543,7 @@ int main(void)
         cmocka_unit_test(test_nettrace_block_cap_option),
         cmocka_unit_test(test_nettrace_metadata_cap_option),
         cmocka_unit_test(test_nettrace_missing_stack),
+        cmocka_unit_test(test_nettrace_header_runs),
         cmocka_unit_test(test_nettrace_status_and_end),
         cmocka_unit_test(test_nettrace_payload_search),
         cmocka_unit_test(test_nettrace_real_traces),

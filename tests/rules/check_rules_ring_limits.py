@@ -14,7 +14,9 @@ test app:
      folder's error, no file is left anywhere, the rule stays Running, a fresh ring session starts
      and dotmon still holds exactly its two sessions (trigger + ring: nothing leaked);
   3. the runtime killed while the ring is full and a trigger's file is being written: dotmon
-     keeps running, holds no session for it, and a new runtime gets its ring.
+     keeps running, holds no session for it, and a new runtime gets its ring;
+  4. a rule with ActionCount 1 fires and Finishes: /trace/snapshot of its ring answers 409
+     problem+json naming the rule and that it finished (every time), not "retry" (issue 31).
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT, DOTMON_NETTRACE_CHECK.
 """
@@ -31,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the siblings imported below
 from check_rules_run import get, nettrace_verdict, start, stop_dotmon, wait_for, wait_listed  # noqa: E402
 from check_rules_gc import log_text  # noqa: E402
-from dmtest import FAILS, App, check, free_port, runtime_sessions, sanitized, status_kib  # noqa: E402
+from dmtest import FAILS, App, check, fetch, free_port, runtime_sessions, sanitized, status_kib  # noqa: E402
 
 RUNTIME = "Microsoft-Windows-DotNETRuntime"
 RING_MB = 4
@@ -126,7 +128,10 @@ def failures(tmp):
                "Bad": {"Filters": [{"Key": "CommandLine", "Value": "ring-bad", "MatchType": "Contains"}],
                        "Trigger": trigger, "Actions": [ring_action("bad", 8, 3)]},
                "Good": {"Filters": [{"Key": "CommandLine", "Value": "ring-good", "MatchType": "Contains"}],
-                        "Trigger": trigger, "Actions": [ring_action("good", 8, 3, post_s=5)]}}}
+                        "Trigger": trigger, "Actions": [ring_action("good", 8, 3, post_s=5)]},
+               "Once": {"Filters": [{"Key": "CommandLine", "Value": "ring-once", "MatchType": "Contains"}],
+                        "Trigger": trigger, "Actions": [ring_action("good", 4, 1)],
+                        "Limits": {"ActionCount": 1}}}}
     app = App(tmp, "ring-bad")
     port = free_port()
     api = f"http://127.0.0.1:{port}"
@@ -198,12 +203,44 @@ def failures(tmp):
                            20), "a new runtime gets its own ring")
         finally:
             app3.kill()
+        finished(tmp, api, log)
     finally:
         app.kill()
         if app2 is not None:
             app2.kill()
         stop_dotmon(dm, log, 8000)
     check(dm.returncode == 0, f"dotmon stopped cleanly ({dm.returncode})")
+
+
+def finished(tmp, api, log):
+    """A rule with ActionCount 1 (no window) fires once and Finishes: GET /trace/snapshot of its
+    ring gives a final answer (409 problem+json naming the rule and that it finished), not the
+    "retry in a few seconds" of a ring that is only restarting."""
+    app = App(tmp, "ring-once")
+    try:
+        pid = app.pid
+        check(wait_for(lambda: f"collection rule Once of process {pid}: ring session started" in log_text(log), 20),
+              "the ActionCount 1 rule's ring session started")
+        time.sleep(1.5)
+        st = fetch(f"{api}/trace/snapshot?pid={pid}", timeout=30)[0]
+        check(st == 200, f"/trace/snapshot of the running ring: 200 ({st})")
+        reply = app.command("collect 3 2")
+        check(wait_for(lambda: f"collection rule Once of process {pid}: trigger GCCount fired" in log_text(log), 15),
+              f"the rule fired ({reply})")
+
+        def state():
+            st, _, body = get(f"{api}/collectionrules/Once?pid={pid}")
+            return json.loads(body).get("state") if st == 200 else None
+
+        check(wait_for(lambda: state() == "Finished", 30), f"/collectionrules/Once: Finished ({state()})")
+        for attempt in range(2):  # the same final answer every time, never a retry
+            st, ctype, body = get(f"{api}/trace/snapshot?pid={pid}")
+            check(st == 409 and ctype.startswith("application/problem+json") and "'Once' has finished" in body and
+                  "ActionCount was reached" in body and "will not run again" in body and "retry" not in body,
+                  f"/trace/snapshot of a Finished rule's ring: 409 problem+json, final ({st} {body})")
+            time.sleep(1)
+    finally:
+        app.kill()
 
 
 def main():

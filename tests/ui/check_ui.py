@@ -4,16 +4,21 @@
 
 dotmon runs with an API key (`dotmon generatekey --output machinejson`, configured through
 DotnetMonitor_Authentication__MonitorApiKey__*) and a 1 s counter interval; the test app runs
-`hot` (~70% of its command thread in TestApp.Hot.SpinHotLoop). Over HTTP: /ui and /ui/app.js
+`hot-threads 1` (~70% of its command thread in TestApp.Hot.SpinHotLoop, one more thread in
+TestApp.Deep from a lambda, for the thread select and the frame names). Over HTTP: /ui and its files
 answer without a token, with the strict Content-Security-Policy, nosniff, no-referrer and
 no-store; an unknown /ui file is a 404 problem; the data routes the page uses answer 401 without
 the token. Then ui_page.js drives Chromium (see its header: process list, flame graph whose top
-frame is SpinHotLoop, live metrics, downloads, the token in no storage and no URL, the app's
-command line holding an <img onerror> shown as text). Last, the
+frame is SpinHotLoop, its zoom, breadcrumb, search and thread select, demangled names, the
+charts' axes and units, downloads, the token in no storage and no URL, the app's command line
+holding an <img onerror> shown as text). Last, the
 same page against a dotmon started with --no-auth works without a token.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, UI_NODE_MODULES (the npm packages of
-package-lock.json), NODE_EXE, CHROMIUM_EXE; UI_SCREENSHOT (optional: a PNG of the page).
+package-lock.json), NODE_EXE, CHROMIUM_EXE; UI_SCREENSHOT (optional: a PNG of the page);
+UI_SCREENSHOT_DIR (optional, set by ctest to the build tree's ui-screenshots: ui_page.js saves
+ui-flame.png, ui-flame-zoom.png and ui-metrics.png there; `make ui-screenshots` copies them to
+docs/img).
 """
 
 import json
@@ -43,7 +48,8 @@ def main():
                                         check=True, capture_output=True, text=True).stdout)
         token = key["AuthorizationHeader"].split(" ", 1)[1]
         app = App(tmp, "--env-echo", MARKUP)  # markup in its command line, shown as text
-        app.p.stdin.write("hot 120000\n")  # on the command thread, through the profile
+        # hot on the command thread through the profile, and a thread recursing from a lambda
+        app.p.stdin.write("hot-threads 1 120000\n")
         app.p.stdin.flush()
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
         port = free_port()
@@ -59,14 +65,14 @@ def main():
         check(b"<script>" not in body and b" style=" not in body and b"http" not in body.replace(b"http-equiv", b""),
               "no inline script or style, nothing from another origin")
         sizes = {}
-        for f, ct in (("app.js", "text/javascript"), ("app.css", "text/css")):
+        for f, ct in (("app.js", "text/javascript"), ("names.js", "text/javascript"), ("app.css", "text/css")):
             r, b = http_request(port, "/ui/" + f, timeout=30)
             st = r.status
             sizes[f] = len(b)
             check(st == 200 and r.getheader("Content-Type", "").startswith(ct) and
                   r.getheader("Content-Security-Policy") == CSP, f"GET /ui/{f}: {st} {r.getheader('Content-Type')}")
-        print(f"info embedded page: index.html {len(body)} + app.js {sizes['app.js']} + app.css {sizes['app.css']} "
-              f"= {len(body) + sum(sizes.values())} bytes", flush=True)
+        print(f"info embedded page: index.html {len(body)} + app.js {sizes['app.js']} + names.js {sizes['names.js']} + "
+              f"app.css {sizes['app.css']} = {len(body) + sum(sizes.values())} bytes", flush=True)
         r, b = http_request(port, "/ui/secret.txt", timeout=30)
         st = r.status
         check(st == 404 and r.getheader("Content-Type", "").startswith("application/problem+json"),
@@ -75,6 +81,8 @@ def main():
                      f"/livemetrics?pid={app.pid}", f"/gcdump?pid={app.pid}"):
             st = http_request(port, path, timeout=30)[0].status
             check(st == 401, f"GET {path} without the token: {st}")
+        if os.environ.get("UI_SCREENSHOT_DIR"):
+            os.makedirs(os.environ["UI_SCREENSHOT_DIR"], exist_ok=True)
         run_node("ui_page.js", "with a token", DOTMON_URL=f"http://127.0.0.1:{port}", DOTMON_TOKEN=token,
                  APP_PID=str(app.pid), APP_MARKUP=MARKUP)
 

@@ -60,7 +60,7 @@ FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)(.*)$")
 SETTINGS_SECTIONS = {"Urls", "Authentication", "CollectionRules", "CollectionRuleDefaults", "DefaultProcess",
                      "DiagnosticPort", "Dump", "Egress", "GCDump", "GlobalCounter", "Kestrel", "Logging", "Memory",
                      "Metrics", "Operations", "RequestLimits", "Storage", "Templates", "Timeouts", "Trace"}
-BLOCK_SECONDS = 30  # one block's limit (its traces are seconds long)
+BLOCK_SECONDS = 120  # one block's limit (the walk-through's build on a loaded machine)
 BACKGROUND_SECONDS = 120  # a background block's app listed (the walk-through's build included)
 
 

@@ -898,8 +898,11 @@ def main():
                 export_token(ctx, sess)
                 check(bool(ctx.token()), "the README's shell exported DOTMON_TOKEN")
                 listed = ctx.processes() or []
-                check(any(x.get("name") == "hello" for x in listed),
-                      f"after README.md dotmon lists the app `hello` (lists {[x.get('name') for x in listed]})")
+                # As a newcomer's would: the app alone, the default process (the SDK's build
+                # servers, .NET processes too, would be listed beside it and leave no default).
+                check([(x.get("name"), x.get("isDefault")) for x in listed] == [("hello", True)],
+                      f"after README.md dotmon lists the app `hello` alone, as the default process "
+                      f"(lists {[(x.get('name'), x.get('isDefault')) for x in listed]})")
             else:
                 sess.close()
     finally:

@@ -559,18 +559,20 @@ class Context:
             return None
 
     def cleanup(self):
-        """Stops dotmon (make run; SIGTERM, as Ctrl-C would) and checks that it ended cleanly
-        (sanitizer reports included), then kills every .NET runtime whose diagnostic socket is in
+        """Stops dotmon (make run) with SIGINT, as the README's Ctrl-C does, and checks that it
+        ended cleanly (sanitizer reports included) and took its token file away, then kills every .NET runtime whose diagnostic socket is in
         the test's TMPDIR (the apps, and the SDK's build servers)."""
         pid = self.dotmon_pid()
         if pid:
             group = descendants(pid)
             try:
-                os.killpg(pid, signal.SIGTERM)
+                os.killpg(pid, signal.SIGINT)
             except (ProcessLookupError, PermissionError):
                 pass
             gone = wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and not zombie(p) for p in group), 15)
-            check(gone, "dotmon (make run) stopped within 15 s of SIGTERM")
+            check(gone, "dotmon (make run) stopped within 15 s of Ctrl-C (SIGINT)")
+            token = os.path.join(self.home, ".local", "state", "dotmon", "token")
+            check(not gone or not os.path.exists(token), "dotmon removed its token file when it stopped")
             err = read(os.path.join(self.state, "make-run.err"))
             report = re.search(r"(ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:).*", err)
             check(report is None, f"dotmon's log has no sanitizer report ({report.group(0) if report else ''})")
@@ -897,6 +899,9 @@ def main():
             if name == "README.md":
                 export_token(ctx, sess)
                 check(bool(ctx.token()), "the README's shell exported DOTMON_TOKEN")
+                st, hdrs, _ = fetch(f"http://127.0.0.1:{ctx.port}/ui", timeout=10)
+                check(st == 200 and "text/html" in hdrs.get("Content-Type", ""),
+                      f"the README's /ui page answers (GET /ui: {st} {hdrs.get('Content-Type', '')})")
                 listed = ctx.processes() or []
                 # As a newcomer's would: the app alone, the default process (the SDK's build
                 # servers, .NET processes too, would be listed beside it and leave no default).

@@ -668,27 +668,27 @@ def answers(port):
 
 def wait_background(ctx, block, p):
     """After a background block starts: the .NET app it runs is up (listed by dotmon when dotmon
-    runs), or a second dotmon it starts answers on its own port (an example's 523NN other than
-    52323 and 52325), or the block ended with status 0 (it started something that stays: dotmon)."""
-    found = []
+    runs), and a second dotmon it starts answers on its own port (an example's 523NN other than
+    52323 and 52325; such a block may start no app: 10 s after its ports answer it is ready), or
+    the block ended with status 0 (it started something that stays: dotmon)."""
+    found, since = [], []
     own = [ctx.extra_ports[x] for x in ctx.extra_ports if x in block.text]
 
     def ready():
         if p.poll() is not None:
             return True
-        up = [port for port in own if answers(port)]
-        if up:
-            found.append(f"dotmon on port {up[0]}")
-            return True
-        apps = [pid for pid in runtimes(ctx.tmp) if pid in descendants(p.pid) and is_app(pid)]
-        if not apps:
+        if own and not all(answers(port) for port in own):
             return False
-        if ctx.dotmon_pid() and ctx.token():
+        if own and not since:
+            since.append(time.time())
+        apps = [pid for pid in runtimes(ctx.tmp) if pid in descendants(p.pid) and is_app(pid)]
+        if apps and ctx.dotmon_pid() and ctx.token():
             listed = ctx.processes() or []
-            if not any(x.get("pid") in apps for x in listed):
-                return False
-        found.extend(apps)
-        return True
+            apps = [pid for pid in apps if any(x.get("pid") == pid for x in listed)]
+        if apps or (own and time.time() - since[0] > 10 * ctx.mult):
+            found.extend([f"dotmon on port {port}" for port in own] + apps)
+            return True
+        return False
 
     wait_for(ready, BACKGROUND_SECONDS, 0.25)
     if found:
@@ -700,6 +700,14 @@ def wait_background(ctx, block, p):
     what = (f"background block ended with status {p.returncode}" if p.poll() is not None else
             f"background block started no .NET app that dotmon lists within {BACKGROUND_SECONDS} s")
     fail_block(block, what, out=read(p.outp), err=clean_err(read(p.errp)))
+
+
+def settle_listed(ctx, pids):
+    """After a file's background blocks are stopped: dotmon lists the README's processes again,
+    and only them (within 15 s), so the next file starts from the same state."""
+    def same():
+        return sorted(x.get("pid") for x in (ctx.processes() or [])) == pids
+    check(wait_for(same, 15, 0.2), f"dotmon lists only the README's processes again ({pids})")
 
 
 def run_sh(ctx, sess, block):
@@ -905,11 +913,14 @@ def main():
                 listed = ctx.processes() or []
                 # As a newcomer's would: the app alone, the default process (the SDK's build
                 # servers, .NET processes too, would be listed beside it and leave no default).
+                readme_pids = sorted(x.get("pid") for x in listed)
                 check([(x.get("name"), x.get("isDefault")) for x in listed] == [("hello", True)],
                       f"after README.md dotmon lists the app `hello` alone, as the default process "
                       f"(lists {[(x.get('name'), x.get('isDefault')) for x in listed]})")
             else:
-                sess.close()
+                if sess.background:
+                    sess.close()
+                    settle_listed(ctx, readme_pids)
     finally:
         for s in sessions:
             s.close()

@@ -7,15 +7,16 @@ in a fresh HOME and a fresh copy of the repository, its `dotnet new console` app
 by its own blocks, `make run` run from the Makefile's own recipe (on the test's ports, with the
 built binary: the recipe's prerequisites, which install packages and build, are not run). Then
 every other file's sh blocks, each file in a fresh shell with DOTMON_TOKEN exported and the
-README's app still running.
+README's app still running. Around them, what the walk-through promises: make run's token file
+and printed lines, `hello` alone and the default process, /ui, and a clean stop on Ctrl-C.
 
 What a fence's info string and the HTML comment on the line right before it mean (the shared
 conventions; docs/contributing.md, "The examples of README.md and docs/"):
 
-    ```sh      run with bash -e, after 52323/52325 become the test's ports; a comment `# {…}` or
-               `# […}` right after a command is the shape of that command's output (same JSON
-               type and keys; values and `…` elisions are not compared); every curl must see a
-               2xx or 3xx status unless the marker says another one.
+    ```sh      run with bash -e, after 52323/52325 (and any other 523NN) become the test's ports;
+               a comment `# {…}` or `# […]` right after a command is the shape of that command's
+               output (same JSON type and keys; values and `…` elisions are not compared); every
+               curl must see a 2xx or 3xx status unless the marker says another one.
     ```json    parses as JSON; with `settings`, `dotmon config show` loads it with no error.
     <!-- example: skip (reason) -->   not run; the reason is required.
     <!-- example: background -->     (sh) started and kept running for the rest of the file.
@@ -40,7 +41,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, check, dotnet_root, fetch, free_port, stop, wait_for  # noqa: E402
+from dmtest import FAILS, check, dotnet_root, fetch, free_port, wait_for  # noqa: E402
 
 # The checkout (its Makefile's run target, its files for the newcomer's copy), and the one whose
 # README.md and docs/ are run: the same, unless DOTMON_DOCS_ROOT names another (to try its docs).

@@ -119,10 +119,11 @@ int timeouts_load(struct timeouts *t, const struct config *cfg, char *err, size_
         }
         size_t i = row_of_key(key);
         if (i == TIMEOUT_COUNT) {
-            snprintf(err, errlen,
-                     "%s: not a timeout dotmon has (they are Timeouts:<Name>Ms, README "
-                     "\"Timeouts\")",
-                     key);
+            snprintf(
+                err, errlen,
+                "%s: not a timeout dotmon has (they are Timeouts:<Name>Ms, docs/configuration.md, "
+                "\"Timeouts\")",
+                key);
             return AGENT_E_INVAL;
         }
         const char *val = cfg->v[e].value;

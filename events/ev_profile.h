@@ -129,9 +129,10 @@ void ev_profile_get_stats(const struct ev_profile *p, struct ev_profile_stats *o
 int ev_profile_status(const struct ev_profile *p);
 
 /*
- * The summary as JSON (one object and a newline; the formats are in README.md's /profile section)
- * or as an aligned text table, keeping the top (1..EV_SYMBOLS_TOP_MAX) types or sites. Names the
- * sites: call after the stream is finished. 0, AGENT_E_INVAL (top), -ENOMEM or the sink's error.
+ * The summary as JSON (one object and a newline; the formats are in docs/routes.md's /profile
+ * section) or as an aligned text table, keeping the top (1..EV_SYMBOLS_TOP_MAX) types or sites.
+ * Names the sites: call after the stream is finished. 0, AGENT_E_INVAL (top), -ENOMEM or the sink's
+ * error.
  */
 int ev_profile_write_json(struct ev_profile *p, uint64_t pid, uint32_t duration_s, size_t top,
                           ev_symbols_sink_cb sink, void *ud);

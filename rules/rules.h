@@ -202,9 +202,9 @@ struct rules_action {
     const char *stop_provider, *stop_event;
     const struct rules_kv *stop_payload; /* PayloadFilter */
     size_t nstop_payload;
-    /* CollectTrace ring mode (README "Pre-trigger ring buffer"): a continuous session kept in an
-     * in-memory ring while the rule runs, written out when the action runs. ring is set when
-     * PreTriggerSeconds or RingBufferSizeMB is given (Duration is then not allowed). */
+    /* CollectTrace ring mode (docs/collection-rules.md, "Pre-trigger ring buffer"): a continuous
+     * session kept in an in-memory ring while the rule runs, written out when the action runs. ring
+     * is set when PreTriggerSeconds or RingBufferSizeMB is given (Duration is then not allowed). */
     bool ring;
     int32_t pre_trigger_s;  /* PreTriggerSeconds 1..3600; 0 = no age limit (size only) */
     int32_t ring_mb;        /* RingBufferSizeMB 1..1024; default 64 */

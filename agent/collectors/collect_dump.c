@@ -472,7 +472,7 @@ static void on_acquired(uv_work_t *w, int status)
         snprintf(msg, sizeof(msg),
                  "the runtime reported the dump written, but dotmon cannot open %s: %s (the "
                  "app and dotmon must see the dump folder; see Storage:DumpTempFolder and "
-                 "Storage:DumpTargetFolder in the README)",
+                 "Storage:DumpTargetFolder in docs/configuration.md)",
                  job->local_path, agent_strerror(rc));
         job_fail(job, 500, "DumpNotFound", msg);
     } else if (rc == AGENT_E_NOTREG || rc == UV_ELOOP) {

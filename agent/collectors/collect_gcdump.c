@@ -64,7 +64,8 @@ static const char cat[] = "dotmon.gcdump";
 #define GCDUMP_QUEUE_MAX ((size_t)4 * 1024 * 1024)
 /* A snapshot's graph may take this share of dotmon's memory budget (when it has one). */
 #define GCDUMP_BUDGET_PCT 50u
-/* What a graph holds at most per million objects (measured: 44 MiB at 1 M, 453 at 9 M; README). */
+/* What a graph holds at most per million objects (measured: 44 MiB at 1 M, 453 at 9 M;
+ * docs/configuration.md, Memory). */
 #define GCDUMP_MB_PER_MILLION 50u
 
 /* A chunk of the file on its way from the writer thread to the loop. */

@@ -14,8 +14,8 @@
  * are the core's; this file supplies the probe and the session.
  *
  * The Microsoft-Extensions-Logging EventSource exists only in an app whose logging pipeline has
- * the EventSourceLoggerProvider (README, "/logs"); enabling the provider cannot create it, and
- * the source itself is not visible from outside before events arrive (EventSource metadata is
+ * the EventSourceLoggerProvider (docs/routes.md, "Logs"); enabling the provider cannot create it,
+ * and the source itself is not visible from outside before events arrive (EventSource metadata is
  * sent lazily, with the first event). So before the logs session, before any response header,
  * a loader-rundown probe (logs_probe.h) lists the modules the app has loaded: without
  * Microsoft.Extensions.Logging.EventSource.dll it cannot have that provider, and the answer is a
@@ -225,7 +225,7 @@ static void logs_on_quiet(uv_timer_t *t)
     if (st.mel_events == 0) {
         log_warn(cat,
                  "logs of %" PRIu64 ": no Microsoft-Extensions-Logging event in %llu ms; the app "
-                 "may have no EventSource logger (see the README, /logs)",
+                 "may have no EventSource logger (see docs/routes.md, Logs)",
                  job->pid, (unsigned long long)agent_timeout(job->a, TIMEOUT_LOGS_QUIET));
     }
 }

@@ -39,11 +39,11 @@ int collect_trace(struct agent *a, const struct artifact_origin *o, const struct
 /* What a trace is to artifact admission (GET /trace/snapshot writes one of the same kind). */
 extern const struct artifact_spec collect_trace_spec;
 /*
- * Ring mode of CollectTrace (README "Pre-trigger ring buffer"): a continuous session with tc
- * (taken) whose stream is kept in an events/ev_ring.h ring of lim. 0 with *out, or an error (no
- * session left). on_end(ud, status, reason) says that the session ended before any trigger (the
- * runtime went away, refused it, or the ring failed): the job is then gone. Not called after
- * collect_trace_ring_stop or a successful collect_trace_ring_trigger.
+ * Ring mode of CollectTrace (docs/collection-rules.md, "Pre-trigger ring buffer"): a continuous
+ * session with tc (taken) whose stream is kept in an events/ev_ring.h ring of lim. 0 with *out, or
+ * an error (no session left). on_end(ud, status, reason) says that the session ended before any
+ * trigger (the runtime went away, refused it, or the ring failed): the job is then gone. Not called
+ * after collect_trace_ring_stop or a successful collect_trace_ring_trigger.
  */
 struct trace_job;
 struct ev_ring;

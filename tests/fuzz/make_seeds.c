@@ -5,7 +5,7 @@
  * IPC replies and advertise messages are built with the codec's own writer (ipc_codec.h) in the
  * layouts of docs/ipc.md; tokens are signed with the test key of fuzz_jws.h (claims relative to
  * FUZZ_NOW) plus a few from auth_generate; JWKs come from auth_generate and from fresh OpenSSL
- * keys; request targets, trace bodies and settings follow README.md; requests for
+ * keys; request targets, trace bodies and settings follow docs/routes.md; requests for
  * fuzz_http_parse are hand-written good ones plus the records of tests/fixtures/bad_http up to
  * 4 KiB (read with the tests' own loader). Keys made here are random,
  * so a rerun writes different (equally valid) auth seeds; everything else is byte-for-byte stable.

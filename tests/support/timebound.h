@@ -5,8 +5,8 @@
 /*
  * Upper bounds on wall-clock time in tests. A loaded 2-core machine makes everything slower, never
  * faster, so only upper bounds are scaled: by DOTMON_TEST_TIMEOUT_MULTIPLIER (a whole number 1-100,
- * default 1; README "Tests"), the same multiplier testenv_timeout applies to waits. A failed bound
- * prints what was measured and the bound, so a slow run can be told from a hang.
+ * default 1; docs/contributing.md "Tests"), the same multiplier testenv_timeout applies to waits. A
+ * failed bound prints what was measured and the bound, so a slow run can be told from a hang.
  * (Include after <cmocka.h>.)
  */
 

@@ -712,6 +712,40 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
 
 /* ---- start / stop ---- */
 
+/* Bounds of dotmon's own duration histograms (seconds): 100 us to 100 ms. */
+static const double timing_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.002,
+                                       0.005,  0.01,    0.025,  0.05,  0.1};
+
+/* Just before the loop waits for I/O: the turn since the last wait, less the time the loop
+ * waited, is how long it was busy (timers, I/O callbacks, everything queued behind them). */
+static void on_loop_probe(uv_prepare_t *h)
+{
+    struct agent *a = h->data;
+    uint64_t now = uv_hrtime();
+    uint64_t idle = uv_metrics_idle_time(a->loop);
+    if (a->loop_probe_ns != 0) {
+        uint64_t turn = now - a->loop_probe_ns;
+        uint64_t waited = idle - a->loop_probe_idle_ns;
+        ev_prom_hist_add(&a->loop_busy_hist, (double)(turn > waited ? turn - waited : 0) / 1e9);
+    }
+    a->loop_probe_ns = now;
+    a->loop_probe_idle_ns = idle;
+}
+
+static void loop_probe_start(struct agent *a)
+{
+    a->scrape_hist.le = a->loop_busy_hist.le = timing_bounds;
+    a->scrape_hist.n = a->loop_busy_hist.n = sizeof(timing_bounds) / sizeof(timing_bounds[0]);
+    if (uv_loop_configure(a->loop, UV_METRICS_IDLE_TIME) != 0) {
+        return; /* no idle time: no loop histogram (it stays empty) */
+    }
+    uv_prepare_init(a->loop, &a->loop_probe);
+    a->loop_probe.data = a;
+    uv_unref((uv_handle_t *)&a->loop_probe);
+    a->open_handles++;
+    uv_prepare_start(&a->loop_probe, on_loop_probe);
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
     struct agent *a = h->data;
@@ -1031,6 +1065,7 @@ int agent_start(struct agent *a)
     uv_unref((uv_handle_t *)&a->idle_trim);
     a->idle_trim_on = true;
     a->open_handles++;
+    loop_probe_start(a);
     sweep_stale_dumps(a);
     struct http_server_config hcfg;
     memset(&hcfg, 0, sizeof(hcfg));
@@ -1115,6 +1150,9 @@ void agent_stop(struct agent *a)
     if (a->idle_trim_on) {
         a->idle_trim_on = false;
         uv_close((uv_handle_t *)&a->idle_trim, on_handle_closed);
+    }
+    if (a->loop_probe.loop != NULL && !uv_is_closing((uv_handle_t *)&a->loop_probe)) {
+        uv_close((uv_handle_t *)&a->loop_probe, on_handle_closed);
     }
 }
 

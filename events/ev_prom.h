@@ -89,6 +89,25 @@ struct ev_prom_single {
 };
 int ev_prom_single_u64(struct buf *out, const struct ev_prom_single *f);
 
+/*
+ * One of dotmon's own histograms of durations (seconds), fixed buckets: le[0..n) ascending upper
+ * bounds, each observation counted in the first bucket it fits (the text's buckets are
+ * cumulative, +Inf last). Zero-initialise, set le and n (n <= EV_PROM_HIST_MAX).
+ */
+#define EV_PROM_HIST_MAX 16
+struct ev_prom_hist {
+    const double *le;
+    size_t n;
+    uint64_t counts[EV_PROM_HIST_MAX + 1]; /* the last one: above every bound */
+    uint64_t count;
+    double sum;
+};
+void ev_prom_hist_add(struct ev_prom_hist *h, double seconds);
+/* The family (TYPE histogram): name_bucket{le="..."} for each bound and +Inf, name_sum,
+ * name_count; all or nothing. */
+int ev_prom_histogram(struct buf *out, const char *name, const char *help,
+                      const struct ev_prom_hist *h);
+
 /* ---- the runtimes' families, in pieces ------------------------------------------------------- */
 
 /* Where a streamed rendering is: the last family dealt with (written, in part or whole, or left

@@ -127,6 +127,14 @@ int main(void)
     if (ev_prom_render(t, 2, &out) < 0) {
         goto out;
     }
+    /* dotmon's own histogram family beside them. */
+    static const double le[] = {0.0001, 0.001, 0.1};
+    struct ev_prom_hist h = {.le = le, .n = 3};
+    ev_prom_hist_add(&h, 0.00005);
+    ev_prom_hist_add(&h, 0.02);
+    if (ev_prom_histogram(&out, "dotmon_sample_seconds", "A histogram of durations", &h) < 0) {
+        goto out;
+    }
     rc = fwrite(buf_data(&out), 1, buf_size(&out), stdout) == buf_size(&out) ? 0 : 1;
 out:
     buf_fini(&out);

@@ -713,8 +713,10 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
 /* ---- start / stop ---- */
 
 /* Bounds of dotmon's own duration histograms (seconds): 100 us to 100 ms. */
-static const double timing_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.002,
-                                       0.005,  0.01,    0.025,  0.05,  0.1};
+static const uint64_t timing_bounds[] = {100000,  250000,   500000,   1000000,  2000000,
+                                         5000000, 10000000, 25000000, 50000000, 100000000};
+static const char *const timing_bounds_text[] = {"0.0001", "0.00025", "0.0005", "0.001", "0.002",
+                                                 "0.005",  "0.01",    "0.025",  "0.05",  "0.1"};
 
 /* Just before the loop waits for I/O: the turn since the last wait, less the time the loop
  * waited, is how long it was busy (timers, I/O callbacks, everything queued behind them). */
@@ -726,7 +728,7 @@ static void on_loop_probe(uv_prepare_t *h)
     if (a->loop_probe_ns != 0) {
         uint64_t turn = now - a->loop_probe_ns;
         uint64_t waited = idle - a->loop_probe_idle_ns;
-        ev_prom_hist_add(&a->loop_busy_hist, (double)(turn > waited ? turn - waited : 0) / 1e9);
+        ev_prom_hist_add(&a->loop_busy_hist, turn > waited ? turn - waited : 0);
     }
     a->loop_probe_ns = now;
     a->loop_probe_idle_ns = idle;
@@ -734,7 +736,8 @@ static void on_loop_probe(uv_prepare_t *h)
 
 static void loop_probe_start(struct agent *a)
 {
-    a->scrape_hist.le = a->loop_busy_hist.le = timing_bounds;
+    a->scrape_hist.le_ns = a->loop_busy_hist.le_ns = timing_bounds;
+    a->scrape_hist.le_text = a->loop_busy_hist.le_text = timing_bounds_text;
     a->scrape_hist.n = a->loop_busy_hist.n = sizeof(timing_bounds) / sizeof(timing_bounds[0]);
     if (uv_loop_configure(a->loop, UV_METRICS_IDLE_TIME) != 0) {
         return; /* no idle time: no loop histogram (it stays empty) */

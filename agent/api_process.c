@@ -434,7 +434,7 @@ static void scrape_step(struct scrape *sc)
     http_request_on_abort(req, NULL, NULL);
     http_stream_on_drain(req, 0, NULL, NULL);
     if (wrc == 0) {
-        ev_prom_hist_add(&sc->a->scrape_hist, (double)(uv_hrtime() - sc->t0) / 1e9);
+        ev_prom_hist_add(&sc->a->scrape_hist, uv_hrtime() - sc->t0);
     }
     scrape_free(sc);
     if (wrc != 0) {

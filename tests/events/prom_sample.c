@@ -128,10 +128,11 @@ int main(void)
         goto out;
     }
     /* dotmon's own histogram family beside them. */
-    static const double le[] = {0.0001, 0.001, 0.1};
-    struct ev_prom_hist h = {.le = le, .n = 3};
-    ev_prom_hist_add(&h, 0.00005);
-    ev_prom_hist_add(&h, 0.02);
+    static const uint64_t le[] = {100000, 1000000, 100000000};
+    static const char *const le_text[] = {"0.0001", "0.001", "0.1"};
+    struct ev_prom_hist h = {.le_ns = le, .le_text = le_text, .n = 3};
+    ev_prom_hist_add(&h, 50000);
+    ev_prom_hist_add(&h, 20000000);
     if (ev_prom_histogram(&out, "dotmon_sample_seconds", "A histogram of durations", &h) < 0) {
         goto out;
     }

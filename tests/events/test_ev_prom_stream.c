@@ -453,12 +453,13 @@ static void test_own_families(void **state)
 static void test_histogram(void **state)
 {
     (void)state;
-    static const double le[] = {0.001, 0.01};
-    struct ev_prom_hist h = {.le = le, .n = 2};
-    ev_prom_hist_add(&h, 0.0005);
-    ev_prom_hist_add(&h, 0.001);
-    ev_prom_hist_add(&h, 0.002);
-    ev_prom_hist_add(&h, 0.5);
+    static const uint64_t le[] = {1000000, 10000000};
+    static const char *const le_text[] = {"0.001", "0.01"};
+    struct ev_prom_hist h = {.le_ns = le, .le_text = le_text, .n = 2};
+    ev_prom_hist_add(&h, 500000);
+    ev_prom_hist_add(&h, 1000000);
+    ev_prom_hist_add(&h, 2000000);
+    ev_prom_hist_add(&h, 1500000000);
     struct buf out;
     buf_init(&out, 0);
     assert_int_equal(ev_prom_histogram(&out, "dotmon_h_seconds", "Some \\ help", &h), 0);
@@ -467,7 +468,7 @@ static void test_histogram(void **state)
                                         "dotmon_h_seconds_bucket{le=\"0.001\"} 2\n"
                                         "dotmon_h_seconds_bucket{le=\"0.01\"} 3\n"
                                         "dotmon_h_seconds_bucket{le=\"+Inf\"} 4\n"
-                                        "dotmon_h_seconds_sum 0.5035\n"
+                                        "dotmon_h_seconds_sum 1.503500000\n"
                                         "dotmon_h_seconds_count 4\n");
     buf_fini(&out);
     /* A capped buffer: the family whole or nothing. */

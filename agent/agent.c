@@ -712,41 +712,17 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
 
 /* ---- start / stop ---- */
 
-/* Bounds of dotmon's own duration histograms (seconds): 100 us to 100 ms. */
+/* Bounds of dotmon's own duration histogram (dotmon_metrics_scrape_seconds): 100 us to 100 ms. */
 static const uint64_t timing_bounds[] = {100000,  250000,   500000,   1000000,  2000000,
                                          5000000, 10000000, 25000000, 50000000, 100000000};
 static const char *const timing_bounds_text[] = {"0.0001", "0.00025", "0.0005", "0.001", "0.002",
                                                  "0.005",  "0.01",    "0.025",  "0.05",  "0.1"};
 
-/* Just before the loop waits for I/O: the turn since the last wait, less the time the loop
- * waited, is how long it was busy (timers, I/O callbacks, everything queued behind them). */
-static void on_loop_probe(uv_prepare_t *h)
+static void timings_init(struct agent *a)
 {
-    struct agent *a = h->data;
-    uint64_t now = uv_hrtime();
-    uint64_t idle = uv_metrics_idle_time(a->loop);
-    if (a->loop_probe_ns != 0) {
-        uint64_t turn = now - a->loop_probe_ns;
-        uint64_t waited = idle - a->loop_probe_idle_ns;
-        ev_prom_hist_add(&a->loop_busy_hist, turn > waited ? turn - waited : 0);
-    }
-    a->loop_probe_ns = now;
-    a->loop_probe_idle_ns = idle;
-}
-
-static void loop_probe_start(struct agent *a)
-{
-    a->scrape_hist.le_ns = a->loop_busy_hist.le_ns = timing_bounds;
-    a->scrape_hist.le_text = a->loop_busy_hist.le_text = timing_bounds_text;
-    a->scrape_hist.n = a->loop_busy_hist.n = sizeof(timing_bounds) / sizeof(timing_bounds[0]);
-    if (uv_loop_configure(a->loop, UV_METRICS_IDLE_TIME) != 0) {
-        return; /* no idle time: no loop histogram (it stays empty) */
-    }
-    uv_prepare_init(a->loop, &a->loop_probe);
-    a->loop_probe.data = a;
-    uv_unref((uv_handle_t *)&a->loop_probe);
-    a->open_handles++;
-    uv_prepare_start(&a->loop_probe, on_loop_probe);
+    a->scrape_hist.le_ns = timing_bounds;
+    a->scrape_hist.le_text = timing_bounds_text;
+    a->scrape_hist.n = sizeof(timing_bounds) / sizeof(timing_bounds[0]);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -1068,7 +1044,7 @@ int agent_start(struct agent *a)
     uv_unref((uv_handle_t *)&a->idle_trim);
     a->idle_trim_on = true;
     a->open_handles++;
-    loop_probe_start(a);
+    timings_init(a);
     sweep_stale_dumps(a);
     struct http_server_config hcfg;
     memset(&hcfg, 0, sizeof(hcfg));
@@ -1153,9 +1129,6 @@ void agent_stop(struct agent *a)
     if (a->idle_trim_on) {
         a->idle_trim_on = false;
         uv_close((uv_handle_t *)&a->idle_trim, on_handle_closed);
-    }
-    if (a->loop_probe.loop != NULL && !uv_is_closing((uv_handle_t *)&a->loop_probe)) {
-        uv_close((uv_handle_t *)&a->loop_probe, on_handle_closed);
     }
 }
 

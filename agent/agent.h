@@ -104,14 +104,10 @@ struct agent {
     uint64_t mem_cgroup_limit;   /* the cgroup's memory limit at start-up, bytes; 0: none */
 
     uint64_t requests_total;
-    /* dotmon's own timings on /metrics (agent_loop_probe, api_process.c): each scrape from its
-     * request to its last byte queued, and the busy time of each turn of the loop (what a request
-     * arriving meanwhile waits behind). */
+    /* /metrics' own timing (api_process.c): each scrape from its request to its last byte
+     * queued. */
     struct ev_prom_hist scrape_hist;
-    struct ev_prom_hist loop_busy_hist;
-    uv_prepare_t loop_probe;
-    uint64_t loop_probe_ns, loop_probe_idle_ns; /* at the last turn */
-    bool metrics_enabled;                       /* Metrics:Enabled / --metrics (for /info) */
+    bool metrics_enabled;       /* Metrics:Enabled / --metrics (for /info) */
     struct metrics *metrics;    /* continuous metrics sessions (metrics.c); NULL when disabled */
     struct rules_run *rules;    /* collection rules (rules_run.c); NULL when none is configured */
     struct ring_registry rings; /* the rules' trace rings, for their readers (ring_registry.h) */

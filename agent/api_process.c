@@ -388,11 +388,6 @@ static int scrape_own(struct agent *a, struct buf *out)
                                     "GET /metrics from the request to its last byte queued (the "
                                     "later pieces wait for the client to take the earlier ones)",
                                     &a->scrape_hist);
-    rc = rc < 0 ? rc
-                : ev_prom_histogram(out, "dotmon_loop_busy_seconds",
-                                    "Each turn of dotmon's event loop: the time it was busy (what "
-                                    "a request arriving meanwhile waits behind)",
-                                    &a->loop_busy_hist);
     rc = rc < 0 ? rc : metrics_render_rings(a, out);
     return rc < 0 ? rc : metrics_render_own(a->metrics, out);
 }

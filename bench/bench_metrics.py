@@ -32,7 +32,8 @@ runs. With --baseline the two binaries alternate (A B, B A, ...) on the same app
 With --rate R, each round then has a rate-limited client instead of wrk's closed loop: one
 keep-alive connection, a GET /metrics every 1/R s on a fixed schedule for --rate-seconds, each
 answer read whole before the next is due (so no answer waits behind the client's own requests),
-latency from the request's send to the answer's last byte; beside it dotmon's own view over the
+latency from the request's send to the answer's last byte, and how long dotmon waited, runnable,
+for a core over the run (schedstat); beside it dotmon's own view over the
 same run where the binary has it (dotmon_metrics_scrape_seconds: request to last byte queued;
 and dotmon_loop_busy_seconds, turns of its loop longer than 1, 2 and 5 ms, from a binary that has
 it: a measuring build, see BENCHMARKS.md). --floor adds, per round,
@@ -85,6 +86,20 @@ def cpu_ns_s(pid):
         except OSError:
             pass
     return total / 1e9
+
+
+def run_delay_ms(pid):
+    """Time (ms) pid's threads have waited on a run queue, runnable but not running, and the
+    number of times they were scheduled (/proc/PID/task/*/schedstat, fields 2 and 3)."""
+    wait, slices = 0, 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                v = f.read().split()
+            wait, slices = wait + int(v[1]), slices + int(v[2])
+        except OSError:
+            pass
+    return wait / 1e6, slices
 
 
 def tree_pids(pid):
@@ -389,12 +404,15 @@ def scrape_mode(a):
                     print("  !! answers were short or failed: this run does not count as a complete scrape")
                 r.setdefault("rss", []).append(status_kib(dm.pid))
                 if a.rate:
-                    h0 = own_histograms(mport)
+                    h0, w0 = own_histograms(mport), run_delay_ms(dm.pid)
                     lat, per = rate_run(mport, a.rate, a.rate_seconds)
+                    w1 = run_delay_ms(dm.pid)
                     rated[label] += lat
                     print(f"round {i + 1} {label}: {a.rate}/s for {a.rate_seconds} s, {len(lat)} answers of "
                           f"{per:.0f} bytes: p50 {pct(lat, 0.5):.3f} ms, p90 {pct(lat, 0.9):.3f}, "
-                          f"p99 {pct(lat, 0.99):.3f}, max {max(lat):.2f}{own_view(h0, own_histograms(mport))}",
+                          f"p99 {pct(lat, 0.99):.3f}, max {max(lat):.2f}{own_view(h0, own_histograms(mport))}; "
+                          f"dotmon runnable but waiting for a core {w1[0] - w0[0]:.1f} ms over "
+                          f"{w1[1] - w0[1]} times it ran",
                           flush=True)
                 stop(dm)
                 dm = None

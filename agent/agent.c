@@ -712,6 +712,19 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
 
 /* ---- start / stop ---- */
 
+/* Bounds of dotmon's own duration histogram (dotmon_metrics_scrape_seconds): 100 us to 100 ms. */
+static const uint64_t timing_bounds[] = {100000,  250000,   500000,   1000000,  2000000,
+                                         5000000, 10000000, 25000000, 50000000, 100000000};
+static const char *const timing_bounds_text[] = {"0.0001", "0.00025", "0.0005", "0.001", "0.002",
+                                                 "0.005",  "0.01",    "0.025",  "0.05",  "0.1"};
+
+static void timings_init(struct agent *a)
+{
+    a->scrape_hist.le_ns = timing_bounds;
+    a->scrape_hist.le_text = timing_bounds_text;
+    a->scrape_hist.n = sizeof(timing_bounds) / sizeof(timing_bounds[0]);
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
     struct agent *a = h->data;
@@ -1031,6 +1044,7 @@ int agent_start(struct agent *a)
     uv_unref((uv_handle_t *)&a->idle_trim);
     a->idle_trim_on = true;
     a->open_handles++;
+    timings_init(a);
     sweep_stale_dumps(a);
     struct http_server_config hcfg;
     memset(&hcfg, 0, sizeof(hcfg));

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "ev_prom.h"
 #include "ipc_discovery.h"
 #include "ipc_session.h"
 #include "job.h"
@@ -103,6 +104,9 @@ struct agent {
     uint64_t mem_cgroup_limit;   /* the cgroup's memory limit at start-up, bytes; 0: none */
 
     uint64_t requests_total;
+    /* /metrics' own timing (api_process.c): each scrape from its request to its last byte
+     * queued. */
+    struct ev_prom_hist scrape_hist;
     bool metrics_enabled;       /* Metrics:Enabled / --metrics (for /info) */
     struct metrics *metrics;    /* continuous metrics sessions (metrics.c); NULL when disabled */
     struct rules_run *rules;    /* collection rules (rules_run.c); NULL when none is configured */

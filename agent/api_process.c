@@ -278,6 +278,7 @@ struct scrape {
     struct metrics_text *text; /* the shared text being sent from text_off, or NULL */
     size_t text_off;
     bool started; /* dotmon's own families are out */
+    uint64_t t0;  /* uv_hrtime() when the request was handed over (agent.scrape_hist) */
 };
 
 static void scrape_free(struct scrape *sc)
@@ -382,6 +383,11 @@ static int scrape_own(struct agent *a, struct buf *out)
         struct ev_prom_labels l = {.keys = key, .values = v, .n = 1};
         rc = ev_prom_sample_u64(out, running, &l, op_registry_active(&a->ops, ops[i].k));
     }
+    rc = rc < 0 ? rc
+                : ev_prom_histogram(out, "dotmon_metrics_scrape_seconds",
+                                    "GET /metrics from the request to its last byte queued (the "
+                                    "later pieces wait for the client to take the earlier ones)",
+                                    &a->scrape_hist);
     rc = rc < 0 ? rc : metrics_render_rings(a, out);
     return rc < 0 ? rc : metrics_render_own(a->metrics, out);
 }
@@ -422,6 +428,9 @@ static void scrape_step(struct scrape *sc)
      * request is finished here and sc freed, not left to an abort callback that may not come. */
     http_request_on_abort(req, NULL, NULL);
     http_stream_on_drain(req, 0, NULL, NULL);
+    if (wrc == 0) {
+        ev_prom_hist_add(&sc->a->scrape_hist, uv_hrtime() - sc->t0);
+    }
     scrape_free(sc);
     if (wrc != 0) {
         http_stream_abort(req); /* a truncated transfer; frees req, closes (again) the connection */
@@ -452,6 +461,7 @@ void api_metrics(struct agent *a, struct http_request *req)
     }
     sc->a = a;
     sc->req = req;
+    sc->t0 = uv_hrtime();
     ev_prom_cursor_init(&sc->cursor);
     int rc = http_stream_begin(req, 200, ctype, NULL, 0);
     if (rc != 0) {

@@ -5,7 +5,7 @@ and dotmon's CPU per process-minute from 0 to N processes (issue 30). Nothing is
 
   bench_metrics.py [--apps 10] [--seconds 60] [--scrapes 1000]
   bench_metrics.py --scrape [--apps 20] [--rounds 5] [--wrk-seconds 10] [--connections 4]
-                   [--baseline OTHER_DOTMON]
+                   [--rate 20 [--rate-seconds 30] [--floor]] [--baseline OTHER_DOTMON]
   bench_metrics.py --scale 0,1,2,5,10,20 [--rounds 3] [--seconds 30] [--baseline OTHER_DOTMON]
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE (or dotnet on PATH), DOTMON_BASE_BIN (an
@@ -28,7 +28,17 @@ of wrk (/usr/bin/wrk, -t1 -c CONNECTIONS) on /metrics: p50/p90/p99/max per run, 
 answer, dotmon's CPU per scrape, its renderings per second and their time
 (dotmon_metrics_renders_total, _render_seconds_total), and a 2 s wrk run that reads every answer
 whole (all the families of the complete body, a final newline); medians and min-max over the
-runs. With --baseline the two binaries alternate (A B, B A, ...) on the same apps. (Issue 30:
+runs. With --baseline the two binaries alternate (A B, B A, ...) on the same apps.
+With --rate R, each round then has a rate-limited client instead of wrk's closed loop: one
+keep-alive connection, a GET /metrics every 1/R s on a fixed schedule for --rate-seconds, each
+answer read whole before the next is due (so no answer waits behind the client's own requests),
+latency from the request's send to the answer's last byte, and how long dotmon waited, runnable,
+for a core over the run (schedstat); beside it dotmon's own view over the
+same run where the binary has it (dotmon_metrics_scrape_seconds: request to last byte queued;
+and dotmon_loop_busy_seconds, turns of its loop longer than 1, 2 and 5 ms, from a binary that has
+it: a measuring build, see BENCHMARKS.md). --floor adds, per round,
+the same client against a static body of the same size from a Python HTTP server (the floor of
+what the machine's scheduling allows, the apps running). (Issue 30:
 the 2026-11-26 figures, p50 0.88 ms at 10 processes with 494 lines, were measured on a body cut at
 the 64 KiB the renderer's buffer then had; the complete body is about 10 KB per process.)
 
@@ -76,6 +86,20 @@ def cpu_ns_s(pid):
         except OSError:
             pass
     return total / 1e9
+
+
+def run_delay_ms(pid):
+    """Time (ms) pid's threads have waited on a run queue, runnable but not running, and the
+    number of times they were scheduled (/proc/PID/task/*/schedstat, fields 2 and 3)."""
+    wait, slices = 0, 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                v = f.read().split()
+            wait, slices = wait + int(v[1]), slices + int(v[2])
+        except OSError:
+            pass
+    return wait / 1e6, slices
 
 
 def tree_pids(pid):
@@ -228,6 +252,113 @@ def wrk_check(a, tmp, mport, body):
     return int(m.group(1)), int(m.group(2))
 
 
+def read_answer(sock):
+    """One HTTP/1.1 answer on sock, read whole (chunked or Content-Length): its byte count."""
+    data = b""
+    head_end, length, chunked = -1, None, False
+    while True:
+        piece = sock.recv(1 << 20)
+        if not piece:
+            raise OSError("connection closed mid-answer")
+        data += piece
+        if head_end < 0:
+            head_end = data.find(b"\r\n\r\n")
+            if head_end < 0:
+                continue
+            head = data[:head_end].decode("latin-1").lower()
+            m = re.search(r"^content-length: *(\d+)", head, re.M)
+            length = int(m.group(1)) if m else None
+            chunked = "transfer-encoding: chunked" in head
+        if length is not None and len(data) - head_end - 4 >= length:
+            return len(data)
+        if chunked and data.endswith(b"\r\n0\r\n\r\n"):
+            return len(data)
+
+
+def rate_run(port, rate, seconds, path="/metrics"):
+    """GET path every 1/rate s on one keep-alive connection for seconds, each answer read whole:
+    the latencies in ms (send to last byte) and the mean bytes per answer."""
+    import socket
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    lat, nbytes = [], 0
+    t0 = time.perf_counter()
+    try:
+        for i in range(int(rate * seconds)):
+            due = t0 + i / rate
+            wait = due - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            t = time.perf_counter()
+            sock.sendall(req)
+            nbytes += read_answer(sock)
+            lat.append((time.perf_counter() - t) * 1000)
+    finally:
+        sock.close()
+    return lat, nbytes / max(len(lat), 1)
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * q))]
+
+
+def own_histograms(mport):
+    """{family: {le: cumulative count}} of dotmon's own histograms; {} from a dotmon without them."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10).read().decode()
+    out = {}
+    for m in re.finditer(r'^(dotmon_\w+)_bucket\{le="([^"]+)"\} (\d+)$', body, re.M):
+        out.setdefault(m.group(1), {})[m.group(2)] = int(m.group(3))
+    return out
+
+
+def own_view(h0, h1):
+    """dotmon's view of a run from two own_histograms snapshots: a line, or "" when not there."""
+    def diff(name):
+        a, b = h0.get(name, {}), h1.get(name, {})
+        return {le: b[le] - a.get(le, 0) for le in b}
+    sc, lb = diff("dotmon_metrics_scrape_seconds"), diff("dotmon_loop_busy_seconds")
+    if not sc:
+        return ""
+    n, turns = sc.get("+Inf", 0), lb.get("+Inf", 0)
+    loop = (f"; loop turns {turns}, longer than 1 ms {turns - lb.get('0.001', 0)}, "
+            f"2 ms {turns - lb.get('0.002', 0)}, 5 ms {turns - lb.get('0.005', 0)}") if lb else ""
+    return (f"; dotmon's own: {n} scrapes, {sc.get('0.001', 0) / max(n, 1):.1%} within 1 ms, "
+            f"{sc.get('0.005', 0) / max(n, 1):.1%} within 5 ms{loop}")
+
+
+class StaticBody:
+    """A Python HTTP/1.1 server answering every GET with one fixed body (Content-Length), on its
+    own thread: the floor for the rate-limited client."""
+
+    def __init__(self, body):
+        import http.server
+        import threading
+        payload = body.encode()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):  # noqa: N802
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):
+                pass
+
+        self.port = free_port()
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), H)
+        self.t = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.t.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
 def scrape_mode(a):
     """/metrics of --apps processes under wrk, once the body is complete; with --baseline, the
     two binaries alternate round by round on the same apps."""
@@ -236,6 +367,7 @@ def scrape_mode(a):
     apps, dm = [], None
     bins = binaries(a)
     res = {label: {k: [] for k in ("p50", "p90", "p99", "max", "rate", "cpu", "bytes")} for label, _ in bins}
+    rated = {label: [] for label, _ in bins + [("floor", None)]}
     try:
         apps = start_apps(tmp, a.apps)
         time.sleep(a.settle)  # their start-up (JIT, first GCs) is not what is measured
@@ -271,8 +403,28 @@ def scrape_mode(a):
                 if errs or bad_status or short or per < 0.98 * len(body):
                     print("  !! answers were short or failed: this run does not count as a complete scrape")
                 r.setdefault("rss", []).append(status_kib(dm.pid))
+                if a.rate:
+                    h0, w0 = own_histograms(mport), run_delay_ms(dm.pid)
+                    lat, per = rate_run(mport, a.rate, a.rate_seconds)
+                    w1 = run_delay_ms(dm.pid)
+                    rated[label] += lat
+                    print(f"round {i + 1} {label}: {a.rate}/s for {a.rate_seconds} s, {len(lat)} answers of "
+                          f"{per:.0f} bytes: p50 {pct(lat, 0.5):.3f} ms, p90 {pct(lat, 0.9):.3f}, "
+                          f"p99 {pct(lat, 0.99):.3f}, max {max(lat):.2f}{own_view(h0, own_histograms(mport))}; "
+                          f"dotmon runnable but waiting for a core {w1[0] - w0[0]:.1f} ms over "
+                          f"{w1[1] - w0[1]} times it ran",
+                          flush=True)
                 stop(dm)
                 dm = None
+                if a.rate and a.floor and label == bins[0][0]:
+                    srv = StaticBody(body)
+                    try:
+                        lat, per = rate_run(srv.port, a.rate, a.rate_seconds, "/")
+                    finally:
+                        srv.close()
+                    rated["floor"] += lat
+                    print(f"round {i + 1} floor (Python, static {per:.0f} bytes): p50 {pct(lat, 0.5):.3f} ms, "
+                          f"p90 {pct(lat, 0.9):.3f}, p99 {pct(lat, 0.99):.3f}, max {max(lat):.2f}", flush=True)
         for label, _ in bins:
             r = res[label]
             print(f"{label}: /metrics, {a.apps} processes, wrk -t1 -c{a.connections} {a.wrk_seconds} s x {a.rounds}: "
@@ -280,6 +432,11 @@ def scrape_mode(a):
                   f"p99 {spread(r['p99'], '{:.3f}')} ms, max {spread(r['max'])} ms; "
                   f"{spread(r['rate'], '{:.0f}')} scrapes/s; dotmon CPU {spread(r['cpu'], '{:.3f}')} ms per scrape; "
                   f"{spread(r['bytes'], '{:.0f}')} bytes per answer; RSS {spread(r['rss'], '{:.0f}')} KiB")
+        for label, lat in rated.items():
+            if lat:
+                print(f"{label}: /metrics, {a.apps} processes, {a.rate}/s fixed schedule, {a.rate_seconds} s x "
+                      f"{a.rounds}, {len(lat)} answers pooled: p50 {pct(lat, 0.5):.3f} ms, p90 {pct(lat, 0.9):.3f} ms, "
+                      f"p99 {pct(lat, 0.99):.3f} ms, max {max(lat):.2f} ms")
         return 0
     finally:
         cleanup(dm, apps, tmp)
@@ -360,6 +517,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=None, help="wrk runs (5) or rounds of --scale (3)")
     ap.add_argument("--wrk-seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=0,
+                    help="--scrape: also a rate-limited client, this many scrapes/s on a fixed schedule")
+    ap.add_argument("--rate-seconds", type=int, default=30)
+    ap.add_argument("--floor", action="store_true",
+                    help="--rate: the same client against a static body of the same size (Python server)")
     ap.add_argument("--settle", type=int, default=10, help="seconds the apps run before the first round")
     ap.add_argument("--scale", default=None, help="process counts, e.g. 0,1,2,5,10,20")
     ap.add_argument("--seed", type=int, default=1)

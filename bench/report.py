@@ -81,7 +81,7 @@ def benches():
         Bench("metrics-scrape", "/metrics scrape latency at scale, CPU per process-minute (issue 30)",
               "build_testapp",
               [["python3", "bench/bench_metrics.py", "--scrape", "--apps", "20", "--rounds", "6",
-                "--wrk-seconds", "5"],
+                "--wrk-seconds", "5", "--rate", "20", "--rate-seconds", "20", "--floor"],
                ["python3", "bench/bench_metrics.py", "--scale", "0,1,2,5,10,20", "--rounds", "2",
                 "--seconds", "20"]]),
         Bench("convert", "dotmon convert against dotnet-trace convert (issues 16, 20)",

@@ -92,6 +92,9 @@
       "metrics and live metrics sessions: CollectTracing's reply")                                 \
     X(METRICS_STOP, "MetricsStop", 10000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                 \
       "metrics and live metrics sessions: StopTracing to the end of the stream")                   \
+    X(METRICS_RENDER, "MetricsRender", 100, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                  \
+      "/metrics while scraped: the processes' text is rendered in the background at most this "    \
+      "long after a change, and a scrape may be served a text this much out of date")              \
     X(TRIGGER_START, "TriggerStart", 10000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                 \
       "a rule's ASP.NET request trigger session: CollectTracing's reply")                          \
     X(TRIGGER_STOP, "TriggerStop", 10000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                 \

@@ -832,3 +832,35 @@ int ev_prom_single_u64(struct buf *out, const struct ev_prom_single *f)
     }
     return rc;
 }
+
+void ev_prom_hist_add(struct ev_prom_hist *h, uint64_t ns)
+{
+    size_t i = 0;
+    while (i < h->n && i < EV_PROM_HIST_MAX && ns > h->le_ns[i]) {
+        i++;
+    }
+    h->counts[i]++;
+    h->count++;
+    h->sum_ns += ns;
+}
+
+int ev_prom_histogram(struct buf *out, const char *name, const char *help,
+                      const struct ev_prom_hist *h)
+{
+    size_t mark = buf_size(out);
+    size_t n = h->n < EV_PROM_HIST_MAX ? h->n : EV_PROM_HIST_MAX;
+    int rc = ev_prom_family(out, name, "histogram", help);
+    uint64_t below = 0;
+    for (size_t i = 0; rc == 0 && i <= n; i++) {
+        below += h->counts[i];
+        rc = buf_printf(out, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", name,
+                        i < n ? h->le_text[i] : "+Inf", below);
+    }
+    rc = rc < 0 ? rc
+                : buf_printf(out, "%s_sum %" PRIu64 ".%09" PRIu64 "\n%s_count %" PRIu64 "\n", name,
+                             h->sum_ns / 1000000000u, h->sum_ns % 1000000000u, name, h->count);
+    if (rc < 0) {
+        buf_truncate(out, mark);
+    }
+    return rc;
+}

@@ -89,6 +89,28 @@ struct ev_prom_single {
 };
 int ev_prom_single_u64(struct buf *out, const struct ev_prom_single *f);
 
+/*
+ * One of dotmon's own histograms of durations, kept in nanoseconds and shown in seconds, fixed
+ * buckets: le_ns[0..n) ascending upper bounds, le_text[i] the same bound in seconds as its le
+ * label says it (a plain number, written as it is); each observation is counted in the first bucket
+ * it fits (the text's buckets are cumulative, +Inf last). No floating point: a rendering costs
+ * integers only. Zero-initialise, set le_ns, le_text and n (n <= EV_PROM_HIST_MAX).
+ */
+#define EV_PROM_HIST_MAX 16
+struct ev_prom_hist {
+    const uint64_t *le_ns;
+    const char *const *le_text;
+    size_t n;
+    uint64_t counts[EV_PROM_HIST_MAX + 1]; /* the last one: above every bound */
+    uint64_t count;
+    uint64_t sum_ns;
+};
+void ev_prom_hist_add(struct ev_prom_hist *h, uint64_t ns);
+/* The family (TYPE histogram): name_bucket{le="..."} for each bound and +Inf, name_sum (seconds,
+ * 9 decimals), name_count; all or nothing. */
+int ev_prom_histogram(struct buf *out, const char *name, const char *help,
+                      const struct ev_prom_hist *h);
+
 /* ---- the runtimes' families, in pieces ------------------------------------------------------- */
 
 /* Where a streamed rendering is: the last family dealt with (written, in part or whole, or left

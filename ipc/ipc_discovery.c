@@ -71,6 +71,7 @@ struct sock {
     int failures;         /* consecutive failed probes, for the backoff */
     uint64_t retry_at;    /* uv_now() before which a waiting or failed probe does not start */
     bool live_due;        /* a liveness check is owed */
+    bool live_watched;    /* the liveness check in flight was asked while the runtime was watched */
     bool in_scan;         /* present in the scan being processed */
     bool recheck;         /* an fs event named it: re-stat and re-probe even if stale */
     bool settled;         /* its first probe finished (for ipc_discovery_ready) */
@@ -335,9 +336,21 @@ static void on_liveness_result(struct sock *s, const struct ipc__probe_result *r
      * perhaps before the host had finished starting (dotnet-monitor's CommandLine filter and
      * /process read it). */
     const struct ipc_process_info *pi = res->info;
-    if (res->status == 0 && res->ok && s->proc != NULL && pi != NULL &&
-        memcmp(pi->cookie, s->proc->pub.cookie, sizeof(pi->cookie)) == 0 &&
-        ipc__process_update_cmdline(&s->proc->pub, &pi->command_line) == 1) {
+    if (res->status != 0 || !res->ok || s->proc == NULL || pi == NULL ||
+        memcmp(pi->cookie, s->proc->pub.cookie, sizeof(pi->cookie)) != 0) {
+        return;
+    }
+    int changed = ipc__process_update_cmdline(&s->proc->pub, &pi->command_line);
+    if (changed == 0 && s->live_watched && s->proc->pub.watched > 0 &&
+        !s->proc->pub.cmdline_settled) {
+        /* Asked while managed code ran, and the same as the answer before: final (see
+         * ipc_discovery_watch); the checks stop while the runtime stays watched. */
+        s->proc->pub.cmdline_settled = true;
+        log_debug(LOG_CAT, "pid %llu: command line settled; liveness left to its session's stream",
+                  (unsigned long long)s->proc->pub.pid);
+    }
+    if (changed == 1) {
+        s->proc->pub.cmdline_settled = false;
         log_debug(LOG_CAT, "pid %llu: command line now '%s'", (unsigned long long)s->proc->pub.pid,
                   s->proc->pub.command_line);
         if (s->d->on_update != NULL && !s->d->closing) {
@@ -388,6 +401,7 @@ static int start_exchange(struct sock *s, enum sock_op op)
         s->state = S_PROBING;
     } else {
         s->live_due = false;
+        s->live_watched = s->proc != NULL && s->proc->pub.watched > 0;
     }
     return 0;
 }
@@ -413,8 +427,9 @@ static void pump(struct ipc_discovery *d)
             wake = s->retry_at < wake ? s->retry_at : wake;
             continue;
         }
-        bool live_due =
-            s->state == S_LISTED && s->live_due && s->proc != NULL && s->proc->pub.busy <= 0;
+        bool live_due = s->state == S_LISTED && s->live_due && s->proc != NULL &&
+                        s->proc->pub.busy <= 0 &&
+                        !(s->proc->pub.watched > 0 && s->proc->pub.cmdline_settled);
         if (!probe_due && !live_due) {
             continue;
         }
@@ -873,20 +888,27 @@ void ipc_discovery_set_update_cb(struct ipc_discovery *d, ipc_discovery_change_c
     d->update_ud = ud;
 }
 
-int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta)
+/* Adds delta to a listed runtime's busy or watched count, which never goes below 0. */
+static int add_count(struct ipc_discovery *d, const char *uid, int delta, bool watched)
 {
-    if (d->lst != NULL) {
-        return ipc_listen_busy(d->lst, uid, delta);
-    }
     struct ipc_process *p = ipc_proclist_find_uid(&d->procs, uid);
     if (p == NULL) {
         return AGENT_E_NOTFOUND;
     }
-    p->busy += delta;
-    if (p->busy < 0) {
-        p->busy = 0;
-    }
+    int *n = watched ? &p->watched : &p->busy;
+    *n = *n + delta > 0 ? *n + delta : 0;
     return 0;
+}
+
+int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta)
+{
+    return d->lst != NULL ? ipc_listen_busy(d->lst, uid, delta) : add_count(d, uid, delta, false);
+}
+
+int ipc_discovery_watch(struct ipc_discovery *d, const char *uid, int delta)
+{
+    /* Listen mode: nothing to do, the runtime's own connections tell its life. */
+    return d->lst != NULL ? 0 : add_count(d, uid, delta, true);
 }
 
 /* Frees everything once every handle, fs request and exchange has reported back. */

@@ -45,7 +45,10 @@ struct ipc_process {
                                   SO_PEERCRED (listen mode: its connections' peer); -1 unknown */
     uint64_t key;              /* disambiguation key from the socket name (listen mode: 0) */
     uint64_t seen_ms;          /* uv_now() when first probed successfully */
-    int busy; /* > 0 while a long command (dump) is in flight: liveness checks skip it */
+    int busy;    /* > 0 while a long command (dump) is in flight: liveness checks skip it */
+    int watched; /* > 0 while a session's stream tells this runtime's exit
+                    (ipc_discovery_watch) */
+    bool cmdline_settled; /* discovery's: the command line is final (ipc_discovery_watch) */
 };
 
 /*
@@ -123,6 +126,18 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
  * checks skip busy runtimes. busy never goes below 0. AGENT_E_NOTFOUND if uid is not listed.
  */
 int ipc_discovery_busy(struct ipc_discovery *d, const char *uid, int delta);
+
+/*
+ * Marks the listed runtime with this uid as watched (delta +1) or no longer (delta -1) by a
+ * session whose stream has delivered the runtime's own managed events (its metrics session's first
+ * sample): managed code runs, so the host has finished starting, and the stream's end tells the
+ * runtime's exit. Liveness checks (a ProcessInfo per second) skip a watched runtime once its
+ * command line is settled: a ProcessInfo asked while it was watched answered the same command line
+ * as the answer before it (a runtime found early in its start answers its host's path first and its
+ * arguments later, and CommandLine filters need the latter). Until then they go on. watched never
+ * goes below 0. AGENT_E_NOTFOUND if uid is not listed; listen mode: nothing to do (0).
+ */
+int ipc_discovery_watch(struct ipc_discovery *d, const char *uid, int delta);
 
 /*
  * Listen mode with DiagnosticPort:HoldSuspended: sends ResumeRuntime to the runtime with this uid

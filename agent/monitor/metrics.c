@@ -20,6 +20,7 @@
 #include "ev_store.h"
 #include "log.h"
 #include "membudget.h"
+#include "metrics_pace.h"
 #include "metrics_session.h"
 #include "ring_registry.h"
 
@@ -49,6 +50,7 @@ struct mproc {
     char reason[256];
     uint64_t backoff_ms;
     bool restarting;       /* a staleness restart is under way */
+    bool watching;         /* marked watched in discovery (mproc_watch) */
     bool full_said;        /* the store's series limit was logged */
     bool budget_said;      /* the store's share of the memory budget was logged full */
     struct mb_share share; /* the store's series are charged here (metrics_share_cap) */
@@ -65,10 +67,13 @@ struct metrics {
     /* Every process's staleness check on one tick (a timer per process would wake the loop once
      * per process and interval on its own). */
     uv_timer_t check;
-    /* The rendered runtimes' families (metrics_text_get), NULL until asked after a change; one
-     * reference is metrics'. gen counts the changes; a text found too big at gen is not tried
-     * again before the next change. */
+    /* The rendered runtimes' families (metrics_text_get), NULL until first asked; one reference
+     * is metrics'. pace says when it is rendered again (metrics_pace.h), render_timer renders it
+     * in the background while scrapes keep coming. gen counts the changes; a text found too big
+     * at gen is not tried again before the next change. */
     struct metrics_text *text;
+    struct metrics_pace pace;
+    uv_timer_t render_timer;
     uint64_t gen;
     bool too_big;
     uint64_t too_big_gen;
@@ -93,12 +98,26 @@ void metrics_text_release(struct metrics_text *t)
     }
 }
 
-/* What the runtimes' families show has changed: the shared text is out of date. */
+static void metrics_on_render_timer(uv_timer_t *t);
+
+/* Arms the render timer when pace says so. */
+static void pace_do(struct metrics *m, enum metrics_pace_do what)
+{
+    if (what == METRICS_PACE_ARM) {
+        uint64_t now = uv_now(m->a->loop);
+        uv_timer_start(&m->render_timer, metrics_on_render_timer,
+                       m->pace.due > now ? m->pace.due - now : 0, 0);
+    }
+}
+
+/* What the runtimes' families show has changed: the shared text is out of date (it is kept, and
+ * rendered again as metrics_pace says). */
 static void metrics_changed(struct metrics *m)
 {
     m->gen++;
-    metrics_text_release(m->text);
-    m->text = NULL;
+    if (!m->closed) {
+        pace_do(m, metrics_pace_changed(&m->pace, uv_now(m->a->loop)));
+    }
 }
 
 uint64_t metrics_share_cap(void)
@@ -130,9 +149,24 @@ static void set_reason(struct mproc *mp, const char *fmt, ...)
     va_end(ap);
 }
 
+/*
+ * From its session's first sample to its end, the process is marked watched in discovery: its
+ * managed code runs and the stream's end tells its exit, so discovery's liveness ProcessInfo (a
+ * connection a second, most of the CPU of an idle process's metrics) stops once the command line
+ * is settled (ipc_discovery_watch says when), and goes on whenever no session runs.
+ */
+static void mproc_watch(struct mproc *mp, bool on)
+{
+    if (on != mp->watching) {
+        int rc = ipc_discovery_watch(mp->m->a->disc, mp->uid, on ? 1 : -1);
+        mp->watching = on && rc == 0;
+    }
+}
+
 static void mproc_on_sample(void *ud, const struct ev_metric_sample *s)
 {
     struct mproc *mp = ud;
+    mproc_watch(mp, true);
     int rc = ev_store_add(mp->store, s);
     if (rc == 0) {
         metrics_changed(mp->m);
@@ -196,6 +230,7 @@ static void mproc_on_end(void *ud, int status, const char *reason)
 {
     struct mproc *mp = ud;
     mp->sess = NULL;
+    mproc_watch(mp, false);
     bool restart = mp->restarting && status == 0;
     mp->restarting = false;
     if (restart) { /* our own restart, and the session ended as asked: start again at once */
@@ -297,7 +332,7 @@ static void mproc_on_closed(uv_handle_t *h)
     metrics_closed_one(m);
 }
 
-static void metrics_on_check_closed(uv_handle_t *h)
+static void metrics_on_handle_closed(uv_handle_t *h)
 {
     metrics_closed_one(h->data);
 }
@@ -316,6 +351,7 @@ static void mproc_remove(struct mproc *mp)
         msession_abort(mp->sess);
         mp->sess = NULL;
     }
+    mproc_watch(mp, false);
     m->closing++;
     uv_close((uv_handle_t *)&mp->timer, mproc_on_closed);
 }
@@ -396,6 +432,10 @@ int metrics_new(struct agent *a, struct metrics **out)
     m->check.data = m;
     uv_unref((uv_handle_t *)&m->check);
     uv_timer_start(&m->check, metrics_on_check, every, every);
+    metrics_pace_init(&m->pace, agent_timeout(a, TIMEOUT_METRICS_RENDER));
+    uv_timer_init(a->loop, &m->render_timer);
+    m->render_timer.data = m;
+    uv_unref((uv_handle_t *)&m->render_timer);
     *out = m;
     return 0;
 }
@@ -407,11 +447,14 @@ void metrics_close(struct metrics *m)
     }
     m->closed = true;
     metrics_changed(m);
+    metrics_text_release(m->text);
+    m->text = NULL;
     while (m->procs != NULL) {
         mproc_remove(m->procs);
     }
-    m->closing++;
-    uv_close((uv_handle_t *)&m->check, metrics_on_check_closed);
+    m->closing += 2;
+    uv_close((uv_handle_t *)&m->check, metrics_on_handle_closed);
+    uv_close((uv_handle_t *)&m->render_timer, metrics_on_handle_closed);
 }
 
 struct cJSON *metrics_status_json(struct metrics *m)
@@ -576,22 +619,16 @@ int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_
     return rc;
 }
 
-struct metrics_text *metrics_text_get(struct metrics *m)
+/* Renders the shared text again (metrics' reference replaces the old one). The new text, or
+ * NULL (and no text kept): too big or over the budget (streamed until the next change), no
+ * memory. */
+static struct metrics_text *render_text(struct metrics *m, bool for_scrape)
 {
-    if (m == NULL || m->closed || !m->all_processes) {
-        return NULL;
-    }
-    if (m->text != NULL) {
-        m->text->refs++;
-        return m->text;
-    }
-    if (m->too_big && m->too_big_gen == m->gen) {
-        return NULL;
-    }
     struct targets ts;
     struct buf b;
     struct metrics_text *t = NULL;
     uint64_t t0 = uv_hrtime();
+    uint64_t gen = m->gen;
     buf_init(&b, METRICS_TEXT_MAX);
     int rc = targets_make(m, &ts);
     if (rc == 0) {
@@ -608,18 +645,52 @@ struct metrics_text *metrics_text_get(struct metrics *m)
             mb_release(NULL, sizeof(*t) + len);
         }
     }
+    metrics_text_release(m->text);
+    m->text = t;
     if (t != NULL) {
-        t->refs = 2; /* metrics' and the caller's */
+        t->refs = 1; /* metrics' */
         t->len = len;
         memcpy(t->data, buf_data(&b), len);
-        m->text = t;
-    } else if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
-        m->too_big = true; /* streamed until the next change */
-        m->too_big_gen = m->gen;
+        metrics_pace_rendered(&m->pace, for_scrape);
+    } else {
+        metrics_pace_dropped(&m->pace);
+        if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
+            m->too_big = true; /* streamed until the next change */
+            m->too_big_gen = gen;
+        }
     }
     buf_fini(&b);
     m->renders++;
     m->render_ns += uv_hrtime() - t0;
+    return t;
+}
+
+static void metrics_on_render_timer(uv_timer_t *t)
+{
+    struct metrics *m = t->data;
+    if (!m->closed && metrics_pace_timer(&m->pace) == METRICS_PACE_RENDER &&
+        !(m->too_big && m->too_big_gen == m->gen)) {
+        (void)render_text(m, false);
+    }
+}
+
+struct metrics_text *metrics_text_get(struct metrics *m)
+{
+    if (m == NULL || m->closed || !m->all_processes) {
+        return NULL;
+    }
+    enum metrics_pace_do what = metrics_pace_scrape(&m->pace, uv_now(m->a->loop));
+    pace_do(m, what);
+    struct metrics_text *t = m->text;
+    if (what == METRICS_PACE_RENDER || t == NULL) {
+        if (m->too_big && m->too_big_gen == m->gen) {
+            return NULL;
+        }
+        t = render_text(m, true);
+    }
+    if (t != NULL) {
+        t->refs++; /* the caller's */
+    }
     return t;
 }
 

@@ -49,11 +49,13 @@ int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_
                         struct buf *out);
 /*
  * The runtimes' families of every shown process as one text: what metrics_render_next writes over
- * a whole cursor, rendered once after each change of the stores (a sample stored, a process come
- * or gone) and shared by every scrape until the next change, so that scrapes between two updates
- * cost a copy rather than a rendering. The caller gets a reference (metrics_text_release) and
- * the text never changes under it; a change only drops metrics' own reference, so the memory
- * comes back once the last scrape holding it is done.
+ * a whole cursor, shared by every scrape, so that a scrape costs a copy rather than a rendering.
+ * After a change of the stores (a sample stored, a process come or gone) it is rendered again as
+ * metrics_pace.h says: while scrapes keep coming, in the background at most Timeouts:
+ * MetricsRenderMs after the change (a scrape meanwhile gets the text before it, out of date by
+ * less than that); otherwise by the first scrape, before it is served. The caller gets a
+ * reference (metrics_text_release) and the text never changes under it; a new rendering only
+ * drops metrics' own reference, so the memory comes back once the last scrape holding it is done.
  * NULL when there is no text to share and the caller streams with metrics_render_next instead:
  * metrics off or closed, Metrics:AllProcesses false (what is shown depends on the discovery),
  * a text over METRICS_TEXT_MAX (rendered in one go it would hold the loop too long; tried once

@@ -127,6 +127,15 @@ int main(void)
     if (ev_prom_render(t, 2, &out) < 0) {
         goto out;
     }
+    /* dotmon's own histogram family beside them. */
+    static const uint64_t le[] = {100000, 1000000, 100000000};
+    static const char *const le_text[] = {"0.0001", "0.001", "0.1"};
+    struct ev_prom_hist h = {.le_ns = le, .le_text = le_text, .n = 3};
+    ev_prom_hist_add(&h, 50000);
+    ev_prom_hist_add(&h, 20000000);
+    if (ev_prom_histogram(&out, "dotmon_sample_seconds", "A histogram of durations", &h) < 0) {
+        goto out;
+    }
     rc = fwrite(buf_data(&out), 1, buf_size(&out), stdout) == buf_size(&out) ? 0 : 1;
 out:
     buf_fini(&out);

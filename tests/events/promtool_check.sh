@@ -37,9 +37,11 @@ dup=$(awk '/^#/{next} {k=$0; i=match(k, /}[^}]*$/); if (i) k=substr(k, 1, i); el
 if [ -n "$dup" ]; then echo "FAIL: repeated series:"; printf '%s\n' "$dup"; exit 1; fi
 helps=$(grep '^# HELP ' "$text" | cut -d' ' -f3 | sort | uniq -d)
 if [ -n "$helps" ]; then echo "FAIL: repeated HELP: $helps"; exit 1; fi
-# Each family contiguous: the metric names of the sample lines change only at a HELP.
-awk '/^# HELP /{cur=$3; if (seen[cur]++) bad=1; next} /^#/{next}
-     {n=$0; sub(/[{ ].*/, "", n); if (n != cur) bad=1} END{exit bad}' "$text" ||
+# Each family contiguous: the metric names of the sample lines change only at a HELP (a
+# histogram's lines are its name with _bucket, _sum or _count).
+awk '/^# HELP /{cur=$3; if (seen[cur]++) bad=1; next} /^# TYPE /{type=$4; next} /^#/{next}
+     {n=$0; sub(/[{ ].*/, "", n); if (type == "histogram") sub(/_(bucket|sum|count)$/, "", n);
+      if (n != cur) bad=1} END{exit bad}' "$text" ||
     { echo "FAIL: a family is not contiguous"; exit 1; }
 echo "ok"
 exit 0

@@ -448,13 +448,43 @@ static void test_own_families(void **state)
     buf_fini(&out);
 }
 
+/* dotmon's own histograms: each observation in the first bucket it fits (a bound is inclusive),
+ * cumulative buckets, +Inf, sum and count; a capped buffer gets the family whole or nothing. */
+static void test_histogram(void **state)
+{
+    (void)state;
+    static const uint64_t le[] = {1000000, 10000000};
+    static const char *const le_text[] = {"0.001", "0.01"};
+    struct ev_prom_hist h = {.le_ns = le, .le_text = le_text, .n = 2};
+    ev_prom_hist_add(&h, 500000);
+    ev_prom_hist_add(&h, 1000000);
+    ev_prom_hist_add(&h, 2000000);
+    ev_prom_hist_add(&h, 1500000000);
+    struct buf out;
+    buf_init(&out, 0);
+    assert_int_equal(ev_prom_histogram(&out, "dotmon_h_seconds", "Some \\ help", &h), 0);
+    assert_string_equal(buf_cstr(&out), "# HELP dotmon_h_seconds Some \\\\ help\n"
+                                        "# TYPE dotmon_h_seconds histogram\n"
+                                        "dotmon_h_seconds_bucket{le=\"0.001\"} 2\n"
+                                        "dotmon_h_seconds_bucket{le=\"0.01\"} 3\n"
+                                        "dotmon_h_seconds_bucket{le=\"+Inf\"} 4\n"
+                                        "dotmon_h_seconds_sum 1.503500000\n"
+                                        "dotmon_h_seconds_count 4\n");
+    buf_fini(&out);
+    /* A capped buffer: the family whole or nothing. */
+    buf_init(&out, 200);
+    assert_int_equal(ev_prom_histogram(&out, "dotmon_h_seconds", "help", &h), AGENT_E_TOOBIG);
+    assert_int_equal(buf_size(&out), 0);
+    buf_fini(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostile_neighbours), cmocka_unit_test(test_changes_between_pieces),
         cmocka_unit_test(test_family_in_pieces),   cmocka_unit_test(test_open_family_changes),
         cmocka_unit_test(test_budget_whole_lines), cmocka_unit_test(test_reserved_prefix),
-        cmocka_unit_test(test_own_families),
+        cmocka_unit_test(test_own_families),       cmocka_unit_test(test_histogram),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,11 +57,12 @@ def free_port():
     return p
 
 
-def start_dotmon(tmp, port, log, pids=(), timeout=30, args=(), key=None, env=None):
+def start_dotmon(tmp, port, log, pids=(), timeout=30, args=(), key=None, env=None, metrics_port=None):
     """DOTMON_BIN collect --no-auth on 127.0.0.1:port without metrics (and args), TMPDIR=tmp,
     standard error to log; returns its Popen once /processes answers and lists every pid of pids.
     With key (what `dotmon generatekey --output machinejson` prints) authentication is on with that
-    key instead of --no-auth; env adds environment variables."""
+    key instead of --no-auth; env adds environment variables. With metrics_port, continuous
+    metrics are on (every process's metrics session) and the metrics URL is 127.0.0.1:metrics_port."""
     env = dict(os.environ, TMPDIR=tmp, **(env or {}))
     headers = {}
     if key is not None:
@@ -69,7 +70,9 @@ def start_dotmon(tmp, port, log, pids=(), timeout=30, args=(), key=None, env=Non
         env["DotnetMonitor_Authentication__MonitorApiKey__PublicKey"] = key["PublicKey"]
         headers["Authorization"] = key["AuthorizationHeader"]
     dm = subprocess.Popen([os.environ["DOTMON_BIN"], "collect", *(() if key else ("--no-auth",)), "--urls",
-                           f"http://127.0.0.1:{port}", "--metrics", "false", *args], stdout=subprocess.DEVNULL,
+                           f"http://127.0.0.1:{port}",
+                           *(("--metrics", "false") if metrics_port is None else
+                             ("--metricUrls", f"http://127.0.0.1:{metrics_port}")), *args], stdout=subprocess.DEVNULL,
                           stderr=log, env=env)
     deadline = time.time() + timeout
     while time.time() < deadline:

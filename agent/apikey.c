@@ -121,6 +121,7 @@ static int verifier_from_config(const struct config *cfg, struct auth_verifier *
 struct apikey_token_file {
     int dirfd; /* its folder, checked (shdir_open_trusted) */
     char name[256];
+    char path[4096]; /* absolute, as the user is told it */
     dev_t dev;
     ino_t ino;
 };
@@ -152,6 +153,7 @@ static int write_token_file(struct agent *a, const char *path, const char *token
         return -ENOMEM;
     }
     tf->dirfd = -1;
+    snprintf(tf->path, sizeof(tf->path), "%s", abs);
     int rc = shdir_split(abs, dir, sizeof(dir), tf->name, sizeof(tf->name));
     if (rc != 0) {
         log_error(cat, "--token-file %s: not a file path", path);
@@ -286,18 +288,11 @@ static void print_next_steps(const struct agent *a)
         printf(
             "dotmon on the port the log's \"Now listening on\" line names, UI at <that URL>/ui\n");
     }
-    if (a->opts->token_file != NULL) {
-        char abs[4096];
-        if (a->opts->token_file[0] == '/' || getcwd(abs, sizeof(abs)) == NULL) {
-            snprintf(abs, sizeof(abs), "%s", a->opts->token_file);
-        } else {
-            size_t l = strlen(abs);
-            snprintf(abs + l, sizeof(abs) - l, "%s%s", l > 1 ? "/" : "", a->opts->token_file);
-        }
-        shell_word(abs, &word);
+    if (a->token_file != NULL) {
+        shell_word(a->token_file->path, &word);
         printf("API token in %s (mode 0600); in another shell:\n"
                "  export DOTMON_TOKEN=$(cat %s)\n",
-               abs, buf_cstr(&word));
+               a->token_file->path, buf_cstr(&word));
     }
     buf_fini(&url);
     buf_fini(&word);

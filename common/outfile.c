@@ -1,40 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-#define _GNU_SOURCE /* getrandom, O_PATH */
+#define _GNU_SOURCE /* O_PATH */
 #include "outfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "hex.h"
+#include "shdir.h"
 
 static int neg_errno(void)
 {
     return errno != 0 ? -errno : -EIO;
-}
-
-/* 16 hex digits, random enough that a name taken by someone else costs one retry. */
-static void random_suffix(char out[17])
-{
-    uint8_t b[8];
-    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t v = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 24) ^ (uint64_t)getpid();
-        for (size_t i = 0; i < sizeof(b); i++) {
-            b[i] = (uint8_t)(v >> (8 * i));
-        }
-    }
-    for (size_t i = 0; i < sizeof(b); i++) {
-        out[2 * i] = hex_digit(b[i] >> 4);
-        out[2 * i + 1] = hex_digit(b[i]);
-    }
-    out[16] = '\0';
 }
 
 static int open_in(int dirfd, const char *name, mode_t mode, struct outfile *o)
@@ -52,7 +31,7 @@ static int open_in(int dirfd, const char *name, mode_t mode, struct outfile *o)
     int keep = (int)(n > 200 ? 200 : n);
     for (int attempt = 0; attempt < 8; attempt++) {
         char sfx[17];
-        random_suffix(sfx);
+        shdir_random_hex(sfx, 16);
         snprintf(o->tmp, sizeof(o->tmp), ".%.*s.%s", keep, name, sfx);
         int fd = openat(dirfd, o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         if (fd >= 0) {

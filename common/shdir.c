@@ -215,7 +215,7 @@ fail:
     return rc;
 }
 
-static void random_hex(char *out, size_t ndigits)
+void shdir_random_hex(char *out, size_t ndigits)
 {
     uint8_t bytes[16];
     size_t nb = (ndigits + 1) / 2;
@@ -243,7 +243,7 @@ int shdir_private_new(int dirfd, struct shdir_private *p)
     p->name[0] = '\0';
     for (int attempt = 0; attempt < 8; attempt++) {
         memcpy(p->name, ".dotmon-", 8);
-        random_hex(p->name + 8, 16);
+        shdir_random_hex(p->name + 8, 16);
         if (mkdirat(dirfd, p->name, 0700) == 0) {
             break;
         }

@@ -78,6 +78,12 @@ struct shdir_private {
 };
 
 /* Creates one in dirfd and checks what was opened is it (a folder, ours, 0700). */
+/*
+ * ndigits (at most 32) random lowercase hex digits and a NUL into out, for names that only need to
+ * be unlikely to be taken (what gets opened is checked anyway); falls back to the clock.
+ */
+void shdir_random_hex(char *out, size_t ndigits);
+
 int shdir_private_new(int dirfd, struct shdir_private *p);
 /* Removes it (it must be empty by now) and closes its descriptor. Safe on a closed one. */
 void shdir_private_remove(int dirfd, struct shdir_private *p);

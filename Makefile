@@ -32,7 +32,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image app-image run test test-fast bench bench-trace bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image app-image run test test-fast bench bench-trace bench-trace-mechanisms bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -147,12 +147,13 @@ ui-screenshots: build-asan
 # `make bench BENCH="trace foundation"` some (`python3 bench/report.py --list`). A bench that fails
 # leaves its block unchanged. The bench-NAME targets below run one bench and print it without
 # touching BENCHMARKS.md. Bench arguments: TRACE_ARGS (bench_trace's bytes and runs),
-# CONVERT_MODES (bench_convert.sh's modes); DOTMON_BASE_BIN=<an older dotmon> adds its dump CPU to
+# MECH_ARGS (the same for bench_trace --mechanisms), CONVERT_MODES (bench_convert.sh's modes); DOTMON_BASE_BIN=<an older dotmon> adds its dump CPU to
 # bench-peers.
 BENCH ?=
 TRACE_ARGS ?= 2G 10
+MECH_ARGS ?= 2G 5
 CONVERT_MODES ?= ndjson speedscope
-export TRACE_ARGS CONVERT_MODES
+export TRACE_ARGS MECH_ARGS CONVERT_MODES
 BENCH_REPORT = python3 bench/report.py --build $(BUILD)
 # bench_trace relays through socat (the ceiling it is measured against).
 NEED_SOCAT = command -v socat >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq socat; }
@@ -164,6 +165,11 @@ bench: build
 bench-trace: build
 	@$(NEED_SOCAT)
 	$(BENCH_REPORT) --no-write trace
+
+# The relay's copy against splice(2) + tee(2), dotmon not involved (bench_trace --mechanisms
+# $(MECH_ARGS)).
+bench-trace-mechanisms: build
+	$(BENCH_REPORT) --no-write trace-mechanisms
 
 # Idle RSS, start-up and /processes latency against their floors (bench_foundation).
 bench-foundation: build

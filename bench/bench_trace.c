@@ -13,9 +13,13 @@
  * ≤ 500 ms of dotmon CPU per GiB, issue 30), the long-lived dotmon's RSS growth over its relays
  * (target < 8 MB for 2 GB) and the operations' verdicts. Markdown on stdout, progress on stderr.
  * Usage: bench_trace [bytes [runs]]   (defaults 2G 10)   env: DOTMON_BIN, TRACE_PRODUCER
+ *        bench_trace --mechanisms [bytes [runs]]   (defaults 2G 5)   env: TRACE_PRODUCER
+ * The second form measures the ways of moving the bytes without dotmon (see mech_main below).
  */
+#define _GNU_SOURCE /* splice, tee, pipe2, F_SETPIPE_SZ, RUSAGE_THREAD */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -23,12 +27,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "httpc.h"
 #include "ipc_cmd.h"
 #include "ipc_codec.h"
+#include "nettrace.h"
 #include "proc.h"
 #include "testenv.h"
 
@@ -75,6 +83,22 @@ static int connect_port(uint16_t port)
     return fd;
 }
 
+/* Reads fd to EOF into buf (the bytes are dropped); how many there were. */
+static uint64_t read_to_eof(int fd, void *buf, size_t cap)
+{
+    uint64_t total = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, cap);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return total;
+        }
+        total += (uint64_t)n;
+    }
+}
+
 /* Sends req, reads to EOF; returns bytes read and the elapsed ms from the first byte sent. */
 static uint64_t read_all(int fd, const void *req, size_t len, double *ms)
 {
@@ -84,17 +108,7 @@ static uint64_t read_all(int fd, const void *req, size_t len, double *ms)
         perror("write");
         exit(1);
     }
-    uint64_t total = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            break;
-        }
-        total += (uint64_t)n;
-    }
+    uint64_t total = read_to_eof(fd, buf, sizeof(buf));
     *ms = testenv_now_ms() - t0;
     close(fd);
     return total;
@@ -262,8 +276,373 @@ static void print_summary(const char *label, double (*rows)[NCOLS], const bool *
     printf(" %zu of %zu |\n", ok, k);
 }
 
+/* The CollectTracing2 request of every relay (one bench provider, verbose) into msg; its length. */
+static size_t collect_msg(uint8_t *msg, size_t cap)
+{
+    struct ipc_provider prov = {.name = "Dotmon-Bench", .keywords = 1, .level = 5};
+    struct ipc_collect_config cfg = {
+        .buffer_mb = 256, .format = 1, .providers = &prov, .provider_count = 1};
+    struct ipc_wr w;
+    ipc_wr_init(&w, msg, cap);
+    if (ipc_cmd_collect_tracing(&w, 2, &cfg) != 0) {
+        exit(1);
+    }
+    return w.len;
+}
+
+/* Starts trace_producer streaming `bytes` per session in dir; its pid, and its socket's path in
+ * sock. Exits when it does not start. *ready is the line it printed (the caller frees it). */
+static long producer_start(const char *bin, const char *dir, const char *bytes, struct proc **prod,
+                           char **ready, char *sock, size_t sock_cap)
+{
+    const char *pargv[] = {bin, "--dir", dir, "--bytes", bytes, NULL};
+    struct proc_opts po = {.argv = pargv, .label = "producer", .stdin_null = true};
+    if (proc_spawn(&po, prod) != 0 ||
+        proc_wait_line(*prod, PROC_STDOUT, "ready pid=", 10000, ready) != 0) {
+        fprintf(stderr, "producer did not start\n");
+        exit(1);
+    }
+    const char *s = strstr(*ready, "socket=");
+    snprintf(sock, sock_cap, "%s", s ? s + 7 : "");
+    return strtol(*ready + strlen("ready pid="), NULL, 10);
+}
+
+/*
+ * --mechanisms (issue 30 item 1): how much CPU each way of moving the runtime's bytes to a TCP
+ * client costs, without dotmon around it. This process connects to trace_producer itself, starts a
+ * session and relays the stream, with the HTTP chunk framing, to a reader thread over loopback TCP,
+ * blocking, in one of three ways:
+ *   copy         read(2) into a 256 KiB buffer, the nettrace checker over it, writev(2) to TCP:
+ *                dotmon's relay (two copies in the kernel, as socat makes);
+ *   splice+tee   splice(2) socket → pipe A, tee(2) A → pipe B, read(2) of B into a 64 KiB buffer
+ *                for the checker, splice A → TCP (SPLICE_F_MORE, chunk headers sent MSG_MORE);
+ *   splice only  the same without tee and checker: the floor of splicing, which dotmon cannot use
+ *                (the checker must see every byte).
+ * Pipes get F_SETPIPE_SZ up to 1 MiB (within /proc/sys/fs/pipe-max-size). The modes rotate within
+ * each run; every relay is a row: MiB/s and the relaying thread's own CPU (getrusage
+ * RUSAGE_THREAD: user and kernel) per GiB. Exits 1 when a checked relay's verdict is not complete
+ * or the reader got other than what was sent.
+ */
+#define MECH_CHECK_BUF (64u * 1024u)
+#define MECH_PIPE_MAX  (1024 * 1024)
+
+enum mech { MECH_COPY, MECH_SPLICE_TEE, MECH_SPLICE_ONLY, NMECH };
+static const char *const mech_name[NMECH] = {"copy (read + writev)", "splice + tee",
+                                             "splice only, no checker"};
+
+/* The reader: accepts one connection at a time and reads it to EOF. */
+struct mech_sink {
+    int lfd;
+    pthread_t th;
+    _Atomic uint64_t bytes; /* of the last connection */
+    atomic_int done;        /* connections read to EOF */
+};
+
+static void *mech_sink_run(void *arg)
+{
+    struct mech_sink *s = arg;
+    static char buf[256 * 1024];
+    for (;;) {
+        int fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0) {
+            return NULL; /* the listener was shut down */
+        }
+        uint64_t total = read_to_eof(fd, buf, sizeof(buf));
+        close(fd);
+        atomic_store(&s->bytes, total);
+        atomic_fetch_add(&s->done, 1);
+    }
+}
+
+static int send_all(int fd, const void *p, size_t n, int flags)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = send(fd, c, n, flags);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* A session on the producer: the connected Unix socket, positioned at the stream's first byte. */
+static int mech_session(const char *sockpath, const uint8_t *msg, size_t len)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t plen = strlen(sockpath);
+    if (plen >= sizeof(sa.sun_path)) {
+        goto fail;
+    }
+    memcpy(sa.sun_path, sockpath, plen + 1);
+    uint8_t reply[IPC_HEADER_SIZE + 8];
+    size_t got = 0;
+    struct ipc_header h;
+    if (fd < 0 || connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        send_all(fd, msg, len, 0) != 0) {
+        goto fail;
+    }
+    while (got < sizeof(reply)) {
+        ssize_t n = read(fd, reply + got, sizeof(reply) - got);
+        if (n <= 0) {
+            goto fail;
+        }
+        got += (size_t)n;
+    }
+    if (ipc_header_decode(reply, sizeof(reply), IPC_MESSAGE_MAX, &h) != 0 ||
+        h.command_set != IPC_SET_SERVER || h.command_id != IPC_SERVER_OK) {
+        goto fail;
+    }
+    return fd;
+fail:
+    fprintf(stderr, "cannot start a session on %s\n", sockpath);
+    exit(1);
+}
+
+/* The chunk header of n bytes into h; its length. */
+static size_t chunk_head(char *h, size_t cap, size_t n)
+{
+    int k = snprintf(h, cap, "%zx\r\n", n);
+    return k > 0 ? (size_t)k : 0;
+}
+
+/* Bytes of the stream relayed, and bytes sent to the reader (the stream and its framing). */
+struct mech_count {
+    uint64_t stream;
+    uint64_t wire;
+};
+
+/* copy: dotmon's relay, blocking. */
+static int mech_copy(int u, int t, struct nettrace_checker *ck, struct mech_count *c)
+{
+    static uint8_t buf[256 * 1024];
+    static char crlf[] = "\r\n";
+    for (;;) {
+        ssize_t n = read(u, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return n < 0 ? -1 : 0;
+        }
+        nettrace_feed(ck, buf, (size_t)n);
+        char h[24];
+        struct iovec iov[3] = {
+            {h, chunk_head(h, sizeof(h), (size_t)n)}, {buf, (size_t)n}, {crlf, 2}};
+        size_t want = iov[0].iov_len + (size_t)n + 2;
+        if (writev(t, iov, 3) != (ssize_t)want) { /* blocking: all or an error */
+            return -1;
+        }
+        c->stream += (uint64_t)n;
+        c->wire += want;
+    }
+}
+
+/* A pipe pair sized up to MECH_PIPE_MAX (the default when the kernel refuses); its size. */
+static int mech_pipe(int p[2])
+{
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        return -1;
+    }
+    (void)fcntl(p[1], F_SETPIPE_SZ, MECH_PIPE_MAX); /* above pipe-max-size: EPERM, keep 64 KiB */
+    return fcntl(p[1], F_GETPIPE_SZ);
+}
+
+/* Moves n bytes already in pipe a to t. */
+static int mech_splice_out(int a, int t, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = splice(a, NULL, t, NULL, n, SPLICE_F_MOVE | SPLICE_F_MORE);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* splice + tee (ck != NULL) or splice only (ck NULL). */
+static int mech_splice(int u, int t, struct nettrace_checker *ck, struct mech_count *c)
+{
+    static uint8_t buf[MECH_CHECK_BUF];
+    int a[2] = {-1, -1}, b[2] = {-1, -1};
+    int rc = -1;
+    int size = mech_pipe(a);
+    if (size <= 0 || (ck != NULL && mech_pipe(b) != size)) {
+        goto cleanup; /* pipe B as big as A, so that one tee takes all that A holds */
+    }
+    for (;;) {
+        ssize_t n = splice(u, NULL, a[1], NULL, (size_t)size, SPLICE_F_MOVE);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
+            break;
+        }
+        if (ck != NULL) {
+            if (tee(a[0], b[1], (size_t)n, 0) != n) {
+                break;
+            }
+            for (size_t left = (size_t)n; left > 0;) {
+                ssize_t r = read(b[0], buf, left < sizeof(buf) ? left : sizeof(buf));
+                if (r <= 0) {
+                    goto cleanup;
+                }
+                nettrace_feed(ck, buf, (size_t)r);
+                left -= (size_t)r;
+            }
+        }
+        char h[24];
+        size_t hl = chunk_head(h, sizeof(h), (size_t)n);
+        if (send_all(t, h, hl, MSG_MORE) != 0 || mech_splice_out(a[0], t, (size_t)n) != 0 ||
+            send_all(t, "\r\n", 2, 0) != 0) {
+            break;
+        }
+        c->stream += (uint64_t)n;
+        c->wire += hl + (uint64_t)n + 2;
+    }
+cleanup:
+    for (int i = 0; i < 2; i++) {
+        if (a[i] >= 0) {
+            close(a[i]);
+        }
+        if (b[i] >= 0) {
+            close(b[i]);
+        }
+    }
+    return rc;
+}
+
+static double tv_ms(const struct timeval *tv)
+{
+    return (double)tv->tv_sec * 1000.0 + (double)tv->tv_usec / 1000.0;
+}
+
+/* Per relay: MiB/s, user, kernel and total CPU ms per GiB. */
+enum { MCOL_MBS, MCOL_USER, MCOL_SYS, MCOL_CPU, MNCOLS };
+
+/* One relay by mechanism m; its row. Exits on a failure. */
+static void mech_relay(enum mech m, const char *sockpath, const uint8_t *msg, size_t len,
+                       struct mech_sink *sink, uint16_t port, double *row)
+{
+    struct nettrace_checker ck;
+    if (nettrace_checker_init(&ck, NULL) != 0) {
+        exit(1);
+    }
+    int u = mech_session(sockpath, msg, len);
+    int t = connect_port(port);
+    int done = atomic_load(&sink->done);
+    struct mech_count c = {0};
+    struct rusage r0, r1;
+    getrusage(RUSAGE_THREAD, &r0);
+    double t0 = testenv_now_ms();
+    int rc = m == MECH_COPY ? mech_copy(u, t, &ck, &c)
+                            : mech_splice(u, t, m == MECH_SPLICE_TEE ? &ck : NULL, &c);
+    rc = rc != 0 ? rc : send_all(t, "0\r\n\r\n", 5, 0); /* the last chunk */
+    c.wire += 5;
+    double ms = testenv_now_ms() - t0;
+    getrusage(RUSAGE_THREAD, &r1);
+    close(t);
+    close(u);
+    while (atomic_load(&sink->done) == done) {
+        testenv_sleep_ms(1);
+    }
+    enum nettrace_verdict v = m == MECH_SPLICE_ONLY ? NETTRACE_COMPLETE : nettrace_finish(&ck);
+    nettrace_checker_fini(&ck);
+    if (rc != 0 || v != NETTRACE_COMPLETE || atomic_load(&sink->bytes) != c.wire) {
+        fprintf(stderr, "%s: relay failed (rc %d, verdict %d, %llu bytes sent, %llu read)\n",
+                mech_name[m], rc, (int)v, (unsigned long long)c.wire,
+                (unsigned long long)atomic_load(&sink->bytes));
+        exit(1);
+    }
+    double gib = (double)c.stream / 1073741824.0;
+    row[MCOL_MBS] = (double)c.stream / 1048576.0 / (ms / 1000.0);
+    row[MCOL_USER] = (tv_ms(&r1.ru_utime) - tv_ms(&r0.ru_utime)) / gib;
+    row[MCOL_SYS] = (tv_ms(&r1.ru_stime) - tv_ms(&r0.ru_stime)) / gib;
+    row[MCOL_CPU] = row[MCOL_USER] + row[MCOL_SYS];
+}
+
+static int mech_main(int argc, char **argv)
+{
+    const char *bytes_arg = argc > 1 ? argv[1] : "2G";
+    long runs = argc > 2 ? strtol(argv[2], NULL, 10) : 5;
+    const char *producer = getenv("TRACE_PRODUCER");
+    struct testenv env;
+    if (runs < 1 || runs * NMECH > MAX_RUNS || producer == NULL || testenv_init(&env) != 0) {
+        fprintf(stderr, "usage: TRACE_PRODUCER=… bench_trace --mechanisms [bytes] [runs: 1..%d]\n",
+                MAX_RUNS / NMECH);
+        return 1;
+    }
+    testenv_watchdog(120 + 60 * (unsigned)runs);
+    struct proc *prod = NULL;
+    char *ready = NULL;
+    char sockpath[256];
+    (void)producer_start(producer, env.dir, bytes_arg, &prod, &ready, sockpath, sizeof(sockpath));
+
+    uint8_t msg[512];
+    size_t msg_len = collect_msg(msg, sizeof(msg));
+    struct mech_sink sink = {.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    if (sink.lfd < 0 || bind(sink.lfd, (const struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(sink.lfd, 4) != 0 || getsockname(sink.lfd, (struct sockaddr *)&sa, &sl) != 0) {
+        fprintf(stderr, "cannot set up the reader\n");
+        return 1;
+    }
+    pthread_create(&sink.th, NULL, mech_sink_run, &sink);
+    uint16_t port = ntohs(sa.sin_port);
+
+    double rows[MAX_RUNS][MNCOLS];
+    printf("| run | mechanism | MiB/s | user CPU per GiB (ms) | kernel CPU per GiB (ms) | CPU per "
+           "GiB (ms) |\n|---|---|---|---|---|---|\n");
+    for (long i = 0; i < runs; i++) {
+        for (int j = 0; j < NMECH; j++) {
+            enum mech m = (enum mech)((i + j) % NMECH); /* each mechanism first in turn */
+            double *row = rows[(size_t)m * (size_t)runs + (size_t)i];
+            mech_relay(m, sockpath, msg, msg_len, &sink, port, row);
+            printf("| %ld | %s | %.0f | %.0f | %.0f | %.0f |\n", i + 1, mech_name[m], row[MCOL_MBS],
+                   row[MCOL_USER], row[MCOL_SYS], row[MCOL_CPU]);
+            fflush(stdout);
+        }
+    }
+    printf("\n| %s stream, %ld runs: median (min-max) | MiB/s | user CPU per GiB (ms) | kernel CPU "
+           "per GiB (ms) | CPU per GiB (ms) |\n|---|---|---|---|---|\n",
+           bytes_arg, runs);
+    for (int m = 0; m < NMECH; m++) {
+        printf("| %s |", mech_name[m]);
+        for (int c = 0; c < MNCOLS; c++) {
+            double med, lo, hi;
+            stats(&rows[(size_t)m * (size_t)runs][c], (size_t)runs, MNCOLS, &med, &lo, &hi);
+            printf(" %.0f (%.0f-%.0f) |", med, lo, hi);
+        }
+        printf("\n");
+    }
+    shutdown(sink.lfd, SHUT_RDWR);
+    close(sink.lfd);
+    pthread_join(sink.th, NULL);
+    int st;
+    proc_kill(prod, 1000, &st);
+    proc_free(prod);
+    free(ready);
+    testenv_fini(&env);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--mechanisms") == 0) {
+        return mech_main(argc - 1, argv + 1);
+    }
     const char *bytes_arg = argc > 1 ? argv[1] : "2G";
     long runs = argc > 2 ? strtol(argv[2], NULL, 10) : 10;
     const char *producer = getenv("TRACE_PRODUCER");
@@ -278,19 +657,11 @@ int main(int argc, char **argv)
     }
     testenv_watchdog(120 + 60 * (unsigned)runs);
 
-    const char *pargv[] = {producer, "--dir", env.dir, "--bytes", bytes_arg, NULL};
-    struct proc_opts po = {.argv = pargv, .label = "producer", .stdin_null = true};
     struct proc *prod = NULL;
     char *ready = NULL;
-    if (proc_spawn(&po, &prod) != 0 ||
-        proc_wait_line(prod, PROC_STDOUT, "ready pid=", 10000, &ready) != 0) {
-        fprintf(stderr, "producer did not start\n");
-        return 1;
-    }
-    long ppid = strtol(ready + strlen("ready pid="), NULL, 10);
-    const char *sock = strstr(ready, "socket=");
     char sockpath[256];
-    snprintf(sockpath, sizeof(sockpath), "%s", sock ? sock + 7 : "");
+    long ppid =
+        producer_start(producer, env.dir, bytes_arg, &prod, &ready, sockpath, sizeof(sockpath));
 
     /* (a) socat: TCP → the producer's socket; we speak IPC through it. */
     uint16_t sport = testenv_free_port();
@@ -304,15 +675,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "socat is missing (apt-get install socat)\n");
         return 1;
     }
-    struct ipc_provider prov = {.name = "Dotmon-Bench", .keywords = 1, .level = 5};
-    struct ipc_collect_config cfg = {
-        .buffer_mb = 256, .format = 1, .providers = &prov, .provider_count = 1};
     uint8_t msg[512];
-    struct ipc_wr w;
-    ipc_wr_init(&w, msg, sizeof(msg));
-    if (ipc_cmd_collect_tracing(&w, 2, &cfg) != 0) {
-        return 1;
-    }
+    size_t msg_len = collect_msg(msg, sizeof(msg));
     char req[256];
     int n = snprintf(req, sizeof(req),
                      "GET /trace?pid=%ld&durationSeconds=-1&profile=gc-verbose HTTP/1.1\r\n"
@@ -343,7 +707,7 @@ int main(int argc, char **argv)
     for (long i = 0; i < runs; i++) {
         /* Alternate: socat, then dotmon; even runs on a fresh dotmon, odd ones on the reused. */
         double ms = 0;
-        uint64_t b = read_all(connect_port(sport), msg, w.len, &ms);
+        uint64_t b = read_all(connect_port(sport), msg, msg_len, &ms);
         b = b > 28 ? b - 28 : 0; /* the IPC reply is not trace data */
         socat_bytes = b;
         rows[i][COL_SOCAT] = (double)b / 1048576.0 / (ms / 1000.0);

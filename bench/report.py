@@ -62,6 +62,10 @@ def benches():
               [["{build}/bench/bench_foundation", "1000"]]),
         Bench("trace", "the /trace relay against socat, every interleaved pair (issues 3, 30)", "",
               [["{build}/bench/bench_trace"] + env_words("TRACE_ARGS", "2G 10")]),
+        # Issue 30 item 1: the relay's way of moving bytes (read + writev, as dotmon does) against
+        # splice(2) + tee(2), without dotmon: CPU per GiB of the relaying thread, user and kernel.
+        Bench("trace-mechanisms", "copy against splice(2) for the relay, CPU per GiB (issue 30)", "",
+              [["{build}/bench/bench_trace", "--mechanisms"] + env_words("MECH_ARGS", "2G 5")]),
         Bench("peers", "a slow client's lost events, CPU and RSS against dotnet-trace (issue 12)",
               "build_testapp|build_tracecheck", [["bench/bench_peers.sh", "3"]], {"PARTS": "trace"}),
         # The issue's case: a ~230 MB core (the app holding 100 MB), 7 interleaved pairs.

@@ -31,6 +31,12 @@
  * docs/nettrace.md §6): `droppedEvents` of the operation, the end-of-trace log line and /metrics.
  * When the runtime ends the stream, the response ends only once the spool has been relayed.
  *
+ * The bytes are copied twice in the kernel (the runtime's socket into a pool block, the block into
+ * the client's socket), as socat does; in user space the block itself is queued (sess_data). Moving
+ * them with splice(2) and tee(2) instead (the checker reading the tee) was measured and costs more
+ * CPU per GiB than the copies it saves, on the benchmark's loopback and kernel
+ * (BENCHMARKS.md, "splice(2) measured, not adopted"; bench_trace --mechanisms measures it again).
+ *
  * With format=ndjson (dotmon's own extension) the same session is answered as
  * application/x-ndjson: each chunk the runtime sends is decoded (events/ev_json.h) and one JSON
  * line per event is queued to the client. There is no spool on that path: when the client's queue

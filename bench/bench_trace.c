@@ -12,16 +12,23 @@
  * max of all, fresh and reused runs, and how many runs meet both targets (ratio ≥ 0.90 and
  * ≤ 500 ms of dotmon CPU per GiB, issue 30), the long-lived dotmon's RSS growth over its relays
  * (target < 8 MB for 2 GB) and the operations' verdicts. Markdown on stdout, progress on stderr.
- * Usage: bench_trace [bytes [runs]]   (defaults 2G 10)   env: DOTMON_BIN, TRACE_PRODUCER
+ * Usage: bench_trace [--pinned] [bytes [runs]]   (defaults 2G 10)   env: DOTMON_BIN, TRACE_PRODUCER
+ * --pinned fixes where each process runs, the same for both relays: the producer on CPU 0, the
+ * relay (socat or dotmon, every thread) and this reader on CPU 1. Unpinned, dotmon and socat cost
+ * the same CPU per byte, and on 2 cores with three busy processes the scheduler's placement decides
+ * each run's throughput (a relay sharing a CPU with the reader runs at 0.6-0.7x one that does not);
+ * pinned, the relay always shares CPU 1 with the reader, so its throughput follows its own cost.
  *        bench_trace --mechanisms [bytes [runs]]   (defaults 2G 5)   env: TRACE_PRODUCER
  * The second form measures the ways of moving the bytes without dotmon (see mech_main below).
  */
 #define _GNU_SOURCE /* splice, tee, pipe2, F_SETPIPE_SZ, RUSAGE_THREAD */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -143,6 +150,36 @@ struct relay_dm {
     int relays; /* relays done by this process so far */
 };
 
+/* --pinned: the CPU a relay's threads run on (-1: wherever the scheduler puts them). */
+static int relay_cpu = -1;
+static int reader_cpu = -1;
+
+/* Pins every thread of pid (listed in /proc/<pid>/task) to cpu; exits if the kernel refuses. */
+static void pin_all(pid_t pid, int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld/task", (long)pid);
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        fprintf(stderr, "cannot list %s\n", path);
+        exit(1);
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end = NULL;
+        long tid = strtol(e->d_name, &end, 10);
+        if (tid > 0 && *end == '\0' && sched_setaffinity((pid_t)tid, sizeof(set), &set) != 0 &&
+            errno != ESRCH) {
+            fprintf(stderr, "cannot pin thread %ld to CPU %d: %s\n", tid, cpu, strerror(errno));
+            exit(1);
+        }
+    }
+    closedir(d);
+}
+
 /* Starts dotmon on a free port watching dir and waits until /processes lists the producer. */
 static void dm_start(const char *bin, const char *dir, struct relay_dm *dm)
 {
@@ -165,6 +202,9 @@ static void dm_start(const char *bin, const char *dir, struct relay_dm *dm)
         bool listed = rc == 0 && r.body && strstr(r.body, "\"pid\"") != NULL;
         httpc_resp_fini(&r);
         if (listed) {
+            if (relay_cpu >= 0) {
+                pin_all(dm->pid, relay_cpu); /* after start-up: its threads exist by now */
+            }
             return;
         }
         testenv_sleep_ms(25);
@@ -643,6 +683,21 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--mechanisms") == 0) {
         return mech_main(argc - 1, argv + 1);
     }
+    bool pinned = argc > 1 && strcmp(argv[1], "--pinned") == 0;
+    if (pinned) {
+        argc--;
+        argv++;
+        if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+            fprintf(stderr, "--pinned needs 2 CPUs\n");
+            return 1;
+        }
+        relay_cpu = 1;
+        /* the reader (this thread; threads started later inherit it): CPU 1 unless
+         * BENCH_READER_CPU says 0 (then the relay has CPU 1 to itself) */
+        const char *rc = getenv("BENCH_READER_CPU");
+        reader_cpu = rc != NULL && strcmp(rc, "0") == 0 ? 0 : 1;
+        pin_all(getpid(), reader_cpu);
+    }
     const char *bytes_arg = argc > 1 ? argv[1] : "2G";
     long runs = argc > 2 ? strtol(argv[2], NULL, 10) : 10;
     const char *producer = getenv("TRACE_PRODUCER");
@@ -674,6 +729,10 @@ int main(int argc, char **argv)
     if (proc_spawn(&so, &socat) != 0) {
         fprintf(stderr, "socat is missing (apt-get install socat)\n");
         return 1;
+    }
+    if (pinned) {
+        pin_all((pid_t)ppid, 0);
+        pin_all(proc_pid(socat), 1); /* the child it forks per connection inherits it */
     }
     uint8_t msg[512];
     size_t msg_len = collect_msg(msg, sizeof(msg));
@@ -750,10 +809,14 @@ int main(int argc, char **argv)
     proc_kill(socat, 1000, &st);
     proc_free(socat);
 
-    printf("\n| %s stream, %ld interleaved pairs: median (min-max) | dotmon (MiB/s) | socat "
+    printf("\n| %s stream, %ld interleaved pairs%s: median (min-max) | dotmon (MiB/s) | socat "
            "(MiB/s) | ratio | dotmon CPU per GiB (ms) | both targets (ratio ≥ %.2f, CPU ≤ %.0f "
            "ms/GiB) |\n|---|---|---|---|---|---|\n",
-           bytes_arg, runs, TARGET_RATIO, TARGET_CPU_MS);
+           bytes_arg, runs,
+           !pinned           ? ""
+           : reader_cpu == 1 ? " (pinned: producer CPU 0, relay and reader CPU 1)"
+                             : " (pinned: producer and reader CPU 0, relay CPU 1)",
+           TARGET_RATIO, TARGET_CPU_MS);
     print_summary("all runs", rows, fresh, (size_t)runs, -1);
     print_summary("fresh dotmon, its first relay", rows, fresh, (size_t)runs, 1);
     print_summary("reused dotmon", rows, fresh, (size_t)runs, 0);

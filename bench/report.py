@@ -62,6 +62,10 @@ def benches():
               [["{build}/bench/bench_foundation", "1000"]]),
         Bench("trace", "the /trace relay against socat, every interleaved pair (issues 3, 30)", "",
               [["{build}/bench/bench_trace"] + env_words("TRACE_ARGS", "2G 10")]),
+        # The same pairs with each process on a fixed CPU (producer 0; relay and reader 1), so the
+        # scheduler's placement does not decide a run: the relay's own cost does.
+        Bench("trace-pinned", "the /trace relay against socat, processes pinned to CPUs (issue 30)",
+              "", [["{build}/bench/bench_trace", "--pinned"] + env_words("TRACE_ARGS", "2G 10")]),
         # Issue 30 item 1: the relay's way of moving bytes (read + writev, as dotmon does) against
         # splice(2) + tee(2), without dotmon: CPU per GiB of the relaying thread, user and kernel.
         Bench("trace-mechanisms", "copy against splice(2) for the relay, CPU per GiB (issue 30)", "",

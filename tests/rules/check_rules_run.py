@@ -497,6 +497,7 @@ def collect_mode(tmp, script):
 
 
 def config_errors(tmp):
+    # schema: invalid (an unknown trigger type, an Execute action without its Path)
     cfg = {"CollectionRules": {"Bad": {"Trigger": {"Type": "Nope"},
                                        "Actions": [{"Type": "Execute", "Settings": {}}]}}}
     log = open(os.path.join(tmp, "dotmon-bad.log"), "w+")

@@ -66,9 +66,10 @@ def fs_settings():
     return sorted(set(setting_names(source("egress/egress_fs.c"), "egress_fs_set")))
 
 
-# The field macros of rules/*_cfg.c whose name is not their first argument.
-FIELD_MACROS = {"F_WINDOW": "SlidingWindowDuration", "F_EGRESS": "Egress", "F_DURATION": "Duration",
-                "F_COUNT": "Count"}
+def field_macros(text):
+    """{macro: setting} of the field macros whose row names its setting itself (F_EGRESS)."""
+    joined = text.replace("\\\n", " ")
+    return dict(re.findall(r'#define (F_\w+)(?:\([^)]*\))?\s+\{\s*"(\w+)"', joined))
 
 
 def field_table(text, name):
@@ -79,7 +80,7 @@ def field_table(text, name):
     body = m.group(1)
     names = re.findall(r'\{\s*"(\w+)",', body)
     names += re.findall(r'\bF_\w+\(\s*"(\w+)"', body)
-    names += [v for k, v in FIELD_MACROS.items() if re.search(r"\b" + k + r"\b", body)]
+    names += [v for k, v in field_macros(text).items() if re.search(r"\b" + k + r"\b", body)]
     return names
 
 

@@ -66,7 +66,7 @@ class Schema:
         return out
 
     def child(self, node, segment):
-        """The schema of node's child `segment` ('*': an array element or a map entry)."""
+        """The schema of node's child `segment` ('*': any array element or map entry)."""
         node = self.resolve(node)
         if segment == "*":
             if isinstance(node.get("items"), dict):
@@ -77,6 +77,11 @@ class Schema:
         for name, sub in node.get("properties", {}).items():
             if name.lower() == segment.lower():
                 return sub
+        # A map's key or an array's index, as .NET's configuration writes them ("Filters:0").
+        if isinstance(node.get("items"), dict) and segment.isdigit():
+            return node["items"]
+        if isinstance(node.get("additionalProperties"), dict):
+            return node["additionalProperties"]
         return None
 
     def at(self, path):
@@ -283,6 +288,23 @@ def real_errors(settings, errors):
                    any(r["path"].startswith(e["path"]) for r in real)]
 
 
+def check_variables(schema):
+    """The DotnetMonitor_ variables that the docs and the Kubernetes manifests set name settings
+    of the schema ("__" for ':')."""
+    import glob
+    import re
+    names = set()
+    for path in [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))) + \
+            sorted(glob.glob(os.path.join(ROOT, "container", "k8s", "*.yaml"))):
+        with open(path, encoding="utf-8") as f:
+            names |= set(re.findall(r"\bDotnetMonitor_(\w+)", f.read()))
+    names = sorted(n for n in names if not n.endswith("_"))
+    check(len(names) >= 10, f"the docs' and manifests' DotnetMonitor_ variables are found ({len(names)})")
+    for n in names:
+        key = n.replace("__", ":")
+        check(schema.at(key) is not None, f"DotnetMonitor_{n}: the schema has {key}")
+
+
 def check_files(node, modules):
     docs, scripts = docs_settings(), test_settings()
     check(len(docs) >= 5, f"the docs' settings examples are found ({len(docs)})")
@@ -320,6 +342,7 @@ def main():
         schema = Schema(json.load(f))
     check(schema.doc.get("$schema") == "http://json-schema.org/draft-07/schema#", "draft-07")
     check_tables(schema)
+    check_variables(schema)
     if sys.argv[1:] != ["--tables-only"]:
         if len(sys.argv) != 3:
             print(__doc__)

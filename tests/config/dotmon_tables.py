@@ -117,10 +117,14 @@ def rule_types():
     for m in re.finditer(r'\bTRIGGER\(\s*"(\w+)",\s*\w+,\s*(\w+),\s*(\w+),', tt):
         triggers[m.group(1)] = (field_table(tt, m.group(2)), post_keys(tt, m.group(3)))
     at = source("rules/rules_action_cfg.c")
-    actions = {}
+    actions, unsupported = {}, c_array(at, "unsupported_types")
+    fns = functions(at)
     for m in re.finditer(r'\bACTION\(\s*"(\w+)",\s*\w+,\s*(\w+),\s*(\w+),', at):
+        if "is not supported by dotmon" in fns.get(m.group(3), ""):
+            unsupported.append(m.group(1))  # parsed for its messages, then refused (LoadProfiler)
+            continue
         actions[m.group(1)] = (field_table(at, m.group(2)), post_keys(at, m.group(3)))
-    return triggers, actions, c_array(at, "unsupported_types")
+    return triggers, actions, unsupported
 
 
 def action_common():

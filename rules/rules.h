@@ -189,7 +189,8 @@ struct rules_action {
     const char *key; /* its configuration section, for messages ("CollectionRules:R:Actions:0") */
     bool wait_for_completion;
     const char *egress; /* the Collect* actions (CollectionRuleDefaults:Actions:Egress applied) */
-    int64_t duration_ticks; /* CollectTrace, CollectLogs, CollectLiveMetrics (default 30 s) */
+    const char *artifact_name; /* the Collect* actions' ArtifactName: NULL for dotmon's name */
+    int64_t duration_ticks;    /* CollectTrace, CollectLogs, CollectLiveMetrics (default 30 s) */
     /* CollectDump */
     enum rules_dump_type dump_type; /* default WithHeap */
     /* CollectTrace: Profile (canonical names joined by ',') xor Providers */

@@ -38,6 +38,11 @@ static const struct rules_range range_post_seconds = {
     {                                                                                              \
         "Egress", RULES_F_STR, false, AOFF(egress), RULES_NO_OFF, NULL, NULL, 0                    \
     }
+/* The name of the artifact at the egress provider (not substituted, as in dotnet-monitor). */
+#define F_ARTIFACT_NAME                                                                            \
+    {                                                                                              \
+        "ArtifactName", RULES_F_STR, false, AOFF(artifact_name), RULES_NO_OFF, NULL, NULL, 0       \
+    }
 #define F_DURATION                                                                                 \
     {                                                                                              \
         "Duration", RULES_F_SPAN, false, AOFF(duration_ticks), RULES_NO_OFF,                       \
@@ -59,8 +64,9 @@ static const struct rules_range range_post_seconds = {
 /* CollectionRuleActionOptions itself (an empty Name stays NULL: unnamed). */
 static const struct rules_field f_action[] = {F_STR("Name", name, false),
                                               F_BOOL("WaitForCompletion", wait_for_completion)};
-static const struct rules_field f_dump[] = {F_ENUM("Type", dump_type, &dump_enum), F_EGRESS};
-static const struct rules_field f_gcdump[] = {F_EGRESS};
+static const struct rules_field f_dump[] = {F_ENUM("Type", dump_type, &dump_enum), F_EGRESS,
+                                            F_ARTIFACT_NAME};
+static const struct rules_field f_gcdump[] = {F_EGRESS, F_ARTIFACT_NAME};
 static const struct rules_field f_trace[] = {
     F_BOOL("RequestRundown", request_rundown),
     {"BufferSizeMegabytes", RULES_F_INT, false, AOFF(buffer_mb), RULES_NO_OFF, &range_buffer, NULL,
@@ -74,12 +80,17 @@ static const struct rules_field f_trace[] = {
      0},
     {"PostTriggerSeconds", RULES_F_INT, false, AOFF(post_trigger_s), AOFF(has_post_trigger),
      &range_post_seconds, NULL, 0},
+    F_ARTIFACT_NAME,
 };
-static const struct rules_field f_logs[] = {
-    F_ENUM("DefaultLevel", default_level, &level_enum), F_BOOL("UseAppFilters", use_app_filters),
-    F_ENUM("Format", format, &format_enum), F_DURATION, F_EGRESS};
+static const struct rules_field f_logs[] = {F_ENUM("DefaultLevel", default_level, &level_enum),
+                                            F_BOOL("UseAppFilters", use_app_filters),
+                                            F_ENUM("Format", format, &format_enum),
+                                            F_DURATION,
+                                            F_EGRESS,
+                                            F_ARTIFACT_NAME};
 static const struct rules_field f_live[] = {
-    F_BOOL("IncludeDefaultProviders", include_default_providers), F_DURATION, F_EGRESS};
+    F_BOOL("IncludeDefaultProviders", include_default_providers), F_DURATION, F_EGRESS,
+    F_ARTIFACT_NAME};
 static const struct rules_field f_execute[] = {F_STR("Path", path, true),
                                                F_STR("Arguments", arguments, false),
                                                F_BOOL("IgnoreExitCode", ignore_exit_code)};

@@ -95,6 +95,7 @@ struct artifact {
     bool lost; /* the HTTP client left, or the store failed */
     /* egress */
     char *provider;               /* the egressProvider's name; NULL for HTTP */
+    char *artifact_name;          /* the name at the provider instead of the route's; or NULL */
     struct egress_target *target; /* open until on_done */
     EVP_MD_CTX *md;               /* SHA-256 of every byte written */
     uint64_t bytes;
@@ -173,6 +174,7 @@ static void art_free(struct artifact *art)
     }
     EVP_MD_CTX_free(art->md);
     free(art->provider);
+    free(art->artifact_name);
     free(art->store_error);
     outcome_fini(&art->end);
     free(art);
@@ -388,10 +390,13 @@ int artifact_admit_origin(struct agent *a, const struct artifact_origin *org,
     }
     struct artifact *art = calloc(1, sizeof(*art));
     char *name = provider != NULL ? strdup(provider) : NULL;
-    if (art == NULL || (provider != NULL && name == NULL) ||
+    const char *custom = req == NULL ? org->artifact_name : NULL;
+    char *custom_copy = custom != NULL ? strdup(custom) : NULL;
+    if (art == NULL || (provider != NULL && name == NULL) || (custom != NULL && !custom_copy) ||
         (provider != NULL && (o->egress_provider = strdup(provider)) == NULL)) {
         free(art);
         free(name);
+        free(custom_copy);
         op_set_state(&a->ops, o, OP_FAILED, "OutOfMemory", "out of memory");
         artifact_refuse(org, 500, "out of memory");
         return -1;
@@ -405,6 +410,7 @@ int artifact_admit_origin(struct agent *a, const struct artifact_origin *org,
     art->high_water = spec->high_water;
     art->low_water = spec->low_water;
     art->provider = name;
+    art->artifact_name = custom_copy;
     if (req == NULL) {
         if (org->op_id != NULL) {
             memcpy(org->op_id, o->id, sizeof(o->id));
@@ -567,6 +573,9 @@ static void art_on_done(void *ud, int status, const char *location, const char *
 static int begin_egress(struct artifact *art, const char *content_type, const char *filename)
 {
     const struct egress_provider *p = egress_find(art->a->egress, art->provider);
+    if (art->artifact_name != NULL) {
+        filename = art->artifact_name; /* ArtifactName: as given, as dotnet-monitor names it */
+    }
     char why[256];
     int rc = 0;
     if (p == NULL) {

@@ -78,6 +78,9 @@ struct artifact_origin {
     /* internal only */
     const char *provider; /* the egress provider's name (required) */
     const char *tags;     /* the operation's tags (comma-separated), or NULL */
+    /* The file name at the provider instead of the route's (a rule's ArtifactName), or NULL.
+     * Copied at admission. */
+    const char *artifact_name;
     artifact_settled_cb on_settled;
     void *settled_ud;
     struct buf *why;

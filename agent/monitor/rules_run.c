@@ -599,6 +599,7 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
         return AGENT_E_NOTFOUND;
     }
     const struct artifact_origin o = {.provider = st->egress != NULL ? st->egress : act->egress,
+                                      .artifact_name = act->artifact_name,
                                       .on_settled = collect_on_settled,
                                       .settled_ud = ac,
                                       .why = why,

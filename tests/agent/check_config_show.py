@@ -29,6 +29,7 @@ FILES = {
             "Trigger": {"Type": "Startup"},
             "Actions": [{"Type": "CollectGCDump", "Settings": {"Egress": "files"}}]}}},
         1, "Egress provider 'files' does not exist"),
+    # schema: invalid (an unknown setting of a FileSystem provider)
     "invalid egress provider": ({"Egress": {"FileSystem": {"files": {"Bogus": "x"}}}},
                                 1, "Egress:FileSystem:files"),
     "unknown setting (a warning)": ({"NoSuchSection": {"Key": 1}}, 0, "NoSuchSection:Key"),

@@ -480,6 +480,7 @@ def config_show(work):
 
     bad = os.path.join(work, "bad.json")
     with open(bad, "w") as f:
+        # schema: invalid (AzureBlobStorage, and an S3Storage provider without its bucket)
         json.dump({"Egress": {"AzureBlobStorage": {"z": {"AccountUri": "https://x"}},
                               "S3Storage": {"x": {"AccessKeyId": "A", "SecretAccessKey": "sak-0123456789"}}}}, f)
     p = subprocess.run([os.environ["DOTMON_BIN"], "config", "show", "--configuration-file-path", bad],

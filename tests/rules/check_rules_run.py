@@ -442,12 +442,15 @@ def collect_mode(tmp, script):
                                     {"Name": "l", "Type": "CollectLogs",
                                      "Settings": {"DefaultLevel": "Information", "Format": "NewlineDelimitedJson",
                                                   "Duration": "00:00:02", "Egress": "files"}},
+                                    # ArtifactName: the file's name at the provider, as given.
                                     {"Name": "m", "Type": "CollectLiveMetrics",
-                                     "Settings": {"Duration": "00:00:03", "Egress": "files"}},
+                                     "Settings": {"Duration": "00:00:03", "Egress": "files",
+                                                  "ArtifactName": "rule-metrics.json"}},
                                     execute(script, out, "dump $(Actions.d.EgressPath) trace $(Actions.t.EgressPath)"
                                             " logs $(Actions.l.EgressPath) lm $(Actions.m.EgressPath)")]},
             "Gc": {"Trigger": {"Type": "Startup"},
-                   "Actions": [{"Type": "CollectGCDump", "Settings": {"Egress": "files"}}]},
+                   "Actions": [{"Type": "CollectGCDump",
+                                "Settings": {"Egress": "files", "ArtifactName": "heap.gcdump"}}]},
         },
     }
     app = App(tmp)
@@ -464,6 +467,8 @@ def collect_mode(tmp, script):
         dump, tr, lg, lm = (words[1], words[3], words[5], words[7]) if len(words) == 8 else ("", "", "", "")
         check(os.path.isfile(lg) and os.path.isfile(lm) and os.path.getsize(lm) > 0,
               f"collect: CollectLogs and CollectLiveMetrics stored their files ({lg}, {lm})")
+        check(lm == os.path.join(files, "rule-metrics.json") and not lg.endswith("rule-metrics.json"),
+              f"collect: CollectLiveMetrics' ArtifactName names its file, the others keep dotmon's names ({lm})")
         check(os.path.dirname(dump) == files and os.path.dirname(tr) == files and tr.endswith(".nettrace"),
               f"collect: $(Actions.d.EgressPath) and $(Actions.t.EgressPath) are files in the provider: {got}")
         check(os.path.isfile(dump) and elf_core(dump), f"collect: the Mini dump is an ELF core file ({dump})")
@@ -490,6 +495,8 @@ def collect_mode(tmp, script):
             lambda: any(f.endswith(".gcdump") and os.path.getsize(os.path.join(files, f)) > 0
                         for f in os.listdir(files)), 60),
               f"collect: CollectGCDump stored a .gcdump in the provider: {sorted(os.listdir(files))}")
+        check(wait_for(lambda: os.path.isfile(os.path.join(files, "heap.gcdump")), 30),
+              f"collect: CollectGCDump's ArtifactName names its file: {sorted(os.listdir(files))}")
     finally:
         app.kill()
         stop_dotmon(dm, log, 6000)
@@ -497,6 +504,7 @@ def collect_mode(tmp, script):
 
 
 def config_errors(tmp):
+    # schema: invalid (an unknown trigger type, an Execute action without its Path)
     cfg = {"CollectionRules": {"Bad": {"Trigger": {"Type": "Nope"},
                                        "Actions": [{"Type": "Execute", "Settings": {}}]}}}
     log = open(os.path.join(tmp, "dotmon-bad.log"), "w+")

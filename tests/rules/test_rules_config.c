@@ -144,6 +144,7 @@ static void test_rules_config_doc_high_cpu(void **state)
     assert_string_equal(a->profile, "Cpu");
     assert_int_equal(a->duration_ticks, 60 * SEC);
     assert_string_equal(a->egress, "TmpDir");
+    assert_null(a->artifact_name); /* dotmon names the file */
     assert_true(a->request_rundown);
     assert_int_equal(a->buffer_mb, 256);
     assert_null(a->name);
@@ -151,6 +152,35 @@ static void test_rules_config_doc_high_cpu(void **state)
     assert_int_equal(r->limits.action_count, 2);
     assert_int_equal(r->limits.window_ticks, 3600 * SEC);
     assert_int_equal(r->limits.duration_ticks, 0);
+    rules_config_free(c);
+}
+
+/* The Collect* actions' ArtifactName (the file's name at the provider), as given: no tokens are
+ * substituted in it; an empty one leaves dotmon's name. */
+static void test_rules_config_artifact_name(void **state)
+{
+    (void)state;
+    struct rules_config *c = load_json(
+        "{\"CollectionRules\":{\"R\":{\"Trigger\":{\"Type\":\"Startup\"},\"Actions\":["
+        "{\"Type\":\"CollectDump\",\"Settings\":{\"Egress\":\"artifacts\",\"ArtifactName\":\"app."
+        "dmp\"}},"
+        "{\"Type\":\"CollectGCDump\",\"Settings\":{\"Egress\":\"artifacts\",\"ArtifactName\":\"\"}}"
+        ","
+        "{\"Type\":\"CollectLogs\",\"Settings\":{\"Egress\":\"artifacts\","
+        "\"ArtifactName\":\"$(Process.ProcessId).txt\"}},"
+        "{\"Type\":\"CollectTrace\",\"Settings\":{\"Egress\":\"artifacts\",\"Profile\":\"Cpu\","
+        "\"ArtifactName\":\"cpu.nettrace\"}},"
+        "{\"Type\":\"CollectLiveMetrics\",\"Settings\":{\"Egress\":\"artifacts\","
+        "\"ArtifactName\":\"m.json\"}}]}}}");
+    NO_ERRORS(c);
+    const struct rules_rule *r = rules_config_find(c, "R");
+    assert_non_null(r);
+    assert_int_equal(r->nactions, 5);
+    assert_string_equal(r->actions[0].artifact_name, "app.dmp");
+    assert_null(r->actions[1].artifact_name);
+    assert_string_equal(r->actions[2].artifact_name, "$(Process.ProcessId).txt");
+    assert_string_equal(r->actions[3].artifact_name, "cpu.nettrace");
+    assert_string_equal(r->actions[4].artifact_name, "m.json");
     rules_config_free(c);
 }
 
@@ -1025,6 +1055,7 @@ int main(void)
         cmocka_unit_test(test_rules_timespan_parse),
         cmocka_unit_test(test_rules_timespan_format),
         cmocka_unit_test(test_rules_config_doc_high_cpu),
+        cmocka_unit_test(test_rules_config_artifact_name),
         cmocka_unit_test(test_rules_config_doc_examples),
         cmocka_unit_test(test_rules_config_doc_env_and_filters),
         cmocka_unit_test(test_rules_config_templates),

@@ -48,7 +48,7 @@ static const char cat[] = "dotmon";
 
 /*
  * Reads DefaultProcess:Filters with the collection rules' reader (the same descriptors, both
- * forms: {Key, Value, MatchType} and the short {ProcessName: "x"}, docs/rules.md §2). Each
+ * forms: {Key, Value, MatchType} and the short {ProcessName: "x"}, docs/api.md §2). Each
  * problem is logged; any makes start-up fail.
  */
 static int load_filters(struct agent *a)

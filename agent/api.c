@@ -61,10 +61,12 @@ static const struct api_route routes[] = {
     {"/logs", "POST", api_logs_post, NULL, false, false, false, NULL},
     {"/operations", "GET", api_operations_list, NULL, false, false, false, NULL},
     {"/operations/{operationId}", "GET", NULL, api_operation_get, false, false, false, NULL},
-    {"/operations/{operationId}", "GET", NULL, api_operation_details, false, false, false, "/details"},
+    {"/operations/{operationId}", "GET", NULL, api_operation_details, false, false, false,
+     "/details"},
     {"/operations/{operationId}", "DELETE", NULL, api_operation_delete, false, false, false, NULL},
     {"/collectionrules", "GET", api_collectionrules, NULL, false, false, false, NULL},
-    {"/collectionrules/{collectionRuleName}", "GET", NULL, api_collectionrule, false, false, false, NULL},
+    {"/collectionrules/{collectionRuleName}", "GET", NULL, api_collectionrule, false, false, false,
+     NULL},
     {"/metrics", "GET", api_metrics, NULL, true, true, false, NULL},
     {"/metrics/dotmon", "GET", api_metrics_dotmon, NULL, false, false, false, NULL},
     {"/healthz", "GET", api_healthz, NULL, true, false, false, NULL},
@@ -314,12 +316,12 @@ static void api_root(struct agent *a, struct http_request *req)
 {
     bool on_metrics = http_request_tag(req) == AGENT_TAG_METRICS;
     cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "openapi", "3.0.4");
     cJSON *info = cJSON_AddObjectToObject(doc, "info");
     cJSON *paths = cJSON_AddObjectToObject(doc, "paths");
-    cJSON *schemes = cJSON_AddObjectToObject(cJSON_AddObjectToObject(doc, "components"),
-                                             "securitySchemes");
+    cJSON *schemes =
+        cJSON_AddObjectToObject(cJSON_AddObjectToObject(doc, "components"), "securitySchemes");
     cJSON *bearer = cJSON_AddObjectToObject(schemes, "Bearer");
-    cJSON_AddStringToObject(doc, "openapi", "3.0.4");
     cJSON_AddStringToObject(info, "title", "dotmon");
     cJSON_AddStringToObject(info, "version", DOTMON_VERSION);
     cJSON_AddStringToObject(bearer, "type", "http");

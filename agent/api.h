@@ -51,7 +51,8 @@ void api_send_budget_507(struct http_request *req, const char *what, const struc
 #define API_DM_OPERATION_NOT_FOUND   "Operation not found."
 #define API_DM_OPERATION_NOT_RUNNING "Operation is not running."
 #define API_DM_METRICS_DISABLED      "Metrics was not enabled."
-/* /info's runtimeVersion: the newest .NET runtime dotmon is tested against (docs/deviations.md §4.6). */
+/* /info's runtimeVersion: the newest .NET runtime dotmon is tested against (docs/deviations.md
+ * §4.6). */
 #define API_DOTNET_VERSION "10.0.0"
 
 /*
@@ -87,7 +88,8 @@ void api_info(struct agent *a, struct http_request *req);
 void api_healthz(struct agent *a, struct http_request *req);
 void api_readyz(struct agent *a, struct http_request *req);
 void api_metrics(struct agent *a, struct http_request *req);
-/* GET /metrics/dotmon: dotmon's own families only (authenticated; whether or not Metrics:Enabled). */
+/* GET /metrics/dotmon: dotmon's own families only (authenticated; whether or not Metrics:Enabled).
+ */
 void api_metrics_dotmon(struct agent *a, struct http_request *req);
 void api_trace_get(struct agent *a, struct http_request *req);
 void api_trace_post(struct agent *a, struct http_request *req);

@@ -109,7 +109,7 @@ static bool blank(const char *s)
 }
 
 /*
- * One ProcessFilterDescriptor (docs/rules.md §2), one filter, as dotnet-monitor reads it: the first
+ * One ProcessFilterDescriptor (docs/api.md §2), one filter, as dotnet-monitor reads it: the first
  * short form given (ProcessId, ProcessName, CommandLine, ManagedEntryPointAssemblyName, in that
  * order; blank counts as not given), else Key (default ProcessId) and Value. ProcessId always
  * compares exactly; the others take MatchType (default Exact). False when it gives no filter.

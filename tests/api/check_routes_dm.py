@@ -11,7 +11,7 @@
     detail is "Metrics was not enabled.", and the metrics URL is not bound;
   - /info lists its five capabilities under its names (call_stacks, ...) with metrics enabled as
     configured, and a runtimeVersion that parses as a version (its InfoTests);
-  - the short ProcessFilterDescriptor forms ({"ProcessName": "x"}, {"ProcessId": n},
+  - the short ProcessFilterDescriptor forms ({"ProcessName": "x"}, {"ProcessId": "n"},
     {"ManagedEntryPointAssemblyName": "x"}, {"CommandLine": "x", "MatchType": "Contains"}) select
     the default process and a collection rule's processes, and each one is applied (a value that
     does not match leaves no default process, a rule that does not match is not applied);
@@ -96,11 +96,11 @@ def main():
         rule = {"Trigger": {"Type": "Startup"},
                 "Actions": [{"Type": "GetEnvironmentVariable", "Settings": {"Name": "HOME"}}]}
         short = {"ProcessName": {"ProcessName": "TestApp"},
-                 "ProcessId": {"ProcessId": pid},
+                 "ProcessId": {"ProcessId": str(pid)},
                  "ManagedEntryPointAssemblyName": {"ManagedEntryPointAssemblyName": "TestApp"},
                  "CommandLine": {"CommandLine": "testapp", "MatchType": "Contains"}}
         wrong = {"ProcessName": {"ProcessName": "NoSuchApp"},
-                 "ProcessId": {"ProcessId": 1},
+                 "ProcessId": {"ProcessId": "1"},
                  "ManagedEntryPointAssemblyName": {"ManagedEntryPointAssemblyName": "NoSuchApp"},
                  "CommandLine": {"CommandLine": "no-such-app", "MatchType": "Contains"}}
         rules = {f"Is{k}": dict(rule, Filters=[v]) for k, v in short.items()}

@@ -16,7 +16,8 @@
     the default process and a collection rule's processes, and each one is applied (a value that
     does not match leaves no default process, a rule that does not match is not applied);
   - /logs with None as the default level, as the query's level or the body's logLevel, is a 400
-    problem before anything streams (its LogsTests), while a real level streams.
+    problem before anything streams (its LogsTests), while a real level streams; a collection
+    rule's CollectLogs with DefaultLevel None fails with that reason.
 """
 
 import json
@@ -28,7 +29,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
-from dmtest import App, check, close_log, fetch, free_port, start_dotmon, stop, verdict  # noqa: E402
+from dmtest import App, check, close_log, fetch, free_port, start_dotmon, stop, verdict, wait_log  # noqa: E402
 
 DM_NO_PROCESS = "Unable to discover a target process."
 METRICS_OFF = "Metrics was not enabled."
@@ -105,8 +106,12 @@ def main():
                  "CommandLine": {"CommandLine": "no-such-app", "MatchType": "Contains"}}
         rules = {f"Is{k}": dict(rule, Filters=[v]) for k, v in short.items()}
         rules.update({f"Not{k}": dict(rule, Filters=[v]) for k, v in wrong.items()})
-        start("on", {"DefaultProcess": {"Filters": list(short.values())}, "CollectionRules": rules},
-              mport)
+        # A CollectLogs action with None as its default level fails when it runs.
+        rules["LogsNone"] = {"Trigger": {"Type": "Startup"}, "Actions": [
+            {"Type": "CollectLogs", "Settings": {"DefaultLevel": "None", "Egress": "out", "Duration": "00:00:01"}}]}
+        os.mkdir(os.path.join(tmp, "out"), 0o700)
+        start("on", {"DefaultProcess": {"Filters": list(short.values())}, "CollectionRules": rules,
+                     "Egress": {"FileSystem": {"out": {"DirectoryPath": os.path.join(tmp, "out")}}}}, mport)
 
         # GET / (RootTests): 200 without a token on both URLs; other routes still want it.
         for which, p in (("API URL", port), ("metrics URL", mport)):
@@ -143,8 +148,10 @@ def main():
               f"DefaultProcess with the four short forms selects the app ({st} {body[:120]!r})")
         st, _, body = get(port, "/collectionrules", token)
         applied = sorted(json.loads(body)) if st == 200 else []
-        check(applied == sorted(f"Is{k}" for k in short),
+        check(applied == sorted([f"Is{k}" for k in short] + ["LogsNone"]),
               f"the rules whose short-form filter matches are applied, the others not ({st} {applied})")
+        check(wait_log(log, r"LogsNone.*LogLevel None is not supported as the default log level", 30) is not None,
+              "a rule's CollectLogs with DefaultLevel None fails with that reason")
 
         # Log level None (LogsTests): 400 before anything streams; a real level streams.
         for form, method, path, data in (

@@ -34,6 +34,7 @@
 #include "membudget.h"
 #include "metrics.h"
 #include "num.h"
+#include "rules.h"
 #include "rules_run.h"
 #include "shdir.h"
 
@@ -45,99 +46,33 @@ static const char cat[] = "dotmon";
 
 /* ---- default process filters (DefaultProcess:Filters) ---- */
 
-static int filter_key_parse(const char *s, enum agent_filter_key *out)
-{
-    static const struct {
-        const char *name;
-        enum agent_filter_key key;
-    } keys[] = {{"ProcessId", AGENT_FILTER_PROCESS_ID},
-                {"ProcessName", AGENT_FILTER_PROCESS_NAME},
-                {"CommandLine", AGENT_FILTER_COMMAND_LINE},
-                {"ManagedEntryPointAssemblyName", AGENT_FILTER_ENTRYPOINT_ASSEMBLY}};
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (strcasecmp(s, keys[i].name) == 0) {
-            *out = keys[i].key;
-            return 0;
-        }
-    }
-    return AGENT_E_INVAL;
-}
-
 /*
- * Reads DefaultProcess:Filters:<n>:{Key,Value,MatchType}, or the shorthand
- * DefaultProcess:Filters:<n>:<Key>=<Value>, for n = 0, 1, … until an index is missing.
+ * Reads DefaultProcess:Filters with the collection rules' reader (the same descriptors, both
+ * forms: {Key, Value, MatchType} and the short {ProcessName: "x"}, docs/api.md §2). Each
+ * problem is logged; any makes start-up fail.
  */
 static int load_filters(struct agent *a)
 {
-    for (size_t n = 0; n < AGENT_MAX_FILTERS + 1; n++) {
-        char prefix[64], key[128];
-        snprintf(prefix, sizeof(prefix), "DefaultProcess:Filters:%zu", n);
-        bool any = false;
-        for (size_t i = 0; i < a->cfg->n; i++) {
-            if (config_key_under(a->cfg->v[i].key, prefix)) {
-                any = true;
-                break;
-            }
-        }
-        if (!any) {
-            return 0;
-        }
-        if (n == AGENT_MAX_FILTERS) {
-            log_error(cat, "DefaultProcess:Filters: at most %d filters are supported",
-                      AGENT_MAX_FILTERS);
-            return AGENT_E_INVAL;
-        }
-        struct agent_filter *f = &a->filters[n];
-        snprintf(key, sizeof(key), "%s:Key", prefix);
-        const char *k = config_get(a->cfg, key);
-        snprintf(key, sizeof(key), "%s:Value", prefix);
-        const char *v = config_get(a->cfg, key);
-        snprintf(key, sizeof(key), "%s:MatchType", prefix);
-        const char *mt = config_get(a->cfg, key);
-        if (k == NULL) {
-            /* Shorthand form: the only child names the key. */
-            for (size_t i = 0; i < a->cfg->n; i++) {
-                const char *ck = a->cfg->v[i].key;
-                if (config_key_under(ck, prefix) && ck[strlen(prefix)] == ':') {
-                    const char *child = ck + strlen(prefix) + 1;
-                    if (filter_key_parse(child, &f->key) == 0) {
-                        k = child;
-                        v = a->cfg->v[i].value;
-                    }
-                }
-            }
-            if (k == NULL) {
-                log_error(cat,
-                          "%s: needs Key and Value (ProcessId, ProcessName, CommandLine or "
-                          "ManagedEntryPointAssemblyName)",
-                          prefix);
-                return AGENT_E_INVAL;
-            }
-        } else if (filter_key_parse(k, &f->key) != 0) {
-            log_error(cat,
-                      "%s:Key: unknown key '%s' (ProcessId, ProcessName, CommandLine, "
-                      "ManagedEntryPointAssemblyName)",
-                      prefix, k);
-            return AGENT_E_INVAL;
-        }
-        if (v == NULL || *v == '\0') {
-            log_error(cat, "%s:Value is missing", prefix);
-            return AGENT_E_INVAL;
-        }
-        if (mt == NULL || strcasecmp(mt, "Exact") == 0) {
-            f->contains = false;
-        } else if (strcasecmp(mt, "Contains") == 0) {
-            f->contains = true;
-        } else {
-            log_error(cat, "%s:MatchType: '%s' is not Exact or Contains", prefix, mt);
-            return AGENT_E_INVAL;
-        }
-        f->value = strdup(v);
-        if (f->value == NULL) {
-            return -ENOMEM;
-        }
-        a->nfilters = n + 1;
+    struct rules_kv *kv = calloc(a->cfg->n + 1, sizeof(*kv));
+    if (kv == NULL) {
+        return -ENOMEM;
     }
+    for (size_t i = 0; i < a->cfg->n; i++) {
+        kv[i] = (struct rules_kv){.key = a->cfg->v[i].key, .value = a->cfg->v[i].value};
+    }
+    int rc = rules_filter_list_load(kv, a->cfg->n, "DefaultProcess:Filters", &a->filter_list);
+    free(kv);
+    if (rc != 0) {
+        return rc;
+    }
+    for (size_t i = 0; i < a->filter_list->nerrors; i++) {
+        log_error(cat, "%s", a->filter_list->errors[i]);
+    }
+    if (a->filter_list->nerrors > 0) {
+        return AGENT_E_INVAL;
+    }
+    a->filters = a->filter_list->filters;
+    a->nfilters = a->filter_list->nfilters;
     return 0;
 }
 
@@ -1134,10 +1069,9 @@ void agent_stop(struct agent *a)
 
 void agent_fini(struct agent *a)
 {
-    for (size_t i = 0; i < a->nfilters; i++) {
-        free(a->filters[i].value);
-        a->filters[i].value = NULL;
-    }
+    rules_filter_list_free(a->filter_list);
+    a->filter_list = NULL;
+    a->filters = NULL;
     a->nfilters = 0;
     apikey_fini(a);
     free(a->diag_dir);

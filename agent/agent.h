@@ -26,28 +26,15 @@
 
 enum agent_listener_tag { AGENT_TAG_ARTIFACTS = 1, AGENT_TAG_METRICS = 2 };
 
-enum agent_filter_key {
-    AGENT_FILTER_PROCESS_ID = 0,
-    AGENT_FILTER_PROCESS_NAME,
-    AGENT_FILTER_COMMAND_LINE,
-    AGENT_FILTER_ENTRYPOINT_ASSEMBLY
-};
-
-#define AGENT_MAX_FILTERS 16
 /* The artifact URL without Urls or --urls (dotnet-monitor's default). */
 #define AGENT_DEFAULT_URL "http://localhost:52323"
 
 struct apikey_token_file;
+struct rules_filter;
+struct rules_filter_list;
 struct artifact;
 struct buf;
 struct egress_set;
-
-/* One DefaultProcess:Filters entry; every configured entry must match. */
-struct agent_filter {
-    enum agent_filter_key key;
-    char *value;
-    bool contains; /* MatchType Contains (else Exact); matching is case-insensitive */
-};
 
 struct agent {
     uv_loop_t *loop;
@@ -70,7 +57,10 @@ struct agent {
     struct apikey_token_file *token_file; /* --token-file written (apikey.c), or NULL */
     struct apikey_watch *keywatch;        /* configuration file watcher (apikey.c), or NULL */
 
-    struct agent_filter filters[AGENT_MAX_FILTERS];
+    /* DefaultProcess:Filters (rules.h's reader and matcher; every filter must match): the list,
+     * owned, and its filters. */
+    struct rules_filter_list *filter_list;
+    const struct rules_filter *filters;
     size_t nfilters;
 
     char *diag_dir; /* directory watched for runtime sockets (connect mode) */

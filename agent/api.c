@@ -17,6 +17,7 @@
 #include "log.h"
 #include "membudget.h"
 #include "num.h"
+#include "rules.h"
 
 static const char cat[] = "dotmon.api";
 
@@ -24,9 +25,9 @@ typedef void (*api_route_fn)(struct agent *a, struct http_request *req);
 typedef void (*api_item_fn)(struct agent *a, struct http_request *req, const char *id);
 
 /*
- * Routes. A path may appear once per method; `item` routes take one more path segment
- * ("/operations/{id}") that is passed to the handler decoded, followed by `suffix` when the route
- * has one ("/operations/{id}/details").
+ * Routes. A path may appear once per method; `item` routes take one more path segment, written
+ * "{name}" at the end of their path ("/operations/{operationId}"), that is passed to the handler
+ * decoded, followed by `suffix` when the route has one ("/operations/{operationId}/details").
  */
 struct api_route {
     const char *path;
@@ -39,7 +40,11 @@ struct api_route {
     const char *suffix; /* item routes: what follows the item ("/details"), or NULL */
 };
 
+static void api_root(struct agent *a, struct http_request *req);
+
 static const struct api_route routes[] = {
+    /* dotnet-monitor answers / with its OpenAPI document, without authentication, on every URL. */
+    {"/", "GET", api_root, NULL, true, true, false, NULL},
     {"/processes", "GET", api_processes, NULL, false, false, false, NULL},
     {"/process", "GET", api_process, NULL, false, false, false, NULL},
     {"/env", "GET", api_env, NULL, false, false, false, NULL},
@@ -55,18 +60,21 @@ static const struct api_route routes[] = {
     {"/logs", "GET", api_logs_get, NULL, false, false, true, NULL},
     {"/logs", "POST", api_logs_post, NULL, false, false, false, NULL},
     {"/operations", "GET", api_operations_list, NULL, false, false, false, NULL},
-    {"/operations/", "GET", NULL, api_operation_get, false, false, false, NULL},
-    {"/operations/", "GET", NULL, api_operation_details, false, false, false, "/details"},
-    {"/operations/", "DELETE", NULL, api_operation_delete, false, false, false, NULL},
+    {"/operations/{operationId}", "GET", NULL, api_operation_get, false, false, false, NULL},
+    {"/operations/{operationId}", "GET", NULL, api_operation_details, false, false, false,
+     "/details"},
+    {"/operations/{operationId}", "DELETE", NULL, api_operation_delete, false, false, false, NULL},
     {"/collectionrules", "GET", api_collectionrules, NULL, false, false, false, NULL},
-    {"/collectionrules/", "GET", NULL, api_collectionrule, false, false, false, NULL},
+    {"/collectionrules/{collectionRuleName}", "GET", NULL, api_collectionrule, false, false, false,
+     NULL},
     {"/metrics", "GET", api_metrics, NULL, true, true, false, NULL},
+    {"/metrics/dotmon", "GET", api_metrics_dotmon, NULL, false, false, false, NULL},
     {"/healthz", "GET", api_healthz, NULL, true, false, false, NULL},
     {"/readyz", "GET", api_readyz, NULL, true, false, false, NULL},
     /* The page's static files carry no data and a browser navigating to /ui cannot send a
      * token: anonymous. Every request the page makes for data is authorized (api_ui.c). */
     {"/ui", "GET", api_ui_get, NULL, true, false, false, NULL},
-    {"/ui/", "GET", NULL, api_ui_file, true, false, false, NULL},
+    {"/ui/{file}", "GET", NULL, api_ui_file, true, false, false, NULL},
 };
 
 /* A problem+json answer: detail, and a "reason" extension member when reason is not NULL. */
@@ -250,7 +258,7 @@ static bool route_matches(const struct api_route *r, const char *p, char *item, 
     if (r->item == NULL) {
         return strcasecmp(p, r->path) == 0;
     }
-    size_t n = strlen(r->path);
+    size_t n = strcspn(r->path, "{"); /* the prefix before "{name}" */
     if (strncasecmp(p, r->path, n) != 0 || p[n] == '\0') {
         return false;
     }
@@ -297,6 +305,58 @@ static const struct api_route *find_route(const char *p, const char *method, boo
         }
     }
     return route;
+}
+
+/*
+ * GET / : a description of the routes this URL serves, shaped as an OpenAPI 3 document (what
+ * dotnet-monitor serves there), built from the route table: each path and method, and which ones
+ * need the bearer token. What each route does is in docs/routes.md.
+ */
+static void api_root(struct agent *a, struct http_request *req)
+{
+    bool on_metrics = http_request_tag(req) == AGENT_TAG_METRICS;
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "openapi", "3.0.4");
+    cJSON *info = cJSON_AddObjectToObject(doc, "info");
+    cJSON *paths = cJSON_AddObjectToObject(doc, "paths");
+    cJSON *schemes =
+        cJSON_AddObjectToObject(cJSON_AddObjectToObject(doc, "components"), "securitySchemes");
+    cJSON *bearer = cJSON_AddObjectToObject(schemes, "Bearer");
+    cJSON_AddStringToObject(info, "title", "dotmon");
+    cJSON_AddStringToObject(info, "version", DOTMON_VERSION);
+    cJSON_AddStringToObject(bearer, "type", "http");
+    cJSON_AddStringToObject(bearer, "scheme", "bearer");
+    cJSON_AddStringToObject(bearer, "bearerFormat", "JWT");
+    for (size_t i = 0; paths != NULL && i < sizeof(routes) / sizeof(routes[0]); i++) {
+        const struct api_route *r = &routes[i];
+        if (on_metrics && !r->metrics_port) {
+            continue;
+        }
+        char key[128], method[16];
+        snprintf(key, sizeof(key), "%s%s", r->path, r->suffix != NULL ? r->suffix : "");
+        size_t m = 0;
+        for (; r->method[m] != '\0' && m + 1 < sizeof(method); m++) {
+            method[m] = (char)tolower((unsigned char)r->method[m]);
+        }
+        method[m] = '\0';
+        cJSON *item = cJSON_GetObjectItemCaseSensitive(paths, key);
+        item = item != NULL ? item : cJSON_AddObjectToObject(paths, key);
+        cJSON *op = cJSON_AddObjectToObject(item, method);
+        cJSON *resp = cJSON_AddObjectToObject(cJSON_AddObjectToObject(op, "responses"), "default");
+        cJSON_AddStringToObject(resp, "description", "see docs/routes.md");
+        if (!r->anonymous && !a->no_auth) {
+            cJSON *req_scheme = cJSON_CreateObject();
+            cJSON_AddItemToObject(req_scheme, "Bearer", cJSON_CreateArray());
+            if (!cJSON_AddItemToArray(cJSON_AddArrayToObject(op, "security"), req_scheme)) {
+                cJSON_Delete(req_scheme);
+            }
+        }
+    }
+    if (paths == NULL || bearer == NULL) { /* no memory: 500 rather than half a document */
+        cJSON_Delete(doc);
+        doc = NULL;
+    }
+    api_json(req, 200, doc);
 }
 
 static void answer_405(struct http_request *req, const char *p, const char *method,
@@ -355,50 +415,15 @@ void api_handle(void *ud, struct http_request *req)
 
 /* ---- process selection ---- */
 
-static bool ieq_contains(const char *hay, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (const char *h = hay; *h; h++) {
-        if (strncasecmp(h, needle, n) == 0) {
-            return true;
-        }
-    }
-    return n == 0;
-}
-
-static bool filter_matches(const struct agent_filter *f, const struct ipc_process *p)
-{
-    char pid[24];
-    const char *subject = NULL;
-    switch (f->key) {
-    case AGENT_FILTER_PROCESS_ID:
-        snprintf(pid, sizeof(pid), "%llu", (unsigned long long)p->pid);
-        subject = pid;
-        break;
-    case AGENT_FILTER_PROCESS_NAME:
-        subject = p->name;
-        break;
-    case AGENT_FILTER_COMMAND_LINE:
-        subject = p->command_line;
-        break;
-    case AGENT_FILTER_ENTRYPOINT_ASSEMBLY:
-        subject = p->entrypoint_assembly;
-        break;
-    }
-    if (subject == NULL) {
-        return false;
-    }
-    return f->contains ? ieq_contains(subject, f->value) : strcasecmp(subject, f->value) == 0;
-}
-
+/* DefaultProcess:Filters against p (rules.h's matcher, as the collection rules' Filters). */
 static bool matches_filters(struct agent *a, const struct ipc_process *p)
 {
-    for (size_t i = 0; i < a->nfilters; i++) {
-        if (!filter_matches(&a->filters[i], p)) {
-            return false;
-        }
-    }
-    return true;
+    const struct rules_process rp = {.pid = (uint32_t)p->pid,
+                                     .name = p->name,
+                                     .command_line = p->command_line,
+                                     .runtime_id = p->uid,
+                                     .entrypoint_assembly = p->entrypoint_assembly};
+    return rules_filter_list_match(a->filters, a->nfilters, &rp);
 }
 
 /* The default process, or NULL when there is none (no match, or more than one). */

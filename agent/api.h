@@ -50,6 +50,10 @@ void api_send_budget_507(struct http_request *req, const char *what, const struc
     "discovered."
 #define API_DM_OPERATION_NOT_FOUND   "Operation not found."
 #define API_DM_OPERATION_NOT_RUNNING "Operation is not running."
+#define API_DM_METRICS_DISABLED      "Metrics was not enabled."
+/* /info's runtimeVersion: the newest .NET runtime dotmon is tested against (docs/deviations.md
+ * §4.6). */
+#define API_DOTNET_VERSION "10.0.0"
 
 /*
  * A true/false query parameter (any case): *out is set when present, left alone when absent.
@@ -84,6 +88,9 @@ void api_info(struct agent *a, struct http_request *req);
 void api_healthz(struct agent *a, struct http_request *req);
 void api_readyz(struct agent *a, struct http_request *req);
 void api_metrics(struct agent *a, struct http_request *req);
+/* GET /metrics/dotmon: dotmon's own families only (authenticated; whether or not Metrics:Enabled).
+ */
+void api_metrics_dotmon(struct agent *a, struct http_request *req);
 void api_trace_get(struct agent *a, struct http_request *req);
 void api_trace_post(struct agent *a, struct http_request *req);
 /* GET /trace/snapshot?pid=|uid=|name=[&rule=]: a collection rule's ring now, as a nettrace. */

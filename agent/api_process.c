@@ -216,10 +216,11 @@ void api_info(struct agent *a, struct http_request *req)
     }
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
-        char rt[64];
-        snprintf(rt, sizeof(rt), "native (libuv %s)", uv_version_string());
         cJSON_AddStringToObject(o, "version", DOTMON_VERSION);
-        cJSON_AddStringToObject(o, "runtimeVersion", rt);
+        /* dotnet-monitor says its own .NET runtime's version here and clients parse it as a
+         * System.Version; dotmon has no .NET runtime: the newest .NET it speaks to
+         * (docs/deviations.md §4.7). */
+        cJSON_AddStringToObject(o, "runtimeVersion", API_DOTNET_VERSION);
         if (a->listen_path != NULL) {
             cJSON_AddStringToObject(o, "diagnosticPortMode", "Listen");
             cJSON_AddStringToObject(o, "diagnosticPortName", a->listen_path);
@@ -228,14 +229,15 @@ void api_info(struct agent *a, struct http_request *req)
             cJSON_AddNullToObject(o, "diagnosticPortName");
         }
         cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
-        /* dotnet-monitor's capability names (MonitorCapability); dotmon has metrics (when on)
-         * and returns artifacts over HTTP, not the in-process features. */
+        /* dotnet-monitor's capability names (its MonitorCapabilityConstants), in its order;
+         * dotmon has metrics (when on) and returns artifacts over HTTP, not the in-process
+         * features (exceptions, parameter capturing, call stacks). */
         const struct {
             const char *name;
             bool enabled;
         } capabilities[] = {{"exceptions", false},
                             {"parameters", false},
-                            {"callstacks", false},
+                            {"call_stacks", false},
                             {"metrics", a->metrics_enabled},
                             {"http_egress", true}};
         for (size_t i = 0; caps != NULL && i < sizeof(capabilities) / sizeof(capabilities[0]);
@@ -249,6 +251,9 @@ void api_info(struct agent *a, struct http_request *req)
             cJSON_AddItemToArray(caps, c);
         }
         if (extras) {
+            char native[64];
+            snprintf(native, sizeof(native), "libuv %s", uv_version_string());
+            cJSON_AddStringToObject(o, "native", native);
             cJSON_AddItemToObject(o, "metrics", metrics_status_json(a->metrics));
         }
     }
@@ -451,9 +456,29 @@ static void scrape_on_abort(void *ud, struct http_request *r)
     scrape_free(ud);
 }
 
+static const char prom_ctype[] = "text/plain; version=0.0.4; charset=utf-8";
+
+void api_metrics_dotmon(struct agent *a, struct http_request *req)
+{
+    struct buf out;
+    buf_init(&out, 0);
+    int rc = scrape_own(a, &out);
+    if (rc != 0) {
+        api_problem(req, 500, "/metrics/dotmon: %s", agent_strerror(rc));
+    } else {
+        http_respond(req, 200, prom_ctype, NULL, 0, buf_data(&out), buf_size(&out));
+    }
+    buf_fini(&out);
+}
+
 void api_metrics(struct agent *a, struct http_request *req)
 {
-    static const char ctype[] = "text/plain; version=0.0.4; charset=utf-8";
+    if (!a->metrics_enabled) {
+        /* Metrics:Enabled=false (or --metrics false): dotnet-monitor answers this 400 on every
+         * URL that still routes /metrics (the metrics URL is not bound at all then). */
+        api_problem(req, 400, "%s", API_DM_METRICS_DISABLED);
+        return;
+    }
     struct scrape *sc = calloc(1, sizeof(*sc));
     if (sc == NULL) {
         api_problem(req, 500, "out of memory");
@@ -463,7 +488,7 @@ void api_metrics(struct agent *a, struct http_request *req)
     sc->req = req;
     sc->t0 = uv_hrtime();
     ev_prom_cursor_init(&sc->cursor);
-    int rc = http_stream_begin(req, 200, ctype, NULL, 0);
+    int rc = http_stream_begin(req, 200, prom_ctype, NULL, 0);
     if (rc != 0) {
         scrape_free(sc);
         if (rc == AGENT_E_CLOSED) {

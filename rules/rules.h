@@ -302,6 +302,23 @@ struct rules_process {
 
 /* True when every filter of the rule matches p (a rule without filters matches every process). */
 bool rules_filters_match(const struct rules_rule *r, const struct rules_process *p);
+/* True when every filter of f[0..n) matches p (true when n is 0). */
+bool rules_filter_list_match(const struct rules_filter *f, size_t n, const struct rules_process *p);
+
+/* A list of process filters outside the rules (DefaultProcess:Filters), read as a rule's Filters
+ * are (no templates). Owns everything it points at. */
+struct rules_filter_list {
+    const struct rules_filter *filters;
+    size_t nfilters;
+    const char *const *errors; /* "<full key>: <message>", as rules_config.errors */
+    size_t nerrors;
+    struct rules_arena *arena;
+};
+/* Reads the descriptors below key ("DefaultProcess:Filters") from kv[0..n). 0 with *out set
+ * (errors, if any, in (*out)->errors; free with rules_filter_list_free) or -ENOMEM. */
+int rules_filter_list_load(const struct rules_kv *kv, size_t n, const char *key,
+                           struct rules_filter_list **out);
+void rules_filter_list_free(struct rules_filter_list *l);
 
 /*
  * The Execute action's Arguments split as .NET's ProcessStartInfo does on Unix

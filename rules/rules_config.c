@@ -7,6 +7,7 @@
  */
 #include "rules.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +97,24 @@ static void add_filter(struct rules_ctx *c, const char *key, struct rules_filter
     }
 }
 
-/* One ProcessFilterDescriptor: Key/Value/MatchType, or the short forms ProcessId, ProcessName,
- * CommandLine (each one a filter with the descriptor's MatchType). Returns the filters added. */
-static size_t parse_filter(struct rules_ctx *c, const char *section, struct rules_filter *out)
+/* True when s is NULL or only blanks (.NET's string.IsNullOrWhiteSpace, ASCII). */
+static bool blank(const char *s)
+{
+    for (; s != NULL && *s != '\0'; s++) {
+        if (!isspace((unsigned char)*s)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * One ProcessFilterDescriptor (docs/api.md §2), one filter, as dotnet-monitor reads it: the first
+ * short form given (ProcessId, ProcessName, CommandLine, ManagedEntryPointAssemblyName, in that
+ * order; blank counts as not given), else Key (default ProcessId) and Value. ProcessId always
+ * compares exactly; the others take MatchType (default Exact). False when it gives no filter.
+ */
+static bool parse_filter(struct rules_ctx *c, const char *section, struct rules_filter *out)
 {
     static const char *const match_names[] = {"Exact", "Contains"};
     const char *key = rules__key(c, section, "MatchType");
@@ -108,16 +124,13 @@ static size_t parse_filter(struct rules_ctx *c, const char *section, struct rule
         rules__bad_value(c, key, mt, "ProcessFilterType");
         match = 0;
     }
-    size_t n = 0;
-    for (int k = RULES_FILTER_PROCESS_ID; k <= RULES_FILTER_COMMAND_LINE; k++) {
+    for (int k = RULES_FILTER_PROCESS_ID; k <= RULES_FILTER_ENTRYPOINT_ASSEMBLY; k++) {
         const char *skey = rules__key(c, section, filter_keys[k]);
         const char *v = rules__get(c, skey);
-        if (v != NULL && *v != '\0') {
-            add_filter(c, skey, &out[n++], (enum rules_filter_key)k, v, match == 1);
+        if (!blank(v)) {
+            add_filter(c, skey, out, (enum rules_filter_key)k, v, match == 1);
+            return true;
         }
-    }
-    if (n > 0) {
-        return n;
     }
     key = rules__key(c, section, "Key");
     const char *k = rules__get(c, key);
@@ -125,35 +138,48 @@ static size_t parse_filter(struct rules_ctx *c, const char *section, struct rule
         (k == NULL || *k == '\0') ? RULES_FILTER_PROCESS_ID : rules__enum_index(k, filter_keys, 4);
     if (fk < 0) {
         rules__bad_value(c, key, k, "ProcessFilterKey");
-        return 0;
+        return false;
     }
     const char *v = rules__get(c, rules__key(c, section, "Value"));
-    if (v == NULL || *v == '\0') {
+    if (blank(v)) {
         rules__error(c, section, "A value is required for the process filter.");
-        return 0;
+        return false;
     }
-    add_filter(c, rules__key(c, section, "Value"), &out[0], (enum rules_filter_key)fk, v,
-               match == 1);
-    return 1;
+    add_filter(c, rules__key(c, section, "Value"), out, (enum rules_filter_key)fk, v, match == 1);
+    return true;
+}
+
+/*
+ * The list of descriptors below key ("<rule>:Filters", "DefaultProcess:Filters"); with templates,
+ * an element may name a Templates:CollectionRuleFilters section instead.
+ */
+static void parse_filter_list(struct rules_ctx *c, const char *key, bool templates,
+                              const struct rules_filter **out, size_t *nout)
+{
+    const char **idx;
+    size_t n, count = 0;
+    struct rules_filter *f = rules__child_array(c, key, sizeof(*f), &idx, &n);
+    for (size_t i = 0; i < n; i++) {
+        bool missing;
+        const char *item = rules__key(c, key, idx[i]);
+        const char *section = item;
+        if (templates) {
+            section = rules__section(c, item, "CollectionRuleFilters", &missing);
+        } else if (!rules__has_children(c, item)) {
+            rules__error(c, item, "A value is required for the process filter.");
+            section = NULL;
+        }
+        if (section != NULL && parse_filter(c, section, f + count)) {
+            count++;
+        }
+    }
+    *out = f;
+    *nout = count;
 }
 
 static void parse_filters(struct rules_ctx *c, const char *prefix, struct rules_rule *r)
 {
-    const char *key = rules__key(c, prefix, "Filters");
-    const char **idx;
-    size_t n, count = 0;
-    /* A descriptor gives up to three filters (the short forms). */
-    struct rules_filter *f = rules__child_array(c, key, 3 * sizeof(*f), &idx, &n);
-    for (size_t i = 0; i < n; i++) {
-        bool missing;
-        const char *section =
-            rules__section(c, rules__key(c, key, idx[i]), "CollectionRuleFilters", &missing);
-        if (section != NULL) {
-            count += parse_filter(c, section, f + count);
-        }
-    }
-    r->filters = f;
-    r->nfilters = count;
+    parse_filter_list(c, rules__key(c, prefix, "Filters"), true, &r->filters, &r->nfilters);
 }
 
 /* ---- trigger, actions, the rule ---- */
@@ -217,7 +243,8 @@ void rules_config_free(struct rules_config *c)
     free(c);
 }
 
-static int finish(struct rules_ctx *c, struct rules_config *cfg)
+/* Ends a load: the error lines into the arena (*errors, *nerrors); 0 or -ENOMEM. */
+static int finish(struct rules_ctx *c, const char *const **out, size_t *nout)
 {
     const char **errors = NULL;
     if (!c->oom && c->nerrors > 0) {
@@ -230,22 +257,22 @@ static int finish(struct rules_ctx *c, struct rules_config *cfg)
     if (c->oom || rules__arena_failed(c->arena) || (c->nerrors > 0 && errors == NULL)) {
         return -ENOMEM;
     }
-    cfg->errors = errors;
-    cfg->nerrors = c->nerrors;
+    *out = errors;
+    *nout = c->nerrors;
     return 0;
 }
 
-/* The entries the rules read, copied: the configuration keeps pointers to values. */
+/* The entries below roots[0..nroots), copied: the configuration keeps pointers to values. */
 static const struct rules_kv *copy_entries(struct rules_arena *a, const struct rules_kv *kv,
-                                           size_t n, size_t *count)
+                                           size_t n, const char *const *roots, size_t nroots,
+                                           size_t *count)
 {
-    static const char *const roots[] = {"CollectionRules", "CollectionRuleDefaults", "Templates"};
     struct rules_kv *v = rules__arena_alloc(a, (n ? n : 1) * sizeof(*v));
     *count = 0;
     for (size_t i = 0; v != NULL && i < n; i++) {
         const char *k = kv[i].key;
         bool ours = false;
-        for (size_t r = 0; k != NULL && r < sizeof(roots) / sizeof(roots[0]); r++) {
+        for (size_t r = 0; k != NULL && r < nroots; r++) {
             size_t len = strlen(roots[r]);
             ours |= ascii_ieq_n(k, strnlen(k, len), roots[r]) && (k[len] == ':' || k[len] == '\0');
         }
@@ -270,8 +297,9 @@ int rules_config_load(const struct rules_kv *kv, size_t n, const char *const *eg
         return -ENOMEM;
     }
     cfg->arena = arena;
+    static const char *const roots[] = {"CollectionRules", "CollectionRuleDefaults", "Templates"};
     struct rules_ctx c = {.arena = arena, .egress = egress, .negress = negress};
-    c.kv = copy_entries(arena, kv, n, &c.n);
+    c.kv = copy_entries(arena, kv, n, roots, sizeof(roots) / sizeof(roots[0]), &c.n);
     c.oom |= c.kv == NULL || rules__arena_failed(arena);
     parse_defaults(&c);
     size_t nrules;
@@ -286,13 +314,47 @@ int rules_config_load(const struct rules_kv *kv, size_t n, const char *const *eg
     }
     cfg->rules = rules;
     cfg->nrules = rules != NULL ? nrules : 0;
-    int rc = finish(&c, cfg);
+    int rc = finish(&c, &cfg->errors, &cfg->nerrors);
     if (rc != 0) {
         rules_config_free(cfg);
         return rc;
     }
     *out = cfg;
     return 0;
+}
+
+int rules_filter_list_load(const struct rules_kv *kv, size_t n, const char *key,
+                           struct rules_filter_list **out)
+{
+    *out = NULL;
+    struct rules_filter_list *l = calloc(1, sizeof(*l));
+    struct rules_arena *arena = rules__arena_new();
+    if (l == NULL || arena == NULL) {
+        free(l);
+        rules__arena_free(arena);
+        return -ENOMEM;
+    }
+    l->arena = arena;
+    struct rules_ctx c = {.arena = arena};
+    c.kv = copy_entries(arena, kv, n, &key, 1, &c.n);
+    c.oom |= c.kv == NULL || rules__arena_failed(arena);
+    parse_filter_list(&c, key, false, &l->filters, &l->nfilters);
+    int rc = finish(&c, &l->errors, &l->nerrors);
+    if (rc != 0) {
+        rules_filter_list_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+void rules_filter_list_free(struct rules_filter_list *l)
+{
+    if (l == NULL) {
+        return;
+    }
+    rules__arena_free(l->arena);
+    free(l);
 }
 
 const struct rules_rule *rules_config_find(const struct rules_config *c, const char *name)
@@ -341,12 +403,17 @@ static bool filter_match(const struct rules_filter *f, const struct rules_proces
     return f->contains ? contains_ci(s, f->value) : ascii_ieq(s, f->value);
 }
 
-bool rules_filters_match(const struct rules_rule *r, const struct rules_process *p)
+bool rules_filter_list_match(const struct rules_filter *f, size_t n, const struct rules_process *p)
 {
-    for (size_t i = 0; i < r->nfilters; i++) {
-        if (!filter_match(&r->filters[i], p)) {
+    for (size_t i = 0; i < n; i++) {
+        if (!filter_match(&f[i], p)) {
             return false;
         }
     }
     return true;
+}
+
+bool rules_filters_match(const struct rules_rule *r, const struct rules_process *p)
+{
+    return rules_filter_list_match(r->filters, r->nfilters, p);
 }

@@ -337,6 +337,10 @@ static void logs_abort(struct job *core, enum job_why why)
 
 /* ---- requests ---- */
 
+/* None as the default level: dotnet-monitor's logs pipeline refuses it (a 400 before anything is
+ * streamed); None stays valid as a filterSpecs level (that category is left out). */
+#define LOGS_NONE_REFUSED "LogLevel None is not supported as the default log level."
+
 /* dotnet-monitor's LogLevel → EventLevel (docs/events.md §4.1). */
 static uint32_t event_level(int level)
 {
@@ -370,6 +374,10 @@ static int spec_from_json(struct logs_spec *s, const char *body, size_t len, str
             s->level = cJSON_IsString(m) ? ev_log_level_parse(m->valuestring) : -1;
             if (s->level < 0) {
                 (void)buf_append_str(err, "logLevel must be a LogLevel name");
+                goto out;
+            }
+            if (s->level == EV_LOG_NONE) {
+                (void)buf_append_str(err, LOGS_NONE_REFUSED);
                 goto out;
             }
         } else if (strcasecmp(m->string, "useAppFilters") == 0) {
@@ -682,6 +690,10 @@ int collect_logs_level(struct agent *a, const struct artifact_origin *o,
         artifact_refuse(o, 400,
                         "level must be one of Trace, Debug, Information, Warning, Error, "
                         "Critical, None");
+        return -1;
+    }
+    if (spec.level == EV_LOG_NONE) {
+        artifact_refuse(o, 400, "%s", LOGS_NONE_REFUSED);
         return -1;
     }
     buf_init(&spec.specs, SPECS_MAX);

@@ -87,7 +87,7 @@ static void test_agent_auth_temp_key_matrix(void **state)
     char pid_q[64], env_q[64];
     snprintf(pid_q, sizeof pid_q, "/process?pid=%d", (int)app->pid);
     snprintf(env_q, sizeof env_q, "/env?pid=%d", (int)app->pid);
-    const char *routes[] = {"/processes", pid_q, env_q, "/info"};
+    const char *routes[] = {"/processes", pid_q, env_q, "/info", "/metrics/dotmon"};
 
     /* Wrong credentials of every kind. */
     size_t tn = strlen(t);
@@ -116,6 +116,12 @@ static void test_agent_auth_temp_key_matrix(void **state)
         }
         expect_200(dm, routes[r], dm->auth_header);
     }
+
+    /* GET / (the route list, as dotnet-monitor's OpenAPI document) needs no credentials. */
+    struct httpc_resp root;
+    assert_int_equal(get_status(dm, "/", NULL, &root), 200);
+    assert_true(httpc_content_type_is(&root, "application/json"));
+    httpc_resp_fini(&root);
 
     /* Kubernetes probes need no credentials, and say nothing beyond healthy / not. */
     const char *probes[] = {"/healthz", "/readyz"};

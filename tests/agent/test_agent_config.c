@@ -164,8 +164,10 @@ static void test_agent_config_no_key_rejects_everything(void **state)
     assert_int_equal(testenv_start_dotmon(env, no_args, NULL, &dm), 0);
     assert_int_equal(status_with(dm, "/processes", NULL), 401);
     assert_int_equal(status_with(dm, "/info", "Authorization: Bearer abc.def.ghi"), 401);
-    /* /metrics is anonymous by design. */
-    assert_int_equal(status_with(dm, "/metrics", NULL), 200);
+    /* /metrics is anonymous by design: this harness turns metrics off, so it answers
+     * dotnet-monitor's 400 (not 401); dotmon's own families need the key. */
+    assert_int_equal(status_with(dm, "/metrics", NULL), 400);
+    assert_int_equal(status_with(dm, "/metrics/dotmon", NULL), 401);
     char *line = NULL;
     proc_rewind(dm->proc, PROC_STDERR);
     assert_int_equal(proc_find_line(dm->proc, PROC_STDERR, "{", &line), 0);

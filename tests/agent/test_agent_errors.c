@@ -74,7 +74,7 @@ static void test_agent_errors_missing_processes_are_400(void **state)
     /* Routes that do not exist: 404. */
     agent_test_expect_problem(dm, "GET", "/nope", 404);
     agent_test_expect_problem(dm, "GET", "/processes/extra", 404);
-    agent_test_expect_problem(dm, "GET", "/", 404);
+    agent_test_expect_problem(dm, "GET", "/info/extra", 404); /* "/" is a route (GET / is 200) */
     agent_test_stop_dotmon_clean(dm);
 }
 

@@ -117,6 +117,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char *const egress[] = {"artifacts", "TmpDir"};
     struct rules_config *c = NULL;
     CHECK(rules_config_load(kv, n, fuzz_fnv1a(data, size) & 1 ? egress : NULL, 2, &c) == 0);
+    /* The same filter reader on a list outside the rules (DefaultProcess:Filters). */
+    struct rules_filter_list *l = NULL;
+    CHECK(rules_filter_list_load(kv, n, "DefaultProcess:Filters", &l) == 0);
+    static const struct rules_process lp = {.pid = 1, .name = "app", .entrypoint_assembly = "app"};
+    (void)rules_filter_list_match(l->filters, l->nfilters, &lp);
+    for (size_t e = 0; e < l->nerrors; e++) {
+        CHECK(strncmp(l->errors[e], "DefaultProcess:Filters", 22) == 0);
+    }
+    rules_filter_list_free(l);
     free(text); /* the configuration keeps its own copies */
     free(kv);
     for (size_t e = 0; e < c->nerrors; e++) {

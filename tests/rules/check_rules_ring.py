@@ -16,7 +16,7 @@ gen2 GC of most of a second):
   - the rule runs again and a fresh ring session starts;
   - GET /trace/snapshot (before the trigger) answers the ring as a COMPLETE nettrace spanning about
     PreTriggerSeconds, also to the egress provider; a rule without a ring is a 404 problem; the
-    ring's use is in /collectionrules/Ring ("ring") and /metrics (dotmon_ring_*);
+    ring's use is in /collectionrules/Ring ("ring") and /metrics/dotmon (dotmon_ring_*);
   - the runtime killed with a full ring: its ring is gone, a new runtime gets its own (dotmon then
     holds exactly its two sessions: no leaked session);
   - the rules reloaded without the rule: no session left; reloaded with it: a new ring; dotmon
@@ -141,7 +141,7 @@ def run(tmp, script):
         check(ring.get("running") is True and 0 < ring.get("bytes", 0) <= ring.get("bytesLimit", 0) == 16 << 20 and
               PRE_S - 1 <= ring.get("spanSeconds", 0) <= PRE_S + 1 + SLACK_S and ring.get("blocksDiscarded", 0) > 0,
               f"/collectionrules/Ring has the ring: {ring}")
-        st, _, body = get(f"{api}/metrics")
+        st, _, body = get(f"{api}/metrics/dotmon")
         got = {}
         for line in body.splitlines():
             if line.startswith("dotmon_ring_") and f'pid="{pid}"' in line and 'rule="Ring"' in line:
@@ -219,7 +219,7 @@ def run(tmp, script):
 
         check(wait_for(lambda: runtime_sessions(port) == 2, 15),
               f"dotmon holds 2 sessions: the new runtime's trigger session and ring ({runtime_sessions(port)})")
-        metrics = get(f"{api}/metrics")[2]
+        metrics = get(f"{api}/metrics/dotmon")[2]
         check(f'pid="{pid}"' not in metrics and f'dotmon_ring_bytes{{pid="{pid2}"' in metrics,
               "/metrics: the ring of the runtime that went away is gone, the new one's is there")
 

@@ -1037,6 +1037,72 @@ static void test_rules_filters_match(void **state)
     rules_config_free(c);
 }
 
+/* The short forms of ProcessFilterDescriptor (dotnet-monitor's schema: ProcessId, ProcessName,
+ * CommandLine, ManagedEntryPointAssemblyName): one filter per descriptor, the first given in that
+ * order (blank is not given); ProcessId compares exactly whatever MatchType says; the others take
+ * MatchType. The same reader serves DefaultProcess:Filters (rules_filter_list_load). */
+static void test_rules_config_filter_short_forms(void **state)
+{
+    (void)state;
+    struct rules_config *c =
+        rule_lines("CollectionRules:M:Trigger:Type=Startup\n"
+                   "CollectionRules:M:Filters:0:ManagedEntryPointAssemblyName=TestApp\n"
+                   "CollectionRules:T:Trigger:Type=Startup\n"
+                   "CollectionRules:T:Filters:0:ProcessName= \n"
+                   "CollectionRules:T:Filters:0:CommandLine=other.dll\n"
+                   "CollectionRules:T:Filters:0:ProcessId=42\n"
+                   "CollectionRules:T:Filters:0:MatchType=Contains\n"
+                   "CollectionRules:C:Trigger:Type=Startup\n"
+                   "CollectionRules:C:Filters:0:ManagedEntryPointAssemblyName=est\n"
+                   "CollectionRules:C:Filters:0:MatchType=Contains\n"
+                   "CollectionRules:B:Trigger:Type=Startup\n"
+                   "CollectionRules:B:Filters:0:ProcessName=  \n");
+    ERROR(c, "CollectionRules:B:Filters:0: A value is required for the process filter.");
+    assert_int_equal(c->nerrors, 1);
+    const struct rules_rule *m = rules_config_find(c, "M");
+    assert_int_equal(m->nfilters, 1);
+    assert_int_equal(m->filters[0].key, RULES_FILTER_ENTRYPOINT_ASSEMBLY);
+    assert_false(m->filters[0].contains);
+    const struct rules_rule *t = rules_config_find(c, "T");
+    assert_int_equal(t->nfilters, 1); /* ProcessId first; CommandLine is not read */
+    assert_int_equal(t->filters[0].key, RULES_FILTER_PROCESS_ID);
+    struct rules_process p = {.pid = 42, .name = "TestApp", .command_line = "TestApp"};
+    assert_false(rules_filters_match(m, &p)); /* no entry point known */
+    p.entrypoint_assembly = "testapp";
+    assert_true(rules_filters_match(m, &p));
+    assert_true(rules_filters_match(t, &p));
+    assert_true(rules_filters_match(rules_config_find(c, "C"), &p));
+    p.pid = 421; /* "Contains" does not apply to ProcessId */
+    assert_false(rules_filters_match(t, &p));
+    rules_config_free(c);
+
+    /* DefaultProcess:Filters, both forms, through the same reader. */
+    struct kvset s = {0};
+    kv_lines(&s, "DefaultProcess:Filters:0:ProcessName=TestApp\n"
+                 "DefaultProcess:Filters:1:Key=CommandLine\n"
+                 "DefaultProcess:Filters:1:Value=app\n"
+                 "DefaultProcess:Filters:1:MatchType=Contains\n"
+                 "CollectionRules:X:Filters:0:ProcessId=1\n");
+    struct rules_filter_list *l = NULL;
+    assert_int_equal(rules_filter_list_load(s.kv, s.n, "DefaultProcess:Filters", &l), 0);
+    assert_int_equal(l->nerrors, 0);
+    assert_int_equal(l->nfilters, 2);
+    assert_true(rules_filter_list_match(l->filters, l->nfilters, &p));
+    p.name = "Other";
+    assert_false(rules_filter_list_match(l->filters, l->nfilters, &p));
+    rules_filter_list_free(l);
+    kv_free(&s);
+    s = (struct kvset){0};
+    kv_lines(&s, "DefaultProcess:Filters:0:MatchType=Exact\n"
+                 "DefaultProcess:Filters:1=TemplateName\n");
+    assert_int_equal(rules_filter_list_load(s.kv, s.n, "DefaultProcess:Filters", &l), 0);
+    assert_int_equal(l->nerrors, 2);
+    assert_string_equal(l->errors[0],
+                        "DefaultProcess:Filters:0: A value is required for the process filter.");
+    rules_filter_list_free(l);
+    kv_free(&s);
+}
+
 static void test_rules_config_empty(void **state)
 {
     (void)state;
@@ -1058,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_rules_config_artifact_name),
         cmocka_unit_test(test_rules_config_doc_examples),
         cmocka_unit_test(test_rules_config_doc_env_and_filters),
+        cmocka_unit_test(test_rules_config_filter_short_forms),
         cmocka_unit_test(test_rules_config_templates),
         cmocka_unit_test(test_rules_config_defaults),
         cmocka_unit_test(test_rules_config_shortcuts),

@@ -105,11 +105,12 @@ def stop(p, timeout=15):
 def runtime_sessions(port, started=False):
     """dotmon's gauge dotmon_runtime_sessions (the EventPipe sessions it holds in runtimes, asked
     for or running), or with started dotmon_runtime_sessions_started (those the runtime has
-    acknowledged: events from then on are collected), from GET /metrics on 127.0.0.1:port (no
-    auth), or -1 when it cannot be read."""
+    acknowledged: events from then on are collected), from GET /metrics/dotmon on 127.0.0.1:port
+    (dotmon's own families, there whether or not metrics are on; no token: --no-auth), or -1 when
+    it cannot be read."""
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        c.request("GET", "/metrics")
+        c.request("GET", "/metrics/dotmon")
         body = c.getresponse().read().decode()
         c.close()
     except (OSError, http.client.HTTPException):

@@ -188,8 +188,9 @@ static int parse_socket_mode(const char *s, unsigned *out)
  *  - `DiagnosticPort:ConnectionMode` Listen binds `DiagnosticPort:EndpointName`, by default
  *    `dotnet-monitor.sock` inside `Storage:DefaultSharedPath`; Connect (the default) ignores the
  *    name;
- *  - with neither a mode nor a name, a `Storage:DefaultSharedPath` alone turns listen mode on at
- *    `<DefaultSharedPath>/dotnet-monitor.sock`.
+ *  - a `Storage:DefaultSharedPath` alone is connect mode (dotnet-monitor's test
+ *    DefaultDiagnosticPort_NotSupported_ConnectMode): it names the socket's folder only once
+ *    ConnectionMode is Listen, and is otherwise the dump folder's parent.
  * A relative path is taken inside Storage:DefaultSharedPath (and needs it). dotmon's own keys:
  * DiagnosticPort:SocketMode, :HoldSuspended, :ForgetAfterSeconds; dotnet-monitor's
  * DiagnosticPort:MaxConnections.
@@ -243,14 +244,7 @@ static int listen_path_setting(struct agent *a, const char *shared, const char *
                       "DiagnosticPort:ConnectionMode=Listen (connect mode)");
         return 0;
     }
-    if (shared == NULL) {
-        return 0;
-    }
-    *path = "dotnet-monitor.sock";
-    *from = "Storage:DefaultSharedPath";
-    log_info(cat, "Storage:DefaultSharedPath is set and DiagnosticPort:ConnectionMode is not: "
-                  "listen mode, as in dotnet-monitor (set it to Connect to watch $TMPDIR)");
-    return 1;
+    return 0;
 }
 
 /* The socket's absolute path into full (a sun_path fits it), or AGENT_E_INVAL (logged). */
@@ -438,17 +432,30 @@ static int setup_dump_dirs(struct agent *a)
         return AGENT_E_INVAL;
     }
     /* Shared with the app on purpose (writable by others is fine), but no folder on the way
-     * another uid owns or can write without the sticky bit, and no link of theirs. */
+     * another uid owns or can write without the sticky bit, and no link of theirs. A configured
+     * folder that does not exist yet is made (0700, dotmon's uid: its runtimes share that uid
+     * unless DiagnosticPort:TrustedUids says otherwise), as dotnet-monitor's DumpService makes
+     * its DumpTempFolder before each dump. */
     char why[1024];
-    if (shdir_check_trusted(a->dump_dir, SHDIR_TRUST_SHARED, why, sizeof(why)) ==
-        AGENT_E_UNTRUSTED) {
+    struct stat st;
+    unsigned trust = SHDIR_TRUST_SHARED;
+    bool made = false;
+    if (strcmp(key, "TMPDIR") != 0 && stat(a->dump_dir, &st) != 0 && errno == ENOENT) {
+        trust |= SHDIR_TRUST_MKDIR;
+        made = true;
+    }
+    int trc = shdir_check_trusted(a->dump_dir, trust, why, sizeof(why));
+    if (made && trc == 0) {
+        log_info(cat, "the dump folder %s (%s) did not exist: created (mode 0700)", a->dump_dir,
+                 key);
+    }
+    if (trc == AGENT_E_UNTRUSTED) {
         log_error(cat, "dumps are refused: the dump folder (%s) is not trusted: %s", key, why);
         a->dump_refused = strdup(why);
         if (a->dump_refused == NULL) {
             return -ENOMEM;
         }
     }
-    struct stat st;
     if (stat(a->dump_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         log_warn(cat,
                  "the dump folder %s (%s) is not a folder dotmon can use; dumps will fail "

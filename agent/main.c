@@ -125,7 +125,8 @@ static int run_config_show(const struct cli_options *opts, const struct config *
     if (opts->show_sources) {
         struct settings_paths paths;
         settings_paths((const char *const *)environ, &paths);
-        printf("/* sources, weakest first: environment (unprefixed), command line, user settings "
+        printf("/* sources, weakest first: command line, DOTNET_URLS, ASPNETCORE_URLS, "
+               "environment (unprefixed), user settings "
                "(%s), shared settings (%s), key-per-file (%s), environment (DotnetMonitor_), "
                "file (%s) */\n",
                paths.user_settings[0] ? paths.user_settings : "no HOME", paths.shared_settings,

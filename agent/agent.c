@@ -303,6 +303,14 @@ static int listen_options(struct agent *a, const char *full)
                   config_get(cfg, "DiagnosticPort:HoldSuspended"));
         return AGENT_E_INVAL;
     }
+    /* dotnet-monitor's DeleteEndpointOnStartup deletes whatever sits at the socket's path; dotmon
+     * always replaces a stale socket file (one nobody accepts on, ipc_listen.c) and never a live
+     * socket or another kind of file, true or false: the setting is checked, nothing more. */
+    if (config_get_bool(cfg, "DiagnosticPort:DeleteEndpointOnStartup", 0) < 0) {
+        log_error(cat, "DiagnosticPort:DeleteEndpointOnStartup: '%s' is not true or false",
+                  config_get(cfg, "DiagnosticPort:DeleteEndpointOnStartup"));
+        return AGENT_E_INVAL;
+    }
     uint64_t max_conn = 0; /* DiagnosticPort:ForgetAfterSeconds: timeouts.c */
     if (config_get_uint(cfg, "DiagnosticPort:MaxConnections", 1, 65535, &max_conn) != 0) {
         return AGENT_E_INVAL;
@@ -681,12 +689,15 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
     /* Dump:TimeoutSeconds, GCDump:TimeoutSeconds and Trace:StopTimeoutSeconds: timeouts.c */
     uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5;
+    uint64_t max_hist = 20, max_series = 1000; /* dotnet-monitor's GlobalCounterOptionsDefaults */
     uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT;
     uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 1024;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
         config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
+        config_get_uint(cfg, "GlobalCounter:MaxHistograms", 1, INT32_MAX, &max_hist) != 0 ||
+        config_get_uint(cfg, "GlobalCounter:MaxTimeSeries", 1, INT32_MAX, &max_series) != 0 ||
         config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0 ||
         config_get_uint(cfg, "RequestLimits:GCDump:MaxConcurrency", 1, 16, &max_gcdumps) != 0 ||
         config_get_uint(cfg, "GCDump:MaxNodes", 1000, 1000000000, &gcdump_nodes) != 0 ||
@@ -707,6 +718,8 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     a->metrics_interval_s = (uint32_t)interval;
+    a->metrics_max_histograms = (uint32_t)max_hist;
+    a->metrics_max_time_series = (uint32_t)max_series;
     rc = rules_run_new(a, &a->rules);
     if (rc != 0) {
         if (rc == AGENT_E_INVAL) {

@@ -169,6 +169,12 @@ static int run_config_show(const struct cli_options *opts, const struct config *
         for (size_t i = 0; i < rules->nerrors; i++) {
             fprintf(stderr, "dotmon: collection rules: %s\n", rules->errors[i]);
         }
+        for (size_t i = 0; i < rules->nwarnings; i++) {
+            fprintf(stderr,
+                    "dotmon: collection rules: %s (a warning: collect starts, and the action "
+                    "fails when it runs)\n",
+                    rules->warnings[i]);
+        }
         code = rules->nerrors > 0 ? 1 : 0; /* collect would refuse to start */
         rules_config_free(rules);
     }

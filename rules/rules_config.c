@@ -217,21 +217,32 @@ void rules_config_free(struct rules_config *c)
     free(c);
 }
 
-static int finish(struct rules_ctx *c, struct rules_config *cfg)
+/* A malloc'ed list of n lines as an arena array (NULL when n is 0 or on ENOMEM); frees v. */
+static const char *const *keep_lines(struct rules_ctx *c, const char **v, size_t n)
 {
-    const char **errors = NULL;
-    if (!c->oom && c->nerrors > 0) {
-        errors = rules__arena_alloc(c->arena, c->nerrors * sizeof(*errors));
-        if (errors != NULL) {
-            memcpy(errors, c->errors, c->nerrors * sizeof(*errors));
+    const char **kept = NULL;
+    if (!c->oom && n > 0) {
+        kept = rules__arena_alloc(c->arena, n * sizeof(*kept));
+        if (kept != NULL) {
+            memcpy(kept, v, n * sizeof(*kept));
         }
     }
-    free(c->errors);
-    if (c->oom || rules__arena_failed(c->arena) || (c->nerrors > 0 && errors == NULL)) {
+    free(v);
+    return kept;
+}
+
+static int finish(struct rules_ctx *c, struct rules_config *cfg)
+{
+    const char *const *errors = keep_lines(c, c->errors, c->nerrors);
+    const char *const *warnings = keep_lines(c, c->warnings, c->nwarnings);
+    if (c->oom || rules__arena_failed(c->arena) || (c->nerrors > 0 && errors == NULL) ||
+        (c->nwarnings > 0 && warnings == NULL)) {
         return -ENOMEM;
     }
     cfg->errors = errors;
     cfg->nerrors = c->nerrors;
+    cfg->warnings = warnings;
+    cfg->nwarnings = c->nwarnings;
     return 0;
 }
 

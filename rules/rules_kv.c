@@ -53,6 +53,28 @@ bool rules__present(const struct rules_ctx *c, const char *key)
     return (v != NULL && *v != '\0') || rules__has_children(c, key);
 }
 
+/* Appends "<key>: <msg>" to one of the context's line lists. */
+static void add_line(struct rules_ctx *c, const char ***lines, size_t *n, size_t *cap,
+                     const char *key, const char *msg)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        const char **v = realloc(*lines, ncap * sizeof(*v));
+        if (v == NULL) {
+            c->oom = true;
+            return;
+        }
+        *lines = v;
+        *cap = ncap;
+    }
+    const char *line = rules__arena_printf(c->arena, "%s: %s", key, msg);
+    if (line == NULL) {
+        c->oom = true;
+        return;
+    }
+    (*lines)[(*n)++] = line;
+}
+
 void rules__error(struct rules_ctx *c, const char *key, const char *fmt, ...)
 {
     char msg[1024];
@@ -60,22 +82,17 @@ void rules__error(struct rules_ctx *c, const char *key, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (c->nerrors == c->caperrors) {
-        size_t cap = c->caperrors ? c->caperrors * 2 : 16;
-        const char **v = realloc(c->errors, cap * sizeof(*v));
-        if (v == NULL) {
-            c->oom = true;
-            return;
-        }
-        c->errors = v;
-        c->caperrors = cap;
-    }
-    const char *line = rules__arena_printf(c->arena, "%s: %s", key, msg);
-    if (line == NULL) {
-        c->oom = true;
-        return;
-    }
-    c->errors[c->nerrors++] = line;
+    add_line(c, &c->errors, &c->nerrors, &c->caperrors, key, msg);
+}
+
+void rules__warning(struct rules_ctx *c, const char *key, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    add_line(c, &c->warnings, &c->nwarnings, &c->capwarnings, key, msg);
 }
 
 const char *rules__key(struct rules_ctx *c, const char *prefix, const char *name)

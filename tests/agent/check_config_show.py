@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from dmtest import check, free_port, stop, verdict, wait_log  # noqa: E402
 
 BIN = os.environ["DOTMON_BIN"]
-SCHEMA = "https://aka.ms/dotnet-monitor/schema"  # what dotnet-monitor's settings examples carry
+SCHEMA = "https://aka.ms/dotnet-monitor-schema"  # what dotnet-monitor's settings examples carry
 
 FILES = {
     # name: (settings, config show's status, what stderr must name)

@@ -19,6 +19,7 @@
 #include "egress.h"
 #include "err.h"
 #include "log.h"
+#include "logging.h"
 #include "memtrim.h"
 #include "rules.h"
 #include "rules_run.h"
@@ -33,14 +34,9 @@ static int load_config(const struct cli_options *opts, struct config *cfg)
         fprintf(stderr, "dotmon: %s\n", err);
         return AGENT_E_INVAL;
     }
-    const char *level = config_get(cfg, "Logging:LogLevel:Default");
-    if (level != NULL) {
-        int l = log_level_parse(level);
-        if (l < 0) {
-            fprintf(stderr, "dotmon: Logging:LogLevel:Default: unknown level '%s'\n", level);
-            return AGENT_E_INVAL;
-        }
-        log_set_level((enum log_level)l);
+    if (logging_configure(cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dotmon: %s\n", err);
+        return AGENT_E_INVAL;
     }
     return 0;
 }

@@ -15,6 +15,9 @@ real TestApp and one dotmon, checked against what dotnet-monitor's own tests ass
   serving.
 - Item 4 (its DumpTests: "dotnet-monitor should ensure the folder is created"): a
   Storage:DumpTempFolder that does not exist yet; /dump works and the folder now exists.
+- Item 15: the Logging section as dotnet-monitor's users write it: FormatterName systemd gives
+  "<severity>category[0] message" lines, and Logging:LogLevel:dotmon.rules=Warning silences that
+  category's Information lines while its warnings and other categories' Information stay.
 - Items 9 and 13: the FileSystem provider's CopyBufferSize (the documentation's example value),
   GlobalCounter:MaxHistograms, GlobalCounter:MaxTimeSeries and
   DiagnosticPort:DeleteEndpointOnStartup are accepted and are not called unknown settings.
@@ -23,6 +26,7 @@ Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR (ctest's).
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +52,8 @@ def main():
             "Egress": {"FileSystem": {"monitorFile": {"DirectoryPath": out, "CopyBufferSize": 1024}}},
             "GlobalCounter": {"IntervalSeconds": 5, "MaxHistograms": 10, "MaxTimeSeries": 500},
             "DiagnosticPort": {"DeleteEndpointOnStartup": True},
+            "Logging": {"LogLevel": {"Default": "Information", "dotmon.rules": "Warning"},
+                        "Console": {"FormatterName": "systemd"}, "CaptureScopes": True},
             "CollectionRules": {"NoProvider": {
                 "Filters": [{"Key": "ProcessId", "Value": str(app.pid)}],
                 "Trigger": {"Type": "Startup"},
@@ -99,6 +105,14 @@ def main():
         for key in ("CopyBufferSize", "MaxHistograms", "MaxTimeSeries", "DeleteEndpointOnStartup", "$schema"):
             said = [line for line in text.splitlines() if key in line and "setting" in line]
             check(not said, f"items 9, 13, 14: {key} is not reported as a setting dotmon ignores: {said}")
+        lines = [line for line in text.splitlines() if line]
+        bad = [line for line in lines if not re.match(r"<[3467]>[A-Za-z.]+\[0\] ", line)]
+        check(lines and not bad, f"item 15: every line is systemd's '<n>category[0] message': {bad[:3]}")
+        check(any(line.startswith("<6>dotmon[0] ") for line in lines),
+              "item 15: other categories' Information lines are written")
+        check(not any(line.startswith("<6>dotmon.rules[0]") for line in lines)
+              and any(line.startswith("<4>dotmon.rules[0]") for line in lines),
+              "item 15: Logging:LogLevel:dotmon.rules=Warning keeps its warnings only")
         check(dm.poll() is None, "the agent is still running")
     finally:
         if app is not None:

@@ -158,6 +158,88 @@ static size_t run_of(const char *p, char c, size_t max)
     return n;
 }
 
+/* y, M, d, H, h, m, s repeated n times: the field, two digits from "xx" on (years: n digits). */
+static int format_field(struct buf *out, char c, size_t n, const struct tm *tm)
+{
+    int v;
+    switch (c) {
+    case 'y':
+        if (n > 2) {
+            return buf_printf(out, "%0*d", (int)n, tm->tm_year + 1900);
+        }
+        v = (tm->tm_year + 1900) % 100;
+        break;
+    case 'M':
+        v = tm->tm_mon + 1;
+        break;
+    case 'd':
+        v = tm->tm_mday;
+        break;
+    case 'H':
+        v = tm->tm_hour;
+        break;
+    case 'h':
+        v = tm->tm_hour % 12 ? tm->tm_hour % 12 : 12;
+        break;
+    case 'm':
+        v = tm->tm_min;
+        break;
+    default:
+        v = tm->tm_sec;
+        break;
+    }
+    return buf_printf(out, n == 1 ? "%d" : "%02d", v);
+}
+
+/* f…/F… (n digits of the second's fraction; F drops trailing zeros and then a lone '.'). */
+static int format_fraction(struct buf *out, char c, size_t n, long usec)
+{
+    char digits[16];
+    long us = usec % 1000000;
+    snprintf(digits, sizeof(digits), "%06ld0", us < 0 ? 0 : us);
+    size_t keep = n;
+    if (c == 'F') {
+        while (keep > 0 && digits[keep - 1] == '0') {
+            keep--;
+        }
+        if (keep == 0 && buf_size(out) > 0 && out->p[out->off + out->len - 1] == '.') {
+            buf_truncate(out, buf_size(out) - 1);
+        }
+    }
+    return buf_append(out, digits, keep);
+}
+
+/* z, zz, zzz and K: the offset from UTC (K: "Z" for a UTC time). */
+static int format_offset(struct buf *out, char c, size_t n, bool utc, long gmtoff)
+{
+    if (c == 'K' && utc) {
+        return buf_append(out, "Z", 1);
+    }
+    long off = utc ? 0 : gmtoff;
+    char sign = off < 0 ? '-' : '+';
+    off = off < 0 ? -off : off;
+    if (c == 'K' || n == 3) {
+        return buf_printf(out, "%c%02ld:%02ld", sign, off / 3600, off % 3600 / 60);
+    }
+    return buf_printf(out, n == 1 ? "%c%ld" : "%c%02ld", sign, off / 3600);
+}
+
+/* The standard formats dotmon knows, as custom ones; other strings are custom already. */
+static const char *custom_format(const char *fmt, bool utc)
+{
+    if (strcmp(fmt, "o") == 0 || strcmp(fmt, "O") == 0) {
+        return utc ? "yyyy'-'MM'-'dd'T'HH':'mm':'ss'.'fffffffK"
+                   : "yyyy'-'MM'-'dd'T'HH':'mm':'ss'.'fffffffzzz";
+    }
+    if (strcmp(fmt, "s") == 0) {
+        return "yyyy'-'MM'-'dd'T'HH':'mm':'ss";
+    }
+    if (strcmp(fmt, "u") == 0) {
+        return "yyyy'-'MM'-'dd HH':'mm':'ss'Z'";
+    }
+    return fmt;
+}
+
 /*
  * A .NET custom date and time format: yyyy yy y, MM M, dd d, HH H, hh h, mm m, ss s, f…fffffff,
  * F…, tt t, zzz zz z, K, 'quoted' and "quoted" text, \c; anything else is copied. Also the
@@ -166,105 +248,35 @@ static size_t run_of(const char *p, char c, size_t max)
 static int format_time(struct buf *out, const char *fmt, const struct tm *tm, long usec, bool utc,
                        long gmtoff)
 {
-    if (strcmp(fmt, "o") == 0 || strcmp(fmt, "O") == 0) {
-        fmt = utc ? "yyyy'-'MM'-'dd'T'HH':'mm':'ss'.'fffffffK"
-                  : "yyyy'-'MM'-'dd'T'HH':'mm':'ss'.'fffffffzzz";
-    } else if (strcmp(fmt, "s") == 0) {
-        fmt = "yyyy'-'MM'-'dd'T'HH':'mm':'ss";
-    } else if (strcmp(fmt, "u") == 0) {
-        fmt = "yyyy'-'MM'-'dd HH':'mm':'ss'Z'";
-    }
+    static const char fields[] = "yMdHhms";
+    static const size_t longest[] = {5, 2, 2, 2, 2, 2, 2};
     int rc = 0;
-    for (const char *p = fmt; *p != '\0' && rc == 0;) {
+    for (const char *p = custom_format(fmt, utc); *p != '\0' && rc == 0;) {
         char c = *p;
-        size_t n;
-        switch (c) {
-        case 'y':
-            n = run_of(p, 'y', 5);
-            rc = n <= 2 ? buf_printf(out, n == 1 ? "%d" : "%02d", (tm->tm_year + 1900) % 100)
-                        : buf_printf(out, "%0*d", (int)n, tm->tm_year + 1900);
-            break;
-        case 'M':
-            n = run_of(p, 'M', 2);
-            rc = buf_printf(out, n == 1 ? "%d" : "%02d", tm->tm_mon + 1);
-            break;
-        case 'd':
-            n = run_of(p, 'd', 2);
-            rc = buf_printf(out, n == 1 ? "%d" : "%02d", tm->tm_mday);
-            break;
-        case 'H':
-            n = run_of(p, 'H', 2);
-            rc = buf_printf(out, n == 1 ? "%d" : "%02d", tm->tm_hour);
-            break;
-        case 'h':
-            n = run_of(p, 'h', 2);
-            rc = buf_printf(out, n == 1 ? "%d" : "%02d", tm->tm_hour % 12 ? tm->tm_hour % 12 : 12);
-            break;
-        case 'm':
-            n = run_of(p, 'm', 2);
-            rc = buf_printf(out, n == 1 ? "%d" : "%02d", tm->tm_min);
-            break;
-        case 's':
-            n = run_of(p, 's', 2);
-            rc = buf_printf(out, n == 1 ? "%d" : "%02d", tm->tm_sec);
-            break;
-        case 'f':
-        case 'F': {
+        const char *f = strchr(fields, c);
+        size_t n = 1;
+        if (f != NULL) {
+            n = run_of(p, c, longest[f - fields]);
+            rc = format_field(out, c, n, tm);
+        } else if (c == 'f' || c == 'F') {
             n = run_of(p, c, 7);
-            char digits[16];
-            long us = usec % 1000000;
-            snprintf(digits, sizeof(digits), "%06ld0", us < 0 ? 0 : us);
-            size_t keep = n;
-            if (c == 'F') {
-                while (keep > 0 && digits[keep - 1] == '0') {
-                    keep--;
-                }
-                if (keep == 0 && buf_size(out) > 0 && out->p[out->off + out->len - 1] == '.') {
-                    buf_truncate(out, buf_size(out) - 1); /* "F" drops a lone decimal point */
-                }
-            }
-            rc = buf_append(out, digits, keep);
-            break;
-        }
-        case 't':
+            rc = format_fraction(out, c, n, usec);
+        } else if (c == 'z' || c == 'K') {
+            n = c == 'z' ? run_of(p, c, 3) : 1;
+            rc = format_offset(out, c, n, utc, gmtoff);
+        } else if (c == 't') {
             n = run_of(p, 't', 2);
             rc = buf_append(out, tm->tm_hour < 12 ? "AM" : "PM", n);
-            break;
-        case 'z': {
-            n = run_of(p, 'z', 3);
-            long off = utc ? 0 : gmtoff;
-            char sign = off < 0 ? '-' : '+';
-            off = off < 0 ? -off : off;
-            rc = n == 3 ? buf_printf(out, "%c%02ld:%02ld", sign, off / 3600, off % 3600 / 60)
-                        : buf_printf(out, n == 1 ? "%c%ld" : "%c%02ld", sign, off / 3600);
-            break;
-        }
-        case 'K':
-            n = 1;
-            if (utc) {
-                rc = buf_append(out, "Z", 1);
-            } else {
-                long off = gmtoff < 0 ? -gmtoff : gmtoff;
-                rc = buf_printf(out, "%c%02ld:%02ld", gmtoff < 0 ? '-' : '+', off / 3600,
-                                off % 3600 / 60);
-            }
-            break;
-        case '\'':
-        case '"': {
-            const char *end = strchr(p + 1, c);
-            size_t len = end != NULL ? (size_t)(end - p - 1) : strlen(p + 1);
+        } else if (c == '\'' || c == '"') {
+            const char *close = strchr(p + 1, c);
+            size_t len = close != NULL ? (size_t)(close - p - 1) : strlen(p + 1);
             rc = buf_append(out, p + 1, len);
-            n = len + 1 + (end != NULL);
-            break;
-        }
-        case '\\':
-            n = p[1] != '\0' ? 2 : 1;
-            rc = buf_append(out, p + n - 1, 1);
-            break;
-        default:
-            n = 1;
+            n = len + 1 + (close != NULL);
+        } else if (c == '\\' && p[1] != '\0') {
+            n = 2;
+            rc = buf_append(out, p + 1, 1);
+        } else {
             rc = buf_append(out, p, 1);
-            break;
         }
         p += n;
     }

@@ -53,10 +53,17 @@ bool rules__present(const struct rules_ctx *c, const char *key)
     return (v != NULL && *v != '\0') || rules__has_children(c, key);
 }
 
-/* Appends "<key>: <msg>" to one of the context's line lists. */
-static void add_line(struct rules_ctx *c, const char ***lines, size_t *n, size_t *cap,
-                     const char *key, const char *msg)
+/* Appends "<key>: <message>" to the errors, or to the warnings. */
+static void add_line(struct rules_ctx *c, bool warning, const char *key, const char *fmt,
+                     va_list ap) __attribute__((format(printf, 4, 0)));
+static void add_line(struct rules_ctx *c, bool warning, const char *key, const char *fmt,
+                     va_list ap)
 {
+    char msg[1024];
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    const char ***lines = warning ? &c->warnings : &c->errors;
+    size_t *n = warning ? &c->nwarnings : &c->nerrors;
+    size_t *cap = warning ? &c->capwarnings : &c->caperrors;
     if (*n == *cap) {
         size_t ncap = *cap ? *cap * 2 : 16;
         const char **v = realloc(*lines, ncap * sizeof(*v));
@@ -77,22 +84,18 @@ static void add_line(struct rules_ctx *c, const char ***lines, size_t *n, size_t
 
 void rules__error(struct rules_ctx *c, const char *key, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    add_line(c, false, key, fmt, ap);
     va_end(ap);
-    add_line(c, &c->errors, &c->nerrors, &c->caperrors, key, msg);
 }
 
 void rules__warning(struct rules_ctx *c, const char *key, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    add_line(c, true, key, fmt, ap);
     va_end(ap);
-    add_line(c, &c->warnings, &c->nwarnings, &c->capwarnings, key, msg);
 }
 
 const char *rules__key(struct rules_ctx *c, const char *prefix, const char *name)

@@ -1028,7 +1028,7 @@ static int start_discovery(struct agent *a)
 
 /*
  * The artifact and metrics URLs. The merged configuration has them (settings.c: the command
- * line's --urls, --metricUrls and --metrics are its weakest sources but one, as in dotnet-monitor),
+ * line's --urls, --metricUrls and --metrics are its weakest source, as in dotnet-monitor),
  * each a ';'-separated list.
  */
 static int bind_all_urls(struct agent *a)

@@ -190,7 +190,7 @@ static int parse_socket_mode(const char *s, unsigned *out)
  *    name;
  *  - a `Storage:DefaultSharedPath` alone is connect mode (dotnet-monitor's test
  *    DefaultDiagnosticPort_NotSupported_ConnectMode): it names the socket's folder only once
- *    ConnectionMode is Listen, and is otherwise the dump folder's parent.
+ *    ConnectionMode is Listen, and is otherwise the dump folder (without DumpTempFolder).
  * A relative path is taken inside Storage:DefaultSharedPath (and needs it). dotmon's own keys:
  * DiagnosticPort:SocketMode, :HoldSuspended, :ForgetAfterSeconds; dotnet-monitor's
  * DiagnosticPort:MaxConnections.

@@ -123,8 +123,9 @@ static int parse_socket_mode(const char *s, unsigned *out)
  *  - `DiagnosticPort:ConnectionMode` Listen binds `DiagnosticPort:EndpointName`, by default
  *    `dotnet-monitor.sock` inside `Storage:DefaultSharedPath`; Connect (the default) ignores the
  *    name;
- *  - with neither a mode nor a name, a `Storage:DefaultSharedPath` alone turns listen mode on at
- *    `<DefaultSharedPath>/dotnet-monitor.sock`.
+ *  - a `Storage:DefaultSharedPath` alone is connect mode (dotnet-monitor's test
+ *    DefaultDiagnosticPort_NotSupported_ConnectMode): it names the socket's folder only once
+ *    ConnectionMode is Listen, and is otherwise the dump folder (without DumpTempFolder).
  * A relative path is taken inside Storage:DefaultSharedPath (and needs it). dotmon's own keys:
  * DiagnosticPort:SocketMode, :HoldSuspended, :ForgetAfterSeconds; dotnet-monitor's
  * DiagnosticPort:MaxConnections.
@@ -178,14 +179,7 @@ static int listen_path_setting(struct agent *a, const char *shared, const char *
                       "DiagnosticPort:ConnectionMode=Listen (connect mode)");
         return 0;
     }
-    if (shared == NULL) {
-        return 0;
-    }
-    *path = "dotnet-monitor.sock";
-    *from = "Storage:DefaultSharedPath";
-    log_info(cat, "Storage:DefaultSharedPath is set and DiagnosticPort:ConnectionMode is not: "
-                  "listen mode, as in dotnet-monitor (set it to Connect to watch $TMPDIR)");
-    return 1;
+    return 0;
 }
 
 /* The socket's absolute path into full (a sun_path fits it), or AGENT_E_INVAL (logged). */
@@ -242,6 +236,14 @@ static int listen_options(struct agent *a, const char *full)
     if (hold < 0) {
         log_error(cat, "DiagnosticPort:HoldSuspended: '%s' is not true or false",
                   config_get(cfg, "DiagnosticPort:HoldSuspended"));
+        return AGENT_E_INVAL;
+    }
+    /* dotnet-monitor's DeleteEndpointOnStartup deletes whatever sits at the socket's path; dotmon
+     * always replaces a stale socket file (one nobody accepts on, ipc_listen.c) and never a live
+     * socket or another kind of file, true or false: the setting is checked, nothing more. */
+    if (config_get_bool(cfg, "DiagnosticPort:DeleteEndpointOnStartup", 0) < 0) {
+        log_error(cat, "DiagnosticPort:DeleteEndpointOnStartup: '%s' is not true or false",
+                  config_get(cfg, "DiagnosticPort:DeleteEndpointOnStartup"));
         return AGENT_E_INVAL;
     }
     uint64_t max_conn = 0; /* DiagnosticPort:ForgetAfterSeconds: timeouts.c */
@@ -373,17 +375,30 @@ static int setup_dump_dirs(struct agent *a)
         return AGENT_E_INVAL;
     }
     /* Shared with the app on purpose (writable by others is fine), but no folder on the way
-     * another uid owns or can write without the sticky bit, and no link of theirs. */
+     * another uid owns or can write without the sticky bit, and no link of theirs. A configured
+     * folder that does not exist yet is made (0700, dotmon's uid: its runtimes share that uid
+     * unless DiagnosticPort:TrustedUids says otherwise), as dotnet-monitor's DumpService makes
+     * its DumpTempFolder before each dump. */
     char why[1024];
-    if (shdir_check_trusted(a->dump_dir, SHDIR_TRUST_SHARED, why, sizeof(why)) ==
-        AGENT_E_UNTRUSTED) {
+    struct stat st;
+    unsigned trust = SHDIR_TRUST_SHARED;
+    bool made = false;
+    if (strcmp(key, "TMPDIR") != 0 && stat(a->dump_dir, &st) != 0 && errno == ENOENT) {
+        trust |= SHDIR_TRUST_MKDIR;
+        made = true;
+    }
+    int trc = shdir_check_trusted(a->dump_dir, trust, why, sizeof(why));
+    if (made && trc == 0) {
+        log_info(cat, "the dump folder %s (%s) did not exist: created (mode 0700)", a->dump_dir,
+                 key);
+    }
+    if (trc == AGENT_E_UNTRUSTED) {
         log_error(cat, "dumps are refused: the dump folder (%s) is not trusted: %s", key, why);
         a->dump_refused = strdup(why);
         if (a->dump_refused == NULL) {
             return -ENOMEM;
         }
     }
-    struct stat st;
     if (stat(a->dump_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         log_warn(cat,
                  "the dump folder %s (%s) is not a folder dotmon can use; dumps will fail "
@@ -609,12 +624,15 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
     /* Dump:TimeoutSeconds, GCDump:TimeoutSeconds and Trace:StopTimeoutSeconds: timeouts.c */
     uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5;
+    uint64_t max_hist = 20, max_series = 1000; /* dotnet-monitor's GlobalCounterOptionsDefaults */
     uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT;
     uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 1024;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
         config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
+        config_get_uint(cfg, "GlobalCounter:MaxHistograms", 1, INT32_MAX, &max_hist) != 0 ||
+        config_get_uint(cfg, "GlobalCounter:MaxTimeSeries", 1, INT32_MAX, &max_series) != 0 ||
         config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0 ||
         config_get_uint(cfg, "RequestLimits:GCDump:MaxConcurrency", 1, 16, &max_gcdumps) != 0 ||
         config_get_uint(cfg, "GCDump:MaxNodes", 1000, 1000000000, &gcdump_nodes) != 0 ||
@@ -635,6 +653,8 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     a->metrics_interval_s = (uint32_t)interval;
+    a->metrics_max_histograms = (uint32_t)max_hist;
+    a->metrics_max_time_series = (uint32_t)max_series;
     rc = rules_run_new(a, &a->rules);
     if (rc != 0) {
         if (rc == AGENT_E_INVAL) {
@@ -943,7 +963,7 @@ static int start_discovery(struct agent *a)
 
 /*
  * The artifact and metrics URLs. The merged configuration has them (settings.c: the command
- * line's --urls, --metricUrls and --metrics are its weakest sources but one, as in dotnet-monitor),
+ * line's --urls, --metricUrls and --metrics are its weakest source, as in dotnet-monitor),
  * each a ';'-separated list.
  */
 static int bind_all_urls(struct agent *a)

@@ -91,7 +91,11 @@ struct agent {
     uint64_t gcdump_max_nodes;   /* GCDump:MaxNodes: the biggest graph a gcdump builds */
     uint32_t gcdump_buffer_mb;   /* GCDump:BufferSizeMB: the runtime's buffer for the heap walk */
     uint32_t metrics_interval_s; /* GlobalCounter:IntervalSeconds, for the Metrics profile */
-    uint64_t mem_cgroup_limit;   /* the cgroup's memory limit at start-up, bytes; 0: none */
+    /* GlobalCounter:MaxHistograms and :MaxTimeSeries (20 and 1000): the limits every
+     * System.Diagnostics.Metrics session dotmon starts asks the runtime for. */
+    uint32_t metrics_max_histograms;
+    uint32_t metrics_max_time_series;
+    uint64_t mem_cgroup_limit; /* the cgroup's memory limit at start-up, bytes; 0: none */
 
     uint64_t requests_total;
     /* /metrics' own timing (api_process.c): each scrape from its request to its last byte

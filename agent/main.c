@@ -19,6 +19,7 @@
 #include "egress.h"
 #include "err.h"
 #include "log.h"
+#include "logging.h"
 #include "memtrim.h"
 #include "rules.h"
 #include "rules_run.h"
@@ -33,14 +34,9 @@ static int load_config(const struct cli_options *opts, struct config *cfg)
         fprintf(stderr, "dotmon: %s\n", err);
         return AGENT_E_INVAL;
     }
-    const char *level = config_get(cfg, "Logging:LogLevel:Default");
-    if (level != NULL) {
-        int l = log_level_parse(level);
-        if (l < 0) {
-            fprintf(stderr, "dotmon: Logging:LogLevel:Default: unknown level '%s'\n", level);
-            return AGENT_E_INVAL;
-        }
-        log_set_level((enum log_level)l);
+    if (logging_configure(cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dotmon: %s\n", err);
+        return AGENT_E_INVAL;
     }
     return 0;
 }
@@ -125,7 +121,8 @@ static int run_config_show(const struct cli_options *opts, const struct config *
     if (opts->show_sources) {
         struct settings_paths paths;
         settings_paths((const char *const *)environ, &paths);
-        printf("/* sources, weakest first: environment (unprefixed), command line, user settings "
+        printf("/* sources, weakest first: command line, DOTNET_URLS, ASPNETCORE_URLS, "
+               "environment (unprefixed), user settings "
                "(%s), shared settings (%s), key-per-file (%s), environment (DotnetMonitor_), "
                "file (%s) */\n",
                paths.user_settings[0] ? paths.user_settings : "no HOME", paths.shared_settings,
@@ -167,6 +164,12 @@ static int run_config_show(const struct cli_options *opts, const struct config *
     } else {
         for (size_t i = 0; i < rules->nerrors; i++) {
             fprintf(stderr, "dotmon: collection rules: %s\n", rules->errors[i]);
+        }
+        for (size_t i = 0; i < rules->nwarnings; i++) {
+            fprintf(stderr,
+                    "dotmon: collection rules: %s (a warning: collect starts, and the action "
+                    "fails when it runs)\n",
+                    rules->warnings[i]);
         }
         code = rules->nerrors > 0 ? 1 : 0; /* collect would refuse to start */
         rules_config_free(rules);

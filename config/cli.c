@@ -52,9 +52,9 @@ static const char usage_text[] =
     "  --expiration DURATION           Token lifetime: TimeSpan ([d.]hh:mm[:ss]) or 30m, 12h, 7d\n"
     "                                  (default 7 days)\n"
     "\n"
-    "Settings use dotnet-monitor's names and sources, weakest first: unprefixed environment\n"
-    "variables (Metrics__Enabled), the command line, "
-    "$XDG_CONFIG_HOME/dotnet-monitor/settings.json,\n"
+    "Settings use dotnet-monitor's names and sources, weakest first: the command line,\n"
+    "DOTNET_URLS then ASPNETCORE_URLS (Urls), unprefixed environment variables\n"
+    "(Metrics__Enabled), $XDG_CONFIG_HOME/dotnet-monitor/settings.json,\n"
     "/etc/dotnet-monitor/settings.json, key-per-file /etc/dotnet-monitor/<Section__Key>,\n"
     "DotnetMonitor_ (or DOTNETMONITOR_) variables, e.g.\n"
     "DotnetMonitor_Authentication__MonitorApiKey__Subject, then --configuration-file-path.\n";

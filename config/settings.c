@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "buf.h"
 #include "err.h"
@@ -25,8 +26,8 @@ static int set_url_list(struct config *cfg, const char *key, const char *const *
 
 /*
  * The command line's options map to Urls, Metrics:Endpoints, Metrics:Enabled and
- * DiagnosticPort:*, as in dotnet-monitor, where they are the weakest source but unprefixed
- * environment variables: the image's `--urls` yields to DotnetMonitor_Urls.
+ * DiagnosticPort:*, as in dotnet-monitor, where they are the weakest source: the image's
+ * `--urls` yields to DOTNET_URLS, ASPNETCORE_URLS and every later source.
  */
 static int apply_cli(const struct cli_options *opts, struct config *cfg)
 {
@@ -47,6 +48,38 @@ static int apply_cli(const struct cli_options *opts, struct config *cfg)
                              "command line");
     }
     return rc;
+}
+
+/*
+ * ASP.NET Core's host settings: DOTNET_URLS, then ASPNETCORE_URLS (stronger), each its whole
+ * `;`-separated list, both above the command line and below every other source, as dotnet-monitor
+ * chains its host configuration under its app configuration (its Kestrel tests: DOTNET_Urls
+ * overrides --urls, ASPNETCORE_Urls overrides DOTNET_Urls, DOTNETMONITOR_Urls overrides both).
+ * The prefix and the name are matched case-insensitively, as .NET's environment provider does.
+ */
+static int apply_host_urls(const char *const *envp, struct config *cfg)
+{
+    static const struct {
+        const char *name;
+        const char *source;
+    } hosts[] = {{"DOTNET_URLS", "environment (DOTNET_URLS)"},
+                 {"ASPNETCORE_URLS", "environment (ASPNETCORE_URLS)"}};
+    for (size_t h = 0; h < sizeof(hosts) / sizeof(hosts[0]); h++) {
+        size_t n = strlen(hosts[h].name);
+        const char *value = NULL;
+        for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
+            if (strncasecmp(envp[i], hosts[h].name, n) == 0 && envp[i][n] == '=') {
+                value = envp[i] + n + 1;
+            }
+        }
+        if (value != NULL && *value != '\0') {
+            int rc = config_set(cfg, "Urls", value, hosts[h].source);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
 }
 
 static const char *env_get(const char *const *envp, const char *name)
@@ -117,14 +150,15 @@ int settings_load(const struct cli_options *opts, const char *const *envp, struc
     struct settings_paths paths;
     settings_paths(envp, &paths);
     /* dotnet-monitor's order, weakest first (its configuration-sources document). */
-    int rc = config_load_env_unprefixed(cfg, envp);
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot read the environment");
-        return rc;
-    }
-    rc = apply_cli(opts, cfg);
+    int rc = apply_cli(opts, cfg);
+    rc = rc ? rc : apply_host_urls(envp, cfg);
     if (rc != 0) {
         snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    rc = config_load_env_unprefixed(cfg, envp);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot read the environment");
         return rc;
     }
     /* A source another user could have written (StrictModes, common/shdir.h) is skipped with an

@@ -11,17 +11,18 @@
  * The merged configuration, built the same way at start-up and on every reload, from
  * dotnet-monitor's sources in dotnet-monitor's order, weakest first; a later source overrides an
  * earlier one key by key:
- *   1. unprefixed environment variables that name a dotnet-monitor setting (Metrics__Enabled)
- *   2. the command line (--urls, --metricUrls, --metrics, --diagnostic-port)
- *   3. user settings: $XDG_CONFIG_HOME/dotnet-monitor/settings.json (else ~/.config/…)
- *   4. shared settings: /etc/dotnet-monitor/settings.json
- *   5. key-per-file: every file of /etc/dotnet-monitor (a mounted Secret or ConfigMap)
- *   6. DotnetMonitor_ / DOTNETMONITOR_ environment variables
- *   7. the JSON file given with --configuration-file-path
+ *   1. the command line (--urls, --metricUrls, --metrics, --diagnostic-port)
+ *   2. DOTNET_URLS, then ASPNETCORE_URLS (ASP.NET Core's host settings: Urls only)
+ *   3. unprefixed environment variables that name a dotnet-monitor setting (Metrics__Enabled)
+ *   4. user settings: $XDG_CONFIG_HOME/dotnet-monitor/settings.json (else ~/.config/…)
+ *   5. shared settings: /etc/dotnet-monitor/settings.json
+ *   6. key-per-file: every file of /etc/dotnet-monitor (a mounted Secret or ConfigMap)
+ *   7. DotnetMonitor_ / DOTNETMONITOR_ environment variables
+ *   8. the JSON file given with --configuration-file-path
  * DOTMON_SHARED_CONFIG_DIR (an absolute path) stands for /etc/dotnet-monitor. Pure (no libuv):
- * reads files and envp only. Sources 3-5 and 7 are read only when they pass StrictModes
- * (shdir_open_trusted: no component another uid owns or can write); an untrusted 3, 4 or 5 is
- * skipped (all its keys) with an Error log naming the path and the reason, an untrusted 7 fails.
+ * reads files and envp only. Sources 4-6 and 8 are read only when they pass StrictModes
+ * (shdir_open_trusted: no component another uid owns or can write); an untrusted 4, 5 or 6 is
+ * skipped (all its keys) with an Error log naming the path and the reason, an untrusted 8 fails.
  *
  * cfg must be freshly config_init'ed. Returns 0, or AGENT_E_INVAL / -ENOMEM with a message for
  * the operator in err (which names the file or the failing source).

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* O_TMPFILE */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "common/ascii.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/num.h"
 #include "common/shdir.h"
 #include "egress_internal.h"
 
@@ -50,12 +52,13 @@
  *   DONE       on_done called; the target is freed
  */
 
-#define FS_WINDOW     ((size_t)4 * 1024 * 1024) /* egress_full at or above this */
-#define FS_HARD_CAP   (4 * FS_WINDOW)           /* the upload fails past this */
-#define FS_WRITE_MAX  ((size_t)1024 * 1024)     /* bytes per uv_fs_write */
-#define FS_WRITE_BUFS 16                        /* chunks per uv_fs_write */
-#define FS_COPY_BUF   ((size_t)1024 * 1024)     /* EXDEV copy */
-#define FS_MAX_SUFFIX 1000u                     /* name-1 … name-1000, then EEXIST */
+#define FS_WINDOW     ((size_t)4 * 1024 * 1024)  /* egress_full at or above this */
+#define FS_HARD_CAP   (4 * FS_WINDOW)            /* the upload fails past this */
+#define FS_WRITE_MAX  ((size_t)1024 * 1024)      /* bytes per uv_fs_write */
+#define FS_WRITE_BUFS 16                         /* chunks per uv_fs_write */
+#define FS_COPY_BUF   ((size_t)1024 * 1024)      /* EXDEV copy, unless CopyBufferSize says */
+#define FS_COPY_MAX   ((size_t)16 * 1024 * 1024) /* the largest CopyBufferSize used */
+#define FS_MAX_SUFFIX 1000u                      /* name-1 … name-1000, then EEXIST */
 #define FS_TMP_PREFIX ".dotmon-egress-"
 
 static bool use_tmpfile = true; /* test seam, read on the loop */
@@ -110,7 +113,21 @@ int egress_fs_set(struct egress_fs_options *o, const char *key, const char *sett
         return set_string(&o->intermediate, value);
     }
     const char *why = NULL;
-    if (ascii_ieq(setting, "FileMode")) {
+    if (ascii_ieq(setting, "CopyBufferSize")) {
+        /* dotnet-monitor's copy buffer (1 to int.MaxValue bytes): here the buffer of the one
+         * copy FileSystem egress makes, from an intermediate folder on another file system. */
+        uint64_t n = 0;
+        if (value[0] == '\0') {
+            o->copy_buffer = 0;
+            return 0;
+        }
+        if (num_parse_u64_str(value, 10, INT32_MAX, &n) != 0 || n == 0) {
+            why = "not a whole number of bytes from 1 to 2147483647";
+        } else {
+            o->copy_buffer = n < FS_COPY_MAX ? (size_t)n : FS_COPY_MAX;
+            return 0;
+        }
+    } else if (ascii_ieq(setting, "FileMode")) {
         unsigned mode = 0;
         if (value[0] == '\0') {
             o->mode = 0;
@@ -127,7 +144,8 @@ int egress_fs_set(struct egress_fs_options *o, const char *key, const char *sett
             return 0;
         }
     } else {
-        why = "unknown FileSystem setting (DirectoryPath, IntermediateDirectoryPath, FileMode)";
+        why = "unknown FileSystem setting (DirectoryPath, IntermediateDirectoryPath, FileMode, "
+              "CopyBufferSize)";
     }
     return buf_printf(errors, "%s: %s\n", key, why) != 0 ? UV_ENOMEM : AGENT_E_INVAL;
 }
@@ -149,6 +167,7 @@ void egress_fs_options_fini(struct egress_fs_options *o)
     o->directory = NULL;
     o->intermediate = NULL;
     o->mode = 0;
+    o->copy_buffer = 0;
 }
 
 /* ---- the target -------------------------------------------------------------------------- */
@@ -188,6 +207,7 @@ struct fs_target {
     char *inter; /* IntermediateDirectoryPath, or NULL: the temporary file goes in dir */
     char *name;  /* the artifact's name */
     unsigned mode;
+    size_t copy_buffer; /* CopyBufferSize (or FS_COPY_BUF) */
     bool try_tmpfile;
     egress_ready_cb on_ready;
     egress_done_cb on_done;
@@ -400,17 +420,17 @@ static int place(struct fs_target *t, int fd, int from_dirfd, char *from, char *
     return rc;
 }
 
-/* Copies the first n bytes of from into to (both at offset 0). */
-static int copy_bytes(int from, int to, uint64_t n)
+/* Copies the first n bytes of from into to (both at offset 0), bufsize bytes at a time. */
+static int copy_bytes(int from, int to, uint64_t n, size_t bufsize)
 {
-    uint8_t *b = malloc(FS_COPY_BUF);
+    uint8_t *b = malloc(bufsize);
     if (b == NULL) {
         return UV_ENOMEM;
     }
     int rc = 0;
     uint64_t off = 0;
     while (off < n && rc == 0) {
-        size_t want = n - off < FS_COPY_BUF ? (size_t)(n - off) : FS_COPY_BUF;
+        size_t want = n - off < bufsize ? (size_t)(n - off) : bufsize;
         ssize_t r = pread(from, b, want, (off_t)off);
         if (r < 0 && errno == EINTR) {
             continue;
@@ -448,7 +468,7 @@ static int copy_and_place(struct fs_target *t, char *final, size_t final_cap, in
         fail_set(&t->pool_fail, rc, "cannot create a temporary file in", t->dir);
         return rc;
     }
-    rc = copy_bytes(t->fd, cfd, t->written);
+    rc = copy_bytes(t->fd, cfd, t->written, t->copy_buffer);
     if (rc != 0) {
         fail_set(&t->pool_fail, rc, "cannot copy the artifact into", t->dir);
         goto fail;
@@ -853,6 +873,7 @@ int egress_fs_open(uv_loop_t *loop, const struct egress_fs_options *o,
     t->state = FS_OPENING;
     t->fd = t->dst_dirfd = t->inter_dirfd = -1;
     t->mode = o->mode != 0 ? o->mode : EGRESS_FS_DEFAULT_MODE;
+    t->copy_buffer = o->copy_buffer != 0 ? o->copy_buffer : FS_COPY_BUF;
     t->try_tmpfile = use_tmpfile;
     t->on_ready = rq->on_ready;
     t->on_done = rq->on_done;

@@ -28,6 +28,7 @@ struct egress_fs_options {
     char *directory;    /* DirectoryPath */
     char *intermediate; /* IntermediateDirectoryPath, or NULL: DirectoryPath */
     unsigned mode;      /* FileMode, 0: unset (EGRESS_FS_DEFAULT_MODE) */
+    size_t copy_buffer; /* CopyBufferSize, 0: unset (1 MiB); at most 16 MiB is used */
 };
 
 struct egress_s3_options {

@@ -260,6 +260,11 @@ struct rules_config {
     /* One line per problem: "<full key>: <message>", worded like dotnet-monitor's validation. */
     const char *const *errors;
     size_t nerrors;
+    /* The same for problems that leave the rule valid: an action's Egress provider that is not
+     * configured (dotnet-monitor validates a rule's options when it runs, so the action fails
+     * then, with its message, and the agent starts). */
+    const char *const *warnings;
+    size_t nwarnings;
     struct rules_arena *arena; /* owns everything above */
 };
 

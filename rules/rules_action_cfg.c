@@ -417,7 +417,9 @@ static void check_egress(struct rules_ctx *c, const char *settings, struct rules
             return;
         }
     }
-    rules__error(c, key, "Egress provider '%s' does not exist.", a->egress);
+    /* Not a start-up error: dotnet-monitor validates a rule's options only when the rule runs
+     * (CollectionRuleContainer), so the action fails then (artifact.c names the provider). */
+    rules__warning(c, key, "Egress provider '%s' does not exist.", a->egress);
 }
 
 static const struct action_desc *find_type(struct rules_ctx *c, const char *key, const char *type)

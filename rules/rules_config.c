@@ -243,22 +243,39 @@ void rules_config_free(struct rules_config *c)
     free(c);
 }
 
-/* Ends a load: the error lines into the arena (*errors, *nerrors); 0 or -ENOMEM. */
-static int finish(struct rules_ctx *c, const char *const **out, size_t *nout)
+/* A malloc'ed list of n lines as an arena array (NULL when n is 0 or on ENOMEM); frees v. */
+static const char *const *keep_lines(struct rules_ctx *c, const char **v, size_t n)
 {
-    const char **errors = NULL;
-    if (!c->oom && c->nerrors > 0) {
-        errors = rules__arena_alloc(c->arena, c->nerrors * sizeof(*errors));
-        if (errors != NULL) {
-            memcpy(errors, c->errors, c->nerrors * sizeof(*errors));
+    const char **kept = NULL;
+    if (!c->oom && n > 0) {
+        kept = rules__arena_alloc(c->arena, n * sizeof(*kept));
+        if (kept != NULL) {
+            memcpy(kept, v, n * sizeof(*kept));
         }
     }
-    free(c->errors);
-    if (c->oom || rules__arena_failed(c->arena) || (c->nerrors > 0 && errors == NULL)) {
+    free(v);
+    return kept;
+}
+
+/*
+ * Ends a load: the error lines into the arena (*out, *nout), and the warnings (*wout, *nwout;
+ * both NULL where the caller keeps none); 0 or -ENOMEM.
+ */
+static int finish(struct rules_ctx *c, const char *const **out, size_t *nout,
+                  const char *const **wout, size_t *nwout)
+{
+    const char *const *errors = keep_lines(c, c->errors, c->nerrors);
+    const char *const *warnings = keep_lines(c, c->warnings, c->nwarnings);
+    if (c->oom || rules__arena_failed(c->arena) || (c->nerrors > 0 && errors == NULL) ||
+        (c->nwarnings > 0 && warnings == NULL)) {
         return -ENOMEM;
     }
     *out = errors;
     *nout = c->nerrors;
+    if (wout != NULL) {
+        *wout = warnings;
+        *nwout = c->nwarnings;
+    }
     return 0;
 }
 
@@ -314,7 +331,7 @@ int rules_config_load(const struct rules_kv *kv, size_t n, const char *const *eg
     }
     cfg->rules = rules;
     cfg->nrules = rules != NULL ? nrules : 0;
-    int rc = finish(&c, &cfg->errors, &cfg->nerrors);
+    int rc = finish(&c, &cfg->errors, &cfg->nerrors, &cfg->warnings, &cfg->nwarnings);
     if (rc != 0) {
         rules_config_free(cfg);
         return rc;
@@ -339,7 +356,7 @@ int rules_filter_list_load(const struct rules_kv *kv, size_t n, const char *key,
     c.kv = copy_entries(arena, kv, n, &key, 1, &c.n);
     c.oom |= c.kv == NULL || rules__arena_failed(arena);
     parse_filter_list(&c, key, false, &l->filters, &l->nfilters);
-    int rc = finish(&c, &l->errors, &l->nerrors);
+    int rc = finish(&c, &l->errors, &l->nerrors, NULL, NULL);
     if (rc != 0) {
         rules_filter_list_free(l);
         return rc;

@@ -49,6 +49,8 @@ struct rules_ctx {
     struct rules_arena *arena;
     const char **errors; /* arena strings in a malloc'ed array */
     size_t nerrors, caperrors;
+    const char **warnings; /* the same, for problems that do not make a rule invalid */
+    size_t nwarnings, capwarnings;
     bool oom;
     const char *const *egress;
     size_t negress;
@@ -57,6 +59,9 @@ struct rules_ctx {
 
 /* Adds the line "<key>: <message>". */
 void rules__error(struct rules_ctx *c, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same as a warning: the rule stays valid (the problem shows when its action runs). */
+void rules__warning(struct rules_ctx *c, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* "<prefix>:<name>" in the arena ("" on ENOMEM, with c->oom set). */
 const char *rules__key(struct rules_ctx *c, const char *prefix, const char *name);

@@ -53,29 +53,49 @@ bool rules__present(const struct rules_ctx *c, const char *key)
     return (v != NULL && *v != '\0') || rules__has_children(c, key);
 }
 
-void rules__error(struct rules_ctx *c, const char *key, const char *fmt, ...)
+/* Appends "<key>: <message>" to the errors, or to the warnings. */
+static void add_line(struct rules_ctx *c, bool warning, const char *key, const char *fmt,
+                     va_list ap) __attribute__((format(printf, 4, 0)));
+static void add_line(struct rules_ctx *c, bool warning, const char *key, const char *fmt,
+                     va_list ap)
 {
     char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (c->nerrors == c->caperrors) {
-        size_t cap = c->caperrors ? c->caperrors * 2 : 16;
-        const char **v = realloc(c->errors, cap * sizeof(*v));
+    const char ***lines = warning ? &c->warnings : &c->errors;
+    size_t *n = warning ? &c->nwarnings : &c->nerrors;
+    size_t *cap = warning ? &c->capwarnings : &c->caperrors;
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        const char **v = realloc(*lines, ncap * sizeof(*v));
         if (v == NULL) {
             c->oom = true;
             return;
         }
-        c->errors = v;
-        c->caperrors = cap;
+        *lines = v;
+        *cap = ncap;
     }
     const char *line = rules__arena_printf(c->arena, "%s: %s", key, msg);
     if (line == NULL) {
         c->oom = true;
         return;
     }
-    c->errors[c->nerrors++] = line;
+    (*lines)[(*n)++] = line;
+}
+
+void rules__error(struct rules_ctx *c, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    add_line(c, false, key, fmt, ap);
+    va_end(ap);
+}
+
+void rules__warning(struct rules_ctx *c, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    add_line(c, true, key, fmt, ap);
+    va_end(ap);
 }
 
 const char *rules__key(struct rules_ctx *c, const char *prefix, const char *name)

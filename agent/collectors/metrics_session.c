@@ -479,13 +479,16 @@ static int meter_arguments(struct msession *s, int major, struct buf *a)
     } else {
         op_new_guid(s->session_id);
     }
-    char refresh[32];
+    char refresh[32], max_series[16], max_hist[16];
     snprintf(refresh, sizeof(refresh), "%u", f->interval_s);
+    snprintf(max_series, sizeof(max_series), "%u", s->a->metrics_max_time_series);
+    snprintf(max_hist, sizeof(max_hist), "%u", s->a->metrics_max_histograms);
     rc = arg_append(a, "SessionId", s->session_id);
     rc = rc ? rc : arg_append(a, "Metrics", buf_cstr(&meters));
     rc = rc ? rc : arg_append(a, "RefreshInterval", refresh);
-    rc = rc ? rc : arg_append(a, "MaxTimeSeries", "1000");
-    rc = rc ? rc : arg_append(a, "MaxHistograms", "20");
+    /* GlobalCounter:MaxTimeSeries and :MaxHistograms, as dotnet-monitor passes them. */
+    rc = rc ? rc : arg_append(a, "MaxTimeSeries", max_series);
+    rc = rc ? rc : arg_append(a, "MaxHistograms", max_hist);
     rc = (rc == 0 && shared) ? arg_append(a, "ClientId", s->client_id) : rc;
     buf_fini(&meters);
     return rc;

@@ -204,6 +204,17 @@ static struct rules_run *run_new(struct agent *a, struct rules_config *cfg)
     return r;
 }
 
+/* Problems that leave their rule valid (an Egress provider not configured): the action will
+ * fail when it runs, with that message. */
+static void log_rule_warnings(const struct rules_config *cfg)
+{
+    for (size_t i = 0; i < cfg->nwarnings; i++) {
+        log_warn(cat,
+                 "%s The action fails when it runs, unless the provider is configured by then.",
+                 cfg->warnings[i]);
+    }
+}
+
 int rules_run_new(struct agent *a, struct rules_run **out)
 {
     *out = NULL;
@@ -217,6 +228,7 @@ int rules_run_new(struct agent *a, struct rules_run **out)
     for (size_t i = 0; i < cfg->nerrors; i++) {
         log_error(cat, "%s", cfg->errors[i]);
     }
+    log_rule_warnings(cfg);
     if (cfg->nerrors > 0 || cfg->nrules == 0) {
         rc = cfg->nerrors > 0 ? AGENT_E_INVAL : 0;
         rules_config_free(cfg);
@@ -1371,6 +1383,7 @@ void rules_run_reload(struct agent *a, const struct config *cfg)
     a->rules_refused = NULL;
     free(a->rules_settings);
     a->rules_settings = now;
+    log_rule_warnings(rcfg);
     /* Every instance stops (sessions stopped, actions left to run unreported, as at shutdown);
      * the new rules start over for every process, as for a newly discovered one. */
     run_retire(a->rules);

@@ -258,11 +258,13 @@ static const struct dsession_consumer hs_consumer = {.started = hs_started,
                                                      .error = hs_error};
 
 /* The CollectTracing configuration: the trigger's session as a POST /trace body, parsed as one. */
-static int build_config(const struct rules_trigger *t, double counter_interval_s,
-                        struct trace_config *tc)
+static int build_config(const struct agent *a, const struct rules_trigger *t,
+                        double counter_interval_s, struct trace_config *tc)
 {
     struct rules_session rs;
-    struct rules_session_options o = {.counter_interval_s = counter_interval_s};
+    struct rules_session_options o = {.counter_interval_s = counter_interval_s,
+                                      .max_time_series = a->metrics_max_time_series,
+                                      .max_histograms = a->metrics_max_histograms};
     int rc = rules_trigger_session(t, &o, &rs);
     if (rc != 0) {
         return rc;
@@ -301,7 +303,7 @@ int tsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
     ev_schemas_init(&s->schemas, &scfg);
     struct trace_config tc;
     memset(&tc, 0, sizeof(tc));
-    int rc = build_config(t, counter_interval_s, &tc);
+    int rc = build_config(a, t, counter_interval_s, &tc);
     /* A trigger reads payloads only: no stack walk per event where the runtime can be asked. */
     tc.collect.disable_stackwalk = major >= IPC_NO_STACKWALK_MAJOR;
     if (rc == 0) {

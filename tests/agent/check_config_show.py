@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Issue 31 item 4: `dotmon config show` has one exit-status rule, the same for every kind of
-problem: 1 when `dotmon collect` would refuse to start with the configuration (a collection rule
-naming an Egress provider that does not exist; an invalid Egress provider), 0 when it would start,
-warnings included (an unknown setting is named on stderr). For each file, collect with the same
+"""Issue 31 item 4, issue 32 item 12: `dotmon config show` has one exit-status rule, the same for
+every kind of problem: 1 when `dotmon collect` would refuse to start with the configuration (an
+invalid collection rule; an invalid Egress provider), 0 when it would start, warnings included (an
+unknown setting is named on stderr; so is a collection rule naming an Egress provider that does not
+exist, which dotnet-monitor validates only when the rule runs: issue 32 item 3). For each file, collect with the same
 file is run too: it starts exactly when config show says 0. A settings file's top-level "$schema"
 (dotnet-monitor's examples carry one) is accepted silently: no warning, not shown as a setting.
 Environment: DOTMON_BIN. No .NET needed.
@@ -20,15 +21,21 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from dmtest import check, free_port, stop, verdict, wait_log  # noqa: E402
 
 BIN = os.environ["DOTMON_BIN"]
-SCHEMA = "https://aka.ms/dotnet-monitor/schema"  # what dotnet-monitor's settings examples carry
+SCHEMA = "https://aka.ms/dotnet-monitor-schema"  # what dotnet-monitor's settings examples carry
 
 FILES = {
     # name: (settings, config show's status, what stderr must name)
-    "rule naming a missing egress": ({
+    "rule naming a missing egress (a warning)": ({
         "CollectionRules": {"Busy": {
             "Trigger": {"Type": "Startup"},
             "Actions": [{"Type": "CollectGCDump", "Settings": {"Egress": "files"}}]}}},
-        1, "Egress provider 'files' does not exist"),
+        0, "Egress provider 'files' does not exist"),
+    # schema: invalid (an unknown trigger type)
+    "invalid rule": ({
+        "CollectionRules": {"Busy": {
+            "Trigger": {"Type": "NoSuchTrigger"},
+            "Actions": [{"Type": "CollectGCDump", "Settings": {"Egress": "files"}}]}}},
+        1, "CollectionRules:Busy:Trigger"),
     # schema: invalid (an unknown setting of a FileSystem provider)
     "invalid egress provider": ({"Egress": {"FileSystem": {"files": {"Bogus": "x"}}}},
                                 1, "Egress:FileSystem:files"),

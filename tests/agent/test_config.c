@@ -94,7 +94,8 @@ static void test_config_unprefixed_env(void **state)
 }
 
 /*
- * dotnet-monitor's order, weakest first: unprefixed env < command line < user settings.json <
+ * dotnet-monitor's order, weakest first (its configuration-sources.md): command line < unprefixed
+ * env < user settings.json <
  * shared settings.json < key-per-file < DotnetMonitor_ env < --configuration-file-path. Each
  * key below is set by a run of sources, and the strongest of them must win.
  */
@@ -156,7 +157,7 @@ static void test_config_sources_in_dotnet_monitor_order(void **state)
     }
     assert_int_equal(rc, 0);
     assert_string_equal(config_get(&c, "Metrics:Enabled"), "unprefixed");
-    assert_string_equal(config_get(&c, "Metrics:Endpoints"), "http://cli");
+    assert_string_equal(config_get(&c, "Metrics:Endpoints"), "unprefixed");
     assert_string_equal(config_get(&c, "Urls"), "user");
     assert_string_equal(config_get(&c, "GlobalCounter:IntervalSeconds"), "user");
     assert_string_equal(config_get(&c, "Operations:MaxHistory"), "shared");
@@ -174,6 +175,57 @@ static void test_config_sources_in_dotnet_monitor_order(void **state)
     assert_non_null(strstr(err, "shared settings"));
     config_fini(&c);
     rm_tree(root);
+}
+
+/*
+ * Issue 32 item 2: ASP.NET Core's URL variables, as dotnet-monitor's KestrelTests set them beside
+ * its own `--urls`: DOTNET_Urls overrides the command line, ASPNETCORE_Urls overrides DOTNET_Urls,
+ * DOTNETMONITOR_Urls overrides both; a `;`-separated list is kept whole, `+` hosts and all.
+ */
+static void test_config_host_urls(void **state)
+{
+    (void)state;
+    const char *argv[] = {"dotmon", "collect", "--urls", "http://127.0.0.1:0"};
+    struct cli_options opts;
+    char err[512];
+    assert_int_equal(cli_parse(4, argv, &opts, err, sizeof(err)), 0);
+    struct {
+        const char *env[5];
+        const char *urls;
+        const char *source;
+    } cases[] = {
+        {{NULL}, "http://127.0.0.1:0", "command line"},
+        {{"DOTNET_Urls=http://+:0", NULL}, "http://+:0", "environment (DOTNET_URLS)"},
+        {{"DOTNET_Urls=dotnet_invalid", "ASPNETCORE_Urls=http://+:0;http://localhost:1", NULL},
+         "http://+:0;http://localhost:1",
+         "environment (ASPNETCORE_URLS)"},
+        {{"DOTNET_URLS=dotnet_invalid", "ASPNETCORE_URLS=aspnetcore_invalid",
+          "DOTNETMONITOR_Urls=http://*:0", NULL},
+         "http://*:0",
+         "environment"},
+        /* Empty: not a value (an aspnet base image's `ASPNETCORE_URLS=` unset idiom). */
+        {{"ASPNETCORE_URLS=", NULL}, "http://127.0.0.1:0", "command line"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config c;
+        config_init(&c);
+        /* No settings file of this machine's may take part. */
+        const char *env[8] = {"HOME=/nonexistent", "DOTMON_SHARED_CONFIG_DIR=/nonexistent"};
+        for (size_t j = 0; cases[i].env[j] != NULL; j++) {
+            env[2 + j] = cases[i].env[j];
+        }
+        assert_int_equal(settings_load(&opts, env, &c, err, sizeof(err)), 0);
+        assert_string_equal(config_get(&c, "Urls"), cases[i].urls);
+        for (size_t j = 0; j < c.n; j++) {
+            if (strcmp(c.v[j].key, "Urls") == 0) {
+                assert_string_equal(c.v[j].source, cases[i].source);
+            }
+        }
+        /* The variables themselves are not settings (nothing to warn about). */
+        assert_null(config_get(&c, "ASPNETCORE_URLS"));
+        assert_null(config_get(&c, "DOTNET_URLS"));
+        config_fini(&c);
+    }
 }
 
 static void test_config_json_flattens_like_dotnet(void **state)
@@ -296,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_config_key_kinds),
         cmocka_unit_test(test_config_key_per_file),
         cmocka_unit_test(test_config_unprefixed_env),
+        cmocka_unit_test(test_config_host_urls),
         cmocka_unit_test(test_config_sources_in_dotnet_monitor_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -141,9 +141,9 @@ static void test_egress_parse_fs_errors(void **state)
                                         {"Egress:FileSystem:a:DirectoryPath:Sub", "/y"}};
     parse(unknown, N(unknown),
           "Egress:FileSystem:a:Directory: unknown FileSystem setting (DirectoryPath, "
-          "IntermediateDirectoryPath, FileMode)\n"
+          "IntermediateDirectoryPath, FileMode, CopyBufferSize)\n"
           "Egress:FileSystem:a:DirectoryPath:Sub: unknown FileSystem setting (DirectoryPath, "
-          "IntermediateDirectoryPath, FileMode)\n");
+          "IntermediateDirectoryPath, FileMode, CopyBufferSize)\n");
     static const struct {
         const char *mode;
         const char *why;

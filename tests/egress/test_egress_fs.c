@@ -829,6 +829,61 @@ static void test_fs_exdev(void **state)
     assert_int_equal(entries(dir), 2);
 }
 
+/*
+ * Issue 32 item 9: dotnet-monitor's FileSystem CopyBufferSize (its schema: an integer from 1 to
+ * int.MaxValue) is a setting, not a start-up error; it sizes the one copy FileSystem egress makes
+ * (the EXDEV case), and an odd small size still copies every byte. 0 and non-numbers are refused
+ * with the key named.
+ */
+static void test_fs_copy_buffer_size(void **state)
+{
+    struct fx *fx = *state;
+    struct buf err;
+    buf_init(&err, 0);
+    struct egress_kv bad[] = {{"Egress:FileSystem:p:DirectoryPath", "/x"},
+                              {"Egress:FileSystem:p:CopyBufferSize", "0"}};
+    struct egress_set *set = NULL;
+    assert_int_equal(egress_set_parse(bad, 2, &set, &err), AGENT_E_INVAL);
+    assert_non_null(strstr(buf_cstr(&err), "Egress:FileSystem:p:CopyBufferSize"));
+    egress_set_free(set);
+    set = NULL;
+    buf_reset(&err);
+    bad[1].value = "1k";
+    assert_int_equal(egress_set_parse(bad, 2, &set, &err), AGENT_E_INVAL);
+    egress_set_free(set);
+    buf_fini(&err);
+
+    char dir[PATH_MAX], inter[PATH_MAX];
+    if (!cross_device(fx, dir, sizeof(dir), inter, sizeof(inter))) {
+        skip();
+    }
+    egress_set_free(fx->set);
+    fx->set = NULL;
+    /* The documentation's sample size, and one that does not divide the artifact. */
+    const char *sizes[] = {"1024", "4099", "2147483647"};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        struct egress_kv e[] = {{"Egress:FileSystem:p:DirectoryPath", dir},
+                                {"Egress:FileSystem:p:IntermediateDirectoryPath", inter},
+                                {"Egress:FileSystem:p:FileMode", "0644"},
+                                {"Egress:FileSystem:p:CopyBufferSize", sizes[i]}};
+        buf_init(&err, 0);
+        egress_set_free(fx->set);
+        fx->set = NULL;
+        assert_int_equal(egress_set_parse(e, 4, &fx->set, &err), 0);
+        buf_fini(&err);
+        const struct egress_provider *p = egress_find(fx->set, "p");
+        assert_non_null(p);
+        char name[32];
+        snprintf(name, sizeof(name), "copy%zu.gcdump", i);
+        struct upload *u = start(fx, 0, p, name, 1 * MB + 13, 64, 0);
+        run_until_done(fx, 1);
+        assert_published(u, dir, name, 0644);
+        free(u->location);
+        u->location = NULL;
+        assert_int_equal(entries(inter), 0);
+    }
+}
+
 /* ---- the watcher ------------------------------------------------------------------------ */
 
 struct watcher {
@@ -980,6 +1035,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fs_failure_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fs_producer_ignores_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fs_exdev, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fs_copy_buffer_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fs_watcher_never_sees_partial, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -804,8 +804,19 @@ static void test_rules_config_error_egress(void **state)
                                         "CollectionRules:R:Actions:2:Settings:Egress=ARTIFACTS\n");
     ERROR(c, "CollectionRules:R:Actions:0:Settings:Egress: An egress provider must be specified if "
              "there is no default egress provider.");
-    ERROR(c, "CollectionRules:R:Actions:1:Settings:Egress: Egress provider 's3' does not exist.");
-    assert_int_equal(c->nerrors, 2);
+    /* Issue 32 item 3: a provider that is not configured is dotnet-monitor's message, as a warning:
+     * its validation runs when the rule runs, so the rule stays valid and the action fails then. */
+    assert_int_equal(c->nerrors, 1);
+    assert_int_equal(c->nwarnings, 1);
+    assert_string_equal(c->warnings[0], "CollectionRules:R:Actions:1:Settings:Egress: Egress "
+                                        "provider 's3' does not exist.");
+    rules_config_free(c);
+    c = rule_lines("CollectionRules:R:Trigger:Type=Startup\n"
+                   "CollectionRules:R:Actions:0:Type=CollectDump\n"
+                   "CollectionRules:R:Actions:0:Settings:Egress=s3\n");
+    NO_ERRORS(c);
+    assert_true(c->rules[0].valid);
+    assert_int_equal(c->nwarnings, 1);
     rules_config_free(c);
     /* Without a list of providers (NULL), names are not checked. */
     struct kvset s = {0};

@@ -34,6 +34,7 @@
 #include "membudget.h"
 #include "metrics.h"
 #include "num.h"
+#include "otel.h"
 #include "rules.h"
 #include "rules_run.h"
 #include "shdir.h"
@@ -692,6 +693,26 @@ static void on_part_closed(void *ud)
     a->open_handles--;
 }
 
+/* OpenTelemetry export (otel/otel.h): NULL, at no cost, unless a signal is exported. */
+static int start_otel(struct agent *a)
+{
+    char why[256] = "";
+    int rc = otel_new(a, &a->otel, why, sizeof(why));
+    if (rc != 0) {
+        log_error(cat, "OpenTelemetry: %s", why[0] != '\0' ? why : agent_strerror(rc));
+    }
+    return rc;
+}
+
+/* The export queues are flushed (or the shutdown grace period ran out): the exporter goes. */
+static void on_otel_flushed(void *ud)
+{
+    struct agent *a = ud;
+    otel_free(a->otel);
+    a->otel = NULL;
+    a->open_handles--;
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     struct agent *a = s->data;
@@ -1017,6 +1038,7 @@ int agent_start(struct agent *a)
     /* Metrics sessions follow discovery, so they exist before the first process is found. */
     a->metrics_enabled = config_get_bool(a->cfg, "Metrics:Enabled", 1) == 1;
     rc = metrics_new(a, &a->metrics);
+    rc = rc ? rc : start_otel(a);
     rc = rc ? rc : start_discovery(a);
     rc = rc ? rc : bind_all_urls(a);
     return rc ? rc : apikey_watch_start(a);
@@ -1062,6 +1084,10 @@ void agent_stop(struct agent *a)
     artifact_shutdown(a, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE));
     metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
     a->metrics = NULL;
+    if (a->otel != NULL) { /* what is queued is sent within the grace period, the rest counted */
+        a->open_handles++;
+        otel_shutdown(a->otel, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE), on_otel_flushed, a);
+    }
     rules_run_close(a->rules); /* freed by agent_fini: closing instances point at the rules */
     apikey_watch_stop(a);
     if (a->http != NULL) {

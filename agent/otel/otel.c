@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #include "otel.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include <cJSON.h>
 #include <openssl/crypto.h>
 #include <uv.h>
 
@@ -816,6 +816,22 @@ int otel_emit_metric(struct otel_source *s, const struct otlp_scope *scope,
 
 /* ---- counts out ---- */
 
+/* Entry 0 (pid 0) holds what came past OTEL_MAX_PIDS processes: shown only when it has some. */
+static bool pid_shown(const struct otel *o, size_t i)
+{
+    if (i > 0) {
+        return true;
+    }
+    for (int s = 0; s < 3; s++) {
+        for (int c = 0; c < 3; c++) {
+            if (o->pids[0].n[s][c] != 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 static const char *const count_names[3] = {"exported", "dropped", "failed"};
 
 int otel_render_prom(const struct otel *o, struct buf *out)
@@ -833,7 +849,7 @@ int otel_render_prom(const struct otel *o, struct buf *out)
             buf_printf(out, "# HELP dotmon_otel_%s_total %s\n# TYPE dotmon_otel_%s_total counter\n",
                        count_names[c], help[c], count_names[c]);
         for (size_t i = 0; i < o->npids && rc == 0; i++) {
-            for (int s = 0; s < 3 && rc == 0; s++) {
+            for (int s = 0; s < 3 && rc == 0 && pid_shown(o, i); s++) {
                 if (!o->conf.sig[s].on) {
                     continue;
                 }
@@ -908,6 +924,9 @@ cJSON *otel_status_json(const struct otel *o)
         }
     }
     for (size_t i = 0; i < o->npids; i++) {
+        if (!pid_shown(o, i)) {
+            continue;
+        }
         cJSON *p = cJSON_CreateObject();
         if (p == NULL || !cJSON_AddItemToArray(procs, p)) {
             cJSON_Delete(p);

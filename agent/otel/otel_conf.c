@@ -471,11 +471,11 @@ int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *
     }
     oc->any = oc->sig[0].on || oc->sig[1].on || oc->sig[2].on;
 
-    const char *v = cfg_get(src, "OpenTelemetry:Logs:LogLevel");
+    const char *v = cfg_get(src, "OpenTelemetry:LogLevel");
     if (v != NULL) {
         int lv = ev_log_level_parse(v);
         if (lv < 0 || lv >= EV_LOG_NONE) {
-            set_why(why, whylen, "OpenTelemetry:Logs:LogLevel: \"%s\" is not a log level", v);
+            set_why(why, whylen, "OpenTelemetry:LogLevel: \"%s\" is not a log level", v);
             rc = AGENT_E_INVAL;
             goto fail;
         }
@@ -485,9 +485,9 @@ int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *
         const char *key;
         size_t off;
     } strs[] = {
-        {"OpenTelemetry:Logs:LogCategories", offsetof(struct otel_conf, log_filter)},
-        {"OpenTelemetry:Metrics:Meters", offsetof(struct otel_conf, meters)},
-        {"OpenTelemetry:Traces:ActivitySources", offsetof(struct otel_conf, activity_sources)}};
+        {"OpenTelemetry:LogCategories", offsetof(struct otel_conf, log_filter)},
+        {"OpenTelemetry:Meters", offsetof(struct otel_conf, meters)},
+        {"OpenTelemetry:ActivitySources", offsetof(struct otel_conf, activity_sources)}};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
         v = cfg_get(src, strs[i].key);
         char **dst = (char **)(void *)((char *)oc + strs[i].off);
@@ -502,7 +502,7 @@ int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *
     }
 
     /* Sampling: the section's ratio, else OTEL_TRACES_SAMPLER's ratio samplers' argument. */
-    char from[96] = "OpenTelemetry:Traces:SamplingRatio";
+    char from[96] = "OpenTelemetry:SamplingRatio";
     v = cfg_get(src, from);
     if (v == NULL) {
         const char *sampler = env_get(src, "OTEL_TRACES_SAMPLER");
@@ -531,7 +531,7 @@ int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *
         uint64_t max;
         size_t off;
     } nums[] = {
-        {"OpenTelemetry:Metrics:ExportIntervalMs", "OTEL_METRIC_EXPORT_INTERVAL", 100, 86400000,
+        {"OpenTelemetry:MetricExportIntervalMs", "OTEL_METRIC_EXPORT_INTERVAL", 100, 86400000,
          offsetof(struct otel_conf, metric_interval_ms)},
         {"OpenTelemetry:RetryInitialBackoffMs", NULL, 1, 3600000,
          offsetof(struct otel_conf, retry_initial_ms)},

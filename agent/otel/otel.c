@@ -313,103 +313,130 @@ static int gzip_into(const uint8_t *in, size_t n, struct buf *out)
     return rc;
 }
 
-/* The pieces of the batch grouped by source, then scope, into one request body. */
+/*
+ * A batch laid out for otlp_request_encode: its items' pieces grouped by source (resource), then
+ * scope, each in order of first appearance. Every array has room for one entry per item.
+ */
+struct layout {
+    struct otlp_piece *pieces;
+    struct otlp_scope_group *scopes;
+    struct otlp_resource_group *groups;
+    struct pair { /* one (source, scope) */
+        const struct otel_item *first;
+        size_t group;
+        size_t count;
+        size_t scope; /* its index in scopes */
+    } * pairs;
+    size_t *pair_of;                 /* by item */
+    const struct otel_source **srcs; /* by group */
+    size_t npairs, ngroups, nscopes;
+};
+
+static void layout_free(struct layout *l)
+{
+    free(l->pieces);
+    free(l->scopes);
+    free(l->groups);
+    free(l->pairs);
+    free(l->pair_of);
+    free((void *)l->srcs);
+}
+
+static int layout_alloc(struct layout *l, size_t n)
+{
+    memset(l, 0, sizeof(*l));
+    l->pieces = calloc(n, sizeof(struct otlp_piece));
+    l->scopes = calloc(n, sizeof(struct otlp_scope_group));
+    l->groups = calloc(n, sizeof(struct otlp_resource_group));
+    l->pairs = calloc(n, sizeof(struct pair));
+    l->pair_of = calloc(n, sizeof(size_t));
+    l->srcs = calloc(n, sizeof(const void *));
+    if (l->pieces == NULL || l->scopes == NULL || l->groups == NULL || l->pairs == NULL ||
+        l->pair_of == NULL || l->srcs == NULL) {
+        layout_free(l);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Which (source, scope) pair each item is, and which group each pair is in. */
+static void layout_pairs(struct layout *l, const struct otel_item *batch)
+{
+    size_t k = 0;
+    for (const struct otel_item *it = batch; it != NULL; it = it->next, k++) {
+        size_t p = 0;
+        while (p < l->npairs && !(l->pairs[p].first->src == it->src &&
+                                  l->pairs[p].first->scope_len == it->scope_len &&
+                                  memcmp(l->pairs[p].first->data, it->data, it->scope_len) == 0)) {
+            p++;
+        }
+        if (p == l->npairs) {
+            size_t g = 0;
+            while (g < l->ngroups && l->srcs[g] != it->src) {
+                g++;
+            }
+            if (g == l->ngroups) {
+                l->srcs[l->ngroups++] = it->src;
+            }
+            l->pairs[l->npairs++] = (struct pair){.first = it, .group = g};
+        }
+        l->pair_of[k] = p;
+        l->pairs[p].count++;
+    }
+}
+
+/* The groups and scope groups in order, then each item's piece in its scope group. */
+static void layout_fill(struct layout *l, const struct otel_item *batch, enum otlp_format f)
+{
+    size_t at = 0;
+    for (size_t g = 0; g < l->ngroups; g++) {
+        const struct buf *res = &l->srcs[g]->res[f];
+        l->groups[g] = (struct otlp_resource_group){
+            .resource = {.p = buf_data(res), .n = buf_size(res)}, .scopes = &l->scopes[l->nscopes]};
+        for (size_t p = 0; p < l->npairs; p++) {
+            if (l->pairs[p].group != g) {
+                continue;
+            }
+            l->scopes[l->nscopes] = (struct otlp_scope_group){
+                .scope = {.p = l->pairs[p].first->data, .n = l->pairs[p].first->scope_len},
+                .items = &l->pieces[at]};
+            at += l->pairs[p].count;
+            l->pairs[p].scope = l->nscopes++;
+            l->groups[g].nscopes++;
+        }
+    }
+    size_t k = 0;
+    for (const struct otel_item *it = batch; it != NULL; it = it->next, k++) {
+        struct otlp_scope_group *sg = &l->scopes[l->pairs[l->pair_of[k]].scope];
+        size_t slot = (size_t)(sg->items - l->pieces) + sg->nitems++;
+        l->pieces[slot] = (struct otlp_piece){.p = it->data + it->scope_len, .n = it->item_len};
+    }
+}
+
+/* The batch as one request body (gzipped when set). */
 static int encode_batch(struct otel_sig *q)
 {
     struct otel *o = q->o;
-    size_t n = q->nbatch;
     enum otlp_format f = q->c->format;
-    int rc = -ENOMEM;
-    struct otel_item **items = calloc(n, sizeof(*items));
-    size_t *pair_of = calloc(n, sizeof(*pair_of));
-    struct otel_item **pair_first = calloc(n, sizeof(*pair_first));
-    size_t *pair_count = calloc(n, sizeof(*pair_count));
-    size_t *pair_group = calloc(n, sizeof(*pair_group));
-    size_t *pair_pos = calloc(n, sizeof(*pair_pos));
-    struct otel_source **grp_src = calloc(n, sizeof(*grp_src));
-    struct otlp_piece *pieces = calloc(n, sizeof(*pieces));
-    struct otlp_scope_group *scopes = calloc(n, sizeof(*scopes));
-    struct otlp_resource_group *groups = calloc(n, sizeof(*groups));
-    if (items == NULL || pair_of == NULL || pair_first == NULL || pair_count == NULL ||
-        pair_group == NULL || pair_pos == NULL || grp_src == NULL || pieces == NULL ||
-        scopes == NULL || groups == NULL) {
-        goto cleanup;
+    struct layout l;
+    int rc = layout_alloc(&l, q->nbatch);
+    if (rc != 0) {
+        return rc;
     }
-    size_t npairs = 0;
-    size_t ngroups = 0;
-    size_t k = 0;
-    for (struct otel_item *it = q->batch; it != NULL; it = it->next, k++) {
-        items[k] = it;
-        size_t p = 0;
-        while (p < npairs &&
-               !(pair_first[p]->src == it->src && pair_first[p]->scope_len == it->scope_len &&
-                 memcmp(pair_first[p]->data, it->data, it->scope_len) == 0)) {
-            p++;
-        }
-        if (p == npairs) {
-            size_t g = 0;
-            while (g < ngroups && grp_src[g] != it->src) {
-                g++;
-            }
-            if (g == ngroups) {
-                grp_src[ngroups++] = it->src;
-            }
-            pair_first[npairs] = it;
-            pair_group[npairs] = g;
-            npairs++;
-        }
-        pair_of[k] = p;
-        pair_count[p]++;
-    }
-    /* Scope groups in group order, each group's scopes in order of appearance. */
-    size_t ns = 0;
-    size_t at = 0;
-    size_t *scope_of_pair = pair_pos; /* reused: pair -> scope group index */
-    for (size_t g = 0; g < ngroups; g++) {
-        groups[g] = (struct otlp_resource_group){
-            .resource = {.p = buf_data(&grp_src[g]->res[f]), .n = buf_size(&grp_src[g]->res[f])},
-            .scopes = &scopes[ns]};
-        for (size_t p = 0; p < npairs; p++) {
-            if (pair_group[p] != g) {
-                continue;
-            }
-            scopes[ns] = (struct otlp_scope_group){
-                .scope = {.p = pair_first[p]->data, .n = pair_first[p]->scope_len},
-                .items = &pieces[at]};
-            at += pair_count[p];
-            scope_of_pair[p] = ns;
-            groups[g].nscopes++;
-            ns++;
-        }
-    }
-    for (k = 0; k < n; k++) {
-        struct otlp_scope_group *sg = &scopes[scope_of_pair[pair_of[k]]];
-        size_t slot = (size_t)(sg->items - pieces) + sg->nitems++;
-        pieces[slot] =
-            (struct otlp_piece){.p = items[k]->data + items[k]->scope_len, .n = items[k]->item_len};
-    }
+    layout_pairs(&l, q->batch);
+    layout_fill(&l, q->batch, f);
     buf_reset(&q->body);
     if (!q->c->gzip) {
-        rc = otlp_request_encode(q->sig, f, groups, ngroups, &q->body);
+        rc = otlp_request_encode(q->sig, f, l.groups, l.ngroups, &q->body);
     } else {
         buf_reset(&o->scratch);
-        rc = otlp_request_encode(q->sig, f, groups, ngroups, &o->scratch);
+        rc = otlp_request_encode(q->sig, f, l.groups, l.ngroups, &o->scratch);
         if (rc == 0) {
             rc = gzip_into(buf_data(&o->scratch), buf_size(&o->scratch), &q->body);
         }
         buf_reset(&o->scratch);
     }
-cleanup:
-    free(items);
-    free(pair_of);
-    free(pair_first);
-    free(pair_count);
-    free(pair_group);
-    free(pair_pos);
-    free(grp_src);
-    free(pieces);
-    free(scopes);
-    free(groups);
+    layout_free(&l);
     return rc;
 }
 
@@ -435,7 +462,10 @@ static void send_next(struct otel_sig *q)
     q->nbatch = n;
     q->attempt = 0;
     q->batch_started_ms = now_ms(q->o);
+    uint64_t t0 = uv_hrtime();
     int rc = encode_batch(q);
+    log_debug(cat, "%s: %zu item(s) in %zu bytes%s, made in %.3f ms", otlp_signal_name(q->sig), n,
+              buf_size(&q->body), q->c->gzip ? " (gzip)" : "", (double)(uv_hrtime() - t0) / 1e6);
     if (rc != 0) {
         log_warn(cat, "%s: a batch of %zu item(s) did not encode (%s); dropped",
                  otlp_signal_name(q->sig), n, agent_strerror(rc));

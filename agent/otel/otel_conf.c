@@ -212,6 +212,48 @@ static int parse_headers(struct otel_sig_conf *c, const char *v, const char *fro
     return 0;
 }
 
+/* The request target from the URL's path and query p[0..n): the signal's path after a base. */
+static int make_target(struct otel_sig_conf *c, int sig, const char *p, size_t n, bool base)
+{
+    static const char *const paths[3] = {"/v1/logs", "/v1/metrics", "/v1/traces"};
+    struct buf t;
+    buf_init(&t, 0);
+    int rc = 0;
+    if (base) { /* no query on a base: the path, less its trailing slashes, then the signal's */
+        n = strcspn(p, "?#");
+        while (n > 0 && p[n - 1] == '/') {
+            n--;
+        }
+        rc = buf_append(&t, p, n);
+        rc = rc != 0 ? rc : buf_append_str(&t, paths[sig]);
+    } else {
+        rc = n == 0 || p[0] != '/' ? buf_append_str(&t, "/") : 0;
+        rc = rc != 0 ? rc : buf_append(&t, p, n);
+    }
+    if (rc == 0) {
+        c->target = buf_steal(&t, NULL);
+        rc = c->target == NULL ? -ENOMEM : 0;
+    }
+    buf_fini(&t);
+    return rc;
+}
+
+/* The URL for messages: scheme, host, port and path, never the query (it may hold a key). */
+static int make_url(struct otel_sig_conf *c)
+{
+    bool v6 = strchr(c->host, ':') != NULL;
+    struct buf u;
+    buf_init(&u, 0);
+    int rc = buf_printf(&u, "%s://%s%s%s:%u%.*s", c->https ? "https" : "http", v6 ? "[" : "",
+                        c->host, v6 ? "]" : "", c->port, (int)strcspn(c->target, "?"), c->target);
+    if (rc == 0) {
+        c->url = buf_steal(&u, NULL);
+        rc = c->url == NULL ? -ENOMEM : 0;
+    }
+    buf_fini(&u);
+    return rc;
+}
+
 /* http[s]://host[:port][/path] into c; base: append /v1/<signal> to the path. */
 static int parse_endpoint(struct otel_sig_conf *c, int sig, const char *v, bool base,
                           const char *from, char *why, size_t whylen)
@@ -262,57 +304,17 @@ static int parse_endpoint(struct otel_sig_conf *c, int sig, const char *v, bool 
     if (*p != '\0' && *p != '/' && *p != '?') {
         goto bad;
     }
-    size_t plen = strcspn(p, "#");
-    struct buf t;
-    buf_init(&t, 0);
-    int rc = 0;
-    if (plen == 0 || p[0] != '/') {
-        rc = buf_append_str(&t, "/");
-    }
-    if (rc == 0) {
-        size_t keep = plen;
-        if (base) { /* the signal's path goes after the base path (no query on a base) */
-            while (keep > 0 && p[keep - 1] == '/') {
-                keep--;
-            }
-            buf_truncate(&t, 0);
-            rc = buf_append(&t, p, keep);
-            if (rc == 0) {
-                static const char *const paths[3] = {"/v1/logs", "/v1/metrics", "/v1/traces"};
-                rc = buf_append_str(&t, paths[sig]);
-            }
-        } else {
-            rc = buf_append(&t, p, keep);
-        }
-    }
-    if (rc == 0) {
-        c->target = buf_steal(&t, NULL);
-        rc = c->target == NULL ? -ENOMEM : 0;
-    }
-    buf_fini(&t);
-    if (rc == 0) {
-        int n = snprintf(NULL, 0, "%s://%s%s%s%s:%u%s", c->https ? "https" : "http",
-                         strchr(c->host, ':') != NULL ? "[" : "", c->host,
-                         strchr(c->host, ':') != NULL ? "]" : "", "", c->port, c->target);
-        c->url = malloc((size_t)n + 1);
-        if (c->url == NULL) {
-            return -ENOMEM;
-        }
-        (void)snprintf(c->url, (size_t)n + 1, "%s://%s%s%s:%u%s", c->https ? "https" : "http",
-                       strchr(c->host, ':') != NULL ? "[" : "", c->host,
-                       strchr(c->host, ':') != NULL ? "]" : "", c->port, c->target);
-    }
-    return rc;
+    int rc = make_target(c, sig, p, strcspn(p, "#"), base);
+    return rc == 0 ? make_url(c) : rc;
 bad:
     set_why(why, whylen, "%s: \"%s\" is not a valid URL", from, v);
     return AGENT_E_INVAL;
 }
 
-static int read_signal(struct otel_conf *oc, int sig, const struct otel_conf_src *src, char *why,
+/* Whether the signal is exported, and where to. */
+static int read_switch(struct otel_sig_conf *c, int sig, const struct otel_conf_src *src, char *why,
                        size_t whylen)
 {
-    struct otel_sig_conf *c = &oc->sig[sig];
-    char from[96];
     char name[96];
     int rc = 0;
 
@@ -370,10 +372,15 @@ static int read_signal(struct otel_conf *oc, int sig, const struct otel_conf_src
     } else {
         rc = parse_endpoint(c, sig, "http://localhost:4318", true, "default endpoint", why, whylen);
     }
-    if (rc != 0) {
-        return rc;
-    }
+    return rc;
+}
 
+/* How: protocol, compression, timeout, CA, headers. */
+static int read_transport(struct otel_sig_conf *c, int sig, const struct otel_conf_src *src,
+                          char *why, size_t whylen)
+{
+    char from[96];
+    int rc = 0;
     const char *v = sig_setting(src, sig, "Protocol", "PROTOCOL", from, sizeof(from));
     c->format = OTLP_PROTOBUF;
     if (v != NULL) {
@@ -411,8 +418,17 @@ static int read_signal(struct otel_conf *oc, int sig, const struct otel_conf_src
         return rc;
     }
 
-    /* Batching: OTEL_BSP_* for spans, OTEL_BLRP_* for logs (their defaults differ: 5 s and 1 s
-     * schedule delay), the same names read for metrics' queue with the metric export timeout. */
+    return 0;
+}
+
+/* Batching: OTEL_BSP_* for spans, OTEL_BLRP_* for logs (their defaults differ: 5 s and 1 s
+ * schedule delay), the same names read for metrics' queue with the metric export timeout. */
+static int read_batching(struct otel_sig_conf *c, int sig, const struct otel_conf_src *src,
+                         char *why, size_t whylen)
+{
+    char name[96];
+    const char *v;
+    int rc;
     const char *pre = sig == OTLP_LOGS ? "OTEL_BLRP" : "OTEL_BSP";
     c->delay_ms = sig == OTLP_TRACES ? 5000 : 1000;
     c->export_timeout_ms = 30000;
@@ -453,52 +469,46 @@ static int read_signal(struct otel_conf *oc, int sig, const struct otel_conf_src
     return 0;
 }
 
-int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *why, size_t whylen)
+static int read_signal(struct otel_conf *oc, int sig, const struct otel_conf_src *src, char *why,
+                       size_t whylen)
 {
-    memset(oc, 0, sizeof(*oc));
-    oc->log_level = EV_LOG_INFORMATION;
-    oc->sampling_ratio = 1.0;
-    oc->metric_interval_ms = 60000;
-    oc->retry_initial_ms = 1000;
-    oc->retry_max_ms = 30000;
-    oc->max_queue_mb = 16;
-    int rc = 0;
-    for (int s = 0; s < 3 && rc == 0; s++) {
-        rc = read_signal(oc, s, src, why, whylen);
+    struct otel_sig_conf *c = &oc->sig[sig];
+    int rc = read_switch(c, sig, src, why, whylen);
+    if (rc != 0 || !c->on) {
+        return rc;
     }
-    if (rc != 0) {
-        goto fail;
-    }
-    oc->any = oc->sig[0].on || oc->sig[1].on || oc->sig[2].on;
+    rc = read_transport(c, sig, src, why, whylen);
+    return rc != 0 ? rc : read_batching(c, sig, src, why, whylen);
+}
 
+/* What the producers read (struct otel_settings). */
+static int read_producers(struct otel_conf *oc, const struct otel_conf_src *src, char *why,
+                          size_t whylen)
+{
     const char *v = cfg_get(src, "OpenTelemetry:LogLevel");
     if (v != NULL) {
         int lv = ev_log_level_parse(v);
         if (lv < 0 || lv >= EV_LOG_NONE) {
             set_why(why, whylen, "OpenTelemetry:LogLevel: \"%s\" is not a log level", v);
-            rc = AGENT_E_INVAL;
-            goto fail;
+            return AGENT_E_INVAL;
         }
         oc->log_level = lv;
     }
     static const struct {
         const char *key;
         size_t off;
-    } strs[] = {
-        {"OpenTelemetry:LogCategories", offsetof(struct otel_conf, log_filter)},
-        {"OpenTelemetry:Meters", offsetof(struct otel_conf, meters)},
-        {"OpenTelemetry:ActivitySources", offsetof(struct otel_conf, activity_sources)}};
+    } strs[] = {{"OpenTelemetry:LogCategories", offsetof(struct otel_conf, log_filter)},
+                {"OpenTelemetry:Meters", offsetof(struct otel_conf, meters)},
+                {"OpenTelemetry:ActivitySources", offsetof(struct otel_conf, activity_sources)}};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
         v = cfg_get(src, strs[i].key);
         char **dst = (char **)(void *)((char *)oc + strs[i].off);
         if (v != NULL && (*dst = strdup(v)) == NULL) {
-            rc = -ENOMEM;
-            goto fail;
+            return -ENOMEM;
         }
     }
     if (oc->activity_sources == NULL && (oc->activity_sources = strdup("*")) == NULL) {
-        rc = -ENOMEM;
-        goto fail;
+        return -ENOMEM;
     }
 
     /* Sampling: the section's ratio, else OTEL_TRACES_SAMPLER's ratio samplers' argument. */
@@ -518,12 +528,20 @@ int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *
         double r = strtod(v, &end);
         if (errno != 0 || end == v || *end != '\0' || !(r >= 0.0 && r <= 1.0)) {
             set_why(why, whylen, "%s: \"%s\" is not a ratio from 0 to 1", from, v);
-            rc = AGENT_E_INVAL;
-            goto fail;
+            return AGENT_E_INVAL;
         }
         oc->sampling_ratio = r;
     }
 
+    return 0;
+}
+
+/* The numbers: the metric interval, retry delays, the queues' memory. */
+static int read_numbers(struct otel_conf *oc, const struct otel_conf_src *src, char *why,
+                        size_t whylen)
+{
+    int rc;
+    const char *v;
     static const struct {
         const char *key;
         const char *env;
@@ -548,11 +566,36 @@ int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *
         }
         uint64_t *dst = (uint64_t *)(void *)((char *)oc + nums[i].off);
         if ((rc = read_u64(v, name, nums[i].min, nums[i].max, dst, why, whylen)) != 0) {
-            goto fail;
+            return rc;
         }
     }
     if (oc->retry_max_ms < oc->retry_initial_ms) {
         oc->retry_max_ms = oc->retry_initial_ms;
+    }
+    return 0;
+}
+
+int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *why, size_t whylen)
+{
+    memset(oc, 0, sizeof(*oc));
+    oc->log_level = EV_LOG_INFORMATION;
+    oc->sampling_ratio = 1.0;
+    oc->metric_interval_ms = 60000;
+    oc->retry_initial_ms = 1000;
+    oc->retry_max_ms = 30000;
+    oc->max_queue_mb = 16;
+    int rc = 0;
+    for (int s = 0; s < 3 && rc == 0; s++) {
+        rc = read_signal(oc, s, src, why, whylen);
+    }
+    if (rc != 0) {
+        goto fail;
+    }
+    oc->any = oc->sig[0].on || oc->sig[1].on || oc->sig[2].on;
+    rc = read_producers(oc, src, why, whylen);
+    rc = rc != 0 ? rc : read_numbers(oc, src, why, whylen);
+    if (rc != 0) {
+        goto fail;
     }
     return 0;
 fail:

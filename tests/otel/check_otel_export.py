@@ -179,7 +179,9 @@ def case_json_headers():
     try:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
-               "OTEL_EXPORTER_OTLP_HEADERS": "api-key=se%20cret%2C1 , x-tenant=a=b"}
+               "OTEL_EXPORTER_OTLP_HEADERS": "api-key=se%20cret%2C1 , x-tenant=a=b",
+               # Ten minutes: the spans leave only because the shutdown flushes them.
+               "OTEL_BSP_SCHEDULE_DELAY": "600000"}
         rc, st, prom, err, _ = emit("--logs", 30, "--spans", 20, "--metrics", 10, "--pids", 2,
                                     *FAST, env=env)
         check(rc == 0, "json: driver exit 0", f"exit {rc}: {err[-500:]}")
@@ -385,6 +387,47 @@ def case_settings():
         rx.stop()
 
 
+def case_dotmon(work):
+    """The exporter in dotmon: on with the endpoint alone, its counts on /metrics/dotmon and
+    /info?extras=true, a clean stop; a refused setting stops start-up with the reason."""
+    rx = Receiver()
+    port = dmtest.free_port()
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
+           "DotnetMonitor_OpenTelemetry__Headers": "api-key=hush"}
+    with open(os.path.join(work, "dotmon.log"), "w+") as log:
+        dm = dmtest.start_dotmon(work, port, log, env=env)
+        try:
+            st, ctype, body = dmtest.http_get(port, "/metrics/dotmon")
+            text = body.decode()
+            check(st == 200 and all(f'dotmon_otel_queued{{signal="{s}"}} 0' in text
+                                    for s in ("logs", "metrics", "traces")),
+                  "dotmon: /metrics/dotmon has the exporter's series", text[-800:])
+            st, info = dmtest.get_json(port, "/info?extras=true")
+            sigs = ((info or {}).get("openTelemetry") or {}).get("signals", {})
+            check(sorted(sigs) == ["logs", "metrics", "traces"]
+                  and sigs["traces"]["endpoint"] == f"http://127.0.0.1:{rx.port}/v1/traces",
+                  "dotmon: /info?extras=true has the three signals and their endpoints", str(info))
+            st, plain = dmtest.get_json(port, "/info")
+            check("openTelemetry" not in (plain or {}), "dotmon: /info without extras is unchanged")
+        finally:
+            t0 = time.monotonic()
+            dmtest.stop(dm)
+            secs = time.monotonic() - t0
+        log.seek(0)
+        text = log.read()
+    check(dm.returncode == 0 and secs < 5 * MULT, f"dotmon: a clean stop ({dm.returncode}, {secs:.1f} s)")
+    check("hush" not in text and "traces exported to" in text,
+          "dotmon: the exporter announced, its header value never logged", text[-800:])
+    rx.stop()
+    env = dict(os.environ, TMPDIR=work, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+               OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="grpc")
+    p = subprocess.run([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls",
+                        f"http://127.0.0.1:{dmtest.free_port()}", "--metrics", "false"],
+                       env=env, capture_output=True, text=True, timeout=30 * MULT)
+    check(p.returncode != 0 and "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: grpc is not supported" in p.stderr,
+          "dotmon: grpc refused at start-up with the setting's name", p.stderr[-500:])
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="otel-") as work:
         os.environ["TMPDIR"] = work
@@ -395,6 +438,8 @@ def main():
             case()
         print("--- case_tls", flush=True)
         case_tls(work)
+        print("--- case_dotmon", flush=True)
+        case_dotmon(work)
     return dmtest.verdict("otel_export")
 
 

@@ -37,8 +37,8 @@ static const char cat[] = "dotmon.otel";
 
 /* Largest response body read (a partial-success message). */
 #define OTEL_MAX_RESPONSE (64u * 1024)
-/* At most one partial-success warning per signal this often. */
-#define OTEL_PARTIAL_WARN_MS 60000
+/* At most one partial-success warning, and one queue-full warning, per signal this often. */
+#define OTEL_WARN_EVERY_MS 60000
 /* Processes whose counts are kept apart; later ones are counted under pid 0. */
 #define OTEL_MAX_PIDS 4096
 
@@ -87,6 +87,7 @@ struct otel_sig {
     unsigned attempt;
     bool unreachable;
     uint64_t last_partial_warn;
+    uint64_t last_drop_warn;
 
     uint64_t requests, retries, rejected_points;
 };
@@ -523,7 +524,7 @@ static void on_response(void *ud, int err, const struct ehttp_response *resp, co
             (rejected > 0 || msg[0] != '\0')) {
             q->rejected_points += rejected > 0 ? (uint64_t)rejected : 0;
             if (q->last_partial_warn == 0 ||
-                now_ms(o) - q->last_partial_warn >= OTEL_PARTIAL_WARN_MS) {
+                now_ms(o) - q->last_partial_warn >= OTEL_WARN_EVERY_MS) {
                 q->last_partial_warn = now_ms(o);
                 log_warn(cat, "%s export to %s: the receiver rejected %lld of them: %s", name,
                          q->c->url, (long long)rejected, msg[0] != '\0' ? msg : "(no message)");
@@ -753,6 +754,19 @@ void otel_source_release(struct otel_source *s)
     }
 }
 
+/* A drop: one warning per signal at most every OTEL_WARN_EVERY_MS (counts tell the rest). */
+static void queue_full(struct otel_sig *q, const char *why)
+{
+    uint64_t now = now_ms(q->o);
+    if (q->last_drop_warn == 0 || now - q->last_drop_warn >= OTEL_WARN_EVERY_MS) {
+        q->last_drop_warn = now;
+        log_warn(cat, "%s: items dropped: %s (%s; dotmon_otel_dropped_total counts them)",
+                 otlp_signal_name(q->sig), why,
+                 q->unreachable ? "the endpoint is unreachable"
+                                : "the endpoint is slower than the apps");
+    }
+}
+
 /* Encodes scope and the item (enc) into a new queued item. */
 static int emit(struct otel_source *s, enum otlp_signal sig, const struct otlp_scope *scope,
                 int (*enc)(const void *, enum otlp_format, struct buf *), const void *item)
@@ -764,6 +778,7 @@ static int emit(struct otel_source *s, enum otlp_signal sig, const struct otlp_s
     }
     if (q->nqueued >= q->c->max_queue) {
         count(o, s, sig, C_DROPPED, 1);
+        queue_full(q, "its queue is full");
         return AGENT_E_BUDGET;
     }
     buf_reset(&o->scratch);
@@ -781,6 +796,7 @@ static int emit(struct otel_source *s, enum otlp_signal sig, const struct otlp_s
     if (mb_charge(&o->share, sizeof(struct otel_item) + total) != 0) {
         buf_reset(&o->scratch);
         count(o, s, sig, C_DROPPED, 1);
+        queue_full(q, "the queues' memory (OpenTelemetry:MaxQueueMB or Memory:LimitMB) is spent");
         return AGENT_E_BUDGET;
     }
     struct otel_item *it = malloc(sizeof(*it) + total);

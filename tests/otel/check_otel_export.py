@@ -9,6 +9,7 @@ deadline and prints its counts. The receiver here is a small HTTP server that de
 answers as each case tells it: 429 with Retry-After, 503, 400, a partial success, slowly, down for a
 while, over TLS with a private CA. Every backoff and timeout is shortened through the settings.
 """
+import email.utils
 import gzip
 import http.server
 import json
@@ -119,7 +120,7 @@ class Receiver:
                     print(f"receiver: undecodable body on {self.path}: {e}", flush=True)
                 with rx.lock:
                     rx.requests.append({"t": time.monotonic(), "path": self.path,
-                                        "headers": dict(self.headers), "raw": raw,
+                                        "headers": dict(self.headers), "raw": raw, "body": body,
                                         "groups": groups, "items": items,
                                         "status": answer.get("status", 200)})
                 time.sleep(answer.get("delay", 0))
@@ -255,6 +256,31 @@ def case_retries():
         rx.stop()
 
 
+def case_retry_date_and_exit():
+    """Retry-After as an HTTP date; an app that goes (its source released) before its items are
+    sent: they are still delivered, under its resource."""
+    when = email.utils.formatdate(time.time() + 2, usegmt=True)
+    rx = Receiver(script=[{"status": 503, "headers": {"Retry-After": when}}])
+    try:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_BLRP_SCHEDULE_DELAY": "50"}
+        rc, st, _, err, _ = emit("--logs", 6, "--pids", 2, "--release-early", "--run-ms", 200,
+                                 *FAST, env=env)
+        gap = rx.requests[1]["t"] - rx.requests[0]["t"] if len(rx.requests) >= 2 else 0
+        check(rc == 0 and gap >= 0.9, f"Retry-After as an HTTP date honoured ({gap:.2f} s)", err[-500:])
+        check(rx.items("/v1/logs") == 6 and sig(st, "logs", "exported") == 6,
+              "exited apps: their queued items are delivered", err[-500:])
+        pids = set()
+        for r in rx.requests:
+            if r["status"] == 200:
+                for g in json.loads(r["body"])["resourceLogs"]:
+                    pids |= {a["value"]["intValue"] for a in g["resource"]["attributes"]
+                             if a["key"] == "process.pid"}
+        check(pids == {"1000", "1001"}, f"exited apps: under their own resource ({pids})")
+    finally:
+        rx.stop()
+
+
 def case_rejected_and_partial():
     partial = json.dumps({"partialSuccess": {"rejectedLogRecords": "2",
                                              "errorMessage": "two were bad"}}).encode()
@@ -313,6 +339,8 @@ def case_queue_bound_and_deadline():
               f"({rx.items('/v1/logs')}, {sig(st, 'logs', 'dropped')})")
         check('dotmon_otel_dropped_total{pid="1000",signal="logs"} 80' in prom,
               "bound: dotmon_otel_dropped_total")
+        check(err.count("items dropped: its queue is full") == 1,
+              "bound: one warning for the 80 drops", err[-800:])
     finally:
         rx.stop()
     port = dmtest.free_port()  # nothing listens there
@@ -432,8 +460,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="otel-") as work:
         os.environ["TMPDIR"] = work
         for case in (case_json_headers, case_protobuf_gzip_batches, case_retries,
-                     case_rejected_and_partial, case_down_then_up, case_queue_bound_and_deadline,
-                     case_slow, case_settings):
+                     case_retry_date_and_exit, case_rejected_and_partial, case_down_then_up,
+                     case_queue_bound_and_deadline, case_slow, case_settings):
             print(f"--- {case.__name__}", flush=True)
             case()
         print("--- case_tls", flush=True)

@@ -4,7 +4,9 @@
  * check_otel_export.py: builds a struct otel from the environment (OTEL_*) and the settings given
  * as Key=Value arguments (the OpenTelemetry section), emits synthetic log records, spans and
  * metrics from --pids sources through the real exporter on a real loop, spread over --run-ms,
- * then shuts it down with --deadline-ms and prints its counts:
+ * then shuts it down with --deadline-ms and prints its counts. --release-early: the sources are
+ * released as soon as their last item is emitted (an app that exits with items still queued).
+ * Output:
  *   status=<otel_status_json>        one line
  *   prom=<line>                      one per line of otel_render_prom
  *   emit=<0|rc> counts of what emit answered: queued=… refused=…
@@ -37,6 +39,7 @@ struct run {
     uint64_t ticks, tick;          /* emission rounds */
     uint64_t queued, refused;
     uint64_t deadline_ms;
+    bool release_early; /* the sources go before their items are sent (an app that exits) */
     uv_timer_t timer;
     bool done;
 };
@@ -137,7 +140,7 @@ static void on_flushed(void *ud)
            (unsigned long long)r->refused);
     fflush(stdout);
     for (size_t i = 0; i < r->npids; i++) {
-        otel_source_release(r->src[i]);
+        otel_source_release(r->src[i]); /* NULL after --release-early */
     }
     otel_free(r->o);
     r->o = NULL;
@@ -154,6 +157,10 @@ static void on_tick(uv_timer_t *t)
         emit_one(r, r->sent++);
     }
     if (r->sent >= all) {
+        for (size_t i = 0; r->release_early && i < r->npids; i++) {
+            otel_source_release(r->src[i]);
+            r->src[i] = NULL;
+        }
         uv_timer_stop(t);
         uv_close((uv_handle_t *)t, NULL);
         otel_shutdown(r->o, r->deadline_ms, on_flushed, r);
@@ -190,6 +197,8 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--deadline-ms") == 0) {
             r.deadline_ms = arg_u64(v);
             i++;
+        } else if (strcmp(a, "--release-early") == 0) {
+            r.release_early = true;
         } else if (strchr(a, '=') != NULL) {
             char *k = strndup(a, (size_t)(strchr(a, '=') - a));
             if (k == NULL || config_set(&cfg, k, strchr(a, '=') + 1, "command line") != 0) {

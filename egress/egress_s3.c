@@ -7,6 +7,7 @@
 
 #include <openssl/evp.h>
 
+#include "aws_creds.h"
 #include "bufpool.h"
 #include "egress_internal.h"
 #include "ehttp.h"
@@ -58,6 +59,12 @@ struct s3_target {
     struct s3_where where;
     char *path; /* decoded, signed: "/bucket/key" or "/key" */
     char *region, *access_key_id, *secret, *token, *content_type;
+    bool kms;
+    char *kms_key;                 /* NULL: the bucket's default KMS key */
+    char *bucket, *key, *endpoint; /* to address the object again once the region is known */
+    bool force_path_style;
+    bool region_given;  /* RegionName or AWS_REGION: a profile's region does not replace it */
+    bool creds_pending; /* the credential chain is running: no request until it answers */
     uint64_t presign_s, part_base;
     uint64_t idle_ms, total_ms; /* each HTTP request's bounds (egress_request's, or defaults) */
     struct ehttp_tls *tls;
@@ -94,6 +101,7 @@ struct s3_target {
 
 static void kick(struct s3_target *t);
 static void start_op(struct s3_target *t, enum s3_op op);
+static int take_where(struct s3_target *t);
 
 /*
  * The one setter of the request in flight (docs/style.md §12: checked transitions). A request
@@ -130,6 +138,10 @@ static void target_free(struct s3_target *t)
     s3__free_secret(&t->secret);
     s3__free_secret(&t->token);
     free(t->content_type);
+    free(t->kms_key);
+    free(t->bucket);
+    free(t->key);
+    free(t->endpoint);
     ehttp_tls_free(t->tls);
     buf_fini(&t->cur);
     buf_fini(&t->sending);
@@ -343,19 +355,17 @@ static int send_op(struct s3_target *t, enum s3_op op)
     buf_init(&auth, 1024);
     int rc = describe(t, op, &r, partno);
     sigv4_amz_date(time(NULL), date);
-    struct sigv4_kv h[5] = {{"Host", t->where.host_header},
-                            {"x-amz-content-sha256", r.payload_hash},
-                            {"x-amz-date", date},
-                            {"Content-Type", t->content_type},
-                            {"x-amz-security-token", t->token}};
+    struct sigv4_kv h[S3_MAX_HEADERS];
     /* Content-Type only where S3 records it; the token only when there is one. */
-    size_t nh = 3;
-    if (r.content_type) {
-        h[nh++] = h[3];
-    }
-    if (t->token != NULL) {
-        h[nh++] = h[4];
-    }
+    struct s3_head_in hin = {t->where.host_header,
+                             r.payload_hash,
+                             date,
+                             r.content_type ? t->content_type : NULL,
+                             t->token,
+                             op == OP_PUT || op == OP_INITIATE,
+                             t->kms,
+                             t->kms_key};
+    size_t nh = s3__headers(&hin, h);
     struct sigv4_key key = {t->access_key_id, t->secret, t->region, "s3"};
     struct sigv4_req sr = {r.method, t->path, r.query, r.nquery, h, nh, r.payload_hash};
     if (rc == 0) {
@@ -367,7 +377,7 @@ static int send_op(struct s3_target *t, enum s3_op op)
     if (rc == 0) {
         rc = buf_append(&target, buf_data(&r.query_target), buf_size(&r.query_target));
     }
-    struct ehttp_header hh[6];
+    struct ehttp_header hh[S3_MAX_HEADERS + 1];
     for (size_t i = 0; i < nh; i++) {
         hh[i].name = h[i].name;
         hh[i].value = h[i].value;
@@ -610,7 +620,7 @@ static void next_part(struct s3_target *t)
 /* Starts whatever the state calls for, unless a request or a backoff is pending. */
 static void kick(struct s3_target *t)
 {
-    if (t->closing || t->delivering || t->conn != NULL || t->backoff_armed) {
+    if (t->closing || t->delivering || t->conn != NULL || t->backoff_armed || t->creds_pending) {
         return;
     }
     if (t->status != 0 || t->canceled) {
@@ -753,34 +763,56 @@ static bool key_ok(const char *k)
     return true;
 }
 
-/* Credentials from the settings, or else from AWS's environment variables. */
-static int take_credentials(struct s3_target *t, const struct egress_s3_options *o)
+/* The upload's credentials arrived from the chain (aws_creds.c), or did not. */
+static void on_creds(void *ud, int err, struct aws_creds *c, const char *why)
 {
-    const char *id = o->access_key_id, *secret = o->secret_access_key, *token = o->session_token;
-    if (id == NULL || secret == NULL) {
-        id = getenv("AWS_ACCESS_KEY_ID");
-        secret = getenv("AWS_SECRET_ACCESS_KEY");
-        token = getenv("AWS_SESSION_TOKEN");
+    struct s3_target *t = ud;
+    t->creds_pending = false;
+    if (err == 0) {
+        t->access_key_id = c->access_key_id;
+        t->secret = c->secret_access_key;
+        t->token = c->session_token;
+        c->access_key_id = c->secret_access_key = c->session_token = NULL;
+        if (!t->region_given && c->region != NULL && c->region[0] != '\0') {
+            free(t->region);
+            t->region = c->region;
+            c->region = NULL;
+            err = take_where(t);
+        }
+        log_info(LOG_CAT, "S3: credentials for %s from %s (region %s)", t->path, c->source,
+                 t->region);
+        aws_creds_fini(c);
+        if (err != 0) {
+            set_failure(t, err, "S3: the profile's region %s: %s", t->region, agent_strerror(err));
+        }
+    } else {
+        set_failure(t, err, "S3 credentials: %s", why);
     }
-    if (id == NULL || secret == NULL || id[0] == '\0' || secret[0] == '\0') {
-        log_error(LOG_CAT, "S3: no credentials: neither AccessKeyId/SecretAccessKey nor "
-                           "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY are set");
-        return AGENT_E_INVAL;
-    }
-    t->access_key_id = strdup(id);
-    t->secret = strdup(secret);
-    t->token = token != NULL && token[0] != '\0' ? strdup(token) : NULL;
-    bool token_ok = token == NULL || token[0] == '\0' || t->token != NULL;
-    return t->access_key_id != NULL && t->secret != NULL && token_ok ? 0 : UV_ENOMEM;
+    kick(t);
 }
 
-/* Endpoint, addressing and TLS of a new target. */
-static int take_place(struct s3_target *t, const struct egress_s3_options *o, const char *key)
+/* The settings' keys, or else AWS's credential chain (on its way when this returns). */
+static int take_credentials(struct s3_target *t, const struct egress_s3_options *o)
+{
+    if (o->access_key_id != NULL && o->secret_access_key != NULL) {
+        t->access_key_id = strdup(o->access_key_id);
+        t->secret = strdup(o->secret_access_key);
+        t->token = o->session_token != NULL ? strdup(o->session_token) : NULL;
+        bool token_ok = o->session_token == NULL || t->token != NULL;
+        return t->access_key_id != NULL && t->secret != NULL && token_ok ? 0 : UV_ENOMEM;
+    }
+    int rc = aws_creds_start(t->loop, o->profile, o->profile_path, on_creds, t);
+    t->creds_pending = rc == 0;
+    return rc;
+}
+
+/* Host, Host header and signed path from the endpoint (or AWS's for the region), bucket, key. */
+static int take_where(struct s3_target *t)
 {
     struct s3_endpoint ep;
     const char *why = "";
     char aws[300];
-    const char *url = o->endpoint;
+    const char *url = t->endpoint;
     if (url == NULL) {
         snprintf(aws, sizeof(aws), "https://s3.%s.amazonaws.com", t->region);
         url = aws;
@@ -792,13 +824,30 @@ static int take_place(struct s3_target *t, const struct egress_s3_options *o, co
     }
     struct buf path;
     buf_init(&path, 4096);
-    rc = s3__where(&ep, o->bucket, o->force_path_style, key, &t->where, &path);
+    free(t->path);
+    t->path = NULL;
+    rc = s3__where(&ep, t->bucket, t->force_path_style, t->key, &t->where, &path);
     if (rc == 0) {
         t->path = buf_steal(&path, NULL);
         rc = t->path != NULL ? 0 : UV_ENOMEM;
     }
     buf_fini(&path);
-    if (rc == 0 && ep.https) {
+    return rc;
+}
+
+/* Endpoint, addressing and TLS of a new target. */
+static int take_place(struct s3_target *t, const struct egress_s3_options *o, const char *key)
+{
+    t->force_path_style = o->force_path_style;
+    t->bucket = strdup(o->bucket);
+    t->key = strdup(key);
+    t->endpoint = o->endpoint != NULL ? strdup(o->endpoint) : NULL;
+    if (t->bucket == NULL || t->key == NULL || (o->endpoint != NULL && t->endpoint == NULL)) {
+        return UV_ENOMEM;
+    }
+    int rc = take_where(t);
+    /* Without Endpoint the store is AWS's, over HTTPS whatever the region turns out to be. */
+    if (rc == 0 && (t->where.https || o->endpoint == NULL)) {
         char msg[400];
         rc = ehttp_tls_new(o->ca_path, &t->tls, msg, sizeof(msg));
         if (rc != 0) {
@@ -824,13 +873,19 @@ int egress_s3_open(uv_loop_t *loop, const struct egress_s3_options *o,
     t->on_done = rq->on_done;
     t->ud = rq->ud;
     t->presign_s = o->presign_s;
+    t->kms = o->kms;
     t->idle_ms = rq->idle_ms > 0 ? rq->idle_ms : IDLE_MS;
     t->total_ms = rq->total_ms > 0 ? rq->total_ms : TOTAL_MS;
     t->part_base = o->part_size != 0 ? o->part_size : S3_DEFAULT_PART;
     buf_init(&t->cur, 0);
     buf_init(&t->sending, 0);
     buf_init(&t->req_body, 0);
-    t->region = strdup(o->region != NULL ? o->region : DEFAULT_REG);
+    /* RegionName, else AWS_REGION, else the profile's (on_creds), else us-east-1. */
+    const char *env_region = getenv("AWS_REGION");
+    bool env_region_ok =
+        env_region != NULL && env_region[0] != '\0' && strpbrk(env_region, "/ \t") == NULL;
+    t->region_given = o->region != NULL || env_region_ok;
+    t->region = strdup(o->region != NULL ? o->region : env_region_ok ? env_region : DEFAULT_REG);
     t->content_type =
         strdup(rq->content_type != NULL ? rq->content_type : "application/octet-stream");
     t->cur_md = EVP_MD_CTX_new();
@@ -838,8 +893,9 @@ int egress_s3_open(uv_loop_t *loop, const struct egress_s3_options *o,
                      EVP_DigestInit_ex(t->cur_md, EVP_sha256(), NULL) == 1
                  ? 0
                  : UV_ENOMEM;
-    if (rc == 0) {
-        rc = take_credentials(t, o);
+    if (rc == 0 && o->kms && o->kms_key != NULL) {
+        t->kms_key = strdup(o->kms_key);
+        rc = t->kms_key != NULL ? 0 : UV_ENOMEM;
     }
     if (rc == 0) {
         rc = take_place(t, o, rq->artifact_name);
@@ -847,14 +903,21 @@ int egress_s3_open(uv_loop_t *loop, const struct egress_s3_options *o,
     if (rc == 0) {
         rc = uv_timer_init(loop, &t->backoff);
     }
+    if (rc == 0) {
+        rc = take_credentials(t, o);
+        if (rc != 0) {
+            uv_close((uv_handle_t *)&t->backoff, on_closed); /* frees t */
+            return rc;
+        }
+    }
     if (rc != 0) {
         target_free(t);
         return rc;
     }
     t->backoff.data = t;
-    log_info(LOG_CAT, "S3: uploading %s to %s://%s (parts of %llu bytes)", t->path,
+    log_info(LOG_CAT, "S3: uploading %s to %s://%s (parts of %llu bytes%s)", t->path,
              t->where.https ? "https" : "http", t->where.host_header,
-             (unsigned long long)t->part_base);
+             (unsigned long long)t->part_base, t->kms ? ", SSE-KMS" : "");
     *out = &t->base;
     return 0;
 }

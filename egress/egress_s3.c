@@ -903,18 +903,15 @@ int egress_s3_open(uv_loop_t *loop, const struct egress_s3_options *o,
     if (rc == 0) {
         rc = uv_timer_init(loop, &t->backoff);
     }
-    if (rc == 0) {
-        rc = take_credentials(t, o);
-        if (rc != 0) {
-            uv_close((uv_handle_t *)&t->backoff, on_closed); /* frees t */
-            return rc;
-        }
-    }
     if (rc != 0) {
         target_free(t);
         return rc;
     }
     t->backoff.data = t;
+    rc = take_credentials(t, o);
+    if (rc != 0) { /* reported through on_done, like any later failure */
+        set_failure(t, rc, "S3 credentials: %s", agent_strerror(rc));
+    }
     log_info(LOG_CAT, "S3: uploading %s to %s://%s (parts of %llu bytes%s)", t->path,
              t->where.https ? "https" : "http", t->where.host_header,
              (unsigned long long)t->part_base, t->kms ? ", SSE-KMS" : "");

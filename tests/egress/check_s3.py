@@ -41,15 +41,18 @@ def check(name, cond, detail=""):
     return dmtest.check(cond, name if cond else f"{name}: {detail}")
 
 
-def upload(work, endpoint, bucket, key, size, *settings, chunk=65536, abort_after=None):
+def upload(work, endpoint, bucket, key, size, *settings, chunk=65536, abort_after=None, keys=True,
+           env=None):
+    """keys=False: no AccessKeyId/SecretAccessKey, the credential chain decides (env: the
+    driver's whole environment then)."""
     out = os.path.join(work, "sent.bin")
     cmd = [UPLOAD, "--key", key, "--size", str(size), "--chunk", str(chunk), "--out", out,
-           f"BucketName={bucket}", f"Endpoint={endpoint}", "ForcePathStyle=true",
-           "AccessKeyId=S3RVER", "SecretAccessKey=S3RVER"] + list(settings)
+           f"BucketName={bucket}", f"Endpoint={endpoint}", "ForcePathStyle=true"]
+    cmd += (["AccessKeyId=S3RVER", "SecretAccessKey=S3RVER"] if keys else []) + list(settings)
     if abort_after is not None:
         cmd += ["--abort-after", str(abort_after)]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     # 0: on_done came once and the loop closed clean; 3: settings refused. Anything else is the
     # driver's own failure (a leak or a sanitizer report included).
     check(f"driver exit status for {key}", p.returncode in (0, 3), p.stderr[-2000:])
@@ -178,10 +181,145 @@ def plain_cases(work, srv):
     check("missing bucket: NoSuchBucket", r.get("status", 0) < 0 and "NoSuchBucket" in r.get("error", ""), r)
 
     # Settings out of range never start anything.
-    r = upload(work, ep, "dumps", "k", 10, "CopyBufferSize=1000", "PreSignedUrlExpiry=00:00:10")
+    r = upload(work, ep, "dumps", "k", 10, "CopyBufferSize=0", "PreSignedUrlExpiry=00:00:10")
     check("settings: CopyBufferSize and PreSignedUrlExpiry ranges are enforced",
           r["rc"] == 3 and "Egress:S3Storage:test:CopyBufferSize: " in r["stdout"]
           and "Egress:S3Storage:test:PreSignedUrlExpiry: " in r["stdout"], r)
+
+
+def documented_cases(work, srv):
+    """dotnet-monitor's documented S3 settings (issue 32 item 8): its egress documentation's
+    CopyBufferSize 1024, SSE-KMS, and credentials from an AWS profile, each judged by what s3rver
+    received (its request log) and by awscli reading the object back."""
+    ep = f"http://127.0.0.1:{srv.port}"
+
+    # CopyBufferSize 1024 (the documentation's example): raised to S3's 5 MiB minimum, as
+    # dotnet-monitor's MultiPartUploadStream does: 12 MiB go in three parts.
+    r = upload(work, ep, "dumps", "doc/copybuffer.bin", 12 * MIB, "CopyBufferSize=1024")
+    ok, why = same_object(work, ep, "dumps", "doc/copybuffer.bin", r["sent"])
+    parts = [q for q in srv.requests("doc/copybuffer.bin") if "partNumber=" in q["url"]]
+    check("CopyBufferSize 1024: loads, raised to 5 MiB (said in the log), 3 parts, same bytes",
+          r.get("status") == 0 and ok and len(parts) == 3
+          and "parts of 5242880 bytes (5 MiB) are used" in r["stderr"], (r, why, len(parts)))
+
+    # SSE-KMS: the two requests that create the object carry and sign the headers; s3rver's
+    # aws4 re-check of every signed header passed (status 0) and awscli reads the bytes back.
+    kms_key = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    for name, size in (("doc/kms-multipart.bin", 11 * MIB), ("doc/kms-put.bin", 70000)):
+        r = upload(work, ep, "dumps", name, size, "CopyBufferSize=5242880", "UseKmsEncryption=true",
+                   f"KmsEncryptionKey={kms_key}")
+        reqs = srv.requests(name)  # before awscli's own requests
+        ok, why = same_object(work, ep, "dumps", name, r["sent"])
+        creates = [q for q in reqs if q["url"].endswith("?uploads=") or
+                   (q["method"] == "PUT" and "partNumber=" not in q["url"])]
+        others = [q for q in reqs if q not in creates]
+        signed = all(q["sse"] == "aws:kms" and q["kmsKeyId"] == kms_key
+                     and "x-amz-server-side-encryption" in q["signedHeaders"]
+                     and "x-amz-server-side-encryption-aws-kms-key-id" in q["signedHeaders"]
+                     for q in creates)
+        check(f"SSE-KMS {name}: stored, same bytes, the create request sent and signed "
+              "x-amz-server-side-encryption: aws:kms and the key id, no other request did",
+              r.get("status") == 0 and ok and len(creates) == 1 and signed
+              and all(q["sse"] is None for q in others), (r, why, reqs))
+    r = upload(work, ep, "dumps", "doc/kms-default.bin", 1000, "UseKmsEncryption=true")
+    reqs = srv.requests("doc/kms-default.bin")
+    check("SSE-KMS without KmsEncryptionKey: aws:kms alone (the bucket's default key)",
+          r.get("status") == 0 and len(reqs) == 1 and reqs[0]["sse"] == "aws:kms"
+          and reqs[0]["kmsKeyId"] is None, (r, reqs))
+
+    profile_cases(work, srv, ep)
+
+
+def chain_env(home, **extra):
+    """The driver's environment for the credential chain: no AWS variable but those given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["HOME"] = home
+    env.update(extra)
+    return env
+
+
+def profile_cases(work, srv, ep):
+    home = os.path.join(work, "home")
+    os.makedirs(os.path.join(home, ".aws"))
+    secret_file = os.path.join(work, "aws-credentials")
+    with open(secret_file, "w") as f:
+        f.write("# dotmon's test profile\n[default]\naws_access_key_id = NOT-THIS-ONE\n"
+                "aws_secret_access_key = nope\n\n[monitor]\n"
+                "AWS_ACCESS_KEY_ID = S3RVER\naws_secret_access_key=S3RVER\n"
+                "aws_session_token = profile-session-token-value\n"
+                "[tool]\ncredential_process = /bin/false\n")
+    with open(os.path.join(work, "config"), "w") as f:
+        f.write("[profile monitor]\nregion = us-east-1\noutput = json\n")
+    os.chmod(secret_file, 0o600)
+    env = chain_env(home)
+
+    # AwsProfileName + AwsProfilePath, the documented pair: the profile's keys and token sign.
+    r = upload(work, ep, "dumps", "doc/profile.bin", 6 * MIB, "CopyBufferSize=5242880",
+               "AwsProfileName=monitor", f"AwsProfilePath={secret_file}", keys=False, env=env)
+    reqs = srv.requests("doc/profile.bin")
+    ok, why = same_object(work, ep, "dumps", "doc/profile.bin", r["sent"])
+    check("AwsProfileName/AwsProfilePath: signed with the profile's keys and session token, "
+          "stored, same bytes",
+          r.get("status") == 0 and ok and reqs and all(
+              q["accessKeyId"] == "S3RVER" and q["securityToken"]
+              and "x-amz-security-token" in q["signedHeaders"] for q in reqs)
+          and "credentials for" in r["stderr"] and "from profile monitor" in r["stderr"],
+          (r, why, reqs))
+    check("AwsProfileName: no secret from the profile in the output",
+          "profile-session-token-value" not in r["stdout"] + r["stderr"], r["stderr"][-800:])
+    # awscli takes the same file and profile the same way.
+    p = subprocess.run([AWS, "--endpoint-url", ep, "--output", "json", "s3api", "head-object",
+                        "--bucket", "dumps", "--key", "doc/profile.bin"], capture_output=True,
+                       text=True, timeout=120,
+                       env=chain_env(home, AWS_SHARED_CREDENTIALS_FILE=secret_file,
+                                     AWS_CONFIG_FILE=os.path.join(work, "config"),
+                                     AWS_PROFILE="monitor", AWS_EC2_METADATA_DISABLED="true"))
+    check("awscli reads the object with the same profile file", p.returncode == 0, p.stderr)
+
+    # A profile that is not there: dotnet-monitor's "AWS profile not found", at the action.
+    r = upload(work, ep, "dumps", "doc/noprofile.bin", 1000, "AwsProfileName=absent",
+               f"AwsProfilePath={secret_file}", keys=False, env=env)
+    check("AwsProfileName absent from the file: on_done error naming it, nothing stored",
+          r.get("status", 0) < 0 and "AWS profile absent not found" in r.get("error", "")
+          and absent(ep, "dumps", "doc/noprofile.bin"), r)
+    r = upload(work, ep, "dumps", "doc/tool.bin", 1000, "AwsProfileName=tool",
+               f"AwsProfilePath={secret_file}", keys=False, env=env)
+    check("credential_process profile: refused as not implemented by dotmon",
+          r.get("status", 0) < 0 and "credential_process" in r.get("error", "")
+          and "does not implement" in r.get("error", ""), r)
+    r = upload(work, ep, "dumps", "doc/nofile.bin", 1000, "AwsProfileName=monitor",
+               f"AwsProfilePath={os.path.join(work, 'missing')}", keys=False, env=env)
+    check("AwsProfilePath that does not exist: on_done error naming the file",
+          r.get("status", 0) < 0 and "missing" in r.get("error", ""), r)
+
+    # The default chain without settings: AWS_PROFILE in AWS_SHARED_CREDENTIALS_FILE, then
+    # ~/.aws/credentials' [default], then the environment's keys.
+    r = upload(work, ep, "dumps", "doc/awsprofile.bin", 1000, keys=False,
+               env=chain_env(home, AWS_PROFILE="monitor", AWS_SHARED_CREDENTIALS_FILE=secret_file))
+    check("AWS_PROFILE + AWS_SHARED_CREDENTIALS_FILE: stored", r.get("status") == 0, r)
+    with open(os.path.join(home, ".aws", "credentials"), "w") as f:
+        f.write("[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n")
+    r = upload(work, ep, "dumps", "doc/homedefault.bin", 1000, keys=False,
+               env=chain_env(home, AWS_ACCESS_KEY_ID="ENVKEY", AWS_SECRET_ACCESS_KEY="wrong"))
+    reqs = srv.requests("doc/homedefault.bin")
+    check("~/.aws/credentials [default] comes before the environment's keys",
+          r.get("status") == 0 and reqs and reqs[0]["accessKeyId"] == "S3RVER", (r, reqs))
+    os.remove(os.path.join(home, ".aws", "credentials"))
+    r = upload(work, ep, "dumps", "doc/envkeys.bin", 1000, keys=False,
+               env=chain_env(home, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER"))
+    check("no profile: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", r.get("status") == 0, r)
+    token = os.path.join(work, "token")
+    with open(token, "w") as f:
+        f.write("eyJ-not-a-real-token")
+    r = upload(work, ep, "dumps", "doc/irsa.bin", 1000, keys=False,
+               env=chain_env(home, AWS_WEB_IDENTITY_TOKEN_FILE=token,
+                             AWS_ROLE_ARN="arn:aws:iam::111122223333:role/r"))
+    check("web identity (IRSA): a clear 'not implemented by dotmon' at the action",
+          r.get("status", 0) < 0 and "not implemented by dotmon" in r.get("error", "")
+          and "eyJ" not in r["stdout"] + r["stderr"], r)
+    r = upload(work, ep, "dumps", "doc/nocreds.bin", 1000, keys=False, env=chain_env(home))
+    check("no credentials at all: on_done error that lists the chain",
+          r.get("status", 0) < 0 and "no credentials" in r.get("error", ""), r)
 
 
 def refused_case(work):
@@ -231,6 +369,7 @@ def main():
         srv = Server(work, "plain")
         try:
             plain_cases(work, srv)
+            documented_cases(work, srv)
         finally:
             srv.stop()
         refused_case(work)

@@ -13,15 +13,27 @@
  *      not found");
  *   2. the profile AWS_PROFILE names, or "default", in the default files, when it has keys;
  *   3. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY [/ AWS_SESSION_TOKEN];
- *   4. web identity (IRSA on EKS): AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN — not
- *      implemented by dotmon: an error that says so;
- *   5. the container credentials endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI)
- *      — not implemented by dotmon: an error that says so;
- *   6. EC2 instance metadata — not implemented (not tried).
+ *   4. web identity (IRSA on EKS): AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN
+ *      [+ AWS_ROLE_SESSION_NAME]: an unsigned STS AssumeRoleWithWebIdentity (POST, form body) to
+ *      AWS_ENDPOINT_URL_STS, or https://sts.<AWS_REGION>.amazonaws.com, or the global endpoint
+ *      (no region, or AWS_STS_REGIONAL_ENDPOINTS=legacy);
+ *   5. the container credentials endpoint: GET AWS_CONTAINER_CREDENTIALS_RELATIVE_URI on
+ *      169.254.170.2, or AWS_CONTAINER_CREDENTIALS_FULL_URI (plain http only to loopback,
+ *      169.254.170.2, 169.254.170.23), with AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE's content (or
+ *      AWS_CONTAINER_AUTHORIZATION_TOKEN) as Authorization; a JSON answer;
+ *   6. EC2 instance metadata — not implemented by dotmon (the error says so).
  *
- * The files are read on libuv's thread pool (at most AWS_PROFILE_MAX_FILE bytes each); the
- * environment is read on the loop when the chain starts. Never a secret in `why` or a log line.
+ * What 4 and 5 hand out is kept (process-wide, the loop's thread) and reused until 5 minutes
+ * before its Expiration (halfway through a shorter life); the uploads ask again then
+ * (aws__creds_stale). https uses AWS_CA_BUNDLE or the system's store.
+ *
+ * The files are read on libuv's thread pool (at most AWS_PROFILE_MAX_FILE bytes each, token files
+ * 64 KiB); the requests go through ehttp (egress's one HTTP client); the environment is read on
+ * the loop when the chain starts. Never a secret in `why` or a log line.
  */
+
+#include <stdint.h>
+#include <time.h>
 
 #include <uv.h>
 
@@ -30,7 +42,9 @@ struct aws_creds {
     char *secret_access_key; /* secret */
     char *session_token;     /* secret, or NULL */
     char *region;            /* the profile's region, or NULL */
-    char source[96];         /* where they came from, for the log ("profile dev in /x") */
+    char source[96];         /* where they came from, for the log ("profile dev") */
+    time_t obtained;         /* when they were handed out (web identity, container endpoint) */
+    time_t expires;          /* their Expiration, or 0: they do not expire */
 };
 
 /* err 0: c holds the credentials, the callee takes them (aws_creds_fini when done). Otherwise
@@ -39,10 +53,11 @@ typedef void (*aws_creds_cb)(void *ud, int err, struct aws_creds *c, const char 
 
 /*
  * Starts the chain. profile / profile_path: AwsProfileName / AwsProfilePath (NULL: not set).
- * Returns 0 (cb will come) or UV_ENOMEM / a uv_queue_work error (cb will not come).
+ * idle_ms bounds each HTTP exchange (0: 30 s). Returns 0 (cb will come) or UV_ENOMEM / a
+ * uv_queue_work error (cb will not come).
  */
-int aws_creds_start(uv_loop_t *loop, const char *profile, const char *profile_path, aws_creds_cb cb,
-                    void *ud);
+int aws_creds_start(uv_loop_t *loop, const char *profile, const char *profile_path,
+                    uint64_t idle_ms, aws_creds_cb cb, void *ud);
 void aws_creds_fini(struct aws_creds *c);
 
 #endif

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 
 #include "aws_creds.h"
+#include "aws_remote.h"
 #include "bufpool.h"
 #include "egress_internal.h"
 #include "ehttp.h"
@@ -65,6 +66,8 @@ struct s3_target {
     bool force_path_style;
     bool region_given;  /* RegionName or AWS_REGION: a profile's region does not replace it */
     bool creds_pending; /* the credential chain is running: no request until it answers */
+    char *profile, *profile_path;         /* to run the chain again */
+    time_t creds_obtained, creds_expires; /* 0: keys that do not expire */
     uint64_t presign_s, part_base;
     uint64_t idle_ms, total_ms; /* each HTTP request's bounds (egress_request's, or defaults) */
     struct ehttp_tls *tls;
@@ -102,6 +105,7 @@ struct s3_target {
 static void kick(struct s3_target *t);
 static void start_op(struct s3_target *t, enum s3_op op);
 static int take_where(struct s3_target *t);
+static void on_creds(void *ud, int err, struct aws_creds *c, const char *why);
 
 /*
  * The one setter of the request in flight (docs/style.md §12: checked transitions). A request
@@ -139,6 +143,8 @@ static void target_free(struct s3_target *t)
     s3__free_secret(&t->token);
     free(t->content_type);
     free(t->kms_key);
+    free(t->profile);
+    free(t->profile_path);
     free(t->bucket);
     free(t->key);
     free(t->endpoint);
@@ -623,6 +629,16 @@ static void kick(struct s3_target *t)
     if (t->closing || t->delivering || t->conn != NULL || t->backoff_armed || t->creds_pending) {
         return;
     }
+    if (t->status == 0 && aws__creds_stale(t->creds_obtained, t->creds_expires, time(NULL))) {
+        /* Temporary credentials near their Expiration: fetch them again before the next
+         * request (the chain's cache answers at once while they are fresh). */
+        int rc = aws_creds_start(t->loop, t->profile, t->profile_path, t->idle_ms, on_creds, t);
+        if (rc == 0) {
+            t->creds_pending = true;
+            return;
+        }
+        set_failure(t, rc, "S3 credentials: %s", agent_strerror(rc));
+    }
     if (t->status != 0 || t->canceled) {
         wind_down(t);
         return;
@@ -769,9 +785,14 @@ static void on_creds(void *ud, int err, struct aws_creds *c, const char *why)
     struct s3_target *t = ud;
     t->creds_pending = false;
     if (err == 0) {
+        free(t->access_key_id); /* a refresh replaces the keys that went stale */
+        s3__free_secret(&t->secret);
+        s3__free_secret(&t->token);
         t->access_key_id = c->access_key_id;
         t->secret = c->secret_access_key;
         t->token = c->session_token;
+        t->creds_obtained = c->obtained;
+        t->creds_expires = c->expires;
         c->access_key_id = c->secret_access_key = c->session_token = NULL;
         if (!t->region_given && c->region != NULL && c->region[0] != '\0') {
             free(t->region);
@@ -788,7 +809,12 @@ static void on_creds(void *ud, int err, struct aws_creds *c, const char *why)
     } else {
         set_failure(t, err, "S3 credentials: %s", why);
     }
+    /* The producer may have filled the buffer while the chain ran: it waits for on_ready. */
+    bool was_full = s3_full(&t->base);
     kick(t);
+    if (was_full && !s3_full(&t->base) && t->on_ready != NULL) {
+        t->on_ready(t->ud);
+    }
 }
 
 /* The settings' keys, or else AWS's credential chain (on its way when this returns). */
@@ -801,7 +827,13 @@ static int take_credentials(struct s3_target *t, const struct egress_s3_options 
         bool token_ok = o->session_token == NULL || t->token != NULL;
         return t->access_key_id != NULL && t->secret != NULL && token_ok ? 0 : UV_ENOMEM;
     }
-    int rc = aws_creds_start(t->loop, o->profile, o->profile_path, on_creds, t);
+    t->profile = o->profile != NULL ? strdup(o->profile) : NULL;
+    t->profile_path = o->profile_path != NULL ? strdup(o->profile_path) : NULL;
+    if ((o->profile != NULL && t->profile == NULL) ||
+        (o->profile_path != NULL && t->profile_path == NULL)) {
+        return UV_ENOMEM;
+    }
+    int rc = aws_creds_start(t->loop, t->profile, t->profile_path, t->idle_ms, on_creds, t);
     t->creds_pending = rc == 0;
     return rc;
 }

@@ -12,14 +12,18 @@ get-object / list-multipart-uploads`) and compared byte for byte with what the d
 Environment (set by tests/egress/CMakeLists.txt): S3_UPLOAD, S3RVER_DIR (node_modules inside),
 S3RVER_JS, NODE_EXE, AWS_EXE, S3_SANITIZED (non-empty in sanitizer builds).
 """
+import datetime
 import filecmp
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 
 from s3env import AWS, NODE, Server, absent, aws, no_orphans
 
@@ -308,18 +312,179 @@ def profile_cases(work, srv, ep):
     r = upload(work, ep, "dumps", "doc/envkeys.bin", 1000, keys=False,
                env=chain_env(home, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER"))
     check("no profile: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", r.get("status") == 0, r)
-    token = os.path.join(work, "token")
-    with open(token, "w") as f:
-        f.write("eyJ-not-a-real-token")
-    r = upload(work, ep, "dumps", "doc/irsa.bin", 1000, keys=False,
-               env=chain_env(home, AWS_WEB_IDENTITY_TOKEN_FILE=token,
-                             AWS_ROLE_ARN="arn:aws:iam::111122223333:role/r"))
-    check("web identity (IRSA): a clear 'not implemented by dotmon' at the action",
-          r.get("status", 0) < 0 and "not implemented by dotmon" in r.get("error", "")
-          and "eyJ" not in r["stdout"] + r["stderr"], r)
     r = upload(work, ep, "dumps", "doc/nocreds.bin", 1000, keys=False, env=chain_env(home))
     check("no credentials at all: on_done error that lists the chain",
           r.get("status", 0) < 0 and "no credentials" in r.get("error", ""), r)
+
+
+class CredsResponder(http.server.ThreadingHTTPServer):
+    """A local STS (POST /: AssumeRoleWithWebIdentity, form body, XML answer) and container
+    credentials endpoint (GET /creds, Authorization checked, JSON answer), answering the shapes AWS
+    documents. Each answer hands out new keys TMPKEY<n> (server.js knows their secret) that
+    expire `lifetime` seconds later; `mode` makes it fail instead: "deny" (STS 403
+    InvalidIdentityToken / container 401) or "garbage" (200 with a body that is not the shape)."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), CredsHandler)
+        self.calls = []
+        self.mode = "ok"
+        self.lifetime = 3600
+        self.auth = "container-auth-token-value"
+        self.n = 0
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def next_keys(self):
+        self.n += 1
+        when = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=self.lifetime)
+        return (f"TMPKEY{self.n}", f"secret-of-TMPKEY{self.n}", f"session-token-{self.n}",
+                when.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+class CredsHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, ctype, body):
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        srv = self.server
+        form = urllib.parse.parse_qs(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
+        srv.calls.append({"kind": "sts", "path": self.path, "form": form,
+                          "ctype": self.headers.get("Content-Type", ""),
+                          "signed": "Authorization" in self.headers})
+        if srv.mode == "deny":
+            return self.answer(400, "text/xml", "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                               "<Error><Type>Sender</Type><Code>InvalidIdentityToken</Code>"
+                               "<Message>Couldn't retrieve verification key from your identity provider</Message>"
+                               "</Error><RequestId>r</RequestId></ErrorResponse>")
+        if srv.mode == "garbage":
+            return self.answer(200, "text/xml", "<AssumeRoleWithWebIdentityResponse><Unclosed>")
+        kid, secret, token, exp = srv.next_keys()
+        self.answer(200, "text/xml",
+                    "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                    "<AssumeRoleWithWebIdentityResult><SubjectFromWebIdentityToken>system:serviceaccount:ns:sa"
+                    "</SubjectFromWebIdentityToken><Credentials>"
+                    f"<SessionToken>{token}</SessionToken><SecretAccessKey>{secret}</SecretAccessKey>"
+                    f"<Expiration>{exp}</Expiration><AccessKeyId>{kid}</AccessKeyId>"
+                    "</Credentials></AssumeRoleWithWebIdentityResult>"
+                    "<ResponseMetadata><RequestId>r</RequestId></ResponseMetadata>"
+                    "</AssumeRoleWithWebIdentityResponse>")
+
+    def do_GET(self):
+        srv = self.server
+        srv.calls.append({"kind": "container", "path": self.path,
+                          "auth": self.headers.get("Authorization")})
+        if srv.mode == "deny" or self.headers.get("Authorization") != srv.auth:
+            return self.answer(401, "text/plain", "unauthorized")
+        if srv.mode == "garbage":
+            return self.answer(200, "application/json", "[1, 2")
+        kid, secret, token, exp = srv.next_keys()
+        self.answer(200, "application/json", json.dumps(
+            {"AccessKeyId": kid, "SecretAccessKey": secret, "Token": token, "Expiration": exp,
+             "RoleArn": "arn:aws:iam::111122223333:role/r"}))
+
+
+def remote_cases(work, srv):
+    """The container credential chain users have on EKS: IRSA (STS AssumeRoleWithWebIdentity) and
+    the container credentials endpoint, against a local responder; s3rver re-checks every
+    signature with the secret of the key handed out."""
+    ep = f"http://127.0.0.1:{srv.port}"
+    home = os.path.join(work, "home-remote")
+    os.makedirs(home)
+    cr = CredsResponder()
+    sts = f"http://127.0.0.1:{cr.server_address[1]}"
+    token = os.path.join(work, "web-identity-token")
+    with open(token, "w") as f:
+        f.write("eyJhbGciOiJSUzI1NiJ9.web-identity-token-value.sig\n")
+    irsa = dict(AWS_WEB_IDENTITY_TOKEN_FILE=token, AWS_ROLE_ARN="arn:aws:iam::111122223333:role/dotmon",
+                AWS_ROLE_SESSION_NAME="dotmon-test", AWS_ENDPOINT_URL_STS=sts, AWS_REGION="us-east-1")
+    secrets = ("web-identity-token-value", "secret-of-TMPKEY", "session-token-", "container-auth-token-value")
+    try:
+        r = upload(work, ep, "dumps", "doc/irsa.bin", 70000, keys=False, env=chain_env(home, **irsa))
+        reqs = srv.requests("doc/irsa.bin")
+        calls = [c for c in cr.calls if c["kind"] == "sts"]
+        form = calls[0]["form"] if calls else {}
+        check("IRSA: one unsigned AssumeRoleWithWebIdentity with the role, session name and token file",
+              len(calls) == 1 and not calls[0]["signed"] and calls[0]["path"] == "/"
+              and form.get("Action") == ["AssumeRoleWithWebIdentity"] and form.get("Version") == ["2011-06-15"]
+              and form.get("RoleArn") == ["arn:aws:iam::111122223333:role/dotmon"]
+              and form.get("RoleSessionName") == ["dotmon-test"]
+              and form.get("WebIdentityToken") == ["eyJhbGciOiJSUzI1NiJ9.web-identity-token-value.sig"]
+              and calls[0]["ctype"].startswith("application/x-www-form-urlencoded"), cr.calls)
+        check("IRSA: the upload is signed with the handed-out key and session token, stored",
+              r.get("status") == 0 and reqs and all(q["accessKeyId"] == "TMPKEY1" and q["securityToken"]
+                                                     for q in reqs), (r, reqs))
+        check("IRSA: no secret in the output", not any(x in r["stdout"] + r["stderr"] for x in secrets),
+              r["stderr"][-1000:])
+
+        # Short-lived credentials: fetched again before they expire, mid-upload. 2 s of life, a
+        # producer that stalls 2.5 s after the first part: later parts carry newer keys.
+        cr.lifetime = 2
+        before = len(cr.calls)
+        r = upload(work, ep, "dumps", "doc/irsa-refresh.bin", 12 * MIB, "CopyBufferSize=5242880",
+                   keys=False, env=chain_env(home, **irsa))
+        r2 = subprocess.run([UPLOAD, "--key", "doc/irsa-refresh2.bin", "--size", str(12 * MIB),
+                             "--stall-after", str(6 * MIB), "--stall-ms", "2500",
+                             f"BucketName=dumps", f"Endpoint={ep}", "ForcePathStyle=true",
+                             "CopyBufferSize=5242880"], capture_output=True, text=True, timeout=120,
+                            env=chain_env(home, **irsa))
+        keys = [q["accessKeyId"] for q in srv.requests("doc/irsa-refresh2.bin")
+                if q["method"] in ("POST", "PUT")]
+        check("IRSA refresh: short-lived keys fetched again mid-upload, later requests signed "
+              "with the newer ones, stored",
+              r.get("status") == 0 and "status=0 " in r2.stdout and len(cr.calls) - before >= 3
+              and len(set(keys)) >= 2 and keys[-1] == f"TMPKEY{cr.n}", (r2.stdout, r2.stderr[-1500:], keys))
+        cr.lifetime = 3600
+
+        # Failures at the action, in words, never a crash or a secret.
+        for mode, words in (("deny", "InvalidIdentityToken"), ("garbage", "STS's answer")):
+            cr.mode = mode
+            r = upload(work, ep, "dumps", f"doc/irsa-{mode}.bin", 1000, keys=False,
+                       env=chain_env(home, **dict(irsa, AWS_ROLE_SESSION_NAME=f"s-{mode}")))
+            check(f"IRSA, STS answers {mode}: on_done error with STS's words, nothing stored",
+                  r.get("status", 0) < 0 and words in r.get("error", "") and r["rc"] == 0
+                  and not any(x in r["stdout"] + r["stderr"] for x in secrets), r)
+        cr.mode = "ok"
+
+        # Environment keys come before web identity in the chain: STS is not asked.
+        before = len(cr.calls)
+        r = upload(work, ep, "dumps", "doc/irsa-envfirst.bin", 1000, keys=False,
+                   env=chain_env(home, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER", **irsa))
+        check("chain: AWS_ACCESS_KEY_ID before web identity", r.get("status") == 0 and len(cr.calls) == before, r)
+
+        # The container credentials endpoint (EKS Pod Identity / ECS) with a token file.
+        auth_file = os.path.join(work, "container-token")
+        with open(auth_file, "w") as f:
+            f.write(cr.auth)
+        cont = dict(AWS_CONTAINER_CREDENTIALS_FULL_URI=f"{sts}/creds?role=x",
+                    AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=auth_file)
+        r = upload(work, ep, "dumps", "doc/container.bin", 70000, keys=False, env=chain_env(home, **cont))
+        reqs = srv.requests("doc/container.bin")
+        got = [c for c in cr.calls if c["kind"] == "container"]
+        check("container endpoint: GET with the token file's Authorization, upload signed with its key",
+              r.get("status") == 0 and got and got[-1]["path"] == "/creds?role=x"
+              and got[-1]["auth"] == cr.auth and reqs
+              and all(q["accessKeyId"] == f"TMPKEY{cr.n}" for q in reqs), (r, got, reqs))
+        check("container endpoint: no secret in the output",
+              not any(x in r["stdout"] + r["stderr"] for x in secrets), r["stderr"][-1000:])
+        r = upload(work, ep, "dumps", "doc/container-401.bin", 1000, keys=False,
+                   env=chain_env(home, AWS_CONTAINER_CREDENTIALS_FULL_URI=f"{sts}/creds",
+                                 AWS_CONTAINER_AUTHORIZATION_TOKEN="wrong-token"))
+        check("container endpoint answers 401: on_done error 'HTTP 401'",
+              r.get("status", 0) < 0 and "HTTP 401" in r.get("error", "") and "wrong-token" not in r["stdout"] + r["stderr"], r)
+        r = upload(work, ep, "dumps", "doc/container-far.bin", 1000, keys=False,
+                   env=chain_env(home, AWS_CONTAINER_CREDENTIALS_FULL_URI="http://192.0.2.10/creds"))
+        check("container endpoint over plain http to another host: refused before any request",
+              r.get("status", 0) < 0 and "plain http is allowed" in r.get("error", ""), r)
+    finally:
+        cr.shutdown()
+        cr.server_close()
 
 
 def refused_case(work):
@@ -370,6 +535,7 @@ def main():
         try:
             plain_cases(work, srv)
             documented_cases(work, srv)
+            remote_cases(work, srv)
         finally:
             srv.stop()
         refused_case(work)

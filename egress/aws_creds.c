@@ -23,7 +23,7 @@
 
 /* One run of the chain: inputs copied on the loop, the files read on the thread pool, the
  * decision taken back on the loop. */
-struct job {
+struct aws_creds_req {
     uv_work_t work;
     uv_loop_t *loop;
     aws_creds_cb cb;
@@ -83,7 +83,7 @@ static bool env_set(const char *name)
     return v != NULL && v[0] != '\0';
 }
 
-static void job_free(struct job *j)
+static void job_free(struct aws_creds_req *j)
 {
     free(j->wi_token_file);
     free(j->role_arn);
@@ -176,7 +176,7 @@ cleanup:
 }
 
 /* Reads and applies one file; a missing file is fine unless required. */
-static int load_file(struct job *j, const char *path, bool config_file, bool required)
+static int load_file(struct aws_creds_req *j, const char *path, bool config_file, bool required)
 {
     char *text = NULL;
     size_t len = 0;
@@ -222,7 +222,7 @@ static int read_token(const char *path, char **out, char *why, size_t whylen)
 
 static void work(uv_work_t *w)
 {
-    struct job *j = w->data;
+    struct aws_creds_req *j = w->data;
     int rc = 0;
     if (j->wi_token_file != NULL) {
         j->token_err =
@@ -261,8 +261,13 @@ static int take(struct aws_creds *c, char **id, char **key, char **token)
 }
 
 /* Hands c (or the error) to the caller and frees the job. */
-static void finish(struct job *j, int err, struct aws_creds *c, const char *why)
+static void finish(struct aws_creds_req *j, int err, struct aws_creds *c, const char *why)
 {
+    if (j->cb == NULL) { /* cancelled while the files were read */
+        aws_creds_fini(c);
+        job_free(j);
+        return;
+    }
     if (err == 0 && c->region == NULL && has(j->prof.region)) {
         c->region = j->prof.region; /* the default profile's region with other keys */
         j->prof.region = NULL;
@@ -318,14 +323,14 @@ static void to_cache(int src, const char *what, struct aws_profile *keys, time_t
     }
 }
 
-static const char *cache_key(const struct job *j, int src)
+static const char *cache_key(const struct aws_creds_req *j, int src)
 {
     return src == SRC_WEB_IDENTITY ? j->role_arn : j->container_url;
 }
 
 static void on_remote(void *ud, int err, const struct ehttp_response *resp, const char *why_http)
 {
-    struct job *j = ud;
+    struct aws_creds_req *j = ud;
     j->conn = NULL;
     int src = j->source;
     struct aws_creds c;
@@ -374,7 +379,7 @@ out:
 }
 
 /* Sends the request of source src (or answers from the cache). */
-static void ask_remote(struct job *j, int src)
+static void ask_remote(struct aws_creds_req *j, int src)
 {
     struct aws_creds c;
     memset(&c, 0, sizeof(c));
@@ -457,7 +462,11 @@ static void ask_remote(struct job *j, int src)
 
 static void after_work(uv_work_t *w, int status)
 {
-    struct job *j = w->data;
+    struct aws_creds_req *j = w->data;
+    if (j->cb == NULL) {
+        job_free(j);
+        return;
+    }
     struct aws_creds c;
     memset(&c, 0, sizeof(c));
     int err = status != 0 ? status : j->err;
@@ -540,7 +549,7 @@ static char *home_file(const char *name)
 }
 
 /* The web identity and container endpoint inputs, from the environment (on the loop). */
-static int remote_inputs(struct job *j)
+static int remote_inputs(struct aws_creds_req *j)
 {
     j->role_arn = dup_or_null(getenv("AWS_ROLE_ARN"));
     j->web_identity = j->web_identity && j->role_arn != NULL; /* the token file alone is not one */
@@ -586,10 +595,21 @@ static int remote_inputs(struct job *j)
     return 0;
 }
 
-int aws_creds_start(uv_loop_t *loop, const char *profile, const char *profile_path,
-                    uint64_t idle_ms, aws_creds_cb cb, void *ud)
+void aws_creds_cancel(struct aws_creds_req *j)
 {
-    struct job *j = calloc(1, sizeof(*j));
+    j->cb = NULL;
+    if (j->conn != NULL) { /* on the wire: on_remote will not come */
+        ehttp_cancel(j->conn);
+        j->conn = NULL;
+        job_free(j);
+    }
+    /* else on the thread pool: after_work frees it */
+}
+
+int aws_creds_start(uv_loop_t *loop, const char *profile, const char *profile_path,
+                    uint64_t idle_ms, aws_creds_cb cb, void *ud, struct aws_creds_req **out)
+{
+    struct aws_creds_req *j = calloc(1, sizeof(*j));
     if (j == NULL) {
         return UV_ENOMEM;
     }
@@ -625,6 +645,8 @@ int aws_creds_start(uv_loop_t *loop, const char *profile, const char *profile_pa
     }
     if (rc != 0) {
         job_free(j);
+    } else {
+        *out = j;
     }
     return rc;
 }

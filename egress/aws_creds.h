@@ -51,13 +51,18 @@ struct aws_creds {
  * why says what failed (no secret in it). Called exactly once, on a later loop turn. */
 typedef void (*aws_creds_cb)(void *ud, int err, struct aws_creds *c, const char *why);
 
+struct aws_creds_req;
+
 /*
  * Starts the chain. profile / profile_path: AwsProfileName / AwsProfilePath (NULL: not set).
- * idle_ms bounds each HTTP exchange (0: 30 s). Returns 0 (cb will come) or UV_ENOMEM / a
- * uv_queue_work error (cb will not come).
+ * idle_ms bounds each HTTP exchange (0: 30 s). Returns 0 with *out set until cb comes (cb will
+ * come unless aws_creds_cancel) or UV_ENOMEM / a uv_queue_work error (cb will not come).
  */
 int aws_creds_start(uv_loop_t *loop, const char *profile, const char *profile_path,
-                    uint64_t idle_ms, aws_creds_cb cb, void *ud);
+                    uint64_t idle_ms, aws_creds_cb cb, void *ud, struct aws_creds_req **out);
+/* cb will not be called; a request on the wire is dropped, the files' reading ends on its own.
+ * Not from inside cb. */
+void aws_creds_cancel(struct aws_creds_req *r);
 void aws_creds_fini(struct aws_creds *c);
 
 #endif

@@ -66,6 +66,7 @@ struct s3_target {
     bool force_path_style;
     bool region_given;  /* RegionName or AWS_REGION: a profile's region does not replace it */
     bool creds_pending; /* the credential chain is running: no request until it answers */
+    struct aws_creds_req *creds_req;      /* while creds_pending */
     char *profile, *profile_path;         /* to run the chain again */
     time_t creds_obtained, creds_expires; /* 0: keys that do not expire */
     uint64_t presign_s, part_base;
@@ -629,16 +630,6 @@ static void kick(struct s3_target *t)
     if (t->closing || t->delivering || t->conn != NULL || t->backoff_armed || t->creds_pending) {
         return;
     }
-    if (t->status == 0 && aws__creds_stale(t->creds_obtained, t->creds_expires, time(NULL))) {
-        /* Temporary credentials near their Expiration: fetch them again before the next
-         * request (the chain's cache answers at once while they are fresh). */
-        int rc = aws_creds_start(t->loop, t->profile, t->profile_path, t->idle_ms, on_creds, t);
-        if (rc == 0) {
-            t->creds_pending = true;
-            return;
-        }
-        set_failure(t, rc, "S3 credentials: %s", agent_strerror(rc));
-    }
     if (t->status != 0 || t->canceled) {
         wind_down(t);
         return;
@@ -649,6 +640,19 @@ static void kick(struct s3_target *t)
             set_failure(t, rc, "S3: %s", agent_strerror(rc));
         }
         schedule_delivery(t);
+        return;
+    }
+    if (t->status == 0 && aws__creds_stale(t->creds_obtained, t->creds_expires, time(NULL))) {
+        /* Temporary credentials near their Expiration: fetch them again before the next
+         * request (the chain's cache answers at once while they are fresh). */
+        int rc = aws_creds_start(t->loop, t->profile, t->profile_path, t->idle_ms, on_creds, t,
+                                 &t->creds_req);
+        if (rc == 0) {
+            t->creds_pending = true;
+            return;
+        }
+        set_failure(t, rc, "S3 credentials: %s", agent_strerror(rc));
+        wind_down(t);
         return;
     }
     size_t have = buf_size(&t->cur);
@@ -741,6 +745,11 @@ static void s3_abort(struct egress_target *et)
         return;
     }
     t->canceled = true;
+    if (t->creds_pending) { /* no request was sent with these credentials yet: drop the chain */
+        aws_creds_cancel(t->creds_req);
+        t->creds_req = NULL;
+        t->creds_pending = false;
+    }
     /* A CreateMultipartUpload on the wire is let through: its UploadId is what the abort needs.
      * An AbortMultipartUpload already on its way is the goal anyway. Anything else stops now. */
     if (t->conn != NULL && t->op != OP_INITIATE && t->op != OP_ABORT) {
@@ -784,6 +793,7 @@ static void on_creds(void *ud, int err, struct aws_creds *c, const char *why)
 {
     struct s3_target *t = ud;
     t->creds_pending = false;
+    t->creds_req = NULL;
     if (err == 0) {
         free(t->access_key_id); /* a refresh replaces the keys that went stale */
         s3__free_secret(&t->secret);
@@ -833,7 +843,8 @@ static int take_credentials(struct s3_target *t, const struct egress_s3_options 
         (o->profile_path != NULL && t->profile_path == NULL)) {
         return UV_ENOMEM;
     }
-    int rc = aws_creds_start(t->loop, t->profile, t->profile_path, t->idle_ms, on_creds, t);
+    int rc = aws_creds_start(t->loop, t->profile, t->profile_path, t->idle_ms, on_creds, t,
+                             &t->creds_req);
     t->creds_pending = rc == 0;
     return rc;
 }

@@ -5,7 +5,7 @@
 /*
  * The S3 store's credentials when the provider names no AccessKeyId/SecretAccessKey: AWS's
  * credential chain, in the order of the AWS SDK for .NET that dotnet-monitor uses
- * (docs/egress.md §S3 credentials):
+ * (docs/egress.md, "S3 credentials"):
  *
  *   1. AwsProfileName (with AwsProfilePath, or AWS_SHARED_CREDENTIALS_FILE, or
  *      ~/.aws/credentials; the config file next to AwsProfilePath, or AWS_CONFIG_FILE, or

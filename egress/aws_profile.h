@@ -6,7 +6,8 @@
  * AWS's shared credentials file (~/.aws/credentials) and config file (~/.aws/config): one
  * profile's static keys and region, read the way the AWS SDKs read them (AWS SDKs and Tools
  * Reference Guide, "Shared config and credentials files"). Pure: text in, values out; the caller
- * reads the files (bounded) off the loop. docs/egress.md §S3 describes what users see.
+ * reads the files (bounded) off the loop. docs/egress.md ("S3 credentials") describes what users
+ * see.
  *
  * Format accepted:
  *  - lines end with "\n" or "\r\n"; blank lines and lines whose first non-blank character is

@@ -50,14 +50,14 @@ static bool section_is(const char *b, const char *e, const char *name, bool conf
     return eq_n(b, (size_t)(e - b), name);
 }
 
-static int set_value(char **dst, const char *b, const char *e, bool secret)
+int aws_profile_set(char **dst, const char *value, size_t n, bool secret)
 {
-    char *v = malloc((size_t)(e - b) + 1);
+    char *v = malloc(n + 1);
     if (v == NULL) {
         return -ENOMEM; /* UV_ENOMEM, without <uv.h> */
     }
-    memcpy(v, b, (size_t)(e - b));
-    v[e - b] = '\0';
+    memcpy(v, value, n);
+    v[n] = '\0';
     if (secret) {
         s3__free_secret(dst);
     } else {
@@ -78,16 +78,16 @@ static int apply(struct aws_profile *out, const char *kb, const char *ke, const 
 {
     size_t kn = (size_t)(ke - kb);
     if (ascii_ieq_n(kb, kn, "aws_access_key_id")) {
-        return set_value(&out->access_key_id, vb, ve, false);
+        return aws_profile_set(&out->access_key_id, vb, (size_t)(ve - vb), false);
     }
     if (ascii_ieq_n(kb, kn, "aws_secret_access_key")) {
-        return set_value(&out->secret_access_key, vb, ve, true);
+        return aws_profile_set(&out->secret_access_key, vb, (size_t)(ve - vb), true);
     }
     if (ascii_ieq_n(kb, kn, "aws_session_token")) {
-        return set_value(&out->session_token, vb, ve, true);
+        return aws_profile_set(&out->session_token, vb, (size_t)(ve - vb), true);
     }
     if (ascii_ieq_n(kb, kn, "region")) {
-        return set_value(&out->region, vb, ve, false);
+        return aws_profile_set(&out->region, vb, (size_t)(ve - vb), false);
     }
     for (size_t i = 0; i < sizeof(unsupported_keys) / sizeof(unsupported_keys[0]); i++) {
         if (ascii_ieq_n(kb, kn, unsupported_keys[i]) && out->unsupported[0] == '\0') {

@@ -50,6 +50,8 @@ struct aws_profile {
  */
 int aws_profile_parse(const char *text, size_t len, const char *name, bool config_file,
                       struct aws_profile *out, char *why, size_t whylen);
+/* Replaces *dst with a copy of value[0..n) (the old one wiped first when secret): 0 or -ENOMEM. */
+int aws_profile_set(char **dst, const char *value, size_t n, bool secret);
 /* Frees the values (secrets wiped first); safe on a zeroed or finished struct. */
 void aws_profile_fini(struct aws_profile *p);
 

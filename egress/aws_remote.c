@@ -183,17 +183,13 @@ bool aws__creds_stale(time_t obtained, time_t expires, time_t now)
 
 static int take_text(char **dst, struct buf *b, bool secret)
 {
-    char *v = buf_steal(b, NULL);
-    if (v == NULL) {
-        return -ENOMEM;
-    }
+    int rc = aws_profile_set(dst, buf_cstr(b), buf_size(b), secret);
     if (secret) {
-        s3__free_secret(dst);
-    } else {
-        free(*dst);
+        if (b->p != NULL) {
+            memset(b->p, 0, b->len); /* the buf held the secret too */
+        }
     }
-    *dst = v;
-    return 0;
+    return rc;
 }
 
 int aws__sts_parse(const char *xml, size_t n, struct aws_profile *out, time_t *expires, char *why,
@@ -251,17 +247,7 @@ static int json_string(const cJSON *o, const char *name, char **dst, bool secret
         snprintf(why, whylen, "no %s string in the container endpoint's answer", name);
         return AGENT_E_PROTO;
     }
-    char *copy = strdup(v->valuestring);
-    if (copy == NULL) {
-        return -ENOMEM;
-    }
-    if (secret) {
-        s3__free_secret(dst);
-    } else {
-        free(*dst);
-    }
-    *dst = copy;
-    return 0;
+    return aws_profile_set(dst, v->valuestring, strlen(v->valuestring), secret);
 }
 
 int aws__container_parse(const char *json, size_t n, struct aws_profile *out, time_t *expires,

@@ -51,6 +51,7 @@ struct aws_creds_req {
     char *file_token; /* the authorization token file's content (secret) */
     int token_err;    /* reading the token file failed: why in token_why */
     char token_why[300];
+    unsigned open_mode; /* the credentials file's mode when others may read it, else 0 */
     /* the HTTP exchange */
     struct ehttp_tls *tls;
     struct buf body;
@@ -120,9 +121,10 @@ void aws_creds_fini(struct aws_creds *c)
  * Reads path whole (at most AWS_PROFILE_MAX_FILE bytes) into *out (NUL-terminated, wiped and
  * freed by the caller). 0, UV_ENOENT (no such file), or another error with why filled.
  */
-static int read_bounded(const char *path, size_t max, char **out, size_t *len, char *why,
-                        size_t whylen)
+static int read_bounded(const char *path, size_t max, char **out, size_t *len, unsigned *mode,
+                        char *why, size_t whylen)
 {
+    size_t n = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
@@ -137,12 +139,14 @@ static int read_bounded(const char *path, size_t max, char **out, size_t *len, c
         rc = AGENT_E_INVAL;
         goto cleanup;
     }
+    if (mode != NULL) {
+        *mode = (unsigned)(st.st_mode & 07777);
+    }
     b = malloc(max + 1);
     if (b == NULL) {
         rc = UV_ENOMEM;
         goto cleanup;
     }
-    size_t n = 0;
     while (n <= max) {
         ssize_t r = read(fd, b + n, max + 1 - n);
         if (r < 0 && errno == EINTR) {
@@ -169,6 +173,7 @@ static int read_bounded(const char *path, size_t max, char **out, size_t *len, c
     b = NULL;
 cleanup:
     if (b != NULL) {
+        memset(b, 0, n); /* what was read may be a secret (n <= max + 1) */
         free(b);
     }
     close(fd);
@@ -180,7 +185,11 @@ static int load_file(struct aws_creds_req *j, const char *path, bool config_file
 {
     char *text = NULL;
     size_t len = 0;
-    int rc = read_bounded(path, AWS_PROFILE_MAX_FILE, &text, &len, j->why, sizeof(j->why));
+    unsigned mode = 0;
+    int rc = read_bounded(path, AWS_PROFILE_MAX_FILE, &text, &len, &mode, j->why, sizeof(j->why));
+    if (rc == 0 && !config_file && (mode & 077) != 0) {
+        j->open_mode = mode; /* the loop warns (as the AWS CLI does; it does not refuse either) */
+    }
     if (rc == UV_ENOENT && !required) {
         j->why[0] = '\0';
         return 0;
@@ -204,7 +213,7 @@ static int read_token(const char *path, char **out, char *why, size_t whylen)
 {
     char *text = NULL;
     size_t len = 0;
-    int rc = read_bounded(path, TOKEN_MAX, &text, &len, why, whylen);
+    int rc = read_bounded(path, TOKEN_MAX, &text, &len, NULL, why, whylen);
     if (rc != 0) {
         return rc;
     }
@@ -466,6 +475,12 @@ static void after_work(uv_work_t *w, int status)
     if (j->cb == NULL) {
         job_free(j);
         return;
+    }
+    if (j->open_mode != 0) {
+        log_warn(LOG_CAT,
+                 "AWS credentials file %s can be read by other users (mode %04o): "
+                 "chmod 600 it",
+                 j->cred_path, j->open_mode);
     }
     struct aws_creds c;
     memset(&c, 0, sizeof(c));

@@ -280,6 +280,17 @@ def profile_cases(work, srv, ep):
                                      AWS_PROFILE="monitor", AWS_EC2_METADATA_DISABLED="true"))
     check("awscli reads the object with the same profile file", p.returncode == 0, p.stderr)
 
+    # A credentials file others may read: used, with a warning (as the AWS CLI; no refusal).
+    check("AwsProfileName: a 0600 credentials file draws no warning", "can be read by other" not in r["stderr"],
+          r["stderr"][-500:])
+    os.chmod(secret_file, 0o644)
+    r = upload(work, ep, "dumps", "doc/profile-0644.bin", 1000, "AwsProfileName=monitor",
+               f"AwsProfilePath={secret_file}", keys=False, env=env)
+    check("AwsProfileName: a 0644 credentials file is used, with a warning naming it",
+          r.get("status") == 0 and f"AWS credentials file {secret_file} can be read by other users (mode 0644)"
+          in r["stderr"], r)
+    os.chmod(secret_file, 0o600)
+
     # A profile that is not there: dotnet-monitor's "AWS profile not found", at the action.
     r = upload(work, ep, "dumps", "doc/noprofile.bin", 1000, "AwsProfileName=absent",
                f"AwsProfilePath={secret_file}", keys=False, env=env)

@@ -9,6 +9,13 @@ faults into chosen parts. The uploads go through the egress target API (tests' s
 on a libuv loop); what landed is read back with Debian's awscli (`aws s3api head-object /
 get-object / list-multipart-uploads`) and compared byte for byte with what the driver produced.
 
+dotnet-monitor's documented S3 settings (issue 32 item 8) are held against the same server:
+CopyBufferSize 1024 (raised to 5 MiB parts), UseKmsEncryption/KmsEncryptionKey (the SSE-KMS
+headers seen sent and signed in server.js's request log), AwsProfileName/AwsProfilePath and the
+default credential chain (awscli reads with the same profile file), and the container chain of
+EKS: IRSA (STS AssumeRoleWithWebIdentity) and the container credentials endpoint, answered by a
+local responder here, with refresh of short-lived credentials mid-upload and their failures.
+
 Environment (set by tests/egress/CMakeLists.txt): S3_UPLOAD, S3RVER_DIR (node_modules inside),
 S3RVER_JS, NODE_EXE, AWS_EXE, S3_SANITIZED (non-empty in sanitizer builds).
 """

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The OTLP codec (otlp.h; the messages, field numbers and JSON rules are docs/otlp.md).
+ * The OTLP codec (otlp.h; the messages and field numbers are docs/otlp.md §3, JSON §6).
  *
  * One writer serves both formats: every field is emitted through an f_* call that knows its
  * protobuf field number and its JSON name, so an item encoder states each field once and the

@@ -607,6 +607,49 @@ static void test_utf8_repair(void **state)
     buf_fini(&b);
 }
 
+/* What test_truncate_on_error encodes: a log with a body past 127 bytes (its lengths widen after
+ * the fact), a metric with every kind of point field, and a request. */
+static int enc_log(enum otlp_format f, struct buf *out)
+{
+    static char body[160];
+    memset(body, 'y', sizeof(body) - 1);
+    struct otlp_log l = full_log();
+    l.body = body;
+    return otlp_log_encode(&l, f, out);
+}
+
+static int enc_metric(enum otlp_format f, struct buf *out)
+{
+    static const struct otlp_kv kv[] = {{.key = "k", .kind = OTLP_STR, .str = "v"}};
+    static const uint64_t pos[] = {1, 300, 70000};
+    const struct otlp_point p = {.attrs = kv,
+                                 .nattrs = 1,
+                                 .time_unix_nano = 9,
+                                 .count = 5,
+                                 .has_sum = true,
+                                 .sum = 0.25,
+                                 .scale = 2,
+                                 .positive = {.offset = 3, .counts = pos, .ncounts = 3},
+                                 .negative = {.offset = -1, .counts = pos, .ncounts = 1}};
+    const struct otlp_metric m = {.name = "m",
+                                  .description = "d",
+                                  .unit = "s",
+                                  .type = OTLP_EXP_HISTOGRAM,
+                                  .temporality = OTLP_TEMPORALITY_DELTA,
+                                  .points = &p,
+                                  .npoints = 1};
+    return otlp_metric_encode(&m, f, out);
+}
+
+static int enc_request(enum otlp_format f, struct buf *out)
+{
+    static const uint8_t item[] = "{\"name\":\"i\"}";
+    const struct otlp_piece items[] = {{item, sizeof(item) - 1}, {item, sizeof(item) - 1}};
+    const struct otlp_scope_group sg = {{item, sizeof(item) - 1}, items, 2};
+    const struct otlp_resource_group rg = {{item, sizeof(item) - 1}, "url", &sg, 1};
+    return otlp_request_encode(OTLP_LOGS, f, &rg, 1, out);
+}
+
 /*
  * Every cap from nothing to the whole message: the encoder either writes all of it or fails with
  * AGENT_E_TOOBIG and leaves what was in out before the call, byte for byte.
@@ -614,30 +657,32 @@ static void test_utf8_repair(void **state)
 static void test_truncate_on_error(void **state)
 {
     (void)state;
-    const struct otlp_log l = full_log();
-    for (int f = OTLP_PROTOBUF; f <= OTLP_JSON; f++) {
-        struct buf full;
-        buf_init(&full, 0);
-        assert_int_equal(buf_append(&full, "XY", 2), 0);
-        assert_int_equal(otlp_log_encode(&l, (enum otlp_format)f, &full), 0);
-        size_t need = buf_size(&full);
-        size_t fails = 0;
-        for (size_t cap = 3; cap <= need + 2; cap++) {
-            struct buf b;
-            buf_init(&b, cap);
-            assert_int_equal(buf_append(&b, "XY", 2), 0);
-            int rc = otlp_log_encode(&l, (enum otlp_format)f, &b);
-            if (rc == 0) {
-                expect_bytes(&b, buf_data(&full), need);
-            } else {
-                assert_int_equal(rc, AGENT_E_TOOBIG);
-                expect_bytes(&b, (const uint8_t *)"XY", 2);
-                fails++;
+    int (*const encoders[])(enum otlp_format, struct buf *) = {enc_log, enc_metric, enc_request};
+    for (size_t e = 0; e < sizeof(encoders) / sizeof(encoders[0]); e++) {
+        for (int f = OTLP_PROTOBUF; f <= OTLP_JSON; f++) {
+            struct buf full;
+            buf_init(&full, 0);
+            assert_int_equal(buf_append(&full, "XY", 2), 0);
+            assert_int_equal(encoders[e]((enum otlp_format)f, &full), 0);
+            size_t need = buf_size(&full);
+            size_t fails = 0;
+            for (size_t cap = 3; cap <= need + 2; cap++) {
+                struct buf b;
+                buf_init(&b, cap);
+                assert_int_equal(buf_append(&b, "XY", 2), 0);
+                int rc = encoders[e]((enum otlp_format)f, &b);
+                if (rc == 0) {
+                    expect_bytes(&b, buf_data(&full), need);
+                } else {
+                    assert_int_equal(rc, AGENT_E_TOOBIG);
+                    expect_bytes(&b, (const uint8_t *)"XY", 2);
+                    fails++;
+                }
+                buf_fini(&b);
             }
-            buf_fini(&b);
+            assert_true(fails > need / 2); /* the small caps did fail */
+            buf_fini(&full);
         }
-        assert_true(fails > need / 2); /* the small caps did fail */
-        buf_fini(&full);
     }
 }
 

@@ -18,7 +18,7 @@ IMAGE_PACKAGES := podman buildah binutils ca-certificates
 # Debian's awscli; npm itself is installed only when missing (a nodejs that bundles it is kept).
 # The browser tests (tests/ui: the /ui page, speedscope's viewer) run Debian's chromium headless,
 # driven by playwright-core from npm (tests/ui/package-lock.json; never its own browser download).
-TEST_PACKAGES := python3 python3-yaml valgrind openssl curl wrk prometheus $(IMAGE_PACKAGES) runc debootstrap \
+TEST_PACKAGES := python3 python3-yaml valgrind protobuf-compiler openssl curl wrk prometheus $(IMAGE_PACKAGES) runc debootstrap \
   awscli nodejs chromium
 # For `make fuzz` only: libFuzzer comes with clang's compiler-rt (tests/fuzz).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev

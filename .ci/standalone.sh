@@ -24,7 +24,7 @@ done
 
 # Citations: "docs/ipc.md §4.2", "nettrace.md §3.1, §6", "api.md §7.2-7.4". A section N needs a
 # heading "## N." in that file, a section N.M a heading "### N.M ".
-docs='ipc|nettrace|events|profiles|api|rules|gcdump|deviations|style'
+docs='ipc|nettrace|events|profiles|api|rules|gcdump|otlp|deviations|style'
 bad=0
 while IFS= read -r hit; do
   where=${hit%%:*}

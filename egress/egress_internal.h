@@ -42,6 +42,11 @@ struct egress_s3_options {
     bool force_path_style;   /* ForcePathStyle */
     uint64_t presign_s;      /* PreSignedUrlExpiry in seconds, 0: the object URL */
     uint64_t part_size;      /* CopyBufferSize, at least 5 MiB (S3's minimum part) */
+    uint64_t part_asked;     /* CopyBufferSize as given when it was raised to 5 MiB, else 0 */
+    bool kms;                /* UseKmsEncryption: SSE-KMS on PutObject/CreateMultipartUpload */
+    char *kms_key;           /* KmsEncryptionKey (key id or ARN), or NULL: the bucket's default */
+    char *profile;           /* AwsProfileName, or NULL */
+    char *profile_path;      /* AwsProfilePath (a shared credentials file), or NULL */
 };
 
 struct egress_provider {

@@ -7,6 +7,8 @@
 
 #include <openssl/evp.h>
 
+#include "aws_creds.h"
+#include "aws_remote.h"
 #include "bufpool.h"
 #include "egress_internal.h"
 #include "ehttp.h"
@@ -58,6 +60,15 @@ struct s3_target {
     struct s3_where where;
     char *path; /* decoded, signed: "/bucket/key" or "/key" */
     char *region, *access_key_id, *secret, *token, *content_type;
+    bool kms;
+    char *kms_key;                 /* NULL: the bucket's default KMS key */
+    char *bucket, *key, *endpoint; /* to address the object again once the region is known */
+    bool force_path_style;
+    bool region_given;  /* RegionName or AWS_REGION: a profile's region does not replace it */
+    bool creds_pending; /* the credential chain is running: no request until it answers */
+    struct aws_creds_req *creds_req;      /* while creds_pending */
+    char *profile, *profile_path;         /* to run the chain again */
+    time_t creds_obtained, creds_expires; /* 0: keys that do not expire */
     uint64_t presign_s, part_base;
     uint64_t idle_ms, total_ms; /* each HTTP request's bounds (egress_request's, or defaults) */
     struct ehttp_tls *tls;
@@ -94,6 +105,8 @@ struct s3_target {
 
 static void kick(struct s3_target *t);
 static void start_op(struct s3_target *t, enum s3_op op);
+static int take_where(struct s3_target *t);
+static void on_creds(void *ud, int err, struct aws_creds *c, const char *why);
 
 /*
  * The one setter of the request in flight (docs/style.md §12: checked transitions). A request
@@ -130,6 +143,12 @@ static void target_free(struct s3_target *t)
     s3__free_secret(&t->secret);
     s3__free_secret(&t->token);
     free(t->content_type);
+    free(t->kms_key);
+    free(t->profile);
+    free(t->profile_path);
+    free(t->bucket);
+    free(t->key);
+    free(t->endpoint);
     ehttp_tls_free(t->tls);
     buf_fini(&t->cur);
     buf_fini(&t->sending);
@@ -343,19 +362,17 @@ static int send_op(struct s3_target *t, enum s3_op op)
     buf_init(&auth, 1024);
     int rc = describe(t, op, &r, partno);
     sigv4_amz_date(time(NULL), date);
-    struct sigv4_kv h[5] = {{"Host", t->where.host_header},
-                            {"x-amz-content-sha256", r.payload_hash},
-                            {"x-amz-date", date},
-                            {"Content-Type", t->content_type},
-                            {"x-amz-security-token", t->token}};
+    struct sigv4_kv h[S3_MAX_HEADERS];
     /* Content-Type only where S3 records it; the token only when there is one. */
-    size_t nh = 3;
-    if (r.content_type) {
-        h[nh++] = h[3];
-    }
-    if (t->token != NULL) {
-        h[nh++] = h[4];
-    }
+    struct s3_head_in hin = {t->where.host_header,
+                             r.payload_hash,
+                             date,
+                             r.content_type ? t->content_type : NULL,
+                             t->token,
+                             op == OP_PUT || op == OP_INITIATE,
+                             t->kms,
+                             t->kms_key};
+    size_t nh = s3__headers(&hin, h);
     struct sigv4_key key = {t->access_key_id, t->secret, t->region, "s3"};
     struct sigv4_req sr = {r.method, t->path, r.query, r.nquery, h, nh, r.payload_hash};
     if (rc == 0) {
@@ -367,7 +384,7 @@ static int send_op(struct s3_target *t, enum s3_op op)
     if (rc == 0) {
         rc = buf_append(&target, buf_data(&r.query_target), buf_size(&r.query_target));
     }
-    struct ehttp_header hh[6];
+    struct ehttp_header hh[S3_MAX_HEADERS + 1];
     for (size_t i = 0; i < nh; i++) {
         hh[i].name = h[i].name;
         hh[i].value = h[i].value;
@@ -610,7 +627,7 @@ static void next_part(struct s3_target *t)
 /* Starts whatever the state calls for, unless a request or a backoff is pending. */
 static void kick(struct s3_target *t)
 {
-    if (t->closing || t->delivering || t->conn != NULL || t->backoff_armed) {
+    if (t->closing || t->delivering || t->conn != NULL || t->backoff_armed || t->creds_pending) {
         return;
     }
     if (t->status != 0 || t->canceled) {
@@ -623,6 +640,19 @@ static void kick(struct s3_target *t)
             set_failure(t, rc, "S3: %s", agent_strerror(rc));
         }
         schedule_delivery(t);
+        return;
+    }
+    if (t->status == 0 && aws__creds_stale(t->creds_obtained, t->creds_expires, time(NULL))) {
+        /* Temporary credentials near their Expiration: fetch them again before the next
+         * request (the chain's cache answers at once while they are fresh). */
+        int rc = aws_creds_start(t->loop, t->profile, t->profile_path, t->idle_ms, on_creds, t,
+                                 &t->creds_req);
+        if (rc == 0) {
+            t->creds_pending = true;
+            return;
+        }
+        set_failure(t, rc, "S3 credentials: %s", agent_strerror(rc));
+        wind_down(t);
         return;
     }
     size_t have = buf_size(&t->cur);
@@ -715,6 +745,11 @@ static void s3_abort(struct egress_target *et)
         return;
     }
     t->canceled = true;
+    if (t->creds_pending) { /* no request was sent with these credentials yet: drop the chain */
+        aws_creds_cancel(t->creds_req);
+        t->creds_req = NULL;
+        t->creds_pending = false;
+    }
     /* A CreateMultipartUpload on the wire is let through: its UploadId is what the abort needs.
      * An AbortMultipartUpload already on its way is the goal anyway. Anything else stops now. */
     if (t->conn != NULL && t->op != OP_INITIATE && t->op != OP_ABORT) {
@@ -753,34 +788,74 @@ static bool key_ok(const char *k)
     return true;
 }
 
-/* Credentials from the settings, or else from AWS's environment variables. */
-static int take_credentials(struct s3_target *t, const struct egress_s3_options *o)
+/* The upload's credentials arrived from the chain (aws_creds.c), or did not. */
+static void on_creds(void *ud, int err, struct aws_creds *c, const char *why)
 {
-    const char *id = o->access_key_id, *secret = o->secret_access_key, *token = o->session_token;
-    if (id == NULL || secret == NULL) {
-        id = getenv("AWS_ACCESS_KEY_ID");
-        secret = getenv("AWS_SECRET_ACCESS_KEY");
-        token = getenv("AWS_SESSION_TOKEN");
+    struct s3_target *t = ud;
+    t->creds_pending = false;
+    t->creds_req = NULL;
+    if (err == 0) {
+        free(t->access_key_id); /* a refresh replaces the keys that went stale */
+        s3__free_secret(&t->secret);
+        s3__free_secret(&t->token);
+        t->access_key_id = c->access_key_id;
+        t->secret = c->secret_access_key;
+        t->token = c->session_token;
+        t->creds_obtained = c->obtained;
+        t->creds_expires = c->expires;
+        c->access_key_id = c->secret_access_key = c->session_token = NULL;
+        if (!t->region_given && c->region != NULL && c->region[0] != '\0') {
+            free(t->region);
+            t->region = c->region;
+            c->region = NULL;
+            err = take_where(t);
+        }
+        log_info(LOG_CAT, "S3: credentials for %s from %s (region %s)", t->path, c->source,
+                 t->region);
+        aws_creds_fini(c);
+        if (err != 0) {
+            set_failure(t, err, "S3: the profile's region %s: %s", t->region, agent_strerror(err));
+        }
+    } else {
+        set_failure(t, err, "S3 credentials: %s", why);
     }
-    if (id == NULL || secret == NULL || id[0] == '\0' || secret[0] == '\0') {
-        log_error(LOG_CAT, "S3: no credentials: neither AccessKeyId/SecretAccessKey nor "
-                           "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY are set");
-        return AGENT_E_INVAL;
+    /* The producer may have filled the buffer while the chain ran: it waits for on_ready. */
+    bool was_full = s3_full(&t->base);
+    kick(t);
+    if (was_full && !s3_full(&t->base) && t->on_ready != NULL) {
+        t->on_ready(t->ud);
     }
-    t->access_key_id = strdup(id);
-    t->secret = strdup(secret);
-    t->token = token != NULL && token[0] != '\0' ? strdup(token) : NULL;
-    bool token_ok = token == NULL || token[0] == '\0' || t->token != NULL;
-    return t->access_key_id != NULL && t->secret != NULL && token_ok ? 0 : UV_ENOMEM;
 }
 
-/* Endpoint, addressing and TLS of a new target. */
-static int take_place(struct s3_target *t, const struct egress_s3_options *o, const char *key)
+/* The settings' keys, or else AWS's credential chain (on its way when this returns). */
+static int take_credentials(struct s3_target *t, const struct egress_s3_options *o)
+{
+    if (o->access_key_id != NULL && o->secret_access_key != NULL) {
+        t->access_key_id = strdup(o->access_key_id);
+        t->secret = strdup(o->secret_access_key);
+        t->token = o->session_token != NULL ? strdup(o->session_token) : NULL;
+        bool token_ok = o->session_token == NULL || t->token != NULL;
+        return t->access_key_id != NULL && t->secret != NULL && token_ok ? 0 : UV_ENOMEM;
+    }
+    t->profile = o->profile != NULL ? strdup(o->profile) : NULL;
+    t->profile_path = o->profile_path != NULL ? strdup(o->profile_path) : NULL;
+    if ((o->profile != NULL && t->profile == NULL) ||
+        (o->profile_path != NULL && t->profile_path == NULL)) {
+        return UV_ENOMEM;
+    }
+    int rc = aws_creds_start(t->loop, t->profile, t->profile_path, t->idle_ms, on_creds, t,
+                             &t->creds_req);
+    t->creds_pending = rc == 0;
+    return rc;
+}
+
+/* Host, Host header and signed path from the endpoint (or AWS's for the region), bucket, key. */
+static int take_where(struct s3_target *t)
 {
     struct s3_endpoint ep;
     const char *why = "";
     char aws[300];
-    const char *url = o->endpoint;
+    const char *url = t->endpoint;
     if (url == NULL) {
         snprintf(aws, sizeof(aws), "https://s3.%s.amazonaws.com", t->region);
         url = aws;
@@ -792,13 +867,30 @@ static int take_place(struct s3_target *t, const struct egress_s3_options *o, co
     }
     struct buf path;
     buf_init(&path, 4096);
-    rc = s3__where(&ep, o->bucket, o->force_path_style, key, &t->where, &path);
+    free(t->path);
+    t->path = NULL;
+    rc = s3__where(&ep, t->bucket, t->force_path_style, t->key, &t->where, &path);
     if (rc == 0) {
         t->path = buf_steal(&path, NULL);
         rc = t->path != NULL ? 0 : UV_ENOMEM;
     }
     buf_fini(&path);
-    if (rc == 0 && ep.https) {
+    return rc;
+}
+
+/* Endpoint, addressing and TLS of a new target. */
+static int take_place(struct s3_target *t, const struct egress_s3_options *o, const char *key)
+{
+    t->force_path_style = o->force_path_style;
+    t->bucket = strdup(o->bucket);
+    t->key = strdup(key);
+    t->endpoint = o->endpoint != NULL ? strdup(o->endpoint) : NULL;
+    if (t->bucket == NULL || t->key == NULL || (o->endpoint != NULL && t->endpoint == NULL)) {
+        return UV_ENOMEM;
+    }
+    int rc = take_where(t);
+    /* Without Endpoint the store is AWS's, over HTTPS whatever the region turns out to be. */
+    if (rc == 0 && (t->where.https || o->endpoint == NULL)) {
         char msg[400];
         rc = ehttp_tls_new(o->ca_path, &t->tls, msg, sizeof(msg));
         if (rc != 0) {
@@ -824,13 +916,19 @@ int egress_s3_open(uv_loop_t *loop, const struct egress_s3_options *o,
     t->on_done = rq->on_done;
     t->ud = rq->ud;
     t->presign_s = o->presign_s;
+    t->kms = o->kms;
     t->idle_ms = rq->idle_ms > 0 ? rq->idle_ms : IDLE_MS;
     t->total_ms = rq->total_ms > 0 ? rq->total_ms : TOTAL_MS;
     t->part_base = o->part_size != 0 ? o->part_size : S3_DEFAULT_PART;
     buf_init(&t->cur, 0);
     buf_init(&t->sending, 0);
     buf_init(&t->req_body, 0);
-    t->region = strdup(o->region != NULL ? o->region : DEFAULT_REG);
+    /* RegionName, else AWS_REGION, else the profile's (on_creds), else us-east-1. */
+    const char *env_region = getenv("AWS_REGION");
+    bool env_region_ok =
+        env_region != NULL && env_region[0] != '\0' && strpbrk(env_region, "/ \t") == NULL;
+    t->region_given = o->region != NULL || env_region_ok;
+    t->region = strdup(o->region != NULL ? o->region : env_region_ok ? env_region : DEFAULT_REG);
     t->content_type =
         strdup(rq->content_type != NULL ? rq->content_type : "application/octet-stream");
     t->cur_md = EVP_MD_CTX_new();
@@ -838,8 +936,9 @@ int egress_s3_open(uv_loop_t *loop, const struct egress_s3_options *o,
                      EVP_DigestInit_ex(t->cur_md, EVP_sha256(), NULL) == 1
                  ? 0
                  : UV_ENOMEM;
-    if (rc == 0) {
-        rc = take_credentials(t, o);
+    if (rc == 0 && o->kms && o->kms_key != NULL) {
+        t->kms_key = strdup(o->kms_key);
+        rc = t->kms_key != NULL ? 0 : UV_ENOMEM;
     }
     if (rc == 0) {
         rc = take_place(t, o, rq->artifact_name);
@@ -852,9 +951,13 @@ int egress_s3_open(uv_loop_t *loop, const struct egress_s3_options *o,
         return rc;
     }
     t->backoff.data = t;
-    log_info(LOG_CAT, "S3: uploading %s to %s://%s (parts of %llu bytes)", t->path,
+    rc = take_credentials(t, o);
+    if (rc != 0) { /* reported through on_done, like any later failure */
+        set_failure(t, rc, "S3 credentials: %s", agent_strerror(rc));
+    }
+    log_info(LOG_CAT, "S3: uploading %s to %s://%s (parts of %llu bytes%s)", t->path,
              t->where.https ? "https" : "http", t->where.host_header,
-             (unsigned long long)t->part_base);
+             (unsigned long long)t->part_base, t->kms ? ", SSE-KMS" : "");
     *out = &t->base;
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "sigv4.h"
 
 #define S3_MIN_PART      (5ull * 1024 * 1024)        /* S3's minimum part (all but the last) */
 #define S3_MAX_PART      (5ull * 1024 * 1024 * 1024) /* and maximum */
@@ -45,6 +46,24 @@ struct s3_where {
 };
 int s3__where(const struct s3_endpoint *ep, const char *bucket, bool force_path_style,
               const char *key, struct s3_where *w, struct buf *path);
+
+/*
+ * The headers one request signs and sends besides Authorization, into out (room for
+ * S3_MAX_HEADERS), in this order: Host, x-amz-content-sha256, x-amz-date, then Content-Type when
+ * content_type is not NULL, x-amz-security-token when token is not NULL, and, for a request that
+ * creates the object (PutObject, CreateMultipartUpload: `creates`) with kms,
+ * x-amz-server-side-encryption: aws:kms and x-amz-server-side-encryption-aws-kms-key-id when
+ * kms_key is not NULL (S3 API Reference, "Specifying server-side encryption with AWS KMS").
+ * Every one of them is signed. Returns how many.
+ */
+#define S3_MAX_HEADERS 7
+struct s3_head_in {
+    const char *host_header, *payload_hash, *amz_date;
+    const char *content_type, *token;
+    bool creates, kms;
+    const char *kms_key;
+};
+size_t s3__headers(const struct s3_head_in *in, struct sigv4_kv *out);
 
 /* "[d.]hh:mm:ss[.fff]" or whole seconds -> seconds (fractions dropped). 0 or AGENT_E_INVAL. */
 int s3__timespan_s(const char *v, uint64_t *out);

@@ -9,6 +9,7 @@
 #include "ascii.h"
 #include "egress_internal.h"
 #include "err.h"
+#include "log.h"
 #include "num.h"
 
 /*
@@ -16,6 +17,8 @@
  * S3StorageEgressProviderOptions) and the pure parts of addressing an object. No I/O but the
  * readability check of CertificateAuthorityPath; never a secret's value in a message.
  */
+
+#define LOG_CAT "Egress"
 
 /* ---- small parsers ---- */
 
@@ -250,6 +253,30 @@ int s3__where(const struct s3_endpoint *ep, const char *bucket, bool force_path_
     return vhost ? buf_printf(path, "/%s", key) : buf_printf(path, "/%s/%s", bucket, key);
 }
 
+/* ---- a request's headers ---- */
+
+size_t s3__headers(const struct s3_head_in *in, struct sigv4_kv *out)
+{
+    size_t n = 0;
+    out[n++] = (struct sigv4_kv){"Host", in->host_header};
+    out[n++] = (struct sigv4_kv){"x-amz-content-sha256", in->payload_hash};
+    out[n++] = (struct sigv4_kv){"x-amz-date", in->amz_date};
+    if (in->content_type != NULL) {
+        out[n++] = (struct sigv4_kv){"Content-Type", in->content_type};
+    }
+    if (in->token != NULL) {
+        out[n++] = (struct sigv4_kv){"x-amz-security-token", in->token};
+    }
+    if (in->creates && in->kms) {
+        out[n++] = (struct sigv4_kv){"x-amz-server-side-encryption", "aws:kms"};
+        if (in->kms_key != NULL) {
+            out[n++] =
+                (struct sigv4_kv){"x-amz-server-side-encryption-aws-kms-key-id", in->kms_key};
+        }
+    }
+    return n;
+}
+
 /* ---- settings ---- */
 
 static int problem(struct buf *errors, const char *key, const char *what)
@@ -309,6 +336,9 @@ int egress_s3_set(struct egress_s3_options *o, const char *key, const char *sett
         {"SecretAccessKey", offsetof(struct egress_s3_options, secret_access_key), true},
         {"SessionToken", offsetof(struct egress_s3_options, session_token), true},
         {"CertificateAuthorityPath", offsetof(struct egress_s3_options, ca_path), false},
+        {"KmsEncryptionKey", offsetof(struct egress_s3_options, kms_key), false},
+        {"AwsProfileName", offsetof(struct egress_s3_options, profile), false},
+        {"AwsProfilePath", offsetof(struct egress_s3_options, profile_path), false},
     };
     if (value == NULL) {
         value = "";
@@ -330,6 +360,11 @@ int egress_s3_set(struct egress_s3_options *o, const char *key, const char *sett
                    ? 0
                    : problem(errors, key, "not a boolean (true or false)");
     }
+    if (ascii_ieq(setting, "UseKmsEncryption")) {
+        return s3__bool(value, &o->kms) == 0
+                   ? 0
+                   : problem(errors, key, "not a boolean (true or false)");
+    }
     if (ascii_ieq(setting, "PreSignedUrlExpiry")) {
         uint64_t s = 0;
         if (s3__timespan_s(value, &s) != 0 || s < S3_PRESIGN_MIN_S || s > S3_PRESIGN_MAX_S) {
@@ -340,13 +375,14 @@ int egress_s3_set(struct egress_s3_options *o, const char *key, const char *sett
         return 0;
     }
     if (ascii_ieq(setting, "CopyBufferSize")) {
+        /* dotnet-monitor's MultiPartUploadStream takes max(CopyBufferSize, 5 MiB): a smaller
+         * value (its documentation's example is 1024) is raised, and egress_s3_check says so. */
         uint64_t n = 0;
-        if (num_parse_u64_str(value, 10, S3_MAX_PART, &n) != 0 || n < S3_MIN_PART) {
-            return problem(errors, key,
-                           "not a part size in bytes from 5242880 (5 MiB, S3's minimum part) "
-                           "to 5368709120");
+        if (num_parse_u64_str(value, 10, S3_MAX_PART, &n) != 0 || n == 0) {
+            return problem(errors, key, "not a part size in bytes from 1 to 5368709120");
         }
-        o->part_size = n;
+        o->part_asked = n < S3_MIN_PART ? n : 0;
+        o->part_size = n < S3_MIN_PART ? S3_MIN_PART : n;
         return 0;
     }
     return problem(errors, key, "unknown setting of an S3Storage provider");
@@ -379,8 +415,24 @@ int egress_s3_check(const struct egress_s3_options *o, const char *name, struct 
         snprintf(key, sizeof(key), "Egress:S3Storage:%s:%s", name,
                  o->access_key_id == NULL ? "AccessKeyId" : "SecretAccessKey");
         rc = problem(errors, key,
-                     "required with the other one (or leave both out to use AWS_ACCESS_KEY_ID "
-                     "and AWS_SECRET_ACCESS_KEY from the environment)");
+                     "required with the other one (or leave both out to use AwsProfileName or "
+                     "AWS's credential chain: default profile, AWS_ACCESS_KEY_ID and "
+                     "AWS_SECRET_ACCESS_KEY)");
+    }
+    if (o->part_asked != 0) {
+        log_info(LOG_CAT,
+                 "Egress:S3Storage:%s:CopyBufferSize %llu is below S3's minimum part: "
+                 "parts of 5242880 bytes (5 MiB) are used",
+                 name, (unsigned long long)o->part_asked);
+    }
+    if (o->kms_key != NULL && !o->kms) {
+        snprintf(key, sizeof(key), "Egress:S3Storage:%s:KmsEncryptionKey", name);
+        log_warn(LOG_CAT, "%s is ignored without UseKmsEncryption=true (as in dotnet-monitor)",
+                 key);
+    }
+    if (o->profile_path != NULL && o->profile == NULL) {
+        snprintf(key, sizeof(key), "Egress:S3Storage:%s:AwsProfilePath", name);
+        log_warn(LOG_CAT, "%s is ignored without AwsProfileName (as in dotnet-monitor)", key);
     }
     if (o->ca_path != NULL && access(o->ca_path, R_OK) != 0) {
         snprintf(key, sizeof(key), "Egress:S3Storage:%s:CertificateAuthorityPath", name);
@@ -398,5 +450,8 @@ void egress_s3_options_fini(struct egress_s3_options *o)
     s3__free_secret(&o->secret_access_key);
     s3__free_secret(&o->session_token);
     free(o->ca_path);
+    free(o->kms_key);
+    free(o->profile);
+    free(o->profile_path);
     memset(o, 0, sizeof(*o));
 }

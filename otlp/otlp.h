@@ -15,7 +15,8 @@
  * Every view handed in is borrowed for the call only. Strings are UTF-8 (invalid sequences are
  * replaced, never passed on). Encoders append to out; on error out is truncated back to its size
  * at the call (nothing half-written stays). Errors: -ENOMEM, AGENT_E_TOOBIG (out's cap),
- * AGENT_E_INVAL (a NULL where a value is required).
+ * AGENT_E_INVAL (a NULL where a value is required, an enum out of its range, a severity over 24,
+ * a SUM/HISTOGRAM/EXP_HISTOGRAM without a temporality).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -184,8 +185,10 @@ int otlp_request_encode(enum otlp_signal sig, enum otlp_format f,
 
 /*
  * An Export*ServiceResponse body: its partial_success (rejected log records, data points or
- * spans, and the error message, cut to msglen - 1 bytes). An empty body is a full success.
- * 0 or AGENT_E_PROTO (not a response of that signal in that format).
+ * spans, and the error message, cut at a character boundary to msglen - 1 bytes, invalid UTF-8
+ * replaced and control characters made spaces: it is meant for a log line). An empty body is a
+ * full success. rejected and msg may be NULL. 0 or AGENT_E_PROTO (not a response of that signal
+ * in that format, or over 1 MiB; then *rejected is 0 and msg empty).
  */
 int otlp_response_decode(enum otlp_signal sig, enum otlp_format f, const uint8_t *p, size_t n,
                          int64_t *rejected, char *msg, size_t msglen);

@@ -35,6 +35,11 @@ uploads left behind are listed with `aws s3api list-multipart-uploads`.
     X-Amz-Security-Token REDACTED;
   - SIGTERM while a dump's parts upload: dotmon exits 0 in time, no multipart upload or dump file
     left; no secret in its log.
+  - dotnet-monitor's documented S3 form (issue 32 item 8: lower-case keys, copyBufferSize 1024,
+    useKmsEncryption with kmsEncryptionKey, awsProfileName/awsProfilePath): a trace Succeeded,
+    its create request carried and signed the SSE-KMS headers (s3rver's request log), signed with
+    the profile's keys; a profile that is not in the file: Failed at the action with the reason,
+    dotmon keeps serving; no profile secret in its log.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, DOTMON_NETTRACE_CHECK, DOTMON_TRACECHECK,
 S3RVER_DIR, S3RVER_JS, NODE_EXE, AWS_EXE.
@@ -361,6 +366,36 @@ def failing_store(api, app, work, ep, srv):
         check(ok, f"wrong secret: nothing left ({why})")
 
 
+PROFILE_TOKEN = "profile-session-token-4242"
+KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def documented_s3(api, app, ep, srv):
+    """dotnet-monitor's documented S3 settings (s3doc, s3noprofile in main's settings)."""
+    op = api.start(f"/trace?pid={app.pid}&durationSeconds=1&profile=gc-collect&egressProvider=s3doc",
+                   what="trace to S3 in dotnet-monitor's documented form")
+    if op is not None:
+        status, st, d = api.wait(op)
+        name = d.get("artifactName", "?")
+        reqs = srv.requests(name)
+        creates = [q for q in reqs if q["method"] == "PUT" and "partNumber=" not in q["url"]
+                   or q["url"].endswith("?uploads=")]
+        check(status == 201 and st["status"] == "Succeeded" and len(creates) == 1
+              and creates[0]["sse"] == "aws:kms" and creates[0]["kmsKeyId"] == KMS_KEY
+              and "x-amz-server-side-encryption" in creates[0]["signedHeaders"]
+              and all(q["accessKeyId"] == "S3RVER" and q["securityToken"] for q in reqs),
+              f"documented S3 form: Succeeded, SSE-KMS sent and signed, the profile's keys ({st} {reqs})")
+    op = api.start(f"/trace?pid={app.pid}&durationSeconds=1&profile=gc-collect&egressProvider=s3noprofile",
+                   what="trace to S3 with a profile that is not there")
+    if op is not None:
+        status, st, d = api.wait(op)
+        msg = (st.get("error") or {}).get("message", "")
+        check(st["status"] == "Failed" and "AWS profile absent not found" in msg,
+              f"missing profile: Failed at the action, in words ({st})")
+        status, _ = api.json("/processes")
+        check(status == 200, f"missing profile: dotmon keeps serving ({status})")
+
+
 SESSION_TOKEN = "session-token-0815+/="
 SIGNATURES = []  # the pre-signed URLs' signatures: never in dotmon's log
 
@@ -559,6 +594,15 @@ def main():
         check(rc == 0, f"create the bucket with awscli ({err})")
         s3 = {"BucketName": BUCKET, "Endpoint": ep, "ForcePathStyle": "true", "AccessKeyId": "S3RVER",
               "CopyBufferSize": str(5 * MIB)}
+        profile = os.path.join(work, "aws", "credentials")
+        os.makedirs(os.path.dirname(profile))
+        with open(profile, "w") as f:
+            f.write(f"[monitor]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n"
+                    f"aws_session_token = {PROFILE_TOKEN}\n")
+        os.chmod(profile, 0o600)
+        doc = {"endpoint": ep, "bucketName": BUCKET, "forcePathStyle": True, "useKmsEncryption": True,
+               "kmsEncryptionKey": KMS_KEY, "awsProfileName": "monitor", "awsProfilePath": profile,
+               "copyBufferSize": 1024}
         cfg = os.path.join(work, "settings.json")
         with open(cfg, "w") as f:
             json.dump({"GlobalCounter": {"IntervalSeconds": 1},
@@ -567,7 +611,9 @@ def main():
                                                 "s3signed": dict(s3, SecretAccessKeyName="s3secret",
                                                                  SessionToken=SESSION_TOKEN,
                                                                  PreSignedUrlExpiry="00:05:00"),
-                                                "s3bad": dict(s3, SecretAccessKey=WRONG_SECRET)},
+                                                "s3bad": dict(s3, SecretAccessKey=WRONG_SECRET),
+                                                "s3doc": doc,
+                                                "s3noprofile": dict(doc, awsProfileName="absent")},
                                   "Properties": {"s3secret": "S3RVER"}}}, f)
         app = App(work)
         port = free_port()
@@ -580,6 +626,7 @@ def main():
                      lambda: stop_s3_trace(api, app, work, ep), lambda: cancel_files_traces(api, app, out),
                      lambda: cancel_s3_dump(api, app, work, ep), lambda: failing_store(api, app, work, ep, srv),
                      lambda: runtime_dies(api, work, out), lambda: presigned_s3(api, app),
+                     lambda: documented_s3(api, app, ep, srv),
                      lambda: reload_case(work, app)):
             t = time.monotonic()
             case()
@@ -599,7 +646,8 @@ def main():
         app.kill()
         log.seek(0)
         text = log.read()
-        check(WRONG_SECRET not in text and "S3RVER\"" not in text, "no secret in dotmon's log")
+        check(WRONG_SECRET not in text and "S3RVER\"" not in text and PROFILE_TOKEN not in text,
+              "no secret in dotmon's log")
         check(SIGNATURES and not any(v in text for v in SIGNATURES + [SESSION_TOKEN, urllib.parse.quote(SESSION_TOKEN, safe="")])
               and "X-Amz-Security-Token=REDACTED" in text and "X-Amz-Signature=REDACTED" in text,
               "no pre-signed URL's signature or session token in dotmon's log (REDACTED there)")

@@ -9,17 +9,28 @@ faults into chosen parts. The uploads go through the egress target API (tests' s
 on a libuv loop); what landed is read back with Debian's awscli (`aws s3api head-object /
 get-object / list-multipart-uploads`) and compared byte for byte with what the driver produced.
 
+dotnet-monitor's documented S3 settings (issue 32 item 8) are held against the same server:
+CopyBufferSize 1024 (raised to 5 MiB parts), UseKmsEncryption/KmsEncryptionKey (the SSE-KMS
+headers seen sent and signed in server.js's request log), AwsProfileName/AwsProfilePath and the
+default credential chain (awscli reads with the same profile file), and the container chain of
+EKS: IRSA (STS AssumeRoleWithWebIdentity) and the container credentials endpoint, answered by a
+local responder here, with refresh of short-lived credentials mid-upload and their failures.
+
 Environment (set by tests/egress/CMakeLists.txt): S3_UPLOAD, S3RVER_DIR (node_modules inside),
 S3RVER_JS, NODE_EXE, AWS_EXE, S3_SANITIZED (non-empty in sanitizer builds).
 """
+import datetime
 import filecmp
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 
 from s3env import AWS, NODE, Server, absent, aws, no_orphans
 
@@ -41,15 +52,18 @@ def check(name, cond, detail=""):
     return dmtest.check(cond, name if cond else f"{name}: {detail}")
 
 
-def upload(work, endpoint, bucket, key, size, *settings, chunk=65536, abort_after=None):
+def upload(work, endpoint, bucket, key, size, *settings, chunk=65536, abort_after=None, keys=True,
+           env=None):
+    """keys=False: no AccessKeyId/SecretAccessKey, the credential chain decides (env: the
+    driver's whole environment then)."""
     out = os.path.join(work, "sent.bin")
     cmd = [UPLOAD, "--key", key, "--size", str(size), "--chunk", str(chunk), "--out", out,
-           f"BucketName={bucket}", f"Endpoint={endpoint}", "ForcePathStyle=true",
-           "AccessKeyId=S3RVER", "SecretAccessKey=S3RVER"] + list(settings)
+           f"BucketName={bucket}", f"Endpoint={endpoint}", "ForcePathStyle=true"]
+    cmd += (["AccessKeyId=S3RVER", "SecretAccessKey=S3RVER"] if keys else []) + list(settings)
     if abort_after is not None:
         cmd += ["--abort-after", str(abort_after)]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     # 0: on_done came once and the loop closed clean; 3: settings refused. Anything else is the
     # driver's own failure (a leak or a sanitizer report included).
     check(f"driver exit status for {key}", p.returncode in (0, 3), p.stderr[-2000:])
@@ -178,10 +192,323 @@ def plain_cases(work, srv):
     check("missing bucket: NoSuchBucket", r.get("status", 0) < 0 and "NoSuchBucket" in r.get("error", ""), r)
 
     # Settings out of range never start anything.
-    r = upload(work, ep, "dumps", "k", 10, "CopyBufferSize=1000", "PreSignedUrlExpiry=00:00:10")
+    r = upload(work, ep, "dumps", "k", 10, "CopyBufferSize=0", "PreSignedUrlExpiry=00:00:10")
     check("settings: CopyBufferSize and PreSignedUrlExpiry ranges are enforced",
           r["rc"] == 3 and "Egress:S3Storage:test:CopyBufferSize: " in r["stdout"]
           and "Egress:S3Storage:test:PreSignedUrlExpiry: " in r["stdout"], r)
+
+
+def documented_cases(work, srv):
+    """dotnet-monitor's documented S3 settings (issue 32 item 8): its egress documentation's
+    CopyBufferSize 1024, SSE-KMS, and credentials from an AWS profile, each judged by what s3rver
+    received (its request log) and by awscli reading the object back."""
+    ep = f"http://127.0.0.1:{srv.port}"
+
+    # CopyBufferSize 1024 (the documentation's example): raised to S3's 5 MiB minimum, as
+    # dotnet-monitor's MultiPartUploadStream does: 12 MiB go in three parts.
+    r = upload(work, ep, "dumps", "doc/copybuffer.bin", 12 * MIB, "CopyBufferSize=1024")
+    ok, why = same_object(work, ep, "dumps", "doc/copybuffer.bin", r["sent"])
+    parts = [q for q in srv.requests("doc/copybuffer.bin") if "partNumber=" in q["url"]]
+    check("CopyBufferSize 1024: loads, raised to 5 MiB (said in the log), 3 parts, same bytes",
+          r.get("status") == 0 and ok and len(parts) == 3
+          and "parts of 5242880 bytes (5 MiB) are used" in r["stderr"], (r, why, len(parts)))
+
+    # SSE-KMS: the two requests that create the object carry and sign the headers; s3rver's
+    # aws4 re-check of every signed header passed (status 0) and awscli reads the bytes back.
+    kms_key = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    for name, size in (("doc/kms-multipart.bin", 11 * MIB), ("doc/kms-put.bin", 70000)):
+        r = upload(work, ep, "dumps", name, size, "CopyBufferSize=5242880", "UseKmsEncryption=true",
+                   f"KmsEncryptionKey={kms_key}")
+        reqs = srv.requests(name)  # before awscli's own requests
+        ok, why = same_object(work, ep, "dumps", name, r["sent"])
+        creates = [q for q in reqs if q["url"].endswith("?uploads=") or
+                   (q["method"] == "PUT" and "partNumber=" not in q["url"])]
+        others = [q for q in reqs if q not in creates]
+        signed = all(q["sse"] == "aws:kms" and q["kmsKeyId"] == kms_key
+                     and "x-amz-server-side-encryption" in q["signedHeaders"]
+                     and "x-amz-server-side-encryption-aws-kms-key-id" in q["signedHeaders"]
+                     for q in creates)
+        check(f"SSE-KMS {name}: stored, same bytes, the create request sent and signed "
+              "x-amz-server-side-encryption: aws:kms and the key id, no other request did",
+              r.get("status") == 0 and ok and len(creates) == 1 and signed
+              and all(q["sse"] is None for q in others), (r, why, reqs))
+    r = upload(work, ep, "dumps", "doc/kms-default.bin", 1000, "UseKmsEncryption=true")
+    reqs = srv.requests("doc/kms-default.bin")
+    check("SSE-KMS without KmsEncryptionKey: aws:kms alone (the bucket's default key)",
+          r.get("status") == 0 and len(reqs) == 1 and reqs[0]["sse"] == "aws:kms"
+          and reqs[0]["kmsKeyId"] is None, (r, reqs))
+
+    profile_cases(work, srv, ep)
+
+
+def chain_env(home, **extra):
+    """The driver's environment for the credential chain: no AWS variable but those given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["HOME"] = home
+    env.update(extra)
+    return env
+
+
+def profile_cases(work, srv, ep):
+    home = os.path.join(work, "home")
+    os.makedirs(os.path.join(home, ".aws"))
+    secret_file = os.path.join(work, "aws-credentials")
+    with open(secret_file, "w") as f:
+        f.write("# dotmon's test profile\n[default]\naws_access_key_id = NOT-THIS-ONE\n"
+                "aws_secret_access_key = nope\n\n[monitor]\n"
+                "AWS_ACCESS_KEY_ID = S3RVER\naws_secret_access_key=S3RVER\n"
+                "aws_session_token = profile-session-token-value\n"
+                "[tool]\ncredential_process = /bin/false\n")
+    with open(os.path.join(work, "config"), "w") as f:
+        f.write("[profile monitor]\nregion = us-east-1\noutput = json\n")
+    os.chmod(secret_file, 0o600)
+    env = chain_env(home)
+
+    # AwsProfileName + AwsProfilePath, the documented pair: the profile's keys and token sign.
+    r = upload(work, ep, "dumps", "doc/profile.bin", 6 * MIB, "CopyBufferSize=5242880",
+               "AwsProfileName=monitor", f"AwsProfilePath={secret_file}", keys=False, env=env)
+    reqs = srv.requests("doc/profile.bin")
+    ok, why = same_object(work, ep, "dumps", "doc/profile.bin", r["sent"])
+    check("AwsProfileName/AwsProfilePath: signed with the profile's keys and session token, "
+          "stored, same bytes",
+          r.get("status") == 0 and ok and reqs and all(
+              q["accessKeyId"] == "S3RVER" and q["securityToken"]
+              and "x-amz-security-token" in q["signedHeaders"] for q in reqs)
+          and "credentials for" in r["stderr"] and "from profile monitor" in r["stderr"],
+          (r, why, reqs))
+    check("AwsProfileName: no secret from the profile in the output",
+          "profile-session-token-value" not in r["stdout"] + r["stderr"], r["stderr"][-800:])
+    # awscli takes the same file and profile the same way.
+    p = subprocess.run([AWS, "--endpoint-url", ep, "--output", "json", "s3api", "head-object",
+                        "--bucket", "dumps", "--key", "doc/profile.bin"], capture_output=True,
+                       text=True, timeout=120,
+                       env=chain_env(home, AWS_SHARED_CREDENTIALS_FILE=secret_file,
+                                     AWS_CONFIG_FILE=os.path.join(work, "config"),
+                                     AWS_PROFILE="monitor", AWS_EC2_METADATA_DISABLED="true"))
+    check("awscli reads the object with the same profile file", p.returncode == 0, p.stderr)
+
+    # A credentials file others may read: used, with a warning (as the AWS CLI; no refusal).
+    check("AwsProfileName: a 0600 credentials file draws no warning", "can be read by other" not in r["stderr"],
+          r["stderr"][-500:])
+    os.chmod(secret_file, 0o644)
+    r = upload(work, ep, "dumps", "doc/profile-0644.bin", 1000, "AwsProfileName=monitor",
+               f"AwsProfilePath={secret_file}", keys=False, env=env)
+    check("AwsProfileName: a 0644 credentials file is used, with a warning naming it",
+          r.get("status") == 0 and f"AWS credentials file {secret_file} can be read by other users (mode 0644)"
+          in r["stderr"], r)
+    os.chmod(secret_file, 0o600)
+
+    # A profile that is not there: dotnet-monitor's "AWS profile not found", at the action.
+    r = upload(work, ep, "dumps", "doc/noprofile.bin", 1000, "AwsProfileName=absent",
+               f"AwsProfilePath={secret_file}", keys=False, env=env)
+    check("AwsProfileName absent from the file: on_done error naming it, nothing stored",
+          r.get("status", 0) < 0 and "AWS profile absent not found" in r.get("error", "")
+          and absent(ep, "dumps", "doc/noprofile.bin"), r)
+    r = upload(work, ep, "dumps", "doc/tool.bin", 1000, "AwsProfileName=tool",
+               f"AwsProfilePath={secret_file}", keys=False, env=env)
+    check("credential_process profile: refused as not implemented by dotmon",
+          r.get("status", 0) < 0 and "credential_process" in r.get("error", "")
+          and "does not implement" in r.get("error", ""), r)
+    r = upload(work, ep, "dumps", "doc/nofile.bin", 1000, "AwsProfileName=monitor",
+               f"AwsProfilePath={os.path.join(work, 'missing')}", keys=False, env=env)
+    check("AwsProfilePath that does not exist: on_done error naming the file",
+          r.get("status", 0) < 0 and "missing" in r.get("error", ""), r)
+
+    # The default chain without settings: AWS_PROFILE in AWS_SHARED_CREDENTIALS_FILE, then
+    # ~/.aws/credentials' [default], then the environment's keys.
+    r = upload(work, ep, "dumps", "doc/awsprofile.bin", 1000, keys=False,
+               env=chain_env(home, AWS_PROFILE="monitor", AWS_SHARED_CREDENTIALS_FILE=secret_file))
+    check("AWS_PROFILE + AWS_SHARED_CREDENTIALS_FILE: stored", r.get("status") == 0, r)
+    with open(os.path.join(home, ".aws", "credentials"), "w") as f:
+        f.write("[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n")
+    r = upload(work, ep, "dumps", "doc/homedefault.bin", 1000, keys=False,
+               env=chain_env(home, AWS_ACCESS_KEY_ID="ENVKEY", AWS_SECRET_ACCESS_KEY="wrong"))
+    reqs = srv.requests("doc/homedefault.bin")
+    check("~/.aws/credentials [default] comes before the environment's keys",
+          r.get("status") == 0 and reqs and reqs[0]["accessKeyId"] == "S3RVER", (r, reqs))
+    os.remove(os.path.join(home, ".aws", "credentials"))
+    r = upload(work, ep, "dumps", "doc/envkeys.bin", 1000, keys=False,
+               env=chain_env(home, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER"))
+    check("no profile: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", r.get("status") == 0, r)
+    r = upload(work, ep, "dumps", "doc/nocreds.bin", 1000, keys=False, env=chain_env(home))
+    check("no credentials at all: on_done error that lists the chain",
+          r.get("status", 0) < 0 and "no credentials" in r.get("error", ""), r)
+
+
+class CredsResponder(http.server.ThreadingHTTPServer):
+    """A local STS (POST /: AssumeRoleWithWebIdentity, form body, XML answer) and container
+    credentials endpoint (GET /creds, Authorization checked, JSON answer), answering the shapes AWS
+    documents. Each answer hands out new keys TMPKEY<n> (server.js knows their secret) that
+    expire `lifetime` seconds later; `mode` makes it fail instead: "deny" (STS 403
+    InvalidIdentityToken / container 401) or "garbage" (200 with a body that is not the shape)."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), CredsHandler)
+        self.calls = []
+        self.mode = "ok"
+        self.lifetime = 3600
+        self.auth = "container-auth-token-value"
+        self.n = 0
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def next_keys(self):
+        self.n += 1
+        when = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=self.lifetime)
+        return (f"TMPKEY{self.n}", f"secret-of-TMPKEY{self.n}", f"session-token-{self.n}",
+                when.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+class CredsHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, ctype, body):
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        srv = self.server
+        form = urllib.parse.parse_qs(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
+        srv.calls.append({"kind": "sts", "path": self.path, "form": form,
+                          "ctype": self.headers.get("Content-Type", ""),
+                          "signed": "Authorization" in self.headers})
+        if srv.mode == "deny":
+            return self.answer(400, "text/xml", "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                               "<Error><Type>Sender</Type><Code>InvalidIdentityToken</Code>"
+                               "<Message>Couldn't retrieve verification key from your identity provider</Message>"
+                               "</Error><RequestId>r</RequestId></ErrorResponse>")
+        if srv.mode == "garbage":
+            return self.answer(200, "text/xml", "<AssumeRoleWithWebIdentityResponse><Unclosed>")
+        kid, secret, token, exp = srv.next_keys()
+        self.answer(200, "text/xml",
+                    "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                    "<AssumeRoleWithWebIdentityResult><SubjectFromWebIdentityToken>system:serviceaccount:ns:sa"
+                    "</SubjectFromWebIdentityToken><Credentials>"
+                    f"<SessionToken>{token}</SessionToken><SecretAccessKey>{secret}</SecretAccessKey>"
+                    f"<Expiration>{exp}</Expiration><AccessKeyId>{kid}</AccessKeyId>"
+                    "</Credentials></AssumeRoleWithWebIdentityResult>"
+                    "<ResponseMetadata><RequestId>r</RequestId></ResponseMetadata>"
+                    "</AssumeRoleWithWebIdentityResponse>")
+
+    def do_GET(self):
+        srv = self.server
+        srv.calls.append({"kind": "container", "path": self.path,
+                          "auth": self.headers.get("Authorization")})
+        if srv.mode == "deny" or self.headers.get("Authorization") != srv.auth:
+            return self.answer(401, "text/plain", "unauthorized")
+        if srv.mode == "garbage":
+            return self.answer(200, "application/json", "[1, 2")
+        kid, secret, token, exp = srv.next_keys()
+        self.answer(200, "application/json", json.dumps(
+            {"AccessKeyId": kid, "SecretAccessKey": secret, "Token": token, "Expiration": exp,
+             "RoleArn": "arn:aws:iam::111122223333:role/r"}))
+
+
+def remote_cases(work, srv):
+    """The container credential chain users have on EKS: IRSA (STS AssumeRoleWithWebIdentity) and
+    the container credentials endpoint, against a local responder; s3rver re-checks every
+    signature with the secret of the key handed out."""
+    ep = f"http://127.0.0.1:{srv.port}"
+    home = os.path.join(work, "home-remote")
+    os.makedirs(home)
+    cr = CredsResponder()
+    sts = f"http://127.0.0.1:{cr.server_address[1]}"
+    token = os.path.join(work, "web-identity-token")
+    with open(token, "w") as f:
+        f.write("eyJhbGciOiJSUzI1NiJ9.web-identity-token-value.sig\n")
+    irsa = dict(AWS_WEB_IDENTITY_TOKEN_FILE=token, AWS_ROLE_ARN="arn:aws:iam::111122223333:role/dotmon",
+                AWS_ROLE_SESSION_NAME="dotmon-test", AWS_ENDPOINT_URL_STS=sts, AWS_REGION="us-east-1")
+    secrets = ("web-identity-token-value", "secret-of-TMPKEY", "session-token-", "container-auth-token-value")
+    try:
+        r = upload(work, ep, "dumps", "doc/irsa.bin", 70000, keys=False, env=chain_env(home, **irsa))
+        reqs = srv.requests("doc/irsa.bin")
+        calls = [c for c in cr.calls if c["kind"] == "sts"]
+        form = calls[0]["form"] if calls else {}
+        check("IRSA: one unsigned AssumeRoleWithWebIdentity with the role, session name and token file",
+              len(calls) == 1 and not calls[0]["signed"] and calls[0]["path"] == "/"
+              and form.get("Action") == ["AssumeRoleWithWebIdentity"] and form.get("Version") == ["2011-06-15"]
+              and form.get("RoleArn") == ["arn:aws:iam::111122223333:role/dotmon"]
+              and form.get("RoleSessionName") == ["dotmon-test"]
+              and form.get("WebIdentityToken") == ["eyJhbGciOiJSUzI1NiJ9.web-identity-token-value.sig"]
+              and calls[0]["ctype"].startswith("application/x-www-form-urlencoded"), cr.calls)
+        check("IRSA: the upload is signed with the handed-out key and session token, stored",
+              r.get("status") == 0 and reqs and all(q["accessKeyId"] == "TMPKEY1" and q["securityToken"]
+                                                     for q in reqs), (r, reqs))
+        check("IRSA: no secret in the output", not any(x in r["stdout"] + r["stderr"] for x in secrets),
+              r["stderr"][-1000:])
+
+        # Short-lived credentials: fetched again before they expire, mid-upload. 2 s of life, a
+        # producer that stalls 2.5 s after the first part: later parts carry newer keys.
+        cr.lifetime = 2
+        before = len(cr.calls)
+        r = upload(work, ep, "dumps", "doc/irsa-refresh.bin", 12 * MIB, "CopyBufferSize=5242880",
+                   keys=False, env=chain_env(home, **irsa))
+        r2 = subprocess.run([UPLOAD, "--key", "doc/irsa-refresh2.bin", "--size", str(12 * MIB),
+                             "--stall-after", str(6 * MIB), "--stall-ms", "2500",
+                             f"BucketName=dumps", f"Endpoint={ep}", "ForcePathStyle=true",
+                             "CopyBufferSize=5242880"], capture_output=True, text=True, timeout=120,
+                            env=chain_env(home, **irsa))
+        keys = [q["accessKeyId"] for q in srv.requests("doc/irsa-refresh2.bin")
+                if q["method"] in ("POST", "PUT")]
+        check("IRSA refresh: short-lived keys fetched again mid-upload, later requests signed "
+              "with the newer ones, stored",
+              r.get("status") == 0 and "status=0 " in r2.stdout and len(cr.calls) - before >= 3
+              and len(set(keys)) >= 2 and keys[-1] != keys[0], (r2.stdout, r2.stderr[-1500:], keys))
+        cr.lifetime = 3600
+
+        # Failures at the action, in words, never a crash or a secret.
+        for mode, words in (("deny", "InvalidIdentityToken"), ("garbage", "STS's answer")):
+            cr.mode = mode
+            r = upload(work, ep, "dumps", f"doc/irsa-{mode}.bin", 1000, keys=False,
+                       env=chain_env(home, **dict(irsa, AWS_ROLE_SESSION_NAME=f"s-{mode}")))
+            check(f"IRSA, STS answers {mode}: on_done error with STS's words, nothing stored",
+                  r.get("status", 0) < 0 and words in r.get("error", "") and r["rc"] == 0
+                  and not any(x in r["stdout"] + r["stderr"] for x in secrets), r)
+        cr.mode = "ok"
+
+        # egress_abort while STS is being asked: cancelled at once, the loop closes clean.
+        r = upload(work, ep, "dumps", "doc/irsa-abort.bin", 1 * MIB, keys=False, abort_after=65536,
+                   env=chain_env(home, **dict(irsa, AWS_ROLE_SESSION_NAME="s-abort")))
+        check("IRSA: egress_abort while the credentials are on their way: UV_ECANCELED, clean",
+              r.get("status") == UV_ECANCELED and r["rc"] == 0 and absent(ep, "dumps", "doc/irsa-abort.bin"), r)
+
+        # Environment keys come before web identity in the chain: STS is not asked.
+        before = len(cr.calls)
+        r = upload(work, ep, "dumps", "doc/irsa-envfirst.bin", 1000, keys=False,
+                   env=chain_env(home, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER", **irsa))
+        check("chain: AWS_ACCESS_KEY_ID before web identity", r.get("status") == 0 and len(cr.calls) == before, r)
+
+        # The container credentials endpoint (EKS Pod Identity / ECS) with a token file.
+        auth_file = os.path.join(work, "container-token")
+        with open(auth_file, "w") as f:
+            f.write(cr.auth)
+        cont = dict(AWS_CONTAINER_CREDENTIALS_FULL_URI=f"{sts}/creds?role=x",
+                    AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=auth_file)
+        r = upload(work, ep, "dumps", "doc/container.bin", 70000, keys=False, env=chain_env(home, **cont))
+        reqs = srv.requests("doc/container.bin")
+        got = [c for c in cr.calls if c["kind"] == "container"]
+        check("container endpoint: GET with the token file's Authorization, upload signed with its key",
+              r.get("status") == 0 and got and got[-1]["path"] == "/creds?role=x"
+              and got[-1]["auth"] == cr.auth and reqs
+              and all(q["accessKeyId"] == f"TMPKEY{cr.n}" for q in reqs), (r, got, reqs))
+        check("container endpoint: no secret in the output",
+              not any(x in r["stdout"] + r["stderr"] for x in secrets), r["stderr"][-1000:])
+        r = upload(work, ep, "dumps", "doc/container-401.bin", 1000, keys=False,
+                   env=chain_env(home, AWS_CONTAINER_CREDENTIALS_FULL_URI=f"{sts}/creds",
+                                 AWS_CONTAINER_AUTHORIZATION_TOKEN="wrong-token"))
+        check("container endpoint answers 401: on_done error 'HTTP 401'",
+              r.get("status", 0) < 0 and "HTTP 401" in r.get("error", "") and "wrong-token" not in r["stdout"] + r["stderr"], r)
+        r = upload(work, ep, "dumps", "doc/container-far.bin", 1000, keys=False,
+                   env=chain_env(home, AWS_CONTAINER_CREDENTIALS_FULL_URI="http://192.0.2.10/creds"))
+        check("container endpoint over plain http to another host: refused before any request",
+              r.get("status", 0) < 0 and "plain http is allowed" in r.get("error", ""), r)
+    finally:
+        cr.shutdown()
+        cr.server_close()
 
 
 def refused_case(work):
@@ -231,6 +558,8 @@ def main():
         srv = Server(work, "plain")
         try:
             plain_cases(work, srv)
+            documented_cases(work, srv)
+            remote_cases(work, srv)
         finally:
             srv.stop()
         refused_case(work)

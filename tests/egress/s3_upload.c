@@ -4,7 +4,11 @@
  * as a producer would do it (write while !full, wait for on_ready, finish), of deterministic
  * pseudo-random bytes that are also written to --out for the byte-for-byte comparison.
  *
- *   s3_upload --key K --size N [--chunk C] [--out FILE] [--abort-after BYTES] Setting=Value...
+ *   s3_upload --key K --size N [--chunk C] [--out FILE] [--abort-after BYTES]
+ *             [--stall-after BYTES --stall-ms MS] Setting=Value...
+ *
+ * --stall-after: the producer stops once for MS milliseconds after BYTES (an artifact that comes
+ * slowly: temporary credentials may go stale meanwhile).
  *
  * Settings are those of Egress:S3Storage:<name>:… (BucketName=…, Endpoint=…). Prints one line
  * "status=<n> location=<url>" or "status=<n> error=<message>", then "maxrss_kb=<n>", and exits
@@ -23,7 +27,9 @@
 
 struct producer {
     struct egress_target *t;
-    uint64_t size, sent, abort_after;
+    uint64_t size, sent, abort_after, stall_after, stall_ms;
+    bool stalled, stalling;
+    uv_timer_t stall;
     size_t chunk;
     uint64_t rng;
     FILE *out;
@@ -32,6 +38,18 @@ struct producer {
     int status;
     unsigned ready_calls;
 };
+
+static void pump(struct producer *p);
+
+static void on_stall_end(uv_timer_t *h)
+{
+    struct producer *p = h->data;
+    p->stalling = false;
+    if (!uv_is_closing((uv_handle_t *)h)) {
+        uv_close((uv_handle_t *)h, NULL);
+    }
+    pump(p);
+}
 
 static uint64_t next_rand(uint64_t *s)
 {
@@ -44,10 +62,16 @@ static uint64_t next_rand(uint64_t *s)
 /* Writes while the target has room; finishes (or aborts) at the end. */
 static void pump(struct producer *p)
 {
-    while (!p->finished && !p->aborted && p->done_calls == 0) {
+    while (!p->finished && !p->aborted && p->done_calls == 0 && !p->stalling) {
         if (p->abort_after != 0 && p->sent >= p->abort_after) {
             p->aborted = true;
             p->t->ops->abort(p->t);
+            return;
+        }
+        if (p->stall_after != 0 && p->sent >= p->stall_after && !p->stalled) {
+            p->stalled = true;
+            p->stalling = true;
+            uv_timer_start(&p->stall, on_stall_end, p->stall_ms, 0);
             return;
         }
         if (p->sent == p->size) {
@@ -97,6 +121,9 @@ static void on_done(void *ud, int status, const char *location, const char *erro
 {
     struct producer *p = ud;
     p->done_calls++;
+    if (p->stall_after != 0 && !uv_is_closing((uv_handle_t *)&p->stall)) {
+        uv_close((uv_handle_t *)&p->stall, NULL); /* the stall, if it is still to come */
+    }
     p->status = status;
     if (status == 0) {
         printf("status=0 location=%s\n", location);
@@ -136,6 +163,10 @@ int main(int argc, char **argv)
             p.chunk = (size_t)strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
             out = argv[++i];
+        } else if (strcmp(argv[i], "--stall-after") == 0 && i + 1 < argc) {
+            p.stall_after = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--stall-ms") == 0 && i + 1 < argc) {
+            p.stall_ms = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--abort-after") == 0 && i + 1 < argc) {
             p.abort_after = strtoull(argv[++i], NULL, 10);
         } else {
@@ -162,6 +193,11 @@ int main(int argc, char **argv)
     }
     uv_loop_t loop;
     uv_loop_init(&loop);
+    uv_timer_init(&loop, &p.stall);
+    p.stall.data = &p;
+    if (p.stall_after == 0) {
+        uv_close((uv_handle_t *)&p.stall, NULL);
+    }
     struct egress_request rq = {key, "application/octet-stream", on_ready, on_done, &p, 0, 0};
     int rc = egress_s3_open(&loop, &o, &rq, &p.t);
     if (rc != 0) {

@@ -24,7 +24,10 @@ class Server:
     def __init__(self, work, name, cert=None, key=None):
         self.data = os.path.join(work, name)
         os.makedirs(self.data)
-        env = dict(os.environ, NODE_PATH=os.path.join(os.environ["S3RVER_DIR"], "node_modules"))
+        # One JSON line per request received (server.js): what clients sent and signed.
+        self.request_log = os.path.join(work, name + ".requests")
+        env = dict(os.environ, NODE_PATH=os.path.join(os.environ["S3RVER_DIR"], "node_modules"),
+                   S3RVER_REQUEST_LOG=self.request_log)
         args = [NODE, os.environ["S3RVER_JS"], self.data] + ([cert, key] if cert else [])
         self.err = open(os.path.join(work, name + ".log"), "w")
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=self.err, text=True)
@@ -40,6 +43,13 @@ class Server:
                             data=json.dumps({"part": part, "mode": mode, "times": times}).encode())
         if st != 204:
             raise RuntimeError(f"s3rver refused the fault: {st} {body[:200]!r}")
+
+    def requests(self, key_part):
+        """The logged requests whose URL contains key_part, oldest first."""
+        if not os.path.exists(self.request_log):
+            return []
+        with open(self.request_log) as f:
+            return [r for r in map(json.loads, f) if key_part in r["url"]]
 
     def stop(self):
         stop(self.proc, 10)

@@ -52,21 +52,121 @@ static void test_s3_settings(void **state)
     assert_int_equal(set(&o, "PreSignedUrlExpiry", "00:00:59", &e), AGENT_E_INVAL);
     assert_int_equal(set(&o, "PreSignedUrlExpiry", "1.00:00:01", &e), AGENT_E_INVAL);
     assert_int_equal(set(&o, "PreSignedUrlExpiry", "1h", &e), AGENT_E_INVAL);
-    assert_int_equal(set(&o, "CopyBufferSize", "5242879", &e), AGENT_E_INVAL);
+    assert_int_equal(set(&o, "CopyBufferSize", "0", &e), AGENT_E_INVAL);
     assert_int_equal(set(&o, "CopyBufferSize", "-1", &e), AGENT_E_INVAL);
+    assert_int_equal(set(&o, "CopyBufferSize", "5368709121", &e), AGENT_E_INVAL);
     assert_int_equal(set(&o, "ForcePathStyle", "yes", &e), AGENT_E_INVAL);
-    assert_int_equal(set(&o, "AwsProfileName", "default", &e), AGENT_E_INVAL);
+    assert_int_equal(set(&o, "UseKmsEncryption", "maybe", &e), AGENT_E_INVAL);
+    assert_int_equal(set(&o, "AwsProfileNames", "default", &e), AGENT_E_INVAL);
     assert_int_equal(set(&o, "SecretAccessKey", "two\nlines", &e), AGENT_E_INVAL);
     const char *msg = buf_cstr(&e);
     assert_non_null(strstr(msg, "Egress:S3Storage:s3:PreSignedUrlExpiry: not a duration"));
     assert_non_null(strstr(msg, "Egress:S3Storage:s3:CopyBufferSize: not a part size"));
-    assert_non_null(strstr(msg, "Egress:S3Storage:s3:AwsProfileName: unknown setting"));
+    assert_non_null(strstr(msg, "Egress:S3Storage:s3:AwsProfileNames: unknown setting"));
+    assert_non_null(strstr(msg, "Egress:S3Storage:s3:UseKmsEncryption: not a boolean"));
     assert_non_null(strstr(msg, "Egress:S3Storage:s3:SecretAccessKey: must be one line"));
     assert_null(strstr(msg, "two"));
     assert_null(strstr(msg, "very-secret"));
     egress_s3_options_fini(&o);
     egress_s3_options_fini(&o); /* twice is fine */
     buf_fini(&e);
+}
+
+/* dotnet-monitor's documented forms (its egress documentation and schema): a CopyBufferSize below
+ * S3's minimum part is raised to 5 MiB, as its MultiPartUploadStream does, never refused; the KMS
+ * and profile settings are known. */
+static void test_s3_documented(void **state)
+{
+    (void)state;
+    struct egress_s3_options o;
+    memset(&o, 0, sizeof(o));
+    struct buf e;
+    buf_init(&e, 0);
+    assert_int_equal(set(&o, "BucketName", "dumps", &e), 0);
+    assert_int_equal(set(&o, "CopyBufferSize", "1024", &e), 0);
+    assert_int_equal(o.part_size, S3_MIN_PART);
+    assert_int_equal(o.part_asked, 1024);
+    assert_int_equal(set(&o, "CopyBufferSize", "5242879", &e), 0);
+    assert_int_equal(o.part_size, S3_MIN_PART);
+    assert_int_equal(set(&o, "CopyBufferSize", "6291456", &e), 0);
+    assert_int_equal(o.part_size, 6291456);
+    assert_int_equal(o.part_asked, 0);
+    assert_int_equal(set(&o, "CopyBufferSize", "1024", &e), 0);
+    assert_int_equal(set(&o, "useKmsEncryption", "True", &e), 0);
+    assert_true(o.kms);
+    assert_int_equal(set(&o, "KmsEncryptionKey", "arn:aws:kms:us-east-1:111122223333:key/k1", &e),
+                     0);
+    assert_string_equal(o.kms_key, "arn:aws:kms:us-east-1:111122223333:key/k1");
+    assert_int_equal(set(&o, "AwsProfileName", "monitor", &e), 0);
+    assert_int_equal(set(&o, "AwsProfilePath", "/etc/dotmon/aws-credentials", &e), 0);
+    assert_string_equal(o.profile, "monitor");
+    assert_string_equal(o.profile_path, "/etc/dotmon/aws-credentials");
+    assert_int_equal(egress_s3_check(&o, "s3", &e), 0);
+    assert_int_equal(buf_size(&e), 0);
+    egress_s3_options_fini(&o);
+    buf_fini(&e);
+}
+
+static const char *signed_headers(const char *auth)
+{
+    const char *p = strstr(auth, "SignedHeaders=");
+    return p != NULL ? p + strlen("SignedHeaders=") : "";
+}
+
+/* The request builder's headers: SSE-KMS on the two requests that create the object, signed. */
+static void test_s3_headers(void **state)
+{
+    (void)state;
+    struct sigv4_kv h[S3_MAX_HEADERS];
+    struct s3_head_in in = {"b.s3.us-east-1.amazonaws.com",
+                            SIGV4_EMPTY_SHA256,
+                            "20260101T000000Z",
+                            "application/octet-stream",
+                            NULL,
+                            true,
+                            true,
+                            "arn:aws:kms:us-east-1:111122223333:key/k1"};
+    size_t n = s3__headers(&in, h);
+    assert_int_equal(n, 6);
+    assert_string_equal(h[4].name, "x-amz-server-side-encryption");
+    assert_string_equal(h[4].value, "aws:kms");
+    assert_string_equal(h[5].name, "x-amz-server-side-encryption-aws-kms-key-id");
+    assert_string_equal(h[5].value, "arn:aws:kms:us-east-1:111122223333:key/k1");
+    struct sigv4_key key = {"AKID", "secret", "us-east-1", "s3"};
+    struct sigv4_req r = {"PUT", "/k", NULL, 0, h, n, SIGV4_EMPTY_SHA256};
+    struct buf auth, canon;
+    buf_init(&auth, 0);
+    buf_init(&canon, 0);
+    assert_int_equal(sigv4_authorization(&key, &r, "20260101T000000Z", &auth), 0);
+    assert_int_equal(strncmp(signed_headers(buf_cstr(&auth)), "content-type;", 13), 0);
+    assert_non_null(strstr(buf_cstr(&auth),
+                           "SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date;"
+                           "x-amz-server-side-encryption;"
+                           "x-amz-server-side-encryption-aws-kms-key-id, "));
+    assert_int_equal(sigv4_canonical_request(&r, &canon), 0);
+    assert_non_null(strstr(buf_cstr(&canon), "\nx-amz-server-side-encryption:aws:kms\n"));
+    /* Without a key: the bucket's default KMS key, one header. */
+    in.kms_key = NULL;
+    in.token = "tok";
+    n = s3__headers(&in, h);
+    assert_int_equal(n, 6);
+    assert_string_equal(h[4].name, "x-amz-security-token");
+    assert_string_equal(h[5].name, "x-amz-server-side-encryption");
+    /* UploadPart, CompleteMultipartUpload, AbortMultipartUpload: none (S3 refuses them there). */
+    in.creates = false;
+    in.content_type = NULL;
+    n = s3__headers(&in, h);
+    assert_int_equal(n, 4);
+    for (size_t i = 0; i < n; i++) {
+        assert_null(strstr(h[i].name, "server-side"));
+    }
+    /* Without UseKmsEncryption, a PutObject carries none either. */
+    in.creates = true;
+    in.kms = false;
+    in.kms_key = "k";
+    assert_int_equal(s3__headers(&in, h), 4);
+    buf_fini(&auth);
+    buf_fini(&canon);
 }
 
 static void test_s3_check(void **state)
@@ -194,7 +294,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_s3_settings), cmocka_unit_test(test_s3_check),
         cmocka_unit_test(test_s3_endpoint), cmocka_unit_test(test_s3_where),
-        cmocka_unit_test(test_s3_rules),
+        cmocka_unit_test(test_s3_rules),    cmocka_unit_test(test_s3_documented),
+        cmocka_unit_test(test_s3_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,11 @@
 //  - SigV4: s3rver accepts any version 4 signature unchecked, so every request that carries an
 //    Authorization header is signed again here with aws4 (an independent signer, pinned too) for
 //    the S3RVER/S3RVER account, and refused with 403 SignatureDoesNotMatch unless the two agree.
+//    Temporary keys that the tests' STS and container endpoint hand out ("TMPKEY…") have the
+//    secret "secret-of-" followed by the key id.
+//  - a request log when S3RVER_REQUEST_LOG names a file: one JSON line per request (method, url,
+//    the access key id of its Authorization, the headers it signed, and its SSE headers), so
+//    that a test can see what a client sent and signed even where s3rver ignores it.
 // Usage: node server.js DATA_DIR [CERT KEY]; prints {"port": N} once listening on 127.0.0.1.
 'use strict';
 
@@ -18,6 +23,7 @@ const fs = require('fs');
 const path = require('path');
 const aws4 = require('aws4');
 const S3rver = require('s3rver');
+const AWSAccount = require('s3rver/lib/models/account');
 
 const [dir, cert, key] = process.argv.slice(2);
 const opts = { directory: dir, address: '127.0.0.1', port: 0, silent: true };
@@ -89,7 +95,15 @@ function expectedAuthorization(ctx, auth) {
   }
   const o = { host: ctx.get('host'), method: ctx.method, path: ctx.url, headers,
     service: 's3', region: 'us-east-1' };
-  aws4.sign(o, { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' });
+  const id = (/Credential=([^/]+)\//.exec(auth) || [])[1];
+  const creds = id && id.startsWith('TMPKEY')
+    ? { accessKeyId: id, secretAccessKey: 'secret-of-' + id }
+    : { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
+  if (creds.accessKeyId !== 'S3RVER' && !AWSAccount.registry.has(creds.accessKeyId)) {
+    // s3rver knows its one account's key only: a temporary key joins that account.
+    AWSAccount.DUMMY_ACCOUNT.createKeyPair(creds.accessKeyId, creds.secretAccessKey);
+  }
+  aws4.sign(o, creds);
   return o.headers.Authorization;
 }
 
@@ -125,8 +139,22 @@ function refuse(ctx, code, message) {
     `<Error><Code>${code}</Code><Message>${xmlEscape(message)}</Message></Error>`;
 }
 
+const requestLog = process.env.S3RVER_REQUEST_LOG;
+
+function logRequest(ctx, auth) {
+  const cred = /Credential=([^/]+)\//.exec(auth);
+  const signed = /SignedHeaders=([^,]+),/.exec(auth);
+  const entry = { method: ctx.method, url: ctx.url, accessKeyId: cred ? cred[1] : null,
+    signedHeaders: signed ? signed[1].split(';') : [],
+    sse: ctx.get('x-amz-server-side-encryption') || null,
+    kmsKeyId: ctx.get('x-amz-server-side-encryption-aws-kms-key-id') || null,
+    securityToken: ctx.get('x-amz-security-token') ? true : false };
+  fs.appendFileSync(requestLog, JSON.stringify(entry) + '\n');
+}
+
 server.middleware.unshift(async (ctx, next) => {
   const auth = ctx.get('authorization');
+  if (requestLog && ctx.path !== '/__fault') logRequest(ctx, auth);
   if (auth) {
     const want = expectedAuthorization(ctx, auth);
     if (want !== auth) {

@@ -543,14 +543,19 @@ static void on_response(void *ud, int err, const struct ehttp_response *resp, co
         }
         q->attempt++;
         q->retries++;
-        if (err != 0 && !q->unreachable) {
+        /* Once, until an export works again: unreachable, or answering 429/502/503/504. */
+        if (!q->unreachable) {
             q->unreachable = true;
+            char st[32];
+            (void)snprintf(st, sizeof(st), "HTTP %d", err == 0 ? resp->status : 0);
             log_warn(cat, "%s export to %s failed: %s; retrying (items wait in the queue)", name,
-                     q->c->url, why != NULL ? why : agent_strerror(err));
-        } else if (err == 0) {
-            log_debug(cat, "%s export to %s: HTTP %d, retry in %llu ms", name, q->c->url,
-                      resp->status, (unsigned long long)wait);
+                     q->c->url,
+                     err == 0      ? st
+                     : why != NULL ? why
+                                   : agent_strerror(err));
         }
+        log_debug(cat, "%s export to %s: retry in %llu ms", name, q->c->url,
+                  (unsigned long long)wait);
         arm(q, wait);
         return;
     }

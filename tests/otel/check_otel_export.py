@@ -248,6 +248,9 @@ def case_retries():
         if len(rx.requests) >= 3:
             gap = rx.requests[2]["t"] - rx.requests[1]["t"]
             check(gap >= 0.9, f"retries: Retry-After 1 honoured ({gap:.2f} s)")
+        check(err.count("failed: HTTP 503; retrying") == 1 and err.count("works again") == 1
+              and "failed: HTTP 429" not in err,
+              "retries: one warning for the three answers, one line when it works again", err[-800:])
         check(sig(st, "logs", "retries") == 3 and sig(st, "logs", "exported") == 12
               and sig(st, "logs", "failed") == 0, "retries: counts")
         check(st is not None and "traces" not in st["signals"],

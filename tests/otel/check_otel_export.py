@@ -232,6 +232,22 @@ def case_protobuf_gzip_batches():
         rx.stop()
 
 
+def case_big_gzip():
+    """A request body over 256 KiB is compressed on the thread pool: still one valid gzip body."""
+    rx = Receiver()
+    try:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+               "OTEL_BLRP_MAX_QUEUE_SIZE": "3000", "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE": "3000"}
+        rc, st, _, err, _ = emit("--logs", 3000, *FAST, env=env)
+        big = [len(gzip.decompress(r["raw"])) for r in rx.requests]
+        check(rc == 0 and rx.items("/v1/logs") == 3000 and len(rx.requests) == 1
+              and big[0] > 256 * 1024,
+              f"big gzip: 3000 log records in one request of {big} bytes before gzip", err[-500:])
+    finally:
+        rx.stop()
+
+
 def case_retries():
     script = [{"status": 503}, {"status": 429, "headers": {"Retry-After": "1"}}, {"status": 502}]
     rx = Receiver(script=script)
@@ -462,7 +478,7 @@ def case_dotmon(work):
 def main():
     with tempfile.TemporaryDirectory(prefix="otel-") as work:
         os.environ["TMPDIR"] = work
-        for case in (case_json_headers, case_protobuf_gzip_batches, case_retries,
+        for case in (case_json_headers, case_protobuf_gzip_batches, case_big_gzip, case_retries,
                      case_retry_date_and_exit, case_rejected_and_partial, case_down_then_up,
                      case_queue_bound_and_deadline, case_slow, case_settings):
             print(f"--- {case.__name__}", flush=True)

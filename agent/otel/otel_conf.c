@@ -575,9 +575,39 @@ static int read_numbers(struct otel_conf *oc, const struct otel_conf_src *src, c
     return 0;
 }
 
-int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *why, size_t whylen)
+/* What dotmon cannot do that an OTel setting asks for: refused, not silently ignored. */
+static int refuse_unsupported(const struct otel_conf_src *src, char *why, size_t whylen)
 {
+    static const char *const mtls[] = {"CLIENT_KEY", "CLIENT_CERTIFICATE"};
+    for (int sig = -1; sig < 3; sig++) {
+        for (size_t i = 0; i < 2; i++) {
+            char name[96];
+            (void)snprintf(name, sizeof(name), "OTEL_EXPORTER_OTLP_%s%s%s",
+                           sig < 0 ? "" : sig_env[sig], sig < 0 ? "" : "_", mtls[i]);
+            if (env_get(src, name) != NULL) {
+                set_why(why, whylen, "%s: client certificates (mTLS) are not supported", name);
+                return AGENT_E_INVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+int otel_conf_read(const struct otel_conf_src *src_in, struct otel_conf *oc, char *why,
+                   size_t whylen)
+{
+    /* OTEL_SDK_DISABLED=true: the OTEL_* variables are not read (the section still is). */
+    struct otel_conf_src src_own = *src_in;
+    const char *off = env_get(src_in, "OTEL_SDK_DISABLED");
+    if (off != NULL && ascii_ieq(off, "true")) {
+        src_own.getenv = NULL;
+    }
+    const struct otel_conf_src *src = &src_own;
     memset(oc, 0, sizeof(*oc));
+    int rc0 = refuse_unsupported(src, why, whylen);
+    if (rc0 != 0) {
+        return rc0;
+    }
     oc->log_level = EV_LOG_INFORMATION;
     oc->sampling_ratio = 1.0;
     oc->metric_interval_ms = 60000;

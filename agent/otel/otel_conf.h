@@ -61,7 +61,11 @@ struct otel_conf_src {
     const void *cfg_ud;
 };
 
-/* 0, AGENT_E_INVAL (why names the setting and what is wrong; no secret in it) or -ENOMEM. */
+/*
+ * 0, AGENT_E_INVAL (why names the setting and what is wrong; no secret in it) or -ENOMEM.
+ * OTEL_SDK_DISABLED=true leaves the environment out; client certificates (OTEL_EXPORTER_OTLP_
+ * [<SIGNAL>_]CLIENT_KEY/_CLIENT_CERTIFICATE) are refused: the egress client has none.
+ */
 int otel_conf_read(const struct otel_conf_src *src, struct otel_conf *oc, char *why, size_t whylen);
 void otel_conf_fini(struct otel_conf *oc);
 

@@ -421,6 +421,13 @@ def case_settings():
     check(rc == 3 and "OTEL_EXPORTER_OTLP_ENDPOINT" in err, "settings: a bad endpoint named")
     rc, _, _, err, _ = emit("--logs", 1, env={})
     check(rc == 3 and "no signal" in err, "settings: nothing set, nothing exported")
+    rc, _, _, err, _ = emit("--logs", 1, env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+                                              "OTEL_SDK_DISABLED": "true"})
+    check(rc == 3 and "no signal" in err, "settings: OTEL_SDK_DISABLED=true", err[-300:])
+    rc, _, _, err, _ = emit("--logs", 1, env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+                                              "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "/k.pem"})
+    check(rc == 3 and "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY: client certificates (mTLS) are not "
+          "supported" in err, "settings: mTLS refused, not ignored", err[-300:])
     rx = Receiver()
     try:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",

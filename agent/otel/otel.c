@@ -94,6 +94,7 @@ struct otel_sig {
     bool zbusy;
     uint64_t batch_started_ms;
     unsigned attempt;
+    bool told_when; /* the retry waits for the receiver's Retry-After */
     bool unreachable;
     uint64_t last_partial_warn;
     uint64_t last_drop_warn;
@@ -598,6 +599,7 @@ static void on_response(void *ud, int err, const struct ehttp_response *resp, co
         if (ra > 0) {
             wait = ra;
         }
+        q->told_when = ra > 0;
         q->attempt++;
         q->retries++;
         /* Once, until an export works again: unreachable, or answering 429/502/503/504. */
@@ -1134,9 +1136,12 @@ void otel_shutdown(struct otel *o, uint64_t deadline_ms, void (*done)(void *ud),
     o->deadline.data = o;
     o->deadline_on = true;
     o->open_handles++;
+    /* Queued items go now; a batch waiting for its retry is retried now (its backoff may end
+     * past the deadline), unless the receiver said when with Retry-After. */
     for (int s = 0; s < 3; s++) {
         struct otel_sig *q = &o->sig[s];
-        if (q->c->on && q->batch == NULL && q->conn == NULL && q->nqueued > 0) {
+        bool waits = q->batch != NULL ? !q->told_when : q->nqueued > 0;
+        if (q->c->on && q->conn == NULL && !q->zbusy && waits) {
             arm(q, 0);
         }
     }

@@ -300,6 +300,22 @@ def case_retry_date_and_exit():
         rx.stop()
 
 
+def case_shutdown_retries_now():
+    """A batch waiting out a long backoff when the shutdown comes is retried at once (the backoff,
+    10 to 20 s, ends past the 3 s deadline: without that it would be dropped)."""
+    rx = Receiver(script=[{"status": 503}])
+    try:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_BLRP_SCHEDULE_DELAY": "20"}
+        rc, st, _, err, _ = emit("--logs", 20, "--run-ms", 400, "--deadline-ms", 3000,
+                                 "OpenTelemetry:RetryInitialBackoffMs=20000", env=env)
+        check(rc == 0 and rx.items("/v1/logs") == 20 and sig(st, "logs", "dropped") == 0,
+              f"shutdown: a batch in backoff retried at once ({rx.items('/v1/logs')} delivered)",
+              err[-500:])
+    finally:
+        rx.stop()
+
+
 def case_rejected_and_partial():
     partial = json.dumps({"partialSuccess": {"rejectedLogRecords": "2",
                                              "errorMessage": "two were bad"}}).encode()
@@ -486,8 +502,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="otel-") as work:
         os.environ["TMPDIR"] = work
         for case in (case_json_headers, case_protobuf_gzip_batches, case_big_gzip, case_retries,
-                     case_retry_date_and_exit, case_rejected_and_partial, case_down_then_up,
-                     case_queue_bound_and_deadline, case_slow, case_settings):
+                     case_retry_date_and_exit, case_shutdown_retries_now,
+                     case_rejected_and_partial, case_down_then_up, case_queue_bound_and_deadline,
+                     case_slow, case_settings):
             print(f"--- {case.__name__}", flush=True)
             case()
         print("--- case_tls", flush=True)

@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: MIT
+"""Issue 33's receiver and test app, proved with no dotmon: the OTel test app with its in-process
+OpenTelemetry SDK (OTEL_TEST_SDK=1) exports over OTLP/HTTP protobuf to a real Aspire Dashboard;
+after one /work?id=7 the dashboard's API must hold the five spans of that trace (the ids, parents,
+kinds, statuses and tags the app answered), its three log records (scope key/values, the exception,
+trace and span ids), and the resource's service.name; the comparison helpers must find a view
+equal to itself and find a changed span, log and metric. A second round goes through FaultProxy
+with gzip: the requests leave the SDK compressed, the proxy inflates them (the dashboard reads no
+gzip) and the dashboard gets them."""
+
+import copy
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from otelrx import (FaultProxy, OtelApp, Receiver, compare_logs, compare_metrics, compare_resources,  # noqa: E402
+                    compare_spans)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import FAILS, check, verdict  # noqa: E402
+
+SERVER, INTERNAL, CLIENT = 2, 1, 3
+
+
+def by_name(spans):
+    return {s["name"]: s for s in spans}
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="otelrx-check-")
+    os.chmod(tmp, 0o700)
+    rx = app = proxy = None
+    try:
+        os.makedirs(os.path.join(tmp, "rx"))
+        rx = Receiver(tmp=os.path.join(tmp, "rx"))
+        print(f"dashboard answering after {rx.start_seconds:.2f} s", flush=True)
+        service = f"otelrx-check-{os.getpid()}"
+        app = OtelApp(tmp, env=rx.sdk_env(service), sdk=True)
+        ans = app.work(7)
+        tid = ans["traceId"]
+        check(tid and len(tid) == 32, f"the app answered a trace id ({tid})")
+
+        spans = rx.wait_spans(5, trace_id=tid)
+        names = by_name(spans)
+        check(set(names) == {"GET /work", "work.parent", "work.child", "GET", "GET /echo"},
+              f"the trace's five spans reached the dashboard: {sorted(names)}")
+        if len(names) == 5:
+            req, par, chi, cli, echo = (names[n] for n in ("GET /work", "work.parent", "work.child", "GET", "GET /echo"))
+            check(req["span_id"] == ans["requestSpanId"] and req["parent_span_id"] == "" and req["kind"] == SERVER,
+                  "GET /work: the request span the app saw, a root, kind Server")
+            check(par["span_id"] == ans["parentSpanId"] and par["parent_span_id"] == req["span_id"]
+                  and par["kind"] == INTERNAL and par["status"] == 1, "work.parent: under the request, Internal, Ok")
+            check(par["attributes"].get("order.id") == "7" and par["attributes"].get("work.kind") == "test",
+                  f"work.parent's tags {par['attributes']}")
+            check(par["scope"] == "DotmonTest.OTel" and par["scope_version"] == "1.0.0",
+                  "work.parent's scope is the ActivitySource DotmonTest.OTel 1.0.0")
+            check(chi["span_id"] == ans["childSpanId"] and chi["parent_span_id"] == par["span_id"]
+                  and chi["kind"] == CLIENT and chi["status"] == 2 and chi["status_message"] == "step failed"
+                  and chi["attributes"].get("step") == "1", "work.child: under work.parent, Client, Error 'step failed'")
+            check(cli["parent_span_id"] == chi["span_id"] and cli["span_id"] == ans["echoParentSpanId"]
+                  and cli["kind"] == CLIENT and cli["scope"] == "System.Net.Http",
+                  "the HttpClient span: under work.child, the parent the /echo request saw")
+            check(echo["span_id"] == ans["echoSpanId"] and echo["parent_span_id"] == cli["span_id"]
+                  and echo["kind"] == SERVER, "GET /echo: the server span under the HttpClient span")
+            check(all(s["duration_ns"] > 0 for s in spans), "every span has a duration")
+            check(all(s["resource"].get("service.name") == service for s in spans), "the spans' service.name")
+
+        logs = rx.wait_logs(3, trace_id=tid)
+        ev = {r["event_name"]: r for r in logs}
+        check(set(ev) == {"WorkStarted", "WorkFailed", "Echo"}, f"the trace's three log records: {sorted(ev)}")
+        if "WorkStarted" in ev:
+            r = ev["WorkStarted"]
+            check(r["scope"] == "DotmonTest.OTel.Work" and r["severity"] == 9 and r["body"] == "Work 7 started for alice",
+                  f"WorkStarted: category, Information, formatted body ({r['body']!r})")
+            check(r["attributes"].get("OrderId") == "7" and r["attributes"].get("Customer") == "alice"
+                  and r["attributes"].get("Tenant") == "contoso", f"WorkStarted: state and scope values {r['attributes']}")
+            check(r["trace_id"] == tid and r["span_id"] == ans["parentSpanId"], "WorkStarted: inside work.parent")
+        if "WorkFailed" in ev:
+            r = ev["WorkFailed"]
+            check(r["severity"] == 17 and r["attributes"].get("exception.message") == "work 7 failed on purpose"
+                  and "InvalidOperationException" in r["attributes"].get("exception.type", "")
+                  and "exception.stacktrace" in r["attributes"], "WorkFailed: Error with the exception's fields")
+        if "Echo" in ev:
+            check(ev["Echo"]["span_id"] == ans["echoSpanId"], "Echo: inside the /echo server span")
+
+        res = {r["name"]: r for r in rx.resources()}
+        check(service in res and res[service]["hasTraces"] and res[service]["hasLogs"],
+              f"the resource {service} is listed with traces and logs")
+        # Metrics reach the dashboard (hasMetrics), though its API cannot answer their values.
+        got = rx.resources() if service in res and res[service].get("hasMetrics") else None
+        if not got:
+            time.sleep(1.5)
+            got = rx.resources()
+        check(any(r["name"] == service and r.get("hasMetrics") for r in got), "the dashboard received metrics")
+
+        # The comparison helpers: equal to itself, and each kind of change found.
+        check(compare_spans(spans, copy.deepcopy(spans)) == [] and compare_logs(logs, copy.deepcopy(logs)) == [],
+              "a view compares equal to itself")
+        changed = copy.deepcopy(spans)
+        for s in changed:
+            if s["name"] == "work.child":
+                s["attributes"]["step"] = "2"
+                s["end_ns"] += 2_000_000
+                s["duration_ns"] += 2_000_000
+        d = compare_spans(spans, changed)
+        check(len(d) == 2 and any("attributes" in x for x in d) and any("durations" in x for x in d),
+              f"a changed tag and a 2 ms longer span are found: {d}")
+        check(len(compare_spans(spans, spans[1:])) == 1, "a missing span is found")
+        changed_logs = copy.deepcopy(logs)
+        changed_logs[0]["attributes"]["Tenant"] = "fabrikam"
+        check(len(compare_logs(logs, changed_logs)) == 2, "a changed log attribute is found (one each side)")
+        check(compare_resources(spans[0]["resource"], {"service.name": "other"}) != [], "a changed service.name is found")
+        st = app.metrics_state()
+        pts = {("DotmonTest.OTel", "dotmontest.requests", "sum", frozenset({("route", "/work")})): st["requests"]}
+        check(compare_metrics(pts, {k: v + 1 for k, v in pts.items()}) != [] and
+              compare_metrics(pts, {k: v + 1 for k, v in pts.items()}, tolerance={"dotmontest.requests": 1}) == [],
+              "metric values: a difference is found, and allowed within a tolerance")
+
+        # gzip through the fault proxy: the SDK compresses, the proxy inflates (checks) and forwards.
+        proxy = FaultProxy(rx.otlp_url)
+        app.stop()
+        env = rx.sdk_env(service + "-gz", endpoint=proxy.url)
+        env["OTEL_EXPORTER_OTLP_COMPRESSION"] = "gzip"
+        app = OtelApp(tmp, env=env, sdk=True)
+        tid2 = app.work(8)["traceId"]
+        spans2 = rx.wait_spans(5, trace_id=tid2)
+        check(len(spans2) == 5, f"through the proxy with gzip: the five spans ({len(spans2)})")
+        seen = proxy.seen("/v1/traces")
+        check(seen and all(r[2] == "gzip" and r[1] == "application/x-protobuf" and r[4] == 200 for r in seen),
+              f"the traces requests were gzip protobuf, answered 200: {seen[:3]}")
+    finally:
+        if app is not None:
+            app.kill()
+        if proxy is not None:
+            proxy.close()
+        if rx is not None:
+            rx.stop(show_log=bool(FAILS))
+        shutil.rmtree(tmp, ignore_errors=True)
+    return verdict("otel_rx")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

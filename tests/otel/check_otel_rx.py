@@ -6,7 +6,9 @@ kinds, statuses and tags the app answered), its three log records (scope key/val
 trace and span ids), and the resource's service.name; the comparison helpers must find a view
 equal to itself and find a changed span, log and metric. A second round goes through FaultProxy
 with gzip: the requests leave the SDK compressed, the proxy inflates them (the dashboard reads no
-gzip) and the dashboard gets them."""
+gzip) and the dashboard gets them; what went through, decoded by otlp_pb, equals the dashboard's
+view of the spans and logs, and its metrics hold the values the app counted itself (the
+dashboard's API has no metrics)."""
 
 import copy
 import os
@@ -16,11 +18,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from otelrx import (FaultProxy, OtelApp, Receiver, compare_logs, compare_metrics, compare_resources,  # noqa: E402
-                    compare_spans)
+from otelrx import (DASHBOARD_DROPS_LOG_ATTRS, FaultProxy, OtelApp, Receiver, compare_logs, compare_metrics, compare_resources,  # noqa: E402
+                    compare_spans, flat_logs, flat_spans, metric_points)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, check, verdict  # noqa: E402
+from dmtest import FAILS, check, settle as _settle, verdict  # noqa: E402
 
 SERVER, INTERNAL, CLIENT = 2, 1, 3
 
@@ -131,6 +133,39 @@ def main():
         seen = proxy.seen("/v1/traces")
         check(seen and all(r[2] == "gzip" and r[1] == "application/x-protobuf" and r[4] == 200 for r in seen),
               f"the traces requests were gzip protobuf, answered 200: {seen[:3]}")
+
+        # What went through, decoded by otlp_pb, against the dashboard's view and the app's own
+        # count: the decoder, the normalisers and the comparisons agree with a real SDK.
+        tapped = [s for s in flat_spans(proxy.received("traces")) if s["trace_id"] == tid2]
+        d = compare_spans(tapped, spans2)
+        check(len(tapped) == 5 and d == [], f"the proxy's decoded spans are the dashboard's: {d}")
+        logs2 = rx.wait_logs(3, trace_id=tid2)
+        tapped_logs = [r for r in flat_logs(proxy.received("logs")) if r["trace_id"] == tid2]
+        d = compare_logs(tapped_logs, logs2, ignore_attrs=DASHBOARD_DROPS_LOG_ATTRS, time_tolerance_ns=0)
+        check(len(tapped_logs) == 3 and d == [], f"the proxy's decoded log records are the dashboard's: {d}")
+        raw_par = [sp for rs in proxy.received("traces")["resourceSpans"] for ss in rs["scopeSpans"]
+                   for sp in ss["spans"] if sp["name"] == "work.parent" and sp["traceId"] == tid2]
+        check(raw_par and {"key": "order.id", "value": {"intValue": "8"}} in raw_par[-1]["attributes"],
+              "the decoded work.parent keeps order.id as an intValue")
+        st = app.metrics_state()
+        want = {
+            ("DotmonTest.OTel", "dotmontest.requests", "sum", frozenset({("route", "/work")})): st["requests"],
+            ("DotmonTest.OTel", "dotmontest.open_orders", "sum", frozenset({("tenant", "contoso")})): st["openOrders"],
+            ("DotmonTest.OTel", "dotmontest.last_order", "gauge", frozenset({("tenant", "contoso")})): st["lastOrder"],
+        }
+        hist = ("DotmonTest.OTel", "dotmontest.work_size", "histogram", frozenset({("route", "/work")}))
+
+        def points():
+            return metric_points(proxy.received("metrics"))
+
+        pts = _settle(points, lambda p: all(p.get(k) == v for k, v in want.items()), 15)
+        d = compare_metrics({k: pts.get(k) for k in want if k in pts}, want)
+        check(d == [], f"the SDK's exported metrics hold the app's values (counter, up-down, gauge): {d}")
+        check(pts.get(hist, (0, 0))[:2] == (st["histogramCount"], st["histogramSum"]),
+              f"the histogram's count and sum {pts.get(hist)}")
+        check(pts.get(("DotmonTest.OTel", "dotmontest.requests", "sum.meta", frozenset())) == (True, 2)
+              and pts.get(("DotmonTest.OTel", "dotmontest.open_orders", "sum.meta", frozenset())) == (False, 2),
+              "the counter is a monotonic cumulative sum, the up-down counter a non-monotonic one")
     finally:
         if app is not None:
             app.kill()

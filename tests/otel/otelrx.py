@@ -14,12 +14,15 @@ OtelApp    tests/otel/app (DOTMON_OTELAPP_DIR): /work?id=N makes a known set of 
            spans and answers the ids it created; with sdk=True its in-process SDK exports them.
 FaultProxy an HTTP proxy in front of a receiver for the fault tests: down (connection refused),
            a status (429/503 with Retry-After), slow answers; it records every request's path,
-           Content-Type and Content-Encoding.
+           Content-Type and Content-Encoding, and decodes what went through (otlp_pb: value
+           types kept; the only view of metrics' values, which the dashboard's API lacks).
 
 What the dashboard's API changes, which the normalisers below undo or ignore: every attribute value
 comes back as a string (intValue 7 reads "7"); it adds aspire.* attributes of its own
 (aspire.destination on client and server spans, aspire.log_id on log records); a span status Unset
-has no "status"; service.instance.id is its resource key and comes back empty.
+has no "status"; service.instance.id is its resource key and comes back empty; log records lose
+the {OriginalFormat} attribute and the scope's TraceId, SpanId and ParentId (DASHBOARD_DROPS_LOG_ATTRS);
+it does not read gzip bodies (FaultProxy inflates them).
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "otel"))
     from otelrx import OtelApp, Receiver, compare_logs, compare_spans, flat_logs, flat_spans
@@ -44,8 +47,15 @@ import urllib.parse
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from dmtest import MULT, dotnet_root, fetch, free_port, stop, wait_for  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import otlp_pb  # noqa: E402
+
 # Attributes the dashboard adds to what it received: never part of a comparison.
 DASHBOARD_ATTRS = frozenset({"aspire.destination", "aspire.log_id"})
+# Log attributes the dashboard drops from what it received (the template, and the TraceId, SpanId,
+# ParentId that .NET's activity-tracking scope adds): ignore them when comparing its view with a
+# view that has them (FaultProxy.received).
+DASHBOARD_DROPS_LOG_ATTRS = frozenset({"{OriginalFormat}", "TraceId", "SpanId", "ParentId"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,6 +507,7 @@ class FaultProxy:
         self.gunzip = gunzip
         self.mode, self.status, self.retry_after, self.delay = "pass", 503, None, 0.0
         self.requests = []
+        self.bodies = []
         self.lock = threading.Lock()
         self.server = None
         self.up()
@@ -562,6 +573,8 @@ class FaultProxy:
                 with proxy.lock:
                     proxy.requests.append((self.path, self.headers.get("Content-Type", ""),
                                            self.headers.get("Content-Encoding", ""), sent, st))
+                    if not bad_gzip and (not gz or proxy.gunzip):
+                        proxy.bodies.append((self.path, self.headers.get("Content-Type", ""), body, st))
                 self.send_response(st)
                 for k, v in hdrs:
                     self.send_header(k, v)
@@ -591,12 +604,28 @@ class FaultProxy:
     def close(self):
         self.down()
 
+    def received(self, signal, accepted_only=True):
+        """What went through for signal ("traces", "logs" or "metrics") as one OTLP JSON data dict
+        ({"resourceSpans"|"resourceLogs"|"resourceMetrics": [...]} of every request in order,
+        only those the receiver answered 2xx unless accepted_only is false): protobuf bodies
+        decoded by otlp_pb (value types kept, unlike the dashboard's API), JSON bodies parsed."""
+        top = {"traces": "resourceSpans", "logs": "resourceLogs", "metrics": "resourceMetrics"}[signal]
+        with self.lock:
+            bodies = [b for b in self.bodies if b[0].endswith("/v1/" + signal)]
+        out = {top: []}
+        for path, ctype, body, st in bodies:
+            if accepted_only and not 200 <= st < 300:
+                continue
+            d = json.loads(body) if "json" in ctype else otlp_pb.decode(path, body)
+            out[top].extend(d.get(top, []))
+        return out
+
     def seen(self, path_suffix=""):
         """The recorded requests whose path ends with path_suffix."""
         with self.lock:
             return [r for r in self.requests if r[0].endswith(path_suffix)]
 
 
-__all__ = ["DASHBOARD_ATTRS", "FaultProxy", "OtelApp", "Receiver", "any_value", "attrs",
+__all__ = ["DASHBOARD_ATTRS", "DASHBOARD_DROPS_LOG_ATTRS", "FaultProxy", "OtelApp", "Receiver", "any_value", "attrs",
            "compare_logs", "compare_metrics", "compare_resources", "compare_spans", "flat_logs", "flat_spans",
            "log_tuple", "metric_points", "span_tuple"]

@@ -8,21 +8,24 @@ equal to itself and find a changed span, log and metric. A second round goes thr
 with gzip: the requests leave the SDK compressed, the proxy inflates them (the dashboard reads no
 gzip) and the dashboard gets them; what went through, decoded by otlp_pb, equals the dashboard's
 view of the spans and logs, and its metrics hold the values the app counted itself (the
-dashboard's API has no metrics)."""
+dashboard's API has no metrics). A third round: a receiver that wants an API key, over TLS with
+a private CA. The proxy's faults (a status with Retry-After, down, slow) on plain requests."""
 
 import copy
+import http.client
 import os
 import shutil
+import ssl
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from otelrx import (DASHBOARD_DROPS_LOG_ATTRS, FaultProxy, OtelApp, Receiver, compare_logs, compare_metrics, compare_resources,  # noqa: E402
-                    compare_spans, flat_logs, flat_spans, metric_points)
+                    compare_spans, flat_logs, flat_spans, metric_points, private_ca)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, check, settle as _settle, verdict  # noqa: E402
+from dmtest import FAILS, check, http_request, settle as _settle, verdict  # noqa: E402
 
 SERVER, INTERNAL, CLIENT = 2, 1, 3
 
@@ -166,6 +169,50 @@ def main():
         check(pts.get(("DotmonTest.OTel", "dotmontest.requests", "sum.meta", frozenset())) == (True, 2)
               and pts.get(("DotmonTest.OTel", "dotmontest.open_orders", "sum.meta", frozenset())) == (False, 2),
               "the counter is a monotonic cumulative sum, the up-down counter a non-monotonic one")
+
+        # The proxy's faults, with a plain POST: a status with Retry-After, refused while down, slow.
+        def post():
+            t0 = time.monotonic()
+            try:
+                r, _ = http_request(proxy.port, "/v1/traces", "POST", {"Content-Type": "application/x-protobuf"}, b"", 10)
+                return r.status, r.getheader("Retry-After"), time.monotonic() - t0
+            except OSError:
+                return 0, None, time.monotonic() - t0
+
+        proxy.mode, proxy.status, proxy.retry_after = "status", 429, 3
+        a = post()
+        proxy.down()
+        b = post()
+        proxy.up()
+        proxy.mode, proxy.delay = "slow", 1.0
+        c = post()
+        proxy.mode = "pass"
+        check(a[:2] == (429, "3") and b[0] == 0 and c[0] == 200 and c[2] >= 1.0,
+              f"the proxy answers 429 with Retry-After {a[:2]}, is refused while down {b[0]}, forwards slowly {c[0]} "
+              f"after {c[2]:.2f} s")
+
+        # A receiver that wants an API key, over TLS with a private CA: the SDK with the key in
+        # OTEL_EXPORTER_OTLP_HEADERS and only that CA trusted (SSL_CERT_FILE) delivers; a request
+        # without the key is refused.
+        app.stop()
+        ca, crt, key = private_ca(os.path.join(tmp, "tls"))
+        os.makedirs(os.path.join(tmp, "rx2"))
+        rx2 = Receiver(tmp=os.path.join(tmp, "rx2"), api_key="otelrx-key", cert=crt, key=key)
+        try:
+            check(rx2.otlp_url.startswith("https://"), f"the second receiver's OTLP endpoint is HTTPS ({rx2.otlp_url})")
+            env = rx2.sdk_env(service + "-tls")
+            env["SSL_CERT_FILE"] = ca
+            app = OtelApp(tmp, env=env, sdk=True)
+            tid3 = app.work(9)["traceId"]
+            check(len(rx2.wait_spans(5, trace_id=tid3)) == 5, "over TLS with the API key: the five spans")
+            ctx = ssl.create_default_context(cafile=ca)
+            c = http.client.HTTPSConnection("127.0.0.1", int(rx2.otlp_url.rsplit(":", 1)[1]), context=ctx, timeout=10)
+            c.request("POST", "/v1/traces", body=b"", headers={"Content-Type": "application/x-protobuf"})
+            st = c.getresponse().status
+            c.close()
+            check(st == 401, f"without the API key: {st}")
+        finally:
+            rx2.stop(show_log=bool(FAILS))
     finally:
         if app is not None:
             app.kill()

@@ -224,6 +224,27 @@ def _wait(get, want, seconds):
     return v
 
 
+def private_ca(folder):
+    """A private CA and a server certificate for 127.0.0.1 signed by it (EC P-256, two days), made
+    with the openssl command in folder: (CA certificate, server certificate, server key) paths,
+    PEM; the key is 0600. For Receiver(cert=, key=) and an exporter trusting only that CA."""
+    os.makedirs(folder, exist_ok=True)
+    ca, ca_key = os.path.join(folder, "ca.pem"), os.path.join(folder, "ca.key")
+    crt, key, csr = os.path.join(folder, "server.pem"), os.path.join(folder, "server.key"), os.path.join(folder, "server.csr")
+    ext = os.path.join(folder, "server.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    for cmd in (["openssl", "req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=otelrx test CA"],
+                ["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+                ["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", crt,
+                 "-days", "2", "-extfile", ext]):
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for k in (ca_key, key):
+        os.chmod(k, 0o600)
+    return ca, crt, key
+
+
 # ---------------------------------------------------------------------------------------------
 # OTLP JSON as flat Python objects
 
@@ -628,4 +649,4 @@ class FaultProxy:
 
 __all__ = ["DASHBOARD_ATTRS", "DASHBOARD_DROPS_LOG_ATTRS", "FaultProxy", "OtelApp", "Receiver", "any_value", "attrs",
            "compare_logs", "compare_metrics", "compare_resources", "compare_spans", "flat_logs", "flat_spans",
-           "log_tuple", "metric_points", "span_tuple"]
+           "log_tuple", "metric_points", "private_ca", "span_tuple"]

@@ -150,6 +150,8 @@ def main():
                    for sp in ss["spans"] if sp["name"] == "work.parent" and sp["traceId"] == tid2]
         check(raw_par and {"key": "order.id", "value": {"intValue": "8"}} in raw_par[-1]["attributes"],
               "the decoded work.parent keeps order.id as an intValue")
+        lat = proxy.span_latencies({tid2})
+        check(len(lat) == 5 and all(0 <= x < 30_000 for x in lat), f"the spans' end-to-arrival times (ms): {lat}")
         st = app.metrics_state()
         want = {
             ("DotmonTest.OTel", "dotmontest.requests", "sum", frozenset({("route", "/work")})): st["requests"],

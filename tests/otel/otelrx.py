@@ -557,6 +557,7 @@ class FaultProxy:
 
             def do_POST(self):
                 body = self._body()
+                arrived = time.time_ns()
                 sent = len(body)
                 gz = self.headers.get("Content-Encoding", "").lower() == "gzip"
                 bad_gzip = False
@@ -595,7 +596,7 @@ class FaultProxy:
                     proxy.requests.append((self.path, self.headers.get("Content-Type", ""),
                                            self.headers.get("Content-Encoding", ""), sent, st))
                     if not bad_gzip and (not gz or proxy.gunzip):
-                        proxy.bodies.append((self.path, self.headers.get("Content-Type", ""), body, st))
+                        proxy.bodies.append((self.path, self.headers.get("Content-Type", ""), body, st, arrived))
                 self.send_response(st)
                 for k, v in hdrs:
                     self.send_header(k, v)
@@ -634,11 +635,25 @@ class FaultProxy:
         with self.lock:
             bodies = [b for b in self.bodies if b[0].endswith("/v1/" + signal)]
         out = {top: []}
-        for path, ctype, body, st in bodies:
+        for path, ctype, body, st, _ in bodies:
             if accepted_only and not 200 <= st < 300:
                 continue
             d = json.loads(body) if "json" in ctype else otlp_pb.decode(path, body)
             out[top].extend(d.get(top, []))
+        return out
+
+    def span_latencies(self, trace_ids=None):
+        """For each span that went through (accepted), of trace_ids when given: the time from its
+        end (end_ns, the app's clock) to the arrival of the request carrying it at the proxy
+        (this machine's clock, the same one), in milliseconds. For the benchmark's p50/p99 from an
+        Activity's end to the receiver."""
+        with self.lock:
+            bodies = [b for b in self.bodies if b[0].endswith("/v1/traces") and 200 <= b[3] < 300]
+        out = []
+        for path, ctype, body, _, arrived in bodies:
+            d = json.loads(body) if "json" in ctype else otlp_pb.decode(path, body)
+            out += [(arrived - sp["end_ns"]) / 1e6 for sp in flat_spans(d)
+                    if trace_ids is None or sp["trace_id"] in trace_ids]
         return out
 
     def seen(self, path_suffix=""):

@@ -7,7 +7,8 @@ Receiver   Microsoft's Aspire Dashboard (NuGet Aspire.Dashboard.Sdk.linux-x64, a
            binary restored into the build tree by the ctest fixture otel_dashboard: its path is
            DOTMON_ASPIRE_DASHBOARD). It listens on free ports of 127.0.0.1: OTLP/HTTP (protobuf and
            JSON, /v1/logs, /v1/traces, /v1/metrics) and its frontend, whose JSON API answers what it
-           received (GET /api/telemetry/resources, /spans, /traces, /traces/<id>, /logs). Own
+           received (GET /api/telemetry/resources, /spans, /traces, /traces/<id>, /logs; it also takes
+           OTLP/JSON requests). Own
            folder (HOME too: ASP.NET Core keeps its data-protection keys there), stopped at the end.
            The API has no metrics in 13.6.5 (see Receiver.metrics_api).
 OtelApp    tests/otel/app (DOTMON_OTELAPP_DIR): /work?id=N makes a known set of logs, metrics and
@@ -184,25 +185,32 @@ class Receiver:
 
     def resources(self):
         """[{name, instanceId?, displayName, hasLogs, hasTraces, hasMetrics}] of every resource
-        (service.name, with service.instance.id) that sent something."""
+        that sent something: name is service.name, instanceId service.instance.id when sent,
+        displayName "<name>-<instanceId>" (or name). The resource's other attributes come with
+        each span and record (flat_spans' and flat_logs' "resource")."""
         return self.get("resources") or []
 
-    def spans(self, trace_id=None, resource=None, has_error=None, limit=10000):
-        """Flat spans (flat_spans) the dashboard holds, optionally of one trace / resource name."""
+    def spans(self, trace_id=None, resource=None, has_error=None, limit=10000, service=None):
+        """Flat spans (flat_spans) the dashboard holds, optionally of one trace, of one resource
+        (the dashboard's name: service.name alone matches only while one instance of it sent
+        telemetry; with several, "<service.name>-<service.instance.id>", its displayName), or of
+        one service.name whatever the instance (service: filtered here)."""
         d = self.get("spans", traceId=trace_id, resource=resource,
                      hasError=None if has_error is None else str(has_error).lower(), limit=limit)
-        return flat_spans(d["data"]) if d else []
+        out = flat_spans(d["data"]) if d else []
+        return [x for x in out if service is None or x["resource"].get("service.name") == service]
 
     def trace(self, trace_id):
         """The flat spans of one trace (GET /api/telemetry/traces/<id>), [] when unknown."""
         d = self.get(f"traces/{trace_id}")
         return flat_spans(d["data"]) if d else []
 
-    def logs(self, trace_id=None, resource=None, severity=None, limit=10000):
-        """Flat log records (flat_logs), optionally of one trace / resource / minimum severity
-        (Trace, Debug, Information, Warning, Error, Critical)."""
+    def logs(self, trace_id=None, resource=None, severity=None, limit=10000, service=None):
+        """Flat log records (flat_logs), optionally of one trace / resource / service.name (as for
+        spans) / minimum severity (Trace, Debug, Information, Warning, Error, Critical)."""
         d = self.get("logs", traceId=trace_id, resource=resource, severity=severity, limit=limit)
-        return flat_logs(d["data"]) if d else []
+        out = flat_logs(d["data"]) if d else []
+        return [x for x in out if service is None or x["resource"].get("service.name") == service]
 
     def wait_spans(self, want, seconds=20, **query):
         """Polls spans(**query) until want(spans) holds (or want is a count reached), for up to

@@ -13,6 +13,7 @@ a private CA. The proxy's faults (a status with Retry-After, down, slow) on plai
 
 import copy
 import http.client
+import json
 import os
 import shutil
 import ssl
@@ -25,7 +26,7 @@ from otelrx import (DASHBOARD_DROPS_LOG_ATTRS, FaultProxy, OtelApp, Receiver, co
                     compare_spans, flat_logs, flat_spans, metric_points, private_ca)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, check, http_request, settle as _settle, verdict  # noqa: E402
+from dmtest import FAILS, check, fetch, http_request, settle as _settle, verdict  # noqa: E402
 
 SERVER, INTERNAL, CLIENT = 2, 1, 3
 
@@ -150,6 +151,15 @@ def main():
                    for sp in ss["spans"] if sp["name"] == "work.parent" and sp["traceId"] == tid2]
         check(raw_par and {"key": "order.id", "value": {"intValue": "8"}} in raw_par[-1]["attributes"],
               "the decoded work.parent keeps order.id as an intValue")
+        check(proxy.partial_successes() == [], f"the dashboard rejected nothing: {proxy.partial_successes()}")
+        # ... and it does say so when it rejects: a sum data point without a value.
+        bad = {"resourceMetrics": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "bad"}}]},
+                                    "scopeMetrics": [{"scope": {"name": "s"}, "metrics": [
+                                        {"name": "m", "sum": {"dataPoints": [{"timeUnixNano": str(time.time_ns())}],
+                                                              "aggregationTemporality": 2}}]}]}]}
+        fetch(proxy.url + "/v1/metrics", "POST", {"Content-Type": "application/json"}, json.dumps(bad).encode())
+        check(proxy.partial_successes() == [("/v1/metrics", 1, "")],
+              f"a data point without a value: a partial success, 1 rejected ({proxy.partial_successes()})")
         lat = proxy.span_latencies({tid2})
         check(len(lat) == 5 and all(0 <= x < 30_000 for x in lat), f"the spans' end-to-arrival times (ms): {lat}")
         st = app.metrics_state()

@@ -537,6 +537,7 @@ class FaultProxy:
         self.mode, self.status, self.retry_after, self.delay = "pass", 503, None, 0.0
         self.requests = []
         self.bodies = []
+        self.answers = []
         self.lock = threading.Lock()
         self.server = None
         self.up()
@@ -605,6 +606,8 @@ class FaultProxy:
                                            self.headers.get("Content-Encoding", ""), sent, st))
                     if not bad_gzip and (not gz or proxy.gunzip):
                         proxy.bodies.append((self.path, self.headers.get("Content-Type", ""), body, st, arrived))
+                    if data and 200 <= st < 300:
+                        proxy.answers.append((self.path, dict(hdrs).get("Content-Type", ""), data))
                 self.send_response(st)
                 for k, v in hdrs:
                     self.send_header(k, v)
@@ -648,6 +651,23 @@ class FaultProxy:
                 continue
             d = json.loads(body) if "json" in ctype else otlp_pb.decode(path, body)
             out[top].extend(d.get(top, []))
+        return out
+
+    def partial_successes(self):
+        """The receiver's 2xx answers that reported a partial success: [(path, rejected count,
+        error message)] (protobuf answers decoded by otlp_pb, JSON ones parsed)."""
+        with self.lock:
+            answers = list(self.answers)
+        out = []
+        for path, ctype, data in answers:
+            try:
+                d = json.loads(data) if "json" in ctype else otlp_pb.decode_response(path, data)
+            except (ValueError, KeyError):
+                continue
+            ps = d.get("partialSuccess") or {}
+            n = next((int(v) for k, v in ps.items() if k.startswith("rejected")), 0)
+            if n or ps.get("errorMessage"):
+                out.append((path, n, ps.get("errorMessage", "")))
         return out
 
     def span_latencies(self, trace_ids=None):

@@ -106,6 +106,19 @@ SCHEMA = {
                  5: ("traceId", HEX, False)},
 }
 
+# The answers (a partial success says how many items the receiver rejected, and why).
+SCHEMA.update({
+    "ExportTraceServiceResponse": {1: ("partialSuccess", "ExportTracePartialSuccess", False)},
+    "ExportTracePartialSuccess": {1: ("rejectedSpans", I64, False), 2: ("errorMessage", S, False)},
+    "ExportLogsServiceResponse": {1: ("partialSuccess", "ExportLogsPartialSuccess", False)},
+    "ExportLogsPartialSuccess": {1: ("rejectedLogRecords", I64, False), 2: ("errorMessage", S, False)},
+    "ExportMetricsServiceResponse": {1: ("partialSuccess", "ExportMetricsPartialSuccess", False)},
+    "ExportMetricsPartialSuccess": {1: ("rejectedDataPoints", I64, False), 2: ("errorMessage", S, False)},
+})
+
+RESPONSE = {"/v1/traces": "ExportTraceServiceResponse", "/v1/logs": "ExportLogsServiceResponse",
+            "/v1/metrics": "ExportMetricsServiceResponse"}
+
 REQUEST = {"/v1/traces": "ExportTraceServiceRequest", "/v1/logs": "ExportLogsServiceRequest",
            "/v1/metrics": "ExportMetricsServiceRequest"}
 
@@ -216,6 +229,14 @@ def decode(path, body):
     """An OTLP/HTTP protobuf request body sent to path (…/v1/traces, …/v1/logs, …/v1/metrics) as
     OTLP JSON data; raises DecodeError (or KeyError for another path)."""
     for suffix, name in REQUEST.items():
+        if path.endswith(suffix):
+            return decode_message(name, body)
+    raise KeyError(path)
+
+
+def decode_response(path, body):
+    """The receiver's protobuf answer to a request sent to path: {} or {"partialSuccess": {...}}."""
+    for suffix, name in RESPONSE.items():
         if path.endswith(suffix):
             return decode_message(name, body)
     raise KeyError(path)

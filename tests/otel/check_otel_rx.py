@@ -22,8 +22,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from otelrx import (DASHBOARD_DROPS_LOG_ATTRS, FaultProxy, OtelApp, Receiver, compare_logs, compare_metrics, compare_resources,  # noqa: E402
-                    compare_spans, flat_logs, flat_spans, metric_points, private_ca)
+from otelrx import (DASHBOARD_DROPS_LOG_ATTRS, FaultProxy, OtelApp, Receiver, compare_logs, compare_metrics,  # noqa: E402
+                    compare_receivers, compare_resources, compare_spans, flat_logs, flat_spans, metric_points,
+                    private_ca)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from dmtest import FAILS, check, fetch, http_request, settle as _settle, verdict  # noqa: E402
@@ -101,6 +102,10 @@ def main():
             time.sleep(1.5)
             got = rx.resources()
         check(any(r["name"] == service and r.get("hasMetrics") for r in got), "the dashboard received metrics")
+
+        d = compare_receivers(rx, rx, [tid], service=service)
+        check(d == [], f"a receiver's view of the trace compares equal to itself: {d}")
+        check(compare_receivers(rx, rx, ["0" * 32]) != [], "a trace in neither view is a difference")
 
         # The comparison helpers: equal to itself, and each kind of change found.
         check(compare_spans(spans, copy.deepcopy(spans)) == [] and compare_logs(logs, copy.deepcopy(logs)) == [],

@@ -458,6 +458,26 @@ def compare_metrics(a, b, tolerance=None, names=None):
     return diffs
 
 
+def compare_receivers(a, b, trace_ids, service=None, ignore_span_attrs=(), ignore_log_attrs=(),
+                      tolerance_ns=1_000_000):
+    """Two receivers' views (Receiver a and b: say the in-process SDK's and dotmon's) of the traces
+    trace_ids (of service, a service.name, when given): their spans (compare_spans, durations
+    within tolerance_ns), the log records of those traces (compare_logs) and the resources'
+    service.name. Lists every difference; [] when the views agree."""
+    ids = set(trace_ids)
+    sa = [x for x in a.spans(service=service) if x["trace_id"] in ids]
+    sb = [x for x in b.spans(service=service) if x["trace_id"] in ids]
+    la = [x for x in a.logs(service=service) if x["trace_id"] in ids]
+    lb = [x for x in b.logs(service=service) if x["trace_id"] in ids]
+    diffs = compare_spans(sa, sb, tolerance_ns, ignore_span_attrs)
+    diffs += compare_logs(la, lb, ignore_log_attrs)
+    if sa and sb:
+        diffs += compare_resources(sa[0]["resource"], sb[0]["resource"])
+    elif not sa and not sb:
+        diffs.append(f"no span of traces {sorted(ids)} in either view")
+    return diffs
+
+
 # ---------------------------------------------------------------------------------------------
 # The test app
 
@@ -691,5 +711,5 @@ class FaultProxy:
 
 
 __all__ = ["DASHBOARD_ATTRS", "DASHBOARD_DROPS_LOG_ATTRS", "FaultProxy", "OtelApp", "Receiver", "any_value", "attrs",
-           "compare_logs", "compare_metrics", "compare_resources", "compare_spans", "flat_logs", "flat_spans",
+           "compare_logs", "compare_metrics", "compare_receivers", "compare_resources", "compare_spans", "flat_logs", "flat_spans",
            "log_tuple", "metric_points", "private_ca", "span_tuple"]

@@ -17,6 +17,10 @@
 //                   (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_SERVICE_NAME,
 //                   OTEL_METRIC_EXPORT_INTERVAL, OTEL_BSP_SCHEDULE_DELAY, ...); anything else: no
 //                   exporter, the telemetry is only there for an observer outside the process.
+//   OTEL_TEST_LOG_FORMATTED
+//                   0: the SDK's log bodies are the message templates ("Work {OrderId} started
+//                   for {Customer}"); otherwise the formatted messages ("Work 7 started for alice")
+//                   with the template in the attribute {OriginalFormat}.
 //
 // stdout: one line "ready pid=<pid> url=<base URL> sdk=<0|1>" once Kestrel listens; nothing else
 // (the console logger is off). SIGTERM/SIGINT: the host stops (the SDK, when on, flushes).
@@ -91,6 +95,7 @@ public static class Program
     public static async Task<int> Main(string[] args)
     {
         bool sdk = Environment.GetEnvironmentVariable("OTEL_TEST_SDK") == "1";
+        bool formatted = Environment.GetEnvironmentVariable("OTEL_TEST_LOG_FORMATTED") != "0";
         string port = Environment.GetEnvironmentVariable("OTEL_APP_PORT") ?? "0";
         if (string.IsNullOrEmpty(port))
         {
@@ -119,7 +124,7 @@ public static class Program
                 .WithLogging(null, o =>
                 {
                     o.IncludeScopes = true;
-                    o.IncludeFormattedMessage = true;
+                    o.IncludeFormattedMessage = formatted;
                 })
                 .UseOtlpExporter();
         }

@@ -192,7 +192,11 @@ public static class Program
         OpenOrders.Add(2, new KeyValuePair<string, object?>("tenant", "contoso"));
         OpenOrders.Add(-1, new KeyValuePair<string, object?>("tenant", "contoso"));
 
-        using (log.BeginScope(new Dictionary<string, object?> { ["OrderId"] = id, ["Tenant"] = "contoso" }))
+        // A list of key/values (not a Dictionary): the EventSource logger dotmon reads serializes
+        // only scopes that are IReadOnlyList<KeyValuePair<string, object?>> (a Dictionary scope
+        // reaches it as {}), while the in-process SDK reads any of them.
+        var scope = new List<KeyValuePair<string, object?>> { new("OrderId", id), new("Tenant", "contoso") };
+        using (log.BeginScope(scope))
         using (Activity? parent = Source.StartActivity("work.parent", ActivityKind.Internal))
         {
             parent?.SetTag("order.id", id);

@@ -43,7 +43,7 @@ def main():
     try:
         os.makedirs(os.path.join(tmp, "rx"))
         rx = Receiver(tmp=os.path.join(tmp, "rx"))
-        print(f"dashboard answering after {rx.start_seconds:.2f} s", flush=True)
+        print(f"dashboard answering after {rx.start_seconds:.2f} s: {rx.command_line()}", flush=True)
         service = f"otelrx-check-{os.getpid()}"
         app = OtelApp(tmp, env=rx.sdk_env(service), sdk=True)
         ans = app.work(7)

@@ -36,6 +36,7 @@ import http.server
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -123,6 +124,12 @@ class Receiver:
             self.stop(show_log=True)
             raise RuntimeError(f"the Aspire Dashboard did not answer within {timeout} s")
         self.start_seconds = time.monotonic() - t0
+
+    def command_line(self):
+        """The dashboard's command line as a shell would run it: the settings given (every
+        variable that differs from this process's environment) and the binary."""
+        return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env_given.items())) + " " + \
+            " ".join(shlex.quote(c) for c in self.command)
 
     def _answers(self):
         st, _, _ = fetch(f"http://127.0.0.1:{self.api_port}/api/telemetry/resources", timeout=2)

@@ -152,8 +152,8 @@ static void report_settings(const struct config *cfg)
                      e->source);
         } else if (k == CONFIG_KEY_FOREIGN) {
             log_info(cat,
-                     "setting %s (from %s) is a dotnet-monitor feature dotmon does not "
-                     "implement; ignored",
+                     "setting %s (from %s) is a dotnet-monitor feature not implemented by "
+                     "dotmon; ignored",
                      e->key, e->source);
         }
     }

@@ -568,6 +568,7 @@ static const char *const known_keys[] = {
     "DiagnosticPort:TrustedUids",
     "DiagnosticPort:TrustedUids:*",
     "Timeouts:*", /* timeouts.c refuses a name that is not in its table */
+    "CorsConfiguration:AllowedOrigins",
 };
 
 /* Sections read whole (every key under them is dotmon's): collection rules (rules_run.c). */
@@ -583,13 +584,8 @@ static const char *const known_prefixes[] = {
  * not a known key is reported as unknown (a typo, most likely).
  */
 static const char *const foreign_prefixes[] = {
-    "InProcessFeatures",
-    "CorsConfiguration",
-    "AzureAd",
-    "Kestrel",
-    "DotnetMonitorDebug",
-    "Logging",
-    "Storage:SharedLibraryPath",
+    "InProcessFeatures",      "AzureAd", "Kestrel",
+    "DotnetMonitorDebug",     "Logging", "Storage:SharedLibraryPath",
     "Authentication:AzureAd",
 };
 

@@ -673,13 +673,14 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     /* Dump:TimeoutSeconds, GCDump:TimeoutSeconds and Trace:StopTimeoutSeconds: timeouts.c */
-    uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5;
+    uint64_t max_traces = 3, max_dumps = 1, history = 100;
+    double interval = 5;
     uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT;
     uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 1024;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
-        config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
+        config_get_float(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
         config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0 ||
         config_get_uint(cfg, "RequestLimits:GCDump:MaxConcurrency", 1, 16, &max_gcdumps) != 0 ||
         config_get_uint(cfg, "GCDump:MaxNodes", 1000, 1000000000, &gcdump_nodes) != 0 ||
@@ -699,7 +700,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     if (rc != 0) {
         return rc;
     }
-    a->metrics_interval_s = (uint32_t)interval;
+    a->metrics_interval_sec = interval;
     rc = rules_run_new(a, &a->rules);
     if (rc != 0) {
         if (rc == AGENT_E_INVAL) {

@@ -465,7 +465,7 @@ static int parse_profile_list(const char *list, const struct profile **chosen, s
     }
 }
 
-int trace_config_from_profiles(const char *profiles, uint32_t metrics_interval_s,
+int trace_config_from_profiles(const char *profiles, double metrics_interval_s,
                                struct trace_config *out, struct buf *err)
 {
     memset(out, 0, sizeof(*out));
@@ -480,11 +480,11 @@ int trace_config_from_profiles(const char *profiles, uint32_t metrics_interval_s
         return rc;
     }
 
-    char interval[16];
-    int ilen = snprintf(interval, sizeof(interval), "%u",
-                        metrics_interval_s ? metrics_interval_s : TRACE_DEFAULT_METRICS_INTERVAL_S);
-    if (ilen < 0 || (size_t)ilen >= sizeof(interval)) {
-        return AGENT_E_INVAL; /* cannot happen for a uint32 */
+    char interval[32];
+    if (num_format_float32(interval, sizeof(interval),
+                           metrics_interval_s > 0 ? metrics_interval_s
+                                                  : TRACE_DEFAULT_METRICS_INTERVAL_S) != 0) {
+        return AGENT_E_INVAL; /* below 1e-9 or over 1e9 s: not a setting dotmon accepts */
     }
 
     struct buf scratch;

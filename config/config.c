@@ -447,6 +447,21 @@ int config_get_uint(const struct config *c, const char *key, uint64_t min, uint6
     return 0;
 }
 
+int config_get_float(const struct config *c, const char *key, double min, double max, double *out)
+{
+    const char *v = config_get(c, key);
+    if (v == NULL || *v == '\0') {
+        return 0;
+    }
+    double d = 0;
+    if (num_parse_float32(v, &d) != 0 || d < min || d > max) {
+        log_error("dotmon", "%s: '%s' is not a number from %g to %g", key, v, min, max);
+        return AGENT_E_INVAL;
+    }
+    *out = d;
+    return 0;
+}
+
 int config_get_timespan_ms(const struct config *c, const char *key, uint64_t min_ms,
                            uint64_t max_ms, uint64_t *out)
 {

@@ -111,7 +111,7 @@ static void assert_config(const struct trace_config *c, const struct want *want,
     assert_encodes(&c->collect);
 }
 
-static void check_profiles(const char *list, uint32_t interval, const struct want *want, size_t n,
+static void check_profiles(const char *list, double interval, const struct want *want, size_t n,
                            uint64_t rundown, const char *names)
 {
     struct trace_config c;
@@ -172,6 +172,12 @@ static void test_trace_config_profile_metrics(void **state)
                                {"Microsoft.AspNetCore.Hosting", 0, 4, "EventCounterIntervalSec=10"},
                                {"Grpc.AspNetCore.Server", 0, 4, "EventCounterIntervalSec=10"}};
     CHECK_PROFILES("metrics", 10, w10, 0, "Metrics");
+    /* GlobalCounter:IntervalSeconds is a float: written as dotnet-monitor's float.ToString. */
+    const struct want w15[] = {
+        {"System.Runtime", 0, 4, "EventCounterIntervalSec=1.5"},
+        {"Microsoft.AspNetCore.Hosting", 0, 4, "EventCounterIntervalSec=1.5"},
+        {"Grpc.AspNetCore.Server", 0, 4, "EventCounterIntervalSec=1.5"}};
+    CHECK_PROFILES("Metrics", 1.5, w15, 0, "Metrics");
 }
 
 /* GcCollectConfiguration.cs: RundownKeyword = GC, which needs CollectTracing4. */

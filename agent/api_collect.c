@@ -82,8 +82,9 @@ void api_trace_get(struct agent *a, struct http_request *req)
     memset(&tc, 0, sizeof(tc));
     if (has < 0) {
         api_problem(req, 400, "malformed query string");
-    } else if (trace_config_from_profiles(has == 1 ? buf_cstr(&profile) : NULL,
-                                          a->metrics_interval_sec, &tc, &err) != 0) {
+    } else if (trace_config_from_profiles_with(has == 1 ? buf_cstr(&profile) : NULL,
+                                               a->metrics_interval_sec, metrics_trace_interval,
+                                               a->cfg, &tc, &err) != 0) {
         api_problem(req, 400, "%s", buf_cstr(&err));
     } else {
         start_trace_req(a, req, p, &tc, duration);

@@ -57,6 +57,17 @@ int trace_config_from_profiles(const char *profiles, double metrics_interval_s,
                                struct trace_config *out, struct buf *err);
 
 /*
+ * A provider's own counter interval for the Metrics profile, as dotnet-monitor's
+ * GetProviderSpecificInterval (GlobalCounter:Providers:<name>:IntervalSeconds): seconds, or 0 when
+ * the provider has none (metrics_interval_s applies).
+ */
+typedef double (*trace_provider_interval_fn)(const void *ud, const char *provider);
+/* trace_config_from_profiles with each provider's own interval from per_provider(ud, name). */
+int trace_config_from_profiles_with(const char *profiles, double metrics_interval_s,
+                                    trace_provider_interval_fn per_provider, const void *ud,
+                                    struct trace_config *out, struct buf *err);
+
+/*
  * Parses dotnet-monitor's POST /trace body (Models/EventPipeConfiguration.cs,
  * EventPipeProvider.cs):
  *   {"Providers":[{"Name":"…","EventLevel":"Informational"|4,"Keywords":"0x…"|"123"|123,

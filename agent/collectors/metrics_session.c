@@ -322,6 +322,23 @@ bool metrics_filters_want(const struct metrics_filters *f, const struct ev_metri
     return false;
 }
 
+double metrics_provider_interval(const struct config *cfg, const char *provider, double global_s)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "GlobalCounter:Providers:%s:IntervalSeconds", provider);
+    const char *v = config_get(cfg, key);
+    double d = 0;
+    if (v != NULL && num_parse_float32(v, &d) == 0 && d >= 1 && d <= 86400) {
+        return d;
+    }
+    return global_s;
+}
+
+double metrics_trace_interval(const void *cfg, const char *provider)
+{
+    return metrics_provider_interval(cfg, provider, 0);
+}
+
 uint64_t metrics_filters_counter_interval_ms(const struct metrics_filters *f)
 {
     uint64_t ms = 0;

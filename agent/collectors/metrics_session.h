@@ -63,6 +63,12 @@ int metrics_filters_from_json(struct metrics_filters *f, const char *body, size_
 void metrics_filters_fini(struct metrics_filters *f);
 /* True when s is one of the wanted values. */
 bool metrics_filters_want(const struct metrics_filters *f, const struct ev_metric_sample *s);
+/* GlobalCounter:Providers:<provider>:IntervalSeconds when it is set and valid (1-86400), else
+ * global_s. */
+double metrics_provider_interval(const struct config *cfg, const char *provider, double global_s);
+/* The same as a trace_provider_interval_fn (trace_config.h): ud is the const struct config; 0 when
+ * the provider has no interval of its own. */
+double metrics_trace_interval(const void *cfg, const char *provider);
 /* The shortest EventCounters interval in ms, 0 when no provider is enabled. */
 uint64_t metrics_filters_counter_interval_ms(const struct metrics_filters *f);
 

@@ -25,7 +25,6 @@
 #include "ipc_codec.h"
 #include "log.h"
 #include "metrics_session.h"
-#include "num.h"
 #include "ring_registry.h"
 #include "rules.h"
 #include "trace_config.h"
@@ -500,7 +499,8 @@ static int trace_action_config(const struct agent *a, const struct rules_action 
 {
     int rc;
     if (act->profile != NULL) {
-        rc = trace_config_from_profiles(act->profile, a->metrics_interval_sec, tc, why);
+        rc = trace_config_from_profiles_with(act->profile, a->metrics_interval_sec,
+                                             metrics_trace_interval, a->cfg, tc, why);
         tc->collect.buffer_mb = act->buffer_mb;
         return rc;
     }
@@ -1049,18 +1049,9 @@ static int ri_filters(struct rinst *ri, const struct rules_trigger *t, double gl
 /* The requested counter interval of trigger t (GlobalCounter settings). */
 static double trigger_interval(const struct agent *a, const struct rules_trigger *t)
 {
-    double s = a->metrics_interval_sec;
     const char *prov = rules_trigger_interval_provider(t);
-    if (prov != NULL) {
-        char key[512];
-        snprintf(key, sizeof(key), "GlobalCounter:Providers:%s:IntervalSeconds", prov);
-        const char *v = config_get(a->cfg, key);
-        double d = 0;
-        if (v != NULL && num_parse_float32(v, &d) == 0 && d >= 1 && d <= 86400) {
-            s = d;
-        }
-    }
-    return s;
+    return prov != NULL ? metrics_provider_interval(a->cfg, prov, a->metrics_interval_sec)
+                        : a->metrics_interval_sec;
 }
 
 static void run_free(struct rules_run *r);

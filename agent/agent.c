@@ -87,8 +87,8 @@ static void report_settings(const struct config *cfg)
                      e->source);
         } else if (k == CONFIG_KEY_FOREIGN) {
             log_info(cat,
-                     "setting %s (from %s) is a dotnet-monitor feature dotmon does not "
-                     "implement; ignored",
+                     "setting %s (from %s) is a dotnet-monitor feature not implemented by "
+                     "dotmon; ignored",
                      e->key, e->source);
         }
     }
@@ -623,14 +623,15 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     /* Dump:TimeoutSeconds, GCDump:TimeoutSeconds and Trace:StopTimeoutSeconds: timeouts.c */
-    uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5;
+    uint64_t max_traces = 3, max_dumps = 1, history = 100;
+    double interval = 5;
     uint64_t max_hist = 20, max_series = 1000; /* dotnet-monitor's GlobalCounterOptionsDefaults */
     uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT;
     uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 1024;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
-        config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
+        config_get_float(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
         config_get_uint(cfg, "GlobalCounter:MaxHistograms", 1, INT32_MAX, &max_hist) != 0 ||
         config_get_uint(cfg, "GlobalCounter:MaxTimeSeries", 1, INT32_MAX, &max_series) != 0 ||
         config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0 ||
@@ -652,7 +653,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     if (rc != 0) {
         return rc;
     }
-    a->metrics_interval_s = (uint32_t)interval;
+    a->metrics_interval_sec = interval;
     a->metrics_max_histograms = (uint32_t)max_hist;
     a->metrics_max_time_series = (uint32_t)max_series;
     rc = rules_run_new(a, &a->rules);

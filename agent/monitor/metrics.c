@@ -421,7 +421,7 @@ int metrics_new(struct agent *a, struct metrics **out)
     }
     m->a = a;
     m->all_processes = all == 1;
-    int rc = metrics_filters_from_config(&m->f, a->cfg, a->metrics_interval_s);
+    int rc = metrics_filters_from_config(&m->f, a->cfg, a->metrics_interval_sec);
     if (rc != 0) {
         free(m);
         return rc;

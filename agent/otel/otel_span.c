@@ -74,11 +74,30 @@ static bool as_double(const char *s, double *out)
     return true;
 }
 
+/*
+ * Attributes the semantic conventions define as strings although their values look like numbers
+ * ("1.1", "2"): the instrumentations set them as strings, so they stay strings.
+ */
+static const char *const string_keys[] = {"network.protocol.version"};
+
+static bool string_key(const char *key)
+{
+    for (size_t k = 0; key != NULL && k < sizeof(string_keys) / sizeof(string_keys[0]); k++) {
+        if (strcmp(key, string_keys[k]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void otel_span_typed_value(const char *text, struct otlp_kv *kv)
 {
     int64_t i;
     double d;
-    if (as_int(text, &i)) {
+    if (string_key(kv->key)) {
+        kv->kind = OTLP_STR;
+        kv->str = text;
+    } else if (as_int(text, &i)) {
         kv->kind = OTLP_INT;
         kv->i = i;
     } else if (strcmp(text, "True") == 0 || strcmp(text, "False") == 0) {

@@ -14,7 +14,8 @@
  * - tags -> attributes. The runtime hands tag values over as text (object.ToString()), so their
  *   type is recovered from the text: a decimal integer that fits int64 becomes an int, "True" /
  *   "False" a bool, a finite decimal with '.' or an exponent a double, anything else a string
- *   (docs/deviations.md: a string tag that looks like a number is sent as a number);
+ *   (docs/deviations.md: a string tag that looks like a number is sent as a number), except keys
+ *   the semantic conventions define as strings (network.protocol.version);
  * - the instrumentation scope is the ActivitySource: its name and version.
  */
 #include <stddef.h>
@@ -30,7 +31,7 @@
 int otel_span_from_activity(const struct ev_span *s, struct otlp_span *out,
                             struct otlp_scope *scope, struct otlp_kv *attrs, size_t cap);
 
-/* One tag value typed as above into kv (kv->key is left alone). */
+/* One tag value typed as above into kv (kv->key, set by the caller, is read, not changed). */
 void otel_span_typed_value(const char *text, struct otlp_kv *kv);
 
 #endif

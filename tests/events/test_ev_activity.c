@@ -3,7 +3,8 @@
  * events/ev_activity: Microsoft-Diagnostics-DiagnosticSource ActivityStop events to spans
  * (docs/events.md §9) and the FilterAndPayloadSpecs builder. Synthetic V4 streams written byte by
  * byte (metadata in a V2Params tag, as the runtime writes an event with an array field), fed whole,
- * one byte at a time and cut short; the bounds (tags, strings, the memory share).
+ * one byte at a time and cut short; the bounds (tags, strings, the memory share); and a real
+ * capture of the test app (tests/fixtures/events/README.md, activities.nettrace).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include "buf.h"
 #include "err.h"
 #include "ev_activity.h"
+#include "fixture.h"
 #include "membudget.h"
 #include "ntw.h"
 #include "wbuf.h"
@@ -471,12 +473,82 @@ static void test_ev_activity_filter_specs(void **state)
     assert_null(ev_activity_status_name(-1));
 }
 
+/* The real capture: the ids the app printed, its HttpClient span as the server span's parent. */
+static void test_ev_activity_real_capture(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *bytes = fixture_read("events", "activities.nettrace", &n);
+    struct seen *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    struct ev_activity *a = NULL;
+    assert_int_equal(ev_activity_new(&a, on_span, w), 0);
+    for (size_t off = 0; off < n; off += 1000) { /* in pieces */
+        assert_int_equal(ev_activity_feed(a, bytes + off, n - off < 1000 ? n - off : 1000), 0);
+    }
+    struct ev_activity_stats st;
+    ev_activity_get_stats(a, &st);
+    assert_int_equal(st.spans, 6);
+    assert_int_equal(st.skipped, 0);
+    assert_int_equal(w->n, 6);
+    static const uint8_t trace[16] = {0x7b, 0x2b, 0x7f, 0xee, 0x9c, 0x4f, 0x57, 0xf8,
+                                      0x93, 0x65, 0x7d, 0xa9, 0xd3, 0x5c, 0x34, 0x92};
+    static const uint8_t parent[8] = {0x3b, 0xf6, 0x0e, 0x30, 0x1b, 0x4b, 0x7f, 0x5f};
+    static const uint8_t child[8] = {0xc9, 0x96, 0x00, 0xa7, 0x28, 0xcb, 0xa9, 0x53};
+    int p = -1, c = -1, client = -1, server = -1;
+    for (size_t k = 0; k < w->n; k++) {
+        const struct ev_span *s = &w->sp[k].s;
+        if (memcmp(s->span_id, parent, 8) == 0) {
+            p = (int)k;
+        } else if (memcmp(s->span_id, child, 8) == 0) {
+            c = (int)k;
+        } else if (strcmp(w->sp[k].source, "System.Net.Http") == 0) {
+            client = (int)k;
+        } else if (strcmp(w->sp[k].source, "Microsoft.AspNetCore") == 0) {
+            server = (int)k;
+        }
+    }
+    assert_true(p >= 0 && c >= 0 && client >= 0 && server >= 0);
+    assert_memory_equal(w->sp[p].s.trace_id, trace, 16);
+    assert_memory_equal(w->sp[c].s.trace_id, trace, 16);
+    assert_false(w->sp[p].s.has_parent);
+    assert_true(w->sp[c].s.has_parent);
+    assert_memory_equal(w->sp[c].s.parent_span_id, parent, 8);
+    assert_string_equal(w->sp[p].name, "fixture");
+    assert_string_equal(w->sp[c].name, "fixture.child");
+    assert_string_equal(w->sp[p].version, "1.0.0");
+    assert_int_equal(w->sp[p].s.kind, EV_ACTIVITY_SERVER);
+    assert_int_equal(w->sp[c].s.kind, EV_ACTIVITY_CLIENT);
+    assert_int_equal(w->sp[c].s.status, EV_ACTIVITY_ERROR);
+    assert_string_equal(w->sp[c].desc, "child failed");
+    assert_int_equal(w->sp[p].ntags, 2);
+    assert_string_equal(w->sp[p].tags[0].key, "demo.name");
+    assert_string_equal(w->sp[p].tags[0].value, "fixture");
+    assert_string_equal(w->sp[p].tags[1].value, "42");
+    assert_true(w->sp[c].s.end_unix_nano - w->sp[c].s.start_unix_nano >= 2000000);
+    assert_true(w->sp[p].s.start_unix_nano <= w->sp[c].s.start_unix_nano &&
+                w->sp[c].s.end_unix_nano <= w->sp[p].s.end_unix_nano);
+    /* W3C propagation over HTTP: the server span's parent is the client span */
+    assert_true(w->sp[server].s.has_parent);
+    assert_memory_equal(w->sp[server].s.parent_span_id, w->sp[client].s.span_id, 8);
+    assert_memory_equal(w->sp[server].s.trace_id, w->sp[client].s.trace_id, 16);
+    assert_int_equal(w->sp[server].s.kind, EV_ACTIVITY_SERVER);
+    assert_string_equal(w->sp[client].name, "GET");
+    assert_string_equal(w->sp[client].op, "System.Net.Http.HttpRequestOut");
+    ev_activity_free(a);
+    free(w);
+    free(bytes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ev_activity_spans),        cmocka_unit_test(test_ev_activity_hostile),
-        cmocka_unit_test(test_ev_activity_bounds),       cmocka_unit_test(test_ev_activity_share),
+        cmocka_unit_test(test_ev_activity_spans),
+        cmocka_unit_test(test_ev_activity_hostile),
+        cmocka_unit_test(test_ev_activity_bounds),
+        cmocka_unit_test(test_ev_activity_share),
         cmocka_unit_test(test_ev_activity_filter_specs),
+        cmocka_unit_test(test_ev_activity_real_capture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,16 +94,14 @@ void otel_span_typed_value(const char *text, struct otlp_kv *kv)
 {
     int64_t i;
     double d;
-    if (string_key(kv->key)) {
-        kv->kind = OTLP_STR;
-        kv->str = text;
-    } else if (as_int(text, &i)) {
+    bool typed = !string_key(kv->key);
+    if (typed && as_int(text, &i)) {
         kv->kind = OTLP_INT;
         kv->i = i;
-    } else if (strcmp(text, "True") == 0 || strcmp(text, "False") == 0) {
+    } else if (typed && (strcmp(text, "True") == 0 || strcmp(text, "False") == 0)) {
         kv->kind = OTLP_BOOL;
         kv->b = text[0] == 'T';
-    } else if (as_double(text, &d)) {
+    } else if (typed && as_double(text, &d)) {
         kv->kind = OTLP_DOUBLE;
         kv->d = d;
     } else {

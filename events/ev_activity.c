@@ -361,6 +361,12 @@ static void on_stop(struct ev_activity *a, const struct md_entry *md)
         a->st.skipped++;
         return;
     }
+    /* Not recorded: a root the sampler let through for its ids only (PropagationData) or an
+     * activity under such a parent; the in-process SDK exports only recorded ones (§9.4). */
+    if ((sp.flags & 1u) == 0) {
+        a->st.unsampled++;
+        return;
+    }
     if (dur_ticks > max_ticks) {
         dur_ticks = max_ticks;
     }

@@ -17,8 +17,10 @@
  * Bounds: every string cut at EV_ACTIVITY_MAX_STRING bytes on a UTF-8 boundary, at most
  * EV_ACTIVITY_MAX_TAGS tags per span (more are dropped and counted), an event whose strings do
  * not fit EV_ACTIVITY_TEXT_MAX together is skipped. A span without a valid W3C trace id and span
- * id (an activity in the hierarchical id format) is skipped. All strings handed out are valid
- * UTF-8.
+ * id (an activity in the hierarchical id format) is skipped. An activity without the Recorded
+ * trace flag (the sampler kept only its ids: ParentRatioSampler writes those too) is not a span:
+ * it is counted (stats.unsampled) and dropped, as the in-process SDK drops it. All strings handed
+ * out are valid UTF-8.
  *
  * Memory: only the metadata schemas grow with the input; they are charged to the session's share
  * of dotmon's memory budget (ev_activity_set_share; else the total only) and a schema that does
@@ -63,7 +65,7 @@ struct ev_span {
     uint8_t span_id[8];
     bool has_parent;
     uint8_t parent_span_id[8];
-    uint8_t flags;           /* ActivityTraceFlags: 1 = Recorded */
+    uint8_t flags;           /* ActivityTraceFlags: 1 = Recorded (always set: see the top) */
     const char *trace_state; /* NULL when none */
     const char *name;        /* DisplayName, else the operation name */
     const char *operation_name;
@@ -87,6 +89,7 @@ struct ev_activity_stats {
     uint64_t stops;          /* ActivityStop events seen */
     uint64_t spans;          /* spans delivered */
     uint64_t skipped;        /* malformed payloads, no W3C ids, strings over the text area */
+    uint64_t unsampled;      /* activities without the Recorded flag (not spans) */
     uint64_t tags_dropped;   /* tags past EV_ACTIVITY_MAX_TAGS */
     uint64_t budget_dropped; /* metadata not kept for the share */
     uint64_t lost;           /* events the runtime dropped */

@@ -5,7 +5,8 @@ FilterAndPayloadSpecs argument ev_activity_filter_specs builds (docs/events.md ย
 file decoded by events/ev_activity (tool activity_spans, argv[1]) and checked against what the app
 printed: its TestApp.Demo parent and child (ids, parent link, names, kinds, status, tags, times),
 and the ASP.NET Core server spans of its HttpClient requests (the client span is the server span's
-parent: W3C propagation over real HTTP)."""
+parent: W3C propagation over real HTTP); then a session with ParentRatioSampler(0.5): exactly the
+roots whose trace id the runtime's rule picks are spans, with their children."""
 
 import json
 import os
@@ -29,32 +30,78 @@ def spans_of(path):
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
+def start_trace(w, specs, dest, duration):
+    """POST /trace of the app with the DiagnosticSource provider and specs, in a thread writing the
+    nettrace file to dest; returns (thread, result dict with "status" or "error")."""
+    body = json.dumps({"Providers": [{"Name": "Microsoft-Diagnostics-DiagnosticSource", "Keywords": "0x3",
+                                      "EventLevel": "Verbose", "Arguments": {"FilterAndPayloadSpecs": specs}}],
+                       "RequestRundown": False, "BufferSizeInMB": 16}).encode()
+    result = {}
+
+    def trace():
+        try:
+            result["status"] = fetch(f"http://127.0.0.1:{w.port}/trace?pid={w.app.pid}&durationSeconds={duration}",
+                                     method="POST", headers={"Content-Type": "application/json"}, data=body,
+                                     timeout=duration + 60, dest=dest)[0]
+        except Exception as e:  # noqa: BLE001 (reported by the caller's check)
+            result["error"] = repr(e)
+
+    t = threading.Thread(target=trace)
+    t.start()
+    return t, result
+
+
+def wait_listener(w, warm):
+    """The session is on once the app's ActivitySource has a listener: activities exist."""
+    return wait_for(lambda: warm.append(w.app.command("activity warmup")) or "trace=" in warm[-1], 30 * MULT)
+
+
+def sampled_by_ratio(trace_id, ratio):
+    """The runtime's ParentRatioSampler for a root (docs/events.md ยง9.2): the trace id's first 8
+    bytes, big-endian and signed, in absolute value under ratio * (2^63 - 1)."""
+    v = int.from_bytes(bytes.fromhex(trace_id)[:8], "big", signed=True)
+    return abs(v) < int(ratio * (2**63 - 1))
+
+
+def sampling(w):
+    """ParentRatioSampler(0.5) through ev_activity_filter_specs: exactly the roots whose trace id the
+    rule picks are spans, each with its child (the child follows its parent's decision)."""
+    specs = subprocess.run([TOOL, "specs", "TestApp.Demo", "0.5"], capture_output=True, text=True,
+                           check=True).stdout
+    check("-ParentRatioSampler(0.5):" in specs, "the spec asks for the runtime's ratio sampler")
+    dest = os.path.join(w.tmp, "sampled.nettrace")
+    t, result = start_trace(w, specs, dest, 8 * MULT)
+    warm = []
+    check(wait_listener(w, warm), "the sampled session is on")
+    printed = []
+    for i in range(60):
+        m = re.match(r"ok activity trace=([0-9a-f]{32}) parent=([0-9a-f]{16}) child=([0-9a-f]{16}|none)",
+                     w.app.command(f"activity s{i}"))
+        if m:
+            printed.append(m.groups())
+    t.join(8 * MULT + 90)
+    check(result.get("status") == 200, f"the sampled trace answered 200 ({result})")
+    spans = {s["span"]: s for s in spans_of(dest)}
+    want = [p for p in printed if sampled_by_ratio(p[0], 0.5)]
+    got = [p for p in printed if p[1] in spans]
+    check(len(printed) == 60 and 10 <= len(want) <= 50,
+          f"the app's 60 roots, about half of them picked by the rule ({len(want)})")
+    check(got == want, f"exactly the picked roots are spans ({len(got)} spans of {len(want)} picked)")
+    check(all(p[2] in spans and spans[p[2]]["parent"] == p[1] for p in want),
+          "each picked root's child is a span too")
+    check(all(p[2] == "none" for p in printed if p not in want),
+          "a root the rule left out had no recorded child (the child follows its parent)")
+
+
 def main():
     specs = subprocess.run([TOOL, "specs", SOURCES, "1"], capture_output=True, text=True, check=True).stdout
     check(specs.count("[AS]") == 3 and "/Stop:" in specs, "the FilterAndPayloadSpecs has one Stop line per source")
     w = Watched("dm-act-")
     try:
         dest = os.path.join(w.tmp, "act.nettrace")
-        body = json.dumps({"Providers": [{"Name": "Microsoft-Diagnostics-DiagnosticSource", "Keywords": "0x3",
-                                          "EventLevel": "Verbose",
-                                          "Arguments": {"FilterAndPayloadSpecs": specs}}],
-                           "RequestRundown": False, "BufferSizeInMB": 16}).encode()
-        result = {}
-
-        def trace():
-            try:
-                result["status"] = fetch(f"http://127.0.0.1:{w.port}/trace?pid={w.app.pid}&durationSeconds={DURATION}",
-                                         method="POST", headers={"Content-Type": "application/json"}, data=body,
-                                         timeout=DURATION + 60, dest=dest)[0]
-            except Exception as e:  # noqa: BLE001 (reported below)
-                result["error"] = repr(e)
-
-        t = threading.Thread(target=trace)
-        t.start()
-        # The session is on once the app's ActivitySource has a listener: activities exist.
+        t, result = start_trace(w, specs, dest, DURATION)
         warm = []
-        check(wait_for(lambda: warm.append(w.app.command("activity warmup")) or "trace=" in warm[-1], 30 * MULT),
-              f"the app's activities are sampled once the trace runs ({len(warm)} tries)")
+        check(wait_listener(w, warm), f"the app's activities are sampled once the trace runs ({len(warm)} tries)")
         line = w.app.command("activity demo1")
         m = re.match(r"ok activity trace=([0-9a-f]{32}) parent=([0-9a-f]{16}) child=([0-9a-f]{16})", line)
         check(m is not None, f"the app printed its ids: {line}")
@@ -109,6 +156,7 @@ def main():
             check(cl["attrs"].get("http.request.method") == "GET" and cl["attrs"].get("http.response.status_code") == 200
                   and cl["attrs"].get("network.protocol.version") == "1.1",
                   f"the client span's tags (method, status code as an int, protocol version a string): {cl['attrs']}")
+        sampling(w)
     finally:
         w.close()
 

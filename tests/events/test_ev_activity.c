@@ -144,7 +144,7 @@ static const char *const child_kv[] = {
     "ParentSpanId",
     PARENT,
     "ActivityTraceFlags",
-    "None",
+    "1",
     "TraceStateString",
     "k=v",
     "Kind",
@@ -163,6 +163,11 @@ static const char *const child_kv[] = {
     "",
     "Unknown",
     "ignored",
+};
+
+/* Not recorded (the sampler kept its ids only): no span. */
+static const char *const unsampled_kv[] = {
+    "TraceId", TRACE, "SpanId", CHILD, "ActivityTraceFlags", "None", "StartTimeTicks", START_TICKS,
 };
 
 /* An activity in the hierarchical id format: no W3C ids, so no span. */
@@ -187,6 +192,8 @@ static uint8_t *synthetic(size_t *n, bool compressed)
     ev_act(&t, MD_STOP_TE, "Demo", "Parent", parent_kv,
            sizeof(parent_kv) / sizeof(parent_kv[0]) / 2);
     ev_act(&t, MD_STOP, "Demo", "Hier", hier_kv, sizeof(hier_kv) / sizeof(hier_kv[0]) / 2);
+    ev_act(&t, MD_STOP, "Demo", "Unsampled", unsampled_kv,
+           sizeof(unsampled_kv) / sizeof(unsampled_kv[0]) / 2);
     nt_block(&t, "EventBlock", compressed);
     *n = t.out.n;
     free(t.blk.b);
@@ -251,9 +258,10 @@ static void check_synthetic(const struct seen *w, const struct ev_activity_stats
 {
     assert_int_equal(w->n, 2);
     assert_int_equal(st->starts, 1);
-    assert_int_equal(st->stops, 3);
+    assert_int_equal(st->stops, 4);
     assert_int_equal(st->spans, 2);
-    assert_int_equal(st->skipped, 1); /* the hierarchical-id activity */
+    assert_int_equal(st->skipped, 1);   /* the hierarchical-id activity */
+    assert_int_equal(st->unsampled, 1); /* no Recorded flag */
     /* The child: pairs in another order, a number for Kind, an empty DisplayName, a negative
      * duration. */
     const struct ev_span *c = &w->sp[0].s;
@@ -262,7 +270,7 @@ static void check_synthetic(const struct seen *w, const struct ev_activity_stats
     assert_memory_equal(c->span_id, "\x00\xf0\x67\xaa\x0b\xa9\x02\xb7", 8);
     assert_true(c->has_parent);
     assert_memory_equal(c->parent_span_id, "\xb7\xad\x6b\x71\x69\x20\x33\x31", 8);
-    assert_int_equal(c->flags, 0);
+    assert_int_equal(c->flags, 1);
     assert_string_equal(w->sp[0].name, "Child"); /* an empty DisplayName: the operation name */
     assert_string_equal(w->sp[0].op, "Child");
     assert_string_equal(w->sp[0].source, "Demo");
@@ -378,13 +386,14 @@ static void test_ev_activity_bounds(void **state)
     assert_non_null(longname);
     memset(longname, 'x', 10000);
     longname[10000] = '\0';
-    const char *kv[] = {"TraceId",   TRACE,  "SpanId",        PARENT,        "StartTimeTicks",
-                        START_TICKS, "Tags", buf_cstr(&tags), "DisplayName", longname};
+    const char *kv[] = {
+        "TraceId", TRACE,           "SpanId",      PARENT,   "StartTimeTicks",     START_TICKS,
+        "Tags",    buf_cstr(&tags), "DisplayName", longname, "ActivityTraceFlags", "Recorded"};
     struct nt t;
     nt_begin(&t);
     md_def(&t, MD_STOP, DSES, "ActivityStop");
     nt_block(&t, "MetadataBlock", false);
-    ev_act(&t, MD_STOP, "Demo", "Many", kv, 5);
+    ev_act(&t, MD_STOP, "Demo", "Many", kv, 6);
     nt_block(&t, "EventBlock", false);
     struct seen *w = calloc(1, sizeof(*w));
     assert_non_null(w);

@@ -3,7 +3,8 @@
  * libFuzzer target: a nettrace stream through events/ev_activity.h (ActivityStop events of
  * Microsoft-Diagnostics-DiagnosticSource to spans), fed in chunks whose sizes come from a hash of
  * the input; and the input as the ActivitySource list of ev_activity_filter_specs. Promises
- * checked: no crash or sanitizer report; every span has non-zero ids, ends no earlier than it
+ * checked: no crash or sanitizer report; every span has non-zero ids and the Recorded flag, ends
+ * no earlier than it
  * starts, holds at most EV_ACTIVITY_MAX_TAGS tags, and its strings are NUL-terminated within the
  * string cap; a spec built from the input has one "[AS]" line per name and no line break inside
  * a line. Seeds: tests/fixtures/events/activities.nettrace (a real capture of the test app).
@@ -39,6 +40,7 @@ static void on_span(void *ud, const struct ev_span *s)
     CHECK(nonzero(s->trace_id, 16) && nonzero(s->span_id, 8));
     CHECK(!s->has_parent || nonzero(s->parent_span_id, 8));
     CHECK(s->end_unix_nano >= s->start_unix_nano);
+    CHECK((s->flags & 1u) != 0);
     CHECK(s->ntags <= EV_ACTIVITY_MAX_TAGS);
     CHECK(s->name != NULL && s->source_name != NULL);
     str_ok(s->name);

@@ -47,12 +47,21 @@ struct ev_activity {
 
 /* ---- text area ------------------------------------------------------------------------------ */
 
-/* A UTF-16 string of the payload as UTF-8 in the text area (cut); NULL when it does not fit. */
+/*
+ * A UTF-16 string of the payload as UTF-8 in the text area, cut at EV_ACTIVITY_MAX_STRING bytes.
+ * Only the first EV_ACTIVITY_MAX_STRING units are converted (never a surrogate pair split), so a
+ * long string costs at most 3 bytes a unit of room before the cut, whatever its length. NULL
+ * when even that does not fit.
+ */
 static const char *text_utf16(struct ev_activity *a, const uint8_t *p, size_t units)
 {
+    size_t take = units < EV_ACTIVITY_MAX_STRING ? units : EV_ACTIVITY_MAX_STRING;
+    if (take < units && take > 0 && p[2 * take - 1] >= 0xD8 && p[2 * take - 1] <= 0xDB) {
+        take--; /* the last unit kept would be a high surrogate without its pair */
+    }
     char *out = a->text + a->text_len;
     size_t len;
-    if (ev_utf16_to_utf8(p, units, out, sizeof(a->text) - a->text_len, &len) != 0) {
+    if (ev_utf16_to_utf8(p, take, out, sizeof(a->text) - a->text_len, &len) != 0) {
         return NULL;
     }
     len = utf8_cut(out, len, EV_ACTIVITY_MAX_STRING);

@@ -14,13 +14,14 @@
  * are matched by provider and event name ("ActivityStop", or TraceEvent's "Activity/Stop"),
  * fields by name (events.md §1.1); Arguments keys as the spec below names them (events.md §9.3).
  *
- * Bounds: every string cut at EV_ACTIVITY_MAX_STRING bytes on a UTF-8 boundary, at most
- * EV_ACTIVITY_MAX_TAGS tags per span (more are dropped and counted), an event whose strings do
- * not fit EV_ACTIVITY_TEXT_MAX together is skipped. A span without a valid W3C trace id and span
- * id (an activity in the hierarchical id format) is skipped. An activity without the Recorded
- * trace flag (the sampler kept only its ids: ParentRatioSampler writes those too) is not a span:
- * it is counted (stats.unsampled) and dropped, as the in-process SDK drops it. All strings handed
- * out are valid UTF-8.
+ * Bounds: every string cut at EV_ACTIVITY_MAX_STRING bytes on a UTF-8 boundary (the Tags
+ * argument before it is split: tags past the cut are lost), at most EV_ACTIVITY_MAX_TAGS tags per
+ * span (more are dropped and counted), an event whose strings do not fit EV_ACTIVITY_TEXT_MAX
+ * together (only a hostile one: 13 arguments of 8 KiB at most) is skipped. A span without a valid
+ * W3C trace id and span id (an activity in the hierarchical id format) is skipped. An activity
+ * without the Recorded trace flag (the sampler kept only its ids: ParentRatioSampler writes those
+ * too) is not a span: it is counted (stats.unsampled) and dropped, as the in-process SDK drops it.
+ * All strings handed out are valid UTF-8.
  *
  * Memory: only the metadata schemas grow with the input; they are charged to the session's share
  * of dotmon's memory budget (ev_activity_set_share; else the total only) and a schema that does
@@ -39,7 +40,7 @@
 #define EV_ACTIVITY_LEVEL      5      /* Verbose */
 #define EV_ACTIVITY_MAX_TAGS   128
 #define EV_ACTIVITY_MAX_STRING (8u * 1024u)
-#define EV_ACTIVITY_TEXT_MAX   (256u * 1024u)
+#define EV_ACTIVITY_TEXT_MAX   (64u * 1024u)
 
 /* System.Diagnostics.ActivityKind. */
 enum ev_activity_kind {

@@ -414,6 +414,65 @@ static void test_ev_activity_bounds(void **state)
     free(longname);
 }
 
+/*
+ * Long strings are cut, not dropped: a 50000-character Tags argument (its one tag loses its end,
+ * so no tag) and a DisplayName whose cut falls inside a surrogate pair (the pair is left out
+ * whole, the name stays valid UTF-8).
+ */
+static void test_ev_activity_long_strings(void **state)
+{
+    (void)state;
+    char *big = malloc(50010);
+    assert_non_null(big);
+    memcpy(big, "[big, ", 6);
+    memset(big + 6, 'v', 50000);
+    memcpy(big + 50006, "]", 2);
+    const char *kv[] = {
+        "TraceId",  TRACE,  "SpanId", PARENT, "StartTimeTicks", START_TICKS, "ActivityTraceFlags",
+        "Recorded", "Tags", big};
+    struct nt t;
+    nt_begin(&t);
+    md_def(&t, MD_STOP, DSES, "ActivityStop");
+    nt_block(&t, "MetadataBlock", false);
+    ev_act(&t, MD_STOP, "Demo", "Big", kv, 5);
+    /* DisplayName: 8191 'x', U+1F600 as a surrogate pair (units 8191 and 8192), then 'y' */
+    struct wb p = {0};
+    wb_wstr(&p, "Demo");
+    wb_wstr(&p, "Emoji");
+    wb_u16(&p, 5);
+    for (size_t k = 0; k < 8; k += 2) {
+        wb_wstr(&p, kv[k]);
+        wb_wstr(&p, kv[k + 1]);
+    }
+    wb_wstr(&p, "DisplayName");
+    for (int k = 0; k < 8191; k++) {
+        wb_u16(&p, 'x');
+    }
+    wb_u16(&p, 0xD83D);
+    wb_u16(&p, 0xDE00);
+    wb_u16(&p, 'y');
+    wb_u16(&p, 0);
+    nt_blob(&t, MD_STOP, SYNC_QPC, 0, 0, &p);
+    free(p.b);
+    nt_block(&t, "EventBlock", false);
+    struct seen *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    struct ev_activity *a = NULL;
+    assert_int_equal(ev_activity_new(&a, on_span, w), 0);
+    assert_int_equal(ev_activity_feed(a, t.out.b, t.out.n), 0);
+    struct ev_activity_stats st;
+    ev_activity_get_stats(a, &st);
+    assert_int_equal(st.spans, 2);
+    assert_int_equal(st.skipped, 0);
+    assert_int_equal(w->sp[0].ntags, 0);
+    assert_int_equal(w->longest_name, 8191); /* the x's alone */
+    ev_activity_free(a);
+    free(w);
+    free(t.out.b);
+    free(t.blk.b);
+    free(big);
+}
+
 /* A share too small for any schema: metadata dropped and counted, no span, nothing held after. */
 static void test_ev_activity_share(void **state)
 {
@@ -555,6 +614,7 @@ int main(void)
         cmocka_unit_test(test_ev_activity_spans),
         cmocka_unit_test(test_ev_activity_hostile),
         cmocka_unit_test(test_ev_activity_bounds),
+        cmocka_unit_test(test_ev_activity_long_strings),
         cmocka_unit_test(test_ev_activity_share),
         cmocka_unit_test(test_ev_activity_filter_specs),
         cmocka_unit_test(test_ev_activity_real_capture),

@@ -373,6 +373,23 @@ static void test_ev_activity_hostile(void **state)
     free(w);
 }
 
+/* Ends t's last block, decodes the stream whole into a fresh seen (the caller frees it), frees t.
+ */
+static struct seen *decode_stream(struct nt *t, struct ev_activity_stats *st)
+{
+    nt_block(t, "EventBlock", false);
+    struct seen *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
+    struct ev_activity *a = NULL;
+    assert_int_equal(ev_activity_new(&a, on_span, w), 0);
+    assert_int_equal(ev_activity_feed(a, t->out.b, t->out.n), 0);
+    ev_activity_get_stats(a, st);
+    ev_activity_free(a);
+    free(t->out.b);
+    free(t->blk.b);
+    return w;
+}
+
 /* 200 tags: 128 kept, the rest counted; a DisplayName over the string cap is cut at the cap. */
 static void test_ev_activity_bounds(void **state)
 {
@@ -394,22 +411,13 @@ static void test_ev_activity_bounds(void **state)
     md_def(&t, MD_STOP, DSES, "ActivityStop");
     nt_block(&t, "MetadataBlock", false);
     ev_act(&t, MD_STOP, "Demo", "Many", kv, 6);
-    nt_block(&t, "EventBlock", false);
-    struct seen *w = calloc(1, sizeof(*w));
-    assert_non_null(w);
-    struct ev_activity *a = NULL;
-    assert_int_equal(ev_activity_new(&a, on_span, w), 0);
-    assert_int_equal(ev_activity_feed(a, t.out.b, t.out.n), 0);
     struct ev_activity_stats st;
-    ev_activity_get_stats(a, &st);
+    struct seen *w = decode_stream(&t, &st);
     assert_int_equal(st.spans, 1);
     assert_int_equal(w->max_tags, EV_ACTIVITY_MAX_TAGS);
     assert_int_equal(st.tags_dropped, 200 - EV_ACTIVITY_MAX_TAGS);
     assert_int_equal(w->longest_name, EV_ACTIVITY_MAX_STRING);
-    ev_activity_free(a);
     free(w);
-    free(t.out.b);
-    free(t.blk.b);
     buf_fini(&tags);
     free(longname);
 }
@@ -454,22 +462,13 @@ static void test_ev_activity_long_strings(void **state)
     wb_u16(&p, 0);
     nt_blob(&t, MD_STOP, SYNC_QPC, 0, 0, &p);
     free(p.b);
-    nt_block(&t, "EventBlock", false);
-    struct seen *w = calloc(1, sizeof(*w));
-    assert_non_null(w);
-    struct ev_activity *a = NULL;
-    assert_int_equal(ev_activity_new(&a, on_span, w), 0);
-    assert_int_equal(ev_activity_feed(a, t.out.b, t.out.n), 0);
     struct ev_activity_stats st;
-    ev_activity_get_stats(a, &st);
+    struct seen *w = decode_stream(&t, &st);
     assert_int_equal(st.spans, 2);
     assert_int_equal(st.skipped, 0);
     assert_int_equal(w->sp[0].ntags, 0);
     assert_int_equal(w->longest_name, 8191); /* the x's alone */
-    ev_activity_free(a);
     free(w);
-    free(t.out.b);
-    free(t.blk.b);
     free(big);
 }
 

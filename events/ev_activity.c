@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 /* DateTime ticks (100 ns since 0001-01-01) of the Unix epoch. */
 #define UNIX_EPOCH_TICKS 621355968000000000ll
 
-enum act_kind { K_NONE = 0, K_START, K_STOP };
+enum act_kind { K_NONE = 0, K_START, K_STOP, K_VERSION };
 
 /* A kept metadata id: what it is and where its fields are. */
 struct md_entry {
@@ -38,6 +39,7 @@ struct ev_activity {
     struct nettrace_checker ck;
     struct ev_schemas md;
     struct ev_activity_stats st;
+    int version[3]; /* the provider's Version event: major, minor, patch; -1 before it */
     struct nettrace_sticky err;
     struct ev_record rec;
     size_t text_len;
@@ -261,7 +263,7 @@ static enum act_kind classify(const char *provider, const char *name)
     if (strcmp(name, "ActivityStart") == 0 || strcmp(name, "Activity/Start") == 0) {
         return K_START;
     }
-    return K_NONE;
+    return strcmp(name, "Version") == 0 ? K_VERSION : K_NONE;
 }
 
 static int16_t field(const struct ev_schema *s, const char *name)
@@ -385,6 +387,23 @@ static void on_stop(struct ev_activity *a, const struct md_entry *md)
     a->cb(a->ud, &sp);
 }
 
+/* Version(Major, Minor, Patch): the DiagnosticSource assembly's file version (§9.3). */
+static void on_version(struct ev_activity *a)
+{
+    static const char *const names[3] = {"Major", "Minor", "Patch"};
+    int v[3];
+    for (int k = 0; k < 3; k++) {
+        int64_t x = 0;
+        int idx = ev_schema_find(a->rec.schema, names[k]);
+        if (idx < 0 || ev_record_i64(&a->rec, idx, &x) != 0 || x < 0 || x > 65535) {
+            a->st.skipped++;
+            return;
+        }
+        v[k] = (int)x;
+    }
+    memcpy(a->version, v, sizeof(v));
+}
+
 static void on_event(void *ud, const struct nettrace_event *ev)
 {
     struct ev_activity *a = ud;
@@ -398,13 +417,18 @@ static void on_event(void *ud, const struct nettrace_event *ev)
         a->st.starts++;
         return;
     }
-    a->st.stops++;
+    bool stop = md->kind == K_STOP;
+    a->st.stops += stop ? 1 : 0;
     if (ev_record_decode(&a->rec, md->schema, ev->payload, ev->payload_len) != 0) {
         a->st.skipped++;
         return;
     }
     a->text_len = 0;
-    on_stop(a, md);
+    if (stop) {
+        on_stop(a, md);
+    } else {
+        on_version(a);
+    }
 }
 
 /* ---- public API ------------------------------------------------------------------------------ */
@@ -421,6 +445,7 @@ int ev_activity_new(struct ev_activity **out, ev_activity_span_cb cb, void *ud)
     }
     a->cb = cb;
     a->ud = ud;
+    a->version[0] = a->version[1] = a->version[2] = -1;
     struct ev_schemas_config mcfg = {.slot_size = sizeof(struct md_entry), .max_ids = MAX_METADATA};
     ev_schemas_init(&a->md, &mcfg);
     struct nettrace_options nopt = {.max_metadata = MAX_METADATA};
@@ -454,6 +479,17 @@ int ev_activity_feed(struct ev_activity *a, const uint8_t *p, size_t n)
 const char *ev_activity_error(const struct ev_activity *a)
 {
     return a->err.err != 0 ? a->err.msg : NULL;
+}
+
+int ev_activity_source_version(const struct ev_activity *a, int *major, int *minor, int *patch)
+{
+    if (a->version[0] < 0) {
+        return AGENT_E_NOTFOUND;
+    }
+    *major = a->version[0];
+    *minor = a->version[1];
+    *patch = a->version[2];
+    return 0;
 }
 
 void ev_activity_get_stats(const struct ev_activity *a, struct ev_activity_stats *out)

@@ -108,6 +108,13 @@ size_t ev_activity_footprint(void);
 /* 0, or a negative error once the stream is invalid (later feeds return it again). */
 int ev_activity_feed(struct ev_activity *a, const uint8_t *p, size_t n);
 const char *ev_activity_error(const struct ev_activity *a);
+/*
+ * The provider's Version event (written when a session enables it, keyword Messages): the
+ * System.Diagnostics.DiagnosticSource version of the app. A spec with ParentRatioSampler needs 9
+ * or later (older runtimes drop such a line: ask again without the sampler). 0, or
+ * AGENT_E_NOTFOUND before the event (the out-parameters are then left alone).
+ */
+int ev_activity_source_version(const struct ev_activity *a, int *major, int *minor, int *patch);
 void ev_activity_get_stats(const struct ev_activity *a, struct ev_activity_stats *out);
 void ev_activity_free(struct ev_activity *a);
 

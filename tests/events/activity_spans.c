@@ -145,6 +145,10 @@ static int read_file(const char *path)
             (unsigned long long)st.events, (unsigned long long)st.starts,
             (unsigned long long)st.stops, (unsigned long long)st.spans,
             (unsigned long long)st.skipped);
+    int major = -1, minor = -1, patch = -1;
+    if (ev_activity_source_version(a, &major, &minor, &patch) == 0) {
+        fprintf(stderr, "activity_spans: DiagnosticSource %d.%d.%d\n", major, minor, patch);
+    }
     if (rc != 0) {
         fprintf(stderr, "activity_spans: %s\n", ev_activity_error(a));
     }

@@ -328,6 +328,9 @@ static void test_ev_activity_spans(void **state)
                 assert_int_equal(ev_activity_feed(a, bytes, n), 0);
             }
             assert_null(ev_activity_error(a));
+            int v = -1;
+            assert_int_equal(ev_activity_source_version(a, &v, &v, &v), AGENT_E_NOTFOUND);
+            assert_int_equal(v, -1);
             struct ev_activity_stats st;
             ev_activity_get_stats(a, &st);
             check_synthetic(w, &st);
@@ -555,6 +558,11 @@ static void test_ev_activity_real_capture(void **state)
     }
     struct ev_activity_stats st;
     ev_activity_get_stats(a, &st);
+    int major = -1, minor = -1, patch = -1;
+    assert_int_equal(ev_activity_source_version(a, &major, &minor, &patch), 0);
+    assert_int_equal(major, 10); /* the Version event of .NET 10's DiagnosticSource */
+    assert_int_equal(minor, 0);
+    assert_true(patch > 0);
     assert_int_equal(st.spans, 6);
     assert_int_equal(st.skipped, 0);
     assert_int_equal(w->n, 6);

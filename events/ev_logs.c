@@ -77,8 +77,7 @@ struct ev_logs {
     struct mb_share *share; /* what the session holds is charged here (NULL: the total only) */
     uint64_t held;          /* bytes charged now */
     struct ev_logs_stats st;
-    int err;
-    char msg[256];
+    struct nettrace_sticky err;
     struct ev_record rec;
     size_t text_len;
     char text[EV_LOGS_TEXT_MAX];
@@ -87,19 +86,6 @@ struct ev_logs {
 };
 
 /* ---- text area and UTF-8 ------------------------------------------------------------------ */
-
-/* Cuts s[0..len) to at most max bytes without splitting a UTF-8 sequence; the new length. */
-static size_t utf8_cut(const char *s, size_t len, size_t max)
-{
-    if (len <= max) {
-        return len;
-    }
-    size_t n = max;
-    while (n > 0 && ((unsigned char)s[n] & 0xC0u) == 0x80u) {
-        n--;
-    }
-    return n;
-}
 
 /* Room for n bytes + NUL in the text area, or NULL. */
 static char *text_alloc(struct ev_logs *l, size_t n)
@@ -412,13 +398,7 @@ static int json_pairs(struct ev_logs *l, const char *s, struct ev_log_kv *kv, si
 
 static void logs_fail(struct ev_logs *l, int err, const char *msg)
 {
-    if (l->err == 0) {
-        l->err = err;
-        int len = snprintf(l->msg, sizeof(l->msg), "%s", msg);
-        if (len < 0) {
-            l->msg[0] = '\0';
-        }
-    }
+    nettrace_sticky_set(&l->err, err, msg);
 }
 
 /* Charges n bytes to the session's share before they are allocated; false when refused. */
@@ -470,7 +450,7 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
     if (strcmp(m->provider, MEL_PROVIDER) == 0) {
         l->st.mel_metadata++;
     }
-    if (l->err != 0 || kind == K_NONE) {
+    if (l->err.err != 0 || kind == K_NONE) {
         ev_schemas_forget(&l->md, m->metadata_id); /* a V6 redefinition that is not kept */
         return;
     }
@@ -896,7 +876,7 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     if (strcmp(ev->provider, MEL_PROVIDER) == 0) {
         l->st.mel_events++;
     }
-    const struct md_entry *md = l->err == 0 ? md_find(l, ev->metadata_id) : NULL;
+    const struct md_entry *md = l->err.err == 0 ? md_find(l, ev->metadata_id) : NULL;
     if (md == NULL || md->kind == K_NONE) {
         return;
     }
@@ -967,23 +947,12 @@ size_t ev_logs_footprint(void)
 
 int ev_logs_feed(struct ev_logs *l, const uint8_t *p, size_t n)
 {
-    if (l->err != 0) {
-        return l->err;
-    }
-    int rc = nettrace_feed(&l->ck, p, n);
-    if (l->err != 0) {
-        return l->err;
-    }
-    if (rc < 0) {
-        nettrace_error_line(&l->ck, rc, l->msg, sizeof(l->msg));
-        l->err = rc;
-    }
-    return rc;
+    return nettrace_sticky_feed(&l->ck, &l->err, p, n);
 }
 
 const char *ev_logs_error(const struct ev_logs *l)
 {
-    return l->err != 0 ? l->msg : NULL;
+    return l->err.err != 0 ? l->err.msg : NULL;
 }
 
 void ev_logs_get_stats(const struct ev_logs *l, struct ev_logs_stats *out)

@@ -837,11 +837,7 @@ static bool hex_bytes(const char *s, uint8_t *out, size_t n)
         return false;
     }
     for (size_t k = 0; k < 2 * n; k++) {
-        int c = (unsigned char)s[k];
-        int v = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
+        int v = hex_value(s[k]);
         if (v < 0) {
             return false;
         }

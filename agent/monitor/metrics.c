@@ -61,6 +61,10 @@ struct metrics {
     struct agent *a;
     struct metrics_filters f;
     bool all_processes;
+    bool served; /* Metrics:Enabled: /metrics shows the stores (else the samples only go to hook) */
+    bool exported; /* the exporter wants every process's samples (metrics_new) */
+    metrics_sample_hook hook;
+    void *hook_ud;
     struct mproc *procs;
     size_t closing; /* handles closing (mprocs' timers, check) */
     bool closed;    /* metrics_close was called: free when closing reaches 0 */
@@ -167,6 +171,12 @@ static void mproc_on_sample(void *ud, const struct ev_metric_sample *s)
 {
     struct mproc *mp = ud;
     mproc_watch(mp, true);
+    if (mp->m->hook != NULL) {
+        mp->m->hook(mp->m->hook_ud, mp->uid, s);
+    }
+    if (!mp->m->served) {
+        return; /* kept for the exporter only: nothing is stored for a /metrics that is off */
+    }
     int rc = ev_store_add(mp->store, s);
     if (rc == 0) {
         metrics_changed(mp->m);
@@ -374,7 +384,7 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
     /* The default process only, with DefaultProcess:Filters to say which: no session for the
      * others. (Without filters the default is "the only process", which changes as processes
      * come and go: every process keeps its session and /metrics picks at render time.) */
-    if (!m->all_processes && m->a->nfilters > 0 && !api_is_default(m->a, p)) {
+    if (!m->exported && !m->all_processes && m->a->nfilters > 0 && !api_is_default(m->a, p)) {
         return;
     }
     struct mproc *mp = calloc(1, sizeof(*mp));
@@ -404,10 +414,10 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
     mproc_start(mp);
 }
 
-int metrics_new(struct agent *a, struct metrics **out)
+int metrics_new(struct agent *a, bool exported, struct metrics **out)
 {
     *out = NULL;
-    if (!a->metrics_enabled) {
+    if (!a->metrics_enabled && !exported) {
         return 0;
     }
     int all = config_get_bool(a->cfg, "Metrics:AllProcesses", 1);
@@ -421,6 +431,8 @@ int metrics_new(struct agent *a, struct metrics **out)
     }
     m->a = a;
     m->all_processes = all == 1;
+    m->served = a->metrics_enabled;
+    m->exported = exported;
     int rc = metrics_filters_from_config(&m->f, a->cfg, a->metrics_interval_s);
     if (rc != 0) {
         free(m);
@@ -438,6 +450,14 @@ int metrics_new(struct agent *a, struct metrics **out)
     uv_unref((uv_handle_t *)&m->render_timer);
     *out = m;
     return 0;
+}
+
+void metrics_set_hook(struct metrics *m, metrics_sample_hook hook, void *ud)
+{
+    if (m != NULL) {
+        m->hook = hook;
+        m->hook_ud = ud;
+    }
 }
 
 void metrics_close(struct metrics *m)
@@ -461,7 +481,8 @@ struct cJSON *metrics_status_json(struct metrics *m)
 {
     static const char *const states[] = {"starting", "running", "waiting"};
     cJSON *arr = cJSON_CreateArray();
-    for (struct mproc *mp = m != NULL ? m->procs : NULL; arr != NULL && mp != NULL; mp = mp->next) {
+    for (struct mproc *mp = m != NULL && m->served ? m->procs : NULL; arr != NULL && mp != NULL;
+         mp = mp->next) {
         cJSON *o = cJSON_CreateObject();
         if (o == NULL) {
             break;
@@ -535,7 +556,7 @@ int metrics_render_own(struct metrics *m, struct buf *out)
 {
     static const char *const keys[] = {"pid", "uid", "name", "reason"};
     int rc = 0;
-    if (m == NULL) { /* metrics off: no process, no family */
+    if (m == NULL || !m->served) { /* metrics off: no process, no family */
         return 0;
     }
     for (size_t f = 0; rc == 0 && f < sizeof(proc_families) / sizeof(proc_families[0]); f++) {
@@ -606,7 +627,7 @@ static int targets_make(struct metrics *m, struct targets *ts)
 int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_bytes,
                         struct buf *out)
 {
-    if (m == NULL || m->closed) {
+    if (m == NULL || m->closed || !m->served) {
         c->done = true;
         return 0;
     }
@@ -676,7 +697,7 @@ static void metrics_on_render_timer(uv_timer_t *t)
 
 struct metrics_text *metrics_text_get(struct metrics *m)
 {
-    if (m == NULL || m->closed || !m->all_processes) {
+    if (m == NULL || m->closed || !m->served || !m->all_processes) {
         return NULL;
     }
     enum metrics_pace_do what = metrics_pace_scrape(&m->pace, uv_now(m->a->loop));

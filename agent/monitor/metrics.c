@@ -2,11 +2,13 @@
 /* Continuous metrics sessions, one per discovered runtime; see metrics.h. */
 #include "metrics.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cJSON.h>
 #include <uv.h>
@@ -63,6 +65,10 @@ struct metrics {
     bool all_processes;
     bool served; /* Metrics:Enabled: /metrics shows the stores (else the samples only go to hook) */
     bool exported; /* the exporter wants every process's samples (metrics_new) */
+    /* metrics_export_meters added meters for the exporter only: /metrics keeps what served_f
+     * (the settings' filters, a shallow view of f's first entries) wants. */
+    bool export_only;
+    struct metrics_filters served_f;
     metrics_sample_hook hook;
     void *hook_ud;
     struct mproc *procs;
@@ -174,8 +180,8 @@ static void mproc_on_sample(void *ud, const struct ev_metric_sample *s)
     if (mp->m->hook != NULL) {
         mp->m->hook(mp->m->hook_ud, mp->uid, s);
     }
-    if (!mp->m->served) {
-        return; /* kept for the exporter only: nothing is stored for a /metrics that is off */
+    if (!mp->m->served || (mp->m->export_only && !metrics_filters_want(&mp->m->served_f, s))) {
+        return; /* for the exporter only: nothing is stored that /metrics would not show */
     }
     int rc = ev_store_add(mp->store, s);
     if (rc == 0) {
@@ -458,6 +464,58 @@ void metrics_set_hook(struct metrics *m, metrics_sample_hook hook, void *ud)
         m->hook = hook;
         m->hook_ud = ud;
     }
+}
+
+/* Whether f has a meter named name (case-insensitively, as metrics_filters_want matches). */
+static bool has_meter(const struct metrics_filters *f, const char *name, size_t len)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->v[i].meter && strlen(f->v[i].name) == len &&
+            strncasecmp(f->v[i].name, name, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int metrics_export_meters(struct metrics *m, const char *meters)
+{
+    if (m == NULL || meters == NULL || m->procs != NULL) {
+        return m != NULL && m->procs != NULL ? AGENT_E_INVAL : 0;
+    }
+    for (const char *p = meters; *p != '\0';) {
+        const char *end = strchr(p, ';');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        const char *name = p;
+        p += len + (end != NULL ? 1 : 0);
+        while (len > 0 && (*name == ' ' || *name == '\t')) {
+            name++;
+            len--;
+        }
+        while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t')) {
+            len--;
+        }
+        if (len == 0 || has_meter(&m->f, name, len)) {
+            continue; /* a meter the settings name keeps their instrument list */
+        }
+        if (m->f.n == METRICS_MAX_FILTERS) {
+            log_warn(cat,
+                     "more than %d meters and providers: %.*s and later meters are not "
+                     "exported",
+                     METRICS_MAX_FILTERS, (int)len, name);
+            return AGENT_E_TOOBIG;
+        }
+        if (!m->export_only) {
+            m->served_f = m->f; /* a view: the entries are f's, freed with it */
+            m->export_only = true;
+        }
+        char *copy = strndup(name, len);
+        if (copy == NULL) {
+            return -ENOMEM;
+        }
+        m->f.v[m->f.n++] = (struct metrics_filter){.name = copy, .meter = true};
+    }
+    return 0;
 }
 
 void metrics_close(struct metrics *m)

@@ -46,6 +46,14 @@ int metrics_new(struct agent *a, bool exported, struct metrics **out);
 struct ev_metric_sample;
 typedef void (*metrics_sample_hook)(void *ud, const char *uid, const struct ev_metric_sample *s);
 void metrics_set_hook(struct metrics *m, metrics_sample_hook hook, void *ud);
+/*
+ * Meters the exporter wants beyond the settings' (';'-separated names, every instrument; a meter
+ * the settings already name keeps their instrument list): their samples go to the hook only,
+ * never to /metrics. Before the first process. 0, AGENT_E_TOOBIG (more than METRICS_MAX_FILTERS
+ * meters and providers: the rest are left out, logged), AGENT_E_INVAL (processes already there),
+ * -ENOMEM. m or meters NULL: nothing.
+ */
+int metrics_export_meters(struct metrics *m, const char *meters);
 /* A process was discovered (added) or is gone: start or end its session. m may be NULL. */
 void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool added);
 /*

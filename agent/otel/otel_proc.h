@@ -12,6 +12,7 @@
  *
  * Wiring (agent.c): otel_procs_new after otel_new; otel_procs_on_process from the discovery's
  * change hook beside metrics_on_process; metrics_new(a, <OTLP metrics on>, …) then
+ * metrics_export_meters(a->metrics, otel_settings(o)->meters) and
  * metrics_set_hook(a->metrics, otel_procs_on_sample, procs); otel_procs_close before
  * otel_shutdown (the last metric values are handed over first).
  *

@@ -18,14 +18,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
+
 #include <cmocka.h>
 
 #include "agent.h"
+#include "buf.h"
+#include "config.h"
 #include "err.h"
 #include "fake_runtime.h"
 #include "fixture.h"
 #include "ipc_discovery.h"
 #include "ipc_test_loop.h"
+#include "metrics.h"
 #include "otel_proc.h"
 
 /* ---- the recording exporter ------------------------------------------------------------- */
@@ -275,11 +280,59 @@ static void test_otel_providers(void **state)
     assert_null(ps);
 }
 
+/* The metrics pipeline run for the exporter alone: /metrics and /info answer as with metrics off.
+ */
+static void test_metrics_for_export(void **state)
+{
+    struct test_loop *tl = *state;
+    struct config cfg;
+    config_init(&cfg);
+    memset(&agent, 0, sizeof(agent));
+    agent.loop = &tl->loop;
+    agent.cfg = &cfg;
+    agent.metrics_interval_s = 5;
+    timeouts_defaults(&agent.timeouts);
+    struct metrics *m = NULL;
+    assert_int_equal(metrics_new(&agent, false, &m), 0);
+    assert_null(m); /* off and not exported: nothing runs */
+    for (int served = 0; served < 2; served++) {
+        agent.metrics_enabled = served == 1;
+        assert_int_equal(metrics_new(&agent, true, &m), 0);
+        assert_non_null(m);
+        assert_int_equal(metrics_export_meters(m, " Orders.Meter ; ;orders.meter;Other"), 0);
+        struct buf out;
+        buf_init(&out, 0);
+        assert_int_equal(metrics_render_own(m, &out), 0);
+        cJSON *st = metrics_status_json(m);
+        assert_non_null(st);
+        assert_true(cJSON_IsArray(st));
+        cJSON_Delete(st);
+        /* metrics off: not a line of dotmon's per-process families */
+        assert_int_equal(buf_size(&out) > 0, served == 1);
+        buf_fini(&out);
+        metrics_close(m);
+    }
+    /* more meters than a session takes: the rest left out, said */
+    agent.metrics_enabled = false;
+    assert_int_equal(metrics_new(&agent, true, &m), 0);
+    static char many[64 * 8 + 16];
+    size_t len = 0;
+    for (int k = 0; k < 70; k++) {
+        len += (size_t)snprintf(many + len, sizeof(many) - len, "M%d;", k);
+    }
+    assert_int_equal(metrics_export_meters(m, many), AGENT_E_TOOBIG);
+    assert_int_equal(metrics_export_meters(m, NULL), 0);
+    metrics_close(m);
+    tl_run_for(tl, 20);
+    config_fini(&cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_otel_proc_flow, tl_setup, tl_teardown),
         cmocka_unit_test(test_otel_providers),
+        cmocka_unit_test_setup_teardown(test_metrics_for_export, tl_setup, tl_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1017,7 +1017,7 @@ int agent_start(struct agent *a)
     a->open_handles++;
     /* Metrics sessions follow discovery, so they exist before the first process is found. */
     a->metrics_enabled = config_get_bool(a->cfg, "Metrics:Enabled", 1) == 1;
-    rc = metrics_new(a, &a->metrics);
+    rc = metrics_new(a, false, &a->metrics);
     rc = rc ? rc : start_discovery(a);
     rc = rc ? rc : bind_all_urls(a);
     return rc ? rc : apikey_watch_start(a);

@@ -30,12 +30,24 @@ enum fid {
     F_ARGS,
     F_FORMATTED,
     F_ID,
+    F_TRACE_ID,
+    F_SPAN_ID,
+    F_TRACE_FLAGS,
     F_N
 };
 
 static const char *const field_names[F_N] = {
-    "Level",         "LoggerName",    "EventId",          "EventName",
-    "ExceptionJson", "ArgumentsJson", "FormattedMessage", "ID",
+    "Level",
+    "LoggerName",
+    "EventId",
+    "EventName",
+    "ExceptionJson",
+    "ArgumentsJson",
+    "FormattedMessage",
+    "ID",
+    "ActivityTraceId",
+    "ActivitySpanId",
+    "ActivityTraceFlags",
 };
 
 /* A kept metadata id (its slot in the schema registry): what it is and its fields' nodes. */
@@ -779,17 +791,58 @@ static size_t scope_chain(struct ev_logs *l, const struct nettrace_event *ev)
     return n;
 }
 
-/* ExceptionJson's VerboseMessage, or NULL for "{}" / none. */
-static const char *exception_text(struct ev_logs *l, const char *json)
+/* ExceptionJson's VerboseMessage, TypeName and Message into r (NULLs for "{}" / none). */
+static void exception_fields(struct ev_logs *l, const char *json, struct ev_log_record *r)
 {
     struct ev_log_kv kv[8];
     int n = json_pairs(l, json, kv, 8);
     for (int k = 0; k < n; k++) {
-        if (strcmp(kv[k].key, "VerboseMessage") == 0 && kv[k].kind == EV_LOG_STR) {
-            return kv[k].str;
+        if (kv[k].kind != EV_LOG_STR) {
+            continue;
+        }
+        if (strcmp(kv[k].key, "VerboseMessage") == 0) {
+            r->exception = kv[k].str;
+        } else if (strcmp(kv[k].key, "TypeName") == 0) {
+            r->exception_type = kv[k].str;
+        } else if (strcmp(kv[k].key, "Message") == 0) {
+            r->exception_message = kv[k].str;
         }
     }
-    return NULL;
+}
+
+/* n bytes from 2n lowercase or uppercase hex digits; false unless s is exactly that. */
+static bool hex_bytes(const char *s, uint8_t *out, size_t n)
+{
+    if (strlen(s) != 2 * n) {
+        return false;
+    }
+    for (size_t k = 0; k < 2 * n; k++) {
+        int v = hex_value(s[k]);
+        if (v < 0) {
+            return false;
+        }
+        out[k / 2] = (uint8_t)(k % 2 == 0 ? v << 4 : out[k / 2] | v);
+    }
+    return true;
+}
+
+/* The record's W3C trace context from the activity fields (all-zero ids count as none). */
+static void trace_fields(struct ev_logs *l, const struct md_entry *md, struct ev_log_record *r)
+{
+    bool ok = true;
+    const char *tid = field_str(l, md, F_TRACE_ID, "", &ok);
+    const char *sid = field_str(l, md, F_SPAN_ID, "", &ok);
+    const char *fl = field_str(l, md, F_TRACE_FLAGS, "", &ok);
+    if (!ok || !hex_bytes(tid, r->trace_id, sizeof(r->trace_id)) ||
+        !hex_bytes(sid, r->span_id, sizeof(r->span_id))) {
+        return;
+    }
+    uint8_t any = 0;
+    for (size_t k = 0; k < sizeof(r->trace_id); k++) {
+        any |= r->trace_id[k];
+    }
+    r->has_trace = any != 0;
+    r->trace_flags = fl[0] == '1' && fl[1] == '\0' ? 1 : 0;
 }
 
 static void on_message_json(struct ev_logs *l, const struct md_entry *md,
@@ -825,7 +878,8 @@ static void on_message_json(struct ev_logs *l, const struct md_entry *md,
     }
     r.message = fmt != NULL ? render_template(l, fmt, l->kv, (size_t)n)
                             : (l->last_formatted != NULL ? l->last_formatted : "");
-    r.exception = exception_text(l, exc);
+    exception_fields(l, exc, &r);
+    trace_fields(l, md, &r);
     r.has_state = true;
     r.nstate = (size_t)n;
     r.state = l->kv;

@@ -35,6 +35,7 @@
 #include "metrics.h"
 #include "num.h"
 #include "otel.h"
+#include "otel_proc.h"
 #include "rules.h"
 #include "rules_run.h"
 #include "shdir.h"
@@ -88,8 +89,8 @@ static void report_settings(const struct config *cfg)
                      e->source);
         } else if (k == CONFIG_KEY_FOREIGN) {
             log_info(cat,
-                     "setting %s (from %s) is a dotnet-monitor feature dotmon does not "
-                     "implement; ignored",
+                     "setting %s (from %s) is a dotnet-monitor feature not implemented by "
+                     "dotmon; ignored",
                      e->key, e->source);
         }
     }
@@ -624,14 +625,15 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         return rc;
     }
     /* Dump:TimeoutSeconds, GCDump:TimeoutSeconds and Trace:StopTimeoutSeconds: timeouts.c */
-    uint64_t max_traces = 3, max_dumps = 1, history = 100, interval = 5;
+    uint64_t max_traces = 3, max_dumps = 1, history = 100;
+    double interval = 5;
     uint64_t max_hist = 20, max_series = 1000; /* dotnet-monitor's GlobalCounterOptionsDefaults */
     uint64_t spool_mb = 1024, max_gcdumps = OP_GCDUMP_LIMIT;
     uint64_t gcdump_nodes = EV_GCHEAP_DEFAULT_MAX_NODES, gcdump_buffer = 1024;
     if (config_get_uint(cfg, "RequestLimits:Trace:MaxConcurrency", 1, 64, &max_traces) != 0 ||
         config_get_uint(cfg, "RequestLimits:Dump:MaxConcurrency", 1, 16, &max_dumps) != 0 ||
         config_get_uint(cfg, "Operations:MaxHistory", 1, 100000, &history) != 0 ||
-        config_get_uint(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
+        config_get_float(cfg, "GlobalCounter:IntervalSeconds", 1, 86400, &interval) != 0 ||
         config_get_uint(cfg, "GlobalCounter:MaxHistograms", 1, INT32_MAX, &max_hist) != 0 ||
         config_get_uint(cfg, "GlobalCounter:MaxTimeSeries", 1, INT32_MAX, &max_series) != 0 ||
         config_get_uint(cfg, "Trace:SpoolLimitMB", 0, 1024 * 1024, &spool_mb) != 0 ||
@@ -653,7 +655,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     if (rc != 0) {
         return rc;
     }
-    a->metrics_interval_s = (uint32_t)interval;
+    a->metrics_interval_sec = interval;
     a->metrics_max_histograms = (uint32_t)max_hist;
     a->metrics_max_time_series = (uint32_t)max_series;
     rc = rules_run_new(a, &a->rules);
@@ -702,6 +704,29 @@ static int start_otel(struct agent *a)
         log_error(cat, "OpenTelemetry: %s", why[0] != '\0' ? why : agent_strerror(rc));
     }
     return rc;
+}
+
+static bool otel_exports_metrics(const struct agent *a)
+{
+    return a->otel != NULL && otel_settings(a->otel)->signal[OTLP_METRICS];
+}
+
+/*
+ * The producers (otel_proc.h): one per watched process, fed by discovery and, for metrics, by the
+ * continuous metrics pipeline's samples (with the exporter's own meters added to its sessions).
+ */
+static int start_otel_procs(struct agent *a)
+{
+    int rc = otel_procs_new(a, a->otel, &a->otel_procs);
+    if (rc != 0 || a->otel_procs == NULL || !otel_exports_metrics(a)) {
+        return rc;
+    }
+    rc = metrics_export_meters(a->metrics, otel_settings(a->otel)->meters);
+    if (rc != 0 && rc != AGENT_E_TOOBIG) { /* too many meters: logged, the rest still go */
+        return rc;
+    }
+    metrics_set_hook(a->metrics, otel_procs_on_sample, a->otel_procs);
+    return 0;
 }
 
 /* The export queues are flushed (or the shutdown grace period ran out): the exporter goes. */
@@ -765,6 +790,7 @@ static void on_process_change(void *ud, const struct ipc_process *p, bool added)
 {
     struct agent *a = ud;
     metrics_on_process(a->metrics, p, added);
+    otel_procs_on_process(a->otel_procs, p, added);
     rules_run_on_process(a->rules, p, added);
     if (added) {
         struct agent_newcomer *grown =
@@ -1037,8 +1063,9 @@ int agent_start(struct agent *a)
     a->open_handles++;
     /* Metrics sessions follow discovery, so they exist before the first process is found. */
     a->metrics_enabled = config_get_bool(a->cfg, "Metrics:Enabled", 1) == 1;
-    rc = metrics_new(a, &a->metrics);
-    rc = rc ? rc : start_otel(a);
+    rc = start_otel(a);
+    rc = rc ? rc : metrics_new(a, otel_exports_metrics(a), &a->metrics);
+    rc = rc ? rc : start_otel_procs(a);
     rc = rc ? rc : start_discovery(a);
     rc = rc ? rc : bind_all_urls(a);
     return rc ? rc : apikey_watch_start(a);
@@ -1082,6 +1109,10 @@ void agent_stop(struct agent *a)
     /* Uploads of the artifacts that end now get until the HTTP server's grace period is over;
      * then they are aborted (nothing half-done left in the stores). */
     artifact_shutdown(a, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE));
+    /* The producers hand their last metric values over, then the exporter flushes them. */
+    metrics_set_hook(a->metrics, NULL, NULL);
+    otel_procs_close(a->otel_procs);
+    a->otel_procs = NULL;
     metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
     a->metrics = NULL;
     if (a->otel != NULL) { /* what is queued is sent within the grace period, the rest counted */

@@ -90,7 +90,7 @@ struct agent {
     char *dump_refused;          /* why dump_dir failed StrictModes at start-up, or NULL */
     uint64_t gcdump_max_nodes;   /* GCDump:MaxNodes: the biggest graph a gcdump builds */
     uint32_t gcdump_buffer_mb;   /* GCDump:BufferSizeMB: the runtime's buffer for the heap walk */
-    uint32_t metrics_interval_s; /* GlobalCounter:IntervalSeconds, for the Metrics profile */
+    double metrics_interval_sec; /* GlobalCounter:IntervalSeconds: 1-86400, a float as .NET */
     /* GlobalCounter:MaxHistograms and :MaxTimeSeries (20 and 1000): the limits every
      * System.Diagnostics.Metrics session dotmon starts asks the runtime for. */
     uint32_t metrics_max_histograms;
@@ -104,6 +104,7 @@ struct agent {
     bool metrics_enabled;    /* Metrics:Enabled / --metrics (for /info) */
     struct metrics *metrics; /* continuous metrics sessions (metrics.c); NULL when disabled */
     struct otel *otel; /* OpenTelemetry export (otel/otel.h); NULL when no signal is exported */
+    struct otel_procs *otel_procs; /* its producers (otel/otel_proc.h); NULL with it */
     struct rules_run *rules;    /* collection rules (rules_run.c); NULL when none is configured */
     struct ring_registry rings; /* the rules' trace rings, for their readers (ring_registry.h) */
     char *rules_settings;       /* the rule settings in effect, to notice a change on reload */

@@ -13,6 +13,7 @@
 #include "auth.h"
 #include "buf.h"
 #include "err.h"
+#include "http_cors.h"
 #include "http_query.h"
 #include "log.h"
 #include "membudget.h"
@@ -372,13 +373,50 @@ static void answer_405(struct http_request *req, const char *p, const char *meth
     buf_fini(&body);
 }
 
-void api_handle(void *ud, struct http_request *req)
+/*
+ * CORS (CorsConfiguration:AllowedOrigins; http_cors.h, docs/security.md "CORS"). A preflight is
+ * answered 204 here, before routing and authentication: it carries no credentials and reaches no
+ * route, and the answer holds no data (the allow headers only for an allowed origin). Returns true
+ * when it answered; otherwise *cors holds the headers (if any) for the request's own answer.
+ */
+static bool cors_preflight(struct agent *a, struct http_request *req, struct buf *scratch,
+                           struct http_cors_headers *cors)
 {
-    struct agent *a = ud;
-    a->requests_total++;
-    const char *method = http_request_method(req);
-    bool on_metrics = http_request_tag(req) == AGENT_TAG_METRICS;
+    cors->n = 0;
+    const char *origin = http_request_header(req, "Origin");
+    if (origin == NULL) {
+        return false; /* the usual case: not a cross-origin request, no setting looked up */
+    }
+    enum http_cors_verdict v = http_cors_evaluate(
+        config_get(a->cfg, "CorsConfiguration:AllowedOrigins"), http_request_method(req), origin,
+        http_request_header(req, "Access-Control-Request-Method"),
+        http_request_header(req, "Access-Control-Request-Headers"), scratch, cors);
+    if (v != HTTP_CORS_PREFLIGHT) {
+        return false;
+    }
+    struct http_header h[4];
+    for (size_t i = 0; i < cors->n; i++) {
+        h[i] = (struct http_header){cors->name[i], cors->value[i]};
+    }
+    http_respond(req, 204, NULL, h, cors->n, NULL, 0);
+    return true;
+}
 
+/* The CORS headers go on this request's answer (after authentication let it through: a refused
+ * request gets none, as dotnet-monitor's CORS middleware runs after its authorization). */
+static void cors_add(struct http_request *req, const struct http_cors_headers *cors)
+{
+    for (size_t i = 0; i < cors->n; i++) {
+        if (http_request_add_header(req, cors->name[i], cors->value[i]) != 0) {
+            log_warn(cat, "request %llu: CORS header %s not added",
+                     (unsigned long long)http_request_id(req), cors->name[i]);
+        }
+    }
+}
+
+static void api_dispatch(struct agent *a, struct http_request *req, const char *method,
+                         bool on_metrics, const struct http_cors_headers *cors)
+{
     struct buf path;
     buf_init(&path, 8192);
     if (http_path_decode(http_request_path(req), &path) != 0) {
@@ -398,12 +436,14 @@ void api_handle(void *ud, struct http_request *req)
     const struct api_route *route =
         find_route(p, method, on_metrics, item, sizeof(item), allowed, sizeof(allowed));
     if (route == NULL) {
+        cors_add(req, cors);
         if (allowed[0] == '\0') {
             api_problem(req, 404, "no route %s", p);
         } else {
             answer_405(req, p, method, allowed);
         }
     } else if (route->anonymous || authorize(a, req)) {
+        cors_add(req, cors);
         if (route->item != NULL) {
             route->item(a, req, item);
         } else {
@@ -411,6 +451,22 @@ void api_handle(void *ud, struct http_request *req)
         }
     }
     buf_fini(&path);
+}
+
+void api_handle(void *ud, struct http_request *req)
+{
+    struct agent *a = ud;
+    a->requests_total++;
+    const char *method = http_request_method(req);
+    bool on_metrics = http_request_tag(req) == AGENT_TAG_METRICS;
+    struct buf scratch;
+    buf_init(&scratch, 8192);
+    struct http_cors_headers cors;
+    bool answered = cors_preflight(a, req, &scratch, &cors);
+    if (!answered) {
+        api_dispatch(a, req, method, on_metrics, &cors);
+    }
+    buf_fini(&scratch);
 }
 
 /* ---- process selection ---- */

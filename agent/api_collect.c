@@ -82,8 +82,9 @@ void api_trace_get(struct agent *a, struct http_request *req)
     memset(&tc, 0, sizeof(tc));
     if (has < 0) {
         api_problem(req, 400, "malformed query string");
-    } else if (trace_config_from_profiles(has == 1 ? buf_cstr(&profile) : NULL,
-                                          a->metrics_interval_s, &tc, &err) != 0) {
+    } else if (trace_config_from_profiles_with(has == 1 ? buf_cstr(&profile) : NULL,
+                                               a->metrics_interval_sec, metrics_trace_interval,
+                                               a->cfg, &tc, &err) != 0) {
         api_problem(req, 400, "%s", buf_cstr(&err));
     } else {
         start_trace_req(a, req, p, &tc, duration);
@@ -268,7 +269,7 @@ void api_livemetrics_get(struct agent *a, struct http_request *req)
         return;
     }
     struct metrics_filters f;
-    if (metrics_filters_from_config(&f, a->cfg, a->metrics_interval_s) != 0) {
+    if (metrics_filters_from_config(&f, a->cfg, a->metrics_interval_sec) != 0) {
         api_problem(req, 500, "the Metrics settings cannot be read (see dotmon's log)");
         return;
     }
@@ -296,7 +297,7 @@ void api_livemetrics_post(struct agent *a, struct http_request *req)
     struct metrics_filters f;
     if (len == 0) {
         api_problem(req, 400, "POST /livemetrics needs a JSON body (EventMetricsConfiguration)");
-    } else if (metrics_filters_from_json(&f, (const char *)body, len, a->metrics_interval_s,
+    } else if (metrics_filters_from_json(&f, (const char *)body, len, a->metrics_interval_sec,
                                          &err) != 0) {
         api_problem(req, 400, "%s", buf_cstr(&err));
     } else {

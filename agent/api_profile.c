@@ -453,7 +453,7 @@ static int query_format(struct http_request *req, int kind, enum profile_format 
  * The session of kind into tc: the cpu-sampling profile, or the runtime provider with the kind's
  * keywords (ev_profile.h). 0 or -ENOMEM.
  */
-static int kind_config(int kind, uint32_t metrics_interval_s, struct trace_config *tc)
+static int kind_config(int kind, double metrics_interval_s, struct trace_config *tc)
 {
     if (kind == PROFILE_KIND_CPU) {
         return trace_config_from_profiles("cpu-sampling", metrics_interval_s, tc, NULL);
@@ -501,7 +501,7 @@ void api_profile_get(struct agent *a, struct http_request *req)
     if (job == NULL || ev_symbols_new(&job->sym) != 0 ||
         (kind != PROFILE_KIND_CPU &&
          ev_profile_new((enum ev_profile_kind)kind, job->sym, &job->prof) != 0) ||
-        kind_config(kind, a->metrics_interval_s, &job->tc) != 0) {
+        kind_config(kind, a->metrics_interval_sec, &job->tc) != 0) {
         if (job != NULL) {
             job_release(&job->core);
         }

@@ -465,8 +465,15 @@ static int parse_profile_list(const char *list, const struct profile **chosen, s
     }
 }
 
-int trace_config_from_profiles(const char *profiles, uint32_t metrics_interval_s,
+int trace_config_from_profiles(const char *profiles, double metrics_interval_s,
                                struct trace_config *out, struct buf *err)
+{
+    return trace_config_from_profiles_with(profiles, metrics_interval_s, NULL, NULL, out, err);
+}
+
+int trace_config_from_profiles_with(const char *profiles, double metrics_interval_s,
+                                    trace_provider_interval_fn per_provider, const void *ud,
+                                    struct trace_config *out, struct buf *err)
 {
     memset(out, 0, sizeof(*out));
     const char *list = profiles;
@@ -480,11 +487,11 @@ int trace_config_from_profiles(const char *profiles, uint32_t metrics_interval_s
         return rc;
     }
 
-    char interval[16];
-    int ilen = snprintf(interval, sizeof(interval), "%u",
-                        metrics_interval_s ? metrics_interval_s : TRACE_DEFAULT_METRICS_INTERVAL_S);
-    if (ilen < 0 || (size_t)ilen >= sizeof(interval)) {
-        return AGENT_E_INVAL; /* cannot happen for a uint32 */
+    char interval[32];
+    if (num_format_float32(interval, sizeof(interval),
+                           metrics_interval_s > 0 ? metrics_interval_s
+                                                  : TRACE_DEFAULT_METRICS_INTERVAL_S) != 0) {
+        return AGENT_E_INVAL; /* below 1e-9 or over 1e9 s: not a setting dotmon accepts */
     }
 
     struct buf scratch;
@@ -501,10 +508,17 @@ int trace_config_from_profiles(const char *profiles, uint32_t metrics_interval_s
             const struct profile_provider *pp = &prof->providers[j];
             struct pending p = {pp->name, pp->keywords, pp->level, false, 0};
             if (pp->arg_key != NULL) {
+                /* No value of its own: the counter interval, the provider's own if it has one. */
+                const char *value = pp->arg_value != NULL ? pp->arg_value : interval;
+                char own[32];
+                double s =
+                    pp->arg_value == NULL && per_provider != NULL ? per_provider(ud, pp->name) : 0;
+                if (s > 0 && num_format_float32(own, sizeof(own), s) == 0) {
+                    value = own;
+                }
                 p.has_args = true;
                 p.args_off = buf_size(&scratch);
-                rc = append_arg_pair(&scratch, pp->arg_key,
-                                     pp->arg_value ? pp->arg_value : interval, true);
+                rc = append_arg_pair(&scratch, pp->arg_key, value, true);
                 rc = rc ? rc : buf_append(&scratch, "", 1);
                 if (rc != 0) {
                     goto out;

@@ -45,15 +45,27 @@ struct trace_config {
  * the same provider from several profiles is merged (keywords OR-ed, the more verbose level wins
  * with LogAlways the most verbose, the arguments of the first profile that has any kept);
  * rundown keyword = OR of the profiles' rundown keywords; buffer TRACE_DEFAULT_BUFFER_MB.
- * metrics_interval_s: EventCounterIntervalSec for the Metrics profile (0 → 5).
+ * metrics_interval_s: EventCounterIntervalSec for the Metrics profile in seconds, written as
+ * dotnet-monitor writes its float ("5", "1.5"; 0 → 5).
  * profile_names gets the canonical names in the order given, without repeats.
  *
  * out is zeroed first, so trace_config_fini is safe after a failure too; do not pass a config
  * that still owns storage. Returns 0, AGENT_E_INVAL with a message for a 400 detail appended to
  * err (for an unknown name it lists the valid names; err may be NULL), or -ENOMEM.
  */
-int trace_config_from_profiles(const char *profiles, uint32_t metrics_interval_s,
+int trace_config_from_profiles(const char *profiles, double metrics_interval_s,
                                struct trace_config *out, struct buf *err);
+
+/*
+ * A provider's own counter interval for the Metrics profile, as dotnet-monitor's
+ * GetProviderSpecificInterval (GlobalCounter:Providers:<name>:IntervalSeconds): seconds, or 0 when
+ * the provider has none (metrics_interval_s applies).
+ */
+typedef double (*trace_provider_interval_fn)(const void *ud, const char *provider);
+/* trace_config_from_profiles with each provider's own interval from per_provider(ud, name). */
+int trace_config_from_profiles_with(const char *profiles, double metrics_interval_s,
+                                    trace_provider_interval_fn per_provider, const void *ud,
+                                    struct trace_config *out, struct buf *err);
 
 /*
  * Parses dotnet-monitor's POST /trace body (Models/EventPipeConfiguration.cs,

@@ -25,6 +25,19 @@ static inline size_t utf8_width(uint32_t cp)
     return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
 }
 
+/* The length of s[0..len) cut to at most max bytes without splitting a UTF-8 sequence. */
+static inline size_t utf8_cut(const char *s, size_t len, size_t max)
+{
+    if (len <= max) {
+        return len;
+    }
+    size_t n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0u) == 0x80u) {
+        n--;
+    }
+    return n;
+}
+
 /* Writes the UTF-8 form of cp (cp <= U+10FFFF) to out, which has room for 4 bytes; returns its
  * length (utf8_width). Surrogates are not checked: callers map them to U+FFFD first. */
 static inline size_t utf8_encode(uint8_t *out, uint32_t cp)

@@ -447,6 +447,21 @@ int config_get_uint(const struct config *c, const char *key, uint64_t min, uint6
     return 0;
 }
 
+int config_get_float(const struct config *c, const char *key, double min, double max, double *out)
+{
+    const char *v = config_get(c, key);
+    if (v == NULL || *v == '\0') {
+        return 0;
+    }
+    double d = 0;
+    if (num_parse_float32(v, &d) != 0 || d < min || d > max) {
+        log_error("dotmon", "%s: '%s' is not a number from %g to %g", key, v, min, max);
+        return AGENT_E_INVAL;
+    }
+    *out = d;
+    return 0;
+}
+
 int config_get_timespan_ms(const struct config *c, const char *key, uint64_t min_ms,
                            uint64_t max_ms, uint64_t *out)
 {
@@ -636,6 +651,7 @@ static const char *const known_keys[] = {
     "DiagnosticPort:TrustedUids",
     "DiagnosticPort:TrustedUids:*",
     "Timeouts:*", /* timeouts.c refuses a name that is not in its table */
+    "CorsConfiguration:AllowedOrigins",
 };
 
 /* Sections read whole (every key under them is dotmon's): collection rules (rules_run.c). */
@@ -651,13 +667,8 @@ static const char *const known_prefixes[] = {
  * not a known key is reported as unknown (a typo, most likely).
  */
 static const char *const foreign_prefixes[] = {
-    "InProcessFeatures",
-    "CorsConfiguration",
-    "AzureAd",
-    "Kestrel",
-    "DotnetMonitorDebug",
-    "Logging",
-    "Storage:SharedLibraryPath",
+    "InProcessFeatures",      "AzureAd", "Kestrel",
+    "DotnetMonitorDebug",     "Logging", "Storage:SharedLibraryPath",
     "Authentication:AzureAd",
 };
 

@@ -75,6 +75,13 @@ int config_get_uint(const struct config *c, const char *key, uint64_t min, uint6
                     uint64_t *out);
 
 /*
+ * A number in [min, max] read as .NET reads a `float` setting (num_parse_float32: "5", "1.5"),
+ * single precision; absent or empty leaves *out unchanged. On a bad value logs "<key>: …" and
+ * returns AGENT_E_INVAL.
+ */
+int config_get_float(const struct config *c, const char *key, double min, double max, double *out);
+
+/*
  * A duration in milliseconds in [min_ms, max_ms], given as a .NET TimeSpan ("[d.]hh:mm:ss[.fff]",
  * e.g. Kestrel's "00:00:30") or as whole seconds ("30"); absent or empty leaves *out unchanged.
  * On a bad value logs "<key>: …" and returns AGENT_E_INVAL.

@@ -30,12 +30,24 @@ enum fid {
     F_ARGS,
     F_FORMATTED,
     F_ID,
+    F_TRACE_ID,
+    F_SPAN_ID,
+    F_TRACE_FLAGS,
     F_N
 };
 
 static const char *const field_names[F_N] = {
-    "Level",         "LoggerName",    "EventId",          "EventName",
-    "ExceptionJson", "ArgumentsJson", "FormattedMessage", "ID",
+    "Level",
+    "LoggerName",
+    "EventId",
+    "EventName",
+    "ExceptionJson",
+    "ArgumentsJson",
+    "FormattedMessage",
+    "ID",
+    "ActivityTraceId",
+    "ActivitySpanId",
+    "ActivityTraceFlags",
 };
 
 /* A kept metadata id (its slot in the schema registry): what it is and its fields' nodes. */
@@ -77,8 +89,7 @@ struct ev_logs {
     struct mb_share *share; /* what the session holds is charged here (NULL: the total only) */
     uint64_t held;          /* bytes charged now */
     struct ev_logs_stats st;
-    int err;
-    char msg[256];
+    struct nettrace_sticky err;
     struct ev_record rec;
     size_t text_len;
     char text[EV_LOGS_TEXT_MAX];
@@ -87,19 +98,6 @@ struct ev_logs {
 };
 
 /* ---- text area and UTF-8 ------------------------------------------------------------------ */
-
-/* Cuts s[0..len) to at most max bytes without splitting a UTF-8 sequence; the new length. */
-static size_t utf8_cut(const char *s, size_t len, size_t max)
-{
-    if (len <= max) {
-        return len;
-    }
-    size_t n = max;
-    while (n > 0 && ((unsigned char)s[n] & 0xC0u) == 0x80u) {
-        n--;
-    }
-    return n;
-}
 
 /* Room for n bytes + NUL in the text area, or NULL. */
 static char *text_alloc(struct ev_logs *l, size_t n)
@@ -412,13 +410,7 @@ static int json_pairs(struct ev_logs *l, const char *s, struct ev_log_kv *kv, si
 
 static void logs_fail(struct ev_logs *l, int err, const char *msg)
 {
-    if (l->err == 0) {
-        l->err = err;
-        int len = snprintf(l->msg, sizeof(l->msg), "%s", msg);
-        if (len < 0) {
-            l->msg[0] = '\0';
-        }
-    }
+    nettrace_sticky_set(&l->err, err, msg);
 }
 
 /* Charges n bytes to the session's share before they are allocated; false when refused. */
@@ -470,7 +462,7 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
     if (strcmp(m->provider, MEL_PROVIDER) == 0) {
         l->st.mel_metadata++;
     }
-    if (l->err != 0 || kind == K_NONE) {
+    if (l->err.err != 0 || kind == K_NONE) {
         ev_schemas_forget(&l->md, m->metadata_id); /* a V6 redefinition that is not kept */
         return;
     }
@@ -799,17 +791,58 @@ static size_t scope_chain(struct ev_logs *l, const struct nettrace_event *ev)
     return n;
 }
 
-/* ExceptionJson's VerboseMessage, or NULL for "{}" / none. */
-static const char *exception_text(struct ev_logs *l, const char *json)
+/* ExceptionJson's VerboseMessage, TypeName and Message into r (NULLs for "{}" / none). */
+static void exception_fields(struct ev_logs *l, const char *json, struct ev_log_record *r)
 {
     struct ev_log_kv kv[8];
     int n = json_pairs(l, json, kv, 8);
     for (int k = 0; k < n; k++) {
-        if (strcmp(kv[k].key, "VerboseMessage") == 0 && kv[k].kind == EV_LOG_STR) {
-            return kv[k].str;
+        if (kv[k].kind != EV_LOG_STR) {
+            continue;
+        }
+        if (strcmp(kv[k].key, "VerboseMessage") == 0) {
+            r->exception = kv[k].str;
+        } else if (strcmp(kv[k].key, "TypeName") == 0) {
+            r->exception_type = kv[k].str;
+        } else if (strcmp(kv[k].key, "Message") == 0) {
+            r->exception_message = kv[k].str;
         }
     }
-    return NULL;
+}
+
+/* n bytes from 2n lowercase or uppercase hex digits; false unless s is exactly that. */
+static bool hex_bytes(const char *s, uint8_t *out, size_t n)
+{
+    if (strlen(s) != 2 * n) {
+        return false;
+    }
+    for (size_t k = 0; k < 2 * n; k++) {
+        int v = hex_value(s[k]);
+        if (v < 0) {
+            return false;
+        }
+        out[k / 2] = (uint8_t)(k % 2 == 0 ? v << 4 : out[k / 2] | v);
+    }
+    return true;
+}
+
+/* The record's W3C trace context from the activity fields (all-zero ids count as none). */
+static void trace_fields(struct ev_logs *l, const struct md_entry *md, struct ev_log_record *r)
+{
+    bool ok = true;
+    const char *tid = field_str(l, md, F_TRACE_ID, "", &ok);
+    const char *sid = field_str(l, md, F_SPAN_ID, "", &ok);
+    const char *fl = field_str(l, md, F_TRACE_FLAGS, "", &ok);
+    if (!ok || !hex_bytes(tid, r->trace_id, sizeof(r->trace_id)) ||
+        !hex_bytes(sid, r->span_id, sizeof(r->span_id))) {
+        return;
+    }
+    uint8_t any = 0;
+    for (size_t k = 0; k < sizeof(r->trace_id); k++) {
+        any |= r->trace_id[k];
+    }
+    r->has_trace = any != 0;
+    r->trace_flags = fl[0] == '1' && fl[1] == '\0' ? 1 : 0;
 }
 
 static void on_message_json(struct ev_logs *l, const struct md_entry *md,
@@ -845,7 +878,8 @@ static void on_message_json(struct ev_logs *l, const struct md_entry *md,
     }
     r.message = fmt != NULL ? render_template(l, fmt, l->kv, (size_t)n)
                             : (l->last_formatted != NULL ? l->last_formatted : "");
-    r.exception = exception_text(l, exc);
+    exception_fields(l, exc, &r);
+    trace_fields(l, md, &r);
     r.has_state = true;
     r.nstate = (size_t)n;
     r.state = l->kv;
@@ -896,7 +930,7 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     if (strcmp(ev->provider, MEL_PROVIDER) == 0) {
         l->st.mel_events++;
     }
-    const struct md_entry *md = l->err == 0 ? md_find(l, ev->metadata_id) : NULL;
+    const struct md_entry *md = l->err.err == 0 ? md_find(l, ev->metadata_id) : NULL;
     if (md == NULL || md->kind == K_NONE) {
         return;
     }
@@ -967,23 +1001,12 @@ size_t ev_logs_footprint(void)
 
 int ev_logs_feed(struct ev_logs *l, const uint8_t *p, size_t n)
 {
-    if (l->err != 0) {
-        return l->err;
-    }
-    int rc = nettrace_feed(&l->ck, p, n);
-    if (l->err != 0) {
-        return l->err;
-    }
-    if (rc < 0) {
-        nettrace_error_line(&l->ck, rc, l->msg, sizeof(l->msg));
-        l->err = rc;
-    }
-    return rc;
+    return nettrace_sticky_feed(&l->ck, &l->err, p, n);
 }
 
 const char *ev_logs_error(const struct ev_logs *l)
 {
-    return l->err != 0 ? l->msg : NULL;
+    return l->err.err != 0 ? l->err.msg : NULL;
 }
 
 void ev_logs_get_stats(const struct ev_logs *l, struct ev_logs_stats *out)

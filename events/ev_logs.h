@@ -77,7 +77,15 @@ struct ev_log_record {
     const char *event_name; /* "" when none */
     const char *category;
     const char *message;
-    const char *exception; /* NULL when none */
+    const char *exception;         /* NULL when none: ExceptionJson's VerboseMessage (ToString()) */
+    const char *exception_type;    /* ExceptionJson's TypeName (full name); NULL when none */
+    const char *exception_message; /* ExceptionJson's Message; NULL when none */
+    /* MessageJson's ActivityTraceId/ActivitySpanId/ActivityTraceFlags when the app logged inside
+     * an Activity (events.md §4.2); has_trace false when they are empty or malformed. */
+    bool has_trace;
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint8_t trace_flags;
     bool has_state;
     size_t nstate; /* the state's pairs, without the leading "Message" */
     const struct ev_log_kv *state;

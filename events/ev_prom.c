@@ -19,6 +19,7 @@
 #include "ev_prom_name.h"
 #include "ev_store.h"
 #include "ev_store_internal.h"
+#include "num.h"
 #include "utf8.h"
 
 /* Length of the well-formed UTF-8 sequence at p[0..n) (1..4), or 0 if the bytes there are not
@@ -415,7 +416,7 @@ static bool unit_is_mb(const char *unit)
     return ascii_ieq(unit, "MB");
 }
 
-static int write_help(struct buf *out, const struct ent *e, uint32_t default_interval)
+static int write_help(struct buf *out, const struct ent *e, double default_interval)
 {
     const struct ev_series *s = e->s;
     const char *cname = s->display_name[0] ? s->display_name : s->name;
@@ -441,8 +442,10 @@ static int write_help(struct buf *out, const struct ent *e, uint32_t default_int
         if (rc == 0) {
             rc = buf_append(out, " / ", 3);
         }
-        if (rc == 0 && default_interval > 0) {
-            rc = buf_printf(out, "%" PRIu32, default_interval);
+        char sec[32];
+        if (rc == 0 && default_interval > 0 &&
+            num_format_float32(sec, sizeof(sec), default_interval) == 0) {
+            rc = buf_append_str(out, sec);
         } else if (rc == 0) {
             rc = append_double(out, s->interval_sec);
         }

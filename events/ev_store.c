@@ -26,7 +26,7 @@ struct ev_store {
     uint32_t *buckets; /* index + 1 into v; 0 = empty; nbuckets is a power of two */
     size_t nbuckets;
     uint32_t max_series;
-    uint32_t default_interval;
+    double default_interval;
     uint64_t seq;
     struct mb_share *share; /* borrowed; NULL: nothing charged */
     uint64_t bytes;         /* the series' allocations, all charged to share */
@@ -398,7 +398,7 @@ const struct ev_series *const *ev__store_view(const struct ev_store *st, size_t 
     return st ? (const struct ev_series *const *)st->v : NULL;
 }
 
-uint32_t ev__store_default_interval(const struct ev_store *st)
+double ev__store_default_interval(const struct ev_store *st)
 {
     return st->default_interval;
 }

@@ -56,8 +56,8 @@ const struct ev_metric_sample *ev_sample_cut(const struct ev_metric_sample *in,
                                              struct ev_sample_cut *buf);
 
 struct ev_store_options {
-    uint32_t max_series;       /* series kept; 0 = a default (1024); past it new series drop */
-    uint32_t default_interval; /* GlobalCounter:IntervalSeconds, for meter rate HELP text */
+    uint32_t max_series;     /* series kept; 0 = a default (1024); past it new series drop */
+    double default_interval; /* GlobalCounter:IntervalSeconds, for meter rate HELP text */
     /* Borrowed, may be NULL: every series' bytes (struct and strings) are charged to it; a new
      * series it refuses is dropped like one past max_series. Must outlive the store. */
     struct mb_share *share;

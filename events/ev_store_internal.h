@@ -47,6 +47,6 @@ struct ev_series {
 
 /* The series of a store, in no particular order; *n receives their count. */
 const struct ev_series *const *ev__store_view(const struct ev_store *st, size_t *n);
-uint32_t ev__store_default_interval(const struct ev_store *st);
+double ev__store_default_interval(const struct ev_store *st);
 
 #endif

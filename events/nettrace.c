@@ -2421,6 +2421,34 @@ void nettrace_error_line(const struct nettrace_checker *ck, int rc, char *out, s
     }
 }
 
+void nettrace_sticky_set(struct nettrace_sticky *s, int err, const char *msg)
+{
+    if (s->err == 0) {
+        s->err = err;
+        int len = snprintf(s->msg, sizeof(s->msg), "%s", msg);
+        if (len < 0) {
+            s->msg[0] = '\0';
+        }
+    }
+}
+
+int nettrace_sticky_feed(struct nettrace_checker *ck, struct nettrace_sticky *s, const uint8_t *p,
+                         size_t n)
+{
+    if (s->err != 0) {
+        return s->err;
+    }
+    int rc = nettrace_feed(ck, p, n);
+    if (s->err != 0) {
+        return s->err;
+    }
+    if (rc < 0) {
+        nettrace_error_line(ck, rc, s->msg, sizeof(s->msg));
+        s->err = rc;
+    }
+    return rc;
+}
+
 const char *nettrace_verdict_name(enum nettrace_verdict v)
 {
     switch (v) {

@@ -260,6 +260,20 @@ const char *nettrace_error(const struct nettrace_checker *ck, uint64_t *offset);
  */
 void nettrace_error_line(const struct nettrace_checker *ck, int rc, char *out, size_t cap);
 
+/*
+ * A decoder's sticky error (the event decoders built on a checker): the first error and its
+ * line. nettrace_sticky_set keeps the first one only; nettrace_sticky_feed feeds ck unless an
+ * error is already there, records a stream error with its line, and returns the error (the one
+ * a callback set during the feed included) or what nettrace_feed returned.
+ */
+struct nettrace_sticky {
+    int err;
+    char msg[256];
+};
+void nettrace_sticky_set(struct nettrace_sticky *s, int err, const char *msg);
+int nettrace_sticky_feed(struct nettrace_checker *ck, struct nettrace_sticky *s, const uint8_t *p,
+                         size_t n);
+
 /* Static name of a verdict ("COMPLETE", "TRUNCATED", "INVALID"). */
 const char *nettrace_verdict_name(enum nettrace_verdict v);
 

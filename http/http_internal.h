@@ -57,6 +57,8 @@
 #define HTTP_TLS_RBUF ((size_t)64 * 1024)
 /* Chunk-extension bytes per request (they are parsed and dropped). */
 #define HTTP_MAX_CHUNK_EXT 4096
+/* Bytes of header lines a request may carry for its response (http_request_add_header). */
+#define HTTP_ADDED_MAX ((size_t)16 * 1024)
 
 /*
  * Connection states (docs/style.md §5: one transition function, one timer per phase):
@@ -105,6 +107,7 @@ struct http_request {
     http_drain_cb drain_cb;
     void *drain_ud;
     size_t low_water;
+    struct buf added; /* header lines of http_request_add_header, sent with the response */
 };
 
 struct http_listener {

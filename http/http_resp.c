@@ -447,6 +447,7 @@ struct http_request *http__request_new(struct http_conn *c, struct http_msg *msg
     r->id = ++c->srv->next_req_id;
     r->tag = c->tag;
     r->msg = msg;
+    buf_init(&r->added, HTTP_ADDED_MAX);
     return r;
 }
 
@@ -456,6 +457,7 @@ void http__request_free(struct http_request *r)
         return;
     }
     http_msg_free(r->msg);
+    buf_fini(&r->added);
     free(r);
 }
 
@@ -494,7 +496,23 @@ static int build_head(const struct http_request *r, struct buf *out, int status,
     for (size_t i = 0; rc == 0 && i < nextra; i++) {
         rc = http__head_field(out, extra[i].name, extra[i].value);
     }
+    if (rc == 0 && buf_size(&r->added) > 0) {
+        rc = buf_append(out, buf_data(&r->added), buf_size(&r->added));
+    }
     return rc ? rc : http__head_end(out, framing, length, conn);
+}
+
+int http_request_add_header(struct http_request *r, const char *name, const char *value)
+{
+    if (r == NULL || r->resp != RESP_NONE) {
+        return AGENT_E_INVAL;
+    }
+    size_t before = buf_size(&r->added);
+    int rc = http__head_field(&r->added, name, value);
+    if (rc != 0) {
+        buf_truncate(&r->added, before);
+    }
+    return rc;
 }
 
 const char *http_request_method(const struct http_request *r)

@@ -154,6 +154,13 @@ void http_request_on_abort(struct http_request *r, http_abort_cb cb, void *ud);
 
 /* ---- responses ---- */
 /*
+ * Adds a header (copied) to the response r will get, whichever call sends it (http_respond or
+ * http_stream_begin, after their own extra headers): for headers that belong to the request rather
+ * than to the handler answering it (CORS). Returns 0, AGENT_E_INVAL (an invalid or managed name or
+ * value, as for http_respond, or a response already started) or a negative errno (no memory).
+ */
+int http_request_add_header(struct http_request *r, const char *name, const char *value);
+/*
  * Sends a complete response with Content-Length, and finishes the request. `extra` headers are
  * copied, and so is the body (content_type and body may be NULL). Returns 0 or a negative code
  * (the request is finished either way): AGENT_E_CLOSED if the client is gone; AGENT_E_INVAL for

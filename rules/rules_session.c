@@ -16,6 +16,7 @@
 
 #include "err.h"
 #include "ev_request_specs.h"
+#include "num.h"
 #include "rules_internal.h"
 
 #define DIAGNOSTIC_SOURCE "Microsoft-Diagnostics-DiagnosticSource"
@@ -46,21 +47,6 @@ const char *rules_trigger_interval_provider(const struct rules_trigger *t)
 }
 
 /* float.ToString(InvariantCulture): the shortest text that reads back as the same float. */
-static void format_float(double v, char *out, size_t cap)
-{
-    float f = (float)v;
-    if (f > -1e9f && f < 1e9f && (double)f == (double)(long long)f) {
-        (void)snprintf(out, cap, "%lld", (long long)f);
-        return;
-    }
-    for (int prec = 1; prec <= 9; prec++) {
-        (void)snprintf(out, cap, "%.*g", prec, (double)f);
-        if (strtof(out, NULL) == f) {
-            return;
-        }
-    }
-}
-
 static struct rules_session_provider *add_provider(struct rules_session *s, const char *name,
                                                    uint64_t keywords, uint32_t level)
 {
@@ -111,7 +97,10 @@ int rules_trigger_session(const struct rules_trigger *t, const struct rules_sess
 {
     memset(out, 0, sizeof(*out));
     out->buffer_mb = 256;
-    format_float(o->counter_interval_s, out->interval_text, sizeof(out->interval_text));
+    if (num_format_float32(out->interval_text, sizeof(out->interval_text), o->counter_interval_s) !=
+        0) {
+        (void)snprintf(out->interval_text, sizeof(out->interval_text), "5");
+    }
     switch (t->type) {
     case RULES_TRIGGER_EVENT_COUNTER:
     case RULES_TRIGGER_CPU_USAGE:

@@ -31,6 +31,7 @@
 #include "ev_store.h"
 #include "log.h"
 #include "metrics_session.h"
+#include "num.h"
 #include "operations.h"
 
 static const char cat[] = "dotmon.livemetrics";
@@ -135,8 +136,12 @@ static int lm_format(const struct lm_job *job, const struct ev_metric_sample *s,
     if (!s->is_meter) {
         snprintf(display, sizeof(display), "%s", s->display_name);
     } else if (s->kind == EV_METRIC_RATE) {
-        snprintf(display, sizeof(display), "%s (%s / %u sec)", s->name,
-                 s->unit[0] != '\0' ? s->unit : "Count", job->f.interval_s);
+        char sec[32];
+        if (num_format_float32(sec, sizeof(sec), job->f.interval_s) != 0) {
+            snprintf(sec, sizeof(sec), "5");
+        }
+        snprintf(display, sizeof(display), "%s (%s / %s sec)", s->name,
+                 s->unit[0] != '\0' ? s->unit : "Count", sec);
     } else {
         snprintf(display, sizeof(display), "%s (%s)", s->name, s->unit);
     }
@@ -325,7 +330,7 @@ int collect_livemetrics(struct agent *a, const struct artifact_origin *o,
     buf_init(&err, 1024);
     struct metrics_filters f;
     int rc = -1;
-    if (metrics_filters_from_json(&f, body, strlen(body), a->metrics_interval_s, &err) != 0) {
+    if (metrics_filters_from_json(&f, body, strlen(body), a->metrics_interval_sec, &err) != 0) {
         artifact_refuse(o, 400, "%s", buf_cstr(&err));
     } else {
         rc = collect_livemetrics_filters(a, o, p, &f, duration_s);

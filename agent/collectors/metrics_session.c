@@ -17,6 +17,7 @@
 #include "ev_store.h"
 #include "ev_stream.h"
 #include "log.h"
+#include "num.h"
 #include "operations.h"
 
 static const char cat[] = "dotmon.metrics";
@@ -143,7 +144,7 @@ static int read_config_list(struct metrics_filters *f, const struct config *cfg,
 }
 
 int metrics_filters_from_config(struct metrics_filters *f, const struct config *cfg,
-                                uint32_t interval_s)
+                                double interval_s)
 {
     memset(f, 0, sizeof(*f));
     f->interval_s = interval_s > 0 ? interval_s : 5;
@@ -163,9 +164,7 @@ int metrics_filters_from_config(struct metrics_filters *f, const struct config *
             continue;
         }
         snprintf(key, sizeof(key), "GlobalCounter:Providers:%s:IntervalSeconds", f->v[i].name);
-        uint64_t v = f->v[i].interval_s;
-        rc = config_get_uint(cfg, key, 1, 86400, &v);
-        f->v[i].interval_s = (uint32_t)v;
+        rc = config_get_float(cfg, key, 1, 86400, &f->v[i].interval_s);
     }
     if (rc == AGENT_E_TOOBIG) {
         log_error(cat, "Metrics: more than %d providers and meters, or %d names in one",
@@ -252,7 +251,7 @@ static int json_list(struct metrics_filters *f, const cJSON *arr, bool meter, st
 }
 
 int metrics_filters_from_json(struct metrics_filters *f, const char *body, size_t len,
-                              uint32_t interval_s, struct buf *err)
+                              double interval_s, struct buf *err)
 {
     memset(f, 0, sizeof(*f));
     f->interval_s = interval_s > 0 ? interval_s : 5;
@@ -323,11 +322,28 @@ bool metrics_filters_want(const struct metrics_filters *f, const struct ev_metri
     return false;
 }
 
+double metrics_provider_interval(const struct config *cfg, const char *provider, double global_s)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "GlobalCounter:Providers:%s:IntervalSeconds", provider);
+    const char *v = config_get(cfg, key);
+    double d = 0;
+    if (v != NULL && num_parse_float32(v, &d) == 0 && d >= 1 && d <= 86400) {
+        return d;
+    }
+    return global_s;
+}
+
+double metrics_trace_interval(const void *cfg, const char *provider)
+{
+    return metrics_provider_interval(cfg, provider, 0);
+}
+
 uint64_t metrics_filters_counter_interval_ms(const struct metrics_filters *f)
 {
     uint64_t ms = 0;
     for (size_t i = 0; i < f->n; i++) {
-        uint64_t v = (uint64_t)f->v[i].interval_s * 1000;
+        uint64_t v = (uint64_t)(f->v[i].interval_s * 1000 + 0.5);
         if (!f->v[i].meter && (ms == 0 || v < ms)) {
             ms = v;
         }
@@ -480,10 +496,10 @@ static int meter_arguments(struct msession *s, int major, struct buf *a)
         op_new_guid(s->session_id);
     }
     char refresh[32], max_series[16], max_hist[16];
-    snprintf(refresh, sizeof(refresh), "%u", f->interval_s);
+    rc = num_format_float32(refresh, sizeof(refresh), f->interval_s);
     snprintf(max_series, sizeof(max_series), "%u", s->a->metrics_max_time_series);
     snprintf(max_hist, sizeof(max_hist), "%u", s->a->metrics_max_histograms);
-    rc = arg_append(a, "SessionId", s->session_id);
+    rc = rc ? rc : arg_append(a, "SessionId", s->session_id);
     rc = rc ? rc : arg_append(a, "Metrics", buf_cstr(&meters));
     rc = rc ? rc : arg_append(a, "RefreshInterval", refresh);
     /* GlobalCounter:MaxTimeSeries and :MaxHistograms, as dotnet-monitor passes them. */
@@ -506,7 +522,9 @@ static int build_config(struct msession *s, int major, struct ipc_provider *prov
         if (!f->v[i].meter) {
             prov[n] = (struct ipc_provider){.name = f->v[i].name, .keywords = 0, .level = 4};
             off[n++] = buf_size(args);
-            rc = buf_printf(args, "EventCounterIntervalSec=%u", f->v[i].interval_s);
+            char sec[32];
+            rc = num_format_float32(sec, sizeof(sec), f->v[i].interval_s);
+            rc = rc ? rc : buf_printf(args, "EventCounterIntervalSec=%s", sec);
             rc = rc ? rc : buf_append(args, "", 1);
         }
     }

@@ -32,15 +32,15 @@ struct metrics_filter {
     char *name;   /* ProviderName or MeterName */
     char **names; /* CounterNames or InstrumentNames; none = all */
     size_t nnames;
-    uint32_t interval_s; /* EventCounterIntervalSec (providers) */
+    double interval_s; /* EventCounterIntervalSec (providers), single precision */
     bool meter;
 };
 
 struct metrics_filters {
     struct metrics_filter v[METRICS_MAX_FILTERS];
     size_t n;
-    bool runtime_meter;  /* the System.Runtime meter, all instruments (default providers) */
-    uint32_t interval_s; /* GlobalCounter:IntervalSeconds: meters' RefreshInterval */
+    bool runtime_meter; /* the System.Runtime meter, all instruments (default providers) */
+    double interval_s;  /* GlobalCounter:IntervalSeconds: meters' RefreshInterval */
     /* > 0: EventCounters of another interval are dropped (ev_stream_options.counter_interval_s,
      * as dotnet-monitor's CounterFilter does for the triggers of collection rules). */
     double counter_filter_s;
@@ -51,7 +51,7 @@ struct metrics_filters {
  * GlobalCounter:Providers:<name>:IntervalSeconds). 0, AGENT_E_INVAL (logged) or -ENOMEM.
  */
 int metrics_filters_from_config(struct metrics_filters *f, const struct config *cfg,
-                                uint32_t interval_s);
+                                double interval_s);
 /*
  * From dotnet-monitor's EventMetricsConfiguration body (POST /livemetrics):
  * {"includeDefaultProviders":bool, "providers":[{"providerName":"…","counterNames":["…"]}],
@@ -59,10 +59,16 @@ int metrics_filters_from_config(struct metrics_filters *f, const struct config *
  * 0, AGENT_E_INVAL with a message appended to err, or -ENOMEM.
  */
 int metrics_filters_from_json(struct metrics_filters *f, const char *body, size_t len,
-                              uint32_t interval_s, struct buf *err);
+                              double interval_s, struct buf *err);
 void metrics_filters_fini(struct metrics_filters *f);
 /* True when s is one of the wanted values. */
 bool metrics_filters_want(const struct metrics_filters *f, const struct ev_metric_sample *s);
+/* GlobalCounter:Providers:<provider>:IntervalSeconds when it is set and valid (1-86400), else
+ * global_s. */
+double metrics_provider_interval(const struct config *cfg, const char *provider, double global_s);
+/* The same as a trace_provider_interval_fn (trace_config.h): ud is the const struct config; 0 when
+ * the provider has no interval of its own. */
+double metrics_trace_interval(const void *cfg, const char *provider);
 /* The shortest EventCounters interval in ms, 0 when no provider is enabled. */
 uint64_t metrics_filters_counter_interval_ms(const struct metrics_filters *f);
 

@@ -2,11 +2,13 @@
 /* Continuous metrics sessions, one per discovered runtime; see metrics.h. */
 #include "metrics.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cJSON.h>
 #include <uv.h>
@@ -61,6 +63,14 @@ struct metrics {
     struct agent *a;
     struct metrics_filters f;
     bool all_processes;
+    bool served; /* Metrics:Enabled: /metrics shows the stores (else the samples only go to hook) */
+    bool exported; /* the exporter wants every process's samples (metrics_new) */
+    /* metrics_export_meters added meters for the exporter only: /metrics keeps what served_f
+     * (the settings' filters, a shallow view of f's first entries) wants. */
+    bool export_only;
+    struct metrics_filters served_f;
+    metrics_sample_hook hook;
+    void *hook_ud;
     struct mproc *procs;
     size_t closing; /* handles closing (mprocs' timers, check) */
     bool closed;    /* metrics_close was called: free when closing reaches 0 */
@@ -167,6 +177,12 @@ static void mproc_on_sample(void *ud, const struct ev_metric_sample *s)
 {
     struct mproc *mp = ud;
     mproc_watch(mp, true);
+    if (mp->m->hook != NULL) {
+        mp->m->hook(mp->m->hook_ud, mp->uid, s);
+    }
+    if (!mp->m->served || (mp->m->export_only && !metrics_filters_want(&mp->m->served_f, s))) {
+        return; /* for the exporter only: nothing is stored that /metrics would not show */
+    }
     int rc = ev_store_add(mp->store, s);
     if (rc == 0) {
         metrics_changed(mp->m);
@@ -374,7 +390,7 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
     /* The default process only, with DefaultProcess:Filters to say which: no session for the
      * others. (Without filters the default is "the only process", which changes as processes
      * come and go: every process keeps its session and /metrics picks at render time.) */
-    if (!m->all_processes && m->a->nfilters > 0 && !api_is_default(m->a, p)) {
+    if (!m->exported && !m->all_processes && m->a->nfilters > 0 && !api_is_default(m->a, p)) {
         return;
     }
     struct mproc *mp = calloc(1, sizeof(*mp));
@@ -404,10 +420,10 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
     mproc_start(mp);
 }
 
-int metrics_new(struct agent *a, struct metrics **out)
+int metrics_new(struct agent *a, bool exported, struct metrics **out)
 {
     *out = NULL;
-    if (!a->metrics_enabled) {
+    if (!a->metrics_enabled && !exported) {
         return 0;
     }
     int all = config_get_bool(a->cfg, "Metrics:AllProcesses", 1);
@@ -421,7 +437,9 @@ int metrics_new(struct agent *a, struct metrics **out)
     }
     m->a = a;
     m->all_processes = all == 1;
-    int rc = metrics_filters_from_config(&m->f, a->cfg, a->metrics_interval_s);
+    m->served = a->metrics_enabled;
+    m->exported = exported;
+    int rc = metrics_filters_from_config(&m->f, a->cfg, a->metrics_interval_sec);
     if (rc != 0) {
         free(m);
         return rc;
@@ -437,6 +455,66 @@ int metrics_new(struct agent *a, struct metrics **out)
     m->render_timer.data = m;
     uv_unref((uv_handle_t *)&m->render_timer);
     *out = m;
+    return 0;
+}
+
+void metrics_set_hook(struct metrics *m, metrics_sample_hook hook, void *ud)
+{
+    if (m != NULL) {
+        m->hook = hook;
+        m->hook_ud = ud;
+    }
+}
+
+/* Whether f has a meter named name (case-insensitively, as metrics_filters_want matches). */
+static bool has_meter(const struct metrics_filters *f, const char *name, size_t len)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->v[i].meter && strlen(f->v[i].name) == len &&
+            strncasecmp(f->v[i].name, name, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int metrics_export_meters(struct metrics *m, const char *meters)
+{
+    if (m == NULL || meters == NULL || m->procs != NULL) {
+        return m != NULL && m->procs != NULL ? AGENT_E_INVAL : 0;
+    }
+    for (const char *p = meters; *p != '\0';) {
+        const char *end = strchr(p, ';');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        const char *name = p;
+        p += len + (end != NULL ? 1 : 0);
+        while (len > 0 && (*name == ' ' || *name == '\t')) {
+            name++;
+            len--;
+        }
+        while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t')) {
+            len--;
+        }
+        if (len == 0 || has_meter(&m->f, name, len)) {
+            continue; /* a meter the settings name keeps their instrument list */
+        }
+        if (m->f.n == METRICS_MAX_FILTERS) {
+            log_warn(cat,
+                     "more than %d meters and providers: %.*s and later meters are not "
+                     "exported",
+                     METRICS_MAX_FILTERS, (int)len, name);
+            return AGENT_E_TOOBIG;
+        }
+        if (!m->export_only) {
+            m->served_f = m->f; /* a view: the entries are f's, freed with it */
+            m->export_only = true;
+        }
+        char *copy = strndup(name, len);
+        if (copy == NULL) {
+            return -ENOMEM;
+        }
+        m->f.v[m->f.n++] = (struct metrics_filter){.name = copy, .meter = true};
+    }
     return 0;
 }
 
@@ -461,7 +539,8 @@ struct cJSON *metrics_status_json(struct metrics *m)
 {
     static const char *const states[] = {"starting", "running", "waiting"};
     cJSON *arr = cJSON_CreateArray();
-    for (struct mproc *mp = m != NULL ? m->procs : NULL; arr != NULL && mp != NULL; mp = mp->next) {
+    for (struct mproc *mp = m != NULL && m->served ? m->procs : NULL; arr != NULL && mp != NULL;
+         mp = mp->next) {
         cJSON *o = cJSON_CreateObject();
         if (o == NULL) {
             break;
@@ -535,7 +614,7 @@ int metrics_render_own(struct metrics *m, struct buf *out)
 {
     static const char *const keys[] = {"pid", "uid", "name", "reason"};
     int rc = 0;
-    if (m == NULL) { /* metrics off: no process, no family */
+    if (m == NULL || !m->served) { /* metrics off: no process, no family */
         return 0;
     }
     for (size_t f = 0; rc == 0 && f < sizeof(proc_families) / sizeof(proc_families[0]); f++) {
@@ -606,7 +685,7 @@ static int targets_make(struct metrics *m, struct targets *ts)
 int metrics_render_next(struct metrics *m, struct ev_prom_cursor *c, size_t min_bytes,
                         struct buf *out)
 {
-    if (m == NULL || m->closed) {
+    if (m == NULL || m->closed || !m->served) {
         c->done = true;
         return 0;
     }
@@ -676,7 +755,7 @@ static void metrics_on_render_timer(uv_timer_t *t)
 
 struct metrics_text *metrics_text_get(struct metrics *m)
 {
-    if (m == NULL || m->closed || !m->all_processes) {
+    if (m == NULL || m->closed || !m->served || !m->all_processes) {
         return NULL;
     }
     enum metrics_pace_do what = metrics_pace_scrape(&m->pace, uv_now(m->a->loop));

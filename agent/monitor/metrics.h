@@ -30,9 +30,30 @@
 struct agent;
 struct metrics;
 
-/* Reads the settings. *out is NULL (and 0 returned) when Metrics:Enabled is false. Returns 0,
- * AGENT_E_INVAL (a bad setting, logged) or -ENOMEM. */
-int metrics_new(struct agent *a, struct metrics **out);
+/*
+ * Reads the settings. *out is NULL (and 0 returned) when Metrics:Enabled is false and exported is
+ * false. exported: the samples are also wanted by the OpenTelemetry exporter (metrics_set_hook):
+ * the sessions then run even with Metrics:Enabled false, for every process (whatever
+ * Metrics:AllProcesses says: /metrics still shows only what it says), and /metrics, /info and
+ * dotmon's own families behave exactly as with metrics off (nothing is stored for them). Returns
+ * 0, AGENT_E_INVAL (a bad setting, logged) or -ENOMEM.
+ */
+int metrics_new(struct agent *a, bool exported, struct metrics **out);
+/*
+ * Every wanted sample of every process also goes to hook (uid: the runtime's cookie), on the loop,
+ * before it is stored; the views are the sample's (valid during the call). m may be NULL.
+ */
+struct ev_metric_sample;
+typedef void (*metrics_sample_hook)(void *ud, const char *uid, const struct ev_metric_sample *s);
+void metrics_set_hook(struct metrics *m, metrics_sample_hook hook, void *ud);
+/*
+ * Meters the exporter wants beyond the settings' (';'-separated names, every instrument; a meter
+ * the settings already name keeps their instrument list): their samples go to the hook only,
+ * never to /metrics. Before the first process. 0, AGENT_E_TOOBIG (more than METRICS_MAX_FILTERS
+ * meters and providers: the rest are left out, logged), AGENT_E_INVAL (processes already there),
+ * -ENOMEM. m or meters NULL: nothing.
+ */
+int metrics_export_meters(struct metrics *m, const char *meters);
 /* A process was discovered (added) or is gone: start or end its session. m may be NULL. */
 void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool added);
 /*

@@ -511,7 +511,8 @@ static int trace_action_config(const struct agent *a, const struct rules_action 
 {
     int rc;
     if (act->profile != NULL) {
-        rc = trace_config_from_profiles(act->profile, a->metrics_interval_s, tc, why);
+        rc = trace_config_from_profiles_with(act->profile, a->metrics_interval_sec,
+                                             metrics_trace_interval, a->cfg, tc, why);
         tc->collect.buffer_mb = act->buffer_mb;
         return rc;
     }
@@ -1034,7 +1035,7 @@ static void ri_sync(struct rinst *ri)
 }
 
 /* The session's filters: the trigger's one counter or instrument. */
-static int ri_filters(struct rinst *ri, const struct rules_trigger *t, uint32_t global_s)
+static int ri_filters(struct rinst *ri, const struct rules_trigger *t, double global_s)
 {
     struct metrics_filter *x = &ri->f.v[0];
     bool meter = t->type == RULES_TRIGGER_EVENT_METER;
@@ -1051,8 +1052,7 @@ static int ri_filters(struct rinst *ri, const struct rules_trigger *t, uint32_t 
     x->names[0] = t->name != NULL ? strdup(t->name) : NULL;
     x->nnames = x->names[0] != NULL ? 1 : 0;
     x->meter = meter;
-    uint32_t s = (uint32_t)(ri->interval_s + 0.5);
-    x->interval_s = s > 0 ? s : 1;
+    x->interval_s = ri->interval_s;
     ri->f.interval_s = global_s;
     ri->f.counter_filter_s = meter ? 0 : ri->interval_s;
     return 0;
@@ -1061,19 +1061,9 @@ static int ri_filters(struct rinst *ri, const struct rules_trigger *t, uint32_t 
 /* The requested counter interval of trigger t (GlobalCounter settings). */
 static double trigger_interval(const struct agent *a, const struct rules_trigger *t)
 {
-    double s = a->metrics_interval_s;
     const char *prov = rules_trigger_interval_provider(t);
-    if (prov != NULL) {
-        char key[512];
-        snprintf(key, sizeof(key), "GlobalCounter:Providers:%s:IntervalSeconds", prov);
-        const char *v = config_get(a->cfg, key);
-        char *end = NULL;
-        double d = v != NULL ? strtod(v, &end) : 0;
-        if (v != NULL && end != v && *end == '\0' && d > 0) {
-            s = d;
-        }
-    }
-    return s;
+    return prov != NULL ? metrics_provider_interval(a->cfg, prov, a->metrics_interval_sec)
+                        : a->metrics_interval_sec;
 }
 
 static void run_free(struct rules_run *r);
@@ -1106,7 +1096,7 @@ static struct rinst *ri_new(struct rproc *pr, const struct rules_rule *rule,
     ri->interval_s = trigger_interval(r->a, &rule->trigger);
     int rc = rules_inst_new(rule, proc, ri->interval_s, now_ms(r), &ri->inst);
     if (rc == 0 && rules_trigger_source(&rule->trigger) == RULES_SOURCE_METRICS) {
-        rc = ri_filters(ri, &rule->trigger, r->a->metrics_interval_s);
+        rc = ri_filters(ri, &rule->trigger, r->a->metrics_interval_sec);
     }
     for (size_t k = 0; rc == 0 && k < rule->nactions; k++) {
         if (rule->actions[k].type == RULES_ACTION_COLLECT_TRACE && rule->actions[k].ring) {

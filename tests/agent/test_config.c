@@ -277,6 +277,40 @@ static void test_config_env_overrides_file(void **state)
     config_fini(&c);
 }
 
+/* GlobalCounter:IntervalSeconds is a float in dotnet-monitor ([Range(1, 86400)]): "1.5" and the
+ * JSON number 1.5 are 1.5 s, below 1 or over a day is refused, absent keeps the default. */
+static void test_config_get_float(void **state)
+{
+    (void)state;
+    struct config c;
+    config_init(&c);
+    char err[256] = "";
+    const char *json = "{\"GlobalCounter\":{\"IntervalSeconds\":1.5,\"Providers\":{\"P\":"
+                       "{\"IntervalSeconds\":\"2.25\"},\"Q\":{\"IntervalSeconds\":0.5},"
+                       "\"R\":{\"IntervalSeconds\":86400.5},\"S\":{\"IntervalSeconds\":\"1,5\"}}}}";
+    assert_int_equal(config_load_json(&c, json, strlen(json), "test", err, sizeof(err)), 0);
+    double v = 5;
+    assert_int_equal(config_get_float(&c, "GlobalCounter:IntervalSeconds", 1, 86400, &v), 0);
+    assert_true(v == 1.5);
+    assert_int_equal(
+        config_get_float(&c, "GlobalCounter:Providers:P:IntervalSeconds", 1, 86400, &v), 0);
+    assert_true(v == 2.25);
+    v = 5;
+    assert_int_equal(
+        config_get_float(&c, "GlobalCounter:Providers:Q:IntervalSeconds", 1, 86400, &v),
+        AGENT_E_INVAL);
+    assert_int_equal(
+        config_get_float(&c, "GlobalCounter:Providers:R:IntervalSeconds", 1, 86400, &v),
+        AGENT_E_INVAL);
+    assert_int_equal(
+        config_get_float(&c, "GlobalCounter:Providers:S:IntervalSeconds", 1, 86400, &v),
+        AGENT_E_INVAL);
+    assert_true(v == 5.0);
+    assert_int_equal(config_get_float(&c, "GlobalCounter:Nope", 1, 86400, &v), 0);
+    assert_true(v == 5.0);
+    config_fini(&c);
+}
+
 static void test_config_key_kinds(void **state)
 {
     (void)state;
@@ -346,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_config_env_overrides_file),
         cmocka_unit_test(test_config_rejects_bad_json),
         cmocka_unit_test(test_config_key_kinds),
+        cmocka_unit_test(test_config_get_float),
         cmocka_unit_test(test_config_key_per_file),
         cmocka_unit_test(test_config_unprefixed_env),
         cmocka_unit_test(test_config_host_urls),

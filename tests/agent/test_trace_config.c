@@ -111,7 +111,7 @@ static void assert_config(const struct trace_config *c, const struct want *want,
     assert_encodes(&c->collect);
 }
 
-static void check_profiles(const char *list, uint32_t interval, const struct want *want, size_t n,
+static void check_profiles(const char *list, double interval, const struct want *want, size_t n,
                            uint64_t rundown, const char *names)
 {
     struct trace_config c;
@@ -172,6 +172,33 @@ static void test_trace_config_profile_metrics(void **state)
                                {"Microsoft.AspNetCore.Hosting", 0, 4, "EventCounterIntervalSec=10"},
                                {"Grpc.AspNetCore.Server", 0, 4, "EventCounterIntervalSec=10"}};
     CHECK_PROFILES("metrics", 10, w10, 0, "Metrics");
+    /* GlobalCounter:IntervalSeconds is a float: written as dotnet-monitor's float.ToString. */
+    const struct want w15[] = {
+        {"System.Runtime", 0, 4, "EventCounterIntervalSec=1.5"},
+        {"Microsoft.AspNetCore.Hosting", 0, 4, "EventCounterIntervalSec=1.5"},
+        {"Grpc.AspNetCore.Server", 0, 4, "EventCounterIntervalSec=1.5"}};
+    CHECK_PROFILES("Metrics", 1.5, w15, 0, "Metrics");
+}
+
+/* The test's GlobalCounter:Providers: System.Runtime has 2.5 s of its own. */
+static double own_interval(const void *ud, const char *provider)
+{
+    (void)ud;
+    return strcmp(provider, "System.Runtime") == 0 ? 2.5 : 0;
+}
+
+/* TraceUtilities.cs: the Metrics profile's providers at GetProviderSpecificInterval. */
+static void test_trace_config_profile_metrics_own_interval(void **state)
+{
+    (void)state;
+    const struct want w[] = {{"System.Runtime", 0, 4, "EventCounterIntervalSec=2.5"},
+                             {"Microsoft.AspNetCore.Hosting", 0, 4, "EventCounterIntervalSec=1.5"},
+                             {"Grpc.AspNetCore.Server", 0, 4, "EventCounterIntervalSec=1.5"}};
+    struct trace_config c;
+    assert_int_equal(trace_config_from_profiles_with("Metrics", 1.5, own_interval, NULL, &c, NULL),
+                     0);
+    assert_config(&c, w, sizeof(w) / sizeof(w[0]), 0, 256, "Metrics");
+    trace_config_fini(&c);
 }
 
 /* GcCollectConfiguration.cs: RundownKeyword = GC, which needs CollectTracing4. */
@@ -834,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_trace_config_profile_http),
         cmocka_unit_test(test_trace_config_profile_logs),
         cmocka_unit_test(test_trace_config_profile_metrics),
+        cmocka_unit_test(test_trace_config_profile_metrics_own_interval),
         cmocka_unit_test(test_trace_config_profile_gccollect),
         cmocka_unit_test(test_trace_config_profile_dotnet_trace),
         cmocka_unit_test(test_trace_config_default_list),

@@ -11,3 +11,10 @@ agent_add_test(test_dsession SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dsession.c
 target_include_directories(test_dsession PRIVATE ${PROJECT_SOURCE_DIR}/tests/ipc)
 agent_add_test(test_timeouts SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_timeouts.c LIBS agent_core LABELS unit)
 agent_add_test(test_ring_registry SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ring_registry.c LIBS agent_core LABELS unit)
+agent_add_test(test_otel_map SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_otel_map.c LIBS agent_core LABELS unit)
+# The producers against the fake runtime, with a recording fake of the exporter (otel.h).
+agent_add_test(test_otel_proc SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_otel_proc.c
+  ${PROJECT_SOURCE_DIR}/tests/ipc/ipc_test_loop.c ${PROJECT_SOURCE_DIR}/tests/events/fixture.c
+  LIBS agent_core test_support LABELS unit TIMEOUT 60)
+target_include_directories(test_otel_proc PRIVATE ${PROJECT_SOURCE_DIR}/tests/ipc
+  ${PROJECT_SOURCE_DIR}/tests/events)

@@ -131,6 +131,12 @@
 //                        one List<GcDumpHolder> with its GcDumpHolder[] backing array.
 //                        Answers "ok heap-graph n=<N> m=<M> size=<SIZE>"
 //   heap-graph-free      drops them all (the list and the handle) ("ok heap-graph-free")
+//   activity <name>      under the ActivitySource TestApp.Demo (version 1.0.0): a Server activity
+//                        <name> (tags demo.name=<name>, demo.n=42) around a Client child
+//                        <name>.child (tag demo.flag=true, status Error "child failed"), each
+//                        lasting at least 2 ms; answers "ok activity trace=<trace id>
+//                        parent=<span id> child=<span id>" (hex), or "ok activity none" when no
+//                        listener (a DiagnosticSource session asking for the source) samples it
 //   exit <code>          answers "ok exit" and exits with that code
 //
 // Flags: --no-stdin-exit, --env-echo NAME (repeatable), --heartbeat-ms N (default 1000, 0 = off),
@@ -566,6 +572,8 @@ internal static class Program
                     int seconds = ParseInt(parts[1], "seconds", 0, 3600);
                     return $"ok tp-block items={items} max-queue={ThreadPoolBlock(items, seconds)}";
                 }
+            case "activity":
+                return Activities(Words(rest, 1, "usage: activity <name>")[0]);
             case "counters-add":
                 return $"ok counters-add total={TestAppCounters.Log.Add(ParseInt(rest, "n", 0, 10_000_000))}";
             case "exit":
@@ -656,6 +664,30 @@ internal static class Program
             Held.AddRange(chunks);
             return $"ok alloc held={Held.Count}";
         }
+    }
+
+    private static readonly ActivitySource DemoSource = new("TestApp.Demo", "1.0.0");
+
+    // A parent and a child activity, for the span tests: both exist only when a listener asks.
+    private static string Activities(string name)
+    {
+        using Activity? parent = DemoSource.StartActivity(name, ActivityKind.Server);
+        if (parent == null)
+        {
+            return "ok activity none";
+        }
+        parent.SetTag("demo.name", name);
+        parent.SetTag("demo.n", 42);
+        string childId;
+        using (Activity? child = DemoSource.StartActivity(name + ".child", ActivityKind.Client))
+        {
+            child?.SetTag("demo.flag", true);
+            child?.SetStatus(ActivityStatusCode.Error, "child failed");
+            Thread.Sleep(2);
+            childId = child?.SpanId.ToHexString() ?? "none";
+        }
+        Thread.Sleep(2);
+        return $"ok activity trace={parent.TraceId.ToHexString()} parent={parent.SpanId.ToHexString()} child={childId}";
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]

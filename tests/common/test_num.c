@@ -12,6 +12,56 @@
 #include "err.h"
 #include "num.h"
 
+/* dotnet-monitor's float settings (GlobalCounter:IntervalSeconds): read in single precision and
+ * written back as float.ToString(InvariantCulture) does. */
+static void test_num_float32(void **state)
+{
+    (void)state;
+    double v = -1;
+    assert_int_equal(num_parse_float32("5", &v), 0);
+    assert_true(v == 5.0);
+    assert_int_equal(num_parse_float32("1.5", &v), 0);
+    assert_true(v == 1.5);
+    assert_int_equal(num_parse_float32("0.1", &v), 0);
+    assert_true(v == (double)0.1F); /* single precision, as .NET's float */
+    assert_int_equal(num_parse_float32(".5", &v), 0);
+    assert_true(v == 0.5);
+    assert_int_equal(num_parse_float32("2.", &v), 0);
+    assert_true(v == 2.0);
+    assert_int_equal(num_parse_float32("25e-1", &v), 0);
+    assert_true(v == 2.5);
+    assert_int_equal(num_parse_float32("1.1000000000000001", &v), 0); /* cJSON's %.17g of 1.1 */
+    assert_true(v == (double)1.1F);
+    const char *bad[] = {"",    ".",   "-1", "+1",  " 1",    "1 ", "1,5", "0x10",
+                         "inf", "nan", "1e", "1e+", "1.2.3", "e5", "1e99"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = 7;
+        assert_int_equal(num_parse_float32(bad[i], &v), AGENT_E_INVAL);
+        assert_true(v == 7.0);
+    }
+    char out[32];
+    const struct {
+        double in;
+        const char *want;
+    } fmt[] = {{5, "5"},
+               {1.5, "1.5"},
+               {(double)0.1F, "0.1"},
+               {(double)1.1F, "1.1"},
+               {86400, "86400"},
+               {2.25, "2.25"},
+               {0.5, "0.5"},
+               {1e-9, "0.000000001"},
+               {(double)(1.0F / 3.0F), "0.33333334"},
+               {123456.7, "123456.7"}};
+    for (size_t i = 0; i < sizeof(fmt) / sizeof(fmt[0]); i++) {
+        assert_int_equal(num_format_float32(out, sizeof(out), fmt[i].in), 0);
+        assert_string_equal(out, fmt[i].want);
+    }
+    assert_int_equal(num_format_float32(out, sizeof(out), 0), AGENT_E_INVAL);
+    assert_int_equal(num_format_float32(out, sizeof(out), 2e9), AGENT_E_INVAL);
+    assert_int_equal(num_format_float32(out, 3, 86400), AGENT_E_INVAL); /* does not fit */
+}
+
 static void test_num_parse(void **state)
 {
     (void)state;
@@ -83,6 +133,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_num_parse),
+        cmocka_unit_test(test_num_float32),
         cmocka_unit_test(test_num_prefix),
         cmocka_unit_test(test_ascii_ieq),
     };

@@ -253,6 +253,10 @@ WRONG = [
     ("a trigger setting of another type", {"CollectionRules": {"R": {"Trigger": {
         "Type": "CPUUsage", "Settings": {"RequestCount": 5}}}}}, "/CollectionRules/R/Trigger/Settings"),
     ("a timeout out of bounds", {"Timeouts": {"IpcExchangeMs": 10}}, "/Timeouts/IpcExchangeMs"),
+    ("a counter interval under dotnet-monitor's 1 s", {"GlobalCounter": {"IntervalSeconds": 0.5}},
+     "/GlobalCounter/IntervalSeconds"),
+    ("a counter interval in a locale's format", {"GlobalCounter": {"IntervalSeconds": "1,5"}},
+     "/GlobalCounter/IntervalSeconds"),
     ("an unknown timeout", {"Timeouts": {"IpcExchange": 1000}}, "/Timeouts"),
     ("a typo'd S3 setting", {"Egress": {"S3Storage": {"s3": {"BucketName": "b", "Region": "x"}}}},
      "/Egress/S3Storage/s3"),

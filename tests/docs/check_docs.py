@@ -58,7 +58,8 @@ SHELL_LIKE = {"bash", "shell", "zsh", "shell-session"}
 MARKER = re.compile(r"^\s*<!--\s*example:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)(.*)$")
 # Top-level sections of dotmon's settings: a json block made of them is a settings example.
-SETTINGS_SECTIONS = {"Urls", "Authentication", "CollectionRules", "CollectionRuleDefaults", "DefaultProcess",
+SETTINGS_SECTIONS = {"Urls", "Authentication", "CollectionRules", "CollectionRuleDefaults", "CorsConfiguration",
+                     "DefaultProcess",
                      "DiagnosticPort", "Dump", "Egress", "GCDump", "GlobalCounter", "Kestrel", "Logging", "Memory",
                      "Metrics", "Operations", "RequestLimits", "Storage", "Templates", "Timeouts", "Trace"}
 BLOCK_SECONDS = 120  # one block's limit (the walk-through's build on a loaded machine)

@@ -513,6 +513,82 @@ static bool utf8_valid(const uint8_t *s, size_t n)
 }
 
 /* The capture with random bytes changed: never a crash or a leak (ASan), always valid UTF-8. */
+/* The trace context and the exception's parts of a MessageJson event (events.md §4.2). */
+struct traced {
+    int n;
+    struct ev_log_record r[3];
+    char exc_type[64];
+    char exc_msg[64];
+};
+
+static void on_traced(void *ud, const struct ev_log_record *r)
+{
+    struct traced *t = ud;
+    assert_true(t->n < 3);
+    t->r[t->n] = *r;
+    if (r->exception_type != NULL) {
+        snprintf(t->exc_type, sizeof(t->exc_type), "%s", r->exception_type);
+        snprintf(t->exc_msg, sizeof(t->exc_msg), "%s", r->exception_message);
+    }
+    t->n++;
+}
+
+static void ev_json_traced(struct nt *t, const char *exc, const char *tid, const char *sid,
+                           const char *flags)
+{
+    struct wb p = {0};
+    wb_u32(&p, 4);
+    wb_u32(&p, 1);
+    wb_wstr(&p, "Demo.Category");
+    wb_u32(&p, 7);
+    wb_wstr(&p, "Ev7");
+    wb_wstr(&p, exc);
+    wb_wstr(&p, "{\"{OriginalFormat}\":\"boom\"}");
+    wb_wstr(&p, "boom");
+    wb_wstr(&p, tid);
+    wb_wstr(&p, sid);
+    wb_wstr(&p, flags);
+    nt_blob(t, MD_JSON, TS(1), 0, 0, &p);
+    free(p.b);
+}
+
+static void test_ev_logs_trace_context(void **state)
+{
+    (void)state;
+    struct nt t;
+    nt_begin(&t);
+    md_def(&t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
+    nt_block(&t, "MetadataBlock", false);
+    ev_json_traced(&t,
+                   "{\"TypeName\":\"System.InvalidOperationException\",\"Message\":\"bad\","
+                   "\"HResult\":\"-2146233079\",\"VerboseMessage\":\"System.Invalid"
+                   "OperationException: bad\"}",
+                   "0af7651916cd43dd8448eb211c80319c", "B7AD6B7169203331", "1");
+    ev_json_traced(&t, "{}", "", "", "");
+    ev_json_traced(&t, "{}", "0af7651916cd43dd8448eb211c80319", "b7ad6b7169203331", "0");
+    nt_block(&t, "EventBlock", false);
+    struct traced seen = {0};
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, on_traced, &seen), 0);
+    assert_int_equal(ev_logs_feed(l, t.out.b, t.out.n), 0);
+    assert_int_equal(seen.n, 3);
+    const uint8_t tid[16] = {0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd,
+                             0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c};
+    const uint8_t sid[8] = {0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31};
+    assert_true(seen.r[0].has_trace);
+    assert_memory_equal(seen.r[0].trace_id, tid, 16);
+    assert_memory_equal(seen.r[0].span_id, sid, 8);
+    assert_int_equal(seen.r[0].trace_flags, 1);
+    assert_string_equal(seen.exc_type, "System.InvalidOperationException");
+    assert_string_equal(seen.exc_msg, "bad");
+    assert_false(seen.r[1].has_trace); /* empty activity fields: no Activity */
+    assert_null(seen.r[1].exception_type);
+    assert_false(seen.r[2].has_trace); /* a trace id one digit short */
+    ev_logs_free(l);
+    free(t.out.b);
+    free(t.blk.b);
+}
+
 static void test_ev_logs_damage(void **state)
 {
     (void)state;
@@ -554,7 +630,7 @@ int main(void)
         cmocka_unit_test(test_ev_logs_uncompressed), cmocka_unit_test(test_ev_logs_compressed),
         cmocka_unit_test(test_ev_logs_scope_cap),    cmocka_unit_test(test_ev_logs_levels),
         cmocka_unit_test(test_ev_logs_real),         cmocka_unit_test(test_ev_logs_damage),
-        cmocka_unit_test(test_ev_logs_budget),
+        cmocka_unit_test(test_ev_logs_budget),       cmocka_unit_test(test_ev_logs_trace_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

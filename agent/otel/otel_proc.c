@@ -1,0 +1,487 @@
+/* SPDX-License-Identifier: MIT */
+/* One OpenTelemetry producer per watched process; see otel_proc.h and docs/otel.md. */
+#include "otel_proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "agent.h"
+#include "dsession.h"
+#include "err.h"
+#include "ev_logs.h"
+#include "ipc_client.h"
+#include "ipc_discovery.h"
+#include "log.h"
+#include "membudget.h"
+#include "otel_map.h"
+
+static const char cat[] = "dotmon.otel";
+
+#define MEL_PROVIDER   "Microsoft-Extensions-Logging"
+#define TPL_PROVIDER   "System.Threading.Tasks.TplEventSource"
+#define OTEL_BUFFER_MB 16
+#define MAX_SERIES     2000u /* per process, as /metrics' stores bound theirs */
+#define RETRY_MIN_MS   1000u
+#define RETRY_MAX_MS   60000u
+#define LOGS_SHARE     (8ull * 1024 * 1024)
+
+/* One process. */
+struct oproc {
+    struct oproc *next;
+    struct otel_procs *ps;
+    uint64_t pid;
+    char uid[37];
+    char *name;
+    char *clr_version;
+    struct ipc_endpoint ep;
+    struct ipc_env *env_req; /* the environment being read */
+    struct otel_env env;
+    struct otel_resource res;
+    struct otel_source *src; /* NULL until the resource is known */
+    struct otel_series_table *series;
+    struct dsession *ds; /* the logs session */
+    struct ev_logs *logs;
+    struct mb_share share;
+    char share_what[48];
+    uv_timer_t retry; /* the logs session's restart */
+    uint64_t backoff_ms;
+    bool gone;
+    struct otel_log_view view;
+};
+
+struct otel_procs {
+    struct agent *a;
+    struct otel *o;
+    const struct otel_settings *st;
+    struct oproc *procs;
+    uv_timer_t flush; /* metric_interval_ms */
+    size_t closing;   /* handles closing */
+    bool closed;
+    struct otel_providers prov;
+    char host[256];
+};
+
+static uint64_t unix_nano_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the session's providers (the seam for traces) ---------------------------------------- */
+
+int otel_session_providers(const struct otel_settings *st, struct otel_providers *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!st->signal[OTLP_LOGS]) {
+        return 0;
+    }
+    const char *filter = st->log_filter != NULL ? st->log_filter : "";
+    if (filter[0] != '\0') {
+        int n = snprintf(out->mel_args, sizeof(out->mel_args), "FilterSpecs=\"%s\"", filter);
+        if (n < 0 || (size_t)n >= sizeof(out->mel_args)) {
+            return AGENT_E_TOOBIG;
+        }
+    }
+    /* LogLevel → EventLevel: Trace and Debug are Verbose (5), then 4 Informational … 1 Critical */
+    int level = st->log_level;
+    uint32_t ev_level = level <= EV_LOG_DEBUG ? 5u : level >= EV_LOG_CRITICAL ? 1u : 6u - level;
+    out->v[out->n++] =
+        (struct ipc_provider){.name = MEL_PROVIDER,
+                              .keywords = 0xC,
+                              .level = ev_level,
+                              .arguments = out->mel_args[0] != '\0' ? out->mel_args : NULL};
+    out->v[out->n++] = (struct ipc_provider){.name = TPL_PROVIDER, .keywords = 0x80, .level = 4};
+    return 0;
+}
+
+/* ---- logs ----------------------------------------------------------------------------------- */
+
+static void op_on_record(void *ud, const struct ev_log_record *r)
+{
+    struct oproc *op = ud;
+    if (op->src == NULL || r->level < op->ps->st->log_level || r->level >= EV_LOG_NONE) {
+        return;
+    }
+    otel_log_map(r, unix_nano_now(), &op->view);
+    (void)otel_emit_log(op->src, &op->view.scope, &op->view.log); /* drops are the exporter's */
+}
+
+static int op_feed(void *ctx, const uint8_t *p, size_t n)
+{
+    struct oproc *op = ctx;
+    return ev_logs_feed(op->logs, p, n);
+}
+
+static void op_describe(void *ctx, int rc, char *out, size_t cap)
+{
+    struct oproc *op = ctx;
+    (void)rc;
+    const char *why = ev_logs_error(op->logs);
+    snprintf(out, cap, "%s", why != NULL ? why : "");
+}
+
+static void op_started(void *ctx, uint64_t session_id, int version)
+{
+    struct oproc *op = ctx;
+    (void)session_id;
+    (void)version;
+    op->backoff_ms = 0;
+    log_info(cat, "process %" PRIu64 ": its logs go to OpenTelemetry", op->pid);
+}
+
+static void op_on_retry(uv_timer_t *t);
+
+/* The decoder goes with its session (its fixed part was charged to the share at the start). */
+static void op_logs_free(struct oproc *op)
+{
+    if (op->logs != NULL) {
+        ev_logs_free(op->logs);
+        op->logs = NULL;
+        mb_release(&op->share, ev_logs_footprint());
+    }
+}
+
+static void op_session_ended(struct oproc *op, const char *how)
+{
+    op->ds = NULL;
+    op_logs_free(op);
+    if (op->gone || op->ps->closed) {
+        return;
+    }
+    /* still there (another tool's Disable, a refused start): try again, backing off */
+    op->backoff_ms = op->backoff_ms == 0                 ? RETRY_MIN_MS
+                     : op->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
+                                                         : op->backoff_ms * 2;
+    log_warn(cat, "process %" PRIu64 ": the logs session ended (%s); again in %" PRIu64 " ms",
+             op->pid, how, op->backoff_ms);
+    uv_timer_start(&op->retry, op_on_retry, op->backoff_ms, 0);
+}
+
+static void op_finish(void *ctx, const char *how)
+{
+    op_session_ended(ctx, how);
+}
+
+static void op_error(void *ctx, int code, uint32_t hresult, const char *reason)
+{
+    (void)code;
+    (void)hresult;
+    op_session_ended(ctx, reason);
+}
+
+static const struct dsession_consumer op_consumer = {.started = op_started,
+                                                     .feed = op_feed,
+                                                     .describe = op_describe,
+                                                     .finish = op_finish,
+                                                     .error = op_error};
+
+static void op_logs_start(struct oproc *op)
+{
+    struct otel_procs *ps = op->ps;
+    if (ps->prov.n == 0 || op->ds != NULL || op->gone || ps->closed) {
+        return;
+    }
+    int rc = mb_charge(&op->share, ev_logs_footprint()) != 0 ? AGENT_E_BUDGET : 0;
+    if (rc == 0 && ev_logs_new(&op->logs, op_on_record, op) != 0) {
+        mb_release(&op->share, ev_logs_footprint());
+        rc = -ENOMEM;
+    }
+    rc = rc != 0 ? rc : ev_logs_set_share(op->logs, &op->share);
+    struct ipc_collect_config collect = {.buffer_mb = OTEL_BUFFER_MB,
+                                         .format = 1,
+                                         .providers = ps->prov.v,
+                                         .provider_count = ps->prov.n};
+    struct dsession_config cfg = {.collect = &collect,
+                                  .admission = &ps->a->metric_sessions,
+                                  .start_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_START),
+                                  .stop_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_STOP)};
+    rc = rc != 0 ? rc : dsession_start(ps->a->loop, &op->ep, &cfg, &op_consumer, op, &op->ds);
+    if (rc != 0) {
+        op->ds = NULL;
+        op_session_ended(op, agent_strerror(rc));
+    }
+}
+
+static void op_on_retry(uv_timer_t *t)
+{
+    op_logs_start(t->data);
+}
+
+/* ---- resource ---------------------------------------------------------------------------------
+ */
+
+/* container.id from /proc/<pid>/cgroup, when that pid is the same process here (its command name
+ * matches): procfs answers from memory, this never blocks. */
+static bool container_id(const struct oproc *op, char out[65])
+{
+    char path[64];
+    char text[4096];
+    snprintf(path, sizeof(path), "/proc/%" PRIu64 "/comm", op->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    if (fd >= 0) {
+        close(fd);
+    }
+    /* comm is the name cut to 15 bytes, then a newline */
+    size_t cmp = strlen(op->name) < 15 ? strlen(op->name) : 15;
+    if (n <= 0 || (size_t)n < cmp || memcmp(text, op->name, cmp) != 0) {
+        return false;
+    }
+    snprintf(path, sizeof(path), "/proc/%" PRIu64 "/cgroup", op->pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    if (fd >= 0) {
+        close(fd);
+    }
+    return n > 0 && otel_cgroup_container_id(text, (size_t)n, out);
+}
+
+static int op_on_var(void *ud, const char *name, size_t name_len, const char *value,
+                     size_t value_len)
+{
+    struct oproc *op = ud;
+    return otel_env_take(&op->env, name, name_len, value, value_len);
+}
+
+static void op_on_env(void *ud, const struct ipc_env_result *res)
+{
+    struct oproc *op = ud;
+    struct otel_procs *ps = op->ps;
+    op->env_req = NULL;
+    if (res->status != 0 || !res->ok || res->block_status != 0) {
+        log_warn(cat,
+                 "process %" PRIu64 ": its environment could not be read (%s); its resource "
+                 "has what dotmon sees of it (service.name unknown_service:%s)",
+                 op->pid, agent_strerror(res->status != 0 ? res->status : res->block_status),
+                 op->name);
+        otel_env_fini(&op->env);
+    }
+    char cid[65];
+    bool has_cid = container_id(op, cid);
+    struct otel_proc_info pi = {.pid = op->pid,
+                                .name = op->name,
+                                .uid = op->uid,
+                                .clr_version = op->clr_version,
+                                .host_name = ps->host[0] != '\0' ? ps->host : NULL,
+                                .container_id = has_cid ? cid : NULL,
+                                .sdk_version = DOTMON_VERSION};
+    int rc = otel_resource_build(&op->env, &pi, &op->res);
+    otel_env_fini(&op->env); /* nothing of the environment stays beyond the resource */
+    if (rc == 0) {
+        struct otlp_resource view = otel_resource_view(&op->res);
+        op->src = otel_source_new(ps->o, op->pid, &view);
+    }
+    if (op->src == NULL) {
+        log_warn(cat, "no memory for the OpenTelemetry resource of process %" PRIu64, op->pid);
+        return;
+    }
+    op_logs_start(op);
+}
+
+/* ---- metrics -------------------------------------------------------------------------------- */
+
+static void op_on_metric(void *ud, const struct otlp_scope *scope, const struct otlp_metric *m)
+{
+    struct oproc *op = ud;
+    (void)otel_emit_metric(op->src, scope, m); /* drops are the exporter's */
+}
+
+static void op_flush_metrics(struct oproc *op)
+{
+    if (op->src != NULL && op->series != NULL) {
+        otel_series_flush(op->series, op_on_metric, op);
+    }
+}
+
+static void ps_on_flush(uv_timer_t *t)
+{
+    struct otel_procs *ps = t->data;
+    for (struct oproc *op = ps->procs; op != NULL; op = op->next) {
+        op_flush_metrics(op);
+    }
+}
+
+void otel_procs_on_sample(void *ud, const char *uid, const struct ev_metric_sample *s)
+{
+    struct otel_procs *ps = ud;
+    for (struct oproc *op = ps != NULL ? ps->procs : NULL; op != NULL; op = op->next) {
+        if (strcmp(op->uid, uid) == 0) {
+            if (op->series != NULL && otel_series_add(op->series, s) == AGENT_E_TOOBIG &&
+                otel_series_dropped(op->series) == 1) {
+                log_warn(cat,
+                         "process %" PRIu64 ": %u metric series exported; new ones (here %.80s "
+                         "%.80s) are left out",
+                         op->pid, MAX_SERIES, s->provider, s->name);
+            }
+            return;
+        }
+    }
+}
+
+/* ---- processes ------------------------------------------------------------------------------ */
+
+static void ps_maybe_free(struct otel_procs *ps)
+{
+    if (ps->closed && ps->closing == 0) {
+        free(ps);
+    }
+}
+
+static void op_on_closed(uv_handle_t *h)
+{
+    struct oproc *op = h->data;
+    struct otel_procs *ps = op->ps;
+    mb_share_fini(&op->share);
+    free(op);
+    ps->closing--;
+    ps_maybe_free(ps);
+}
+
+/* Ends op: its last metric values handed over, its session and request ended, its source
+ * released (what is queued from it is still sent). */
+static void op_remove(struct oproc *op)
+{
+    struct otel_procs *ps = op->ps;
+    for (struct oproc **pp = &ps->procs; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == op) {
+            *pp = op->next;
+            break;
+        }
+    }
+    op->gone = true;
+    op_flush_metrics(op);
+    if (op->env_req != NULL) {
+        ipc_env_cancel(op->env_req);
+        op->env_req = NULL;
+    }
+    dsession_abort(op->ds); /* accepts NULL; no callback follows */
+    op->ds = NULL;
+    op_logs_free(op);
+    otel_series_free(op->series);
+    op->series = NULL;
+    if (op->src != NULL) {
+        otel_source_release(op->src);
+        op->src = NULL;
+    }
+    otel_resource_fini(&op->res);
+    otel_env_fini(&op->env);
+    ipc_endpoint_fini(&op->ep);
+    free(op->name);
+    free(op->clr_version);
+    ps->closing++;
+    uv_close((uv_handle_t *)&op->retry, op_on_closed);
+}
+
+static void op_add(struct otel_procs *ps, const struct ipc_process *p)
+{
+    struct oproc *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        log_warn(cat, "no memory for the OpenTelemetry producer of process %" PRIu64, p->pid);
+        return;
+    }
+    op->ps = ps;
+    op->pid = p->pid;
+    memcpy(op->uid, p->uid, sizeof(op->uid));
+    op->name = strdup(p->name != NULL ? p->name : "");
+    op->clr_version = p->clr_version != NULL ? strdup(p->clr_version) : NULL;
+    snprintf(op->share_what, sizeof(op->share_what), "OpenTelemetry logs of %" PRIu64, p->pid);
+    mb_share_init(&op->share, op->share_what, LOGS_SHARE);
+    uv_timer_init(ps->a->loop, &op->retry);
+    op->retry.data = op;
+    uv_unref((uv_handle_t *)&op->retry);
+    op->next = ps->procs;
+    ps->procs = op;
+    int rc = op->name == NULL || (p->clr_version != NULL && op->clr_version == NULL) ? -ENOMEM
+             : ps->st->signal[OTLP_METRICS] ? otel_series_new(MAX_SERIES, &op->series)
+                                            : 0;
+    rc = rc != 0 ? rc : ipc_endpoint_copy(&op->ep, &p->ep);
+    rc = rc != 0 ? rc
+                 : ipc_env_request(ps->a->loop, &op->ep, agent_timeout(ps->a, TIMEOUT_IPC_EXCHANGE),
+                                   0, op_on_var, op_on_env, op, &op->env_req);
+    if (rc != 0) {
+        log_warn(cat, "process %" PRIu64 ": no OpenTelemetry export (%s)", p->pid,
+                 agent_strerror(rc));
+        op_remove(op);
+    }
+}
+
+void otel_procs_on_process(struct otel_procs *ps, const struct ipc_process *p, bool added)
+{
+    if (ps == NULL || ps->closed) {
+        return;
+    }
+    for (struct oproc *op = ps->procs; op != NULL; op = op->next) {
+        if (strcmp(op->uid, p->uid) == 0) {
+            if (!added) {
+                op_remove(op);
+            }
+            return;
+        }
+    }
+    if (added && otel_wants_process(ps->o, p)) {
+        op_add(ps, p);
+    }
+}
+
+int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out)
+{
+    *out = NULL;
+    const struct otel_settings *st = o != NULL ? otel_settings(o) : NULL;
+    if (st == NULL || (!st->signal[OTLP_LOGS] && !st->signal[OTLP_METRICS])) {
+        return 0;
+    }
+    struct otel_procs *ps = calloc(1, sizeof(*ps));
+    if (ps == NULL) {
+        return -ENOMEM;
+    }
+    ps->a = a;
+    ps->o = o;
+    ps->st = st;
+    int rc = otel_session_providers(st, &ps->prov);
+    if (rc != 0) {
+        log_error(cat, "the OpenTelemetry log filter is too long");
+        free(ps);
+        return AGENT_E_INVAL;
+    }
+    if (gethostname(ps->host, sizeof(ps->host) - 1) != 0) {
+        ps->host[0] = '\0';
+    }
+    uv_timer_init(a->loop, &ps->flush);
+    ps->flush.data = ps;
+    uv_unref((uv_handle_t *)&ps->flush);
+    if (st->signal[OTLP_METRICS]) {
+        uint64_t every = st->metric_interval_ms > 0 ? st->metric_interval_ms : 60000;
+        uv_timer_start(&ps->flush, ps_on_flush, every, every);
+    }
+    *out = ps;
+    return 0;
+}
+
+static void ps_on_flush_closed(uv_handle_t *h)
+{
+    struct otel_procs *ps = h->data;
+    ps->closing--;
+    ps_maybe_free(ps);
+}
+
+void otel_procs_close(struct otel_procs *ps)
+{
+    if (ps == NULL || ps->closed) {
+        return;
+    }
+    ps->closed = true;
+    ps->closing++; /* the flush timer; keeps ps alive while the processes are removed */
+    while (ps->procs != NULL) {
+        op_remove(ps->procs);
+    }
+    uv_close((uv_handle_t *)&ps->flush, ps_on_flush_closed);
+}

@@ -25,7 +25,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import dmtest  # noqa: E402
 
-EMIT = os.environ["OTEL_EMIT"]
+EMIT = os.environ.get("OTEL_EMIT", "")
 MULT = dmtest.MULT
 # Items by signal in OTLP's JSON mapping: resource groups, scope groups, items.
 JSON_KEYS = {"/v1/logs": ("resourceLogs", "scopeLogs", "logRecords"),

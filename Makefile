@@ -2,7 +2,7 @@
 # The two commands of the README: `make run` and `make test`. Both install what is missing first.
 
 SHELL := /bin/bash
-DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev
+DEB_PACKAGES := cmake make gcc pkg-config libuv1-dev node-llhttp libcjson-dev libssl-dev libcmocka-dev zlib1g-dev
 # For `make image` (container/image.sh): buildah builds the image, podman saves the archive;
 # the build recipe strips the binary (binutils) and copies the CA bundle. The pod tests also run
 # the image (runc: Debian's default crun fails on some cgroup v1 hosts) and build the Dockerfile

@@ -34,6 +34,8 @@
 #include "membudget.h"
 #include "metrics.h"
 #include "num.h"
+#include "otel.h"
+#include "otel_proc.h"
 #include "rules.h"
 #include "rules_run.h"
 #include "shdir.h"
@@ -693,6 +695,49 @@ static void on_part_closed(void *ud)
     a->open_handles--;
 }
 
+/* OpenTelemetry export (otel/otel.h): NULL, at no cost, unless a signal is exported. */
+static int start_otel(struct agent *a)
+{
+    char why[256] = "";
+    int rc = otel_new(a, &a->otel, why, sizeof(why));
+    if (rc != 0) {
+        log_error(cat, "OpenTelemetry: %s", why[0] != '\0' ? why : agent_strerror(rc));
+    }
+    return rc;
+}
+
+static bool otel_exports_metrics(const struct agent *a)
+{
+    return a->otel != NULL && otel_settings(a->otel)->signal[OTLP_METRICS];
+}
+
+/*
+ * The producers (otel_proc.h): one per watched process, fed by discovery and, for metrics, by the
+ * continuous metrics pipeline's samples (with the exporter's own meters added to its sessions).
+ */
+static int start_otel_procs(struct agent *a)
+{
+    int rc = otel_procs_new(a, a->otel, &a->otel_procs);
+    if (rc != 0 || a->otel_procs == NULL || !otel_exports_metrics(a)) {
+        return rc;
+    }
+    rc = metrics_export_meters(a->metrics, otel_settings(a->otel)->meters);
+    if (rc != 0 && rc != AGENT_E_TOOBIG) { /* too many meters: logged, the rest still go */
+        return rc;
+    }
+    metrics_set_hook(a->metrics, otel_procs_on_sample, a->otel_procs);
+    return 0;
+}
+
+/* The export queues are flushed (or the shutdown grace period ran out): the exporter goes. */
+static void on_otel_flushed(void *ud)
+{
+    struct agent *a = ud;
+    otel_free(a->otel);
+    a->otel = NULL;
+    a->open_handles--;
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     struct agent *a = s->data;
@@ -745,6 +790,7 @@ static void on_process_change(void *ud, const struct ipc_process *p, bool added)
 {
     struct agent *a = ud;
     metrics_on_process(a->metrics, p, added);
+    otel_procs_on_process(a->otel_procs, p, added);
     rules_run_on_process(a->rules, p, added);
     if (added) {
         struct agent_newcomer *grown =
@@ -1017,7 +1063,9 @@ int agent_start(struct agent *a)
     a->open_handles++;
     /* Metrics sessions follow discovery, so they exist before the first process is found. */
     a->metrics_enabled = config_get_bool(a->cfg, "Metrics:Enabled", 1) == 1;
-    rc = metrics_new(a, false, &a->metrics);
+    rc = start_otel(a);
+    rc = rc ? rc : metrics_new(a, otel_exports_metrics(a), &a->metrics);
+    rc = rc ? rc : start_otel_procs(a);
     rc = rc ? rc : start_discovery(a);
     rc = rc ? rc : bind_all_urls(a);
     return rc ? rc : apikey_watch_start(a);
@@ -1061,8 +1109,16 @@ void agent_stop(struct agent *a)
     /* Uploads of the artifacts that end now get until the HTTP server's grace period is over;
      * then they are aborted (nothing half-done left in the stores). */
     artifact_shutdown(a, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE));
+    /* The producers hand their last metric values over, then the exporter flushes them. */
+    metrics_set_hook(a->metrics, NULL, NULL);
+    otel_procs_close(a->otel_procs);
+    a->otel_procs = NULL;
     metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
     a->metrics = NULL;
+    if (a->otel != NULL) { /* what is queued is sent within the grace period, the rest counted */
+        a->open_handles++;
+        otel_shutdown(a->otel, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE), on_otel_flushed, a);
+    }
     rules_run_close(a->rules); /* freed by agent_fini: closing instances point at the rules */
     apikey_watch_stop(a);
     if (a->http != NULL) {

@@ -101,8 +101,10 @@ struct agent {
     /* /metrics' own timing (api_process.c): each scrape from its request to its last byte
      * queued. */
     struct ev_prom_hist scrape_hist;
-    bool metrics_enabled;       /* Metrics:Enabled / --metrics (for /info) */
-    struct metrics *metrics;    /* continuous metrics sessions (metrics.c); NULL when disabled */
+    bool metrics_enabled;    /* Metrics:Enabled / --metrics (for /info) */
+    struct metrics *metrics; /* continuous metrics sessions (metrics.c); NULL when disabled */
+    struct otel *otel; /* OpenTelemetry export (otel/otel.h); NULL when no signal is exported */
+    struct otel_procs *otel_procs; /* its producers (otel/otel_proc.h); NULL with it */
     struct rules_run *rules;    /* collection rules (rules_run.c); NULL when none is configured */
     struct ring_registry rings; /* the rules' trace rings, for their readers (ring_registry.h) */
     char *rules_settings;       /* the rule settings in effect, to notice a change on reload */

@@ -14,6 +14,7 @@
 #include "ipc_client.h"
 #include "log.h"
 #include "metrics.h"
+#include "otel.h"
 
 static const char cat[] = "dotmon.api";
 
@@ -255,6 +256,10 @@ void api_info(struct agent *a, struct http_request *req)
             snprintf(native, sizeof(native), "libuv %s", uv_version_string());
             cJSON_AddStringToObject(o, "native", native);
             cJSON_AddItemToObject(o, "metrics", metrics_status_json(a->metrics));
+            cJSON *ot = otel_status_json(a->otel); /* NULL when export is off */
+            if (ot != NULL) {
+                cJSON_AddItemToObject(o, "openTelemetry", ot);
+            }
         }
     }
     api_json(req, 200, o);
@@ -394,6 +399,7 @@ static int scrape_own(struct agent *a, struct buf *out)
                                     "later pieces wait for the client to take the earlier ones)",
                                     &a->scrape_hist);
     rc = rc < 0 ? rc : metrics_render_rings(a, out);
+    rc = rc < 0 ? rc : otel_render_prom(a->otel, out);
     return rc < 0 ? rc : metrics_render_own(a->metrics, out);
 }
 

@@ -59,9 +59,10 @@ struct otel_source *otel_source_new(struct otel *o, uint64_t pid, const struct o
 void otel_source_release(struct otel_source *s);
 
 /*
- * Queues one item of s under scope. 0: queued; AGENT_E_BUSY: dropped, the signal's queue is
- * full (counted); AGENT_E_INVAL: the signal is off or the item does not encode (counted as
- * failed). Never blocks, never calls back.
+ * Queues one item of s under scope. 0: queued; AGENT_E_BUDGET: dropped, the signal's queue is
+ * full or the queues' memory budget is spent (counted as dropped); AGENT_E_INVAL: the signal is
+ * off or the item does not encode (counted as failed); -ENOMEM (counted as dropped). Never
+ * blocks, never calls back.
  */
 int otel_emit_log(struct otel_source *s, const struct otlp_scope *scope, const struct otlp_log *l);
 int otel_emit_span(struct otel_source *s, const struct otlp_scope *scope,
@@ -75,7 +76,10 @@ struct cJSON *otel_status_json(const struct otel *o);
 
 /*
  * Sends what is queued, then calls done(ud) (once, from the loop) when everything was sent or
- * deadline_ms passed; what is left then is counted as dropped. After it, otel_free.
+ * deadline_ms passed; what is left then is counted as dropped. After it, otel_free (which may
+ * also come before done: nothing is called then). Producers emit nothing after otel_shutdown.
+ * otel_free releases the exporter's handles on later loop turns (the loop must run to free it);
+ * sources still held by producers stay valid until otel_source_release, which never touches o.
  */
 void otel_shutdown(struct otel *o, uint64_t deadline_ms, void (*done)(void *ud), void *ud);
 void otel_free(struct otel *o);

@@ -122,6 +122,43 @@ int otel_emit_metric(struct otel_source *s, const struct otlp_scope *scope,
     return 0;
 }
 
+/* The rest of otel.h, which agent_core's composition root and routes call: defined here too, so
+ * that the real exporter (agent/otel/otel.c) is not linked beside this fake. */
+int otel_new(struct agent *a, struct otel **out, char *why, size_t whylen)
+{
+    (void)a;
+    (void)why;
+    (void)whylen;
+    *out = NULL;
+    return 0;
+}
+
+int otel_render_prom(const struct otel *o, struct buf *out)
+{
+    (void)o;
+    (void)out;
+    return 0;
+}
+
+struct cJSON *otel_status_json(const struct otel *o)
+{
+    (void)o;
+    return NULL;
+}
+
+void otel_shutdown(struct otel *o, uint64_t deadline_ms, void (*done)(void *ud), void *ud)
+{
+    (void)o;
+    (void)deadline_ms;
+    (void)done;
+    (void)ud;
+}
+
+void otel_free(struct otel *o)
+{
+    (void)o;
+}
+
 /* ---- the fake runtime's stream: the real capture, whole ---------------------------------- */
 
 struct capture {

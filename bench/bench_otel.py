@@ -42,7 +42,10 @@ records; its threads' schedstat, in ns, where /proc's stat counts 10 ms ticks), 
 and end RSS, and what its /metrics/dotmon counted as dropped or failed;
 for the SDK, the app's extra CPU over the none round before it, per 10,000 items, is the
 comparable figure. Latency: arrival at the proxy (this machine's clock) minus the span's end or
-the record's timestamp (the app's clock, the same one), p50 and p99 per round.
+the record's timestamp (the app's clock, the same one), p50 and p99 per round. The receiving side
+shares the machine: the CPU of the dashboard and of this process (the proxy's threads) over the
+window is shown beside the app's, since on a small machine it takes from the app's throughput in
+the exporting modes and not in none.
 Medians and min-max over the rounds; ratios are each round's mode over that round's none.
 """
 
@@ -145,7 +148,14 @@ def otel_env(a, endpoint):
             "OTEL_BLRP_SCHEDULE_DELAY": str(a.delay_ms)}
 
 
-def run_round(a, target, mode, script):
+def sink_cpu(rx_pid):
+    """CPU seconds of the receiving side on this machine: this process (the proxy's threads) and
+    the dashboard (rx_pid, when there is one)."""
+    t = os.times()
+    return t.user + t.system + (cpu_s(rx_pid) if rx_pid else 0.0)
+
+
+def run_round(a, target, mode, script, rx_pid):
     """One mode once: a dict of its figures."""
     tmp = tempfile.mkdtemp(prefix=f"bench-otel-{mode}-")
     os.chmod(tmp, 0o700)
@@ -172,11 +182,13 @@ def run_round(a, target, mode, script):
         if proxy is not None:
             drain(proxy, max(1.5, 3 * a.delay_ms / 1000), a.drain)
         t0 = time.time_ns()
+        s0 = sink_cpu(rx_pid)
         a0 = cpu_s(app.pid)
         d0 = cpu_ns_s(dm.pid) if dm else 0.0
         reqs, errors, p99, secs = wrk(url, a.seconds, a.connections, script)
         t1 = time.time_ns()
         a1 = cpu_s(app.pid)
+        r["sink_cores"] = (sink_cpu(rx_pid) - s0) / ((t1 - t0) / 1e9)
         r.update(requests=reqs, errors=errors, rps=reqs / secs, req_p99=p99, app_cpu=a1 - a0,
                  app_ms=(a1 - a0) * 1000 / max(reqs, 1), app_cores=(a1 - a0) / ((t1 - t0) / 1e9),
                  app_hwm=status_kib(app.pid, "VmHWM"))
@@ -259,7 +271,7 @@ def main():
             base = None
             for m in modes:
                 say(f"round {n + 1}/{a.rounds}: {m}")
-                r = run_round(a, target, m, script)
+                r = run_round(a, target, m, script, rx.p.pid if rx else None)
                 if m == "none":
                     base = r
                 r["base"] = base
@@ -305,8 +317,8 @@ def report(a, modes, rows):
                  if m == "dotmon" else ""))
     print()
     print("| mode | requests/s | vs none | client p99 ms | app CPU ms/request | vs none | app CPU (cores) | "
-          "app peak RSS MiB | app + dotmon CPU ms/request |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "app peak RSS MiB | app + dotmon CPU ms/request | receiver + proxy CPU (cores) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for m in modes:
         rs = rows[m]
         both = "-" if m != "dotmon" else med(rs, lambda r: (r["app_cpu"] + r["dm_cpu"]) * 1000 / max(r["requests"], 1),
@@ -316,7 +328,7 @@ def report(a, modes, rows):
               f"{med(rs, lambda r: r['req_p99'], '{:.1f}')} | {med(rs, lambda r: r['app_ms'], '{:.3f}')} | "
               f"{'-' if m == 'none' else med(rs, lambda r: ratio(r, lambda x: x['app_ms']), '{:.2f}x')} | "
               f"{med(rs, lambda r: r['app_cores'], '{:.2f}')} | {med(rs, lambda r: r['app_hwm'] / 1024, '{:.0f}')} | "
-              f"{both} |")
+              f"{both} | {med(rs, lambda r: r['sink_cores'], '{:.2f}')} |")
     exporting = [m for m in modes if m != "none"]
     if not exporting:
         return

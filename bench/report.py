@@ -116,7 +116,8 @@ def benches():
         # OpenTelemetry SDK, and with dotmon forwarding its signals, interleaved rounds.
         Bench("otel", "OTLP export: the app's cost, SDK against dotmon; dotmon's CPU, RSS, latency (issue 33)",
               "build_otelapp|otel_dashboard",
-              [["python3", "bench/bench_otel.py", "--rounds", "5", "--seconds", "20"]]),
+              [["python3", "bench/bench_otel.py", "--rounds", "3", "--seconds", "15"],
+               ["python3", "bench/bench_otel.py", "--rounds", "3", "--seconds", "15", "--rate", "300"]]),
     ]
 
 

@@ -7,6 +7,7 @@ receiver. Nothing is asserted.
 
   bench_otel.py [--rounds 3] [--seconds 15] [--connections 8] [--rate 0] [--modes none,sdk,dotmon]
                 [--warmup 3] [--delay-ms 200] [--interval-ms 1000] [--drain 20] [--no-receiver]
+                [--log-categories SPECS] [--dotmon-env NAME=VALUE ...]
 
 Environment: DOTMON_BIN, DOTMON_OTELAPP_DIR (tests/otel/app, ctest fixture build_otelapp),
 DOTMON_ASPIRE_DASHBOARD (ctest fixture otel_dashboard), DOTNET_ROOT or dotnet on PATH; wrk on PATH.
@@ -176,6 +177,7 @@ def run_round(a, target, mode, script, rx_pid):
             env = otel_env(a, proxy.url)
             if a.log_categories:
                 env["DotnetMonitor_OpenTelemetry__LogCategories"] = a.log_categories
+            env.update(kv.split("=", 1) for kv in a.dotmon_env)
             dm = start_dotmon(tmp, port, log, [app.pid], env=env)
         url = f"{app.url}/work?id=1"
         wrk(url, a.warmup, a.connections, script)
@@ -250,6 +252,9 @@ def main():
     ap.add_argument("--interval-ms", type=int, default=1000, help="OTEL_METRIC_EXPORT_INTERVAL")
     ap.add_argument("--log-categories", default=APP_LOG_FILTER,
                     help="dotmon's OpenTelemetry:LogCategories ('' for its default, every category)")
+    ap.add_argument("--dotmon-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a variable for dotmon (repeatable), e.g. OTEL_LOGS_EXPORTER=none to see what "
+                         "one signal costs the app")
     ap.add_argument("--drain", type=float, default=20, help="most seconds to wait for the last items")
     ap.add_argument("--no-receiver", action="store_true", help="the proxy answers 200 and forwards nothing")
     a = ap.parse_args()
@@ -306,7 +311,7 @@ def report(a, modes, rows):
     print(f"OtelApp GET /work?id=1 at {load}, {a.seconds} s per round after a {a.warmup} s "
           f"warm-up, {a.rounds} rounds interleaved ({', '.join(modes)}); OTLP/HTTP protobuf, no gzip, batch delay "
           f"{a.delay_ms} ms, metric interval {a.interval_ms} ms, to {sink}; dotmon's LogCategories "
-          f"{a.log_categories or '(all)'}. Median (min-max) over the rounds; "
+          f"{a.log_categories or '(all)'}{''.join('; dotmon ' + kv for kv in a.dotmon_env)}. Median (min-max) over the rounds; "
           f"ratios per round against that round's none.")
     for m in modes:
         if m == "none":
@@ -329,6 +334,14 @@ def report(a, modes, rows):
               f"{'-' if m == 'none' else med(rs, lambda r: ratio(r, lambda x: x['app_ms']), '{:.2f}x')} | "
               f"{med(rs, lambda r: r['app_cores'], '{:.2f}')} | {med(rs, lambda r: r['app_hwm'] / 1024, '{:.0f}')} | "
               f"{both} | {med(rs, lambda r: r['sink_cores'], '{:.2f}')} |")
+    if "sdk" in modes and "dotmon" in modes:
+        pairs = [(d["app_ms"] / s["app_ms"], d["rps"] / s["rps"]) for s, d in zip(rows["sdk"], rows["dotmon"])
+                 if s["app_ms"] and s["rps"]]
+        if pairs:
+            print()
+            print(f"The goal, dotmon against sdk in each round: the app's CPU per request "
+                  f"{spread([p[0] for p in pairs], '{:.2f}x')}, its requests/s {spread([p[1] for p in pairs], '{:.2f}x')} "
+                  f"(below 1.00x and above 1.00x: the app pays less with dotmon).")
     exporting = [m for m in modes if m != "none"]
     if not exporting:
         return

@@ -311,8 +311,8 @@ def report(a, modes, rows):
     print(f"OtelApp GET /work?id=1 at {load}, {a.seconds} s per round after a {a.warmup} s "
           f"warm-up, {a.rounds} rounds interleaved ({', '.join(modes)}); OTLP/HTTP protobuf, no gzip, batch delay "
           f"{a.delay_ms} ms, metric interval {a.interval_ms} ms, to {sink}; dotmon's LogCategories "
-          f"{a.log_categories or '(all)'}{''.join('; dotmon ' + kv for kv in a.dotmon_env)}. Median (min-max) over the rounds; "
-          f"ratios per round against that round's none.")
+          f"{a.log_categories or '(all)'}{''.join('; dotmon ' + kv for kv in a.dotmon_env)}. "
+          f"Median (min-max) over the rounds; ratios per round against that round's none.")
     for m in modes:
         if m == "none":
             continue
@@ -340,8 +340,9 @@ def report(a, modes, rows):
         if pairs:
             print()
             print(f"The goal, dotmon against sdk in each round: the app's CPU per request "
-                  f"{spread([p[0] for p in pairs], '{:.2f}x')}, its requests/s {spread([p[1] for p in pairs], '{:.2f}x')} "
-                  f"(below 1.00x and above 1.00x: the app pays less with dotmon).")
+                  f"{spread([p[0] for p in pairs], '{:.2f}x')}, its requests/s "
+                  f"{spread([p[1] for p in pairs], '{:.2f}x')} (below 1.00x and above 1.00x: the app pays "
+                  f"less with dotmon).")
     exporting = [m for m in modes if m != "none"]
     if not exporting:
         return

@@ -112,6 +112,12 @@ def benches():
         # trace, a Full dump, /logs, /livemetrics), two rounds.
         Bench("memory", "RSS after requests and at idle (issue 30)", "build_testapp",
               [["python3", "bench/bench_memory.py", "--rounds", "2"]]),
+        # Issue 33: the app's throughput and CPU with no telemetry, with the in-process
+        # OpenTelemetry SDK, and with dotmon forwarding its signals, interleaved rounds.
+        Bench("otel", "OTLP export: the app's cost, SDK against dotmon; dotmon's CPU, RSS, latency (issue 33)",
+              "build_otelapp|otel_dashboard",
+              [["python3", "bench/bench_otel.py", "--rounds", "3", "--seconds", "15"],
+               ["python3", "bench/bench_otel.py", "--rounds", "3", "--seconds", "15", "--rate", "300"]]),
     ]
 
 
@@ -122,6 +128,9 @@ def bench_env(build):
         "DOTMON_BIN": f"{build}/dotmon",
         "DOTMON_TESTAPP_DIR": f"{build}/testapp",
         "DOTMON_TRACECHECK": f"{build}/tracecheck/tracecheck.dll",
+        "DOTMON_OTELAPP_DIR": f"{build}/otelapp",
+        # tests/otel/CMakeLists.txt restores the dashboard there (its version is that file's).
+        "DOTMON_ASPIRE_DASHBOARD": f"{build}/otel-packages/aspire.dashboard.sdk.linux-x64/13.6.5/tools/Aspire.Dashboard",
         "DOTMON_NETTRACE_CHECK": f"{build}/tests/nettrace_check",
         "TRACE_PRODUCER": f"{build}/bench/trace_producer",
         "BENCH_DECODE": f"{build}/bench/bench_decode",

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -672,7 +673,7 @@ int otel_procs_join(const struct otel_procs *ps, uint64_t pid, const struct ipc_
     const struct oproc *op = op_by_pid(ps, pid);
     size_t which = in->provider_count;
     for (size_t k = 0; op != NULL && k < in->provider_count; k++) {
-        if (strcmp(in->providers[k].name, EV_ACTIVITY_PROVIDER) == 0) {
+        if (strcasecmp(in->providers[k].name, EV_ACTIVITY_PROVIDER) == 0) {
             which = k;
             break;
         }

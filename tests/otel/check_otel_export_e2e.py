@@ -15,13 +15,15 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from otelrx import FaultProxy, OtelApp, Receiver, metric_points  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import (FAILS, check, free_port, get_json, http_get, settle, start_dotmon, stop,  # noqa: E402
-                    verdict, wait_for)
+from dmtest import (FAILS, check, fetch, free_port, get_json, http_get, settle, start_dotmon,  # noqa: E402
+                    stop, verdict, wait_for)
 
 SERVER, INTERNAL, CLIENT = 2, 1, 3
 INTERVAL_MS = 1000
@@ -83,11 +85,53 @@ def check_trace(rx, ans, service):
     return spans
 
 
+def own_spans(rx, tid, n=5):
+    """The trace's spans of the app's own sources and ASP.NET Core / HttpClient (not the runtime's
+    experimental ones), once n arrived (or the wait ran out)."""
+    keep = [s for s in rx.wait_spans(lambda v: len([s for s in v if not s["scope"].startswith("Experimental.")]) >= n,
+                                     trace_id=tid) if not s["scope"].startswith("Experimental.")]
+    return {s["span_id"] for s in keep}
+
+
+def check_across_trace(rx, app, port, tmp):
+    """The one-spec-set rule (docs/events.md §9.1): an Http-profile /trace of the same app asks
+    DiagnosticSource for other FilterAndPayloadSpecs; dotmon adds OTel's lines to it and restarts
+    its own session after it: spans made during the trace and after it both arrive."""
+    dest = os.path.join(tmp, "http.nettrace")
+    result = {}
+
+    def trace():
+        result["st"] = fetch(f"http://127.0.0.1:{port}/trace?pid={app.pid}&profile=Http&durationSeconds=5",
+                             timeout=60, dest=dest)[0]
+
+    t = threading.Thread(target=trace)
+    t.start()
+    wait_for(lambda: os.path.exists(dest) and os.path.getsize(dest) > 0, 10)
+    time.sleep(1.5)  # the runtime applies the session's specs on its own thread, after the header
+    during = app.work(8)
+    t.join(60)
+    check(result.get("st") == 200 and os.path.getsize(dest) > 0, f"the Http-profile /trace of the app ({result})")
+    if os.environ.get("OTEL_E2E_KEEP"):
+        shutil.copy(dest, os.environ["OTEL_E2E_KEEP"])
+    ids = own_spans(rx, during["traceId"])
+    check({during["parentSpanId"], during["childSpanId"], during["requestSpanId"]} <= ids,
+          f"spans made during another DiagnosticSource session reach the receiver ({len(ids)})")
+    after = None
+    for n in range(10, 40):  # OTel's session asks again right after the trace: a few tries
+        after = app.work(n)
+        ids = own_spans(rx, after["traceId"])
+        if len(ids) >= 5:
+            break
+    check(len(ids) == 5 and after["parentSpanId"] in ids,
+          f"spans made after it reach the receiver (work {n}: {len(ids)} spans)")
+
+
 def check_logs(rx, ans):
     tid = ans["traceId"]
-    logs = rx.wait_logs(3, trace_id=tid)
+    want = {"WorkStarted", "WorkFailed", "Echo"}
+    logs = rx.wait_logs(lambda v: want <= {r["event_name"] for r in v}, trace_id=tid)
     ev = {r["event_name"]: r for r in logs}
-    check({"WorkStarted", "WorkFailed", "Echo"} <= set(ev), f"the trace's three log records: {sorted(ev)}")
+    check(want <= set(ev), f"the trace's three log records: {sorted(ev)}")
     r = ev.get("WorkStarted")
     check(r is not None and r["scope"] == "DotmonTest.OTel.Work" and r["severity"] == 9
           and r["body"] in ("Work 7 started for alice", "Work {OrderId} started for {Customer}")
@@ -156,6 +200,11 @@ def main():
         mine = [p for p in procs if str(p.get("pid")) == str(app.pid)]
         print("info:", mine, flush=True)
         check(bool(mine), "/info?extras=true lists the app's counts")
+        check_across_trace(rx, app, port, tmp)
+        text = log_text(log)
+        check(f"trace of {app.pid}: its DiagnosticSource specs also carry OpenTelemetry's" in text
+              and f"process {app.pid}: its OpenTelemetry session starts again" in text,
+              "the trace carried OTel's specs, and OTel's session asked again after it")
     finally:
         if dm is not None:
             stop(dm, 15)

@@ -8,20 +8,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <uv.h>
 
 #include "agent.h"
+#include "buf.h"
 #include "dsession.h"
 #include "err.h"
+#include "ev_activity.h"
 #include "ev_logs.h"
 #include "ipc_client.h"
 #include "ipc_discovery.h"
 #include "log.h"
 #include "membudget.h"
 #include "otel_map.h"
+#include "otel_span.h"
 
 static const char cat[] = "dotmon.otel";
 
@@ -32,6 +36,7 @@ static const char cat[] = "dotmon.otel";
 #define RETRY_MIN_MS   1000u
 #define RETRY_MAX_MS   60000u
 #define LOGS_SHARE     (8ull * 1024 * 1024)
+#define SPAN_ATTRS     EV_ACTIVITY_MAX_TAGS
 
 /* One process. */
 struct oproc {
@@ -47,14 +52,19 @@ struct oproc {
     struct otel_resource res;
     struct otel_source *src; /* NULL until the resource is known */
     struct otel_series_table *series;
-    struct dsession *ds; /* the logs session */
+    struct dsession *ds; /* the telemetry session: logs and spans */
     struct ev_logs *logs;
+    struct ev_activity *spans;
+    bool no_sampler;   /* its DiagnosticSource is older than 9: ask without the sampler */
+    bool version_seen; /* the session's Version event was looked at */
+    bool relisten;     /* restart the session once it ended (another session took the specs) */
     struct mb_share share;
     char share_what[48];
-    uv_timer_t retry; /* the logs session's restart */
+    uv_timer_t retry; /* the session's restart */
     uint64_t backoff_ms;
     bool gone;
     struct otel_log_view view;
+    struct otlp_kv span_attrs[SPAN_ATTRS];
 };
 
 struct otel_procs {
@@ -66,6 +76,7 @@ struct otel_procs {
     size_t closing;   /* handles closing */
     bool closed;
     struct otel_providers prov;
+    struct otel_providers prov_unsampled; /* the same without the sampler */
     char host[256];
 };
 
@@ -78,11 +89,43 @@ static uint64_t unix_nano_now(void)
 
 /* ---- the session's providers (the seam for traces) ---------------------------------------- */
 
+static int span_provider(const struct otel_settings *st, bool sampler, struct otel_providers *out)
+{
+    struct buf specs;
+    buf_init(&specs, sizeof(out->as_args));
+    const char *sources = st->activity_sources != NULL && st->activity_sources[0] != '\0'
+                              ? st->activity_sources
+                              : "*";
+    int rc = buf_append_str(&specs, "FilterAndPayloadSpecs=\"");
+    rc = rc != 0 ? rc
+                 : ev_activity_filter_specs(sources, sampler ? st->sampling_ratio : 1.0, &specs);
+    rc = rc != 0 ? rc : buf_append(&specs, "\"", 1);
+    if (rc == 0 && buf_size(&specs) < sizeof(out->as_args)) {
+        memcpy(out->as_args, buf_data(&specs), buf_size(&specs));
+        out->as_args[buf_size(&specs)] = '\0';
+        out->v[out->n++] = (struct ipc_provider){.name = EV_ACTIVITY_PROVIDER,
+                                                 .keywords = EV_ACTIVITY_KEYWORDS,
+                                                 .level = EV_ACTIVITY_LEVEL,
+                                                 .arguments = out->as_args};
+    } else if (rc == 0) {
+        rc = AGENT_E_TOOBIG;
+    }
+    buf_fini(&specs);
+    return rc;
+}
+
 int otel_session_providers(const struct otel_settings *st, struct otel_providers *out)
 {
+    return otel_session_providers_sampled(st, true, out);
+}
+
+int otel_session_providers_sampled(const struct otel_settings *st, bool sampler,
+                                   struct otel_providers *out)
+{
     memset(out, 0, sizeof(*out));
-    if (!st->signal[OTLP_LOGS]) {
-        return 0;
+    int rc = st->signal[OTLP_TRACES] ? span_provider(st, sampler, out) : 0;
+    if (rc != 0 || !st->signal[OTLP_LOGS]) {
+        return rc;
     }
     const char *filter = st->log_filter != NULL ? st->log_filter : "";
     if (filter[0] != '\0') {
@@ -115,17 +158,68 @@ static void op_on_record(void *ud, const struct ev_log_record *r)
     (void)otel_emit_log(op->src, &op->view.scope, &op->view.log); /* drops are the exporter's */
 }
 
+/* ---- spans ---------------------------------------------------------------------------------- */
+
+static void op_on_span(void *ud, const struct ev_span *sp)
+{
+    struct oproc *op = ud;
+    if (op->src == NULL) {
+        return;
+    }
+    struct otlp_span span;
+    struct otlp_scope scope;
+    if (otel_span_from_activity(sp, &span, &scope, op->span_attrs, SPAN_ATTRS) == 0) {
+        (void)otel_emit_span(op->src, &scope, &span); /* drops are the exporter's */
+    }
+}
+
+/*
+ * The session's first Version event says which DiagnosticSource the app has: before 9, a line with
+ * ParentRatioSampler is dropped by the runtime, so the session is asked again without it. true
+ * when the session is being stopped for that.
+ */
+static bool op_check_version(struct oproc *op)
+{
+    int major = 0;
+    int minor = 0;
+    int patch = 0;
+    if (op->version_seen || op->spans == NULL ||
+        ev_activity_source_version(op->spans, &major, &minor, &patch) != 0) {
+        return false;
+    }
+    op->version_seen = true;
+    if (major >= 9 || op->no_sampler || op->ps->st->sampling_ratio >= 1.0) {
+        return false;
+    }
+    log_warn(cat,
+             "process %" PRIu64 ": System.Diagnostics.DiagnosticSource %d.%d.%d has no trace "
+             "sampler (9 or later has): every trace of it is exported",
+             op->pid, major, minor, patch);
+    op->no_sampler = true;
+    op->relisten = true;
+    dsession_stop(op->ds);
+    return true;
+}
+
 static int op_feed(void *ctx, const uint8_t *p, size_t n)
 {
     struct oproc *op = ctx;
-    return ev_logs_feed(op->logs, p, n);
+    int rc = op->logs != NULL ? ev_logs_feed(op->logs, p, n) : 0;
+    if (rc == 0 && op->spans != NULL) {
+        rc = ev_activity_feed(op->spans, p, n);
+        if (rc == 0) {
+            (void)op_check_version(op);
+        }
+    }
+    return rc;
 }
 
 static void op_describe(void *ctx, int rc, char *out, size_t cap)
 {
     struct oproc *op = ctx;
     (void)rc;
-    const char *why = ev_logs_error(op->logs);
+    const char *why = op->logs != NULL ? ev_logs_error(op->logs) : NULL;
+    why = why == NULL && op->spans != NULL ? ev_activity_error(op->spans) : why;
     snprintf(out, cap, "%s", why != NULL ? why : "");
 }
 
@@ -135,18 +229,25 @@ static void op_started(void *ctx, uint64_t session_id, int version)
     (void)session_id;
     (void)version;
     op->backoff_ms = 0;
-    log_info(cat, "process %" PRIu64 ": its logs go to OpenTelemetry", op->pid);
+    log_info(cat, "process %" PRIu64 ": its%s%s go to OpenTelemetry", op->pid,
+             op->logs != NULL ? " logs" : "", op->spans != NULL ? " spans" : "");
 }
 
 static void op_on_retry(uv_timer_t *t);
 
-/* The decoder goes with its session (its fixed part was charged to the share at the start). */
+/* The decoders go with their session (their fixed parts were charged to the share at the start).
+ */
 static void op_logs_free(struct oproc *op)
 {
     if (op->logs != NULL) {
         ev_logs_free(op->logs);
         op->logs = NULL;
         mb_release(&op->share, ev_logs_footprint());
+    }
+    if (op->spans != NULL) {
+        ev_activity_free(op->spans);
+        op->spans = NULL;
+        mb_release(&op->share, ev_activity_footprint());
     }
 }
 
@@ -157,11 +258,20 @@ static void op_session_ended(struct oproc *op, const char *how)
     if (op->gone || op->ps->closed) {
         return;
     }
+    if (op->relisten) { /* asked to start again (another session's specs ended, no sampler) */
+        op->relisten = false;
+        op->backoff_ms = 0;
+        log_info(cat, "process %" PRIu64 ": its OpenTelemetry session starts again (%s)", op->pid,
+                 how);
+        uv_timer_start(&op->retry, op_on_retry, 0, 0);
+        return;
+    }
     /* still there (another tool's Disable, a refused start): try again, backing off */
     op->backoff_ms = op->backoff_ms == 0                 ? RETRY_MIN_MS
                      : op->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
                                                          : op->backoff_ms * 2;
-    log_warn(cat, "process %" PRIu64 ": the logs session ended (%s); again in %" PRIu64 " ms",
+    log_warn(cat,
+             "process %" PRIu64 ": the OpenTelemetry session ended (%s); again in %" PRIu64 " ms",
              op->pid, how, op->backoff_ms);
     uv_timer_start(&op->retry, op_on_retry, op->backoff_ms, 0);
 }
@@ -190,16 +300,27 @@ static void op_logs_start(struct oproc *op)
     if (ps->prov.n == 0 || op->ds != NULL || op->gone || ps->closed) {
         return;
     }
-    int rc = mb_charge(&op->share, ev_logs_footprint()) != 0 ? AGENT_E_BUDGET : 0;
-    if (rc == 0 && ev_logs_new(&op->logs, op_on_record, op) != 0) {
-        mb_release(&op->share, ev_logs_footprint());
-        rc = -ENOMEM;
+    const struct otel_providers *prov = op->no_sampler ? &ps->prov_unsampled : &ps->prov;
+    int rc = 0;
+    if (ps->st->signal[OTLP_LOGS]) {
+        rc = mb_charge(&op->share, ev_logs_footprint()) != 0 ? AGENT_E_BUDGET : 0;
+        if (rc == 0 && ev_logs_new(&op->logs, op_on_record, op) != 0) {
+            mb_release(&op->share, ev_logs_footprint());
+            rc = -ENOMEM;
+        }
+        rc = rc != 0 ? rc : ev_logs_set_share(op->logs, &op->share);
     }
-    rc = rc != 0 ? rc : ev_logs_set_share(op->logs, &op->share);
-    struct ipc_collect_config collect = {.buffer_mb = OTEL_BUFFER_MB,
-                                         .format = 1,
-                                         .providers = ps->prov.v,
-                                         .provider_count = ps->prov.n};
+    if (rc == 0 && ps->st->signal[OTLP_TRACES]) {
+        rc = mb_charge(&op->share, ev_activity_footprint()) != 0 ? AGENT_E_BUDGET : 0;
+        if (rc == 0 && ev_activity_new(&op->spans, op_on_span, op) != 0) {
+            mb_release(&op->share, ev_activity_footprint());
+            rc = -ENOMEM;
+        }
+        rc = rc != 0 ? rc : ev_activity_set_share(op->spans, &op->share);
+    }
+    op->version_seen = false;
+    struct ipc_collect_config collect = {
+        .buffer_mb = OTEL_BUFFER_MB, .format = 1, .providers = prov->v, .provider_count = prov->n};
     struct dsession_config cfg = {.collect = &collect,
                                   .admission = &ps->a->metric_sessions,
                                   .start_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_START),
@@ -393,7 +514,7 @@ static void op_add(struct otel_procs *ps, const struct ipc_process *p)
     memcpy(op->uid, p->uid, sizeof(op->uid));
     op->name = strdup(p->name != NULL ? p->name : "");
     op->clr_version = p->clr_version != NULL ? strdup(p->clr_version) : NULL;
-    snprintf(op->share_what, sizeof(op->share_what), "OpenTelemetry logs of %" PRIu64, p->pid);
+    snprintf(op->share_what, sizeof(op->share_what), "OpenTelemetry session of %" PRIu64, p->pid);
     mb_share_init(&op->share, op->share_what, LOGS_SHARE);
     uv_timer_init(ps->a->loop, &op->retry);
     op->retry.data = op;
@@ -436,7 +557,8 @@ int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out)
 {
     *out = NULL;
     const struct otel_settings *st = o != NULL ? otel_settings(o) : NULL;
-    if (st == NULL || (!st->signal[OTLP_LOGS] && !st->signal[OTLP_METRICS])) {
+    if (st == NULL ||
+        (!st->signal[OTLP_LOGS] && !st->signal[OTLP_METRICS] && !st->signal[OTLP_TRACES])) {
         return 0;
     }
     struct otel_procs *ps = calloc(1, sizeof(*ps));
@@ -446,9 +568,11 @@ int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out)
     ps->a = a;
     ps->o = o;
     ps->st = st;
-    int rc = otel_session_providers(st, &ps->prov);
+    int rc = otel_session_providers_sampled(st, true, &ps->prov);
+    rc = rc != 0 ? rc : otel_session_providers_sampled(st, false, &ps->prov_unsampled);
     if (rc != 0) {
-        log_error(cat, "the OpenTelemetry log filter is too long");
+        log_error(cat, "the OpenTelemetry log filter or activity sources cannot be asked for (%s)",
+                  agent_strerror(rc));
         free(ps);
         return AGENT_E_INVAL;
     }
@@ -484,4 +608,118 @@ void otel_procs_close(struct otel_procs *ps)
         op_remove(ps->procs);
     }
     uv_close((uv_handle_t *)&ps->flush, ps_on_flush_closed);
+}
+
+/* ---- the one-spec-set rule (otel_proc.h) ----------------------------------------------------- */
+
+static struct oproc *op_by_pid(const struct otel_procs *ps, uint64_t pid)
+{
+    for (struct oproc *op = ps != NULL && !ps->closed ? ps->procs : NULL; op != NULL;
+         op = op->next) {
+        if (op->pid == pid) {
+            return op;
+        }
+    }
+    return NULL;
+}
+
+int otel_specs_join(const char *args, const char *lines, char **out)
+{
+    static const char key[] = "FilterAndPayloadSpecs";
+    const size_t klen = sizeof(key) - 1;
+    const char *s = args != NULL ? args : "";
+    size_t len = strlen(s);
+    struct buf b;
+    buf_init(&b, 0);
+    int rc = 0;
+    size_t pos = 0;
+    bool done = false;
+    while (!done && pos < len) { /* k=v pairs, v maybe in double quotes */
+        size_t kend = pos + strcspn(s + pos, "=;");
+        size_t vbeg = s[kend] == '=' ? kend + 1 : kend;
+        bool quoted = s[vbeg] == '"';
+        size_t vend =
+            quoted ? vbeg + 1 + strcspn(s + vbeg + 1, "\"") : vbeg + strcspn(s + vbeg, ";");
+        size_t next = quoted && s[vend] == '"' ? vend + 1 : vend;
+        if (kend - pos == klen && memcmp(s + pos, key, klen) == 0 && s[kend] == '=') {
+            size_t vbody = quoted ? vbeg + 1 : vbeg;
+            bool sep = vend > vbody && s[vend - 1] != '\n';
+            rc = buf_append(&b, s, vbeg);
+            rc = rc != 0 ? rc : buf_append(&b, "\"", 1);
+            rc = rc != 0 ? rc : buf_append(&b, s + vbody, vend - vbody);
+            rc = rc != 0 || !sep ? rc : buf_append_str(&b, "\r\n");
+            rc = rc != 0 ? rc : buf_append_str(&b, lines);
+            rc = rc != 0 ? rc : buf_append(&b, "\"", 1);
+            rc = rc != 0 ? rc : buf_append_str(&b, s + next);
+            done = true;
+        }
+        pos = next + (s[next] == ';' ? 1 : 0);
+    }
+    if (!done) {
+        rc = buf_append_str(&b, s);
+        rc = rc != 0 || len == 0 ? rc : buf_append(&b, ";", 1);
+        rc = rc != 0 ? rc : buf_printf(&b, "%s=\"%s\"", key, lines);
+    }
+    *out = rc == 0 ? buf_steal(&b, NULL) : NULL;
+    buf_fini(&b);
+    return rc != 0 ? rc : *out == NULL ? -ENOMEM : 0;
+}
+
+int otel_procs_join(const struct otel_procs *ps, uint64_t pid, const struct ipc_collect_config *in,
+                    struct otel_joined *j)
+{
+    memset(j, 0, sizeof(*j));
+    j->cfg = *in;
+    const struct oproc *op = op_by_pid(ps, pid);
+    size_t which = in->provider_count;
+    for (size_t k = 0; op != NULL && k < in->provider_count; k++) {
+        if (strcasecmp(in->providers[k].name, EV_ACTIVITY_PROVIDER) == 0) {
+            which = k;
+            break;
+        }
+    }
+    if (op == NULL || !ps->st->signal[OTLP_TRACES] || which == in->provider_count) {
+        return 0;
+    }
+    /* the OTel session's specs: its argument without the key and the quotes */
+    const struct otel_providers *prov = op->no_sampler ? &ps->prov_unsampled : &ps->prov;
+    const char *as = prov->as_args + strlen("FilterAndPayloadSpecs=\"");
+    size_t aslen = strlen(as);
+    char *lines = aslen > 0 ? strndup(as, aslen - 1) : NULL;
+    j->v = calloc(in->provider_count, sizeof(*j->v));
+    int rc = lines == NULL || j->v == NULL
+                 ? -ENOMEM
+                 : otel_specs_join(in->providers[which].arguments, lines, &j->args);
+    free(lines);
+    if (rc != 0) {
+        otel_joined_fini(j);
+        j->cfg = *in;
+        return rc;
+    }
+    memcpy(j->v, in->providers, in->provider_count * sizeof(*j->v));
+    j->v[which].arguments = j->args;
+    j->cfg.providers = j->v;
+    return 1;
+}
+
+void otel_joined_fini(struct otel_joined *j)
+{
+    free(j->v);
+    free(j->args);
+    j->v = NULL;
+    j->args = NULL;
+}
+
+void otel_procs_relisten(struct otel_procs *ps, uint64_t pid)
+{
+    struct oproc *op = op_by_pid(ps, pid);
+    if (op == NULL || !ps->st->signal[OTLP_TRACES]) {
+        return;
+    }
+    if (op->ds != NULL) {
+        op->relisten = true;
+        dsession_stop(op->ds); /* op_session_ended starts it again at once */
+    } else if (op->src != NULL && !uv_is_active((uv_handle_t *)&op->retry)) {
+        op_logs_start(op);
+    }
 }

@@ -42,18 +42,55 @@ void otel_procs_on_sample(void *ud, const char *uid, const struct ev_metric_samp
 void otel_procs_close(struct otel_procs *ps);
 
 /*
- * The providers of a process's telemetry session (the seam where the Activity provider of traces
- * joins the logs providers: one EventPipe session per process for logs and spans): the logs
- * session's two (Microsoft-Extensions-Logging with keywords 0xC and the level and FilterSpecs of
- * st; TplEventSource 0x80 for scopes) when logs are exported. args holds the argument strings.
+ * The providers of a process's telemetry session (one EventPipe session per process for logs and
+ * spans): the logs session's two (Microsoft-Extensions-Logging with keywords 0xC and the level and
+ * FilterSpecs of st; TplEventSource 0x80 for scopes) when logs are exported, and when traces are,
+ * Microsoft-Diagnostics-DiagnosticSource (EV_ACTIVITY_KEYWORDS, EV_ACTIVITY_LEVEL) with the
+ * FilterAndPayloadSpecs of ev_activity_filter_specs(st->activity_sources or "*", ratio): ratio is
+ * st->sampling_ratio with sampler, 1 without (runtimes whose DiagnosticSource is older than 9 drop
+ * a line with a sampler). *_args hold the argument strings.
  */
 #define OTEL_MAX_PROVIDERS 4
+#define OTEL_AS_ARGS_MAX   16384
 struct otel_providers {
     struct ipc_provider v[OTEL_MAX_PROVIDERS];
     size_t n;
     char mel_args[4096];
+    char as_args[OTEL_AS_ARGS_MAX];
 };
-/* 0, or AGENT_E_TOOBIG (the filter does not fit mel_args). */
+/* 0, AGENT_E_TOOBIG (the filter or the sources do not fit), AGENT_E_INVAL (a source name the
+ * spec syntax cannot carry, a ratio outside [0, 1]). */
 int otel_session_providers(const struct otel_settings *st, struct otel_providers *out);
+int otel_session_providers_sampled(const struct otel_settings *st, bool sampler,
+                                   struct otel_providers *out);
+
+/*
+ * The one-spec-set rule (docs/events.md §9.1): a runtime keeps ONE FilterAndPayloadSpecs set per
+ * process for Microsoft-Diagnostics-DiagnosticSource, the last session's. Another session dotmon
+ * opens with that provider on a process whose spans are exported carries the OTel session's [AS]
+ * lines too (appended to its FilterAndPayloadSpecs), so the app's activities keep flowing, and
+ * once it ended, otel_procs_relisten restarts that process's OTel session (the runtime tore its
+ * listener down).
+ *
+ * otel_procs_join: 1 when in has that provider and pid's spans are exported: j->cfg is in with
+ * the lines joined (j owns the copies: otel_joined_fini once the session started, dsession_start
+ * copies the config); the caller then calls otel_procs_relisten(ps, pid) when the session ended.
+ * 0: nothing to join (ps NULL, traces off, a pid not watched, no such provider), j->cfg is *in.
+ * -ENOMEM, AGENT_E_TOOBIG (j->cfg is *in then too).
+ * otel_specs_join (pure, for tests): args (a provider's "k=v;k2=\"v2\"" arguments, NULL for
+ * none) with lines appended to its FilterAndPayloadSpecs value (the key added when absent), in
+ * a new string (*out, the caller's to free). 0 or -ENOMEM.
+ */
+struct otel_joined {
+    struct ipc_collect_config cfg;
+    struct ipc_provider *v;
+    char *args;
+};
+int otel_procs_join(const struct otel_procs *ps, uint64_t pid, const struct ipc_collect_config *in,
+                    struct otel_joined *j);
+void otel_joined_fini(struct otel_joined *j);
+int otel_specs_join(const char *args, const char *lines, char **out);
+/* Restarts pid's OTel session (after another DiagnosticSource session with pid ended). */
+void otel_procs_relisten(struct otel_procs *ps, uint64_t pid);
 
 #endif

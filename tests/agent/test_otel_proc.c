@@ -275,6 +275,36 @@ static void test_otel_proc_flow(void **state)
     free(cap.p);
 }
 
+static bool starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Another session's DiagnosticSource arguments with the OTel lines joined (otel_specs_join). */
+static void test_specs_join(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args;
+        const char *want;
+    } cases[] = {
+        {NULL, "FilterAndPayloadSpecs=\"L1\r\n\""},
+        {"", "FilterAndPayloadSpecs=\"L1\r\n\""},
+        {"FilterAndPayloadSpecs=\"A/B:-x;y\"", "FilterAndPayloadSpecs=\"A/B:-x;y\r\nL1\r\n\""},
+        {"FilterAndPayloadSpecs=\"A\r\n\"", "FilterAndPayloadSpecs=\"A\r\nL1\r\n\""},
+        {"FilterAndPayloadSpecs=A", "FilterAndPayloadSpecs=\"A\r\nL1\r\n\""},
+        {"k=\"v;FilterAndPayloadSpecs=no\";FilterAndPayloadSpecs=A;z=1",
+         "k=\"v;FilterAndPayloadSpecs=no\";FilterAndPayloadSpecs=\"A\r\nL1\r\n\";z=1"},
+        {"k=v", "k=v;FilterAndPayloadSpecs=\"L1\r\n\""},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        char *out = NULL;
+        assert_int_equal(otel_specs_join(cases[k].args, "L1\r\n", &out), 0);
+        assert_string_equal(out, cases[k].want);
+        free(out);
+    }
+}
+
 static void test_otel_providers(void **state)
 {
     (void)state;
@@ -308,8 +338,32 @@ static void test_otel_providers(void **state)
     st.signal[OTLP_LOGS] = true;
     st.log_filter = big;
     assert_int_equal(otel_session_providers(&st, &pr), AGENT_E_TOOBIG);
+    /* traces: DiagnosticSource with the [AS] lines, the sampler only when asked for */
+    st.log_filter = NULL;
+    st.signal[OTLP_TRACES] = true;
+    st.activity_sources = "App.Src; Other";
+    st.sampling_ratio = 0.25;
+    assert_int_equal(otel_session_providers(&st, &pr), 0);
+    assert_int_equal(pr.n, 3);
+    assert_string_equal(pr.v[0].name, "Microsoft-Diagnostics-DiagnosticSource");
+    assert_int_equal(pr.v[0].keywords, 0x3);
+    assert_int_equal(pr.v[0].level, 5);
+    assert_true(starts_with(pr.v[0].arguments,
+                            "FilterAndPayloadSpecs=\"[AS]App.Src/Stop-ParentRatioSampler(0.25):-"));
+    assert_non_null(strstr(pr.v[0].arguments, "\r\n[AS]Other/Stop-ParentRatioSampler(0.25):-"));
+    assert_true(pr.v[0].arguments[strlen(pr.v[0].arguments) - 1] == '"');
+    assert_string_equal(pr.v[1].name, "Microsoft-Extensions-Logging");
+    assert_int_equal(otel_session_providers_sampled(&st, false, &pr), 0);
+    assert_null(strstr(pr.v[0].arguments, "Sampler"));
+    st.activity_sources = NULL; /* every source */
+    st.signal[OTLP_LOGS] = false;
+    assert_int_equal(otel_session_providers(&st, &pr), 0);
+    assert_int_equal(pr.n, 1);
+    assert_true(starts_with(pr.v[0].arguments, "FilterAndPayloadSpecs=\"[AS]*/Stop-"));
+    st.activity_sources = "bad/name";
+    assert_int_equal(otel_session_providers(&st, &pr), AGENT_E_INVAL);
     /* nothing to produce: no producers */
-    struct otel none = {.st = {.signal = {false, false, true}}};
+    struct otel none = {.st = {.signal = {false, false, false}}};
     struct otel_procs *ps = (struct otel_procs *)&none;
     assert_int_equal(otel_procs_new(&agent, &none, &ps), 0);
     assert_null(ps);
@@ -369,6 +423,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_otel_proc_flow, tl_setup, tl_teardown),
         cmocka_unit_test(test_otel_providers),
+        cmocka_unit_test(test_specs_join),
         cmocka_unit_test_setup_teardown(test_metrics_for_export, tl_setup, tl_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Issue 33's faults, end to end: the OTel test app (no SDK), dotmon exporting with gzip through a
+FaultProxy (it inflates gzip: the Aspire Dashboard reads none) to the real receiver, with backoffs
+and timeouts shortened through settings. In turn: the receiver down at start (a warning, retries,
+then delivery), 429 with Retry-After honoured (the retry waits for it), a slow receiver, down for
+a while mid-run (retries, then delivery, nothing dropped below the queue bound), an app that exits
+with a batch pending (its spans still delivered), a clean stop of dotmon with spans queued (sent
+before it exits). Then a second dotmon to a receiver over TLS with a private CA
+(OTEL_EXPORTER_OTLP_CERTIFICATE) that wants an API key (OTEL_EXPORTER_OTLP_HEADERS)."""
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_otel_export_e2e import counts, log_text, own_spans  # noqa: E402
+from otelrx import FaultProxy, OtelApp, Receiver, private_ca  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import FAILS, check, free_port, http_get, start_dotmon, stop, verdict, wait_for  # noqa: E402
+
+RETRY_AFTER_S = 2
+
+
+def env_for(endpoint, delay_ms=300):
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "3000", "OTEL_BSP_SCHEDULE_DELAY": str(delay_ms),
+            "OTEL_BLRP_SCHEDULE_DELAY": str(delay_ms), "OTEL_METRICS_EXPORTER": "none",
+            "DotnetMonitor_OpenTelemetry__RetryInitialBackoffMs": "200",
+            "DotnetMonitor_OpenTelemetry__RetryMaxBackoffMs": "1000"}
+
+
+def session_up(log, pid):
+    return wait_for(lambda: f"process {pid}: its logs spans go to OpenTelemetry" in log_text(log), 30)
+
+
+def delivered(rx, ans):
+    ids = own_spans(rx, ans["traceId"])
+    return ans["parentSpanId"] in ids and ans["childSpanId"] in ids and len(ids) == 5
+
+
+def queued_traces(port):
+    _, _, body = http_get(port, "/metrics/dotmon")
+    for line in body.decode().splitlines():
+        if line.startswith('dotmon_otel_queued{signal="traces"} '):
+            return int(float(line.split()[-1]))
+    return 0
+
+
+def faults(tmp, rx, proxy):
+    app = OtelApp(tmp)
+    port = free_port()
+    log = open(os.path.join(tmp, "dotmon.log"), "w+")
+    proxy.down()
+    dm = start_dotmon(tmp, port, log, [app.pid], env=env_for(proxy.url))
+    app2 = None
+    try:
+        check(session_up(log, app.pid), "dotmon's OTel session of the app started")
+        # 1. down at start
+        a1 = app.work(1)
+        check(wait_for(lambda: "traces export to " in log_text(log) and "retrying" in log_text(log), 15),
+              "the receiver down at start: a warning, the export retried")
+        proxy.up()
+        check(wait_for(lambda: delivered(rx, a1), 20), "... then delivered once it is up")
+        # 2. 429 with Retry-After
+        proxy.mode, proxy.status, proxy.retry_after = "status", 429, RETRY_AFTER_S
+        a2 = app.work(2)
+        check(wait_for(lambda: any(r[4] == 429 for r in proxy.seen("/v1/traces")), 15), "a 429 was answered")
+        t429 = time.time()
+        wait_for(lambda: len([r for r in proxy.seen("/v1/traces") if r[4] == 429]) >= 1, 5)
+        proxy.mode = "pass"
+        check(wait_for(lambda: delivered(rx, a2), 20), "after 429 with Retry-After: delivered")
+        with proxy.lock:
+            times = [(b[4], b[3]) for b in proxy.bodies if b[0].endswith("/v1/traces")]
+        first_429 = min(t for t, st in times if st == 429)
+        after = [t for t, st in times if st != 429 and t > first_429]
+        gap = (min(after) - first_429) / 1e9 if after else 0
+        print(f"429: the next traces request came {gap:.2f} s after it (Retry-After {RETRY_AFTER_S}); "
+              f"{time.time() - t429:.2f} s to delivery", flush=True)
+        check(gap >= RETRY_AFTER_S - 0.1, f"the retry waited for Retry-After ({gap:.2f} s)")
+        # 3. slow receiver (under the request timeout)
+        proxy.mode, proxy.delay = "slow", 1.0
+        a3 = app.work(3)
+        check(wait_for(lambda: delivered(rx, a3), 20), "a slow receiver: delivered")
+        proxy.mode = "pass"
+        # 4. down mid-run for a while: retries, then delivery, nothing dropped
+        proxy.down()
+        a4 = app.work(4)
+        a5 = app.work(5)
+        time.sleep(4)  # down for a while (retries meanwhile, backoff capped at 1 s)
+        proxy.up()
+        check(wait_for(lambda: delivered(rx, a4) and delivered(rx, a5), 20), "down mid-run: delivered once up")
+        c = counts(port, app.pid)
+        check(all(c.get((s, "dropped"), 0) == 0 for s in ("traces", "logs")), f"nothing dropped below the bound {c}")
+        check(any(r[2] == "gzip" for r in proxy.seen("/v1/traces")), "requests were gzip (inflated by the proxy)")
+        # 5. an app that exits with its batch pending
+        a6 = app.work(6)
+        app.stop()
+        check(wait_for(lambda: delivered(rx, a6), 20), "an app that exits right after its work: its spans delivered")
+        # 6. a clean stop of dotmon with spans queued: sent before it exits
+        app2 = OtelApp(tmp)
+        check(session_up(log, app2.pid), "the second app's OTel session started")
+        proxy.down()  # the spans wait in dotmon's queue (retrying) ...
+        a7 = app2.work(7)
+        check(wait_for(lambda: queued_traces(port) >= 5, 15), f"the second app's spans queued ({queued_traces(port)})")
+        # the request span ends after the answer: wait until what dotmon holds stays the same for 1 s
+        # (the stop ends the sessions at once: what the runtime still buffers is not read)
+        last = [queued_traces(port), time.time()]
+
+        def still():
+            n = queued_traces(port)
+            if n != last[0]:
+                last[:] = [n, time.time()]
+            return time.time() - last[1] >= 1.0
+
+        wait_for(still, 10)
+        proxy.up()  # ... and the stop sends them at once, not after the backoff
+        stop(dm, 20)
+        text = log_text(log)
+        check(dm.returncode == 0 and "not delivered in time" not in text, "a clean stop: nothing left undelivered")
+        got = own_spans(rx, a7["traceId"])
+        want = {a7[k] for k in ("requestSpanId", "parentSpanId", "childSpanId", "echoParentSpanId", "echoSpanId")}
+        check(got == want, f"the queued spans reached the receiver before dotmon exited ({len(got & want)} of 5, "
+                           f"{len(got - want)} others)")
+        check("Sanitizer" not in text and "runtime error" not in text, "no sanitizer report")
+    finally:
+        stop(dm, 15)
+        app.kill()
+        if app2 is not None:
+            app2.kill()
+        if FAILS:
+            sys.stderr.write("--- dotmon log (tail) ---\n" + log_text(log)[-6000:])
+        log.close()
+
+
+def tls(tmp):
+    ca, crt, key = private_ca(os.path.join(tmp, "tls"))
+    os.makedirs(os.path.join(tmp, "rx2"))
+    rx2 = Receiver(tmp=os.path.join(tmp, "rx2"), api_key="otel-faults-key", cert=crt, key=key)
+    app = OtelApp(tmp)
+    port = free_port()
+    log = open(os.path.join(tmp, "dotmon-tls.log"), "w+")
+    env = env_for(rx2.otlp_url)
+    env.update(OTEL_EXPORTER_OTLP_COMPRESSION="none", OTEL_EXPORTER_OTLP_CERTIFICATE=ca,
+               OTEL_EXPORTER_OTLP_HEADERS="x-otlp-api-key=otel-faults-key")
+    dm = start_dotmon(tmp, port, log, [app.pid], env=env)
+    try:
+        check(session_up(log, app.pid), "TLS: dotmon's OTel session of the app started")
+        a = app.work(11)
+        check(wait_for(lambda: delivered(rx2, a), 20),
+              "over TLS with a private CA and the API key header: the spans delivered")
+        check("otel-faults-key" not in log_text(log), "the header's value is not logged")
+    finally:
+        stop(dm, 15)
+        app.kill()
+        if FAILS:
+            sys.stderr.write("--- dotmon (TLS) log (tail) ---\n" + log_text(log)[-4000:])
+        log.close()
+        rx2.stop(show_log=bool(FAILS))
+
+
+def main():
+    base = tempfile.mkdtemp(prefix="otel-faults-")
+    os.chmod(base, 0o700)
+    rx = proxy = None
+    try:
+        os.makedirs(os.path.join(base, "rx"))
+        os.makedirs(os.path.join(base, "a"), mode=0o700)
+        os.makedirs(os.path.join(base, "b"), mode=0o700)
+        rx = Receiver(tmp=os.path.join(base, "rx"))
+        proxy = FaultProxy(rx.otlp_url)
+        faults(os.path.join(base, "a"), rx, proxy)
+        tls(os.path.join(base, "b"))  # its own TMPDIR: that dotmon sees only its app
+    finally:
+        if proxy is not None:
+            proxy.close()
+        if rx is not None:
+            rx.stop(show_log=bool(FAILS))
+        shutil.rmtree(base, ignore_errors=True)
+    return verdict("otel_faults")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

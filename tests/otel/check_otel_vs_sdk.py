@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Issue 33, "same as in-process": one run of the OTel test app with its in-process OpenTelemetry
+SDK exporting to receiver A (a real Aspire Dashboard) while dotmon, outside the process, exports
+the same app's telemetry to receiver B (another one, through a FaultProxy for the metric values).
+compare_receivers over the traces of a few /work calls: the same trace ids, span ids, parents,
+names, kinds, statuses and attributes, durations within 1 ms, the same log records and the same
+service.name; the metric values the SDK and dotmon exported agree within one export interval.
+
+dotmon is set as the SDK in the app is (the same ActivitySources, meter and log categories) and
+the SDK's log bodies are the templates (OTEL_TEST_LOG_FORMATTED=0), as dotmon's are. With the SDK
+in the process, its ASP.NET Core instrumentation renames the server activities and tags them in the
+process, so dotmon reads the same names and tags (without the SDK they keep the runtime's
+operation name and have no tags: otel_export_e2e). The accepted differences (docs/otel.md §5),
+each named in LOG_ATTRS and nowhere silently: logrecord.event.id (dotmon always sends it, the SDK
+only when asked) and Kestrel's connection scope value ConnectionId (the SDK's logger has it, the
+logging EventSource did not carry it on .NET 10.0.12). The dashboard answers every attribute value
+as text, so a number sent as a string (ArgumentsJson) compares equal there; the type difference is
+documented, not tested here."""
+
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_otel_export_e2e import own_spans  # noqa: E402
+from otelrx import FaultProxy, OtelApp, Receiver, compare_metrics, compare_receivers, metric_points  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import FAILS, check, free_port, settle, start_dotmon, stop, verdict, wait_for  # noqa: E402
+
+INTERVAL_MS = 1000
+# logrecord.event.id: sent by dotmon, by the SDK only when asked; ConnectionId: Kestrel's connection
+# scope, which the SDK's logger gets and the Microsoft-Extensions-Logging EventSource did not carry
+# (seen on .NET 10.0.12)
+LOG_ATTRS = ("logrecord.event.id", "ConnectionId")
+# A known bug, not an accepted difference (docs/otel.md §5): a record logged after an await inside
+# a scope (WorkFailed, after the HttpClient call) sometimes reaches dotmon without the scopes'
+# values (the app's Tenant scope, ASP.NET Core's RequestId and RequestPath). The comparison
+# reports it apart; records logged before the await (WorkStarted) must have them.
+SCOPE_KEYS = ("Tenant", "RequestId", "RequestPath")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="otel-vs-sdk-")
+    os.chmod(tmp, 0o700)
+    rxa = rxb = proxy = app = dm = log = None
+    service = f"otel-vs-sdk-{os.getpid()}"
+    try:
+        for d in ("rxa", "rxb"):
+            os.makedirs(os.path.join(tmp, d))
+        rxa = Receiver(tmp=os.path.join(tmp, "rxa"))
+        rxb = Receiver(tmp=os.path.join(tmp, "rxb"))
+        proxy = FaultProxy(rxb.otlp_url)
+        app = OtelApp(tmp, env=dict(rxa.sdk_env(service, interval_ms=INTERVAL_MS), OTEL_TEST_LOG_FORMATTED="0"),
+                      sdk=True)
+        port = free_port()
+        log = open(os.path.join(tmp, "dotmon.log"), "w+")
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": proxy.url, "OTEL_METRIC_EXPORT_INTERVAL": str(INTERVAL_MS),
+               "OTEL_BSP_SCHEDULE_DELAY": "200", "OTEL_BLRP_SCHEDULE_DELAY": "200",
+               # what the SDK in the app is configured with: its sources, its meter, its log filters
+               "DotnetMonitor_OpenTelemetry__ActivitySources": "DotmonTest.OTel;Microsoft.AspNetCore;System.Net.Http",
+               "DotnetMonitor_OpenTelemetry__Meters": "DotmonTest.OTel",
+               "DotnetMonitor_OpenTelemetry__LogCategories": "DotmonTest:Information;Microsoft:Warning;System:Warning"}
+        dm = start_dotmon(tmp, port, log, [app.pid], env=env)
+        check(wait_for(lambda: f"process {app.pid}: its logs spans go to OpenTelemetry" in open(log.name).read(), 30),
+              "dotmon's OTel session of the app started")
+        answers = [app.work(n) for n in (21, 22, 23)]
+        tids = [a["traceId"] for a in answers]
+        for t in tids:
+            rxa.wait_spans(5, trace_id=t)
+            own_spans(rxb, t)
+            rxa.wait_logs(3, trace_id=t)
+            rxb.wait_logs(3, trace_id=t)
+        diffs = compare_receivers(rxa, rxb, tids, service=service, ignore_log_attrs=LOG_ATTRS)
+        for d in diffs:
+            print("difference:", d, flush=True)
+        loose = compare_receivers(rxa, rxb, tids, service=service, ignore_log_attrs=LOG_ATTRS + SCOPE_KEYS)
+        check(loose == [], f"the SDK's and dotmon's views agree (spans, logs, service.name): {loose}")
+        if diffs:
+            print(f"KNOWN BUG: {len(diffs) // 2} record(s) without their scope values in dotmon's view", flush=True)
+        started = [r for t in tids for r in rxb.logs(trace_id=t) if r["event_name"] == "WorkStarted"]
+        check(len(started) == len(tids) and all(all(k in r["attributes"] for k in SCOPE_KEYS) for r in started),
+              "records logged before an await carry the scopes' values in dotmon's view")
+        sa = [s for t in tids for s in rxa.spans(trace_id=t)]
+        check(len(sa) == 5 * len(tids), f"the SDK's view has the {5 * len(tids)} spans ({len(sa)})")
+        lb = [r for t in tids for r in rxb.logs(trace_id=t) if r["scope"].startswith("DotmonTest")]
+        check(len(lb) == 3 * len(tids), f"dotmon's view has the {3 * len(tids)} log records ({len(lb)})")
+
+        # metrics: the SDK's (the dashboard's API has none: the app's own count stands for them,
+        # as check_otel_rx proves them equal) against dotmon's, through the proxy
+        st = app.metrics_state()
+        want = {
+            ("DotmonTest.OTel", "dotmontest.requests", "sum", frozenset({("route", "/work")})): st["requests"],
+            ("DotmonTest.OTel", "dotmontest.open_orders", "sum", frozenset({("tenant", "contoso")})): st["openOrders"],
+            ("DotmonTest.OTel", "dotmontest.last_order", "gauge", frozenset({("tenant", "contoso")})): st["lastOrder"],
+        }
+        pts = settle(lambda: metric_points(proxy.received("metrics")),
+                     lambda p: all(p.get(k) == v for k, v in want.items()), 10)
+        d = compare_metrics({k: pts.get(k) for k in want if k in pts}, want)
+        check(d == [], f"dotmon's metric values are the app's (one export interval): {d}")
+    finally:
+        if dm is not None:
+            stop(dm, 15)
+            if FAILS:
+                with open(log.name, errors="replace") as f:
+                    sys.stderr.write("--- dotmon log (tail) ---\n" + f.read()[-5000:])
+            log.close()
+        if app is not None:
+            app.kill()
+        if proxy is not None:
+            proxy.close()
+        for rx in (rxa, rxb):
+            if rx is not None:
+                rx.stop(show_log=bool(FAILS))
+        shutil.rmtree(tmp, ignore_errors=True)
+    return verdict("otel_vs_sdk")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -127,21 +127,19 @@ int otel_session_providers_sampled(const struct otel_settings *st, bool sampler,
     if (rc != 0 || !st->signal[OTLP_LOGS]) {
         return rc;
     }
+    /* The app's own logging filters first (as /logs does by default, and as the in-process SDK
+     * sees records: only what the app's LoggerFilterOptions let through), then LogCategories. */
     const char *filter = st->log_filter != NULL ? st->log_filter : "";
-    if (filter[0] != '\0') {
-        int n = snprintf(out->mel_args, sizeof(out->mel_args), "FilterSpecs=\"%s\"", filter);
-        if (n < 0 || (size_t)n >= sizeof(out->mel_args)) {
-            return AGENT_E_TOOBIG;
-        }
+    int n = snprintf(out->mel_args, sizeof(out->mel_args), "FilterSpecs=\"UseAppFilters%s%s\"",
+                     filter[0] != '\0' ? ";" : "", filter);
+    if (n < 0 || (size_t)n >= sizeof(out->mel_args)) {
+        return AGENT_E_TOOBIG;
     }
     /* LogLevel → EventLevel: Trace and Debug are Verbose (5), then 4 Informational … 1 Critical */
     int level = st->log_level;
     uint32_t ev_level = level <= EV_LOG_DEBUG ? 5u : level >= EV_LOG_CRITICAL ? 1u : 6u - level;
-    out->v[out->n++] =
-        (struct ipc_provider){.name = MEL_PROVIDER,
-                              .keywords = 0xC,
-                              .level = ev_level,
-                              .arguments = out->mel_args[0] != '\0' ? out->mel_args : NULL};
+    out->v[out->n++] = (struct ipc_provider){
+        .name = MEL_PROVIDER, .keywords = 0xC, .level = ev_level, .arguments = out->mel_args};
     out->v[out->n++] = (struct ipc_provider){.name = TPL_PROVIDER, .keywords = 0x80, .level = 4};
     return 0;
 }

@@ -317,7 +317,9 @@ static void test_otel_providers(void **state)
     assert_string_equal(pr.v[0].name, "Microsoft-Extensions-Logging");
     assert_int_equal(pr.v[0].keywords, 0xC);
     assert_int_equal(pr.v[0].level, 3); /* Warning */
-    assert_string_equal(pr.v[0].arguments, "FilterSpecs=\"Microsoft:Warning;App:Debug\"");
+    /* the app's own filters first, then LogCategories */
+    assert_string_equal(pr.v[0].arguments,
+                        "FilterSpecs=\"UseAppFilters;Microsoft:Warning;App:Debug\"");
     assert_string_equal(pr.v[1].name, "System.Threading.Tasks.TplEventSource");
     static const struct {
         int level;
@@ -328,7 +330,7 @@ static void test_otel_providers(void **state)
         st.log_filter = NULL;
         assert_int_equal(otel_session_providers(&st, &pr), 0);
         assert_int_equal(pr.v[0].level, levels[k].ev);
-        assert_null(pr.v[0].arguments);
+        assert_string_equal(pr.v[0].arguments, "FilterSpecs=\"UseAppFilters\"");
     }
     st.signal[OTLP_LOGS] = false;
     assert_int_equal(otel_session_providers(&st, &pr), 0);

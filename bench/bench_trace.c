@@ -90,10 +90,14 @@ static int connect_port(uint16_t port)
     return fd;
 }
 
+/* The last read_to_eof's count of reads that returned bytes (how often the reader woke). */
+static uint64_t last_reads;
+
 /* Reads fd to EOF into buf (the bytes are dropped); how many there were. */
 static uint64_t read_to_eof(int fd, void *buf, size_t cap)
 {
     uint64_t total = 0;
+    last_reads = 0;
     for (;;) {
         ssize_t n = read(fd, buf, cap);
         if (n < 0 && errno == EINTR) {
@@ -103,13 +107,20 @@ static uint64_t read_to_eof(int fd, void *buf, size_t cap)
             return total;
         }
         total += (uint64_t)n;
+        last_reads++;
     }
 }
+
+/* The reader's context switches during the last read_all: voluntary (it waited for bytes) and
+ * involuntary (the relay took the CPU from it). */
+static long last_vcsw, last_ivcsw;
 
 /* Sends req, reads to EOF; returns bytes read and the elapsed ms from the first byte sent. */
 static uint64_t read_all(int fd, const void *req, size_t len, double *ms)
 {
     static char buf[256 * 1024];
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_THREAD, &ru0);
     double t0 = testenv_now_ms();
     if (write(fd, req, len) != (ssize_t)len) {
         perror("write");
@@ -117,6 +128,9 @@ static uint64_t read_all(int fd, const void *req, size_t len, double *ms)
     }
     uint64_t total = read_to_eof(fd, buf, sizeof(buf));
     *ms = testenv_now_ms() - t0;
+    getrusage(RUSAGE_THREAD, &ru1);
+    last_vcsw = ru1.ru_nvcsw - ru0.ru_nvcsw;
+    last_ivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw;
     close(fd);
     return total;
 }
@@ -770,6 +784,12 @@ int main(int argc, char **argv)
         b = b > 28 ? b - 28 : 0; /* the IPC reply is not trace data */
         socat_bytes = b;
         rows[i][COL_SOCAT] = (double)b / 1048576.0 / (ms / 1000.0);
+        double gib = (double)b / 1073741824.0;
+        fprintf(stderr,
+                "run %ld socat:  reader %.0f reads/GiB (%.0f KiB each), %.0f waits + %.0f "
+                "preemptions/GiB\n",
+                i + 1, (double)last_reads / gib, (double)b / 1024.0 / (double)last_reads,
+                (double)last_vcsw / gib, (double)last_ivcsw / gib);
         fresh[i] = i % 2 == 0;
         struct relay_dm fdm = {0};
         struct relay_dm *dm = &reused;
@@ -780,6 +800,12 @@ int main(int argc, char **argv)
         struct relay r;
         dm_relay(dm, req, (size_t)n, &rs, &r);
         dm_bytes = r.bytes;
+        gib = (double)r.bytes / 1073741824.0;
+        fprintf(stderr,
+                "run %ld dotmon: reader %.0f reads/GiB (%.0f KiB each), %.0f waits + %.0f "
+                "preemptions/GiB\n",
+                i + 1, (double)last_reads / gib, (double)r.bytes / 1024.0 / (double)last_reads,
+                (double)last_vcsw / gib, (double)last_ivcsw / gib);
         short_relays += r.bytes < socat_bytes; /* the HTTP body is the stream plus chunk framing */
         if (fresh[i]) {
             succeeded += dm_succeeded(&fdm);

@@ -11,7 +11,9 @@
  * runs through one long-lived dotmon (after one uncounted warm-up relay). Then median, min and
  * max of all, fresh and reused runs, and how many runs meet both targets (ratio ≥ 0.90 and
  * ≤ 500 ms of dotmon CPU per GiB, issue 30), the long-lived dotmon's RSS growth over its relays
- * (target < 8 MB for 2 GB) and the operations' verdicts. Markdown on stdout, progress on stderr.
+ * (target < 8 MB for 2 GB) and the operations' verdicts. Markdown on stdout, progress on stderr,
+ * with, per relay, the reader's reads and its waits and preemptions (getrusage) per GiB: counts
+ * that other load distorts less than throughput does.
  * Usage: bench_trace [--pinned] [bytes [runs]]   (defaults 2G 10)   env: DOTMON_BIN, TRACE_PRODUCER
  * --pinned fixes where each process runs, the same for both relays: the producer on CPU 0, the
  * relay (socat or dotmon, every thread) and this reader on CPU 1. Unpinned, dotmon and socat cost

@@ -11,7 +11,9 @@
  * runs through one long-lived dotmon (after one uncounted warm-up relay). Then median, min and
  * max of all, fresh and reused runs, and how many runs meet both targets (ratio ≥ 0.90 and
  * ≤ 500 ms of dotmon CPU per GiB, issue 30), the long-lived dotmon's RSS growth over its relays
- * (target < 8 MB for 2 GB) and the operations' verdicts. Markdown on stdout, progress on stderr.
+ * (target < 8 MB for 2 GB) and the operations' verdicts. Markdown on stdout, progress on stderr,
+ * with, per relay, the reader's reads and its waits and preemptions (getrusage) per GiB: counts
+ * that other load distorts less than throughput does.
  * Usage: bench_trace [--pinned] [bytes [runs]]   (defaults 2G 10)   env: DOTMON_BIN, TRACE_PRODUCER
  * --pinned fixes where each process runs, the same for both relays: the producer on CPU 0, the
  * relay (socat or dotmon, every thread) and this reader on CPU 1. Unpinned, dotmon and socat cost
@@ -90,10 +92,14 @@ static int connect_port(uint16_t port)
     return fd;
 }
 
+/* The last read_to_eof's count of reads that returned bytes (how often the reader woke). */
+static uint64_t last_reads;
+
 /* Reads fd to EOF into buf (the bytes are dropped); how many there were. */
 static uint64_t read_to_eof(int fd, void *buf, size_t cap)
 {
     uint64_t total = 0;
+    last_reads = 0;
     for (;;) {
         ssize_t n = read(fd, buf, cap);
         if (n < 0 && errno == EINTR) {
@@ -103,13 +109,20 @@ static uint64_t read_to_eof(int fd, void *buf, size_t cap)
             return total;
         }
         total += (uint64_t)n;
+        last_reads++;
     }
 }
+
+/* The reader's context switches during the last read_all: voluntary (it waited for bytes) and
+ * involuntary (the relay took the CPU from it). */
+static long last_vcsw, last_ivcsw;
 
 /* Sends req, reads to EOF; returns bytes read and the elapsed ms from the first byte sent. */
 static uint64_t read_all(int fd, const void *req, size_t len, double *ms)
 {
     static char buf[256 * 1024];
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_THREAD, &ru0);
     double t0 = testenv_now_ms();
     if (write(fd, req, len) != (ssize_t)len) {
         perror("write");
@@ -117,6 +130,9 @@ static uint64_t read_all(int fd, const void *req, size_t len, double *ms)
     }
     uint64_t total = read_to_eof(fd, buf, sizeof(buf));
     *ms = testenv_now_ms() - t0;
+    getrusage(RUSAGE_THREAD, &ru1);
+    last_vcsw = ru1.ru_nvcsw - ru0.ru_nvcsw;
+    last_ivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw;
     close(fd);
     return total;
 }
@@ -770,6 +786,12 @@ int main(int argc, char **argv)
         b = b > 28 ? b - 28 : 0; /* the IPC reply is not trace data */
         socat_bytes = b;
         rows[i][COL_SOCAT] = (double)b / 1048576.0 / (ms / 1000.0);
+        double gib = (double)b / 1073741824.0;
+        fprintf(stderr,
+                "run %ld socat:  reader %.0f reads/GiB (%.0f KiB each), %.0f waits + %.0f "
+                "preemptions/GiB\n",
+                i + 1, (double)last_reads / gib, (double)b / 1024.0 / (double)last_reads,
+                (double)last_vcsw / gib, (double)last_ivcsw / gib);
         fresh[i] = i % 2 == 0;
         struct relay_dm fdm = {0};
         struct relay_dm *dm = &reused;
@@ -780,6 +802,12 @@ int main(int argc, char **argv)
         struct relay r;
         dm_relay(dm, req, (size_t)n, &rs, &r);
         dm_bytes = r.bytes;
+        gib = (double)r.bytes / 1073741824.0;
+        fprintf(stderr,
+                "run %ld dotmon: reader %.0f reads/GiB (%.0f KiB each), %.0f waits + %.0f "
+                "preemptions/GiB\n",
+                i + 1, (double)last_reads / gib, (double)r.bytes / 1024.0 / (double)last_reads,
+                (double)last_vcsw / gib, (double)last_ivcsw / gib);
         short_relays += r.bytes < socat_bytes; /* the HTTP body is the stream plus chunk framing */
         if (fresh[i]) {
             succeeded += dm_succeeded(&fdm);

@@ -734,6 +734,68 @@ int http_stream_write_owned(struct http_request *r, void *base, const void *data
     return resp_write_owned(c, base, data, len, r->chunked);
 }
 
+int http_stream_write_now(struct http_request *r, const void *data, size_t len)
+{
+    if (r == NULL || r->resp != RESP_STREAMING || r->in_abort) {
+        return r == NULL || r->resp != RESP_STREAMING ? AGENT_E_INVAL : AGENT_E_CLOSED;
+    }
+    struct http_conn *c = r->conn;
+    if (c->state == CONN_CLOSING) {
+        return AGENT_E_CLOSED;
+    }
+    if (len == 0 || r->discard_body || c->tls != NULL || c->writes_in_flight > 0 || c->sf.queued ||
+        len > UINT_MAX) {
+        return 0;
+    }
+    static char crlf[] = "\r\n";
+    char frame[24];
+    uv_buf_t ub[3];
+    unsigned int nb = 0;
+    size_t total = len;
+    if (r->chunked) {
+        int k = snprintf(frame, sizeof(frame), "%zx\r\n", len);
+        ub[nb++] = uv_buf_init(frame, (unsigned int)k);
+        total += (size_t)k + 2;
+    }
+    ub[nb++] = uv_buf_init((char *)(uintptr_t)data, (unsigned int)len);
+    if (r->chunked) {
+        ub[nb++] = uv_buf_init(crlf, 2);
+    }
+    int n = uv_try_write((uv_stream_t *)&c->tcp, ub, nb);
+    if (n == UV_EAGAIN || n == 0) {
+        return 0; /* nothing went out: the caller queues the chunk whole */
+    }
+    if (n < 0) {
+        log_debug(HTTP_LOG_CAT, "connection %llu: cannot write: %s", (unsigned long long)c->id,
+                  agent_strerror(n));
+        http__conn_close(c);
+        return AGENT_E_CLOSED;
+    }
+    if ((size_t)n == total) {
+        return 1;
+    }
+    /* The rest of the chunk's bytes on the wire, copied, after the part the socket took. */
+    struct buf rest;
+    buf_init(&rest, total - (size_t)n);
+    size_t skip = (size_t)n;
+    int rc = 0;
+    for (unsigned int i = 0; i < nb && rc == 0; i++) {
+        if (skip >= ub[i].len) {
+            skip -= ub[i].len;
+            continue;
+        }
+        rc = buf_append(&rest, ub[i].base + skip, ub[i].len - skip);
+        skip = 0;
+    }
+    if (rc != 0) {
+        buf_fini(&rest);
+        http__conn_close(c); /* a lost piece would corrupt the body */
+        return rc;
+    }
+    rc = http__resp_write_wire(c, &rest);
+    return rc == 0 ? 1 : rc;
+}
+
 size_t http_stream_pending(const struct http_request *r)
 {
     return r != NULL ? r->conn->pending : 0;

@@ -185,6 +185,16 @@ int http_stream_write(struct http_request *r, const void *data, size_t len);
  * server owns base from this call on, whatever it returns (free() once written, or at once on
  * failure); the bytes must not change until then. For relays that read into fresh buffers. */
 int http_stream_write_owned(struct http_request *r, void *base, const void *data, size_t len);
+/*
+ * Writes one chunk straight to the socket when nothing is queued ahead of it (plain HTTP only): the
+ * caller keeps its buffer and may read into it again at once, as a copy loop does (a relay that
+ * hands each read buffer to the queue instead reads into a new block every time, and the bytes it
+ * then writes are not in the CPU's cache). The part the socket does not take is queued (copied).
+ * Returns 1 when the chunk is written or queued, 0 when nothing was done (TLS, bytes queued
+ * already, the socket full, len 0 or a HEAD): the caller then uses http_stream_write(_owned).
+ * A negative code as for http_stream_write.
+ */
+int http_stream_write_now(struct http_request *r, const void *data, size_t len);
 /* Bytes queued to the client whose write has not completed yet (all of this connection's). */
 size_t http_stream_pending(const struct http_request *r);
 /* Called (from the loop, after each completed write) whenever the queued bytes are at or

@@ -813,6 +813,14 @@ int artifact_write_owned(struct artifact *art, void *base, const void *data, siz
     return held_pump(art);
 }
 
+int artifact_write_now(struct artifact *art, const void *data, size_t n)
+{
+    if (art->provider != NULL) {
+        return 0;
+    }
+    return consumer_ok(art) ? http_stream_write_now(art->req, data, n) : AGENT_E_CLOSED;
+}
+
 int artifact_write(struct artifact *art, const void *data, size_t n)
 {
     if (art->provider == NULL) {

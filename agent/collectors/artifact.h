@@ -138,6 +138,11 @@ int artifact_write(struct artifact *art, const void *data, size_t n);
 /* The same without a copy: data lies inside the malloc'd block base, owned by the artifact from
  * this call on, whatever it returns. */
 int artifact_write_owned(struct artifact *art, void *base, const void *data, size_t n);
+/* Writes n bytes to an HTTP client at once when nothing is queued for it (http_stream_write_now):
+ * 1 when they are written or queued (the caller keeps its buffer), 0 when the caller is to use
+ * artifact_write(_owned) instead (egress, TLS, bytes queued already), or a negative code as for
+ * artifact_write. */
+int artifact_write_now(struct artifact *art, const void *data, size_t n);
 /* True while the route should not write (HTTP: more than high_water queued; egress: egress_full).
  * False once the consumer is gone. */
 bool artifact_full(const struct artifact *art);

@@ -544,6 +544,23 @@ static void sess_data(struct trace_job *job, const uint8_t *p, size_t n)
         return;
     }
     /*
+     * Nothing queued for the client: the bytes go to its socket now, from the session's own read
+     * buffer, which it reads into again while the bytes are still in the CPU's cache (a copy
+     * loop's pattern, socat's; bench_trace --pinned). What the socket does not take is queued.
+     */
+    bool behind =
+        artifact_full(job->core.art) || (job->spool != NULL && spool_size(job->spool) > 0);
+    if (!behind) {
+        int now = artifact_write_now(job->core.art, p, n);
+        if (now < 0) {
+            job->client_lost = true;
+            return; /* the consumer is gone; on_lost follows */
+        }
+        if (now > 0) {
+            return;
+        }
+    }
+    /*
      * A well-filled read buffer goes to the HTTP write queue as is (no copy, no allocation) and
      * the session reads on into another pool block (common/bufpool.h); a read below a quarter
      * of the buffer is copied instead and the session keeps its buffer, so queued memory stays
@@ -551,8 +568,6 @@ static void sess_data(struct trace_job *job, const uint8_t *p, size_t n)
      */
     uint8_t *base = n >= TRACE_ZERO_COPY_MIN ? dsession_take_buffer(job->ds) : NULL;
     const uint8_t *data = p;
-    bool behind =
-        artifact_full(job->core.art) || (job->spool != NULL && spool_size(job->spool) > 0);
     if (behind && job->a->trace_spool_limit > 0 && !job->spool_ok) {
         /*
          * A client that keeps up most of the time (a local one reads at memory speed) is waited

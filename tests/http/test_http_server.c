@@ -39,6 +39,9 @@ struct results {
     unsigned aborts;
     unsigned ends;
     unsigned write_errors;
+    unsigned now_whole;   /* http_stream_write_now: chunks the socket took whole */
+    unsigned now_partial; /* ... chunks the socket took a part of (the rest queued) */
+    unsigned now_refused; /* ... it left to http_stream_write (bytes queued ahead) */
     uint64_t abort_at_ms;
     uint64_t client_done_at_ms;
     int respond_rc;
@@ -177,6 +180,104 @@ static void stream_pump(struct streamer *st)
     http_stream_end(st->r);
     res->ends++;
     free(st);
+}
+
+/*
+ * A relay's pattern: one chunk per turn of the loop (as a read callback delivers them), each
+ * through http_stream_write_now first, then through the queue when it is left there.
+ */
+struct now_streamer {
+    struct hfx *fx;
+    struct http_request *r; /* NULL once ended or aborted */
+    size_t sent;
+    size_t total;
+    uv_timer_t tick;
+    bool waiting; /* for the drain callback */
+};
+
+static void now_on_close(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void now_done(struct now_streamer *st)
+{
+    st->r = NULL;
+    uv_timer_stop(&st->tick);
+    uv_close((uv_handle_t *)&st->tick, now_on_close);
+}
+
+static void now_on_tick(uv_timer_t *t)
+{
+    struct now_streamer *st = t->data;
+    struct results *res = st->fx->user;
+    static uint8_t chunk[STREAM_CHUNK];
+    size_t pending = http_stream_pending(st->r);
+    res->max_pending = pending > res->max_pending ? pending : res->max_pending;
+    if (pending >= STREAM_HIGH) {
+        st->waiting = true;
+        return;
+    }
+    size_t n = st->total - st->sent < STREAM_CHUNK ? st->total - st->sent : STREAM_CHUNK;
+    for (size_t i = 0; i < n; i++) {
+        chunk[i] = pattern_byte(st->sent + i);
+    }
+    int rc = http_stream_write_now(st->r, chunk, n);
+    if (rc == 1) {
+        res->now_whole += http_stream_pending(st->r) == pending;
+        res->now_partial += http_stream_pending(st->r) > pending;
+    } else if (rc == 0) {
+        res->now_refused++;
+        rc = http_stream_write(st->r, chunk, n);
+    }
+    if (rc < 0) {
+        res->write_errors++; /* the abort callback follows from the loop */
+        return;
+    }
+    st->sent += n;
+    if (st->sent == st->total) {
+        http_stream_end(st->r);
+        res->ends++;
+        now_done(st);
+        return;
+    }
+    uv_timer_start(&st->tick, now_on_tick, 0, 0);
+}
+
+static void now_on_drain(void *ud, struct http_request *r)
+{
+    struct now_streamer *st = ud;
+    struct results *res = st->fx->user;
+    (void)r;
+    res->drains++;
+    if (st->waiting) {
+        st->waiting = false;
+        uv_timer_start(&st->tick, now_on_tick, 0, 0);
+    }
+}
+
+static void now_on_abort(void *ud, struct http_request *r)
+{
+    struct now_streamer *st = ud;
+    struct results *res = st->fx->user;
+    (void)r;
+    res->aborts++;
+    now_done(st);
+}
+
+static void start_now_stream(struct hfx *fx, struct http_request *r, size_t total)
+{
+    struct now_streamer *st = calloc(1, sizeof(*st));
+    assert_non_null(st);
+    st->fx = fx;
+    st->r = r;
+    st->total = total;
+    uv_timer_init(&fx->loop, &st->tick);
+    st->tick.data = st;
+    http_request_on_abort(r, now_on_abort, st);
+    http_stream_on_drain(r, STREAM_LOW, now_on_drain, st);
+    assert_int_equal(http_stream_begin(r, 200, "application/octet-stream", NULL, 0), 0);
+    uv_timer_start(&st->tick, now_on_tick, 0, 0);
 }
 
 static void start_stream(struct hfx *fx, struct http_request *r, size_t total)
@@ -365,6 +466,10 @@ static void handler(struct hfx *fx, struct http_request *r)
         start_stream(fx, r, STREAM_TOTAL);
     } else if (strcmp(path, "/stream-small") == 0) {
         start_stream(fx, r, 100000);
+    } else if (strcmp(path, "/stream-now") == 0) {
+        start_now_stream(fx, r, STREAM_TOTAL);
+    } else if (strcmp(path, "/stream-now-small") == 0) {
+        start_now_stream(fx, r, 100000);
     } else if (strcmp(path, "/stream-forever") == 0) {
         start_stream(fx, r, SIZE_MAX);
     } else if (strcmp(path, "/flood") == 0) {
@@ -1029,27 +1134,39 @@ static void test_http_server_sendfile(void **state)
     assert_int_equal(res.aborts, 1);
 }
 
-/* Owned (zero-copy) chunks interleaved with copied ones: same bytes, same framing. */
-static void client_streaming_owned(struct hfx *fx)
+/*
+ * A slow client reads the big stream at path (chunked, STREAM_TOTAL bytes in STREAM_CHUNK chunks),
+ * then the small one at small_path over HTTP/1.0 (no chunk framing, the body ends with the
+ * connection): same bytes, same framing whichever way the handler wrote them.
+ */
+static void client_streams(struct hfx *fx, const char *path, const char *small_path)
 {
+    char req[128];
     struct tc_conn c;
     struct tc_response r;
     tc_response_init(&r);
     HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
     c.read_size = (size_t)16 * 1024;
     c.read_delay_us = 200;
-    HFX_CHECK(fx, tc_request(&c, GET("/stream?owned"), &r, 15000) == TC_OK);
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
+    HFX_CHECK(fx, tc_request(&c, req, &r, 15000) == TC_OK);
     HFX_CHECK(fx, r.status == 200 && header_is(&r, "Transfer-Encoding", "chunked"));
     HFX_CHECK(fx, r.nchunks == STREAM_TOTAL / STREAM_CHUNK);
     check_pattern(fx, &r.body, STREAM_TOTAL, "stream");
-    /* HTTP/1.0: no chunk framing, the body ends with the connection. */
     tc_close(&c);
     HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
-    HFX_CHECK(fx, tc_request(&c, "GET /stream-small?owned HTTP/1.0\r\n\r\n", &r, IO_MS) == TC_OK);
+    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", small_path);
+    HFX_CHECK(fx, tc_request(&c, req, &r, IO_MS) == TC_OK);
     HFX_CHECK(fx, r.status == 200);
     check_pattern(fx, &r.body, 100000, "HTTP/1.0 stream");
     tc_response_fini(&r);
     tc_close(&c);
+}
+
+/* Owned (zero-copy) chunks interleaved with copied ones. */
+static void client_streaming_owned(struct hfx *fx)
+{
+    client_streams(fx, "/stream?owned", "/stream-small?owned");
 }
 
 static void test_http_server_streaming_owned(void **state)
@@ -1060,6 +1177,30 @@ static void test_http_server_streaming_owned(void **state)
     hfx_run(fx, client_streaming_owned, 60000);
     assert_int_equal(res.ends, 2);
     assert_int_equal(res.aborts, 0);
+}
+
+/* Chunks written at once while nothing is queued (a relay's pattern), through a client slower
+ * than the writer: written whole, in part (the rest queued) or left to the queue. */
+static void client_streaming_now(struct hfx *fx)
+{
+    client_streams(fx, "/stream-now", "/stream-now-small");
+}
+
+static void test_http_server_streaming_now(void **state)
+{
+    struct hfx *fx = *state;
+    struct results res;
+    prepare(fx, &res);
+    hfx_run(fx, client_streaming_now, 60000);
+    assert_int_equal(res.ends, 2);
+    assert_int_equal(res.aborts, 0);
+    assert_int_equal(res.write_errors, 0);
+    print_message("now: whole %u partial %u refused %u\n", res.now_whole, res.now_partial,
+                  res.now_refused);
+    /* The slow client made the socket full: every way was taken. */
+    assert_true(res.now_whole > 0);
+    assert_true(res.now_partial > 0);
+    assert_true(res.now_refused > 0);
 }
 
 static void test_http_server_streaming_backpressure(void **state)
@@ -1381,6 +1522,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_http_server_idle_timeout, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_connection_close, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_streaming_owned, hfx_setup, hfx_teardown),
+        cmocka_unit_test_setup_teardown(test_http_server_streaming_now, hfx_setup, hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_streaming_backpressure, hfx_setup,
                                         hfx_teardown),
         cmocka_unit_test_setup_teardown(test_http_server_abort_on_disconnect, hfx_setup,

@@ -82,6 +82,7 @@ struct scope {
 struct scope_slot {
     uint8_t key[16];
     uint8_t state; /* 0 empty, 1 used, 2 deleted */
+    bool link;     /* another provider's activity id leading to s (on_link_start) */
     struct scope *s;
 };
 
@@ -665,6 +666,7 @@ static int scope_put(struct ev_logs *l, const uint8_t *key, struct scope *s)
     }
     memcpy(l->slots[j].key, key, 16);
     l->slots[j].state = 1;
+    l->slots[j].link = false;
     l->slots[j].s = s;
     return 0;
 }
@@ -762,21 +764,32 @@ static void on_scope_start(struct ev_logs *l, const struct md_entry *md,
  * RequestStart...): the runtime's ActivityTracker gives it an activity id nested under the current
  * one, and the records logged inside it carry that id, not the scope's. The id is linked to the
  * scope under its related activity id (a reference: the scope lives while a link to it does) so
- * that records and scopes started under it find their scopes; its Stop removes the link.
+ * that records and scopes started under it find their scopes; its Stop removes the link. A Start
+ * the tracker did not nest carries the current id itself (a scope's, or no related id): nothing
+ * to link, and nothing stored under that id is touched.
  */
 static void on_link_start(struct ev_logs *l, const struct nettrace_event *ev)
 {
-    if (guid_zero(ev->activity_id)) {
-        return;
-    }
     struct scope_slot *under = slot_find(l, ev->related_activity_id);
-    if (under == NULL) {
-        scope_remove(l, ev->activity_id); /* an id reused: what it named is gone */
+    if (under == NULL || guid_zero(ev->activity_id) || slot_find(l, ev->activity_id) != NULL) {
         return;
     }
     struct scope *s = under->s;
     s->refs++;
     scope_store(l, ev->activity_id, s);
+    struct scope_slot *sl = slot_find(l, ev->activity_id);
+    if (sl != NULL && sl->s == s) {
+        sl->link = true;
+    }
+}
+
+/* Another provider's Stop: removes the link its Start made, never a scope. */
+static void on_link_stop(struct ev_logs *l, const struct nettrace_event *ev)
+{
+    struct scope_slot *sl = slot_find(l, ev->activity_id);
+    if (sl != NULL && sl->link) {
+        scope_remove(l, ev->activity_id);
+    }
 }
 
 /* ---- records ----------------------------------------------------------------------------------
@@ -997,8 +1010,12 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     if (md == NULL || md->kind == K_NONE) {
         return;
     }
-    if (md->kind == K_SCOPE_STOP || md->kind == K_LINK_STOP) {
+    if (md->kind == K_SCOPE_STOP) {
         scope_remove(l, ev->activity_id);
+        return;
+    }
+    if (md->kind == K_LINK_STOP) {
+        on_link_stop(l, ev);
         return;
     }
     if (md->kind == K_LINK_START) {

@@ -654,6 +654,10 @@ static void test_ev_logs_nested_activities(void **state)
     ev_json(&t, TS(1), 0x601, 2, "Demo.Category", "InChild", "{}", rec);
     ev_as(&t, false, 0x601, 0);
     ev_json(&t, TS(2), 0x501, 4, "Demo.Category", "WorkFailed", "{}", rec);
+    /* a Start the tracker did not nest carries the scope's own id: its Stop leaves the scope */
+    ev_as(&t, true, 0x401, 0);
+    ev_as(&t, false, 0x401, 0);
+    ev_json(&t, TS(2), 0x401, 2, "Demo.Category", "InScope", "{}", rec);
     ev_as(&t, true, 0x701, 0x7ff); /* under nothing known: no scopes */
     ev_json(&t, TS(2), 0x701, 2, "Demo.Category", "Elsewhere", "{}", rec);
     nt_block(&t, "EventBlock", false);
@@ -670,13 +674,13 @@ static void test_ev_logs_nested_activities(void **state)
     assert_int_equal(ev_logs_new(&l, on_nested, &seen), 0);
     assert_int_equal(ev_logs_feed(l, t.out.b, t.out.n), 0);
     assert_null(ev_logs_error(l));
-    assert_int_equal(seen.n, 5);
-    for (int k = 0; k < 3; k++) { /* WorkStarted, InChild, WorkFailed: all three scopes */
+    assert_int_equal(seen.n, 6);
+    for (int k = 0; k < 4; k++) { /* WorkStarted, InChild, WorkFailed, InScope: all three */
         assert_int_equal(seen.nscopes[k], 3);
         assert_string_equal(seen.first_key[k], "ConnectionId");
     }
-    assert_int_equal(seen.nscopes[3], 0); /* Elsewhere */
-    assert_int_equal(seen.nscopes[4], 0); /* AfterStop */
+    assert_int_equal(seen.nscopes[4], 0); /* Elsewhere */
+    assert_int_equal(seen.nscopes[5], 0); /* AfterStop */
     struct ev_logs_stats st;
     ev_logs_get_stats(l, &st);
     assert_int_equal(st.scopes, 0); /* every scope released once its Stop and its links' came */

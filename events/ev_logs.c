@@ -19,7 +19,20 @@
 #define MAX_METADATA 4096u
 #define SCOPE_SLOTS  16384u /* power of two, > EV_LOGS_MAX_SCOPES / 0.75 */
 
-enum mel_kind { K_NONE = 0, K_FORMATTED, K_JSON, K_SCOPE_START, K_SCOPE_STOP };
+/* K_LINK_START/STOP: another provider's Start/Stop event (docs/events.md §4.3): its nested activity
+ * id leads back to the scope under its related activity id. */
+enum mel_kind {
+    K_NONE = 0,
+    K_FORMATTED,
+    K_JSON,
+    K_SCOPE_START,
+    K_SCOPE_STOP,
+    K_LINK_START,
+    K_LINK_STOP
+};
+
+#define OPCODE_START 1 /* EventOpcode.Start */
+#define OPCODE_STOP  2 /* EventOpcode.Stop */
 
 enum fid {
     F_LEVEL,
@@ -69,6 +82,7 @@ struct scope {
 struct scope_slot {
     uint8_t key[16];
     uint8_t state; /* 0 empty, 1 used, 2 deleted */
+    bool link;     /* another provider's activity id leading to s (on_link_start) */
     struct scope *s;
 };
 
@@ -429,10 +443,32 @@ static void mem_give(struct ev_logs *l, size_t n)
     l->held -= n;
 }
 
-static enum mel_kind classify(const char *provider, const char *name)
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s);
+    size_t k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/*
+ * Another provider's event that opens or closes an EventSource activity: its metadata's opcode,
+ * else (no opcode in the metadata) EventSource's own naming rule, a name ending in Start or Stop.
+ */
+static enum mel_kind classify_other(const char *name, uint8_t opcode)
+{
+    if (opcode == OPCODE_START || (opcode == 0 && ends_with(name, "Start"))) {
+        return K_LINK_START;
+    }
+    if (opcode == OPCODE_STOP || (opcode == 0 && ends_with(name, "Stop"))) {
+        return K_LINK_STOP;
+    }
+    return K_NONE;
+}
+
+static enum mel_kind classify(const char *provider, const char *name, uint8_t opcode)
 {
     if (strcmp(provider, MEL_PROVIDER) != 0) {
-        return K_NONE;
+        return classify_other(name, opcode);
     }
     if (strcmp(name, "FormattedMessage") == 0) {
         return K_FORMATTED;
@@ -458,7 +494,7 @@ static const struct md_entry *md_find(struct ev_logs *l, uint32_t id)
 static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8_t *p, size_t n)
 {
     struct ev_logs *l = ud;
-    enum mel_kind kind = classify(m->provider, m->event_name);
+    enum mel_kind kind = classify(m->provider, m->event_name, m->opcode);
     if (strcmp(m->provider, MEL_PROVIDER) == 0) {
         l->st.mel_metadata++;
     }
@@ -630,8 +666,23 @@ static int scope_put(struct ev_logs *l, const uint8_t *key, struct scope *s)
     }
     memcpy(l->slots[j].key, key, 16);
     l->slots[j].state = 1;
+    l->slots[j].link = false;
     l->slots[j].s = s;
     return 0;
+}
+
+/* scope_put, or on failure the reference given back and the failure counted. */
+static void scope_store(struct ev_logs *l, const uint8_t *key, struct scope *s)
+{
+    int rc = scope_put(l, key, s);
+    if (rc != 0) {
+        scope_release(l, s);
+        if (rc == -ENOMEM) {
+            logs_fail(l, rc, "out of memory");
+        } else {
+            l->st.skipped++;
+        }
+    }
 }
 
 /* The size of pairs_dup's copy of kv[0..n). */
@@ -705,14 +756,39 @@ static void on_scope_start(struct ev_logs *l, const struct md_entry *md,
         s->parent = parent->s;
         s->parent->refs++;
     }
-    int rc = scope_put(l, ev->activity_id, s);
-    if (rc != 0) {
-        scope_release(l, s);
-        if (rc == -ENOMEM) {
-            logs_fail(l, rc, "out of memory");
-        } else {
-            l->st.skipped++;
-        }
+    scope_store(l, ev->activity_id, s);
+}
+
+/*
+ * Another provider's Start (DiagnosticSource's ActivityStart for an Activity, HttpClient's
+ * RequestStart...): the runtime's ActivityTracker gives it an activity id nested under the current
+ * one, and the records logged inside it carry that id, not the scope's. The id is linked to the
+ * scope under its related activity id (a reference: the scope lives while a link to it does) so
+ * that records and scopes started under it find their scopes; its Stop removes the link. A Start
+ * the tracker did not nest carries the current id itself (a scope's, or no related id): nothing
+ * to link, and nothing stored under that id is touched.
+ */
+static void on_link_start(struct ev_logs *l, const struct nettrace_event *ev)
+{
+    struct scope_slot *under = slot_find(l, ev->related_activity_id);
+    if (under == NULL || guid_zero(ev->activity_id) || slot_find(l, ev->activity_id) != NULL) {
+        return;
+    }
+    struct scope *s = under->s;
+    s->refs++;
+    scope_store(l, ev->activity_id, s);
+    struct scope_slot *sl = slot_find(l, ev->activity_id);
+    if (sl != NULL && sl->s == s) {
+        sl->link = true;
+    }
+}
+
+/* Another provider's Stop: removes the link its Start made, never a scope. */
+static void on_link_stop(struct ev_logs *l, const struct nettrace_event *ev)
+{
+    struct scope_slot *sl = slot_find(l, ev->activity_id);
+    if (sl != NULL && sl->link) {
+        scope_remove(l, ev->activity_id);
     }
 }
 
@@ -936,6 +1012,14 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     }
     if (md->kind == K_SCOPE_STOP) {
         scope_remove(l, ev->activity_id);
+        return;
+    }
+    if (md->kind == K_LINK_STOP) {
+        on_link_stop(l, ev);
+        return;
+    }
+    if (md->kind == K_LINK_START) {
+        on_link_start(l, ev);
         return;
     }
     if (ev_record_decode(&l->rec, md->schema, ev->payload, ev->payload_len) != 0) {

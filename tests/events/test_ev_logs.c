@@ -589,6 +589,106 @@ static void test_ev_logs_trace_context(void **state)
     free(t.blk.b);
 }
 
+/* ---- scopes through other providers' activities --------------------------------------------- */
+
+enum { MD_AS_START = 6, MD_AS_STOP = 7 };
+
+static const char *const as_f[] = {"SourceName", "ActivityName"};
+static const uint32_t as_c[] = {18, 18};
+
+/* DiagnosticSource's ActivityStart/ActivityStop: an EventSource Start/Stop of another provider. */
+static void ev_as(struct nt *t, bool start, unsigned act, unsigned rel)
+{
+    struct wb p = {0};
+    wb_wstr(&p, "Demo.Source");
+    wb_wstr(&p, "demo.span");
+    nt_blob(t, start ? MD_AS_START : MD_AS_STOP, SYNC_QPC, act, rel, &p);
+    free(p.b);
+}
+
+struct nested {
+    int n;
+    size_t nscopes[8];
+    char first_key[8][32]; /* the outermost scope's first key */
+};
+
+static void on_nested(void *ud, const struct ev_log_record *r)
+{
+    struct nested *s = ud;
+    assert_true(s->n < 8);
+    s->nscopes[s->n] = r->nscopes;
+    if (r->nscopes > 0 && r->scopes[0].npairs > 0) {
+        snprintf(s->first_key[s->n], sizeof(s->first_key[0]), "%s", r->scopes[0].pairs[0].key);
+    }
+    s->n++;
+}
+
+/*
+ * The id chain of an ASP.NET Core request whose handler logs inside ActivitySource activities, as
+ * the runtime's ActivityTracker numbers it when DiagnosticSource's ActivityStart events are on in
+ * the session (captured from tests/otel/app): each Start of any provider opens an activity id
+ * nested under the current one, so a record logged inside an Activity carries the Activity's
+ * EventSource id, whose related id leads back to the logging scopes. (The writer's guids keep 16
+ * bits of an id: the ids here are distinct in those.)
+ */
+static void test_ev_logs_nested_activities(void **state)
+{
+    (void)state;
+    struct nt t;
+    nt_begin(&t);
+    md_def(&t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
+    md_def(&t, MD_START, MEL, "ActivityJsonStart", start_f, start_c, 4);
+    md_def(&t, MD_STOP, MEL, "ActivityJsonStop", stop_f, stop_c, 3);
+    md_def(&t, MD_AS_START, "Microsoft-Diagnostics-DiagnosticSource", "ActivityStart", as_f, as_c,
+           2);
+    md_def(&t, MD_AS_STOP, "Microsoft-Diagnostics-DiagnosticSource", "ActivityStop", as_f, as_c, 2);
+    nt_block(&t, "MetadataBlock", false);
+    const char *rec = "{\"{OriginalFormat}\":\"work\"}";
+    ev_scope(&t, true, 0x101, 0, "{\"ConnectionId\":\"c1\"}");  /* Kestrel's connection scope */
+    ev_as(&t, true, 0x201, 0x101);                              /* HttpRequestIn */
+    ev_scope(&t, true, 0x301, 0x201, "{\"RequestId\":\"r1\"}"); /* the hosting scope */
+    ev_scope(&t, true, 0x401, 0x301, "{\"Tenant\":\"contoso\"}");
+    ev_as(&t, true, 0x501, 0x401); /* work.parent */
+    ev_json(&t, TS(1), 0x501, 2, "Demo.Category", "WorkStarted", "{}", rec);
+    ev_as(&t, true, 0x601, 0x501); /* work.child, started and stopped */
+    ev_json(&t, TS(1), 0x601, 2, "Demo.Category", "InChild", "{}", rec);
+    ev_as(&t, false, 0x601, 0);
+    ev_json(&t, TS(2), 0x501, 4, "Demo.Category", "WorkFailed", "{}", rec);
+    /* a Start the tracker did not nest carries the scope's own id: its Stop leaves the scope */
+    ev_as(&t, true, 0x401, 0);
+    ev_as(&t, false, 0x401, 0);
+    ev_json(&t, TS(2), 0x401, 2, "Demo.Category", "InScope", "{}", rec);
+    ev_as(&t, true, 0x701, 0x7ff); /* under nothing known: no scopes */
+    ev_json(&t, TS(2), 0x701, 2, "Demo.Category", "Elsewhere", "{}", rec);
+    nt_block(&t, "EventBlock", false);
+    ev_as(&t, false, 0x501, 0);
+    ev_json(&t, TS(3), 0x501, 2, "Demo.Category", "AfterStop", "{}", rec); /* link gone */
+    ev_scope(&t, false, 0x401, 0, NULL);
+    ev_scope(&t, false, 0x301, 0, NULL);
+    ev_as(&t, false, 0x201, 0);
+    ev_scope(&t, false, 0x101, 0, NULL);
+    ev_as(&t, false, 0x701, 0);
+    nt_block(&t, "EventBlock", false);
+    struct nested seen = {0};
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, on_nested, &seen), 0);
+    assert_int_equal(ev_logs_feed(l, t.out.b, t.out.n), 0);
+    assert_null(ev_logs_error(l));
+    assert_int_equal(seen.n, 6);
+    for (int k = 0; k < 4; k++) { /* WorkStarted, InChild, WorkFailed, InScope: all three */
+        assert_int_equal(seen.nscopes[k], 3);
+        assert_string_equal(seen.first_key[k], "ConnectionId");
+    }
+    assert_int_equal(seen.nscopes[4], 0); /* Elsewhere */
+    assert_int_equal(seen.nscopes[5], 0); /* AfterStop */
+    struct ev_logs_stats st;
+    ev_logs_get_stats(l, &st);
+    assert_int_equal(st.scopes, 0); /* every scope released once its Stop and its links' came */
+    ev_logs_free(l);
+    free(t.out.b);
+    free(t.blk.b);
+}
+
 static void test_ev_logs_damage(void **state)
 {
     (void)state;
@@ -627,10 +727,15 @@ static void test_ev_logs_damage(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ev_logs_uncompressed), cmocka_unit_test(test_ev_logs_compressed),
-        cmocka_unit_test(test_ev_logs_scope_cap),    cmocka_unit_test(test_ev_logs_levels),
-        cmocka_unit_test(test_ev_logs_real),         cmocka_unit_test(test_ev_logs_damage),
-        cmocka_unit_test(test_ev_logs_budget),       cmocka_unit_test(test_ev_logs_trace_context),
+        cmocka_unit_test(test_ev_logs_uncompressed),
+        cmocka_unit_test(test_ev_logs_compressed),
+        cmocka_unit_test(test_ev_logs_scope_cap),
+        cmocka_unit_test(test_ev_logs_levels),
+        cmocka_unit_test(test_ev_logs_real),
+        cmocka_unit_test(test_ev_logs_damage),
+        cmocka_unit_test(test_ev_logs_budget),
+        cmocka_unit_test(test_ev_logs_trace_context),
+        cmocka_unit_test(test_ev_logs_nested_activities),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,8 +143,11 @@ int otel_session_providers_sampled(const struct otel_settings *st, bool sampler,
     /* LogLevel → EventLevel: Trace and Debug are Verbose (5), then 4 Informational … 1 Critical */
     int level = st->log_level;
     uint32_t ev_level = level <= EV_LOG_DEBUG ? 5u : level >= EV_LOG_CRITICAL ? 1u : 6u - level;
+    /* Keyword 0x8 (JsonMessage) alone: MessageJson carries the template, the arguments, the
+     * exception, the trace context and the formatted text; 0x4 would make the app format and
+     * write every record a second time as a FormattedMessage event (docs/otel.md §3). */
     out->v[out->n++] = (struct ipc_provider){
-        .name = MEL_PROVIDER, .keywords = 0xC, .level = ev_level, .arguments = out->mel_args};
+        .name = MEL_PROVIDER, .keywords = 0x8, .level = ev_level, .arguments = out->mel_args};
     out->v[out->n++] = (struct ipc_provider){.name = TPL_PROVIDER, .keywords = 0x80, .level = 4};
     return 0;
 }

@@ -50,7 +50,7 @@ void otel_procs_close(struct otel_procs *ps, uint64_t drain_ms, void (*done)(voi
 
 /*
  * The providers of a process's telemetry session (one EventPipe session per process for logs and
- * spans): the logs session's two (Microsoft-Extensions-Logging with keywords 0xC and the level and
+ * spans): the logs session's two (Microsoft-Extensions-Logging with keyword 0x8 and the level and
  * FilterSpecs of st; TplEventSource 0x80 for scopes) when logs are exported, and when traces are,
  * Microsoft-Diagnostics-DiagnosticSource (EV_ACTIVITY_KEYWORDS, EV_ACTIVITY_LEVEL) with the
  * FilterAndPayloadSpecs of ev_activity_filter_specs(st->activity_sources or "*", ratio): ratio is

@@ -342,8 +342,8 @@ static void test_otel_providers(void **state)
     assert_int_equal(otel_session_providers(&st, &pr), 0);
     assert_int_equal(pr.n, 2);
     assert_string_equal(pr.v[0].name, "Microsoft-Extensions-Logging");
-    assert_int_equal(pr.v[0].keywords, 0xC);
-    assert_int_equal(pr.v[0].level, 3); /* Warning */
+    assert_int_equal(pr.v[0].keywords, 0x8); /* JsonMessage alone (docs/otel.md §3) */
+    assert_int_equal(pr.v[0].level, 3);      /* Warning */
     /* the app's own filters first, then LogCategories */
     assert_string_equal(pr.v[0].arguments,
                         "FilterSpecs=\"UseAppFilters;Microsoft:Warning;App:Debug\"");

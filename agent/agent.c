@@ -738,6 +738,20 @@ static void on_otel_flushed(void *ud)
     a->open_handles--;
 }
 
+/* The OTel sessions drained (otel_proc.h): the exporter sends what is queued in what is left of
+ * the grace period. */
+static void on_otel_procs_closed(void *ud)
+{
+    struct agent *a = ud;
+    if (a->otel == NULL) {
+        return;
+    }
+    uint64_t grace = agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE);
+    uint64_t spent = uv_now(a->loop) - a->stop_started_ms;
+    a->open_handles++;
+    otel_shutdown(a->otel, spent < grace ? grace - spent : 1, on_otel_flushed, a);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     struct agent *a = s->data;
@@ -1097,6 +1111,7 @@ void agent_stop(struct agent *a)
         return;
     }
     a->stopping = true;
+    a->stop_started_ms = uv_now(a->loop);
     uv_timer_init(a->loop, &a->shutdown_deadline);
     a->shutdown_deadline.data = a;
     uv_timer_start(&a->shutdown_deadline, on_shutdown_deadline,
@@ -1111,14 +1126,14 @@ void agent_stop(struct agent *a)
     artifact_shutdown(a, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE));
     /* The producers hand their last metric values over, then the exporter flushes them. */
     metrics_set_hook(a->metrics, NULL, NULL);
-    otel_procs_close(a->otel_procs);
-    a->otel_procs = NULL;
     metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
     a->metrics = NULL;
-    if (a->otel != NULL) { /* what is queued is sent within the grace period, the rest counted */
-        a->open_handles++;
-        otel_shutdown(a->otel, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE), on_otel_flushed, a);
-    }
+    /* The OTel sessions stop gracefully (what the runtimes still buffer is read and exported) in
+     * half the grace period at most; then what is queued is sent within the rest of it, and what
+     * is still unsent then is counted. */
+    struct otel_procs *procs = a->otel_procs;
+    a->otel_procs = NULL;
+    otel_procs_close(procs, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE) / 2, on_otel_procs_closed, a);
     rules_run_close(a->rules); /* freed by agent_fini: closing instances point at the rules */
     apikey_watch_stop(a);
     if (a->http != NULL) {

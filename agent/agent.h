@@ -77,6 +77,7 @@ struct agent {
     uv_signal_t sig_int;
     uv_signal_t sig_term;
     uv_timer_t shutdown_deadline; /* armed by agent_stop (unreferenced) */
+    uint64_t stop_started_ms;     /* uv_now when agent_stop began */
     uv_timer_t idle_trim;         /* the last job went: agent_went_idle soon (unreferenced) */
     bool idle_trim_on;            /* idle_trim is initialized and not closed */
     int open_handles;             /* signal handles + http server + discovery still open */

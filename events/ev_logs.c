@@ -952,8 +952,16 @@ static void on_message_json(struct ev_logs *l, const struct md_entry *md,
             fmt = l->kv[k].str;
         }
     }
-    r.message = fmt != NULL ? render_template(l, fmt, l->kv, (size_t)n)
-                            : (l->last_formatted != NULL ? l->last_formatted : "");
+    /* Without a template: the last FormattedMessage event's text (dotnet-monitor's rule; with
+     * keyword 0x4 it comes right before its MessageJson), else the event's own FormattedMessage
+     * field (the runtime fills it whatever the keywords: a session with keyword 0x8 alone has no
+     * FormattedMessage event to remember and keeps the text). */
+    bool own_ok = fmt == NULL && l->last_formatted == NULL;
+    const char *own = own_ok ? field_str(l, md, F_FORMATTED, "", &own_ok) : "";
+    r.message = fmt != NULL                 ? render_template(l, fmt, l->kv, (size_t)n)
+                : l->last_formatted != NULL ? l->last_formatted
+                : own_ok                    ? own
+                                            : "";
     exception_fields(l, exc, &r);
     trace_fields(l, md, &r);
     r.has_state = true;

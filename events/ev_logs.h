@@ -9,7 +9,8 @@
  * /logs formats of StreamingLogger (api.md §6). Pure: no libuv, no I/O, no globals.
  *
  * Records: FormattedMessage is remembered; MessageJson makes a record (message re-rendered from
- * `{OriginalFormat}` with the argument strings, else the last formatted message; state = the
+ * `{OriginalFormat}` with the argument strings, else the last formatted message, else, in a
+ * session without keyword 0x4, MessageJson's own FormattedMessage field; state = the
  * arguments; a non-`{}` ExceptionJson gives the exception text VerboseMessage; an empty
  * ArgumentsJson drops the event); ActivityJsonStart/Stop open and close scopes keyed by the
  * event's ActivityId, parent = the scope under its RelatedActivityId. Events are matched by

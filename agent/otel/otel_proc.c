@@ -73,8 +73,13 @@ struct otel_procs {
     const struct otel_settings *st;
     struct oproc *procs;
     uv_timer_t flush; /* metric_interval_ms */
+    uv_timer_t stop;  /* the sessions' drain at shutdown: the rest is aborted then */
     size_t closing;   /* handles closing */
     bool closed;
+    bool draining; /* closed, some sessions still ending; done not called yet */
+    uint64_t stop_ms;
+    void (*done)(void *ud);
+    void *done_ud;
     struct otel_providers prov;
     struct otel_providers prov_unsampled; /* the same without the sampler */
     char host[256];
@@ -138,8 +143,11 @@ int otel_session_providers_sampled(const struct otel_settings *st, bool sampler,
     /* LogLevel → EventLevel: Trace and Debug are Verbose (5), then 4 Informational … 1 Critical */
     int level = st->log_level;
     uint32_t ev_level = level <= EV_LOG_DEBUG ? 5u : level >= EV_LOG_CRITICAL ? 1u : 6u - level;
+    /* Keyword 0x8 (JsonMessage) alone: MessageJson carries the template, the arguments, the
+     * exception, the trace context and the formatted text; 0x4 would make the app format and
+     * write every record a second time as a FormattedMessage event (docs/otel.md §3). */
     out->v[out->n++] = (struct ipc_provider){
-        .name = MEL_PROVIDER, .keywords = 0xC, .level = ev_level, .arguments = out->mel_args};
+        .name = MEL_PROVIDER, .keywords = 0x8, .level = ev_level, .arguments = out->mel_args};
     out->v[out->n++] = (struct ipc_provider){.name = TPL_PROVIDER, .keywords = 0x80, .level = 4};
     return 0;
 }
@@ -232,6 +240,7 @@ static void op_started(void *ctx, uint64_t session_id, int version)
 }
 
 static void op_on_retry(uv_timer_t *t);
+static void op_remove(struct oproc *op);
 
 /* The decoders go with their session (their fixed parts were charged to the share at the start).
  */
@@ -253,6 +262,10 @@ static void op_session_ended(struct oproc *op, const char *how)
 {
     op->ds = NULL;
     op_logs_free(op);
+    if (op->ps->closed && !op->gone) { /* drained at shutdown: everything it had was fed */
+        op_remove(op);
+        return;
+    }
     if (op->gone || op->ps->closed) {
         return;
     }
@@ -455,6 +468,26 @@ static void ps_maybe_free(struct otel_procs *ps)
     }
 }
 
+static void ps_on_stop_closed(uv_handle_t *h)
+{
+    struct otel_procs *ps = h->data;
+    ps->closing--;
+    ps_maybe_free(ps);
+}
+
+/* Closing, and the last session ended: the caller's done, once (it may flush the exporter now). */
+static void ps_drained(struct otel_procs *ps)
+{
+    if (!ps->draining || ps->procs != NULL) {
+        return;
+    }
+    ps->draining = false;
+    uv_close((uv_handle_t *)&ps->stop, ps_on_stop_closed);
+    if (ps->done != NULL) {
+        ps->done(ps->done_ud);
+    }
+}
+
 static void op_on_closed(uv_handle_t *h)
 {
     struct oproc *op = h->data;
@@ -477,7 +510,9 @@ static void op_remove(struct oproc *op)
         }
     }
     op->gone = true;
-    op_flush_metrics(op);
+    if (!ps->closed) { /* closing flushed every process's values already */
+        op_flush_metrics(op);
+    }
     if (op->env_req != NULL) {
         ipc_env_cancel(op->env_req);
         op->env_req = NULL;
@@ -498,6 +533,7 @@ static void op_remove(struct oproc *op)
     free(op->clr_version);
     ps->closing++;
     uv_close((uv_handle_t *)&op->retry, op_on_closed);
+    ps_drained(ps);
 }
 
 static void op_add(struct otel_procs *ps, const struct ipc_process *p)
@@ -580,6 +616,8 @@ int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out)
     uv_timer_init(a->loop, &ps->flush);
     ps->flush.data = ps;
     uv_unref((uv_handle_t *)&ps->flush);
+    uv_timer_init(a->loop, &ps->stop);
+    ps->stop.data = ps;
     if (st->signal[OTLP_METRICS]) {
         uint64_t every = st->metric_interval_ms > 0 ? st->metric_interval_ms : 60000;
         uv_timer_start(&ps->flush, ps_on_flush, every, every);
@@ -595,17 +633,59 @@ static void ps_on_flush_closed(uv_handle_t *h)
     ps_maybe_free(ps);
 }
 
-void otel_procs_close(struct otel_procs *ps)
+/* The drain took too long: what has not ended is aborted (the runtime's side is stopped in the
+ * background), its buffered events lost. */
+static void ps_on_stop(uv_timer_t *t)
+{
+    struct otel_procs *ps = t->data;
+    size_t left = 0;
+    for (struct oproc *op = ps->procs; op != NULL; op = op->next) {
+        left++;
+    }
+    log_warn(cat,
+             "shutdown: %zu OpenTelemetry session(s) did not end within %" PRIu64
+             " ms; what their runtimes still held is not exported",
+             left, ps->stop_ms);
+    while (ps->procs != NULL) {
+        op_remove(ps->procs); /* the last one calls ps_drained */
+    }
+}
+
+void otel_procs_close(struct otel_procs *ps, uint64_t drain_ms, void (*done)(void *ud), void *ud)
 {
     if (ps == NULL || ps->closed) {
+        if (done != NULL) {
+            done(ud);
+        }
         return;
     }
     ps->closed = true;
-    ps->closing++; /* the flush timer; keeps ps alive while the processes are removed */
-    while (ps->procs != NULL) {
-        op_remove(ps->procs);
-    }
+    ps->done = done;
+    ps->done_ud = ud;
+    ps->stop_ms = drain_ms > 0 ? drain_ms : 1;
+    ps->closing++; /* the flush timer */
     uv_close((uv_handle_t *)&ps->flush, ps_on_flush_closed);
+    ps->closing++; /* the stop timer, closed by ps_drained; keeps ps alive while draining */
+    ps->draining = true;
+    /* Every process's last metric values first; then the sessions are stopped gracefully
+     * (StopTracing, the rest of the stream fed to the decoders and so to the exporter); a
+     * process without a session is removed at once, one with a session once it ended. */
+    struct oproc *next = NULL;
+    for (struct oproc *op = ps->procs; op != NULL; op = next) {
+        next = op->next;
+        op_flush_metrics(op);
+        uv_timer_stop(&op->retry);
+        op->relisten = false;
+        if (op->ds != NULL) {
+            dsession_stop(op->ds);
+        } else {
+            op_remove(op);
+        }
+    }
+    if (ps->procs != NULL) {
+        uv_timer_start(&ps->stop, ps_on_stop, ps->stop_ms, 0);
+    }
+    ps_drained(ps); /* nothing to wait for: done now */
 }
 
 /* ---- the one-spec-set rule (otel_proc.h) ----------------------------------------------------- */

@@ -37,13 +37,20 @@ int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out);
 void otel_procs_on_process(struct otel_procs *ps, const struct ipc_process *p, bool added);
 /* A metrics_sample_hook (metrics.h): s is taken into the process's series (ud: the otel_procs). */
 void otel_procs_on_sample(void *ud, const char *uid, const struct ev_metric_sample *s);
-/* Hands every process's last metric values to the exporter, ends the sessions, releases the
- * sources; the rest goes in the background (ps is freed once its handles closed). NULL: nothing. */
-void otel_procs_close(struct otel_procs *ps);
+/*
+ * Shutdown: hands every process's last metric values to the exporter, then stops every telemetry
+ * session gracefully (StopTracing; what the runtime still had buffered is read to the end of the
+ * stream and fed to the decoders, so its records and spans reach the exporter), at most drain_ms;
+ * a session not ended by then is aborted (a warning counts them). done(ud) once every process is
+ * removed and its source released: then the exporter may be shut down (otel_shutdown). done may
+ * run inside this call (nothing to wait for, or ps NULL). The rest goes in the background (ps is
+ * freed once its handles closed).
+ */
+void otel_procs_close(struct otel_procs *ps, uint64_t drain_ms, void (*done)(void *ud), void *ud);
 
 /*
  * The providers of a process's telemetry session (one EventPipe session per process for logs and
- * spans): the logs session's two (Microsoft-Extensions-Logging with keywords 0xC and the level and
+ * spans): the logs session's two (Microsoft-Extensions-Logging with keyword 0x8 and the level and
  * FilterSpecs of st; TplEventSource 0x80 for scopes) when logs are exported, and when traces are,
  * Microsoft-Diagnostics-DiagnosticSource (EV_ACTIVITY_KEYWORDS, EV_ACTIVITY_LEVEL) with the
  * FilterAndPayloadSpecs of ev_activity_filter_specs(st->activity_sources or "*", ratio): ratio is

@@ -179,6 +179,16 @@ static size_t capture_source(void *ud, uint64_t off, uint8_t *buf, size_t cap)
 
 /* ---- test -------------------------------------------------------------------------------- */
 
+static void set_flag(void *ud)
+{
+    *(bool *)ud = true;
+}
+
+static bool flag_set(void *ud)
+{
+    return *(bool *)ud;
+}
+
 static struct agent agent;
 static struct otel fake_otel;
 
@@ -268,7 +278,24 @@ static void test_otel_proc_flow(void **state)
     assert_int_equal(fake_otel.released, 1);
     assert_true(fake_otel.metrics > before);
     assert_true(fake_otel.last_value == 50);
-    otel_procs_close(ps);
+    assert_true(tl_run_until(tl, sessions_gone, NULL, 5000));
+
+    /* shutdown with a live session: it is stopped (StopTracing, the stream read to its end tag),
+     * not aborted, and done comes once it ended and the source is released */
+    fake_otel.logs = 0;
+    otel_procs_on_process(ps, &p, true);
+    assert_true(tl_run_until(tl, five_logs, &fake_otel, 5000));
+    unsigned last = fake_runtime_sessions(fake) - 1;
+    bool closed = false;
+    otel_procs_close(ps, 3000, set_flag, &closed);
+    assert_false(closed);
+    assert_true(tl_run_until(tl, flag_set, &closed, 5000));
+    struct fake_session_info si;
+    assert_int_equal(fake_runtime_session(fake, last, &si), 0);
+    assert_int_equal(si.stops, 1);
+    assert_true(si.end_tag);
+    assert_false(si.client_closed);
+    assert_int_equal(fake_otel.released, 2);
     assert_true(tl_run_until(tl, sessions_gone, NULL, 5000));
     tl_close_fake(tl, fake);
     fake_rmdir(dir);
@@ -315,8 +342,8 @@ static void test_otel_providers(void **state)
     assert_int_equal(otel_session_providers(&st, &pr), 0);
     assert_int_equal(pr.n, 2);
     assert_string_equal(pr.v[0].name, "Microsoft-Extensions-Logging");
-    assert_int_equal(pr.v[0].keywords, 0xC);
-    assert_int_equal(pr.v[0].level, 3); /* Warning */
+    assert_int_equal(pr.v[0].keywords, 0x8); /* JsonMessage alone (docs/otel.md §3) */
+    assert_int_equal(pr.v[0].level, 3);      /* Warning */
     /* the app's own filters first, then LogCategories */
     assert_string_equal(pr.v[0].arguments,
                         "FilterSpecs=\"UseAppFilters;Microsoft:Warning;App:Debug\"");

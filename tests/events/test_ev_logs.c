@@ -533,8 +533,8 @@ static void on_traced(void *ud, const struct ev_log_record *r)
     t->n++;
 }
 
-static void ev_json_traced(struct nt *t, const char *exc, const char *tid, const char *sid,
-                           const char *flags)
+static void ev_json_full(struct nt *t, const char *exc, const char *args, const char *formatted,
+                         const char *tid, const char *sid, const char *flags)
 {
     struct wb p = {0};
     wb_u32(&p, 4);
@@ -543,8 +543,8 @@ static void ev_json_traced(struct nt *t, const char *exc, const char *tid, const
     wb_u32(&p, 7);
     wb_wstr(&p, "Ev7");
     wb_wstr(&p, exc);
-    wb_wstr(&p, "{\"{OriginalFormat}\":\"boom\"}");
-    wb_wstr(&p, "boom");
+    wb_wstr(&p, args);
+    wb_wstr(&p, formatted);
     wb_wstr(&p, tid);
     wb_wstr(&p, sid);
     wb_wstr(&p, flags);
@@ -552,13 +552,35 @@ static void ev_json_traced(struct nt *t, const char *exc, const char *tid, const
     free(p.b);
 }
 
+/* A stream whose one event kind is MessageJson: its metadata written. */
+static void json_only_begin(struct nt *t)
+{
+    nt_begin(t);
+    md_def(t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
+    nt_block(t, "MetadataBlock", false);
+}
+
+/* Its events' block closed, the whole stream fed to a new decoder (the caller frees it). */
+static struct ev_logs *json_only_feed(struct nt *t, ev_logs_record_cb cb, void *ud)
+{
+    nt_block(t, "EventBlock", false);
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, cb, ud), 0);
+    assert_int_equal(ev_logs_feed(l, t->out.b, t->out.n), 0);
+    return l;
+}
+
+static void ev_json_traced(struct nt *t, const char *exc, const char *tid, const char *sid,
+                           const char *flags)
+{
+    ev_json_full(t, exc, "{\"{OriginalFormat}\":\"boom\"}", "boom", tid, sid, flags);
+}
+
 static void test_ev_logs_trace_context(void **state)
 {
     (void)state;
     struct nt t;
-    nt_begin(&t);
-    md_def(&t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
-    nt_block(&t, "MetadataBlock", false);
+    json_only_begin(&t);
     ev_json_traced(&t,
                    "{\"TypeName\":\"System.InvalidOperationException\",\"Message\":\"bad\","
                    "\"HResult\":\"-2146233079\",\"VerboseMessage\":\"System.Invalid"
@@ -566,11 +588,8 @@ static void test_ev_logs_trace_context(void **state)
                    "0af7651916cd43dd8448eb211c80319c", "B7AD6B7169203331", "1");
     ev_json_traced(&t, "{}", "", "", "");
     ev_json_traced(&t, "{}", "0af7651916cd43dd8448eb211c80319", "b7ad6b7169203331", "0");
-    nt_block(&t, "EventBlock", false);
     struct traced seen = {0};
-    struct ev_logs *l = NULL;
-    assert_int_equal(ev_logs_new(&l, on_traced, &seen), 0);
-    assert_int_equal(ev_logs_feed(l, t.out.b, t.out.n), 0);
+    struct ev_logs *l = json_only_feed(&t, on_traced, &seen);
     assert_int_equal(seen.n, 3);
     const uint8_t tid[16] = {0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd,
                              0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c};
@@ -689,6 +708,39 @@ static void test_ev_logs_nested_activities(void **state)
     free(t.blk.b);
 }
 
+/* A session with keyword 0x8 alone (the OTel session's): no FormattedMessage events. A record
+ * without a template keeps its text from MessageJson's own FormattedMessage field; one with a
+ * template is rendered from it as always. */
+struct texts {
+    int n;
+    char msg[2][64];
+};
+
+static void on_text(void *ud, const struct ev_log_record *r)
+{
+    struct texts *t = ud;
+    assert_true(t->n < 2);
+    snprintf(t->msg[t->n], sizeof(t->msg[t->n]), "%s", r->message);
+    t->n++;
+}
+
+static void test_ev_logs_json_only(void **state)
+{
+    (void)state;
+    struct nt t;
+    json_only_begin(&t);
+    ev_json_full(&t, "{}", "{\"Order\":\"17\"}", "order 17 placed", "", "", "");
+    ev_json_full(&t, "{}", "{\"N\":\"3\",\"{OriginalFormat}\":\"n={N}\"}", "not this", "", "", "");
+    struct texts seen = {0};
+    struct ev_logs *l = json_only_feed(&t, on_text, &seen);
+    assert_int_equal(seen.n, 2);
+    assert_string_equal(seen.msg[0], "order 17 placed");
+    assert_string_equal(seen.msg[1], "n=3");
+    ev_logs_free(l);
+    free(t.out.b);
+    free(t.blk.b);
+}
+
 static void test_ev_logs_damage(void **state)
 {
     (void)state;
@@ -736,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_ev_logs_budget),
         cmocka_unit_test(test_ev_logs_trace_context),
         cmocka_unit_test(test_ev_logs_nested_activities),
+        cmocka_unit_test(test_ev_logs_json_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

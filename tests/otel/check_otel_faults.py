@@ -6,7 +6,8 @@ and timeouts shortened through settings. In turn: the receiver down at start (a 
 then delivery), 429 with Retry-After honoured (the retry waits for it), a slow receiver, down for
 a while mid-run (retries, then delivery, nothing dropped below the queue bound), an app that exits
 with a batch pending (its spans still delivered), a clean stop of dotmon with spans queued (sent
-before it exits). Then a second dotmon to a receiver over TLS with a private CA
+before it exits) right after more work (its records and spans, still in the runtime's buffers
+then, delivered too: the stop drains the OTel session). Then a second dotmon to a receiver over TLS with a private CA
 (OTEL_EXPORTER_OTLP_CERTIFICATE) that wants an API key (OTEL_EXPORTER_OTLP_HEADERS)."""
 
 import os
@@ -106,25 +107,28 @@ def faults(tmp, rx, proxy):
         proxy.down()  # the spans wait in dotmon's queue (retrying) ...
         a7 = app2.work(7)
         check(wait_for(lambda: queued_traces(port) >= 5, 15), f"the second app's spans queued ({queued_traces(port)})")
-        # the request span ends after the answer: wait until what dotmon holds stays the same for 1 s
-        # (the stop ends the sessions at once: what the runtime still buffers is not read)
-        last = [queued_traces(port), time.time()]
-
-        def still():
-            n = queued_traces(port)
-            if n != last[0]:
-                last[:] = [n, time.time()]
-            return time.time() - last[1] >= 1.0
-
-        wait_for(still, 10)
-        proxy.up()  # ... and the stop sends them at once, not after the backoff
+        # the last work right before the stop: its records and spans are still in the runtime's
+        # buffers when dotmon is told to stop; the stop ends the OTel session gracefully
+        # (StopTracing, the stream read to its end), so they are exported before it exits
+        a8 = app2.work(8)
+        proxy.up()  # ... and the stop sends what is queued at once, not after the backoff
         stop(dm, 20)
         text = log_text(log)
         check(dm.returncode == 0 and "not delivered in time" not in text, "a clean stop: nothing left undelivered")
+        check("did not end within" not in text, "the OTel session ended within its share of the grace period")
         got = own_spans(rx, a7["traceId"])
         want = {a7[k] for k in ("requestSpanId", "parentSpanId", "childSpanId", "echoParentSpanId", "echoSpanId")}
         check(got == want, f"the queued spans reached the receiver before dotmon exited ({len(got & want)} of 5, "
                            f"{len(got - want)} others)")
+        got = own_spans(rx, a8["traceId"])
+        want = {a8[k] for k in ("parentSpanId", "childSpanId", "echoParentSpanId", "echoSpanId")}
+        print(f"the last work's request span {'arrived' if a8['requestSpanId'] in got else 'did not arrive'} "
+              "(it ends after the answer, maybe after the stop)", flush=True)
+        check(want <= got, f"the spans made right before the stop reached the receiver ({len(got & want)} of 4)")
+        names = {"WorkStarted", "WorkFailed", "Echo"}
+        logs = rx.wait_logs(lambda v: names <= {r["event_name"] for r in v}, seconds=5, trace_id=a8["traceId"])
+        check(names <= {r["event_name"] for r in logs},
+              f"the records logged right before the stop reached the receiver ({sorted(r['event_name'] for r in logs)})")
         check("Sanitizer" not in text and "runtime error" not in text, "no sanitizer report")
     finally:
         stop(dm, 15)

@@ -16,4 +16,11 @@ bool ascii_ieq(const char *a, const char *b);
 /* s[0..n) equals the C string lit but for ASCII case (s may hold a NUL before n: then false). */
 bool ascii_ieq_n(const char *s, size_t n, const char *lit);
 
+/*
+ * What an error or log line may quote of a URL given in settings: its scheme and authority
+ * ("https://host:4318"), never a user:password@ part (then the scheme alone), a path or a query
+ * (either may hold a key). out is "" when url has no "://". out is always NUL-terminated.
+ */
+void ascii_url_quotable(const char *url, char *out, size_t outlen);
+
 #endif

@@ -308,13 +308,22 @@ static int timestamp(struct buf *ts, const struct log_options *o, const struct t
 
 /* ---- the formatters ------------------------------------------------------------------------ */
 
-/* "text" with each newline replaced by rep. */
+/*
+ * "text" with each newline replaced by rep, and every other control character (C0 but tab, and
+ * DEL) by '?': text from outside (a receiver's or STS's message, a process name) must not drive a
+ * terminal or forge journal fields.
+ */
 static int append_lines(struct buf *out, const char *text, const char *rep)
 {
     int rc = 0;
     for (const char *p = text; *p != '\0' && rc == 0;) {
         size_t n = strcspn(p, "\r\n");
         rc = buf_append(out, p, n);
+        for (size_t i = rc == 0 ? out->len - n : out->len; i < out->len; i++) {
+            if ((out->p[i] < 0x20 && out->p[i] != '\t') || out->p[i] == 0x7f) {
+                out->p[i] = '?';
+            }
+        }
         p += n;
         if (*p == '\0') {
             break;

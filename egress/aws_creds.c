@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ascii.h"
 #include "aws_profile.h"
 #include "aws_remote.h"
 #include "ehttp.h"
@@ -68,7 +69,8 @@ static const char *const src_names[] = {"web identity (STS AssumeRoleWithWebIden
  * STS once per credentials' life, not once per upload. The loop's thread only.
  */
 static struct {
-    char *what; /* the role and token file, or the URL: another one is another entry */
+    char *what; /* the role (its token file and session name come from dotmon's own environment,
+                   the same for every upload), or the URL: another one is another entry */
     struct aws_profile keys;
     time_t obtained, expires;
 } cache[SRC_COUNT];
@@ -97,6 +99,9 @@ static void job_free(struct aws_creds_req *j)
     s3__free_secret(&j->wi_token);
     s3__free_secret(&j->file_token);
     ehttp_tls_free(j->tls);
+    if (j->body.p != NULL) { /* the STS body holds the web identity token */
+        memset(j->body.p, 0, j->body.cap);
+    }
     buf_fini(&j->body);
     free(j->profile);
     free(j->cred_path);
@@ -412,7 +417,9 @@ static void ask_remote(struct aws_creds_req *j, int src)
         rc = AGENT_E_INVAL;
     }
     if (rc != 0) {
-        snprintf(why, sizeof(why), "%s: %s: %s", src_names[src], url, bad);
+        char shown[160];
+        ascii_url_quotable(url, shown, sizeof(shown)); /* never a query, path or userinfo */
+        snprintf(why, sizeof(why), "%s: %s…: %s", src_names[src], shown, bad);
         finish(j, rc, &c, why);
         return;
     }

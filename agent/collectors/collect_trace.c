@@ -31,8 +31,11 @@
  * docs/nettrace.md §6): `droppedEvents` of the operation, the end-of-trace log line and /metrics.
  * When the runtime ends the stream, the response ends only once the spool has been relayed.
  *
- * The bytes are copied twice in the kernel (the runtime's socket into a pool block, the block into
- * the client's socket), as socat does; in user space the block itself is queued (sess_data). Moving
+ * The bytes are copied twice in the kernel (the runtime's socket into the session's read buffer,
+ * that buffer into the client's socket), as socat does. A client with nothing queued gets each
+ * read written at once from the buffer the CPU has just filled (http_stream_write_now; only what
+ * the socket does not take is queued as a copy); a client that is behind gets the block itself
+ * queued without a copy (sess_data), then the spool. Moving
  * them with splice(2) and tee(2) instead (the checker reading the tee) was measured and costs more
  * CPU per GiB than the copies it saves, on the benchmark's loopback and kernel
  * (BENCHMARKS.md, "splice(2) measured, not adopted"; bench_trace --mechanisms measures it again).

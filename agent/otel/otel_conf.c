@@ -268,7 +268,7 @@ static int parse_endpoint(struct otel_sig_conf *c, int sig, const char *v, bool 
         c->https = true;
         c->port = 443;
     } else {
-        set_why(why, whylen, "%s: \"%s\" is not an http:// or https:// URL", from, v);
+        set_why(why, whylen, "%s is not an http:// or https:// URL", from);
         return AGENT_E_INVAL;
     }
     const char *hend;
@@ -306,8 +306,10 @@ static int parse_endpoint(struct otel_sig_conf *c, int sig, const char *v, bool 
     }
     int rc = make_target(c, sig, p, strcspn(p, "#"), base);
     return rc == 0 ? make_url(c) : rc;
-bad:
-    set_why(why, whylen, "%s: \"%s\" is not a valid URL", from, v);
+bad:;
+    char shown[160];
+    ascii_url_quotable(v, shown, sizeof(shown));
+    set_why(why, whylen, "%s: \"%s…\" is not a valid URL", from, shown);
     return AGENT_E_INVAL;
 }
 

@@ -109,6 +109,8 @@ static void test_log_systemd(void **state)
     expect(&o, false, LOG_WARN, "dotmon", "w", "<4>dotmon[0] w\n");
     expect(&o, false, LOG_ERROR, "dotmon", "e", "<3>dotmon[0] e\n");
     expect(&o, false, LOG_DEBUG, "dotmon", "d", "<7>dotmon[0] d\n");
+    /* control characters from outside text never reach the journal or a terminal raw */
+    expect(&o, false, LOG_INFO, "dotmon", "a\x1b[31mb\x7f\tc", "<6>dotmon[0] a?[31mb?\tc\n");
     o.utc = true;
     snprintf(o.timestamp_format, sizeof(o.timestamp_format), "yyyy-MM-ddTHH:mm:ss.fff ");
     expect(&o, false, LOG_INFO, "x", "m", "<6>2026-01-02T03:04:05.678 x[0] m\n");

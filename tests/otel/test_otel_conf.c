@@ -173,6 +173,10 @@ static void test_refused(void **state)
         {{"OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://x", NULL}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
         {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:0", NULL}, "is not a valid URL"},
         {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://:80", NULL}, "is not a valid URL"},
+        /* a refused URL is quoted without its userinfo, path or query */
+        {{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://u:secret@h:x/v1", NULL}, "\"https://…\""},
+        {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:0/p?key=secret", NULL}, "\"http://h:0…\""},
+        {{"OTEL_EXPORTER_OTLP_ENDPOINT", "secret", NULL}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
         {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", NULL},
          "grpc is not supported, use http/protobuf"},
         {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://x", "OTEL_EXPORTER_OTLP_COMPRESSION", "zstd",

@@ -283,6 +283,18 @@ static cJSON *trace_results(struct job *core)
  * the artifact Cancelled (the client sees a truncated transfer; an upload is aborted). The spool
  * (and its file) goes with the job.
  */
+static void job_otel_relisten(struct trace_job *job);
+
+/* Ends the job's session at once (StopTracing in the background, nothing left in the runtime);
+ * a session that carried OTel's lines has the process's OTel session ask again, as when a
+ * session ends by itself (sess_on_end). */
+static void job_abort_session(struct trace_job *job)
+{
+    dsession_abort(job->ds); /* accepts NULL */
+    job->ds = NULL;
+    job_otel_relisten(job);
+}
+
 static void trace_abort(struct job *core, enum job_why why)
 {
     struct trace_job *job = trace_of(core);
@@ -291,8 +303,7 @@ static void trace_abort(struct job *core, enum job_why why)
                  artifact_is_egress(core->art) ? "the egress upload failed" : "client disconnected",
                  (unsigned long long)nettrace_get_stats(&job->checker)->bytes);
     }
-    dsession_abort(job->ds); /* accepts NULL */
-    job->ds = NULL;
+    job_abort_session(job);
     uv_timer_stop(&core->timer);
 }
 
@@ -449,8 +460,7 @@ static void job_ring_data(struct trace_job *job, const uint8_t *p, size_t n)
                  agent_strerror(rc), *why != '\0' ? ": " : "", why);
         if (job->ds != NULL && job->core.art == NULL) {
             /* Nothing to keep: end the session; the owner starts a new one later. */
-            dsession_abort(job->ds);
-            job->ds = NULL;
+            job_abort_session(job);
             collect_trace_ring_end_cb cb = job->ring_on_end;
             job->ring_on_end = NULL;
             if (cb != NULL) {
@@ -1053,8 +1063,7 @@ void collect_trace_ring_stop(struct trace_job *job)
     }
     job->ring_on_end = NULL;
     /* Abort sends StopTracing in the background: no session is left in the runtime. */
-    dsession_abort(job->ds); /* accepts NULL */
-    job->ds = NULL;
+    job_abort_session(job);
     job_release(&job->core);
 }
 
@@ -1120,8 +1129,7 @@ int collect_trace_ring_trigger(struct trace_job *job, const struct artifact_orig
         ev_ring_error(job->ring, why, sizeof(why));
         log_warn(cat, "trace ring of %llu: the trigger failed: %s %s", (unsigned long long)job->pid,
                  agent_strerror(rc), why);
-        dsession_abort(job->ds); /* accepts NULL */
-        job->ds = NULL;
+        job_abort_session(job);
         job_end(&job->core, JOB_END_FAIL, 500, "RingFailed", agent_strerror(rc), why);
         job_release(&job->core);
         return 0;

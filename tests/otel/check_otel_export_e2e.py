@@ -11,6 +11,7 @@ dashboard's API has no metric values) equal the app's /metrics-state within one 
 /metrics/dotmon and /info?extras=true count what was exported, per process and signal, and a
 clean stop of dotmon drops nothing. Prints the spans' end-to-arrival latencies."""
 
+import http.client
 import os
 import shutil
 import sys
@@ -124,6 +125,32 @@ def check_across_trace(rx, app, port, tmp):
           f"spans made after it reach the receiver (work {n}: {len(ids)} spans)")
 
 
+def spans_flow(rx, app, start, what):
+    """Spans of a new /work reach the receiver within a few tries (OTel's session may be asking
+    again)."""
+    ids, n = set(), start
+    for n in range(start, start + 6):
+        after = app.work(n)
+        ids = own_spans(rx, after["traceId"])
+        if len(ids) >= 5:
+            break
+    check(len(ids) == 5, f"spans made {what} reach the receiver (work {n}: {len(ids)} spans)")
+
+
+def check_abandoned_trace(rx, app, port):
+    """A client that leaves an Http-profile /trace mid-stream: the session is aborted, not ended by
+    the runtime, and OTel's session must still ask again (the runtime tore the shared listener
+    down with it)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", f"/trace?pid={app.pid}&profile=Http&durationSeconds=60")
+    resp = conn.getresponse()
+    first = resp.read(64)
+    check(resp.status == 200 and len(first) > 0, f"the abandoned /trace started ({resp.status})")
+    time.sleep(1.5)
+    conn.close()  # the client leaves; dotmon aborts the session
+    spans_flow(rx, app, 100, "after a client left an Http-profile /trace")
+
+
 def check_logs(rx, ans):
     tid = ans["traceId"]
     want = {"WorkStarted", "WorkFailed", "Echo"}
@@ -199,6 +226,7 @@ def main():
         print("info:", mine, flush=True)
         check(bool(mine), "/info?extras=true lists the app's counts")
         check_across_trace(rx, app, port, tmp)
+        check_abandoned_trace(rx, app, port)
         text = log_text(log)
         check(f"trace of {app.pid}: its DiagnosticSource specs also carry OpenTelemetry's" in text
               and f"process {app.pid}: its OpenTelemetry session starts again" in text,

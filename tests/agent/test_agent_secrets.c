@@ -397,6 +397,48 @@ static void test_agent_secrets_no_token_in_logs(void **state)
     agent_test_stop_dotmon_clean(dm);
 }
 
+/*
+ * The mode of the dump file under dumps, found in the folder, or else among dotmon's open
+ * descriptors (dotmon opens and unlinks the file as soon as it appears, which can be before a
+ * look at the folder sees it; the descriptor still shows the inode's mode). 1 when found.
+ */
+static int find_dump_mode(const char *dumps, pid_t dotmon, mode_t *mode)
+{
+    int seen = 0;
+    DIR *d = opendir(dumps);
+    assert_non_null(d);
+    struct dirent *e;
+    while (!seen && (e = readdir(d)) != NULL) {
+        struct stat st;
+        if (strncmp(e->d_name, "dotmon_", 7) == 0 && fstatat(dirfd(d), e->d_name, &st, 0) == 0) {
+            *mode = st.st_mode & 07777;
+            seen = 1;
+        }
+    }
+    closedir(d);
+    char fds[64];
+    snprintf(fds, sizeof(fds), "/proc/%d/fd", (int)dotmon);
+    d = seen ? NULL : opendir(fds);
+    while (d != NULL && !seen && (e = readdir(d)) != NULL) {
+        char link[1024], path[384];
+        snprintf(path, sizeof(path), "%s/%s", fds, e->d_name);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        struct stat st;
+        if (n > 0) {
+            link[n] = '\0';
+            if (strncmp(link, dumps, strlen(dumps)) == 0 && strstr(link, "/dotmon_") != NULL &&
+                stat(path, &st) == 0) {
+                *mode = st.st_mode & 07777;
+                seen = 1;
+            }
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return seen;
+}
+
 /* The runtime writes the dump dotmon asked for; nobody but its owner may read it (0600). */
 static void test_agent_secrets_dump_file_is_0600(void **state)
 {
@@ -429,20 +471,7 @@ static void test_agent_secrets_dump_file_is_0600(void **state)
     mode_t mode = 0;
     double t0 = testenv_now_ms();
     while (seen == 0 && testenv_now_ms() - t0 < testenv_timeout(30000)) {
-        DIR *d = opendir(dumps);
-        assert_non_null(d);
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (strncmp(e->d_name, "dotmon_", 7) != 0) {
-                continue;
-            }
-            struct stat st;
-            if (fstatat(dirfd(d), e->d_name, &st, 0) == 0) {
-                mode = st.st_mode & 07777;
-                seen = 1;
-            }
-        }
-        closedir(d);
+        seen = find_dump_mode(dumps, proc_pid(dm->proc), &mode);
         testenv_sleep_ms(1);
     }
     /* Read the whole answer so the dump completes normally. */

@@ -46,6 +46,7 @@
 #include "log.h"
 #include "logs_probe.h"
 #include "membudget.h"
+#include "metrics_session.h"
 #include "operations.h"
 
 static const char cat[] = "dotmon.logs";
@@ -90,6 +91,7 @@ struct logs_job {
     bool paused;
     int64_t duration_s;
     uint64_t pid;
+    bool no_stacks; /* the runtime can be asked for no stack walks (nothing here reads them) */
     char filename[64];
     uint64_t records;
     struct buf text; /* records of one read, written at once */
@@ -440,6 +442,7 @@ static int logs_session_start(struct logs_job *job)
     struct ipc_collect_config collect = {.buffer_mb = LOGS_BUFFER_MB,
                                          .format = 1,
                                          .rundown_keyword = 0,
+                                         .disable_stackwalk = job->no_stacks,
                                          .providers = prov,
                                          .provider_count = 2};
     struct dsession_config cfg = {.collect = &collect,
@@ -480,6 +483,7 @@ static int logs_job_new(struct agent *a, const struct ipc_process *p, struct log
     buf_init(&job->text, 0);
     job->a = a;
     job->pid = p->pid;
+    job->no_stacks = metrics_runtime_major(p->clr_version) >= IPC_NO_STACKWALK_MAJOR;
     *out = job;
     if (mb_charge(&job->share, ev_logs_footprint()) != 0) {
         return AGENT_E_BUDGET;

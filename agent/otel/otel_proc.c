@@ -24,6 +24,7 @@
 #include "ipc_discovery.h"
 #include "log.h"
 #include "membudget.h"
+#include "metrics_session.h"
 #include "otel_map.h"
 #include "otel_span.h"
 
@@ -330,8 +331,14 @@ static void op_logs_start(struct oproc *op)
         rc = rc != 0 ? rc : ev_activity_set_share(op->spans, &op->share);
     }
     op->version_seen = false;
+    /* No stacks: nothing exported carries one, and a stack walk per log record and per Activity
+     * is most of what the runtime would spend inside the app (docs/otel.md §6). */
     struct ipc_collect_config collect = {
-        .buffer_mb = OTEL_BUFFER_MB, .format = 1, .providers = prov->v, .provider_count = prov->n};
+        .buffer_mb = OTEL_BUFFER_MB,
+        .format = 1,
+        .disable_stackwalk = metrics_runtime_major(op->clr_version) >= IPC_NO_STACKWALK_MAJOR,
+        .providers = prov->v,
+        .provider_count = prov->n};
     struct dsession_config cfg = {.collect = &collect,
                                   .admission = &ps->a->metric_sessions,
                                   .start_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_START),

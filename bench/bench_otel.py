@@ -77,6 +77,11 @@ SIGNALS = ("traces", "logs", "metrics")
 # without them dotmon would forward ASP.NET Core's and HttpClient's Information records, which
 # the in-process SDK never sees.
 APP_LOG_FILTER = "Microsoft:Warning;System:Warning;DotmonTest:Information"
+# What the app's SDK is given (tests/otel/app: AddSource(Name), the ASP.NET Core and HttpClient
+# instrumentations' sources, AddMeter(Name)), as dotmon's settings: the same telemetry from both.
+SDK_SET = {"DotnetMonitor_OpenTelemetry__ActivitySources": "DotmonTest.OTel;Microsoft.AspNetCore;System.Net.Http",
+           "DotnetMonitor_OpenTelemetry__Meters": "DotmonTest.OTel",
+           "DotnetMonitor_Metrics__IncludeDefaultProviders": "false"}
 
 
 def say(msg):
@@ -177,6 +182,8 @@ def run_round(a, target, mode, script, rx_pid):
             env = otel_env(a, proxy.url)
             if a.log_categories:
                 env["DotnetMonitor_OpenTelemetry__LogCategories"] = a.log_categories
+            if a.same_set:
+                env.update(SDK_SET)
             env.update(kv.split("=", 1) for kv in a.dotmon_env)
             dm = start_dotmon(tmp, port, log, [app.pid], env=env)
         url = f"{app.url}/work?id=1"
@@ -255,6 +262,9 @@ def main():
     ap.add_argument("--dotmon-env", action="append", default=[], metavar="NAME=VALUE",
                     help="a variable for dotmon (repeatable), e.g. OTEL_LOGS_EXPORTER=none to see what "
                          "one signal costs the app")
+    ap.add_argument("--all-sources", dest="same_set", action="store_false",
+                    help="dotmon on its defaults (every ActivitySource, /metrics' providers and meters) "
+                         "instead of the SDK's set of sources and meters")
     ap.add_argument("--drain", type=float, default=20, help="most seconds to wait for the last items")
     ap.add_argument("--no-receiver", action="store_true", help="the proxy answers 200 and forwards nothing")
     a = ap.parse_args()
@@ -311,7 +321,11 @@ def report(a, modes, rows):
     print(f"OtelApp GET /work?id=1 at {load}, {a.seconds} s per round after a {a.warmup} s "
           f"warm-up, {a.rounds} rounds interleaved ({', '.join(modes)}); OTLP/HTTP protobuf, no gzip, batch delay "
           f"{a.delay_ms} ms, metric interval {a.interval_ms} ms, to {sink}; dotmon's LogCategories "
-          f"{a.log_categories or '(all)'}{''.join('; dotmon ' + kv for kv in a.dotmon_env)}. "
+          f"{a.log_categories or '(all)'}"
+          + (f"; dotmon's ActivitySources and Meters the SDK's (the app's source and meter, ASP.NET Core, "
+             f"HttpClient; Metrics:IncludeDefaultProviders false)" if a.same_set else
+             "; dotmon on its default sources and meters")
+          + f"{''.join('; dotmon ' + kv for kv in a.dotmon_env)}. "
           f"Median (min-max) over the rounds; ratios per round against that round's none.")
     for m in modes:
         if m == "none":

@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "err.h"
 #include "ev_logs.h"
+#include "hex.h"
 #include "num.h"
 
 static const char *const sig_env[3] = {"LOGS", "METRICS", "TRACES"};
@@ -103,20 +104,6 @@ static int read_u64(const char *v, const char *from, uint64_t min, uint64_t max,
     return 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* s[0..n) trimmed of blanks and percent-decoded, as a new string; NULL on ENOMEM or a bad
  * escape (*bad set). */
 static char *url_decode(const char *s, size_t n, bool *bad)
@@ -135,8 +122,8 @@ static char *url_decode(const char *s, size_t n, bool *bad)
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '%') {
-            int h = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int l = i + 2 < n ? hexval(s[i + 2]) : -1;
+            int h = i + 2 < n ? hex_value(s[i + 1]) : -1;
+            int l = i + 2 < n ? hex_value(s[i + 2]) : -1;
             if (h < 0 || l < 0) {
                 free(out);
                 *bad = true;

@@ -119,23 +119,13 @@ static char *url_decode(const char *s, size_t n, bool *bad)
     if (out == NULL) {
         return NULL;
     }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%') {
-            int h = i + 2 < n ? hex_value(s[i + 1]) : -1;
-            int l = i + 2 < n ? hex_value(s[i + 2]) : -1;
-            if (h < 0 || l < 0) {
-                free(out);
-                *bad = true;
-                return NULL;
-            }
-            out[k++] = (char)(h * 16 + l);
-            i += 2;
-        } else {
-            out[k++] = s[i];
-        }
+    memcpy(out, s, n);
+    if (hex_pct_decode(out, &n, false) != 0) {
+        free(out);
+        *bad = true;
+        return NULL;
     }
-    out[k] = '\0';
+    out[n] = '\0';
     return out;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ascii.h"
+#include "civil.h"
 #include "err.h"
 #include "s3_xml.h"
 #include "sigv4.h"
@@ -118,17 +119,6 @@ int aws__sts_body(const char *role_arn, const char *session_name, const char *to
     return rc;
 }
 
-/* Days since 1970-01-01 of a civil date (proleptic Gregorian). */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    unsigned yoe = (unsigned)(y - era * 400);
-    unsigned doy = (153 * (m + (m > 2 ? (unsigned)-3 : 9)) + 2) / 5 + d - 1;
-    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + (int64_t)doe - 719468;
-}
-
 /* n digits at s as a number, or -1. */
 static int num(const char *s, int n)
 {
@@ -166,7 +156,7 @@ int aws__iso8601(const char *s, time_t *out)
     if (!((p[0] == 'Z' || p[0] == 'z') && p[1] == '\0') && strcmp(p, "+00:00") != 0) {
         return AGENT_E_INVAL;
     }
-    int64_t t = days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + se;
+    int64_t t = civil_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + se;
     *out = (time_t)t;
     return 0;
 }

@@ -19,29 +19,16 @@
 int aws__url_parse(const char *url, struct aws_url *out, const char **why)
 {
     memset(out, 0, sizeof(*out));
-    const char *sep = strstr(url, "://");
-    if (sep == NULL) {
-        *why = "not an http:// or https:// URL";
-        return AGENT_E_INVAL;
-    }
-    const char *auth = sep + 3;
-    size_t an = strcspn(auth, "/?#");
-    if (auth[an] == '#' || strchr(url, '#') != NULL) {
-        *why = "a fragment is not allowed";
-        return AGENT_E_INVAL;
-    }
-    char origin[400];
-    int n = snprintf(origin, sizeof(origin), "%.*s", (int)((size_t)(auth - url) + an), url);
-    if (n < 0 || (size_t)n >= sizeof(origin)) {
-        *why = "the host part is too long";
-        return AGENT_E_INVAL;
-    }
-    int rc = s3__endpoint_parse(origin, &out->ep, why);
+    const char *rest;
+    int rc = url_origin_parse(url, &out->ep, &rest, why);
     if (rc != 0) {
         return rc;
     }
-    const char *rest = auth + an;
-    n = snprintf(out->target, sizeof(out->target), "%s%s", rest[0] == '/' ? "" : "/", rest);
+    if (strchr(rest, '#') != NULL) {
+        *why = "a fragment is not allowed";
+        return AGENT_E_INVAL;
+    }
+    int n = snprintf(out->target, sizeof(out->target), "%s%s", rest[0] == '/' ? "" : "/", rest);
     if (n < 0 || (size_t)n >= sizeof(out->target)) {
         *why = "the path is too long";
         return AGENT_E_INVAL;

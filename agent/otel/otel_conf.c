@@ -19,6 +19,7 @@
 #include "ev_logs.h"
 #include "hex.h"
 #include "num.h"
+#include "url.h"
 
 static const char *const sig_env[3] = {"LOGS", "METRICS", "TRACES"};
 static const char *const sig_key[3] = {"Logs", "Metrics", "Traces"};
@@ -235,59 +236,24 @@ static int make_url(struct otel_sig_conf *c)
 static int parse_endpoint(struct otel_sig_conf *c, int sig, const char *v, bool base,
                           const char *from, char *why, size_t whylen)
 {
-    const char *p;
-    if (strncmp(v, "http://", 7) == 0) {
-        p = v + 7;
-        c->https = false;
-        c->port = 80;
-    } else if (strncmp(v, "https://", 8) == 0) {
-        p = v + 8;
-        c->https = true;
-        c->port = 443;
-    } else {
-        set_why(why, whylen, "%s is not an http:// or https:// URL", from);
+    struct url_origin o;
+    const char *p = NULL;
+    const char *bad = "a fragment right after the host";
+    int rc = url_origin_parse(v, &o, &p, &bad);
+    if (rc != 0 || *p == '#') {
+        char shown[160];
+        ascii_url_quotable(v, shown, sizeof(shown));
+        set_why(why, whylen, "%s: \"%s…\" is not a valid URL (%s)", from, shown, bad);
         return AGENT_E_INVAL;
     }
-    const char *hend;
-    const char *hstart = p;
-    if (*p == '[') {
-        hend = strchr(p, ']');
-        if (hend == NULL) {
-            goto bad;
-        }
-        hstart = p + 1;
-        p = hend + 1;
-    } else {
-        hend = p + strcspn(p, ":/?#");
-        p = hend;
-    }
-    if (hend == hstart) {
-        goto bad;
-    }
-    c->host = strndup(hstart, (size_t)(hend - hstart));
+    c->https = o.https;
+    c->port = o.port;
+    c->host = strdup(o.host);
     if (c->host == NULL) {
         return -ENOMEM;
     }
-    if (*p == ':') {
-        p++;
-        size_t n = strcspn(p, "/?#");
-        uint64_t port;
-        if (num_parse_u64(p, n, 10, 65535, &port) != 0 || port == 0) {
-            goto bad;
-        }
-        c->port = (uint16_t)port;
-        p += n;
-    }
-    if (*p != '\0' && *p != '/' && *p != '?') {
-        goto bad;
-    }
-    int rc = make_target(c, sig, p, strcspn(p, "#"), base);
+    rc = make_target(c, sig, p, strcspn(p, "#"), base);
     return rc == 0 ? make_url(c) : rc;
-bad:;
-    char shown[160];
-    ascii_url_quotable(v, shown, sizeof(shown));
-    set_why(why, whylen, "%s: \"%s…\" is not a valid URL", from, shown);
-    return AGENT_E_INVAL;
 }
 
 /* Whether the signal is exported, and where to. */

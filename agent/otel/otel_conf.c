@@ -54,38 +54,28 @@ static const char *cfg_get(const struct otel_conf_src *src, const char *key)
 
 /*
  * One setting of one signal, in this order: OpenTelemetry:<Sig>:<key>, OpenTelemetry:<key>,
- * OTEL_EXPORTER_OTLP_<SIG>_<env>, OTEL_EXPORTER_OTLP_<env>. *from names where it came from.
+ * OTEL_EXPORTER_OTLP_<SIG>_<env>, OTEL_EXPORTER_OTLP_<env> (the last two only when env is not
+ * NULL). *from names where it came from.
  */
 static const char *sig_setting(const struct otel_conf_src *src, int sig, const char *key,
                                const char *env, char *from, size_t fromlen)
 {
-    char name[96];
-    const char *v;
-    (void)snprintf(name, sizeof(name), "OpenTelemetry:%s:%s", sig_key[sig], key);
-    if ((v = cfg_get(src, name)) != NULL) {
-        goto found;
-    }
-    (void)snprintf(name, sizeof(name), "OpenTelemetry:%s", key);
-    if ((v = cfg_get(src, name)) != NULL) {
-        goto found;
-    }
-    if (env == NULL) {
-        return NULL;
-    }
-    (void)snprintf(name, sizeof(name), "OTEL_EXPORTER_OTLP_%s_%s", sig_env[sig], env);
-    if ((v = env_get(src, name)) != NULL) {
-        goto found;
-    }
-    (void)snprintf(name, sizeof(name), "OTEL_EXPORTER_OTLP_%s", env);
-    if ((v = env_get(src, name)) != NULL) {
-        goto found;
+    char names[4][96]; /* the first two are configuration keys, the other two variables */
+    const char *e = env != NULL ? env : "";
+    (void)snprintf(names[0], sizeof(names[0]), "OpenTelemetry:%s:%s", sig_key[sig], key);
+    (void)snprintf(names[1], sizeof(names[1]), "OpenTelemetry:%s", key);
+    (void)snprintf(names[2], sizeof(names[2]), "OTEL_EXPORTER_OTLP_%s_%s", sig_env[sig], e);
+    (void)snprintf(names[3], sizeof(names[3]), "OTEL_EXPORTER_OTLP_%s", e);
+    for (int i = 0; i < (env != NULL ? 4 : 2); i++) {
+        const char *v = i < 2 ? cfg_get(src, names[i]) : env_get(src, names[i]);
+        if (v != NULL) {
+            if (from != NULL) {
+                (void)snprintf(from, fromlen, "%s", names[i]);
+            }
+            return v;
+        }
     }
     return NULL;
-found:
-    if (from != NULL) {
-        (void)snprintf(from, fromlen, "%s", name);
-    }
-    return v;
 }
 
 /* A whole decimal number in [min, max]; absent leaves *out as it is. */

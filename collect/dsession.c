@@ -23,7 +23,26 @@ struct dsession {
     void *ctx;
     uint64_t stop_timeout_ms;
     bool stopping; /* dsession_stop asked (or stop_at_once) */
+    bool joined;   /* carries the keeper's lines: left(key) when it is over */
+    uv_loop_t *loop;
+    uint64_t key;
 };
+
+static const struct dsession_keeper *keeper; /* dsession_set_keeper */
+
+void dsession_set_keeper(const struct dsession_keeper *k)
+{
+    keeper = k;
+}
+
+/* A session that carried the keeper's lines is over: the keeper (still the same loop's) asks
+ * again. */
+static void ds_left(uv_loop_t *loop, uint64_t key)
+{
+    if (keeper != NULL && keeper->loop == loop) {
+        keeper->left(keeper->ud, key);
+    }
+}
 
 /* The one end: the final callback, then the dsession is freed. */
 static void ds_end(struct dsession *ds, int status, uint32_t hresult, const char *reason)
@@ -33,6 +52,9 @@ static void ds_end(struct dsession *ds, int status, uint32_t hresult, const char
         ds->c->finish(ds->ctx, reason);
     } else {
         ds->c->error(ds->ctx, status, hresult, reason);
+    }
+    if (ds->joined) {
+        ds_left(ds->loop, ds->key);
     }
     free(ds);
 }
@@ -91,8 +113,15 @@ int dsession_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
     ds->c = consumer;
     ds->ctx = ctx;
     ds->stop_timeout_ms = cfg->stop_timeout_ms;
-    int rc = ipc_session_start(loop, cfg->admission, ep, cfg->collect, cfg->start_timeout_ms,
-                               &ds_callbacks, ds, &ds->sess);
+    ds->loop = loop;
+    struct dsession_joined j = {.cfg = *cfg->collect};
+    ds->joined = !cfg->keeper_own && keeper != NULL && keeper->loop == loop &&
+                 keeper->join(keeper->ud, ep, cfg->collect, &j) == 1;
+    ds->key = j.key;
+    int rc = ipc_session_start(loop, cfg->admission, ep, ds->joined ? &j.cfg : cfg->collect,
+                               cfg->start_timeout_ms, &ds_callbacks, ds, &ds->sess);
+    free(j.mem[0]);
+    free(j.mem[1]);
     if (rc != 0) {
         free(ds);
         return rc;
@@ -139,6 +168,9 @@ void dsession_abort(struct dsession *ds)
     }
     if (ds->sess != NULL) {
         ipc_session_abort(ds->sess);
+    }
+    if (ds->joined) {
+        ds_left(ds->loop, ds->key);
     }
     free(ds);
 }

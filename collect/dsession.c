@@ -23,7 +23,11 @@ struct dsession {
     void *ctx;
     uint64_t stop_timeout_ms;
     bool stopping; /* dsession_stop asked (or stop_at_once) */
-    bool joined;   /* carries the keeper's lines: left(key) when it is over */
+};
+
+/* A session that carries the keeper's lines: told to the keeper when the runtime is done with
+ * it (ipc_session_when_freed), which may be after the dsession itself is gone. */
+struct ds_joined_note {
     uv_loop_t *loop;
     uint64_t key;
 };
@@ -35,13 +39,16 @@ void dsession_set_keeper(const struct dsession_keeper *k)
     keeper = k;
 }
 
-/* A session that carried the keeper's lines is over: the keeper (still the same loop's) asks
- * again. */
-static void ds_left(uv_loop_t *loop, uint64_t key)
+/* A session that carried the keeper's lines is over in the runtime (its StopTracing answered,
+ * also after an abort, or the cleanup bound passed): the keeper (still the same loop's) asks
+ * again. Not when the runtime never created the session: its set was not replaced. */
+static void ds_on_freed(void *ud, bool had_session)
 {
-    if (keeper != NULL && keeper->loop == loop) {
-        keeper->left(keeper->ud, key);
+    struct ds_joined_note *n = ud;
+    if (had_session && keeper != NULL && keeper->loop == n->loop) {
+        keeper->left(keeper->ud, n->key);
     }
+    free(n);
 }
 
 /* The one end: the final callback, then the dsession is freed. */
@@ -52,9 +59,6 @@ static void ds_end(struct dsession *ds, int status, uint32_t hresult, const char
         ds->c->finish(ds->ctx, reason);
     } else {
         ds->c->error(ds->ctx, status, hresult, reason);
-    }
-    if (ds->joined) {
-        ds_left(ds->loop, ds->key);
     }
     free(ds);
 }
@@ -113,18 +117,24 @@ int dsession_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
     ds->c = consumer;
     ds->ctx = ctx;
     ds->stop_timeout_ms = cfg->stop_timeout_ms;
-    ds->loop = loop;
     struct dsession_joined j = {.cfg = *cfg->collect};
-    ds->joined = !cfg->keeper_own && keeper != NULL && keeper->loop == loop &&
-                 keeper->join(keeper->ud, ep, cfg->collect, &j) == 1;
-    ds->key = j.key;
-    int rc = ipc_session_start(loop, cfg->admission, ep, ds->joined ? &j.cfg : cfg->collect,
-                               cfg->start_timeout_ms, &ds_callbacks, ds, &ds->sess);
+    bool joined = !cfg->keeper_own && keeper != NULL && keeper->loop == loop &&
+                  keeper->join(keeper->ud, ep, cfg->collect, &j) == 1;
+    struct ds_joined_note *note = joined ? malloc(sizeof(*note)) : NULL;
+    int rc = joined && note == NULL
+                 ? UV_ENOMEM
+                 : ipc_session_start(loop, cfg->admission, ep, joined ? &j.cfg : cfg->collect,
+                                     cfg->start_timeout_ms, &ds_callbacks, ds, &ds->sess);
     free(j.mem[0]);
     free(j.mem[1]);
     if (rc != 0) {
+        free(note);
         free(ds);
         return rc;
+    }
+    if (note != NULL) {
+        *note = (struct ds_joined_note){.loop = loop, .key = j.key};
+        ipc_session_when_freed(ds->sess, ds_on_freed, note);
     }
     if (cfg->stop_at_once) {
         dsession_stop(ds); /* sent as soon as the session id is known */
@@ -168,9 +178,6 @@ void dsession_abort(struct dsession *ds)
     }
     if (ds->sess != NULL) {
         ipc_session_abort(ds->sess);
-    }
-    if (ds->joined) {
-        ds_left(ds->loop, ds->key);
     }
     free(ds);
 }

@@ -85,7 +85,10 @@ struct dsession_config {
  *     free() once the config is copied) and j->key what left gets; 0 (or an error) when the
  *     session goes as the caller gave it;
  *   - left, for a session that joined: once the runtime is done with it, so the keeper can set
- *     its lines again (the runtime dropped them with that session).
+ *     its lines again (the runtime dropped them with that session). That is after the session's
+ *     end or abort AND its StopTracing's answer and the stream's close (an aborted session is
+ *     stopped in the background), bounded by the admission's cleanup timeout
+ *     (ipc_session_when_freed); never for a session the runtime did not create.
  */
 struct dsession_joined {
     struct ipc_collect_config cfg;

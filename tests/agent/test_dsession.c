@@ -480,6 +480,7 @@ struct keeper_rec {
     int lefts;
     uint64_t key;
     unsigned stops_at_left; /* StopTracing requests the fake had seen when left came */
+    bool open_at_left;      /* the fake's stream was still open then */
 };
 
 static int k_join(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
@@ -505,7 +506,9 @@ static void k_left(void *ud, uint64_t key)
     struct keeper_rec *k = ud;
     k->lefts++;
     k->key = key;
-    k->stops_at_left = fake_session(k->fx, 0).stops;
+    struct fake_session_info si = fake_session(k->fx, 0);
+    k->stops_at_left = si.stops;
+    k->open_at_left = si.stream_open;
 }
 
 static bool k_left_came(void *ud)
@@ -555,7 +558,8 @@ static void test_dsession_keeper(void **state)
     assert_true(k.lefts == 1 && k.key == 77);
     fixture_done(&fx);
 
-    /* aborted: left once the runtime's session is stopped */
+    /* aborted: left once the runtime's session is stopped (StopTracing in the background) and
+     * its stream closed, not at the abort */
     memset(&k, 0, sizeof(k));
     k.fx = &fx;
     fixture_fake(&fx, *state, &streaming);
@@ -564,10 +568,23 @@ static void test_dsession_keeper(void **state)
     start(&fx, &r, &cfg);
     assert_true(tl_run_until(fx.tl, rec_started, &r, 2000));
     dsession_abort(r.ds);
+    assert_int_equal(k.lefts, 0);
     assert_true(tl_run_until(fx.tl, k_left_came, &k, 3000));
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
-    assert_int_equal(k.joins, 1);
-    assert_int_equal(k.lefts, 1);
+    assert_true(k.joins == 1 && k.lefts == 1 && k.key == 77);
+    assert_int_equal(k.stops_at_left, 1);
+    assert_false(k.open_at_left);
+    fixture_done(&fx);
+
+    /* refused: the runtime never had the session (its set was not replaced): no left */
+    memset(&k, 0, sizeof(k));
+    k.fx = &fx;
+    struct fake_trace_config refuse = {.fault = FAKE_TRACE_ERROR, .error_hresult = 0x80131384};
+    rec_init(&r);
+    run_to_end(&fx, *state, &refuse, &r);
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    tl_run_for(fx.tl, 20);
+    assert_true(r.errors == 1 && k.joins == 1 && k.lefts == 0);
     fixture_done(&fx);
 
     /* the keeper's own session: not shown to it */

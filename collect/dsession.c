@@ -25,6 +25,32 @@ struct dsession {
     bool stopping; /* dsession_stop asked (or stop_at_once) */
 };
 
+/* A session that carries the keeper's lines: told to the keeper when the runtime is done with
+ * it (ipc_session_when_freed), which may be after the dsession itself is gone. */
+struct ds_joined_note {
+    uv_loop_t *loop;
+    uint64_t key;
+};
+
+static const struct dsession_keeper *keeper; /* dsession_set_keeper */
+
+void dsession_set_keeper(const struct dsession_keeper *k)
+{
+    keeper = k;
+}
+
+/* A session that carried the keeper's lines is over in the runtime (its StopTracing answered,
+ * also after an abort, or the cleanup bound passed): the keeper (still the same loop's) asks
+ * again. Not when the runtime never created the session: its set was not replaced. */
+static void ds_on_freed(void *ud, bool had_session)
+{
+    struct ds_joined_note *n = ud;
+    if (had_session && keeper != NULL && keeper->loop == n->loop) {
+        keeper->left(keeper->ud, n->key);
+    }
+    free(n);
+}
+
 /* The one end: the final callback, then the dsession is freed. */
 static void ds_end(struct dsession *ds, int status, uint32_t hresult, const char *reason)
 {
@@ -91,11 +117,24 @@ int dsession_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
     ds->c = consumer;
     ds->ctx = ctx;
     ds->stop_timeout_ms = cfg->stop_timeout_ms;
-    int rc = ipc_session_start(loop, cfg->admission, ep, cfg->collect, cfg->start_timeout_ms,
-                               &ds_callbacks, ds, &ds->sess);
+    struct dsession_joined j = {.cfg = *cfg->collect};
+    bool joined = !cfg->keeper_own && keeper != NULL && keeper->loop == loop &&
+                  keeper->join(keeper->ud, ep, cfg->collect, &j) == 1;
+    struct ds_joined_note *note = joined ? malloc(sizeof(*note)) : NULL;
+    int rc = joined && note == NULL
+                 ? UV_ENOMEM
+                 : ipc_session_start(loop, cfg->admission, ep, joined ? &j.cfg : cfg->collect,
+                                     cfg->start_timeout_ms, &ds_callbacks, ds, &ds->sess);
+    free(j.mem[0]);
+    free(j.mem[1]);
     if (rc != 0) {
+        free(note);
         free(ds);
         return rc;
+    }
+    if (note != NULL) {
+        *note = (struct ds_joined_note){.loop = loop, .key = j.key};
+        ipc_session_when_freed(ds->sess, ds_on_freed, note);
     }
     if (cfg->stop_at_once) {
         dsession_stop(ds); /* sent as soon as the session id is known */

@@ -70,7 +70,41 @@ struct dsession_config {
     /* Stop as soon as the session exists: a session whose content is the rundown it writes
      * when stopped (collect->keep_rundown then keeps the rundown the caller asked for). */
     bool stop_at_once;
+    /* The spec-set keeper's own session (below): not shown to it. */
+    bool keeper_own;
 };
+
+/*
+ * The one-spec-set rule (docs/events.md §9.1): a runtime keeps ONE FilterAndPayloadSpecs set per
+ * process for Microsoft-Diagnostics-DiagnosticSource, the last session's. The owner of a set that
+ * must survive other sessions (agent/otel: the OpenTelemetry sessions' [AS] lines) registers as
+ * the keeper, and every session started on its loop (but its own, keeper_own) is shown to it
+ * here, whoever starts it:
+ *   - join, before the start: 1 when the session goes with the keeper's lines joined, j->cfg
+ *     then being what it starts with (pointing into j->mem[], which dsession_start frees with
+ *     free() once the config is copied) and j->key what left gets; 0 (or an error) when the
+ *     session goes as the caller gave it;
+ *   - left, for a session that joined: once the runtime is done with it, so the keeper can set
+ *     its lines again (the runtime dropped them with that session). That is after the session's
+ *     end or abort AND its StopTracing's answer and the stream's close (an aborted session is
+ *     stopped in the background), bounded by the admission's cleanup timeout
+ *     (ipc_session_when_freed); never for a session the runtime did not create.
+ */
+struct dsession_joined {
+    struct ipc_collect_config cfg;
+    uint64_t key;
+    void *mem[2];
+};
+struct dsession_keeper {
+    uv_loop_t *loop; /* the sessions it sees: those started on this loop */
+    void *ud;
+    int (*join)(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
+                struct dsession_joined *j);
+    void (*left)(void *ud, uint64_t key);
+};
+/* Sets the keeper (NULL: none); it (and its ud) stays valid until replaced or cleared. One per
+ * process (dotmon runs one agent); the loop thread only. */
+void dsession_set_keeper(const struct dsession_keeper *k);
 
 struct dsession;
 

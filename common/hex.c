@@ -28,6 +28,26 @@ int hex_value(char c)
     return -1;
 }
 
+int hex_pct_decode(char *s, size_t *n, bool lenient)
+{
+    size_t len = *n;
+    size_t w = 0;
+    for (size_t k = 0; k < len; k++) {
+        int hi = s[k] == '%' && k + 2 < len ? hex_value(s[k + 1]) : -1;
+        int lo = hi >= 0 ? hex_value(s[k + 2]) : -1;
+        if (lo >= 0) {
+            s[w++] = (char)(hi * 16 + lo);
+            k += 2;
+        } else if (s[k] == '%' && !lenient) {
+            return -1;
+        } else {
+            s[w++] = s[k];
+        }
+    }
+    *n = w;
+    return 0;
+}
+
 void hex_encode(const void *p, size_t n, char *out)
 {
     const uint8_t *b = p;

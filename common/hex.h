@@ -3,10 +3,11 @@
 #define AGENT_HEX_H
 
 /*
- * The one hex helper: digits, bytes as lowercase hex, and the text form of a GUID. Pure: no
- * libuv, no allocation, no globals. Number parsing with a base of 16 is num.h's.
+ * The one hex helper: digits, bytes as lowercase hex, the text form of a GUID, percent-decoding.
+ * Pure: no libuv, no allocation, no globals. Number parsing with a base of 16 is num.h's.
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,12 @@ char hex_digit(unsigned v);
 char hex_digit_upper(unsigned v);
 /* The value of hex digit c (either case), or -1 when c is none. */
 int hex_value(char c);
+/*
+ * Percent-decodes s[0..*n) in place (RFC 3986 2.1: "%" and two hex digits of either case) and
+ * sets *n to the decoded length; 0. A '%' without two hex digits after it is kept as it is when
+ * lenient, else the call returns -1 (s is then partly rewritten). No NUL is written.
+ */
+int hex_pct_decode(char *s, size_t *n, bool lenient);
 /* The lowercase digits of v without leading zeros (at least one) written to out; their count. */
 size_t hex_u64(uint64_t v, char out[16]);
 /* The 2n lowercase digits of p[0..n) written to out (no NUL). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ascii.h"
+#include "civil.h"
 #include "err.h"
 #include "s3_xml.h"
 #include "sigv4.h"
@@ -18,29 +19,16 @@
 int aws__url_parse(const char *url, struct aws_url *out, const char **why)
 {
     memset(out, 0, sizeof(*out));
-    const char *sep = strstr(url, "://");
-    if (sep == NULL) {
-        *why = "not an http:// or https:// URL";
-        return AGENT_E_INVAL;
-    }
-    const char *auth = sep + 3;
-    size_t an = strcspn(auth, "/?#");
-    if (auth[an] == '#' || strchr(url, '#') != NULL) {
-        *why = "a fragment is not allowed";
-        return AGENT_E_INVAL;
-    }
-    char origin[400];
-    int n = snprintf(origin, sizeof(origin), "%.*s", (int)((size_t)(auth - url) + an), url);
-    if (n < 0 || (size_t)n >= sizeof(origin)) {
-        *why = "the host part is too long";
-        return AGENT_E_INVAL;
-    }
-    int rc = s3__endpoint_parse(origin, &out->ep, why);
+    const char *rest;
+    int rc = url_origin_parse(url, &out->ep, &rest, why);
     if (rc != 0) {
         return rc;
     }
-    const char *rest = auth + an;
-    n = snprintf(out->target, sizeof(out->target), "%s%s", rest[0] == '/' ? "" : "/", rest);
+    if (strchr(rest, '#') != NULL) {
+        *why = "a fragment is not allowed";
+        return AGENT_E_INVAL;
+    }
+    int n = snprintf(out->target, sizeof(out->target), "%s%s", rest[0] == '/' ? "" : "/", rest);
     if (n < 0 || (size_t)n >= sizeof(out->target)) {
         *why = "the path is too long";
         return AGENT_E_INVAL;
@@ -118,17 +106,6 @@ int aws__sts_body(const char *role_arn, const char *session_name, const char *to
     return rc;
 }
 
-/* Days since 1970-01-01 of a civil date (proleptic Gregorian). */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    unsigned yoe = (unsigned)(y - era * 400);
-    unsigned doy = (153 * (m + (m > 2 ? (unsigned)-3 : 9)) + 2) / 5 + d - 1;
-    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + (int64_t)doe - 719468;
-}
-
 /* n digits at s as a number, or -1. */
 static int num(const char *s, int n)
 {
@@ -166,7 +143,7 @@ int aws__iso8601(const char *s, time_t *out)
     if (!((p[0] == 'Z' || p[0] == 'z') && p[1] == '\0') && strcmp(p, "+00:00") != 0) {
         return AGENT_E_INVAL;
     }
-    int64_t t = days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + se;
+    int64_t t = civil_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + se;
     *out = (time_t)t;
     return 0;
 }

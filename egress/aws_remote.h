@@ -20,7 +20,7 @@
 
 /* A parsed http(s) URL: the endpoint and the origin-form target ("/" when none). */
 struct aws_url {
-    struct s3_endpoint ep;
+    struct url_origin ep;
     char target[1024];
 };
 /* 0 or AGENT_E_INVAL (why filled). No user part, no fragment. */

@@ -852,7 +852,7 @@ static int take_credentials(struct s3_target *t, const struct egress_s3_options 
 /* Host, Host header and signed path from the endpoint (or AWS's for the region), bucket, key. */
 static int take_where(struct s3_target *t)
 {
-    struct s3_endpoint ep;
+    struct url_origin ep;
     const char *why = "";
     char aws[300];
     const char *url = t->endpoint;

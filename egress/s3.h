@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "sigv4.h"
+#include "url.h"
 
 #define S3_MIN_PART      (5ull * 1024 * 1024)        /* S3's minimum part (all but the last) */
 #define S3_MAX_PART      (5ull * 1024 * 1024 * 1024) /* and maximum */
@@ -22,16 +23,9 @@
 #define S3_PRESIGN_MAX_S 86400u /* … to 1 day, as dotnet-monitor */
 #define S3_MAX_ATTEMPTS  5u     /* per request: the first try and four retries */
 
-/* An endpoint "http[s]://host[:port][/]". */
-struct s3_endpoint {
-    bool https;
-    bool ip;        /* host is an IPv4 or IPv6 address */
-    char host[256]; /* without brackets */
-    uint16_t port;  /* 80 / 443 when not given */
-};
-
-/* 0 or AGENT_E_INVAL (why says what is wrong, for the configuration error line). */
-int s3__endpoint_parse(const char *url, struct s3_endpoint *out, const char **why);
+/* An endpoint "http[s]://host[:port][/]" (common/url.h's parser, no path, query or fragment).
+ * 0 or AGENT_E_INVAL (why says what is wrong, for the configuration error line). */
+int s3__endpoint_parse(const char *url, struct url_origin *out, const char **why);
 
 /*
  * Where an object lives: the host to connect to, the Host header (and signed host), and the
@@ -44,7 +38,7 @@ struct s3_where {
     uint16_t port;
     bool https;
 };
-int s3__where(const struct s3_endpoint *ep, const char *bucket, bool force_path_style,
+int s3__where(const struct url_origin *ep, const char *bucket, bool force_path_style,
               const char *key, struct s3_where *w, struct buf *path);
 
 /*

@@ -126,87 +126,15 @@ static bool is_ip6(const char *h)
     return inet_pton(AF_INET6, h, a) == 1;
 }
 
-static bool host_char(char c)
+int s3__endpoint_parse(const char *url, struct url_origin *out, const char **why)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '.' || c == '_';
-}
-
-/* The host (and port) part, already split from the scheme and any trailing '/'. */
-static int endpoint_authority(const char *a, size_t n, struct s3_endpoint *out, const char **why)
-{
-    const char *port = NULL;
-    size_t hlen;
-    const char *h = a;
-    if (n > 0 && a[0] == '[') {
-        const char *close = memchr(a, ']', n);
-        if (close == NULL) {
-            *why = "unclosed '[' in the host";
-            return AGENT_E_INVAL;
-        }
-        h = a + 1;
-        hlen = (size_t)(close - h);
-        if (close + 1 < a + n) {
-            if (close[1] != ':') {
-                *why = "junk after the IPv6 address";
-                return AGENT_E_INVAL;
-            }
-            port = close + 2;
-        }
-    } else {
-        const char *colon = memchr(a, ':', n);
-        hlen = colon != NULL ? (size_t)(colon - a) : n;
-        port = colon != NULL ? colon + 1 : NULL;
-    }
-    if (hlen == 0 || hlen >= sizeof(out->host)) {
-        *why = "no host, or a host name too long";
-        return AGENT_E_INVAL;
-    }
-    memcpy(out->host, h, hlen);
-    out->host[hlen] = '\0';
-    out->ip = is_ip4(out->host) || is_ip6(out->host);
-    if (a[0] == '[' && !is_ip6(out->host)) {
-        *why = "not an IPv6 address inside [ ]";
-        return AGENT_E_INVAL;
-    }
-    for (size_t i = 0; i < hlen && !out->ip; i++) {
-        if (!host_char(out->host[i])) {
-            *why = "a host name may hold letters, digits, '-', '.' and '_' only";
-            return AGENT_E_INVAL;
-        }
-    }
-    out->port = out->https ? 443 : 80;
-    if (port != NULL) {
-        uint64_t p = 0;
-        if (num_parse_u64(port, (size_t)(a + n - port), 10, 65535, &p) != 0 || p == 0) {
-            *why = "the port is not a number from 1 to 65535";
-            return AGENT_E_INVAL;
-        }
-        out->port = (uint16_t)p;
-    }
-    return 0;
-}
-
-int s3__endpoint_parse(const char *url, struct s3_endpoint *out, const char **why)
-{
-    memset(out, 0, sizeof(*out));
     const char *rest;
-    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "HTTPS://", 8) == 0) {
-        out->https = true;
-        rest = url + 8;
-    } else if (strncmp(url, "http://", 7) == 0 || strncmp(url, "HTTP://", 7) == 0) {
-        rest = url + 7;
-    } else {
-        *why = "not an http:// or https:// URL";
-        return AGENT_E_INVAL;
-    }
-    size_t n = strcspn(rest, "/?#@");
-    if (rest[n] == '@' || rest[n] == '?' || rest[n] == '#' ||
-        (rest[n] == '/' && rest[n + 1] != '\0')) {
+    int rc = url_origin_parse(url, out, &rest, why);
+    if (rc == 0 && rest[0] != '\0' && strcmp(rest, "/") != 0) {
         *why = "only scheme://host[:port] is allowed (no user, path, query or fragment)";
-        return AGENT_E_INVAL;
+        rc = AGENT_E_INVAL;
     }
-    return endpoint_authority(rest, n, out, why);
+    return rc;
 }
 
 /* A bucket name that can be a DNS label sequence under the endpoint (and match a wildcard
@@ -230,7 +158,7 @@ static bool dns_bucket(const char *b, bool https)
     return true;
 }
 
-int s3__where(const struct s3_endpoint *ep, const char *bucket, bool force_path_style,
+int s3__where(const struct url_origin *ep, const char *bucket, bool force_path_style,
               const char *key, struct s3_where *w, struct buf *path)
 {
     memset(w, 0, sizeof(*w));
@@ -400,7 +328,7 @@ int egress_s3_check(const struct egress_s3_options *o, const char *name, struct 
         rc = problem(errors, key, "not a bucket name");
     }
     if (o->endpoint != NULL) {
-        struct s3_endpoint ep;
+        struct url_origin ep;
         const char *why = "";
         if (s3__endpoint_parse(o->endpoint, &ep, &why) != 0) {
             snprintf(key, sizeof(key), "Egress:S3Storage:%s:Endpoint", name);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/ascii.h"
+#include "common/civil.h"
 #include "common/err.h"
 #include "common/hex.h"
 #include "ev_fmt.h"
@@ -326,7 +327,7 @@ static bool format_filetime(int64_t ft, char *out, size_t cap)
     int64_t rem = secs - days * 86400;
     int64_t y;
     int m, d;
-    ev_civil_from_days(days, &y, &m, &d);
+    civil_date(days, &y, &m, &d);
     snprintf(out, cap, "%02d/%02d/%04d %02d:%02d:%02d", m, d, (int)y, (int)(rem / 3600),
              (int)(rem / 60 % 60), (int)(rem % 60));
     return true;

@@ -3,14 +3,16 @@
 #define AGENT_EV_FMT_H
 
 /*
- * Values as .NET's invariant culture writes them, and the calendar arithmetic behind dates: the
- * few conversions events/ shares (EventCounters and Prometheus text, log timestamps, NDJSON
- * times, StoppingEvent payload values). Pure: no libuv, no I/O, no allocation, no globals.
+ * Values as .NET's invariant culture writes them: the few conversions events/ shares
+ * (EventCounters and Prometheus text, log timestamps, NDJSON times, StoppingEvent payload values).
+ * Pure: no libuv, no I/O, no allocation, no globals.
  */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "civil.h"
 
 /*
  * v as .NET (Core 3.0+; checked against .NET 10) writes a double, or with single a float, in the
@@ -24,10 +26,18 @@
 #define EV_FMT_REAL_MAX 32
 size_t ev_fmt_real(double v, bool single, char *out, size_t cap);
 
-/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar (H. Hinnant's algorithm). */
-int64_t ev_days_from_civil(int64_t y, int64_t m, int64_t d);
+/*
+ * The calendar arithmetic is common/civil.h's. These two older names stay only for
+ * events/ev_logs.c, to be dropped when that file calls civil_days and civil_date itself.
+ */
+static inline int64_t ev_days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    return civil_days(y, m, d);
+}
 
-/* The reverse: the date of a day number (days since 1970-01-01, negative before). */
-void ev_civil_from_days(int64_t days, int64_t *y, int *m, int *d);
+static inline void ev_civil_from_days(int64_t days, int64_t *y, int *m, int *d)
+{
+    civil_date(days, y, m, d);
+}
 
 #endif

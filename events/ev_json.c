@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/civil.h"
 #include "common/err.h"
 #include "common/hex.h"
 #include "common/membudget.h"
@@ -381,7 +382,7 @@ static int iso_time(struct buf *out, int64_t secs, uint32_t nanos, bool with_nan
     int64_t sod = secs - days * 86400;
     int64_t y;
     int mi, di;
-    ev_civil_from_days(days, &y, &mi, &di);
+    civil_date(days, &y, &mi, &di);
     unsigned m = (unsigned)mi;
     unsigned d = (unsigned)di;
     /* "yyyy-mm-ddThh:mm:ss[.fffffffff]Z" without printf (this runs once per event). The year is
@@ -432,8 +433,7 @@ static int event_time(struct buf *out, const struct nettrace_trace_info *ti, int
     if (freq <= 0 || st[1] < 1 || st[1] > 12 || st[3] < 1 || st[3] > 31 || st[7] > 999) {
         return buf_append_str(out, "null");
     }
-    int64_t base =
-        ev_days_from_civil(st[0], st[1], st[3]) * 86400 + st[4] * 3600ll + st[5] * 60ll + st[6];
+    int64_t base = civil_days(st[0], st[1], st[3]) * 86400 + st[4] * 3600ll + st[5] * 60ll + st[6];
     int64_t delta;
     if (__builtin_sub_overflow(ts, ti->sync_time_qpc, &delta)) {
         return buf_append_str(out, "null");

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "civil.h"
 #include "err.h"
 #include "ev_fmt.h"
 #include "ev_payload.h"
@@ -383,7 +384,7 @@ static void clock_init(struct ev_stream *s)
         s->sync_unix_ms = 0;
         return;
     }
-    s->sync_unix_ms = ev_days_from_civil(t[0], t[1], t[3]) * 86400000 + (int64_t)t[4] * 3600000 +
+    s->sync_unix_ms = civil_days(t[0], t[1], t[3]) * 86400000 + (int64_t)t[4] * 3600000 +
                       (int64_t)t[5] * 60000 + (int64_t)t[6] * 1000 + t[7];
 }
 

@@ -27,12 +27,15 @@
  * machine; this file asks it to move on (http__conn_set_state) and hears back from it.
  */
 
+/* Room for a chunk's size line: 16 hex digits and its CRLF. */
+#define CHUNK_FRAME 24
+
 struct http_write {
     uv_write_t req;
     struct http_conn *c;
-    char *data;     /* malloc'd, freed in the write callback (libuv needs it until then) */
-    size_t len;     /* bytes on the wire */
-    char frame[24]; /* chunk size line of an owned write (the "\r\n" after it is static) */
+    char *data;              /* malloc'd, freed in the write callback (libuv needs it until then) */
+    size_t len;              /* bytes on the wire */
+    char frame[CHUNK_FRAME]; /* chunk size line of an owned write (chunk_bufs) */
 };
 
 static void resp_on_write(uv_write_t *req, int status);
@@ -132,6 +135,30 @@ int http__resp_write(struct http_conn *c, struct buf *b)
 }
 
 /*
+ * The pieces one write puts on the wire for len bytes at data, without copying them: when
+ * chunked, the chunk's size line (written into frame), the bytes, and the CRLF that ends the
+ * chunk; else the bytes alone. Returns how many pieces (3 or 1) went into ub; *total is their
+ * bytes. frame must live as long as the write does.
+ */
+static unsigned int chunk_bufs(bool chunked, const void *data, size_t len, char frame[CHUNK_FRAME],
+                               uv_buf_t ub[3], size_t *total)
+{
+    static char crlf[] = "\r\n";
+    unsigned int nb = 0;
+    *total = len;
+    if (chunked) {
+        int k = snprintf(frame, CHUNK_FRAME, "%zx\r\n", len);
+        ub[nb++] = uv_buf_init(frame, (unsigned int)k);
+        *total += (size_t)k + 2;
+    }
+    ub[nb++] = uv_buf_init((char *)(uintptr_t)data, (unsigned int)len);
+    if (chunked) {
+        ub[nb++] = uv_buf_init(crlf, 2);
+    }
+    return nb;
+}
+
+/*
  * Queues len bytes at data, which lie inside the malloc'd block base (taken: freed once written,
  * or now on failure), framed as one chunk when chunked: no copy of the payload on plain HTTP.
  * Over TLS the bytes are encrypted at once and base is freed right away.
@@ -140,41 +167,31 @@ int http__resp_write(struct http_conn *c, struct buf *b)
 static int resp_write_owned(struct http_conn *c, void *base, const void *data, size_t len,
                             bool chunked)
 {
-    static char crlf[] = "\r\n";
+    if (len > UINT_MAX) {
+        bufpool_release(base);
+        http__conn_close(c);
+        return AGENT_E_TOOBIG;
+    }
+    uv_buf_t ub[3];
+    size_t total;
     if (c->tls != NULL) {
-        char frame[24];
+        char frame[CHUNK_FRAME];
+        unsigned int nb = chunk_bufs(chunked, data, len, frame, ub, &total);
         struct http_tls_iov iov[3];
-        size_t n = 0;
-        if (chunked) {
-            int k = snprintf(frame, sizeof(frame), "%zx\r\n", len);
-            iov[n++] = (struct http_tls_iov){.p = frame, .n = (size_t)k};
+        for (unsigned int i = 0; i < nb; i++) {
+            iov[i] = (struct http_tls_iov){.p = ub[i].base, .n = ub[i].len};
         }
-        iov[n++] = (struct http_tls_iov){.p = data, .n = len};
-        if (chunked) {
-            iov[n++] = (struct http_tls_iov){.p = crlf, .n = 2};
-        }
-        int rc = resp_write_tls(c, iov, n);
+        int rc = resp_write_tls(c, iov, nb);
         bufpool_release(base);
         return rc;
     }
-    struct http_write *w = len <= UINT_MAX ? malloc(sizeof(*w)) : NULL;
+    struct http_write *w = malloc(sizeof(*w));
     if (w == NULL) {
         bufpool_release(base);
         http__conn_close(c);
-        return len <= UINT_MAX ? UV_ENOMEM : AGENT_E_TOOBIG;
+        return UV_ENOMEM;
     }
-    uv_buf_t ub[3];
-    unsigned int nb = 0;
-    w->len = len;
-    if (chunked) {
-        int k = snprintf(w->frame, sizeof(w->frame), "%zx\r\n", len);
-        ub[nb++] = uv_buf_init(w->frame, (unsigned int)k);
-        w->len += (size_t)k + 2;
-    }
-    ub[nb++] = uv_buf_init((char *)(uintptr_t)data, (unsigned int)len);
-    if (chunked) {
-        ub[nb++] = uv_buf_init(crlf, 2);
-    }
+    unsigned int nb = chunk_bufs(chunked, data, len, w->frame, ub, &w->len);
     w->data = base;
     return resp_submit(c, w, ub, nb);
 }
@@ -747,20 +764,10 @@ int http_stream_write_now(struct http_request *r, const void *data, size_t len)
         len > UINT_MAX) {
         return 0;
     }
-    static char crlf[] = "\r\n";
-    char frame[24];
+    char frame[CHUNK_FRAME];
     uv_buf_t ub[3];
-    unsigned int nb = 0;
-    size_t total = len;
-    if (r->chunked) {
-        int k = snprintf(frame, sizeof(frame), "%zx\r\n", len);
-        ub[nb++] = uv_buf_init(frame, (unsigned int)k);
-        total += (size_t)k + 2;
-    }
-    ub[nb++] = uv_buf_init((char *)(uintptr_t)data, (unsigned int)len);
-    if (r->chunked) {
-        ub[nb++] = uv_buf_init(crlf, 2);
-    }
+    size_t total;
+    unsigned int nb = chunk_bufs(r->chunked, data, len, frame, ub, &total);
     int n = uv_try_write((uv_stream_t *)&c->tcp, ub, nb);
     if (n == UV_EAGAIN || n == 0) {
         return 0; /* nothing went out: the caller queues the chunk whole */

@@ -106,6 +106,8 @@ struct ipc_session {
     uint8_t *rbuf;
     bool in_deliver; /* inside on_data: take_buffer is allowed */
     bool pooled;     /* a buffer was taken: read into pool blocks (bufpool.h) */
+    void (*freed_cb)(void *ud, bool had_session); /* ipc_session_when_freed */
+    void *freed_ud;
 };
 
 static int s_try(struct ipc_session *s);
@@ -187,10 +189,15 @@ static void s_on_timer_close(uv_handle_t *h)
     struct ipc_session *s = h->data;
     struct ipc_session_admission *adm = s->adm;
     bool started = s->have_id;
+    void (*freed_cb)(void *, bool) = s->freed_cb;
+    void *freed_ud = s->freed_ud;
     s_free(s);
     adm->live--;
     if (started) {
         adm->started--;
+    }
+    if (freed_cb != NULL) {
+        freed_cb(freed_ud, started);
     }
 }
 
@@ -872,6 +879,12 @@ void ipc_session_stop(struct ipc_session *s, uint64_t stop_timeout_ms)
     }
     /* Otherwise s_on_reply sends it right after on_started. */
     arm_timer(s);
+}
+
+void ipc_session_when_freed(struct ipc_session *s, void (*cb)(void *ud, bool had_session), void *ud)
+{
+    s->freed_cb = cb;
+    s->freed_ud = ud;
 }
 
 void ipc_session_abort(struct ipc_session *s)

@@ -100,6 +100,16 @@ void ipc_session_stop(struct ipc_session *s, uint64_t stop_timeout_ms);
 void ipc_session_abort(struct ipc_session *s);
 
 /*
+ * cb(ud, had_session) once s is freed: after its end or abort, when its background work is over
+ * too (a late start reply read, the StopTracing answered and the stream closed, or the cleanup
+ * bound passed), so the runtime is done with the session. had_session: the runtime had created
+ * it (its id was known). Set it while the handle is valid (before the end or the abort); called
+ * from a close callback, never inside an ipc_session_* call, at most once.
+ */
+void ipc_session_when_freed(struct ipc_session *s, void (*cb)(void *ud, bool had_session),
+                            void *ud);
+
+/*
  * Inside on_data only: takes the read buffer that holds the view on_data got (the view lies
  * inside it), so a relay can queue the bytes without copying them; the caller releases it with
  * bufpool_release (it is a pool block or a malloc'd one, common/bufpool.h). The session reads

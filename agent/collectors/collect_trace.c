@@ -67,7 +67,6 @@
 #include "membudget.h"
 #include "nettrace.h"
 #include "operations.h"
-#include "otel_proc.h"
 #include "spool.h"
 #include "trace_config.h"
 
@@ -110,9 +109,7 @@ struct trace_job {
     int version;        /* CollectTracing version used */
     uint64_t session_id;
     uint64_t pid;
-    bool retried;     /* one new start after the runtime closed the first one unanswered */
-    bool otel_joined; /* the session carries the OTel [AS] lines (otel_proc.h): relisten at its end
-                       */
+    bool retried; /* one new start after the runtime closed the first one unanswered */
     char uid[37];
     struct ipc_endpoint ep; /* the runtime's (an owned copy) */
     char filename[64];
@@ -283,16 +280,11 @@ static cJSON *trace_results(struct job *core)
  * the artifact Cancelled (the client sees a truncated transfer; an upload is aborted). The spool
  * (and its file) goes with the job.
  */
-static void job_otel_relisten(struct trace_job *job);
-
-/* Ends the job's session at once (StopTracing in the background, nothing left in the runtime);
- * a session that carried OTel's lines has the process's OTel session ask again, as when a
- * session ends by itself (sess_on_end). */
+/* Ends the job's session at once (StopTracing in the background, nothing left in the runtime). */
 static void job_abort_session(struct trace_job *job)
 {
     dsession_abort(job->ds); /* accepts NULL */
     job->ds = NULL;
-    job_otel_relisten(job);
 }
 
 static void trace_abort(struct job *core, enum job_why why)
@@ -645,26 +637,15 @@ static const struct dsession_consumer session_consumer;
  * start's error (dsession_start) and no session. */
 static int job_start_session(struct trace_job *job)
 {
-    /* the one-spec-set rule (otel_proc.h): a DiagnosticSource session carries OTel's lines too */
-    struct otel_joined j;
-    int joined = otel_procs_join(job->a->otel_procs, job->pid, &job->tc.collect, &j);
-    const struct dsession_config dc = {.collect = &j.cfg,
+    const struct dsession_config dc = {.collect = &job->tc.collect,
                                        .admission = &job->a->sessions,
                                        .start_timeout_ms =
                                            agent_timeout(job->a, TIMEOUT_TRACE_START),
                                        .stop_timeout_ms = stop_timeout_ms(job)};
     int rc = dsession_start(job->a->loop, &job->ep, &dc, &session_consumer, job, &job->ds);
-    otel_joined_fini(&j);
     if (rc != 0) {
         job->ds = NULL;
     }
-    if (rc == 0 && joined == 1 && !job->otel_joined) {
-        log_info(cat,
-                 "trace of %llu: its DiagnosticSource specs also carry OpenTelemetry's "
-                 "activities (one set per process)",
-                 (unsigned long long)job->pid);
-    }
-    job->otel_joined = job->otel_joined || (rc == 0 && joined == 1);
     return rc;
 }
 
@@ -689,16 +670,6 @@ static void job_on_retry(uv_timer_t *t)
 }
 
 /* The session's end: status 0 when the runtime closed the stream, else the error's code. */
-/* After a session that carried OTel's lines ended: the runtime tore the shared listener down,
- * the process's OTel session asks again (otel_proc.h). */
-static void job_otel_relisten(struct trace_job *job)
-{
-    if (job->otel_joined) {
-        job->otel_joined = false;
-        otel_procs_relisten(job->a->otel_procs, job->pid);
-    }
-}
-
 static void sess_on_end(struct trace_job *job, int status, uint32_t hresult)
 {
     job->ds = NULL;
@@ -708,7 +679,6 @@ static void sess_on_end(struct trace_job *job, int status, uint32_t hresult)
          * with it; the owner starts a new one when it can. */
         log_info(cat, "trace ring of %llu: the session ended (%s)", (unsigned long long)job->pid,
                  status != 0 ? agent_strerror(status) : "end of stream");
-        job_otel_relisten(job);
         collect_trace_ring_end_cb cb = job->ring_on_end;
         job->ring_on_end = NULL;
         if (cb != NULL) {
@@ -729,7 +699,6 @@ static void sess_on_end(struct trace_job *job, int status, uint32_t hresult)
                        0);
         return;
     }
-    job_otel_relisten(job); /* no new start of this job follows */
 
     if (!sess_started(job)) {
         /* The session never started: answer with the reason. */

@@ -984,7 +984,7 @@ static void ri_on_kick(uv_timer_t *t)
     bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
     if (want && !sess_live(ri)) {
         int rc = is_event_fed(ri)
-                     ? tsession_start(ri->p->r->a, &ri->p->ep, ri->p->pid, ri->p->major,
+                     ? tsession_start(ri->p->r->a, &ri->p->ep, ri->p->major,
                                       &rules_inst_rule(ri->inst)->trigger, ri->interval_s,
                                       &ri_http_callbacks, ri, &ri->tsess)
                      : msession_start(ri->p->r->a, &ri->p->ep, ri->p->major, &ri->f, &ri_callbacks,

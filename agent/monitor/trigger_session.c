@@ -21,7 +21,6 @@
 #include "log.h"
 #include "membudget.h"
 #include "nettrace.h"
-#include "otel_proc.h"
 #include "trace_config.h"
 
 static const char cat[] = "dotmon.rules";
@@ -52,15 +51,10 @@ struct tsession {
     size_t scratch_cap;
     struct mb_share share; /* schemas, schemas' index and scratch (HS_SHARE_CAP) */
     bool budget_said;      /* a refusal was logged */
-    uint64_t pid;
-    bool otel_joined; /* carries the OTel [AS] lines: OTel's session asks again at the end */
 };
 
 static void hs_free(struct tsession *s)
 {
-    if (s->otel_joined) {
-        otel_procs_relisten(s->a->otel_procs, s->pid);
-    }
     nettrace_checker_fini(&s->ck);
     ev_schemas_fini(&s->schemas);
     free(s->scratch);
@@ -292,7 +286,7 @@ static int build_config(const struct agent *a, const struct rules_trigger *t,
     return rc;
 }
 
-int tsession_start(struct agent *a, const struct ipc_endpoint *ep, uint64_t pid, int major,
+int tsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                    const struct rules_trigger *t, double counter_interval_s,
                    const struct tsession_callbacks *cb, void *ud, struct tsession **out)
 {
@@ -301,7 +295,6 @@ int tsession_start(struct agent *a, const struct ipc_endpoint *ep, uint64_t pid,
         return UV_ENOMEM;
     }
     s->a = a;
-    s->pid = pid;
     s->cb = cb;
     s->ud = ud;
     s->runtime = rules_trigger_source(t) == RULES_SOURCE_RUNTIME;
@@ -321,15 +314,11 @@ int tsession_start(struct agent *a, const struct ipc_endpoint *ep, uint64_t pid,
             nettrace_set_metadata_cb(&s->ck, hs_on_metadata, s); /* native events need none */
         }
         nettrace_set_event_cb(&s->ck, hs_on_event, s);
-        struct otel_joined j; /* the one-spec-set rule (otel_proc.h) */
-        int joined = otel_procs_join(a->otel_procs, pid, &tc.collect, &j);
-        struct dsession_config dc = {.collect = &j.cfg,
+        struct dsession_config dc = {.collect = &tc.collect,
                                      .admission = &a->metric_sessions,
                                      .start_timeout_ms = agent_timeout(a, TIMEOUT_TRIGGER_START),
                                      .stop_timeout_ms = agent_timeout(a, TIMEOUT_TRIGGER_STOP)};
         rc = dsession_start(a->loop, ep, &dc, &hs_consumer, s, &s->ds);
-        otel_joined_fini(&j);
-        s->otel_joined = rc == 0 && joined == 1;
     }
     trace_config_fini(&tc);
     if (rc != 0) {

@@ -37,12 +37,12 @@ struct tsession_callbacks {
 
 /*
  * Starts the session of ASP.NET or runtime trigger t (which must outlive it) on a runtime of
- * .NET major (0 = unknown), process pid; counter_interval_s is the Hosting counters' interval
+ * .NET major (0 = unknown); counter_interval_s is the Hosting counters' interval
  * (rules_trigger_interval_provider). 0 (callbacks follow) or a negative code (none follow).
- * An ASP.NET trigger's DiagnosticSource session also carries the OTel session's [AS] lines when
- * pid's spans are exported, and that session is restarted when this one ends (otel_proc.h).
+ * An ASP.NET trigger's DiagnosticSource session is subject to the one-spec-set rule
+ * (collect/dsession.h).
  */
-int tsession_start(struct agent *a, const struct ipc_endpoint *ep, uint64_t pid, int major,
+int tsession_start(struct agent *a, const struct ipc_endpoint *ep, int major,
                    const struct rules_trigger *t, double counter_interval_s,
                    const struct tsession_callbacks *cb, void *ud, struct tsession **out);
 /* Graceful stop: StopTracing, the rest of the stream, then on_end. Idempotent. */

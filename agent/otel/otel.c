@@ -92,6 +92,7 @@ struct otel_sig {
     struct buf zin;
     int zrc;
     bool zbusy;
+    size_t body_charged; /* what body and zin may hold, charged to o->bodies while they live */
     uint64_t batch_started_ms;
     unsigned attempt;
     bool told_when; /* the retry waits for the receiver's Retry-After */
@@ -109,7 +110,8 @@ struct otel {
     struct otel_settings set;
     struct rules_filter_list *filters;
     struct otel_sig sig[3];
-    struct mb_share share;
+    struct mb_share share;  /* the queued items */
+    struct mb_share bodies; /* the request bodies being built or sent (bounded by the total) */
     struct buf scratch;
 
     struct otel_pid *pids;
@@ -167,6 +169,7 @@ static size_t item_charge(const struct otel_item *it)
 static void maybe_free(struct otel *o)
 {
     if (o->freeing && o->open_handles == 0 && o->nsources == 0) {
+        mb_share_fini(&o->bodies);
         otel_conf_fini(&o->conf);
         free(o);
     }
@@ -259,14 +262,46 @@ static uint64_t backoff_ms(const struct otel *o, unsigned attempt)
     return half + (half > 0 ? r % (half + 1) : 0);
 }
 
+/*
+ * The request bodies' memory: before a batch is encoded, an upper bound of its encoded size (and
+ * of its gzip) is charged to o->bodies and set as the buffers' limit, so no byte of them is
+ * allocated uncharged; the charge follows the buffers down as zin is freed after gzip, and goes
+ * with them when the batch ends.
+ */
+static int bodies_charge(struct otel_sig *q, size_t n)
+{
+    if (n > q->body_charged) {
+        if (mb_charge(&q->o->bodies, n - q->body_charged) != 0) {
+            return AGENT_E_BUDGET;
+        }
+    } else {
+        mb_release(&q->o->bodies, q->body_charged - n);
+    }
+    q->body_charged = n;
+    return 0;
+}
+
+static void bodies_free(struct otel_sig *q)
+{
+    buf_fini(&q->body);
+    buf_fini(&q->zin);
+    (void)bodies_charge(q, 0);
+}
+
+/* gzip's output bound for n bytes in (zlib's compressBound plus the gzip wrapper). */
+static size_t gzip_bound(size_t n)
+{
+    return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 32;
+}
+
 static void batch_end(struct otel_sig *q, int what)
 {
     items_done(q, q->batch, what);
     q->batch = NULL;
     q->nbatch = 0;
     q->attempt = 0;
-    if (!q->zbusy) { /* else the thread still writes it: reset when it is done */
-        buf_reset(&q->body);
+    if (!q->zbusy) { /* else the thread still writes it: freed when it is done */
+        bodies_free(q);
     }
 }
 
@@ -426,7 +461,16 @@ static void layout_fill(struct layout *l, const struct otel_item *batch, enum ot
     }
 }
 
-/* The batch as one request body (gzipped when set). */
+/* More than the request's framing adds per resource group and per item, in either format (a
+ * scope's piece is counted with each of its items, its framing in the item's share). */
+#define OTEL_FRAME_PER_GROUP 128u
+#define OTEL_FRAME_PER_ITEM  48u
+
+/*
+ * The batch as one request body (gzipped when set), into zin (then gzip'd into body) or body:
+ * its bound is charged first (AGENT_E_BUDGET when the budget refuses it) and the buffers cannot
+ * grow past what was charged.
+ */
 static int encode_batch(struct otel_sig *q)
 {
     enum otlp_format f = q->c->format;
@@ -437,9 +481,22 @@ static int encode_batch(struct otel_sig *q)
     }
     layout_pairs(&l, q->batch);
     layout_fill(&l, q->batch, f);
-    buf_reset(&q->body);
-    buf_reset(&q->zin);
-    rc = otlp_request_encode(q->sig, f, l.groups, l.ngroups, q->c->gzip ? &q->zin : &q->body);
+    size_t est = 16;
+    for (size_t g = 0; g < l.ngroups; g++) {
+        est += buf_size(&l.srcs[g]->res[f]) + OTEL_FRAME_PER_GROUP;
+    }
+    for (const struct otel_item *it = q->batch; it != NULL; it = it->next) {
+        est += it->scope_len + it->item_len + OTEL_FRAME_PER_ITEM;
+    }
+    bodies_free(q);
+    struct buf *out = q->c->gzip ? &q->zin : &q->body;
+    /* a buffer's capacity is at most max + 1 (its NUL) */
+    rc = bodies_charge(q, est + 1 + (q->c->gzip ? gzip_bound(est) + 1 : 0));
+    if (rc == 0) {
+        out->max = est;
+        q->body.max = q->c->gzip ? gzip_bound(est) : est;
+        rc = otlp_request_encode(q->sig, f, l.groups, l.ngroups, out);
+    }
     layout_free(&l);
     return rc;
 }
@@ -450,11 +507,22 @@ static void zwork_run(uv_work_t *w)
     q->zrc = gzip_into(buf_data(&q->zin), buf_size(&q->zin), &q->body);
 }
 
+/* A batch that was not made: dropped when the budget refused its body (counted as the queue's
+ * drops, one warning a minute at most), else failed. */
 static void batch_failed(struct otel_sig *q, int rc)
 {
-    log_warn(cat, "%s: a batch of %zu item(s) did not encode (%s); dropped",
-             otlp_signal_name(q->sig), q->nbatch, agent_strerror(rc));
-    batch_end(q, C_FAILED);
+    uint64_t now = now_ms(q->o);
+    if (rc != AGENT_E_BUDGET) {
+        log_warn(cat, "%s: a batch of %zu item(s) did not encode (%s); dropped",
+                 otlp_signal_name(q->sig), q->nbatch, agent_strerror(rc));
+    } else if (q->last_drop_warn == 0 || now - q->last_drop_warn >= OTEL_WARN_EVERY_MS) {
+        q->last_drop_warn = now;
+        log_warn(cat,
+                 "%s: items dropped: a request body of %zu item(s) does not fit in the memory "
+                 "budget (Memory:LimitMB; dotmon_otel_dropped_total counts them)",
+                 otlp_signal_name(q->sig), q->nbatch);
+    }
+    batch_end(q, rc == AGENT_E_BUDGET ? C_DROPPED : C_FAILED);
     if (q->nqueued > 0) {
         arm(q, 0);
     }
@@ -467,21 +535,20 @@ static void zwork_done(uv_work_t *w, int status)
     struct otel *o = q->o;
     q->zbusy = false;
     o->open_handles--;
-    buf_reset(&q->zin);
-    if (o->freeing) {
-        buf_fini(&q->zin);
-        buf_fini(&q->body);
-        maybe_free(o);
-        return;
-    }
-    if (q->batch == NULL) { /* dropped meanwhile (the shutdown deadline) */
-        buf_reset(&q->body);
+    if (o->freeing || q->batch == NULL) { /* or dropped meanwhile (the shutdown deadline) */
+        bodies_free(q);
+        if (o->freeing) {
+            maybe_free(o);
+            return;
+        }
         if (q->nqueued > 0) {
             arm(q, 0);
         }
         maybe_finish(o);
         return;
     }
+    buf_fini(&q->zin); /* the input: only the gzip is sent */
+    (void)bodies_charge(q, q->body.cap);
     int rc = status != 0 ? status : q->zrc;
     if (rc != 0) {
         batch_failed(q, rc);
@@ -527,7 +594,8 @@ static void send_next(struct otel_sig *q)
         }
     } else if (rc == 0 && q->c->gzip) {
         rc = gzip_into(buf_data(&q->zin), buf_size(&q->zin), &q->body);
-        buf_reset(&q->zin);
+        buf_fini(&q->zin); /* the input: only the gzip is sent */
+        (void)bodies_charge(q, q->body.cap);
     }
     log_debug(cat, "%s: %zu item(s) in %zu bytes%s, made in %.3f ms", otlp_signal_name(q->sig), n,
               buf_size(&q->body), q->c->gzip ? " (gzip)" : "", (double)(uv_hrtime() - t0) / 1e6);
@@ -734,6 +802,7 @@ int otel_new(struct agent *a, struct otel **out, char *why, size_t whylen)
     o->conf = conf;
     buf_init(&o->scratch, 0);
     mb_share_init(&o->share, "OpenTelemetry export queues", o->conf.max_queue_mb << 20);
+    mb_share_init(&o->bodies, "OpenTelemetry request bodies", 0);
     (void)pid_index(o, 0);
     o->set =
         (struct otel_settings){.log_level = o->conf.log_level,
@@ -1173,8 +1242,7 @@ static void otel_destroy(struct otel *o)
     for (int s = 0; s < 3; s++) {
         struct otel_sig *q = &o->sig[s];
         if (!q->zbusy) { /* else zwork_done frees them */
-            buf_fini(&q->body);
-            buf_fini(&q->zin);
+            bodies_free(q);
         }
         free(q->hdrs);
         q->hdrs = NULL;

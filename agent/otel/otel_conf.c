@@ -17,7 +17,9 @@
 #include "buf.h"
 #include "err.h"
 #include "ev_logs.h"
+#include "hex.h"
 #include "num.h"
+#include "url.h"
 
 static const char *const sig_env[3] = {"LOGS", "METRICS", "TRACES"};
 static const char *const sig_key[3] = {"Logs", "Metrics", "Traces"};
@@ -52,38 +54,28 @@ static const char *cfg_get(const struct otel_conf_src *src, const char *key)
 
 /*
  * One setting of one signal, in this order: OpenTelemetry:<Sig>:<key>, OpenTelemetry:<key>,
- * OTEL_EXPORTER_OTLP_<SIG>_<env>, OTEL_EXPORTER_OTLP_<env>. *from names where it came from.
+ * OTEL_EXPORTER_OTLP_<SIG>_<env>, OTEL_EXPORTER_OTLP_<env> (the last two only when env is not
+ * NULL). *from names where it came from.
  */
 static const char *sig_setting(const struct otel_conf_src *src, int sig, const char *key,
                                const char *env, char *from, size_t fromlen)
 {
-    char name[96];
-    const char *v;
-    (void)snprintf(name, sizeof(name), "OpenTelemetry:%s:%s", sig_key[sig], key);
-    if ((v = cfg_get(src, name)) != NULL) {
-        goto found;
-    }
-    (void)snprintf(name, sizeof(name), "OpenTelemetry:%s", key);
-    if ((v = cfg_get(src, name)) != NULL) {
-        goto found;
-    }
-    if (env == NULL) {
-        return NULL;
-    }
-    (void)snprintf(name, sizeof(name), "OTEL_EXPORTER_OTLP_%s_%s", sig_env[sig], env);
-    if ((v = env_get(src, name)) != NULL) {
-        goto found;
-    }
-    (void)snprintf(name, sizeof(name), "OTEL_EXPORTER_OTLP_%s", env);
-    if ((v = env_get(src, name)) != NULL) {
-        goto found;
+    char names[4][96]; /* the first two are configuration keys, the other two variables */
+    const char *e = env != NULL ? env : "";
+    (void)snprintf(names[0], sizeof(names[0]), "OpenTelemetry:%s:%s", sig_key[sig], key);
+    (void)snprintf(names[1], sizeof(names[1]), "OpenTelemetry:%s", key);
+    (void)snprintf(names[2], sizeof(names[2]), "OTEL_EXPORTER_OTLP_%s_%s", sig_env[sig], e);
+    (void)snprintf(names[3], sizeof(names[3]), "OTEL_EXPORTER_OTLP_%s", e);
+    for (int i = 0; i < (env != NULL ? 4 : 2); i++) {
+        const char *v = i < 2 ? cfg_get(src, names[i]) : env_get(src, names[i]);
+        if (v != NULL) {
+            if (from != NULL) {
+                (void)snprintf(from, fromlen, "%s", names[i]);
+            }
+            return v;
+        }
     }
     return NULL;
-found:
-    if (from != NULL) {
-        (void)snprintf(from, fromlen, "%s", name);
-    }
-    return v;
 }
 
 /* A whole decimal number in [min, max]; absent leaves *out as it is. */
@@ -103,20 +95,6 @@ static int read_u64(const char *v, const char *from, uint64_t min, uint64_t max,
     return 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* s[0..n) trimmed of blanks and percent-decoded, as a new string; NULL on ENOMEM or a bad
  * escape (*bad set). */
 static char *url_decode(const char *s, size_t n, bool *bad)
@@ -132,23 +110,13 @@ static char *url_decode(const char *s, size_t n, bool *bad)
     if (out == NULL) {
         return NULL;
     }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%') {
-            int h = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int l = i + 2 < n ? hexval(s[i + 2]) : -1;
-            if (h < 0 || l < 0) {
-                free(out);
-                *bad = true;
-                return NULL;
-            }
-            out[k++] = (char)(h * 16 + l);
-            i += 2;
-        } else {
-            out[k++] = s[i];
-        }
+    memcpy(out, s, n);
+    if (hex_pct_decode(out, &n, false) != 0) {
+        free(out);
+        *bad = true;
+        return NULL;
     }
-    out[k] = '\0';
+    out[n] = '\0';
     return out;
 }
 
@@ -258,59 +226,24 @@ static int make_url(struct otel_sig_conf *c)
 static int parse_endpoint(struct otel_sig_conf *c, int sig, const char *v, bool base,
                           const char *from, char *why, size_t whylen)
 {
-    const char *p;
-    if (strncmp(v, "http://", 7) == 0) {
-        p = v + 7;
-        c->https = false;
-        c->port = 80;
-    } else if (strncmp(v, "https://", 8) == 0) {
-        p = v + 8;
-        c->https = true;
-        c->port = 443;
-    } else {
-        set_why(why, whylen, "%s is not an http:// or https:// URL", from);
+    struct url_origin o;
+    const char *p = NULL;
+    const char *bad = "a fragment right after the host";
+    int rc = url_origin_parse(v, &o, &p, &bad);
+    if (rc != 0 || *p == '#') {
+        char shown[160];
+        ascii_url_quotable(v, shown, sizeof(shown));
+        set_why(why, whylen, "%s: \"%s…\" is not a valid URL (%s)", from, shown, bad);
         return AGENT_E_INVAL;
     }
-    const char *hend;
-    const char *hstart = p;
-    if (*p == '[') {
-        hend = strchr(p, ']');
-        if (hend == NULL) {
-            goto bad;
-        }
-        hstart = p + 1;
-        p = hend + 1;
-    } else {
-        hend = p + strcspn(p, ":/?#");
-        p = hend;
-    }
-    if (hend == hstart) {
-        goto bad;
-    }
-    c->host = strndup(hstart, (size_t)(hend - hstart));
+    c->https = o.https;
+    c->port = o.port;
+    c->host = strdup(o.host);
     if (c->host == NULL) {
         return -ENOMEM;
     }
-    if (*p == ':') {
-        p++;
-        size_t n = strcspn(p, "/?#");
-        uint64_t port;
-        if (num_parse_u64(p, n, 10, 65535, &port) != 0 || port == 0) {
-            goto bad;
-        }
-        c->port = (uint16_t)port;
-        p += n;
-    }
-    if (*p != '\0' && *p != '/' && *p != '?') {
-        goto bad;
-    }
-    int rc = make_target(c, sig, p, strcspn(p, "#"), base);
+    rc = make_target(c, sig, p, strcspn(p, "#"), base);
     return rc == 0 ? make_url(c) : rc;
-bad:;
-    char shown[160];
-    ascii_url_quotable(v, shown, sizeof(shown));
-    set_why(why, whylen, "%s: \"%s…\" is not a valid URL", from, shown);
-    return AGENT_E_INVAL;
 }
 
 /* Whether the signal is exported, and where to. */

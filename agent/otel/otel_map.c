@@ -120,20 +120,8 @@ static char *decode_trim(char *s, size_t *n)
     while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t')) {
         len--;
     }
-    size_t w = 0;
-    for (size_t k = 0; k < len; k++) {
-        if (s[k] == '%' && k + 2 < len) {
-            int a = hex_value(s[k + 1]);
-            int b = hex_value(s[k + 2]);
-            if (a >= 0 && b >= 0) {
-                s[w++] = (char)(a * 16 + b);
-                k += 2;
-                continue;
-            }
-        }
-        s[w++] = s[k];
-    }
-    *n = w;
+    (void)hex_pct_decode(s, &len, true); /* lenient: never fails */
+    *n = len;
     return s;
 }
 

@@ -84,6 +84,7 @@ struct otel_procs {
     struct otel_providers prov;
     struct otel_providers prov_unsampled; /* the same without the sampler */
     char host[256];
+    struct dsession_keeper keeper; /* the one-spec-set rule, while traces are exported */
 };
 
 static uint64_t unix_nano_now(void)
@@ -342,7 +343,8 @@ static void op_logs_start(struct oproc *op)
     struct dsession_config cfg = {.collect = &collect,
                                   .admission = &ps->a->metric_sessions,
                                   .start_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_START),
-                                  .stop_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_STOP)};
+                                  .stop_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_STOP),
+                                  .keeper_own = true};
     rc = rc != 0 ? rc : dsession_start(ps->a->loop, &op->ep, &cfg, &op_consumer, op, &op->ds);
     if (rc != 0) {
         op->ds = NULL;
@@ -594,6 +596,10 @@ void otel_procs_on_process(struct otel_procs *ps, const struct ipc_process *p, b
     }
 }
 
+static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
+                       struct dsession_joined *j);
+static void keeper_left(void *ud, uint64_t pid);
+
 int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out)
 {
     *out = NULL;
@@ -628,6 +634,11 @@ int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out)
     if (st->signal[OTLP_METRICS]) {
         uint64_t every = st->metric_interval_ms > 0 ? st->metric_interval_ms : 60000;
         uv_timer_start(&ps->flush, ps_on_flush, every, every);
+    }
+    if (st->signal[OTLP_TRACES]) {
+        ps->keeper = (struct dsession_keeper){
+            .loop = a->loop, .ud = ps, .join = keeper_join, .left = keeper_left};
+        dsession_set_keeper(&ps->keeper);
     }
     *out = ps;
     return 0;
@@ -667,6 +678,9 @@ void otel_procs_close(struct otel_procs *ps, uint64_t drain_ms, void (*done)(voi
         return;
     }
     ps->closed = true;
+    if (ps->keeper.join != NULL) {
+        dsession_set_keeper(NULL);
+    }
     ps->done = done;
     ps->done_ud = ud;
     ps->stop_ms = drain_ms > 0 ? drain_ms : 1;
@@ -702,6 +716,23 @@ static struct oproc *op_by_pid(const struct otel_procs *ps, uint64_t pid)
     for (struct oproc *op = ps != NULL && !ps->closed ? ps->procs : NULL; op != NULL;
          op = op->next) {
         if (op->pid == pid) {
+            return op;
+        }
+    }
+    return NULL;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* The process whose runtime is at ep (the same socket, or the same reverse connection). */
+static struct oproc *op_by_ep(const struct otel_procs *ps, const struct ipc_endpoint *ep)
+{
+    for (struct oproc *op = ps != NULL && !ps->closed ? ps->procs : NULL; op != NULL;
+         op = op->next) {
+        if (same_str(op->ep.path, ep->path) && strcmp(op->ep.uid, ep->uid) == 0) {
             return op;
         }
     }
@@ -750,12 +781,13 @@ int otel_specs_join(const char *args, const char *lines, char **out)
     return rc != 0 ? rc : *out == NULL ? -ENOMEM : 0;
 }
 
-int otel_procs_join(const struct otel_procs *ps, uint64_t pid, const struct ipc_collect_config *in,
-                    struct otel_joined *j)
+/* The keeper's join (dsession.h): a session of another tool with the DiagnosticSource provider,
+ * on a process whose spans are exported, carries the OTel session's [AS] lines too. */
+static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
+                       struct dsession_joined *j)
 {
-    memset(j, 0, sizeof(*j));
-    j->cfg = *in;
-    const struct oproc *op = op_by_pid(ps, pid);
+    const struct otel_procs *ps = ud;
+    const struct oproc *op = op_by_ep(ps, ep);
     size_t which = in->provider_count;
     for (size_t k = 0; op != NULL && k < in->provider_count; k++) {
         if (strcasecmp(in->providers[k].name, EV_ACTIVITY_PROVIDER) == 0) {
@@ -771,32 +803,39 @@ int otel_procs_join(const struct otel_procs *ps, uint64_t pid, const struct ipc_
     const char *as = prov->as_args + strlen("FilterAndPayloadSpecs=\"");
     size_t aslen = strlen(as);
     char *lines = aslen > 0 ? strndup(as, aslen - 1) : NULL;
-    j->v = calloc(in->provider_count, sizeof(*j->v));
-    int rc = lines == NULL || j->v == NULL
+    struct ipc_provider *v = calloc(in->provider_count, sizeof(*v));
+    char *args = NULL;
+    int rc = lines == NULL || v == NULL
                  ? -ENOMEM
-                 : otel_specs_join(in->providers[which].arguments, lines, &j->args);
+                 : otel_specs_join(in->providers[which].arguments, lines, &args);
     free(lines);
     if (rc != 0) {
-        otel_joined_fini(j);
-        j->cfg = *in;
+        free(v);
+        log_warn(cat,
+                 "process %" PRIu64 ": a DiagnosticSource session could not carry "
+                 "OpenTelemetry's activities too (%s)",
+                 op->pid, agent_strerror(rc));
         return rc;
     }
-    memcpy(j->v, in->providers, in->provider_count * sizeof(*j->v));
-    j->v[which].arguments = j->args;
-    j->cfg.providers = j->v;
+    memcpy(v, in->providers, in->provider_count * sizeof(*v));
+    v[which].arguments = args;
+    j->cfg = *in;
+    j->cfg.providers = v;
+    j->mem[0] = v;
+    j->mem[1] = args;
+    j->key = op->pid;
+    log_info(cat,
+             "process %" PRIu64 ": another DiagnosticSource session also carries OpenTelemetry's "
+             "activities (one set per process)",
+             op->pid);
     return 1;
 }
 
-void otel_joined_fini(struct otel_joined *j)
+/* The keeper's left: that session is over, the runtime dropped the lines with it: the process's
+ * OTel session asks again. */
+static void keeper_left(void *ud, uint64_t pid)
 {
-    free(j->v);
-    free(j->args);
-    j->v = NULL;
-    j->args = NULL;
-}
-
-void otel_procs_relisten(struct otel_procs *ps, uint64_t pid)
-{
+    struct otel_procs *ps = ud;
     struct oproc *op = op_by_pid(ps, pid);
     if (op == NULL || !ps->st->signal[OTLP_TRACES]) {
         return;

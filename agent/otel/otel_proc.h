@@ -73,31 +73,15 @@ int otel_session_providers_sampled(const struct otel_settings *st, bool sampler,
 
 /*
  * The one-spec-set rule (docs/events.md §9.1): a runtime keeps ONE FilterAndPayloadSpecs set per
- * process for Microsoft-Diagnostics-DiagnosticSource, the last session's. Another session dotmon
- * opens with that provider on a process whose spans are exported carries the OTel session's [AS]
- * lines too (appended to its FilterAndPayloadSpecs), so the app's activities keep flowing, and
- * once it ended, otel_procs_relisten restarts that process's OTel session (the runtime tore its
- * listener down).
- *
- * otel_procs_join: 1 when in has that provider and pid's spans are exported: j->cfg is in with
- * the lines joined (j owns the copies: otel_joined_fini once the session started, dsession_start
- * copies the config); the caller then calls otel_procs_relisten(ps, pid) when the session ended.
- * 0: nothing to join (ps NULL, traces off, a pid not watched, no such provider), j->cfg is *in.
- * -ENOMEM, AGENT_E_TOOBIG (j->cfg is *in then too).
- * otel_specs_join (pure, for tests): args (a provider's "k=v;k2=\"v2\"" arguments, NULL for
- * none) with lines appended to its FilterAndPayloadSpecs value (the key added when absent), in
- * a new string (*out, the caller's to free). 0 or -ENOMEM.
+ * process for Microsoft-Diagnostics-DiagnosticSource, the last session's. While spans are
+ * exported, otel_procs is the keeper of collect/dsession.h: any other session dotmon starts with
+ * that provider on a process whose spans are exported carries the OTel session's [AS] lines too
+ * (appended to its FilterAndPayloadSpecs), so the app's activities keep flowing, and once that
+ * session is over the process's OTel session starts again (the runtime tore its listener down).
+ * otel_specs_join (pure, for tests): args (a provider's "k=v;k2=\"v2\"" arguments, NULL for none)
+ * with lines appended to its FilterAndPayloadSpecs value (the key added when absent), in a new
+ * string (*out, the caller's to free). 0 or -ENOMEM.
  */
-struct otel_joined {
-    struct ipc_collect_config cfg;
-    struct ipc_provider *v;
-    char *args;
-};
-int otel_procs_join(const struct otel_procs *ps, uint64_t pid, const struct ipc_collect_config *in,
-                    struct otel_joined *j);
-void otel_joined_fini(struct otel_joined *j);
 int otel_specs_join(const char *args, const char *lines, char **out);
-/* Restarts pid's OTel session (after another DiagnosticSource session with pid ended). */
-void otel_procs_relisten(struct otel_procs *ps, uint64_t pid);
 
 #endif

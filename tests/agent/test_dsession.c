@@ -6,6 +6,7 @@
  * stream reached it, in order. Every test ends with no session counted in the admission and the
  * fixture's uv_loop_close() == 0 (no handle leaked).
  */
+#define _GNU_SOURCE /* memmem */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -469,6 +470,139 @@ static void test_dsession_take_buffer(void **state)
     fixture_done(&fx);
 }
 
+/* ---- the spec-set keeper (dsession.h) ------------------------------------------------------ */
+
+static const struct ipc_provider joined_provider = {.name = "Joined-Provider", .level = 4};
+
+struct keeper_rec {
+    struct fixture *fx;
+    int joins;
+    int lefts;
+    uint64_t key;
+    unsigned stops_at_left; /* StopTracing requests the fake had seen when left came */
+    bool open_at_left;      /* the fake's stream was still open then */
+};
+
+static int k_join(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
+                  struct dsession_joined *j)
+{
+    struct keeper_rec *k = ud;
+    (void)ep;
+    k->joins++;
+    struct ipc_provider *v = calloc(in->provider_count + 1, sizeof(*v));
+    assert_non_null(v);
+    memcpy(v, in->providers, in->provider_count * sizeof(*v));
+    v[in->provider_count] = joined_provider;
+    j->cfg = *in;
+    j->cfg.providers = v;
+    j->cfg.provider_count = in->provider_count + 1;
+    j->mem[0] = v;
+    j->key = 77;
+    return 1;
+}
+
+static void k_left(void *ud, uint64_t key)
+{
+    struct keeper_rec *k = ud;
+    k->lefts++;
+    k->key = key;
+    struct fake_session_info si = fake_session(k->fx, 0);
+    k->stops_at_left = si.stops;
+    k->open_at_left = si.stream_open;
+}
+
+static bool k_left_came(void *ud)
+{
+    return ((const struct keeper_rec *)ud)->lefts > 0;
+}
+
+/* Whether the fake's last CollectTracing request names the keeper's provider (UTF-16LE). */
+static bool request_joined(const struct fixture *fx)
+{
+    const char *name = joined_provider.name;
+    uint8_t u16[64];
+    size_t n = strlen(name);
+    for (size_t i = 0; i < n; i++) {
+        u16[2 * i] = (uint8_t)name[i];
+        u16[2 * i + 1] = 0;
+    }
+    for (uint8_t id = 0x02; id <= 0x06; id++) {
+        size_t len = 0;
+        const uint8_t *req = fake_runtime_last_request(fx->fake, id, &len);
+        if (req != NULL && len >= 2 * n && memmem(req, len, u16, 2 * n) != NULL) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Every session is shown to the keeper, whoever starts it (but the keeper's own): it starts with
+ * the keeper's configuration, and left(key) follows its end, a stop's or an abort's. */
+static void test_dsession_keeper(void **state)
+{
+    struct fixture fx;
+    static struct keeper_rec k;
+    memset(&k, 0, sizeof(k));
+    k.fx = &fx;
+    struct dsession_keeper keeper = {
+        .loop = &((struct test_loop *)*state)->loop, .ud = &k, .join = k_join, .left = k_left};
+    dsession_set_keeper(&keeper);
+    static struct rec r;
+
+    /* stopped: joined, then left once it ended */
+    rec_init(&r);
+    r.stop_at = 16 * 1024;
+    run_to_end(&fx, *state, &streaming, &r);
+    assert_true(r.finished == 1 && k.joins == 1 && request_joined(&fx));
+    assert_true(tl_run_until(fx.tl, k_left_came, &k, 3000));
+    assert_true(k.lefts == 1 && k.key == 77);
+    fixture_done(&fx);
+
+    /* aborted: left once the runtime's session is stopped (StopTracing in the background) and
+     * its stream closed, not at the abort */
+    memset(&k, 0, sizeof(k));
+    k.fx = &fx;
+    fixture_fake(&fx, *state, &streaming);
+    struct dsession_config cfg = config(2000, 3000);
+    rec_init(&r);
+    start(&fx, &r, &cfg);
+    assert_true(tl_run_until(fx.tl, rec_started, &r, 2000));
+    dsession_abort(r.ds);
+    assert_int_equal(k.lefts, 0);
+    assert_true(tl_run_until(fx.tl, k_left_came, &k, 3000));
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    assert_true(k.joins == 1 && k.lefts == 1 && k.key == 77);
+    assert_int_equal(k.stops_at_left, 1);
+    assert_false(k.open_at_left);
+    fixture_done(&fx);
+
+    /* refused: the runtime never had the session (its set was not replaced): no left */
+    memset(&k, 0, sizeof(k));
+    k.fx = &fx;
+    struct fake_trace_config refuse = {.fault = FAKE_TRACE_ERROR, .error_hresult = 0x80131384};
+    rec_init(&r);
+    run_to_end(&fx, *state, &refuse, &r);
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    tl_run_for(fx.tl, 20);
+    assert_true(r.errors == 1 && k.joins == 1 && k.lefts == 0);
+    fixture_done(&fx);
+
+    /* the keeper's own session: not shown to it */
+    memset(&k, 0, sizeof(k));
+    k.fx = &fx;
+    fixture_fake(&fx, *state, &streaming);
+    cfg.keeper_own = true;
+    rec_init(&r);
+    r.stop_at = 16 * 1024;
+    start(&fx, &r, &cfg);
+    assert_true(tl_run_until(fx.tl, rec_ended, &r, 5000));
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    assert_int_equal(k.joins + k.lefts, 0);
+    assert_false(request_joined(&fx));
+    fixture_done(&fx);
+    dsession_set_keeper(NULL);
+}
+
 /* A configuration without its timeouts or a consumer without its calls starts nothing. */
 static void test_dsession_invalid(void **state)
 {
@@ -503,6 +637,7 @@ int main(void)
         LOOP_TEST(test_dsession_feed_error),   LOOP_TEST(test_dsession_stop_before_start),
         LOOP_TEST(test_dsession_timeouts),     LOOP_TEST(test_dsession_abort),
         LOOP_TEST(test_dsession_invalid),      LOOP_TEST(test_dsession_take_buffer),
+        LOOP_TEST(test_dsession_keeper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,7 +199,7 @@ static void test_s3_check(void **state)
 static void test_s3_endpoint(void **state)
 {
     (void)state;
-    struct s3_endpoint ep;
+    struct url_origin ep;
     const char *why = NULL;
     assert_int_equal(s3__endpoint_parse("https://s3.eu-west-1.amazonaws.com", &ep, &why), 0);
     assert_true(ep.https);
@@ -225,7 +225,7 @@ static void test_s3_endpoint(void **state)
 static void test_s3_where(void **state)
 {
     (void)state;
-    struct s3_endpoint ep;
+    struct url_origin ep;
     const char *why;
     struct s3_where w;
     struct buf path;

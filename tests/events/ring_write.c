@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "civil.h"
 #include "err.h"
 #include "ev_ring.h"
 #include "nettrace.h"
@@ -51,22 +52,11 @@ static uint8_t *read_file(const char *path, size_t *n)
     return p;
 }
 
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian; H. Hinnant's days_from_civil). */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    unsigned yoe = (unsigned)(y - era * 400);
-    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + (int64_t)doe - 719468;
-}
-
 /* A QPC timestamp as .NET DateTime ticks (UTC), as TraceEvent converts it. */
 static int64_t utc_ticks(const struct nettrace_trace_info *ti, int64_t qpc)
 {
     const uint16_t *t = ti->sync_time_utc;
-    int64_t days = days_from_civil(t[0], t[1], t[3]) + 719162; /* 0001-01-01 to 1970-01-01 */
+    int64_t days = civil_days(t[0], t[1], t[3]) + 719162; /* 0001-01-01 to 1970-01-01 */
     int64_t ticks = days * 864000000000LL + ((int64_t)t[4] * 3600 + t[5] * 60 + t[6]) * 10000000LL +
                     (int64_t)t[7] * 10000LL;
     int64_t delta = qpc - ti->sync_time_qpc;

@@ -248,6 +248,32 @@ def case_big_gzip():
         rx.stop()
 
 
+def case_body_budget():
+    """Request bodies are charged to the memory budget: with 2 MiB, 3000 queued log records fit,
+    one request of all 3000 (about 0.9 MB of JSON, and its gzip) does not and is dropped, counted
+    and told once; requests of 200 fit and deliver every record."""
+    for batch, delivered in ((3000, 0), (200, 3000)):
+        rx = Receiver()
+        try:
+            env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
+                   "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+                   "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_BLRP_MAX_QUEUE_SIZE": "3000",
+                   "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE": str(batch)}
+            rc, st, prom, err, _ = emit("--logs", 3000, "--budget-mb", 2, *FAST, env=env)
+            check(rc == 0 and rx.items("/v1/logs") == delivered
+                  and sig(st, "logs", "exported") == delivered
+                  and sig(st, "logs", "dropped") == 3000 - delivered
+                  and sig(st, "logs", "failed") == 0,
+                  f"body budget: batches of {batch}: {delivered} delivered, the rest dropped "
+                  f"({rx.items('/v1/logs')}, {sig(st, 'logs', 'exported')}, "
+                  f"{sig(st, 'logs', 'dropped')})", err[-500:])
+            told = err.count("does not fit in the memory budget")
+            check(told == (1 if delivered == 0 else 0),
+                  f"body budget: batches of {batch}: {told} warning(s) about the body")
+        finally:
+            rx.stop()
+
+
 def case_retries():
     script = [{"status": 503}, {"status": 429, "headers": {"Retry-After": "1"}}, {"status": 502}]
     rx = Receiver(script=script)
@@ -501,7 +527,8 @@ def case_dotmon(work):
 def main():
     with tempfile.TemporaryDirectory(prefix="otel-") as work:
         os.environ["TMPDIR"] = work
-        for case in (case_json_headers, case_protobuf_gzip_batches, case_big_gzip, case_retries,
+        for case in (case_json_headers, case_protobuf_gzip_batches, case_big_gzip,
+                     case_body_budget, case_retries,
                      case_retry_date_and_exit, case_shutdown_retries_now,
                      case_rejected_and_partial, case_down_then_up, case_queue_bound_and_deadline,
                      case_slow, case_settings):

@@ -228,7 +228,7 @@ def main():
         check_across_trace(rx, app, port, tmp)
         check_abandoned_trace(rx, app, port)
         text = log_text(log)
-        check(f"trace of {app.pid}: its DiagnosticSource specs also carry OpenTelemetry's" in text
+        check(f"process {app.pid}: another DiagnosticSource session also carries OpenTelemetry's" in text
               and f"process {app.pid}: its OpenTelemetry session starts again" in text,
               "the trace carried OTel's specs, and OTel's session asked again after it")
     finally:

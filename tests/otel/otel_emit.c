@@ -6,6 +6,7 @@
  * metrics from --pids sources through the real exporter on a real loop, spread over --run-ms,
  * then shuts it down with --deadline-ms and prints its counts. --release-early: the sources are
  * released as soon as their last item is emitted (an app that exits with items still queued).
+ * --budget-mb: dotmon's memory budget (Memory:LimitMB), unlimited when not given.
  * Output:
  *   status=<otel_status_json>        one line
  *   prom=<line>                      one per line of otel_render_prom
@@ -28,6 +29,7 @@
 #include "config.h"
 #include "err.h"
 #include "log.h"
+#include "membudget.h"
 #include "num.h"
 
 struct run {
@@ -196,6 +198,9 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--deadline-ms") == 0) {
             r.deadline_ms = arg_u64(v);
+            i++;
+        } else if (strcmp(a, "--budget-mb") == 0) {
+            membudget_set(arg_u64(v) << 20);
             i++;
         } else if (strcmp(a, "--release-early") == 0) {
             r.release_early = true;

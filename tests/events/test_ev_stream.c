@@ -656,6 +656,15 @@ static void test_ev_stream_exphist(void **state)
     huge[1100 * 3 - 2] = '\0';
     size_t n;
     uint8_t *p = exp_stream(&n, huge);
+    /* EV_STREAM_EXPHIST_SEED=<path>: the stream is also written there (fuzz_events' gen-exphist
+     * seed, tests/fuzz/corpus/README.md) */
+    const char *seed = getenv("EV_STREAM_EXPHIST_SEED");
+    if (seed != NULL) {
+        FILE *f = fopen(seed, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(p, 1, n, f), n);
+        assert_int_equal(fclose(f), 0);
+    }
     struct ev_stream_options opt = {.session_id = "s1", .refresh_interval_s = 1.0};
     struct seen sn;
     seen_init(&sn);

@@ -642,6 +642,9 @@ void otel_series_flush(struct otel_series_table *t, otel_metric_cb cb, void *ud)
             pt.zero_count = s->acc.h.zero_count;
             pt.positive = (struct otlp_buckets){
                 .offset = s->acc.h.offset, .counts = s->acc.counts, .ncounts = s->acc.h.ncounts};
+            pt.has_min_max = s->acc.any && isfinite(s->acc.h.min) && isfinite(s->acc.h.max);
+            pt.min = s->acc.h.min;
+            pt.max = s->acc.h.max;
         }
         struct otlp_metric m = {.name = s->name,
                                 .description = s->description,

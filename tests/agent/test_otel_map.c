@@ -482,6 +482,7 @@ static void test_metrics_exphist(void **state)
         assert_true(g.p[k].positive.counts[0] == 97 && g.p[k].positive.counts[40] == 3);
         assert_int_equal(g.p[k].start_unix_nano, 9000000000ull);
         assert_int_equal(g.p[k].time_unix_nano, 11000000000ull);
+        assert_true(g.p[k].has_min_max && g.p[k].min == 5 && g.p[k].max == 5000);
         k = find(&g, "size");
         assert_int_equal(g.p[k].count, 97);
         assert_true(g.p[k].sum == 485);

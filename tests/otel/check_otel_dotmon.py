@@ -7,8 +7,9 @@ and metrics arrive under a resource naming its pid, the counts on /metrics/dotmo
 counted as dropped). The app's histogram (recorded on .NET 10 while exporting, so the shared
 metrics session asks for exponential buckets) arrives as a cumulative ExponentialHistogram whose
 count, sum and two buckets are what the app recorded, and /metrics still shows it as a summary
-whose quantiles, estimated from the buckets, are the recorded values within a bucket's width. The comparison with the in-process SDK, against the real receiver, is the
-otel tests' on the Aspire Dashboard; this one is the exporter's wiring in dotmon."""
+whose quantiles, estimated from the buckets, are the recorded values within a bucket's width.
+The comparison with the in-process SDK, against the real receiver, is the otel tests' on the
+Aspire Dashboard; this one is the exporter's wiring in dotmon."""
 import gzip
 import math
 import os
@@ -111,6 +112,8 @@ def check_histogram(w, rx, mport):
     check(int(p.get("count", 0)) == n and float(p.get("sum", 0)) == want_sum,
           f"count and sum are the app's ({p.get('count')}, {p.get('sum')}; recorded {n}, {want_sum})")
     check(int(p.get("zeroCount", 0)) + sum(counts) == n, "the buckets hold every value")
+    check(p.get("min") == min(v for v, _ in MIX) and p.get("max") == max(v for v, _ in MIX),
+          f"min and max are the recorded extremes ({p.get('min')}, {p.get('max')})")
     at = {v: bucket_index(v, scale) - offset for v, _ in MIX}
     check(all(0 <= at[v] < len(counts) and counts[at[v]] == ticks * c for v, c in MIX),
           f"each recorded value is counted in its own bucket (offset recovered): {at}")

@@ -725,6 +725,7 @@ static int start_otel_procs(struct agent *a)
     if (rc != 0 && rc != AGENT_E_TOOBIG) { /* too many meters: logged, the rest still go */
         return rc;
     }
+    metrics_export_exp_histograms(a->metrics, otel_settings(a->otel)->exp_histograms);
     metrics_set_hook(a->metrics, otel_procs_on_sample, a->otel_procs);
     return 0;
 }

@@ -567,6 +567,7 @@ static const char *const known_keys[] = {
     "OpenTelemetry:Meters",
     "OpenTelemetry:ActivitySources",
     "OpenTelemetry:SamplingRatio",
+    "OpenTelemetry:HistogramAggregation",
     "OpenTelemetry:MetricExportIntervalMs",
     "OpenTelemetry:RetryInitialBackoffMs",
     "OpenTelemetry:RetryMaxBackoffMs",

@@ -16,13 +16,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ev_exphist.h"
+
 /* dotnet-monitor's counterType: Metric (EventCounter Mean, gauge, up-down counter, histogram) or
  * Rate (EventCounter Sum, meter counter rate). */
 enum ev_metric_kind {
     EV_METRIC_GAUGE = 0,    /* "Metric": EventCounter Mean, ObservableGauge / Gauge */
     EV_METRIC_RATE = 1,     /* "Rate": EventCounter Sum (Increment), meter counter `rate` */
     EV_METRIC_UPDOWN = 2,   /* "Metric": meter up/down counter (`value`, or `rate` when empty) */
-    EV_METRIC_HISTOGRAM = 3 /* "Metric": meter histogram, quantiles below */
+    EV_METRIC_HISTOGRAM = 3 /* "Metric": meter histogram, quantiles (and buckets) below */
 };
 
 #define EV_METRIC_MAX_QUANTILES 8
@@ -53,6 +55,10 @@ struct ev_metric_sample {
     double total;
     uint64_t hist_count; /* histograms: count of the interval (0 when the event has none) */
     double hist_sum;     /* histograms: sum of the interval */
+    /* Histograms published as base-2 exponential buckets (.NET 10, docs/events.md §3.7): the
+     * buckets; the quantiles above are then estimated from them. NULL for the runtime's own
+     * quantiles (HistogramValuePublished). Valid during the callback only, like the strings. */
+    const struct ev_exphist *exphist;
 };
 
 #endif

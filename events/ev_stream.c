@@ -10,6 +10,7 @@
 
 #include "civil.h"
 #include "err.h"
+#include "ev_exphist.h"
 #include "ev_fmt.h"
 #include "ev_payload.h"
 #include "ev_schemas.h"
@@ -38,6 +39,7 @@ enum ev_class {
     CLS_GAUGE,       /* GaugeValuePublished */
     CLS_UPDOWN,      /* UpDownCounterRateValuePublished */
     CLS_HISTOGRAM,   /* HistogramValuePublished */
+    CLS_EXPHIST,     /* Base2ExponentialHistogramValuePublished */
     CLS_BEGIN,       /* BeginInstrumentReporting */
     CLS_ERROR,       /* Error */
     CLS_CB_ERROR,    /* ObservableInstrumentCallbackError */
@@ -72,6 +74,11 @@ enum ev_fid {
     F_COUNT,
     F_SUM,
     F_INSTRUMENT_ID,
+    F_SCALE,
+    F_ZERO_COUNT,
+    F_MINIMUM,
+    F_MAXIMUM,
+    F_BUCKETS,
     F_METER_TAGS,
     F_INSTRUMENT_TAGS,
     F_INSTRUMENT_TYPE,
@@ -109,6 +116,11 @@ static const char *const field_paths[F_COUNT_ALL] = {
     [F_COUNT] = "count",
     [F_SUM] = "sum",
     [F_INSTRUMENT_ID] = "instrumentId",
+    [F_SCALE] = "scale",
+    [F_ZERO_COUNT] = "zeroCount",
+    [F_MINIMUM] = "minimum",
+    [F_MAXIMUM] = "maximum",
+    [F_BUCKETS] = "buckets",
     [F_METER_TAGS] = "meterTags",
     [F_INSTRUMENT_TAGS] = "instrumentTags",
     [F_INSTRUMENT_TYPE] = "instrumentType",
@@ -132,6 +144,7 @@ static const struct {
     {"GaugeValuePublished", CLS_GAUGE},
     {"UpDownCounterRateValuePublished", CLS_UPDOWN},
     {"HistogramValuePublished", CLS_HISTOGRAM},
+    {"Base2ExponentialHistogramValuePublished", CLS_EXPHIST},
     {"BeginInstrumentReporting", CLS_BEGIN},
     {"Error", CLS_ERROR},
     {"ObservableInstrumentCallbackError", CLS_CB_ERROR},
@@ -185,6 +198,9 @@ struct ev_stream {
     uint64_t payload_malformed;
     int err;
     char msg[256];
+    /* the exponential histogram of the event being decoded (docs/events.md §3.7) */
+    struct ev_exphist exphist;
+    uint64_t exphist_counts[EV_EXPHIST_MAX_BUCKETS];
     size_t text_len;
     struct ev_record rec;
     char text[TEXT_MAX];
@@ -598,6 +614,73 @@ static void parse_quantiles(const char *q, struct ev_metric_sample *m)
     }
 }
 
+/* The median stands for the histogram where one number is wanted. */
+static void hist_median(struct ev_metric_sample *m)
+{
+    m->value = (double)NAN;
+    for (uint32_t k = 0; k < m->nquantiles; k++) {
+        if (m->quantiles[k].quantile == 0.5) {
+            m->value = m->quantiles[k].value;
+        }
+    }
+}
+
+/*
+ * Base2ExponentialHistogramValuePublished (docs/events.md §3.7): the buckets, their offset
+ * recovered from the maximum, and the quantiles event 6 would have carried estimated from them so
+ * every consumer still finds them. False (counted malformed) for a bucket string that is not the
+ * runtime's, a scale out of range, or counts that do not add up to count.
+ */
+static bool exphist_value(struct ev_stream *s, const struct ev_md *md, struct ev_metric_sample *m)
+{
+    static const double qs[] = {0.5, 0.95, 0.99};
+    struct ev_exphist *h = &s->exphist;
+    memset(h, 0, sizeof(*h));
+    int64_t scale = 0;
+    int64_t count = 0;
+    int64_t zeros = 0;
+    double sum = 0;
+    const char *buckets = field_str(s, md, F_BUCKETS, NULL);
+    bool ok = buckets != NULL && md->f[F_SCALE] >= 0 && md->f[F_COUNT] >= 0 &&
+              md->f[F_ZERO_COUNT] >= 0 && ev_record_i64(&s->rec, md->f[F_SCALE], &scale) == 0 &&
+              ev_record_i64(&s->rec, md->f[F_COUNT], &count) == 0 &&
+              ev_record_i64(&s->rec, md->f[F_ZERO_COUNT], &zeros) == 0 && count >= 0 &&
+              zeros >= 0 && scale >= EV_EXPHIST_MIN_SCALE && scale <= EV_EXPHIST_MAX_SCALE &&
+              field_f64(s, md, F_SUM, &sum) && field_f64(s, md, F_MINIMUM, &h->min) &&
+              field_f64(s, md, F_MAXIMUM, &h->max) &&
+              ev_exphist_parse_counts(buckets, s->exphist_counts, EV_EXPHIST_MAX_BUCKETS,
+                                      &h->ncounts) == 0;
+    uint64_t total = (uint64_t)zeros;
+    for (uint32_t i = 0; ok && i < h->ncounts; i++) {
+        ok = s->exphist_counts[i] <= UINT64_MAX - total;
+        total += ok ? s->exphist_counts[i] : 0;
+    }
+    h->scale = (int32_t)scale;
+    h->counts = s->exphist_counts;
+    h->zero_count = (uint64_t)zeros;
+    h->cumulative = s->opt.exphist_cumulative;
+    if (!ok || total != (uint64_t)count || !ev_exphist_locate(h)) {
+        s->payload_malformed++;
+        return false;
+    }
+    if (count == 0) {
+        h->min = h->max = (double)NAN; /* the runtime's MaxValue / MinValue placeholders */
+    }
+    m->kind = EV_METRIC_HISTOGRAM;
+    m->hist_count = (uint64_t)count;
+    m->hist_sum = sum;
+    m->nquantiles = 0;
+    for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++) {
+        double v;
+        if (ev_exphist_quantile(h, qs[k], &v)) {
+            m->quantiles[m->nquantiles++] = (struct ev_quantile){qs[k], v};
+        }
+    }
+    hist_median(m);
+    m->exphist = h;
+    return true;
+}
+
 /* The value of a data event as dotnet-monitor takes it; false when there is none to report. */
 static bool meter_value(struct ev_stream *s, const struct ev_md *md, struct ev_metric_sample *m)
 {
@@ -624,15 +707,11 @@ static bool meter_value(struct ev_stream *s, const struct ev_md *md, struct ev_m
         }
         double sum = 0;
         m->hist_sum = field_f64(s, md, F_SUM, &sum) ? sum : 0;
-        /* The median stands for the histogram where one number is wanted. */
-        m->value = (double)NAN;
-        for (uint32_t k = 0; k < m->nquantiles; k++) {
-            if (m->quantiles[k].quantile == 0.5) {
-                m->value = m->quantiles[k].value;
-            }
-        }
+        hist_median(m);
         return true;
     }
+    case CLS_EXPHIST:
+        return exphist_value(s, md, m);
     default:
         return false;
     }
@@ -758,6 +837,7 @@ static void on_event(void *ud, const struct nettrace_event *ev)
     case CLS_GAUGE:
     case CLS_UPDOWN:
     case CLS_HISTOGRAM:
+    case CLS_EXPHIST:
         on_meter_value(s, md, ev->timestamp);
         break;
     case CLS_BEGIN:

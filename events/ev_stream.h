@@ -42,6 +42,12 @@ struct ev_stream_options {
      * session may have lowered the provider's interval, events.md §2.1, §2.3); 0 keeps them all.
      */
     double counter_interval_s;
+    /*
+     * Base2ExponentialHistogramValuePublished points hold the values since the runtime's
+     * aggregation began (the session asked reportDeltas=false); false: the interval's values, as
+     * dotmon asks (docs/events.md §3.7). Copied to ev_exphist.cumulative.
+     */
+    bool exphist_cumulative;
 };
 
 struct ev_stream_stats {

@@ -732,7 +732,7 @@ static int exp_buckets(struct enc *e, unsigned field, const char *jname,
 }
 
 /* ExponentialHistogramDataPoint: attributes 1, start 2, time 3, count 4, sum 5, scale 6,
- * zero_count 7, positive 8, negative 9. */
+ * zero_count 7, positive 8, negative 9, min 12, max 13 (optional doubles). */
 static int exp_histogram_point(struct enc *e, const struct otlp_point *p)
 {
     int rc = f_attrs(e, 1, p->attrs, p->nattrs);
@@ -751,7 +751,14 @@ static int exp_histogram_point(struct enc *e, const struct otlp_point *p)
     if (rc == 0) {
         rc = exp_buckets(e, 8, "positive", &p->positive);
     }
-    return rc != 0 ? rc : exp_buckets(e, 9, "negative", &p->negative);
+    if (rc == 0) {
+        rc = exp_buckets(e, 9, "negative", &p->negative);
+    }
+    if (rc == 0 && p->has_min_max) {
+        rc = f_double(e, 12, "min", p->min);
+        rc = rc != 0 ? rc : f_double(e, 13, "max", p->max);
+    }
+    return rc;
 }
 
 /* SummaryDataPoint: start 2, time 3, count 4, sum 5 (plain double), quantile_values 6

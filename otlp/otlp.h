@@ -136,6 +136,8 @@ struct otlp_point {
     uint64_t zero_count;
     struct otlp_buckets positive;
     struct otlp_buckets negative;
+    bool has_min_max; /* EXP_HISTOGRAM: min and max of the values (optional fields) */
+    double min, max;
     /* SUMMARY: */
     const struct otlp_quantile *quantiles;
     size_t nquantiles;

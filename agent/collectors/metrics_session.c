@@ -26,6 +26,11 @@ static const char cat[] = "dotmon.metrics";
 #define RUNTIME        "System.Runtime"
 #define BUFFER_MB      16
 #define ARGS_MAX       4096
+/* Base2ExponentialHistogram (docs/events.md §3.7): .NET 10's opt-in bucket histograms, per
+ * interval (reportDeltas) like the quantiles they replace; 160 buckets and scale 20 are the
+ * runtime's and OTel's defaults. */
+#define EXP_HIST_MAJOR 10
+#define EXP_HIST_SPEC  "scale=20;maxBuckets=160;reportDeltas=true"
 
 /* dotnet-monitor's default EventCounters providers (MonitoringSourceConfiguration). */
 static const char *const default_counter_providers[] = {RUNTIME, "Microsoft.AspNetCore.Hosting",
@@ -506,6 +511,9 @@ static int meter_arguments(struct msession *s, int major, struct buf *a)
     rc = rc ? rc : arg_append(a, "MaxTimeSeries", max_series);
     rc = rc ? rc : arg_append(a, "MaxHistograms", max_hist);
     rc = (rc == 0 && shared) ? arg_append(a, "ClientId", s->client_id) : rc;
+    if (rc == 0 && f->exp_histograms && major >= EXP_HIST_MAJOR) {
+        rc = arg_append(a, "Base2ExponentialHistogram", EXP_HIST_SPEC);
+    }
     buf_fini(&meters);
     return rc;
 }

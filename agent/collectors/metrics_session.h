@@ -44,6 +44,10 @@ struct metrics_filters {
     /* > 0: EventCounters of another interval are dropped (ev_stream_options.counter_interval_s,
      * as dotnet-monitor's CounterFilter does for the triggers of collection rules). */
     double counter_filter_s;
+    /* Ask .NET 10+ for base-2 exponential histograms (Base2ExponentialHistogram argument,
+     * reportDeltas=true: each point holds its interval, as the quantiles did; docs/events.md
+     * §3.7). Set for the exporter's continuous sessions only. */
+    bool exp_histograms;
 };
 
 /*

@@ -466,6 +466,13 @@ void metrics_set_hook(struct metrics *m, metrics_sample_hook hook, void *ud)
     }
 }
 
+void metrics_export_exp_histograms(struct metrics *m, bool on)
+{
+    if (m != NULL) {
+        m->f.exp_histograms = on;
+    }
+}
+
 /* Whether f has a meter named name (case-insensitively, as metrics_filters_want matches). */
 static bool has_meter(const struct metrics_filters *f, const char *name, size_t len)
 {

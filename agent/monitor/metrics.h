@@ -54,6 +54,12 @@ void metrics_set_hook(struct metrics *m, metrics_sample_hook hook, void *ud);
  * -ENOMEM. m or meters NULL: nothing.
  */
 int metrics_export_meters(struct metrics *m, const char *meters);
+/*
+ * Whether the sessions ask .NET 10+ runtimes for base-2 exponential histograms (the exporter's
+ * choice, docs/otel.md §4): then every consumer of the shared session gets buckets, with the
+ * quantiles estimated from them (docs/events.md §3.7). Before the first process. m may be NULL.
+ */
+void metrics_export_exp_histograms(struct metrics *m, bool on);
 /* A process was discovered (added) or is gone: start or end its session. m may be NULL. */
 void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool added);
 /*

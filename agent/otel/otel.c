@@ -810,7 +810,8 @@ int otel_new(struct agent *a, struct otel **out, char *why, size_t whylen)
                                .meters = o->conf.meters,
                                .activity_sources = o->conf.activity_sources,
                                .sampling_ratio = o->conf.sampling_ratio,
-                               .metric_interval_ms = o->conf.metric_interval_ms};
+                               .metric_interval_ms = o->conf.metric_interval_ms,
+                               .exp_histograms = o->conf.exp_histograms};
     for (int s = 0; s < 3; s++) {
         o->set.signal[s] = o->conf.sig[s].on;
     }

@@ -36,6 +36,9 @@ struct otel_settings {
     const char *activity_sources; /* ';'-separated ActivitySource names ("*": every source) */
     double sampling_ratio; /* traces: 1.0 every trace; (0,1) the runtime's parent-ratio sampler */
     uint64_t metric_interval_ms; /* OTEL_METRIC_EXPORT_INTERVAL (default 60000) */
+    /* Histograms as OTLP ExponentialHistograms on .NET 10+ (OpenTelemetry:HistogramAggregation /
+     * OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, default true), else Summaries. */
+    bool exp_histograms;
 };
 
 /*

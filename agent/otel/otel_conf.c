@@ -468,6 +468,26 @@ static int read_producers(struct otel_conf *oc, const struct otel_conf_src *src,
         oc->sampling_ratio = r;
     }
 
+    /* OTel's histogram aggregation: explicit buckets are not something the runtime publishes, so
+     * that choice keeps the runtime's quantiles (a Summary, docs/otel.md §4). */
+    (void)snprintf(from, sizeof(from), "OpenTelemetry:HistogramAggregation");
+    v = cfg_get(src, from);
+    if (v == NULL) {
+        (void)snprintf(from, sizeof(from),
+                       "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION");
+        v = env_get(src, from);
+    }
+    if (v != NULL) {
+        bool expo = ascii_ieq(v, "base2_exponential_bucket_histogram");
+        if (!expo && !ascii_ieq(v, "explicit_bucket_histogram")) {
+            set_why(why, whylen,
+                    "%s: \"%s\" is neither base2_exponential_bucket_histogram nor "
+                    "explicit_bucket_histogram",
+                    from, v);
+            return AGENT_E_INVAL;
+        }
+        oc->exp_histograms = expo;
+    }
     return 0;
 }
 
@@ -546,6 +566,7 @@ int otel_conf_read(const struct otel_conf_src *src_in, struct otel_conf *oc, cha
     oc->log_level = EV_LOG_INFORMATION;
     oc->sampling_ratio = 1.0;
     oc->metric_interval_ms = 60000;
+    oc->exp_histograms = true;
     oc->retry_initial_ms = 1000;
     oc->retry_max_ms = 30000;
     oc->max_queue_mb = 16;

@@ -49,6 +49,7 @@ struct otel_conf {
     char *activity_sources;
     double sampling_ratio;
     uint64_t metric_interval_ms;
+    bool exp_histograms; /* histograms as base-2 exponential histograms where the runtime can */
     uint64_t retry_initial_ms;
     uint64_t retry_max_ms;
     uint64_t max_queue_mb; /* all queues together, charged to the memory budget */

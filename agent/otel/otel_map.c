@@ -400,6 +400,8 @@ size_t otel_tags_parse(const char *tags, char sep, char *scratch, size_t scratch
 }
 
 #define SERIES_BUCKETS 256u
+/* Buckets of one exported exponential histogram: the runtime's (and OTel SDK's) default. */
+#define OTEL_EXP_HIST_MAX_BUCKETS 160u
 
 struct series {
     struct series *next; /* bucket chain */
@@ -418,6 +420,8 @@ struct series {
     double sum;
     uint32_t nquantiles;
     struct otlp_quantile quantiles[EV_METRIC_MAX_QUANTILES];
+    /* exponential histograms: the points added up since start_ns (docs/otel.md §4) */
+    struct ev_exphist_acc acc;
 };
 
 struct otel_series_table {
@@ -444,6 +448,7 @@ static void series_free(struct series *s)
     free(s->unit);
     free(s->description);
     free(s->tags);
+    ev_exphist_acc_fini(&s->acc);
     free(s);
 }
 
@@ -503,7 +508,9 @@ static void series_shape(struct series *s, const struct ev_metric_sample *m)
         s->temporality = OTLP_TEMPORALITY_CUMULATIVE;
         break;
     case EV_METRIC_HISTOGRAM:
-        s->type = OTLP_SUMMARY;
+        /* Buckets (.NET 10's exponential histograms): one cumulative point, as the SDK's. */
+        s->type = m->exphist != NULL ? OTLP_EXP_HISTOGRAM : OTLP_SUMMARY;
+        s->temporality = OTLP_TEMPORALITY_CUMULATIVE;
         break;
     default:
         s->type = OTLP_GAUGE;
@@ -550,12 +557,29 @@ int otel_series_add(struct otel_series_table *t, const struct ev_metric_sample *
         t->all = s;
         t->n++;
     }
+    if (m->kind == EV_METRIC_HISTOGRAM && (m->exphist != NULL) != (s->type == OTLP_EXP_HISTOGRAM)) {
+        /* The runtime changed how it aggregates this instrument: start the series again. */
+        ev_exphist_acc_fini(&s->acc);
+        s->count = 0;
+        s->sum = 0;
+        series_shape(s, m);
+        s->start_ns = now > interval ? now - interval : now;
+    }
     bool delta = s->type == OTLP_SUM && s->temporality == OTLP_TEMPORALITY_DELTA;
     if (delta && !s->pending) {
         s->value = 0;
         s->start_ns = now > interval ? now - interval : now;
     }
-    if (s->type == OTLP_SUMMARY) {
+    if (s->type == OTLP_EXP_HISTOGRAM) {
+        if (m->exphist->cumulative) {
+            ev_exphist_acc_fini(&s->acc); /* the runtime's point is the whole story already */
+        }
+        int rc = ev_exphist_acc_add(&s->acc, m->exphist, m->hist_count, m->hist_sum,
+                                    OTEL_EXP_HIST_MAX_BUCKETS);
+        if (rc != 0) {
+            return rc;
+        }
+    } else if (s->type == OTLP_SUMMARY) {
         s->count += m->hist_count;
         s->sum += isfinite(m->hist_sum) ? m->hist_sum : 0;
         s->nquantiles = m->nquantiles <= EV_METRIC_MAX_QUANTILES ? m->nquantiles : 0;
@@ -598,6 +622,18 @@ void otel_series_flush(struct otel_series_table *t, otel_metric_cb cb, void *ud)
         pt.sum = s->sum;
         pt.quantiles = s->quantiles;
         pt.nquantiles = s->nquantiles;
+        if (s->type == OTLP_EXP_HISTOGRAM) {
+            pt.count = s->acc.count;
+            pt.has_sum = true;
+            pt.sum = s->acc.sum;
+            pt.scale = s->acc.h.scale;
+            pt.zero_count = s->acc.h.zero_count;
+            pt.positive = (struct otlp_buckets){
+                .offset = s->acc.h.offset, .counts = s->acc.counts, .ncounts = s->acc.h.ncounts};
+            pt.has_min_max = s->acc.any && isfinite(s->acc.h.min) && isfinite(s->acc.h.max);
+            pt.min = s->acc.h.min;
+            pt.max = s->acc.h.max;
+        }
         struct otlp_metric m = {.name = s->name,
                                 .description = s->description,
                                 .unit = s->unit,

@@ -427,6 +427,86 @@ static void test_metrics(void **state)
     otel_series_free(t);
 }
 
+/* .NET 10's exponential histograms: interval points added into one cumulative OTLP point. */
+static void test_metrics_exphist(void **state)
+{
+    (void)state;
+    struct otel_series_table *t = NULL;
+    assert_int_equal(otel_series_new(100, &t), 0);
+    const uint64_t fives[] = {97};
+    const uint64_t big[] = {3};
+    struct ev_exphist e1 = {
+        .scale = 3, .offset = 18, .min = 5, .max = 5, .counts = fives, .ncounts = 1};
+    struct ev_exphist e2 = {
+        .scale = 2, .offset = 49, .min = 5000, .max = 5000, .counts = big, .ncounts = 1};
+    struct ev_metric_sample h = sample("Shop", "latency", EV_METRIC_HISTOGRAM, true, 5, 10000);
+    h.unit = "ms";
+    h.tags = "route=/a";
+    h.exphist = &e1;
+    h.hist_count = 97;
+    h.hist_sum = 485;
+    assert_int_equal(otel_series_add(t, &h), 0);
+    h.exphist = &e2;
+    h.hist_count = 3;
+    h.hist_sum = 15000;
+    h.timestamp_ms = 11000;
+    assert_int_equal(otel_series_add(t, &h), 0);
+    /* a runtime that asked for cumulative points itself: the last point is the whole story */
+    struct ev_exphist c1 = e1;
+    c1.cumulative = true;
+    struct ev_metric_sample hc = h;
+    hc.name = "size";
+    hc.exphist = &c1;
+    hc.hist_count = 97;
+    hc.hist_sum = 485;
+    assert_int_equal(otel_series_add(t, &hc), 0);
+    hc.hist_count = 97;
+    assert_int_equal(otel_series_add(t, &hc), 0);
+
+    for (int round = 0; round < 2; round++) { /* cumulative: said again at the next export */
+        struct got g = {0};
+        otel_series_flush(t, on_metric, &g);
+        assert_int_equal(g.n, 2);
+        int k = find(&g, "latency");
+        assert_true(k >= 0);
+        assert_int_equal(g.m[k].type, OTLP_EXP_HISTOGRAM);
+        assert_int_equal(g.m[k].temporality, OTLP_TEMPORALITY_CUMULATIVE);
+        assert_string_equal(g.unit[k], "ms");
+        assert_string_equal(g.attrs[k], "route=/a");
+        assert_int_equal(g.p[k].count, 100);
+        assert_true(g.p[k].has_sum && g.p[k].sum == 15485);
+        assert_int_equal(g.p[k].scale, 2);
+        assert_int_equal(g.p[k].zero_count, 0);
+        assert_int_equal(g.p[k].positive.offset, 9);
+        assert_int_equal(g.p[k].positive.ncounts, 41);
+        assert_true(g.p[k].positive.counts[0] == 97 && g.p[k].positive.counts[40] == 3);
+        assert_int_equal(g.p[k].start_unix_nano, 9000000000ull);
+        assert_int_equal(g.p[k].time_unix_nano, 11000000000ull);
+        assert_true(g.p[k].has_min_max && g.p[k].min == 5 && g.p[k].max == 5000);
+        k = find(&g, "size");
+        assert_int_equal(g.p[k].count, 97);
+        assert_true(g.p[k].sum == 485);
+        assert_int_equal(g.p[k].scale, 3);
+    }
+
+    /* the runtime's quantiles again for the same series (its aggregation changed): a Summary
+     * that starts over */
+    struct ev_metric_sample q = sample("Shop", "latency", EV_METRIC_HISTOGRAM, true, 5, 12000);
+    q.tags = "route=/a";
+    q.nquantiles = 1;
+    q.quantiles[0] = (struct ev_quantile){0.5, 5};
+    q.hist_count = 4;
+    q.hist_sum = 20;
+    assert_int_equal(otel_series_add(t, &q), 0);
+    struct got g = {0};
+    otel_series_flush(t, on_metric, &g);
+    int k = find(&g, "latency");
+    assert_int_equal(g.m[k].type, OTLP_SUMMARY);
+    assert_int_equal(g.p[k].count, 4);
+    assert_int_equal(g.p[k].start_unix_nano, 11000000000ull);
+    otel_series_free(t);
+}
+
 static void test_metrics_bound(void **state)
 {
     (void)state;
@@ -473,10 +553,15 @@ static void test_tags(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resource_default), cmocka_unit_test(test_resource_env),
-        cmocka_unit_test(test_cgroup),           cmocka_unit_test(test_log_map),
-        cmocka_unit_test(test_log_map_bound),    cmocka_unit_test(test_metrics),
-        cmocka_unit_test(test_metrics_bound),    cmocka_unit_test(test_tags),
+        cmocka_unit_test(test_resource_default),
+        cmocka_unit_test(test_resource_env),
+        cmocka_unit_test(test_cgroup),
+        cmocka_unit_test(test_log_map),
+        cmocka_unit_test(test_log_map_bound),
+        cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_metrics_exphist),
+        cmocka_unit_test(test_metrics_bound),
+        cmocka_unit_test(test_tags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -314,6 +314,9 @@ struct sample_copy {
     char instrument_tags[96];
     bool has_meter_tags;
     struct ev_metric_sample s;
+    /* the sample's exponential histogram (s.exphist points here when there is one) */
+    struct ev_exphist eh;
+    uint64_t eh_counts[8];
 };
 
 struct seen {
@@ -351,6 +354,13 @@ static void on_sample(void *ud, const struct ev_metric_sample *s)
         copy_str(c->instrument_tags, sizeof(c->instrument_tags), s->instrument_tags);
     }
     assert_true(s->nquantiles <= EV_METRIC_MAX_QUANTILES);
+    if (s->exphist != NULL) {
+        assert_true(s->exphist->ncounts <= N(c->eh_counts));
+        c->eh = *s->exphist;
+        memcpy(c->eh_counts, s->exphist->counts, s->exphist->ncounts * sizeof(uint64_t));
+        c->eh.counts = c->eh_counts;
+        c->s.exphist = &c->eh;
+    }
 }
 
 static void on_error(void *ud, const char *kind, const char *msg)
@@ -555,6 +565,160 @@ static void test_ev_stream_invalid(void **state)
     free(p);
 }
 
+/* ---- Base2ExponentialHistogramValuePublished (docs/events.md §3.7) -------------------------- */
+
+#define MD_EXP 40
+
+static const struct fdesc exp_fields[] = {
+    {18, "sessionId"},   {18, "meterName"}, {18, "meterVersion"}, {18, "instrumentName"},
+    {9, "instrumentId"}, {18, "unit"},      {18, "tags"},         {9, "scale"},
+    {14, "sum"},         {11, "count"},     {11, "zeroCount"},    {14, "minimum"},
+    {14, "maximum"},     {18, "buckets"},
+};
+
+struct exp_ev {
+    const char *session;
+    const char *name;
+    int32_t scale;
+    double sum;
+    int64_t count;
+    int64_t zeros;
+    double min, max;
+    const char *buckets;
+};
+
+static void exp_event(struct nt *t, struct wb *p, const struct exp_ev *e)
+{
+    static const char *const head[] = {"M", "", NULL};
+    wb_wstr(p, e->session);
+    put_strs(p, head, 2);
+    wb_wstr(p, e->name);
+    wb_u32(p, 0);
+    wb_wstr(p, "ms");
+    wb_wstr(p, "r=/");
+    wb_u32(p, (uint32_t)e->scale);
+    wb_f64(p, e->sum);
+    wb_le(p, (uint64_t)e->count, 8);
+    wb_le(p, (uint64_t)e->zeros, 8);
+    wb_f64(p, e->min);
+    wb_f64(p, e->max);
+    wb_wstr(p, e->buckets);
+    nt_event(t, MD_EXP, SYNC_QPC + 1000000000ll, p);
+}
+
+static uint8_t *exp_stream(size_t *n, const char *huge)
+{
+    struct nt t;
+    nt_begin(&t);
+    md_flat(&t, MD_EXP, "System.Diagnostics.Metrics", "Base2ExponentialHistogramValuePublished",
+            exp_fields, N(exp_fields));
+    nt_block(&t, "MetadataBlock", false);
+    const double dmax = 1.7976931348623157e308;
+    const struct exp_ev evs[] = {
+        /* 0, 1.5, 1.5, 3 at scale 1: buckets 1 (sqrt 2, 2] and 3 (2^1.5, 4] */
+        {"s1", "good", 1, 6, 4, 1, 0, 3, "2, 0, 1"},
+        /* after a reset the runtime's window starts at bucket 0: 3 in (2, 4] at index 1 */
+        {"s1", "start", 0, 9, 3, 0, 2.5, 3.5, "0,0,3"},
+        /* ... or ends at bucket -1 while every value is below it: 0.25 in (1/8, 1/4] at -3 */
+        {"s1", "end", 0, 1, 4, 0, 0.25, 0.25, "4, 0, 0"},
+        {"s1", "empty", 20, 0, 0, 0, dmax, -dmax, ""},
+        {"other", "good", 1, 6, 4, 1, 0, 3, "2, 0, 1"}, /* another session's */
+        /* hostile: not the runtime's shapes */
+        {"s1", "bad", 1, 6, 4, 1, 0, 3, "2,,1"},
+        {"s1", "bad", 1, 6, 4, 1, 0, 3, "2, 0, 1x"},
+        {"s1", "bad", 1, 6, 4, 1, 0, 3, "2, 0, -1"},
+        {"s1", "bad", 1, 6, 4, 1, 0, 3, "99999999999999999999"},
+        {"s1", "bad", 1, 6, 4, 1, 0, 3, "2, 0, 2"},  /* counts do not add up to count */
+        {"s1", "bad", 21, 6, 4, 1, 0, 3, "2, 0, 1"}, /* scale out of range */
+        {"s1", "bad", 0, 6, 2, 0, 3, 3, "1, 0"},     /* the max's bucket is not in the window */
+        {"s1", "bad", 0, 6, 1, 0, 3, (double)NAN, "1"},
+        {"s1", "bad", 0, 1, 1100, 0, 1.5, 1.5, huge}, /* more counts than a window holds */
+    };
+    struct wb p = {0};
+    for (size_t k = 0; k < N(evs); k++) {
+        exp_event(&t, &p, &evs[k]);
+    }
+    nt_block(&t, "EventBlock", false);
+    wb_u8(&t.out, 1);
+    free(p.b);
+    free(t.blk.b);
+    *n = t.out.n;
+    return t.out.b;
+}
+
+static void test_ev_stream_exphist(void **state)
+{
+    (void)state;
+    char huge[1100 * 3 + 1];
+    for (size_t k = 0; k < 1100; k++) {
+        memcpy(huge + 3 * k, "1, ", 3);
+    }
+    huge[1100 * 3 - 2] = '\0';
+    size_t n;
+    uint8_t *p = exp_stream(&n, huge);
+    /* EV_STREAM_EXPHIST_SEED=<path>: the stream is also written there (fuzz_events' gen-exphist
+     * seed, tests/fuzz/corpus/README.md) */
+    const char *seed = getenv("EV_STREAM_EXPHIST_SEED");
+    if (seed != NULL) {
+        FILE *f = fopen(seed, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(p, 1, n, f), n);
+        assert_int_equal(fclose(f), 0);
+    }
+    struct ev_stream_options opt = {.session_id = "s1", .refresh_interval_s = 1.0};
+    struct seen sn;
+    seen_init(&sn);
+    struct ev_stream_stats st;
+    assert_int_equal(run(&opt, p, n, 7, &sn, &st), 0);
+    assert_int_equal(sn.n, 4);
+    assert_int_equal(st.payload_malformed, 9);
+
+    const struct sample_copy *c = find(&sn, "good", 0);
+    assert_non_null(c);
+    assert_int_equal(c->s.kind, EV_METRIC_HISTOGRAM);
+    assert_non_null(c->s.exphist);
+    assert_int_equal(c->eh.scale, 1);
+    assert_int_equal(c->eh.offset, 1);
+    assert_int_equal(c->eh.ncounts, 3);
+    assert_true(c->eh_counts[0] == 2 && c->eh_counts[1] == 0 && c->eh_counts[2] == 1);
+    assert_int_equal(c->eh.zero_count, 1);
+    assert_false(c->eh.cumulative);
+    assert_int_equal(c->s.hist_count, 4);
+    assert_true(c->s.hist_sum == 6);
+    /* quantiles from the buckets: rank 2 of 4 is halfway through (sqrt 2, 2]; 0.95 and 0.99 fall
+     * in (2^1.5, 4], kept at the maximum 3 */
+    assert_int_equal(c->s.nquantiles, 3);
+    assert_true(c->s.quantiles[0].quantile == 0.5);
+    assert_true(fabs(c->s.quantiles[0].value - (sqrt(2) + 2) / 2) < 1e-12);
+    assert_true(c->s.quantiles[1].quantile == 0.95 && c->s.quantiles[1].value == 3);
+    assert_true(c->s.quantiles[2].quantile == 0.99 && c->s.quantiles[2].value == 3);
+    assert_true(c->s.value == c->s.quantiles[0].value);
+    assert_string_equal(c->tags, "r=/");
+    assert_string_equal(c->unit, "ms");
+
+    c = find(&sn, "start", 0);
+    assert_non_null(c);
+    assert_int_equal(c->eh.offset, 1); /* empty buckets in front trimmed */
+    assert_int_equal(c->eh.ncounts, 1);
+    assert_true(c->eh_counts[0] == 3);
+    assert_true(c->s.quantiles[0].value >= 2.5 && c->s.quantiles[0].value <= 3.5);
+
+    c = find(&sn, "end", 0);
+    assert_non_null(c);
+    assert_int_equal(c->eh.offset, -3);
+    assert_int_equal(c->eh.ncounts, 1);
+    assert_true(c->s.quantiles[0].value == 0.25 && c->s.quantiles[2].value == 0.25);
+
+    c = find(&sn, "empty", 0);
+    assert_non_null(c);
+    assert_int_equal(c->s.nquantiles, 0);
+    assert_int_equal(c->s.hist_count, 0);
+    assert_true(isnan(c->s.value));
+    assert_int_equal(c->eh.ncounts, 0);
+    free(sn.samples);
+    free(p);
+}
+
 /* ---- real captures ------------------------------------------------------------------------ */
 
 /* 2024-01-01 .. 2035-01-01: the captures were made in between. */
@@ -737,9 +901,10 @@ static void test_ev_stream_real_multi(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ev_stream_synthetic),  cmocka_unit_test(test_ev_stream_any_session),
-        cmocka_unit_test(test_ev_stream_invalid),    cmocka_unit_test(test_ev_stream_real_runtime),
-        cmocka_unit_test(test_ev_stream_real_meter), cmocka_unit_test(test_ev_stream_real_multi),
+        cmocka_unit_test(test_ev_stream_synthetic),    cmocka_unit_test(test_ev_stream_any_session),
+        cmocka_unit_test(test_ev_stream_invalid),      cmocka_unit_test(test_ev_stream_exphist),
+        cmocka_unit_test(test_ev_stream_real_runtime), cmocka_unit_test(test_ev_stream_real_meter),
+        cmocka_unit_test(test_ev_stream_real_multi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

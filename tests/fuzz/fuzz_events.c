@@ -8,7 +8,7 @@
  * parsed as one metadata payload and as one NetTrace V6 metadata row and, when that works, decoded
  * as a payload of itself (events/ev_payload.h), to reach the field-list parsers without a valid
  * container around them. A seed (`v6-writer`) is the NetTrace V6 file of
- * tests/events/test_nettrace_v6.c.
+ * tests/events/test_nettrace_v6.c, another (`gen-exphist`) .NET 10's exponential histogram events.
  */
 #include "fuzz.h"
 
@@ -62,6 +62,19 @@ static void on_sample(void *ud, const struct ev_metric_sample *m)
     CHECK(m->nquantiles <= EV_METRIC_MAX_QUANTILES);
     for (uint32_t k = 1; k < m->nquantiles; k++) {
         CHECK(m->quantiles[k - 1].quantile <= m->quantiles[k].quantile);
+    }
+    if (m->exphist != NULL) {
+        /* a placed window: counts readable, the total the event's count, ends not empty */
+        const struct ev_exphist *e = m->exphist;
+        CHECK(m->kind == EV_METRIC_HISTOGRAM && e->ncounts <= EV_EXPHIST_MAX_BUCKETS);
+        CHECK(e->ncounts == 0 || (e->counts[0] != 0 && e->counts[e->ncounts - 1] != 0));
+        uint64_t total = e->zero_count;
+        for (uint32_t k = 0; k < e->ncounts; k++) {
+            total += e->counts[k];
+            h = mix(h, e->counts[k]);
+        }
+        CHECK(total == m->hist_count);
+        h = mix(mix(h, (uint64_t)(int64_t)e->offset), (uint64_t)(int64_t)e->scale);
     }
     uint64_t bits;
     memcpy(&bits, &m->value, sizeof(bits));

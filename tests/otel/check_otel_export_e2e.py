@@ -177,6 +177,9 @@ def check_metrics(proxy, app):
         ("DotmonTest.OTel", "dotmontest.requests", "sum", frozenset({("route", "/work")})): st["requests"],
         ("DotmonTest.OTel", "dotmontest.open_orders", "sum", frozenset({("tenant", "contoso")})): st["openOrders"],
         ("DotmonTest.OTel", "dotmontest.last_order", "gauge", frozenset({("tenant", "contoso")})): st["lastOrder"],
+        # .NET 10 publishes the histogram's buckets: an ExponentialHistogram with the app's count and sum
+        ("DotmonTest.OTel", "dotmontest.work_size", "exponentialHistogram", frozenset({("route", "/work")})):
+            (st["histogramCount"], st["histogramSum"]),
     }
     # within one export interval (and the runtime's own interval before it): settle, then compare
     pts = settle(lambda: metric_points(proxy.received("metrics")),

@@ -98,6 +98,9 @@ def main():
             ("DotmonTest.OTel", "dotmontest.requests", "sum", frozenset({("route", "/work")})): st["requests"],
             ("DotmonTest.OTel", "dotmontest.open_orders", "sum", frozenset({("tenant", "contoso")})): st["openOrders"],
             ("DotmonTest.OTel", "dotmontest.last_order", "gauge", frozenset({("tenant", "contoso")})): st["lastOrder"],
+            # the SDK's histogram count and sum (check_otel_rx) against dotmon's ExponentialHistogram's
+            ("DotmonTest.OTel", "dotmontest.work_size", "exponentialHistogram", frozenset({("route", "/work")})):
+                (st["histogramCount"], st["histogramSum"]),
         }
         pts = settle(lambda: metric_points(proxy.received("metrics")),
                      lambda p: all(p.get(k) == v for k, v in want.items()), 10)

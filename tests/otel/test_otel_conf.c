@@ -209,6 +209,35 @@ static void test_refused(void **state)
     }
 }
 
+/* OTel's histogram aggregation: exponential by default (what .NET 10 can publish); explicit keeps
+ * the runtime's quantiles; the section wins over the variable. */
+static void test_histogram_aggregation(void **state)
+{
+    (void)state;
+    struct otel_conf oc;
+    char why[256] = "";
+    const char *const env[] = {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://x", NULL};
+    assert_int_equal(read_conf(env, NULL, &oc, why, sizeof(why)), 0);
+    assert_true(oc.exp_histograms);
+    otel_conf_fini(&oc);
+    const char *const env2[] = {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://x",
+                                "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+                                "Explicit_Bucket_Histogram", NULL};
+    assert_int_equal(read_conf(env2, NULL, &oc, why, sizeof(why)), 0);
+    assert_false(oc.exp_histograms);
+    otel_conf_fini(&oc);
+    const char *const cfg[] = {"OpenTelemetry:HistogramAggregation",
+                               "base2_exponential_bucket_histogram", NULL};
+    assert_int_equal(read_conf(env2, cfg, &oc, why, sizeof(why)), 0);
+    assert_true(oc.exp_histograms);
+    otel_conf_fini(&oc);
+    const char *const env3[] = {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://x",
+                                "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+                                "exponential", NULL};
+    assert_int_equal(read_conf(env3, NULL, &oc, why, sizeof(why)), AGENT_E_INVAL);
+    assert_non_null(strstr(why, "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION"));
+}
+
 static void test_sdk_disabled(void **state)
 {
     (void)state;
@@ -236,6 +265,7 @@ int main(void)
         cmocka_unit_test(test_section_wins),
         cmocka_unit_test(test_headers),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_histogram_aggregation),
         cmocka_unit_test(test_sdk_disabled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

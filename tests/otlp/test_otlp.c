@@ -530,7 +530,32 @@ static void test_metric_histograms(void **state)
     expect_num(get(p, "positive"), "offset", -2);
     assert_string_equal(cJSON_GetArrayItem(get(get(p, "positive"), "bucketCounts"), 1)->valuestring,
                         "300");
+    assert_null(cJSON_GetObjectItemCaseSensitive(p, "min"));
     cJSON_Delete(j);
+
+    /* min 12 and max 13, optional doubles: written when known */
+    struct otlp_point epm = ep;
+    epm.has_min_max = true;
+    epm.min = 0.5;
+    epm.max = 6;
+    struct otlp_metric exphm = exph;
+    exphm.points = &epm;
+    buf_reset(&b);
+    assert_int_equal(otlp_metric_encode(&exphm, OTLP_JSON, &b), 0);
+    j = parse(&b);
+    p = cJSON_GetArrayItem(get(get(j, "exponentialHistogram"), "dataPoints"), 0);
+    expect_num(p, "min", 0.5);
+    expect_num(p, "max", 6);
+    cJSON_Delete(j);
+    buf_reset(&b);
+    encode_pb(&exphm, &b);
+    /* ... 0x61 + 0.5 little-endian, 0x69 + 6.0: the last 18 bytes of the point, before the
+     * temporality (0x10 0x02) */
+    static const uint8_t min_max[] = {0x61, 0, 0, 0, 0, 0, 0, 0xe0, 0x3f,
+                                      0x69, 0, 0, 0, 0, 0, 0, 0x18, 0x40};
+    assert_true(buf_size(&b) > sizeof(min_max) + 2);
+    assert_memory_equal(buf_data(&b) + buf_size(&b) - 2 - sizeof(min_max), min_max,
+                        sizeof(min_max));
 
     buf_reset(&b);
     assert_int_equal(otlp_metric_encode(&summ, OTLP_JSON, &b), 0);

@@ -389,10 +389,11 @@ class App:
 class Watched:
     """A private TMPDIR (mode 0700) holding the test app (App with app_args) and dotmon watching
     it (start_dotmon on a free port, its standard error in TMPDIR/dotmon.log; env: variables for
-    dotmon, or a function of TMPDIR returning them): tmp, app, port, log, dm. close() kills the app, stops dotmon (SIGKILL after stop_timeout s), writes the log's
+    dotmon, or a function of TMPDIR returning them; metrics_port: continuous metrics on, served
+    there): tmp, app, port, log, dm. close() kills the app, stops dotmon (SIGKILL after stop_timeout s), writes the log's
     tail to standard error when FAILS holds a failure, and removes the folder."""
 
-    def __init__(self, prefix, app_args=(), timeout=30, stop_timeout=15, env=None):
+    def __init__(self, prefix, app_args=(), timeout=30, stop_timeout=15, env=None, metrics_port=None):
         self.tmp = tempfile.mkdtemp(prefix=prefix)
         os.chmod(self.tmp, 0o700)
         self.app, self.dm, self.log, self.stop_timeout = None, None, None, stop_timeout
@@ -401,7 +402,7 @@ class Watched:
             self.app = App(self.tmp, *app_args)
             self.log = open(os.path.join(self.tmp, "dotmon.log"), "w+")
             self.dm = start_dotmon(self.tmp, self.port, self.log, [self.app.pid], timeout,
-                                   env=env(self.tmp) if callable(env) else env)
+                                   env=env(self.tmp) if callable(env) else env, metrics_port=metrics_port)
         except BaseException:
             self.close()
             raise

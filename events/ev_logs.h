@@ -54,7 +54,7 @@
 #define EV_LOGS_MAX_PAIRS  128
 #define EV_LOGS_MAX_STRING (64u * 1024u)
 #define EV_LOGS_TEXT_MAX   (1024u * 1024u)
-#define EV_LOGS_MAX_DEPTH  128 /* scopes reported per record, innermost kept */
+#define EV_LOGS_MAX_DEPTH  128  /* scopes reported per record, innermost kept */
 #define EV_LOGS_MAX_HELD   4096 /* events held for ordering */
 #define EV_LOGS_HELD_BYTES (1024u * 1024u)
 

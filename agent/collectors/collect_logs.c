@@ -88,7 +88,7 @@ struct logs_job {
     enum ev_logs_format format;
     uv_timer_t quiet;
     uv_timer_t order; /* the decoder's tick (Timeouts:LogsOrderMs; events.md §4.4) */
-    bool streaming; /* the artifact has begun */
+    bool streaming;   /* the artifact has begun */
     bool paused;
     int64_t duration_s;
     uint64_t pid;

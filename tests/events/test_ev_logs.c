@@ -837,6 +837,36 @@ static void test_ev_logs_order_sequence_point(void **state)
     free(t.blk.b);
 }
 
+/*
+ * The sorted flag as the two header encodings carry it (nettrace.md §4.2): an uncompressed header
+ * without bit 31 of its metadata id is sorted, so each event goes out as it comes; compressed
+ * headers without 0x40 are not, so the records wait for the end tag.
+ */
+static void test_ev_logs_sorted_flag(void **state)
+{
+    (void)state;
+    for (int compressed = 0; compressed < 2; compressed++) {
+        size_t n;
+        uint8_t *p = synthetic(&n, compressed != 0);
+        struct seen s;
+        memset(&s, 0, sizeof(s));
+        for (int f = 0; f < 3; f++) {
+            buf_init(&s.out[f], 0);
+        }
+        struct ev_logs *l = NULL;
+        assert_int_equal(ev_logs_new(&l, on_record, &s), 0);
+        assert_int_equal(ev_logs_feed(l, p, n - 1), 0); /* all but the end tag */
+        assert_int_equal(s.records, compressed ? 0 : 3);
+        assert_int_equal(ev_logs_feed(l, p + n - 1, 1), 0);
+        assert_int_equal(s.records, 3);
+        ev_logs_free(l);
+        for (int f = 0; f < 3; f++) {
+            buf_fini(&s.out[f]);
+        }
+        free(p);
+    }
+}
+
 /* The same stream released by a later event with the sorted flag, by the end tag, by ticks. */
 static void test_ev_logs_order_release(void **state)
 {
@@ -943,6 +973,7 @@ int main(void)
         cmocka_unit_test(test_ev_logs_trace_context),
         cmocka_unit_test(test_ev_logs_nested_activities),
         cmocka_unit_test(test_ev_logs_json_only),
+        cmocka_unit_test(test_ev_logs_sorted_flag),
         cmocka_unit_test(test_ev_logs_order_sequence_point),
         cmocka_unit_test(test_ev_logs_order_release),
         cmocka_unit_test(test_ev_logs_order_bounded),

@@ -1155,7 +1155,9 @@ static void sp_check(struct ev_logs *l)
 static void hold(struct ev_logs *l, const struct md_entry *md, const struct nettrace_event *ev)
 {
     size_t flen = md->kind == K_JSON && l->last_formatted != NULL ? l->last_formatted_bytes : 0;
-    size_t bytes = sizeof(struct held) + ev->payload_len + flen;
+    /* Stops and links act on their ids alone: their payloads are not kept. */
+    size_t plen = md->kind == K_JSON || md->kind == K_SCOPE_START ? ev->payload_len : 0;
+    size_t bytes = sizeof(struct held) + plen + flen;
     while (l->nheld > 0 &&
            (l->nheld >= EV_LOGS_MAX_HELD || l->held_bytes + bytes > EV_LOGS_HELD_BYTES)) {
         l->st.order_forced++;
@@ -1184,18 +1186,18 @@ static void hold(struct ev_logs *l, const struct md_entry *md, const struct nett
                        .has_act = ev->activity_id != NULL,
                        .has_rel = ev->related_activity_id != NULL,
                        .bytes = bytes,
-                       .payload_len = ev->payload_len};
+                       .payload_len = plen};
     if (h->has_act) {
         memcpy(h->act, ev->activity_id, 16);
     }
     if (h->has_rel) {
         memcpy(h->rel, ev->related_activity_id, 16);
     }
-    if (ev->payload_len > 0) {
-        memcpy(h->payload, ev->payload, ev->payload_len);
+    if (plen > 0) {
+        memcpy(h->payload, ev->payload, plen);
     }
     if (flen > 0) {
-        h->formatted = (char *)h->payload + ev->payload_len;
+        h->formatted = (char *)h->payload + plen;
         memcpy(h->formatted, l->last_formatted, flen);
     }
     l->held_bytes += bytes;

@@ -1219,6 +1219,9 @@ static void on_event(void *ud, const struct nettrace_event *ev)
             l->text_len = 0;
             on_formatted(l, md);
         }
+    } else if (md != NULL && md->kind == K_JSON && l->nheld == 0 && ev->activity_id == NULL &&
+               ev->related_activity_id == NULL) {
+        act_on(l, md, ev); /* outside every scope, nothing before it held: no order to keep */
     } else if (md != NULL && md->kind != K_NONE) {
         hold(l, md, ev);
     }

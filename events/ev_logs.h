@@ -35,7 +35,8 @@
  * threads only loosely, so a record logged after an await can be read before the scope start
  * another thread wrote earlier. Scope starts and stops, other providers' starts and stops and
  * MessageJson records are therefore held and acted on in timestamp order (equal timestamps in
- * stream order): up to an event with the sorted flag (nothing older follows it), all of them at a
+ * stream order), except a record with no activity ids when nothing is held, which goes out at
+ * once: up to an event with the sorted flag (nothing older follows it), all of them at a
  * sequence point, at the end tag, after a failure, on ev_logs_flush, and on ev_logs_tick when
  * nothing was fed since the tick before. A FormattedMessage is taken as it arrives and a
  * MessageJson keeps the text it came after. At most EV_LOGS_MAX_HELD events and

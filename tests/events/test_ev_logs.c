@@ -867,6 +867,38 @@ static void test_ev_logs_sorted_flag(void **state)
     }
 }
 
+/*
+ * A record outside every scope (no activity ids) goes out as it comes while nothing is held; after
+ * a held one it waits its turn, so one thread's records keep their order.
+ */
+static void test_ev_logs_order_no_scope(void **state)
+{
+    (void)state;
+    struct nt t;
+    nt_begin(&t);
+    md_def(&t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
+    nt_block(&t, "MetadataBlock", false);
+    t.compressed = true;
+    ev_json(&t, TS(1), 0, 2, "Demo.Category", "Plain", "{}", "{\"{OriginalFormat}\":\"plain\"}");
+    nt_block(&t, "EventBlock", true);
+    size_t first = t.out.n;
+    ev_json(&t, TS(2), 0x101, 2, "Demo.Category", "InScope", "{}", "{\"{OriginalFormat}\":\"in\"}");
+    ev_json(&t, TS(3), 0, 2, "Demo.Category", "After", "{}", "{\"{OriginalFormat}\":\"after\"}");
+    nt_block(&t, "EventBlock", true);
+    struct nested seen = {0};
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, on_nested, &seen), 0);
+    assert_int_equal(ev_logs_feed(l, t.out.b, first), 0);
+    assert_int_equal(seen.n, 1); /* at once */
+    assert_int_equal(ev_logs_feed(l, t.out.b + first, t.out.n - first), 0);
+    assert_int_equal(seen.n, 1); /* both wait: the second may not pass the first */
+    ev_logs_flush(l);
+    assert_int_equal(seen.n, 3);
+    ev_logs_free(l);
+    free(t.out.b);
+    free(t.blk.b);
+}
+
 /* The same stream released by a later event with the sorted flag, by the end tag, by ticks. */
 static void test_ev_logs_order_release(void **state)
 {
@@ -975,6 +1007,7 @@ int main(void)
         cmocka_unit_test(test_ev_logs_json_only),
         cmocka_unit_test(test_ev_logs_sorted_flag),
         cmocka_unit_test(test_ev_logs_order_sequence_point),
+        cmocka_unit_test(test_ev_logs_order_no_scope),
         cmocka_unit_test(test_ev_logs_order_release),
         cmocka_unit_test(test_ev_logs_order_bounded),
     };

@@ -88,6 +88,9 @@
       "/logs: no logging event this long after the start is worth a warning")                      \
     X(LOGS_PROBE, "LogsProbe", 3000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                        \
       "/logs: the loader-rundown probe before the stream")                                         \
+    X(LOGS_ORDER, "LogsOrder", 250, 10, 60000, NULL, TIMEOUT_LEGACY_NONE,                          \
+      "/logs and OpenTelemetry logs: records held to be put in order across threads go out "       \
+      "once the session's stream has been quiet for one to two of this")                           \
     X(METRICS_START, "MetricsStart", 10000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                 \
       "metrics and live metrics sessions: CollectTracing's reply")                                 \
     X(METRICS_STOP, "MetricsStop", 10000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                 \

@@ -86,6 +86,24 @@ struct scope_slot {
     struct scope *s;
 };
 
+/*
+ * An event held for ordering (docs/events.md §4.4): what on_event needs to act on it later, the
+ * payload copied after it. A MessageJson keeps the FormattedMessage text it would have used.
+ */
+struct held {
+    int64_t ts;
+    uint64_t seq; /* arrival order: equal timestamps keep the stream's order */
+    uint32_t metadata_id;
+    bool has_act;
+    bool has_rel;
+    uint8_t act[16];
+    uint8_t rel[16];
+    size_t bytes; /* charged: the whole allocation */
+    char *formatted;
+    size_t payload_len;
+    uint8_t payload[];
+};
+
 struct ev_logs {
     ev_logs_record_cb cb;
     void *ud;
@@ -109,6 +127,13 @@ struct ev_logs {
     char text[EV_LOGS_TEXT_MAX];
     struct ev_log_kv kv[EV_LOGS_MAX_PAIRS];
     struct ev_log_scope chain[EV_LOGS_MAX_DEPTH];
+    /* Events held for ordering: a min-heap on (ts, seq). */
+    struct held *heap[EV_LOGS_MAX_HELD];
+    size_t nheld;
+    size_t held_bytes;
+    uint64_t held_seq;
+    uint64_t sp_seen;    /* sequence points seen so far (the checker's count) */
+    bool fed_since_tick; /* bytes fed since the last ev_logs_tick */
 };
 
 /* ---- text area and UTF-8 ------------------------------------------------------------------ */
@@ -491,9 +516,12 @@ static const struct md_entry *md_find(struct ev_logs *l, uint32_t id)
     return e != NULL ? e->slot : NULL;
 }
 
+static void sp_check(struct ev_logs *l);
+
 static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8_t *p, size_t n)
 {
     struct ev_logs *l = ud;
+    sp_check(l); /* a V6 definition after a sequence point may replace one a held event uses */
     enum mel_kind kind = classify(m->provider, m->event_name, m->opcode);
     if (strcmp(m->provider, MEL_PROVIDER) == 0) {
         l->st.mel_metadata++;
@@ -1008,16 +1036,9 @@ static void on_formatted(struct ev_logs *l, const struct md_entry *md)
     l->last_formatted_bytes = len + 1;
 }
 
-static void on_event(void *ud, const struct nettrace_event *ev)
+/* Acts on one kept event (not a FormattedMessage, which is taken as it arrives). */
+static void act_on(struct ev_logs *l, const struct md_entry *md, const struct nettrace_event *ev)
 {
-    struct ev_logs *l = ud;
-    if (strcmp(ev->provider, MEL_PROVIDER) == 0) {
-        l->st.mel_events++;
-    }
-    const struct md_entry *md = l->err.err == 0 ? md_find(l, ev->metadata_id) : NULL;
-    if (md == NULL || md->kind == K_NONE) {
-        return;
-    }
     if (md->kind == K_SCOPE_STOP) {
         scope_remove(l, ev->activity_id);
         return;
@@ -1035,12 +1056,177 @@ static void on_event(void *ud, const struct nettrace_event *ev)
         return;
     }
     l->text_len = 0;
-    if (md->kind == K_FORMATTED) {
-        on_formatted(l, md);
-    } else if (md->kind == K_JSON) {
+    if (md->kind == K_JSON) {
         on_message_json(l, md, ev);
     } else {
         on_scope_start(l, md, ev);
+    }
+}
+
+/* ---- ordering (docs/events.md §4.4) -----------------------------------------------------------
+ */
+
+static bool held_before(const struct held *a, const struct held *b)
+{
+    return a->ts < b->ts || (a->ts == b->ts && a->seq < b->seq);
+}
+
+static void heap_push(struct ev_logs *l, struct held *h)
+{
+    size_t k = l->nheld++;
+    while (k > 0 && held_before(h, l->heap[(k - 1) / 2])) {
+        l->heap[k] = l->heap[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
+    l->heap[k] = h;
+}
+
+static struct held *heap_pop(struct ev_logs *l)
+{
+    struct held *top = l->heap[0];
+    struct held *last = l->heap[--l->nheld];
+    size_t k = 0;
+    for (;;) {
+        size_t c = 2 * k + 1;
+        if (c >= l->nheld) {
+            break;
+        }
+        if (c + 1 < l->nheld && held_before(l->heap[c + 1], l->heap[c])) {
+            c++;
+        }
+        if (!held_before(l->heap[c], last)) {
+            break;
+        }
+        l->heap[k] = l->heap[c];
+        k = c;
+    }
+    if (l->nheld > 0) {
+        l->heap[k] = last;
+    }
+    return top;
+}
+
+/* The oldest held event acted on (with the FormattedMessage it arrived after) and freed. */
+static void held_release(struct ev_logs *l)
+{
+    struct held *h = heap_pop(l);
+    const struct md_entry *md = md_find(l, h->metadata_id);
+    if (md != NULL && md->kind != K_NONE && md->kind != K_FORMATTED) {
+        struct nettrace_event ev = {
+            .metadata_id = h->metadata_id,
+            .timestamp = h->ts,
+            .activity_id = h->has_act ? h->act : NULL,
+            .related_activity_id = h->has_rel ? h->rel : NULL,
+            .payload = h->payload,
+            .payload_len = h->payload_len,
+        };
+        char *last = l->last_formatted;
+        l->last_formatted = h->formatted;
+        act_on(l, md, &ev);
+        l->last_formatted = last;
+    }
+    l->held_bytes -= h->bytes;
+    mem_give(l, h->bytes);
+    free(h);
+}
+
+/* Acts on the held events older than or as old as ts, oldest first; all of them with all. */
+static void release_upto(struct ev_logs *l, int64_t ts, bool all)
+{
+    while (l->nheld > 0 && (all || l->heap[0]->ts <= ts)) {
+        held_release(l);
+    }
+}
+
+/* A sequence point read since the last look: every event before it has been read. */
+static void sp_check(struct ev_logs *l)
+{
+    uint64_t sp = nettrace_get_stats(&l->ck)->blocks[NETTRACE_BLOCK_SP];
+    if (sp != l->sp_seen) {
+        l->sp_seen = sp;
+        release_upto(l, 0, true);
+    }
+}
+
+/*
+ * Holds ev until no older event can come. Past the bounds the oldest held go first; an event that
+ * cannot be held (the share is full) is acted on at once, after all the held ones.
+ */
+static void hold(struct ev_logs *l, const struct md_entry *md, const struct nettrace_event *ev)
+{
+    size_t flen = md->kind == K_JSON && l->last_formatted != NULL ? l->last_formatted_bytes : 0;
+    /* Stops and links act on their ids alone: their payloads are not kept. */
+    size_t plen = md->kind == K_JSON || md->kind == K_SCOPE_START ? ev->payload_len : 0;
+    size_t bytes = sizeof(struct held) + plen + flen;
+    while (l->nheld > 0 &&
+           (l->nheld >= EV_LOGS_MAX_HELD || l->held_bytes + bytes > EV_LOGS_HELD_BYTES)) {
+        l->st.order_forced++;
+        held_release(l);
+    }
+    bool room = bytes <= EV_LOGS_HELD_BYTES && mem_take(l, bytes);
+    if (!room && l->nheld > 0) {
+        l->st.order_forced += l->nheld;
+        release_upto(l, 0, true);
+        room = bytes <= EV_LOGS_HELD_BYTES && mem_take(l, bytes);
+    }
+    if (!room) {
+        l->st.order_forced++;
+        act_on(l, md, ev);
+        return;
+    }
+    struct held *h = malloc(bytes);
+    if (h == NULL) {
+        mem_give(l, bytes);
+        logs_fail(l, -ENOMEM, "out of memory");
+        return;
+    }
+    *h = (struct held){.ts = ev->timestamp,
+                       .seq = l->held_seq++,
+                       .metadata_id = ev->metadata_id,
+                       .has_act = ev->activity_id != NULL,
+                       .has_rel = ev->related_activity_id != NULL,
+                       .bytes = bytes,
+                       .payload_len = plen};
+    if (h->has_act) {
+        memcpy(h->act, ev->activity_id, 16);
+    }
+    if (h->has_rel) {
+        memcpy(h->rel, ev->related_activity_id, 16);
+    }
+    if (plen > 0) {
+        memcpy(h->payload, ev->payload, plen);
+    }
+    if (flen > 0) {
+        h->formatted = (char *)h->payload + plen;
+        memcpy(h->formatted, l->last_formatted, flen);
+    }
+    l->held_bytes += bytes;
+    heap_push(l, h);
+}
+
+static void on_event(void *ud, const struct nettrace_event *ev)
+{
+    struct ev_logs *l = ud;
+    if (strcmp(ev->provider, MEL_PROVIDER) == 0) {
+        l->st.mel_events++;
+    }
+    sp_check(l);
+    const struct md_entry *md = l->err.err == 0 ? md_find(l, ev->metadata_id) : NULL;
+    if (md != NULL && md->kind == K_FORMATTED) {
+        if (ev_record_decode(&l->rec, md->schema, ev->payload, ev->payload_len) != 0) {
+            l->st.skipped++;
+        } else {
+            l->text_len = 0;
+            on_formatted(l, md);
+        }
+    } else if (md != NULL && md->kind == K_JSON && l->nheld == 0 && ev->activity_id == NULL &&
+               ev->related_activity_id == NULL) {
+        act_on(l, md, ev); /* outside every scope, nothing before it held: no order to keep */
+    } else if (md != NULL && md->kind != K_NONE) {
+        hold(l, md, ev);
+    }
+    if (ev->sorted) {
+        release_upto(l, ev->timestamp, false);
     }
 }
 
@@ -1093,7 +1279,26 @@ size_t ev_logs_footprint(void)
 
 int ev_logs_feed(struct ev_logs *l, const uint8_t *p, size_t n)
 {
-    return nettrace_sticky_feed(&l->ck, &l->err, p, n);
+    l->fed_since_tick = true;
+    int rc = nettrace_sticky_feed(&l->ck, &l->err, p, n);
+    sp_check(l);
+    if (rc != 0 || nettrace_status(&l->ck) == NETTRACE_COMPLETE) {
+        release_upto(l, 0, true); /* nothing comes after the end, or after a failure */
+    }
+    return rc;
+}
+
+void ev_logs_flush(struct ev_logs *l)
+{
+    release_upto(l, 0, true);
+}
+
+void ev_logs_tick(struct ev_logs *l)
+{
+    if (!l->fed_since_tick) {
+        release_upto(l, 0, true);
+    }
+    l->fed_since_tick = false;
 }
 
 const char *ev_logs_error(const struct ev_logs *l)
@@ -1110,6 +1315,7 @@ void ev_logs_get_stats(const struct ev_logs *l, struct ev_logs_stats *out)
     out->lost = st->lost;
     out->scopes = l->scopes_alive;
     out->held = l->held + ev_schemas_held(&l->md);
+    out->ordering = l->nheld;
 }
 
 void ev_logs_free(struct ev_logs *l)
@@ -1118,6 +1324,10 @@ void ev_logs_free(struct ev_logs *l)
         return;
     }
     nettrace_checker_fini(&l->ck);
+    for (size_t k = 0; k < l->nheld; k++) {
+        mem_give(l, l->heap[k]->bytes);
+        free(l->heap[k]);
+    }
     for (size_t k = 0; l->slots != NULL && k < SCOPE_SLOTS; k++) {
         if (l->slots[k].state == 1) {
             scope_release(l, l->slots[k].s);

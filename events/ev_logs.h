@@ -30,6 +30,19 @@
  * or a metadata record that does not fit is dropped and counted too. The stream never fails for
  * the budget. The fixed part (ev_logs_footprint: the text area and the scope table) is the
  * caller's to charge.
+ *
+ * Order (docs/events.md §4.4): the runtime writes each thread's events in order but interleaves
+ * threads only loosely, so a record logged after an await can be read before the scope start
+ * another thread wrote earlier. Scope starts and stops, other providers' starts and stops and
+ * MessageJson records are therefore held and acted on in timestamp order (equal timestamps in
+ * stream order), except a record with no activity ids when nothing is held, which goes out at
+ * once: up to an event with the sorted flag (nothing older follows it), all of them at a
+ * sequence point, at the end tag, after a failure, on ev_logs_flush, and on ev_logs_tick when
+ * nothing was fed since the tick before. A FormattedMessage is taken as it arrives and a
+ * MessageJson keeps the text it came after. At most EV_LOGS_MAX_HELD events and
+ * EV_LOGS_HELD_BYTES bytes are held, charged to the share: past either the oldest go out first,
+ * and an event the share has no room for goes out at once after all the held ones (counted in
+ * stats.order_forced). Nothing held is ever dropped, except by ev_logs_free.
  */
 
 #include <stdbool.h>
@@ -42,7 +55,9 @@
 #define EV_LOGS_MAX_PAIRS  128
 #define EV_LOGS_MAX_STRING (64u * 1024u)
 #define EV_LOGS_TEXT_MAX   (1024u * 1024u)
-#define EV_LOGS_MAX_DEPTH  128 /* scopes reported per record, innermost kept */
+#define EV_LOGS_MAX_DEPTH  128  /* scopes reported per record, innermost kept */
+#define EV_LOGS_MAX_HELD   4096 /* events held for ordering */
+#define EV_LOGS_HELD_BYTES (1024u * 1024u)
 
 /* Microsoft.Extensions.Logging.LogLevel. */
 enum ev_log_level {
@@ -109,6 +124,8 @@ struct ev_logs_stats {
     uint64_t scopes_dropped; /* scope starts not kept: the memory share was full */
     uint64_t budget_dropped; /* everything not kept for the share: scopes, metadata, messages */
     uint64_t held;           /* bytes charged to the share now */
+    uint64_t ordering;       /* events held for ordering now */
+    uint64_t order_forced;   /* events acted on before their turn: a bound or the share */
 };
 
 struct ev_logs;
@@ -125,6 +142,17 @@ int ev_logs_set_share(struct ev_logs *l, struct mb_share *share);
 size_t ev_logs_footprint(void);
 /* 0, or a negative error once the stream is invalid (later feeds return it again). */
 int ev_logs_feed(struct ev_logs *l, const uint8_t *p, size_t n);
+/*
+ * Acts on every held event now (the stream ended, or the caller knows nothing older can come).
+ * Records go to the callback from inside this call.
+ */
+void ev_logs_flush(struct ev_logs *l);
+/*
+ * Call periodically (Timeouts:LogsOrderMs, some 250 ms): when nothing was fed since the previous
+ * tick, the runtime has finished writing out its buffers (it does so every 100 ms or so while
+ * events come), so nothing older than what is held can come and the held events go out.
+ */
+void ev_logs_tick(struct ev_logs *l);
 const char *ev_logs_error(const struct ev_logs *l);
 void ev_logs_get_stats(const struct ev_logs *l, struct ev_logs_stats *out);
 void ev_logs_free(struct ev_logs *l);

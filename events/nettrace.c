@@ -113,6 +113,7 @@ struct blob {
     uint64_t timestamp;   /* unsigned so that delta arithmetic wraps without UB */
     uint8_t activity[16]; /* V4/V5; all zero when absent */
     uint8_t related[16];
+    bool sorted; /* no later event of the stream is older (nettrace.md §4.3) */
 };
 
 struct nettrace_private {
@@ -899,6 +900,7 @@ static int read_compressed(struct nettrace_private *pr, struct ev_rd *c, struct 
     if (ev_rd_u8(c, &flags) != 0) {
         return fail(pr, AGENT_E_PROTO, ev_rd_offset(c), "event header: flags past the block end");
     }
+    b->sorted = (flags & 0x40) != 0;
     if ((flags & 0x01) != 0 && (rc = hdr_varint(pr, c, 32, "metadata id", &v)) == 0) {
         b->metadata_id = (uint32_t)v;
     }
@@ -967,7 +969,8 @@ static int read_uncompressed(struct nettrace_private *pr, struct ev_rd *c, struc
         event_size > ev_rd_left(c) - 4) {
         return fail(pr, AGENT_E_PROTO, at, "event size %u outside the block", event_size);
     }
-    b->metadata_id = ev_load_u32(h + 4) & 0x7FFFFFFFu; /* bit 31 = not sorted */
+    b->metadata_id = ev_load_u32(h + 4) & 0x7FFFFFFFu;
+    b->sorted = (ev_load_u32(h + 4) & 0x80000000u) == 0; /* bit 31 = not sorted */
     b->sequence = ev_load_u32(h + 8);
     b->thread_id = ev_load_u64(h + 12);
     b->capture_thread_id = ev_load_u64(h + 20);
@@ -1002,7 +1005,8 @@ static int read_uncompressed_v6(struct nettrace_private *pr, struct ev_rd *c, st
     if (event_size < 48 || event_size > ev_rd_left(c) - 4) {
         return fail(pr, AGENT_E_PROTO, at, "event size %u outside the block", event_size);
     }
-    b->metadata_id = ev_load_u32(h + 4) & 0x7FFFFFFFu; /* bit 31 = sorted */
+    b->metadata_id = ev_load_u32(h + 4) & 0x7FFFFFFFu;
+    b->sorted = (ev_load_u32(h + 4) & 0x80000000u) == 0; /* bit 31 = not sorted */
     b->sequence = ev_load_u32(h + 8);
     b->thread_id = ev_load_u64(h + 12);
     b->capture_thread_id = ev_load_u64(h + 20);
@@ -1065,6 +1069,7 @@ static void emit_event(struct nettrace_private *pr, const struct md_rec *md, con
         .stack_id = b->stack_id,
         .timestamp = (int64_t)b->timestamp,
         .label_list_id = b->label_list,
+        .sorted = b->sorted,
         .activity_id = guid_or_null(b->activity),
         .related_activity_id = guid_or_null(b->related),
         .payload = payload,
@@ -1216,6 +1221,7 @@ static int run_events(struct nettrace_private *pr, struct ev_rd *c, struct blob 
         }
         size = next;
         ts += delta;
+        b->sorted = (f & 0x40) != 0;
         int64_t t = (int64_t)ts;
         lo = t < lo ? t : lo;
         hi = t > hi ? t : hi;

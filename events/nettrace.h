@@ -138,6 +138,8 @@ struct nettrace_event {
     uint32_t stack_id;
     int64_t timestamp;
     uint32_t label_list_id; /* V6: the event's label list (0 = none); always 0 in V4/V5 */
+    /* The header's sorted flag (nettrace.md §4.3): no event after it in the stream is older. */
+    bool sorted;
     /* Activity ids (16 bytes, .NET Guid layout) from the V4/V5 blob header or the V6 label list
      * (at most 64K lists with activity ids are kept); NULL when absent or zero. */
     const uint8_t *activity_id;

@@ -87,7 +87,8 @@ struct logs_job {
     struct logs_spec spec;
     enum ev_logs_format format;
     uv_timer_t quiet;
-    bool streaming; /* the artifact has begun */
+    uv_timer_t order; /* the decoder's tick (Timeouts:LogsOrderMs; events.md §4.4) */
+    bool streaming;   /* the artifact has begun */
     bool paused;
     int64_t duration_s;
     uint64_t pid;
@@ -177,13 +178,32 @@ static void logs_on_ready(void *ud)
 
 /* ---- the consumer of the decoded session: ev_logs, then the artifact ---- */
 
+/* The records formatted since the last call to the artifact (job->text then emptied). */
+static void logs_write(struct logs_job *job)
+{
+    if (job->core.art == NULL || !job->streaming || buf_size(&job->text) == 0) {
+        buf_reset(&job->text);
+        return;
+    }
+    int rc = artifact_write(job->core.art, buf_data(&job->text), buf_size(&job->text));
+    buf_reset(&job->text);
+    if (rc != 0) {
+        return; /* the consumer is gone: on_lost follows */
+    }
+    if (artifact_full(job->core.art) && job->ds != NULL && !job->paused) {
+        job->paused = true; /* until on_ready */
+        dsession_pause(job->ds);
+    }
+}
+
 static int logs_feed(void *ctx, const uint8_t *p, size_t n)
 {
     struct logs_job *job = ctx;
     buf_reset(&job->text);
     int rc = ev_logs_feed(job->logs, p, n);
     if (rc != 0) {
-        return rc; /* the session ends with error(AGENT_E_PROTO) */
+        logs_write(job); /* what came before the damage */
+        return rc;       /* the session ends with error(AGENT_E_PROTO) */
     }
     if (!job->budget_logged && atomic_load(&job->share.refused) > 0) {
         struct ev_logs_stats st;
@@ -197,17 +217,19 @@ static int logs_feed(void *ctx, const uint8_t *p, size_t n)
                  api_budget_detail(msg, sizeof(msg), "what the runtime logs", &job->share),
                  st.scopes_dropped);
     }
-    if (job->core.art == NULL || !job->streaming || buf_size(&job->text) == 0) {
-        return 0;
-    }
-    if (artifact_write(job->core.art, buf_data(&job->text), buf_size(&job->text)) != 0) {
-        return 0; /* the consumer is gone: on_lost follows */
-    }
-    if (artifact_full(job->core.art) && job->ds != NULL) {
-        job->paused = true; /* until on_ready */
-        dsession_pause(job->ds);
-    }
+    logs_write(job);
     return 0;
+}
+
+/* A quiet stream lets the records held for their order go (ev_logs_tick). */
+static void logs_on_order(uv_timer_t *t)
+{
+    struct logs_job *job = t->data;
+    if (job->ds != NULL && !job->paused) {
+        buf_reset(&job->text);
+        ev_logs_tick(job->logs);
+        logs_write(job);
+    }
 }
 
 /* The decoder's words for a stream it refused. */
@@ -256,6 +278,8 @@ static void logs_started(void *ctx, uint64_t session_id, int version)
         job_arm_timeout(&job->core, (uint64_t)job->duration_s * 1000);
     }
     uv_timer_start(&job->quiet, logs_on_quiet, agent_timeout(job->a, TIMEOUT_LOGS_QUIET), 0);
+    uint64_t every = agent_timeout(job->a, TIMEOUT_LOGS_ORDER);
+    uv_timer_start(&job->order, logs_on_order, every, every);
 }
 
 /* Ends the artifact: complete when the records are all valid, else failed (the response cut, or
@@ -284,6 +308,10 @@ static void logs_error(void *ctx, int code, uint32_t hresult, const char *reason
     job->ds = NULL;
     uv_timer_stop(&job->core.timer);
     uv_timer_stop(&job->quiet);
+    uv_timer_stop(&job->order);
+    buf_reset(&job->text); /* the records still held for their order: nothing follows them */
+    ev_logs_flush(job->logs);
+    logs_write(job);
     log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
     /* A runtime that exits (EOF or a reset) ends the records cleanly: they are all valid. An
      * unreadable stream or a stream that did not end after the stop does not. */
@@ -335,6 +363,7 @@ static void logs_abort(struct job *core, enum job_why why)
     job->ds = NULL;
     uv_timer_stop(&core->timer);
     uv_timer_stop(&job->quiet);
+    uv_timer_stop(&job->order);
 }
 
 /* ---- requests ---- */
@@ -478,6 +507,7 @@ static int logs_job_new(struct agent *a, const struct ipc_process *p, struct log
         return -ENOMEM;
     }
     job_add_timer(&job->core, &job->quiet);
+    job_add_timer(&job->core, &job->order);
     snprintf(job->share_what, sizeof(job->share_what), "logs of process %" PRIu64, p->pid);
     mb_share_init(&job->share, job->share_what, logs_share_cap());
     buf_init(&job->text, 0);

@@ -74,6 +74,7 @@ struct otel_procs {
     const struct otel_settings *st;
     struct oproc *procs;
     uv_timer_t flush; /* metric_interval_ms */
+    uv_timer_t order; /* the logs decoders' tick (Timeouts:LogsOrderMs) */
     uv_timer_t stop;  /* the sessions' drain at shutdown: the rest is aborted then */
     size_t closing;   /* handles closing */
     bool closed;
@@ -249,6 +250,7 @@ static void op_remove(struct oproc *op);
 static void op_logs_free(struct oproc *op)
 {
     if (op->logs != NULL) {
+        ev_logs_flush(op->logs); /* the records held for their order (events.md §4.4) */
         ev_logs_free(op->logs);
         op->logs = NULL;
         mb_release(&op->share, ev_logs_footprint());
@@ -440,6 +442,16 @@ static void op_flush_metrics(struct oproc *op)
 {
     if (op->src != NULL && op->series != NULL) {
         otel_series_flush(op->series, op_on_metric, op);
+    }
+}
+
+static void ps_on_order(uv_timer_t *t)
+{
+    struct otel_procs *ps = t->data;
+    for (struct oproc *op = ps->procs; op != NULL; op = op->next) {
+        if (op->logs != NULL) {
+            ev_logs_tick(op->logs);
+        }
     }
 }
 
@@ -640,6 +652,13 @@ int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out)
             .loop = a->loop, .ud = ps, .join = keeper_join, .left = keeper_left};
         dsession_set_keeper(&ps->keeper);
     }
+    uv_timer_init(a->loop, &ps->order);
+    ps->order.data = ps;
+    uv_unref((uv_handle_t *)&ps->order);
+    if (st->signal[OTLP_LOGS]) {
+        uint64_t every = agent_timeout(a, TIMEOUT_LOGS_ORDER);
+        uv_timer_start(&ps->order, ps_on_order, every, every);
+    }
     *out = ps;
     return 0;
 }
@@ -686,6 +705,8 @@ void otel_procs_close(struct otel_procs *ps, uint64_t drain_ms, void (*done)(voi
     ps->stop_ms = drain_ms > 0 ? drain_ms : 1;
     ps->closing++; /* the flush timer */
     uv_close((uv_handle_t *)&ps->flush, ps_on_flush_closed);
+    ps->closing++; /* the order timer */
+    uv_close((uv_handle_t *)&ps->order, ps_on_flush_closed);
     ps->closing++; /* the stop timer, closed by ps_drained; keeps ps alive while draining */
     ps->draining = true;
     /* Every process's last metric values first; then the sessions are stopped gracefully

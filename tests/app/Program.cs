@@ -37,6 +37,13 @@
 //                        two nested scopes, "Outer {ScopeId}" (ScopeId=<id>) and "Inner {Depth}"
 //                        (Depth=2), then under TestApp.Commands EventId 4 "Scoped", template
 //                        "Scoped {Text} n={N}" with N=42 ("ok log-scope")
+//   log-await <text>     a record logged after an await inside a scope, in the order that puts it
+//                        in the runtime's stream before its scope's start: a thread B writes an
+//                        event first (a scope opened and closed), then a new thread A opens the
+//                        scope "Await {ScopeId}" (ScopeId=<text>) and awaits a task B completes;
+//                        the continuation, on B, logs Information under TestApp.Commands, EventId
+//                        7 "AfterAwait", template "After the await {Text}", and closes the scope
+//                        ("ok log-await")
 //   log-exception <text> logs at Error under TestApp.Commands, EventId 5 "Failed", template
 //                        "Failed {Text}", with a thrown InvalidOperationException("boom <text>")
 //                        ("ok log-exception")
@@ -369,6 +376,36 @@ internal static class Program
     private static void AddConsoleLogger(ILoggingBuilder builder) =>
         builder.AddConsole(o => o.LogToStandardErrorThreshold = LogLevel.Trace);
 
+    // See log-await above. The runtime writes each thread's events together, the thread with the
+    // oldest event first: B's (the record among them) before A's (the scope's start).
+    private static void LogAfterAwait(string text)
+    {
+        var resume = new TaskCompletionSource(); // its continuations run on the completing thread
+        Task? body = null;
+        var b = new Thread(() =>
+        {
+            using (s_commandLogger.BeginScope("Before {ScopeId}", text))
+            {
+            }
+            var a = new Thread(() => body = Body());
+            a.Start();
+            a.Join(); // A returned at the await
+            resume.SetResult();
+        });
+        b.Start();
+        b.Join();
+        body!.Wait();
+
+        async Task Body()
+        {
+            using (s_commandLogger.BeginScope("Await {ScopeId}", text))
+            {
+                await resume.Task;
+                s_commandLogger.LogInformation(new EventId(7, "AfterAwait"), "After the await {Text}", text);
+            }
+        }
+    }
+
     private static string Run(string cmd, string rest)
     {
         switch (cmd)
@@ -470,6 +507,11 @@ internal static class Program
                             parts.Length > 2 ? parts[2] : "", 42);
                     }
                     return "ok log-scope";
+                }
+            case "log-await":
+                {
+                    LogAfterAwait(rest);
+                    return "ok log-await";
                 }
             case "log-exception":
                 {

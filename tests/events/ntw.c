@@ -53,7 +53,8 @@ void nt_blob(struct nt *t, uint32_t md_id, int64_t ts, unsigned act, unsigned re
     if (t->compressed) {
         /* metadata id, sequence/capture/proc, thread, activity ids, payload size; the previous
          * header starts at zero in each block. */
-        wb_u8(&t->blk, 0x01 | 0x02 | 0x04 | 0x10 | 0x20 | 0x80);
+        wb_u8(&t->blk, 0x01 | 0x02 | 0x04 | 0x10 | 0x20 | 0x80 | (t->sorted ? 0x40 : 0));
+        t->sorted = false;
         wb_varu(&t->blk, md_id);
         wb_varu(&t->blk, seq - t->prev_seq - 1);
         wb_varu(&t->blk, 7);
@@ -100,4 +101,16 @@ void nt_block(struct nt *t, const char *name, bool compressed)
     t->blk.n = 0;
     t->prev_seq = 0;
     t->prev_ts = 0;
+}
+
+void nt_sp(struct nt *t, int64_t ts)
+{
+    nt_object_begin(&t->out, "SPBlock", 2);
+    wb_u32(&t->out, 12);
+    while (t->out.n % 4 != 0) {
+        wb_u8(&t->out, 0);
+    }
+    wb_le(&t->out, (uint64_t)ts, 8);
+    wb_u32(&t->out, 0);
+    wb_u8(&t->out, 6);
 }

@@ -21,6 +21,7 @@ struct nt {
     struct wb blk; /* the blobs of the block being built */
     uint32_t seq;
     bool compressed;   /* the next blobs get compressed headers */
+    bool sorted;       /* the next compressed blob gets the sorted flag (0x40) */
     uint32_t prev_seq; /* the compressed-header state, reset per block */
     int64_t prev_ts;
 };
@@ -35,5 +36,7 @@ void nt_blob(struct nt *t, uint32_t md_id, int64_t ts, unsigned act, unsigned re
              const struct wb *pl);
 /* Writes the current blobs as a block named name ("EventBlock", "MetadataBlock"). */
 void nt_block(struct nt *t, const char *name, bool compressed);
+/* Writes an SPBlock (nettrace.md §3.4) with timestamp ts and no threads. */
+void nt_sp(struct nt *t, int64_t ts);
 
 #endif

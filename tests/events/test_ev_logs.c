@@ -100,7 +100,9 @@ static void ev_json(struct nt *t, int64_t ts, unsigned act, int level, const cha
     free(p.b);
 }
 
-static void ev_scope(struct nt *t, bool start, unsigned act, unsigned rel, const char *args)
+/* A scope's start or stop at timestamp ts. */
+static void ev_scope_at(struct nt *t, int64_t ts, bool start, unsigned act, unsigned rel,
+                        const char *args)
 {
     struct wb p = {0};
     wb_u32(&p, act);
@@ -109,8 +111,13 @@ static void ev_scope(struct nt *t, bool start, unsigned act, unsigned rel, const
     if (start) {
         wb_wstr(&p, args);
     }
-    nt_blob(t, start ? MD_START : MD_STOP, SYNC_QPC, act, rel, &p);
+    nt_blob(t, start ? MD_START : MD_STOP, ts, act, rel, &p);
     free(p.b);
+}
+
+static void ev_scope(struct nt *t, bool start, unsigned act, unsigned rel, const char *args)
+{
+    ev_scope_at(t, SYNC_QPC, start, act, rel, args);
 }
 
 #define TS(sec) (SYNC_QPC + (int64_t)(sec)*QPC_FREQ)
@@ -138,9 +145,9 @@ static uint8_t *synthetic(size_t *n, bool compressed)
     ev_json(&t, TS(2), 0x102, 2, "Demo.Category", "Ev7", "{}",
             "{\"Name\":\"world\",\"N\":\"31\",\"{OriginalFormat}\":\"Hello {Name} #{N}\"}");
     nt_block(&t, evb, compressed);
-    ev_scope(&t, false, 0x102, 0, NULL);
+    ev_scope_at(&t, TS(2) + 1, false, 0x102, 0, NULL); /* after the record inside it */
     nt_block(&t, evb, compressed);
-    ev_scope(&t, false, 0x101, 0, NULL);
+    ev_scope_at(&t, TS(2) + 2, false, 0x101, 0, NULL);
     nt_block(&t, evb, compressed);
     ev_formatted(&t, TS(3), "no template");
     nt_block(&t, evb, compressed);
@@ -776,6 +783,215 @@ static void test_ev_logs_damage(void **state)
     free(orig);
 }
 
+/*
+ * The after-await case (events.md §4.4): thread A starts a scope and awaits; the continuation on
+ * thread B logs inside it and stops it. The runtime writes B's run first (the record, the stop),
+ * then A's (the start, older). Compressed headers without the sorted flag, as the runtime writes
+ * all but the first event of a thread's run; where the stream stops decides what is known.
+ */
+static size_t after_await(struct nt *t, bool sp)
+{
+    nt_begin(t);
+    md_def(t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
+    md_def(t, MD_START, MEL, "ActivityJsonStart", start_f, start_c, 4);
+    md_def(t, MD_STOP, MEL, "ActivityJsonStop", stop_f, stop_c, 3);
+    nt_block(t, "MetadataBlock", false);
+    t->compressed = true;
+    ev_json(t, TS(2), 0x101, 2, "Demo.Category", "AfterAwait", "{}",
+            "{\"{OriginalFormat}\":\"after the await\"}");
+    ev_scope_at(t, TS(3), false, 0x101, 0, NULL);
+    nt_block(t, "EventBlock", true);
+    ev_scope_at(t, TS(1), true, 0x101, 0, "{\"Order\":\"42\"}");
+    nt_block(t, "EventBlock", true);
+    size_t before_sp = t->out.n;
+    if (sp) {
+        nt_sp(t, TS(4));
+    }
+    return before_sp;
+}
+
+static void test_ev_logs_order_sequence_point(void **state)
+{
+    (void)state;
+    struct nt t;
+    size_t cut = after_await(&t, true);
+    struct nested seen = {0};
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, on_nested, &seen), 0);
+    assert_int_equal(ev_logs_feed(l, t.out.b, cut), 0);
+    struct ev_logs_stats st;
+    ev_logs_get_stats(l, &st);
+    assert_int_equal(seen.n, 0); /* held: an older event may still come */
+    assert_int_equal(st.ordering, 3);
+    assert_int_equal(ev_logs_feed(l, t.out.b + cut, t.out.n - cut), 0); /* the sequence point */
+    assert_null(ev_logs_error(l));
+    assert_int_equal(seen.n, 1);
+    assert_int_equal(seen.nscopes[0], 1);
+    assert_string_equal(seen.first_key[0], "Order");
+    ev_logs_get_stats(l, &st);
+    assert_int_equal(st.ordering, 0);
+    assert_int_equal(st.scopes, 0); /* the stop came after the start: nothing left behind */
+    assert_int_equal(st.order_forced, 0);
+    ev_logs_free(l);
+    free(t.out.b);
+    free(t.blk.b);
+}
+
+/*
+ * The sorted flag as the two header encodings carry it (nettrace.md §4.2): an uncompressed header
+ * without bit 31 of its metadata id is sorted, so each event goes out as it comes; compressed
+ * headers without 0x40 are not, so the records wait for the end tag.
+ */
+static void test_ev_logs_sorted_flag(void **state)
+{
+    (void)state;
+    for (int compressed = 0; compressed < 2; compressed++) {
+        size_t n;
+        uint8_t *p = synthetic(&n, compressed != 0);
+        struct seen s;
+        memset(&s, 0, sizeof(s));
+        for (int f = 0; f < 3; f++) {
+            buf_init(&s.out[f], 0);
+        }
+        struct ev_logs *l = NULL;
+        assert_int_equal(ev_logs_new(&l, on_record, &s), 0);
+        assert_int_equal(ev_logs_feed(l, p, n - 1), 0); /* all but the end tag */
+        assert_int_equal(s.records, compressed ? 0 : 3);
+        assert_int_equal(ev_logs_feed(l, p + n - 1, 1), 0);
+        assert_int_equal(s.records, 3);
+        ev_logs_free(l);
+        for (int f = 0; f < 3; f++) {
+            buf_fini(&s.out[f]);
+        }
+        free(p);
+    }
+}
+
+/*
+ * A record outside every scope (no activity ids) goes out as it comes while nothing is held; after
+ * a held one it waits its turn, so one thread's records keep their order.
+ */
+static void test_ev_logs_order_no_scope(void **state)
+{
+    (void)state;
+    struct nt t;
+    nt_begin(&t);
+    md_def(&t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
+    nt_block(&t, "MetadataBlock", false);
+    t.compressed = true;
+    ev_json(&t, TS(1), 0, 2, "Demo.Category", "Plain", "{}", "{\"{OriginalFormat}\":\"plain\"}");
+    nt_block(&t, "EventBlock", true);
+    size_t first = t.out.n;
+    ev_json(&t, TS(2), 0x101, 2, "Demo.Category", "InScope", "{}", "{\"{OriginalFormat}\":\"in\"}");
+    ev_json(&t, TS(3), 0, 2, "Demo.Category", "After", "{}", "{\"{OriginalFormat}\":\"after\"}");
+    nt_block(&t, "EventBlock", true);
+    struct nested seen = {0};
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, on_nested, &seen), 0);
+    assert_int_equal(ev_logs_feed(l, t.out.b, first), 0);
+    assert_int_equal(seen.n, 1); /* at once */
+    assert_int_equal(ev_logs_feed(l, t.out.b + first, t.out.n - first), 0);
+    assert_int_equal(seen.n, 1); /* both wait: the second may not pass the first */
+    ev_logs_flush(l);
+    assert_int_equal(seen.n, 3);
+    ev_logs_free(l);
+    free(t.out.b);
+    free(t.blk.b);
+}
+
+/* The same stream released by a later event with the sorted flag, by the end tag, by ticks. */
+static void test_ev_logs_order_release(void **state)
+{
+    (void)state;
+    for (int how = 0; how < 3; how++) {
+        struct nt t;
+        (void)after_await(&t, false);
+        if (how == 0) { /* the first event of the next run: nothing older follows it */
+            t.sorted = true;
+            ev_scope_at(&t, TS(5), false, 0x999, 0, NULL);
+            nt_block(&t, "EventBlock", true);
+        } else if (how == 1) {
+            wb_u8(&t.out, 1);
+        }
+        struct nested seen = {0};
+        struct ev_logs *l = NULL;
+        assert_int_equal(ev_logs_new(&l, on_nested, &seen), 0);
+        assert_int_equal(ev_logs_feed(l, t.out.b, t.out.n), 0);
+        if (how == 2) {
+            assert_int_equal(seen.n, 0);
+            ev_logs_tick(l); /* bytes came since the last tick: more may follow */
+            assert_int_equal(seen.n, 0);
+            ev_logs_tick(l); /* a quiet interval: the runtime's flush is all here */
+        }
+        assert_int_equal(seen.n, 1);
+        assert_int_equal(seen.nscopes[0], 1);
+        struct ev_logs_stats st;
+        ev_logs_get_stats(l, &st);
+        assert_int_equal(st.scopes, 0);
+        ev_logs_free(l);
+        free(t.out.b);
+        free(t.blk.b);
+    }
+}
+
+/*
+ * Hostile: endless records under ids no scope has, never a sorted flag nor a sequence point. The
+ * held events stay within their count and the share's cap; every record is delivered, oldest
+ * first, and the ones pushed out early are counted.
+ */
+static void test_ev_logs_order_bounded(void **state)
+{
+    (void)state;
+    enum { RECORDS = 3 * EV_LOGS_MAX_HELD };
+    struct nt t;
+    nt_begin(&t);
+    md_def(&t, MD_JSON, MEL, "MessageJson", json_f, json_c, 11);
+    nt_block(&t, "MetadataBlock", false);
+    t.compressed = true;
+    for (unsigned k = 0; k < RECORDS; k++) {
+        /* timestamps going back and forth within each block */
+        ev_json(&t, TS(10) + (int64_t)(k % 64 == 0 ? k + 32 : k), 0x1000 + k, 2, "Demo.Category",
+                "Ev", "{}", "{\"{OriginalFormat}\":\"r\"}");
+        if (k % 64 == 63) {
+            nt_block(&t, "EventBlock", true);
+        }
+    }
+    struct mb_share share;
+    mb_share_init(&share, "order test", 256 * 1024);
+    struct seen s;
+    memset(&s, 0, sizeof(s));
+    for (int f = 0; f < 3; f++) {
+        buf_init(&s.out[f], 0);
+    }
+    struct ev_logs *l = NULL;
+    assert_int_equal(ev_logs_new(&l, on_record, &s), 0);
+    assert_int_equal(ev_logs_set_share(l, &share), 0);
+    struct ev_logs_stats st;
+    for (size_t off = 0; off < t.out.n; off += 4096) {
+        size_t k = t.out.n - off < 4096 ? t.out.n - off : 4096;
+        assert_int_equal(ev_logs_feed(l, t.out.b + off, k), 0);
+        ev_logs_get_stats(l, &st);
+        assert_true(st.ordering <= EV_LOGS_MAX_HELD);
+        assert_true(atomic_load(&share.peak) <= share.cap);
+    }
+    ev_logs_get_stats(l, &st);
+    assert_true(st.order_forced > 0);
+    assert_true(st.ordering > 0);
+    ev_logs_flush(l);
+    ev_logs_get_stats(l, &st);
+    assert_int_equal(st.ordering, 0);
+    assert_int_equal(s.records, RECORDS);
+    assert_int_equal(st.held, atomic_load(&share.used));
+    assert_null(ev_logs_error(l));
+    ev_logs_free(l);
+    assert_int_equal(atomic_load(&share.used), 0);
+    for (int f = 0; f < 3; f++) {
+        buf_fini(&s.out[f]);
+    }
+    free(t.out.b);
+    free(t.blk.b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -789,6 +1005,11 @@ int main(void)
         cmocka_unit_test(test_ev_logs_trace_context),
         cmocka_unit_test(test_ev_logs_nested_activities),
         cmocka_unit_test(test_ev_logs_json_only),
+        cmocka_unit_test(test_ev_logs_sorted_flag),
+        cmocka_unit_test(test_ev_logs_order_sequence_point),
+        cmocka_unit_test(test_ev_logs_order_no_scope),
+        cmocka_unit_test(test_ev_logs_order_release),
+        cmocka_unit_test(test_ev_logs_order_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,8 @@
  * events/ev_json.h (one JSON object per event, `dotmon convert` and /trace?format=ndjson). Each
  * input is fed in chunks whose sizes come from a hash of the input. Promises checked: no crash or
  * sanitizer report, every rendered record and every JSON line is valid UTF-8 without a raw
- * newline inside, and a JSON line is one object ('{' … '}'). The input is also one payload of
+ * newline inside, and a JSON line is one object ('{' … '}'); the records ev_logs holds for their
+ * order go out through ticks and the final flush. The input is also one payload of
  * the native layout its first two bytes pick (events/ev_native.h), rendered by ev_json_render with
  * 4- or 8-byte pointers: a JSON object whether it decodes or goes out as hex. Seeds: the real
  * captures of tests/fixtures/events (logs.nettrace among them) and the V6 writer's file.
@@ -118,7 +119,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (ev_logs_feed(l, data + off, n) != 0) {
                 break;
             }
+            if ((h >> 13) % 3 == 0) { /* now and then a quiet interval (events.md §4.4) */
+                ev_logs_tick(l);
+                ev_logs_tick(l);
+            }
         }
+        ev_logs_flush(l); /* the records held for their order, as a session's end gives them */
         ev_logs_free(l);
     }
     struct ev_json *j = ev_json_new(on_line, NULL);

@@ -8,7 +8,8 @@ makes the app log lines carrying a unique marker (`log`, `log-cat`, `log-scope`,
 `log-exception`), and checks that the stream holds exactly the expected records for that
 marker (count, order, fields), in the format Accept asked for:
   - GET without level (app filters, Trace): Debug included; NDJSON fields, scopes, state,
-    exception;
+    exception; records logged after an await inside a scope (`log-await`), which the runtime
+    writes before their scope's start, each with its scope;
   - GET level=Information as application/json-seq: no Debug record;
   - GET level=Warning as text/plain: the console layout;
   - POST LogsConfiguration {logLevel, filterSpecs, useAppFilters:false}: only listed categories;
@@ -154,7 +155,8 @@ def mine(recs, m):
     return [r for r in recs if m in r.get("Message", "")]
 
 
-def run_case(port, app, method, path, accept, body=None):
+def run_case(port, app, method, path, accept, body=None, extra=None):
+    """One stream: the marker's lines (log_all), then extra(app) when given."""
     m = uuid.uuid4().hex[:12]
     c, r = open_stream(port, method, path, accept, body)
     status, ctype = r.status, r.getheader("Content-Type", "")
@@ -163,11 +165,14 @@ def run_case(port, app, method, path, accept, body=None):
         return m, status, ctype, ""
     time.sleep(0.5)
     log_all(app, m)
+    if extra is not None:
+        extra(app)
     text = r.read().decode("utf-8")
     c.close()
     return m, status, ctype, text
 
 
+AWAITS = 5  # log-await records of case 1
 TS = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$")
 
 
@@ -217,11 +222,26 @@ def main():
         wait_listed(port, app.pid)
         pid = app.pid
 
-        # 1. GET without level: the app's filters at Trace; NDJSON.
-        m, st, ctype, text = run_case(port, app, "GET", f"/logs?pid={pid}&durationSeconds=4", "application/x-ndjson")
+        # 1. GET without level: the app's filters at Trace; NDJSON. Then records logged after an
+        # await inside a scope, read before their scope's start (docs/events.md §4.4): each has
+        # its scope.
+        aw = uuid.uuid4().hex[:12]
+
+        def awaits(a):
+            for k in range(AWAITS):
+                answer = a.command(f"log-await {aw}-{k}")
+                check(answer.startswith("ok "), f"log-await answered {answer!r}")
+
+        m, st, ctype, text = run_case(port, app, "GET", f"/logs?pid={pid}&durationSeconds=4", "application/x-ndjson",
+                                      extra=awaits)
         check(ctype.startswith("application/x-ndjson"), f"NDJSON content type {ctype!r}")
         check(text.endswith("\n"), "NDJSON ends with a newline")
-        check_full(json_records(text, False), m, True)
+        recs = json_records(text, False)
+        check_full(recs, m, True)
+        after = [(r.get("Message"), r.get("Scopes")) for r in recs if aw in r.get("Message", "")]
+        want = [(f"After the await {aw}-{k}", [{"ScopeId": f"{aw}-{k}", "{OriginalFormat}": "Await {ScopeId}"}])
+                for k in range(AWAITS)]
+        check(after == want, f"records logged after an await carry their scope: {after}")
 
         # 2. level=Information as json-seq: no Debug.
         m, st, ctype, text = run_case(port, app, "GET", f"/logs?pid={pid}&durationSeconds=4&level=Information",

@@ -33,6 +33,8 @@
 //                      created: no listener in or out of the process)
 //   GET /echo?id=N     logs one record, answers {"traceId","spanId","parentSpanId"} of its
 //                      request's Activity
+//   GET /await?id=N    one record logged after an await inside a scope, its continuation on
+//                      another thread (see AfterAwait); answers {"traceId"} of its request
 //   GET /metrics-state the values the instruments hold so far, for comparisons:
 //                      {"requests","openOrders","lastOrder","histogramCount","histogramSum"}
 //
@@ -147,6 +149,7 @@ public static class Program
             });
         });
         app.MapGet("/work", async (int id) => Results.Json(await Work(id, log, http, self)));
+        app.MapGet("/await", (int id) => Results.Json(AfterAwait(id, log)));
         app.MapGet("/metrics-state", () =>
         {
             lock (Gate)
@@ -179,6 +182,43 @@ public static class Program
             return Array.Empty<Measurement<long>>();
         }
         return new[] { new Measurement<long>(v, new KeyValuePair<string, object?>("tenant", "contoso")) };
+    }
+
+    // A record logged after an await inside a scope, in the order that puts it in the runtime's
+    // stream before its scope's start: thread B writes an event first (a scope opened and closed:
+    // in the session, never exported), then a new thread A, with nothing written yet, opens the
+    // scope {OrderId=N, Step=await} and awaits a task that B then completes, so the continuation
+    // runs on B: it logs Information, EventId 13 AfterAwait, "After the await {OrderId}" and
+    // closes the scope. The runtime writes each thread's events together, the thread with the
+    // oldest event first: B's (the record among them) before A's (the scope's start).
+    private static Dictionary<string, object?> AfterAwait(int id, ILogger log)
+    {
+        var resume = new TaskCompletionSource(); // its continuations run on the completing thread
+        Task? body = null;
+        var b = new Thread(() =>
+        {
+            using (log.BeginScope(new List<KeyValuePair<string, object?>> { new("Before", id) }))
+            {
+            }
+            var a = new Thread(() => body = Body());
+            a.Start();
+            a.Join(); // A returned at the await
+            resume.SetResult();
+        });
+        b.Start();
+        b.Join();
+        body!.Wait();
+        return new Dictionary<string, object?> { ["traceId"] = Activity.Current?.TraceId.ToHexString() };
+
+        async Task Body()
+        {
+            var scope = new List<KeyValuePair<string, object?>> { new("OrderId", id), new("Step", "await") };
+            using (log.BeginScope(scope))
+            {
+                await resume.Task;
+                log.LogInformation(new EventId(13, "AfterAwait"), "After the await {OrderId}", id);
+            }
+        }
     }
 
     private static async Task<Dictionary<string, object?>> Work(int id, ILogger log, IHttpClientFactory http, string self)

@@ -12,8 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "civil.h"
-
 /*
  * v as .NET (Core 3.0+; checked against .NET 10) writes a double, or with single a float, in the
  * invariant culture (ToString(), Convert.ToString): the fewest significant digits that read back
@@ -25,19 +23,5 @@
  */
 #define EV_FMT_REAL_MAX 32
 size_t ev_fmt_real(double v, bool single, char *out, size_t cap);
-
-/*
- * The calendar arithmetic is common/civil.h's. These two older names stay only for
- * events/ev_logs.c, to be dropped when that file calls civil_days and civil_date itself.
- */
-static inline int64_t ev_days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    return civil_days(y, m, d);
-}
-
-static inline void ev_civil_from_days(int64_t days, int64_t *y, int *m, int *d)
-{
-    civil_date(days, y, m, d);
-}
 
 #endif

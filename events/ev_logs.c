@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "civil.h"
 #include "err.h"
 #include "ev_fmt.h"
 #include "ev_payload.h"
@@ -565,9 +566,8 @@ static bool event_time(struct ev_logs *l, int64_t ts, int64_t *unix_ms)
             l->clock_known = true;
             l->sync_qpc = ti.sync_time_qpc;
             l->qpc_freq = ti.qpc_frequency;
-            l->sync_unix_ms = ev_days_from_civil(t[0], t[1], t[3]) * 86400000 +
-                              (int64_t)t[4] * 3600000 + (int64_t)t[5] * 60000 +
-                              (int64_t)t[6] * 1000 + t[7];
+            l->sync_unix_ms = civil_days(t[0], t[1], t[3]) * 86400000 + (int64_t)t[4] * 3600000 +
+                              (int64_t)t[5] * 60000 + (int64_t)t[6] * 1000 + t[7];
         }
     }
     if (!l->clock_known) {
@@ -1381,7 +1381,7 @@ static void format_time(int64_t unix_ms, char out[32])
     int64_t rem = secs - days * 86400;
     int64_t y;
     int m, d;
-    ev_civil_from_days(days, &y, &m, &d);
+    civil_date(days, &y, &m, &d);
     int len = snprintf(out, 32, "%04lld-%02lld-%02lld %02lld:%02lld:%02lldZ", (long long)y,
                        (long long)m, (long long)d, (long long)(rem / 3600),
                        (long long)(rem / 60 % 60), (long long)(rem % 60));

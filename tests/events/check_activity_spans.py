@@ -151,8 +151,10 @@ def main():
               f"{len(linked)} linked)")
         for s in linked:
             cl = clients[s["parent"]]
-            check(cl["start_ns"] <= s["start_ns"] and s["end_ns"] <= cl["end_ns"] + 1_000_000,
-                  "a server span lies inside its client span")
+            # The server's Activity stops after its response is sent, so the client can stop
+            # first (2.9 ms later once, under ASan on a loaded machine): only the start is ordered.
+            check(cl["start_ns"] <= s["start_ns"] <= cl["end_ns"],
+                  "a server span starts inside its client span")
             check(cl["attrs"].get("http.request.method") == "GET" and cl["attrs"].get("http.response.status_code") == 200
                   and cl["attrs"].get("network.protocol.version") == "1.1",
                   f"the client span's tags (method, status code as an int, protocol version a string): {cl['attrs']}")

@@ -276,8 +276,9 @@ def debian_base(eng):
                 for n in files:
                     if n.endswith(".deb"):
                         os.unlink(os.path.join(base, n))
-            subprocess.run(["tar", "-C", root, "-cf", tarball + ".part", "."], check=True)
-            os.replace(tarball + ".part", tarball)
+            part = f"{tarball}.{os.getpid()}.part"  # build trees may share the cache: one writer each
+            subprocess.run(["tar", "-C", root, "-cf", part, "."], check=True)
+            os.replace(part, tarball)
             log(f"  debootstrap --variant=minbase bookworm: {time.monotonic() - t0:.1f} s")
     eng.podman("import", "-q", tarball, BASE_IMAGE, timeout=300)
     return None

@@ -642,6 +642,15 @@ static void test_load_aborted_traces(void **state)
 
 int main(void)
 {
+    /* ctest runs the aborted traces (RSS and descriptors, no latency bound) apart from the rest,
+     * which runs alone (tests/agent/CMakeLists.txt): TEST_FILTER runs the cases whose names match
+     * it, TEST_SKIP the others. */
+    if (getenv("TEST_FILTER") != NULL) {
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    }
+    if (getenv("TEST_SKIP") != NULL) {
+        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_load_connection_limit, agent_test_setup,
                                         agent_test_teardown),

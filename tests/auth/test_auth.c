@@ -19,6 +19,7 @@
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/rsa.h>
 
 #include <cmocka.h>
@@ -264,6 +265,52 @@ struct keys {
 
 static struct keys K;
 
+/* A fixed RSA-2048 key, test key only (`openssl genpkey -algorithm RSA -pkeyopt
+ * rsa_keygen_bits:2048`), for the runs under valgrind (DOTMON_VALGRIND, tests/CMakeLists.txt):
+ * there OpenSSL's RSA-2048 generation takes ~20 s and runs none of auth/'s code. Native runs
+ * (normal and sanitizer builds) make a fresh key each time. */
+static const char rsa_test_pem[] =
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIIEvAIBADANBgkqhkiG9w0BAQEFAASCBKYwggSiAgEAAoIBAQCvp10+i1NUecuN\n"
+    "z/WwFmGgDgRnjubH2buni6+jCkPhn14JQYN4JQizHbX6ypQ3t45ZtBiDaK17oAaO\n"
+    "Nloj4kuk1a4J99IxxIaYZzWsHj5jbQRSMsF00LtI5iYylSXb4sfhNswehpZG0TQf\n"
+    "usVn6v5dbuOHgYx8FTswKcOsVMVQW97O3P2d36jTcASGD+Nuv267ZPbPgpTAId5b\n"
+    "/OXAUzvPNFMt45RhF9NN4KysGShtYjnXg3TJlePE2FQ1xrDOlFw/38mJbMpU8gup\n"
+    "ymv8rhFcslNqfAl4qJu1RzdRZUPgIy9TTBxMQFbXI4gIcu/4NGbK6Ipo+Ou/Kqsk\n"
+    "CKTBOkRpAgMBAAECggEAFzSwYWxtCF/aMAngMVtrmgZwDNxjXytumrkeGEHpa5Ev\n"
+    "OQrSMG5iwq3Iq8bVTl0Y2H9YrmJcalTfDi0JEJeQxciYaGcN+mw2b0OnYsNQxmLn\n"
+    "K2gwMwYb0ArefgKX+1Tvx4WtRtUiB7NoxE5bo8R3HBHjy7RQ7S2tjEngONAEN1Q2\n"
+    "XVfGAq0pz0EYoxAOHUOKRgWCjwtB3Ekp6NoHoQ2WIKdjr3Pu5FrhSwOUcEFp+geu\n"
+    "AotR0QaJ8YP9GX2xyzW6FUUFHUIqZSQh3hom+IHdO9qEt62eAUVAHmSpqMpGfKDv\n"
+    "eQjOkx/W5ntwpFDu2GpvnQ5likZe3PQAV56ynr5VtwKBgQDgJHvHmsoXCPMmGoJY\n"
+    "mvQyujOBM0rJGfOnVy0X0JdJSHFX5aHBzbtO3uhVeXIEjDg+qefevCwDDpIUAIkz\n"
+    "L8fPmS2KgkHI1xC4d0brLWs/QQnJ6+yCAusgmNSwwxwjO/6NfrUeMEev/WaCYbaU\n"
+    "Sbuz50AQm6O7thVRXtRQzZ/r1wKBgQDInpkSvBAhJrdlWflrOuBTImssN56/TvIp\n"
+    "nUr86/AwDx3NgvW17RSrP7NNT/pzEBfAa8YBOWeF7a5QpKWI/KVBZathUCbkM3VD\n"
+    "+RaRzmJA8K30p+QYtV3gtyfcfXa1GOmHWolz0cEsMLX59u9volmxBtpabkz3/t3u\n"
+    "uQGzi39JvwKBgD1c/5433FfOFXM7ErBbS7uPioY2mqTPvAr2LNw2ORTRBma/8Tbz\n"
+    "sfH3yLeN1g80rDlLnrU14v67QHbFZspirFtDXlprKsNnTaaS0RGVj6Tzk1B6jHdT\n"
+    "gTedX6083TkwNZJbPA6VvSqLP0M2qRuTzBWGm91wHrVHNjLeuVWd1chlAoGALRHM\n"
+    "K7RKH1h2TPOYn+lbKfIKh6V7KVlP999ZUFak3/cVZ+zqzFMVmJ835b948U6FN3o+\n"
+    "wlmmEyVhSsaiVZMEgRuZE8SQ6CVTS9DyrBDka9hmDBeHm7FrBKfA8bzR5T9Sf1Ds\n"
+    "njNaJVZQG3bJNZgQdD+o4DX1XqVIMHApnK9TCjsCgYBJGL+ZqCmSegp8iIx7aEY5\n"
+    "PFzpfmK2rTJv0oDDpMJ3z5DIEM5eyW3+I/f2R4FmNtFB8a034bcZB5UVch39KWmK\n"
+    "FaHE8EzorvEsbby0wsQWuxLBbX6Gp3CK3IliwATv6ZrlDHyrj6mnX8yyUu4khOAg\n"
+    "xQ5P4kLx7uWe0XlNywoQmQ==\n"
+    "-----END PRIVATE KEY-----\n";
+
+static EVP_PKEY *rsa_2048(void)
+{
+    const char *vg = getenv("DOTMON_VALGRIND");
+    if (vg == NULL || *vg == '\0') {
+        return EVP_RSA_gen(2048);
+    }
+    BIO *bio = BIO_new_mem_buf(rsa_test_pem, -1);
+    EVP_PKEY *key = bio != NULL ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio); /* (NULL: nothing) */
+    return key;
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -271,7 +318,7 @@ static int group_setup(void **state)
     K.p384 = EVP_EC_gen("P-384");
     K.p384b = EVP_EC_gen("P-384");
     K.p521 = EVP_EC_gen("P-521");
-    K.rsa = EVP_RSA_gen(2048);
+    K.rsa = rsa_2048();
     K.rsa1024 = EVP_RSA_gen(1024);
     if (!K.p256 || !K.p384 || !K.p384b || !K.p521 || !K.rsa || !K.rsa1024) {
         return -1;

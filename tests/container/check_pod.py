@@ -24,7 +24,8 @@
   check_pod.py dockerfile --repo ROOT --state DIR --dotmon BIN
       Builds container/Dockerfile itself with `buildah bud`, on a Debian 12 base made here with
       debootstrap (no registry is reachable, so debian:12-slim cannot be pulled; BUILD_IMAGE is
-      the Dockerfile's own argument for that), and compares the result with `make image`'s image
+      the Dockerfile's own argument for that; the base is kept a week in ~/.cache/dotmon-tests,
+      or $XDG_CACHE_HOME/dotmon-tests), and compares the result with `make image`'s image
       from the images step: the same files with the same modes and owners, the same user,
       entrypoint, command, ports and labels. Sizes that differ are listed (a Debian package newer
       on one side than the other), not failed.
@@ -248,10 +249,18 @@ BASE_IMAGE = "localhost/debian-bootstrap:12"
 BASE_MAX_AGE_S = 7 * 86400
 
 
+def base_cache():
+    """The folder (0700) that keeps the Debian base between build trees: a fresh build tree (CI
+    builds from scratch) would otherwise spend half a minute in debootstrap for the same files."""
+    d = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dotmon-tests")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    return d
+
+
 def debian_base(eng):
     """localhost/debian-bootstrap:12 in the storage: debootstrap's minbase bookworm, kept as a
-    tarball in the state folder for a week. None (and why) when it cannot be made."""
-    tarball = os.path.join(eng.state, "debian-12-minbase.tar")
+    tarball in base_cache() for a week. None (and why) when it cannot be made."""
+    tarball = os.path.join(base_cache(), "debian-12-minbase.tar")
     if not (os.path.exists(tarball) and time.time() - os.path.getmtime(tarball) < BASE_MAX_AGE_S):
         deboot = shutil.which("debootstrap", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
         if deboot is None:
@@ -267,8 +276,9 @@ def debian_base(eng):
                 for n in files:
                     if n.endswith(".deb"):
                         os.unlink(os.path.join(base, n))
-            subprocess.run(["tar", "-C", root, "-cf", tarball + ".part", "."], check=True)
-            os.replace(tarball + ".part", tarball)
+            part = f"{tarball}.{os.getpid()}.part"  # build trees may share the cache: one writer each
+            subprocess.run(["tar", "-C", root, "-cf", part, "."], check=True)
+            os.replace(part, tarball)
             log(f"  debootstrap --variant=minbase bookworm: {time.monotonic() - t0:.1f} s")
     eng.podman("import", "-q", tarball, BASE_IMAGE, timeout=300)
     return None

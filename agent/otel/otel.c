@@ -159,6 +159,14 @@ static void count(struct otel *o, const struct otel_source *s, enum otlp_signal 
     o->pids[s != NULL ? s->pid_index : 0].n[sig][what] += n;
 }
 
+void otel_count_dropped(struct otel *o, const struct otel_source *s, enum otlp_signal sig,
+                        uint64_t n)
+{
+    if (o != NULL) {
+        count(o, s, sig, C_DROPPED, n);
+    }
+}
+
 /* ---- items ---- */
 
 static size_t item_charge(const struct otel_item *it)

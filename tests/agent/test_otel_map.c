@@ -3,7 +3,7 @@
  * agent/otel/otel_map: a process's resource from its environment (docs/otel.md §2), container ids
  * from cgroup texts (v1 and v2 layouts of docker, containerd, cri-o), log records as the .NET
  * SDK's OTLP exporter sends them (§3), metric samples as OTLP Sums, Gauges and Summaries exported
- * once per interval (§4).
+ * once per interval, their bytes charged to their share of the memory budget (§4).
  */
 #include <math.h>
 #include <setjmp.h>

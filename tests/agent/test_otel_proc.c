@@ -5,8 +5,8 @@
  * environment (the secrets in it never reach the exporter), its logs session streaming a real
  * capture of the test app (tests/fixtures/events/logs.nettrace) whose records come out as
  * LogRecords, its metric samples exported once per interval and once more when it goes (the
- * samples of series past its bound counted as dropped), and
- * everything released (the fixture's uv_loop_close() == 0 catches a leaked handle).
+ * samples of series past its bound counted as dropped), and everything released (the
+ * fixture's uv_loop_close() == 0 catches a leaked handle).
  *
  * The exporter (otel.h) is a recording fake here: unit tests only; the end-to-end proof against
  * the real receiver is the integration test's.

@@ -159,6 +159,14 @@ static void count(struct otel *o, const struct otel_source *s, enum otlp_signal 
     o->pids[s != NULL ? s->pid_index : 0].n[sig][what] += n;
 }
 
+void otel_count_dropped(struct otel *o, const struct otel_source *s, enum otlp_signal sig,
+                        uint64_t n)
+{
+    if (o != NULL) {
+        count(o, s, sig, C_DROPPED, n);
+    }
+}
+
 /* ---- items ---- */
 
 static size_t item_charge(const struct otel_item *it)
@@ -1022,7 +1030,8 @@ int otel_render_prom(const struct otel *o, struct buf *out)
     }
     static const char *const help[3] = {
         "Items (log records, metrics, spans) the OTLP receiver accepted",
-        "Items dropped before sending: the signal's queue was full, or the shutdown deadline came",
+        "Items dropped before sending: the signal's queue was full, the shutdown deadline came, or "
+        "a metric series did not fit in its process's bound",
         "Items that did not encode or that the receiver refused (not retried)"};
     int rc = 0;
     for (int c = 0; c < 3 && rc == 0; c++) {

@@ -73,6 +73,13 @@ int otel_emit_span(struct otel_source *s, const struct otlp_scope *scope,
 int otel_emit_metric(struct otel_source *s, const struct otlp_scope *scope,
                      const struct otlp_metric *m);
 
+/*
+ * Counts n items of s (NULL: of no known process) that its producer left out before emitting
+ * them (metric samples whose series the memory budget refused): shown as dropped.
+ */
+void otel_count_dropped(struct otel *o, const struct otel_source *s, enum otlp_signal sig,
+                        uint64_t n);
+
 /* Counts for /metrics/dotmon (Prometheus text) and /info?extras=true. */
 int otel_render_prom(const struct otel *o, struct buf *out);
 struct cJSON *otel_status_json(const struct otel *o);

@@ -10,6 +10,7 @@
 
 #include "err.h"
 #include "hex.h"
+#include "membudget.h"
 
 /* ---- resource ------------------------------------------------------------------------------ */
 
@@ -400,8 +401,6 @@ size_t otel_tags_parse(const char *tags, char sep, char *scratch, size_t scratch
 }
 
 #define SERIES_BUCKETS 256u
-/* Buckets of one exported exponential histogram: the runtime's (and OTel SDK's) default. */
-#define OTEL_EXP_HIST_MAX_BUCKETS 160u
 
 struct series {
     struct series *next; /* bucket chain */
@@ -422,33 +421,53 @@ struct series {
     struct otlp_quantile quantiles[EV_METRIC_MAX_QUANTILES];
     /* exponential histograms: the points added up since start_ns (docs/otel.md §4) */
     struct ev_exphist_acc acc;
+    size_t entry_bytes;  /* charged for the entry and its strings */
+    size_t bucket_bytes; /* charged for acc.counts: its size now */
 };
 
 struct otel_series_table {
     size_t max, n;
     uint64_t dropped;
+    struct mb_share *share; /* the caller's; NULL: the budget's total */
+    size_t bytes;           /* charged to share for the series now */
     struct series *all;
     struct series *buckets[SERIES_BUCKETS];
 };
 
-int otel_series_new(size_t max_series, struct otel_series_table **out)
+int otel_series_new(size_t max_series, struct mb_share *share, struct otel_series_table **out)
 {
     *out = calloc(1, sizeof(**out));
     if (*out == NULL) {
         return -ENOMEM;
     }
     (*out)->max = max_series;
+    (*out)->share = share;
     return 0;
 }
 
-static void series_free(struct series *s)
+static void uncharge(struct otel_series_table *t, size_t n)
+{
+    mb_release(t->share, n);
+    t->bytes -= n;
+}
+
+/* Frees the histogram's buckets of s and gives their bytes back. */
+static void series_drop_buckets(struct otel_series_table *t, struct series *s)
+{
+    ev_exphist_acc_fini(&s->acc);
+    uncharge(t, s->bucket_bytes);
+    s->bucket_bytes = 0;
+}
+
+static void series_free(struct otel_series_table *t, struct series *s)
 {
     free(s->provider);
     free(s->name);
     free(s->unit);
     free(s->description);
     free(s->tags);
-    ev_exphist_acc_fini(&s->acc);
+    series_drop_buckets(t, s);
+    uncharge(t, s->entry_bytes);
     free(s);
 }
 
@@ -459,9 +478,14 @@ void otel_series_free(struct otel_series_table *t)
     }
     for (struct series *s = t->all, *next; s != NULL; s = next) {
         next = s->all;
-        series_free(s);
+        series_free(t, s);
     }
     free(t);
+}
+
+size_t otel_series_bytes(const struct otel_series_table *t)
+{
+    return t->bytes;
 }
 
 uint64_t otel_series_dropped(const struct otel_series_table *t)
@@ -490,6 +514,34 @@ static const char *nn(const char *s)
 static char *dup_or_null(const char *s)
 {
     return s != NULL && s[0] != '\0' ? strdup(s) : NULL;
+}
+
+/* What strdup(s) holds (0 for a string dup_or_null leaves out when may_skip). */
+static size_t str_bytes(const char *s, bool may_skip)
+{
+    return s != NULL && s[0] != '\0' ? strlen(s) + 1 : may_skip ? 0 : 1;
+}
+
+/* Adds the bucket array's latest points to s's; the array's growth is charged first: the most it
+ * may hold (ev_exphist.h: at most max_buckets counts), then given back down to its size. */
+static int series_add_exphist(struct otel_series_table *t, struct series *s,
+                              const struct ev_metric_sample *m)
+{
+    size_t room = OTEL_EXP_HIST_MAX_BUCKETS * sizeof(uint64_t);
+    if (mb_charge(t->share, room) != 0) {
+        t->dropped++;
+        return AGENT_E_BUDGET;
+    }
+    t->bytes += room;
+    if (m->exphist->cumulative) {
+        series_drop_buckets(t, s); /* the runtime's point is the whole story already */
+    }
+    int rc = ev_exphist_acc_add(&s->acc, m->exphist, m->hist_count, m->hist_sum,
+                                OTEL_EXP_HIST_MAX_BUCKETS);
+    size_t now = s->acc.counts != NULL ? (size_t)s->acc.h.ncounts * sizeof(uint64_t) : 0;
+    uncharge(t, s->bucket_bytes + room - now);
+    s->bucket_bytes = now;
+    return rc;
 }
 
 /* How a sample's series is exported (otel_map.h, docs/otel.md §4). */
@@ -535,17 +587,27 @@ int otel_series_add(struct otel_series_table *t, const struct ev_metric_sample *
             t->dropped++;
             return AGENT_E_TOOBIG;
         }
+        size_t bytes = sizeof(*s) + str_bytes(m->provider, false) + str_bytes(m->name, false) +
+                       str_bytes(m->tags, false) + str_bytes(m->unit, true) +
+                       str_bytes(m->display_name, true);
+        if (mb_charge(t->share, bytes) != 0) {
+            t->dropped++;
+            return AGENT_E_BUDGET;
+        }
+        t->bytes += bytes;
         s = calloc(1, sizeof(*s));
         if (s == NULL) {
+            uncharge(t, bytes);
             return -ENOMEM;
         }
+        s->entry_bytes = bytes;
         s->provider = strdup(nn(m->provider));
         s->name = strdup(nn(m->name));
         s->tags = strdup(nn(m->tags));
         s->unit = dup_or_null(m->unit);
         s->description = dup_or_null(m->display_name);
         if (s->provider == NULL || s->name == NULL || s->tags == NULL) {
-            series_free(s);
+            series_free(t, s);
             return -ENOMEM;
         }
         s->is_meter = m->is_meter;
@@ -559,9 +621,10 @@ int otel_series_add(struct otel_series_table *t, const struct ev_metric_sample *
     }
     if (m->kind == EV_METRIC_HISTOGRAM && (m->exphist != NULL) != (s->type == OTLP_EXP_HISTOGRAM)) {
         /* The runtime changed how it aggregates this instrument: start the series again. */
-        ev_exphist_acc_fini(&s->acc);
+        series_drop_buckets(t, s);
         s->count = 0;
         s->sum = 0;
+        s->pending = false; /* nothing to say until this sample is in */
         series_shape(s, m);
         s->start_ns = now > interval ? now - interval : now;
     }
@@ -571,11 +634,7 @@ int otel_series_add(struct otel_series_table *t, const struct ev_metric_sample *
         s->start_ns = now > interval ? now - interval : now;
     }
     if (s->type == OTLP_EXP_HISTOGRAM) {
-        if (m->exphist->cumulative) {
-            ev_exphist_acc_fini(&s->acc); /* the runtime's point is the whole story already */
-        }
-        int rc = ev_exphist_acc_add(&s->acc, m->exphist, m->hist_count, m->hist_sum,
-                                    OTEL_EXP_HIST_MAX_BUCKETS);
+        int rc = series_add_exphist(t, s, m);
         if (rc != 0) {
             return rc;
         }

@@ -113,15 +113,30 @@ void otel_log_map(const struct ev_log_record *r, uint64_t observed_unix_nano,
  * total are cumulative monotonic Sums, without one delta Sums of the rates added up since the last
  * export; up-down counters cumulative non-monotonic Sums; gauges and EventCounter means Gauges;
  * EventCounter increments delta Sums; histograms Summaries (the runtime's quantiles, count and sum
- * added up). At most max_series series (more are counted in dropped). Memory is owned.
+ * added up). At most max_series series (more are counted in dropped). Memory is owned; what the
+ * series hold (each entry, its strings, its histogram's buckets) is charged to share (NULL: to the
+ * memory budget's total only; docs/otel.md §4) and released as it is freed. The table itself
+ * (a fixed ~2 KiB) is not charged.
  */
+/* Buckets of one exported exponential histogram: the runtime's (and OTel SDK's) default. A
+ * histogram's series is charged room for this many counts while a point is added in. */
+#define OTEL_EXP_HIST_MAX_BUCKETS 160u
+
+struct mb_share;
 struct otel_series_table;
-int otel_series_new(size_t max_series, struct otel_series_table **out);
+int otel_series_new(size_t max_series, struct mb_share *share, struct otel_series_table **out);
+/* Frees t and gives back every byte its series hold to the share. Accepts NULL. */
 void otel_series_free(struct otel_series_table *t);
-/* Takes one sample. 0, AGENT_E_TOOBIG (a new series over the bound, counted), -ENOMEM. */
+/*
+ * Takes one sample. 0; AGENT_E_TOOBIG: a new series over the count bound; AGENT_E_BUDGET: the
+ * share refused a new series, or the room a histogram's buckets may grow into (the sample is left
+ * out, the series keeps its last state); both counted in dropped; -ENOMEM.
+ */
 int otel_series_add(struct otel_series_table *t, const struct ev_metric_sample *s);
 uint64_t otel_series_dropped(const struct otel_series_table *t);
 size_t otel_series_count(const struct otel_series_table *t);
+/* Bytes charged to the share for t's series now. */
+size_t otel_series_bytes(const struct otel_series_table *t);
 
 /* Called once per series due (views valid during the call). */
 typedef void (*otel_metric_cb)(void *ud, const struct otlp_scope *scope,

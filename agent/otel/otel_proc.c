@@ -24,6 +24,7 @@
 #include "ipc_discovery.h"
 #include "log.h"
 #include "membudget.h"
+#include "metrics.h"
 #include "metrics_session.h"
 #include "otel_map.h"
 #include "otel_span.h"
@@ -33,7 +34,8 @@ static const char cat[] = "dotmon.otel";
 #define MEL_PROVIDER   "Microsoft-Extensions-Logging"
 #define TPL_PROVIDER   "System.Threading.Tasks.TplEventSource"
 #define OTEL_BUFFER_MB 16
-#define MAX_SERIES     2000u /* per process, as /metrics' stores bound theirs */
+#define MAX_SERIES     2000u  /* per process, as /metrics' stores bound theirs */
+#define SERIES_WARN_MS 60000u /* the most often a process's left-out series are told */
 #define RETRY_MIN_MS   1000u
 #define RETRY_MAX_MS   60000u
 #define LOGS_SHARE     (8ull * 1024 * 1024)
@@ -53,7 +55,10 @@ struct oproc {
     struct otel_resource res;
     struct otel_source *src; /* NULL until the resource is known */
     struct otel_series_table *series;
-    struct dsession *ds; /* the telemetry session: logs and spans */
+    struct mb_share series_share; /* the series' bytes (cap: metrics_share_cap, as /metrics') */
+    char series_what[48];
+    uint64_t series_warned_ms; /* the last left-out series told (loop time; 0: never) */
+    struct dsession *ds;       /* the telemetry session: logs and spans */
     struct ev_logs *logs;
     struct ev_activity *spans;
     bool no_sampler;   /* its DiagnosticSource is older than 9: ask without the sampler */
@@ -463,17 +468,39 @@ static void ps_on_flush(uv_timer_t *t)
     }
 }
 
+/* A sample left out (its series over the count or its share full): counted as a dropped metric,
+ * told at most every SERIES_WARN_MS. */
+static void op_series_refused(struct oproc *op, const struct ev_metric_sample *s, int rc)
+{
+    otel_count_dropped(op->ps->o, op->src, OTLP_METRICS, 1);
+    uint64_t now = uv_now(op->ps->a->loop);
+    if (op->series_warned_ms != 0 && now - op->series_warned_ms < SERIES_WARN_MS) {
+        return;
+    }
+    op->series_warned_ms = now != 0 ? now : 1;
+    if (rc == AGENT_E_TOOBIG) {
+        log_warn(cat,
+                 "process %" PRIu64 ": %u metric series exported; new ones (here %.80s %.80s) "
+                 "are left out (dotmon_otel_dropped_total counts them)",
+                 op->pid, MAX_SERIES, s->provider, s->name);
+    } else {
+        log_warn(cat,
+                 "process %" PRIu64 ": its %zu metric series fill their share of dotmon's memory "
+                 "budget (%" PRIu64 " KiB); samples of new or growing series (here %.80s %.80s) "
+                 "are left out (dotmon_otel_dropped_total counts them; raise Memory:LimitMB?)",
+                 op->pid, otel_series_count(op->series), op->series_share.cap / 1024, s->provider,
+                 s->name);
+    }
+}
+
 void otel_procs_on_sample(void *ud, const char *uid, const struct ev_metric_sample *s)
 {
     struct otel_procs *ps = ud;
     for (struct oproc *op = ps != NULL ? ps->procs : NULL; op != NULL; op = op->next) {
         if (strcmp(op->uid, uid) == 0) {
-            if (op->series != NULL && otel_series_add(op->series, s) == AGENT_E_TOOBIG &&
-                otel_series_dropped(op->series) == 1) {
-                log_warn(cat,
-                         "process %" PRIu64 ": %u metric series exported; new ones (here %.80s "
-                         "%.80s) are left out",
-                         op->pid, MAX_SERIES, s->provider, s->name);
+            int rc = op->series != NULL ? otel_series_add(op->series, s) : 0;
+            if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
+                op_series_refused(op, s, rc);
             }
             return;
         }
@@ -514,6 +541,7 @@ static void op_on_closed(uv_handle_t *h)
     struct oproc *op = h->data;
     struct otel_procs *ps = op->ps;
     mb_share_fini(&op->share);
+    mb_share_fini(&op->series_share);
     free(op);
     ps->closing--;
     ps_maybe_free(ps);
@@ -571,14 +599,17 @@ static void op_add(struct otel_procs *ps, const struct ipc_process *p)
     op->clr_version = p->clr_version != NULL ? strdup(p->clr_version) : NULL;
     snprintf(op->share_what, sizeof(op->share_what), "OpenTelemetry session of %" PRIu64, p->pid);
     mb_share_init(&op->share, op->share_what, LOGS_SHARE);
+    snprintf(op->series_what, sizeof(op->series_what), "OpenTelemetry metrics of %" PRIu64, p->pid);
+    mb_share_init(&op->series_share, op->series_what, metrics_share_cap());
     uv_timer_init(ps->a->loop, &op->retry);
     op->retry.data = op;
     uv_unref((uv_handle_t *)&op->retry);
     op->next = ps->procs;
     ps->procs = op;
     int rc = op->name == NULL || (p->clr_version != NULL && op->clr_version == NULL) ? -ENOMEM
-             : ps->st->signal[OTLP_METRICS] ? otel_series_new(MAX_SERIES, &op->series)
-                                            : 0;
+             : ps->st->signal[OTLP_METRICS]
+                 ? otel_series_new(MAX_SERIES, &op->series_share, &op->series)
+                 : 0;
     rc = rc != 0 ? rc : ipc_endpoint_copy(&op->ep, &p->ep);
     rc = rc != 0 ? rc
                  : ipc_env_request(ps->a->loop, &op->ep, agent_timeout(ps->a, TIMEOUT_IPC_EXCHANGE),

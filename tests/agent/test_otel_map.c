@@ -3,7 +3,7 @@
  * agent/otel/otel_map: a process's resource from its environment (docs/otel.md §2), container ids
  * from cgroup texts (v1 and v2 layouts of docker, containerd, cri-o), log records as the .NET
  * SDK's OTLP exporter sends them (§3), metric samples as OTLP Sums, Gauges and Summaries exported
- * once per interval (§4).
+ * once per interval, their bytes charged to their share of the memory budget (§4).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "err.h"
+#include "membudget.h"
 #include "otel_map.h"
 
 static const struct otlp_kv *attr(const struct otlp_kv *kv, size_t n, const char *key)
@@ -327,7 +328,7 @@ static void test_metrics(void **state)
 {
     (void)state;
     struct otel_series_table *t = NULL;
-    assert_int_equal(otel_series_new(100, &t), 0);
+    assert_int_equal(otel_series_new(100, NULL, &t), 0);
     /* a meter counter with a running total: cumulative monotonic Sum of the total */
     struct ev_metric_sample c = sample("Shop", "orders", EV_METRIC_RATE, true, 3, 10000);
     c.has_total = true;
@@ -432,7 +433,7 @@ static void test_metrics_exphist(void **state)
 {
     (void)state;
     struct otel_series_table *t = NULL;
-    assert_int_equal(otel_series_new(100, &t), 0);
+    assert_int_equal(otel_series_new(100, NULL, &t), 0);
     const uint64_t fives[] = {97};
     const uint64_t big[] = {3};
     struct ev_exphist e1 = {
@@ -511,7 +512,7 @@ static void test_metrics_bound(void **state)
 {
     (void)state;
     struct otel_series_table *t = NULL;
-    assert_int_equal(otel_series_new(2, &t), 0);
+    assert_int_equal(otel_series_new(2, NULL, &t), 0);
     struct ev_metric_sample s = sample("M", "a", EV_METRIC_GAUGE, true, 1, 1000);
     assert_int_equal(otel_series_add(t, &s), 0);
     s.tags = "x=1";
@@ -530,6 +531,111 @@ static void test_metrics_bound(void **state)
         assert_true(g.p[k].as_double == 1);
     }
     otel_series_free(t);
+}
+
+/* Gauge samples of series "x=<k>" (tags of one length: every series holds as many bytes). */
+static int add_gauge(struct otel_series_table *t, int k, double v)
+{
+    char tags[16];
+    snprintf(tags, sizeof(tags), "x=%d", k);
+    struct ev_metric_sample s = sample("M", "g", EV_METRIC_GAUGE, true, v, 1000);
+    s.tags = tags;
+    return otel_series_add(t, &s);
+}
+
+/* What the series hold is charged to their share: a full share leaves new series out (counted),
+ * freeing gives every byte back, and a histogram's buckets are charged as they grow. */
+static void test_metrics_budget(void **state)
+{
+    (void)state;
+    struct mb_share sh;
+    mb_share_init(&sh, "series", 0);
+    struct otel_series_table *t = NULL;
+    assert_int_equal(otel_series_new(100, &sh, &t), 0);
+    assert_int_equal(add_gauge(t, 1, 1), 0);
+    size_t one = otel_series_bytes(t);
+    assert_true(one > sizeof(void *) * 8); /* the entry and its strings */
+    assert_int_equal(atomic_load(&sh.used), one);
+    otel_series_free(t);
+    assert_int_equal(atomic_load(&sh.used), 0);
+    mb_share_fini(&sh);
+
+    /* room for two series, not three */
+    mb_share_init(&sh, "series", 2 * one + one / 2);
+    assert_int_equal(otel_series_new(100, &sh, &t), 0);
+    assert_int_equal(add_gauge(t, 1, 1), 0);
+    assert_int_equal(add_gauge(t, 2, 2), 0);
+    assert_int_equal(add_gauge(t, 3, 3), AGENT_E_BUDGET);
+    assert_int_equal(add_gauge(t, 4, 4), AGENT_E_BUDGET);
+    assert_int_equal(add_gauge(t, 1, 5), 0); /* the series kept still take their samples */
+    assert_int_equal(otel_series_dropped(t), 2);
+    assert_int_equal(otel_series_count(t), 2);
+    assert_int_equal(atomic_load(&sh.used), 2 * one);
+    assert_int_equal(atomic_load(&sh.refused), 2);
+    struct got g = {0};
+    otel_series_flush(t, on_metric, &g);
+    assert_int_equal(g.n, 2);
+    for (int k = 0; k < 2; k++) {
+        assert_true(g.p[k].as_double == (strcmp(g.attrs[k], "x=1") == 0 ? 5 : 2));
+    }
+    /* the process goes: its bytes come back, and the next table may hold what this one could not */
+    otel_series_free(t);
+    assert_int_equal(atomic_load(&sh.used), 0);
+    assert_int_equal(otel_series_new(100, &sh, &t), 0);
+    assert_int_equal(add_gauge(t, 3, 3), 0);
+    assert_int_equal(add_gauge(t, 4, 4), 0);
+    otel_series_free(t);
+    assert_int_equal(atomic_load(&sh.used), 0);
+    mb_share_fini(&sh);
+
+    /* an exponential histogram: its buckets are charged as they are held */
+    mb_share_init(&sh, "series", 0);
+    assert_int_equal(otel_series_new(100, &sh, &t), 0);
+    const uint64_t fives[] = {97};
+    const uint64_t big[] = {3};
+    struct ev_exphist e1 = {
+        .scale = 3, .offset = 18, .min = 5, .max = 5, .counts = fives, .ncounts = 1};
+    struct ev_exphist e2 = {
+        .scale = 2, .offset = 49, .min = 5000, .max = 5000, .counts = big, .ncounts = 1};
+    struct ev_metric_sample h = sample("Shop", "latency", EV_METRIC_HISTOGRAM, true, 5, 10000);
+    h.exphist = &e1;
+    h.hist_count = 97;
+    h.hist_sum = 485;
+    assert_int_equal(otel_series_add(t, &h), 0);
+    size_t entry = otel_series_bytes(t) - sizeof(uint64_t); /* one bucket */
+    h.exphist = &e2;
+    h.hist_count = 3;
+    h.hist_sum = 15000;
+    assert_int_equal(otel_series_add(t, &h), 0);
+    assert_int_equal(otel_series_bytes(t), entry + 41 * sizeof(uint64_t)); /* 41 buckets now */
+    assert_int_equal(atomic_load(&sh.used), otel_series_bytes(t));
+    otel_series_free(t);
+    assert_int_equal(atomic_load(&sh.used), 0);
+    mb_share_fini(&sh);
+
+    /* a share with no room for the buckets to grow into: the sample is left out, the point kept */
+    const size_t room = OTEL_EXP_HIST_MAX_BUCKETS * sizeof(uint64_t);
+    mb_share_init(&sh, "series", entry + room + sizeof(uint64_t) / 2);
+    assert_int_equal(otel_series_new(100, &sh, &t), 0);
+    assert_int_equal(otel_series_add(t, &h), 0); /* e2: one bucket */
+    h.exphist = &e1;
+    assert_int_equal(otel_series_add(t, &h), AGENT_E_BUDGET);
+    assert_int_equal(otel_series_dropped(t), 1);
+    assert_int_equal(atomic_load(&sh.used), entry + sizeof(uint64_t));
+    g = (struct got){0};
+    otel_series_flush(t, on_metric, &g);
+    assert_int_equal(g.n, 1);
+    assert_int_equal(g.p[0].count, 3);
+    /* the runtime's quantiles again: a Summary, its buckets given back */
+    struct ev_metric_sample q = sample("Shop", "latency", EV_METRIC_HISTOGRAM, true, 5, 12000);
+    q.nquantiles = 1;
+    q.quantiles[0] = (struct ev_quantile){0.5, 5};
+    q.hist_count = 4;
+    assert_int_equal(otel_series_add(t, &q), 0);
+    assert_int_equal(atomic_load(&sh.used), entry);
+    otel_series_free(t);
+    assert_int_equal(atomic_load(&sh.used), 0);
+    mb_share_fini(&sh);
 }
 
 static void test_tags(void **state)
@@ -553,15 +659,11 @@ static void test_tags(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resource_default),
-        cmocka_unit_test(test_resource_env),
-        cmocka_unit_test(test_cgroup),
-        cmocka_unit_test(test_log_map),
-        cmocka_unit_test(test_log_map_bound),
-        cmocka_unit_test(test_metrics),
-        cmocka_unit_test(test_metrics_exphist),
-        cmocka_unit_test(test_metrics_bound),
-        cmocka_unit_test(test_tags),
+        cmocka_unit_test(test_resource_default), cmocka_unit_test(test_resource_env),
+        cmocka_unit_test(test_cgroup),           cmocka_unit_test(test_log_map),
+        cmocka_unit_test(test_log_map_bound),    cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_metrics_exphist),  cmocka_unit_test(test_metrics_bound),
+        cmocka_unit_test(test_metrics_budget),   cmocka_unit_test(test_tags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

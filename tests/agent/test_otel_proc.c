@@ -4,8 +4,9 @@
  * private loop (tests/ipc/ipc_test_loop.c): a watched process's resource read from its
  * environment (the secrets in it never reach the exporter), its logs session streaming a real
  * capture of the test app (tests/fixtures/events/logs.nettrace) whose records come out as
- * LogRecords, its metric samples exported once per interval and once more when it goes, and
- * everything released (the fixture's uv_loop_close() == 0 catches a leaked handle).
+ * LogRecords, its metric samples exported once per interval and once more when it goes (the
+ * samples of series past its bound counted as dropped), and everything released (the
+ * fixture's uv_loop_close() == 0 catches a leaked handle).
  *
  * The exporter (otel.h) is a recording fake here: unit tests only; the end-to-end proof against
  * the real receiver is the integration test's.
@@ -42,7 +43,8 @@ struct otel {
     char instance[64];
     bool secret_seen;
     int logs, metrics;
-    bool scoped_seen; /* the record logged inside two scopes, with their pairs */
+    uint64_t metrics_dropped; /* otel_count_dropped's, of the test's source */
+    bool scoped_seen;         /* the record logged inside two scopes, with their pairs */
     double last_value;
 };
 
@@ -120,6 +122,15 @@ int otel_emit_metric(struct otel_source *s, const struct otlp_scope *scope,
     s->o->metrics++;
     s->o->last_value = m->points[0].as_double;
     return 0;
+}
+
+void otel_count_dropped(struct otel *o, const struct otel_source *s, enum otlp_signal sig,
+                        uint64_t n)
+{
+    assert_non_null(s);
+    assert_ptr_equal(s->o, o);
+    assert_int_equal(sig, OTLP_METRICS);
+    o->metrics_dropped += n;
 }
 
 /* The rest of otel.h, which agent_core's composition root and routes call: defined here too, so
@@ -269,6 +280,18 @@ static void test_otel_proc_flow(void **state)
     otel_procs_on_sample(ps, p.uid, &s);
     assert_true(tl_run_until(tl, two_metrics, &fake_otel, 3000));
     assert_true(fake_otel.last_value == 42);
+
+    /* past the process's 2000 series: the samples of new ones are counted as dropped metrics */
+    struct ev_metric_sample extra = s;
+    char tags[16];
+    extra.tags = tags;
+    for (int k = 1; k <= 2001; k++) {
+        snprintf(tags, sizeof(tags), "n=%d", k);
+        otel_procs_on_sample(ps, p.uid, &extra);
+    }
+    assert_int_equal(fake_otel.metrics_dropped, 2); /* the first series and 1999 of these kept */
+    otel_procs_on_sample(ps, p.uid, &extra);
+    assert_int_equal(fake_otel.metrics_dropped, 3);
 
     /* the process goes: its last values handed over, its source released */
     int before = fake_otel.metrics;

@@ -12,8 +12,10 @@ dashboard's API has no metric values) equal the app's /metrics-state within one 
 clean stop of dotmon drops nothing. Prints the spans' end-to-arrival latencies."""
 
 import http.client
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -94,7 +96,24 @@ def own_spans(rx, tid, n=5):
     return {s["span_id"] for s in keep}
 
 
-def check_across_trace(rx, app, port, tmp):
+def request_events(path):
+    """The DiagnosticSource request events (Activity<N>Start/Stop: HttpRequestIn, HttpRequestOut)
+    of a nettrace file, read by `dotmon convert --format ndjson`: a list of (EventName, {argument:
+    value}); the Arguments payload is UTF-16LE key, value, key, value... each ended by a NUL."""
+    r = subprocess.run([os.environ["DOTMON_BIN"], "convert", path, "--format", "ndjson"], capture_output=True,
+                       text=True, timeout=120)
+    out = []
+    for line in r.stdout.splitlines():
+        e = json.loads(line)
+        p = e.get("payload") or {}
+        if e.get("provider") == "Microsoft-Diagnostics-DiagnosticSource" and e.get("event", "").startswith("Activity") \
+                and isinstance(p.get("Arguments"), str) and "EventName" in p:
+            parts = bytes.fromhex(p["Arguments"]).decode("utf-16-le").split("\0")
+            out.append((p["EventName"], dict(zip(parts[0::2], parts[1::2]))))
+    return out
+
+
+def check_across_trace(rx, app, port, tmp, log):
     """The one-spec-set rule (docs/events.md §9.1): an Http-profile /trace of the same app asks
     DiagnosticSource for other FilterAndPayloadSpecs; dotmon adds OTel's lines to it and restarts
     its own session after it: spans made during the trace and after it both arrive."""
@@ -105,13 +124,27 @@ def check_across_trace(rx, app, port, tmp):
         result["st"] = fetch(f"http://127.0.0.1:{port}/trace?pid={app.pid}&profile=Http&durationSeconds=5",
                              timeout=60, dest=dest)[0]
 
+    started = f"trace of {app.pid} started"
+    before = log_text(log).count(started)
     t = threading.Thread(target=trace)
     t.start()
-    wait_for(lambda: os.path.exists(dest) and os.path.getsize(dest) > 0, 10)
-    time.sleep(1.5)  # the runtime applies the session's specs on its own thread, after the header
+    # Not the first bytes of the file: urllib's read(64 KiB) returns once 64 KiB or the end came,
+    # and this trace is a few KiB until its rundown, so those bytes mean the trace is over. The
+    # runtime's acknowledgement is dotmon's log line.
+    check(wait_for(lambda: log_text(log).count(started) > before, 10), "the Http-profile trace session started")
+    time.sleep(0.5)  # the runtime enables DiagnosticSource's specs right after its answer
     during = app.work(8)
     t.join(60)
     check(result.get("st") == 200 and os.path.getsize(dest) > 0, f"the Http-profile /trace of the app ({result})")
+    ev = request_events(dest)
+    print("Http-profile trace's request events:", sorted({n for n, _ in ev}), len(ev), flush=True)
+    # the request made during the trace, by its trace id: /work, its HttpClient call, /echo
+    mine = {(n, a.get("Path") or a.get("RequestUri", "").rpartition("/")[2])
+            for n, a in ev if a.get("ActivityTraceId") == during["traceId"]}
+    check({("Microsoft.AspNetCore.Hosting.HttpRequestIn.Start", "/work"),
+           ("Microsoft.AspNetCore.Hosting.HttpRequestIn.Start", "/echo"),
+           ("System.Net.Http.HttpRequestOut.Start", "echo?id=8")} <= mine,
+          f"the Http-profile trace holds the request made during it: {sorted(mine)}")
     ids = own_spans(rx, during["traceId"])
     check({during["parentSpanId"], during["childSpanId"], during["requestSpanId"]} <= ids,
           f"spans made during another DiagnosticSource session reach the receiver ({len(ids)})")
@@ -225,7 +258,7 @@ def main():
         mine = [p for p in procs if str(p.get("pid")) == str(app.pid)]
         print("info:", mine, flush=True)
         check(bool(mine), "/info?extras=true lists the app's counts")
-        check_across_trace(rx, app, port, tmp)
+        check_across_trace(rx, app, port, tmp, log)
         check_abandoned_trace(rx, app, port)
         text = log_text(log)
         check(f"trace of {app.pid}: its DiagnosticSource specs also carry OpenTelemetry's" in text

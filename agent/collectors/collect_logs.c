@@ -48,6 +48,7 @@
 #include "membudget.h"
 #include "metrics_session.h"
 #include "operations.h"
+#include "otel_proc.h"
 
 static const char cat[] = "dotmon.logs";
 
@@ -91,7 +92,8 @@ struct logs_job {
     bool paused;
     int64_t duration_s;
     uint64_t pid;
-    bool no_stacks; /* the runtime can be asked for no stack walks (nothing here reads them) */
+    bool no_stacks;   /* the runtime can be asked for no stack walks (nothing here reads them) */
+    bool otel_shared; /* OTel reads this process's logs too: its session asks again at our end */
     char filename[64];
     uint64_t records;
     struct buf text; /* records of one read, written at once */
@@ -276,12 +278,23 @@ static void logs_end(struct logs_job *job, int status, bool failed, const char *
                   job->streaming ? "StreamFailed" : "RuntimeUnreachable", reason, detail);
 }
 
+/* After our session ended or was aborted: the runtime left Microsoft-Extensions-Logging filtering
+ * every record out, also for the OTel session of the process, which asks again (otel_proc.h). */
+static void logs_otel_relisten(struct logs_job *job)
+{
+    if (job->otel_shared) {
+        job->otel_shared = false;
+        otel_procs_relisten(job->a->otel_procs, job->pid);
+    }
+}
+
 /* The session's one end: the artifact ended as the session did, then the job released. */
 static void logs_error(void *ctx, int code, uint32_t hresult, const char *reason)
 {
     struct logs_job *job = ctx;
     (void)hresult;
     job->ds = NULL;
+    logs_otel_relisten(job);
     uv_timer_stop(&job->core.timer);
     uv_timer_stop(&job->quiet);
     log_info(cat, "logs of %" PRIu64 ": %s; %" PRIu64 " records", job->pid, reason, job->records);
@@ -333,6 +346,7 @@ static void logs_abort(struct job *core, enum job_why why)
     job->probe = NULL;
     dsession_abort(job->ds); /* StopTracing in the background; accepts NULL */
     job->ds = NULL;
+    logs_otel_relisten(job);
     uv_timer_stop(&core->timer);
     uv_timer_stop(&job->quiet);
 }
@@ -451,6 +465,13 @@ static int logs_session_start(struct logs_job *job)
                                   .stop_timeout_ms = agent_timeout(job->a, TIMEOUT_LOGS_STOP)};
     if (rc == 0) {
         rc = dsession_start(job->a->loop, &job->ep, &cfg, &logs_consumer, job, &job->ds);
+    }
+    job->otel_shared = rc == 0 && otel_procs_shares_logs(job->a->otel_procs, job->pid, &collect);
+    if (job->otel_shared) {
+        log_info(cat,
+                 "logs of %" PRIu64 ": OpenTelemetry reads its records too (one filter per "
+                 "process): its session starts again after this one",
+                 job->pid);
     }
     buf_fini(&args);
     return rc;

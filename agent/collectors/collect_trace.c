@@ -111,8 +111,8 @@ struct trace_job {
     uint64_t session_id;
     uint64_t pid;
     bool retried;     /* one new start after the runtime closed the first one unanswered */
-    bool otel_joined; /* the session carries the OTel [AS] lines (otel_proc.h): relisten at its end
-                       */
+    bool otel_joined; /* the session carries the OTel [AS] lines, or shares Microsoft-Extensions-
+                       * Logging with OTel (otel_proc.h): relisten at its end */
     char uid[37];
     struct ipc_endpoint ep; /* the runtime's (an owned copy) */
     char filename[64];
@@ -648,6 +648,7 @@ static int job_start_session(struct trace_job *job)
     /* the one-spec-set rule (otel_proc.h): a DiagnosticSource session carries OTel's lines too */
     struct otel_joined j;
     int joined = otel_procs_join(job->a->otel_procs, job->pid, &job->tc.collect, &j);
+    bool shares_logs = otel_procs_shares_logs(job->a->otel_procs, job->pid, &job->tc.collect);
     const struct dsession_config dc = {.collect = &j.cfg,
                                        .admission = &job->a->sessions,
                                        .start_timeout_ms =
@@ -664,7 +665,13 @@ static int job_start_session(struct trace_job *job)
                  "activities (one set per process)",
                  (unsigned long long)job->pid);
     }
-    job->otel_joined = job->otel_joined || (rc == 0 && joined == 1);
+    if (rc == 0 && shares_logs && !job->otel_joined) {
+        log_info(cat,
+                 "trace of %llu: OpenTelemetry reads its Microsoft-Extensions-Logging records "
+                 "too (one filter per process): its session starts again after this one",
+                 (unsigned long long)job->pid);
+    }
+    job->otel_joined = job->otel_joined || (rc == 0 && (joined == 1 || shares_logs));
     return rc;
 }
 

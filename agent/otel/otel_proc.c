@@ -795,10 +795,24 @@ void otel_joined_fini(struct otel_joined *j)
     j->args = NULL;
 }
 
+bool otel_procs_shares_logs(const struct otel_procs *ps, uint64_t pid,
+                            const struct ipc_collect_config *c)
+{
+    if (op_by_pid(ps, pid) == NULL || !ps->st->signal[OTLP_LOGS]) {
+        return false;
+    }
+    for (size_t k = 0; k < c->provider_count; k++) {
+        if (strcasecmp(c->providers[k].name, MEL_PROVIDER) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void otel_procs_relisten(struct otel_procs *ps, uint64_t pid)
 {
     struct oproc *op = op_by_pid(ps, pid);
-    if (op == NULL || !ps->st->signal[OTLP_TRACES]) {
+    if (op == NULL || (!ps->st->signal[OTLP_TRACES] && !ps->st->signal[OTLP_LOGS])) {
         return;
     }
     if (op->ds != NULL) {

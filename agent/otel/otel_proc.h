@@ -97,7 +97,18 @@ int otel_procs_join(const struct otel_procs *ps, uint64_t pid, const struct ipc_
                     struct otel_joined *j);
 void otel_joined_fini(struct otel_joined *j);
 int otel_specs_join(const char *args, const char *lines, char **out);
-/* Restarts pid's OTel session (after another DiagnosticSource session with pid ended). */
+/*
+ * The same for Microsoft-Extensions-Logging (docs/events.md §4.1): its event source keeps ONE
+ * filter per process, set by the last session's FilterSpecs, and when any session with that
+ * provider ends the runtime leaves it filtering every record out, for the sessions still running
+ * too. otel_procs_shares_logs: true when c names that provider and pid's logs are exported; the
+ * caller then calls otel_procs_relisten(ps, pid) when that session ended (nothing is joined: while
+ * it runs, the OTel session gets the records its filter lets through).
+ */
+bool otel_procs_shares_logs(const struct otel_procs *ps, uint64_t pid,
+                            const struct ipc_collect_config *c);
+/* Restarts pid's OTel session (after another DiagnosticSource or Microsoft-Extensions-Logging
+ * session with pid ended). */
 void otel_procs_relisten(struct otel_procs *ps, uint64_t pid);
 
 #endif

@@ -135,7 +135,7 @@ def check_across_trace(rx, app, port, tmp, log):
     # and this trace is a few KiB until its rundown, so those bytes mean the trace is over. The
     # runtime's acknowledgement is dotmon's log line.
     check(wait_for(lambda: log_text(log).count(started) > before, 10), "the Http-profile trace session started")
-    time.sleep(0.5)  # the runtime enables DiagnosticSource's specs right after its answer
+    time.sleep(0.5)  # a margin: the runtime applies the session's specs before it answers (seen)
     during = app.work(8)
     t.join(60)
     check(result.get("st") == 200 and os.path.getsize(dest) > 0, f"the Http-profile /trace of the app ({result})")

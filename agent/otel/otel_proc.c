@@ -678,7 +678,7 @@ int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out)
         uint64_t every = st->metric_interval_ms > 0 ? st->metric_interval_ms : 60000;
         uv_timer_start(&ps->flush, ps_on_flush, every, every);
     }
-    if (st->signal[OTLP_TRACES]) {
+    if (st->signal[OTLP_TRACES] || st->signal[OTLP_LOGS]) {
         ps->keeper = (struct dsession_keeper){
             .loop = a->loop, .ud = ps, .join = keeper_join, .left = keeper_left};
         dsession_set_keeper(&ps->keeper);
@@ -833,22 +833,40 @@ int otel_specs_join(const char *args, const char *lines, char **out)
     return rc != 0 ? rc : *out == NULL ? -ENOMEM : 0;
 }
 
-/* The keeper's join (dsession.h): a session of another tool with the DiagnosticSource provider,
- * on a process whose spans are exported, carries the OTel session's [AS] lines too. */
+/* The keeper's join (dsession.h), for a session of another tool on a process whose telemetry is
+ * exported: with the DiagnosticSource provider while spans are exported, it carries the OTel
+ * session's [AS] lines too; with Microsoft-Extensions-Logging while logs are exported, nothing is
+ * joined (that source keeps one filter per process: while both run, the last session's applies,
+ * docs/events.md §4.1), but the runtime leaves it filtering every record out when that session
+ * ends, so it counts as joined and the OTel session asks again once it is over (keeper_left). */
 static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
                        struct dsession_joined *j)
 {
     const struct otel_procs *ps = ud;
     const struct oproc *op = op_by_ep(ps, ep);
     size_t which = in->provider_count;
+    bool mel = false;
     for (size_t k = 0; op != NULL && k < in->provider_count; k++) {
         if (strcasecmp(in->providers[k].name, EV_ACTIVITY_PROVIDER) == 0) {
             which = k;
-            break;
+        } else if (strcasecmp(in->providers[k].name, MEL_PROVIDER) == 0) {
+            mel = true;
         }
     }
-    if (op == NULL || !ps->st->signal[OTLP_TRACES] || which == in->provider_count) {
+    bool spans = op != NULL && ps->st->signal[OTLP_TRACES] && which < in->provider_count;
+    bool logs = op != NULL && ps->st->signal[OTLP_LOGS] && mel;
+    if (!spans && !logs) {
         return 0;
+    }
+    j->key = op->pid;
+    if (logs) {
+        log_info(cat,
+                 "process %" PRIu64 ": another Microsoft-Extensions-Logging session (one filter "
+                 "per process): its OpenTelemetry session starts again after that one",
+                 op->pid);
+    }
+    if (!spans) {
+        return 1;
     }
     /* the OTel session's specs: its argument without the key and the quotes */
     const struct otel_providers *prov = op->no_sampler ? &ps->prov_unsampled : &ps->prov;
@@ -867,7 +885,7 @@ static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc
                  "process %" PRIu64 ": a DiagnosticSource session could not carry "
                  "OpenTelemetry's activities too (%s)",
                  op->pid, agent_strerror(rc));
-        return rc;
+        return logs ? 1 : rc; /* the session goes as given (j->cfg is *in) */
     }
     memcpy(v, in->providers, in->provider_count * sizeof(*v));
     v[which].arguments = args;
@@ -875,7 +893,6 @@ static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc
     j->cfg.providers = v;
     j->mem[0] = v;
     j->mem[1] = args;
-    j->key = op->pid;
     log_info(cat,
              "process %" PRIu64 ": another DiagnosticSource session also carries OpenTelemetry's "
              "activities (one set per process)",
@@ -889,7 +906,7 @@ static void keeper_left(void *ud, uint64_t pid)
 {
     struct otel_procs *ps = ud;
     struct oproc *op = op_by_pid(ps, pid);
-    if (op == NULL || !ps->st->signal[OTLP_TRACES]) {
+    if (op == NULL || (!ps->st->signal[OTLP_TRACES] && !ps->st->signal[OTLP_LOGS])) {
         return;
     }
     if (op->ds != NULL) {

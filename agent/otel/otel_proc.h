@@ -78,6 +78,9 @@ int otel_session_providers_sampled(const struct otel_settings *st, bool sampler,
  * that provider on a process whose spans are exported carries the OTel session's [AS] lines too
  * (appended to its FilterAndPayloadSpecs), so the app's activities keep flowing, and once that
  * session is over the process's OTel session starts again (the runtime tore its listener down).
+ * The same keeper restarts it after another session with Microsoft-Extensions-Logging, while logs
+ * are exported (docs/events.md §4.1: one filter per process, left filtering every record out when
+ * any session with that provider ends); nothing is joined for that provider.
  * otel_specs_join (pure, for tests): args (a provider's "k=v;k2=\"v2\"" arguments, NULL for none)
  * with lines appended to its FilterAndPayloadSpecs value (the key added when absent), in a new
  * string (*out, the caller's to free). 0 or -ENOMEM.

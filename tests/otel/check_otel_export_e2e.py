@@ -9,11 +9,16 @@ values, the exception, trace and span ids), and a resource whose service.name is
 OTEL_SERVICE_NAME (read from its environment); the metrics that went through the proxy (the
 dashboard's API has no metric values) equal the app's /metrics-state within one export interval;
 /metrics/dotmon and /info?extras=true count what was exported, per process and signal, and a
-clean stop of dotmon drops nothing. Prints the spans' end-to-arrival latencies."""
+clean stop of dotmon drops nothing. Other sessions of the app: an Http-profile /trace holds the
+request made during it and spans keep arriving during and after it; a Logs-profile /trace holds
+the records made during it, and log records keep arriving after it and after a /logs stream.
+Prints the spans' end-to-arrival latencies."""
 
 import http.client
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -94,7 +99,24 @@ def own_spans(rx, tid, n=5):
     return {s["span_id"] for s in keep}
 
 
-def check_across_trace(rx, app, port, tmp):
+def request_events(path):
+    """The DiagnosticSource request events (Activity<N>Start/Stop: HttpRequestIn, HttpRequestOut)
+    of a nettrace file, read by `dotmon convert --format ndjson`: a list of (EventName, {argument:
+    value}); the Arguments payload is UTF-16LE key, value, key, value... each ended by a NUL."""
+    r = subprocess.run([os.environ["DOTMON_BIN"], "convert", path, "--format", "ndjson"], capture_output=True,
+                       text=True, timeout=120)
+    out = []
+    for line in r.stdout.splitlines():
+        e = json.loads(line)
+        p = e.get("payload") or {}
+        if e.get("provider") == "Microsoft-Diagnostics-DiagnosticSource" and e.get("event", "").startswith("Activity") \
+                and isinstance(p.get("Arguments"), str) and "EventName" in p:
+            parts = bytes.fromhex(p["Arguments"]).decode("utf-16-le").split("\0")
+            out.append((p["EventName"], dict(zip(parts[0::2], parts[1::2]))))
+    return out
+
+
+def check_across_trace(rx, app, port, tmp, log):
     """The one-spec-set rule (docs/events.md §9.1): an Http-profile /trace of the same app asks
     DiagnosticSource for other FilterAndPayloadSpecs; dotmon adds OTel's lines to it and restarts
     its own session after it: spans made during the trace and after it both arrive."""
@@ -105,13 +127,27 @@ def check_across_trace(rx, app, port, tmp):
         result["st"] = fetch(f"http://127.0.0.1:{port}/trace?pid={app.pid}&profile=Http&durationSeconds=5",
                              timeout=60, dest=dest)[0]
 
+    started = f"trace of {app.pid} started"
+    before = log_text(log).count(started)
     t = threading.Thread(target=trace)
     t.start()
-    wait_for(lambda: os.path.exists(dest) and os.path.getsize(dest) > 0, 10)
-    time.sleep(1.5)  # the runtime applies the session's specs on its own thread, after the header
+    # Not the first bytes of the file: urllib's read(64 KiB) returns once 64 KiB or the end came,
+    # and this trace is a few KiB until its rundown, so those bytes mean the trace is over. The
+    # runtime's acknowledgement is dotmon's log line.
+    check(wait_for(lambda: log_text(log).count(started) > before, 10), "the Http-profile trace session started")
+    time.sleep(0.5)  # a margin: the runtime applies the session's specs before it answers (seen)
     during = app.work(8)
     t.join(60)
     check(result.get("st") == 200 and os.path.getsize(dest) > 0, f"the Http-profile /trace of the app ({result})")
+    ev = request_events(dest)
+    print("Http-profile trace's request events:", sorted({n for n, _ in ev}), len(ev), flush=True)
+    # the request made during the trace, by its trace id: /work, its HttpClient call, /echo
+    mine = {(n, a.get("Path") or a.get("RequestUri", "").rpartition("/")[2])
+            for n, a in ev if a.get("ActivityTraceId") == during["traceId"]}
+    check({("Microsoft.AspNetCore.Hosting.HttpRequestIn.Start", "/work"),
+           ("Microsoft.AspNetCore.Hosting.HttpRequestIn.Start", "/echo"),
+           ("System.Net.Http.HttpRequestOut.Start", "echo?id=8")} <= mine,
+          f"the Http-profile trace holds the request made during it: {sorted(mine)}")
     ids = own_spans(rx, during["traceId"])
     check({during["parentSpanId"], during["childSpanId"], during["requestSpanId"]} <= ids,
           f"spans made during another DiagnosticSource session reach the receiver ({len(ids)})")
@@ -149,6 +185,71 @@ def check_abandoned_trace(rx, app, port):
     time.sleep(1.5)
     conn.close()  # the client leaves; dotmon aborts the session
     spans_flow(rx, app, 100, "after a client left an Http-profile /trace")
+
+
+def log_events(path):
+    """{EventName: FormattedMessage} of the Microsoft-Extensions-Logging FormattedMessage events of
+    a nettrace file (`dotmon convert --format ndjson`)."""
+    r = subprocess.run([os.environ["DOTMON_BIN"], "convert", path, "--format", "ndjson"], capture_output=True,
+                       text=True, timeout=120)
+    out = {}
+    for line in r.stdout.splitlines():
+        e = json.loads(line)
+        if e.get("provider") == "Microsoft-Extensions-Logging" and e.get("event") == "FormattedMessage":
+            p = e.get("payload") or {}
+            out.setdefault(p.get("EventName"), []).append(p.get("FormattedMessage"))
+    return out
+
+
+def check_logs_trace(rx, app, port, tmp, log):
+    """A Logs-profile /trace of the app while dotmon's OTel session also reads its logs: the trace
+    holds the records of a request made during it, and after it (and after a /logs stream) OTel's
+    records still arrive, following the app's own filters (only its DotmonTest.OTel.Work records,
+    not ASP.NET Core's Information ones)."""
+    dest = os.path.join(tmp, "logs.nettrace")
+    result = {}
+    started = f"trace of {app.pid} started"
+    before = log_text(log).count(started)
+
+    def trace():
+        result["st"] = fetch(f"http://127.0.0.1:{port}/trace?pid={app.pid}&profile=Logs&durationSeconds=3",
+                             timeout=60, dest=dest)[0]
+
+    t = threading.Thread(target=trace)
+    t.start()
+    check(wait_for(lambda: log_text(log).count(started) > before, 10), "the Logs-profile trace session started")
+    time.sleep(0.5)
+    app.work(60)
+    t.join(60)
+    ev = log_events(dest) if result.get("st") == 200 else {}
+    print("Logs-profile trace's records:", {k: len(v) for k, v in ev.items()}, flush=True)
+    check("Work 60 started for alice" in ev.get("WorkStarted", []) and "Echo 60" in ev.get("Echo", [])
+          and "Work 60 failed" in ev.get("WorkFailed", []),
+          f"the Logs-profile trace holds the records of the request made during it ({result})")
+    logs_flow(rx, app, 61, "after the Logs trace")
+    # a /logs stream of the app is such a session too
+    st, _, n = fetch(f"http://127.0.0.1:{port}/logs?pid={app.pid}&durationSeconds=2", timeout=60,
+                     dest=os.path.join(tmp, "logs.ndjson"))
+    check(st == 200, f"a /logs stream of the app ({st} {n})")
+    logs_flow(rx, app, 70, "after a /logs stream")
+
+
+def logs_flow(rx, app, start, what):
+    """The log records of a new /work reach the receiver within a few tries (the runtime left
+    Microsoft-Extensions-Logging filtering every record out when another session with it ended,
+    docs/events.md §4.1; OTel's session asks again right after), and follow the app's filters."""
+    want = {"WorkStarted", "WorkFailed", "Echo"}
+    recs, n, after = [], start, None
+    for n in range(start, start + 6):
+        after = app.work(n)
+        recs = rx.wait_logs(lambda v: want <= {r["event_name"] for r in v}, seconds=3, trace_id=after["traceId"])
+        if want <= {r["event_name"] for r in recs}:
+            break
+    check(want <= {r["event_name"] for r in recs}, f"log records made {what} reach the receiver (work {n})")
+    time.sleep(1)  # anything else of that request would have come with them
+    recs = rx.logs(trace_id=after["traceId"])
+    check(bool(recs) and all(r["scope"] == "DotmonTest.OTel.Work" for r in recs),
+          f"and follow the app's filters: {sorted((r['scope'], r['event_name']) for r in recs)}")
 
 
 def check_logs(rx, ans):
@@ -228,8 +329,9 @@ def main():
         mine = [p for p in procs if str(p.get("pid")) == str(app.pid)]
         print("info:", mine, flush=True)
         check(bool(mine), "/info?extras=true lists the app's counts")
-        check_across_trace(rx, app, port, tmp)
+        check_across_trace(rx, app, port, tmp, log)
         check_abandoned_trace(rx, app, port)
+        check_logs_trace(rx, app, port, tmp, log)
         text = log_text(log)
         check(f"process {app.pid}: another DiagnosticSource session also carries OpenTelemetry's" in text
               and f"process {app.pid}: its OpenTelemetry session starts again" in text,

@@ -40,13 +40,13 @@ void dsession_set_keeper(const struct dsession_keeper *k)
 }
 
 /* A session that carried the keeper's lines is over in the runtime (its StopTracing answered,
- * also after an abort, or the cleanup bound passed): the keeper (still the same loop's) asks
- * again. Not when the runtime never created the session: its set was not replaced. */
+ * also after an abort, or the cleanup bound passed): the keeper (still the same loop's) is told,
+ * with whether the runtime had (or may have had) the session, i.e. whether its set was replaced. */
 static void ds_on_freed(void *ud, bool had_session)
 {
     struct ds_joined_note *n = ud;
-    if (had_session && keeper != NULL && keeper->loop == n->loop) {
-        keeper->left(keeper->ud, n->key);
+    if (keeper != NULL && keeper->loop == n->loop) {
+        keeper->left(keeper->ud, n->key, had_session);
     }
     free(n);
 }
@@ -130,6 +130,9 @@ int dsession_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
     if (rc != 0) {
         free(note);
         free(ds);
+        if (joined) { /* never sent: the runtime's set is as it was */
+            keeper->left(keeper->ud, j.key, false);
+        }
         return rc;
     }
     if (note != NULL) {

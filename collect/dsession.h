@@ -84,11 +84,13 @@ struct dsession_config {
  *     then being what it starts with (pointing into j->mem[], which dsession_start frees with
  *     free() once the config is copied) and j->key what left gets; 0 (or an error) when the
  *     session goes as the caller gave it;
- *   - left, for a session that joined: once the runtime is done with it, so the keeper can set
- *     its lines again (the runtime dropped them with that session). That is after the session's
- *     end or abort AND its StopTracing's answer and the stream's close (an aborted session is
- *     stopped in the background), bounded by the admission's cleanup timeout
- *     (ipc_session_when_freed); never for a session the runtime did not create.
+ *   - left, once for every session that joined (even one whose start failed): once the runtime
+ *     is done with it, so the keeper can set its lines again (the runtime dropped them with that
+ *     session). That is after the session's end or abort AND its StopTracing's answer and the
+ *     stream's close (an aborted session is stopped in the background), bounded by the
+ *     admission's cleanup timeout (ipc_session_when_freed). had_session is false when the
+ *     runtime refused the session or never got its request whole (its set was not replaced); a
+ *     session whose start reply was lost counts as had.
  */
 struct dsession_joined {
     struct ipc_collect_config cfg;
@@ -100,7 +102,7 @@ struct dsession_keeper {
     void *ud;
     int (*join)(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
                 struct dsession_joined *j);
-    void (*left)(void *ud, uint64_t key);
+    void (*left)(void *ud, uint64_t key, bool had_session);
 };
 /* Sets the keeper (NULL: none); it (and its ud) stays valid until replaced or cleared. One per
  * process (dotmon runs one agent); the loop thread only. */

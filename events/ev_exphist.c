@@ -201,6 +201,12 @@ int ev_exphist_acc_add(struct ev_exphist_acc *acc, const struct ev_exphist *h, u
 {
     struct ev_exphist *a = &acc->h;
     bool had = acc->counts != NULL && a->ncounts > 0;
+    /* Each point's counts add up to its count (< 2^63, ev_stream): totals kept below 2^63 bound
+     * every bucket and the zero count too, so nothing wraps however many points come. */
+    if (count > (uint64_t)INT64_MAX - acc->count ||
+        h->zero_count > (uint64_t)INT64_MAX - a->zero_count) {
+        return -EOVERFLOW;
+    }
     if (h->ncounts > 0) {
         int32_t s = had && a->scale < h->scale ? a->scale : h->scale;
         int64_t lo, hi, lo2, hi2;

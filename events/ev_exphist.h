@@ -68,7 +68,8 @@ struct ev_exphist_acc {
     bool any;         /* a value was added (h.min, h.max valid) */
 };
 
-/* Adds h (count and sum of its point). 0 or -ENOMEM (acc unchanged). */
+/* Adds h (count and sum of its point). 0, -ENOMEM or -EOVERFLOW (a total would reach 2^63): acc
+ * unchanged. */
 int ev_exphist_acc_add(struct ev_exphist_acc *acc, const struct ev_exphist *h, uint64_t count,
                        double sum, uint32_t max_buckets);
 void ev_exphist_acc_fini(struct ev_exphist_acc *acc);

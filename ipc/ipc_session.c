@@ -76,7 +76,9 @@ struct ipc_session {
     bool ended; /* on_end delivered, or aborted: no more user callbacks */
     bool aborted;
     bool have_id;
-    bool downgraded;      /* the rundown keyword was dropped to find a known version */
+    bool may_have;   /* a whole request went out and no error reply came: the runtime may hold a
+                      * session even when its id never arrived */
+    bool downgraded; /* the rundown keyword was dropped to find a known version */
     bool cleanup_expired; /* the cleanup bound ran out: nothing left to time */
     int version;          /* CollectTracing version of the current try */
     int floor;            /* oldest version that can express cfg */
@@ -189,6 +191,7 @@ static void s_on_timer_close(uv_handle_t *h)
     struct ipc_session *s = h->data;
     struct ipc_session_admission *adm = s->adm;
     bool started = s->have_id;
+    bool may_have = started || s->may_have;
     void (*freed_cb)(void *, bool) = s->freed_cb;
     void *freed_ud = s->freed_ud;
     s_free(s);
@@ -197,7 +200,7 @@ static void s_on_timer_close(uv_handle_t *h)
         adm->started--;
     }
     if (freed_cb != NULL) {
-        freed_cb(freed_ud, started);
+        freed_cb(freed_ud, may_have);
     }
 }
 
@@ -566,6 +569,7 @@ static void s_on_reply(struct ipc_session *s, const struct ipc_frame *f, size_t 
     struct ipc_reply r;
     int rc = ipc_reply_parse(f, IPC_EXPECT_SESSION, &r);
     if (rc != 0 || !r.ok) {
+        s->may_have = rc != 0; /* an error reply: refused, nothing created (this try) */
         s_close_pipe(s);
         if (rc != 0) {
             s_end(s, rc, 0, false);
@@ -678,7 +682,11 @@ static void s_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 static void s_on_write(uv_write_t *w, int status)
 {
     struct ipc_session *s = w->data;
-    if (status == 0 || status == UV_ECANCELED || s->state != S_AWAIT_REPLY) {
+    if (status == 0) {
+        s->may_have = true;
+        return;
+    }
+    if (status == UV_ECANCELED || s->state != S_AWAIT_REPLY) {
         return;
     }
     /* The runtime never got the whole request, so it created no session. */

@@ -103,7 +103,9 @@ void ipc_session_abort(struct ipc_session *s);
  * cb(ud, had_session) once s is freed: after its end or abort, when its background work is over
  * too (a late start reply read, the StopTracing answered and the stream closed, or the cleanup
  * bound passed), so the runtime is done with the session. had_session: the runtime had created
- * it (its id was known). Set it while the handle is valid (before the end or the abort); called
+ * it (its id was known) or may have (a whole request went out and no error reply came: the reply
+ * may have been lost to the start timeout). Set it while the handle is valid (before the end or
+ * the abort); called
  * from a close callback, never inside an ipc_session_* call, at most once.
  */
 void ipc_session_when_freed(struct ipc_session *s, void (*cb)(void *ud, bool had_session),

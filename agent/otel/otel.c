@@ -38,7 +38,6 @@ static const char cat[] = "dotmon.otel";
 /* Largest response body read (a partial-success message). */
 #define OTEL_MAX_RESPONSE (64u * 1024)
 /* At most one partial-success warning, and one queue-full warning, per signal this often. */
-#define OTEL_WARN_EVERY_MS 60000
 /* A request body up to this size (before gzip) is compressed on the loop (about 1 ms for 150 KB);
  * a bigger one on the thread pool. */
 #define OTEL_GZIP_ON_LOOP (256u * 1024)

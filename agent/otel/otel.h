@@ -28,6 +28,10 @@ struct otel;
 struct otel_source;
 
 /* What the producers need to know of the settings (owned by struct otel). */
+/* The most often one kind of trouble (drops, partial successes, series left out) is warned of,
+ * per signal or per process; the counts tell the rest. */
+#define OTEL_WARN_EVERY_MS 60000u
+
 struct otel_settings {
     bool signal[3]; /* by enum otlp_signal: exported at all */
     int log_level;  /* enum ev_log_level: the lowest level forwarded (default Information) */

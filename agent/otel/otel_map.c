@@ -538,6 +538,11 @@ static int series_add_exphist(struct otel_series_table *t, struct series *s,
     }
     int rc = ev_exphist_acc_add(&s->acc, m->exphist, m->hist_count, m->hist_sum,
                                 OTEL_EXP_HIST_MAX_BUCKETS);
+    if (rc == -EOVERFLOW) { /* totals near 2^63 (a runtime that lies): the series starts over */
+        series_drop_buckets(t, s);
+        rc = ev_exphist_acc_add(&s->acc, m->exphist, m->hist_count, m->hist_sum,
+                                OTEL_EXP_HIST_MAX_BUCKETS);
+    }
     size_t now = s->acc.counts != NULL ? (size_t)s->acc.h.ncounts * sizeof(uint64_t) : 0;
     uncharge(t, s->bucket_bytes + room - now);
     s->bucket_bytes = now;

@@ -32,10 +32,10 @@
 static const char cat[] = "dotmon.otel";
 
 #define MEL_PROVIDER   "Microsoft-Extensions-Logging"
+#define KEY_SPANS      (1ull << 63) /* a keeper key's flag: the [AS] lines were joined */
 #define TPL_PROVIDER   "System.Threading.Tasks.TplEventSource"
 #define OTEL_BUFFER_MB 16
-#define MAX_SERIES     2000u  /* per process, as /metrics' stores bound theirs */
-#define SERIES_WARN_MS 60000u /* the most often a process's left-out series are told */
+#define MAX_SERIES     2000u /* per process, as /metrics' stores bound theirs */
 #define RETRY_MIN_MS   1000u
 #define RETRY_MAX_MS   60000u
 #define LOGS_SHARE     (8ull * 1024 * 1024)
@@ -61,9 +61,11 @@ struct oproc {
     struct dsession *ds;       /* the telemetry session: logs and spans */
     struct ev_logs *logs;
     struct ev_activity *spans;
-    bool no_sampler;   /* its DiagnosticSource is older than 9: ask without the sampler */
-    bool version_seen; /* the session's Version event was looked at */
-    bool relisten;     /* restart the session once it ended (another session took the specs) */
+    bool no_sampler;    /* its DiagnosticSource is older than 9: ask without the sampler */
+    bool version_seen;  /* the session's Version event was looked at */
+    bool relisten;      /* restart the session once it ended (another session took the specs) */
+    unsigned ds_joined; /* live sessions of others carrying the [AS] lines (keeper_join) */
+    bool restart_due;   /* a restart waits for those to end (keeper_left) */
     struct mb_share share;
     char share_what[48];
     uv_timer_t retry; /* the session's restart */
@@ -469,12 +471,12 @@ static void ps_on_flush(uv_timer_t *t)
 }
 
 /* A sample left out (its series over the count or its share full): counted as a dropped metric,
- * told at most every SERIES_WARN_MS. */
+ * told at most every OTEL_WARN_EVERY_MS. */
 static void op_series_refused(struct oproc *op, const struct ev_metric_sample *s, int rc)
 {
     otel_count_dropped(op->ps->o, op->src, OTLP_METRICS, 1);
     uint64_t now = uv_now(op->ps->a->loop);
-    if (op->series_warned_ms != 0 && now - op->series_warned_ms < SERIES_WARN_MS) {
+    if (op->series_warned_ms != 0 && now - op->series_warned_ms < OTEL_WARN_EVERY_MS) {
         return;
     }
     op->series_warned_ms = now != 0 ? now : 1;
@@ -641,7 +643,7 @@ void otel_procs_on_process(struct otel_procs *ps, const struct ipc_process *p, b
 
 static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
                        struct dsession_joined *j);
-static void keeper_left(void *ud, uint64_t pid);
+static void keeper_left(void *ud, uint64_t key, bool had_session);
 
 int otel_procs_new(struct agent *a, struct otel *o, struct otel_procs **out)
 {
@@ -842,8 +844,8 @@ int otel_specs_join(const char *args, const char *lines, char **out)
 static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
                        struct dsession_joined *j)
 {
-    const struct otel_procs *ps = ud;
-    const struct oproc *op = op_by_ep(ps, ep);
+    struct otel_procs *ps = ud;
+    struct oproc *op = op_by_ep(ps, ep);
     size_t which = in->provider_count;
     bool mel = false;
     for (size_t k = 0; op != NULL && k < in->provider_count; k++) {
@@ -893,6 +895,8 @@ static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc
     j->cfg.providers = v;
     j->mem[0] = v;
     j->mem[1] = args;
+    j->key = op->pid | KEY_SPANS;
+    op->ds_joined++; /* keeper_left counts it down */
     log_info(cat,
              "process %" PRIu64 ": another DiagnosticSource session also carries OpenTelemetry's "
              "activities (one set per process)",
@@ -900,15 +904,26 @@ static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc
     return 1;
 }
 
-/* The keeper's left: that session is over, the runtime dropped the lines with it: the process's
- * OTel session asks again. */
-static void keeper_left(void *ud, uint64_t pid)
+/* The keeper's left: that session is over. A session that joined the [AS] lines is counted
+ * while it lives (KEY_SPANS in its key): the OTel session is not restarted while one is, since
+ * its Enable would replace that session's own lines with OTel's alone (one set per process); the
+ * last one's left restarts it. A logging-only one (keeper_join) restarts it at once unless such a
+ * session is live, when the restart waits for that one. */
+static void keeper_left(void *ud, uint64_t key, bool had_session)
 {
     struct otel_procs *ps = ud;
-    struct oproc *op = op_by_pid(ps, pid);
-    if (op == NULL || (!ps->st->signal[OTLP_TRACES] && !ps->st->signal[OTLP_LOGS])) {
+    struct oproc *op = op_by_pid(ps, key & ~KEY_SPANS);
+    if (op == NULL) {
         return;
     }
+    if ((key & KEY_SPANS) != 0 && op->ds_joined > 0) {
+        op->ds_joined--;
+    }
+    op->restart_due = op->restart_due || had_session;
+    if (!op->restart_due || op->ds_joined > 0) {
+        return;
+    }
+    op->restart_due = false;
     if (op->ds != NULL) {
         op->relisten = true;
         dsession_stop(op->ds); /* op_session_ended starts it again at once */

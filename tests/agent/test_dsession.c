@@ -479,6 +479,7 @@ struct keeper_rec {
     int joins;
     int lefts;
     uint64_t key;
+    bool had_session;       /* what the last left said */
     unsigned stops_at_left; /* StopTracing requests the fake had seen when left came */
     bool open_at_left;      /* the fake's stream was still open then */
 };
@@ -501,14 +502,17 @@ static int k_join(void *ud, const struct ipc_endpoint *ep, const struct ipc_coll
     return 1;
 }
 
-static void k_left(void *ud, uint64_t key)
+static void k_left(void *ud, uint64_t key, bool had_session)
 {
     struct keeper_rec *k = ud;
     k->lefts++;
     k->key = key;
-    struct fake_session_info si = fake_session(k->fx, 0);
-    k->stops_at_left = si.stops;
-    k->open_at_left = si.stream_open;
+    k->had_session = had_session;
+    struct fake_session_info si;
+    if (had_session && fake_runtime_session(k->fx->fake, 0, &si) == 0) { /* none when refused */
+        k->stops_at_left = si.stops;
+        k->open_at_left = si.stream_open;
+    }
 }
 
 static bool k_left_came(void *ud)
@@ -544,7 +548,9 @@ static void test_dsession_keeper(void **state)
     static struct keeper_rec k;
     memset(&k, 0, sizeof(k));
     k.fx = &fx;
-    struct dsession_keeper keeper = {
+    /* static: the keeper stays registered if an assertion leaves this test early */
+    static struct dsession_keeper keeper;
+    keeper = (struct dsession_keeper){
         .loop = &((struct test_loop *)*state)->loop, .ud = &k, .join = k_join, .left = k_left};
     dsession_set_keeper(&keeper);
     static struct rec r;
@@ -555,7 +561,7 @@ static void test_dsession_keeper(void **state)
     run_to_end(&fx, *state, &streaming, &r);
     assert_true(r.finished == 1 && k.joins == 1 && request_joined(&fx));
     assert_true(tl_run_until(fx.tl, k_left_came, &k, 3000));
-    assert_true(k.lefts == 1 && k.key == 77);
+    assert_true(k.lefts == 1 && k.key == 77 && k.had_session);
     fixture_done(&fx);
 
     /* aborted: left once the runtime's session is stopped (StopTracing in the background) and
@@ -576,15 +582,16 @@ static void test_dsession_keeper(void **state)
     assert_false(k.open_at_left);
     fixture_done(&fx);
 
-    /* refused: the runtime never had the session (its set was not replaced): no left */
+    /* refused: the runtime never had the session (its set was not replaced): left says so */
     memset(&k, 0, sizeof(k));
     k.fx = &fx;
     struct fake_trace_config refuse = {.fault = FAKE_TRACE_ERROR, .error_hresult = 0x80131384};
     rec_init(&r);
     run_to_end(&fx, *state, &refuse, &r);
     assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
-    tl_run_for(fx.tl, 20);
-    assert_true(r.errors == 1 && k.joins == 1 && k.lefts == 0);
+    assert_true(tl_run_until(fx.tl, k_left_came, &k, 3000));
+    assert_true(r.errors == 1 && k.joins == 1 && k.lefts == 1 && k.key == 77);
+    assert_false(k.had_session);
     fixture_done(&fx);
 
     /* the keeper's own session: not shown to it */

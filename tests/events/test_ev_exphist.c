@@ -5,6 +5,7 @@
  * bounds, the offset recovered from the maximum, quantile estimates, and histograms of different
  * scales added up (docs/events.md §3.7).
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -237,6 +238,19 @@ static void test_acc(void **state)
     assert_true(acc.counts[0] == 1 && acc.counts[1] == 0 && acc.counts[2] == 1);
     ev_exphist_acc_fini(&acc);
     ev_exphist_acc_fini(&acc); /* twice: harmless */
+
+    /* totals near 2^63 (each point valid alone): refused before anything wraps, acc unchanged */
+    const uint64_t big[] = {(uint64_t)1 << 62};
+    struct ev_exphist hb = {
+        .scale = 0, .offset = 2, .min = 5, .max = 5, .counts = big, .ncounts = 1};
+    assert_int_equal(ev_exphist_acc_add(&acc, &hb, big[0], 5.0, 160), 0);
+    assert_int_equal(ev_exphist_acc_add(&acc, &hb, big[0], 5.0, 160), -EOVERFLOW);
+    assert_true(acc.count == big[0] && acc.h.ncounts == 1 && acc.counts[0] == big[0]);
+    struct ev_exphist zb = {.scale = 0, .zero_count = big[0], .counts = one};
+    assert_int_equal(ev_exphist_acc_add(&acc, &zb, 1, 0, 160), 0);
+    assert_int_equal(ev_exphist_acc_add(&acc, &zb, 1, 0, 160), -EOVERFLOW);
+    assert_true(acc.h.zero_count == big[0] && acc.count == big[0] + 1);
+    ev_exphist_acc_fini(&acc);
 }
 
 int main(void)

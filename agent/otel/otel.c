@@ -1029,8 +1029,8 @@ int otel_render_prom(const struct otel *o, struct buf *out)
     }
     static const char *const help[3] = {
         "Items (log records, metrics, spans) the OTLP receiver accepted",
-        "Items dropped before sending: the signal's queue was full, the shutdown deadline came, or "
-        "a metric series did not fit in its process's bound",
+        ("Items dropped before sending: the signal's queue was full, the shutdown deadline came, "
+         "or a metric series did not fit in its process's bound"),
         "Items that did not encode or that the receiver refused (not retried)"};
     int rc = 0;
     for (int c = 0; c < 3 && rc == 0; c++) {

@@ -174,6 +174,20 @@ static bool provider_has_filter(const struct ipc_provider *p)
     return p->filter_enable || p->event_id_count > 0;
 }
 
+int ipc_runtime_major(const char *clr_version)
+{
+    int v = 0;
+    for (const char *c = clr_version; c != NULL && *c >= '0' && *c <= '9' && v < 1000; c++) {
+        v = v * 10 + (*c - '0');
+    }
+    return v;
+}
+
+bool ipc_stackwalk_optional(const char *clr_version)
+{
+    return ipc_runtime_major(clr_version) >= IPC_NO_STACKWALK_MAJOR;
+}
+
 int ipc_collect_min_version(const struct ipc_collect_config *cfg)
 {
     for (size_t i = 0; i < cfg->provider_count; i++) {

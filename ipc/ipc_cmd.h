@@ -67,6 +67,11 @@
  * sessions that need no stacks ask for none from it on. */
 #define IPC_NO_STACKWALK_MAJOR 9
 
+/* The runtime major version from ProcessInfo2's clrProductVersion ("10.0.12" -> 10), 0 if none. */
+int ipc_runtime_major(const char *clr_version);
+/* Whether a runtime of that version can be asked for no stack walks (IPC_NO_STACKWALK_MAJOR). */
+bool ipc_stackwalk_optional(const char *clr_version);
+
 /* The rundown keyword of CollectTracing2/3's requestRundown=true (ipc.md §4.2, profiles.md §3). */
 #define IPC_RUNDOWN_DEFAULT 0x80020139ull
 

@@ -310,8 +310,8 @@ int collect_livemetrics_filters(struct agent *a, const struct artifact_origin *o
     op->artifact_name = strdup(job->filename);
     artifact_accept(job->core.art); /* egress: 202 now; the operation tells the rest */
     struct ipc_endpoint ep = ipc_process_endpoint(p);
-    int rc = msession_start(a, &ep, metrics_runtime_major(p->clr_version), &job->f, &lm_callbacks,
-                            job, &job->sess);
+    int rc = msession_start(a, &ep, ipc_runtime_major(p->clr_version), &job->f, &lm_callbacks, job,
+                            &job->sess);
     if (rc != 0) {
         char detail[256];
         snprintf(detail, sizeof(detail),

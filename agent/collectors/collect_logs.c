@@ -43,10 +43,10 @@
 #include "ev_logs.h"
 #include "http_query.h"
 #include "http_server.h"
+#include "ipc_cmd.h"
 #include "log.h"
 #include "logs_probe.h"
 #include "membudget.h"
-#include "metrics_session.h"
 #include "operations.h"
 
 static const char cat[] = "dotmon.logs";
@@ -513,7 +513,7 @@ static int logs_job_new(struct agent *a, const struct ipc_process *p, struct log
     buf_init(&job->text, 0);
     job->a = a;
     job->pid = p->pid;
-    job->no_stacks = metrics_runtime_major(p->clr_version) >= IPC_NO_STACKWALK_MAJOR;
+    job->no_stacks = ipc_stackwalk_optional(p->clr_version);
     *out = job;
     if (mb_charge(&job->share, ev_logs_footprint()) != 0) {
         return AGENT_E_BUDGET;

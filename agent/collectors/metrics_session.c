@@ -356,15 +356,6 @@ uint64_t metrics_filters_counter_interval_ms(const struct metrics_filters *f)
     return ms;
 }
 
-int metrics_runtime_major(const char *clr_version)
-{
-    int v = 0;
-    for (const char *c = clr_version; c != NULL && *c >= '0' && *c <= '9' && v < 1000; c++) {
-        v = v * 10 + (*c - '0');
-    }
-    return v;
-}
-
 /* ---- the session ---- */
 
 struct msession {

@@ -106,7 +106,4 @@ uint64_t msession_last_counter_ms(const struct msession *s);
  * providers never gets a staleness restart). */
 bool msession_counters_seen(const struct msession *s);
 
-/* The runtime major version from ProcessInfo2's clrProductVersion ("10.0.12" → 10), 0 if none. */
-int metrics_runtime_major(const char *clr_version);
-
 #endif

@@ -402,7 +402,7 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
     mp->pid = p->pid;
     memcpy(mp->uid, p->uid, sizeof(mp->uid));
     mp->name = strdup(p->name != NULL ? p->name : "");
-    mp->major = metrics_runtime_major(p->clr_version);
+    mp->major = ipc_runtime_major(p->clr_version);
     snprintf(mp->share_what, sizeof(mp->share_what), "metrics of process %" PRIu64, p->pid);
     mb_share_init(&mp->share, mp->share_what, metrics_share_cap());
     if (mp->name == NULL || ipc_endpoint_copy(&mp->ep, &p->ep) != 0) {

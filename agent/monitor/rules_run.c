@@ -1251,7 +1251,7 @@ static void proc_add(struct rules_run *r, const struct ipc_process *p)
     pr->r = r;
     pr->pid = p->pid;
     memcpy(pr->uid, p->uid, sizeof(pr->uid));
-    pr->major = metrics_runtime_major(p->clr_version);
+    pr->major = ipc_runtime_major(p->clr_version);
     pr->next = r->procs;
     r->procs = pr;
     proc_apply(r, pr, p, false);

@@ -21,11 +21,11 @@
 #include "ev_activity.h"
 #include "ev_logs.h"
 #include "ipc_client.h"
+#include "ipc_cmd.h"
 #include "ipc_discovery.h"
 #include "log.h"
 #include "membudget.h"
 #include "metrics.h"
-#include "metrics_session.h"
 #include "otel_map.h"
 #include "otel_span.h"
 
@@ -343,12 +343,12 @@ static void op_logs_start(struct oproc *op)
     op->version_seen = false;
     /* No stacks: nothing exported carries one, and a stack walk per log record and per Activity
      * is most of what the runtime would spend inside the app (docs/otel.md §6). */
-    struct ipc_collect_config collect = {
-        .buffer_mb = OTEL_BUFFER_MB,
-        .format = 1,
-        .disable_stackwalk = metrics_runtime_major(op->clr_version) >= IPC_NO_STACKWALK_MAJOR,
-        .providers = prov->v,
-        .provider_count = prov->n};
+    struct ipc_collect_config collect = {.buffer_mb = OTEL_BUFFER_MB,
+                                         .format = 1,
+                                         .disable_stackwalk =
+                                             ipc_stackwalk_optional(op->clr_version),
+                                         .providers = prov->v,
+                                         .provider_count = prov->n};
     struct dsession_config cfg = {.collect = &collect,
                                   .admission = &ps->a->metric_sessions,
                                   .start_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_START),

@@ -1323,6 +1323,22 @@ static void test_codec_advertise(void **state)
     assert_int_equal(ipc_advertise_parse(b.p, b.n, c, &pid), AGENT_E_PROTO);
 }
 
+/* The runtime major from clrProductVersion, and whether stack walks may be left out (.NET 9+). */
+static void test_codec_runtime_major(void **state)
+{
+    (void)state;
+    assert_int_equal(ipc_runtime_major("10.0.12"), 10);
+    assert_int_equal(ipc_runtime_major("8.0.0-rtm.23523.6"), 8);
+    assert_int_equal(ipc_runtime_major(""), 0);
+    assert_int_equal(ipc_runtime_major(NULL), 0);
+    assert_int_equal(ipc_runtime_major("v9"), 0);
+    assert_true(ipc_runtime_major("99999999999999999999") < 10000); /* bounded, no overflow */
+    assert_true(ipc_stackwalk_optional("9.0.1"));
+    assert_true(ipc_stackwalk_optional("10.0.12"));
+    assert_false(ipc_stackwalk_optional("8.0.11"));
+    assert_false(ipc_stackwalk_optional(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1348,6 +1364,7 @@ int main(void)
         cmocka_unit_test(test_codec_generic_replies),
         cmocka_unit_test(test_codec_names_and_guid),
         cmocka_unit_test(test_codec_advertise),
+        cmocka_unit_test(test_codec_runtime_major),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

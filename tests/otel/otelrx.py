@@ -489,6 +489,9 @@ def compare_receivers(a, b, trace_ids, service=None, ignore_span_attrs=(), ignor
 # The test app
 
 
+APP_METER = "DotmonTest.OTel"  # tests/otel/app: its Meter and ActivitySource
+
+
 class OtelApp:
     """tests/otel/app's OtelApp (DOTMON_OTELAPP_DIR) on a free port, TMPDIR=tmp, with env added
     (the SDK's OTEL_* when sdk=True: OTEL_TEST_SDK=1). Waits for its ready line; pid, url."""
@@ -529,6 +532,21 @@ class OtelApp:
     def metrics_state(self):
         """The values the app's instruments hold (its own count of what it recorded)."""
         return self.get("/metrics-state")
+
+    def expected_points(self, histogram=None):
+        """What metric_points should hold for the app's instruments, from its own counts: the
+        counter, the up-down counter, the gauge, and with histogram (the point kind: "histogram"
+        from the SDK, "exponentialHistogram" from dotmon on .NET 10) its (count, sum)."""
+        st = self.metrics_state()
+        want = {
+            (APP_METER, "dotmontest.requests", "sum", frozenset({("route", "/work")})): st["requests"],
+            (APP_METER, "dotmontest.open_orders", "sum", frozenset({("tenant", "contoso")})): st["openOrders"],
+            (APP_METER, "dotmontest.last_order", "gauge", frozenset({("tenant", "contoso")})): st["lastOrder"],
+        }
+        if histogram is not None:
+            want[(APP_METER, "dotmontest.work_size", histogram, frozenset({("route", "/work")}))] = \
+                (st["histogramCount"], st["histogramSum"])
+        return want
 
     def stop(self, timeout=15):
         """SIGTERM (the host stops; an in-process SDK flushes), SIGKILL after timeout s."""

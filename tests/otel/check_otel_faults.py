@@ -74,6 +74,7 @@ def faults(tmp, rx, proxy):
         wait_for(lambda: len([r for r in proxy.seen("/v1/traces") if r[4] == 429]) >= 1, 5)
         proxy.mode = "pass"
         check(wait_for(lambda: delivered(rx, a2), 20), "after 429 with Retry-After: delivered")
+        proxy.settle()
         with proxy.lock:
             times = [(b[4], b[3]) for b in proxy.bodies if b[0].endswith("/v1/traces")]
         first_429 = min(t for t, st in times if st == 429)

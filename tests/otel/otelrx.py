@@ -584,6 +584,8 @@ class FaultProxy:
         self.bodies = []
         self.answers = []
         self.lock = threading.Lock()
+        self.idle = threading.Condition(self.lock)
+        self.inflight = 0
         self.server = None
         self.up()
 
@@ -610,6 +612,16 @@ class FaultProxy:
                     self.rfile.readline()
 
             def do_POST(self):
+                with proxy.lock:
+                    proxy.inflight += 1
+                try:
+                    self._post()
+                finally:
+                    with proxy.lock:
+                        proxy.inflight -= 1
+                        proxy.idle.notify_all()
+
+            def _post(self):
                 body = self._body()
                 arrived = time.time_ns()
                 sent = len(body)
@@ -682,12 +694,20 @@ class FaultProxy:
     def close(self):
         self.down()
 
+    def settle(self, seconds=5):
+        """Waits (up to seconds) until no request is being handled. A request is recorded once
+        the receiver has answered it, so the receiver may hold its data a moment before the
+        request is on the lists: readers of the lists settle first."""
+        with self.idle:
+            return self.idle.wait_for(lambda: self.inflight == 0, timeout=seconds)
+
     def received(self, signal, accepted_only=True):
         """What went through for signal ("traces", "logs" or "metrics") as one OTLP JSON data dict
         ({"resourceSpans"|"resourceLogs"|"resourceMetrics": [...]} of every request in order,
         only those the receiver answered 2xx unless accepted_only is false): protobuf bodies
         decoded by otlp_pb (value types kept, unlike the dashboard's API), JSON bodies parsed."""
         top = {"traces": "resourceSpans", "logs": "resourceLogs", "metrics": "resourceMetrics"}[signal]
+        self.settle()
         with self.lock:
             bodies = [b for b in self.bodies if b[0].endswith("/v1/" + signal)]
         out = {top: []}
@@ -720,6 +740,7 @@ class FaultProxy:
         end (end_ns, the app's clock) to the arrival of the request carrying it at the proxy
         (this machine's clock, the same one), in milliseconds. For the benchmark's p50/p99 from an
         Activity's end to the receiver."""
+        self.settle()
         with self.lock:
             bodies = [b for b in self.bodies if b[0].endswith("/v1/traces") and 200 <= b[3] < 300]
         out = []
@@ -730,7 +751,8 @@ class FaultProxy:
         return out
 
     def seen(self, path_suffix=""):
-        """The recorded requests whose path ends with path_suffix."""
+        """The recorded requests whose path ends with path_suffix (once settled)."""
+        self.settle()
         with self.lock:
             return [r for r in self.requests if r[0].endswith(path_suffix)]
 

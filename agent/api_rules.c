@@ -17,8 +17,8 @@ static void answer(struct agent *a, struct http_request *req, const char *name)
     cJSON *o = NULL;
     int rc = rules_run_describe(a->rules, p->uid, name, &o);
     if (rc == AGENT_E_NOTFOUND) {
-        api_problem(req, 400, "The collection rule '%s' is not applied to process %llu.", name,
-                    (unsigned long long)p->pid);
+        api_problem(req, 400, "The collection rule '%s' is not applied to process %llu.",
+                    name != NULL ? name : "", (unsigned long long)p->pid);
     } else if (rc != 0) {
         api_problem(req, 500, "%s", agent_strerror(rc));
     } else {

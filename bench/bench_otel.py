@@ -7,7 +7,7 @@ receiver. Nothing is asserted.
 
   bench_otel.py [--rounds 3] [--seconds 15] [--connections 8] [--rate 0] [--modes none,sdk,dotmon]
                 [--warmup 3] [--delay-ms 200] [--interval-ms 1000] [--drain 20] [--no-receiver]
-                [--log-categories SPECS] [--dotmon-env NAME=VALUE ...]
+                [--log-categories SPECS] [--dotmon-env NAME=VALUE ...] [--items N --item-rate R]
 
 Environment: DOTMON_BIN, DOTMON_OTELAPP_DIR (tests/otel/app, ctest fixture build_otelapp),
 DOTMON_ASPIRE_DASHBOARD (ctest fixture otel_dashboard), DOTNET_ROOT or dotnet on PATH; wrk on PATH.
@@ -48,6 +48,13 @@ shares the machine: the CPU of the dashboard and of this process (the proxy's th
 window is shown beside the app's, since on a small machine it takes from the app's throughput in
 the exporting modes and not in none.
 Medians and min-max over the rounds; ratios are each round's mode over that round's none.
+
+--items N: instead of wrk, each round asks the app for GET /items?n=N&rate=R (tests/otel/app:
+N items at about R per second on one thread, each a scope with two spans and a log record in it,
+a counter and a histogram measurement; no HTTP, no exception), after min(N, 2000) items of
+warm-up. The app's CPU is taken from the first item until the last one has reached the proxy, per
+item: what each exporter costs the app per item, with little else in the app's CPU (a /work
+request costs the app 0.5-0.8 ms by itself and varies by more than the exporters' difference).
 """
 
 import argparse
@@ -61,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 from bench_metrics import WRK_LUA, cpu_ns_s, cpu_s, pct, spread
 
@@ -97,6 +105,22 @@ def wrk(url, seconds, connections, script):
         raise RuntimeError(f"wrk gave no result: {out[-400:]}")
     v = [int(x) for x in m.group(1).split()]
     return v[0], v[2] + v[3], v[6] / 1000, v[8] / 1e6
+
+
+def items(base, n, rate):
+    """GET /items?n=&rate= on the app (tests/otel/app: n items, each a scope, two spans and a log
+    record, at about rate per second): the seconds it took."""
+    u = urllib.parse.urlsplit(base)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=n / max(rate, 1) * 4 + 60)
+    try:
+        c.request("GET", f"/items?n={n}&rate={rate}")
+        r = c.getresponse()
+        body = r.read()
+        if r.status != 200:
+            raise RuntimeError(f"/items answered {r.status}: {body[:200]!r}")
+        return json.loads(body)["ms"] / 1000
+    finally:
+        c.close()
 
 
 def decoded(proxy, signal):
@@ -187,14 +211,27 @@ def run_round(a, target, mode, script, rx_pid):
             env.update(kv.split("=", 1) for kv in a.dotmon_env)
             dm = start_dotmon(tmp, port, log, [app.pid], env=env)
         url = f"{app.url}/work?id=1"
-        wrk(url, a.warmup, a.connections, script)
+        quiet = max(1.5, 3 * a.delay_ms / 1000)
+        if a.items:
+            items(app.url, min(a.items, 2000), a.item_rate)
+            time.sleep(quiet)  # idle exporters, whatever mode: the same pause in every round
+        else:
+            wrk(url, a.warmup, a.connections, script)
         if proxy is not None:
-            drain(proxy, max(1.5, 3 * a.delay_ms / 1000), a.drain)
+            drain(proxy, quiet, a.drain)
         t0 = time.time_ns()
         s0 = sink_cpu(rx_pid)
         a0 = cpu_s(app.pid)
         d0 = cpu_ns_s(dm.pid) if dm else 0.0
-        reqs, errors, p99, secs = wrk(url, a.seconds, a.connections, script)
+        if a.items:
+            # The app's CPU until its exporter (or the runtime's session) has sent the last item.
+            reqs, errors, p99, secs = a.items, 0, 0.0, items(app.url, a.items, a.item_rate)
+            if proxy is not None:
+                drain(proxy, quiet, a.drain)
+            else:
+                time.sleep(quiet)
+        else:
+            reqs, errors, p99, secs = wrk(url, a.seconds, a.connections, script)
         t1 = time.time_ns()
         a1 = cpu_s(app.pid)
         r["sink_cores"] = (sink_cpu(rx_pid) - s0) / ((t1 - t0) / 1e9)
@@ -203,7 +240,7 @@ def run_round(a, target, mode, script, rx_pid):
                  app_hwm=status_kib(app.pid, "VmHWM"))
         if proxy is None:
             return r
-        drain(proxy, max(1.5, 3 * a.delay_ms / 1000), a.drain)
+        drain(proxy, quiet, a.drain)
         if dm:
             r["dm_cpu"] = cpu_ns_s(dm.pid) - d0
             r["dm_hwm"], r["dm_rss"] = status_kib(dm.pid, "VmHWM"), status_kib(dm.pid, "VmRSS")
@@ -265,6 +302,9 @@ def main():
     ap.add_argument("--all-sources", dest="same_set", action="store_false",
                     help="dotmon on its defaults (every ActivitySource, /metrics' providers and meters) "
                          "instead of the SDK's set of sources and meters")
+    ap.add_argument("--items", type=int, default=0,
+                    help="instead of wrk: GET /items for this many items per round (CPU per item)")
+    ap.add_argument("--item-rate", type=int, default=2000, help="items per second with --items")
     ap.add_argument("--drain", type=float, default=20, help="most seconds to wait for the last items")
     ap.add_argument("--no-receiver", action="store_true", help="the proxy answers 200 and forwards nothing")
     a = ap.parse_args()
@@ -291,7 +331,8 @@ def main():
                     base = r
                 r["base"] = base
                 rows[m].append(r)
-                say(f"  {r['rps']:.0f} requests/s, app {r['app_ms']:.3f} ms CPU/request"
+                say((f"  {r['app_ms'] * 1000:.1f} µs app CPU/item" if a.items else
+                     f"  {r['rps']:.0f} requests/s, app {r['app_ms']:.3f} ms CPU/request")
                     + (f", {r['count']}" if "count" in r else "")
                     + (f", dotmon {r['dm_cpu']:.2f} s CPU, {r['dm_hwm']} KiB peak" if "dm_cpu" in r else ""))
     finally:
@@ -313,7 +354,49 @@ def losses(rs):
     return ", ".join(f"{s} {med(rs, lambda r: r['losses'].get(s, 0), '{:.0f}')}" for s in sigs) or "-"
 
 
+def report_items(a, modes, rows):
+    sink = "the proxy alone (--no-receiver)" if a.no_receiver else "the Aspire Dashboard behind the proxy"
+    print(f"OtelApp GET /items: {a.items} items per round at about {a.item_rate}/s (each a scope, the spans "
+          f"items.parent and items.child, one log record in the scope; no HTTP and no exception per item), "
+          f"after {min(a.items, 2000)} items of warm-up; {a.rounds} rounds interleaved ({', '.join(modes)}); "
+          f"the app's CPU from the first item until the last one was delivered; OTLP/HTTP protobuf, no gzip, "
+          f"batch delay {a.delay_ms} ms, to {sink}"
+          + ("; dotmon given the SDK's sources and meters" if a.same_set else "; dotmon on its defaults")
+          + f"{''.join('; dotmon ' + kv for kv in a.dotmon_env)}. Median (min-max) over the rounds.")
+    print()
+    print("| mode | app CPU µs/item | vs none | app CPU above none µs/item | dotmon CPU µs/item | "
+          "spans/item | log records/item |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+
+    def us(r):
+        return r["app_cpu"] * 1e6 / max(r["requests"], 1)
+
+    def above(r):
+        b = r.get("base")
+        return us(r) - us(b) if b else None
+
+    for m in modes:
+        rs = rows[m]
+        exp = m != "none"
+        print(f"| {m} | {med(rs, us, '{:.1f}')} | {med(rs, lambda r: ratio(r, us), '{:.2f}x') if exp else '-'} | "
+              f"{med(rs, above, '{:.1f}') if exp else '-'} | "
+              f"{med(rs, lambda r: r['dm_cpu'] * 1e6 / max(r['requests'], 1), '{:.1f}') if 'dm_cpu' in rs[0] else '-'} | "
+              f"{med(rs, lambda r: r['count']['traces'] / max(r['requests'], 1)) if exp else '-'} | "
+              f"{med(rs, lambda r: r['count']['logs'] / max(r['requests'], 1)) if exp else '-'} |")
+    if "sdk" in modes and "dotmon" in modes:
+        pairs = [(above(d) / above(s), us(d) / us(s)) for s, d in zip(rows["sdk"], rows["dotmon"])
+                 if above(s) and above(s) > 0]
+        if pairs:
+            print()
+            print(f"The goal, dotmon against sdk in each round: what the items cost the app above none "
+                  f"{spread([p[0] for p in pairs], '{:.2f}x')}, the app's whole CPU per item "
+                  f"{spread([p[1] for p in pairs], '{:.2f}x')} (below 1.00x: the app pays less with dotmon).")
+
+
 def report(a, modes, rows):
+    if a.items:
+        report_items(a, modes, rows)
+        return
     sink = "the proxy alone (--no-receiver)" if a.no_receiver else "the Aspire Dashboard behind the proxy"
     load = (f"about {a.rate} requests/s (wrk -t1 -c{a.connections}, {a.connections * 1000 // a.rate} ms between "
             f"a connection's answer and its next request)" if a.rate else

@@ -117,7 +117,9 @@ def benches():
         Bench("otel", "OTLP export: the app's cost, SDK against dotmon; dotmon's CPU, RSS, latency (issue 33)",
               "build_otelapp|otel_dashboard",
               [["python3", "bench/bench_otel.py", "--rounds", "3", "--seconds", "15"],
-               ["python3", "bench/bench_otel.py", "--rounds", "3", "--seconds", "15", "--rate", "300"]]),
+               ["python3", "bench/bench_otel.py", "--rounds", "3", "--seconds", "15", "--rate", "300"],
+               ["python3", "bench/bench_otel.py", "--rounds", "3", "--items", "20000", "--item-rate", "2000",
+                "--no-receiver"]]),
     ]
 
 

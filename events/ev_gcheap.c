@@ -1135,7 +1135,7 @@ static int bulk_header(struct ev_gcheap *g, const struct nettrace_event *ev, con
 static int next_event(struct ev_gcheap *g, const struct nettrace_event *ev, const char *what,
                       const char *kind, size_t value_size, uint64_t *next, uint32_t *count)
 {
-    uint32_t index;
+    uint32_t index = 0;
     if (bulk_header(g, ev, what, value_size, &index, count) != 0) {
         return g->err;
     }
@@ -1162,7 +1162,7 @@ static int next_event(struct ev_gcheap *g, const struct nettrace_event *ev, cons
 static void on_nodes(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
     size_t vs = g->ptr_size + 24;
-    uint32_t count;
+    uint32_t count = 0;
     if (next_event(g, ev, "GCBulkNode", "node", vs, &g->next_node_event, &count) != 0) {
         return;
     }
@@ -1186,7 +1186,7 @@ static void on_nodes(struct ev_gcheap *g, const struct nettrace_event *ev)
 static void on_edges(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
     size_t vs = g->ptr_size + 4;
-    uint32_t count;
+    uint32_t count = 0;
     if (next_event(g, ev, "GCBulkEdge", "edge", vs, &g->next_edge_event, &count) != 0) {
         return;
     }
@@ -1290,7 +1290,7 @@ static int count_header(struct ev_gcheap *g, const struct nettrace_event *ev, co
 
 static void on_ccws(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
-    uint32_t count;
+    uint32_t count = 0;
     if (count_header(g, ev, "GCBulkRootCCW", 6, CCW_VALUE, &count) != 0) {
         return;
     }
@@ -1306,7 +1306,7 @@ static void on_ccws(struct ev_gcheap *g, const struct nettrace_event *ev)
 
 static void on_rcws(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
-    uint32_t count;
+    uint32_t count = 0;
     if (count_header(g, ev, "GCBulkRCW", 6, RCW_VALUE, &count) != 0) {
         return;
     }
@@ -1325,7 +1325,7 @@ static void on_rcws(struct ev_gcheap *g, const struct nettrace_event *ev)
 
 static void on_statics(struct ev_gcheap *g, const struct nettrace_event *ev)
 {
-    uint32_t count;
+    uint32_t count = 0;
     if (count_header(g, ev, "GCBulkRootStaticVar", 14, 30, &count) != 0) {
         return;
     }
@@ -1966,7 +1966,7 @@ static int renumber(struct ev_gcheap *g)
             number(g, (uint32_t)r.node, &next);
             size_t c = r.children;
             for (int32_t k = 0; k < r.nchildren; k++) {
-                int32_t d;
+                int32_t d = 0;
                 (void)cint_get(g->blob.p, r.end, &c, &d);
                 uint32_t child = (uint32_t)r.node + (uint32_t)d;
                 if (child >= n) {

@@ -70,7 +70,7 @@ static const char *sig_setting(const struct otel_conf_src *src, int sig, const c
         const char *v = i < 2 ? cfg_get(src, names[i]) : env_get(src, names[i]);
         if (v != NULL) {
             if (from != NULL) {
-                (void)snprintf(from, fromlen, "%s", names[i]);
+                (void)snprintf(from, fromlen, "%.*s", (int)sizeof(names[i]) - 1, names[i]);
             }
             return v;
         }

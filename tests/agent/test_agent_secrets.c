@@ -206,7 +206,7 @@ static void secret_mount(struct secret_mount *m, const char *dir, const struct a
                          const char *const *names, size_t nnames)
 {
     char v[600], link[700], target[700];
-    snprintf(m->dir, sizeof(m->dir), "%s", dir);
+    snprintf(m->dir, sizeof(m->dir), "%.*s", (int)sizeof(m->dir) - 1, dir);
     assert_int_equal(mkdir(m->dir, 0700), 0);
     for (int i = 1; i <= 2; i++) {
         snprintf(v, sizeof(v), "%s/..2026_11_26_v%d", m->dir, i);

@@ -18,7 +18,7 @@
 
 static void write_file(const char *dir, const char *name, const char *text)
 {
-    char path[512];
+    char path[1024];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     assert_non_null(f);

@@ -35,6 +35,9 @@
 //                      request's Activity
 //   GET /await?id=N    one record logged after an await inside a scope, its continuation on
 //                      another thread (see AfterAwait); answers {"traceId"} of its request
+//   GET /items?n=N&rate=R
+//                      N items at about R per second (0: unpaced), for the benchmark's per-item
+//                      cost (see Items); answers {"n","ms"} when done
 //   GET /metrics-state the values the instruments hold so far, for comparisons:
 //                      {"requests","openOrders","lastOrder","histogramCount","histogramSum"}
 //
@@ -86,6 +89,11 @@ public static class Program
         Meter.CreateUpDownCounter<long>("dotmontest.open_orders", "{order}", "Orders opened and not yet closed");
     private static readonly Histogram<double> WorkSize =
         Meter.CreateHistogram<double>("dotmontest.work_size", "By", "Size of each piece of work");
+
+    private static readonly Counter<long> ItemsDone =
+        Meter.CreateCounter<long>("dotmontest.items", "{item}", "Items done by /items");
+    private static readonly Histogram<double> ItemSize =
+        Meter.CreateHistogram<double>("dotmontest.item_size", "By", "Size of each item of /items");
 
     private static long _requests;
     private static long _openOrders;
@@ -150,6 +158,7 @@ public static class Program
         });
         app.MapGet("/work", async (int id) => Results.Json(await Work(id, log, http, self)));
         app.MapGet("/await", (int id) => Results.Json(AfterAwait(id, log)));
+        app.MapGet("/items", (int n, int rate) => Results.Json(Items(n, rate, log)));
         app.MapGet("/metrics-state", () =>
         {
             lock (Gate)
@@ -219,6 +228,42 @@ public static class Program
                 log.LogInformation(new EventId(13, "AfterAwait"), "After the await {OrderId}", id);
             }
         }
+    }
+
+    // n items at about rate per second (0: as fast as it goes), each its own trace: a scope
+    // {ItemId=i}, in it the span items.parent (tag item=i) with a child span items.child, and one
+    // record (Information, EventId 14 Item, "Item {ItemId} done for {Customer}"); then the counter
+    // dotmontest.items +1 and the histogram dotmontest.item_size (i % 100), tag kind=item. No
+    // HTTP, no exception: what an exporter costs the app per item, with little else in the
+    // process's CPU.
+    private static Dictionary<string, object?> Items(int n, int rate, ILogger log)
+    {
+        Activity.Current = null; // the request's span is not their parent
+        var clock = Stopwatch.StartNew();
+        for (int i = 0; i < n; i++)
+        {
+            using (log.BeginScope(new List<KeyValuePair<string, object?>> { new("ItemId", i) }))
+            using (Activity? parent = Source.StartActivity("items.parent", ActivityKind.Internal))
+            {
+                parent?.SetTag("item", i);
+                using (Activity? child = Source.StartActivity("items.child", ActivityKind.Client))
+                {
+                    child?.SetTag("step", 1);
+                }
+                log.LogInformation(new EventId(14, "Item"), "Item {ItemId} done for {Customer}", i, "alice");
+            }
+            ItemsDone.Add(1, new KeyValuePair<string, object?>("kind", "item"));
+            ItemSize.Record(i % 100, new KeyValuePair<string, object?>("kind", "item"));
+            if (rate > 0 && (i + 1) % 50 == 0)
+            {
+                long due = (long)((i + 1) * 1000.0 / rate) - clock.ElapsedMilliseconds;
+                if (due > 0)
+                {
+                    Thread.Sleep((int)due);
+                }
+            }
+        }
+        return new Dictionary<string, object?> { ["n"] = n, ["ms"] = clock.Elapsed.TotalMilliseconds };
     }
 
     private static async Task<Dictionary<string, object?>> Work(int id, ILogger log, IHttpClientFactory http, string self)

@@ -68,7 +68,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 
 from bench_metrics import WRK_LUA, cpu_ns_s, cpu_s, pct, spread
 
@@ -105,22 +104,6 @@ def wrk(url, seconds, connections, script):
         raise RuntimeError(f"wrk gave no result: {out[-400:]}")
     v = [int(x) for x in m.group(1).split()]
     return v[0], v[2] + v[3], v[6] / 1000, v[8] / 1e6
-
-
-def items(base, n, rate):
-    """GET /items?n=&rate= on the app (tests/otel/app: n items, each a scope, two spans and a log
-    record, at about rate per second): the seconds it took."""
-    u = urllib.parse.urlsplit(base)
-    c = http.client.HTTPConnection(u.hostname, u.port, timeout=n / max(rate, 1) * 4 + 60)
-    try:
-        c.request("GET", f"/items?n={n}&rate={rate}")
-        r = c.getresponse()
-        body = r.read()
-        if r.status != 200:
-            raise RuntimeError(f"/items answered {r.status}: {body[:200]!r}")
-        return json.loads(body)["ms"] / 1000
-    finally:
-        c.close()
 
 
 def decoded(proxy, signal):
@@ -213,7 +196,7 @@ def run_round(a, target, mode, script, rx_pid):
         url = f"{app.url}/work?id=1"
         quiet = max(1.5, 3 * a.delay_ms / 1000)
         if a.items:
-            items(app.url, min(a.items, 2000), a.item_rate)
+            app.items(min(a.items, 2000), a.item_rate)
             time.sleep(quiet)  # idle exporters, whatever mode: the same pause in every round
         else:
             wrk(url, a.warmup, a.connections, script)
@@ -225,7 +208,7 @@ def run_round(a, target, mode, script, rx_pid):
         d0 = cpu_ns_s(dm.pid) if dm else 0.0
         if a.items:
             # The app's CPU until its exporter (or the runtime's session) has sent the last item.
-            reqs, errors, p99, secs = a.items, 0, 0.0, items(app.url, a.items, a.item_rate)
+            reqs, errors, p99, secs = a.items, 0, 0.0, app.items(a.items, a.item_rate)
             if proxy is not None:
                 drain(proxy, quiet, a.drain)
             else:

@@ -49,6 +49,7 @@ enum { C_EXPORTED = 0, C_DROPPED = 1, C_FAILED = 2 };
 struct otel_pid {
     uint64_t pid;
     uint64_t n[3][3]; /* [signal][C_*] */
+    uint64_t lost;    /* events the runtime dropped (otel_count_lost) */
 };
 
 struct otel_item {
@@ -163,6 +164,13 @@ void otel_count_dropped(struct otel *o, const struct otel_source *s, enum otlp_s
 {
     if (o != NULL) {
         count(o, s, sig, C_DROPPED, n);
+    }
+}
+
+void otel_count_lost(struct otel *o, const struct otel_source *s, uint64_t n)
+{
+    if (o != NULL) {
+        o->pids[s != NULL ? s->pid_index : 0].lost += n;
     }
 }
 
@@ -1017,7 +1025,7 @@ static bool pid_shown(const struct otel *o, size_t i)
             }
         }
     }
-    return false;
+    return o->pids[0].lost != 0;
 }
 
 static const char *const count_names[3] = {"exported", "dropped", "failed"};
@@ -1045,6 +1053,19 @@ int otel_render_prom(const struct otel *o, struct buf *out)
                 rc = buf_printf(out, "dotmon_otel_%s_total{pid=\"%llu\",signal=\"%s\"} %llu\n",
                                 count_names[c], (unsigned long long)o->pids[i].pid,
                                 otlp_signal_name(s), (unsigned long long)o->pids[i].n[s][c]);
+            }
+        }
+    }
+    if (rc == 0 && (o->conf.sig[OTLP_LOGS].on || o->conf.sig[OTLP_TRACES].on)) {
+        rc = buf_printf(out,
+                        "# HELP dotmon_otel_lost_events_total Events of the process's telemetry "
+                        "session (logs, spans) its runtime dropped before dotmon read them (its "
+                        "buffer was full)\n# TYPE dotmon_otel_lost_events_total counter\n");
+        for (size_t i = 0; i < o->npids && rc == 0; i++) {
+            if (pid_shown(o, i)) {
+                rc = buf_printf(out, "dotmon_otel_lost_events_total{pid=\"%llu\"} %llu\n",
+                                (unsigned long long)o->pids[i].pid,
+                                (unsigned long long)o->pids[i].lost);
             }
         }
     }
@@ -1123,6 +1144,7 @@ cJSON *otel_status_json(const struct otel *o)
             return NULL;
         }
         (void)cJSON_AddNumberToObject(p, "pid", (double)o->pids[i].pid);
+        (void)cJSON_AddNumberToObject(p, "lostEvents", (double)o->pids[i].lost);
         for (int s = 0; s < 3; s++) {
             if (!o->conf.sig[s].on) {
                 continue;

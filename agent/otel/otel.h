@@ -84,6 +84,13 @@ int otel_emit_metric(struct otel_source *s, const struct otlp_scope *scope,
 void otel_count_dropped(struct otel *o, const struct otel_source *s, enum otlp_signal sig,
                         uint64_t n);
 
+/*
+ * Counts n events of s's telemetry session that its runtime dropped before dotmon read them
+ * (its session buffer was full): which signal they carried is unknown, so they are counted
+ * apart from the items (dotmon_otel_lost_events_total).
+ */
+void otel_count_lost(struct otel *o, const struct otel_source *s, uint64_t n);
+
 /* Counts for /metrics/dotmon (Prometheus text) and /info?extras=true. */
 int otel_render_prom(const struct otel *o, struct buf *out);
 struct cJSON *otel_status_json(const struct otel *o);

@@ -38,6 +38,7 @@ static const char cat[] = "dotmon.otel";
 #define MAX_SERIES     2000u /* per process, as /metrics' stores bound theirs */
 #define RETRY_MIN_MS   1000u
 #define RETRY_MAX_MS   60000u
+#define LOST_WARN_MS   60000u /* at most one warning of the runtime's drops this often */
 #define LOGS_SHARE     (8ull * 1024 * 1024)
 #define SPAN_ATTRS     EV_ACTIVITY_MAX_TAGS
 
@@ -71,6 +72,8 @@ struct oproc {
     uv_timer_t retry; /* the session's restart */
     uint64_t backoff_ms;
     bool gone;
+    uint64_t lost_seen;    /* the session's events the runtime dropped, already counted */
+    uint64_t lost_warn_ms; /* the last such loss told (loop time; 0: never) */
     struct otel_log_view view;
     struct otlp_kv span_attrs[SPAN_ATTRS];
 };
@@ -217,6 +220,40 @@ static bool op_check_version(struct oproc *op)
     return true;
 }
 
+/*
+ * Events of the session the runtime dropped (its buffer was full: the app wrote faster than
+ * dotmon read), from the stream's sequence numbers (docs/nettrace.md): counted for the process
+ * and told at most every LOST_WARN_MS. Both decoders read the same stream, so either one's count
+ * is the session's; which signal the lost events carried cannot be known.
+ */
+static void op_count_lost(struct oproc *op)
+{
+    uint64_t lost = 0;
+    if (op->spans != NULL) {
+        struct ev_activity_stats st;
+        ev_activity_get_stats(op->spans, &st);
+        lost = st.lost;
+    } else if (op->logs != NULL) {
+        struct ev_logs_stats st;
+        ev_logs_get_stats(op->logs, &st);
+        lost = st.lost;
+    }
+    if (lost <= op->lost_seen) {
+        return;
+    }
+    otel_count_lost(op->ps->o, op->src, lost - op->lost_seen);
+    op->lost_seen = lost;
+    uint64_t now = uv_now(op->ps->a->loop);
+    if (op->lost_warn_ms == 0 || now - op->lost_warn_ms >= LOST_WARN_MS) {
+        op->lost_warn_ms = now;
+        log_warn(cat,
+                 "process %" PRIu64 ": the runtime dropped %" PRIu64 " event(s) of the "
+                 "OpenTelemetry session so far: it wrote faster than dotmon read "
+                 "(dotmon_otel_lost_events_total counts them)",
+                 op->pid, lost);
+    }
+}
+
 static int op_feed(void *ctx, const uint8_t *p, size_t n)
 {
     struct oproc *op = ctx;
@@ -226,6 +263,9 @@ static int op_feed(void *ctx, const uint8_t *p, size_t n)
         if (rc == 0) {
             (void)op_check_version(op);
         }
+    }
+    if (rc == 0) {
+        op_count_lost(op);
     }
     return rc;
 }
@@ -341,6 +381,7 @@ static void op_logs_start(struct oproc *op)
         rc = rc != 0 ? rc : ev_activity_set_share(op->spans, &op->share);
     }
     op->version_seen = false;
+    op->lost_seen = 0; /* new decoders count from 0 */
     /* No stacks: nothing exported carries one, and a stack walk per log record and per Activity
      * is most of what the runtime would spend inside the app (docs/otel.md §6). */
     struct ipc_collect_config collect = {.buffer_mb = OTEL_BUFFER_MB,

@@ -4,7 +4,9 @@
 FaultProxy (it inflates gzip: the Aspire Dashboard reads none) to the real receiver, with backoffs
 and timeouts shortened through settings. In turn: the receiver down at start (a warning, retries,
 then delivery), 429 with Retry-After honoured (the retry waits for it), a slow receiver, down for
-a while mid-run (retries, then delivery, nothing dropped below the queue bound), an app that exits
+a while mid-run (retries, then delivery, nothing dropped below the queue bound), dotmon stopped
+(SIGSTOP) while the app writes fast (the runtime drops events of the session: counted in
+dotmon_otel_lost_events_total and logged), an app that exits
 with a batch pending (its spans still delivered), a clean stop of dotmon with spans queued (sent
 before it exits) right after more work (its records and spans, still in the runtime's buffers
 then, delivered too: the stop drains the OTel session). Then a second dotmon to a receiver over TLS with a private CA
@@ -12,6 +14,7 @@ then, delivered too: the stop drains the OTel session). Then a second dotmon to 
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -43,10 +46,10 @@ def delivered(rx, ans):
     return ans["parentSpanId"] in ids and ans["childSpanId"] in ids and len(ids) == 5
 
 
-def queued_traces(port):
+def queued_traces(port, signal="traces"):
     _, _, body = http_get(port, "/metrics/dotmon")
     for line in body.decode().splitlines():
-        if line.startswith('dotmon_otel_queued{signal="traces"} '):
+        if line.startswith(f'dotmon_otel_queued{{signal="{signal}"}} '):
             return int(float(line.split()[-1]))
     return 0
 
@@ -98,6 +101,22 @@ def faults(tmp, rx, proxy):
         c = counts(port, app.pid)
         check(all(c.get((s, "dropped"), 0) == 0 for s in ("traces", "logs")), f"nothing dropped below the bound {c}")
         check(any(r[2] == "gzip" for r in proxy.seen("/v1/traces")), "requests were gzip (inflated by the proxy)")
+        # 4b. dotmon not reading (stopped) while the app writes fast: the runtime drops events of
+        # the session (its buffer is full); dotmon counts them from the stream's sequence numbers
+        os.kill(dm.pid, signal.SIGSTOP)
+        try:
+            took = app.items(15000)
+        finally:
+            os.kill(dm.pid, signal.SIGCONT)
+        # A gap shows once the stream goes on: the thread's next event or the next sequence point
+        # (the runtime writes one after about 10 MB of events), so the app goes on, at a pace.
+        app.items(6000, 6000)
+        check(wait_for(lambda: lost_events(port, app.pid) > 0, 20),
+              f"while dotmon was stopped ({took:.1f} s of items), the runtime's drops counted "
+              f"(dotmon_otel_lost_events_total {lost_events(port, app.pid)})")
+        check(wait_for(lambda: "the runtime dropped" in log_text(log), 5), "... and told in dotmon's log")
+        # what the burst queued (past the queue bound: dropped) is sent before the next step
+        wait_for(lambda: queued_traces(port) == 0 and queued_traces(port, "logs") == 0, 30)
         # 5. an app that exits with its batch pending
         a6 = app.work(6)
         app.stop()
@@ -139,6 +158,13 @@ def faults(tmp, rx, proxy):
         if FAILS:
             sys.stderr.write("--- dotmon log (tail) ---\n" + log_text(log)[-6000:])
         log.close()
+
+
+def lost_events(port, pid):
+    """dotmon_otel_lost_events_total{pid} on /metrics/dotmon (0 when absent)."""
+    _, _, body = http_get(port, "/metrics/dotmon")
+    head = f"dotmon_otel_lost_events_total{{pid=\"{pid}\"}} "
+    return next((int(float(line[len(head):])) for line in body.decode().splitlines() if line.startswith(head)), 0)
 
 
 def tls(tmp):

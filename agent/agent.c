@@ -163,7 +163,7 @@ static int listen_path_setting(struct agent *a, const char *shared, const char *
             return 0;
         }
         if (strcasecmp(mode, "Node") == 0) {
-            /* dotmon's own (docs/ipc.md §5): every runtime on the node, through /proc. */
+            /* dotmon's own (docs/ipc.md §6): every runtime on the node, through /proc. */
             if (has_name) {
                 log_warn(cat, "DiagnosticPort:EndpointName is ignored in node mode");
             }

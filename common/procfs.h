@@ -8,7 +8,7 @@
 
 /*
  * Pure parsers of /proc text (no I/O): the caller reads the file (bounded) and passes its bytes.
- * Node-mode discovery (docs/ipc.md §5) uses these.
+ * Node-mode discovery (docs/ipc.md §6) uses these.
  */
 
 /*

@@ -119,10 +119,10 @@ struct ipc_discovery {
     int open_handles;
 
     uv_fs_t scan_req;
-    bool node;              /* node mode: scans walk /proc (scan_work) */
+    bool node; /* node mode: scans walk /proc (scan_work) */
     uv_work_t scan_work;
     struct ipc_node_walk walk;
-    size_t node_looked;     /* from the last walk */
+    size_t node_looked; /* from the last walk */
     size_t node_denied;
     bool denied_logged;
     bool scan_busy;
@@ -241,7 +241,8 @@ static struct ipc_proclist_entry *proc_from_info(const struct ipc_process_info *
     if (e == NULL) {
         return NULL;
     }
-    struct ipc_endpoint ep = {.path = s->path, .peer_uid = (int64_t)s->owner_uid};
+    struct ipc_endpoint ep = {
+        .path = s->path, .peer_uid = (int64_t)s->owner_uid, .long_path = s->d->node};
     if (ipc__process_init(&e->pub, pi, level, &ep, s->owner_uid) != 0) {
         free(e);
         return NULL;
@@ -350,8 +351,8 @@ static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
                            : "");
     if (d->node && res->info->pid != s->cand.ns_pid) {
         /* The runtime behind the socket says it is someone else: not this process's. */
-        log_warn(LOG_CAT, "ignoring %s: its runtime reports pid %llu, the process has %llu", s->path,
-                 (unsigned long long)res->info->pid, (unsigned long long)s->cand.ns_pid);
+        log_warn(LOG_CAT, "ignoring %s: its runtime reports pid %llu, the process has %llu",
+                 s->path, (unsigned long long)res->info->pid, (unsigned long long)s->cand.ns_pid);
         s->state = S_STALE;
         sock_retire_proc(s);
         return;
@@ -431,7 +432,8 @@ static void on_exchange_done(void *ud, const struct ipc__probe_result *res)
 static int start_exchange(struct sock *s, enum sock_op op)
 {
     struct ipc_discovery *d = s->d;
-    struct ipc_endpoint ep = {.path = s->path, .peer_uid = (int64_t)s->owner_uid};
+    struct ipc_endpoint ep = {
+        .path = s->path, .peer_uid = (int64_t)s->owner_uid, .long_path = s->d->node};
     /* Liveness: the plain ProcessInfo every runtime knows; a probe steps down from probe_level. */
     int rc = ipc__probe_start(d->loop, &ep, op == OP_LIVENESS ? 1 : s->probe_level, op == OP_PROBE,
                               d->probe_timeout_ms, on_exchange_done, s, &s->x);
@@ -800,7 +802,7 @@ static void on_liveness_timer(uv_timer_t *t)
     pump(d);
 }
 
-/* ---- node mode: walking /proc (docs/ipc.md §5) -------------------------------------------- */
+/* ---- node mode: walking /proc (docs/ipc.md §6) -------------------------------------------- */
 
 /* A pool job on a sock is over: false when the sock is no longer anyone's concern. */
 static bool sock_work_done(struct sock *s, int status)
@@ -930,8 +932,8 @@ static struct sock *sock_new_node(struct ipc_discovery *d, const struct ipc_node
         return NULL;
     }
     char path[64 + sizeof(c->tmpdir) + sizeof(c->name)];
-    snprintf(path, sizeof(path), "/proc/%llu/root%s/%s", (unsigned long long)c->host_pid,
-             c->tmpdir, c->name);
+    snprintf(path, sizeof(path), "/proc/%llu/root%s/%s", (unsigned long long)c->host_pid, c->tmpdir,
+             c->name);
     s->name = strdup(path);
     s->path = strdup(path);
     if (s->name == NULL || s->path == NULL) {

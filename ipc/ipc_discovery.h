@@ -28,8 +28,9 @@
  */
 
 struct ipc_process {
-    uint64_t pid; /* the name dotmon uses: connect and listen modes, as the target sees itself (its
-                     own pid namespace); node mode, its pid in dotmon's /proc (unique on the node) */
+    uint64_t
+        pid; /* the name dotmon uses: connect and listen modes, as the target sees itself (its
+                own pid namespace); node mode, its pid in dotmon's /proc (unique on the node) */
     uint64_t ns_pid;           /* the pid the runtime reports for itself, 0 when the same as pid */
     uint64_t host_pid;         /* its pid in dotmon's /proc, 0 when unknown (listen mode, or
                                   another pid namespace); connect mode: pid when /proc/<pid>'s
@@ -87,8 +88,8 @@ bool ipc_trust_allows(const struct ipc_trust *t, uint32_t uid, uint64_t pid);
 struct ipc_listen_config;
 
 struct ipc_discovery_config {
-    const char *dir;           /* directory to watch; required unless listen or node is set */
-    bool node; /* node mode (docs/ipc.md §5): walk /proc and reach every process's runtime through
+    const char *dir; /* directory to watch; required unless listen or node is set */
+    bool node; /* node mode (docs/ipc.md §6): walk /proc and reach every process's runtime through
                   /proc/<pid>/root/<its TMPDIR>; dir is not watched */
     uint64_t probe_timeout_ms; /* per IPC exchange; 0 → 3000 */
     uint64_t rescan_ms;        /* full directory rescan period; 0 → 5000 */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Node mode's reads of /proc (docs/ipc.md §5): blocking, bounded, for the thread pool.
+ * Node mode's reads of /proc (docs/ipc.md §6): blocking, bounded, for the thread pool.
  */
 #define _GNU_SOURCE /* O_CLOEXEC, fdopendir */
 #include "ipc_node.h"
@@ -137,10 +137,10 @@ static void list_dir(int dirfd, struct dir_list *l)
             cap = nc;
         }
         size_t nl = strnlen(de->d_name, IPC_SOCKNAME_MAX);
-    if (nl >= IPC_SOCKNAME_MAX) {
-        continue;
-    }
-    memcpy(l->names[l->n++], de->d_name, nl + 1);
+        if (nl >= IPC_SOCKNAME_MAX) {
+            continue;
+        }
+        memcpy(l->names[l->n++], de->d_name, nl + 1);
     }
     (void)closedir(dir);
 }

@@ -9,7 +9,7 @@
 #include "ipc_sockname.h"
 
 /*
- * Node mode's blocking reads of /proc (docs/ipc.md §5), for the libuv thread pool only: never
+ * Node mode's blocking reads of /proc (docs/ipc.md §6), for the libuv thread pool only: never
  * call these on the loop. Every file read is bounded (IPC_NODE_READ_MAX bytes), every walk looks
  * at IPC_NODE_MAX_PIDS processes at most.
  */

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Issue 34, node mode (DiagnosticPort:ConnectionMode=Node, docs/ipc.md §5), end to end with the real
+"""Issue 34, node mode (DiagnosticPort:ConnectionMode=Node, docs/ipc.md §6), end to end with the real
 dotmon and two real TestApps, each pid 1 of its own pid and mount namespace with a private tmpfs
 TMPDIR (unshare; one at /tmp, one at a folder of its own, so the TMPDIR of the app's environment is
 followed):
@@ -125,10 +125,14 @@ def main():
                                          "sh", IMPOSTOR], stdout=out)
         fake = ns_init(impostor)
         check(wait_for(lambda: "bound" in read(marker), 10), "the impostor bound its socket")
-        own = os.path.join(tmp, "app-b")
+        # Long enough that /proc/<pid>/root<TMPDIR>/<socket> exceeds sun_path (O_PATH connects).
+        own = os.path.join(tmp, "a-private-tmpdir-long-enough-to-pass-sun-path")
         os.mkdir(own)
         apps.append(start_app("/tmp"))
         apps.append(start_app(own))
+        socks = [n for n in os.listdir(f"/proc/{apps[1].host}/root{own}") if n.startswith("dotnet-diagnostic-1-")]
+        check(len(socks) == 1 and len(f"/proc/{apps[1].host}/root{own}/{socks[0]}") >= 108,
+              f"the second app's socket path through /proc does not fit sun_path ({socks})")
         for a in apps:
             check(a.pid == 1, f"the app is pid 1 in its namespace (said {a.pid}, host pid {a.host})")
         dmtmp = os.path.join(tmp, "dotmon")

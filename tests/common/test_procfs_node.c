@@ -99,9 +99,8 @@ static void test_unix_listener(void **state)
 {
     (void)state;
     uint64_t ino = 0;
-    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/dotnet-diagnostic-1-6825986-socket",
-                                          &ino),
-                     0);
+    assert_int_equal(
+        procfs_unix_listener(TXT(net_unix), "/tmp/dotnet-diagnostic-1-6825986-socket", &ino), 0);
     assert_int_equal(ino, 42092294); /* the listener, not the connected socket after it */
     assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/with space", &ino), 0);
     assert_int_equal(ino, 42093100);
@@ -130,8 +129,8 @@ static void test_socket_link(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_nspid),        cmocka_unit_test(test_starttime),
-        cmocka_unit_test(test_environ),      cmocka_unit_test(test_unix_listener),
+        cmocka_unit_test(test_nspid),       cmocka_unit_test(test_starttime),
+        cmocka_unit_test(test_environ),     cmocka_unit_test(test_unix_listener),
         cmocka_unit_test(test_socket_link),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

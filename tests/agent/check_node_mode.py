@@ -11,8 +11,11 @@ followed):
   - an app restarted in a new namespace is listed as a new instance (new uid), the old one leaves;
   - an impostor: a namespace whose pid 1 is `sleep` while another process there (pid 2) binds
     /tmp/dotnet-diagnostic-1-<key>-socket: the name and pid 1 match, but pid 1 holds no such
-    socket, so it is never listed and its socket is never connected to.
-Needs root and a working unshare; exits 77 otherwise. Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR.
+    socket, so it is never listed and its socket is never connected to;
+  - without the capability: dotmon as another uid with no capabilities (setpriv) lists neither
+    app (root's), counts the processes it may not look into (/info?extras=true) and says so in an
+    Error naming CAP_SYS_PTRACE.
+Needs root, unshare and setpriv; exits 77 otherwise. Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR.
 """
 
 import os
@@ -41,10 +44,11 @@ while True:
     c.close()
 """
 RESCAN_MS = 300
+UID = 4342  # the unprivileged dotmon's
 
 
 def unshare_works():
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
         return False
     r = subprocess.run([*NS, "sh", "-c", "mount -t tmpfs tmpfs /tmp"], capture_output=True)
     return r.returncode == 0
@@ -109,6 +113,42 @@ def collect(port, app, label, log):
           f"{label}: no dump left in the app's private TMPDIR ({dumps_in(app)})")
 
 
+def unprivileged(apps):
+    """dotmon in node mode as UID without capabilities: a clear refusal, not a silent empty list."""
+    tmp = tempfile.mkdtemp(prefix="dotmon-node-user-")
+    os.chmod(tmp, 0o700)
+    os.chown(tmp, UID, UID)
+    port = free_port()
+    dm = None
+    try:
+        with open(os.path.join(tmp, "dotmon.log"), "w+") as log:
+            env = dict(os.environ, TMPDIR=tmp, HOME=tmp, DotnetMonitor_DiagnosticPort__ConnectionMode="Node",
+                       DotnetMonitor_Timeouts__DiscoveryRescanMs=str(RESCAN_MS))
+            dm = subprocess.Popen(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups",
+                                   "--inh-caps=-all", "--bounding-set=-all", os.environ["DOTMON_BIN"], "collect",
+                                   "--no-auth", "--urls", f"http://127.0.0.1:{port}", "--metrics", "false"],
+                                  stdout=subprocess.DEVNULL, stderr=log, env=env)
+            node = {}
+
+            def denied():
+                st, info = get_json(port, "/info?extras=true", timeout=5) if dm.poll() is None else (0, None)
+                node.update((info or {}).get("node", {}))
+                return node.get("processesDenied", 0) > 0
+
+            check(wait_for(denied, 30), f"unprivileged: /info counts the processes it may not read ({node})")
+            st, procs = get_json(port, "/processes", timeout=5)
+            pids = [p["pid"] for p in procs or []]
+            check(st == 200 and all(a.host not in pids for a in apps),
+                  f"unprivileged: root's apps are not listed ({st}, {pids})")
+            check(wait_for(lambda: "CAP_SYS_PTRACE" in read(log.name), 10),
+                  "unprivileged: an Error names CAP_SYS_PTRACE")
+            if FAILS:
+                sys.stderr.write(read(log.name)[-3000:])
+    finally:
+        stop(dm)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     if not unshare_works():
         print("skipped: needs root and unshare with pid and mount namespaces")
@@ -168,6 +208,7 @@ def main():
         time.sleep(4 * RESCAN_MS / 1000)
         check(fake not in listed(port), f"the impostor's pid {fake} is not listed")
         check("connected" not in read(marker), "nobody connected to the impostor's socket")
+        unprivileged(apps)
     finally:
         for a in apps:
             a.kill()

@@ -40,6 +40,13 @@
  * through ipc_exchange with a timeout, and at most MAX_IN_FLIGHT exchanges run at once, so the
  * loop never blocks and a directory full of stale files costs one refused connect each.
  *
+ * Node mode (docs/ipc.md §6) feeds the same machinery from a walk of /proc (ipc_node.c, on the
+ * pool) instead of a scandir: a sock is named by its full /proc/<pid>/root path, is checked on the
+ * pool (ipc_node_verify, then its lstat) instead of the plain lstat, and is replaced when the walk
+ * sees its pid with another start time. In both modes a probed sock is checked once more on the
+ * pool (S_VERIFY: node mode, the start time; connect mode, /proc/<pid>'s NSpid for host_pid)
+ * before it is listed.
+ *
  * The published list (what ipc_discovery_at returns) holds one process per pid: the LISTED sock
  * with the highest key, then the newest mtime. It is rebuilt by publish() after every change,
  * which also reports additions and removals and frees the retired process structs.

@@ -23,6 +23,11 @@
  * sockets that refuse connections (stale files) are never listed. When several sockets share
  * one pid, the newest (highest disambiguation key, then mtime) wins.
  *
+ * Node mode (cfg->node, docs/ipc.md §6): instead of a directory, a walk of /proc on the thread pool
+ * (at start and every rescan_ms) names each process's sockets in /proc/<pid>/root/<its TMPDIR>;
+ * each is checked to be that process's own listener (net/unix and fd inodes, start time) before
+ * the same probing, liveness and publication. pid is then the host pid.
+ *
  * Requests are served from the cache: lookups never touch the network.
  * Everything runs on the loop given at creation; nothing here blocks.
  */

@@ -120,11 +120,11 @@ static void list_dir(int dirfd, struct dir_list *l)
     }
     size_t cap = 0;
     struct dirent *de;
-    while ((de = readdir(dir)) != NULL) {
+    while (l->n < MAX_CANDS && (de = readdir(dir)) != NULL) {
         uint64_t pid;
         uint64_t key;
         if ((de->d_type != DT_SOCK && de->d_type != DT_UNKNOWN) ||
-            ipc_sockname_parse(de->d_name, &pid, &key) != 0 || l->n >= MAX_CANDS) {
+            ipc_sockname_parse(de->d_name, &pid, &key) != 0) {
             continue;
         }
         if (l->n == cap) {

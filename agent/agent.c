@@ -162,8 +162,17 @@ static int listen_path_setting(struct agent *a, const char *shared, const char *
             }
             return 0;
         }
+        if (strcasecmp(mode, "Node") == 0) {
+            /* dotmon's own (docs/ipc.md §6): every runtime on the node, through /proc. */
+            if (has_name) {
+                log_warn(cat, "DiagnosticPort:EndpointName is ignored in node mode");
+            }
+            a->node_mode = true;
+            return 0;
+        }
         if (strcasecmp(mode, "Listen") != 0) {
-            log_error(cat, "DiagnosticPort:ConnectionMode: '%s' is not Connect or Listen", mode);
+            log_error(cat, "DiagnosticPort:ConnectionMode: '%s' is not Connect, Listen or Node",
+                      mode);
             return AGENT_E_INVAL;
         }
         if (!has_name && shared == NULL) {
@@ -968,6 +977,7 @@ static int start_discovery(struct agent *a)
     struct ipc_discovery_config dcfg;
     memset(&dcfg, 0, sizeof(dcfg));
     dcfg.dir = a->diag_dir;
+    dcfg.node = a->node_mode;
     dcfg.probe_timeout_ms = agent_timeout(a, TIMEOUT_IPC_EXCHANGE);
     dcfg.rescan_ms = agent_timeout(a, TIMEOUT_DISCOVERY_RESCAN);
     dcfg.liveness_ms = agent_timeout(a, TIMEOUT_DISCOVERY_LIVENESS);
@@ -1017,6 +1027,8 @@ static int start_discovery(struct agent *a)
                  a->listen_hold     ? " (held suspended until a trace starts)"
                  : a->rules != NULL ? " (held suspended until their collection rules have started)"
                                     : "");
+    } else if (a->node_mode) {
+        log_info(cat, "node mode: walking /proc for .NET runtimes in every container");
     } else {
         log_info(cat, "watching %s for .NET runtimes (connect mode)", a->diag_dir);
     }

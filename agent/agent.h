@@ -69,7 +69,9 @@ struct agent {
     struct ipc_trust trust; /* DiagnosticPort:TrustedUids: whose runtimes dotmon talks to */
 
     /* Listen mode (DiagnosticPort, see setup_listen in agent.c); listen_path NULL: connect mode. */
-    char *listen_path;             /* the socket dotmon binds */
+    char *listen_path; /* the socket dotmon binds */
+    bool node_mode; /* DiagnosticPort:ConnectionMode=Node (docs/ipc.md §6): runtimes found through
+                       /proc; listen_path is NULL */
     unsigned listen_socket_mode;   /* DiagnosticPort:SocketMode (default 0600) */
     bool listen_hold;              /* DiagnosticPort:HoldSuspended */
     size_t listen_max_connections; /* DiagnosticPort:MaxConnections (0: default) */

@@ -21,7 +21,7 @@ static const char cat[] = "dotmon.api";
 /* The environment block can be large (containers with many variables); cap it anyway. */
 #define ENV_MAX_REPLY (4u * 1024 * 1024)
 
-static cJSON *process_summary(struct agent *a, const struct ipc_process *p)
+static cJSON *process_summary(struct agent *a, const struct ipc_process *p, bool extras)
 {
     cJSON *o = cJSON_CreateObject();
     if (o == NULL) {
@@ -31,15 +31,27 @@ static cJSON *process_summary(struct agent *a, const struct ipc_process *p)
     cJSON_AddStringToObject(o, "uid", p->uid);
     cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
     cJSON_AddBoolToObject(o, "isDefault", api_is_default(a, p));
+    if (extras && p->ns_pid != 0) {
+        /* Node mode: the pid the runtime sees for itself, in its container's pid namespace. */
+        cJSON_AddNumberToObject(o, "nsPid", (double)p->ns_pid);
+    }
+    if (extras && p->host_pid != 0) {
+        cJSON_AddNumberToObject(o, "hostPid", (double)p->host_pid);
+    }
     return o;
 }
 
 void api_processes(struct agent *a, struct http_request *req)
 {
+    /* dotnet-monitor's fields; extras=true adds dotmon's nsPid and hostPid when known. */
+    bool extras = false;
+    if (api_query_bool(req, "extras", &extras) != 0) {
+        return;
+    }
     cJSON *arr = cJSON_CreateArray();
     size_t n = ipc_discovery_count(a->disc);
     for (size_t i = 0; arr != NULL && i < n; i++) {
-        cJSON *o = process_summary(a, ipc_discovery_at(a->disc, i));
+        cJSON *o = process_summary(a, ipc_discovery_at(a->disc, i), extras);
         if (o == NULL) {
             cJSON_Delete(arr);
             arr = NULL;
@@ -256,6 +268,18 @@ void api_info(struct agent *a, struct http_request *req)
             snprintf(native, sizeof(native), "libuv %s", uv_version_string());
             cJSON_AddStringToObject(o, "native", native);
             cJSON_AddItemToObject(o, "metrics", metrics_status_json(a->metrics));
+            if (a->node_mode && a->disc != NULL) {
+                /* Node mode: how many processes the last walk of /proc looked at, and how many
+                 * of them dotmon may not look into (CAP_SYS_PTRACE missing). */
+                size_t looked = 0;
+                size_t denied = 0;
+                ipc_discovery_node_stats(a->disc, &looked, &denied);
+                cJSON *nd = cJSON_AddObjectToObject(o, "node");
+                if (nd != NULL) {
+                    cJSON_AddNumberToObject(nd, "processesLooked", (double)looked);
+                    cJSON_AddNumberToObject(nd, "processesDenied", (double)denied);
+                }
+            }
             cJSON *ot = otel_status_json(a->otel); /* NULL when export is off */
             if (ot != NULL) {
                 cJSON_AddItemToObject(o, "openTelemetry", ot);

@@ -43,6 +43,9 @@ struct ipc_endpoint {
     const struct ipc_transport *transport; /* NULL: the socket at path */
     struct ipc_listen_ref *listener;       /* listen mode: counted */
     char uid[IPC_ENDPOINT_UID_SIZE];       /* listen mode: the runtime's cookie (GUID string) */
+    bool long_path; /* path endpoints: a path too long for sun_path is opened with O_PATH and
+                       connected to as /proc/self/fd/<n> (the descriptor is closed right after the
+                       connect); else such a path fails with UV_ENAMETOOLONG. Node mode's. */
 };
 #define IPC_ANY_PEER ((int64_t)-1)
 /* An endpoint whose listener is not checked, for a path the caller made itself (tests, tools). */
@@ -89,7 +92,8 @@ enum ipc_exchange_kind {
  *
  * Details of this implementation:
  * - Returns 0, or AGENT_E_INVAL (bad arguments, req shorter than a header, max_reply < 20),
- *   UV_ENAMETOOLONG (path does not fit sun_path), UV_ECONNREFUSED (a listen-mode endpoint whose
+ *   UV_ENAMETOOLONG (path does not fit sun_path, unless ep->long_path; then a negative errno when
+ *   the file cannot be opened with O_PATH), UV_ECONNREFUSED (a listen-mode endpoint whose
  *   runtime is not connected, or whose listener has closed) or UV_ENOMEM; on error cb is never
  *   called.
  * - cb runs after the exchange's handles have closed, so the exchange holds no loop resources

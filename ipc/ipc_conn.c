@@ -7,10 +7,15 @@
  * works the same way in both modes, and every connection to a path is checked against the user
  * its runtime was found to run as before anything is written to it.
  */
-#define _GNU_SOURCE /* struct ucred */
+#define _GNU_SOURCE /* struct ucred, O_PATH */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "ipc_internal.h"
@@ -53,10 +58,27 @@ static void conn_on_path_connect(uv_connect_t *req, int status)
 static int path_connect(struct ipc_conn *c, uv_loop_t *loop, const struct ipc_endpoint *ep)
 {
     (void)loop;
+    struct sockaddr_un sa;
+    if (strlen(ep->path) < sizeof(sa.sun_path) || !ep->long_path) {
+        c->state = IPC_CONN_PATH;
+        c->req.data = c;
+        /* Errors (refused, no such file) arrive through the callback, on a later loop turn. */
+        uv_pipe_connect(&c->req, c->pipe, ep->path, conn_on_path_connect);
+        return 0;
+    }
+    /* Too long for sun_path: the socket file by descriptor. connect(2) runs inside
+     * uv_pipe_connect (libuv only waits for its completion later), so the descriptor has done its
+     * work when the call returns. */
+    int fd = open(ep->path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        return -errno;
+    }
+    char short_path[40];
+    snprintf(short_path, sizeof(short_path), "/proc/self/fd/%d", fd);
     c->state = IPC_CONN_PATH;
     c->req.data = c;
-    /* Errors (refused, no such file) arrive through the callback, on a later loop turn. */
-    uv_pipe_connect(&c->req, c->pipe, ep->path, conn_on_path_connect);
+    uv_pipe_connect(&c->req, c->pipe, short_path, conn_on_path_connect);
+    (void)close(fd);
     return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "ipc_codec.h"
 #include "ipc_internal.h"
 #include "ipc_listen.h"
+#include "ipc_node.h"
 #include "ipc_proclist.h"
 #include "ipc_sockname.h"
 #include "log.h"
@@ -39,6 +40,13 @@
  * through ipc_exchange with a timeout, and at most MAX_IN_FLIGHT exchanges run at once, so the
  * loop never blocks and a directory full of stale files costs one refused connect each.
  *
+ * Node mode (docs/ipc.md §6) feeds the same machinery from a walk of /proc (ipc_node.c, on the
+ * pool) instead of a scandir: a sock is named by its full /proc/<pid>/root path, is checked on the
+ * pool (ipc_node_verify, then its lstat) instead of the plain lstat, and is replaced when the walk
+ * sees its pid with another start time. In both modes a probed sock is checked once more on the
+ * pool (S_VERIFY: node mode, the start time; connect mode, /proc/<pid>'s NSpid for host_pid)
+ * before it is listed.
+ *
  * The published list (what ipc_discovery_at returns) holds one process per pid: the LISTED sock
  * with the highest key, then the newest mtime. It is rebuilt by publish() after every change,
  * which also reports additions and removals and frees the retired process structs.
@@ -48,7 +56,17 @@
 #define MAX_IN_FLIGHT 16
 #define MAX_REFUSALS  3 /* connects refused before a new socket counts as stale */
 
-enum sock_state { S_STAT = 0, S_PROBE_WAIT, S_PROBING, S_LISTED, S_STALE, S_FAILED, S_REFUSED };
+/* S_VERIFY: probed, its process being checked again (start time, NSpid) before it is listed. */
+enum sock_state {
+    S_STAT = 0,
+    S_PROBE_WAIT,
+    S_PROBING,
+    S_VERIFY,
+    S_LISTED,
+    S_STALE,
+    S_FAILED,
+    S_REFUSED
+};
 
 enum sock_op { OP_NONE = 0, OP_PROBE, OP_LIVENESS };
 
@@ -80,6 +98,13 @@ struct sock {
     struct ipc__probe *x; /* the probe or liveness ProcessInfo in flight */
     uv_fs_t stat_req;
     struct ipc_proclist_entry *proc; /* while LISTED (rank: the socket's mtime) */
+    /* Thread-pool work on this sock (node mode's check, or the check after a probe). */
+    uv_work_t work;
+    bool work_busy;
+    int work_rc;
+    struct stat work_st;
+    uint64_t host_nspid;       /* the check after a probe: NSpid of /proc/<pid> (connect mode) */
+    struct ipc_node_cand cand; /* node mode: what the walk saw */
 };
 
 struct ipc_discovery {
@@ -101,6 +126,12 @@ struct ipc_discovery {
     int open_handles;
 
     uv_fs_t scan_req;
+    bool node; /* node mode: scans walk /proc (scan_work) */
+    uv_work_t scan_work;
+    struct ipc_node_walk walk;
+    size_t node_looked; /* from the last walk */
+    size_t node_denied;
+    bool denied_logged;
     bool scan_busy;
     bool scan_again;
     int stats_busy;
@@ -128,6 +159,8 @@ static void publish(struct ipc_discovery *d);
 static void request_scan(struct ipc_discovery *d);
 static void maybe_finish_close(struct ipc_discovery *d);
 static void on_wake(uv_timer_t *t);
+static void on_walk(uv_work_t *w, int status);
+static void walk_work(uv_work_t *w);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
@@ -175,7 +208,9 @@ static void sock_remove(struct sock *s)
     if (s->x != NULL) {
         ipc__probe_abort(s->x); /* the callback still comes, then the sock is reaped */
     }
-    if (s->ops > 0 && s->op == OP_NONE) {
+    if (s->work_busy) {
+        (void)uv_cancel((uv_req_t *)&s->work);
+    } else if (s->ops > 0 && s->op == OP_NONE) {
         (void)uv_cancel((uv_req_t *)&s->stat_req);
     }
     sock_reap(s);
@@ -213,12 +248,19 @@ static struct ipc_proclist_entry *proc_from_info(const struct ipc_process_info *
     if (e == NULL) {
         return NULL;
     }
-    struct ipc_endpoint ep = {.path = s->path, .peer_uid = (int64_t)s->owner_uid};
+    struct ipc_endpoint ep = {
+        .path = s->path, .peer_uid = (int64_t)s->owner_uid, .long_path = s->d->node};
     if (ipc__process_init(&e->pub, pi, level, &ep, s->owner_uid) != 0) {
         free(e);
         return NULL;
     }
     e->pub.key = s->key;
+    if (s->d->node) {
+        e->pub.pid = s->cand.host_pid;
+        e->pub.host_pid = s->cand.host_pid;
+        e->pub.ns_pid = pi->pid != s->cand.host_pid ? pi->pid : 0;
+        snprintf(e->pub.node_tmpdir, sizeof(e->pub.node_tmpdir), "%s", s->cand.tmpdir);
+    }
     e->pub.seen_ms = now;
     e->rank = s->mtime_ns;
     return e;
@@ -258,6 +300,8 @@ static void probe_failed(struct sock *s, const char *why, int status, uint32_t h
     log_debug(LOG_CAT, "probe of %s failed (%s: %s, hresult 0x%08x); retry in %llu ms", s->name,
               why, agent_strerror(status), (unsigned)hresult, (unsigned long long)delay);
 }
+
+static void sock_verify(struct sock *s);
 
 static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
 {
@@ -305,7 +349,6 @@ static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
         return;
     }
     s->proc = e;
-    s->state = S_LISTED;
     s->refusals = 0;
     s->failures = 0;
     log_debug(LOG_CAT, "socket %s: pid %llu uid %s name %s (ProcessInfo%s)", s->name,
@@ -313,6 +356,15 @@ static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
               level == 3   ? "3"
               : level == 2 ? "2"
                            : "");
+    if (d->node && res->info->pid != s->cand.ns_pid) {
+        /* The runtime behind the socket says it is someone else: not this process's. */
+        log_warn(LOG_CAT, "ignoring %s: its runtime reports pid %llu, the process has %llu",
+                 s->path, (unsigned long long)res->info->pid, (unsigned long long)s->cand.ns_pid);
+        s->state = S_STALE;
+        sock_retire_proc(s);
+        return;
+    }
+    sock_verify(s);
 }
 
 static void on_liveness_result(struct sock *s, const struct ipc__probe_result *res)
@@ -387,7 +439,8 @@ static void on_exchange_done(void *ud, const struct ipc__probe_result *res)
 static int start_exchange(struct sock *s, enum sock_op op)
 {
     struct ipc_discovery *d = s->d;
-    struct ipc_endpoint ep = {.path = s->path, .peer_uid = (int64_t)s->owner_uid};
+    struct ipc_endpoint ep = {
+        .path = s->path, .peer_uid = (int64_t)s->owner_uid, .long_path = s->d->node};
     /* Liveness: the plain ProcessInfo every runtime knows; a probe steps down from probe_level. */
     int rc = ipc__probe_start(d->loop, &ep, op == OP_LIVENESS ? 1 : s->probe_level, op == OP_PROBE,
                               d->probe_timeout_ms, on_exchange_done, s, &s->x);
@@ -468,6 +521,12 @@ static void on_wake(uv_timer_t *t)
 
 /* ---- the published list ------------------------------------------------------------------ */
 
+/* The pid that names a sock's process: node mode, its host pid. */
+static uint64_t sock_pid(const struct sock *s)
+{
+    return s->d->node ? s->cand.host_pid : s->pid;
+}
+
 /*
  * True while a newer socket for the same pid has not finished its first probe: listing the older
  * one now would only make the winner flip a moment later.
@@ -475,7 +534,7 @@ static void on_wake(uv_timer_t *t)
 static bool held_back(const struct ipc_discovery *d, const struct sock *s)
 {
     for (const struct sock *t = d->socks; t != NULL; t = t->next) {
-        if (t != s && !t->removed && !t->settled && t->pid == s->pid && t->key > s->key) {
+        if (t != s && !t->removed && !t->settled && sock_pid(t) == sock_pid(s) && t->key > s->key) {
             return true;
         }
     }
@@ -499,6 +558,9 @@ static void publish(struct ipc_discovery *d)
 
 /* ---- directory scanning ------------------------------------------------------------------ */
 
+static void sock_stat_done(struct sock *s, int result, bool is_sock, uint32_t uid, uint64_t ino,
+                           uint64_t mtime_ns);
+
 static void on_stat(uv_fs_t *req)
 {
     struct sock *s = req->data;
@@ -517,20 +579,29 @@ static void on_stat(uv_fs_t *req)
         pump(d);
         return;
     }
+    sock_stat_done(s, (int)result, S_ISSOCK(st.st_mode), (uint32_t)st.st_uid, st.st_ino,
+                   (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec);
+}
+
+/* What an lstat of the socket's path (and in node mode, its check) found. */
+static void sock_stat_done(struct sock *s, int result, bool is_sock, uint32_t uid, uint64_t ino,
+                           uint64_t mtime_ns)
+{
+    struct ipc_discovery *d = s->d;
     if (result == 0) {
-        s->ino = st.st_ino;
+        s->ino = ino;
     }
     if (result == UV_ENOENT) {
         sock_remove(s);
-    } else if (result < 0 || !S_ISSOCK(st.st_mode)) {
+    } else if (result < 0 || !is_sock) {
         /* Not something we can talk to: remember it so it is not looked at again. */
         s->state = S_STALE;
         s->settled = true;
-    } else if (!ipc_trust_allows(&d->trust, (uint32_t)st.st_uid, s->pid)) {
-        sock_refuse(s, st.st_ino, (int64_t)st.st_uid, "owned by");
+    } else if (!ipc_trust_allows(&d->trust, uid, sock_pid(s))) {
+        sock_refuse(s, ino, (int64_t)uid, "owned by");
     } else {
-        s->owner_uid = (uint32_t)st.st_uid;
-        s->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+        s->owner_uid = uid;
+        s->mtime_ns = mtime_ns;
         s->state = S_PROBE_WAIT;
         s->probe_level = 3;
         s->retry_at = 0;
@@ -654,8 +725,14 @@ static void request_scan(struct ipc_discovery *d)
         d->scan_again = true;
         return;
     }
-    d->scan_req.data = d;
-    int rc = uv_fs_scandir(d->loop, &d->scan_req, d->dir, 0, on_scan);
+    int rc;
+    if (d->node) {
+        d->scan_work.data = d;
+        rc = uv_queue_work(d->loop, &d->scan_work, walk_work, on_walk);
+    } else {
+        d->scan_req.data = d;
+        rc = uv_fs_scandir(d->loop, &d->scan_req, d->dir, 0, on_scan);
+    }
     if (rc != 0) {
         log_warn(LOG_CAT, "cannot scan %s: %s", d->dir, agent_strerror(rc));
         d->first_scan_done = true;
@@ -732,6 +809,235 @@ static void on_liveness_timer(uv_timer_t *t)
     pump(d);
 }
 
+/* ---- node mode: walking /proc (docs/ipc.md §6) -------------------------------------------- */
+
+/* A pool job on a sock is over: false when the sock is no longer anyone's concern. */
+static bool sock_work_done(struct sock *s, int status)
+{
+    struct ipc_discovery *d = s->d;
+    s->work_busy = false;
+    s->ops--;
+    d->stats_busy--;
+    if (d->closing) {
+        maybe_finish_close(d);
+        return false;
+    }
+    if (s->removed || status == UV_ECANCELED) {
+        sock_reap(s);
+        pump(d);
+        return false;
+    }
+    return true;
+}
+
+static int sock_queue(struct sock *s, uv_work_cb work, uv_after_work_cb after)
+{
+    s->work.data = s;
+    int rc = uv_queue_work(s->d->loop, &s->work, work, after);
+    if (rc == 0) {
+        s->work_busy = true;
+        s->ops++;
+        s->d->stats_busy++;
+    }
+    return rc;
+}
+
+/* Pool: node mode, is the socket the process's own; connect mode, which process is /proc/<pid>. */
+static void verify_work(uv_work_t *w)
+{
+    struct sock *s = w->data;
+    if (s->d->node) {
+        uint64_t st = 0;
+        s->work_rc = ipc_node_start_time(s->cand.host_pid, &st);
+        if (s->work_rc == 0 && st != s->cand.start_time) {
+            s->work_rc = AGENT_E_NOTFOUND;
+        }
+    } else {
+        s->host_nspid = 0;
+        s->work_rc = ipc_node_nspid(s->pid, &s->host_nspid);
+    }
+}
+
+static void on_verified(uv_work_t *w, int status)
+{
+    struct sock *s = w->data;
+    struct ipc_discovery *d = s->d;
+    if (!sock_work_done(s, status)) {
+        return;
+    }
+    s->settled = true;
+    if (s->proc == NULL) {
+        s->state = S_STALE;
+    } else if (d->node && s->work_rc != 0) {
+        /* The pid's process changed during the probe: whatever answered is not listed here. */
+        log_warn(LOG_CAT, "ignoring %s: process %llu changed while it was probed", s->path,
+                 (unsigned long long)s->cand.host_pid);
+        s->state = S_STALE;
+        sock_retire_proc(s);
+    } else {
+        if (!d->node && s->work_rc == 0 && s->host_nspid == s->pid) {
+            s->proc->pub.host_pid = s->pid;
+        }
+        s->state = S_LISTED;
+    }
+    publish(d);
+    update_ready(d);
+    pump(d);
+}
+
+/* After a successful probe: the process is checked again on the pool before it is listed. */
+static void sock_verify(struct sock *s)
+{
+    s->state = S_VERIFY;
+    s->settled = false;
+    if (sock_queue(s, verify_work, on_verified) != 0) {
+        s->settled = true;
+        s->state = s->d->node ? S_STALE : S_LISTED;
+        if (s->d->node) {
+            sock_retire_proc(s);
+        }
+    }
+}
+
+/* Pool: node mode's check of a new socket (ipc_node_verify), then its lstat. */
+static void check_work(uv_work_t *w)
+{
+    struct sock *s = w->data;
+    s->work_rc = ipc_node_verify(&s->cand);
+    if (s->work_rc == 0 && lstat(s->path, &s->work_st) != 0) {
+        s->work_rc = -errno;
+    }
+}
+
+static void on_checked(uv_work_t *w, int status)
+{
+    struct sock *s = w->data;
+    if (!sock_work_done(s, status)) {
+        return;
+    }
+    if (s->work_rc != 0) {
+        log_debug(LOG_CAT, "%s: not a listening socket of process %llu (%s)", s->path,
+                  (unsigned long long)s->cand.host_pid, agent_strerror(s->work_rc));
+        s->state = S_STALE;
+        s->settled = true;
+        publish(s->d);
+        pump(s->d);
+        return;
+    }
+    const struct stat *st = &s->work_st;
+    sock_stat_done(s, 0, S_ISSOCK(st->st_mode), (uint32_t)st->st_uid, st->st_ino,
+                   (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec);
+}
+
+static struct sock *sock_new_node(struct ipc_discovery *d, const struct ipc_node_cand *c)
+{
+    if (ipc_proclist_reserve(&d->procs, d->nsocks + 1) != 0) {
+        return NULL;
+    }
+    struct sock *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    char path[64 + sizeof(c->tmpdir) + sizeof(c->name)];
+    snprintf(path, sizeof(path), "/proc/%llu/root%s/%s", (unsigned long long)c->host_pid, c->tmpdir,
+             c->name);
+    s->name = strdup(path);
+    s->path = strdup(path);
+    if (s->name == NULL || s->path == NULL) {
+        sock_free(s);
+        return NULL;
+    }
+    s->d = d;
+    s->cand = *c;
+    s->pid = c->ns_pid;
+    s->key = c->key;
+    s->state = S_STAT;
+    if (sock_queue(s, check_work, on_checked) != 0) {
+        sock_free(s);
+        return NULL;
+    }
+    s->next = d->socks;
+    d->socks = s;
+    d->nsocks++;
+    return s;
+}
+
+static void walk_work(uv_work_t *w)
+{
+    struct ipc_discovery *d = w->data;
+    ipc_node_walk(&d->walk, (uint64_t)getpid());
+}
+
+/* Merges a walk's candidates: new ones are checked, gone ones dropped, reused pids replaced. */
+static void node_merge(struct ipc_discovery *d, const struct ipc_node_walk *w)
+{
+    for (struct sock *s = d->socks; s != NULL; s = s->next) {
+        s->in_scan = false;
+    }
+    for (size_t i = 0; i < w->n; i++) {
+        const struct ipc_node_cand *c = &w->cands[i];
+        char path[64 + sizeof(c->tmpdir) + sizeof(c->name)];
+        snprintf(path, sizeof(path), "/proc/%llu/root%s/%s", (unsigned long long)c->host_pid,
+                 c->tmpdir, c->name);
+        struct sock *s = sock_find(d, path);
+        if (s != NULL && s->cand.start_time != c->start_time) {
+            /* Another process has the pid now (and a socket of the same name). */
+            sock_remove(s);
+            s = NULL;
+        }
+        if (s == NULL && (s = sock_new_node(d, c)) == NULL) {
+            log_warn(LOG_CAT, "out of memory tracking %s", path);
+            continue;
+        }
+        s->in_scan = true;
+    }
+    for (struct sock *s = d->socks, *next; s != NULL; s = next) {
+        next = s->next;
+        if (!s->removed && !s->in_scan) {
+            sock_remove(s);
+        }
+    }
+}
+
+static void on_walk(uv_work_t *w, int status)
+{
+    struct ipc_discovery *d = w->data;
+    d->scan_busy = false;
+    struct ipc_node_walk walk = d->walk;
+    memset(&d->walk, 0, sizeof(d->walk));
+    if (d->closing || status != 0) {
+        free(walk.cands);
+        maybe_finish_close(d);
+        return;
+    }
+    if (walk.rc != 0) {
+        log_warn(LOG_CAT, "cannot walk /proc: %s", agent_strerror(walk.rc));
+    } else {
+        d->node_looked = walk.looked;
+        d->node_denied = walk.denied;
+        if (walk.denied > 0 && !d->denied_logged) {
+            d->denied_logged = true;
+            log_error(LOG_CAT,
+                      "node mode: the root of %zu of %zu processes cannot be read (permission "
+                      "denied): their .NET runtimes are not seen. Reading /proc/<pid>/root of "
+                      "another user's process needs CAP_SYS_PTRACE, and connecting to a runtime's "
+                      "socket (mode 0600) of another user needs CAP_DAC_OVERRIDE or that user's "
+                      "uid (DiagnosticPort:TrustedUids lists whose runtimes are used)",
+                      walk.denied, walk.looked);
+        }
+        node_merge(d, &walk);
+    }
+    free(walk.cands);
+    d->first_scan_done = true;
+    publish(d);
+    update_ready(d);
+    pump(d);
+    if (d->scan_again && !d->closing) {
+        d->scan_again = false;
+        request_scan(d);
+    }
+}
+
 /* ---- public API -------------------------------------------------------------------------- */
 
 bool ipc_trust_allows(const struct ipc_trust *t, uint32_t uid, uint64_t pid)
@@ -759,8 +1065,9 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
                       ipc_discovery_change_cb on_change, void *ud, struct ipc_discovery **out)
 {
     bool listen = cfg != NULL && cfg->listen != NULL;
+    bool node = cfg != NULL && cfg->node && !listen;
     if (loop == NULL || cfg == NULL || out == NULL ||
-        (!listen && (cfg->dir == NULL || cfg->dir[0] == '\0'))) {
+        (!listen && !node && (cfg->dir == NULL || cfg->dir[0] == '\0'))) {
         return AGENT_E_INVAL;
     }
     struct ipc_discovery *d = calloc(1, sizeof(*d));
@@ -789,6 +1096,7 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
         d->lst_open = true;
     }
     d->loop = loop;
+    d->node = node;
     d->trust = cfg->trust;
     d->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : 3000;
     d->rescan_ms = cfg->rescan_ms ? cfg->rescan_ms : 5000;
@@ -819,6 +1127,13 @@ int ipc_discovery_start(struct ipc_discovery *d)
         return ipc_listen_start(d->lst); /* the directory is not watched in listen mode */
     }
     int rc = 0;
+    if (d->node) {
+        /* Processes come and go without a file event dotmon could watch: the rescan walks. */
+        (void)uv_timer_start(&d->rescan_timer, on_rescan_timer, d->rescan_ms, d->rescan_ms);
+        (void)uv_timer_start(&d->live_timer, on_liveness_timer, d->liveness_ms, d->liveness_ms);
+        request_scan(d);
+        return 0;
+    }
     d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (d->inotify_fd < 0 || inotify_add_watch(d->inotify_fd, d->dir, WATCH_MASK) < 0) {
         rc = -errno;
@@ -852,6 +1167,12 @@ bool ipc_discovery_ready(const struct ipc_discovery *d)
 bool ipc_discovery_listening(const struct ipc_discovery *d)
 {
     return d->lst != NULL;
+}
+
+void ipc_discovery_node_stats(const struct ipc_discovery *d, size_t *looked, size_t *denied)
+{
+    *looked = d->node ? d->node_looked : 0;
+    *denied = d->node ? d->node_denied : 0;
 }
 
 size_t ipc_discovery_count(const struct ipc_discovery *d)
@@ -970,11 +1291,13 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
     uv_close((uv_handle_t *)&d->live_timer, on_handle_close);
     uv_close((uv_handle_t *)&d->wake_timer, on_handle_close);
     if (d->scan_busy) {
-        (void)uv_cancel((uv_req_t *)&d->scan_req);
+        (void)uv_cancel(d->node ? (uv_req_t *)&d->scan_work : (uv_req_t *)&d->scan_req);
     }
     for (struct sock *s = d->socks; s != NULL; s = s->next) {
         if (s->x != NULL) {
             ipc__probe_abort(s->x);
+        } else if (s->work_busy) {
+            (void)uv_cancel((uv_req_t *)&s->work);
         } else if (s->ops > 0) {
             (void)uv_cancel((uv_req_t *)&s->stat_req);
         }

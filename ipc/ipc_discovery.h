@@ -23,12 +23,25 @@
  * sockets that refuse connections (stale files) are never listed. When several sockets share
  * one pid, the newest (highest disambiguation key, then mtime) wins.
  *
+ * Node mode (cfg->node, docs/ipc.md §6): instead of a directory, a walk of /proc on the thread pool
+ * (at start and every rescan_ms) names each process's sockets in /proc/<pid>/root/<its TMPDIR>;
+ * each is checked to be that process's own listener (net/unix and fd inodes, start time) before
+ * the same probing, liveness and publication. pid is then the host pid.
+ *
  * Requests are served from the cache: lookups never touch the network.
  * Everything runs on the loop given at creation; nothing here blocks.
  */
 
 struct ipc_process {
-    uint64_t pid;              /* as the target sees itself (its own pid namespace) */
+    uint64_t
+        pid; /* the name dotmon uses: connect and listen modes, as the target sees itself (its
+                own pid namespace); node mode, its pid in dotmon's /proc (unique on the node) */
+    uint64_t ns_pid;           /* the pid the runtime reports for itself, 0 when the same as pid */
+    uint64_t host_pid;         /* its pid in dotmon's /proc, 0 when unknown (listen mode, or
+                                  another pid namespace); connect mode: pid when /proc/<pid>'s
+                                  NSpid (last field) is pid */
+    char node_tmpdir[256];     /* node mode: its TMPDIR as it sees it (dumps are written there and
+                                  read through /proc/<host_pid>/root); "" otherwise */
     uint8_t cookie[16];        /* runtime instance cookie, wire layout */
     char uid[37];              /* cookie as a lowercase GUID string, .NET layout */
     char *name;                /* process name: basename of the first command-line token */
@@ -80,7 +93,9 @@ bool ipc_trust_allows(const struct ipc_trust *t, uint32_t uid, uint64_t pid);
 struct ipc_listen_config;
 
 struct ipc_discovery_config {
-    const char *dir;           /* directory to watch; required unless listen is set */
+    const char *dir; /* directory to watch; required unless listen or node is set */
+    bool node; /* node mode (docs/ipc.md §6): walk /proc and reach every process's runtime through
+                  /proc/<pid>/root/<its TMPDIR>; dir is not watched */
     uint64_t probe_timeout_ms; /* per IPC exchange; 0 → 3000 */
     uint64_t rescan_ms;        /* full directory rescan period; 0 → 5000 */
     uint64_t liveness_ms;      /* liveness check period; 0 → 1000 */
@@ -114,6 +129,11 @@ int ipc_discovery_start(struct ipc_discovery *d);
 bool ipc_discovery_ready(const struct ipc_discovery *d);
 /* True in listen mode. */
 bool ipc_discovery_listening(const struct ipc_discovery *d);
+/*
+ * Node mode, from the last walk of /proc: the processes looked at, and those whose root dotmon may
+ * not read (EACCES/EPERM: another user's, without CAP_SYS_PTRACE). Both 0 in other modes.
+ */
+void ipc_discovery_node_stats(const struct ipc_discovery *d, size_t *looked, size_t *denied);
 /*
  * Stops everything, cancels in-flight probes, closes every handle and frees d; cb (may be NULL)
  * is called from the loop once the last handle has closed.

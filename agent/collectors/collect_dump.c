@@ -110,6 +110,9 @@ struct dump_job {
     char name[128];                /* the file's name, in both folders */
     char local_path[PATH_MAX];     /* where dotmon reads the file */
     char target_path[PATH_MAX];    /* the same file as the target process sees it */
+    char target_dir[PATH_MAX];     /* its folder as the target sees it: Storage:DumpTargetFolder,
+                                      or in node mode the target's TMPDIR (read through
+                                      /proc/<pid>/root, pid being the host's) */
     char open_path[PATH_MAX + 32]; /* the path that was opened (local or via /proc/<pid>/root) */
 };
 
@@ -219,8 +222,8 @@ static void job_unlink_now(struct dump_job *job)
     u->pid = job->pid;
     u->work.data = u;
     snprintf(u->dir, sizeof(u->dir), "%s", job->a->dump_dir);
-    if (strcmp(job->a->dump_dir, job->a->dump_target_dir) != 0) {
-        snprintf(u->target_dir, sizeof(u->target_dir), "%s", job->a->dump_target_dir);
+    if (job->a->node_mode || strcmp(job->a->dump_dir, job->target_dir) != 0) {
+        snprintf(u->target_dir, sizeof(u->target_dir), "%s", job->target_dir);
     }
     snprintf(u->name, sizeof(u->name), "%s", job->name);
     if (uv_queue_work(job->a->loop, &u->work, unlink_on_pool, on_unlinked) != 0) {
@@ -351,7 +354,7 @@ static void acquire_on_pool(uv_work_t *w)
          * way the target wrote it, resolving its paths inside its root. */
         char root[64];
         snprintf(root, sizeof(root), "/proc/%llu/root", (unsigned long long)job->pid);
-        if (shdir_open_beneath(root, job->a->dump_target_dir, &dirfd) == 0) {
+        if (shdir_open_beneath(root, job->target_dir, &dirfd) == 0) {
             struct dump_acquire alt = {.fd = -1};
             acquire_in(dirfd, job, &owners, &alt);
             (void)close(dirfd);
@@ -834,8 +837,10 @@ static int job_name_files(struct dump_job *job, const struct ipc_process *p)
     job->file_gone = false; /* from here on, the file is deleted when the job goes */
     int n1 =
         snprintf(job->local_path, sizeof(job->local_path), "%s/%s", job->a->dump_dir, job->name);
-    int n2 = snprintf(job->target_path, sizeof(job->target_path), "%s/%s", job->a->dump_target_dir,
-                      job->name);
+    snprintf(job->target_dir, sizeof(job->target_dir), "%s",
+             p->node_tmpdir[0] != '\0' ? p->node_tmpdir : job->a->dump_target_dir);
+    int n2 =
+        snprintf(job->target_path, sizeof(job->target_path), "%s/%s", job->target_dir, job->name);
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
     snprintf(job->filename, sizeof(job->filename), "core_%s", ts);

@@ -183,6 +183,27 @@ static bool is_ready(void *ud)
 
 /* ---- tests ------------------------------------------------------------------------------- */
 
+/*
+ * Connect mode: host_pid is the pid when /proc/<pid> is a process of dotmon's pid namespace with
+ * that pid (NSpid's last field); the fake runtime runs in this test's process, so its pid is ours.
+ */
+static void test_discovery_host_pid(void **state)
+{
+    struct dfx fx;
+    fx_init(&fx, *state);
+    uint64_t self = (uint64_t)getpid();
+    (void)fx_fake(&fx, self, 100, 0x01, FAKE_NORMAL, 3);
+    fx_start(&fx, 2000, 5000);
+    assert_true(tl_run_until(fx.tl, is_ready, &fx, 2000));
+    assert_int_equal(ipc_discovery_count(fx.d), 1);
+    const struct ipc_process *p = ipc_discovery_at(fx.d, 0);
+    assert_int_equal(p->pid, self);
+    assert_int_equal(p->host_pid, self);
+    assert_int_equal(p->ns_pid, 0);
+    assert_string_equal(p->node_tmpdir, "");
+    fx_done(&fx);
+}
+
 static void test_discovery_lists_fake_runtime(void **state)
 {
     struct dfx fx;
@@ -513,6 +534,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_discovery_lists_fake_runtime, tl_setup, tl_teardown),
+        cmocka_unit_test_setup_teardown(test_discovery_host_pid, tl_setup, tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_falls_back_to_older_process_info, tl_setup,
                                         tl_teardown),
         cmocka_unit_test_setup_teardown(test_discovery_ignores_stale_silent_and_garbage, tl_setup,

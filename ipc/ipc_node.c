@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Node mode's reads of /proc (docs/ipc.md §6): blocking, bounded, for the thread pool.
+ */
+#define _GNU_SOURCE /* O_CLOEXEC, fdopendir */
+#include "ipc_node.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "num.h"
+#include "procfs.h"
+#include "shdir.h"
+
+#define MAX_DIRS  256 /* distinct TMPDIR folders listed once per walk */
+#define MAX_CANDS 4096
+
+/* Reads up to cap - 1 bytes of path into buf (NUL-terminated): the length, or a negative errno. */
+static ssize_t read_bounded(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        return -errno;
+    }
+    size_t got = 0;
+    while (got + 1 < cap) {
+        ssize_t n = read(fd, buf + got, cap - 1 - got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            int e = errno;
+            (void)close(fd);
+            return -e;
+        }
+        if (n == 0) {
+            break;
+        }
+        got += (size_t)n;
+    }
+    (void)close(fd);
+    buf[got] = '\0';
+    return (ssize_t)got;
+}
+
+int ipc_node_start_time(uint64_t pid, uint64_t *out)
+{
+    char path[64];
+    char buf[1024];
+    snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+    ssize_t n = read_bounded(path, buf, sizeof(buf));
+    if (n < 0) {
+        return (int)n;
+    }
+    return procfs_stat_starttime(buf, (size_t)n, out);
+}
+
+int ipc_node_nspid(uint64_t pid, uint64_t *out)
+{
+    char path[64];
+    char buf[4096];
+    snprintf(path, sizeof(path), "/proc/%llu/status", (unsigned long long)pid);
+    ssize_t n = read_bounded(path, buf, sizeof(buf));
+    if (n < 0) {
+        return (int)n;
+    }
+    return procfs_status_nspid(buf, (size_t)n, out);
+}
+
+/* The process's TMPDIR into out (no trailing '/'): its environment's, else /tmp. */
+static void read_tmpdir(uint64_t pid, char *buf, size_t cap, char *out, size_t out_cap)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%llu/environ", (unsigned long long)pid);
+    ssize_t n = read_bounded(path, buf, cap);
+    const char *v = NULL;
+    size_t vl = 0;
+    snprintf(out, out_cap, "/tmp");
+    if (n <= 0 || procfs_environ_find(buf, (size_t)n, "TMPDIR", &v, &vl) != 0) {
+        return;
+    }
+    while (vl > 1 && v[vl - 1] == '/') {
+        vl--;
+    }
+    /* Absolute, without "..", short: else the runtime would not use it either (it falls back to
+     * /tmp only when TMPDIR is unset; a strange value is simply not followed here). */
+    if (vl == 0 || v[0] != '/' || vl >= out_cap || memmem(v, vl, "..", 2) != NULL ||
+        memchr(v, '\n', vl) != NULL) {
+        return;
+    }
+    memcpy(out, v, vl);
+    out[vl] = '\0';
+}
+
+/* A folder's diagnostic socket names, listed once per walk. */
+struct dir_list {
+    dev_t dev;
+    ino_t ino;
+    char (*names)[IPC_SOCKNAME_MAX];
+    size_t n;
+};
+
+static void list_dir(int dirfd, struct dir_list *l)
+{
+    int fd = dup(dirfd);
+    if (fd < 0) {
+        return;
+    }
+    DIR *dir = fdopendir(fd);
+    if (dir == NULL) {
+        (void)close(fd);
+        return;
+    }
+    size_t cap = 0;
+    struct dirent *de;
+    while (l->n < MAX_CANDS && (de = readdir(dir)) != NULL) {
+        uint64_t pid;
+        uint64_t key;
+        if ((de->d_type != DT_SOCK && de->d_type != DT_UNKNOWN) ||
+            ipc_sockname_parse(de->d_name, &pid, &key) != 0) {
+            continue;
+        }
+        if (l->n == cap) {
+            size_t nc = cap == 0 ? 4 : cap * 2;
+            void *p = realloc(l->names, nc * sizeof(*l->names));
+            if (p == NULL) {
+                break;
+            }
+            l->names = p;
+            cap = nc;
+        }
+        size_t nl = strnlen(de->d_name, IPC_SOCKNAME_MAX);
+        if (nl >= IPC_SOCKNAME_MAX) {
+            continue;
+        }
+        memcpy(l->names[l->n++], de->d_name, nl + 1);
+    }
+    (void)closedir(dir);
+}
+
+/* The folder's listing, from the walk's cache or read now; NULL when there is no room. */
+static struct dir_list *dir_listing(struct dir_list *dirs, size_t *ndirs, int dirfd)
+{
+    struct stat st;
+    if (fstat(dirfd, &st) != 0) {
+        return NULL;
+    }
+    for (size_t i = 0; i < *ndirs; i++) {
+        if (dirs[i].dev == st.st_dev && dirs[i].ino == st.st_ino) {
+            return &dirs[i];
+        }
+    }
+    if (*ndirs >= MAX_DIRS) {
+        return NULL;
+    }
+    struct dir_list *l = &dirs[(*ndirs)++];
+    memset(l, 0, sizeof(*l));
+    l->dev = st.st_dev;
+    l->ino = st.st_ino;
+    list_dir(dirfd, l);
+    return l;
+}
+
+/*
+ * The folder tmpdir inside the process's root, opened without leaving that root, and only when the
+ * plain path /proc/<pid>/root<tmpdir> (the one connections use) names the same folder: a symlink
+ * in the container's path would otherwise lead dotmon's connects elsewhere. -1 when not.
+ */
+static int open_tmpdir(uint64_t pid, const char *tmpdir)
+{
+    char root[64];
+    char plain[64 + IPC_NODE_TMPDIR_MAX];
+    snprintf(root, sizeof(root), "/proc/%llu/root", (unsigned long long)pid);
+    snprintf(plain, sizeof(plain), "%s%s", root, tmpdir);
+    int dirfd = -1;
+    if (shdir_open_beneath(root, tmpdir, &dirfd) != 0) {
+        return -1;
+    }
+    struct stat a;
+    struct stat b;
+    if (fstat(dirfd, &a) != 0 || stat(plain, &b) != 0 || a.st_dev != b.st_dev ||
+        a.st_ino != b.st_ino) {
+        (void)close(dirfd);
+        return -1;
+    }
+    return dirfd;
+}
+
+static void add_cand(struct ipc_node_walk *w, size_t *cap, const struct ipc_node_cand *c)
+{
+    if (w->n >= MAX_CANDS) {
+        return;
+    }
+    if (w->n == *cap) {
+        size_t nc = *cap == 0 ? 8 : *cap * 2;
+        void *p = realloc(w->cands, nc * sizeof(*w->cands));
+        if (p == NULL) {
+            return;
+        }
+        w->cands = p;
+        *cap = nc;
+    }
+    w->cands[w->n++] = *c;
+}
+
+/* One process: its candidates into w. */
+static void walk_pid(struct ipc_node_walk *w, size_t *cap, uint64_t pid, char *buf,
+                     struct dir_list *dirs, size_t *ndirs)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%llu/root", (unsigned long long)pid);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == EACCES || errno == EPERM) {
+            w->denied++;
+        }
+        return; /* gone, or a kernel thread's */
+    }
+    struct ipc_node_cand c;
+    memset(&c, 0, sizeof(c));
+    c.host_pid = pid;
+    int rc = ipc_node_nspid(pid, &c.ns_pid);
+    if (rc == AGENT_E_NOTFOUND) {
+        c.ns_pid = pid; /* a kernel before 4.1: one pid namespace as far as we can tell */
+    } else if (rc != 0) {
+        return;
+    }
+    if (ipc_node_start_time(pid, &c.start_time) != 0) {
+        return;
+    }
+    read_tmpdir(pid, buf, IPC_NODE_READ_MAX, c.tmpdir, sizeof(c.tmpdir));
+    int dirfd = open_tmpdir(pid, c.tmpdir);
+    if (dirfd < 0) {
+        return;
+    }
+    struct dir_list *l = dir_listing(dirs, ndirs, dirfd);
+    (void)close(dirfd);
+    for (size_t i = 0; l != NULL && i < l->n; i++) {
+        uint64_t npid;
+        if (ipc_sockname_parse(l->names[i], &npid, &c.key) == 0 && npid == c.ns_pid) {
+            snprintf(c.name, sizeof(c.name), "%s", l->names[i]);
+            add_cand(w, cap, &c);
+        }
+    }
+}
+
+void ipc_node_walk(struct ipc_node_walk *w, uint64_t self_pid)
+{
+    memset(w, 0, sizeof(*w));
+    DIR *proc = opendir("/proc");
+    if (proc == NULL) {
+        w->rc = -errno;
+        return;
+    }
+    char *buf = malloc(IPC_NODE_READ_MAX);
+    struct dir_list *dirs = calloc(MAX_DIRS, sizeof(*dirs));
+    size_t ndirs = 0;
+    size_t cap = 0;
+    struct dirent *de;
+    while (buf != NULL && dirs != NULL && (de = readdir(proc)) != NULL &&
+           w->looked < IPC_NODE_MAX_PIDS) {
+        uint64_t pid;
+        if (de->d_name[0] < '1' || de->d_name[0] > '9' ||
+            num_parse_u64_str(de->d_name, 10, UINT32_MAX, &pid) != 0) {
+            continue;
+        }
+        w->looked++;
+        if (pid != self_pid) {
+            walk_pid(w, &cap, pid, buf, dirs, &ndirs);
+        }
+    }
+    if (buf == NULL || dirs == NULL) {
+        w->rc = -ENOMEM;
+    }
+    for (size_t i = 0; dirs != NULL && i < ndirs; i++) {
+        free(dirs[i].names);
+    }
+    free(dirs);
+    free(buf);
+    (void)closedir(proc);
+}
+
+int ipc_node_verify(const struct ipc_node_cand *c)
+{
+    char path[64];
+    char full[IPC_NODE_TMPDIR_MAX + IPC_SOCKNAME_MAX + 1];
+    snprintf(full, sizeof(full), "%s/%s", c->tmpdir, c->name);
+    snprintf(path, sizeof(path), "/proc/%llu/net/unix", (unsigned long long)c->host_pid);
+    char *buf = malloc(IPC_NODE_UNIX_MAX);
+    if (buf == NULL) {
+        return -ENOMEM;
+    }
+    ssize_t n = read_bounded(path, buf, IPC_NODE_UNIX_MAX);
+    uint64_t inode = 0;
+    int rc = n < 0 ? (int)n : procfs_unix_listener(buf, (size_t)n, full, &inode);
+    free(buf);
+    if (rc != 0) {
+        return rc;
+    }
+    snprintf(path, sizeof(path), "/proc/%llu/fd", (unsigned long long)c->host_pid);
+    DIR *fds = opendir(path);
+    if (fds == NULL) {
+        return -errno;
+    }
+    rc = AGENT_E_NOTFOUND;
+    size_t seen = 0;
+    struct dirent *de;
+    while ((de = readdir(fds)) != NULL && seen < IPC_NODE_FDS_MAX) {
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+        seen++;
+        char link[64];
+        ssize_t ln = readlinkat(dirfd(fds), de->d_name, link, sizeof(link) - 1);
+        uint64_t ino;
+        if (ln > 0 && procfs_socket_link(link, (size_t)ln, &ino) && ino == inode) {
+            rc = 0;
+            break;
+        }
+    }
+    (void)closedir(fds);
+    uint64_t st = 0;
+    if (rc == 0 && (ipc_node_start_time(c->host_pid, &st) != 0 || st != c->start_time)) {
+        rc = AGENT_E_NOTFOUND; /* another process has the pid now */
+    }
+    return rc;
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_IPC_NODE_H
+#define AGENT_IPC_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc_sockname.h"
+
+/*
+ * Node mode's blocking reads of /proc (docs/ipc.md §6), for the libuv thread pool only: never
+ * call these on the loop. Every file read is bounded (IPC_NODE_READ_MAX bytes), every walk looks
+ * at IPC_NODE_MAX_PIDS processes at most.
+ */
+#define IPC_NODE_MAX_PIDS   8192
+#define IPC_NODE_READ_MAX   (64 * 1024)
+#define IPC_NODE_UNIX_MAX   (4 * 1024 * 1024) /* /proc/<pid>/net/unix: the net namespace's table */
+#define IPC_NODE_FDS_MAX    65536
+#define IPC_NODE_TMPDIR_MAX 256
+
+/* A candidate runtime socket, as the walk found it (not yet verified). */
+struct ipc_node_cand {
+    uint64_t host_pid;   /* in dotmon's /proc */
+    uint64_t ns_pid;     /* what the process sees for itself (NSpid's last field) */
+    uint64_t start_time; /* /proc/<pid>/stat field 22 when seen */
+    uint64_t key;
+    char tmpdir[IPC_NODE_TMPDIR_MAX]; /* the process's TMPDIR, as it sees it, no trailing '/' */
+    char name[IPC_SOCKNAME_MAX];
+};
+
+struct ipc_node_walk {
+    struct ipc_node_cand *cands; /* owned (free) */
+    size_t n;
+    size_t looked; /* /proc entries looked at */
+    size_t denied; /* processes whose root could not be read (EACCES/EPERM) */
+    int rc;        /* 0, or the error opening /proc */
+};
+
+/* Walks /proc (not self_pid). Blocking; fills *w (zeroed first). */
+void ipc_node_walk(struct ipc_node_walk *w, uint64_t self_pid);
+
+/*
+ * Verifies that the socket c->name in c->tmpdir is a listening socket of process c->host_pid: the
+ * path (as the process sees it) is listed listening in /proc/<pid>/net/unix and that socket's inode
+ * is one of /proc/<pid>/fd's links; and that the process still has c->start_time. Blocking.
+ * Returns 0, AGENT_E_NOTFOUND (not its socket, or another process now), or a negative errno.
+ */
+int ipc_node_verify(const struct ipc_node_cand *c);
+
+/* /proc/<pid>/stat's start time. Blocking. 0 or a negative code. */
+int ipc_node_start_time(uint64_t pid, uint64_t *out);
+
+/* /proc/<pid>/status's NSpid (last field). Blocking. 0 or a negative code. */
+int ipc_node_nspid(uint64_t pid, uint64_t *out);
+
+#endif

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Issue 34, node mode (DiagnosticPort:ConnectionMode=Node, docs/ipc.md §6), end to end with the real
+dotmon and two real TestApps, each pid 1 of its own pid and mount namespace with a private tmpfs
+TMPDIR (unshare; one at /tmp, one at a folder of its own, so the TMPDIR of the app's environment is
+followed):
+  - dotmon, in the host's namespaces with its own TMPDIR, lists both with distinct host pids and
+    nsPid 1 (/processes?extras=true);
+  - a short trace and a Mini dump of each: the dump (an ELF core) was written in the app's private
+    TMPDIR, read through /proc/<pid>/root, and is gone from there afterwards;
+  - an app restarted in a new namespace is listed as a new instance (new uid), the old one leaves;
+  - an impostor: a namespace whose pid 1 is `sleep` while another process there (pid 2) binds
+    /tmp/dotnet-diagnostic-1-<key>-socket: the name and pid 1 match, but pid 1 holds no such
+    socket, so it is never listed and its socket is never connected to;
+  - without the capability: dotmon as another uid with no capabilities (setpriv) lists neither
+    app (root's), counts the processes it may not look into (/info?extras=true) and says so in an
+    Error naming CAP_SYS_PTRACE.
+Needs root, unshare and setpriv; exits 77 otherwise. Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import (FAILS, App, check, close_log, fetch, free_port, get_json, start_dotmon,  # noqa: E402
+                    stop, verdict, wait_for)
+
+NS = ["unshare", "--fork", "--pid", "--mount", "--propagation", "private", "--kill-child", "--mount-proc"]
+# A private tmpfs at the app's TMPDIR, then the app (its path and arguments follow) as pid 1.
+APP_WRAP = [*NS, "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs "$TMPDIR" && exec "$0" "$@"']
+IMPOSTOR = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind("/tmp/dotnet-diagnostic-1-424242-socket")
+s.listen(8)
+print("bound", flush=True)
+while True:
+    c, _ = s.accept()
+    print("connected", flush=True)
+    c.close()
+"""
+RESCAN_MS = 300
+UID = 4342  # the unprivileged dotmon's
+
+
+def unshare_works():
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        return False
+    r = subprocess.run([*NS, "sh", "-c", "mount -t tmpfs tmpfs /tmp"], capture_output=True)
+    return r.returncode == 0
+
+
+def ns_init(popen, seconds=10):
+    """The host pid of the namespace's pid 1: unshare's child."""
+    path = f"/proc/{popen.pid}/task/{popen.pid}/children"
+    found = []
+
+    def child():
+        try:
+            with open(path) as f:
+                kids = f.read().split()
+        except OSError:
+            return False
+        found[:] = kids
+        return len(kids) == 1
+
+    if not wait_for(child, seconds):
+        raise RuntimeError(f"no namespace init under {popen.pid}")
+    return int(found[0])
+
+
+def start_app(tmp):
+    app = App(tmp, wrap=APP_WRAP)
+    app.host = ns_init(app.p)
+    app.tmp = tmp
+    return app
+
+
+def listed(port):
+    st, procs = get_json(port, "/processes?extras=true")
+    return {p["pid"]: p for p in procs} if st == 200 and procs else {}
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def dumps_in(app):
+    try:
+        return [n for n in os.listdir(f"/proc/{app.host}/root{app.tmp}") if n.startswith("dotmon_")]
+    except OSError as e:
+        return [f"unreadable: {e}"]
+
+
+def collect(port, app, label, log):
+    st, _, body = fetch(f"http://127.0.0.1:{port}/trace?pid={app.host}&durationSeconds=2", timeout=60)
+    check(st == 200 and body[:8] == b"Nettrace", f"{label}: /trace is a nettrace ({st}, {body[:16]!r})")
+    st, _, body = fetch(f"http://127.0.0.1:{port}/dump?pid={app.host}&type=Mini", timeout=120)
+    check(st == 200 and body[:4] == b"\x7fELF", f"{label}: the Mini dump is an ELF core ({st}, {body[:16]!r})")
+    log.flush()
+    log.seek(0)
+    check(f"/proc/{app.host}/root{app.tmp}/dotmon_" in log.read(),
+          f"{label}: the dump was read through /proc/{app.host}/root{app.tmp}")
+    check(wait_for(lambda: dumps_in(app) == [], 10),
+          f"{label}: no dump left in the app's private TMPDIR ({dumps_in(app)})")
+
+
+def unprivileged(apps):
+    """dotmon in node mode as UID without capabilities: a clear refusal, not a silent empty list."""
+    tmp = tempfile.mkdtemp(prefix="dotmon-node-user-")
+    os.chmod(tmp, 0o700)
+    os.chown(tmp, UID, UID)
+    port = free_port()
+    dm = None
+    try:
+        with open(os.path.join(tmp, "dotmon.log"), "w+") as log:
+            env = dict(os.environ, TMPDIR=tmp, HOME=tmp, DotnetMonitor_DiagnosticPort__ConnectionMode="Node",
+                       DotnetMonitor_Timeouts__DiscoveryRescanMs=str(RESCAN_MS))
+            dm = subprocess.Popen(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups",
+                                   "--inh-caps=-all", "--bounding-set=-all", os.environ["DOTMON_BIN"], "collect",
+                                   "--no-auth", "--urls", f"http://127.0.0.1:{port}", "--metrics", "false"],
+                                  stdout=subprocess.DEVNULL, stderr=log, env=env)
+            node = {}
+
+            def denied():
+                st, info = get_json(port, "/info?extras=true", timeout=5) if dm.poll() is None else (0, None)
+                node.update((info or {}).get("node", {}))
+                return node.get("processesDenied", 0) > 0
+
+            check(wait_for(denied, 30), f"unprivileged: /info counts the processes it may not read ({node})")
+            st, procs = get_json(port, "/processes", timeout=5)
+            pids = [p["pid"] for p in procs or []]
+            check(st == 200 and all(a.host not in pids for a in apps),
+                  f"unprivileged: root's apps are not listed ({st}, {pids})")
+            check(wait_for(lambda: "CAP_SYS_PTRACE" in read(log.name), 10),
+                  "unprivileged: an Error names CAP_SYS_PTRACE")
+            if FAILS:
+                sys.stderr.write(read(log.name)[-3000:])
+    finally:
+        stop(dm)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    if not unshare_works():
+        print("skipped: needs root and unshare with pid and mount namespaces")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="dotmon-node-")
+    os.chmod(tmp, 0o700)
+    apps, impostor, dm = [], None, None
+    log = open(os.path.join(tmp, "dotmon.log"), "w+")
+    marker = os.path.join(tmp, "impostor.out")
+    try:
+        with open(marker, "w") as out:
+            impostor = subprocess.Popen([*NS, "sh", "-c",
+                                         'mount -t tmpfs tmpfs /tmp && { python3 -c "$1" & } && exec sleep 600',
+                                         "sh", IMPOSTOR], stdout=out)
+        fake = ns_init(impostor)
+        check(wait_for(lambda: "bound" in read(marker), 10), "the impostor bound its socket")
+        # Long enough that /proc/<pid>/root<TMPDIR>/<socket> exceeds sun_path (O_PATH connects).
+        own = os.path.join(tmp, "a-private-tmpdir-long-enough-to-pass-sun-path")
+        os.mkdir(own)
+        apps.append(start_app("/tmp"))
+        apps.append(start_app(own))
+        socks = [n for n in os.listdir(f"/proc/{apps[1].host}/root{own}") if n.startswith("dotnet-diagnostic-1-")]
+        check(len(socks) == 1 and len(f"/proc/{apps[1].host}/root{own}/{socks[0]}") >= 108,
+              f"the second app's socket path through /proc does not fit sun_path ({socks})")
+        for a in apps:
+            check(a.pid == 1, f"the app is pid 1 in its namespace (said {a.pid}, host pid {a.host})")
+        dmtmp = os.path.join(tmp, "dotmon")
+        os.mkdir(dmtmp, 0o700)
+        port = free_port()
+        dm = start_dotmon(dmtmp, port, log, pids=[a.host for a in apps], timeout=60,
+                          env={"DotnetMonitor_DiagnosticPort__ConnectionMode": "Node",
+                               "DotnetMonitor_Timeouts__DiscoveryRescanMs": str(RESCAN_MS)})
+        procs = listed(port)
+        for a in apps:
+            p = procs.get(a.host, {})
+            check(p.get("nsPid") == 1 and p.get("hostPid") == a.host,
+                  f"host pid {a.host} listed with nsPid 1 ({p})")
+        check(len({procs.get(a.host, {}).get("uid") for a in apps}) == 2, "two distinct runtime uids")
+        info = get_json(port, "/info?extras=true")[1] or {}
+        check(info.get("node", {}).get("processesLooked", 0) > 0, f"/info tells the walk ({info.get('node')})")
+        for i, a in enumerate(apps):
+            collect(port, a, f"app {i} (host pid {a.host}, TMPDIR {a.tmp})", log)
+
+        # Restarted in a new namespace: a new instance; the old one leaves the list.
+        old = apps[0]
+        old_uid = procs.get(old.host, {}).get("uid")
+        old.kill()
+        apps[0] = start_app("/tmp")
+        new = apps[0]
+        check(wait_for(lambda: new.host in listed(port) and old.host not in listed(port), 20),
+              f"restart: {new.host} listed, {old.host} gone")
+        p = listed(port).get(new.host, {})
+        check(p.get("nsPid") == 1 and p.get("uid") not in (None, old_uid),
+              f"restart: a new instance ({p}, old uid {old_uid})")
+
+        # The impostor: several walks later, still neither listed nor connected to.
+        time.sleep(4 * RESCAN_MS / 1000)
+        check(fake not in listed(port), f"the impostor's pid {fake} is not listed")
+        check("connected" not in read(marker), "nobody connected to the impostor's socket")
+        unprivileged(apps)
+    finally:
+        for a in apps:
+            a.kill()
+        if impostor is not None and impostor.poll() is None:
+            impostor.kill()
+            impostor.wait()
+        stop(dm)
+        close_log(log)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return verdict("node_mode")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

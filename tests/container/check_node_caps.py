@@ -6,10 +6,10 @@ alternatives behave as the page says.
 
 The real .NET test app runs as uid 1654 in a mount namespace of its own, its TMPDIR a tmpfs
 (mode 1777, root's, as an image's /tmp) that only its namespace sees. A probe does, from outside,
-what node mode does to it: read /proc/<pid>/environ, list its TMPDIR through /proc/<pid>/root,
-connect to its diagnostic socket and get a ProcessInfo answer, read a 0600 file of the app's uid
-there and delete it the way dotmon deletes files in shared folders (common/shdir.h: a private
-0700 folder, rename, unlink). The probe runs under setpriv with each privilege set:
+what node mode does to it: read /proc/<pid>/environ and the links of /proc/<pid>/fd, list its
+TMPDIR through /proc/<pid>/root, connect to its diagnostic socket and get a ProcessInfo answer,
+read a 0600 file of the app's uid there and delete it the way dotmon deletes files in shared
+folders (common/shdir.h: a private 0700 folder, rename, unlink). The probe runs under setpriv with each privilege set:
   - uid 0 with exactly the documented capabilities: every step succeeds;
   - uid 0 without one of them (for each): some step fails;
   - uid 0 with no capability, and a non-root uid with the capabilities in its bounding set only
@@ -45,7 +45,7 @@ APP_UID = 1654
 OTHER_UID = 1000
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "node.md")
 CAPS_LINE = "Capabilities node mode needs (uid 0):"   # check_container.py's NODE_CAPS_LINE
-STEPS = ("environ", "root_tmpdir", "connect", "dump_read", "dump_delete")
+STEPS = ("environ", "fd_links", "root_tmpdir", "connect", "dump_read", "dump_delete")
 PROBE_FILE = "dump.probe"
 
 
@@ -93,6 +93,12 @@ def probe(pid):
                 k, _, v = entry.partition(b"=")
                 env[k.decode(errors="replace")] = v.decode(errors="replace")
     step(results, "environ", environ)
+
+    def fd_links():
+        # Where node mode checks that the process itself holds the listening socket (docs/ipc.md).
+        links = [os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")]
+        assert any(x.startswith("socket:[") for x in links), "no socket among the descriptors"
+    step(results, "fd_links", fd_links)
     # Without the environment, the test's own knowledge of the app's TMPDIR (argv[3]).
     tmpdir = env.get("TMPDIR") or sys.argv[3]
     root_dir = f"/proc/{pid}/root{tmpdir}"

@@ -225,10 +225,17 @@ def main():
         subprocess.run(["chmod", "-R", "a+rX", app_dir], check=True)
         tmpdir = os.path.join(work, "apptmp")
         os.mkdir(tmpdir, 0o755)
-        wrap = [unshare, "--mount", "--propagation", "private", "--fork", "sh", "-c",
-                'mount -t tmpfs -o mode=1777 dotmon-nodecaps "$0" && '
-                f'exec {setpriv} --reuid {APP_UID} --regid {APP_UID} --clear-groups "$@"', tmpdir]
-        app = App(tmpdir, wrap=wrap, app_dir=app_dir)
+        # dmtest.App starts $DOTMON_TESTAPP_DIR/TestApp: here a script that starts the real one in
+        # its own mount namespace (its TMPDIR, App's, mounted there) and as APP_UID.
+        wrapper_dir = os.path.join(work, "wrapper")
+        os.mkdir(wrapper_dir)
+        with open(os.path.join(wrapper_dir, "TestApp"), "w", encoding="utf-8") as f:
+            f.write(f"#!/bin/sh\nexec {unshare} --mount --propagation private --fork sh -c "
+                    f"'mount -t tmpfs -o mode=1777 dotmon-nodecaps \"$TMPDIR\" && exec {setpriv} --reuid {APP_UID} "
+                    f"--regid {APP_UID} --clear-groups {app_dir}/TestApp \"$@\"' sh \"$@\"\n")
+        os.chmod(os.path.join(wrapper_dir, "TestApp"), 0o755)
+        os.environ["DOTMON_TESTAPP_DIR"] = wrapper_dir
+        app = App(tmpdir)
         pid = app.pid
         check(os.listdir(tmpdir) == [], f"the app's TMPDIR {tmpdir} is empty from outside its mount namespace")
         check(os.stat(f"/proc/{pid}").st_uid == APP_UID, f"the app (pid {pid}) runs as uid {APP_UID}")

@@ -350,14 +350,13 @@ def dotnet_root():
 
 
 class App:
-    """tests/app's TestApp (DOTMON_TESTAPP_DIR, or app_dir) in TMPDIR=tmp, with extra arguments;
-    waits for its "ready pid=N" line. wrap: a command the app's command line is appended to (for
-    example unshare … setpriv …). command() sends one stdin command and returns its ok/error line."""
+    """tests/app's TestApp (DOTMON_TESTAPP_DIR) in TMPDIR=tmp, with extra arguments; waits for
+    its "ready pid=N" line. command() sends one stdin command and returns its ok/error line."""
 
-    def __init__(self, tmp, *extra, wrap=(), app_dir=None):
+    def __init__(self, tmp, *extra):
         env = dict(os.environ, TMPDIR=tmp, DOTNET_ROOT=dotnet_root())
-        app_dir = app_dir or os.environ["DOTMON_TESTAPP_DIR"]
-        self.p = subprocess.Popen([*wrap, os.path.join(app_dir, "TestApp"), "--no-stdin-exit", *extra],
+        self.p = subprocess.Popen([os.path.join(os.environ["DOTMON_TESTAPP_DIR"], "TestApp"), "--no-stdin-exit",
+                                   *extra],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
         self.pid = None
         deadline = time.time() + 60

@@ -47,6 +47,19 @@ SKIP = 77
 ENV_PREFIX = "dotnetmonitor_"
 LISTEN_ENV_APP = ("DOTNET_DiagnosticPorts", "COMPlus_DiagnosticPorts")
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
+# Downward-API values (fieldRef) as this test stands them in: the pod's address is a TEST-NET-1
+# address (the rootfs run binds 127.0.0.1 instead), the node's another one.
+POD_IP_STANDIN = "192.0.2.10"
+FIELD_STANDINS = {"status.podIP": POD_IP_STANDIN, "status.hostIP": "192.0.2.1",
+                  "metadata.name": "dotmon-node-x7k2p", "metadata.namespace": "dotmon",
+                  "spec.nodeName": "node-1"}
+# Node mode (container/k8s/node-mode.yaml, docs/node.md "Privileges"): the capabilities a root
+# dotmon is given are exactly the ones docs/node.md names on its line starting with NODE_CAPS_LINE.
+NODE_DOC = os.path.join("docs", "node.md")
+NODE_CAPS_LINE = "Capabilities node mode needs (uid 0):"
+# What a build without node discovery says of ConnectionMode=Node (config/settings.c).
+NODE_REFUSAL = "DiagnosticPort:ConnectionMode: 'Node' is not Connect or Listen"
+RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ServiceAccount"}
 IMAGE_LIBDIR = "/usr/lib/dotmon"
 # Settings dotnet-monitor's `config show` redacts (the last segment of the key).
 REDACTED = ("publickey", "password", "connectionstring", "accountkey", "sharedaccesssignature",
@@ -164,7 +177,7 @@ def load_manifests(k8s_dir, fails):
 
 
 def pod_specs(docs):
-    """(file, workload name, pod spec) for every workload."""
+    """(file, workload name, pod spec, kind) for every workload."""
     for fname, ds in docs.items():
         for d in ds:
             if not isinstance(d, dict):
@@ -176,7 +189,7 @@ def pod_specs(docs):
             elif kind == "Pod":
                 spec = d.get("spec")
             if isinstance(spec, dict):
-                yield fname, (d.get("metadata") or {}).get("name", "?"), spec
+                yield fname, (d.get("metadata") or {}).get("name", "?"), spec, kind
 
 
 def is_dotmon(c):
@@ -225,19 +238,29 @@ def resolve_env(c, docs, where, fails, secrets):
             fails.check(value is not None, where,
                         f"env {name}: ConfigMap '{ref.get('name')}' key '{ref.get('key')}' not found")
             out.append((name, str(value), False))
-        elif "fieldRef" in vf or "resourceFieldRef" in vf:
+        elif "fieldRef" in vf:
+            path = (vf["fieldRef"] or {}).get("fieldPath")
+            out.append((name, FIELD_STANDINS.get(path, "from-the-pod"), False))
+        elif "resourceFieldRef" in vf:
             out.append((name, "from-the-pod", False))
         else:
             fails.add(where, f"env {name}: unsupported valueFrom {list(vf)}")
     return out
 
 
-def effective_argv(c, df):
-    """Kubernetes' rule: command replaces ENTRYPOINT (and drops CMD); args replaces CMD."""
+def effective_argv(c, df, env=()):
+    """Kubernetes' rule: command replaces ENTRYPOINT (and drops CMD); args replaces CMD. In command
+    and args, $(NAME) becomes the value of the container's variable NAME (env, as resolve_env
+    gives it), $$ is a literal $, and a $(NAME) of no variable stays as written."""
+    values = {n: v for n, v, _ in env}
+
+    def expand(x):
+        return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)",
+                      lambda m: "$" if m.group(0) == "$$" else values.get(m.group(1), m.group(0)), str(x))
     if c.get("command"):
-        return [str(x) for x in c["command"]] + [str(x) for x in c.get("args") or []]
+        return [expand(x) for x in c["command"]] + [expand(x) for x in c.get("args") or []]
     args = c.get("args")
-    return list(df["entrypoint"] or []) + [str(x) for x in (args if args is not None else df["cmd"] or [])]
+    return list(df["entrypoint"] or []) + [expand(x) for x in (args if args is not None else df["cmd"] or [])]
 
 
 def setting_key(env_name):
@@ -446,18 +469,22 @@ def check_all(root, dotmon, key, verbose):
     # --- manifests ---------------------------------------------------------------------------
     workloads = list(pod_specs(docs))
     fails.check(workloads, "container/k8s", "no workload (Deployment, Pod, ...)")
-    for fname, wname, pod in workloads:
+    for fname, wname, pod, kind in workloads:
         where = f"{fname} ({wname})"
         containers = pod.get("containers") or []
         dms = [c for c in containers if is_dotmon(c)]
         apps = [c for c in containers if not is_dotmon(c)]
         if not fails.check(len(dms) == 1, where, f"expected one dotmon container, found {len(dms)}"):
             continue
-        fails.check(apps, where, "no application container next to dotmon")
         dm = dms[0]
         cw = f"{where} container {dm.get('name')}"
-        argv = effective_argv(dm, df)
         env = resolve_env(dm, docs, cw, fails, key)
+        argv = effective_argv(dm, df, env)
+        node = (env_setting(env, "DiagnosticPort:ConnectionMode") or "").lower() == "node"
+        if node:
+            fails.check(not apps, where, f"node mode: dotmon runs alone in its pod (found {[a.get('name') for a in apps]})")
+        else:
+            fails.check(apps, where, "no application container next to dotmon")
         show(f"{fname} dotmon argv", argv)
         for name, value, secret in env:
             show(f"{fname} dotmon env", f"{name}={'<secret>' if secret else value}")
@@ -472,7 +499,14 @@ def check_all(root, dotmon, key, verbose):
         elif opts and not opts[0].startswith("-"):
             fails.add(cw, f"runs 'dotmon {opts[0]}', not collect")
             continue
-        cases.append((f"{fname} dotmon", opts, env, (pod, dm, apps, cw)))
+        if node:
+            check_node_pod((pod, dm, cw, kind, fname), opts, env, docs, root, fails)
+        cases.append((f"{fname} dotmon", opts, env, None if node else (pod, dm, apps, cw)))
+    # No workload needs to call the Kubernetes API, so no manifest grants any of it.
+    for fname, ds in docs.items():
+        for d in ds:
+            if isinstance(d, dict) and d.get("kind") in RBAC_KINDS:
+                fails.add(fname, f"{d.get('kind')} {(d.get('metadata') or {}).get('name')}: dotmon needs no RBAC")
 
     # --- each case: pod wiring, then `config show` ------------------------------------------
     for title, opts, env, podinfo in cases:
@@ -480,6 +514,81 @@ def check_all(root, dotmon, key, verbose):
             check_pod(podinfo, opts, env, df, fails)
         check_config_show(title, dotmon, opts, env, fails)
     return fails
+
+
+def documented_node_caps(root, fails):
+    """The capability set docs/node.md names on its NODE_CAPS_LINE line (None when absent)."""
+    path = os.path.join(root, NODE_DOC)
+    text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    line = next((x for x in text.splitlines() if x.startswith(NODE_CAPS_LINE)), None)
+    if not fails.check(line is not None, NODE_DOC, f"no line starting with {NODE_CAPS_LINE!r}"):
+        return None
+    caps = set(re.findall(r"`(?:CAP_)?([A-Z_]+)`", line[len(NODE_CAPS_LINE):]))
+    fails.check(caps, NODE_DOC, f"the line {NODE_CAPS_LINE!r} names no `CAPABILITY`")
+    return caps
+
+
+def check_node_pod(podinfo, opts, env, docs, root, fails):
+    """Node mode: one dotmon per node with the host's pid namespace and only the documented
+    capabilities (docs/node.md, "Privileges"), auth on, the API published on the node."""
+    pod, dm, cw, kind, fname = podinfo
+    fails.check(kind == "DaemonSet", cw, f"node mode in a {kind}: one dotmon per node is a DaemonSet")
+    fails.check(pod.get("hostPID") is True, cw, "node mode without hostPID: true: dotmon sees only its own pod")
+    for f in ("hostNetwork", "hostIPC"):
+        fails.check(not pod.get(f), cw, f"{f}: true: node mode needs only the host's pid namespace")
+    fails.check(pod.get("automountServiceAccountToken") is False, cw,
+                "automountServiceAccountToken is not false: dotmon does not call the Kubernetes API")
+    for v in pod.get("volumes") or []:
+        fails.check("hostPath" not in v, cw, f"volume {v.get('name')} is a hostPath: node mode reads /proc, nothing else")
+    tol = pod.get("tolerations") or []
+    fails.check(any(t.get("operator") == "Exists" and not t.get("key") and not t.get("effect") for t in tol), cw,
+                "no toleration of every taint (operator: Exists, no key): tainted nodes go unwatched")
+
+    # Privileges: exactly the documented capabilities as root, none as another uid.
+    uid = effective_sc(pod, dm, "runAsUser")
+    fails.check(isinstance(uid, int) and uid >= 0, cw, "no runAsUser (the image's uid 1654 would see only its own processes)")
+    fails.check(effective_sc(pod, dm, "privileged") is not True, cw, "privileged: true")
+    fails.check(effective_sc(pod, dm, "allowPrivilegeEscalation") is False, cw, "allowPrivilegeEscalation is not false")
+    fails.check(effective_sc(pod, dm, "readOnlyRootFilesystem") is True, cw, "readOnlyRootFilesystem is not true")
+    sp = effective_sc(pod, dm, "seccompProfile") or {}
+    fails.check(sp.get("type") == "RuntimeDefault", cw, "seccompProfile is not RuntimeDefault")
+    caps = effective_sc(pod, dm, "capabilities") or {}
+    fails.check("ALL" in (caps.get("drop") or []), cw, "capabilities do not drop ALL")
+    added = {str(x).upper().removeprefix("CAP_") for x in caps.get("add") or []}
+    if uid == 0:
+        fails.check(effective_sc(pod, dm, "runAsNonRoot") is not True, cw, "runAsUser 0 with runAsNonRoot: true")
+        want = documented_node_caps(root, fails)
+        if want is not None:
+            fails.check(added == want, cw, f"adds capabilities {sorted(added)}; {NODE_DOC} documents {sorted(want)}")
+    else:
+        # Kubernetes has no ambient capabilities: added ones never reach a non-root process.
+        fails.check(not added, cw, f"runAsUser {uid} with capabilities {sorted(added)}: they never reach a non-root process")
+
+    # Auth on: the API key from a Secret, no --no-auth.
+    fails.check("--no-auth" not in opts, cw, "--no-auth: the API of a node agent must be authenticated")
+    for k in ("Subject", "PublicKey"):
+        fails.check(any(secret for n, _, secret in env
+                        if (setting_key(n) or "").lower() == f"authentication:monitorapikey:{k.lower()}"), cw,
+                    f"no Authentication:MonitorApiKey:{k} from a Secret")
+
+    # The API on a hostPort, bound to the pod's own address; metrics scraped by annotation.
+    url = option_value(opts, "--urls", "-u") or env_setting(env, "Urls") or "http://localhost:52323"
+    host, port = url_port(url.split(";")[0])
+    fails.check(host != FIELD_STANDINS["status.hostIP"], cw,
+                f"artifact URL {url} binds status.hostIP: not an address of the pod's network namespace")
+    ports = dm.get("ports") or []
+    fails.check(any(p.get("containerPort") == port and p.get("hostPort") for p in ports), cw,
+                f"the API port {port} has no hostPort: not reachable at the node's address")
+    _, mport = url_port(option_value(opts, "--metricUrls") or env_setting(env, "Metrics:Endpoints") or "")
+    fails.check(any(p.get("containerPort") == mport for p in ports), cw, f"the metrics port {mport} is not declared")
+    ann = next((((d.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
+                for d in docs[fname] if isinstance(d, dict) and d.get("kind") == kind)
+    for k, v in (("prometheus.io/scrape", "true"), ("prometheus.io/port", str(mport)), ("prometheus.io/path", "/metrics")):
+        fails.check(str(ann.get(k)) == v, cw, f"pod annotation {k} is {ann.get(k)!r}, expected {v!r}")
+    for var, path in (("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace"), ("NODE_NAME", "spec.nodeName")):
+        fails.check(any(n == var and v == FIELD_STANDINS[path] for n, v, _ in env), cw,
+                    f"no {var} from the downward API ({path})")
+    check_probes_resources(dm, opts, env, cw, fails)
 
 
 def check_pod(podinfo, opts, env, df, fails):
@@ -561,6 +670,10 @@ def check_pod(podinfo, opts, env, df, fails):
     fails.check(str(next(iter(uids))) == img_uid if len(uids) == 1 else True, cw,
                 f"runAsUser {uids} differs from the image's USER {img_uid}")
 
+    check_probes_resources(dm, opts, env, cw, fails)
+
+
+def check_probes_resources(dm, opts, env, cw, fails):
     # Probes: unauthenticated routes, on the artifact port, reachable from the kubelet.
     url = option_value(opts, "--urls", "-u") or env_setting(env, "Urls") or "http://localhost:52323"
     host, port = url_port(url.split(";")[0])
@@ -671,6 +784,44 @@ MUTATIONS = [
     ("root user in the image", "container/Dockerfile", "USER 1654:1654", "USER root"),
     ("port not exposed", "container/Dockerfile", "EXPOSE 52323 52325", "EXPOSE 52323"),
     ("build dependency dropped", "container/Dockerfile", " libcjson-dev ", " "),
+    # Node mode (check_node_pod)
+    ("node mode without hostPID", "container/k8s/node-mode.yaml", "hostPID: true", "hostPID: false"),
+    ("node mode in a Deployment", "container/k8s/node-mode.yaml", "kind: DaemonSet", "kind: Deployment"),
+    ("node mode with the host's network", "container/k8s/node-mode.yaml",
+     "      hostPID: true", "      hostNetwork: true\n      hostPID: true"),
+    ("a capability beyond the documented ones", "container/k8s/node-mode.yaml",
+     'add: ["SYS_PTRACE", "DAC_OVERRIDE"]', 'add: ["SYS_PTRACE", "DAC_OVERRIDE", "SYS_ADMIN"]'),
+    ("DAC_READ_SEARCH instead of DAC_OVERRIDE", "container/k8s/node-mode.yaml",
+     'add: ["SYS_PTRACE", "DAC_OVERRIDE"]', 'add: ["SYS_PTRACE", "DAC_READ_SEARCH"]'),
+    ("the documented set changed, not the manifest", "docs/node.md", "`DAC_OVERRIDE`", "`FOWNER`"),
+    ("capabilities for a non-root uid", "container/k8s/node-mode.yaml",
+     "runAsUser: 0 ", "runAsUser: 1654 "),
+    ("privileged node agent", "container/k8s/node-mode.yaml", "privileged: false", "privileged: true"),
+    ("node agent with privilege escalation", "container/k8s/node-mode.yaml",
+     "allowPrivilegeEscalation: false\n            readOnlyRootFilesystem: true    # dumps",
+     "allowPrivilegeEscalation: true\n            readOnlyRootFilesystem: true    # dumps"),
+    ("node agent without auth", "container/k8s/node-mode.yaml",
+     '"--metricUrls", "http://+:52325"]', '"--metricUrls", "http://+:52325", "--no-auth"]'),
+    ("node agent's API key not from the Secret", "container/k8s/node-mode.yaml",
+     "            - name: DotnetMonitor_Authentication__MonitorApiKey__PublicKey\n              valueFrom:",
+     "            - name: DotnetMonitor_Authentication__MonitorApiKey__PublicKeyFromNowhere\n              valueFrom:"),
+    ("API bound to status.hostIP", "container/k8s/node-mode.yaml",
+     "fieldPath: status.podIP", "fieldPath: status.hostIP"),
+    ("API not on a hostPort", "container/k8s/node-mode.yaml", "hostPort: 52323 ", "protocol: TCP  "),
+    ("some taints not tolerated", "container/k8s/node-mode.yaml",
+     "        - operator: Exists", "        - key: node-role.kubernetes.io/control-plane\n          operator: Exists"),
+    ("scrape annotation on the API port", "container/k8s/node-mode.yaml",
+     'prometheus.io/port: "52325"', 'prometheus.io/port: "52323"'),
+    ("node readiness probe path", "container/k8s/node-mode.yaml",
+     "path: /readyz\n              port: 52323\n            periodSeconds: 5\n            timeoutSeconds: 2\n          # Sized",
+     "path: /ready\n              port: 52323\n            periodSeconds: 5\n            timeoutSeconds: 2\n          # Sized"),
+    ("node name not from the downward API", "container/k8s/node-mode.yaml",
+     "fieldPath: spec.nodeName", "fieldPath: metadata.uid"),
+    ("node agent given RBAC", "container/k8s/node-mode.yaml", "---\n# For a Prometheus",
+     "---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: dotmon-node\n---\n# For a Prometheus"),
+    ("node agent with the service account token", "container/k8s/node-mode.yaml",
+     "automountServiceAccountToken: false   # dotmon does not", "automountServiceAccountToken: true    # dotmon does not"),
+    ("ConnectionMode value typo'd", "container/k8s/node-mode.yaml", "value: Node\n", "value: Nodes\n"),
 ]
 
 
@@ -681,6 +832,8 @@ def run_mutations(root, dotmon, key, baseline):
         with tempfile.TemporaryDirectory(prefix="dotmon-ctr-mut-") as tmp:
             shutil.copytree(os.path.join(root, "container"), os.path.join(tmp, "container"))
             shutil.copy(os.path.join(root, "Makefile"), os.path.join(tmp, "Makefile"))
+            os.makedirs(os.path.join(tmp, "docs"))
+            shutil.copy(os.path.join(root, NODE_DOC), os.path.join(tmp, NODE_DOC))
             p = os.path.join(tmp, rel)
             with open(p, encoding="utf-8") as f:
                 text = f.read()
@@ -792,13 +945,14 @@ def cmd_rootfs(a):
         key = generate_key(run)   # OpenSSL works from the copied libcrypto
 
         cases = [("Dockerfile CMD", (df["cmd"] or [])[1:], [], None)]
-        for fname, wname, pod in pod_specs(docs):
+        for fname, wname, pod, _ in pod_specs(docs):
             for c in pod.get("containers") or []:
                 if is_dotmon(c):
                     cw = f"{fname} ({wname})"
-                    argv = effective_argv(c, df)
+                    env = resolve_env(c, docs, cw, fails, key)
+                    argv = effective_argv(c, df, env)
                     opts = argv[2:] if argv[1:2] == ["collect"] else argv[1:]
-                    cases.append((cw, opts, resolve_env(c, docs, cw, fails, key), c))
+                    cases.append((cw, opts, env, c))
         for title, opts, env, c in cases:
             run_collect_case(title, rootfs, chroot, opts, env, c, key, uid, gid, fails)
     return report(fails)
@@ -814,7 +968,9 @@ def run_collect_case(title, rootfs, chroot, opts, env, c, key, uid, gid, fails):
         os.makedirs(d, exist_ok=True)
         os.chown(d, int(uid), int(gid))
     api, metrics = free_port(), free_port()
-    opts = list(opts)
+    # The pod's own address (a manifest's --urls http://$(POD_IP):…) is loopback here.
+    opts = [o.replace(POD_IP_STANDIN, "127.0.0.1") for o in opts]
+    env = [(n, v.replace(POD_IP_STANDIN, "127.0.0.1"), s) for n, v, s in env]
     for i, o in enumerate(opts):
         if i > 0 and opts[i - 1] in ("--urls", "-u"):
             opts[i] = with_port(o, api)
@@ -837,7 +993,13 @@ def run_collect_case(title, rootfs, chroot, opts, env, c, key, uid, gid, fails):
         ready = settle(lambda: http_get(api, "/readyz")[0] if p.poll() is None else None,
                        lambda st: st == 200 or p.poll() is not None, 10, 0.05)
         if p.poll() is not None:
-            fails.add(w, f"exited with status {p.returncode}")
+            err = p.stderr.read()
+            if NODE_REFUSAL in err and (env_setting(env, "DiagnosticPort:ConnectionMode") or "") == "Node":
+                # Until node discovery is built in, the one refusal this case may meet.
+                print(f"  NOTE: {title}: this build refuses ConnectionMode=Node ({NODE_REFUSAL!r}); "
+                      "the image's files are not run in node mode")
+                return
+            fails.add(w, f"exited with status {p.returncode}: {err.strip()[-300:]}")
             return
         fails.check(ready == 200, w, f"/readyz answered {ready} within 10 s")
         probes = [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")]

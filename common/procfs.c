@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/* Parsers of /proc text; see procfs.h. */
+#include "procfs.h"
+
+#include <string.h>
+
+#include "hex.h"
+
+bool procfs_environ_get(const char *blob, size_t len, const char *name, const char **value,
+                        size_t *value_len)
+{
+    size_t nlen = strlen(name);
+    size_t k = 0;
+    while (k < len) {
+        const char *end = memchr(blob + k, '\0', len - k);
+        size_t elen = end != NULL ? (size_t)(end - (blob + k)) : len - k;
+        if (nlen > 0 && elen > nlen && blob[k + nlen] == '=' && memcmp(blob + k, name, nlen) == 0) {
+            *value = blob + k + nlen + 1;
+            *value_len = elen - nlen - 1;
+            return true;
+        }
+        k += elen + 1;
+    }
+    return false;
+}
+
+static bool has_prefix(const char *s, size_t n, const char *prefix, size_t *plen)
+{
+    size_t l = strlen(prefix);
+    if (n < l || memcmp(s, prefix, l) != 0) {
+        return false;
+    }
+    *plen = l;
+    return true;
+}
+
+static bool all_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (hex_value(s[i]) < 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The container id a path component names (out: 65 bytes), or false. */
+static bool component_container(const char *c, size_t n, char *out)
+{
+    static const char *const skip[] = {"crio-conmon-", "libpod-conmon-"};
+    static const char *const prefixes[] = {"cri-containerd-", "crio-", "docker-", "libpod-payload-",
+                                           "libpod-"};
+    size_t plen = 0;
+    for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++) {
+        if (has_prefix(c, n, skip[i], &plen)) {
+            return false;
+        }
+    }
+    static const char scope[] = ".scope";
+    if (n > sizeof(scope) - 1 &&
+        memcmp(c + n - (sizeof(scope) - 1), scope, sizeof(scope) - 1) == 0) {
+        n -= sizeof(scope) - 1;
+    }
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        if (has_prefix(c, n, prefixes[i], &plen)) {
+            c += plen;
+            n -= plen;
+            break;
+        }
+    }
+    if (n != PROCFS_CONTAINER_ID_LEN || !all_hex(c, n)) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = c[i];
+        out[i] = ch >= 'A' && ch <= 'F' ? (char)(ch - 'A' + 'a') : ch;
+    }
+    out[n] = '\0';
+    return true;
+}
+
+/* The pod uid a path component names ("pod<uid>", "kubepods-<qos>-pod<uid_>.slice"), or false. */
+static bool component_pod(const char *c, size_t n, char *out)
+{
+    static const char slice[] = ".slice";
+    size_t at = 0;
+    size_t plen = 0;
+    if (has_prefix(c, n, "kubepods", &plen)) {
+        if (n < sizeof(slice) - 1 ||
+            memcmp(c + n - (sizeof(slice) - 1), slice, sizeof(slice) - 1) != 0) {
+            return false;
+        }
+        n -= sizeof(slice) - 1;
+        /* the last "-pod" of the slice name */
+        bool found = false;
+        for (size_t i = n; i >= 4; i--) {
+            if (memcmp(c + i - 4, "-pod", 4) == 0) {
+                at = i;
+                found = true;
+                break;
+            }
+        }
+        if (!found) {
+            return false;
+        }
+    } else if (has_prefix(c, n, "pod", &plen)) {
+        at = plen;
+    } else {
+        return false;
+    }
+    if (n - at != PROCFS_POD_UID_LEN) {
+        return false;
+    }
+    char uid[PROCFS_POD_UID_LEN + 1];
+    for (size_t i = 0; i < PROCFS_POD_UID_LEN; i++) {
+        char ch = c[at + i];
+        bool dash_pos = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash_pos ? ch != '-' && ch != '_' : hex_value(ch) < 0) {
+            return false;
+        }
+        uid[i] = dash_pos ? '-' : (ch >= 'A' && ch <= 'F' ? (char)(ch - 'A' + 'a') : ch);
+    }
+    uid[PROCFS_POD_UID_LEN] = '\0';
+    memcpy(out, uid, sizeof(uid));
+    return true;
+}
+
+bool procfs_cgroup_identity(const char *text, size_t len, struct procfs_cgroup_id *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t k = 0;
+    while (k < len && out->container_id[0] == '\0') {
+        const char *nl = memchr(text + k, '\n', len - k);
+        size_t eol = nl != NULL ? (size_t)(nl - text) : len;
+        /* the path: after the second ':' */
+        size_t p = k;
+        int colons = 0;
+        while (p < eol && colons < 2) {
+            colons += text[p++] == ':';
+        }
+        char cid[PROCFS_CONTAINER_ID_LEN + 1] = "";
+        char pod[PROCFS_POD_UID_LEN + 1] = "";
+        while (colons == 2 && p < eol) {
+            const char *slash = memchr(text + p, '/', eol - p);
+            size_t cend = slash != NULL ? (size_t)(slash - text) : eol;
+            /* the innermost component that names one wins (podman:
+             * ".../libpod-<id>.scope/container") */
+            (void)component_container(text + p, cend - p, cid);
+            (void)component_pod(text + p, cend - p, pod);
+            p = cend + 1;
+        }
+        if (cid[0] != '\0') {
+            memcpy(out->container_id, cid, sizeof(cid));
+        }
+        if (pod[0] != '\0' && (out->pod_uid[0] == '\0' || cid[0] != '\0')) {
+            memcpy(out->pod_uid, pod, sizeof(pod));
+        }
+        k = eol + 1;
+    }
+    return out->container_id[0] != '\0' || out->pod_uid[0] != '\0';
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AGENT_COMMON_PROCFS_H
+#define AGENT_COMMON_PROCFS_H
+/*
+ * Pure parsers of /proc text (issue 34): no I/O, no libuv. The caller reads the file (bounded,
+ * off the loop) and hands its bytes in; nothing here needs a terminating NUL.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * The value of the variable name in an environ blob (/proc/<pid>/environ: NUL-separated
+ * "NAME=VALUE" entries; the last entry may lack its NUL when the read was cut short). The first
+ * entry with that name wins, as getenv does. *value points into blob (not NUL-terminated);
+ * false when absent (an entry "NAME" without '=' is not a definition).
+ */
+bool procfs_environ_get(const char *blob, size_t len, const char *name, const char **value,
+                        size_t *value_len);
+
+#define PROCFS_CONTAINER_ID_LEN 64
+#define PROCFS_POD_UID_LEN      36
+
+/* What a process's cgroup paths say of it; "" when unknown. */
+struct procfs_cgroup_id {
+    char container_id[PROCFS_CONTAINER_ID_LEN + 1]; /* 64 lowercase hex digits */
+    char pod_uid[PROCFS_POD_UID_LEN + 1];           /* Kubernetes pod uid, dashed GUID form */
+};
+
+/*
+ * Reads a /proc/<pid>/cgroup text (cgroup v1 "N:ctrl,ctrl:/path" and v2 "0::/path" lines). The
+ * container id is the 64-hex-digit id a runtime names the container's cgroup with:
+ * "cri-containerd-<id>.scope", "crio-<id>.scope", "docker-<id>.scope", "libpod-<id>.scope",
+ * "libpod-payload-<id>" or a path component that is exactly the id ("/docker/<id>",
+ * "/kubepods/<qos>/pod<uid>/<id>"); CRI-O's monitor ("crio-conmon-<id>.scope") is not the app
+ * and is skipped. The pod uid comes from a "pod<uid>" component or a systemd
+ * "kubepods-<qos>-pod<uid_with_underscores>.slice" one (underscores back to dashes). Lines are
+ * read in order and the first one that names a container (with the pod uid of the same line, or
+ * of any line) wins. false when neither was found (a private cgroup namespace shows "0::/").
+ */
+bool procfs_cgroup_identity(const char *text, size_t len, struct procfs_cgroup_id *out);
+
+#endif

@@ -337,6 +337,33 @@ static int setup_trust(struct agent *a)
     return 0;
 }
 
+/*
+ * Identity:PodNameVariables, Identity:PodNamespaceVariables, Identity:ContainerNameVariables
+ * (dotmon's own): which of a process's environment variables name its pod, namespace and container
+ * (';'-separated, the first set wins; "" reads none).
+ */
+static int setup_identity(struct agent *a)
+{
+    ipc_identity_vars_default(&a->identity_vars);
+    static const char *const keys[] = {"Identity:PodNameVariables",
+                                       "Identity:PodNamespaceVariables",
+                                       "Identity:ContainerNameVariables"};
+    char *fields[] = {a->identity_vars.pod_name, a->identity_vars.pod_namespace,
+                      a->identity_vars.container_name};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const char *v = config_get(a->cfg, keys[i]);
+        if (v == NULL) {
+            continue;
+        }
+        if (strlen(v) >= IPC_IDENTITY_VARS_MAX) {
+            log_error(cat, "%s: at most %d bytes", keys[i], IPC_IDENTITY_VARS_MAX - 1);
+            return AGENT_E_INVAL;
+        }
+        snprintf(fields[i], IPC_IDENTITY_VARS_MAX, "%s", v);
+    }
+    return 0;
+}
+
 /* A copy of path without trailing slashes; NULL (logged) unless absolute. */
 static char *dir_setting(const char *key, const char *path)
 {
@@ -617,6 +644,9 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
     if (rc == 0) {
         rc = setup_trust(a);
+    }
+    if (rc == 0) {
+        rc = setup_identity(a);
     }
     if (rc == 0) {
         rc = setup_egress(a);
@@ -973,6 +1003,7 @@ static int start_discovery(struct agent *a)
     dcfg.liveness_ms = agent_timeout(a, TIMEOUT_DISCOVERY_LIVENESS);
     dcfg.retry_max_ms = agent_timeout(a, TIMEOUT_DISCOVERY_RETRY_MAX);
     dcfg.trust = a->trust;
+    dcfg.identity = &a->identity_vars;
     struct ipc_listen_config lcfg;
     memset(&lcfg, 0, sizeof(lcfg));
     if (a->listen_path != NULL) {

@@ -67,6 +67,7 @@ struct agent {
     /* Every timeout in effect (timeouts.h), loaded by agent_init; read with agent_timeout. */
     struct timeouts timeouts;
     struct ipc_trust trust; /* DiagnosticPort:TrustedUids: whose runtimes dotmon talks to */
+    struct ipc_identity_vars identity_vars; /* Identity:*Variables (ipc_identity.h) */
 
     /* Listen mode (DiagnosticPort, see setup_listen in agent.c); listen_path NULL: connect mode. */
     char *listen_path;             /* the socket dotmon binds */

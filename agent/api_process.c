@@ -21,7 +21,26 @@ static const char cat[] = "dotmon.api";
 /* The environment block can be large (containers with many variables); cap it anyway. */
 #define ENV_MAX_REPLY (4u * 1024 * 1024)
 
-static cJSON *process_summary(struct agent *a, const struct ipc_process *p)
+/* dotmon's extras: who the process is (issue 34), each member only when known. */
+static void add_identity(cJSON *o, const struct ipc_process *p)
+{
+    const struct ipc_identity *id = &p->identity;
+    const struct {
+        const char *name;
+        const char *value;
+    } fields[] = {{"containerId", id->container_id},
+                  {"containerName", id->container_name},
+                  {"podName", id->pod_name},
+                  {"podNamespace", id->pod_namespace},
+                  {"podUid", id->pod_uid}};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (fields[i].value[0] != '\0') {
+            cJSON_AddStringToObject(o, fields[i].name, fields[i].value);
+        }
+    }
+}
+
+static cJSON *process_summary(struct agent *a, const struct ipc_process *p, bool extras)
 {
     cJSON *o = cJSON_CreateObject();
     if (o == NULL) {
@@ -31,15 +50,23 @@ static cJSON *process_summary(struct agent *a, const struct ipc_process *p)
     cJSON_AddStringToObject(o, "uid", p->uid);
     cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
     cJSON_AddBoolToObject(o, "isDefault", api_is_default(a, p));
+    if (extras) {
+        add_identity(o, p);
+    }
     return o;
 }
 
 void api_processes(struct agent *a, struct http_request *req)
 {
+    /* dotnet-monitor's fields; extras=true adds who each process is (containerId, podName…) */
+    bool extras = false;
+    if (api_query_bool(req, "extras", &extras) != 0) {
+        return;
+    }
     cJSON *arr = cJSON_CreateArray();
     size_t n = ipc_discovery_count(a->disc);
     for (size_t i = 0; arr != NULL && i < n; i++) {
-        cJSON *o = process_summary(a, ipc_discovery_at(a->disc, i));
+        cJSON *o = process_summary(a, ipc_discovery_at(a->disc, i), extras);
         if (o == NULL) {
             cJSON_Delete(arr);
             arr = NULL;
@@ -83,6 +110,7 @@ void api_process(struct agent *a, struct http_request *req)
         if (extras) {
             add_string_or_null(o, "clrProductVersion", p->clr_version);
             add_string_or_null(o, "runtimeIdentifier", p->runtime_identifier);
+            add_identity(o, p);
         }
     }
     api_json(req, 200, o);

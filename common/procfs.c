@@ -159,3 +159,44 @@ bool procfs_cgroup_identity(const char *text, size_t len, struct procfs_cgroup_i
     }
     return out->container_id[0] != '\0' || out->pod_uid[0] != '\0';
 }
+
+bool procfs_status_nspid_inner(const char *text, size_t len, uint64_t *out)
+{
+    static const char key[] = "NSpid:";
+    size_t k = 0;
+    while (k < len) {
+        const char *nl = memchr(text + k, '\n', len - k);
+        size_t eol = nl != NULL ? (size_t)(nl - text) : len;
+        if (eol - k >= sizeof(key) - 1 && memcmp(text + k, key, sizeof(key) - 1) == 0) {
+            uint64_t last = 0;
+            bool any = false;
+            size_t p = k + sizeof(key) - 1;
+            while (p < eol) {
+                while (p < eol && (text[p] == ' ' || text[p] == '\t')) {
+                    p++;
+                }
+                if (p == eol) {
+                    break;
+                }
+                uint64_t v = 0;
+                size_t digits = 0;
+                while (p < eol && text[p] >= '0' && text[p] <= '9' && digits < 19) {
+                    v = v * 10 + (uint64_t)(text[p] - '0');
+                    p++;
+                    digits++;
+                }
+                if (digits == 0 || (p < eol && text[p] != ' ' && text[p] != '\t')) {
+                    return false;
+                }
+                last = v;
+                any = true;
+            }
+            if (any) {
+                *out = last;
+            }
+            return any;
+        }
+        k = eol + 1;
+    }
+    return false;
+}

@@ -7,6 +7,7 @@
  */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * The value of the variable name in an environ blob (/proc/<pid>/environ: NUL-separated
@@ -38,5 +39,11 @@ struct procfs_cgroup_id {
  * of any line) wins. false when neither was found (a private cgroup namespace shows "0::/").
  */
 bool procfs_cgroup_identity(const char *text, size_t len, struct procfs_cgroup_id *out);
+
+/*
+ * The last field of the "NSpid:" line of a /proc/<pid>/status text: the pid the process has in
+ * its own (innermost) pid namespace. false when the line is absent (kernels before 4.1) or bad.
+ */
+bool procfs_status_nspid_inner(const char *text, size_t len, uint64_t *out);
 
 #endif

@@ -651,6 +651,9 @@ static const char *const known_keys[] = {
     "DiagnosticPort:MaxConnections",
     "DiagnosticPort:TrustedUids",
     "DiagnosticPort:TrustedUids:*",
+    "Identity:PodNameVariables",
+    "Identity:PodNamespaceVariables",
+    "Identity:ContainerNameVariables",
     "Timeouts:*", /* timeouts.c refuses a name that is not in its table */
     "CorsConfiguration:AllowedOrigins",
 };

@@ -48,7 +48,16 @@
 #define MAX_IN_FLIGHT 16
 #define MAX_REFUSALS  3 /* connects refused before a new socket counts as stale */
 
-enum sock_state { S_STAT = 0, S_PROBE_WAIT, S_PROBING, S_LISTED, S_STALE, S_FAILED, S_REFUSED };
+enum sock_state {
+    S_STAT = 0,
+    S_PROBE_WAIT,
+    S_PROBING,
+    S_IDENT,
+    S_LISTED,
+    S_STALE,
+    S_FAILED,
+    S_REFUSED
+};
 
 enum sock_op { OP_NONE = 0, OP_PROBE, OP_LIVENESS };
 
@@ -79,7 +88,8 @@ struct sock {
     int ops;              /* in-flight lstat or exchange that points at this struct */
     struct ipc__probe *x; /* the probe or liveness ProcessInfo in flight */
     uv_fs_t stat_req;
-    struct ipc_proclist_entry *proc; /* while LISTED (rank: the socket's mtime) */
+    struct ipc_proclist_entry *proc; /* while IDENT and LISTED (rank: the socket's mtime) */
+    struct ipc_identity_req *ident;  /* while IDENT: the identity being read */
 };
 
 struct ipc_discovery {
@@ -95,6 +105,8 @@ struct ipc_discovery {
     uv_poll_t watch;
     int inotify_fd; /* -1: no watch (the rescan timer alone) */
     struct ipc_trust trust;
+    struct ipc_identity_vars ident_vars;
+    bool ident_on; /* read identities (ipc_discovery_config.identity) */
     uv_timer_t rescan_timer;
     uv_timer_t live_timer;
     uv_timer_t wake_timer;
@@ -131,15 +143,26 @@ static void on_wake(uv_timer_t *t);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
+/* Drops the identity read in flight, if any (its callback never comes). */
+static void sock_ident_cancel(struct sock *s)
+{
+    if (s->ident != NULL) {
+        ipc_identity_cancel(s->ident);
+        s->ident = NULL;
+    }
+}
+
 /* Moves a sock's process to the retired list; publish() reports and frees it. */
 static void sock_retire_proc(struct sock *s)
 {
+    sock_ident_cancel(s);
     ipc_proclist_retire(&s->d->procs, s->proc);
     s->proc = NULL;
 }
 
 static void sock_free(struct sock *s)
 {
+    sock_ident_cancel(s);
     ipc_proclist_entry_free(s->proc);
     free(s->name);
     free(s->path);
@@ -259,6 +282,27 @@ static void probe_failed(struct sock *s, const char *why, int status, uint32_t h
               why, agent_strerror(status), (unsigned)hresult, (unsigned long long)delay);
 }
 
+static void on_identity(void *ud, const struct ipc_identity_result *res)
+{
+    struct sock *s = ud;
+    struct ipc_discovery *d = s->d;
+    s->ident = NULL;
+    if (s->state != S_IDENT || s->proc == NULL) {
+        return;
+    }
+    s->proc->pub.host_pid = res->host_pid;
+    s->proc->pub.identity = *res->id;
+    s->state = S_LISTED;
+    s->settled = true;
+    const struct ipc_identity *id = res->id;
+    log_debug(LOG_CAT, "pid %llu: host pid %llu container '%s' pod '%s/%s' uid '%s' name '%s'",
+              (unsigned long long)s->proc->pub.pid, (unsigned long long)res->host_pid,
+              id->container_id, id->pod_namespace, id->pod_name, id->pod_uid, id->container_name);
+    publish(d);
+    update_ready(d);
+    pump(d);
+}
+
 static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
 {
     struct ipc_discovery *d = s->d;
@@ -313,6 +357,19 @@ static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
               level == 3   ? "3"
               : level == 2 ? "2"
                            : "");
+    if (d->ident_on) {
+        sock_ident_cancel(s);
+        struct ipc_endpoint ep = ipc_process_endpoint(&e->pub);
+        int rc = ipc_identity_read(d->loop, e->pub.pid, 0, &d->ident_vars, &ep, d->probe_timeout_ms,
+                                   on_identity, s, &s->ident);
+        if (rc == 0) {
+            s->state = S_IDENT; /* listed once its identity is known */
+            s->settled = false;
+        } else {
+            log_warn(LOG_CAT, "pid %llu: its identity cannot be read (%s)",
+                     (unsigned long long)e->pub.pid, agent_strerror(rc));
+        }
+    }
 }
 
 static void on_liveness_result(struct sock *s, const struct ipc__probe_result *res)
@@ -790,6 +847,10 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
     }
     d->loop = loop;
     d->trust = cfg->trust;
+    if (cfg->identity != NULL && !listen) {
+        d->ident_vars = *cfg->identity;
+        d->ident_on = true;
+    }
     d->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : 3000;
     d->rescan_ms = cfg->rescan_ms ? cfg->rescan_ms : 5000;
     d->liveness_ms = cfg->liveness_ms ? cfg->liveness_ms : 1000;
@@ -973,6 +1034,7 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
         (void)uv_cancel((uv_req_t *)&d->scan_req);
     }
     for (struct sock *s = d->socks; s != NULL; s = s->next) {
+        sock_ident_cancel(s);
         if (s->x != NULL) {
             ipc__probe_abort(s->x);
         } else if (s->ops > 0) {

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "ipc_client.h"
+#include "ipc_identity.h"
 
 /*
  * Discovery of .NET runtimes in connect mode (docs/ipc.md §1.1-1.3), or in listen mode (ipc.md
@@ -49,6 +50,10 @@ struct ipc_process {
     int watched; /* > 0 while a session's stream tells this runtime's exit
                     (ipc_discovery_watch) */
     bool cmdline_settled; /* discovery's: the command line is final (ipc_discovery_watch) */
+    uint64_t host_pid;    /* the pid in dotmon's /proc; 0 when unknown (listen mode, or another
+                             pid namespace) */
+    struct ipc_identity identity; /* who it is (ipc_identity.h), read before it is first listed;
+                                     all "" when unknown */
 };
 
 /*
@@ -88,6 +93,9 @@ struct ipc_discovery_config {
     /* Listen mode: bind this socket instead of watching dir (copied; ipc_listen.h). */
     const struct ipc_listen_config *listen;
     struct ipc_trust trust; /* zero: dotmon's own uid and the /proc owners only */
+    /* Connect mode: read each runtime's identity (ipc_identity_read) before listing it; NULL:
+     * not read (host_pid and identity stay empty). Copied. */
+    const struct ipc_identity_vars *identity;
 };
 
 struct ipc_discovery;

@@ -21,6 +21,7 @@
 #include <uv.h>
 
 #include "agent.h"
+#include "api.h"
 #include "ascii.h"
 #include "buf.h"
 #include "config.h"
@@ -852,11 +853,7 @@ bool otel_wants_process(const struct otel *o, const struct ipc_process *p)
     if (o->filters == NULL) {
         return true;
     }
-    const struct rules_process rp = {.pid = (uint32_t)p->pid,
-                                     .name = p->name,
-                                     .command_line = p->command_line,
-                                     .runtime_id = p->uid,
-                                     .entrypoint_assembly = p->entrypoint_assembly};
+    const struct rules_process rp = api_rules_process(p);
     return rules_filter_list_match(o->filters->filters, o->filters->nfilters, &rp);
 }
 

@@ -120,12 +120,31 @@ static void test_cgroup_v1(void **state)
     cgroup("garbage /docker/" ID2 "\n0::/docker/" ID "\n", ID, "");
 }
 
+static void test_nspid(void **state)
+{
+    (void)state;
+    static const char status[] = "Name:\tdotnet\nUmask:\t0022\nState:\tS (sleeping)\n"
+                                 "Tgid:\t48213\nNgid:\t0\nPid:\t48213\nPPid:\t48190\n"
+                                 "NSpid:\t48213\t1\nNSpgid:\t48213\t1\n";
+    uint64_t v = 0;
+    assert_true(procfs_status_nspid_inner(status, sizeof(status) - 1, &v));
+    assert_int_equal(v, 1);
+    static const char same[] = "Pid:\t77\nNSpid:\t77\n";
+    assert_true(procfs_status_nspid_inner(same, sizeof(same) - 1, &v));
+    assert_int_equal(v, 77);
+    /* cut after the key, or garbage in the field */
+    assert_false(procfs_status_nspid_inner("NSpid:\t", 7, &v));
+    assert_false(procfs_status_nspid_inner("NSpid:\t12x\n", 11, &v));
+    assert_false(procfs_status_nspid_inner("Pid:\t12\n", 8, &v));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_environ),
         cmocka_unit_test(test_cgroup_v2),
         cmocka_unit_test(test_cgroup_v1),
+        cmocka_unit_test(test_nspid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

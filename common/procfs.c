@@ -200,3 +200,44 @@ bool procfs_status_nspid_inner(const char *text, size_t len, uint64_t *out)
     }
     return false;
 }
+
+bool procfs_stat_starttime(const char *text, size_t len, uint64_t *out)
+{
+    size_t close = len;
+    for (size_t i = len; i > 0; i--) {
+        if (text[i - 1] == ')') {
+            close = i - 1;
+            break;
+        }
+    }
+    if (close == len) {
+        return false;
+    }
+    /* after ") ": field 3 (state) is the first token; field 22 the twentieth */
+    size_t p = close + 1;
+    for (int field = 3; field <= 22; field++) {
+        if (p >= len || text[p] != ' ') {
+            return false;
+        }
+        p++;
+        size_t start = p;
+        while (p < len && text[p] != ' ' && text[p] != '\n') {
+            p++;
+        }
+        if (field == 22) {
+            uint64_t v = 0;
+            if (p == start || p - start > 19) {
+                return false;
+            }
+            for (size_t i = start; i < p; i++) {
+                if (text[i] < '0' || text[i] > '9') {
+                    return false;
+                }
+                v = v * 10 + (uint64_t)(text[i] - '0');
+            }
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}

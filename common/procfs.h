@@ -46,4 +46,12 @@ bool procfs_cgroup_identity(const char *text, size_t len, struct procfs_cgroup_i
  */
 bool procfs_status_nspid_inner(const char *text, size_t len, uint64_t *out);
 
+/*
+ * Field 22 of a /proc/<pid>/stat text: the process's start time in clock ticks since boot (what a
+ * .NET runtime puts in its diagnostic socket's name as the disambiguation key, docs/ipc.md §1.1).
+ * The command name (field 2) may hold spaces and parentheses: fields are counted after its last
+ * ')'. false when the text is cut or bad.
+ */
+bool procfs_stat_starttime(const char *text, size_t len, uint64_t *out);
+
 #endif

@@ -360,8 +360,8 @@ static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
     if (d->ident_on) {
         sock_ident_cancel(s);
         struct ipc_endpoint ep = ipc_process_endpoint(&e->pub);
-        int rc = ipc_identity_read(d->loop, e->pub.pid, 0, &d->ident_vars, &ep, d->probe_timeout_ms,
-                                   on_identity, s, &s->ident);
+        int rc = ipc_identity_read(d->loop, e->pub.pid, e->pub.key, 0, &d->ident_vars, &ep,
+                                   d->probe_timeout_ms, on_identity, s, &s->ident);
         if (rc == 0) {
             s->state = S_IDENT; /* listed once its identity is known */
             s->settled = false;

@@ -21,6 +21,7 @@ struct ipc_identity_req {
     uv_loop_t *loop;
     uv_work_t work;
     uint64_t pid;
+    uint64_t start_key;
     uint64_t host_pid; /* in: as given; after the work: 0 when not this process */
     struct ipc_identity_vars vars;
     struct ipc_endpoint ep;
@@ -154,6 +155,12 @@ static void work_read(uv_work_t *w)
         bool same = n > 0 && procfs_status_nspid_inner(text, (size_t)n, &inner) && inner == r->pid;
         free(text);
         text = NULL;
+        snprintf(path, sizeof(path), "/proc/%" PRIu64 "/stat", pid);
+        n = same ? read_bounded(path, STATUS_MAX, &text) : -1;
+        uint64_t start = 0;
+        same = n > 0 && procfs_stat_starttime(text, (size_t)n, &start) && start == r->start_key;
+        free(text);
+        text = NULL;
         if (!same) {
             return;
         }
@@ -218,7 +225,7 @@ static void after_read(uv_work_t *w, int status)
     finish(r);
 }
 
-int ipc_identity_read(uv_loop_t *loop, uint64_t pid, uint64_t host_pid,
+int ipc_identity_read(uv_loop_t *loop, uint64_t pid, uint64_t start_key, uint64_t host_pid,
                       const struct ipc_identity_vars *vars, const struct ipc_endpoint *ep,
                       uint64_t timeout_ms, ipc_identity_cb cb, void *ud,
                       struct ipc_identity_req **out)
@@ -229,6 +236,7 @@ int ipc_identity_read(uv_loop_t *loop, uint64_t pid, uint64_t host_pid,
     }
     r->loop = loop;
     r->pid = pid;
+    r->start_key = start_key;
     r->host_pid = host_pid;
     r->vars = *vars;
     r->timeout_ms = timeout_ms;

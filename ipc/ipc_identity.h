@@ -66,13 +66,15 @@ struct ipc_identity_req;
 
 /*
  * Reads the identity of the runtime that calls itself pid. host_pid: its pid in dotmon's /proc when
- * known (Node mode), or 0 to use pid when /proc/<pid> is the same process (its status's NSpid
- * ends with pid: the same pid namespace). ep (copied) and timeout_ms serve the
- * ProcessEnvironment fallback, used when /proc/<host_pid>/environ cannot be read. cb runs exactly
- * once, on the loop, never inside this call, unless ipc_identity_cancel comes first. 0 or a
- * negative code (cb never runs).
+ * known (Node mode), or 0 to use pid when /proc/<pid> is the same process: its status's NSpid
+ * ends with pid (the same pid namespace) and its start time (stat field 22) is start_key, the
+ * disambiguation key of the runtime's socket name (docs/ipc.md §1.1), so that another pid
+ * namespace's process of the same pid (a sidecar's own pid 1) is never taken for it. ep (copied)
+ * and timeout_ms serve the ProcessEnvironment fallback, used when /proc/<host_pid>/environ cannot
+ * be read. cb runs exactly once, on the loop, never inside this call, unless ipc_identity_cancel
+ * comes first. 0 or a negative code (cb never runs).
  */
-int ipc_identity_read(uv_loop_t *loop, uint64_t pid, uint64_t host_pid,
+int ipc_identity_read(uv_loop_t *loop, uint64_t pid, uint64_t start_key, uint64_t host_pid,
                       const struct ipc_identity_vars *vars, const struct ipc_endpoint *ep,
                       uint64_t timeout_ms, ipc_identity_cb cb, void *ud,
                       struct ipc_identity_req **out);

@@ -138,13 +138,31 @@ static void test_nspid(void **state)
     assert_false(procfs_status_nspid_inner("Pid:\t12\n", 8, &v));
 }
 
+static void test_starttime(void **state)
+{
+    (void)state;
+    /* a real line of a dotnet process, and one whose name holds ") (" */
+    static const char stat[] =
+        "48213 (dotnet) S 48190 48213 48190 34817 48213 4194560 30622 0 3 0 133 21 0 0 20 0 19 0 "
+        "5843210 3295555584 13923 18446744073709551615 94391 94432 140729 0 0 0 0 4096 17663 0 0 "
+        "0 17 1 0 0 0 0 0\n";
+    uint64_t v = 0;
+    assert_true(procfs_stat_starttime(stat, sizeof(stat) - 1, &v));
+    assert_int_equal(v, 5843210);
+    static const char odd[] = "7 (a) b (c) R 1 7 7 0 -1 4194304 9 0 0 0 0 0 0 0 20 0 1 0 99 0 0";
+    assert_true(procfs_stat_starttime(odd, sizeof(odd) - 1, &v));
+    assert_int_equal(v, 99);
+    /* cut before field 22 */
+    assert_false(procfs_stat_starttime(stat, 60, &v));
+    assert_false(procfs_stat_starttime("48213 dotnet S 1", 16, &v));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_environ),
-        cmocka_unit_test(test_cgroup_v2),
-        cmocka_unit_test(test_cgroup_v1),
-        cmocka_unit_test(test_nspid),
+        cmocka_unit_test(test_environ),   cmocka_unit_test(test_cgroup_v2),
+        cmocka_unit_test(test_cgroup_v1), cmocka_unit_test(test_nspid),
+        cmocka_unit_test(test_starttime),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,6 +77,19 @@ void ipc_identity_take(const struct ipc_identity_vars *v, struct ipc_identity_ra
         memcpy(fields[f], value, value_len);
         fields[f][value_len] = '\0';
         rank->v[f] = r;
+        if (f == 0) {
+            rank->pod_from_host = name_len == 8 && memcmp(name, "HOSTNAME", 8) == 0;
+        }
+    }
+    if (name_len == 23 && memcmp(name, "KUBERNETES_SERVICE_HOST", 23) == 0) {
+        rank->k8s = true;
+    }
+}
+
+void ipc_identity_settle(const struct ipc_identity_rank *rank, struct ipc_identity *id)
+{
+    if (rank->pod_from_host && !rank->k8s && id->container_id[0] == '\0') {
+        id->pod_name[0] = '\0';
     }
 }
 
@@ -110,8 +123,9 @@ static ssize_t read_bounded(const char *path, size_t cap, char **out)
     return total;
 }
 
-/* field from the first variable of list that blob sets (non-empty, fitting the field). */
-static void take_list(const char *blob, size_t len, const char *list, char *field, size_t cap)
+/* field from the first variable of list that blob sets (non-empty, fitting the field); whether
+ * that was HOSTNAME. */
+static bool take_list(const char *blob, size_t len, const char *list, char *field, size_t cap)
 {
     const char *p = list;
     while (*p != '\0') {
@@ -126,16 +140,21 @@ static void take_list(const char *blob, size_t len, const char *list, char *fiel
             if (procfs_environ_get(blob, len, name, &value, &vlen) && vlen > 0 && vlen < cap) {
                 memcpy(field, value, vlen);
                 field[vlen] = '\0';
-                return;
+                return strcmp(name, "HOSTNAME") == 0;
             }
         }
         p += n + (end != NULL ? 1 : 0);
     }
+    return false;
 }
 
 static void take_blob(struct ipc_identity_req *r, const char *blob, size_t len)
 {
-    take_list(blob, len, r->vars.pod_name, r->id.pod_name, sizeof(r->id.pod_name));
+    const char *v = NULL;
+    size_t vlen = 0;
+    r->rank.k8s = procfs_environ_get(blob, len, "KUBERNETES_SERVICE_HOST", &v, &vlen);
+    r->rank.pod_from_host =
+        take_list(blob, len, r->vars.pod_name, r->id.pod_name, sizeof(r->id.pod_name));
     take_list(blob, len, r->vars.pod_namespace, r->id.pod_namespace, sizeof(r->id.pod_namespace));
     take_list(blob, len, r->vars.container_name, r->id.container_name,
               sizeof(r->id.container_name));
@@ -180,6 +199,7 @@ static void work_read(uv_work_t *w)
     if (n >= 0) {
         r->env_read = true;
         take_blob(r, text, (size_t)n);
+        ipc_identity_settle(&r->rank, &r->id);
     }
     free(text);
 }
@@ -208,6 +228,7 @@ static void on_env_done(void *ud, const struct ipc_env_result *res)
     struct ipc_identity_req *r = ud;
     r->env = NULL;
     (void)res; /* what could not be read stays unknown */
+    ipc_identity_settle(&r->rank, &r->id);
     finish(r);
 }
 

@@ -27,9 +27,11 @@ struct ipc_identity {
 
 /*
  * Which environment variables name the pod, its namespace and the container: ';'-separated
- * names, the first one that is set wins ("" reads none). Settings Identity:PodNameVariables
- * (default "POD_NAME;HOSTNAME"), Identity:PodNamespaceVariables ("POD_NAMESPACE"),
- * Identity:ContainerNameVariables ("CONTAINER_NAME").
+ * names, the first one that is set (not empty) wins ("" reads none). Settings
+ * Identity:PodNameVariables (default "POD_NAME;HOSTNAME"), Identity:PodNamespaceVariables
+ * ("POD_NAMESPACE"), Identity:ContainerNameVariables ("CONTAINER_NAME"). HOSTNAME names the pod
+ * only in Kubernetes (KUBERNETES_SERVICE_HOST set) or in a container (a container id is known):
+ * elsewhere it is the host's name.
  */
 #define IPC_IDENTITY_VARS_MAX 256
 struct ipc_identity_vars {
@@ -46,14 +48,19 @@ void ipc_identity_vars_default(struct ipc_identity_vars *v);
 /*
  * Keeps name=value in id when the variable is one of v's and ranks before the one that set the
  * field so far (rank: the caller's, zeroed before the first entry; pure). For an environment read
- * entry by entry (ProcessEnvironment). Values too long for their field are not kept.
+ * entry by entry (ProcessEnvironment); ipc_identity_settle once every entry was seen. Values too
+ * long for their field are not kept.
  */
 struct ipc_identity_rank {
     unsigned v[3];
+    bool k8s;           /* KUBERNETES_SERVICE_HOST was seen */
+    bool pod_from_host; /* pod_name came from HOSTNAME */
 };
 void ipc_identity_take(const struct ipc_identity_vars *v, struct ipc_identity_rank *rank,
                        struct ipc_identity *id, const char *name, size_t name_len,
                        const char *value, size_t value_len);
+/* The HOSTNAME rule above, once the environment and the cgroup were read. */
+void ipc_identity_settle(const struct ipc_identity_rank *rank, struct ipc_identity *id);
 
 struct ipc_identity_result {
     uint64_t host_pid; /* the pid in dotmon's /proc; 0: not this process (another pid namespace,

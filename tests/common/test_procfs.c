@@ -116,6 +116,11 @@ static void test_cgroup_v1(void **state)
     /* the first line naming a container wins, with its own pod */
     cgroup("3:cpuset:/\n2:cpu:/kubepods/burstable/pod" POD "/" ID "\n1:memory:/docker/" ID2 "\n",
            ID, POD);
+    /* CRI-O without the scope suffix, and a last line without its newline */
+    cgroup("1:name=systemd:/user.slice/crio-" ID "\n", ID, "");
+    cgroup("1:cpu:/" ID, ID, "");
+    /* a bare id is not a cgroup line */
+    cgroup(ID "\n", "", "");
     /* a line without the two colons is skipped */
     cgroup("garbage /docker/" ID2 "\n0::/docker/" ID "\n", ID, "");
 }

@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "ascii.h"
 #include "hex.h"
 
 bool procfs_environ_get(const char *blob, size_t len, const char *name, const char **value,
@@ -73,7 +74,7 @@ static bool component_container(const char *c, size_t n, char *out)
     }
     for (size_t i = 0; i < n; i++) {
         char ch = c[i];
-        out[i] = ch >= 'A' && ch <= 'F' ? (char)(ch - 'A' + 'a') : ch;
+        out[i] = ascii_lower(ch);
     }
     out[n] = '\0';
     return true;
@@ -118,7 +119,10 @@ static bool component_pod(const char *c, size_t n, char *out)
         if (dash_pos ? ch != '-' && ch != '_' : hex_value(ch) < 0) {
             return false;
         }
-        uid[i] = dash_pos ? '-' : (ch >= 'A' && ch <= 'F' ? (char)(ch - 'A' + 'a') : ch);
+        uid[i] = ascii_lower(ch);
+        if (dash_pos) {
+            uid[i] = '-';
+        }
     }
     uid[PROCFS_POD_UID_LEN] = '\0';
     memcpy(out, uid, sizeof(uid));

@@ -121,6 +121,12 @@ static void test_cgroup_v1(void **state)
     cgroup("1:cpu:/" ID, ID, "");
     /* a bare id is not a cgroup line */
     cgroup(ID "\n", "", "");
+    /* podman kube play with cgroupfs on a cgroup v1 host (this project's pod test, as logged by
+     * tests/container/check_pod.py): the pod's own 64-digit id is a bare component above the
+     * container's libpod-<id>; the innermost wins */
+    cgroup("9:name=systemd:/libpod_parent/" ID2 "/libpod-" ID "\n8:pids:/libpod_parent/" ID2
+           "/libpod-" ID "\n0::/libpod_parent/" ID2 "/libpod-" ID "\n",
+           ID, "");
     /* a line without the two colons is skipped */
     cgroup("garbage /docker/" ID2 "\n0::/docker/" ID "\n", ID, "");
 }

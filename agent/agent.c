@@ -1230,3 +1230,17 @@ void agent_fini(struct agent *a)
     free(a->newcomers);
     a->newcomers = NULL;
 }
+
+struct rules_process agent_rules_process(const struct ipc_process *p)
+{
+    const struct ipc_identity *id = &p->identity;
+    return (struct rules_process){.pid = (uint32_t)p->pid,
+                                  .name = p->name,
+                                  .command_line = p->command_line,
+                                  .runtime_id = p->uid,
+                                  .entrypoint_assembly = p->entrypoint_assembly,
+                                  .pod_name = id->pod_name,
+                                  .pod_namespace = id->pod_namespace,
+                                  .container_id = id->container_id,
+                                  .container_name = id->container_name};
+}

@@ -471,24 +471,10 @@ void api_handle(void *ud, struct http_request *req)
 
 /* ---- process selection ---- */
 
-struct rules_process api_rules_process(const struct ipc_process *p)
-{
-    const struct ipc_identity *id = &p->identity;
-    return (struct rules_process){.pid = (uint32_t)p->pid,
-                                  .name = p->name,
-                                  .command_line = p->command_line,
-                                  .runtime_id = p->uid,
-                                  .entrypoint_assembly = p->entrypoint_assembly,
-                                  .pod_name = id->pod_name,
-                                  .pod_namespace = id->pod_namespace,
-                                  .container_id = id->container_id,
-                                  .container_name = id->container_name};
-}
-
 /* DefaultProcess:Filters against p (rules.h's matcher, as the collection rules' Filters). */
 static bool matches_filters(struct agent *a, const struct ipc_process *p)
 {
-    const struct rules_process rp = api_rules_process(p);
+    const struct rules_process rp = agent_rules_process(p);
     return rules_filter_list_match(a->filters, a->nfilters, &rp);
 }
 

@@ -9,7 +9,6 @@
 #include "agent.h"
 #include "http_server.h"
 #include "ipc_discovery.h"
-#include "rules.h"
 
 /*
  * REST handlers (dotnet-monitor's routes and JSON shapes, docs/api.md). api.c holds the
@@ -69,9 +68,6 @@ int api_parse_duration(struct http_request *req, int64_t *out);
 
 /* Answers 200 with the JSON value (which this call deletes). */
 void api_json(struct http_request *req, int status, cJSON *json);
-
-/* p as the process filters see it (rules.h): its names, command line and identity (views of p). */
-struct rules_process api_rules_process(const struct ipc_process *p);
 
 /*
  * Process selection shared by every process route: pid, uid or name, and dotmon's pod, namespace

@@ -13,7 +13,6 @@
 #include <uv.h>
 
 #include "agent.h"
-#include "api.h"
 #include "artifact.h"
 #include "buf.h"
 #include "collectors.h"
@@ -1206,7 +1205,7 @@ static void proc_remove(struct rules_run *r, struct rproc *pr)
 static void proc_apply(struct rules_run *r, struct rproc *pr, const struct ipc_process *p,
                        bool later)
 {
-    struct rules_process proc = api_rules_process(p);
+    struct rules_process proc = agent_rules_process(p);
     proc.hostname = r->hostname;
     pr->adding = true;
     for (size_t i = 0; i < r->cfg->nrules; i++) {

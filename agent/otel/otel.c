@@ -21,7 +21,6 @@
 #include <uv.h>
 
 #include "agent.h"
-#include "api.h"
 #include "ascii.h"
 #include "buf.h"
 #include "config.h"
@@ -853,7 +852,7 @@ bool otel_wants_process(const struct otel *o, const struct ipc_process *p)
     if (o->filters == NULL) {
         return true;
     }
-    const struct rules_process rp = api_rules_process(p);
+    const struct rules_process rp = agent_rules_process(p);
     return rules_filter_list_match(o->filters->filters, o->filters->nfilters, &rp);
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* A process's identity read from outside; see ipc_identity.h. */
+#define _GNU_SOURCE /* explicit_bzero */
 #include "ipc_identity.h"
 
 #include <errno.h>
@@ -200,6 +201,7 @@ static void work_read(uv_work_t *w)
         r->env_read = true;
         take_blob(r, text, (size_t)n);
         ipc_identity_settle(&r->rank, &r->id);
+        explicit_bzero(text, (size_t)n); /* the app's secrets do not linger in freed memory */
     }
     free(text);
 }

@@ -346,6 +346,33 @@ static int setup_trust(struct agent *a)
     return 0;
 }
 
+/*
+ * Identity:PodNameVariables, Identity:PodNamespaceVariables, Identity:ContainerNameVariables
+ * (dotmon's own): which of a process's environment variables name its pod, namespace and container
+ * (';'-separated, the first set wins; "" reads none).
+ */
+static int setup_identity(struct agent *a)
+{
+    ipc_identity_vars_default(&a->identity_vars);
+    static const char *const keys[] = {"Identity:PodNameVariables",
+                                       "Identity:PodNamespaceVariables",
+                                       "Identity:ContainerNameVariables"};
+    char *fields[] = {a->identity_vars.pod_name, a->identity_vars.pod_namespace,
+                      a->identity_vars.container_name};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const char *v = config_get(a->cfg, keys[i]);
+        if (v == NULL) {
+            continue;
+        }
+        if (strlen(v) >= IPC_IDENTITY_VARS_MAX) {
+            log_error(cat, "%s: at most %d bytes", keys[i], IPC_IDENTITY_VARS_MAX - 1);
+            return AGENT_E_INVAL;
+        }
+        snprintf(fields[i], IPC_IDENTITY_VARS_MAX, "%s", v);
+    }
+    return 0;
+}
+
 /* A copy of path without trailing slashes; NULL (logged) unless absolute. */
 static char *dir_setting(const char *key, const char *path)
 {
@@ -626,6 +653,9 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
     if (rc == 0) {
         rc = setup_trust(a);
+    }
+    if (rc == 0) {
+        rc = setup_identity(a);
     }
     if (rc == 0) {
         rc = setup_egress(a);
@@ -983,6 +1013,7 @@ static int start_discovery(struct agent *a)
     dcfg.liveness_ms = agent_timeout(a, TIMEOUT_DISCOVERY_LIVENESS);
     dcfg.retry_max_ms = agent_timeout(a, TIMEOUT_DISCOVERY_RETRY_MAX);
     dcfg.trust = a->trust;
+    dcfg.identity = &a->identity_vars;
     struct ipc_listen_config lcfg;
     memset(&lcfg, 0, sizeof(lcfg));
     if (a->listen_path != NULL) {
@@ -1210,4 +1241,18 @@ void agent_fini(struct agent *a)
     }
     free(a->newcomers);
     a->newcomers = NULL;
+}
+
+struct rules_process agent_rules_process(const struct ipc_process *p)
+{
+    const struct ipc_identity *id = &p->identity;
+    return (struct rules_process){.pid = (uint32_t)p->pid,
+                                  .name = p->name,
+                                  .command_line = p->command_line,
+                                  .runtime_id = p->uid,
+                                  .entrypoint_assembly = p->entrypoint_assembly,
+                                  .pod_name = id->pod_name,
+                                  .pod_namespace = id->pod_namespace,
+                                  .container_id = id->container_id,
+                                  .container_name = id->container_name};
 }

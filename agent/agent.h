@@ -16,6 +16,7 @@
 #include "job.h"
 #include "operations.h"
 #include "ring_registry.h"
+#include "rules.h"
 #include "timeouts.h"
 
 /*
@@ -67,6 +68,7 @@ struct agent {
     /* Every timeout in effect (timeouts.h), loaded by agent_init; read with agent_timeout. */
     struct timeouts timeouts;
     struct ipc_trust trust; /* DiagnosticPort:TrustedUids: whose runtimes dotmon talks to */
+    struct ipc_identity_vars identity_vars; /* Identity:*Variables (ipc_identity.h) */
 
     /* Listen mode (DiagnosticPort, see setup_listen in agent.c); listen_path NULL: connect mode. */
     char *listen_path; /* the socket dotmon binds */
@@ -169,6 +171,10 @@ int agent_egress_parse(const struct config *cfg, struct egress_set **out, char *
 void agent_egress_report(const struct buf *errors, bool log);
 
 /* Binds the URLs, starts discovery and the signal handlers. */
+/* p as the process filters see it (rules.h): its names, command line and identity (views of p),
+ * for DefaultProcess, collection rules and the OpenTelemetry filters alike. */
+struct rules_process agent_rules_process(const struct ipc_process *p);
+
 int agent_start(struct agent *a);
 /* Graceful stop: closes everything; the loop then runs out. Idempotent. If it has not within
  * Timeouts:ShutdownDeadlineMs (5 s), the process exits with status 3 (the deadline's timer is left

@@ -474,11 +474,7 @@ void api_handle(void *ud, struct http_request *req)
 /* DefaultProcess:Filters against p (rules.h's matcher, as the collection rules' Filters). */
 static bool matches_filters(struct agent *a, const struct ipc_process *p)
 {
-    const struct rules_process rp = {.pid = (uint32_t)p->pid,
-                                     .name = p->name,
-                                     .command_line = p->command_line,
-                                     .runtime_id = p->uid,
-                                     .entrypoint_assembly = p->entrypoint_assembly};
+    const struct rules_process rp = agent_rules_process(p);
     return rules_filter_list_match(a->filters, a->nfilters, &rp);
 }
 
@@ -538,41 +534,75 @@ static int parse_uid(const char *s, char out[37])
     return 0;
 }
 
+/* container= names a process's container by name, or by id (whole, or its first 12 or more
+ * digits, as runtimes print it). */
+static bool container_matches(const struct ipc_identity *id, const char *want)
+{
+    size_t n = strlen(want);
+    if (id->container_name[0] != '\0' && strcmp(id->container_name, want) == 0) {
+        return true;
+    }
+    return id->container_id[0] != '\0' && n >= 12 && n <= 64 &&
+           strncasecmp(id->container_id, want, n) == 0;
+}
+
+/* The process selector's query parameters: dotnet-monitor's pid, uid, name and dotmon's pod,
+ * namespace, container (issue 34). */
+enum { SEL_PID, SEL_UID, SEL_NAME, SEL_POD, SEL_NAMESPACE, SEL_CONTAINER, SEL_N };
+static const char *const sel_names[SEL_N] = {"pid", "uid", "name", "pod", "namespace", "container"};
+
+static bool selected(const struct ipc_process *p, const int *has, struct buf *v, uint64_t pid,
+                     const char *uid)
+{
+    const struct ipc_identity *id = &p->identity;
+    return !(
+        (has[SEL_PID] == 1 && p->pid != pid) || (has[SEL_UID] == 1 && strcmp(p->uid, uid) != 0) ||
+        (has[SEL_NAME] == 1 &&
+         (p->name == NULL || strcasecmp(p->name, buf_cstr(&v[SEL_NAME])) != 0)) ||
+        (has[SEL_POD] == 1 && strcmp(id->pod_name, buf_cstr(&v[SEL_POD])) != 0) ||
+        (has[SEL_NAMESPACE] == 1 && strcmp(id->pod_namespace, buf_cstr(&v[SEL_NAMESPACE])) != 0) ||
+        (has[SEL_CONTAINER] == 1 && !container_matches(id, buf_cstr(&v[SEL_CONTAINER]))));
+}
+
 const struct ipc_process *api_select_process(struct agent *a, struct http_request *req)
 {
     const char *query = http_request_query(req);
-    struct buf pid_s, uid_s, name_s;
-    buf_init(&pid_s, 256);
-    buf_init(&uid_s, 256);
-    buf_init(&name_s, 1024);
+    struct buf v[SEL_N];
+    int has[SEL_N];
     const struct ipc_process *result = NULL;
-
-    int has_pid = http_query_get(query, "pid", &pid_s);
-    int has_uid = http_query_get(query, "uid", &uid_s);
-    int has_name = http_query_get(query, "name", &name_s);
-    if (has_pid < 0 || has_uid < 0 || has_name < 0) {
+    bool any = false;
+    bool bad = false;
+    for (size_t k = 0; k < SEL_N; k++) {
+        buf_init(&v[k], k == SEL_PID || k == SEL_UID ? 256 : 1024);
+        has[k] = http_query_get(query, sel_names[k], &v[k]);
+        bad = bad || has[k] < 0;
+        any = any || has[k] == 1;
+    }
+    if (bad) {
         api_problem(req, 400,
                     "malformed query string (bad percent-encoding or a repeated parameter)");
         goto out;
     }
     uint64_t pid = 0;
-    char uid[37];
-    if (has_pid == 1 && parse_pid(buf_cstr(&pid_s), &pid) != 0) {
+    char uid[37] = "";
+    if (has[SEL_PID] == 1 && parse_pid(buf_cstr(&v[SEL_PID]), &pid) != 0) {
         api_problem(req, 400, "pid must be a non-negative 32-bit integer, not '%s'",
-                    buf_cstr(&pid_s));
+                    buf_cstr(&v[SEL_PID]));
         goto out;
     }
-    if (has_uid == 1 && parse_uid(buf_cstr(&uid_s), uid) != 0) {
+    if (has[SEL_UID] == 1 && parse_uid(buf_cstr(&v[SEL_UID]), uid) != 0) {
         api_problem(req, 400, "uid must be a GUID (runtime instance cookie), not '%s'",
-                    buf_cstr(&uid_s));
+                    buf_cstr(&v[SEL_UID]));
         goto out;
     }
-    if (has_name == 1 && buf_size(&name_s) == 0) {
-        api_problem(req, 400, "name must not be empty");
-        goto out;
+    for (size_t k = SEL_NAME; k < SEL_N; k++) {
+        if (has[k] == 1 && buf_size(&v[k]) == 0) {
+            api_problem(req, 400, "%s must not be empty", sel_names[k]);
+            goto out;
+        }
     }
 
-    if (has_pid != 1 && has_uid != 1 && has_name != 1) {
+    if (!any) {
         size_t nmatch = 0;
         result = default_process(a, &nmatch);
         if (result == NULL && nmatch == 0) {
@@ -592,35 +622,32 @@ const struct ipc_process *api_select_process(struct agent *a, struct http_reques
     size_t n = ipc_discovery_count(a->disc);
     for (size_t i = 0; i < n; i++) {
         const struct ipc_process *p = ipc_discovery_at(a->disc, i);
-        if (has_pid == 1 && p->pid != pid) {
-            continue;
-        }
-        if (has_uid == 1 && strcmp(p->uid, uid) != 0) {
-            continue;
-        }
-        if (has_name == 1 && (p->name == NULL || strcasecmp(p->name, buf_cstr(&name_s)) != 0)) {
-            continue;
-        }
-        if (count++ == 0) {
+        if (selected(p, has, v, pid, uid) && count++ == 0) {
             result = p;
         }
     }
     if (count == 0) {
-        api_problem_as_dm(req, 400, API_DM_NO_PROCESS, "no .NET process matches%s%s%s%s%s%s",
-                          has_pid == 1 ? " pid=" : "", has_pid == 1 ? buf_cstr(&pid_s) : "",
-                          has_uid == 1 ? " uid=" : "", has_uid == 1 ? uid : "",
-                          has_name == 1 ? " name=" : "", has_name == 1 ? buf_cstr(&name_s) : "");
+        char what[512] = "";
+        size_t w = 0;
+        for (size_t k = 0; k < SEL_N && w < sizeof(what); k++) {
+            if (has[k] == 1) {
+                int r = snprintf(what + w, sizeof(what) - w, " %s=%s", sel_names[k],
+                                 k == SEL_UID ? uid : buf_cstr(&v[k]));
+                w += r > 0 ? (size_t)r : 0;
+            }
+        }
+        api_problem_as_dm(req, 400, API_DM_NO_PROCESS, "no .NET process matches%s", what);
     } else if (count > 1) {
         result = NULL;
         /* Only uid is unique: pid repeats across pid namespaces (every container's app is 1). */
         api_problem_as_dm(req, 400, API_DM_MANY_PROCESSES,
                           "%zu processes match; select one with uid (see /processes)%s", count,
-                          has_pid == 1 ? ": several runtimes call themselves this pid" : "");
+                          has[SEL_PID] == 1 ? ": several runtimes call themselves this pid" : "");
     }
 out:
-    buf_fini(&pid_s);
-    buf_fini(&uid_s);
-    buf_fini(&name_s);
+    for (size_t k = 0; k < SEL_N; k++) {
+        buf_fini(&v[k]);
+    }
     return result;
 }
 

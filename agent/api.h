@@ -70,8 +70,9 @@ int api_parse_duration(struct http_request *req, int64_t *out);
 void api_json(struct http_request *req, int status, cJSON *json);
 
 /*
- * Process selection shared by every process route: pid, uid or name from the query (all given
- * ones must match the same process), else the default process. On failure answers the request
+ * Process selection shared by every process route: pid, uid or name, and dotmon's pod, namespace
+ * and container (name, or id: whole or 12+ leading digits), from the query (all given ones must
+ * match the same process), else the default process. On failure answers the request
  * (400, as dotnet-monitor: malformed, ambiguous or none) and returns NULL. The result is a cache
  * view: copy what you need before going asynchronous.
  */

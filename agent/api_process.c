@@ -21,6 +21,33 @@ static const char cat[] = "dotmon.api";
 /* The environment block can be large (containers with many variables); cap it anyway. */
 #define ENV_MAX_REPLY (4u * 1024 * 1024)
 
+/* dotmon's extras: where the process is and who it is (issue 34), each member only when known:
+ * in node mode the pid the runtime sees for itself (its container's pid namespace), the pid in
+ * dotmon's /proc, then its identity. */
+static void add_identity(cJSON *o, const struct ipc_process *p)
+{
+    if (p->ns_pid != 0) {
+        cJSON_AddNumberToObject(o, "nsPid", (double)p->ns_pid);
+    }
+    if (p->host_pid != 0) {
+        cJSON_AddNumberToObject(o, "hostPid", (double)p->host_pid);
+    }
+    const struct ipc_identity *id = &p->identity;
+    const struct {
+        const char *name;
+        const char *value;
+    } fields[] = {{"containerId", id->container_id},
+                  {"containerName", id->container_name},
+                  {"podName", id->pod_name},
+                  {"podNamespace", id->pod_namespace},
+                  {"podUid", id->pod_uid}};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (fields[i].value[0] != '\0') {
+            cJSON_AddStringToObject(o, fields[i].name, fields[i].value);
+        }
+    }
+}
+
 static cJSON *process_summary(struct agent *a, const struct ipc_process *p, bool extras)
 {
     cJSON *o = cJSON_CreateObject();
@@ -31,19 +58,16 @@ static cJSON *process_summary(struct agent *a, const struct ipc_process *p, bool
     cJSON_AddStringToObject(o, "uid", p->uid);
     cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
     cJSON_AddBoolToObject(o, "isDefault", api_is_default(a, p));
-    if (extras && p->ns_pid != 0) {
-        /* Node mode: the pid the runtime sees for itself, in its container's pid namespace. */
-        cJSON_AddNumberToObject(o, "nsPid", (double)p->ns_pid);
-    }
-    if (extras && p->host_pid != 0) {
-        cJSON_AddNumberToObject(o, "hostPid", (double)p->host_pid);
+    if (extras) {
+        add_identity(o, p);
     }
     return o;
 }
 
 void api_processes(struct agent *a, struct http_request *req)
 {
-    /* dotnet-monitor's fields; extras=true adds dotmon's nsPid and hostPid when known. */
+    /* dotnet-monitor's fields; extras=true adds dotmon's: nsPid and hostPid when known, and who
+     * each process is (containerId, podName…) */
     bool extras = false;
     if (api_query_bool(req, "extras", &extras) != 0) {
         return;
@@ -95,6 +119,7 @@ void api_process(struct agent *a, struct http_request *req)
         if (extras) {
             add_string_or_null(o, "clrProductVersion", p->clr_version);
             add_string_or_null(o, "runtimeIdentifier", p->runtime_identifier);
+            add_identity(o, p);
         }
     }
     api_json(req, 200, o);

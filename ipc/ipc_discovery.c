@@ -43,9 +43,9 @@
  * Node mode (docs/ipc.md §6) feeds the same machinery from a walk of /proc (ipc_node.c, on the
  * pool) instead of a scandir: a sock is named by its full /proc/<pid>/root path, is checked on the
  * pool (ipc_node_verify, then its lstat) instead of the plain lstat, and is replaced when the walk
- * sees its pid with another start time. In both modes a probed sock is checked once more on the
- * pool (S_VERIFY: node mode, the start time; connect mode, /proc/<pid>'s NSpid for host_pid)
- * before it is listed.
+ * sees its pid with another start time, and a probed sock is checked once more on the pool
+ * (S_VERIFY: the start time). In both modes a probed sock's identity is read (S_IDENT,
+ * ipc_identity.h) before it is listed.
  *
  * The published list (what ipc_discovery_at returns) holds one process per pid: the LISTED sock
  * with the highest key, then the newest mtime. It is rebuilt by publish() after every change,
@@ -56,12 +56,14 @@
 #define MAX_IN_FLIGHT 16
 #define MAX_REFUSALS  3 /* connects refused before a new socket counts as stale */
 
-/* S_VERIFY: probed, its process being checked again (start time, NSpid) before it is listed. */
+/* S_VERIFY: probed, node mode's process being checked again (its start time) before it is
+ * listed; S_IDENT: its identity being read (ipc_identity.h), listed once known. */
 enum sock_state {
     S_STAT = 0,
     S_PROBE_WAIT,
     S_PROBING,
     S_VERIFY,
+    S_IDENT,
     S_LISTED,
     S_STALE,
     S_FAILED,
@@ -97,13 +99,13 @@ struct sock {
     int ops;              /* in-flight lstat or exchange that points at this struct */
     struct ipc__probe *x; /* the probe or liveness ProcessInfo in flight */
     uv_fs_t stat_req;
-    struct ipc_proclist_entry *proc; /* while LISTED (rank: the socket's mtime) */
+    struct ipc_proclist_entry *proc; /* while VERIFY, IDENT and LISTED (rank: the socket's mtime) */
+    struct ipc_identity_req *ident;  /* while IDENT: the identity being read */
     /* Thread-pool work on this sock (node mode's check, or the check after a probe). */
     uv_work_t work;
     bool work_busy;
     int work_rc;
     struct stat work_st;
-    uint64_t host_nspid;       /* the check after a probe: NSpid of /proc/<pid> (connect mode) */
     struct ipc_node_cand cand; /* node mode: what the walk saw */
 };
 
@@ -120,6 +122,8 @@ struct ipc_discovery {
     uv_poll_t watch;
     int inotify_fd; /* -1: no watch (the rescan timer alone) */
     struct ipc_trust trust;
+    struct ipc_identity_vars ident_vars;
+    bool ident_on; /* read identities (ipc_discovery_config.identity) */
     uv_timer_t rescan_timer;
     uv_timer_t live_timer;
     uv_timer_t wake_timer;
@@ -164,15 +168,26 @@ static void walk_work(uv_work_t *w);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
+/* Drops the identity read in flight, if any (its callback never comes). */
+static void sock_ident_cancel(struct sock *s)
+{
+    if (s->ident != NULL) {
+        ipc_identity_cancel(s->ident);
+        s->ident = NULL;
+    }
+}
+
 /* Moves a sock's process to the retired list; publish() reports and frees it. */
 static void sock_retire_proc(struct sock *s)
 {
+    sock_ident_cancel(s);
     ipc_proclist_retire(&s->d->procs, s->proc);
     s->proc = NULL;
 }
 
 static void sock_free(struct sock *s)
 {
+    sock_ident_cancel(s);
     ipc_proclist_entry_free(s->proc);
     free(s->name);
     free(s->path);
@@ -302,6 +317,29 @@ static void probe_failed(struct sock *s, const char *why, int status, uint32_t h
 }
 
 static void sock_verify(struct sock *s);
+
+static void on_identity(void *ud, const struct ipc_identity_result *res)
+{
+    struct sock *s = ud;
+    struct ipc_discovery *d = s->d;
+    s->ident = NULL;
+    if (s->state != S_IDENT || s->proc == NULL) {
+        return;
+    }
+    if (res->host_pid != 0 || !d->node) { /* node mode: the walk's host pid stays */
+        s->proc->pub.host_pid = res->host_pid;
+    }
+    s->proc->pub.identity = *res->id;
+    s->state = S_LISTED;
+    s->settled = true;
+    const struct ipc_identity *id = res->id;
+    log_debug(LOG_CAT, "pid %llu: host pid %llu container '%s' pod '%s/%s' uid '%s' name '%s'",
+              (unsigned long long)s->proc->pub.pid, (unsigned long long)res->host_pid,
+              id->container_id, id->pod_namespace, id->pod_name, id->pod_uid, id->container_name);
+    publish(d);
+    update_ready(d);
+    pump(d);
+}
 
 static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
 {
@@ -842,19 +880,42 @@ static int sock_queue(struct sock *s, uv_work_cb work, uv_after_work_cb after)
     return rc;
 }
 
-/* Pool: node mode, is the socket the process's own; connect mode, which process is /proc/<pid>. */
+/* Pool: node mode, is the process still the one the walk saw (its start time). */
 static void verify_work(uv_work_t *w)
 {
     struct sock *s = w->data;
-    if (s->d->node) {
-        uint64_t st = 0;
-        s->work_rc = ipc_node_start_time(s->cand.host_pid, &st);
-        if (s->work_rc == 0 && st != s->cand.start_time) {
-            s->work_rc = AGENT_E_NOTFOUND;
-        }
+    uint64_t st = 0;
+    s->work_rc = ipc_node_start_time(s->cand.host_pid, &st);
+    if (s->work_rc == 0 && st != s->cand.start_time) {
+        s->work_rc = AGENT_E_NOTFOUND;
+    }
+}
+
+/*
+ * A probed and verified runtime: its identity is read (on the pool, ipc_identity.h) before it is
+ * listed, so that filters, rules and exporters see it from the start; listed at once when
+ * identities are off or the read cannot start. Connect mode's check that /proc/<pid> is this
+ * runtime (NSpid and the start time its socket's key is) is the identity read's own (host pid 0).
+ */
+static void sock_identify(struct sock *s)
+{
+    struct ipc_discovery *d = s->d;
+    s->state = S_LISTED;
+    s->settled = true;
+    if (!d->ident_on || s->proc == NULL) {
+        return;
+    }
+    struct ipc_proclist_entry *e = s->proc;
+    sock_ident_cancel(s);
+    struct ipc_endpoint ep = ipc_process_endpoint(&e->pub);
+    int rc = ipc_identity_read(d->loop, e->pub.pid, e->pub.key, d->node ? s->cand.host_pid : 0,
+                               &d->ident_vars, &ep, d->probe_timeout_ms, on_identity, s, &s->ident);
+    if (rc == 0) {
+        s->state = S_IDENT; /* listed once its identity is known */
+        s->settled = false;
     } else {
-        s->host_nspid = 0;
-        s->work_rc = ipc_node_nspid(s->pid, &s->host_nspid);
+        log_warn(LOG_CAT, "pid %llu: its identity cannot be read (%s)",
+                 (unsigned long long)e->pub.pid, agent_strerror(rc));
     }
 }
 
@@ -868,34 +929,34 @@ static void on_verified(uv_work_t *w, int status)
     s->settled = true;
     if (s->proc == NULL) {
         s->state = S_STALE;
-    } else if (d->node && s->work_rc != 0) {
+    } else if (s->work_rc != 0) {
         /* The pid's process changed during the probe: whatever answered is not listed here. */
         log_warn(LOG_CAT, "ignoring %s: process %llu changed while it was probed", s->path,
                  (unsigned long long)s->cand.host_pid);
         s->state = S_STALE;
         sock_retire_proc(s);
     } else {
-        if (!d->node && s->work_rc == 0 && s->host_nspid == s->pid) {
-            s->proc->pub.host_pid = s->pid;
-        }
-        s->state = S_LISTED;
+        sock_identify(s);
     }
     publish(d);
     update_ready(d);
     pump(d);
 }
 
-/* After a successful probe: the process is checked again on the pool before it is listed. */
+/* After a successful probe: node mode checks the process again on the pool before it is
+ * listed; then (both modes) its identity is read. */
 static void sock_verify(struct sock *s)
 {
+    if (!s->d->node) {
+        sock_identify(s);
+        return;
+    }
     s->state = S_VERIFY;
     s->settled = false;
     if (sock_queue(s, verify_work, on_verified) != 0) {
         s->settled = true;
-        s->state = s->d->node ? S_STALE : S_LISTED;
-        if (s->d->node) {
-            sock_retire_proc(s);
-        }
+        s->state = S_STALE;
+        sock_retire_proc(s);
     }
 }
 
@@ -1098,6 +1159,10 @@ int ipc_discovery_new(uv_loop_t *loop, const struct ipc_discovery_config *cfg,
     d->loop = loop;
     d->node = node;
     d->trust = cfg->trust;
+    if (cfg->identity != NULL && !listen) {
+        d->ident_vars = *cfg->identity;
+        d->ident_on = true;
+    }
     d->probe_timeout_ms = cfg->probe_timeout_ms ? cfg->probe_timeout_ms : 3000;
     d->rescan_ms = cfg->rescan_ms ? cfg->rescan_ms : 5000;
     d->liveness_ms = cfg->liveness_ms ? cfg->liveness_ms : 1000;
@@ -1294,6 +1359,7 @@ void ipc_discovery_close(struct ipc_discovery *d, void (*cb)(void *ud), void *ud
         (void)uv_cancel(d->node ? (uv_req_t *)&d->scan_work : (uv_req_t *)&d->scan_req);
     }
     for (struct sock *s = d->socks; s != NULL; s = s->next) {
+        sock_ident_cancel(s);
         if (s->x != NULL) {
             ipc__probe_abort(s->x);
         } else if (s->work_busy) {

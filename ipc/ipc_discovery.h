@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "ipc_client.h"
+#include "ipc_identity.h"
 
 /*
  * Discovery of .NET runtimes in connect mode (docs/ipc.md §1.1-1.3), or in listen mode (ipc.md
@@ -38,8 +39,9 @@ struct ipc_process {
                 own pid namespace); node mode, its pid in dotmon's /proc (unique on the node) */
     uint64_t ns_pid;           /* the pid the runtime reports for itself, 0 when the same as pid */
     uint64_t host_pid;         /* its pid in dotmon's /proc, 0 when unknown (listen mode, or
-                                  another pid namespace); connect mode: pid when /proc/<pid>'s
-                                  NSpid (last field) is pid */
+                                  another pid namespace); node mode: pid; connect mode: pid when
+                                  /proc/<pid> is this runtime (its NSpid's last field is pid and
+                                  its start time the socket's key: ipc_identity.h) */
     char node_tmpdir[256];     /* node mode: its TMPDIR as it sees it (dumps are written there and
                                   read through /proc/<host_pid>/root); "" otherwise */
     uint8_t cookie[16];        /* runtime instance cookie, wire layout */
@@ -61,7 +63,9 @@ struct ipc_process {
     int busy;    /* > 0 while a long command (dump) is in flight: liveness checks skip it */
     int watched; /* > 0 while a session's stream tells this runtime's exit
                     (ipc_discovery_watch) */
-    bool cmdline_settled; /* discovery's: the command line is final (ipc_discovery_watch) */
+    bool cmdline_settled;         /* discovery's: the command line is final (ipc_discovery_watch) */
+    struct ipc_identity identity; /* who it is (ipc_identity.h), read before it is first listed;
+                                     all "" when unknown */
 };
 
 /*
@@ -103,6 +107,9 @@ struct ipc_discovery_config {
     /* Listen mode: bind this socket instead of watching dir (copied; ipc_listen.h). */
     const struct ipc_listen_config *listen;
     struct ipc_trust trust; /* zero: dotmon's own uid and the /proc owners only */
+    /* Connect and node modes: read each runtime's identity (ipc_identity_read) before listing
+     * it; NULL: not read (identity stays empty, and so does connect mode's host_pid). Copied. */
+    const struct ipc_identity_vars *identity;
 };
 
 struct ipc_discovery;

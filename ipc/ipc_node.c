@@ -59,7 +59,7 @@ int ipc_node_start_time(uint64_t pid, uint64_t *out)
     if (n < 0) {
         return (int)n;
     }
-    return procfs_stat_starttime(buf, (size_t)n, out);
+    return procfs_stat_starttime(buf, (size_t)n, out) ? 0 : AGENT_E_PROTO;
 }
 
 int ipc_node_nspid(uint64_t pid, uint64_t *out)
@@ -71,7 +71,7 @@ int ipc_node_nspid(uint64_t pid, uint64_t *out)
     if (n < 0) {
         return (int)n;
     }
-    return procfs_status_nspid(buf, (size_t)n, out);
+    return procfs_status_nspid_inner(buf, (size_t)n, out) ? 0 : AGENT_E_NOTFOUND;
 }
 
 /* The process's TMPDIR into out (no trailing '/'): its environment's, else /tmp. */
@@ -83,7 +83,7 @@ static void read_tmpdir(uint64_t pid, char *buf, size_t cap, char *out, size_t o
     const char *v = NULL;
     size_t vl = 0;
     snprintf(out, out_cap, "/tmp");
-    if (n <= 0 || procfs_environ_find(buf, (size_t)n, "TMPDIR", &v, &vl) != 0) {
+    if (n <= 0 || !procfs_environ_get(buf, (size_t)n, "TMPDIR", &v, &vl)) {
         return;
     }
     while (vl > 1 && v[vl - 1] == '/') {

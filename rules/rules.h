@@ -84,7 +84,13 @@ enum rules_filter_key {
     RULES_FILTER_PROCESS_ID = 0,
     RULES_FILTER_PROCESS_NAME,
     RULES_FILTER_COMMAND_LINE,
-    RULES_FILTER_ENTRYPOINT_ASSEMBLY /* ManagedEntryPointAssemblyName */
+    RULES_FILTER_ENTRYPOINT_ASSEMBLY, /* ManagedEntryPointAssemblyName */
+    /* dotmon's (issue 34): who the process is (ipc_identity.h) */
+    RULES_FILTER_POD_NAME,       /* PodName */
+    RULES_FILTER_POD_NAMESPACE,  /* PodNamespace */
+    RULES_FILTER_CONTAINER_ID,   /* ContainerId */
+    RULES_FILTER_CONTAINER_NAME, /* ContainerName */
+    RULES_FILTER_NKEYS
 };
 
 /* dotnet-monitor's DumpType, LogLevel (Microsoft.Extensions.Logging values) and LogFormat. */
@@ -303,6 +309,10 @@ struct rules_process {
     const char *runtime_id;          /* the runtime instance cookie, GUID "D" format; may be NULL */
     const char *entrypoint_assembly; /* may be NULL */
     const char *hostname;            /* $(Monitor.HostName); may be NULL */
+    const char *pod_name;            /* the process's identity (ipc_identity.h); each may be */
+    const char *pod_namespace;       /* NULL or "" when unknown */
+    const char *container_id;
+    const char *container_name;
 };
 
 /* True when every filter of the rule matches p (a rule without filters matches every process). */

@@ -78,8 +78,10 @@ static void parse_limits(struct rules_ctx *c, const char *prefix, struct rules_l
 
 /* ---- filters ---- */
 
-static const char *const filter_keys[] = {"ProcessId", "ProcessName", "CommandLine",
-                                          "ManagedEntryPointAssemblyName"};
+/* By enum rules_filter_key: dotnet-monitor's four, then dotmon's (issue 34). */
+static const char *const filter_keys[RULES_FILTER_NKEYS] = {
+    "ProcessId", "ProcessName",  "CommandLine", "ManagedEntryPointAssemblyName",
+    "PodName",   "PodNamespace", "ContainerId", "ContainerName"};
 
 static void add_filter(struct rules_ctx *c, const char *key, struct rules_filter *f,
                        enum rules_filter_key k, const char *value, bool contains)
@@ -110,8 +112,9 @@ static bool blank(const char *s)
 
 /*
  * One ProcessFilterDescriptor (docs/api.md §2), one filter, as dotnet-monitor reads it: the first
- * short form given (ProcessId, ProcessName, CommandLine, ManagedEntryPointAssemblyName, in that
- * order; blank counts as not given), else Key (default ProcessId) and Value. ProcessId always
+ * short form given (ProcessId, ProcessName, CommandLine, ManagedEntryPointAssemblyName, then
+ * dotmon's PodName, PodNamespace, ContainerId, ContainerName, in that order; blank counts as not
+ * given), else Key (default ProcessId) and Value. ProcessId always
  * compares exactly; the others take MatchType (default Exact). False when it gives no filter.
  */
 static bool parse_filter(struct rules_ctx *c, const char *section, struct rules_filter *out)
@@ -124,7 +127,7 @@ static bool parse_filter(struct rules_ctx *c, const char *section, struct rules_
         rules__bad_value(c, key, mt, "ProcessFilterType");
         match = 0;
     }
-    for (int k = RULES_FILTER_PROCESS_ID; k <= RULES_FILTER_ENTRYPOINT_ASSEMBLY; k++) {
+    for (int k = RULES_FILTER_PROCESS_ID; k < RULES_FILTER_NKEYS; k++) {
         const char *skey = rules__key(c, section, filter_keys[k]);
         const char *v = rules__get(c, skey);
         if (!blank(v)) {
@@ -134,8 +137,8 @@ static bool parse_filter(struct rules_ctx *c, const char *section, struct rules_
     }
     key = rules__key(c, section, "Key");
     const char *k = rules__get(c, key);
-    int fk =
-        (k == NULL || *k == '\0') ? RULES_FILTER_PROCESS_ID : rules__enum_index(k, filter_keys, 4);
+    int fk = (k == NULL || *k == '\0') ? RULES_FILTER_PROCESS_ID
+                                       : rules__enum_index(k, filter_keys, RULES_FILTER_NKEYS);
     if (fk < 0) {
         rules__bad_value(c, key, k, "ProcessFilterKey");
         return false;
@@ -409,6 +412,18 @@ static bool filter_match(const struct rules_filter *f, const struct rules_proces
         break;
     case RULES_FILTER_COMMAND_LINE:
         s = p->command_line;
+        break;
+    case RULES_FILTER_POD_NAME:
+        s = p->pod_name;
+        break;
+    case RULES_FILTER_POD_NAMESPACE:
+        s = p->pod_namespace;
+        break;
+    case RULES_FILTER_CONTAINER_ID:
+        s = p->container_id;
+        break;
+    case RULES_FILTER_CONTAINER_NAME:
+        s = p->container_name;
         break;
     default:
         s = p->entrypoint_assembly;

@@ -117,20 +117,24 @@ static bool throttled(const struct rules_inst *i)
 
 static char *copy_process(const struct rules_process *p, struct rules_process *out)
 {
-    const char *src[] = {p->name, p->command_line, p->runtime_id, p->entrypoint_assembly,
-                         p->hostname};
+    const char *src[] = {
+        p->name,     p->command_line,  p->runtime_id,   p->entrypoint_assembly, p->hostname,
+        p->pod_name, p->pod_namespace, p->container_id, p->container_name};
+    enum { NSTR = sizeof(src) / sizeof(src[0]) };
     size_t total = 0;
-    for (size_t k = 0; k < 5; k++) {
+    for (size_t k = 0; k < NSTR; k++) {
         total += (src[k] != NULL ? strlen(src[k]) : 0) + 1;
     }
     char *s = malloc(total);
     if (s == NULL) {
         return NULL;
     }
-    const char **dst[] = {&out->name, &out->command_line, &out->runtime_id,
-                          &out->entrypoint_assembly, &out->hostname};
+    const char **dst[NSTR] = {
+        &out->name,          &out->command_line, &out->runtime_id,    &out->entrypoint_assembly,
+        &out->hostname,      &out->pod_name,     &out->pod_namespace, &out->container_id,
+        &out->container_name};
     char *w = s;
-    for (size_t k = 0; k < 5; k++) {
+    for (size_t k = 0; k < NSTR; k++) {
         size_t len = src[k] != NULL ? strlen(src[k]) : 0;
         memcpy(w, src[k] != NULL ? src[k] : "", len);
         w[len] = '\0';

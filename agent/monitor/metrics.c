@@ -43,7 +43,8 @@ struct mproc {
     uint64_t pid;
     char uid[37];
     char *name;
-    int major; /* runtime major version; 0 unknown */
+    struct ipc_identity id; /* who it is: its series' pod, namespace, container labels */
+    int major;              /* runtime major version; 0 unknown */
     struct ipc_endpoint ep;
     struct msession *sess;
     struct ev_store *store;
@@ -401,6 +402,7 @@ void metrics_on_process(struct metrics *m, const struct ipc_process *p, bool add
     mp->m = m;
     mp->pid = p->pid;
     memcpy(mp->uid, p->uid, sizeof(mp->uid));
+    mp->id = p->identity;
     mp->name = strdup(p->name != NULL ? p->name : "");
     mp->major = ipc_runtime_major(p->clr_version);
     snprintf(mp->share_what, sizeof(mp->share_what), "metrics of process %" PRIu64, p->pid);
@@ -598,9 +600,39 @@ static uint64_t proc_dropped(const struct mproc *mp)
 }
 
 /*
+ * The labels of a process's lines: pid, uid, name, then (issue 34) pod, namespace, container
+ * (its name) and container_id where known. keys and values get PROC_LABELS_MAX entries; the
+ * count is returned. pid: the pid's text (the caller's storage).
+ */
+#define PROC_LABELS_MAX 7
+static size_t proc_labels(const struct mproc *mp, const char *pid, const char **keys,
+                          const char **values)
+{
+    const struct {
+        const char *key;
+        const char *value;
+    } all[PROC_LABELS_MAX] = {{"pid", pid},
+                              {"uid", mp->uid},
+                              {"name", mp->name},
+                              {"pod", mp->id.pod_name},
+                              {"namespace", mp->id.pod_namespace},
+                              {"container", mp->id.container_name},
+                              {"container_id", mp->id.container_id}};
+    size_t n = 0;
+    for (size_t i = 0; i < PROC_LABELS_MAX; i++) {
+        if (i < 3 || all[i].value[0] != '\0') {
+            keys[n] = all[i].key;
+            values[n++] = all[i].value;
+        }
+    }
+    return n;
+}
+
+/*
  * dotmon's own per-process families, one line per shown process in each, labelled pid, uid,
- * name (and reason where said). A new per-process figure (the memory budget's dropped series,
- * say) is one more row here: its family stays whole and written once, before the runtimes' own.
+ * name, its identity where known (proc_labels) and reason where said. A new per-process figure (the
+ * memory budget's dropped series, say) is one more row here: its family stays whole and written
+ * once, before the runtimes' own.
  */
 static const struct proc_family {
     const char *name;
@@ -619,7 +651,6 @@ static const struct proc_family {
 
 int metrics_render_own(struct metrics *m, struct buf *out)
 {
-    static const char *const keys[] = {"pid", "uid", "name", "reason"};
     int rc = 0;
     if (m == NULL || !m->served) { /* metrics off: no process, no family */
         return 0;
@@ -633,18 +664,25 @@ int metrics_render_own(struct metrics *m, struct buf *out)
             }
             char pid[24];
             snprintf(pid, sizeof(pid), "%" PRIu64, mp->pid);
-            const char *values[] = {pid, mp->uid, mp->name, mp->reason};
-            struct ev_prom_labels l = {.keys = keys, .values = values, .n = pf->reason ? 4 : 3};
+            const char *keys[PROC_LABELS_MAX + 1];
+            const char *values[PROC_LABELS_MAX + 1];
+            size_t n = proc_labels(mp, pid, keys, values);
+            if (pf->reason) {
+                keys[n] = "reason";
+                values[n++] = mp->reason;
+            }
+            struct ev_prom_labels l = {.keys = keys, .values = values, .n = n};
             rc = ev_prom_sample_u64(out, pf->name, &l, pf->value(mp));
         }
     }
     return rc;
 }
 
-/* The stores of the shown processes with their labels (pid, uid, name), for ev_prom. */
+/* The stores of the shown processes with their labels (proc_labels), for ev_prom. */
 struct targets {
     struct ev_prom_target *t;
     char (*pids)[24];
+    const char **keys;
     const char **values;
     size_t n;
 };
@@ -653,13 +691,13 @@ static void targets_fini(struct targets *ts)
 {
     free(ts->t);
     free(ts->pids);
+    free(ts->keys);
     free(ts->values);
 }
 
 /* 0 or -ENOMEM (ts empty); the targets borrow m's processes until the next change. */
 static int targets_make(struct metrics *m, struct targets *ts)
 {
-    static const char *const keys[] = {"pid", "uid", "name"};
     size_t n = 0;
     for (struct mproc *mp = m->procs; mp != NULL; mp = mp->next) {
         n++;
@@ -667,9 +705,10 @@ static int targets_make(struct metrics *m, struct targets *ts)
     n = n > 0 ? n : 1;
     ts->t = calloc(n, sizeof(*ts->t));
     ts->pids = calloc(n, sizeof(*ts->pids));
-    ts->values = calloc(3 * n, sizeof(*ts->values));
+    ts->keys = calloc(PROC_LABELS_MAX * n, sizeof(*ts->keys));
+    ts->values = calloc(PROC_LABELS_MAX * n, sizeof(*ts->values));
     ts->n = 0;
-    if (ts->t == NULL || ts->pids == NULL || ts->values == NULL) {
+    if (ts->t == NULL || ts->pids == NULL || ts->keys == NULL || ts->values == NULL) {
         targets_fini(ts);
         return UV_ENOMEM;
     }
@@ -679,12 +718,11 @@ static int targets_make(struct metrics *m, struct targets *ts)
         }
         size_t k = ts->n++;
         snprintf(ts->pids[k], sizeof(ts->pids[k]), "%" PRIu64, mp->pid);
-        ts->values[3 * k] = ts->pids[k];
-        ts->values[3 * k + 1] = mp->uid;
-        ts->values[3 * k + 2] = mp->name;
+        const char **keys = &ts->keys[PROC_LABELS_MAX * k];
+        const char **values = &ts->values[PROC_LABELS_MAX * k];
+        size_t nl = proc_labels(mp, ts->pids[k], keys, values);
         ts->t[k].store = mp->store;
-        ts->t[k].labels =
-            (struct ev_prom_labels){.keys = keys, .values = &ts->values[3 * k], .n = 3};
+        ts->t[k].labels = (struct ev_prom_labels){.keys = keys, .values = values, .n = nl};
     }
     return 0;
 }

@@ -1205,12 +1205,8 @@ static void proc_remove(struct rules_run *r, struct rproc *pr)
 static void proc_apply(struct rules_run *r, struct rproc *pr, const struct ipc_process *p,
                        bool later)
 {
-    struct rules_process proc = {.pid = (uint32_t)p->pid,
-                                 .name = p->name,
-                                 .command_line = p->command_line,
-                                 .runtime_id = p->uid,
-                                 .entrypoint_assembly = p->entrypoint_assembly,
-                                 .hostname = r->hostname};
+    struct rules_process proc = agent_rules_process(p);
+    proc.hostname = r->hostname;
     pr->adding = true;
     for (size_t i = 0; i < r->cfg->nrules; i++) {
         const struct rules_rule *rule = &r->cfg->rules[i];

@@ -860,11 +860,7 @@ bool otel_wants_process(const struct otel *o, const struct ipc_process *p)
     if (o->filters == NULL) {
         return true;
     }
-    const struct rules_process rp = {.pid = (uint32_t)p->pid,
-                                     .name = p->name,
-                                     .command_line = p->command_line,
-                                     .runtime_id = p->uid,
-                                     .entrypoint_assembly = p->entrypoint_assembly};
+    const struct rules_process rp = agent_rules_process(p);
     return rules_filter_list_match(o->filters->filters, o->filters->nfilters, &rp);
 }
 

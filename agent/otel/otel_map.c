@@ -41,18 +41,6 @@ int otel_env_take(struct otel_env *e, const char *name, size_t name_len, const c
     if (name_is(name, name_len, "OTEL_RESOURCE_ATTRIBUTES")) {
         return keep(&e->resource_attributes, value, value_len);
     }
-    if (name_is(name, name_len, "POD_NAME")) {
-        return keep(&e->pod_name, value, value_len);
-    }
-    if (name_is(name, name_len, "HOSTNAME")) {
-        return keep(&e->hostname, value, value_len);
-    }
-    if (name_is(name, name_len, "POD_NAMESPACE")) {
-        return keep(&e->pod_namespace, value, value_len);
-    }
-    if (name_is(name, name_len, "KUBERNETES_SERVICE_HOST")) {
-        e->in_k8s = true;
-    }
     return 0;
 }
 
@@ -60,9 +48,6 @@ void otel_env_fini(struct otel_env *e)
 {
     free(e->service_name);
     free(e->resource_attributes);
-    free(e->pod_name);
-    free(e->hostname);
-    free(e->pod_namespace);
     memset(e, 0, sizeof(*e));
 }
 
@@ -107,6 +92,12 @@ static int put(struct otel_resource *r, const char *key, const char *value, size
 static int put_str(struct otel_resource *r, const char *key, const char *value)
 {
     return value != NULL ? put(r, key, value, strlen(value)) : 0;
+}
+
+/* value unless it is NULL or "" (unknown) */
+static int put_known(struct otel_resource *r, const char *key, const char *value)
+{
+    return value != NULL && value[0] != '\0' ? put_str(r, key, value) : 0;
 }
 
 /* Percent-decodes s[0..n) in place (a malformed escape stays as it is), trims spaces around it;
@@ -179,7 +170,6 @@ int otel_resource_build(const struct otel_env *e, const struct otel_proc_info *p
                      put_str(out, "process.runtime.name", ".NET") ||
                      put_str(out, "process.runtime.version", pi->clr_version) ||
                      put_str(out, "host.name", pi->host_name) || put_str(out, "os.type", "linux") ||
-                     put_str(out, "container.id", pi->container_id) ||
                      put_str(out, "telemetry.sdk.name", "dotmon") ||
                      put_str(out, "telemetry.sdk.language", "dotnet") ||
                      put_str(out, "telemetry.sdk.version", pi->sdk_version)
@@ -192,10 +182,12 @@ int otel_resource_build(const struct otel_env *e, const struct otel_proc_info *p
             out->attrs[k].i = (int64_t)pi->pid;
         }
     }
-    const char *pod = e->pod_name != NULL ? e->pod_name : (e->in_k8s ? e->hostname : NULL);
     if (rc == 0) {
-        rc = put_str(out, "k8s.pod.name", pod) ||
-                     put_str(out, "k8s.namespace.name", e->pod_namespace)
+        rc = put_known(out, "container.id", pi->container_id) ||
+                     put_known(out, "k8s.container.name", pi->container_name) ||
+                     put_known(out, "k8s.pod.uid", pi->pod_uid) ||
+                     put_known(out, "k8s.pod.name", pi->pod_name) ||
+                     put_known(out, "k8s.namespace.name", pi->pod_namespace)
                  ? -ENOMEM
                  : 0;
     }
@@ -232,44 +224,6 @@ void otel_resource_fini(struct otel_resource *r)
 struct otlp_resource otel_resource_view(const struct otel_resource *r)
 {
     return (struct otlp_resource){.attrs = r->attrs, .nattrs = r->nattrs};
-}
-
-bool otel_cgroup_container_id(const char *text, size_t len, char out[65])
-{
-    size_t k = 0;
-    while (k < len) {
-        size_t eol = k;
-        while (eol < len && text[eol] != '\n') {
-            eol++;
-        }
-        /* the path: after the second ':' */
-        size_t p = k;
-        int colons = 0;
-        while (p < eol && colons < 2) {
-            colons += text[p++] == ':';
-        }
-        bool found = false;
-        size_t run = 0;
-        for (size_t q = p; colons == 2 && q <= eol; q++) {
-            if (q < eol && hex_value(text[q]) >= 0) {
-                run++;
-                continue;
-            }
-            if (run == 64) {
-                for (size_t i = 0; i < 64; i++) {
-                    out[i] = text[q - 64 + i];
-                }
-                out[64] = '\0';
-                found = true;
-            }
-            run = 0;
-        }
-        if (found) {
-            return true;
-        }
-        k = eol + 1;
-    }
-    return false;
 }
 
 /* ---- logs ---------------------------------------------------------------------------------- */

@@ -25,10 +25,6 @@
 struct otel_env {
     char *service_name;        /* OTEL_SERVICE_NAME */
     char *resource_attributes; /* OTEL_RESOURCE_ATTRIBUTES */
-    char *pod_name;            /* POD_NAME, else HOSTNAME */
-    char *hostname;            /* HOSTNAME (the pod name in Kubernetes) */
-    char *pod_namespace;       /* POD_NAMESPACE */
-    bool in_k8s;               /* KUBERNETES_SERVICE_HOST is set */
 };
 
 /* Keeps name=value when it is one of the variables above. 0 or -ENOMEM. */
@@ -39,12 +35,17 @@ void otel_env_fini(struct otel_env *e);
 /* What dotmon knows of the process besides its environment (views, borrowed for the call). */
 struct otel_proc_info {
     uint64_t pid;
-    const char *name;         /* process name (basename of the first command-line token) */
-    const char *uid;          /* runtime instance cookie, GUID string */
-    const char *clr_version;  /* NULL: unknown */
-    const char *host_name;    /* dotmon's gethostname; NULL: unknown */
-    const char *container_id; /* NULL: unknown */
-    const char *sdk_version;  /* dotmon's version */
+    const char *name;        /* process name (basename of the first command-line token) */
+    const char *uid;         /* runtime instance cookie, GUID string */
+    const char *clr_version; /* NULL: unknown */
+    const char *host_name;   /* dotmon's gethostname; NULL: unknown */
+    const char *sdk_version; /* dotmon's version */
+    /* Who the process is (discovery's identity, ipc_identity.h); NULL or "": unknown. */
+    const char *container_id;
+    const char *container_name;
+    const char *pod_uid;
+    const char *pod_name;
+    const char *pod_namespace;
 };
 
 #define OTEL_RES_MAX_ATTRS 64
@@ -62,21 +63,14 @@ struct otel_resource {
  * `service.name` of OTEL_RESOURCE_ATTRIBUTES, else "unknown_service:<process name>" as the .NET
  * SDK's default resource says; the other OTEL_RESOURCE_ATTRIBUTES pairs (percent-decoded; a later
  * key wins, and they win over what dotmon detects); service.instance.id, process.*, host.name,
- * os.type, k8s.pod.name/k8s.namespace.name, container.id, telemetry.sdk.*. 0 or -ENOMEM.
+ * os.type, telemetry.sdk.*, and from the identity container.id, k8s.container.name, k8s.pod.uid,
+ * k8s.pod.name, k8s.namespace.name. 0 or -ENOMEM.
  */
 int otel_resource_build(const struct otel_env *e, const struct otel_proc_info *pi,
                         struct otel_resource *out);
 void otel_resource_fini(struct otel_resource *r);
 /* r as the exporter's view (valid while r is). */
 struct otlp_resource otel_resource_view(const struct otel_resource *r);
-
-/*
- * The container id in a /proc/<pid>/cgroup text (cgroup v1 "N:ctrl:/path" and v2 "0::/path"
- * lines): the last run of exactly 64 hex digits in the first line's path that has one (docker,
- * containerd, cri-o and podman all name the container so). false when none (a private cgroup
- * namespace shows "0::/"). out gets 65 bytes.
- */
-bool otel_cgroup_container_id(const char *text, size_t len, char out[65]);
 
 /* ---- logs (item 3) ---------------------------------------------------------------------- */
 

@@ -3,7 +3,6 @@
 #include "otel_proc.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +49,7 @@ struct oproc {
     char uid[37];
     char *name;
     char *clr_version;
+    struct ipc_identity id; /* discovery's: container.id, k8s.* */
     struct ipc_endpoint ep;
     struct ipc_env *env_req; /* the environment being read */
     struct otel_env env;
@@ -410,32 +410,6 @@ static void op_on_retry(uv_timer_t *t)
 /* ---- resource ---------------------------------------------------------------------------------
  */
 
-/* container.id from /proc/<pid>/cgroup, when that pid is the same process here (its command name
- * matches): procfs answers from memory, this never blocks. */
-static bool container_id(const struct oproc *op, char out[65])
-{
-    char path[64];
-    char text[4096];
-    snprintf(path, sizeof(path), "/proc/%" PRIu64 "/comm", op->pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-    if (fd >= 0) {
-        close(fd);
-    }
-    /* comm is the name cut to 15 bytes, then a newline */
-    size_t cmp = strlen(op->name) < 15 ? strlen(op->name) : 15;
-    if (n <= 0 || (size_t)n < cmp || memcmp(text, op->name, cmp) != 0) {
-        return false;
-    }
-    snprintf(path, sizeof(path), "/proc/%" PRIu64 "/cgroup", op->pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-    if (fd >= 0) {
-        close(fd);
-    }
-    return n > 0 && otel_cgroup_container_id(text, (size_t)n, out);
-}
-
 static int op_on_var(void *ud, const char *name, size_t name_len, const char *value,
                      size_t value_len)
 {
@@ -456,15 +430,18 @@ static void op_on_env(void *ud, const struct ipc_env_result *res)
                  op->name);
         otel_env_fini(&op->env);
     }
-    char cid[65];
-    bool has_cid = container_id(op, cid);
+    const struct ipc_identity *id = &op->id;
     struct otel_proc_info pi = {.pid = op->pid,
                                 .name = op->name,
                                 .uid = op->uid,
                                 .clr_version = op->clr_version,
                                 .host_name = ps->host[0] != '\0' ? ps->host : NULL,
-                                .container_id = has_cid ? cid : NULL,
-                                .sdk_version = DOTMON_VERSION};
+                                .sdk_version = DOTMON_VERSION,
+                                .container_id = id->container_id,
+                                .container_name = id->container_name,
+                                .pod_uid = id->pod_uid,
+                                .pod_name = id->pod_name,
+                                .pod_namespace = id->pod_namespace};
     int rc = otel_resource_build(&op->env, &pi, &op->res);
     otel_env_fini(&op->env); /* nothing of the environment stays beyond the resource */
     if (rc == 0) {
@@ -640,6 +617,7 @@ static void op_add(struct otel_procs *ps, const struct ipc_process *p)
     memcpy(op->uid, p->uid, sizeof(op->uid));
     op->name = strdup(p->name != NULL ? p->name : "");
     op->clr_version = p->clr_version != NULL ? strdup(p->clr_version) : NULL;
+    op->id = p->identity;
     snprintf(op->share_what, sizeof(op->share_what), "OpenTelemetry session of %" PRIu64, p->pid);
     mb_share_init(&op->share, op->share_what, LOGS_SHARE);
     snprintf(op->series_what, sizeof(op->series_what), "OpenTelemetry metrics of %" PRIu64, p->pid);

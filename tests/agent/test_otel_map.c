@@ -50,7 +50,6 @@ static const struct otel_proc_info info = {.pid = 4242,
                                            .uid = "0f8fad5b-d9cb-469f-a165-70867728950e",
                                            .clr_version = "9.0.10",
                                            .host_name = "node-1",
-                                           .container_id = NULL,
                                            .sdk_version = "1.2.3"};
 
 static void test_resource_default(void **state)
@@ -74,7 +73,7 @@ static void test_resource_default(void **state)
     assert_string_equal(res_str(&r, "host.name"), "node-1");
     assert_string_equal(res_str(&r, "telemetry.sdk.name"), "dotmon");
     assert_null(res_str(&r, "container.id"));
-    assert_null(res_str(&r, "k8s.pod.name")); /* HOSTNAME alone outside Kubernetes says nothing */
+    assert_null(res_str(&r, "k8s.pod.name")); /* the environment names no pod here (identity) */
     /* nothing else of the environment is kept */
     for (size_t k = 0; k < r.nattrs; k++) {
         assert_null(strstr(r.attrs[k].kind == OTLP_STR ? r.attrs[k].str : "", "secret"));
@@ -99,20 +98,25 @@ static void test_resource_env(void **state)
     assert_string_equal(res_str(&r, "pct"), "100%"); /* a malformed escape stays */
     assert_null(res_str(&r, "bad"));
     otel_resource_fini(&r);
-    /* OTEL_SERVICE_NAME wins over the attribute; Kubernetes names from the downward API */
+    /* OTEL_SERVICE_NAME wins over the attribute; Kubernetes names from the identity */
     env_set(&e, "OTEL_SERVICE_NAME=orders");
-    env_set(&e, "KUBERNETES_SERVICE_HOST=10.0.0.1");
-    env_set(&e, "HOSTNAME=orders-5c7b-x2");
-    env_set(&e, "POD_NAMESPACE=shop");
+    env_set(&e, "POD_NAME=not-read-here"); /* the identity's business, not the resource's */
     struct otel_proc_info pi = info;
     pi.container_id = "abc";
+    pi.pod_name = "orders-5c7b-x2";
+    pi.pod_namespace = "shop";
+    pi.pod_uid = "5c0e9a8e-3b1d-4f62-9c7a-2d4e6f8a0b1c";
+    pi.container_name = ""; /* unknown */
     assert_int_equal(otel_resource_build(&e, &pi, &r), 0);
     assert_string_equal(res_str(&r, "service.name"), "orders");
     assert_string_equal(res_str(&r, "k8s.pod.name"), "orders-5c7b-x2");
     assert_string_equal(res_str(&r, "k8s.namespace.name"), "shop");
+    assert_string_equal(res_str(&r, "k8s.pod.uid"), "5c0e9a8e-3b1d-4f62-9c7a-2d4e6f8a0b1c");
+    assert_null(res_str(&r, "k8s.container.name"));
     assert_string_equal(res_str(&r, "container.id"), "abc");
     otel_resource_fini(&r);
-    env_set(&e, "POD_NAME=orders-explicit");
+    /* OTEL_RESOURCE_ATTRIBUTES still wins over what dotmon detects */
+    env_set(&e, "OTEL_RESOURCE_ATTRIBUTES=k8s.pod.name=orders-explicit");
     assert_int_equal(otel_resource_build(&e, &pi, &r), 0);
     assert_string_equal(res_str(&r, "k8s.pod.name"), "orders-explicit");
     struct otlp_resource view = otel_resource_view(&r);
@@ -120,42 +124,6 @@ static void test_resource_env(void **state)
     assert_int_equal(view.nattrs, r.nattrs);
     otel_resource_fini(&r);
     otel_env_fini(&e);
-}
-
-#define ID64 "3f4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6071829"
-
-static void test_cgroup(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *text;
-        const char *want; /* NULL: none */
-    } cases[] = {
-        {"12:memory:/docker/" ID64 "\n11:cpu:/docker/" ID64 "\n", ID64},
-        {"0::/system.slice/docker-" ID64 ".scope\n", ID64},
-        {"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_5678.slice/"
-         "cri-containerd-" ID64 ".scope\n",
-         ID64},
-        {"11:pids:/kubepods/besteffort/pod0f8fad5b-d9cb-469f-a165-70867728950e/" ID64 "\n", ID64},
-        {"0::/machine.slice/libpod-" ID64 ".scope/container\n", ID64},
-        {"1:name=systemd:/user.slice/crio-" ID64 "\n", ID64},
-        {"0::/\n", NULL},
-        {"0::/user.slice/user-1000.slice/session-2.scope\n", NULL},
-        {"0::/docker/" ID64 "0\n", NULL},                              /* 65 digits */
-        {"1:cpu:/" ID64 /* 64 hex digits but a damaged line */, ID64}, /* no newline */
-        {ID64 "\n", NULL},                                             /* not a cgroup line */
-        {"", NULL},
-    };
-    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-        char out[65] = "";
-        bool got = otel_cgroup_container_id(cases[k].text, strlen(cases[k].text), out);
-        if (cases[k].want == NULL) {
-            assert_false(got);
-        } else {
-            assert_true(got);
-            assert_string_equal(out, cases[k].want);
-        }
-    }
 }
 
 static void test_log_map(void **state)
@@ -659,11 +627,15 @@ static void test_tags(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resource_default), cmocka_unit_test(test_resource_env),
-        cmocka_unit_test(test_cgroup),           cmocka_unit_test(test_log_map),
-        cmocka_unit_test(test_log_map_bound),    cmocka_unit_test(test_metrics),
-        cmocka_unit_test(test_metrics_exphist),  cmocka_unit_test(test_metrics_bound),
-        cmocka_unit_test(test_metrics_budget),   cmocka_unit_test(test_tags),
+        cmocka_unit_test(test_resource_default),
+        cmocka_unit_test(test_resource_env),
+        cmocka_unit_test(test_log_map),
+        cmocka_unit_test(test_log_map_bound),
+        cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_metrics_exphist),
+        cmocka_unit_test(test_metrics_bound),
+        cmocka_unit_test(test_metrics_budget),
+        cmocka_unit_test(test_tags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

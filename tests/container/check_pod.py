@@ -450,6 +450,7 @@ def cmd_pod(a):
         if not fails.check(st == 200, w, "/readyz did not answer 200 within 60 s"):
             return report(fails, "")
         check_pod_api(api, token, a, tmp, fails, w)
+        check_pod_identity(eng, pod, spec, api, token, a, fails, w)
         check_pod_containers(eng, pod, dm_spec, key, fails, w)
         check_pod_stop(eng, pod, manifest, fails, w)
         played = False
@@ -515,6 +516,37 @@ def check_pod_api(api, token, a, tmp, fails, w):
     log(f"  /dump Mini: {st}, {n} bytes in {time.monotonic() - t0:.1f} s")
     if fails.check(st == 200, w, f"/dump answered {st}: {n!r}"):
         fails.check(elf_core(path), w, "the dump is not an ELF core file")
+
+
+def check_pod_identity(eng, pod, spec, api, token, a, fails, w):
+    """Who the app is (issue 34 item 2), as /processes?extras=true says it. dotmon reads an app's
+    /proc/<pid> only when that pid is the app itself in dotmon's pid namespace: with a shared
+    process namespace (shareProcessNamespace, hostPID) in connect mode it must show the app's
+    container id as podman knows it; with the app in a pid namespace of its own (these manifests:
+    dotmon lists it as pid 1, and its own pid 1 is someone else) or in listen mode it must show
+    none, never the id of the process that is pid 1 in dotmon's namespace."""
+    app_spec = next(c for c in spec["containers"] if not cc.is_dotmon(c))
+    app = eng.inspect("container", container_named(eng, pod, app_spec["name"]))
+    app_id, host_pid = app.get("Id", ""), (app.get("State") or {}).get("Pid")
+    try:
+        with open(f"/proc/{host_pid}/cgroup", encoding="utf-8") as f:
+            cgroup = f.read()
+    except OSError as e:
+        cgroup = f"({e})"
+    log(f"  the app's /proc/{host_pid}/cgroup seen from the host: {cgroup.strip()!r}")
+    fails.check(len(app_id) == 64 and app_id in cgroup, w,
+                f"podman's id of the app container ({app_id}) is not in its cgroup path")
+    st, _, body = fetch(api + "/processes?extras=true", token=token)
+    ext = next((p for p in json.loads(body) if p.get("pid") == 1), {}) if st == 200 else {}
+    shared = (spec.get("shareProcessNamespace") or spec.get("hostPID")) and "listen" not in a.manifest
+    want = app_id if shared else None
+    log(f"  /processes?extras=true, pid 1: containerId {ext.get('containerId')}, podName {ext.get('podName')}")
+    fails.check(st == 200 and ext.get("containerId") == want, w,
+                f"/processes?extras=true shows containerId {ext.get('containerId')!r} for the app, expected {want!r} "
+                f"({'shared' if shared else 'its own'} pid namespace)")
+    if not shared:
+        fails.check("podName" not in ext and "podUid" not in ext, w,
+                    f"the app in its own pid namespace got an identity from dotmon's own pid 1: {ext}")
 
 
 def check_pod_containers(eng, pod, dm_spec, key, fails, w):

@@ -16,6 +16,7 @@
 #include "ipc_discovery.h"
 #include "ipc_test_loop.h"
 #include "log.h"
+#include "procfs.h"
 #include "timebound.h"
 
 /*
@@ -90,16 +91,23 @@ static struct fake_runtime *fx_fake(struct dfx *fx, uint64_t pid, uint64_t key, 
     return f;
 }
 
-static void fx_start(struct dfx *fx, uint64_t probe_timeout_ms, uint64_t rescan_ms)
+static void fx_start_with(struct dfx *fx, uint64_t probe_timeout_ms, uint64_t rescan_ms,
+                          const struct ipc_identity_vars *identity)
 {
     struct ipc_discovery_config cfg = {.dir = fx->dir,
                                        .probe_timeout_ms = probe_timeout_ms,
                                        .rescan_ms = rescan_ms,
-                                       .liveness_ms = 0};
+                                       .liveness_ms = 0,
+                                       .identity = identity};
     assert_int_equal(ipc_discovery_new(&fx->tl->loop, &cfg, on_change, fx, &fx->d), 0);
     assert_false(ipc_discovery_ready(fx->d));
     assert_int_equal(ipc_discovery_start(fx->d), 0);
     assert_int_equal(ipc_discovery_start(fx->d), AGENT_E_INVAL); /* only once */
+}
+
+static void fx_start(struct dfx *fx, uint64_t probe_timeout_ms, uint64_t rescan_ms)
+{
+    fx_start_with(fx, probe_timeout_ms, rescan_ms, NULL);
 }
 
 static void on_closed(void *ud)
@@ -184,24 +192,37 @@ static bool is_ready(void *ud)
 /* ---- tests ------------------------------------------------------------------------------- */
 
 /*
- * Connect mode: host_pid is the pid when /proc/<pid> is a process of dotmon's pid namespace with
- * that pid (NSpid's last field); the fake runtime runs in this test's process, so its pid is ours.
+ * Connect mode: host_pid is the pid when /proc/<pid> is this runtime: a process of dotmon's pid
+ * namespace with that pid (NSpid's last field) whose start time is the socket's key (the identity
+ * read, ipc_identity.h). The fake runtime runs in this test's process: with its socket named by
+ * our start time, /proc/<our pid> is it; with another key, it is not.
  */
 static void test_discovery_host_pid(void **state)
 {
-    struct dfx fx;
-    fx_init(&fx, *state);
     uint64_t self = (uint64_t)getpid();
-    (void)fx_fake(&fx, self, 100, 0x01, FAKE_NORMAL, 3);
-    fx_start(&fx, 2000, 5000);
-    assert_true(tl_run_until(fx.tl, is_ready, &fx, 2000));
-    assert_int_equal(ipc_discovery_count(fx.d), 1);
-    const struct ipc_process *p = ipc_discovery_at(fx.d, 0);
-    assert_int_equal(p->pid, self);
-    assert_int_equal(p->host_pid, self);
-    assert_int_equal(p->ns_pid, 0);
-    assert_string_equal(p->node_tmpdir, "");
-    fx_done(&fx);
+    char stat[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    assert_non_null(f);
+    size_t n = fread(stat, 1, sizeof(stat), f);
+    fclose(f);
+    uint64_t start = 0;
+    assert_true(procfs_stat_starttime(stat, n, &start));
+    struct ipc_identity_vars vars;
+    ipc_identity_vars_default(&vars);
+    for (int right = 1; right >= 0; right--) {
+        struct dfx fx;
+        fx_init(&fx, *state);
+        (void)fx_fake(&fx, self, right ? start : start + 1, 0x01, FAKE_NORMAL, 3);
+        fx_start_with(&fx, 2000, 5000, &vars);
+        assert_true(tl_run_until(fx.tl, is_ready, &fx, 2000));
+        assert_int_equal(ipc_discovery_count(fx.d), 1);
+        const struct ipc_process *p = ipc_discovery_at(fx.d, 0);
+        assert_int_equal(p->pid, self);
+        assert_int_equal(p->host_pid, right ? self : 0);
+        assert_int_equal(p->ns_pid, 0);
+        assert_string_equal(p->node_tmpdir, "");
+        fx_done(&fx);
+    }
 }
 
 static void test_discovery_lists_fake_runtime(void **state)

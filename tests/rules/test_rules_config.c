@@ -1048,6 +1048,54 @@ static void test_rules_filters_match(void **state)
     rules_config_free(c);
 }
 
+/* dotmon's identity filter keys (issue 34): PodName, PodNamespace, ContainerId, ContainerName, as
+ * Key/Value and as short forms after dotnet-monitor's four; an unknown identity ("" or NULL)
+ * matches no value. */
+static void test_rules_config_filter_identity(void **state)
+{
+    (void)state;
+    struct rules_config *c = rule_lines("CollectionRules:P:Trigger:Type=Startup\n"
+                                        "CollectionRules:P:Filters:0:PodName=orders-7d4f9-x2k8q\n"
+                                        "CollectionRules:P:Filters:1:Key=PodNamespace\n"
+                                        "CollectionRules:P:Filters:1:Value=SHOP\n"
+                                        "CollectionRules:I:Trigger:Type=Startup\n"
+                                        "CollectionRules:I:Filters:0:Key=ContainerId\n"
+                                        "CollectionRules:I:Filters:0:Value=3f1c0a9b7d2e\n"
+                                        "CollectionRules:I:Filters:0:MatchType=Contains\n"
+                                        "CollectionRules:N:Trigger:Type=Startup\n"
+                                        "CollectionRules:N:Filters:0:ContainerName=api\n"
+                                        "CollectionRules:F:Trigger:Type=Startup\n"
+                                        "CollectionRules:F:Filters:0:ProcessName=TestApp\n"
+                                        "CollectionRules:F:Filters:0:PodName=ignored\n"
+                                        "CollectionRules:X:Trigger:Type=Startup\n"
+                                        "CollectionRules:X:Filters:0:Key=PodLabel\n"
+                                        "CollectionRules:X:Filters:0:Value=x\n");
+    assert_int_equal(c->nerrors, 1); /* PodLabel is no key */
+    const struct rules_rule *pr = rules_config_find(c, "P");
+    assert_int_equal(pr->nfilters, 2);
+    assert_int_equal(pr->filters[0].key, RULES_FILTER_POD_NAME);
+    assert_int_equal(pr->filters[1].key, RULES_FILTER_POD_NAMESPACE);
+    const struct rules_rule *f = rules_config_find(c, "F");
+    assert_int_equal(f->nfilters, 1); /* the first short form wins */
+    assert_int_equal(f->filters[0].key, RULES_FILTER_PROCESS_NAME);
+    struct rules_process p = {.pid = 7, .name = "TestApp"};
+    assert_false(rules_filters_match(pr, &p)); /* identity unknown */
+    assert_false(rules_filters_match(rules_config_find(c, "I"), &p));
+    assert_false(rules_filters_match(rules_config_find(c, "N"), &p));
+    p.pod_name = "orders-7d4f9-x2k8q";
+    p.pod_namespace = "shop";
+    p.container_id = "3f1c0a9b7d2e4f6a8b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a";
+    p.container_name = "";
+    assert_true(rules_filters_match(pr, &p));
+    assert_true(rules_filters_match(rules_config_find(c, "I"), &p));
+    assert_false(rules_filters_match(rules_config_find(c, "N"), &p));
+    p.container_name = "api";
+    assert_true(rules_filters_match(rules_config_find(c, "N"), &p));
+    p.pod_name = "orders-7d4f9-other";
+    assert_false(rules_filters_match(pr, &p));
+    rules_config_free(c);
+}
+
 /* The short forms of ProcessFilterDescriptor (dotnet-monitor's schema: ProcessId, ProcessName,
  * CommandLine, ManagedEntryPointAssemblyName): one filter per descriptor, the first given in that
  * order (blank is not given); ProcessId compares exactly whatever MatchType says; the others take
@@ -1136,6 +1184,7 @@ int main(void)
         cmocka_unit_test(test_rules_config_doc_examples),
         cmocka_unit_test(test_rules_config_doc_env_and_filters),
         cmocka_unit_test(test_rules_config_filter_short_forms),
+        cmocka_unit_test(test_rules_config_filter_identity),
         cmocka_unit_test(test_rules_config_templates),
         cmocka_unit_test(test_rules_config_defaults),
         cmocka_unit_test(test_rules_config_shortcuts),

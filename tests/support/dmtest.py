@@ -350,12 +350,14 @@ def dotnet_root():
 
 
 class App:
-    """tests/app's TestApp (DOTMON_TESTAPP_DIR) in TMPDIR=tmp, with extra arguments; waits for
-    its "ready pid=N" line. command() sends one stdin command and returns its ok/error line. wrap:
-    a command line that runs the app (its path and arguments follow wrap), e.g. unshare."""
+    """tests/app's TestApp (DOTMON_TESTAPP_DIR) in TMPDIR=tmp, with extra arguments (env: variables
+    to set, a value None removes one); waits for its "ready pid=N" line. command() sends one stdin
+    command and returns its ok/error line. wrap: a command line that runs the app (its path and
+    arguments follow wrap), e.g. unshare."""
 
-    def __init__(self, tmp, *extra, wrap=()):
-        env = dict(os.environ, TMPDIR=tmp, DOTNET_ROOT=dotnet_root())
+    def __init__(self, tmp, *extra, env=None, wrap=()):
+        env = dict(os.environ, TMPDIR=tmp, DOTNET_ROOT=dotnet_root(), **(env or {}))
+        env = {k: v for k, v in env.items() if v is not None}
         self.p = subprocess.Popen([*wrap, os.path.join(os.environ["DOTMON_TESTAPP_DIR"], "TestApp"),
                                    "--no-stdin-exit", *extra],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)

@@ -57,8 +57,6 @@ FIELD_STANDINS = {"status.podIP": POD_IP_STANDIN, "status.hostIP": "192.0.2.1",
 # dotmon is given are exactly the ones docs/node.md names on its line starting with NODE_CAPS_LINE.
 NODE_DOC = os.path.join("docs", "node.md")
 NODE_CAPS_LINE = "Capabilities node mode needs (uid 0):"
-# What a build without node discovery says of ConnectionMode=Node (config/settings.c).
-NODE_REFUSAL = "DiagnosticPort:ConnectionMode: 'Node' is not Connect or Listen"
 RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ServiceAccount"}
 IMAGE_LIBDIR = "/usr/lib/dotmon"
 # Settings dotnet-monitor's `config show` redacts (the last segment of the key).
@@ -994,11 +992,6 @@ def run_collect_case(title, rootfs, chroot, opts, env, c, key, uid, gid, fails):
                        lambda st: st == 200 or p.poll() is not None, 10, 0.05)
         if p.poll() is not None:
             err = p.stderr.read()
-            if NODE_REFUSAL in err and (env_setting(env, "DiagnosticPort:ConnectionMode") or "") == "Node":
-                # Until node discovery is built in, the one refusal this case may meet.
-                print(f"  NOTE: {title}: this build refuses ConnectionMode=Node ({NODE_REFUSAL!r}); "
-                      "the image's files are not run in node mode")
-                return
             fails.add(w, f"exited with status {p.returncode}: {err.strip()[-300:]}")
             return
         fails.check(ready == 200, w, f"/readyz answered {ready} within 10 s")

@@ -12,11 +12,12 @@ followed):
   - an impostor: a namespace whose pid 1 is `sleep` while another process there (pid 2) binds
     /tmp/dotnet-diagnostic-1-<key>-socket: the name and pid 1 match, but pid 1 holds no such
     socket, so it is never listed and its socket is never connected to;
-  - swaps by the app's user after it is listed (docs/ipc.md §6): an app whose TMPDIR ends in "//"
+  - swaps by the app's user after it is listed (docs/ipc.md §6.3): an app whose TMPDIR ends in "//"
     (the runtime's path keeps it) is found; its socket file is then replaced by a symlink to a
-    decoy socket bound by the test in dotmon's file system, and another app's TMPDIR folder by a
-    symlink to a folder holding a decoy of its socket's name: both apps leave the list and no
-    decoy ever accepts a connection;
+    decoy socket bound by the test in dotmon's file system, another app's TMPDIR folder by a
+    symlink to a folder holding a decoy of its socket's name, and a third app's socket file by a
+    decoy socket bound at its name: the three apps leave the list and no decoy ever accepts a
+    connection;
   - without the capability: dotmon as another uid with no capabilities (setpriv) lists neither
     app (root's), counts the processes it may not look into (/info?extras=true) and says so in an
     Error naming CAP_SYS_PTRACE.
@@ -156,13 +157,18 @@ def app_sock(app, tmpdir):
     return names[0] if len(names) == 1 else None
 
 
-def swaps(port, slashed, sub, tmp):
+def swaps(port, real, slashed, sub, tmp):
     """The app's user swaps names after the app is listed: nothing is connected to through them."""
     decoy = Decoy()
     try:
         procs = listed(port)
         check(slashed.host in procs, f"the app with TMPDIR {slashed.tmp} is listed ({sorted(procs)})")
         check(sub.host in procs, f"the app with TMPDIR {sub.tmp} is listed ({sorted(procs)})")
+        # Its socket file is moved away and another socket bound at its name (same owner).
+        name = app_sock(real, real.tmp)
+        where = f"/proc/{real.host}/root{real.tmp}/"
+        os.rename(f"{where}{name}", f"{where}{name}.moved")
+        decoy.bind(f"{where}{name}")
         # Its socket file becomes a symlink to a socket in dotmon's file system.
         name = app_sock(slashed, slashed.tmp)
         where = f"/proc/{slashed.host}/root{slashed.tmp}"
@@ -176,10 +182,11 @@ def swaps(port, slashed, sub, tmp):
         where = f"/proc/{sub.host}/root{sub.tmp}"
         os.rename(where, where + ".moved")
         os.symlink(os.path.join(tmp, "decoys"), where)
-        check(wait_for(lambda: not {slashed.host, sub.host} & set(listed(port)), 10),
-              f"swapped: both apps leave the list ({sorted(listed(port))})")
+        gone = {real.host, slashed.host, sub.host}
+        check(wait_for(lambda: not gone & set(listed(port)), 10),
+              f"swapped: the three apps leave the list ({sorted(gone & set(listed(port)))})")
         time.sleep(4 * max(RESCAN_MS, LIVENESS_MS) / 1000)
-        check(not {slashed.host, sub.host} & set(listed(port)), "swapped: neither comes back")
+        check(not gone & set(listed(port)), "swapped: none comes back")
         check(decoy.accepts == 0, f"swapped: no decoy accepted a connection ({decoy.accepts})")
     finally:
         decoy.close()
@@ -290,7 +297,7 @@ def main():
         time.sleep(4 * RESCAN_MS / 1000)
         check(fake not in listed(port), f"the impostor's pid {fake} is not listed")
         check("connected" not in read(marker), "nobody connected to the impostor's socket")
-        swaps(port, others[0], others[1], tmp)
+        swaps(port, apps[0], others[0], others[1], tmp)
         unprivileged(apps)
     finally:
         for a in apps + others:

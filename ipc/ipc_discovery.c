@@ -546,12 +546,15 @@ static void pump(struct ipc_discovery *d)
         }
         int rc = start_exchange(s, probe_due ? OP_PROBE : OP_LIVENESS);
         if (rc == AGENT_E_CHANGED || rc == UV_ENOENT) {
-            /* Node mode: the socket file checked is gone from its path, or was swapped for
-             * something else (ipc_endpoint): never connected to; the process is not listed. */
-            log_warn(LOG_CAT, "ignoring %s: %s", s->path,
-                     rc == UV_ENOENT
-                         ? "its socket file is gone"
-                         : "its socket file was replaced or its path now has a symlink");
+            /* Node mode: the socket file checked is gone from its path (the runtime exited), or
+             * was swapped for something else (ipc_endpoint): never connected to; not listed. */
+            if (rc == UV_ENOENT) {
+                log_debug(LOG_CAT, "runtime behind %s is gone (its socket file is)", s->name);
+            } else {
+                log_warn(LOG_CAT,
+                         "ignoring %s: its socket file was replaced or its path now has a symlink",
+                         s->path);
+            }
             s->state = S_STALE;
             s->settled = true;
             sock_retire_proc(s);

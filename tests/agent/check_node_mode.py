@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import socket
+import struct
 import tempfile
 import threading
 import time
@@ -125,9 +126,11 @@ def collect(port, app, label, log):
 
 
 class Decoy:
-    """Unix sockets that dotmon must never reach: counts the connections they accept."""
+    """Unix sockets that dotmon (pid) must never reach: counts the connections they accept from it
+    (another node-mode dotmon on the machine, e.g. a concurrent run, is not this test's)."""
 
-    def __init__(self):
+    def __init__(self, pid):
+        self.pid = pid
         self.accepts = 0
         self.socks = []
 
@@ -144,7 +147,9 @@ class Decoy:
                 c, _ = s.accept()
             except OSError:
                 return
-            self.accepts += 1
+            cred = c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            if struct.unpack("3i", cred)[0] == self.pid:
+                self.accepts += 1
             c.close()
 
     def close(self):
@@ -157,9 +162,9 @@ def app_sock(app, tmpdir):
     return names[0] if len(names) == 1 else None
 
 
-def swaps(port, real, slashed, sub, tmp):
+def swaps(port, dm, real, slashed, sub, tmp):
     """The app's user swaps names after the app is listed: nothing is connected to through them."""
-    decoy = Decoy()
+    decoy = Decoy(dm.pid)
     try:
         procs = listed(port)
         check(slashed.host in procs, f"the app with TMPDIR {slashed.tmp} is listed ({sorted(procs)})")
@@ -173,8 +178,8 @@ def swaps(port, real, slashed, sub, tmp):
         name = app_sock(slashed, slashed.tmp)
         where = f"/proc/{slashed.host}/root{slashed.tmp}"
         decoy.bind(os.path.join(tmp, "decoy.sock"))
-        os.rename(f"{where}{name}", f"{where}{name}.moved")
-        os.symlink(os.path.join(tmp, "decoy.sock"), f"{where}{name}")
+        os.rename(f"{where}/{name}", f"{where}/{name}.moved")
+        os.symlink(os.path.join(tmp, "decoy.sock"), f"{where}/{name}")
         # Its TMPDIR folder becomes a symlink to a folder with a decoy of the socket's name.
         name = app_sock(sub, sub.tmp)
         os.mkdir(os.path.join(tmp, "decoys"))
@@ -297,7 +302,7 @@ def main():
         time.sleep(4 * RESCAN_MS / 1000)
         check(fake not in listed(port), f"the impostor's pid {fake} is not listed")
         check("connected" not in read(marker), "nobody connected to the impostor's socket")
-        swaps(port, apps[0], others[0], others[1], tmp)
+        swaps(port, dm, apps[0], others[0], others[1], tmp)
         unprivileged(apps)
     finally:
         for a in apps + others:

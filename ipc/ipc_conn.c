@@ -72,7 +72,7 @@ static int open_node_socket(const struct ipc_endpoint *ep, int *fd_out)
     }
     int fd = -1;
     int rc = shdir_open_beneath_nolinks(root, ep->path + rn, O_PATH, &fd);
-    if (rc == -ELOOP || rc == -EXDEV) {
+    if (rc == -ELOOP || rc == -EXDEV || rc == -ENOTDIR) {
         return AGENT_E_CHANGED; /* a symlink on the way: not how the runtime made its path */
     }
     if (rc != 0) {

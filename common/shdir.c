@@ -37,14 +37,15 @@ int shdir_open(const char *path, int *dirfd_out)
     return 0;
 }
 
-/* The kernel's RESOLVE_IN_ROOT walk; -ENOSYS where openat2 is missing or filtered. */
-static int open_in_root(int rootfd, const char *rel)
+/* The kernel's RESOLVE_IN_ROOT walk, the last component opened with `flags` (and `resolve`'s
+ * extra RESOLVE_* bits); -ENOSYS where openat2 is missing or filtered. */
+static int open_in_root(int rootfd, const char *rel, int flags, uint64_t resolve)
 {
 #ifdef SYS_openat2
     struct open_how how;
     memset(&how, 0, sizeof(how));
-    how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
-    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    how.flags = (uint64_t)(unsigned)(flags | O_CLOEXEC);
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | resolve;
     long fd = syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
     if (fd >= 0) {
         return (int)fd;
@@ -54,12 +55,14 @@ static int open_in_root(int rootfd, const char *rel)
 #else
     (void)rootfd;
     (void)rel;
+    (void)flags;
+    (void)resolve;
     return -ENOSYS;
 #endif
 }
 
-/* One component at a time, none of them a symlink. */
-static int open_walk(int rootfd, const char *rel)
+/* One component at a time, none of them a symlink; the last one opened with `flags`. */
+static int open_walk(int rootfd, const char *rel, int flags)
 {
     int cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
     if (cur < 0) {
@@ -81,7 +84,9 @@ static int open_walk(int rootfd, const char *rel)
         }
         memcpy(comp, p, n);
         comp[n] = '\0';
-        int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        bool last = p[n + strspn(p + n, "/")] == '\0';
+        int next =
+            openat(cur, comp, (last ? flags : O_RDONLY | O_DIRECTORY) | O_NOFOLLOW | O_CLOEXEC);
         int err = next < 0 ? neg_errno() : 0;
         struct stat st;
         if (err == -ENOTDIR && fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -98,7 +103,8 @@ static int open_walk(int rootfd, const char *rel)
     return cur;
 }
 
-int shdir_open_beneath(const char *root, const char *path, int *dirfd_out)
+static int open_beneath(const char *root, const char *path, int flags, uint64_t resolve,
+                        int *fd_out)
 {
     if (root == NULL || path == NULL || path[0] != '/') {
         return AGENT_E_INVAL;
@@ -116,9 +122,9 @@ int shdir_open_beneath(const char *root, const char *path, int *dirfd_out)
         fd = rootfd;
         rootfd = -1;
     } else {
-        fd = open_in_root(rootfd, rel);
+        fd = open_in_root(rootfd, rel, flags, resolve);
         if (fd == -ENOSYS) {
-            fd = open_walk(rootfd, rel);
+            fd = open_walk(rootfd, rel, flags);
         }
     }
     if (rootfd >= 0) {
@@ -127,8 +133,18 @@ int shdir_open_beneath(const char *root, const char *path, int *dirfd_out)
     if (fd < 0) {
         return fd;
     }
-    *dirfd_out = fd;
+    *fd_out = fd;
     return 0;
+}
+
+int shdir_open_beneath(const char *root, const char *path, int *dirfd_out)
+{
+    return open_beneath(root, path, O_RDONLY | O_DIRECTORY, 0, dirfd_out);
+}
+
+int shdir_open_beneath_nolinks(const char *root, const char *path, int flags, int *fd_out)
+{
+    return open_beneath(root, path, flags | O_NOFOLLOW, RESOLVE_NO_SYMLINKS, fd_out);
 }
 
 bool shdir_owners_add(struct shdir_owners *o, uid_t uid)

@@ -37,6 +37,17 @@ int shdir_open(const char *path, int *dirfd_out);
  */
 int shdir_open_beneath(const char *root, const char *path, int *dirfd_out);
 
+/*
+ * As shdir_open_beneath, but no symlink is followed anywhere in path (RESOLVE_NO_SYMLINKS; the
+ * component walk refuses them too): -ELOOP, or -ENOTDIR where a folder is wanted), and the last
+ * component is opened with flags | O_NOFOLLOW | O_CLOEXEC: O_RDONLY | O_DIRECTORY for a folder,
+ * O_PATH for a socket. With O_PATH a symlink at the last component gives a descriptor of the link
+ * itself: check what fstat says before using it. When root is the root of a process that the
+ * process's user can change
+ * (/proc/<pid>/root/<its TMPDIR>), this is how a name found there is reached again safely.
+ */
+int shdir_open_beneath_nolinks(const char *root, const char *path, int flags, int *fd_out);
+
 /* Who may own a file or socket: up to SHDIR_MAX_OWNERS uids. */
 #define SHDIR_MAX_OWNERS 4
 struct shdir_owners {

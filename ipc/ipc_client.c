@@ -291,7 +291,7 @@ int ipc_exchange_start(uv_loop_t *loop, const struct ipc_endpoint *ep, const uin
     }
     /* libuv would silently truncate a long path and connect somewhere else. */
     struct sockaddr_un sa;
-    if (strlen(path) >= sizeof(sa.sun_path) && !ep->long_path) {
+    if (strlen(path) >= sizeof(sa.sun_path) && ep->root_pid == 0) {
         return UV_ENAMETOOLONG;
     }
 

@@ -43,9 +43,16 @@ struct ipc_endpoint {
     const struct ipc_transport *transport; /* NULL: the socket at path */
     struct ipc_listen_ref *listener;       /* listen mode: counted */
     char uid[IPC_ENDPOINT_UID_SIZE];       /* listen mode: the runtime's cookie (GUID string) */
-    bool long_path; /* path endpoints: a path too long for sun_path is opened with O_PATH and
-                       connected to as /proc/self/fd/<n> (the descriptor is closed right after the
-                       connect); else such a path fails with UV_ENAMETOOLONG. Node mode's. */
+    /* Node mode (path endpoints, docs/ipc.md §6): path is "/proc/<root_pid>/root" then the
+     * socket's path as that process sees it. It is never connected to by that path (a symlink
+     * the process's user plants in its own file system would be followed in dotmon's): the
+     * socket is opened beneath that root with no symlink followed (shdir_open_beneath_nolinks,
+     * O_PATH), must still be the file sock_dev/sock_ino that discovery checked, else the
+     * connect fails with AGENT_E_CHANGED, and is connected to as /proc/self/fd/<n> (closed right
+     * after; any length of path works). 0: path is connected to as it is. */
+    uint64_t root_pid;
+    uint64_t sock_dev;
+    uint64_t sock_ino;
 };
 #define IPC_ANY_PEER ((int64_t)-1)
 /* An endpoint whose listener is not checked, for a path the caller made itself (tests, tools). */
@@ -92,8 +99,10 @@ enum ipc_exchange_kind {
  *
  * Details of this implementation:
  * - Returns 0, or AGENT_E_INVAL (bad arguments, req shorter than a header, max_reply < 20),
- *   UV_ENAMETOOLONG (path does not fit sun_path, unless ep->long_path; then a negative errno when
- *   the file cannot be opened with O_PATH), UV_ECONNREFUSED (a listen-mode endpoint whose
+ *   UV_ENAMETOOLONG (path does not fit sun_path, unless ep->root_pid is set), AGENT_E_CHANGED
+ *   (node mode: the socket's file is no longer the one checked, or a symlink is on its path),
+ *   UV_ENOENT or another negative errno (node mode: the socket cannot be opened beneath the
+ *   process's root), UV_ECONNREFUSED (a listen-mode endpoint whose
  *   runtime is not connected, or whose listener has closed) or UV_ENOMEM; on error cb is never
  *   called.
  * - cb runs after the exchange's handles have closed, so the exchange holds no loop resources

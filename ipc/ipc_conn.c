@@ -14,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "err.h"
 #include "ipc_internal.h"
+#include "shdir.h"
 
 int64_t ipc__peer_uid(const uv_pipe_t *pipe)
 {
@@ -55,29 +57,60 @@ static void conn_on_path_connect(uv_connect_t *req, int status)
     c->cb(c, status);
 }
 
+/*
+ * Node mode: the socket ep->path names, opened beneath its process's root without following any
+ * symlink, checked to be the file discovery checked, as a descriptor (O_PATH) into *fd_out.
+ * Metadata calls on /proc and the container's local file system, like connect(2) itself.
+ */
+static int open_node_socket(const struct ipc_endpoint *ep, int *fd_out)
+{
+    char root[64];
+    int n = snprintf(root, sizeof(root), "/proc/%llu/root", (unsigned long long)ep->root_pid);
+    size_t rn = (size_t)n;
+    if (n < 0 || rn >= sizeof(root) || strncmp(ep->path, root, rn) != 0 || ep->path[rn] != '/') {
+        return AGENT_E_INVAL;
+    }
+    int fd = -1;
+    int rc = shdir_open_beneath_nolinks(root, ep->path + rn, O_PATH, &fd);
+    if (rc == -ELOOP || rc == -EXDEV || rc == -ENOTDIR) {
+        return AGENT_E_CHANGED; /* a symlink on the way: not how the runtime made its path */
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || (uint64_t)st.st_dev != ep->sock_dev ||
+        (uint64_t)st.st_ino != ep->sock_ino) {
+        (void)close(fd);
+        return AGENT_E_CHANGED;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
 static int path_connect(struct ipc_conn *c, uv_loop_t *loop, const struct ipc_endpoint *ep)
 {
     (void)loop;
-    struct sockaddr_un sa;
-    if (strlen(ep->path) < sizeof(sa.sun_path) || !ep->long_path) {
+    if (ep->root_pid == 0) {
         c->state = IPC_CONN_PATH;
         c->req.data = c;
         /* Errors (refused, no such file) arrive through the callback, on a later loop turn. */
         uv_pipe_connect(&c->req, c->pipe, ep->path, conn_on_path_connect);
         return 0;
     }
-    /* Too long for sun_path: the socket file by descriptor. connect(2) runs inside
-     * uv_pipe_connect (libuv only waits for its completion later), so the descriptor has done its
-     * work when the call returns. */
-    int fd = open(ep->path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        return -errno;
+    /* Node mode: the checked socket file by descriptor. connect(2) runs inside uv_pipe_connect
+     * (libuv only waits for its completion later), so the descriptor has done its work when the
+     * call returns. */
+    int fd = -1;
+    int rc = open_node_socket(ep, &fd);
+    if (rc != 0) {
+        return rc;
     }
-    char short_path[40];
-    snprintf(short_path, sizeof(short_path), "/proc/self/fd/%d", fd);
+    char fd_path[40];
+    snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", fd);
     c->state = IPC_CONN_PATH;
     c->req.data = c;
-    uv_pipe_connect(&c->req, c->pipe, short_path, conn_on_path_connect);
+    uv_pipe_connect(&c->req, c->pipe, fd_path, conn_on_path_connect);
     (void)close(fd);
     return 0;
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE /* O_PATH */
 #include "ipc_discovery.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "ipc_proclist.h"
 #include "ipc_sockname.h"
 #include "log.h"
+#include "shdir.h"
 
 /*
  * How discovery works (docs/ipc.md §1.1-1.3):
@@ -82,6 +85,7 @@ struct sock {
     uint64_t mtime_ns;
     uint32_t owner_uid;   /* from lstat; connections must be accepted by this uid */
     uint64_t ino;         /* from lstat: which file the name held when last looked at */
+    uint64_t dev;         /* node mode: its device (connections check both, ipc_endpoint) */
     uint64_t refused_ino; /* the file last refused and logged (once per file and owner) */
     int64_t refused_uid;
     enum sock_state state;
@@ -256,6 +260,18 @@ static void update_ready(struct ipc_discovery *d)
 
 /* ---- probing and liveness ---------------------------------------------------------------- */
 
+/* How the sock's runtime is reached: node mode's through its process's root (ipc_endpoint). */
+static struct ipc_endpoint sock_endpoint(const struct sock *s)
+{
+    struct ipc_endpoint ep = {.path = s->path, .peer_uid = (int64_t)s->owner_uid};
+    if (s->d->node) {
+        ep.root_pid = s->cand.host_pid;
+        ep.sock_dev = s->dev;
+        ep.sock_ino = s->ino;
+    }
+    return ep;
+}
+
 static struct ipc_proclist_entry *proc_from_info(const struct ipc_process_info *pi, int level,
                                                  const struct sock *s, uint64_t now)
 {
@@ -263,8 +279,7 @@ static struct ipc_proclist_entry *proc_from_info(const struct ipc_process_info *
     if (e == NULL) {
         return NULL;
     }
-    struct ipc_endpoint ep = {
-        .path = s->path, .peer_uid = (int64_t)s->owner_uid, .long_path = s->d->node};
+    struct ipc_endpoint ep = sock_endpoint(s);
     if (ipc__process_init(&e->pub, pi, level, &ep, s->owner_uid) != 0) {
         free(e);
         return NULL;
@@ -477,8 +492,7 @@ static void on_exchange_done(void *ud, const struct ipc__probe_result *res)
 static int start_exchange(struct sock *s, enum sock_op op)
 {
     struct ipc_discovery *d = s->d;
-    struct ipc_endpoint ep = {
-        .path = s->path, .peer_uid = (int64_t)s->owner_uid, .long_path = s->d->node};
+    struct ipc_endpoint ep = sock_endpoint(s);
     /* Liveness: the plain ProcessInfo every runtime knows; a probe steps down from probe_level. */
     int rc = ipc__probe_start(d->loop, &ep, op == OP_LIVENESS ? 1 : s->probe_level, op == OP_PROBE,
                               d->probe_timeout_ms, on_exchange_done, s, &s->x);
@@ -531,7 +545,21 @@ static void pump(struct ipc_discovery *d)
             s->probe_level = 3;
         }
         int rc = start_exchange(s, probe_due ? OP_PROBE : OP_LIVENESS);
-        if (rc != 0) {
+        if (rc == AGENT_E_CHANGED || rc == UV_ENOENT) {
+            /* Node mode: the socket file checked is gone from its path (the runtime exited), or
+             * was swapped for something else (ipc_endpoint): never connected to; not listed. */
+            if (rc == UV_ENOENT) {
+                log_debug(LOG_CAT, "runtime behind %s is gone (its socket file is)", s->name);
+            } else {
+                log_warn(LOG_CAT,
+                         "ignoring %s: its socket file was replaced or its path now has a symlink",
+                         s->path);
+            }
+            s->state = S_STALE;
+            s->settled = true;
+            sock_retire_proc(s);
+            settled_some = true;
+        } else if (rc != 0) {
             log_warn(LOG_CAT, "cannot talk to %s: %s", s->path, agent_strerror(rc));
             if (probe_due) {
                 s->state = S_STALE;
@@ -960,13 +988,24 @@ static void sock_verify(struct sock *s)
     }
 }
 
-/* Pool: node mode's check of a new socket (ipc_node_verify), then its lstat. */
+/* Pool: node mode's check of a new socket (ipc_node_verify), then its stat, taken as every
+ * connection will reach it: beneath the process's root, no symlink followed (ipc_endpoint). */
 static void check_work(uv_work_t *w)
 {
     struct sock *s = w->data;
     s->work_rc = ipc_node_verify(&s->cand);
-    if (s->work_rc == 0 && lstat(s->path, &s->work_st) != 0) {
-        s->work_rc = -errno;
+    char root[64];
+    char inner[IPC_NODE_TMPDIR_MAX + IPC_SOCKNAME_MAX + 1];
+    snprintf(root, sizeof(root), "/proc/%llu/root", (unsigned long long)s->cand.host_pid);
+    int fd = -1;
+    if (s->work_rc == 0 &&
+        (s->work_rc = ipc_node_sock_path(s->cand.tmpdir, s->cand.name, inner, sizeof(inner))) ==
+            0 &&
+        (s->work_rc = shdir_open_beneath_nolinks(root, inner, O_PATH, &fd)) == 0) {
+        if (fstat(fd, &s->work_st) != 0) {
+            s->work_rc = -errno;
+        }
+        (void)close(fd);
     }
 }
 
@@ -986,8 +1025,21 @@ static void on_checked(uv_work_t *w, int status)
         return;
     }
     const struct stat *st = &s->work_st;
+    s->dev = (uint64_t)st->st_dev;
     sock_stat_done(s, 0, S_ISSOCK(st->st_mode), (uint32_t)st->st_uid, st->st_ino,
                    (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec);
+}
+
+#define NODE_PATH_MAX (64 + IPC_NODE_TMPDIR_MAX + IPC_SOCKNAME_MAX)
+
+/* "/proc/<host pid>/root" then the socket's path as the runtime made it (ipc_node_sock_path). */
+static int node_path(const struct ipc_node_cand *c, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "/proc/%llu/root", (unsigned long long)c->host_pid);
+    if (n < 0 || (size_t)n >= cap) {
+        return AGENT_E_TOOBIG;
+    }
+    return ipc_node_sock_path(c->tmpdir, c->name, out + n, cap - (size_t)n);
 }
 
 static struct sock *sock_new_node(struct ipc_discovery *d, const struct ipc_node_cand *c)
@@ -999,9 +1051,11 @@ static struct sock *sock_new_node(struct ipc_discovery *d, const struct ipc_node
     if (s == NULL) {
         return NULL;
     }
-    char path[64 + sizeof(c->tmpdir) + sizeof(c->name)];
-    snprintf(path, sizeof(path), "/proc/%llu/root%s/%s", (unsigned long long)c->host_pid, c->tmpdir,
-             c->name);
+    char path[NODE_PATH_MAX];
+    if (node_path(c, path, sizeof(path)) != 0) {
+        sock_free(s);
+        return NULL;
+    }
     s->name = strdup(path);
     s->path = strdup(path);
     if (s->name == NULL || s->path == NULL) {
@@ -1037,9 +1091,10 @@ static void node_merge(struct ipc_discovery *d, const struct ipc_node_walk *w)
     }
     for (size_t i = 0; i < w->n; i++) {
         const struct ipc_node_cand *c = &w->cands[i];
-        char path[64 + sizeof(c->tmpdir) + sizeof(c->name)];
-        snprintf(path, sizeof(path), "/proc/%llu/root%s/%s", (unsigned long long)c->host_pid,
-                 c->tmpdir, c->name);
+        char path[NODE_PATH_MAX];
+        if (node_path(c, path, sizeof(path)) != 0) {
+            continue;
+        }
         struct sock *s = sock_find(d, path);
         if (s != NULL && s->cand.start_time != c->start_time) {
             /* Another process has the pid now (and a socket of the same name). */

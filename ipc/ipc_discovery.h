@@ -42,8 +42,9 @@ struct ipc_process {
                                   another pid namespace); node mode: pid; connect mode: pid when
                                   /proc/<pid> is this runtime (its NSpid's last field is pid and
                                   its start time the socket's key: ipc_identity.h) */
-    char node_tmpdir[256];     /* node mode: its TMPDIR as it sees it (dumps are written there and
-                                  read through /proc/<host_pid>/root); "" otherwise */
+    char node_tmpdir[256];     /* node mode: its TMPDIR as it has it, trailing '/' kept (dumps
+                                  are written there and read through /proc/<host_pid>/root); ""
+                                  otherwise */
     uint8_t cookie[16];        /* runtime instance cookie, wire layout */
     char uid[37];              /* cookie as a lowercase GUID string, .NET layout */
     char *name;                /* process name: basename of the first command-line token */

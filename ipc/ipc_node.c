@@ -2,12 +2,13 @@
 /*
  * Node mode's reads of /proc (docs/ipc.md §6): blocking, bounded, for the thread pool.
  */
-#define _GNU_SOURCE /* O_CLOEXEC, fdopendir */
+#define _GNU_SOURCE /* O_CLOEXEC, fdopendir, explicit_bzero */
 #include "ipc_node.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ static ssize_t read_bounded(const char *path, char *buf, size_t cap)
         if (n < 0) {
             int e = errno;
             (void)close(fd);
+            explicit_bzero(buf, got); /* what was read of an environment does not linger */
             return -e;
         }
         if (n == 0) {
@@ -74,7 +76,8 @@ int ipc_node_nspid(uint64_t pid, uint64_t *out)
     return procfs_status_nspid_inner(buf, (size_t)n, out) ? 0 : AGENT_E_NOTFOUND;
 }
 
-/* The process's TMPDIR into out (no trailing '/'): its environment's, else /tmp. */
+/* The process's TMPDIR into out, as it has it (trailing '/' kept): its environment's, else /tmp.
+ * buf (cap bytes) holds its whole environment meanwhile and is wiped before this returns. */
 static void read_tmpdir(uint64_t pid, char *buf, size_t cap, char *out, size_t out_cap)
 {
     char path[64];
@@ -83,20 +86,25 @@ static void read_tmpdir(uint64_t pid, char *buf, size_t cap, char *out, size_t o
     const char *v = NULL;
     size_t vl = 0;
     snprintf(out, out_cap, "/tmp");
-    if (n <= 0 || !procfs_environ_get(buf, (size_t)n, "TMPDIR", &v, &vl)) {
-        return;
+    if (n > 0 && procfs_environ_get(buf, (size_t)n, "TMPDIR", &v, &vl) &&
+        /* Absolute, without "..", short: else the runtime would not use it either (it falls back
+         * to /tmp only when TMPDIR is unset; a strange value is simply not followed here). */
+        vl > 0 && v[0] == '/' && vl < out_cap && memmem(v, vl, "..", 2) == NULL &&
+        memchr(v, '\n', vl) == NULL) {
+        memcpy(out, v, vl);
+        out[vl] = '\0';
     }
-    while (vl > 1 && v[vl - 1] == '/') {
-        vl--;
+    if (n > 0) {
+        explicit_bzero(buf, (size_t)n); /* other processes' secrets do not outlive the read */
     }
-    /* Absolute, without "..", short: else the runtime would not use it either (it falls back to
-     * /tmp only when TMPDIR is unset; a strange value is simply not followed here). */
-    if (vl == 0 || v[0] != '/' || vl >= out_cap || memmem(v, vl, "..", 2) != NULL ||
-        memchr(v, '\n', vl) != NULL) {
-        return;
-    }
-    memcpy(out, v, vl);
-    out[vl] = '\0';
+}
+
+int ipc_node_sock_path(const char *tmpdir, const char *name, char *out, size_t cap)
+{
+    size_t tl = strlen(tmpdir);
+    bool slash = tl > 0 && tmpdir[tl - 1] == '/';
+    int n = snprintf(out, cap, "%s%s%s", tmpdir, slash ? "" : "/", name);
+    return n < 0 || (size_t)n >= cap ? AGENT_E_TOOBIG : 0;
 }
 
 /* A folder's diagnostic socket names, listed once per walk. */
@@ -169,25 +177,16 @@ static struct dir_list *dir_listing(struct dir_list *dirs, size_t *ndirs, int di
 }
 
 /*
- * The folder tmpdir inside the process's root, opened without leaving that root, and only when the
- * plain path /proc/<pid>/root<tmpdir> (the one connections use) names the same folder: a symlink
- * in the container's path would otherwise lead dotmon's connects elsewhere. -1 when not.
+ * The folder tmpdir inside the process's root, opened without leaving that root and without
+ * following any symlink: as connections reach its sockets (ipc_endpoint.root_pid), so what is
+ * listed here is what they can reach. -1 when it cannot be opened so.
  */
 static int open_tmpdir(uint64_t pid, const char *tmpdir)
 {
     char root[64];
-    char plain[64 + IPC_NODE_TMPDIR_MAX];
     snprintf(root, sizeof(root), "/proc/%llu/root", (unsigned long long)pid);
-    snprintf(plain, sizeof(plain), "%s%s", root, tmpdir);
     int dirfd = -1;
-    if (shdir_open_beneath(root, tmpdir, &dirfd) != 0) {
-        return -1;
-    }
-    struct stat a;
-    struct stat b;
-    if (fstat(dirfd, &a) != 0 || stat(plain, &b) != 0 || a.st_dev != b.st_dev ||
-        a.st_ino != b.st_ino) {
-        (void)close(dirfd);
+    if (shdir_open_beneath_nolinks(root, tmpdir, O_RDONLY | O_DIRECTORY, &dirfd) != 0) {
         return -1;
     }
     return dirfd;
@@ -291,7 +290,9 @@ int ipc_node_verify(const struct ipc_node_cand *c)
 {
     char path[64];
     char full[IPC_NODE_TMPDIR_MAX + IPC_SOCKNAME_MAX + 1];
-    snprintf(full, sizeof(full), "%s/%s", c->tmpdir, c->name);
+    if (ipc_node_sock_path(c->tmpdir, c->name, full, sizeof(full)) != 0) {
+        return AGENT_E_NOTFOUND;
+    }
     snprintf(path, sizeof(path), "/proc/%llu/net/unix", (unsigned long long)c->host_pid);
     char *buf = malloc(IPC_NODE_UNIX_MAX);
     if (buf == NULL) {

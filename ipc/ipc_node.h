@@ -25,7 +25,7 @@ struct ipc_node_cand {
     uint64_t ns_pid;     /* what the process sees for itself (NSpid's last field) */
     uint64_t start_time; /* /proc/<pid>/stat field 22 when seen */
     uint64_t key;
-    char tmpdir[IPC_NODE_TMPDIR_MAX]; /* the process's TMPDIR, as it sees it, no trailing '/' */
+    char tmpdir[IPC_NODE_TMPDIR_MAX]; /* the process's TMPDIR, as it has it ('/' kept) */
     char name[IPC_SOCKNAME_MAX];
 };
 
@@ -47,6 +47,13 @@ void ipc_node_walk(struct ipc_node_walk *w, uint64_t self_pid);
  * Returns 0, AGENT_E_NOTFOUND (not its socket, or another process now), or a negative errno.
  */
 int ipc_node_verify(const struct ipc_node_cand *c);
+
+/*
+ * The socket's path as the runtime makes it: tmpdir, then '/' unless tmpdir ends with one, then
+ * name (TMPDIR=/x// gives "/x//dotnet-diagnostic-…", the exact text /proc/<pid>/net/unix lists).
+ * 0, or AGENT_E_TOOBIG when it does not fit cap. No I/O.
+ */
+int ipc_node_sock_path(const char *tmpdir, const char *name, char *out, size_t cap);
 
 /* /proc/<pid>/stat's start time. Blocking. 0 or a negative code. */
 int ipc_node_start_time(uint64_t pid, uint64_t *out);

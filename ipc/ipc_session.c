@@ -780,7 +780,7 @@ int ipc_session_start(uv_loop_t *loop, struct ipc_session_admission *adm,
     uint8_t *msg = NULL;
     int rc = 0;
     /* libuv would silently truncate a long path and connect somewhere else. */
-    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path) && !ep->long_path) {
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path) && ep->root_pid == 0) {
         return UV_ENAMETOOLONG;
     }
     s = calloc(1, sizeof(*s));

@@ -12,6 +12,12 @@ followed):
   - an impostor: a namespace whose pid 1 is `sleep` while another process there (pid 2) binds
     /tmp/dotnet-diagnostic-1-<key>-socket: the name and pid 1 match, but pid 1 holds no such
     socket, so it is never listed and its socket is never connected to;
+  - swaps by the app's user after it is listed (docs/ipc.md §6.3): an app whose TMPDIR ends in "//"
+    (the runtime's path keeps it) is found; its socket file is then replaced by a symlink to a
+    decoy socket bound by the test in dotmon's file system, another app's TMPDIR folder by a
+    symlink to a folder holding a decoy of its socket's name, and a third app's socket file by a
+    decoy socket bound at its name: the three apps leave the list and no decoy ever accepts a
+    connection;
   - without the capability: dotmon as another uid with no capabilities (setpriv) lists neither
     app (root's), counts the processes it may not look into (/info?extras=true) and says so in an
     Error naming CAP_SYS_PTRACE.
@@ -22,7 +28,10 @@ import os
 import shutil
 import subprocess
 import sys
+import socket
+import struct
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -43,7 +52,10 @@ while True:
     print("connected", flush=True)
     c.close()
 """
+# The app's TMPDIR is a folder inside its private tmpfs (BASE), so that it can be swapped.
+SUB_WRAP = [*NS, "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs "$BASE" && mkdir "$TMPDIR" && exec "$0" "$@"']
 RESCAN_MS = 300
+LIVENESS_MS = 300
 UID = 4342  # the unprivileged dotmon's
 
 
@@ -113,6 +125,78 @@ def collect(port, app, label, log):
           f"{label}: no dump left in the app's private TMPDIR ({dumps_in(app)})")
 
 
+class Decoy:
+    """Unix sockets that dotmon (pid) must never reach: counts the connections they accept from it
+    (another node-mode dotmon on the machine, e.g. a concurrent run, is not this test's)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.accepts = 0
+        self.socks = []
+
+    def bind(self, path):
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(path)
+        s.listen(8)
+        self.socks.append(s)
+        threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s):
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            cred = c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            if struct.unpack("3i", cred)[0] == self.pid:
+                self.accepts += 1
+            c.close()
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+
+
+def app_sock(app, tmpdir):
+    names = [n for n in os.listdir(f"/proc/{app.host}/root{tmpdir}") if n.startswith("dotnet-diagnostic-1-")]
+    return names[0] if len(names) == 1 else None
+
+
+def swaps(port, dm, real, slashed, sub, tmp):
+    """The app's user swaps names after the app is listed: nothing is connected to through them."""
+    decoy = Decoy(dm.pid)
+    try:
+        procs = listed(port)
+        check(slashed.host in procs, f"the app with TMPDIR {slashed.tmp} is listed ({sorted(procs)})")
+        check(sub.host in procs, f"the app with TMPDIR {sub.tmp} is listed ({sorted(procs)})")
+        # Its socket file is moved away and another socket bound at its name (same owner).
+        name = app_sock(real, real.tmp)
+        where = f"/proc/{real.host}/root{real.tmp}/"
+        os.rename(f"{where}{name}", f"{where}{name}.moved")
+        decoy.bind(f"{where}{name}")
+        # Its socket file becomes a symlink to a socket in dotmon's file system.
+        name = app_sock(slashed, slashed.tmp)
+        where = f"/proc/{slashed.host}/root{slashed.tmp}"
+        decoy.bind(os.path.join(tmp, "decoy.sock"))
+        os.rename(f"{where}/{name}", f"{where}/{name}.moved")
+        os.symlink(os.path.join(tmp, "decoy.sock"), f"{where}/{name}")
+        # Its TMPDIR folder becomes a symlink to a folder with a decoy of the socket's name.
+        name = app_sock(sub, sub.tmp)
+        os.mkdir(os.path.join(tmp, "decoys"))
+        decoy.bind(os.path.join(tmp, "decoys", name))
+        where = f"/proc/{sub.host}/root{sub.tmp}"
+        os.rename(where, where + ".moved")
+        os.symlink(os.path.join(tmp, "decoys"), where)
+        gone = {real.host, slashed.host, sub.host}
+        check(wait_for(lambda: not gone & set(listed(port)), 10),
+              f"swapped: the three apps leave the list ({sorted(gone & set(listed(port)))})")
+        time.sleep(4 * max(RESCAN_MS, LIVENESS_MS) / 1000)
+        check(not gone & set(listed(port)), "swapped: none comes back")
+        check(decoy.accepts == 0, f"swapped: no decoy accepted a connection ({decoy.accepts})")
+    finally:
+        decoy.close()
+
+
 def unprivileged(apps):
     """dotmon in node mode as UID without capabilities: a clear refusal, not a silent empty list."""
     tmp = tempfile.mkdtemp(prefix="dotmon-node-user-")
@@ -155,7 +239,7 @@ def main():
         return 77
     tmp = tempfile.mkdtemp(prefix="dotmon-node-")
     os.chmod(tmp, 0o700)
-    apps, impostor, dm = [], None, None
+    apps, others, impostor, dm = [], [], None, None
     log = open(os.path.join(tmp, "dotmon.log"), "w+")
     marker = os.path.join(tmp, "impostor.out")
     try:
@@ -173,14 +257,24 @@ def main():
         socks = [n for n in os.listdir(f"/proc/{apps[1].host}/root{own}") if n.startswith("dotnet-diagnostic-1-")]
         check(len(socks) == 1 and len(f"/proc/{apps[1].host}/root{own}/{socks[0]}") >= 108,
               f"the second app's socket path through /proc does not fit sun_path ({socks})")
+        # Apps whose names get swapped (swaps): TMPDIR with trailing slashes, and a TMPDIR folder.
+        os.mkdir(os.path.join(tmp, "slashed"))
+        others.append(start_app(os.path.join(tmp, "slashed") + "//"))
+        base = os.path.join(tmp, "base")
+        os.mkdir(base)
+        sub = App(os.path.join(base, "sub"), env={"BASE": base}, wrap=SUB_WRAP)
+        sub.host = ns_init(sub.p)
+        sub.tmp = os.path.join(base, "sub")
+        others.append(sub)
         for a in apps:
             check(a.pid == 1, f"the app is pid 1 in its namespace (said {a.pid}, host pid {a.host})")
         dmtmp = os.path.join(tmp, "dotmon")
         os.mkdir(dmtmp, 0o700)
         port = free_port()
-        dm = start_dotmon(dmtmp, port, log, pids=[a.host for a in apps], timeout=60,
+        dm = start_dotmon(dmtmp, port, log, pids=[a.host for a in apps + others], timeout=60,
                           env={"DotnetMonitor_DiagnosticPort__ConnectionMode": "Node",
-                               "DotnetMonitor_Timeouts__DiscoveryRescanMs": str(RESCAN_MS)})
+                               "DotnetMonitor_Timeouts__DiscoveryRescanMs": str(RESCAN_MS),
+                               "DotnetMonitor_Timeouts__DiscoveryLivenessMs": str(LIVENESS_MS)})
         procs = listed(port)
         for a in apps:
             p = procs.get(a.host, {})
@@ -208,9 +302,10 @@ def main():
         time.sleep(4 * RESCAN_MS / 1000)
         check(fake not in listed(port), f"the impostor's pid {fake} is not listed")
         check("connected" not in read(marker), "nobody connected to the impostor's socket")
+        swaps(port, dm, apps[0], others[0], others[1], tmp)
         unprivileged(apps)
     finally:
-        for a in apps:
+        for a in apps + others:
             a.kill()
         if impostor is not None and impostor.poll() is None:
             impostor.kill()

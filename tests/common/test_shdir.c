@@ -286,6 +286,54 @@ static void test_open_beneath(void **state)
     assert_int_equal(shdir_open_beneath(root, "relative", &d), AGENT_E_INVAL);
 }
 
+static void test_open_beneath_nolinks(void **state)
+{
+    struct fx *fx = *state;
+    /* root/t/s (a file standing for a socket); root/link -> /t and root/t/ls -> /t/s (absolute,
+     * resolvable in root), root/t/out -> the outside marker: none is followed. */
+    assert_int_equal(mkdirat(fx->dirfd, "root", 0700), 0);
+    assert_int_equal(mkdirat(fx->dirfd, "root/t", 0700), 0);
+    make_file(fx, "root/t/s", "sock");
+    make_file(fx, "marker", "out");
+    char root[96];
+    char outside[96];
+    snprintf(root, sizeof(root), "%s/root", fx->dir);
+    snprintf(outside, sizeof(outside), "%s/marker", fx->dir);
+    assert_int_equal(symlinkat("/t", fx->dirfd, "root/link"), 0);
+    assert_int_equal(symlinkat("/t/s", fx->dirfd, "root/t/ls"), 0);
+    assert_int_equal(symlinkat(outside, fx->dirfd, "root/t/out"), 0);
+    struct stat want;
+    assert_int_equal(fstatat(fx->dirfd, "root/t/s", &want, 0), 0);
+
+    int fd = -1;
+    struct stat st;
+    /* Extra slashes (a TMPDIR ending in '/') are the same path. */
+    assert_int_equal(shdir_open_beneath_nolinks(root, "/t//s", O_PATH, &fd), 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_true(st.st_dev == want.st_dev && st.st_ino == want.st_ino);
+    close(fd);
+    assert_int_equal(shdir_open_beneath_nolinks(root, "/t/", O_RDONLY | O_DIRECTORY, &fd), 0);
+    close(fd);
+    /* A symlink above the last component: refused, even one that stays inside root. */
+    assert_int_equal(shdir_open_beneath_nolinks(root, "/link/s", O_PATH, &fd), -ELOOP);
+    /* The folder itself a symlink (O_DIRECTORY speaks first for openat2: ENOTDIR). */
+    int lrc = shdir_open_beneath_nolinks(root, "/link", O_RDONLY | O_DIRECTORY, &fd);
+    assert_true(lrc == -ELOOP || lrc == -ENOTDIR);
+    /* At the last component: O_PATH gives the link itself, never what it names. */
+    const char *links[] = {"/t/ls", "/t/out"};
+    for (size_t i = 0; i < 2; i++) {
+        int rc = shdir_open_beneath_nolinks(root, links[i], O_PATH, &fd);
+        if (rc == 0) {
+            assert_int_equal(fstat(fd, &st), 0);
+            assert_true(S_ISLNK(st.st_mode));
+            close(fd);
+        } else {
+            assert_int_equal(rc, -ELOOP);
+        }
+    }
+    assert_int_equal(shdir_open_beneath_nolinks(root, "t/s", O_PATH, &fd), AGENT_E_INVAL);
+}
+
 static void test_split(void **state)
 {
     (void)state;
@@ -525,6 +573,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unlink_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_private_and_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_beneath, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_beneath_nolinks, setup, teardown),
         cmocka_unit_test(test_split),
         cmocka_unit_test_setup_teardown(test_trusted_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trusted_k8s_links, setup, teardown),

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "err.h"
+#include "ipc_node.h"
 #include "ipc_sockname.h"
 
 static void test_sockname_parses_valid_names(void **state)
@@ -86,12 +87,35 @@ static void test_sockname_format_round_trip(void **state)
                      AGENT_E_NOSPACE);
 }
 
+/* Node mode looks for the path the runtime made: TMPDIR, '/' unless it ends with one, the name. */
+static void test_node_sock_path(void **state)
+{
+    (void)state;
+    const char *name = "dotnet-diagnostic-1-42-socket";
+    struct {
+        const char *tmpdir;
+        const char *want;
+    } cases[] = {
+        {"/tmp", "/tmp/dotnet-diagnostic-1-42-socket"},
+        {"/tmp/", "/tmp/dotnet-diagnostic-1-42-socket"},
+        {"/x//", "/x//dotnet-diagnostic-1-42-socket"},
+        {"/", "/dotnet-diagnostic-1-42-socket"},
+    };
+    char out[128];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(ipc_node_sock_path(cases[i].tmpdir, name, out, sizeof(out)), 0);
+        assert_string_equal(out, cases[i].want);
+    }
+    assert_int_equal(ipc_node_sock_path("/tmp", name, out, 10), AGENT_E_TOOBIG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sockname_parses_valid_names),
         cmocka_unit_test(test_sockname_rejects_everything_else),
         cmocka_unit_test(test_sockname_format_round_trip),
+        cmocka_unit_test(test_node_sock_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

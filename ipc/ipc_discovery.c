@@ -106,6 +106,10 @@ struct sock {
     bool work_busy;
     int work_rc;
     struct stat work_st;
+    bool work_trusted;         /* node mode's check: ipc_trust_allows of the socket's owner */
+    bool work_cut;             /* node mode's check: net/unix was longer than its read bound */
+    bool check_due;            /* node mode: a check is owed (started by pump, MAX_IN_FLIGHT) */
+    int check_fails;           /* node mode: consecutive failed checks, for the recheck backoff */
     struct ipc_node_cand cand; /* node mode: what the walk saw */
 };
 
@@ -136,6 +140,8 @@ struct ipc_discovery {
     size_t node_looked; /* from the last walk */
     size_t node_denied;
     bool denied_logged;
+    size_t checks_busy; /* node mode's checks on the pool (at most MAX_IN_FLIGHT) */
+    bool unix_cut_logged;
     bool scan_busy;
     bool scan_again;
     int stats_busy;
@@ -159,6 +165,7 @@ struct ipc_discovery {
 };
 
 static void pump(struct ipc_discovery *d);
+static void start_checks(struct ipc_discovery *d);
 static void publish(struct ipc_discovery *d);
 static void request_scan(struct ipc_discovery *d);
 static void maybe_finish_close(struct ipc_discovery *d);
@@ -299,17 +306,21 @@ static void sock_refuse(struct sock *s, uint64_t ino, int64_t uid, const char *w
              s->d->trust.no_proc_owner ? "" : " nor the owner of the process it names");
 }
 
+/* The wait before the n-th retry (n >= 1): the rescan period, doubled each time, up to the max. */
+static uint64_t backoff_ms(const struct ipc_discovery *d, int n)
+{
+    uint64_t delay = d->rescan_ms;
+    for (int i = 1; i < n && delay < d->retry_max_ms; i++) {
+        delay *= 2;
+    }
+    return delay > d->retry_max_ms ? d->retry_max_ms : delay;
+}
+
 static void probe_failed(struct sock *s, const char *why, int status, uint32_t hresult)
 {
     struct ipc_discovery *d = s->d;
     s->failures++;
-    uint64_t delay = d->rescan_ms;
-    for (int i = 1; i < s->failures && delay < d->retry_max_ms; i++) {
-        delay *= 2;
-    }
-    if (delay > d->retry_max_ms) {
-        delay = d->retry_max_ms;
-    }
+    uint64_t delay = backoff_ms(d, s->failures);
     s->state = S_FAILED;
     s->retry_at = uv_now(d->loop) + delay;
     log_debug(LOG_CAT, "probe of %s failed (%s: %s, hresult 0x%08x); retry in %llu ms", s->name,
@@ -506,6 +517,9 @@ static void pump(struct ipc_discovery *d)
     if (d->closing) {
         return;
     }
+    if (d->node) {
+        start_checks(d);
+    }
     uint64_t now = uv_now(d->loop);
     uint64_t wake = UINT64_MAX;
     bool settled_some = false;
@@ -597,7 +611,7 @@ static void publish(struct ipc_discovery *d)
 /* ---- directory scanning ------------------------------------------------------------------ */
 
 static void sock_stat_done(struct sock *s, int result, bool is_sock, uint32_t uid, uint64_t ino,
-                           uint64_t mtime_ns);
+                           uint64_t mtime_ns, int trusted);
 
 static void on_stat(uv_fs_t *req)
 {
@@ -618,12 +632,14 @@ static void on_stat(uv_fs_t *req)
         return;
     }
     sock_stat_done(s, (int)result, S_ISSOCK(st.st_mode), (uint32_t)st.st_uid, st.st_ino,
-                   (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec);
+                   (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec, -1);
 }
 
-/* What an lstat of the socket's path (and in node mode, its check) found. */
+/* What an lstat of the socket's path (and in node mode, its check) found; trusted: whether uid
+ * may serve the runtime, when the check on the pool already asked (it stats /proc/<pid>), else -1.
+ */
 static void sock_stat_done(struct sock *s, int result, bool is_sock, uint32_t uid, uint64_t ino,
-                           uint64_t mtime_ns)
+                           uint64_t mtime_ns, int trusted)
 {
     struct ipc_discovery *d = s->d;
     if (result == 0) {
@@ -635,7 +651,7 @@ static void sock_stat_done(struct sock *s, int result, bool is_sock, uint32_t ui
         /* Not something we can talk to: remember it so it is not looked at again. */
         s->state = S_STALE;
         s->settled = true;
-    } else if (!ipc_trust_allows(&d->trust, uid, sock_pid(s))) {
+    } else if (trusted == 0 || (trusted < 0 && !ipc_trust_allows(&d->trust, uid, sock_pid(s)))) {
         sock_refuse(s, ino, (int64_t)uid, "owned by");
     } else {
         s->owner_uid = uid;
@@ -960,34 +976,72 @@ static void sock_verify(struct sock *s)
     }
 }
 
-/* Pool: node mode's check of a new socket (ipc_node_verify), then its lstat. */
+/* Pool: node mode's check of a socket (ipc_node_verify), then its lstat and whether its owner is
+ * trusted (ipc_trust_allows stats /proc/<pid>: not on the loop). d->trust is never written after
+ * ipc_discovery_start. */
 static void check_work(uv_work_t *w)
 {
     struct sock *s = w->data;
-    s->work_rc = ipc_node_verify(&s->cand);
+    s->work_rc = ipc_node_verify(&s->cand, &s->work_cut);
     if (s->work_rc == 0 && lstat(s->path, &s->work_st) != 0) {
         s->work_rc = -errno;
     }
+    s->work_trusted =
+        s->work_rc == 0 && ipc_trust_allows(&s->d->trust, (uint32_t)s->work_st.st_uid, sock_pid(s));
 }
 
 static void on_checked(uv_work_t *w, int status)
 {
     struct sock *s = w->data;
+    struct ipc_discovery *d = s->d;
+    d->checks_busy--;
     if (!sock_work_done(s, status)) {
         return;
     }
+    if (s->work_cut && !d->unix_cut_logged) {
+        d->unix_cut_logged = true;
+        log_warn(LOG_CAT,
+                 "node mode: /proc/%llu/net/unix is longer than %d bytes; sockets listed past "
+                 "that are not seen (%s)",
+                 (unsigned long long)s->cand.host_pid, IPC_NODE_UNIX_MAX, s->path);
+    }
     if (s->work_rc != 0) {
+        /* Not (yet) a listening socket of the process: bound but not listening, or a transient
+         * error. The walk checks it again later (node_merge) while the process lives. */
+        s->check_fails++;
+        s->retry_at = uv_now(d->loop) + backoff_ms(d, s->check_fails);
         log_debug(LOG_CAT, "%s: not a listening socket of process %llu (%s)", s->path,
                   (unsigned long long)s->cand.host_pid, agent_strerror(s->work_rc));
         s->state = S_STALE;
         s->settled = true;
-        publish(s->d);
-        pump(s->d);
+        publish(d);
+        pump(d);
         return;
     }
+    s->check_fails = 0;
     const struct stat *st = &s->work_st;
     sock_stat_done(s, 0, S_ISSOCK(st->st_mode), (uint32_t)st->st_uid, st->st_ino,
-                   (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec);
+                   (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec,
+                   s->work_trusted ? 1 : 0);
+}
+
+/* Starts the node checks that are owed, at most MAX_IN_FLIGHT on the pool at once (a first walk
+ * may find thousands of candidates; each check reads net/unix, up to IPC_NODE_UNIX_MAX bytes). */
+static void start_checks(struct ipc_discovery *d)
+{
+    for (struct sock *s = d->socks; s != NULL && d->checks_busy < MAX_IN_FLIGHT; s = s->next) {
+        if (!s->check_due || s->removed || s->ops > 0) {
+            continue;
+        }
+        s->check_due = false;
+        s->state = S_STAT;
+        if (sock_queue(s, check_work, on_checked) != 0) {
+            s->state = S_STALE;
+            s->settled = true;
+            continue;
+        }
+        d->checks_busy++;
+    }
 }
 
 static struct sock *sock_new_node(struct ipc_discovery *d, const struct ipc_node_cand *c)
@@ -1013,10 +1067,7 @@ static struct sock *sock_new_node(struct ipc_discovery *d, const struct ipc_node
     s->pid = c->ns_pid;
     s->key = c->key;
     s->state = S_STAT;
-    if (sock_queue(s, check_work, on_checked) != 0) {
-        sock_free(s);
-        return NULL;
-    }
+    s->check_due = true; /* started by pump (start_checks) */
     s->next = d->socks;
     d->socks = s;
     d->nsocks++;
@@ -1049,6 +1100,15 @@ static void node_merge(struct ipc_discovery *d, const struct ipc_node_walk *w)
         if (s == NULL && (s = sock_new_node(d, c)) == NULL) {
             log_warn(LOG_CAT, "out of memory tracking %s", path);
             continue;
+        }
+        if (s->state == S_STALE && !s->removed && s->ops == 0 && !s->check_due &&
+            s->retry_at <= uv_now(d->loop)) {
+            /* The same process, its socket not (yet) usable when last looked at: a runtime seen
+             * between bind() and listen(), a transient error, refused connects. Checked again,
+             * with a backoff (on_checked), for as long as the process lives. */
+            s->refusals = 0;
+            s->failures = 0;
+            s->check_due = true;
         }
         s->in_scan = true;
     }

@@ -287,30 +287,20 @@ void ipc_node_walk(struct ipc_node_walk *w, uint64_t self_pid)
     (void)closedir(proc);
 }
 
-int ipc_node_verify(const struct ipc_node_cand *c)
+/* The inodes of the process's sockets (its fd links "socket:[N]"), sorted; *n of them. */
+static int owned_sockets(uint64_t pid, uint64_t **out, size_t *n)
 {
     char path[64];
-    char full[IPC_NODE_TMPDIR_MAX + IPC_SOCKNAME_MAX + 1];
-    snprintf(full, sizeof(full), "%s/%s", c->tmpdir, c->name);
-    snprintf(path, sizeof(path), "/proc/%llu/net/unix", (unsigned long long)c->host_pid);
-    char *buf = malloc(IPC_NODE_UNIX_MAX);
-    if (buf == NULL) {
-        return -ENOMEM;
-    }
-    ssize_t n = read_bounded(path, buf, IPC_NODE_UNIX_MAX);
-    uint64_t inode = 0;
-    int rc = n < 0 ? (int)n : procfs_unix_listener(buf, (size_t)n, full, &inode);
-    free(buf);
-    if (rc != 0) {
-        return rc;
-    }
-    snprintf(path, sizeof(path), "/proc/%llu/fd", (unsigned long long)c->host_pid);
+    snprintf(path, sizeof(path), "/proc/%llu/fd", (unsigned long long)pid);
     DIR *fds = opendir(path);
     if (fds == NULL) {
         return -errno;
     }
-    rc = AGENT_E_NOTFOUND;
+    uint64_t *v = NULL;
+    size_t cap = 0;
     size_t seen = 0;
+    int rc = 0;
+    *n = 0;
     struct dirent *de;
     while ((de = readdir(fds)) != NULL && seen < IPC_NODE_FDS_MAX) {
         if (de->d_name[0] == '.') {
@@ -320,14 +310,67 @@ int ipc_node_verify(const struct ipc_node_cand *c)
         char link[64];
         ssize_t ln = readlinkat(dirfd(fds), de->d_name, link, sizeof(link) - 1);
         uint64_t ino;
-        if (ln > 0 && procfs_socket_link(link, (size_t)ln, &ino) && ino == inode) {
-            rc = 0;
-            break;
+        if (ln <= 0 || !procfs_socket_link(link, (size_t)ln, &ino)) {
+            continue;
         }
+        if (*n == cap) {
+            size_t nc = cap == 0 ? 16 : cap * 2;
+            void *p = realloc(v, nc * sizeof(*v));
+            if (p == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = p;
+            cap = nc;
+        }
+        v[(*n)++] = ino;
     }
     (void)closedir(fds);
+    if (rc != 0) {
+        free(v);
+        *n = 0;
+        return rc;
+    }
+    procfs_sort_inodes(v, *n);
+    *out = v;
+    return 0;
+}
+
+int ipc_node_verify(const struct ipc_node_cand *c, bool *unix_cut)
+{
+    *unix_cut = false;
+    uint64_t *owned = NULL;
+    size_t nowned = 0;
+    int rc = owned_sockets(c->host_pid, &owned, &nowned);
+    if (rc != 0) {
+        return rc;
+    }
+    if (nowned == 0) {
+        free(owned);
+        return AGENT_E_NOTFOUND;
+    }
+    char path[64];
+    char full[IPC_NODE_TMPDIR_MAX + IPC_SOCKNAME_MAX + 1];
+    snprintf(full, sizeof(full), "%s/%s", c->tmpdir, c->name);
+    snprintf(path, sizeof(path), "/proc/%llu/net/unix", (unsigned long long)c->host_pid);
+    char *buf = malloc(IPC_NODE_UNIX_MAX);
+    if (buf == NULL) {
+        free(owned);
+        return -ENOMEM;
+    }
+    ssize_t n = read_bounded(path, buf, IPC_NODE_UNIX_MAX);
+    uint64_t inode = 0;
+    rc = n < 0 ? (int)n : procfs_unix_listener(buf, (size_t)n, full, owned, nowned, &inode);
+    if (rc == AGENT_E_NOTFOUND && n == IPC_NODE_UNIX_MAX - 1) {
+        *unix_cut = true; /* the table is larger than the read's bound: the line may be past it */
+    }
+    free(buf);
+    free(owned);
+    if (rc != 0) {
+        return rc;
+    }
     uint64_t st = 0;
-    if (rc == 0 && (ipc_node_start_time(c->host_pid, &st) != 0 || st != c->start_time)) {
+    if (ipc_node_start_time(c->host_pid, &st) != 0 || st != c->start_time) {
         rc = AGENT_E_NOTFOUND; /* another process has the pid now */
     }
     return rc;

@@ -41,12 +41,15 @@ struct ipc_node_walk {
 void ipc_node_walk(struct ipc_node_walk *w, uint64_t self_pid);
 
 /*
- * Verifies that the socket c->name in c->tmpdir is a listening socket of process c->host_pid: the
- * path (as the process sees it) is listed listening in /proc/<pid>/net/unix and that socket's inode
- * is one of /proc/<pid>/fd's links; and that the process still has c->start_time. Blocking.
- * Returns 0, AGENT_E_NOTFOUND (not its socket, or another process now), or a negative errno.
+ * Verifies that the socket c->name in c->tmpdir is a listening socket of process c->host_pid: a
+ * line of /proc/<pid>/net/unix lists that path (as the process sees it) listening with an inode
+ * that is one of /proc/<pid>/fd's socket links (the process's own sockets are read first: the
+ * table is the network namespace's, and a neighbour may listen at the same path string in its own
+ * folder); and that the process still has c->start_time. Blocking. Returns 0, AGENT_E_NOTFOUND
+ * (not its socket, or another process now), or a negative errno; *unix_cut is true when the socket
+ * was not found and net/unix was longer than IPC_NODE_UNIX_MAX (the line may be past the bound).
  */
-int ipc_node_verify(const struct ipc_node_cand *c);
+int ipc_node_verify(const struct ipc_node_cand *c, bool *unix_cut);
 
 /* /proc/<pid>/stat's start time. Blocking. 0 or a negative code. */
 int ipc_node_start_time(uint64_t pid, uint64_t *out);

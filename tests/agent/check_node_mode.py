@@ -12,6 +12,9 @@ followed):
   - an impostor: a namespace whose pid 1 is `sleep` while another process there (pid 2) binds
     /tmp/dotnet-diagnostic-1-<key>-socket: the name and pid 1 match, but pid 1 holds no such
     socket, so it is never listed and its socket is never connected to;
+  - a neighbour: another namespace sharing the network namespace (so /proc/net/unix) listens, several
+    times, at the same path string as the first app's socket in its own /tmp, bound after the app's
+    (listed first): the app is listed all the same and the neighbour is never connected to;
   - without the capability: dotmon as another uid with no capabilities (setpriv) lists neither
     app (root's), counts the processes it may not look into (/info?extras=true) and says so in an
     Error naming CAP_SYS_PTRACE.
@@ -32,19 +35,35 @@ from dmtest import (FAILS, App, check, close_log, fetch, free_port, get_json, st
 NS = ["unshare", "--fork", "--pid", "--mount", "--propagation", "private", "--kill-child", "--mount-proc"]
 # A private tmpfs at the app's TMPDIR, then the app (its path and arguments follow) as pid 1.
 APP_WRAP = [*NS, "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs "$TMPDIR" && exec "$0" "$@"']
+# argv: the path to listen at, how many listeners (each but the last unlinked after its bind: they
+# stay in the network namespace's /proc/net/unix under that path string).
 IMPOSTOR = r"""
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.bind("/tmp/dotnet-diagnostic-1-424242-socket")
-s.listen(8)
+import os, select, socket, sys
+path, count = sys.argv[1], int(sys.argv[2])
+socks = []
+for i in range(count):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.listen(8)
+    socks.append(s)
+    if i + 1 < count:
+        os.unlink(path)
 print("bound", flush=True)
 while True:
-    c, _ = s.accept()
-    print("connected", flush=True)
-    c.close()
+    for s in select.select(socks, [], [])[0]:
+        c, _ = s.accept()
+        print("connected", flush=True)
+        c.close()
 """
 RESCAN_MS = 300
 UID = 4342  # the unprivileged dotmon's
+
+
+def start_impostor(out, path, count):
+    """A namespace whose pid 1 is `sleep` and whose pid 2 listens at path (count listeners)."""
+    return subprocess.Popen([*NS, "sh", "-c",
+                             'mount -t tmpfs tmpfs /tmp && { python3 -c "$1" "$2" "$3" & } && exec sleep 600',
+                             "sh", IMPOSTOR, path, str(count)], stdout=out)
 
 
 def unshare_works():
@@ -155,14 +174,13 @@ def main():
         return 77
     tmp = tempfile.mkdtemp(prefix="dotmon-node-")
     os.chmod(tmp, 0o700)
-    apps, impostor, dm = [], None, None
+    apps, impostor, neighbour, dm = [], None, None, None
     log = open(os.path.join(tmp, "dotmon.log"), "w+")
     marker = os.path.join(tmp, "impostor.out")
+    nmarker = os.path.join(tmp, "neighbour.out")
     try:
         with open(marker, "w") as out:
-            impostor = subprocess.Popen([*NS, "sh", "-c",
-                                         'mount -t tmpfs tmpfs /tmp && { python3 -c "$1" & } && exec sleep 600',
-                                         "sh", IMPOSTOR], stdout=out)
+            impostor = start_impostor(out, "/tmp/dotnet-diagnostic-1-424242-socket", 1)
         fake = ns_init(impostor)
         check(wait_for(lambda: "bound" in read(marker), 10), "the impostor bound its socket")
         # Long enough that /proc/<pid>/root<TMPDIR>/<socket> exceeds sun_path (O_PATH connects).
@@ -173,6 +191,11 @@ def main():
         socks = [n for n in os.listdir(f"/proc/{apps[1].host}/root{own}") if n.startswith("dotnet-diagnostic-1-")]
         check(len(socks) == 1 and len(f"/proc/{apps[1].host}/root{own}/{socks[0]}") >= 108,
               f"the second app's socket path through /proc does not fit sun_path ({socks})")
+        first = [n for n in os.listdir(f"/proc/{apps[0].host}/root/tmp") if n.startswith("dotnet-diagnostic-1-")]
+        check(len(first) == 1, f"the first app's socket ({first})")
+        with open(nmarker, "w") as out:
+            neighbour = start_impostor(out, f"/tmp/{first[0]}", 4)
+        check(wait_for(lambda: "bound" in read(nmarker), 10), "the neighbour bound its sockets")
         for a in apps:
             check(a.pid == 1, f"the app is pid 1 in its namespace (said {a.pid}, host pid {a.host})")
         dmtmp = os.path.join(tmp, "dotmon")
@@ -208,13 +231,15 @@ def main():
         time.sleep(4 * RESCAN_MS / 1000)
         check(fake not in listed(port), f"the impostor's pid {fake} is not listed")
         check("connected" not in read(marker), "nobody connected to the impostor's socket")
+        check("connected" not in read(nmarker), "nobody connected to the neighbour's sockets")
         unprivileged(apps)
     finally:
         for a in apps:
             a.kill()
-        if impostor is not None and impostor.poll() is None:
-            impostor.kill()
-            impostor.wait()
+        for p in (impostor, neighbour):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
         stop(dm)
         close_log(log)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -36,7 +36,9 @@ NS = ["unshare", "--fork", "--pid", "--mount", "--propagation", "private", "--ki
 # A private tmpfs at the app's TMPDIR, then the app (its path and arguments follow) as pid 1.
 APP_WRAP = [*NS, "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs "$TMPDIR" && exec "$0" "$@"']
 # argv: the path to listen at, how many listeners (each but the last unlinked after its bind: they
-# stay in the network namespace's /proc/net/unix under that path string).
+# stay in the network namespace's /proc/net/unix under that path string). The kernel lists a bound
+# socket in the bucket of its file's inode number (mod 256), newest first: 320 files bound after
+# the app's share its bucket, whatever its inode, so the neighbour's line comes before the app's.
 IMPOSTOR = r"""
 import os, select, socket, sys
 path, count = sys.argv[1], int(sys.argv[2])
@@ -50,7 +52,7 @@ for i in range(count):
         os.unlink(path)
 print("bound", flush=True)
 while True:
-    for s in select.select(socks, [], [])[0]:
+    for s in select.select(socks, [], [])[0]:  # 320 fds: below select's 1024
         c, _ = s.accept()
         print("connected", flush=True)
         c.close()
@@ -194,7 +196,7 @@ def main():
         first = [n for n in os.listdir(f"/proc/{apps[0].host}/root/tmp") if n.startswith("dotnet-diagnostic-1-")]
         check(len(first) == 1, f"the first app's socket ({first})")
         with open(nmarker, "w") as out:
-            neighbour = start_impostor(out, f"/tmp/{first[0]}", 4)
+            neighbour = start_impostor(out, f"/tmp/{first[0]}", 320)
         check(wait_for(lambda: "bound" in read(nmarker), 10), "the neighbour bound its sockets")
         for a in apps:
             check(a.pid == 1, f"the app is pid 1 in its namespace (said {a.pid}, host pid {a.host})")

@@ -109,7 +109,8 @@ struct sock {
     bool work_trusted;         /* node mode's check: ipc_trust_allows of the socket's owner */
     bool work_cut;             /* node mode's check: net/unix was longer than its read bound */
     bool check_due;            /* node mode: a check is owed (started by pump, MAX_IN_FLIGHT) */
-    int check_fails;           /* node mode: consecutive failed checks, for the recheck backoff */
+    int check_fails;           /* node mode: rechecks since it was last probed, for the backoff */
+    uint64_t recheck_at;       /* node mode: uv_now() before which a STALE sock is not rechecked */
     struct ipc_node_cand cand; /* node mode: what the walk saw */
 };
 
@@ -399,6 +400,7 @@ static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
     }
     s->proc = e;
     s->refusals = 0;
+    s->check_fails = 0;
     s->failures = 0;
     log_debug(LOG_CAT, "socket %s: pid %llu uid %s name %s (ProcessInfo%s)", s->name,
               (unsigned long long)e->pub.pid, e->pub.uid, e->pub.name,
@@ -1008,8 +1010,6 @@ static void on_checked(uv_work_t *w, int status)
     if (s->work_rc != 0) {
         /* Not (yet) a listening socket of the process: bound but not listening, or a transient
          * error. The walk checks it again later (node_merge) while the process lives. */
-        s->check_fails++;
-        s->retry_at = uv_now(d->loop) + backoff_ms(d, s->check_fails);
         log_debug(LOG_CAT, "%s: not a listening socket of process %llu (%s)", s->path,
                   (unsigned long long)s->cand.host_pid, agent_strerror(s->work_rc));
         s->state = S_STALE;
@@ -1018,7 +1018,6 @@ static void on_checked(uv_work_t *w, int status)
         pump(d);
         return;
     }
-    s->check_fails = 0;
     const struct stat *st = &s->work_st;
     sock_stat_done(s, 0, S_ISSOCK(st->st_mode), (uint32_t)st->st_uid, st->st_ino,
                    (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec,
@@ -1101,11 +1100,15 @@ static void node_merge(struct ipc_discovery *d, const struct ipc_node_walk *w)
             log_warn(LOG_CAT, "out of memory tracking %s", path);
             continue;
         }
+        uint64_t now = uv_now(d->loop);
         if (s->state == S_STALE && !s->removed && s->ops == 0 && !s->check_due &&
-            s->retry_at <= uv_now(d->loop)) {
+            s->recheck_at <= now) {
             /* The same process, its socket not (yet) usable when last looked at: a runtime seen
-             * between bind() and listen(), a transient error, refused connects. Checked again,
-             * with a backoff (on_checked), for as long as the process lives. */
+             * between bind() and listen(), a transient error (EMFILE), refused connects. Checked
+             * again for as long as the process lives: at once the first time, then after the
+             * rescan period, doubled each time up to DiscoveryRetryMax, until a probe succeeds. */
+            s->check_fails++;
+            s->recheck_at = now + backoff_ms(d, s->check_fails);
             s->refusals = 0;
             s->failures = 0;
             s->check_due = true;

@@ -15,6 +15,9 @@ followed):
   - a neighbour: another namespace sharing the network namespace (so /proc/net/unix) listens, several
     times, at the same path string as the first app's socket in its own /tmp, bound after the app's
     (listed first): the app is listed all the same and the neighbour is never connected to;
+  - a socket that stops answering while its process lives (the name taken over by a socket bound
+    but not listening, refused connects: the app leaves the list) is checked again: once the
+    runtime's socket is back under its name, the same instance is listed again;
   - without the capability: dotmon as another uid with no capabilities (setpriv) lists neither
     app (root's), counts the processes it may not look into (/info?extras=true) and says so in an
     Error naming CAP_SYS_PTRACE.
@@ -23,6 +26,7 @@ Needs root, unshare and setpriv; exits 77 otherwise. Environment: DOTMON_BIN, DO
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -66,6 +70,27 @@ def start_impostor(out, path, count):
     return subprocess.Popen([*NS, "sh", "-c",
                              'mount -t tmpfs tmpfs /tmp && { python3 -c "$1" "$2" "$3" & } && exec sleep 600',
                              "sh", IMPOSTOR, path, str(count)], stdout=out)
+
+
+def refused_then_back(port, app, log):
+    """The app's socket name held by a bound, not listening socket, then by the runtime's again."""
+    folder = f"/proc/{app.host}/root{app.tmp}"
+    name = [n for n in os.listdir(folder) if n.startswith("dotnet-diagnostic-1-")][0]
+    uid = listed(port).get(app.host, {}).get("uid")
+    os.link(f"{folder}/{name}", f"{folder}/kept")
+    mute = socket.socket(socket.AF_UNIX)
+    try:
+        mute.bind(f"{folder}/mute")
+        os.rename(f"{folder}/mute", f"{folder}/{name}")
+        check(wait_for(lambda: app.host not in listed(port), 15),
+              f"a refused socket: host pid {app.host} leaves the list")
+        time.sleep(4 * RESCAN_MS / 1000)  # several walks, each may check it again (refused)
+        check(app.host not in listed(port), f"still refused: host pid {app.host} is not listed")
+        os.rename(f"{folder}/kept", f"{folder}/{name}")
+        check(wait_for(lambda: listed(port).get(app.host, {}).get("uid") == uid, 20),
+              f"the runtime's socket back: host pid {app.host} listed again, same instance ({uid})")
+    finally:
+        mute.close()
 
 
 def unshare_works():
@@ -228,6 +253,8 @@ def main():
         p = listed(port).get(new.host, {})
         check(p.get("nsPid") == 1 and p.get("uid") not in (None, old_uid),
               f"restart: a new instance ({p}, old uid {old_uid})")
+
+        refused_then_back(port, new, log)
 
         # The impostor: several walks later, still neither listed nor connected to.
         time.sleep(4 * RESCAN_MS / 1000)

@@ -143,6 +143,8 @@ struct ipc_discovery {
     bool denied_logged;
     size_t checks_busy; /* node mode's checks on the pool (at most MAX_IN_FLIGHT) */
     bool unix_cut_logged;
+    unsigned cut_logged;    /* IPC_NODE_CUT_* bits last logged */
+    uint64_t cut_logged_at; /* uv_now() of that log */
     bool scan_busy;
     bool scan_again;
     int stats_busy;
@@ -1123,6 +1125,29 @@ static void node_merge(struct ipc_discovery *d, const struct ipc_node_walk *w)
     }
 }
 
+#define CUT_LOG_MS (10u * 60u * 1000u) /* a walk cut short the same way is logged this often */
+
+/* A walk that a cap cut short: logged when the reason is new, then every CUT_LOG_MS at most. */
+static void log_walk_cut(struct ipc_discovery *d, unsigned cut)
+{
+    uint64_t now = uv_now(d->loop);
+    if (cut == 0 || ((cut & ~d->cut_logged) == 0 && d->cut_logged_at != 0 &&
+                     now - d->cut_logged_at < CUT_LOG_MS)) {
+        return;
+    }
+    d->cut_logged = cut;
+    d->cut_logged_at = now == 0 ? 1 : now;
+    log_warn(LOG_CAT,
+             "node mode: the walk of /proc was cut short by its caps (at most %d processes, %d "
+             "folders, %d socket names per folder and candidates per walk):%s%s%s%s; runtimes past "
+             "the cut are not seen",
+             IPC_NODE_MAX_PIDS, IPC_NODE_MAX_DIRS, IPC_NODE_MAX_CANDS,
+             (cut & IPC_NODE_CUT_PIDS) != 0 ? " processes" : "",
+             (cut & IPC_NODE_CUT_DIRS) != 0 ? " folders" : "",
+             (cut & IPC_NODE_CUT_NAMES) != 0 ? " names" : "",
+             (cut & IPC_NODE_CUT_CANDS) != 0 ? " candidates" : "");
+}
+
 static void on_walk(uv_work_t *w, int status)
 {
     struct ipc_discovery *d = w->data;
@@ -1149,6 +1174,7 @@ static void on_walk(uv_work_t *w, int status)
                       "uid (DiagnosticPort:TrustedUids lists whose runtimes are used)",
                       walk.denied, walk.looked);
         }
+        log_walk_cut(d, walk.cut);
         node_merge(d, &walk);
     }
     free(walk.cands);

@@ -18,6 +18,9 @@ followed):
   - a socket that stops answering while its process lives (the name taken over by a socket bound
     but not listening, refused connects: the app leaves the list) is checked again: once the
     runtime's socket is back under its name, the same instance is listed again;
+  - a flood: 4100 socket files named for a pid no process of the folder has, planted after the
+    runtime's (a tmpfs lists the newest first), do not count against the walk's per-folder cap of
+    4096 names: the app stays listed;
   - without the capability: dotmon as another uid with no capabilities (setpriv) lists neither
     app (root's), counts the processes it may not look into (/info?extras=true) and says so in an
     Error naming CAP_SYS_PTRACE.
@@ -91,6 +94,19 @@ def refused_then_back(port, app, log):
               f"the runtime's socket back: host pid {app.host} listed again, same instance ({uid})")
     finally:
         mute.close()
+
+
+def flooded(port, app):
+    """4100 planted names of another pid in the runtime's folder (listed before its own name by a
+    tmpfs, newest first): the app stays listed through several walks."""
+    folder = f"/proc/{app.host}/root{app.tmp}"
+    uid = listed(port).get(app.host, {}).get("uid")
+    for i in range(4100):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(f"{folder}/dotnet-diagnostic-9999999-{i}-socket")
+    time.sleep(4 * RESCAN_MS / 1000)
+    check(listed(port).get(app.host, {}).get("uid") == uid,
+          f"flood: host pid {app.host} still listed past 4100 planted names ({uid})")
 
 
 def unshare_works():
@@ -255,6 +271,7 @@ def main():
               f"restart: a new instance ({p}, old uid {old_uid})")
 
         refused_then_back(port, new, log)
+        flooded(port, new)
 
         # The impostor: several walks later, still neither listed nor connected to.
         time.sleep(4 * RESCAN_MS / 1000)

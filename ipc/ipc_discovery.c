@@ -44,8 +44,9 @@
  * pool) instead of a scandir: a sock is named by its full /proc/<pid>/root path, is checked on the
  * pool (ipc_node_verify, then its lstat) instead of the plain lstat, and is replaced when the walk
  * sees its pid with another start time, and a probed sock is checked once more on the pool
- * (S_VERIFY: the start time). In both modes a probed sock's identity is read (S_IDENT,
- * ipc_identity.h) before it is listed.
+ * (S_VERIFY: the start time). A node sock that turned STALE while the walk still sees its process
+ * is checked again, with a backoff (node_merge); at most MAX_IN_FLIGHT checks are queued at once.
+ * In both modes a probed sock's identity is read (S_IDENT, ipc_identity.h) before it is listed.
  *
  * The published list (what ipc_discovery_at returns) holds one process per pid: the LISTED sock
  * with the highest key, then the newest mtime. It is rebuilt by publish() after every change,
@@ -982,7 +983,7 @@ static void sock_verify(struct sock *s)
 
 /* Pool: node mode's check of a socket (ipc_node_verify), then its lstat and whether its owner is
  * trusted (ipc_trust_allows stats /proc/<pid>: not on the loop). d->trust is never written after
- * ipc_discovery_start. */
+ * ipc_discovery_new. */
 static void check_work(uv_work_t *w)
 {
     struct sock *s = w->data;

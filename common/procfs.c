@@ -2,6 +2,7 @@
 /* Parsers of /proc text; see procfs.h. */
 #include "procfs.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "ascii.h"
@@ -290,7 +291,22 @@ static bool next_field(const char *line, size_t n, size_t *pos, const char **f, 
     return true;
 }
 
-int procfs_unix_listener(const char *text, size_t len, const char *path, uint64_t *inode)
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void procfs_sort_inodes(uint64_t *v, size_t n)
+{
+    if (n > 1) {
+        qsort(v, n, sizeof(*v), cmp_u64);
+    }
+}
+
+int procfs_unix_listener(const char *text, size_t len, const char *path, const uint64_t *owned,
+                         size_t nowned, uint64_t *inode)
 {
     /* "Num: RefCount Protocol Flags Type St Inode Path"; a listener has the flag __SO_ACCEPTCON
      * (00010000), type SOCK_STREAM (0001) and state SS_UNCONNECTED (01). */
@@ -330,7 +346,12 @@ int procfs_unix_listener(const char *text, size_t len, const char *path, uint64_
             type != 1 || st != 1) {
             continue;
         }
-        if (num_parse_u64(f[6], fn[6], 10, UINT64_MAX, inode) == 0) {
+        uint64_t ino;
+        if (num_parse_u64(f[6], fn[6], 10, UINT64_MAX, &ino) != 0) {
+            continue;
+        }
+        if (owned == NULL || bsearch(&ino, owned, nowned, sizeof(*owned), cmp_u64) != NULL) {
+            *inode = ino;
             return 0;
         }
     }

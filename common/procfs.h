@@ -56,11 +56,18 @@ bool procfs_status_nspid_inner(const char *text, size_t len, uint64_t *out);
 bool procfs_stat_starttime(const char *text, size_t len, uint64_t *out);
 
 /*
- * /proc/<pid>/net/unix: the inode of the listening stream socket bound to path (exact match;
- * abstract sockets, whose path starts with '@', never match a path starting with '/'). Returns 0,
- * or AGENT_E_NOTFOUND.
+ * /proc/<pid>/net/unix: the inode of a listening stream socket bound to path (exact match;
+ * abstract sockets, whose path starts with '@', never match a path starting with '/') whose inode
+ * is one of owned[0..nowned) (sorted ascending: the process's own sockets; NULL: any). The table
+ * is the network namespace's, shared by every process in it (a pod's containers, all host-network
+ * processes): a neighbour may hold a listener bound to the same path string in its own folder, so
+ * every matching line is looked at, not only the first. Returns 0, or AGENT_E_NOTFOUND.
  */
-int procfs_unix_listener(const char *text, size_t len, const char *path, uint64_t *inode);
+int procfs_unix_listener(const char *text, size_t len, const char *path, const uint64_t *owned,
+                         size_t nowned, uint64_t *inode);
+
+/* Sorts inodes ascending (for procfs_unix_listener's owned set). */
+void procfs_sort_inodes(uint64_t *v, size_t n);
 
 /* A /proc/<pid>/fd/<n> link's text "socket:[<inode>]": true and *inode, else false. */
 bool procfs_socket_link(const char *link, size_t len, uint64_t *inode);

@@ -49,7 +49,8 @@ struct ipc_endpoint {
      * socket is opened beneath that root with no symlink followed (shdir_open_beneath_nolinks,
      * O_PATH), must still be the file sock_dev/sock_ino that discovery checked, else the
      * connect fails with AGENT_E_CHANGED, and is connected to as /proc/self/fd/<n> (closed right
-     * after; any length of path works). 0: path is connected to as it is. */
+     * after; any length of path works); the listener must then be root_pid's own (SO_PEERCRED's
+     * pid), else AGENT_E_UNTRUSTED and nothing is sent. 0: path is connected to as it is. */
     uint64_t root_pid;
     uint64_t sock_dev;
     uint64_t sock_ino;

@@ -22,19 +22,27 @@
 #include "ipc_internal.h"
 #include "shdir.h"
 
-int64_t ipc__peer_uid(const uv_pipe_t *pipe)
+/* The connected peer's credentials (SO_PEERCRED: for a client, the listener's, as of its
+ * listen()). 0 or a negative code. */
+static int peer_cred(const uv_pipe_t *pipe, struct ucred *cred)
 {
     uv_os_fd_t fd;
     int rc = uv_fileno((const uv_handle_t *)pipe, &fd);
     if (rc != 0) {
         return rc;
     }
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred)) {
+    socklen_t len = sizeof(*cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) != 0 || len != sizeof(*cred)) {
         return UV_EINVAL;
     }
-    return (int64_t)cred.uid;
+    return 0;
+}
+
+int64_t ipc__peer_uid(const uv_pipe_t *pipe)
+{
+    struct ucred cred;
+    int rc = peer_cred(pipe, &cred);
+    return rc != 0 ? rc : (int64_t)cred.uid;
 }
 
 static void conn_on_path_connect(uv_connect_t *req, int status)
@@ -44,13 +52,15 @@ static void conn_on_path_connect(uv_connect_t *req, int status)
         return; /* closed meanwhile (UV_ECANCELED): the user no longer listens */
     }
     c->state = IPC_CONN_READY;
-    if (status == 0) {
-        c->peer_uid = ipc__peer_uid(c->pipe);
-        if (c->peer_uid < 0) {
-            status = (int)c->peer_uid;
-            c->peer_uid = -1;
-        } else if (c->want_uid != IPC_ANY_PEER && c->peer_uid != c->want_uid) {
+    struct ucred cred;
+    if (status == 0 && (status = peer_cred(c->pipe, &cred)) == 0) {
+        c->peer_uid = (int64_t)cred.uid;
+        if (c->want_uid != IPC_ANY_PEER && c->peer_uid != c->want_uid) {
             /* Someone else's socket at the runtime's path (swapped in a writable folder). */
+            status = AGENT_E_UNTRUSTED;
+        } else if (c->want_pid != 0 && (cred.pid <= 0 || (uint64_t)cred.pid != c->want_pid)) {
+            /* Node mode: a socket at the runtime's name that the runtime did not create (its
+             * user bound another one there): nothing is sent to it. */
             status = AGENT_E_UNTRUSTED;
         }
     }
@@ -142,6 +152,7 @@ int ipc__connect(struct ipc_conn *c, uv_loop_t *loop, uv_pipe_t *pipe,
     c->pipe = pipe;
     c->cb = cb;
     c->want_uid = ep->peer_uid;
+    c->want_pid = ep->root_pid;
     c->peer_uid = -1;
     c->transport = transport_of(ep);
     int rc = c->transport->connect(c, loop, ep);

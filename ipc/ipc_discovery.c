@@ -47,8 +47,9 @@
  * pool) instead of a scandir: a sock is named by its full /proc/<pid>/root path, is checked on the
  * pool (ipc_node_verify, then its lstat) instead of the plain lstat, and is replaced when the walk
  * sees its pid with another start time, and a probed sock is checked once more on the pool
- * (S_VERIFY: the start time). In both modes a probed sock's identity is read (S_IDENT,
- * ipc_identity.h) before it is listed.
+ * (S_VERIFY: the start time). A node sock that turned STALE while the walk still sees its process
+ * is checked again, with a backoff (node_merge); at most MAX_IN_FLIGHT checks are queued at once.
+ * In both modes a probed sock's identity is read (S_IDENT, ipc_identity.h) before it is listed.
  *
  * The published list (what ipc_discovery_at returns) holds one process per pid: the LISTED sock
  * with the highest key, then the newest mtime. It is rebuilt by publish() after every change,
@@ -110,6 +111,11 @@ struct sock {
     bool work_busy;
     int work_rc;
     struct stat work_st;
+    bool work_trusted;         /* node mode's check: ipc_trust_allows of the socket's owner */
+    bool work_cut;             /* node mode's check: net/unix was longer than its read bound */
+    bool check_due;            /* node mode: a check is owed (started by pump, MAX_IN_FLIGHT) */
+    int check_fails;           /* node mode: rechecks since it was last probed, for the backoff */
+    uint64_t recheck_at;       /* node mode: uv_now() before which a STALE sock is not rechecked */
     struct ipc_node_cand cand; /* node mode: what the walk saw */
 };
 
@@ -140,6 +146,10 @@ struct ipc_discovery {
     size_t node_looked; /* from the last walk */
     size_t node_denied;
     bool denied_logged;
+    size_t checks_busy; /* node mode's checks on the pool (at most MAX_IN_FLIGHT) */
+    bool unix_cut_logged;
+    unsigned cut_logged;    /* IPC_NODE_CUT_* bits last logged */
+    uint64_t cut_logged_at; /* uv_now() of that log */
     bool scan_busy;
     bool scan_again;
     int stats_busy;
@@ -163,6 +173,7 @@ struct ipc_discovery {
 };
 
 static void pump(struct ipc_discovery *d);
+static void start_checks(struct ipc_discovery *d);
 static void publish(struct ipc_discovery *d);
 static void request_scan(struct ipc_discovery *d);
 static void maybe_finish_close(struct ipc_discovery *d);
@@ -314,17 +325,21 @@ static void sock_refuse(struct sock *s, uint64_t ino, int64_t uid, const char *w
              s->d->trust.no_proc_owner ? "" : " nor the owner of the process it names");
 }
 
+/* The wait before the n-th retry (n >= 1): the rescan period, doubled each time, up to the max. */
+static uint64_t backoff_ms(const struct ipc_discovery *d, int n)
+{
+    uint64_t delay = d->rescan_ms;
+    for (int i = 1; i < n && delay < d->retry_max_ms; i++) {
+        delay *= 2;
+    }
+    return delay > d->retry_max_ms ? d->retry_max_ms : delay;
+}
+
 static void probe_failed(struct sock *s, const char *why, int status, uint32_t hresult)
 {
     struct ipc_discovery *d = s->d;
     s->failures++;
-    uint64_t delay = d->rescan_ms;
-    for (int i = 1; i < s->failures && delay < d->retry_max_ms; i++) {
-        delay *= 2;
-    }
-    if (delay > d->retry_max_ms) {
-        delay = d->retry_max_ms;
-    }
+    uint64_t delay = backoff_ms(d, s->failures);
     s->state = S_FAILED;
     s->retry_at = uv_now(d->loop) + delay;
     log_debug(LOG_CAT, "probe of %s failed (%s: %s, hresult 0x%08x); retry in %llu ms", s->name,
@@ -403,6 +418,7 @@ static void on_probe_result(struct sock *s, const struct ipc__probe_result *res)
     }
     s->proc = e;
     s->refusals = 0;
+    s->check_fails = 0;
     s->failures = 0;
     log_debug(LOG_CAT, "socket %s: pid %llu uid %s name %s (ProcessInfo%s)", s->name,
               (unsigned long long)e->pub.pid, e->pub.uid, e->pub.name,
@@ -520,6 +536,9 @@ static void pump(struct ipc_discovery *d)
     if (d->closing) {
         return;
     }
+    if (d->node) {
+        start_checks(d);
+    }
     uint64_t now = uv_now(d->loop);
     uint64_t wake = UINT64_MAX;
     bool settled_some = false;
@@ -625,7 +644,7 @@ static void publish(struct ipc_discovery *d)
 /* ---- directory scanning ------------------------------------------------------------------ */
 
 static void sock_stat_done(struct sock *s, int result, bool is_sock, uint32_t uid, uint64_t ino,
-                           uint64_t mtime_ns);
+                           uint64_t mtime_ns, int trusted);
 
 static void on_stat(uv_fs_t *req)
 {
@@ -646,12 +665,14 @@ static void on_stat(uv_fs_t *req)
         return;
     }
     sock_stat_done(s, (int)result, S_ISSOCK(st.st_mode), (uint32_t)st.st_uid, st.st_ino,
-                   (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec);
+                   (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec, -1);
 }
 
-/* What an lstat of the socket's path (and in node mode, its check) found. */
+/* What an lstat of the socket's path (and in node mode, its check) found; trusted: whether uid
+ * may serve the runtime, when the check on the pool already asked (it stats /proc/<pid>), else -1.
+ */
 static void sock_stat_done(struct sock *s, int result, bool is_sock, uint32_t uid, uint64_t ino,
-                           uint64_t mtime_ns)
+                           uint64_t mtime_ns, int trusted)
 {
     struct ipc_discovery *d = s->d;
     if (result == 0) {
@@ -663,7 +684,7 @@ static void sock_stat_done(struct sock *s, int result, bool is_sock, uint32_t ui
         /* Not something we can talk to: remember it so it is not looked at again. */
         s->state = S_STALE;
         s->settled = true;
-    } else if (!ipc_trust_allows(&d->trust, uid, sock_pid(s))) {
+    } else if (trusted == 0 || (trusted < 0 && !ipc_trust_allows(&d->trust, uid, sock_pid(s)))) {
         sock_refuse(s, ino, (int64_t)uid, "owned by");
     } else {
         s->owner_uid = uid;
@@ -988,12 +1009,14 @@ static void sock_verify(struct sock *s)
     }
 }
 
-/* Pool: node mode's check of a new socket (ipc_node_verify), then its stat, taken as every
- * connection will reach it: beneath the process's root, no symlink followed (ipc_endpoint). */
+/* Pool: node mode's check of a socket (ipc_node_verify), then its stat, taken as every
+ * connection will reach it: beneath the process's root, no symlink followed (ipc_endpoint), and
+ * whether its owner is trusted (ipc_trust_allows stats /proc/<pid>: not on the loop). d->trust is
+ * never written after ipc_discovery_new. */
 static void check_work(uv_work_t *w)
 {
     struct sock *s = w->data;
-    s->work_rc = ipc_node_verify(&s->cand);
+    s->work_rc = ipc_node_verify(&s->cand, &s->work_cut);
     char root[64];
     char inner[IPC_NODE_TMPDIR_MAX + IPC_SOCKNAME_MAX + 1];
     snprintf(root, sizeof(root), "/proc/%llu/root", (unsigned long long)s->cand.host_pid);
@@ -1007,27 +1030,60 @@ static void check_work(uv_work_t *w)
         }
         (void)close(fd);
     }
+    s->work_trusted =
+        s->work_rc == 0 && ipc_trust_allows(&s->d->trust, (uint32_t)s->work_st.st_uid, sock_pid(s));
 }
 
 static void on_checked(uv_work_t *w, int status)
 {
     struct sock *s = w->data;
+    struct ipc_discovery *d = s->d;
+    d->checks_busy--;
     if (!sock_work_done(s, status)) {
         return;
     }
+    if (s->work_cut && !d->unix_cut_logged) {
+        d->unix_cut_logged = true;
+        log_warn(LOG_CAT,
+                 "node mode: /proc/%llu/net/unix is longer than %d bytes; sockets listed past "
+                 "that are not seen (%s)",
+                 (unsigned long long)s->cand.host_pid, IPC_NODE_UNIX_MAX, s->path);
+    }
     if (s->work_rc != 0) {
+        /* Not (yet) a listening socket of the process: bound but not listening, or a transient
+         * error. The walk checks it again later (node_merge) while the process lives. */
         log_debug(LOG_CAT, "%s: not a listening socket of process %llu (%s)", s->path,
                   (unsigned long long)s->cand.host_pid, agent_strerror(s->work_rc));
         s->state = S_STALE;
         s->settled = true;
-        publish(s->d);
-        pump(s->d);
+        publish(d);
+        pump(d);
         return;
     }
     const struct stat *st = &s->work_st;
     s->dev = (uint64_t)st->st_dev;
     sock_stat_done(s, 0, S_ISSOCK(st->st_mode), (uint32_t)st->st_uid, st->st_ino,
-                   (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec);
+                   (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec,
+                   s->work_trusted ? 1 : 0);
+}
+
+/* Starts the node checks that are owed, at most MAX_IN_FLIGHT on the pool at once (a first walk
+ * may find thousands of candidates; each check reads net/unix, up to IPC_NODE_UNIX_MAX bytes). */
+static void start_checks(struct ipc_discovery *d)
+{
+    for (struct sock *s = d->socks; s != NULL && d->checks_busy < MAX_IN_FLIGHT; s = s->next) {
+        if (!s->check_due || s->removed || s->ops > 0) {
+            continue;
+        }
+        s->check_due = false;
+        s->state = S_STAT;
+        if (sock_queue(s, check_work, on_checked) != 0) {
+            s->state = S_STALE;
+            s->settled = true;
+            continue;
+        }
+        d->checks_busy++;
+    }
 }
 
 #define NODE_PATH_MAX (64 + IPC_NODE_TMPDIR_MAX + IPC_SOCKNAME_MAX)
@@ -1067,10 +1123,7 @@ static struct sock *sock_new_node(struct ipc_discovery *d, const struct ipc_node
     s->pid = c->ns_pid;
     s->key = c->key;
     s->state = S_STAT;
-    if (sock_queue(s, check_work, on_checked) != 0) {
-        sock_free(s);
-        return NULL;
-    }
+    s->check_due = true; /* started by pump (start_checks) */
     s->next = d->socks;
     d->socks = s;
     d->nsocks++;
@@ -1105,6 +1158,19 @@ static void node_merge(struct ipc_discovery *d, const struct ipc_node_walk *w)
             log_warn(LOG_CAT, "out of memory tracking %s", path);
             continue;
         }
+        uint64_t now = uv_now(d->loop);
+        if (s->state == S_STALE && !s->removed && s->ops == 0 && !s->check_due &&
+            s->recheck_at <= now) {
+            /* The same process, its socket not (yet) usable when last looked at: a runtime seen
+             * between bind() and listen(), a transient error (EMFILE), refused connects. Checked
+             * again for as long as the process lives: at once the first time, then after the
+             * rescan period, doubled each time up to DiscoveryRetryMax, until a probe succeeds. */
+            s->check_fails++;
+            s->recheck_at = now + backoff_ms(d, s->check_fails);
+            s->refusals = 0;
+            s->failures = 0;
+            s->check_due = true;
+        }
         s->in_scan = true;
     }
     for (struct sock *s = d->socks, *next; s != NULL; s = next) {
@@ -1113,6 +1179,29 @@ static void node_merge(struct ipc_discovery *d, const struct ipc_node_walk *w)
             sock_remove(s);
         }
     }
+}
+
+#define CUT_LOG_MS (10u * 60u * 1000u) /* a walk cut short the same way is logged this often */
+
+/* A walk that a cap cut short: logged when the reason is new, then every CUT_LOG_MS at most. */
+static void log_walk_cut(struct ipc_discovery *d, unsigned cut)
+{
+    uint64_t now = uv_now(d->loop);
+    if (cut == 0 || ((cut & ~d->cut_logged) == 0 && d->cut_logged_at != 0 &&
+                     now - d->cut_logged_at < CUT_LOG_MS)) {
+        return;
+    }
+    d->cut_logged = cut;
+    d->cut_logged_at = now == 0 ? 1 : now;
+    log_warn(LOG_CAT,
+             "node mode: the walk of /proc was cut short by its caps (at most %d processes, %d "
+             "folders, %d socket names per folder and candidates per walk):%s%s%s%s; runtimes past "
+             "the cut are not seen",
+             IPC_NODE_MAX_PIDS, IPC_NODE_MAX_DIRS, IPC_NODE_MAX_CANDS,
+             (cut & IPC_NODE_CUT_PIDS) != 0 ? " processes" : "",
+             (cut & IPC_NODE_CUT_DIRS) != 0 ? " folders" : "",
+             (cut & IPC_NODE_CUT_NAMES) != 0 ? " names" : "",
+             (cut & IPC_NODE_CUT_CANDS) != 0 ? " candidates" : "");
 }
 
 static void on_walk(uv_work_t *w, int status)
@@ -1141,6 +1230,7 @@ static void on_walk(uv_work_t *w, int status)
                       "uid (DiagnosticPort:TrustedUids lists whose runtimes are used)",
                       walk.denied, walk.looked);
         }
+        log_walk_cut(d, walk.cut);
         node_merge(d, &walk);
     }
     free(walk.cands);

@@ -79,9 +79,11 @@ struct ipc_conn {
     struct ipc__rt *rt;    /* reverse: the runtime waited for, then the one holding our lease */
     struct ipc_conn *next; /* reverse: in the runtime's waiter queue or lease list */
     struct ipc_conn **pprev;
-    int status;       /* reverse: a failure to deliver from the dispatcher */
-    int64_t want_uid; /* path: the listener must run as this uid (IPC_ANY_PEER: any) */
-    int64_t peer_uid; /* path: the listener's uid once connected (SO_PEERCRED), else -1 */
+    int status;        /* reverse: a failure to deliver from the dispatcher */
+    int64_t want_uid;  /* path: the listener must run as this uid (IPC_ANY_PEER: any) */
+    uint64_t want_pid; /* path, node mode: the listener must be this process's (SO_PEERCRED's pid,
+                          as of its listen()); 0: not checked */
+    int64_t peer_uid;  /* path: the listener's uid once connected (SO_PEERCRED), else -1 */
 };
 
 /*

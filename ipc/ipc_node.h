@@ -18,6 +18,8 @@
 #define IPC_NODE_UNIX_MAX   (4 * 1024 * 1024) /* /proc/<pid>/net/unix: the net namespace's table */
 #define IPC_NODE_FDS_MAX    65536
 #define IPC_NODE_TMPDIR_MAX 256
+#define IPC_NODE_MAX_DIRS   256  /* distinct TMPDIR folders listed once per walk */
+#define IPC_NODE_MAX_CANDS  4096 /* socket names kept per folder, candidates per walk */
 
 /* A candidate runtime socket, as the walk found it (not yet verified). */
 struct ipc_node_cand {
@@ -34,19 +36,28 @@ struct ipc_node_walk {
     size_t n;
     size_t looked; /* /proc entries looked at */
     size_t denied; /* processes whose root could not be read (EACCES/EPERM) */
+    unsigned cut;  /* IPC_NODE_CUT_* bits: which cap cut this walk short (the caller logs it) */
     int rc;        /* 0, or the error opening /proc */
 };
+
+#define IPC_NODE_CUT_PIDS  1u /* more than IPC_NODE_MAX_PIDS processes */
+#define IPC_NODE_CUT_DIRS  2u /* more distinct TMPDIR folders than the walk lists */
+#define IPC_NODE_CUT_NAMES 4u /* a folder held more names of its processes' pids than are kept */
+#define IPC_NODE_CUT_CANDS 8u /* more candidates than are kept */
 
 /* Walks /proc (not self_pid). Blocking; fills *w (zeroed first). */
 void ipc_node_walk(struct ipc_node_walk *w, uint64_t self_pid);
 
 /*
- * Verifies that the socket c->name in c->tmpdir is a listening socket of process c->host_pid: the
- * path (as the process sees it) is listed listening in /proc/<pid>/net/unix and that socket's inode
- * is one of /proc/<pid>/fd's links; and that the process still has c->start_time. Blocking.
- * Returns 0, AGENT_E_NOTFOUND (not its socket, or another process now), or a negative errno.
+ * Verifies that the socket c->name in c->tmpdir is a listening socket of process c->host_pid: a
+ * line of /proc/<pid>/net/unix lists that path (as the process sees it) listening with an inode
+ * that is one of /proc/<pid>/fd's socket links (the process's own sockets are read first: the
+ * table is the network namespace's, and a neighbour may listen at the same path string in its own
+ * folder); and that the process still has c->start_time. Blocking. Returns 0, AGENT_E_NOTFOUND
+ * (not its socket, or another process now), or a negative errno; *unix_cut is true when the socket
+ * was not found and net/unix was longer than IPC_NODE_UNIX_MAX (the line may be past the bound).
  */
-int ipc_node_verify(const struct ipc_node_cand *c);
+int ipc_node_verify(const struct ipc_node_cand *c, bool *unix_cut);
 
 /*
  * The socket's path as the runtime makes it: tmpdir, then '/' unless tmpdir ends with one, then

@@ -16,8 +16,18 @@ followed):
     (the runtime's path keeps it) is found; its socket file is then replaced by a symlink to a
     decoy socket bound by the test in dotmon's file system, another app's TMPDIR folder by a
     symlink to a folder holding a decoy of its socket's name, and a third app's socket file by a
-    decoy socket bound at its name: the three apps leave the list and no decoy ever accepts a
-    connection;
+    decoy socket bound at its name: the three apps leave the list and no decoy ever receives a
+    request (a symlink is never followed; a socket at the runtime's name that the runtime did not
+    create may be connected to, and is closed before anything is sent);
+  - a neighbour: another namespace sharing the network namespace (so /proc/net/unix) listens, several
+    times, at the same path string as the first app's socket in its own /tmp, bound after the app's
+    (listed first): the app is listed all the same and the neighbour is never connected to;
+  - a socket that stops answering while its process lives (the name taken over by a socket bound
+    but not listening, refused connects: the app leaves the list) is checked again: once the
+    runtime's socket is back under its name, the same instance is listed again;
+  - a flood: 4100 socket files named for a pid no process of the folder has, planted after the
+    runtime's (a tmpfs lists the newest first), do not count against the walk's per-folder cap of
+    4096 names: the app stays listed;
   - without the capability: dotmon as another uid with no capabilities (setpriv) lists neither
     app (root's), counts the processes it may not look into (/info?extras=true) and says so in an
     Error naming CAP_SYS_PTRACE.
@@ -26,6 +36,7 @@ Needs root, unshare and setpriv; exits 77 otherwise. Environment: DOTMON_BIN, DO
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import socket
@@ -41,22 +52,74 @@ from dmtest import (FAILS, App, check, close_log, fetch, free_port, get_json, st
 NS = ["unshare", "--fork", "--pid", "--mount", "--propagation", "private", "--kill-child", "--mount-proc"]
 # A private tmpfs at the app's TMPDIR, then the app (its path and arguments follow) as pid 1.
 APP_WRAP = [*NS, "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs "$TMPDIR" && exec "$0" "$@"']
+# argv: the path to listen at, how many listeners (each but the last unlinked after its bind: they
+# stay in the network namespace's /proc/net/unix under that path string). The kernel lists a bound
+# socket in the bucket of its file's inode number (mod 256), newest first: 320 files bound after
+# the app's share its bucket, whatever its inode, so the neighbour's line comes before the app's.
 IMPOSTOR = r"""
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.bind("/tmp/dotnet-diagnostic-1-424242-socket")
-s.listen(8)
+import os, select, socket, sys
+path, count = sys.argv[1], int(sys.argv[2])
+socks = []
+for i in range(count):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.listen(8)
+    socks.append(s)
+    if i + 1 < count:
+        os.unlink(path)
 print("bound", flush=True)
 while True:
-    c, _ = s.accept()
-    print("connected", flush=True)
-    c.close()
+    for s in select.select(socks, [], [])[0]:  # 320 fds: below select's 1024
+        c, _ = s.accept()
+        print("connected", flush=True)
+        c.close()
 """
 # The app's TMPDIR is a folder inside its private tmpfs (BASE), so that it can be swapped.
 SUB_WRAP = [*NS, "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs "$BASE" && mkdir "$TMPDIR" && exec "$0" "$@"']
 RESCAN_MS = 300
 LIVENESS_MS = 300
 UID = 4342  # the unprivileged dotmon's
+
+
+def start_impostor(out, path, count):
+    """A namespace whose pid 1 is `sleep` and whose pid 2 listens at path (count listeners)."""
+    return subprocess.Popen([*NS, "sh", "-c",
+                             'mount -t tmpfs tmpfs /tmp && { python3 -c "$1" "$2" "$3" & } && exec sleep 600',
+                             "sh", IMPOSTOR, path, str(count)], stdout=out)
+
+
+def refused_then_back(port, app, log):
+    """The app's socket name held by a bound, not listening socket, then by the runtime's again."""
+    folder = f"/proc/{app.host}/root{app.tmp}"
+    name = [n for n in os.listdir(folder) if n.startswith("dotnet-diagnostic-1-")][0]
+    uid = listed(port).get(app.host, {}).get("uid")
+    os.link(f"{folder}/{name}", f"{folder}/kept")
+    mute = socket.socket(socket.AF_UNIX)
+    try:
+        mute.bind(f"{folder}/mute")
+        os.rename(f"{folder}/mute", f"{folder}/{name}")
+        check(wait_for(lambda: app.host not in listed(port), 15),
+              f"a refused socket: host pid {app.host} leaves the list")
+        time.sleep(4 * RESCAN_MS / 1000)  # several walks, each may check it again (refused)
+        check(app.host not in listed(port), f"still refused: host pid {app.host} is not listed")
+        os.rename(f"{folder}/kept", f"{folder}/{name}")
+        check(wait_for(lambda: listed(port).get(app.host, {}).get("uid") == uid, 20),
+              f"the runtime's socket back: host pid {app.host} listed again, same instance ({uid})")
+    finally:
+        mute.close()
+
+
+def flooded(port, app):
+    """4100 planted names of another pid in the runtime's folder (listed before its own name by a
+    tmpfs, newest first): the app stays listed through several walks."""
+    folder = f"/proc/{app.host}/root{app.tmp}"
+    uid = listed(port).get(app.host, {}).get("uid")
+    for i in range(4100):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(f"{folder}/dotnet-diagnostic-9999999-{i}-socket")
+    time.sleep(4 * RESCAN_MS / 1000)
+    check(listed(port).get(app.host, {}).get("uid") == uid,
+          f"flood: host pid {app.host} still listed past 4100 planted names ({uid})")
 
 
 def unshare_works():
@@ -126,12 +189,14 @@ def collect(port, app, label, log):
 
 
 class Decoy:
-    """Unix sockets that dotmon (pid) must never reach: counts the connections they accept from it
-    (another node-mode dotmon on the machine, e.g. a concurrent run, is not this test's)."""
+    """Unix sockets that dotmon (pid) must never talk to: counts the connections they accept from it
+    and those that carried a request (another node-mode dotmon on the machine, e.g. a concurrent
+    run, is not this test's)."""
 
     def __init__(self, pid):
         self.pid = pid
         self.accepts = 0
+        self.requests = 0
         self.socks = []
 
     def bind(self, path):
@@ -150,6 +215,14 @@ class Decoy:
             cred = c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             if struct.unpack("3i", cred)[0] == self.pid:
                 self.accepts += 1
+                # dotmon may connect (the path is the runtime's) but must send nothing: the
+                # listener is not the runtime's own process (SO_PEERCRED's pid).
+                c.settimeout(1.0)
+                try:
+                    if c.recv(1):
+                        self.requests += 1
+                except OSError:
+                    pass
             c.close()
 
     def close(self):
@@ -192,7 +265,8 @@ def swaps(port, dm, real, slashed, sub, tmp):
               f"swapped: the three apps leave the list ({sorted(gone & set(listed(port)))})")
         time.sleep(4 * max(RESCAN_MS, LIVENESS_MS) / 1000)
         check(not gone & set(listed(port)), "swapped: none comes back")
-        check(decoy.accepts == 0, f"swapped: no decoy accepted a connection ({decoy.accepts})")
+        check(decoy.requests == 0, f"swapped: no decoy received a request ({decoy.requests}; "
+                                   f"connections dotmon closed at once: {decoy.accepts})")
     finally:
         decoy.close()
 
@@ -239,14 +313,13 @@ def main():
         return 77
     tmp = tempfile.mkdtemp(prefix="dotmon-node-")
     os.chmod(tmp, 0o700)
-    apps, others, impostor, dm = [], [], None, None
+    apps, others, impostor, neighbour, dm = [], [], None, None, None
     log = open(os.path.join(tmp, "dotmon.log"), "w+")
     marker = os.path.join(tmp, "impostor.out")
+    nmarker = os.path.join(tmp, "neighbour.out")
     try:
         with open(marker, "w") as out:
-            impostor = subprocess.Popen([*NS, "sh", "-c",
-                                         'mount -t tmpfs tmpfs /tmp && { python3 -c "$1" & } && exec sleep 600',
-                                         "sh", IMPOSTOR], stdout=out)
+            impostor = start_impostor(out, "/tmp/dotnet-diagnostic-1-424242-socket", 1)
         fake = ns_init(impostor)
         check(wait_for(lambda: "bound" in read(marker), 10), "the impostor bound its socket")
         # Long enough that /proc/<pid>/root<TMPDIR>/<socket> exceeds sun_path (O_PATH connects).
@@ -257,6 +330,11 @@ def main():
         socks = [n for n in os.listdir(f"/proc/{apps[1].host}/root{own}") if n.startswith("dotnet-diagnostic-1-")]
         check(len(socks) == 1 and len(f"/proc/{apps[1].host}/root{own}/{socks[0]}") >= 108,
               f"the second app's socket path through /proc does not fit sun_path ({socks})")
+        first = [n for n in os.listdir(f"/proc/{apps[0].host}/root/tmp") if n.startswith("dotnet-diagnostic-1-")]
+        check(len(first) == 1, f"the first app's socket ({first})")
+        with open(nmarker, "w") as out:
+            neighbour = start_impostor(out, f"/tmp/{first[0]}", 320)
+        check(wait_for(lambda: "bound" in read(nmarker), 10), "the neighbour bound its sockets")
         # Apps whose names get swapped (swaps): TMPDIR with trailing slashes, and a TMPDIR folder.
         os.mkdir(os.path.join(tmp, "slashed"))
         others.append(start_app(os.path.join(tmp, "slashed") + "//"))
@@ -298,18 +376,23 @@ def main():
         check(p.get("nsPid") == 1 and p.get("uid") not in (None, old_uid),
               f"restart: a new instance ({p}, old uid {old_uid})")
 
+        refused_then_back(port, new, log)
+        flooded(port, new)
+
         # The impostor: several walks later, still neither listed nor connected to.
         time.sleep(4 * RESCAN_MS / 1000)
         check(fake not in listed(port), f"the impostor's pid {fake} is not listed")
         check("connected" not in read(marker), "nobody connected to the impostor's socket")
+        check("connected" not in read(nmarker), "nobody connected to the neighbour's sockets")
         swaps(port, dm, apps[0], others[0], others[1], tmp)
         unprivileged(apps)
     finally:
         for a in apps + others:
             a.kill()
-        if impostor is not None and impostor.poll() is None:
-            impostor.kill()
-            impostor.wait()
+        for p in (impostor, neighbour):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
         stop(dm)
         close_log(log)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -99,18 +99,48 @@ static void test_unix_listener(void **state)
 {
     (void)state;
     uint64_t ino = 0;
-    assert_int_equal(
-        procfs_unix_listener(TXT(net_unix), "/tmp/dotnet-diagnostic-1-6825986-socket", &ino), 0);
+    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/dotnet-diagnostic-1-6825986-socket",
+                                          NULL, 0, &ino),
+                     0);
     assert_int_equal(ino, 42092294); /* the listener, not the connected socket after it */
-    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/with space", &ino), 0);
+    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/with space", NULL, 0, &ino), 0);
     assert_int_equal(ino, 42093100);
     /* A datagram socket, an abstract one, a prefix of a path: not listeners at that path. */
-    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/dgram", &ino), AGENT_E_NOTFOUND);
-    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/abstract", &ino), AGENT_E_NOTFOUND);
-    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/dotnet-diagnostic-1", &ino),
+    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/dgram", NULL, 0, &ino),
+                     AGENT_E_NOTFOUND);
+    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/abstract", NULL, 0, &ino),
+                     AGENT_E_NOTFOUND);
+    assert_int_equal(procfs_unix_listener(TXT(net_unix), "/tmp/dotnet-diagnostic-1", NULL, 0, &ino),
                      AGENT_E_NOTFOUND);
     /* The header line is never a socket. */
-    assert_int_equal(procfs_unix_listener(TXT(net_unix), "Path", &ino), AGENT_E_NOTFOUND);
+    assert_int_equal(procfs_unix_listener(TXT(net_unix), "Path", NULL, 0, &ino), AGENT_E_NOTFOUND);
+}
+
+/* Two listeners bound to the same path string, each in its own container's /tmp (net/unix is the
+ * network namespace's, shared by a pod's containers): the one the process owns is taken. */
+static const char net_unix_two[] = "Num       RefCount Protocol Flags    Type St Inode Path\n"
+                                   "00000000c2ee3fd2: 00000002 00000000 00010000 0001 01 500 "
+                                   "/tmp/dotnet-diagnostic-1-77-socket\n"
+                                   "00000000c2ee3fd3: 00000002 00000000 00010000 0001 01 900 "
+                                   "/tmp/dotnet-diagnostic-1-77-socket\n";
+
+static void test_unix_listener_neighbour(void **state)
+{
+    (void)state;
+    const char *p = "/tmp/dotnet-diagnostic-1-77-socket";
+    uint64_t ino = 0;
+    uint64_t owned[] = {950, 3, 900, 12};
+    procfs_sort_inodes(owned, 4);
+    assert_int_equal(owned[0], 3);
+    assert_int_equal(owned[3], 950);
+    assert_int_equal(procfs_unix_listener(TXT(net_unix_two), p, owned, 4, &ino), 0);
+    assert_int_equal(ino, 900); /* the second line: the first is the neighbour's */
+    uint64_t first[] = {500};
+    assert_int_equal(procfs_unix_listener(TXT(net_unix_two), p, first, 1, &ino), 0);
+    assert_int_equal(ino, 500);
+    uint64_t none[] = {501, 899};
+    assert_int_equal(procfs_unix_listener(TXT(net_unix_two), p, none, 2, &ino), AGENT_E_NOTFOUND);
+    assert_int_equal(procfs_unix_listener(TXT(net_unix_two), p, none, 0, &ino), AGENT_E_NOTFOUND);
 }
 
 static void test_socket_link(void **state)
@@ -131,7 +161,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nspid),       cmocka_unit_test(test_starttime),
         cmocka_unit_test(test_environ),     cmocka_unit_test(test_unix_listener),
-        cmocka_unit_test(test_socket_link),
+        cmocka_unit_test(test_socket_link), cmocka_unit_test(test_unix_listener_neighbour),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,12 +55,12 @@ static void conn_on_path_connect(uv_connect_t *req, int status)
     struct ucred cred;
     if (status == 0 && (status = peer_cred(c->pipe, &cred)) == 0) {
         c->peer_uid = (int64_t)cred.uid;
-        if (c->want_uid != IPC_ANY_PEER && c->peer_uid != c->want_uid) {
-            /* Someone else's socket at the runtime's path (swapped in a writable folder). */
-            status = AGENT_E_UNTRUSTED;
-        } else if (c->want_pid != 0 && (cred.pid <= 0 || (uint64_t)cred.pid != c->want_pid)) {
-            /* Node mode: a socket at the runtime's name that the runtime did not create (its
-             * user bound another one there): nothing is sent to it. */
+        /* Someone else's socket at the runtime's path (swapped in a writable folder), or (node
+         * mode) a socket at the runtime's name that the runtime did not create (its user bound
+         * another one there): nothing is sent to it. */
+        bool other_uid = c->want_uid != IPC_ANY_PEER && c->peer_uid != c->want_uid;
+        bool other_pid = c->want_pid != 0 && (cred.pid <= 0 || (uint64_t)cred.pid != c->want_pid);
+        if (other_uid || other_pid) {
             status = AGENT_E_UNTRUSTED;
         }
     }

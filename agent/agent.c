@@ -24,6 +24,7 @@
 #include "auth.h"
 #include "buf.h"
 #include "bufpool.h"
+#include "dsession.h"
 #include "egress.h"
 #include "err.h"
 #include "ev_gcheap.h"
@@ -1178,7 +1179,8 @@ void agent_stop(struct agent *a)
     struct otel_procs *procs = a->otel_procs;
     a->otel_procs = NULL;
     otel_procs_close(procs, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE) / 2, on_otel_procs_closed, a);
-    rules_run_close(a->rules); /* freed by agent_fini: closing instances point at the rules */
+    rules_run_close(a->rules);     /* freed by agent_fini: closing instances point at the rules */
+    dsession_close_specs(a->loop); /* the DiagnosticSource refreshers go too */
     apikey_watch_stop(a);
     if (a->http != NULL) {
         http_server_close(a->http, agent_timeout(a, TIMEOUT_SHUTDOWN_GRACE), on_part_closed, a);

@@ -12,8 +12,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
+#include "dsspec.h"
 #include "err.h"
+#include "log.h"
 
 #define DS_REASON_MAX 320
 
@@ -25,11 +29,14 @@ struct dsession {
     bool stopping; /* dsession_stop asked (or stop_at_once) */
 };
 
-/* A session that carries the keeper's lines: told to the keeper when the runtime is done with
+/* A session the keeper joined or the spec sets hold: told to them when the runtime is done with
  * it (ipc_session_when_freed), which may be after the dsession itself is gone. */
+struct dsp_hold;
 struct ds_joined_note {
     uv_loop_t *loop;
     uint64_t key;
+    bool keeper;           /* the keeper joined it: its left follows */
+    struct dsp_hold *hold; /* its DiagnosticSource lines (NULL: none) */
 };
 
 static const struct dsession_keeper *keeper; /* dsession_set_keeper */
@@ -42,13 +49,328 @@ void dsession_set_keeper(const struct dsession_keeper *k)
 /* A session that carried the keeper's lines is over in the runtime (its StopTracing answered,
  * also after an abort, or the cleanup bound passed): the keeper (still the same loop's) is told,
  * with whether the runtime had (or may have had) the session, i.e. whether its set was replaced. */
+static void dsp_left(struct dsp_hold *h, bool had_session);
+
 static void ds_on_freed(void *ud, bool had_session)
 {
     struct ds_joined_note *n = ud;
-    if (keeper != NULL && keeper->loop == n->loop) {
+    if (n->keeper && keeper != NULL && keeper->loop == n->loop) {
         keeper->left(keeper->ud, n->key, had_session);
     }
+    dsp_left(n->hold, had_session);
     free(n);
+}
+
+/* ---- the one-spec-set rule for DiagnosticSource (dsession.h, docs/events.md §9.1) ---------- */
+
+static const char cat[] = "dotmon.session";
+
+/*
+ * The runtime keeps one FilterAndPayloadSpecs list per process, replaced by every Enable of the
+ * provider and emptied whenever a session that had it ends while others still read it. Per
+ * runtime (endpoint) and loop, dotmon keeps the own lines of every live session with the provider
+ * (a hold); a session starts with the union of its lines and everyone else's, and once a session
+ * that had the provider is over (its StopTracing answered: the list is empty now) while others
+ * still read it, a refresher session puts the union back: the provider with keyword
+ * IgnoreShortCutKeywords alone (no event of the provider carries it, so nothing reaches the
+ * refresher) and the union as its argument. It lives until the next such end, when it is stopped
+ * and, once the runtime is done with it, started again with the union of then; with the last
+ * hold it goes.
+ */
+#define DSP_REFRESH_KEYWORDS 0x800ull /* DiagnosticSource's IgnoreShortCutKeywords */
+#define DSP_REFRESH_LEVEL    4u       /* Informational */
+
+struct dsp_proc {
+    struct dsp_proc *next;
+    uv_loop_t *loop;
+    struct ipc_endpoint ep; /* owned copy: the refresher connects to it */
+    struct dsp_hold *holds;
+    size_t nholds;
+    struct ipc_session_admission *adm; /* the last hold's (the agent's: outlives every session) */
+    uint64_t start_timeout_ms;
+    uint64_t stop_timeout_ms;
+    struct ipc_session *rs; /* the refresher, while its handle is valid */
+    bool r_live;            /* a refresher is counted: from its start until it is freed */
+    bool r_stopping;        /* its stop was asked */
+    bool r_redo;            /* start another once it is freed (a session ended meanwhile) */
+};
+
+struct dsp_hold {
+    struct dsp_hold *next;
+    struct dsp_proc *p;
+    char *lines; /* the session's own lines, each ended by "\r\n" ("" for none) */
+};
+
+static struct dsp_proc *dsp_procs;
+static uv_loop_t *dsp_closed; /* dsession_close_specs: no refresher starts on that loop */
+
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static struct dsp_proc *dsp_find(uv_loop_t *loop, const struct ipc_endpoint *ep)
+{
+    for (struct dsp_proc *p = dsp_procs; p != NULL; p = p->next) {
+        if (p->loop == loop && same_str(p->ep.path, ep->path) && strcmp(p->ep.uid, ep->uid) == 0) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Frees p once nothing of it is left: no hold and no refresher. */
+static void dsp_maybe_free(struct dsp_proc *p)
+{
+    if (p->holds != NULL || p->r_live) {
+        return;
+    }
+    for (struct dsp_proc **pp = &dsp_procs; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    ipc_endpoint_fini(&p->ep);
+    free(p);
+}
+
+/* The union of p's holds' lines (each ended by "\r\n") appended to acc. */
+static int dsp_union(const struct dsp_proc *p, struct buf *acc)
+{
+    for (const struct dsp_hold *h = p->holds; h != NULL; h = h->next) {
+        int n = dsspec_lines_add(acc, h->lines, strlen(h->lines));
+        if (n < 0) {
+            return n;
+        }
+    }
+    return 0;
+}
+
+static void dsp_refresh(struct dsp_proc *p);
+
+static void dsp_r_started(void *ud, uint64_t session_id, int version)
+{
+    (void)ud;
+    (void)session_id;
+    (void)version;
+}
+
+static void dsp_r_data(void *ud, const uint8_t *bytes, size_t n)
+{
+    (void)ud; /* the stream's header and blocks without events: nothing to keep */
+    (void)bytes;
+    (void)n;
+}
+
+static void dsp_r_end(void *ud, int status, uint32_t hresult)
+{
+    struct dsp_proc *p = ud;
+    p->rs = NULL;
+    if (!p->r_stopping) {
+        /* the runtime ended it (gone, or refused it): no new one until the next session ends */
+        p->r_redo = false;
+        log_debug(cat, "%s: the DiagnosticSource refresher session ended (%s, 0x%08x)",
+                  p->ep.path != NULL ? p->ep.path : "?", agent_strerror(status), hresult);
+    }
+}
+
+static const struct ipc_session_callbacks dsp_r_callbacks = {
+    .on_started = dsp_r_started, .on_data = dsp_r_data, .on_end = dsp_r_end};
+
+static void dsp_r_freed(void *ud, bool had_session)
+{
+    struct dsp_proc *p = ud;
+    (void)had_session;
+    p->r_live = false;
+    p->r_stopping = false;
+    if (p->r_redo) {
+        p->r_redo = false;
+        dsp_refresh(p);
+        return;
+    }
+    dsp_maybe_free(p);
+}
+
+/* A session that had the provider is over (the runtime's list is empty): the union again. */
+static void dsp_refresh(struct dsp_proc *p)
+{
+    if (p->r_live) { /* replaced once the runtime is done with it */
+        p->r_redo = true;
+        if (p->rs != NULL && !p->r_stopping) {
+            p->r_stopping = true;
+            ipc_session_stop(p->rs, p->stop_timeout_ms);
+        }
+        return;
+    }
+    if (p->holds == NULL || dsp_closed == p->loop) {
+        dsp_maybe_free(p);
+        return;
+    }
+    struct buf u;
+    buf_init(&u, 0);
+    char *args = NULL;
+    int rc = dsp_union(p, &u);
+    rc = rc != 0 ? rc : dsspec_args_set(NULL, buf_cstr(&u), &args);
+    buf_fini(&u);
+    struct ipc_provider prov = {.name = DSSPEC_PROVIDER,
+                                .keywords = DSP_REFRESH_KEYWORDS,
+                                .level = DSP_REFRESH_LEVEL,
+                                .arguments = args};
+    struct ipc_collect_config cfg = {
+        .buffer_mb = 1, .format = 1, .rundown_keyword = 0, .providers = &prov, .provider_count = 1};
+    rc = rc != 0 ? rc
+                 : ipc_session_start(p->loop, p->adm, &p->ep, &cfg, p->start_timeout_ms,
+                                     &dsp_r_callbacks, p, &p->rs);
+    free(args);
+    if (rc != 0) {
+        p->rs = NULL;
+        log_warn(cat,
+                 "%s: a DiagnosticSource session ended and took the runtime's one "
+                 "FilterAndPayloadSpecs list with it; it could not be set again for the %zu "
+                 "session(s) still reading it (%s): they see no DiagnosticSource event until "
+                 "the next one starts",
+                 p->ep.path != NULL ? p->ep.path : "?", p->nholds, agent_strerror(rc));
+        dsp_maybe_free(p);
+        return;
+    }
+    p->r_live = true;
+    p->r_stopping = false;
+    p->r_redo = false;
+    ipc_session_when_freed(p->rs, dsp_r_freed, p);
+    log_info(cat,
+             "%s: a DiagnosticSource session ended and took the runtime's one "
+             "FilterAndPayloadSpecs list with it; set again for the %zu session(s) still "
+             "reading it",
+             p->ep.path != NULL ? p->ep.path : "?", p->nholds);
+}
+
+/*
+ * A session with the provider (its index which in in) starts on p: its own lines are held, and
+ * when the other holds have lines it lacks, j->cfg carries the union (j->mem[] freed by the
+ * caller). *hold: NULL when nothing could be kept (out of memory: the session goes as given).
+ */
+static void dsp_join(uv_loop_t *loop, const struct ipc_endpoint *ep,
+                     const struct dsession_config *cfg, size_t which, struct dsession_joined *j,
+                     struct dsp_hold **hold)
+{
+    *hold = NULL;
+    const struct ipc_provider *in = &j->cfg.providers[which];
+    const char *val = NULL;
+    size_t len = 0;
+    struct buf own;
+    buf_init(&own, 0);
+    struct buf u;
+    buf_init(&u, 0);
+    struct dsp_proc *p = dsp_find(loop, ep);
+    bool created = false;
+    if (p == NULL) {
+        p = calloc(1, sizeof(*p));
+        if (p == NULL || ipc_endpoint_copy(&p->ep, ep) != 0) {
+            free(p);
+            goto fail;
+        }
+        p->loop = loop;
+        p->next = dsp_procs;
+        dsp_procs = p;
+        created = true;
+    }
+    /* its own lines: those of the caller's configuration (not what a keeper joined) */
+    const char *own_args = cfg->collect->providers[which].arguments;
+    if (dsspec_args_value(own_args, &val, &len) && dsspec_lines_add(&own, val, len) < 0) {
+        goto fail;
+    }
+    struct dsp_hold *h = calloc(1, sizeof(*h));
+    h->lines = h != NULL ? strdup(buf_cstr(&own)) : NULL;
+    if (h == NULL || h->lines == NULL) {
+        free(h);
+        goto fail;
+    }
+    /* what it sends: the lines it goes with (a keeper's included), then every hold's */
+    int others = 0;
+    if (dsspec_args_value(in->arguments, &val, &len) && dsspec_lines_add(&u, val, len) < 0) {
+        others = -ENOMEM;
+    }
+    for (const struct dsp_hold *o = p->holds; others >= 0 && o != NULL; o = o->next) {
+        int n = dsspec_lines_add(&u, o->lines, strlen(o->lines));
+        others = n < 0 ? n : others + n;
+    }
+    char *args = NULL;
+    struct ipc_provider *v = NULL;
+    if (others > 0) {
+        v = calloc(j->cfg.provider_count, sizeof(*v));
+        if (v == NULL || dsspec_args_set(in->arguments, buf_cstr(&u), &args) != 0) {
+            free(v);
+            free(h->lines);
+            free(h);
+            goto fail;
+        }
+        memcpy(v, j->cfg.providers, j->cfg.provider_count * sizeof(*v));
+        v[which].arguments = args;
+        free(j->mem[0]); /* the keeper's copy, if any: its lines are in args */
+        j->mem[0] = v;
+        j->cfg.providers = v;
+        free(j->mem[1]);
+        j->mem[1] = args;
+        log_info(cat,
+                 "%s: a DiagnosticSource session also carries the FilterAndPayloadSpecs lines of "
+                 "the %zu other session(s) reading it (one list per process)",
+                 ep->path != NULL ? ep->path : "?", p->nholds);
+    }
+    h->p = p;
+    h->next = p->holds;
+    p->holds = h;
+    p->nholds++;
+    p->adm = cfg->admission;
+    p->start_timeout_ms = cfg->start_timeout_ms;
+    p->stop_timeout_ms = cfg->stop_timeout_ms;
+    *hold = h;
+    buf_fini(&own);
+    buf_fini(&u);
+    return;
+fail:
+    buf_fini(&own);
+    buf_fini(&u);
+    log_warn(cat, "%s: a DiagnosticSource session goes without the other sessions' lines (%s)",
+             ep->path != NULL ? ep->path : "?", agent_strerror(UV_ENOMEM));
+    if (created) {
+        dsp_maybe_free(p);
+    }
+}
+
+/* That session is over in the runtime (or never reached it: had_session false). */
+static void dsp_left(struct dsp_hold *h, bool had_session)
+{
+    if (h == NULL) {
+        return;
+    }
+    struct dsp_proc *p = h->p;
+    for (struct dsp_hold **hh = &p->holds; *hh != NULL; hh = &(*hh)->next) {
+        if (*hh == h) {
+            *hh = h->next;
+            p->nholds--;
+            break;
+        }
+    }
+    free(h->lines);
+    free(h);
+    if (had_session && (p->holds != NULL || p->r_live)) {
+        dsp_refresh(p);
+        return;
+    }
+    dsp_maybe_free(p);
+}
+
+void dsession_close_specs(uv_loop_t *loop)
+{
+    dsp_closed = loop;
+    for (struct dsp_proc *p = dsp_procs; p != NULL; p = p->next) {
+        if (p->loop == loop && p->rs != NULL && !p->r_stopping) {
+            p->r_redo = false;
+            p->r_stopping = true;
+            ipc_session_stop(p->rs, p->stop_timeout_ms);
+        }
+    }
 }
 
 /* The one end: the final callback, then the dsession is freed. */
@@ -120,11 +442,21 @@ int dsession_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
     struct dsession_joined j = {.cfg = *cfg->collect};
     bool joined = !cfg->keeper_own && keeper != NULL && keeper->loop == loop &&
                   keeper->join(keeper->ud, ep, cfg->collect, &j) == 1;
-    struct ds_joined_note *note = joined ? malloc(sizeof(*note)) : NULL;
-    int rc = joined && note == NULL
+    if (!joined) {
+        j.cfg = *cfg->collect; /* whatever a declining keeper left there */
+    }
+    struct dsp_hold *hold = NULL;
+    for (size_t k = 0; k < j.cfg.provider_count; k++) {
+        if (strcasecmp(j.cfg.providers[k].name, DSSPEC_PROVIDER) == 0) {
+            dsp_join(loop, ep, cfg, k, &j, &hold);
+            break;
+        }
+    }
+    struct ds_joined_note *note = joined || hold != NULL ? malloc(sizeof(*note)) : NULL;
+    int rc = (joined || hold != NULL) && note == NULL
                  ? UV_ENOMEM
-                 : ipc_session_start(loop, cfg->admission, ep, joined ? &j.cfg : cfg->collect,
-                                     cfg->start_timeout_ms, &ds_callbacks, ds, &ds->sess);
+                 : ipc_session_start(loop, cfg->admission, ep, &j.cfg, cfg->start_timeout_ms,
+                                     &ds_callbacks, ds, &ds->sess);
     free(j.mem[0]);
     free(j.mem[1]);
     if (rc != 0) {
@@ -133,10 +465,11 @@ int dsession_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
         if (joined) { /* never sent: the runtime's set is as it was */
             keeper->left(keeper->ud, j.key, false);
         }
+        dsp_left(hold, false);
         return rc;
     }
     if (note != NULL) {
-        *note = (struct ds_joined_note){.loop = loop, .key = j.key};
+        *note = (struct ds_joined_note){.loop = loop, .key = j.key, .keeper = joined, .hold = hold};
         ipc_session_when_freed(ds->sess, ds_on_freed, note);
     }
     if (cfg->stop_at_once) {

@@ -108,6 +108,18 @@ struct dsession_keeper {
  * process (dotmon runs one agent); the loop thread only. */
 void dsession_set_keeper(const struct dsession_keeper *k);
 
+/*
+ * The same rule for every session with Microsoft-Diagnostics-DiagnosticSource, kept here for
+ * all of them (dsspec.h): per runtime, the own lines of every live session with the provider are
+ * held; a session starts with their union (its FilterAndPayloadSpecs set to it, so it may also
+ * get the events the others asked for), and when a session that had the provider is over while
+ * others still read it (the runtime emptied its list then), a refresher session sets the union
+ * again: the provider with IgnoreShortCutKeywords (0x800) alone, which no event carries, counted
+ * by the admission of the last session held and living until the next such end or the last
+ * hold's. dsession_close_specs (shutdown): the refreshers of that loop stop and none starts.
+ */
+void dsession_close_specs(uv_loop_t *loop);
+
 struct dsession;
 
 /*

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ipc_node.h"
 #include "procfs.h"
 
 /* Bounds of the files read (a longer file is cut: its first part is parsed). */
-#define STATUS_MAX  (16u * 1024u)
 #define CGROUP_MAX  (64u * 1024u)
 #define ENVIRON_MAX (256u * 1024u)
 
@@ -168,20 +168,12 @@ static void work_read(uv_work_t *w)
     char *text = NULL;
     uint64_t pid = r->host_pid != 0 ? r->host_pid : r->pid;
     if (r->host_pid == 0) {
-        /* connect mode: /proc/<pid> must be the same process (the same pid namespace) */
-        snprintf(path, sizeof(path), "/proc/%" PRIu64 "/status", pid);
-        ssize_t n = read_bounded(path, STATUS_MAX, &text);
+        /* connect mode: /proc/<pid> must be the same process (the same pid namespace: its NSpid
+         * ends with the pid, and its start time is the socket's key) */
         uint64_t inner = 0;
-        bool same = n > 0 && procfs_status_nspid_inner(text, (size_t)n, &inner) && inner == r->pid;
-        free(text);
-        text = NULL;
-        snprintf(path, sizeof(path), "/proc/%" PRIu64 "/stat", pid);
-        n = same ? read_bounded(path, STATUS_MAX, &text) : -1;
         uint64_t start = 0;
-        same = n > 0 && procfs_stat_starttime(text, (size_t)n, &start) && start == r->start_key;
-        free(text);
-        text = NULL;
-        if (!same) {
+        if (ipc_node_nspid(pid, &inner) != 0 || inner != r->pid ||
+            ipc_node_start_time(pid, &start) != 0 || start != r->start_key) {
             return;
         }
         r->host_pid = pid;

@@ -811,6 +811,21 @@ static bool is_event_fed(const struct rinst *ri)
     return src == RULES_SOURCE_HTTP || src == RULES_SOURCE_RUNTIME;
 }
 
+/*
+ * Whether the trigger's session should run. An event-fed trigger's session also stays while the
+ * rule's actions run (what comes meanwhile is not the trigger's: rules_inst takes no input then,
+ * and the trigger starts anew after them): a session with Microsoft-Diagnostics-DiagnosticSource
+ * that ends empties the runtime's one list of lines for every other session until it is set
+ * again (collect/dsession.h), and a request that starts then is not seen by any of them; a
+ * runtime trigger would lose the GC it was inside.
+ */
+static bool session_wanted(const struct rinst *ri)
+{
+    return has_session(ri) &&
+           (rules_inst_trigger_active(ri->inst) ||
+            (is_event_fed(ri) && rules_inst_state(ri->inst) == RULES_STATE_ACTION_EXECUTING));
+}
+
 /* A trigger session runs (or is stopping). */
 static bool sess_live(const struct rinst *ri)
 {
@@ -981,7 +996,7 @@ static void ri_on_kick(uv_timer_t *t)
 {
     struct rinst *ri = t->data;
     ri_ring_sync(ri);
-    bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
+    bool want = session_wanted(ri);
     if (want && !sess_live(ri)) {
         int rc = is_event_fed(ri)
                      ? tsession_start(ri->p->r->a, &ri->p->ep, ri->p->major,
@@ -1020,7 +1035,7 @@ static void ri_sync(struct rinst *ri)
     if (ri->p == NULL) {
         return;
     }
-    bool want = has_session(ri) && rules_inst_trigger_active(ri->inst);
+    bool want = session_wanted(ri);
     bool change = (want && !sess_live(ri)) || (!want && sess_live(ri) && !ri->stopping) ||
                   (ring_wanted(ri) != (ri->ring != NULL));
     if (change && !uv_is_active((uv_handle_t *)&ri->kick)) {

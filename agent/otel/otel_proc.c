@@ -31,7 +31,6 @@
 static const char cat[] = "dotmon.otel";
 
 #define MEL_PROVIDER   "Microsoft-Extensions-Logging"
-#define KEY_SPANS      (1ull << 63) /* a keeper key's flag: the [AS] lines were joined */
 #define TPL_PROVIDER   "System.Threading.Tasks.TplEventSource"
 #define OTEL_BUFFER_MB 16
 #define MAX_SERIES     2000u /* per process, as /metrics' stores bound theirs */
@@ -62,11 +61,9 @@ struct oproc {
     struct dsession *ds;       /* the telemetry session: logs and spans */
     struct ev_logs *logs;
     struct ev_activity *spans;
-    bool no_sampler;    /* its DiagnosticSource is older than 9: ask without the sampler */
-    bool version_seen;  /* the session's Version event was looked at */
-    bool relisten;      /* restart the session once it ended (another session took the specs) */
-    unsigned ds_joined; /* live sessions of others carrying the [AS] lines (keeper_join) */
-    bool restart_due;   /* a restart waits for those to end (keeper_left) */
+    bool no_sampler;   /* its DiagnosticSource is older than 9: ask without the sampler */
+    bool version_seen; /* the session's Version event was looked at */
+    bool relisten;     /* restart the session once it ended (another session took the specs) */
     struct mb_share share;
     char share_what[48];
     uv_timer_t retry; /* the session's restart */
@@ -812,137 +809,40 @@ static struct oproc *op_by_ep(const struct otel_procs *ps, const struct ipc_endp
     return NULL;
 }
 
-int otel_specs_join(const char *args, const char *lines, char **out)
-{
-    static const char key[] = "FilterAndPayloadSpecs";
-    const size_t klen = sizeof(key) - 1;
-    const char *s = args != NULL ? args : "";
-    size_t len = strlen(s);
-    struct buf b;
-    buf_init(&b, 0);
-    int rc = 0;
-    size_t pos = 0;
-    bool done = false;
-    while (!done && pos < len) { /* k=v pairs, v maybe in double quotes */
-        size_t kend = pos + strcspn(s + pos, "=;");
-        size_t vbeg = s[kend] == '=' ? kend + 1 : kend;
-        bool quoted = s[vbeg] == '"';
-        size_t vend =
-            quoted ? vbeg + 1 + strcspn(s + vbeg + 1, "\"") : vbeg + strcspn(s + vbeg, ";");
-        size_t next = quoted && s[vend] == '"' ? vend + 1 : vend;
-        if (kend - pos == klen && memcmp(s + pos, key, klen) == 0 && s[kend] == '=') {
-            size_t vbody = quoted ? vbeg + 1 : vbeg;
-            bool sep = vend > vbody && s[vend - 1] != '\n';
-            rc = buf_append(&b, s, vbeg);
-            rc = rc != 0 ? rc : buf_append(&b, "\"", 1);
-            rc = rc != 0 ? rc : buf_append(&b, s + vbody, vend - vbody);
-            rc = rc != 0 || !sep ? rc : buf_append_str(&b, "\r\n");
-            rc = rc != 0 ? rc : buf_append_str(&b, lines);
-            rc = rc != 0 ? rc : buf_append(&b, "\"", 1);
-            rc = rc != 0 ? rc : buf_append_str(&b, s + next);
-            done = true;
-        }
-        pos = next + (s[next] == ';' ? 1 : 0);
-    }
-    if (!done) {
-        rc = buf_append_str(&b, s);
-        rc = rc != 0 || len == 0 ? rc : buf_append(&b, ";", 1);
-        rc = rc != 0 ? rc : buf_printf(&b, "%s=\"%s\"", key, lines);
-    }
-    *out = rc == 0 ? buf_steal(&b, NULL) : NULL;
-    buf_fini(&b);
-    return rc != 0 ? rc : *out == NULL ? -ENOMEM : 0;
-}
-
-/* The keeper's join (dsession.h), for a session of another tool on a process whose telemetry is
- * exported: with the DiagnosticSource provider while spans are exported, it carries the OTel
- * session's [AS] lines too; with Microsoft-Extensions-Logging while logs are exported, nothing is
- * joined (that source keeps one filter per process: while both run, the last session's applies,
- * docs/events.md §4.1), but the runtime leaves it filtering every record out when that session
- * ends, so it counts as joined and the OTel session asks again once it is over (keeper_left). */
+/* The keeper's join (dsession.h), for a session of another tool on a process whose logs are
+ * exported: with Microsoft-Extensions-Logging nothing is joined (that source keeps one filter
+ * per process: while both run, the last session's applies, docs/events.md §4.1), but the runtime
+ * leaves it filtering every record out when that session ends, so it counts as joined and the
+ * OTel session asks again once it is over (keeper_left). DiagnosticSource's one list of lines is
+ * kept for every session by collect/dsession.c. */
 static int keeper_join(void *ud, const struct ipc_endpoint *ep, const struct ipc_collect_config *in,
                        struct dsession_joined *j)
 {
     struct otel_procs *ps = ud;
     struct oproc *op = op_by_ep(ps, ep);
-    size_t which = in->provider_count;
     bool mel = false;
     for (size_t k = 0; op != NULL && k < in->provider_count; k++) {
-        if (strcasecmp(in->providers[k].name, EV_ACTIVITY_PROVIDER) == 0) {
-            which = k;
-        } else if (strcasecmp(in->providers[k].name, MEL_PROVIDER) == 0) {
-            mel = true;
-        }
+        mel = mel || strcasecmp(in->providers[k].name, MEL_PROVIDER) == 0;
     }
-    bool spans = op != NULL && ps->st->signal[OTLP_TRACES] && which < in->provider_count;
-    bool logs = op != NULL && ps->st->signal[OTLP_LOGS] && mel;
-    if (!spans && !logs) {
+    if (op == NULL || !ps->st->signal[OTLP_LOGS] || !mel) {
         return 0;
     }
     j->key = op->pid;
-    if (logs) {
-        log_info(cat,
-                 "process %" PRIu64 ": another Microsoft-Extensions-Logging session (one filter "
-                 "per process): its OpenTelemetry session starts again after that one",
-                 op->pid);
-    }
-    if (!spans) {
-        return 1;
-    }
-    /* the OTel session's specs: its argument without the key and the quotes */
-    const struct otel_providers *prov = op->no_sampler ? &ps->prov_unsampled : &ps->prov;
-    const char *as = prov->as_args + strlen("FilterAndPayloadSpecs=\"");
-    size_t aslen = strlen(as);
-    char *lines = aslen > 0 ? strndup(as, aslen - 1) : NULL;
-    struct ipc_provider *v = calloc(in->provider_count, sizeof(*v));
-    char *args = NULL;
-    int rc = lines == NULL || v == NULL
-                 ? -ENOMEM
-                 : otel_specs_join(in->providers[which].arguments, lines, &args);
-    free(lines);
-    if (rc != 0) {
-        free(v);
-        log_warn(cat,
-                 "process %" PRIu64 ": a DiagnosticSource session could not carry "
-                 "OpenTelemetry's activities too (%s)",
-                 op->pid, agent_strerror(rc));
-        return logs ? 1 : rc; /* the session goes as given (j->cfg is *in) */
-    }
-    memcpy(v, in->providers, in->provider_count * sizeof(*v));
-    v[which].arguments = args;
-    j->cfg = *in;
-    j->cfg.providers = v;
-    j->mem[0] = v;
-    j->mem[1] = args;
-    j->key = op->pid | KEY_SPANS;
-    op->ds_joined++; /* keeper_left counts it down */
     log_info(cat,
-             "process %" PRIu64 ": another DiagnosticSource session also carries OpenTelemetry's "
-             "activities (one set per process)",
+             "process %" PRIu64 ": another Microsoft-Extensions-Logging session (one filter "
+             "per process): its OpenTelemetry session starts again after that one",
              op->pid);
     return 1;
 }
 
-/* The keeper's left: that session is over. A session that joined the [AS] lines is counted
- * while it lives (KEY_SPANS in its key): the OTel session is not restarted while one is, since
- * its Enable would replace that session's own lines with OTel's alone (one set per process); the
- * last one's left restarts it. A logging-only one (keeper_join) restarts it at once unless such a
- * session is live, when the restart waits for that one. */
+/* The keeper's left: that logging session is over; the OTel session asks for its filter again. */
 static void keeper_left(void *ud, uint64_t key, bool had_session)
 {
     struct otel_procs *ps = ud;
-    struct oproc *op = op_by_pid(ps, key & ~KEY_SPANS);
-    if (op == NULL) {
+    struct oproc *op = op_by_pid(ps, key);
+    if (op == NULL || !had_session) {
         return;
     }
-    if ((key & KEY_SPANS) != 0 && op->ds_joined > 0) {
-        op->ds_joined--;
-    }
-    op->restart_due = op->restart_due || had_session;
-    if (!op->restart_due || op->ds_joined > 0) {
-        return;
-    }
-    op->restart_due = false;
     if (op->ds != NULL) {
         op->relisten = true;
         dsession_stop(op->ds); /* op_session_ended starts it again at once */

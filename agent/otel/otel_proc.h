@@ -72,19 +72,10 @@ int otel_session_providers_sampled(const struct otel_settings *st, bool sampler,
                                    struct otel_providers *out);
 
 /*
- * The one-spec-set rule (docs/events.md §9.1): a runtime keeps ONE FilterAndPayloadSpecs set per
- * process for Microsoft-Diagnostics-DiagnosticSource, the last session's. While spans are
- * exported, otel_procs is the keeper of collect/dsession.h: any other session dotmon starts with
- * that provider on a process whose spans are exported carries the OTel session's [AS] lines too
- * (appended to its FilterAndPayloadSpecs), so the app's activities keep flowing, and once that
- * session is over the process's OTel session starts again (the runtime tore its listener down).
- * The same keeper restarts it after another session with Microsoft-Extensions-Logging, while logs
- * are exported (docs/events.md §4.1: one filter per process, left filtering every record out when
- * any session with that provider ends); nothing is joined for that provider.
- * otel_specs_join (pure, for tests): args (a provider's "k=v;k2=\"v2\"" arguments, NULL for none)
- * with lines appended to its FilterAndPayloadSpecs value (the key added when absent), in a new
- * string (*out, the caller's to free). 0 or -ENOMEM.
+ * One filter per process (docs/events.md §4.1): while logs are exported, otel_procs is the keeper
+ * of collect/dsession.h, and restarts a process's OTel session after another session with
+ * Microsoft-Extensions-Logging ended (the runtime left every record filtered out). The
+ * OTel session's DiagnosticSource lines are kept by collect/dsession.c, as every session's are.
  */
-int otel_specs_join(const char *args, const char *lines, char **out);
 
 #endif

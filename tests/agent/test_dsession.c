@@ -19,6 +19,7 @@
 
 #include "bufpool.h"
 #include "dsession.h"
+#include "dsspec.h"
 #include "err.h"
 #include "fake_runtime.h"
 #include "ipc_test_loop.h"
@@ -520,14 +521,14 @@ static bool k_left_came(void *ud)
     return ((const struct keeper_rec *)ud)->lefts > 0;
 }
 
-/* Whether the fake's last CollectTracing request names the keeper's provider (UTF-16LE). */
-static bool request_joined(const struct fixture *fx)
+/* Whether the fake's last CollectTracing request holds text (as UTF-16LE). */
+static bool request_has(const struct fixture *fx, const char *text)
 {
-    const char *name = joined_provider.name;
-    uint8_t u16[64];
-    size_t n = strlen(name);
+    uint8_t u16[128];
+    size_t n = strlen(text);
+    assert_true(2 * n <= sizeof(u16));
     for (size_t i = 0; i < n; i++) {
-        u16[2 * i] = (uint8_t)name[i];
+        u16[2 * i] = (uint8_t)text[i];
         u16[2 * i + 1] = 0;
     }
     for (uint8_t id = 0x02; id <= 0x06; id++) {
@@ -538,6 +539,12 @@ static bool request_joined(const struct fixture *fx)
         }
     }
     return false;
+}
+
+/* Whether the fake's last CollectTracing request names the keeper's provider. */
+static bool request_joined(const struct fixture *fx)
+{
+    return request_has(fx, joined_provider.name);
 }
 
 /* Every session is shown to the keeper, whoever starts it (but the keeper's own): it starts with
@@ -610,6 +617,115 @@ static void test_dsession_keeper(void **state)
     dsession_set_keeper(NULL);
 }
 
+/* ---- the one-spec-set rule for DiagnosticSource (dsession.h) ----------------------------------
+ */
+
+struct created {
+    const struct fixture *fx;
+    unsigned n;
+};
+
+static bool sessions_created(void *ud)
+{
+    const struct created *c = ud;
+    return fake_runtime_sessions(c->fx->fake) >= c->n;
+}
+
+/* A session with the provider starts with every live one's lines; once one that had it ends, a
+ * refresher asks for the others' lines again (and only theirs), and it goes with the last one. */
+static void test_dsession_spec_sets(void **state)
+{
+    struct fixture fx;
+    fixture_fake(&fx, *state, &streaming);
+    static const struct ipc_provider pa = {.name = DSSPEC_PROVIDER,
+                                           .keywords = 0x3,
+                                           .level = 5,
+                                           .arguments = "FilterAndPayloadSpecs=\"LineA\""};
+    static const struct ipc_provider pb[] = {
+        {.name = "Microsoft-Windows-DotNETRuntime", .keywords = 0x1, .level = 4},
+        {.name = "microsoft-diagnostics-diagnosticsource",
+         .keywords = 0x3,
+         .level = 5,
+         .arguments = "k=1;FilterAndPayloadSpecs=\"LineB\r\nLineA\""}};
+    struct ipc_collect_config ca = {
+        .buffer_mb = 16, .format = 1, .providers = &pa, .provider_count = 1};
+    struct ipc_collect_config cb = {
+        .buffer_mb = 16, .format = 1, .providers = pb, .provider_count = 2};
+    struct dsession_config cfa = config(2000, 3000);
+    cfa.collect = &ca;
+    struct dsession_config cfb = config(2000, 3000);
+    cfb.collect = &cb;
+    static struct rec ra;
+    static struct rec rb;
+    rec_init(&ra);
+    rec_init(&rb);
+    start(&fx, &rb, &cfb);
+    assert_true(tl_run_until(fx.tl, rec_started, &rb, 2000));
+    start(&fx, &ra, &cfa);
+    assert_true(tl_run_until(fx.tl, rec_started, &ra, 2000));
+    assert_true(request_has(&fx, "LineA") && request_has(&fx, "LineB")); /* A carries B's too */
+
+    /* B ends: its own lines (LineB and LineA) leave; A's (LineA) are asked for again */
+    dsession_stop(rb.ds);
+    struct created c = {.fx = &fx, .n = 3};
+    assert_true(tl_run_until(fx.tl, sessions_created, &c, 3000));
+    assert_true(tl_run_until(fx.tl, rec_ended, &rb, 3000));
+    assert_true(request_has(&fx, "LineA") && !request_has(&fx, "LineB"));
+    assert_int_equal(sessions.live, 2); /* A and the refresher */
+
+    /* A ends: the refresher goes too, and nothing starts again */
+    dsession_stop(ra.ds);
+    assert_true(tl_run_until(fx.tl, rec_ended, &ra, 3000));
+    assert_true(tl_run_until(fx.tl, no_live_sessions, NULL, 3000));
+    tl_run_for(fx.tl, 50);
+    assert_int_equal(fake_runtime_sessions(fx.fake), 3);
+    assert_int_equal(sessions.live, 0);
+    fixture_done(&fx);
+}
+
+/* ---- the one-spec-set rule's strings (dsspec.h) -------------------------------------------- */
+
+static void test_dsspec_strings(void **state)
+{
+    (void)state;
+    const char *v = NULL;
+    size_t n = 0;
+    assert_false(dsspec_args_value(NULL, &v, &n));
+    assert_false(dsspec_args_value("k=\"v;FilterAndPayloadSpecs=no\";z=1", &v, &n));
+    assert_true(dsspec_args_value("k=\"a;b\";FilterAndPayloadSpecs=\"A\r\nB\";z=1", &v, &n));
+    assert_true(n == 4 && memcmp(v, "A\r\nB", 4) == 0);
+    assert_true(dsspec_args_value("FilterAndPayloadSpecs=A;z=1", &v, &n));
+    assert_true(n == 1 && v[0] == 'A');
+
+    /* the union: trimmed, no blank line, no line twice */
+    struct buf u;
+    buf_init(&u, 0);
+    assert_int_equal(dsspec_lines_add(&u, " A \r\n\nB\n", strlen(" A \r\n\nB\n")), 2);
+    assert_int_equal(dsspec_lines_add(&u, "B\r\nC\nA", strlen("B\r\nC\nA")), 1);
+    assert_int_equal(dsspec_lines_add(&u, "AB", 2), 1);
+    assert_string_equal(buf_cstr(&u), "A\r\nB\r\nC\r\nAB\r\n");
+
+    static const struct {
+        const char *args;
+        const char *want;
+    } cases[] = {
+        {NULL, "FilterAndPayloadSpecs=\"L1\r\nL2\""},
+        {"", "FilterAndPayloadSpecs=\"L1\r\nL2\""},
+        {"FilterAndPayloadSpecs=\"A/B:-x;y\"", "FilterAndPayloadSpecs=\"L1\r\nL2\""},
+        {"FilterAndPayloadSpecs=A;", "FilterAndPayloadSpecs=\"L1\r\nL2\""},
+        {"k=\"v;FilterAndPayloadSpecs=no\";FilterAndPayloadSpecs=A;z=1",
+         "k=\"v;FilterAndPayloadSpecs=no\";z=1;FilterAndPayloadSpecs=\"L1\r\nL2\""},
+        {"k=v", "k=v;FilterAndPayloadSpecs=\"L1\r\nL2\""},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        char *out = NULL;
+        assert_int_equal(dsspec_args_set(cases[k].args, "L1\r\nL2\r\n", &out), 0);
+        assert_string_equal(out, cases[k].want);
+        free(out);
+    }
+    buf_fini(&u);
+}
+
 /* A configuration without its timeouts or a consumer without its calls starts nothing. */
 static void test_dsession_invalid(void **state)
 {
@@ -644,7 +760,8 @@ int main(void)
         LOOP_TEST(test_dsession_feed_error),   LOOP_TEST(test_dsession_stop_before_start),
         LOOP_TEST(test_dsession_timeouts),     LOOP_TEST(test_dsession_abort),
         LOOP_TEST(test_dsession_invalid),      LOOP_TEST(test_dsession_take_buffer),
-        LOOP_TEST(test_dsession_keeper),
+        LOOP_TEST(test_dsession_keeper),       cmocka_unit_test(test_dsspec_strings),
+        LOOP_TEST(test_dsession_spec_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -338,31 +338,6 @@ static bool starts_with(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-/* Another session's DiagnosticSource arguments with the OTel lines joined (otel_specs_join). */
-static void test_specs_join(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *args;
-        const char *want;
-    } cases[] = {
-        {NULL, "FilterAndPayloadSpecs=\"L1\r\n\""},
-        {"", "FilterAndPayloadSpecs=\"L1\r\n\""},
-        {"FilterAndPayloadSpecs=\"A/B:-x;y\"", "FilterAndPayloadSpecs=\"A/B:-x;y\r\nL1\r\n\""},
-        {"FilterAndPayloadSpecs=\"A\r\n\"", "FilterAndPayloadSpecs=\"A\r\nL1\r\n\""},
-        {"FilterAndPayloadSpecs=A", "FilterAndPayloadSpecs=\"A\r\nL1\r\n\""},
-        {"k=\"v;FilterAndPayloadSpecs=no\";FilterAndPayloadSpecs=A;z=1",
-         "k=\"v;FilterAndPayloadSpecs=no\";FilterAndPayloadSpecs=\"A\r\nL1\r\n\";z=1"},
-        {"k=v", "k=v;FilterAndPayloadSpecs=\"L1\r\n\""},
-    };
-    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-        char *out = NULL;
-        assert_int_equal(otel_specs_join(cases[k].args, "L1\r\n", &out), 0);
-        assert_string_equal(out, cases[k].want);
-        free(out);
-    }
-}
-
 static void test_otel_providers(void **state)
 {
     (void)state;
@@ -483,7 +458,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_otel_proc_flow, tl_setup, tl_teardown),
         cmocka_unit_test(test_otel_providers),
-        cmocka_unit_test(test_specs_join),
         cmocka_unit_test_setup_teardown(test_metrics_for_export, tl_setup, tl_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -326,9 +326,11 @@ def main():
         check_abandoned_trace(rx, app, port)
         check_logs_trace(rx, app, port, tmp, log)
         text = log_text(log)
-        check(f"process {app.pid}: another DiagnosticSource session also carries OpenTelemetry's" in text
+        check("a DiagnosticSource session also carries the FilterAndPayloadSpecs lines of" in text
+              and "took the runtime's one FilterAndPayloadSpecs list with it; set again" in text
               and f"process {app.pid}: its OpenTelemetry session starts again" in text,
-              "the trace carried OTel's specs, and OTel's session asked again after it")
+              "the trace carried OTel's lines and they were set again after it; OTel's session asked "
+              "for its log filter again after the logs trace")
     finally:
         if dm is not None:
             stop(dm, 15)

@@ -37,6 +37,8 @@ Other triggers (trigger_mode; each first held below its threshold, where it must
     is 155), 10 % fire p95 (`hist-record`);
   - ThreadpoolQueueLength GreaterThan 100: not on 60 work items queued behind blocked pool
     threads, fires on 1000 (`tp-block`);
+  - two ASP.NET rules on one app: after one's session ends (ActionCount 1) and after a trace with
+    the Http profile, the other still counts every request (one DiagnosticSource list per process);
   - AspNetRequestDuration (2 s): not on a 1.5 s request; a request left open (GET /slow for 40 s)
     counts on a Hosting counters' heartbeat (at most every 9 s): fires while it is still open.
 
@@ -234,6 +236,60 @@ def aspnet_mode(tmp, script):
         app.kill()
         stop_dotmon(dm, log, 6000)
     check(dm.returncode == 0, f"aspnet: dotmon stopped cleanly ({dm.returncode})")
+
+
+def shared_specs_mode(tmp, script):
+    """The runtime keeps one DiagnosticSource list of lines per process, emptied when any session
+    with that provider ends: two ASP.NET rules, one finishing after its first action, and a trace
+    with the Http profile; the other rule must still see every request after each ends."""
+    out = os.path.join(tmp, "shared.txt")
+    cfg = {
+        "GlobalCounter": {"IntervalSeconds": 1},
+        "CollectionRules": {
+            "Once": {"Trigger": {"Type": "AspNetRequestCount",
+                                 "Settings": {"RequestCount": 1, "SlidingWindowDuration": "00:01:00"}},
+                     "Actions": [execute(script, out, "once")], "Limits": {"ActionCount": 1}},
+            "Three": {"Trigger": {"Type": "AspNetRequestCount",
+                                  "Settings": {"RequestCount": 3, "SlidingWindowDuration": "00:01:00"}},
+                      "Actions": [execute(script, out, "three")]},
+        },
+    }
+    app = App(tmp)
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(tmp, "dotmon-shared.log"), "w+")
+    dm = start(tmp, cfg, port, log)
+    try:
+        check(wait_listed(port, app.pid), f"shared: dotmon lists the app {app.pid}")
+
+        def state(name):
+            st, _, body = get(f"{api}/collectionrules?pid={app.pid}")
+            return (json.loads(body) if st == 200 else {}).get(name, {}).get("state")
+
+        check(wait_for(lambda: state("Once") == "Running" and state("Three") == "Running", 15),
+              "shared: both rules are Running")
+        time.sleep(4)  # the trigger sessions start
+        app.command("http 0 1")
+        check(wait_for(lambda: state("Once") == "Finished", 15),
+              f"shared: Once fired and finished (its session ended): {lines(out)}")
+        time.sleep(2)
+        app.command("http 0 2")
+        check(wait_for(lambda: lines(out).count("three") == 1, 15),
+              f"shared: Three still saw the requests after Once's session ended: {lines(out)}")
+        time.sleep(3)  # Three's session starts again after its action
+        st, _, _ = fetch(f"{api}/trace?pid={app.pid}&profile=Http&durationSeconds=2", timeout=30)
+        check(st == 200, f"shared: a trace with the Http profile ({st})")
+        time.sleep(1)
+        app.command("http 0 3")
+        check(wait_for(lambda: lines(out).count("three") == 2, 15),
+              f"shared: Three still saw the requests after the trace ended: {lines(out)}")
+        text = open(os.path.join(tmp, "dotmon-shared.log")).read()
+        check("took the runtime's one FilterAndPayloadSpecs list with it; set again" in text,
+              "shared: dotmon set the lines again after a session ended")
+    finally:
+        app.kill()
+        stop_dotmon(dm, log, 6000)
+    check(dm.returncode == 0, f"shared: dotmon stopped cleanly ({dm.returncode})")
 
 
 def fired(out, word):
@@ -537,6 +593,7 @@ def main():
         collect_mode(tmp, script)
         connect_mode(tmp, script)
         aspnet_mode(tmp, script)
+        shared_specs_mode(tmp, script)
         listen_mode(tmp, script)
         trigger_mode(tmp)
     finally:

@@ -21,6 +21,20 @@
       system and changed nothing in it; no secret in its log; the shared volume is empty once the
       pod has stopped, and `podman kube down` leaves no pod, container or volume.
 
+  check_pod.py node --repo ROOT --state DIR --dotmon BIN --checker BIN
+      Node mode (issue 34): two app pods played with `podman kube play`, each the test app as pid
+      1 with its own /tmp and nothing shared, and container/k8s/node-mode.yaml's DaemonSet run the
+      way podman 4.3 can (its kube play knows neither DaemonSet nor hostPID): `podman run` with
+      the pod template's settings, each as the flag that means it (host pid namespace, uid 0, the
+      documented capabilities only, read-only root, no privilege escalation, the memory limit).
+      dotmon lists both apps by host pid with their podman container ids, pod names, namespace
+      and nsPid 1; a complete gc-verbose trace, a Mini dump (ELF core) and a gcdump of each;
+      /metrics labelled with each pod; a rule filtered on one pod name applies to that pod's app
+      only and runs once; an app killed and started again by its pod is a new instance (new host
+      pid and cookie, same pod) and the old one leaves the list; dotmon's effective capabilities
+      are exactly the documented ones. The same dotmon without them lists no app, counts the
+      processes it may not look into in /info?extras=true, and names CAP_SYS_PTRACE in its log.
+
   check_pod.py dockerfile --repo ROOT --state DIR --dotmon BIN
       Builds container/Dockerfile itself with `buildah bud`, on a Debian 12 base made here with
       debootstrap (no registry is reachable, so debian:12-slim cannot be pulled; BUILD_IMAGE is
@@ -41,6 +55,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -601,9 +617,270 @@ def check_pod_stop(eng, pod, manifest, fails, w):
         fails.check(not os.path.exists(src) or not os.listdir(src), w, f"volume {vname} not empty after kube down")
 
 
+# ---------------------------------------------------------------------------------------------
+# node mode: two app pods and one dotmon with the host's pid namespace
+# ---------------------------------------------------------------------------------------------
+
+NODE_APPS = ("orders-7d4f9-x2k8q", "billing-5c6b8-q9zt4")
+NODE_NAMESPACE = "shop"
+NODE_DOTMON = "dotmon-node-test"
+
+
+def node_daemonset(repo):
+    """node-mode.yaml's DaemonSet: its pod spec and its dotmon container."""
+    with open(os.path.join(repo, "container/k8s/node-mode.yaml"), encoding="utf-8") as f:
+        docs = [d for d in cc.yaml.safe_load_all(f) if d]
+    ds = next(d for d in docs if d.get("kind") == "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    return spec, next(c for c in spec["containers"] if cc.is_dotmon(c))
+
+
+def node_run_args(spec, c, key, rule_env, name=NODE_DOTMON, caps=True):
+    """`podman run` for the DaemonSet's pod template, setting by setting (podman 4.3's kube play
+    knows neither DaemonSet nor hostPID, which came in 4.5): the host's pid namespace, the pod's
+    user, the container's capabilities, read-only root, no privilege escalation, its resources,
+    env (the Secret's keys by value, the downward API's fields by a value of this pod) and args
+    (the pod's address as "+": every address of the container's network namespace)."""
+    want_caps = caps
+    sc, psc = c.get("securityContext") or {}, spec.get("securityContext") or {}
+    caps = sc.get("capabilities") or {}
+    args = ["run", "-d", "--name", name]
+    if spec.get("hostPID"):
+        args += ["--pid", "host"]
+    args += ["--user", f"{psc.get('runAsUser', 0)}:{psc.get('runAsGroup', 0)}"]
+    args += [f"--cap-drop={x}" for x in caps.get("drop") or []]
+    args += [f"--cap-add={x}" for x in (caps.get("add") or []) if want_caps]
+    if sc.get("readOnlyRootFilesystem"):
+        args.append("--read-only")
+    if sc.get("allowPrivilegeEscalation") is False:
+        args += ["--security-opt", "no-new-privileges"]
+    lim = (c.get("resources") or {}).get("limits") or {}
+    if "memory" in lim:
+        args += ["--memory", lim["memory"].replace("Mi", "m")]
+    fields = {"metadata.name": "dotmon-node-test", "metadata.namespace": "dotmon",
+              "spec.nodeName": socket.gethostname(), "status.podIP": "+"}
+    for e in c.get("env") or []:
+        vf = e.get("valueFrom") or {}
+        if "secretKeyRef" in vf:
+            value = key[vf["secretKeyRef"]["key"]]
+        elif "fieldRef" in vf:
+            value = fields[vf["fieldRef"]["fieldPath"]]
+        else:
+            value = e["value"]
+        args += ["-e", f"{e['name']}={value}"]
+    for k, v in rule_env.items():
+        args += ["-e", f"{k}={v}"]
+    return args + [DOTMON_IMAGE] + [x.replace("$(POD_IP)", "+") for x in c.get("args") or []]
+
+
+def node_apps_manifest(tmp):
+    """Two app pods as users have them: the test app as pid 1 of each, each with its own /tmp (the
+    image's), sharing nothing with dotmon; POD_NAMESPACE as the downward API gives it (podman
+    takes the value; the pod name is the container's HOSTNAME, as in Kubernetes)."""
+    docs = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+             "spec": {"containers": [{"name": "app", "image": APP_IMAGE,
+                                      "env": [{"name": "POD_NAMESPACE", "value": NODE_NAMESPACE}],
+                                      "securityContext": {"allowPrivilegeEscalation": False,
+                                                          "capabilities": {"drop": ["ALL"]}}}]}}
+            for name in NODE_APPS]
+    path = os.path.join(tmp, "apps.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        cc.yaml.safe_dump_all(docs, f)
+    return path
+
+
+def container_ip(eng, name):
+    nets = (eng.inspect("container", name).get("NetworkSettings") or {}).get("Networks") or {}
+    return next((n["IPAddress"] for n in nets.values() if n.get("IPAddress")), None)
+
+
+def cap_mask(names):
+    bits = {"DAC_OVERRIDE": 1, "DAC_READ_SEARCH": 2, "SYS_PTRACE": 19}
+    return sum(1 << bits[n] for n in names)
+
+
+def cmd_node(a):
+    fails = Failures()
+    w = "node-mode.yaml"
+    eng = Engine(a.state)
+    for image in (DOTMON_IMAGE, APP_IMAGE):
+        if eng.podman("image", "exists", image, check=False).returncode != 0:
+            log(f"FAIL {image} is not in {eng.state}: the container_images test builds it")
+            return 1
+    spec, dm = node_daemonset(a.repo)
+    key = cc.generate_key(lambda args, env: subprocess.run([a.dotmon] + args, capture_output=True, text=True, timeout=30))
+    token = key["token"]
+    # A rule for one pod by name (item 2): it applies to that pod's app only.
+    rule = "DotnetMonitor_CollectionRules__OnePod__"
+    rule_env = {rule + "Filters__0__Key": "PodName", rule + "Filters__0__Value": NODE_APPS[0],
+                rule + "Trigger__Type": "Startup", rule + "Actions__0__Type": "GetEnvironmentVariable",
+                rule + "Actions__0__Settings__Name": "POD_NAMESPACE"}
+    tmp = tempfile.mkdtemp(prefix="dotmon-node-")
+    apps = node_apps_manifest(tmp)
+    eng.podman("kube", "down", apps, check=False)
+    for name in (NODE_DOTMON, NODE_DOTMON + "-nocap"):
+        eng.podman("rm", "-f", name, check=False)
+    try:
+        r = eng.podman("kube", "play", apps, check=False, timeout=300)
+        if not fails.check(r.returncode == 0, w, f"podman kube play (apps): exit {r.returncode}: {r.stderr.strip()[-1500:]}"):
+            return report(fails, "")
+        ids = {}
+        for name in NODE_APPS:
+            c = eng.inspect("container", container_named(eng, name, "app"))
+            ids[name] = (c["Id"], c["State"]["Pid"])
+        log(f"  app pods: {ids}")
+        r = eng.podman(*node_run_args(spec, dm, key, rule_env), check=False)
+        if not fails.check(r.returncode == 0, w, f"podman run dotmon: exit {r.returncode}: {r.stderr.strip()[-1500:]}"):
+            return report(fails, "")
+        ip = container_ip(eng, NODE_DOTMON)
+        api = f"http://{ip}:52323"
+        st = settle(lambda: fetch(api + "/readyz", timeout=2)[0], 200, 60)
+        if not fails.check(st == 200, w, f"/readyz at {api} did not answer 200 within 60 s"):
+            return report(fails, "")
+        node_checks(eng, api, token, ids, a, tmp, fails, w)
+        node_restart(eng, api, token, ids, fails, w)
+        node_container(eng, dm, fails, w)
+        node_without_caps(eng, spec, dm, key, token, ids, fails, w)
+    finally:
+        out = eng.podman("logs", NODE_DOTMON, check=False)
+        text = (out.stdout or "") + (out.stderr or "")
+        fails.check(token not in text and key["PublicKey"] not in text, w, "a secret is in dotmon's log")
+        if fails.items:
+            log("--- dotmon's log (tail) ---\n" + text[-4000:])
+        for name in (NODE_DOTMON, NODE_DOTMON + "-nocap"):
+            eng.podman("rm", "-f", "-t", "5", name, check=False)
+        eng.podman("kube", "down", apps, check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return report(fails, "node mode: one dotmon with the host's pid namespace sees both pods")
+
+
+def node_listed(api, token):
+    st, _, body = fetch(api + "/processes?extras=true", token=token)
+    return json.loads(body) if st == 200 else []
+
+
+def node_checks(eng, api, token, ids, a, tmp, fails, w):
+    """Both apps listed with who they are, then a trace, a Mini dump, a gcdump, /metrics labels
+    and the one-pod rule for each."""
+    procs = settle(lambda: node_listed(api, token),
+                   lambda ps: all(any(p.get("pid") == hp for p in ps) for _, hp in ids.values()), 30, 0.3)
+    for name, (cid, hpid) in ids.items():
+        p = next((p for p in procs if p.get("pid") == hpid), None)
+        log(f"  /processes?extras=true, host pid {hpid}: {p}")
+        if not fails.check(p is not None, w, f"{name}'s app (host pid {hpid}) is not listed: {procs}"):
+            continue
+        fails.check(p.get("name") == "TestApp" and p.get("containerId") == cid and p.get("podName") == name
+                    and p.get("podNamespace") == NODE_NAMESPACE and p.get("nsPid") == 1, w,
+                    f"{name}: name, containerId {cid[:12]}, podName, podNamespace {NODE_NAMESPACE}, nsPid 1 expected: {p}")
+        path = os.path.join(tmp, f"{name}.nettrace")
+        st, _, n = fetch(api + f"/trace?pid={hpid}&profile=gc-verbose&durationSeconds=3", token=token, timeout=60, dest=path)
+        if fails.check(st == 200, w, f"{name}: /trace answered {st}: {n!r}"):
+            rc, c = run_json([a.checker, path])
+            fails.check(rc == 0 and c.get("verdict") == "COMPLETE" and c.get("gcStart", 0) > 0, w,
+                        f"{name}: the trace: exit {rc}, {c}")
+            log(f"  {name}: trace {n} bytes, {c.get('verdict')}, {c.get('events')} events, GCStart {c.get('gcStart')}")
+        path = os.path.join(tmp, f"{name}.dmp")
+        st, _, n = fetch(api + f"/dump?pid={hpid}&type=Mini", token=token, timeout=120, dest=path)
+        if fails.check(st == 200, w, f"{name}: /dump answered {st}: {n!r}"):
+            fails.check(elf_core(path), w, f"{name}: the dump is not an ELF core file")
+            log(f"  {name}: Mini dump {n} bytes")
+        path = os.path.join(tmp, f"{name}.gcdump")
+        st, _, n = fetch(api + f"/gcdump?pid={hpid}", token=token, timeout=120, dest=path)
+        if fails.check(st == 200, w, f"{name}: /gcdump answered {st}: {n!r}"):
+            with open(path, "rb") as f:
+                head = f.read(64)
+            fails.check(b"!FastSerialization" in head, w, f"{name}: the gcdump is not a FastSerialization file: {head[:32]!r}")
+            log(f"  {name}: gcdump {n} bytes")
+        st, _, body = fetch(api + f"/collectionrules?pid={hpid}", token=token)
+        rules = json.loads(body) if st == 200 else None
+        want = name == NODE_APPS[0]
+        fails.check(rules is not None and ("OnePod" in rules) == want, w,
+                    f"{name}: the rule for pod {NODE_APPS[0]} {'applies' if want else 'does not apply'}: {st} {body[:300]!r}")
+        if want and rules:
+            done = settle(lambda: json.loads(fetch(api + f"/collectionrules/OnePod?pid={hpid}", token=token)[2] or b"{}"),
+                          lambda d: d.get("lifetimeOccurrences") == 1, 15, 0.3)
+            fails.check(done.get("lifetimeOccurrences") == 1, w, f"{name}: the one-pod rule ran once: {done}")
+    murl = api.replace(":52323", ":52325") + "/metrics"
+
+    def scraped():
+        st, _, body = fetch(murl, timeout=5)
+        return body.decode(errors="replace") if st == 200 else ""
+
+    def labelled(t):
+        return all(re.search(rf'^systemruntime_cpu_usage_ratio\{{[^}}]*pid="{hp}"[^}}]*pod="{n}"[^}}]*namespace="{NODE_NAMESPACE}"', t, re.M)
+                   for n, (_, hp) in ids.items())
+
+    text = settle(scraped, labelled, 40, 1)
+    fails.check(labelled(text), w, "/metrics has no systemruntime_cpu_usage_ratio labelled with each app's pid, pod "
+                f"and namespace within 40 s: {[l for l in text.splitlines() if 'cpu_usage' in l][:4]}")
+
+
+def node_restart(eng, api, token, ids, fails, w):
+    """An app restarted in its pod is a new instance: a new host pid and runtime cookie, the same
+    pod; the old one is gone from the list."""
+    name = NODE_APPS[1]
+    old_pid = ids[name][1]
+    old = next((p for p in node_listed(api, token) if p.get("pid") == old_pid), {})
+    # The app dies (SIGKILL from outside); the pod's restart policy (Always, as a Deployment's)
+    # starts it again in the same pod.
+    os.kill(old_pid, signal.SIGKILL)
+    app = container_named(eng, name, "app")
+    new_pid = settle(lambda: (eng.inspect("container", app).get("State") or {}).get("Pid") or 0,
+                     lambda p: p not in (0, old_pid), 30, 0.3)
+    if not fails.check(new_pid not in (0, old_pid), w, f"podman did not start {name}'s app again"):
+        return
+    procs = settle(lambda: node_listed(api, token),
+                   lambda ps: any(p.get("pid") == new_pid for p in ps) and not any(p.get("pid") == old_pid for p in ps),
+                   30, 0.3)
+    new = next((p for p in procs if p.get("pid") == new_pid), {})
+    log(f"  {name} restarted: host pid {old_pid} -> {new_pid}, uid {old.get('uid')} -> {new.get('uid')}")
+    fails.check(new.get("podName") == name and new.get("uid") and new.get("uid") != old.get("uid")
+                and not any(p.get("pid") == old_pid for p in procs), w,
+                f"the restarted app is listed as a new instance of pod {name}, the old one gone: {procs}")
+
+
+def node_without_caps(eng, spec, dm, key, token, ids, fails, w):
+    """The same dotmon without the added capabilities: no app listed, /info?extras=true counts the
+    processes it may not look into, and its log names the capability (no silent empty list)."""
+    name = NODE_DOTMON + "-nocap"
+    r = eng.podman(*node_run_args(spec, dm, key, {}, name=name, caps=False), check=False)
+    if not fails.check(r.returncode == 0, w, f"podman run dotmon without capabilities: exit {r.returncode}: {r.stderr[-800:]}"):
+        return
+    api = f"http://{container_ip(eng, name)}:52323"
+    st = settle(lambda: fetch(api + "/readyz", timeout=2)[0], 200, 60)
+    info = settle(lambda: json.loads(fetch(api + "/info?extras=true", token=token)[2] or b"{}"),
+                  lambda i: (i.get("node") or {}).get("processesDenied", 0) >= len(ids), 15, 0.3)
+    procs = node_listed(api, token)
+    out = eng.podman("logs", name, check=False)
+    text = (out.stdout or "") + (out.stderr or "")
+    log(f"  without capabilities: /readyz {st}, /processes {[p.get('pid') for p in procs]}, node {info.get('node')}")
+    fails.check(st == 200 and not any(p.get("pid") in [hp for _, hp in ids.values()] for p in procs), w,
+                f"without SYS_PTRACE dotmon lists the apps: {procs}")
+    fails.check((info.get("node") or {}).get("processesDenied", 0) >= len(ids), w,
+                f"/info?extras=true does not count the processes it may not look into: {info.get('node')}")
+    fails.check("CAP_SYS_PTRACE" in text, w, "without SYS_PTRACE the log does not name the capability")
+
+
+def node_container(eng, dm, fails, w):
+    """dotmon ran with the host's pid namespace, uid 0, the documented capabilities only and a
+    read-only root."""
+    c = eng.inspect("container", NODE_DOTMON)
+    hc = c.get("HostConfig") or {}
+    caps = set((dm.get("securityContext") or {}).get("capabilities", {}).get("add") or [])
+    with open(f"/proc/{c['State']['Pid']}/status", encoding="utf-8") as f:
+        status = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    eff = int(status.get("CapEff", "0"), 16)
+    log(f"  dotmon container: pid mode {hc.get('PidMode')}, CapEff {eff:#x}, uid {status.get('Uid')}, "
+        f"read-only root {hc.get('ReadonlyRootfs')}")
+    fails.check(hc.get("PidMode") == "host", w, f"dotmon's pid namespace is {hc.get('PidMode')!r}, not the host's")
+    fails.check(eff == cap_mask(caps), w, f"dotmon's effective capabilities {eff:#x}, expected {sorted(caps)} ({cap_mask(caps):#x})")
+    fails.check(status.get("Uid", "").split()[:1] == ["0"], w, f"dotmon runs as uid {status.get('Uid')}, not 0")
+    fails.check(hc.get("ReadonlyRootfs") is True, w, "dotmon's root file system is not read-only")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["images", "pod", "dockerfile"])
+    ap.add_argument("mode", choices=["images", "pod", "node", "dockerfile"])
     ap.add_argument("--repo", required=True)
     ap.add_argument("--state", required=True, help="private podman configuration and storage")
     ap.add_argument("--dotmon", required=True, help="this build's dotmon (version, key generation)")
@@ -618,7 +895,7 @@ def main():
         log(f"SKIPPED: {why}")
         return SKIP
     try:
-        return {"images": cmd_images, "pod": cmd_pod, "dockerfile": cmd_dockerfile}[a.mode](a)
+        return {"images": cmd_images, "pod": cmd_pod, "node": cmd_node, "dockerfile": cmd_dockerfile}[a.mode](a)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
         print(f"FAIL {e}")
         return 1

@@ -30,8 +30,9 @@
       dotmon lists both apps by host pid with their podman container ids, pod names, namespace
       and nsPid 1; a complete gc-verbose trace, a Mini dump (ELF core) and a gcdump of each;
       /metrics labelled with each pod; a rule filtered on one pod name applies to that pod's app
-      only and runs once; an app killed and started again by its pod is a new instance (new host
-      pid and cookie, same pod) and the old one leaves the list; dotmon's effective capabilities
+      only and runs once; an app killed while a Full dump of it is written and started again by
+      its pod is a new instance (new host pid and cookie, same pod), the old one leaves the list
+      and its /tmp (kept across the restart) holds no dump; dotmon's effective capabilities
       are exactly the documented ones. The same dotmon without them lists no app, counts the
       processes it may not look into in /info?extras=true, and names CAP_SYS_PTRACE in its log.
 
@@ -60,6 +61,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -817,13 +819,25 @@ def node_checks(eng, api, token, ids, a, tmp, fails, w):
 
 def node_restart(eng, api, token, ids, fails, w):
     """An app restarted in its pod is a new instance: a new host pid and runtime cookie, the same
-    pod; the old one is gone from the list."""
+    pod; the old one is gone from the list. It dies in the middle of a Full dump, which must leave
+    no file behind in its container's /tmp."""
     name = NODE_APPS[1]
     old_pid = ids[name][1]
     old = next((p for p in node_listed(api, token) if p.get("pid") == old_pid), {})
-    # The app dies (SIGKILL from outside); the pod's restart policy (Always, as a Deployment's)
-    # starts it again in the same pod.
+    box = {}
+    t = threading.Thread(target=lambda: box.update(r=fetch(api + f"/dump?pid={old_pid}&type=Full", token=token,
+                                                            timeout=120, dest=os.devnull)))
+    t.start()
+    tmpdir = f"/proc/{old_pid}/root/tmp"
+    began, deadline = [], time.monotonic() + 20
+    while not began and time.monotonic() < deadline and t.is_alive():  # a Full dump takes ~0.5 s
+        began = [n for n in os.listdir(tmpdir) if n.endswith(".dmp")]
+        time.sleep(0.002)
+    # The app dies (SIGKILL from outside) while the dump is written; the pod's restart policy
+    # (Always, as a Deployment's) starts it again in the same pod.
     os.kill(old_pid, signal.SIGKILL)
+    t.join(130)
+    log(f"  {name}: killed while its dump {began} was written; /dump answered {(box.get('r') or ('none',))[0]}")
     app = container_named(eng, name, "app")
     new_pid = settle(lambda: (eng.inspect("container", app).get("State") or {}).get("Pid") or 0,
                      lambda p: p not in (0, old_pid), 30, 0.3)
@@ -837,6 +851,10 @@ def node_restart(eng, api, token, ids, fails, w):
     fails.check(new.get("podName") == name and new.get("uid") and new.get("uid") != old.get("uid")
                 and not any(p.get("pid") == old_pid for p in procs), w,
                 f"the restarted app is listed as a new instance of pod {name}, the old one gone: {procs}")
+    # The container's /tmp (the same file system after the restart) holds no dump or leftover.
+    left = settle(lambda: [n for n in os.listdir(f"/proc/{new_pid}/root/tmp")
+                           if not n.startswith(("dotnet-diagnostic-", "clr-debug-pipe-"))], lambda n: not n, 10, 0.2)
+    fails.check(bool(began) and not left, w, f"the dump begun before the app died ({began}) left {left} in its /tmp")
 
 
 def node_without_caps(eng, spec, dm, key, token, ids, fails, w):

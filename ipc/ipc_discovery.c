@@ -59,6 +59,9 @@
 #define LOG_CAT       "dotmon.ipc.discovery"
 #define MAX_IN_FLIGHT 16
 #define MAX_REFUSALS  3 /* connects refused before a new socket counts as stale */
+/* Node mode: folders watched at most, and the least time between walks an event there starts. */
+#define NODE_WATCH_MAX    1024
+#define NODE_WATCH_GAP_MS 250
 
 /* S_VERIFY: probed, node mode's process being checked again (its start time) before it is
  * listed; S_IDENT: its identity being read (ipc_identity.h), listed once known. */
@@ -152,6 +155,9 @@ struct ipc_discovery {
     uint64_t cut_logged_at; /* uv_now() of that log */
     bool scan_busy;
     bool scan_again;
+    uint64_t walk_started_ms; /* node mode: uv_now() of the last walk's start */
+    int watch_max_wd;         /* node mode: the highest watch descriptor (atomic: the pool's) */
+    int watch_live;           /* node mode: folders watched now (atomic: the pool adds) */
     int stats_busy;
     size_t in_flight;
 
@@ -178,6 +184,7 @@ static void publish(struct ipc_discovery *d);
 static void request_scan(struct ipc_discovery *d);
 static void maybe_finish_close(struct ipc_discovery *d);
 static void on_wake(uv_timer_t *t);
+static void on_rescan_timer(uv_timer_t *t);
 static void on_walk(uv_work_t *w, int status);
 static void walk_work(uv_work_t *w);
 
@@ -815,6 +822,7 @@ static void request_scan(struct ipc_discovery *d)
     int rc;
     if (d->node) {
         d->scan_work.data = d;
+        d->walk_started_ms = uv_now(d->loop);
         rc = uv_queue_work(d->loop, &d->scan_work, walk_work, on_walk);
     } else {
         d->scan_req.data = d;
@@ -857,6 +865,10 @@ static void on_watch(uv_poll_t *h, int status, int events)
         for (char *p = buf; p < buf + n;) {
             const struct inotify_event *ev = (const struct inotify_event *)(void *)p;
             p += sizeof(*ev) + ev->len;
+            if ((ev->mask & IN_IGNORED) != 0 && d->node) {
+                __atomic_sub_fetch(&d->watch_live, 1, __ATOMIC_RELAXED); /* its folder went */
+                continue;
+            }
             if ((ev->mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF)) != 0) {
                 scan = true;
                 continue;
@@ -873,7 +885,18 @@ static void on_watch(uv_poll_t *h, int status, int events)
             scan = true;
         }
     }
-    if (scan) {
+    if (scan && d->node) {
+        /* A runtime's socket in a watched folder: walk now, or once NODE_WATCH_GAP_MS have
+         * passed since the last walk began (a folder's owner cannot make dotmon walk /proc more
+         * often than that by making files). */
+        uint64_t now = uv_now(d->loop);
+        uint64_t next = d->walk_started_ms + NODE_WATCH_GAP_MS;
+        if (next <= now) {
+            request_scan(d);
+        } else {
+            (void)uv_timer_start(&d->rescan_timer, on_rescan_timer, next - now, d->rescan_ms);
+        }
+    } else if (scan) {
         request_scan(d);
     }
 }
@@ -1009,6 +1032,38 @@ static void sock_verify(struct sock *s)
     }
 }
 
+/*
+ * Pool: node mode watches the folder where a runtime it checked has its socket (the process's
+ * TMPDIR beneath its root, opened with no symlink followed, watched through /proc/self/fd), so
+ * that the next runtime there (a restart, another process of the container, a folder several
+ * share) is walked to at once instead of at the next rescan. The kernel keeps one watch per
+ * folder and drops it when the folder's file system goes; at most NODE_WATCH_MAX folders.
+ */
+static void node_watch_folder(struct ipc_discovery *d, const char *root, const char *tmpdir)
+{
+    if (d->inotify_fd < 0 || __atomic_load_n(&d->watch_live, __ATOMIC_RELAXED) >= NODE_WATCH_MAX) {
+        return;
+    }
+    int fd = -1;
+    if (shdir_open_beneath_nolinks(root, tmpdir, O_PATH | O_DIRECTORY, &fd) != 0) {
+        return;
+    }
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    int wd = inotify_add_watch(d->inotify_fd, self, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+    (void)close(fd);
+    /* Watch descriptors grow: a new folder's is above every earlier one (a folder watched
+     * already gets its own back). */
+    int seen = __atomic_load_n(&d->watch_max_wd, __ATOMIC_RELAXED);
+    while (wd > seen) {
+        if (__atomic_compare_exchange_n(&d->watch_max_wd, &seen, wd, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            __atomic_add_fetch(&d->watch_live, 1, __ATOMIC_RELAXED);
+            break;
+        }
+    }
+}
+
 /* Pool: node mode's check of a socket (ipc_node_verify), then its stat, taken as every
  * connection will reach it: beneath the process's root, no symlink followed (ipc_endpoint), and
  * whether its owner is trusted (ipc_trust_allows stats /proc/<pid>: not on the loop). d->trust is
@@ -1032,6 +1087,9 @@ static void check_work(uv_work_t *w)
     }
     s->work_trusted =
         s->work_rc == 0 && ipc_trust_allows(&s->d->trust, (uint32_t)s->work_st.st_uid, sock_pid(s));
+    if (s->work_trusted) {
+        node_watch_folder(s->d, root, s->cand.tmpdir);
+    }
 }
 
 static void on_checked(uv_work_t *w, int status)
@@ -1338,7 +1396,17 @@ int ipc_discovery_start(struct ipc_discovery *d)
     }
     int rc = 0;
     if (d->node) {
-        /* Processes come and go without a file event dotmon could watch: the rescan walks. */
+        /* New processes make no file event in a folder known beforehand: the rescan walks; the
+         * folders of runtimes already checked are watched (node_watch_folder). */
+        d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (d->inotify_fd >= 0 && uv_poll_init(d->loop, &d->watch, d->inotify_fd) == 0) {
+            d->watch.data = d;
+            d->open_handles++;
+            (void)uv_poll_start(&d->watch, UV_READABLE, on_watch);
+        } else if (d->inotify_fd >= 0) {
+            (void)close(d->inotify_fd);
+            d->inotify_fd = -1;
+        }
         (void)uv_timer_start(&d->rescan_timer, on_rescan_timer, d->rescan_ms, d->rescan_ms);
         (void)uv_timer_start(&d->live_timer, on_liveness_timer, d->liveness_ms, d->liveness_ms);
         request_scan(d);

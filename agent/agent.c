@@ -625,6 +625,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
     }
     a->sessions.cleanup_timeout_ms = agent_timeout(a, TIMEOUT_SESSION_CLEANUP);
     a->metric_sessions.cleanup_timeout_ms = agent_timeout(a, TIMEOUT_SESSION_CLEANUP);
+    dsession_set_spec_admission(&a->metric_sessions); /* DiagnosticSource refreshers */
     /* First: a temporary key's next steps go to stdout before any log line (apikey.h). */
     int rc = apikey_setup(a);
     if (rc != 0) {

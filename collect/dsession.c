@@ -19,6 +19,8 @@
 #include "err.h"
 #include "log.h"
 
+struct dsp_hold;
+
 #define DS_REASON_MAX 320
 
 struct dsession {
@@ -26,12 +28,12 @@ struct dsession {
     const struct dsession_consumer *c;
     void *ctx;
     uint64_t stop_timeout_ms;
-    bool stopping; /* dsession_stop asked (or stop_at_once) */
+    bool stopping;         /* dsession_stop asked (or stop_at_once) */
+    struct dsp_hold *hold; /* its DiagnosticSource lines, held until the runtime is done (NULL) */
 };
 
 /* A session the keeper joined or the spec sets hold: told to them when the runtime is done with
  * it (ipc_session_when_freed), which may be after the dsession itself is gone. */
-struct dsp_hold;
 struct ds_joined_note {
     uv_loop_t *loop;
     uint64_t key;
@@ -93,16 +95,27 @@ struct dsp_proc {
     bool r_live;            /* a refresher is counted: from its start until it is freed */
     bool r_stopping;        /* its stop was asked */
     bool r_redo;            /* start another once it is freed (a session ended meanwhile) */
+    unsigned r_self_ends;   /* refreshers the runtime ended since a session's end (not dotmon) */
+    uint64_t gen;           /* joins so far: a hold's or the refresher's place among them */
+    uint64_t r_gen;         /* the refresher's: the holds it carries joined up to this */
 };
 
 struct dsp_hold {
     struct dsp_hold *next;
     struct dsp_proc *p;
-    char *lines; /* the session's own lines, each ended by "\r\n" ("" for none) */
+    char *lines;  /* the session's own lines, each ended by "\r\n" ("" for none) */
+    uint64_t gen; /* p->gen when it joined: it carries the lines of every hold before it */
+    bool started; /* the runtime acknowledged its session: its Enable was applied */
 };
 
 static struct dsp_proc *dsp_procs;
 static uv_loop_t *dsp_closed; /* dsession_close_specs: no refresher starts on that loop */
+static struct ipc_session_admission *dsp_adm; /* dsession_set_spec_admission (NULL: a hold's) */
+
+void dsession_set_spec_admission(struct ipc_session_admission *adm)
+{
+    dsp_adm = adm;
+}
 
 static bool same_str(const char *a, const char *b)
 {
@@ -149,11 +162,16 @@ static int dsp_union(const struct dsp_proc *p, struct buf *acc)
 
 static void dsp_refresh(struct dsp_proc *p);
 
+static bool dsp_newer_started(const struct dsp_proc *p, uint64_t gen);
+
 static void dsp_r_started(void *ud, uint64_t session_id, int version)
 {
-    (void)ud;
+    struct dsp_proc *p = ud;
     (void)session_id;
     (void)version;
+    if (dsp_newer_started(p, p->r_gen)) {
+        dsp_refresh(p); /* a session that joined after it was applied before it */
+    }
 }
 
 static void dsp_r_data(void *ud, const uint8_t *bytes, size_t n)
@@ -168,8 +186,10 @@ static void dsp_r_end(void *ud, int status, uint32_t hresult)
     struct dsp_proc *p = ud;
     p->rs = NULL;
     if (!p->r_stopping) {
-        /* the runtime ended it (gone, or refused it): no new one until the next session ends */
+        /* the runtime ended it (gone, refused it, a start that timed out): dsp_r_freed says
+         * whether the runtime had it, and then its end emptied the list too */
         p->r_redo = false;
+        p->r_self_ends++;
         log_debug(cat, "%s: the DiagnosticSource refresher session ended (%s, 0x%08x)",
                   p->ep.path != NULL ? p->ep.path : "?", agent_strerror(status), hresult);
     }
@@ -181,9 +201,14 @@ static const struct ipc_session_callbacks dsp_r_callbacks = {
 static void dsp_r_freed(void *ud, bool had_session)
 {
     struct dsp_proc *p = ud;
-    (void)had_session;
+    bool self_ended = !p->r_stopping && !p->r_redo;
     p->r_live = false;
     p->r_stopping = false;
+    /* One more try after a refresher the runtime ended while it had it (once per session's end:
+     * a runtime that ends every one, or is gone, gets no loop of them). */
+    if (self_ended && had_session && p->holds != NULL && p->r_self_ends == 1) {
+        p->r_redo = true;
+    }
     if (p->r_redo) {
         p->r_redo = false;
         dsp_refresh(p);
@@ -220,8 +245,8 @@ static void dsp_refresh(struct dsp_proc *p)
     struct ipc_collect_config cfg = {
         .buffer_mb = 1, .format = 1, .rundown_keyword = 0, .providers = &prov, .provider_count = 1};
     rc = rc != 0 ? rc
-                 : ipc_session_start(p->loop, p->adm, &p->ep, &cfg, p->start_timeout_ms,
-                                     &dsp_r_callbacks, p, &p->rs);
+                 : ipc_session_start(p->loop, dsp_adm != NULL ? dsp_adm : p->adm, &p->ep, &cfg,
+                                     p->start_timeout_ms, &dsp_r_callbacks, p, &p->rs);
     free(args);
     if (rc != 0) {
         p->rs = NULL;
@@ -237,12 +262,74 @@ static void dsp_refresh(struct dsp_proc *p)
     p->r_live = true;
     p->r_stopping = false;
     p->r_redo = false;
+    p->r_gen = p->gen;
     ipc_session_when_freed(p->rs, dsp_r_freed, p);
     log_info(cat,
              "%s: a DiagnosticSource session ended and took the runtime's one "
              "FilterAndPayloadSpecs list with it; set again for the %zu session(s) still "
              "reading it",
              p->ep.path != NULL ? p->ep.path : "?", p->nholds);
+}
+
+/* p for ep on loop, made (and *created set) when there is none; NULL when out of memory. */
+static struct dsp_proc *dsp_get(uv_loop_t *loop, const struct ipc_endpoint *ep, bool *created)
+{
+    struct dsp_proc *p = dsp_find(loop, ep);
+    *created = false;
+    if (p != NULL) {
+        return p;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p == NULL || ipc_endpoint_copy(&p->ep, ep) != 0) {
+        free(p);
+        return NULL;
+    }
+    p->loop = loop;
+    p->next = dsp_procs;
+    dsp_procs = p;
+    *created = true;
+    return p;
+}
+
+/* A hold of the lines in own_args (a provider's arguments); NULL when out of memory. */
+static struct dsp_hold *dsp_hold_new(const char *own_args)
+{
+    const char *val = NULL;
+    size_t len = 0;
+    struct buf own;
+    buf_init(&own, 0);
+    struct dsp_hold *h = NULL;
+    if (!dsspec_args_value(own_args, &val, &len) || dsspec_lines_add(&own, val, len) >= 0) {
+        h = calloc(1, sizeof(*h));
+    }
+    if (h != NULL && (h->lines = strdup(buf_cstr(&own))) == NULL) {
+        free(h);
+        h = NULL;
+    }
+    buf_fini(&own);
+    return h;
+}
+
+/*
+ * The union of in's lines and every hold's of p in *u; how many lines the holds added (0: in's
+ * own are all), or -ENOMEM.
+ */
+static int dsp_union_with(const struct dsp_proc *p, const struct ipc_provider *in, struct buf *u)
+{
+    const char *val = NULL;
+    size_t len = 0;
+    int others = 0;
+    if (dsspec_args_value(in->arguments, &val, &len) && dsspec_lines_add(u, val, len) < 0) {
+        return -ENOMEM;
+    }
+    for (const struct dsp_hold *o = p->holds; o != NULL; o = o->next) {
+        int n = dsspec_lines_add(u, o->lines, strlen(o->lines));
+        if (n < 0) {
+            return n;
+        }
+        others += n;
+    }
+    return others;
 }
 
 /*
@@ -256,55 +343,33 @@ static void dsp_join(uv_loop_t *loop, const struct ipc_endpoint *ep,
 {
     *hold = NULL;
     const struct ipc_provider *in = &j->cfg.providers[which];
-    const char *val = NULL;
-    size_t len = 0;
-    struct buf own;
-    buf_init(&own, 0);
+    bool created = false;
+    struct dsp_proc *p = dsp_get(loop, ep, &created);
+    /* its own lines: those of the caller's configuration (not what a keeper joined) */
+    struct dsp_hold *h = p != NULL ? dsp_hold_new(cfg->collect->providers[which].arguments) : NULL;
+    /* what it sends: the lines it goes with (a keeper's included), then every hold's */
     struct buf u;
     buf_init(&u, 0);
-    struct dsp_proc *p = dsp_find(loop, ep);
-    bool created = false;
-    if (p == NULL) {
-        p = calloc(1, sizeof(*p));
-        if (p == NULL || ipc_endpoint_copy(&p->ep, ep) != 0) {
-            free(p);
-            goto fail;
-        }
-        p->loop = loop;
-        p->next = dsp_procs;
-        dsp_procs = p;
-        created = true;
-    }
-    /* its own lines: those of the caller's configuration (not what a keeper joined) */
-    const char *own_args = cfg->collect->providers[which].arguments;
-    if (dsspec_args_value(own_args, &val, &len) && dsspec_lines_add(&own, val, len) < 0) {
-        goto fail;
-    }
-    struct dsp_hold *h = calloc(1, sizeof(*h));
-    h->lines = h != NULL ? strdup(buf_cstr(&own)) : NULL;
-    if (h == NULL || h->lines == NULL) {
-        free(h);
-        goto fail;
-    }
-    /* what it sends: the lines it goes with (a keeper's included), then every hold's */
-    int others = 0;
-    if (dsspec_args_value(in->arguments, &val, &len) && dsspec_lines_add(&u, val, len) < 0) {
-        others = -ENOMEM;
-    }
-    for (const struct dsp_hold *o = p->holds; others >= 0 && o != NULL; o = o->next) {
-        int n = dsspec_lines_add(&u, o->lines, strlen(o->lines));
-        others = n < 0 ? n : others + n;
-    }
+    int others = h != NULL ? dsp_union_with(p, in, &u) : -ENOMEM;
     char *args = NULL;
-    struct ipc_provider *v = NULL;
-    if (others > 0) {
-        v = calloc(j->cfg.provider_count, sizeof(*v));
-        if (v == NULL || dsspec_args_set(in->arguments, buf_cstr(&u), &args) != 0) {
-            free(v);
+    struct ipc_provider *v = others > 0 ? calloc(j->cfg.provider_count, sizeof(*v)) : NULL;
+    if (others < 0 ||
+        (others > 0 && (v == NULL || dsspec_args_set(in->arguments, buf_cstr(&u), &args) != 0))) {
+        buf_fini(&u);
+        free(v);
+        if (h != NULL) {
             free(h->lines);
             free(h);
-            goto fail;
         }
+        log_warn(cat, "%s: a DiagnosticSource session goes without the other sessions' lines (%s)",
+                 ep->path != NULL ? ep->path : "?", agent_strerror(UV_ENOMEM));
+        if (created) {
+            dsp_maybe_free(p);
+        }
+        return;
+    }
+    buf_fini(&u);
+    if (others > 0) {
         memcpy(v, j->cfg.providers, j->cfg.provider_count * sizeof(*v));
         v[which].arguments = args;
         free(j->mem[0]); /* the keeper's copy, if any: its lines are in args */
@@ -318,6 +383,7 @@ static void dsp_join(uv_loop_t *loop, const struct ipc_endpoint *ep,
                  ep->path != NULL ? ep->path : "?", p->nholds);
     }
     h->p = p;
+    h->gen = ++p->gen;
     h->next = p->holds;
     p->holds = h;
     p->nholds++;
@@ -325,17 +391,6 @@ static void dsp_join(uv_loop_t *loop, const struct ipc_endpoint *ep,
     p->start_timeout_ms = cfg->start_timeout_ms;
     p->stop_timeout_ms = cfg->stop_timeout_ms;
     *hold = h;
-    buf_fini(&own);
-    buf_fini(&u);
-    return;
-fail:
-    buf_fini(&own);
-    buf_fini(&u);
-    log_warn(cat, "%s: a DiagnosticSource session goes without the other sessions' lines (%s)",
-             ep->path != NULL ? ep->path : "?", agent_strerror(UV_ENOMEM));
-    if (created) {
-        dsp_maybe_free(p);
-    }
 }
 
 /* That session is over in the runtime (or never reached it: had_session false). */
@@ -355,10 +410,44 @@ static void dsp_left(struct dsp_hold *h, bool had_session)
     free(h->lines);
     free(h);
     if (had_session && (p->holds != NULL || p->r_live)) {
+        p->r_self_ends = 0; /* a session's end: the refresher that follows may be retried once */
         dsp_refresh(p);
         return;
     }
+    if (p->holds == NULL && p->r_live) { /* the refresher goes with the last hold */
+        p->r_redo = false;
+        if (p->rs != NULL && !p->r_stopping) {
+            p->r_stopping = true;
+            ipc_session_stop(p->rs, p->stop_timeout_ms);
+        }
+        return;
+    }
     dsp_maybe_free(p);
+}
+
+/* Whether a hold that joined after gen has its session acknowledged already. */
+static bool dsp_newer_started(const struct dsp_proc *p, uint64_t gen)
+{
+    for (const struct dsp_hold *h = p->holds; h != NULL; h = h->next) {
+        if (h->gen > gen && h->started) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A held session's start is acknowledged: its Enable set the union of the holds before it. A
+ * hold that joined after it but whose session the runtime acknowledged first was replaced by it
+ * (the runtime runs the requests of several connections in its own order): set them again. */
+static void dsp_started(struct dsp_hold *h)
+{
+    h->started = true;
+    if (dsp_newer_started(h->p, h->gen)) {
+        log_info(cat,
+                 "%s: DiagnosticSource sessions started out of order: their lines are set again",
+                 h->p->ep.path != NULL ? h->p->ep.path : "?");
+        dsp_refresh(h->p);
+    }
 }
 
 void dsession_close_specs(uv_loop_t *loop)
@@ -388,6 +477,9 @@ static void ds_end(struct dsession *ds, int status, uint32_t hresult, const char
 static void ds_on_started(void *ud, uint64_t session_id, int version)
 {
     struct dsession *ds = ud;
+    if (ds->hold != NULL) {
+        dsp_started(ds->hold);
+    }
     if (ds->c->started != NULL) {
         ds->c->started(ds->ctx, session_id, version);
     }
@@ -472,6 +564,7 @@ int dsession_start(uv_loop_t *loop, const struct ipc_endpoint *ep,
         *note = (struct ds_joined_note){.loop = loop, .key = j.key, .keeper = joined, .hold = hold};
         ipc_session_when_freed(ds->sess, ds_on_freed, note);
     }
+    ds->hold = hold; /* valid until ds_on_freed, which comes after every callback of ds */
     if (cfg->stop_at_once) {
         dsession_stop(ds); /* sent as soon as the session id is known */
     }

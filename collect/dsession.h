@@ -95,6 +95,8 @@ struct dsession_config {
 struct dsession_joined {
     struct ipc_collect_config cfg;
     uint64_t key;
+    /* [0]: a copy of the providers, [1]: the arguments of one of them; nothing else (the
+     * DiagnosticSource lines of dsession.c replace both when they join that provider). */
     void *mem[2];
 };
 struct dsession_keeper {
@@ -119,6 +121,9 @@ void dsession_set_keeper(const struct dsession_keeper *k);
  * hold's. dsession_close_specs (shutdown): the refreshers of that loop stop and none starts.
  */
 void dsession_close_specs(uv_loop_t *loop);
+/* The admission refreshers are counted by (borrowed; NULL: the last held session's). The agent
+ * gives its background sessions' so that refreshers never take a trace's place. */
+void dsession_set_spec_admission(struct ipc_session_admission *adm);
 
 struct dsession;
 

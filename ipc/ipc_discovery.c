@@ -116,6 +116,7 @@ struct sock {
     struct stat work_st;
     bool work_trusted;         /* node mode's check: ipc_trust_allows of the socket's owner */
     bool work_cut;             /* node mode's check: net/unix was longer than its read bound */
+    int work_wd;               /* node mode's check: the watch on its folder (-1: none) */
     bool check_due;            /* node mode: a check is owed (started by pump, MAX_IN_FLIGHT) */
     int check_fails;           /* node mode: rechecks since it was last probed, for the backoff */
     uint64_t recheck_at;       /* node mode: uv_now() before which a STALE sock is not rechecked */
@@ -156,8 +157,8 @@ struct ipc_discovery {
     bool scan_busy;
     bool scan_again;
     uint64_t walk_started_ms; /* node mode: uv_now() of the last walk's start */
-    int watch_max_wd;         /* node mode: the highest watch descriptor (atomic: the pool's) */
-    int watch_live;           /* node mode: folders watched now (atomic: the pool adds) */
+    int watch_max_wd;         /* node mode: the highest watch descriptor (the loop's) */
+    int watch_live;           /* node mode: folders watched now (the loop writes, the pool reads) */
     int stats_busy;
     size_t in_flight;
 
@@ -866,7 +867,9 @@ static void on_watch(uv_poll_t *h, int status, int events)
             const struct inotify_event *ev = (const struct inotify_event *)(void *)p;
             p += sizeof(*ev) + ev->len;
             if ((ev->mask & IN_IGNORED) != 0 && d->node) {
-                __atomic_sub_fetch(&d->watch_live, 1, __ATOMIC_RELAXED); /* its folder went */
+                /* its folder went */
+                __atomic_store_n(&d->watch_live, d->watch_live > 0 ? d->watch_live - 1 : 0,
+                                 __ATOMIC_RELAXED);
                 continue;
             }
             if ((ev->mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF)) != 0) {
@@ -1039,28 +1042,30 @@ static void sock_verify(struct sock *s)
  * share) is walked to at once instead of at the next rescan. The kernel keeps one watch per
  * folder and drops it when the folder's file system goes; at most NODE_WATCH_MAX folders.
  */
-static void node_watch_folder(struct ipc_discovery *d, const char *root, const char *tmpdir)
+static int node_watch_folder(struct ipc_discovery *d, const char *root, const char *tmpdir)
 {
     if (d->inotify_fd < 0 || __atomic_load_n(&d->watch_live, __ATOMIC_RELAXED) >= NODE_WATCH_MAX) {
-        return;
+        return -1;
     }
     int fd = -1;
     if (shdir_open_beneath_nolinks(root, tmpdir, O_PATH | O_DIRECTORY, &fd) != 0) {
-        return;
+        return -1;
     }
     char self[64];
     snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
     int wd = inotify_add_watch(d->inotify_fd, self, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
     (void)close(fd);
-    /* Watch descriptors grow: a new folder's is above every earlier one (a folder watched
-     * already gets its own back). */
-    int seen = __atomic_load_n(&d->watch_max_wd, __ATOMIC_RELAXED);
-    while (wd > seen) {
-        if (__atomic_compare_exchange_n(&d->watch_max_wd, &seen, wd, false, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED)) {
-            __atomic_add_fetch(&d->watch_live, 1, __ATOMIC_RELAXED);
-            break;
-        }
+    return wd;
+}
+
+/* Loop: a watch descriptor node_watch_folder got. Descriptors grow: a new folder's is above
+ * every earlier one (a folder watched already gets its own back), so the new ones are counted
+ * here, where IN_IGNORED (its folder gone) counts them down. */
+static void node_watch_count(struct ipc_discovery *d, int wd)
+{
+    if (wd > d->watch_max_wd) {
+        d->watch_max_wd = wd;
+        __atomic_store_n(&d->watch_live, d->watch_live + 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -1087,9 +1092,7 @@ static void check_work(uv_work_t *w)
     }
     s->work_trusted =
         s->work_rc == 0 && ipc_trust_allows(&s->d->trust, (uint32_t)s->work_st.st_uid, sock_pid(s));
-    if (s->work_trusted) {
-        node_watch_folder(s->d, root, s->cand.tmpdir);
-    }
+    s->work_wd = s->work_trusted ? node_watch_folder(s->d, root, s->cand.tmpdir) : -1;
 }
 
 static void on_checked(uv_work_t *w, int status)
@@ -1097,6 +1100,9 @@ static void on_checked(uv_work_t *w, int status)
     struct sock *s = w->data;
     struct ipc_discovery *d = s->d;
     d->checks_busy--;
+    if (status == 0) {
+        node_watch_count(d, s->work_wd);
+    }
     if (!sock_work_done(s, status)) {
         return;
     }

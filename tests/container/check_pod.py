@@ -28,7 +28,8 @@
       the pod template's settings, each as the flag that means it (host pid namespace, uid 0, the
       documented capabilities only, read-only root, no privilege escalation, the memory limit).
       dotmon lists both apps by host pid with their podman container ids, pod names, namespace
-      and nsPid 1; a complete gc-verbose trace, a Mini dump (ELF core) and a gcdump of each;
+      and nsPid 1; a complete gc-verbose trace, a Mini dump (ELF core), a gcdump and a 2 s CPU
+      /profile (its threads' samples) of each;
       /metrics labelled with each pod; a rule filtered on one pod name applies to that pod's app
       only and runs once; an app killed while a Full dump of it is written and started again by
       its pod is a new instance (new host pid and cookie, same pod), the old one leaves the list
@@ -793,6 +794,11 @@ def node_checks(eng, api, token, ids, a, tmp, fails, w):
                 head = f.read(64)
             fails.check(b"!FastSerialization" in head, w, f"{name}: the gcdump is not a FastSerialization file: {head[:32]!r}")
             log(f"  {name}: gcdump {n} bytes")
+        st, hdrs, body = fetch(api + f"/profile?pid={hpid}&durationSeconds=2", token=token, timeout=60)
+        prof = json.loads(body) if st == 200 else {}
+        fails.check(st == 200 and prof.get("kind") == "cpu" and prof.get("pid") == hpid and prof.get("threads", 0) > 0,
+                    w, f"{name}: /profile answered {st} without the app's CPU profile: {body[:200]!r}")
+        log(f"  {name}: /profile {len(body)} bytes: {prof.get('samples')} samples on {prof.get('threads')} threads")
         st, _, body = fetch(api + f"/collectionrules?pid={hpid}", token=token)
         rules = json.loads(body) if st == 200 else None
         want = name == NODE_APPS[0]

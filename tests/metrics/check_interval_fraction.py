@@ -61,7 +61,15 @@ def main():
               f"the meter's rate is per 1.5 s ({rate[:1]})")
         # The runtime's RefreshInterval is 1.5 too: the rate's publications are 1.5 s apart (or a
         # multiple, when an interval had nothing to say).
-        times = sorted({when(r["timestamp"]) for r in rate})
+        # One publication writes each series' event in turn: under load two of them came 2 ms
+        # apart, so events within 0.2 s of each other are one publication.
+        times = []
+        for ts in sorted({when(r["timestamp"]) for r in rate}):
+            if not times or ts - times[-1][-1] > 0.2:
+                times.append([ts])
+            else:
+                times[-1].append(ts)
+        times = [g[0] for g in times]
         mgaps = [b - a for a, b in zip(times, times[1:])]
         check(bool(mgaps) and all(abs(g / 1.5 - round(g / 1.5)) < 0.1 and round(g / 1.5) >= 1 for g in mgaps),
               f"the meter publishes every 1.5 s (gaps {[round(g, 3) for g in mgaps]})")

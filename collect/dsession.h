@@ -117,8 +117,10 @@ void dsession_set_keeper(const struct dsession_keeper *k);
  * get the events the others asked for), and when a session that had the provider is over while
  * others still read it (the runtime emptied its list then), a refresher session sets the union
  * again: the provider with IgnoreShortCutKeywords (0x800) alone, which no event carries, counted
- * by the admission of the last session held and living until the next such end or the last
- * hold's. dsession_close_specs (shutdown): the refreshers of that loop stop and none starts.
+ * by dsession_set_spec_admission's admission and living until the next such end or the last
+ * hold's. Sessions the runtime acknowledges in another order than they joined (several
+ * connections) get the union set again the same way. dsession_close_specs (shutdown): the
+ * refreshers of that loop stop and none starts.
  */
 void dsession_close_specs(uv_loop_t *loop);
 /* The admission refreshers are counted by (borrowed; NULL: the last held session's). The agent

@@ -845,7 +845,6 @@ def node_restart(eng, api, token, ids, fails, w):
     began, deadline = [], time.monotonic() + 20
     while not began and time.monotonic() < deadline and t.is_alive():  # a Full dump takes ~0.5 s
         began = [n for n in os.listdir(tmpdir) if n.endswith(".dmp")]
-        time.sleep(0.002)
     # The app dies (SIGKILL from outside) while the dump is written; the pod's restart policy
     # (Always, as a Deployment's) starts it again in the same pod.
     os.kill(old_pid, signal.SIGKILL)
@@ -867,7 +866,13 @@ def node_restart(eng, api, token, ids, fails, w):
     # The container's /tmp (the same file system after the restart) holds no dump or leftover.
     left = settle(lambda: [n for n in os.listdir(f"/proc/{new_pid}/root/tmp")
                            if not n.startswith(("dotnet-diagnostic-", "clr-debug-pipe-"))], lambda n: not n, 10, 0.2)
-    fails.check(bool(began) and not left, w, f"the dump begun before the app died ({began}) left {left} in its /tmp")
+    # Whether the kill lands inside the dump is a race (a Full dump of this app takes about half a
+    # second; on a loaded machine the file was once never seen before the dump was done): the
+    # leftover is checked when it did, and the run says when it did not.
+    if began:
+        fails.check(not left, w, f"the dump begun before the app died ({began}) left {left} in its /tmp")
+    else:
+        log(f"  {name}: the dump was done before the kill landed: no leftover to look for this run ({left})")
 
 
 def node_without_caps(eng, spec, dm, key, token, ids, fails, w):

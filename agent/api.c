@@ -56,6 +56,7 @@ static const struct api_route routes[] = {
     {"/trace", "POST", api_trace_post, NULL, false, false, false, NULL},
     {"/trace/snapshot", "GET", api_trace_snapshot, NULL, false, false, true, NULL},
     {"/profile", "GET", api_profile_get, NULL, false, false, true, NULL},
+    {"/stacks", "GET", api_stacks_get, NULL, false, false, true, NULL},
     {"/livemetrics", "GET", api_livemetrics_get, NULL, false, false, true, NULL},
     {"/livemetrics", "POST", api_livemetrics_post, NULL, false, false, false, NULL},
     {"/logs", "GET", api_logs_get, NULL, false, false, true, NULL},

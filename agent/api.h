@@ -101,6 +101,10 @@ void api_trace_snapshot(struct agent *a, struct http_request *req);
  * for cpu also speedscope): where the time went, what was allocated, thrown, waited on, collected.
  */
 void api_profile_get(struct agent *a, struct http_request *req);
+/* GET /stacks?pid|uid|name&egressProvider&tags[&format=text|json|speedscope]: every managed
+ * thread's call stack now (api_profile.c: one round of SampleProfiler samples, named by the
+ * rundown; docs/routes.md, call stacks). */
+void api_stacks_get(struct agent *a, struct http_request *req);
 /* GET /ui and /ui/{file} (api_ui.c): the browser page, served without authentication (its data
  * requests carry the token; see api_ui.c for why). */
 void api_ui_get(struct agent *a, struct http_request *req);

@@ -268,14 +268,15 @@ void api_info(struct agent *a, struct http_request *req)
         }
         cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
         /* dotnet-monitor's capability names (its MonitorCapabilityConstants), in its order;
-         * dotmon has metrics (when on) and returns artifacts over HTTP, not the in-process
-         * features (exceptions, parameter capturing, call stacks). */
+         * dotmon has metrics (when on), returns artifacts over HTTP and serves call stacks
+         * from the runtime's own sampler (/stacks), not the in-process features exceptions and
+         * parameter capturing. */
         const struct {
             const char *name;
             bool enabled;
         } capabilities[] = {{"exceptions", false},
                             {"parameters", false},
-                            {"call_stacks", false},
+                            {"call_stacks", true},
                             {"metrics", a->metrics_enabled},
                             {"http_egress", true}};
         for (size_t i = 0; caps != NULL && i < sizeof(capabilities) / sizeof(capabilities[0]);
@@ -425,22 +426,14 @@ static int scrape_own(struct agent *a, struct buf *out)
     rc = rc < 0 ? rc : ev_prom_family(out, render_s, "counter", "Time those renderings took");
     rc = rc < 0 ? rc : ev_prom_sample_double(out, render_s, NULL, (double)render_ns / 1e9);
     static const char *const key[] = {"kind"};
-    const struct {
-        const char *kind;
-        enum op_kind k;
-    } ops[] = {{"trace", OP_KIND_TRACE},
-               {"dump", OP_KIND_DUMP},
-               {"livemetrics", OP_KIND_LIVEMETRICS},
-               {"logs", OP_KIND_LOGS},
-               {"gcdump", OP_KIND_GCDUMP}};
     const char *const running = "dotmon_operations_running";
     rc = rc < 0
              ? rc
              : ev_prom_family(out, running, "gauge", "Operations that have not finished, by kind");
-    for (size_t i = 0; rc == 0 && i < sizeof(ops) / sizeof(ops[0]); i++) {
-        const char *v[] = {ops[i].kind};
+    for (int k = 0; rc == 0 && k < OP_KIND_COUNT; k++) {
+        const char *v[] = {op_kind_name((enum op_kind)k)};
         struct ev_prom_labels l = {.keys = key, .values = v, .n = 1};
-        rc = ev_prom_sample_u64(out, running, &l, op_registry_active(&a->ops, ops[i].k));
+        rc = ev_prom_sample_u64(out, running, &l, op_registry_active(&a->ops, (enum op_kind)k));
     }
     rc = rc < 0 ? rc
                 : ev_prom_histogram(out, "dotmon_metrics_scrape_seconds",

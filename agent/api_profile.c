@@ -38,9 +38,11 @@
 #include "dsession.h"
 #include "err.h"
 #include "ev_profile.h"
+#include "ev_stacks.h"
 #include "ev_symbols.h"
 #include "http_query.h"
 #include "http_server.h"
+#include "ipc_node.h"
 #include "log.h"
 #include "membudget.h"
 #include "operations.h"
@@ -55,6 +57,7 @@ static const char cat[] = "dotmon.profile";
 #define PROFILE_BUDGET_PCT      50u /* a profile may take this share of the memory budget */
 #define PROFILE_SUPPORTED_KINDS "cpu, alloc, exceptions, contention, gc"
 #define PROFILE_KIND_CPU        (-1) /* else an enum ev_profile_kind */
+#define PROFILE_KIND_STACKS     (-2) /* GET /stacks */
 /* The runtime's keywords that name methods: Loader, Jit, NGen (the rundown does the rest). */
 #define KW_METHODS    0x38ull
 #define KW_GC         0x1ull
@@ -62,6 +65,9 @@ static const char cat[] = "dotmon.profile";
 #define KW_CONTENTION 0x4000ull
 
 enum profile_format { PROFILE_JSON, PROFILE_TEXT, PROFILE_SPEEDSCOPE, PROFILE_FLAME };
+
+#define STACKS_MAX_THREADS 16384u /* thread names read for /stacks at most */
+#define STACKS_NAMES_BYTES (STACKS_MAX_THREADS * sizeof(struct ipc_thread_name))
 
 struct profile_job {
     struct job core; /* first: operation, artifact (core.art), duration timer, state */
@@ -78,6 +84,14 @@ struct profile_job {
     size_t top;
     enum profile_format format;
     char filename[64];
+    /* GET /stacks: one round of samples, each thread's first stack (ev_stacks) */
+    bool stacks;
+    uint64_t host_pid; /* where its threads' names are read (0: /proc does not show it) */
+    uv_work_t names_work;
+    bool names_busy; /* the names are being read on the pool */
+    int names_rc;
+    struct ipc_thread_name *names; /* sorted by tid once read */
+    size_t nnames;
 };
 
 static struct profile_job *profile_of(struct job *core)
@@ -91,6 +105,10 @@ static void profile_fini(struct job *core)
     struct profile_job *job = profile_of(core);
     ev_profile_free(job->prof);
     ev_symbols_free(job->sym); /* both give their bytes back to the share: before its fini */
+    if (job->names != NULL) {
+        free(job->names);
+        mb_release(&job->share, STACKS_NAMES_BYTES);
+    }
     mb_share_fini(&job->share);
     trace_config_fini(&job->tc);
 }
@@ -98,7 +116,8 @@ static void profile_fini(struct job *core)
 /* The session keeps the job. */
 static bool profile_holds(const struct job *core)
 {
-    return ((const struct profile_job *)core)->ds != NULL;
+    const struct profile_job *job = (const struct profile_job *)core;
+    return job->ds != NULL || job->names_busy;
 }
 
 /* The operation's results. */
@@ -152,11 +171,13 @@ static void profile_started(void *ctx, uint64_t session_id, int version)
 {
     struct profile_job *job = ctx;
     job->started = true;
-    log_info(cat, "profile of %" PRIu64 ": session %" PRIx64 " (CollectTracing v%d) for %u s",
-             job->pid, session_id, version, job->duration_s);
+    uint64_t ms = job->stacks ? agent_timeout(job->a, TIMEOUT_STACKS_SAMPLE)
+                              : (uint64_t)job->duration_s * 1000;
+    log_info(cat, "%s of %" PRIu64 ": session %" PRIx64 " (CollectTracing v%d) for %" PRIu64 " ms",
+             job->stacks ? "stacks" : "profile", job->pid, session_id, version, ms);
     job_running(&job->core); /* the operation Running (Stopping when a stop came first) */
     if (job->core.state != JOB_STOPPING) {
-        job_arm_timeout(&job->core, (uint64_t)job->duration_s * 1000);
+        job_arm_timeout(&job->core, ms);
     }
 }
 
@@ -188,9 +209,44 @@ static int body_sink(void *ud, const uint8_t *p, size_t n)
     return buf_append(ud, p, n);
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+    const struct ipc_thread_name *x = a, *y = b;
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static const char *thread_name_of(void *ud, uint64_t thread)
+{
+    const struct profile_job *job = ud;
+    struct ipc_thread_name key = {.tid = thread};
+    const struct ipc_thread_name *n =
+        job->nnames > 0 ? bsearch(&key, job->names, job->nnames, sizeof(key), cmp_name) : NULL;
+    return n != NULL ? n->name : NULL;
+}
+
+/* /stacks' answer: each thread's first sample, in the format asked. */
+static int stacks_body(struct profile_job *job, struct buf *b, const char **ctype)
+{
+    struct ev_stacks_opts o = {.thread_name = thread_name_of, .name_ud = job};
+    o.format = job->format == PROFILE_SPEEDSCOPE ? EV_STACKS_SPEEDSCOPE
+               : job->format == PROFILE_TEXT     ? EV_STACKS_TEXT
+                                                 : EV_STACKS_JSON;
+    *ctype = job->format == PROFILE_SPEEDSCOPE ? "application/speedscope+json"
+             : job->format == PROFILE_TEXT     ? "text/plain; charset=utf-8"
+                                               : "application/json";
+    struct ev_stacks_counts n = {0};
+    int rc = ev_stacks_write(job->sym, &o, &n, body_sink, b);
+    log_info(cat, "stacks of %" PRIu64 ": %" PRIu64 " threads, %" PRIu64 " frames, %zu names",
+             job->pid, n.threads, n.frames, job->nnames);
+    return rc;
+}
+
 /* The answer in b, and its content type. */
 static int job_body(struct profile_job *job, struct buf *b, const char **ctype)
 {
+    if (job->stacks) {
+        return stacks_body(job, b, ctype);
+    }
     if (job->format == PROFILE_SPEEDSCOPE) {
         char name[64];
         snprintf(name, sizeof(name), "dotmon cpu profile of pid %" PRIu64, job->pid);
@@ -239,7 +295,8 @@ static int write_body(struct artifact *out, struct buf *b)
 static void job_fail(struct profile_job *job, int http_status, const char *code, const char *msg)
 {
     char detail[512];
-    snprintf(detail, sizeof(detail), "cannot profile process %" PRIu64 ": %s", job->pid, msg);
+    snprintf(detail, sizeof(detail), "cannot %s process %" PRIu64 ": %s",
+             job->stacks ? "collect the stacks of" : "profile", job->pid, msg);
     job_end(&job->core, JOB_END_FAIL, http_status, code, msg, detail);
 }
 
@@ -262,6 +319,51 @@ static void job_too_large(struct profile_job *job, int rc)
     job_fail(job, 507, "ProfileTooLarge", msg);
 }
 
+static void job_write_answer(struct profile_job *job);
+
+/* Pool: the names of the process's threads (/proc/<host_pid>/task). */
+static void stacks_names_work(uv_work_t *w)
+{
+    struct profile_job *job = w->data;
+    job->names_rc =
+        ipc_node_thread_names(job->host_pid, job->names, STACKS_MAX_THREADS, &job->nnames);
+    if (job->names_rc == 0) {
+        qsort(job->names, job->nnames, sizeof(*job->names), cmp_name);
+    }
+}
+
+static void stacks_names_done(uv_work_t *w, int status)
+{
+    struct profile_job *job = w->data;
+    job->names_busy = false;
+    if (status != 0 || job->names_rc != 0) {
+        log_debug(cat, "stacks of %" PRIu64 ": thread names not read (%s)", job->pid,
+                  agent_strerror(status != 0 ? status : job->names_rc));
+        job->nnames = 0;
+    }
+    if (job->core.state < JOB_ENDED) { /* else cancelled meanwhile: nothing to write */
+        job_write_answer(job);
+    }
+    job_release(&job->core);
+}
+
+/* Reads the thread names off the loop: 0 when queued (the answer follows). */
+static int stacks_read_names(struct profile_job *job)
+{
+    if (mb_charge(&job->share, STACKS_NAMES_BYTES) != 0) {
+        return AGENT_E_BUDGET; /* answered without names */
+    }
+    job->names = calloc(STACKS_MAX_THREADS, sizeof(*job->names));
+    if (job->names == NULL) {
+        mb_release(&job->share, STACKS_NAMES_BYTES);
+        return -ENOMEM;
+    }
+    job->names_work.data = job;
+    int rc = uv_queue_work(job->a->loop, &job->names_work, stacks_names_work, stacks_names_done);
+    job->names_busy = rc == 0;
+    return rc;
+}
+
 /* The session ended (status 0: the runtime closed the stream): the answer from what came. */
 static void job_answer(struct profile_job *job, int status)
 {
@@ -272,10 +374,10 @@ static void job_answer(struct profile_job *job, int status)
     struct ev_symbols_stats st;
     ev_symbols_get_stats(job->sym, &st);
     log_info(cat,
-             "profile of %" PRIu64 " ended: %" PRIu64 " bytes, %" PRIu64 " samples, %" PRIu64
+             "%s of %" PRIu64 " ended: %" PRIu64 " bytes, %" PRIu64 " samples, %" PRIu64
              " methods%s%s",
-             job->pid, st.bytes, st.samples, st.methods, rc != 0 ? "; " : "",
-             rc != 0 ? agent_strerror(rc) : "");
+             job->stacks ? "stacks" : "profile", job->pid, st.bytes, st.samples, st.methods,
+             rc != 0 ? "; " : "", rc != 0 ? agent_strerror(rc) : "");
     if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
         job_too_large(job, rc);
         return;
@@ -297,10 +399,19 @@ static void job_answer(struct profile_job *job, int status)
         job_fail(job, status == AGENT_E_TIMEOUT ? 504 : 502, "ProfileIncomplete", msg);
         return;
     }
+    if (job->stacks && job->host_pid != 0 && stacks_read_names(job) == 0) {
+        return; /* answered once the names are in (stacks_names_done) */
+    }
+    job_write_answer(job);
+}
+
+/* The answer from the finished stream, to the artifact. */
+static void job_write_answer(struct profile_job *job)
+{
     struct buf b;
     buf_init(&b, 0);
     const char *ctype = NULL;
-    rc = job_body(job, &b, &ctype);
+    int rc = job_body(job, &b, &ctype);
     if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
         job_too_large(job, rc);
     } else if (rc != 0) {
@@ -361,6 +472,28 @@ static const struct job_vtable profile_vt = {.kind = OP_KIND_TRACE,
                                              .results = profile_results,
                                              .holds = profile_holds,
                                              .fini = profile_fini};
+
+/* /stacks: the sampling ends (Timeouts:StacksSampleMs): StopTracing, the rundown names them. */
+static void stacks_timeout(struct job *core)
+{
+    profile_stop(core);
+}
+
+static const struct artifact_spec stacks_spec = {.kind = OP_KIND_STACKS,
+                                                 .noun = "stacks",
+                                                 .limit_setting = NULL,
+                                                 .high_water = 1024u * 1024u,
+                                                 .low_water = 256u * 1024u};
+
+/* Not stoppable (as dotnet-monitor's): DELETE ?stop=true cancels, and so does shutdown. */
+static const struct job_vtable stacks_vt = {.kind = OP_KIND_STACKS,
+                                            .noun = "stacks",
+                                            .stop = NULL,
+                                            .abort = profile_abort,
+                                            .on_timeout = stacks_timeout,
+                                            .results = profile_results,
+                                            .holds = profile_holds,
+                                            .fini = profile_fini};
 
 /* An integer query parameter in [lo, hi] into *out (def when absent): 0, or -1 once answered. */
 static int query_int(struct http_request *req, const char *key, long lo, long hi, long def,
@@ -458,6 +591,14 @@ static int kind_config(int kind, double metrics_interval_s, struct trace_config 
     if (kind == PROFILE_KIND_CPU) {
         return trace_config_from_profiles("cpu-sampling", metrics_interval_s, tc, NULL);
     }
+    if (kind == PROFILE_KIND_STACKS) { /* as dotnet-stack: the sampler alone, then the rundown */
+        static const char body[] =
+            "{\"Providers\":[{\"Name\":\"Microsoft-DotNETCore-SampleProfiler\","
+            "\"EventLevel\":\"Informational\",\"Keywords\":\"0xF00000000000\"}],"
+            "\"RequestRundown\":true}";
+        int rc = trace_config_from_json(body, sizeof(body) - 1, tc, NULL);
+        return rc == AGENT_E_INVAL ? -ENOMEM : rc;
+    }
     uint64_t kw = kind == EV_PROFILE_ALLOC        ? KW_GC | KW_METHODS
                   : kind == EV_PROFILE_EXCEPTIONS ? KW_EXCEPTION | KW_METHODS
                   : kind == EV_PROFILE_CONTENTION ? KW_CONTENTION | KW_METHODS
@@ -476,16 +617,66 @@ static int kind_config(int kind, double metrics_interval_s, struct trace_config 
     return rc == AGENT_E_INVAL ? -ENOMEM : rc; /* the body is ours: only memory can fail */
 }
 
-void api_profile_get(struct agent *a, struct http_request *req)
+/* What a request asks for. */
+struct profile_ask {
+    int kind; /* PROFILE_KIND_CPU, PROFILE_KIND_STACKS or an ev_profile kind */
+    enum profile_format format;
+    long duration_s;
+    long top;
+};
+
+/* A job for ask, with its decoders and session configuration; NULL when out of memory. */
+static struct profile_job *job_create(struct agent *a, const struct profile_ask *ask)
 {
-    enum profile_format format = PROFILE_JSON;
-    long duration = 0, top = 0;
-    int kind = PROFILE_KIND_CPU;
-    if (query_kind(req, &kind) != 0 || query_format(req, kind, &format) != 0 ||
-        query_int(req, "durationSeconds", 1, PROFILE_MAX_S, PROFILE_DEFAULT_S, &duration) != 0 ||
-        query_int(req, "top", 1, EV_SYMBOLS_TOP_MAX, PROFILE_DEFAULT_TOP, &top) != 0) {
+    bool stacks = ask->kind == PROFILE_KIND_STACKS;
+    struct profile_job *job = (struct profile_job *)job_new(
+        &a->collect, stacks ? &stacks_vt : &profile_vt, sizeof(struct profile_job));
+    if (job == NULL || ev_symbols_new(&job->sym) != 0 ||
+        (ask->kind >= 0 &&
+         ev_profile_new((enum ev_profile_kind)ask->kind, job->sym, &job->prof) != 0) ||
+        kind_config(ask->kind, a->metrics_interval_sec, &job->tc) != 0) {
+        if (job != NULL) {
+            job_release(&job->core);
+        }
+        return NULL;
+    }
+    mb_share_init(&job->share, stacks ? "stacks" : "profile",
+                  membudget_fraction(PROFILE_BUDGET_PCT, 0));
+    (void)ev_symbols_set_share(job->sym, &job->share); /* methods, names, stacks, samples */
+    if (job->prof != NULL) {
+        (void)ev_profile_set_share(job->prof, &job->share);
+    }
+    job->a = a;
+    job->stacks = stacks;
+    job->duration_s = (uint32_t)ask->duration_s;
+    job->top = (size_t)ask->top;
+    job->format = ask->format;
+    return job;
+}
+
+/* The artifact's file name: dotnet-monitor's <stamp>_<pid>.stacks.<txt|json> for /stacks. */
+static void job_filename(struct profile_job *job, int kind, uint64_t pid)
+{
+    char ts[32];
+    op_artifact_stamp(ts, sizeof(ts));
+    enum profile_format f = job->format;
+    if (kind == PROFILE_KIND_STACKS) {
+        snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".stacks.%s", ts, pid,
+                 f == PROFILE_TEXT ? "txt" : "json");
         return;
     }
+    snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 "%s%s.%s", ts, pid,
+             kind == PROFILE_KIND_CPU ? "" : ".",
+             kind == PROFILE_KIND_CPU ? "" : ev_profile_kind_name((enum ev_profile_kind)kind),
+             f == PROFILE_SPEEDSCOPE ? "speedscope.json"
+             : f == PROFILE_FLAME    ? "flame.json"
+             : f == PROFILE_TEXT     ? "profile.txt"
+                                     : "profile.json");
+}
+
+/* Starts what ask says on the process the request selects (answers every error itself). */
+static void profile_launch(struct agent *a, struct http_request *req, const struct profile_ask *ask)
+{
     const struct ipc_process *p = api_select_process(a, req);
     if (p == NULL) {
         return;
@@ -496,45 +687,22 @@ void api_profile_get(struct agent *a, struct http_request *req)
                     a->sessions.live);
         return;
     }
-    struct profile_job *job =
-        (struct profile_job *)job_new(&a->collect, &profile_vt, sizeof(struct profile_job));
-    if (job == NULL || ev_symbols_new(&job->sym) != 0 ||
-        (kind != PROFILE_KIND_CPU &&
-         ev_profile_new((enum ev_profile_kind)kind, job->sym, &job->prof) != 0) ||
-        kind_config(kind, a->metrics_interval_sec, &job->tc) != 0) {
-        if (job != NULL) {
-            job_release(&job->core);
-        }
+    struct profile_job *job = job_create(a, ask);
+    if (job == NULL) {
         api_problem(req, 500, "out of memory");
         return;
     }
-    mb_share_init(&job->share, "profile", membudget_fraction(PROFILE_BUDGET_PCT, 0));
-    (void)ev_symbols_set_share(job->sym, &job->share); /* methods, names, stacks, samples */
-    if (job->prof != NULL) {
-        (void)ev_profile_set_share(job->prof, &job->share);
-    }
     struct operation *op = NULL;
     const struct artifact_origin o = {.req = req};
-    if (artifact_admit_origin(a, &o, p, &profile_spec, &profile_events, job, &job->core.art, &op) !=
-        0) {
+    if (artifact_admit_origin(a, &o, p, job->stacks ? &stacks_spec : &profile_spec, &profile_events,
+                              job, &job->core.art, &op) != 0) {
         job_release(&job->core);
         return;
     }
-    job->a = a;
     job_admitted(&job->core, op); /* DELETE stops or cancels through the core */
     job->pid = p->pid;
-    job->duration_s = (uint32_t)duration;
-    job->top = (size_t)top;
-    job->format = format;
-    char ts[32];
-    op_artifact_stamp(ts, sizeof(ts));
-    snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 "%s%s.%s", ts, p->pid,
-             kind == PROFILE_KIND_CPU ? "" : ".",
-             kind == PROFILE_KIND_CPU ? "" : ev_profile_kind_name((enum ev_profile_kind)kind),
-             format == PROFILE_SPEEDSCOPE ? "speedscope.json"
-             : format == PROFILE_FLAME    ? "flame.json"
-             : format == PROFILE_TEXT     ? "profile.txt"
-                                          : "profile.json");
+    job->host_pid = p->host_pid;
+    job_filename(job, ask->kind, p->pid);
     op->artifact_name = strdup(job->filename);
     artifact_accept(job->core.art);
     struct ipc_endpoint ep = ipc_process_endpoint(p);
@@ -547,4 +715,91 @@ void api_profile_get(struct agent *a, struct http_request *req)
         job_fail(job, 502, "RuntimeUnreachable", agent_strerror(rc));
         job_release(&job->core);
     }
+}
+
+void api_profile_get(struct agent *a, struct http_request *req)
+{
+    struct profile_ask ask = {.kind = PROFILE_KIND_CPU, .format = PROFILE_JSON};
+    if (query_kind(req, &ask.kind) != 0 || query_format(req, ask.kind, &ask.format) != 0 ||
+        query_int(req, "durationSeconds", 1, PROFILE_MAX_S, PROFILE_DEFAULT_S, &ask.duration_s) !=
+            0 ||
+        query_int(req, "top", 1, EV_SYMBOLS_TOP_MAX, PROFILE_DEFAULT_TOP, &ask.top) != 0) {
+        return;
+    }
+    profile_launch(a, req, &ask);
+}
+
+/* Whether the Accept header names type (its parameters aside), or, with subset, a range that
+ * holds it: any type, or any subtype of type's major type. */
+static bool accept_has(const char *accept, const char *type, bool subset)
+{
+    const char *slash = strchr(type, '/');
+    size_t major = (size_t)(slash - type);
+    for (const char *p = accept; p != NULL && *p != '\0';) {
+        p += strspn(p, " \t,");
+        size_t n = strcspn(p, ";,");
+        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) {
+            n--;
+        }
+        if ((n == strlen(type) && strncasecmp(p, type, n) == 0) ||
+            (subset &&
+             ((n == 3 && strncmp(p, "*/*", 3) == 0) ||
+              (n == major + 2 && strncasecmp(p, type, major + 1) == 0 && p[major + 1] == '*')))) {
+            return true;
+        }
+        p = strchr(p, ',');
+    }
+    return false;
+}
+
+/*
+ * /stacks' format: dotnet-monitor's content negotiation (text/plain, application/json,
+ * application/speedscope+json named exactly, in that order, then the ranges that hold them;
+ * text otherwise), or dotmon's format=text|json|speedscope. 0, or -1 once answered.
+ */
+static int stacks_format(struct http_request *req, enum profile_format *format)
+{
+    static const char *const types[] = {"text/plain", "application/json",
+                                        "application/speedscope+json"};
+    static const enum profile_format fmts[] = {PROFILE_TEXT, PROFILE_JSON, PROFILE_SPEEDSCOPE};
+    struct buf f;
+    buf_init(&f, 64);
+    int has = http_query_get(http_request_query(req), "format", &f);
+    int rc = 0;
+    *format = PROFILE_TEXT;
+    if (has < 0) {
+        api_problem(req, 400, "malformed query string");
+        rc = -1;
+    } else if (has == 1) {
+        const char *v = buf_cstr(&f);
+        bool ok = strcasecmp(v, "text") == 0 || strcasecmp(v, "json") == 0 ||
+                  strcasecmp(v, "speedscope") == 0;
+        *format = strcasecmp(v, "json") == 0         ? PROFILE_JSON
+                  : strcasecmp(v, "speedscope") == 0 ? PROFILE_SPEEDSCOPE
+                                                     : PROFILE_TEXT;
+        if (!ok) {
+            api_problem(req, 400, "unknown format '%s' (text, json or speedscope)", v);
+            rc = -1;
+        }
+    } else {
+        const char *accept = http_request_header(req, "Accept");
+        bool found = false;
+        for (int pass = 0; accept != NULL && pass < 2 && !found; pass++) {
+            for (size_t i = 0; i < 3 && !found; i++) {
+                found = accept_has(accept, types[i], pass == 1);
+                *format = found ? fmts[i] : PROFILE_TEXT;
+            }
+        }
+    }
+    buf_fini(&f);
+    return rc;
+}
+
+void api_stacks_get(struct agent *a, struct http_request *req)
+{
+    struct profile_ask ask = {.kind = PROFILE_KIND_STACKS};
+    if (stacks_format(req, &ask.format) != 0) {
+        return;
+    }
+    profile_launch(a, req, &ask);
 }

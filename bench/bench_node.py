@@ -35,10 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
-from dmtest import dotnet_root, free_port, stop, wait_for  # noqa: E402
+from dmtest import dotnet_root, fetch, free_port, status_kib, stop, wait_for  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_metrics import cpu_ns_s, spread  # noqa: E402
@@ -73,11 +72,9 @@ def spawn_dotmon(mode, tmp, api_port, mport):
 
 
 def get(url, timeout=10):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read()
-    except OSError:
-        return 0, b""
+    """(status, body bytes) of a GET (dmtest.fetch: status 0 when the connection fails)."""
+    st, _, body = fetch(url, timeout=timeout)
+    return st, body
 
 
 def up_pids(mport):
@@ -96,14 +93,6 @@ def series_pids(mport):
 
 def has_series(mport, pid):
     return pid in series_pids(mport)
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def latency_ms(url, n=20):
@@ -130,7 +119,7 @@ def one_round(mode, tmp, pids, a):
         c0, w0 = cpu_ns_s(dm.pid), time.monotonic()
         time.sleep(a.seconds)
         cpu, wall = cpu_ns_s(dm.pid) - c0, time.monotonic() - w0
-        rss = rss_kb(dm.pid)
+        rss = status_kib(dm.pid)
         procs = latency_ms(f"http://127.0.0.1:{api}/processes")
         metrics = latency_ms(f"http://127.0.0.1:{mport}/metrics")
         news = []

@@ -196,7 +196,7 @@ def run_round(a, target, mode, script, rx_pid):
         url = f"{app.url}/work?id=1"
         quiet = max(1.5, 3 * a.delay_ms / 1000)
         if a.items:
-            app.items(min(a.items, 2000), a.item_rate)
+            app.items(min(a.items, 2000), a.item_rate, a.item_kind)
             time.sleep(quiet)  # idle exporters, whatever mode: the same pause in every round
         else:
             wrk(url, a.warmup, a.connections, script)
@@ -208,7 +208,7 @@ def run_round(a, target, mode, script, rx_pid):
         d0 = cpu_ns_s(dm.pid) if dm else 0.0
         if a.items:
             # The app's CPU until its exporter (or the runtime's session) has sent the last item.
-            reqs, errors, p99, secs = a.items, 0, 0.0, app.items(a.items, a.item_rate)
+            reqs, errors, p99, secs = a.items, 0, 0.0, app.items(a.items, a.item_rate, a.item_kind)
             if proxy is not None:
                 drain(proxy, quiet, a.drain)
             else:
@@ -288,6 +288,9 @@ def main():
     ap.add_argument("--items", type=int, default=0,
                     help="instead of wrk: GET /items for this many items per round (CPU per item)")
     ap.add_argument("--item-rate", type=int, default=2000, help="items per second with --items")
+    ap.add_argument("--item-kind", default="plain", choices=("plain", "async", "exception", "http"),
+                    help="with --items: what each item adds (two awaits, a logged exception, an HTTP "
+                         "call to the app itself), to see that part's cost alone")
     ap.add_argument("--drain", type=float, default=20, help="most seconds to wait for the last items")
     ap.add_argument("--no-receiver", action="store_true", help="the proxy answers 200 and forwards nothing")
     a = ap.parse_args()
@@ -339,8 +342,12 @@ def losses(rs):
 
 def report_items(a, modes, rows):
     sink = "the proxy alone (--no-receiver)" if a.no_receiver else "the Aspire Dashboard behind the proxy"
-    print(f"OtelApp GET /items: {a.items} items per round at about {a.item_rate}/s (each a scope, the spans "
-          f"items.parent and items.child, one log record in the scope; no HTTP and no exception per item), "
+    adds = {"plain": "no HTTP and no exception per item",
+            "async": "two awaits (Task.Yield) inside the child span",
+            "exception": "a caught exception logged as an Error record in the scope",
+            "http": "an HttpClient GET of the app's /health inside the child span"}[a.item_kind]
+    print(f"OtelApp GET /items?kind={a.item_kind}: {a.items} items per round at about {a.item_rate}/s (each a "
+          f"scope, the spans items.parent and items.child, one log record in the scope; {adds}), "
           f"after {min(a.items, 2000)} items of warm-up; {a.rounds} rounds interleaved ({', '.join(modes)}); "
           f"the app's CPU from the first item until the last one was delivered; OTLP/HTTP protobuf, no gzip, "
           f"batch delay {a.delay_ms} ms, to {sink}"

@@ -148,16 +148,19 @@ static void dsp_maybe_free(struct dsp_proc *p)
     free(p);
 }
 
-/* The union of p's holds' lines (each ended by "\r\n") appended to acc. */
+/* The union of p's holds' lines (each ended by "\r\n") appended to acc: how many lines acc
+ * did not have yet, or -ENOMEM. */
 static int dsp_union(const struct dsp_proc *p, struct buf *acc)
 {
+    int added = 0;
     for (const struct dsp_hold *h = p->holds; h != NULL; h = h->next) {
         int n = dsspec_lines_add(acc, h->lines, strlen(h->lines));
         if (n < 0) {
             return n;
         }
+        added += n;
     }
-    return 0;
+    return added;
 }
 
 static void dsp_refresh(struct dsp_proc *p);
@@ -236,7 +239,7 @@ static void dsp_refresh(struct dsp_proc *p)
     buf_init(&u, 0);
     char *args = NULL;
     int rc = dsp_union(p, &u);
-    rc = rc != 0 ? rc : dsspec_args_set(NULL, buf_cstr(&u), &args);
+    rc = rc < 0 ? rc : dsspec_args_set(NULL, buf_cstr(&u), &args);
     buf_fini(&u);
     struct ipc_provider prov = {.name = DSSPEC_PROVIDER,
                                 .keywords = DSP_REFRESH_KEYWORDS,
@@ -318,18 +321,10 @@ static int dsp_union_with(const struct dsp_proc *p, const struct ipc_provider *i
 {
     const char *val = NULL;
     size_t len = 0;
-    int others = 0;
     if (dsspec_args_value(in->arguments, &val, &len) && dsspec_lines_add(u, val, len) < 0) {
         return -ENOMEM;
     }
-    for (const struct dsp_hold *o = p->holds; o != NULL; o = o->next) {
-        int n = dsspec_lines_add(u, o->lines, strlen(o->lines));
-        if (n < 0) {
-            return n;
-        }
-        others += n;
-    }
-    return others;
+    return dsp_union(p, u);
 }
 
 /*

@@ -24,6 +24,14 @@ void op_registry_init(struct op_registry *r, size_t max_history, size_t trace_li
     r->limit[OP_KIND_LIVEMETRICS] = OP_LIVEMETRICS_LIMIT;
     r->limit[OP_KIND_LOGS] = OP_LOGS_LIMIT;
     r->limit[OP_KIND_GCDUMP] = OP_GCDUMP_LIMIT;
+    r->limit[OP_KIND_STACKS] = OP_STACKS_LIMIT;
+}
+
+const char *op_kind_name(enum op_kind kind)
+{
+    static const char *const kinds[OP_KIND_COUNT] = {"trace", "dump",   "livemetrics",
+                                                     "logs",  "gcdump", "stacks"};
+    return (unsigned)kind < OP_KIND_COUNT ? kinds[kind] : "?";
 }
 
 static void op_free(struct operation *op)
@@ -288,9 +296,7 @@ cJSON *op_to_json(const struct operation *op, enum op_json what)
             cJSON_AddStringToObject(o, "artifactName", op->artifact_name);
         }
         if (op->extra != NULL) {
-            static const char *const kinds[OP_KIND_COUNT] = {"trace", "dump", "livemetrics", "logs",
-                                                             "gcdump"};
-            cJSON_AddItemToObject(o, kinds[op->kind], cJSON_Duplicate(op->extra, 1));
+            cJSON_AddItemToObject(o, op_kind_name(op->kind), cJSON_Duplicate(op->extra, 1));
         }
         if (op->egress != NULL) {
             cJSON_AddItemToObject(o, "egress", cJSON_Duplicate(op->egress, 1));

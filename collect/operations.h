@@ -24,8 +24,12 @@ enum op_kind {
     OP_KIND_LIVEMETRICS = 2,
     OP_KIND_LOGS = 3,
     OP_KIND_GCDUMP = 4,
-    OP_KIND_COUNT = 5
+    OP_KIND_STACKS = 5,
+    OP_KIND_COUNT = 6
 };
+
+/* The kind's name ("trace", "dump", "livemetrics", "logs", "gcdump", "stacks"). */
+const char *op_kind_name(enum op_kind kind);
 
 /* dotnet-monitor's default concurrency for livemetrics (RequestLimits). */
 #define OP_LIVEMETRICS_LIMIT 3
@@ -33,6 +37,8 @@ enum op_kind {
 #define OP_LOGS_LIMIT 3
 /* and for gcdumps (RequestLimits:GCDump:MaxConcurrency). */
 #define OP_GCDUMP_LIMIT 1
+/* and for stacks (dotnet-monitor: one at a time, no setting). */
+#define OP_STACKS_LIMIT 1
 
 enum op_state { OP_STARTING = 0, OP_RUNNING, OP_STOPPING, OP_SUCCEEDED, OP_FAILED, OP_CANCELLED };
 

@@ -62,6 +62,8 @@
       "/profile: CollectTracing's reply")                                                          \
     X(PROFILE_STOP, "ProfileStop", 120000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                \
       "/profile: StopTracing to the end of the stream")                                            \
+    X(STACKS_SAMPLE, "StacksSample", 10, 1, 60000, NULL, TIMEOUT_LEGACY_NONE,                      \
+      "/stacks: how long its SampleProfiler session samples before StopTracing (as dotnet-stack)") \
     X(GCDUMP_START, "GcdumpStart", 5000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                    \
       "/gcdump: CollectTracing's reply")                                                           \
     X(GCDUMP_STOP, "GcdumpStop", 60000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                   \

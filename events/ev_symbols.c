@@ -46,14 +46,18 @@ struct method {
     uint64_t start;
     uint64_t module_id;
     uint32_t size;
-    uint32_t seq;  /* arrival order: the later of two overlapping ranges wins */
-    uint32_t name; /* "Namespace.Method(args)" in the names arena */
+    uint32_t seq;    /* arrival order: the later of two overlapping ranges wins */
+    uint32_t name;   /* "Namespace.Method(args)" in the names arena */
+    uint32_t token;  /* MethodToken */
+    uint16_t ns_len; /* bytes of Namespace in name (0: none) */
+    uint16_t nm_len; /* bytes of Method in name, after "Namespace." */
 };
 
 struct module {
     uint64_t id;
     uint32_t seq;
     uint32_t name; /* file name without directory and extension, in the names arena */
+    uint8_t ext;   /* the extension taken off: 0 none, 1 ".dll", 2 ".exe" */
 };
 
 struct sample {
@@ -297,12 +301,15 @@ int ev_symbols_add_method(struct ev_symbols *s, const uint8_t *payload, size_t l
     struct buf b;
     buf_init(&b, 0);
     rc = append_utf16(&b, ns, ns_n);
+    size_t ns_len = buf_size(&b);
     if (rc == 0 && ns_n > 0) {
         rc = buf_append(&b, ".", 1);
     }
+    size_t nm_at = buf_size(&b);
     if (rc == 0) {
         rc = append_utf16(&b, nm, nm_n);
     }
+    size_t nm_len = buf_size(&b) - nm_at;
     size_t paren = 0;
     while (paren < sig_n && ev_load_u16(sig + 2 * paren) != '(') {
         paren++;
@@ -318,11 +325,16 @@ int ev_symbols_add_method(struct ev_symbols *s, const uint8_t *payload, size_t l
     if (rc != 0) {
         return rc;
     }
-    s->methods[s->nmethods++] = (struct method){.start = start,
-                                                .module_id = module_id,
-                                                .size = size,
-                                                .seq = (uint32_t)s->st.methods,
-                                                .name = at};
+    s->methods[s->nmethods++] = (struct method){
+        .start = start,
+        .module_id = module_id,
+        .size = size,
+        .seq = (uint32_t)s->st.methods,
+        .name = at,
+        .token = token,
+        /* parts of a name cut short: within the cut */
+        .ns_len = (uint16_t)(ns_len < EV_SYMBOLS_MAX_NAME ? ns_len : EV_SYMBOLS_MAX_NAME),
+        .nm_len = (uint16_t)(nm_len < EV_SYMBOLS_MAX_NAME ? nm_len : EV_SYMBOLS_MAX_NAME)};
     s->st.methods++;
     s->sorted = false;
     return 0;
@@ -386,20 +398,19 @@ int ev_symbols_add_module(struct ev_symbols *s, const uint8_t *payload, size_t l
     }
     rc = append_utf16(&b, il + 2 * base, il_n - base);
     uint32_t at = 0;
+    uint8_t ext = 0;
     if (rc == 0) {
         const char *str = (const char *)buf_data(&b);
         size_t n = buf_size(&b);
-        if (ends_with_nocase(str, n, ".dll") || ends_with_nocase(str, n, ".exe")) {
-            n -= 4;
-        }
-        rc = name_add(s, str, n, &at);
+        ext = ends_with_nocase(str, n, ".dll") ? 1 : ends_with_nocase(str, n, ".exe") ? 2 : 0;
+        rc = name_add(s, str, ext != 0 ? n - 4 : n, &at);
     }
     buf_fini(&b);
     if (rc != 0) {
         return rc;
     }
     s->modules[s->nmodules++] =
-        (struct module){.id = module_id, .seq = (uint32_t)s->st.modules, .name = at};
+        (struct module){.id = module_id, .seq = (uint32_t)s->st.modules, .name = at, .ext = ext};
     s->st.modules++;
     s->sorted = false;
     return 0;
@@ -910,8 +921,8 @@ static ptrdiff_t find_method(const struct ev_symbols *s, uint64_t ip)
     return best;
 }
 
-/* The module name of id (the last reported), or "?". */
-static const char *module_name(const struct ev_symbols *s, uint64_t id)
+/* The module id (the last reported), or NULL. */
+static const struct module *find_module(const struct ev_symbols *s, uint64_t id)
 {
     size_t lo = 0, hi = s->nmodules; /* first id > id */
     while (lo < hi) {
@@ -922,7 +933,14 @@ static const char *module_name(const struct ev_symbols *s, uint64_t id)
             hi = mid;
         }
     }
-    return lo > 0 && s->modules[lo - 1].id == id ? name_at(s, s->modules[lo - 1].name) : "?";
+    return lo > 0 && s->modules[lo - 1].id == id ? &s->modules[lo - 1] : NULL;
+}
+
+/* The module name of id (the last reported), or "?". */
+static const char *module_name(const struct ev_symbols *s, uint64_t id)
+{
+    const struct module *m = find_module(s, id);
+    return m != NULL ? name_at(s, m->name) : "?";
 }
 
 int ev_symbols_resolve(struct ev_symbols *s, uint64_t ip, char *out, size_t cap)
@@ -939,6 +957,104 @@ int ev_symbols_resolve(struct ev_symbols *s, uint64_t ip, char *out, size_t cap)
     (void)snprintf(out, cap, "%s!%s", module_name(s, s->methods[m].module_id),
                    name_at(s, s->methods[m].name));
     return 0;
+}
+
+int ev_symbols_frame_of(struct ev_symbols *s, uint64_t ip, struct ev_symbols_frame *out)
+{
+    static const char *const exts[] = {"", ".dll", ".exe"};
+    memset(out, 0, sizeof(*out));
+    out->module_ext = "";
+    out->type = "";
+    out->method = "";
+    int rc = build_index(s);
+    if (rc != 0) {
+        return rc;
+    }
+    ptrdiff_t i = find_method(s, ip);
+    if (i < 0) {
+        return AGENT_E_NOTFOUND;
+    }
+    const struct method *m = &s->methods[i];
+    const char *name = name_at(s, m->name);
+    size_t len = strlen(name); /* a cut name holds less than its parts said */
+    size_t ns = m->ns_len < len ? m->ns_len : len;
+    size_t at = m->ns_len > 0 ? ns + 1 : 0;
+    at = at < len ? at : len;
+    out->known = true;
+    out->token = m->token;
+    out->type = name;
+    out->type_len = ns;
+    out->method = name + at;
+    out->method_len = m->nm_len < len - at ? m->nm_len : len - at;
+    const struct module *mod = find_module(s, m->module_id);
+    if (mod != NULL) {
+        out->module = name_at(s, mod->name);
+        out->module_ext = exts[mod->ext < 3 ? mod->ext : 0];
+    }
+    return 0;
+}
+
+/* A thread's first sample, for ev_symbols_first_stacks. */
+struct first_sample {
+    uint64_t thread;
+    uint32_t order;
+    uint32_t idx;
+};
+
+static int cmp_first_thread(const void *a, const void *b)
+{
+    const struct first_sample *x = a, *y = b;
+    if (x->thread != y->thread) {
+        return x->thread < y->thread ? -1 : 1;
+    }
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int cmp_first_order(const void *a, const void *b)
+{
+    const struct first_sample *x = a, *y = b;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* v[0..n) sorted by thread then arrival: the first of each thread kept, in arrival order. */
+static size_t firsts_only(struct first_sample *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_first_thread);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k == 0 || v[k - 1].thread != v[i].thread) {
+            v[k++] = v[i];
+        }
+    }
+    qsort(v, k, sizeof(*v), cmp_first_order);
+    return k;
+}
+
+int ev_symbols_first_stacks(struct ev_symbols *s, ev_symbols_thread_cb cb, void *ud)
+{
+    size_t bytes = s->nsamples * sizeof(struct first_sample);
+    if (charge(s, bytes) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    struct first_sample *v = malloc(bytes != 0 ? bytes : 1);
+    int rc = v != NULL ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < s->nsamples; i++) {
+        v[i] = (struct first_sample){
+            .thread = s->samples[i].thread, .order = s->samples[i].order, .idx = (uint32_t)i};
+    }
+    size_t n = rc == 0 ? firsts_only(v, s->nsamples) : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct sample *sm = &s->samples[v[i].idx];
+        const struct stack *st = &s->stacks[sm->stack];
+        rc = grow(s, (void **)&s->scratch, &s->cap_scratch, st->n, sizeof(*s->scratch));
+        for (uint32_t k = 0; rc == 0 && k < st->n; k++) {
+            s->scratch[k] = s->addrs[s->ips[st->at + k]];
+        }
+        rc = rc != 0 ? rc : cb(ud, sm->thread, sm->external != 0, s->scratch, st->n);
+    }
+    free(v);
+    release(s, bytes);
+    return rc;
 }
 
 int ev_symbols_stack_site(struct ev_symbols *s, uint32_t stack, char *out, size_t cap)

@@ -128,6 +128,37 @@ void ev_symbols_set_clock(struct ev_symbols *s, int32_t sampling_rate_ns, int64_
 int ev_symbols_resolve(struct ev_symbols *s, uint64_t ip, char *out, size_t cap);
 
 /*
+ * The method holding ip, in parts (GET /stacks' frames): its type ("Namespace.Class", as the
+ * runtime's MethodNamespace: nested types joined by '+'), its name, its metadata token, and its
+ * module's file name without the extension (NULL when no module event named it) and that
+ * extension (".dll", ".exe" or ""). The strings point into s (valid until the next feed or add;
+ * type and method are not NUL-terminated: use the lengths). 0, AGENT_E_NOTFOUND when ip is in
+ * no method range (known false, module NULL, the rest empty), -ENOMEM when the range index
+ * cannot be built.
+ */
+struct ev_symbols_frame {
+    bool known;
+    uint32_t token;
+    const char *type;
+    size_t type_len;
+    const char *method;
+    size_t method_len;
+    const char *module;
+    const char *module_ext;
+};
+int ev_symbols_frame_of(struct ev_symbols *s, uint64_t ip, struct ev_symbols_frame *out);
+
+/*
+ * Every sampled thread's first sample, in the order the threads were first sampled: cb gets the
+ * thread, whether the sampler found it outside managed code (External: blocked, in native
+ * code), and the stack ips[0..n), leaf first (valid during the call). A non-zero return of cb
+ * ends the walk and is returned. 0, AGENT_E_BUDGET or -ENOMEM otherwise.
+ */
+typedef int (*ev_symbols_thread_cb)(void *ud, uint64_t thread, bool external, const uint64_t *ips,
+                                    size_t n);
+int ev_symbols_first_stacks(struct ev_symbols *s, ev_symbols_thread_cb cb, void *ud);
+
+/*
  * Other events of the same stream (ev_profile.h): cb sees every event after ev_symbols has read it
  * (methods, modules and samples included), during ev_symbols_feed; NULL removes it.
  */

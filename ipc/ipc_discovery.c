@@ -117,6 +117,7 @@ struct sock {
     bool work_trusted;         /* node mode's check: ipc_trust_allows of the socket's owner */
     bool work_cut;             /* node mode's check: net/unix was longer than its read bound */
     int work_wd;               /* node mode's check: the watch on its folder (-1: none) */
+    bool folder_watched;       /* node mode: a check got that watch (the loop writes it) */
     bool check_due;            /* node mode: a check is owed (started by pump, MAX_IN_FLIGHT) */
     int check_fails;           /* node mode: rechecks since it was last probed, for the backoff */
     uint64_t recheck_at;       /* node mode: uv_now() before which a STALE sock is not rechecked */
@@ -1092,7 +1093,9 @@ static void check_work(uv_work_t *w)
     }
     s->work_trusted =
         s->work_rc == 0 && ipc_trust_allows(&s->d->trust, (uint32_t)s->work_st.st_uid, sock_pid(s));
-    s->work_wd = s->work_trusted ? node_watch_folder(s->d, root, s->cand.tmpdir) : -1;
+    s->work_wd = s->work_trusted && !s->folder_watched
+                     ? node_watch_folder(s->d, root, s->cand.tmpdir)
+                     : -1; /* once per socket: a recheck finds its folder watched already */
 }
 
 static void on_checked(uv_work_t *w, int status)
@@ -1102,6 +1105,7 @@ static void on_checked(uv_work_t *w, int status)
     d->checks_busy--;
     if (status == 0) {
         node_watch_count(d, s->work_wd);
+        s->folder_watched = s->folder_watched || s->work_wd >= 0;
     }
     if (!sock_work_done(s, status)) {
         return;

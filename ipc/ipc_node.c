@@ -76,6 +76,44 @@ int ipc_node_nspid(uint64_t pid, uint64_t *out)
     return procfs_status_nspid_inner(buf, (size_t)n, out) ? 0 : AGENT_E_NOTFOUND;
 }
 
+int ipc_node_thread_names(uint64_t pid, struct ipc_thread_name *out, size_t cap, size_t *n)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%llu/task", (unsigned long long)pid);
+    *n = 0;
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        return -errno;
+    }
+    struct dirent *e = NULL;
+    while (*n < cap && (e = readdir(d)) != NULL) {
+        uint64_t tid = 0;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+            num_parse_u64_str(e->d_name, 10, UINT32_MAX, &tid) != 0) {
+            continue;
+        }
+        char file[96];
+        char buf[4096];
+        snprintf(file, sizeof(file), "%s/%llu/status", path, (unsigned long long)tid);
+        ssize_t len = read_bounded(file, buf, sizeof(buf));
+        uint64_t inner = 0;
+        if (len <= 0 || !procfs_status_nspid_inner(buf, (size_t)len, &inner)) {
+            continue; /* gone since the listing */
+        }
+        snprintf(file, sizeof(file), "%s/%llu/comm", path, (unsigned long long)tid);
+        len = read_bounded(file, buf, sizeof(out->name));
+        if (len <= 0) {
+            continue;
+        }
+        buf[strcspn(buf, "\n")] = '\0';
+        out[*n].tid = inner;
+        memcpy(out[*n].name, buf, strlen(buf) + 1);
+        (*n)++;
+    }
+    (void)closedir(d);
+    return 0;
+}
+
 /* The process's TMPDIR into out, as it has it (trailing '/' kept): its environment's, else /tmp.
  * buf (cap bytes) holds its whole environment meanwhile and is wiped before this returns. */
 static void read_tmpdir(uint64_t pid, char *buf, size_t cap, char *out, size_t out_cap)

@@ -72,4 +72,16 @@ int ipc_node_start_time(uint64_t pid, uint64_t *out);
 /* /proc/<pid>/status's NSpid (last field). Blocking. 0 or a negative code. */
 int ipc_node_nspid(uint64_t pid, uint64_t *out);
 
+/*
+ * The names of process pid's threads (/proc/<pid>/task/<tid>/comm: the kernel's 15 bytes, which
+ * .NET sets from Thread.Name and to ".NET …" for its own threads), each with its thread id as the
+ * process sees it (status' NSpid, last field: the id the runtime's events carry). At most cap
+ * into out[0..*n); threads gone meanwhile are left out. Blocking. 0 or a negative errno.
+ */
+struct ipc_thread_name {
+    uint64_t tid;
+    char name[16];
+};
+int ipc_node_thread_names(uint64_t pid, struct ipc_thread_name *out, size_t cap, size_t *n);
+
 #endif

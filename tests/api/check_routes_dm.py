@@ -55,7 +55,8 @@ def check_info(port, token, metrics_on, label):
     info = json.loads(body) if st == 200 else {}
     caps = {c.get("name"): c.get("enabled") for c in info.get("capabilities", [])}
     check(st == 200 and list(caps) == CAPABILITIES and caps["metrics"] is metrics_on and
-          caps["http_egress"] is True and not (caps["exceptions"] or caps["parameters"] or caps["call_stacks"]),
+          caps["http_egress"] is True and caps["call_stacks"] is True and
+          not (caps["exceptions"] or caps["parameters"]),
           f"{label}: /info lists {CAPABILITIES}, metrics {metrics_on} ({st} {caps})")
     check(re.fullmatch(r"\d+\.\d+(\.\d+){0,2}", str(info.get("runtimeVersion"))) is not None,
           f"{label}: /info runtimeVersion parses as a version ({info.get('runtimeVersion')!r})")

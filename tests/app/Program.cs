@@ -82,6 +82,10 @@
 //                        one sample per thread per ms, mostly with a stack it has not seen just
 //                        before, so a CPU trace grows fast (bench/bench_convert.sh speedscope);
 //                        answers `hot`'s line with " threads=<n> rounds=<sum of their rounds>"
+//   park                 a thread "dm-waiter" blocked in A.B.Wait and a thread "dm-spinner"
+//                        spinning in C.D.Spin (tests/app/Parked.cs), for GET /stacks; answers
+//                        "ok park waiter=<tid> spinner=<tid>" with their kernel thread ids
+//   unpark               ends them ("ok unpark")
 //   work <ms>            the app's own work rate for bench/: for ms milliseconds, rounds of
 //                        parsing and formatting 64 numbers into fresh strings and a small
 //                        object array, 1 in 64 rounds kept in a 4096-slot window (so some
@@ -569,6 +573,10 @@ internal static class Program
                 }
             case "work":
                 return Work(ParseInt(rest, "ms", 1, 600_000));
+            case "park":
+                return Parked.Park();
+            case "unpark":
+                return Parked.Unpark();
             case "events":
                 {
                     string[] parts = Words(rest, 2, "usage: events <n> <chars> [threads] [MB/s]");

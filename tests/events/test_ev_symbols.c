@@ -11,7 +11,8 @@
  * ThreadSample events): every sample kept, every frame unknown. A hostile runtime against a
  * small share of the memory budget: ever-new methods with 30,000-character names, ever-new
  * stacks, and a stream of such methods, each refused with AGENT_E_BUDGET at the share's cap,
- * names cut at EV_SYMBOLS_MAX_NAME, every byte given back at ev_symbols_free.
+ * names cut at EV_SYMBOLS_MAX_NAME, every byte given back at ev_symbols_free. events/ev_stacks
+ * (GET /stacks): each thread's first sample in the three shapes, read back.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "ev_stacks.h"
 #include "ev_store.h"
 #include "ev_symbols.h"
 #include "fixture.h"
@@ -690,6 +692,140 @@ static void test_ev_symbols_budget_stream(void **state)
     free(t.blk.b);
 }
 
+/* ev_stacks (GET /stacks): each thread's first sample only, in the order threads were first
+ * sampled; frames leaf first in parts (method, type, module file with its extension, token); a
+ * run of unknown addresses as one [NativeFrame]; thread names where given; the three shapes. */
+static struct ev_symbols *stacks_fixture(void)
+{
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    add_module(s, 1, CORELIB);
+    add_module(s, 2, "/app/TestApp.dll");
+    add_method(s, 2, 2, 0x1000, 0x100, "A.B", "Wait", "void  (int32)");
+    add_method(s, 2, 1, 0x2000, 0x100, "System.Threading.Monitor", "Wait",
+               "bool  (class System.Object)");
+    add_method(s, 2, 2, 0x3000, 0x100, "C.D+\"Odd\"", "Spin", "void  ()");
+    uint64_t first[] = {0x1010, 0x9999, 0x9998, 0x2010};
+    uint64_t spin[] = {0x3010};
+    uint64_t later[] = {0x2020};
+    assert_int_equal(ev_symbols_add_sample(s, 0x68C0, 10, first, 4), 0);
+    assert_int_equal(ev_symbols_add_sample(s, 7, 11, spin, 1), 0);
+    assert_int_equal(ev_symbols_add_sample(s, 0x68C0, 12, later, 1), 0);
+    return s;
+}
+
+static const char *names_of(void *ud, uint64_t thread)
+{
+    (void)ud;
+    return thread == 0x68C0 ? "worker \"1\"" : NULL;
+}
+
+static char *stacks_out(struct ev_symbols *s, enum ev_stacks_format format,
+                        struct ev_stacks_counts *n)
+{
+    struct ev_stacks_opts o = {.format = format, .thread_name = names_of};
+    struct buf b;
+    buf_init(&b, 0);
+    assert_int_equal(ev_stacks_write(s, &o, n, to_buf, &b), 0);
+    size_t len = 0;
+    char *out = buf_steal(&b, &len);
+    assert_non_null(out);
+    return out;
+}
+
+static void assert_frame(cJSON *f, const char *method, const char *type, const char *module,
+                         double token)
+{
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(f, "methodName")), method);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(f, "typeName")), type);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(f, "moduleName")), module);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(f, "methodToken")) == token);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(f, "moduleVersionId")),
+                        EV_STACKS_EMPTY_GUID);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(f, "hidden")));
+}
+
+static void test_ev_stacks_json(void **state)
+{
+    (void)state;
+    struct ev_symbols *s = stacks_fixture();
+    struct ev_stacks_counts n;
+    char *out = stacks_out(s, EV_STACKS_JSON, &n);
+    assert_int_equal(n.threads, 2);
+    assert_int_equal(n.frames, 4);
+    cJSON *doc = cJSON_Parse(out);
+    assert_non_null(doc);
+    cJSON *stacks = cJSON_GetObjectItem(doc, "stacks");
+    assert_int_equal(cJSON_GetArraySize(stacks), 2);
+    cJSON *t0 = cJSON_GetArrayItem(stacks, 0);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(t0, "threadId")) == 0x68C0);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(t0, "threadName")),
+                        "worker \"1\"");
+    cJSON *frames = cJSON_GetObjectItem(t0, "frames");
+    assert_int_equal(cJSON_GetArraySize(frames), 3);
+    assert_frame(cJSON_GetArrayItem(frames, 0), "Wait", "A.B", "TestApp.dll", 0x06000001);
+    assert_frame(cJSON_GetArrayItem(frames, 1), EV_STACKS_NATIVE_FRAME, EV_STACKS_NATIVE_FRAME,
+                 EV_STACKS_NATIVE_FRAME, 0);
+    assert_frame(cJSON_GetArrayItem(frames, 2), "Wait", "System.Threading.Monitor",
+                 "System.Private.CoreLib.dll", 0x06000001);
+    cJSON *t1 = cJSON_GetArrayItem(stacks, 1);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(t1, "threadId")) == 7);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(t1, "threadName")), "");
+    assert_frame(cJSON_GetArrayItem(cJSON_GetObjectItem(t1, "frames"), 0), "Spin", "C.D+\"Odd\"",
+                 "TestApp.dll", 0x06000001);
+    cJSON_Delete(doc);
+    free(out);
+    struct buf b;
+    buf_init(&b, 0);
+    struct ev_stacks_opts o = {.format = EV_STACKS_JSON};
+    assert_int_equal(ev_stacks_write(s, &o, NULL, fail_sink, &b), AGENT_E_CLOSED);
+    buf_fini(&b);
+    ev_symbols_free(s);
+}
+
+static void test_ev_stacks_text_speedscope(void **state)
+{
+    (void)state;
+    struct ev_symbols *s = stacks_fixture();
+    char *text = stacks_out(s, EV_STACKS_TEXT, NULL);
+    assert_string_equal(text, "Thread: (0x68C0) worker \"1\"\n"
+                              "  TestApp.dll!A.B.Wait\n"
+                              "  [NativeFrame]\n"
+                              "  System.Private.CoreLib.dll!System.Threading.Monitor.Wait\n"
+                              "\n"
+                              "Thread: (0x7)\n"
+                              "  TestApp.dll!C.D+\"Odd\".Spin\n"
+                              "\n");
+    free(text);
+    char *ss = stacks_out(s, EV_STACKS_SPEEDSCOPE, NULL);
+    cJSON *doc = cJSON_Parse(ss);
+    assert_non_null(doc);
+    assert_string_equal(frame_name(doc, 0), EV_STACKS_NATIVE_FRAME);
+    assert_string_equal(frame_name(doc, 1), EV_STACKS_UNKNOWN_CLASS);
+    cJSON *profiles = cJSON_GetObjectItem(doc, "profiles");
+    assert_int_equal(cJSON_GetArraySize(profiles), 2);
+    cJSON *p0 = cJSON_GetArrayItem(profiles, 0);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(p0, "name")),
+                        "Thread: (0x68C0) worker \"1\"");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(p0, "type")), "evented");
+    cJSON *ev = cJSON_GetObjectItem(p0, "events");
+    assert_int_equal(cJSON_GetArraySize(ev), 6);
+    /* opened outermost first: Monitor.Wait, the native run, then the leaf A.B.Wait */
+    const char *want[] = {"System.Private.CoreLib.dll!System.Threading.Monitor.Wait",
+                          EV_STACKS_NATIVE_FRAME, "TestApp.dll!A.B.Wait"};
+    for (int i = 0; i < 6; i++) {
+        cJSON *e = cJSON_GetArrayItem(ev, i);
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(e, "type"));
+        int frame = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "frame"));
+        assert_string_equal(type, i < 3 ? "O" : "C");
+        assert_string_equal(frame_name(doc, frame), want[i < 3 ? i : 5 - i]);
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "at")) == (i < 3 ? 0 : 1));
+    }
+    cJSON_Delete(doc);
+    free(ss);
+    ev_symbols_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -703,6 +839,8 @@ int main(void)
         cmocka_unit_test(test_ev_symbols_budget_methods),
         cmocka_unit_test(test_ev_symbols_budget_stacks),
         cmocka_unit_test(test_ev_symbols_budget_stream),
+        cmocka_unit_test(test_ev_stacks_json),
+        cmocka_unit_test(test_ev_stacks_text_speedscope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

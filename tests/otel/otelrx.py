@@ -529,10 +529,12 @@ class OtelApp:
         """/work?id=n: the ids it created (see tests/otel/app/Program.cs)."""
         return self.get(f"/work?id={n}")
 
-    def items(self, n, rate=0):
-        """/items?n=&rate=: n items (a scope, two spans, a log record, two measurements each) at
-        about rate per second (0: as fast as the app goes); the seconds the app took."""
-        return self.get(f"/items?n={n}&rate={rate}", timeout=n / max(rate, 1000) * 4 + 60)["ms"] / 1000
+    def items(self, n, rate=0, kind="plain"):
+        """/items?n=&rate=&kind=: n items (a scope, two spans, a log record, two measurements each,
+        and what kind adds: an await, an exception, an HTTP call) at about rate per second (0: as
+        fast as the app goes); the seconds the app took."""
+        return self.get(f"/items?n={n}&rate={rate}&kind={kind}",
+                        timeout=n / max(rate, 1000) * 4 + 60)["ms"] / 1000
 
     def metrics_state(self):
         """The values the app's instruments hold (its own count of what it recorded)."""

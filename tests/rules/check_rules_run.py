@@ -45,6 +45,7 @@ Other triggers (trigger_mode; each first held below its threshold, where it must
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE/DOTNET_ROOT.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -178,6 +179,34 @@ def connect_mode(tmp, script):
     check(dm.returncode == 0, f"dotmon stopped cleanly ({dm.returncode})")
 
 
+@contextlib.contextmanager
+def rules_app(tmp, cfg, tag):
+    """A TestApp and dotmon with cfg: yields (app, api URL) once the app is listed, every rule of
+    cfg is Running for it and their trigger sessions had time to start; then the app is killed
+    and dotmon must stop cleanly. dotmon's log: <tmp>/dotmon-<tag>.log."""
+    names = set(cfg["CollectionRules"])
+    app = App(tmp)
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(tmp, f"dotmon-{tag}.log"), "w+")
+    dm = start(tmp, cfg, port, log)
+    try:
+        check(wait_listed(port, app.pid), f"{tag}: dotmon lists the app {app.pid}")
+
+        def running():
+            st, _, body = get(f"{api}/collectionrules?pid={app.pid}")
+            rules = json.loads(body) if st == 200 else {}
+            return set(rules) == names and {r.get("state") for r in rules.values()} == {"Running"}
+
+        check(wait_for(running, 15), f"{tag}: the rules {sorted(names)} are Running")
+        time.sleep(4)  # the trigger sessions start
+        yield app, api
+    finally:
+        app.kill()
+        stop_dotmon(dm, log, 6000)
+    check(dm.returncode == 0, f"{tag}: dotmon stopped cleanly ({dm.returncode})")
+
+
 def aspnet_mode(tmp, script):
     out = os.path.join(tmp, "aspnet.txt")
     cfg = {
@@ -195,21 +224,7 @@ def aspnet_mode(tmp, script):
                      "Actions": [execute(script, out, "slow $(Process.ProcessId)")]},
         },
     }
-    app = App(tmp)
-    port = free_port()
-    api = f"http://127.0.0.1:{port}"
-    log = open(os.path.join(tmp, "dotmon-aspnet.log"), "w+")
-    dm = start(tmp, cfg, port, log)
-    try:
-        check(wait_listed(port, app.pid), f"aspnet: dotmon lists the app {app.pid}")
-
-        def running():
-            st, _, body = get(f"{api}/collectionrules?pid={app.pid}")
-            rules = json.loads(body) if st == 200 else {}
-            return {r.get("state") for r in rules.values()} == {"Running"} and len(rules) == 3
-
-        check(wait_for(running, 15), "aspnet: the three ASP.NET rules are Running")
-        time.sleep(4)  # the trigger sessions start
+    with rules_app(tmp, cfg, "aspnet") as (app, _):
         app.command("http 0 3")
         time.sleep(3)
         got = lines(out)
@@ -232,10 +247,6 @@ def aspnet_mode(tmp, script):
         check(fired, f"AspNetRequestDuration fired on a 1.5 s request ({time.time() - t_slow:.1f} s): "
                      f"{lines(out)}")
         check(lines(out).count(f"count {app.pid}") == 1, f"AspNetRequestCount fired once: {lines(out)}")
-    finally:
-        app.kill()
-        stop_dotmon(dm, log, 6000)
-    check(dm.returncode == 0, f"aspnet: dotmon stopped cleanly ({dm.returncode})")
 
 
 def shared_specs_mode(tmp, script):
@@ -254,21 +265,12 @@ def shared_specs_mode(tmp, script):
                       "Actions": [execute(script, out, "three")]},
         },
     }
-    app = App(tmp)
-    port = free_port()
-    api = f"http://127.0.0.1:{port}"
-    log = open(os.path.join(tmp, "dotmon-shared.log"), "w+")
-    dm = start(tmp, cfg, port, log)
-    try:
-        check(wait_listed(port, app.pid), f"shared: dotmon lists the app {app.pid}")
+    with rules_app(tmp, cfg, "shared") as (app, api):
 
         def state(name):
             st, _, body = get(f"{api}/collectionrules?pid={app.pid}")
             return (json.loads(body) if st == 200 else {}).get(name, {}).get("state")
 
-        check(wait_for(lambda: state("Once") == "Running" and state("Three") == "Running", 15),
-              "shared: both rules are Running")
-        time.sleep(4)  # the trigger sessions start
         app.command("http 0 1")
         check(wait_for(lambda: state("Once") == "Finished", 15),
               f"shared: Once fired and finished (its session ended): {lines(out)}")
@@ -286,10 +288,6 @@ def shared_specs_mode(tmp, script):
         text = open(os.path.join(tmp, "dotmon-shared.log")).read()
         check("took the runtime's one FilterAndPayloadSpecs list with it; set again" in text,
               "shared: dotmon set the lines again after a session ended")
-    finally:
-        app.kill()
-        stop_dotmon(dm, log, 6000)
-    check(dm.returncode == 0, f"shared: dotmon stopped cleanly ({dm.returncode})")
 
 
 def fired(out, word):

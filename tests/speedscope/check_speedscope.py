@@ -33,7 +33,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from dmtest import FAILS, Watched, check  # noqa: E402
+from dmtest import FAILS, Watched, check, dotnet_tool  # noqa: E402
 
 HOT = "TestApp.Hot.SpinHotLoop"
 DOTNET_TRACE_VERSION = "10.0.750501"  # the dotnet-gcdump of tests/gcdump's release
@@ -120,13 +120,7 @@ def check_doc(doc):
 
 def dotnet_trace():
     """Microsoft's dotnet-trace in DOTMON_TOOLS_DIR (installed there if need be), or None."""
-    d = os.environ.get("DOTMON_TOOLS_DIR", "")
-    exe = os.path.join(d, "dotnet-trace")
-    if d and not os.access(exe, os.X_OK) and os.environ.get("DOTNET_EXE"):
-        subprocess.run([os.environ["DOTNET_EXE"], "tool", "install", "--tool-path", d, "dotnet-trace",
-                        "--version", DOTNET_TRACE_VERSION],
-                       capture_output=True, timeout=300)
-    return exe if d and os.access(exe, os.X_OK) else None
+    return dotnet_tool("dotnet-trace", DOTNET_TRACE_VERSION)
 
 
 def schema_check(files):

@@ -349,6 +349,19 @@ def dotnet_root():
     return os.path.dirname(os.path.realpath(exe)) if exe else ""
 
 
+def dotnet_tool(name, version):
+    """Microsoft's .NET tool name (a NuGet tool package: dotnet-trace, dotnet-stack, ...) at
+    version, in DOTMON_TOOLS_DIR (installed there the first time); its path, or None when it is
+    not there and cannot be installed (no .NET SDK, offline)."""
+    d = os.environ.get("DOTMON_TOOLS_DIR", "")
+    exe = os.path.join(d, name)
+    dotnet = os.environ.get("DOTNET_EXE") or shutil.which("dotnet")
+    if d and not os.access(exe, os.X_OK) and dotnet:
+        subprocess.run([dotnet, "tool", "install", "--tool-path", d, name, "--version", version],
+                       capture_output=True, timeout=300)
+    return exe if d and os.access(exe, os.X_OK) else None
+
+
 class App:
     """tests/app's TestApp (DOTMON_TESTAPP_DIR) in TMPDIR=tmp, with extra arguments (env: variables
     to set, a value None removes one); waits for its "ready pid=N" line. command() sends one stdin

@@ -35,9 +35,10 @@
 //                      request's Activity
 //   GET /await?id=N    one record logged after an await inside a scope, its continuation on
 //                      another thread (see AfterAwait); answers {"traceId"} of its request
-//   GET /items?n=N&rate=R
+//   GET /items?n=N&rate=R&kind=K
 //                      N items at about R per second (0: unpaced), for the benchmark's per-item
-//                      cost (see Items); answers {"n","ms"} when done
+//                      cost; K (default plain) adds an await, an exception or an HTTP call to each
+//                      (see Items); answers {"n","ms"} when done
 //   GET /metrics-state the values the instruments hold so far, for comparisons:
 //                      {"requests","openOrders","lastOrder","histogramCount","histogramSum"}
 //
@@ -158,7 +159,8 @@ public static class Program
         });
         app.MapGet("/work", async (int id) => Results.Json(await Work(id, log, http, self)));
         app.MapGet("/await", (int id) => Results.Json(AfterAwait(id, log)));
-        app.MapGet("/items", (int n, int rate) => Results.Json(Items(n, rate, log)));
+        app.MapGet("/items", async (int n, int rate, string? kind) =>
+            Results.Json(await Items(n, rate, kind ?? "plain", log, http, self)));
         app.MapGet("/metrics-state", () =>
         {
             lock (Gate)
@@ -235,10 +237,22 @@ public static class Program
     // record (Information, EventId 14 Item, "Item {ItemId} done for {Customer}"); then the counter
     // dotmontest.items +1 and the histogram dotmontest.item_size (i % 100), tag kind=item. No
     // HTTP, no exception: what an exporter costs the app per item, with little else in the
-    // process's CPU.
-    private static Dictionary<string, object?> Items(int n, int rate, ILogger log)
+    // process's CPU. kind adds one of what a /work request has beside that, to see its own cost:
+    //   plain      nothing (the item above)
+    //   async      two awaits inside the child span (Task.Yield: the rest runs on a pool thread)
+    //   exception  a caught InvalidOperationException logged (Error, EventId 15 ItemFailed) in the
+    //              scope
+    //   http       an HttpClient GET of the app's own /health inside the child span (a client span
+    //              and the server's ASP.NET Core request span)
+    private static async Task<Dictionary<string, object?>> Items(int n, int rate, string kind, ILogger log,
+                                                                 IHttpClientFactory http, string self)
     {
+        if (kind is not ("plain" or "async" or "exception" or "http"))
+        {
+            throw new ArgumentException($"unknown kind {kind}");
+        }
         Activity.Current = null; // the request's span is not their parent
+        using HttpClient client = http.CreateClient();
         var clock = Stopwatch.StartNew();
         for (int i = 0; i < n; i++)
         {
@@ -249,6 +263,26 @@ public static class Program
                 using (Activity? child = Source.StartActivity("items.child", ActivityKind.Client))
                 {
                     child?.SetTag("step", 1);
+                    if (kind == "async")
+                    {
+                        await Task.Yield();
+                        await Task.Yield();
+                    }
+                    else if (kind == "http")
+                    {
+                        await client.GetStringAsync($"{self}/health");
+                    }
+                }
+                if (kind == "exception")
+                {
+                    try
+                    {
+                        throw new InvalidOperationException($"item {i} failed on purpose");
+                    }
+                    catch (InvalidOperationException ex)
+                    {
+                        log.LogError(new EventId(15, "ItemFailed"), ex, "Item {ItemId} failed", i);
+                    }
                 }
                 log.LogInformation(new EventId(14, "Item"), "Item {ItemId} done for {Customer}", i, "alice");
             }

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/* GET /stacks' answer from a sampled session; see ev_stacks.h. */
+#include "ev_stacks.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "err.h"
+#include "ev_json.h"
+
+#define OUT_BATCH         (256u * 1024u) /* handed to the sink in pieces of about this size */
+#define UNKNOWN_MODULE    "UnknownModule"
+#define SPEEDSCOPE_SCHEMA "https://www.speedscope.app/file-format-schema.json"
+#define FRAME_NATIVE      0u /* speedscope: shared frame 0 (1 is UnknownClass), as dotnet-monitor */
+
+struct wr {
+    struct ev_symbols *s;
+    const struct ev_stacks_opts *o;
+    struct ev_stacks_counts n;
+    ev_symbols_sink_cb sink;
+    void *ud;
+    struct buf b;     /* the output not yet handed to the sink */
+    struct buf name;  /* one frame's "module!type.method" */
+    struct buf names; /* speedscope: the shared frames' names, NUL-terminated */
+    uint32_t *offs;   /* speedscope: frame index -> offset in names */
+    size_t nframes, cap_frames;
+    uint32_t *table;  /* speedscope: open addressing over the names, frame index + 1 */
+    size_t table_cap; /* a power of two, or 0 */
+    uint32_t *stack;  /* speedscope: one thread's frame indices, leaf first */
+    size_t cap_stack;
+};
+
+static int flush(struct wr *w, bool force)
+{
+    if (buf_size(&w->b) == 0 || (!force && buf_size(&w->b) < OUT_BATCH)) {
+        return 0;
+    }
+    int rc = w->sink(w->ud, buf_data(&w->b), buf_size(&w->b));
+    buf_reset(&w->b);
+    return rc;
+}
+
+static int grow_u32(uint32_t **v, size_t *cap, size_t need)
+{
+    if (need <= *cap) {
+        return 0;
+    }
+    size_t ncap = *cap != 0 ? *cap * 2 : 64;
+    while (ncap < need) {
+        ncap *= 2;
+    }
+    uint32_t *nv = realloc(*v, ncap * sizeof(**v));
+    if (nv == NULL) {
+        return -ENOMEM;
+    }
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
+/* The thread's header, as dotnet-monitor's "Thread: (0x{id:X})" then " name" when it has one. */
+static int thread_header(struct wr *w, struct buf *out, uint64_t thread)
+{
+    const char *name = w->o->thread_name != NULL ? w->o->thread_name(w->o->name_ud, thread) : NULL;
+    int rc = buf_printf(out, "Thread: (0x%llX)", (unsigned long long)thread);
+    if (rc == 0 && name != NULL && name[0] != '\0') {
+        rc = buf_printf(out, " %s", name);
+    }
+    return rc;
+}
+
+/* f's text name, "Module.dll!Type.Method" (or the native frame), into w->name. */
+static int frame_name(struct wr *w, const struct ev_symbols_frame *f)
+{
+    buf_reset(&w->name);
+    if (!f->known) {
+        return buf_append_str(&w->name, EV_STACKS_NATIVE_FRAME);
+    }
+    int rc = buf_printf(&w->name, "%s%s!", f->module != NULL ? f->module : UNKNOWN_MODULE,
+                        f->module != NULL ? f->module_ext : "");
+    if (rc == 0 && f->type_len > 0) {
+        rc = buf_append(&w->name, f->type, f->type_len);
+        rc = rc != 0 ? rc : buf_append(&w->name, ".", 1);
+    }
+    return rc != 0 ? rc : buf_append(&w->name, f->method, f->method_len);
+}
+
+static int json_frame(struct wr *w, const struct ev_symbols_frame *f, bool first)
+{
+    int rc = buf_append_str(&w->b, first ? "{\"methodName\":" : ",{\"methodName\":");
+    if (!f->known) {
+        rc = rc != 0 ? rc
+                     : buf_append_str(&w->b, "\"" EV_STACKS_NATIVE_FRAME "\",\"methodToken\":0,"
+                                             "\"typeName\":\"" EV_STACKS_NATIVE_FRAME
+                                             "\",\"moduleName\":\"" EV_STACKS_NATIVE_FRAME "\"");
+    } else {
+        rc = rc != 0 ? rc : ev_json_str_utf8(&w->b, (const uint8_t *)f->method, f->method_len);
+        rc = rc != 0 ? rc : buf_printf(&w->b, ",\"methodToken\":%u,\"typeName\":", f->token);
+        rc = rc != 0           ? rc
+             : f->type_len > 0 ? ev_json_str_utf8(&w->b, (const uint8_t *)f->type, f->type_len)
+                               : buf_append_str(&w->b, "\"" EV_STACKS_UNKNOWN_CLASS "\"");
+        rc = rc != 0 ? rc : buf_append_str(&w->b, ",\"moduleName\":\"");
+        rc = rc != 0
+                 ? rc
+                 : buf_append_json_escaped(&w->b, f->module != NULL ? f->module : UNKNOWN_MODULE);
+        rc = rc != 0 ? rc : buf_printf(&w->b, "%s\"", f->module != NULL ? f->module_ext : "");
+    }
+    return rc != 0 ? rc
+                   : buf_append_str(&w->b, ",\"moduleVersionId\":\"" EV_STACKS_EMPTY_GUID
+                                           "\",\"hidden\":false}");
+}
+
+static uint64_t hash_str(const char *p)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (; *p != '\0'; p++) {
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+static const char *shared_name(const struct wr *w, uint32_t frame)
+{
+    return (const char *)buf_data(&w->names) + w->offs[frame];
+}
+
+/* Adds name to the shared frames (once); its index in *out. */
+static int shared_add(struct wr *w, const char *name, uint32_t *out)
+{
+    if ((w->nframes + 1) * 2 > w->table_cap) {
+        size_t ncap = w->table_cap != 0 ? w->table_cap * 2 : 256;
+        uint32_t *t = calloc(ncap, sizeof(*t));
+        if (t == NULL) {
+            return -ENOMEM;
+        }
+        for (uint32_t i = 0; i < w->nframes; i++) {
+            size_t h = (size_t)hash_str(shared_name(w, i)) & (ncap - 1);
+            while (t[h] != 0) {
+                h = (h + 1) & (ncap - 1);
+            }
+            t[h] = i + 1;
+        }
+        free(w->table);
+        w->table = t;
+        w->table_cap = ncap;
+    }
+    size_t mask = w->table_cap - 1;
+    size_t h = (size_t)hash_str(name) & mask;
+    for (; w->table[h] != 0; h = (h + 1) & mask) {
+        if (strcmp(shared_name(w, w->table[h] - 1), name) == 0) {
+            *out = w->table[h] - 1;
+            return 0;
+        }
+    }
+    int rc = grow_u32(&w->offs, &w->cap_frames, w->nframes + 1);
+    if (rc == 0) {
+        w->offs[w->nframes] = (uint32_t)buf_size(&w->names);
+        rc = buf_append(&w->names, name, strlen(name) + 1);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    w->table[h] = (uint32_t)w->nframes + 1;
+    *out = (uint32_t)w->nframes++;
+    return 0;
+}
+
+/* One speedscope profile: w->stack[0..n) (leaf first) opened root first, closed leaf first. */
+static int speedscope_profile(struct wr *w, uint64_t thread, size_t n)
+{
+    int rc = buf_append_str(&w->b, w->n.threads > 0 ? ",{\"type\":\"evented\",\"name\":\""
+                                                    : "{\"type\":\"evented\",\"name\":\"");
+    struct buf head;
+    buf_init(&head, 0);
+    rc = rc != 0 ? rc : thread_header(w, &head, thread);
+    rc = rc != 0 ? rc : buf_append_json_escaped(&w->b, buf_cstr(&head));
+    buf_fini(&head);
+    rc = rc != 0 ? rc
+                 : buf_append_str(&w->b, "\",\"unit\":\"none\",\"startValue\":0,\"endValue\":1,"
+                                         "\"events\":[");
+    for (size_t k = n; rc == 0 && k > 0; k--) {
+        rc = buf_printf(&w->b, "%s{\"type\":\"O\",\"frame\":%u,\"at\":0}", k == n ? "" : ",",
+                        w->stack[k - 1]);
+    }
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        rc = buf_printf(&w->b, ",{\"type\":\"C\",\"frame\":%u,\"at\":1}", w->stack[k]);
+    }
+    return rc != 0 ? rc : buf_append_str(&w->b, "]}");
+}
+
+/* A thread's header in the chosen format. */
+static int begin_thread(struct wr *w, uint64_t thread)
+{
+    if (w->o->format == EV_STACKS_TEXT) {
+        int rc = thread_header(w, &w->b, thread);
+        return rc != 0 ? rc : buf_append(&w->b, "\n", 1);
+    }
+    if (w->o->format != EV_STACKS_JSON) {
+        return 0;
+    }
+    const char *name = w->o->thread_name != NULL ? w->o->thread_name(w->o->name_ud, thread) : NULL;
+    int rc = buf_printf(&w->b, "%s{\"threadId\":%llu,\"threadName\":\"",
+                        w->n.threads > 0 ? "," : "", (unsigned long long)thread);
+    rc = rc != 0 ? rc : buf_append_json_escaped(&w->b, name != NULL ? name : "");
+    return rc != 0 ? rc : buf_append_str(&w->b, "\",\"frames\":[");
+}
+
+/* One frame of the thread (its k-th written) in the chosen format. */
+static int put_frame(struct wr *w, const struct ev_symbols_frame *f, size_t k)
+{
+    if (w->o->format == EV_STACKS_JSON) {
+        return json_frame(w, f, k == 0);
+    }
+    int rc = frame_name(w, f);
+    if (rc != 0) {
+        return rc;
+    }
+    if (w->o->format == EV_STACKS_TEXT) {
+        rc = buf_append_str(&w->b, "  ");
+        rc = rc != 0 ? rc : buf_append(&w->b, buf_data(&w->name), buf_size(&w->name));
+        return rc != 0 ? rc : buf_append(&w->b, "\n", 1);
+    }
+    uint32_t idx = FRAME_NATIVE;
+    rc = f->known ? shared_add(w, buf_cstr(&w->name), &idx) : 0;
+    rc = rc != 0 ? rc : grow_u32(&w->stack, &w->cap_stack, k + 1);
+    if (rc == 0) {
+        w->stack[k] = idx;
+    }
+    return rc;
+}
+
+static int on_thread(void *ud, uint64_t thread, bool external, const uint64_t *ips, size_t n)
+{
+    struct wr *w = ud;
+    (void)external; /* a blocked thread's stack is as much its stack */
+    int rc = begin_thread(w, thread);
+    size_t k = 0;
+    bool native = false; /* the frame before was native: a run is one frame */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        struct ev_symbols_frame f;
+        rc = ev_symbols_frame_of(w->s, ips[i], &f);
+        rc = rc == AGENT_E_NOTFOUND ? 0 : rc;
+        if (rc != 0 || (!f.known && native)) {
+            continue;
+        }
+        native = !f.known;
+        rc = put_frame(w, &f, k++);
+    }
+    if (rc == 0 && w->o->format == EV_STACKS_JSON) {
+        rc = buf_append_str(&w->b, "]}");
+    } else if (rc == 0 && w->o->format == EV_STACKS_TEXT) {
+        rc = buf_append(&w->b, "\n", 1);
+    } else if (rc == 0) {
+        rc = speedscope_profile(w, thread, k);
+    }
+    w->n.threads++;
+    w->n.frames += k;
+    return rc != 0 ? rc : flush(w, false);
+}
+
+/* speedscope's end: the shared frames, after the profiles that named them. */
+static int speedscope_end(struct wr *w)
+{
+    int rc = buf_append_str(&w->b, "],\"shared\":{\"frames\":[");
+    for (uint32_t i = 0; rc == 0 && i < w->nframes; i++) {
+        rc = buf_append_str(&w->b, i > 0 ? ",{\"name\":\"" : "{\"name\":\"");
+        rc = rc != 0 ? rc : buf_append_json_escaped(&w->b, shared_name(w, i));
+        rc = rc != 0 ? rc : buf_append_str(&w->b, "\"}");
+        rc = rc != 0 ? rc : flush(w, false);
+    }
+    return rc != 0 ? rc : buf_append_str(&w->b, "]}}\n");
+}
+
+int ev_stacks_write(struct ev_symbols *s, const struct ev_stacks_opts *opts,
+                    struct ev_stacks_counts *counts, ev_symbols_sink_cb sink, void *ud)
+{
+    struct wr w = {.s = s, .o = opts, .sink = sink, .ud = ud};
+    buf_init(&w.b, 0);
+    buf_init(&w.name, 0);
+    buf_init(&w.names, 0);
+    uint32_t idx = 0;
+    int rc = 0;
+    if (opts->format == EV_STACKS_JSON) {
+        rc = buf_append_str(&w.b, "{\"stacks\":[");
+    } else if (opts->format == EV_STACKS_SPEEDSCOPE) {
+        rc = buf_append_str(&w.b, "{\"exporter\":\"dotmon\",\"name\":\"speedscope.json\","
+                                  "\"activeProfileIndex\":0,\"$schema\":\"" SPEEDSCOPE_SCHEMA
+                                  "\",\"profiles\":[");
+        rc = rc != 0 ? rc : shared_add(&w, EV_STACKS_NATIVE_FRAME, &idx);
+        rc = rc != 0 ? rc : shared_add(&w, EV_STACKS_UNKNOWN_CLASS, &idx);
+    }
+    rc = rc != 0 ? rc : ev_symbols_first_stacks(s, on_thread, &w);
+    if (rc == 0 && opts->format == EV_STACKS_JSON) {
+        rc = buf_append_str(&w.b, "]}\n");
+    } else if (rc == 0 && opts->format == EV_STACKS_SPEEDSCOPE) {
+        rc = speedscope_end(&w);
+    }
+    rc = rc != 0 ? rc : flush(&w, true);
+    if (counts != NULL) {
+        *counts = w.n;
+    }
+    buf_fini(&w.b);
+    buf_fini(&w.name);
+    buf_fini(&w.names);
+    free(w.offs);
+    free(w.table);
+    free(w.stack);
+    return rc;
+}

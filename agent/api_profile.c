@@ -35,6 +35,7 @@
 
 #include "agent.h"
 #include "artifact.h"
+#include "collectors.h"
 #include "dsession.h"
 #include "err.h"
 #include "ev_profile.h"
@@ -661,6 +662,7 @@ static void job_filename(struct profile_job *job, int kind, uint64_t pid)
     op_artifact_stamp(ts, sizeof(ts));
     enum profile_format f = job->format;
     if (kind == PROFILE_KIND_STACKS) {
+        ts[15] = '\0'; /* yyyyMMdd_HHmmss, as dotnet-monitor names it */
         snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".stacks.%s", ts, pid,
                  f == PROFILE_TEXT ? "txt" : "json");
         return;
@@ -674,30 +676,27 @@ static void job_filename(struct profile_job *job, int kind, uint64_t pid)
                                      : "profile.json");
 }
 
-/* Starts what ask says on the process the request selects (answers every error itself). */
-static void profile_launch(struct agent *a, struct http_request *req, const struct profile_ask *ask)
+/* Starts what ask says on p for o (a request or a rule's action): 0 once its operation
+ * exists, -1 when refused (artifact_refuse answered). */
+static int profile_launch(struct agent *a, const struct artifact_origin *o,
+                          const struct ipc_process *p, const struct profile_ask *ask)
 {
-    const struct ipc_process *p = api_select_process(a, req);
-    if (p == NULL) {
-        return;
-    }
     /* Aborted sessions finish their StopTracing in the background; count them too (as /trace). */
     if (a->sessions.live >= a->ops.limit[OP_KIND_TRACE] + PROFILE_SESSION_SLACK) {
-        api_problem(req, 429, "%zu sessions are still being closed; retry in a few seconds",
-                    a->sessions.live);
-        return;
+        artifact_refuse(o, 429, "%zu sessions are still being closed; retry in a few seconds",
+                        a->sessions.live);
+        return -1;
     }
     struct profile_job *job = job_create(a, ask);
     if (job == NULL) {
-        api_problem(req, 500, "out of memory");
-        return;
+        artifact_refuse(o, 500, "out of memory");
+        return -1;
     }
     struct operation *op = NULL;
-    const struct artifact_origin o = {.req = req};
-    if (artifact_admit_origin(a, &o, p, job->stacks ? &stacks_spec : &profile_spec, &profile_events,
+    if (artifact_admit_origin(a, o, p, job->stacks ? &stacks_spec : &profile_spec, &profile_events,
                               job, &job->core.art, &op) != 0) {
         job_release(&job->core);
-        return;
+        return -1;
     }
     job_admitted(&job->core, op); /* DELETE stops or cancels through the core */
     job->pid = p->pid;
@@ -715,6 +714,18 @@ static void profile_launch(struct agent *a, struct http_request *req, const stru
         job_fail(job, 502, "RuntimeUnreachable", agent_strerror(rc));
         job_release(&job->core);
     }
+    return 0; /* the operation exists: its end tells the rest */
+}
+
+/* The process the request selects, then profile_launch for it. */
+static void launch_for_request(struct agent *a, struct http_request *req,
+                               const struct profile_ask *ask)
+{
+    const struct ipc_process *p = api_select_process(a, req);
+    if (p != NULL) {
+        const struct artifact_origin o = {.req = req};
+        (void)profile_launch(a, &o, p, ask);
+    }
 }
 
 void api_profile_get(struct agent *a, struct http_request *req)
@@ -726,7 +737,7 @@ void api_profile_get(struct agent *a, struct http_request *req)
         query_int(req, "top", 1, EV_SYMBOLS_TOP_MAX, PROFILE_DEFAULT_TOP, &ask.top) != 0) {
         return;
     }
-    profile_launch(a, req, &ask);
+    launch_for_request(a, req, &ask);
 }
 
 /* Whether the Accept header names type (its parameters aside), or, with subset, a range that
@@ -801,5 +812,21 @@ void api_stacks_get(struct agent *a, struct http_request *req)
     if (stacks_format(req, &ask.format) != 0) {
         return;
     }
-    profile_launch(a, req, &ask);
+    launch_for_request(a, req, &ask);
+}
+
+int collect_stacks(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                   const char *format)
+{
+    struct profile_ask ask = {.kind = PROFILE_KIND_STACKS, .format = PROFILE_JSON};
+    if (format != NULL && strcasecmp(format, "PlainText") == 0) {
+        ask.format = PROFILE_TEXT;
+    } else if (format != NULL && strcasecmp(format, "Speedscope") == 0) {
+        ask.format = PROFILE_SPEEDSCOPE;
+    } else if (format != NULL && strcasecmp(format, "Json") != 0) {
+        artifact_refuse(o, 400, "unknown stacks format '%s' (Json, PlainText or Speedscope)",
+                        format);
+        return -1;
+    }
+    return profile_launch(a, o, p, &ask);
 }

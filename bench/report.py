@@ -120,6 +120,9 @@ def benches():
                ["python3", "bench/bench_otel.py", "--rounds", "3", "--seconds", "15", "--rate", "300"],
                ["python3", "bench/bench_otel.py", "--rounds", "3", "--items", "20000", "--item-rate", "2000",
                 "--no-receiver"]]),
+        # Issue 35: GET /stacks against dotnet-stack report on a 200-thread app, interleaved.
+        Bench("stacks", "GET /stacks against dotnet-stack report, 200 threads (issue 35)", "build_testapp",
+              [["python3", "bench/bench_stacks.py", "--threads", "200", "--rounds", "7"]]),
         # Issue 34: one node-mode dotmon watching 100 runtimes in mount namespaces of their own,
         # against connect mode on the same runtimes, rounds interleaved.
         Bench("node", "node mode: 100 runtimes, CPU, RSS, latencies against connect mode (issue 34)",

@@ -77,7 +77,8 @@ enum rules_action_type {
     RULES_ACTION_EXECUTE,
     RULES_ACTION_GET_ENVIRONMENT_VARIABLE,
     RULES_ACTION_SET_ENVIRONMENT_VARIABLE,
-    RULES_ACTION_LOAD_PROFILER /* parsed, then reported as unsupported */
+    RULES_ACTION_LOAD_PROFILER, /* parsed, then reported as unsupported */
+    RULES_ACTION_COLLECT_STACKS
 };
 
 enum rules_filter_key {
@@ -110,6 +111,13 @@ enum rules_log_level {
     RULES_LOG_NONE
 };
 enum rules_log_format { RULES_LOGS_PLAIN_TEXT = 0, RULES_LOGS_NDJSON, RULES_LOGS_JSON_SEQUENCE };
+
+/* CollectStacks' Format (dotnet-monitor's CallStackFormat). */
+enum rules_stacks_format {
+    RULES_STACKS_JSON = 0,
+    RULES_STACKS_PLAIN_TEXT,
+    RULES_STACKS_SPEEDSCOPE
+};
 
 /* Every filter must match (Exact and Contains are case-insensitive; ProcessId compares numbers). */
 struct rules_filter {
@@ -223,6 +231,8 @@ struct rules_action {
     size_t nfilter_specs;
     bool use_app_filters; /* default true */
     enum rules_log_format format;
+    /* CollectStacks */
+    enum rules_stacks_format stacks_format; /* default Json */
     /* CollectLiveMetrics */
     bool include_default_providers; /* default true */
     const struct rules_metric_source *metric_providers;

@@ -23,6 +23,8 @@ static const char *const level_names[] = {"Trace", "Debug",    "Information", "W
 static const struct rules_enum level_enum = {"LogLevel", level_names, 7};
 static const char *const format_names[] = {"PlainText", "NewlineDelimitedJson", "JsonSequence"};
 static const struct rules_enum format_enum = {"LogFormat", format_names, 3};
+static const char *const stacks_format_names[] = {"Json", "PlainText", "Speedscope"};
+static const struct rules_enum stacks_format_enum = {"CallStackFormat", stacks_format_names, 3};
 static const char *const profile_names[] = {"Cpu", "Http", "Logs", "Metrics", "GcCollect"};
 static const char *const event_level_names[] = {"LogAlways", "Critical",      "Error",
                                                 "Warning",   "Informational", "Verbose"};
@@ -67,6 +69,8 @@ static const struct rules_field f_action[] = {F_STR("Name", name, false),
 static const struct rules_field f_dump[] = {F_ENUM("Type", dump_type, &dump_enum), F_EGRESS,
                                             F_ARTIFACT_NAME};
 static const struct rules_field f_gcdump[] = {F_EGRESS, F_ARTIFACT_NAME};
+static const struct rules_field f_stacks[] = {F_ENUM("Format", stacks_format, &stacks_format_enum),
+                                              F_EGRESS, F_ARTIFACT_NAME};
 static const struct rules_field f_trace[] = {
     F_BOOL("RequestRundown", request_rundown),
     {"BufferSizeMegabytes", RULES_F_INT, false, AOFF(buffer_mb), RULES_NO_OFF, &range_buffer, NULL,
@@ -122,6 +126,7 @@ static const struct action_desc {
 } action_types[] = {
     ACTION("CollectDump", COLLECT_DUMP, f_dump, NULL, true, "EgressPath"),
     ACTION("CollectGCDump", COLLECT_GCDUMP, f_gcdump, NULL, true, "EgressPath"),
+    ACTION("CollectStacks", COLLECT_STACKS, f_stacks, NULL, true, "EgressPath"),
     ACTION("CollectTrace", COLLECT_TRACE, f_trace, post_trace, true, "EgressPath"),
     ACTION("CollectLogs", COLLECT_LOGS, f_logs, post_logs, true, "EgressPath"),
     ACTION("CollectLiveMetrics", COLLECT_LIVE_METRICS, f_live, post_live, true, "EgressPath"),
@@ -131,8 +136,8 @@ static const struct action_desc {
     ACTION("LoadProfiler", LOAD_PROFILER, f_profiler, post_profiler, false, NULL),
 };
 
-/* dotnet-monitor actions that need its in-process features, which dotmon does not have. */
-static const char *const unsupported_types[] = {"CollectStacks", "CollectExceptions"};
+/* dotnet-monitor actions that need its in-process features, which dotmon does not have yet. */
+static const char *const unsupported_types[] = {"CollectExceptions"};
 
 const char *rules__action_output(enum rules_action_type t)
 {

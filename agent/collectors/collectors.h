@@ -91,5 +91,9 @@ int collect_dump(struct agent *a, const struct artifact_origin *o, const struct 
                  const char *type);
 /* A GC heap snapshot (CollectGCDump): 0 once its operation exists, -1 when refused. */
 int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p);
+/* Every thread's call stack (GET /stacks, CollectStacks; agent/api_profile.c): format Json (NULL),
+ * PlainText or Speedscope, case-insensitive; 0 once its operation exists, -1 when refused. */
+int collect_stacks(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                   const char *format);
 
 #endif

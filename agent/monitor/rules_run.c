@@ -666,6 +666,13 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
     case RULES_ACTION_COLLECT_GCDUMP:
         rc = collect_gcdump(r->a, &o, p);
         break;
+    case RULES_ACTION_COLLECT_STACKS: {
+        static const char *const formats[] = {[RULES_STACKS_JSON] = "Json",
+                                              [RULES_STACKS_PLAIN_TEXT] = "PlainText",
+                                              [RULES_STACKS_SPEEDSCOPE] = "Speedscope"};
+        rc = collect_stacks(r->a, &o, p, formats[act->stacks_format]);
+        break;
+    }
     default:
         /* Not reached: LoadProfiler is refused when the rules are read, and action_start routes
          * Execute and the environment actions elsewhere. */

@@ -26,7 +26,8 @@ Collect actions to egress: a Startup rule with CollectDump (Mini), CollectTrace 
 CollectLogs and CollectLiveMetrics to a FileSystem provider, then an Execute whose Arguments
 reference their $(Actions.<n>.EgressPath): the files exist and are complete (an ELF core; a nettrace the C checker
 calls COMPLETE), the Execute got their paths, /operations lists both operations Succeeded with
-those resourceLocations; a second Startup rule's CollectGCDump stores a .gcdump there.
+those resourceLocations; a second Startup rule's CollectGCDump stores a .gcdump there, and a third
+rule's CollectStacks (PlainText) the threads' stacks as stacks.txt.
 Configuration errors: dotmon refuses to start and names the keys.
 Other triggers (trigger_mode; each first held below its threshold, where it must not fire):
   - SetEnvironmentVariable (WaitForCompletion) then GetEnvironmentVariable at Startup: the runtime
@@ -509,6 +510,10 @@ def collect_mode(tmp, script):
             "Gc": {"Trigger": {"Type": "Startup"},
                    "Actions": [{"Type": "CollectGCDump",
                                 "Settings": {"Egress": "files", "ArtifactName": "heap.gcdump"}}]},
+            "Stacks": {"Trigger": {"Type": "Startup"},
+                       "Actions": [{"Type": "CollectStacks",
+                                    "Settings": {"Egress": "files", "Format": "PlainText",
+                                                 "ArtifactName": "stacks.txt"}}]},
         },
     }
     app = App(tmp)
@@ -555,6 +560,10 @@ def collect_mode(tmp, script):
               f"collect: CollectGCDump stored a .gcdump in the provider: {sorted(os.listdir(files))}")
         check(wait_for(lambda: os.path.isfile(os.path.join(files, "heap.gcdump")), 30),
               f"collect: CollectGCDump's ArtifactName names its file: {sorted(os.listdir(files))}")
+        stacks = os.path.join(files, "stacks.txt")
+        check(wait_for(lambda: os.path.isfile(stacks) and "TestApp.dll!TestApp.Program." in open(stacks).read(), 30),
+              f"collect: CollectStacks stored the threads' stacks in text (the app's main thread in "
+              f"TestApp.Program): {open(stacks).read()[:300] if os.path.isfile(stacks) else sorted(os.listdir(files))}")
     finally:
         app.kill()
         stop_dotmon(dm, log, 6000)

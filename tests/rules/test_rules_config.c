@@ -184,6 +184,37 @@ static void test_rules_config_artifact_name(void **state)
     rules_config_free(c);
 }
 
+/* CollectStacks (dotnet-monitor's CallStackFormat: Json by default, PlainText, Speedscope;
+ * another value refused naming the setting). */
+static void test_rules_config_stacks(void **state)
+{
+    (void)state;
+    struct rules_config *c =
+        load_json("{\"CollectionRules\":{\"R\":{\"Trigger\":{\"Type\":\"Startup\"},\"Actions\":["
+                  "{\"Type\":\"CollectStacks\",\"Settings\":{\"Egress\":\"artifacts\"}},"
+                  "{\"Type\":\"CollectStacks\",\"Settings\":{\"Egress\":\"artifacts\",\"Format\":"
+                  "\"PlainText\"}},"
+                  "{\"Type\":\"CollectStacks\",\"Settings\":{\"Egress\":\"artifacts\",\"Format\":"
+                  "\"Speedscope\",\"ArtifactName\":\"s.json\"}}]}}}");
+    NO_ERRORS(c);
+    const struct rules_rule *r = rules_config_find(c, "R");
+    assert_non_null(r);
+    assert_int_equal(r->nactions, 3);
+    assert_int_equal(r->actions[0].type, RULES_ACTION_COLLECT_STACKS);
+    assert_int_equal(r->actions[0].stacks_format, RULES_STACKS_JSON);
+    assert_string_equal(r->actions[0].egress, "artifacts");
+    assert_int_equal(r->actions[1].stacks_format, RULES_STACKS_PLAIN_TEXT);
+    assert_int_equal(r->actions[2].stacks_format, RULES_STACKS_SPEEDSCOPE);
+    assert_string_equal(r->actions[2].artifact_name, "s.json");
+    rules_config_free(c);
+    c = load_json("{\"CollectionRules\":{\"R\":{\"Trigger\":{\"Type\":\"Startup\"},"
+                  "\"Actions\":[{\"Type\":\"CollectStacks\",\"Settings\":{\"Egress\":"
+                  "\"artifacts\",\"Format\":\"Xml\"}}]}}}");
+    assert_true(c->nerrors >= 1);
+    assert_non_null(strstr(c->errors[0], "CollectionRules:R:Actions:0:Settings:Format"));
+    rules_config_free(c);
+}
+
 /* collectionruleexamples.md: every example rule, in one configuration. */
 static const char examples_json[] =
     "{\"CollectionRules\":{"
@@ -513,7 +544,7 @@ static void test_rules_config_error_types(void **state)
     struct rules_config *c = rule_lines("CollectionRules:A:Trigger:Type=HighMemory\n"
                                         "CollectionRules:B:Trigger:Type=Startup\n"
                                         "CollectionRules:B:Actions:0:Type=CollectEverything\n"
-                                        "CollectionRules:B:Actions:1:Type=CollectStacks\n"
+                                        "CollectionRules:B:Actions:1:Type=CollectExceptions\n"
                                         "CollectionRules:B:Actions:1:Settings:Egress=artifacts\n"
                                         "CollectionRules:C:Actions:0:Settings:Egress=artifacts\n"
                                         "CollectionRules:D:Trigger:Settings:A=1\n"
@@ -525,7 +556,7 @@ static void test_rules_config_error_types(void **state)
                                         "CollectionRules:F:Trigger:Type=Startup\n");
     ERROR(c, "CollectionRules:A:Trigger:Type: 'HighMemory' is not a known trigger type.");
     ERROR(c, "CollectionRules:B:Actions:0:Type: 'CollectEverything' is not a known action type.");
-    ERROR(c, "CollectionRules:B:Actions:1:Type: The 'CollectStacks' action is not supported by "
+    ERROR(c, "CollectionRules:B:Actions:1:Type: The 'CollectExceptions' action is not supported by "
              "dotmon (it needs dotnet-monitor's in-process features).");
     ERROR(c, "CollectionRules:C:Trigger: The Trigger field is required.");
     ERROR(c, "CollectionRules:C:Actions:0:Type: The Type field is required.");
@@ -1181,6 +1212,7 @@ int main(void)
         cmocka_unit_test(test_rules_timespan_format),
         cmocka_unit_test(test_rules_config_doc_high_cpu),
         cmocka_unit_test(test_rules_config_artifact_name),
+        cmocka_unit_test(test_rules_config_stacks),
         cmocka_unit_test(test_rules_config_doc_examples),
         cmocka_unit_test(test_rules_config_doc_env_and_filters),
         cmocka_unit_test(test_rules_config_filter_short_forms),

@@ -400,6 +400,17 @@ static void job_answer(struct profile_job *job, int status)
         job_fail(job, status == AGENT_E_TIMEOUT ? 504 : 502, "ProfileIncomplete", msg);
         return;
     }
+    if (job->stacks && st.samples == 0) {
+        /* The sampler had not walked the threads yet when the session ended: no answer rather
+         * than an empty one (every .NET process has a thread with a managed stack). */
+        char msg[200];
+        snprintf(msg, sizeof(msg),
+                 "the runtime's sampler took no stack in %llu ms; retry, or raise "
+                 "Timeouts:StacksSampleMs",
+                 (unsigned long long)agent_timeout(job->a, TIMEOUT_STACKS_SAMPLE));
+        job_fail(job, 502, "StacksEmpty", msg);
+        return;
+    }
     if (job->stacks && job->host_pid != 0 && stacks_read_names(job) == 0) {
         return; /* answered once the names are in (stacks_names_done) */
     }

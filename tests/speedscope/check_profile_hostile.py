@@ -6,7 +6,8 @@ A fake runtime (gcheap_attack DIR methods) answers the profile's session with en
 methods, each named by 30,000 characters. Before, ev_symbols kept every name whole (up to 1 GiB of
 names, 4M methods). dotmon runs with DOTMON_MEMORY_LIMIT_MB=2 (a profile may take half): the
 profile is answered 507 problem+json ProfileTooLarge naming Memory:LimitMB well before its
-durationSeconds, dotmon stays alive, answers /processes, its peak RSS stays under 40 MB, and it
+durationSeconds; GET /stacks (the same tables, stopped after 10 ms) is a problem too (507, or 502
+when the stream ends cut or without a sample); dotmon stays alive, answers /processes, its peak RSS stays under 40 MB, and it
 stops cleanly (exit 0, no sanitizer report in its log: the share is given back on that path).
 
 Needs DOTMON_BIN and DOTMON_GCHEAP_ATTACK.
@@ -56,6 +57,16 @@ def main():
         check(m is not None and int(m.group(1)) > 10 << 20 and 100 < int(m.group(2)) < 2048,
               f"the methods filled the share: {m.group(0) if m else 'no such log line'}")
         check(dm.poll() is None, f"dotmon is alive (exit {dm.poll()})")
+        # GET /stacks takes the same session (the sampler and the rundown) with the same tables.
+        t0 = time.time()
+        st, ctype, body = http_try_get(port, f"/stacks?pid={attacker.pid}")
+        took = time.time() - t0
+        # It stops the session after 10 ms, so the methods may not fill the share first: the
+        # stream then ends cut (the attacker stops mid-method) or without a sample, a 502.
+        check((st == 507 and b"Memory:LimitMB" in body) or st == 502,
+              f"/stacks: 507 naming Memory:LimitMB, or 502, in {took:.1f} s ({st}: {body[:200]!r})")
+        check(ctype.startswith("application/problem+json"), f"/stacks: a problem ({ctype})")
+        check(dm.poll() is None, f"dotmon is alive after /stacks (exit {dm.poll()})")
         st, _, body = http_try_get(port, "/processes")
         check(st == 200 and str(attacker.pid).encode() in body, f"/processes answers ({st})")
         hwm = status_kib(dm.pid, "VmHWM")

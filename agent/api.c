@@ -79,6 +79,32 @@ static const struct api_route routes[] = {
     {"/ui/{file}", "GET", NULL, api_ui_file, true, false, false, NULL},
 };
 
+int api_accept_pick(const char *accept, const char *const *types, size_t n)
+{
+    if (accept == NULL || accept[strspn(accept, " \t")] == '\0') {
+        return 0;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t t = 0; t < n; t++) {
+            size_t slash = (size_t)(strchr(types[t], '/') - types[t]);
+            for (const char *p = accept; *p != '\0';) {
+                p += strspn(p, " \t,");
+                size_t len = strcspn(p, ",; \t");
+                bool hit = pass == 0
+                               ? (len == strlen(types[t]) && strncasecmp(p, types[t], len) == 0)
+                               : ((len == 3 && strncmp(p, "*/*", 3) == 0) ||
+                                  (len == slash + 2 && strncasecmp(p, types[t], slash) == 0 &&
+                                   strncmp(p + slash, "/*", 2) == 0));
+                if (hit) {
+                    return (int)t;
+                }
+                p += strcspn(p, ",");
+            }
+        }
+    }
+    return -1;
+}
+
 /* A problem+json answer: detail, and a "reason" extension member when reason is not NULL. */
 static void respond_problem(struct http_request *req, int status, const char *detail,
                             const char *reason)

@@ -101,6 +101,13 @@ void api_trace_snapshot(struct agent *a, struct http_request *req);
  * for cpu also speedscope): where the time went, what was allocated, thrown, waited on, collected.
  */
 void api_profile_get(struct agent *a, struct http_request *req);
+/*
+ * The media type an Accept header picks among types[0..n) ("type/subtype"), in dotnet-monitor's
+ * order: the types named exactly first (in types' order), then the ranges that cover them (any
+ * type, or any subtype of the type's own); parameters are not compared. Its index, 0 for a
+ * missing or empty Accept, -1 for none.
+ */
+int api_accept_pick(const char *accept, const char *const *types, size_t n);
 /* GET /stacks?pid|uid|name&egressProvider&tags[&format=text|json|speedscope]: every managed
  * thread's call stack now (api_profile.c: one round of SampleProfiler samples, named by the
  * rundown; docs/routes.md, call stacks). */

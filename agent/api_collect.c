@@ -309,37 +309,13 @@ void api_livemetrics_post(struct agent *a, struct http_request *req)
 
 /* ---- GET/POST /logs -------------------------------------------------------------------------- */
 
-/*
- * The media type Accept picks, in dotnet-monitor's order (exact types first, then the ranges
- * that cover them), as collect_logs numbers them (0 text/plain, 1 application/x-ndjson, 2
- * application/json-seq); -1 for none. A missing or empty Accept counts as any type.
- */
+/* The media type Accept picks as collect_logs numbers them (0 text/plain, 1
+ * application/x-ndjson, 2 application/json-seq), or -1 (api_accept_pick). */
 static int pick_format(const char *accept)
 {
     static const char *const types[] = {"text/plain", "application/x-ndjson",
                                         "application/json-seq"};
-    if (accept == NULL || accept[strspn(accept, " \t")] == '\0') {
-        return 0;
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t t = 0; t < 3; t++) {
-            size_t slash = (size_t)(strchr(types[t], '/') - types[t]);
-            for (const char *p = accept; *p != '\0';) {
-                p += strspn(p, " \t,");
-                size_t len = strcspn(p, ",; \t");
-                bool hit = pass == 0
-                               ? (len == strlen(types[t]) && strncasecmp(p, types[t], len) == 0)
-                               : ((len == 3 && strncmp(p, "*/*", 3) == 0) ||
-                                  (len == slash + 2 && strncasecmp(p, types[t], slash) == 0 &&
-                                   strncmp(p + slash, "/*", 2) == 0));
-                if (hit) {
-                    return (int)t;
-                }
-                p += strcspn(p, ",");
-            }
-        }
-    }
-    return -1;
+    return api_accept_pick(accept, types, 3);
 }
 
 /* The POST body (LogsConfiguration; member names in any case). 0, or AGENT_E_INVAL with err. */

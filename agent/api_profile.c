@@ -90,8 +90,10 @@ struct profile_job {
     uint64_t host_pid; /* where its threads' names are read (0: /proc does not show it) */
     uv_work_t names_work;
     bool names_busy; /* the names are being read on the pool */
+    bool answer_due; /* the stream ended while they were: stacks_names_done answers */
     int names_rc;
-    struct ipc_thread_name *names; /* sorted by tid once read */
+    struct ipc_thread_name *names; /* owned, STACKS_NAMES_BYTES charged to share; sorted by tid
+                                      once read */
     size_t nnames;
 };
 
@@ -168,6 +170,8 @@ static void profile_abort(struct job *core, enum job_why why)
 
 /* ---- the consumer of the decoded session: ev_symbols (and ev_profile) ---- */
 
+static int stacks_read_names(struct profile_job *job);
+
 static void profile_started(void *ctx, uint64_t session_id, int version)
 {
     struct profile_job *job = ctx;
@@ -179,6 +183,9 @@ static void profile_started(void *ctx, uint64_t session_id, int version)
     job_running(&job->core); /* the operation Running (Stopping when a stop came first) */
     if (job->core.state != JOB_STOPPING) {
         job_arm_timeout(&job->core, ms);
+    }
+    if (job->stacks && job->host_pid != 0) {
+        (void)stacks_read_names(job); /* while the sampler walks them: those threads exist */
     }
 }
 
@@ -205,9 +212,22 @@ static void profile_describe(void *ctx, int rc, char *out, size_t cap)
     snprintf(out, cap, "%s", why != NULL ? why : "");
 }
 
+/* The answer as it is written: its bytes charged to the job's share (a hostile stream can make
+ * a long answer of a small profile: every thread on one deep stack). */
+struct body {
+    struct buf b;
+    struct mb_share *share;
+    size_t charged;
+};
+
 static int body_sink(void *ud, const uint8_t *p, size_t n)
 {
-    return buf_append(ud, p, n);
+    struct body *o = ud;
+    if (mb_charge(o->share, n) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    o->charged += n;
+    return buf_append(&o->b, p, n);
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -226,7 +246,7 @@ static const char *thread_name_of(void *ud, uint64_t thread)
 }
 
 /* /stacks' answer: each thread's first sample, in the format asked. */
-static int stacks_body(struct profile_job *job, struct buf *b, const char **ctype)
+static int stacks_body(struct profile_job *job, struct body *b, const char **ctype)
 {
     struct ev_stacks_opts o = {.thread_name = thread_name_of, .name_ud = job};
     o.format = job->format == PROFILE_SPEEDSCOPE ? EV_STACKS_SPEEDSCOPE
@@ -243,7 +263,7 @@ static int stacks_body(struct profile_job *job, struct buf *b, const char **ctyp
 }
 
 /* The answer in b, and its content type. */
-static int job_body(struct profile_job *job, struct buf *b, const char **ctype)
+static int job_body(struct profile_job *job, struct body *b, const char **ctype)
 {
     if (job->stacks) {
         return stacks_body(job, b, ctype);
@@ -305,19 +325,21 @@ static void job_fail(struct profile_job *job, int http_status, const char *code,
 static void job_too_large(struct profile_job *job, int rc)
 {
     char msg[320];
+    const char *what = job->stacks ? "the stacks need" : "the profile needs";
+    const char *shorter = job->stacks ? "" : ", or profile a shorter durationSeconds";
     if (rc == AGENT_E_BUDGET) {
         snprintf(msg, sizeof(msg),
-                 "the profile needs more than its share of dotmon's memory budget (%llu MiB of "
-                 "%llu MiB); raise Memory:LimitMB, or profile a shorter durationSeconds",
-                 (unsigned long long)(job->share.cap >> 20),
-                 (unsigned long long)(membudget_total() >> 20));
+                 "%s more than their share of dotmon's memory budget (%llu MiB of %llu MiB); "
+                 "raise Memory:LimitMB%s",
+                 what, (unsigned long long)(job->share.cap >> 20),
+                 (unsigned long long)(membudget_total() >> 20), shorter);
     } else {
         snprintf(msg, sizeof(msg),
-                 "the profile holds more distinct names than dotmon keeps (%u, or %llu MiB of "
-                 "names); profile a shorter durationSeconds",
-                 EV_PROFILE_MAX_KEYS, (unsigned long long)(EV_PROFILE_MAX_NAME_BYTES >> 20));
+                 "%s more distinct names than dotmon keeps (%u, or %llu MiB of names)%s", what,
+                 EV_PROFILE_MAX_KEYS, (unsigned long long)(EV_PROFILE_MAX_NAME_BYTES >> 20),
+                 shorter);
     }
-    job_fail(job, 507, "ProfileTooLarge", msg);
+    job_fail(job, 507, job->stacks ? "StacksTooLarge" : "ProfileTooLarge", msg);
 }
 
 static void job_write_answer(struct profile_job *job);
@@ -342,7 +364,7 @@ static void stacks_names_done(uv_work_t *w, int status)
                   agent_strerror(status != 0 ? status : job->names_rc));
         job->nnames = 0;
     }
-    if (job->core.state < JOB_ENDED) { /* else cancelled meanwhile: nothing to write */
+    if (job->answer_due && job->core.state < JOB_ENDED) { /* else not yet, or cancelled */
         job_write_answer(job);
     }
     job_release(&job->core);
@@ -394,10 +416,11 @@ static void job_answer(struct profile_job *job, int status)
             why = kept;
         }
         char msg[400];
-        snprintf(msg, sizeof(msg), "the profile stream is incomplete (%s)%s%s",
-                 why != NULL ? why : agent_strerror(rc), status != 0 ? ": " : "",
-                 status != 0 ? agent_strerror(status) : "");
-        job_fail(job, status == AGENT_E_TIMEOUT ? 504 : 502, "ProfileIncomplete", msg);
+        snprintf(msg, sizeof(msg), "the %s stream is incomplete (%s)%s%s",
+                 job->stacks ? "stacks'" : "profile", why != NULL ? why : agent_strerror(rc),
+                 status != 0 ? ": " : "", status != 0 ? agent_strerror(status) : "");
+        job_fail(job, status == AGENT_E_TIMEOUT ? 504 : 502,
+                 job->stacks ? "StacksIncomplete" : "ProfileIncomplete", msg);
         return;
     }
     if (job->stacks && st.samples == 0) {
@@ -411,8 +434,9 @@ static void job_answer(struct profile_job *job, int status)
         job_fail(job, 502, "StacksEmpty", msg);
         return;
     }
-    if (job->stacks && job->host_pid != 0 && stacks_read_names(job) == 0) {
-        return; /* answered once the names are in (stacks_names_done) */
+    if (job->names_busy) {
+        job->answer_due = true; /* answered once the names are in (stacks_names_done) */
+        return;
     }
     job_write_answer(job);
 }
@@ -420,8 +444,8 @@ static void job_answer(struct profile_job *job, int status)
 /* The answer from the finished stream, to the artifact. */
 static void job_write_answer(struct profile_job *job)
 {
-    struct buf b;
-    buf_init(&b, 0);
+    struct body b = {.share = &job->share};
+    buf_init(&b.b, 0);
     const char *ctype = NULL;
     int rc = job_body(job, &b, &ctype);
     if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
@@ -429,13 +453,14 @@ static void job_write_answer(struct profile_job *job)
     } else if (rc != 0) {
         job_fail(job, 500, rc == -ENOMEM ? "OutOfMemory" : "ProfileFailed", agent_strerror(rc));
     } else if (job->core.art != NULL && (artifact_begin(job->core.art, ctype, job->filename) != 0 ||
-                                         write_body(job->core.art, &b) != 0)) {
+                                         write_body(job->core.art, &b.b) != 0)) {
         /* The consumer is gone (on_lost may have ended the artifact already). */
         job_end(&job->core, JOB_END_CANCEL, 400, NULL, NULL, NULL);
     } else {
         job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
     }
-    buf_fini(&b);
+    buf_fini(&b.b);
+    mb_release(&job->share, b.charged); /* handed to the artifact whole, as every answer here */
 }
 
 /* The session's one end: a refusal, or the answer from what came; then the job released. */
@@ -448,7 +473,8 @@ static void profile_error(void *ctx, int code, uint32_t hresult, const char *rea
     if (!job->started) {
         char msg[256];
         const char *pcode = NULL;
-        int http_status = api_session_refused(code, hresult, "profile", msg, sizeof(msg), &pcode);
+        int http_status = api_session_refused(code, hresult, job->stacks ? "stacks" : "profile",
+                                              msg, sizeof(msg), &pcode);
         log_warn(cat, "profile of %" PRIu64 " failed to start: %s", job->pid, msg);
         job_fail(job, http_status, pcode, msg);
     } else {
@@ -497,7 +523,8 @@ static const struct artifact_spec stacks_spec = {.kind = OP_KIND_STACKS,
                                                  .high_water = 1024u * 1024u,
                                                  .low_water = 256u * 1024u};
 
-/* Not stoppable (as dotnet-monitor's): DELETE ?stop=true cancels, and so does shutdown. */
+/* Not stoppable (as dotnet-monitor's): DELETE ?stop=true is a 400, DELETE cancels, and so does
+ * shutdown. */
 static const struct job_vtable stacks_vt = {.kind = OP_KIND_STACKS,
                                             .noun = "stacks",
                                             .stop = NULL,
@@ -666,14 +693,14 @@ static struct profile_job *job_create(struct agent *a, const struct profile_ask 
     return job;
 }
 
-/* The artifact's file name: dotnet-monitor's <stamp>_<pid>.stacks.<txt|json> for /stacks. */
+/* The artifact's file name: dotnet-monitor's yyyyMMdd_HHmmss_fff_<pid>.stacks.<txt|json> for
+ * /stacks. */
 static void job_filename(struct profile_job *job, int kind, uint64_t pid)
 {
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
     enum profile_format f = job->format;
     if (kind == PROFILE_KIND_STACKS) {
-        ts[15] = '\0'; /* yyyyMMdd_HHmmss, as dotnet-monitor names it */
         snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".stacks.%s", ts, pid,
                  f == PROFILE_TEXT ? "txt" : "json");
         return;
@@ -751,29 +778,6 @@ void api_profile_get(struct agent *a, struct http_request *req)
     launch_for_request(a, req, &ask);
 }
 
-/* Whether the Accept header names type (its parameters aside), or, with subset, a range that
- * holds it: any type, or any subtype of type's major type. */
-static bool accept_has(const char *accept, const char *type, bool subset)
-{
-    const char *slash = strchr(type, '/');
-    size_t major = (size_t)(slash - type);
-    for (const char *p = accept; p != NULL && *p != '\0';) {
-        p += strspn(p, " \t,");
-        size_t n = strcspn(p, ";,");
-        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) {
-            n--;
-        }
-        if ((n == strlen(type) && strncasecmp(p, type, n) == 0) ||
-            (subset &&
-             ((n == 3 && strncmp(p, "*/*", 3) == 0) ||
-              (n == major + 2 && strncasecmp(p, type, major + 1) == 0 && p[major + 1] == '*')))) {
-            return true;
-        }
-        p = strchr(p, ',');
-    }
-    return false;
-}
-
 /*
  * /stacks' format: dotnet-monitor's content negotiation (text/plain, application/json,
  * application/speedscope+json named exactly, in that order, then the ranges that hold them;
@@ -804,14 +808,8 @@ static int stacks_format(struct http_request *req, enum profile_format *format)
             rc = -1;
         }
     } else {
-        const char *accept = http_request_header(req, "Accept");
-        bool found = false;
-        for (int pass = 0; accept != NULL && pass < 2 && !found; pass++) {
-            for (size_t i = 0; i < 3 && !found; i++) {
-                found = accept_has(accept, types[i], pass == 1);
-                *format = found ? fmts[i] : PROFILE_TEXT;
-            }
-        }
+        int k = api_accept_pick(http_request_header(req, "Accept"), types, 3);
+        *format = k >= 0 ? fmts[k] : PROFILE_TEXT; /* none: text, as dotnet-monitor */
     }
     buf_fini(&f);
     return rc;

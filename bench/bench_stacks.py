@@ -16,6 +16,7 @@ rounds alternate (dotmon first in odd rounds, dotnet-stack first in even ones):
     the last byte, and the threads in the answer;
   - dotnet-stack: the wall time of `dotnet-stack report -p <app>` (its process start included, as
     a user runs it), and the threads it prints.
+A round where either tool failed (dotmon not 200, dotnet-stack not exit 0) is left out and counted.
 Prints medians (min-max) and dotmon/dotnet-stack per round, and dotmon's RSS after the rounds.
 """
 
@@ -69,6 +70,7 @@ def main():
     os.chmod(tmp, 0o700)
     app = dm = log = None
     mine, theirs, ratios = [], [], []
+    failed = 0
     try:
         app = App(tmp)
         port = free_port()
@@ -88,9 +90,15 @@ def main():
                     pair[tool] = dotmon_round(port, app.pid)
                 elif exe:
                     pair[tool] = dotnet_stack_round(exe, app.pid)
-            say(f"round {r + 1}: " + ", ".join(f"{k} {v[0]:.3f} s {v[1]} threads" for k, v in pair.items()))
+            say(f"round {r + 1}: " + ", ".join(f"{k} {v[0]:.3f} s {v[1]} threads (status {v[2]})"
+                                                for k, v in pair.items()))
+            ok_mine = pair["dotmon"][2] == 200
+            ok_theirs = "dotnet-stack" in pair and pair["dotnet-stack"][2] == 0
+            if not ok_mine or ("dotnet-stack" in pair and not ok_theirs):
+                failed += 1  # a round where either tool failed is left out, and counted
+                continue
             mine.append(pair["dotmon"])
-            if "dotnet-stack" in pair:
+            if ok_theirs:
                 theirs.append(pair["dotnet-stack"])
                 ratios.append(pair["dotmon"][0] / pair["dotnet-stack"][0])
         rss = status_kib(dm.pid)
@@ -103,7 +111,8 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"The test app with {a.threads} threads in TestApp.Deep (4-27 frames each) and its hot command thread; "
           f"{a.rounds} rounds, the tools' order alternating; wall time from the request (or the process start) "
-          f"to the whole answer. Median (min-max).")
+          f"to the whole answer. Median (min-max)"
+          + (f"; {failed} rounds where a tool failed left out." if failed else "."))
     print()
     print("| tool | wall time s | threads in the answer |")
     print("| --- | --- | --- |")

@@ -107,7 +107,7 @@ struct job_vtable {
     enum op_kind kind;
     const char *noun; /* "trace", for messages */
     /* Graceful stop of the producer (StopTracing): called once, by job_stop, in STOPPING.
-     * NULL: the operation is not stoppable (DELETE ?stop=true cancels). */
+     * NULL: the operation is not stoppable (DELETE ?stop=true answers 400; DELETE cancels). */
     void (*stop)(struct job *job);
     /* Stop producing at once (abort the session, drop queued bytes): called once per cancel,
      * client loss or shutdown, before the artifact ends Cancelled. */

@@ -22,10 +22,12 @@ struct wr {
     struct ev_stacks_counts n;
     ev_symbols_sink_cb sink;
     void *ud;
-    struct buf b;     /* the output not yet handed to the sink */
-    struct buf name;  /* one frame's "module!type.method" */
-    struct buf names; /* speedscope: the shared frames' names, NUL-terminated */
-    uint32_t *offs;   /* speedscope: frame index -> offset in names */
+    struct buf b;    /* the output not yet handed to the sink (about OUT_BATCH at most) */
+    struct buf name; /* one frame's "module!type.method" (EV_SYMBOLS_MAX_NAME bounds it) */
+    size_t charged;  /* bytes of the tables below, charged to s's share */
+    char *names;     /* speedscope: the shared frames' names, NUL-terminated */
+    size_t names_len, names_cap;
+    uint32_t *offs; /* speedscope: frame index -> offset in names */
     size_t nframes, cap_frames;
     uint32_t *table;  /* speedscope: open addressing over the names, frame index + 1 */
     size_t table_cap; /* a power of two, or 0 */
@@ -43,7 +45,9 @@ static int flush(struct wr *w, bool force)
     return rc;
 }
 
-static int grow_u32(uint32_t **v, size_t *cap, size_t need)
+/* Grows *p (elements of elem bytes) to hold need, doubling, charged to the symbols' share
+ * first: 0, AGENT_E_BUDGET or -ENOMEM (*p and *cap unchanged). */
+static int w_grow(struct wr *w, void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) {
         return 0;
@@ -52,11 +56,17 @@ static int grow_u32(uint32_t **v, size_t *cap, size_t need)
     while (ncap < need) {
         ncap *= 2;
     }
-    uint32_t *nv = realloc(*v, ncap * sizeof(**v));
-    if (nv == NULL) {
+    size_t more = (ncap - *cap) * elem;
+    if (ev_symbols_charge(w->s, more) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    void *np = realloc(*p, ncap * elem);
+    if (np == NULL) {
+        ev_symbols_release(w->s, more);
         return -ENOMEM;
     }
-    *v = nv;
+    w->charged += more;
+    *p = np;
     *cap = ncap;
     return 0;
 }
@@ -81,10 +91,10 @@ static int frame_name(struct wr *w, const struct ev_symbols_frame *f)
     }
     int rc = buf_printf(&w->name, "%s%s!", f->module != NULL ? f->module : UNKNOWN_MODULE,
                         f->module != NULL ? f->module_ext : "");
-    if (rc == 0 && f->type_len > 0) {
-        rc = buf_append(&w->name, f->type, f->type_len);
-        rc = rc != 0 ? rc : buf_append(&w->name, ".", 1);
-    }
+    rc = rc != 0           ? rc
+         : f->type_len > 0 ? buf_append(&w->name, f->type, f->type_len)
+                           : buf_append_str(&w->name, EV_STACKS_UNKNOWN_CLASS);
+    rc = rc != 0 ? rc : buf_append(&w->name, ".", 1);
     return rc != 0 ? rc : buf_append(&w->name, f->method, f->method_len);
 }
 
@@ -124,28 +134,42 @@ static uint64_t hash_str(const char *p)
 
 static const char *shared_name(const struct wr *w, uint32_t frame)
 {
-    return (const char *)buf_data(&w->names) + w->offs[frame];
+    return w->names + w->offs[frame];
+}
+
+/* The open-addressing table rebuilt at ncap slots (charged; the old one given back). */
+static int shared_rehash(struct wr *w, size_t ncap)
+{
+    if (ev_symbols_charge(w->s, ncap * sizeof(uint32_t)) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    uint32_t *t = calloc(ncap, sizeof(*t));
+    if (t == NULL) {
+        ev_symbols_release(w->s, ncap * sizeof(uint32_t));
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < w->nframes; i++) {
+        size_t h = (size_t)hash_str(shared_name(w, i)) & (ncap - 1);
+        while (t[h] != 0) {
+            h = (h + 1) & (ncap - 1);
+        }
+        t[h] = i + 1;
+    }
+    free(w->table);
+    ev_symbols_release(w->s, w->table_cap * sizeof(uint32_t));
+    w->table = t;
+    w->table_cap = ncap;
+    return 0;
 }
 
 /* Adds name to the shared frames (once); its index in *out. */
 static int shared_add(struct wr *w, const char *name, uint32_t *out)
 {
-    if ((w->nframes + 1) * 2 > w->table_cap) {
-        size_t ncap = w->table_cap != 0 ? w->table_cap * 2 : 256;
-        uint32_t *t = calloc(ncap, sizeof(*t));
-        if (t == NULL) {
-            return -ENOMEM;
-        }
-        for (uint32_t i = 0; i < w->nframes; i++) {
-            size_t h = (size_t)hash_str(shared_name(w, i)) & (ncap - 1);
-            while (t[h] != 0) {
-                h = (h + 1) & (ncap - 1);
-            }
-            t[h] = i + 1;
-        }
-        free(w->table);
-        w->table = t;
-        w->table_cap = ncap;
+    int rc = (w->nframes + 1) * 2 > w->table_cap
+                 ? shared_rehash(w, w->table_cap != 0 ? w->table_cap * 2 : 256)
+                 : 0;
+    if (rc != 0) {
+        return rc;
     }
     size_t mask = w->table_cap - 1;
     size_t h = (size_t)hash_str(name) & mask;
@@ -155,14 +179,15 @@ static int shared_add(struct wr *w, const char *name, uint32_t *out)
             return 0;
         }
     }
-    int rc = grow_u32(&w->offs, &w->cap_frames, w->nframes + 1);
-    if (rc == 0) {
-        w->offs[w->nframes] = (uint32_t)buf_size(&w->names);
-        rc = buf_append(&w->names, name, strlen(name) + 1);
-    }
+    size_t len = strlen(name) + 1;
+    rc = w_grow(w, (void **)&w->offs, &w->cap_frames, w->nframes + 1, sizeof(*w->offs));
+    rc = rc != 0 ? rc : w_grow(w, (void **)&w->names, &w->names_cap, w->names_len + len, 1);
     if (rc != 0) {
         return rc;
     }
+    memcpy(w->names + w->names_len, name, len);
+    w->offs[w->nframes] = (uint32_t)w->names_len;
+    w->names_len += len;
     w->table[h] = (uint32_t)w->nframes + 1;
     *out = (uint32_t)w->nframes++;
     return 0;
@@ -171,15 +196,16 @@ static int shared_add(struct wr *w, const char *name, uint32_t *out)
 /* One speedscope profile: w->stack[0..n) (leaf first) opened root first, closed leaf first. */
 static int speedscope_profile(struct wr *w, uint64_t thread, size_t n)
 {
-    int rc = buf_append_str(&w->b, w->n.threads > 0 ? ",{\"type\":\"evented\",\"name\":\""
-                                                    : "{\"type\":\"evented\",\"name\":\"");
+    int rc = buf_append_str(&w->b, w->n.threads > 0 ? ",{\"type\":\"evented\",\"name\":"
+                                                    : "{\"type\":\"evented\",\"name\":");
     struct buf head;
     buf_init(&head, 0);
     rc = rc != 0 ? rc : thread_header(w, &head, thread);
-    rc = rc != 0 ? rc : buf_append_json_escaped(&w->b, buf_cstr(&head));
+    /* a kernel thread name may be cut inside a UTF-8 sequence: made valid */
+    rc = rc != 0 ? rc : ev_json_str_utf8(&w->b, buf_data(&head), buf_size(&head));
     buf_fini(&head);
     rc = rc != 0 ? rc
-                 : buf_append_str(&w->b, "\",\"unit\":\"none\",\"startValue\":0,\"endValue\":1,"
+                 : buf_append_str(&w->b, ",\"unit\":\"none\",\"startValue\":0,\"endValue\":1,"
                                          "\"events\":[");
     for (size_t k = n; rc == 0 && k > 0; k--) {
         rc = buf_printf(&w->b, "%s{\"type\":\"O\",\"frame\":%u,\"at\":0}", k == n ? "" : ",",
@@ -202,10 +228,12 @@ static int begin_thread(struct wr *w, uint64_t thread)
         return 0;
     }
     const char *name = w->o->thread_name != NULL ? w->o->thread_name(w->o->name_ud, thread) : NULL;
-    int rc = buf_printf(&w->b, "%s{\"threadId\":%llu,\"threadName\":\"",
-                        w->n.threads > 0 ? "," : "", (unsigned long long)thread);
-    rc = rc != 0 ? rc : buf_append_json_escaped(&w->b, name != NULL ? name : "");
-    return rc != 0 ? rc : buf_append_str(&w->b, "\",\"frames\":[");
+    name = name != NULL ? name : "";
+    int rc = buf_printf(&w->b, "%s{\"threadId\":%llu,\"threadName\":", w->n.threads > 0 ? "," : "",
+                        (unsigned long long)thread);
+    /* a kernel thread name may be cut inside a UTF-8 sequence: made valid */
+    rc = rc != 0 ? rc : ev_json_str_utf8(&w->b, (const uint8_t *)name, strlen(name));
+    return rc != 0 ? rc : buf_append_str(&w->b, ",\"frames\":[");
 }
 
 /* One frame of the thread (its k-th written) in the chosen format. */
@@ -225,7 +253,7 @@ static int put_frame(struct wr *w, const struct ev_symbols_frame *f, size_t k)
     }
     uint32_t idx = FRAME_NATIVE;
     rc = f->known ? shared_add(w, buf_cstr(&w->name), &idx) : 0;
-    rc = rc != 0 ? rc : grow_u32(&w->stack, &w->cap_stack, k + 1);
+    rc = rc != 0 ? rc : w_grow(w, (void **)&w->stack, &w->cap_stack, k + 1, sizeof(*w->stack));
     if (rc == 0) {
         w->stack[k] = idx;
     }
@@ -280,7 +308,6 @@ int ev_stacks_write(struct ev_symbols *s, const struct ev_stacks_opts *opts,
     struct wr w = {.s = s, .o = opts, .sink = sink, .ud = ud};
     buf_init(&w.b, 0);
     buf_init(&w.name, 0);
-    buf_init(&w.names, 0);
     uint32_t idx = 0;
     int rc = 0;
     if (opts->format == EV_STACKS_JSON) {
@@ -304,9 +331,10 @@ int ev_stacks_write(struct ev_symbols *s, const struct ev_stacks_opts *opts,
     }
     buf_fini(&w.b);
     buf_fini(&w.name);
-    buf_fini(&w.names);
+    free(w.names);
     free(w.offs);
     free(w.table);
     free(w.stack);
+    ev_symbols_release(s, w.charged + w.table_cap * sizeof(uint32_t));
     return rc;
 }

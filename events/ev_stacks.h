@@ -20,7 +20,12 @@
  * false (no attribute is read), no parameterTypes (docs/deviations.md §4.14).
  *
  * Threads are in the order they were first sampled. A thread's name comes from thread_name (NULL
- * or "" for none). Pure: no I/O; the output goes to sink in pieces.
+ * or "" for none; made valid UTF-8 in JSON: the kernel's 15 bytes may cut a character). A method
+ * without a type is UnknownClass's, as in dotnet-monitor's names.
+ *
+ * Memory: the writer's own tables (speedscope's shared frames, a thread's frame list) are charged
+ * to s's share (ev_symbols_charge) and given back before it returns; the output goes to sink in
+ * pieces of about 256 KiB. Pure: no I/O, no libuv.
  */
 
 #include <stddef.h>

@@ -141,6 +141,16 @@ static void release(struct ev_symbols *s, size_t n)
     }
 }
 
+int ev_symbols_charge(struct ev_symbols *s, size_t n)
+{
+    return charge(s, n);
+}
+
+void ev_symbols_release(struct ev_symbols *s, size_t n)
+{
+    release(s, n);
+}
+
 /*
  * Grows *p (elements of size elem) to hold need elements, doubling, so that appending one at a
  * time stays linear, the growth charged first; 0, AGENT_E_BUDGET or -ENOMEM (*p and *cap

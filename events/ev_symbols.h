@@ -82,6 +82,10 @@ struct mb_share;
 int ev_symbols_set_share(struct ev_symbols *s, struct mb_share *share);
 /* Bytes s holds now, as charged (all given back by ev_symbols_free). */
 uint64_t ev_symbols_held(const struct ev_symbols *s);
+/* Bytes another writer of s's data (ev_stacks) holds, charged to s's share first: 0 or
+ * AGENT_E_BUDGET; ev_symbols_release gives them back, before ev_symbols_free. */
+int ev_symbols_charge(struct ev_symbols *s, size_t n);
+void ev_symbols_release(struct ev_symbols *s, size_t n);
 
 /*
  * The next n bytes of the stream: 0, or nettrace_feed's error, or AGENT_E_BUDGET once something
@@ -133,8 +137,8 @@ int ev_symbols_resolve(struct ev_symbols *s, uint64_t ip, char *out, size_t cap)
  * module's file name without the extension (NULL when no module event named it) and that
  * extension (".dll", ".exe" or ""). The strings point into s (valid until the next feed or add;
  * type and method are not NUL-terminated: use the lengths). 0, AGENT_E_NOTFOUND when ip is in
- * no method range (known false, module NULL, the rest empty), -ENOMEM when the range index
- * cannot be built.
+ * no method range (known false, module NULL, the rest empty), -ENOMEM or AGENT_E_BUDGET when
+ * the range index cannot be built.
  */
 struct ev_symbols_frame {
     bool known;

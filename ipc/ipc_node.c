@@ -79,6 +79,10 @@ int ipc_node_nspid(uint64_t pid, uint64_t *out)
 int ipc_node_thread_names(uint64_t pid, struct ipc_thread_name *out, size_t cap, size_t *n)
 {
     char path[64];
+    char own[sizeof(out->name)]; /* the process's name: what an unnamed thread inherits */
+    snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)pid);
+    ssize_t own_len = read_bounded(path, own, sizeof(own));
+    own[own_len > 0 ? strcspn(own, "\n") : 0] = '\0';
     snprintf(path, sizeof(path), "/proc/%llu/task", (unsigned long long)pid);
     *n = 0;
     DIR *d = opendir(path);
@@ -106,6 +110,10 @@ int ipc_node_thread_names(uint64_t pid, struct ipc_thread_name *out, size_t cap,
             continue;
         }
         buf[strcspn(buf, "\n")] = '\0';
+        if (strcmp(buf, own) == 0) {
+            continue; /* unnamed: it has the process's name (the main thread, or a thread it made)
+                       */
+        }
         out[*n].tid = inner;
         memcpy(out[*n].name, buf, strlen(buf) + 1);
         (*n)++;

@@ -75,8 +75,11 @@ int ipc_node_nspid(uint64_t pid, uint64_t *out);
 /*
  * The names of process pid's threads (/proc/<pid>/task/<tid>/comm: the kernel's 15 bytes, which
  * .NET sets from Thread.Name and to ".NET …" for its own threads), each with its thread id as the
- * process sees it (status' NSpid, last field: the id the runtime's events carry). At most cap
- * into out[0..*n); threads gone meanwhile are left out. Blocking. 0 or a negative errno.
+ * process sees it (status' NSpid, last field: the id the runtime's events carry). A thread whose
+ * name is the process's own is left out: a thread without a name of its own inherits the name
+ * of the thread that made it, so the main thread and the unnamed threads it makes carry the
+ * process's name. At most cap into out[0..*n); threads gone meanwhile are left out too.
+ * Blocking. 0 or a negative errno.
  */
 struct ipc_thread_name {
     uint64_t tid;

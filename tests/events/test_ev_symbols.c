@@ -16,6 +16,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,7 +67,7 @@ static struct wb method_payload(uint32_t version, uint64_t module, uint64_t star
     wb_u64(&p, module);
     wb_u64(&p, start);
     wb_u32(&p, size);
-    wb_u32(&p, 0x06000001); /* MethodToken */
+    wb_u32(&p, 0x06000000u | (uint32_t)((start >> 12) & 0xffffu)); /* MethodToken: one per range */
     wb_u32(&p, 0x8 | (4u << 7));
     wstr(&p, ns);
     wstr(&p, name);
@@ -705,11 +706,12 @@ static struct ev_symbols *stacks_fixture(void)
     add_method(s, 2, 1, 0x2000, 0x100, "System.Threading.Monitor", "Wait",
                "bool  (class System.Object)");
     add_method(s, 2, 2, 0x3000, 0x100, "C.D+\"Odd\"", "Spin", "void  ()");
+    add_method(s, 2, 2, 0x4000, 0x100, "", "Global", "void  ()"); /* no type: UnknownClass */
     uint64_t first[] = {0x1010, 0x9999, 0x9998, 0x2010};
-    uint64_t spin[] = {0x3010};
+    uint64_t spin[] = {0x3010, 0x4010};
     uint64_t later[] = {0x2020};
     assert_int_equal(ev_symbols_add_sample(s, 0x68C0, 10, first, 4), 0);
-    assert_int_equal(ev_symbols_add_sample(s, 7, 11, spin, 1), 0);
+    assert_int_equal(ev_symbols_add_sample(s, 7, 11, spin, 2), 0);
     assert_int_equal(ev_symbols_add_sample(s, 0x68C0, 12, later, 1), 0);
     return s;
 }
@@ -717,7 +719,8 @@ static struct ev_symbols *stacks_fixture(void)
 static const char *names_of(void *ud, uint64_t thread)
 {
     (void)ud;
-    return thread == 0x68C0 ? "worker \"1\"" : NULL;
+    /* the kernel's 15 bytes may end inside a UTF-8 sequence (0xC3 alone) */
+    return thread == 0x68C0 ? "worker \"1\"" : "bad\xC3";
 }
 
 static char *stacks_out(struct ev_symbols *s, enum ev_stacks_format format,
@@ -752,7 +755,7 @@ static void test_ev_stacks_json(void **state)
     struct ev_stacks_counts n;
     char *out = stacks_out(s, EV_STACKS_JSON, &n);
     assert_int_equal(n.threads, 2);
-    assert_int_equal(n.frames, 4);
+    assert_int_equal(n.frames, 5);
     cJSON *doc = cJSON_Parse(out);
     assert_non_null(doc);
     cJSON *stacks = cJSON_GetObjectItem(doc, "stacks");
@@ -763,16 +766,20 @@ static void test_ev_stacks_json(void **state)
                         "worker \"1\"");
     cJSON *frames = cJSON_GetObjectItem(t0, "frames");
     assert_int_equal(cJSON_GetArraySize(frames), 3);
-    assert_frame(cJSON_GetArrayItem(frames, 0), "Wait", "A.B", "TestApp.dll", 0x06000001);
+    assert_frame(cJSON_GetArrayItem(frames, 0), "Wait", "A.B", "TestApp.dll",
+                 0x06000001); /* 0x1000 */
     assert_frame(cJSON_GetArrayItem(frames, 1), EV_STACKS_NATIVE_FRAME, EV_STACKS_NATIVE_FRAME,
                  EV_STACKS_NATIVE_FRAME, 0);
     assert_frame(cJSON_GetArrayItem(frames, 2), "Wait", "System.Threading.Monitor",
-                 "System.Private.CoreLib.dll", 0x06000001);
+                 "System.Private.CoreLib.dll", 0x06000002);
     cJSON *t1 = cJSON_GetArrayItem(stacks, 1);
     assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(t1, "threadId")) == 7);
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(t1, "threadName")), "");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(t1, "threadName")),
+                        "bad\xEF\xBF\xBD"); /* made valid: U+FFFD */
+    assert_frame(cJSON_GetArrayItem(cJSON_GetObjectItem(t1, "frames"), 1), "Global",
+                 EV_STACKS_UNKNOWN_CLASS, "TestApp.dll", 0x06000004);
     assert_frame(cJSON_GetArrayItem(cJSON_GetObjectItem(t1, "frames"), 0), "Spin", "C.D+\"Odd\"",
-                 "TestApp.dll", 0x06000001);
+                 "TestApp.dll", 0x06000003);
     cJSON_Delete(doc);
     free(out);
     struct buf b;
@@ -793,8 +800,9 @@ static void test_ev_stacks_text_speedscope(void **state)
                               "  [NativeFrame]\n"
                               "  System.Private.CoreLib.dll!System.Threading.Monitor.Wait\n"
                               "\n"
-                              "Thread: (0x7)\n"
+                              "Thread: (0x7) bad\xC3\n"
                               "  TestApp.dll!C.D+\"Odd\".Spin\n"
+                              "  TestApp.dll!UnknownClass.Global\n"
                               "\n");
     free(text);
     char *ss = stacks_out(s, EV_STACKS_SPEEDSCOPE, NULL);
@@ -826,6 +834,43 @@ static void test_ev_stacks_text_speedscope(void **state)
     ev_symbols_free(s);
 }
 
+/* ev_stacks' own tables (speedscope's shared frames) are charged to the symbols' share: a share
+ * with no room left refuses the write, and every byte comes back. */
+static void test_ev_stacks_budget(void **state)
+{
+    (void)state;
+    struct mb_share share;
+    mb_share_init(&share, "test", 1u << 20);
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    assert_int_equal(ev_symbols_set_share(s, &share), 0);
+    add_module(s, 2, "/app/TestApp.dll");
+    add_method(s, 2, 2, 0x1000, 0x100, "A.B", "Wait", "void  ()");
+    uint64_t ips[] = {0x1010};
+    assert_int_equal(ev_symbols_add_sample(s, 1, 1, ips, 1), 0);
+    struct ev_stacks_opts text = {.format = EV_STACKS_TEXT};
+    struct buf warm;
+    buf_init(&warm, 0);
+    /* once: the range index and the symbols' scratch stack grow (held by s until freed) */
+    assert_int_equal(ev_stacks_write(s, &text, NULL, to_buf, &warm), 0);
+    buf_fini(&warm);
+    uint64_t before = atomic_load(&share.used);
+    share.cap = before + 64; /* less than the first table of shared frames */
+    struct ev_stacks_opts o = {.format = EV_STACKS_SPEEDSCOPE};
+    struct buf b;
+    buf_init(&b, 0);
+    assert_int_equal(ev_stacks_write(s, &o, NULL, to_buf, &b), AGENT_E_BUDGET);
+    assert_int_equal(atomic_load(&share.used), before);
+    share.cap = 1u << 20;
+    buf_reset(&b);
+    assert_int_equal(ev_stacks_write(s, &o, NULL, to_buf, &b), 0);
+    assert_int_equal(atomic_load(&share.used), before);
+    buf_fini(&b);
+    ev_symbols_free(s);
+    assert_int_equal(atomic_load(&share.used), 0);
+    mb_share_fini(&share);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -841,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_ev_symbols_budget_stream),
         cmocka_unit_test(test_ev_stacks_json),
         cmocka_unit_test(test_ev_stacks_text_speedscope),
+        cmocka_unit_test(test_ev_stacks_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
 The test app parks two threads (`park`, tests/app/Parked.cs): "dm-waiter" blocked in A.B.Wait
 (called from A.B.Run) and "dm-spinner" spinning in C.D.Spin (from C.D.Run); it answers their
 kernel thread ids. Then:
-  - the default (no Accept: curl's */*) is text/plain in dotnet-monitor's layout: "Thread: (0x<id>)
+  - the default (no Accept, or curl's */*) is text/plain in dotnet-monitor's layout: "Thread: (0x<id>)
     <name>" headers, "  TestApp.dll!A.B.Wait" frames, each thread ended by an empty line; both
     parked threads are there under their ids and names, A.B.Wait above A.B.Run and C.D.Spin above
     C.D.Run;
@@ -15,7 +15,9 @@ kernel thread ids. Then:
     (0x06……), moduleName TestApp.dll;
   - Accept: application/speedscope+json: an evented profile per thread named as the text header,
     whose frames, opened outermost first, end with C.D.Spin for the spinner;
-  - the operation: 200 with a Location header, the artifact named <stamp>_<pid>.stacks.txt; with
+  - Accept is negotiated as dotnet-monitor does (*/*, application/*, two types at once);
+  - the operation: 200 with a Location header, the artifact named
+    yyyyMMdd_HHmmss_fff_<pid>.stacks.txt; with
     egressProvider (FileSystem) 202, the file written (0600) holds the same text;
   - Microsoft's dotnet-stack report (NuGet tool dotnet-stack, installed into the build tree's
     tools/) on the same process agrees: the parked threads' frames it prints are ours, in order;
@@ -82,8 +84,8 @@ def check_json(doc, tids):
         check(in_order(names, want), f"json: {want[0]} above {want[1]}: {names[:6]}")
         f = next((f for f in s["frames"] if f["typeName"] == want[0].split("!")[1].rsplit(".", 1)[0]), None)
         if check(f is not None, "json: the parked method's frame"):
-            check(set(f) == {"methodName", "methodToken", "typeName", "moduleName", "moduleVersionId", "hidden"},
-                  f"json: dotnet-monitor's frame fields ({sorted(f)})")
+            check(list(f) == ["methodName", "methodToken", "typeName", "moduleName", "moduleVersionId", "hidden"],
+                  f"json: dotnet-monitor's frame fields in its order ({list(f)})")
             check(f["methodToken"] >> 24 == 0x06 and f["moduleName"] == "TestApp.dll" and f["hidden"] is False,
                   f"json: token 0x{f['methodToken']:08x}, module {f['moduleName']}")
 
@@ -154,6 +156,13 @@ def main():
         check(st == 200 and ct.startswith("application/speedscope+json"), f"speedscope: {st} {ct}")
         check_speedscope(json.loads(body), tids)
 
+        # dotnet-monitor's negotiation: exact types first (text before JSON), then ranges.
+        for accept, want in (("*/*", "text/plain"), ("application/*", "application/json"),
+                             ("application/json, text/plain", "text/plain"),
+                             ("application/xml, application/speedscope+json", "application/speedscope+json")):
+            st, ct, _ = get(port, f"/stacks?pid={pid}", {"Accept": accept})
+            check(st == 200 and ct.startswith(want), f"Accept {accept}: {st} {ct} (want {want})")
+
         st, ct, body = get(port, f"/stacks?pid={pid}&format=bogus")
         check(st == 400 and ct.startswith("application/problem+json"), f"format=bogus: {st} {body[:120]}")
 
@@ -163,7 +172,7 @@ def main():
         if check(done, "egress: a <stamp>_<pid>.stacks.txt file"):
             name = next(f for f in os.listdir(egress) if f.endswith(".stacks.txt"))
             path = os.path.join(egress, name)
-            check(re.match(rf"^\d{{8}}_\d{{6}}(_\d{{3}})?_{pid}\.stacks\.txt$", name) is not None, f"egress: named {name}")
+            check(re.match(rf"^\d{{8}}_\d{{6}}_\d{{3}}_{pid}\.stacks\.txt$", name) is not None, f"egress: named {name}")
             check(stat.S_IMODE(os.stat(path).st_mode) == 0o600, "egress: the file is 0600")
             wait_for(lambda: open(path).read().endswith("\n\n"), 10)
             check_text(open(path).read(), tids, "egress")

@@ -410,30 +410,49 @@ static int keep_message(struct ev_profile *p, uint32_t key, const uint8_t *msg, 
     return rc;
 }
 
-static int on_exception(struct ev_profile *p, const struct ev_profile_event *ev)
+int ev_exception_thrown_read(const uint8_t *payload, size_t len, uint32_t version,
+                             size_t pointer_size, struct ev_exception_thrown *out)
 {
+    if (pointer_size != 4 && pointer_size != 8) {
+        return AGENT_E_INVAL;
+    }
+    struct ev_exception_thrown e = {.type = payload, .message = payload};
+    if (version == 0) {
+        *out = e;
+        return 0;
+    }
     struct ev_rd r;
-    ev_rd_init(&r, ev->payload, ev->len);
-    const uint8_t *type = NULL, *msg = NULL;
-    size_t type_n = 0, msg_n = 0;
-    uint64_t eip = 0;
-    /* V0 has no fields: the type is unknown. */
-    if (ev->version >= 1 &&
-        (!ev_rd_utf16z(&r, &type, &type_n) || !ev_rd_utf16z(&r, &msg, &msg_n) ||
-         rd_ptr(&r, ev_symbols_pointer_size(p->sym), &eip) != 0 || ev_rd_left(&r) < 8)) {
+    ev_rd_init(&r, payload, len);
+    if (!ev_rd_utf16z(&r, &e.type, &e.type_units) ||
+        !ev_rd_utf16z(&r, &e.message, &e.message_units) || rd_ptr(&r, pointer_size, &e.eip) != 0 ||
+        ev_rd_u32(&r, &e.hresult) != 0 || ev_rd_u16(&r, &e.flags) != 0 ||
+        ev_rd_u16(&r, &e.clr_instance_id) != 0) {
         return AGENT_E_PROTO;
     }
+    *out = e;
+    return 0;
+}
+
+static int on_exception(struct ev_profile *p, const struct ev_profile_event *ev)
+{
+    struct ev_exception_thrown e;
+    /* V0 has no fields: the type is unknown ("?"). */
+    int rc = ev_exception_thrown_read(ev->payload, ev->len, ev->version,
+                                      ev_symbols_pointer_size(p->sym), &e);
+    if (rc != 0) {
+        return rc;
+    }
     uint32_t key = 0;
-    int rc = intern_utf16(p, type, type_n, &key);
+    rc = intern_utf16(p, e.type, e.type_units, &key);
     if (rc == 0) {
-        rc = keep_message(p, key, msg, msg_n);
+        rc = keep_message(p, key, e.message, e.message_units);
     }
     if (rc != 0) {
         return rc;
     }
     return rec_add(
         p, &(struct rec){
-               .key = key, .stack = ev->has_stack ? ev->stack : NO_ID, .ip = eip, .value = 1});
+               .key = key, .stack = ev->has_stack ? ev->stack : NO_ID, .ip = e.eip, .value = 1});
 }
 
 /* b - a in ticks without signed overflow (the stream's times are any 64-bit values). */

@@ -82,6 +82,37 @@ enum ev_profile_kind {
     EV_PROFILE_GC
 };
 
+/*
+ * ExceptionThrown (runtime event 80, keyword 0x8000) decoded, for kind=exceptions and for the
+ * exception history (ev_exc.h). V1: ExceptionType and ExceptionMessage (UTF-16LE, NUL-terminated),
+ * ExceptionEIP (pointer-size), ExceptionHRESULT u32, ExceptionFlags u16, ClrInstanceID u16; a
+ * longer payload is accepted (later layouts). V0 has no fields: everything empty or 0.
+ */
+#define EV_EXCEPTION_HAS_INNER       0x01u
+#define EV_EXCEPTION_NESTED          0x02u
+#define EV_EXCEPTION_RETHROWN        0x04u
+#define EV_EXCEPTION_CORRUPTED_STATE 0x08u
+#define EV_EXCEPTION_CLS_COMPLIANT   0x10u
+
+struct ev_exception_thrown {
+    const uint8_t *type; /* UTF-16LE units in the payload (not NUL-terminated) */
+    size_t type_units;
+    const uint8_t *message;
+    size_t message_units;
+    uint64_t eip;
+    uint32_t hresult;
+    uint16_t flags; /* EV_EXCEPTION_* */
+    uint16_t clr_instance_id;
+};
+
+/*
+ * Decodes payload[0..len) of version into *out (its strings point into payload). pointer_size is
+ * the stream's, 4 or 8. 0, AGENT_E_PROTO (too short for V1, a string without its NUL) or
+ * AGENT_E_INVAL (pointer_size); *out is written on success only.
+ */
+int ev_exception_thrown_read(const uint8_t *payload, size_t len, uint32_t version,
+                             size_t pointer_size, struct ev_exception_thrown *out);
+
 /* "alloc", "exceptions", "contention", "gc". */
 const char *ev_profile_kind_name(enum ev_profile_kind kind);
 /* The kind named name (any case): 0, or AGENT_E_NOTFOUND. */

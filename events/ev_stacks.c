@@ -12,7 +12,6 @@
 #include "ev_json.h"
 
 #define OUT_BATCH         (256u * 1024u) /* handed to the sink in pieces of about this size */
-#define UNKNOWN_MODULE    "UnknownModule"
 #define SPEEDSCOPE_SCHEMA "https://www.speedscope.app/file-format-schema.json"
 #define FRAME_NATIVE      0u /* speedscope: shared frame 0 (1 is UnknownClass), as dotnet-monitor */
 
@@ -82,45 +81,88 @@ static int thread_header(struct wr *w, struct buf *out, uint64_t thread)
     return rc;
 }
 
-/* f's text name, "Module.dll!Type.Method" (or the native frame), into w->name. */
-static int frame_name(struct wr *w, const struct ev_symbols_frame *f)
+void ev_stacks_frame_shown(const struct ev_symbols_frame *f, struct ev_symbols_frame *out)
 {
-    buf_reset(&w->name);
+    *out = *f;
     if (!f->known) {
-        return buf_append_str(&w->name, EV_STACKS_NATIVE_FRAME);
+        *out = (struct ev_symbols_frame){.type = EV_STACKS_NATIVE_FRAME,
+                                         .type_len = sizeof(EV_STACKS_NATIVE_FRAME) - 1,
+                                         .method = EV_STACKS_NATIVE_FRAME,
+                                         .method_len = sizeof(EV_STACKS_NATIVE_FRAME) - 1,
+                                         .module = EV_STACKS_NATIVE_FRAME,
+                                         .module_ext = ""};
+        return;
     }
-    int rc = buf_printf(&w->name, "%s%s!", f->module != NULL ? f->module : UNKNOWN_MODULE,
-                        f->module != NULL ? f->module_ext : "");
-    rc = rc != 0           ? rc
-         : f->type_len > 0 ? buf_append(&w->name, f->type, f->type_len)
-                           : buf_append_str(&w->name, EV_STACKS_UNKNOWN_CLASS);
-    rc = rc != 0 ? rc : buf_append(&w->name, ".", 1);
-    return rc != 0 ? rc : buf_append(&w->name, f->method, f->method_len);
+    if (f->type_len == 0) {
+        out->type = EV_STACKS_UNKNOWN_CLASS;
+        out->type_len = sizeof(EV_STACKS_UNKNOWN_CLASS) - 1;
+    }
+    if (f->module == NULL) {
+        out->module = EV_STACKS_UNKNOWN_MODULE;
+        out->module_ext = "";
+    }
 }
 
-static int json_frame(struct wr *w, const struct ev_symbols_frame *f, bool first)
+int ev_stacks_frame_text(struct buf *b, const struct ev_symbols_frame *f)
 {
-    int rc = buf_append_str(&w->b, first ? "{\"methodName\":" : ",{\"methodName\":");
     if (!f->known) {
-        rc = rc != 0 ? rc
-                     : buf_append_str(&w->b, "\"" EV_STACKS_NATIVE_FRAME "\",\"methodToken\":0,"
-                                             "\"typeName\":\"" EV_STACKS_NATIVE_FRAME
-                                             "\",\"moduleName\":\"" EV_STACKS_NATIVE_FRAME "\"");
-    } else {
-        rc = rc != 0 ? rc : ev_json_str_utf8(&w->b, (const uint8_t *)f->method, f->method_len);
-        rc = rc != 0 ? rc : buf_printf(&w->b, ",\"methodToken\":%u,\"typeName\":", f->token);
-        rc = rc != 0           ? rc
-             : f->type_len > 0 ? ev_json_str_utf8(&w->b, (const uint8_t *)f->type, f->type_len)
-                               : buf_append_str(&w->b, "\"" EV_STACKS_UNKNOWN_CLASS "\"");
-        rc = rc != 0 ? rc : buf_append_str(&w->b, ",\"moduleName\":\"");
-        rc = rc != 0
-                 ? rc
-                 : buf_append_json_escaped(&w->b, f->module != NULL ? f->module : UNKNOWN_MODULE);
-        rc = rc != 0 ? rc : buf_printf(&w->b, "%s\"", f->module != NULL ? f->module_ext : "");
+        return buf_append_str(b, EV_STACKS_NATIVE_FRAME);
     }
+    struct ev_symbols_frame s; /* the names the JSON shows: UnknownClass, UnknownModule */
+    ev_stacks_frame_shown(f, &s);
+    int rc = buf_printf(b, "%s%s!", s.module, s.module_ext);
+    rc = rc != 0 ? rc : buf_append(b, s.type, s.type_len);
+    rc = rc != 0 ? rc : buf_append(b, ".", 1);
+    return rc != 0 ? rc : buf_append(b, s.method, s.method_len);
+}
+
+/* dotnet-monitor's CallStackFrame: methodName, methodToken, [parameterTypes,] typeName,
+ * moduleName, moduleVersionId, hidden (its property order). */
+int ev_stacks_json_frame(struct buf *b, const struct ev_symbols_frame *f, bool first,
+                         bool parameter_types)
+{
+    struct ev_symbols_frame s;
+    ev_stacks_frame_shown(f, &s);
+    int rc = buf_append_str(b, first ? "{\"methodName\":" : ",{\"methodName\":");
+    rc = rc != 0 ? rc : ev_json_str_utf8(b, (const uint8_t *)s.method, s.method_len);
+    rc = rc != 0 ? rc : buf_printf(b, ",\"methodToken\":%u", s.token);
+    if (rc == 0 && parameter_types) {
+        rc = buf_append_str(b, ",\"parameterTypes\":[]");
+    }
+    rc = rc != 0 ? rc : buf_append_str(b, ",\"typeName\":");
+    rc = rc != 0 ? rc : ev_json_str_utf8(b, (const uint8_t *)s.type, s.type_len);
+    rc = rc != 0 ? rc : buf_append_str(b, ",\"moduleName\":\"");
+    rc = rc != 0 ? rc : buf_append_json_escaped(b, s.module);
+    rc = rc != 0 ? rc : buf_append_str(b, s.module_ext);
     return rc != 0 ? rc
-                   : buf_append_str(&w->b, ",\"moduleVersionId\":\"" EV_STACKS_EMPTY_GUID
-                                           "\",\"hidden\":false}");
+                   : buf_append_str(b, "\",\"moduleVersionId\":\"" EV_STACKS_EMPTY_GUID
+                                       "\",\"hidden\":false}");
+}
+
+/*
+ * A run of addresses in no method (native code, stubs: EventPipe walks them as it finds them) is
+ * one frame, as dotnet-monitor shows native frames once: the frame before decides.
+ */
+int ev_stacks_frames(struct ev_symbols *s, const uint64_t *ips, size_t n, ev_stacks_frame_cb cb,
+                     void *ud, size_t *nframes)
+{
+    size_t k = 0;
+    bool native = false; /* the frame before was native */
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        struct ev_symbols_frame f = {.type = "", .method = "", .module_ext = ""};
+        rc = s != NULL ? ev_symbols_frame_of(s, ips[i], &f) : AGENT_E_NOTFOUND;
+        rc = rc == AGENT_E_NOTFOUND ? 0 : rc;
+        if (rc != 0 || (!f.known && native)) {
+            continue;
+        }
+        native = !f.known;
+        rc = cb(ud, &f, k++);
+    }
+    if (nframes != NULL) {
+        *nframes = k;
+    }
+    return rc;
 }
 
 static uint64_t hash_str(const char *p)
@@ -237,12 +279,14 @@ static int begin_thread(struct wr *w, uint64_t thread)
 }
 
 /* One frame of the thread (its k-th written) in the chosen format. */
-static int put_frame(struct wr *w, const struct ev_symbols_frame *f, size_t k)
+static int put_frame(void *ud, const struct ev_symbols_frame *f, size_t k)
 {
+    struct wr *w = ud;
     if (w->o->format == EV_STACKS_JSON) {
-        return json_frame(w, f, k == 0);
+        return ev_stacks_json_frame(&w->b, f, k == 0, false);
     }
-    int rc = frame_name(w, f);
+    buf_reset(&w->name);
+    int rc = ev_stacks_frame_text(&w->name, f);
     if (rc != 0) {
         return rc;
     }
@@ -266,17 +310,7 @@ static int on_thread(void *ud, uint64_t thread, bool external, const uint64_t *i
     (void)external; /* a blocked thread's stack is as much its stack */
     int rc = begin_thread(w, thread);
     size_t k = 0;
-    bool native = false; /* the frame before was native: a run is one frame */
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        struct ev_symbols_frame f;
-        rc = ev_symbols_frame_of(w->s, ips[i], &f);
-        rc = rc == AGENT_E_NOTFOUND ? 0 : rc;
-        if (rc != 0 || (!f.known && native)) {
-            continue;
-        }
-        native = !f.known;
-        rc = put_frame(w, &f, k++);
-    }
+    rc = rc != 0 ? rc : ev_stacks_frames(w->s, ips, n, put_frame, w, &k);
     if (rc == 0 && w->o->format == EV_STACKS_JSON) {
         rc = buf_append_str(&w->b, "]}");
     } else if (rc == 0 && w->o->format == EV_STACKS_TEXT) {

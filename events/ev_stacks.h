@@ -28,16 +28,20 @@
  * pieces of about 256 KiB. Pure: no I/O, no libuv.
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "ev_symbols.h"
 
+struct buf;
+
 enum ev_stacks_format { EV_STACKS_JSON, EV_STACKS_TEXT, EV_STACKS_SPEEDSCOPE };
 
-#define EV_STACKS_NATIVE_FRAME  "[NativeFrame]"
-#define EV_STACKS_UNKNOWN_CLASS "UnknownClass"
-#define EV_STACKS_EMPTY_GUID    "00000000-0000-0000-0000-000000000000"
+#define EV_STACKS_NATIVE_FRAME   "[NativeFrame]"
+#define EV_STACKS_UNKNOWN_CLASS  "UnknownClass"
+#define EV_STACKS_EMPTY_GUID     "00000000-0000-0000-0000-000000000000"
+#define EV_STACKS_UNKNOWN_MODULE "UnknownModule"
 
 struct ev_stacks_opts {
     enum ev_stacks_format format;
@@ -57,5 +61,36 @@ struct ev_stacks_counts {
  * rundown names the methods). */
 int ev_stacks_write(struct ev_symbols *s, const struct ev_stacks_opts *opts,
                     struct ev_stacks_counts *counts, ev_symbols_sink_cb sink, void *ud);
+
+/*
+ * The pieces of the writer that GET /exceptions' frames share (ev_exc.h), so that both name a
+ * frame the same way.
+ *
+ * ev_stacks_frames: the frames of ips[0..n) (leaf first), each ip named by ev_symbols_frame_of
+ * (s NULL: every ip unknown), a run of unknown addresses given once (known false). cb gets each
+ * frame (valid during the call) and its index k among those given; a non-zero return ends the walk
+ * and is returned. *nframes (may be NULL): the frames given. 0, -ENOMEM or AGENT_E_BUDGET (the
+ * range index).
+ */
+typedef int (*ev_stacks_frame_cb)(void *ud, const struct ev_symbols_frame *f, size_t k);
+int ev_stacks_frames(struct ev_symbols *s, const uint64_t *ips, size_t n, ev_stacks_frame_cb cb,
+                     void *ud, size_t *nframes);
+/*
+ * f as the JSON shows it, into *out (its strings are f's or static): a native frame
+ * (known false) has type, method and module EV_STACKS_NATIVE_FRAME and token 0; an empty type is
+ * EV_STACKS_UNKNOWN_CLASS; an unknown module EV_STACKS_UNKNOWN_MODULE with no extension. The
+ * module's name as written is module then module_ext ("TestApp" ".dll").
+ */
+void ev_stacks_frame_shown(const struct ev_symbols_frame *f, struct ev_symbols_frame *out);
+/*
+ * Appends f as one JSON frame object to b (after a ',' unless first): methodName, methodToken,
+ * with parameter_types "parameterTypes":[] (dotnet-monitor writes it for exceptions; the types
+ * are not known out of process), typeName, moduleName, moduleVersionId, hidden. 0 or -ENOMEM.
+ */
+int ev_stacks_json_frame(struct buf *b, const struct ev_symbols_frame *f, bool first,
+                         bool parameter_types);
+/* Appends f's text name to b: "Module.dll!Type.Method" (UnknownClass without a type),
+ * or EV_STACKS_NATIVE_FRAME. 0 or -ENOMEM. */
+int ev_stacks_frame_text(struct buf *b, const struct ev_symbols_frame *f);
 
 #endif

@@ -1,0 +1,887 @@
+/* SPDX-License-Identifier: MIT */
+/* The first-chance exceptions of one process, in /exceptions' shapes; see ev_exc.h. */
+#include "ev_exc.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "ascii.h"
+#include "buf.h"
+#include "civil.h"
+#include "err.h"
+#include "ev_json.h"
+#include "ev_profile.h"
+#include "ev_rd.h"
+#include "ev_stacks.h"
+#include "ev_store.h"
+#include "membudget.h"
+
+#define OUT_BATCH     (64u * 1024u) /* output handed to the sink in pieces of about this size */
+#define RING_MIN      16u           /* the history's first slots */
+#define GROUP_BUCKETS (2u * EV_EXC_MAX_GROUPS)
+#define CUT_CAP       (EV_EXC_MAX_STRING + sizeof(EV_CUT_MARKER))
+/*
+ * UTF-16 units converted at most: each unit is at least one UTF-8 byte, so EV_EXC_MAX_STRING + 1
+ * units tell that a string is longer than the cut (a surrogate pair split at the last unit lands
+ * past the cut). A 30,000-character type costs no more than a short one.
+ */
+#define MAX_UNITS   (EV_EXC_MAX_STRING + 1u)
+#define JSON_SEQ_RS "\x1e" /* RFC 7464's record separator */
+
+/*
+ * One kept exception, in one allocation: the record, its stack (leaf first), then its type and
+ * message as NUL-terminated UTF-8.
+ */
+struct inst {
+    uint64_t id;
+    int64_t unix_ns;
+    uint64_t thread;
+    size_t bytes; /* charged for it, all of the allocation */
+    uint32_t n_ips;
+    uint32_t type_len;
+    uint32_t msg_len;
+    uint64_t ips[];
+};
+
+/* Exceptions of one (type, throw site). Every slot below ngroups is in use. */
+struct group {
+    char *type; /* NUL-terminated UTF-8, type_len bytes */
+    size_t type_len;
+    uint64_t site; /* the stack's first ip, or the EIP without a stack */
+    uint64_t count;
+    uint64_t first_id;
+    uint64_t last_id;
+    int64_t last_ns;
+    uint32_t next; /* the bucket's next group: index + 1, 0 at the end */
+};
+
+struct ev_exc {
+    struct ev_exc_limits lim;
+    uint64_t held;       /* bytes charged now, the store itself included */
+    uint64_t inst_bytes; /* the instances' part of held: what max_bytes bounds */
+    /* The history, oldest first: ring[(head + i) % cap] has id ring[head]->id + i. */
+    struct inst **ring;
+    size_t head, count, cap;
+    struct group *groups;
+    size_t ngroups, cap_groups;
+    uint32_t *buckets; /* GROUP_BUCKETS chain heads (group index + 1), NULL before the first */
+    struct ev_exc_stats st;
+};
+
+static const char *inst_type(const struct inst *in)
+{
+    return (const char *)(in->ips + in->n_ips);
+}
+
+static const char *inst_msg(const struct inst *in)
+{
+    return inst_type(in) + in->type_len + 1;
+}
+
+/* Where the strings go, while the instance is filled in. */
+static char *inst_strings(struct inst *in)
+{
+    return (char *)(in->ips + in->n_ips);
+}
+
+static struct inst *inst_at(const struct ev_exc *x, size_t i)
+{
+    return x->ring[(x->head + i) % x->cap];
+}
+
+/* n more bytes charged to the share before they are held: 0 or AGENT_E_BUDGET. */
+static int take(struct ev_exc *x, size_t n)
+{
+    if (mb_charge(x->lim.share, n) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    x->held += n;
+    return 0;
+}
+
+static void give(struct ev_exc *x, size_t n)
+{
+    mb_release(x->lim.share, n);
+    x->held -= n;
+}
+
+int ev_exc_new(const struct ev_exc_limits *limits, struct ev_exc **out)
+{
+    if (limits == NULL || limits->max_instances == 0 || limits->max_bytes == 0) {
+        return AGENT_E_INVAL;
+    }
+    if (mb_charge(limits->share, sizeof(struct ev_exc)) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    struct ev_exc *x = calloc(1, sizeof(*x));
+    if (x == NULL) {
+        mb_release(limits->share, sizeof(struct ev_exc));
+        return -ENOMEM;
+    }
+    x->lim = *limits;
+    x->held = sizeof(*x);
+    *out = x;
+    return 0;
+}
+
+void ev_exc_free(struct ev_exc *x)
+{
+    if (x == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < x->count; i++) {
+        free(inst_at(x, i));
+    }
+    for (size_t i = 0; i < x->ngroups; i++) {
+        free(x->groups[i].type);
+    }
+    free(x->ring);
+    free(x->groups);
+    free(x->buckets);
+    /* held is every charge still standing: the pieces above and the store itself. */
+    mb_release(x->lim.share, x->held);
+    free(x);
+}
+
+void ev_exc_get_stats(const struct ev_exc *x, struct ev_exc_stats *out)
+{
+    *out = x->st;
+    out->kept = x->count;
+    out->groups = x->ngroups;
+    out->bytes = x->held;
+}
+
+/* ---- groups ---- */
+
+static uint32_t group_bucket(const char *type, size_t len, uint64_t site)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the type, then the site mixed in */
+    for (size_t i = 0; i < len; i++) {
+        h = (h ^ (uint8_t)type[i]) * 0x100000001b3ull;
+    }
+    h ^= site * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+    return (uint32_t)(h & (GROUP_BUCKETS - 1));
+}
+
+static struct group *group_find(struct ev_exc *x, uint32_t bucket, const char *type, size_t len,
+                                uint64_t site)
+{
+    for (uint32_t g = x->buckets[bucket]; g != 0; g = x->groups[g - 1].next) {
+        struct group *c = &x->groups[g - 1];
+        if (c->site == site && c->type_len == len && memcmp(c->type, type, len) == 0) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
+/* Takes group idx out of its bucket's chain. */
+static void group_unlink(struct ev_exc *x, uint32_t idx)
+{
+    struct group *g = &x->groups[idx];
+    uint32_t *link = &x->buckets[group_bucket(g->type, g->type_len, g->site)];
+    while (*link != idx + 1) {
+        link = &x->groups[*link - 1].next;
+    }
+    *link = g->next;
+}
+
+/*
+ * A slot for a new group: a new one while there are fewer than EV_EXC_MAX_GROUPS, else the least
+ * recently thrown group's (evicted). 0, AGENT_E_BUDGET or -ENOMEM.
+ */
+static int group_slot(struct ev_exc *x, uint32_t *out)
+{
+    if (x->ngroups == EV_EXC_MAX_GROUPS) {
+        uint32_t lru = 0;
+        for (uint32_t i = 1; i < x->ngroups; i++) {
+            lru = x->groups[i].last_id < x->groups[lru].last_id ? i : lru;
+        }
+        group_unlink(x, lru);
+        give(x, x->groups[lru].type_len + 1);
+        free(x->groups[lru].type);
+        x->groups[lru].type = NULL;
+        x->st.groups_evicted++;
+        *out = lru;
+        return 0;
+    }
+    if (x->ngroups == x->cap_groups) {
+        size_t ncap = x->cap_groups != 0 ? x->cap_groups * 2 : 16;
+        ncap = ncap < EV_EXC_MAX_GROUPS ? ncap : EV_EXC_MAX_GROUPS;
+        if (take(x, (ncap - x->cap_groups) * sizeof(struct group)) != 0) {
+            return AGENT_E_BUDGET;
+        }
+        struct group *ng = realloc(x->groups, ncap * sizeof(*ng));
+        if (ng == NULL) {
+            give(x, (ncap - x->cap_groups) * sizeof(struct group));
+            return -ENOMEM;
+        }
+        x->groups = ng;
+        x->cap_groups = ncap;
+    }
+    *out = (uint32_t)x->ngroups++;
+    return 0;
+}
+
+/* A new group for in: its type copied first (charged), then a slot. */
+static int group_new(struct ev_exc *x, const struct inst *in, uint64_t site, uint32_t bucket)
+{
+    if (take(x, in->type_len + 1) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    char *type = malloc(in->type_len + 1);
+    uint32_t idx = 0;
+    int rc = type == NULL ? -ENOMEM : group_slot(x, &idx);
+    if (rc != 0) {
+        give(x, in->type_len + 1);
+        free(type);
+        return rc;
+    }
+    memcpy(type, inst_type(in), in->type_len + 1);
+    x->groups[idx] = (struct group){.type = type,
+                                    .type_len = in->type_len,
+                                    .site = site,
+                                    .first_id = in->id,
+                                    .next = x->buckets[bucket]};
+    x->buckets[bucket] = idx + 1;
+    return 0;
+}
+
+/* Counts in (just kept) in its group; a group that cannot be kept is only counted. */
+static void group_note(struct ev_exc *x, const struct inst *in, uint64_t site)
+{
+    int rc = 0;
+    if (x->buckets == NULL) {
+        rc = take(x, GROUP_BUCKETS * sizeof(uint32_t));
+        x->buckets = rc == 0 ? calloc(GROUP_BUCKETS, sizeof(uint32_t)) : NULL;
+        if (rc == 0 && x->buckets == NULL) {
+            give(x, GROUP_BUCKETS * sizeof(uint32_t));
+            rc = -ENOMEM;
+        }
+    }
+    uint32_t bucket = group_bucket(inst_type(in), in->type_len, site);
+    struct group *g = rc == 0 ? group_find(x, bucket, inst_type(in), in->type_len, site) : NULL;
+    if (rc == 0 && g == NULL) {
+        rc = group_new(x, in, site, bucket);
+        g = rc == 0 ? &x->groups[x->buckets[bucket] - 1] : NULL;
+    }
+    if (rc != 0) {
+        x->st.groups_dropped++;
+        return;
+    }
+    g->count++;
+    g->last_id = in->id;
+    g->last_ns = in->unix_ns;
+}
+
+/* ---- keeping ---- */
+
+/* The UTF-16LE s[0..units) as UTF-8 cut at EV_EXC_MAX_STRING bytes (ev_name_cut) into out. */
+static uint32_t utf8_of(const uint8_t *s, size_t units, char out[CUT_CAP])
+{
+    char full[3 * MAX_UNITS + 1];
+    size_t n = 0;
+    units = units < MAX_UNITS ? units : MAX_UNITS;
+    if (ev_utf16_to_utf8(s, units, full, sizeof(full), &n) != 0) {
+        n = 0; /* not reached: full holds 3 bytes per unit */
+        full[0] = '\0';
+    }
+    const char *cut = ev_name_cut(full, EV_EXC_MAX_STRING, out, CUT_CAP);
+    if (cut == full) {
+        memcpy(out, full, n + 1);
+    }
+    return (uint32_t)strlen(out);
+}
+
+/* Drops the oldest instance. */
+static void evict_oldest(struct ev_exc *x)
+{
+    struct inst *old = x->ring[x->head];
+    x->inst_bytes -= old->bytes;
+    give(x, old->bytes);
+    free(old);
+    x->head = (x->head + 1) % x->cap;
+    x->count--;
+    x->st.evicted++;
+}
+
+/* Room for one more slot in the history (up to max_instances): 0, AGENT_E_BUDGET or -ENOMEM. */
+static int ring_room(struct ev_exc *x)
+{
+    if (x->count < x->cap) {
+        return 0;
+    }
+    size_t ncap = x->cap != 0 ? x->cap * 2 : RING_MIN;
+    ncap = ncap < x->lim.max_instances && ncap > x->cap ? ncap : x->lim.max_instances;
+    size_t grow = (ncap - x->cap) * sizeof(struct inst *);
+    if (take(x, grow) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    struct inst **nr = malloc(ncap * sizeof(struct inst *));
+    if (nr == NULL) {
+        give(x, grow);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < x->count; i++) { /* unwrapped: the oldest at 0 */
+        nr[i] = inst_at(x, i);
+    }
+    free(x->ring);
+    x->ring = nr;
+    x->head = 0;
+    x->cap = ncap;
+    return 0;
+}
+
+/*
+ * Charges need bytes for a new instance, then drops the oldest while the history is over its
+ * limits with it, then makes its slot. 0, AGENT_E_BUDGET (nothing charged) or -ENOMEM.
+ */
+static int make_room(struct ev_exc *x, size_t need)
+{
+    if (need > x->lim.max_bytes || take(x, need) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    while (x->count > 0 &&
+           (x->count >= x->lim.max_instances || x->inst_bytes + need > x->lim.max_bytes)) {
+        evict_oldest(x);
+    }
+    int rc = ring_room(x);
+    if (rc != 0) {
+        give(x, need);
+    }
+    return rc;
+}
+
+int ev_exc_add(struct ev_exc *x, const struct ev_exc_event *e)
+{
+    struct ev_exception_thrown t;
+    if (e->n_ips > 0 && e->ips == NULL) {
+        return AGENT_E_INVAL;
+    }
+    int rc = ev_exception_thrown_read(e->payload, e->len, e->version, e->pointer_size, &t);
+    rc = rc == 0 && e->version == 0 ? AGENT_E_PROTO : rc; /* V0: no type to show */
+    if (rc != 0) {
+        x->st.malformed += rc == AGENT_E_PROTO;
+        return rc;
+    }
+    char type[CUT_CAP], msg[CUT_CAP];
+    uint32_t type_len = utf8_of(t.type, t.type_units, type);
+    uint32_t msg_len = utf8_of(t.message, t.message_units, msg);
+    size_t n_ips = e->n_ips < EV_EXC_MAX_FRAMES ? e->n_ips : EV_EXC_MAX_FRAMES;
+    size_t need = sizeof(struct inst) + n_ips * sizeof(uint64_t) + type_len + msg_len + 2;
+    rc = make_room(x, need);
+    struct inst *in = rc == 0 ? malloc(need) : NULL;
+    if (rc == 0 && in == NULL) {
+        give(x, need);
+        rc = -ENOMEM;
+    }
+    if (rc != 0) {
+        x->st.dropped += rc == AGENT_E_BUDGET;
+        return rc;
+    }
+    *in = (struct inst){.id = ++x->st.added,
+                        .unix_ns = e->unix_ns,
+                        .thread = e->thread,
+                        .bytes = need,
+                        .n_ips = (uint32_t)n_ips,
+                        .type_len = type_len,
+                        .msg_len = msg_len};
+    if (n_ips > 0) {
+        memcpy(in->ips, e->ips, n_ips * sizeof(uint64_t));
+    }
+    memcpy(inst_strings(in), type, type_len + 1);
+    memcpy(inst_strings(in) + type_len + 1, msg, msg_len + 1);
+    x->ring[(x->head + x->count) % x->cap] = in;
+    x->count++;
+    x->inst_bytes += need;
+    group_note(x, in, n_ips > 0 ? in->ips[0] : t.eip);
+    return 0;
+}
+
+/* ---- filters (dotnet-monitor's ExceptionsConfigurationSettings) ---- */
+
+static bool is_set(const char *v)
+{
+    return v != NULL && v[0] != '\0';
+}
+
+/* Ordinal comparison of a filter value with s[0..n). */
+static bool eq_n(const char *want, const char *s, size_t n)
+{
+    return strlen(want) == n && memcmp(want, s, n) == 0;
+}
+
+/* The module's name as the JSON writes it: module then its extension ("TestApp" ".dll"). */
+static bool eq_module(const char *want, const struct ev_symbols_frame *f)
+{
+    size_t m = strlen(f->module);
+    return strncmp(want, f->module, m) == 0 && strcmp(want + m, f->module_ext) == 0;
+}
+
+/*
+ * One entry against an instance: every member set is compared (the frame's only when there is a
+ * top frame) and all must be equal. With nothing compared, the entry matches as dotnet-monitor's
+ * evaluation starts: `include = true` for an include entry, `exclude ?? false` for an exclude
+ * one. So an include entry naming only frame members keeps every exception without a frame, where
+ * the same exclude entry drops none.
+ */
+static bool entry_matches(const struct ev_exc_filter *c, const struct inst *in,
+                          const struct ev_symbols_frame *top, bool if_none)
+{
+    bool compared = false, eq = true;
+    if (top != NULL && is_set(c->method_name)) {
+        compared = true;
+        eq = eq && eq_n(c->method_name, top->method, top->method_len);
+    }
+    if (top != NULL && is_set(c->module_name)) {
+        compared = true;
+        eq = eq && eq_module(c->module_name, top);
+    }
+    if (top != NULL && is_set(c->type_name)) {
+        compared = true;
+        eq = eq && eq_n(c->type_name, top->type, top->type_len);
+    }
+    if (is_set(c->exception_type)) {
+        compared = true;
+        eq = eq && strcmp(c->exception_type, inst_type(in)) == 0;
+    }
+    return compared ? eq : if_none;
+}
+
+static bool any_matches(const struct ev_exc_filter *list, size_t n, const struct inst *in,
+                        const struct ev_symbols_frame *top, bool if_none)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (entry_matches(&list[i], in, top, if_none)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- writing ---- */
+
+struct xw {
+    struct ev_symbols *sym;
+    const struct ev_exc_filter *include;
+    size_t ninclude;
+    const struct ev_exc_filter *exclude;
+    size_t nexclude;
+    enum ev_exc_format fmt;
+    const char *(*thread_name)(void *ud, uint64_t thread);
+    void *name_ud;
+    ev_symbols_sink_cb sink;
+    void *ud;
+    struct buf b; /* output not yet handed to the sink */
+};
+
+static int flush(struct xw *w, bool force)
+{
+    if (buf_size(&w->b) == 0 || (!force && buf_size(&w->b) < OUT_BATCH)) {
+        return 0;
+    }
+    int rc = w->sink(w->ud, buf_data(&w->b), buf_size(&w->b));
+    buf_reset(&w->b);
+    return rc;
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+/* .NET's round-trip "O" of a UTC DateTime: "2023-07-13T21:45:11.8056355Z" (100 ns ticks). */
+static int put_time(struct buf *b, int64_t unix_ns)
+{
+    int64_t ticks = floor_div(unix_ns, 100);
+    int64_t secs = floor_div(ticks, 10000000);
+    int64_t days = floor_div(secs, 86400);
+    int64_t sod = secs - days * 86400;
+    int64_t y = 0;
+    int m = 0, d = 0;
+    civil_date(days, &y, &m, &d);
+    return buf_printf(b, "%04lld-%02d-%02dT%02d:%02d:%02d.%07lldZ", (long long)y, m, d,
+                      (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60),
+                      (long long)(ticks - secs * 10000000));
+}
+
+static int on_json_frame(void *ud, const struct ev_symbols_frame *f, size_t k)
+{
+    struct xw *w = ud;
+    return ev_stacks_json_frame(&w->b, f, k == 0, true);
+}
+
+/* dotnet-monitor's text frame without the parameter list: "\n   at Type.Method". */
+static int on_text_frame(void *ud, const struct ev_symbols_frame *f, size_t k)
+{
+    struct xw *w = ud;
+    struct ev_symbols_frame s;
+    (void)k;
+    ev_stacks_frame_shown(f, &s);
+    int rc = buf_append_str(&w->b, "\n   at ");
+    rc = rc != 0 ? rc : buf_append(&w->b, s.type, s.type_len);
+    rc = rc != 0 ? rc : buf_append(&w->b, ".", 1);
+    return rc != 0 ? rc : buf_append(&w->b, s.method, s.method_len);
+}
+
+/* One ExceptionInstance, in its model's property order. */
+static int put_json(struct xw *w, const struct inst *in)
+{
+    const char *name = w->thread_name != NULL ? w->thread_name(w->name_ud, in->thread) : NULL;
+    int rc = buf_printf(&w->b, "%s{\"id\":%llu,\"timestamp\":\"",
+                        w->fmt == EV_EXC_JSON_SEQ ? JSON_SEQ_RS : "", (unsigned long long)in->id);
+    rc = rc != 0 ? rc : put_time(&w->b, in->unix_ns);
+    rc = rc != 0 ? rc : buf_append_str(&w->b, "\",\"typeName\":");
+    rc = rc != 0 ? rc : ev_json_str_utf8(&w->b, (const uint8_t *)inst_type(in), in->type_len);
+    rc = rc != 0 ? rc : buf_append_str(&w->b, ",\"moduleName\":\"\",\"message\":");
+    rc = rc != 0 ? rc : ev_json_str_utf8(&w->b, (const uint8_t *)inst_msg(in), in->msg_len);
+    rc = rc != 0 ? rc
+                 : buf_printf(&w->b,
+                              ",\"innerExceptions\":[],\"stack\":{\"threadId\":%llu,"
+                              "\"threadName\":\"",
+                              (unsigned long long)in->thread);
+    rc = rc != 0 ? rc : buf_append_json_escaped(&w->b, name != NULL ? name : "");
+    rc = rc != 0 ? rc : buf_append_str(&w->b, "\",\"frames\":[");
+    rc = rc != 0 ? rc : ev_stacks_frames(w->sym, in->ips, in->n_ips, on_json_frame, w, NULL);
+    return rc != 0 ? rc : buf_append_str(&w->b, "]}}\n");
+}
+
+/* dotnet-monitor's WriteTextInstance: the time, "Type: Message" (": Message" only when there is
+ * one), the frames, an empty line. */
+static int put_text(struct xw *w, const struct inst *in)
+{
+    int rc = buf_append_str(&w->b, "First chance exception at ");
+    rc = rc != 0 ? rc : put_time(&w->b, in->unix_ns);
+    rc = rc != 0 ? rc : buf_append(&w->b, "\n", 1);
+    rc = rc != 0 ? rc : buf_append(&w->b, inst_type(in), in->type_len);
+    if (rc == 0 && in->msg_len > 0) {
+        rc = buf_append_str(&w->b, ": ");
+        rc = rc != 0 ? rc : buf_append(&w->b, inst_msg(in), in->msg_len);
+    }
+    rc = rc != 0 ? rc : ev_stacks_frames(w->sym, in->ips, in->n_ips, on_text_frame, w, NULL);
+    return rc != 0 ? rc : buf_append_str(&w->b, "\n\n");
+}
+
+/* dotnet-monitor's FilterException: excluded when an exclude entry matches; then, when there are
+ * include entries, kept only if one matches. *pass gets the verdict. */
+static int filter(struct xw *w, const struct inst *in, bool *pass)
+{
+    *pass = true;
+    if (w->ninclude == 0 && w->nexclude == 0) {
+        return 0;
+    }
+    struct ev_symbols_frame raw = {.type = "", .method = "", .module_ext = ""}, top;
+    if (in->n_ips > 0) {
+        int rc = w->sym != NULL ? ev_symbols_frame_of(w->sym, in->ips[0], &raw) : 0;
+        if (rc != 0 && rc != AGENT_E_NOTFOUND) {
+            return rc;
+        }
+        ev_stacks_frame_shown(&raw, &top);
+    }
+    const struct ev_symbols_frame *t = in->n_ips > 0 ? &top : NULL;
+    if (any_matches(w->exclude, w->nexclude, in, t, false)) {
+        *pass = false;
+    } else if (w->ninclude > 0) {
+        *pass = any_matches(w->include, w->ninclude, in, t, true);
+    }
+    return 0;
+}
+
+static int put_instance(struct xw *w, const struct inst *in)
+{
+    bool pass = true;
+    int rc = filter(w, in, &pass);
+    if (rc != 0 || !pass) {
+        return rc;
+    }
+    if (w->fmt == EV_EXC_TEXT) {
+        /* As dotnet-monitor: an exception without frames is not written as text. */
+        rc = in->n_ips > 0 ? put_text(w, in) : 0;
+    } else {
+        rc = put_json(w, in);
+    }
+    return rc != 0 ? rc : flush(w, false);
+}
+
+int ev_exc_write(const struct ev_exc *x, struct ev_symbols *sym,
+                 const struct ev_exc_filter *include, size_t ninclude,
+                 const struct ev_exc_filter *exclude, size_t nexclude, enum ev_exc_format fmt,
+                 uint64_t after_id, uint64_t *last_id_out,
+                 const char *(*thread_name)(void *ud, uint64_t thread), void *name_ud,
+                 ev_symbols_sink_cb sink, void *ud)
+{
+    if (fmt != EV_EXC_NDJSON && fmt != EV_EXC_JSON_SEQ && fmt != EV_EXC_TEXT) {
+        return AGENT_E_INVAL;
+    }
+    struct xw w = {.sym = sym,
+                   .include = include,
+                   .ninclude = include != NULL ? ninclude : 0,
+                   .exclude = exclude,
+                   .nexclude = exclude != NULL ? nexclude : 0,
+                   .fmt = fmt,
+                   .thread_name = thread_name,
+                   .name_ud = name_ud,
+                   .sink = sink,
+                   .ud = ud};
+    buf_init(&w.b, 0);
+    /* Ids are consecutive in the history: the first after after_id is found at once. */
+    uint64_t first = x->count > 0 ? inst_at(x, 0)->id : 0;
+    uint64_t skip = after_id < first ? 0 : after_id - first + 1;
+    size_t i = skip < x->count ? (size_t)skip : x->count;
+    uint64_t last = after_id;
+    int rc = 0;
+    for (; rc == 0 && i < x->count; i++) {
+        const struct inst *in = inst_at(x, i);
+        rc = put_instance(&w, in);
+        last = in->id;
+    }
+    rc = rc != 0 ? rc : flush(&w, true);
+    buf_fini(&w.b);
+    if (rc == 0 && last_id_out != NULL) {
+        *last_id_out = last;
+    }
+    return rc;
+}
+
+/* ---- groups ---- */
+
+struct gorder {
+    uint64_t count;
+    uint64_t first_id;
+    uint32_t idx;
+};
+
+/* Most thrown first, then the older group first. */
+static int gorder_cmp(const void *a, const void *b)
+{
+    const struct gorder *x = a, *y = b;
+    if (x->count != y->count) {
+        return x->count > y->count ? -1 : 1;
+    }
+    return x->first_id < y->first_id ? -1 : x->first_id > y->first_id;
+}
+
+static int put_group(struct buf *b, struct buf *site, struct ev_symbols *sym, const struct group *g)
+{
+    struct ev_symbols_frame f = {.type = "", .method = "", .module_ext = ""};
+    int rc = sym != NULL ? ev_symbols_frame_of(sym, g->site, &f) : 0;
+    rc = rc == AGENT_E_NOTFOUND ? 0 : rc;
+    buf_reset(site);
+    rc = rc != 0 ? rc : ev_stacks_frame_text(site, &f);
+    rc = rc != 0 ? rc : buf_append_str(b, "{\"typeName\":");
+    rc = rc != 0 ? rc : ev_json_str_utf8(b, (const uint8_t *)g->type, g->type_len);
+    rc = rc != 0 ? rc : buf_append_str(b, ",\"throwSite\":");
+    rc = rc != 0 ? rc : ev_json_str_utf8(b, buf_data(site), buf_size(site));
+    rc = rc != 0 ? rc
+                 : buf_printf(b,
+                              ",\"count\":%llu,\"firstId\":%llu,\"lastId\":%llu,"
+                              "\"lastTimestamp\":\"",
+                              (unsigned long long)g->count, (unsigned long long)g->first_id,
+                              (unsigned long long)g->last_id);
+    rc = rc != 0 ? rc : put_time(b, g->last_ns);
+    return rc != 0 ? rc : buf_append_str(b, "\"}\n");
+}
+
+int ev_exc_write_groups(const struct ev_exc *x, struct ev_symbols *sym, ev_symbols_sink_cb sink,
+                        void *ud)
+{
+    size_t bytes = x->ngroups * sizeof(struct gorder);
+    if (bytes > 0 && mb_charge(x->lim.share, bytes) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    struct xw w = {.sink = sink, .ud = ud};
+    struct buf site;
+    buf_init(&w.b, 0);
+    buf_init(&site, 0);
+    int rc = 0;
+    struct gorder *o = bytes > 0 ? malloc(bytes) : NULL;
+    if (bytes > 0 && o == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < x->ngroups; i++) {
+        o[i] = (struct gorder){x->groups[i].count, x->groups[i].first_id, (uint32_t)i};
+    }
+    if (x->ngroups > 1) {
+        qsort(o, x->ngroups, sizeof(*o), gorder_cmp);
+    }
+    for (size_t i = 0; rc == 0 && i < x->ngroups; i++) {
+        rc = put_group(&w.b, &site, sym, &x->groups[o[i].idx]);
+        rc = rc != 0 ? rc : flush(&w, false);
+    }
+    rc = rc != 0 ? rc : flush(&w, true);
+out:
+    free(o);
+    if (bytes > 0) {
+        mb_release(x->lim.share, bytes);
+    }
+    buf_fini(&w.b);
+    buf_fini(&site);
+    return rc;
+}
+
+/* ---- the ExceptionsConfiguration document ---- */
+
+/*
+ * The parsed filters live in one allocation (the struct, both lists, then the strings), so that
+ * ev_exc_filters_free is one free. The document is walked twice: once to check it and measure
+ * (to == NULL), once to copy.
+ */
+struct fill {
+    char *to;    /* where the next string goes; NULL while measuring */
+    size_t need; /* bytes of strings */
+};
+
+static const char *fill_str(struct fill *f, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    f->need += n;
+    if (f->to == NULL) {
+        return NULL;
+    }
+    memcpy(f->to, s, n);
+    const char *at = f->to;
+    f->to += n;
+    return at;
+}
+
+static const char *const filter_members[] = {"exceptionType", "typeName", "methodName",
+                                             "moduleName"};
+
+/* The member of o named name in any case (the last one given), or NULL. */
+static const cJSON *member(const cJSON *o, const char *name)
+{
+    const cJSON *found = NULL;
+    for (const cJSON *m = o->child; m != NULL; m = m->next) {
+        found = ascii_ieq(m->string, name) ? m : found;
+    }
+    return found;
+}
+
+/* AGENT_E_INVAL naming o's first member that is not one of names[0..n). */
+static int unknown_members(const cJSON *o, const char *const *names, size_t n, const char *where,
+                           char *err, size_t errlen)
+{
+    for (const cJSON *m = o->child; m != NULL; m = m->next) {
+        size_t k = 0;
+        while (k < n && !ascii_ieq(m->string, names[k])) {
+            k++;
+        }
+        if (k == n) {
+            snprintf(err, errlen, "%s: unknown member \"%.64s\"", where, m->string);
+            return AGENT_E_INVAL;
+        }
+    }
+    return 0;
+}
+
+/* One filter entry, list[i]: an object of strings or nulls. */
+static int parse_entry(const cJSON *o, const char *list, size_t i, struct ev_exc_filter *out,
+                       struct fill *f, char *err, size_t errlen)
+{
+    char where[48];
+    snprintf(where, sizeof(where), "%s[%zu]", list, i);
+    if (!cJSON_IsObject(o)) {
+        snprintf(err, errlen, "%s: not an object", where);
+        return AGENT_E_INVAL;
+    }
+    int rc = unknown_members(o, filter_members, 4, where, err, errlen);
+    const char **fields[4] = {&out->exception_type, &out->type_name, &out->method_name,
+                              &out->module_name};
+    for (size_t k = 0; rc == 0 && k < 4; k++) {
+        const cJSON *v = member(o, filter_members[k]);
+        *fields[k] = NULL;
+        if (v != NULL && !cJSON_IsNull(v) && !cJSON_IsString(v)) {
+            snprintf(err, errlen, "%s.%s: not a string", where, filter_members[k]);
+            rc = AGENT_E_INVAL;
+        } else if (cJSON_IsString(v)) {
+            *fields[k] = fill_str(f, v->valuestring);
+        }
+    }
+    return rc;
+}
+
+/* A list ("include" or "exclude"): an array of entries, null or absent. out NULL: measure. */
+static int parse_list(const cJSON *doc, const char *name, struct ev_exc_filter *out, size_t *n,
+                      struct fill *f, char *err, size_t errlen)
+{
+    const cJSON *a = member(doc, name);
+    *n = 0;
+    if (a == NULL || cJSON_IsNull(a)) {
+        return 0;
+    }
+    if (!cJSON_IsArray(a)) {
+        snprintf(err, errlen, "%s: not an array", name);
+        return AGENT_E_INVAL;
+    }
+    int rc = 0;
+    for (const cJSON *e = a->child; rc == 0 && e != NULL; e = e->next) {
+        struct ev_exc_filter scratch;
+        rc = parse_entry(e, name, *n, out != NULL ? &out[*n] : &scratch, f, err, errlen);
+        *n += rc == 0;
+    }
+    return rc;
+}
+
+/* Both lists of doc, measured (filters NULL) or copied into filters. */
+static int parse_doc(const cJSON *doc, struct ev_exc_filters *filters, struct fill *f,
+                     size_t *ninclude, size_t *nexclude, char *err, size_t errlen)
+{
+    static const char *const lists[] = {"include", "exclude"};
+    int rc = unknown_members(doc, lists, 2, "exceptions configuration", err, errlen);
+    rc = rc != 0 ? rc
+                 : parse_list(doc, "include", filters != NULL ? filters->include : NULL, ninclude,
+                              f, err, errlen);
+    return rc != 0 ? rc
+                   : parse_list(doc, "exclude", filters != NULL ? filters->exclude : NULL, nexclude,
+                                f, err, errlen);
+}
+
+int ev_exc_filters_parse(const char *json, size_t len, struct ev_exc_filters **out, char *err,
+                         size_t errlen)
+{
+    cJSON *doc = cJSON_ParseWithLength(json, len);
+    struct ev_exc_filters *filters = NULL;
+    size_t ninc = 0, nexc = 0;
+    struct fill f = {0};
+    int rc = 0;
+    if (doc == NULL || !cJSON_IsObject(doc)) {
+        snprintf(err, errlen, "exceptions configuration: %s",
+                 doc == NULL ? "not JSON" : "not a JSON object");
+        rc = AGENT_E_INVAL;
+        goto out;
+    }
+    if ((rc = parse_doc(doc, NULL, &f, &ninc, &nexc, err, errlen)) != 0) {
+        goto out;
+    }
+    size_t lists = (ninc + nexc) * sizeof(struct ev_exc_filter);
+    filters = malloc(sizeof(*filters) + lists + f.need);
+    if (filters == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    struct ev_exc_filter *entries = (struct ev_exc_filter *)(filters + 1);
+    *filters = (struct ev_exc_filters){.include = entries, .exclude = entries + ninc};
+    f = (struct fill){.to = (char *)(entries + ninc + nexc)};
+    rc = parse_doc(doc, filters, &f, &filters->ninclude, &filters->nexclude, err, errlen);
+    if (rc == 0) {
+        *out = filters;
+        filters = NULL;
+    }
+out:
+    free(filters);
+    cJSON_Delete(doc);
+    return rc;
+}
+
+void ev_exc_filters_free(struct ev_exc_filters *f)
+{
+    free(f);
+}

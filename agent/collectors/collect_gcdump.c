@@ -622,7 +622,7 @@ int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struc
     pthread_cond_init(&job->cv, NULL);
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
-    ts[15] = '\0'; /* yyyyMMdd_HHmmss, as dotnet-monitor and dotnet-gcdump name it */
+    /* yyyyMMdd_HHmmss_fff, as dotnet-monitor names it (its GCDumpOperation) */
     snprintf(job->filename, sizeof(job->filename), "%s_%llu.gcdump", ts,
              (unsigned long long)p->pid);
     op->artifact_name = strdup(job->filename);

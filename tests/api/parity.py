@@ -360,8 +360,8 @@ def main():
         st, h, b = d.request("GET", f"/gcdump?pid={pid}")
         conforms("/gcdump", "/gcdump", "GET", st, h, b, 200)
         check("/gcdump is a FastSerialization file", b"!FastSerialization.1" in b[:64], repr(b[:32]))
-        m = re.search(rf'filename="?\d{{8}}_\d{{6}}_{pid}\.gcdump"?$', h.get("content-disposition", ""))
-        check("/gcdump file name is yyyyMMdd_HHmmss_<pid>.gcdump", m is not None, h.get("content-disposition", ""))
+        m = re.search(rf'filename="?\d{{8}}_\d{{6}}_\d{{3}}_{pid}\.gcdump"?$', h.get("content-disposition", ""))
+        check("/gcdump file name is yyyyMMdd_HHmmss_fff_<pid>.gcdump", m is not None, h.get("content-disposition", ""))
 
         # Metrics off (--metrics false): /metrics on the API port is its documented 400 problem, no
         # auth needed (tests/api/check_routes_dm.py has the 200 with metrics on).

@@ -9,7 +9,7 @@ readers of the file.
     does (TestApp.dll, System.Private.CoreLib.dll…, never Module(0x…): issue 31)
     and the byte arrays' bytes within 1 %, as in a `dotnet-gcdump collect` of the same app taken
     right after; the tool's GCHeapDump reader (tracecheck --gcdump) opens the file; the name is
-    <yyyyMMdd_HHmmss>_<pid>.gcdump (Content-Disposition);
+    <yyyyMMdd_HHmmss_fff>_<pid>.gcdump (Content-Disposition, dotnet-monitor's name);
   - RequestLimits:GCDump:MaxConcurrency 1: a second /gcdump while one runs is 429;
   - egressProvider to a FileSystem egress: 202 + Location, the operation Succeeded with a
     resourceLocation that is a valid gcdump;
@@ -141,8 +141,8 @@ def known_graph(port, app, exe, dll, tmp):
     cd = r.getheader("Content-Disposition", "")
     check(r.status == 200 and r.getheader("Content-Type", "").startswith("application/octet-stream"),
           f"GET /gcdump: 200 octet-stream ({r.status}, {len(body)} bytes in {took:.2f} s)")
-    check(re.search(rf'filename="?\d{{8}}_\d{{6}}_{app.pid}\.gcdump"?', cd) is not None,
-          f"Content-Disposition names <yyyyMMdd_HHmmss>_<pid>.gcdump: {cd!r}")
+    check(re.search(rf'filename="?\d{{8}}_\d{{6}}_\d{{3}}_{app.pid}\.gcdump"?', cd) is not None,
+          f"Content-Disposition names <yyyyMMdd_HHmmss_fff>_<pid>.gcdump: {cd!r}")
     mine = os.path.join(tmp, "dotmon.gcdump")
     with open(mine, "wb") as f:
         f.write(body)

@@ -42,6 +42,8 @@ struct api_route {
 };
 
 static void api_root(struct agent *a, struct http_request *req);
+static void api_parameters(struct agent *a, struct http_request *req);
+static void api_exceptions(struct agent *a, struct http_request *req);
 
 static const struct api_route routes[] = {
     /* dotnet-monitor answers / with its OpenAPI document, without authentication, on every URL. */
@@ -57,6 +59,9 @@ static const struct api_route routes[] = {
     {"/trace/snapshot", "GET", api_trace_snapshot, NULL, false, false, true, NULL},
     {"/profile", "GET", api_profile_get, NULL, false, false, true, NULL},
     {"/stacks", "GET", api_stacks_get, NULL, false, false, true, NULL},
+    {"/exceptions", "GET", api_exceptions, NULL, false, false, true, NULL},
+    {"/exceptions", "POST", api_exceptions, NULL, false, false, false, NULL},
+    {"/parameters", "POST", api_parameters, NULL, false, false, false, NULL},
     {"/livemetrics", "GET", api_livemetrics_get, NULL, false, false, true, NULL},
     {"/livemetrics", "POST", api_livemetrics_post, NULL, false, false, false, NULL},
     {"/logs", "GET", api_logs_get, NULL, false, false, true, NULL},
@@ -78,6 +83,25 @@ static const struct api_route routes[] = {
     {"/ui", "GET", api_ui_get, NULL, true, false, false, NULL},
     {"/ui/{file}", "GET", NULL, api_ui_file, true, false, false, NULL},
 };
+
+/* POST /parameters: dotnet-monitor's answer when the feature is off, with why it always is. */
+static void api_parameters(struct agent *a, struct http_request *req)
+{
+    (void)a;
+    api_problem_as_dm(req, 400, API_DM_PARAMETERS_DISABLED,
+                      "dotmon does not capture parameters: that needs IL rewriting inside the app "
+                      "(dotnet-monitor's in-process features), and dotmon stays outside it");
+}
+
+/* GET/POST /exceptions: dotnet-monitor's answer when the feature is off (dotmon's own, out of
+ * process, is to come: docs/routes.md). */
+static void api_exceptions(struct agent *a, struct http_request *req)
+{
+    (void)a;
+    api_problem_as_dm(req, 400, API_DM_EXCEPTIONS_DISABLED,
+                      "dotmon does not serve /exceptions yet (it will, from the runtime's own "
+                      "exception events, with nothing loaded into the app)");
+}
 
 int api_accept_pick(const char *accept, const char *const *types, size_t n)
 {

@@ -51,6 +51,8 @@ void api_send_budget_507(struct http_request *req, const char *what, const struc
 #define API_DM_OPERATION_NOT_FOUND   "Operation not found."
 #define API_DM_OPERATION_NOT_RUNNING "Operation is not running."
 #define API_DM_METRICS_DISABLED      "Metrics was not enabled."
+#define API_DM_PARAMETERS_DISABLED   "The 'Parameter Capturing' feature is not enabled."
+#define API_DM_EXCEPTIONS_DISABLED   "The 'Exceptions' feature is not enabled."
 /* /info's runtimeVersion: the newest .NET runtime dotmon is tested against (docs/deviations.md
  * §4.6). */
 #define API_DOTNET_VERSION "10.0.0"

@@ -545,10 +545,12 @@ static int put_json(struct xw *w, const struct inst *in)
     rc = rc != 0 ? rc
                  : buf_printf(&w->b,
                               ",\"innerExceptions\":[],\"stack\":{\"threadId\":%llu,"
-                              "\"threadName\":\"",
+                              "\"threadName\":",
                               (unsigned long long)in->thread);
-    rc = rc != 0 ? rc : buf_append_json_escaped(&w->b, name != NULL ? name : "");
-    rc = rc != 0 ? rc : buf_append_str(&w->b, "\",\"frames\":[");
+    name = name != NULL ? name : "";
+    /* a kernel thread name may be cut inside a UTF-8 sequence: made valid */
+    rc = rc != 0 ? rc : ev_json_str_utf8(&w->b, (const uint8_t *)name, strlen(name));
+    rc = rc != 0 ? rc : buf_append_str(&w->b, ",\"frames\":[");
     rc = rc != 0 ? rc : ev_stacks_frames(w->sym, in->ips, in->n_ips, on_json_frame, w, NULL);
     return rc != 0 ? rc : buf_append_str(&w->b, "]}}\n");
 }

@@ -143,6 +143,22 @@ def main():
         check(get(port, "/metrics/dotmon")[0] == 401, "GET /metrics/dotmon without the token: 401")
         check_info(port, token, True, "metrics on")
 
+        # dotnet-monitor's answer for an in-process feature that is off (its FeatureNotEnabled):
+        # 400, its detail word for word; dotmon says why in "reason". Without the token: 401.
+        for method, path, detail in (("POST", "/parameters", "The 'Parameter Capturing' feature is not enabled."),
+                                     ("GET", "/exceptions", "The 'Exceptions' feature is not enabled."),
+                                     ("POST", "/exceptions", "The 'Exceptions' feature is not enabled.")):
+            st, h, body = fetch(f"http://127.0.0.1:{port}{path}?pid={pid}", method=method, token=token,
+                                data=b"{}" if method == "POST" else None,
+                                headers={"Content-Type": "application/json"} if method == "POST" else None)
+            doc = json.loads(body) if body.startswith(b"{") else {}
+            check(st == 400 and h.get("Content-Type", "").startswith("application/problem+json") and
+                  doc.get("detail") == detail and doc.get("reason"),
+                  f"{method} {path}: 400 '{detail}' with a reason ({st} {body[:160]!r})")
+            st = fetch(f"http://127.0.0.1:{port}{path}?pid={pid}", method=method,
+                       data=b"{}" if method == "POST" else None)[0]
+            check(st == 401, f"{method} {path} without the token: 401 ({st})")
+
         # The short filter forms: all four together select the app as the default process.
         st, _, body = get(port, "/process", token)
         check(st == 200 and json.loads(body).get("pid") == pid,

@@ -344,8 +344,15 @@ static int ring_room(struct ev_exc *x)
  */
 static int make_room(struct ev_exc *x, size_t need)
 {
-    if (need > x->lim.max_bytes || take(x, need) != 0) {
+    if (need > x->lim.max_bytes) {
         return AGENT_E_BUDGET;
+    }
+    /* A full share makes room the same way: the history holds the newest */
+    while (take(x, need) != 0) {
+        if (x->count == 0) {
+            return AGENT_E_BUDGET;
+        }
+        evict_oldest(x);
     }
     while (x->count > 0 &&
            (x->count >= x->lim.max_instances || x->inst_bytes + need > x->lim.max_bytes)) {
@@ -497,8 +504,12 @@ static int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-/* .NET's round-trip "O" of a UTC DateTime: "2023-07-13T21:45:11.8056355Z" (100 ns ticks). */
-static int put_time(struct buf *b, int64_t unix_ns)
+/*
+ * A UTC DateTime as .NET writes it (100 ns ticks): the text's round-trip "O", always 7 fractional
+ * digits ("2023-07-13T21:45:11.8056355Z"); with trim as System.Text.Json writes it in JSON, the
+ * fraction's trailing zeros dropped and a zero fraction with its dot ("…:11.5Z", "…:11Z").
+ */
+static int put_time(struct buf *b, int64_t unix_ns, bool trim)
 {
     int64_t ticks = floor_div(unix_ns, 100);
     int64_t secs = floor_div(ticks, 10000000);
@@ -507,9 +518,16 @@ static int put_time(struct buf *b, int64_t unix_ns)
     int64_t y = 0;
     int m = 0, d = 0;
     civil_date(days, &y, &m, &d);
-    return buf_printf(b, "%04lld-%02d-%02dT%02d:%02d:%02d.%07lldZ", (long long)y, m, d,
-                      (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60),
-                      (long long)(ticks - secs * 10000000));
+    char frac[9];
+    int n = snprintf(frac, sizeof(frac), ".%07lld", (long long)(ticks - secs * 10000000));
+    while (trim && n > 1 && frac[n - 1] == '0') {
+        frac[--n] = '\0';
+    }
+    if (trim && n == 1) {
+        frac[0] = '\0'; /* a zero fraction goes with its dot */
+    }
+    return buf_printf(b, "%04lld-%02d-%02dT%02d:%02d:%02d%sZ", (long long)y, m, d,
+                      (int)(sod / 3600), (int)(sod / 60 % 60), (int)(sod % 60), frac);
 }
 
 static int on_json_frame(void *ud, const struct ev_symbols_frame *f, size_t k)
@@ -537,7 +555,7 @@ static int put_json(struct xw *w, const struct inst *in)
     const char *name = w->thread_name != NULL ? w->thread_name(w->name_ud, in->thread) : NULL;
     int rc = buf_printf(&w->b, "%s{\"id\":%llu,\"timestamp\":\"",
                         w->fmt == EV_EXC_JSON_SEQ ? JSON_SEQ_RS : "", (unsigned long long)in->id);
-    rc = rc != 0 ? rc : put_time(&w->b, in->unix_ns);
+    rc = rc != 0 ? rc : put_time(&w->b, in->unix_ns, true);
     rc = rc != 0 ? rc : buf_append_str(&w->b, "\",\"typeName\":");
     rc = rc != 0 ? rc : ev_json_str_utf8(&w->b, (const uint8_t *)inst_type(in), in->type_len);
     rc = rc != 0 ? rc : buf_append_str(&w->b, ",\"moduleName\":\"\",\"message\":");
@@ -560,7 +578,7 @@ static int put_json(struct xw *w, const struct inst *in)
 static int put_text(struct xw *w, const struct inst *in)
 {
     int rc = buf_append_str(&w->b, "First chance exception at ");
-    rc = rc != 0 ? rc : put_time(&w->b, in->unix_ns);
+    rc = rc != 0 ? rc : put_time(&w->b, in->unix_ns, false);
     rc = rc != 0 ? rc : buf_append(&w->b, "\n", 1);
     rc = rc != 0 ? rc : buf_append(&w->b, inst_type(in), in->type_len);
     if (rc == 0 && in->msg_len > 0) {
@@ -687,7 +705,7 @@ static int put_group(struct buf *b, struct buf *site, struct ev_symbols *sym, co
                               "\"lastTimestamp\":\"",
                               (unsigned long long)g->count, (unsigned long long)g->first_id,
                               (unsigned long long)g->last_id);
-    rc = rc != 0 ? rc : put_time(b, g->last_ns);
+    rc = rc != 0 ? rc : put_time(b, g->last_ns, true);
     return rc != 0 ? rc : buf_append_str(b, "\"}\n");
 }
 

@@ -8,10 +8,12 @@
  * stacks, and written in dotnet-monitor's /exceptions shapes:
  *  - NDJSON (application/x-ndjson): one ExceptionInstance per line, {"id","timestamp","typeName",
  *    "moduleName","message","innerExceptions":[],"stack":{"threadId","threadName","frames":[…]}},
- *    timestamp as .NET's round-trip "O" ("2023-07-13T21:45:11.8056355Z"), frames as GET /stacks'
+ *    timestamp as System.Text.Json writes a UTC DateTime ("2023-07-13T21:45:11.8056355Z", the
+ *    fraction's trailing zeros dropped: "…:11.5Z", "…:11Z"), frames as GET /stacks'
  *    (ev_stacks_json_frame) with "parameterTypes":[];
  *  - JSON sequence (application/json-seq): 0x1E, the same JSON, "\n";
- *  - text: per instance with frames "First chance exception at <timestamp>\n<type>: <message>",
+ *  - text: per instance with frames "First chance exception at <timestamp, .NET's round-trip "O":
+ *    7 fractional digits>\n<type>: <message>",
  *    each frame "\n   at <type>.<method>", then "\n\n".
  * What an out-of-process reader cannot know is left as dotnet-monitor leaves what it does not
  * know: the type's moduleName "", innerExceptions [] (no inner part in the text), no "activity",
@@ -20,9 +22,9 @@
  * by a rundown elsewhere); a run of addresses in no known method is one "[NativeFrame]" frame.
  *
  * Instances get ids 1, 2, … in the order they are kept; the history holds the newest: an add
- * that would go over max_instances or max_bytes drops the oldest first (evicted). Identical
- * exceptions are also counted per group, keyed by (type, throw site: the stack's first frame, or
- * the EIP without a stack): count, first and last id, last time (ev_exc_write_groups).
+ * that would go over max_instances, max_bytes or the share drops the oldest first (evicted).
+ * Identical exceptions are also counted per group, keyed by (type, throw site: the stack's first
+ * frame, or the EIP without a stack): count, first and last id, last time (ev_exc_write_groups).
  *
  * Filters are dotnet-monitor's ExceptionsConfiguration (include and exclude lists of
  * {exceptionType, typeName, methodName, moduleName}, ordinal comparison, on the exception's type
@@ -81,9 +83,9 @@ struct ev_exc_event {
  * Keeps e as the newest instance (the next id), dropping the oldest while the history is over its
  * limits. The payload and ips are read during the call only. 0; AGENT_E_PROTO when the payload
  * cannot be read or is V0 (no type: counted as malformed); AGENT_E_BUDGET when the share refuses
- * it, or it alone is larger than max_bytes (counted as dropped: the history is unchanged);
- * AGENT_E_INVAL (pointer_size); -ENOMEM. A group that cannot be kept is counted
- * (groups_dropped), the instance still kept.
+ * it with the history empty, or it alone is larger than max_bytes (counted as dropped);
+ * AGENT_E_INVAL (pointer_size, or ips NULL with n_ips > 0); -ENOMEM. A group that cannot be kept is
+ * counted (groups_dropped), the instance still kept.
  */
 int ev_exc_add(struct ev_exc *x, const struct ev_exc_event *e);
 
@@ -136,7 +138,8 @@ enum ev_exc_format { EV_EXC_NDJSON, EV_EXC_JSON_SEQ, EV_EXC_TEXT };
  * to sink in pieces. Frames are named through sym (NULL: every frame native); thread_name gives
  * a thread's name (NULL or "" for none; may be NULL itself). *last_id_out (may be NULL): the
  * newest id looked at (after_id when there is none), to pass as after_id next time for a live
- * tail. 0, AGENT_E_INVAL (fmt), -ENOMEM, AGENT_E_BUDGET or the sink's error.
+ * tail. sink and thread_name must not change x. 0, AGENT_E_INVAL (fmt), -ENOMEM, AGENT_E_BUDGET
+ * or the sink's error.
  */
 int ev_exc_write(const struct ev_exc *x, struct ev_symbols *sym,
                  const struct ev_exc_filter *include, size_t ninclude,

@@ -391,31 +391,48 @@ static void test_ev_exc_text(void **state)
     ev_symbols_free(sym);
 }
 
-/* Times before 1970 and at the edges of a second, in 100 ns ticks rounded down. */
+/* Times before 1970 and at the edges of a second, in 100 ns ticks rounded down: in JSON as
+ * System.Text.Json writes them (trailing zeros of the fraction dropped), in the text as .NET's
+ * "O" (always 7 digits). */
 static void test_ev_exc_timestamps(void **state)
 {
     (void)state;
     static const struct {
         int64_t ns;
+        const char *json;
         const char *text;
     } cases[] = {
-        {0, "1970-01-01T00:00:00.0000000Z"},
-        {-1, "1969-12-31T23:59:59.9999999Z"},
-        {-100, "1969-12-31T23:59:59.9999999Z"},
-        {-101, "1969-12-31T23:59:59.9999998Z"},
-        {999999999, "1970-01-01T00:00:00.9999999Z"},
-        {951782400000000000ll, "2000-02-29T00:00:00.0000000Z"},
+        {0, "1970-01-01T00:00:00Z", "1970-01-01T00:00:00.0000000Z"},
+        {-1, "1969-12-31T23:59:59.9999999Z", "1969-12-31T23:59:59.9999999Z"},
+        {-100, "1969-12-31T23:59:59.9999999Z", "1969-12-31T23:59:59.9999999Z"},
+        {-101, "1969-12-31T23:59:59.9999998Z", "1969-12-31T23:59:59.9999998Z"},
+        {999999999, "1970-01-01T00:00:00.9999999Z", "1970-01-01T00:00:00.9999999Z"},
+        {500000000, "1970-01-01T00:00:00.5Z", "1970-01-01T00:00:00.5000000Z"},
+        {120000000, "1970-01-01T00:00:00.12Z", "1970-01-01T00:00:00.1200000Z"},
+        {951782400000000000ll, "2000-02-29T00:00:00Z", "2000-02-29T00:00:00.0000000Z"},
     };
+    const size_t n = sizeof(cases) / sizeof(cases[0]);
+    uint64_t ip = 0x1000; /* a frame, so that the text shows every instance */
     struct ev_exc *x = store(10, 1u << 20, NULL);
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        assert_int_equal(add_ex(x, cases[i].ns, 1, "T", "m", 0, NULL, 0), 0);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(add_ex(x, cases[i].ns, 1, "T", "m", 0, &ip, 1), 0);
     }
     char *s = write_out(x, NULL, EV_EXC_NDJSON, NULL);
     cJSON *all = lines(s);
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        assert_string_equal(str(cJSON_GetArrayItem(all, (int)i), "timestamp"), cases[i].text);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(str(cJSON_GetArrayItem(all, (int)i), "timestamp"), cases[i].json);
     }
     cJSON_Delete(all);
+    free(s);
+    s = write_out(x, NULL, EV_EXC_TEXT, NULL);
+    const char *p = s;
+    for (size_t i = 0; i < n; i++) {
+        char want[80];
+        snprintf(want, sizeof(want), "First chance exception at %s\n", cases[i].text);
+        p = strstr(p, want);
+        assert_non_null(p);
+        p += strlen(want);
+    }
     free(s);
     ev_exc_free(x);
 }
@@ -693,7 +710,8 @@ static void test_ev_exc_max_bytes(void **state)
     mb_share_fini(&share);
 }
 
-/* A share too small: refused with AGENT_E_BUDGET, the store still whole; every byte back. */
+/* A share too small: the store refused; a full share makes room by dropping the oldest; an
+ * instance the share cannot hold even with the history empty refused; every byte back. */
 static void test_ev_exc_share(void **state)
 {
     (void)state;
@@ -712,21 +730,19 @@ static void test_ev_exc_share(void **state)
     char msg[1000];
     memset(msg, 'm', sizeof(msg) - 1);
     msg[sizeof(msg) - 1] = '\0';
-    int rc = 0, kept = 0;
-    while ((rc = add_ex(x, T0 + kept, 1, "App.E", msg, 0, NULL, 0)) == 0) {
-        kept++;
+    /* once the share is full, each add makes room by dropping the oldest: the newest are kept */
+    for (int i = 0; i < 50; i++) {
+        assert_int_equal(add_ex(x, T0 + i, 1, "App.E", msg, 0, NULL, 0), 0);
     }
-    assert_int_equal(rc, AGENT_E_BUDGET);
-    assert_true(kept >= 2);
-    assert_int_equal(add_ex(x, T0, 1, "App.E", msg, 0, NULL, 0), AGENT_E_BUDGET);
     struct ev_exc_stats st;
     ev_exc_get_stats(x, &st);
-    assert_int_equal(st.kept, kept);
-    assert_int_equal(st.added, kept);
-    assert_int_equal(st.dropped, 2);
-    assert_int_equal(st.evicted, 0);
+    int kept = (int)st.kept;
+    assert_true(kept >= 2 && kept < 50);
+    assert_int_equal(st.added, 50);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.evicted, 50 - kept);
     assert_int_equal(st.groups, 0);
-    assert_int_equal(st.groups_dropped, kept);
+    assert_int_equal(st.groups_dropped, 50);
     assert_int_equal(st.bytes, share.used);
     assert_true(share.used <= 4096);
     char *s = write_out(x, NULL, EV_EXC_TEXT, NULL); /* frameless: no text, but it runs */
@@ -746,18 +762,27 @@ static void test_ev_exc_share(void **state)
     assert_int_equal(share.used, 0);
     mb_share_fini(&share);
 
-    /* 64 KiB: the groups too, and refusals once the share is full. */
+    /* 64 KiB: the groups too; full, the oldest make room; an instance larger than all the
+     * share can hold with the history empty is refused. */
     mb_share_init(&share, "exceptions test", 64 * 1024);
     x = store(1000, 1u << 20, &share);
-    kept = 0;
-    while ((rc = add_ex(x, T0 + kept, 1, "App.E", msg, 0, NULL, 0)) == 0) {
-        kept++;
+    for (int i = 0; i < 200; i++) {
+        assert_int_equal(add_ex(x, T0 + i, 1, "App.E", msg, 0, NULL, 0), 0);
     }
-    assert_int_equal(rc, AGENT_E_BUDGET);
     ev_exc_get_stats(x, &st);
     assert_int_equal(st.groups, 1);
     assert_int_equal(st.groups_dropped, 0);
-    assert_int_equal(st.kept, kept);
+    assert_true(st.kept > 2 && st.kept < 200 && st.evicted == 200 - st.kept);
+    char *newest = write_out(x, NULL, EV_EXC_NDJSON, NULL);
+    assert_non_null(strstr(newest, "\"id\":200,")); /* the newest is there */
+    assert_null(strstr(newest, "\"id\":1,"));
+    free(newest);
+    /* a share that cannot hold one instance even with the history empty: refused, counted */
+    share.cap = 1024 + (share.used - st.bytes); /* the store's own tables, and 1 KiB */
+    assert_int_equal(add_ex(x, T0, 1, "App.E", msg, 0, NULL, 0), AGENT_E_BUDGET);
+    ev_exc_get_stats(x, &st);
+    assert_int_equal(st.kept, 0);
+    assert_int_equal(st.dropped, 1);
     ev_exc_free(x);
     assert_int_equal(share.used, 0);
     mb_share_fini(&share);

@@ -29,7 +29,8 @@
       documented capabilities only, read-only root, no privilege escalation, the memory limit).
       dotmon lists both apps by host pid with their podman container ids, pod names, namespace
       and nsPid 1; a complete gc-verbose trace, a Mini dump (ELF core), a gcdump and a 2 s CPU
-      /profile (its threads' samples) and 3 s of /logs (the app's heartbeats) of each;
+      /profile (its threads' samples), its /stacks (the main thread as 0x1, the app's pid 1, in
+      TestApp.Program) and 3 s of /logs (the app's heartbeats) of each;
       /metrics labelled with each pod; a rule filtered on one pod name applies to that pod's app
       only and runs once; an app killed while a Full dump of it is written and started again by
       its pod is a new instance (new host pid and cookie, same pod), the old one leaves the list
@@ -799,6 +800,13 @@ def node_checks(eng, api, token, ids, a, tmp, fails, w):
         fails.check(st == 200 and prof.get("kind") == "cpu" and prof.get("pid") == hpid and prof.get("threads", 0) > 0,
                     w, f"{name}: /profile answered {st} without the app's CPU profile: {body[:200]!r}")
         log(f"  {name}: /profile {len(body)} bytes: {prof.get('samples')} samples on {prof.get('threads')} threads")
+        st, _, body = fetch(api + f"/stacks?pid={hpid}", token=token, timeout=60)
+        text = body.decode(errors="replace") if st == 200 else ""
+        # thread ids as the app sees them: its main thread is 1, as the app is pid 1 in its pod
+        fails.check(st == 200 and "Thread: (0x1)" in text and "TestApp.dll!TestApp.Program." in text, w,
+                    f"{name}: /stacks answered {st} without the app's main thread (0x1) in TestApp.Program: "
+                    f"{body[:300]!r}")
+        log(f"  {name}: /stacks {text.count('Thread: (0x')} threads, {len(body)} bytes")
         st, _, body = fetch(api + f"/logs?pid={hpid}&durationSeconds=3&level=Information", token=token,
                             headers={"Accept": "application/x-ndjson"}, timeout=60)
         beats = [json.loads(x) for x in body.decode(errors="replace").splitlines() if x.strip()] if st == 200 else []

@@ -1135,11 +1135,13 @@ static void test_http_server_sendfile(void **state)
 }
 
 /*
- * A slow client reads the big stream at path (chunked, STREAM_TOTAL bytes in STREAM_CHUNK chunks),
- * then the small one at small_path over HTTP/1.0 (no chunk framing, the body ends with the
- * connection): same bytes, same framing whichever way the handler wrote them.
+ * A slow client (16 KiB reads, delay_us between them) reads the big stream at path (chunked,
+ * STREAM_TOTAL bytes in STREAM_CHUNK chunks), then the small one at small_path over HTTP/1.0 (no
+ * chunk framing, the body ends with the connection): same bytes, same framing whichever way the
+ * handler wrote them.
  */
-static void client_streams(struct hfx *fx, const char *path, const char *small_path)
+static void client_streams(struct hfx *fx, const char *path, const char *small_path,
+                           unsigned delay_us)
 {
     char req[128];
     struct tc_conn c;
@@ -1147,7 +1149,7 @@ static void client_streams(struct hfx *fx, const char *path, const char *small_p
     tc_response_init(&r);
     HFX_CHECK(fx, tc_connect(&c, fx->port) == 0);
     c.read_size = (size_t)16 * 1024;
-    c.read_delay_us = 200;
+    c.read_delay_us = delay_us;
     snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
     HFX_CHECK(fx, tc_request(&c, req, &r, 15000) == TC_OK);
     HFX_CHECK(fx, r.status == 200 && header_is(&r, "Transfer-Encoding", "chunked"));
@@ -1166,7 +1168,7 @@ static void client_streams(struct hfx *fx, const char *path, const char *small_p
 /* Owned (zero-copy) chunks interleaved with copied ones. */
 static void client_streaming_owned(struct hfx *fx)
 {
-    client_streams(fx, "/stream?owned", "/stream-small?owned");
+    client_streams(fx, "/stream?owned", "/stream-small?owned", 200);
 }
 
 static void test_http_server_streaming_owned(void **state)
@@ -1180,10 +1182,12 @@ static void test_http_server_streaming_owned(void **state)
 }
 
 /* Chunks written at once while nothing is queued (a relay's pattern), through a client slower
- * than the writer: written whole, in part (the rest queued) or left to the queue. */
+ * than the writer: written whole, in part (the rest queued) or left to the queue. The client reads
+ * 16 KiB every 2 ms (8 MB/s at most), well below what the writer makes even under ASan: at 200 us
+ * a sanitized writer was once slower than the client and every write went whole. */
 static void client_streaming_now(struct hfx *fx)
 {
-    client_streams(fx, "/stream-now", "/stream-now-small");
+    client_streams(fx, "/stream-now", "/stream-now-small", 2000);
 }
 
 static void test_http_server_streaming_now(void **state)

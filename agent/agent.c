@@ -28,6 +28,7 @@
 #include "egress.h"
 #include "err.h"
 #include "ev_gcheap.h"
+#include "exceptions.h"
 #include "http_server.h"
 #include "ipc_discovery.h"
 #include "ipc_listen.h"
@@ -846,6 +847,7 @@ static void on_process_change(void *ud, const struct ipc_process *p, bool added)
 {
     struct agent *a = ud;
     metrics_on_process(a->metrics, p, added);
+    exceptions_on_process(a->exceptions, p, added);
     otel_procs_on_process(a->otel_procs, p, added);
     rules_run_on_process(a->rules, p, added);
     if (added) {
@@ -1125,6 +1127,7 @@ int agent_start(struct agent *a)
     a->metrics_enabled = config_get_bool(a->cfg, "Metrics:Enabled", 1) == 1;
     rc = start_otel(a);
     rc = rc ? rc : metrics_new(a, otel_exports_metrics(a), &a->metrics);
+    rc = rc ? rc : exceptions_new(a, &a->exceptions);
     rc = rc ? rc : start_otel_procs(a);
     rc = rc ? rc : start_discovery(a);
     rc = rc ? rc : bind_all_urls(a);
@@ -1174,6 +1177,8 @@ void agent_stop(struct agent *a)
     metrics_set_hook(a->metrics, NULL, NULL);
     metrics_close(a->metrics); /* sessions stop in the background, bounded by their timeouts */
     a->metrics = NULL;
+    exceptions_close(a->exceptions); /* the same */
+    a->exceptions = NULL;
     /* The OTel sessions stop gracefully (what the runtimes still buffer is read and exported) in
      * half the grace period at most; then what is queued is sent within the rest of it, and what
      * is still unsent then is counted. */

@@ -93,14 +93,30 @@ static void api_parameters(struct agent *a, struct http_request *req)
                       "(dotnet-monitor's in-process features), and dotmon stays outside it");
 }
 
-/* GET/POST /exceptions: dotnet-monitor's answer when the feature is off (dotmon's own, out of
- * process, is to come: docs/routes.md). */
+/* GET/POST /exceptions: served when the history is kept (InProcessFeatures:Exceptions:Enabled),
+ * else dotnet-monitor's answers for a feature that is off (GET 400, POST 404). */
 static void api_exceptions(struct agent *a, struct http_request *req)
 {
-    (void)a;
-    api_problem_as_dm(req, 400, API_DM_EXCEPTIONS_DISABLED,
-                      "dotmon does not serve /exceptions yet (it will, from the runtime's own "
-                      "exception events, with nothing loaded into the app)");
+    bool post = strcmp(http_request_method(req), "POST") == 0;
+    if (a->exceptions == NULL) {
+        if (post) {
+            api_problem(req, 404,
+                        "the exceptions history is off: set InProcessFeatures:Exceptions:Enabled "
+                        "(dotmon keeps it from the runtime's own events, nothing is loaded into "
+                        "the app)");
+            return;
+        }
+        api_problem_as_dm(req, 400, API_DM_EXCEPTIONS_DISABLED,
+                          "the exceptions history is off: set InProcessFeatures:Exceptions:Enabled "
+                          "(dotmon keeps it from the runtime's own events, nothing is loaded into "
+                          "the app)");
+        return;
+    }
+    if (post) {
+        api_exceptions_post(a, req);
+    } else {
+        api_exceptions_get(a, req);
+    }
 }
 
 int api_accept_pick(const char *accept, const char *const *types, size_t n)

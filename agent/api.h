@@ -114,6 +114,10 @@ int api_accept_pick(const char *accept, const char *const *types, size_t n);
  * thread's call stack now (api_profile.c: one round of SampleProfiler samples, named by the
  * rundown; docs/routes.md, call stacks). */
 void api_stacks_get(struct agent *a, struct http_request *req);
+/* GET /exceptions and POST /exceptions (an ExceptionsConfiguration body of filters): the
+ * process's first-chance exceptions history (api_profile.c; agent/monitor/exceptions.h). */
+void api_exceptions_get(struct agent *a, struct http_request *req);
+void api_exceptions_post(struct agent *a, struct http_request *req);
 /* GET /ui and /ui/{file} (api_ui.c): the browser page, served without authentication (its data
  * requests carry the token; see api_ui.c for why). */
 void api_ui_get(struct agent *a, struct http_request *req);

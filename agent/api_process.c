@@ -11,6 +11,7 @@
 #include "bufpool.h"
 #include "err.h"
 #include "ev_prom.h"
+#include "exceptions.h"
 #include "ipc_client.h"
 #include "log.h"
 #include "metrics.h"
@@ -268,13 +269,13 @@ void api_info(struct agent *a, struct http_request *req)
         }
         cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
         /* dotnet-monitor's capability names (its MonitorCapabilityConstants), in its order;
-         * dotmon has metrics (when on), returns artifacts over HTTP and serves call stacks
-         * from the runtime's own sampler (/stacks), not the in-process features exceptions and
-         * parameter capturing. */
+         * dotmon has metrics (when on), returns artifacts over HTTP, serves call stacks from the
+         * runtime's own sampler (/stacks) and exceptions from its exception events (when on),
+         * not parameter capturing (in-process IL rewriting). */
         const struct {
             const char *name;
             bool enabled;
-        } capabilities[] = {{"exceptions", false},
+        } capabilities[] = {{"exceptions", a->exceptions != NULL},
                             {"parameters", false},
                             {"call_stacks", true},
                             {"metrics", a->metrics_enabled},
@@ -294,6 +295,7 @@ void api_info(struct agent *a, struct http_request *req)
             snprintf(native, sizeof(native), "libuv %s", uv_version_string());
             cJSON_AddStringToObject(o, "native", native);
             cJSON_AddItemToObject(o, "metrics", metrics_status_json(a->metrics));
+            cJSON_AddItemToObject(o, "exceptions", exceptions_status_json(a->exceptions));
             if (a->node_mode && a->disc != NULL) {
                 /* Node mode: how many processes the last walk of /proc looked at, and how many
                  * of them dotmon may not look into (CAP_SYS_PTRACE missing). */

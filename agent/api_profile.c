@@ -38,9 +38,11 @@
 #include "collectors.h"
 #include "dsession.h"
 #include "err.h"
+#include "ev_exc.h"
 #include "ev_profile.h"
 #include "ev_stacks.h"
 #include "ev_symbols.h"
+#include "exceptions.h"
 #include "http_query.h"
 #include "http_server.h"
 #include "ipc_node.h"
@@ -59,6 +61,7 @@ static const char cat[] = "dotmon.profile";
 #define PROFILE_SUPPORTED_KINDS "cpu, alloc, exceptions, contention, gc"
 #define PROFILE_KIND_CPU        (-1) /* else an enum ev_profile_kind */
 #define PROFILE_KIND_STACKS     (-2) /* GET /stacks */
+#define PROFILE_KIND_EXCEPTIONS (-3) /* GET/POST /exceptions: a rundown names the history */
 /* The runtime's keywords that name methods: Loader, Jit, NGen (the rundown does the rest). */
 #define KW_METHODS    0x38ull
 #define KW_GC         0x1ull
@@ -87,6 +90,11 @@ struct profile_job {
     char filename[64];
     /* GET /stacks: one round of samples, each thread's first stack (ev_stacks) */
     bool stacks;
+    /* GET/POST /exceptions: the history of process uid, named by a rundown taken now */
+    bool exceptions;
+    char uid[37];
+    struct ev_exc_filters *filters; /* the request's (owned; NULL: none) */
+    enum ev_exc_format exc_format;
     uint64_t host_pid; /* where its threads' names are read (0: /proc does not show it) */
     uv_work_t names_work;
     bool names_busy; /* the names are being read on the pool */
@@ -102,6 +110,12 @@ static struct profile_job *profile_of(struct job *core)
     return (struct profile_job *)core;
 }
 
+/* What the job makes, in words. */
+static const char *job_noun(const struct profile_job *job)
+{
+    return job->stacks ? "stacks" : job->exceptions ? "exceptions" : "profile";
+}
+
 /* The core's fini, once the timer is closed. */
 static void profile_fini(struct job *core)
 {
@@ -114,6 +128,7 @@ static void profile_fini(struct job *core)
     }
     mb_share_fini(&job->share);
     trace_config_fini(&job->tc);
+    ev_exc_filters_free(job->filters);
 }
 
 /* The session keeps the job. */
@@ -179,9 +194,9 @@ static void profile_started(void *ctx, uint64_t session_id, int version)
     uint64_t ms = job->stacks ? agent_timeout(job->a, TIMEOUT_STACKS_SAMPLE)
                               : (uint64_t)job->duration_s * 1000;
     log_info(cat, "%s of %" PRIu64 ": session %" PRIx64 " (CollectTracing v%d) for %" PRIu64 " ms",
-             job->stacks ? "stacks" : "profile", job->pid, session_id, version, ms);
+             job_noun(job), job->pid, session_id, version, job->exceptions ? 0 : ms);
     job_running(&job->core); /* the operation Running (Stopping when a stop came first) */
-    if (job->core.state != JOB_STOPPING) {
+    if (job->core.state != JOB_STOPPING && !job->exceptions) { /* a rundown stops at once */
         job_arm_timeout(&job->core, ms);
     }
     if (job->stacks && job->host_pid != 0) {
@@ -262,11 +277,34 @@ static int stacks_body(struct profile_job *job, struct body *b, const char **cty
     return rc;
 }
 
+/* /exceptions' answer: the process's history as it is now, its frames named by the rundown. */
+static int exceptions_body(struct profile_job *job, struct body *b, const char **ctype)
+{
+    struct ev_exc *h = exceptions_history(job->a->exceptions, job->uid);
+    if (h == NULL) {
+        return AGENT_E_NOTFOUND; /* the process went away meanwhile, and its history with it */
+    }
+    *ctype = job->exc_format == EV_EXC_NDJSON     ? "application/x-ndjson"
+             : job->exc_format == EV_EXC_JSON_SEQ ? "application/json-seq"
+                                                  : "text/plain; charset=utf-8";
+    const struct ev_exc_filters *f = job->filters;
+    uint64_t last = 0;
+    int rc = ev_exc_write(h, job->sym, f != NULL ? f->include : NULL, f != NULL ? f->ninclude : 0,
+                          f != NULL ? f->exclude : NULL, f != NULL ? f->nexclude : 0,
+                          job->exc_format, 0, &last, NULL, NULL, body_sink, b);
+    log_info(cat, "exceptions of %" PRIu64 ": %" PRIu64 " looked at, %zu bytes", job->pid, last,
+             buf_size(&b->b));
+    return rc;
+}
+
 /* The answer in b, and its content type. */
 static int job_body(struct profile_job *job, struct body *b, const char **ctype)
 {
     if (job->stacks) {
         return stacks_body(job, b, ctype);
+    }
+    if (job->exceptions) {
+        return exceptions_body(job, b, ctype);
     }
     if (job->format == PROFILE_SPEEDSCOPE) {
         char name[64];
@@ -317,7 +355,10 @@ static void job_fail(struct profile_job *job, int http_status, const char *code,
 {
     char detail[512];
     snprintf(detail, sizeof(detail), "cannot %s process %" PRIu64 ": %s",
-             job->stacks ? "collect the stacks of" : "profile", job->pid, msg);
+             job->stacks       ? "collect the stacks of"
+             : job->exceptions ? "collect the exceptions of"
+                               : "profile",
+             job->pid, msg);
     job_end(&job->core, JOB_END_FAIL, http_status, code, msg, detail);
 }
 
@@ -325,8 +366,11 @@ static void job_fail(struct profile_job *job, int http_status, const char *code,
 static void job_too_large(struct profile_job *job, int rc)
 {
     char msg[320];
-    const char *what = job->stacks ? "the stacks need" : "the profile needs";
-    const char *shorter = job->stacks ? "" : ", or profile a shorter durationSeconds";
+    const char *what = job->stacks       ? "the stacks need"
+                       : job->exceptions ? "the exceptions need"
+                                         : "the profile needs";
+    const char *shorter =
+        job->stacks || job->exceptions ? "" : ", or profile a shorter durationSeconds";
     if (rc == AGENT_E_BUDGET) {
         snprintf(msg, sizeof(msg),
                  "%s more than their share of dotmon's memory budget (%llu MiB of %llu MiB); "
@@ -339,7 +383,11 @@ static void job_too_large(struct profile_job *job, int rc)
                  EV_PROFILE_MAX_KEYS, (unsigned long long)(EV_PROFILE_MAX_NAME_BYTES >> 20),
                  shorter);
     }
-    job_fail(job, 507, job->stacks ? "StacksTooLarge" : "ProfileTooLarge", msg);
+    job_fail(job, 507,
+             job->stacks       ? "StacksTooLarge"
+             : job->exceptions ? "ExceptionsTooLarge"
+                               : "ProfileTooLarge",
+             msg);
 }
 
 static void job_write_answer(struct profile_job *job);
@@ -399,8 +447,8 @@ static void job_answer(struct profile_job *job, int status)
     log_info(cat,
              "%s of %" PRIu64 " ended: %" PRIu64 " bytes, %" PRIu64 " samples, %" PRIu64
              " methods%s%s",
-             job->stacks ? "stacks" : "profile", job->pid, st.bytes, st.samples, st.methods,
-             rc != 0 ? "; " : "", rc != 0 ? agent_strerror(rc) : "");
+             job_noun(job), job->pid, st.bytes, st.samples, st.methods, rc != 0 ? "; " : "",
+             rc != 0 ? agent_strerror(rc) : "");
     if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
         job_too_large(job, rc);
         return;
@@ -417,10 +465,16 @@ static void job_answer(struct profile_job *job, int status)
         }
         char msg[400];
         snprintf(msg, sizeof(msg), "the %s stream is incomplete (%s)%s%s",
-                 job->stacks ? "stacks'" : "profile", why != NULL ? why : agent_strerror(rc),
-                 status != 0 ? ": " : "", status != 0 ? agent_strerror(status) : "");
+                 job->stacks       ? "stacks'"
+                 : job->exceptions ? "rundown"
+                                   : "profile",
+                 why != NULL ? why : agent_strerror(rc), status != 0 ? ": " : "",
+                 status != 0 ? agent_strerror(status) : "");
         job_fail(job, status == AGENT_E_TIMEOUT ? 504 : 502,
-                 job->stacks ? "StacksIncomplete" : "ProfileIncomplete", msg);
+                 job->stacks       ? "StacksIncomplete"
+                 : job->exceptions ? "ExceptionsIncomplete"
+                                   : "ProfileIncomplete",
+                 msg);
         return;
     }
     if (job->stacks && st.samples == 0) {
@@ -450,6 +504,9 @@ static void job_write_answer(struct profile_job *job)
     int rc = job_body(job, &b, &ctype);
     if (rc == AGENT_E_TOOBIG || rc == AGENT_E_BUDGET) {
         job_too_large(job, rc);
+    } else if (rc == AGENT_E_NOTFOUND && job->exceptions) {
+        job_fail(job, 502, "ProcessExited",
+                 "the process exited while its exceptions were named; its history went with it");
     } else if (rc != 0) {
         job_fail(job, 500, rc == -ENOMEM ? "OutOfMemory" : "ProfileFailed", agent_strerror(rc));
     } else if (job->core.art != NULL && (artifact_begin(job->core.art, ctype, job->filename) != 0 ||
@@ -473,8 +530,8 @@ static void profile_error(void *ctx, int code, uint32_t hresult, const char *rea
     if (!job->started) {
         char msg[256];
         const char *pcode = NULL;
-        int http_status = api_session_refused(code, hresult, job->stacks ? "stacks" : "profile",
-                                              msg, sizeof(msg), &pcode);
+        int http_status =
+            api_session_refused(code, hresult, job_noun(job), msg, sizeof(msg), &pcode);
         log_warn(cat, "profile of %" PRIu64 " failed to start: %s", job->pid, msg);
         job_fail(job, http_status, pcode, msg);
     } else {
@@ -533,6 +590,21 @@ static const struct job_vtable stacks_vt = {.kind = OP_KIND_STACKS,
                                             .results = profile_results,
                                             .holds = profile_holds,
                                             .fini = profile_fini};
+
+static const struct artifact_spec exceptions_spec = {.kind = OP_KIND_EXCEPTIONS,
+                                                     .noun = "exceptions",
+                                                     .limit_setting = NULL,
+                                                     .high_water = 1024u * 1024u,
+                                                     .low_water = 256u * 1024u};
+
+/* Not stoppable either (dotnet-monitor's ExceptionsOperation): the rundown stops at once. */
+static const struct job_vtable exceptions_vt = {.kind = OP_KIND_EXCEPTIONS,
+                                                .noun = "exceptions",
+                                                .stop = NULL,
+                                                .abort = profile_abort,
+                                                .results = profile_results,
+                                                .holds = profile_holds,
+                                                .fini = profile_fini};
 
 /* An integer query parameter in [lo, hi] into *out (def when absent): 0, or -1 once answered. */
 static int query_int(struct http_request *req, const char *key, long lo, long hi, long def,
@@ -638,6 +710,18 @@ static int kind_config(int kind, double metrics_interval_s, struct trace_config 
         int rc = trace_config_from_json(body, sizeof(body) - 1, tc, NULL);
         return rc == AGENT_E_INVAL ? -ENOMEM : rc;
     }
+    if (kind == PROFILE_KIND_EXCEPTIONS) {
+        /* The rundown alone (the session is stopped as soon as it exists): the runtime's provider
+         * with no keyword at Critical, which a healthy runtime does not write. */
+        static const char body[] =
+            "{\"Providers\":[{\"Name\":\"Microsoft-Windows-DotNETRuntime\","
+            "\"EventLevel\":\"Critical\",\"Keywords\":\"0x0\"}],\"RequestRundown\":true}";
+        int rc = trace_config_from_json(body, sizeof(body) - 1, tc, NULL);
+        if (rc == 0) {
+            tc->collect.disable_stackwalk = true;
+        }
+        return rc == AGENT_E_INVAL ? -ENOMEM : rc;
+    }
     uint64_t kw = kind == EV_PROFILE_ALLOC        ? KW_GC | KW_METHODS
                   : kind == EV_PROFILE_EXCEPTIONS ? KW_EXCEPTION | KW_METHODS
                   : kind == EV_PROFILE_CONTENTION ? KW_CONTENTION | KW_METHODS
@@ -658,8 +742,10 @@ static int kind_config(int kind, double metrics_interval_s, struct trace_config 
 
 /* What a request asks for. */
 struct profile_ask {
-    int kind; /* PROFILE_KIND_CPU, PROFILE_KIND_STACKS or an ev_profile kind */
+    int kind; /* PROFILE_KIND_CPU, _STACKS, _EXCEPTIONS or an ev_profile kind */
     enum profile_format format;
+    enum ev_exc_format exc_format;
+    struct ev_exc_filters *filters; /* /exceptions: taken by the job */
     long duration_s;
     long top;
 };
@@ -668,8 +754,12 @@ struct profile_ask {
 static struct profile_job *job_create(struct agent *a, const struct profile_ask *ask)
 {
     bool stacks = ask->kind == PROFILE_KIND_STACKS;
-    struct profile_job *job = (struct profile_job *)job_new(
-        &a->collect, stacks ? &stacks_vt : &profile_vt, sizeof(struct profile_job));
+    bool exceptions = ask->kind == PROFILE_KIND_EXCEPTIONS;
+    struct profile_job *job = (struct profile_job *)job_new(&a->collect,
+                                                            stacks       ? &stacks_vt
+                                                            : exceptions ? &exceptions_vt
+                                                                         : &profile_vt,
+                                                            sizeof(struct profile_job));
     if (job == NULL || ev_symbols_new(&job->sym) != 0 ||
         (ask->kind >= 0 &&
          ev_profile_new((enum ev_profile_kind)ask->kind, job->sym, &job->prof) != 0) ||
@@ -679,7 +769,10 @@ static struct profile_job *job_create(struct agent *a, const struct profile_ask 
         }
         return NULL;
     }
-    mb_share_init(&job->share, stacks ? "stacks" : "profile",
+    mb_share_init(&job->share,
+                  stacks       ? "stacks"
+                  : exceptions ? "exceptions"
+                               : "profile",
                   membudget_fraction(PROFILE_BUDGET_PCT, 0));
     (void)ev_symbols_set_share(job->sym, &job->share); /* methods, names, stacks, samples */
     if (job->prof != NULL) {
@@ -687,6 +780,8 @@ static struct profile_job *job_create(struct agent *a, const struct profile_ask 
     }
     job->a = a;
     job->stacks = stacks;
+    job->exceptions = exceptions;
+    job->exc_format = ask->exc_format;
     job->duration_s = (uint32_t)ask->duration_s;
     job->top = (size_t)ask->top;
     job->format = ask->format;
@@ -703,6 +798,11 @@ static void job_filename(struct profile_job *job, int kind, uint64_t pid)
     if (kind == PROFILE_KIND_STACKS) {
         snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".stacks.%s", ts, pid,
                  f == PROFILE_TEXT ? "txt" : "json");
+        return;
+    }
+    if (kind == PROFILE_KIND_EXCEPTIONS) {
+        snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".exceptions.%s", ts, pid,
+                 job->exc_format == EV_EXC_TEXT ? "txt" : "json");
         return;
     }
     snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 "%s%s.%s", ts, pid,
@@ -727,17 +827,22 @@ static int profile_launch(struct agent *a, const struct artifact_origin *o,
     }
     struct profile_job *job = job_create(a, ask);
     if (job == NULL) {
+        ev_exc_filters_free(ask->filters);
         artifact_refuse(o, 500, "out of memory");
         return -1;
     }
+    job->filters = ask->filters;
     struct operation *op = NULL;
-    if (artifact_admit_origin(a, o, p, job->stacks ? &stacks_spec : &profile_spec, &profile_events,
-                              job, &job->core.art, &op) != 0) {
+    const struct artifact_spec *spec = job->stacks       ? &stacks_spec
+                                       : job->exceptions ? &exceptions_spec
+                                                         : &profile_spec;
+    if (artifact_admit_origin(a, o, p, spec, &profile_events, job, &job->core.art, &op) != 0) {
         job_release(&job->core);
         return -1;
     }
     job_admitted(&job->core, op); /* DELETE stops or cancels through the core */
     job->pid = p->pid;
+    memcpy(job->uid, p->uid, sizeof(job->uid));
     job->host_pid = p->host_pid;
     job_filename(job, ask->kind, p->pid);
     op->artifact_name = strdup(job->filename);
@@ -746,7 +851,8 @@ static int profile_launch(struct agent *a, const struct artifact_origin *o,
     struct dsession_config cfg = {.collect = &job->tc.collect,
                                   .admission = &a->sessions,
                                   .start_timeout_ms = agent_timeout(a, TIMEOUT_PROFILE_START),
-                                  .stop_timeout_ms = agent_timeout(a, TIMEOUT_PROFILE_STOP)};
+                                  .stop_timeout_ms = agent_timeout(a, TIMEOUT_PROFILE_STOP),
+                                  .stop_at_once = job->exceptions};
     int rc = dsession_start(a->loop, &ep, &cfg, &profile_consumer, job, &job->ds);
     if (rc != 0) {
         job_fail(job, 502, "RuntimeUnreachable", agent_strerror(rc));
@@ -763,6 +869,8 @@ static void launch_for_request(struct agent *a, struct http_request *req,
     if (p != NULL) {
         const struct artifact_origin o = {.req = req};
         (void)profile_launch(a, &o, p, ask);
+    } else {
+        ev_exc_filters_free(ask->filters);
     }
 }
 
@@ -834,6 +942,78 @@ int collect_stacks(struct agent *a, const struct artifact_origin *o, const struc
         ask.format = PROFILE_SPEEDSCOPE;
     } else if (format != NULL && strcasecmp(format, "Json") != 0) {
         artifact_refuse(o, 400, "unknown stacks format '%s' (Json, PlainText or Speedscope)",
+                        format);
+        return -1;
+    }
+    return profile_launch(a, o, p, &ask);
+}
+
+/*
+ * /exceptions' format: dotnet-monitor's ComputeFormat (text/plain, application/x-ndjson,
+ * application/json-seq named exactly, in that order, then the ranges that hold them; text
+ * otherwise).
+ */
+static enum ev_exc_format exceptions_format(struct http_request *req)
+{
+    static const char *const types[] = {"text/plain", "application/x-ndjson",
+                                        "application/json-seq"};
+    static const enum ev_exc_format fmts[] = {EV_EXC_TEXT, EV_EXC_NDJSON, EV_EXC_JSON_SEQ};
+    int k = api_accept_pick(http_request_header(req, "Accept"), types, 3);
+    return k >= 0 ? fmts[k] : EV_EXC_TEXT;
+}
+
+void api_exceptions_get(struct agent *a, struct http_request *req)
+{
+    struct profile_ask ask = {.kind = PROFILE_KIND_EXCEPTIONS,
+                              .exc_format = exceptions_format(req)};
+    launch_for_request(a, req, &ask);
+}
+
+void api_exceptions_post(struct agent *a, struct http_request *req)
+{
+    const char *ct = http_request_header(req, "Content-Type");
+    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0 &&
+        strncasecmp(ct, "text/json", 9) != 0 && strncasecmp(ct, "application/", 12) != 0) {
+        api_problem(req, 415,
+                    "POST /exceptions takes a JSON body (ExceptionsConfiguration), not %s", ct);
+        return;
+    }
+    size_t len = 0;
+    const uint8_t *body = http_request_body(req, &len);
+    struct profile_ask ask = {.kind = PROFILE_KIND_EXCEPTIONS,
+                              .exc_format = exceptions_format(req)};
+    char err[256];
+    if (len == 0) {
+        api_problem(req, 400, "POST /exceptions needs a JSON body (ExceptionsConfiguration)");
+        return;
+    }
+    int rc = ev_exc_filters_parse((const char *)body, len, &ask.filters, err, sizeof(err));
+    if (rc == AGENT_E_INVAL) {
+        api_problem(req, 400, "%s", err);
+        return;
+    }
+    if (rc != 0) {
+        api_problem(req, 500, "%s", agent_strerror(rc));
+        return;
+    }
+    launch_for_request(a, req, &ask);
+}
+
+int collect_exceptions(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p, const char *format,
+                       struct ev_exc_filters *filters)
+{
+    struct profile_ask ask = {
+        .kind = PROFILE_KIND_EXCEPTIONS, .exc_format = EV_EXC_TEXT, .filters = filters};
+    if (format != NULL && strcasecmp(format, "NewlineDelimitedJson") == 0) {
+        ask.exc_format = EV_EXC_NDJSON;
+    } else if (format != NULL && strcasecmp(format, "JsonSequence") == 0) {
+        ask.exc_format = EV_EXC_JSON_SEQ;
+    } else if (format != NULL && strcasecmp(format, "PlainText") != 0) {
+        ev_exc_filters_free(filters);
+        artifact_refuse(o, 400,
+                        "unknown exceptions format '%s' (PlainText, NewlineDelimitedJson or "
+                        "JsonSequence)",
                         format);
         return -1;
     }

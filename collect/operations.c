@@ -25,12 +25,13 @@ void op_registry_init(struct op_registry *r, size_t max_history, size_t trace_li
     r->limit[OP_KIND_LOGS] = OP_LOGS_LIMIT;
     r->limit[OP_KIND_GCDUMP] = OP_GCDUMP_LIMIT;
     r->limit[OP_KIND_STACKS] = OP_STACKS_LIMIT;
+    r->limit[OP_KIND_EXCEPTIONS] = OP_EXCEPTIONS_LIMIT;
 }
 
 const char *op_kind_name(enum op_kind kind)
 {
-    static const char *const kinds[OP_KIND_COUNT] = {"trace", "dump",   "livemetrics",
-                                                     "logs",  "gcdump", "stacks"};
+    static const char *const kinds[OP_KIND_COUNT] = {"trace",  "dump",   "livemetrics", "logs",
+                                                     "gcdump", "stacks", "exceptions"};
     return (unsigned)kind < OP_KIND_COUNT ? kinds[kind] : "?";
 }
 

@@ -25,10 +25,11 @@ enum op_kind {
     OP_KIND_LOGS = 3,
     OP_KIND_GCDUMP = 4,
     OP_KIND_STACKS = 5,
-    OP_KIND_COUNT = 6
+    OP_KIND_EXCEPTIONS = 6,
+    OP_KIND_COUNT = 7
 };
 
-/* The kind's name ("trace", "dump", "livemetrics", "logs", "gcdump", "stacks"). */
+/* The kind's name ("trace", "dump", "livemetrics", "logs", "gcdump", "stacks", "exceptions"). */
 const char *op_kind_name(enum op_kind kind);
 
 /* dotnet-monitor's default concurrency for livemetrics (RequestLimits). */
@@ -39,6 +40,8 @@ const char *op_kind_name(enum op_kind kind);
 #define OP_GCDUMP_LIMIT 1
 /* and for stacks (dotnet-monitor: one at a time, no setting). */
 #define OP_STACKS_LIMIT 1
+/* and for exceptions (dotmon's: each takes a rundown of the process). */
+#define OP_EXCEPTIONS_LIMIT 3
 
 enum op_state { OP_STARTING = 0, OP_RUNNING, OP_STOPPING, OP_SUCCEEDED, OP_FAILED, OP_CANCELLED };
 

@@ -664,6 +664,17 @@ static const char *const known_keys[] = {
     "Identity:ContainerNameVariables",
     "Timeouts:*", /* timeouts.c refuses a name that is not in its table */
     "CorsConfiguration:AllowedOrigins",
+    "InProcessFeatures:Enabled", /* exceptions.c: dotmon's out-of-process equivalents */
+    "InProcessFeatures:Exceptions:Enabled",
+    "InProcessFeatures:Exceptions:TopLevelLimit",
+    "InProcessFeatures:Exceptions:CollectionFilters:Include:*:ExceptionType",
+    "InProcessFeatures:Exceptions:CollectionFilters:Include:*:TypeName",
+    "InProcessFeatures:Exceptions:CollectionFilters:Include:*:MethodName",
+    "InProcessFeatures:Exceptions:CollectionFilters:Include:*:ModuleName",
+    "InProcessFeatures:Exceptions:CollectionFilters:Exclude:*:ExceptionType",
+    "InProcessFeatures:Exceptions:CollectionFilters:Exclude:*:TypeName",
+    "InProcessFeatures:Exceptions:CollectionFilters:Exclude:*:MethodName",
+    "InProcessFeatures:Exceptions:CollectionFilters:Exclude:*:ModuleName",
 };
 
 /* Sections read whole (every key under them is dotmon's): collection rules (rules_run.c). */

@@ -70,6 +70,7 @@ struct ev_exc {
     struct group *groups;
     size_t ngroups, cap_groups;
     uint32_t *buckets; /* GROUP_BUCKETS chain heads (group index + 1), NULL before the first */
+    const struct ev_exc_filters *kept; /* ev_exc_set_filters' (borrowed; NULL: none) */
     struct ev_exc_stats st;
 };
 
@@ -146,6 +147,11 @@ void ev_exc_free(struct ev_exc *x)
     /* held is every charge still standing: the pieces above and the store itself. */
     mb_release(x->lim.share, x->held);
     free(x);
+}
+
+void ev_exc_set_filters(struct ev_exc *x, const struct ev_exc_filters *f)
+{
+    x->kept = f;
 }
 
 void ev_exc_get_stats(const struct ev_exc *x, struct ev_exc_stats *out)
@@ -476,6 +482,7 @@ static bool any_matches(const struct ev_exc_filter *list, size_t n, const struct
 
 struct xw {
     struct ev_symbols *sym;
+    const struct ev_exc_filters *kept;
     const struct ev_exc_filter *include;
     size_t ninclude;
     const struct ev_exc_filter *exclude;
@@ -486,7 +493,40 @@ struct xw {
     ev_symbols_sink_cb sink;
     void *ud;
     struct buf b; /* output not yet handed to the sink */
+    size_t skip;  /* the instance's leading frames not shown (lead_skip) */
 };
+
+#define EH_TYPE "System.Runtime.EH" /* .NET 9+'s managed exception dispatch */
+
+/*
+ * How many of in's leading frames are the runtime's throw machinery rather than the thrower: the
+ * frames of System.Runtime.EH (.NET 9+ dispatches exceptions in managed code, and the event's
+ * stack starts there) and addresses in no method before them. dotnet-monitor's stacks start at
+ * the method that threw, so these are not shown (nor matched by a filter). 0 when nothing else
+ * would be left, or when nothing names the frames. *skip gets the count.
+ */
+static int lead_skip(struct xw *w, const struct inst *in, size_t *skip)
+{
+    *skip = 0;
+    if (w->sym == NULL) {
+        return 0;
+    }
+    bool eh = false;
+    for (size_t i = 0; i < in->n_ips; i++) {
+        struct ev_symbols_frame f;
+        int rc = ev_symbols_frame_of(w->sym, in->ips[i], &f);
+        if (rc != 0 && rc != AGENT_E_NOTFOUND) {
+            return rc;
+        }
+        if (rc == 0 && !(f.type_len == sizeof(EH_TYPE) - 1 &&
+                         memcmp(f.type, EH_TYPE, sizeof(EH_TYPE) - 1) == 0)) {
+            *skip = eh ? i : 0;
+            return 0;
+        }
+        eh = eh || rc == 0;
+    }
+    return 0;
+}
 
 static int flush(struct xw *w, bool force)
 {
@@ -569,7 +609,9 @@ static int put_json(struct xw *w, const struct inst *in)
     /* a kernel thread name may be cut inside a UTF-8 sequence: made valid */
     rc = rc != 0 ? rc : ev_json_str_utf8(&w->b, (const uint8_t *)name, strlen(name));
     rc = rc != 0 ? rc : buf_append_str(&w->b, ",\"frames\":[");
-    rc = rc != 0 ? rc : ev_stacks_frames(w->sym, in->ips, in->n_ips, on_json_frame, w, NULL);
+    rc = rc != 0 ? rc
+                 : ev_stacks_frames(w->sym, in->ips + w->skip, in->n_ips - w->skip, on_json_frame,
+                                    w, NULL);
     return rc != 0 ? rc : buf_append_str(&w->b, "]}}\n");
 }
 
@@ -585,39 +627,52 @@ static int put_text(struct xw *w, const struct inst *in)
         rc = buf_append_str(&w->b, ": ");
         rc = rc != 0 ? rc : buf_append(&w->b, inst_msg(in), in->msg_len);
     }
-    rc = rc != 0 ? rc : ev_stacks_frames(w->sym, in->ips, in->n_ips, on_text_frame, w, NULL);
+    rc = rc != 0 ? rc
+                 : ev_stacks_frames(w->sym, in->ips + w->skip, in->n_ips - w->skip, on_text_frame,
+                                    w, NULL);
     return rc != 0 ? rc : buf_append_str(&w->b, "\n\n");
 }
 
 /* dotnet-monitor's FilterException: excluded when an exclude entry matches; then, when there are
- * include entries, kept only if one matches. *pass gets the verdict. */
+ * include entries, kept only if one matches. */
+static bool passes(const struct ev_exc_filter *include, size_t ninclude,
+                   const struct ev_exc_filter *exclude, size_t nexclude, const struct inst *in,
+                   const struct ev_symbols_frame *t)
+{
+    if (any_matches(exclude, nexclude, in, t, false)) {
+        return false;
+    }
+    return ninclude == 0 || any_matches(include, ninclude, in, t, true);
+}
+
+/* The store's own filters, then the request's: *pass gets the verdict. */
 static int filter(struct xw *w, const struct inst *in, bool *pass)
 {
     *pass = true;
-    if (w->ninclude == 0 && w->nexclude == 0) {
+    const struct ev_exc_filters *k = w->kept;
+    bool kept = k != NULL && (k->ninclude > 0 || k->nexclude > 0);
+    if (!kept && w->ninclude == 0 && w->nexclude == 0) {
         return 0;
     }
     struct ev_symbols_frame raw = {.type = "", .method = "", .module_ext = ""}, top;
     if (in->n_ips > 0) {
-        int rc = w->sym != NULL ? ev_symbols_frame_of(w->sym, in->ips[0], &raw) : 0;
+        int rc = w->sym != NULL ? ev_symbols_frame_of(w->sym, in->ips[w->skip], &raw) : 0;
         if (rc != 0 && rc != AGENT_E_NOTFOUND) {
             return rc;
         }
         ev_stacks_frame_shown(&raw, &top);
     }
     const struct ev_symbols_frame *t = in->n_ips > 0 ? &top : NULL;
-    if (any_matches(w->exclude, w->nexclude, in, t, false)) {
-        *pass = false;
-    } else if (w->ninclude > 0) {
-        *pass = any_matches(w->include, w->ninclude, in, t, true);
-    }
+    *pass = (!kept || passes(k->include, k->ninclude, k->exclude, k->nexclude, in, t)) &&
+            passes(w->include, w->ninclude, w->exclude, w->nexclude, in, t);
     return 0;
 }
 
 static int put_instance(struct xw *w, const struct inst *in)
 {
     bool pass = true;
-    int rc = filter(w, in, &pass);
+    int rc = lead_skip(w, in, &w->skip);
+    rc = rc != 0 ? rc : filter(w, in, &pass);
     if (rc != 0 || !pass) {
         return rc;
     }
@@ -641,6 +696,7 @@ int ev_exc_write(const struct ev_exc *x, struct ev_symbols *sym,
         return AGENT_E_INVAL;
     }
     struct xw w = {.sym = sym,
+                   .kept = x->kept,
                    .include = include,
                    .ninclude = include != NULL ? ninclude : 0,
                    .exclude = exclude,

@@ -131,6 +131,14 @@ int ev_exc_filters_parse(const char *json, size_t len, struct ev_exc_filters **o
 /* Accepts NULL. */
 void ev_exc_filters_free(struct ev_exc_filters *f);
 
+/*
+ * The store's own filters (the history's collection filters: InProcessFeatures:Exceptions:
+ * CollectionFilters), applied by every write before the request's; f is borrowed and outlives x
+ * (NULL: none). The frames they name are only known once a rundown named the methods, so they
+ * are applied as the history is written, not as it is kept.
+ */
+void ev_exc_set_filters(struct ev_exc *x, const struct ev_exc_filters *f);
+
 enum ev_exc_format { EV_EXC_NDJSON, EV_EXC_JSON_SEQ, EV_EXC_TEXT };
 
 /*

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "civil.h"
 #include "err.h"
 #include "ev_rd.h"
 #include "num.h"
@@ -2473,6 +2474,32 @@ const struct nettrace_stats *nettrace_get_stats(const struct nettrace_checker *c
 {
     static const struct nettrace_stats none;
     return ck->priv != NULL ? &ck->priv->stats : &none;
+}
+
+int nettrace_unix_ns(const struct nettrace_trace_info *ti, int64_t ts, int64_t *out)
+{
+    const uint16_t *t = ti->sync_time_utc; /* year, month, dayOfWeek, day, h, m, s, ms */
+    int64_t freq = ti->qpc_frequency;
+    if (freq <= 0 || t[1] < 1 || t[1] > 12 || t[3] < 1 || t[3] > 31 || t[4] > 23 || t[5] > 59 ||
+        t[6] > 60 || t[7] > 999) {
+        return AGENT_E_INVAL;
+    }
+    int64_t base = civil_days(t[0], t[1], t[3]) * 86400 + t[4] * 3600ll + t[5] * 60ll + t[6];
+    int64_t delta;
+    if (__builtin_sub_overflow(ts, ti->sync_time_qpc, &delta)) {
+        return AGENT_E_INVAL;
+    }
+    int64_t dsec = delta / freq;
+    int64_t rem = delta % freq; /* |rem| < freq */
+    int64_t dns = freq <= 9000000000ll ? rem * 1000000000ll / freq
+                                       : (int64_t)((double)rem * 1e9 / (double)freq);
+    int64_t secs, ns;
+    if (__builtin_add_overflow(base, dsec, &secs) ||
+        __builtin_mul_overflow(secs, 1000000000ll, &ns) ||
+        __builtin_add_overflow(ns, (int64_t)t[7] * 1000000 + dns, out)) {
+        return AGENT_E_INVAL;
+    }
+    return 0;
 }
 
 int nettrace_trace_info(const struct nettrace_checker *ck, struct nettrace_trace_info *out)

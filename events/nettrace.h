@@ -284,6 +284,12 @@ const struct nettrace_stats *nettrace_get_stats(const struct nettrace_checker *c
 
 /* The Trace object, once it has been read: 0, else AGENT_E_NOTFOUND (out untouched). */
 int nettrace_trace_info(const struct nettrace_checker *ck, struct nettrace_trace_info *out);
+/*
+ * An event's timestamp (QPC ticks) as nanoseconds since 1970-01-01 UTC: the sync time plus
+ * (ts - sync QPC) / frequency. 0, or AGENT_E_INVAL when the sync time or frequency is not a
+ * valid one or the result overflows.
+ */
+int nettrace_unix_ns(const struct nettrace_trace_info *ti, int64_t ts, int64_t *out);
 
 /*
  * Events seen so far whose metadata names this provider (exact, case-sensitive UTF-8) and event id,

@@ -95,5 +95,13 @@ int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struc
  * PlainText or Speedscope, case-insensitive; 0 once its operation exists, -1 when refused. */
 int collect_stacks(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                    const char *format);
+/* The process's exceptions history (GET/POST /exceptions, CollectExceptions;
+ * agent/api_profile.c): format PlainText (NULL), NewlineDelimitedJson or JsonSequence,
+ * case-insensitive; filters (taken, NULL: none) apply after the history's own. The caller checks
+ * that the history is kept (a->exceptions). 0 once its operation exists, -1 when refused. */
+struct ev_exc_filters;
+int collect_exceptions(struct agent *a, const struct artifact_origin *o,
+                       const struct ipc_process *p, const char *format,
+                       struct ev_exc_filters *filters);
 
 #endif

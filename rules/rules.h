@@ -78,7 +78,8 @@ enum rules_action_type {
     RULES_ACTION_GET_ENVIRONMENT_VARIABLE,
     RULES_ACTION_SET_ENVIRONMENT_VARIABLE,
     RULES_ACTION_LOAD_PROFILER, /* parsed, then reported as unsupported */
-    RULES_ACTION_COLLECT_STACKS
+    RULES_ACTION_COLLECT_STACKS,
+    RULES_ACTION_COLLECT_EXCEPTIONS
 };
 
 enum rules_filter_key {
@@ -186,6 +187,12 @@ struct rules_metric_source {
     size_t nnames;
 };
 
+/* CollectExceptions Filters:Include|Exclude[i] (dotnet-monitor's ExceptionFilter); NULL members
+ * are not compared. */
+struct rules_exc_filter {
+    const char *exception_type, *type_name, *method_name, *module_name;
+};
+
 /* CollectLogs FilterSpecs: category → level, or -1 for "use DefaultLevel" (a null value). */
 struct rules_log_filter {
     const char *category;
@@ -233,6 +240,11 @@ struct rules_action {
     enum rules_log_format format;
     /* CollectStacks */
     enum rules_stacks_format stacks_format; /* default Json */
+    /* CollectExceptions: Format (dotnet-monitor's ExceptionFormat has LogFormat's names; default
+     * PlainText) and Filters */
+    enum rules_log_format exc_format;
+    const struct rules_exc_filter *exc_include, *exc_exclude;
+    size_t nexc_include, nexc_exclude;
     /* CollectLiveMetrics */
     bool include_default_providers; /* default true */
     const struct rules_metric_source *metric_providers;

@@ -23,6 +23,7 @@ static const char *const level_names[] = {"Trace", "Debug",    "Information", "W
 static const struct rules_enum level_enum = {"LogLevel", level_names, 7};
 static const char *const format_names[] = {"PlainText", "NewlineDelimitedJson", "JsonSequence"};
 static const struct rules_enum format_enum = {"LogFormat", format_names, 3};
+static const struct rules_enum exc_format_enum = {"ExceptionFormat", format_names, 3};
 static const char *const stacks_format_names[] = {"Json", "PlainText", "Speedscope"};
 static const struct rules_enum stacks_format_enum = {"CallStackFormat", stacks_format_names, 3};
 static const char *const profile_names[] = {"Cpu", "Http", "Logs", "Metrics", "GcCollect"};
@@ -71,6 +72,8 @@ static const struct rules_field f_dump[] = {F_ENUM("Type", dump_type, &dump_enum
 static const struct rules_field f_gcdump[] = {F_EGRESS, F_ARTIFACT_NAME};
 static const struct rules_field f_stacks[] = {F_ENUM("Format", stacks_format, &stacks_format_enum),
                                               F_EGRESS, F_ARTIFACT_NAME};
+static const struct rules_field f_exceptions[] = {
+    F_ENUM("Format", exc_format, &exc_format_enum), F_EGRESS, F_ARTIFACT_NAME};
 static const struct rules_field f_trace[] = {
     F_BOOL("RequestRundown", request_rundown),
     {"BufferSizeMegabytes", RULES_F_INT, false, AOFF(buffer_mb), RULES_NO_OFF, &range_buffer, NULL,
@@ -110,6 +113,7 @@ static void post_trace(struct rules_ctx *c, const char *settings, struct rules_a
 static void post_logs(struct rules_ctx *c, const char *settings, struct rules_action *a);
 static void post_live(struct rules_ctx *c, const char *settings, struct rules_action *a);
 static void post_profiler(struct rules_ctx *c, const char *settings, struct rules_action *a);
+static void post_exceptions(struct rules_ctx *c, const char *settings, struct rules_action *a);
 
 /* One row: the name, RULES_ACTION_<type>, the settings table, the checks after it, whether it
  * egresses, its output. */
@@ -127,6 +131,8 @@ static const struct action_desc {
     ACTION("CollectDump", COLLECT_DUMP, f_dump, NULL, true, "EgressPath"),
     ACTION("CollectGCDump", COLLECT_GCDUMP, f_gcdump, NULL, true, "EgressPath"),
     ACTION("CollectStacks", COLLECT_STACKS, f_stacks, NULL, true, "EgressPath"),
+    ACTION("CollectExceptions", COLLECT_EXCEPTIONS, f_exceptions, post_exceptions, true,
+           "EgressPath"),
     ACTION("CollectTrace", COLLECT_TRACE, f_trace, post_trace, true, "EgressPath"),
     ACTION("CollectLogs", COLLECT_LOGS, f_logs, post_logs, true, "EgressPath"),
     ACTION("CollectLiveMetrics", COLLECT_LIVE_METRICS, f_live, post_live, true, "EgressPath"),
@@ -136,8 +142,9 @@ static const struct action_desc {
     ACTION("LoadProfiler", LOAD_PROFILER, f_profiler, post_profiler, false, NULL),
 };
 
-/* dotnet-monitor actions that need its in-process features, which dotmon does not have yet. */
-static const char *const unsupported_types[] = {"CollectExceptions"};
+/* dotnet-monitor actions dotmon does not have (none now: CollectExceptions reads the runtime's
+ * own events; kept for the next one). */
+static const char *const unsupported_types[] = {NULL};
 
 const char *rules__action_output(enum rules_action_type t)
 {
@@ -348,6 +355,33 @@ static void post_live(struct rules_ctx *c, const char *settings, struct rules_ac
                               &a->nmeters);
 }
 
+/* ---- CollectExceptions ---- */
+
+/* Filters:<list>: entries {ExceptionType, TypeName, MethodName, ModuleName}. */
+static const struct rules_exc_filter *parse_exc_list(struct rules_ctx *c, const char *key,
+                                                     size_t *count)
+{
+    const char **idx;
+    size_t n;
+    struct rules_exc_filter *f = rules__child_array(c, key, sizeof(*f), &idx, &n);
+    for (size_t i = 0; i < n; i++) {
+        const char *section = rules__key(c, key, idx[i]);
+        f[i].exception_type = rules__get(c, rules__key(c, section, "ExceptionType"));
+        f[i].type_name = rules__get(c, rules__key(c, section, "TypeName"));
+        f[i].method_name = rules__get(c, rules__key(c, section, "MethodName"));
+        f[i].module_name = rules__get(c, rules__key(c, section, "ModuleName"));
+    }
+    *count = n;
+    return f;
+}
+
+static void post_exceptions(struct rules_ctx *c, const char *settings, struct rules_action *a)
+{
+    const char *filters = rules__key(c, settings, "Filters");
+    a->exc_include = parse_exc_list(c, rules__key(c, filters, "Include"), &a->nexc_include);
+    a->exc_exclude = parse_exc_list(c, rules__key(c, filters, "Exclude"), &a->nexc_exclude);
+}
+
 /* ---- LoadProfiler ---- */
 
 /* Guid.Parse's "D", "B" and "N" forms; *zero tells the empty GUID. */
@@ -436,7 +470,7 @@ static const struct action_desc *find_type(struct rules_ctx *c, const char *key,
         return d;
     }
     for (size_t k = 0; k < sizeof(unsupported_types) / sizeof(unsupported_types[0]); k++) {
-        if (ascii_ieq(type, unsupported_types[k])) {
+        if (unsupported_types[k] != NULL && ascii_ieq(type, unsupported_types[k])) {
             rules__error(c, key,
                          "The '%s' action is not supported by dotmon (it needs dotnet-monitor's "
                          "in-process features).",

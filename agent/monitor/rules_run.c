@@ -18,6 +18,7 @@
 #include "collectors.h"
 #include "egress/egress.h"
 #include "err.h"
+#include "ev_exc.h"
 #include "ev_filter.h"
 #include "ev_ring.h"
 #include "ipc_client.h"
@@ -574,6 +575,51 @@ static char *logs_action_body(const struct rules_action *act)
     return text;
 }
 
+/* CollectExceptions' Filters as POST /exceptions' ExceptionsConfiguration, read by its parser
+ * (one reader for both): 0 with *out (NULL when there are none), or a negative code. */
+static int exceptions_action_filters(const struct rules_action *act, struct ev_exc_filters **out,
+                                     struct buf *why)
+{
+    *out = NULL;
+    if (act->nexc_include == 0 && act->nexc_exclude == 0) {
+        return 0;
+    }
+    cJSON *root = cJSON_CreateObject();
+    const struct rules_exc_filter *lists[] = {act->exc_include, act->exc_exclude};
+    size_t counts[] = {act->nexc_include, act->nexc_exclude};
+    for (size_t l = 0; root != NULL && l < 2; l++) {
+        cJSON *arr = cJSON_AddArrayToObject(root, l == 0 ? "include" : "exclude");
+        for (size_t i = 0; arr != NULL && i < counts[l]; i++) {
+            const struct rules_exc_filter *f = &lists[l][i];
+            cJSON *o = cJSON_CreateObject();
+            if (o == NULL || !cJSON_AddItemToArray(arr, o)) {
+                cJSON_Delete(o);
+                break;
+            }
+            const char *names[] = {"exceptionType", "typeName", "methodName", "moduleName"};
+            const char *vals[] = {f->exception_type, f->type_name, f->method_name,
+                                  f->module_name};
+            for (size_t m = 0; m < 4; m++) {
+                if (vals[m] != NULL && vals[m][0] != '\0') {
+                    cJSON_AddStringToObject(o, names[m], vals[m]);
+                }
+            }
+        }
+    }
+    char *text = root != NULL ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (text == NULL) {
+        return UV_ENOMEM;
+    }
+    char err[256];
+    int rc = ev_exc_filters_parse(text, strlen(text), out, err, sizeof(err));
+    if (rc == AGENT_E_INVAL) {
+        buf_printf(why, "Filters: %s", err);
+    }
+    cJSON_free(text);
+    return rc;
+}
+
 /* One Providers or Meters list as POST /livemetrics's "providers" or "meters". */
 static void add_sources(cJSON *root, bool meters, const struct rules_metric_source *v, size_t n)
 {
@@ -671,6 +717,22 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
                                               [RULES_STACKS_PLAIN_TEXT] = "PlainText",
                                               [RULES_STACKS_SPEEDSCOPE] = "Speedscope"};
         rc = collect_stacks(r->a, &o, p, formats[act->stacks_format]);
+        break;
+    }
+    case RULES_ACTION_COLLECT_EXCEPTIONS: {
+        static const char *const formats[] = {[RULES_LOGS_PLAIN_TEXT] = "PlainText",
+                                              [RULES_LOGS_NDJSON] = "NewlineDelimitedJson",
+                                              [RULES_LOGS_JSON_SEQUENCE] = "JsonSequence"};
+        struct ev_exc_filters *filters = NULL;
+        if (r->a->exceptions == NULL) {
+            /* dotnet-monitor's CollectExceptionsOptions.Validate refuses the same */
+            buf_printf(why, "CollectExceptions needs the exceptions history: set "
+                            "InProcessFeatures:Exceptions:Enabled to true");
+            rc = AGENT_E_INVAL;
+        } else {
+            rc = exceptions_action_filters(act, &filters, why);
+        }
+        rc = rc != 0 ? rc : collect_exceptions(r->a, &o, p, formats[act->exc_format], filters);
         break;
     }
     default:

@@ -249,7 +249,7 @@ WRONG = [
     ("an unknown trigger", {"CollectionRules": {"R": {"Trigger": {"Type": "Sometimes"}}}},
      "/CollectionRules/R/Trigger/Type"),
     ("an action dotmon refuses", {"CollectionRules": {"R": {"Trigger": {"Type": "Startup"}, "Actions": [
-        {"Type": "CollectExceptions", "Settings": {"Egress": "e"}}]}}}, "/CollectionRules/R/Actions/0/Type"),
+        {"Type": "LoadProfiler", "Settings": {"Path": "p.so"}}]}}}, "/CollectionRules/R/Actions/0/Type"),
     ("a trigger setting of another type", {"CollectionRules": {"R": {"Trigger": {
         "Type": "CPUUsage", "Settings": {"RequestCount": 5}}}}}, "/CollectionRules/R/Trigger/Settings"),
     ("a timeout out of bounds", {"Timeouts": {"IpcExchangeMs": 10}}, "/Timeouts/IpcExchangeMs"),

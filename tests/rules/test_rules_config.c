@@ -215,6 +215,37 @@ static void test_rules_config_stacks(void **state)
     rules_config_free(c);
 }
 
+/* CollectExceptions: Format (ExceptionFormat, default PlainText) and Filters' two lists. */
+static void test_rules_config_exceptions(void **state)
+{
+    (void)state;
+    struct rules_config *c = load_json(
+        "{\"CollectionRules\":{\"R\":{\"Trigger\":{\"Type\":\"Startup\"},\"Actions\":["
+        "{\"Type\":\"CollectExceptions\",\"Settings\":{\"Egress\":\"artifacts\"}},"
+        "{\"Type\":\"CollectExceptions\",\"Settings\":{\"Egress\":\"artifacts\",\"Format\":"
+        "\"NewlineDelimitedJson\",\"ArtifactName\":\"x.json\",\"Filters\":{\"Include\":["
+        "{\"ExceptionType\":\"System.FormatException\"},{\"MethodName\":\"ThrowOne\","
+        "\"ModuleName\":\"TestApp.dll\"}],\"Exclude\":[{\"TypeName\":\"A.B\"}]}}}]}}}");
+    NO_ERRORS(c);
+    const struct rules_rule *r = rules_config_find(c, "R");
+    assert_non_null(r);
+    assert_int_equal(r->nactions, 2);
+    assert_int_equal(r->actions[0].type, RULES_ACTION_COLLECT_EXCEPTIONS);
+    assert_int_equal(r->actions[0].exc_format, RULES_LOGS_PLAIN_TEXT);
+    assert_int_equal(r->actions[0].nexc_include + r->actions[0].nexc_exclude, 0);
+    const struct rules_action *a = &r->actions[1];
+    assert_int_equal(a->exc_format, RULES_LOGS_NDJSON);
+    assert_string_equal(a->artifact_name, "x.json");
+    assert_int_equal(a->nexc_include, 2);
+    assert_string_equal(a->exc_include[0].exception_type, "System.FormatException");
+    assert_null(a->exc_include[0].method_name);
+    assert_string_equal(a->exc_include[1].method_name, "ThrowOne");
+    assert_string_equal(a->exc_include[1].module_name, "TestApp.dll");
+    assert_int_equal(a->nexc_exclude, 1);
+    assert_string_equal(a->exc_exclude[0].type_name, "A.B");
+    rules_config_free(c);
+}
+
 /* collectionruleexamples.md: every example rule, in one configuration. */
 static const char examples_json[] =
     "{\"CollectionRules\":{"
@@ -545,6 +576,7 @@ static void test_rules_config_error_types(void **state)
                                         "CollectionRules:B:Trigger:Type=Startup\n"
                                         "CollectionRules:B:Actions:0:Type=CollectEverything\n"
                                         "CollectionRules:B:Actions:1:Type=CollectExceptions\n"
+                                        "CollectionRules:B:Actions:1:Settings:Format=Html\n"
                                         "CollectionRules:B:Actions:1:Settings:Egress=artifacts\n"
                                         "CollectionRules:C:Actions:0:Settings:Egress=artifacts\n"
                                         "CollectionRules:D:Trigger:Settings:A=1\n"
@@ -556,8 +588,8 @@ static void test_rules_config_error_types(void **state)
                                         "CollectionRules:F:Trigger:Type=Startup\n");
     ERROR(c, "CollectionRules:A:Trigger:Type: 'HighMemory' is not a known trigger type.");
     ERROR(c, "CollectionRules:B:Actions:0:Type: 'CollectEverything' is not a known action type.");
-    ERROR(c, "CollectionRules:B:Actions:1:Type: The 'CollectExceptions' action is not supported by "
-             "dotmon (it needs dotnet-monitor's in-process features).");
+    ERROR(c, "CollectionRules:B:Actions:1:Settings:Format: Failed to convert configuration value "
+             "'Html' to type 'ExceptionFormat'.");
     ERROR(c, "CollectionRules:C:Trigger: The Trigger field is required.");
     ERROR(c, "CollectionRules:C:Actions:0:Type: The Type field is required.");
     ERROR(c, "CollectionRules:D:Trigger:Type: The Type field is required.");
@@ -1213,6 +1245,7 @@ int main(void)
         cmocka_unit_test(test_rules_config_doc_high_cpu),
         cmocka_unit_test(test_rules_config_artifact_name),
         cmocka_unit_test(test_rules_config_stacks),
+        cmocka_unit_test(test_rules_config_exceptions),
         cmocka_unit_test(test_rules_config_doc_examples),
         cmocka_unit_test(test_rules_config_doc_env_and_filters),
         cmocka_unit_test(test_rules_config_filter_short_forms),

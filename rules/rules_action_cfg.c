@@ -72,8 +72,8 @@ static const struct rules_field f_dump[] = {F_ENUM("Type", dump_type, &dump_enum
 static const struct rules_field f_gcdump[] = {F_EGRESS, F_ARTIFACT_NAME};
 static const struct rules_field f_stacks[] = {F_ENUM("Format", stacks_format, &stacks_format_enum),
                                               F_EGRESS, F_ARTIFACT_NAME};
-static const struct rules_field f_exceptions[] = {
-    F_ENUM("Format", exc_format, &exc_format_enum), F_EGRESS, F_ARTIFACT_NAME};
+static const struct rules_field f_exceptions[] = {F_ENUM("Format", exc_format, &exc_format_enum),
+                                                  F_EGRESS, F_ARTIFACT_NAME};
 static const struct rules_field f_trace[] = {
     F_BOOL("RequestRundown", request_rundown),
     {"BufferSizeMegabytes", RULES_F_INT, false, AOFF(buffer_mb), RULES_NO_OFF, &range_buffer, NULL,

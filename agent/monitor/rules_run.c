@@ -597,8 +597,7 @@ static int exceptions_action_filters(const struct rules_action *act, struct ev_e
                 break;
             }
             const char *names[] = {"exceptionType", "typeName", "methodName", "moduleName"};
-            const char *vals[] = {f->exception_type, f->type_name, f->method_name,
-                                  f->module_name};
+            const char *vals[] = {f->exception_type, f->type_name, f->method_name, f->module_name};
             for (size_t m = 0; m < 4; m++) {
                 if (vals[m] != NULL && vals[m][0] != '\0') {
                     cJSON_AddStringToObject(o, names[m], vals[m]);

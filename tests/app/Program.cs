@@ -86,6 +86,9 @@
 //                        spinning in C.D.Spin (tests/app/Parked.cs), for GET /stacks; answers
 //                        "ok park waiter=<tid> spinner=<tid>" with their kernel thread ids
 //   unpark               ends them ("ok unpark")
+//   throw-kinds          throws and catches a nested exception, one from async code and one from
+//                        an exception filter (tests/app/Thrower.cs), for GET /exceptions;
+//                        answers "ok throw-kinds caught=3"
 //   work <ms>            the app's own work rate for bench/: for ms milliseconds, rounds of
 //                        parsing and formatting 64 numbers into fresh strings and a small
 //                        object array, 1 in 64 rounds kept in a 4096-slot window (so some
@@ -575,6 +578,8 @@ internal static class Program
                 return Work(ParseInt(rest, "ms", 1, 600_000));
             case "park":
                 return Parked.Park();
+            case "throw-kinds":
+                return E.Thrower.Run();
             case "unpark":
                 return Parked.Unpark();
             case "events":

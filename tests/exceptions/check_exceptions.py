@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""GET/POST /exceptions and CollectExceptions end to end against the real test app (issue 35,
+items 2 to 4), out of process: nothing is loaded into the app.
+
+dotmon runs with InProcessFeatures:Exceptions:Enabled and TopLevelLimit 50, a FileSystem egress
+provider "files" and a rule "Exc" (ExceptionCount of one System.NotSupportedException, then
+CollectExceptions as NDJSON with an include filter on System.FormatException, ArtifactName
+exc.ndjson). Then:
+  - before anything is thrown the history is empty: 200, no body;
+  - the test app's `throw-kinds` (tests/app/Thrower.cs) throws a nested exception (FormatException
+    "dm inner" from E.Thrower.Inner, wrapped by E.Thrower.Outer as InvalidOperationException "dm
+    outer"), one from async code (TimeoutException "dm async" in the state machine
+    E.Thrower+<FailAsync>d__N.MoveNext, and again where it is awaited) and one from an exception
+    filter (ArgumentException "dm filter: dm filtered" in E.Thrower.Filter while E.Thrower.Filtered's
+    NotSupportedException is dispatched);
+  - the default answer is dotnet-monitor's text ("First chance exception at <time>", "Type:
+    Message", "   at Type.Method" frames, an empty line): each one there, with its throw method
+    as the first frame (not the runtime's System.Runtime.EH dispatch) and its callers below;
+  - Accept: application/x-ndjson is one ExceptionInstance per line in dotnet-monitor's member order
+    (id, timestamp, typeName, moduleName, message, innerExceptions, stack{threadId, threadName,
+    frames[{methodName, methodToken, parameterTypes, typeName, moduleName, moduleVersionId,
+    hidden}]}), ids rising, timestamps within the test's own window, the thrower's module
+    TestApp.dll and a MethodDef token; application/json-seq the same records after 0x1E;
+  - POST /exceptions with an ExceptionsConfiguration: include by exceptionType, exclude by
+    methodName, include by typeName and moduleName, as dotnet-monitor filters (exclude first);
+    a bad body is a 400 problem naming the member, a text/plain body 415;
+  - egressProvider=files: 202, a yyyyMMdd_HHmmss_fff_<pid>.exceptions.txt file (0600) with the
+    same text; the rule's CollectExceptions wrote exc.ndjson with the FormatException alone;
+  - /info lists the capability "exceptions" enabled, and (extras) the process's history counts;
+  - a flood: `throw 200000` as fast as the app throws; the history keeps its 50 newest (the
+    rest evicted), dotmon's RSS stays bounded, and the history still answers;
+  - when the request and the rule are done only the standing session remains in the runtime;
+  - with the feature off, GET answers dotnet-monitor's 400 "The 'Exceptions' feature is not
+    enabled." and POST 404.
+
+Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
+"""
+
+import json
+import os
+import re
+import stat
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dmtest import FAILS, Watched, check, get_json, http_get as get, http_request, wait_for  # noqa: E402
+from dmtest import runtime_sessions as sessions, status_kib  # noqa: E402
+
+LIMIT = 50
+JSON_MEMBERS = ["id", "timestamp", "typeName", "moduleName", "message", "innerExceptions", "stack"]
+FRAME_MEMBERS = ["methodName", "methodToken", "parameterTypes", "typeName", "moduleName", "moduleVersionId",
+                 "hidden"]
+# (type, message, first frame, the frame right below it, or None)
+KINDS = [
+    ("System.FormatException", "dm inner", "E.Thrower.Inner", "E.Thrower.Outer"),
+    ("System.InvalidOperationException", "dm outer", "E.Thrower.Outer", "E.Thrower.Run"),
+    ("System.NotSupportedException", "dm filtered", "E.Thrower.Filtered", "E.Thrower.Run"),
+    ("System.ArgumentException", "dm filter: dm filtered", "E.Thrower.Filter", "E.Thrower.Filtered"),
+]
+
+
+def env_for(tmp):
+    e = {"DotnetMonitor_InProcessFeatures__Exceptions__Enabled": "true",
+         "DotnetMonitor_InProcessFeatures__Exceptions__TopLevelLimit": str(LIMIT),
+         "DotnetMonitor_Egress__FileSystem__files__DirectoryPath": os.path.join(tmp, "egress")}
+    rule = "DotnetMonitor_CollectionRules__Exc__"
+    e.update({rule + "Trigger__Type": "ExceptionCount",
+              rule + "Trigger__Settings__Count": "1",
+              rule + "Trigger__Settings__ExceptionTypes__0": "System.NotSupportedException",
+              rule + "Actions__0__Type": "CollectExceptions",
+              rule + "Actions__0__Settings__Format": "NewlineDelimitedJson",
+              rule + "Actions__0__Settings__Egress": "files",
+              rule + "Actions__0__Settings__ArtifactName": "exc.ndjson",
+              rule + "Actions__0__Settings__Filters__Include__0__ExceptionType": "System.FormatException",
+              rule + "Limits__ActionCount": "1"})
+    return e
+
+
+def text_entries(text):
+    """[(type, message, [frames])] of dotnet-monitor's text layout."""
+    out = []
+    for block in text.split("\n\n"):
+        lines = block.split("\n")
+        if not lines or not lines[0].startswith("First chance exception at "):
+            continue
+        head = lines[1] if len(lines) > 1 else ""
+        typ, _, msg = head.partition(": ")
+        out.append((typ, msg, [l[len("   at "):] for l in lines[2:] if l.startswith("   at ")]))
+    return out
+
+
+def check_kinds(entries, what):
+    for typ, msg, first, below in KINDS:
+        hit = [e for e in entries if e[0] == typ and e[1] == msg]
+        if check(hit, f"{what}: {typ} {msg!r} is there"):
+            frames = hit[0][2]
+            check(frames[:2] == [first, below], f"{what}: {typ} thrown in {first}, called from {below}: {frames[:4]}")
+    asyncs = [e for e in entries if e[0] == "System.TimeoutException" and e[1] == "dm async"]
+    check(any(re.match(r"E\.Thrower\+<FailAsync>d__\d+\.MoveNext$", e[2][0]) for e in asyncs if e[2]),
+          f"{what}: the async TimeoutException thrown in its state machine's MoveNext: {[e[2][:2] for e in asyncs]}")
+    check(not any(f.startswith("System.Runtime.EH.") for e in entries for f in e[2][:1]),
+          f"{what}: no stack starts in the runtime's dispatch (System.Runtime.EH)")
+
+
+def ndjson(body):
+    return [json.loads(l) for l in body.decode().splitlines() if l.strip()]
+
+
+def check_ndjson(recs, pid, t0, t1):
+    check(len(recs) >= 6, f"ndjson: {len(recs)} instances")
+    ids = [r.get("id") for r in recs]
+    check(ids == sorted(ids) and len(set(ids)) == len(ids), f"ndjson: ids rise: {ids}")
+    for r in recs:
+        check(list(r) == JSON_MEMBERS, f"ndjson: members in dotnet-monitor's order: {list(r)}")
+        ts = r.get("timestamp", "")
+        m = re.match(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,7})?Z$", ts)
+        if check(m is not None, f"ndjson: timestamp {ts!r} as System.Text.Json writes a UTC DateTime"):
+            t = time.mktime(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone + float(m.group(7) or 0)
+            check(t0 - 2 <= t <= t1 + 2, f"ndjson: {ts} within the test's window")
+        check(r.get("innerExceptions") == [] and r.get("moduleName") == "", f"ndjson: {r.get('typeName')}: no inner part")
+        st = r.get("stack", {})
+        check(list(st) == ["threadId", "threadName", "frames"], f"ndjson: stack members {list(st)}")
+        frames = st.get("frames", [])
+        check(frames and all(list(f) == FRAME_MEMBERS for f in frames), f"ndjson: frame members {frames[:1]}")
+    inner = [r for r in recs if r["message"] == "dm inner"]
+    if check(inner, "ndjson: the FormatException"):
+        f = inner[0]["stack"]["frames"][0]
+        check(f["methodName"] == "Inner" and f["typeName"] == "E.Thrower" and f["moduleName"] == "TestApp.dll"
+              and f["methodToken"] >> 24 == 0x06 and f["parameterTypes"] == [],
+              f"ndjson: the first frame is TestApp.dll's E.Thrower.Inner with a MethodDef token: {f}")
+        check(inner[0]["stack"]["threadId"] > 0, "ndjson: the throwing thread's id")
+    entries = [(r["typeName"], r["message"], [f"{f['typeName']}.{f['methodName']}" for f in r["stack"]["frames"]])
+               for r in recs]
+    check_kinds(entries, "ndjson")
+
+
+def post(port, body, accept="application/x-ndjson", ctype="application/json"):
+    r, data = http_request(port, "/exceptions", "POST", {"Content-Type": ctype, "Accept": accept},
+                           body.encode() if isinstance(body, str) else body)
+    return r.status, r.getheader("Content-Type", ""), data
+
+
+def history(port):
+    info = get_json(port, "/info?extras=true")[1] or {}
+    ex = info.get("exceptions") or [{}]
+    return ex[0]
+
+
+def main():
+    w = Watched("dotmon-exceptions-", env=env_for)
+    try:
+        port, pid = w.port, w.app.pid
+        egress = os.path.join(w.tmp, "egress")
+        info = get_json(port, "/info")[1] or {}
+        caps = {c.get("name"): c.get("enabled") for c in info.get("capabilities", [])}
+        check(caps.get("exceptions") is True and caps.get("parameters") is False,
+              f"/info: exceptions enabled, parameters not: {caps}")
+        check(wait_for(lambda: history(port).get("state") == "running", 30),
+              f"the process's exceptions session runs: {history(port)}")
+
+        st, ct, body = get(port, f"/exceptions?pid={pid}")
+        check(st == 200 and ct.startswith("text/plain") and body == b"",
+              f"before any throw: 200 text, empty ({st} {ct} {body[:200]!r})")
+
+        t0 = time.time()
+        check(w.app.command("throw-kinds") == "ok throw-kinds caught=3", "the app threw and caught its three kinds")
+        t1 = time.time()
+        check(wait_for(lambda: history(port).get("kept", 0) >= 6, 30), f"six exceptions kept: {history(port)}")
+
+        t = time.monotonic()
+        r, body = http_request(port, f"/exceptions?pid={pid}")
+        print(f"info GET /exceptions (text): {time.monotonic() - t:.3f} s, {len(body)} bytes", flush=True)
+        check(r.status == 200 and r.getheader("Content-Type", "").startswith("text/plain"),
+              f"text: {r.status} {r.getheader('Content-Type')}")
+        check("/operations/" in r.getheader("Location", ""), f"text: Location {r.getheader('Location')!r}")
+        text = body.decode()
+        print(text[:1600], flush=True)
+        check(re.match(r"^First chance exception at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z\n", text) is not None,
+              "text: dotnet-monitor's header with .NET's round-trip time")
+        check_kinds(text_entries(text), "text")
+
+        st, ct, body = get(port, f"/exceptions?pid={pid}", {"Accept": "application/x-ndjson"})
+        check(st == 200 and ct.startswith("application/x-ndjson"), f"ndjson: {st} {ct}")
+        check_ndjson(ndjson(body), pid, t0, t1)
+
+        st, ct, body = get(port, f"/exceptions?pid={pid}", {"Accept": "application/json-seq"})
+        recs = body.split(b"\x1e")
+        check(st == 200 and ct.startswith("application/json-seq") and recs[0] == b"" and len(recs) >= 7 and
+              all(r.endswith(b"\n") and json.loads(r)["id"] > 0 for r in recs[1:]),
+              f"json-seq: {st} {ct}, {len(recs) - 1} records after 0x1E")
+        for accept, want in (("*/*", "text/plain"), ("application/*", "application/x-ndjson"),
+                             ("application/json-seq, text/plain", "text/plain")):
+            st, ct, _ = get(port, f"/exceptions?pid={pid}", {"Accept": accept})
+            check(st == 200 and ct.startswith(want), f"Accept {accept}: {ct} (want {want})")
+
+        # POST: dotnet-monitor's ExceptionsConfiguration
+        st, ct, body = post(port, '{"include":[{"exceptionType":"System.FormatException"}]}')
+        got = [r["typeName"] for r in ndjson(body)] if st == 200 else []
+        check(got == ["System.FormatException"], f"POST include exceptionType: {st} {got}")
+        st, ct, body = post(port, '{"Exclude":[{"methodName":"Filter"}]}')
+        got = [r["typeName"] for r in ndjson(body)] if st == 200 else []
+        check(len(got) >= 5 and "System.ArgumentException" not in got, f"POST exclude methodName: {got}")
+        st, ct, body = post(port, '{"include":[{"typeName":"E.Thrower","moduleName":"TestApp.dll"}],'
+                                  '"exclude":[{"exceptionType":"System.InvalidOperationException"}]}', "text/plain")
+        got = [e[0] for e in text_entries(body.decode())] if st == 200 else []
+        check(sorted(set(got)) == ["System.ArgumentException", "System.FormatException", "System.NotSupportedException"],
+              f"POST include typeName+moduleName, exclude first (the async one's top frame is its state machine): {got}")
+        st, ct, body = post(port, '{"include":[{"exceptionTyp":"x"}]}')
+        check(st == 400 and ct.startswith("application/problem+json") and b"exceptionTyp" in body,
+              f"POST an unknown member: {st} {body[:200]}")
+        st, ct, body = post(port, "include", ctype="text/plain")
+        check(st == 415, f"POST a text body: {st}")
+
+        # egress, and the rule's artifact
+        st, ct, body = get(port, f"/exceptions?pid={pid}&egressProvider=files")
+        check(st == 202, f"egress: {st} {body[:200]}")
+        done = wait_for(lambda: os.path.isdir(egress) and any(f.endswith(".exceptions.txt") for f in os.listdir(egress)), 30)
+        if check(done, "egress: a <stamp>_<pid>.exceptions.txt file"):
+            name = next(f for f in os.listdir(egress) if f.endswith(".exceptions.txt"))
+            path = os.path.join(egress, name)
+            check(re.match(rf"^\d{{8}}_\d{{6}}_\d{{3}}_{pid}\.exceptions\.txt$", name) is not None, f"egress: named {name}")
+            check(stat.S_IMODE(os.stat(path).st_mode) == 0o600, "egress: the file is 0600")
+            wait_for(lambda: len(text_entries(open(path).read())) >= 6, 10)
+            check_kinds(text_entries(open(path).read()), "egress")
+        rule_file = os.path.join(egress, "exc.ndjson")
+        check(wait_for(lambda: os.path.isfile(rule_file) and os.path.getsize(rule_file) > 0, 30),
+              f"rule: CollectExceptions wrote exc.ndjson: {sorted(os.listdir(egress)) if os.path.isdir(egress) else []}")
+        if os.path.isfile(rule_file):
+            got = [r["typeName"] for r in ndjson(open(rule_file, "rb").read())]
+            check(got == ["System.FormatException"], f"rule: its Filters kept the FormatException alone: {got}")
+
+        # a flood: the history stays at its limit
+        before = history(port).get("added", 0)
+        t = time.monotonic()
+        reply = w.app.command("throw 200000")
+        secs = time.monotonic() - t
+        print(f"info 200000 exceptions thrown in {secs:.2f} s ({200000 / secs:.0f}/s) with the history on", flush=True)
+        check(reply == "ok throw count=200000", f"flood: {reply}")
+        wait_for(lambda: history(port).get("added", 0) - before + history(port).get("lost", 0) >= 200000, 30)
+        h = history(port)
+        print(f"info after the flood: {h}", flush=True)
+        check(h.get("kept") == LIMIT and h.get("evicted", 0) >= 200000 - LIMIT - h.get("lost", 0),
+              f"flood: {LIMIT} kept, the rest evicted (or lost by the runtime): {h}")
+        rss = status_kib(w.dm.pid)
+        check(0 < rss < 48 * 1024, f"flood: dotmon's RSS {rss} KiB stays bounded")
+        st, ct, body = get(port, f"/exceptions?pid={pid}", {"Accept": "application/x-ndjson"})
+        recs = ndjson(body) if st == 200 else []
+        check(len(recs) == LIMIT and all(r["typeName"] == "System.InvalidOperationException" for r in recs),
+              f"flood: the history answers its {LIMIT} newest: {len(recs)}")
+        check(wait_for(lambda: sessions(port) == 1, 20),
+              f"only the standing exceptions session is left in the runtime ({sessions(port)})")
+    finally:
+        w.close()
+
+    off = Watched("dotmon-exceptions-off-")
+    try:
+        st, ct, body = get(off.port, f"/exceptions?pid={off.app.pid}")
+        doc = json.loads(body) if ct.startswith("application/problem+json") else {}
+        check(st == 400 and doc.get("detail") == "The 'Exceptions' feature is not enabled.",
+              f"off: GET is dotnet-monitor's 400: {st} {body[:200]}")
+        st, _, _ = post(off.port, "{}")
+        check(st == 404, f"off: POST is dotnet-monitor's 404: {st}")
+        caps = {c.get("name"): c.get("enabled") for c in (get_json(off.port, "/info")[1] or {}).get("capabilities", [])}
+        check(caps.get("exceptions") is False, f"off: /info exceptions disabled: {caps}")
+    finally:
+        off.close()
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

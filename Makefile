@@ -32,7 +32,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image app-image run test test-fast bench bench-trace bench-trace-mechanisms bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert bench-otel bench-stacks fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image app-image run test test-fast bench bench-trace bench-trace-mechanisms bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert bench-otel bench-stacks bench-exceptions fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -228,6 +228,10 @@ bench-otel: build
 # GET /stacks against dotnet-stack report on a 200-thread app (bench_stacks.py).
 bench-stacks: build
 	$(BENCH_REPORT) --no-write stacks
+
+# The exceptions history's cost to an app throwing 10,000 exceptions/s (bench_exceptions.py).
+bench-exceptions: build
+	$(BENCH_REPORT) --no-write exceptions
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:

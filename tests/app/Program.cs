@@ -86,6 +86,10 @@
 //                        spinning in C.D.Spin (tests/app/Parked.cs), for GET /stacks; answers
 //                        "ok park waiter=<tid> spinner=<tid>" with their kernel thread ids
 //   unpark               ends them ("ok unpark")
+//   work-throwing <ms> <rate>
+//                        `work <ms>` on this thread while another throws and catches rate
+//                        InvalidOperationExceptions a second (in 1 ms steps), for
+//                        bench/bench_exceptions.py; answers work's line with " thrown=<n>"
 //   throw-kinds          throws and catches a nested exception, one from async code and one from
 //                        an exception filter (tests/app/Thrower.cs), for GET /exceptions;
 //                        answers "ok throw-kinds caught=3"
@@ -580,6 +584,11 @@ internal static class Program
                 return Parked.Park();
             case "throw-kinds":
                 return E.Thrower.Run();
+            case "work-throwing":
+                {
+                    string[] parts = Words(rest, 2, "usage: work-throwing <ms> <exceptions/s>");
+                    return WorkThrowing(ParseInt(parts[0], "ms", 1, 600_000), ParseInt(parts[1], "rate", 0, 1_000_000));
+                }
             case "unpark":
                 return Parked.Unpark();
             case "events":
@@ -774,6 +783,34 @@ internal static class Program
         double elapsed = watch.Elapsed.TotalMilliseconds;
         return string.Create(CultureInfo.InvariantCulture,
             $"ok work ops={ops} ms={elapsed:F0} gen0={GC.CollectionCount(0) - g0} gen1={GC.CollectionCount(1) - g1} gen2={GC.CollectionCount(2) - g2}");
+    }
+
+    private static string WorkThrowing(int ms, int rate)
+    {
+        using var stop = new ManualResetEventSlim();
+        long thrown = 0;
+        var thrower = new Thread(() =>
+        {
+            var watch = Stopwatch.StartNew();
+            while (!stop.IsSet)
+            {
+                long due = (long)(watch.Elapsed.TotalMilliseconds * rate / 1000.0);
+                if (thrown < due)
+                {
+                    ThrowAndCatch((int)Math.Min(due - thrown, 1000), nameof(InvalidOperationException));
+                    thrown += Math.Min(due - thrown, 1000);
+                }
+                else
+                {
+                    Thread.Sleep(1);
+                }
+            }
+        }) { IsBackground = true, Name = "dm-thrower" };
+        thrower.Start();
+        string work = Work(ms);
+        stop.Set();
+        thrower.Join();
+        return string.Create(CultureInfo.InvariantCulture, $"{work} thrown={thrown}");
     }
 
     private static void Churn(int mb)

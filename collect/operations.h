@@ -40,8 +40,8 @@ const char *op_kind_name(enum op_kind kind);
 #define OP_GCDUMP_LIMIT 1
 /* and for stacks (dotnet-monitor: one at a time, no setting). */
 #define OP_STACKS_LIMIT 1
-/* and for exceptions (dotmon's: each takes a rundown of the process). */
-#define OP_EXCEPTIONS_LIMIT 3
+/* and for exceptions (dotnet-monitor: one at a time, no setting). */
+#define OP_EXCEPTIONS_LIMIT 1
 
 enum op_state { OP_STARTING = 0, OP_RUNNING, OP_STOPPING, OP_SUCCEEDED, OP_FAILED, OP_CANCELLED };
 

@@ -145,9 +145,9 @@ def main():
 
         # dotnet-monitor's answer for an in-process feature that is off (its FeatureNotEnabled):
         # 400, its detail word for word; dotmon says why in "reason". Without the token: 401.
+        # (POST /exceptions with the history off is dotnet-monitor's 404: below.)
         for method, path, detail in (("POST", "/parameters", "The 'Parameter Capturing' feature is not enabled."),
-                                     ("GET", "/exceptions", "The 'Exceptions' feature is not enabled."),
-                                     ("POST", "/exceptions", "The 'Exceptions' feature is not enabled.")):
+                                     ("GET", "/exceptions", "The 'Exceptions' feature is not enabled.")):
             st, h, body = fetch(f"http://127.0.0.1:{port}{path}?pid={pid}", method=method, token=token,
                                 data=b"{}" if method == "POST" else None,
                                 headers={"Content-Type": "application/json"} if method == "POST" else None)
@@ -158,6 +158,11 @@ def main():
             st = fetch(f"http://127.0.0.1:{port}{path}?pid={pid}", method=method,
                        data=b"{}" if method == "POST" else None)[0]
             check(st == 401, f"{method} {path} without the token: 401 ({st})")
+        st, h, body = fetch(f"http://127.0.0.1:{port}/exceptions?pid={pid}", method="POST", token=token, data=b"{}",
+                            headers={"Content-Type": "application/json"})
+        check(st == 404 and h.get("Content-Type", "").startswith("application/problem+json") and
+              b"InProcessFeatures:Exceptions:Enabled" in body,
+              f"POST /exceptions with the history off: dotnet-monitor's 404, a problem naming the setting ({st})")
 
         # The short filter forms: all four together select the app as the default process.
         st, _, body = get(port, "/process", token)

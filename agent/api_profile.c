@@ -62,6 +62,8 @@ static const char cat[] = "dotmon.profile";
 #define PROFILE_KIND_CPU        (-1) /* else an enum ev_profile_kind */
 #define PROFILE_KIND_STACKS     (-2) /* GET /stacks */
 #define PROFILE_KIND_EXCEPTIONS (-3) /* GET/POST /exceptions: a rundown names the history */
+#define FOLLOW_POLL_MS          250u /* /exceptions?follow=true: the history looked at this often */
+#define FOLLOW_RUNDOWN_MS       1000u /* and a rundown for frames not named, at most this often */
 /* The runtime's keywords that name methods: Loader, Jit, NGen (the rundown does the rest). */
 #define KW_METHODS    0x38ull
 #define KW_GC         0x1ull
@@ -95,7 +97,18 @@ struct profile_job {
     char uid[37];
     struct ev_exc_filters *filters; /* the request's (owned; NULL: none) */
     enum ev_exc_format exc_format;
-    uint64_t host_pid; /* where its threads' names are read (0: /proc does not show it) */
+    /* ?follow=true: the history so far, then what comes, until the duration, a stop or the
+     * client's leaving; a new rundown (a fresh sym) when new frames are not named */
+    bool follow;
+    bool following;         /* the first answer is written: the tail runs */
+    uv_timer_t poll;        /* FOLLOW_POLL_MS */
+    struct ipc_endpoint ep; /* the runtime, for the tail's rundowns (owned copy) */
+    uint64_t last_id;       /* the newest instance looked at */
+    uint64_t missed;        /* instances evicted before the tail wrote them */
+    uint64_t rundowns;      /* rundowns taken */
+    uint64_t rundown_ms;    /* when the last one started (loop time) */
+    uint64_t duration_ms;   /* the tail's (0: until stopped) */
+    uint64_t host_pid;      /* where its threads' names are read (0: /proc does not show it) */
     uv_work_t names_work;
     bool names_busy; /* the names are being read on the pool */
     bool answer_due; /* the stream ended while they were: stacks_names_done answers */
@@ -129,6 +142,7 @@ static void profile_fini(struct job *core)
     mb_share_fini(&job->share);
     trace_config_fini(&job->tc);
     ev_exc_filters_free(job->filters);
+    ipc_endpoint_fini(&job->ep); /* zeroed unless following */
 }
 
 /* The session keeps the job. */
@@ -155,6 +169,11 @@ static cJSON *profile_results(struct job *core)
         }
         cJSON_AddNumberToObject(extra, "bytes", (double)st.bytes);
         cJSON_AddNumberToObject(extra, "droppedEvents", (double)st.lost);
+        if (job->follow) {
+            cJSON_AddNumberToObject(extra, "lastId", (double)job->last_id);
+            cJSON_AddNumberToObject(extra, "missed", (double)job->missed);
+            cJSON_AddNumberToObject(extra, "rundowns", (double)job->rundowns);
+        }
     }
     return extra;
 }
@@ -181,6 +200,9 @@ static void profile_abort(struct job *core, enum job_why why)
     dsession_abort(job->ds); /* StopTracing in the background; accepts NULL */
     job->ds = NULL;
     uv_timer_stop(&core->timer);
+    if (job->following) {
+        uv_timer_stop(&job->poll);
+    }
 }
 
 /* ---- the consumer of the decoded session: ev_symbols (and ev_profile) ---- */
@@ -292,6 +314,7 @@ static int exceptions_body(struct profile_job *job, struct body *b, const char *
     int rc = ev_exc_write(h, job->sym, f != NULL ? f->include : NULL, f != NULL ? f->ninclude : 0,
                           f != NULL ? f->exclude : NULL, f != NULL ? f->nexclude : 0,
                           job->exc_format, 0, &last, NULL, NULL, body_sink, b);
+    job->last_id = last;
     log_info(cat, "exceptions of %" PRIu64 ": %" PRIu64 " looked at, %zu bytes", job->pid, last,
              buf_size(&b->b));
     return rc;
@@ -495,6 +518,8 @@ static void job_answer(struct profile_job *job, int status)
     job_write_answer(job);
 }
 
+static void follow_start(struct profile_job *job);
+
 /* The answer from the finished stream, to the artifact. */
 static void job_write_answer(struct profile_job *job)
 {
@@ -509,10 +534,13 @@ static void job_write_answer(struct profile_job *job)
                  "the process exited while its exceptions were named; its history went with it");
     } else if (rc != 0) {
         job_fail(job, 500, rc == -ENOMEM ? "OutOfMemory" : "ProfileFailed", agent_strerror(rc));
-    } else if (job->core.art != NULL && (artifact_begin(job->core.art, ctype, job->filename) != 0 ||
-                                         write_body(job->core.art, &b.b) != 0)) {
+    } else if (job->core.art != NULL &&
+               (artifact_begin(job->core.art, ctype, job->filename) != 0 ||
+                (buf_size(&b.b) > 0 && write_body(job->core.art, &b.b) != 0))) {
         /* The consumer is gone (on_lost may have ended the artifact already). */
         job_end(&job->core, JOB_END_CANCEL, 400, NULL, NULL, NULL);
+    } else if (job->follow) {
+        follow_start(job); /* the history so far is out: the tail from here */
     } else {
         job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
     }
@@ -521,11 +549,18 @@ static void job_write_answer(struct profile_job *job)
 }
 
 /* The session's one end: a refusal, or the answer from what came; then the job released. */
+static void follow_rundown_done(struct profile_job *job, int code);
+
 static void profile_error(void *ctx, int code, uint32_t hresult, const char *reason)
 {
     struct profile_job *job = ctx;
     (void)reason; /* the answer says it in its own words */
     job->ds = NULL;
+    if (job->following) { /* a rundown of the tail */
+        follow_rundown_done(job, code);
+        job_release(&job->core);
+        return;
+    }
     uv_timer_stop(&job->core.timer);
     if (!job->started) {
         char msg[256];
@@ -591,11 +626,149 @@ static const struct job_vtable stacks_vt = {.kind = OP_KIND_STACKS,
                                             .holds = profile_holds,
                                             .fini = profile_fini};
 
+/* ---- /exceptions?follow=true: the tail ---- */
+
+static void follow_rundown(struct profile_job *job);
+
+/* The instances after last_id to the artifact; when may_rundown and some frame of theirs is not
+ * named, a new rundown first (at most every FOLLOW_RUNDOWN_MS: they wait for it), after which this
+ * comes again and writes them, named or not. */
+static void follow_flush(struct profile_job *job, bool may_rundown)
+{
+    if (job->core.state >= JOB_ENDED || job->core.art == NULL || job->ds != NULL) {
+        return;
+    }
+    struct ev_exc *h = exceptions_history(job->a->exceptions, job->uid);
+    if (h == NULL) { /* the process is gone, and its history: the tail is complete */
+        uv_timer_stop(&job->poll);
+        job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
+        return;
+    }
+    struct ev_exc_stats xs;
+    ev_exc_get_stats(h, &xs);
+    if (xs.added <= job->last_id || artifact_full(job->core.art)) {
+        return; /* nothing new, or a slow client: later (what the history evicts meanwhile is
+                   counted as missed) */
+    }
+    size_t unnamed = 0;
+    if (may_rundown && ev_exc_unnamed(h, job->sym, job->last_id, &unnamed) == 0 && unnamed > 0) {
+        if (uv_now(job->a->loop) - job->rundown_ms >= FOLLOW_RUNDOWN_MS) {
+            follow_rundown(job);
+        }
+        return; /* written once a rundown named what it can (within FOLLOW_RUNDOWN_MS) */
+    }
+    uint64_t first = xs.added - xs.kept + 1;
+    if (first > job->last_id + 1) {
+        job->missed += first - job->last_id - 1;
+    }
+    struct body b = {.share = &job->share};
+    buf_init(&b.b, 0);
+    const struct ev_exc_filters *f = job->filters;
+    uint64_t last = job->last_id;
+    int rc = ev_exc_write(h, job->sym, f != NULL ? f->include : NULL, f != NULL ? f->ninclude : 0,
+                          f != NULL ? f->exclude : NULL, f != NULL ? f->nexclude : 0,
+                          job->exc_format, job->last_id, &last, NULL, NULL, body_sink, &b);
+    if (rc == 0) {
+        job->last_id = last;
+        if (buf_size(&b.b) > 0) {
+            (void)write_body(job->core.art, &b.b); /* a consumer gone: on_lost ends the job */
+        }
+    } else {
+        log_warn(cat, "exceptions of %" PRIu64 ": the tail cannot be written: %s", job->pid,
+                 agent_strerror(rc));
+    }
+    buf_fini(&b.b);
+    mb_release(&job->share, b.charged);
+}
+
+static void follow_on_poll(uv_timer_t *t)
+{
+    follow_flush((struct profile_job *)t->data, true);
+}
+
+/* A fresh sym from a new rundown (the old one cannot read a second stream). */
+static void follow_rundown(struct profile_job *job)
+{
+    struct ev_symbols *sym = NULL;
+    if (ev_symbols_new(&sym) != 0) {
+        follow_flush(job, false);
+        return;
+    }
+    ev_symbols_free(job->sym); /* its bytes back to the share first */
+    job->sym = sym;
+    (void)ev_symbols_set_share(job->sym, &job->share);
+    job->feed_rc = 0;
+    job->rundown_ms = uv_now(job->a->loop);
+    job->rundowns++;
+    struct dsession_config cfg = {.collect = &job->tc.collect,
+                                  .admission = &job->a->sessions,
+                                  .start_timeout_ms = agent_timeout(job->a, TIMEOUT_PROFILE_START),
+                                  .stop_timeout_ms = agent_timeout(job->a, TIMEOUT_PROFILE_STOP),
+                                  .stop_at_once = true};
+    if (dsession_start(job->a->loop, &job->ep, &cfg, &profile_consumer, job, &job->ds) != 0) {
+        job->ds = NULL;
+        follow_flush(job, false);
+    }
+}
+
+static void follow_rundown_done(struct profile_job *job, int code)
+{
+    int rc = job->feed_rc != 0 ? job->feed_rc : ev_symbols_finish(job->sym);
+    if (code != 0 || rc != 0) {
+        log_info(cat,
+                 "exceptions of %" PRIu64 ": a rundown for the tail failed (%s); the frames it "
+                 "would have named are native",
+                 job->pid, agent_strerror(code != 0 ? code : rc));
+    }
+    follow_flush(job, false);
+}
+
+static void follow_start(struct profile_job *job)
+{
+    job->following = true;
+    job->rundown_ms = uv_now(job->a->loop);
+    job->rundowns = 1;
+    job_add_timer(&job->core, &job->poll);
+    uv_timer_start(&job->poll, follow_on_poll, FOLLOW_POLL_MS, FOLLOW_POLL_MS);
+    if (job->duration_ms > 0) {
+        job_arm_timeout(&job->core, job->duration_ms);
+    }
+    log_info(cat, "exceptions of %" PRIu64 ": following from id %" PRIu64, job->pid, job->last_id);
+}
+
+/* The tail's end (DELETE ?stop=true, the duration, shutdown): what is new is written, then the
+ * artifact ends complete. Before the first answer is out, it comes as without follow. */
+static void follow_stop(struct job *core)
+{
+    struct profile_job *job = profile_of(core);
+    uv_timer_stop(&core->timer);
+    if (!job->following) {
+        job->follow = false;
+        return;
+    }
+    uv_timer_stop(&job->poll);
+    dsession_abort(job->ds); /* a rundown under way: its frames stay native */
+    job->ds = NULL;
+    follow_flush(job, false);
+    job_end(core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
+    job_release(core);
+}
+
 static const struct artifact_spec exceptions_spec = {.kind = OP_KIND_EXCEPTIONS,
                                                      .noun = "exceptions",
                                                      .limit_setting = NULL,
                                                      .high_water = 1024u * 1024u,
                                                      .low_water = 256u * 1024u};
+
+/* ?follow=true: stoppable (the tail ends complete), and ended by its duration. */
+static const struct job_vtable exceptions_follow_vt = {.kind = OP_KIND_EXCEPTIONS,
+                                                       .noun = "exceptions",
+                                                       .stop = follow_stop,
+                                                       .abort = profile_abort,
+                                                       .on_timeout = follow_stop,
+                                                       .results = profile_results,
+                                                       .holds = profile_holds,
+                                                       .fini = profile_fini};
 
 /* Not stoppable either (dotnet-monitor's ExceptionsOperation): the rundown stops at once. */
 static const struct job_vtable exceptions_vt = {.kind = OP_KIND_EXCEPTIONS,
@@ -746,6 +919,8 @@ struct profile_ask {
     enum profile_format format;
     enum ev_exc_format exc_format;
     struct ev_exc_filters *filters; /* /exceptions: taken by the job */
+    bool follow;                    /* /exceptions?follow=true */
+    int64_t follow_s;               /* its durationSeconds (-1: until stopped) */
     long duration_s;
     long top;
 };
@@ -755,11 +930,13 @@ static struct profile_job *job_create(struct agent *a, const struct profile_ask 
 {
     bool stacks = ask->kind == PROFILE_KIND_STACKS;
     bool exceptions = ask->kind == PROFILE_KIND_EXCEPTIONS;
-    struct profile_job *job = (struct profile_job *)job_new(&a->collect,
-                                                            stacks       ? &stacks_vt
-                                                            : exceptions ? &exceptions_vt
-                                                                         : &profile_vt,
-                                                            sizeof(struct profile_job));
+    struct profile_job *job =
+        (struct profile_job *)job_new(&a->collect,
+                                      stacks                      ? &stacks_vt
+                                      : exceptions && ask->follow ? &exceptions_follow_vt
+                                      : exceptions                ? &exceptions_vt
+                                                                  : &profile_vt,
+                                      sizeof(struct profile_job));
     if (job == NULL || ev_symbols_new(&job->sym) != 0 ||
         (ask->kind >= 0 &&
          ev_profile_new((enum ev_profile_kind)ask->kind, job->sym, &job->prof) != 0) ||
@@ -782,6 +959,8 @@ static struct profile_job *job_create(struct agent *a, const struct profile_ask 
     job->stacks = stacks;
     job->exceptions = exceptions;
     job->exc_format = ask->exc_format;
+    job->follow = exceptions && ask->follow;
+    job->duration_ms = ask->follow_s > 0 ? (uint64_t)ask->follow_s * 1000 : 0;
     job->duration_s = (uint32_t)ask->duration_s;
     job->top = (size_t)ask->top;
     job->format = ask->format;
@@ -843,6 +1022,11 @@ static int profile_launch(struct agent *a, const struct artifact_origin *o,
     job_admitted(&job->core, op); /* DELETE stops or cancels through the core */
     job->pid = p->pid;
     memcpy(job->uid, p->uid, sizeof(job->uid));
+    if (job->follow && ipc_endpoint_copy(&job->ep, &p->ep) != 0) {
+        job_fail(job, 500, "OutOfMemory", "out of memory");
+        job_release(&job->core);
+        return 0;
+    }
     job->host_pid = p->host_pid;
     job_filename(job, ask->kind, p->pid);
     op->artifact_name = strdup(job->filename);
@@ -962,10 +1146,23 @@ static enum ev_exc_format exceptions_format(struct http_request *req)
     return k >= 0 ? fmts[k] : EV_EXC_TEXT;
 }
 
+/* dotmon's follow=true (and then durationSeconds, default 30, -1 until stopped): 0, or -1 once
+ * answered. */
+static int exceptions_follow(struct http_request *req, struct profile_ask *ask)
+{
+    if (api_query_bool(req, "follow", &ask->follow) != 0) {
+        return -1;
+    }
+    return ask->follow && api_parse_duration(req, &ask->follow_s) != 0 ? -1 : 0;
+}
+
 void api_exceptions_get(struct agent *a, struct http_request *req)
 {
     struct profile_ask ask = {.kind = PROFILE_KIND_EXCEPTIONS,
                               .exc_format = exceptions_format(req)};
+    if (exceptions_follow(req, &ask) != 0) {
+        return;
+    }
     launch_for_request(a, req, &ask);
 }
 
@@ -983,6 +1180,9 @@ void api_exceptions_post(struct agent *a, struct http_request *req)
     struct profile_ask ask = {.kind = PROFILE_KIND_EXCEPTIONS,
                               .exc_format = exceptions_format(req)};
     char err[256];
+    if (exceptions_follow(req, &ask) != 0) {
+        return;
+    }
     if (len == 0) {
         api_problem(req, 400, "POST /exceptions needs a JSON body (ExceptionsConfiguration)");
         return;

@@ -162,6 +162,28 @@ void ev_exc_get_stats(const struct ev_exc *x, struct ev_exc_stats *out)
     out->bytes = x->held;
 }
 
+int ev_exc_unnamed(const struct ev_exc *x, struct ev_symbols *sym, uint64_t after_id, size_t *out)
+{
+    *out = 0;
+    uint64_t first = x->count > 0 ? inst_at(x, 0)->id : 0;
+    uint64_t skip = after_id < first ? 0 : after_id - first + 1;
+    for (size_t i = skip < x->count ? (size_t)skip : x->count; i < x->count; i++) {
+        const struct inst *in = inst_at(x, i);
+        for (size_t k = 0; k < in->n_ips; k++) {
+            struct ev_symbols_frame f;
+            int rc = sym != NULL ? ev_symbols_frame_of(sym, in->ips[k], &f) : AGENT_E_NOTFOUND;
+            if (rc == AGENT_E_NOTFOUND) {
+                (*out)++;
+                break;
+            }
+            if (rc != 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
 /* ---- groups ---- */
 
 static uint32_t group_bucket(const char *type, size_t len, uint64_t site)

@@ -4,7 +4,7 @@
 items 2 to 4), out of process: nothing is loaded into the app.
 
 dotmon runs with InProcessFeatures:Exceptions:Enabled and TopLevelLimit 50, a FileSystem egress
-provider "files" and a rule "Exc" (ExceptionCount of one System.NotSupportedException, then
+provider "files" and a rule "Exc" (ExceptionCount of three System.TimeoutExceptions, then
 CollectExceptions as NDJSON with an include filter on System.FormatException, ArtifactName
 exc.ndjson). Then:
   - before anything is thrown the history is empty: 200, no body;
@@ -31,17 +31,24 @@ exc.ndjson). Then:
   - a flood: `throw 200000` as fast as the app throws; the history keeps its 50 newest (the
     rest evicted), dotmon's RSS stays bounded, and the history still answers;
   - when the request and the rule are done only the standing session remains in the runtime;
+  - a live tail: GET /exceptions?follow=true&durationSeconds=-1 (NDJSON), started before the
+    app throws (it holds the one /exceptions slot until it ends), streams the history so far and then each new instance as it comes, its frames
+    named though their methods were compiled after the tail's first rundown (a new rundown names
+    them); DELETE /operations/{id}?stop=true ends it: the stream ends whole and the operation
+    Succeeded, its details counting the instances and rundowns;
   - with the feature off, GET answers dotnet-monitor's 400 "The 'Exceptions' feature is not
     enabled." and POST 404.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE.
 """
 
+import http.client
 import json
 import os
 import re
 import stat
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -67,8 +74,8 @@ def env_for(tmp):
          "DotnetMonitor_Egress__FileSystem__files__DirectoryPath": os.path.join(tmp, "egress")}
     rule = "DotnetMonitor_CollectionRules__Exc__"
     e.update({rule + "Trigger__Type": "ExceptionCount",
-              rule + "Trigger__Settings__Count": "1",
-              rule + "Trigger__Settings__ExceptionTypes__0": "System.NotSupportedException",
+              rule + "Trigger__Settings__Count": "3",
+              rule + "Trigger__Settings__ExceptionTypes__0": "System.TimeoutException",
               rule + "Actions__0__Type": "CollectExceptions",
               rule + "Actions__0__Settings__Format": "NewlineDelimitedJson",
               rule + "Actions__0__Settings__Egress": "files",
@@ -136,6 +143,35 @@ def check_ndjson(recs, pid, t0, t1):
     check_kinds(entries, "ndjson")
 
 
+class Tail:
+    """A streaming GET (NDJSON) read line by line on a thread until the server ends it."""
+
+    def __init__(self, port, path):
+        self.c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.c.request("GET", path, headers={"Accept": "application/x-ndjson"})
+        self.r = self.c.getresponse()
+        self.status, self.ctype = self.r.status, self.r.getheader("Content-Type", "")
+        self.location = self.r.getheader("Location", "")
+        self.lines, self.ended = [], False
+        self.t = threading.Thread(target=self.read, daemon=True)
+        self.t.start()
+
+    def read(self):
+        try:
+            for line in self.r:
+                self.lines.append(line)
+            self.ended = True
+        except (OSError, http.client.HTTPException):
+            pass
+
+    def records(self):
+        return [json.loads(l) for l in list(self.lines) if l.strip()]
+
+    def join(self, seconds):
+        self.t.join(seconds)
+        self.c.close()
+
+
 def post(port, body, accept="application/x-ndjson", ctype="application/json"):
     r, data = http_request(port, "/exceptions", "POST", {"Content-Type": ctype, "Accept": accept},
                            body.encode() if isinstance(body, str) else body)
@@ -164,10 +200,38 @@ def main():
         check(st == 200 and ct.startswith("text/plain") and body == b"",
               f"before any throw: 200 text, empty ({st} {ct} {body[:200]!r})")
 
+        tail = Tail(port, f"/exceptions?pid={pid}&follow=true&durationSeconds=-1")
+        check(tail.status == 200 and tail.ctype.startswith("application/x-ndjson") and "/operations/" in tail.location,
+              f"follow: 200 NDJSON with a Location ({tail.status} {tail.ctype} {tail.location!r})")
+        time.sleep(0.5)  # the tail's first rundown is in before the app's new methods are compiled
         t0 = time.time()
         check(w.app.command("throw-kinds") == "ok throw-kinds caught=3", "the app threw and caught its three kinds")
         t1 = time.time()
         check(wait_for(lambda: history(port).get("kept", 0) >= 6, 30), f"six exceptions kept: {history(port)}")
+
+        # the tail (one /exceptions at a time: it holds the slot until stopped)
+        check(wait_for(lambda: len(tail.records()) >= 6, 20), f"follow: the tail streamed {len(tail.records())} instances")
+        check_ndjson(tail.records(), pid, t0, t1)
+        op = tail.location.split("/operations/")[-1]
+        r, _ = http_request(port, f"/operations/{op}?stop=true", "DELETE")
+        check(r.status == 202, f"follow: DELETE ?stop=true accepted ({r.status})")
+        tail.join(20)
+        check(tail.ended, "follow: the stream ended after the stop")
+        st, details = get_json(port, f"/operations/{op}/details")
+        extra = (details or {}).get("exceptions", {})
+        check((details or {}).get("status") == "Succeeded" and extra.get("lastId", 0) >= 6 and
+              extra.get("rundowns", 0) >= 2,
+              f"follow: Succeeded, lastId and rundowns counted: {details}")
+        # the rule's third TimeoutException (throw-kinds threw two), once the tail is done, and its
+        # artifact before the next request: dotmon counts a rule's actions against the routes'
+        # limits (one /exceptions at a time)
+        check(w.app.command("throw 1 TimeoutException") == "ok throw count=1", "the app threw a third TimeoutException")
+        rule_file = os.path.join(egress, "exc.ndjson")
+        check(wait_for(lambda: os.path.isfile(rule_file) and os.path.getsize(rule_file) > 0, 30),
+              f"rule: CollectExceptions wrote exc.ndjson: {sorted(os.listdir(egress)) if os.path.isdir(egress) else []}")
+        if os.path.isfile(rule_file):
+            got = [r["typeName"] for r in ndjson(open(rule_file, "rb").read())]
+            check(got == ["System.FormatException"], f"rule: its Filters kept the FormatException alone: {got}")
 
         t = time.monotonic()
         r, body = http_request(port, f"/exceptions?pid={pid}")
@@ -184,6 +248,7 @@ def main():
         st, ct, body = get(port, f"/exceptions?pid={pid}", {"Accept": "application/x-ndjson"})
         check(st == 200 and ct.startswith("application/x-ndjson"), f"ndjson: {st} {ct}")
         check_ndjson(ndjson(body), pid, t0, t1)
+
 
         st, ct, body = get(port, f"/exceptions?pid={pid}", {"Accept": "application/json-seq"})
         recs = body.split(b"\x1e")
@@ -224,12 +289,6 @@ def main():
             check(stat.S_IMODE(os.stat(path).st_mode) == 0o600, "egress: the file is 0600")
             wait_for(lambda: len(text_entries(open(path).read())) >= 6, 10)
             check_kinds(text_entries(open(path).read()), "egress")
-        rule_file = os.path.join(egress, "exc.ndjson")
-        check(wait_for(lambda: os.path.isfile(rule_file) and os.path.getsize(rule_file) > 0, 30),
-              f"rule: CollectExceptions wrote exc.ndjson: {sorted(os.listdir(egress)) if os.path.isdir(egress) else []}")
-        if os.path.isfile(rule_file):
-            got = [r["typeName"] for r in ndjson(open(rule_file, "rb").read())]
-            check(got == ["System.FormatException"], f"rule: its Filters kept the FormatException alone: {got}")
 
         # a flood: the history stays at its limit
         before = history(port).get("added", 0)

@@ -51,7 +51,8 @@ static void attempt_over(struct standing *s, int code, const char *how)
     s->restart_now = false;
     s->state = again ? STANDING_WAITING : STANDING_STOPPED;
     s->ops->ended(s->ud, code, s->reason, again);
-    if (again && s->state == STANDING_WAITING) { /* ended() may have stopped it */
+    /* ended() may have stopped it, or restarted it (the timer then runs already, with 0) */
+    if (again && s->state == STANDING_WAITING && !uv_is_active((uv_handle_t *)&s->timer)) {
         uv_timer_start(&s->timer, on_timer, wait, 0);
     }
 }
@@ -181,7 +182,11 @@ void standing_restart(struct standing *s)
         return;
     }
     s->restart_now = true;
-    dsession_stop(s->ds); /* the end comes back through attempt_over */
+    /* the end comes back through attempt_over (no session: a refused attempt's end is pending
+     * on the timer) */
+    if (s->ds != NULL) {
+        dsession_stop(s->ds);
+    }
 }
 
 void standing_stop(struct standing *s)

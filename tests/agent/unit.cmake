@@ -9,6 +9,10 @@ agent_add_test(test_budget_detail SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_budget_
 agent_add_test(test_dsession SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dsession.c
   ${PROJECT_SOURCE_DIR}/tests/ipc/ipc_test_loop.c LIBS agent_core test_support LABELS unit TIMEOUT 60)
 target_include_directories(test_dsession PRIVATE ${PROJECT_SOURCE_DIR}/tests/ipc)
+# The standing session (collect/standing.h) on dsession, against the fake runtime on the test's loop.
+agent_add_test(test_standing SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_standing.c
+  ${PROJECT_SOURCE_DIR}/tests/ipc/ipc_test_loop.c LIBS agent_core test_support LABELS unit TIMEOUT 60)
+target_include_directories(test_standing PRIVATE ${PROJECT_SOURCE_DIR}/tests/ipc)
 agent_add_test(test_timeouts SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_timeouts.c LIBS agent_core LABELS unit)
 agent_add_test(test_ring_registry SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ring_registry.c LIBS agent_core LABELS unit)
 agent_add_test(test_otel_map SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_otel_map.c LIBS agent_core LABELS unit)

@@ -51,8 +51,10 @@ static void attempt_over(struct standing *s, int code, const char *how)
     s->restart_now = false;
     s->state = again ? STANDING_WAITING : STANDING_STOPPED;
     s->ops->ended(s->ud, code, s->reason, again);
-    /* ended() may have stopped it, or restarted it (the timer then runs already, with 0) */
-    if (again && s->state == STANDING_WAITING && !uv_is_active((uv_handle_t *)&s->timer)) {
+    /* ended() may have freed it (the memory stays until the timer closed), stopped it, or
+     * restarted it (the timer then runs already, with 0) */
+    if (again && !s->freed && s->state == STANDING_WAITING &&
+        !uv_is_active((uv_handle_t *)&s->timer)) {
         uv_timer_start(&s->timer, on_timer, wait, 0);
     }
 }

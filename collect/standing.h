@@ -5,7 +5,7 @@
 /*
  * A standing session: one decoded session (dsession.h) kept open with one runtime for as long as
  * its owner wants it, the lifecycle of every continuous per-process consumer (the exceptions
- * history, agent/monitor/exceptions.h; the OpenTelemetry sessions are to move onto it):
+ * history, agent/monitor/exceptions.h; the OpenTelemetry sessions, agent/otel/otel_proc.c):
  *   - it starts at once, with the configuration the owner's prepare() gives for each attempt;
  *   - when the session ends while wanted (the runtime ended it: another tool's Disable, a refused
  *     start, a transport error, a stream the consumer refused), ended() is told, and it starts
@@ -80,7 +80,7 @@ void standing_restart(struct standing *s);
  * after. Idempotent; NULL is fine. */
 void standing_stop(struct standing *s);
 /* No more callbacks (none, not even ended()); the session is aborted (StopTracing in the
- * background) and s freed once its timer closed. NULL is fine. */
+ * background) and s freed once its timer closed. NULL is fine; also from inside ended(). */
 void standing_free(struct standing *s);
 
 /* Where it is, and the reason its last attempt ended ("" before any end). */

@@ -27,6 +27,7 @@
 #include "metrics.h"
 #include "otel_map.h"
 #include "otel_span.h"
+#include "standing.h"
 
 static const char cat[] = "dotmon.otel";
 
@@ -58,16 +59,16 @@ struct oproc {
     struct mb_share series_share; /* the series' bytes (cap: metrics_share_cap, as /metrics') */
     char series_what[48];
     uint64_t series_warned_ms; /* the last left-out series told (loop time; 0: never) */
-    struct dsession *ds;       /* the telemetry session: logs and spans */
-    struct ev_logs *logs;
+    /* the telemetry session (logs and spans), kept open and restarted by collect/standing;
+     * NULL until the resource is known, or when neither logs nor traces are exported */
+    struct standing *sess;
+    struct ev_logs *logs; /* the decoders of the session's current attempt */
     struct ev_activity *spans;
-    bool no_sampler;   /* its DiagnosticSource is older than 9: ask without the sampler */
-    bool version_seen; /* the session's Version event was looked at */
-    bool relisten;     /* restart the session once it ended (another session took the specs) */
+    bool no_sampler;    /* its DiagnosticSource is older than 9: ask without the sampler */
+    bool version_seen;  /* the session's Version event was looked at */
+    bool restart_asked; /* standing_restart was called: the end that follows is ours */
     struct mb_share share;
     char share_what[48];
-    uv_timer_t retry; /* the session's restart */
-    uint64_t backoff_ms;
     bool gone;
     uint64_t lost_seen;    /* the session's events the runtime dropped, already counted */
     uint64_t lost_warn_ms; /* the last such loss told (loop time; 0: never) */
@@ -212,8 +213,8 @@ static bool op_check_version(struct oproc *op)
              "sampler (9 or later has): every trace of it is exported",
              op->pid, major, minor, patch);
     op->no_sampler = true;
-    op->relisten = true;
-    dsession_stop(op->ds);
+    op->restart_asked = true;
+    standing_restart(op->sess); /* at once, without the sampler (op_prepare) */
     return true;
 }
 
@@ -251,9 +252,9 @@ static void op_count_lost(struct oproc *op)
     }
 }
 
-static int op_feed(void *ctx, const uint8_t *p, size_t n)
+static int op_feed(void *ud, const uint8_t *p, size_t n)
 {
-    struct oproc *op = ctx;
+    struct oproc *op = ud;
     int rc = op->logs != NULL ? ev_logs_feed(op->logs, p, n) : 0;
     if (rc == 0 && op->spans != NULL) {
         rc = ev_activity_feed(op->spans, p, n);
@@ -267,26 +268,25 @@ static int op_feed(void *ctx, const uint8_t *p, size_t n)
     return rc;
 }
 
-static void op_describe(void *ctx, int rc, char *out, size_t cap)
+static void op_describe(void *ud, int rc, char *out, size_t cap)
 {
-    struct oproc *op = ctx;
+    struct oproc *op = ud;
     (void)rc;
     const char *why = op->logs != NULL ? ev_logs_error(op->logs) : NULL;
     why = why == NULL && op->spans != NULL ? ev_activity_error(op->spans) : why;
     snprintf(out, cap, "%s", why != NULL ? why : "");
 }
 
-static void op_started(void *ctx, uint64_t session_id, int version)
+static void op_started(void *ud, uint64_t session_id, int version)
 {
-    struct oproc *op = ctx;
+    struct oproc *op = ud;
     (void)session_id;
     (void)version;
-    op->backoff_ms = 0;
+    op->restart_asked = false; /* a restart from waiting has no end of ours to tell */
     log_info(cat, "process %" PRIu64 ": its%s%s go to OpenTelemetry", op->pid,
              op->logs != NULL ? " logs" : "", op->spans != NULL ? " spans" : "");
 }
 
-static void op_on_retry(uv_timer_t *t);
 static void op_remove(struct oproc *op);
 
 /* The decoders go with their session (their fixed parts were charged to the share at the start).
@@ -306,59 +306,35 @@ static void op_logs_free(struct oproc *op)
     }
 }
 
-static void op_session_ended(struct oproc *op, const char *how)
+/* Every attempt's end (collect/standing): its decoders go; at shutdown, the process with them
+ * (everything the runtime still had was fed). A restart follows unless stopped. */
+static void op_ended(void *ud, int code, const char *how, bool restarting)
 {
-    op->ds = NULL;
+    struct oproc *op = ud;
+    (void)code;
     op_logs_free(op);
-    if (op->ps->closed && !op->gone) { /* drained at shutdown: everything it had was fed */
-        op_remove(op);
+    if (!restarting) {
+        if (op->ps->closed && !op->gone) { /* drained at shutdown */
+            op_remove(op);
+        }
         return;
     }
-    if (op->gone || op->ps->closed) {
-        return;
-    }
-    if (op->relisten) { /* asked to start again (another session's specs ended, no sampler) */
-        op->relisten = false;
-        op->backoff_ms = 0;
+    if (op->restart_asked) { /* another session's specs ended, or no sampler */
+        op->restart_asked = false;
         log_info(cat, "process %" PRIu64 ": its OpenTelemetry session starts again (%s)", op->pid,
                  how);
-        uv_timer_start(&op->retry, op_on_retry, 0, 0);
         return;
     }
-    /* still there (another tool's Disable, a refused start): try again, backing off */
-    op->backoff_ms = op->backoff_ms == 0                 ? RETRY_MIN_MS
-                     : op->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
-                                                         : op->backoff_ms * 2;
-    log_warn(cat,
-             "process %" PRIu64 ": the OpenTelemetry session ended (%s); again in %" PRIu64 " ms",
-             op->pid, how, op->backoff_ms);
-    uv_timer_start(&op->retry, op_on_retry, op->backoff_ms, 0);
+    log_warn(cat, "process %" PRIu64 ": the OpenTelemetry session ended (%s); it starts again",
+             op->pid, how);
 }
 
-static void op_finish(void *ctx, const char *how)
+/* Each attempt: new decoders, and the providers (without the sampler once the app's
+ * DiagnosticSource turned out older than 9). */
+static int op_prepare(void *ud, struct ipc_collect_config *out)
 {
-    op_session_ended(ctx, how);
-}
-
-static void op_error(void *ctx, int code, uint32_t hresult, const char *reason)
-{
-    (void)code;
-    (void)hresult;
-    op_session_ended(ctx, reason);
-}
-
-static const struct dsession_consumer op_consumer = {.started = op_started,
-                                                     .feed = op_feed,
-                                                     .describe = op_describe,
-                                                     .finish = op_finish,
-                                                     .error = op_error};
-
-static void op_logs_start(struct oproc *op)
-{
+    struct oproc *op = ud;
     struct otel_procs *ps = op->ps;
-    if (ps->prov.n == 0 || op->ds != NULL || op->gone || ps->closed) {
-        return;
-    }
     const struct otel_providers *prov = op->no_sampler ? &ps->prov_unsampled : &ps->prov;
     int rc = 0;
     if (ps->st->signal[OTLP_LOGS]) {
@@ -381,27 +357,45 @@ static void op_logs_start(struct oproc *op)
     op->lost_seen = 0; /* new decoders count from 0 */
     /* No stacks: nothing exported carries one, and a stack walk per log record and per Activity
      * is most of what the runtime would spend inside the app (docs/otel.md §6). */
-    struct ipc_collect_config collect = {.buffer_mb = OTEL_BUFFER_MB,
-                                         .format = 1,
-                                         .disable_stackwalk =
-                                             ipc_stackwalk_optional(op->clr_version),
-                                         .providers = prov->v,
-                                         .provider_count = prov->n};
-    struct dsession_config cfg = {.collect = &collect,
-                                  .admission = &ps->a->metric_sessions,
-                                  .start_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_START),
-                                  .stop_timeout_ms = agent_timeout(ps->a, TIMEOUT_LOGS_STOP),
-                                  .keeper_own = true};
-    rc = rc != 0 ? rc : dsession_start(ps->a->loop, &op->ep, &cfg, &op_consumer, op, &op->ds);
+    *out = (struct ipc_collect_config){.buffer_mb = OTEL_BUFFER_MB,
+                                       .format = 1,
+                                       .disable_stackwalk = ipc_stackwalk_optional(op->clr_version),
+                                       .providers = prov->v,
+                                       .provider_count = prov->n};
     if (rc != 0) {
-        op->ds = NULL;
-        op_session_ended(op, agent_strerror(rc));
+        op_logs_free(op); /* ended() follows, as after every attempt */
     }
+    return rc;
 }
 
-static void op_on_retry(uv_timer_t *t)
+static const struct standing_ops op_standing = {.prepare = op_prepare,
+                                                .started = op_started,
+                                                .feed = op_feed,
+                                                .describe = op_describe,
+                                                .ended = op_ended};
+
+/* The session, once the resource is known (a process whose logs and traces are not exported
+ * gets none). */
+static void op_logs_start(struct oproc *op)
 {
-    op_logs_start(t->data);
+    struct otel_procs *ps = op->ps;
+    if (ps->prov.n == 0 || op->sess != NULL || op->gone || ps->closed) {
+        return;
+    }
+    struct agent *a = ps->a;
+    struct standing_config cfg = {.loop = a->loop,
+                                  .admission = &a->metric_sessions,
+                                  .start_timeout_ms = agent_timeout(a, TIMEOUT_LOGS_START),
+                                  .stop_timeout_ms = agent_timeout(a, TIMEOUT_LOGS_STOP),
+                                  .backoff_min_ms = RETRY_MIN_MS,
+                                  .backoff_max_ms = RETRY_MAX_MS,
+                                  .keeper_own = true};
+    int rc = standing_new(&cfg, &op->ep, &op_standing, op, &op->sess);
+    if (rc != 0) {
+        op->sess = NULL;
+        log_warn(cat, "process %" PRIu64 ": no OpenTelemetry session (%s)", op->pid,
+                 agent_strerror(rc));
+    }
 }
 
 /* ---- resource ---------------------------------------------------------------------------------
@@ -553,17 +547,6 @@ static void ps_drained(struct otel_procs *ps)
     }
 }
 
-static void op_on_closed(uv_handle_t *h)
-{
-    struct oproc *op = h->data;
-    struct otel_procs *ps = op->ps;
-    mb_share_fini(&op->share);
-    mb_share_fini(&op->series_share);
-    free(op);
-    ps->closing--;
-    ps_maybe_free(ps);
-}
-
 /* Ends op: its last metric values handed over, its session and request ended, its source
  * released (what is queued from it is still sent). */
 static void op_remove(struct oproc *op)
@@ -583,8 +566,8 @@ static void op_remove(struct oproc *op)
         ipc_env_cancel(op->env_req);
         op->env_req = NULL;
     }
-    dsession_abort(op->ds); /* accepts NULL; no callback follows */
-    op->ds = NULL;
+    standing_free(op->sess); /* accepts NULL; no callback follows (also from inside op_ended) */
+    op->sess = NULL;
     op_logs_free(op);
     otel_series_free(op->series);
     op->series = NULL;
@@ -597,8 +580,9 @@ static void op_remove(struct oproc *op)
     ipc_endpoint_fini(&op->ep);
     free(op->name);
     free(op->clr_version);
-    ps->closing++;
-    uv_close((uv_handle_t *)&op->retry, op_on_closed);
+    mb_share_fini(&op->share);
+    mb_share_fini(&op->series_share);
+    free(op);
     ps_drained(ps);
 }
 
@@ -619,9 +603,6 @@ static void op_add(struct otel_procs *ps, const struct ipc_process *p)
     mb_share_init(&op->share, op->share_what, LOGS_SHARE);
     snprintf(op->series_what, sizeof(op->series_what), "OpenTelemetry metrics of %" PRIu64, p->pid);
     mb_share_init(&op->series_share, op->series_what, metrics_share_cap());
-    uv_timer_init(ps->a->loop, &op->retry);
-    op->retry.data = op;
-    uv_unref((uv_handle_t *)&op->retry);
     op->next = ps->procs;
     ps->procs = op;
     int rc = op->name == NULL || (p->clr_version != NULL && op->clr_version == NULL) ? -ENOMEM
@@ -765,12 +746,12 @@ void otel_procs_close(struct otel_procs *ps, uint64_t drain_ms, void (*done)(voi
     for (struct oproc *op = ps->procs; op != NULL; op = next) {
         next = op->next;
         op_flush_metrics(op);
-        uv_timer_stop(&op->retry);
-        op->relisten = false;
-        if (op->ds != NULL) {
-            dsession_stop(op->ds);
+        enum standing_state state =
+            op->sess != NULL ? standing_state(op->sess, NULL) : STANDING_STOPPED;
+        if (state == STANDING_STARTING || state == STANDING_RUNNING) {
+            standing_stop(op->sess); /* op_ended(restarting false) removes it */
         } else {
-            op_remove(op);
+            op_remove(op); /* nothing runs: no attempt, or waiting for the next */
         }
     }
     if (ps->procs != NULL) {
@@ -843,10 +824,8 @@ static void keeper_left(void *ud, uint64_t key, bool had_session)
     if (op == NULL || !had_session) {
         return;
     }
-    if (op->ds != NULL) {
-        op->relisten = true;
-        dsession_stop(op->ds); /* op_session_ended starts it again at once */
-    } else if (op->src != NULL && !uv_is_active((uv_handle_t *)&op->retry)) {
-        op_logs_start(op);
+    if (op->sess != NULL) {
+        op->restart_asked = true;
+        standing_restart(op->sess); /* at once, running or waiting */
     }
 }

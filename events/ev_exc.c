@@ -48,11 +48,15 @@ struct inst {
     uint64_t ips[];
 };
 
-/* Exceptions of one (type, throw site). Every slot below ngroups is in use. */
+/*
+ * Exceptions of one type and the same first ips of their stacks. Every slot below ngroups is in
+ * use. key is one allocation: the ips (group_nkey), then the type as NUL-terminated UTF-8.
+ */
 struct group {
-    char *type; /* NUL-terminated UTF-8, type_len bytes */
-    size_t type_len;
-    uint64_t site; /* the stack's first ip, or the EIP without a stack */
+    uint64_t *key;
+    uint64_t hash;  /* of the type and the ips (group_hash) */
+    uint32_t n_ips; /* the stack's first ips, at most EV_EXC_GROUP_IPS; 0: key[0] is the EIP */
+    uint32_t type_len;
     uint64_t count;
     uint64_t first_id;
     uint64_t last_id;
@@ -139,7 +143,7 @@ void ev_exc_free(struct ev_exc *x)
         free(inst_at(x, i));
     }
     for (size_t i = 0; i < x->ngroups; i++) {
-        free(x->groups[i].type);
+        free(x->groups[i].key);
     }
     free(x->ring);
     free(x->groups);
@@ -186,23 +190,51 @@ int ev_exc_unnamed(const struct ev_exc *x, struct ev_symbols *sym, uint64_t afte
 
 /* ---- groups ---- */
 
-static uint32_t group_bucket(const char *type, size_t len, uint64_t site)
+/* The ips a group is keyed by: its stack's first, or the EIP alone. */
+static uint32_t group_nkey(uint32_t n_ips)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the type, then the site mixed in */
+    return n_ips > 0 ? n_ips : 1;
+}
+
+static const char *group_type(const struct group *g)
+{
+    return (const char *)(g->key + group_nkey(g->n_ips));
+}
+
+/* Bytes of g's key allocation, charged while it is held. */
+static size_t group_bytes(const struct group *g)
+{
+    return group_nkey(g->n_ips) * sizeof(uint64_t) + g->type_len + 1;
+}
+
+/* FNV-1a over the type, then the number of ips and each ip mixed in. */
+static uint64_t group_hash(const char *type, size_t len, const uint64_t *key, uint32_t n_ips)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < len; i++) {
         h = (h ^ (uint8_t)type[i]) * 0x100000001b3ull;
     }
-    h ^= site * 0x9e3779b97f4a7c15ull;
-    h ^= h >> 29;
-    return (uint32_t)(h & (GROUP_BUCKETS - 1));
+    h = (h ^ n_ips) * 0x100000001b3ull;
+    for (uint32_t i = 0; i < group_nkey(n_ips); i++) {
+        h = (h ^ key[i]) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    return h;
 }
 
-static struct group *group_find(struct ev_exc *x, uint32_t bucket, const char *type, size_t len,
-                                uint64_t site)
+static uint32_t group_bucket(uint64_t hash)
 {
-    for (uint32_t g = x->buckets[bucket]; g != 0; g = x->groups[g - 1].next) {
+    return (uint32_t)((hash ^ (hash >> 32)) & (GROUP_BUCKETS - 1));
+}
+
+static struct group *group_find(struct ev_exc *x, uint64_t hash, const char *type, size_t len,
+                                const uint64_t *key, uint32_t n_ips)
+{
+    for (uint32_t g = x->buckets[group_bucket(hash)]; g != 0; g = x->groups[g - 1].next) {
         struct group *c = &x->groups[g - 1];
-        if (c->site == site && c->type_len == len && memcmp(c->type, type, len) == 0) {
+        if (c->hash == hash && c->n_ips == n_ips && c->type_len == len &&
+            memcmp(c->key, key, group_nkey(n_ips) * sizeof(uint64_t)) == 0 &&
+            memcmp(group_type(c), type, len) == 0) {
             return c;
         }
     }
@@ -213,7 +245,7 @@ static struct group *group_find(struct ev_exc *x, uint32_t bucket, const char *t
 static void group_unlink(struct ev_exc *x, uint32_t idx)
 {
     struct group *g = &x->groups[idx];
-    uint32_t *link = &x->buckets[group_bucket(g->type, g->type_len, g->site)];
+    uint32_t *link = &x->buckets[group_bucket(g->hash)];
     while (*link != idx + 1) {
         link = &x->groups[*link - 1].next;
     }
@@ -232,9 +264,9 @@ static int group_slot(struct ev_exc *x, uint32_t *out)
             lru = x->groups[i].last_id < x->groups[lru].last_id ? i : lru;
         }
         group_unlink(x, lru);
-        give(x, x->groups[lru].type_len + 1);
-        free(x->groups[lru].type);
-        x->groups[lru].type = NULL;
+        give(x, group_bytes(&x->groups[lru]));
+        free(x->groups[lru].key);
+        x->groups[lru].key = NULL;
         x->st.groups_evicted++;
         *out = lru;
         return 0;
@@ -257,32 +289,38 @@ static int group_slot(struct ev_exc *x, uint32_t *out)
     return 0;
 }
 
-/* A new group for in: its type copied first (charged), then a slot. */
-static int group_new(struct ev_exc *x, const struct inst *in, uint64_t site, uint32_t bucket)
+/* A new group for in keyed by key[0..n_ips) (the EIP alone when 0): its key copied first
+ * (charged), then a slot. */
+static int group_new(struct ev_exc *x, const struct inst *in, const uint64_t *key, uint32_t n_ips,
+                     uint64_t hash)
 {
-    if (take(x, in->type_len + 1) != 0) {
+    struct group g = {.hash = hash, .n_ips = n_ips, .type_len = in->type_len, .first_id = in->id};
+    size_t bytes = group_bytes(&g);
+    if (take(x, bytes) != 0) {
         return AGENT_E_BUDGET;
     }
-    char *type = malloc(in->type_len + 1);
+    g.key = malloc(bytes);
     uint32_t idx = 0;
-    int rc = type == NULL ? -ENOMEM : group_slot(x, &idx);
+    int rc = g.key == NULL ? -ENOMEM : group_slot(x, &idx);
     if (rc != 0) {
-        give(x, in->type_len + 1);
-        free(type);
+        give(x, bytes);
+        free(g.key);
         return rc;
     }
-    memcpy(type, inst_type(in), in->type_len + 1);
-    x->groups[idx] = (struct group){.type = type,
-                                    .type_len = in->type_len,
-                                    .site = site,
-                                    .first_id = in->id,
-                                    .next = x->buckets[bucket]};
-    x->buckets[bucket] = idx + 1;
+    memcpy(g.key, key, group_nkey(n_ips) * sizeof(uint64_t));
+    memcpy(g.key + group_nkey(n_ips), inst_type(in), in->type_len + 1);
+    /* Chained after the slot is made: an eviction may have changed the bucket's head. */
+    g.next = x->buckets[group_bucket(hash)];
+    x->groups[idx] = g;
+    x->buckets[group_bucket(hash)] = idx + 1;
     return 0;
 }
 
-/* Counts in (just kept) in its group; a group that cannot be kept is only counted. */
-static void group_note(struct ev_exc *x, const struct inst *in, uint64_t site)
+/*
+ * Counts in (just kept) in its group: its type and its stack's first EV_EXC_GROUP_IPS ips, or
+ * eip without a stack. A group that cannot be kept is only counted.
+ */
+static void group_note(struct ev_exc *x, const struct inst *in, uint64_t eip)
 {
     int rc = 0;
     if (x->buckets == NULL) {
@@ -293,11 +331,13 @@ static void group_note(struct ev_exc *x, const struct inst *in, uint64_t site)
             rc = -ENOMEM;
         }
     }
-    uint32_t bucket = group_bucket(inst_type(in), in->type_len, site);
-    struct group *g = rc == 0 ? group_find(x, bucket, inst_type(in), in->type_len, site) : NULL;
+    uint32_t n_ips = in->n_ips < EV_EXC_GROUP_IPS ? in->n_ips : EV_EXC_GROUP_IPS;
+    const uint64_t *key = n_ips > 0 ? in->ips : &eip;
+    uint64_t hash = group_hash(inst_type(in), in->type_len, key, n_ips);
+    struct group *g = rc == 0 ? group_find(x, hash, inst_type(in), in->type_len, key, n_ips) : NULL;
     if (rc == 0 && g == NULL) {
-        rc = group_new(x, in, site, bucket);
-        g = rc == 0 ? &x->groups[x->buckets[bucket] - 1] : NULL;
+        rc = group_new(x, in, key, n_ips, hash);
+        g = rc == 0 ? &x->groups[x->buckets[group_bucket(hash)] - 1] : NULL;
     }
     if (rc != 0) {
         x->st.groups_dropped++;
@@ -435,7 +475,7 @@ int ev_exc_add(struct ev_exc *x, const struct ev_exc_event *e)
     x->ring[(x->head + x->count) % x->cap] = in;
     x->count++;
     x->inst_bytes += need;
-    group_note(x, in, n_ips > 0 ? in->ips[0] : t.eip);
+    group_note(x, in, t.eip);
     return 0;
 }
 
@@ -460,13 +500,14 @@ static bool eq_module(const char *want, const struct ev_symbols_frame *f)
 }
 
 /*
- * One entry against an instance: every member set is compared (the frame's only when there is a
- * top frame) and all must be equal. With nothing compared, the entry matches as dotnet-monitor's
- * evaluation starts: `include = true` for an include entry, `exclude ?? false` for an exclude
- * one. So an include entry naming only frame members keeps every exception without a frame, where
- * the same exclude entry drops none.
+ * One entry against an exception of type exc_type (an instance's, a group's) and its top frame:
+ * every member set is compared (the frame's only when there is a top frame) and all must be
+ * equal. With nothing compared, the entry matches as dotnet-monitor's evaluation starts: `include
+ * = true` for an include entry, `exclude ?? false` for an exclude one. So an include entry naming
+ * only frame members keeps every exception without a frame, where the same exclude entry drops
+ * none.
  */
-static bool entry_matches(const struct ev_exc_filter *c, const struct inst *in,
+static bool entry_matches(const struct ev_exc_filter *c, const char *exc_type,
                           const struct ev_symbols_frame *top, bool if_none)
 {
     bool compared = false, eq = true;
@@ -484,16 +525,16 @@ static bool entry_matches(const struct ev_exc_filter *c, const struct inst *in,
     }
     if (is_set(c->exception_type)) {
         compared = true;
-        eq = eq && strcmp(c->exception_type, inst_type(in)) == 0;
+        eq = eq && strcmp(c->exception_type, exc_type) == 0;
     }
     return compared ? eq : if_none;
 }
 
-static bool any_matches(const struct ev_exc_filter *list, size_t n, const struct inst *in,
+static bool any_matches(const struct ev_exc_filter *list, size_t n, const char *exc_type,
                         const struct ev_symbols_frame *top, bool if_none)
 {
     for (size_t i = 0; i < n; i++) {
-        if (entry_matches(&list[i], in, top, if_none)) {
+        if (entry_matches(&list[i], exc_type, top, if_none)) {
             return true;
         }
     }
@@ -521,22 +562,23 @@ struct xw {
 #define EH_TYPE "System.Runtime.EH" /* .NET 9+'s managed exception dispatch */
 
 /*
- * How many of in's leading frames are the runtime's throw machinery rather than the thrower: the
- * frames of System.Runtime.EH (.NET 9+ dispatches exceptions in managed code, and the event's
- * stack starts there) and addresses in no method before them. dotnet-monitor's stacks start at
- * the method that threw, so these are not shown (nor matched by a filter). 0 when nothing else
- * would be left, or when nothing names the frames. *skip gets the count.
+ * How many of the leading frames of ips[0..n) (leaf first: an instance's stack, a group's first
+ * ips) are the runtime's throw machinery rather than the thrower: the frames of
+ * System.Runtime.EH (.NET 9+ dispatches exceptions in managed code, and the event's stack starts
+ * there) and addresses in no method before them. dotnet-monitor's stacks start at the method that
+ * threw, so these are not shown (nor matched by a filter, nor a group's site). 0 when nothing
+ * else would be left, or when nothing names the frames (sym NULL). *skip gets the count.
  */
-static int lead_skip(struct xw *w, const struct inst *in, size_t *skip)
+static int lead_skip(struct ev_symbols *sym, const uint64_t *ips, size_t n, size_t *skip)
 {
     *skip = 0;
-    if (w->sym == NULL) {
+    if (sym == NULL) {
         return 0;
     }
     bool eh = false;
-    for (size_t i = 0; i < in->n_ips; i++) {
+    for (size_t i = 0; i < n; i++) {
         struct ev_symbols_frame f;
-        int rc = ev_symbols_frame_of(w->sym, in->ips[i], &f);
+        int rc = ev_symbols_frame_of(sym, ips[i], &f);
         if (rc != 0 && rc != AGENT_E_NOTFOUND) {
             return rc;
         }
@@ -658,13 +700,13 @@ static int put_text(struct xw *w, const struct inst *in)
 /* dotnet-monitor's FilterException: excluded when an exclude entry matches; then, when there are
  * include entries, kept only if one matches. */
 static bool passes(const struct ev_exc_filter *include, size_t ninclude,
-                   const struct ev_exc_filter *exclude, size_t nexclude, const struct inst *in,
+                   const struct ev_exc_filter *exclude, size_t nexclude, const char *exc_type,
                    const struct ev_symbols_frame *t)
 {
-    if (any_matches(exclude, nexclude, in, t, false)) {
+    if (any_matches(exclude, nexclude, exc_type, t, false)) {
         return false;
     }
-    return ninclude == 0 || any_matches(include, ninclude, in, t, true);
+    return ninclude == 0 || any_matches(include, ninclude, exc_type, t, true);
 }
 
 /* The store's own filters, then the request's: *pass gets the verdict. */
@@ -685,15 +727,16 @@ static int filter(struct xw *w, const struct inst *in, bool *pass)
         ev_stacks_frame_shown(&raw, &top);
     }
     const struct ev_symbols_frame *t = in->n_ips > 0 ? &top : NULL;
-    *pass = (!kept || passes(k->include, k->ninclude, k->exclude, k->nexclude, in, t)) &&
-            passes(w->include, w->ninclude, w->exclude, w->nexclude, in, t);
+    const char *type = inst_type(in);
+    *pass = (!kept || passes(k->include, k->ninclude, k->exclude, k->nexclude, type, t)) &&
+            passes(w->include, w->ninclude, w->exclude, w->nexclude, type, t);
     return 0;
 }
 
 static int put_instance(struct xw *w, const struct inst *in)
 {
     bool pass = true;
-    int rc = lead_skip(w, in, &w->skip);
+    int rc = lead_skip(w->sym, in->ips, in->n_ips, &w->skip);
     rc = rc != 0 ? rc : filter(w, in, &pass);
     if (rc != 0 || !pass) {
         return rc;
@@ -750,33 +793,168 @@ int ev_exc_write(const struct ev_exc *x, struct ev_symbols *sym,
 
 /* ---- groups ---- */
 
-struct gorder {
+/* One line of ev_exc_write_groups: a group, or groups of the same type and shown site merged. */
+struct gline {
+    const char *type; /* the group's (x is not changed during the write) */
+    size_t type_len;
+    const char *site; /* its throwSite text, in the call's texts (set once they are all there) */
+    size_t site_off;
+    size_t site_len;
     uint64_t count;
     uint64_t first_id;
-    uint32_t idx;
+    uint64_t last_id;
+    int64_t last_ns;
+    bool named; /* the site is a method: merged with lines of the same type and site */
 };
 
-/* Most thrown first, then the older group first. */
-static int gorder_cmp(const void *a, const void *b)
+/* ev_exc_write_groups' working memory: every byte of it charged to the share while it is held. */
+struct gwork {
+    struct mb_share *share;
+    size_t charged;
+    struct gline *lines;
+    size_t nlines;
+    char *texts; /* the lines' throwSite texts, one after another */
+    size_t texts_len, texts_cap;
+};
+
+/* Appends s[0..n) to k's texts (the growth charged first), its offset into *off. */
+static int texts_add(struct gwork *k, const uint8_t *s, size_t n, size_t *off)
 {
-    const struct gorder *x = a, *y = b;
+    if (n > k->texts_cap - k->texts_len) {
+        size_t ncap = k->texts_cap != 0 ? k->texts_cap * 2 : 1024;
+        ncap = ncap - k->texts_len >= n ? ncap : k->texts_len + n;
+        if (mb_charge(k->share, ncap - k->texts_cap) != 0) {
+            return AGENT_E_BUDGET;
+        }
+        char *nt = realloc(k->texts, ncap);
+        if (nt == NULL) {
+            mb_release(k->share, ncap - k->texts_cap);
+            return -ENOMEM;
+        }
+        k->charged += ncap - k->texts_cap;
+        k->texts = nt;
+        k->texts_cap = ncap;
+    }
+    memcpy(k->texts + k->texts_len, s, n);
+    *off = k->texts_len;
+    k->texts_len += n;
+    return 0;
+}
+
+/*
+ * g's site as shown, into *site: the frame of its first ip after lead_skip (of the EIP without a
+ * stack), named through sym (NULL: unknown). 0, -ENOMEM or AGENT_E_BUDGET (sym's range index).
+ */
+static int group_site(struct ev_symbols *sym, const struct group *g, struct ev_symbols_frame *site)
+{
+    size_t skip = 0;
+    int rc = lead_skip(sym, g->key, g->n_ips, &skip);
+    *site = (struct ev_symbols_frame){.type = "", .method = "", .module_ext = ""};
+    rc = rc != 0 || sym == NULL ? rc : ev_symbols_frame_of(sym, g->key[skip], site);
+    return rc == AGENT_E_NOTFOUND ? 0 : rc;
+}
+
+/*
+ * g as a line of k when it passes the store's filters (kept, NULL: none) with its site as the top
+ * frame; site is scratch for the text.
+ */
+static int gline_add(struct gwork *k, struct ev_symbols *sym, const struct ev_exc_filters *kept,
+                     const struct group *g, struct buf *site)
+{
+    struct ev_symbols_frame f, top;
+    int rc = group_site(sym, g, &f);
+    if (rc != 0) {
+        return rc;
+    }
+    ev_stacks_frame_shown(&f, &top);
+    const struct ev_symbols_frame *t = g->n_ips > 0 ? &top : NULL; /* an instance's top frame */
+    if (kept != NULL &&
+        !passes(kept->include, kept->ninclude, kept->exclude, kept->nexclude, group_type(g), t)) {
+        return 0;
+    }
+    size_t off = 0;
+    buf_reset(site);
+    rc = ev_stacks_frame_text(site, &f);
+    rc = rc != 0 ? rc : texts_add(k, buf_data(site), buf_size(site), &off);
+    if (rc == 0) {
+        k->lines[k->nlines++] = (struct gline){.type = group_type(g),
+                                               .type_len = g->type_len,
+                                               .site_off = off,
+                                               .site_len = buf_size(site),
+                                               .count = g->count,
+                                               .first_id = g->first_id,
+                                               .last_id = g->last_id,
+                                               .last_ns = g->last_ns,
+                                               .named = f.known};
+    }
+    return rc;
+}
+
+static int bytes_cmp(const char *a, size_t an, const char *b, size_t bn)
+{
+    if (an != bn) {
+        return an < bn ? -1 : 1;
+    }
+    return memcmp(a, b, an);
+}
+
+/* The named lines first, by type then site: the lines to merge are next to each other. */
+static int gline_key_cmp(const void *a, const void *b)
+{
+    const struct gline *x = a, *y = b;
+    if (x->named != y->named) {
+        return x->named ? -1 : 1;
+    }
+    int c = bytes_cmp(x->type, x->type_len, y->type, y->type_len);
+    return c != 0 ? c : bytes_cmp(x->site, x->site_len, y->site, y->site_len);
+}
+
+/* Most thrown first, then the older first. */
+static int gline_order_cmp(const void *a, const void *b)
+{
+    const struct gline *x = a, *y = b;
     if (x->count != y->count) {
         return x->count > y->count ? -1 : 1;
     }
     return x->first_id < y->first_id ? -1 : x->first_id > y->first_id;
 }
 
-static int put_group(struct buf *b, struct buf *site, struct ev_symbols *sym, const struct group *g)
+/* k's named lines of the same type and site merged into one, then k's lines in their order. */
+static void glines_merge(struct gwork *k)
 {
-    struct ev_symbols_frame f = {.type = "", .method = "", .module_ext = ""};
-    int rc = sym != NULL ? ev_symbols_frame_of(sym, g->site, &f) : 0;
-    rc = rc == AGENT_E_NOTFOUND ? 0 : rc;
-    buf_reset(site);
-    rc = rc != 0 ? rc : ev_stacks_frame_text(site, &f);
-    rc = rc != 0 ? rc : buf_append_str(b, "{\"typeName\":");
+    struct gline *l = k->lines;
+    for (size_t i = 0; i < k->nlines; i++) {
+        l[i].site = k->texts + l[i].site_off;
+    }
+    if (k->nlines > 1) {
+        qsort(l, k->nlines, sizeof(*l), gline_key_cmp);
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < k->nlines; i++) {
+        struct gline *m = n > 0 ? &l[n - 1] : NULL;
+        if (m == NULL || !l[i].named || gline_key_cmp(m, &l[i]) != 0) {
+            l[n++] = l[i];
+            continue;
+        }
+        m->count += l[i].count;
+        m->first_id = l[i].first_id < m->first_id ? l[i].first_id : m->first_id;
+        if (l[i].last_id > m->last_id) {
+            m->last_id = l[i].last_id;
+            m->last_ns = l[i].last_ns;
+        }
+    }
+    k->nlines = n;
+    if (k->nlines > 1) {
+        qsort(l, k->nlines, sizeof(*l), gline_order_cmp);
+    }
+}
+
+static int put_group(struct buf *b, const struct gline *g)
+{
+    int rc = buf_append_str(b, "{\"typeName\":");
     rc = rc != 0 ? rc : ev_json_str_utf8(b, (const uint8_t *)g->type, g->type_len);
     rc = rc != 0 ? rc : buf_append_str(b, ",\"throwSite\":");
-    rc = rc != 0 ? rc : ev_json_str_utf8(b, buf_data(site), buf_size(site));
+    rc = rc != 0 ? rc : ev_json_str_utf8(b, (const uint8_t *)g->site, g->site_len);
     rc = rc != 0 ? rc
                  : buf_printf(b,
                               ",\"count\":%llu,\"firstId\":%llu,\"lastId\":%llu,"
@@ -790,35 +968,39 @@ static int put_group(struct buf *b, struct buf *site, struct ev_symbols *sym, co
 int ev_exc_write_groups(const struct ev_exc *x, struct ev_symbols *sym, ev_symbols_sink_cb sink,
                         void *ud)
 {
-    size_t bytes = x->ngroups * sizeof(struct gorder);
-    if (bytes > 0 && mb_charge(x->lim.share, bytes) != 0) {
-        return AGENT_E_BUDGET;
-    }
+    struct gwork k = {.share = x->lim.share};
     struct xw w = {.sink = sink, .ud = ud};
     struct buf site;
     buf_init(&w.b, 0);
     buf_init(&site, 0);
     int rc = 0;
-    struct gorder *o = bytes > 0 ? malloc(bytes) : NULL;
-    if (bytes > 0 && o == NULL) {
+    size_t bytes = x->ngroups * sizeof(struct gline);
+    if (bytes > 0 && mb_charge(k.share, bytes) != 0) {
+        rc = AGENT_E_BUDGET;
+        goto out;
+    }
+    k.charged = bytes;
+    k.lines = bytes > 0 ? malloc(bytes) : NULL;
+    if (bytes > 0 && k.lines == NULL) {
         rc = -ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < x->ngroups; i++) {
-        o[i] = (struct gorder){x->groups[i].count, x->groups[i].first_id, (uint32_t)i};
-    }
-    if (x->ngroups > 1) {
-        qsort(o, x->ngroups, sizeof(*o), gorder_cmp);
-    }
     for (size_t i = 0; rc == 0 && i < x->ngroups; i++) {
-        rc = put_group(&w.b, &site, sym, &x->groups[o[i].idx]);
+        rc = gline_add(&k, sym, x->kept, &x->groups[i], &site);
+    }
+    if (rc == 0) {
+        glines_merge(&k);
+    }
+    for (size_t i = 0; rc == 0 && i < k.nlines; i++) {
+        rc = put_group(&w.b, &k.lines[i]);
         rc = rc != 0 ? rc : flush(&w, false);
     }
     rc = rc != 0 ? rc : flush(&w, true);
 out:
-    free(o);
-    if (bytes > 0) {
-        mb_release(x->lim.share, bytes);
+    free(k.lines);
+    free(k.texts);
+    if (k.charged > 0) {
+        mb_release(k.share, k.charged);
     }
     buf_fini(&w.b);
     buf_fini(&site);

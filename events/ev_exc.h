@@ -23,20 +23,27 @@
  *
  * Instances get ids 1, 2, … in the order they are kept; the history holds the newest: an add
  * that would go over max_instances, max_bytes or the share drops the oldest first (evicted).
- * Identical exceptions are also counted per group, keyed by (type, throw site: the stack's first
- * frame, or the EIP without a stack): count, first and last id, last time (ev_exc_write_groups).
+ * Identical exceptions are also counted per group: count, first and last id, last time. A group
+ * is keyed as the exception is kept, before anything names its frames, by its type and its stack's
+ * first EV_EXC_GROUP_IPS ips (the EIP without a stack). It is written by the thrower as shown: its
+ * site is the first frame the history's writers would show, and groups of the same type and site
+ * are written as one (ev_exc_write_groups). So the exceptions .NET 9+ dispatches in managed code,
+ * whose stacks all start at the same runtime frames, are still told apart by the method that threw.
  *
  * Filters are dotnet-monitor's ExceptionsConfiguration (include and exclude lists of
  * {exceptionType, typeName, methodName, moduleName}, ordinal comparison, on the exception's type
  * and on its top frame as the JSON shows it, e.g. moduleName "TestApp.dll"): excluded when an
- * exclude entry matches; then, with include entries, kept only when one matches.
+ * exclude entry matches; then, with include entries, kept only when one matches. The store's own
+ * filters (ev_exc_set_filters) apply to the groups too, the group's site taken as its top frame
+ * (none without a stack, as for an instance).
  *
- * Memory: every instance (record, stack, strings), the history's slots, the groups and their
- * table are charged in bytes to the share (limits.share; NULL: dotmon's total) before they are
- * kept, and given back when dropped or at ev_exc_free. max_bytes bounds the instances' records,
- * stacks and strings; the groups are at most EV_EXC_MAX_GROUPS (the least recently thrown makes
- * room). Type and message are kept as UTF-8, each cut at EV_EXC_MAX_STRING bytes (ev_name_cut,
- * EV_CUT_MARKER). The writers' output buffer (a batch and one instance) is not charged.
+ * Memory: every instance (record, stack, strings), the history's slots, the groups (record, type,
+ * ips) and their table are charged in bytes to the share (limits.share; NULL: dotmon's total)
+ * before they are kept, and given back when dropped or at ev_exc_free. max_bytes bounds the
+ * instances' records, stacks and strings; the groups are at most EV_EXC_MAX_GROUPS (the least
+ * recently thrown makes room). Type and message are kept as UTF-8, each cut at EV_EXC_MAX_STRING
+ * bytes (ev_name_cut, EV_CUT_MARKER). The writers' output buffer (a batch and one instance) is
+ * not charged; ev_exc_write_groups' lines are, during the call.
  *
  * Pure: no libuv, no I/O, no globals; output goes to a sink in pieces. Errors: -ENOMEM,
  * AGENT_E_INVAL (bad argument or filter document), AGENT_E_PROTO (a payload that cannot be read),
@@ -50,7 +57,8 @@
 
 #define EV_EXC_MAX_FRAMES      256u  /* frames kept per instance, from the leaf */
 #define EV_EXC_MAX_STRING      1024u /* bytes of a type or message, then EV_CUT_MARKER */
-#define EV_EXC_MAX_GROUPS      1024u /* (type, site) groups counted at once */
+#define EV_EXC_MAX_GROUPS      1024u /* groups counted at once */
+#define EV_EXC_GROUP_IPS       8u    /* ips of a stack, from the leaf, that key its group */
 #define EV_EXC_DEFAULT_HISTORY 20u   /* dotnet-monitor's ExceptionsOptionsDefaults.TopLevelLimit */
 
 struct mb_share;
@@ -133,9 +141,10 @@ void ev_exc_filters_free(struct ev_exc_filters *f);
 
 /*
  * The store's own filters (the history's collection filters: InProcessFeatures:Exceptions:
- * CollectionFilters), applied by every write before the request's; f is borrowed and outlives x
- * (NULL: none). The frames they name are only known once a rundown named the methods, so they
- * are applied as the history is written, not as it is kept.
+ * CollectionFilters), applied by every write before the request's, and to the groups by
+ * ev_exc_write_groups; f is borrowed and outlives x (NULL: none). The frames they name are only
+ * known once a rundown named the methods, so they are applied as the history is written, not as
+ * it is kept.
  */
 void ev_exc_set_filters(struct ev_exc *x, const struct ev_exc_filters *f);
 
@@ -164,9 +173,21 @@ int ev_exc_write(const struct ev_exc *x, struct ev_symbols *sym,
 int ev_exc_unnamed(const struct ev_exc *x, struct ev_symbols *sym, uint64_t after_id, size_t *out);
 
 /*
- * The groups as NDJSON, most thrown first (then by first id): {"typeName","throwSite":
- * "Module.dll!Type.Method" (ev_stacks_frame_text; "[NativeFrame]" when unknown),"count",
- * "firstId","lastId","lastTimestamp"}. 0, -ENOMEM, AGENT_E_BUDGET or the sink's error.
+ * The groups as NDJSON, one line per (type, throw site as shown), most thrown first (then by
+ * first id): {"typeName","throwSite","count","firstId","lastId","lastTimestamp"}.
+ *  - A group's throw site is the first frame of its ips that the history's writers would show,
+ *    named through sym (NULL: every frame native): the runtime's System.Runtime.EH frames and the
+ *    unnamed addresses before them are skipped (not when nothing else is left in its ips), the
+ *    EIP's frame without a stack. It is written as ev_stacks_frame_text does:
+ *    "Module.dll!Type.Method", "[NativeFrame]" when unknown.
+ *  - Groups with the same typeName and a named throwSite of the same text are one line: counts
+ *    summed, the smallest firstId, the largest lastId and that group's lastTimestamp. Groups whose
+ *    site is not named are not merged: "[NativeFrame]" does not tell where they were thrown.
+ *  - The store's own filters (ev_exc_set_filters) apply before the merge, as to the instances
+ *    (exclude first, then include): on the group's type and its throw site as the top frame (a
+ *    group of exceptions without a stack has no top frame).
+ * The lines' working memory is charged to the share during the call and given back. 0, -ENOMEM,
+ * AGENT_E_BUDGET or the sink's error.
  */
 int ev_exc_write_groups(const struct ev_exc *x, struct ev_symbols *sym, ev_symbols_sink_cb sink,
                         void *ud);

@@ -7,7 +7,9 @@
  * dotnet-monitor's filter semantics entry by entry (the include/exclude asymmetry without a top
  * frame) and its configuration document, the bounds (instances, bytes, a tiny share refusing
  * with AGENT_E_BUDGET, every byte given back), 30,000-character strings cut, malformed payloads,
- * the groups, and a real runtime's stream (tests/fixtures/nettrace/rundown_ct4.nettrace).
+ * the groups (kept by stack, written by the thrower as shown and merged, .NET 9+'s
+ * System.Runtime.EH frames skipped, the store's filters), and a real runtime's stream
+ * (tests/fixtures/nettrace/rundown_ct4.nettrace).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,11 +40,13 @@
 #define T0      1796010311805635500ll /* 2026-11-30T03:45:11.8056355Z */
 #define T0_TEXT "2026-11-30T03:45:11.8056355Z"
 
-#define IP_THROW  0x1010u /* App.Worker.Throw, TestApp.dll */
-#define IP_HELPER 0x2010u /* System.ThrowHelper.ThrowInvalidOperationException, CoreLib */
-#define IP_MAIN   0x3010u /* App.Program.Main, TestApp.dll */
-#define IP_ORPHAN 0x4010u /* Orphan: no namespace, no module event */
-#define IP_NATIVE 0x9990u
+#define IP_THROW       0x1010u /* App.Worker.Throw, TestApp.dll */
+#define IP_HELPER      0x2010u /* System.ThrowHelper.ThrowInvalidOperationException, CoreLib */
+#define IP_MAIN        0x3010u /* App.Program.Main, TestApp.dll */
+#define IP_ORPHAN      0x4010u /* Orphan: no namespace, no module event */
+#define IP_NATIVE      0x9990u
+#define IP_EH_THROW    0x5010u /* System.Runtime.EH.RhThrowEx, CoreLib (.NET 9+'s dispatch) */
+#define IP_EH_DISPATCH 0x6010u /* System.Runtime.EH.DispatchEx, CoreLib */
 
 /* s (UTF-8) as a NUL-terminated UTF-16LE string. */
 static void wstr(struct wb *w, const char *s)
@@ -932,7 +936,10 @@ static void test_ev_exc_malformed(void **state)
     ev_exc_free(x);
 }
 
-/* Groups: per (type, first frame), the EIP without a stack; most thrown first. */
+/*
+ * Groups: per type and first ips (the EIP without a stack), written by their first frame; most
+ * thrown first. five()'s stacks start with their throwers, so each group is one line.
+ */
 static void test_ev_exc_groups(void **state)
 {
     (void)state;
@@ -1014,10 +1021,219 @@ static void test_ev_exc_group_bound(void **state)
     assert_true(num(g, "lastId") == 1001);
     assert_string_equal(str(cJSON_GetArrayItem(all, 1), "typeName"), "App.E76");
     cJSON_Delete(all);
+    /* The write's lines and their sites are charged while it runs: with too little room it is
+     * refused (at the lines first, then at the sites as they grow); every byte back either way. */
+    uint64_t used = share.used;
+    int refused = 0;
+    for (uint64_t room = 0;; room += 4096) {
+        assert_true(room < (1u << 20));
+        share.cap = used + room;
+        buf_reset(&b);
+        int rc = ev_exc_write_groups(x, NULL, to_buf, &b);
+        assert_int_equal(share.used, used);
+        if (rc == 0) {
+            break;
+        }
+        assert_int_equal(rc, AGENT_E_BUDGET);
+        refused++;
+    }
+    assert_true(refused > 1);
+    assert_true(share.peak > used + EV_EXC_MAX_GROUPS * sizeof(EV_STACKS_NATIVE_FRAME));
+    share.cap = 0;
     buf_fini(&b);
     ev_exc_free(x);
     assert_int_equal(share.used, 0);
     mb_share_fini(&share);
+}
+
+/* The lines of ev_exc_write_groups, parsed. */
+static cJSON *group_lines(struct ev_exc *x, struct ev_symbols *sym)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    assert_int_equal(ev_exc_write_groups(x, sym, to_buf, &b), 0);
+    cJSON *all = lines(buf_cstr(&b));
+    buf_fini(&b);
+    return all;
+}
+
+static void assert_group(const cJSON *g, const char *type, const char *site, double count,
+                         double first_id, double last_id)
+{
+    assert_string_equal(str(g, "typeName"), type);
+    assert_string_equal(str(g, "throwSite"), site);
+    assert_true(num(g, "count") == count);
+    assert_true(num(g, "firstId") == first_id);
+    assert_true(num(g, "lastId") == last_id);
+}
+
+/*
+ * The same thrower called from elsewhere: groups of their own as kept (other ips), one line once
+ * names are known (the same shown site), apart without names ("[NativeFrame]" says nothing).
+ */
+static void test_ev_exc_group_thrower(void **state)
+{
+    (void)state;
+    struct ev_symbols *sym = symbols();
+    struct ev_exc *x = store(10, 1u << 20, NULL);
+    const uint64_t from_main[] = {IP_THROW, IP_MAIN};
+    const uint64_t from_helper[] = {IP_THROW, IP_HELPER};
+    const uint64_t further_in[] = {IP_THROW + 8, IP_MAIN}; /* another ip of the same method */
+    assert_int_equal(add_ex(x, T0, 1, "App.MyError", "a", 0, from_main, 2), 0);
+    assert_int_equal(add_ex(x, T0 + 1000000000ll, 1, "App.MyError", "b", 0, from_helper, 2), 0);
+    assert_int_equal(add_ex(x, T0 + 5000000000ll, 1, "App.MyError", "c", 0, further_in, 2), 0);
+    /* The newest id at an earlier time: lastTimestamp goes with lastId. */
+    assert_int_equal(add_ex(x, T0 + 2000000000ll, 1, "App.MyError", "d", 0, from_main, 2), 0);
+    assert_int_equal(add_ex(x, T0, 1, "App.Other", "e", 0, from_main, 2), 0);
+    struct ev_exc_stats st;
+    ev_exc_get_stats(x, &st);
+    assert_int_equal(st.groups, 4);
+    cJSON *all = group_lines(x, sym);
+    assert_int_equal(cJSON_GetArraySize(all), 2);
+    const cJSON *g = cJSON_GetArrayItem(all, 0);
+    assert_group(g, "App.MyError", "TestApp.dll!App.Worker.Throw", 4, 1, 4);
+    assert_string_equal(str(g, "lastTimestamp"), "2026-11-30T03:45:13.8056355Z");
+    assert_group(cJSON_GetArrayItem(all, 1), "App.Other", "TestApp.dll!App.Worker.Throw", 1, 5, 5);
+    cJSON_Delete(all);
+    all = group_lines(x, NULL);
+    assert_int_equal(cJSON_GetArraySize(all), 4);
+    assert_group(cJSON_GetArrayItem(all, 0), "App.MyError", EV_STACKS_NATIVE_FRAME, 2, 1, 4);
+    assert_group(cJSON_GetArrayItem(all, 1), "App.MyError", EV_STACKS_NATIVE_FRAME, 1, 2, 2);
+    assert_group(cJSON_GetArrayItem(all, 2), "App.MyError", EV_STACKS_NATIVE_FRAME, 1, 3, 3);
+    assert_group(cJSON_GetArrayItem(all, 3), "App.Other", EV_STACKS_NATIVE_FRAME, 1, 5, 5);
+    cJSON_Delete(all);
+    ev_exc_free(x);
+    ev_symbols_free(sym);
+    assert_int_equal(membudget_used(), 0);
+}
+
+/*
+ * .NET 9+ stacks start in the runtime's dispatch (System.Runtime.EH), the same frames for every
+ * throw: the groups (and the instances' frames) start at the thrower below them, an unnamed
+ * address before them skipped too; a stack of nothing else shows its first frame.
+ */
+static void test_ev_exc_group_eh(void **state)
+{
+    (void)state;
+    struct ev_symbols *sym = symbols();
+    add_method(sym, 1, 0x5000, "System.Runtime.EH", "RhThrowEx", "void  (object)");
+    add_method(sym, 1, 0x6000, "System.Runtime.EH", "DispatchEx", "void  (int32)");
+    struct ev_exc *x = store(10, 1u << 20, NULL);
+    const uint64_t s1[] = {IP_EH_THROW, IP_EH_DISPATCH, IP_THROW, IP_MAIN};
+    const uint64_t s2[] = {IP_NATIVE, IP_EH_THROW, IP_EH_DISPATCH, IP_THROW, IP_HELPER};
+    const uint64_t s3[] = {IP_EH_THROW, IP_EH_DISPATCH, IP_MAIN};
+    const uint64_t s4[] = {IP_EH_THROW, IP_EH_DISPATCH};
+    const char *type = "System.InvalidOperationException";
+    assert_int_equal(add_ex(x, T0, 1, type, "1", 0, s1, 4), 0);
+    assert_int_equal(add_ex(x, T0, 1, type, "2", 0, s2, 5), 0);
+    assert_int_equal(add_ex(x, T0, 1, type, "3", 0, s3, 3), 0);
+    assert_int_equal(add_ex(x, T0, 1, type, "4", 0, s4, 2), 0);
+    cJSON *all = group_lines(x, sym);
+    assert_int_equal(cJSON_GetArraySize(all), 3);
+    assert_group(cJSON_GetArrayItem(all, 0), type, "TestApp.dll!App.Worker.Throw", 2, 1, 2);
+    assert_group(cJSON_GetArrayItem(all, 1), type, "TestApp.dll!App.Program.Main", 1, 3, 3);
+    assert_group(cJSON_GetArrayItem(all, 2), type,
+                 "System.Private.CoreLib.dll!System.Runtime.EH.RhThrowEx", 1, 4, 4);
+    cJSON_Delete(all);
+    /* The history's writers skip the same frames. */
+    char *s = write_out(x, sym, EV_EXC_NDJSON, NULL);
+    all = lines(s);
+    for (int i = 0; i < 2; i++) {
+        const cJSON *frames =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(all, i), "stack"), "frames");
+        assert_int_equal(cJSON_GetArraySize(frames), 2);
+        assert_frame(cJSON_GetArrayItem(frames, 0), "Throw", "App.Worker", "TestApp.dll");
+    }
+    cJSON_Delete(all);
+    free(s);
+    /* The store's filters see the thrower as the top frame. */
+    struct ev_exc_filter throw_m = {.method_name = "Throw"};
+    const struct ev_exc_filters kept = {.exclude = &throw_m, .nexclude = 1};
+    ev_exc_set_filters(x, &kept);
+    all = group_lines(x, sym);
+    assert_int_equal(cJSON_GetArraySize(all), 2);
+    assert_string_equal(str(cJSON_GetArrayItem(all, 0), "throwSite"),
+                        "TestApp.dll!App.Program.Main");
+    cJSON_Delete(all);
+    ev_exc_set_filters(x, NULL);
+    /* Nothing names the frames: every stack its own group. */
+    all = group_lines(x, NULL);
+    assert_int_equal(cJSON_GetArraySize(all), 4);
+    cJSON_Delete(all);
+    ev_exc_free(x);
+    ev_symbols_free(sym);
+    assert_int_equal(membudget_used(), 0);
+}
+
+/* The throw sites of the groups written with the store's filters f, "site,site,…". */
+static char *sites(struct ev_exc *x, struct ev_symbols *sym, const struct ev_exc_filters *f)
+{
+    ev_exc_set_filters(x, f);
+    cJSON *all = group_lines(x, sym);
+    ev_exc_set_filters(x, NULL);
+    struct buf b;
+    buf_init(&b, 0);
+    for (int i = 0; i < cJSON_GetArraySize(all); i++) {
+        assert_int_equal(
+            buf_printf(&b, "%s%s", i > 0 ? "," : "", str(cJSON_GetArrayItem(all, i), "throwSite")),
+            0);
+    }
+    cJSON_Delete(all);
+    size_t len = 0;
+    char *r = buf_steal(&b, &len);
+    assert_non_null(r);
+    return r;
+}
+
+#define ASSERT_SITES(want, ...)                                                                    \
+    do {                                                                                           \
+        const struct ev_exc_filters f_ = {__VA_ARGS__};                                            \
+        char *got_ = sites(x, sym, &f_);                                                           \
+        assert_string_equal(got_, want);                                                           \
+        free(got_);                                                                                \
+    } while (0)
+
+/*
+ * The store's filters on five()'s groups (App.MyError at ThrowHelper twice, then
+ * InvalidOperationException at Worker.Throw, System.Exception without a stack at its EIP in
+ * Program.Main, App.Odd at Orphan), as on the instances: exclude first, then include; no top
+ * frame without a stack.
+ */
+static void test_ev_exc_group_filters(void **state)
+{
+    (void)state;
+    struct ev_symbols *sym = symbols();
+    struct ev_exc *x = five();
+    struct ev_exc_filter my_error = {.exception_type = "App.MyError"};
+    struct ev_exc_filter throw_m = {.method_name = "Throw"};
+    struct ev_exc_filter main_m = {.method_name = "Main"};
+    struct ev_exc_filter app_mod = {.module_name = "TestApp.dll"};
+    struct ev_exc_filter corelib = {.module_name = "System.Private.CoreLib.dll"};
+    const char *helper =
+        "System.Private.CoreLib.dll!System.ThrowHelper.ThrowInvalidOperationException";
+    const char *all =
+        "System.Private.CoreLib.dll!System.ThrowHelper.ThrowInvalidOperationException,"
+        "TestApp.dll!App.Worker.Throw,TestApp.dll!App.Program.Main,"
+        "UnknownModule!UnknownClass.Orphan";
+    ASSERT_SITES(all, .nexclude = 0);
+    ASSERT_SITES("TestApp.dll!App.Worker.Throw,TestApp.dll!App.Program.Main,"
+                 "UnknownModule!UnknownClass.Orphan",
+                 .exclude = &my_error, .nexclude = 1);
+    ASSERT_SITES(helper, .include = &my_error, .ninclude = 1);
+    ASSERT_SITES("System.Private.CoreLib.dll!System.ThrowHelper.ThrowInvalidOperationException,"
+                 "TestApp.dll!App.Program.Main,UnknownModule!UnknownClass.Orphan",
+                 .exclude = &throw_m, .nexclude = 1);
+    /* The EIP's frame is shown as the site but is no top frame: an exclude entry naming Main
+     * drops no group, an include entry keeps the group without a stack (nothing compared). */
+    ASSERT_SITES(all, .exclude = &main_m, .nexclude = 1);
+    ASSERT_SITES("TestApp.dll!App.Program.Main", .include = &main_m, .ninclude = 1);
+    ASSERT_SITES("TestApp.dll!App.Worker.Throw,TestApp.dll!App.Program.Main", .include = &app_mod,
+                 .ninclude = 1);
+    ASSERT_SITES("TestApp.dll!App.Program.Main", .include = &corelib, .ninclude = 1,
+                 .exclude = &my_error, .nexclude = 1);
+    ev_exc_free(x);
+    ev_symbols_free(sym);
+    assert_int_equal(membudget_used(), 0);
 }
 
 struct pieces {
@@ -1150,8 +1366,9 @@ int main(void)
         cmocka_unit_test(test_ev_exc_max_bytes),    cmocka_unit_test(test_ev_exc_share),
         cmocka_unit_test(test_ev_exc_long_strings), cmocka_unit_test(test_ev_exc_max_frames),
         cmocka_unit_test(test_ev_exc_malformed),    cmocka_unit_test(test_ev_exc_groups),
-        cmocka_unit_test(test_ev_exc_group_bound),  cmocka_unit_test(test_ev_exc_pieces),
-        cmocka_unit_test(test_ev_exc_fixture),
+        cmocka_unit_test(test_ev_exc_group_bound),  cmocka_unit_test(test_ev_exc_group_thrower),
+        cmocka_unit_test(test_ev_exc_group_eh),     cmocka_unit_test(test_ev_exc_group_filters),
+        cmocka_unit_test(test_ev_exc_pieces),       cmocka_unit_test(test_ev_exc_fixture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,6 +99,7 @@ struct profile_job {
     enum ev_exc_format exc_format;
     /* ?follow=true: the history so far, then what comes, until the duration, a stop or the
      * client's leaving; a new rundown (a fresh sym) when new frames are not named */
+    bool groups; /* ?groups=true: the counts by type and thrower instead (dotmon's) */
     bool follow;
     bool following;         /* the first answer is written: the tail runs */
     uv_timer_t poll;        /* FOLLOW_POLL_MS */
@@ -305,6 +306,10 @@ static int exceptions_body(struct profile_job *job, struct body *b, const char *
     struct ev_exc *h = exceptions_history(job->a->exceptions, job->uid);
     if (h == NULL) {
         return AGENT_E_NOTFOUND; /* the process went away meanwhile, and its history with it */
+    }
+    if (job->groups) {
+        *ctype = "application/x-ndjson";
+        return ev_exc_write_groups(h, job->sym, body_sink, b);
     }
     *ctype = job->exc_format == EV_EXC_NDJSON     ? "application/x-ndjson"
              : job->exc_format == EV_EXC_JSON_SEQ ? "application/json-seq"
@@ -920,6 +925,7 @@ struct profile_ask {
     enum ev_exc_format exc_format;
     struct ev_exc_filters *filters; /* /exceptions: taken by the job */
     bool follow;                    /* /exceptions?follow=true */
+    bool groups;                    /* /exceptions?groups=true */
     int64_t follow_s;               /* its durationSeconds (-1: until stopped) */
     long duration_s;
     long top;
@@ -960,6 +966,7 @@ static struct profile_job *job_create(struct agent *a, const struct profile_ask 
     job->exceptions = exceptions;
     job->exc_format = ask->exc_format;
     job->follow = exceptions && ask->follow;
+    job->groups = exceptions && ask->groups;
     job->duration_ms = ask->follow_s > 0 ? (uint64_t)ask->follow_s * 1000 : 0;
     job->duration_s = (uint32_t)ask->duration_s;
     job->top = (size_t)ask->top;
@@ -980,8 +987,9 @@ static void job_filename(struct profile_job *job, int kind, uint64_t pid)
         return;
     }
     if (kind == PROFILE_KIND_EXCEPTIONS) {
-        snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".exceptions.%s", ts, pid,
-                 job->exc_format == EV_EXC_TEXT ? "txt" : "json");
+        snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 ".exceptions%s.%s", ts, pid,
+                 job->groups ? "-groups" : "",
+                 job->exc_format == EV_EXC_TEXT && !job->groups ? "txt" : "json");
         return;
     }
     snprintf(job->filename, sizeof(job->filename), "%s_%" PRIu64 "%s%s.%s", ts, pid,
@@ -1146,11 +1154,16 @@ static enum ev_exc_format exceptions_format(struct http_request *req)
     return k >= 0 ? fmts[k] : EV_EXC_TEXT;
 }
 
-/* dotmon's follow=true (and then durationSeconds, default 30, -1 until stopped): 0, or -1 once
- * answered. */
+/* dotmon's follow=true (and then durationSeconds, default 30, -1 until stopped) and
+ * groups=true: 0, or -1 once answered. */
 static int exceptions_follow(struct http_request *req, struct profile_ask *ask)
 {
-    if (api_query_bool(req, "follow", &ask->follow) != 0) {
+    if (api_query_bool(req, "follow", &ask->follow) != 0 ||
+        api_query_bool(req, "groups", &ask->groups) != 0) {
+        return -1;
+    }
+    if (ask->follow && ask->groups) {
+        api_problem(req, 400, "groups=true counts what was thrown so far: it does not follow");
         return -1;
     }
     return ask->follow && api_parse_duration(req, &ask->follow_s) != 0 ? -1 : 0;
@@ -1181,6 +1194,12 @@ void api_exceptions_post(struct agent *a, struct http_request *req)
                               .exc_format = exceptions_format(req)};
     char err[256];
     if (exceptions_follow(req, &ask) != 0) {
+        return;
+    }
+    if (ask.groups) {
+        api_problem(req, 400,
+                    "groups=true takes no filters (InProcessFeatures:Exceptions:CollectionFilters "
+                    "apply to it): use GET");
         return;
     }
     if (len == 0) {

@@ -30,6 +30,8 @@ exc.ndjson). Then:
   - /info lists the capability "exceptions" enabled, and (extras) the process's history counts;
   - a flood: `throw 200000` as fast as the app throws; the history keeps its 50 newest (the
     rest evicted), dotmon's RSS stays bounded, and the history still answers;
+  - groups=true counts every exception by type and thrower as shown (ThrowOne's 200,000 in one
+    line, beyond the history's 50); with follow=true it is a 400;
   - when the request and the rule are done only the standing session remains in the runtime;
   - a live tail: GET /exceptions?follow=true&durationSeconds=-1 (NDJSON), started before the
     app throws (it holds the one /exceptions slot until it ends), streams the history so far and then each new instance as it comes, its frames
@@ -308,6 +310,15 @@ def main():
         recs = ndjson(body) if st == 200 else []
         check(len(recs) == LIMIT and all(r["typeName"] == "System.InvalidOperationException" for r in recs),
               f"flood: the history answers its {LIMIT} newest: {len(recs)}")
+        st, ct, body = get(port, f"/exceptions?pid={pid}&groups=true")
+        groups = {(g["typeName"], g["throwSite"]): g for g in ndjson(body)} if st == 200 else {}
+        flood = groups.get(("System.InvalidOperationException", "TestApp.dll!TestApp.Program.ThrowOne"), {})
+        check(ct.startswith("application/x-ndjson") and flood.get("count", 0) >= 200000 - h.get("lost", 0)
+              and groups.get(("System.FormatException", "TestApp.dll!E.Thrower.Inner"), {}).get("count") == 1,
+              f"groups=true: every exception counted by type and thrower, beyond the history's {LIMIT}: "
+              f"{[(k, v.get('count')) for k, v in groups.items()]}")
+        st, _, _ = get(port, f"/exceptions?pid={pid}&groups=true&follow=true")
+        check(st == 400, f"groups=true with follow=true: 400 ({st})")
         check(wait_for(lambda: sessions(port) == 1, 20),
               f"only the standing exceptions session is left in the runtime ({sessions(port)})")
     finally:

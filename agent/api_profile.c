@@ -1008,8 +1008,17 @@ static int profile_launch(struct agent *a, const struct artifact_origin *o,
 {
     /* Aborted sessions finish their StopTracing in the background; count them too (as /trace). */
     if (a->sessions.live >= a->ops.limit[OP_KIND_TRACE] + PROFILE_SESSION_SLACK) {
+        ev_exc_filters_free(ask->filters);
         artifact_refuse(o, 429, "%zu sessions are still being closed; retry in a few seconds",
                         a->sessions.live);
+        return -1;
+    }
+    if (ask->kind == PROFILE_KIND_EXCEPTIONS && exceptions_history(a->exceptions, p->uid) == NULL) {
+        ev_exc_filters_free(ask->filters);
+        artifact_refuse(o, 503,
+                        "the exceptions history of process %" PRIu64 " is not kept (its session "
+                        "could not be made: dotmon's log says why)",
+                        p->pid);
         return -1;
     }
     struct profile_job *job = job_create(a, ask);

@@ -29,7 +29,8 @@
       documented capabilities only, read-only root, no privilege escalation, the memory limit).
       dotmon lists both apps by host pid with their podman container ids, pod names, namespace
       and nsPid 1; a complete gc-verbose trace, a Mini dump (ELF core), a gcdump and a 2 s CPU
-      /profile (its threads' samples), its /stacks (the main thread as 0x1, the app's pid 1, in
+      /profile (its threads' samples), its exceptions history (its session running, /exceptions
+      answering), its /stacks (the main thread as 0x1, the app's pid 1, in
       TestApp.Program) and 3 s of /logs (the app's heartbeats) of each;
       /metrics labelled with each pod; a rule filtered on one pod name applies to that pod's app
       only and runs once; an app killed while a Full dump of it is written and started again by
@@ -718,7 +719,9 @@ def cmd_node(a):
     rule = "DotnetMonitor_CollectionRules__OnePod__"
     rule_env = {rule + "Filters__0__Key": "PodName", rule + "Filters__0__Value": NODE_APPS[0],
                 rule + "Trigger__Type": "Startup", rule + "Actions__0__Type": "GetEnvironmentVariable",
-                rule + "Actions__0__Settings__Name": "POD_NAMESPACE"}
+                rule + "Actions__0__Settings__Name": "POD_NAMESPACE",
+                # the exceptions history: a standing session per runtime, through /proc/<pid>/root
+                "DotnetMonitor_InProcessFeatures__Exceptions__Enabled": "true"}
     tmp = tempfile.mkdtemp(prefix="dotmon-node-")
     apps = node_apps_manifest(tmp)
     eng.podman("kube", "down", apps, check=False)
@@ -807,6 +810,14 @@ def node_checks(eng, api, token, ids, a, tmp, fails, w):
                     f"{name}: /stacks answered {st} without the app's main thread (0x1) in TestApp.Program: "
                     f"{body[:300]!r}")
         log(f"  {name}: /stacks {text.count('Thread: (0x')} threads, {len(body)} bytes")
+        st, _, body = fetch(api + "/info?extras=true", token=token, timeout=30)
+        hist = [x for x in (json.loads(body).get("exceptions") or []) if x.get("pid") == hpid] if st == 200 else []
+        fails.check(hist and hist[0].get("state") == "running", w,
+                    f"{name}: its exceptions session does not run in node mode: {hist}")
+        st, hdrs, body = fetch(api + f"/exceptions?pid={hpid}", token=token, timeout=60)
+        fails.check(st == 200 and hdrs.get("Content-Type", "").startswith("text/plain"), w,
+                    f"{name}: /exceptions answered {st}: {body[:200]!r}")
+        log(f"  {name}: /exceptions {len(body)} bytes, history {hist[0] if hist else None}")
         st, _, body = fetch(api + f"/logs?pid={hpid}&durationSeconds=3&level=Information", token=token,
                             headers={"Accept": "application/x-ndjson"}, timeout=60)
         beats = [json.loads(x) for x in body.decode(errors="replace").splitlines() if x.strip()] if st == 200 else []

@@ -22,7 +22,8 @@ exc.ndjson). Then:
     frames[{methodName, methodToken, parameterTypes, typeName, moduleName, moduleVersionId,
     hidden}]}), ids rising, timestamps within the test's own window, the thrower's module
     TestApp.dll and a MethodDef token; application/json-seq the same records after 0x1E;
-  - POST /exceptions with an ExceptionsConfiguration: include by exceptionType, exclude by
+  - POST /exceptions with an ExceptionsConfiguration (each body checked against dotnet-monitor's
+    OpenAPI copy, tests/fixtures/openapi, first): include by exceptionType, exclude by
     methodName, include by typeName and moduleName, as dotnet-monitor filters (exclude first);
     a bad body is a 400 problem naming the member, a text/plain body 415;
   - egressProvider=files: 202, a yyyyMMdd_HHmmss_fff_<pid>.exceptions.txt file (0600) with the
@@ -54,6 +55,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "api"))
+import parity  # noqa: E402  (its small OpenAPI validator)
 from dmtest import FAILS, Watched, check, get_json, http_get as get, http_request, wait_for  # noqa: E402
 from dmtest import runtime_sessions as sessions, sanitized, status_kib  # noqa: E402
 
@@ -187,6 +190,9 @@ def history(port):
 
 
 def main():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "openapi",
+                           "dotnet-monitor-openapi.json")) as f:
+        parity.SPEC = json.load(f)
     w = Watched("dotmon-exceptions-", env=env_for)
     try:
         port, pid = w.port, w.app.pid
@@ -262,7 +268,14 @@ def main():
             st, ct, _ = get(port, f"/exceptions?pid={pid}", {"Accept": accept})
             check(st == 200 and ct.startswith(want), f"Accept {accept}: {ct} (want {want})")
 
-        # POST: dotnet-monitor's ExceptionsConfiguration
+        # POST: dotnet-monitor's ExceptionsConfiguration; the bodies are checked against its
+        # OpenAPI copy first (the one it accepts is the one dotmon accepts)
+        for doc, ok in (('{"include":[{"exceptionType":"System.FormatException"}]}', True),
+                        ('{"include":[{"typeName":"E.Thrower","moduleName":"TestApp.dll"}],'
+                         '"exclude":[{"exceptionType":"System.InvalidOperationException"}]}', True),
+                        ('{"include":[{"exceptionTyp":"x"}]}', False)):
+            errs = parity.validate(json.loads(doc), {"$ref": "#/components/schemas/ExceptionsConfiguration"})
+            check((not errs) == ok, f"OpenAPI: {doc} {'conforms' if ok else 'does not conform'} ({errs})")
         st, ct, body = post(port, '{"include":[{"exceptionType":"System.FormatException"}]}')
         got = [r["typeName"] for r in ndjson(body)] if st == 200 else []
         check(got == ["System.FormatException"], f"POST include exceptionType: {st} {got}")

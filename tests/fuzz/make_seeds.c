@@ -7,7 +7,8 @@
  * FUZZ_NOW) plus a few from auth_generate; JWKs come from auth_generate and from fresh OpenSSL
  * keys; request targets, trace bodies and settings follow docs/routes.md; requests for
  * fuzz_http_parse are hand-written good ones plus the records of tests/fixtures/bad_http up to
- * 4 KiB (read with the tests' own loader). Keys made here are random,
+ * 4 KiB (read with the tests' own loader); fuzz_ev_exc's inputs are ExceptionThrown_V1 payloads and
+ * ExceptionsConfiguration documents in fuzz_ev_exc.c's layout. Keys made here are random,
  * so a rerun writes different (equally valid) auth seeds; everything else is byte-for-byte stable.
  * Only files named "gen-*" are written, so hand-made and captured seeds are left alone.
  */
@@ -602,6 +603,160 @@ static void auth_jwk_seeds(void)
     put_jwk("oct", "{\"kty\":\"oct\",\"k\":\"c2VjcmV0\"}", "sub", NULL);
 }
 
+/* ---- the exceptions history (fuzz_ev_exc.c's layout) ---------------------------------------- */
+
+/* An input of fuzz_ev_exc: the header, the filter document, then events, each after its SEP. */
+struct exc_in {
+    uint8_t b[8192];
+    size_t n;
+};
+
+static void exc_raw(struct exc_in *in, const void *p, size_t n)
+{
+    if (n > sizeof(in->b) - in->n) {
+        failures++;
+        return;
+    }
+    memcpy(in->b + in->n, p, n);
+    in->n += n;
+}
+
+static void exc_le(struct exc_in *in, uint64_t v, size_t size)
+{
+    for (size_t i = 0; i < size; i++) {
+        uint8_t c = (uint8_t)(v >> (8 * i));
+        exc_raw(in, &c, 1);
+    }
+}
+
+static void exc_wstr(struct exc_in *in, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        exc_le(in, (uint8_t)*s, 2);
+    }
+    exc_le(in, 0, 2);
+}
+
+/* An event's start: its SEP, control bytes c0 (version, pointer size, stack kind, time) and c1
+ * (stack length); the payload follows. */
+static void exc_begin(struct exc_in *in, uint8_t c0, uint8_t c1)
+{
+    exc_raw(in, "\xfe\xfe\xfe\xfe", 4);
+    exc_raw(in, &c0, 1);
+    exc_raw(in, &c1, 1);
+}
+
+/* The payload's end after type and message (EIP, HRESULT, flags, ClrInstanceID), then the stack's
+ * compact ips leaf last (fuzz_ev_exc reads them from the piece's end). */
+static void exc_end(struct exc_in *in, uint8_t c0, uint64_t eip, const char *stack)
+{
+    exc_le(in, eip, (c0 & 4) != 0 ? 4 : 8);
+    exc_le(in, 0x80131509u, 4);
+    exc_le(in, 0x10, 2);
+    exc_le(in, 7, 2);
+    for (size_t i = strlen(stack); i > 0; i--) {
+        uint8_t ip = (uint8_t)(stack[i - 1] - 'a');
+        exc_raw(in, &ip, 1);
+    }
+}
+
+/* One event with an ExceptionThrown_V1 payload of ASCII type and message. */
+static void exc_event(struct exc_in *in, uint8_t c0, uint8_t c1, const char *type, const char *msg,
+                      uint64_t eip, const char *stack)
+{
+    exc_begin(in, c0, c1);
+    exc_wstr(in, type);
+    exc_wstr(in, msg);
+    exc_end(in, c0, eip, stack);
+}
+
+/* n UTF-16 units u[0..n) (any, lone surrogates too), times copies, then the terminator. */
+static void exc_units(struct exc_in *in, const uint16_t *u, size_t n, size_t copies)
+{
+    for (size_t c = 0; c < copies; c++) {
+        for (size_t i = 0; i < n; i++) {
+            exc_le(in, u[i], 2);
+        }
+    }
+    exc_le(in, 0, 2);
+}
+
+/*
+ * Header: max_instances - 1; max_bytes as (1024 + 4 * step) << shift; the share's cap (0: none,
+ * else 4 * cap * cap); flags (1 names, 2 the store's filters, 4 the request's, 8 a failing sink;
+ * the high nibble the error buffer's length); after_id (below 128: 0, 128 + id, 255: UINT64_MAX);
+ * thread names; where the sink fails.
+ */
+static void exc_head(struct exc_in *in, uint8_t inst, uint8_t shift, uint8_t step, uint8_t cap,
+                     uint8_t flags, uint8_t after, const char *doc)
+{
+    uint8_t h[8] = {inst, shift, step, cap, flags, after, 1, 3};
+    in->n = 0;
+    exc_raw(in, h, sizeof(h));
+    exc_raw(in, doc, strlen(doc));
+}
+
+/* Stack letters: fuzz_ev_exc's ip_table, a = App.Worker.Throw, b = ThrowHelper, c = Main,
+ * d = Orphan, e, f = System.Runtime.EH, g = the input-named method, h, i = native. */
+static void exc_seeds(void)
+{
+    const char *t = "fuzz_ev_exc";
+    struct exc_in in;
+    /* Three named exceptions, .NET 9+'s EH frames first, filters on type, method and module. */
+    exc_head(&in, 19, 3, 255, 0, 0x17, 0,
+             "{\"include\":[{\"exceptionType\":\"System.InvalidOperationException\"},"
+             "{\"methodName\":\"Throw\",\"moduleName\":\"TestApp.dll\"}],"
+             "\"exclude\":[{\"typeName\":\"App.Program\",\"methodName\":\"Main\"}]}");
+    exc_event(&in, 0x09, 4, "System.InvalidOperationException", "Bad \"state\"\n", 0, "efac");
+    exc_event(&in, 0x09, 2, "App.MyError", "", 0, "ba");
+    exc_event(&in, 0x01, 0, "System.Exception", "no stack", 0x3010, "");
+    exc_event(&in, 0x0a, 3, "App.MyError", "again", 0, "gha");
+    put(t, "filters-named", in.b, in.n);
+    /* Member names in other cases, nulls, a 32-bit stream; the groups merged by site. */
+    exc_head(
+        &in, 3, 4, 0, 0, 0x23, 0,
+        "{\"Include\":null,\"EXCLUDE\":[{\"ExceptionType\":\"App.Odd\",\"modulename\":null}]}");
+    for (int i = 0; i < 6; i++) {
+        exc_event(&in, 0x0d, 2, i % 2 ? "App.Odd" : "App.E", "m", 0x1010, i % 3 ? "ac" : "ihac");
+    }
+    put(t, "filters-case-32bit", in.b, in.n);
+    /* Stacks past EV_EXC_MAX_FRAMES (300 ips) in a small history and share. */
+    exc_head(&in, 1, 5, 0, 90, 0x01, 0, "{}");
+    exc_event(&in, 0x09, 255, "System.StackOverflowLike", "deep", 0, "efabcdghi");
+    exc_event(&in, 0x11, 250, "System.Exception", "wide", 0, "abcdefghijklmnop");
+    exc_event(&in, 0x19, 249, "System.Exception", "same", 0, "a");
+    put(t, "long-stacks", in.b, in.n);
+    /* Refusals: an unknown member (a 10-byte message buffer), V0, a short payload, a bad pointer
+     * size, no ips; wild times; a failing sink from after_id 1. */
+    exc_head(&in, 63, 5, 0, 0, 0x1f, 129, "{\"include\":[{\"typeName\":1}],\"other\":2}");
+    exc_event(&in, 0x08, 1, "T", "v0", 0, "a");
+    exc_event(&in, 0x81, 1, "System.Exception", "wild", 0, "a");
+    exc_event(&in, 0xc1, 4, "System.Exception", "min", 0, "b");
+    exc_event(&in, 0xc1, 5, "System.Exception", "max", 0, "b");
+    exc_event(&in, 0xfd, 1, "System.Exception", "bad pointer", 0, "a");
+    exc_event(&in, 0xe9, 3, "System.Exception", "null ips", 0, "abc");
+    exc_raw(&in, "\xfe\xfe\xfe\xfe\x01\x00\x41\x00\x42", 9); /* unterminated type */
+    put(t, "refusals", in.b, in.n);
+    /* Strings past EV_EXC_MAX_STRING cut inside a UTF-8 sequence (a type of 1022 'A' then é, €
+     * and U+1F600; a message of 600 €), lone surrogates, control characters, quotes. */
+    exc_head(&in, 7, 6, 0, 0, 0x01, 0, "{\"exclude\":[]}");
+    static const uint16_t a[] = {'A'}, tail[] = {0xe9, 0x20ac, 0xd83d, 0xde00, 'B'},
+                          euro[] = {0x20ac},
+                          odd[] = {'B', 0xd800, 'x', 0xdc00, 1, 0x1f, '"', '\\', 0x7f, 0xd83d};
+    exc_begin(&in, 0x09, 2);
+    for (int i = 0; i < 1022; i++) {
+        exc_le(&in, a[0], 2);
+    }
+    exc_units(&in, tail, sizeof(tail) / sizeof(tail[0]), 1);
+    exc_units(&in, euro, 1, 600);
+    exc_end(&in, 0x09, 0, "ga");
+    exc_begin(&in, 0x09, 1);
+    exc_units(&in, odd, sizeof(odd) / sizeof(odd[0]), 1);
+    exc_units(&in, odd + 1, sizeof(odd) / sizeof(odd[0]) - 1, 1);
+    exc_end(&in, 0x09, 0, "a");
+    put(t, "long-strings", in.b, in.n);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -620,6 +775,7 @@ int main(int argc, char **argv)
     config_seeds();
     auth_token_seeds(key);
     auth_jwk_seeds();
+    exc_seeds();
     EVP_PKEY_free(key);
     return failures == 0 ? 0 : 1;
 }

@@ -424,38 +424,21 @@ fraction:;
     return buf_append(out, t, n);
 }
 
-/* The event's time: the sync time plus (timestamp - sync QPC) / frequency. */
+/* The event's time: the sync time plus (timestamp - sync QPC) / frequency (nettrace_unix_ns). */
 static int event_time(struct buf *out, const struct nettrace_trace_info *ti, int64_t ts,
                       struct time_cache *tc)
 {
-    const uint16_t *st = ti->sync_time_utc; /* year, month, dayOfWeek, day, hour, min, s, ms */
-    int64_t freq = ti->qpc_frequency;
-    if (freq <= 0 || st[1] < 1 || st[1] > 12 || st[3] < 1 || st[3] > 31 || st[7] > 999) {
+    int64_t ns = 0;
+    if (nettrace_unix_ns(ti, ts, &ns) != 0) {
         return buf_append_str(out, "null");
     }
-    int64_t base = civil_days(st[0], st[1], st[3]) * 86400 + st[4] * 3600ll + st[5] * 60ll + st[6];
-    int64_t delta;
-    if (__builtin_sub_overflow(ts, ti->sync_time_qpc, &delta)) {
-        return buf_append_str(out, "null");
-    }
-    int64_t dsec = delta / freq;
-    int64_t rem = delta % freq;
-    int64_t dns = freq <= 9000000000ll ? rem * 1000000000ll / freq
-                                       : (int64_t)((double)rem * 1e9 / (double)freq);
-    int64_t ns = (int64_t)st[7] * 1000000 + dns; /* in (-1e9, 2e9) */
-    int64_t secs;
-    if (__builtin_add_overflow(base, dsec, &secs)) {
-        return buf_append_str(out, "null");
-    }
-    while (ns < 0) {
-        ns += 1000000000;
+    int64_t secs = ns / 1000000000;
+    int64_t rem = ns % 1000000000;
+    if (rem < 0) {
+        rem += 1000000000;
         secs--;
     }
-    while (ns >= 1000000000) {
-        ns -= 1000000000;
-        secs++;
-    }
-    return iso_time(out, secs, (uint32_t)ns, true, tc);
+    return iso_time(out, secs, (uint32_t)rem, true, tc);
 }
 
 /* ---- payload values ------------------------------------------------------------------------- */

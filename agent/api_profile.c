@@ -75,8 +75,22 @@ enum profile_format { PROFILE_JSON, PROFILE_TEXT, PROFILE_SPEEDSCOPE, PROFILE_FL
 #define STACKS_MAX_THREADS 16384u /* thread names read for /stacks at most */
 #define STACKS_NAMES_BYTES (STACKS_MAX_THREADS * sizeof(struct ipc_thread_name))
 
+/* What differs, in words and codes, between what the job makes (kind_profile, kind_stacks,
+ * kind_exceptions below). */
+struct job_kind {
+    const char *noun;       /* "profile": logs, the share, a refused session */
+    const char *verb;       /* "profile": "cannot <verb> process N" */
+    const char *need;       /* "the profile needs": over the share or the limits */
+    const char *hint;       /* what to ask for instead then ("" for none) */
+    const char *stream;     /* "profile": "the <stream> stream is incomplete" */
+    const char *too_large;  /* 507's code */
+    const char *incomplete; /* 502's (504's) code */
+    const struct artifact_spec *spec;
+};
+
 struct profile_job {
     struct job core; /* first: operation, artifact (core.art), duration timer, state */
+    const struct job_kind *k;
     struct agent *a;
     struct dsession *ds; /* the profile session; NULL once it ended or was aborted */
     struct ev_symbols *sym;
@@ -127,7 +141,7 @@ static struct profile_job *profile_of(struct job *core)
 /* What the job makes, in words. */
 static const char *job_noun(const struct profile_job *job)
 {
-    return job->stacks ? "stacks" : job->exceptions ? "exceptions" : "profile";
+    return job->k->noun;
 }
 
 /* The core's fini, once the timer is closed. */
@@ -382,11 +396,8 @@ static int write_body(struct artifact *out, struct buf *b)
 static void job_fail(struct profile_job *job, int http_status, const char *code, const char *msg)
 {
     char detail[512];
-    snprintf(detail, sizeof(detail), "cannot %s process %" PRIu64 ": %s",
-             job->stacks       ? "collect the stacks of"
-             : job->exceptions ? "collect the exceptions of"
-                               : "profile",
-             job->pid, msg);
+    snprintf(detail, sizeof(detail), "cannot %s process %" PRIu64 ": %s", job->k->verb, job->pid,
+             msg);
     job_end(&job->core, JOB_END_FAIL, http_status, code, msg, detail);
 }
 
@@ -394,11 +405,8 @@ static void job_fail(struct profile_job *job, int http_status, const char *code,
 static void job_too_large(struct profile_job *job, int rc)
 {
     char msg[320];
-    const char *what = job->stacks       ? "the stacks need"
-                       : job->exceptions ? "the exceptions need"
-                                         : "the profile needs";
-    const char *shorter =
-        job->stacks || job->exceptions ? "" : ", or profile a shorter durationSeconds";
+    const char *what = job->k->need;
+    const char *shorter = job->k->hint;
     if (rc == AGENT_E_BUDGET) {
         snprintf(msg, sizeof(msg),
                  "%s more than their share of dotmon's memory budget (%llu MiB of %llu MiB); "
@@ -411,11 +419,7 @@ static void job_too_large(struct profile_job *job, int rc)
                  EV_PROFILE_MAX_KEYS, (unsigned long long)(EV_PROFILE_MAX_NAME_BYTES >> 20),
                  shorter);
     }
-    job_fail(job, 507,
-             job->stacks       ? "StacksTooLarge"
-             : job->exceptions ? "ExceptionsTooLarge"
-                               : "ProfileTooLarge",
-             msg);
+    job_fail(job, 507, job->k->too_large, msg);
 }
 
 static void job_write_answer(struct profile_job *job);
@@ -492,17 +496,10 @@ static void job_answer(struct profile_job *job, int status)
             why = kept;
         }
         char msg[400];
-        snprintf(msg, sizeof(msg), "the %s stream is incomplete (%s)%s%s",
-                 job->stacks       ? "stacks'"
-                 : job->exceptions ? "rundown"
-                                   : "profile",
+        snprintf(msg, sizeof(msg), "the %s stream is incomplete (%s)%s%s", job->k->stream,
                  why != NULL ? why : agent_strerror(rc), status != 0 ? ": " : "",
                  status != 0 ? agent_strerror(status) : "");
-        job_fail(job, status == AGENT_E_TIMEOUT ? 504 : 502,
-                 job->stacks       ? "StacksIncomplete"
-                 : job->exceptions ? "ExceptionsIncomplete"
-                                   : "ProfileIncomplete",
-                 msg);
+        job_fail(job, status == AGENT_E_TIMEOUT ? 504 : 502, job->k->incomplete, msg);
         return;
     }
     if (job->stacks && st.samples == 0) {
@@ -784,6 +781,31 @@ static const struct job_vtable exceptions_vt = {.kind = OP_KIND_EXCEPTIONS,
                                                 .holds = profile_holds,
                                                 .fini = profile_fini};
 
+static const struct job_kind kind_profile = {.noun = "profile",
+                                             .verb = "profile",
+                                             .need = "the profile needs",
+                                             .hint = ", or profile a shorter durationSeconds",
+                                             .stream = "profile",
+                                             .too_large = "ProfileTooLarge",
+                                             .incomplete = "ProfileIncomplete",
+                                             .spec = &profile_spec};
+static const struct job_kind kind_stacks = {.noun = "stacks",
+                                            .verb = "collect the stacks of",
+                                            .need = "the stacks need",
+                                            .hint = "",
+                                            .stream = "stacks'",
+                                            .too_large = "StacksTooLarge",
+                                            .incomplete = "StacksIncomplete",
+                                            .spec = &stacks_spec};
+static const struct job_kind kind_exceptions = {.noun = "exceptions",
+                                                .verb = "collect the exceptions of",
+                                                .need = "the exceptions need",
+                                                .hint = "",
+                                                .stream = "rundown",
+                                                .too_large = "ExceptionsTooLarge",
+                                                .incomplete = "ExceptionsIncomplete",
+                                                .spec = &exceptions_spec};
+
 /* An integer query parameter in [lo, hi] into *out (def when absent): 0, or -1 once answered. */
 static int query_int(struct http_request *req, const char *key, long lo, long hi, long def,
                      long *out)
@@ -952,11 +974,8 @@ static struct profile_job *job_create(struct agent *a, const struct profile_ask 
         }
         return NULL;
     }
-    mb_share_init(&job->share,
-                  stacks       ? "stacks"
-                  : exceptions ? "exceptions"
-                               : "profile",
-                  membudget_fraction(PROFILE_BUDGET_PCT, 0));
+    job->k = stacks ? &kind_stacks : exceptions ? &kind_exceptions : &kind_profile;
+    mb_share_init(&job->share, job->k->noun, membudget_fraction(PROFILE_BUDGET_PCT, 0));
     (void)ev_symbols_set_share(job->sym, &job->share); /* methods, names, stacks, samples */
     if (job->prof != NULL) {
         (void)ev_profile_set_share(job->prof, &job->share);
@@ -1029,9 +1048,7 @@ static int profile_launch(struct agent *a, const struct artifact_origin *o,
     }
     job->filters = ask->filters;
     struct operation *op = NULL;
-    const struct artifact_spec *spec = job->stacks       ? &stacks_spec
-                                       : job->exceptions ? &exceptions_spec
-                                                         : &profile_spec;
+    const struct artifact_spec *spec = job->k->spec;
     if (artifact_admit_origin(a, o, p, spec, &profile_events, job, &job->core.art, &op) != 0) {
         job_release(&job->core);
         return -1;

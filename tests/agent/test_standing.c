@@ -321,6 +321,17 @@ static void assert_owner_clean(const struct owner *o)
     assert_int_equal(o->calls_after_free, 0);
 }
 
+/* The end of a test on a stale socket: o freed, no session left, nothing on the loop but the
+ * fixture's own handles, the owner's checks, the folder gone. */
+static void stale_done(struct test_loop *tl, struct owner *o, const char *dir)
+{
+    free_standing(o);
+    assert_true(tl_run_until(tl, no_live_sessions, NULL, 3000));
+    assert_true(tl_run_until(tl, only_fixture_handles, tl, 2000));
+    assert_owner_clean(o);
+    fake_rmdir(dir);
+}
+
 /* Attempt idx of the owner, the fake's session sess: fed whole, stopped once, ended with its end
  * tag. */
 static void assert_fed_whole(struct fixture *fx, const struct owner *o, unsigned idx, unsigned sess)
@@ -423,12 +434,8 @@ static void test_standing_backoff(void **state)
     assert_counts(&o, (uint64_t)n, (uint64_t)n);
     assert_int_equal(standing_state(o.st, NULL), STANDING_STOPPED);
 
-    free_standing(&o);
     standing_free(NULL);
-    assert_true(tl_run_until(tl, no_live_sessions, NULL, 3000));
-    assert_true(tl_run_until(tl, only_fixture_handles, tl, 2000));
-    assert_owner_clean(&o);
-    fake_rmdir(dir);
+    stale_done(tl, &o, dir);
 }
 
 /* A live runtime: one attempt fed whole; a restart stops it and starts again without the wait;
@@ -668,11 +675,7 @@ static void test_standing_restart_in_ended(void **state)
     tl_run_for(tl, 100);
     assert_int_equal(o.prepares, 2);
     assert_counts(&o, 2, 2);
-    free_standing(&o);
-    assert_true(tl_run_until(tl, no_live_sessions, NULL, 3000));
-    assert_true(tl_run_until(tl, only_fixture_handles, tl, 2000));
-    assert_owner_clean(&o);
-    fake_rmdir(dir);
+    stale_done(tl, &o, dir);
 }
 
 /* standing_free while running: no callback, not even ended(); the runtime's session is stopped

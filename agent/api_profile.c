@@ -115,15 +115,18 @@ struct profile_job {
      * client's leaving; a new rundown (a fresh sym) when new frames are not named */
     bool groups; /* ?groups=true: the counts by type and thrower instead (dotmon's) */
     bool follow;
-    bool following;         /* the first answer is written: the tail runs */
-    uv_timer_t poll;        /* FOLLOW_POLL_MS */
-    struct ipc_endpoint ep; /* the runtime, for the tail's rundowns (owned copy) */
-    uint64_t last_id;       /* the newest instance looked at */
-    uint64_t missed;        /* instances evicted before the tail wrote them */
-    uint64_t rundowns;      /* rundowns taken */
-    uint64_t rundown_ms;    /* when the last one started (loop time) */
-    uint64_t duration_ms;   /* the tail's (0: until stopped) */
-    uint64_t host_pid;      /* where its threads' names are read (0: /proc does not show it) */
+    bool following;           /* the first answer is written: the tail runs */
+    uv_timer_t poll;          /* FOLLOW_POLL_MS */
+    struct ipc_endpoint ep;   /* the runtime, for the tail's rundowns (owned copy) */
+    uint64_t last_id;         /* the newest instance looked at */
+    uint64_t missed;          /* instances evicted before the tail wrote them */
+    uint64_t rundowns;        /* rundowns taken */
+    uint64_t rundown_ms;      /* when the last one started (loop time) */
+    uint64_t rundown_added;   /* the history's last id then: older frames it could not name */
+    struct ev_symbols *named; /* during a tail's rundown: the names before it (owned), kept if
+                                 it fails */
+    uint64_t duration_ms;     /* the tail's (0: until stopped) */
+    uint64_t host_pid;        /* where its threads' names are read (0: /proc does not show it) */
     uv_work_t names_work;
     bool names_busy; /* the names are being read on the pool */
     bool answer_due; /* the stream ended while they were: stacks_names_done answers */
@@ -150,6 +153,7 @@ static void profile_fini(struct job *core)
     struct profile_job *job = profile_of(core);
     ev_profile_free(job->prof);
     ev_symbols_free(job->sym); /* both give their bytes back to the share: before its fini */
+    ev_symbols_free(job->named);
     if (job->names != NULL) {
         free(job->names);
         mb_release(&job->share, STACKS_NAMES_BYTES);
@@ -208,7 +212,7 @@ static void profile_abort(struct job *core, enum job_why why)
 {
     struct profile_job *job = profile_of(core);
     if (why == JOB_WHY_LOST) {
-        log_info(cat, "profile of %" PRIu64 ": %s", job->pid,
+        log_info(cat, "%s of %" PRIu64 ": %s", job_noun(job), job->pid,
                  artifact_is_egress(core->art) ? "the egress upload failed"
                                                : "client disconnected");
     }
@@ -644,6 +648,7 @@ static void follow_flush(struct profile_job *job, bool may_rundown)
     if (h == NULL) { /* the process is gone, and its history: the tail is complete */
         uv_timer_stop(&job->poll);
         job_end(&job->core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
+        job_release(&job->core); /* nothing else would: no session, no timer left */
         return;
     }
     struct ev_exc_stats xs;
@@ -653,16 +658,14 @@ static void follow_flush(struct profile_job *job, bool may_rundown)
                    counted as missed) */
     }
     size_t unnamed = 0;
-    if (may_rundown && ev_exc_unnamed(h, job->sym, job->last_id, &unnamed) == 0 && unnamed > 0) {
+    uint64_t since = job->last_id > job->rundown_added ? job->last_id : job->rundown_added;
+    if (may_rundown && ev_exc_unnamed(h, job->sym, since, &unnamed) == 0 && unnamed > 0) {
         if (uv_now(job->a->loop) - job->rundown_ms >= FOLLOW_RUNDOWN_MS) {
             follow_rundown(job);
         }
         return; /* written once a rundown named what it can (within FOLLOW_RUNDOWN_MS) */
     }
-    uint64_t first = xs.added - xs.kept + 1;
-    if (first > job->last_id + 1) {
-        job->missed += first - job->last_id - 1;
-    }
+    uint64_t first = xs.added - xs.kept + 1; /* the oldest kept */
     struct body b = {.share = &job->share};
     buf_init(&b.b, 0);
     const struct ev_exc_filters *f = job->filters;
@@ -671,7 +674,10 @@ static void follow_flush(struct profile_job *job, bool may_rundown)
                           f != NULL ? f->exclude : NULL, f != NULL ? f->nexclude : 0,
                           job->exc_format, job->last_id, &last, NULL, NULL, body_sink, &b);
     if (rc == 0) {
-        job->last_id = last;
+        if (first > job->last_id + 1) { /* evicted before the tail came to them */
+            job->missed += first - job->last_id - 1;
+        }
+        job->last_id = last > xs.added ? last : xs.added;
         if (buf_size(&b.b) > 0) {
             (void)write_body(job->core.art, &b.b); /* a consumer gone: on_lost ends the job */
         }
@@ -696,11 +702,17 @@ static void follow_rundown(struct profile_job *job)
         follow_flush(job, false);
         return;
     }
-    ev_symbols_free(job->sym); /* its bytes back to the share first */
+    job->named = job->sym; /* kept until the new one is whole */
     job->sym = sym;
     (void)ev_symbols_set_share(job->sym, &job->share);
     job->feed_rc = 0;
     job->rundown_ms = uv_now(job->a->loop);
+    struct ev_exc *h = exceptions_history(job->a->exceptions, job->uid);
+    if (h != NULL) {
+        struct ev_exc_stats xs;
+        ev_exc_get_stats(h, &xs);
+        job->rundown_added = xs.added;
+    }
     job->rundowns++;
     struct dsession_config cfg = {.collect = &job->tc.collect,
                                   .admission = &job->a->sessions,
@@ -709,19 +721,26 @@ static void follow_rundown(struct profile_job *job)
                                   .stop_at_once = true};
     if (dsession_start(job->a->loop, &job->ep, &cfg, &profile_consumer, job, &job->ds) != 0) {
         job->ds = NULL;
-        follow_flush(job, false);
+        follow_rundown_done(job, AGENT_E_RUNTIME);
     }
 }
 
+/* The tail's rundown is over: its names replace the old ones when it is whole, else the old
+ * ones stay; then what waited is written. */
 static void follow_rundown_done(struct profile_job *job, int code)
 {
-    int rc = job->feed_rc != 0 ? job->feed_rc : ev_symbols_finish(job->sym);
-    if (code != 0 || rc != 0) {
+    int rc = code != 0 ? code : job->feed_rc != 0 ? job->feed_rc : ev_symbols_finish(job->sym);
+    if (rc != 0) {
         log_info(cat,
-                 "exceptions of %" PRIu64 ": a rundown for the tail failed (%s); the frames it "
-                 "would have named are native",
-                 job->pid, agent_strerror(code != 0 ? code : rc));
+                 "exceptions of %" PRIu64 ": a rundown for the tail failed (%s); the names "
+                 "known before it are kept",
+                 job->pid, agent_strerror(rc));
+        ev_symbols_free(job->sym); /* its bytes back to the share */
+        job->sym = job->named;
+    } else {
+        ev_symbols_free(job->named);
     }
+    job->named = NULL;
     follow_flush(job, false);
 }
 
@@ -749,11 +768,27 @@ static void follow_stop(struct job *core)
         return;
     }
     uv_timer_stop(&job->poll);
-    dsession_abort(job->ds); /* a rundown under way: its frames stay native */
-    job->ds = NULL;
+    if (job->ds != NULL) { /* a rundown under way: written with the names known before it */
+        dsession_abort(job->ds);
+        job->ds = NULL;
+        ev_symbols_free(job->sym);
+        job->sym = job->named;
+        job->named = NULL;
+    }
     follow_flush(job, false);
     job_end(core, JOB_END_COMPLETE, 0, NULL, NULL, NULL);
     job_release(core);
+}
+
+/* Shutdown: a tail ends as a stop does; before its first answer, the job is cancelled (the
+ * histories go with dotmon's shutdown before a rundown could name them). */
+static void follow_shutdown(struct job *core)
+{
+    if (profile_of(core)->following) {
+        job_stop(core);
+    } else {
+        job_cancel(core);
+    }
 }
 
 static const struct artifact_spec exceptions_spec = {.kind = OP_KIND_EXCEPTIONS,
@@ -768,6 +803,7 @@ static const struct job_vtable exceptions_follow_vt = {.kind = OP_KIND_EXCEPTION
                                                        .stop = follow_stop,
                                                        .abort = profile_abort,
                                                        .on_timeout = follow_stop,
+                                                       .shutdown = follow_shutdown,
                                                        .results = profile_results,
                                                        .holds = profile_holds,
                                                        .fini = profile_fini};

@@ -77,7 +77,8 @@ int standing_new(const struct standing_config *cfg, const struct ipc_endpoint *e
 /* Starts again as soon as the session ended (now when it is waiting), without the wait. */
 void standing_restart(struct standing *s);
 /* Graceful stop: StopTracing, the rest of the stream, then ended(restarting false). No attempt
- * after. Idempotent; NULL is fine. */
+ * after. While waiting for the next attempt nothing runs: it is STOPPED at once and no ended()
+ * follows. Idempotent; NULL is fine. */
 void standing_stop(struct standing *s);
 /* No more callbacks (none, not even ended()); the session is aborted (StopTracing in the
  * background) and s freed once its timer closed. NULL is fine; also from inside ended(). */

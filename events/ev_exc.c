@@ -166,6 +166,8 @@ void ev_exc_get_stats(const struct ev_exc *x, struct ev_exc_stats *out)
     out->bytes = x->held;
 }
 
+static int lead_skip(struct ev_symbols *sym, const uint64_t *ips, size_t n, size_t *skip);
+
 int ev_exc_unnamed(const struct ev_exc *x, struct ev_symbols *sym, uint64_t after_id, size_t *out)
 {
     *out = 0;
@@ -173,7 +175,12 @@ int ev_exc_unnamed(const struct ev_exc *x, struct ev_symbols *sym, uint64_t afte
     uint64_t skip = after_id < first ? 0 : after_id - first + 1;
     for (size_t i = skip < x->count ? (size_t)skip : x->count; i < x->count; i++) {
         const struct inst *in = inst_at(x, i);
-        for (size_t k = 0; k < in->n_ips; k++) {
+        size_t lead = 0; /* the frames the writers leave out are not asked to be named */
+        int lrc = lead_skip(sym, in->ips, in->n_ips, &lead);
+        if (lrc != 0) {
+            return lrc;
+        }
+        for (size_t k = lead; k < in->n_ips; k++) {
             struct ev_symbols_frame f;
             int rc = sym != NULL ? ev_symbols_frame_of(sym, in->ips[k], &f) : AGENT_E_NOTFOUND;
             if (rc == AGENT_E_NOTFOUND) {

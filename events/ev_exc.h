@@ -166,8 +166,9 @@ int ev_exc_write(const struct ev_exc *x, struct ev_symbols *sym,
                  ev_symbols_sink_cb sink, void *ud);
 
 /*
- * How many instances with ids after after_id have a frame sym does not name (sym NULL: every
- * instance with a frame) into *out: those a new rundown would name, for a live tail. 0, -ENOMEM
+ * How many instances with ids after after_id have a frame sym does not name, past the leading
+ * frames the writers leave out (sym NULL: every instance with a frame), into *out: those a new
+ * rundown might name, for a live tail. 0, -ENOMEM
  * or AGENT_E_BUDGET (sym's range index).
  */
 int ev_exc_unnamed(const struct ev_exc *x, struct ev_symbols *sym, uint64_t after_id, size_t *out);

@@ -39,7 +39,7 @@ void exceptions_on_process(struct exceptions *x, const struct ipc_process *p, bo
  * again), or NULL when there is none (x NULL, the process not watched). */
 struct ev_exc *exceptions_history(struct exceptions *x, const char *uid);
 /* dotmon's extra /info member: [{"pid","uid","name","state","reason","kept","added","evicted",
- * "dropped","malformed","lost"}]; an empty array when x is NULL; NULL on no memory. */
+ * "dropped","malformed","lost","bytes"}]; an empty array when x is NULL; NULL on no memory. */
 struct cJSON *exceptions_status_json(struct exceptions *x);
 /* Ends every session (in the background) and frees everything once their handles closed. */
 void exceptions_close(struct exceptions *x);

@@ -1160,6 +1160,19 @@ static void test_ev_exc_group_eh(void **state)
     all = group_lines(x, NULL);
     assert_int_equal(cJSON_GetArraySize(all), 4);
     cJSON_Delete(all);
+    /* A tail's question: s2's unnamed address before the dispatch frames is left out, as the
+     * writers leave it out; all four are named past their lead. Without names, all four. */
+    size_t unnamed = 99;
+    assert_int_equal(ev_exc_unnamed(x, sym, 0, &unnamed), 0);
+    assert_int_equal(unnamed, 0);
+    assert_int_equal(ev_exc_unnamed(x, NULL, 0, &unnamed), 0);
+    assert_int_equal(unnamed, 4);
+    assert_int_equal(ev_exc_unnamed(x, NULL, 3, &unnamed), 0); /* after id 3: only id 4 */
+    assert_int_equal(unnamed, 1);
+    const uint64_t s5[] = {IP_EH_THROW, IP_EH_DISPATCH, IP_THROW, IP_NATIVE};
+    assert_int_equal(add_ex(x, T0, 1, type, "5", 0, s5, 4), 0);
+    assert_int_equal(ev_exc_unnamed(x, sym, 0, &unnamed), 0); /* a native frame below the thrower */
+    assert_int_equal(unnamed, 1);
     ev_exc_free(x);
     ev_symbols_free(sym);
     assert_int_equal(membudget_used(), 0);

@@ -24,17 +24,15 @@ the same round; dotmon's history counts (kept, added, lost) and RSS after its la
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
-from dmtest import App, dotnet_root, dotnet_tool, free_port, get_json, start_dotmon, status_kib, stop, wait_for  # noqa: E402
+from dmtest import App, dotnet_tool, free_port, get_json, start_dotmon, status_kib, stop, wait_for  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_metrics import spread  # noqa: E402
+from bench_metrics import DotnetTrace, spread  # noqa: E402
 
 DOTNET_TRACE_VERSION = "10.0.750501"
 PROVIDERS = "Microsoft-Windows-DotNETRuntime:0x8000:2"
@@ -53,20 +51,8 @@ def work(app, ms, rate):
 def measure(tmp, app, label, a, tool, last):
     log = open(os.path.join(tmp, f"{label}.log"), "a")
     if label == "dotnet-trace":
-        out = os.path.join(tmp, "dt.nettrace")
-        p = subprocess.Popen([tool, "collect", "-p", str(app.pid), "--providers", PROVIDERS, "-o", out],
-                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             env=dict(os.environ, DOTNET_ROOT=dotnet_root()))
-        time.sleep(2)
-        rate = work(app, a.ms, a.rate)
-        p.send_signal(signal.SIGINT)
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        if os.path.exists(out):
-            os.unlink(out)
+        with DotnetTrace(tool, app.pid, PROVIDERS, os.path.join(tmp, "dt.nettrace"), log):
+            rate = work(app, a.ms, a.rate)
         log.close()
         return rate
     port = free_port()

@@ -88,6 +88,38 @@ def cpu_ns_s(pid):
     return total / 1e9
 
 
+class DotnetTrace:
+    """`dotnet-trace collect -p pid --providers providers -o out` (tool: its path) while the with
+    block runs, its output to log: started, given 2 s to take its session; stopped with SIGINT
+    (killed after 60 s) on leaving. .pid is its process; .size the file's bytes once stopped (the
+    file is removed)."""
+
+    def __init__(self, tool, pid, providers, out, log):
+        self.tool, self.target, self.providers, self.out, self.log = tool, pid, providers, out, log
+        self.p, self.size = None, 0
+
+    def __enter__(self):
+        from dmtest import dotnet_root  # noqa: E402 (tests/support is on the path above)
+        self.p = subprocess.Popen([self.tool, "collect", "-p", str(self.target), "--providers", self.providers,
+                                   "-o", self.out], stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+                                  env=dict(os.environ, DOTNET_ROOT=dotnet_root()))
+        self.pid = self.p.pid
+        time.sleep(2)
+        return self
+
+    def __exit__(self, *exc):
+        self.p.send_signal(signal.SIGINT)
+        try:
+            self.p.wait(60)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        if os.path.exists(self.out):
+            self.size = os.path.getsize(self.out)
+            os.unlink(self.out)
+        return False
+
+
 def run_delay_ms(pid):
     """Time (ms) pid's threads have waited on a run queue, runnable but not running, and the
     number of times they were scheduled (/proc/PID/task/*/schedstat, fields 2 and 3)."""

@@ -30,7 +30,6 @@ the CPU seconds the observer (dotmon or dotnet-trace) used while the app worked.
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -39,10 +38,10 @@ import threading
 import time
 import urllib.request
 
-from bench_metrics import cpu_s
+from bench_metrics import DotnetTrace, cpu_s
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
-from dmtest import App, dotnet_root, free_port, start_dotmon, stop  # noqa: E402
+from dmtest import App, free_port, start_dotmon, stop  # noqa: E402
 
 PROVIDERS = "Microsoft-Windows-DotNETRuntime:0x8003:5"
 
@@ -87,23 +86,11 @@ def measure(tmp, app, label, ms, tool):
     if label == "none":
         return work(app, ms), 0.0, ""
     if label == "dotnet-trace":
-        out = os.path.join(tmp, "dt.nettrace")
-        p = subprocess.Popen([tool, "collect", "-p", str(app.pid), "--providers", PROVIDERS, "-o", out],
-                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             env=dict(os.environ, DOTNET_ROOT=dotnet_root()))
-        time.sleep(2)
-        c0 = cpu_s(p.pid)
-        rate = work(app, ms)
-        cpu = cpu_s(p.pid) - c0
-        p.send_signal(signal.SIGINT)
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        size = os.path.getsize(out) if os.path.exists(out) else 0
-        os.unlink(out) if os.path.exists(out) else None
-        return rate, cpu, f"{size / 1048576:.1f} MiB file"
+        with DotnetTrace(tool, app.pid, PROVIDERS, os.path.join(tmp, "dt.nettrace"), log) as dt:
+            c0 = cpu_s(dt.pid)
+            rate = work(app, ms)
+            cpu = cpu_s(dt.pid) - c0
+        return rate, cpu, f"{dt.size / 1048576:.1f} MiB file"
     port = free_port()
     args = ("--configuration-file-path", ring_settings(tmp)) if label == "ring" else ()
     dm = start_dotmon(tmp, port, log, [app.pid], args=args)

@@ -48,9 +48,10 @@ static void attempt_over(struct standing *s, int code, const char *how)
         wait = next_wait(s);
         s->backoff_ms = wait;
     }
+    bool asked = again && s->restart_now;
     s->restart_now = false;
     s->state = again ? STANDING_WAITING : STANDING_STOPPED;
-    s->ops->ended(s->ud, code, s->reason, again);
+    s->ops->ended(s->ud, code, s->reason, again, asked);
     /* ended() may have freed it (the memory stays until the timer closed), stopped it, or
      * restarted it (the timer then runs already, with 0) */
     if (again && !s->freed && s->state == STANDING_WAITING &&

@@ -46,8 +46,9 @@ struct standing_ops {
     void (*describe)(void *ud, int rc, char *out, size_t cap);   /* may be NULL */
     /* The attempt is over (every prepare() is followed by exactly one ended()): code 0 when the
      * runtime closed the stream, else dsession's error code; how says it in words. restarting:
-     * another attempt follows (after the wait); false once stopped. Required. */
-    void (*ended)(void *ud, int code, const char *how, bool restarting);
+     * another attempt follows (after the wait); false once stopped. asked: this end came from
+     * standing_restart (the next attempt starts at once), not from the runtime. Required. */
+    void (*ended)(void *ud, int code, const char *how, bool restarting, bool asked);
 };
 
 struct standing_config {

@@ -243,11 +243,11 @@ static void xp_describe(void *ud, int rc, char *out, size_t cap)
     nettrace_error_line(&xp->ck, rc, out, cap);
 }
 
-static void xp_ended(void *ud, int code, const char *how, bool restarting)
+static void xp_ended(void *ud, int code, const char *how, bool restarting, bool asked)
 {
     struct xproc *xp = ud;
     xp_ck_fini(xp);
-    if (restarting) {
+    if (restarting && !asked) {
         log_warn(cat, "process %" PRIu64 ": the exceptions session ended (%s%s%s); it starts again",
                  xp->pid, how, code != 0 ? ": " : "", code != 0 ? agent_strerror(code) : "");
     }

@@ -64,9 +64,8 @@ struct oproc {
     struct standing *sess;
     struct ev_logs *logs; /* the decoders of the session's current attempt */
     struct ev_activity *spans;
-    bool no_sampler;    /* its DiagnosticSource is older than 9: ask without the sampler */
-    bool version_seen;  /* the session's Version event was looked at */
-    bool restart_asked; /* standing_restart was called: the end that follows is ours */
+    bool no_sampler;   /* its DiagnosticSource is older than 9: ask without the sampler */
+    bool version_seen; /* the session's Version event was looked at */
     struct mb_share share;
     char share_what[48];
     bool gone;
@@ -213,7 +212,6 @@ static bool op_check_version(struct oproc *op)
              "sampler (9 or later has): every trace of it is exported",
              op->pid, major, minor, patch);
     op->no_sampler = true;
-    op->restart_asked = true;
     standing_restart(op->sess); /* at once, without the sampler (op_prepare) */
     return true;
 }
@@ -282,7 +280,6 @@ static void op_started(void *ud, uint64_t session_id, int version)
     struct oproc *op = ud;
     (void)session_id;
     (void)version;
-    op->restart_asked = false; /* a restart from waiting has no end of ours to tell */
     log_info(cat, "process %" PRIu64 ": its%s%s go to OpenTelemetry", op->pid,
              op->logs != NULL ? " logs" : "", op->spans != NULL ? " spans" : "");
 }
@@ -308,7 +305,7 @@ static void op_logs_free(struct oproc *op)
 
 /* Every attempt's end (collect/standing): its decoders go; at shutdown, the process with them
  * (everything the runtime still had was fed). A restart follows unless stopped. */
-static void op_ended(void *ud, int code, const char *how, bool restarting)
+static void op_ended(void *ud, int code, const char *how, bool restarting, bool asked)
 {
     struct oproc *op = ud;
     (void)code;
@@ -319,8 +316,7 @@ static void op_ended(void *ud, int code, const char *how, bool restarting)
         }
         return;
     }
-    if (op->restart_asked) { /* another session's specs ended, or no sampler */
-        op->restart_asked = false;
+    if (asked) { /* another session's specs ended, or no sampler */
         log_info(cat, "process %" PRIu64 ": its OpenTelemetry session starts again (%s)", op->pid,
                  how);
         return;
@@ -824,8 +820,5 @@ static void keeper_left(void *ud, uint64_t key, bool had_session)
     if (op == NULL || !had_session) {
         return;
     }
-    if (op->sess != NULL) {
-        op->restart_asked = true;
-        standing_restart(op->sess); /* at once, running or waiting */
-    }
+    standing_restart(op->sess); /* at once, running or waiting; NULL: no session yet */
 }

@@ -51,6 +51,7 @@ struct attempt_rec {
     bool reason_same; /* standing_state's reason was ended()'s how */
     int code;
     bool restarting;
+    bool asked;
     char how[400];
     uint64_t nbytes;
     uint64_t hash;
@@ -151,7 +152,7 @@ static int o_feed(void *ud, const uint8_t *p, size_t n)
     return 0;
 }
 
-static void o_ended(void *ud, int code, const char *how, bool restarting)
+static void o_ended(void *ud, int code, const char *how, bool restarting, bool asked)
 {
     struct owner *o = ud;
     check_call(o);
@@ -163,6 +164,7 @@ static void o_ended(void *ud, int code, const char *how, bool restarting)
     a->t_end = uv_now(&o->tl->loop);
     a->code = code;
     a->restarting = restarting;
+    a->asked = asked;
     snprintf(a->how, sizeof(a->how), "%s", how != NULL ? how : "(null)");
     const char *reason = NULL;
     a->at_end = standing_state(o->st, &reason);
@@ -408,6 +410,7 @@ static void test_standing_backoff(void **state)
         const struct attempt_rec *a = &o.a[i];
         assert_int_equal(a->code, UV_ECONNREFUSED);
         assert_true(a->restarting);
+        assert_false(a->asked); /* the runtime's ends, not a restart's */
         assert_true(a->how[0] != '\0');
         assert_int_equal(a->at_end, STANDING_WAITING);
         assert_true(a->reason_same);
@@ -468,6 +471,7 @@ static void test_standing_restart_stop(void **state)
     assert_int_equal(o.a[0].code, 0);
     assert_string_equal(o.a[0].how, "stopped");
     assert_true(o.a[0].restarting);
+    assert_true(o.a[0].asked); /* standing_restart's own end */
     assert_int_equal(o.a[0].at_end, STANDING_WAITING);
     assert_true(o.a[0].reason_same);
     assert_true(o.a[1].t_prepare - o.a[0].t_end < cfg.backoff_min_ms); /* no wait */
@@ -492,6 +496,7 @@ static void test_standing_restart_stop(void **state)
     assert_int_equal(o.a[1].code, 0);
     assert_string_equal(o.a[1].how, "stopped");
     assert_false(o.a[1].restarting);
+    assert_false(o.a[1].asked);
     assert_int_equal(o.a[1].at_end, STANDING_STOPPED);
     assert_true(o.a[1].reason_same);
     assert_true(o.a[0].counts_ok && o.a[1].counts_ok);

@@ -228,6 +228,53 @@ int http_stream_end(struct http_request *r);
  * client sees a truncated transfer. Finishes the request. */
 void http_stream_abort(struct http_request *r);
 
+/* ---- local requests ---- */
+/*
+ * A request made inside dotmon (the MCP endpoint calling a REST route on a client's behalf): the
+ * same handler serves it as a network request, with the same accessors and response calls, but
+ * no socket: the response goes to a sink. Nothing outside dotmon can make one.
+ *
+ * The sink's callbacks all run from the loop, never from inside an http_* call made by the
+ * handler (they are delivered on a later loop turn, in order), so a sink may start further local
+ * requests or free its own state from them:
+ *   on_head  once, before any body: the status, the Content-Type (NULL if none) and the extra
+ *            headers of http_respond/http_stream_begin (and http_request_add_header's);
+ *   on_body  the body's bytes in order (the sink copies what it keeps). Returning non-zero
+ *            refuses more: the request is then treated as a client that left (the handler's
+ *            abort callback runs, later writes fail with AGENT_E_CLOSED);
+ *   on_end   exactly once, last: complete true when the response finished (http_respond,
+ *            http_stream_end), false when it was cut (http_stream_abort, a refused on_body,
+ *            http_local_cancel). The request is freed after on_end returns. A handler that
+ *            never answers keeps the request until the caller cancels it (its own deadline).
+ * The handler sees an ordinary request: no TLS, no sendfile (http_stream_can_sendfile false,
+ * http_stream_write_now 0), http_stream_pending always 0 (the sink takes every byte at once, so
+ * a route never pauses for it; the sink bounds what it keeps and refuses past that).
+ */
+struct http_local_sink {
+    void (*on_head)(void *ud, int status, const char *content_type, const struct http_header *h,
+                    size_t n);
+    int (*on_body)(void *ud, const void *data, size_t len);
+    void (*on_end)(void *ud, bool complete);
+};
+
+/*
+ * Makes a local request: method ("GET"), target (path and ?query, as on the wire: percent-encoded),
+ * headers (copied; Host and Authorization as the caller wants the route to see them), body (copied,
+ * may be NULL), tag (as http_request_tag answers it). Returns 0 with *out, or UV_ENOMEM /
+ * AGENT_E_INVAL. The caller then hands *out to the handler itself (handler(ud, *out)); from then on
+ * the handler owns it as any request, and the caller keeps *out only to cancel it, until on_end.
+ */
+int http_local_new(uv_loop_t *loop, const char *method, const char *target,
+                   const struct http_header *headers, size_t nheaders, const void *body, size_t len,
+                   int tag, const struct http_local_sink *sink, void *ud,
+                   struct http_request **out);
+/* True for a request made by http_local_new (dotmon itself: already authorized by its caller). */
+bool http_request_is_local(const struct http_request *r);
+/* The caller gives up a local request (its client left, or cancelled): as a client that left, the
+ * handler's abort callback runs on a later loop turn, then on_end(false). After on_end has run the
+ * pointer must not be used; calling this again before then does nothing. */
+void http_local_cancel(struct http_request *r);
+
 /* Status reason phrase, e.g. 404 → "Not Found". */
 const char *http_status_text(int status);
 

@@ -4,11 +4,12 @@
 
 /*
  * A GC heap snapshot from the stream of a heap-dump session, turned into a `.gcdump` file
- * (docs/gcdump.md). The session: Microsoft-Windows-DotNETRuntime at Verbose with keywords
- * EV_GCHEAP_KEYWORDS makes the runtime run an induced, blocking gen-2 GC and walk the heap
- * during it (BulkType, GCBulkNode, GCBulkEdge, GCBulkRootEdge, … events). The stream's bytes are
- * fed as they arrive; the graph is built as they are read (no second pass, no stored trace):
- * memory grows with the heap's object and reference counts, never with its bytes.
+ * (docs/gcdump.md), or summed up per type (ev_gcheap_type_stats). The session:
+ * Microsoft-Windows-DotNETRuntime at Verbose with keywords EV_GCHEAP_KEYWORDS makes the runtime run
+ * an induced, blocking gen-2 GC and walk the heap during it (BulkType, GCBulkNode, GCBulkEdge,
+ * GCBulkRootEdge, … events). The stream's bytes are fed as they arrive; the graph is built as they
+ * are read (no second pass, no stored trace): memory grows with the heap's object and reference
+ * counts, never with its bytes.
  *
  * Use: ev_gcheap_new, then ev_gcheap_feed each chunk of the session's stream; once
  * ev_gcheap_complete() is true (the induced GC's GCEnd was read) the caller stops the session

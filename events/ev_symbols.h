@@ -4,8 +4,8 @@
 
 /*
  * CPU samples with their stacks named, written as speedscope JSON (docs/events.md §6), or summed up
- * per method (ev_symbols_aggregate: exclusive and inclusive counts, the top N, as JSON or text;
- * GET /profile answers with it).
+ * per method (ev_symbols_aggregate: exclusive and inclusive counts, the top N, and the most
+ * sampled stacks, as JSON or text; GET /profile answers with it).
  *
  * Fed a nettrace stream (nettrace.h, kept stacks), it collects:
  *  - method code ranges from Microsoft-Windows-DotNETRuntime 143 MethodLoadVerbose and

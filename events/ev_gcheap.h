@@ -165,8 +165,8 @@ int ev_gcheap_type_stats(struct ev_gcheap *g, size_t top, struct ev_gcheap_types
 void ev_gcheap_types_fini(struct ev_gcheap_types *t);
 /*
  * t as JSON with a newline: {"pid":…,"objects":…,"heapBytes":…,"typeCount":…,"top":[{"type",
- * "module","count","bytes"},…],"omitted":{"types","count","bytes"}}, in chunks of at most 64 KiB
- * to fn. 0, the sink's error or -ENOMEM.
+ * "module","count","bytes"},…],"omitted":{"types","count","bytes"}}, to fn in chunks of about
+ * 64 KiB (one ends with the entry that reaches it). 0, the sink's error or -ENOMEM.
  */
 int ev_gcheap_write_types_json(const struct ev_gcheap_types *t, uint64_t pid, ev_gcheap_write_fn fn,
                                void *ud);

@@ -254,6 +254,33 @@ int api_query_bool(struct http_request *req, const char *name, bool *out)
     return rc;
 }
 
+int api_query_int(struct http_request *req, const char *name, long lo, long hi, long def, long *out)
+{
+    struct buf v;
+    buf_init(&v, 64);
+    int has = http_query_get(http_request_query(req), name, &v);
+    int rc = 0;
+    *out = def;
+    if (has < 0) {
+        api_problem(req, 400, "malformed query string");
+        rc = AGENT_E_INVAL;
+    } else if (has == 1) {
+        const char *s = buf_cstr(&v);
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(s, &end, 10);
+        if (*s == '\0' || *end != '\0' || errno != 0 || n < lo || n > hi) {
+            api_problem(req, 400, "%s must be an integer from %ld to %ld, not '%s'", name, lo, hi,
+                        s);
+            rc = AGENT_E_INVAL;
+        } else {
+            *out = n;
+        }
+    }
+    buf_fini(&v);
+    return rc;
+}
+
 void api_json(struct http_request *req, int status, cJSON *json)
 {
     char *text = json ? cJSON_PrintUnformatted(json) : NULL;

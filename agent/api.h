@@ -63,6 +63,13 @@ void api_send_budget_507(struct http_request *req, const char *what, const struc
  */
 int api_query_bool(struct http_request *req, const char *name, bool *out);
 /*
+ * An integer query parameter in [lo, hi] into *out (def when absent: a def outside the range
+ * tells an absent parameter from a given one). Anything else is answered with a 400 naming the
+ * parameter and its range, and AGENT_E_INVAL returned.
+ */
+int api_query_int(struct http_request *req, const char *name, long lo, long hi, long def,
+                  long *out);
+/*
  * durationSeconds (default 30; -1 = until stopped; up to 2147483647), as dotnet-monitor's
  * artifact routes take it. On a bad value answers 400 and returns AGENT_E_INVAL.
  */

@@ -20,6 +20,7 @@
 #include "buf.h"
 #include "collectors.h"
 #include "err.h"
+#include "ev_gcheap.h"
 #include "ev_ring.h"
 #include "http_query.h"
 #include "log.h"
@@ -249,14 +250,28 @@ void api_dump_get(struct agent *a, struct http_request *req)
 
 /* ---- GET /gcdump ----------------------------------------------------------------------------- */
 
+#define GCDUMP_SUMMARY_TOP 50 /* format=summary's types by default */
+
+/* format=gcdump (the file, the default) or summary (the types summed up, JSON) and its top. */
 void api_gcdump_get(struct agent *a, struct http_request *req)
 {
-    const struct ipc_process *p = api_select_process(a, req);
-    if (p == NULL) {
-        return;
+    struct buf fmt;
+    buf_init(&fmt, 64);
+    int has = http_query_get(http_request_query(req), "format", &fmt);
+    bool summary = has == 1 && strcasecmp(buf_cstr(&fmt), "summary") == 0;
+    long top = 0;
+    if (has < 0) {
+        api_problem(req, 400, "malformed query string");
+    } else if (has == 1 && !summary && strcasecmp(buf_cstr(&fmt), "gcdump") != 0) {
+        api_problem(req, 400, "unknown format '%s' (gcdump or summary)", buf_cstr(&fmt));
+    } else if (api_query_int(req, "top", 1, EV_GCHEAP_TOP_MAX, GCDUMP_SUMMARY_TOP, &top) == 0) {
+        const struct ipc_process *p = api_select_process(a, req);
+        if (p != NULL) {
+            const struct artifact_origin o = {.req = req};
+            (void)collect_gcdump(a, &o, p, summary ? (size_t)top : 0);
+        }
     }
-    const struct artifact_origin o = {.req = req};
-    (void)collect_gcdump(a, &o, p);
+    buf_fini(&fmt);
 }
 
 /* ---- GET/POST /livemetrics ------------------------------------------------------------------- */

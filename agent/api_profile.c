@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GET /profile?pid=|uid=|name=&kind=cpu|alloc|exceptions|contention|gc&durationSeconds=N[&top=N]
- * [&format=json|text|speedscope]: "where does this process spend its CPU / allocate / throw / wait
- * on locks / collect right now" in one call. A session for durationSeconds (default 10, 1..300):
+ * [&paths=N][&format=json|text|speedscope|flame]: "where does this process spend its CPU /
+ * allocate / throw / wait on locks / collect right now" in one call. A session for
+ * durationSeconds (default 10, 1..300):
  *  - cpu (the default): the cpu-sampling profile's providers (SampleProfiler, and the runtime's
- *    method/loader keywords) with rundown; top methods exclusive/inclusive (ev_symbols);
+ *    method/loader keywords) with rundown; top methods exclusive/inclusive, and with paths=N
+ *    (0..100, cpu only) the N most sampled stacks (ev_symbols);
  *  - alloc: the runtime's GC keyword at Verbose (GCAllocationTick) with the method keywords
  *    (Loader|Jit|NGen) and rundown; top types by sampled bytes with their allocating sites;
  *  - exceptions: Exception keyword (ExceptionThrown) with the method keywords and rundown; types
@@ -102,6 +104,7 @@ struct profile_job {
     uint64_t pid;
     uint32_t duration_s;
     size_t top;
+    size_t paths; /* kind=cpu's hot paths asked for (0: none) */
     enum profile_format format;
     char filename[64];
     /* GET /stacks: one round of samples, each thread's first stack (ev_stacks) */
@@ -371,7 +374,7 @@ static int job_body(struct profile_job *job, struct body *b, const char **ctype)
                                             body_sink, b);
     }
     struct ev_symbols_profile prof;
-    int rc = ev_symbols_aggregate(job->sym, job->top, &prof);
+    int rc = ev_symbols_aggregate(job->sym, job->top, job->paths, &prof);
     if (rc != 0) {
         return rc;
     }
@@ -842,35 +845,6 @@ static const struct job_kind kind_exceptions = {.noun = "exceptions",
                                                 .incomplete = "ExceptionsIncomplete",
                                                 .spec = &exceptions_spec};
 
-/* An integer query parameter in [lo, hi] into *out (def when absent): 0, or -1 once answered. */
-static int query_int(struct http_request *req, const char *key, long lo, long hi, long def,
-                     long *out)
-{
-    struct buf v;
-    buf_init(&v, 64);
-    int has = http_query_get(http_request_query(req), key, &v);
-    int rc = 0;
-    *out = def;
-    if (has < 0) {
-        api_problem(req, 400, "malformed query string");
-        rc = -1;
-    } else if (has == 1) {
-        const char *s = buf_cstr(&v);
-        char *end = NULL;
-        errno = 0;
-        long n = strtol(s, &end, 10);
-        if (*s == '\0' || *end != '\0' || errno != 0 || n < lo || n > hi) {
-            api_problem(req, 400, "%s must be an integer from %ld to %ld, not '%s'", key, lo, hi,
-                        s);
-            rc = -1;
-        } else {
-            *out = n;
-        }
-    }
-    buf_fini(&v);
-    return rc;
-}
-
 /* kind into *kind (PROFILE_KIND_CPU or an ev_profile kind): 0, or -1 once answered. */
 static int query_kind(struct http_request *req, int *kind)
 {
@@ -987,6 +961,7 @@ struct profile_ask {
     int64_t follow_s;               /* its durationSeconds (-1: until stopped) */
     long duration_s;
     long top;
+    long paths; /* -1: not asked */
 };
 
 /* A job for ask, with its decoders and session configuration; NULL when out of memory. */
@@ -1025,6 +1000,7 @@ static struct profile_job *job_create(struct agent *a, const struct profile_ask 
     job->duration_ms = ask->follow_s > 0 ? (uint64_t)ask->follow_s * 1000 : 0;
     job->duration_s = (uint32_t)ask->duration_s;
     job->top = (size_t)ask->top;
+    job->paths = ask->paths > 0 ? (size_t)ask->paths : 0;
     job->format = ask->format;
     return job;
 }
@@ -1132,9 +1108,16 @@ void api_profile_get(struct agent *a, struct http_request *req)
 {
     struct profile_ask ask = {.kind = PROFILE_KIND_CPU, .format = PROFILE_JSON};
     if (query_kind(req, &ask.kind) != 0 || query_format(req, ask.kind, &ask.format) != 0 ||
-        query_int(req, "durationSeconds", 1, PROFILE_MAX_S, PROFILE_DEFAULT_S, &ask.duration_s) !=
-            0 ||
-        query_int(req, "top", 1, EV_SYMBOLS_TOP_MAX, PROFILE_DEFAULT_TOP, &ask.top) != 0) {
+        api_query_int(req, "durationSeconds", 1, PROFILE_MAX_S, PROFILE_DEFAULT_S,
+                      &ask.duration_s) != 0 ||
+        api_query_int(req, "top", 1, EV_SYMBOLS_TOP_MAX, PROFILE_DEFAULT_TOP, &ask.top) != 0 ||
+        api_query_int(req, "paths", 0, EV_SYMBOLS_PATHS_MAX, -1, &ask.paths) != 0) {
+        return;
+    }
+    /* Hot paths rank the CPU samples' stacks; the other kinds' stacks are in their sites. */
+    if (ask.paths >= 0 && ask.kind != PROFILE_KIND_CPU) {
+        api_problem(req, 400, "paths is for a CPU profile (kind=cpu); kind=%s has no hot paths",
+                    ev_profile_kind_name((enum ev_profile_kind)ask.kind));
         return;
     }
     launch_for_request(a, req, &ask);

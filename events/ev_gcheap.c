@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "bigmem.h"
+#include "buf.h"
 #include "err.h"
 #include "ev_rd.h"
 #include "membudget.h"
@@ -260,6 +261,7 @@ struct rcw {
 struct final_type {
     struct str16 name, module;
     int32_t size;
+    uint32_t base; /* a size class's type ("T (Bytes > 1K)"): T's index; else its own */
 };
 
 /* A string-keyed map to u32 values (type interning). Keys live in the names arena. */
@@ -1593,7 +1595,7 @@ struct build {
 
 static int ftype_new(struct ev_gcheap *g, struct str16 name, struct str16 module, uint32_t *out)
 {
-    struct final_type t = {name, module, -1};
+    struct final_type t = {name, module, -1, (uint32_t)g->ftypes.n};
     if (g->ftypes.n >= (1u << 29) || vec_push(&g->mem, &g->ftypes, sizeof(t), &t) != 0) {
         return oom(g);
     }
@@ -1749,9 +1751,13 @@ static int type_index(struct ev_gcheap *g, struct build *b, uint64_t type_id, in
         *out = v;
         return 0;
     }
+    size_t before = g->ftypes.n;
     if (ftype_intern(g, b, name, base.module, out) != 0 ||
         strmap_put(g, &b->by_size, name, *out) != 0) {
         return g->err;
+    }
+    if (g->ftypes.n > before) { /* new: the summary counts its objects under ft */
+        VEC_AT(g->ftypes, struct final_type, *out).base = ft;
     }
     return 0;
 }
@@ -2439,6 +2445,253 @@ size_t ev_gcheap_cint_put(uint8_t out[5], int32_t v)
 int ev_gcheap_cint_get(const uint8_t *p, size_t n, size_t *i, int32_t *out)
 {
     return cint_get(p, n, i, out);
+}
+
+/* ---- the summary per type ------------------------------------------------------------------ */
+
+/* A type with objects, while the types are ranked: its name and module point into the names. */
+struct type_row {
+    const uint16_t *name, *module;
+    uint32_t name_len, module_len;
+    uint32_t ftype;
+    uint64_t count, bytes;
+};
+
+static int cmp_units(const uint16_t *a, uint32_t na, const uint16_t *b, uint32_t nb)
+{
+    uint32_t n = na < nb ? na : nb;
+    for (uint32_t i = 0; i < n; i++) {
+        if (a[i] != b[i]) {
+            return a[i] < b[i] ? -1 : 1;
+        }
+    }
+    return na < nb ? -1 : na > nb;
+}
+
+/* Most bytes first, then by name, then module (two assemblies may define one name), then index. */
+static int cmp_type_row(const void *a, const void *b)
+{
+    const struct type_row *x = a, *y = b;
+    if (x->bytes != y->bytes) {
+        return x->bytes > y->bytes ? -1 : 1;
+    }
+    int c = cmp_units(x->name, x->name_len, y->name, y->name_len);
+    c = c != 0 ? c : cmp_units(x->module, x->module_len, y->module, y->module_len);
+    return c != 0 ? c : (x->ftype < y->ftype ? -1 : x->ftype > y->ftype);
+}
+
+/*
+ * The UTF-8 form of u[0..n) at out (NULL: its length only); returns its length. Surrogate pairs
+ * become one code point; lone surrogates and U+0000 (a C string must not hold it) U+FFFD.
+ */
+static size_t units_utf8(const uint16_t *u, size_t n, char *out)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c = u[i++];
+        if (c >= 0xD800 && c <= 0xDBFF && i < n && u[i] >= 0xDC00 && u[i] <= 0xDFFF) {
+            c = 0x10000 + ((c - 0xD800) << 10) + (u[i++] - 0xDC00u);
+        } else if ((c >= 0xD800 && c <= 0xDFFF) || c == 0) {
+            c = UTF8_REPLACEMENT;
+        }
+        uint8_t b[4];
+        size_t k = utf8_encode(b, c);
+        if (out != NULL) {
+            memcpy(out + len, b, k);
+        }
+        len += k;
+    }
+    return len;
+}
+
+/* A module's IL path without its directory, as dotnet-gcdump's report shows it. */
+static void module_file(const struct ev_gcheap *g, struct str16 m, const uint16_t **u, uint32_t *n)
+{
+    *u = NULL;
+    *n = 0;
+    if (m.off == UINT32_MAX || m.len == 0) {
+        return;
+    }
+    const uint16_t *p = s16(g, m);
+    uint32_t at = m.len;
+    while (at > 0 && p[at - 1] != '/' && p[at - 1] != '\\') {
+        at--;
+    }
+    *u = p + at;
+    *n = m.len - at;
+}
+
+/* Counts and bytes per type (base types: size classes folded) over the object records. */
+static int type_sums(struct ev_gcheap *g, uint64_t *count, uint64_t *bytes)
+{
+    for (size_t i = 0; i < g->seg_obj_end;) {
+        struct rec r;
+        if (rec_read(g, &i, &r) != 0 || r.raw < 0 || (size_t)r.raw >= g->final_of_raw_n ||
+            r.size < 0) {
+            return AGENT_E_PROTO;
+        }
+        uint32_t ft = g->final_of_raw[r.raw];
+        if (ft >= g->ftypes.n) {
+            return AGENT_E_PROTO;
+        }
+        ft = VEC_AT(g->ftypes, struct final_type, ft).base;
+        count[ft]++;
+        bytes[ft] += (uint64_t)r.size;
+    }
+    return 0;
+}
+
+/*
+ * The top rows[0..n) copied out into one block (the entries, then their strings), charged to the
+ * share before it is allocated.
+ */
+static int copy_types(const struct type_row *rows, size_t n, struct ev_gcheap_types *out,
+                      struct mb_share *share)
+{
+    size_t need = (n + 1) * sizeof(struct ev_gcheap_type_stat);
+    for (size_t i = 0; i < n; i++) {
+        need += units_utf8(rows[i].name, rows[i].name_len, NULL) + 1;
+        need += units_utf8(rows[i].module, rows[i].module_len, NULL) + 1;
+    }
+    if (mb_charge(share, need) != 0) {
+        return AGENT_E_BUDGET;
+    }
+    struct ev_gcheap_type_stat *t = malloc(need);
+    if (t == NULL) {
+        mb_release(share, need);
+        return -ENOMEM;
+    }
+    char *str = (char *)(t + n + 1);
+    for (size_t i = 0; i < n; i++) {
+        t[i] = (struct ev_gcheap_type_stat){.count = rows[i].count, .bytes = rows[i].bytes};
+        t[i].type = str;
+        str += units_utf8(rows[i].name, rows[i].name_len, str);
+        *str++ = '\0';
+        t[i].module = str;
+        str += units_utf8(rows[i].module, rows[i].module_len, str);
+        *str++ = '\0';
+    }
+    out->top = t;
+    out->n_top = n;
+    out->share = share;
+    out->charged = need;
+    return 0;
+}
+
+/*
+ * Sums per type from the records as they are in our blob (the object segment holds one record per
+ * GCBulkNode entry; the CCW and root-tree segments are not objects), ranks the types with objects,
+ * keeps the top and sums the rest. Reads the graph only: the file can still be written after.
+ */
+int ev_gcheap_type_stats(struct ev_gcheap *g, size_t top, struct ev_gcheap_types *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (g == NULL || !g->built || g->err != 0 || top == 0 || top > EV_GCHEAP_TOP_MAX) {
+        return AGENT_E_INVAL;
+    }
+    size_t nt = g->ftypes.n;
+    struct type_row *rows = NULL;
+    size_t nrows = 0;
+    uint64_t *count = mem_calloc(&g->mem, nt + 1, sizeof(uint64_t));
+    uint64_t *bytes = count != NULL ? mem_calloc(&g->mem, nt + 1, sizeof(uint64_t)) : NULL;
+    int rc = count == NULL || bytes == NULL ? (g->mem.refused != 0 ? AGENT_E_BUDGET : -ENOMEM) : 0;
+    rc = rc != 0 ? rc : type_sums(g, count, bytes);
+    if (rc != 0) {
+        goto out;
+    }
+    for (size_t ft = 0; ft < nt; ft++) {
+        nrows += count[ft] > 0;
+    }
+    rows = mem_calloc(&g->mem, nrows + 1, sizeof(*rows));
+    if (rows == NULL) {
+        rc = g->mem.refused != 0 ? AGENT_E_BUDGET : -ENOMEM;
+        goto out;
+    }
+    size_t n = 0;
+    for (size_t ft = 0; ft < nt; ft++) {
+        if (count[ft] == 0) {
+            continue;
+        }
+        const struct final_type *t = &VEC_AT(g->ftypes, struct final_type, ft);
+        struct type_row *r = &rows[n++];
+        *r = (struct type_row){.ftype = (uint32_t)ft, .count = count[ft], .bytes = bytes[ft]};
+        if (t->name.off != UINT32_MAX) {
+            r->name = s16(g, t->name);
+            r->name_len = t->name.len;
+        }
+        module_file(g, t->module, &r->module, &r->module_len);
+        out->objects += count[ft];
+        out->bytes += bytes[ft];
+    }
+    out->types = n;
+    if (n > 0) {
+        qsort(rows, n, sizeof(*rows), cmp_type_row);
+    }
+    size_t keep = n < top ? n : top;
+    for (size_t i = keep; i < n; i++) {
+        out->omitted_types++;
+        out->omitted_count += rows[i].count;
+        out->omitted_bytes += rows[i].bytes;
+    }
+    rc = copy_types(rows, keep, out, g->mem.share);
+out:
+    mem_free(&g->mem, rows, (nrows + 1) * sizeof(*rows));
+    mem_free(&g->mem, bytes, (nt + 1) * sizeof(uint64_t));
+    mem_free(&g->mem, count, (nt + 1) * sizeof(uint64_t));
+    if (rc != 0) {
+        memset(out, 0, sizeof(*out));
+    }
+    return rc;
+}
+
+void ev_gcheap_types_fini(struct ev_gcheap_types *t)
+{
+    if (t->top != NULL) {
+        free(t->top);
+        mb_release(t->share, t->charged);
+    }
+    memset(t, 0, sizeof(*t));
+}
+
+/* Hands b to fn once it holds a chunk (or always, with force). */
+static int json_flush(struct buf *b, bool force, ev_gcheap_write_fn fn, void *ud)
+{
+    if (buf_size(b) == 0 || (!force && buf_size(b) < CHUNK)) {
+        return 0;
+    }
+    int rc = fn(ud, buf_data(b), buf_size(b));
+    buf_reset(b);
+    return rc;
+}
+
+int ev_gcheap_write_types_json(const struct ev_gcheap_types *t, uint64_t pid, ev_gcheap_write_fn fn,
+                               void *ud)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    int rc = buf_printf(&b,
+                        "{\"pid\":%" PRIu64 ",\"objects\":%" PRIu64 ",\"heapBytes\":%" PRIu64
+                        ",\"typeCount\":%" PRIu64 ",\"top\":[",
+                        pid, t->objects, t->bytes, t->types);
+    for (size_t i = 0; rc == 0 && i < t->n_top; i++) {
+        const struct ev_gcheap_type_stat *s = &t->top[i];
+        rc = buf_append_str(&b, i == 0 ? "{\"type\":\"" : ",{\"type\":\"");
+        rc = rc ? rc : buf_append_json_escaped(&b, s->type);
+        rc = rc ? rc : buf_append_str(&b, "\",\"module\":\"");
+        rc = rc ? rc : buf_append_json_escaped(&b, s->module);
+        rc = rc ? rc
+                : buf_printf(&b, "\",\"count\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", s->count,
+                             s->bytes);
+        rc = rc ? rc : json_flush(&b, false, fn, ud);
+    }
+    rc = rc ? rc
+            : buf_printf(&b,
+                         "],\"omitted\":{\"types\":%" PRIu64 ",\"count\":%" PRIu64
+                         ",\"bytes\":%" PRIu64 "}}\n",
+                         t->omitted_types, t->omitted_count, t->omitted_bytes);
+    rc = rc ? rc : json_flush(&b, true, fn, ud);
+    buf_fini(&b);
+    return rc;
 }
 
 /* ---- stats and the end ------------------------------------------------------------------------

@@ -4,11 +4,12 @@
 
 /*
  * A GC heap snapshot from the stream of a heap-dump session, turned into a `.gcdump` file
- * (docs/gcdump.md). The session: Microsoft-Windows-DotNETRuntime at Verbose with keywords
- * EV_GCHEAP_KEYWORDS makes the runtime run an induced, blocking gen-2 GC and walk the heap
- * during it (BulkType, GCBulkNode, GCBulkEdge, GCBulkRootEdge, … events). The stream's bytes are
- * fed as they arrive; the graph is built as they are read (no second pass, no stored trace):
- * memory grows with the heap's object and reference counts, never with its bytes.
+ * (docs/gcdump.md), or summed up per type (ev_gcheap_type_stats). The session:
+ * Microsoft-Windows-DotNETRuntime at Verbose with keywords EV_GCHEAP_KEYWORDS makes the runtime run
+ * an induced, blocking gen-2 GC and walk the heap during it (BulkType, GCBulkNode, GCBulkEdge,
+ * GCBulkRootEdge, … events). The stream's bytes are fed as they arrive; the graph is built as they
+ * are read (no second pass, no stored trace): memory grows with the heap's object and reference
+ * counts, never with its bytes.
  *
  * Use: ev_gcheap_new, then ev_gcheap_feed each chunk of the session's stream; once
  * ev_gcheap_complete() is true (the induced GC's GCEnd was read) the caller stops the session
@@ -118,6 +119,57 @@ typedef int (*ev_gcheap_write_fn)(void *ud, const uint8_t *p, size_t n);
 int ev_gcheap_write(struct ev_gcheap *g, const char *creation_tool, ev_gcheap_write_fn fn,
                     void *ud);
 void ev_gcheap_get_stats(const struct ev_gcheap *g, struct ev_gcheap_stats *out);
+
+/*
+ * The snapshot summed per type (GET /gcdump?format=summary): for each type, how many objects the
+ * heap walk reported (GCBulkNode entries) and the sum of their sizes. A type's size classes
+ * ("System.Byte[] (Bytes > 1K)", docs/gcdump.md §3) count as the type; the root tree's pseudo
+ * nodes ("[static vars]", "[local vars]"…) and the CCW nodes are no objects and not counted. So
+ * objects and bytes are the stats' objects and total_size.
+ */
+#define EV_GCHEAP_TOP_MAX 100000u
+
+struct ev_gcheap_type_stat {
+    const char *type;   /* UTF-8, cleaned as in the file ("System.Collections.Generic.List<T>") */
+    const char *module; /* the module's file name ("System.Private.CoreLib.dll"), "Module(0x…)"
+                           when no module event named it, "" for an unknown type */
+    uint64_t count;
+    uint64_t bytes;
+};
+
+struct ev_gcheap_types {
+    uint64_t objects; /* every object counted */
+    uint64_t bytes;   /* their sizes summed */
+    uint64_t types;   /* distinct types among them */
+    /* The top types: most bytes first, ties by name (UTF-16 code units, ordinal), then module. */
+    struct ev_gcheap_type_stat *top;
+    size_t n_top;
+    uint64_t omitted_types; /* the types after the top, and their objects and bytes summed */
+    uint64_t omitted_count;
+    uint64_t omitted_bytes;
+    /* Where top's memory is charged: the graph's share (its strings are in the same block). */
+    struct mb_share *share;
+    size_t charged;
+};
+
+/*
+ * After a successful ev_gcheap_finish: the summary into *out, keeping the top (1..
+ * EV_GCHEAP_TOP_MAX) types. Its tables while it runs are the graph's (charged as the graph); the
+ * top it keeps (with its strings) is charged to the graph's share and belongs to *out, which
+ * outlives g if need be. 0, AGENT_E_INVAL (not finished, top out of range), AGENT_E_BUDGET,
+ * -ENOMEM or AGENT_E_PROTO (a record of the graph cannot be read); *out then holds nothing.
+ */
+int ev_gcheap_type_stats(struct ev_gcheap *g, size_t top, struct ev_gcheap_types *out);
+/* Frees what ev_gcheap_type_stats put into t and gives back its charge; zeroes t. Accepts a zeroed
+ * t; may be called twice. */
+void ev_gcheap_types_fini(struct ev_gcheap_types *t);
+/*
+ * t as JSON with a newline: {"pid":…,"objects":…,"heapBytes":…,"typeCount":…,"top":[{"type",
+ * "module","count","bytes"},…],"omitted":{"types","count","bytes"}}, to fn in chunks of about
+ * 64 KiB (one ends with the entry that reaches it). 0, the sink's error or -ENOMEM.
+ */
+int ev_gcheap_write_types_json(const struct ev_gcheap_types *t, uint64_t pid, ev_gcheap_write_fn fn,
+                               void *ud);
 
 /*
  * The file's primitives (docs/gcdump.md §4), exposed for tests. A MemoryGraph compressed int into

@@ -1536,10 +1536,169 @@ static void clock_from_header(struct ev_symbols *s)
     }
 }
 
-int ev_symbols_aggregate(struct ev_symbols *s, size_t top, struct ev_symbols_profile *out)
+/* ---- Hot paths ---- */
+
+/* A frame's name and index: sorted by name, they number the frames in name order. */
+struct frame_name {
+    const char *name;
+    uint32_t frame;
+};
+
+static int cmp_frame_name(const void *a, const void *b)
+{
+    return strcmp(((const struct frame_name *)a)->name, ((const struct frame_name *)b)->name);
+}
+
+/* A distinct stack while the paths are ranked: its frames as name ranks, leaf first. */
+struct path_ref {
+    const uint32_t *leaf;
+    uint32_t n;
+    uint64_t samples;
+};
+
+/* Outermost frame first, by name rank (so by name); a prefix of the other first. */
+static int cmp_path_frames(const struct path_ref *x, const struct path_ref *y)
+{
+    uint32_t n = x->n < y->n ? x->n : y->n;
+    for (uint32_t i = 1; i <= n; i++) {
+        uint32_t a = x->leaf[x->n - i], b = y->leaf[y->n - i];
+        if (a != b) {
+            return a < b ? -1 : 1;
+        }
+    }
+    return x->n < y->n ? -1 : x->n > y->n;
+}
+
+static int cmp_path_by_frames(const void *a, const void *b)
+{
+    return cmp_path_frames(a, b);
+}
+
+static int cmp_path_by_samples(const void *a, const void *b)
+{
+    const struct path_ref *x = a, *y = b;
+    if (x->samples != y->samples) {
+        return x->samples > y->samples ? -1 : 1;
+    }
+    return cmp_path_frames(x, y);
+}
+
+/* Frees v, whose first n paths hold copied names. Accepts NULL. */
+static void paths_free(struct ev_symbols_path *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        for (uint32_t k = 0; k < v[i].n_frames; k++) {
+            free(v[i].frames[k]);
+        }
+    }
+    free(v);
+}
+
+/* The first n of refs (ranked) as paths, each its innermost EV_SYMBOLS_PATH_FRAMES frames named
+ * by names[rank], outermost first; into *out. */
+static int copy_paths(const struct path_ref *refs, size_t n, const struct frame_name *names,
+                      struct ev_symbols_path **out)
+{
+    struct ev_symbols_path *v = calloc(n + 1, sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct path_ref *r = &refs[i];
+        uint32_t keep = r->n < EV_SYMBOLS_PATH_FRAMES ? r->n : EV_SYMBOLS_PATH_FRAMES;
+        v[i].samples = r->samples;
+        v[i].elided = r->n - keep;
+        for (uint32_t k = 0; k < keep; k++) {
+            v[i].frames[k] = strdup(names[r->leaf[keep - 1 - k]].name);
+            if (v[i].frames[k] == NULL) {
+                paths_free(v, i + 1);
+                return -ENOMEM;
+            }
+            v[i].n_frames = k + 1;
+        }
+    }
+    *out = v;
+    return 0;
+}
+
+/*
+ * The paths most sampled distinct stacks into out, from the interned stacks the other writers use
+ * (cnt: each one's managed samples; fr: each address's frame). Stacks are interned by address, so
+ * one path of names can be many stacks (a loop sampled at different addresses, tier-0 and tier-1
+ * code): each stack's frames are turned into their rank in name order, which makes names compare
+ * as integers (and ties fall in name order), the stacks are sorted to bring each path's together
+ * and summed, then the paths are ranked by samples. Everything here is a charged temporary.
+ */
+static int hot_paths(struct ev_symbols *s, const uint32_t *fr, const uint64_t *cnt,
+                     const bool *skip, size_t paths, struct ev_symbols_profile *out)
+{
+    struct frame_name *names = NULL;
+    uint32_t *rank = NULL, *seq = NULL;
+    struct path_ref *refs = NULL;
+    int rc = tmp_alloc(s, s->nframes + 1, sizeof(*names), &names);
+    rc = rc ? rc : tmp_alloc(s, s->nframes + 1, sizeof(*rank), &rank);
+    rc = rc ? rc : tmp_alloc(s, s->nips + 1, sizeof(*seq), &seq);
+    rc = rc ? rc : tmp_alloc(s, s->nstacks + 1, sizeof(*refs), &refs);
+    if (rc != 0) {
+        goto out;
+    }
+    for (size_t f = 0; f < s->nframes; f++) {
+        names[f] = (struct frame_name){.name = name_at(s, s->frames[f]), .frame = (uint32_t)f};
+    }
+    if (s->nframes > 0) {
+        qsort(names, s->nframes, sizeof(*names), cmp_frame_name);
+    }
+    for (size_t r = 0; r < s->nframes; r++) {
+        rank[names[r].frame] = (uint32_t)r;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < s->nstacks; i++) {
+        const struct stack *st = &s->stacks[i];
+        if (cnt[i] == 0) {
+            continue;
+        }
+        uint32_t *sq = seq + st->at; /* stacks own disjoint runs of ips: so of seq */
+        uint32_t k0 = 0;
+        for (uint32_t k = 0; k < st->n; k++) {
+            sq[k] = rank[fr[s->ips[st->at + k]]];
+        }
+        while (k0 < st->n && skip[fr[s->ips[st->at + k0]]]) {
+            k0++;
+        }
+        k0 = k0 < st->n ? k0 : 0; /* a stack of helpers only is kept whole */
+        refs[n++] = (struct path_ref){.leaf = sq + k0, .n = st->n - k0, .samples = cnt[i]};
+    }
+    if (n > 0) {
+        qsort(refs, n, sizeof(*refs), cmp_path_by_frames);
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m > 0 && cmp_path_frames(&refs[m - 1], &refs[i]) == 0) {
+            refs[m - 1].samples += refs[i].samples;
+        } else {
+            refs[m++] = refs[i];
+        }
+    }
+    if (m > 0) {
+        qsort(refs, m, sizeof(*refs), cmp_path_by_samples);
+    }
+    size_t keep = m < paths ? m : paths;
+    rc = copy_paths(refs, keep, names, &out->paths);
+    out->n_paths = rc == 0 ? keep : 0;
+    out->has_paths = rc == 0;
+out:
+    tmp_free(s, refs);
+    tmp_free(s, seq);
+    tmp_free(s, rank);
+    tmp_free(s, names);
+    return rc;
+}
+
+int ev_symbols_aggregate(struct ev_symbols *s, size_t top, size_t paths,
+                         struct ev_symbols_profile *out)
 {
     memset(out, 0, sizeof(*out));
-    if (top == 0 || top > EV_SYMBOLS_TOP_MAX) {
+    if (top == 0 || top > EV_SYMBOLS_TOP_MAX || paths > EV_SYMBOLS_PATHS_MAX) {
         return AGENT_E_INVAL;
     }
     clock_from_header(s);
@@ -1589,6 +1748,9 @@ int ev_symbols_aggregate(struct ev_symbols *s, size_t top, struct ev_symbols_pro
     qsort(v, n, sizeof(*v), cmp_by_inclusive);
     rc = rc ? rc : copy_top(v, keep, &out->by_inclusive);
     out->n_inclusive = rc == 0 ? keep : 0;
+    if (rc == 0 && paths > 0) {
+        rc = hot_paths(s, fr, cnt, skip, paths, out);
+    }
 out:
     if (rc != 0) {
         ev_symbols_profile_fini(out);
@@ -1613,6 +1775,7 @@ void ev_symbols_profile_fini(struct ev_symbols_profile *p)
     }
     free(p->by_exclusive);
     free(p->by_inclusive);
+    paths_free(p->paths, p->n_paths);
     memset(p, 0, sizeof(*p));
 }
 
@@ -1634,6 +1797,24 @@ static int json_stats(struct buf *b, const struct ev_symbols_method_stat *v, siz
                              "\"inclusivePercent\":%.2f}",
                              (unsigned long long)v[i].exclusive, percent(v[i].exclusive, total),
                              (unsigned long long)v[i].inclusive, percent(v[i].inclusive, total));
+    }
+    return rc ? rc : buf_append_str(b, "]");
+}
+
+/* ,"hotPaths":[…] (ev_symbols.h). */
+static int json_paths(struct buf *b, const struct ev_symbols_profile *p)
+{
+    int rc = buf_append_str(b, ",\"hotPaths\":[");
+    for (size_t i = 0; rc == 0 && i < p->n_paths; i++) {
+        const struct ev_symbols_path *h = &p->paths[i];
+        rc = buf_printf(b, "%s{\"samples\":%llu,\"percent\":%.2f,\"frames\":[", i == 0 ? "" : ",",
+                        (unsigned long long)h->samples, percent(h->samples, p->samples));
+        for (uint32_t k = 0; rc == 0 && k < h->n_frames; k++) {
+            rc = buf_append_str(b, k == 0 ? "\"" : ",\"");
+            rc = rc ? rc : buf_append_json_escaped(b, h->frames[k]);
+            rc = rc ? rc : buf_append_str(b, "\"");
+        }
+        rc = rc ? rc : buf_printf(b, "],\"elidedFrames\":%u}", h->elided);
     }
     return rc ? rc : buf_append_str(b, "]");
 }
@@ -1667,6 +1848,9 @@ int ev_symbols_write_profile_json(const struct ev_symbols_profile *p, uint64_t p
     rc = rc ? rc : json_stats(&b, p->by_exclusive, p->n_exclusive, p->samples);
     rc = rc ? rc : buf_append_str(&b, ",\"topInclusive\":");
     rc = rc ? rc : json_stats(&b, p->by_inclusive, p->n_inclusive, p->samples);
+    if (rc == 0 && p->has_paths) {
+        rc = json_paths(&b, p);
+    }
     rc = rc ? rc : buf_append_str(&b, "}\n");
     rc = rc ? rc : out_flush(&b, true, sink, ud);
     buf_fini(&b);
@@ -1682,6 +1866,25 @@ static int text_table(struct buf *b, const char *title, const struct ev_symbols_
         rc = buf_printf(b, "%10llu %7.2f %10llu %7.2f  %s\n", (unsigned long long)v[i].exclusive,
                         percent(v[i].exclusive, total), (unsigned long long)v[i].inclusive,
                         percent(v[i].inclusive, total), v[i].name);
+    }
+    return rc;
+}
+
+/* The hot paths: each one's rank, samples and percent, then its frames, outermost first. */
+static int text_paths(struct buf *b, const struct ev_symbols_profile *p)
+{
+    int rc = buf_append_str(b, "\nHot paths (the most sampled stacks, outermost frame first):\n");
+    for (size_t i = 0; rc == 0 && i < p->n_paths; i++) {
+        const struct ev_symbols_path *h = &p->paths[i];
+        rc = buf_printf(b, "%3zu. %llu samples (%.2f %%)\n", i + 1, (unsigned long long)h->samples,
+                        percent(h->samples, p->samples));
+        if (rc == 0 && h->elided > 0) {
+            rc = buf_printf(b, "       ... %u outer frame%s\n", h->elided,
+                            h->elided == 1 ? "" : "s");
+        }
+        for (uint32_t k = 0; rc == 0 && k < h->n_frames; k++) {
+            rc = buf_printf(b, "       %s\n", h->frames[k]);
+        }
     }
     return rc;
 }
@@ -1706,6 +1909,9 @@ int ev_symbols_write_profile_text(const struct ev_symbols_profile *p, uint64_t p
                          (unsigned long long)p->leaf_skipped);
     rc = rc ? rc : text_table(&b, "Top by exclusive:", p->by_exclusive, p->n_exclusive, p->samples);
     rc = rc ? rc : text_table(&b, "Top by inclusive:", p->by_inclusive, p->n_inclusive, p->samples);
+    if (rc == 0 && p->has_paths) {
+        rc = text_paths(&b, p);
+    }
     rc = rc ? rc : out_flush(&b, true, sink, ud);
     buf_fini(&b);
     return rc;

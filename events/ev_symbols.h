@@ -4,8 +4,8 @@
 
 /*
  * CPU samples with their stacks named, written as speedscope JSON (docs/events.md §6), or summed up
- * per method (ev_symbols_aggregate: exclusive and inclusive counts, the top N, as JSON or text;
- * GET /profile answers with it).
+ * per method (ev_symbols_aggregate: exclusive and inclusive counts, the top N, and the most
+ * sampled stacks, as JSON or text; GET /profile answers with it).
  *
  * Fed a nettrace stream (nettrace.h, kept stacks), it collects:
  *  - method code ranges from Microsoft-Windows-DotNETRuntime 143 MethodLoadVerbose and
@@ -222,6 +222,24 @@ struct ev_symbols_method_stat {
     uint64_t inclusive;
 };
 
+/*
+ * Hot paths (GET /profile?paths=N): the most sampled distinct stacks, a stack being the sequence
+ * of frame names of a managed sample over every thread (two samples at different addresses of
+ * the same methods are one path). Leaf helpers (EV_SYMBOLS_LEAF_SKIPPED) are folded into their
+ * caller as the exclusive count folds them: a busy loop's path ends in the loop, not in the GC
+ * poll it was stopped at (a stack of helpers only is kept whole). A path keeps its innermost
+ * EV_SYMBOLS_PATH_FRAMES frames, outermost first, and counts the outer ones it dropped.
+ */
+#define EV_SYMBOLS_PATHS_MAX   100u
+#define EV_SYMBOLS_PATH_FRAMES 16u
+
+struct ev_symbols_path {
+    uint64_t samples;
+    uint32_t elided;                      /* outer frames dropped */
+    uint32_t n_frames;                    /* 1..EV_SYMBOLS_PATH_FRAMES */
+    char *frames[EV_SYMBOLS_PATH_FRAMES]; /* outermost first, the leaf last */
+};
+
 struct ev_symbols_profile {
     uint64_t samples;  /* samples in managed code (SampleProfiler's Managed): the counts' 100% */
     uint64_t external; /* samples outside managed code (External: mostly waits), not counted */
@@ -233,13 +251,23 @@ struct ev_symbols_profile {
     size_t n_exclusive;
     struct ev_symbols_method_stat *by_inclusive;
     size_t n_inclusive;
+    /* The hot paths asked for (paths > 0): most samples first, ties by their frames' names
+     * (outermost first, byte order; a path that is a prefix of another first). */
+    bool has_paths;
+    struct ev_symbols_path *paths;
+    size_t n_paths;
 };
 
 /*
  * The aggregation of every sample into *out, keeping the top frames (1..EV_SYMBOLS_TOP_MAX) of
- * each order. 0, AGENT_E_INVAL (top out of range) or -ENOMEM (*out then holds nothing to free).
+ * each order and the paths (0..EV_SYMBOLS_PATHS_MAX; 0: none, has_paths false) most sampled
+ * stacks. What it works with is charged to s's share and freed before it returns; the names it
+ * copies out (at most 2 × top and paths × EV_SYMBOLS_PATH_FRAMES, each at most
+ * EV_SYMBOLS_MAX_NAME bytes) belong to *out. 0, AGENT_E_INVAL (top or paths out of range),
+ * AGENT_E_BUDGET or -ENOMEM (*out then holds nothing to free).
  */
-int ev_symbols_aggregate(struct ev_symbols *s, size_t top, struct ev_symbols_profile *out);
+int ev_symbols_aggregate(struct ev_symbols *s, size_t top, size_t paths,
+                         struct ev_symbols_profile *out);
 /* Frees what aggregate put into p and zeroes it. Accepts a zeroed p. */
 void ev_symbols_profile_fini(struct ev_symbols_profile *p);
 
@@ -248,11 +276,13 @@ void ev_symbols_profile_fini(struct ev_symbols_profile *p);
  * "externalSamples":…,"samplingMilliseconds":…,"exclusiveSkips":["System.Threading.Thread.PollGC",…],
  * "leafSkippedSamples":…,"top":[{"method","exclusive","exclusivePercent","inclusive",
  * "inclusivePercent"},…],"topInclusive":[…same…]} with a newline; percents of samples, two
- * decimals. 0, -ENOMEM or the sink's error.
+ * decimals. With has_paths, "hotPaths":[{"samples","percent","frames":[outermost,…,leaf],
+ * "elidedFrames"},…] after topInclusive. 0, -ENOMEM or the sink's error.
  */
 int ev_symbols_write_profile_json(const struct ev_symbols_profile *p, uint64_t pid,
                                   uint32_t duration_s, ev_symbols_sink_cb sink, void *ud);
-/* The same as an aligned text table (a summary line, then exclusive and inclusive counts). */
+/* The same as an aligned text table (a summary line, then exclusive and inclusive counts, then
+ * with has_paths a "Hot paths" section: each path's samples and percent, then its frames). */
 int ev_symbols_write_profile_text(const struct ev_symbols_profile *p, uint64_t pid,
                                   uint32_t duration_s, ev_symbols_sink_cb sink, void *ud);
 

@@ -28,6 +28,11 @@
  * loop moves them to the client (or the store) as fast as it takes them. So the file is never
  * held whole: dotmon's memory is the graph plus a few MiB, and the graph is freed the moment the
  * writer is done. A consumer that leaves makes the writer stop at its next chunk.
+ *
+ * GET /gcdump?format=summary asks for the heap summed per type instead of the file (the same
+ * session, limits and operation): the sums are taken from the graph on the pool right after it is
+ * built (ev_gcheap_type_stats, so a refusal is still answered with a status), the graph is freed,
+ * and the JSON goes the file's way, through the queue, named <time>_<pid>.gcdump.summary.json.
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -89,7 +94,11 @@ struct gcdump_job {
     uint64_t pid;
     uint64_t written;     /* bytes of the file given to the artifact */
     char end_reason[160]; /* the session's end in words, for a failure after the build */
-    int finish_rc;        /* ev_gcheap_finish's answer, from the pool */
+    int finish_rc;        /* ev_gcheap_finish's answer (and the summary's), from the pool */
+    /* format=summary: the types kept (0: the file instead), and the summary, from the graph's
+     * build (finish_on_pool) to its writing (write_on_pool). */
+    size_t summary_top;
+    struct ev_gcheap_types types;
     /* The writer (write_on_pool) and the loop share these, under mu. */
     uv_work_t work;
     uv_async_t async; /* the writer queued a chunk, or finished */
@@ -143,6 +152,7 @@ static void gcdump_fini(struct job *core)
         return; /* refused before anything was set up */
     }
     ev_gcheap_free(job->g);
+    ev_gcheap_types_fini(&job->types);
     mb_share_fini(&job->share);
     queue_free(job);
     pthread_mutex_destroy(&job->mu);
@@ -159,7 +169,7 @@ static bool gcdump_holds(const struct job *core)
     return job->ds != NULL || job->writing;
 }
 
-/* Frees the graph (its figures are kept for the operation). */
+/* Frees the graph and the summary (its figures are kept for the operation). */
 static void job_drop_graph(struct gcdump_job *job)
 {
     if (job->g != NULL && !job->writing) {
@@ -167,6 +177,9 @@ static void job_drop_graph(struct gcdump_job *job)
         ev_gcheap_free(job->g);
         job->g = NULL;
         malloc_trim(0);
+    }
+    if (!job->writing) {
+        ev_gcheap_types_fini(&job->types);
     }
 }
 
@@ -400,11 +413,19 @@ static int writer_sink(void *ud, const uint8_t *p, size_t n)
 static void write_on_pool(uv_work_t *w)
 {
     struct gcdump_job *job = w->data;
-    int rc = ev_gcheap_write(job->g, "dotmon", writer_sink, job);
-    /* The graph goes now, on the pool: freeing millions of blocks is not the loop's work. */
+    int rc = 0;
+    if (job->summary_top == 0) {
+        rc = ev_gcheap_write(job->g, "dotmon", writer_sink, job);
+    }
+    /* The graph goes now, on the pool: freeing millions of blocks is not the loop's work. The
+     * summary was taken from it when it was built: it is written without it. */
     ev_gcheap_free(job->g);
     job->g = NULL;
     malloc_trim(0);
+    if (job->summary_top > 0) {
+        rc = ev_gcheap_write_types_json(&job->types, job->pid, writer_sink, job);
+        ev_gcheap_types_fini(&job->types);
+    }
     pthread_mutex_lock(&job->mu);
     job->writer_done = true;
     job->writer_rc = rc;
@@ -476,7 +497,8 @@ static void job_relay(struct gcdump_job *job)
 static void job_write(struct gcdump_job *job)
 {
     ev_gcheap_get_stats(job->g, &job->st);
-    if (artifact_begin(job->core.art, "application/octet-stream", job->filename) != 0) {
+    const char *ctype = job->summary_top > 0 ? "application/json" : "application/octet-stream";
+    if (artifact_begin(job->core.art, ctype, job->filename) != 0) {
         job_cancel(&job->core); /* the client is gone, or the upload cannot start (said in the
                                    op) */
         return;
@@ -519,12 +541,22 @@ static void job_on_graph(struct gcdump_job *job, int rc)
     job_release(&job->core);
 }
 
+/* The graph built, and with format=summary summed per type: 0, or what refused it. */
+static int build_graph(struct gcdump_job *job)
+{
+    int rc = ev_gcheap_finish(job->g);
+    if (rc == 0 && job->summary_top > 0) {
+        rc = ev_gcheap_type_stats(job->g, job->summary_top, &job->types);
+    }
+    return rc;
+}
+
 /* Building the graph (sorting and indexing millions of nodes: a second for 9M objects) is the
  * pool's work, not the loop's. */
 static void finish_on_pool(uv_work_t *w)
 {
     struct gcdump_job *job = w->data;
-    job->finish_rc = ev_gcheap_finish(job->g);
+    job->finish_rc = build_graph(job);
 }
 
 static void job_on_finished(uv_work_t *w, int status)
@@ -563,7 +595,7 @@ static void sess_on_end(struct gcdump_job *job, int status, uint32_t hresult, co
     if (uv_queue_work(job->a->loop, &job->work, finish_on_pool, job_on_finished) != 0) {
         job->writing = false;
         job->building = false;
-        job_on_graph(job, ev_gcheap_finish(job->g));
+        job_on_graph(job, build_graph(job));
     }
 }
 
@@ -590,7 +622,8 @@ static const struct artifact_spec gcdump_spec = {.kind = OP_KIND_GCDUMP,
                                                  .low_water = GCDUMP_LOW_WATER};
 static const struct artifact_events gcdump_events = {.on_ready = job_on_ready, .on_lost = job_lost};
 
-int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p)
+int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                   size_t summary_top)
 {
     size_t session_cap = a->ops.limit[OP_KIND_TRACE] + a->ops.limit[OP_KIND_LOGS] +
                          a->ops.limit[OP_KIND_GCDUMP] + GCDUMP_SESSION_SLACK;
@@ -613,6 +646,7 @@ int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struc
     job->a = a;
     job_admitted(&job->core, op); /* not stoppable, as in dotnet-monitor; DELETE cancels */
     job->pid = p->pid;
+    job->summary_top = summary_top;
     snprintf(job->uid, sizeof(job->uid), "%s", p->uid);
     uv_async_init(a->loop, &job->async, job_on_async);
     uv_unref((uv_handle_t *)&job->async); /* it must not keep the loop running */
@@ -623,8 +657,8 @@ int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struc
     char ts[32];
     op_artifact_stamp(ts, sizeof(ts));
     /* yyyyMMdd_HHmmss_fff, as dotnet-monitor names it (its GCDumpOperation) */
-    snprintf(job->filename, sizeof(job->filename), "%s_%llu.gcdump", ts,
-             (unsigned long long)p->pid);
+    snprintf(job->filename, sizeof(job->filename), "%s_%llu.gcdump%s", ts,
+             (unsigned long long)p->pid, summary_top > 0 ? ".summary.json" : "");
     op->artifact_name = strdup(job->filename);
     artifact_accept(job->core.art); /* egress: 202 now; the operation tells the rest */
 

@@ -89,8 +89,11 @@ int collect_livemetrics(struct agent *a, const struct artifact_origin *o,
  * (400). */
 int collect_dump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
                  const char *type);
-/* A GC heap snapshot (CollectGCDump): 0 once its operation exists, -1 when refused. */
-int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p);
+/* A GC heap snapshot (CollectGCDump): the .gcdump file, or with summary_top > 0 (1..
+ * EV_GCHEAP_TOP_MAX) the heap summed per type, its summary_top biggest types, as JSON
+ * (GET /gcdump?format=summary). 0 once its operation exists, -1 when refused. */
+int collect_gcdump(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,
+                   size_t summary_top);
 /* Every thread's call stack (GET /stacks, CollectStacks; agent/api_profile.c): format Json (NULL),
  * PlainText or Speedscope, case-insensitive; 0 once its operation exists, -1 when refused. */
 int collect_stacks(struct agent *a, const struct artifact_origin *o, const struct ipc_process *p,

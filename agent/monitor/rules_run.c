@@ -709,7 +709,7 @@ static int collect_start(struct raction *ac, const struct rules_step *st, struct
         break;
     }
     case RULES_ACTION_COLLECT_GCDUMP:
-        rc = collect_gcdump(r->a, &o, p);
+        rc = collect_gcdump(r->a, &o, p, 0);
         break;
     case RULES_ACTION_COLLECT_STACKS: {
         static const char *const formats[] = {[RULES_STACKS_JSON] = "Json",

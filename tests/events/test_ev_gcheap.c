@@ -1162,6 +1162,243 @@ static void test_capture(void **state)
     free(s);
 }
 
+/* ---- the summary per type (GET /gcdump?format=summary) ----------------------------------------
+ */
+
+/* A finished graph of stream[0..n), under share (may be NULL). */
+static struct ev_gcheap *graph_of(const uint8_t *s, size_t n, struct mb_share *share)
+{
+    struct ev_gcheap *g = NULL;
+    struct ev_gcheap_limits lim = {.share = share};
+    assert_int_equal(ev_gcheap_new(&g, &lim), 0);
+    assert_int_equal(ev_gcheap_feed(g, s, n), 0);
+    assert_int_equal(ev_gcheap_finish(g), 0);
+    return g;
+}
+
+/* A root tree or CCW node's type ("[local vars]", "[CCW 0x… for type T]"); the compiler's closure
+ * classes "<>c" read "[]c" once cleaned up, and are objects. */
+static bool pseudo_type(const char *name)
+{
+    return name[0] == '[' && name[1] != ']';
+}
+
+/* The top's and omitted's sums are the totals. */
+static void assert_sums(const struct ev_gcheap_types *t)
+{
+    uint64_t count = t->omitted_count, bytes = t->omitted_bytes;
+    for (size_t i = 0; i < t->n_top; i++) {
+        count += t->top[i].count;
+        bytes += t->top[i].bytes;
+        if (i > 0) { /* most bytes first */
+            assert_true(t->top[i - 1].bytes >= t->top[i].bytes);
+        }
+    }
+    assert_int_equal(count, t->objects);
+    assert_int_equal(bytes, t->bytes);
+    assert_int_equal(t->n_top + t->omitted_types, t->types);
+}
+
+/* Four types, three of them at 32 bytes each (a tie the names settle), and roots (pseudo nodes). */
+static uint8_t *tie_stream(size_t *n)
+{
+    struct nt t;
+    nt_begin(&t);
+    md(&t, MD_START, 1, 2);
+    md(&t, MD_END, 2, 1);
+    md(&t, MD_TYPE, 15, 0);
+    md(&t, MD_ROOT, 16, 0);
+    md(&t, MD_NODE, 18, 0);
+    md(&t, MD_EDGE, 19, 0);
+    md(&t, MD_MODULE, 152, 2);
+    nt_block(&t, "MetadataBlock", false);
+    const struct stype types[] = {{0x100, 0xAA, 1, 0, "Zeta"},
+                                  {0x200, 0xAA, 2, 0, "Alpha"},
+                                  {0x300, 0xBB, 3, 0, "Mid"},
+                                  {0x400, 0xBB, 4, 0, "Big"}};
+    ev_types(&t, types, 4);
+    ev_module_load(&t, 0xAA, "/app/Z.dll");
+    ev_module_load(&t, 0xBB, "C:\\app\\M.dll");
+    ev_gc(&t, MD_START, 3, 2, 1, 0);
+    const struct sroot roots[] = {{0xA000, 0, 0}, {0xB000, 2, 0x1}};
+    ev_roots(&t, 0, roots, 2);
+    /* Mid first, then Zeta, then Alpha: the tie is not settled by order of arrival. */
+    const struct snode nodes[] = {{0xB000, 8, 0x300, 0},  {0xB010, 8, 0x300, 0},
+                                  {0xB020, 8, 0x300, 0},  {0xB030, 8, 0x300, 0},
+                                  {0xA000, 16, 0x100, 0}, {0xA010, 16, 0x100, 0},
+                                  {0xC000, 32, 0x200, 0}, {0xD000, 100, 0x400, 0}};
+    ev_nodes(&t, 0, nodes, 8);
+    ev_gc(&t, MD_END, 3, 2, 0, 0);
+    nt_block(&t, "EventBlock", false);
+    wb_u8(&t.out, 1);
+    free(t.blk.b);
+    *n = t.out.n;
+    return t.out.b;
+}
+
+static int json_sink(void *ud, const uint8_t *p, size_t n)
+{
+    struct wb *w = ud;
+    assert_true(n > 0);
+    wb_raw(w, p, n);
+    return 0;
+}
+
+static int closed_sink(void *ud, const uint8_t *p, size_t n)
+{
+    (void)ud;
+    (void)p;
+    (void)n;
+    return AGENT_E_CLOSED;
+}
+
+/*
+ * Type statistics: count and summed size per type, size classes folded into their type, ranked by
+ * bytes with ties by name, the top kept and the rest summed; the root tree's pseudo nodes and CCW
+ * nodes not counted (the sums are the stats' objects and total_size); the JSON; the charge given
+ * back; and on the real capture, the test app's 51 holders.
+ */
+static void test_type_stats(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *s = tie_stream(&n);
+    struct mb_share sh;
+    mb_share_init(&sh, "test", 0);
+    struct ev_gcheap *g = graph_of(s, n, &sh);
+    struct ev_gcheap_types t;
+    assert_int_equal(ev_gcheap_type_stats(g, 0, &t), AGENT_E_INVAL);
+    assert_int_equal(ev_gcheap_type_stats(g, EV_GCHEAP_TOP_MAX + 1, &t), AGENT_E_INVAL);
+    assert_int_equal(ev_gcheap_type_stats(g, 10, &t), 0);
+    assert_int_equal(t.objects, 8);
+    assert_int_equal(t.bytes, 4 * 8 + 2 * 16 + 32 + 100);
+    assert_int_equal(t.types, 4);
+    assert_int_equal(t.n_top, 4);
+    assert_sums(&t);
+    static const char *const order[] = {"Big", "Alpha", "Mid", "Zeta"};
+    static const uint64_t counts[] = {1, 1, 4, 2};
+    for (size_t i = 0; i < 4; i++) {
+        assert_string_equal(t.top[i].type, order[i]);
+        assert_int_equal(t.top[i].count, counts[i]);
+    }
+    assert_string_equal(t.top[0].module, "M.dll"); /* a Windows path too: the file name */
+    assert_string_equal(t.top[1].module, "Z.dll");
+    assert_int_equal(t.top[2].bytes, 32);
+    assert_true(atomic_load(&sh.used) > 0);
+    ev_gcheap_types_fini(&t);
+    /* The top 2: the other two summed. */
+    assert_int_equal(ev_gcheap_type_stats(g, 2, &t), 0);
+    assert_int_equal(t.n_top, 2);
+    assert_int_equal(t.omitted_types, 2);
+    assert_int_equal(t.omitted_count, 6);
+    assert_int_equal(t.omitted_bytes, 64);
+    assert_sums(&t);
+    struct wb js = {0};
+    assert_int_equal(ev_gcheap_write_types_json(&t, 42, json_sink, &js), 0);
+    wb_u8(&js, 0);
+    assert_string_equal((const char *)js.b,
+                        "{\"pid\":42,\"objects\":8,\"heapBytes\":196,\"typeCount\":4,\"top\":["
+                        "{\"type\":\"Big\",\"module\":\"M.dll\",\"count\":1,\"bytes\":100},"
+                        "{\"type\":\"Alpha\",\"module\":\"Z.dll\",\"count\":1,\"bytes\":32}],"
+                        "\"omitted\":{\"types\":2,\"count\":6,\"bytes\":64}}\n");
+    free(js.b);
+    assert_int_equal(ev_gcheap_write_types_json(&t, 42, closed_sink, NULL), AGENT_E_CLOSED);
+    /* The summary outlives the graph; its charge goes back at fini. */
+    ev_gcheap_free(g);
+    assert_true(atomic_load(&sh.used) > 0);
+    ev_gcheap_types_fini(&t);
+    ev_gcheap_types_fini(&t); /* zeroed: twice is fine */
+    assert_int_equal(atomic_load(&sh.used), 0);
+    free(s);
+
+    /* Not finished: refused. */
+    s = synthetic(V_GOOD, &n);
+    assert_int_equal(ev_gcheap_new(&g, NULL), 0);
+    assert_int_equal(ev_gcheap_feed(g, s, n), 0);
+    assert_int_equal(ev_gcheap_type_stats(g, 5, &t), AGENT_E_INVAL);
+    assert_null(t.top);
+    ev_gcheap_free(g);
+
+    /* Size classes folded: System.Byte[]'s 1K and 10K objects are System.Byte[]'s; an unknown
+     * type has no module. */
+    g = graph_of(s, n, NULL);
+    struct ev_gcheap_stats st;
+    ev_gcheap_get_stats(g, &st);
+    assert_int_equal(ev_gcheap_type_stats(g, 100, &t), 0);
+    assert_int_equal(t.objects, st.objects);
+    assert_int_equal(t.bytes, st.total_size);
+    assert_int_equal(t.types, 3);
+    assert_sums(&t);
+    assert_string_equal(t.top[0].type, "System.Byte[]");
+    assert_string_equal(t.top[0].module, "My.dll");
+    assert_int_equal(t.top[0].count, 2);
+    assert_int_equal(t.top[0].bytes, 25000);
+    assert_string_equal(t.top[1].type,
+                        "System.Collections.Generic.Dictionary<<System.String>,<Foo<<X>>>>");
+    assert_int_equal(t.top[1].count, 2);
+    assert_string_equal(t.top[2].type, "UNKNOWN 0x999");
+    assert_string_equal(t.top[2].module, "");
+    ev_gcheap_types_fini(&t);
+    /* The file can still be written after. */
+    struct wb file = {0};
+    assert_int_equal(ev_gcheap_write(g, "dotmon-test", sink, &file), 0);
+    free(file.b);
+    ev_gcheap_free(g);
+    free(s);
+
+    /* Interop: the CCW node (200 bytes in the file) and the statics' pseudo nodes are not counted;
+     * the RCW object (B) is, with its 1000 bytes more, as the file has it. */
+    s = synthetic(V_INTEROP, &n);
+    g = graph_of(s, n, NULL);
+    ev_gcheap_get_stats(g, &st);
+    assert_int_equal(ev_gcheap_type_stats(g, 100, &t), 0);
+    assert_int_equal(t.objects, 5);
+    assert_int_equal(t.bytes, 24 + 6000 + 20000 + 32 + 24);
+    assert_int_equal(t.bytes, st.total_size);
+    for (size_t i = 0; i < t.n_top; i++) {
+        assert_false(pseudo_type(t.top[i].type));
+    }
+    ev_gcheap_types_fini(&t);
+    ev_gcheap_free(g);
+    free(s);
+
+    /* The real capture (`heap-graph 50 3 2000`): 51 holders in TestApp.dll, their 153 arrays of
+     * 2000 bytes among System.Byte[]'s; the sums are the file's total (no CCW in it). */
+    s = fixture_read("events", "gcdump-heap.nettrace", &n);
+    g = graph_of(s, n, NULL);
+    ev_gcheap_get_stats(g, &st);
+    assert_int_equal(ev_gcheap_type_stats(g, EV_GCHEAP_TOP_MAX, &t), 0);
+    assert_int_equal(t.objects, st.objects);
+    assert_int_equal(t.bytes, st.total_size);
+    assert_int_equal(t.omitted_types, 0);
+    assert_sums(&t);
+    bool holder = false, arrays = false;
+    for (size_t i = 0; i < t.n_top; i++) {
+        assert_false(pseudo_type(t.top[i].type));
+        if (strcmp(t.top[i].type, "TestApp.GcDumpHolder") == 0) {
+            holder = t.top[i].count == 51 && strcmp(t.top[i].module, "TestApp.dll") == 0;
+        }
+        if (strcmp(t.top[i].type, "System.Byte[]") == 0) {
+            arrays = t.top[i].count >= 153 && t.top[i].bytes >= 153 * 2000 &&
+                     strcmp(t.top[i].module, "System.Private.CoreLib.dll") == 0;
+        }
+    }
+    assert_true(holder && arrays);
+    print_message("capture summary: %llu objects, %llu bytes, %llu types; first %s x %llu\n",
+                  (unsigned long long)t.objects, (unsigned long long)t.bytes,
+                  (unsigned long long)t.types, t.top[0].type, (unsigned long long)t.top[0].count);
+    ev_gcheap_types_fini(&t);
+    struct wb whole = {0};
+    assert_int_equal(ev_gcheap_write(g, "dotmon-test", sink, &whole), 0);
+    ev_gcheap_free(g);
+    struct gfile f;
+    gfile_parse(&f, whole.b, whole.n);
+    assert_int_equal(f.total, (int64_t)st.total_size);
+    gfile_free(&f);
+    free(s);
+    mb_share_fini(&sh);
+}
+
 /* EV_GCHEAP_SEED=<dir>: writes the synthetic streams there as fuzz_gcheap seeds. */
 static void write_seeds(const char *dir)
 {
@@ -1196,7 +1433,7 @@ int main(void)
         cmocka_unit_test(test_synthetic), cmocka_unit_test(test_chunking),
         cmocka_unit_test(test_refused),   cmocka_unit_test(test_interop),
         cmocka_unit_test(test_capture),   cmocka_unit_test(test_long_names),
-        cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_budget),    cmocka_unit_test(test_type_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

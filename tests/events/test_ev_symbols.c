@@ -458,8 +458,10 @@ static void test_ev_symbols_aggregate(void **state)
     }
     assert_int_equal(ev_symbols_add_sample(s, 2, 9, helpers, 2), 0);
     struct ev_symbols_profile prof;
-    assert_int_equal(ev_symbols_aggregate(s, 0, &prof), AGENT_E_INVAL);
-    assert_int_equal(ev_symbols_aggregate(s, 3, &prof), 0);
+    assert_int_equal(ev_symbols_aggregate(s, 0, 0, &prof), AGENT_E_INVAL);
+    assert_int_equal(ev_symbols_aggregate(s, 3, EV_SYMBOLS_PATHS_MAX + 1, &prof), AGENT_E_INVAL);
+    assert_int_equal(ev_symbols_aggregate(s, 3, 0, &prof), 0);
+    assert_false(prof.has_paths);
     assert_int_equal(prof.samples, 10);
     assert_int_equal(prof.threads, 2);
     assert_int_equal(prof.external, 0);
@@ -490,6 +492,7 @@ static void test_ev_symbols_aggregate(void **state)
     cJSON *top0 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "top"), 0);
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(top0, "method")), "App!App.Hot()");
     assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(top0, "exclusivePercent")) == 60.0);
+    assert_null(cJSON_GetObjectItem(doc, "hotPaths")); /* not asked: the answer as before */
     cJSON_Delete(doc);
     buf_reset(&b);
     assert_int_equal(ev_symbols_write_profile_text(&prof, 42, 4, buf_sink, &b), 0);
@@ -528,6 +531,170 @@ static void test_ev_symbols_aggregate(void **state)
     buf_fini(&b);
     ev_symbols_profile_fini(&prof);
     ev_symbols_profile_fini(&prof); /* zeroed: twice is fine */
+    ev_symbols_free(s);
+}
+
+/* The frames of hot path i of doc's "hotPaths" joined with '|'. */
+static void path_frames(cJSON *doc, int i, char *out, size_t cap)
+{
+    cJSON *frames =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "hotPaths"), i), "frames");
+    size_t n = 0;
+    out[0] = '\0';
+    for (int k = 0; k < cJSON_GetArraySize(frames); k++) {
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", k == 0 ? "" : "|",
+                              cJSON_GetStringValue(cJSON_GetArrayItem(frames, k)));
+        assert_true(n < cap);
+    }
+}
+
+/*
+ * Hot paths (GET /profile?paths=N): stacks of different addresses in the same methods are one
+ * path, summed over threads; leaf helpers folded into their caller (a stack of helpers only kept
+ * whole); ranked by samples, ties by the frames' names outermost first (a prefix first); the
+ * innermost 16 frames kept with the outer ones counted; the top N; the JSON key after
+ * topInclusive and the text section.
+ */
+static void test_ev_symbols_hot_paths(void **state)
+{
+    (void)state;
+    struct ev_symbols *s = NULL;
+    assert_int_equal(ev_symbols_new(&s), 0);
+    add_module(s, 1, CORELIB);
+    add_module(s, 2, "/app/App.dll");
+    add_method(s, 2, 1, 0x1000, 0x10, "System.Threading.Thread", "<PollGC>g__PollGCWorker|1_0",
+               "void  ()");
+    add_method(s, 2, 1, 0x1100, 0x10, "System.Threading.Thread", "PollGC", "void  ()");
+    add_method(s, 2, 2, 0x2000, 0x10, "App", "Hot", "void  ()");
+    add_method(s, 2, 2, 0x3000, 0x10, "App", "Rec", "void  ()");
+    add_method(s, 2, 2, 0x4000, 0x10, "App", "Main", "void  ()");
+    add_method(s, 2, 2, 0x5000, 0x10, "App", "A", "void  ()");
+    add_method(s, 2, 2, 0x6000, 0x10, "App", "B", "void  ()");
+    add_method(s, 2, 2, 0x7000, 0x10, "App", "Other", "void  ()");
+    /* Leaf first. Hot at its GC poll on thread 1, and at another address on thread 2: one path. */
+    const uint64_t hot_poll[] = {0x1100, 0x2000, 0x4000};
+    const uint64_t hot_other[] = {0x2008, 0x4004};
+    const uint64_t main_only[] = {0x4008};
+    const uint64_t via_a[] = {0x5000, 0x4000};
+    const uint64_t via_b[] = {0x6000, 0x4000};
+    const uint64_t helpers[] = {0x1000, 0x1100};
+    uint64_t deep_main[21], deep_other[21], exact16[16];
+    for (int k = 0; k < 20; k++) {
+        deep_main[k] = deep_other[k] = 0x3000 + (uint64_t)(k % 4);
+    }
+    deep_main[20] = 0x4000;
+    deep_other[20] = 0x7000;
+    for (int k = 0; k < 15; k++) {
+        exact16[k] = 0x3000;
+    }
+    exact16[15] = 0x4000;
+    int64_t ts = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(ev_symbols_add_sample(s, 1, ts++, hot_poll, 3), 0);
+    }
+    for (int i = 0; i < 3; i++) { /* B before A: the tie is not settled by arrival */
+        assert_int_equal(ev_symbols_add_sample(s, 2, ts++, via_b, 2), 0);
+        assert_int_equal(ev_symbols_add_sample(s, 1, ts++, via_a, 2), 0);
+        assert_int_equal(ev_symbols_add_sample(s, 3, ts++, main_only, 1), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ev_symbols_add_sample(s, 2, ts++, hot_other, 2), 0);
+        assert_int_equal(ev_symbols_add_sample(s, 2, ts++, deep_main, 21), 0);
+    }
+    assert_int_equal(ev_symbols_add_sample(s, 3, ts++, helpers, 2), 0);
+    assert_int_equal(ev_symbols_add_sample(s, 3, ts++, deep_other, 21), 0);
+    assert_int_equal(ev_symbols_add_sample(s, 3, ts++, exact16, 16), 0);
+
+    struct ev_symbols_profile prof;
+    assert_int_equal(ev_symbols_aggregate(s, 5, EV_SYMBOLS_PATHS_MAX, &prof), 0);
+    assert_int_equal(prof.samples, 20);
+    assert_true(prof.has_paths);
+    assert_int_equal(prof.n_paths, 8);
+    static const uint64_t want_samples[] = {6, 3, 3, 3, 2, 1, 1, 1};
+    for (size_t i = 0; i < 8; i++) {
+        assert_int_equal(prof.paths[i].samples, want_samples[i]);
+    }
+    /* 1: both Hot stacks, the PollGC leaf folded. */
+    assert_int_equal(prof.paths[0].n_frames, 2);
+    assert_string_equal(prof.paths[0].frames[0], "App!App.Main()");
+    assert_string_equal(prof.paths[0].frames[1], "App!App.Hot()");
+    assert_int_equal(prof.paths[0].elided, 0);
+    /* 2-4: a tie of three, by name outermost first, the prefix first. */
+    assert_int_equal(prof.paths[1].n_frames, 1);
+    assert_string_equal(prof.paths[1].frames[0], "App!App.Main()");
+    assert_string_equal(prof.paths[2].frames[1], "App!App.A()");
+    assert_string_equal(prof.paths[3].frames[1], "App!App.B()");
+    /* 5: 21 frames, the innermost 16 kept (all Rec), 5 dropped. */
+    assert_int_equal(prof.paths[4].n_frames, EV_SYMBOLS_PATH_FRAMES);
+    assert_int_equal(prof.paths[4].elided, 5);
+    for (uint32_t k = 0; k < EV_SYMBOLS_PATH_FRAMES; k++) {
+        assert_string_equal(prof.paths[4].frames[k], "App!App.Rec()");
+    }
+    /* 6-8: a tie of one sample each: Main < Other < System.Private.CoreLib. Exactly 16 frames
+     * drop none; the deep stack under Other is its own path though it shows as 5's. */
+    assert_int_equal(prof.paths[5].n_frames, 16);
+    assert_int_equal(prof.paths[5].elided, 0);
+    assert_string_equal(prof.paths[5].frames[0], "App!App.Main()");
+    assert_string_equal(prof.paths[5].frames[15], "App!App.Rec()");
+    assert_int_equal(prof.paths[6].elided, 5);
+    assert_string_equal(prof.paths[6].frames[0], "App!App.Rec()");
+    assert_int_equal(prof.paths[7].n_frames, 2); /* helpers only: kept whole */
+    assert_string_equal(prof.paths[7].frames[0],
+                        "System.Private.CoreLib!System.Threading.Thread.PollGC()");
+
+    struct buf b;
+    buf_init(&b, 0);
+    assert_int_equal(ev_symbols_write_profile_json(&prof, 42, 4, buf_sink, &b), 0);
+    cJSON *doc = cJSON_ParseWithLength((const char *)buf_data(&b), buf_size(&b));
+    assert_non_null(doc);
+    cJSON *last = cJSON_GetArrayItem(doc, cJSON_GetArraySize(doc) - 1);
+    assert_string_equal(last->string, "hotPaths"); /* after topInclusive */
+    assert_string_equal(last->prev->string, "topInclusive");
+    assert_int_equal(cJSON_GetArraySize(last), 8);
+    cJSON *p0 = cJSON_GetArrayItem(last, 0);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(p0, "samples")) == 6);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(p0, "percent")) == 30.0);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(p0, "elidedFrames")) == 0);
+    char names[2048];
+    path_frames(doc, 0, names, sizeof(names));
+    assert_string_equal(names, "App!App.Main()|App!App.Hot()");
+    assert_true(cJSON_GetNumberValue(
+                    cJSON_GetObjectItem(cJSON_GetArrayItem(last, 4), "elidedFrames")) == 5);
+    cJSON_Delete(doc);
+    buf_reset(&b);
+    assert_int_equal(ev_symbols_write_profile_text(&prof, 42, 4, buf_sink, &b), 0);
+    assert_non_null(strstr(buf_cstr(&b), "\nHot paths (the most sampled stacks, outermost frame "
+                                         "first):\n  1. 6 samples (30.00 %)\n"
+                                         "       App!App.Main()\n       App!App.Hot()\n"));
+    assert_non_null(strstr(buf_cstr(&b), "  5. 2 samples (10.00 %)\n       ... 5 outer frames\n"));
+    ev_symbols_profile_fini(&prof);
+
+    /* The top N only; N = 0 asks for none (no key at all). */
+    assert_int_equal(ev_symbols_aggregate(s, 5, 2, &prof), 0);
+    assert_int_equal(prof.n_paths, 2);
+    assert_string_equal(prof.paths[1].frames[0], "App!App.Main()");
+    assert_int_equal(prof.paths[1].n_frames, 1);
+    ev_symbols_profile_fini(&prof);
+    assert_int_equal(ev_symbols_aggregate(s, 5, 0, &prof), 0);
+    assert_false(prof.has_paths);
+    assert_null(prof.paths);
+    buf_reset(&b);
+    assert_int_equal(ev_symbols_write_profile_json(&prof, 42, 4, buf_sink, &b), 0);
+    assert_null(strstr(buf_cstr(&b), "hotPaths"));
+    ev_symbols_profile_fini(&prof);
+    buf_fini(&b);
+    ev_symbols_free(s);
+
+    /* No samples: an empty list, still there when asked. */
+    assert_int_equal(ev_symbols_new(&s), 0);
+    assert_int_equal(ev_symbols_aggregate(s, 5, 3, &prof), 0);
+    assert_true(prof.has_paths);
+    assert_int_equal(prof.n_paths, 0);
+    buf_init(&b, 0);
+    assert_int_equal(ev_symbols_write_profile_json(&prof, 42, 4, buf_sink, &b), 0);
+    assert_non_null(strstr(buf_cstr(&b), ",\"hotPaths\":[]}"));
+    buf_fini(&b);
+    ev_symbols_profile_fini(&prof);
     ev_symbols_free(s);
 }
 
@@ -880,6 +1047,7 @@ int main(void)
         cmocka_unit_test(test_ev_symbols_stream),
         cmocka_unit_test(test_ev_symbols_speedscope),
         cmocka_unit_test(test_ev_symbols_aggregate),
+        cmocka_unit_test(test_ev_symbols_hot_paths),
         cmocka_unit_test(test_ev_symbols_fixture_no_rundown),
         cmocka_unit_test(test_ev_symbols_budget_methods),
         cmocka_unit_test(test_ev_symbols_budget_stacks),

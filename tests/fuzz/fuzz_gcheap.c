@@ -6,11 +6,14 @@
  * memory). Promises checked: no crash or sanitizer report; both feedings end the same way (the
  * same error, or the same file byte for byte); a written file ends with the FastSerialization
  * trailer (its last i32 is the offset T of the trailer, whose i32 is the offset F of the
- * forward-reference table: count 1, then a label inside the file). Seeds: the synthetic heap walk
- * of tests/events/test_ev_gcheap.c (EV_GCHEAP_SEED=<dir>).
+ * forward-reference table: count 1, then a label inside the file); the summary per type
+ * (ev_gcheap_type_stats, GET /gcdump?format=summary) of a whole graph sums to its objects and
+ * total_size, its top and omitted to those, and its JSON is one line. Seeds: the synthetic heap
+ * walk of tests/events/test_ev_gcheap.c (EV_GCHEAP_SEED=<dir>).
  */
 #include "fuzz.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -28,6 +31,33 @@ static int sink(void *ud, const uint8_t *p, size_t n)
 static uint32_t at32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The summary of a whole graph g (stats st): its sums, and its JSON. */
+static void check_summary(struct ev_gcheap *g, const struct ev_gcheap_stats *st)
+{
+    struct ev_gcheap_types t;
+    int rc = ev_gcheap_type_stats(g, 3, &t);
+    CHECK(rc == 0 || rc == AGENT_E_BUDGET || rc == -ENOMEM); /* its tables are the graph's */
+    if (rc != 0) {
+        return;
+    }
+    CHECK(t.objects == st->objects && t.bytes == st->total_size);
+    uint64_t count = t.omitted_count, bytes = t.omitted_bytes;
+    for (size_t i = 0; i < t.n_top; i++) {
+        count += t.top[i].count;
+        bytes += t.top[i].bytes;
+        CHECK(i == 0 || t.top[i - 1].bytes >= t.top[i].bytes);
+    }
+    CHECK(count == t.objects && bytes == t.bytes && t.n_top + t.omitted_types == t.types);
+    struct buf js;
+    buf_init(&js, 0);
+    CHECK(ev_gcheap_write_types_json(&t, 1, sink, &js) == 0);
+    const char *p = (const char *)buf_data(&js);
+    CHECK(buf_size(&js) > 2 && p[0] == '{' &&
+          memchr(p, '\n', buf_size(&js)) == p + buf_size(&js) - 1);
+    buf_fini(&js);
+    ev_gcheap_types_fini(&t);
 }
 
 /* 0 and the file in out, or the error. */
@@ -58,6 +88,7 @@ static int run(const uint8_t *data, size_t size, uint64_t seed, struct buf *out)
         CHECK(ev_gcheap_complete(g));
         rc = ev_gcheap_write(g, "fuzz", sink, out);
         CHECK(rc == 0);
+        check_summary(g, &st);
     } else {
         CHECK(ev_gcheap_error(g) != NULL);
         CHECK(ev_gcheap_write(g, "fuzz", sink, out) == AGENT_E_INVAL);

@@ -10,6 +10,11 @@ readers of the file.
     and the byte arrays' bytes within 1 %, as in a `dotnet-gcdump collect` of the same app taken
     right after; the tool's GCHeapDump reader (tracecheck --gcdump) opens the file; the name is
     <yyyyMMdd_HHmmss_fff>_<pid>.gcdump (Content-Disposition, dotnet-monitor's name);
+  - format=summary: application/json <yyyyMMdd_HHmmss_fff>_<pid>.gcdump.summary.json listing the
+    holder type exactly N + 1 times (TestApp.dll) and the byte arrays' count and bytes; the top's
+    and omitted's sums are the objects and heapBytes, which are the operation's own details, and
+    within 5 % of a /gcdump's taken just before; egressed, the stored file has that name; top and
+    format out of range: 400 problems naming them;
   - RequestLimits:GCDump:MaxConcurrency 1: a second /gcdump while one runs is 429;
   - egressProvider to a FileSystem egress: 202 + Location, the operation Succeeded with a
     resourceLocation that is a valid gcdump;
@@ -185,6 +190,76 @@ def known_graph(port, app, exe, dll, tmp):
     by = merged(tc.get("byType", {}))
     check(by.get(HOLDER, [0])[0] == N + 1 and by.get("System.Byte[]", [0, 0])[1] >= want,
           f"GCHeapDump's graph has the N holders and their arrays ({by.get(HOLDER)}, {by.get('System.Byte[]')})")
+
+
+def summary(port, app):
+    """GET /gcdump?format=summary on the held graph, against a /gcdump's details just before."""
+    r, _ = request(port, f"/gcdump?pid={app.pid}")
+    op = last_op(port, app.pid)
+    full = (get_json(port, f"/operations/{op.get('operationId')}/details")[1] or {}).get("gcdump", {})
+    r, body = request(port, f"/gcdump?pid={app.pid}&format=summary")
+    cd = r.getheader("Content-Disposition", "")
+    check(r.status == 200 and r.getheader("Content-Type", "").startswith("application/json"),
+          f"format=summary: 200 application/json ({r.status}, {len(body)} bytes)")
+    check(re.search(rf'filename="?\d{{8}}_\d{{6}}_\d{{3}}_{app.pid}\.gcdump\.summary\.json"?', cd) is not None,
+          f"Content-Disposition names <yyyyMMdd_HHmmss_fff>_<pid>.gcdump.summary.json: {cd!r}")
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = {}
+    print(f"info summary: {json.dumps({k: doc.get(k) for k in ('pid', 'objects', 'heapBytes', 'typeCount', 'omitted')})}")
+    for t in doc.get("top", [])[:8]:
+        print(f"info   {t['bytes']:>10} {t['count']:>7}  {t['type']}  [{t['module']}]")
+    top = doc.get("top", [])
+    by = {t["type"]: t for t in top}
+    holder, arrays = by.get(HOLDER, {}), by.get("System.Byte[]", {})
+    check(doc.get("pid") == app.pid and 0 < len(top) <= 50, f"pid, and the top 50 by default ({len(top)} types)")
+    check(holder.get("count") == N + 1 and holder.get("module") == "TestApp.dll",
+          f"{HOLDER} x {holder.get('count')} in {holder.get('module')!r} (want {N + 1} in 'TestApp.dll')")
+    check(arrays.get("count", 0) >= (N + 1) * M and arrays.get("bytes", 0) >= (N + 1) * M * SIZE and
+          arrays.get("module") == "System.Private.CoreLib.dll",
+          f"System.Byte[] (its size classes in it): {arrays.get('count')} arrays, {arrays.get('bytes')} bytes "
+          f"(at least {(N + 1) * M} and {(N + 1) * M * SIZE})")
+    om = doc.get("omitted", {})
+    check(all(a["bytes"] >= b["bytes"] for a, b in zip(top, top[1:])) and
+          sum(t["count"] for t in top) + om.get("count", -1) == doc.get("objects") and
+          sum(t["bytes"] for t in top) + om.get("bytes", -1) == doc.get("heapBytes") and
+          len(top) + om.get("types", -1) == doc.get("typeCount"),
+          "most bytes first; the top and omitted sum to objects, heapBytes and typeCount")
+    op = last_op(port, app.pid)
+    mine = (get_json(port, f"/operations/{op.get('operationId')}/details")[1] or {}).get("gcdump", {})
+    check(mine.get("objects") == doc.get("objects") and mine.get("heapBytes") == doc.get("heapBytes"),
+          f"the summary's sums are its operation's details: {mine.get('objects')} objects, "
+          f"{mine.get('heapBytes')} heap bytes")
+    check(full.get("objects", 0) > N and abs(doc.get("objects", 0) - full["objects"]) <= 0.05 * full["objects"],
+          f"and near a /gcdump's just before: {doc.get('objects')} objects against {full.get('objects')}")
+    r, body = request(port, f"/gcdump?pid={app.pid}&format=summary&top=1")
+    one = json.loads(body) if r.status == 200 else {}
+    check(len(one.get("top", [])) == 1 and one["top"][0]["type"] == "System.Byte[]" and
+          one.get("omitted", {}).get("types") == one.get("typeCount", 0) - 1,
+          f"top=1: System.Byte[] alone, the rest omitted ({one.get('omitted')})")
+    for q, what in (("format=summary&top=0", "top"), ("format=summary&top=100001", "top"), ("top=x", "top"),
+                    ("format=xml", "gcdump or summary")):
+        r, body = request(port, f"/gcdump?pid={app.pid}&{q}")
+        check(r.status == 400 and "problem+json" in r.getheader("Content-Type", "") and what in body.decode(),
+              f"/gcdump?{q}: {r.status} {body.decode()[:120]!r}")
+
+
+def summary_egress(port, app, files):
+    """format=summary to the FileSystem egress: the stored file is the summary, so named."""
+    r, _ = request(port, f"/gcdump?pid={app.pid}&format=summary&egressProvider=files")
+    loc = r.getheader("Location", "")
+    d = wait_op(port, loc.rsplit("/", 1)[-1]) if r.status == 202 else {}
+    rl = d.get("resourceLocation") or ""
+    try:
+        with open(rl) as f:
+            stored = json.load(f)
+    except (OSError, ValueError):
+        stored = {}
+    check(d.get("status") == "Succeeded" and os.path.dirname(rl) == files and re.search(rf"_{app.pid}\.gcdump\.summary\.json$", rl) is not None and
+          stored.get("objects", 0) > N and stored.get("top"),
+          f"format=summary egressed: {r.status}, {d.get('status')}, {os.path.basename(rl)!r}, "
+          f"{stored.get('objects')} objects")
 
 
 def bad_input(port, app):
@@ -389,6 +464,8 @@ def main():
                                          "RequestLimits": {"GCDump": {"MaxConcurrency": 1}}}, app.pid)
         base_sessions = runtime_sessions(port)
         known_graph(port, app, exe, dll, tmp)
+        summary(port, app)
+        summary_egress(port, app, files)
         time.sleep(1)
         base_rss = status_kib(dm.pid)
         bad_input(port, app)

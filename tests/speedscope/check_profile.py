@@ -4,9 +4,11 @@
 
 The real test app runs `hot <ms>` (~70% of its command thread's time in TestApp.Hot.SpinHotLoop)
 for longer than the profiles; GET /profile?pid=..&kind=cpu&durationSeconds=4 answers 200 JSON
-whose top exclusive method is SpinHotLoop with 60-80% of the samples; with Accept: text/plain the
-table lists it first; format=speedscope is a valid speedscope document (check_speedscope.py's
-checks) whose hot thread gives SpinHotLoop a share within 10 points of /profile's; kind=heap (unknown) and pid=abc are 400 problems; a client that leaves mid-profile, like every
+whose top exclusive method is SpinHotLoop with 60-80% of the samples (and no hotPaths key);
+with paths=3, hotPaths lists at most 3 stacks, most sampled first, the first ending in SpinHotLoop,
+each with its percent of the samples; with Accept: text/plain the table lists it first and a
+"Hot paths" section follows; format=speedscope is a valid speedscope document (check_speedscope.py's
+checks) whose hot thread gives SpinHotLoop a share within 10 points of /profile's; kind=heap (unknown) and pid=abc are 400 problems, and so are paths=101 and paths with kind=alloc; a client that leaves mid-profile, like every
 profile that ended, leaves no runtime session (dotmon_runtime_sessions on /metrics); the runtime
 killed mid-profile is a 502 problem and leaves none either; stop=true on its operation answers early.
 
@@ -50,13 +52,33 @@ def main():
         top = doc["top"][0]
         check(top["method"].startswith("TestApp!" + HOT), f"top exclusive: {top['method']}")
         check(60.0 <= top["exclusivePercent"] <= 80.0, f"{HOT}: {top['exclusivePercent']}% exclusive (60-80)")
+        check("hotPaths" not in doc, "no paths asked: no hotPaths key")
 
-        st, ct, body = get(port, base + "&top=3", {"Accept": "text/plain"})
+        st, ct, body = get(port, base + "&paths=3")
+        pdoc = json.loads(body) if st == 200 else {}
+        paths = pdoc.get("hotPaths", [])
+        for i, hp in enumerate(paths):
+            print(f"info   path {i + 1}: {hp['samples']} samples {hp['percent']:6.2f}% "
+                  f"(+{hp['elidedFrames']} outer) {' > '.join(hp['frames'])}", flush=True)
+        check(st == 200 and 1 <= len(paths) <= 3 and list(pdoc)[-1] == "hotPaths"
+              and list(pdoc)[-2] == "topInclusive", f"paths=3: {st}, {len(paths)} hot paths after topInclusive")
+        if paths:
+            first = paths[0]
+            check(first["frames"] and first["frames"][-1].startswith("TestApp!" + HOT),
+                  f"the first path's leaf is {HOT}: {first['frames'][-1:]}")
+            check(all(a["samples"] >= b["samples"] for a, b in zip(paths, paths[1:])), "most sampled first")
+            check(all(0 < len(hp["frames"]) <= 16 and hp["elidedFrames"] >= 0 and
+                      abs(hp["percent"] - 100.0 * hp["samples"] / pdoc["samples"]) < 0.006 for hp in paths),
+                  "each path: 1-16 frames, elidedFrames, percent of the samples")
+
+        st, ct, body = get(port, base + "&top=3&paths=2", {"Accept": "text/plain"})
         text = body.decode()
         print(text, flush=True)
         rows = [ln for ln in text.splitlines() if ln.strip() and ln.split()[0].isdigit()]
         check(st == 200 and ct.startswith("text/plain") and rows and HOT in rows[0],
               f"text/plain: {st} {ct}, {HOT} first")
+        hot = text.split("\nHot paths", 1)[1] if "\nHot paths" in text else ""
+        check(hot.count(" samples (") in (1, 2) and HOT in hot, f"text/plain paths=2: a Hot paths section with {HOT}")
 
         st, ct, body = get(port, base + "&format=speedscope")
         check(st == 200, f"format=speedscope: {st}")
@@ -70,7 +92,8 @@ def main():
 
         for q, what in ((f"/profile?pid={pid}&kind=heap", "supported: cpu, alloc"), ("/profile?pid=abc&kind=cpu", "pid"),
                         (f"/profile?pid={pid}&durationSeconds=0", "durationSeconds"),
-                        (f"/profile?pid={pid}&top=1001", "top")):
+                        (f"/profile?pid={pid}&top=1001", "top"), (f"/profile?pid={pid}&paths=101", "paths"),
+                        (f"/profile?pid={pid}&paths=x", "paths"), (f"/profile?pid={pid}&kind=alloc&paths=3", "paths")):
             st, ct, body = get(port, q)
             check(st == 400 and ct.startswith("application/problem+json") and what in body.decode(),
                   f"{q}: {st} {body.decode()[:160]}")

@@ -231,10 +231,19 @@ int mcp__sel_read(struct mcp_tool_ctx *c, struct mcp__sel *s)
 
 /* ---- requests ---- */
 
+int mcp__set(char *dst, size_t cap, const char *s)
+{
+    size_t n = strlen(s);
+    if (n >= cap) {
+        return AGENT_E_INVAL;
+    }
+    memcpy(dst, s, n + 1);
+    return 0;
+}
+
 int mcp__fetch_begin(struct mcp_tool_ctx *c, const char *method, const char *path)
 {
-    int w = snprintf(c->fetch.method, sizeof(c->fetch.method), "%s", method);
-    if (w < 0 || (size_t)w >= sizeof(c->fetch.method)) {
+    if (mcp__set(c->fetch.method, sizeof(c->fetch.method), method) != 0) {
         return AGENT_E_INVAL;
     }
     buf_reset(&c->fetch.target);
@@ -302,8 +311,8 @@ int mcp__fetch_json_body(struct mcp_tool_ctx *c, const cJSON *j)
     buf_reset(&c->fetch.body);
     int rc = buf_append_str(&c->fetch.body, s);
     free(s);
-    int w = snprintf(c->fetch.content_type, sizeof(c->fetch.content_type), "application/json");
-    return rc ? rc : (w > 0 ? 0 : AGENT_E_INVAL);
+    return rc ? rc
+              : mcp__set(c->fetch.content_type, sizeof(c->fetch.content_type), "application/json");
 }
 
 cJSON *mcp__answer_json(struct mcp_tool_ctx *c, const struct mcp_answer *a, int type)

@@ -48,14 +48,6 @@ extern const struct mcp_tool mcp__tool_dump;
     "\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":256,"                             \
     "\"description\":\"The process name (several processes may share one: then pid or uid).\"}"
 
-/* A seconds input: its bounds and default written once for the schema and the reader. */
-#define MCP__SECONDS_PROP(min, max, def, what)                                                     \
-    "\"seconds\":{\"type\":\"integer\",\"minimum\":" #min ",\"maximum\":" #max                     \
-    ",\"default\":" #def ",\"description\":\"" what "\"}"
-#define MCP__TOP_PROP(min, max, def, what)                                                         \
-    "\"top\":{\"type\":\"integer\",\"minimum\":" #min ",\"maximum\":" #max ",\"default\":" #def    \
-    ",\"description\":\"" what "\"}"
-
 /* The selector's names, for mcp__args_check lists. */
 #define MCP__SEL_NAMES "pid", "uid", "name"
 
@@ -95,6 +87,9 @@ int mcp__sel_read(struct mcp_tool_ctx *c, struct mcp__sel *s);
 
 /* ---- requests ---- */
 
+/* Copies s into dst[cap] (a fetch's method, content_type, accept): 0, or AGENT_E_INVAL when it
+ * does not fit (dst unchanged). */
+int mcp__set(char *dst, size_t cap, const char *s);
 /* Starts c->fetch: method ("GET"/"POST") and the path; the query follows with mcp__q*. */
 int mcp__fetch_begin(struct mcp_tool_ctx *c, const char *method, const char *path);
 /* Appends "?name=value" or "&name=value", value percent-encoded (RFC 3986 unreserved kept). */

@@ -95,6 +95,7 @@ static const char *const info_strings[] = {
     "podUid",
 };
 static const char *const info_numbers[] = {"pid", "nsPid", "hostPid"};
+#define INFO_IDENTITY 8 /* info_strings from containerId on: who the process is, when known */
 
 #define INFO_STRING_MAX 4096 /* a command line longer than this is cut */
 
@@ -141,7 +142,7 @@ static enum mcp_step process_info_step(struct mcp_tool_ctx *c, const struct mcp_
         mcp__say(&b, "command line: %.*s%s\n", mcp__cut(cmd, 300), cmd,
                  strlen(cmd) > 300 ? "…" : "");
     }
-    for (size_t i = 8; i < sizeof(info_strings) / sizeof(info_strings[0]); i++) {
+    for (size_t i = INFO_IDENTITY; i < sizeof(info_strings) / sizeof(info_strings[0]); i++) {
         const char *s = mcp__jstr(p, info_strings[i]);
         if (s != NULL) {
             mcp__say(&b, "%s: %.*s\n", info_strings[i], mcp__cut(s, 200), s);
@@ -349,6 +350,7 @@ const struct mcp_tool mcp__tool_collection_rules = {
 /* ---- dump (opt-in) ---- */
 
 static const char *const dump_types[] = {"Mini", "Triage", "WithHeap", "Full"};
+#define DUMP_TYPE_DEF 2 /* WithHeap, the route's default */
 
 struct dump_state {
     char tag[48]; /* the operation's tag: how step 2 finds it */
@@ -385,7 +387,7 @@ static enum mcp_step dump_first(struct mcp_tool_ctx *c)
     c->state = s;
     struct mcp__sel sel;
     if (mcp__args_check(c, names) != 0 || mcp__sel_read(c, &sel) != 0 ||
-        mcp__arg_choice(c, "type", dump_types, 4, 2, &s->type) != 0 ||
+        mcp__arg_choice(c, "type", dump_types, 4, DUMP_TYPE_DEF, &s->type) != 0 ||
         mcp__arg_str(c, "egressProvider", 256, true, &s->egress) != 0) {
         return MCP_STEP_ERROR;
     }

@@ -554,7 +554,8 @@ static void test_mcp_tools_arg_errors(void **state)
     struct call lc;
     call_init(&lc, "recent_logs", "{\"level\":\"warning\"}", NULL, NULL);
     assert_int_equal(run(&lc, NULL), MCP_STEP_FETCH);
-    assert_string_equal(target(&lc), "/logs?durationSeconds=5&level=Warning");
+    assert_string_equal(buf_cstr(&lc.c.fetch.body),
+                        "{\"filterSpecs\":{},\"logLevel\":\"Warning\",\"useAppFilters\":false}");
     call_fini(&lc);
     /* null is an omitted argument */
     struct call k;
@@ -597,8 +598,9 @@ static void test_mcp_tools_targets(void **state)
          5},
         {"gc_stats", "{\"seconds\":1}", "GET", "/profile?kind=gc&durationSeconds=1", NULL, "", 1},
         {"stacks", "{\"pid\":7}", "GET", "/stacks?pid=7&format=json", NULL, "", 0},
-        {"recent_logs", "{\"pid\":7}", "GET", "/logs?pid=7&durationSeconds=5&level=Information",
-         NULL, "application/x-ndjson", 5},
+        {"recent_logs", "{\"pid\":7}", "POST", "/logs?pid=7&durationSeconds=5",
+         "{\"filterSpecs\":{},\"logLevel\":\"Information\",\"useAppFilters\":false}",
+         "application/x-ndjson", 5},
         {"recent_logs", "{\"level\":\"Warning\",\"category\":\"My.Orders\",\"seconds\":2}", "POST",
          "/logs?durationSeconds=2",
          "{\"filterSpecs\":{\"My.Orders\":\"Warning\"},\"logLevel\":\"Warning\","
@@ -1133,6 +1135,48 @@ static void test_mcp_tools_trace_summary(void **state)
     call_fini(&k);
 }
 
+/* The tables of the chunk tools are bounded: 512 event kinds, 512 series; the rest is counted. */
+static void test_mcp_tools_stream_bounds(void **state)
+{
+    (void)state;
+    struct call k;
+    call_init(&k, "trace_summary", "{\"profile\":\"Cpu\",\"top\":1}", NULL, NULL);
+    (void)run(&k, NULL);
+    for (int i = 0; i < 600; i++) {
+        char line[128];
+        int n = snprintf(line, sizeof(line),
+                         "{\"provider\":\"P\",\"event\":\"E%d\",\"payload\":{\"i\":%d}}\n", i, i);
+        for (int twice = 0; twice < (i == 599 ? 2 : 1); twice++) {
+            assert_int_equal(k.t->chunk(&k.c, line, (size_t)n), 0);
+        }
+    }
+    assert_int_equal(stream(&k, "", 0, 0, true), MCP_STEP_DONE);
+    valid_output(&k);
+    assert_int_equal(num(k.c.structured, "events"), 601);
+    assert_int_equal(num(k.c.structured, "kinds"), 512);
+    assert_int_equal(num(k.c.structured, "otherEvents"), 89);
+    assert_string_equal(str(k.c.structured, "byEvent.0.event"), "E0");
+    assert_int_equal(num(k.c.structured, "byEvent.0.examplePayload.i"), 0);
+    call_fini(&k);
+
+    call_init(&k, "metrics_snapshot", NULL, NULL, NULL);
+    (void)run(&k, NULL);
+    for (int i = 0; i < 600; i++) {
+        char line[256];
+        int n = snprintf(line, sizeof(line),
+                         "\x1e{\"provider\":\"M\",\"name\":\"c%d\",\"unit\":\"\","
+                         "\"counterType\":\"Metric\",\"tags\":\"\",\"value\":%d}\n",
+                         i, i);
+        assert_int_equal(k.t->chunk(&k.c, line, (size_t)n), 0);
+    }
+    assert_int_equal(stream(&k, "", 0, 0, true), MCP_STEP_DONE);
+    valid_output(&k);
+    assert_int_equal(cJSON_GetArraySize(get(k.c.structured, "metrics")), 512);
+    assert_int_equal(num(k.c.structured, "dropped"), 88);
+    assert_non_null(strstr(text(&k), "(472 more in structuredContent"));
+    call_fini(&k);
+}
+
 /* ---- heap_summary and the memo ---- */
 
 static double fake_now;
@@ -1540,6 +1584,7 @@ int main(void)
         cmocka_unit_test(test_mcp_tools_recent_logs),
         cmocka_unit_test(test_mcp_tools_metrics_snapshot),
         cmocka_unit_test(test_mcp_tools_trace_summary),
+        cmocka_unit_test(test_mcp_tools_stream_bounds),
         cmocka_unit_test(test_mcp_tools_heap_summary),
         cmocka_unit_test(test_mcp_tools_memo_bounds),
         cmocka_unit_test(test_mcp_tools_collection_rules),

@@ -340,6 +340,24 @@ static enum mcp_step answer_with(struct call *k, int status, const char *body)
     return r;
 }
 
+/* MCP_TOOLS_DUMP=<folder>: every schema and structuredContent written there as a file, for a full
+ * JSON Schema validator to check (tests/mcp/check_schemas.py). */
+static void dump(const char *name, int seq, const char *what, const char *json)
+{
+    const char *dir = getenv("MCP_TOOLS_DUMP");
+    if (dir == NULL) {
+        return;
+    }
+    char path[512];
+    int w = seq >= 0 ? snprintf(path, sizeof(path), "%s/%s.%s.%d.json", dir, name, what, seq)
+                     : snprintf(path, sizeof(path), "%s/%s.%s.json", dir, name, what);
+    assert_true(w > 0 && (size_t)w < sizeof(path));
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(json, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
 /* The text is valid UTF-8 (cuts for the reader never split a character). */
 static void valid_utf8(const char *s)
 {
@@ -370,6 +388,10 @@ static void valid_output(struct call *k)
     cJSON_Delete(schema);
     assert_true(buf_size(&k->c.text) > 0);
     valid_utf8(buf_cstr(&k->c.text));
+    static int seq;
+    char *out = cJSON_PrintUnformatted(k->c.structured);
+    dump(k->t->name, seq++, "out", out);
+    free(out);
     if (getenv("MCP_TOOLS_SHOW") != NULL) { /* to read what an agent reads */
         char *s = cJSON_Print(k->c.structured);
         print_message("---- %s\n%s\n%s\n", k->t->name, buf_cstr(&k->c.text), s);
@@ -464,6 +486,7 @@ static void test_mcp_tools_table(void **state)
             }
             assert_string_equal(str(j, "type"), "object");
             schema_known(j, t[i].name);
+            dump(t[i].name, -1, s == 0 ? "input-schema" : "output-schema", text);
             if (s == 0) {
                 assert_true(cJSON_IsFalse(get(j, "additionalProperties")));
             }

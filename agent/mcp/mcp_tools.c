@@ -558,7 +558,7 @@ static double monotonic_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The memo's share: a sixteenth of the budget, at least 4 MiB (enough for a few thousand types of
+/* The memo's share: 6 % of the budget, at least 4 MiB (enough for a few thousand types of
  * several processes); without a budget, its structural bounds (16 processes of 10000 types, names
  * cut at 1 KiB) bound it. */
 #define MEMO_BUDGET_PCT 6

@@ -559,10 +559,11 @@ static double monotonic_seconds(void)
 }
 
 /* The memo's share: 6 % of the budget, at least 4 MiB (enough for a few thousand types of
- * several processes); without a budget, its structural bounds (16 processes of 10000 types, names
- * cut at 1 KiB) bound it. */
+ * several processes); without a budget, 64 MiB (beside its structural bounds: 16 processes of
+ * 10000 types, names cut at 1 KiB). */
 #define MEMO_BUDGET_PCT 6
 #define MEMO_BUDGET_MIN ((uint64_t)4 << 20)
+#define MEMO_UNBUDGETED ((uint64_t)64 << 20)
 
 int mcp_memo_new(struct mcp_memo **out)
 {
@@ -570,8 +571,8 @@ int mcp_memo_new(struct mcp_memo **out)
     if (m == NULL) {
         return UV_ENOMEM;
     }
-    mb_share_init(&m->share, "MCP heap_summary snapshots",
-                  membudget_fraction(MEMO_BUDGET_PCT, MEMO_BUDGET_MIN));
+    uint64_t cap = membudget_fraction(MEMO_BUDGET_PCT, MEMO_BUDGET_MIN);
+    mb_share_init(&m->share, "MCP heap_summary snapshots", cap != 0 ? cap : MEMO_UNBUDGETED);
     m->clock = monotonic_seconds;
     *out = m;
     return 0;

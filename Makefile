@@ -11,14 +11,15 @@ IMAGE_PACKAGES := podman buildah binutils ca-certificates
 # For the tests only (tests/container reads YAML and runs the manifests as pods with podman, unit
 # tests also run under valgrind, the load test drives wrk, the HTTPS tests make certificates with
 # openssl and connect with curl, the /metrics text is checked with promtool from `prometheus`);
-# the image's build stage does not need them. Installing `prometheus` also enables its service:
+# the image's build stage does not need them. The MCP tools' schemas and answers are checked with
+# python3-jsonschema (tests/mcp/check_schemas.py). Installing `prometheus` also enables its service:
 # in a container policy-rc.d keeps it from starting; on a host, `systemctl disable --now
 # prometheus` if you only want promtool. The S3 egress test runs s3rver (node; npm installs it into
 # the build tree at the versions of tests/egress/s3rver/package-lock.json) and reads back with
 # Debian's awscli; npm itself is installed only when missing (a nodejs that bundles it is kept).
 # The browser tests (tests/ui: the /ui page, speedscope's viewer) run Debian's chromium headless,
 # driven by playwright-core from npm (tests/ui/package-lock.json; never its own browser download).
-TEST_PACKAGES := python3 python3-yaml valgrind protobuf-compiler openssl curl wrk prometheus $(IMAGE_PACKAGES) runc debootstrap \
+TEST_PACKAGES := python3 python3-yaml python3-jsonschema valgrind protobuf-compiler openssl curl wrk prometheus $(IMAGE_PACKAGES) runc debootstrap \
   awscli nodejs chromium
 # For `make fuzz` only: libFuzzer comes with clang's compiler-rt (tests/fuzz).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev

@@ -84,6 +84,7 @@ enum conn_state {
 };
 
 struct http_conn;
+struct http_local;
 
 /* A response being written: stays with the request until finished. */
 enum resp_state {
@@ -93,7 +94,9 @@ enum resp_state {
 };
 
 struct http_request {
-    struct http_conn *conn; /* outlives the request: freed only in the connection close cb */
+    struct http_conn *conn;   /* outlives the request: freed only in the connection close cb;
+                                 NULL for a local request (http_local_new) */
+    struct http_local *local; /* a local request's state (http_local.c); NULL with a conn */
     uint64_t id;
     int tag;
     struct http_msg *msg; /* the parsed request (owned) */
@@ -241,6 +244,25 @@ int http__resp_write_wire(struct http_conn *c, struct buf *b);
 int http__resp_problem(struct http_conn *c, int status, const char *detail, bool is_head);
 /* Starts the queued sendfile piece of c on the thread pool (the writes before it are out). */
 void http__sendfile_start(struct http_conn *c);
+
+/* ---- http_local.c ---- */
+/*
+ * The response calls of http_server.h for a local request (r->conn == NULL), called by
+ * http_resp.c once it has made the checks both kinds share (NULL request, a response not started
+ * or not streaming). Same arguments, return values and ownership as the public calls; what a
+ * network request would write is queued for the sink instead, and delivered on a later loop turn.
+ */
+int http__local_respond(struct http_request *r, int status, const char *content_type,
+                        const struct http_header *extra, size_t nextra, const void *body,
+                        size_t len);
+int http__local_stream_begin(struct http_request *r, int status, const char *content_type,
+                             const struct http_header *extra, size_t nextra);
+/* One chunk: copied when base is NULL, else base is taken (http_stream_write_owned). */
+int http__local_stream_write(struct http_request *r, void *base, const void *data, size_t len);
+/* 0 when the sink still takes bytes, AGENT_E_CLOSED once it is gone (http_stream_write_now). */
+int http__local_stream_write_now(struct http_request *r);
+int http__local_stream_end(struct http_request *r);
+void http__local_stream_abort(struct http_request *r);
 
 /* ---- http_server.c ---- */
 /* The cached Date value for responses. */

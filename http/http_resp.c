@@ -24,7 +24,9 @@
  * The response side of a connection: the requests handed to the handler and the public
  * respond/stream API (http_server.h), the writes that carry responses to the socket (through
  * TLS on https connections), and sendfile pieces on the thread pool. http_conn.c owns the state
- * machine; this file asks it to move on (http__conn_set_state) and hears back from it.
+ * machine; this file asks it to move on (http__conn_set_state) and hears back from it. A local
+ * request (conn NULL) has no socket: the response calls hand it to http_local.c once the checks
+ * both kinds share are made, and the accessors serve both from the same struct http_msg.
  */
 
 /* Room for a chunk's size line: 16 hex digits and its CRLF. */
@@ -412,7 +414,9 @@ void http__sendfile_start(struct http_conn *c)
 
 bool http_stream_can_sendfile(const struct http_request *r)
 {
-    return r != NULL && r->resp == RESP_STREAMING && !r->discard_body && r->conn->tls == NULL;
+    /* A local request has no socket to send a file to. */
+    return r != NULL && r->conn != NULL && r->resp == RESP_STREAMING && !r->discard_body &&
+           r->conn->tls == NULL;
 }
 
 int http_stream_sendfile(struct http_request *r, int fd, uint64_t offset, size_t max,
@@ -582,7 +586,7 @@ uint64_t http_request_id(const struct http_request *r)
 
 bool http_request_is_tls(const struct http_request *r)
 {
-    return r->conn->tls != NULL;
+    return r->conn != NULL && r->conn->tls != NULL;
 }
 
 void http_request_on_abort(struct http_request *r, http_abort_cb cb, void *ud)
@@ -596,6 +600,9 @@ int http_respond(struct http_request *r, int status, const char *content_type,
 {
     if (r == NULL) {
         return AGENT_E_INVAL;
+    }
+    if (r->conn == NULL) {
+        return http__local_respond(r, status, content_type, extra, nextra, body, len);
     }
     if (r->in_abort) {
         return AGENT_E_CLOSED; /* freed when the abort callback returns */
@@ -656,6 +663,9 @@ int http_stream_begin(struct http_request *r, int status, const char *content_ty
     if (r == NULL || r->resp != RESP_NONE || status < 200 || status == 204 || status == 304) {
         return AGENT_E_INVAL;
     }
+    if (r->conn == NULL) {
+        return http__local_stream_begin(r, status, content_type, extra, nextra);
+    }
     struct http_conn *c = r->conn;
     if (r->in_abort || c->state == CONN_CLOSING) {
         return AGENT_E_CLOSED;
@@ -688,6 +698,9 @@ int http_stream_write(struct http_request *r, const void *data, size_t len)
 {
     if (r == NULL || r->resp != RESP_STREAMING) {
         return AGENT_E_INVAL;
+    }
+    if (r->conn == NULL) {
+        return http__local_stream_write(r, NULL, data, len);
     }
     struct http_conn *c = r->conn;
     if (r->in_abort || c->state == CONN_CLOSING) {
@@ -731,6 +744,9 @@ int http_stream_write_owned(struct http_request *r, void *base, const void *data
         bufpool_release(base);
         return r == NULL || r->resp != RESP_STREAMING ? AGENT_E_INVAL : AGENT_E_CLOSED;
     }
+    if (r->conn == NULL) {
+        return http__local_stream_write(r, base, data, len);
+    }
     struct http_conn *c = r->conn;
     if (c->state == CONN_CLOSING) {
         bufpool_release(base);
@@ -755,6 +771,9 @@ int http_stream_write_now(struct http_request *r, const void *data, size_t len)
 {
     if (r == NULL || r->resp != RESP_STREAMING || r->in_abort) {
         return r == NULL || r->resp != RESP_STREAMING ? AGENT_E_INVAL : AGENT_E_CLOSED;
+    }
+    if (r->conn == NULL) {
+        return http__local_stream_write_now(r); /* the caller queues: the sink takes it all */
     }
     struct http_conn *c = r->conn;
     if (c->state == CONN_CLOSING) {
@@ -805,7 +824,8 @@ int http_stream_write_now(struct http_request *r, const void *data, size_t len)
 
 size_t http_stream_pending(const struct http_request *r)
 {
-    return r != NULL ? r->conn->pending : 0;
+    /* A local request's sink takes every byte at once (http_server.h). */
+    return r != NULL && r->conn != NULL ? r->conn->pending : 0;
 }
 
 void http_stream_on_drain(struct http_request *r, size_t low_water, http_drain_cb cb, void *ud)
@@ -819,6 +839,9 @@ int http_stream_end(struct http_request *r)
 {
     if (r == NULL || r->resp != RESP_STREAMING) {
         return AGENT_E_INVAL;
+    }
+    if (r->conn == NULL) {
+        return http__local_stream_end(r);
     }
     if (r->in_abort) {
         return AGENT_E_CLOSED;
@@ -844,6 +867,10 @@ int http_stream_end(struct http_request *r)
 void http_stream_abort(struct http_request *r)
 {
     if (r == NULL || r->in_abort) {
+        return;
+    }
+    if (r->conn == NULL) {
+        http__local_stream_abort(r);
         return;
     }
     struct http_conn *c = r->conn;

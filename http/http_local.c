@@ -24,10 +24,10 @@
  * delivers the events queued before it began, so a route that writes again from its drain callback
  * gets one delivery per turn, as a network route gets one per completed write.
  *
- * Lifetime (docs/style.md §4): the request, its events and the idle handle are one allocation,
- * freed in the handle's close callback, which is requested right after on_end returns. Until then
- * neither the handler's pointer (valid until it finishes or its abort callback returns) nor the
- * caller's (valid until on_end) can dangle. The state machine below says who may still act.
+ * Lifetime (docs/style.md §4): the request and its idle handle are one allocation (the queued
+ * events hang off it), freed in the handle's close callback, requested right after on_end. Until
+ * then neither the handler's pointer (valid until it finishes or its abort callback returns) nor
+ * the caller's (valid until on_end) can dangle. The state machine below says who may still act.
  *
  * Drain: http_stream_pending is always 0 here, so a route never waits for room; but some routes
  * write their next piece only from the drain callback (GET /metrics renders piece by piece), so it

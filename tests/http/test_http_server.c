@@ -432,6 +432,7 @@ static void handler(struct hfx *fx, struct http_request *r)
 {
     struct results *res = fx->user;
     const char *path = http_request_path(r);
+    assert_false(http_request_is_local(r)); /* from a socket */
     if (strcmp(path, "/echo") == 0) {
         struct buf b;
         buf_init(&b, 0);

@@ -569,6 +569,58 @@ bool mcp_origin_is_own(const char *origin, const char *host, bool tls)
     return on == hn && strncasecmp(o, host, on) == 0;
 }
 
+/* s[0..n) is a dotted IPv4 address: four numbers of 0-255 of one to three digits. */
+static bool is_ipv4(const char *s, size_t n)
+{
+    size_t i = 0;
+    for (int part = 0; part < 4; part++) {
+        unsigned v = 0;
+        size_t digits = 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9' && digits < 3) {
+            v = v * 10 + (unsigned)(s[i] - '0');
+            i++;
+            digits++;
+        }
+        if (digits == 0 || v > 255 || (part < 3 && (i >= n || s[i++] != '.'))) {
+            return false;
+        }
+    }
+    return i == n;
+}
+
+bool mcp_host_unspoofable(const char *host)
+{
+    if (host == NULL || *host == '\0') {
+        return false;
+    }
+    size_t n = strlen(host);
+    if (host[0] == '[') { /* an IPv6 literal: "[::1]" or "[::1]:52323" */
+        const char *close = strchr(host, ']');
+        if (close == NULL || close == host + 1 ||
+            strspn(host + 1, "0123456789abcdefABCDEF:.") != (size_t)(close - host - 1)) {
+            return false;
+        }
+        const char *rest = close + 1;
+        return *rest == '\0' || (*rest == ':' && rest[1] != '\0' &&
+                                 strspn(rest + 1, "0123456789") == strlen(rest + 1));
+    }
+    const char *colon = strchr(host, ':');
+    if (colon != NULL) {
+        if (colon[1] == '\0' || strspn(colon + 1, "0123456789") != strlen(colon + 1)) {
+            return false;
+        }
+        n = (size_t)(colon - host);
+    }
+    static const char local[] = "localhost";
+    static const char name_chars[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-";
+    size_t ln = sizeof(local) - 1;
+    bool name = strspn(host, name_chars) >= n; /* a DNS name's characters up to the port */
+    return is_ipv4(host, n) || (n == ln && strncasecmp(host, local, ln) == 0) ||
+           (name && n > ln + 1 && host[n - ln - 1] == '.' &&
+            strncasecmp(host + n - ln, local, ln) == 0);
+}
+
 /* ---- params ---- */
 
 int mcp_initialize_params(const cJSON *params, const char **version, const char **why)

@@ -151,6 +151,14 @@ bool mcp_content_type_json(const char *content_type);
 /* Whether origin is the request's own: "http://" + host (or "https://" when tls), compared
  * without regard to case, a default port (:80, :443) written or not. */
 bool mcp_origin_is_own(const char *origin, const char *host, bool tls);
+/*
+ * Whether a Host header names dotmon in a way DNS rebinding cannot fake: an IPv4 address, an IPv6
+ * address in brackets, or localhost (and names under .localhost, which resolve to loopback), with
+ * or without a port. A page of a rebound name (the attacker's domain, resolved to dotmon's
+ * address) sends its own name as Host and as Origin, so its origin is "own" but its Host is none
+ * of these (MCP 2025-11-25, security best practices: local server compromise).
+ */
+bool mcp_host_unspoofable(const char *host);
 
 /* ---- params ---- */
 

@@ -902,8 +902,9 @@ static void handle_delete(struct mcp *m, struct http_request *req)
 }
 
 /*
- * Origin (MCP, "Security Warning": DNS rebinding): a request that carries one is served only
- * from the request's own origin or from one allowed by Mcp:AllowedOrigins or
+ * Origin (MCP, "Security Warning": DNS rebinding): a request that carries one is served only from
+ * the request's own origin when its Host is an address or localhost (a page of a rebound name has
+ * its own name as both, mcp_host_unspoofable), or from one allowed by Mcp:AllowedOrigins or
  * CorsConfiguration:AllowedOrigins; one Origin header at most.
  */
 static bool origin_allowed(struct mcp *m, struct http_request *req)
@@ -912,9 +913,11 @@ static bool origin_allowed(struct mcp *m, struct http_request *req)
     if (origin == NULL) {
         return true;
     }
+    const char *host = http_request_header(req, "Host");
     bool any = false;
     return http_request_header_count(req, "Origin") == 1 &&
-           (mcp_origin_is_own(origin, http_request_header(req, "Host"), http_request_is_tls(req)) ||
+           ((mcp_origin_is_own(origin, host, http_request_is_tls(req)) &&
+             mcp_host_unspoofable(host)) ||
             http_cors_origin_allowed(config_get(m->a->cfg, "Mcp:AllowedOrigins"), origin, &any) ||
             http_cors_origin_allowed(config_get(m->a->cfg, "CorsConfiguration:AllowedOrigins"),
                                      origin, &any));
@@ -1006,6 +1009,15 @@ static cJSON *tool_json(const struct mcp_entry *e)
     return o;
 }
 
+/* A tool name as MCP 2025-11-25 asks for them ("Tool names"): 1 to 128 of A-Z, a-z, 0-9, '_',
+ * '-' and '.'. */
+static bool tool_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    return n >= 1 && n <= 128 &&
+           strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
+}
+
 /* An object schema, as MCP requires of inputSchema and outputSchema. */
 static cJSON *parse_schema(const char *tool, const char *what, const char *text)
 {
@@ -1040,6 +1052,10 @@ static int load_tools(struct mcp *m, const struct config *cfg)
         }
         if (on == 0) {
             continue;
+        }
+        if (!tool_name_ok(all[i].name)) {
+            log_error(cat, "MCP tool \"%s\": not a tool name MCP allows", all[i].name);
+            return AGENT_E_INVAL;
         }
         struct mcp_entry *e = &m->tools[m->ntools];
         e->tool = &all[i];

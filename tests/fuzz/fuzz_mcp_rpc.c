@@ -145,6 +145,10 @@ static void check_headers(const uint8_t *data, size_t size)
         CHECK(!mcp_origin_is_own(s, host + 3, false) || strncasecmp(s, "http://", 7) == 0);
     }
     (void)mcp_origin_is_own(s, s, true);
+    /* an unspoofable host is an address or localhost, never one with a URL delimiter in it */
+    if (mcp_host_unspoofable(s)) {
+        CHECK(s[0] != '\0' && strpbrk(s, " /@?#") == NULL);
+    }
     free(s);
 }
 

@@ -16,7 +16,8 @@ with authentication on and the real test app (docs/mcp.md, "Transport"):
     text names its pid; an unknown tool: -32602; an unknown method: -32601;
   - refusals: malformed JSON (-32700), a batch (-32600), Content-Type text/plain (415), an Accept
     without text/event-stream (406), a wrong Origin (403; the request's own origin and one of
-    Mcp:AllowedOrigins are served), GET (405, Allow: POST, DELETE);
+    Mcp:AllowedOrigins are served), a rebound name as Host and Origin (403), GET (405, Allow:
+    POST, DELETE);
   - /info?extras=true counts sessions and calls;
   - with the tools that run for a while (cpu_profile, stacks; the transport's own build has only
     list_processes, and then says these are not checked): progress notifications that rise to
@@ -230,6 +231,13 @@ def check_refusals(cl, sid, port):
     check(st == 200, f"an origin of Mcp:AllowedOrigins: served ({st})")
     st, _, _ = cl.post(ping, session=sid, headers={"Origin": ALLOWED_ORIGIN + ".evil"})
     check(st == 403, f"an origin that only starts like an allowed one: 403 ({st})")
+    # DNS rebinding: a page of the attacker's name, resolved to dotmon's address, sends that name
+    # as Host and as Origin; its origin is "own", but only an address or localhost counts as such.
+    st, _, _ = cl.post(ping, session=sid, headers={"Origin": f"http://evil.example:{port}",
+                                                   "Host": f"evil.example:{port}"})
+    check(st == 403, f"a rebound name (Host and Origin evil.example): 403 ({st})")
+    st, _, _ = cl.post(ping, session=sid, headers={"Origin": f"http://localhost:{port}", "Host": f"localhost:{port}"})
+    check(st == 200, f"Host and Origin localhost: served ({st})")
     st, h, body = cl.request("GET", session=sid, headers={"Accept": "text/event-stream"})
     check(st == 405 and h.get("allow") == "POST, DELETE", f"GET: 405, Allow: POST, DELETE ({st} {h.get('allow')})")
     st, h, body = cl.request("POST", ping, session=sid, auth=False)

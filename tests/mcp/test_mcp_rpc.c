@@ -532,6 +532,42 @@ static void test_mcp_rpc_headers(void **state)
     assert_false(mcp_origin_is_own("http://localhost:52323", NULL, false));
     assert_false(mcp_origin_is_own("http://", "", false));
     assert_false(mcp_origin_is_own(NULL, "localhost", false));
+
+    /* Hosts a rebound DNS name cannot stand for */
+    const char *const unspoofable[] = {"127.0.0.1",       "127.0.0.1:52323",    "10.1.2.3:80",
+                                       "[::1]",           "[::1]:52323",        "localhost",
+                                       "LocalHost:52323", "app.localhost:8080", "255.255.255.255"};
+    for (size_t i = 0; i < sizeof(unspoofable) / sizeof(unspoofable[0]); i++) {
+        if (!mcp_host_unspoofable(unspoofable[i])) {
+            fail_msg("refused: %s", unspoofable[i]);
+        }
+    }
+    const char *const spoofable[] = {"evil.example.com",
+                                     "evil.example.com:52323",
+                                     "localhost.evil",
+                                     "xlocalhost",
+                                     "127.0.0.1.evil",
+                                     "256.0.0.1",
+                                     "1.2.3",
+                                     "1.2.3.4.5",
+                                     "127.0.0.1:",
+                                     "127.0.0.1:x",
+                                     "[::1",
+                                     "[]",
+                                     "[::1]x",
+                                     "[::1]:",
+                                     "",
+                                     "0127.0.0.1",
+                                     ".localhost",
+                                     "a b.localhost",
+                                     "x/y.localhost:1"};
+    for (size_t i = 0; i < sizeof(spoofable) / sizeof(spoofable[0]); i++) {
+        if (mcp_host_unspoofable(spoofable[i])) {
+            fail_msg("accepted: %s", spoofable[i]);
+        }
+    }
+    assert_false(mcp_host_unspoofable(NULL));
+    assert_false(mcp_host_unspoofable("[fe80::1%eth0]")); /* a zone: not in a Host header */
 }
 
 static void test_mcp_rpc_call_params(void **state)

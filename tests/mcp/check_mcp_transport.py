@@ -27,7 +27,7 @@ with authentication on and the real test app (docs/mcp.md, "Transport"):
   - a second dotmon with Mcp:MaxSessions 2 and Timeouts:McpSessionIdleMs 1500: a third session
     replaces the one idle the longest, and an idle session expires; with the long tools, also
     Mcp:MaxCallsPerSession 1 (a second call is a tool error in the routes' 429 words) and
-    Timeouts:McpCallMs 1000 against a /stacks of 3 s (a tool error at the deadline, the runtime
+    Timeouts:McpCallMs 2000 against a /stacks of 5 s (a tool error at the deadline, the runtime
     session stopped);
   - without Mcp:Enabled, /mcp is a 404 naming the setting;
   - each dotmon stops with status 0 and no sanitizer report in its log.
@@ -365,13 +365,13 @@ def stacks_call(rid, pid):
 
 
 def check_limit_calls(cl, port, auth, pid):
-    """Mcp:MaxCallsPerSession 1 and Timeouts:McpCallMs 1000, with /stacks sampling for 3 s
+    """Mcp:MaxCallsPerSession 1 and Timeouts:McpCallMs 2000, with /stacks sampling for 5 s
     (Timeouts:StacksSampleMs; the tool asks for no seconds): a second call while one runs is a
     tool error in the routes' 429 words; the first outlives its deadline and is answered with a
     tool error, its runtime session stopped."""
     _, sid, _ = cl.initialize(LATEST)
     st = Stream(port, auth, sid, stacks_call(30, pid))
-    wait_for(lambda: runtime_sessions(port, auth) == 1, 10)
+    wait_for(lambda: (info_mcp(port, auth) or {}).get("callsInFlight") == 1, 10, 0.02)
     code, _, body = cl.post(stacks_call(31, pid), session=sid, headers={"Accept": "application/json, text/*"})
     res = rpc(body).get("result", {})
     text = (res.get("content") or [{}])[0].get("text", "")
@@ -381,7 +381,7 @@ def check_limit_calls(cl, port, auth, pid):
     res = (st.result() or {}).get("result", {})
     text = (res.get("content") or [{}])[0].get("text", "")
     check(res.get("isError") is True and "Timeouts:McpCallMs" in text,
-          f"Timeouts:McpCallMs 1000: the call is answered with a tool error at its deadline: {text}")
+          f"Timeouts:McpCallMs 2000: the call is answered with a tool error at its deadline: {text}")
     check(wait_for(lambda: runtime_sessions(port, auth) == 0, 20),
           f"the timed-out call's runtime session stopped ({runtime_sessions(port, auth)})")
 
@@ -419,11 +419,11 @@ def info_mcp(port, auth):
 
 def check_limits(key, auth, tmp, pid):
     """Mcp:MaxSessions 2 and a short idle time on a dotmon of its own; with pid (the long tools
-    are there), Mcp:MaxCallsPerSession 1 and Timeouts:McpCallMs 1000 too."""
+    are there), Mcp:MaxCallsPerSession 1 and Timeouts:McpCallMs 2000 too."""
     port = free_port()
     env = {"DotnetMonitor_Mcp__Enabled": "true", "DotnetMonitor_Mcp__MaxSessions": "2",
            "DotnetMonitor_Timeouts__McpSessionIdleMs": "1500", "DotnetMonitor_Mcp__MaxCallsPerSession": "1",
-           "DotnetMonitor_Timeouts__McpCallMs": "1000", "DotnetMonitor_Timeouts__StacksSampleMs": "3000"}
+           "DotnetMonitor_Timeouts__McpCallMs": "2000", "DotnetMonitor_Timeouts__StacksSampleMs": "5000"}
     with open(os.path.join(tmp, "dotmon-limits.log"), "w") as log:
         dm = start_dotmon(tmp, port, log, [pid] if pid else (), key=key, env=env)
         try:

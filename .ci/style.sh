@@ -21,7 +21,7 @@ if [ ! -f "$build/compile_commands.json" ]; then
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENT_TESTS=OFF >/dev/null
 fi
 tidy_log=$(mktemp "${TMPDIR:-/tmp}/dotmon-tidy.XXXXXX")
-mapfile -t srcs < <(git ls-files 'common/*.c' 'tls/*.c' 'ipc/*.c' 'http/*.c' 'auth/*.c' 'events/*.c' 'otlp/*.c' 'egress/*.c' 'rules/*.c' 'config/*.c' 'collect/*.c' 'agent/*.c')  # agent/*.c: its subfolders too (a pathspec's * crosses /)
+mapfile -t srcs < <(git ls-files 'common/*.c' 'tls/*.c' 'ipc/*.c' 'http/*.c' 'auth/*.c' 'events/*.c' 'otlp/*.c' 'mcp/*.c' 'egress/*.c' 'rules/*.c' 'config/*.c' 'collect/*.c' 'agent/*.c')  # agent/*.c: its subfolders too (a pathspec's * crosses /)
 echo "style: clang-tidy on ${#srcs[@]} files"
 # gcc-only warning flags in the compile commands are unknown to clang: not findings.
 printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -n 4 \

@@ -33,6 +33,7 @@
 #include "ipc_discovery.h"
 #include "ipc_listen.h"
 #include "log.h"
+#include "mcp.h"
 #include "membudget.h"
 #include "metrics.h"
 #include "num.h"
@@ -612,6 +613,14 @@ static void on_collect_idle(struct collect_ctx *ctx)
     }
 }
 
+/* The MCP endpoint (mcp.h: its settings and its tools' schemas are checked here, so a bad one
+ * stops dotmon before it listens), then the https:// listeners' TLS. */
+static int setup_mcp_tls(struct agent *a)
+{
+    int rc = mcp_new(a, &a->mcp);
+    return rc != 0 ? rc : agent_tls_init(a);
+}
+
 int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
                const struct config *cfg)
 {
@@ -707,7 +716,7 @@ int agent_init(struct agent *a, uv_loop_t *loop, const struct cli_options *opts,
         }
         return rc;
     }
-    return agent_tls_init(a);
+    return setup_mcp_tls(a);
 }
 
 /* ---- start / stop ---- */
@@ -1179,6 +1188,9 @@ void agent_stop(struct agent *a)
     a->metrics = NULL;
     exceptions_close(a->exceptions); /* the same */
     a->exceptions = NULL;
+    /* MCP calls in flight are answered and their REST requests cancelled before the server's
+     * grace period starts; the object stays for the cancellations to land (agent_fini frees it). */
+    mcp_shutdown(a->mcp);
     /* The OTel sessions stop gracefully (what the runtimes still buffer is read and exported) in
      * half the grace period at most; then what is queued is sent within the rest of it, and what
      * is still unsent then is counted. */
@@ -1229,6 +1241,8 @@ void agent_fini(struct agent *a)
     free(a->dump_target_dir);
     a->dump_target_dir = NULL;
     op_registry_fini(&a->ops);
+    mcp_free(a->mcp);
+    a->mcp = NULL;
     rules_run_free(a->rules);
     ring_registry_fini(&a->rings);
     a->rules = NULL;

@@ -110,6 +110,7 @@ struct agent {
     struct metrics *metrics; /* continuous metrics sessions (metrics.c); NULL when disabled */
     /* the exceptions history of every process (exceptions.c); NULL when disabled */
     struct exceptions *exceptions;
+    struct mcp *mcp;   /* the MCP endpoint /mcp (agent/mcp/mcp.h); NULL when Mcp:Enabled is off */
     struct otel *otel; /* OpenTelemetry export (otel/otel.h); NULL when no signal is exported */
     struct otel_procs *otel_procs; /* its producers (otel/otel_proc.h); NULL with it */
     struct rules_run *rules;    /* collection rules (rules_run.c); NULL when none is configured */

@@ -16,6 +16,7 @@
 #include "http_cors.h"
 #include "http_query.h"
 #include "log.h"
+#include "mcp.h"
 #include "membudget.h"
 #include "num.h"
 #include "rules.h"
@@ -44,6 +45,7 @@ struct api_route {
 static void api_root(struct agent *a, struct http_request *req);
 static void api_parameters(struct agent *a, struct http_request *req);
 static void api_exceptions(struct agent *a, struct http_request *req);
+static void api_mcp(struct agent *a, struct http_request *req);
 
 static const struct api_route routes[] = {
     /* dotnet-monitor answers / with its OpenAPI document, without authentication, on every URL. */
@@ -62,6 +64,10 @@ static const struct api_route routes[] = {
     {"/exceptions", "GET", api_exceptions, NULL, false, false, true, NULL},
     {"/exceptions", "POST", api_exceptions, NULL, false, false, false, NULL},
     {"/parameters", "POST", api_parameters, NULL, false, false, false, NULL},
+    /* The MCP endpoint (agent/mcp/mcp.h): authenticated as every route; GET answers 405. */
+    {"/mcp", "POST", api_mcp, NULL, false, false, false, NULL},
+    {"/mcp", "GET", api_mcp, NULL, false, false, true, NULL},
+    {"/mcp", "DELETE", api_mcp, NULL, false, false, false, NULL},
     {"/livemetrics", "GET", api_livemetrics_get, NULL, false, false, true, NULL},
     {"/livemetrics", "POST", api_livemetrics_post, NULL, false, false, false, NULL},
     {"/logs", "GET", api_logs_get, NULL, false, false, true, NULL},
@@ -117,6 +123,12 @@ static void api_exceptions(struct agent *a, struct http_request *req)
     } else {
         api_exceptions_get(a, req);
     }
+}
+
+/* /mcp: the MCP endpoint when Mcp:Enabled is true, else a 404 that names the setting. */
+static void api_mcp(struct agent *a, struct http_request *req)
+{
+    mcp_handle(a->mcp, req);
 }
 
 int api_accept_pick(const char *accept, const char *const *types, size_t n)

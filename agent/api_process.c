@@ -14,6 +14,7 @@
 #include "exceptions.h"
 #include "ipc_client.h"
 #include "log.h"
+#include "mcp.h"
 #include "metrics.h"
 #include "otel.h"
 
@@ -296,6 +297,10 @@ void api_info(struct agent *a, struct http_request *req)
             cJSON_AddStringToObject(o, "native", native);
             cJSON_AddItemToObject(o, "metrics", metrics_status_json(a->metrics));
             cJSON_AddItemToObject(o, "exceptions", exceptions_status_json(a->exceptions));
+            cJSON *mj = mcp_status_json(a->mcp); /* NULL when the MCP endpoint is off */
+            if (mj != NULL) {
+                cJSON_AddItemToObject(o, "mcp", mj);
+            }
             if (a->node_mode && a->disc != NULL) {
                 /* Node mode: how many processes the last walk of /proc looked at, and how many
                  * of them dotmon may not look into (CAP_SYS_PTRACE missing). */

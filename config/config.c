@@ -675,6 +675,11 @@ static const char *const known_keys[] = {
     "InProcessFeatures:Exceptions:CollectionFilters:Exclude:*:TypeName",
     "InProcessFeatures:Exceptions:CollectionFilters:Exclude:*:MethodName",
     "InProcessFeatures:Exceptions:CollectionFilters:Exclude:*:ModuleName",
+    "Mcp:Enabled", /* agent/mcp/mcp.c: the MCP endpoint */
+    "Mcp:AllowedOrigins",
+    "Mcp:MaxSessions",
+    "Mcp:MaxCallsPerSession",
+    "Mcp:Tools:*:Enabled", /* mcp.c refuses a name that is no tool */
 };
 
 /* Sections read whole (every key under them is dotmon's): collection rules (rules_run.c). */

@@ -136,7 +136,16 @@
       "S3 egress: one request (a part of the upload) in all")                                      \
     X(IDLE_TRIM, "IdleTrim", 1000, 50, 3600000, NULL, TIMEOUT_LEGACY_NONE,                         \
       "after the last collection job is freed, memory goes back to the system this much later "    \
-      "(what its answer still held, HTTP writes and spool reads, is freed by then)")
+      "(what its answer still held, HTTP writes and spool reads, is freed by then)")               \
+    X(MCP_CALL, "McpCall", 30000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,                         \
+      "MCP: a tool call may run this long beyond the seconds its REST requests are asked to run; " \
+      "then its request is cancelled and the call answered with a tool error")                     \
+    X(MCP_SESSION_IDLE, "McpSessionIdle", 1800000, 50, 86400000, NULL, TIMEOUT_LEGACY_NONE,        \
+      "MCP: a session with no call in flight and no request for this long is dropped (its "        \
+      "client then gets 404 and initializes again)")                                               \
+    X(MCP_PROGRESS, "McpProgress", 1000, 50, 600000, NULL, TIMEOUT_LEGACY_NONE,                    \
+      "MCP: while a tool's REST request runs for a number of seconds, a client that gave a "       \
+      "progress token gets notifications/progress this often")
 
 /* How an older setting of a row gives its value. */
 enum timeout_legacy {

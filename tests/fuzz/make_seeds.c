@@ -8,7 +8,8 @@
  * keys; request targets, trace bodies and settings follow docs/routes.md; requests for
  * fuzz_http_parse are hand-written good ones plus the records of tests/fixtures/bad_http up to
  * 4 KiB (read with the tests' own loader); fuzz_ev_exc's inputs are ExceptionThrown_V1 payloads and
- * ExceptionsConfiguration documents in fuzz_ev_exc.c's layout. Keys made here are random,
+ * ExceptionsConfiguration documents in fuzz_ev_exc.c's layout; fuzz_mcp_rpc's are MCP clients'
+ * messages and header values. Keys made here are random,
  * so a rerun writes different (equally valid) auth seeds; everything else is byte-for-byte stable.
  * Only files named "gen-*" are written, so hand-made and captured seeds are left alone.
  */
@@ -757,6 +758,53 @@ static void exc_seeds(void)
     put(t, "long-strings", in.b, in.n);
 }
 
+/* ---- MCP (mcp/mcp_rpc.h) ------------------------------------------------------------------ */
+
+/* fuzz_mcp_rpc: POST bodies of an MCP client in MCP's shapes (docs/mcp.md), good ones and the
+ * refusals of each rule, and header values the transport reads. */
+static void mcp_seeds(void)
+{
+    static const char *const msgs[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+        "\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"inspector\",\"version\":"
+        "\"0.17.0\"}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":\"init-1\",\"method\":\"initialize\",\"params\":"
+        "{\"protocolVersion\":\"2024-11-05\"}}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":\"x\"}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+        "\"cpu_profile\",\"arguments\":{\"pid\":4242,\"seconds\":5,\"top\":10},\"_meta\":"
+        "{\"progressToken\":\"p-2\"}}}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":2,"
+        "\"reason\":\"user\"}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{\"roots\":[]}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"Parse error\"}}",
+        "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},{\"jsonrpc\":\"2.0\",\"method\":"
+        "\"notifications/initialized\"}]",
+        "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":9007199254740992,\"method\":\"ping\"}",
+        "{\"jsonrpc\":\"1.0\",\"id\":\"q\",\"method\":\"ping\",\"params\":[]}",
+        "{\"jsonrpc\":\"2.0\",\"id\":\"\\u00e9\\ud83d\\ude00\",\"method\":\"x\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} trailing",
+        "data: x\r\nevent: y\r\rid: 1\n\n",
+    };
+    put_strs("fuzz_mcp_rpc", "msg", msgs, sizeof(msgs) / sizeof(msgs[0]));
+    static const char *const headers[] = {
+        "application/json, text/event-stream",
+        "text/event-stream;q=0, application/json;q=0.9, */*;q=0.1",
+        "2025-06-18",
+        "00010203040506070809aabbccddeeff",
+        "http://localhost:52323",
+        "application/json; charset=utf-8",
+    };
+    put_strs("fuzz_mcp_rpc", "header", headers, sizeof(headers) / sizeof(headers[0]));
+    put_str("fuzz_mcp_rpc", "problem",
+            "{\"type\":\"https://tools.ietf.org/html/rfc9110#section-15.5.30\",\"title\":\"Too "
+            "Many Requests\",\"status\":429,\"detail\":\"3 trace operations are running\","
+            "\"reason\":\"RequestLimits:Trace:MaxConcurrency\"}");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -776,6 +824,7 @@ int main(int argc, char **argv)
     auth_token_seeds(key);
     auth_jwk_seeds();
     exc_seeds();
+    mcp_seeds();
     EVP_PKEY_free(key);
     return failures == 0 ? 0 : 1;
 }

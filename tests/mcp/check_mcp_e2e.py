@@ -124,22 +124,29 @@ def inspector(url, token, *args, timeout=60):
     return r.returncode, doc, r.stderr
 
 
+def errtail(err, n=300):
+    """The end of the Inspector's standard error without its v1 deprecation notice."""
+    keep = [l for l in err.splitlines() if l.strip() and not any(
+        w in l for w in ("is deprecated", "Upgrade:", "receives security fixes"))]
+    return "\n".join(keep)[-n:]
+
+
 def inspector_checks(port, token, pid):
     url = f"http://127.0.0.1:{port}/mcp"
     t0 = time.monotonic()
     rc, doc, err = inspector(url, token, "--method", "tools/list")
     names = [t.get("name") for t in (doc or {}).get("tools", [])]
     check(rc == 0 and "cpu_profile" in names and "process_info" in names and "dump" not in names,
-          f"Inspector CLI tools/list: {rc}, {names} ({err.strip()[-300:] if rc else ''})")
+          f"Inspector CLI tools/list: {rc}, {names} ({errtail(err) if rc else ''})")
     rc, doc, err = inspector(url, token, "--method", "tools/call", "--tool-name", "process_info",
                              "--tool-arg", f"pid={pid}")
     sc = (doc or {}).get("structuredContent")
     text = [c.get("text", "") for c in (doc or {}).get("content", []) if c.get("type") == "text"]
     check(rc == 0 and doc is not None and not doc.get("isError") and sc is not None and str(pid) in json.dumps(sc)
           and len(text) == 1,
-          f"Inspector CLI tools/call process_info pid={pid}: {rc}, {json.dumps(doc)[:300] if doc else err.strip()[-300:]}")
+          f"Inspector CLI tools/call process_info pid={pid}: {rc}, {json.dumps(doc)[:300] if doc else errtail(err)}")
     rc, doc, err = inspector(url, "wrong-token", "--method", "tools/list")
-    check(rc != 0 and doc is None, f"Inspector CLI with a wrong token fails ({rc}: {err.strip()[-200:]})")
+    check(rc != 0 and doc is None, f"Inspector CLI with a wrong token fails ({rc}: {errtail(err, 200)})")
     print(f"info Inspector CLI: {time.monotonic() - t0:.1f} s", flush=True)
 
 

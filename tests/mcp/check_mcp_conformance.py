@@ -29,8 +29,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from dmtest import FAILS, check, close_log, free_port, start_dotmon, stop  # noqa: E402
 
 # The scenarios of the transport and of what dotmon's tools claim: these must pass (also without
-# the baseline: a baseline listing one of them is wrong).
-MUST_PASS = ["server-initialize", "ping", "tools-list"]
+# the baseline: a baseline listing one of them is wrong). dns-rebinding-protection: dotmon on
+# loopback without authentication, asked with Host: evil.example.com and Origin:
+# http://evil.example.com (a page of a rebound name), must refuse with a 4xx, and take localhost.
+MUST_PASS = ["server-initialize", "ping", "tools-list", "server-sse-multiple-streams", "dns-rebinding-protection"]
 
 
 def baseline(path):

@@ -5,7 +5,8 @@ installed into the build tree by the mcp_npm_install fixture, Node.js 22 among t
 test app.
 
 dotmon runs with authentication on (a key of `dotmon generatekey`), Mcp:Enabled, and a collection rule
-McpRule (Startup, Execute /bin/true); the test app runs without its heartbeat. Then:
+McpRule (Startup, Execute /bin/true), GlobalCounter:IntervalSeconds 1; the test app runs without its
+heartbeat. Then:
   - mcp_e2e.mjs, a client written with the TypeScript SDK (Client + StreamableHTTPClientTransport, the
     token in requestInit's headers): 401 without a token, 403 for a foreign Origin, version
     negotiation, sessions, tools/list with every schema compiled and meta-validated by ajv, each tool
@@ -52,7 +53,8 @@ def node_paths():
 
 
 def mcp_env(extra=None):
-    e = {"DotnetMonitor_Mcp__Enabled": "true",
+    # GlobalCounter:IntervalSeconds 1: metrics_snapshot listens one counter interval plus a second.
+    e = {"DotnetMonitor_Mcp__Enabled": "true", "DotnetMonitor_GlobalCounter__IntervalSeconds": "1",
          f"DotnetMonitor_CollectionRules__{RULE}__Trigger__Type": "Startup",
          f"DotnetMonitor_CollectionRules__{RULE}__Actions__0__Type": "Execute",
          f"DotnetMonitor_CollectionRules__{RULE}__Actions__0__Settings__Path": "/bin/true"}
@@ -164,8 +166,11 @@ def dump_and_off_checks(tmp, key, token):
                 names = [t.get("name") for t in (doc or {}).get("tools", [])]
                 dump = [t for t in (doc or {}).get("tools", []) if t.get("name") == "dump"]
                 check(rc == 0 and bool(dump), f"Mcp:Tools:dump:Enabled=true: tools/list has dump ({rc}, {names})")
-                check(bool(dump) and len(dump[0].get("description", "")) > 0,
-                      f"and its description says what it costs: {dump[0].get('description', '')[:300] if dump else ''}")
+                desc = dump[0].get("description", "") if dump else ""
+                check(bool(dump) and "suspend" in desc and "egress" in desc.lower(),
+                      f"and its description says what it costs and writes: {desc[:300]}")
+                ann = dump[0].get("annotations", {}) if dump else {}
+                check(ann.get("readOnlyHint") is False, f"and its annotations say it is not read-only: {ann}")
             else:
                 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},

@@ -13,25 +13,26 @@
 // "ok   …" or "FAIL …" as tests/support/dmtest.py's check() does; the exit status is 1 when one
 // failed.
 //
-// Checked: 401 without a token (and with a wrong one); 403 for a foreign Origin, 2xx for the
-// request's own; initialize's protocol-version negotiation (2025-11-25, 2025-06-18, an unknown
-// one answered with the current), Mcp-Session-Id, a bad MCP-Protocol-Version header (400), an
-// unknown session (404), DELETE ending a session; tools/list (every tool with a title-less name
-// from the fixed set, a description, an inputSchema and an outputSchema of type object that ajv
-// compiles as JSON Schema 2020-12 (or the draft its $schema names) and that are valid against
-// the meta-schema; dump absent unless enabled); each tool called against the app: one text
-// content, structuredContent valid against its outputSchema (ajv), and what the app does named
-// (cpu_profile: the hot method first; exceptions: the thrown type; allocations: the allocated
-// type; contention: the waiting method; gc_stats: the induced GCs; stacks: a parked thread's
-// frame; recent_logs: the logged line; metrics_snapshot: System.Runtime values; heap_summary:
-// the type allocated between two calls in the second call's growth; trace_summary: the asked
-// provider's events counted; collection_rules: the configured rule; process_info and
-// list_processes: the pid; by name too); bad arguments and an unknown tool; progress
-// notifications while cpu_profile runs; a cancelled cpu_profile (AbortSignal: the SDK sends
-// notifications/cancelled) ends its operation Cancelled with no runtime session left, and the
+// Checked: 401 without a token (and with a wrong one); 403 for a foreign Origin, 200 for the
+// request's own; initialize's protocol-version negotiation (2025-11-25, 2025-06-18, an unknown one
+// answered with the current), Mcp-Session-Id, ping, a bad MCP-Protocol-Version header (400), an
+// unknown method (-32601), a body that is not JSON, an unknown session (404), DELETE ending a
+// session; tools/list: every tool of the fixed set, each with a description, annotations, and an
+// inputSchema and an outputSchema of type object that are valid against the JSON Schema meta-schema
+// (2020-12, or the draft their $schema names) and that ajv compiles; dump absent (not enabled); each
+// tool called against the app: one text content, structuredContent valid against its outputSchema
+// (ajv), and what the app does named (cpu_profile: the hot method first by self time and in the
+// hottest path; exceptions: the thrown type, counted, and its site; allocations: the allocated type;
+// contention: the waiting method; gc_stats: the induced GCs; stacks: the parked threads' frames;
+// recent_logs: the logged line, and a category's line only; metrics_snapshot: System.Runtime values,
+// and only the instruments asked for; heap_summary: the type allocated between two calls in the
+// second call's growth; trace_summary: the asked provider's events counted; collection_rules: the
+// configured rule; process_info by pid, name and uid; list_processes); bad arguments and an unknown
+// tool; progress notifications while cpu_profile runs; a cancelled cpu_profile (AbortSignal: the SDK
+// sends notifications/cancelled) ends its operation Cancelled with no runtime session left, and the
 // runtime takes a new session right after; 20 concurrent cpu_profile calls: the extras are tool
-// errors with the routes' 429 message, none is a protocol error, dotmon stays up and every
-// session ends.
+// errors with the routes' 429 message, none is a protocol error, dotmon stays up and every session
+// ends.
 
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -300,54 +301,39 @@ async function during(name, args, cmd) {
   return { res, op, answer, progress };
 }
 
-// Every array of objects in v, depth first in key order, with the key path that holds it.
-function arrays(v, p = '', out = []) {
-  if (Array.isArray(v)) {
-    if (v.length && v.every((x) => x && typeof x === 'object' && !Array.isArray(x))) out.push({ path: p, items: v });
-    v.forEach((x, i) => arrays(x, `${p}[${i}]`, out));
-  } else if (v && typeof v === 'object') {
-    for (const [k, x] of Object.entries(v)) arrays(x, p ? `${p}.${k}` : k, out);
-  }
-  return out;
-}
-// The first string member of an object (a method's, type's or name's).
-const firstString = (o) => Object.values(o).find((x) => typeof x === 'string') || '';
-// The first entry of the first list whose key path matches re, named by its first string member.
-function firstOf(sc, re) {
-  const a = arrays(sc).find((x) => re.test(x.path));
-  return a ? { path: a.path, name: firstString(a.items[0]), item: a.items[0] } : { path: '', name: '', item: null };
-}
-const has = (sc, s) => JSON.stringify(sc || {}).includes(s);
-const schemaProps = (name) => ((tools.get(name) || {}).inputSchema || {}).properties || {};
-
 async function toolChecks() {
   // process_info / list_processes, and the three ways to name a process.
   let sc = good('list_processes', await call('list_processes', {}));
-  check(sc && has(sc, String(PID)), `list_processes names the app's pid ${PID}`);
+  check(sc && (sc.processes || []).some((p) => p.pid === PID && p.name === 'TestApp'),
+    `list_processes lists the app (pid ${PID}, TestApp)`);
   sc = good('process_info', await call('process_info', { pid: PID }));
-  check(sc && Object.values(sc).concat(sc.process ? Object.values(sc.process) : []).includes(PID),
-    `process_info(pid): the pid ${PID} is in the answer`);
-  const uid = sc && (sc.uid || (sc.process && sc.process.uid));
+  check(sc && sc.pid === PID && sc.name === 'TestApp', `process_info(pid): pid ${sc && sc.pid}, name ${sc && sc.name}`);
+  const uid = sc && sc.uid;
   const byName = good('process_info', await call('process_info', { name: 'TestApp' }), 'process_info(name)');
-  check(byName && has(byName, String(PID)), `process_info(name=TestApp) is the same process (${PID})`);
-  if (uid) {
+  check(byName && byName.pid === PID, `process_info(name=TestApp) is the same process (${byName && byName.pid})`);
+  if (check(!!uid, `process_info gives the runtime's uid (${uid})`)) {
     const byUid = good('process_info', await call('process_info', { uid }), 'process_info(uid)');
-    check(byUid && has(byUid, String(PID)), `process_info(uid=${uid}) is the same process`);
+    check(byUid && byUid.pid === PID, `process_info(uid=${uid}) is the same process`);
   }
   const noPid = await call('process_info', { pid: 1 });
   check(noPid && noPid.isError === true && textOf(noPid).length > 0,
     `process_info(pid=1), no such .NET process: a tool error with a message (${short(textOf(noPid), 200)})`);
 
-  // cpu_profile: the hot method first; progress notifications while it runs.
-  let d = await during('cpu_profile', { pid: PID, seconds: 2, top: 5 }, 'hot 2600');
+  // cpu_profile: the hot method first, by self time and in the hottest path; progress
+  // notifications while it runs.
+  let d = await during('cpu_profile', { pid: PID, seconds: 2, top: 5, paths: 2 }, 'hot 2600');
   sc = good('cpu_profile', d.res);
   if (sc) {
-    const top = firstOf(sc, /excl|top|method/i);
-    check(top.name.includes(HOT), `cpu_profile: the first method (${top.path}) is the app's hot ${HOT}: ${top.name}`);
+    const top = (sc.topExclusive || [])[0] || {};
+    check(String(top.method).includes(HOT) && top.percent > 40,
+      `cpu_profile: the first method by self time is the app's hot ${HOT}: ${top.method} (${top.percent} %)`);
+    const path0 = (sc.hotPaths || [])[0] || {};
+    check((path0.frames || []).some((f) => f.includes(HOT)),
+      `cpu_profile: the hottest path goes through ${HOT}: ${short(path0.frames, 300)}`);
   }
   check(d.progress.length > 0, `cpu_profile: progress notifications while it runs (${d.progress.length}: ${short(d.progress, 200)})`);
-  check(d.progress.every((p, i) => i === 0 || p.progress >= d.progress[i - 1].progress),
-    'cpu_profile: progress never goes back');
+  check(d.progress.every((p, i) => i === 0 || p.progress > d.progress[i - 1].progress),
+    'cpu_profile: progress rises with each notification');
 
   // Bad arguments: a tool error naming the argument, not a protocol error.
   const bad = await call('cpu_profile', { pid: PID, seconds: -3 });
@@ -360,86 +346,95 @@ async function toolChecks() {
     check(e instanceof McpError && e.code === -32602, `an unknown tool: JSON-RPC error -32602 (${e.code} ${e.message})`);
   }
 
-  // exceptions: the thrown type.
+  // exceptions: the thrown type, counted, and its throw site.
   d = await during('exceptions', { pid: PID, seconds: 2 }, 'throw-n 40');
   sc = good('exceptions', d.res);
-  check(sc && has(sc, 'TestApp.ProfileKindsException'), 'exceptions names the thrown TestApp.ProfileKindsException');
-  check(sc && has(sc, 'ThrowKnown'), 'exceptions names the throw site TestApp.ProfileKinds.ThrowKnown');
+  let t = sc && (sc.types || [])[0];
+  check(t && t.type === 'TestApp.ProfileKindsException' && t.count === 40,
+    `exceptions: the first type is the thrown TestApp.ProfileKindsException, 40 times (${t && t.type}, ${t && t.count})`);
+  check(t && (t.sites || []).some((x) => String(x.method).includes('TestApp.ProfileKinds.ThrowKnown')),
+    `exceptions: thrown in TestApp.ProfileKinds.ThrowKnown (${short(t && t.sites, 200)})`);
 
-  // allocations: the type allocated most.
+  // allocations: the type allocated most, and where.
   d = await during('allocations', { pid: PID, seconds: 2 }, 'alloc-mix 1500');
   sc = good('allocations', d.res);
-  if (sc) {
-    const top = firstOf(sc, /type|top|alloc/i);
-    check(top.name.includes('TestApp.BigAllocType'), `allocations: the first type (${top.path}) is TestApp.BigAllocType: ${top.name}`);
-  }
+  t = sc && (sc.types || [])[0];
+  check(t && t.type === 'TestApp.BigAllocType' && (t.sites || []).some((x) => String(x.method).includes('AllocateBig')),
+    `allocations: the first type is TestApp.BigAllocType, from TestApp.ProfileKinds.AllocateBig (${t && t.type}, ${t && t.percent} %)`);
 
   // contention: the waiting method.
   d = await during('contention', { pid: PID, seconds: 2 }, 'contend 1500');
   sc = good('contention', d.res);
-  check(sc && has(sc, 'HoldLock'), 'contention names the contended TestApp.ProfileKinds.HoldLock');
+  const m = sc && (sc.methods || [])[0];
+  check(m && String(m.method).includes('TestApp.ProfileKinds.HoldLock') && m.waitMilliseconds > 0,
+    `contention: the first waiting method is TestApp.ProfileKinds.HoldLock (${m && m.method}, ${m && m.waitMilliseconds} ms)`);
 
-  // gc_stats: three induced gen2 GCs.
+  // gc_stats: exactly the app's three induced gen2 GCs (it does nothing else: no heartbeat).
   d = await during('gc_stats', { pid: PID, seconds: 2 }, 'collect 3');
   sc = good('gc_stats', d.res);
-  check(sc && /induced/i.test(JSON.stringify(sc)), 'gc_stats: the induced GCs are there');
+  check(sc && sc.gcs === 3 && sc.generations && sc.generations.gen2 === 3 && sc.reasons && sc.reasons.Induced === 3,
+    `gc_stats: the 3 induced gen2 GCs (${short(sc && { gcs: sc.gcs, generations: sc.generations, reasons: sc.reasons })})`);
 
-  // stacks: a parked thread's frames.
+  // stacks: the parked threads, by name, in their methods.
   const parked = await app('park');
   sc = good('stacks', await call('stacks', { pid: PID }));
-  check(sc && (has(sc, 'A.B.Wait') || has(sc, 'C.D.Spin')), `stacks shows the parked threads' A.B.Wait / C.D.Spin (${parked})`);
+  const groups = (sc && sc.groups) || [];
+  const waiter = groups.find((g) => (g.threadNames || []).includes('dm-waiter'));
+  const spinner = groups.find((g) => (g.threadNames || []).includes('dm-spinner'));
+  check(waiter && waiter.frames.some((f) => f.includes('A.B.Wait')), `stacks: thread dm-waiter in A.B.Wait (${short(waiter && waiter.frames, 200)})`);
+  check(spinner && spinner.frames.some((f) => f.includes('C.D.Spin')), `stacks: thread dm-spinner in C.D.Spin (${short(spinner && spinner.frames, 200)}; ${parked})`);
   await app('unpark');
 
-  // recent_logs: a line logged while it listens.
+  // recent_logs: a line logged while it listens; with a category, that category's line.
   const line = `mcp-e2e log line ${process.pid}`;
-  const logArgs = { pid: PID, seconds: 2 };
-  const lp = schemaProps('recent_logs');
-  if (lp.level) logArgs.level = (lp.level.enum || []).find((x) => /^info/i.test(x)) || 'Information';
-  d = await during('recent_logs', logArgs, `log Warning ${line}`);
+  d = await during('recent_logs', { pid: PID, seconds: 2, level: 'Information' }, `log Warning ${line}`);
   sc = good('recent_logs', d.res);
-  check(sc && has(sc, line), `recent_logs holds the logged line "${line}"`);
-  if (lp.category) {
-    const cat = { ...logArgs, category: 'TestApp.Other' };
-    d = await during('recent_logs', cat, `log-cat TestApp.Other Warning other ${line}`);
-    sc = good('recent_logs', d.res, 'recent_logs(category)');
-    check(sc && has(sc, `other ${line}`), 'recent_logs(category=TestApp.Other) holds the line of that category');
-  }
+  let rec = sc && (sc.records || []).find((r) => r.message === line);
+  check(rec && rec.level === 'Warning' && rec.category === 'TestApp.Commands',
+    `recent_logs holds the logged line "${line}" (Warning, TestApp.Commands): ${short(rec)}`);
+  d = await during('recent_logs', { pid: PID, seconds: 2, category: 'TestApp.Other' },
+    `log-cat TestApp.Other Warning other ${line}`);
+  sc = good('recent_logs', d.res, 'recent_logs(category)');
+  rec = sc && (sc.records || []).find((r) => r.message === `other ${line}`);
+  check(rec && rec.category === 'TestApp.Other' && (sc.records || []).every((r) => r.category.startsWith('TestApp.Other')),
+    `recent_logs(category=TestApp.Other) holds that category's line only: ${short(sc && sc.records)}`);
 
-  // metrics_snapshot: System.Runtime values.
+  // metrics_snapshot: System.Runtime values; instruments keeps the ones asked for.
   d = await during('metrics_snapshot', { pid: PID, seconds: 2 }, null);
   sc = good('metrics_snapshot', d.res);
-  const numbers = (v) => (typeof v === 'number' ? 1 : v && typeof v === 'object' ? Object.values(v).reduce((n, x) => n + numbers(x), 0) : 0);
-  check(sc && has(sc, 'System.Runtime') && numbers(sc) > 3, `metrics_snapshot has System.Runtime values (${numbers(sc)} numbers)`);
+  const rt = ((sc && sc.metrics) || []).filter((x) => x.provider === 'System.Runtime' && typeof x.value === 'number');
+  const names = new Set(rt.map((x) => x.name));
+  check(rt.length >= 5 && names.has('cpu-usage') && names.has('gc-heap-size') && names.has('working-set'),
+    `metrics_snapshot has System.Runtime values (${rt.length}: ${short([...names], 200)})`);
+  d = await during('metrics_snapshot', { pid: PID, seconds: 2, instruments: ['cpu-usage', 'gc-heap-size'] }, null);
+  sc = good('metrics_snapshot', d.res, 'metrics_snapshot(instruments)');
+  const got = new Set(((sc && sc.metrics) || []).map((x) => x.name));
+  check(got.size === 2 && got.has('cpu-usage') && got.has('gc-heap-size'),
+    `metrics_snapshot(instruments=[cpu-usage, gc-heap-size]) answers those two only: ${short([...got])}`);
 
   // heap_summary twice; the app allocates 20,001 TestApp.GcDumpHolder between: the second call's
   // growth names them.
   sc = good('heap_summary', await call('heap_summary', { pid: PID, top: 20 }), 'heap_summary (first)');
   await app('heap-graph 20000 1 16');
   const sc2 = good('heap_summary', await call('heap_summary', { pid: PID, top: 20 }), 'heap_summary (second)');
-  if (sc2) {
-    const growth = arrays(sc2).find((x) => /grow|diff|delta|change/i.test(x.path));
-    check(growth && JSON.stringify(growth.items).includes('GcDumpHolder'),
-      `heap_summary's second call: TestApp.GcDumpHolder in its growth (${growth ? growth.path : 'no growth list'}: ${short(growth && growth.items, 300)})`);
-  }
+  const grew = sc2 && sc2.growth && (sc2.growth.top || []).find((x) => x.type === 'TestApp.GcDumpHolder');
+  check(grew && grew.countDelta === 20001,
+    `heap_summary's second call: TestApp.GcDumpHolder grew by 20001 objects (${short(grew)})`);
+  check(!(sc && sc.growth && (sc.growth.top || []).length),
+    `heap_summary's first call has no growth to report (${short(sc && sc.growth, 200)})`);
   await app('heap-graph-free');
 
   // trace_summary: the events of the provider asked for, counted.
-  const tp = schemaProps('trace_summary');
-  const provItems = tp.providers && tp.providers.items;
-  const prov = provItems && provItems.type === 'object' ? [{ name: 'DotMon-TestApp' }] : ['DotMon-TestApp'];
-  d = await during('trace_summary', { pid: PID, seconds: 2, providers: prov }, 'events 300 8');
+  d = await during('trace_summary', { pid: PID, seconds: 2, providers: [{ name: 'DotMon-TestApp' }] }, 'events 300 8');
   sc = good('trace_summary', d.res);
-  if (sc) {
-    const counted = arrays(sc).flatMap((x) => x.items).filter((o) => JSON.stringify(o).includes('DotMon-TestApp'));
-    const n = counted.map((o) => Object.entries(o).filter(([k, v]) => typeof v === 'number' && /count|events/i.test(k))
-      .map(([, v]) => v)).flat();
-    check(counted.length > 0 && n.some((x) => x >= 300),
-      `trace_summary counts DotMon-TestApp's 300 Blob events: ${short(counted, 300)}`);
-  }
+  const blob = sc && (sc.byEvent || []).find((x) => x.provider === 'DotMon-TestApp' && x.event === 'Blob');
+  check(blob && blob.count === 300, `trace_summary counts DotMon-TestApp's 300 Blob events: ${short(blob, 200)}`);
 
-  // collection_rules: the configured rule.
+  // collection_rules: the configured rule, fired once (a Startup trigger).
   sc = good('collection_rules', await call('collection_rules', { pid: PID }));
-  check(sc && has(sc, RULE), `collection_rules lists the configured rule ${RULE}`);
+  const rule = sc && (sc.rules || []).find((r) => r.name === RULE);
+  check(rule && rule.state === 'Finished' && rule.lifetimeOccurrences === 1,
+    `collection_rules lists ${RULE}, Finished after its one Startup firing: ${short(rule, 200)}`);
 }
 
 // A cpu_profile cancelled by the client (AbortSignal: the SDK sends notifications/cancelled).
@@ -527,6 +522,8 @@ async function main() {
   check(!tools.has('dump'), 'tools/list has no dump tool (Mcp:Tools:dump:Enabled is not set)');
   for (const t of listed.tools) {
     check(typeof t.description === 'string' && t.description.length >= 20, `${t.name}: a description (${(t.description || '').length} chars)`);
+    check(t.annotations && t.annotations.destructiveHint === false && typeof t.annotations.readOnlyHint === 'boolean',
+      `${t.name}: annotations (readOnlyHint ${t.annotations && t.annotations.readOnlyHint}, destructiveHint false)`);
     schemaChecks(t, 'inputSchema');
     schemaChecks(t, 'outputSchema');
     if (PROCESS_TOOLS.includes(t.name)) {

@@ -93,6 +93,16 @@ def main():
         check(not stale, f"no scenario the baseline lists passes now (update the baseline): {stale}")
         check(r.returncode == 0, f"conformance server --expected-failures exits 0 (got {r.returncode})")
         check(dm.poll() is None, "dotmon is still running")
+        dm.terminate()
+        try:
+            rc = dm.wait(15)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0, f"dotmon exits 0 on SIGTERM (no leak under ASan): {rc}")
+        log.flush()
+        with open(log.name, errors="replace") as f:
+            text = f.read()
+        check("Sanitizer" not in text and "runtime error:" not in text, "no sanitizer report in dotmon's log")
     finally:
         stop(dm)
         close_log(log)

@@ -18,7 +18,8 @@ heartbeat. Then:
   - the MCP Inspector CLI (`mcp-inspector-cli --cli URL --transport http --header "Authorization:
     Bearer …"`): tools/list and tools/call process_info, its JSON output parsed and checked;
   - a second dotmon with Mcp:Tools:dump:Enabled: the Inspector lists dump there;
-  - a third without Mcp:Enabled: POST /mcp is a 404 naming Mcp:Enabled.
+  - a third without Mcp:Enabled: POST /mcp is a 404 naming Mcp:Enabled;
+  - each dotmon exits 0 on SIGTERM (no leak under ASan), no sanitizer report in its log.
 The whole test takes under a minute on the 2-core machine.
 
 Environment: DOTMON_BIN, DOTMON_TESTAPP_DIR, DOTNET_EXE, MCP_NODE_DIR (the build tree's folder of
@@ -60,6 +61,24 @@ def mcp_env(extra=None):
          f"DotnetMonitor_CollectionRules__{RULE}__Actions__0__Settings__Path": "/bin/true"}
     e.update(extra or {})
     return e
+
+
+def stop_clean(dm, log, what):
+    """SIGTERM to dotmon: it exits 0 within 15 s (under ASan: no leak) and its log holds no
+    sanitizer report."""
+    if dm is None or dm.poll() is not None:
+        check(dm is not None and dm.returncode == 0, f"{what}: dotmon was still running ({dm and dm.returncode})")
+        return
+    dm.terminate()
+    try:
+        rc = dm.wait(15)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, f"{what}: dotmon exits 0 on SIGTERM (no leak under ASan): {rc}")
+    log.flush()
+    with open(log.name, errors="replace") as f:
+        text = f.read()
+    check("Sanitizer" not in text and "runtime error:" not in text, f"{what}: no sanitizer report in dotmon's log")
 
 
 def run_e2e(port, token, app):
@@ -171,6 +190,7 @@ def dump_and_off_checks(tmp, key, token):
                       f"and its description says what it costs and writes: {desc[:300]}")
                 ann = dump[0].get("annotations", {}) if dump else {}
                 check(ann.get("readOnlyHint") is False, f"and its annotations say it is not read-only: {ann}")
+                stop_clean(dm, log, what)
             else:
                 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -180,6 +200,7 @@ def dump_and_off_checks(tmp, key, token):
                                                            "Accept": "application/json, text/event-stream"}, body)
                 check(r.status == 404 and b"Mcp:Enabled" in b,
                       f"without Mcp:Enabled, POST /mcp is a 404 naming Mcp:Enabled ({r.status} {b[:200]!r})")
+                stop_clean(dm, log, what)
         finally:
             stop(dm)
             close_log(log)
@@ -205,7 +226,7 @@ def main():
         rc = run_e2e(port, token, app)
         check(rc == 0, f"mcp_e2e.mjs (the TypeScript SDK's client) exits 0 (got {rc})")
         inspector_checks(port, token, app.pid)
-        check(dm.poll() is None, "dotmon is still running")
+        stop_clean(dm, log, "after the MCP calls")
         dump_and_off_checks(tmp, key, token)
     finally:
         if app is not None:

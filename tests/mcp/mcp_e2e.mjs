@@ -26,7 +26,8 @@
 // contention: the waiting method; gc_stats: the induced GCs; stacks: the parked threads' frames;
 // recent_logs: the logged line, and a category's line only; metrics_snapshot: System.Runtime values,
 // and only the instruments asked for; heap_summary: the type allocated between two calls in the
-// second call's growth; trace_summary: the asked provider's events counted; collection_rules: the
+// second call's growth; trace_summary: the asked provider's events counted, and a trace profile's
+// GC events; collection_rules: the
 // configured rule; process_info by pid, name and uid; list_processes); bad arguments and an unknown
 // tool; progress notifications while cpu_profile runs; a cancelled cpu_profile (AbortSignal: the SDK
 // sends notifications/cancelled) ends its operation Cancelled with no runtime session left, and the
@@ -429,6 +430,13 @@ async function toolChecks() {
   sc = good('trace_summary', d.res);
   const blob = sc && (sc.byEvent || []).find((x) => x.provider === 'DotMon-TestApp' && x.event === 'Blob');
   check(blob && blob.count === 300, `trace_summary counts DotMon-TestApp's 300 Blob events: ${short(blob, 200)}`);
+  // The same with a trace profile instead of providers: the runtime's GC events of two induced GCs.
+  d = await during('trace_summary', { pid: PID, seconds: 2, profile: 'gc-collect', top: 50 }, 'collect 2');
+  sc = good('trace_summary', d.res, 'trace_summary(profile=gc-collect)');
+  const gc = ((sc && sc.byEvent) || []).filter((x) => x.provider === 'Microsoft-Windows-DotNETRuntime' && /GC/.test(x.event));
+  const count = (ev) => (gc.find((x) => x.event === ev) || {}).count || 0;
+  check(count('GCStart') >= 2 && count('GCEnd') >= 2,
+    `trace_summary(profile=gc-collect) counts GCStart and GCEnd of the 2 induced GCs: ${short(gc.map((x) => [x.event, x.count]), 300)}`);
 
   // collection_rules: the configured rule, fired once (a Startup trigger).
   sc = good('collection_rules', await call('collection_rules', { pid: PID }));

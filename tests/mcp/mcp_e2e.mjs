@@ -27,13 +27,12 @@
 // recent_logs: the logged line, and a category's line only; metrics_snapshot: System.Runtime values,
 // and only the instruments asked for; heap_summary: the type allocated between two calls in the
 // second call's growth; trace_summary: the asked provider's events counted, and a trace profile's
-// GC events; collection_rules: the
-// configured rule; process_info by pid, name and uid; list_processes); bad arguments and an unknown
-// tool; progress notifications while cpu_profile runs; a cancelled cpu_profile (AbortSignal: the SDK
-// sends notifications/cancelled) ends its operation Cancelled with no runtime session left, and the
-// runtime takes a new session right after; 20 concurrent cpu_profile calls: the extras are tool
-// errors with the routes' 429 message, none is a protocol error, dotmon stays up and every session
-// ends.
+// GC events; collection_rules: the configured rule; process_info by pid, name and uid;
+// list_processes); bad arguments and an unknown tool; progress notifications while cpu_profile
+// runs; a cancelled cpu_profile (AbortSignal: the SDK sends notifications/cancelled) ends its
+// operation Cancelled with no runtime session left, and the runtime takes a new session right
+// after; 20 concurrent cpu_profile calls: the extras are tool errors with the routes' 429 message,
+// none is a protocol error, dotmon stays up and every session ends.
 
 import { createRequire } from 'node:module';
 import path from 'node:path';

@@ -258,12 +258,14 @@ let tools = new Map();
 // A tool answer that is not an error: one text content, structuredContent valid against the
 // outputSchema. Returns structuredContent (or null).
 function good(name, res, what = name) {
-  if (!check(res && res.isError !== true, `${what}: not a tool error` + (res && res.isError ? `: ${short(textOf(res))}` : ''))) {
+  const why = res && res.isError ? `: ${short(textOf(res))}` : '';
+  if (!check(res && res.isError !== true, `${what}: not a tool error${why}`)) {
     return null;
   }
   const texts = (res.content || []).filter((c) => c.type === 'text');
   check(res.content && res.content.length === 1 && texts.length === 1 && texts[0].text.length > 0,
-    `${what}: one text content (${(res.content || []).map((c) => c.type).join(',')}; ${texts[0] ? texts[0].text.length : 0} chars)`);
+    `${what}: one text content (${(res.content || []).map((c) => c.type).join(',')}; ` +
+    `${texts[0] ? texts[0].text.length : 0} chars)`);
   const sc = res.structuredContent;
   if (!check(sc && typeof sc === 'object' && !Array.isArray(sc), `${what}: structuredContent is an object`)) return null;
   const v = validators.get(name);
@@ -331,7 +333,8 @@ async function toolChecks() {
     check((path0.frames || []).some((f) => f.includes(HOT)),
       `cpu_profile: the hottest path goes through ${HOT}: ${short(path0.frames, 300)}`);
   }
-  check(d.progress.length > 0, `cpu_profile: progress notifications while it runs (${d.progress.length}: ${short(d.progress, 200)})`);
+  check(d.progress.length > 0,
+    `cpu_profile: progress notifications while it runs (${d.progress.length}: ${short(d.progress, 200)})`);
   check(d.progress.every((p, i) => i === 0 || p.progress > d.progress[i - 1].progress),
     'cpu_profile: progress rises with each notification');
 
@@ -360,7 +363,8 @@ async function toolChecks() {
   sc = good('allocations', d.res);
   t = sc && (sc.types || [])[0];
   check(t && t.type === 'TestApp.BigAllocType' && (t.sites || []).some((x) => String(x.method).includes('AllocateBig')),
-    `allocations: the first type is TestApp.BigAllocType, from TestApp.ProfileKinds.AllocateBig (${t && t.type}, ${t && t.percent} %)`);
+    'allocations: the first type is TestApp.BigAllocType, from TestApp.ProfileKinds.AllocateBig ' +
+    `(${t && t.type}, ${t && t.percent} %)`);
 
   // contention: the waiting method.
   d = await during('contention', { pid: PID, seconds: 2 }, 'contend 1500');
@@ -381,8 +385,10 @@ async function toolChecks() {
   const groups = (sc && sc.groups) || [];
   const waiter = groups.find((g) => (g.threadNames || []).includes('dm-waiter'));
   const spinner = groups.find((g) => (g.threadNames || []).includes('dm-spinner'));
-  check(waiter && waiter.frames.some((f) => f.includes('A.B.Wait')), `stacks: thread dm-waiter in A.B.Wait (${short(waiter && waiter.frames, 200)})`);
-  check(spinner && spinner.frames.some((f) => f.includes('C.D.Spin')), `stacks: thread dm-spinner in C.D.Spin (${short(spinner && spinner.frames, 200)}; ${parked})`);
+  check(waiter && waiter.frames.some((f) => f.includes('A.B.Wait')),
+    `stacks: thread dm-waiter in A.B.Wait (${short(waiter && waiter.frames, 200)})`);
+  check(spinner && spinner.frames.some((f) => f.includes('C.D.Spin')),
+    `stacks: thread dm-spinner in C.D.Spin (${short(spinner && spinner.frames, 200)}; ${parked})`);
   await app('unpark');
 
   // recent_logs: a line logged while it listens; with a category, that category's line.
@@ -435,7 +441,8 @@ async function toolChecks() {
   const gc = ((sc && sc.byEvent) || []).filter((x) => x.provider === 'Microsoft-Windows-DotNETRuntime' && /GC/.test(x.event));
   const count = (ev) => (gc.find((x) => x.event === ev) || {}).count || 0;
   check(count('GCStart') >= 2 && count('GCEnd') >= 2,
-    `trace_summary(profile=gc-collect) counts GCStart and GCEnd of the 2 induced GCs: ${short(gc.map((x) => [x.event, x.count]), 300)}`);
+    'trace_summary(profile=gc-collect) counts GCStart and GCEnd of the 2 induced GCs: ' +
+    short(gc.map((x) => [x.event, x.count]), 300));
 
   // collection_rules: the configured rule, fired once (a Startup trigger).
   sc = good('collection_rules', await call('collection_rules', { pid: PID }));
@@ -528,7 +535,8 @@ async function main() {
   for (const n of TOOLS) check(tools.has(n), `tools/list has ${n}`);
   check(!tools.has('dump'), 'tools/list has no dump tool (Mcp:Tools:dump:Enabled is not set)');
   for (const t of listed.tools) {
-    check(typeof t.description === 'string' && t.description.length >= 20, `${t.name}: a description (${(t.description || '').length} chars)`);
+    check(typeof t.description === 'string' && t.description.length >= 20,
+      `${t.name}: a description (${(t.description || '').length} chars)`);
     check(t.annotations && t.annotations.destructiveHint === false && typeof t.annotations.readOnlyHint === 'boolean',
       `${t.name}: annotations (readOnlyHint ${t.annotations && t.annotations.readOnlyHint}, destructiveHint false)`);
     schemaChecks(t, 'inputSchema');

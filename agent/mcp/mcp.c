@@ -42,6 +42,7 @@
 #include "log.h"
 #include "mcp_rpc.h"
 #include "mcp_tools.h"
+#include "membudget.h"
 
 static const char cat[] = "dotmon.mcp";
 
@@ -112,8 +113,10 @@ struct mcp_call {
     int status;
     char ctype[MCP_CTYPE_MAX];
     struct buf body;
+    size_t charged; /* of body's bytes, to the endpoint's share of the memory budget */
     uint64_t total;
     bool cut;
+    bool over_budget; /* cut because the share refused more */
 };
 
 struct mcp_session {
@@ -138,6 +141,9 @@ struct mcp {
     size_t ntools;
     cJSON *tools_result; /* tools/list's result, built once */
     struct mcp_memo *memo;
+    /* The answers kept while calls run (each up to its fetch's max_bytes), charged to one share of
+     * the memory budget, so that many agents' calls cannot grow dotmon past its limit. */
+    struct mb_share share;
     struct mcp_session *sessions;
     size_t nsessions;
     struct mcp_call *calls;
@@ -277,6 +283,7 @@ static void call_free(struct mcp_call *c)
     buf_fini(&c->ctx.text);
     buf_fini(&c->ctx.fetch.target);
     buf_fini(&c->ctx.fetch.body);
+    mb_release(&m->share, c->charged);
     buf_fini(&c->body);
     cJSON_Delete(c->args);
     free(c);
@@ -409,15 +416,26 @@ static int sink_on_body(void *ud, const void *data, size_t len)
         return 1; /* cancelled: nothing more is wanted */
     }
     c->total += len;
-    if (c->e->tool->chunk != NULL) {
+    /* A refusal (status >= 400) is kept whole even for a streaming tool: its problem+json detail
+     * is what the agent reads (a route's 400 "does not use Microsoft.Extensions.Logging …"). */
+    bool refused = c->status >= 400 && !c->ctx.fetch.accept_errors;
+    if (c->e->tool->chunk != NULL && !refused) {
         if (c->e->tool->chunk(&c->ctx, data, len) != 0) {
             c->cut = true;
             return 1;
         }
         return 0;
     }
-    size_t max = c->ctx.fetch.max_bytes != 0 ? c->ctx.fetch.max_bytes : MCP_FETCH_DEFAULT_MAX;
+    size_t max =
+        c->ctx.fetch.max_bytes != 0 && !refused ? c->ctx.fetch.max_bytes : MCP_FETCH_DEFAULT_MAX;
     size_t room = max - buf_size(&c->body);
+    size_t keep = len < room ? len : room;
+    if (mb_charge(&c->m->share, keep) != 0) {
+        c->cut = true;
+        c->over_budget = true;
+        return 1;
+    }
+    c->charged += keep;
     if (len > room) {
         /* Past the tool's bound: keep what fits and stop the route (its answer is cut). */
         buf_append(&c->body, data, room);
@@ -451,7 +469,16 @@ static void sink_on_end(void *ud, bool complete)
         .complete = complete && !c->cut,
     };
     c->ctx.step++;
-    if (c->status == 0) {
+    if (c->over_budget) {
+        char msg[256];
+        snprintf(msg, sizeof(msg),
+                 "the answer of %s did not fit in the MCP endpoint's share of dotmon's memory "
+                 "budget (%llu bytes kept by the calls running now): ask for less (a smaller top "
+                 "or seconds), or raise Memory:LimitMB",
+                 c->e->tool->name, (unsigned long long)c->m->share.cap);
+        call_reply_result(c, msg, NULL, true);
+        call_free(c);
+    } else if (c->status == 0) {
         call_reply_result(c, "dotmon's route gave no answer", NULL, true);
         call_free(c);
     } else if (c->status >= 400 && !c->ctx.fetch.accept_errors) {
@@ -501,6 +528,9 @@ static void call_fetch(struct mcp_call *c)
     c->ctype[0] = '\0';
     c->total = 0;
     c->cut = false;
+    c->over_budget = false;
+    mb_release(&m->share, c->charged);
+    c->charged = 0;
     buf_reset(&c->body);
     int rc = http_local_new(m->a->loop, method, target, h, n, buf_data(&f->body),
                             buf_size(&f->body), AGENT_TAG_ARTIFACTS, &call_sink, c, &c->local);
@@ -1108,6 +1138,9 @@ int mcp_new(struct agent *a, struct mcp **out)
         return -ENOMEM;
     }
     m->a = a;
+    /* A quarter of the budget for the answers being read (none when the budget is unlimited:
+     * each call's own bound, MCP_FETCH_DEFAULT_MAX, holds then). */
+    mb_share_init(&m->share, "MCP tool answers", membudget_fraction(25, MCP_FETCH_DEFAULT_MAX));
     m->max_sessions = (size_t)max_sessions;
     m->max_calls = (size_t)max_calls;
     m->call_ms = agent_timeout(a, TIMEOUT_MCP_CALL);
@@ -1174,6 +1207,7 @@ void mcp_free(struct mcp *m)
     free(m->tools);
     cJSON_Delete(m->tools_result);
     mcp_memo_free(m->memo);
+    mb_share_fini(&m->share);
     free(m);
 }
 

@@ -124,6 +124,7 @@ struct mcp_session {
     char id[MCP_SESSION_ID_LEN + 1];
     const char *version; /* negotiated at initialize (static) */
     uint64_t last_ms;    /* its last request or call end */
+    uint64_t last_seq;   /* the same in order of use (uv_now is in ms: two uses may share one) */
     size_t ncalls;       /* calls of it in flight (draining ones too) */
 };
 
@@ -148,6 +149,7 @@ struct mcp {
     size_t nsessions;
     struct mcp_call *calls;
     size_t ncalls;
+    uint64_t use_seq; /* sessions' last_seq */
     uint64_t sessions_total;
     uint64_t sessions_replaced; /* dropped to make room for a new one */
     uint64_t sessions_expired;
@@ -222,7 +224,7 @@ static struct mcp_session *session_new(struct mcp *m, const char *version, int *
     if (m->nsessions >= m->max_sessions) {
         struct mcp_session *oldest = NULL;
         for (struct mcp_session *s = m->sessions; s != NULL; s = s->next) {
-            if (s->ncalls == 0 && (oldest == NULL || s->last_ms < oldest->last_ms)) {
+            if (s->ncalls == 0 && (oldest == NULL || s->last_seq < oldest->last_seq)) {
                 oldest = s;
             }
         }
@@ -243,6 +245,7 @@ static struct mcp_session *session_new(struct mcp *m, const char *version, int *
     mcp_session_id_format(bytes, s->id);
     s->version = version;
     s->last_ms = uv_now(m->a->loop);
+    s->last_seq = ++m->use_seq;
     s->next = m->sessions;
     m->sessions = s;
     m->nsessions++;
@@ -275,6 +278,7 @@ static void call_free(struct mcp_call *c)
     if (c->s != NULL) {
         c->s->ncalls--;
         c->s->last_ms = uv_now(m->a->loop);
+        c->s->last_seq = ++m->use_seq;
     }
     if (c->e->tool->fini != NULL) {
         c->e->tool->fini(&c->ctx);
@@ -904,6 +908,7 @@ static void handle_post(struct mcp *m, struct http_request *req)
             ", " MCP_PROTOCOL_PREVIOUS ", " MCP_PROTOCOL_OLDEST ")");
     } else if (s != NULL) {
         s->last_ms = uv_now(m->a->loop);
+        s->last_seq = ++m->use_seq;
         if (msg.kind == MCP_MSG_REQUEST) {
             do_request(m, s, req, &msg, &acc);
         } else {

@@ -33,7 +33,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 URLS ?= http://127.0.0.1:52323
 
-.PHONY: all deps deps-build configure build-bin build build-asan image app-image run test test-fast bench bench-trace bench-trace-mechanisms bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert bench-otel bench-stacks bench-exceptions fuzz-deps build-fuzz fuzz fuzz-ci style format clean
+.PHONY: all deps deps-build configure build-bin build build-asan image app-image run test test-fast bench bench-trace bench-trace-mechanisms bench-foundation bench-peers bench-container bench-metrics bench-logs bench-rules bench-ring bench-gcdump bench-convert bench-otel bench-stacks bench-exceptions bench-mcp fuzz-deps build-fuzz fuzz fuzz-ci style format clean
 
 all: build
 
@@ -233,6 +233,10 @@ bench-stacks: build
 # The exceptions history's cost to an app throwing 10,000 exceptions/s (bench_exceptions.py).
 bench-exceptions: build
 	$(BENCH_REPORT) --no-write exceptions
+
+# The MCP tools against the REST routes and Microsoft's tools with their reports (bench_mcp.py).
+bench-mcp: build
+	$(BENCH_REPORT) --no-write mcp
 
 # libFuzzer targets (tests/fuzz, not part of the tests): clang 14 with ASan+UBSan, no .NET needed.
 fuzz-deps:

@@ -17,6 +17,9 @@ For each question, three ways, in rounds whose order rotates:
   - peer: Microsoft's tools as an agent with a shell would run them: collect, then the report
     command when there is one (process starts included); bytes are the text the agent reads (the
     report's output, or the collected file when there is no report), the file's size apart.
+    cpu_profile's peer is dotnet-trace 10's default profile (dotnet-common and the ~100 Hz
+    dotnet-sampled-thread-time; its `cpu-sampling` is now for collect-linux) and `report topN`.
+dotmon runs with GlobalCounter:IntervalSeconds 1, dotnet-counters' own refresh interval.
 The app does what the question is about while the rounds run: `hot` for cpu_profile, `alloc-mix`
 for heap_summary's app, `throw-n` in a loop for exceptions, its heartbeat for metrics and stacks.
 A round where a way failed is left out and counted. Prints medians (min-max).
@@ -104,7 +107,8 @@ def questions(tools, seconds, tmp):
         if not trace:
             return None
         f = os.path.join(tmp, "cpu.nettrace")
-        t1, rc1, _ = run([trace, "collect", "-p", str(pid), "--profile", "cpu-sampling", "--duration",
+        t1, rc1, _ = run([trace, "collect", "-p", str(pid), "--profile", "dotnet-common,dotnet-sampled-thread-time",
+                          "--duration",
                           f"00:00:00:{seconds:02d}", "-o", f], env=env)
         t2, rc2, out = run([trace, "report", f, "topN", "-n", "10"], env=env)
         size = os.path.getsize(f) if os.path.exists(f) else 0
@@ -166,7 +170,10 @@ def main():
         app = App(tmp)
         port = free_port()
         log = open(os.path.join(tmp, "dotmon.log"), "w+")
-        dm = start_dotmon(tmp, port, log, [app.pid], env={"DotnetMonitor_Mcp__Enabled": "true"})
+        # A 1 s counter interval, dotnet-counters' own: the REST route and metrics_snapshot then answer
+        # within the same seconds (at the default 5 s, the tool listens 6 s).
+        dm = start_dotmon(tmp, port, log, [app.pid], env={"DotnetMonitor_Mcp__Enabled": "true",
+                                                           "DotnetMonitor_GlobalCounter__IntervalSeconds": "1"})
         wait_listed(port, app.pid)
         mcp = Mcp(port)
         qs = questions(tools, a.seconds, tmp)

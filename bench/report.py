@@ -129,6 +129,10 @@ def benches():
               "build_testapp",
               [["python3", "bench/bench_exceptions.py", "--rate", "10000", "--ms", "3000", "--rounds", "5"],
                ["python3", "bench/bench_exceptions.py", "--rate", "100000", "--ms", "3000", "--rounds", "5"]]),
+        # Issue 36: the MCP tools against the REST routes they call and Microsoft's tools with
+        # their report commands (the way an agent gets the same answer without dotmon's MCP).
+        Bench("mcp", "the MCP tools against the REST routes and Microsoft's tools (issue 36)", "build_testapp",
+              [["python3", "bench/bench_mcp.py", "--rounds", "3", "--seconds", "3"]]),
         # Issue 34: one node-mode dotmon watching 100 runtimes in mount namespaces of their own,
         # against connect mode on the same runtimes, rounds interleaved.
         Bench("node", "node mode: 100 runtimes, CPU, RSS, latencies against connect mode (issue 34)",

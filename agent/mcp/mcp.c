@@ -43,6 +43,7 @@
 #include "mcp_rpc.h"
 #include "mcp_tools.h"
 #include "membudget.h"
+#include "utf8.h"
 
 static const char cat[] = "dotmon.mcp";
 
@@ -477,7 +478,8 @@ static void sink_on_end(void *ud, bool complete)
         char msg[256];
         snprintf(msg, sizeof(msg),
                  "the answer of %s did not fit in the MCP endpoint's share of dotmon's memory "
-                 "budget (%llu bytes kept by the calls running now): ask for less (a smaller top "
+                 "budget (at most %llu bytes for all the calls running at once): ask for less (a "
+                 "smaller top "
                  "or seconds), or raise Memory:LimitMB",
                  c->e->tool->name, (unsigned long long)c->m->share.cap);
         call_reply_result(c, msg, NULL, true);
@@ -535,7 +537,8 @@ static void call_fetch(struct mcp_call *c)
     c->over_budget = false;
     mb_release(&m->share, c->charged);
     c->charged = 0;
-    buf_reset(&c->body);
+    buf_fini(&c->body); /* (not kept for the next fetch: one big answer would pin its block) */
+    buf_init(&c->body, 0);
     int rc = http_local_new(m->a->loop, method, target, h, n, buf_data(&f->body),
                             buf_size(&f->body), AGENT_TAG_ARTIFACTS, &call_sink, c, &c->local);
     if (rc != 0) {
@@ -718,7 +721,8 @@ static void do_initialize(struct mcp *m, struct http_request *req, const struct 
         respond_error(req, status, &msg->id, MCP_RPC_SERVER_ERROR, text);
         return;
     }
-    log_info(cat, "session %.8s… started (protocol %s, asked %s)", s->id, version, asked);
+    log_info(cat, "session %.8s… started (protocol %s, asked %.*s)", s->id, version,
+             (int)utf8_cut(asked, strlen(asked), 32), asked);
     const struct http_header h[] = {{"Mcp-Session-Id", s->id}};
     respond_json(req, 200, mcp_rpc_result(&msg->id, initialize_result(version)), h, 1);
     rearm(m);
@@ -743,7 +747,8 @@ static void do_tools_call(struct mcp *m, struct mcp_session *s, struct http_requ
     }
     if (e == NULL) {
         char text[200];
-        snprintf(text, sizeof(text), "Unknown tool: %.128s (tools/list names the tools)", p.name);
+        snprintf(text, sizeof(text), "Unknown tool: %.*s (tools/list names the tools)",
+                 (int)utf8_cut(p.name, strlen(p.name), 128), p.name); /* (whole characters) */
         respond_json(req, 200, mcp_rpc_error(&msg->id, MCP_RPC_INVALID_PARAMS, text), NULL, 0);
         return;
     }
@@ -949,13 +954,22 @@ static bool origin_allowed(struct mcp *m, struct http_request *req)
         return true;
     }
     const char *host = http_request_header(req, "Host");
+    if (http_request_header_count(req, "Origin") != 1) {
+        return false;
+    }
+    if (mcp_origin_is_own(origin, host, http_request_is_tls(req)) && mcp_host_unspoofable(host)) {
+        return true;
+    }
     bool any = false;
-    return http_request_header_count(req, "Origin") == 1 &&
-           ((mcp_origin_is_own(origin, host, http_request_is_tls(req)) &&
-             mcp_host_unspoofable(host)) ||
-            http_cors_origin_allowed(config_get(m->a->cfg, "Mcp:AllowedOrigins"), origin, &any) ||
-            http_cors_origin_allowed(config_get(m->a->cfg, "CorsConfiguration:AllowedOrigins"),
-                                     origin, &any));
+    if (http_cors_origin_allowed(config_get(m->a->cfg, "Mcp:AllowedOrigins"), origin, &any)) {
+        return true; /* listed, or "*" written in dotmon's MCP setting itself */
+    }
+    /* CORS's "*" lets every page read the REST answers, but MCP's DNS rebinding rule still
+     * holds: only an origin CorsConfiguration names counts here. */
+    any = false;
+    return http_cors_origin_allowed(config_get(m->a->cfg, "CorsConfiguration:AllowedOrigins"),
+                                    origin, &any) &&
+           !any;
 }
 
 void mcp_handle(struct mcp *m, struct http_request *req)
@@ -972,12 +986,18 @@ void mcp_handle(struct mcp *m, struct http_request *req)
         return;
     }
     if (!origin_allowed(m, req)) {
-        log_info(cat, "request %llu refused (403): Origin %s is not allowed",
+        log_info(cat, "request %llu refused (403): Origin %.128s is not allowed",
                  (unsigned long long)http_request_id(req), http_request_header(req, "Origin"));
         respond_error(req, 403, NULL, MCP_RPC_SERVER_ERROR,
                       "Forbidden: the Origin is not allowed (the request's own origin, "
                       "Mcp:AllowedOrigins and CorsConfiguration:AllowedOrigins are)");
         return;
+    }
+    if (http_request_header(req, "Origin") != NULL &&
+        http_request_add_header(req, "Access-Control-Expose-Headers", "Mcp-Session-Id") != 0) {
+        /* a browser client could not read its session id: it would fail at its next request */
+        log_warn(cat, "request %llu: Access-Control-Expose-Headers not added",
+                 (unsigned long long)http_request_id(req));
     }
     const char *method = http_request_method(req);
     if (strcmp(method, "POST") == 0) {

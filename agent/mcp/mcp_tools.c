@@ -105,6 +105,15 @@ int mcp__args_check(struct mcp_tool_ctx *c, const char *const *names)
         for (size_t i = 0; names[i] != NULL && !known; i++) {
             known = a->string != NULL && strcmp(a->string, names[i]) == 0;
         }
+        /* cJSON keeps both members of a repeated name and the readers see the first only: the
+         * second would be held unread (and unchecked) for the whole call. */
+        for (const cJSON *b = c->args->child; known && b != a; b = b->next) {
+            if (b->string != NULL && strcmp(b->string, a->string) == 0) {
+                (void)mcp__fail(c, "the argument '%.*s' is given twice", mcp__cut(a->string, 64),
+                                a->string);
+                return -1;
+            }
+        }
         if (!known) {
             (void)mcp__fail(c, "unknown argument '%.*s'; ", mcp__cut(a->string, 64),
                             a->string ? a->string : "");

@@ -365,12 +365,17 @@ static struct series *series_find(struct metrics_state *s, const char *provider,
     return NULL;
 }
 
+/* A copy of an app's name (a provider, instrument, unit or tag list: at most SERIES_NAME_MAX bytes,
+ * cut between characters), so that 512 series of 64 KiB lines cannot hold 32 MiB. */
+#define SERIES_NAME_MAX 256
 static char *dup_str(const char *s)
 {
-    size_t n = strlen(s != NULL ? s : "");
+    s = s != NULL ? s : "";
+    size_t n = utf8_cut(s, strlen(s), SERIES_NAME_MAX);
     char *d = malloc(n + 1);
     if (d != NULL) {
-        memcpy(d, s != NULL ? s : "", n + 1);
+        memcpy(d, s, n);
+        d[n] = '\0';
     }
     return d;
 }
@@ -838,6 +843,10 @@ static int trace_example(struct ev_kind *k, const cJSON *line)
 static int trace_count(struct trace_state *s, struct span prov, struct span ev, const char *line,
                        size_t n)
 {
+    /* Kinds are told apart by their names as kept (cut between characters): a name longer than
+     * that still counts as one kind. */
+    prov.n = utf8_cut(prov.p, prov.n, TRACE_NAME_MAX);
+    ev.n = utf8_cut(ev.p, ev.n, TRACE_NAME_MAX);
     uint32_t h = span_hash(prov, ev);
     size_t slot = h % TRACE_HASH_SLOTS;
     for (size_t probe = 0; probe < TRACE_HASH_SLOTS; probe++) {

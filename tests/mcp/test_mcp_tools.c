@@ -523,6 +523,9 @@ static void test_mcp_tools_arg_errors(void **state)
     arg_error("gc_stats", "{\"top\":1}",
               "unknown argument 'top'; this tool takes pid, uid, name and seconds");
     arg_error("list_processes", "{\"pid\":1}", "unknown argument 'pid'; this tool takes none");
+    /* a repeated name: the second would be held unread for the whole call */
+    arg_error("cpu_profile", "{\"seconds\":5,\"seconds\":[[],[]]}",
+              "the argument 'seconds' is given twice");
     arg_error("stacks", "{\"frames\":65}", "frames must be an integer from 1 to 64, not 65");
     arg_error("recent_logs", "{\"level\":\"Loud\"}",
               "level must be one of Trace, Debug, Information, Warning, Error or Critical");

@@ -124,6 +124,26 @@ int buf_printf(struct buf *b, const char *fmt, ...)
     return rc;
 }
 
+int buf_append_pct(struct buf *b, const char *s, size_t n, bool keep_slash)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/');
+        int rc;
+        if (keep) {
+            rc = buf_append(b, &s[i], 1);
+        } else {
+            const char esc[3] = {'%', hex_digit_upper(c >> 4), hex_digit_upper(c)};
+            rc = buf_append(b, esc, sizeof(esc));
+        }
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int buf_append_json_escaped(struct buf *b, const char *s)
 {
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {

@@ -3,6 +3,7 @@
 #define AGENT_BUF_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,10 @@ int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Appends s as the inside of a JSON string (no quotes), escaping as RFC 8259 requires. */
 int buf_append_json_escaped(struct buf *b, const char *s);
+/* Appends s[0..n) percent-encoded as RFC 3986 2.1 has it: every byte but the unreserved ones
+ * (letters, digits, "-._~") as %XX with upper-case digits; '/' kept when keep_slash (a path). A
+ * query value or an AWS SigV4 canonical URI. */
+int buf_append_pct(struct buf *b, const char *s, size_t n, bool keep_slash);
 /* Drops n bytes from the front of the data. n must not exceed buf_size. */
 void buf_consume(struct buf *b, size_t n);
 void buf_reset(struct buf *b);

@@ -42,28 +42,9 @@ void sigv4_sha256_hex(const void *p, size_t n, char out[SIGV4_HEX_SIZE])
     out[64] = '\0';
 }
 
-static bool unreserved(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '.' || c == '_' || c == '~';
-}
-
 int sigv4_uri_encode(struct buf *out, const char *s, size_t n, bool keep_slash)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        int rc;
-        if (unreserved(c) || (keep_slash && c == '/')) {
-            rc = buf_append(out, &s[i], 1);
-        } else {
-            char esc[3] = {'%', hex_digit_upper(c >> 4), hex_digit_upper(c)};
-            rc = buf_append(out, esc, sizeof(esc));
-        }
-        if (rc != 0) {
-            return rc;
-        }
-    }
-    return 0;
+    return buf_append_pct(out, s, n, keep_slash); /* SigV4's URI encoding is RFC 3986's */
 }
 
 static bool valid_amz_date(const char *d)

@@ -389,7 +389,7 @@ static int queue_body(struct http_local *l, void *base, const void *data, size_t
     return 0;
 }
 
-/* The checks a network head gets (http_resp.c build_head): status range, content type, extra
+/* The checks a network head passes (http_resp.c build_head): status range, content type, extra
  * headers (tokens, no CR/LF, none the server manages). Returns 0, AGENT_E_INVAL or UV_ENOMEM. */
 static int head_check(int status, const char *content_type, const struct http_header *extra,
                       size_t nextra)

@@ -20,7 +20,6 @@
 
 #include "ascii.h"
 #include "err.h"
-#include "hex.h"
 #include "mcp_tools_internal.h"
 #include "membudget.h"
 #include "utf8.h"
@@ -264,19 +263,7 @@ int mcp__fetch_begin(struct mcp_tool_ctx *c, const char *method, const char *pat
 
 int mcp__pct(struct buf *b, const char *s)
 {
-    int rc = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0' && rc == 0; p++) {
-        unsigned char ch = *p;
-        bool keep = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-                    (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' || ch == '~';
-        if (keep) {
-            rc = buf_append(b, p, 1);
-        } else {
-            const char esc[3] = {'%', hex_digit_upper(ch >> 4), hex_digit_upper(ch)};
-            rc = buf_append(b, esc, sizeof(esc));
-        }
-    }
-    return rc;
+    return buf_append_pct(b, s, strlen(s), false);
 }
 
 int mcp__q(struct buf *t, const char *name, const char *value)

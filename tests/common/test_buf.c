@@ -56,12 +56,27 @@ static void test_buf_json_escape(void **state)
     buf_fini(&b);
 }
 
+static void test_buf_append_pct(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 0);
+    const char in[] = "a-Z._~0/ b+é%\x01";
+    assert_int_equal(buf_append_pct(&b, in, sizeof(in) - 1, false), 0);
+    assert_string_equal(buf_cstr(&b), "a-Z._~0%2F%20b%2B%C3%A9%25%01");
+    buf_reset(&b);
+    assert_int_equal(buf_append_pct(&b, "/x y/", 5, true), 0);
+    assert_string_equal(buf_cstr(&b), "/x%20y/");
+    buf_fini(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buf_append_and_consume),
         cmocka_unit_test(test_buf_cap_is_enforced),
         cmocka_unit_test(test_buf_json_escape),
+        cmocka_unit_test(test_buf_append_pct),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

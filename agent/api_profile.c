@@ -1115,7 +1115,7 @@ void api_profile_get(struct agent *a, struct http_request *req)
         return;
     }
     /* Hot paths rank the CPU samples' stacks; the other kinds' stacks are in their sites. */
-    if (ask.paths >= 0 && ask.kind != PROFILE_KIND_CPU) {
+    if (ask.paths > 0 && ask.kind != PROFILE_KIND_CPU) {
         api_problem(req, 400, "paths is for a CPU profile (kind=cpu); kind=%s has no hot paths",
                     ev_profile_kind_name((enum ev_profile_kind)ask.kind));
         return;

@@ -1228,8 +1228,10 @@ const struct mcp_tool mcp__tool_trace_summary = {
         "counted by provider and event name, the most frequent first, with the first payload of "
         "each (the stream itself is not kept). Cost to the app: what the providers' events cost "
         "(a verbose runtime provider on a busy app can be a lot; keep keywords narrow), plus, "
-        "with a profile that asks it (Cpu), a rundown of its methods at the end. No side effect; "
-        "one of dotmon's 3 concurrent traces.",
+        "with a profile that asks it (Cpu), a rundown of its methods at the end. Some keywords "
+        "make the runtime act, not only report: the GC heap-dump keywords (0x1980001, "
+        "Microsoft-Windows-DotNETRuntime) induce a blocking GC and walk the heap (use "
+        "heap_summary for that). One of dotmon's 3 concurrent traces.",
     .input_schema =
         "{\"type\":\"object\",\"properties\":{" MCP__SEL_PROPS ","
         "\"seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":30,\"default\":3,"

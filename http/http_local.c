@@ -546,8 +546,9 @@ void http__local_stream_abort(struct http_request *r)
  * ------------------------------------------------------------------------------------------- */
 
 /*
- * Lays the request out as the parser does (http_parse.h: target\0, name\0value\0 pairs, path\0,
- * query\0 in one buffer; then the method), so the accessors of http_resp.c serve both kinds.
+ * Lays the request out as the parser does (http_parse.h: target\0, name\0value\0 pairs, then
+ * the method\0 here, then http__msg_set_strings's path\0 query\0, in one buffer), so the
+ * accessors of http_resp.c serve both kinds.
  * Everything was validated by the caller. Returns 0 or UV_ENOMEM.
  */
 static int local_msg_new(const char *method, const char *target, size_t path_off, size_t path_len,
@@ -561,49 +562,23 @@ static int local_msg_new(const char *method, const char *target, size_t path_off
     }
     buf_init(&m->head, 0);
     buf_init(&m->body, 0);
-    if (nheaders > 0) {
-        m->headers = calloc(nheaders, sizeof(*m->headers));
-        if (m->headers == NULL) {
-            goto fail;
-        }
-    }
     m->url_len = strlen(target);
     rc = buf_append(&m->head, target, m->url_len + 1);
     for (size_t i = 0; rc == 0 && i < nheaders; i++) {
         rc = buf_append(&m->head, headers[i].name, strlen(headers[i].name) + 1);
         rc = rc ? rc : buf_append(&m->head, headers[i].value, strlen(headers[i].value) + 1);
     }
-    size_t path_at = buf_size(&m->head);
-    if (path_len > 0) {
-        rc = rc ? rc : buf_append(&m->head, target + path_off, path_len);
-    } else {
-        rc = rc ? rc : buf_append(&m->head, "/", 1); /* "http://host" means "/" */
-    }
-    rc = rc ? rc : buf_append(&m->head, "", 1);
-    size_t query_at = buf_size(&m->head);
-    rc = rc ? rc : buf_append(&m->head, target + query_off, query_len);
-    rc = rc ? rc : buf_append(&m->head, "", 1);
+    /* The method after the pairs (the parser's is a static name): owned by the head too. */
     size_t method_at = buf_size(&m->head);
     rc = rc ? rc : buf_append(&m->head, method, strlen(method) + 1);
     rc = rc ? rc : (len > 0 ? buf_append(&m->body, body, len) : 0);
+    /* The target is the head's first bytes: its path and query offsets are the head's. */
+    rc = rc ? rc : http__msg_set_strings(m, nheaders, path_off, path_len, query_off, query_len);
     if (rc != 0) {
         goto fail;
     }
-    /* The head buffer does not change any more: point into it. */
-    const char *h = (const char *)buf_data(&m->head);
     m->url_done = true;
-    m->target = h;
-    m->path = h + path_at;
-    m->query = h + query_at;
-    m->method = h + method_at;
-    size_t off = m->url_len + 1;
-    for (size_t i = 0; i < nheaders; i++) {
-        m->headers[i].name = h + off;
-        off += strlen(h + off) + 1;
-        m->headers[i].value = h + off;
-        off += strlen(h + off) + 1;
-    }
-    m->nheaders = nheaders;
+    m->method = (const char *)buf_data(&m->head) + method_at;
     m->http_major = 1;
     m->http_minor = 1;
     m->is_head = strcmp(method, "HEAD") == 0;

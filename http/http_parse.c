@@ -318,12 +318,8 @@ static int check_fields(const struct http_parse *p, const char **expect, const c
     return 0;
 }
 
-/*
- * Appends path\0 and query\0 after the headers, then points the request's strings into the head
- * buffer, which does not change any more. Returns 0 or an error.
- */
-static int msg_set_strings(struct http_msg *m, size_t nheaders, size_t path_off, size_t path_len,
-                           size_t query_off, size_t query_len)
+int http__msg_set_strings(struct http_msg *m, size_t nheaders, size_t path_off, size_t path_len,
+                          size_t query_off, size_t query_len)
 {
     /* Reserve first: appending from the buffer's own bytes must not move them mid-copy. */
     int rc = buf_reserve(&m->head, path_len + query_len + 3);
@@ -410,7 +406,7 @@ static int finish_head(struct http_parse *p, const char **detail)
         bool has_body = (l->flags & F_CHUNKED) || l->content_length > 0;
         m->expect_continue = has_body && m->http_minor == 1;
     }
-    if (msg_set_strings(m, p->nheaders, path_off, path_len, query_off, query_len) != 0) {
+    if (http__msg_set_strings(m, p->nheaders, path_off, path_len, query_off, query_len) != 0) {
         *detail = "out of memory";
         return 503;
     }

@@ -138,6 +138,15 @@ bool http_parse_is_head(const struct http_parse *p);
 
 /* Frees m and everything it holds; NULL is fine. */
 void http_msg_free(struct http_msg *m);
+/*
+ * The last step of laying a request out (the parser's, and http_local.c's for a local request):
+ * m->head holds target\0 (m->url_len bytes and its NUL), then nheaders name\0value\0 pairs (and
+ * whatever the caller appends after them); path\0 and query\0 are appended, copied from the head
+ * at the given offsets, and the request's strings point into the head, which does not change
+ * any more. Returns 0 or an error.
+ */
+int http__msg_set_strings(struct http_msg *m, size_t nheaders, size_t path_off, size_t path_len,
+                          size_t query_off, size_t query_len);
 /* The first value of header `name` (case-insensitive), or NULL. */
 const char *http_msg_header(const struct http_msg *m, const char *name);
 /* How many times header `name` occurs (case-insensitive). */

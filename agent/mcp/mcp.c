@@ -1090,7 +1090,7 @@ static cJSON *parse_schema(const char *tool, const char *what, const char *text)
 static int load_tools(struct mcp *m, const struct config *cfg)
 {
     size_t n = 0;
-    const struct mcp_tool *all = mcp_tools(&n);
+    const struct mcp_tool *const *all = mcp_tools(&n);
     m->tools = calloc(n > 0 ? n : 1, sizeof(*m->tools));
     m->tools_result = cJSON_CreateObject();
     cJSON *list = cJSON_AddArrayToObject(m->tools_result, "tools");
@@ -1099,8 +1099,8 @@ static int load_tools(struct mcp *m, const struct config *cfg)
     }
     for (size_t i = 0; i < n; i++) {
         char key[192];
-        snprintf(key, sizeof(key), "Mcp:Tools:%s:Enabled", all[i].name);
-        int on = config_get_bool(cfg, key, all[i].opt_in ? 0 : 1);
+        snprintf(key, sizeof(key), "Mcp:Tools:%s:Enabled", all[i]->name);
+        int on = config_get_bool(cfg, key, all[i]->opt_in ? 0 : 1);
         if (on < 0) {
             log_error(cat, "%s must be true or false", key);
             return AGENT_E_INVAL;
@@ -1108,18 +1108,18 @@ static int load_tools(struct mcp *m, const struct config *cfg)
         if (on == 0) {
             continue;
         }
-        if (!tool_name_ok(all[i].name)) {
-            log_error(cat, "MCP tool \"%s\": not a tool name MCP allows", all[i].name);
+        if (!tool_name_ok(all[i]->name)) {
+            log_error(cat, "MCP tool \"%s\": not a tool name MCP allows", all[i]->name);
             return AGENT_E_INVAL;
         }
         struct mcp_entry *e = &m->tools[m->ntools];
-        e->tool = &all[i];
-        e->input = parse_schema(all[i].name, "inputSchema", all[i].input_schema);
-        e->output = all[i].output_schema != NULL
-                        ? parse_schema(all[i].name, "outputSchema", all[i].output_schema)
+        e->tool = all[i];
+        e->input = parse_schema(all[i]->name, "inputSchema", all[i]->input_schema);
+        e->output = all[i]->output_schema != NULL
+                        ? parse_schema(all[i]->name, "outputSchema", all[i]->output_schema)
                         : NULL;
         m->ntools++;
-        if (e->input == NULL || (all[i].output_schema != NULL && e->output == NULL)) {
+        if (e->input == NULL || (all[i]->output_schema != NULL && e->output == NULL)) {
             return AGENT_E_INVAL;
         }
         cJSON *t = tool_json(e);

@@ -35,29 +35,17 @@ static const struct mcp_tool *const tools[] = {
 
 #define NTOOLS (sizeof(tools) / sizeof(tools[0]))
 
-const struct mcp_tool *mcp_tools(size_t *n)
+const struct mcp_tool *const *mcp_tools(size_t *n)
 {
-    /* A flat array for callers that index it: the entries live in their own files, so copy
-     * them once into one (the table is constant after that; everything runs on the loop). */
-    static struct mcp_tool flat[NTOOLS];
-    static bool filled;
-    if (!filled) {
-        for (size_t i = 0; i < NTOOLS; i++) {
-            flat[i] = *tools[i];
-        }
-        filled = true;
-    }
     *n = NTOOLS;
-    return flat;
+    return tools;
 }
 
 const struct mcp_tool *mcp_tool_find(const char *name)
 {
-    size_t n;
-    const struct mcp_tool *t = mcp_tools(&n);
-    for (size_t i = 0; name != NULL && i < n; i++) {
-        if (strcmp(t[i].name, name) == 0) {
-            return &t[i];
+    for (size_t i = 0; name != NULL && i < NTOOLS; i++) {
+        if (strcmp(tools[i]->name, name) == 0) {
+            return tools[i];
         }
     }
     return NULL;

@@ -101,7 +101,7 @@ struct mcp_tool {
 };
 
 /* The tools, in the order tools/list gives them. */
-const struct mcp_tool *mcp_tools(size_t *n);
+const struct mcp_tool *const *mcp_tools(size_t *n);
 const struct mcp_tool *mcp_tool_find(const char *name);
 
 /* What tools remember between calls, bounded in bytes and charged to the memory budget. */

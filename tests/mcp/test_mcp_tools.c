@@ -467,26 +467,26 @@ static void test_mcp_tools_table(void **state)
         "heap_summary",   "trace_summary", "collection_rules", "dump",
     };
     size_t n = 0;
-    const struct mcp_tool *t = mcp_tools(&n);
+    const struct mcp_tool *const *t = mcp_tools(&n);
     assert_int_equal(n, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < n; i++) {
-        assert_string_equal(t[i].name, want[i]);
-        assert_ptr_equal(mcp_tool_find(want[i]), &t[i]);
-        assert_non_null(t[i].title);
-        assert_non_null(t[i].step);
-        assert_true(strlen(t[i].description) > 100);
-        assert_true((t[i].chunk == NULL) || (t[i].fini != NULL));
-        assert_int_equal(t[i].opt_in, strcmp(t[i].name, "dump") == 0);
+        assert_string_equal(t[i]->name, want[i]);
+        assert_ptr_equal(mcp_tool_find(want[i]), t[i]);
+        assert_non_null(t[i]->title);
+        assert_non_null(t[i]->step);
+        assert_true(strlen(t[i]->description) > 100);
+        assert_true((t[i]->chunk == NULL) || (t[i]->fini != NULL));
+        assert_int_equal(t[i]->opt_in, strcmp(t[i]->name, "dump") == 0);
         for (int s = 0; s < 2; s++) {
-            const char *text = s == 0 ? t[i].input_schema : t[i].output_schema;
+            const char *text = s == 0 ? t[i]->input_schema : t[i]->output_schema;
             cJSON *j = cJSON_Parse(text);
             if (j == NULL) {
-                fail_msg("%s: the %s schema is not JSON near: %.40s", t[i].name,
+                fail_msg("%s: the %s schema is not JSON near: %.40s", t[i]->name,
                          s == 0 ? "input" : "output", cJSON_GetErrorPtr());
             }
             assert_string_equal(str(j, "type"), "object");
-            schema_known(j, t[i].name);
-            dump(t[i].name, -1, s == 0 ? "input-schema" : "output-schema", text);
+            schema_known(j, t[i]->name);
+            dump(t[i]->name, -1, s == 0 ? "input-schema" : "output-schema", text);
             if (s == 0) {
                 assert_true(cJSON_IsFalse(get(j, "additionalProperties")));
             }

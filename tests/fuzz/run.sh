@@ -19,6 +19,7 @@
 #   FUZZ_ARTIFACTS  where crash/leak/timeout inputs and logs go (default: $FUZZ_BUILD/fuzz-artifacts)
 #   FUZZ_ARGS       extra libFuzzer flags, e.g. "-runs=10000000" (then SECONDS is an upper bound)
 #   FUZZ_KEEP_CORPUS=1  keep the temporary corpus copies (their paths are printed)
+#   FUZZ_JOBS       targets fuzzed at once (default: the number of CPUs)
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,27 +64,26 @@ last_field() {
     grep -E "^#[0-9]+" "$2" | grep -oE "$1: [0-9]+" | tail -1 | grep -oE '[0-9]+$'
 }
 
-failed=0
-for t in "${targets[@]}"; do
-    bin=$build/fuzz/$t
+# One target: replay, then fuzz; its summary lines go to stdout, and it returns 1 on a finding.
+run_target() {
+    local t=$1 bin=$build/fuzz/$1
     if [ ! -x "$bin" ]; then
-        echo "$t: not built ($bin missing; run make fuzz)" >&2
-        failed=1
-        continue
+        echo "$t: not built ($bin missing; run make fuzz)"
+        return 1
     fi
-    corpus=$work/$t
+    local corpus=$work/$t
     mkdir -p "$corpus" "$artifacts/$t"
     if [ -d "$here/corpus/$t" ]; then
         cp -R "$here/corpus/$t/." "$corpus/"
     fi
-    dict=()
+    local dict=()
     if [ -f "$here/$t.dict" ]; then
         dict=("-dict=$here/$t.dict")
     fi
-    log=$artifacts/$t/last-run.log
+    local log=$artifacts/$t/last-run.log start
     start=$(date +%s)
     # The replay: every corpus input once, as it is.
-    replay_log=$artifacts/$t/last-replay.log
+    local replay_log=$artifacts/$t/last-replay.log replay_status replayed
     "$bin" -runs=0 -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$artifacts/$t/" "$corpus" \
         >"$replay_log" 2>&1
     replay_status=$?
@@ -93,13 +93,12 @@ for t in "${targets[@]}"; do
         echo "  log:   $replay_log"
         grep -E 'ERROR: |SUMMARY: |runtime error:|ALARM|out-of-memory|Test unit written' \
             "$replay_log" | head -5 | sed 's/^/  /'
-        failed=1
-        continue
+        return 1
     fi
     # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
     "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$artifacts/$t/" "${dict[@]}" ${FUZZ_ARGS:-} "$corpus" >"$log" 2>&1
-    status=$?
+    local status=$? wall runs eps cov files artifact result
     wall=$(($(date +%s) - start))
 
     runs=$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | grep -oE '[0-9]+$')
@@ -114,7 +113,6 @@ for t in "${targets[@]}"; do
         result="ok"
     else
         result="FAILED(exit $status)"
-        failed=1
     fi
     printf '%-20s replayed=%-5s runs=%-10s exec/s=%-7s corpus=%-6s cov=%-6s time=%ss status=%s\n' \
         "$t" "$replayed" "${runs:-?}" "${eps:-?}" "$files" "${cov:-?}" "$wall" "$result"
@@ -122,6 +120,28 @@ for t in "${targets[@]}"; do
         [ -n "$artifact" ] && echo "  input: $artifact"
         echo "  log:   $log"
         grep -E 'ERROR: |SUMMARY: |runtime error:|ALARM|out-of-memory' "$log" | head -5 | sed 's/^/  /'
+        return 1
     fi
+}
+
+# FUZZ_JOBS targets at a time (each fuzzes on one thread); their lines are printed in the targets'
+# order, each target's once it is done.
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || jobs=1
+for i in "${!targets[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+        wait -n || true
+    done
+    (
+        rc=0
+        run_target "${targets[$i]}" >"$work/.out.$i" 2>&1 || rc=1
+        echo "$rc" >"$work/.rc.$i"
+    ) &
+done
+wait
+failed=0
+for i in "${!targets[@]}"; do
+    cat "$work/.out.$i" 2>/dev/null
+    [ "$(cat "$work/.rc.$i" 2>/dev/null)" = 0 ] || failed=1
 done
 exit $failed

@@ -1732,6 +1732,7 @@ static int type_index(struct ev_gcheap *g, struct build *b, uint64_t type_id, in
             u64map_put(g, &b->by_id, type_id, ft) != 0) {
             return g->err;
         }
+        g->st.unnamed_types++;
     }
     if (cls == 0) {
         *out = ft;

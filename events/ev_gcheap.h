@@ -81,7 +81,11 @@ struct ev_gcheap_stats {
     uint64_t lost;       /* events the runtime dropped: sequence gaps, or bulk Index gaps */
     uint64_t mem_bytes;  /* memory held by the graph now (what is charged, plus the struct) */
     uint64_t names_cut;  /* names cut to EV_GCHEAP_MAX_NAME */
-    bool complete;       /* the induced gen-2 GC's GCEnd was read */
+    /* Type ids on objects that no BulkType described ("UNKNOWN 0x…"), counted by finish: the
+     * runtime logs a type once until its Type keyword goes off, so a walk while another session
+     * holds that keyword can name few types. */
+    uint64_t unnamed_types;
+    bool complete; /* the induced gen-2 GC's GCEnd was read */
 };
 
 struct ev_gcheap;

@@ -201,6 +201,7 @@ static cJSON *gcdump_results(struct job *core)
     cJSON_AddNumberToObject(extra, "edges", (double)st->edges);
     cJSON_AddNumberToObject(extra, "roots", (double)st->roots);
     cJSON_AddNumberToObject(extra, "types", (double)st->types);
+    cJSON_AddNumberToObject(extra, "unnamedTypes", (double)st->unnamed_types);
     cJSON_AddNumberToObject(extra, "heapBytes", (double)st->total_size);
     cJSON_AddNumberToObject(extra, "streamBytes", (double)st->bytes);
     cJSON_AddNumberToObject(extra, "events", (double)st->events);
@@ -497,6 +498,16 @@ static void job_relay(struct gcdump_job *job)
 static void job_write(struct gcdump_job *job)
 {
     ev_gcheap_get_stats(job->g, &job->st);
+    if (job->st.unnamed_types > 0) {
+        /* The runtime sends a type's BulkType once until its Type keyword goes off: while
+         * another session (another tool's, or one not yet torn down) holds that keyword,
+         * the types it was already sent are not sent again (docs/gcdump.md §1). */
+        log_warn(cat,
+                 "gcdump of %llu: %llu of the heap's types were not named by the runtime "
+                 "(another session holding the Type keyword was sent them); they are listed "
+                 "as UNKNOWN",
+                 (unsigned long long)job->pid, (unsigned long long)job->st.unnamed_types);
+    }
     const char *ctype = job->summary_top > 0 ? "application/json" : "application/octet-stream";
     if (artifact_begin(job->core.art, ctype, job->filename) != 0) {
         job_cancel(&job->core); /* the client is gone, or the upload cannot start (said in the

@@ -1338,6 +1338,8 @@ static void test_type_stats(void **state)
     assert_int_equal(t.top[1].count, 2);
     assert_string_equal(t.top[2].type, "UNKNOWN 0x999");
     assert_string_equal(t.top[2].module, "");
+    ev_gcheap_get_stats(g, &st);
+    assert_int_equal(st.unnamed_types, 1); /* 0x999: one type id no BulkType named */
     ev_gcheap_types_fini(&t);
     /* The file can still be written after. */
     struct wb file = {0};

@@ -7,6 +7,7 @@ receiver. Nothing is asserted.
 
   bench_otel.py [--rounds 3] [--seconds 15] [--connections 8] [--rate 0] [--modes none,sdk,dotmon]
                 [--warmup 3] [--delay-ms 200] [--interval-ms 1000] [--drain 20] [--no-receiver]
+                [--no-scopes]
                 [--log-categories SPECS] [--dotmon-env NAME=VALUE ...] [--items N --item-rate R]
 
 Environment: DOTMON_BIN, DOTMON_OTELAPP_DIR (tests/otel/app, ctest fixture build_otelapp),
@@ -182,6 +183,8 @@ def run_round(a, target, mode, script, rx_pid):
         env = {}
         if mode == "sdk":
             env = dict(otel_env(a, proxy.url), OTEL_SERVICE_NAME="bench-otel-sdk")
+            if a.no_scopes:
+                env["OTEL_TEST_INCLUDE_SCOPES"] = "0"
         app = OtelApp(tmp, env=env, sdk=mode == "sdk")
         if mode == "dotmon":
             port = free_port()
@@ -191,6 +194,8 @@ def run_round(a, target, mode, script, rx_pid):
                 env["DotnetMonitor_OpenTelemetry__LogCategories"] = a.log_categories
             if a.same_set:
                 env.update(SDK_SET)
+            if a.no_scopes:
+                env["DotnetMonitor_OpenTelemetry__IncludeScopes"] = "false"
             env.update(kv.split("=", 1) for kv in a.dotmon_env)
             dm = start_dotmon(tmp, port, log, [app.pid], env=env)
         url = f"{app.url}/work?id=1"
@@ -292,6 +297,9 @@ def main():
                     help="with --items: what each item adds (two awaits, a logged exception, an HTTP "
                          "call to the app itself), to see that part's cost alone")
     ap.add_argument("--drain", type=float, default=20, help="most seconds to wait for the last items")
+    ap.add_argument("--no-scopes", action="store_true",
+                    help="records without their scopes on both sides: the SDK's default IncludeScopes "
+                         "(false) and dotmon's OpenTelemetry:IncludeScopes=false")
     ap.add_argument("--no-receiver", action="store_true", help="the proxy answers 200 and forwards nothing")
     a = ap.parse_args()
     modes = a.modes.split(",")
@@ -351,6 +359,7 @@ def report_items(a, modes, rows):
           f"after {min(a.items, 2000)} items of warm-up; {a.rounds} rounds interleaved ({', '.join(modes)}); "
           f"the app's CPU from the first item until the last one was delivered; OTLP/HTTP protobuf, no gzip, "
           f"batch delay {a.delay_ms} ms, to {sink}"
+          + ("; records without their scopes on both sides (--no-scopes)" if a.no_scopes else "")
           + ("; dotmon given the SDK's sources and meters" if a.same_set else "; dotmon on its defaults")
           + f"{''.join('; dotmon ' + kv for kv in a.dotmon_env)}. Median (min-max) over the rounds.")
     print()
@@ -393,7 +402,9 @@ def report(a, modes, rows):
             f"wrk -t1 -c{a.connections} (closed loop)")
     print(f"OtelApp GET /work?id=1 at {load}, {a.seconds} s per round after a {a.warmup} s "
           f"warm-up, {a.rounds} rounds interleaved ({', '.join(modes)}); OTLP/HTTP protobuf, no gzip, batch delay "
-          f"{a.delay_ms} ms, metric interval {a.interval_ms} ms, to {sink}; dotmon's LogCategories "
+          f"{a.delay_ms} ms, metric interval {a.interval_ms} ms, to {sink}"
+          + ("; records without their scopes on both sides (--no-scopes)" if a.no_scopes else "")
+          + f"; dotmon's LogCategories "
           f"{a.log_categories or '(all)'}"
           + (f"; dotmon's ActivitySources and Meters the SDK's (the app's source and meter, ASP.NET Core, "
              f"HttpClient; Metrics:IncludeDefaultProviders false)" if a.same_set else

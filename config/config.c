@@ -571,6 +571,7 @@ static const char *const known_keys[] = {
     "OpenTelemetry:TimeoutMs",
     "OpenTelemetry:Certificate",
     "OpenTelemetry:LogLevel",
+    "OpenTelemetry:IncludeScopes",
     "OpenTelemetry:LogCategories",
     "OpenTelemetry:Meters",
     "OpenTelemetry:ActivitySources",

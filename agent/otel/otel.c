@@ -821,6 +821,7 @@ int otel_new(struct agent *a, struct otel **out, char *why, size_t whylen)
     (void)pid_index(o, 0);
     o->set =
         (struct otel_settings){.log_level = o->conf.log_level,
+                               .include_scopes = o->conf.include_scopes,
                                .log_filter = o->conf.log_filter != NULL ? o->conf.log_filter : "",
                                .meters = o->conf.meters,
                                .activity_sources = o->conf.activity_sources,

@@ -35,6 +35,10 @@ struct otel_source;
 struct otel_settings {
     bool signal[3]; /* by enum otlp_signal: exported at all */
     int log_level;  /* enum ev_log_level: the lowest level forwarded (default Information) */
+    /* The records' scope pairs as attributes (OpenTelemetry:IncludeScopes, default true): the
+     * session then also asks TplEventSource to flow activity ids through the app's awaits, which
+     * is what ties a record to its scopes and what the app pays for them. */
+    bool include_scopes;
     const char *log_filter; /* the logs session's FilterSpecs ("" for the default), see /logs */
     const char *meters;     /* ';'-separated meter names (NULL: dotmon's /metrics set) */
     const char *activity_sources; /* ';'-separated ActivitySource names ("*": every source) */

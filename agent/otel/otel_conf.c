@@ -429,6 +429,15 @@ static int read_producers(struct otel_conf *oc, const struct otel_conf_src *src,
         }
         oc->log_level = lv;
     }
+    v = cfg_get(src, "OpenTelemetry:IncludeScopes");
+    if (v != NULL) {
+        if (!ascii_ieq(v, "true") && !ascii_ieq(v, "false")) {
+            set_why(why, whylen, "OpenTelemetry:IncludeScopes: \"%s\" is neither true nor false",
+                    v);
+            return AGENT_E_INVAL;
+        }
+        oc->include_scopes = ascii_ieq(v, "true");
+    }
     static const struct {
         const char *key;
         size_t off;
@@ -564,6 +573,7 @@ int otel_conf_read(const struct otel_conf_src *src_in, struct otel_conf *oc, cha
         return rc0;
     }
     oc->log_level = EV_LOG_INFORMATION;
+    oc->include_scopes = true;
     oc->sampling_ratio = 1.0;
     oc->metric_interval_ms = 60000;
     oc->exp_histograms = true;

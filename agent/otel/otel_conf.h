@@ -44,6 +44,8 @@ struct otel_conf {
     bool any; /* some signal is on */
     struct otel_sig_conf sig[3];
     int log_level;
+    bool include_scopes; /* the records' scope pairs as attributes (the session flows activity ids)
+                          */
     char *log_filter;
     char *meters;
     char *activity_sources;

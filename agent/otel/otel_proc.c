@@ -158,7 +158,12 @@ int otel_session_providers_sampled(const struct otel_settings *st, bool sampler,
      * write every record a second time as a FormattedMessage event (docs/otel.md §3). */
     out->v[out->n++] = (struct ipc_provider){
         .name = MEL_PROVIDER, .keywords = 0x8, .level = ev_level, .arguments = out->mel_args};
-    out->v[out->n++] = (struct ipc_provider){.name = TPL_PROVIDER, .keywords = 0x80, .level = 4};
+    /* Scopes are tied to records by activity ids, which only flow through awaits with
+     * TasksFlowActivityIds: without scopes the app is spared that flow (docs/otel.md §3). */
+    if (st->include_scopes) {
+        out->v[out->n++] =
+            (struct ipc_provider){.name = TPL_PROVIDER, .keywords = 0x80, .level = 4};
+    }
     return 0;
 }
 
@@ -170,7 +175,13 @@ static void op_on_record(void *ud, const struct ev_log_record *r)
     if (op->src == NULL || r->level < op->ps->st->log_level || r->level >= EV_LOG_NONE) {
         return;
     }
-    otel_log_map(r, unix_nano_now(), &op->view);
+    if (!op->ps->st->include_scopes && r->nscopes > 0) {
+        struct ev_log_record bare = *r;
+        bare.nscopes = 0;
+        otel_log_map(&bare, unix_nano_now(), &op->view);
+    } else {
+        otel_log_map(r, unix_nano_now(), &op->view);
+    }
     (void)otel_emit_log(op->src, &op->view.scope, &op->view.log); /* drops are the exporter's */
 }
 

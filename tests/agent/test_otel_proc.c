@@ -248,8 +248,11 @@ static void test_otel_proc_flow(void **state)
     agent.loop = &tl->loop;
     timeouts_defaults(&agent.timeouts);
     memset(&fake_otel, 0, sizeof(fake_otel));
-    fake_otel.st = (struct otel_settings){
-        .signal = {true, true, false}, .log_level = 0, .log_filter = "", .metric_interval_ms = 50};
+    fake_otel.st = (struct otel_settings){.signal = {true, true, false},
+                                          .log_level = 0,
+                                          .include_scopes = true,
+                                          .log_filter = "",
+                                          .metric_interval_ms = 50};
     struct otel_procs *ps = NULL;
     assert_int_equal(otel_procs_new(&agent, &fake_otel, &ps), 0);
     assert_non_null(ps);
@@ -312,10 +315,14 @@ static void test_otel_proc_flow(void **state)
     assert_true(tl_run_until(tl, sessions_gone, NULL, 5000));
 
     /* shutdown with a live session: it is stopped (StopTracing, the stream read to its end tag),
-     * not aborted, and done comes once it ended and the source is released */
+     * not aborted, and done comes once it ended and the source is released. This time without
+     * scopes (OpenTelemetry:IncludeScopes false): the same records, none with its scopes' pairs. */
     fake_otel.logs = 0;
+    fake_otel.scoped_seen = false;
+    fake_otel.st.include_scopes = false;
     otel_procs_on_process(ps, &p, true);
     assert_true(tl_run_until(tl, five_logs, &fake_otel, 5000));
+    assert_false(fake_otel.scoped_seen);
     unsigned last = fake_runtime_sessions(fake) - 1;
     bool closed = false;
     otel_procs_close(ps, 3000, set_flag, &closed);
@@ -346,14 +353,18 @@ static void test_otel_providers(void **state)
                                .log_filter = "Microsoft:Warning;App:Debug"};
     struct otel_providers pr;
     assert_int_equal(otel_session_providers(&st, &pr), 0);
-    assert_int_equal(pr.n, 2);
     assert_string_equal(pr.v[0].name, "Microsoft-Extensions-Logging");
     assert_int_equal(pr.v[0].keywords, 0x8); /* JsonMessage alone (docs/otel.md §3) */
     assert_int_equal(pr.v[0].level, 3);      /* Warning */
     /* the app's own filters first, then LogCategories */
     assert_string_equal(pr.v[0].arguments,
                         "FilterSpecs=\"UseAppFilters;Microsoft:Warning;App:Debug\"");
+    assert_int_equal(pr.n, 1); /* no scopes asked: no activity-id flow */
+    st.include_scopes = true;
+    assert_int_equal(otel_session_providers(&st, &pr), 0);
+    assert_int_equal(pr.n, 2);
     assert_string_equal(pr.v[1].name, "System.Threading.Tasks.TplEventSource");
+    assert_int_equal(pr.v[1].keywords, 0x80); /* TasksFlowActivityIds: ties records to scopes */
     static const struct {
         int level;
         uint32_t ev;

@@ -22,7 +22,10 @@ documented, not tested here.
 Records logged after an await inside a scope come in the runtime's stream before their scope's
 start when the continuation runs on another thread (docs/events.md §4.4): /work's WorkFailed
 sometimes, the app's /await every time (its record's thread wrote an event before the scope's).
-Each must carry its scopes' values in dotmon's view as in the SDK's, in every run."""
+Each must carry its scopes' values in dotmon's view as in the SDK's, in every run.
+
+Then the SDK's own default, IncludeScopes false, against dotmon's OpenTelemetry:IncludeScopes=false:
+the same views again, and no record with a scope's pairs."""
 
 import os
 import shutil
@@ -45,6 +48,55 @@ LOG_ATTRS = ("logrecord.event.id", "ConnectionId")
 SCOPE_KEYS = ("Tenant", "RequestId", "RequestPath")
 AWAIT_KEYS = ("OrderId", "Step", "RequestId", "RequestPath")
 AWAIT_IDS = (31, 32, 33, 34, 35)
+
+
+def end(dm, log, app, what):
+    """dotmon stopped (its log's tail shown when something failed), then the app."""
+    if dm is not None:
+        stop(dm, 15)
+        if FAILS:
+            with open(log.name, errors="replace") as f:
+                sys.stderr.write(f"--- dotmon log{', ' + what if what else ''} (tail) ---\n" + f.read()[-5000:])
+        log.close()
+    if app is not None:
+        app.kill()
+
+
+def wait_views(rxa, rxb, tids):
+    """Each /work trace's 5 spans and 3 records in the SDK's receiver (rxa) and dotmon's (rxb)."""
+    for t in tids:
+        rxa.wait_spans(5, trace_id=t)
+        own_spans(rxb, t)
+        rxa.wait_logs(3, trace_id=t)
+        rxb.wait_logs(3, trace_id=t)
+
+
+def without_scopes(tmp, rxa, rxb, env):
+    """The SDK's own default, IncludeScopes false, against dotmon's OpenTelemetry:IncludeScopes=false
+    (a second app and dotmon, the same receivers): the same spans and records, none with a scope's
+    pairs."""
+    service = f"otel-vs-sdk-noscopes-{os.getpid()}"
+    tmp = os.path.join(tmp, "noscopes")  # a TMPDIR of their own: neither dotmon sees the other's app
+    os.makedirs(tmp, mode=0o700)
+    app = dm = log = None
+    try:
+        app = OtelApp(tmp, env=dict(rxa.sdk_env(service, interval_ms=INTERVAL_MS), OTEL_TEST_LOG_FORMATTED="0",
+                                    OTEL_TEST_INCLUDE_SCOPES="0"), sdk=True)
+        log = open(os.path.join(tmp, "dotmon-noscopes.log"), "w+")
+        env = dict(env, OTEL_EXPORTER_OTLP_ENDPOINT=rxb.otlp_url, DotnetMonitor_OpenTelemetry__IncludeScopes="false")
+        dm = start_dotmon(tmp, free_port(), log, [app.pid], env=env)
+        check(wait_for(lambda: f"process {app.pid}: its logs spans go to OpenTelemetry" in open(log.name).read(), 30),
+              "IncludeScopes=false: dotmon's OTel session of the app started")
+        tids = [app.work(n)["traceId"] for n in (41, 42)]
+        wait_views(rxa, rxb, tids)
+        diffs = compare_receivers(rxa, rxb, tids, service=service, ignore_log_attrs=("logrecord.event.id",))
+        check(diffs == [], f"IncludeScopes false on both sides: the SDK's and dotmon's views agree: {diffs}")
+        recs = [r for t in tids for r in rxb.logs(trace_id=t) if r["scope"].startswith("DotmonTest")]
+        scoped = [sorted(k for k in r["attributes"] if k in SCOPE_KEYS) for r in recs]
+        check(len(recs) == 3 * len(tids) and not any(scoped),
+              f"dotmon's {len(recs)} records (want {3 * len(tids)}) carry no scope's pairs: {scoped}")
+    finally:
+        end(dm, log, app, "IncludeScopes=false")
 
 
 def main():
@@ -73,11 +125,7 @@ def main():
               "dotmon's OTel session of the app started")
         answers = [app.work(n) for n in (21, 22, 23)]
         tids = [a["traceId"] for a in answers]
-        for t in tids:
-            rxa.wait_spans(5, trace_id=t)
-            own_spans(rxb, t)
-            rxa.wait_logs(3, trace_id=t)
-            rxb.wait_logs(3, trace_id=t)
+        wait_views(rxa, rxb, tids)
         diffs = compare_receivers(rxa, rxb, tids, service=service, ignore_log_attrs=LOG_ATTRS)
         check(diffs == [], f"the SDK's and dotmon's views agree (spans, logs, service.name): {diffs}")
         work = [r for t in tids for r in rxb.logs(trace_id=t) if r["event_name"] in ("WorkStarted", "WorkFailed")]
@@ -113,15 +161,9 @@ def main():
                      lambda p: all(p.get(k) == v for k, v in want.items()), 10)
         d = compare_metrics({k: pts.get(k) for k in want if k in pts}, want)
         check(d == [], f"dotmon's metric values are the app's (one export interval): {d}")
+        without_scopes(tmp, rxa, rxb, env)
     finally:
-        if dm is not None:
-            stop(dm, 15)
-            if FAILS:
-                with open(log.name, errors="replace") as f:
-                    sys.stderr.write("--- dotmon log (tail) ---\n" + f.read()[-5000:])
-            log.close()
-        if app is not None:
-            app.kill()
+        end(dm, log, app, "")
         if proxy is not None:
             proxy.close()
         for rx in (rxa, rxb):

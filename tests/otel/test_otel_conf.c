@@ -238,6 +238,25 @@ static void test_histogram_aggregation(void **state)
     assert_non_null(strstr(why, "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION"));
 }
 
+/* OpenTelemetry:IncludeScopes: on unless set to false; anything but true or false is refused. */
+static void test_include_scopes(void **state)
+{
+    (void)state;
+    struct otel_conf oc;
+    char why[256] = "";
+    const char *const env[] = {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://x", NULL};
+    assert_int_equal(read_conf(env, NULL, &oc, why, sizeof(why)), 0);
+    assert_true(oc.include_scopes);
+    otel_conf_fini(&oc);
+    const char *const off[] = {"OpenTelemetry:IncludeScopes", "False", NULL};
+    assert_int_equal(read_conf(env, off, &oc, why, sizeof(why)), 0);
+    assert_false(oc.include_scopes);
+    otel_conf_fini(&oc);
+    const char *const bad[] = {"OpenTelemetry:IncludeScopes", "no", NULL};
+    assert_int_equal(read_conf(env, bad, &oc, why, sizeof(why)), AGENT_E_INVAL);
+    assert_non_null(strstr(why, "OpenTelemetry:IncludeScopes"));
+}
+
 static void test_sdk_disabled(void **state)
 {
     (void)state;
@@ -266,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_headers),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_histogram_aggregation),
+        cmocka_unit_test(test_include_scopes),
         cmocka_unit_test(test_sdk_disabled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -107,6 +107,8 @@ public static class Program
     {
         bool sdk = Environment.GetEnvironmentVariable("OTEL_TEST_SDK") == "1";
         bool formatted = Environment.GetEnvironmentVariable("OTEL_TEST_LOG_FORMATTED") != "0";
+        // The SDK's IncludeScopes (its own default is false); on unless OTEL_TEST_INCLUDE_SCOPES=0.
+        bool scopes = Environment.GetEnvironmentVariable("OTEL_TEST_INCLUDE_SCOPES") != "0";
         string port = Environment.GetEnvironmentVariable("OTEL_APP_PORT") ?? "0";
         if (string.IsNullOrEmpty(port))
         {
@@ -134,7 +136,7 @@ public static class Program
                 .WithMetrics(m => m.AddMeter(Name))
                 .WithLogging(null, o =>
                 {
-                    o.IncludeScopes = true;
+                    o.IncludeScopes = scopes;
                     o.IncludeFormattedMessage = formatted;
                 })
                 .UseOtlpExporter();

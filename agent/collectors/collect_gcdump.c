@@ -503,10 +503,12 @@ static void job_write(struct gcdump_job *job)
          * another session (another tool's, or one not yet torn down) holds that keyword,
          * the types it was already sent are not sent again (docs/gcdump.md §1). */
         log_warn(cat,
-                 "gcdump of %llu: %llu of the heap's types were not named by the runtime "
-                 "(another session holding the Type keyword was sent them); they are listed "
-                 "as UNKNOWN",
-                 (unsigned long long)job->pid, (unsigned long long)job->st.unnamed_types);
+                 "gcdump of %llu: %llu of the heap's types were not named by the runtime and are "
+                 "listed as UNKNOWN (%s)",
+                 (unsigned long long)job->pid, (unsigned long long)job->st.unnamed_types,
+                 job->st.lost > 0 ? "events of the walk were lost"
+                                  : "most likely another session holding the Type keyword was "
+                                    "sent them");
     }
     const char *ctype = job->summary_top > 0 ? "application/json" : "application/octet-stream";
     if (artifact_begin(job->core.art, ctype, job->filename) != 0) {

@@ -315,8 +315,9 @@ static void test_otel_proc_flow(void **state)
     assert_true(tl_run_until(tl, sessions_gone, NULL, 5000));
 
     /* shutdown with a live session: it is stopped (StopTracing, the stream read to its end tag),
-     * not aborted, and done comes once it ended and the source is released. This time without
-     * scopes (OpenTelemetry:IncludeScopes false): the same records, none with its scopes' pairs. */
+     * not aborted, and done comes once it ended and the source is released. This time with
+     * IncludeScopes turned off after the session's providers were chosen (test_otel_providers
+     * checks those): the same records, none with its scopes' pairs. */
     fake_otel.logs = 0;
     fake_otel.scoped_seen = false;
     fake_otel.st.include_scopes = false;

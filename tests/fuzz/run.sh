@@ -44,7 +44,18 @@ else
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/dotmon-fuzz.XXXXXX")
+# Each target runs in a process group of its own (set -m below): a signal to this script stops
+# them all, and only then is their folder removed.
+pids=()
+stop_targets() {
+    local p
+    for p in "${pids[@]}"; do
+        kill -TERM -- "-$p" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+}
 cleanup() {
+    stop_targets
     if [ "${FUZZ_KEEP_CORPUS:-0}" = 1 ]; then
         echo "corpus copies kept in $work"
     else
@@ -125,23 +136,35 @@ run_target() {
 }
 
 # FUZZ_JOBS targets at a time (each fuzzes on one thread); their lines are printed in the targets'
-# order, each target's once it is done.
+# order, as soon as a target and every one before it are done.
 jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || jobs=1
+set -m
+failed=0
+shown=0
+show_done() {
+    while [ "$shown" -lt "${#pids[@]}" ] && [ -e "$work/.rc.$shown" ]; do
+        cat "$work/.out.$shown" 2>/dev/null
+        [ "$(cat "$work/.rc.$shown")" = 0 ] || failed=1
+        shown=$((shown + 1))
+    done
+}
 for i in "${!targets[@]}"; do
     while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
-        wait -n || true
+        wait -n 2>/dev/null || true
+        show_done
     done
     (
         rc=0
         run_target "${targets[$i]}" >"$work/.out.$i" 2>&1 || rc=1
-        echo "$rc" >"$work/.rc.$i"
+        echo "$rc" >"$work/.rc.$i.part" && mv "$work/.rc.$i.part" "$work/.rc.$i"
     ) &
+    pids+=("$!")
 done
-wait
-failed=0
-for i in "${!targets[@]}"; do
-    cat "$work/.out.$i" 2>/dev/null
-    [ "$(cat "$work/.rc.$i" 2>/dev/null)" = 0 ] || failed=1
+while [ "$(jobs -rp | wc -l)" -gt 0 ]; do
+    wait -n 2>/dev/null || true
+    show_done
 done
+show_done
+[ "$shown" -eq "${#targets[@]}" ] || failed=1
 exit $failed

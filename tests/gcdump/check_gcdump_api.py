@@ -267,37 +267,51 @@ def summary_egress(port, app, files):
 def type_keyword_held(port, app, log):
     """While a trace holds the runtime's Type keyword, a second walk is sent no BulkType for the
     types the first was sent: dotmon counts them (unnamedTypes) and warns; once the trace ends,
-    every type is named again."""
+    every type is named again. The trace runs until stopped (tag typehold), so both walks are
+    inside it whatever the machine's pace."""
     out = {}
+    log.flush()
+    log_from = log.seek(0, os.SEEK_END)
 
     def hold():
         spec = {"providers": [{"name": "Microsoft-Windows-DotNETRuntime", "keywords": "0x80000",
                                "eventLevel": "Informational"}], "requestRundown": False}
-        r, body = http_request(port, f"/trace?pid={app.pid}&durationSeconds=3", method="POST",
-                               body=json.dumps(spec).encode(), headers={"Content-Type": "application/json"},
-                               timeout=60)
-        out["status"] = r.status if r is not None else None
+        r, _ = http_request(port, f"/trace?pid={app.pid}&durationSeconds=-1&tags=typehold", method="POST",
+                            body=json.dumps(spec).encode(), headers={"Content-Type": "application/json"},
+                            timeout=120)
+        out["status"] = r.status
+
+    def held():
+        ops = get_json(port, f"/operations?pid={app.pid}&tags=typehold")[1] or []
+        return [o["operationId"] for o in ops if o.get("status") == "Running"]
 
     def unnamed():
-        r, _ = request(port, f"/gcdump?pid={app.pid}&format=summary&top=1")
-        op = last_op(port, app.pid)
-        d = (get_json(port, f"/operations/{op.get('operationId')}/details")[1] or {}).get("gcdump", {})
+        r, _ = request(port, f"/gcdump?pid={app.pid}&format=summary&top=1&tags=typewalk")
+        ops = get_json(port, f"/operations?pid={app.pid}&tags=typewalk")[1] or []
+        d = (get_json(port, f"/operations/{ops[-1]['operationId']}/details")[1] or {}).get("gcdump", {}) if ops else {}
         return r.status, d.get("types"), d.get("unnamedTypes")
 
     th = threading.Thread(target=hold)
     th.start()
-    time.sleep(0.5)
+    deadline = time.time() + 30
+    while not held() and time.time() < deadline:
+        time.sleep(0.05)
+    trace = held()
     first, second = unnamed(), unnamed()
+    for op in trace:
+        http_request(port, f"/operations/{op}?stop=true", method="DELETE")
     th.join(60)
     after = unnamed()
     log.flush()
-    log.seek(0)
+    log.seek(log_from)
     warned = "types were not named by the runtime" in log.read()
-    check(first[0] == 200 and first[2] == 0 and second[0] == 200 and second[2] > 0 and second[1] < first[1],
-          f"Type keyword held by a trace: the first walk names its {first[1]} types ({first[2]} unnamed), "
-          f"the second is sent {second[1]} and {second[2]} are unnamed")
+    log.seek(0, os.SEEK_END)
+    check(trace != [] and first[0] == 200 and first[2] == 0 and second[0] == 200 and second[2] > 0 and
+          second[1] < first[1],
+          f"Type keyword held by a trace ({trace}): the first walk names its {first[1]} types ({first[2]} "
+          f"unnamed), the second is sent {second[1]} and {second[2]} are unnamed")
     check(warned and out.get("status") == 200 and after[0] == 200 and after[2] == 0,
-          f"a warning says so ({warned}); the trace ends ({out.get('status')}), then all named again "
+          f"a warning says so ({warned}); the trace stopped ({out.get('status')}), then all named again "
           f"({after[1]} types, {after[2]} unnamed)")
 
 

@@ -61,6 +61,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from dmtest import (MULT, FAILS, App, check, free_port, http_request, settle, start_dotmon, stop,  # noqa: E402
                     wait_for, wait_log)
+import dmtest  # noqa: E402
 from s3env import AWS, NODE, Server, absent, aws, multipart_uploads, no_orphans  # noqa: E402
 
 MIB = 1024 * 1024
@@ -651,7 +652,7 @@ def main():
         check(SIGNATURES and not any(v in text for v in SIGNATURES + [SESSION_TOKEN, urllib.parse.quote(SESSION_TOKEN, safe="")])
               and "X-Amz-Security-Token=REDACTED" in text and "X-Amz-Signature=REDACTED" in text,
               "no pre-signed URL's signature or session token in dotmon's log (REDACTED there)")
-        check("AddressSanitizer" not in text and "runtime error:" not in text, "no sanitizer report")
+        check(dmtest.sanitizer_report(text) is None, "no sanitizer report")
     finally:
         if app is not None:
             app.kill()

@@ -46,6 +46,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from dmtest import (FAILS, App, check, dotnet_root, free_port, get_json, http_request,  # noqa: E402
                     runtime_sessions, sanitized, settle, start_dotmon, status_kib, stop, wait_listed)
+import dmtest  # noqa: E402
 
 GCDUMP_VERSION = "10.0.750501"
 HOLDER = "TestApp.GcDumpHolder"  # the type heap-graph holds N + 1 of
@@ -548,7 +549,7 @@ def main():
             log.flush()
             log.seek(0)
             text = log.read()
-            check(dm.returncode == 0 and "AddressSanitizer" not in text and "runtime error:" not in text,
+            check(dm.returncode == 0 and dmtest.sanitizer_report(text) is None,
                   f"dotmon exits 0, no sanitizer report (no leak under ASan): {dm.returncode}")
         if FAILS:
             log.flush()

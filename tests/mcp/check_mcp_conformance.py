@@ -27,6 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from dmtest import FAILS, check, close_log, free_port, start_dotmon, stop  # noqa: E402
+import dmtest  # noqa: E402
 
 # The scenarios of the transport and of what dotmon's tools claim: these must pass (also without
 # the baseline: a baseline listing one of them is wrong). dns-rebinding-protection: dotmon on
@@ -93,16 +94,8 @@ def main():
         check(not stale, f"no scenario the baseline lists passes now (update the baseline): {stale}")
         check(r.returncode == 0, f"conformance server --expected-failures exits 0 (got {r.returncode})")
         check(dm.poll() is None, "dotmon is still running")
-        dm.terminate()
-        try:
-            rc = dm.wait(15)
-        except subprocess.TimeoutExpired:
-            rc = None
-        check(rc == 0, f"dotmon exits 0 on SIGTERM (no leak under ASan): {rc}")
         log.flush()
-        with open(log.name, errors="replace") as f:
-            text = f.read()
-        check("Sanitizer" not in text and "runtime error:" not in text, "no sanitizer report in dotmon's log")
+        dmtest.stop_clean(dm, log.name, "after the scenarios")
     finally:
         stop(dm)
         close_log(log)

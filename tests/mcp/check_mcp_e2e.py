@@ -40,6 +40,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from dmtest import FAILS, App, check, close_log, free_port, http_request, start_dotmon, stop  # noqa: E402
+import dmtest  # noqa: E402
 
 RULE = "McpRule"
 
@@ -61,24 +62,6 @@ def mcp_env(extra=None):
          f"DotnetMonitor_CollectionRules__{RULE}__Actions__0__Settings__Path": "/bin/true"}
     e.update(extra or {})
     return e
-
-
-def stop_clean(dm, log, what):
-    """SIGTERM to dotmon: it exits 0 within 15 s (under ASan: no leak) and its log holds no
-    sanitizer report."""
-    if dm is None or dm.poll() is not None:
-        check(dm is not None and dm.returncode == 0, f"{what}: dotmon was still running ({dm and dm.returncode})")
-        return
-    dm.terminate()
-    try:
-        rc = dm.wait(15)
-    except subprocess.TimeoutExpired:
-        rc = None
-    check(rc == 0, f"{what}: dotmon exits 0 on SIGTERM (no leak under ASan): {rc}")
-    log.flush()
-    with open(log.name, errors="replace") as f:
-        text = f.read()
-    check("Sanitizer" not in text and "runtime error:" not in text, f"{what}: no sanitizer report in dotmon's log")
 
 
 def run_e2e(port, token, app):
@@ -190,7 +173,8 @@ def dump_and_off_checks(tmp, key, token):
                       f"and its description says what it costs and writes: {desc[:300]}")
                 ann = dump[0].get("annotations", {}) if dump else {}
                 check(ann.get("readOnlyHint") is False, f"and its annotations say it is not read-only: {ann}")
-                stop_clean(dm, log, what)
+                log.flush()
+                dmtest.stop_clean(dm, log.name, what)
             else:
                 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -200,7 +184,8 @@ def dump_and_off_checks(tmp, key, token):
                                                            "Accept": "application/json, text/event-stream"}, body)
                 check(r.status == 404 and b"Mcp:Enabled" in b,
                       f"without Mcp:Enabled, POST /mcp is a 404 naming Mcp:Enabled ({r.status} {b[:200]!r})")
-                stop_clean(dm, log, what)
+                log.flush()
+                dmtest.stop_clean(dm, log.name, what)
         finally:
             stop(dm)
             close_log(log)
@@ -226,7 +211,8 @@ def main():
         rc = run_e2e(port, token, app)
         check(rc == 0, f"mcp_e2e.mjs (the TypeScript SDK's client) exits 0 (got {rc})")
         inspector_checks(port, token, app.pid)
-        stop_clean(dm, log, "after the MCP calls")
+        log.flush()
+        dmtest.stop_clean(dm, log.name, "after the MCP calls")
         dump_and_off_checks(tmp, key, token)
     finally:
         if app is not None:

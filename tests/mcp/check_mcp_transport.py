@@ -48,6 +48,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from dmtest import FAILS, App, check, free_port, start_dotmon, stop, verdict, wait_for  # noqa: E402
+import dmtest  # noqa: E402
 
 LATEST, PREVIOUS, OLDEST = "2025-11-25", "2025-06-18", "2025-03-26"
 BOTH = "application/json, text/event-stream"
@@ -397,16 +398,6 @@ def check_shutdown(dm, port, auth, sid, pid):
     check(res.get("isError") is True and "shutting down" in text, f"shutdown: the call in flight is answered: {text}")
 
 
-def clean_exit(dm, path, what):
-    """dotmon stopped with status 0 and its log holds no sanitizer report (ASan, LSan at exit,
-    UBSan)."""
-    with open(path, errors="replace") as f:
-        text = f.read()
-    bad = re.search(r"ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: \w+Sanitizer", text)
-    check(dm.returncode == 0 and bad is None,
-          f"{what}: dotmon stopped cleanly (status {dm.returncode}" + (f", {bad.group(0)})" if bad else ")"))
-
-
 def info_mcp(port, auth):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
@@ -451,7 +442,7 @@ def check_limits(key, auth, tmp, pid):
                   f"/info counts the replaced and expired sessions: {m}")
         finally:
             stop(dm)
-    clean_exit(dm, log.name, "limits")
+    dmtest.stop_clean(dm, log.name, "limits")
 
 
 def check_off(key, auth, tmp):
@@ -469,7 +460,7 @@ def check_off(key, auth, tmp):
             check(info_mcp(port, auth) is None, "Mcp:Enabled off: /info has no mcp member")
         finally:
             stop(dm)
-    clean_exit(dm, log.name, "off")
+    dmtest.stop_clean(dm, log.name, "off")
 
 
 def main():
@@ -508,7 +499,7 @@ def main():
                   "the call bounds and shutdown are not checked", flush=True)
         stop(dm)
         log.flush()
-        clean_exit(dm, log.name, "main")
+        dmtest.stop_clean(dm, log.name, "main")
         dm = None
         check_limits(key, auth, tmp, app.pid if long_tool else None)
         check_off(key, auth, tmp)

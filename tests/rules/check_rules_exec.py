@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from dmtest import FAILS, App, check, free_port, http_get, start_dotmon, stop, wait_for  # noqa: E402
+import dmtest  # noqa: E402
 
 SCRIPT = """#!/bin/sh
 out=$1
@@ -109,7 +110,7 @@ def main():
         stop(dm)
         log.seek(0)
         text = log.read()
-        check("AddressSanitizer" not in text and "runtime error:" not in text, "no sanitizer report")
+        check(dmtest.sanitizer_report(text) is None, "no sanitizer report")
         if FAILS:
             sys.stderr.write(text[-4000:])
         log.close()

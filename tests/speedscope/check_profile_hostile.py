@@ -23,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from dmtest import FAILS, SANITIZED, check, close_log, free_port, http_try_get, start_dotmon, status_kib, stop  # noqa: E402
+import dmtest  # noqa: E402
 
 
 def main():
@@ -77,7 +78,7 @@ def main():
         log.flush()
         log.seek(0)
         text = log.read()
-        check("Sanitizer" not in text and "runtime error" not in text and dm.returncode == 0,
+        check(dmtest.sanitizer_report(text) is None and dm.returncode == 0,
               f"dotmon stopped cleanly, no sanitizer report (exit {dm.returncode})")
     finally:
         stop(dm)

@@ -321,6 +321,35 @@ def no_runtime_session(port, timeout=20):
     return wait_for(lambda: runtime_sessions(port) == 0, timeout, 0.2)
 
 
+# A sanitizer's report in dotmon's log: ASan's and LSan's errors (LSan's at exit), any sanitizer's
+# summary line, UBSan's "runtime error:".
+SANITIZER_REPORT = re.compile(r"ERROR: \w+Sanitizer|SUMMARY: \w+Sanitizer|runtime error:")
+
+
+def sanitizer_report(text):
+    """The first sanitizer report in text (dotmon's log), or None."""
+    m = SANITIZER_REPORT.search(text)
+    return m.group(0) if m else None
+
+
+def stop_clean(dm, log_path, what):
+    """dotmon stopped cleanly: SIGTERM if it still runs, then exit status 0 within 15 s (under ASan:
+    no leak) and no sanitizer report in its log (log_path)."""
+    if dm is None:
+        check(False, f"{what}: dotmon was started")
+        return
+    if dm.poll() is None:
+        dm.terminate()
+        try:
+            dm.wait(15)
+        except subprocess.TimeoutExpired:
+            pass
+    with open(log_path, errors="replace") as f:
+        bad = sanitizer_report(f.read())
+    check(dm.returncode == 0 and bad is None,
+          f"{what}: dotmon stopped cleanly (status {dm.returncode}" + (f", {bad})" if bad else ")"))
+
+
 def status_kib(pid, key="VmRSS"):
     """A figure in KiB of /proc/PID/status (VmRSS, VmHWM, ...), or 0 once the process is gone."""
     try:

@@ -33,7 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
-from dmtest import (FAILS, SANITIZED, App, check, close_log, free_port, http_get, join_cgroup,  # noqa: E402
+from dmtest import (FAILS, SANITIZED, App, check, close_log, free_port, get_json, http_get, join_cgroup,  # noqa: E402
                     memory_cgroup, remove_cgroup, settle, status_kib, stop, wait_log)
 import dmtest  # noqa: E402
 
@@ -163,10 +163,19 @@ def flood_phase(tmp, port, cgroup, app, floods, big, log):
 
 def setting_phase(tmp, port, cgroup, floods, log):
     """Memory:LimitMB=8: 1 MiB per runtime, the byte bound drops series before the 1,024th."""
-    dm = start_dotmon(tmp, port, cgroup, log, {"DotnetMonitor_Memory__LimitMB": "8"})
+    # A flood still busy with the first dotmon's dead session can miss this one's first probe:
+    # failed probes are retried every 500 ms (not 5 s doubling), and every flood is listed before
+    # the checks.
+    dm = start_dotmon(tmp, port, cgroup, log, {"DotnetMonitor_Memory__LimitMB": "8",
+                                               "DotnetMonitor_Timeouts__DiscoveryRescanMs": "500",
+                                               "DotnetMonitor_Timeouts__DiscoveryRetryMaxMs": "1000"})
     try:
         m = wait_log(log, r"memory budget 8 MiB \(cgroup limit 64 MiB, from Memory:LimitMB\)", 10)
         check(m is not None, "start-up: the budget from Memory:LimitMB")
+        want = {fl.pid for fl in floods}
+        seen = settle(lambda: want & {p.get("pid") for p in (get_json(port, "/processes")[1] or [])},
+                      want, 30, 0.2)
+        check(seen == want, f"every flood listed ({sorted(seen)} of {sorted(want)})")
         m = wait_log(log, r"fill its share of dotmon's memory budget \(1024 KiB\)", 30)
         check(m is not None, "a flood's share (1 MiB) fills before its 1,024 series, logged once")
         byte_bound = settle(lambda: [i for i in info_metrics(port).values()

@@ -9,9 +9,9 @@
  *  1. 150,000 events (~31 MB) written at ~8 MB/s, a 16 MB runtime buffer, a client at 1 MiB/s
  *     (before the spool: thousands of events dropped): every Blob event is in the file, TraceEvent
  *     counts 0 lost, the operation says droppedEvents 0 and how much went through the spool;
- *     dotmon's RSS grows by less than 8 MB (normal build); the spool file is gone after (no
- *     deleted file among dotmon's descriptors, descriptors back to baseline, nothing left in the
- *     folder).
+ *     dotmon's RSS grows by less than 10 MiB (normal build, RSS_GROWTH_KB); the spool file is
+ *     gone after (no deleted file among dotmon's descriptors, descriptors back to baseline,
+ *     nothing left in the folder).
  *  2. An event storm into a 1 MB buffer (the runtime must drop): the operation's droppedEvents
  *     equals the events written minus the events received (the independent count: the app says
  *     how many it wrote, TraceEvent how many the file holds); TraceEvent's own lost count, which
@@ -42,7 +42,12 @@
 #include "agent_test_util.h"
 #include "err.h"
 
-#define RSS_GROWTH_KB (8 * 1024)
+/* What a slow client may hold in dotmon's memory by design: the spool's memory (SPOOL_MEM_CAP,
+ * 4 MiB) and the trace's unsent queue (TRACE_HIGH_WATER, 2 MiB), plus 4 MiB for the relay's
+ * pool blocks, the session's reads and the allocator's slack (measured +5.2 to +8.0 MiB on a loaded
+ * 2-core machine, where the 8 MiB bound this replaces failed once). Without the spool's bound the
+ * 32 MB trace would be held whole. */
+#define RSS_GROWTH_KB (10 * 1024)
 
 static const char *const no_auth[] = {"--no-auth", NULL};
 

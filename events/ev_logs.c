@@ -114,9 +114,7 @@ struct ev_logs {
     size_t slots_used; /* used + deleted */
     uint64_t scopes_alive;
     bool clock_known;
-    int64_t sync_unix_ms;
-    int64_t sync_qpc;
-    int64_t qpc_freq;
+    struct nettrace_trace_info clock;
     char *last_formatted; /* the last FormattedMessage (or its EventName) */
     size_t last_formatted_bytes;
     struct mb_share *share; /* what the session holds is charged here (NULL: the total only) */
@@ -556,29 +554,14 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
 /* ---- clock ------------------------------------------------------------------------------------
  */
 
+/* An event timestamp (QPC ticks) as Unix milliseconds (docs/nettrace.md §2.3): false while the
+ * trace's sync point is unknown or not a valid one. */
 static bool event_time(struct ev_logs *l, int64_t ts, int64_t *unix_ms)
 {
-    struct nettrace_trace_info ti;
-    if (!l->clock_known && nettrace_trace_info(&l->ck, &ti) == 0) {
-        const uint16_t *t = ti.sync_time_utc; /* year, month, dayOfWeek, day, h, m, s, ms */
-        if (t[1] >= 1 && t[1] <= 12 && t[3] >= 1 && t[3] <= 31 && t[4] <= 23 && t[5] <= 59 &&
-            t[6] <= 60 && t[7] <= 999 && ti.qpc_frequency > 0) {
-            l->clock_known = true;
-            l->sync_qpc = ti.sync_time_qpc;
-            l->qpc_freq = ti.qpc_frequency;
-            l->sync_unix_ms = civil_days(t[0], t[1], t[3]) * 86400000 + (int64_t)t[4] * 3600000 +
-                              (int64_t)t[5] * 60000 + (int64_t)t[6] * 1000 + t[7];
-        }
-    }
     if (!l->clock_known) {
-        return false;
+        l->clock_known = nettrace_trace_info(&l->ck, &l->clock) == 0;
     }
-    double delta_ms = ((double)ts - (double)l->sync_qpc) * 1000.0 / (double)l->qpc_freq;
-    if (delta_ms > 1e15 || delta_ms < -1e15) {
-        return false;
-    }
-    *unix_ms = l->sync_unix_ms + (int64_t)delta_ms;
-    return true;
+    return l->clock_known && nettrace_unix_ms(&l->clock, ts, unix_ms) == 0;
 }
 
 /* ---- scopes -----------------------------------------------------------------------------------

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "civil.h"
 #include "err.h"
 #include "ev_exphist.h"
 #include "ev_fmt.h"
@@ -190,9 +189,7 @@ struct ev_stream {
     size_t instr_cap;
     /* the trace's clock (docs/nettrace.md §2.3) */
     bool clock_known;
-    int64_t sync_unix_ms;
-    int64_t sync_qpc;
-    int64_t qpc_freq;
+    struct nettrace_trace_info clock;
     uint64_t samples;
     uint64_t metadata_malformed;
     uint64_t payload_malformed;
@@ -384,44 +381,15 @@ static int parse_double_str(const char *s, double *out)
     return s == NULL ? -1 : parse_double(s, strlen(s), out);
 }
 
-/* Reads the Trace object's sync point once (docs/nettrace.md §2.3). */
-static void clock_init(struct ev_stream *s)
-{
-    struct nettrace_trace_info ti;
-    if (s->clock_known || nettrace_trace_info(&s->ck, &ti) != 0) {
-        return;
-    }
-    const uint16_t *t = ti.sync_time_utc; /* year, month, dayOfWeek, day, h, m, s, ms */
-    s->clock_known = true;
-    s->sync_qpc = ti.sync_time_qpc;
-    s->qpc_freq = ti.qpc_frequency;
-    if (t[1] < 1 || t[1] > 12 || t[3] < 1 || t[3] > 31 || t[4] > 23 || t[5] > 59 || t[6] > 60 ||
-        t[7] > 999) {
-        s->sync_unix_ms = 0;
-        return;
-    }
-    s->sync_unix_ms = civil_days(t[0], t[1], t[3]) * 86400000 + (int64_t)t[4] * 3600000 +
-                      (int64_t)t[5] * 60000 + (int64_t)t[6] * 1000 + t[7];
-}
-
-/* An event timestamp (QPC ticks) as Unix milliseconds: sync UTC + (ts - sync QPC) / frequency. */
+/* An event timestamp (QPC ticks) as Unix milliseconds (docs/nettrace.md §2.3), 0 while the
+ * trace's sync point is unknown or not a valid one. */
 static int64_t event_unix_ms(struct ev_stream *s, int64_t ts)
 {
-    clock_init(s);
-    if (!s->clock_known || s->qpc_freq <= 0) {
-        return 0;
+    int64_t ms;
+    if (!s->clock_known) {
+        s->clock_known = nettrace_trace_info(&s->ck, &s->clock) == 0;
     }
-    /* Done in unsigned arithmetic so a wild timestamp wraps instead of overflowing. */
-    uint64_t delta = (uint64_t)ts - (uint64_t)s->sync_qpc;
-    bool neg = (int64_t)delta < 0;
-    uint64_t mag = neg ? 0 - delta : delta;
-    uint64_t freq = (uint64_t)s->qpc_freq;
-    uint64_t ms = mag / freq * 1000u;
-    uint64_t rem = mag % freq;
-    /* rem < freq; rem * 1000 fits while freq < 2^54, which any real clock is. */
-    ms +=
-        freq < (1ull << 54) ? rem * 1000u / freq : (uint64_t)((double)rem * 1000.0 / (double)freq);
-    return (int64_t)((uint64_t)s->sync_unix_ms + (neg ? 0 - ms : ms));
+    return s->clock_known && nettrace_unix_ms(&s->clock, ts, &ms) == 0 ? ms : 0;
 }
 
 static void emit(struct ev_stream *s, const struct ev_metric_sample *sample)

@@ -2502,6 +2502,16 @@ int nettrace_unix_ns(const struct nettrace_trace_info *ti, int64_t ts, int64_t *
     return 0;
 }
 
+int nettrace_unix_ms(const struct nettrace_trace_info *ti, int64_t ts, int64_t *out)
+{
+    int64_t ns;
+    int rc = nettrace_unix_ns(ti, ts, &ns);
+    if (rc == 0) {
+        *out = ns / 1000000 - (ns % 1000000 < 0 ? 1 : 0);
+    }
+    return rc;
+}
+
 int nettrace_trace_info(const struct nettrace_checker *ck, struct nettrace_trace_info *out)
 {
     const struct nettrace_private *pr = ck->priv;

@@ -1529,6 +1529,38 @@ static void test_nettrace_random_damage(void **state)
     nb_free(&s.b);
 }
 
+/* The trace's clock (docs/nettrace.md §2.3): sync UTC + (ts - sync QPC) / frequency, in ns and in
+ * ms rounded down (before the sync point too), and refused for a sync time that is not a date. */
+static void test_nettrace_clock(void **state)
+{
+    (void)state;
+    struct nettrace_trace_info ti = {.sync_time_utc = {2026, 11, 1, 30, 15, 0, 0, 250},
+                                     .sync_time_qpc = 5000,
+                                     .qpc_frequency = 10000000}; /* 100 ns ticks */
+    const int64_t sync_ms = 1796050800000ll + 250;               /* 2026-11-30T15:00:00.250Z */
+    int64_t ns = 0, ms = 0;
+    assert_int_equal(nettrace_unix_ns(&ti, 5000, &ns), 0);
+    assert_true(ns == sync_ms * 1000000);
+    assert_int_equal(nettrace_unix_ns(&ti, 5000 + 15, &ns), 0);
+    assert_true(ns == sync_ms * 1000000 + 1500);
+    assert_int_equal(nettrace_unix_ms(&ti, 5000 + 9999, &ms), 0); /* 0.9999 ms after */
+    assert_true(ms == sync_ms);
+    assert_int_equal(nettrace_unix_ms(&ti, 5000 + 10000, &ms), 0);
+    assert_true(ms == sync_ms + 1);
+    assert_int_equal(nettrace_unix_ms(&ti, 5000 - 1, &ms), 0); /* 100 ns before */
+    assert_true(ms == sync_ms - 1);
+    assert_int_equal(nettrace_unix_ms(&ti, 5000 + 36000000000ll, &ms), 0); /* an hour */
+    assert_true(ms == sync_ms + 3600000);
+    struct nettrace_trace_info bad = ti;
+    bad.sync_time_utc[1] = 13;
+    assert_int_equal(nettrace_unix_ms(&bad, 5000, &ms), AGENT_E_INVAL);
+    bad = ti;
+    bad.qpc_frequency = 0;
+    assert_int_equal(nettrace_unix_ns(&bad, 5000, &ns), AGENT_E_INVAL);
+    bad = ti;
+    assert_int_equal(nettrace_unix_ns(&bad, INT64_MIN, &ns), AGENT_E_INVAL); /* overflows */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1549,6 +1581,7 @@ int main(void)
         cmocka_unit_test(test_nettrace_real_traces),
         cmocka_unit_test(test_nettrace_real_traces_cut),
         cmocka_unit_test(test_nettrace_random_damage),
+        cmocka_unit_test(test_nettrace_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

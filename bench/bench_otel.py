@@ -26,7 +26,8 @@ mode in front of the receiver (it stamps each request's arrival and decodes what
           wired): the block says which signals arrived.
 Both exporters get the same standard settings: OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf,
 OTEL_BSP_SCHEDULE_DELAY and OTEL_BLRP_SCHEDULE_DELAY = --delay-ms, OTEL_METRIC_EXPORT_INTERVAL =
---interval-ms, no compression. --no-receiver: the proxy answers 200 itself and forwards nothing
+--interval-ms, OTEL_EXPORTER_OTLP_COMPRESSION = --compression (none by default; the block says
+what share of each exporter's requests came gzipped). --no-receiver: the proxy answers 200 itself and forwards nothing
 (the dashboard's own CPU out of the machine's budget; the exporters cannot tell).
 
 In a round: wrk (-t1, --connections; a closed loop, or with --rate R each connection waiting
@@ -69,6 +70,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from bench_metrics import WRK_LUA, cpu_ns_s, cpu_s, pct, spread
 
@@ -159,7 +161,7 @@ def dotmon_losses(port, pid):
 def otel_env(a, endpoint):
     return {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_METRIC_EXPORT_INTERVAL": str(a.interval_ms), "OTEL_BSP_SCHEDULE_DELAY": str(a.delay_ms),
-            "OTEL_BLRP_SCHEDULE_DELAY": str(a.delay_ms)}
+            "OTEL_BLRP_SCHEDULE_DELAY": str(a.delay_ms), "OTEL_EXPORTER_OTLP_COMPRESSION": a.compression}
 
 
 def sink_cpu(rx_pid):
@@ -167,6 +169,40 @@ def sink_cpu(rx_pid):
     the dashboard (rx_pid, when there is one)."""
     t = os.times()
     return t.user + t.system + (cpu_s(rx_pid) if rx_pid else 0.0)
+
+
+def gc_state(url):
+    """The app's /gc-state: bytes allocated, GC pause ms and collections so far."""
+    with urllib.request.urlopen(f"{url}/gc-state", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def ctx_switches(pid):
+    """{thread name: [voluntary, involuntary]} context switches of pid's threads (threads of one
+    name summed)."""
+    out = {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                v = [0, 0]
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        v[0] = int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        v[1] = int(line.split()[1])
+        except OSError:
+            continue  # a thread that ended between the listing and the read
+        acc = out.setdefault(name, [0, 0])
+        acc[0] += v[0]
+        acc[1] += v[1]
+    return out
+
+
+def ctx_delta(before, after):
+    """{thread name: (voluntary, involuntary)} switched between two ctx_switches."""
+    return {k: (v[0] - before.get(k, [0, 0])[0], v[1] - before.get(k, [0, 0])[1]) for k, v in after.items()}
 
 
 def run_round(a, target, mode, script, rx_pid):
@@ -211,6 +247,8 @@ def run_round(a, target, mode, script, rx_pid):
         s0 = sink_cpu(rx_pid)
         a0 = cpu_s(app.pid)
         d0 = cpu_ns_s(dm.pid) if dm else 0.0
+        g0, c0 = gc_state(app.url), ctx_switches(app.pid)
+        dc0 = ctx_switches(dm.pid) if dm else {}
         if a.items:
             # The app's CPU until its exporter (or the runtime's session) has sent the last item.
             reqs, errors, p99, secs = a.items, 0, 0.0, app.items(a.items, a.item_rate, a.item_kind)
@@ -222,6 +260,18 @@ def run_round(a, target, mode, script, rx_pid):
             reqs, errors, p99, secs = wrk(url, a.seconds, a.connections, script)
         t1 = time.time_ns()
         a1 = cpu_s(app.pid)
+        g1, cd = gc_state(app.url), ctx_delta(c0, ctx_switches(app.pid))
+        n = max(reqs, 1)
+        r.update(alloc_kb=(g1["allocatedBytes"] - g0["allocatedBytes"]) / 1024 / n,
+                 gc_pause_us=(g1["pauseMs"] - g0["pauseMs"]) * 1000 / n,
+                 gen0_per_1k=(g1["gen0"] - g0["gen0"]) * 1000 / n,
+                 vcsw=sum(v[0] for v in cd.values()) / n, ivcsw=sum(v[1] for v in cd.values()) / n)
+        if dm:
+            dd = ctx_delta(dc0, ctx_switches(dm.pid))
+            r["dm_csw"] = sum(v[0] + v[1] for v in dd.values()) / n
+        top = sorted(cd.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[:6]
+        say(f"{mode}: the app's threads by context switches per request (voluntary/involuntary): "
+            + ", ".join(f"{k} {v[0] / n:.2f}/{v[1] / n:.2f}" for k, v in top))
         r["sink_cores"] = (sink_cpu(rx_pid) - s0) / ((t1 - t0) / 1e9)
         r.update(requests=reqs, errors=errors, rps=reqs / secs, req_p99=p99, app_cpu=a1 - a0,
                  app_ms=(a1 - a0) * 1000 / max(reqs, 1), app_cores=(a1 - a0) / ((t1 - t0) / 1e9),
@@ -229,6 +279,9 @@ def run_round(a, target, mode, script, rx_pid):
         if proxy is None:
             return r
         drain(proxy, quiet, a.drain)
+        with proxy.lock:
+            encodings = [q[2].lower() for q in proxy.requests]
+        r["gzip_share"] = encodings.count("gzip") / max(len(encodings), 1)
         if dm:
             r["dm_cpu"] = cpu_ns_s(dm.pid) - d0
             r["dm_hwm"], r["dm_rss"] = status_kib(dm.pid, "VmHWM"), status_kib(dm.pid, "VmRSS")
@@ -301,6 +354,8 @@ def main():
                     help="records without their scopes on both sides: the SDK's default IncludeScopes "
                          "(false) and dotmon's OpenTelemetry:IncludeScopes=false")
     ap.add_argument("--no-receiver", action="store_true", help="the proxy answers 200 and forwards nothing")
+    ap.add_argument("--compression", choices=("none", "gzip"), default="none",
+                    help="OTEL_EXPORTER_OTLP_COMPRESSION on both sides (the proxy inflates gzip bodies)")
     a = ap.parse_args()
     modes = a.modes.split(",")
     if "none" not in modes:
@@ -357,8 +412,8 @@ def report_items(a, modes, rows):
     print(f"OtelApp GET /items?kind={a.item_kind}: {a.items} items per round at about {a.item_rate}/s (each a "
           f"scope, the spans items.parent and items.child, one log record in the scope; {adds}), "
           f"after {min(a.items, 2000)} items of warm-up; {a.rounds} rounds interleaved ({', '.join(modes)}); "
-          f"the app's CPU from the first item until the last one was delivered; OTLP/HTTP protobuf, no gzip, "
-          f"batch delay {a.delay_ms} ms, to {sink}"
+          f"the app's CPU from the first item until the last one was delivered; OTLP/HTTP protobuf, "
+          f"compression {a.compression}, batch delay {a.delay_ms} ms, to {sink}"
           + ("; records without their scopes on both sides (--no-scopes)" if a.no_scopes else "")
           + ("; dotmon given the SDK's sources and meters" if a.same_set else "; dotmon on its defaults")
           + f"{''.join('; dotmon ' + kv for kv in a.dotmon_env)}. Median (min-max) over the rounds.")
@@ -401,8 +456,8 @@ def report(a, modes, rows):
             f"a connection's answer and its next request)" if a.rate else
             f"wrk -t1 -c{a.connections} (closed loop)")
     print(f"OtelApp GET /work?id=1 at {load}, {a.seconds} s per round after a {a.warmup} s "
-          f"warm-up, {a.rounds} rounds interleaved ({', '.join(modes)}); OTLP/HTTP protobuf, no gzip, batch delay "
-          f"{a.delay_ms} ms, metric interval {a.interval_ms} ms, to {sink}"
+          f"warm-up, {a.rounds} rounds interleaved ({', '.join(modes)}); OTLP/HTTP protobuf, batch delay "
+          f"{a.delay_ms} ms, metric interval {a.interval_ms} ms, compression {a.compression}, to {sink}"
           + ("; records without their scopes on both sides (--no-scopes)" if a.no_scopes else "")
           + f"; dotmon's LogCategories "
           f"{a.log_categories or '(all)'}"
@@ -415,7 +470,8 @@ def report(a, modes, rows):
         if m == "none":
             continue
         got = [s for s in SIGNALS if any(r["count"][s] for r in rows[m])]
-        print(f"{m} exported: {', '.join(got) or 'nothing'}"
+        gz = min(r["gzip_share"] for r in rows[m])
+        print(f"{m} exported: {', '.join(got) or 'nothing'}; gzip bodies: at least {gz:.0%} of its requests"
               + ("" if "traces" in got else " (no spans: not read out of process by this build)"
                  if m == "dotmon" else ""))
     print()
@@ -432,6 +488,16 @@ def report(a, modes, rows):
               f"{'-' if m == 'none' else med(rs, lambda r: ratio(r, lambda x: x['app_ms']), '{:.2f}x')} | "
               f"{med(rs, lambda r: r['app_cores'], '{:.2f}')} | {med(rs, lambda r: r['app_hwm'] / 1024, '{:.0f}')} | "
               f"{both} | {med(rs, lambda r: r['sink_cores'], '{:.2f}')} |")
+    print()
+    print("| mode | app allocated KiB/request | app GC pause µs/request | gen0 GCs per 1k requests | "
+          "app context switches/request, voluntary | involuntary | dotmon context switches/request |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for m in modes:
+        rs = rows[m]
+        print(f"| {m} | {med(rs, lambda r: r['alloc_kb'], '{:.2f}')} | {med(rs, lambda r: r['gc_pause_us'], '{:.1f}')} | "
+              f"{med(rs, lambda r: r['gen0_per_1k'], '{:.2f}')} | {med(rs, lambda r: r['vcsw'], '{:.2f}')} | "
+              f"{med(rs, lambda r: r['ivcsw'], '{:.2f}')} | "
+              f"{med(rs, lambda r: r['dm_csw'], '{:.2f}') if m == 'dotmon' else '-'} |")
     if "sdk" in modes and "dotmon" in modes:
         pairs = [(d["app_ms"] / s["app_ms"], d["rps"] / s["rps"]) for s, d in zip(rows["sdk"], rows["dotmon"])
                  if s["app_ms"] and s["rps"]]

@@ -163,6 +163,15 @@ public static class Program
         app.MapGet("/await", (int id) => Results.Json(AfterAwait(id, log)));
         app.MapGet("/items", async (int n, int rate, string? kind) =>
             Results.Json(await Items(n, rate, kind ?? "plain", log, http, self)));
+        // For bench/bench_otel.py: what the app allocated and paused for, whichever exporter runs.
+        app.MapGet("/gc-state", () => Results.Json(new Dictionary<string, double>
+        {
+            ["allocatedBytes"] = GC.GetTotalAllocatedBytes(false),
+            ["pauseMs"] = GC.GetTotalPauseDuration().TotalMilliseconds,
+            ["gen0"] = GC.CollectionCount(0),
+            ["gen1"] = GC.CollectionCount(1),
+            ["gen2"] = GC.CollectionCount(2),
+        }));
         app.MapGet("/metrics-state", () =>
         {
             lock (Gate)

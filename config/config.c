@@ -755,6 +755,45 @@ bool config_key_under(const char *key, const char *prefix)
     return strncasecmp(key, prefix, n) == 0 && (key[n] == '\0' || key[n] == ':');
 }
 
+int config_array_indices(const struct config *c, const char *key, uint32_t *out, size_t max,
+                         size_t *n, const char **bad)
+{
+    size_t kl = strlen(key);
+    *n = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const char *k = c->v[i].key;
+        if (!config_key_under(k, key) || k[kl] != ':') {
+            continue;
+        }
+        const char *p = k + kl + 1;
+        uint64_t v = 0;
+        size_t digits = 0;
+        for (; p[digits] >= '0' && p[digits] <= '9' && v <= INT32_MAX; digits++) {
+            v = v * 10 + (uint64_t)(p[digits] - '0');
+        }
+        if (digits == 0 || v > INT32_MAX || (p[digits] != '\0' && p[digits] != ':')) {
+            if (bad != NULL) {
+                *bad = k;
+            }
+            return AGENT_E_INVAL;
+        }
+        size_t at = 0; /* where v goes in the ascending list */
+        while (at < *n && out[at] < v) {
+            at++;
+        }
+        if (at < *n && out[at] == v) {
+            continue;
+        }
+        if (*n == max) {
+            return AGENT_E_TOOBIG;
+        }
+        memmove(out + at + 1, out + at, (*n - at) * sizeof(*out));
+        out[at] = (uint32_t)v;
+        (*n)++;
+    }
+    return 0;
+}
+
 bool config_key_is_secret(const char *key)
 {
     static const char *const secret_suffixes[] = {"PublicKey",

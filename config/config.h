@@ -93,6 +93,15 @@ int config_get_timespan_ms(const struct config *c, const char *key, uint64_t min
 bool config_key_under(const char *key, const char *prefix);
 
 /*
+ * The elements of the array at key: the distinct indices of its children ("key:0…", "key:3…"),
+ * ascending, as .NET's binder takes them (a gap is not the end). 0 with *n of them in out;
+ * AGENT_E_TOOBIG when there are more than max; AGENT_E_INVAL when a child is not a whole number
+ * below 2^31 (*bad, when not NULL, is then that child's key).
+ */
+int config_array_indices(const struct config *c, const char *key, uint32_t *out, size_t max,
+                         size_t *n, const char **bad);
+
+/*
  * How dotmon treats a key: CONFIG_KEY_KNOWN (read by dotmon), CONFIG_KEY_FOREIGN (a dotnet-monitor
  * setting dotmon does not implement: ignored) or CONFIG_KEY_UNKNOWN (probably a typo).
  */

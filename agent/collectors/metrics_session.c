@@ -119,31 +119,41 @@ static int add_defaults(struct metrics_filters *f)
     return rc;
 }
 
-/* Metrics:Providers:N / Metrics:Meters:N, with their name lists. */
+/* Metrics:Providers:N / Metrics:Meters:N, with their name lists: every N given (ascending, gaps
+ * allowed, as .NET binds a list). */
 static int read_config_list(struct metrics_filters *f, const struct config *cfg, bool meter)
 {
+    const char *list = meter ? "Metrics:Meters" : "Metrics:Providers";
+    uint32_t idx[METRICS_MAX_FILTERS];
+    uint32_t nidx[METRICS_MAX_NAMES];
+    size_t n = 0;
+    const char *bad = NULL;
+    int rc = config_array_indices(cfg, list, idx, METRICS_MAX_FILTERS, &n, &bad);
     char key[256];
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < METRICS_MAX_FILTERS; i++) {
-        snprintf(key, sizeof(key),
-                 meter ? "Metrics:Meters:%zu:MeterName" : "Metrics:Providers:%zu:ProviderName", i);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        snprintf(key, sizeof(key), "%s:%u:%s", list, idx[i], meter ? "MeterName" : "ProviderName");
         const char *name = config_get(cfg, key);
         if (name == NULL || *name == '\0') {
             continue;
         }
         struct metrics_filter *x = NULL;
         rc = add_filter(f, name, meter, &x);
-        for (size_t j = 0; rc == 0 && j < METRICS_MAX_NAMES; j++) {
-            snprintf(key, sizeof(key),
-                     meter ? "Metrics:Meters:%zu:InstrumentNames:%zu"
-                           : "Metrics:Providers:%zu:CounterNames:%zu",
-                     i, j);
-            const char *v = config_get(cfg, key);
-            if (v == NULL) {
-                break;
-            }
-            rc = add_name(x, v);
+        snprintf(key, sizeof(key), "%s:%u:%s", list, idx[i],
+                 meter ? "InstrumentNames" : "CounterNames");
+        size_t nn = 0;
+        rc = rc != 0 ? rc : config_array_indices(cfg, key, nidx, METRICS_MAX_NAMES, &nn, &bad);
+        for (size_t j = 0; rc == 0 && j < nn; j++) {
+            char nkey[300];
+            snprintf(nkey, sizeof(nkey), "%s:%u", key, nidx[j]);
+            const char *v = config_get(cfg, nkey);
+            rc = v != NULL ? add_name(x, v) : 0;
         }
+    }
+    if (rc == AGENT_E_INVAL && bad != NULL) {
+        log_error(cat, "%s: %s is not an entry of a list (0, 1, ...)", list, bad);
+    } else if (rc == AGENT_E_INVAL) {
+        log_error(cat, "Metrics: a ProviderName or MeterName is empty, has spaces around it, or "
+                       "holds one of * , ; = \" \\ or a line break");
     }
     return rc;
 }
@@ -175,9 +185,6 @@ int metrics_filters_from_config(struct metrics_filters *f, const struct config *
         log_error(cat, "Metrics: more than %d providers and meters, or %d names in one",
                   METRICS_MAX_FILTERS, METRICS_MAX_NAMES);
         rc = AGENT_E_INVAL;
-    } else if (rc == AGENT_E_INVAL) {
-        log_error(cat, "Metrics: a ProviderName or MeterName is empty, has spaces around it, or "
-                       "holds one of * , ; = \" \\ or a line break");
     }
     if (rc != 0) {
         metrics_filters_fini(f);

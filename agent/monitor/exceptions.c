@@ -58,38 +58,48 @@ struct exceptions {
 
 /* ---- settings ---- */
 
-/* CollectionFilters:<list>:N:<member> for N = 0, 1, … until an entry has none of the four, as
- * the JSON list of an ExceptionsConfiguration (the one parser reads both). */
+/* CollectionFilters:<list>:N:<member>, every N given (ascending, gaps allowed, as .NET binds a
+ * list), as the JSON list of an ExceptionsConfiguration (the one parser reads both). */
 static int read_list(const struct config *cfg, const char *list, cJSON *doc)
 {
     static const char *const members[] = {"ExceptionType", "TypeName", "MethodName", "ModuleName"};
     static const char *const json[] = {"exceptionType", "typeName", "methodName", "moduleName"};
+    char prefix[96];
+    snprintf(prefix, sizeof(prefix), "InProcessFeatures:Exceptions:CollectionFilters:%s", list);
+    uint32_t idx[MAX_FILTERS];
+    size_t n = 0;
+    const char *bad = NULL;
+    int rc = config_array_indices(cfg, prefix, idx, MAX_FILTERS, &n, &bad);
+    if (rc == AGENT_E_TOOBIG) {
+        log_error(cat, "%s: at most %u entries", prefix, MAX_FILTERS);
+        return rc;
+    }
+    if (rc != 0) {
+        log_error(cat, "%s: %s is not an entry of the list (0, 1, ...)", prefix, bad);
+        return rc;
+    }
     cJSON *arr = cJSON_AddArrayToObject(doc, list);
     if (arr == NULL) {
         return -ENOMEM;
     }
-    for (size_t i = 0; i < MAX_FILTERS; i++) {
+    for (size_t i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();
-        if (e == NULL) {
+        if (e == NULL || !cJSON_AddItemToArray(arr, e)) {
+            cJSON_Delete(e);
             return -ENOMEM;
         }
         for (size_t m = 0; m < 4; m++) {
             char key[160];
-            snprintf(key, sizeof(key), "InProcessFeatures:Exceptions:CollectionFilters:%s:%zu:%s",
-                     list, i, members[m]);
+            snprintf(key, sizeof(key), "%s:%u:%s", prefix, idx[i], members[m]);
             const char *v = config_get(cfg, key);
             if (v != NULL && v[0] != '\0' && cJSON_AddStringToObject(e, json[m], v) == NULL) {
-                cJSON_Delete(e);
                 return -ENOMEM;
             }
         }
-        if (cJSON_GetArraySize(e) == 0) {
-            cJSON_Delete(e);
-            return 0;
-        }
-        if (!cJSON_AddItemToArray(arr, e)) {
-            cJSON_Delete(e);
-            return -ENOMEM;
+        if (cJSON_GetArraySize(e) == 0) { /* {} would match every exception */
+            log_error(cat, "%s:%u: names none of ExceptionType, TypeName, MethodName, ModuleName",
+                      prefix, idx[i]);
+            return AGENT_E_INVAL;
         }
     }
     return 0;

@@ -373,6 +373,38 @@ static void test_config_rejects_bad_json(void **state)
     config_fini(&c);
 }
 
+/* An array's elements are its children's indices, ascending, gaps kept (as .NET binds a list). */
+static void test_config_array_indices(void **state)
+{
+    (void)state;
+    struct config c;
+    config_init(&c);
+    assert_int_equal(config_set(&c, "L:10:Name", "ten", "test"), 0);
+    assert_int_equal(config_set(&c, "l:2:Name", "two", "test"), 0);
+    assert_int_equal(config_set(&c, "L:2:Other", "x", "test"), 0);
+    assert_int_equal(config_set(&c, "L:0", "zero", "test"), 0);
+    assert_int_equal(config_set(&c, "LL:5", "not under L", "test"), 0);
+    uint32_t idx[4];
+    size_t n = 99;
+    const char *bad = NULL;
+    assert_int_equal(config_array_indices(&c, "L", idx, 4, &n, &bad), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(idx[0], 0);
+    assert_int_equal(idx[1], 2);
+    assert_int_equal(idx[2], 10);
+    assert_int_equal(config_array_indices(&c, "L", idx, 2, &n, &bad), AGENT_E_TOOBIG);
+    assert_int_equal(config_array_indices(&c, "Absent", idx, 4, &n, &bad), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(config_set(&c, "L:x1:Name", "letters", "test"), 0);
+    assert_int_equal(config_array_indices(&c, "L", idx, 4, &n, &bad), AGENT_E_INVAL);
+    assert_string_equal(bad, "L:x1:Name");
+    config_fini(&c);
+    config_init(&c);
+    assert_int_equal(config_set(&c, "L:2147483648", "past int", "test"), 0);
+    assert_int_equal(config_array_indices(&c, "L", idx, 4, &n, &bad), AGENT_E_INVAL);
+    config_fini(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_config_unprefixed_env),
         cmocka_unit_test(test_config_host_urls),
         cmocka_unit_test(test_config_sources_in_dotnet_monitor_order),
+        cmocka_unit_test(test_config_array_indices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,9 @@ exc.ndjson). Then:
     named though their methods were compiled after the tail's first rundown (a new rundown names
     them); DELETE /operations/{id}?stop=true ends it: the stream ends whole and the operation
     Succeeded, its details counting the instances and rundowns;
+  - InProcessFeatures:Exceptions:CollectionFilters from the settings with a gap in the list (Exclude
+    entries 0 and 5): both apply, as .NET binds a list; an entry named "first" stops dotmon at
+    start with a message;
   - with the feature off, GET answers dotnet-monitor's 400 "The 'Exceptions' feature is not
     enabled." and POST 404.
 
@@ -49,15 +52,18 @@ import http.client
 import json
 import os
 import re
+import shutil
 import stat
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "api"))
 import parity  # noqa: E402  (its small OpenAPI validator)
-from dmtest import FAILS, Watched, check, get_json, http_get as get, http_request, wait_for  # noqa: E402
+from dmtest import FAILS, Watched, check, free_port, get_json, http_get as get, http_request, wait_for  # noqa: E402
 from dmtest import runtime_sessions as sessions, sanitized, status_kib  # noqa: E402
 
 LIMIT = 50
@@ -348,6 +354,34 @@ def main():
               f"only the standing exceptions session is left in the runtime ({sessions(port)})")
     finally:
         w.close()
+
+    # InProcessFeatures:Exceptions:CollectionFilters from the settings, a list with gaps (indices 0
+    # and 5, as .NET binds them: both apply), and a list entry that is not a number refused at start.
+    flt = "DotnetMonitor_InProcessFeatures__Exceptions__CollectionFilters__Exclude__"
+    fw = Watched("dotmon-exceptions-filters-", env={
+        "DotnetMonitor_InProcessFeatures__Exceptions__Enabled": "true",
+        flt + "0__ExceptionType": "System.FormatException",
+        flt + "5__ExceptionType": "System.InvalidOperationException"})
+    try:
+        for kind in ("FormatException", "InvalidOperationException", "TimeoutException"):
+            check(fw.app.command(f"throw 2 {kind}") == "ok throw count=2", f"settings filters: throw 2 {kind}")
+        wait_for(lambda: history(fw.port).get("added", 0) >= 6, 20)
+        st, _, body = get(fw.port, f"/exceptions?pid={fw.app.pid}", {"Accept": "application/x-ndjson"})
+        kinds = sorted({r["typeName"] for r in ndjson(body)}) if st == 200 else []
+        check(kinds == ["System.TimeoutException"],
+              f"settings filters: Exclude entries 0 and 5 both apply (a gap is not the end): {st} {kinds}")
+    finally:
+        fw.close()
+    tmp = tempfile.mkdtemp(prefix="dotmon-exceptions-badfilter-")
+    try:
+        env = dict(os.environ, TMPDIR=tmp, DotnetMonitor_InProcessFeatures__Exceptions__Enabled="true",
+                   **{flt + "first__ExceptionType": "System.FormatException"})
+        r = subprocess.run([os.environ["DOTMON_BIN"], "collect", "--no-auth", "--urls", f"http://127.0.0.1:{free_port()}",
+                            "--metrics", "false"], env=env, capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and "is not an entry of the list" in r.stderr,
+              f"settings filters: a list entry named 'first' refused at start: rc={r.returncode} {r.stderr[-300:]!r}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
     off = Watched("dotmon-exceptions-off-")
     try:

@@ -178,8 +178,7 @@ def gc_state(url):
 
 
 def ctx_switches(pid):
-    """{thread name: [voluntary, involuntary]} context switches of pid's threads (threads of one
-    name summed)."""
+    """{thread id: (name, voluntary, involuntary)} context switches of pid's threads."""
     out = {}
     for t in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -194,15 +193,21 @@ def ctx_switches(pid):
                         v[1] = int(line.split()[1])
         except OSError:
             continue  # a thread that ended between the listing and the read
-        acc = out.setdefault(name, [0, 0])
-        acc[0] += v[0]
-        acc[1] += v[1]
+        out[t] = (name, v[0], v[1])
     return out
 
 
 def ctx_delta(before, after):
-    """{thread name: (voluntary, involuntary)} switched between two ctx_switches."""
-    return {k: (v[0] - before.get(k, [0, 0])[0], v[1] - before.get(k, [0, 0])[1]) for k, v in after.items()}
+    """{thread name: (voluntary, involuntary)} switched between two ctx_switches: per thread (one
+    that started in between counts whole; one that ended in between is not seen), then summed by
+    name."""
+    out = {}
+    for t, (name, vol, inv) in after.items():
+        _, vol0, inv0 = before.get(t, (name, 0, 0))
+        acc = out.setdefault(name, [0, 0])
+        acc[0] += vol - vol0
+        acc[1] += inv - inv0
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def run_round(a, target, mode, script, rx_pid):

@@ -14,6 +14,7 @@
 
 #include <cJSON.h>
 
+#include "ascii.h"
 #include "buf.h"
 #include "err.h"
 #include "log.h"
@@ -755,8 +756,8 @@ bool config_key_under(const char *key, const char *prefix)
     return strncasecmp(key, prefix, n) == 0 && (key[n] == '\0' || key[n] == ':');
 }
 
-int config_array_indices(const struct config *c, const char *key, uint32_t *out, size_t max,
-                         size_t *n, const char **bad)
+int config_children(const struct config *c, const char *key, struct config_child *out, size_t max,
+                    size_t *n)
 {
     size_t kl = strlen(key);
     *n = 0;
@@ -765,30 +766,27 @@ int config_array_indices(const struct config *c, const char *key, uint32_t *out,
         if (!config_key_under(k, key) || k[kl] != ':') {
             continue;
         }
-        const char *p = k + kl + 1;
-        uint64_t v = 0;
-        size_t digits = 0;
-        for (; p[digits] >= '0' && p[digits] <= '9' && v <= INT32_MAX; digits++) {
-            v = v * 10 + (uint64_t)(p[digits] - '0');
-        }
-        if (digits == 0 || v > INT32_MAX || (p[digits] != '\0' && p[digits] != ':')) {
-            if (bad != NULL) {
-                *bad = k;
-            }
-            return AGENT_E_INVAL;
-        }
-        size_t at = 0; /* where v goes in the ascending list */
-        while (at < *n && out[at] < v) {
+        struct config_child ch = {.name = k + kl + 1, .len = strcspn(k + kl + 1, ":")};
+        size_t at = 0; /* where ch goes in the ordered list */
+        while (at < *n &&
+               ascii_config_segment_compare(out[at].name, out[at].len, ch.name, ch.len) < 0) {
             at++;
         }
-        if (at < *n && out[at] == v) {
+        bool known = false; /* among those equal in order ("01" and "1" are two children) */
+        for (size_t j = at;
+             !known && j < *n &&
+             ascii_config_segment_compare(out[j].name, out[j].len, ch.name, ch.len) == 0;
+             j++) {
+            known = out[j].len == ch.len && strncasecmp(out[j].name, ch.name, ch.len) == 0;
+        }
+        if (known) {
             continue;
         }
         if (*n == max) {
             return AGENT_E_TOOBIG;
         }
         memmove(out + at + 1, out + at, (*n - at) * sizeof(*out));
-        out[at] = (uint32_t)v;
+        out[at] = ch;
         (*n)++;
     }
     return 0;

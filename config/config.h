@@ -92,14 +92,20 @@ int config_get_timespan_ms(const struct config *c, const char *key, uint64_t min
 /* True when `key` is `prefix` itself or lies under it ("A:B" is under "A"). Case-insensitive. */
 bool config_key_under(const char *key, const char *prefix);
 
-/*
- * The elements of the array at key: the distinct indices of its children ("key:0…", "key:3…"),
- * ascending, as .NET's binder takes them (a gap is not the end). 0 with *n of them in out;
- * AGENT_E_TOOBIG when there are more than max; AGENT_E_INVAL when a child is not a whole number
- * below 2^31 (*bad, when not NULL, is then that child's key).
+/* A child of a section: name[0..len) points into a key of the config (valid while it is unchanged).
  */
-int config_array_indices(const struct config *c, const char *key, uint32_t *out, size_t max,
-                         size_t *n, const char **bad);
+struct config_child {
+    const char *name;
+    size_t len;
+};
+/*
+ * The distinct children of the section key ("key:0:…", "key:first" → "0", "first"), in the order
+ * .NET's configuration gives them, which is a list's order when bound: whole numbers first by value
+ * (a gap is not the end), then the other names case-insensitively. 0 with *n of them in out;
+ * AGENT_E_TOOBIG when there are more than max.
+ */
+int config_children(const struct config *c, const char *key, struct config_child *out, size_t max,
+                    size_t *n);
 
 /*
  * How dotmon treats a key: CONFIG_KEY_KNOWN (read by dotmon), CONFIG_KEY_FOREIGN (a dotnet-monitor

@@ -108,44 +108,10 @@ const char *rules__key(struct rules_ctx *c, const char *prefix, const char *name
     return k;
 }
 
-/* int.TryParse of a whole segment (digits only: what array indexes and numeric names are). */
-static bool segment_number(const char *s, long long *out)
-{
-    if (*s == '\0' || strlen(s) > 18) {
-        return false;
-    }
-    long long v = 0;
-    for (; *s != '\0'; s++) {
-        if (*s < '0' || *s > '9') {
-            return false;
-        }
-        v = v * 10 + (*s - '0');
-    }
-    *out = v;
-    return true;
-}
-
-/* ConfigurationKeyComparer on one segment: numbers first, by value; then OrdinalIgnoreCase. */
 static int key_compare(const void *pa, const void *pb)
 {
     const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
-    long long x, y;
-    bool xn = segment_number(a, &x), yn = segment_number(b, &y);
-    if (xn && yn) {
-        return (x > y) - (x < y);
-    }
-    if (xn != yn) {
-        return xn ? -1 : 1;
-    }
-    for (;; a++, b++) {
-        /* OrdinalIgnoreCase compares upper-cased characters. */
-        int ca = (unsigned char)*a, cb = (unsigned char)*b;
-        ca = (ca >= 'a' && ca <= 'z') ? ca - 'a' + 'A' : ca;
-        cb = (cb >= 'a' && cb <= 'z') ? cb - 'a' + 'A' : cb;
-        if (ca != cb || ca == 0) {
-            return ca - cb;
-        }
-    }
+    return ascii_config_segment_compare(a, strlen(a), b, strlen(b));
 }
 
 static bool seen(const char **names, size_t n, const char *s, size_t len)

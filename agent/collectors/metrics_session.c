@@ -119,41 +119,41 @@ static int add_defaults(struct metrics_filters *f)
     return rc;
 }
 
-/* Metrics:Providers:N / Metrics:Meters:N, with their name lists: every N given (ascending, gaps
- * allowed, as .NET binds a list). */
+/* Metrics:Providers:<entry> / Metrics:Meters:<entry>, with their name lists: every entry in
+ * .NET's order (config_children). */
 static int read_config_list(struct metrics_filters *f, const struct config *cfg, bool meter)
 {
     const char *list = meter ? "Metrics:Meters" : "Metrics:Providers";
-    uint32_t idx[METRICS_MAX_FILTERS];
-    uint32_t nidx[METRICS_MAX_NAMES];
+    struct config_child ent[METRICS_MAX_FILTERS];
+    struct config_child names[METRICS_MAX_NAMES];
     size_t n = 0;
-    const char *bad = NULL;
-    int rc = config_array_indices(cfg, list, idx, METRICS_MAX_FILTERS, &n, &bad);
+    int rc = config_children(cfg, list, ent, METRICS_MAX_FILTERS, &n);
     char key[256];
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        snprintf(key, sizeof(key), "%s:%u:%s", list, idx[i], meter ? "MeterName" : "ProviderName");
+        snprintf(key, sizeof(key), "%s:%.*s:%s", list, (int)ent[i].len, ent[i].name,
+                 meter ? "MeterName" : "ProviderName");
         const char *name = config_get(cfg, key);
         if (name == NULL || *name == '\0') {
             continue;
         }
         struct metrics_filter *x = NULL;
         rc = add_filter(f, name, meter, &x);
-        snprintf(key, sizeof(key), "%s:%u:%s", list, idx[i],
+        if (rc == AGENT_E_INVAL) {
+            log_error(cat,
+                      "%s: \"%s\" is empty, has spaces around it, or holds one of "
+                      "* , ; = \" \\ or a line break",
+                      key, name);
+        }
+        snprintf(key, sizeof(key), "%s:%.*s:%s", list, (int)ent[i].len, ent[i].name,
                  meter ? "InstrumentNames" : "CounterNames");
         size_t nn = 0;
-        rc = rc != 0 ? rc : config_array_indices(cfg, key, nidx, METRICS_MAX_NAMES, &nn, &bad);
+        rc = rc != 0 ? rc : config_children(cfg, key, names, METRICS_MAX_NAMES, &nn);
         for (size_t j = 0; rc == 0 && j < nn; j++) {
             char nkey[300];
-            snprintf(nkey, sizeof(nkey), "%s:%u", key, nidx[j]);
+            snprintf(nkey, sizeof(nkey), "%s:%.*s", key, (int)names[j].len, names[j].name);
             const char *v = config_get(cfg, nkey);
             rc = v != NULL ? add_name(x, v) : 0;
         }
-    }
-    if (rc == AGENT_E_INVAL && bad != NULL) {
-        log_error(cat, "%s: %s is not an entry of a list (0, 1, ...)", list, bad);
-    } else if (rc == AGENT_E_INVAL) {
-        log_error(cat, "Metrics: a ProviderName or MeterName is empty, has spaces around it, or "
-                       "holds one of * , ; = \" \\ or a line break");
     }
     return rc;
 }

@@ -58,25 +58,20 @@ struct exceptions {
 
 /* ---- settings ---- */
 
-/* CollectionFilters:<list>:N:<member>, every N given (ascending, gaps allowed, as .NET binds a
- * list), as the JSON list of an ExceptionsConfiguration (the one parser reads both). */
+/* CollectionFilters:<list>:<entry>:<member>, every entry in .NET's order (config_children), as
+ * the JSON list of an ExceptionsConfiguration (the one parser reads both). An entry naming none of
+ * the four members is left out with a warning: as {} it would match every exception. */
 static int read_list(const struct config *cfg, const char *list, cJSON *doc)
 {
     static const char *const members[] = {"ExceptionType", "TypeName", "MethodName", "ModuleName"};
     static const char *const json[] = {"exceptionType", "typeName", "methodName", "moduleName"};
     char prefix[96];
     snprintf(prefix, sizeof(prefix), "InProcessFeatures:Exceptions:CollectionFilters:%s", list);
-    uint32_t idx[MAX_FILTERS];
+    struct config_child ent[MAX_FILTERS];
     size_t n = 0;
-    const char *bad = NULL;
-    int rc = config_array_indices(cfg, prefix, idx, MAX_FILTERS, &n, &bad);
-    if (rc == AGENT_E_TOOBIG) {
+    if (config_children(cfg, prefix, ent, MAX_FILTERS, &n) != 0) {
         log_error(cat, "%s: at most %u entries", prefix, MAX_FILTERS);
-        return rc;
-    }
-    if (rc != 0) {
-        log_error(cat, "%s: %s is not an entry of the list (0, 1, ...)", prefix, bad);
-        return rc;
+        return AGENT_E_TOOBIG;
     }
     cJSON *arr = cJSON_AddArrayToObject(doc, list);
     if (arr == NULL) {
@@ -84,22 +79,28 @@ static int read_list(const struct config *cfg, const char *list, cJSON *doc)
     }
     for (size_t i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();
-        if (e == NULL || !cJSON_AddItemToArray(arr, e)) {
-            cJSON_Delete(e);
+        if (e == NULL) {
             return -ENOMEM;
         }
         for (size_t m = 0; m < 4; m++) {
-            char key[160];
-            snprintf(key, sizeof(key), "%s:%u:%s", prefix, idx[i], members[m]);
+            char key[256];
+            snprintf(key, sizeof(key), "%s:%.*s:%s", prefix, (int)ent[i].len, ent[i].name,
+                     members[m]);
             const char *v = config_get(cfg, key);
             if (v != NULL && v[0] != '\0' && cJSON_AddStringToObject(e, json[m], v) == NULL) {
+                cJSON_Delete(e);
                 return -ENOMEM;
             }
         }
-        if (cJSON_GetArraySize(e) == 0) { /* {} would match every exception */
-            log_error(cat, "%s:%u: names none of ExceptionType, TypeName, MethodName, ModuleName",
-                      prefix, idx[i]);
-            return AGENT_E_INVAL;
+        if (cJSON_GetArraySize(e) == 0) {
+            log_warn(cat,
+                     "%s:%.*s names none of ExceptionType, TypeName, MethodName, ModuleName: "
+                     "left out",
+                     prefix, (int)ent[i].len, ent[i].name);
+            cJSON_Delete(e);
+        } else if (!cJSON_AddItemToArray(arr, e)) {
+            cJSON_Delete(e);
+            return -ENOMEM;
         }
     }
     return 0;
@@ -115,10 +116,12 @@ static int read_filters(const struct config *cfg, struct ev_exc_filters **out)
     if (rc == 0 && text == NULL) {
         rc = -ENOMEM;
     }
-    char err[256];
-    rc = rc != 0 ? rc : ev_exc_filters_parse(text, strlen(text), out, err, sizeof(err));
-    if (rc == AGENT_E_INVAL) {
-        log_error(cat, "InProcessFeatures:Exceptions:CollectionFilters: %s", err);
+    char err[256] = "";
+    if (rc == 0) {
+        rc = ev_exc_filters_parse(text, strlen(text), out, err, sizeof(err));
+        if (rc == AGENT_E_INVAL) {
+            log_error(cat, "InProcessFeatures:Exceptions:CollectionFilters: %s", err);
+        }
     }
     free(text);
     return rc;

@@ -373,35 +373,32 @@ static void test_config_rejects_bad_json(void **state)
     config_fini(&c);
 }
 
-/* An array's elements are its children's indices, ascending, gaps kept (as .NET binds a list). */
-static void test_config_array_indices(void **state)
+/* A section's children in .NET's order: numbers first by value (gaps kept), then names
+ * case-insensitively; one child per name whatever its case; "01" and "1" are two. */
+static void test_config_children(void **state)
 {
     (void)state;
     struct config c;
     config_init(&c);
-    assert_int_equal(config_set(&c, "L:10:Name", "ten", "test"), 0);
-    assert_int_equal(config_set(&c, "l:2:Name", "two", "test"), 0);
-    assert_int_equal(config_set(&c, "L:2:Other", "x", "test"), 0);
-    assert_int_equal(config_set(&c, "L:0", "zero", "test"), 0);
-    assert_int_equal(config_set(&c, "LL:5", "not under L", "test"), 0);
-    uint32_t idx[4];
+    const char *keys[] = {"L:10:Name", "l:2:Name", "L:2:Other", "L:beta", "L:0",
+                          "L:Alpha:x", "L:BETA:y", "L:01",      "LL:5"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        assert_int_equal(config_set(&c, keys[i], "v", "test"), 0);
+    }
+    struct config_child ch[8];
     size_t n = 99;
-    const char *bad = NULL;
-    assert_int_equal(config_array_indices(&c, "L", idx, 4, &n, &bad), 0);
-    assert_int_equal(n, 3);
-    assert_int_equal(idx[0], 0);
-    assert_int_equal(idx[1], 2);
-    assert_int_equal(idx[2], 10);
-    assert_int_equal(config_array_indices(&c, "L", idx, 2, &n, &bad), AGENT_E_TOOBIG);
-    assert_int_equal(config_array_indices(&c, "Absent", idx, 4, &n, &bad), 0);
+    assert_int_equal(config_children(&c, "L", ch, 8, &n), 0);
+    const char *want[] = {"0", "01", "2", "10", "Alpha", "beta"};
+    assert_int_equal(n, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(ch[i].len, strlen(want[i]));
+        assert_memory_equal(ch[i].name, want[i], ch[i].len);
+    }
+    assert_int_equal(config_children(&c, "L", ch, 5, &n), AGENT_E_TOOBIG);
+    assert_int_equal(config_children(&c, "Absent", ch, 8, &n), 0);
     assert_int_equal(n, 0);
-    assert_int_equal(config_set(&c, "L:x1:Name", "letters", "test"), 0);
-    assert_int_equal(config_array_indices(&c, "L", idx, 4, &n, &bad), AGENT_E_INVAL);
-    assert_string_equal(bad, "L:x1:Name");
-    config_fini(&c);
-    config_init(&c);
-    assert_int_equal(config_set(&c, "L:2147483648", "past int", "test"), 0);
-    assert_int_equal(config_array_indices(&c, "L", idx, 4, &n, &bad), AGENT_E_INVAL);
+    assert_int_equal(config_children(&c, "L:2", ch, 8, &n), 0);
+    assert_int_equal(n, 2); /* Name, Other */
     config_fini(&c);
 }
 
@@ -417,7 +414,7 @@ int main(void)
         cmocka_unit_test(test_config_unprefixed_env),
         cmocka_unit_test(test_config_host_urls),
         cmocka_unit_test(test_config_sources_in_dotnet_monitor_order),
-        cmocka_unit_test(test_config_array_indices),
+        cmocka_unit_test(test_config_children),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

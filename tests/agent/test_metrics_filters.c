@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Metrics:Providers and Metrics:Meters from the settings (agent/collectors/metrics_session.c):
- * every list entry given, gaps allowed as .NET binds a list, and an entry that is not a number
- * refused.
+ * every list entry, gaps allowed and named entries after the numbered ones, as .NET binds a list.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +15,7 @@
 #include "err.h"
 #include "metrics_session.h"
 
-static void test_lists_with_gaps(void **state)
+static void test_lists_in_dotnet_order(void **state)
 {
     (void)state;
     struct config c;
@@ -43,6 +42,11 @@ static void test_lists_with_gaps(void **state)
     assert_string_equal(f.v[2].names[0], "i2");
     metrics_filters_fini(&f);
     assert_int_equal(config_set(&c, "Metrics:Meters:two:MeterName", "Meter.Y", "test"), 0);
+    assert_int_equal(metrics_filters_from_config(&f, &c, 5), 0);
+    assert_int_equal(f.n, 4);
+    assert_string_equal(f.v[3].name, "Meter.Y");
+    metrics_filters_fini(&f);
+    assert_int_equal(config_set(&c, "Metrics:Meters:3:MeterName", "bad;name", "test"), 0);
     assert_int_equal(metrics_filters_from_config(&f, &c, 5), AGENT_E_INVAL);
     config_fini(&c);
 }
@@ -50,7 +54,7 @@ static void test_lists_with_gaps(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lists_with_gaps),
+        cmocka_unit_test(test_lists_in_dotnet_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

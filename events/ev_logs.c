@@ -113,8 +113,6 @@ struct ev_logs {
     struct scope_slot *slots;
     size_t slots_used; /* used + deleted */
     uint64_t scopes_alive;
-    bool clock_known;
-    struct nettrace_trace_info clock;
     char *last_formatted; /* the last FormattedMessage (or its EventName) */
     size_t last_formatted_bytes;
     struct mb_share *share; /* what the session holds is charged here (NULL: the total only) */
@@ -558,10 +556,7 @@ static void on_metadata(void *ud, const struct nettrace_metadata *m, const uint8
  * trace's sync point is unknown or not a valid one. */
 static bool event_time(struct ev_logs *l, int64_t ts, int64_t *unix_ms)
 {
-    if (!l->clock_known) {
-        l->clock_known = nettrace_trace_info(&l->ck, &l->clock) == 0;
-    }
-    return l->clock_known && nettrace_unix_ms(&l->clock, ts, unix_ms) == 0;
+    return nettrace_event_unix_ms(&l->ck, ts, unix_ms) == 0;
 }
 
 /* ---- scopes -----------------------------------------------------------------------------------

@@ -187,9 +187,6 @@ struct ev_stream {
     struct ev_instr *instr;
     size_t instr_len;
     size_t instr_cap;
-    /* the trace's clock (docs/nettrace.md §2.3) */
-    bool clock_known;
-    struct nettrace_trace_info clock;
     uint64_t samples;
     uint64_t metadata_malformed;
     uint64_t payload_malformed;
@@ -386,10 +383,7 @@ static int parse_double_str(const char *s, double *out)
 static int64_t event_unix_ms(struct ev_stream *s, int64_t ts)
 {
     int64_t ms;
-    if (!s->clock_known) {
-        s->clock_known = nettrace_trace_info(&s->ck, &s->clock) == 0;
-    }
-    return s->clock_known && nettrace_unix_ms(&s->clock, ts, &ms) == 0 ? ms : 0;
+    return nettrace_event_unix_ms(&s->ck, ts, &ms) == 0 ? ms : 0;
 }
 
 static void emit(struct ev_stream *s, const struct ev_metric_sample *sample)

@@ -2512,6 +2512,15 @@ int nettrace_unix_ms(const struct nettrace_trace_info *ti, int64_t ts, int64_t *
     return rc;
 }
 
+int nettrace_event_unix_ms(const struct nettrace_checker *ck, int64_t ts, int64_t *out)
+{
+    const struct nettrace_private *pr = ck->priv;
+    if (pr == NULL || !pr->trace_seen) {
+        return AGENT_E_NOTFOUND;
+    }
+    return nettrace_unix_ms(&pr->info, ts, out);
+}
+
 int nettrace_trace_info(const struct nettrace_checker *ck, struct nettrace_trace_info *out)
 {
     const struct nettrace_private *pr = ck->priv;

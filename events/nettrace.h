@@ -292,6 +292,9 @@ int nettrace_trace_info(const struct nettrace_checker *ck, struct nettrace_trace
 int nettrace_unix_ns(const struct nettrace_trace_info *ti, int64_t ts, int64_t *out);
 /* The same in whole milliseconds (rounded down). */
 int nettrace_unix_ms(const struct nettrace_trace_info *ti, int64_t ts, int64_t *out);
+/* nettrace_unix_ms with the checker's own Trace object: AGENT_E_NOTFOUND before it has been read.
+ */
+int nettrace_event_unix_ms(const struct nettrace_checker *ck, int64_t ts, int64_t *out);
 
 /*
  * Events seen so far whose metadata names this provider (exact, case-sensitive UTF-8) and event id,

@@ -735,7 +735,9 @@ static void test_nettrace_minimal_complete(void **state)
     struct seen seen = {0};
     nettrace_set_event_cb(&ck, on_event, &seen);
     struct nettrace_trace_info ti;
+    int64_t ms = 0, ms_ti = 0;
     assert_int_equal(nettrace_trace_info(&ck, &ti), AGENT_E_NOTFOUND);
+    assert_int_equal(nettrace_event_unix_ms(&ck, 0, &ms), AGENT_E_NOTFOUND);
     enum nettrace_verdict v = check(&ck, s.b.p, s.b.n, 0);
     uint64_t off = 0;
     const char *err = nettrace_error(&ck, &off);
@@ -755,6 +757,10 @@ static void test_nettrace_minimal_complete(void **state)
     assert_int_equal(ti.pointer_size, 8);
     assert_int_equal(ti.qpc_frequency, 1000000000);
     assert_int_equal(ti.sync_time_utc[0], 2026);
+    /* the checker's own clock is the Trace object's */
+    assert_int_equal(nettrace_event_unix_ms(&ck, ti.sync_time_qpc + 2500000000ll, &ms), 0);
+    assert_int_equal(nettrace_unix_ms(&ti, ti.sync_time_qpc + 2500000000ll, &ms_ti), 0);
+    assert_true(ms == ms_ti);
     assert_string_equal(nettrace_verdict_name(v), "COMPLETE");
     /* finish is idempotent and feeding after it is refused */
     assert_int_equal(nettrace_finish(&ck), NETTRACE_COMPLETE);

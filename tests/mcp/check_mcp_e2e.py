@@ -173,7 +173,6 @@ def dump_and_off_checks(tmp, key, token):
                       f"and its description says what it costs and writes: {desc[:300]}")
                 ann = dump[0].get("annotations", {}) if dump else {}
                 check(ann.get("readOnlyHint") is False, f"and its annotations say it is not read-only: {ann}")
-                log.flush()
                 dmtest.stop_clean(dm, log.name, what)
             else:
                 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -184,7 +183,6 @@ def dump_and_off_checks(tmp, key, token):
                                                            "Accept": "application/json, text/event-stream"}, body)
                 check(r.status == 404 and b"Mcp:Enabled" in b,
                       f"without Mcp:Enabled, POST /mcp is a 404 naming Mcp:Enabled ({r.status} {b[:200]!r})")
-                log.flush()
                 dmtest.stop_clean(dm, log.name, what)
         finally:
             stop(dm)
@@ -211,7 +209,6 @@ def main():
         rc = run_e2e(port, token, app)
         check(rc == 0, f"mcp_e2e.mjs (the TypeScript SDK's client) exits 0 (got {rc})")
         inspector_checks(port, token, app.pid)
-        log.flush()
         dmtest.stop_clean(dm, log.name, "after the MCP calls")
         dump_and_off_checks(tmp, key, token)
     finally:
